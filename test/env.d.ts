@@ -1,0 +1,5 @@
+declare namespace Cloudflare {
+  interface Env {
+    SESSIONS: DurableObjectNamespace<import("../src/worker/session-object.js").SessionObject>;
+  }
+}

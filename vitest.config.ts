@@ -1,0 +1,27 @@
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+
+// Two projects: workerd for everything that touches a Durable Object or runs in the Workers runtime,
+// and Node for what needs a real file system (the JSONL fs backend). Their globals clash, so each has
+// its own tsconfig (test/tsconfig.json, test/node/tsconfig.json).
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        plugins: [cloudflareTest({ wrangler: { configPath: "./wrangler.toml" } })],
+        test: {
+          name: "workerd",
+          include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts"],
+          typecheck: { enabled: false },
+        },
+      },
+      {
+        test: {
+          name: "node",
+          include: ["test/node/**/*.test.ts"],
+          environment: "node",
+        },
+      },
+    ],
+  },
+});
