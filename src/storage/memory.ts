@@ -1,0 +1,124 @@
+/**
+ * The memory backend (§7.4): a `Storage` over `MemoryState`, for tests, the reference behaviour of the
+ * contract suite and the in-memory half of JSONL (`JsonlStorage` extends it and persists each checked
+ * batch before calling `publish`). Nothing survives the object.
+ *
+ * Every read returns frozen records shared with the indexes, so callers cannot mutate storage.
+ */
+import type {
+  CommitBatch,
+  Conversation,
+  ConversationQuery,
+  Element,
+  Entry,
+  EntryQuery,
+  Id,
+  JsonValue,
+  List,
+  ListQuery,
+  Page,
+  Task,
+  TaskQuery,
+  Value,
+  ValueQuery,
+  Version,
+} from "./records.js";
+import { checkBatch, type CheckedBatch } from "./shared.js";
+import { type Storage, StorageError } from "./storage.js";
+import { MemoryState } from "./memory-state.js";
+
+export class MemoryStorage implements Storage {
+  /** The in-memory session; subclasses persist a batch before publishing it here. */
+  protected readonly memory = new MemoryState();
+  #closed = false;
+
+  get lastSeq(): Id {
+    return this.memory.lastSeq;
+  }
+
+  async commit(batch: CommitBatch): Promise<{ first: number; last: number }> {
+    this.assertOpen();
+    const checked = checkBatch(batch, this.memory.view);
+    this.publish(batch, checked);
+    return { first: checked.first, last: checked.last };
+  }
+
+  /** Apply a batch `checkBatch` accepted against the current state. Never throws. */
+  protected publish(batch: CommitBatch, checked: CheckedBatch): void {
+    this.memory.apply(batch, checked);
+  }
+
+  protected assertOpen(): void {
+    if (this.#closed) throw new StorageError("closed", "storage is closed");
+  }
+
+  protected markClosed(): void {
+    this.#closed = true;
+  }
+
+  async close(): Promise<void> {
+    this.markClosed();
+  }
+
+  async getConversations(ids: readonly Id[]): Promise<ReadonlyMap<Id, Conversation>> {
+    this.assertOpen();
+    return this.memory.getConversations(ids);
+  }
+
+  async scanConversations(q: ConversationQuery): Promise<Page<Conversation>> {
+    this.assertOpen();
+    return this.memory.scanConversations(q);
+  }
+
+  async getEntries(ids: readonly Id[]): Promise<ReadonlyMap<Id, Entry>> {
+    this.assertOpen();
+    return this.memory.getEntries(ids);
+  }
+
+  async scanEntries(q: EntryQuery): Promise<Page<Entry>> {
+    this.assertOpen();
+    return this.memory.scanEntries(q);
+  }
+
+  async newestHead(conversationId: Id, at: Id): Promise<Entry | undefined> {
+    this.assertOpen();
+    return this.memory.newestHead(conversationId, at);
+  }
+
+  async entryKinds(): Promise<readonly string[]> {
+    this.assertOpen();
+    return this.memory.entryKinds();
+  }
+
+  async getTasks(ids: readonly Id[]): Promise<ReadonlyMap<Id, Task>> {
+    this.assertOpen();
+    return this.memory.getTasks(ids);
+  }
+
+  async scanTasks(q: TaskQuery): Promise<Page<Task>> {
+    this.assertOpen();
+    return this.memory.scanTasks(q);
+  }
+
+  async getValue<T>(addr: Value<T>, at?: Id): Promise<Version<T> | undefined> {
+    this.assertOpen();
+    const version = this.memory.state.getValue(addr, at, (cap) => this.#segments(addr.scope, cap));
+    return version as Version<T> | undefined;
+  }
+
+  async scanValues(q: ValueQuery): Promise<Page<{ key: string; version: Version<JsonValue> }>> {
+    this.assertOpen();
+    return this.memory.state.scanValues(q.scope, q.namespace, q.after, q.limit, this.memory.lastSeq);
+  }
+
+  async readList<T>(addr: List<T>, q: ListQuery): Promise<Page<Element<T>>> {
+    this.assertOpen();
+    const page = this.memory.state.readList(addr, q, this.memory.lastSeq, (cap) => this.#segments(addr.scope, cap));
+    return page as Page<Element<T>>;
+  }
+
+  #segments(scope: Value<unknown>["scope"], cap: Id) {
+    if (!("conversation" in scope)) throw new StorageError("bad_query", "only conversation state has fork segments");
+    return this.memory.segments(scope.conversation, cap);
+  }
+}
