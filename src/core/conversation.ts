@@ -1,0 +1,126 @@
+/**
+ * ConversationHandle (§9.1): one conversation's view of the harness. It binds conversation specs to its
+ * id, owns the process-local context cache (§2.2) and creates forks (§2.4). Execution-related methods
+ * (accept, drive, abort) are added by the driver and turn layers.
+ */
+import type { Conversation, Entry, Id, JsonValue } from "../storage/records.js";
+import type { Call } from "./call.js";
+import { ContextCache, type DerivedContext } from "./context.js";
+import { PicoError } from "./errors.js";
+import type { Harness, ListHandle, ValueHandle } from "./harness.js";
+import { listHandle, valueHandle } from "./harness.js";
+import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
+import type { ConfigSpec, ConfigValues } from "./task-kind.js";
+import { conversationTx, type ConversationTx, type CommitOrigin } from "./tx.js";
+import { chainOf } from "./validate.js";
+
+export interface ConfigHandle<C extends ConfigSpec> {
+  get(call: Call): Promise<ConfigValues<C>>;
+  set(partial: Partial<{ -readonly [K in keyof C]: NonNullable<ConfigValues<C>[K]> }>, call: Call): Promise<void>;
+}
+
+export interface ForkOptions {
+  /** An entry visible in this conversation, or "start" for an empty prefix. */
+  readonly at: Id | "start";
+  /** Sticky conversation values to copy from this conversation's current state (§4.3). */
+  readonly values?: { readonly inherit?: readonly ValueSpec<unknown>[] };
+}
+
+export class ConversationHandle {
+  readonly id: Id;
+  readonly harness: Harness;
+  readonly record: Conversation;
+  #cache: ContextCache | undefined;
+
+  constructor(harness: Harness, record: Conversation) {
+    this.harness = harness;
+    this.id = record.id;
+    this.record = record;
+  }
+
+  async snapshot(_call: Call): Promise<Conversation> {
+    const record = (await this.harness.storage.getConversations([this.id])).get(this.id);
+    if (record === undefined) throw new PicoError("not_found", `conversation ${this.id} does not exist`);
+    return record;
+  }
+
+  /** Commit with this conversation bound (§9.2). */
+  commit<T>(plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T> {
+    return this.commitAs(undefined, plan, call);
+  }
+
+  commitAs<T>(origin: CommitOrigin | undefined, plan: (tx: ConversationTx) => T | Promise<T>, _call: Call): Promise<T> {
+    return this.harness.commitBound(origin, { conversationId: this.id }, (b) => plan(conversationTx(b, this.id)));
+  }
+
+  value<T>(addr: ValueRef<T>): ValueHandle<T> {
+    return valueHandle(this.harness, addr, { conversationId: this.id });
+  }
+
+  list<T>(addr: ListRef<T>): ListHandle<T> {
+    return listHandle(this.harness, addr, { conversationId: this.id });
+  }
+
+  /** The values a kind declares, read together and set in one commit (§5.2). */
+  config<C extends ConfigSpec>(kind: { readonly kind: string; readonly config?: C }): ConfigHandle<C> {
+    const spec = (kind.config ?? {}) as C;
+    const storage = this.harness.storage;
+    return {
+      get: async () => {
+        const keys = Object.keys(spec);
+        const values = await Promise.all(
+          keys.map(async (key) => (await storage.getValue(bind(spec[key] as ValueSpec<unknown>, { conversationId: this.id })))?.value),
+        );
+        return Object.fromEntries(keys.map((key, i) => [key, values[i]])) as ConfigValues<C>;
+      },
+      set: async (partial, call) => {
+        await this.commit((tx) => {
+          for (const [key, value] of Object.entries(partial)) {
+            const addr = spec[key];
+            if (addr === undefined) throw new PicoError("not_found", `${kind.kind} declares no config ${key}`);
+            if (value !== undefined) tx.value(addr).set(value as JsonValue);
+          }
+        }, call);
+      },
+    };
+  }
+
+  /** The derived context through `through` (default: now), from this handle's cache (§2.2). */
+  contextEntries(through: Id | undefined, _call: Call): Promise<DerivedContext> {
+    this.#cache ??= new ContextCache(this.harness.storage, this.id);
+    return this.#cache.contextEntries(through);
+  }
+
+  /** Called by the commit line after each durable batch with this conversation's new entries. */
+  observe(entries: readonly Entry[], last: Id): void {
+    this.#cache?.observe(entries, last);
+  }
+
+  /**
+   * A new conversation whose transcript and rewindable state are this one's through `at` (§2.4, §4.3);
+   * sticky values only when selected.
+   */
+  async fork(options: ForkOptions, call: Call): Promise<ConversationHandle> {
+    const id = await this.commit(async (tx) => {
+      const at = options.at === "start" ? 0 : options.at;
+      if (options.at !== "start") {
+        const entry = await tx.getEntry(at);
+        const segments = await chainOf(this.harness.storage, this.id, new Map());
+        if (entry === undefined || !segments.some((s) => s.conversationId === entry.conversationId && entry.id <= s.cap)) {
+          throw new PicoError("invalid_commit", `cannot fork conversation ${this.id} at ${at}: not one of its entries`);
+        }
+      }
+      const copies: [ValueSpec<unknown>, JsonValue][] = [];
+      for (const spec of options.values?.inherit ?? []) {
+        const value = await tx.value(spec).get();
+        if (value !== undefined) copies.push([spec, value as JsonValue]);
+      }
+      const child = tx.createConversation({ parent: { conversationId: this.id, at } });
+      for (const [spec, value] of copies) tx.value(bind(spec, { conversationId: child })).set(value);
+      return child;
+    }, call);
+    const handle = await this.harness.conversation(id, call);
+    if (handle === undefined) throw new PicoError("not_found", `fork ${id} vanished`);
+    return handle;
+  }
+}

@@ -1,0 +1,349 @@
+/**
+ * The Harness (§9.1): a session's handles over one Storage and one commit line. It owns the line, the
+ * kind registries and the commit pipeline (build -> validate -> persist -> update indexes -> publish ->
+ * dispatch), and hands out conversation handles. Hosts (the Durable Object) open one per session.
+ */
+import type {
+  CommitBatch,
+  Conversation,
+  ConversationQuery,
+  Cursor,
+  Element,
+  Entry,
+  Id,
+  JsonValue,
+  ListQuery,
+  Page,
+  Task,
+  TaskStateBase,
+} from "../storage/records.js";
+import type { Storage } from "../storage/storage.js";
+import type { Call } from "./call.js";
+import { ConversationHandle } from "./conversation.js";
+import { builtinEntryKinds, EntryKindRegistry, type EntryKind } from "./entries.js";
+import { PicoError } from "./errors.js";
+import { CommitLine } from "./line.js";
+import { bind, type Binding, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
+import type { AnyTaskKind, ReadTask, TaskDefinition, TaskRoles } from "./task-kind.js";
+import { TaskKindRegistry } from "./task-kind.js";
+import {
+  readEntries,
+  readTasks,
+  scratchTx,
+  sessionTx,
+  TxBuilder,
+  type CommitOrigin,
+  type ScratchTx,
+  type Tx,
+} from "./tx.js";
+import { storageLiveTurns, validateMainBatch, type LiveTurns } from "./validate.js";
+
+/** An initial root value: typed pairs built with `initialValue`. */
+export interface InitialValue {
+  readonly spec: ValueSpec<unknown>;
+  readonly value: JsonValue;
+}
+
+export function initialValue<T extends JsonValue>(spec: ValueSpec<T>, value: T): InitialValue {
+  return { spec, value };
+}
+
+/** Reports the harness makes without failing (§6.4: open reports unregistered entry kinds). */
+export type HarnessReport =
+  | { readonly type: "unregistered_entry_kinds"; readonly kinds: readonly string[] }
+  | { readonly type: "listener_error"; readonly error: unknown };
+
+export interface HarnessOptions {
+  /** Entry kinds added to the built-ins. */
+  readonly entryKinds?: readonly EntryKind[];
+  readonly taskKinds?: readonly AnyTaskKind[];
+  /** Values of a fresh root, written in the creating commit; ignored on reopen (§9.5). */
+  readonly rootValues?: readonly InitialValue[];
+  readonly now?: () => number;
+  readonly report?: (report: HarnessReport) => void;
+}
+
+/** One durable batch, as commit listeners see it: after persistence, never half. */
+export interface CommittedBatch {
+  readonly first: Id;
+  readonly last: Id;
+  readonly batch: CommitBatch;
+  readonly origin: CommitOrigin | undefined;
+}
+
+export type CommitListener = (commit: CommittedBatch) => void;
+
+export interface ValueHandle<T> {
+  get(call: Call): Promise<T | undefined>;
+  /** Rewindable conversation values only: the value as of entry `at`. */
+  getAt(at: Id, call: Call): Promise<T | undefined>;
+  set(value: T, call: Call): Promise<void>;
+  delete(call: Call): Promise<void>;
+}
+
+export interface ListHandle<T> {
+  read(query: Partial<ListQuery> | undefined, call: Call): Promise<Page<Element<T>>>;
+  append(value: T, call: Call): Promise<Id>;
+  remove(element: Id, call: Call): Promise<void>;
+  clear(call: Call): Promise<void>;
+}
+
+/** Hook points of the commit pipeline that the driver (a later layer) plugs into. */
+export interface CommitHooks {
+  /** Admission check before the builder runs (phase, invocation identity, marks). */
+  admit?(origin: CommitOrigin | undefined, batchKind: "main" | "scratch", scratchTask: Id | undefined): void;
+  /** Authority checks over the complete batch before persistence. */
+  validate?(batch: CommitBatch, origin: CommitOrigin | undefined): Promise<void> | void;
+  /** After persistence, on the line: update indexes, reserve work. Returns callbacks to run after the line. */
+  applied?(commit: CommittedBatch): (() => void) | void;
+}
+
+export class Harness {
+  readonly storage: Storage;
+  readonly entryKinds: EntryKindRegistry;
+  readonly taskKinds: TaskKindRegistry;
+  readonly line = new CommitLine();
+  readonly now: () => number;
+  #listeners = new Set<CommitListener>();
+  #conversations = new Map<Id, ConversationHandle>();
+  #hooks: CommitHooks = {};
+  #liveTurns: LiveTurns;
+  #report: (report: HarnessReport) => void;
+  #rootId: Id = 1;
+  #closed = false;
+
+  private constructor(storage: Storage, options: HarnessOptions) {
+    this.storage = storage;
+    this.entryKinds = new EntryKindRegistry([...builtinEntryKinds, ...(options.entryKinds ?? [])]);
+    this.taskKinds = new TaskKindRegistry(options.taskKinds ?? []);
+    this.now = options.now ?? (() => Date.now());
+    this.#report = options.report ?? (() => undefined);
+    this.#liveTurns = storageLiveTurns(storage);
+  }
+
+  /**
+   * Open a session over its storage. Empty storage gets its root conversation and initial root values
+   * in one commit; reopen creates nothing and starts nothing (§6.4, §9.5).
+   */
+  static async open(storage: Storage, options: HarnessOptions, call: Call): Promise<Harness> {
+    const harness = new Harness(storage, options);
+    const stored = await storage.entryKinds();
+    const unknown = stored.filter((kind) => !harness.entryKinds.has(kind));
+    if (unknown.length > 0) harness.#report({ type: "unregistered_entry_kinds", kinds: unknown });
+    if (storage.lastSeq === 0) {
+      await harness.commit((tx) => {
+        const root = tx.createConversation({});
+        for (const { spec, value } of options.rootValues ?? []) tx.value(bind(spec, { conversationId: root })).set(value);
+        return root;
+      }, call);
+    }
+    return harness;
+  }
+
+  /** Install the driver's pipeline hooks and live-turn index (done once by the driver). */
+  install(hooks: CommitHooks, liveTurns?: LiveTurns): void {
+    this.#hooks = hooks;
+    if (liveTurns !== undefined) this.#liveTurns = liveTurns;
+  }
+
+  report(report: HarnessReport): void {
+    this.#report(report);
+  }
+
+  /** Observe every durable batch in commit order. Listeners observe only and never await the line. */
+  onCommit(listener: CommitListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  // commits -------------------------------------------------------------------------------------
+
+  /** Build and commit one main batch; resolves after persistence and publication (§9.2). */
+  commit<T>(plan: (tx: Tx) => T | Promise<T>, call: Call): Promise<T> {
+    return this.commitAs(undefined, plan, call);
+  }
+
+  /** Commit on behalf of a task invocation (the driver passes the invocation's origin, §5.8). */
+  commitAs<T>(origin: CommitOrigin | undefined, plan: (tx: Tx) => T | Promise<T>, _call: Call): Promise<T> {
+    return this.#run(origin, {}, (b) => plan(sessionTx(b)));
+  }
+
+  /** Commit through a builder with a conversation or task binding (handles and runtimes use this). */
+  commitBound<T>(origin: CommitOrigin | undefined, binding: Binding, plan: (b: TxBuilder) => T | Promise<T>): Promise<T> {
+    return this.#run(origin, { binding }, plan);
+  }
+
+  /** One scratch batch for task `taskId` (§4.6). */
+  scratch<T>(origin: CommitOrigin | undefined, taskId: Id, plan: (sc: ScratchTx) => T | Promise<T>): Promise<T> {
+    return this.#run(origin, { binding: { taskId }, scratchTask: taskId }, (b) => plan(scratchTx(b, taskId)));
+  }
+
+  async #run<T>(
+    origin: CommitOrigin | undefined,
+    options: { binding?: Binding; scratchTask?: Id },
+    plan: (b: TxBuilder) => T | Promise<T>,
+  ): Promise<T> {
+    const { result, after } = await this.line.run(async () => {
+      if (this.#closed) throw new PicoError("closed", "the harness is closed");
+      this.#hooks.admit?.(origin, options.scratchTask === undefined ? "main" : "scratch", options.scratchTask);
+      const builder = new TxBuilder(this.storage, this.taskKinds, { ...options, origin });
+      const result = await plan(builder);
+      builder.freeze();
+      const batch = builder.batch();
+      if (batch.writes.length === 0) return { result, after: undefined };
+      if (batch.kind === "main") {
+        await validateMainBatch(batch.writes, { storage: this.storage, origin, liveTurns: this.#liveTurns });
+      }
+      await this.#hooks.validate?.(batch, origin);
+      const { first, last } = await this.storage.commit(batch);
+      const committed: CommittedBatch = { first, last, batch, origin };
+      this.#observe(committed);
+      const after = this.#hooks.applied?.(committed);
+      this.#publish(committed);
+      return { result, after };
+    });
+    if (after) after();
+    return result;
+  }
+
+  /** Update process-local caches owned by handles (context caches see appended entries). */
+  #observe(commit: CommittedBatch): void {
+    if (commit.batch.kind !== "main") return;
+    const byConversation = new Map<Id, Entry[]>();
+    for (const write of commit.batch.writes) {
+      if (write.type !== "entry") continue;
+      const list = byConversation.get(write.entry.conversationId) ?? [];
+      list.push(write.entry);
+      byConversation.set(write.entry.conversationId, list);
+    }
+    for (const [id, entries] of byConversation) this.#conversations.get(id)?.observe(entries, commit.last);
+  }
+
+  #publish(commit: CommittedBatch): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(commit);
+      } catch (error) {
+        this.#report({ type: "listener_error", error });
+      }
+    }
+  }
+
+  // handles ---------------------------------------------------------------------------------------
+
+  get rootId(): Id {
+    return this.#rootId;
+  }
+
+  async root(call: Call): Promise<ConversationHandle> {
+    const root = await this.conversation(this.#rootId, call);
+    if (root === undefined) throw new PicoError("not_found", "the session has no root conversation");
+    return root;
+  }
+
+  async conversation(id: Id, _call: Call): Promise<ConversationHandle | undefined> {
+    const cached = this.#conversations.get(id);
+    if (cached !== undefined) return cached;
+    const record = (await this.storage.getConversations([id])).get(id);
+    if (record === undefined) return undefined;
+    const handle = this.#conversations.get(id) ?? new ConversationHandle(this, record);
+    this.#conversations.set(id, handle);
+    return handle;
+  }
+
+  /** Forget a handle (and its context cache); a later `conversation(id)` makes a fresh one. */
+  release(id: Id): void {
+    this.#conversations.delete(id);
+  }
+
+  conversations(query: ConversationQuery, _call: Call): Promise<Page<Conversation>> {
+    return this.storage.scanConversations(query);
+  }
+
+  getEntry(id: Id, call: Call): Promise<Entry | undefined>;
+  getEntry<E extends Entry>(kind: EntryKind<E>, id: Id, call: Call): Promise<E | undefined>;
+  async getEntry(a: EntryKind | Id, b: Id | Call, _c?: Call): Promise<Entry | undefined> {
+    const id = typeof a === "number" ? a : (b as Id);
+    const entry = (await this.storage.getEntries([id])).get(id);
+    return typeof a === "number" || a.is(entry) ? entry : undefined;
+  }
+
+  getEntries(ids: readonly Id[], call: Call): Promise<ReadonlyMap<Id, Entry>>;
+  getEntries<E extends Entry>(kind: EntryKind<E>, ids: readonly Id[], call: Call): Promise<ReadonlyMap<Id, E>>;
+  getEntries(a: EntryKind | readonly Id[], b: readonly Id[] | Call, _c?: Call): Promise<ReadonlyMap<Id, Entry>> {
+    return Array.isArray(b) ? readEntries(this.storage, a, b as readonly Id[]) : readEntries(this.storage, a);
+  }
+
+  /** A transcript page of a conversation (fork-aware), per `Cursor`. */
+  entries(conversationId: Id, page: Cursor & { readonly kind?: string; readonly key?: string }, _call: Call): Promise<Page<Entry>> {
+    return this.storage.scanEntries({ conversationId, ...page });
+  }
+
+  getTask(id: Id, call: Call): Promise<Task | undefined>;
+  getTask<S extends TaskStateBase, R extends TaskRoles<S>>(kind: TaskDefinition<S, R>, id: Id, call: Call): Promise<ReadTask<S, R> | undefined>;
+  async getTask(a: { readonly kind: string } | Id, b: Id | Call, _c?: Call): Promise<Task | undefined> {
+    const id = typeof a === "number" ? a : (b as Id);
+    const task = (await this.storage.getTasks([id])).get(id);
+    return typeof a === "number" || task?.kind === a.kind ? task : undefined;
+  }
+
+  getTasks(ids: readonly Id[], call: Call): Promise<ReadonlyMap<Id, Task>>;
+  getTasks<S extends TaskStateBase, R extends TaskRoles<S>>(
+    kind: TaskDefinition<S, R>,
+    ids: readonly Id[],
+    call: Call,
+  ): Promise<ReadonlyMap<Id, ReadTask<S, R>>>;
+  getTasks(a: { readonly kind: string } | readonly Id[], b: readonly Id[] | Call, _c?: Call): Promise<ReadonlyMap<Id, Task>> {
+    return Array.isArray(b) ? readTasks(this.storage, a, b as readonly Id[]) : readTasks(this.storage, a);
+  }
+
+  /** A session-state handle (conversation specs need `bindTo` first). */
+  value<T>(addr: ValueRef<T>): ValueHandle<T> {
+    return valueHandle(this, addr, {});
+  }
+
+  list<T>(addr: ListRef<T>): ListHandle<T> {
+    return listHandle(this, addr, {});
+  }
+
+  // registration (§9.6): changes serialize on the line -----------------------------------------------
+
+  registerEntryKind<E extends Entry>(kind: EntryKind<E>, _call: Call): Promise<EntryKind<E>> {
+    return this.line.run(() => this.entryKinds.register(kind));
+  }
+
+  replaceEntryKind<E extends Entry>(kind: EntryKind<E>, _call: Call): Promise<EntryKind<E>> {
+    return this.line.run(() => this.entryKinds.replace(kind));
+  }
+
+  removeEntryKind(name: string, _call: Call): Promise<void> {
+    return this.line.run(() => this.entryKinds.remove(name));
+  }
+
+  async close(_call: Call): Promise<void> {
+    await this.line.run(() => {
+      this.#closed = true;
+    });
+    await this.storage.close();
+  }
+}
+
+export function valueHandle<T>(harness: Harness, ref: ValueRef<T>, binding: Binding): ValueHandle<T> {
+  const addr = bind(ref, binding);
+  return {
+    get: async () => (await harness.storage.getValue(addr))?.value,
+    getAt: async (at) => (await harness.storage.getValue(addr, at))?.value,
+    set: (value, _call) => harness.commitBound(undefined, binding, (b) => b.value(addr).set(value)),
+    delete: (_call) => harness.commitBound(undefined, binding, (b) => b.value(addr).delete()),
+  };
+}
+
+export function listHandle<T>(harness: Harness, ref: ListRef<T>, binding: Binding): ListHandle<T> {
+  const addr = bind(ref, binding);
+  return {
+    read: (query) => harness.storage.readList<T>(addr, { limit: 1000, ...query }),
+    append: (value, _call) => harness.commitBound(undefined, binding, (b) => b.list(addr).append(value)),
+    remove: (element, _call) => harness.commitBound(undefined, binding, (b) => b.list(addr).remove(element)),
+    clear: (_call) => harness.commitBound(undefined, binding, (b) => b.list(addr).clear()),
+  };
+}

@@ -1,0 +1,230 @@
+/**
+ * Task kinds (§5.1, §5.2, §9.2): the compile-time machinery that keeps a kind's status/payload union
+ * and literal roles map attached to its tasks, the derived `orphaned` variant, the exact-write typing of
+ * `patch`/`settle`, and `defineTaskKind` with its runtime checks. The registry maps names to kinds.
+ */
+import type { Id, Task, TaskRole, TaskStateBase } from "../storage/records.js";
+import type { Call } from "./call.js";
+import { PicoError } from "./errors.js";
+import type { ValueSpec } from "./state.js";
+
+export type TaskRoles<S extends TaskStateBase> = Readonly<Record<S["status"], TaskRole>>;
+
+declare const taskType: unique symbol;
+
+/** Compiler-only witness; never populated or serialized. */
+export interface TaskType<S extends TaskStateBase, R extends TaskRoles<S>> {
+  readonly [taskType]?: { readonly state: (state: S) => S; readonly roles: R };
+}
+
+export type TypedTask<S extends TaskStateBase, R extends TaskRoles<S>> = Task<S> & TaskType<S, R>;
+
+export interface TaskDefinition<S extends TaskStateBase, R extends TaskRoles<S>> extends TaskType<S, R> {
+  readonly kind: string;
+  readonly roles: R;
+}
+
+/** Keys present in every variant, with their types and optionality (§5.1). */
+export type CommonPayload<S extends TaskStateBase> = Pick<S, Exclude<keyof S, "status">>;
+export type Orphaned<S extends TaskStateBase> = CommonPayload<S> & { readonly status: "orphaned" };
+
+export type ReadTask<S extends TaskStateBase, R extends TaskRoles<S>> = TypedTask<
+  S | Orphaned<S>,
+  R & { readonly orphaned: "terminal" }
+>;
+
+export type TaskState<K> = K extends TaskDefinition<infer S, infer _R> ? S | Orphaned<S> : never;
+
+/** The declared variants whose role is `Role`; orphaned is never a public write target. */
+export type StatesWithRole<S extends TaskStateBase, R extends TaskRoles<S>, Role extends TaskRole> = S extends TaskStateBase
+  ? S["status"] extends "orphaned"
+    ? never
+    : R[S["status"]] extends Role
+      ? S
+      : never
+  : never;
+
+/** Status and payload stay correlated even when callers pass unions. */
+export type WriteArgs<S extends TaskStateBase> = S extends TaskStateBase
+  ? [status: S["status"], payload: Omit<S, "status">]
+  : never;
+
+/** Rejects extra top-level payload keys, including a duplicated status. */
+export type ExactWrite<S extends TaskStateBase, A extends WriteArgs<S>> = A &
+  [status: A[0], payload: Record<Exclude<keyof A[1], keyof Omit<Extract<S, { status: A[0] }>, "status">>, never>];
+
+// ---------------------------------------------------------------------------------------------
+// Hooks and config declared on kinds (§5.2, §8.7)
+
+export type HookPoints = Record<string, { input: unknown; output: unknown }>;
+export type HookSpecs<H extends HookPoints> = { readonly [P in keyof H]?: { readonly failClosed?: boolean } };
+
+export type ConfigSpec = Readonly<Record<string, ValueSpec<unknown>>>;
+export type ConfigValues<C extends ConfigSpec> = {
+  readonly [K in keyof C]: C[K] extends ValueSpec<infer T> ? T | undefined : never;
+};
+
+/** What the driver hands a running invocation; defined with the driver (runtime.ts). */
+export interface TaskRuntimeLike {
+  readonly taskId: Id;
+}
+
+/** A task kind: its statuses, roles and behaviour (§5.2). `Runtime` is the driver's TaskRuntime. */
+export interface TaskKind<
+  S extends TaskStateBase,
+  R extends TaskRoles<S> = TaskRoles<S>,
+  Runtime extends TaskRuntimeLike = TaskRuntimeLike,
+  Hooks extends HookPoints = HookPoints,
+  Config extends ConfigSpec = ConfigSpec,
+> extends TaskDefinition<S, R> {
+  readonly initialStatus: StatesWithRole<S, R, "start">["status"];
+  is(task: Task | undefined): task is ReadTask<S, R>;
+  readonly turn?: true;
+  readonly hooks?: HookSpecs<Hooks>;
+  readonly config?: Config;
+  execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
+  recover(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
+  abort(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
+}
+
+/** Any registered kind, erased for the registry and the driver. */
+export interface AnyTaskKind {
+  readonly kind: string;
+  readonly roles: Readonly<Record<string, TaskRole>>;
+  readonly initialStatus: string;
+  readonly turn?: true;
+  readonly hooks?: Readonly<Record<string, { readonly failClosed?: boolean } | undefined>>;
+  readonly config?: ConfigSpec;
+  execute(task: Task, runtime: never, call: Call): Promise<void>;
+  recover(task: Task, runtime: never, call: Call): Promise<void>;
+  abort(task: Task, runtime: never, call: Call): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// defineTaskKind
+
+type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type CommonKeys<S> = Exclude<keyof S, "status">;
+type VariantAgrees<V, All, K extends keyof All> = V extends unknown ? Equals<Pick<V, K & keyof V>, Pick<All, K>> : never;
+/** Common fields whose type or optionality differs between variants. */
+export type InconsistentCommonFields<S extends TaskStateBase> = {
+  [K in CommonKeys<S>]: false extends VariantAgrees<S, S, K> ? K : never;
+}[CommonKeys<S>];
+
+type KindChecks<S extends TaskStateBase> = "orphaned" extends S["status"]
+  ? { readonly error: "orphaned is derived by the harness and cannot be declared (§5.1)" }
+  : [InconsistentCommonFields<S>] extends [never]
+    ? unknown
+    : { readonly error: "common fields must have the same type and optionality in every variant"; readonly fields: InconsistentCommonFields<S> };
+
+type DefinitionInput<S extends TaskStateBase, R extends TaskRoles<S>, Runtime extends TaskRuntimeLike, Hooks extends HookPoints, Config extends ConfigSpec> = {
+  readonly kind: string;
+  /** Exactly one role per declared status. */
+  readonly roles: R & Record<Exclude<keyof R, S["status"]>, never>;
+  readonly initialStatus: StatesWithRole<S, R, "start">["status"];
+  readonly turn?: true;
+  readonly hooks?: HookSpecs<Hooks>;
+  readonly config?: Config;
+  execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
+  recover(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
+  abort(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
+};
+
+const ROLE_NAMES: ReadonlySet<string> = new Set(["start", "inflight", "terminal"]);
+
+/**
+ * Define a task kind. The first call binds the declared state union (and runtime, hook and config
+ * types); the second infers the literal roles map.
+ *
+ * @example
+ * type S = { status: "planned"; n: number } | { status: "done"; n: number };
+ * const k = defineTaskKind<S>()({ kind: "count", roles: { planned: "start", done: "terminal" },
+ *   initialStatus: "planned", execute, recover, abort });
+ */
+export function defineTaskKind<
+  S extends TaskStateBase,
+  Runtime extends TaskRuntimeLike = TaskRuntimeLike,
+  Hooks extends HookPoints = HookPoints,
+  Config extends ConfigSpec = ConfigSpec,
+>() {
+  return <const R extends TaskRoles<S>>(
+    definition: DefinitionInput<S, R, Runtime, Hooks, Config> & KindChecks<S>,
+  ): TaskKind<S, R, Runtime, Hooks, Config> => {
+    const roles = definition.roles as Readonly<Record<string, unknown>>;
+    if (definition.kind === "") throw new PicoError("invalid_commit", "a task kind needs a name");
+    if (Object.hasOwn(roles, "orphaned")) {
+      throw new PicoError("invalid_commit", `task kind ${definition.kind} declares orphaned; it is derived (§5.1)`);
+    }
+    for (const [status, role] of Object.entries(roles)) {
+      if (typeof role !== "string" || !ROLE_NAMES.has(role)) {
+        throw new PicoError("invalid_commit", `task kind ${definition.kind}: status ${status} has unknown role ${String(role)}`);
+      }
+    }
+    if (roles[definition.initialStatus] !== "start") {
+      throw new PicoError("invalid_commit", `task kind ${definition.kind}: initial status ${definition.initialStatus} must have role start`);
+    }
+    const kind = definition.kind;
+    return Object.freeze({
+      ...definition,
+      is: (task: Task | undefined): task is ReadTask<S, R> => task !== undefined && task.kind === kind,
+    }) as TaskKind<S, R, Runtime, Hooks, Config>;
+  };
+}
+
+/** The role of `status` in a kind, or an error naming what is wrong (`orphaned` is never writable). */
+export function roleOf(kind: { readonly kind: string; readonly roles: Readonly<Record<string, TaskRole>> }, status: string): TaskRole {
+  if (status === "orphaned") throw new PicoError("invalid_commit", `orphaned is written only by the harness at open (§5.1)`);
+  const role = Object.hasOwn(kind.roles, status) ? kind.roles[status] : undefined;
+  if (role === undefined) throw new PicoError("invalid_commit", `task kind ${kind.kind} has no status ${status}`);
+  return role;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mutable registration (§9.6)
+
+export class TaskKindRegistry {
+  readonly #kinds = new Map<string, AnyTaskKind>();
+
+  constructor(initial: readonly AnyTaskKind[] = []) {
+    for (const kind of initial) this.register(kind);
+  }
+
+  register(kind: AnyTaskKind): void {
+    if (this.#kinds.has(kind.kind)) throw new PicoError("conflict", `task kind ${kind.kind} is already registered`);
+    this.#kinds.set(kind.kind, kind);
+  }
+
+  /** A replacement must understand its predecessor's persisted statuses (§5.2). */
+  replace(kind: AnyTaskKind): void {
+    const previous = this.#kinds.get(kind.kind);
+    if (previous === undefined) throw new PicoError("not_found", `task kind ${kind.kind} is not registered`);
+    const missing = Object.keys(previous.roles).filter((status) => !Object.hasOwn(kind.roles, status));
+    if (missing.length > 0) {
+      throw new PicoError("conflict", `replacement ${kind.kind} lacks persisted statuses ${missing.join(", ")}; migrate first`);
+    }
+    this.#kinds.set(kind.kind, kind);
+  }
+
+  remove(name: string): void {
+    if (!this.#kinds.delete(name)) throw new PicoError("not_found", `task kind ${name} is not registered`);
+  }
+
+  get(name: string): AnyTaskKind | undefined {
+    return this.#kinds.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.#kinds.has(name);
+  }
+
+  names(): string[] {
+    return [...this.#kinds.keys()];
+  }
+}
+
+/** Erase a typed kind for the registry. */
+export function erase<S extends TaskStateBase, R extends TaskRoles<S>, Runtime extends TaskRuntimeLike, H extends HookPoints, C extends ConfigSpec>(
+  kind: TaskKind<S, R, Runtime, H, C>,
+): AnyTaskKind {
+  return kind as unknown as AnyTaskKind;
+}

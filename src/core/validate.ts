@@ -1,0 +1,199 @@
+/**
+ * Validation on the commit line (§2.1, §5.8, §7.3): the transcript rules storage cannot know. It runs
+ * after the builder returns and before persistence, against committed state plus earlier writes of the
+ * same batch, and throws a `PicoError`; a rejected batch writes nothing and consumes no ids.
+ */
+import type { AssistantMessage } from "@earendil-works/pi-ai";
+import type { Conversation, Entry, Id, MainWrite } from "../storage/records.js";
+import { forkSegments, type Segment } from "../storage/shared.js";
+import type { Storage } from "../storage/storage.js";
+import { isManagedSystem, systemKind } from "./entries.js";
+import { invalid, PicoError } from "./errors.js";
+import type { CommitOrigin } from "./tx.js";
+
+/** Live turn-task counts per conversation; the driver answers from its index, tests from storage. */
+export interface LiveTurns {
+  liveTurnTasks(conversationId: Id): Promise<number>;
+}
+
+export function storageLiveTurns(storage: Storage): LiveTurns {
+  return {
+    async liveTurnTasks(conversationId) {
+      let count = 0;
+      let after: Id | undefined;
+      for (;;) {
+        const page = await storage.scanTasks({ conversationIds: [conversationId], live: true, limit: 1000, ...(after === undefined ? {} : { after }) });
+        count += page.items.filter((t) => t.turn === true).length;
+        if (page.next === undefined) return count;
+        after = page.next;
+      }
+    },
+  };
+}
+
+/** Fork chain of a conversation over committed state plus conversations created in this batch. */
+export async function chainOf(storage: Storage, conversationId: Id, created: ReadonlyMap<Id, Conversation>, cap?: Id): Promise<Segment[]> {
+  const known = new Map<Id, Conversation>(created);
+  let next: Id | undefined = conversationId;
+  while (next !== undefined) {
+    let conversation = known.get(next);
+    if (conversation === undefined) {
+      conversation = (await storage.getConversations([next])).get(next);
+      if (conversation === undefined) break;
+      known.set(next, conversation);
+    }
+    next = conversation.parent?.conversationId;
+  }
+  return forkSegments(conversationId, (id) => known.get(id), cap);
+}
+
+function visibleIn(segments: readonly Segment[], entry: Entry): boolean {
+  return segments.some((s) => s.conversationId === entry.conversationId && entry.id <= s.cap);
+}
+
+function toolCallIds(entry: Entry): string[] | undefined {
+  if (entry.kind !== "assistant") return undefined;
+  const ids: string[] = [];
+  for (const message of entry.model ?? []) {
+    if (message.role !== "assistant") continue;
+    const assistant = message as AssistantMessage;
+    if (assistant.stopReason === "error" || assistant.stopReason === "aborted") continue;
+    for (const part of assistant.content) if (part.type === "toolCall") ids.push(part.id);
+  }
+  return ids;
+}
+
+export interface ValidationContext {
+  readonly storage: Storage;
+  readonly origin: CommitOrigin | undefined;
+  readonly liveTurns: LiveTurns;
+}
+
+export async function validateMainBatch(writes: readonly MainWrite[], ctx: ValidationContext): Promise<void> {
+  const { storage } = ctx;
+  const created = new Map<Id, Conversation>();
+  const batchEntries = new Map<Id, Entry>();
+  const turnDelta = new Map<Id, number>(); // live turn tasks created (+) / settled (-) earlier in the batch
+  const settledInBatch = new Set<Id>();
+  const liveTurnCache = new Map<Id, number>();
+
+  for (const write of writes) {
+    switch (write.type) {
+      case "createConversation":
+        created.set(write.conversation.id, write.conversation);
+        break;
+      case "task":
+        if (write.task.turn && write.task.role !== "terminal") {
+          turnDelta.set(write.task.conversationId, (turnDelta.get(write.task.conversationId) ?? 0) + 1);
+        }
+        break;
+      case "settle": {
+        if (settledInBatch.has(write.id)) break;
+        settledInBatch.add(write.id);
+        const task = (await storage.getTasks([write.id])).get(write.id);
+        if (task?.turn && task.role !== "terminal") {
+          turnDelta.set(task.conversationId, (turnDelta.get(task.conversationId) ?? 0) - 1);
+        }
+        break;
+      }
+      case "entry": {
+        const entry = write.entry;
+        const segments = await chainOf(storage, entry.conversationId, created, entry.id);
+        const lookup = async (id: Id): Promise<Entry | undefined> =>
+          batchEntries.get(id) ?? (await storage.getEntries([id])).get(id);
+
+        // §5.8: model-visible entries from outside a turn wait for the turn boundary.
+        if (entry.model !== undefined && entry.model.length > 0 && ctx.origin?.turn !== true) {
+          let live = liveTurnCache.get(entry.conversationId);
+          if (live === undefined) {
+            live = await ctx.liveTurns.liveTurnTasks(entry.conversationId);
+            liveTurnCache.set(entry.conversationId, live);
+          }
+          if (live + (turnDelta.get(entry.conversationId) ?? 0) > 0) {
+            throw new PicoError(
+              "in_turn",
+              `conversation ${entry.conversationId} has a live turn task; a model-visible ${entry.kind} entry from outside the turn must go through tx.write, which queues it for the next boundary (§5.8)`,
+            );
+          }
+        }
+
+        if (entry.head !== undefined) await validateHead(entry, segments, batchEntries, ctx.storage, lookup);
+        for (const edit of entry.edits ?? []) {
+          const target = await lookup(edit.target);
+          if (target === undefined || target.id >= entry.id || !visibleIn(segments, target)) {
+            throw invalid(`entry ${entry.id}: edit target ${edit.target} is not an earlier visible entry of conversation ${entry.conversationId}`);
+          }
+          if (isManagedSystem(target)) {
+            const baseline = entry.kind === systemKind.kind && isBaseline(entry);
+            if (!(baseline && edit.action === "omit")) {
+              throw invalid(
+                `entry ${entry.id}: edits of managed system entry ${target.id} are reserved to a fresh baseline's omissions; change instructions through system sections (§2.1, §8.2)`,
+              );
+            }
+          }
+        }
+        batchEntries.set(entry.id, entry);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+function isBaseline(entry: Entry): boolean {
+  const data = entry.data;
+  return data !== null && typeof data === "object" && !Array.isArray(data) && (data as { baseline?: unknown }).baseline === true;
+}
+
+async function validateHead(
+  entry: Entry,
+  segments: readonly Segment[],
+  batchEntries: ReadonlyMap<Id, Entry>,
+  storage: Storage,
+  lookup: (id: Id) => Promise<Entry | undefined>,
+): Promise<void> {
+  const head = entry.head as Id;
+  if (head !== entry.id) {
+    const target = await lookup(head);
+    if (target === undefined || !visibleIn(segments, target)) {
+      throw invalid(`entry ${entry.id}: head ${head} is not a visible entry of conversation ${entry.conversationId}`);
+    }
+  }
+  // The previous visible head: committed, or earlier in this batch in the same logical transcript.
+  let previous: Entry | undefined;
+  for (const e of batchEntries.values()) {
+    if (e.head !== undefined && visibleIn(segments, e) && (previous === undefined || e.id > previous.id)) previous = e;
+  }
+  if (previous === undefined && storage.lastSeq > 0) {
+    previous = await storage.newestHead(entry.conversationId, Math.min(storage.lastSeq, entry.id - 1)).catch(() => undefined);
+  }
+  if (previous?.head !== undefined && head < previous.head) {
+    throw invalid(`entry ${entry.id}: head ${head} would move context back before the previous head's boundary ${previous.head} (§2.1)`);
+  }
+  // The boundary must not split a tool exchange: the newest assistant with calls before the boundary
+  // must have all its results before the boundary too.
+  let assistant: Entry | undefined;
+  for (const e of batchEntries.values()) {
+    if (e.kind === "assistant" && e.id < head && visibleIn(segments, e) && (assistant === undefined || e.id > assistant.id)) assistant = e;
+  }
+  if (assistant === undefined && storage.lastSeq > 0) {
+    const page = await storage.scanEntries({ conversationId: entry.conversationId, kind: "assistant", before: head, limit: 1 }).catch(() => undefined);
+    assistant = page?.items[0];
+  }
+  const calls = assistant === undefined ? undefined : toolCallIds(assistant);
+  if (assistant === undefined || calls === undefined || calls.length === 0) return;
+  for (const callId of calls) {
+    let answered = false;
+    for (const e of batchEntries.values()) {
+      if (e.kind === "tool_result" && e.key === callId && e.id < head && visibleIn(segments, e)) answered = true;
+    }
+    if (!answered && storage.lastSeq > 0) {
+      const page = await storage.scanEntries({ conversationId: entry.conversationId, kind: "tool_result", key: callId, before: head, limit: 1 });
+      answered = page.items.length > 0;
+    }
+    if (!answered) {
+      throw invalid(`entry ${entry.id}: head ${head} splits the tool exchange of assistant ${assistant.id} (call ${callId} has no result before it) (§2.1)`);
+    }
+  }
+}
