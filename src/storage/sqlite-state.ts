@@ -1,0 +1,245 @@
+/**
+ * Values and lists of `SqliteStorage` (§4, §7.5): writes of state batches and the value/list reads.
+ * Session, sticky conversation and scratch state keep only current rows; rewindable conversation state
+ * also keeps every version (value_versions, NULL = tombstone) and every append with clear/remove markers
+ * (list_elements, list_markers), and reads walk the fork segments nearest first (§4.4), one indexed
+ * LIMIT query per segment: cost is fork depth plus the page, never unrelated history.
+ */
+import type { Address, Element, Id, JsonValue, ListQuery, Page, Scope, StateWrite, ValueQuery, Version } from "./records.js";
+import type { Segment } from "./shared.js";
+import { frozenCopy, historicalReadError, keepsHistory, MAX_PAGE_LIMIT, scopeId } from "./shared.js";
+import { StorageError } from "./storage.js";
+import { checkPosition, type CountedSql, int, text } from "./sqlite-db.js";
+import { pageParts, type Part } from "./sqlite-paging.js";
+import type { SqlRow, SqlValue } from "./sql.js";
+
+/** The address columns (namespace, key, keyless) shared by every state table. */
+function addressColumns(addr: Address): [string, string, number] {
+  return [addr.namespace, addr.key ?? "", addr.key === undefined ? 1 : 0];
+}
+
+const ADDRESS = "namespace = ? AND key = ? AND keyless = ?";
+
+function version(row: SqlRow): Version<JsonValue> {
+  return Object.freeze({ seq: int(row, "seq"), value: frozenCopy<JsonValue>(text(row, "value")) });
+}
+
+function element(row: SqlRow): Element<JsonValue> {
+  return Object.freeze({ id: int(row, "id"), value: frozenCopy<JsonValue>(text(row, "value")) });
+}
+
+const elementId = (e: Element<JsonValue>): Id => e.id;
+
+interface SegmentPart extends Part {
+  readonly conversationId: Id;
+}
+
+export class SqliteState {
+  readonly #db: CountedSql;
+  readonly #segments: (conversationId: Id, cap: Id) => Segment[];
+
+  constructor(db: CountedSql, segments: (conversationId: Id, cap: Id) => Segment[]) {
+    this.#db = db;
+    this.#segments = segments;
+  }
+
+  /** Persist one checked state write at `seq`; `payload` is its JSON text from checkBatch. */
+  write(w: StateWrite, seq: Id, payload: string | undefined): void {
+    const db = this.#db;
+    const address = addressColumns(w.addr);
+    const scope = w.addr.scope;
+    if ("scratch" in scope) {
+      const task = scope.scratch;
+      switch (w.type) {
+        case "value.set":
+          db.run(
+            `INSERT INTO scratch (task, namespace, key, keyless, element, seq, value) VALUES (?, ?, ?, ?, 0, ?, ?)
+             ON CONFLICT (task, namespace, key, keyless, element) DO UPDATE SET seq = excluded.seq, value = excluded.value`,
+            task, ...address, seq, payload as string,
+          );
+          return;
+        case "value.delete":
+          db.run(`DELETE FROM scratch WHERE task = ? AND ${ADDRESS} AND element = 0`, task, ...address);
+          return;
+        case "list.append":
+          db.run(
+            "INSERT INTO scratch (task, namespace, key, keyless, element, seq, value) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            task, ...address, seq, seq, payload as string,
+          );
+          return;
+        case "list.remove":
+          db.run(`DELETE FROM scratch WHERE task = ? AND ${ADDRESS} AND element = ?`, task, ...address, w.element);
+          return;
+        case "list.clear":
+          db.run(`DELETE FROM scratch WHERE task = ? AND ${ADDRESS} AND element > 0`, task, ...address);
+          return;
+        default: {
+          const _: never = w;
+          throw new StorageError("malformed_batch", `unknown state write ${String(_)}`);
+        }
+      }
+    }
+    const owner = scopeId(scope);
+    const history = keepsHistory(w.addr);
+    switch (w.type) {
+      case "value.set":
+        db.run(
+          `INSERT INTO "values" (scope, namespace, key, keyless, seq, value) VALUES (?, ?, ?, ?, ?, ?)
+           ON CONFLICT (scope, namespace, key, keyless) DO UPDATE SET seq = excluded.seq, value = excluded.value`,
+          owner, ...address, seq, payload as string,
+        );
+        if (history) {
+          db.run("INSERT INTO value_versions (seq, conversation, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, ?)", seq, owner, ...address, payload as string);
+        }
+        return;
+      case "value.delete":
+        db.run(`DELETE FROM "values" WHERE scope = ? AND ${ADDRESS}`, owner, ...address);
+        // Deleting a rewindable value records absence (§4.2): a fork at an earlier entry still sees it.
+        if (history) {
+          db.run("INSERT INTO value_versions (seq, conversation, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, NULL)", seq, owner, ...address);
+        }
+        return;
+      case "list.append":
+        db.run("INSERT INTO list_elements (id, scope, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, ?)", seq, owner, ...address, payload as string);
+        return;
+      case "list.remove":
+        if (history) {
+          db.run("INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, ?)", seq, owner, ...address, w.element);
+        } else {
+          // Sticky state exposes only current contents, so the element is discarded physically (§4.2).
+          db.run(`DELETE FROM list_elements WHERE id = ? AND scope = ? AND ${ADDRESS}`, w.element, owner, ...address);
+        }
+        return;
+      case "list.clear":
+        if (history) {
+          db.run("INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, NULL)", seq, owner, ...address);
+        } else {
+          db.run(`DELETE FROM list_elements WHERE scope = ? AND ${ADDRESS}`, owner, ...address);
+        }
+        return;
+      default: {
+        const _: never = w;
+        throw new StorageError("malformed_batch", `unknown state write ${String(_)}`);
+      }
+    }
+  }
+
+  /** Settlement retires the task's scratch in the same transaction (§4.6, §7.5). */
+  retireScratch(task: Id): void {
+    this.#db.run("DELETE FROM scratch WHERE task = ?", task);
+  }
+
+  getValue(addr: Address, at: Id | undefined): Version<JsonValue> | undefined {
+    checkPosition("at", at);
+    const address = addressColumns(addr);
+    const scope = addr.scope;
+    if (!keepsHistory(addr)) {
+      if (at !== undefined) throw historicalReadError(addr);
+      const row =
+        "scratch" in scope
+          ? this.#db.first(`SELECT seq, value FROM scratch WHERE task = ? AND ${ADDRESS} AND element = 0`, scope.scratch, ...address)
+          : this.#db.first(`SELECT seq, value FROM "values" WHERE scope = ? AND ${ADDRESS}`, scopeId(scope), ...address);
+      return row === undefined ? undefined : version(row);
+    }
+    // §4.4: nearest segment first; the newest local version (set or tombstone) at or below the cap wins.
+    for (const segment of this.#segments(scopeId(scope), at ?? Number.MAX_SAFE_INTEGER)) {
+      if (segment.cap <= segment.conversationId) continue; // its own versions all follow its creation
+      const row = this.#db.first(
+        `SELECT seq, value FROM value_versions WHERE conversation = ? AND ${ADDRESS} AND seq <= ? ORDER BY seq DESC LIMIT 1`,
+        segment.conversationId, ...address, segment.cap,
+      );
+      if (row !== undefined) return row["value"] === null ? undefined : version(row);
+    }
+    return undefined;
+  }
+
+  scanValues(q: ValueQuery, readAt: Id): Page<{ key: string; version: Version<JsonValue> }> {
+    if (!Number.isSafeInteger(q.limit) || q.limit < 1 || q.limit > MAX_PAGE_LIMIT) {
+      throw new StorageError("bad_query", `limit must be an integer from 1 to ${MAX_PAGE_LIMIT}, got ${String(q.limit)}`);
+    }
+    if (q.after !== undefined && typeof q.after !== "string") throw new StorageError("bad_query", "after must be a key string");
+    const scope: Scope = q.scope;
+    const after = q.after === undefined ? "" : "AND key > ?";
+    const tail: SqlValue[] = q.after === undefined ? [q.limit] : [q.after, q.limit];
+    const rows =
+      "scratch" in scope
+        ? this.#db.rows(
+            `SELECT key, seq, value FROM scratch WHERE task = ? AND namespace = ? AND element = 0 ${after} ORDER BY key, keyless LIMIT ?`,
+            scope.scratch, q.namespace, ...tail,
+          )
+        : this.#db.rows(
+            `SELECT key, seq, value FROM "values" WHERE scope = ? AND namespace = ? ${after} ORDER BY key, keyless LIMIT ?`,
+            scopeId(scope), q.namespace, ...tail,
+          );
+    return { items: rows.map((row) => ({ key: text(row, "key"), version: version(row) })), readAt };
+  }
+
+  readList(addr: Address, q: ListQuery, readAt: Id): Page<Element<JsonValue>> {
+    checkPosition("at", q.at);
+    const cursor = { after: q.after, before: q.before, limit: q.limit };
+    const address = addressColumns(addr);
+    const scope = addr.scope;
+    const whole: Part[] = [{ from: 1, through: Number.MAX_SAFE_INTEGER }];
+    if (!keepsHistory(addr)) {
+      if (q.at !== undefined) throw historicalReadError(addr);
+      if ("scratch" in scope) {
+        const fetch = (_: Part, from: Id, through: Id, descending: boolean, limit: number) =>
+          this.#db
+            .rows(
+              `SELECT element AS id, value FROM scratch WHERE task = ? AND ${ADDRESS} AND element BETWEEN ? AND ?
+               ORDER BY element ${descending ? "DESC" : "ASC"} LIMIT ?`,
+              scope.scratch, ...address, from, through, limit,
+            )
+            .map(element);
+        return pageParts(whole, fetch, elementId, cursor, readAt);
+      }
+      const fetch = (_: Part, from: Id, through: Id, descending: boolean, limit: number) =>
+        this.#db
+          .rows(
+            `SELECT id, value FROM list_elements WHERE scope = ? AND ${ADDRESS} AND id BETWEEN ? AND ?
+             ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
+            scopeId(scope), ...address, from, through, limit,
+          )
+          .map(element);
+      return pageParts(whole, fetch, elementId, cursor, readAt);
+    }
+
+    const segments = this.#segments(scopeId(scope), q.at ?? Number.MAX_SAFE_INTEGER);
+    // The newest visible clear hides every element below it, inherited ones included. Segments' visible
+    // ranges are disjoint and descending, so the first clear found (nearest segment first) is the newest.
+    let cleared = 0;
+    for (const segment of segments) {
+      if (segment.cap <= segment.conversationId) continue;
+      const row = this.#db.first(
+        `SELECT seq FROM list_markers INDEXED BY list_clears
+         WHERE conversation = ? AND ${ADDRESS} AND element IS NULL AND seq <= ? ORDER BY seq DESC LIMIT 1`,
+        segment.conversationId, ...address, segment.cap,
+      );
+      if (row !== undefined) {
+        cleared = int(row, "seq");
+        break;
+      }
+    }
+    // A remove marker hides its element when the marker is visible in its own segment (seq <= that
+    // segment's cap). The caps are inlined as integer literals (validated safe integers from storage or
+    // checkPosition), so a deep fork chain never runs into the bound-parameter limit.
+    const caps = segments.map((s) => `WHEN ${s.conversationId} THEN ${s.cap}`).join(" ");
+    const parts: SegmentPart[] = segments
+      .map((s) => ({ conversationId: s.conversationId, from: Math.max(s.conversationId, cleared) + 1, through: s.cap }))
+      .reverse();
+    const fetch = (part: SegmentPart, from: Id, through: Id, descending: boolean, limit: number) =>
+      this.#db
+        .rows(
+          `SELECT e.id, e.value FROM list_elements e
+           WHERE e.scope = ? AND e.namespace = ? AND e.key = ? AND e.keyless = ? AND e.id BETWEEN ? AND ?
+             AND NOT EXISTS (
+               SELECT 1 FROM list_markers m INDEXED BY list_removes
+               WHERE m.namespace = e.namespace AND m.key = e.key AND m.keyless = e.keyless AND m.element = e.id
+                 AND m.seq <= CASE m.conversation ${caps} ELSE 0 END)
+           ORDER BY e.id ${descending ? "DESC" : "ASC"} LIMIT ?`,
+          part.conversationId, ...address, from, through, limit,
+        )
+        .map(element);
+    return pageParts(parts, fetch, elementId, cursor, readAt);
+  }
+}

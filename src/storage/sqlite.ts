@@ -1,0 +1,526 @@
+/**
+ * The SQLite backend (§7.5) over the synchronous SQL surface of a Durable Object's `ctx.storage`
+ * (`SqlHost`, sql.ts). Used by the session Durable Object; the workerd tests and benchmarks run it there.
+ *
+ * One commit is one `transactionSync`: checkBatch first (nothing is written when it throws), then the
+ * writes numbered from lastSeq + 1, the commit boundary and the new lastSeq; anything thrown inside rolls
+ * the whole transaction back (DESIGN §2). Reads are indexed LIMIT queries whose cost is fork depth plus
+ * the requested range; "latest" is a descending indexed read with LIMIT 1. The object keeps no copy of
+ * history in memory: only lastSeq, the small kinds table, and a bounded cache of conversations' fork
+ * links (immutable apart from the deletion tombstone, which only commits through this object change).
+ *
+ * Rows read and written by every statement accumulate in `stats`, so tests and benchmarks can diff them.
+ */
+import type {
+  CommitBatch,
+  Conversation,
+  ConversationQuery,
+  Element,
+  Entry,
+  EntryQuery,
+  Id,
+  JsonValue,
+  List,
+  ListQuery,
+  MainWrite,
+  Page,
+  Task,
+  TaskQuery,
+  TaskRole,
+  TaskStateBase,
+  Value,
+  ValueQuery,
+  Version,
+} from "./records.js";
+import { type BatchView, checkBatch, deepFreeze, forkSegments, type Segment } from "./shared.js";
+import { type Storage, StorageError } from "./storage.js";
+import { migrate } from "./migrations.js";
+import type { SqlHost, SqlRow, SqlValue } from "./sql.js";
+import {
+  checkPosition,
+  chunks,
+  CountedSql,
+  int,
+  optionalInt,
+  optionalText,
+  placeholders,
+  type SqlStats,
+  storableIds,
+  text,
+} from "./sqlite-db.js";
+import { pageMerged, pageParts, type Part } from "./sqlite-paging.js";
+import { SqliteState } from "./sqlite-state.js";
+
+/** Conversations kept in memory for fork-chain resolution; older ones are re-read (one row each). */
+const CONVERSATION_CACHE = 4096;
+
+const ENTRY_COLUMNS = "id, conversation, kind, key, by_task, head, data, model, edits";
+const TASK_COLUMNS = "id, conversation, kind, role, background, turn, abort, after, owns, state";
+const CONVERSATION_COLUMNS = "id, parent, parent_at, owner, deleted";
+
+interface StoredConversation {
+  readonly conversation: Conversation;
+  deleted: boolean;
+}
+
+interface SegmentPart extends Part {
+  readonly conversationId: Id;
+}
+
+const byId = (item: { readonly id: Id }): Id => item.id;
+
+function json(value: unknown): string | null {
+  return value === undefined ? null : JSON.stringify(value);
+}
+
+function parsed<T>(row: SqlRow, column: string): T | undefined {
+  const value = optionalText(row, column);
+  return value === undefined ? undefined : (JSON.parse(value) as T);
+}
+
+function role(row: SqlRow): TaskRole {
+  const value = text(row, "role");
+  if (value === "start" || value === "inflight" || value === "terminal") return value;
+  throw new StorageError("corrupt", `task ${String(row["id"])} has unknown role ${value}`);
+}
+
+function decodeTask(row: SqlRow): Task {
+  const owns = parsed<Id[]>(row, "owns");
+  const task: Task = {
+    id: int(row, "id"),
+    conversationId: int(row, "conversation"),
+    kind: text(row, "kind"),
+    role: role(row),
+    state: JSON.parse(text(row, "state")) as TaskStateBase,
+    after: JSON.parse(text(row, "after")) as Id[],
+    ...(int(row, "background") === 1 ? { background: true as const } : {}),
+    ...(int(row, "turn") === 1 ? { turn: true as const } : {}),
+    ...(owns === undefined ? {} : { owns }),
+    ...(int(row, "abort") === 1 ? { abort: true as const } : {}),
+  };
+  return deepFreeze(task);
+}
+
+function decodeConversation(row: SqlRow): StoredConversation {
+  const parent = optionalInt(row, "parent");
+  const owner = optionalInt(row, "owner");
+  const conversation: Conversation = {
+    id: int(row, "id"),
+    ...(parent === undefined ? {} : { parent: { conversationId: parent, at: int(row, "parent_at") } }),
+    ...(owner === undefined ? {} : { owner }),
+  };
+  return { conversation: deepFreeze(conversation), deleted: row["deleted"] !== null };
+}
+
+export class SqliteStorage implements Storage {
+  readonly #db: CountedSql;
+  readonly #state: SqliteState;
+  #lastSeq: Id;
+  #closed = false;
+  readonly #conversations = new Map<Id, StoredConversation>();
+  readonly #kindIds = new Map<string, number>();
+  readonly #kindNames = new Map<number, string>();
+  readonly #view: BatchView;
+
+  /** Rows read and written by this object's statements so far (monotonically increasing). */
+  readonly stats: Readonly<SqlStats>;
+
+  /**
+   * Open a session's storage (synchronous): apply pending migrations, then read lastSeq and the kinds
+   * table. Throws StorageError("version") when the stored schema is newer than this code.
+   */
+  static open(host: SqlHost): SqliteStorage {
+    migrate(host);
+    return new SqliteStorage(host);
+  }
+
+  private constructor(host: SqlHost) {
+    this.#db = new CountedSql(host);
+    this.stats = this.#db.stats;
+    this.#state = new SqliteState(this.#db, (id, cap) => this.#segments(id, cap));
+    const last = this.#db.first("SELECT value FROM session_metadata WHERE name = 'last_seq'");
+    if (last === undefined) throw new StorageError("corrupt", "session_metadata has no last_seq");
+    this.#lastSeq = int(last, "value");
+    for (const row of this.#db.rows("SELECT id, name FROM kinds")) this.#rememberKind(text(row, "name"), int(row, "id"));
+    const conversation = (id: Id): Conversation | undefined => {
+      const stored = this.#conversation(id);
+      return stored === undefined || stored.deleted ? undefined : stored.conversation;
+    };
+    const task = (id: Id) => {
+      if (!Number.isSafeInteger(id)) return undefined;
+      const row = this.#db.first("SELECT role, conversation FROM tasks WHERE id = ?", id);
+      return row === undefined ? undefined : { role: role(row), conversationId: int(row, "conversation") };
+    };
+    const lastSeq = (): Id => this.#lastSeq;
+    this.#view = {
+      get lastSeq() {
+        return lastSeq();
+      },
+      conversation,
+      task,
+    };
+  }
+
+  get lastSeq(): Id {
+    return this.#lastSeq;
+  }
+
+  async commit(batch: CommitBatch): Promise<{ first: number; last: number }> {
+    this.#assertOpen();
+    const checked = checkBatch(batch, this.#view);
+    const { first, last } = checked;
+    if (batch.writes.length === 0) return { first, last };
+    const newKinds = new Map<string, number>();
+    const conversationChanges: (() => void)[] = [];
+    this.#db.host.transactionSync(() => {
+      batch.writes.forEach((w: MainWrite, i) => {
+        this.#write(w, first + i, checked.payloads[i], newKinds, conversationChanges);
+      });
+      this.#db.run("INSERT INTO commit_boundaries (first, last, task) VALUES (?, ?, ?)", first, last, batch.kind === "scratch" ? batch.task : null);
+      // Compare-and-set: a second storage object over the same database must not interleave numbering.
+      const advanced = this.#db.run("UPDATE session_metadata SET value = ? WHERE name = 'last_seq' AND value = ?", last, first - 1);
+      if (advanced !== 1) throw new StorageError("corrupt", `lastSeq moved under this storage object (expected ${first - 1})`);
+    });
+    // Publish in-memory changes only after the transaction committed.
+    this.#lastSeq = last;
+    for (const [name, id] of newKinds) this.#rememberKind(name, id);
+    for (const change of conversationChanges) change();
+    return { first, last };
+  }
+
+  #write(w: MainWrite, seq: Id, payload: string | undefined, newKinds: Map<string, number>, changes: (() => void)[]): void {
+    const db = this.#db;
+    switch (w.type) {
+      case "value.set":
+      case "value.delete":
+      case "list.append":
+      case "list.remove":
+      case "list.clear":
+        this.#state.write(w, seq, payload);
+        return;
+      case "createConversation": {
+        const c = w.conversation;
+        db.run(
+          "INSERT INTO conversations (id, parent, parent_at, owner, deleted) VALUES (?, ?, ?, ?, NULL)",
+          seq, c.parent?.conversationId ?? null, c.parent?.at ?? null, c.owner ?? null,
+        );
+        return;
+      }
+      case "deleteConversation":
+        // A tombstone: hidden from lookups and scans, still resolvable as a fork ancestor.
+        db.run("UPDATE conversations SET deleted = ? WHERE id = ?", seq, w.id);
+        changes.push(() => {
+          const cached = this.#conversations.get(w.id);
+          if (cached !== undefined) cached.deleted = true;
+        });
+        return;
+      case "entry": {
+        const e = w.entry;
+        let kind = this.#kindIds.get(e.kind) ?? newKinds.get(e.kind);
+        if (kind === undefined) {
+          const row = db.first("INSERT INTO kinds (name) VALUES (?) RETURNING id", e.kind);
+          if (row === undefined) throw new StorageError("corrupt", `kind ${e.kind} was not stored`);
+          kind = int(row, "id");
+          newKinds.set(e.kind, kind);
+        }
+        db.run(
+          `INSERT INTO entries (${ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          seq, e.conversationId, kind, e.key ?? null, e.byTaskId ?? null, e.head ?? null, json(e.data), json(e.model), json(e.edits),
+        );
+        return;
+      }
+      case "task": {
+        const t = w.task;
+        db.run(
+          `INSERT INTO tasks (${TASK_COLUMNS}, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          seq, t.conversationId, t.kind, t.role, t.background === true ? 1 : 0, t.turn === true ? 1 : 0, t.abort === true ? 1 : 0,
+          JSON.stringify(t.after), json(t.owns), JSON.stringify(t.state), t.state.status,
+        );
+        return;
+      }
+      case "patch":
+        // The abort mark is never cleared by a later write (§6.3); `owns`, when present, replaces.
+        db.run(
+          "UPDATE tasks SET role = ?, status = ?, state = ?, abort = max(abort, ?), owns = coalesce(?, owns) WHERE id = ?",
+          w.role, w.state.status, payload as string, w.abort === true ? 1 : 0, json(w.owns), w.id,
+        );
+        return;
+      case "settle":
+        db.run("UPDATE tasks SET role = 'terminal', status = ?, state = ? WHERE id = ?", w.state.status, payload as string, w.id);
+        this.#state.retireScratch(w.id);
+        return;
+      default: {
+        const _: never = w;
+        throw new StorageError("malformed_batch", `unknown write ${String(_)}`);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Conversations
+
+  async getConversations(ids: readonly Id[]): Promise<ReadonlyMap<Id, Conversation>> {
+    this.#assertOpen();
+    const found = new Map<Id, Conversation>();
+    for (const chunk of chunks(storableIds(ids))) {
+      const rows = this.#db.rows(`SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE id IN (${placeholders(chunk.length)}) AND deleted IS NULL`, ...chunk);
+      for (const row of rows) {
+        const stored = this.#cacheConversation(decodeConversation(row));
+        found.set(stored.conversation.id, stored.conversation);
+      }
+    }
+    return found;
+  }
+
+  async scanConversations(q: ConversationQuery): Promise<Page<Conversation>> {
+    this.#assertOpen();
+    const where = ["deleted IS NULL"];
+    const params: SqlValue[] = [];
+    if (q.parent !== undefined) {
+      where.push("parent = ?");
+      params.push(q.parent);
+    }
+    if (q.ownedFrom !== undefined) {
+      where.push("owner = ?");
+      params.push(q.ownedFrom);
+    }
+    const fetch = (_: Part, from: Id, through: Id, descending: boolean, limit: number) =>
+      this.#db
+        .rows(
+          `SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE ${where.join(" AND ")} AND id BETWEEN ? AND ?
+           ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
+          ...params, from, through, limit,
+        )
+        .map((row) => this.#cacheConversation(decodeConversation(row)).conversation);
+    return pageParts([{ from: 1, through: Number.MAX_SAFE_INTEGER }], fetch, byId, q, this.#lastSeq);
+  }
+
+  /** A conversation including tombstones, from the cache or one indexed row. */
+  #conversation(id: Id): StoredConversation | undefined {
+    const cached = this.#conversations.get(id);
+    if (cached !== undefined) return cached;
+    if (!Number.isSafeInteger(id)) return undefined;
+    const row = this.#db.first(`SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE id = ?`, id);
+    return row === undefined ? undefined : this.#cacheConversation(decodeConversation(row));
+  }
+
+  #cacheConversation(stored: StoredConversation): StoredConversation {
+    const id = stored.conversation.id;
+    const cached = this.#conversations.get(id);
+    if (cached !== undefined) {
+      cached.deleted = stored.deleted;
+      return cached;
+    }
+    if (this.#conversations.size >= CONVERSATION_CACHE) {
+      const oldest = this.#conversations.keys().next();
+      if (oldest.done !== true) this.#conversations.delete(oldest.value);
+    }
+    this.#conversations.set(id, stored);
+    return stored;
+  }
+
+  /** Fork segments (§2.4) over conversations including tombstones: a deleted source still resolves. */
+  #segments(conversationId: Id, cap: Id = Number.MAX_SAFE_INTEGER): Segment[] {
+    return forkSegments(conversationId, (id) => this.#conversation(id)?.conversation, cap);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Entries
+
+  async getEntries(ids: readonly Id[]): Promise<ReadonlyMap<Id, Entry>> {
+    this.#assertOpen();
+    const found = new Map<Id, Entry>();
+    for (const chunk of chunks(storableIds(ids))) {
+      for (const row of this.#db.rows(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE id IN (${placeholders(chunk.length)})`, ...chunk)) {
+        const entry = this.#decodeEntry(row);
+        found.set(entry.id, entry);
+      }
+    }
+    return found;
+  }
+
+  async scanEntries(q: EntryQuery): Promise<Page<Entry>> {
+    this.#assertOpen();
+    checkPosition("from", q.from);
+    checkPosition("through", q.through);
+    const segments = this.#segments(q.conversationId, q.through ?? Number.MAX_SAFE_INTEGER);
+    const where: string[] = [];
+    const params: SqlValue[] = [];
+    let index = "INDEXED BY entries_by_conversation";
+    if (q.kind !== undefined) {
+      const kind = this.#kindId(q.kind);
+      if (kind === undefined) return { items: [], readAt: this.#lastSeq };
+      where.push("kind = ?");
+      params.push(kind);
+      // With kind and key the (conversation, kind, key, id) index is an exact ordered range; with kind
+      // alone the planner chooses between it and the conversation index.
+      index = q.key !== undefined ? "INDEXED BY entries_by_kind_key" : "";
+    }
+    if (q.key !== undefined) {
+      where.push("key = ?");
+      params.push(q.key);
+    }
+    const filter = where.map((w) => ` AND ${w}`).join("");
+    const from = q.from ?? 0;
+    // Oldest segment first; a conversation's own entries all follow its creation.
+    const parts: SegmentPart[] = segments
+      .map((s) => ({ conversationId: s.conversationId, from: Math.max(from, s.conversationId + 1), through: s.cap }))
+      .reverse();
+    const fetch = (part: SegmentPart, lo: Id, hi: Id, descending: boolean, limit: number) =>
+      this.#db
+        .rows(
+          `SELECT ${ENTRY_COLUMNS} FROM entries ${index} WHERE conversation = ?${filter} AND id BETWEEN ? AND ?
+           ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
+          part.conversationId, ...params, lo, hi, limit,
+        )
+        .map((row) => this.#decodeEntry(row));
+    return pageParts(parts, fetch, byId, q, this.#lastSeq);
+  }
+
+  async newestHead(conversationId: Id, at: Id): Promise<Entry | undefined> {
+    this.#assertOpen();
+    checkPosition("at", at);
+    for (const segment of this.#segments(conversationId, at)) {
+      if (segment.cap <= segment.conversationId) continue;
+      const row = this.#db.first(
+        `SELECT ${ENTRY_COLUMNS} FROM entries INDEXED BY entries_heads
+         WHERE conversation = ? AND head IS NOT NULL AND id <= ? ORDER BY id DESC LIMIT 1`,
+        segment.conversationId, segment.cap,
+      );
+      if (row !== undefined) return this.#decodeEntry(row);
+    }
+    return undefined;
+  }
+
+  async entryKinds(): Promise<readonly string[]> {
+    this.#assertOpen();
+    const names = this.#db.rows("SELECT name FROM kinds ORDER BY name").map((row) => text(row, "name"));
+    return Object.freeze(names);
+  }
+
+  #decodeEntry(row: SqlRow): Entry {
+    const key = optionalText(row, "key");
+    const byTaskId = optionalInt(row, "by_task");
+    const head = optionalInt(row, "head");
+    const data = parsed<JsonValue>(row, "data");
+    const model = parsed<Entry["model"]>(row, "model");
+    const edits = parsed<Entry["edits"]>(row, "edits");
+    const entry: Entry = {
+      id: int(row, "id"),
+      conversationId: int(row, "conversation"),
+      kind: this.#kindName(int(row, "kind")),
+      ...(byTaskId === undefined ? {} : { byTaskId }),
+      ...(key === undefined ? {} : { key }),
+      ...(data === undefined ? {} : { data }),
+      ...(model === undefined ? {} : { model }),
+      ...(head === undefined ? {} : { head }),
+      ...(edits === undefined ? {} : { edits }),
+    };
+    return deepFreeze(entry);
+  }
+
+  #kindId(name: string): number | undefined {
+    const known = this.#kindIds.get(name);
+    if (known !== undefined) return known;
+    const row = this.#db.first("SELECT id FROM kinds WHERE name = ?", name);
+    if (row === undefined) return undefined;
+    this.#rememberKind(name, int(row, "id"));
+    return int(row, "id");
+  }
+
+  #kindName(id: number): string {
+    const known = this.#kindNames.get(id);
+    if (known !== undefined) return known;
+    const row = this.#db.first("SELECT name FROM kinds WHERE id = ?", id);
+    if (row === undefined) throw new StorageError("corrupt", `entry kind ${id} is missing from kinds`);
+    this.#rememberKind(text(row, "name"), id);
+    return text(row, "name");
+  }
+
+  #rememberKind(name: string, id: number): void {
+    this.#kindIds.set(name, id);
+    this.#kindNames.set(id, name);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Tasks
+
+  async getTasks(ids: readonly Id[]): Promise<ReadonlyMap<Id, Task>> {
+    this.#assertOpen();
+    const found = new Map<Id, Task>();
+    for (const chunk of chunks(storableIds(ids))) {
+      for (const row of this.#db.rows(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id IN (${placeholders(chunk.length)})`, ...chunk)) {
+        const task = decodeTask(row);
+        found.set(task.id, task);
+      }
+    }
+    return found;
+  }
+
+  async scanTasks(q: TaskQuery): Promise<Page<Task>> {
+    this.#assertOpen();
+    const where: string[] = [];
+    const params: SqlValue[] = [];
+    // The literal `role <> 'terminal'` lets SQLite use the small partial live-task indexes.
+    if (q.live === true) where.push("role <> 'terminal'");
+    if (q.live === false) where.push("role = 'terminal'");
+    if (q.role !== undefined) {
+      where.push("role = ?");
+      params.push(q.role);
+    }
+    if (q.kind !== undefined) {
+      where.push("kind = ?");
+      params.push(q.kind);
+    }
+    if (q.abort !== undefined) {
+      where.push("abort = ?");
+      params.push(q.abort ? 1 : 0);
+    }
+    const source =
+      (conversations: readonly Id[] | undefined) =>
+      (from: Id, through: Id, descending: boolean, limit: number): Task[] => {
+        const clauses = [...where];
+        const bound = [...params];
+        if (conversations !== undefined) {
+          clauses.push(`conversation IN (${placeholders(conversations.length)})`);
+          bound.push(...conversations);
+        }
+        clauses.push("id BETWEEN ? AND ?");
+        return this.#db
+          .rows(
+            `SELECT ${TASK_COLUMNS} FROM tasks WHERE ${clauses.join(" AND ")} ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
+            ...bound, from, through, limit,
+          )
+          .map(decodeTask);
+      };
+    const sources =
+      q.conversationIds === undefined ? [source(undefined)] : chunks(storableIds(q.conversationIds), 80).map((chunk) => source(chunk));
+    return pageMerged(sources, byId, q, this.#lastSeq);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Values and lists
+
+  async getValue<T>(addr: Value<T>, at?: Id): Promise<Version<T> | undefined> {
+    this.#assertOpen();
+    return this.#state.getValue(addr, at) as Version<T> | undefined;
+  }
+
+  async scanValues(q: ValueQuery): Promise<Page<{ key: string; version: Version<JsonValue> }>> {
+    this.#assertOpen();
+    return this.#state.scanValues(q, this.#lastSeq);
+  }
+
+  async readList<T>(addr: List<T>, q: ListQuery): Promise<Page<Element<T>>> {
+    this.#assertOpen();
+    return this.#state.readList(addr, q, this.#lastSeq) as Page<Element<T>>;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new StorageError("closed", "storage is closed");
+  }
+}
