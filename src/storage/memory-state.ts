@@ -20,7 +20,7 @@ import type {
   TaskQuery,
 } from "./records.js";
 import type { BatchView, CheckedBatch, Segment } from "./shared.js";
-import { forkSegments, frozenCopy, lowerBound } from "./shared.js";
+import { deepFreeze, forkSegments, frozenCopy, lowerBound } from "./shared.js";
 import { StorageError } from "./storage.js";
 import { identity, pageRuns, removeSorted, type Run } from "./memory-paging.js";
 import { StateStore } from "./memory-state-store.js";
@@ -110,7 +110,13 @@ export class MemoryState {
         this.state.apply(w, seq, payload);
         return;
       case "createConversation": {
-        const conversation = frozenCopy<Conversation>(JSON.stringify(w.conversation));
+        // Only the known fields, so memory and a replayed JSONL log hold the same record.
+        const { parent, owner } = w.conversation;
+        const conversation: Conversation = deepFreeze({
+          id: seq,
+          ...(parent === undefined ? {} : { parent: { conversationId: parent.conversationId, at: parent.at } }),
+          ...(owner === undefined ? {} : { owner }),
+        });
         this.#conversations.set(seq, {
           conversation,
           deleted: false,
