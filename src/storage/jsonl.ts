@@ -80,11 +80,11 @@ export class JsonlStorage extends MemoryStorage {
     const checked = checkBatch(batch, this.memory.view);
     if (batch.writes.length === 0) return { first: checked.first, last: checked.last };
     const file = batch.kind === "main" ? this.#main : this.#scratchName(batch.task);
+    // Noted before the append: even a failed first append may leave a file that settlement must remove.
+    if (batch.kind === "scratch") this.#scratchFiles.add(batch.task);
     await this.#append(file, encodeLine(batch, checked));
     this.publish(batch, checked);
-    if (batch.kind === "scratch") {
-      this.#scratchFiles.add(batch.task);
-    } else {
+    if (batch.kind === "main") {
       for (const w of batch.writes) if (w.type === "settle") await this.#retire(w.id);
     }
     return { first: checked.first, last: checked.last };
