@@ -8,6 +8,7 @@
  * that saw the same entries produce the same context by construction.
  */
 import type { ContextEdit, Entry, Id, Message } from "../storage/records.js";
+import { lowerBound } from "../storage/shared.js";
 
 /** One selected context item: the entry and its effective model messages (replacement applied). */
 export interface ContextItem {
@@ -39,22 +40,26 @@ export type FoldResult = "ok" | "rewind";
 
 export class ContextFold {
   #head: Entry | undefined;
+  /** H's item, or undefined when there is no H or an edit omits it. */
+  #headItem: ContextItem | undefined;
   /** First retained id: H.head, or 0 for the transcript start. */
   #from: Id;
   /** Newest id added so far; entries must arrive in increasing id order. */
   #newest: Id = 0;
-  /** Non-head range entries, ascending ids. */
+  /** Non-head range entries, ascending ids (kept even when omitted: a later edit may replace them). */
   readonly #candidates: Entry[] = [];
   /** Winning edit per target id (newest applicable edit folded last). Only targets >= #from are kept. */
   readonly #edits = new Map<Id, ContextEdit>();
-  /** Memoized frozen items per entry id, invalidated when that target's winning edit changes. */
-  readonly #items = new Map<Id, ContextItem>();
-  /** Memoized selection, invalidated by any change; shared by snapshots because it is frozen. */
+  /** The selected candidates' items and ids, ascending ids, maintained incrementally. */
+  readonly #selected: ContextItem[] = [];
+  readonly #selectedIds: Id[] = [];
+  /** Memoized frozen selection, dropped by any change; shared by snapshots because it is frozen. */
   #selection: { readonly items: readonly ContextItem[]; readonly ids: readonly Id[] } | undefined;
 
   /** Start a fold at the newest visible head `head` (none: from the transcript start). */
   constructor(head?: Entry) {
     this.#head = head;
+    this.#headItem = head === undefined ? undefined : itemOf(head, undefined);
     this.#from = head?.head ?? 0;
   }
 
@@ -71,6 +76,7 @@ export class ContextFold {
    * Add the next transcript entry of the range (ids strictly increasing). A head newer than H becomes
    * the new H: the range is sliced at its boundary. A head no newer than H (H itself, or an older head
    * met while scanning H's range) is only a control: its edits fold, it is never a candidate.
+   * Cost: constant for an ordinary entry; a slice or an edit of a selected entry costs the range.
    */
   add(entry: Entry): FoldResult {
     if (entry.id <= this.#newest) {
@@ -86,7 +92,10 @@ export class ContextFold {
       // Before the boundary (a cold scan never yields these; kept for robustness): not in range.
       return "ok";
     } else if (entry.head === undefined) {
+      // No edit can target it yet: edits only target entries older than themselves.
       this.#candidates.push(entry);
+      this.#selected.push(itemOf(entry, undefined));
+      this.#selectedIds.push(entry.id);
       this.#selection = undefined;
     }
     this.#foldEdits(entry);
@@ -106,16 +115,13 @@ export class ContextFold {
   #slice(head: Entry): void {
     const from = head.head as Id;
     this.#head = head;
+    this.#headItem = itemOf(head, undefined); // the newest entry: no edit targets it yet
     this.#from = from;
-    let drop = 0;
-    while (drop < this.#candidates.length && (this.#candidates[drop] as Entry).id < from) drop++;
-    for (const dropped of this.#candidates.splice(0, drop)) this.#items.delete(dropped.id);
-    for (const target of [...this.#edits.keys()]) {
-      if (target < from) {
-        this.#edits.delete(target);
-        this.#items.delete(target);
-      }
-    }
+    this.#candidates.splice(0, lowerBound(this.#candidates, (e) => e.id, from));
+    const drop = lowerBound(this.#selectedIds, (id) => id, from);
+    this.#selected.splice(0, drop);
+    this.#selectedIds.splice(0, drop);
+    for (const target of [...this.#edits.keys()]) if (target < from) this.#edits.delete(target);
     this.#selection = undefined;
   }
 
@@ -123,37 +129,63 @@ export class ContextFold {
     for (const edit of entry.edits ?? []) {
       // An edit whose target is outside the selected range is a no-op (§2.1). Targets are always
       // earlier than the edit, so only the lower bound needs a check here; a target that is in range
-      // but not a candidate (a head, an invisible id) is harmless: selection reads candidates only.
+      // but not a candidate (an older head, an invisible id) selects nothing.
       if (edit.target < this.#from) continue;
       this.#edits.set(edit.target, edit);
-      this.#items.delete(edit.target);
-      this.#selection = undefined;
+      this.#retarget(edit);
     }
+  }
+
+  /** Apply the new winning edit of one target to the selection. */
+  #retarget(edit: ContextEdit): void {
+    const target = edit.target;
+    if (target === this.#head?.id) {
+      this.#headItem = edit.action === "omit" ? undefined : itemOf(this.#head, edit);
+      this.#selection = undefined;
+      return;
+    }
+    const c = lowerBound(this.#candidates, (e) => e.id, target);
+    const candidate = this.#candidates[c];
+    if (candidate?.id !== target) return;
+    const s = lowerBound(this.#selectedIds, (id) => id, target);
+    const present = this.#selectedIds[s] === target;
+    switch (edit.action) {
+      case "omit":
+        if (present) {
+          this.#selected.splice(s, 1);
+          this.#selectedIds.splice(s, 1);
+        }
+        break;
+      case "replace":
+        if (present) this.#selected[s] = itemOf(candidate, edit);
+        else {
+          this.#selected.splice(s, 0, itemOf(candidate, edit));
+          this.#selectedIds.splice(s, 0, target);
+        }
+        break;
+      default: {
+        const _exhaustive: never = edit;
+        throw new Error(`unknown edit action ${String((_exhaustive as { action: unknown }).action)}`);
+      }
+    }
+    this.#selection = undefined;
   }
 
   #select(): { readonly items: readonly ContextItem[]; readonly ids: readonly Id[] } {
     if (this.#selection !== undefined) return this.#selection;
-    const items: ContextItem[] = [];
-    if (this.#head !== undefined) this.#pick(this.#head, items);
-    for (const entry of this.#candidates) this.#pick(entry, items);
-    this.#selection = Object.freeze({
-      items: Object.freeze(items),
-      ids: Object.freeze(items.map((item) => item.entry.id)),
-    });
+    // Copy the selected reference arrays (§2.2): the snapshot owns its arrays, the fold keeps mutating.
+    const head = this.#headItem;
+    const items = head === undefined ? this.#selected.slice() : [head, ...this.#selected];
+    const ids = head === undefined ? this.#selectedIds.slice() : [head.entry.id, ...this.#selectedIds];
+    this.#selection = Object.freeze({ items: Object.freeze(items), ids: Object.freeze(ids) });
     return this.#selection;
   }
+}
 
-  #pick(entry: Entry, into: ContextItem[]): void {
-    const edit = this.#edits.get(entry.id);
-    if (edit?.action === "omit") return;
-    let item = this.#items.get(entry.id);
-    if (item === undefined) {
-      const messages = edit?.action === "replace" ? edit.messages : (entry.model ?? NO_MESSAGES);
-      // Stored entries come back frozen; entries fed by the commit line may not be. Freeze our own
-      // copy of the array (not the caller's) so a published snapshot's projection cannot change.
-      item = Object.freeze({ entry, messages: Object.isFrozen(messages) ? messages : Object.freeze([...messages]) });
-      this.#items.set(entry.id, item);
-    }
-    into.push(item);
-  }
+/** The frozen item of `entry` under its winning edit (none, or a replacement). */
+function itemOf(entry: Entry, edit: ContextEdit | undefined): ContextItem {
+  const messages = edit?.action === "replace" ? edit.messages : (entry.model ?? NO_MESSAGES);
+  // Stored entries come back frozen; entries fed by the commit line may not be. Freeze our own copy
+  // of the array (never the caller's) so a published snapshot's projection cannot change.
+  return Object.freeze({ entry, messages: Object.isFrozen(messages) ? messages : Object.freeze([...messages]) });
 }

@@ -11,15 +11,16 @@ import {
   requestMessages,
   type DerivedContext,
 } from "../../src/core/context.js";
-import { MemoryStorage } from "../../src/storage/memory.js";
 import type { Entry, Id } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
+import { coreBackends } from "./backends.js";
 import { assistant, HistoryBuilder, system, toolResult, user } from "./context-fixtures.js";
 import { CountingStorage } from "./counting-storage.js";
 
 type Run = (fn: (storage: Storage) => Promise<void>) => Promise<void>;
 
-const backends: [string, Run][] = [["memory", (fn) => fn(new MemoryStorage())]];
+/** Every backend of test/core/backends.ts: memory, and SQLite inside a Durable Object. */
+const backends: [string, Run][] = coreBackends.map((backend) => [backend.name, (fn) => backend.run(fn)]);
 
 /** Message texts of a context, per item, for compact assertions. */
 function texts(context: DerivedContext): string[][] {
@@ -213,6 +214,25 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
       expect(requestMessages(reset)).toEqual([]);
       await b.append(conv, 80, { model: [user("u80")] });
       expect((await deriveContext(storage, conv, 80)).ids).toEqual([70, 80]);
+    }));
+
+  it("an edit of H replaces or omits H's messages while H still sets the boundary", () =>
+    run(async (storage) => {
+      const b = new HistoryBuilder(storage);
+      const conv = await b.conversation();
+      await b.appendAll(conv, [
+        [10, { model: [user("u10")] }],
+        [20, { model: [user("u20")] }],
+        [30, { model: [user("summary")], head: 20 }],
+        [40, { edits: [{ target: 30, action: "replace", messages: [user("better summary")] }] }],
+        [50, { edits: [{ target: 30, action: "omit" }] }],
+      ]);
+      const at40 = await deriveContext(storage, conv, 40);
+      expect(at40.ids).toEqual([30, 20, 40]);
+      expect(texts(at40)[0]).toEqual(["better summary"]);
+      const at50 = await deriveContext(storage, conv, 50);
+      expect(at50.ids).toEqual([20, 40, 50]);
+      expect(at50.head?.id).toBe(30);
     }));
 
   it("an entry without model is a context item with no messages", () =>

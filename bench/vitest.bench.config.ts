@@ -1,0 +1,36 @@
+import { fileURLToPath } from "node:url";
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+
+// Benchmarks run as ordinary vitest files and print their figures; they assert row bounds, never
+// wall-clock times. `*.bench.ts` run inside workerd (Durable Objects and SQLite available, but a coarse
+// clock); `*.node.bench.ts` run in Node (fine clock, no Workers runtime).
+// One folder: `npx vitest run --config bench/vitest.bench.config.ts bench/<folder>`.
+const root = fileURLToPath(new URL("..", import.meta.url));
+
+export default defineConfig({
+  root,
+  test: {
+    testTimeout: 300_000,
+    projects: [
+      {
+        plugins: [cloudflareTest({ wrangler: { configPath: `${root}/wrangler.toml` } })],
+        test: {
+          name: "bench-workerd",
+          include: ["bench/**/*.bench.ts"],
+          exclude: ["bench/**/*.node.bench.ts"],
+          typecheck: { enabled: false },
+          testTimeout: 300_000,
+        },
+      },
+      {
+        test: {
+          name: "bench-node",
+          include: ["bench/**/*.node.bench.ts"],
+          environment: "node",
+          testTimeout: 300_000,
+        },
+      },
+    ],
+  },
+});
