@@ -46,11 +46,17 @@ export class ConversationHandle {
 
   /** Commit with this conversation bound (§9.2). */
   commit<T>(plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T> {
-    return this.commitAs(undefined, plan, call);
+    return this.harness.commitBound(call, { conversationId: this.id }, (b) => plan(conversationTx(b, this.id)));
   }
 
-  commitAs<T>(origin: CommitOrigin | undefined, plan: (tx: ConversationTx) => T | Promise<T>, _call: Call): Promise<T> {
-    return this.harness.commitBound(origin, { conversationId: this.id }, (b) => plan(conversationTx(b, this.id)));
+  /** Commit with an explicit origin (tests of the transcript rules); grants no task authority. */
+  commitAs<T>(origin: CommitOrigin | undefined, plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T> {
+    return this.harness.commitAs(origin, { conversationId: this.id }, (b) => plan(conversationTx(b, this.id)), call);
+  }
+
+  /** Attach this conversation and wait until it has no live foreground task (§6.2). */
+  drive(call: Call): Promise<"idle" | "closed"> {
+    return this.harness.driver.drive(this.id, call);
   }
 
   value<T>(addr: ValueRef<T>): ValueHandle<T> {

@@ -36,7 +36,9 @@ import {
   type ScratchTx,
   type Tx,
 } from "./tx.js";
-import { storageLiveTurns, validateMainBatch, type LiveTurns } from "./validate.js";
+import { validateMainBatch, type LiveTurns } from "./validate.js";
+import { Driver, type InspectResult } from "./driver.js";
+import type { DriverHost, FaultReport } from "./host.js";
 
 /** An initial root value: typed pairs built with `initialValue`. */
 export interface InitialValue {
@@ -59,7 +61,8 @@ export interface HarnessOptions {
   readonly taskKinds?: readonly AnyTaskKind[];
   /** Values of a fresh root, written in the creating commit; ignored on reopen (§9.5). */
   readonly rootValues?: readonly InitialValue[];
-  readonly now?: () => number;
+  /** Clock, invocation bookkeeping, wake/busy notifications and fault reports (the host's side). */
+  readonly host?: DriverHost;
   readonly report?: (report: HarnessReport) => void;
 }
 
@@ -88,37 +91,27 @@ export interface ListHandle<T> {
   clear(call: Call): Promise<void>;
 }
 
-/** Hook points of the commit pipeline that the driver (a later layer) plugs into. */
-export interface CommitHooks {
-  /** Admission check before the builder runs (phase, invocation identity, marks). */
-  admit?(origin: CommitOrigin | undefined, batchKind: "main" | "scratch", scratchTask: Id | undefined): void;
-  /** Authority checks over the complete batch before persistence. */
-  validate?(batch: CommitBatch, origin: CommitOrigin | undefined): Promise<void> | void;
-  /** After persistence, on the line: update indexes, reserve work. Returns callbacks to run after the line. */
-  applied?(commit: CommittedBatch): (() => void) | void;
-}
-
 export class Harness {
   readonly storage: Storage;
   readonly entryKinds: EntryKindRegistry;
   readonly taskKinds: TaskKindRegistry;
   readonly line = new CommitLine();
   readonly now: () => number;
+  readonly driver: Driver;
   #listeners = new Set<CommitListener>();
   #conversations = new Map<Id, ConversationHandle>();
-  #hooks: CommitHooks = {};
   #liveTurns: LiveTurns;
   #report: (report: HarnessReport) => void;
   #rootId: Id = 1;
-  #closed = false;
 
   private constructor(storage: Storage, options: HarnessOptions) {
     this.storage = storage;
     this.entryKinds = new EntryKindRegistry([...builtinEntryKinds, ...(options.entryKinds ?? [])]);
     this.taskKinds = new TaskKindRegistry(options.taskKinds ?? []);
-    this.now = options.now ?? (() => Date.now());
+    this.driver = new Driver(this, options.host ?? {});
+    this.now = () => this.driver.clock.now();
     this.#report = options.report ?? (() => undefined);
-    this.#liveTurns = storageLiveTurns(storage);
+    this.#liveTurns = { liveTurnTasks: async (id) => this.driver.liveTurnTasks(id) };
   }
 
   /**
@@ -137,13 +130,8 @@ export class Harness {
         return root;
       }, call);
     }
+    await harness.driver.seed(call);
     return harness;
-  }
-
-  /** Install the driver's pipeline hooks and live-turn index (done once by the driver). */
-  install(hooks: CommitHooks, liveTurns?: LiveTurns): void {
-    this.#hooks = hooks;
-    if (liveTurns !== undefined) this.#liveTurns = liveTurns;
   }
 
   report(report: HarnessReport): void {
@@ -158,34 +146,44 @@ export class Harness {
 
   // commits -------------------------------------------------------------------------------------
 
-  /** Build and commit one main batch; resolves after persistence and publication (§9.2). */
+  /** Build and commit one main batch; resolves after persistence and publication (§9.2). A call that
+   * carries a task invocation commits as that task (authority, inTurn). */
   commit<T>(plan: (tx: Tx) => T | Promise<T>, call: Call): Promise<T> {
-    return this.commitAs(undefined, plan, call);
-  }
-
-  /** Commit on behalf of a task invocation (the driver passes the invocation's origin, §5.8). */
-  commitAs<T>(origin: CommitOrigin | undefined, plan: (tx: Tx) => T | Promise<T>, _call: Call): Promise<T> {
-    return this.#run(origin, {}, (b) => plan(sessionTx(b)));
+    return this.#run(call, false, {}, (b) => plan(sessionTx(b)));
   }
 
   /** Commit through a builder with a conversation or task binding (handles and runtimes use this). */
-  commitBound<T>(origin: CommitOrigin | undefined, binding: Binding, plan: (b: TxBuilder) => T | Promise<T>): Promise<T> {
-    return this.#run(origin, { binding }, plan);
+  commitBound<T>(call: Call, binding: Binding, plan: (b: TxBuilder) => T | Promise<T>): Promise<T> {
+    return this.#run(call, false, { binding }, plan);
   }
 
-  /** One scratch batch for task `taskId` (§4.6). */
-  scratch<T>(origin: CommitOrigin | undefined, taskId: Id, plan: (sc: ScratchTx) => T | Promise<T>): Promise<T> {
-    return this.#run(origin, { binding: { taskId }, scratchTask: taskId }, (b) => plan(scratchTx(b, taskId)));
+  /**
+   * Commit with an explicit origin instead of the call's invocation. Tests use it to exercise the
+   * transcript rules (§5.8) without a running task; it grants no task authority.
+   */
+  commitAs<T>(origin: CommitOrigin | undefined, binding: Binding, plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<T> {
+    return this.#run(call, false, { binding, origin }, plan);
+  }
+
+  /** The driver's own writes (abort marks, orphaning at open): admitted in every open phase. */
+  commitInternal<T>(plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<T> {
+    return this.#run(call, true, {}, plan);
+  }
+
+  /** One scratch batch for task `taskId` (§4.6), by that task's running invocation. */
+  scratch<T>(call: Call, taskId: Id, plan: (sc: ScratchTx) => T | Promise<T>): Promise<T> {
+    return this.#run(call, false, { binding: { taskId }, scratchTask: taskId }, (b) => plan(scratchTx(b, taskId)));
   }
 
   async #run<T>(
-    origin: CommitOrigin | undefined,
-    options: { binding?: Binding; scratchTask?: Id },
+    call: Call,
+    internal: boolean,
+    options: { binding?: Binding; scratchTask?: Id; origin?: CommitOrigin | undefined },
     plan: (b: TxBuilder) => T | Promise<T>,
   ): Promise<T> {
     const { result, after } = await this.line.run(async () => {
-      if (this.#closed) throw new PicoError("closed", "the harness is closed");
-      this.#hooks.admit?.(origin, options.scratchTask === undefined ? "main" : "scratch", options.scratchTask);
+      this.driver.admit(call, internal, options.scratchTask);
+      const origin = internal ? undefined : "origin" in options ? options.origin : this.driver.originOf(call);
       const builder = new TxBuilder(this.storage, this.taskKinds, { ...options, origin });
       const result = await plan(builder);
       builder.freeze();
@@ -193,12 +191,12 @@ export class Harness {
       if (batch.writes.length === 0) return { result, after: undefined };
       if (batch.kind === "main") {
         await validateMainBatch(batch.writes, { storage: this.storage, origin, liveTurns: this.#liveTurns });
+        this.driver.validate(batch.writes, call, internal);
       }
-      await this.#hooks.validate?.(batch, origin);
       const { first, last } = await this.storage.commit(batch);
       const committed: CommittedBatch = { first, last, batch, origin };
       this.#observe(committed);
-      const after = this.#hooks.applied?.(committed);
+      const after = await this.driver.applied(committed);
       this.#publish(committed);
       return { result, after };
     });
@@ -320,11 +318,71 @@ export class Harness {
     return this.line.run(() => this.entryKinds.remove(name));
   }
 
-  async close(_call: Call): Promise<void> {
-    await this.line.run(() => {
-      this.#closed = true;
+  // driving and lifecycle (§6.2-§6.4) ---------------------------------------------------------------
+
+  /** Attach the whole session and wait until no foreground task is live anywhere. */
+  drive(call: Call): Promise<"idle" | "closed"> {
+    return this.driver.drive("session", call);
+  }
+
+  /** Attach the whole session persistently without waiting (hosts keep accepted work running). */
+  attach(call: Call): Promise<void> {
+    return this.driver.attach("session", call);
+  }
+
+  get fault(): FaultReport | undefined {
+    return this.driver.fault;
+  }
+
+  async inspect(_call: Call): Promise<InspectResult> {
+    return this.line.run(() => this.driver.inspect());
+  }
+
+  /** Mark one live task for abort; a terminal task rejects (§6.3). */
+  async abortTask(id: Id, call: Call): Promise<void> {
+    await this.driver.mark([id], call);
+  }
+
+  /** Delete a conversation; rejects while its ownership subtree has live tasks or running calls (§6.4). */
+  async deleteConversation(id: Id, call: Call): Promise<void> {
+    await this.commit((tx) => {
+      if (this.driver.subtreeBusy(id)) throw new PicoError("conflict", `conversation ${id} has live tasks or running invocations in its subtree`);
+      tx.deleteConversation(id);
+    }, call);
+    this.#conversations.delete(id);
+  }
+
+  shutdown(call: Call): Promise<void> {
+    return this.driver.shutdown(call);
+  }
+
+  close(call: Call): Promise<void> {
+    return this.driver.close(call);
+  }
+
+  registerTaskKind(kind: AnyTaskKind, _call: Call): Promise<void> {
+    return this.line
+      .run(() => {
+        this.taskKinds.register(kind);
+        return this.driver.unpark(kind.kind);
+      })
+      .then((after) => after());
+  }
+
+  replaceTaskKind(kind: AnyTaskKind, _call: Call): Promise<void> {
+    return this.line
+      .run(() => {
+        this.taskKinds.replace(kind);
+        return this.driver.unpark(kind.kind);
+      })
+      .then((after) => after());
+  }
+
+  removeTaskKind(name: string, _call: Call): Promise<void> {
+    return this.line.run(() => {
+      if (this.driver.hasLiveOfKind(name)) throw new PicoError("conflict", `task kind ${name} still has live tasks`);
+      this.taskKinds.remove(name);
     });
-    await this.storage.close();
   }
 }
 
@@ -333,8 +391,8 @@ export function valueHandle<T>(harness: Harness, ref: ValueRef<T>, binding: Bind
   return {
     get: async () => (await harness.storage.getValue(addr))?.value,
     getAt: async (at) => (await harness.storage.getValue(addr, at))?.value,
-    set: (value, _call) => harness.commitBound(undefined, binding, (b) => b.value(addr).set(value)),
-    delete: (_call) => harness.commitBound(undefined, binding, (b) => b.value(addr).delete()),
+    set: (value, call) => harness.commitBound(call, binding, (b) => b.value(addr).set(value)),
+    delete: (call) => harness.commitBound(call, binding, (b) => b.value(addr).delete()),
   };
 }
 
@@ -342,8 +400,8 @@ export function listHandle<T>(harness: Harness, ref: ListRef<T>, binding: Bindin
   const addr = bind(ref, binding);
   return {
     read: (query) => harness.storage.readList<T>(addr, { limit: 1000, ...query }),
-    append: (value, _call) => harness.commitBound(undefined, binding, (b) => b.list(addr).append(value)),
-    remove: (element, _call) => harness.commitBound(undefined, binding, (b) => b.list(addr).remove(element)),
-    clear: (_call) => harness.commitBound(undefined, binding, (b) => b.list(addr).clear()),
+    append: (value, call) => harness.commitBound(call, binding, (b) => b.list(addr).append(value)),
+    remove: (element, call) => harness.commitBound(call, binding, (b) => b.list(addr).remove(element)),
+    clear: (call) => harness.commitBound(call, binding, (b) => b.list(addr).clear()),
   };
 }

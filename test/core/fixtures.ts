@@ -41,7 +41,7 @@ export const turnKind = defineTaskKind<TurnState>()({
 export const testTaskKinds = [erase(workKind), erase(turnKind)];
 
 export async function openHarness(storage: Storage, options: HarnessOptions = {}): Promise<Harness> {
-  return Harness.open(storage, { taskKinds: testTaskKinds, now: () => 1000, ...options }, call);
+  return Harness.open(storage, { taskKinds: testTaskKinds, ...options }, call);
 }
 
 export function user(text: string): UserMessage {

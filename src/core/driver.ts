@@ -1,0 +1,901 @@
+/**
+ * The driver (§6): the scheduler that lives on the commit line. It keeps the live-task map with status
+ * epochs, one running invocation per task id, conversation membership, reverse dependency edges, the
+ * ownership links live work needs, attachments and waiters, and the lifecycle phase. Every decision is
+ * made on the line from these indexes after a durable batch; task methods, signals and waiter callbacks
+ * run outside it. There is no polling loop and no storage scan after a task returns.
+ */
+import type { Conversation, Id, MainWrite, Task } from "../storage/records.js";
+import { BACKGROUND_CONTEXT, createContextKey, withAbortSignal, withContextValue, type Call } from "./call.js";
+import { PicoError, TaskCancelled } from "./errors.js";
+import type { CommittedBatch, Harness } from "./harness.js";
+import { systemClock, type Clock, type DriverHost, type FaultReport, type InvocationMethod } from "./host.js";
+import { createRuntime, type TaskRuntime } from "./runtime.js";
+import type { AnyTaskKind } from "./task-kind.js";
+import type { CommitOrigin } from "./tx.js";
+
+export type Phase = "open" | "stopping" | "closing" | "faulted" | "closed";
+
+interface LiveTask {
+  task: Task;
+  statusEpoch: number;
+}
+
+/** One execute/recover/abort call; its object identity is the mutation authority (§6.5). */
+export interface Invocation {
+  readonly taskId: Id;
+  readonly method: InvocationMethod;
+  readonly controller: AbortController;
+  readonly initialStatusEpoch: number;
+  readonly kind: AnyTaskKind;
+  done?: Promise<void>;
+}
+
+/** Private: only the driver installs and reads invocation identity. */
+const invocationKey = createContextKey<Invocation>("pico.invocation");
+
+interface Waiter {
+  readonly scope: Id | "session";
+  readonly resolve: (result: "idle" | "closed") => void;
+  readonly reject: (error: unknown) => void;
+  readonly detach: () => void;
+}
+
+interface TaskWaiter {
+  readonly taskId: Id;
+  readonly resolve: (done: boolean) => void;
+  readonly reject: (error: unknown) => void;
+  readonly detach: () => void;
+}
+
+export interface InspectResult {
+  readonly start: readonly Task[];
+  readonly inflight: readonly Task[];
+  readonly orphaned: readonly Task[];
+  readonly parked: readonly Task[];
+  readonly quarantined: readonly Task[];
+}
+
+/** Work to do after leaving the line. */
+type Action = () => void;
+
+export class Driver {
+  readonly #harness: Harness;
+  readonly #host: DriverHost;
+  readonly clock: Clock;
+  readonly #live = new Map<Id, LiveTask>();
+  readonly #running = new Map<Id, Invocation>();
+  readonly #byConversation = new Map<Id, Set<Id>>();
+  readonly #dependents = new Map<Id, Set<Id>>();
+  readonly #parked = new Set<Id>();
+  readonly #withheld = new Set<Id>();
+  readonly #orphaned: Task[] = [];
+  /** conversation -> owner task and the owner's conversation (immutable links). */
+  readonly #links = new Map<Id, { readonly owner?: Id; readonly ownerConversation?: Id }>();
+  readonly #attached = new Set<Id>();
+  #sessionAttached = false;
+  readonly #waiters = new Set<Waiter>();
+  readonly #taskWaiters = new Set<TaskWaiter>();
+  readonly #sleepers = new Map<Id, number>();
+  #phase: Phase = "open";
+  #fault: FaultReport | undefined;
+  #closing: Promise<void> | undefined;
+  #shutdown: { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void } | undefined;
+  #lastWake: number | undefined;
+  #lastBusy = false;
+  /** Writes the driver itself built (marks, orphaning); they bypass ownership checks. */
+  readonly #internal = new WeakSet<MainWrite>();
+
+  constructor(harness: Harness, host: DriverHost) {
+    this.#harness = harness;
+    this.#host = host;
+    this.clock = host.clock ?? systemClock;
+  }
+
+  get phase(): Phase {
+    return this.#phase;
+  }
+
+  get fault(): FaultReport | undefined {
+    return this.#fault;
+  }
+
+  /** Invocations in flight. */
+  get busy(): boolean {
+    return this.#running.size > 0;
+  }
+
+  /** The earliest wake time among sleeping tasks. */
+  get nextWake(): number | undefined {
+    let min: number | undefined;
+    for (const t of this.#sleepers.values()) if (min === undefined || t < min) min = t;
+    return min;
+  }
+
+  liveCount(): number {
+    return this.#live.size;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Open (§6.4): seed the live map and the ancestry it needs; start nothing.
+
+  async seed(call: Call): Promise<void> {
+    const storage = this.#harness.storage;
+    const live: Task[] = [];
+    let after: Id | undefined;
+    for (;;) {
+      const page = await storage.scanTasks({ live: true, limit: 1000, ...(after === undefined ? {} : { after }) });
+      live.push(...page.items);
+      if (page.next === undefined) break;
+      after = page.next;
+    }
+    const orphans: Task[] = [];
+    for (const task of live) {
+      if (this.#harness.taskKinds.has(task.kind)) continue;
+      if (task.background) this.#parked.add(task.id);
+      else orphans.push(task);
+    }
+    for (const task of live) {
+      if (orphans.includes(task)) continue;
+      this.#addLive(task);
+    }
+    for (const task of this.#live.values()) {
+      for (const dep of task.task.after) if (this.#live.has(dep)) this.#edge(dep, task.task.id);
+    }
+    await this.#loadLinks([...new Set(live.map((t) => t.conversationId))]);
+    if (orphans.length > 0) {
+      // The only case in which the harness settles a task it does not own (§5.1).
+      await this.#harness.commitInternal((b) => {
+        for (const task of orphans) {
+          const write: MainWrite = { type: "settle", id: task.id, role: "terminal", state: { ...task.state, status: "orphaned" } };
+          this.#internal.add(write);
+          b.push(write);
+        }
+      }, call);
+      for (const task of orphans) this.#orphaned.push({ ...task, role: "terminal", state: { ...task.state, status: "orphaned" } });
+    }
+  }
+
+  /** Batch-load ownership links upward from these conversations (depth reads, never history). */
+  async #loadLinks(conversationIds: readonly Id[]): Promise<void> {
+    const storage = this.#harness.storage;
+    let pending = conversationIds.filter((id) => !this.#links.has(id));
+    while (pending.length > 0) {
+      const conversations = await storage.getConversations(pending);
+      const owners = [...conversations.values()].flatMap((c) => (c.owner === undefined ? [] : [c.owner]));
+      const ownerTasks = owners.length === 0 ? new Map<Id, Task>() : await storage.getTasks(owners);
+      const next: Id[] = [];
+      for (const id of pending) {
+        const c = conversations.get(id);
+        if (c?.owner === undefined) {
+          this.#links.set(id, {});
+          continue;
+        }
+        const ownerConversation = ownerTasks.get(c.owner)?.conversationId;
+        this.#links.set(id, ownerConversation === undefined ? { owner: c.owner } : { owner: c.owner, ownerConversation });
+        if (ownerConversation !== undefined && !this.#links.has(ownerConversation)) next.push(ownerConversation);
+      }
+      pending = [...new Set(next)];
+    }
+  }
+
+  #addLive(task: Task): void {
+    this.#live.set(task.id, { task, statusEpoch: 0 });
+    let set = this.#byConversation.get(task.conversationId);
+    if (set === undefined) this.#byConversation.set(task.conversationId, (set = new Set()));
+    set.add(task.id);
+  }
+
+  #removeLive(id: Id): LiveTask | undefined {
+    const lt = this.#live.get(id);
+    if (lt === undefined) return undefined;
+    this.#live.delete(id);
+    const set = this.#byConversation.get(lt.task.conversationId);
+    set?.delete(id);
+    if (set?.size === 0) this.#byConversation.delete(lt.task.conversationId);
+    for (const dep of lt.task.after) {
+      const ds = this.#dependents.get(dep);
+      ds?.delete(id);
+      if (ds?.size === 0) this.#dependents.delete(dep);
+    }
+    this.#parked.delete(id);
+    this.#withheld.delete(id);
+    return lt;
+  }
+
+  #edge(dep: Id, dependent: Id): void {
+    let set = this.#dependents.get(dep);
+    if (set === undefined) this.#dependents.set(dep, (set = new Set()));
+    set.add(dependent);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Commit pipeline hooks (called by Harness on the line)
+
+  /** The committing invocation's origin, if the call carries one. */
+  originOf(call: Call): CommitOrigin | undefined {
+    const inv = call.value(invocationKey);
+    if (inv === undefined) return undefined;
+    const lt = this.#live.get(inv.taskId);
+    return { taskId: inv.taskId, turn: (lt?.task.turn ?? inv.kind.turn) === true };
+  }
+
+  /** Admission (§6.3, §6.4): phase, exact invocation identity and the durable mark, before the builder runs. */
+  admit(call: Call, internal: boolean, scratchTask: Id | undefined): void {
+    if (this.#phase === "faulted") throw new PicoError("faulted", `the session faulted: ${this.#fault?.message ?? "unknown"}`);
+    if (this.#phase === "closing" || this.#phase === "closed") throw new PicoError("closed", "the session is closing");
+    if (internal) return;
+    const inv = call.value(invocationKey);
+    if (inv === undefined) {
+      if (this.#phase === "stopping") throw new PicoError("closed", "the session is shutting down; only abort cleanup may commit");
+      if (scratchTask !== undefined) throw new PicoError("contract", `scratch of task ${scratchTask} is written only by its running invocation`);
+      return;
+    }
+    if (this.#running.get(inv.taskId) !== inv) {
+      throw new PicoError("contract", `a stale ${inv.method} invocation of task ${inv.taskId} tried to commit`);
+    }
+    if (scratchTask !== undefined && scratchTask !== inv.taskId) {
+      throw new PicoError("contract", `task ${inv.taskId} tried to write task ${scratchTask}'s scratch`);
+    }
+    if (inv.method !== "abort") {
+      const lt = this.#live.get(inv.taskId);
+      if (lt?.task.abort === true || this.#phase === "stopping") throw new TaskCancelled(inv.taskId);
+    }
+  }
+
+  /** Whole-batch authority checks before persistence. */
+  validate(writes: readonly MainWrite[], call: Call, internal: boolean): void {
+    if (internal) return;
+    const inv = call.value(invocationKey);
+    for (const write of writes) {
+      switch (write.type) {
+        case "patch":
+        case "settle": {
+          if (this.#internal.has(write)) break;
+          const owner = this.#running.get(write.id);
+          if (owner !== undefined && owner !== inv) {
+            throw new PicoError(
+              "contract",
+              `task ${write.id} is owned by its running ${owner.method} invocation; only it may change its state (abort marks remain allowed)`,
+            );
+          }
+          break;
+        }
+        case "task":
+        case "createConversation":
+          if (inv?.method === "abort") {
+            throw new PicoError("contract", `task ${inv.taskId}'s abort handler cannot create tasks or conversations (§6.3)`);
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  /** After persistence, on the line: apply every write to the indexes, then reserve work (§6.1). */
+  async applied(commit: CommittedBatch): Promise<Action> {
+    if (commit.batch.kind !== "main") return () => undefined;
+    const touched = new Set<Id>();
+    const signals: Invocation[] = [];
+    const newConversations: Conversation[] = [];
+    const taskConversations = new Set<Id>();
+    for (const write of commit.batch.writes) {
+      switch (write.type) {
+        case "task": {
+          if (write.task.role === "terminal") break;
+          this.#addLive(write.task);
+          for (const dep of write.task.after) if (this.#live.has(dep)) this.#edge(dep, write.task.id);
+          touched.add(write.task.id);
+          taskConversations.add(write.task.conversationId);
+          break;
+        }
+        case "patch": {
+          const lt = this.#live.get(write.id);
+          if (lt === undefined) break;
+          const marked = lt.task.abort === true || write.abort === true;
+          if (write.state.status !== lt.task.state.status) lt.statusEpoch += 1;
+          lt.task = {
+            ...lt.task,
+            role: write.role,
+            state: write.state,
+            ...(marked ? { abort: true as const } : {}),
+            ...(write.owns === undefined ? {} : { owns: write.owns }),
+          };
+          if (write.abort === true) {
+            const running = this.#running.get(write.id);
+            if (running !== undefined && running.method !== "abort") signals.push(running);
+          }
+          touched.add(write.id);
+          break;
+        }
+        case "settle": {
+          const lt = this.#removeLive(write.id);
+          if (lt === undefined) break;
+          for (const dependent of this.#dependents.get(write.id) ?? []) touched.add(dependent);
+          this.#dependents.delete(write.id);
+          touched.add(write.id);
+          break;
+        }
+        case "createConversation":
+          newConversations.push(write.conversation);
+          break;
+        default:
+          break;
+      }
+    }
+    for (const c of newConversations) {
+      const ownerConversation = c.owner === undefined ? undefined : (this.#live.get(c.owner)?.task.conversationId ?? (await this.#ownerConversation(c.owner)));
+      this.#links.set(c.id, c.owner === undefined ? {} : ownerConversation === undefined ? { owner: c.owner } : { owner: c.owner, ownerConversation });
+    }
+    await this.#loadLinks([...taskConversations]);
+    const actions = this.#reconsider(touched);
+    return () => {
+      for (const inv of signals) inv.controller.abort(new TaskCancelled(inv.taskId));
+      actions();
+    };
+  }
+
+  async #ownerConversation(taskId: Id): Promise<Id | undefined> {
+    return (await this.#harness.storage.getTasks([taskId])).get(taskId)?.conversationId;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Serving, reservation, dispatch
+
+  /** A task is served when the session is attached or an ownership ancestor of its conversation is. */
+  #served(task: Task): boolean {
+    if (this.#sessionAttached) return true;
+    let conversation: Id | undefined = task.conversationId;
+    const seen = new Set<Id>();
+    while (conversation !== undefined && !seen.has(conversation)) {
+      if (this.#attached.has(conversation)) return true;
+      seen.add(conversation);
+      conversation = this.#links.get(conversation)?.ownerConversation;
+    }
+    return false;
+  }
+
+  #reserve(id: Id, out: Invocation[]): void {
+    if (this.#phase !== "open" && this.#phase !== "stopping") return;
+    const lt = this.#live.get(id);
+    if (lt === undefined || this.#running.has(id) || this.#parked.has(id)) return;
+    if (!this.#served(lt.task)) return;
+    let method: InvocationMethod;
+    if (lt.task.abort === true) method = "abort";
+    else if (this.#phase === "stopping" || this.#withheld.has(id)) return;
+    else if (lt.task.role === "start") {
+      if (lt.task.after.some((dep) => this.#live.has(dep))) return;
+      method = "execute";
+    } else if (lt.task.role === "inflight") method = "recover";
+    else return;
+    const kind = this.#harness.taskKinds.get(lt.task.kind);
+    if (kind === undefined) {
+      this.#parked.add(id);
+      return;
+    }
+    if (this.#host.beforeInvoke?.(lt.task, method) === false && method !== "abort") {
+      this.#withheld.add(id);
+      return;
+    }
+    const inv: Invocation = { taskId: id, method, controller: new AbortController(), initialStatusEpoch: lt.statusEpoch, kind };
+    this.#running.set(id, inv);
+    out.push(inv);
+  }
+
+  /** Reconsider changed tasks and waiters; returns what to do after the line. */
+  #reconsider(ids: Iterable<Id>): Action {
+    const reserved: Invocation[] = [];
+    for (const id of ids) this.#reserve(id, reserved);
+    const waiterActions = this.#checkWaiters();
+    const notify = this.#notifyHost();
+    return () => {
+      for (const inv of reserved) this.#dispatch(inv);
+      waiterActions();
+      notify();
+    };
+  }
+
+  #dispatch(inv: Invocation): void {
+    const lt = this.#live.get(inv.taskId);
+    const task = lt?.task;
+    if (task === undefined) return;
+    const call = withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT));
+    const runtime = createRuntime(this.#harness, this, inv, task);
+    const method = inv.kind[inv.method] as (task: Task, runtime: TaskRuntime, call: Call) => Promise<void>;
+    inv.done = (async () => method.call(inv.kind, task, runtime, call))().then(
+      () => this.#complete(inv, undefined, false),
+      (error: unknown) => this.#complete(inv, error, true),
+    );
+  }
+
+  /** Invocation completion enters the line (§6.1). */
+  #complete(inv: Invocation, error: unknown, threw: boolean): Promise<void> {
+    return this.#harness.line
+      .run(() => {
+        if (this.#running.get(inv.taskId) !== inv) return () => undefined;
+        this.#running.delete(inv.taskId);
+        this.#host.afterInvoke?.(inv.taskId, inv.method);
+        if (this.#phase === "closing" || this.#phase === "closed" || this.#phase === "faulted") {
+          return this.#notifyHost();
+        }
+        const lt = this.#live.get(inv.taskId);
+        const kind = inv.kind.kind;
+        if (threw) {
+          if (!this.#isCancellation(error, inv)) {
+            return this.#failStop({ taskId: inv.taskId, kind, method: inv.method, error, message: `task ${inv.taskId} (${kind}) ${inv.method} threw: ${describe(error)}` });
+          }
+        } else if (inv.method === "abort") {
+          if (lt !== undefined) {
+            return this.#failStop({ taskId: inv.taskId, kind, method: inv.method, error: undefined, message: `task ${inv.taskId} (${kind}) abort returned without settling` });
+          }
+        } else if (lt !== undefined && lt.statusEpoch === inv.initialStatusEpoch && !inv.controller.signal.aborted && lt.task.abort !== true) {
+          return this.#failStop({
+            taskId: inv.taskId,
+            kind,
+            method: inv.method,
+            error: undefined,
+            message: `task ${inv.taskId} (${kind}) ${inv.method} returned without a committed status transition (§5.3)`,
+          });
+        }
+        return this.#reconsider([inv.taskId]);
+      })
+      .then((after) => after());
+  }
+
+  #isCancellation(error: unknown, inv: Invocation): boolean {
+    if (error instanceof TaskCancelled) return true;
+    if (!inv.controller.signal.aborted) return false;
+    if (error === inv.controller.signal.reason) return true;
+    if (error instanceof PicoError && (error.code === "closed" || error.code === "task_cancelled")) return true;
+    return typeof error === "object" && error !== null && (error as { name?: unknown }).name === "AbortError";
+  }
+
+  #notifyHost(): Action {
+    const wake = this.nextWake;
+    const busy = this.busy;
+    const wakeChanged = wake !== this.#lastWake;
+    const busyChanged = busy !== this.#lastBusy;
+    this.#lastWake = wake;
+    this.#lastBusy = busy;
+    return () => {
+      if (wakeChanged) this.#host.wakeChanged?.(wake);
+      if (busyChanged) this.#host.busyChanged?.(busy);
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Faults (§6.1): fail-stop
+
+  #failStop(report: FaultReport): Action {
+    this.#phase = "faulted";
+    this.#fault = report;
+    const waiters = [...this.#waiters];
+    const taskWaiters = [...this.#taskWaiters];
+    this.#waiters.clear();
+    this.#taskWaiters.clear();
+    const shutdown = this.#shutdown;
+    const error = new PicoError("faulted", report.message, { cause: report.error });
+    const running = [...this.#running.values()];
+    return () => {
+      for (const w of waiters) {
+        w.detach();
+        w.reject(error);
+      }
+      for (const w of taskWaiters) {
+        w.detach();
+        w.reject(error);
+      }
+      shutdown?.reject(error);
+      for (const inv of running) inv.controller.abort(error);
+      this.#host.faulted?.(report);
+      void Promise.allSettled(running.map((inv) => inv.done)).then(() => this.#harness.storage.close().catch(() => undefined));
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Drive and waiters (§6.2)
+
+  #idle(scope: Id | "session"): boolean {
+    if (scope === "session") {
+      for (const lt of this.#live.values()) if (lt.task.background !== true && !this.#parked.has(lt.task.id)) return false;
+      return true;
+    }
+    for (const id of this.#byConversation.get(scope) ?? []) {
+      const lt = this.#live.get(id);
+      if (lt !== undefined && lt.task.background !== true && !this.#parked.has(id)) return false;
+    }
+    return true;
+  }
+
+  #checkWaiters(): Action {
+    const ready: Waiter[] = [];
+    for (const w of this.#waiters) if (this.#idle(w.scope)) ready.push(w);
+    for (const w of ready) this.#waiters.delete(w);
+    const done: TaskWaiter[] = [];
+    for (const w of this.#taskWaiters) if (!this.#live.has(w.taskId)) done.push(w);
+    for (const w of done) this.#taskWaiters.delete(w);
+    const shutdown = this.#phase === "stopping" && this.#drained() ? this.#shutdown : undefined;
+    return () => {
+      for (const w of ready) {
+        w.detach();
+        w.resolve("idle");
+      }
+      for (const w of done) {
+        w.detach();
+        w.resolve(true);
+      }
+      if (shutdown !== undefined) shutdown.resolve();
+    };
+  }
+
+  /** Attach a scope persistently: its work (and owned descendants' work) is served (§6.2). */
+  attach(scope: Id | "session", call: Call): Promise<void> {
+    return this.#harness.line
+      .run(() => {
+        this.#admitLifecycle();
+        return this.#attach(scope, call);
+      })
+      .then((after) => after());
+  }
+
+  #attach(scope: Id | "session", call: Call): Action {
+    const inv = call.value(invocationKey);
+    if (inv !== undefined && scope === "session") {
+      throw new PicoError("contract", `task ${inv.taskId} cannot drive or attach the whole session from inside its own invocation`);
+    }
+    const first = scope === "session" ? !this.#sessionAttached : !this.#attached.has(scope) && !this.#sessionAttached;
+    if (scope === "session") this.#sessionAttached = true;
+    else this.#attached.add(scope);
+    // A new attachment inspects the live map once; ordinary completions never scan it.
+    return first ? this.#reconsider([...this.#live.keys()]) : () => undefined;
+  }
+
+  #admitLifecycle(): void {
+    if (this.#phase === "faulted") throw new PicoError("faulted", `the session faulted: ${this.#fault?.message ?? "unknown"}`);
+  }
+
+  /** drive(call): attach, then wait for the scope's idle predicate; the signal cancels only this waiter. */
+  drive(scope: Id | "session", call: Call): Promise<"idle" | "closed"> {
+    return new Promise<"idle" | "closed">((resolve, reject) => {
+      void this.#harness.line
+        .run((): Action => {
+          this.#admitLifecycle();
+          if (this.#phase === "closing" || this.#phase === "closed") return () => resolve("closed");
+          this.#checkSelfDrive(scope, call);
+          const attachActions = this.#attach(scope, call);
+          const signal = call.abortSignal;
+          if (signal?.aborted) {
+            return () => {
+              attachActions();
+              reject(signal.reason);
+            };
+          }
+          if (this.#idle(scope)) {
+            return () => {
+              attachActions();
+              resolve("idle");
+            };
+          }
+          const onAbort = (): void => {
+            // The listener enqueues removal on the line; the waiter is removed exactly once.
+            void this.#harness.line.run(() => {
+              if (this.#waiters.delete(waiter)) {
+                waiter.detach();
+                reject(signal?.reason);
+              }
+            });
+          };
+          const waiter: Waiter = { scope, resolve, reject, detach: () => signal?.removeEventListener("abort", onAbort) };
+          this.#waiters.add(waiter);
+          signal?.addEventListener("abort", onAbort, { once: true });
+          return attachActions;
+        })
+        .then((after) => after(), reject);
+    });
+  }
+
+  /** A foreground task cannot drive its own foreground scope (§6.2). */
+  #checkSelfDrive(scope: Id | "session", call: Call): void {
+    const inv = call.value(invocationKey);
+    if (inv === undefined) return;
+    const lt = this.#live.get(inv.taskId);
+    if (lt === undefined || lt.task.background === true) return;
+    if (scope === "session" || this.#inForegroundScope(lt.task, scope)) {
+      throw new PicoError("contract", `foreground task ${inv.taskId} cannot drive its own foreground scope (conversation ${String(scope)}); that wait could never finish (§6.2)`);
+    }
+  }
+
+  /** Is `task` (foreground) part of conversation `scope`'s foreground set? */
+  #inForegroundScope(task: Task, scope: Id): boolean {
+    let conversation: Id | undefined = task.conversationId;
+    let current: Task | undefined = task;
+    while (conversation !== undefined && current !== undefined) {
+      if (current.background === true) return false;
+      if (conversation === scope) return true;
+      const link = this.#links.get(conversation);
+      if (link?.owner === undefined) return false;
+      current = this.#live.get(link.owner)?.task;
+      conversation = link.ownerConversation;
+    }
+    return false;
+  }
+
+  /** Wait until a task is terminal, or `budgetMs` passes (false). Known self-waits reject (§6.2). */
+  waitForTask(id: Id, options: { budgetMs?: number } | undefined, call: Call): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      void this.#harness.line
+        .run((): Action => {
+          this.#admitLifecycle();
+          const inv = call.value(invocationKey);
+          if (inv !== undefined && this.#dependsOn(id, inv.taskId)) {
+            throw new PicoError("contract", `task ${inv.taskId} cannot wait for task ${id}: its unresolved dependencies lead back to the waiter (§6.2)`);
+          }
+          if (!this.#live.has(id)) return () => resolve(true);
+          const signal = call.abortSignal;
+          const budget = new AbortController();
+          const onAbort = (): void => {
+            void this.#harness.line.run(() => {
+              if (this.#taskWaiters.delete(waiter)) {
+                waiter.detach();
+                reject(signal?.reason);
+              }
+            });
+          };
+          const waiter: TaskWaiter = {
+            taskId: id,
+            resolve,
+            reject,
+            detach: () => {
+              signal?.removeEventListener("abort", onAbort);
+              budget.abort();
+            },
+          };
+          this.#taskWaiters.add(waiter);
+          signal?.addEventListener("abort", onAbort, { once: true });
+          if (options?.budgetMs !== undefined) {
+            const until = this.clock.now() + options.budgetMs;
+            this.clock.sleep(until, budget.signal).then(
+              () =>
+                this.#harness.line.run(() => {
+                  if (this.#taskWaiters.delete(waiter)) {
+                    waiter.detach();
+                    resolve(false);
+                  }
+                }),
+              () => undefined,
+            );
+          }
+          return () => undefined;
+        })
+        .then((after) => after(), reject);
+    });
+  }
+
+  /** Does `target` (or its unresolved dependency path) lead back to `waiter`? */
+  #dependsOn(target: Id, waiter: Id): boolean {
+    const stack = [target];
+    const seen = new Set<Id>();
+    while (stack.length > 0) {
+      const id = stack.pop() as Id;
+      if (id === waiter) return true;
+      if (seen.has(id)) continue;
+      seen.add(id);
+      const lt = this.#live.get(id);
+      if (lt !== undefined) stack.push(...lt.task.after);
+    }
+    return false;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Cancellation (§6.3)
+
+  /** Mark one live task; a terminal or unknown task rejects (unless `ifLive`). */
+  async mark(ids: readonly Id[], call: Call, options: { ifLive?: boolean } = {}): Promise<Id[]> {
+    return this.#harness.commitInternal((b) => {
+      const marked: Id[] = [];
+      for (const id of ids) {
+        const lt = this.#live.get(id);
+        if (lt === undefined) {
+          if (options.ifLive) continue;
+          throw new PicoError("invalid_commit", `task ${id} is not live; only live tasks can be marked for abort`);
+        }
+        if (lt.task.abort === true || marked.includes(id)) continue;
+        const write: MainWrite = { type: "patch", id, role: lt.task.role, state: lt.task.state, abort: true };
+        this.#internal.add(write);
+        b.push(write);
+        marked.push(id);
+      }
+      return marked;
+    }, call);
+  }
+
+  /** The foreground ownership closure of a conversation (§5.6): live foreground tasks, recursively through owned conversations. */
+  foregroundClosure(conversationId: Id): { tasks: Id[]; conversations: Id[] } {
+    const tasks: Id[] = [];
+    const conversations: Id[] = [];
+    const stack = [conversationId];
+    const seen = new Set<Id>();
+    while (stack.length > 0) {
+      const c = stack.pop() as Id;
+      if (seen.has(c)) continue;
+      seen.add(c);
+      conversations.push(c);
+      for (const id of this.#byConversation.get(c) ?? []) {
+        const lt = this.#live.get(id);
+        if (lt === undefined || lt.task.background === true) continue;
+        tasks.push(id);
+        for (const owned of lt.task.owns ?? []) stack.push(owned);
+      }
+    }
+    return { tasks, conversations };
+  }
+
+  liveTask(id: Id): Task | undefined {
+    return this.#live.get(id)?.task;
+  }
+
+  /** Live turn tasks of a conversation (§5.8's inTurn), from the index. */
+  liveTurnTasks(conversationId: Id): number {
+    let n = 0;
+    for (const id of this.#byConversation.get(conversationId) ?? []) if (this.#live.get(id)?.task.turn === true) n += 1;
+    return n;
+  }
+
+  /** Live tasks or running invocations anywhere in a conversation's ownership subtree. */
+  subtreeBusy(conversationId: Id): boolean {
+    const inSubtree = (conversation: Id): boolean => {
+      let c: Id | undefined = conversation;
+      const seen = new Set<Id>();
+      while (c !== undefined && !seen.has(c)) {
+        if (c === conversationId) return true;
+        seen.add(c);
+        c = this.#links.get(c)?.ownerConversation;
+      }
+      return false;
+    };
+    for (const lt of this.#live.values()) if (inSubtree(lt.task.conversationId)) return true;
+    for (const inv of this.#running.values()) {
+      const task = this.#live.get(inv.taskId)?.task;
+      if (task !== undefined && inSubtree(task.conversationId)) return true;
+    }
+    return false;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Sleep: in memory, reported to the host as a wake time (DESIGN §3)
+
+  async sleep(taskId: Id, untilMs: number, call: Call): Promise<void> {
+    if (untilMs <= this.clock.now()) return;
+    await this.#harness.line.run(() => {
+      this.#sleepers.set(taskId, Math.min(untilMs, this.#sleepers.get(taskId) ?? Number.POSITIVE_INFINITY));
+      return this.#notifyHost();
+    }).then((after) => after());
+    try {
+      await this.clock.sleep(untilMs, call.abortSignal);
+    } finally {
+      await this.#harness.line.run(() => {
+        this.#sleepers.delete(taskId);
+        return this.#notifyHost();
+      }).then((after) => after());
+    }
+  }
+
+  /** Wake sleepers whose time has come (an alarm fired); sleeping itself is the clock's business. */
+  release(taskId: Id): Promise<void> {
+    return this.#harness.line
+      .run(() => {
+        this.#withheld.delete(taskId);
+        return this.#reconsider([taskId]);
+      })
+      .then((after) => after());
+  }
+
+  /** Re-examine parked tasks after a kind was registered or replaced (§9.6). */
+  unpark(kind: string): Action {
+    const ids: Id[] = [];
+    for (const id of this.#parked) if (this.#live.get(id)?.task.kind === kind) ids.push(id);
+    for (const id of ids) this.#parked.delete(id);
+    return this.#reconsider(ids);
+  }
+
+  hasLiveOfKind(kind: string): boolean {
+    for (const lt of this.#live.values()) if (lt.task.kind === kind) return true;
+    return false;
+  }
+
+  inspect(): InspectResult {
+    const start: Task[] = [];
+    const inflight: Task[] = [];
+    const parked: Task[] = [];
+    const quarantined: Task[] = [];
+    for (const lt of this.#live.values()) {
+      if (this.#parked.has(lt.task.id)) parked.push(lt.task);
+      else if (lt.task.role === "start") start.push(lt.task);
+      else inflight.push(lt.task);
+      if (this.#withheld.has(lt.task.id)) quarantined.push(lt.task);
+    }
+    return { start, inflight, orphaned: [...this.#orphaned], parked, quarantined };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Lifecycle (§6.4)
+
+  #drained(): boolean {
+    if (this.#running.size > 0) return false;
+    for (const id of this.#live.keys()) if (!this.#parked.has(id)) return false;
+    return true;
+  }
+
+  /** One marking batch for every live task, then serve cancellation and close once drained. */
+  shutdown(call: Call): Promise<void> {
+    if (this.#shutdown !== undefined) return this.#shutdown.promise;
+    let resolve: () => void = () => undefined;
+    let reject: (e: unknown) => void = () => undefined;
+    const promise = new Promise<void>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    this.#shutdown = { promise, resolve, reject };
+    void (async () => {
+      try {
+        const inv = call.value(invocationKey);
+        if (inv !== undefined) throw new PicoError("contract", `task ${inv.taskId} cannot shut down the session it runs in`);
+        await this.#harness.line.run(() => {
+          this.#admitLifecycle();
+          if (this.#phase === "closing" || this.#phase === "closed") throw new PicoError("closed", "the session is closing");
+          this.#phase = "stopping";
+        });
+        await this.mark([...this.#live.keys()].filter((id) => !this.#parked.has(id)), call, { ifLive: true });
+        await this.#harness.line.run(() => {
+          this.#sessionAttached = true;
+          const reconsidered = this.#reconsider([...this.#live.keys()]);
+          return reconsidered;
+        }).then((after) => after());
+        await promise;
+        await this.close(call);
+      } catch (error) {
+        reject(error);
+      }
+    })();
+    return promise;
+  }
+
+  /** Stop admission, signal and join every owned call, then close storage. Repeated calls share it. */
+  close(_call: Call): Promise<void> {
+    this.#closing ??= (async () => {
+      const running = await this.#harness.line.run(() => {
+        if (this.#phase !== "faulted") this.#phase = "closing";
+        const waiters = [...this.#waiters];
+        this.#waiters.clear();
+        const taskWaiters = [...this.#taskWaiters];
+        this.#taskWaiters.clear();
+        for (const w of waiters) {
+          w.detach();
+          w.resolve("closed");
+        }
+        for (const w of taskWaiters) {
+          w.detach();
+          w.reject(new PicoError("closed", "the session closed"));
+        }
+        if (this.#shutdown !== undefined && !this.#drained()) this.#shutdown.reject(new PicoError("closed", "close interrupted shutdown"));
+        return [...this.#running.values()];
+      });
+      const reason = new PicoError("closed", "the session is closing");
+      for (const inv of running) inv.controller.abort(reason);
+      await Promise.allSettled(running.map((inv) => inv.done));
+      await this.#harness.storage.close().catch(() => undefined);
+      if (this.#phase !== "faulted") this.#phase = "closed";
+    })();
+    return this.#closing;
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
+
+/** For the runtime: the invocation a call carries (private to core). */
+export function invocationOf(call: Call): Invocation | undefined {
+  return call.value(invocationKey);
+}

@@ -1,0 +1,66 @@
+/**
+ * What a host (the session Durable Object, a test, a CLI) plugs into the driver: a clock, durable
+ * invocation bookkeeping (quarantine), wake-time and busy notifications (alarms, heartbeats) and fault
+ * reports. Everything here is optional; the defaults suit an in-process host.
+ */
+import type { Id, Task } from "../storage/records.js";
+
+export type InvocationMethod = "execute" | "recover" | "abort";
+
+/** The injected clock (§5.3: task code uses runtime.now(), never Date.now()). */
+export interface Clock {
+  now(): number;
+  /** Resolve at or after `untilMs`; reject with the signal's reason when it aborts first. */
+  sleep(untilMs: number, signal: AbortSignal | undefined): Promise<void>;
+}
+
+/** A fail-stop report (§6.1): which task, kind and method broke the task contract, and how. */
+export interface FaultReport {
+  readonly taskId?: Id;
+  readonly kind?: string;
+  readonly method?: InvocationMethod;
+  readonly error: unknown;
+  readonly message: string;
+}
+
+export interface DriverHost {
+  readonly clock?: Clock;
+  /**
+   * On the line, before an invocation is dispatched. The host makes its bookkeeping durable here
+   * (synchronously) and may withhold execute/recover of a task that keeps killing the process
+   * (quarantine): return false and the driver neither starts it nor reserves it again until
+   * `Driver.release(taskId)`. Abort invocations are never withheld.
+   */
+  beforeInvoke?(task: Task, method: InvocationMethod): boolean;
+  /** After an invocation returned or threw (not when the process was killed). */
+  afterInvoke?(taskId: Id, method: InvocationMethod): void;
+  /** The earliest wake time of sleeping tasks changed (undefined: nobody sleeps). */
+  wakeChanged?(earliest: number | undefined): void;
+  /** Whether invocations are in flight changed (hosts keep the process alive while busy). */
+  busyChanged?(busy: boolean): void;
+  /** The session faulted (fail-stop); it admits nothing until reopened. */
+  faulted?(report: FaultReport): void;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep: (untilMs, signal) =>
+    new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      const timer = setTimeout(
+        () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        },
+        Math.max(0, untilMs - Date.now()),
+      );
+      const onAbort = (): void => {
+        clearTimeout(timer);
+        reject(signal?.reason);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+    }),
+};

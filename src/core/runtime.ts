@@ -1,0 +1,86 @@
+/**
+ * TaskRuntime (§5.2): the capabilities an execute/recover/abort invocation gets. It is bound to its
+ * invocation: a commit whose call carries another (or no) invocation identity is refused, so a leaked
+ * runtime cannot write on behalf of a task it no longer owns (§6.5).
+ */
+import type { Entry, Id, Task, TaskStateBase } from "../storage/records.js";
+import type { Call } from "./call.js";
+import type { ConversationHandle } from "./conversation.js";
+import type { Driver, Invocation } from "./driver.js";
+import { invocationOf } from "./driver.js";
+import type { EntryKind } from "./entries.js";
+import { PicoError } from "./errors.js";
+import type { Harness, ListHandle, ValueHandle } from "./harness.js";
+import { listHandle, valueHandle } from "./harness.js";
+import type { InvocationMethod } from "./host.js";
+import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
+import type { ConfigSpec, ConfigValues, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind.js";
+import { conversationTx, type ConversationTx, type ScratchTx } from "./tx.js";
+
+export interface TaskRuntime extends TaskRuntimeLike {
+  readonly taskId: Id;
+  readonly conversationId: Id;
+  readonly method: InvocationMethod;
+  commit<T>(plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T>;
+  scratch<T>(plan: (sc: ScratchTx) => T | Promise<T>, call: Call): Promise<T>;
+  /** The injected clock; task code never reads Date.now(). */
+  now(): number;
+  /** Sleep until `untilMs`, observing cancellation; the host learns the wake time (alarms). */
+  sleep(untilMs: number, call: Call): Promise<void>;
+  config<C extends ConfigSpec>(kind: { readonly kind: string; readonly config?: C }, call: Call): Promise<ConfigValues<C>>;
+  conversation(id: Id, call: Call): Promise<ConversationHandle | undefined>;
+  abortTask(id: Id, call: Call): Promise<void>;
+  /** Cleanup's cancellation request: an already-terminal target counts as finished (§6.3). */
+  markIfLive(ids: readonly Id[], call: Call): Promise<Id[]>;
+  waitForTask(id: Id, options: { budgetMs?: number } | undefined, call: Call): Promise<boolean>;
+  getTask(id: Id, call: Call): Promise<Task | undefined>;
+  getTask<S extends TaskStateBase, R extends TaskRoles<S>>(kind: TaskDefinition<S, R>, id: Id, call: Call): Promise<ReadTask<S, R> | undefined>;
+  getEntry(id: Id, call: Call): Promise<Entry | undefined>;
+  getEntry<E extends Entry>(kind: EntryKind<E>, id: Id, call: Call): Promise<E | undefined>;
+  /** Session and own-conversation state; scratch specs bind to this task. */
+  value<T>(addr: ValueRef<T>): ValueHandle<T>;
+  list<T>(addr: ListRef<T>): ListHandle<T>;
+}
+
+export function createRuntime(harness: Harness, driver: Driver, inv: Invocation, task: Task): TaskRuntime {
+  const binding = { conversationId: task.conversationId, taskId: task.id };
+  const own = (call: Call): void => {
+    if (invocationOf(call) !== inv) {
+      throw new PicoError("contract", `task ${task.id}'s runtime was used with a call that does not carry its ${inv.method} invocation`);
+    }
+  };
+  const runtime: TaskRuntime = {
+    taskId: task.id,
+    conversationId: task.conversationId,
+    method: inv.method,
+    commit: async (plan, call) => {
+      own(call);
+      return harness.commitBound(call, binding, (b) => plan(conversationTx(b, task.conversationId)));
+    },
+    scratch: async (plan, call) => {
+      own(call);
+      return harness.scratch(call, task.id, plan);
+    },
+    now: () => driver.clock.now(),
+    sleep: (untilMs, call) => driver.sleep(task.id, untilMs, call),
+    config: async (kind, _call) => {
+      const spec = (kind.config ?? {}) as ConfigSpec;
+      const keys = Object.keys(spec);
+      const values = await Promise.all(keys.map(async (key) => (await harness.storage.getValue(bind(spec[key] as ValueSpec<unknown>, binding)))?.value));
+      return Object.fromEntries(keys.map((key, i) => [key, values[i]])) as never;
+    },
+    conversation: (id, call) => harness.conversation(id, call),
+    abortTask: async (id, call) => {
+      await driver.mark([id], call);
+    },
+    markIfLive: (ids, call) => driver.mark(ids, call, { ifLive: true }),
+    waitForTask: (id, options, call) => driver.waitForTask(id, options, call),
+    getTask: ((a: { readonly kind: string } | Id, b: Id | Call, c?: Call) =>
+      typeof a === "number" ? harness.getTask(a, b as Call) : harness.getTask(a as TaskDefinition<TaskStateBase, TaskRoles<TaskStateBase>>, b as Id, c as Call)) as TaskRuntime["getTask"],
+    getEntry: ((a: EntryKind | Id, b: Id | Call, c?: Call) =>
+      typeof a === "number" ? harness.getEntry(a, b as Call) : harness.getEntry(a, b as Id, c as Call)) as TaskRuntime["getEntry"],
+    value: (addr) => valueHandle(harness, addr, binding),
+    list: (addr) => listHandle(harness, addr, binding),
+  };
+  return runtime;
+}
