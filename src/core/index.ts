@@ -13,3 +13,6 @@ export * from "./state.js";
 export * from "./task-kind.js";
 export * from "./tx.js";
 export * from "./validate.js";
+export { Driver, type InspectResult, type Invocation, type Phase } from "./driver.js";
+export * from "./host.js";
+export * from "./runtime.js";
