@@ -105,16 +105,18 @@ CREATE TABLE value_versions (
 CREATE INDEX value_versions_by_address ON value_versions (conversation, namespace, key, keyless, seq);
 
 -- List elements of session and conversation lists; id = the append's sequence. Sticky lists delete rows
--- on remove/clear; rewindable lists keep them and record markers instead.
+-- on remove/clear; rewindable lists keep them and record markers instead. The policy is part of a list's
+-- storage identity (a sticky and a rewindable list at one address never see each other's elements).
 CREATE TABLE list_elements (
   id        INTEGER PRIMARY KEY,
   scope     INTEGER NOT NULL,      -- conversation id, 0 = session
   namespace TEXT NOT NULL,
   key       TEXT NOT NULL,
   keyless   INTEGER NOT NULL,
+  rewind    INTEGER NOT NULL,      -- 0 | 1
   value     TEXT NOT NULL
 );
-CREATE INDEX list_elements_by_address ON list_elements (scope, namespace, key, keyless, id);
+CREATE INDEX list_elements_by_address ON list_elements (scope, namespace, key, keyless, rewind, id);
 
 -- Clear (element NULL) and remove (element = the removed id) markers of rewindable conversation lists.
 -- A remove written in a fork may name an inherited element, so removes are looked up by element without

@@ -100,21 +100,24 @@ export class SqliteState {
         }
         return;
       case "list.append":
-        db.run("INSERT INTO list_elements (id, scope, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, ?)", seq, owner, ...address, payload as string);
+        db.run(
+          "INSERT INTO list_elements (id, scope, namespace, key, keyless, rewind, value) VALUES (?, ?, ?, ?, ?, ?, ?)",
+          seq, owner, ...address, history ? 1 : 0, payload as string,
+        );
         return;
       case "list.remove":
         if (history) {
           db.run("INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, ?)", seq, owner, ...address, w.element);
         } else {
           // Sticky state exposes only current contents, so the element is discarded physically (§4.2).
-          db.run(`DELETE FROM list_elements WHERE id = ? AND scope = ? AND ${ADDRESS}`, w.element, owner, ...address);
+          db.run(`DELETE FROM list_elements WHERE id = ? AND scope = ? AND ${ADDRESS} AND rewind = 0`, w.element, owner, ...address);
         }
         return;
       case "list.clear":
         if (history) {
           db.run("INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, NULL)", seq, owner, ...address);
         } else {
-          db.run(`DELETE FROM list_elements WHERE scope = ? AND ${ADDRESS}`, owner, ...address);
+          db.run(`DELETE FROM list_elements WHERE scope = ? AND ${ADDRESS} AND rewind = 0`, owner, ...address);
         }
         return;
       default: {
@@ -196,7 +199,7 @@ export class SqliteState {
       const fetch = (_: Part, from: Id, through: Id, descending: boolean, limit: number) =>
         this.#db
           .rows(
-            `SELECT id, value FROM list_elements WHERE scope = ? AND ${ADDRESS} AND id BETWEEN ? AND ?
+            `SELECT id, value FROM list_elements WHERE scope = ? AND ${ADDRESS} AND rewind = 0 AND id BETWEEN ? AND ?
              ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
             scopeId(scope), ...address, from, through, limit,
           )
@@ -231,7 +234,7 @@ export class SqliteState {
       this.#db
         .rows(
           `SELECT e.id, e.value FROM list_elements e
-           WHERE e.scope = ? AND e.namespace = ? AND e.key = ? AND e.keyless = ? AND e.id BETWEEN ? AND ?
+           WHERE e.scope = ? AND e.namespace = ? AND e.key = ? AND e.keyless = ? AND e.rewind = 1 AND e.id BETWEEN ? AND ?
              AND NOT EXISTS (
                SELECT 1 FROM list_markers m INDEXED BY list_removes
                WHERE m.namespace = e.namespace AND m.key = e.key AND m.keyless = e.keyless AND m.element = e.id

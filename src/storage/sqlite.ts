@@ -67,6 +67,8 @@ interface SegmentPart extends Part {
   readonly conversationId: Id;
 }
 
+const ROLES: readonly TaskRole[] = ["start", "inflight", "terminal"];
+
 const byId = (item: { readonly id: Id }): Id => item.id;
 
 function json(value: unknown): string | null {
@@ -265,15 +267,7 @@ export class SqliteStorage implements Storage {
 
   async getConversations(ids: readonly Id[]): Promise<ReadonlyMap<Id, Conversation>> {
     this.#assertOpen();
-    const found = new Map<Id, Conversation>();
-    for (const chunk of chunks(storableIds(ids))) {
-      const rows = this.#db.rows(`SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE id IN (${placeholders(chunk.length)}) AND deleted IS NULL`, ...chunk);
-      for (const row of rows) {
-        const stored = this.#cacheConversation(decodeConversation(row));
-        found.set(stored.conversation.id, stored.conversation);
-      }
-    }
-    return found;
+    return this.#byIds(ids, `SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE deleted IS NULL AND id IN`, (row) => this.#cacheConversation(decodeConversation(row)).conversation);
   }
 
   async scanConversations(q: ConversationQuery): Promise<Page<Conversation>> {
@@ -333,14 +327,7 @@ export class SqliteStorage implements Storage {
 
   async getEntries(ids: readonly Id[]): Promise<ReadonlyMap<Id, Entry>> {
     this.#assertOpen();
-    const found = new Map<Id, Entry>();
-    for (const chunk of chunks(storableIds(ids))) {
-      for (const row of this.#db.rows(`SELECT ${ENTRY_COLUMNS} FROM entries WHERE id IN (${placeholders(chunk.length)})`, ...chunk)) {
-        const entry = this.#decodeEntry(row);
-        found.set(entry.id, entry);
-      }
-    }
-    return found;
+    return this.#byIds(ids, `SELECT ${ENTRY_COLUMNS} FROM entries WHERE id IN`, (row) => this.#decodeEntry(row));
   }
 
   async scanEntries(q: EntryQuery): Promise<Page<Entry>> {
@@ -451,14 +438,7 @@ export class SqliteStorage implements Storage {
 
   async getTasks(ids: readonly Id[]): Promise<ReadonlyMap<Id, Task>> {
     this.#assertOpen();
-    const found = new Map<Id, Task>();
-    for (const chunk of chunks(storableIds(ids))) {
-      for (const row of this.#db.rows(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id IN (${placeholders(chunk.length)})`, ...chunk)) {
-        const task = decodeTask(row);
-        found.set(task.id, task);
-      }
-    }
-    return found;
+    return this.#byIds(ids, `SELECT ${TASK_COLUMNS} FROM tasks WHERE id IN`, decodeTask);
   }
 
   async scanTasks(q: TaskQuery): Promise<Page<Task>> {
@@ -480,14 +460,20 @@ export class SqliteStorage implements Storage {
       where.push("abort = ?");
       params.push(q.abort ? 1 : 0);
     }
+    // One ordered index range per conversation (and per role when no role filter applies), merged by id:
+    // an IN list or an unfiltered role would make SQLite sort every matching task before the LIMIT.
     const source =
-      (conversations: readonly Id[] | undefined) =>
+      (conversation: Id | undefined, role: TaskRole | undefined) =>
       (from: Id, through: Id, descending: boolean, limit: number): Task[] => {
         const clauses = [...where];
         const bound = [...params];
-        if (conversations !== undefined) {
-          clauses.push(`conversation IN (${placeholders(conversations.length)})`);
-          bound.push(...conversations);
+        if (conversation !== undefined) {
+          clauses.push("conversation = ?");
+          bound.push(conversation);
+        }
+        if (role !== undefined) {
+          clauses.push("role = ?");
+          bound.push(role);
         }
         clauses.push("id BETWEEN ? AND ?");
         return this.#db
@@ -497,8 +483,11 @@ export class SqliteStorage implements Storage {
           )
           .map(decodeTask);
       };
+    const roles: readonly (TaskRole | undefined)[] = q.live === undefined && q.role === undefined ? ROLES : [undefined];
     const sources =
-      q.conversationIds === undefined ? [source(undefined)] : chunks(storableIds(q.conversationIds), 80).map((chunk) => source(chunk));
+      q.conversationIds === undefined
+        ? [source(undefined, undefined)]
+        : storableIds(q.conversationIds).flatMap((conversation) => roles.map((r) => source(conversation, r)));
     return pageMerged(sources, byId, q, this.#lastSeq);
   }
 
@@ -518,6 +507,27 @@ export class SqliteStorage implements Storage {
   async readList<T>(addr: List<T>, q: ListQuery): Promise<Page<Element<T>>> {
     this.#assertOpen();
     return this.#state.readList(addr, q, this.#lastSeq) as Page<Element<T>>;
+  }
+
+  /**
+   * Records by id, in chunks under the bound-parameter limit, returned in the order the ids were asked
+   * for (as the in-memory backends do). `select` ends with "id IN"; the placeholder list is appended.
+   */
+  #byIds<T extends { readonly id: Id }>(ids: readonly Id[], select: string, decode: (row: SqlRow) => T): Map<Id, T> {
+    const wanted = storableIds(ids);
+    const rows = new Map<Id, T>();
+    for (const chunk of chunks(wanted)) {
+      for (const row of this.#db.rows(`${select} (${placeholders(chunk.length)})`, ...chunk)) {
+        const item = decode(row);
+        rows.set(item.id, item);
+      }
+    }
+    const found = new Map<Id, T>();
+    for (const id of wanted) {
+      const item = rows.get(id);
+      if (item !== undefined) found.set(id, item);
+    }
+    return found;
   }
 
   #assertOpen(): void {

@@ -292,6 +292,37 @@ describe("SqliteStorage costs (sqlite)", () => {
     expect(few.deep).toBeGreaterThan(few.near);
     expect(few.deep).toBeLessThanOrEqual(8);
   });
+  it("live-task scans read the same rows with 50 and with 2,000 finished tasks (sqlite)", async () => {
+    const measure = (finished: number) =>
+      inObject(`live-tasks-${finished}`, async (host) => {
+        const storage = SqliteStorage.open(host);
+        const conversationId = await newConversation(storage);
+        const other = await newConversation(storage);
+        for (let i = 0; i < finished; i += 200) {
+          await main(storage, (seq) =>
+            Array.from({ length: Math.min(200, finished - i) }, (_, k) => ({
+              type: "task",
+              task: { id: seq(k), conversationId: k % 2 === 0 ? conversationId : other, kind: "job", role: "terminal", state: { status: "done" }, after: [] },
+            }) as const),
+          );
+        }
+        const live = await main(storage, (seq) => [
+          { type: "task", task: { id: seq(0), conversationId, kind: "generation", role: "start", state: { status: "pending" }, after: [] } },
+          { type: "task", task: { id: seq(1), conversationId: other, kind: "job", role: "inflight", state: { status: "running" }, after: [] } },
+        ]);
+        const session = await cost(storage, () => storage.scanTasks({ live: true, limit: 100 }));
+        const perConversation = await cost(storage, () => storage.scanTasks({ conversationIds: [conversationId, other], live: true, limit: 100 }));
+        const newest = await cost(storage, () => storage.scanTasks({ conversationIds: [conversationId], before: storage.lastSeq + 1, limit: 10 }));
+        expect(session.result.items.map((t) => t.id)).toEqual([live.first, live.last]);
+        expect(perConversation.result.items.map((t) => t.id)).toEqual([live.first, live.last]);
+        expect(newest.result.items).toHaveLength(10);
+        expect(newest.result.items.at(-1)?.id).toBe(live.first);
+        return { session: session.read, perConversation: perConversation.read, newest: newest.read };
+      });
+    const few = await measure(50);
+    const many = await measure(2_000);
+    expect(many).toEqual(few);
+  });
 });
 
 describe("SqliteStorage reopen (sqlite)", () => {
