@@ -32,9 +32,11 @@ import type {
   ValueQuery,
   Version,
 } from "./records.js";
-import { type BatchView, checkBatch, deepFreeze, forkSegments, type Segment } from "./shared.js";
+import { type BatchView, checkBatch, checkCursor, deepFreeze, forkSegments, type Segment } from "./shared.js";
 import { type Storage, StorageError } from "./storage.js";
 import { migrate } from "./migrations.js";
+
+export { migrate, SCHEMA_VERSION } from "./migrations.js";
 import type { SqlHost, SqlRow, SqlValue } from "./sql.js";
 import {
   checkPosition,
@@ -335,6 +337,7 @@ export class SqliteStorage implements Storage {
     checkPosition("from", q.from);
     checkPosition("through", q.through);
     const segments = this.#segments(q.conversationId, q.through ?? Number.MAX_SAFE_INTEGER);
+    checkCursor(q);
     const where: string[] = [];
     const params: SqlValue[] = [];
     let index = "INDEXED BY entries_by_conversation";
