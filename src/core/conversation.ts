@@ -4,6 +4,17 @@
  * (accept, drive, abort) are added by the driver and turn layers.
  */
 import type { Conversation, Entry, Id, JsonValue } from "../storage/records.js";
+import type { EntryDraft, EntryInput, EntryKind } from "./entries.js";
+import {
+  abortQueuedInput,
+  bindResult,
+  priorAcceptance,
+  queueInput,
+  queuedItems,
+  writeEntry,
+  type InputResult,
+  type QueuedInput,
+} from "./inbox.js";
 import type { Call } from "./call.js";
 import { ContextCache, type DerivedContext } from "./context.js";
 import { PicoError } from "./errors.js";
@@ -52,6 +63,52 @@ export class ConversationHandle {
   /** Commit with an explicit origin (tests of the transcript rules); grants no task authority. */
   commitAs<T>(origin: CommitOrigin | undefined, plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T> {
     return this.harness.commitAs(origin, { conversationId: this.id }, (b) => plan(conversationTx(b, this.id)), call);
+  }
+
+  /** Queue an input in a given mode (§8.1). A request key already used returns its first inputId and writes nothing (§3.4). */
+  async queueInput(input: QueuedInput, call: Call): Promise<{ inputId: Id }> {
+    return this.harness.commitBound(call, { conversationId: this.id }, async (b) => {
+      const prior = await priorAcceptance(b, input.requestId);
+      if (prior !== undefined) return { inputId: prior.inputId };
+      return { inputId: queueInput(b, this.id, input) };
+    });
+  }
+
+  /** tx.write wrapped in a commit (§5.8): append now when idle, else queue for the next boundary. */
+  async write<E extends Entry>(kind: EntryKind<E>, input: EntryInput<E>, call: Call, requestId?: string): Promise<{ inputId: Id }> {
+    return this.harness.commitBound(call, { conversationId: this.id }, async (b) => {
+      const prior = await priorAcceptance(b, requestId);
+      if (prior !== undefined) return { inputId: prior.inputId };
+      return { inputId: writeEntry(b, this.id, kind.kind, input as EntryDraft, b.inTurn(this.id), requestId) };
+    });
+  }
+
+  /** Withdraw a queued input (§8.1). */
+  abortInput(inputId: Id, call: Call): Promise<"aborted" | "not_found"> {
+    return this.harness.commitBound(call, { conversationId: this.id }, (b) => abortQueuedInput(b, this.id, inputId));
+  }
+
+  /** What became of an input: one sticky-value point read (§9.1). */
+  async result(inputId: Id, _call: Call): Promise<InputResult | undefined> {
+    return (await this.harness.storage.getValue(bindResult(this.id, inputId)))?.value;
+  }
+
+  /**
+   * Abort (§6.3): one commit marks the foreground ownership closure and withdraws queued steer and
+   * followUp in the affected conversations; write and nextRun stay queued.
+   */
+  async abort(call: Call): Promise<void> {
+    await this.harness.commitInternal(async (b) => {
+      const closure = this.harness.driver.foregroundClosure(this.id);
+      this.harness.driver.markWrites(b, closure.tasks, { ifLive: true });
+      for (const conversationId of closure.conversations) {
+        for (const item of await queuedItems(b, conversationId)) {
+          if (item.value.mode === "steer" || item.value.mode === "followUp") {
+            await abortQueuedInput(b, conversationId, item.id);
+          }
+        }
+      }
+    }, call);
   }
 
   /** Attach this conversation and wait until it has no live foreground task (§6.2). */

@@ -12,7 +12,7 @@ import type { CommittedBatch, Harness } from "./harness.js";
 import { systemClock, type Clock, type DriverHost, type FaultReport, type InvocationMethod } from "./host.js";
 import { createRuntime, type TaskRuntime } from "./runtime.js";
 import type { AnyTaskKind } from "./task-kind.js";
-import type { CommitOrigin } from "./tx.js";
+import type { CommitOrigin, TxBuilder } from "./tx.js";
 
 export type Phase = "open" | "stopping" | "closing" | "faulted" | "closed";
 
@@ -692,22 +692,25 @@ export class Driver {
 
   /** Mark one live task; a terminal or unknown task rejects (unless `ifLive`). */
   async mark(ids: readonly Id[], call: Call, options: { ifLive?: boolean } = {}): Promise<Id[]> {
-    return this.#harness.commitInternal((b) => {
-      const marked: Id[] = [];
-      for (const id of ids) {
-        const lt = this.#live.get(id);
-        if (lt === undefined) {
-          if (options.ifLive) continue;
-          throw new PicoError("invalid_commit", `task ${id} is not live; only live tasks can be marked for abort`);
-        }
-        if (lt.task.abort === true || marked.includes(id)) continue;
-        const write: MainWrite = { type: "patch", id, role: lt.task.role, state: lt.task.state, abort: true };
-        this.#internal.add(write);
-        b.push(write);
-        marked.push(id);
+    return this.#harness.commitInternal((b) => this.markWrites(b, ids, options), call);
+  }
+
+  /** Push abort marks into a batch being built on the line (one commit with other writes, §6.3). */
+  markWrites(b: TxBuilder, ids: readonly Id[], options: { ifLive?: boolean } = {}): Id[] {
+    const marked: Id[] = [];
+    for (const id of ids) {
+      const lt = this.#live.get(id);
+      if (lt === undefined) {
+        if (options.ifLive) continue;
+        throw new PicoError("invalid_commit", `task ${id} is not live; only live tasks can be marked for abort`);
       }
-      return marked;
-    }, call);
+      if (lt.task.abort === true || marked.includes(id)) continue;
+      const write: MainWrite = { type: "patch", id, role: lt.task.role, state: lt.task.state, abort: true };
+      this.#internal.add(write);
+      b.push(write);
+      marked.push(id);
+    }
+    return marked;
   }
 
   /** The foreground ownership closure of a conversation (§5.6): live foreground tasks, recursively through owned conversations. */

@@ -37,6 +37,7 @@ import {
   type Tx,
 } from "./tx.js";
 import { validateMainBatch, type LiveTurns } from "./validate.js";
+import { requestKey, type Acceptance } from "./inbox.js";
 import { Driver, type InspectResult } from "./driver.js";
 import type { DriverHost, FaultReport } from "./host.js";
 
@@ -184,7 +185,7 @@ export class Harness {
     const { result, after } = await this.line.run(async () => {
       this.driver.admit(call, internal, options.scratchTask);
       const origin = internal ? undefined : "origin" in options ? options.origin : this.driver.originOf(call);
-      const builder = new TxBuilder(this.storage, this.taskKinds, { ...options, origin });
+      const builder = new TxBuilder(this.storage, this.taskKinds, { ...options, origin, inTurn: (id) => this.driver.liveTurnTasks(id) > 0 });
       const result = await plan(builder);
       builder.freeze();
       const batch = builder.batch();
@@ -293,6 +294,11 @@ export class Harness {
   ): Promise<ReadonlyMap<Id, ReadTask<S, R>>>;
   getTasks(a: { readonly kind: string } | readonly Id[], b: readonly Id[] | Call, _c?: Call): Promise<ReadonlyMap<Id, Task>> {
     return Array.isArray(b) ? readTasks(this.storage, a, b as readonly Id[]) : readTasks(this.storage, a);
+  }
+
+  /** The acceptance a request key names, for a caller whose accept reply was lost (§3.4). */
+  async acceptance(requestId: string, _call: Call): Promise<Acceptance | undefined> {
+    return (await this.storage.getValue(bind(requestKey(requestId), {})))?.value;
   }
 
   /** A session-state handle (conversation specs need `bindTo` first). */

@@ -16,3 +16,4 @@ export * from "./validate.js";
 export { Driver, type InspectResult, type Invocation, type Phase } from "./driver.js";
 export * from "./host.js";
 export * from "./runtime.js";
+export * from "./inbox.js";

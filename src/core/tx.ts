@@ -24,6 +24,7 @@ import type { Storage } from "../storage/storage.js";
 import type { EntryDraft, EntryInput, EntryKind } from "./entries.js";
 import { invalid, PicoError } from "./errors.js";
 import { bind, type Binding, type ListRef, type ValueRef } from "./state.js";
+import { queueInput, writeEntry, type QueuedInput } from "./inbox.js";
 import {
   roleOf,
   type ExactWrite,
@@ -98,6 +99,10 @@ export interface Tx extends TxReads, TaskWrites {
   value<T>(addr: ValueRef<T>): ValueTx<T>;
   list<T>(addr: ListRef<T>): ListTx<T>;
   entry<E extends Entry>(kind: EntryKind<E>, conversationId: Id, input: EntryInput<E>): Id;
+  /** Append now when the conversation has no live turn task, else queue for the next boundary (§5.8); returns the inputId. */
+  write<E extends Entry>(kind: EntryKind<E>, conversationId: Id, input: EntryInput<E>): Id;
+  /** Queue an input (§8.1); returns the inputId. */
+  queueInput(conversationId: Id, input: QueuedInput): Id;
   task<S extends TaskStateBase, R extends TaskRoles<S>>(
     kind: TaskDefinition<S, R>,
     spec: TaskSpec<S> & { readonly conversationId: Id },
@@ -111,6 +116,8 @@ export interface ConversationTx extends TxReads, TaskWrites {
   value<T>(addr: ValueRef<T>): ValueTx<T>;
   list<T>(addr: ListRef<T>): ListTx<T>;
   entry<E extends Entry>(kind: EntryKind<E>, input: EntryInput<E>): Id;
+  write<E extends Entry>(kind: EntryKind<E>, input: EntryInput<E>): Id;
+  queueInput(input: QueuedInput): Id;
   task<S extends TaskStateBase, R extends TaskRoles<S>>(kind: TaskDefinition<S, R>, spec: TaskSpec<S>): Id;
   createConversation(spec: ConversationSpec): Id;
 }
@@ -140,6 +147,7 @@ export class TxBuilder {
   readonly #binding: Binding;
   readonly #scratchTask: Id | undefined;
   readonly #origin: CommitOrigin | undefined;
+  readonly #inTurn: (conversationId: Id) => boolean;
   #seq: Id;
   #sawEntry = false;
   #frozen = false;
@@ -147,14 +155,20 @@ export class TxBuilder {
   constructor(
     storage: Storage,
     kinds: TaskKindRegistry,
-    options: { binding?: Binding; scratchTask?: Id; origin?: CommitOrigin | undefined } = {},
+    options: { binding?: Binding; scratchTask?: Id; origin?: CommitOrigin | undefined; inTurn?: (conversationId: Id) => boolean } = {},
   ) {
     this.#storage = storage;
     this.#kinds = kinds;
     this.#binding = options.binding ?? {};
     this.#scratchTask = options.scratchTask;
     this.#origin = options.origin;
+    this.#inTurn = options.inTurn ?? (() => false);
     this.#seq = storage.lastSeq;
+  }
+
+  /** Whether the conversation has a live turn task (committed state, from the driver's index). */
+  inTurn(conversationId: Id): boolean {
+    return this.#inTurn(conversationId);
   }
 
   get origin(): CommitOrigin | undefined {
@@ -224,7 +238,7 @@ export class TxBuilder {
     };
   }
 
-  entry(kind: EntryKind, conversationId: Id, draft: EntryDraft): Id {
+  entry(kind: { readonly kind: string }, conversationId: Id, draft: EntryDraft): Id {
     if (this.#scratchTask !== undefined) throw invalid("a scratch transaction cannot append entries");
     const id = this.#seq + 1;
     const { head, key, data, model, edits } = draft;
@@ -375,6 +389,8 @@ export function sessionTx(b: TxBuilder): Tx {
     value: (addr) => b.value(addr),
     list: (addr) => b.list(addr),
     entry: (kind, conversationId, input) => b.entry(kind, conversationId, input as EntryDraft),
+    write: (kind, conversationId, input) => writeEntry(b, conversationId, kind.kind, input as EntryDraft, b.inTurn(conversationId)),
+    queueInput: (conversationId, input) => queueInput(b, conversationId, input),
     task: (kind, spec) => b.task(kind, spec.conversationId, spec),
     createConversation: (spec) => b.createConversation(spec),
     deleteConversation: (id) => b.deleteConversation(id),
@@ -389,6 +405,8 @@ export function conversationTx(b: TxBuilder, conversationId: Id): ConversationTx
     value: (addr) => b.value(addr),
     list: (addr) => b.list(addr),
     entry: (kind, input) => b.entry(kind, conversationId, input as EntryDraft),
+    write: (kind, input) => writeEntry(b, conversationId, kind.kind, input as EntryDraft, b.inTurn(conversationId)),
+    queueInput: (input) => queueInput(b, conversationId, input),
     task: (kind, spec) => b.task(kind, conversationId, spec),
     createConversation: (spec) => b.createConversation(spec),
   };

@@ -10,6 +10,7 @@ import type { Storage } from "../storage/storage.js";
 import { isManagedSystem, systemKind } from "./entries.js";
 import { invalid, PicoError } from "./errors.js";
 import type { CommitOrigin } from "./tx.js";
+import { asInputResult, checkResultTransition, INBOX_NAMESPACE, INPUT_RESULT_NAMESPACE, type InputResult } from "./inbox.js";
 
 /** Live turn-task counts per conversation; the driver answers from its index, tests from storage. */
 export interface LiveTurns {
@@ -76,9 +77,33 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
   const turnDelta = new Map<Id, number>(); // live turn tasks created (+) / settled (-) earlier in the batch
   const settledInBatch = new Set<Id>();
   const liveTurnCache = new Map<Id, number>();
+  const results = new Map<string, InputResult | undefined>(); // "conversation/input" -> latest in batch
+  const removedInputs: { conversationId: Id; inputId: Id }[] = [];
 
   for (const write of writes) {
     switch (write.type) {
+      case "value.set":
+      case "value.delete": {
+        // §8.1/§7.3: input-result transitions are validated; terminal results never change.
+        const addr = write.addr;
+        if (addr.namespace !== INPUT_RESULT_NAMESPACE || !("conversation" in addr.scope) || addr.key === undefined) break;
+        const id = `${addr.scope.conversation}/${addr.key}`;
+        const previous = results.has(id) ? results.get(id) : asInputResult((await storage.getValue(addr))?.value);
+        if (write.type === "value.delete") {
+          if (previous !== undefined) throw invalid(`input ${addr.key}: its result cannot be deleted`);
+          break;
+        }
+        const next = asInputResult(write.value);
+        if (next === undefined) throw invalid(`input ${addr.key}: not an input result`);
+        checkResultTransition(Number(addr.key), previous, next);
+        results.set(id, next);
+        break;
+      }
+      case "list.remove":
+        if (write.addr.namespace === INBOX_NAMESPACE && "conversation" in write.addr.scope) {
+          removedInputs.push({ conversationId: write.addr.scope.conversation, inputId: write.element });
+        }
+        break;
       case "createConversation":
         created.set(write.conversation.id, write.conversation);
         break;
@@ -137,6 +162,13 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
       }
       default:
         break;
+    }
+  }
+  // Consuming or withdrawing an inbox element writes its result in the same batch (§7.3).
+  for (const { conversationId, inputId } of removedInputs) {
+    const result = results.get(`${conversationId}/${inputId}`);
+    if (result === undefined || result.status === "queued") {
+      throw invalid(`input ${inputId} left the inbox without its result being written in the same commit (§8.1)`);
     }
   }
 }
