@@ -8,9 +8,11 @@
 --
 -- Addresses (§4.1) are stored as (scope, namespace, key, keyless): scope is the conversation id for
 -- conversation state and 0 for session state (conversation ids are positive); scratch has its own table.
--- `keyless` tells an address without a key (1, key = '') from the empty-string key (0, key = ''), because
--- NULLs are distinct in unique indexes; ordered by (key, keyless), scans list "" before no key, as the
--- memory backend does.
+-- The key is a BLOB of its UTF-16BE code units: scanValues orders keys as JavaScript compares strings
+-- (by UTF-16 code unit), which BINARY-collated UTF-8 text does not (a key outside the Basic Multilingual
+-- Plane sorts before U+FFFD in JS but after it bytewise). `keyless` tells an address without a key (1,
+-- empty key) from the empty-string key (0, empty key), because NULLs are distinct in unique indexes;
+-- ordered by (key, keyless), scans list "" before no key, as the memory backend does.
 
 -- Storage version (§6.5) and the sequence high-water mark, one row each.
 CREATE TABLE session_metadata (
@@ -86,7 +88,7 @@ CREATE INDEX tasks_live_by_conversation ON tasks (conversation, id) WHERE role <
 CREATE TABLE "values" (
   scope     INTEGER NOT NULL,      -- conversation id, 0 = session
   namespace TEXT NOT NULL,
-  key       TEXT NOT NULL,
+  key       BLOB NOT NULL,
   keyless   INTEGER NOT NULL,
   seq       INTEGER NOT NULL,      -- the write that set it
   value     TEXT NOT NULL
@@ -98,7 +100,7 @@ CREATE TABLE value_versions (
   seq          INTEGER PRIMARY KEY,
   conversation INTEGER NOT NULL,
   namespace    TEXT NOT NULL,
-  key          TEXT NOT NULL,
+  key          BLOB NOT NULL,
   keyless      INTEGER NOT NULL,
   value        TEXT
 );
@@ -111,7 +113,7 @@ CREATE TABLE list_elements (
   id        INTEGER PRIMARY KEY,
   scope     INTEGER NOT NULL,      -- conversation id, 0 = session
   namespace TEXT NOT NULL,
-  key       TEXT NOT NULL,
+  key       BLOB NOT NULL,
   keyless   INTEGER NOT NULL,
   rewind    INTEGER NOT NULL,      -- 0 | 1
   value     TEXT NOT NULL
@@ -125,7 +127,7 @@ CREATE TABLE list_markers (
   seq          INTEGER PRIMARY KEY,
   conversation INTEGER NOT NULL,
   namespace    TEXT NOT NULL,
-  key          TEXT NOT NULL,
+  key          BLOB NOT NULL,
   keyless      INTEGER NOT NULL,
   element      INTEGER
 );
@@ -137,7 +139,7 @@ CREATE INDEX list_removes ON list_markers (namespace, key, keyless, element) WHE
 CREATE TABLE scratch (
   task      INTEGER NOT NULL,
   namespace TEXT NOT NULL,
-  key       TEXT NOT NULL,
+  key       BLOB NOT NULL,
   keyless   INTEGER NOT NULL,
   element   INTEGER NOT NULL,
   seq       INTEGER NOT NULL,

@@ -13,9 +13,33 @@ import { checkPosition, type CountedSql, int, text } from "./sqlite-db.js";
 import { pageParts, type Part } from "./sqlite-paging.js";
 import type { SqlRow, SqlValue } from "./sql.js";
 
+/**
+ * A key as the BLOB of its UTF-16BE code units: bytewise BLOB order is then JavaScript's string order,
+ * which BINARY-collated UTF-8 text is not outside the Basic Multilingual Plane (scanValues orders keys).
+ */
+function keyBlob(key: string): ArrayBuffer {
+  const bytes = new Uint8Array(key.length * 2);
+  for (let i = 0; i < key.length; i++) {
+    const unit = key.charCodeAt(i);
+    bytes[2 * i] = unit >> 8;
+    bytes[2 * i + 1] = unit & 0xff;
+  }
+  return bytes.buffer;
+}
+
+function keyText(blob: SqlValue | undefined): string {
+  if (!(blob instanceof ArrayBuffer)) throw new StorageError("corrupt", "a state key is not a BLOB");
+  const bytes = new Uint8Array(blob);
+  const units: number[] = [];
+  for (let i = 0; i + 1 < bytes.length; i += 2) units.push(((bytes[i] as number) << 8) | (bytes[i + 1] as number));
+  let text = "";
+  for (let i = 0; i < units.length; i += 4096) text += String.fromCharCode(...units.slice(i, i + 4096));
+  return text;
+}
+
 /** The address columns (namespace, key, keyless) shared by every state table. */
-function addressColumns(addr: Address): [string, string, number] {
-  return [addr.namespace, addr.key ?? "", addr.key === undefined ? 1 : 0];
+function addressColumns(addr: Address): [string, ArrayBuffer, number] {
+  return [addr.namespace, keyBlob(addr.key ?? ""), addr.key === undefined ? 1 : 0];
 }
 
 const ADDRESS = "namespace = ? AND key = ? AND keyless = ?";
@@ -163,7 +187,7 @@ export class SqliteState {
     if (q.after !== undefined && typeof q.after !== "string") throw new StorageError("bad_query", "after must be a key string");
     const scope: Scope = q.scope;
     const after = q.after === undefined ? "" : "AND key > ?";
-    const tail: SqlValue[] = q.after === undefined ? [q.limit] : [q.after, q.limit];
+    const tail: SqlValue[] = q.after === undefined ? [q.limit] : [keyBlob(q.after), q.limit];
     const rows =
       "scratch" in scope
         ? this.#db.rows(
@@ -174,7 +198,7 @@ export class SqliteState {
             `SELECT key, seq, value FROM "values" WHERE scope = ? AND namespace = ? ${after} ORDER BY key, keyless LIMIT ?`,
             scopeId(scope), q.namespace, ...tail,
           );
-    return { items: rows.map((row) => ({ key: text(row, "key"), version: version(row) })), readAt };
+    return { items: rows.map((row) => ({ key: keyText(row["key"]), version: version(row) })), readAt };
   }
 
   readList(addr: Address, q: ListQuery, readAt: Id): Page<Element<JsonValue>> {
