@@ -17,3 +17,4 @@ export { Driver, type InspectResult, type Invocation, type Phase } from "./drive
 export * from "./host.js";
 export * from "./runtime.js";
 export * from "./inbox.js";
+export * from "./hooks.js";

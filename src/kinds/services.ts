@@ -1,0 +1,146 @@
+/**
+ * What the built-in turn kinds are built with: pi-ai models, the tool registry, hooks, system sections
+ * and turn options. Kinds close over these services (dependency injection), so a replacement kind can
+ * wrap or swap them; the driver's TaskRuntime stays runtime-agnostic.
+ */
+import type { Api, ImageContent, Model, Models, TextContent, Usage } from "@earendil-works/pi-ai";
+import type { Call } from "../core/call.js";
+import type { ConversationHandle } from "../core/conversation.js";
+import type { HookRegistry } from "../core/hooks.js";
+import type { ConversationTx } from "../core/tx.js";
+import { PicoError } from "../core/errors.js";
+import type { Id, JsonObject, JsonValue } from "../storage/records.js";
+
+// ---------------------------------------------------------------------------------------------
+// Tools (§8.3, §9.3)
+
+/** The sink: everything a tool produces goes through it. */
+export interface ToolOutput<TDetails extends JsonValue = JsonValue> {
+  write(text: string): void;
+  image(image: ImageContent): void;
+  replace(text: string): void;
+  /** The tool's own details object; set it or mutate it. */
+  details: TDetails;
+  usage(usage: Usage): void;
+  addTools(names: string[]): void;
+  terminate(value: boolean): void;
+  handoff(message: string): void;
+  delegate(job: Id): void;
+  diag(severity: "info" | "warn" | "error", message: string, code?: string): void;
+}
+
+export interface ToolRuntime {
+  readonly taskId: Id;
+  readonly conversationId: Id;
+  readonly budgetMs: number;
+  now(): number;
+  commit<T>(plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T>;
+  conversation(id: Id, call: Call): Promise<ConversationHandle | undefined>;
+  abortTask(id: Id, call: Call): Promise<void>;
+  waitForTask(id: Id, options: { budgetMs?: number } | undefined, call: Call): Promise<boolean>;
+}
+
+export interface Tool<TParams extends JsonObject = JsonObject, TDetails extends JsonValue = JsonValue> {
+  readonly name: string;
+  readonly description: string;
+  /** JSON schema of the arguments; validated before the tool runs. */
+  readonly parameters: JsonObject;
+  /** Retained text window (characters); output beyond it is truncated with a diagnostic. */
+  readonly maxOutputChars?: number;
+  /** May recover re-run it after a crash? Default "never": recovery writes an interrupted result. */
+  readonly replay?: "safe" | "never";
+  /** Run after the previous call of the same response instead of in parallel (§5.5 "Sequential tools"). */
+  readonly sequential?: boolean;
+  execute(toolCallId: string, params: TParams, out: ToolOutput<TDetails>, runtime: ToolRuntime, call: Call): Promise<void>;
+}
+
+export type AnyTool = Tool<JsonObject, JsonValue>;
+
+export class ToolRegistry {
+  readonly #tools = new Map<string, AnyTool>();
+
+  constructor(tools: readonly AnyTool[] = []) {
+    for (const tool of tools) this.register(tool);
+  }
+
+  register(tool: AnyTool): void {
+    if (this.#tools.has(tool.name)) throw new PicoError("conflict", `tool ${tool.name} is already registered`);
+    this.#tools.set(tool.name, tool);
+  }
+
+  replace(tool: AnyTool): void {
+    this.#tools.set(tool.name, tool);
+  }
+
+  remove(name: string): void {
+    this.#tools.delete(name);
+  }
+
+  get(name: string): AnyTool | undefined {
+    return this.#tools.get(name);
+  }
+
+  names(): string[] {
+    return [...this.#tools.keys()];
+  }
+}
+
+export type ToolContent = TextContent | ImageContent;
+
+// ---------------------------------------------------------------------------------------------
+// Models
+
+/** Resolves a stored model id ("provider/model" or a bare id) to a pi-ai chat model. */
+export interface ModelResolver {
+  readonly models: Models;
+  resolve(id: string): Model<Api> | undefined;
+}
+
+export function modelResolver(models: Models): ModelResolver {
+  return {
+    models,
+    resolve(id) {
+      const slash = id.indexOf("/");
+      if (slash > 0) return models.getModel(id.slice(0, slash), id.slice(slash + 1));
+      for (const model of models.getModels()) if (model.id === id) return model;
+      return undefined;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options and the bundle
+
+export interface TurnOptions {
+  /** Retry attempts per generation, shared across retries (§8.2). Default 3. */
+  readonly maxAttempts: number;
+  /** Base delay of the exponential retry backoff, ms. Default 1,000. */
+  readonly retryBaseMs: number;
+  /** At most one scratch commit per task per this many ms while streaming (§8.2). Default 50. */
+  readonly flushMs: number;
+  /** Scratch bytes a streaming attempt may write before frames stop (the preview keeps going). */
+  readonly maxScratchBytes: number;
+  /** Estimated context tokens that trigger a threshold collapse before a request; 0 disables. */
+  readonly collapseThresholdTokens: number;
+  /** Entries kept verbatim after a collapse (the retained tail). Default 8. */
+  readonly collapseKeepEntries: number;
+  /** Default blocking budget of a tool call, ms (§8.3). */
+  readonly toolBudgetMs: number;
+}
+
+export const defaultTurnOptions: TurnOptions = {
+  maxAttempts: 3,
+  retryBaseMs: 1000,
+  flushMs: 50,
+  maxScratchBytes: 1_000_000,
+  collapseThresholdTokens: 0,
+  collapseKeepEntries: 8,
+  toolBudgetMs: 120_000,
+};
+
+export interface TurnServices {
+  readonly models: ModelResolver;
+  readonly tools: ToolRegistry;
+  readonly hooks: HookRegistry;
+  readonly options: TurnOptions;
+}

@@ -1,0 +1,156 @@
+/**
+ * Durable state of the built-in turn kinds (§5.5, §8.2-§8.4): generation, tool, post_tools and collapse.
+ * Each is a tagged union over status; fields common to every variant have one type (§5.1). Every
+ * built-in kind carries the input group it owns (`inputs`) where §8.1 says it does.
+ */
+import type { ToolCall, Usage } from "@earendil-works/pi-ai";
+import type { Id, JsonObject, JsonValue } from "../storage/records.js";
+
+// ---------------------------------------------------------------------------------------------
+// Generation (§8.2)
+
+/** Config captured at creation so a retry uses what the attempt used (§8.2 "create"). */
+export interface CapturedConfig extends JsonObject {
+  /** "provider/model" or a bare model id the model resolver knows. */
+  model: string;
+  thinking: string | null;
+  tools: string[];
+  profile: string | null;
+  budgetMs: number;
+}
+
+/** Retry policy and the shared attempt budget carried in state (§8.2). */
+export interface RetryBudget extends JsonObject {
+  attempt: number;
+  maxAttempts: number;
+}
+
+type GenBase = { inputs: Id[]; config: CapturedConfig; retry: RetryBudget };
+
+export type GenerationState =
+  | (GenBase & { status: "pending" })
+  | (GenBase & { status: "retry_wait"; notBefore: number; error: string })
+  | (GenBase & { status: "streaming"; requestThrough: Id })
+  | (GenBase & { status: "done"; assistant: Id | null; successor: Id | null })
+  | (GenBase & { status: "failed"; reason: "error" | "overflow" | "interrupted"; error: string; partial: Id | null; successor: Id | null })
+  | (GenBase & { status: "aborted"; partial: Id | null });
+
+export const generationRoles = {
+  pending: "start",
+  retry_wait: "start",
+  streaming: "inflight",
+  done: "terminal",
+  failed: "terminal",
+  aborted: "terminal",
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Tool output (§9.3)
+
+export interface ToolDiag extends JsonObject {
+  severity: "info" | "warn" | "error";
+  message: string;
+}
+
+export interface ToolTruncation extends JsonObject {
+  /** Total characters ever written, and how many the retained text holds. */
+  totalChars: number;
+  retainedChars: number;
+  truncated: boolean;
+}
+
+/** What the live sink folds to; recorded on the tool task and used to build the result entry. */
+export interface ToolOutputState extends JsonObject {
+  content: JsonValue[]; // (TextContent | ImageContent)[]
+  details: JsonValue;
+  usage: JsonValue; // Usage | null
+  addedTools: string[] | null;
+  terminate: boolean;
+  handoff: string | null;
+  delegated: Id | null;
+  diags: ToolDiag[];
+  truncation: ToolTruncation;
+  isError: boolean;
+}
+
+/** The non-message part of a tool result entry (§9.3). */
+export type ToolResultData = Omit<ToolOutputState, "content">;
+
+// ---------------------------------------------------------------------------------------------
+// Tool (§8.3) and post_tools (§5.5)
+
+type ToolBase = { call: ToolCall & JsonObject; assistant: Id };
+
+export type ToolStates =
+  | (ToolBase & { status: "planned" })
+  | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never" })
+  | (ToolBase & { status: "done"; output: ToolOutputState; result: Id })
+  | (ToolBase & { status: "aborted"; output: ToolOutputState; result: Id });
+
+export const toolRoles = { planned: "start", running: "inflight", done: "terminal", aborted: "terminal" } as const;
+
+type PostBase = { assistant: Id; tools: Id[]; inputs: Id[] };
+
+export type PostToolsState =
+  | (PostBase & { status: "waiting" })
+  | (PostBase & { status: "done"; successor: Id | null })
+  | (PostBase & { status: "stopped" })
+  | (PostBase & { status: "aborted" });
+
+export const postToolsRoles = { waiting: "start", done: "terminal", stopped: "terminal", aborted: "terminal" } as const;
+
+// ---------------------------------------------------------------------------------------------
+// Collapse (§8.4)
+
+export type CollapseReason = "manual" | "threshold" | "overflow";
+
+/** What a collapse hands to the generation its settlement creates (threshold/overflow chains). */
+export interface CollapseCarry extends JsonObject {
+  inputs: Id[];
+  config: CapturedConfig;
+  retry: RetryBudget;
+}
+
+type CollapseBase = {
+  reason: CollapseReason;
+  /** The newest head id when captured (null: none); a newer head makes the summary stale. */
+  capturedHead: Id | null;
+  /** First retained entry: the new head boundary. */
+  firstRetained: Id;
+  /** Last summarized entry (inclusive). */
+  summarizeThrough: Id;
+  instructions: string | null;
+  carry: CollapseCarry | null;
+};
+
+export type CollapseState =
+  | (CollapseBase & { status: "planned" })
+  | (CollapseBase & { status: "summarizing" })
+  | (CollapseBase & { status: "done"; summary: Id; successor: Id | null })
+  | (CollapseBase & { status: "failed"; error: string; successor: Id | null })
+  | (CollapseBase & { status: "aborted" });
+
+export const collapseRoles = { planned: "start", summarizing: "inflight", done: "terminal", failed: "terminal", aborted: "terminal" } as const;
+
+// ---------------------------------------------------------------------------------------------
+// Usage (§8.2): one row per attempt in the session list pi.usage; totals in pi.usage.totals.
+
+export interface UsageRow extends JsonObject {
+  conversationId: Id;
+  taskId: Id;
+  kind: string;
+  model: string;
+  /** null: the provider reported nothing (unknown cost, not zero). */
+  usage: (Usage & JsonObject) | null;
+}
+
+export interface UsageTotals extends JsonObject {
+  attempts: number;
+  unknown: number;
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  totalTokens: number;
+  cost: number;
+}
