@@ -6,6 +6,9 @@
  * at positions, scratch of every task (so retired scratch must read empty), entry kinds, and optionally
  * the next allocated sequence (which commits, so it comes last).
  *
+ * Batched gets ask for every id 1..lastSeq in one call (hundreds of ids), so a backend's own chunking
+ * (SQLite's bound-parameter limit) is exercised too.
+ *
  * A dump is a map from a readable label ("scanEntries conv=5 forward limit=2") to the canonical JSON of
  * what that read returned, or of the error code it threw, so two backends are compared read by read and
  * a failure names the read that differs. Only what must be is normalised: Maps become sorted arrays,
@@ -124,12 +127,6 @@ function* addressesOf(families: readonly Family[]): Generator<{ namespace: strin
   for (const family of families) for (const key of family.keys) yield { namespace: family.namespace, key };
 }
 
-async function inChunks<K, V>(ids: readonly K[], get: (chunk: readonly K[]) => Promise<ReadonlyMap<K, V>>): Promise<Map<K, V>> {
-  const out = new Map<K, V>();
-  for (let i = 0; i < ids.length; i += 100) for (const [k, v] of await get(ids.slice(i, i + 100))) out.set(k, v);
-  return out;
-}
-
 const entryId = (e: { id: Id }): Id => e.id;
 
 /** Read the complete comparable dump of `storage`. */
@@ -141,7 +138,7 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
   const every = Array.from({ length: lastSeq }, (_, i) => i + 1);
 
   // Conversations.
-  const conversations = (await r.read("getConversations (every id)", () => inChunks(every, (c) => s.getConversations(c)))) ?? new Map();
+  const conversations = (await r.read("getConversations (every id)", () => s.getConversations(every))) ?? new Map();
   const conversationIds = [...conversations.keys()].sort((a, b) => a - b);
   await r.read("getConversations (missing ids)", () => s.getConversations([0, lastSeq + 1, lastSeq + 1000]));
   await r.chain("scanConversations forward limit=3", { limit: 3 }, (c) => s.scanConversations(c), entryId);
@@ -165,13 +162,16 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
   }
 
   // Entries by id: those of live conversations, and separately those of deleted ones.
-  const entries = (await r.read("getEntries (every id, raw)", () => inChunks(every, (c) => s.getEntries(c)), () => "read")) ?? new Map();
+  const entries = (await r.read("getEntries (every id, raw)", () => s.getEntries(every), () => "read")) ?? new Map();
   const own = new Map<Id, Entry>();
   const ofDeleted = new Map<Id, Entry>();
   for (const [id, e] of entries) (conversations.has(e.conversationId) ? own : ofDeleted).set(id, e);
   r.set("getEntries (every id)", own);
   r.set("getEntries (entries of deleted conversations)", ofDeleted);
   await r.read("getEntries (missing ids)", () => s.getEntries([0, lastSeq + 1]));
+  await r.read("getEntries (no ids)", () => s.getEntries([]));
+  const someEntries = [...own.keys()].slice(0, 3);
+  await r.read("getEntries (repeated ids, descending)", () => s.getEntries([...someEntries, ...someEntries].reverse()));
 
   // Per conversation: transcript, pages, filters, heads, contexts, rewindable and sticky state.
   for (const c of conversationIds) {
@@ -270,7 +270,7 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
   }
 
   // Tasks: every record by id, then every scan filter.
-  const tasks = (await r.read("getTasks (every id)", () => inChunks(every, (c) => s.getTasks(c)))) ?? new Map();
+  const tasks = (await r.read("getTasks (every id)", () => s.getTasks(every))) ?? new Map();
   await r.read("getTasks (missing ids)", () => s.getTasks([0, lastSeq + 1]));
   const taskIds = [...tasks.keys()].sort((a, b) => a - b);
   await r.chain("scanTasks forward limit=4", { limit: 4 }, (q) => s.scanTasks(q), entryId);
