@@ -5,6 +5,7 @@
  * written by newer code (§6.5, DESIGN §2).
  */
 import init from "../../migrations/0001_init.sql";
+import host from "../../migrations/0002_host.sql";
 import type { SqlHost } from "./sql.js";
 import { StorageError } from "./storage.js";
 
@@ -16,7 +17,10 @@ export interface Migration {
 }
 
 /** In order; append only. Version n is MIGRATIONS[n - 1]. */
-export const MIGRATIONS: readonly Migration[] = [{ version: 1, name: "0001_init", sql: init }];
+export const MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: "0001_init", sql: init },
+  { version: 2, name: "0002_host", sql: host },
+];
 
 /** The schema version this code writes. */
 export const SCHEMA_VERSION = MIGRATIONS.length;

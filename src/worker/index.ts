@@ -1,11 +1,10 @@
 /**
  * The Worker entry: the Hono app and the session Durable Object class.
  */
-export { SessionObject } from "./session-object.js";
+import type { Env } from "./env.js";
 
-export interface Env {
-  readonly SESSIONS: DurableObjectNamespace;
-}
+export type { Env } from "./env.js";
+export { SessionObject } from "./session-object.js";
 
 export default {
   async fetch(request: Request): Promise<Response> {

@@ -1,19 +1,265 @@
+/**
+ * SessionObject: one pico v3 session per Durable Object (DESIGN §2, §3). It hosts the Harness over the
+ * object's SQLite storage, keeps the session attached so accepted work always runs, multiplexes every
+ * reason to wake onto the one alarm, and keeps two durable safety valves: the session fault record and
+ * per-task kill counters (quarantine). Its public methods are Durable Object RPC methods: tests call them
+ * through the stub, and the HTTP layer (a later issue) will wrap them.
+ *
+ * A session exists only once `create` ran. The constructor writes nothing; every other operation on a
+ * never-created object throws SessionNotFound and writes nothing (not even the schema).
+ */
 import { DurableObject } from "cloudflare:workers";
+import { BACKGROUND_CONTEXT } from "../core/call.js";
+import { CommitLine } from "../core/line.js";
+import type { InspectResult } from "../core/driver.js";
+import { Harness, type InitialValue } from "../core/harness.js";
+import type { Clock } from "../core/host.js";
+import type { Id, Task } from "../storage/records.js";
+import { storedVersion } from "../storage/migrations.js";
+import type { SqlHost } from "../storage/sql.js";
 import { SqliteStorage } from "../storage/sqlite.js";
+import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
+import type { Env } from "./env.js";
+import { SessionNotFound } from "./errors.js";
+import { HostBook, type FaultRecord, type KillCount } from "./host-book.js";
+import { deployedVersion, HEARTBEAT_MS, hostClock, hostReport, killBound } from "./host-config.js";
+import { sessionTaskKinds } from "./kinds.js";
+import { SessionHost } from "./session-host.js";
 
-export class SessionObject extends DurableObject {
-  #storage: SqliteStorage | undefined;
+export interface CreateConfig {
+  /** Values of the root conversation, written in the creating commit (§9.5). */
+  readonly rootValues?: readonly InitialValue[];
+}
+
+/** What an operator sees: the driver's view plus the host's safety valves. */
+export interface SessionInspection extends InspectResult {
+  /** The durable fault record; while present, alarms do not drive the session. */
+  readonly fault: FaultRecord | undefined;
+  /** Consecutive-kill counters of tasks whose last execute/recover did not return. */
+  readonly kills: readonly KillCount[];
+  readonly killBound: number;
+  readonly version: string;
+  /** Invocations in flight in this instance. */
+  readonly busy: boolean;
+  readonly nextWake: number | undefined;
+}
+
+/** The harness this instance opened, with its host bookkeeping. */
+interface OpenSession {
+  readonly harness: Harness;
+  readonly book: HostBook;
+  /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
+  stale: boolean;
+}
+
+/**
+ * Whether the session was created: its schema exists and the creating commit (root conversation and
+ * initial values, one atomic batch) is durable. Reads only, so asking writes nothing.
+ */
+export function sessionCreated(host: SqlHost): boolean {
+  if (storedVersion(host) === 0) return false;
+  const row = host.sql.exec("SELECT value FROM session_metadata WHERE name = 'last_seq'").toArray()[0];
+  return typeof row?.["value"] === "number" && row["value"] > 0;
+}
+
+export class SessionObject extends DurableObject<Env> {
+  readonly #clock: Clock;
+  readonly #version: string;
+  readonly #alarms: AlarmPlan;
+  /**
+   * Opening, creating and reopening run one at a time (two creates must not both write a root). A FIFO
+   * of its own, not the harness's line: the harness does not exist yet while it is being opened.
+   */
+  readonly #lifecycle = new CommitLine();
+  #session: OpenSession | undefined;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    // Nothing is written here: a session exists only once `create` ran.
+    this.#clock = hostClock();
+    this.#version = deployedVersion(env);
+    this.#alarms = new AlarmPlan(
+      {
+        set: (at) => this.#alarmWrite(ctx.storage.setAlarm(at)),
+        clear: () => this.#alarmWrite(ctx.storage.deleteAlarm()),
+      },
+      HEARTBEAT_MS,
+    );
+  }
+
+  // RPC ---------------------------------------------------------------------------------------------
 
   /**
-   * The session's storage, opened on first use: migrations run then (a never-used object has no tables),
-   * and a schema newer than this code refuses to open. `ctx.storage` is the `SqlHost` it runs on.
+   * Create the session: migrate the schema and open the harness, committing the root conversation with
+   * `rootValues`, then attach it. A second create on an existing session changes nothing.
    */
-  protected sessionStorage(): SqliteStorage {
-    this.#storage ??= SqliteStorage.open(this.ctx.storage);
-    return this.#storage;
+  create(config: CreateConfig = {}): Promise<{ readonly created: boolean }> {
+    return this.#lifecycle.run(async () => {
+      if (sessionCreated(this.ctx.storage)) return { created: false };
+      await this.#open(config.rootValues ?? []);
+      return { created: true };
+    });
+  }
+
+  exists(): boolean {
+    return sessionCreated(this.ctx.storage);
+  }
+
+  async inspect(): Promise<SessionInspection> {
+    const session = await this.#acquire();
+    const result = await session.harness.inspect(BACKGROUND_CONTEXT);
+    // The driver knows the tasks it withheld in this instance; the book also knows those whose count
+    // reached the bound under this version but were not tried yet since the object started.
+    const counted = new Set(session.book.quarantined(this.#version));
+    for (const task of result.quarantined) counted.add(task.id);
+    const quarantined = [...result.start, ...result.inflight].filter((task: Task) => counted.has(task.id));
+    return {
+      ...result,
+      quarantined,
+      fault: session.book.fault(),
+      kills: session.book.kills(),
+      killBound: session.book.bound,
+      version: this.#version,
+      busy: session.harness.driver.busy,
+      nextWake: session.harness.driver.nextWake,
+    };
+  }
+
+  /** Mark a live task for abort (§6.3); its abort handler runs even when it is quarantined. */
+  async abortTask(taskId: Id): Promise<void> {
+    const session = await this.#acquire();
+    await session.harness.abortTask(taskId, BACKGROUND_CONTEXT);
+  }
+
+  /** Shut the session down (§6.4): mark every live task, run their abort handlers, close. */
+  async shutdown(): Promise<void> {
+    const session = await this.#acquire();
+    try {
+      await session.harness.shutdown(BACKGROUND_CONTEXT);
+    } finally {
+      session.stale = true;
+    }
+  }
+
+  /** Clear the session fault so that alarms drive it again; returns whether there was one. */
+  clearFault(): Promise<{ readonly cleared: boolean }> {
+    return this.#lifecycle.run(async () => {
+      const session = await this.#acquireNow();
+      const cleared = session.book.clearFault();
+      if (cleared) await session.harness.attach(BACKGROUND_CONTEXT);
+      return { cleared };
+    });
+  }
+
+  /** Give a quarantined task a fresh kill count: execute/recover start again. */
+  async releaseQuarantine(taskId: Id): Promise<void> {
+    const session = await this.#acquire();
+    session.book.release(taskId);
+    await session.harness.driver.release(taskId);
   }
 
   ping(): number {
     return this.ctx.storage.sql.exec("select 1 as one").one()["one"] as number;
+  }
+
+  // Alarm ---------------------------------------------------------------------------------------------
+
+  /**
+   * One alarm for every reason to wake (DESIGN §3). Idempotent (delivery is at-least-once): open the
+   * harness if this instance has not (open starts nothing), and unless the session is faulted attach it
+   * so runnable work dispatches — inflight tasks recover, sleeping ones execute and sleep the remainder
+   * — then re-arm. It never awaits that work and never throws: a throw makes the runtime retry the alarm,
+   * which would loop on the same failure.
+   */
+  override async alarm(): Promise<void> {
+    try {
+      // The runtime consumed the alarm that fired; a heartbeat moves on while work is in flight.
+      this.#alarms.fired(this.#clock.now());
+      if (!sessionCreated(this.ctx.storage)) return;
+      // Opening attaches unless the durable fault record says not to auto-drive the session.
+      await this.#acquire();
+    } catch (error) {
+      hostReport({ type: "alarm_failed", error });
+    }
+  }
+
+  // Test access (through runInDurableObject, never RPC) ------------------------------------------------
+
+  /** The open harness of this instance, if any (tests reach it with runInDurableObject). */
+  get harness(): Harness | undefined {
+    return this.#session?.harness;
+  }
+
+  /** Alarm writes and earliest-wake changes of this instance. */
+  get alarmStats(): AlarmStats {
+    return this.#alarms.stats;
+  }
+
+  get clock(): Clock {
+    return this.#clock;
+  }
+
+  // Opening -------------------------------------------------------------------------------------------
+
+  #acquire(): Promise<OpenSession> {
+    const current = this.#session;
+    if (current !== undefined && !current.stale) return Promise.resolve(current);
+    return this.#lifecycle.run(() => this.#acquireNow());
+  }
+
+  /** On the lifecycle queue: the open session, reopening a stale one; not found if never created. */
+  async #acquireNow(): Promise<OpenSession> {
+    const current = this.#session;
+    if (current !== undefined && !current.stale) return current;
+    if (current !== undefined) {
+      this.#session = undefined;
+      // Join the old harness's calls before a new one takes the same storage (close is shared and safe
+      // after a fault or shutdown).
+      await current.harness.close(BACKGROUND_CONTEXT).catch((error: unknown) => hostReport({ type: "harness", report: error }));
+    }
+    if (!sessionCreated(this.ctx.storage)) throw new SessionNotFound();
+    return this.#open(undefined);
+  }
+
+  /**
+   * Open storage (running any newer migrations), the host and the harness; attach unless faulted.
+   * `rootValues` is given only by create (empty storage gets its root then).
+   */
+  async #open(rootValues: readonly InitialValue[] | undefined): Promise<OpenSession> {
+    const armed = await this.ctx.storage.getAlarm();
+    const storage = SqliteStorage.open(this.ctx.storage);
+    const book = new HostBook(this.ctx.storage, killBound());
+    const host = new SessionHost({
+      book,
+      alarms: this.#alarms,
+      clock: this.#clock,
+      version: this.#version,
+      report: hostReport,
+      onFault: () => {
+        if (this.#session?.harness === harness) this.#session.stale = true;
+      },
+    });
+    const harness: Harness = await Harness.open(
+      storage,
+      {
+        taskKinds: sessionTaskKinds(),
+        host,
+        report: (report) => hostReport({ type: "harness", report }),
+        ...(rootValues === undefined ? {} : { rootValues }),
+      },
+      BACKGROUND_CONTEXT,
+    );
+    const session: OpenSession = { harness, book, stale: false };
+    this.#session = session;
+    // Keep the session attached whenever it is open and not faulted, so accepted work always runs; a
+    // faulted session waits for an operator (inspect, abort, clearFault).
+    if (book.fault() === undefined) await harness.attach(BACKGROUND_CONTEXT);
+    this.#alarms.known(armed ?? undefined, this.#clock.now());
+    return session;
+  }
+
+  /** Alarm writes are not awaited (the output gate orders them); a failure is reported, not thrown. */
+  #alarmWrite(write: Promise<void>): void {
+    write.catch((error: unknown) => hostReport({ type: "alarm_write_failed", error }));
   }
 }

@@ -1,0 +1,114 @@
+/**
+ * One alarm, many reasons to wake (DESIGN §3). A Durable Object has a single alarm; the plan keeps the
+ * reasons present so far — the earliest sleeping task's wake time and, while invocations are in flight,
+ * a heartbeat — and writes the alarm only when their minimum changes, because every `setAlarm` and
+ * `deleteAlarm` is a billed storage write. Used by SessionHost (driver notifications) and the
+ * SessionObject's alarm handler. It knows nothing of Durable Objects: the sink does the writes.
+ *
+ * More reasons (the rig's witness patrol) join as further inputs of `#desired`.
+ */
+
+export interface AlarmSink {
+  set(atMs: number): void;
+  clear(): void;
+}
+
+/** Counters for tests and benchmarks: alarm writes and changes of the earliest wake. */
+export interface AlarmStats {
+  readonly sets: number;
+  readonly clears: number;
+  /** How often the earliest wake (the alarm the object should have) changed. */
+  readonly changes: number;
+  /** The alarm the plan last wrote (undefined: none). */
+  readonly armed: number | undefined;
+}
+
+/** An alarm is never set closer than this to now: a wake already due must not spin the handler. */
+export const MIN_ALARM_DELAY_MS = 1_000;
+
+export class AlarmPlan {
+  readonly #sink: AlarmSink;
+  readonly #heartbeatMs: number;
+  #wake: number | undefined;
+  #heartbeat: number | undefined;
+  #busy = false;
+  /** What the runtime has scheduled: null until known (a fresh instance reads it once). */
+  #armed: number | undefined | null = null;
+  /** The unclamped minimum the armed alarm was written for. */
+  #target: number | undefined | null = null;
+  #sets = 0;
+  #clears = 0;
+  #changes = 0;
+
+  constructor(sink: AlarmSink, heartbeatMs: number) {
+    this.#sink = sink;
+    this.#heartbeatMs = heartbeatMs;
+  }
+
+  /** A fresh instance learns what is scheduled (`ctx.storage.getAlarm()`), so it rewrites nothing. */
+  known(armed: number | undefined, now: number): void {
+    if (this.#armed === null) {
+      this.#armed = armed;
+      this.#target = armed;
+    }
+    this.#apply(now);
+  }
+
+  /** The earliest wake time of sleeping tasks (undefined: nobody sleeps). */
+  wake(earliest: number | undefined, now: number): void {
+    this.#wake = earliest;
+    this.#apply(now);
+  }
+
+  /** Invocations in flight: a heartbeat keeps the object alive while busy, none when idle. */
+  busy(busy: boolean, now: number): void {
+    this.#busy = busy;
+    if (!busy) this.#heartbeat = undefined;
+    else this.#heartbeat ??= now + this.#heartbeatMs;
+    this.#apply(now);
+  }
+
+  /**
+   * The alarm fired: the runtime has consumed it (nothing is scheduled now), and a heartbeat moves on.
+   * Re-arms at once when a reason remains.
+   */
+  fired(now: number): void {
+    this.#armed = undefined;
+    this.#target = undefined;
+    if (this.#busy) this.#heartbeat = now + this.#heartbeatMs;
+    this.#apply(now);
+  }
+
+  get stats(): AlarmStats {
+    return { sets: this.#sets, clears: this.#clears, changes: this.#changes, armed: this.#armed ?? undefined };
+  }
+
+  /** The earliest reason to wake, or undefined. */
+  get desired(): number | undefined {
+    return minimum(this.#wake, this.#heartbeat);
+  }
+
+  #apply(now: number): void {
+    if (this.#armed === null) return; // not known yet: `known` applies
+    const target = this.desired;
+    if (target === this.#target) return;
+    this.#changes += 1;
+    this.#target = target;
+    if (target === undefined) {
+      this.#armed = undefined;
+      this.#clears += 1;
+      this.#sink.clear();
+      return;
+    }
+    const at = Math.max(target, now + MIN_ALARM_DELAY_MS);
+    this.#armed = at;
+    this.#sets += 1;
+    this.#sink.set(at);
+  }
+}
+
+function minimum(a: number | undefined, b: number | undefined): number | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return Math.min(a, b);
+}

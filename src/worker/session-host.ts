@@ -1,0 +1,81 @@
+/**
+ * The session Durable Object's `DriverHost` (src/core/host.ts): the clock, quarantine bookkeeping around
+ * every invocation, alarm reasons from the driver's wake and busy notifications, and the durable fault
+ * record. The SessionObject builds one per opened harness.
+ *
+ * The host never settles a task (§6.1): quarantine only withholds execute/recover, so an operator's
+ * abort still runs the kind's abort handler, and a replaced kind (a new deployed version) recovers it.
+ */
+import type { Clock, DriverHost, FaultReport, InvocationMethod } from "../core/host.js";
+import type { Id, Task } from "../storage/records.js";
+import type { AlarmPlan } from "./alarm-plan.js";
+import type { HostBook } from "./host-book.js";
+import type { HostReport } from "./host-config.js";
+
+export interface SessionHostOptions {
+  readonly book: HostBook;
+  readonly alarms: AlarmPlan;
+  readonly clock: Clock;
+  /** The deployed version kills are counted under. */
+  readonly version: string;
+  readonly report: (report: HostReport) => void;
+  /** After the fault is durable: the object drops the faulted harness. */
+  readonly onFault: (report: FaultReport) => void;
+}
+
+export class SessionHost implements DriverHost {
+  readonly clock: Clock;
+  readonly #options: SessionHostOptions;
+
+  constructor(options: SessionHostOptions) {
+    this.#options = options;
+    this.clock = options.clock;
+  }
+
+  /**
+   * On the line, before dispatch. Execute and recover raise the task's kill counter (a synchronous,
+   * durable write) or are withheld once the bound is reached; abort is never withheld or counted.
+   */
+  beforeInvoke(task: Task, method: InvocationMethod): boolean {
+    switch (method) {
+      case "abort":
+        return true;
+      case "execute":
+      case "recover": {
+        const decision = this.#options.book.beforeStart(task.id, this.#options.version);
+        if (decision.type === "start") return true;
+        this.#options.report({ type: "quarantined", taskId: task.id, kind: task.kind, kills: decision.kills });
+        return false;
+      }
+      default: {
+        const never: never = method;
+        throw new TypeError(`unknown invocation method ${String(never)}`);
+      }
+    }
+  }
+
+  /** Any invocation that returned (or threw) was not killed: the task's count resets. */
+  afterInvoke(taskId: Id, _method: InvocationMethod): void {
+    this.#options.book.returned(taskId);
+  }
+
+  wakeChanged(earliest: number | undefined): void {
+    this.#options.alarms.wake(earliest, this.clock.now());
+  }
+
+  busyChanged(busy: boolean): void {
+    this.#options.alarms.busy(busy, this.clock.now());
+  }
+
+  faulted(report: FaultReport): void {
+    this.#options.book.recordFault(report, this.clock.now());
+    this.#options.report({
+      type: "session_faulted",
+      ...(report.taskId === undefined ? {} : { taskId: report.taskId }),
+      ...(report.kind === undefined ? {} : { kind: report.kind }),
+      ...(report.method === undefined ? {} : { method: report.method }),
+      message: report.message,
+    });
+    this.#options.onFault(report);
+  }
+}
