@@ -1,0 +1,52 @@
+/**
+ * The generation's declared configuration (§5.2, §8.2): conversation values a UI can list and a fork
+ * inherits (model, thinking, selected tools and profile rewind; the tool budget is sticky). Generation
+ * captures them when it is created so a retry uses what the attempt used.
+ */
+import { PicoError } from "../core/errors.js";
+import { bindTo, conversationValue } from "../core/state.js";
+import type { TxBuilder } from "../core/tx.js";
+import type { Id } from "../storage/records.js";
+import type { TurnOptions } from "./services.js";
+import type { CapturedConfig, RetryBudget } from "./states.js";
+
+export const generationConfig = {
+  model: conversationValue<string>("pi.model", { rewind: true }),
+  thinking: conversationValue<string>("pi.thinking", { rewind: true }),
+  selectedTools: conversationValue<string[]>("pi.tools.selected", { rewind: true }),
+  profile: conversationValue<string>("pi.prompt.profile", { rewind: true }),
+  budgetMs: conversationValue<number>("pi.tool.budget", { rewind: false }),
+} as const;
+
+export type GenerationConfig = {
+  readonly model?: string;
+  readonly thinking?: string;
+  readonly selectedTools?: string[];
+  readonly profile?: string;
+  readonly budgetMs?: number;
+};
+
+/** Read the conversation's config on the line and capture it; a missing model is a clear error (§9.5). */
+export async function captureConfig(b: TxBuilder, conversationId: Id, options: TurnOptions): Promise<CapturedConfig> {
+  const [model, thinking, tools, profile, budgetMs] = await Promise.all([
+    b.value(bindTo(generationConfig.model, conversationId)).get(),
+    b.value(bindTo(generationConfig.thinking, conversationId)).get(),
+    b.value(bindTo(generationConfig.selectedTools, conversationId)).get(),
+    b.value(bindTo(generationConfig.profile, conversationId)).get(),
+    b.value(bindTo(generationConfig.budgetMs, conversationId)).get(),
+  ]);
+  if (model === undefined || model === "") {
+    throw new PicoError("invalid_commit", `conversation ${conversationId} has no model configured (pi.model); set it before asking for a turn`);
+  }
+  return {
+    model,
+    thinking: thinking ?? null,
+    tools: tools ?? [],
+    profile: profile ?? null,
+    budgetMs: budgetMs ?? options.toolBudgetMs,
+  };
+}
+
+export function freshRetry(options: TurnOptions): RetryBudget {
+  return { attempt: 0, maxAttempts: options.maxAttempts };
+}

@@ -1,0 +1,177 @@
+/**
+ * Accepting input and placing it at turn boundaries (§8.1). The placement table:
+ *
+ *   mode      placement                            effect on the answer group
+ *   write     next post_tools or final boundary    none; its result is done with no answer
+ *   steer     next post_tools or final boundary    joins the active group at post_tools; starts the next group after a final answer
+ *   followUp  final-answer boundary                starts the next group
+ *   nextRun   next explicit idle accept            joins the group started by that acceptance
+ *
+ * Placement appends the entry, removes the list element and writes its result in one commit. Only the
+ * generation and post_tools transition a group; exactly one live generation or post_tools owns it.
+ */
+import type { UserInput } from "../core/entries.js";
+import { PicoError } from "../core/errors.js";
+import {
+  abortQueuedInput,
+  bindResult,
+  placeInput,
+  priorAcceptance,
+  queuedItems,
+  queueInput,
+  userDraft,
+  type InputResult,
+  type QueuedInput,
+} from "../core/inbox.js";
+import type { TxBuilder } from "../core/tx.js";
+import type { Id } from "../storage/records.js";
+import { captureConfig, freshRetry } from "./config.js";
+import type { TurnOptions } from "./services.js";
+import type { CapturedConfig, GenerationState, RetryBudget } from "./states.js";
+
+export type WhenBusy = "followUp" | "steer" | "reject";
+
+export interface AcceptOptions {
+  readonly input: UserInput;
+  readonly requestId?: string;
+  readonly whenBusy?: WhenBusy;
+}
+
+export interface AcceptReceipt {
+  readonly inputId: Id;
+  /** "placed": a generation was created for it now; "queued": it waits for a boundary; "duplicate": the request key was used before. */
+  readonly status: "placed" | "queued" | "duplicate";
+  readonly generation?: Id;
+}
+
+/** Create a pending generation owning `inputs` (the group). */
+export function createGeneration(b: TxBuilder, conversationId: Id, inputs: readonly Id[], config: CapturedConfig, retry: RetryBudget): Id {
+  const state: GenerationState = { status: "pending", inputs: [...inputs], config, retry };
+  return b.task({ kind: "generation" }, conversationId, { state });
+}
+
+/**
+ * accept (§8.1, "the user hit enter"): idle -> place the entry (with queued nextRun items joining its
+ * group) and create a generation in one commit; busy -> queue as followUp (default) or steer, or reject.
+ * A request key names one acceptance for the life of the session (§3.4).
+ */
+export async function acceptInput(b: TxBuilder, conversationId: Id, options: AcceptOptions, turn: TurnOptions, now: number): Promise<AcceptReceipt> {
+  const prior = await priorAcceptance(b, options.requestId);
+  if (prior !== undefined) return { inputId: prior.inputId, status: "duplicate" };
+  if (b.inTurn(conversationId)) {
+    const whenBusy = options.whenBusy ?? "followUp";
+    if (whenBusy === "reject") {
+      throw new PicoError("conflict", `conversation ${conversationId} is busy with a turn and the input asked not to wait (whenBusy: reject)`);
+    }
+    const item: QueuedInput = withRequest({ mode: whenBusy, input: options.input }, options.requestId);
+    return { inputId: queueInput(b, conversationId, item), status: "queued" };
+  }
+  const config = await captureConfig(b, conversationId, turn);
+  // Queued items that land at an explicit idle accept: nextRun joins the new group; writes are placed.
+  const queued = await queuedItems(b, conversationId);
+  const group: Id[] = [];
+  for (const item of queued) {
+    if (item.value.mode === "nextRun") {
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      group.push(item.id);
+    } else if (item.value.mode === "write") {
+      placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
+    }
+  }
+  const item: QueuedInput = withRequest({ mode: "followUp" as const, input: options.input }, options.requestId);
+  const inputId = queueInput(b, conversationId, item);
+  placeInput(b, conversationId, inputId, item, userDraft(options.input, now));
+  group.push(inputId);
+  const generation = createGeneration(b, conversationId, group, config, freshRetry(turn));
+  return { inputId, status: "placed", generation };
+}
+
+/**
+ * The post_tools boundary (§5.5): place queued writes, place queued steering in admission order and
+ * extend the group with them. Returns the extended group.
+ */
+export async function landPostToolsInbox(b: TxBuilder, conversationId: Id, inputs: readonly Id[], now: number): Promise<Id[]> {
+  const group = [...inputs];
+  for (const item of await queuedItems(b, conversationId)) {
+    if (item.value.mode === "write") {
+      placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
+    } else if (item.value.mode === "steer") {
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      group.push(item.id);
+    }
+  }
+  return group;
+}
+
+/**
+ * The final-answer boundary: resolve every input of the group to the answer, place writes, then place
+ * steer and followUp items into a new group. Returns the new group (empty: no successor needed).
+ */
+export async function landFinalInbox(b: TxBuilder, conversationId: Id, inputs: readonly Id[], answer: Id, now: number): Promise<Id[]> {
+  await resolveGroup(b, conversationId, inputs, (placed) => ({ status: "done", entry: placed.entry, answer, ...req(placed) }));
+  const next: Id[] = [];
+  for (const item of await queuedItems(b, conversationId)) {
+    if (item.value.mode === "write") {
+      placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
+    } else if (item.value.mode === "steer" || item.value.mode === "followUp") {
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      next.push(item.id);
+    }
+  }
+  return next;
+}
+
+/**
+ * Failure, terminate or abort of a group: resolve its inputs unanswered. Safe writes may be placed
+ * (`placeWrites`), but queued inputs that need a successor are not consumed (§8.1).
+ */
+export async function resolveUnanswered(
+  b: TxBuilder,
+  conversationId: Id,
+  inputs: readonly Id[],
+  reason: "terminated" | "aborted" | "failed",
+  options: { detail?: string; placeWrites?: boolean } = {},
+): Promise<void> {
+  await resolveGroup(b, conversationId, inputs, (placed) => ({
+    status: "unanswered",
+    entry: placed.entry,
+    reason,
+    ...(options.detail === undefined ? {} : { detail: options.detail }),
+    ...req(placed),
+  }));
+  if (options.placeWrites) {
+    for (const item of await queuedItems(b, conversationId)) {
+      if (item.value.mode === "write") placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
+    }
+  }
+}
+
+/** Withdraw queued steer/followUp (foreground abort keeps write and nextRun, §6.3). */
+export async function withdrawTurnInputs(b: TxBuilder, conversationId: Id): Promise<void> {
+  for (const item of await queuedItems(b, conversationId)) {
+    if (item.value.mode === "steer" || item.value.mode === "followUp") await abortQueuedInput(b, conversationId, item.id);
+  }
+}
+
+async function resolveGroup(
+  b: TxBuilder,
+  conversationId: Id,
+  inputs: readonly Id[],
+  next: (placed: Extract<InputResult, { status: "placed" }>) => InputResult,
+): Promise<void> {
+  for (const inputId of inputs) {
+    const result = await b.value(bindResult(conversationId, inputId)).get();
+    if (result?.status !== "placed") {
+      throw new PicoError("contract", `input ${inputId} of conversation ${conversationId} is ${result?.status ?? "missing"}, not placed; a group's inputs resolve once`);
+    }
+    b.value(bindResult(conversationId, inputId)).set(next(result));
+  }
+}
+
+function req(result: InputResult): { requestId?: string } {
+  return result.requestId === undefined ? {} : { requestId: result.requestId };
+}
+
+function withRequest<T extends object>(value: T, requestId: string | undefined): T & { requestId?: string } {
+  return requestId === undefined ? value : { ...value, requestId };
+}
