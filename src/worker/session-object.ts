@@ -253,8 +253,13 @@ export class SessionObject extends DurableObject<Env> {
     this.#session = session;
     // Keep the session attached whenever it is open and not faulted, so accepted work always runs; a
     // faulted session waits for an operator (inspect, abort, clearFault).
-    if (book.fault() === undefined) await harness.attach(BACKGROUND_CONTEXT);
-    this.#alarms.known(armed ?? undefined, this.#clock.now());
+    try {
+      if (book.fault() === undefined) await harness.attach(BACKGROUND_CONTEXT);
+    } finally {
+      // Learn the scheduled alarm after attaching, so the work attach dispatched is counted in the
+      // first write instead of causing a clear and a set.
+      this.#alarms.known(armed ?? undefined, this.#clock.now());
+    }
     return session;
   }
 

@@ -366,3 +366,26 @@ describe("SessionObject fault", () => {
     expect(await session.rpc.clearFault()).toEqual({ cleared: false });
   });
 });
+
+describe("SessionObject shutdown", () => {
+  it("shutdown runs the abort handlers of every live task, and the next operation reopens the session", async () => {
+    const session = new TestSession("shutdown");
+    await session.rpc.create();
+    const sleeper = await addTask(session, retryKind, { status: "pending", delayMs: 60_000 });
+    const stuck = await addTask(session, stuckKind, { status: "pending", recovers: false });
+    await untilStatus(session, sleeper, "retry_wait");
+    await untilStatus(session, stuck, "running");
+
+    await session.rpc.shutdown();
+    expect(calls(sleeper).map((c) => c.method)).toEqual(["execute", "abort"]);
+    expect(calls(stuck).map((c) => c.method)).toEqual(["execute", "abort"]);
+    const inspection = await session.rpc.inspect(); // reopens: the shut-down harness is closed
+    expect(inspection.start).toEqual([]);
+    expect(inspection.inflight).toEqual([]);
+    expect(inspection.kills).toEqual([]);
+    expect(await statusOf(session, sleeper)).toBe("aborted");
+    expect(await statusOf(session, stuck)).toBe("aborted");
+    expect(await alarmOf(session)).toBeNull();
+  });
+});
+
