@@ -15,13 +15,18 @@ import { listHandle, valueHandle } from "./harness.js";
 import type { InvocationMethod } from "./host.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
 import type { ConfigSpec, ConfigValues, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind.js";
-import { conversationTx, type ConversationTx, type ScratchTx } from "./tx.js";
+import { conversationTx, type ConversationTx, type ScratchTx, type TxBuilder } from "./tx.js";
 
 export interface TaskRuntime extends TaskRuntimeLike {
   readonly taskId: Id;
   readonly conversationId: Id;
   readonly method: InvocationMethod;
   commit<T>(plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T>;
+  /**
+   * The same commit through the erased builder, bound to this task's conversation: the built-in turn
+   * kinds use it so the placement helpers (src/kinds/placement.ts), which take a TxBuilder, apply.
+   */
+  commitBuilder<T>(plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<T>;
   scratch<T>(plan: (sc: ScratchTx) => T | Promise<T>, call: Call): Promise<T>;
   /** The injected clock; task code never reads Date.now(). */
   now(): number;
@@ -56,6 +61,10 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
     commit: async (plan, call) => {
       own(call);
       return harness.commitBound(call, binding, (b) => plan(conversationTx(b, task.conversationId)));
+    },
+    commitBuilder: async (plan, call) => {
+      own(call);
+      return harness.commitBound(call, binding, plan);
     },
     scratch: async (plan, call) => {
       own(call);
