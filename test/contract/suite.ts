@@ -480,6 +480,76 @@ export function storageContract(factory: HarnessFactory): void {
       });
     });
 
+    it(t("edge writes agree with the references: removes naming other lists' elements, several writes to one address in a batch, forks at an entry of the same batch"), async () => {
+      const queue = (c: Id) => conversationList(c, "ui.queue", undefined, false);
+      const [a, b, task] = await main((tx) => {
+        const first = tx.conversation();
+        return [first, tx.conversation(), tx.task(first, "job")] as const;
+      });
+      const [x1, y1, s1, e1] = await main((tx) => {
+        const appended = [tx.append(queue(a), "x1"), tx.append(queue(b), "y1"), tx.append(sessionList("sess.inbox"), "s1")] as const;
+        tx.append(rewindList(a), "m1");
+        return [...appended, tx.entry(a, "user")] as const;
+      });
+      // A remove names an element of another list, or no element at all: it hides nothing there.
+      await main((tx) => {
+        tx.remove(queue(b), x1);
+        tx.remove(sessionList("sess.inbox"), y1);
+        tx.remove(queue(a), e1);
+        tx.remove(rewindList(b), s1);
+      });
+      // Several writes to one address in one batch: the last one wins; deleting an absent value is harmless.
+      await main((tx) => {
+        tx.set(sessionValue("sess.name"), 1);
+        tx.delete(sessionValue("sess.name"));
+        tx.delete(sessionValue("sess.name", "a"));
+        tx.set(rewindValue(a), 1);
+        tx.delete(rewindValue(a));
+        tx.set(rewindValue(a, "model"), "m");
+        tx.delete(rewindValue(b));
+      });
+      await main((tx) => {
+        const z = tx.append(sessionList("sess.inbox"), "z");
+        tx.remove(sessionList("sess.inbox"), z);
+        tx.clear(sessionList("sess.inbox"));
+        tx.append(sessionList("sess.inbox"), "after");
+        tx.remove(sessionList("sess.inbox"), s1);
+      });
+      // A fork at an entry minted earlier in the same batch, written to in that batch.
+      const fork = await main((tx) => {
+        const e = tx.entry(a, "user");
+        const f = tx.conversation({ parent: { conversationId: a, at: e } });
+        tx.append(rewindList(f), "fm");
+        tx.entry(f, "summary", { head: e });
+        return f;
+      });
+      await scratch(task, (tx) => {
+        const q = tx.append(scratchList(task, "frames"), 1);
+        tx.remove(scratchList(task, "frames"), x1);
+        tx.clear(scratchList(task, "frames"));
+        tx.clear(scratchList(task, "frames"));
+        tx.append(scratchList(task, "frames"), q);
+      });
+      // A task created, patched with a mark and settled in one batch.
+      await main((tx) => {
+        const t2 = tx.task(b, "job");
+        tx.patch(t2, "inflight", { status: "r" }, { abort: true });
+        tx.settle(t2, { status: "done" });
+        tx.patch(task, "start", { status: "again" });
+      });
+      await durably(async () => {
+        expect((await s.readList(queue(a), { limit: 10 })).items.map((x) => x.value)).toEqual(["x1"]);
+        expect((await s.readList(queue(b), { limit: 10 })).items.map((x) => x.value)).toEqual(["y1"]);
+        expect((await s.readList(sessionList("sess.inbox"), { limit: 10 })).items.map((x) => x.value)).toEqual(["after"]);
+        expect(await s.getValue(sessionValue("sess.name"))).toBeUndefined();
+        expect(await s.getValue(rewindValue(a))).toBeUndefined();
+        expect((await s.readList(rewindList(fork), { limit: 10 })).items.map((x) => x.value)).toEqual(["m1", "fm"]);
+        expect((await s.readList(scratchList(task, "frames"), { limit: 10 })).items.map((x) => x.value)).toEqual([expect.any(Number)]);
+        expect(y1).toBe(x1 + 1);
+      });
+      await matchesReferences("after edge writes", { probeNext: true });
+    });
+
     // -------------------------------------------------------------------------------------------
     // §10.2 and rejection: a rejected batch writes nothing and consumes no ids
 
@@ -864,6 +934,42 @@ export function storageContract(factory: HarnessFactory): void {
       const all = await s.scanValues({ scope: { session: true }, namespace: "sess.name", limit: 10 });
       expect(all.items.map((x) => x.key)).toEqual(["\u{1F600}", "\uFFFD"]);
       await matchesReferences("after astral keys");
+    });
+
+    it(t("kinds and keys that are not well-formed UTF-16 (lone surrogates) read back unchanged, or the batch is rejected whole"), async () => {
+      // JS strings may hold lone surrogates and JSON can carry them escaped; a backend must not silently
+      // turn them into U+FFFD. Rejecting such a batch (malformed_batch, nothing written) is also acceptable.
+      const odd = "x\uD800y";
+      const a = await main((tx) => tx.conversation());
+      const tx = new MainBuilder(s.lastSeq);
+      const task = tx.task(a, odd);
+      const entry = tx.entry(a, odd, { key: odd });
+      tx.set(sessionValue(odd, odd), 1);
+      const batch = tx.batch();
+      const outcome = await s.commit(batch).then(
+        () => "committed",
+        (error: unknown) => (error instanceof StorageError ? error.code : String(error)),
+      );
+      if (outcome !== "committed") {
+        expect(outcome).toBe("malformed_batch");
+        expect(s.lastSeq).toBe(a);
+        return;
+      }
+      log.push(batch);
+      // Compared as JSON text: JSON.stringify escapes lone surrogates, and a raw one in a failure message
+      // would break the test runner's channel (invalid UTF-8).
+      const esc = (value: unknown): string => JSON.stringify(value) ?? "undefined";
+      await durably(async () => {
+        const stored = (await s.getEntries([entry])).get(entry);
+        expect(esc({ kind: stored?.kind, key: stored?.key })).toBe(esc({ kind: odd, key: odd }));
+        expect(esc((await s.getTasks([task])).get(task)?.kind)).toBe(esc(odd));
+        expect(esc(await s.entryKinds())).toBe(esc([odd]));
+        expect(ids((await s.scanEntries({ conversationId: a, key: odd, kind: odd, limit: 10 })).items)).toEqual([entry]);
+        expect(ids((await s.scanEntries({ conversationId: a, key: "x\uD801y", limit: 10 })).items)).toEqual([]);
+        expect(ids((await s.scanTasks({ kind: odd, limit: 10 })).items)).toEqual([task]);
+        expect(esc((await s.scanValues({ scope: { session: true }, namespace: odd, limit: 10 })).items.map((x) => x.key))).toBe(esc([odd]));
+      });
+      await matchesReferences("after lone surrogates");
     });
 
     it(t("reads return data callers cannot use to mutate storage, and committed batches are not aliased"), async () => {
