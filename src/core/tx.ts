@@ -18,6 +18,7 @@ import type {
   Page,
   StateWrite,
   Task,
+  TaskQuery,
   TaskStateBase,
 } from "../storage/records.js";
 import type { Storage } from "../storage/storage.js";
@@ -96,6 +97,8 @@ interface TaskWrites {
 }
 
 export interface Tx extends TxReads, TaskWrites {
+  /** The erased builder behind this view, for built-in kinds' placement helpers. */
+  readonly builder: TxBuilder;
   value<T>(addr: ValueRef<T>): ValueTx<T>;
   list<T>(addr: ListRef<T>): ListTx<T>;
   entry<E extends Entry>(kind: EntryKind<E>, conversationId: Id, input: EntryInput<E>): Id;
@@ -113,6 +116,8 @@ export interface Tx extends TxReads, TaskWrites {
 
 export interface ConversationTx extends TxReads, TaskWrites {
   readonly conversationId: Id;
+  /** The erased builder behind this view, for built-in kinds' placement helpers. */
+  readonly builder: TxBuilder;
   value<T>(addr: ValueRef<T>): ValueTx<T>;
   list<T>(addr: ListRef<T>): ListTx<T>;
   entry<E extends Entry>(kind: EntryKind<E>, input: EntryInput<E>): Id;
@@ -343,6 +348,11 @@ export class TxBuilder {
     return readTasks(this.#storage, kindOrIds, maybeIds);
   }
 
+  /** An indexed task scan over committed state (e.g. "is a collapse live here?"). */
+  scanTasks(query: TaskQuery): Promise<Page<Task>> {
+    return this.#storage.scanTasks(query);
+  }
+
   async getConversation(id: Id): Promise<Conversation | undefined> {
     return (await this.#storage.getConversations([id])).get(id);
   }
@@ -384,6 +394,7 @@ function isIdList(value: unknown): value is readonly Id[] {
 
 export function sessionTx(b: TxBuilder): Tx {
   return {
+    builder: b,
     ...reads(b),
     ...taskWrites(b),
     value: (addr) => b.value(addr),
@@ -400,6 +411,7 @@ export function sessionTx(b: TxBuilder): Tx {
 export function conversationTx(b: TxBuilder, conversationId: Id): ConversationTx {
   return {
     conversationId,
+    builder: b,
     ...reads(b),
     ...taskWrites(b),
     value: (addr) => b.value(addr),

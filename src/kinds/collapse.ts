@@ -1,0 +1,131 @@
+/**
+ * The collapse kind (§8.4): summarize a prefix of the context and append a summary head whose boundary
+ * is the first retained entry. One live collapse per conversation. A summary prepared against an old
+ * context still lands unless a newer head landed meanwhile (stale); intervening edits do not stale it.
+ * Automatic collapses (threshold, overflow) are foreground; manual ones are background. The overflow
+ * chain's collapse carries the input group and its settlement creates the next generation (§8.2).
+ */
+import type { AssistantMessage, Message } from "@earendil-works/pi-ai";
+import type { Call } from "../core/call.js";
+import { requestMessages } from "../core/context.js";
+import { summaryEntry, summaryKind } from "../core/entries.js";
+import type { Entry } from "../storage/records.js";
+import { PicoError } from "../core/errors.js";
+import type { TaskRuntime } from "../core/runtime.js";
+import { defineTaskKind, type TypedTask } from "../core/task-kind.js";
+import { scratchValue } from "../core/state.js";
+import type { Id } from "../storage/records.js";
+import { ownershipChain } from "./chain.js";
+import { generationConfig } from "./config.js";
+import { createGeneration, resolveUnanswered } from "./placement.js";
+import type { TurnServices } from "./services.js";
+import { collapseRoles, type CollapseState } from "./states.js";
+import { recordUsage } from "./usage.js";
+
+export interface CollapseHooks {
+  [point: string]: { input: unknown; output: unknown };
+  before_collapse: {
+    input: { reason: CollapseState["reason"]; entries: readonly Entry[] };
+    output: { decline?: boolean; instructions?: string; summary?: string };
+  };
+}
+
+const candidate = scratchValue<string>("summary");
+
+type CollapseTask = TypedTask<CollapseState, typeof collapseRoles>;
+
+export const SUMMARY_PROMPT =
+  "Summarize the conversation so far for your own later use: the user's goals, decisions made, facts learned, files and tools involved, and open questions. Be concise and complete; do not address the user.";
+
+export function createCollapseKind(services: TurnServices) {
+  const kind = defineTaskKind<CollapseState, TaskRuntime, CollapseHooks>()({
+    kind: "collapse",
+    roles: collapseRoles,
+    initialStatus: "planned",
+    turn: true,
+    hooks: { before_collapse: {} },
+    async execute(task, runtime, call) {
+      const { status: _status, ...base } = task.state;
+      await runtime.commit((tx) => tx.patch(task, "summarizing", base), call);
+      await summarize(task, runtime, call);
+    },
+    async recover(task, runtime, call) {
+      await summarize(task, runtime, call);
+    },
+    async abort(task, runtime, call) {
+      const { status: _status, ...base } = task.state;
+      await runtime.commit(async (tx) => {
+        if (base.carry !== null) await resolveUnanswered(tx.builder, task.conversationId, base.carry.inputs, "aborted");
+        if (task.state.status === "summarizing") {
+          recordUsage(tx.builder, { conversationId: task.conversationId, taskId: task.id, kind: "collapse", model: base.carry?.config.model ?? "", usage: null });
+        }
+        tx.settle(task, "aborted", base);
+      }, call);
+    },
+  });
+
+  async function summarize(task: CollapseTask, runtime: TaskRuntime, call: Call): Promise<void> {
+    const { status: _status, ...base } = task.state;
+    const conversation = await runtime.conversation(task.conversationId, call);
+    if (conversation === undefined) throw new PicoError("not_found", `conversation ${task.conversationId} vanished`);
+    const prefix = await conversation.contextEntries(base.summarizeThrough, call);
+    const chain = await ownershipChain(runtime, task.conversationId, call);
+    const decision = await services.hooks.run<{ decline?: boolean; instructions?: string; summary?: string }>(
+      kind,
+      "before_collapse",
+      { reason: base.reason, entries: prefix.items.map((item) => item.entry) },
+      chain,
+      call,
+    );
+    let text: string | undefined = (await runtime.scratch((sc) => sc.value(candidate).get(), call)) ?? decision.summary;
+    let usage: AssistantMessage["usage"] | null = null;
+    let error: string | undefined = decision.decline ? "declined by before_collapse" : undefined;
+    const modelId = base.carry?.config.model ?? (await conversation.value(generationConfig.model).get(call));
+    if (text === undefined && error === undefined) {
+      const model = modelId === undefined ? undefined : services.models.resolve(modelId);
+      if (model === undefined) error = `no summarizer model (${modelId ?? "unset"})`;
+      else {
+        const instructions = decision.instructions ?? base.instructions ?? SUMMARY_PROMPT;
+        const messages: Message[] = [...requestMessages(prefix), { role: "user", content: instructions, timestamp: runtime.now() }];
+        const answer = await services.models.models.complete(model, { messages }, { signal: call.abortSignal ?? new AbortController().signal });
+        usage = answer.usage;
+        const produced = answer.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("");
+        if (answer.stopReason === "error" || answer.stopReason === "aborted" || produced === "") error = answer.errorMessage ?? "the summarizer returned nothing";
+        else text = produced;
+      }
+      if (text !== undefined) {
+        const summary = text;
+        await runtime.scratch((sc) => sc.value(candidate).set(summary), call);
+      }
+    }
+
+    await runtime.commit(async (tx) => {
+      const b = tx.builder;
+      if (usage !== null || text === undefined) {
+        recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "collapse", model: modelId ?? "", usage: usage as never });
+      }
+      // Stale when a head newer than the captured one landed (a competing summary or reset).
+      const storage = conversation.harness.storage;
+      const newest = await storage.newestHead(task.conversationId, storage.lastSeq);
+      const stale = (newest?.id ?? null) !== base.capturedHead;
+      const successor = (): Id | null => {
+        if (base.carry === null) return null;
+        if (base.carry.retry.attempt >= base.carry.retry.maxAttempts) return null;
+        return createGeneration(b, task.conversationId, base.carry.inputs, base.carry.config, base.carry.retry);
+      };
+      if (text === undefined || stale) {
+        const reason = stale ? "stale: a newer head landed while summarizing" : (error ?? "no summary");
+        const next = successor();
+        if (next === null && base.carry !== null) await resolveUnanswered(b, task.conversationId, base.carry.inputs, "failed", { detail: reason, placeWrites: true });
+        tx.settle(task, "failed", { ...base, error: reason, successor: next });
+        return;
+      }
+      const summary = tx.entry(summaryKind, summaryEntry(text, base.summarizeThrough, base.firstRetained, runtime.now()));
+      const next = successor();
+      if (next === null && base.carry !== null) await resolveUnanswered(b, task.conversationId, base.carry.inputs, "failed", { detail: "attempt budget exhausted", placeWrites: true });
+      tx.settle(task, "done", { ...base, summary, successor: next });
+    }, call);
+  }
+
+  return kind;
+}

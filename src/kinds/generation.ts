@@ -1,0 +1,390 @@
+/**
+ * The generation kind (§8.2): one task per model answer, living through retries. It prepares system
+ * instructions (sections and tools) and the request cutoff on the line, streams through pi-ai with only
+ * `{ messages }`, persists compact frames to scratch (coalesced), and settles with exactly one outcome:
+ * calls (tools + post_tools), final answer (resolving its input group), retry_wait, overflow (handed to
+ * a collapse whose settlement creates the next generation), or failure. Usage is recorded per attempt.
+ */
+import type { AssistantMessage, Context, Message, ToolCall } from "@earendil-works/pi-ai";
+import { isContextOverflow, isRetryableAssistantError } from "@earendil-works/pi-ai";
+import type { Call } from "../core/call.js";
+import { requestMessages } from "../core/context.js";
+import type { ConversationHandle } from "../core/conversation.js";
+import { assistantKind, systemKind, type AssistantEntry } from "../core/entries.js";
+import { PicoError, TaskCancelled } from "../core/errors.js";
+import type { TaskRuntime } from "../core/runtime.js";
+import { defineTaskKind, type TypedTask } from "../core/task-kind.js";
+import type { TxBuilder } from "../core/tx.js";
+import type { Id, JsonObject } from "../storage/records.js";
+import { ownershipChain } from "./chain.js";
+import { generationConfig } from "./config.js";
+import { encodeEvent, frameBytes, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
+import { createGeneration, landFinalInbox, resolveUnanswered } from "./placement.js";
+import { foldSectionState, planSystemEntry, prepareSections, type SectionRegistry } from "./sections.js";
+import type { TurnServices } from "./services.js";
+import { generationRoles, type CapturedConfig, type CollapseState, type GenerationState, type RetryBudget } from "./states.js";
+import { recordUsage } from "./usage.js";
+
+/** Hook points of the generation (§8.7). */
+export interface GenerationHooks {
+  [point: string]: { input: unknown; output: unknown };
+  system_instructions: { input: { conversationId: Id; config: CapturedConfig; sections: unknown }; output: void | { tools?: readonly import("@earendil-works/pi-ai").Tool[] } };
+  before_request: { input: { request: Context }; output: { request?: Context } };
+  after_response: { input: { response: AssistantMessage }; output: void };
+  on_yield: { input: { answer: AssistantMessage }; output: { continue?: string } };
+}
+
+export interface GenerationServices extends TurnServices {
+  readonly sections: SectionRegistry;
+}
+
+type GenTask = TypedTask<GenerationState, typeof generationRoles>;
+
+/** Exponential backoff without jitter, so tests with a fake clock are deterministic. */
+export function retryDelay(baseMs: number, attempt: number): number {
+  return Math.min(60_000, baseMs * 2 ** Math.max(0, attempt - 1));
+}
+
+export function createGenerationKind(services: GenerationServices) {
+  const kind = defineTaskKind<GenerationState, TaskRuntime, GenerationHooks, typeof generationConfig>()({
+    kind: "generation",
+    roles: generationRoles,
+    initialStatus: "pending",
+    turn: true,
+    config: generationConfig,
+    hooks: { system_instructions: {}, before_request: {}, after_response: {}, on_yield: { failClosed: false } },
+    async execute(task, runtime, call) {
+      await runAttempt(task, runtime, call);
+    },
+    async recover(task, runtime, call) {
+      if (task.state.status !== "streaming") {
+        await runAttempt(task, runtime, call);
+        return;
+      }
+      // A crash mid-stream: frames on disk -> keep the partial for display, settle without tools.
+      const batches = await readFrames(runtime, call);
+      const { status: _status, ...base } = task.state;
+      if (batches.length > 0) {
+        await runtime.commit(async (tx) => {
+          const b = builderOf(tx);
+          const message = partialMessage(modelBase(base.config), batches, runtime.now(), "interrupted by a restart");
+          const partial = message === undefined ? null : tx.entry(assistantKind, { model: [message] });
+          await resolveUnanswered(b, task.conversationId, base.inputs, "failed", { detail: "interrupted by a restart", placeWrites: true });
+          recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
+          tx.settle(task, "failed", { ...base, reason: "interrupted", error: "interrupted by a restart", partial, successor: null });
+        }, call);
+        return;
+      }
+      // Nothing reached disk: retry within the budget, else fail.
+      await retryOrFail(task, runtime, base, "interrupted before any output", call);
+    },
+    async abort(task, runtime, call) {
+      const batches = await readFrames(runtime, call);
+      const { status: _status, ...base } = task.state;
+      await runtime.commit(async (tx) => {
+        const b = builderOf(tx);
+        const message = batches.length > 0 ? partialMessage(modelBase(base.config), batches, runtime.now(), "aborted") : undefined;
+        const partial = message === undefined ? null : tx.entry(assistantKind, { model: [message] });
+        await resolveUnanswered(b, task.conversationId, base.inputs, "aborted");
+        if (task.state.status === "streaming") {
+          recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
+        }
+        tx.settle(task, "aborted", { ...base, partial });
+      }, call);
+    },
+  });
+
+  /** The TxBuilder behind a ConversationTx: placement helpers take builders. */
+  function builderOf(tx: { readonly builder: TxBuilder }): TxBuilder {
+    return tx.builder;
+  }
+
+  async function readFrames(runtime: TaskRuntime, call: Call): Promise<FrameBatch[]> {
+    return runtime.scratch(async (sc) => {
+      const out: FrameBatch[] = [];
+      let after: Id | undefined;
+      for (;;) {
+        const page = await sc.list(framesList).read(after === undefined ? { limit: 1000 } : { after, limit: 1000 });
+        out.push(...page.items.map((e) => e.value));
+        if (page.next === undefined) return out;
+        after = page.next;
+      }
+    }, call);
+  }
+
+  function modelBase(config: CapturedConfig): Pick<AssistantMessage, "api" | "provider" | "model"> {
+    const model = services.models.resolve(config.model);
+    return { api: model?.api ?? "unknown", provider: model?.provider ?? "unknown", model: model?.id ?? config.model };
+  }
+
+  async function retryOrFail(task: GenTask, runtime: TaskRuntime, base: Omit<GenerationState & { status: "pending" }, "status">, error: string, call: Call): Promise<void> {
+    const attempt = base.retry.attempt + 1;
+    await runtime.commit(async (tx) => {
+      if (attempt < base.retry.maxAttempts) {
+        const notBefore = runtime.now() + retryDelay(services.options.retryBaseMs, attempt);
+        tx.patch(task, "retry_wait", { inputs: base.inputs, config: base.config, retry: { ...base.retry, attempt }, notBefore, error });
+      } else {
+        await resolveUnanswered(builderOf(tx), task.conversationId, base.inputs, "failed", { detail: error, placeWrites: true });
+        tx.settle(task, "failed", { inputs: base.inputs, config: base.config, retry: { ...base.retry, attempt }, reason: "error", error, partial: null, successor: null });
+      }
+    }, call);
+  }
+
+  async function runAttempt(task: GenTask, runtime: TaskRuntime, call: Call): Promise<void> {
+    const state = task.state;
+    if (state.status !== "pending" && state.status !== "retry_wait" && state.status !== "streaming") {
+      throw new PicoError("contract", `generation ${task.id} cannot run from ${state.status}`);
+    }
+    if (state.status === "retry_wait") await runtime.sleep(state.notBefore, call);
+    const { inputs, config, retry } = state;
+    const conversation = await runtime.conversation(task.conversationId, call);
+    if (conversation === undefined) throw new PicoError("not_found", `conversation ${task.conversationId} vanished`);
+    const storage = conversation.harness.storage;
+    const model = services.models.resolve(config.model);
+
+    if (model === undefined) {
+      await runtime.commit(async (tx) => {
+        await resolveUnanswered(builderOf(tx), task.conversationId, inputs, "failed", { detail: `unknown model ${config.model}`, placeWrites: true });
+        tx.settle(task, "failed", { inputs, config, retry, reason: "error", error: `unknown model ${config.model}`, partial: null, successor: null });
+      }, call);
+      return;
+    }
+
+    // Threshold collapse before the request (§8.2 execute): C, then G' after [C].
+    if (services.options.collapseThresholdTokens > 0) {
+      const current = await conversation.contextEntries(undefined, call);
+      const tokens = estimateTokens(requestMessages(current));
+      if (tokens > services.options.collapseThresholdTokens && current.items.length > services.options.collapseKeepEntries + 1) {
+        const handedOff = await runtime.commit(async (tx) => {
+          const b = builderOf(tx);
+          const collapse = await planCollapse(b, task.conversationId, current, "threshold", null, services.options.collapseKeepEntries);
+          if (collapse === undefined) return false;
+          const next = b.task({ kind: "generation" }, task.conversationId, { state: { status: "pending", inputs, config, retry }, after: [collapse] });
+          tx.settle(task, "done", { inputs, config, retry, assistant: null, successor: next });
+          return true;
+        }, call);
+        if (handedOff) return;
+      }
+    }
+
+    // Preparation: sections and tools outside the line, the system entry and cutoff on the line.
+    const chain = await ownershipChain(runtime, task.conversationId, call);
+    let requestThrough: Id | undefined;
+    for (let round = 0; requestThrough === undefined; round++) {
+      if (round > 5) throw new PicoError("contract", `generation ${task.id}: section state kept changing during preparation`);
+      const tip = storage.lastSeq;
+      const seed = await foldSectionState(storage, task.conversationId, tip);
+      const prepared = await prepareSections({ seed, registry: services.sections, hooks: services.hooks, kind, chain, conversationId: task.conversationId, config, call });
+      requestThrough = await runtime.commit(async (tx) => {
+        const context = await conversation.contextEntries(undefined, call);
+        const current = await foldSectionState(storage, task.conversationId, storage.lastSeq);
+        const plan = planSystemEntry({ context, seedCursor: seed.cursor, currentCursor: current.cursor, prepared, timestamp: runtime.now() });
+        if (plan.stale) return undefined;
+        let through: Id | undefined = plan.draft === undefined ? undefined : tx.entry(systemKind, plan.draft);
+        if (through === undefined) {
+          const last = await storage.scanEntries({ conversationId: task.conversationId, before: Number.MAX_SAFE_INTEGER, limit: 1 });
+          through = last.items[0]?.id ?? 0;
+        }
+        tx.patch(task, "streaming", { inputs, config, retry, requestThrough: through });
+        return through;
+      }, call);
+    }
+
+    // The request: the context at requestThrough, messages only (§8.2).
+    const snapshot = await conversation.contextEntries(requestThrough, call);
+    let request: Context = { messages: requestMessages(snapshot) };
+    const hooked = await services.hooks.run<{ request?: Context }>(kind, "before_request", { request: { messages: [...request.messages] } }, chain, call);
+    if (hooked.request !== undefined) request = hooked.request;
+    if ("systemPrompt" in request || "tools" in request) {
+      throw new PicoError("contract", "before_request must keep the request messages-only (no systemPrompt or tools)");
+    }
+
+    // Stream: frames to scratch, coalesced; the partial stays in memory for the preview.
+    await runtime.scratch((sc) => sc.list(framesList).clear(), call);
+    const stream = services.models.models.stream(model, request, { signal: call.abortSignal ?? new AbortController().signal });
+    const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);
+    try {
+      for await (const event of stream) {
+        for (const frame of encodeEvent(event)) flusher.push(frame);
+        await flusher.maybeFlush();
+      }
+    } finally {
+      await flusher.close();
+    }
+    const message = await stream.result();
+    await services.hooks.run(kind, "after_response", { response: message }, chain, call);
+    const usage = message.usage;
+    const attemptRetry: RetryBudget = { ...retry, attempt: retry.attempt + 1 };
+    const row = { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: config.model, usage: usage === undefined ? null : (usage as never) };
+
+    // A durable mark wins over any in-band outcome: the commit below rejects and abort runs.
+    if (message.stopReason === "aborted" && call.abortSignal?.aborted) throw new TaskCancelled(task.id);
+
+    if (message.stopReason === "error" || message.stopReason === "aborted") {
+      const error = message.errorMessage ?? message.stopReason;
+      if (isContextOverflow(message, model.contextWindow)) {
+        // Overflow: settle, hand the retry to a collapse whose settlement creates G' (nothing live waits on it).
+        await runtime.commit(async (tx) => {
+          const b = builderOf(tx);
+          const current = await conversation.contextEntries(undefined, call);
+          recordUsage(b, row);
+          const collapse = await planCollapse(b, task.conversationId, current, "overflow", { inputs, config, retry: attemptRetry }, services.options.collapseKeepEntries);
+          if (collapse === undefined) {
+            await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: `context overflow: ${error}`, placeWrites: true });
+          }
+          tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "overflow", error, partial: null, successor: collapse ?? null });
+        }, call);
+        return;
+      }
+      if (message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts) {
+        await runtime.commit((tx) => {
+          recordUsage(builderOf(tx), row);
+          const notBefore = runtime.now() + retryDelay(services.options.retryBaseMs, attemptRetry.attempt);
+          tx.patch(task, "retry_wait", { inputs, config, retry: attemptRetry, notBefore, error });
+        }, call);
+        return;
+      }
+      await runtime.commit(async (tx) => {
+        const b = builderOf(tx);
+        recordUsage(b, row);
+        const shown = message.content.length > 0 ? tx.entry(assistantKind, { model: [message] }) : null;
+        await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: error, placeWrites: true });
+        tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "error", error, partial: shown, successor: null });
+      }, call);
+      return;
+    }
+
+    const calls = message.content.filter((block): block is ToolCall => block.type === "toolCall");
+    if (calls.length > 0) {
+      await runtime.commit((tx) => {
+        const b = builderOf(tx);
+        const assistant = tx.entry(assistantKind, { model: [message] });
+        const tools: Id[] = [];
+        let previous: Id | undefined;
+        for (const toolCall of calls) {
+          const tool = services.tools.get(toolCall.name);
+          const after = tool?.sequential && previous !== undefined ? [previous] : [];
+          previous = b.task({ kind: "tool" }, task.conversationId, { state: { status: "planned", call: toolCall as ToolCall & JsonObject, assistant }, after });
+          tools.push(previous);
+        }
+        const post = b.task({ kind: "post_tools" }, task.conversationId, { state: { status: "waiting", assistant, tools, inputs }, after: tools });
+        recordUsage(b, row);
+        tx.settle(task, "done", { inputs, config, retry: attemptRetry, assistant, successor: post });
+      }, call);
+      return;
+    }
+
+    // A final answer: on_yield may continue the same group; otherwise resolve it and start the next.
+    const yielded = await services.hooks.run<{ continue?: string }>(kind, "on_yield", { answer: message }, chain, call);
+    await runtime.commit(async (tx) => {
+      const b = builderOf(tx);
+      const assistant = tx.entry(assistantKind, { model: [message] });
+      recordUsage(b, row);
+      let successor: Id | null = null;
+      if (yielded.continue !== undefined) {
+        b.entry({ kind: "user" }, task.conversationId, { model: [{ role: "user", content: yielded.continue, timestamp: runtime.now() }] });
+        successor = createGeneration(b, task.conversationId, inputs, config, { attempt: 0, maxAttempts: retry.maxAttempts });
+      } else {
+        const next = await landFinalInbox(b, task.conversationId, inputs, assistant, runtime.now());
+        if (next.length > 0) successor = createGeneration(b, task.conversationId, next, config, { attempt: 0, maxAttempts: retry.maxAttempts });
+      }
+      tx.settle(task, "done", { inputs, config, retry: attemptRetry, assistant, successor });
+    }, call);
+  }
+
+  return kind;
+}
+
+/**
+ * Plan a collapse of the current context (§8.4): summarize everything before the retained tail, which
+ * starts on a complete exchange. Returns the collapse task id, or undefined when nothing can be folded.
+ */
+export async function planCollapse(
+  b: TxBuilder,
+  conversationId: Id,
+  context: { readonly head?: { readonly id: Id }; readonly items: readonly { readonly entry: { readonly id: Id; readonly kind: string } }[] },
+  reason: CollapseState["reason"],
+  carry: CollapseState["carry"],
+  keep: number,
+  instructions: string | null = null,
+): Promise<Id | undefined> {
+  // One live collapse per conversation (§8.4).
+  const live = await b.scanTasks({ conversationIds: [conversationId], live: true, kind: "collapse", limit: 1 });
+  if (live.items.length > 0) return undefined;
+  const items = context.items.filter((item) => item.entry.id !== context.head?.id);
+  if (items.length <= keep) return undefined;
+  // The retained tail starts at a user entry (a complete exchange boundary), at most `keep` from the end.
+  let start = items.length - keep;
+  while (start > 0 && items[start]?.entry.kind !== "user") start -= 1;
+  if (start <= 0) return undefined;
+  const firstRetained = items[start]?.entry.id as Id;
+  const summarizeThrough = items[start - 1]?.entry.id as Id;
+  const state: CollapseState = {
+    status: "planned",
+    reason,
+    capturedHead: context.head?.id ?? null,
+    firstRetained,
+    summarizeThrough,
+    instructions,
+    carry,
+  };
+  return b.task({ kind: "collapse" }, conversationId, { state, ...(reason === "manual" ? { background: true as const } : {}) });
+}
+
+/** A cheap token estimate (chars/4) for the threshold check; providers count exactly. */
+export function estimateTokens(messages: readonly Message[]): number {
+  let chars = 0;
+  for (const m of messages) chars += JSON.stringify(m.content ?? "").length;
+  return Math.ceil(chars / 4);
+}
+
+/** Coalesces frames into at most one scratch commit per `flushMs`, bounded in bytes (§8.2). */
+class FrameFlusher {
+  readonly #runtime: TaskRuntime;
+  readonly #flushMs: number;
+  readonly #maxBytes: number;
+  readonly #call: Call;
+  #buffer: Frame[] = [];
+  #lastFlush: number;
+  #bytes = 0;
+  #stopped = false;
+
+  constructor(runtime: TaskRuntime, flushMs: number, maxBytes: number, call: Call) {
+    this.#runtime = runtime;
+    this.#flushMs = flushMs;
+    this.#maxBytes = maxBytes;
+    this.#call = call;
+    this.#lastFlush = runtime.now();
+  }
+
+  push(frame: Frame): void {
+    if (!this.#stopped) pushFrame(this.#buffer, frame);
+  }
+
+  async maybeFlush(): Promise<void> {
+    if (this.#runtime.now() - this.#lastFlush >= this.#flushMs) await this.flush();
+  }
+
+  async flush(): Promise<void> {
+    if (this.#buffer.length === 0 || this.#stopped) return;
+    const frames = this.#buffer;
+    this.#buffer = [];
+    this.#lastFlush = this.#runtime.now();
+    const bytes = frameBytes(frames);
+    if (this.#bytes + bytes > this.#maxBytes) {
+      // Past the scratch budget frames stop; the stream (and the preview) go on.
+      this.#stopped = true;
+      return;
+    }
+    this.#bytes += bytes;
+    await this.#runtime.scratch((sc) => {
+      sc.list(framesList).append({ f: frames });
+    }, this.#call);
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+  }
+}
+
+export type { AssistantEntry, ConversationHandle };
