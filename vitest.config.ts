@@ -11,7 +11,7 @@ export default defineConfig({
         plugins: [cloudflareTest({ wrangler: { configPath: "./wrangler.toml" } })],
         test: {
           name: "workerd",
-          include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts"],
+          include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts", "test/kinds/**/*.test.ts"],
           typecheck: { enabled: false },
         },
       },

@@ -30,6 +30,18 @@ export interface HookFailure {
   readonly error: unknown;
 }
 
+/**
+ * An optional observer of one `run`, called around each handler: a caller whose input is a mutable
+ * draft (system_instructions, §8.2) snapshots it on `enter` and restores it on `skipped`, so a failed
+ * fail-open handler's mutations are discarded while earlier handlers' changes stay; `returned` sees
+ * each handler's own output before it is merged.
+ */
+export interface HookFrame {
+  enter?(): void;
+  returned?(output: unknown): void;
+  skipped?(error: unknown): void;
+}
+
 /** The ownership chain of a conversation, outermost first (root ... conversation). */
 export type ChainResolver = (conversationId: Id) => Promise<readonly Id[]>;
 
@@ -92,16 +104,20 @@ export class HookRegistry {
     input: unknown,
     chain: readonly Id[],
     call: Call,
+    frame?: HookFrame,
   ): Promise<Partial<Out>> {
     const failClosed = kind.hooks?.[point]?.failClosed === true;
     let merged: Partial<Out> = {};
     for (const handler of this.handlers(kind.kind, point, chain)) {
+      frame?.enter?.();
       try {
         const out = await handler(input, call, merged);
+        frame?.returned?.(out);
         if (out !== undefined && out !== null && typeof out === "object") merged = { ...merged, ...(out as Partial<Out>) };
       } catch (error) {
         if (isCancellation(error, call)) throw error;
         if (failClosed) throw new PicoError("contract", `${kind.kind}.${point} hook failed closed: ${describe(error)}`, { cause: error });
+        frame?.skipped?.(error);
         this.#report({ kind: kind.kind, point, error });
       }
     }
