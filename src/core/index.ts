@@ -18,3 +18,4 @@ export * from "./host.js";
 export * from "./runtime.js";
 export * from "./inbox.js";
 export * from "./hooks.js";
+export * from "./watch.js";
