@@ -24,11 +24,17 @@ interface LiveTask {
 /** One execute/recover/abort call; its object identity is the mutation authority (§6.5). */
 export interface Invocation {
   readonly taskId: Id;
+  /** The task's conversation: the slot keeps its subtree busy until the method returns (§6.4 delete). */
+  readonly conversationId: Id;
   readonly method: InvocationMethod;
   readonly controller: AbortController;
   readonly initialStatusEpoch: number;
   readonly kind: AnyTaskKind;
-  done?: Promise<void>;
+  /** The snapshot the method receives, taken when the slot was reserved. */
+  readonly task: Task;
+  /** Resolves once the method returned and its completion was processed on the line. Exists from
+   * reservation on, so close/fault join a slot even before its dispatch ran. */
+  readonly done: Promise<void>;
 }
 
 /** Private: only the driver installs and reads invocation identity. */
@@ -36,6 +42,8 @@ const invocationKey = createContextKey<Invocation>("pico.invocation");
 
 interface Waiter {
   readonly scope: Id | "session";
+  /** The task whose invocation waits, if any (checked against cycle-creating admissions, §6.2). */
+  readonly taskId: Id | undefined;
   readonly resolve: (result: "idle" | "closed") => void;
   readonly reject: (error: unknown) => void;
   readonly detach: () => void;
@@ -75,6 +83,8 @@ export class Driver {
   readonly #attached = new Set<Id>();
   #sessionAttached = false;
   readonly #waiters = new Set<Waiter>();
+  /** Resolvers of `Invocation.done`, private to the driver. */
+  readonly #finish = new WeakMap<Invocation, () => void>();
   readonly #taskWaiters = new Set<TaskWaiter>();
   readonly #sleepers = new Map<Id, number>();
   #phase: Phase = "open";
@@ -221,13 +231,14 @@ export class Driver {
   }
 
   /** Admission (§6.3, §6.4): phase, exact invocation identity and the durable mark, before the builder runs. */
-  admit(call: Call, internal: boolean, scratchTask: Id | undefined): void {
+  admit(call: Call, internal: boolean, scratchTask: Id | undefined, mark = false): void {
     if (this.#phase === "faulted") throw new PicoError("faulted", `the session faulted: ${this.#fault?.message ?? "unknown"}`);
     if (this.#phase === "closing" || this.#phase === "closed") throw new PicoError("closed", "the session is closing");
     if (internal) return;
     const inv = call.value(invocationKey);
     if (inv === undefined) {
-      if (this.#phase === "stopping") throw new PicoError("closed", "the session is shutting down; only abort cleanup may commit");
+      // Host cancellation stays allowed while stopping; every other host write is refused.
+      if (this.#phase === "stopping" && !mark) throw new PicoError("closed", "the session is shutting down; only abort cleanup may commit");
       if (scratchTask !== undefined) throw new PicoError("contract", `scratch of task ${scratchTask} is written only by its running invocation`);
       return;
     }
@@ -266,6 +277,7 @@ export class Driver {
           if (inv?.method === "abort") {
             throw new PicoError("contract", `task ${inv.taskId}'s abort handler cannot create tasks or conversations (§6.3)`);
           }
+          if (write.type === "task") this.#checkNewWaitCycles(write.task);
           break;
         default:
           break;
@@ -378,7 +390,19 @@ export class Driver {
       this.#withheld.add(id);
       return;
     }
-    const inv: Invocation = { taskId: id, method, controller: new AbortController(), initialStatusEpoch: lt.statusEpoch, kind };
+    let finish: () => void = () => undefined;
+    const done = new Promise<void>((resolve) => (finish = resolve));
+    const inv: Invocation = {
+      taskId: id,
+      conversationId: lt.task.conversationId,
+      method,
+      controller: new AbortController(),
+      initialStatusEpoch: lt.statusEpoch,
+      kind,
+      task: lt.task,
+      done,
+    };
+    this.#finish.set(inv, finish);
     this.#running.set(id, inv);
     out.push(inv);
   }
@@ -397,16 +421,18 @@ export class Driver {
   }
 
   #dispatch(inv: Invocation): void {
-    const lt = this.#live.get(inv.taskId);
-    const task = lt?.task;
-    if (task === undefined) return;
+    const task = inv.task;
     const call = withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT));
     const runtime = createRuntime(this.#harness, this, inv, task);
     const method = inv.kind[inv.method] as (task: Task, runtime: TaskRuntime, call: Call) => Promise<void>;
-    inv.done = (async () => method.call(inv.kind, task, runtime, call))().then(
-      () => this.#complete(inv, undefined, false),
-      (error: unknown) => this.#complete(inv, error, true),
-    );
+    void (async () => method.call(inv.kind, task, runtime, call))()
+      .then(
+        () => this.#complete(inv, undefined, false),
+        (error: unknown) => this.#complete(inv, error, true),
+      )
+      // A failing host hook in the completion must not become an unhandled rejection.
+      .catch((error: unknown) => this.#harness.report({ type: "listener_error", error }))
+      .finally(() => this.#finish.get(inv)?.());
   }
 
   /** Invocation completion enters the line (§6.1). */
@@ -586,7 +612,13 @@ export class Driver {
               }
             });
           };
-          const waiter: Waiter = { scope, resolve, reject, detach: () => signal?.removeEventListener("abort", onAbort) };
+          const waiter: Waiter = {
+            scope,
+            taskId: call.value(invocationKey)?.taskId,
+            resolve,
+            reject,
+            detach: () => signal?.removeEventListener("abort", onAbort),
+          };
           this.#waiters.add(waiter);
           signal?.addEventListener("abort", onAbort, { once: true });
           return attachActions;
@@ -595,14 +627,44 @@ export class Driver {
     });
   }
 
-  /** A foreground task cannot drive its own foreground scope (§6.2). */
+  /**
+   * Known self-waits (§6.2): a foreground task cannot drive its own foreground scope, nor a scope whose
+   * foreground set holds a task whose unresolved dependency path leads back to the caller (this also
+   * catches a background task T driving a foreground D with after: [T]).
+   */
   #checkSelfDrive(scope: Id | "session", call: Call): void {
     const inv = call.value(invocationKey);
     if (inv === undefined) return;
     const lt = this.#live.get(inv.taskId);
-    if (lt === undefined || lt.task.background === true) return;
-    if (scope === "session" || this.#inForegroundScope(lt.task, scope)) {
+    if (lt !== undefined && lt.task.background !== true && (scope === "session" || this.#inForegroundScope(lt.task, scope))) {
       throw new PicoError("contract", `foreground task ${inv.taskId} cannot drive its own foreground scope (conversation ${String(scope)}); that wait could never finish (§6.2)`);
+    }
+    if (scope === "session" || !this.#live.has(inv.taskId)) return;
+    for (const id of this.foregroundClosure(scope).tasks) {
+      if (this.#dependsOn(id, inv.taskId)) {
+        throw new PicoError(
+          "contract",
+          `task ${inv.taskId} cannot drive conversation ${scope}: its foreground task ${id} waits, through its dependencies, for task ${inv.taskId} (§6.2)`,
+        );
+      }
+    }
+  }
+
+  /**
+   * Cycle-creating admission (§6.2): a new foreground task whose dependencies lead back to a task that is
+   * waiting on a drive of a scope the new task would join is rejected before persistence.
+   */
+  #checkNewWaitCycles(task: Task): void {
+    if (task.background === true || task.role === "terminal") return;
+    for (const waiter of this.#waiters) {
+      if (waiter.taskId === undefined || waiter.scope === "session") continue;
+      if (!task.after.some((dep) => this.#dependsOn(dep, waiter.taskId as Id))) continue;
+      if (this.#inForegroundScope(task, waiter.scope)) {
+        throw new PicoError(
+          "contract",
+          `new task ${task.id} in conversation ${task.conversationId} would wait, through its dependencies, for task ${waiter.taskId}, which is driving conversation ${waiter.scope} (§6.2)`,
+        );
+      }
     }
   }
 
@@ -627,6 +689,7 @@ export class Driver {
       void this.#harness.line
         .run((): Action => {
           this.#admitLifecycle();
+          if (this.#phase === "closing" || this.#phase === "closed") throw new PicoError("closed", "the session is closing");
           const inv = call.value(invocationKey);
           if (inv !== undefined && this.#dependsOn(id, inv.taskId)) {
             throw new PicoError("contract", `task ${inv.taskId} cannot wait for task ${id}: its unresolved dependencies lead back to the waiter (§6.2)`);
@@ -692,7 +755,8 @@ export class Driver {
 
   /** Mark one live task; a terminal or unknown task rejects (unless `ifLive`). */
   async mark(ids: readonly Id[], call: Call, options: { ifLive?: boolean } = {}): Promise<Id[]> {
-    return this.#harness.commitInternal((b) => this.markWrites(b, ids, options), call);
+    // Admitted as the caller's commit: a stale or marked execute/recover cannot mark (§6.3).
+    return this.#harness.commitMarks((b) => this.markWrites(b, ids, options), call);
   }
 
   /** Push abort marks into a batch being built on the line (one commit with other writes, §6.3). */
@@ -758,10 +822,8 @@ export class Driver {
       return false;
     };
     for (const lt of this.#live.values()) if (inSubtree(lt.task.conversationId)) return true;
-    for (const inv of this.#running.values()) {
-      const task = this.#live.get(inv.taskId)?.task;
-      if (task !== undefined && inSubtree(task.conversationId)) return true;
-    }
+    // A slot is outstanding until its method returns, even after its task settled (§6.4).
+    for (const inv of this.#running.values()) if (inSubtree(inv.conversationId)) return true;
     return false;
   }
 
@@ -832,40 +894,46 @@ export class Driver {
 
   /** One marking batch for every live task, then serve cancellation and close once drained. */
   shutdown(call: Call): Promise<void> {
+    // A task-bearing shutdown rejects before it could become the shared lifecycle operation (§6.4).
+    const inv = call.value(invocationKey);
+    if (inv !== undefined) return Promise.reject(new PicoError("contract", `task ${inv.taskId} cannot shut down the session it runs in`));
     if (this.#shutdown !== undefined) return this.#shutdown.promise;
     let resolve: () => void = () => undefined;
     let reject: (e: unknown) => void = () => undefined;
-    const promise = new Promise<void>((res, rej) => {
+    const drained = new Promise<void>((res, rej) => {
       resolve = res;
       reject = rej;
     });
-    this.#shutdown = { promise, resolve, reject };
-    void (async () => {
-      try {
-        const inv = call.value(invocationKey);
-        if (inv !== undefined) throw new PicoError("contract", `task ${inv.taskId} cannot shut down the session it runs in`);
-        await this.#harness.line.run(() => {
-          this.#admitLifecycle();
-          if (this.#phase === "closing" || this.#phase === "closed") throw new PicoError("closed", "the session is closing");
-          this.#phase = "stopping";
-        });
-        await this.mark([...this.#live.keys()].filter((id) => !this.#parked.has(id)), call, { ifLive: true });
-        await this.#harness.line.run(() => {
-          this.#sessionAttached = true;
-          const reconsidered = this.#reconsider([...this.#live.keys()]);
-          return reconsidered;
-        }).then((after) => after());
-        await promise;
-        await this.close(call);
-      } catch (error) {
-        reject(error);
-      }
+    drained.catch(() => undefined); // observed below; a close or fault may reject it first
+    const promise = (async () => {
+      // One line operation: enter stopping and commit one batch marking every live task (§6.4), so
+      // no completion or commit can interleave between the phase change and the marks.
+      const after = await this.#harness.line.run(async () => {
+        this.#admitLifecycle();
+        if (this.#phase === "closing" || this.#phase === "closed") throw new PicoError("closed", "the session is closing");
+        this.#phase = "stopping";
+        const ids = [...this.#live.keys()].filter((id) => !this.#parked.has(id));
+        const marked = await this.#harness.commitInternalOnLine((b) => this.markWrites(b, ids, { ifLive: true }), call);
+        this.#sessionAttached = true;
+        const reconsidered = this.#reconsider([...this.#live.keys()]);
+        return () => {
+          marked.after?.();
+          reconsidered();
+        };
+      });
+      after();
+      await drained;
+      await this.close(call);
     })();
+    this.#shutdown = { promise, resolve, reject };
     return promise;
   }
 
   /** Stop admission, signal and join every owned call, then close storage. Repeated calls share it. */
-  close(_call: Call): Promise<void> {
+  close(call: Call): Promise<void> {
+    // Close joins every invocation; from inside one it would wait for itself (§6.4).
+    const inv = call.value(invocationKey);
+    if (inv !== undefined) return Promise.reject(new PicoError("contract", `task ${inv.taskId} cannot close the session it runs in`));
     this.#closing ??= (async () => {
       const running = await this.#harness.line.run(() => {
         if (this.#phase !== "faulted") this.#phase = "closing";
@@ -886,7 +954,7 @@ export class Driver {
       });
       const reason = new PicoError("closed", "the session is closing");
       for (const inv of running) inv.controller.abort(reason);
-      await Promise.allSettled(running.map((inv) => inv.done));
+      await Promise.all(running.map((inv) => inv.done));
       await this.#harness.storage.close().catch(() => undefined);
       if (this.#phase !== "faulted") this.#phase = "closed";
     })();

@@ -171,6 +171,20 @@ export class Harness {
     return this.#run(call, true, {}, plan);
   }
 
+  /**
+   * Abort marks a caller requests (abortTask, cleanup's markIfLive): admitted as the caller's own commit,
+   * so a stale or marked invocation cannot mark (§6.3), except that a host may still mark while stopping.
+   */
+  commitMarks<T>(plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<T> {
+    return this.#run(call, false, { mark: true }, plan);
+  }
+
+  /** An internal commit from inside a driver line operation (shutdown's marking batch, §6.4); the caller
+   * runs `after` once it leaves the line. */
+  commitInternalOnLine<T>(plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<{ result: T; after: (() => void) | undefined }> {
+    return this.#commitOnLine(call, true, {}, plan);
+  }
+
   /** One scratch batch for task `taskId` (§4.6), by that task's running invocation. */
   scratch<T>(call: Call, taskId: Id, plan: (sc: ScratchTx) => T | Promise<T>): Promise<T> {
     return this.#run(call, false, { binding: { taskId }, scratchTask: taskId }, (b) => plan(scratchTx(b, taskId)));
@@ -179,30 +193,38 @@ export class Harness {
   async #run<T>(
     call: Call,
     internal: boolean,
-    options: { binding?: Binding; scratchTask?: Id; origin?: CommitOrigin | undefined },
+    options: { binding?: Binding; scratchTask?: Id; origin?: CommitOrigin | undefined; mark?: true },
     plan: (b: TxBuilder) => T | Promise<T>,
   ): Promise<T> {
-    const { result, after } = await this.line.run(async () => {
-      this.driver.admit(call, internal, options.scratchTask);
-      const origin = internal ? undefined : "origin" in options ? options.origin : this.driver.originOf(call);
-      const builder = new TxBuilder(this.storage, this.taskKinds, { ...options, origin, inTurn: (id) => this.driver.liveTurnTasks(id) > 0 });
-      const result = await plan(builder);
-      builder.freeze();
-      const batch = builder.batch();
-      if (batch.writes.length === 0) return { result, after: undefined };
-      if (batch.kind === "main") {
-        await validateMainBatch(batch.writes, { storage: this.storage, origin, liveTurns: this.#liveTurns });
-        this.driver.validate(batch.writes, call, internal);
-      }
-      const { first, last } = await this.storage.commit(batch);
-      const committed: CommittedBatch = { first, last, batch, origin };
-      this.#observe(committed);
-      const after = await this.driver.applied(committed);
-      this.#publish(committed);
-      return { result, after };
-    });
+    const { result, after } = await this.line.run(() => this.#commitOnLine(call, internal, options, plan));
     if (after) after();
     return result;
+  }
+
+  /** One commit on the line: admit, build, validate, persist, update indexes, publish (§6.1). */
+  async #commitOnLine<T>(
+    call: Call,
+    internal: boolean,
+    options: { binding?: Binding; scratchTask?: Id; origin?: CommitOrigin | undefined; mark?: true },
+    plan: (b: TxBuilder) => T | Promise<T>,
+  ): Promise<{ result: T; after: (() => void) | undefined }> {
+    this.driver.admit(call, internal, options.scratchTask, options.mark === true);
+    const origin = internal ? undefined : "origin" in options ? options.origin : this.driver.originOf(call);
+    const builder = new TxBuilder(this.storage, this.taskKinds, { ...options, origin, inTurn: (id) => this.driver.liveTurnTasks(id) > 0 });
+    const result = await plan(builder);
+    builder.freeze();
+    const batch = builder.batch();
+    if (batch.writes.length === 0) return { result, after: undefined };
+    if (batch.kind === "main") {
+      await validateMainBatch(batch.writes, { storage: this.storage, origin, liveTurns: this.#liveTurns });
+      this.driver.validate(batch.writes, call, internal);
+    }
+    const { first, last } = await this.storage.commit(batch);
+    const committed: CommittedBatch = { first, last, batch, origin };
+    this.#observe(committed);
+    const after = await this.driver.applied(committed);
+    this.#publish(committed);
+    return { result, after };
   }
 
   /** Update process-local caches owned by handles (context caches see appended entries). */
