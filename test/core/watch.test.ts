@@ -497,8 +497,13 @@ for (const backend of coreBackends) {
           tx.value(sessionValue<number>("pi.usage.totals")).set(1);
           tx.value(budget).set(5);
         }, call);
+        const forkWatch = await watchConversation(h, fork.id, { tail: 1 }, call);
+        const forkEvents: ConversationEvent[] = [];
+        forkWatch.start((e) => forkEvents.push(e));
         await h.deleteConversation(fork.id, call);
         await delivered(h);
+        // A watched conversation that is deleted ends its watch with closed.
+        expect(forkEvents).toEqual([{ type: "closed" }]);
         expect(types(events)).toEqual(["conversation", "value", "value", "usage", "conversation"]);
         expect(events.find((e) => e.type === "usage")).toMatchObject({ totals: 1 });
         expect(w.view.conversations.map((c) => c.id)).toEqual([root.id]);
