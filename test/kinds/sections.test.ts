@@ -573,6 +573,37 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       expect(prepared.tools.map((t) => t.name)).toEqual(["read", "grep"]);
     }));
 
+  it("§8.7 scoped handlers run after harness-wide ones, so the conversation's sections win by key", () =>
+    run(async (storage) => {
+      const env = await Env.open(storage);
+      env.on(({ sections }) => void sections.set(systemSections.identity, "child"), env.conv); // registered first
+      env.on(({ sections }) => void sections.set(systemSections.identity, "host"));
+      const { prepared } = await env.prepare();
+      expect(prepared.sections).toEqual([{ key: "pi.identity", value: "child", rendered: "child" }]);
+    }));
+
+  it("§8.2 no accidental accumulation: a host base plus a get-and-set filter reaches a fixed point", () =>
+    run(async (storage) => {
+      const env = await Env.open(storage);
+      env.on(({ sections }) => {
+        sections.set(systemSections.skills, [
+          { name: "a", description: "A" },
+          { name: "b", description: "B" },
+        ]);
+      });
+      env.on(({ sections }) => {
+        const skills = sections.get(systemSections.skills) ?? [];
+        sections.set(systemSections.skills, [...skills.filter((s) => s.name !== "b"), { name: "c", description: "C" }]);
+      });
+      await env.user(10);
+      const first = await env.generate({ at: 11 });
+      expect(first.entry!.data.sections).toEqual([
+        { key: "pi.skills", action: "set", value: [{ name: "a", description: "A" }, { name: "c", description: "C" }], rendered: "- a: A\n- c: C" },
+      ]);
+      expect((await env.generate()).plan).toMatchObject({ kind: "none" });
+      expect((await env.generate()).plan).toMatchObject({ kind: "none" });
+    }));
+
   it("§8.7 tools: the last supplied list wins, omission keeps an earlier list, none supplied means no tools", () =>
     run(async (storage) => {
       const env = await Env.open(storage);
