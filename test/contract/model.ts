@@ -2,8 +2,9 @@
  * ModelStorage: a deliberately naive, independent implementation of the `Storage` semantics (the shared
  * semantics in notes/common.md, §2.4, §4, §7), used by the contract suite as an oracle and by the stream
  * generator as its picture of committed state. It keeps one flat log of (seq, write) and recomputes every
- * read from it: no indexes, no caches, nothing shared with the backends except the structural batch check
- * and the address key. It is slow (every read is O(history)) and only for small test histories.
+ * read from it: no indexes, nothing shared with the backends except the structural batch check and the
+ * address key. Derived results are memoized until the next write only because a dump asks the same
+ * questions hundreds of times; it is still O(history) per question and only for small test histories.
  *
  * The memory backend is the reference of the suite; this model exists so that a bug the memory backend
  * shares with the others cannot hide: the suite compares both against it.
@@ -79,6 +80,15 @@ export class ModelStorage implements Storage {
   #log: Logged[] = [];
   #lastSeq = 0;
   #closed = false;
+  /** Derived results of the current log, dropped by every write. */
+  #memo = new Map<string, unknown>();
+
+  #remember<T>(key: string, derive: () => T): T {
+    if (this.#memo.has(key)) return this.#memo.get(key) as T;
+    const value = derive();
+    this.#memo.set(key, value);
+    return value;
+  }
 
   get lastSeq(): Id {
     return this.#lastSeq;
@@ -104,6 +114,7 @@ export class ModelStorage implements Storage {
     if (seq !== this.#lastSeq + 1) throw new Error(`model: staged seq ${seq} after ${this.#lastSeq}`);
     this.#log.push({ seq, write: clone(write) });
     this.#lastSeq = seq;
+    this.#memo.clear();
   }
 
   // -------------------------------------------------------------------------------------------
@@ -111,6 +122,10 @@ export class ModelStorage implements Storage {
 
   /** A conversation that exists, deleted or not. */
   conversationRecord(id: Id): { conversation: Conversation; deleted: boolean } | undefined {
+    return this.#remember(`conversation ${id}`, () => this.#conversationRecord(id));
+  }
+
+  #conversationRecord(id: Id): { conversation: Conversation; deleted: boolean } | undefined {
     let found: Conversation | undefined;
     let deleted = false;
     for (const { write } of this.#log) {
@@ -135,6 +150,10 @@ export class ModelStorage implements Storage {
   }
 
   task(id: Id): Task | undefined {
+    return this.#remember(`task ${id}`, () => this.#task(id));
+  }
+
+  #task(id: Id): Task | undefined {
     let task: Task | undefined;
     for (const { write } of this.#log) {
       if (write.type === "task" && write.task.id === id) task = write.task;
@@ -174,6 +193,10 @@ export class ModelStorage implements Storage {
 
   /** The logical transcript: every segment's own entries up to its cap, ascending. */
   transcript(id: Id): Entry[] {
+    return this.#remember(`transcript ${id}`, () => this.#transcript(id));
+  }
+
+  #transcript(id: Id): Entry[] {
     const out: Entry[] = [];
     for (const segment of this.segments(id)) {
       for (const { write } of this.#log) {
@@ -191,6 +214,10 @@ export class ModelStorage implements Storage {
 
   /** Value writes (`value.`) or list writes (`list.`) to exactly this address (scope, namespace, key). */
   #stateWrites(addr: Address, family: "value." | "list."): { seq: Id; write: StateWrite }[] {
+    return this.#remember(`${family} ${addressKey(addr)}`, () => this.#stateWritesOf(addr, family));
+  }
+
+  #stateWritesOf(addr: Address, family: "value." | "list."): { seq: Id; write: StateWrite }[] {
     const key = addressKey(addr);
     const out: { seq: Id; write: StateWrite }[] = [];
     for (const { seq, write } of this.#log) {
