@@ -4,7 +4,7 @@
  * (accept, drive, abort) are added by the driver and turn layers.
  */
 import type { Conversation, Entry, Id, JsonValue } from "../storage/records.js";
-import type { EntryDraft, EntryInput, EntryKind } from "./entries.js";
+import type { EntryDraft, EntryInput, EntryKind, UserInput } from "./entries.js";
 import {
   abortQueuedInput,
   bindResult,
@@ -21,8 +21,9 @@ import { PicoError } from "./errors.js";
 import type { Harness, ListHandle, ValueHandle } from "./harness.js";
 import { listHandle, valueHandle } from "./harness.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
-import type { ConfigSpec, ConfigValues } from "./task-kind.js";
-import { conversationTx, type ConversationTx, type CommitOrigin } from "./tx.js";
+import type { ConfigSpec, ConfigValues, HookPoints, HookSpecs } from "./task-kind.js";
+import type { HookHandler, HookRegistry } from "./hooks.js";
+import { conversationTx, type ConversationTx, type CommitOrigin, type TxBuilder } from "./tx.js";
 import { chainOf } from "./validate.js";
 
 export interface ConfigHandle<C extends ConfigSpec> {
@@ -30,7 +31,34 @@ export interface ConfigHandle<C extends ConfigSpec> {
   set(partial: Partial<{ -readonly [K in keyof C]: NonNullable<ConfigValues<C>[K]> }>, call: Call): Promise<void>;
 }
 
+/** Accept options (§8.1, §9.1). */
+export interface AcceptOptions {
+  readonly input: UserInput;
+  readonly requestId?: string;
+  readonly whenBusy?: "followUp" | "steer" | "reject";
+}
+
+export interface AcceptReceipt {
+  readonly inputId: Id;
+  /** "placed": a generation started for it now; "queued": it waits for a boundary; "duplicate": the request key was used before. */
+  readonly status: "placed" | "queued" | "duplicate";
+}
+
+/** What the kinds layer installs on a harness (`harness.turns`) so handles can run turns. */
+export interface TurnApi {
+  /** The hook registry the turn kinds run (§8.7). */
+  readonly hooks: HookRegistry;
+  /** The generation kind in use, for `settings` (its declared config). */
+  readonly generation: { readonly kind: string; readonly config?: ConfigSpec };
+  accept(conversationId: Id, options: AcceptOptions, call: Call): Promise<AcceptReceipt>;
+  prompt(conversationId: Id, options: AcceptOptions, call: Call): Promise<Entry | undefined>;
+  collapse(conversationId: Id, options: { instructions?: string } | undefined, call: Call): Promise<Id>;
+  reset(conversationId: Id, options: { handoff?: string } | undefined, call: Call): Promise<void>;
+}
+
 export interface ForkOptions {
+  /** Mark the source's foreground set in the same commit ("go back to that point"). */
+  readonly abort?: boolean;
   /** An entry visible in this conversation, or "start" for an empty prefix. */
   readonly at: Id | "start";
   /** Sticky conversation values to copy from this conversation's current state (§4.3). */
@@ -164,10 +192,10 @@ export class ConversationHandle {
    * sticky values only when selected.
    */
   async fork(options: ForkOptions, call: Call): Promise<ConversationHandle> {
-    const id = await this.commit(async (tx) => {
+    const plan = async (b: TxBuilder): Promise<Id> => {
       const at = options.at === "start" ? 0 : options.at;
       if (options.at !== "start") {
-        const entry = await tx.getEntry(at);
+        const entry = await b.getEntry(at);
         const segments = await chainOf(this.harness.storage, this.id, new Map());
         if (entry === undefined || !segments.some((s) => s.conversationId === entry.conversationId && entry.id <= s.cap)) {
           throw new PicoError("invalid_commit", `cannot fork conversation ${this.id} at ${at}: not one of its entries`);
@@ -175,15 +203,60 @@ export class ConversationHandle {
       }
       const copies: [ValueSpec<unknown>, JsonValue][] = [];
       for (const spec of options.values?.inherit ?? []) {
-        const value = await tx.value(spec).get();
+        const value = await b.value(bind(spec, { conversationId: this.id })).get();
         if (value !== undefined) copies.push([spec, value as JsonValue]);
       }
-      const child = tx.createConversation({ parent: { conversationId: this.id, at } });
-      for (const [spec, value] of copies) tx.value(bind(spec, { conversationId: child })).set(value);
+      const child = b.createConversation({ parent: { conversationId: this.id, at } });
+      for (const [spec, value] of copies) b.value(bind(spec, { conversationId: child })).set(value);
+      if (options.abort === true) {
+        // "Go back to that point": the source's foreground set is marked in the creating commit (§9.1).
+        this.harness.driver.markWrites(b, this.harness.driver.foregroundClosure(this.id).tasks, { ifLive: true });
+      }
       return child;
-    }, call);
+    };
+    const id = options.abort === true ? await this.harness.commitInternal(plan, call) : await this.harness.commitBound(call, { conversationId: this.id }, plan);
     const handle = await this.harness.conversation(id, call);
     if (handle === undefined) throw new PicoError("not_found", `fork ${id} vanished`);
     return handle;
+  }
+
+  // The turn (accept, prompt, collapse, reset) is built by the kinds layer and installed on the harness.
+
+  /** "The user hit enter" (§8.1): place and start a generation when idle, else queue (followUp by default). */
+  accept(options: AcceptOptions, call: Call): Promise<AcceptReceipt> {
+    return this.#turns().accept(this.id, options, call);
+  }
+
+  /** accept, drive, then the answer entry when the input's result is done with an answer (§9.1). */
+  prompt(options: AcceptOptions, call: Call): Promise<Entry | undefined> {
+    return this.#turns().prompt(this.id, options, call);
+  }
+
+  /** A manual (background) collapse; resolves with the collapse task id (§8.4). */
+  collapse(options: { instructions?: string } | undefined, call: Call): Promise<Id> {
+    return this.#turns().collapse(this.id, options, call);
+  }
+
+  /** A reset head, or a handoff head with its message (§2.3); queued as a write while a turn is live. */
+  reset(options: { handoff?: string } | undefined, call: Call): Promise<void> {
+    return this.#turns().reset(this.id, options, call);
+  }
+
+  /** Hooks scoped to this conversation (and, with `subtree`, what it owns), run after harness-wide ones (§8.7). */
+  get hooks(): { on: <H extends HookPoints, P extends keyof H & string>(kind: { readonly kind: string; readonly hooks?: HookSpecs<H> }, point: P, handler: HookHandler<H[P]["input"], H[P]["output"]>, options?: { subtree?: boolean }) => () => void } {
+    return {
+      on: (kind, point, handler, options) => this.#turns().hooks.on(kind, point, handler, { conversationId: this.id, subtree: options?.subtree === true }),
+    };
+  }
+
+  /** Sugar for config(the generation kind in use): model, thinking, selected tools, profile, budget. */
+  get settings(): ConfigHandle<ConfigSpec> {
+    return this.config(this.#turns().generation);
+  }
+
+  #turns(): TurnApi {
+    const turns = this.harness.turns;
+    if (turns === undefined) throw new PicoError("not_found", "this harness has no turn kinds installed (accept, prompt, collapse, reset)");
+    return turns;
   }
 }

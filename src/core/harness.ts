@@ -19,7 +19,7 @@ import type {
 } from "../storage/records.js";
 import type { Storage } from "../storage/storage.js";
 import type { Call } from "./call.js";
-import { ConversationHandle } from "./conversation.js";
+import { ConversationHandle, type TurnApi } from "./conversation.js";
 import { builtinEntryKinds, EntryKindRegistry, type EntryKind } from "./entries.js";
 import { PicoError } from "./errors.js";
 import { CommitLine } from "./line.js";
@@ -99,6 +99,8 @@ export class Harness {
   readonly line = new CommitLine();
   readonly now: () => number;
   readonly driver: Driver;
+  /** The turn API, installed by the kinds layer (accept, prompt, collapse, reset). */
+  turns: TurnApi | undefined;
   #listeners = new Set<CommitListener>();
   #conversations = new Map<Id, ConversationHandle>();
   #liveTurns: LiveTurns;

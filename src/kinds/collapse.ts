@@ -57,7 +57,7 @@ export function createCollapseKind(services: TurnServices) {
       await runtime.commit(async (tx) => {
         if (base.carry !== null) await resolveUnanswered(tx.builder, task.conversationId, base.carry.inputs, "aborted");
         if (task.state.status === "summarizing") {
-          recordUsage(tx.builder, { conversationId: task.conversationId, taskId: task.id, kind: "collapse", model: base.carry?.config.model ?? "", usage: null });
+          await recordUsage(tx.builder, { conversationId: task.conversationId, taskId: task.id, kind: "collapse", model: base.carry?.config.model ?? "", usage: null });
         }
         tx.settle(task, "aborted", base);
       }, call);
@@ -102,7 +102,7 @@ export function createCollapseKind(services: TurnServices) {
     await runtime.commit(async (tx) => {
       const b = tx.builder;
       if (usage !== null || text === undefined) {
-        recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "collapse", model: modelId ?? "", usage: usage as never });
+        await recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "collapse", model: modelId ?? "", usage: usage as never });
       }
       // Stale when a head newer than the captured one landed (a competing summary or reset).
       const storage = conversation.harness.storage;

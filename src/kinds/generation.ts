@@ -70,7 +70,7 @@ export function createGenerationKind(services: GenerationServices) {
           const message = partialMessage(modelBase(base.config), batches, runtime.now(), "interrupted by a restart");
           const partial = message === undefined ? null : tx.entry(assistantKind, { model: [message] });
           await resolveUnanswered(b, task.conversationId, base.inputs, "failed", { detail: "interrupted by a restart", placeWrites: true });
-          recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
+          await recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
           tx.settle(task, "failed", { ...base, reason: "interrupted", error: "interrupted by a restart", partial, successor: null });
         }, call);
         return;
@@ -87,7 +87,7 @@ export function createGenerationKind(services: GenerationServices) {
         const partial = message === undefined ? null : tx.entry(assistantKind, { model: [message] });
         await resolveUnanswered(b, task.conversationId, base.inputs, "aborted");
         if (task.state.status === "streaming") {
-          recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
+          await recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
         }
         tx.settle(task, "aborted", { ...base, partial });
       }, call);
@@ -227,7 +227,7 @@ export function createGenerationKind(services: GenerationServices) {
         await runtime.commit(async (tx) => {
           const b = builderOf(tx);
           const current = await conversation.contextEntries(undefined, call);
-          recordUsage(b, row);
+          await recordUsage(b, row);
           const collapse = await planCollapse(b, task.conversationId, current, "overflow", { inputs, config, retry: attemptRetry }, services.options.collapseKeepEntries);
           if (collapse === undefined) {
             await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: `context overflow: ${error}`, placeWrites: true });
@@ -237,8 +237,8 @@ export function createGenerationKind(services: GenerationServices) {
         return;
       }
       if (message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts) {
-        await runtime.commit((tx) => {
-          recordUsage(builderOf(tx), row);
+        await runtime.commit(async (tx) => {
+          await recordUsage(builderOf(tx), row);
           const notBefore = runtime.now() + retryDelay(services.options.retryBaseMs, attemptRetry.attempt);
           tx.patch(task, "retry_wait", { inputs, config, retry: attemptRetry, notBefore, error });
         }, call);
@@ -246,7 +246,7 @@ export function createGenerationKind(services: GenerationServices) {
       }
       await runtime.commit(async (tx) => {
         const b = builderOf(tx);
-        recordUsage(b, row);
+        await recordUsage(b, row);
         const shown = message.content.length > 0 ? tx.entry(assistantKind, { model: [message] }) : null;
         await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: error, placeWrites: true });
         tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "error", error, partial: shown, successor: null });
@@ -256,7 +256,7 @@ export function createGenerationKind(services: GenerationServices) {
 
     const calls = message.content.filter((block): block is ToolCall => block.type === "toolCall");
     if (calls.length > 0) {
-      await runtime.commit((tx) => {
+      await runtime.commit(async (tx) => {
         const b = builderOf(tx);
         const assistant = tx.entry(assistantKind, { model: [message] });
         const tools: Id[] = [];
@@ -268,7 +268,7 @@ export function createGenerationKind(services: GenerationServices) {
           tools.push(previous);
         }
         const post = b.task({ kind: "post_tools" }, task.conversationId, { state: { status: "waiting", assistant, tools, inputs }, after: tools });
-        recordUsage(b, row);
+        await recordUsage(b, row);
         tx.settle(task, "done", { inputs, config, retry: attemptRetry, assistant, successor: post });
       }, call);
       return;
@@ -279,7 +279,7 @@ export function createGenerationKind(services: GenerationServices) {
     await runtime.commit(async (tx) => {
       const b = builderOf(tx);
       const assistant = tx.entry(assistantKind, { model: [message] });
-      recordUsage(b, row);
+      await recordUsage(b, row);
       let successor: Id | null = null;
       if (yielded.continue !== undefined) {
         b.entry({ kind: "user" }, task.conversationId, { model: [{ role: "user", content: yielded.continue, timestamp: runtime.now() }] });

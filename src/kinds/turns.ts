@@ -1,0 +1,121 @@
+/**
+ * The turn kit: the built-in turn kinds (generation, tool, post_tools, collapse) built over one set of
+ * services, and the handle-level turn API (accept, prompt, collapse, reset) installed on a harness.
+ *
+ * @example
+ * const kit = createTurnKit({ models, tools: [echoTool] });
+ * const h = await Harness.open(storage, { taskKinds: kit.kinds, rootValues }, call);
+ * kit.install(h);
+ * const answer = await (await h.root(call)).prompt({ input: "hi" }, call);
+ */
+import type { Models } from "@earendil-works/pi-ai";
+import type { Call } from "../core/call.js";
+import type { AcceptOptions, AcceptReceipt, TurnApi } from "../core/conversation.js";
+import { handoffEntry, handoffKind, resetEntry, resetKind } from "../core/entries.js";
+import { PicoError } from "../core/errors.js";
+import type { Harness } from "../core/harness.js";
+import { HookRegistry, type HookFailure } from "../core/hooks.js";
+import { bindResult, writeEntry } from "../core/inbox.js";
+import { erase, type AnyTaskKind } from "../core/task-kind.js";
+import type { EntryDraft } from "../core/entries.js";
+import type { Entry, Id } from "../storage/records.js";
+import { createCollapseKind } from "./collapse.js";
+import { createGenerationKind, planCollapse } from "./generation.js";
+import { acceptInput } from "./placement.js";
+import { createPostToolsKind } from "./post-tools.js";
+import { SectionRegistry } from "./sections.js";
+import { defaultTurnOptions, modelResolver, ToolRegistry, type AnyTool, type TurnOptions } from "./services.js";
+import { createToolKind } from "./tool.js";
+
+export interface TurnSetup {
+  readonly models: Models;
+  readonly tools?: readonly AnyTool[];
+  readonly sections?: SectionRegistry;
+  readonly hooks?: HookRegistry;
+  readonly options?: Partial<TurnOptions>;
+  readonly reportHookFailure?: (failure: HookFailure) => void;
+}
+
+export interface TurnKit {
+  readonly kinds: readonly AnyTaskKind[];
+  readonly hooks: HookRegistry;
+  readonly tools: ToolRegistry;
+  readonly sections: SectionRegistry;
+  readonly options: TurnOptions;
+  readonly generation: ReturnType<typeof createGenerationKind>;
+  readonly tool: ReturnType<typeof createToolKind>;
+  readonly postTools: ReturnType<typeof createPostToolsKind>;
+  readonly collapse: ReturnType<typeof createCollapseKind>;
+  /** Install the turn API on a harness opened with `kinds`. */
+  install(harness: Harness): void;
+}
+
+export function createTurnKit(setup: TurnSetup): TurnKit {
+  const options: TurnOptions = { ...defaultTurnOptions, ...setup.options };
+  const hooks = setup.hooks ?? new HookRegistry(setup.reportHookFailure);
+  const tools = new ToolRegistry(setup.tools ?? []);
+  const sections = setup.sections ?? new SectionRegistry();
+  const services = { models: modelResolver(setup.models), tools, hooks, options, sections };
+  const generation = createGenerationKind(services);
+  const tool = createToolKind(services);
+  const postTools = createPostToolsKind(services);
+  const collapse = createCollapseKind(services);
+  return {
+    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse)],
+    hooks,
+    tools,
+    sections,
+    options,
+    generation,
+    tool,
+    postTools,
+    collapse,
+    install(harness) {
+      harness.turns = turnApi(harness, options, hooks, generation);
+    },
+  };
+}
+
+function turnApi(harness: Harness, options: TurnOptions, hooks: HookRegistry, generation: TurnApi["generation"]): TurnApi {
+  const accept = (conversationId: Id, input: AcceptOptions, call: Call): Promise<AcceptReceipt> =>
+    harness.commitBound(call, { conversationId }, async (b) => {
+      const receipt = await acceptInput(b, conversationId, input, options, harness.now());
+      return { inputId: receipt.inputId, status: receipt.status };
+    });
+  return {
+    hooks,
+    generation,
+    accept,
+    async prompt(conversationId, input, call): Promise<Entry | undefined> {
+      const { inputId } = await accept(conversationId, input, call);
+      const handle = await harness.conversation(conversationId, call);
+      if (handle === undefined) throw new PicoError("not_found", `conversation ${conversationId} does not exist`);
+      await handle.drive(call);
+      const result = (await harness.storage.getValue(bindResult(conversationId, inputId)))?.value;
+      if (result?.status !== "done" || result.answer === undefined) return undefined;
+      return harness.getEntry(result.answer, call);
+    },
+    async collapse(conversationId, collapseOptions, call) {
+      const handle = await harness.conversation(conversationId, call);
+      if (handle === undefined) throw new PicoError("not_found", `conversation ${conversationId} does not exist`);
+      return harness.commitBound(call, { conversationId }, async (b) => {
+        const context = await handle.contextEntries(undefined, call);
+        const id = await planCollapse(b, conversationId, context, "manual", null, options.collapseKeepEntries, collapseOptions?.instructions ?? null);
+        if (id === undefined) {
+          throw new PicoError("conflict", `nothing to collapse in conversation ${conversationId}: the context is shorter than the retained tail, or a collapse is already running`);
+        }
+        return id;
+      });
+    },
+    async reset(conversationId, resetOptions, call) {
+      await harness.commitBound(call, { conversationId }, (b) => {
+        const draft: EntryDraft & { kind: string } =
+          resetOptions?.handoff === undefined
+            ? { kind: resetKind.kind, ...resetEntry() }
+            : { kind: handoffKind.kind, ...handoffEntry(resetOptions.handoff, harness.now()) };
+        const { kind, ...entry } = draft;
+        writeEntry(b, conversationId, kind, entry, b.inTurn(conversationId));
+      });
+    },
+  };
+}
