@@ -67,6 +67,8 @@ export interface InspectResult {
 /** Work to do after leaving the line. */
 type Action = () => void;
 
+const MIN_LINK_BUDGET = 256;
+
 export class Driver {
   readonly #harness: Harness;
   readonly #host: DriverHost;
@@ -80,6 +82,8 @@ export class Driver {
   readonly #orphaned: Task[] = [];
   /** conversation -> owner task and the owner's conversation (immutable links). */
   readonly #links = new Map<Id, { readonly owner?: Id; readonly ownerConversation?: Id }>();
+  /** Prune unused links once the map outgrows this (amortized O(1) per link added). */
+  #linkBudget = MIN_LINK_BUDGET;
   readonly #attached = new Set<Id>();
   #sessionAttached = false;
   readonly #waiters = new Set<Waiter>();
@@ -124,6 +128,11 @@ export class Driver {
 
   liveCount(): number {
     return this.#live.size;
+  }
+
+  /** Ownership links held in memory (bounded by live work, not by history). */
+  get ancestrySize(): number {
+    return this.#links.size;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -342,10 +351,31 @@ export class Driver {
     }
     await this.#loadLinks([...taskConversations]);
     const actions = this.#reconsider(touched);
+    this.#pruneLinks();
     return () => {
       for (const inv of signals) inv.controller.abort(new TaskCancelled(inv.taskId));
       actions();
     };
+  }
+
+  /**
+   * Release ancestry nothing needs any more (§6.2): keep the links upward from conversations with live
+   * tasks or outstanding invocations; a later task in a pruned conversation reloads its links.
+   */
+  #pruneLinks(): void {
+    if (this.#links.size <= this.#linkBudget) return;
+    const keep = new Set<Id>();
+    const need = (conversation: Id): void => {
+      let c: Id | undefined = conversation;
+      while (c !== undefined && !keep.has(c)) {
+        keep.add(c);
+        c = this.#links.get(c)?.ownerConversation;
+      }
+    };
+    for (const conversation of this.#byConversation.keys()) need(conversation);
+    for (const inv of this.#running.values()) need(inv.conversationId);
+    for (const id of [...this.#links.keys()]) if (!keep.has(id)) this.#links.delete(id);
+    this.#linkBudget = Math.max(MIN_LINK_BUDGET, 2 * this.#links.size);
   }
 
   async #ownerConversation(taskId: Id): Promise<Id | undefined> {
@@ -464,6 +494,7 @@ export class Driver {
             message: `task ${inv.taskId} (${kind}) ${inv.method} returned without a committed status transition (§5.3)`,
           });
         }
+        this.#pruneLinks();
         return this.#reconsider([inv.taskId]);
       })
       .then((after) => after());
