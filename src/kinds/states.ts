@@ -50,6 +50,8 @@ export const generationRoles = {
 export interface ToolDiag extends JsonObject {
   severity: "info" | "warn" | "error";
   message: string;
+  /** A stable machine-readable tag ("truncated", "blocked", ...); null when the tool gave none. */
+  code: string | null;
 }
 
 export interface ToolTruncation extends JsonObject {

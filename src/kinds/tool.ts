@@ -1,0 +1,295 @@
+/**
+ * The built-in tool task kind (§8.3, §5.5): one task per tool call of an assistant message. Each tool
+ * executes and settles itself — resolve, validate, before_tool, intent, invocation with the sink,
+ * after_tool, one settlement commit with the result entry — and never looks at siblings, queues or
+ * context; post_tools (src/kinds/post-tools.ts) joins the exchange.
+ *
+ *   execute:  resolve the tool (the loadout may have changed since the turn started); validate the
+ *             arguments; before_tool (fail-closed: a throw blocks). unknown / invalid / blocked -> its
+ *             own error result, no invocation. Otherwise { running { args, replay } } before any effect
+ *             (§5.3), invoke with the sink, drain it, after_tool outside the line, then
+ *             { result entry; usage row; settle done }.
+ *   recover:  replay "safe" -> clear scratch and run again; "never" -> an interrupted error result from
+ *             the durable scratch.
+ *   abort:    a fresh invocation after execute returned: read durable scratch, mark the live foreground
+ *             tasks of the conversations this task owns (never their queues), write an aborted error
+ *             result, settle aborted.
+ *
+ * An ordinary tool throw is an error result (isError), not a cancellation; `out.terminate(true); throw`
+ * still terminates the turn. Diagnostics are rendered after the data in a `<harness>` block (§9.3).
+ */
+import { validateToolArguments, type ImageContent, type TextContent, type ToolCall, type ToolResultMessage, type Usage } from "@earendil-works/pi-ai";
+import type { Call } from "../core/call.js";
+import { toolResultEntry, toolResultKind } from "../core/entries.js";
+import { PicoError, TaskCancelled } from "../core/errors.js";
+import type { TaskRuntime } from "../core/runtime.js";
+import { defineTaskKind, type HookPoints, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
+import { conversationTx } from "../core/tx.js";
+import type { Id, JsonObject, Task } from "../storage/records.js";
+import { ownershipChain } from "./chain.js";
+import { generationConfig } from "./config.js";
+import type { AnyTool, ToolRuntime, TurnServices } from "./services.js";
+import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink } from "./sink.js";
+import { toolRoles, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
+import { recordUsage } from "./usage.js";
+
+export interface ToolHooks extends HookPoints {
+  before_tool: {
+    input: { toolCallId: string; toolName: string; args: JsonObject };
+    output: { args?: JsonObject; block?: { reason: string; terminate?: boolean } };
+  };
+  after_tool: { input: { toolCallId: string; output: ToolOutputState }; output: void };
+}
+
+export type BeforeToolOutput = ToolHooks["before_tool"]["output"];
+
+/** The tool kind's state witness, for typed reads by name (post_tools reads tool tasks with it). */
+export const toolDefinition: TaskDefinition<ToolStates, typeof toolRoles> = { kind: "tool", roles: toolRoles };
+
+type ToolTask = TypedTask<ToolStates, typeof toolRoles>;
+
+export function createToolKind(services: TurnServices) {
+  const kind = defineTaskKind<ToolStates, TaskRuntime, ToolHooks>()({
+    kind: "tool",
+    roles: toolRoles,
+    initialStatus: "planned",
+    turn: true,
+    hooks: { before_tool: { failClosed: true }, after_tool: {} },
+
+    async execute(task, runtime, call) {
+      if (task.state.status !== "planned") throw new PicoError("contract", `tool ${task.id} executes only from planned, not ${task.state.status}`);
+      const toolCall = task.state.call;
+      const tool = services.tools.get(toolCall.name);
+      if (tool === undefined) {
+        await settle(task, runtime, "done", errorOutput(`Tool "${toolCall.name}" is not available.`, "unavailable"), call);
+        return;
+      }
+      let args: JsonObject;
+      try {
+        args = validate(tool, toolCall, toolCall.arguments);
+      } catch (error) {
+        await settle(task, runtime, "done", errorOutput(describe(error), "invalid_arguments"), call);
+        return;
+      }
+
+      const chain = await ownershipChain(runtime, task.conversationId, call);
+      let decision: Partial<BeforeToolOutput>;
+      try {
+        decision = await services.hooks.run<BeforeToolOutput>(kind, "before_tool", { toolCallId: toolCall.id, toolName: toolCall.name, args }, chain, call);
+      } catch (error) {
+        if (isCancellation(error, call)) throw error;
+        // failClosed: a throwing before_tool blocks the tool (§8.7).
+        decision = { block: { reason: `before_tool failed: ${describe(error instanceof PicoError && error.cause !== undefined ? error.cause : error)}` } };
+      }
+      if (decision.block !== undefined) {
+        const output = errorOutput(`Tool call blocked: ${decision.block.reason}`, "blocked", decision.block.terminate === true);
+        await settle(task, runtime, "done", output, call);
+        return;
+      }
+      if (decision.args !== undefined) {
+        try {
+          args = validate(tool, toolCall, decision.args);
+        } catch (error) {
+          await settle(task, runtime, "done", errorOutput(`before_tool supplied invalid arguments: ${describe(error)}`, "invalid_arguments"), call);
+          return;
+        }
+      }
+
+      const replay = tool.replay ?? "never";
+      // Intent before effects (§5.3): a crash from here on goes through recover.
+      await runtime.commit((tx) => tx.patch(task, "running", { call: toolCall, assistant: task.state.assistant, args, replay }), call);
+      await invoke(task, runtime, tool, args, chain, call);
+    },
+
+    async recover(task, runtime, call) {
+      if (task.state.status !== "running") throw new PicoError("contract", `tool ${task.id} recovers only from running, not ${task.state.status}`);
+      const state = task.state;
+      const tool = services.tools.get(state.call.name);
+      if (state.replay === "safe" && tool !== undefined) {
+        // A retry is the same task: the attempt starts with clean scratch (§4.6).
+        await runtime.scratch((sc) => {
+          sc.list(sinkOps).clear();
+          sc.value(sinkCheckpoint).delete();
+        }, call);
+        const chain = await ownershipChain(runtime, task.conversationId, call);
+        await invoke(task, runtime, tool, state.args, chain, call);
+        return;
+      }
+      const folded = await readSinkScratch(runtime, tool?.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS, call);
+      folded.diags.push(
+        diag("error", `the call was interrupted by a restart and not run again (replay: ${state.replay}); the output above is what was recorded before the interruption`, "interrupted"),
+      );
+      await settle(task, runtime, "done", outputState(folded, true), call);
+    },
+
+    async abort(task, runtime, call) {
+      const tool = services.tools.get(task.state.call.name);
+      const folded = await readSinkScratch(runtime, tool?.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS, call);
+      await markOwnedChildren(task, runtime, call);
+      if (task.state.status === "planned") {
+        folded.text = "Tool call aborted before it ran.";
+        folded.totalChars = folded.text.length;
+      }
+      folded.diags.push(diag("error", "the call was aborted", "aborted"));
+      await settle(task, runtime, "aborted", outputState(folded, true), call);
+    },
+  });
+
+  /** Invoke the tool with a fresh sink, drain it, run after_tool, settle done. */
+  async function invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, chain: readonly Id[], call: Call): Promise<void> {
+    const toolCall = task.state.call;
+    const sink = new ToolSink({
+      runtime,
+      call,
+      flushMs: services.options.flushMs,
+      maxChars: tool.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS,
+    });
+    const budgetMs = (await runtime.value(generationConfig.budgetMs).get(call)) ?? services.options.toolBudgetMs;
+    let isError = false;
+    try {
+      await tool.execute(toolCall.id, args, sink, toolRuntime(runtime, budgetMs), call);
+    } catch (error) {
+      if (isCancellation(error, call)) {
+        await sink.drain().catch(() => undefined);
+        throw error;
+      }
+      // An ordinary throw is the call's error result; terminate set before it still counts.
+      isError = true;
+      const message = describe(error);
+      if (sink.state().text === "") sink.replace(message);
+      else sink.write(`\n${message}`);
+    }
+    // The sink's scratch promises are joined before anything else; a real persistence error faults.
+    await sink.drain();
+    const output = sink.output(isError);
+    await services.hooks.run(kind, "after_tool", { toolCallId: toolCall.id, output }, chain, call);
+    await settle(task, runtime, "done", output, call);
+  }
+
+  return kind;
+}
+
+// ---------------------------------------------------------------------------------------------
+// settlement
+
+/** One commit: the result entry, a usage row when the sink got usage, the terminal variant. */
+async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "aborted", output: ToolOutputState, call: Call): Promise<void> {
+  const toolCall = task.state.call;
+  const assistant = task.state.assistant;
+  await runtime.commitBuilder(async (b) => {
+    const tx = conversationTx(b, task.conversationId);
+    const message = resultMessage(toolCall, output, runtime.now());
+    const { content: _content, ...data } = output;
+    const result = tx.entry(toolResultKind, toolResultEntry(message, data));
+    if (output.usage !== null) {
+      await recordUsage(b, {
+        conversationId: task.conversationId,
+        taskId: task.id,
+        kind: "tool",
+        model: toolCall.name,
+        usage: output.usage as Usage & JsonObject,
+      });
+    }
+    if (status === "done") tx.settle(task, "done", { call: toolCall, assistant, output, result });
+    else tx.settle(task, "aborted", { call: toolCall, assistant, output, result });
+  }, call);
+}
+
+/** The exact message the model sees: the data first, then the diagnostics in a delimited block (§9.3). */
+export function resultMessage(toolCall: ToolCall, output: ToolOutputState, timestamp: number): ToolResultMessage {
+  return {
+    role: "toolResult",
+    toolCallId: toolCall.id,
+    toolName: toolCall.name,
+    content: renderContent(output),
+    isError: output.isError,
+    timestamp,
+  };
+}
+
+export function renderContent(output: Pick<ToolOutputState, "content" | "diags">): (TextContent | ImageContent)[] {
+  const content = (output.content as unknown as (TextContent | ImageContent)[]).map((part) => ({ ...part }));
+  if (output.diags.length === 0) return content;
+  const block = `<harness>\n${output.diags.map((d) => `[${d.severity}] ${d.message}`).join("\n")}\n</harness>`;
+  const last = content[content.length - 1];
+  if (last?.type === "text") content[content.length - 1] = { type: "text", text: `${last.text}\n${block}` };
+  else content.push({ type: "text", text: block });
+  return content;
+}
+
+/** An error result for a call that never ran (unknown tool, invalid arguments, blocked). */
+export function errorOutput(message: string, code: string, terminate = false): ToolOutputState {
+  const state = emptyFold();
+  state.text = message;
+  state.totalChars = message.length;
+  state.terminate = terminate;
+  // The text is the whole result; the code travels in data for typed logic, not as a second notice.
+  return { ...outputState(state, true), details: { error: code } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+function validate(tool: AnyTool, toolCall: ToolCall, args: JsonObject): JsonObject {
+  const validated: unknown = validateToolArguments(
+    { name: tool.name, description: tool.description, parameters: tool.parameters },
+    { ...toolCall, arguments: args },
+  );
+  if (validated === null || typeof validated !== "object" || Array.isArray(validated)) {
+    throw new Error(`Validation failed for tool "${tool.name}": arguments must be an object`);
+  }
+  return validated as JsonObject;
+}
+
+function toolRuntime(runtime: TaskRuntime, budgetMs: number): ToolRuntime {
+  return {
+    taskId: runtime.taskId,
+    conversationId: runtime.conversationId,
+    budgetMs,
+    now: () => runtime.now(),
+    commit: (plan, call) => runtime.commit(plan, call),
+    conversation: (id, call) => runtime.conversation(id, call),
+    abortTask: (id, call) => runtime.abortTask(id, call),
+    waitForTask: (id, options, call) => runtime.waitForTask(id, options, call),
+  };
+}
+
+/**
+ * Cleanup's cancellation request (§6.3): mark the live foreground tasks of the conversations this task
+ * owns with mark-if-live (an already-terminal child is finished cleanup). Child queues are untouched;
+ * each child task's own abort handler cleans up further down.
+ */
+async function markOwnedChildren(task: Task, runtime: TaskRuntime, call: Call): Promise<Id[]> {
+  const owns = task.owns ?? [];
+  if (owns.length === 0) return [];
+  const handle = await runtime.conversation(task.conversationId, call);
+  if (handle === undefined) return [];
+  const storage = handle.harness.storage;
+  const ids: Id[] = [];
+  let after: Id | undefined;
+  for (;;) {
+    const page = await storage.scanTasks({ conversationIds: owns, live: true, limit: 1000, ...(after === undefined ? {} : { after }) });
+    for (const t of page.items) if (t.background !== true) ids.push(t.id);
+    if (page.next === undefined) break;
+    after = page.next;
+  }
+  return ids.length === 0 ? [] : runtime.markIfLive(ids, call);
+}
+
+/** Is this the invocation's cancellation (mark or close), rather than an ordinary failure? */
+function isCancellation(error: unknown, call: Call): boolean {
+  if (error instanceof TaskCancelled) return true;
+  const signal = call.abortSignal;
+  if (signal?.aborted !== true) return false;
+  if (error === signal.reason) return true;
+  if (error instanceof PicoError && (error.code === "closed" || error.code === "task_cancelled")) return true;
+  return typeof error === "object" && error !== null && (error as { name?: unknown }).name === "AbortError";
+}
+
+function diag(severity: ToolDiag["severity"], message: string, code: string): ToolDiag {
+  return { severity, message, code };
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
