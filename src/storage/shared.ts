@@ -210,6 +210,13 @@ function malformed(i: number, message: string): StorageError {
   return new StorageError("malformed_batch", `write ${i}: ${message}`);
 }
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Names and keys are stored as text columns: they must be well-formed UTF-16 (no lone surrogates). */
+function wellFormed(value: string): boolean {
+  return !LONE_SURROGATE.test(value);
+}
+
 function isPositiveId(value: unknown): value is Id {
   return typeof value === "number" && Number.isSafeInteger(value) && value > 0;
 }
@@ -240,6 +247,9 @@ export function checkBatch(batch: CommitBatch, view: BatchView): CheckedBatch {
       throw malformed(i, "address needs a non-empty namespace");
     }
     if (addr.key !== undefined && typeof addr.key !== "string") throw malformed(i, "address key must be a string");
+    if (!wellFormed(addr.namespace) || (addr.key !== undefined && !wellFormed(addr.key))) {
+      throw malformed(i, "address namespace and key must be well-formed UTF-16 (no lone surrogates)");
+    }
     if (typeof addr.rewind !== "boolean") throw malformed(i, "address rewind must be a boolean");
     const scope = addr.scope as Scope | null;
     if (scope === null || typeof scope !== "object") throw malformed(i, "address needs a scope");
@@ -330,6 +340,9 @@ export function checkBatch(batch: CommitBatch, view: BatchView): CheckedBatch {
         if (!conversationExists(e.conversationId)) throw malformed(i, `unknown conversation ${e.conversationId}`);
         if (typeof e.kind !== "string" || e.kind === "") throw malformed(i, "entry kind must be a non-empty string");
         if (e.key !== undefined && typeof e.key !== "string") throw malformed(i, "entry key must be a string");
+        if (!wellFormed(e.kind) || (e.key !== undefined && !wellFormed(e.key))) {
+          throw malformed(i, "entry kind and key must be well-formed UTF-16 (no lone surrogates)");
+        }
         if (e.head !== undefined && (!isPositiveId(e.head) || e.head > seq)) throw malformed(i, "head must be an id at or before the entry");
         if (e.model !== undefined && !Array.isArray(e.model)) throw malformed(i, "model must be an array of messages");
         if (e.edits !== undefined) {
@@ -348,6 +361,7 @@ export function checkBatch(batch: CommitBatch, view: BatchView): CheckedBatch {
         if (t?.id !== seq) throw malformed(i, `task id must be its sequence ${seq}`);
         if (!conversationExists(t.conversationId)) throw malformed(i, `unknown conversation ${t.conversationId}`);
         if (typeof t.kind !== "string" || t.kind === "") throw malformed(i, "task kind must be a non-empty string");
+        if (!wellFormed(t.kind)) throw malformed(i, "task kind must be well-formed UTF-16 (no lone surrogates)");
         if (!ROLES.has(t.role)) throw malformed(i, `unknown role ${String(t.role)}`);
         if (typeof t.state?.status !== "string") throw malformed(i, "task state needs a string status");
         if (!Array.isArray(t.after)) throw malformed(i, "after must be an array");
