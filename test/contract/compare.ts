@@ -14,6 +14,7 @@
  * a failure names the read that differs. Only what must be is normalised: Maps become sorted arrays,
  * object keys are sorted, undefined members dropped, entryKinds sorted.
  */
+import { deriveContext } from "../../src/core/context.js";
 import type { Cursor, Entry, EntryQuery, Id, Page, TaskQuery } from "../../src/storage/records.js";
 import { StorageError, type Storage } from "../../src/storage/storage.js";
 import {
@@ -216,6 +217,10 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
         // The derived context's transcript range: from the head's boundary through the target (§2.2).
         const from = head.head;
         await r.read(`context ${label} at=${at}`, () => scan({ conversationId: c, from, through: at, limit: 1000 }), (p) => p.items.map(entryId));
+      }
+      // The derived context itself (§10.1): ids and effective messages at this boundary.
+      if (at !== MAX) {
+        await r.read(`deriveContext ${label} at=${at}`, () => deriveContext(s, c, at), (d) => ({ ids: d.ids, messages: d.items.map((item) => item.messages) }));
       }
     }
     for (const { namespace, key } of addressesOf(REWIND_VALUES)) {

@@ -22,7 +22,11 @@ export interface Family {
   readonly keys: readonly StateKey[];
 }
 
-export const SESSION_VALUES: readonly Family[] = [{ namespace: "sess.name", keys: [undefined, "a", "B"] }];
+/** Session values, including request-key mappings (§3.4: `pi.request` keyed by the request id). */
+export const SESSION_VALUES: readonly Family[] = [
+  { namespace: "sess.name", keys: [undefined, "a", "B"] },
+  { namespace: "pi.request", keys: ["a", "B"] },
+];
 export const SESSION_LISTS: readonly Family[] = [{ namespace: "sess.inbox", keys: [undefined] }];
 export const STICKY_VALUES: readonly Family[] = [{ namespace: "ui.expanded", keys: [undefined, "é"] }];
 export const STICKY_LISTS: readonly Family[] = [{ namespace: "ui.queue", keys: [undefined] }];
