@@ -13,13 +13,14 @@ import { env } from "cloudflare:workers";
 import { expect, it } from "vitest";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { Harness } from "../../src/core/harness.js";
+import type { TaskRuntime } from "../../src/core/runtime.js";
 import { defineTaskKind, erase } from "../../src/core/task-kind.js";
 import type { MainWrite } from "../../src/storage/records.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
 
 const call = BACKGROUND_CONTEXT;
 type S = { status: "pending"; n: number } | { status: "done"; n: number };
-const quick = defineTaskKind<S>()({
+const quick = defineTaskKind<S, TaskRuntime>()({
   kind: "quick",
   roles: { pending: "start", done: "terminal" },
   initialStatus: "pending",
