@@ -768,6 +768,8 @@ export class Driver {
 
   /** Does `target` (or its unresolved dependency path) lead back to `waiter`? */
   #dependsOn(target: Id, waiter: Id): boolean {
+    // A terminal waiter (its method still unwinding) satisfies every dependency on it: no cycle.
+    if (!this.#live.has(waiter)) return false;
     const stack = [target];
     const seen = new Set<Id>();
     while (stack.length > 0) {

@@ -451,6 +451,84 @@ for (const backend of coreBackends) {
         expect(await h.drive(call)).toBe("closed");
       }));
 
+    it(`an explicit close interrupts shutdown: shutdown rejects and the remaining marked task aborts after reopen (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const trace = new Trace();
+        const started = deferred();
+        let holdAbort = true;
+        const abortSeen = deferred();
+        const k = stepKind("k", {
+          execute: trace.wrap("execute", async (_task, _rt, c) => {
+            started.resolve();
+            await cancellable(deferred().promise, c);
+          }),
+          abort: trace.wrap("abort", async (task, rt, c) => {
+            if (holdAbort) {
+              abortSeen.resolve();
+              await cancellable(deferred().promise, c); // only close/fault cancels an abort handler
+            }
+            await settleStep(rt, task, "aborted", c);
+          }),
+        });
+        const s1 = new GateStorage(inner);
+        const h1 = await openWith(s1, [k]);
+        const t = await addStep(h1, k, h1.rootId);
+        await h1.attach(call);
+        await started.promise;
+        const sd = outcome(h1.shutdown(call));
+        await abortSeen.promise;
+        await h1.close(call);
+        const result = await sd;
+        expect(codeOf(result)).toBe("closed");
+        expect(s1.closed).toBe(true);
+        expect(trace.events).toEqual(["execute:start:t", "execute:threw:t", "abort:start:t", "abort:threw:t"]);
+        // No outcome was written; the mark survives and the abort runs after reopen.
+        holdAbort = false;
+        const h2 = await openWith(s1.reopen(), [k]);
+        expect(h2.driver.liveTask(t)?.abort).toBe(true);
+        expect(await h2.drive(call)).toBe("idle");
+        expect((await stored(h2, t)).state.status).toBe("aborted");
+      }));
+
+    it(`a mark on a task nobody serves stays pending until a drive attaches its scope (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const trace = new Trace();
+        const k = stepKind("k", { abort: trace.wrap("abort", (task, rt, c) => settleStep(rt, task, "aborted", c)) });
+        const h = await openWith(inner, [k]);
+        const other = await h.commit((tx) => tx.createConversation({}), call);
+        const t = await addStep(h, k, other);
+        await (await h.root(call)).drive(call); // attaching the root does not serve an unrelated conversation
+        await h.abortTask(t, call);
+        await flush(h);
+        expect(trace.events).toEqual([]);
+        expect(h.driver.liveTask(t)?.abort).toBe(true);
+        expect(await (await h.conversation(other, call))!.drive(call)).toBe("idle");
+        expect(trace.events).toContain("abort:start:t");
+      }));
+
+    it(`a task that already settled may wait on itself or on its dependents while it unwinds (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const results: unknown[] = [];
+        const k = stepKind("k", {
+          execute: async (task, rt, c) => {
+            const dependent = task.state.refs[0] as Id;
+            await settleStep(rt, task, "done", c);
+            results.push(await rt.waitForTask(task.id, undefined, c));
+            results.push(await rt.waitForTask(dependent, undefined, c));
+          },
+        });
+        const plain = stepKind("plain");
+        const h = await openWith(inner, [k, plain]);
+        await h.commit((tx) => {
+          const next = (h.storage.lastSeq as Id) + 2;
+          const w = tx.task(k, { conversationId: h.rootId, state: { status: "pending", tag: "w", refs: [next] } });
+          tx.task(plain, { conversationId: h.rootId, state: { status: "pending", tag: "d", refs: [] }, after: [w] });
+        }, call);
+        expect(await h.drive(call)).toBe("idle");
+        await until(h, () => results.length === 2, "waits");
+        expect(results).toEqual([true, true]);
+      }));
+
     it(`shutdown or close from inside a task rejects without poisoning the host's later shutdown (${backend.name})`, () =>
       backend.run(async (inner) => {
         let h: Harness | undefined;
