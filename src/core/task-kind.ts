@@ -7,6 +7,7 @@ import type { Id, Task, TaskRole, TaskStateBase } from "../storage/records.js";
 import type { Call } from "./call.js";
 import { PicoError } from "./errors.js";
 import type { ValueSpec } from "./state.js";
+import type { TaskRuntime } from "./runtime.js";
 
 export type TaskRoles<S extends TaskStateBase> = Readonly<Record<S["status"], TaskRole>>;
 
@@ -143,7 +144,7 @@ const ROLE_NAMES: ReadonlySet<string> = new Set(["start", "inflight", "terminal"
  */
 export function defineTaskKind<
   S extends TaskStateBase,
-  Runtime extends TaskRuntimeLike = TaskRuntimeLike,
+  Runtime extends TaskRuntimeLike = TaskRuntime,
   Hooks extends HookPoints = HookPoints,
   Config extends ConfigSpec = ConfigSpec,
 >() {
