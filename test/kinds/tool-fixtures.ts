@@ -15,7 +15,7 @@ import { HookRegistry, type HookFailure } from "../../src/core/hooks.js";
 import { bindResult, placeInput, queueInput, userDraft, type InputResult } from "../../src/core/inbox.js";
 import type { TaskRuntime } from "../../src/core/runtime.js";
 import { bindTo } from "../../src/core/state.js";
-import { defineTaskKind, erase, type TypedTask } from "../../src/core/task-kind.js";
+import { defineTaskKind, erase, type AnyTaskKind, type TypedTask } from "../../src/core/task-kind.js";
 import { conversationTx, type TxBuilder } from "../../src/core/tx.js";
 import { captureConfig, freshRetry, generationConfig } from "../../src/kinds/config.js";
 import { createGeneration, landFinalInbox, resolveUnanswered } from "../../src/kinds/placement.js";
@@ -90,6 +90,8 @@ export interface Kit {
   readonly h: Harness;
   readonly services: TurnServices;
   readonly hooks: HookRegistry;
+  /** The registered tool kind (typed hook registration: `kit.hooks.on(kit.toolKind, "before_tool", ...)`). */
+  readonly toolKind: ReturnType<typeof createToolKind>;
   readonly script: GenScript;
   readonly commits: CommittedBatch[];
   readonly hookFailures: HookFailure[];
@@ -101,7 +103,7 @@ export interface Kit {
 export async function openKit(
   storage: Storage,
   tools: readonly AnyTool[],
-  options: { turn?: Partial<TurnOptions>; script?: GenScript; selected?: string[] } = {},
+  options: { turn?: Partial<TurnOptions>; script?: GenScript; selected?: string[]; extraKinds?: readonly AnyTaskKind[] } = {},
 ): Promise<Kit> {
   const hookFailures: HookFailure[] = [];
   const hooks = new HookRegistry((f) => hookFailures.push(f));
@@ -125,14 +127,14 @@ export async function openKit(
   const h = await Harness.open(
     storage,
     {
-      taskKinds: [erase(toolKind), erase(counted), erase(standInGeneration(script))],
+      taskKinds: [erase(toolKind), erase(counted), erase(standInGeneration(script)), ...(options.extraKinds ?? [])],
       rootValues: [initialValue(generationConfig.model, MODEL), initialValue(generationConfig.selectedTools, options.selected ?? ["echo"])],
     },
     call,
   );
   const commits: CommittedBatch[] = [];
   h.onCommit((c) => commits.push(c));
-  return Object.assign(kit, { h, services, hooks, script, commits, hookFailures, root: h.rootId });
+  return Object.assign(kit, { h, services, hooks, toolKind, script, commits, hookFailures, root: h.rootId });
 }
 
 // ---------------------------------------------------------------------------------------------
