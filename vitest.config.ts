@@ -8,7 +8,13 @@ export default defineConfig({
   test: {
     projects: [
       {
-        plugins: [cloudflareTest({ wrangler: { configPath: "./wrangler.toml" } })],
+        plugins: [
+          cloudflareTest({
+            wrangler: { configPath: "./wrangler.toml" },
+            // Test-only secrets (the HTTP tests sign tokens and webhooks with them; see .dev.vars.example).
+            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret" } },
+          }),
+        ],
         test: {
           name: "workerd",
           include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts", "test/kinds/**/*.test.ts"],

@@ -1,15 +1,15 @@
 /**
- * The Worker entry: the Hono app and the session Durable Object class.
+ * The Worker entry: the Hono app (src/worker/app.ts) serves every request; the session Durable Object
+ * class is exported for its binding.
  */
+import { app } from "./app.js";
 import type { Env } from "./env.js";
 
 export type { Env } from "./env.js";
 export { SessionObject } from "./session-object.js";
 
 export default {
-  async fetch(request: Request): Promise<Response> {
-    const url = new URL(request.url);
-    if (url.pathname === "/health") return new Response("ok");
-    return new Response("not found", { status: 404 });
+  fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
+    return Promise.resolve(app.fetch(request, env, ctx));
   },
 } satisfies ExportedHandler<Env>;

@@ -1,20 +1,27 @@
 /**
- * The task kinds a session Durable Object registers when it opens its harness. Built-in kinds
- * (generation, tools, ...) join this list as later issues add them; for now it is empty.
+ * The task kinds a session Durable Object registers when it opens its harness: the built-in turn kit
+ * (generation, tool, post_tools, collapse over the session's pi-ai models and the built-in tools), then
+ * test kinds.
  *
  * `registerTestKinds` is the test seam: in `@cloudflare/vitest-plugin`, test files run in the same
  * isolate as the Durable Objects of the main worker, so module state is shared and a test can install
  * kinds with controllable behaviour before it creates or reopens a session. Production code never calls
  * it. A kind registered here is seen by every harness opened afterwards (each open reads the list).
  */
+import type { Models } from "@earendil-works/pi-ai";
 import type { AnyTaskKind } from "../core/task-kind.js";
-
-const builtinKinds: readonly AnyTaskKind[] = [];
+import { createTurnKit, type TurnKit } from "../kinds/turns.js";
+import { echoTool } from "../tools/echo.js";
 
 let testKinds: readonly AnyTaskKind[] = [];
 
+/** The turn kit a session opens with: the built-in turn kinds and tools over `models`. */
+export function sessionTurnKit(models: Models): TurnKit {
+  return createTurnKit({ models, tools: [echoTool] });
+}
+
 /** The kinds a session harness opens with: built-ins, then test kinds (a test kind replaces a built-in). */
-export function sessionTaskKinds(): AnyTaskKind[] {
+export function sessionTaskKinds(builtinKinds: readonly AnyTaskKind[] = []): AnyTaskKind[] {
   const names = new Set(testKinds.map((kind) => kind.kind));
   return [...builtinKinds.filter((kind) => !names.has(kind.kind)), ...testKinds];
 }

@@ -9,12 +9,14 @@
  * never-created object throws SessionNotFound and writes nothing (not even the schema).
  */
 import { DurableObject } from "cloudflare:workers";
+import type { Models } from "@earendil-works/pi-ai";
+import { Hono } from "hono";
 import { BACKGROUND_CONTEXT } from "../core/call.js";
 import { CommitLine } from "../core/line.js";
 import type { InspectResult } from "../core/driver.js";
-import { Harness, type InitialValue } from "../core/harness.js";
+import { Harness, initialValue, type InitialValue } from "../core/harness.js";
 import type { Clock } from "../core/host.js";
-import type { Id, Task } from "../storage/records.js";
+import type { Id, JsonValue, Task } from "../storage/records.js";
 import { storedVersion } from "../storage/migrations.js";
 import type { SqlHost } from "../storage/sql.js";
 import { SqliteStorage } from "../storage/sqlite.js";
@@ -23,8 +25,17 @@ import type { Env } from "./env.js";
 import { SessionNotFound } from "./errors.js";
 import { HostBook, type FaultRecord, type KillCount } from "./host-book.js";
 import { deployedVersion, HEARTBEAT_MS, hostClock, hostReport, killBound } from "./host-config.js";
-import { sessionTaskKinds } from "./kinds.js";
+import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
+import { buildModels, defaultModel } from "./models.js";
+import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
+import type { SessionConfigBody } from "./schemas.js";
+import { canonical, checkConfig, createConfigValue, SessionApi, type SessionConfig } from "./session-api.js";
 import { SessionHost } from "./session-host.js";
+import type { SessionOps } from "./session-rpc.js";
+import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
+import type { FeedSubscriber } from "./watch-feed.js";
+import { generationConfig } from "../kinds/config.js";
+import type { TurnKit } from "../kinds/turns.js";
 
 export interface CreateConfig {
   /** Values of the root conversation, written in the creating commit (§9.5). */
@@ -48,6 +59,9 @@ export interface SessionInspection extends InspectResult {
 interface OpenSession {
   readonly harness: Harness;
   readonly book: HostBook;
+  readonly kit: TurnKit;
+  readonly api: SessionApi;
+  readonly feeds: FeedBook;
   /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
   stale: boolean;
 }
@@ -72,12 +86,18 @@ export class SessionObject extends DurableObject<Env> {
    */
   readonly #lifecycle = new CommitLine();
   #session: OpenSession | undefined;
+  #models: Models | undefined;
+  /** Sockets registered with a feed of the open harness (after hibernation this starts empty). */
+  readonly #sockets = new Map<WebSocket, { feed: AnyFeed; subscriber: FeedSubscriber<unknown, unknown> }>();
+  readonly #watchApp = this.#buildWatchApp();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     // Nothing is written here: a session exists only once `create` ran.
     this.#clock = hostClock();
     this.#version = deployedVersion(env);
+    // Hibernated sockets answer pings without waking the object.
+    ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
     this.#alarms = new AlarmPlan(
       {
         set: (at) => this.#alarmWrite(ctx.storage.setAlarm(at)),
@@ -158,6 +178,132 @@ export class SessionObject extends DurableObject<Env> {
     await session.harness.driver.release(taskId);
   }
 
+  // HTTP API (src/worker/app.ts) ---------------------------------------------------------------------
+
+  /**
+   * PUT /v1/sessions/{session}: create with this config (defaults filled in), or compare with the config
+   * the session was created with: the same answers `created: false`, a different one is a conflict.
+   * Nothing is written unless the session is created now.
+   */
+  createSession(body: SessionConfigBody): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
+    return this.#outcome(() =>
+      this.#lifecycle.run(async () => {
+        const config = this.#normalize(body);
+        if (sessionCreated(this.ctx.storage)) {
+          const session = await this.#acquireNow();
+          const stored = (await session.api.summary()).config;
+          if (stored !== undefined && canonical(stored) !== canonical(config)) {
+            throw new Problem("session_config_conflict", `the session exists with config ${canonical(stored)}; this request asks for ${canonical(config)}`);
+          }
+          return { created: false, config: stored ?? config };
+        }
+        const models = this.#modelsOf();
+        const kit = sessionTurnKit(models);
+        checkConfig(models, kit.tools.names(), config);
+        await this.#open([
+          { spec: createConfigValue, value: config as unknown as JsonValue },
+          initialValue(generationConfig.model, config.model),
+          initialValue(generationConfig.selectedTools, [...config.selectedTools]),
+          ...(config.thinking === undefined ? [] : [initialValue(generationConfig.thinking, config.thinking)]),
+          ...(config.profile === undefined ? [] : [initialValue(generationConfig.profile, config.profile)]),
+          ...(config.budgetMs === undefined ? [] : [initialValue(generationConfig.budgetMs, config.budgetMs)]),
+        ]);
+        return { created: true, config };
+      }),
+    );
+  }
+
+  /** One API operation (see SessionOps); a never-created session is `session_not_found` and writes nothing. */
+  op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>> {
+    return this.#outcome(async () => {
+      const session = await this.#acquire();
+      const handler = this.#ops[name] as (session: OpenSession, ...args: SessionOps[K]["args"]) => Promise<SessionOps[K]["result"]>;
+      return handler(session, ...args);
+    });
+  }
+
+  /** DELETE /v1/sessions/{session}: close the harness, end watchers, delete every row and the alarm. */
+  destroy(): Promise<Outcome<{ readonly deleted: true }>> {
+    return this.#outcome(() =>
+      this.#lifecycle.run(async () => {
+        if (!sessionCreated(this.ctx.storage)) throw new SessionNotFound();
+        const current = this.#session;
+        this.#session = undefined;
+        if (current !== undefined) {
+          current.feeds.close();
+          await current.harness.close(BACKGROUND_CONTEXT).catch((error: unknown) => hostReport({ type: "harness", report: error }));
+        }
+        for (const ws of this.ctx.getWebSockets()) {
+          try {
+            ws.close(1000, "the session was deleted");
+          } catch {
+            // already closed
+          }
+        }
+        this.#sockets.clear();
+        await this.ctx.storage.deleteAlarm();
+        await this.ctx.storage.deleteAll();
+        return { deleted: true as const };
+      }),
+    );
+  }
+
+  /** Watch transports: SSE and WebSocket upgrades forwarded by the Worker after auth (watch routes). */
+  override async fetch(request: Request): Promise<Response> {
+    return this.#watchApp.fetch(request);
+  }
+
+  override async webSocketClose(ws: WebSocket): Promise<void> {
+    this.#dropSocket(ws);
+  }
+
+  override async webSocketError(ws: WebSocket): Promise<void> {
+    this.#dropSocket(ws);
+  }
+
+  override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    // Watch sockets are one-way; anything but the auto-answered "ping" is ignored.
+    void ws;
+    void message;
+  }
+
+  readonly #ops: { readonly [K in keyof SessionOps]: (session: OpenSession, ...args: SessionOps[K]["args"]) => Promise<SessionOps[K]["result"]> } = {
+    summary: (s) => s.api.summary(),
+    accept: (s, ref, request) => s.api.accept(ref, request),
+    input: (s, id) => s.api.input(id),
+    withdraw: (s, id) => s.api.withdraw(id),
+    acceptance: (s, source) => s.api.acceptance(source),
+    snapshot: (s, ref) => s.api.snapshot(ref),
+    entries: (s, ref, query) => s.api.entries(ref, query),
+    abort: async (s, ref) => {
+      await s.api.abort(ref);
+      return { aborted: true as const };
+    },
+    fork: (s, ref, options) => s.api.fork(ref, options),
+    collapse: (s, ref, instructions) => s.api.collapse(ref, instructions),
+    reset: async (s, ref, handoff) => {
+      await s.api.reset(ref, handoff);
+      return { reset: true as const };
+    },
+    getConfig: (s, ref) => s.api.getConfig(ref),
+    patchConfig: (s, ref, patch) => s.api.patchConfig(ref, patch),
+    tasks: (s, query) => s.api.tasks(query),
+    abortTask: (s, id) => s.api.abortTask(id),
+    usage: (s, query) => s.api.usage(query),
+    inspect: () => this.inspect(),
+    shutdown: async () => {
+      await this.shutdown();
+      return { shutdown: true as const };
+    },
+    clearFault: () => this.clearFault(),
+    releaseQuarantine: async (s, id) => {
+      await s.api.task(id);
+      await this.releaseQuarantine(id);
+      return { released: true as const };
+    },
+    lastSeq: async (s) => s.harness.storage.lastSeq,
+  };
+
   ping(): number {
     return this.ctx.storage.sql.exec("select 1 as one").one()["one"] as number;
   }
@@ -213,6 +359,8 @@ export class SessionObject extends DurableObject<Env> {
     if (current !== undefined && !current.stale) return current;
     if (current !== undefined) {
       this.#session = undefined;
+      current.feeds.close();
+      this.#sockets.clear();
       // Join the old harness's calls before a new one takes the same storage (close is shared and safe
       // after a fault or shutdown).
       await current.harness.close(BACKGROUND_CONTEXT).catch((error: unknown) => hostReport({ type: "harness", report: error }));
@@ -239,18 +387,24 @@ export class SessionObject extends DurableObject<Env> {
         if (this.#session?.harness === harness) this.#session.stale = true;
       },
     });
+    const models = this.#modelsOf();
+    const kit = sessionTurnKit(models);
     const harness: Harness = await Harness.open(
       storage,
       {
-        taskKinds: sessionTaskKinds(),
+        taskKinds: sessionTaskKinds(kit.kinds),
         host,
         report: (report) => hostReport({ type: "harness", report }),
         ...(rootValues === undefined ? {} : { rootValues }),
       },
       BACKGROUND_CONTEXT,
     );
-    const session: OpenSession = { harness, book, stale: false };
+    kit.install(harness);
+    const feeds = new FeedBook(harness);
+    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, stale: false };
     this.#session = session;
+    // Watchers that survived hibernation (or a reopen) are registered before any new commit.
+    await this.#rewatchSockets(session);
     // Keep the session attached whenever it is open and not faulted, so accepted work always runs; a
     // faulted session waits for an operator (inspect, abort, clearFault).
     try {
@@ -261,6 +415,96 @@ export class SessionObject extends DurableObject<Env> {
       this.#alarms.known(armed ?? undefined, this.#clock.now());
     }
     return session;
+  }
+
+  #modelsOf(): Models {
+    this.#models ??= buildModels(this.env);
+    return this.#models;
+  }
+
+  #normalize(body: SessionConfigBody): SessionConfig {
+    return {
+      model: body.model ?? defaultModel(this.env),
+      selectedTools: body.selectedTools ?? ["echo"],
+      ...(body.thinking === undefined ? {} : { thinking: body.thinking }),
+      ...(body.profile === undefined ? {} : { profile: body.profile }),
+      ...(body.budgetMs === undefined ? {} : { budgetMs: body.budgetMs }),
+    };
+  }
+
+  /** Run an API operation and return its value or its problem (RPC would lose an error's class). */
+  async #outcome<T>(run: () => Promise<T>): Promise<Outcome<T>> {
+    try {
+      return { ok: true, value: await run() };
+    } catch (error) {
+      return { ok: false, problem: problemData(toProblem(error, (report) => hostReport({ type: "harness", report }))) };
+    }
+  }
+
+  /** Register every accepted socket that no feed of this harness serves yet (after hibernation). */
+  async #rewatchSockets(session: OpenSession): Promise<void> {
+    for (const ws of this.ctx.getWebSockets()) {
+      if (this.#sockets.has(ws)) continue;
+      const attachment = readAttachment(ws);
+      if (attachment === undefined) {
+        ws.close(1011, "unknown watch");
+        continue;
+      }
+      try {
+        await this.#watchSocket(session, ws, attachment.target, attachment.lastEventId);
+      } catch {
+        ws.close(1000, "the watched conversation is gone");
+      }
+    }
+  }
+
+  async #feedOf(session: OpenSession, target: WatchTarget): Promise<AnyFeed> {
+    if (target.type === "conversation") await session.api.conversation(target.id);
+    return session.feeds.target(target);
+  }
+
+  async #watchSocket(session: OpenSession, ws: WebSocket, target: WatchTarget, lastEventId: string | undefined): Promise<void> {
+    const feed = await this.#feedOf(session, target);
+    const subscriber = socketSubscriber(ws, target);
+    this.#sockets.set(ws, { feed, subscriber });
+    ws.serializeAttachment({ target, lastEventId });
+    (feed as AnyFeed & { subscribe(s: FeedSubscriber<unknown, unknown>, id: string | undefined): void }).subscribe(subscriber, lastEventId);
+  }
+
+  #dropSocket(ws: WebSocket): void {
+    const registered = this.#sockets.get(ws);
+    if (registered === undefined) return;
+    this.#sockets.delete(ws);
+    (registered.feed as AnyFeed & { unsubscribe(s: FeedSubscriber<unknown, unknown>): void }).unsubscribe(registered.subscriber);
+  }
+
+  /** The object's internal watch routes (the Worker authenticated and validated the request). */
+  #buildWatchApp(): Hono {
+    const app = new Hono();
+    app.get("/watch/:target", async (c) => {
+      const raw = c.req.param("target");
+      const lastEventId = c.req.header("last-event-id") ?? undefined;
+      let session: OpenSession;
+      let feed: AnyFeed;
+      let target: WatchTarget;
+      try {
+        session = await this.#acquire();
+        target = raw === "session" ? { type: "session" } : { type: "conversation", id: raw === "root" ? session.harness.rootId : Number(raw) };
+        feed = await this.#feedOf(session, target);
+      } catch (error) {
+        return toProblem(error, (report) => hostReport({ type: "harness", report })).response();
+      }
+      if (c.req.header("upgrade")?.toLowerCase() === "websocket") {
+        const pair = new WebSocketPair();
+        const [client, server] = [pair[0], pair[1]];
+        this.ctx.acceptWebSocket(server);
+        await this.#watchSocket(session, server, target, lastEventId);
+        return new Response(null, { status: 101, webSocket: client });
+      }
+      return sseResponse(c, feed, lastEventId);
+    });
+    app.notFound(() => new Problem("route_not_found", "no such watch route").response());
+    return app;
   }
 
   /** Alarm writes are not awaited (the output gate orders them); a failure is reported, not thrown. */

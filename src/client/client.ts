@@ -1,0 +1,303 @@
+/**
+ * A typed HTTP client for the pico-edge API (issue 6), for frontends and the end-to-end tests: one
+ * method per route, problem+json errors as `PicoApiError`, and live watches that fold the server's
+ * messages with the core's reducer (`applyMessage`) and resume with Last-Event-ID after a disconnect.
+ *
+ * @example
+ * const client = new PicoClient({ baseUrl: "http://localhost:8787", token });
+ * const s = client.session("demo");
+ * await s.create({});
+ * const { inputId } = await s.conversation("root").accept("hello", { idempotencyKey: "k1", wait: 10 });
+ * const watch = s.conversation("root").watch({ onChange: (view) => render(view) });
+ */
+import type { Acceptance, InputResult } from "../core/inbox.js";
+import type { UserInput } from "../core/entries.js";
+import { applyMessage, applySessionMessage, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView, type WatchMessage } from "../core/watch.js";
+import type { SessionInspection } from "../worker/session-object.js";
+import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../worker/session-api.js";
+import type { ProblemBody } from "../worker/problems.js";
+import type { Conversation, Entry, Id, Page, Task } from "../storage/records.js";
+import { readSse, type SseFrame } from "./sse.js";
+
+export interface ClientOptions {
+  /** e.g. `http://localhost:8787` (no trailing /v1). */
+  readonly baseUrl: string;
+  readonly token: string;
+  /** A fetch implementation (default: the global fetch). */
+  readonly fetch?: (request: Request) => Promise<Response>;
+}
+
+/** A problem+json answer. */
+export class PicoApiError extends Error {
+  override readonly name = "PicoApiError";
+  constructor(
+    readonly status: number,
+    readonly problem: ProblemBody,
+  ) {
+    super(`${status} ${problem.code}: ${problem.detail}`);
+  }
+
+  get code(): string {
+    return this.problem.code;
+  }
+}
+
+export class PicoClient {
+  readonly #options: ClientOptions;
+
+  constructor(options: ClientOptions) {
+    this.#options = options;
+  }
+
+  session(name: string): SessionClient {
+    return new SessionClient(this, `/v1/sessions/${encodeURIComponent(name)}`);
+  }
+
+  /** A raw request; JSON in and out; problem+json answers throw PicoApiError. */
+  async request<T>(method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T }> {
+    const response = await this.send(method, path, options);
+    const text = await response.text();
+    const parsed: unknown = text === "" ? undefined : JSON.parse(text);
+    if (!response.ok) throw new PicoApiError(response.status, parsed as ProblemBody);
+    return { status: response.status, body: parsed as T };
+  }
+
+  send(method: string, path: string, options: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Response> {
+    const headers = new Headers(options.headers);
+    headers.set("authorization", `Bearer ${this.#options.token}`);
+    if (options.body !== undefined) headers.set("content-type", "application/json");
+    const request = new Request(`${this.#options.baseUrl}${path}`, {
+      method,
+      headers,
+      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+    return (this.#options.fetch ?? fetch)(request);
+  }
+}
+
+export interface AcceptOptions {
+  readonly idempotencyKey?: string;
+  readonly mode?: "steer" | "followUp" | "nextRun";
+  readonly whenBusy?: "followUp" | "steer" | "reject";
+  /** Wait up to this many seconds for the result. */
+  readonly wait?: number;
+}
+
+export class SessionClient {
+  readonly #client: PicoClient;
+  readonly path: string;
+
+  constructor(client: PicoClient, path: string) {
+    this.#client = client;
+    this.path = path;
+  }
+
+  get client(): PicoClient {
+    return this.#client;
+  }
+
+  async create(config: Partial<SessionConfig> = {}): Promise<{ created: boolean; config: SessionConfig }> {
+    return (await this.#client.request<{ created: boolean; config: SessionConfig }>("PUT", this.path, { body: config })).body;
+  }
+
+  async get(): Promise<SessionSummary> {
+    return (await this.#client.request<SessionSummary>("GET", this.path)).body;
+  }
+
+  async delete(): Promise<void> {
+    await this.#client.request("DELETE", this.path);
+  }
+
+  conversation(ref: "root" | Id): ConversationClient {
+    return new ConversationClient(this.#client, `${this.path}/conversations/${ref}`);
+  }
+
+  async input(inputId: Id): Promise<{ inputId: Id; conversationId: Id; result: InputResult }> {
+    return (await this.#client.request<{ inputId: Id; conversationId: Id; result: InputResult }>("GET", `${this.path}/inputs/${inputId}`)).body;
+  }
+
+  async withdraw(inputId: Id): Promise<{ inputId: Id; conversationId: Id; result: InputResult }> {
+    return (await this.#client.request<{ inputId: Id; conversationId: Id; result: InputResult }>("DELETE", `${this.path}/inputs/${inputId}`)).body;
+  }
+
+  async acceptance(requestKey: string): Promise<Omit<Acceptance, "requestId"> & { requestKey: string }> {
+    return (await this.#client.request<Omit<Acceptance, "requestId"> & { requestKey: string }>("GET", `${this.path}/acceptances/${encodeURIComponent(requestKey)}`)).body;
+  }
+
+  async usage(): Promise<UsageReport> {
+    return (await this.#client.request<UsageReport>("GET", `${this.path}/usage`)).body;
+  }
+
+  async tasks(query: { live?: boolean; after?: Id; limit?: number } = {}): Promise<Page<Task>> {
+    const params = new URLSearchParams();
+    if (query.live !== undefined) params.set("live", String(query.live));
+    if (query.after !== undefined) params.set("after", String(query.after));
+    if (query.limit !== undefined) params.set("limit", String(query.limit));
+    const qs = params.size > 0 ? `?${params}` : "";
+    return (await this.#client.request<Page<Task>>("GET", `${this.path}/tasks${qs}`)).body;
+  }
+
+  async abortTask(taskId: Id): Promise<Task> {
+    return (await this.#client.request<Task>("POST", `${this.path}/tasks/${taskId}/abort`)).body;
+  }
+
+  async releaseTask(taskId: Id): Promise<void> {
+    await this.#client.request("POST", `${this.path}/tasks/${taskId}/release`);
+  }
+
+  async inspect(): Promise<SessionInspection> {
+    return (await this.#client.request<SessionInspection>("GET", `${this.path}/inspect`)).body;
+  }
+
+  async shutdown(): Promise<void> {
+    await this.#client.request("POST", `${this.path}/shutdown`);
+  }
+
+  async clearFault(): Promise<{ cleared: boolean }> {
+    return (await this.#client.request<{ cleared: boolean }>("POST", `${this.path}/fault/clear`)).body;
+  }
+
+  /** Watch the session view (conversations, session values, usage, reports). */
+  watch(options: WatchOptions<SessionView, SessionEvent> = {}): Watch<SessionView, SessionEvent> {
+    return new Watch(this.#client, `${this.path}/watch`, applySessionMessage, options);
+  }
+}
+
+export class ConversationClient {
+  readonly #client: PicoClient;
+  readonly path: string;
+
+  constructor(client: PicoClient, path: string) {
+    this.#client = client;
+    this.path = path;
+  }
+
+  async accept(input: UserInput, options: AcceptOptions = {}): Promise<AcceptResponse> {
+    const headers: Record<string, string> = options.idempotencyKey === undefined ? {} : { "idempotency-key": options.idempotencyKey };
+    const qs = options.wait === undefined ? "" : `?wait=${options.wait}`;
+    const body = { input, ...(options.mode === undefined ? {} : { mode: options.mode }), ...(options.whenBusy === undefined ? {} : { whenBusy: options.whenBusy }) };
+    return (await this.#client.request<AcceptResponse>("POST", `${this.path}/inputs${qs}`, { body, headers })).body;
+  }
+
+  async snapshot(): Promise<ConversationSnapshot> {
+    return (await this.#client.request<ConversationSnapshot>("GET", this.path)).body;
+  }
+
+  async entries(query: { before?: Id; after?: Id; limit?: number; kind?: string } = {}): Promise<Page<Entry>> {
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(query)) if (value !== undefined) params.set(key, String(value));
+    const qs = params.size > 0 ? `?${params}` : "";
+    return (await this.#client.request<Page<Entry>>("GET", `${this.path}/entries${qs}`)).body;
+  }
+
+  async abort(): Promise<void> {
+    await this.#client.request("POST", `${this.path}/abort`);
+  }
+
+  async fork(options: { at: Id | "start"; abort?: boolean }): Promise<{ conversationId: Id; conversation: Conversation }> {
+    return (await this.#client.request<{ conversationId: Id; conversation: Conversation }>("POST", `${this.path}/fork`, { body: options })).body;
+  }
+
+  async collapse(instructions?: string): Promise<{ taskId: Id }> {
+    return (await this.#client.request<{ taskId: Id }>("POST", `${this.path}/collapse`, { body: instructions === undefined ? {} : { instructions } })).body;
+  }
+
+  async reset(handoff?: string): Promise<void> {
+    await this.#client.request("POST", `${this.path}/reset`, { body: handoff === undefined ? {} : { handoff } });
+  }
+
+  async config(): Promise<ConfigValues> {
+    return (await this.#client.request<ConfigValues>("GET", `${this.path}/config`)).body;
+  }
+
+  async patchConfig(patch: ConfigValues): Promise<ConfigValues> {
+    return (await this.#client.request<ConfigValues>("PATCH", `${this.path}/config`, { body: patch })).body;
+  }
+
+  /** The raw SSE frames of one connection (no reconnect, no fold): for tools and tests. */
+  frames(options: { lastEventId?: string; signal?: AbortSignal } = {}): AsyncGenerator<SseFrame> {
+    return openFrames(this.#client, `${this.path}/watch`, options);
+  }
+
+  /** Watch the conversation: the view, folded per commit, resumed after disconnects. */
+  watch(options: WatchOptions<ConversationView, ConversationEvent> = {}): Watch<ConversationView, ConversationEvent> {
+    return new Watch(this.#client, `${this.path}/watch`, applyMessage, options);
+  }
+}
+
+async function* openFrames(client: PicoClient, path: string, options: { lastEventId?: string; signal?: AbortSignal }): AsyncGenerator<SseFrame> {
+  const headers: Record<string, string> = { accept: "text/event-stream" };
+  if (options.lastEventId !== undefined) headers["last-event-id"] = options.lastEventId;
+  const response = await client.send("GET", path, { headers, ...(options.signal === undefined ? {} : { signal: options.signal }) });
+  if (!response.ok || response.body === null) {
+    const text = await response.text();
+    throw new PicoApiError(response.status, (text === "" ? { code: "internal", detail: "no body" } : JSON.parse(text)) as ProblemBody);
+  }
+  yield* readSse(response.body);
+}
+
+export interface WatchOptions<View, Event> {
+  /** Resume from this event id (a fresh view is sent when the server cannot resume). */
+  readonly lastEventId?: string;
+  /** After each view or message, with the folded view. */
+  readonly onChange?: (view: View, change: { readonly type: "view" } | { readonly type: "commit"; readonly message: WatchMessage<Event> }) => void;
+  /** Reconnect (with Last-Event-ID) when the stream drops; default true. */
+  readonly reconnect?: boolean;
+  readonly signal?: AbortSignal;
+}
+
+/** A live watch: `view` is current after every message; reconnects resume from `lastEventId`. */
+export class Watch<View, Event> {
+  view: View | undefined;
+  lastEventId: string | undefined;
+  /** How many `view` frames arrived (1 = never had to resnapshot). */
+  views = 0;
+  /** Resolves when the watch stops (closed by the server, aborted, or a non-retryable error). */
+  readonly done: Promise<void>;
+  readonly #controller = new AbortController();
+
+  constructor(
+    client: PicoClient,
+    path: string,
+    fold: (view: View, message: WatchMessage<Event>) => View,
+    options: WatchOptions<View, Event>,
+  ) {
+    this.lastEventId = options.lastEventId;
+    options.signal?.addEventListener("abort", () => this.#controller.abort(), { once: true });
+    this.done = this.#run(client, path, fold, options);
+  }
+
+  close(): void {
+    this.#controller.abort();
+  }
+
+  async #run(client: PicoClient, path: string, fold: (view: View, message: WatchMessage<Event>) => View, options: WatchOptions<View, Event>): Promise<void> {
+    const signal = this.#controller.signal;
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      let closed = false;
+      try {
+        const frames = openFrames(client, path, { signal, ...(this.lastEventId === undefined ? {} : { lastEventId: this.lastEventId }) });
+        for await (const frame of frames) {
+          attempt = 0;
+          if (frame.event === "view") {
+            this.view = JSON.parse(frame.data) as View;
+            this.views += 1;
+            options.onChange?.(this.view, { type: "view" });
+          } else if (frame.event === "commit" && this.view !== undefined) {
+            const message = JSON.parse(frame.data) as WatchMessage<Event>;
+            this.view = fold(this.view, message);
+            options.onChange?.(this.view, { type: "commit", message });
+            if (message.events.some((event) => (event as { type?: unknown }).type === "closed")) closed = true;
+          }
+          if (frame.id !== undefined) this.lastEventId = frame.id;
+        }
+      } catch (error) {
+        if (signal.aborted) return;
+        if (error instanceof PicoApiError && error.status < 500) throw error;
+      }
+      if (closed || options.reconnect === false) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(30_000, 250 * 2 ** Math.min(attempt, 7))));
+    }
+  }
+}

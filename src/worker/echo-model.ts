@@ -1,0 +1,101 @@
+/**
+ * The built-in deterministic model `echo` (provider `echo`), so the service works offline (`npm start`
+ * without an API key) and end-to-end tests need no network. It answers with the text of the last user
+ * message. When that text starts with `/call NAME {json}`, it first answers with a tool call of NAME
+ * with those arguments (stopReason `toolUse`); on the next request, whose last message is the tool
+ * result, it answers with the result's text.
+ *
+ * Built from pi-ai's public parts: the faux provider's core streams a message the way real providers
+ * do (start, deltas, done), fed one response factory per request; `createProvider` wraps it.
+ */
+import {
+  contentText,
+  createFauxCore,
+  createProvider,
+  fauxAssistantMessage,
+  fauxText,
+  fauxToolCall,
+  type AssistantMessage,
+  type JsonObject,
+  type Message,
+  type Provider,
+  type TranscriptContext,
+} from "@earendil-works/pi-ai";
+
+export const ECHO_PROVIDER = "echo";
+export const ECHO_MODEL = "echo";
+
+const CALL = /^\/call\s+([A-Za-z0-9_.-]+)\s*([\s\S]*)$/;
+
+function textOf(message: Message): string {
+  switch (message.role) {
+    case "user":
+    case "toolResult":
+      return contentText(message.content);
+    case "assistant":
+      return message.content.map((block) => (block.type === "text" ? block.text : "")).join("");
+    case "system":
+      return "";
+    default: {
+      const never: never = message;
+      return never;
+    }
+  }
+}
+
+/** The echo model's answer to a transcript (pure; exported for tests). */
+export function echoReply(context: { readonly messages: readonly Message[] }): AssistantMessage {
+  const messages = context.messages;
+  const last = messages[messages.length - 1];
+  if (last?.role === "toolResult") {
+    return fauxAssistantMessage(textOf(last) === "" ? `${last.toolName} returned nothing` : textOf(last));
+  }
+  let user: Message | undefined;
+  for (let i = messages.length - 1; i >= 0 && user === undefined; i--) if (messages[i]?.role === "user") user = messages[i];
+  const text = user === undefined ? "" : textOf(user);
+  const call = CALL.exec(text);
+  if (call === null) return fauxAssistantMessage(text === "" ? "(nothing to echo)" : text);
+  const name = call[1] ?? "";
+  const raw = (call[2] ?? "").trim();
+  let args: unknown = {};
+  if (raw !== "") {
+    try {
+      args = JSON.parse(raw);
+    } catch {
+      return fauxAssistantMessage(`echo: the arguments of /call ${name} are not JSON: ${raw}`);
+    }
+  }
+  if (args === null || typeof args !== "object" || Array.isArray(args)) return fauxAssistantMessage(`echo: the arguments of /call ${name} must be a JSON object`);
+  // A deterministic call id: the position of the request in the transcript.
+  const toolCall = fauxToolCall(name, args as JsonObject, { id: `echo_call_${messages.length}` });
+  return fauxAssistantMessage([fauxText(`Calling ${name}.`), toolCall], { stopReason: "toolUse" });
+}
+
+/** The `echo` provider with its one model. */
+export function echoProvider(): Provider {
+  const core = createFauxCore({
+    api: "echo",
+    provider: ECHO_PROVIDER,
+    models: [{ id: ECHO_MODEL, name: "Echo (built-in, deterministic)", reasoning: false, input: ["text", "image"], contextWindow: 1_000_000, maxTokens: 100_000 }],
+    // Fixed chunk sizes: the same text always streams in the same deltas.
+    tokenSize: { min: 4, max: 4 },
+  });
+  const respond = (context: TranscriptContext): AssistantMessage => echoReply(context);
+  return createProvider({
+    id: ECHO_PROVIDER,
+    name: "Echo",
+    auth: { apiKey: { name: "none", resolve: async () => ({ auth: {} }) } },
+    models: core.models,
+    api: {
+      // The faux core answers from a queue; one factory is queued per request and taken at once.
+      stream: (model, context, options) => {
+        core.appendResponses([() => respond(context)]);
+        return core.stream(model, context, options);
+      },
+      streamSimple: (model, context, options) => {
+        core.appendResponses([() => respond(context)]);
+        return core.streamSimple(model, context, options);
+      },
+    },
+  });
+}

@@ -1,0 +1,96 @@
+/**
+ * Conversation routes: accept input (Idempotency-Key, ?wait), snapshot, entries paging, abort, fork,
+ * collapse, reset and config. `{conversation}` is an id or `root`.
+ */
+import { Hono } from "hono";
+import { requires, type AppEnv } from "../auth.js";
+import { Problem } from "../problems.js";
+import { acceptBody, acceptQuery, collapseBody, configPatch, emptyBody, entriesQuery, forkBody, noQuery, parse, requestKey, resetBody } from "../schemas.js";
+import { body, conversationParam, query, run, session } from "./shared.js";
+
+export const conversationRoutes = new Hono<AppEnv>();
+
+const base = "/:session/conversations/:conversation";
+
+conversationRoutes.post(`${base}/inputs`, requires("input"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  const { wait } = query(c, acceptQuery);
+  const header = c.req.header("idempotency-key");
+  const key = header === undefined ? undefined : parse(requestKey, header, "invalid_header", "idempotency-key");
+  const input = await body(c, acceptBody);
+  const response = await run(
+    stub.op("accept", ref, {
+      input: input.input,
+      ...(input.mode === undefined ? {} : { mode: input.mode }),
+      ...(input.whenBusy === undefined ? {} : { whenBusy: input.whenBusy }),
+      ...(key === undefined ? {} : { source: { type: "idempotency", key } }),
+      ...(wait === undefined ? {} : { waitSeconds: wait }),
+    }),
+  );
+  return c.json(response, response.duplicate ? 200 : 201);
+});
+
+conversationRoutes.get(base, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  return c.json(await run(stub.op("snapshot", ref)));
+});
+
+conversationRoutes.get(`${base}/entries`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  const q = query(c, entriesQuery);
+  if (q.before !== undefined && q.after !== undefined && q.after >= q.before) {
+    throw new Problem("invalid_cursor", "after must be below before", "after");
+  }
+  return c.json(await run(stub.op("entries", ref, q)));
+});
+
+conversationRoutes.post(`${base}/abort`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  await body(c, emptyBody, { optional: true });
+  return c.json(await run(stub.op("abort", ref)));
+});
+
+conversationRoutes.post(`${base}/fork`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  const options = await body(c, forkBody);
+  return c.json(await run(stub.op("fork", ref, options.abort === undefined ? { at: options.at } : { at: options.at, abort: options.abort })), 201);
+});
+
+conversationRoutes.post(`${base}/collapse`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  const options = await body(c, collapseBody, { optional: true });
+  return c.json(await run(stub.op("collapse", ref, options.instructions)), 202);
+});
+
+conversationRoutes.post(`${base}/reset`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  const options = await body(c, resetBody, { optional: true });
+  return c.json(await run(stub.op("reset", ref, options.handoff)));
+});
+
+conversationRoutes.get(`${base}/config`, requires("config"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  return c.json(await run(stub.op("getConfig", ref)));
+});
+
+conversationRoutes.patch(`${base}/config`, requires("config"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  const patch = await body(c, configPatch);
+  return c.json(await run(stub.op("patchConfig", ref, patch)));
+});

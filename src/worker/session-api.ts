@@ -1,0 +1,411 @@
+/**
+ * What the HTTP API does inside one session Durable Object: the operations behind the routes, over an
+ * open Harness and its turn kit. The SessionObject's RPC methods call these and return their results
+ * (or problems) as `Outcome`s; the Worker has already validated every input (src/worker/schemas.ts).
+ *
+ * Nothing here writes before it has resolved everything it names: a missing conversation, input or task
+ * is a problem before any commit, so a bad request writes nothing.
+ */
+import type { Models } from "@earendil-works/pi-ai";
+import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";
+import type { ConversationHandle } from "../core/conversation.js";
+import type { UserInput } from "../core/entries.js";
+import type { Harness } from "../core/harness.js";
+import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
+import { bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
+import { generationConfig } from "../kinds/config.js";
+import { acceptInput, type WhenBusy } from "../kinds/placement.js";
+import { modelResolver } from "../kinds/services.js";
+import type { UsageRow, UsageTotals } from "../kinds/states.js";
+import type { TurnKit } from "../kinds/turns.js";
+import { usageList, usageTotals } from "../kinds/usage.js";
+import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../storage/records.js";
+import { Problem } from "./problems.js";
+
+/** The configuration a session is created with (PUT), after defaults: what a second PUT is compared to. */
+export interface SessionConfig {
+  readonly model: string;
+  readonly thinking?: string;
+  readonly selectedTools: readonly string[];
+  readonly profile?: string;
+  readonly budgetMs?: number;
+}
+
+/** The create config, stored in the creating commit so a later PUT can be compared with it. */
+export const createConfigValue: ValueSpec<SessionConfig> = sessionValue<SessionConfig>("edge.session.config");
+
+/** Which conversation an input accepted over HTTP went to, so `GET inputs/{id}` is one point read. */
+const inputIndexBase = sessionValue<{ conversationId: Id }>("edge.input");
+export function inputIndex(inputId: Id): ValueSpec<{ conversationId: Id }> {
+  return withKey(inputIndexBase, String(inputId));
+}
+
+/** Request keys from different sources live in separate namespaces (§3.4, DESIGN §6). */
+export type RequestSource = { readonly type: "idempotency"; readonly key: string } | { readonly type: "webhook"; readonly id: string };
+
+export function requestId(source: RequestSource): string {
+  switch (source.type) {
+    case "idempotency":
+      return `idem:${source.key}`;
+    case "webhook":
+      return `webhook:${source.id}`;
+    default: {
+      const never: never = source;
+      return never;
+    }
+  }
+}
+
+export type ConversationRef = "root" | Id;
+
+export interface AcceptRequest {
+  readonly input: UserInput;
+  readonly mode?: "steer" | "followUp" | "nextRun";
+  readonly whenBusy?: WhenBusy;
+  readonly source?: RequestSource;
+  /** Wait up to this many seconds for a terminal result. */
+  readonly waitSeconds?: number;
+}
+
+export interface AcceptResponse {
+  readonly inputId: Id;
+  readonly conversationId: Id;
+  /** The input's status when the response was made (after the wait, if any). */
+  readonly status: InputResult["status"];
+  /** The request key was used before: this is its first acceptance, and nothing was written. */
+  readonly duplicate: boolean;
+  readonly result: InputResult | undefined;
+  /** With a wait and a done result: the answer entry. */
+  readonly answer?: Entry;
+}
+
+export interface SessionSummary {
+  readonly config: SessionConfig | undefined;
+  readonly rootConversationId: Id;
+  readonly lastSeq: Id;
+  readonly liveTasks: number;
+}
+
+export interface ConversationSnapshot {
+  readonly conversation: Conversation;
+  readonly config: ConfigValues;
+  readonly tasks: readonly Task[];
+  readonly inbox: readonly Element<QueuedInput>[];
+  readonly readAt: Id;
+}
+
+export interface ConfigValues {
+  readonly model?: string;
+  readonly thinking?: string;
+  readonly selectedTools?: readonly string[];
+  readonly profile?: string;
+  readonly budgetMs?: number;
+}
+
+export interface UsageReport {
+  readonly totals: UsageTotals | undefined;
+  readonly rows: Page<Element<UsageRow>>;
+}
+
+const call: Call = BACKGROUND_CONTEXT;
+
+/** Canonical JSON (sorted keys), for comparing configs. */
+export function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** Check that a model id resolves and tools are registered (before anything is written). */
+export function checkConfig(models: Models, toolNames: readonly string[], config: ConfigValues): void {
+  if (config.model !== undefined && modelResolver(models).resolve(config.model) === undefined) {
+    const known = models.getModels().map((m) => `${m.provider}/${m.id}`);
+    throw new Problem("unknown_model", `model ${config.model} is not available here (known: ${known.slice(0, 20).join(", ")}${known.length > 20 ? ", ..." : ""})`, "model");
+  }
+  for (const [i, name] of (config.selectedTools ?? []).entries()) {
+    if (!toolNames.includes(name)) throw new Problem("unknown_tool", `tool ${name} is not registered (registered: ${toolNames.join(", ")})`, `selectedTools.${i}`);
+  }
+}
+
+export class SessionApi {
+  readonly #harness: Harness;
+  readonly #kit: TurnKit;
+  readonly #models: Models;
+
+  constructor(harness: Harness, kit: TurnKit, models: Models) {
+    this.#harness = harness;
+    this.#kit = kit;
+    this.#models = models;
+  }
+
+  get harness(): Harness {
+    return this.#harness;
+  }
+
+  async summary(): Promise<SessionSummary> {
+    const storage = this.#harness.storage;
+    const config = (await storage.getValue(bindTo(createConfigValue, this.#harness.rootId)))?.value;
+    const live = await storage.scanTasks({ live: true, limit: 1000 });
+    return { config, rootConversationId: this.#harness.rootId, lastSeq: storage.lastSeq, liveTasks: live.items.length };
+  }
+
+  async conversation(ref: ConversationRef): Promise<ConversationHandle> {
+    const id = ref === "root" ? this.#harness.rootId : ref;
+    const handle = await this.#harness.conversation(id, call);
+    if (handle === undefined) throw new Problem("conversation_not_found", `conversation ${id} does not exist`, "conversation");
+    // A deleted conversation's cached handle must not answer.
+    const record = (await this.#harness.storage.getConversations([id])).get(id);
+    if (record === undefined) {
+      this.#harness.release(id);
+      throw new Problem("conversation_not_found", `conversation ${id} does not exist`, "conversation");
+    }
+    return handle;
+  }
+
+  // inputs ---------------------------------------------------------------------------------------
+
+  async accept(ref: ConversationRef, request: AcceptRequest): Promise<AcceptResponse> {
+    const handle = await this.conversation(ref);
+    const conversationId = handle.id;
+    const key = request.source === undefined ? undefined : requestId(request.source);
+    const receipt = await this.#harness.commitBound(call, { conversationId }, async (b) => {
+      const prior = await priorAcceptance(b, key);
+      if (prior !== undefined) return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
+      let inputId: Id;
+      if (request.mode === undefined) {
+        const accepted = await acceptInput(
+          b,
+          conversationId,
+          { input: request.input, ...(key === undefined ? {} : { requestId: key }), ...(request.whenBusy === undefined ? {} : { whenBusy: request.whenBusy }) },
+          this.#kit.options,
+          this.#harness.now(),
+        );
+        inputId = accepted.inputId;
+      } else {
+        const item: QueuedInput = { mode: request.mode, input: request.input, ...(key === undefined ? {} : { requestId: key }) };
+        inputId = queueInput(b, conversationId, item);
+      }
+      b.value(inputIndex(inputId)).set({ conversationId });
+      return { inputId, conversationId, duplicate: false };
+    });
+    let result = await this.#result(receipt.conversationId, receipt.inputId);
+    if (request.waitSeconds !== undefined && request.waitSeconds > 0 && !isTerminalResult(result)) {
+      result = await this.#waitResult(receipt.conversationId, receipt.inputId, request.waitSeconds * 1000);
+    }
+    const answer = request.waitSeconds !== undefined && result?.status === "done" && result.answer !== undefined ? await this.#harness.getEntry(result.answer, call) : undefined;
+    return {
+      inputId: receipt.inputId,
+      conversationId: receipt.conversationId,
+      status: result?.status ?? "queued",
+      duplicate: receipt.duplicate,
+      result,
+      ...(answer === undefined ? {} : { answer }),
+    };
+  }
+
+  async input(inputId: Id): Promise<{ inputId: Id; conversationId: Id; result: InputResult }> {
+    const conversationId = await this.#inputConversation(inputId);
+    const result = conversationId === undefined ? undefined : await this.#result(conversationId, inputId);
+    if (conversationId === undefined || result === undefined) throw new Problem("input_not_found", `input ${inputId} does not exist`, "inputId");
+    return { inputId, conversationId, result };
+  }
+
+  async withdraw(inputId: Id): Promise<{ inputId: Id; conversationId: Id; result: InputResult }> {
+    const { conversationId, result } = await this.input(inputId);
+    if (result.status !== "queued") throw new Problem("input_not_queued", `input ${inputId} is ${result.status}, not queued; only a queued input can be withdrawn`);
+    const handle = await this.conversation(conversationId);
+    const outcome = await handle.abortInput(inputId, call);
+    if (outcome === "not_found") throw new Problem("input_not_queued", `input ${inputId} was placed before it could be withdrawn`);
+    return this.input(inputId);
+  }
+
+  async acceptance(source: RequestSource): Promise<Acceptance> {
+    const found = await this.#harness.acceptance(requestId(source), call);
+    if (found === undefined) throw new Problem("acceptance_not_found", "no input was accepted with this request key", "requestKey");
+    return found;
+  }
+
+  /** The conversation an input belongs to: the index for HTTP inputs, else a scan of conversations. */
+  async #inputConversation(inputId: Id): Promise<Id | undefined> {
+    const storage = this.#harness.storage;
+    const indexed = (await storage.getValue(bindTo(inputIndex(inputId), this.#harness.rootId)))?.value;
+    if (indexed !== undefined) return indexed.conversationId;
+    let after: Id | undefined;
+    for (;;) {
+      const page = await storage.scanConversations(after === undefined ? { limit: 100 } : { after, limit: 100 });
+      for (const conversation of page.items) {
+        if (conversation.id > inputId) return undefined;
+        if ((await storage.getValue(bindResult(conversation.id, inputId))) !== undefined) return conversation.id;
+      }
+      if (page.next === undefined) return undefined;
+      after = page.next;
+    }
+  }
+
+  async #result(conversationId: Id, inputId: Id): Promise<InputResult | undefined> {
+    return (await this.#harness.storage.getValue(bindResult(conversationId, inputId)))?.value;
+  }
+
+  /** Re-read the result after each commit until it is terminal or the time is up. */
+  #waitResult(conversationId: Id, inputId: Id, ms: number): Promise<InputResult | undefined> {
+    return new Promise((resolve) => {
+      let checking = false;
+      let again = false;
+      let done = false;
+      const finish = (result: InputResult | undefined): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        stop();
+        resolve(result);
+      };
+      const check = (): void => {
+        if (checking) {
+          again = true;
+          return;
+        }
+        checking = true;
+        void this.#result(conversationId, inputId).then(
+          (result) => {
+            checking = false;
+            if (isTerminalResult(result)) finish(result);
+            else if (again) {
+              again = false;
+              check();
+            }
+          },
+          () => {
+            checking = false;
+          },
+        );
+      };
+      const timer = setTimeout(() => void this.#result(conversationId, inputId).then(finish, () => finish(undefined)), ms);
+      const stop = this.#harness.onCommit(() => check());
+      check();
+    });
+  }
+
+  // conversations --------------------------------------------------------------------------------
+
+  async snapshot(ref: ConversationRef): Promise<ConversationSnapshot> {
+    const handle = await this.conversation(ref);
+    const storage = this.#harness.storage;
+    const conversation = await handle.snapshot(call);
+    const tasks = await storage.scanTasks({ conversationIds: [handle.id], live: true, limit: 1000 });
+    const inbox = await storage.readList<QueuedInput>(bindInbox(handle.id), { limit: 1000 });
+    return { conversation, config: await this.config(handle.id), tasks: tasks.items, inbox: inbox.items, readAt: storage.lastSeq };
+  }
+
+  async entries(ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }): Promise<Page<Entry>> {
+    const handle = await this.conversation(ref);
+    return this.#harness.storage.scanEntries({
+      conversationId: handle.id,
+      limit: query.limit ?? 50,
+      ...(query.before === undefined ? {} : { before: query.before }),
+      ...(query.after === undefined ? {} : { after: query.after }),
+      ...(query.kind === undefined ? {} : { kind: query.kind }),
+    });
+  }
+
+  async abort(ref: ConversationRef): Promise<void> {
+    const handle = await this.conversation(ref);
+    await handle.abort(call);
+  }
+
+  async fork(ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }): Promise<{ conversationId: Id; conversation: Conversation }> {
+    const handle = await this.conversation(ref);
+    if (options.at !== "start") {
+      const entry = await this.#harness.getEntry(options.at, call);
+      if (entry === undefined) throw new Problem("entry_not_found", `entry ${options.at} does not exist`, "at");
+    }
+    const child = await handle.fork({ at: options.at, ...(options.abort === undefined ? {} : { abort: options.abort }), values: { inherit: [generationConfig.budgetMs] } }, call);
+    return { conversationId: child.id, conversation: await child.snapshot(call) };
+  }
+
+  async collapse(ref: ConversationRef, instructions: string | undefined): Promise<{ taskId: Id }> {
+    const handle = await this.conversation(ref);
+    return { taskId: await handle.collapse(instructions === undefined ? undefined : { instructions }, call) };
+  }
+
+  async reset(ref: ConversationRef, handoff: string | undefined): Promise<void> {
+    const handle = await this.conversation(ref);
+    await handle.reset(handoff === undefined ? undefined : { handoff }, call);
+  }
+
+  async config(id: Id): Promise<ConfigValues> {
+    const storage = this.#harness.storage;
+    const read = async <T>(spec: ValueSpec<T>): Promise<T | undefined> => (await storage.getValue(bindTo(spec, id)))?.value;
+    const [model, thinking, selectedTools, profile, budgetMs] = await Promise.all([
+      read(generationConfig.model),
+      read(generationConfig.thinking),
+      read(generationConfig.selectedTools),
+      read(generationConfig.profile),
+      read(generationConfig.budgetMs),
+    ]);
+    return {
+      ...(model === undefined ? {} : { model }),
+      ...(thinking === undefined ? {} : { thinking }),
+      ...(selectedTools === undefined ? {} : { selectedTools }),
+      ...(profile === undefined ? {} : { profile }),
+      ...(budgetMs === undefined ? {} : { budgetMs }),
+    };
+  }
+
+  async getConfig(ref: ConversationRef): Promise<ConfigValues> {
+    const handle = await this.conversation(ref);
+    return this.config(handle.id);
+  }
+
+  async patchConfig(ref: ConversationRef, patch: ConfigValues): Promise<ConfigValues> {
+    const handle = await this.conversation(ref);
+    checkConfig(this.#models, this.#kit.tools.names(), patch);
+    await handle.commit((tx) => {
+      if (patch.model !== undefined) tx.value(generationConfig.model).set(patch.model);
+      if (patch.thinking !== undefined) tx.value(generationConfig.thinking).set(patch.thinking);
+      if (patch.selectedTools !== undefined) tx.value(generationConfig.selectedTools).set([...patch.selectedTools]);
+      if (patch.profile !== undefined) tx.value(generationConfig.profile).set(patch.profile);
+      if (patch.budgetMs !== undefined) tx.value(generationConfig.budgetMs).set(patch.budgetMs);
+    }, call);
+    return this.config(handle.id);
+  }
+
+  // tasks and usage ----------------------------------------------------------------------------------
+
+  async tasks(query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }): Promise<Page<Task>> {
+    const conversationIds = query.conversation === undefined ? undefined : [(await this.conversation(query.conversation)).id];
+    return this.#harness.storage.scanTasks({
+      limit: query.limit ?? 100,
+      ...(query.live === undefined ? {} : { live: query.live }),
+      ...(conversationIds === undefined ? {} : { conversationIds }),
+      ...(query.after === undefined ? {} : { after: query.after }),
+    });
+  }
+
+  async task(id: Id): Promise<Task> {
+    const task = await this.#harness.getTask(id, call);
+    if (task === undefined) throw new Problem("task_not_found", `task ${id} does not exist`, "taskId");
+    return task;
+  }
+
+  async abortTask(id: Id): Promise<Task> {
+    const task = await this.task(id);
+    if (task.role !== "start" && task.role !== "inflight") throw new Problem("conflict", `task ${id} is already ${task.role}`);
+    await this.#harness.abortTask(id, call);
+    return this.task(id);
+  }
+
+  async usage(query: { after?: Id; limit?: number }): Promise<UsageReport> {
+    const storage = this.#harness.storage;
+    const root = this.#harness.rootId;
+    const totals = (await storage.getValue(bindTo(usageTotals, root)))?.value;
+    const rows = await storage.readList<UsageRow>(bindTo(usageList, root), { limit: query.limit ?? 100, ...(query.after === undefined ? {} : { after: query.after }) });
+    return { totals, rows };
+  }
+}
+
+export type { JsonValue };

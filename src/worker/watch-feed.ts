@@ -1,0 +1,164 @@
+/**
+ * A watch feed: one core watch (src/core/watch.ts) per watched conversation (or the session) of an open
+ * harness, fanned out to every SSE and WebSocket subscriber, with a bounded buffer of recent per-commit
+ * messages so a reconnecting client resumes gap-free (DESIGN §6, §9.4). Used by the watch transport
+ * (src/worker/watch-transport.ts) inside the session Durable Object.
+ *
+ * Event ids: a per-commit message has `id` = the commit's last sequence. Preview-only messages (task
+ * output published between commits) carry the newest processed commit's sequence; the second and later
+ * messages with the same sequence get `seq.n`, so every id names exactly one position in the stream.
+ *
+ * Resume: a subscriber that names an id this feed issued and still buffers gets the messages after it
+ * and no view; any other id (outside the buffer, from before a restart, or unknown) gets a fresh view
+ * (the core watch's current view, which is folded exactly through the last message sent).
+ */
+import { BACKGROUND_CONTEXT } from "../core/call.js";
+import type { WatchHandle, WatchMessage } from "../core/watch.js";
+import type { Id } from "../storage/records.js";
+
+/** What a transport sends: a view or one per-commit message. */
+export type FeedOut<View, Event> =
+  | { readonly type: "view"; readonly id: string; readonly view: View }
+  | { readonly type: "commit"; readonly id: string; readonly seq: Id; readonly events: readonly Event[] };
+
+export interface FeedSubscriber<View, Event> {
+  send(out: FeedOut<View, Event>): void;
+  /** The feed ended (the harness closed): the transport ends its stream. */
+  end(): void;
+}
+
+interface Buffered<Event> {
+  readonly id: string;
+  readonly seq: Id;
+  readonly events: readonly Event[];
+}
+
+type FeedEvent = { readonly type: string; readonly error?: unknown };
+
+/** How many recent messages a feed keeps for resumption. */
+export const DEFAULT_FEED_BUFFER = 512;
+
+export class WatchFeed<View extends { readonly readAt: Id }, Event extends FeedEvent> {
+  readonly #handle: WatchHandle<View, Event>;
+  readonly #capacity: number;
+  readonly #subscribers = new Set<FeedSubscriber<View, Event>>();
+  readonly #onEnd: () => void;
+  #buffer: Buffered<Event>[] = [];
+  /** The position just before the first buffered message, and whether a client can hold its id. */
+  #floor: { id: string; issued: boolean };
+  /** Id of the newest position (last message, or the floor). */
+  #lastId: string;
+  #idSeq: Id;
+  #idSub = 0;
+  #ended = false;
+  #resyncing = false;
+
+  constructor(handle: WatchHandle<View, Event>, capacity: number, onEnd: () => void) {
+    this.#handle = handle;
+    this.#capacity = capacity;
+    this.#onEnd = onEnd;
+    this.#idSeq = handle.view.readAt;
+    this.#lastId = String(handle.view.readAt);
+    this.#floor = { id: this.#lastId, issued: false };
+    handle.startCommits((message) => this.#onMessage(message));
+  }
+
+  get subscribers(): number {
+    return this.#subscribers.size;
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** Subscribe; with `lastEventId` inside the buffer, replay after it, otherwise start with a view. */
+  subscribe(subscriber: FeedSubscriber<View, Event>, lastEventId: string | undefined): void {
+    if (this.#ended) {
+      subscriber.end();
+      return;
+    }
+    const replay = lastEventId === undefined || this.#resyncing ? undefined : this.#after(lastEventId);
+    if (replay === undefined) {
+      if (!this.#resyncing) subscriber.send(this.#view());
+    } else {
+      for (const message of replay) subscriber.send({ type: "commit", ...message });
+    }
+    this.#subscribers.add(subscriber);
+  }
+
+  unsubscribe(subscriber: FeedSubscriber<View, Event>): void {
+    this.#subscribers.delete(subscriber);
+  }
+
+  /** Stop the core watch (the feed is dropped while idle). */
+  close(): void {
+    this.#end();
+  }
+
+  #view(): FeedOut<View, Event> {
+    if (this.#lastId === this.#floor.id) this.#floor.issued = true;
+    return { type: "view", id: this.#lastId, view: this.#handle.view };
+  }
+
+  #after(id: string): readonly Buffered<Event>[] | undefined {
+    if (id === this.#floor.id && this.#floor.issued) return [...this.#buffer];
+    const index = this.#buffer.findIndex((message) => message.id === id);
+    return index < 0 ? undefined : this.#buffer.slice(index + 1);
+  }
+
+  #allocate(seq: Id): string {
+    if (seq > this.#idSeq) {
+      this.#idSeq = seq;
+      this.#idSub = 0;
+      return String(seq);
+    }
+    this.#idSub += 1;
+    return `${this.#idSeq}.${this.#idSub}`;
+  }
+
+  #onMessage(message: WatchMessage<Event>): void {
+    if (this.#ended) return;
+    if (message.events.some((event) => event.type === "fault" && lagged(event.error))) {
+      this.#resync();
+      return;
+    }
+    const id = this.#allocate(message.seq);
+    const buffered: Buffered<Event> = { id, seq: message.seq, events: message.events };
+    this.#buffer.push(buffered);
+    if (this.#buffer.length > this.#capacity) {
+      const dropped = this.#buffer.shift() as Buffered<Event>;
+      this.#floor = { id: dropped.id, issued: true };
+    }
+    this.#lastId = id;
+    for (const subscriber of [...this.#subscribers]) subscriber.send({ type: "commit", ...buffered });
+    if (message.events.some((event) => event.type === "closed")) this.#end();
+  }
+
+  /** The feed's own watch fell behind: a fresh capture, sent to every subscriber as a view. */
+  #resync(): void {
+    this.#resyncing = true;
+    this.#handle.resnapshot(BACKGROUND_CONTEXT).then(
+      (view) => {
+        this.#resyncing = false;
+        this.#buffer = [];
+        this.#lastId = this.#allocate(view.readAt);
+        this.#floor = { id: this.#lastId, issued: false };
+        for (const subscriber of [...this.#subscribers]) subscriber.send(this.#view());
+      },
+      () => this.#end(),
+    );
+  }
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#handle.unsubscribe();
+    for (const subscriber of [...this.#subscribers]) subscriber.end();
+    this.#subscribers.clear();
+    this.#onEnd();
+  }
+}
+
+function lagged(error: unknown): boolean {
+  return error !== null && typeof error === "object" && (error as { code?: unknown }).code === "lagged";
+}

@@ -1,0 +1,206 @@
+/**
+ * Watch transports inside the session Durable Object (DESIGN §6): Server-Sent Events (Hono's
+ * `streamSSE`) and hibernatable WebSockets carrying the same messages, fed by one `WatchFeed` per
+ * watched conversation (and one for the session) of the open harness (`FeedBook`).
+ *
+ * SSE: `event: view` (data: the view) first, then `event: commit` (data: `{ seq, events }`) per commit,
+ * each with `id:`; keep-alive comments every `keepAliveMs`; the stream ends when the client goes away or
+ * the harness closes. WebSocket: JSON text frames `{ type: "view", id, view }` and
+ * `{ type: "commit", id, seq, events }`. A socket's attachment records what it watches and the last id
+ * sent, so after hibernation the object re-registers it (see SessionObject).
+ */
+import type { Context } from "hono";
+import { streamSSE } from "hono/streaming";
+import { BACKGROUND_CONTEXT } from "../core/call.js";
+import type { Harness } from "../core/harness.js";
+import { watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../core/watch.js";
+import type { Id } from "../storage/records.js";
+import { DEFAULT_FEED_BUFFER, WatchFeed, type FeedOut, type FeedSubscriber } from "./watch-feed.js";
+
+export type ConversationFeed = WatchFeed<ConversationView, ConversationEvent>;
+export type SessionFeed = WatchFeed<SessionView, SessionEvent>;
+export type AnyFeed = ConversationFeed | SessionFeed;
+
+/** What a watch transport watches: a conversation id or the session. */
+export type WatchTarget = { readonly type: "conversation"; readonly id: Id } | { readonly type: "session" };
+
+/** A hibernatable socket's serialized attachment. */
+export interface SocketAttachment {
+  readonly target: WatchTarget;
+  readonly lastEventId: string | undefined;
+}
+
+export interface WatchSeams {
+  /** Messages a feed keeps for resumption. */
+  readonly bufferSize?: number;
+  readonly keepAliveMs?: number;
+  /** Entries a conversation view keeps. */
+  readonly tail?: number;
+}
+
+export const KEEP_ALIVE_MS = 15_000;
+export const VIEW_TAIL = 100;
+/** Feeds with no subscriber kept for resumption, per object. */
+const IDLE_FEEDS = 16;
+/** Messages an SSE subscriber may have unsent before its stream is ended (it reconnects and resumes). */
+const MAX_UNSENT = 2_000;
+
+let seams: WatchSeams = {};
+
+/** Test only: buffer size, keep-alive interval, view tail for feeds opened from now on. */
+export function setWatchSeams(next: WatchSeams): void {
+  seams = next;
+}
+
+export function keepAliveMs(): number {
+  return seams.keepAliveMs ?? KEEP_ALIVE_MS;
+}
+
+/** The feeds of one open harness. */
+export class FeedBook {
+  readonly #harness: Harness;
+  readonly #feeds = new Map<string, Promise<AnyFeed>>();
+  #closed = false;
+
+  constructor(harness: Harness) {
+    this.#harness = harness;
+  }
+
+  conversation(id: Id): Promise<ConversationFeed> {
+    return this.#get(`c${id}`, async (onEnd) => {
+      const handle = await watchConversation(this.#harness, id, { tail: seams.tail ?? VIEW_TAIL }, BACKGROUND_CONTEXT);
+      return new WatchFeed<ConversationView, ConversationEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd);
+    }) as Promise<ConversationFeed>;
+  }
+
+  session(): Promise<SessionFeed> {
+    return this.#get("s", async (onEnd) => {
+      const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT);
+      return new WatchFeed<SessionView, SessionEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd);
+    }) as Promise<SessionFeed>;
+  }
+
+  target(target: WatchTarget): Promise<AnyFeed> {
+    return target.type === "session" ? this.session() : this.conversation(target.id);
+  }
+
+  /** End every feed (the harness is being replaced). */
+  close(): void {
+    this.#closed = true;
+    for (const feed of this.#feeds.values()) void feed.then((f) => f.close(), () => undefined);
+    this.#feeds.clear();
+  }
+
+  #get(key: string, open: (onEnd: () => void) => Promise<AnyFeed>): Promise<AnyFeed> {
+    const existing = this.#feeds.get(key);
+    if (existing !== undefined && !this.#closed) return existing;
+    const created = open(() => {
+      if (this.#feeds.get(key) === created) this.#feeds.delete(key);
+    });
+    this.#feeds.set(key, created);
+    created.catch(() => this.#feeds.delete(key));
+    void created.then(() => this.#trim(key), () => undefined);
+    return created;
+  }
+
+  /** Keep at most IDLE_FEEDS feeds without subscribers (oldest first go), never the one just used. */
+  async #trim(keep: string): Promise<void> {
+    const idle: [string, AnyFeed][] = [];
+    for (const [key, pending] of this.#feeds) {
+      if (key === keep) continue;
+      const feed = await pending.catch(() => undefined);
+      if (feed !== undefined && feed.subscribers === 0) idle.push([key, feed]);
+    }
+    for (const [, feed] of idle.slice(0, Math.max(0, idle.length - IDLE_FEEDS))) feed.close();
+  }
+}
+
+function payload<V, E>(out: FeedOut<V, E>): string {
+  return out.type === "view" ? JSON.stringify(out.view) : JSON.stringify({ seq: out.seq, events: out.events });
+}
+
+/** An SSE response for one subscriber of `feed`. */
+export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | undefined): Response {
+  return streamSSE(c, async (stream) => {
+    const queue: (FeedOut<unknown, unknown> | "keep-alive")[] = [];
+    let ended = false;
+    let wake: (() => void) | undefined;
+    const notify = (): void => {
+      const resume = wake;
+      wake = undefined;
+      resume?.();
+    };
+    const subscriber: FeedSubscriber<unknown, unknown> = {
+      send(out) {
+        if (ended) return;
+        queue.push(out);
+        // A client that does not read: end its stream; it reconnects and resumes or gets a fresh view.
+        if (queue.length > MAX_UNSENT) ended = true;
+        notify();
+      },
+      end() {
+        ended = true;
+        notify();
+      },
+    };
+    (feed as WatchFeed<{ readAt: Id }, { type: string }>).subscribe(subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>, lastEventId);
+    stream.onAbort(() => {
+      ended = true;
+      notify();
+    });
+    const timer = setInterval(() => {
+      queue.push("keep-alive");
+      notify();
+    }, keepAliveMs());
+    try {
+      for (;;) {
+        while (queue.length > 0 && !stream.aborted) {
+          const out = queue.shift() as FeedOut<unknown, unknown> | "keep-alive";
+          if (out === "keep-alive") await stream.write(": keep-alive\n\n");
+          else await stream.writeSSE({ event: out.type, id: out.id, data: payload(out) });
+        }
+        if (ended || stream.aborted) break;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+      }
+    } finally {
+      clearInterval(timer);
+      (feed as WatchFeed<{ readAt: Id }, { type: string }>).unsubscribe(subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>);
+    }
+  });
+}
+
+/** A feed subscriber that writes to a (hibernatable) WebSocket and records the last id sent. */
+export function socketSubscriber(ws: WebSocket, target: WatchTarget): FeedSubscriber<unknown, unknown> {
+  return {
+    send(out) {
+      try {
+        ws.send(JSON.stringify(out));
+        ws.serializeAttachment({ target, lastEventId: out.id } satisfies SocketAttachment);
+      } catch {
+        // The socket is gone; its close handler unsubscribes.
+      }
+    },
+    end() {
+      try {
+        ws.close(1000, "the session closed");
+      } catch {
+        // already closed
+      }
+    },
+  };
+}
+
+export function readAttachment(ws: WebSocket): SocketAttachment | undefined {
+  const value: unknown = ws.deserializeAttachment();
+  if (value === null || typeof value !== "object") return undefined;
+  const target = (value as { target?: unknown }).target;
+  if (target === null || typeof target !== "object") return undefined;
+  const lastEventId = (value as { lastEventId?: unknown }).lastEventId;
+  const type = (target as { type?: unknown }).type;
+  const id = (target as { id?: unknown }).id;
+  const parsed: WatchTarget | undefined = type === "session" ? { type: "session" } : type === "conversation" && typeof id === "number" ? { type: "conversation", id } : undefined;
+  if (parsed === undefined) return undefined;
+  return { target: parsed, lastEventId: typeof lastEventId === "string" ? lastEventId : undefined };
+}
