@@ -103,7 +103,7 @@ export interface Kit {
 export async function openKit(
   storage: Storage,
   tools: readonly AnyTool[],
-  options: { turn?: Partial<TurnOptions>; script?: GenScript; selected?: string[]; extraKinds?: readonly AnyTaskKind[] } = {},
+  options: { turn?: Partial<TurnOptions>; script?: GenScript; selected?: string[]; extraKinds?: readonly AnyTaskKind[]; withoutToolKind?: boolean } = {},
 ): Promise<Kit> {
   const hookFailures: HookFailure[] = [];
   const hooks = new HookRegistry((f) => hookFailures.push(f));
@@ -127,7 +127,7 @@ export async function openKit(
   const h = await Harness.open(
     storage,
     {
-      taskKinds: [erase(toolKind), erase(counted), erase(standInGeneration(script)), ...(options.extraKinds ?? [])],
+      taskKinds: [...(options.withoutToolKind ? [] : [erase(toolKind)]), erase(counted), erase(standInGeneration(script)), ...(options.extraKinds ?? [])],
       rootValues: [initialValue(generationConfig.model, MODEL), initialValue(generationConfig.selectedTools, options.selected ?? ["echo"])],
     },
     call,

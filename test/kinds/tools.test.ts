@@ -22,7 +22,7 @@ import { fold, sinkCheckpoint, sinkOps, ToolSink, type OpBatch, type SinkFold } 
 import { TaskCancelled } from "../../src/core/errors.js";
 import type { TaskRuntime } from "../../src/core/runtime.js";
 import type { ScratchTx } from "../../src/core/tx.js";
-import type { Task } from "../../src/storage/records.js";
+import type { Entry, Task } from "../../src/storage/records.js";
 import {
   answerWithCalls,
   call,
@@ -585,6 +585,41 @@ for (const backend of coreBackends) {
         await kit.h.commitBound(call, {}, (b) => recordUsage(b, { conversationId: kit.root, taskId: 2, kind: "tool", model: "echo", usage }));
         expect(await kit.h.value(usageTotals).get(call)).toEqual({ attempts: 3, unknown: 1, input: 6, output: 8, cacheRead: 2, cacheWrite: 0, totalTokens: 16, cost: 0.5 });
         expect((await kit.h.list(usageList).read(undefined, call)).items).toHaveLength(3);
+      }));
+
+    it(`post_tools writes an unavailable-tool result for a tool task orphaned at open (§5.1, §6.4) and continues the group (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const storage = new GateStorage(inner);
+        const kit = await openKit(storage, [echo]);
+        const ex = await startExchange(kit, [toolCall("echo", { text: "x" }, "c1")]);
+        crash(storage);
+        // A process whose registry lacks the tool kind: open orphans the live foreground tool task.
+        const without = await openKit(storage.reopen(), [echo], { withoutToolKind: true });
+        expect((await task(without, ex.tools[0] as Id)).state.status).toBe("orphaned");
+        await without.h.close(call);
+        const kit2 = await openKit(storage.reopen(), [echo]);
+        expect(await kit2.h.drive(call)).toBe("idle");
+        const results = (await transcript(kit2)).filter((e) => e.kind === "tool_result");
+        expect(results).toHaveLength(1);
+        expect(results[0]?.key).toBe("c1");
+        expect(isErrorResult(results[0] as Entry)).toBe(true);
+        expect(resultText(results[0] as Entry)).toContain("unavailable");
+        expect(await inputResult(kit2, ex.inputId)).toMatchObject({ status: "done" });
+      }));
+
+    it(`a throwing after_tool is reported and skipped; the result stands (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const kit = await openKit(storage, [echo]);
+        const seen: string[] = [];
+        kit.hooks.on(kit.toolKind, "after_tool", ({ output }) => {
+          seen.push(JSON.stringify(output.content));
+          throw new Error("observer broke");
+        });
+        const ex = await startExchange(kit, [toolCall("echo", { text: "x" }, "c1")]);
+        expect(await kit.h.drive(call)).toBe("idle");
+        expect(seen).toEqual([JSON.stringify([{ type: "text", text: "x" }])]);
+        expect(kit.hookFailures.map((f) => f.point)).toEqual(["after_tool"]);
+        expect(resultText(await resultOf(kit, ex.tools[0] as Id))).toBe("x");
       }));
 
     it(`§5.5 crash before the generation settles -> the generation is live and recovers; the exchange then runs once (${backend.name})`, () =>
