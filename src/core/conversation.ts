@@ -126,7 +126,7 @@ export class ConversationHandle {
    * followUp in the affected conversations; write and nextRun stay queued.
    */
   async abort(call: Call): Promise<void> {
-    await this.harness.commitInternal(async (b) => {
+    await this.harness.commitMarks(async (b) => {
       const closure = this.harness.driver.foregroundClosure(this.id);
       this.harness.driver.markWrites(b, closure.tasks, { ifLive: true });
       for (const conversationId of closure.conversations) {
@@ -214,7 +214,7 @@ export class ConversationHandle {
       }
       return child;
     };
-    const id = options.abort === true ? await this.harness.commitInternal(plan, call) : await this.harness.commitBound(call, { conversationId: this.id }, plan);
+    const id = options.abort === true ? await this.harness.commitMarks(plan, call) : await this.harness.commitBound(call, { conversationId: this.id }, plan);
     const handle = await this.harness.conversation(id, call);
     if (handle === undefined) throw new PicoError("not_found", `fork ${id} vanished`);
     return handle;

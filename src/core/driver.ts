@@ -10,7 +10,8 @@ import { BACKGROUND_CONTEXT, createContextKey, withAbortSignal, withContextValue
 import { PicoError, TaskCancelled } from "./errors.js";
 import type { CommittedBatch, Harness } from "./harness.js";
 import { systemClock, type Clock, type DriverHost, type FaultReport, type InvocationMethod } from "./host.js";
-import { createRuntime, type TaskRuntime } from "./runtime.js";
+import { createRuntime, releaseRuntime, type TaskRuntime } from "./runtime.js";
+import { watchHub } from "./watch.js";
 import type { AnyTaskKind } from "./task-kind.js";
 import type { CommitOrigin, TxBuilder } from "./tx.js";
 
@@ -456,6 +457,7 @@ export class Driver {
     const runtime = createRuntime(this.#harness, this, inv, task);
     const method = inv.kind[inv.method] as (task: Task, runtime: TaskRuntime, call: Call) => Promise<void>;
     void (async () => method.call(inv.kind, task, runtime, call))()
+      .finally(() => releaseRuntime(runtime))
       .then(
         () => this.#complete(inv, undefined, false),
         (error: unknown) => this.#complete(inv, error, true),
@@ -546,6 +548,7 @@ export class Driver {
       shutdown?.reject(error);
       for (const inv of running) inv.controller.abort(error);
       this.#host.faulted?.(report);
+      watchHub(this.#harness).fault(report);
       void Promise.allSettled(running.map((inv) => inv.done)).then(() => this.#harness.storage.close().catch(() => undefined));
     };
   }
@@ -656,6 +659,14 @@ export class Driver {
         })
         .then((after) => after(), reject);
     });
+  }
+
+  /**
+   * The known-self-wait check of a drive of `scope` by this call, for callers that must reject before
+   * they write (prompt checks before its acceptance, §6.2). Call it on the line.
+   */
+  checkDrive(scope: Id | "session", call: Call): void {
+    this.#checkSelfDrive(scope, call);
   }
 
   /**
@@ -989,6 +1000,7 @@ export class Driver {
       for (const inv of running) inv.controller.abort(reason);
       await Promise.all(running.map((inv) => inv.done));
       await this.#harness.storage.close().catch(() => undefined);
+      watchHub(this.#harness).close();
       if (this.#phase !== "faulted") this.#phase = "closed";
     })();
     return this.#closing;

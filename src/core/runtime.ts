@@ -3,7 +3,9 @@
  * invocation: a commit whose call carries another (or no) invocation identity is refused, so a leaked
  * runtime cannot write on behalf of a task it no longer owns (§6.5).
  */
+import { track, type Tracker } from "@earendil-works/chord/delta";
 import type { Entry, Id, Task, TaskStateBase } from "../storage/records.js";
+import { watchHub } from "./watch.js";
 import type { Call } from "./call.js";
 import type { ConversationHandle } from "./conversation.js";
 import type { Driver, Invocation } from "./driver.js";
@@ -45,6 +47,23 @@ export interface TaskRuntime extends TaskRuntimeLike {
   /** Session and own-conversation state; scratch specs bind to this task. */
   value<T>(addr: ValueRef<T>): ValueHandle<T>;
   list<T>(addr: ListRef<T>): ListHandle<T>;
+  /**
+   * Start this invocation's preview (§5.2, §9.4): a Chord delta tracker over `initial` that the kind
+   * mutates in place (`tracker.state`). The harness flushes it after each scratch commit of this task
+   * and watchers receive the ops as task_output; the first flush is the base. Built from durable
+   * scratch on attach or reopen, so a recovering invocation passes what it rebuilt.
+   */
+  preview<P extends object>(initial: P): Tracker<P>;
+}
+
+const trackers = new WeakMap<TaskRuntime, { readonly taskId: Id; readonly tracker: Tracker<object>; readonly harness: Harness }>();
+
+/** Called by the driver when the invocation returns: the preview value stays, flushing stops. */
+export function releaseRuntime(runtime: TaskRuntime): void {
+  const attached = trackers.get(runtime);
+  if (attached === undefined) return;
+  trackers.delete(runtime);
+  watchHub(attached.harness).previews.detach(attached.taskId, attached.tracker);
 }
 
 export function createRuntime(harness: Harness, driver: Driver, inv: Invocation, task: Task): TaskRuntime {
@@ -90,6 +109,15 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
       typeof a === "number" ? harness.getEntry(a, b as Call) : harness.getEntry(a, b as Id, c as Call)) as TaskRuntime["getEntry"],
     value: (addr) => valueHandle(harness, addr, binding),
     list: (addr) => listHandle(harness, addr, binding),
+    preview: <P extends object>(initial: P): Tracker<P> => {
+      const previous = trackers.get(runtime);
+      const hub = watchHub(harness).previews;
+      if (previous !== undefined) hub.detach(task.id, previous.tracker);
+      const tracker = track(initial);
+      trackers.set(runtime, { taskId: task.id, tracker: tracker as Tracker<object>, harness });
+      hub.attach(task.id, tracker as Tracker<object>);
+      return tracker;
+    },
   };
   return runtime;
 }

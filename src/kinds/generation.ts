@@ -40,6 +40,40 @@ export interface GenerationServices extends TurnServices {
 
 type GenTask = TypedTask<GenerationState, typeof generationRoles>;
 
+/** What watchers see of a streaming generation: the partial answer's content blocks (§9.4). */
+export interface GenerationPreview {
+  content: ({ type: "text"; text: string } | { type: "thinking"; thinking: string } | { type: "toolCall"; id: string; name: string; arguments: string })[];
+}
+
+/** Mutate the tracked preview in place, so a token is one append op, never a recomputed object. */
+export function applyFrame(preview: GenerationPreview, frame: Frame): void {
+  const index = frame[1];
+  const block = preview.content[index];
+  switch (frame[0]) {
+    case "t":
+      if (block?.type === "text") block.text += frame[2];
+      else preview.content[index] = { type: "text", text: frame[2] };
+      return;
+    case "h":
+      if (block?.type === "thinking") block.thinking += frame[2];
+      else preview.content[index] = { type: "thinking", thinking: frame[2] };
+      return;
+    case "c":
+      preview.content[index] = { type: "toolCall", id: frame[2], name: frame[3], arguments: "" };
+      return;
+    case "a":
+      if (block?.type === "toolCall") block.arguments += frame[2];
+      return;
+    case "e":
+      if (block?.type === "toolCall") block.arguments = JSON.stringify(frame[2].arguments);
+      return;
+    default: {
+      const never: never = frame;
+      return never;
+    }
+  }
+}
+
 /** Exponential backoff without jitter, so tests with a fake clock are deterministic. */
 export function retryDelay(baseMs: number, attempt: number): number {
   return Math.min(60_000, baseMs * 2 ** Math.max(0, attempt - 1));
@@ -201,11 +235,16 @@ export function createGenerationKind(services: GenerationServices) {
 
     // Stream: frames to scratch, coalesced; the partial stays in memory for the preview.
     await runtime.scratch((sc) => sc.list(framesList).clear(), call);
+    const preview = runtime.preview<GenerationPreview>({ content: [] });
     const stream = services.models.models.stream(model, request, { signal: call.abortSignal ?? new AbortController().signal });
     const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);
     try {
       for await (const event of stream) {
-        for (const frame of encodeEvent(event)) flusher.push(frame);
+        const frames = encodeEvent(event);
+        for (const frame of frames) {
+          flusher.push(frame);
+          applyFrame(preview.state, frame);
+        }
         await flusher.maybeFlush();
       }
     } finally {
