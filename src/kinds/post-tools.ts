@@ -6,6 +6,7 @@
  *   orphaned tool (kind unregistered at open)  -> write an unavailable-tool result for its call
  *   any outcome terminates                     -> group unanswered(terminated), safe writes placed; settle stopped
  *   conflicting handoffs (different messages)  -> group unanswered(failed); settle stopped ("reject rather than pick an order")
+ *   no model configured any more               -> group unanswered(failed); settle stopped (a domain outcome, not a fault)
  *   otherwise: added tools -> selected tools (rewindable config, written before every entry, §3.2);
  *              handoff -> a handoff head after the exchange; place writes and steering (the group grows);
  *              create the continuation generation (config captured on the line); settle done { successor }
