@@ -56,6 +56,12 @@ export interface TurnApi {
   reset(conversationId: Id, options: { handoff?: string } | undefined, call: Call): Promise<void>;
 }
 
+/** Which values a new child starts with (§4.3): copies of the parent's current values, then overrides. */
+export interface ChildValues {
+  readonly inherit?: readonly ValueSpec<unknown>[];
+  readonly set?: readonly (readonly [ValueSpec<unknown>, JsonValue])[];
+}
+
 export interface ForkOptions {
   /** Mark the source's foreground set in the same commit ("go back to that point"). */
   readonly abort?: boolean;
@@ -218,6 +224,28 @@ export class ConversationHandle {
     const handle = await this.harness.conversation(id, call);
     if (handle === undefined) throw new PicoError("not_found", `fork ${id} vanished`);
     return handle;
+  }
+
+  /**
+   * Create a child conversation owned by `owner` (a task) in a builder, initialized by copying selected
+   * current values of this conversation and applying overrides (§4.3). Unselected values are absent in
+   * the child; lists are not copied. The child has an owner and no parent, so capped-source lookup stops
+   * there (§4.4).
+   */
+  static async initializeChild(
+    b: TxBuilder,
+    from: Id,
+    options: { readonly owner: Id; readonly values?: ChildValues },
+  ): Promise<Id> {
+    const copies: [ValueSpec<unknown>, JsonValue][] = [];
+    for (const spec of options.values?.inherit ?? []) {
+      const value = await b.value(bind(spec, { conversationId: from })).get();
+      if (value !== undefined) copies.push([spec, value as JsonValue]);
+    }
+    const child = b.createConversation({ owner: options.owner });
+    for (const [spec, value] of copies) b.value(bind(spec, { conversationId: child })).set(value);
+    for (const [spec, value] of options.values?.set ?? []) b.value(bind(spec, { conversationId: child })).set(value);
+    return child;
   }
 
   // The turn (accept, prompt, collapse, reset) is built by the kinds layer and installed on the harness.

@@ -19,6 +19,7 @@ import {
   userKind,
   type EntryKind,
 } from "../../src/core/entries.js";
+import { ConversationHandle } from "../../src/core/conversation.js";
 import { initialValue } from "../../src/core/harness.js";
 import { conversationList, conversationValue, sessionValue } from "../../src/core/state.js";
 import type { Entry } from "../../src/storage/records.js";
@@ -459,6 +460,25 @@ for (const backend of coreBackends) {
         const start = await root.fork({ at: "start" }, call);
         expect((await h.entries(start.id, { limit: 10 }, call)).items).toEqual([]);
         await expect(root.fork({ at: 999_999 }, call)).rejects.toMatchObject({ code: "invalid_commit" });
+      }));
+
+    it(`§4.3 a new child copies selected current values, applies overrides, and leaves the rest absent (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const h = await openHarness(storage);
+        const root = await h.root(call);
+        await root.config({ kind: "g", config: { model, expanded } }).set({ model: "m1", expanded: true }, call);
+        await root.value(planMode).set(true, call);
+        const owner = await root.commit((tx) => tx.task(workKind, { state: { status: "pending", input: 0 } }), call);
+        const child = await h.commitBound(call, { conversationId: root.id }, (b) =>
+          ConversationHandle.initializeChild(b, root.id, { owner, values: { inherit: [model, expanded], set: [[planMode, false]] } }),
+        );
+        const handle = (await h.conversation(child, call))!;
+        expect(handle.record).toEqual({ id: child, owner });
+        expect(await handle.value(model).get(call)).toBe("m1");
+        expect(await handle.value(expanded).get(call)).toBe(true);
+        expect(await handle.value(planMode).get(call)).toBe(false);
+        // Unselected values are absent; an owned child has no parent, so lookup stops there (§4.4).
+        expect(await handle.value(conversationValue<string>("pi.thinking", { rewind: true })).get(call)).toBeUndefined();
       }));
 
     it(`config(kind) reads every declared value together and sets several in one commit (${backend.name})`, () =>
