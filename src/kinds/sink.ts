@@ -209,6 +209,9 @@ export interface SinkOptions {
   readonly seed?: SinkFold;
   /** Real persistence errors, as they happen (drain() also rethrows the first one). */
   readonly report?: (error: unknown) => void;
+  /** The invocation's preview state (a Chord tracker's `state`): the sink folds every op into it too,
+   * so watchers see output live at the scratch-commit cadence (§9.3, §9.4). */
+  readonly preview?: SinkFold;
 }
 
 export class ToolSink implements ToolOutput<JsonValue> {
@@ -218,6 +221,7 @@ export class ToolSink implements ToolOutput<JsonValue> {
   readonly #maxChars: number;
   readonly #compactBytes: number;
   readonly #report: (error: unknown) => void;
+  readonly #preview: SinkFold | undefined;
   /** Everything the tool produced (what normal settlement records). */
   readonly #state: SinkFold;
   /** What the committed scratch folds to. */
@@ -241,6 +245,7 @@ export class ToolSink implements ToolOutput<JsonValue> {
     this.#maxChars = options.maxChars;
     this.#compactBytes = options.compactBytes ?? DEFAULT_COMPACT_BYTES;
     this.#report = options.report ?? (() => undefined);
+    this.#preview = options.preview;
     this.#state = options.seed === undefined ? emptyFold() : cloneFold(options.seed);
     this.#durable = cloneFold(this.#state);
     this.#detailsJson = JSON.stringify(this.#state.details);
@@ -255,6 +260,7 @@ export class ToolSink implements ToolOutput<JsonValue> {
   set details(value: JsonValue) {
     if (this.#drained) return;
     this.#state.details = value;
+    if (this.#preview !== undefined) this.#preview.details = value;
     this.#schedule();
   }
 
@@ -335,6 +341,7 @@ export class ToolSink implements ToolOutput<JsonValue> {
       return;
     }
     applyOp(this.#state, op, this.#maxChars);
+    if (this.#preview !== undefined) applyOp(this.#preview, op, this.#maxChars);
     if (this.#stopped) return;
     if (op.t === "r") {
       // A replace makes earlier pending text operations irrelevant (the totals restart too).

@@ -143,6 +143,7 @@ export function createToolKind(services: TurnServices) {
       call,
       flushMs: services.options.flushMs,
       maxChars: tool.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS,
+      preview: runtime.preview(emptyFold()).state,
     });
     const budgetMs = (await runtime.value(generationConfig.budgetMs).get(call)) ?? services.options.toolBudgetMs;
     let isError = false;
