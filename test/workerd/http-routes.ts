@@ -1,0 +1,44 @@
+/**
+ * Every bearer-token route of the HTTP API with the capability it needs, for the tenant-isolation and
+ * role tests (one table, so a new route that is not listed here is a visible gap in review).
+ */
+import type { Capability } from "../../src/worker/auth.js";
+
+export interface RouteCase {
+  readonly name: string;
+  readonly method: string;
+  readonly path: (session: string) => string;
+  readonly body?: unknown;
+  readonly headers?: Record<string, string>;
+  readonly capability: Capability;
+}
+
+const s = (session: string): string => `/v1/sessions/${session}`;
+const c = (session: string): string => `${s(session)}/conversations/root`;
+
+export const ROUTES: readonly RouteCase[] = [
+  { name: "PUT session", method: "PUT", path: s, body: {}, capability: "session.create" },
+  { name: "GET session", method: "GET", path: s, capability: "session.read" },
+  { name: "DELETE session", method: "DELETE", path: s, capability: "delete" },
+  { name: "POST inputs", method: "POST", path: (x) => `${c(x)}/inputs`, body: { input: "hi" }, headers: { "idempotency-key": "role-key" }, capability: "input" },
+  { name: "GET input", method: "GET", path: (x) => `${s(x)}/inputs/2`, capability: "input" },
+  { name: "DELETE input", method: "DELETE", path: (x) => `${s(x)}/inputs/2`, capability: "input" },
+  { name: "GET acceptance", method: "GET", path: (x) => `${s(x)}/acceptances/some-key`, capability: "input" },
+  { name: "GET conversation", method: "GET", path: c, capability: "conversation" },
+  { name: "GET entries", method: "GET", path: (x) => `${c(x)}/entries?limit=10`, capability: "conversation" },
+  { name: "POST abort", method: "POST", path: (x) => `${c(x)}/abort`, capability: "conversation" },
+  { name: "POST fork", method: "POST", path: (x) => `${c(x)}/fork`, body: { at: "start" }, capability: "conversation" },
+  { name: "POST collapse", method: "POST", path: (x) => `${c(x)}/collapse`, capability: "conversation" },
+  { name: "POST reset", method: "POST", path: (x) => `${c(x)}/reset`, capability: "conversation" },
+  { name: "GET config", method: "GET", path: (x) => `${c(x)}/config`, capability: "config" },
+  { name: "PATCH config", method: "PATCH", path: (x) => `${c(x)}/config`, body: { thinking: "low" }, capability: "config" },
+  { name: "GET conversation watch", method: "GET", path: (x) => `${c(x)}/watch`, capability: "watch" },
+  { name: "GET session watch", method: "GET", path: (x) => `${s(x)}/watch`, capability: "watch" },
+  { name: "GET usage", method: "GET", path: (x) => `${s(x)}/usage`, capability: "usage" },
+  { name: "GET tasks", method: "GET", path: (x) => `${s(x)}/tasks?live=true`, capability: "tasks" },
+  { name: "POST task abort", method: "POST", path: (x) => `${s(x)}/tasks/3/abort`, capability: "tasks" },
+  { name: "POST task release", method: "POST", path: (x) => `${s(x)}/tasks/3/release`, capability: "quarantine" },
+  { name: "GET inspect", method: "GET", path: (x) => `${s(x)}/inspect`, capability: "inspect" },
+  { name: "POST shutdown", method: "POST", path: (x) => `${s(x)}/shutdown`, capability: "shutdown" },
+  { name: "POST fault clear", method: "POST", path: (x) => `${s(x)}/fault/clear`, capability: "fault" },
+];

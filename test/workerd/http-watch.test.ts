@@ -1,0 +1,284 @@
+/**
+ * Watch over HTTP (DESIGN §6, §9.4), end to end through the Worker's fetch: the SSE stream starts with
+ * a view and then carries one event per commit with `id:` = the commit's last seq; Last-Event-ID inside
+ * the server's buffer resumes with exactly the later commits and no view; outside it, or after the
+ * object restarted, a fresh view. WebSocket watchers keep receiving after the object hibernates.
+ */
+import { abortAllDurableObjects, evictDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it } from "vitest";
+import type { SseFrame } from "../../src/client/sse.js";
+import type { ConversationEvent, ConversationView, WatchMessage } from "../../src/core/watch.js";
+import { applyMessage } from "../../src/core/watch.js";
+import { setWatchSeams } from "../../src/worker/watch-transport.js";
+import { BASE, client, token, uniqueSession } from "./http-fixtures.js";
+
+afterEach(async () => {
+  setWatchSeams({});
+  await abortAllDurableObjects();
+});
+
+/** Pull frames from an SSE connection, with a bound on how long to wait for each. */
+class Frames {
+  readonly #iterator: AsyncGenerator<SseFrame>;
+  readonly #controller: AbortController;
+  readonly seen: SseFrame[] = [];
+
+  constructor(iterator: AsyncGenerator<SseFrame>, controller: AbortController) {
+    this.#iterator = iterator;
+    this.#controller = controller;
+  }
+
+  async next(ms = 5000): Promise<SseFrame> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no frame within ${ms} ms (seen ${this.seen.map((f) => `${f.event}:${f.id}`).join(",")})`)), ms);
+    });
+    try {
+      const result = await Promise.race([this.#iterator.next(), timeout]);
+      if (result.done === true) throw new Error("stream ended");
+      this.seen.push(result.value);
+      return result.value;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Read until a commit frame satisfies `done`; returns the commit frames read. */
+  async until(done: (message: WatchMessage<ConversationEvent>) => boolean): Promise<SseFrame[]> {
+    const out: SseFrame[] = [];
+    for (;;) {
+      const frame = await this.next();
+      out.push(frame);
+      if (frame.event === "commit" && done(JSON.parse(frame.data) as WatchMessage<ConversationEvent>)) return out;
+    }
+  }
+
+  close(): void {
+    this.#controller.abort();
+    void this.#iterator.return(undefined).catch(() => undefined);
+  }
+}
+
+async function open(tenant: string, session: string, lastEventId?: string): Promise<Frames> {
+  const api = await client(tenant);
+  const controller = new AbortController();
+  const iterator = api.session(session).conversation("root").frames({ signal: controller.signal, ...(lastEventId === undefined ? {} : { lastEventId }) });
+  return new Frames(iterator, controller);
+}
+
+const answered = (inputText: string) => (message: WatchMessage<ConversationEvent>): boolean =>
+  message.events.some((e) => e.type === "entry" && e.entry.kind === "assistant" && JSON.stringify(e.entry).includes(inputText));
+
+function message(frame: SseFrame): WatchMessage<ConversationEvent> {
+  return JSON.parse(frame.data) as WatchMessage<ConversationEvent>;
+}
+
+describe("SSE watch", () => {
+  it("sends a view first, then one event per commit whose id is the commit's last seq", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("sse");
+    const api = await client(tenant);
+    await api.session(name).create({});
+    const frames = await open(tenant, name);
+    try {
+      const first = await frames.next();
+      expect(first.event).toBe("view");
+      let view = JSON.parse(first.data) as ConversationView;
+      expect(first.id).toBe(String(view.readAt));
+      await api.session(name).conversation("root").accept("watch me");
+      const commits = await frames.until(answered("watch me"));
+      let previous = Number(first.id);
+      for (const frame of commits) {
+        expect(frame.event).toBe("commit");
+        const m = message(frame);
+        expect(frame.id).toBe(String(m.seq));
+        expect(m.seq).toBeGreaterThan(previous);
+        previous = m.seq;
+        view = applyMessage(view, m);
+      }
+      // The folded view agrees with the transcript.
+      const entries = await api.session(name).conversation("root").entries({ limit: 100 });
+      expect(view.entries.map((e) => e.id)).toEqual(entries.items.map((e) => e.id));
+      expect(view.readAt).toBe(previous);
+    } finally {
+      frames.close();
+    }
+  });
+
+  it("Last-Event-ID inside the buffer resumes with every later commit, in order, none missing or repeated, and no view", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("resume");
+    const api = await client(tenant);
+    const root = api.session(name).conversation("root");
+    await api.session(name).create({});
+    // B stays connected the whole time: the reference stream.
+    const reference = await open(tenant, name);
+    const dropped = await open(tenant, name);
+    try {
+      expect((await reference.next()).event).toBe("view");
+      expect((await dropped.next()).event).toBe("view");
+      await root.accept("one");
+      await reference.until(answered("one"));
+      const before = await dropped.until(answered("one"));
+      const lastSeen = before[before.length - 1]?.id as string;
+      dropped.close();
+
+      // Commits while disconnected: two more turns, one with a tool call.
+      await root.accept("two", { wait: 10 });
+      await root.accept('/call echo {"x":1}', { wait: 10 });
+      // The reference reads up to the commit of the newest entry (the answer after the tool result).
+      const newest = (await root.entries({ before: Number.MAX_SAFE_INTEGER, limit: 1 })).items[0]?.id;
+      const missed = await reference.until((m) => m.events.some((e) => e.type === "entry" && e.entry.id === newest));
+
+      const resumed = await open(tenant, name, lastSeen);
+      try {
+        const got: SseFrame[] = [];
+        while (got.length < missed.length) got.push(await resumed.next());
+        expect(got.every((f) => f.event === "commit")).toBe(true);
+        expect(got.map((f) => f.id)).toEqual(missed.map((f) => f.id));
+        expect(got.map((f) => f.data)).toEqual(missed.map((f) => f.data));
+        // Every entry committed after the resume point arrives exactly once.
+        const entries = await root.entries({ after: Number(lastSeen), limit: 100 });
+        const delivered = got.flatMap((f) => message(f).events.flatMap((e) => (e.type === "entry" ? [e.entry.id] : [])));
+        expect(delivered).toEqual(entries.items.map((e) => e.id));
+      } finally {
+        resumed.close();
+      }
+    } finally {
+      reference.close();
+      dropped.close();
+    }
+  });
+
+  it("Last-Event-ID outside the buffer gets a fresh view", async () => {
+    setWatchSeams({ bufferSize: 2 });
+    const tenant = "watchers";
+    const name = uniqueSession("outside");
+    const api = await client(tenant);
+    const root = api.session(name).conversation("root");
+    await api.session(name).create({});
+    const keep = await open(tenant, name);
+    const dropped = await open(tenant, name);
+    try {
+      await keep.next();
+      await dropped.next();
+      await root.accept("one");
+      const before = await dropped.until(answered("one"));
+      await keep.until(answered("one"));
+      const lastSeen = before[before.length - 1]?.id as string;
+      dropped.close();
+      await root.accept("two", { wait: 10 });
+      await root.accept("three", { wait: 10 });
+      await keep.until(answered("three"));
+      const resumed = await open(tenant, name, lastSeen);
+      try {
+        const first = await resumed.next();
+        expect(first.event).toBe("view");
+        const view = JSON.parse(first.data) as ConversationView;
+        expect(JSON.stringify(view.entries)).toContain("three");
+        expect(Number(first.id)).toBeGreaterThan(Number(lastSeen));
+      } finally {
+        resumed.close();
+      }
+    } finally {
+      keep.close();
+      dropped.close();
+    }
+  });
+
+  it("after the object restarted, a Last-Event-ID it sent gets a fresh view", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("restart");
+    const api = await client(tenant);
+    const root = api.session(name).conversation("root");
+    await api.session(name).create({});
+    const frames = await open(tenant, name);
+    const seen = await (async () => {
+      try {
+        await frames.next();
+        await root.accept("before restart");
+        return await frames.until(answered("before restart"));
+      } finally {
+        frames.close();
+      }
+    })();
+    const lastSeen = seen[seen.length - 1]?.id as string;
+    await abortAllDurableObjects();
+    const resumed = await open(tenant, name, lastSeen);
+    try {
+      const first = await resumed.next();
+      expect(first.event).toBe("view");
+      expect(JSON.stringify(JSON.parse(first.data))).toContain("before restart");
+    } finally {
+      resumed.close();
+    }
+  });
+
+  it("a client Watch folds the stream and reconnects with its last event id", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("fold");
+    const api = await client(tenant);
+    const root = api.session(name).conversation("root");
+    await api.session(name).create({});
+    const watch = root.watch();
+    try {
+      await root.accept("folded", { wait: 10 });
+      for (let i = 0; i < 200 && !JSON.stringify(watch.view?.entries ?? []).includes('"folded"') ; i++) await new Promise((r) => setTimeout(r, 10));
+      const entries = await root.entries({ limit: 100 });
+      for (let i = 0; i < 200 && (watch.view?.entries.length ?? 0) < entries.items.length; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(watch.view?.entries.map((e) => e.id)).toEqual(entries.items.map((e) => e.id));
+      expect(watch.views).toBe(1);
+    } finally {
+      watch.close();
+      await watch.done;
+    }
+  });
+});
+
+describe("WebSocket watch", () => {
+  it("a WebSocket watcher still receives events after the object hibernates", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("ws");
+    const api = await client(tenant);
+    await api.session(name).create({});
+    const jwt = await token(tenant, "client");
+    const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
+    const ws = response.webSocket;
+    expect(response.status).toBe(101);
+    if (ws === null) throw new Error("no websocket");
+    const received: { type: string; id: string; view?: ConversationView; events?: ConversationEvent[] }[] = [];
+    ws.accept();
+    ws.addEventListener("message", (event) => {
+      received.push(JSON.parse(event.data as string));
+    });
+    try {
+      await waitFor(() => received.length >= 1);
+      expect(received[0]?.type).toBe("view");
+
+      const namespace = env.SESSIONS;
+      const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
+      await evictDurableObject(stub, { webSockets: "hibernate" });
+
+      await api.session(name).conversation("root").accept("after hibernation", { wait: 10 });
+      await waitFor(() => received.some((m) => m.type === "commit" && JSON.stringify(m.events).includes("after hibernation") && m.events?.some((e) => e.type === "entry" && e.entry.kind === "assistant") === true));
+      // Re-registered on wake: a fresh view, then the commits.
+      const views = received.filter((m) => m.type === "view");
+      expect(views.length).toBe(2);
+    } finally {
+      ws.close();
+    }
+  });
+});
+
+async function fetchWs(url: string): Promise<Response> {
+  const { SELF } = await import("cloudflare:test");
+  return SELF.fetch(url, { headers: { upgrade: "websocket" } });
+}
+
+async function waitFor(check: () => boolean, ms = 5000): Promise<void> {
+  for (let waited = 0; !check(); waited += 10) {
+    if (waited > ms) throw new Error("timed out");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
