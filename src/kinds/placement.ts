@@ -68,10 +68,13 @@ export async function acceptInput(b: TxBuilder, conversationId: Id, options: Acc
   }
   const config = await captureConfig(b, conversationId, turn);
   // Queued items that land at an explicit idle accept: nextRun joins the new group; writes are placed.
+  // A steer or followUp still queued while the conversation is idle missed its boundary (it was queued
+  // while only a background turn task ran, or its group failed, which does not consume it): it joins
+  // this group in admission order rather than waiting for a boundary that will not come.
   const queued = await queuedItems(b, conversationId);
   const group: Id[] = [];
   for (const item of queued) {
-    if (item.value.mode === "nextRun") {
+    if (item.value.mode === "nextRun" || item.value.mode === "steer" || item.value.mode === "followUp") {
       placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
       group.push(item.id);
     } else if (item.value.mode === "write") {
@@ -84,6 +87,21 @@ export async function acceptInput(b: TxBuilder, conversationId: Id, options: Acc
   group.push(inputId);
   const generation = createGeneration(b, conversationId, group, config, freshRetry(turn));
   return { inputId, status: "placed", generation };
+}
+
+/**
+ * Is a foreground turn task live in the conversation? The §5.8 inTurn set, minus background turn tasks
+ * (a manual collapse): only a foreground turn has an exchange in progress that a head could cut.
+ */
+export async function foregroundTurn(b: TxBuilder, conversationId: Id): Promise<boolean> {
+  if (!b.inTurn(conversationId)) return false;
+  let after: Id | undefined;
+  for (;;) {
+    const page = await b.scanTasks({ conversationIds: [conversationId], live: true, limit: 100, ...(after === undefined ? {} : { after }) });
+    if (page.items.some((t) => t.turn === true && t.background !== true)) return true;
+    if (page.next === undefined) return false;
+    after = page.next;
+  }
 }
 
 /**

@@ -21,7 +21,7 @@ import type { EntryDraft } from "../core/entries.js";
 import type { Entry, Id } from "../storage/records.js";
 import { createCollapseKind } from "./collapse.js";
 import { createGenerationKind, planCollapse } from "./generation.js";
-import { acceptInput } from "./placement.js";
+import { acceptInput, foregroundTurn } from "./placement.js";
 import { createPostToolsKind } from "./post-tools.js";
 import { SectionRegistry } from "./sections.js";
 import { defaultTurnOptions, modelResolver, ToolRegistry, type AnyTool, type TurnOptions } from "./services.js";
@@ -77,17 +77,20 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
 }
 
 function turnApi(harness: Harness, options: TurnOptions, hooks: HookRegistry, generation: TurnApi["generation"]): TurnApi {
-  const accept = (conversationId: Id, input: AcceptOptions, call: Call): Promise<AcceptReceipt> =>
+  const accept = (conversationId: Id, input: AcceptOptions, call: Call, driving = false): Promise<AcceptReceipt> =>
     harness.commitBound(call, { conversationId }, async (b) => {
+      // prompt drives after accepting: a known self-wait rejects before the acceptance (§6.2), on the
+      // line so nothing can change between the check and the commit.
+      if (driving) harness.driver.checkDrive(conversationId, call);
       const receipt = await acceptInput(b, conversationId, input, options, harness.now());
       return { inputId: receipt.inputId, status: receipt.status };
     });
   return {
     hooks,
     generation,
-    accept,
+    accept: (conversationId, input, call) => accept(conversationId, input, call),
     async prompt(conversationId, input, call): Promise<Entry | undefined> {
-      const { inputId } = await accept(conversationId, input, call);
+      const { inputId } = await accept(conversationId, input, call, true);
       const handle = await harness.conversation(conversationId, call);
       if (handle === undefined) throw new PicoError("not_found", `conversation ${conversationId} does not exist`);
       await handle.drive(call);
@@ -108,13 +111,19 @@ function turnApi(harness: Harness, options: TurnOptions, hooks: HookRegistry, ge
       });
     },
     async reset(conversationId, resetOptions, call) {
-      await harness.commitBound(call, { conversationId }, (b) => {
+      await harness.commitBound(call, { conversationId }, async (b) => {
         const draft: EntryDraft & { kind: string } =
           resetOptions?.handoff === undefined
             ? { kind: resetKind.kind, ...resetEntry() }
             : { kind: handoffKind.kind, ...handoffEntry(resetOptions.handoff, harness.now()) };
         const { kind, ...entry } = draft;
-        writeEntry(b, conversationId, kind, entry, b.inTurn(conversationId));
+        // A head mid-exchange would cut it in half (§8.3), so a reset waits for the boundary while a
+        // foreground turn is live. A bare reset carries no model, so a background turn task alone (a
+        // manual collapse) does not hold it: it lands now, and the collapse's summary becomes stale
+        // (§8.4) instead of the reset waiting for a boundary no one will reach. A handoff carries a
+        // model and follows §5.8.
+        const busy = entry.model === undefined ? await foregroundTurn(b, conversationId) : b.inTurn(conversationId);
+        writeEntry(b, conversationId, kind, entry, busy);
       });
     },
   };
