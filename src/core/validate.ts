@@ -17,21 +17,6 @@ export interface LiveTurns {
   liveTurnTasks(conversationId: Id): Promise<number>;
 }
 
-export function storageLiveTurns(storage: Storage): LiveTurns {
-  return {
-    async liveTurnTasks(conversationId) {
-      let count = 0;
-      let after: Id | undefined;
-      for (;;) {
-        const page = await storage.scanTasks({ conversationIds: [conversationId], live: true, limit: 1000, ...(after === undefined ? {} : { after }) });
-        count += page.items.filter((t) => t.turn === true).length;
-        if (page.next === undefined) return count;
-        after = page.next;
-      }
-    },
-  };
-}
-
 /** Fork chain of a conversation over committed state plus conversations created in this batch. */
 export async function chainOf(storage: Storage, conversationId: Id, created: ReadonlyMap<Id, Conversation>, cap?: Id): Promise<Segment[]> {
   const known = new Map<Id, Conversation>(created);
