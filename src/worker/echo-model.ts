@@ -6,7 +6,8 @@
  * result, it answers with the result's text.
  *
  * Built from pi-ai's public parts: the faux provider's core streams a message the way real providers
- * do (start, deltas, done), fed one response factory per request; `createProvider` wraps it.
+ * do (start, deltas, done), fed one response factory per request; `createProvider` wraps it. A second
+ * model, `echo-slow`, paces the same answers so a live turn can be watched and aborted.
  */
 import {
   contentText,
@@ -19,11 +20,11 @@ import {
   type JsonObject,
   type Message,
   type Provider,
-  type TranscriptContext,
 } from "@earendil-works/pi-ai";
 
 export const ECHO_PROVIDER = "echo";
 export const ECHO_MODEL = "echo";
+export const ECHO_SLOW_MODEL = "echo-slow";
 
 const CALL = /^\/call\s+([A-Za-z0-9_.-]+)\s*([\s\S]*)$/;
 
@@ -71,29 +72,41 @@ export function echoReply(context: { readonly messages: readonly Message[] }): A
   return fauxAssistantMessage([fauxText(`Calling ${name}.`), toolCall], { stopReason: "toolUse" });
 }
 
-/** The `echo` provider with its one model. */
+/** Streaming pace of `echo-slow`: 16-character chunks at 20 tokens/s, about 200 ms per chunk. */
+const SLOW_TOKENS_PER_SECOND = 20;
+
+/**
+ * The `echo` provider with two models: `echo` streams at once; `echo-slow` answers the same but paces
+ * its stream (about 200 ms per 16 characters), so a turn stays live long enough to watch, steer or abort
+ * it by hand (README walkthrough, busy and abort tests).
+ */
 export function echoProvider(): Provider {
-  const core = createFauxCore({
+  const definition = (id: string, name: string) => ({ id, name, reasoning: false, input: ["text", "image"] as ("text" | "image")[], contextWindow: 1_000_000, maxTokens: 100_000 });
+  // Fixed chunk sizes: the same text always streams in the same deltas.
+  const fast = createFauxCore({ api: "echo", provider: ECHO_PROVIDER, models: [definition(ECHO_MODEL, "Echo (built-in, deterministic)")], tokenSize: { min: 4, max: 4 } });
+  const slow = createFauxCore({
     api: "echo",
     provider: ECHO_PROVIDER,
-    models: [{ id: ECHO_MODEL, name: "Echo (built-in, deterministic)", reasoning: false, input: ["text", "image"], contextWindow: 1_000_000, maxTokens: 100_000 }],
-    // Fixed chunk sizes: the same text always streams in the same deltas.
+    models: [definition(ECHO_SLOW_MODEL, "Echo, paced (built-in, deterministic)")],
     tokenSize: { min: 4, max: 4 },
+    tokensPerSecond: SLOW_TOKENS_PER_SECOND,
   });
-  const respond = (context: TranscriptContext): AssistantMessage => echoReply(context);
+  const coreOf = (model: { readonly id: string }): typeof fast => (model.id === ECHO_SLOW_MODEL ? slow : fast);
   return createProvider({
     id: ECHO_PROVIDER,
     name: "Echo",
     auth: { apiKey: { name: "none", resolve: async () => ({ auth: {} }) } },
-    models: core.models,
+    models: [...fast.models, ...slow.models],
     api: {
       // The faux core answers from a queue; one factory is queued per request and taken at once.
       stream: (model, context, options) => {
-        core.appendResponses([() => respond(context)]);
+        const core = coreOf(model);
+        core.appendResponses([() => echoReply(context)]);
         return core.stream(model, context, options);
       },
       streamSimple: (model, context, options) => {
-        core.appendResponses([() => respond(context)]);
+        const core = coreOf(model);
+        core.appendResponses([() => echoReply(context)]);
         return core.streamSimple(model, context, options);
       },
     },
