@@ -84,7 +84,7 @@ describe("turn kill mid-stream in a session Durable Object", () => {
       const h = harnessOf(instance);
       const task = (await h.storage.getTasks([generation])).get(generation);
       expect(task?.state).toMatchObject({ status: "failed", reason: "interrupted" });
-      const partialId = (task?.state as { partial: Id }).partial;
+      const partialId = (task?.state as unknown as { partial: Id }).partial;
       const partial = (await h.storage.getEntries([partialId])).get(partialId);
       expect(partial?.model).toMatchObject([{ role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "the partial answer so far" }] }]);
       expect((await h.storage.scanTasks({ kind: "tool", limit: 10 })).items).toEqual([]);
