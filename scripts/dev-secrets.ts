@@ -1,0 +1,59 @@
+/**
+ * Development secrets for the scripts (`npm start`, `npm run token`, `npm run webhook-secret`): read
+ * `.dev.vars` (created from `.dev.vars.example` when missing, so `npm start` works on a fresh clone);
+ * an environment variable of the same name wins, which is how the scripts are pointed at production
+ * secrets (`JWT_SECRET=... npm run token -- ...`). Run by Node directly (type stripping), so it imports
+ * nothing from src/.
+ */
+import { copyFileSync, existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** Create `.dev.vars` from the example when it does not exist; returns its path. */
+export function ensureDevVars(): string {
+  const path = join(root, ".dev.vars");
+  if (!existsSync(path)) {
+    copyFileSync(join(root, ".dev.vars.example"), path);
+    process.stderr.write("created .dev.vars from .dev.vars.example (development-only secrets)\n");
+  }
+  return path;
+}
+
+function parse(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of text.split(/\r?\n/)) {
+    const match = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
+    if (match === null) continue;
+    let value = match[2] ?? "";
+    if ((value.startsWith('"') && value.endsWith('"')) || (value.startsWith("'") && value.endsWith("'"))) value = value.slice(1, -1);
+    out.set(match[1] ?? "", value);
+  }
+  return out;
+}
+
+/** The value of a secret: the environment, else .dev.vars (created when missing). */
+export function devSecret(name: string): string {
+  const fromEnv = process.env[name];
+  if (fromEnv !== undefined && fromEnv !== "") return fromEnv;
+  const value = parse(readFileSync(ensureDevVars(), "utf8")).get(name);
+  if (value === undefined || value === "") throw new Error(`${name} is not set in the environment or .dev.vars`);
+  return value;
+}
+
+/** `--name value` arguments. */
+export function flags(argv: readonly string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? "";
+    if (!arg.startsWith("--")) throw new Error(`unexpected argument ${arg}`);
+    const next = argv[i + 1];
+    if (next === undefined || next.startsWith("--")) throw new Error(`${arg} needs a value`);
+    out.set(arg.slice(2), next);
+    i += 1;
+  }
+  return out;
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) ensureDevVars();
