@@ -236,6 +236,86 @@ describe("SSE watch", () => {
   });
 });
 
+describe("SSE stream lifecycle and the session watch", () => {
+  it("sends keep-alive comments while idle", async () => {
+    setWatchSeams({ keepAliveMs: 20 });
+    const tenant = "watchers";
+    const name = uniqueSession("keepalive");
+    const api = await client(tenant);
+    await api.session(name).create({});
+    const controller = new AbortController();
+    const response = await api.send("GET", `/v1/sessions/${name}/conversations/root/watch`, { headers: { accept: "text/event-stream" }, signal: controller.signal });
+    expect(response.headers.get("content-type")).toContain("text/event-stream");
+    const reader = (response.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    try {
+      while (!text.includes(": keep-alive")) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += value;
+      }
+      expect(text.startsWith("event: view")).toBe(true);
+      expect(text).toContain(": keep-alive\n\n");
+    } finally {
+      controller.abort();
+      await reader.cancel().catch(() => undefined);
+    }
+  });
+
+  it("ends the stream cleanly with a closed event when the session shuts down", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("closing");
+    const api = await client(tenant);
+    const operator = await client(tenant, "operator");
+    await api.session(name).create({});
+    const frames = await open(tenant, name);
+    try {
+      expect((await frames.next()).event).toBe("view");
+      await operator.session(name).shutdown();
+      const last = await frames.next();
+      expect(last.event).toBe("commit");
+      expect(message(last).events.map((e) => e.type)).toEqual(["closed"]);
+      await expect(frames.next()).rejects.toThrow("stream ended");
+    } finally {
+      frames.close();
+    }
+  });
+
+  it("the session watch sends the session view, then a conversation event for a fork", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("session-watch");
+    const api = await client(tenant);
+    await api.session(name).create({});
+    const answer = await api.session(name).conversation("root").accept("hi", { wait: 10 });
+    const controller = new AbortController();
+    const frames = new Frames(
+      (async function* () {
+        const response = await api.send("GET", `/v1/sessions/${name}/watch`, { headers: { accept: "text/event-stream" }, signal: controller.signal });
+        const { readSse } = await import("../../src/client/sse.js");
+        yield* readSse(response.body as ReadableStream<Uint8Array>);
+      })(),
+      controller,
+    );
+    try {
+      const first = await frames.next();
+      expect(first.event).toBe("view");
+      expect((JSON.parse(first.data) as { conversations: { id: number }[] }).conversations.map((c) => c.id)).toEqual([answer.conversationId]);
+      const fork = await api.session(name).conversation("root").fork({ at: answer.answer?.id ?? 0 });
+      for (;;) {
+        const frame = await frames.next();
+        const events = (JSON.parse(frame.data) as { events: { type: string; change?: string; conversation?: { id: number } }[] }).events;
+        const created = events.find((e) => e.type === "conversation" && e.change === "created");
+        if (created !== undefined) {
+          expect(created.conversation?.id).toBe(fork.conversationId);
+          break;
+        }
+      }
+    } finally {
+      frames.close();
+    }
+  });
+});
+
 describe("WebSocket watch", () => {
   it("a WebSocket watcher still receives events after the object hibernates", async () => {
     const tenant = "watchers";
