@@ -3,7 +3,10 @@
  * object's SQLite storage, keeps the session attached so accepted work always runs, multiplexes every
  * reason to wake onto the one alarm, and keeps two durable safety valves: the session fault record and
  * per-task kill counters (quarantine). Its public methods are Durable Object RPC methods: tests call them
- * through the stub, and the HTTP layer (a later issue) will wrap them.
+ * through the stub, and the HTTP app (src/worker/app.ts) calls `createSession`, `op` (the operations of
+ * session-api.ts, returned as Outcomes) and `destroy`. Its `fetch` serves the watch transports (SSE and
+ * hibernatable WebSockets, watch-transport.ts). The harness opens with the turn kit (kinds.ts) over the
+ * session's models (models.ts: the offline echo model, plus real providers whose keys are set).
  *
  * A session exists only once `create` ran. The constructor writes nothing; every other operation on a
  * never-created object throws SessionNotFound and writes nothing (not even the schema).

@@ -134,8 +134,12 @@ export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | und
       send(out) {
         if (ended) return;
         queue.push(out);
-        // A client that does not read: end its stream; it reconnects and resumes or gets a fresh view.
-        if (queue.length > MAX_UNSENT) ended = true;
+        // A client that does not read: drop what it has not read and end its stream; it reconnects
+        // and resumes from its last id, or gets a fresh view.
+        if (queue.length > MAX_UNSENT) {
+          queue.length = 0;
+          ended = true;
+        }
         notify();
       },
       end() {
