@@ -46,6 +46,12 @@ const IDLE_FEEDS = 16;
 const MAX_UNSENT = 2_000;
 
 let seams: WatchSeams = {};
+/** SSE streams open in this isolate (tests check that a client's disconnect ends its stream). */
+let openStreams = 0;
+
+export function openSseStreams(): number {
+  return openStreams;
+}
 
 /** Test only: buffer size, keep-alive interval, view tail for feeds opened from now on. */
 export function setWatchSeams(next: WatchSeams): void {
@@ -148,6 +154,7 @@ export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | und
       },
     };
     (feed as WatchFeed<{ readAt: Id }, { type: string }>).subscribe(subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>, lastEventId);
+    openStreams += 1;
     stream.onAbort(() => {
       ended = true;
       notify();
@@ -169,6 +176,7 @@ export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | und
         });
       }
     } finally {
+      openStreams -= 1;
       clearInterval(timer);
       (feed as WatchFeed<{ readAt: Id }, { type: string }>).unsubscribe(subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>);
     }

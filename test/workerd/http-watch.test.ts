@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { SseFrame } from "../../src/client/sse.js";
 import type { ConversationEvent, ConversationView, WatchMessage } from "../../src/core/watch.js";
 import { applyMessage } from "../../src/core/watch.js";
-import { setWatchSeams } from "../../src/worker/watch-transport.js";
+import { openSseStreams, setWatchSeams } from "../../src/worker/watch-transport.js";
 import { BASE, client, token, uniqueSession } from "./http-fixtures.js";
 
 afterEach(async () => {
@@ -260,6 +260,20 @@ describe("SSE stream lifecycle and the session watch", () => {
       controller.abort();
       await reader.cancel().catch(() => undefined);
     }
+  });
+
+  it("a client that disconnects ends its server-side stream", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("disconnect");
+    const api = await client(tenant);
+    await api.session(name).create({});
+    const before = openSseStreams();
+    const frames = await open(tenant, name);
+    expect((await frames.next()).event).toBe("view");
+    expect(openSseStreams()).toBe(before + 1);
+    frames.close();
+    for (let i = 0; i < 300 && openSseStreams() > before; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(openSseStreams()).toBe(before);
   });
 
   it("ends the stream cleanly with a closed event when the session shuts down", async () => {
