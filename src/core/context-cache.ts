@@ -45,6 +45,11 @@ export class ContextCache {
   #fold: ContextFold | undefined;
   /** Last sequence the fold accounts for; meaningful only while #fold is set. */
   #cursor: Id = 0;
+  /**
+   * No entry of this conversation in the fold is newer than this (the load tip, then each folded
+   * entry): a target in [#settled, #cursor) sees exactly the live fold, so it is answered from it.
+   */
+  #settled: Id = 0;
   /** Batches observed while an asynchronous operation was running; applied when it finishes. */
   #pending: { readonly entries: readonly Entry[]; readonly last: Id }[] = [];
   #busy = false;
@@ -113,6 +118,11 @@ export class ContextCache {
         return await deriveContext(this.#storage, this.#conversationId, through as Id);
       }
       const target = through ?? this.#cursor;
+      if (target < this.#cursor && target >= this.#settled) {
+        // Nothing of this conversation landed after `target` (only task or state writes did, e.g. the
+        // generation's own streaming patch after its requestThrough): the fold is the context there.
+        return fold.snapshot(this.#conversationId, target);
+      }
       if (target < this.#cursor) {
         this.#stats.historical++;
         return await deriveContext(this.#storage, this.#conversationId, target);
@@ -140,6 +150,7 @@ export class ContextCache {
     this.#stats.loads++;
     this.#fold = fold;
     this.#cursor = tip;
+    this.#settled = tip;
     this.#drain();
     return this.#fold;
   }
@@ -175,6 +186,7 @@ export class ContextCache {
     for (const entry of entries) {
       if (entry.id <= this.#cursor || entry.conversationId !== this.#conversationId) continue;
       this.#stats.observed++;
+      this.#settled = Math.max(this.#settled, entry.id);
       if (fold.add(entry) === "rewind") {
         this.#stats.rewinds++;
         this.clear();

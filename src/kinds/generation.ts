@@ -234,7 +234,9 @@ export function createGenerationKind(services: GenerationServices) {
     }
 
     // Stream: frames to scratch, coalesced; the partial stays in memory for the preview.
-    await runtime.scratch((sc) => sc.list(framesList).clear(), call);
+    // A retry must not replay the frames of the attempt before it; a first attempt has none to clear,
+    // so it spends no scratch commit on it (one fewer commit per generation).
+    if (retry.attempt > 0) await runtime.scratch((sc) => sc.list(framesList).clear(), call);
     const preview = runtime.preview<GenerationPreview>({ content: [] });
     const stream = services.models.models.stream(model, request, { signal: call.abortSignal ?? new AbortController().signal });
     const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);

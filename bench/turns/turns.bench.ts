@@ -1,0 +1,83 @@
+/// <reference types="@cloudflare/vitest-plugin/types" />
+/// <reference path="../../test/env.d.ts" />
+/**
+ * §10.3 "many short turns with tools": 2,000 faux turns in one conversation, each with two tool calls
+ * (generation with 2 calls -> 2 tools -> post_tools -> generation with the final answer), on memory and
+ * on SQLite inside a Durable Object (slices of turns per runInDurableObject callback on the same
+ * object), then again with a threshold collapse tuned to fire about every 200 turns
+ * (collapseThresholdTokens = the context estimate measured before turn 200 of the run without collapse).
+ * Prints total time, harness time per turn over turns 1-100 and 1901-2000 (provider time, spent inside
+ * the faux factory, measured separately), SQLite rows read/written per turn over the same windows,
+ * scratch commits and bytes per streamed token, and database bytes per turn. Times come from workerd's
+ * coarse clock (it advances on I/O), so they are indicative only; rows are exact. Asserts row-count
+ * shapes only, never times.
+ *
+ * Run: npm run bench:turns
+ */
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { expect, it } from "vitest";
+import { MemoryStorage } from "../../src/storage/memory.js";
+import { SqliteStorage } from "../../src/storage/sqlite.js";
+import { openWorkload, printFigures, type RunFigures, type Workload } from "./workload.js";
+
+const TURNS = 2_000;
+const SLICE = 250;
+const WINDOWS = [
+  [1, 100],
+  [TURNS - 99, TURNS],
+] as const;
+const now = (): number => performance.now();
+
+async function onMemory(label: string, threshold: number): Promise<RunFigures> {
+  const w = await openWorkload(new MemoryStorage(), { label, turns: TURNS, windows: WINDOWS, collapseThresholdTokens: threshold, probeTurn: 200, now });
+  await w.run(1, TURNS);
+  return w.figures;
+}
+
+async function onSqlite(label: string, threshold: number): Promise<RunFigures> {
+  const stub = env.SESSIONS.get(env.SESSIONS.idFromName(`bench-turns-${label}-${Date.now()}`));
+  let workload: Workload | undefined;
+  for (let from = 1; from <= TURNS; from += SLICE) {
+    await runInDurableObject(stub, async (_instance, state) => {
+      if (workload === undefined) {
+        const storage = SqliteStorage.open(state.storage);
+        workload = await openWorkload(storage, {
+          label,
+          turns: TURNS,
+          windows: WINDOWS,
+          collapseThresholdTokens: threshold,
+          probeTurn: 200,
+          now,
+          rows: { read: () => storage.stats.rowsRead, written: () => storage.stats.rowsWritten },
+          dbBytes: () => state.storage.sql.databaseSize,
+        });
+      }
+      await workload.run(from, Math.min(TURNS, from + SLICE - 1));
+    });
+  }
+  if (workload === undefined) throw new Error("no workload");
+  return workload.figures;
+}
+
+it(`bench/turns: ${TURNS} faux turns with two tool calls each, memory and SQLite, without and with a threshold collapse`, async () => {
+  const memory = await onMemory("memory, no collapse", 0);
+  const sqlite = await onSqlite("sqlite (DO), no collapse", 0);
+  const threshold = memory.probeTokens;
+  const memoryCollapse = await onMemory(`memory, threshold ${threshold} tok`, threshold);
+  const sqliteCollapse = await onSqlite(`sqlite (DO), threshold ${threshold} tok`, threshold);
+  printFigures(`bench/turns — ${TURNS} turns x (2 calls, 2 tools, post_tools, answer); ms from workerd's coarse clock; rows exact`, [
+    memory,
+    sqlite,
+    memoryCollapse,
+    sqliteCollapse,
+  ]);
+  for (const run of [sqlite, sqliteCollapse]) {
+    const [early, late] = run.windows;
+    // Rows per turn must not grow with history: the late window reads and writes like the early one.
+    expect(late!.rowsRead / 100).toBeLessThanOrEqual((early!.rowsRead / 100) * 1.5 + 20);
+    expect(late!.rowsWritten / 100).toBeLessThanOrEqual((early!.rowsWritten / 100) * 1.5 + 20);
+  }
+  expect(memoryCollapse.collapses).toBeGreaterThanOrEqual(5);
+  expect(sqliteCollapse.collapses).toBe(memoryCollapse.collapses);
+}, 900_000);

@@ -1,0 +1,222 @@
+/**
+ * The §10.3 "many short turns" workload for bench/turns: N faux turns in one conversation, each a
+ * generation asking for two echo calls, the two tools, post_tools, and a generation with the final
+ * answer. The faux model answers from the newest message only (user -> two calls, tool result -> an
+ * answer, the summary prompt -> a summary), so the figures are the harness's. Shared by the workerd
+ * bench (memory and SQLite inside a Durable Object) and the Node bench (memory, fine clock).
+ */
+import { createModels, fauxAssistantMessage, fauxProvider, fauxToolCall, type FauxResponseFactory } from "@earendil-works/pi-ai";
+import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
+import { Harness, initialValue } from "../../src/core/harness.js";
+import { requestMessages } from "../../src/core/context.js";
+import { SUMMARY_PROMPT } from "../../src/kinds/collapse.js";
+import { generationConfig } from "../../src/kinds/config.js";
+import { estimateTokens } from "../../src/kinds/generation.js";
+import { createTurnKit } from "../../src/kinds/turns.js";
+import { bind } from "../../src/core/state.js";
+import { usageTotals } from "../../src/kinds/usage.js";
+import type { AnyTool } from "../../src/kinds/services.js";
+import type { Storage } from "../../src/storage/storage.js";
+
+export const call = BACKGROUND_CONTEXT;
+
+const echo: AnyTool = {
+  name: "echo",
+  description: "Returns its text.",
+  parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+  async execute(_id, params, out) {
+    out.write(String(params["text"]));
+  },
+};
+
+export interface Window {
+  readonly from: number;
+  readonly to: number;
+  harnessMs: number;
+  providerMs: number;
+  rowsRead: number;
+  rowsWritten: number;
+}
+
+export interface RunFigures {
+  readonly label: string;
+  turns: number;
+  totalMs: number;
+  providerMs: number;
+  windows: Window[];
+  scratchCommits: number;
+  scratchBytes: number;
+  streamedTokens: number;
+  collapses: number;
+  /** Context token estimate (chars/4) before the request of turn `probeTurn`. */
+  probeTokens: number;
+  dbBytes: number | undefined;
+}
+
+/** Rows counter of a backend (SQLite: exact statement rows; memory: none). */
+export interface Rows {
+  read(): number;
+  written(): number;
+}
+
+export interface Workload {
+  readonly harness: Harness;
+  readonly figures: RunFigures;
+  /** Run turns `from`..`to` (1-based, inclusive). */
+  run(from: number, to: number): Promise<void>;
+}
+
+export interface WorkloadOptions {
+  readonly label: string;
+  readonly turns: number;
+  readonly windows: readonly (readonly [number, number])[];
+  /** Threshold collapse: estimated context tokens (0: none). */
+  readonly collapseThresholdTokens?: number;
+  /** Record the context token estimate before this turn's request. */
+  readonly probeTurn?: number;
+  readonly rows?: Rows;
+  readonly dbBytes?: () => number;
+  readonly now: () => number;
+}
+
+/** Open a harness with the turn kit over `storage`; `run` drives turns in slices (one DO callback each). */
+export async function openWorkload(storage: Storage, options: WorkloadOptions): Promise<Workload> {
+  const now = options.now;
+  const figures: RunFigures = {
+    label: options.label,
+    turns: 0,
+    totalMs: 0,
+    providerMs: 0,
+    windows: options.windows.map(([from, to]) => ({ from, to, harnessMs: 0, providerMs: 0, rowsRead: 0, rowsWritten: 0 })),
+    scratchCommits: 0,
+    scratchBytes: 0,
+    streamedTokens: 0,
+    collapses: 0,
+    probeTokens: 0,
+    dbBytes: undefined,
+  };
+  let providerMs = 0;
+  const answer: FauxResponseFactory = (context) => {
+    const t0 = now();
+    const last = context.messages[context.messages.length - 1];
+    let message;
+    if (last?.role === "user") {
+      const text = typeof last.content === "string" ? last.content : last.content.map((c) => (c.type === "text" ? c.text : "")).join("");
+      message =
+        text === SUMMARY_PROMPT
+          ? fauxAssistantMessage("Summary: the user asked for many echoes; every call succeeded.")
+          : fauxAssistantMessage(
+              [fauxToolCall("echo", { text: `${text} a` }, { id: `a-${text}` }), fauxToolCall("echo", { text: `${text} b` }, { id: `b-${text}` })],
+              { stopReason: "toolUse" },
+            );
+    } else {
+      message = fauxAssistantMessage("Both echoes came back; done.");
+    }
+    providerMs += now() - t0;
+    return message;
+  };
+  const faux = fauxProvider();
+  const models = createModels();
+  models.setProvider(faux.provider);
+  const model = faux.getModel();
+  // An endless script: every request answers from its newest message.
+  const refill = (): void => faux.setResponses(Array.from({ length: 64 }, () => answer));
+  refill();
+  const kit = createTurnKit({
+    models,
+    tools: [echo],
+    options: { collapseThresholdTokens: options.collapseThresholdTokens ?? 0 },
+  });
+  const harness = await Harness.open(
+    storage,
+    {
+      taskKinds: kit.kinds,
+      rootValues: [initialValue(generationConfig.model, `${model.provider}/${model.id}`), initialValue(generationConfig.selectedTools, ["echo"])],
+    },
+    call,
+  );
+  kit.install(harness);
+  harness.onCommit((c) => {
+    if (c.batch.kind === "scratch") {
+      figures.scratchCommits += 1;
+      figures.scratchBytes += JSON.stringify(c.batch.writes).length;
+    } else {
+      for (const w of c.batch.writes) if (w.type === "task" && w.task.kind === "collapse") figures.collapses += 1;
+    }
+  });
+  const root = await harness.root(call);
+
+  async function run(from: number, to: number): Promise<void> {
+    for (let turn = from; turn <= to; turn++) {
+      if (faux.getPendingResponseCount() < 8) refill();
+      if (turn === options.probeTurn) {
+        figures.probeTokens = estimateTokens(requestMessages(await root.contextEntries(undefined, call)));
+      }
+      const p0 = providerMs;
+      const r0 = options.rows?.read() ?? 0;
+      const w0 = options.rows?.written() ?? 0;
+      const t0 = now();
+      const entry = await root.prompt({ input: `turn ${turn}` }, call);
+      const elapsed = now() - t0;
+      if (entry?.kind !== "assistant") throw new Error(`turn ${turn} got no answer`);
+      const provider = providerMs - p0;
+      figures.totalMs += elapsed;
+      figures.providerMs += provider;
+      figures.turns += 1;
+      for (const w of figures.windows) {
+        if (turn < w.from || turn > w.to) continue;
+        w.harnessMs += elapsed - provider;
+        w.providerMs += provider;
+        w.rowsRead += (options.rows?.read() ?? 0) - r0;
+        w.rowsWritten += (options.rows?.written() ?? 0) - w0;
+      }
+    }
+    const totals = (await harness.storage.getValue(bind(usageTotals, {})))?.value;
+    figures.streamedTokens = totals?.output ?? 0;
+    if (options.dbBytes) figures.dbBytes = options.dbBytes();
+  }
+
+  return { harness, figures, run };
+}
+
+/** Print one table for several runs. */
+export function printFigures(title: string, runs: readonly RunFigures[]): void {
+  const lines: string[] = [`\n${title}`];
+  const pad = (s: string, n: number): string => s.padStart(n);
+  lines.push(
+    [
+      "run".padEnd(34),
+      pad("total s", 8),
+      pad("provider s", 10),
+      pad("harness ms/turn 1-100", 21),
+      pad("harness ms/turn 1901-2000", 25),
+      pad("rows r/w per turn 1-100", 23),
+      pad("rows r/w per turn 1901-2000", 27),
+      pad("scratch commits/token", 21),
+      pad("scratch bytes/token", 19),
+      pad("collapses", 9),
+      pad("db bytes/turn", 13),
+    ].join(" | "),
+  );
+  for (const r of runs) {
+    const [early, late] = r.windows;
+    const per = (w: Window | undefined, v: (w: Window) => number): string => (w === undefined ? "-" : (v(w) / (w.to - w.from + 1)).toFixed(2));
+    lines.push(
+      [
+        r.label.padEnd(34),
+        pad((r.totalMs / 1000).toFixed(2), 8),
+        pad((r.providerMs / 1000).toFixed(3), 10),
+        pad(per(early, (w) => w.harnessMs), 21),
+        pad(per(late, (w) => w.harnessMs), 25),
+        pad(`${per(early, (w) => w.rowsRead)}/${per(early, (w) => w.rowsWritten)}`, 23),
+        pad(`${per(late, (w) => w.rowsRead)}/${per(late, (w) => w.rowsWritten)}`, 27),
+        pad(r.streamedTokens === 0 ? "-" : (r.scratchCommits / r.streamedTokens).toFixed(3), 21),
+        pad(r.streamedTokens === 0 ? "-" : (r.scratchBytes / r.streamedTokens).toFixed(1), 19),
+        pad(String(r.collapses), 9),
+        pad(r.dbBytes === undefined ? "-" : (r.dbBytes / r.turns).toFixed(0), 13),
+      ].join(" | "),
+    );
+  }
+  lines.push(`streamed tokens = output tokens of every attempt (pi.usage.totals, faux estimate chars/4); scratch bytes = JSON of scratch writes`);
+  console.log(lines.join("\n"));
+}
