@@ -92,8 +92,15 @@ describe("SSE watch", () => {
       for (const frame of commits) {
         expect(frame.event).toBe("commit");
         const m = message(frame);
-        expect(frame.id).toBe(String(m.seq));
-        expect(m.seq).toBeGreaterThan(previous);
+        if (frame.id?.includes(".") === true) {
+          // Preview output published between commits: the newest commit's seq, then `.n`.
+          expect(frame.id.startsWith(`${m.seq}.`)).toBe(true);
+          expect(m.events.every((e) => e.type === "task_output")).toBe(true);
+          expect(m.seq).toBe(previous);
+        } else {
+          expect(frame.id).toBe(String(m.seq));
+          expect(m.seq).toBeGreaterThan(previous);
+        }
         previous = m.seq;
         view = applyMessage(view, m);
       }
@@ -361,6 +368,39 @@ describe("WebSocket watch", () => {
       expect(views.length).toBe(2);
     } finally {
       ws.close();
+    }
+  });
+});
+
+describe("WebSocket resume", () => {
+  it("?lastEventId inside the buffer resumes a WebSocket watcher without a view", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("ws-resume");
+    const api = await client(tenant);
+    const root = api.session(name).conversation("root");
+    await api.session(name).create({});
+    const reference = await open(tenant, name);
+    try {
+      const view = await reference.next();
+      await root.accept("one", { wait: 10 });
+      const newest = (await root.entries({ before: Number.MAX_SAFE_INTEGER, limit: 1 })).items[0]?.id;
+      const missed = await reference.until((m) => m.events.some((e) => e.type === "entry" && e.entry.id === newest));
+      const jwt = await token(tenant, "client");
+      const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}&lastEventId=${view.id}`);
+      const ws = response.webSocket;
+      if (ws === null) throw new Error("no websocket");
+      const received: { type: string; id: string }[] = [];
+      ws.accept();
+      ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
+      try {
+        await waitFor(() => received.length >= missed.length);
+        expect(received.map((m) => m.type)).toEqual(missed.map(() => "commit"));
+        expect(received.map((m) => m.id)).toEqual(missed.map((f) => f.id));
+      } finally {
+        ws.close();
+      }
+    } finally {
+      reference.close();
     }
   });
 });
