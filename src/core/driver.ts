@@ -93,6 +93,8 @@ export class Driver {
   readonly #taskWaiters = new Set<TaskWaiter>();
   readonly #sleepers = new Map<Id, number>();
   #phase: Phase = "open";
+  /** A host bookkeeping failure met while reserving; the reservation round fail-stops on it. */
+  #hostFailure: FaultReport | undefined;
   #fault: FaultReport | undefined;
   #closing: Promise<void> | undefined;
   #shutdown: { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void } | undefined;
@@ -417,7 +419,22 @@ export class Driver {
       this.#parked.add(id);
       return;
     }
-    if (this.#host.beforeInvoke?.(lt.task, method) === false && method !== "abort") {
+    let allowed: boolean;
+    try {
+      allowed = this.#host.beforeInvoke?.(lt.task, method) !== false;
+    } catch (error) {
+      // The host could not make its bookkeeping durable: running the task without it would defeat the
+      // safety valve it exists for. Nothing starts; the session fail-stops once reservation ends.
+      this.#hostFailure ??= {
+        taskId: id,
+        kind: lt.task.kind,
+        method,
+        error,
+        message: `host bookkeeping before task ${id} (${lt.task.kind}) ${method} failed: ${describe(error)}`,
+      };
+      return;
+    }
+    if (!allowed && method !== "abort") {
       this.#withheld.add(id);
       return;
     }
@@ -442,6 +459,16 @@ export class Driver {
   #reconsider(ids: Iterable<Id>): Action {
     const reserved: Invocation[] = [];
     for (const id of ids) this.#reserve(id, reserved);
+    const failure = this.#hostFailure;
+    if (failure !== undefined) {
+      this.#hostFailure = undefined;
+      // Nothing reserved in this round was dispatched: release the slots so close does not wait on them.
+      for (const inv of reserved) {
+        this.#running.delete(inv.taskId);
+        this.#finish.get(inv)?.();
+      }
+      return this.#failStop(failure);
+    }
     const waiterActions = this.#checkWaiters();
     const notify = this.#notifyHost();
     return () => {
@@ -624,6 +651,14 @@ export class Driver {
           if (this.#phase === "closing" || this.#phase === "closed") return () => resolve("closed");
           this.#checkSelfDrive(scope, call);
           const attachActions = this.#attach(scope, call);
+          if (this.#phase === "faulted") {
+            // Attaching reserved work and the reservation itself fail-stopped: the waiter rejects.
+            const error = new PicoError("faulted", `the session faulted: ${this.#fault?.message ?? "unknown"}`);
+            return () => {
+              attachActions();
+              reject(error);
+            };
+          }
           const signal = call.abortSignal;
           if (signal?.aborted) {
             return () => {

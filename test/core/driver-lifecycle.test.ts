@@ -282,6 +282,32 @@ for (const backend of coreBackends) {
         }));
     }
 
+    it(`a host whose invocation bookkeeping throws fail-stops the session and starts nothing (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        let started = 0;
+        const k = stepKind("k", {
+          execute: async (task, rt, c) => {
+            started += 1;
+            await settleStep(rt, task, "done", c);
+          },
+        });
+        const faults: FaultReport[] = [];
+        const h = await openWith(inner, [k], {
+          host: {
+            beforeInvoke: () => {
+              throw new Error("disk full");
+            },
+            faulted: (r) => faults.push(r),
+          },
+        });
+        const t = await addStep(h, k, h.rootId);
+        expect(codeOf(await outcome(h.drive(call)))).toBe("faulted");
+        expect(started).toBe(0);
+        expect(faults[0]).toMatchObject({ taskId: t, kind: "k", method: "execute" });
+        expect(String(faults[0]?.message)).toContain("disk full");
+        await h.close(call); // nothing reserved is left for close to wait on
+      }));
+
     it(`a recover that returns without a transition fail-stops with method recover (${backend.name})`, () =>
       backend.run(async (inner) => {
         const k = stepKind("k", {
