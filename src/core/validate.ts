@@ -127,7 +127,7 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
           }
         }
 
-        if (entry.head !== undefined) await validateHead(entry, segments, batchEntries, ctx.storage, lookup);
+        if (entry.head !== undefined) await validateHead(entry, segments, created, batchEntries, ctx.storage, lookup);
         for (const edit of entry.edits ?? []) {
           const target = await lookup(edit.target);
           if (target === undefined || target.id >= entry.id || !visibleIn(segments, target)) {
@@ -166,6 +166,7 @@ function isBaseline(entry: Entry): boolean {
 async function validateHead(
   entry: Entry,
   segments: readonly Segment[],
+  created: ReadonlyMap<Id, Conversation>,
   batchEntries: ReadonlyMap<Id, Entry>,
   storage: Storage,
   lookup: (id: Id) => Promise<Entry | undefined>,
@@ -177,13 +178,16 @@ async function validateHead(
       throw invalid(`entry ${entry.id}: head ${head} is not a visible entry of conversation ${entry.conversationId}`);
     }
   }
+  // Committed entries are read from the nearest segment storage knows: conversations created in this
+  // batch have no committed entries, and storage reads of that committed ancestor apply its own cutoffs.
+  const committed = segments.find((s) => !created.has(s.conversationId));
   // The previous visible head: committed, or earlier in this batch in the same logical transcript.
   let previous: Entry | undefined;
   for (const e of batchEntries.values()) {
     if (e.head !== undefined && visibleIn(segments, e) && (previous === undefined || e.id > previous.id)) previous = e;
   }
-  if (previous === undefined && storage.lastSeq > 0) {
-    previous = await storage.newestHead(entry.conversationId, Math.min(storage.lastSeq, entry.id - 1)).catch(() => undefined);
+  if (previous === undefined && committed !== undefined && storage.lastSeq > 0) {
+    previous = await storage.newestHead(committed.conversationId, Math.min(storage.lastSeq, committed.cap));
   }
   if (previous?.head !== undefined && head < previous.head) {
     throw invalid(`entry ${entry.id}: head ${head} would move context back before the previous head's boundary ${previous.head} (§2.1)`);
@@ -194,9 +198,9 @@ async function validateHead(
   for (const e of batchEntries.values()) {
     if (e.kind === "assistant" && e.id < head && visibleIn(segments, e) && (assistant === undefined || e.id > assistant.id)) assistant = e;
   }
-  if (assistant === undefined && storage.lastSeq > 0) {
-    const page = await storage.scanEntries({ conversationId: entry.conversationId, kind: "assistant", before: head, limit: 1 }).catch(() => undefined);
-    assistant = page?.items[0];
+  if (assistant === undefined && committed !== undefined && storage.lastSeq > 0) {
+    const page = await storage.scanEntries({ conversationId: committed.conversationId, kind: "assistant", through: committed.cap, before: head, limit: 1 });
+    assistant = page.items[0];
   }
   const calls = assistant === undefined ? undefined : toolCallIds(assistant);
   if (assistant === undefined || calls === undefined || calls.length === 0) return;
@@ -205,8 +209,8 @@ async function validateHead(
     for (const e of batchEntries.values()) {
       if (e.kind === "tool_result" && e.key === callId && e.id < head && visibleIn(segments, e)) answered = true;
     }
-    if (!answered && storage.lastSeq > 0) {
-      const page = await storage.scanEntries({ conversationId: entry.conversationId, kind: "tool_result", key: callId, before: head, limit: 1 });
+    if (!answered && committed !== undefined && storage.lastSeq > 0) {
+      const page = await storage.scanEntries({ conversationId: committed.conversationId, kind: "tool_result", key: callId, through: committed.cap, before: head, limit: 1 });
       answered = page.items.length > 0;
     }
     if (!answered) {

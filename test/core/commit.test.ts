@@ -352,6 +352,30 @@ for (const backend of coreBackends) {
         expect(r2).toBeGreaterThan(r1);
       }));
 
+    it(`a head in a fork created by the same commit is checked against the source's heads and exchanges (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const h = await openHarness(storage);
+        const root = await h.root(call);
+        const [u1, u2] = await root.commit((tx) => [tx.entry(userKind, userEntry("a", 0)), tx.entry(userKind, userEntry("b", 0))], call);
+        const reset = await root.commit((tx) => tx.entry(resetKind, { head: "self" }), call);
+        const [, a] = await root.commit((tx) => [
+          tx.entry(userKind, userEntry("q", 0)),
+          tx.entry(assistantKind, assistantEntry(assistant("calling", ["c1"]))),
+        ], call);
+        const seq = storage.lastSeq;
+        const forkWithHead = (at: number, head: number) =>
+          h.commit((tx) => {
+            const fork = tx.createConversation({ parent: { conversationId: root.id, at } });
+            return tx.entry(summaryKind, fork, { data: { summarizedThrough: u1 }, model: [user("s")], head });
+          }, call);
+        // The fork inherits the reset at `reset`: a head at u2 would move its context backwards.
+        await expectNothingWritten(storage, seq, () => forkWithHead(reset, u2), "invalid_commit");
+        // A boundary after the assistant's call but before its (missing) result splits the exchange.
+        await expectNothingWritten(storage, seq, () => forkWithHead(a, a + 1), "invalid_commit");
+        // Without the inherited reset (fork before it), the same head is fine.
+        await forkWithHead(u2, u2);
+      }));
+
     it(`edits target earlier visible entries; arbitrary edits of managed system entries reject (${backend.name})`, () =>
       backend.run(async (storage) => {
         const h = await openHarness(storage);
