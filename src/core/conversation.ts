@@ -17,7 +17,7 @@ import {
 } from "./inbox.js";
 import type { Call } from "./call.js";
 import { ContextCache, type DerivedContext } from "./context.js";
-import { PicoError } from "./errors.js";
+import { invalid, PicoError } from "./errors.js";
 import type { Harness, ListHandle, ValueHandle } from "./harness.js";
 import { listHandle, valueHandle } from "./harness.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
@@ -209,6 +209,11 @@ export class ConversationHandle {
       }
       const copies: [ValueSpec<unknown>, JsonValue][] = [];
       for (const spec of options.values?.inherit ?? []) {
+        // Rewindable history is inherited as of `at` already; copying its current value would leak state
+        // committed after the fork point into the fork (§3.2, §4.3). Session state is shared anyway.
+        if (spec.scopeKind !== "conversation" || spec.rewind) {
+          throw invalid(`a fork copies only sticky conversation values; ${spec.namespace} is ${spec.rewind ? "rewindable" : `${spec.scopeKind} state`}`);
+        }
         const value = await b.value(bind(spec, { conversationId: this.id })).get();
         if (value !== undefined) copies.push([spec, value as JsonValue]);
       }

@@ -486,6 +486,19 @@ for (const backend of coreBackends) {
         await expect(root.fork({ at: 999_999 }, call)).rejects.toMatchObject({ code: "invalid_commit" });
       }));
 
+    it(`a fork copies only sticky conversation values: selecting a rewindable one rejects, writing nothing (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const h = await openHarness(storage);
+        const root = await h.root(call);
+        const u = await root.commit((tx) => tx.entry(userKind, userEntry("q", 0)), call);
+        await root.value(model).set("later", call); // after u: a fork at u must not see it (§3.2)
+        const seq = storage.lastSeq;
+        await expectNothingWritten(storage, seq, () => root.fork({ at: u, values: { inherit: [model] } }, call), "invalid_commit");
+        await expectNothingWritten(storage, seq, () => root.fork({ at: u, values: { inherit: [sessionValue<string>("s.name")] } }, call), "invalid_commit");
+        const fork = await root.fork({ at: u }, call);
+        expect(await fork.value(model).get(call)).toBeUndefined();
+      }));
+
     it(`§4.3 a new child copies selected current values, applies overrides, and leaves the rest absent (${backend.name})`, () =>
       backend.run(async (storage) => {
         const h = await openHarness(storage);
