@@ -20,7 +20,7 @@ import { ownershipChain } from "./chain.js";
 import { generationConfig } from "./config.js";
 import { encodeEvent, frameBytes, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
 import { createGeneration, landFinalInbox, resolveUnanswered } from "./placement.js";
-import { foldSectionState, planSystemEntry, prepareSections, type SectionRegistry } from "./sections.js";
+import { foldSectionState, foldTools, planSystemEntry, prepareSections, type SectionRegistry, type SystemInstructionsInput, type SystemInstructionsOutput } from "./sections.js";
 import type { TurnServices } from "./services.js";
 import { generationRoles, type CapturedConfig, type CollapseState, type GenerationState, type RetryBudget } from "./states.js";
 import { recordUsage } from "./usage.js";
@@ -28,9 +28,9 @@ import { recordUsage } from "./usage.js";
 /** Hook points of the generation (§8.7). */
 export interface GenerationHooks {
   [point: string]: { input: unknown; output: unknown };
-  system_instructions: { input: { conversationId: Id; config: CapturedConfig; sections: unknown }; output: void | { tools?: readonly import("@earendil-works/pi-ai").Tool[] } };
+  system_instructions: { input: SystemInstructionsInput; output: SystemInstructionsOutput };
   before_request: { input: { request: Context }; output: { request?: Context } };
-  after_response: { input: { response: AssistantMessage }; output: void };
+  after_response: { input: { response: AssistantMessage; usage: AssistantMessage["usage"] }; output: void };
   on_yield: { input: { answer: AssistantMessage }; output: { continue?: string } };
 }
 
@@ -232,6 +232,9 @@ export function createGenerationKind(services: GenerationServices) {
     if ("systemPrompt" in request || "tools" in request) {
       throw new PicoError("contract", "before_request must keep the request messages-only (no systemPrompt or tools)");
     }
+    // Returned calls are checked against the tools this request actually offered (§8.2), after
+    // before_request, not against the registry: a registered but unselected tool is not callable.
+    const offered = foldTools([request.messages]);
 
     // Stream: frames to scratch, coalesced; the partial stays in memory for the preview.
     // A retry must not replay the frames of the attempt before it; a first attempt has none to clear,
@@ -253,7 +256,7 @@ export function createGenerationKind(services: GenerationServices) {
       await flusher.close();
     }
     const message = await stream.result();
-    await services.hooks.run(kind, "after_response", { response: message }, chain, call);
+    await services.hooks.run(kind, "after_response", { response: message, usage: message.usage }, chain, call);
     const usage = message.usage;
     const attemptRetry: RetryBudget = { ...retry, attempt: retry.attempt + 1 };
     const row = { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: config.model, usage: usage === undefined ? null : (usage as never) };
@@ -305,7 +308,8 @@ export function createGenerationKind(services: GenerationServices) {
         for (const toolCall of calls) {
           const tool = services.tools.get(toolCall.name);
           const after = tool?.sequential && previous !== undefined ? [previous] : [];
-          previous = b.task({ kind: "tool" }, task.conversationId, { state: { status: "planned", call: toolCall as ToolCall & JsonObject, assistant }, after });
+          const planned = { status: "planned" as const, call: toolCall as ToolCall & JsonObject, assistant, ...(offered.has(toolCall.name) ? {} : { offered: false }) };
+          previous = b.task({ kind: "tool" }, task.conversationId, { state: planned, after });
           tools.push(previous);
         }
         const post = b.task({ kind: "post_tools" }, task.conversationId, { state: { status: "waiting", assistant, tools, inputs }, after: tools });

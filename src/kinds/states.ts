@@ -84,7 +84,8 @@ export type ToolResultData = Omit<ToolOutputState, "content">;
 type ToolBase = { call: ToolCall & JsonObject; assistant: Id };
 
 export type ToolStates =
-  | (ToolBase & { status: "planned" })
+  // offered: false — the model called a tool its request did not offer (§8.2); it never runs.
+  | (ToolBase & { status: "planned"; offered?: boolean })
   | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never" })
   | (ToolBase & { status: "done"; output: ToolOutputState; result: Id })
   | (ToolBase & { status: "aborted"; output: ToolOutputState; result: Id });

@@ -59,6 +59,10 @@ export function createToolKind(services: TurnServices) {
     async execute(task, runtime, call) {
       if (task.state.status !== "planned") throw new PicoError("contract", `tool ${task.id} executes only from planned, not ${task.state.status}`);
       const toolCall = task.state.call;
+      if (task.state.offered === false) {
+        await settle(task, runtime, "done", errorOutput(`Tool "${toolCall.name}" was not offered in this request.`, "not_offered"), call);
+        return;
+      }
       const tool = services.tools.get(toolCall.name);
       if (tool === undefined) {
         await settle(task, runtime, "done", errorOutput(`Tool "${toolCall.name}" is not available.`, "unavailable"), call);

@@ -8,7 +8,7 @@
  * kit.install(h);
  * const answer = await (await h.root(call)).prompt({ input: "hi" }, call);
  */
-import type { Models } from "@earendil-works/pi-ai";
+import type { Models, Tool } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
 import type { AcceptOptions, AcceptReceipt, TurnApi } from "../core/conversation.js";
 import { handoffEntry, handoffKind, resetEntry, resetKind } from "../core/entries.js";
@@ -57,6 +57,10 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
   const sections = setup.sections ?? new SectionRegistry();
   const services = { models: modelResolver(setup.models), tools, hooks, options, sections };
   const generation = createGenerationKind(services);
+  // Tool registration never selects tools (§9.5), and no supplied list means no desired tools (§8.2):
+  // this harness-wide handler, registered before any host or plugin handler, offers the complete
+  // definitions of the generation's captured selection. A later handler's list wins (§8.7).
+  hooks.on(generation, "system_instructions", ({ config }) => ({ tools: selectedDefinitions(tools, config.tools) }));
   const tool = createToolKind(services);
   const postTools = createPostToolsKind(services);
   const collapse = createCollapseKind(services);
@@ -74,6 +78,14 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
       harness.turns = turnApi(harness, options, hooks, generation);
     },
   };
+}
+
+/** The pi-ai definitions (name, description, parameters) of the selected tools that are registered. */
+export function selectedDefinitions(tools: ToolRegistry, selected: readonly string[]): Tool[] {
+  return selected.flatMap((name) => {
+    const tool = tools.get(name);
+    return tool === undefined ? [] : [{ name: tool.name, description: tool.description, parameters: tool.parameters } as Tool];
+  });
 }
 
 function turnApi(harness: Harness, options: TurnOptions, hooks: HookRegistry, generation: TurnApi["generation"]): TurnApi {

@@ -1,0 +1,108 @@
+/**
+ * What a request offers the model and what the model may call (§8.2, §8.3, §8.7), through the real
+ * generation kind on the faux provider: the selected tools reach the request as complete definitions
+ * in a system message (no supplied list would mean no tools), a call to a registered tool the request
+ * did not offer never runs, and the generation's hook points carry their §8.7 inputs with the kit's
+ * own types (a plugin needs no casts).
+ */
+import { fauxAssistantMessage, fauxToolCall, type Context, type FauxResponseStep, type SystemMessage } from "@earendil-works/pi-ai";
+import { describe, expect, it } from "vitest";
+import { generationConfig } from "../../src/kinds/config.js";
+import { systemSections } from "../../src/kinds/sections.js";
+import type { AnyTool } from "../../src/kinds/services.js";
+import { coreBackends } from "../core/backends.js";
+import { call, echoTool, openRig, tasksOfKind, transcript } from "./turn-race-fixtures.js";
+
+/** A faux step that records the request it answered. */
+function recording(requests: Context[], answer: () => ReturnType<typeof fauxAssistantMessage>): FauxResponseStep {
+  return (context) => {
+    requests.push(structuredClone(context));
+    return answer();
+  };
+}
+
+function offeredTools(request: Context | undefined): string[] {
+  const names: string[] = [];
+  for (const m of request?.messages ?? []) {
+    if (m.role !== "system") continue;
+    const system = m as SystemMessage;
+    for (const t of system.toolsRemoved ?? []) names.splice(names.indexOf(t.name), 1);
+    for (const t of system.toolsAdded ?? []) names.push(t.name);
+  }
+  return names;
+}
+
+for (const backend of coreBackends) {
+  describe(`offered tools and generation hook inputs (${backend.name})`, () => {
+    it(`the selected tools are offered to the model as complete definitions in a system message; the request stays messages-only (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const requests: Context[] = [];
+        const rig = await openRig(inner, [recording(requests, () => fauxAssistantMessage("hi"))]);
+        const root = await rig.harness.root(call);
+        await root.prompt({ input: "hello" }, call);
+        const request = requests[0];
+        expect(request).toBeDefined();
+        expect("tools" in (request as object) || "systemPrompt" in (request as object)).toBe(false);
+        const system = request?.messages.find((m) => m.role === "system") as SystemMessage | undefined;
+        expect(system?.toolsAdded).toEqual([{ name: echoTool.name, description: echoTool.description, parameters: echoTool.parameters }]);
+        // The baseline is a durable system entry before the request cutoff.
+        expect((await transcript(rig)).map((e) => e.kind)).toEqual(["user", "system", "assistant"]);
+      }));
+
+    it(`a call to a registered tool the request did not offer gets its own error result and never runs; the turn answers (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        let ran = 0;
+        const secret: AnyTool = {
+          name: "secret",
+          description: "registered but not selected",
+          parameters: { type: "object", properties: {} },
+          async execute(_id, _params, out) {
+            ran += 1;
+            out.write("leaked");
+          },
+        };
+        const requests: Context[] = [];
+        const rig = await openRig(
+          inner,
+          [
+            recording(requests, () => fauxAssistantMessage([fauxToolCall("secret", {}, { id: "c1" }), fauxToolCall("echo", { text: "ok" }, { id: "c2" })], { stopReason: "toolUse" })),
+            recording(requests, () => fauxAssistantMessage("done")),
+          ],
+          { tools: [echoTool, secret] },
+        );
+        const root = await rig.harness.root(call);
+        await root.commit((tx) => tx.value(generationConfig.selectedTools).set(["echo"]), call);
+        const answer = await root.prompt({ input: "try" }, call);
+        expect(answer).toBeDefined();
+        expect(ran).toBe(0);
+        expect(offeredTools(requests[0])).toEqual(["echo"]);
+        const results = (await transcript(rig)).filter((e) => e.kind === "tool_result");
+        const byKey = new Map(results.map((e) => [e.key, e.model?.[0]]));
+        expect(byKey.get("c1")).toMatchObject({ isError: true, content: [{ type: "text", text: 'Tool "secret" was not offered in this request.' }] });
+        expect(byKey.get("c2")).toMatchObject({ isError: false });
+        const tools = await tasksOfKind(rig, "tool");
+        expect(tools.map((t) => (t.state as { status: string }).status)).toEqual(["done", "done"]);
+      }));
+
+    it(`system_instructions on the kit's generation kind gets the typed draft; after_response gets the attempt's usage (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const requests: Context[] = [];
+        const rig = await openRig(inner, [recording(requests, () => fauxAssistantMessage("hi"))]);
+        const usages: unknown[] = [];
+        // No casts: the kit's hook types name the draft and the usage (§8.7).
+        rig.kit.hooks.on(rig.kit.generation, "system_instructions", ({ sections, config }) => {
+          sections.set(systemSections.identity, `You are a test agent on ${config.model}.`);
+        });
+        rig.kit.hooks.on(rig.kit.generation, "after_response", ({ response, usage }) => {
+          usages.push(usage);
+          expect(usage).toBe(response.usage);
+        });
+        const root = await rig.harness.root(call);
+        await root.prompt({ input: "hello" }, call);
+        const system = requests[0]?.messages.find((m) => m.role === "system") as SystemMessage | undefined;
+        expect(JSON.stringify(system?.sections ?? system?.content)).toContain(`You are a test agent on ${rig.modelId}.`);
+        expect(usages).toHaveLength(1);
+        expect(usages[0]).toMatchObject({ input: expect.any(Number), output: expect.any(Number) });
+      }));
+  });
+}
