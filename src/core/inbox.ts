@@ -90,8 +90,8 @@ function withRequest<T extends object>(value: T, requestId: string | undefined):
 
 /**
  * Queue an input in a conversation (inside a builder): append the inbox element and its queued result.
- * Returns the inputId. With a request key, the mapping is written in the same commit; callers that may
- * retry use `queueKeyed`, which returns the first acceptance instead.
+ * Returns the inputId. With a request key, the mapping is written in the same commit; a key that is
+ * already mapped rejects on the line, so callers that may retry check `priorAcceptance` first.
  */
 export function queueInput(b: TxBuilder, conversationId: Id, input: QueuedInput): Id {
   const inputId = b.list(bindInbox(conversationId)).append(input);

@@ -10,7 +10,7 @@ import type { Storage } from "../storage/storage.js";
 import { isManagedSystem, systemKind } from "./entries.js";
 import { invalid, PicoError } from "./errors.js";
 import type { CommitOrigin } from "./tx.js";
-import { asInputResult, checkResultTransition, INBOX_NAMESPACE, INPUT_RESULT_NAMESPACE, type InputResult } from "./inbox.js";
+import { asInputResult, checkResultTransition, INBOX_NAMESPACE, INPUT_RESULT_NAMESPACE, REQUEST_NAMESPACE, type InputResult } from "./inbox.js";
 
 /** Live turn-task counts per conversation; the driver answers from its index, tests from storage. */
 export interface LiveTurns {
@@ -64,13 +64,22 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
   const liveTurnCache = new Map<Id, number>();
   const results = new Map<string, InputResult | undefined>(); // "conversation/input" -> latest in batch
   const removedInputs: { conversationId: Id; inputId: Id }[] = [];
+  const requestKeys = new Set<string>(); // request keys mapped earlier in the batch
 
   for (const write of writes) {
     switch (write.type) {
       case "value.set":
       case "value.delete": {
-        // §8.1/§7.3: input-result transitions are validated; terminal results never change.
         const addr = write.addr;
+        // §3.4: a request key names one acceptance for the life of the session; it is never remapped.
+        if (addr.namespace === REQUEST_NAMESPACE && "session" in addr.scope && addr.key !== undefined) {
+          if (requestKeys.has(addr.key) || (await storage.getValue(addr)) !== undefined) {
+            throw invalid(`request key ${JSON.stringify(addr.key)} already names an acceptance; it is never remapped (read it with acceptance(), §3.4)`);
+          }
+          requestKeys.add(addr.key);
+          break;
+        }
+        // §8.1/§7.3: input-result transitions are validated; terminal results never change.
         if (addr.namespace !== INPUT_RESULT_NAMESPACE || !("conversation" in addr.scope) || addr.key === undefined) break;
         const id = `${addr.scope.conversation}/${addr.key}`;
         const previous = results.has(id) ? results.get(id) : asInputResult((await storage.getValue(addr))?.value);

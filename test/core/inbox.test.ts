@@ -26,6 +26,25 @@ for (const backend of coreBackends) {
         expect(first.inputId).toBe(seq - 2);
       }));
 
+    it(`a request key is never remapped: tx.queueInput with a used key, or twice in one commit, rejects and writes nothing (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const h = await openHarness(storage);
+        const root = await h.root(call);
+        const first = await root.queueInput({ mode: "followUp", input: "hello", requestId: "req-7" }, call);
+        const seq = storage.lastSeq;
+        const reuse = () => root.commit((tx) => tx.queueInput({ mode: "nextRun", input: "other", requestId: "req-7" }), call);
+        await expect(reuse()).rejects.toMatchObject({ code: "invalid_commit", message: expect.stringContaining("req-7") });
+        const twice = () =>
+          root.commit((tx) => {
+            tx.queueInput({ mode: "nextRun", input: "a", requestId: "req-8" });
+            tx.queueInput({ mode: "nextRun", input: "b", requestId: "req-8" });
+          }, call);
+        await expect(twice()).rejects.toMatchObject({ code: "invalid_commit" });
+        expect(storage.lastSeq).toBe(seq);
+        expect(await h.acceptance("req-7", call)).toEqual({ requestId: "req-7", conversationId: root.id, inputId: first.inputId });
+        expect(await h.acceptance("req-8", call)).toBeUndefined();
+      }));
+
     it(`without a request key no mapping is written (${backend.name})`, () =>
       backend.run(async (storage) => {
         const h = await openHarness(storage);
