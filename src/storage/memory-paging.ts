@@ -68,15 +68,6 @@ export function pageRuns<T>(
   return more && edge !== undefined ? { items, next: idOf(edge), readAt } : { items, readAt };
 }
 
-/** Insert `value` into an ascending array of numbers, keeping it sorted (no duplicates expected). */
-export function insertSorted(sorted: number[], value: number): void {
-  if (sorted.length === 0 || (sorted[sorted.length - 1] as number) < value) {
-    sorted.push(value);
-    return;
-  }
-  sorted.splice(lowerBound(sorted, identity, value), 0, value);
-}
-
 /** Remove `value` from an ascending array of numbers, if present. */
 export function removeSorted(sorted: number[], value: number): void {
   const i = lowerBound(sorted, identity, value);
