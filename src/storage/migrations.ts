@@ -6,6 +6,7 @@
  */
 import init from "../../migrations/0001_init.sql";
 import host from "../../migrations/0002_host.sql";
+import entriesByKind from "../../migrations/0003_entries_by_kind.sql";
 import type { SqlHost } from "./sql.js";
 import { StorageError } from "./storage.js";
 
@@ -20,6 +21,7 @@ export interface Migration {
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "0001_init", sql: init },
   { version: 2, name: "0002_host", sql: host },
+  { version: 3, name: "0003_entries_by_kind", sql: entriesByKind },
 ];
 
 /** The schema version this code writes. */

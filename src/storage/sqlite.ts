@@ -347,8 +347,8 @@ export class SqliteStorage implements Storage {
       where.push("kind = ?");
       params.push(kind);
       // With kind and key the (conversation, kind, key, id) index is an exact ordered range; with kind
-      // alone the planner chooses between it and the conversation index.
-      index = q.key !== undefined ? "INDEXED BY entries_by_kind_key" : "";
+      // alone, (conversation, kind, id) is: either way rows of other kinds are never read.
+      index = q.key !== undefined ? "INDEXED BY entries_by_kind_key" : "INDEXED BY entries_by_kind";
     }
     if (q.key !== undefined) {
       where.push("key = ?");
