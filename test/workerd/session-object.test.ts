@@ -303,6 +303,8 @@ describe("SessionObject quarantine", () => {
     expect(invocations.length).toBeGreaterThan(DEFAULT_KILL_BOUND);
     expect(invocations.every((c) => c.method === "execute")).toBe(true);
     expect(invocations.filter((c) => c.status === "retry_wait")).toHaveLength(2);
+    // "done" is durable before the settling invocation returns; its counter resets when it does.
+    await until(async () => !(await session.rpc.inspect()).busy, "the last invocation returned");
     const inspection = await session.rpc.inspect();
     expect(inspection.kills).toEqual([]);
     expect(inspection.quarantined).toEqual([]);
