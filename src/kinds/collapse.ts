@@ -16,8 +16,8 @@ import { defineTaskKind, type TypedTask } from "../core/task-kind.js";
 import { scratchValue } from "../core/state.js";
 import type { Id } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
-import { generationConfig } from "./config.js";
-import { createGeneration, resolveUnanswered } from "./placement.js";
+import { captureConfig, freshRetry, generationConfig } from "./config.js";
+import { createGeneration, landIdleInbox, resolveUnanswered } from "./placement.js";
 import type { TurnServices } from "./services.js";
 import { collapseRoles, type CollapseState } from "./states.js";
 import { recordUsage } from "./usage.js";
@@ -108,20 +108,30 @@ export function createCollapseKind(services: TurnServices) {
       const storage = conversation.harness.storage;
       const newest = await storage.newestHead(task.conversationId, storage.lastSeq);
       const stale = (newest?.id ?? null) !== base.capturedHead;
-      const successor = (): Id | null => {
-        if (base.carry === null) return null;
+      const successor = async (): Promise<Id | null> => {
+        if (base.carry === null) return idleBoundary();
         if (base.carry.retry.attempt >= base.carry.retry.maxAttempts) return null;
         return createGeneration(b, task.conversationId, base.carry.inputs, base.carry.config, base.carry.retry);
       };
+      // A manual collapse held the conversation (§5.8): input queued meanwhile is placed at its
+      // settlement when nothing else is turning, so it does not wait for the next explicit accept.
+      const idleBoundary = async (): Promise<Id | null> => {
+        const live = await b.scanTasks({ conversationIds: [task.conversationId], live: true, limit: 1000 });
+        if (live.items.some((t) => t.turn === true && t.id !== task.id)) return null;
+        const config = await captureConfig(b, task.conversationId, services.options).catch(() => undefined);
+        if (config === undefined) return null;
+        const group = await landIdleInbox(b, task.conversationId, runtime.now());
+        return group.length === 0 ? null : createGeneration(b, task.conversationId, group, config, freshRetry(services.options));
+      };
       if (text === undefined || stale) {
         const reason = stale ? "stale: a newer head landed while summarizing" : (error ?? "no summary");
-        const next = successor();
+        const next = await successor();
         if (next === null && base.carry !== null) await resolveUnanswered(b, task.conversationId, base.carry.inputs, "failed", { detail: reason, placeWrites: true });
         tx.settle(task, "failed", { ...base, error: reason, successor: next });
         return;
       }
       const summary = tx.entry(summaryKind, summaryEntry(text, base.summarizeThrough, base.firstRetained, runtime.now()));
-      const next = successor();
+      const next = await successor();
       if (next === null && base.carry !== null) await resolveUnanswered(b, task.conversationId, base.carry.inputs, "failed", { detail: "attempt budget exhausted", placeWrites: true });
       tx.settle(task, "done", { ...base, summary, successor: next });
     }, call);

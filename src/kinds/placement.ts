@@ -164,6 +164,24 @@ export async function resolveUnanswered(
   }
 }
 
+/**
+ * A turn boundary that leaves the conversation idle without an answer (a manual collapse settling):
+ * place queued writes, and steer/followUp items into a new group, so input accepted while the collapse
+ * held the conversation (§5.8) is not stranded until the next explicit accept. Returns the new group.
+ */
+export async function landIdleInbox(b: TxBuilder, conversationId: Id, now: number): Promise<Id[]> {
+  const next: Id[] = [];
+  for (const item of await queuedItems(b, conversationId)) {
+    if (item.value.mode === "write") {
+      placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
+    } else if (item.value.mode === "steer" || item.value.mode === "followUp") {
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      next.push(item.id);
+    }
+  }
+  return next;
+}
+
 /** Withdraw queued steer/followUp (foreground abort keeps write and nextRun, §6.3). */
 export async function withdrawTurnInputs(b: TxBuilder, conversationId: Id): Promise<void> {
   for (const item of await queuedItems(b, conversationId)) {
