@@ -42,7 +42,10 @@ const image = z.strictObject({
   data: z.string().min(1),
   mimeType: z.string().regex(/^image\/[a-z0-9.+-]+$/, "an image mimeType such as image/png"),
 });
-export const userInput = z.union([z.string().min(1, "input must not be empty"), z.array(z.union([text, image])).min(1, "input must not be empty")]);
+export const userInput = z.union(
+  [z.string().min(1, "input must not be empty"), z.array(z.union([text, image])).min(1, "input must not be empty")],
+  { error: "input must be a non-empty string or a non-empty array of text and image parts" },
+);
 
 export const sessionConfig = z.strictObject({
   model: z.string().min(1).max(200).optional(),
