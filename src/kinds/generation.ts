@@ -383,7 +383,12 @@ export function estimateTokens(messages: readonly Message[]): number {
   return Math.ceil(chars / 4);
 }
 
-/** Coalesces frames into at most one scratch commit per `flushMs`, bounded in bytes (§8.2). */
+/**
+ * Coalesces frames into at most one scratch commit per `flushMs`, bounded in bytes (§8.2). A timer
+ * flushes what a burst left pending when the stream pauses, so watchers see the last tokens at that
+ * cadence too; commits are chained, and a rejection (a post-mark TaskCancelled) surfaces to the stream
+ * loop at its next flush or at close.
+ */
 class FrameFlusher {
   readonly #runtime: TaskRuntime;
   readonly #flushMs: number;
@@ -393,6 +398,9 @@ class FrameFlusher {
   #lastFlush: number;
   #bytes = 0;
   #stopped = false;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #chain: Promise<void> = Promise.resolve();
+  #failure: { error: unknown } | undefined;
 
   constructor(runtime: TaskRuntime, flushMs: number, maxBytes: number, call: Call) {
     this.#runtime = runtime;
@@ -403,32 +411,56 @@ class FrameFlusher {
   }
 
   push(frame: Frame): void {
-    if (!this.#stopped) pushFrame(this.#buffer, frame);
+    if (this.#stopped) return;
+    pushFrame(this.#buffer, frame);
+    if (this.#timer === undefined && this.#failure === undefined) {
+      const delay = Math.max(0, this.#lastFlush + this.#flushMs - this.#runtime.now());
+      this.#timer = setTimeout(() => {
+        this.#timer = undefined;
+        this.#enqueue();
+      }, delay);
+    }
   }
 
   async maybeFlush(): Promise<void> {
-    if (this.#runtime.now() - this.#lastFlush >= this.#flushMs) await this.flush();
+    if (this.#runtime.now() - this.#lastFlush >= this.#flushMs) this.#enqueue();
+    await this.#settled();
   }
 
-  async flush(): Promise<void> {
-    if (this.#buffer.length === 0 || this.#stopped) return;
+  async close(): Promise<void> {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#enqueue();
+    await this.#settled();
+  }
+
+  #enqueue(): void {
+    if (this.#buffer.length === 0 || this.#stopped || this.#failure !== undefined) return;
     const frames = this.#buffer;
     this.#buffer = [];
     this.#lastFlush = this.#runtime.now();
     const bytes = frameBytes(frames);
     if (this.#bytes + bytes > this.#maxBytes) {
-      // Past the scratch budget frames stop; the stream (and the preview) go on.
+      // Past the scratch budget frames stop; the stream goes on and the answer still settles whole.
       this.#stopped = true;
       return;
     }
     this.#bytes += bytes;
-    await this.#runtime.scratch((sc) => {
-      sc.list(framesList).append({ f: frames });
-    }, this.#call);
+    this.#chain = this.#chain.then(async () => {
+      if (this.#failure !== undefined) return;
+      try {
+        await this.#runtime.scratch((sc) => {
+          sc.list(framesList).append({ f: frames });
+        }, this.#call);
+      } catch (error) {
+        this.#failure = { error };
+      }
+    });
   }
 
-  async close(): Promise<void> {
-    await this.flush();
+  async #settled(): Promise<void> {
+    await this.#chain;
+    if (this.#failure !== undefined) throw this.#failure.error;
   }
 }
 
