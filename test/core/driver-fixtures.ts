@@ -347,3 +347,34 @@ export class Trace {
     return this.events.filter((e) => e === event).length;
   }
 }
+
+/** Per-tag gates: a test kind awaits `gates.get(tag)`; the test resolves it. */
+export class Gates {
+  readonly #map = new Map<string, Deferred>();
+  get(tag: string): Deferred {
+    let d = this.#map.get(tag);
+    if (d === undefined) this.#map.set(tag, (d = deferred()));
+    return d;
+  }
+  open(tag: string): void {
+    this.get(tag).resolve();
+  }
+}
+
+/** Await `gate`, or reject with the call's cancellation reason (cooperative cancellation). */
+export function cancellable(gate: Promise<void>, c: Call): Promise<void> {
+  const signal = c.abortSignal;
+  if (signal === undefined) return gate;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    gate.then(
+      () => {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      },
+      (e: unknown) => reject(e),
+    );
+  });
+}

@@ -31,29 +31,10 @@ import {
   type Deferred,
   type StepKind,
   type StepTask,
+  Gates,
+  cancellable,
 } from "./driver-fixtures.js";
 
-class Gates {
-  readonly #map = new Map<string, Deferred>();
-  get(tag: string): Deferred {
-    let d = this.#map.get(tag);
-    if (d === undefined) this.#map.set(tag, (d = deferred()));
-    return d;
-  }
-  open(tag: string): void {
-    this.get(tag).resolve();
-  }
-}
-
-function cancellable(gate: Promise<void>, c: Call): Promise<void> {
-  const signal = c.abortSignal;
-  if (signal === undefined) return gate;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<void>((resolve, reject) => {
-    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
-    gate.then(resolve, reject);
-  });
-}
 
 function refs(task: Task | undefined): Id[] {
   return (task?.state as { refs?: Id[] } | undefined)?.refs ?? [];
