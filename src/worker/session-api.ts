@@ -230,21 +230,16 @@ export class SessionApi {
     return found;
   }
 
-  /** The conversation an input belongs to: the index for HTTP inputs, else a scan of conversations. */
+  /**
+   * The conversation an input belongs to: the index every HTTP and webhook accept writes, else the root
+   * (inputs queued by code inside the session). Never a scan: an unknown id costs two point reads.
+   */
   async #inputConversation(inputId: Id): Promise<Id | undefined> {
     const storage = this.#harness.storage;
     const indexed = (await storage.getValue(bindTo(inputIndex(inputId), this.#harness.rootId)))?.value;
     if (indexed !== undefined) return indexed.conversationId;
-    let after: Id | undefined;
-    for (;;) {
-      const page = await storage.scanConversations(after === undefined ? { limit: 100 } : { after, limit: 100 });
-      for (const conversation of page.items) {
-        if (conversation.id > inputId) return undefined;
-        if ((await storage.getValue(bindResult(conversation.id, inputId))) !== undefined) return conversation.id;
-      }
-      if (page.next === undefined) return undefined;
-      after = page.next;
-    }
+    const root = this.#harness.rootId;
+    return (await storage.getValue(bindResult(root, inputId))) === undefined ? undefined : root;
   }
 
   async #result(conversationId: Id, inputId: Id): Promise<InputResult | undefined> {
