@@ -290,7 +290,7 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
   it("§8.2 baseline at 81 with its omission of 31 (10 user; 11 baseline; ... 60 summary head=30; 81 baseline)", () =>
     run(async (storage) => {
       const env = await Env.open(storage);
-      let cwd = "/work/a";
+      let cwd = "/srv/app-a";
       env.on(({ sections }) => {
         sections.set(systemSections.identity, IDENTITY);
         sections.set(systemSections.environment, { cwd });
@@ -301,11 +301,11 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       expect(b11.plan).toMatchObject({ kind: "baseline" });
       await env.assistant(20);
       await env.user(30);
-      cwd = "/work/b";
+      cwd = "/srv/app-b";
       const d31 = await env.generate({ at: 31 });
       expect(d31.plan).toMatchObject({ kind: "delta" });
       expect(d31.entry!.data).toEqual({
-        sections: [{ key: "pi.environment", action: "set", value: { cwd: "/work/b" }, rendered: "<environment>\ncwd: /work/b\n</environment>" }],
+        sections: [{ key: "pi.environment", action: "set", value: { cwd: "/srv/app-b" }, rendered: "<environment>\ncwd: /srv/app-b\n</environment>" }],
       });
       await env.at(35, (c) => (tx) => tx.entry(noticeKind, c, noticeEntry({ job: 7 }, user("job 7 finished"))));
       await env.assistant(40);
@@ -321,13 +321,13 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
         baseline: true,
         sections: [
           { key: "pi.identity", action: "set", value: IDENTITY, rendered: IDENTITY },
-          { key: "pi.environment", action: "set", value: { cwd: "/work/b" }, rendered: "<environment>\ncwd: /work/b\n</environment>" },
+          { key: "pi.environment", action: "set", value: { cwd: "/srv/app-b" }, rendered: "<environment>\ncwd: /srv/app-b\n</environment>" },
         ],
       });
       expect(messageOf(b81.entry)).toEqual({
         role: "system",
         content: "",
-        sections: { "pi.identity": IDENTITY, "pi.environment": "<environment>\ncwd: /work/b\n</environment>" },
+        sections: { "pi.identity": IDENTITY, "pi.environment": "<environment>\ncwd: /srv/app-b\n</environment>" },
         toolsAdded: [catalogue.read],
         timestamp: 7,
       });
