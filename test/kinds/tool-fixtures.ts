@@ -25,7 +25,7 @@ import { generationRoles, type GenerationState, type PostToolsState, type ToolSt
 import { createToolKind } from "../../src/kinds/tool.js";
 import type { Entry, Id, JsonObject, Task } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
-import { call, deferred, flush, type Deferred } from "../core/driver-fixtures.js";
+import { call, cancellable, deferred, flush, Gates, type Deferred } from "../core/driver-fixtures.js";
 
 export { call };
 
@@ -256,35 +256,7 @@ export function settledIn(commit: CommittedBatch, id: Id): boolean {
 // ---------------------------------------------------------------------------------------------
 // Gated tools
 
-export class Gates {
-  readonly #map = new Map<string, Deferred>();
-  get(key: string): Deferred {
-    let d = this.#map.get(key);
-    if (d === undefined) this.#map.set(key, (d = deferred()));
-    return d;
-  }
-  open(key: string): void {
-    this.get(key).resolve();
-  }
-}
-
-/** Await `gate`, or reject with the call's cancellation reason (a cooperative tool). */
-export function cancellable(gate: Promise<void>, c: Call): Promise<void> {
-  const signal = c.abortSignal;
-  if (signal === undefined) return gate;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    gate.then(
-      () => {
-        signal.removeEventListener("abort", onAbort);
-        resolve();
-      },
-      (e: unknown) => reject(e),
-    );
-  });
-}
+export { cancellable, Gates };
 
 /** A tool that writes `start <key>`, waits for its gate (cooperatively), then writes ` end <key>`. */
 export function gateTool(gates: Gates, options: { name?: string; replay?: "safe" | "never"; started?: (key: string) => void } = {}): AnyTool {
