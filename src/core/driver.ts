@@ -560,6 +560,20 @@ export class Driver {
   // ---------------------------------------------------------------------------------------------
   // Faults (§6.1): fail-stop
 
+  /**
+   * Uncertain persistence (§3.3, §6.3): a batch's storage write failed in a way that may have left it
+   * durable. The session fail-stops on the line; reopening recovers the last complete batch.
+   */
+  persistenceFailed(error: unknown, call: Call): Action {
+    if (this.#phase !== "open" && this.#phase !== "stopping") return () => undefined;
+    const inv = call.value(invocationKey);
+    return this.#failStop({
+      ...(inv === undefined ? {} : { taskId: inv.taskId, kind: inv.kind.kind, method: inv.method }),
+      error,
+      message: `a commit's persistence is uncertain (${describe(error)}); reopen the session to recover its last complete batch (§3.3)`,
+    });
+  }
+
   #failStop(report: FaultReport): Action {
     this.#phase = "faulted";
     this.#fault = report;
