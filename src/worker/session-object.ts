@@ -29,6 +29,8 @@ import { SessionNotFound } from "./errors.js";
 import { HostBook, type FaultRecord, type KillCount } from "./host-book.js";
 import { deployedVersion, HEARTBEAT_MS, hostClock, hostReport, killBound } from "./host-config.js";
 import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
+import { sandboxEnvFor } from "./sandbox-env.js";
+import { FakeExecutionEnv } from "../kinds/exec-fake.js";
 import { buildModels, defaultModel } from "./models.js";
 import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
@@ -391,7 +393,9 @@ export class SessionObject extends DurableObject<Env> {
       },
     });
     const models = this.#modelsOf();
-    const kit = sessionTurnKit(models);
+    // Jobs run in the session's sandbox when the SANDBOX binding is configured, else on the scripted fake.
+    const env = sandboxEnvFor(this.env, this.ctx.id.toString()) ?? new FakeExecutionEnv({ clock: this.#clock });
+    const kit = sessionTurnKit(models, env);
     const harness: Harness = await Harness.open(
       storage,
       {
