@@ -1,5 +1,5 @@
 /**
- * The turn kit: the built-in turn kinds (generation, tool, post_tools, collapse, job) built over one set
+ * The turn kit: the built-in turn kinds (generation, tool, post_tools, collapse, job, schedule) built over one set
  * of services, and the handle-level turn API (accept, prompt, collapse, reset) installed on a harness.
  *
  * @example
@@ -29,6 +29,7 @@ import { createToolKind } from "./tool.js";
 import type { ExecutionEnv } from "./exec-env.js";
 import { FakeExecutionEnv } from "./exec-fake.js";
 import { createJobKind } from "./job.js";
+import { createScheduleKind, type ScheduleServices } from "./schedule.js";
 import { systemClock } from "../core/host.js";
 
 export interface TurnSetup {
@@ -40,6 +41,8 @@ export interface TurnSetup {
   readonly reportHookFailure?: (failure: HookFailure) => void;
   /** Where jobs run (§8.6); default the scripted fake on the system clock. */
   readonly env?: ExecutionEnv;
+  /** Called in the commit that accepts a schedule's occurrence (the host indexes the input). */
+  readonly scheduleAccepted?: ScheduleServices["accepted"];
 }
 
 export interface TurnKit {
@@ -53,6 +56,7 @@ export interface TurnKit {
   readonly postTools: ReturnType<typeof createPostToolsKind>;
   readonly collapse: ReturnType<typeof createCollapseKind>;
   readonly job: ReturnType<typeof createJobKind>;
+  readonly schedule: ReturnType<typeof createScheduleKind>;
   readonly env: ExecutionEnv;
   /** Install the turn API on a harness opened with `kinds`. */
   install(harness: Harness): void;
@@ -74,8 +78,9 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
   const collapse = createCollapseKind(services);
   const env = setup.env ?? new FakeExecutionEnv({ clock: systemClock });
   const job = createJobKind({ env, flushMs: options.flushMs });
+  const schedule = createScheduleKind({ turn: options, ...(setup.scheduleAccepted === undefined ? {} : { accepted: setup.scheduleAccepted }) });
   return {
-    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse), erase(job)],
+    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse), erase(job), erase(schedule)],
     hooks,
     tools,
     sections,
@@ -85,6 +90,7 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
     postTools,
     collapse,
     job,
+    schedule,
     env,
     install(harness) {
       harness.turns = turnApi(harness, options, hooks, generation);

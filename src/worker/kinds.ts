@@ -17,12 +17,19 @@ import { jobTool } from "../tools/job.js";
 import { newContextTool } from "../tools/new-context.js";
 import type { ExecutionEnv } from "../kinds/exec-env.js";
 import type { AnyTool } from "../kinds/services.js";
+import { inputIndex } from "./session-api.js";
 
 let testKinds: readonly AnyTaskKind[] = [];
 
 /** The turn kit a session opens with: the built-in turn kinds and tools over `models`. */
 export function sessionTurnKit(models: Models, env?: ExecutionEnv): TurnKit {
-  return createTurnKit({ models, tools: [...builtinTools], ...(env === undefined ? {} : { env }) });
+  return createTurnKit({
+    models,
+    tools: [...builtinTools],
+    ...(env === undefined ? {} : { env }),
+    // A schedule's accepted input is indexed like one accepted over HTTP, so GET /inputs/{id} finds it.
+    scheduleAccepted: (b, conversationId, inputId) => b.value(inputIndex(inputId)).set({ conversationId }),
+  });
 }
 
 /** The built-in tools every session registers (selectable by name in selectedTools). */

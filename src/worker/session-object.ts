@@ -295,6 +295,11 @@ export class SessionObject extends DurableObject<Env> {
     tasks: (s, query) => s.api.tasks(query),
     abortTask: (s, id) => s.api.abortTask(id),
     usage: (s, query) => s.api.usage(query),
+    createSchedule: (s, request) => s.api.createSchedule(request),
+    schedules: (s, query) => s.api.schedules(query),
+    schedule: (s, id) => s.api.schedule(id),
+    deleteSchedule: (s, id) => s.api.deleteSchedule(id),
+    patchSchedule: (s, id, patch) => s.api.patchSchedule(id, patch),
     inspect: () => this.inspect(),
     shutdown: async () => {
       await this.shutdown();
