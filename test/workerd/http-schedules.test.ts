@@ -10,7 +10,9 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ScheduleView } from "../../src/worker/session-api.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
-import { clockOf, installSeams, resetSeams, until, type Seams } from "./session-fixtures.js";
+import { clockOf, harnessOf, installSeams, resetSeams, until, type Seams } from "./session-fixtures.js";
+import { newSchedule, scheduleDefinition } from "../../src/kinds/schedule.js";
+import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 
 let seams: Seams;
 
@@ -143,5 +145,41 @@ describe("schedules over HTTP", () => {
     await runDurableObjectAlarm(r.stub);
     expect(await schedule(r, view.id)).toMatchObject({ runs: 1, skipped: 3 });
     expect(await userTexts(r)).toEqual(["tick"]);
+  });
+});
+
+describe("schedules share the one alarm", () => {
+  it("1,000 schedules in one session: one alarm at the earliest due time, setAlarm only when the earliest changes", async () => {
+    const r = await rig("thousand");
+    const t0 = seams.time.now;
+    const first = t0 + 10_000;
+    const before = await runInDurableObject(r.stub, async (instance: SessionObject) => {
+      const h = harnessOf(instance);
+      const stats = { ...instance.alarmStats };
+      // One commit creates all 1,000; their due times increase with their ids (a second apart).
+      await h.commit((tx) => {
+        for (let i = 0; i < 1000; i++) {
+          const state = newSchedule({ conversationId: h.rootId, input: `s${i}`, mode: "nextRun", every: 3_600_000, cron: null, timezone: null }, t0, first + i * 1000);
+          tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state });
+        }
+      }, BACKGROUND_CONTEXT);
+      return stats;
+    });
+    const alarm = () => runInDurableObject(r.stub, (_i, state) => state.storage.getAlarm());
+    const stats = () => runInDurableObject(r.stub, (instance: SessionObject) => ({ ...instance.alarmStats }));
+    await until(async () => (await alarm()) === first, "the alarm at the earliest schedule");
+    const armed = await stats();
+    // At most the earliest wake and, while invocations are in flight, the heartbeat (DESIGN §3): never one
+    // write per schedule.
+    expect(armed.sets - before.sets).toBeLessThanOrEqual(2);
+    expect(armed.sets - before.sets).toBeLessThanOrEqual(armed.changes - before.changes);
+    // Each occurrence moves the earliest due time on by one schedule: one alarm write per change.
+    for (let k = 0; k < 5; k++) {
+      await advanceTo(r, first + k * 1000);
+      await until(async () => (await alarm()) === first + (k + 1) * 1000, `the alarm after occurrence ${k}`);
+    }
+    const after = await stats();
+    expect(after.sets - armed.sets).toBe(5);
+    expect(after.sets - before.sets).toBeLessThanOrEqual(after.changes - before.changes);
   });
 });
