@@ -9,6 +9,7 @@ import type { ConversationHandle } from "../core/conversation.js";
 import type { HookRegistry } from "../core/hooks.js";
 import type { ConversationTx } from "../core/tx.js";
 import { PicoError } from "../core/errors.js";
+import type { JobOutputView } from "./job.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -38,6 +39,26 @@ export interface ToolRuntime {
   conversation(id: Id, call: Call): Promise<ConversationHandle | undefined>;
   abortTask(id: Id, call: Call): Promise<void>;
   waitForTask(id: Id, options: { budgetMs?: number } | undefined, call: Call): Promise<boolean>;
+  /**
+   * Start a background job for this call (§8.3 "Blocking budget"): one commit creates the job (origin:
+   * this call) and records its id and cancellation policy on this tool's own running task, so the
+   * tool's abort handler can cancel it from durable state. `detach: true` is explicit backgrounding:
+   * aborting the call leaves the job running.
+   */
+  startJob(input: JobStart, call: Call): Promise<Id>;
+  /** A job's output so far (live from scratch) or final (from its terminal state) (§9.3). */
+  jobOutput(id: Id, call: Call): Promise<JobOutputView>;
+}
+
+/** What a tool gives to start a job (§8.6 JobInput without the origin, which the harness fills in). */
+export interface JobStart {
+  readonly cmd: string;
+  readonly cwd?: string;
+  readonly limits?: { readonly maxChars?: number };
+  readonly every?: number;
+  readonly notBefore?: number;
+  readonly rerun?: "safe";
+  readonly detach?: boolean;
 }
 
 export interface Tool<TParams extends JsonObject = JsonObject, TDetails extends JsonValue = JsonValue> {

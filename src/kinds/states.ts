@@ -86,7 +86,8 @@ type ToolBase = { call: ToolCall & JsonObject; assistant: Id };
 export type ToolStates =
   // offered: false — the model called a tool its request did not offer (§8.2); it never runs.
   | (ToolBase & { status: "planned"; offered?: boolean })
-  | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never" })
+  // jobId / cancelJobOnAbort: the job this call started and whether aborting the call kills it (§8.3).
+  | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never"; jobId?: Id; cancelJobOnAbort?: boolean })
   | (ToolBase & { status: "done"; output: ToolOutputState; result: Id })
   | (ToolBase & { status: "aborted"; output: ToolOutputState; result: Id });
 

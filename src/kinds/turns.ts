@@ -1,6 +1,6 @@
 /**
- * The turn kit: the built-in turn kinds (generation, tool, post_tools, collapse) built over one set of
- * services, and the handle-level turn API (accept, prompt, collapse, reset) installed on a harness.
+ * The turn kit: the built-in turn kinds (generation, tool, post_tools, collapse, job, schedule) built over one set
+ * of services, and the handle-level turn API (accept, prompt, collapse, reset) installed on a harness.
  *
  * @example
  * const kit = createTurnKit({ models, tools: [echoTool] });
@@ -27,6 +27,11 @@ import { createPostToolsKind } from "./post-tools.js";
 import { SectionRegistry } from "./sections.js";
 import { defaultTurnOptions, modelResolver, ToolRegistry, type AnyTool, type TurnOptions } from "./services.js";
 import { createToolKind } from "./tool.js";
+import type { ExecutionEnv } from "./exec-env.js";
+import { FakeExecutionEnv } from "./exec-fake.js";
+import { createJobKind } from "./job.js";
+import { createScheduleKind, type ScheduleServices } from "./schedule.js";
+import { systemClock } from "../core/host.js";
 
 export interface TurnSetup {
   readonly models: Models;
@@ -35,6 +40,10 @@ export interface TurnSetup {
   readonly hooks?: HookRegistry;
   readonly options?: Partial<TurnOptions>;
   readonly reportHookFailure?: (failure: HookFailure) => void;
+  /** Where jobs run (§8.6); default the scripted fake on the system clock. */
+  readonly env?: ExecutionEnv;
+  /** Called in the commit that accepts a schedule's occurrence (the host indexes the input). */
+  readonly scheduleAccepted?: ScheduleServices["accepted"];
 }
 
 export interface TurnKit {
@@ -47,6 +56,9 @@ export interface TurnKit {
   readonly tool: ReturnType<typeof createToolKind>;
   readonly postTools: ReturnType<typeof createPostToolsKind>;
   readonly collapse: ReturnType<typeof createCollapseKind>;
+  readonly job: ReturnType<typeof createJobKind>;
+  readonly schedule: ReturnType<typeof createScheduleKind>;
+  readonly env: ExecutionEnv;
   /** Install the turn API on a harness opened with `kinds`. */
   install(harness: Harness): void;
 }
@@ -65,8 +77,11 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
   const tool = createToolKind(services);
   const postTools = createPostToolsKind(services);
   const collapse = createCollapseKind(services);
+  const env = setup.env ?? new FakeExecutionEnv({ clock: systemClock });
+  const job = createJobKind({ env, flushMs: options.flushMs });
+  const schedule = createScheduleKind({ turn: options, ...(setup.scheduleAccepted === undefined ? {} : { accepted: setup.scheduleAccepted }) });
   return {
-    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse)],
+    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse), erase(job), erase(schedule)],
     hooks,
     tools,
     sections,
@@ -75,6 +90,9 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
     tool,
     postTools,
     collapse,
+    job,
+    schedule,
+    env,
     install(harness) {
       harness.turns = turnApi(harness, options, hooks, generation);
     },
