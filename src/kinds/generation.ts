@@ -13,6 +13,7 @@ import type { ConversationHandle } from "../core/conversation.js";
 import { assistantKind, systemKind, type AssistantEntry } from "../core/entries.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import type { TaskRuntime } from "../core/runtime.js";
+import { bindTo, conversationValue } from "../core/state.js";
 import { defineTaskKind, type TypedTask } from "../core/task-kind.js";
 import type { TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject } from "../storage/records.js";
@@ -24,6 +25,13 @@ import { foldSectionState, foldTools, planSystemEntry, prepareSections, type Sec
 import type { TurnServices } from "./services.js";
 import { generationRoles, type CapturedConfig, type CollapseState, type GenerationState, type RetryBudget } from "./states.js";
 import { recordUsage } from "./usage.js";
+
+/**
+ * The last threshold collapse planned in a conversation: the estimated context tokens then and the head
+ * it was to replace. While the head is unchanged (the collapse was declined or failed), the next one
+ * waits for the context to grow (§8.2, issue 10).
+ */
+export const thresholdAttempt = conversationValue<{ tokens: number; head: Id | null }>("pi.collapse.threshold", { rewind: true });
 
 /** Hook points of the generation (§8.7). */
 export interface GenerationHooks {
@@ -184,15 +192,25 @@ export function createGenerationKind(services: GenerationServices) {
       return;
     }
 
-    // Threshold collapse before the request (§8.2 execute): C, then G' after [C].
-    if (services.options.collapseThresholdTokens > 0) {
+    // Threshold collapse before the request (§8.2 execute): C, then G' after [C]. A threshold collapse
+    // that did not replace the head (declined, failed) is not planned again for the same head until the
+    // context grew by collapseRetryGrowthTokens: G' goes ahead uncollapsed (an overflow, if it comes,
+    // takes the overflow path), so a declining before_collapse cannot loop.
+    const threshold = services.options.collapseThresholdTokens;
+    if (threshold > 0) {
       const current = await conversation.contextEntries(undefined, call);
       const tokens = estimateTokens(requestMessages(current));
-      if (tokens > services.options.collapseThresholdTokens && current.items.length > services.options.collapseKeepEntries + 1) {
+      if (tokens > threshold && current.items.length > services.options.collapseKeepEntries + 1) {
+        const growth = services.options.collapseRetryGrowthTokens ?? Math.ceil(threshold / 10);
+        const head = current.head?.id ?? null;
         const handedOff = await runtime.commit(async (tx) => {
           const b = builderOf(tx);
+          const attempted = b.value(bindTo(thresholdAttempt, task.conversationId));
+          const last = await attempted.get();
+          if (last !== undefined && last.head === head && tokens < last.tokens + growth) return false;
           const collapse = await planCollapse(b, task.conversationId, current, "threshold", null, services.options.collapseKeepEntries);
           if (collapse === undefined) return false;
+          attempted.set({ tokens, head });
           const next = b.task({ kind: "generation" }, task.conversationId, { state: { status: "pending", inputs, config, retry }, after: [collapse] });
           tx.settle(task, "done", { inputs, config, retry, assistant: null, successor: next });
           return true;

@@ -122,6 +122,11 @@ export interface TurnOptions {
   readonly maxScratchBytes: number;
   /** Estimated context tokens that trigger a threshold collapse before a request; 0 disables. */
   readonly collapseThresholdTokens: number;
+  /**
+   * After a threshold collapse that did not land (declined or failed), how many estimated tokens the
+   * context must grow before the next one is tried. Default: a tenth of the threshold.
+   */
+  readonly collapseRetryGrowthTokens?: number;
   /** Entries kept verbatim after a collapse (the retained tail). Default 8. */
   readonly collapseKeepEntries: number;
   /** Default blocking budget of a tool call, ms (§8.3). */
