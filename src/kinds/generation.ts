@@ -162,6 +162,8 @@ export function createGenerationKind(services: GenerationServices) {
   async function retryOrFail(task: GenTask, runtime: TaskRuntime, base: Omit<GenerationState & { status: "pending" }, "status">, error: string, call: Call): Promise<void> {
     const attempt = base.retry.attempt + 1;
     await runtime.commit(async (tx) => {
+      // The interrupted attempt reached the provider; what it cost is unknown, not zero (§8.2).
+      await recordUsage(builderOf(tx), { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
       if (attempt < base.retry.maxAttempts) {
         const notBefore = runtime.now() + retryDelay(services.options.retryBaseMs, attempt);
         tx.patch(task, "retry_wait", { inputs: base.inputs, config: base.config, retry: { ...base.retry, attempt }, notBefore, error });
@@ -259,7 +261,11 @@ export function createGenerationKind(services: GenerationServices) {
     // so it spends no scratch commit on it (one fewer commit per generation).
     if (retry.attempt > 0) await runtime.scratch((sc) => sc.list(framesList).clear(), call);
     const preview = runtime.preview<GenerationPreview>({ content: [] });
-    const stream = services.models.models.stream(model, request, { signal: call.abortSignal ?? new AbortController().signal });
+    // The producer gets its own signal (§4.6): any early exit of the loop below (a failed scratch
+    // commit, a post-mark rejection) cancels it, and the finally joins it, so no provider request
+    // keeps running unobserved after this invocation returns.
+    const producer = linkedController(call.abortSignal);
+    const stream = services.models.models.stream(model, request, { signal: producer.controller.signal });
     const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);
     try {
       for await (const event of stream) {
@@ -271,7 +277,12 @@ export function createGenerationKind(services: GenerationServices) {
         await flusher.maybeFlush();
       }
     } finally {
-      await flusher.close();
+      producer.cancel();
+      try {
+        await flusher.close();
+      } finally {
+        await stream.result();
+      }
     }
     const message = await stream.result();
     await services.hooks.run(kind, "after_response", { response: message, usage: message.usage }, chain, call);
@@ -282,22 +293,25 @@ export function createGenerationKind(services: GenerationServices) {
     // A durable mark wins over any in-band outcome: the commit below rejects and abort runs.
     if (message.stopReason === "aborted" && call.abortSignal?.aborted) throw new TaskCancelled(task.id);
 
+    // Overflow, reported as an error or silently: an answer whose input filled the window (a `stop`
+    // over it, a `length` stop with no output) was cut by the provider, so it is not answered (§8.2).
+    if (isContextOverflow(message, model.contextWindow)) {
+      const error = message.errorMessage ?? `context overflow (${message.stopReason}: ${message.usage.input + message.usage.cacheRead} input tokens, window ${model.contextWindow})`;
+      // Overflow: settle, hand the retry to a collapse whose settlement creates G' (nothing live waits on it).
+      await runtime.commit(async (tx) => {
+        const b = builderOf(tx);
+        const current = await conversation.contextEntries(undefined, call);
+        await recordUsage(b, row);
+        const collapse = await planCollapse(b, task.conversationId, current, "overflow", { inputs, config, retry: attemptRetry }, services.options.collapseKeepEntries);
+        if (collapse === undefined) {
+          await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: `context overflow: ${error}`, placeWrites: true });
+        }
+        tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "overflow", error, partial: null, successor: collapse ?? null });
+      }, call);
+      return;
+    }
     if (message.stopReason === "error" || message.stopReason === "aborted") {
       const error = message.errorMessage ?? message.stopReason;
-      if (isContextOverflow(message, model.contextWindow)) {
-        // Overflow: settle, hand the retry to a collapse whose settlement creates G' (nothing live waits on it).
-        await runtime.commit(async (tx) => {
-          const b = builderOf(tx);
-          const current = await conversation.contextEntries(undefined, call);
-          await recordUsage(b, row);
-          const collapse = await planCollapse(b, task.conversationId, current, "overflow", { inputs, config, retry: attemptRetry }, services.options.collapseKeepEntries);
-          if (collapse === undefined) {
-            await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: `context overflow: ${error}`, placeWrites: true });
-          }
-          tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "overflow", error, partial: null, successor: collapse ?? null });
-        }, call);
-        return;
-      }
       if (message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts) {
         await runtime.commit(async (tx) => {
           await recordUsage(builderOf(tx), row);
@@ -392,6 +406,21 @@ export async function planCollapse(
     carry,
   };
   return b.task({ kind: "collapse" }, conversationId, { state, ...(reason === "manual" ? { background: true as const } : {}) });
+}
+
+/** An AbortController that follows `parent` until `cancel` (which also aborts it and unlinks). */
+function linkedController(parent: AbortSignal | undefined): { readonly controller: AbortController; cancel(): void } {
+  const controller = new AbortController();
+  const follow = (): void => controller.abort(parent?.reason);
+  if (parent?.aborted === true) follow();
+  else parent?.addEventListener("abort", follow, { once: true });
+  return {
+    controller,
+    cancel() {
+      parent?.removeEventListener("abort", follow);
+      controller.abort();
+    },
+  };
 }
 
 /** A cheap token estimate (chars/4) for the threshold check; providers count exactly. */

@@ -43,21 +43,32 @@ export interface HeldStream {
   readonly release: Deferred;
   /** Resolves once every delta has been pushed. */
   readonly streamed: Deferred;
+  /** Resolves when the producer has ended its message, with how it ended. */
+  readonly ended: Deferred<"aborted" | "released">;
 }
 
-export type Step = FauxResponseStep | HeldStream;
+/** A message streamed exactly as given (the faux provider would replace its usage with an estimate). */
+export interface RawStep {
+  readonly raw: AssistantMessage;
+}
+
+export type Step = FauxResponseStep | HeldStream | RawStep;
 
 export function heldStream(...deltas: string[]): HeldStream {
-  return { held: true, deltas, after: [], ignoreSignal: false, release: deferred(), streamed: deferred() };
+  return { held: true, deltas, after: [], ignoreSignal: false, release: deferred(), streamed: deferred(), ended: deferred() };
 }
 
 /** A held stream that ignores cancellation and streams `after` once released. */
 export function lateStream(deltas: readonly string[], after: readonly string[]): HeldStream {
-  return { held: true, deltas, after, ignoreSignal: true, release: deferred(), streamed: deferred() };
+  return { held: true, deltas, after, ignoreSignal: true, release: deferred(), streamed: deferred(), ended: deferred() };
 }
 
 function isHeld(step: Step): step is HeldStream {
   return typeof step === "object" && "held" in step;
+}
+
+function isRaw(step: Step): step is RawStep {
+  return typeof step === "object" && "raw" in step;
 }
 
 /**
@@ -68,6 +79,8 @@ export class ScriptedProvider {
   readonly faux = fauxProvider();
   readonly #steps: Step[] = [];
   calls = 0;
+  /** The abort signal each call was given, in call order. */
+  readonly signals: (AbortSignal | undefined)[] = [];
 
   constructor(steps: readonly Step[] = []) {
     this.#steps.push(...steps);
@@ -85,7 +98,19 @@ export class ScriptedProvider {
     const base = this.faux.provider;
     const stream: Provider["stream"] = (model, context, options) => {
       this.calls += 1;
+      this.signals.push(options?.signal);
       const step = this.#steps.shift();
+      if (step !== undefined && isRaw(step)) {
+        const out = createAssistantMessageEventStream();
+        const message: AssistantMessage = { ...step.raw, api: model.api, provider: model.provider, model: model.id };
+        queueMicrotask(() => {
+          out.push({ type: "start", partial: message });
+          if (message.stopReason === "error" || message.stopReason === "aborted") out.push({ type: "error", reason: message.stopReason, error: message });
+          else out.push({ type: "done", reason: message.stopReason === "length" ? "length" : message.stopReason === "toolUse" ? "toolUse" : "stop", message });
+          out.end(message);
+        });
+        return out;
+      }
       if (step === undefined || !isHeld(step)) {
         this.faux.setResponses(step === undefined ? [] : [step]);
         return base.stream(model, context, options);
@@ -115,6 +140,7 @@ export class ScriptedProvider {
           const error: AssistantMessage = { ...partial, stopReason: "aborted", errorMessage: "Request was aborted" };
           out.push({ type: "error", reason: "aborted", error });
           out.end(error);
+          step.ended.resolve("aborted");
           return;
         }
         for (const delta of step.after) {
@@ -126,6 +152,7 @@ export class ScriptedProvider {
         out.push({ type: "text_end", contentIndex: 0, content: fullText, partial });
         out.push({ type: "done", reason: "stop", message });
         out.end(message);
+        step.ended.resolve("released");
       })();
       return out;
     };
