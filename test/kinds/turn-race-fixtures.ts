@@ -11,8 +11,10 @@ import {
   fauxProvider,
   fauxToolCall,
   type AssistantMessage,
+  type Context,
   type FauxResponseFactory,
   type FauxResponseStep,
+  type Models,
   type Provider,
 } from "@earendil-works/pi-ai";
 import { Harness, initialValue, type CommittedBatch } from "../../src/core/harness.js";
@@ -160,6 +162,31 @@ export class ScriptedProvider {
   }
 }
 
+/** A request as pico handed it to pi-ai's Models, before pi-ai normalized it for the provider. */
+export interface SentRequest {
+  readonly method: "stream" | "streamSimple" | "complete" | "completeSimple";
+  readonly context: Context;
+  readonly options: unknown;
+}
+
+const RECORDED = new Set<string>(["stream", "streamSimple", "complete", "completeSimple"]);
+
+/** Models that record what the caller passed to each request method, then delegate. */
+function recordingModels(models: Models, sent: SentRequest[]): Models {
+  return new Proxy(models, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function") return value;
+      const method = value as (...args: unknown[]) => unknown;
+      if (typeof prop !== "string" || !RECORDED.has(prop)) return method.bind(target);
+      return (...args: unknown[]) => {
+        sent.push({ method: prop as SentRequest["method"], context: args[1] as Context, options: args[2] });
+        return method.apply(target, args);
+      };
+    },
+  });
+}
+
 export interface TurnRig {
   readonly harness: Harness;
   readonly kit: TurnKit;
@@ -168,6 +195,8 @@ export interface TurnRig {
   readonly modelId: string;
   readonly commits: CommittedBatch[];
   readonly root: Id;
+  /** Every request the kinds handed to pi-ai, as handed (not as the provider saw it). */
+  readonly sent: SentRequest[];
 }
 
 export interface RigOptions {
@@ -190,7 +219,8 @@ export async function openRig(inner: Storage | GateStorage, steps: readonly Step
   models.setProvider(provider.provider());
   const model = provider.faux.getModel();
   const modelId = `${model.provider}/${model.id}`;
-  const kit = createTurnKit({ models, tools: options.tools ?? [echoTool], options: { retryBaseMs: 10, flushMs: 0, ...options.turn } });
+  const sent: SentRequest[] = [];
+  const kit = createTurnKit({ models: recordingModels(models, sent), tools: options.tools ?? [echoTool], options: { retryBaseMs: 10, flushMs: 0, ...options.turn } });
   const harness = await Harness.open(
     storage,
     {
@@ -203,7 +233,7 @@ export async function openRig(inner: Storage | GateStorage, steps: readonly Step
   kit.install(harness);
   const commits: CommittedBatch[] = [];
   harness.onCommit((c) => commits.push(c));
-  return { harness, kit, storage, provider, modelId, commits, root: harness.rootId };
+  return { harness, kit, storage, provider, modelId, commits, root: harness.rootId, sent };
 }
 
 /** The process died: the old harness loses its storage; a fresh one opens over the same data. */
