@@ -5,6 +5,7 @@
  * overflow path, on memory and SQLite with the faux provider.
  */
 import { describe, expect, it } from "vitest";
+import { watchSession, type SessionEvent } from "../../src/core/watch.js";
 import type { CommitBatch, Id } from "../../src/storage/records.js";
 import { coreBackends } from "../core/backends.js";
 import { flush, until } from "../core/driver-fixtures.js";
@@ -73,6 +74,25 @@ for (const backend of coreBackends) {
           [gen, true],
           [gen, false],
         ]);
+      }));
+
+    it(`§8.7 a failing fail-open hook is skipped and reported: session watchers get a report event naming the task, kind and point (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const rig = await openRig(inner, [answerNewest()]);
+        rig.kit.hooks.on(rig.kit.generation, "after_response", () => {
+          throw new Error("plugin boom");
+        });
+        const watch = await watchSession(rig.harness, call);
+        const events: SessionEvent[] = [];
+        watch.start((event) => events.push(event));
+        const root = await rig.harness.root(call);
+        const a = await root.accept({ input: "A" }, call);
+        expect(await root.drive(call)).toBe("idle");
+        await flush(rig.harness, 2);
+        expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "done" });
+        const gen = (await tasksOfKind(rig, "generation"))[0]?.id as Id;
+        expect(events.filter((e) => e.type === "report")).toEqual([{ type: "report", task: gen, kind: "generation", method: "after_response", error: "Error: plugin boom" }]);
+        watch.unsubscribe();
       }));
 
     for (const outcome of ["silent", "length-stop"] as const) {
