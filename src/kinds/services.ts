@@ -116,6 +116,8 @@ export interface TurnOptions {
   readonly maxAttempts: number;
   /** Base delay of the exponential retry backoff, ms. Default 1,000. */
   readonly retryBaseMs: number;
+  /** Poll interval of a deferred answer when the provider's handle names none (§8.2). Default 30,000. */
+  readonly deferredPollMs?: number;
   /** At most one scratch commit per task per this many ms while streaming (§8.2). Default 50. */
   readonly flushMs: number;
   /** Scratch bytes a streaming attempt may write before frames stop (the preview keeps going). */

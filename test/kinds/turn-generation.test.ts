@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { watchSession, type SessionEvent } from "../../src/core/watch.js";
 import type { CommitBatch, Id } from "../../src/storage/records.js";
 import { coreBackends } from "../core/backends.js";
-import { flush, until } from "../core/driver-fixtures.js";
+import { FakeClock, flush, until } from "../core/driver-fixtures.js";
 import {
   answerNewest,
   call,
@@ -19,6 +19,7 @@ import {
   lateStream,
   openRig,
   resultOf,
+  taskOf,
   tasksOfKind,
   usageRows,
 } from "./turn-race-fixtures.js";
@@ -93,6 +94,47 @@ for (const backend of coreBackends) {
         const gen = (await tasksOfKind(rig, "generation"))[0]?.id as Id;
         expect(events.filter((e) => e.type === "report")).toEqual([{ type: "report", task: gen, kind: "generation", method: "after_response", error: "Error: plugin boom" }]);
         watch.unsubscribe();
+      }));
+
+    it(`§8.2 deferred: the task keeps the handle and cutoff in state, polls with sleeps from notBefore until final, records usage per attempt, and a restart resumes polling (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const clock = new FakeClock();
+        const model = { provider: "faux", modelId: "x", api: "faux" };
+        const deferredAnswer = (id: string) => {
+          const message = fauxAssistantMessage([], { stopReason: "deferred" });
+          message.deferred = { ...model, id, pollAfterMs: 5000 };
+          return { raw: message };
+        };
+        const rig = await openRig(inner, [deferredAnswer("h1"), deferredAnswer("h2")], { host: { clock } });
+        const root = await rig.harness.root(call);
+        const a = await root.accept({ input: "A" }, call);
+        const gen = (await tasksOfKind(rig, "generation"))[0]?.id as Id;
+        void root.drive(call).catch(() => undefined);
+        const start = clock.now();
+        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "main" && c.batch.writes.some((w) => w.type === "patch" && w.id === gen && w.state.status === "deferred")), "deferred");
+        const state = (await taskOf(rig, gen)).state as { status: string; handle: { id: string }; notBefore: number; requestThrough: Id };
+        expect(state).toMatchObject({ status: "deferred", handle: { id: "h1" }, notBefore: start + 5000 });
+        expect(state.requestThrough).toBeGreaterThan(0);
+        await until(rig.harness, () => clock.pending > 0, "the sleep");
+        expect(rig.provider.polls).toEqual([]);
+        clock.advance(5000);
+        // The first poll answers deferred again (a new handle): sleep again.
+        await until(rig.harness, () => rig.provider.polls.length === 1, "the first poll");
+        await until(rig.harness, () => ((rig.commits.at(-1)?.batch.kind === "main" ? rig.commits.at(-1)?.batch.writes : []) ?? []).some((w) => w.type === "patch" && w.id === gen), "deferred again");
+        expect(rig.provider.polls.map((h) => h.id)).toEqual(["h1"]);
+        expect((await taskOf(rig, gen)).state).toMatchObject({ status: "deferred", handle: { id: "h2" }, requestThrough: state.requestThrough });
+        // A restart resumes polling from the stored handle (a start status: execute again).
+        const again = await crashAndReopen(rig, { host: { clock } });
+        again.provider.push({ raw: fauxAssistantMessage("the late answer") });
+        const driving = (await again.harness.root(call)).drive(call);
+        await until(again.harness, () => clock.pending > 0, "the sleep after reopen");
+        clock.advance(5000);
+        expect(await driving).toBe("idle");
+        expect(again.provider.polls.map((h) => h.id)).toEqual(["h1", "h2"]);
+        expect(await resultOf(again, a.inputId)).toMatchObject({ status: "done" });
+        expect((await taskOf(again, gen)).state.status).toBe("done");
+        expect((await usageRows(again)).map((r) => r.taskId)).toEqual([gen, gen, gen]);
+        expect(again.provider.calls).toBe(1); // one request; the rest were polls
       }));
 
     for (const outcome of ["silent", "length-stop"] as const) {

@@ -12,6 +12,7 @@ import {
   fauxToolCall,
   type AssistantMessage,
   type Context,
+  type DeferredHandle,
   type FauxResponseFactory,
   type FauxResponseStep,
   type Models,
@@ -81,6 +82,8 @@ export class ScriptedProvider {
   readonly faux = fauxProvider();
   readonly #steps: Step[] = [];
   calls = 0;
+  /** Deferred handles polled, in order. */
+  readonly polls: DeferredHandle[] = [];
   /** The abort signal each call was given, in call order. */
   readonly signals: (AbortSignal | undefined)[] = [];
 
@@ -102,17 +105,7 @@ export class ScriptedProvider {
       this.calls += 1;
       this.signals.push(options?.signal);
       const step = this.#steps.shift();
-      if (step !== undefined && isRaw(step)) {
-        const out = createAssistantMessageEventStream();
-        const message: AssistantMessage = { ...step.raw, api: model.api, provider: model.provider, model: model.id };
-        queueMicrotask(() => {
-          out.push({ type: "start", partial: message });
-          if (message.stopReason === "error" || message.stopReason === "aborted") out.push({ type: "error", reason: message.stopReason, error: message });
-          else out.push({ type: "done", reason: message.stopReason === "length" ? "length" : message.stopReason === "toolUse" ? "toolUse" : "stop", message });
-          out.end(message);
-        });
-        return out;
-      }
+      if (step !== undefined && isRaw(step)) return rawStream(model, step.raw);
       if (step === undefined || !isHeld(step)) {
         this.faux.setResponses(step === undefined ? [] : [step]);
         return base.stream(model, context, options);
@@ -158,7 +151,14 @@ export class ScriptedProvider {
       })();
       return out;
     };
-    return { ...base, stream, streamSimple: stream };
+    // A deferred answer is polled from the same script: the next step is what the poll returns.
+    const fetchDeferred: NonNullable<Provider["fetchDeferred"]> = (model, handle) => {
+      this.polls.push(handle);
+      const step = this.#steps.shift();
+      if (step === undefined || !isRaw(step)) throw new Error("a deferred poll needs a raw step");
+      return rawStream(model, step.raw);
+    };
+    return { ...base, stream, streamSimple: stream, fetchDeferred };
   }
 }
 
@@ -185,6 +185,19 @@ function recordingModels(models: Models, sent: SentRequest[]): Models {
       };
     },
   });
+}
+
+/** Stream `raw` as the whole answer: start, then done (or error), with the model's identity. */
+function rawStream(model: { readonly api: string; readonly provider: string; readonly id: string }, raw: AssistantMessage) {
+  const out = createAssistantMessageEventStream();
+  const message: AssistantMessage = { ...raw, api: model.api, provider: model.provider, model: model.id };
+  queueMicrotask(() => {
+    out.push({ type: "start", partial: message });
+    if (message.stopReason === "error" || message.stopReason === "aborted") out.push({ type: "error", reason: message.stopReason, error: message });
+    else out.push({ type: "done", reason: message.stopReason === "length" ? "length" : message.stopReason === "toolUse" ? "toolUse" : message.stopReason === "deferred" ? "deferred" : "stop", message });
+    out.end(message);
+  });
+  return out;
 }
 
 export interface TurnRig {
