@@ -137,12 +137,19 @@ export interface TurnOptions {
   readonly maxAttempts: number;
   /** Base delay of the exponential retry backoff, ms. Default 1,000. */
   readonly retryBaseMs: number;
+  /** Poll interval of a deferred answer when the provider's handle names none (§8.2). Default 30,000. */
+  readonly deferredPollMs?: number;
   /** At most one scratch commit per task per this many ms while streaming (§8.2). Default 50. */
   readonly flushMs: number;
   /** Scratch bytes a streaming attempt may write before frames stop (the preview keeps going). */
   readonly maxScratchBytes: number;
   /** Estimated context tokens that trigger a threshold collapse before a request; 0 disables. */
   readonly collapseThresholdTokens: number;
+  /**
+   * After a threshold collapse that did not land (declined or failed), how many estimated tokens the
+   * context must grow before the next one is tried. Default: a tenth of the threshold.
+   */
+  readonly collapseRetryGrowthTokens?: number;
   /** Entries kept verbatim after a collapse (the retained tail). Default 8. */
   readonly collapseKeepEntries: number;
   /** Default blocking budget of a tool call, ms (§8.3). */

@@ -13,10 +13,12 @@ import type { Call } from "../core/call.js";
 import type { AcceptOptions, AcceptReceipt, TurnApi } from "../core/conversation.js";
 import { handoffEntry, handoffKind, resetEntry, resetKind } from "../core/entries.js";
 import { PicoError } from "../core/errors.js";
+import { invocationOf } from "../core/driver.js";
 import type { Harness } from "../core/harness.js";
 import { HookRegistry, type HookFailure } from "../core/hooks.js";
 import { bindResult, writeEntry } from "../core/inbox.js";
 import { erase, type AnyTaskKind } from "../core/task-kind.js";
+import { watchHub } from "../core/watch.js";
 import type { EntryDraft } from "../core/entries.js";
 import type { Entry, Id } from "../storage/records.js";
 import { createCollapseKind } from "./collapse.js";
@@ -65,7 +67,17 @@ export interface TurnKit {
 
 export function createTurnKit(setup: TurnSetup): TurnKit {
   const options: TurnOptions = { ...defaultTurnOptions, ...setup.options };
-  const hooks = setup.hooks ?? new HookRegistry(setup.reportHookFailure);
+  // Fail-open hook failures are reported and skipped (§8.7): to the setup's reporter and, once the kit
+  // is installed, to the harness's session watchers as `report` events naming the task (§9.4).
+  let installed: Harness | undefined;
+  const hooks =
+    setup.hooks ??
+    new HookRegistry((failure, call) => {
+      setup.reportHookFailure?.(failure);
+      if (installed === undefined) return;
+      const task = invocationOf(call)?.taskId;
+      watchHub(installed).report({ ...(task === undefined ? {} : { task }), kind: failure.kind, method: failure.point, error: describeError(failure.error) });
+    });
   const tools = new ToolRegistry(setup.tools ?? []);
   const sections = setup.sections ?? new SectionRegistry();
   const services = { models: modelResolver(setup.models), tools, hooks, options, sections };
@@ -94,9 +106,15 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
     schedule,
     env,
     install(harness) {
+      installed = harness;
       harness.turns = turnApi(harness, options, hooks, generation);
     },
   };
+}
+
+/** A hook error as watchers receive it: JSON on the wire, so an Error becomes its name and message. */
+function describeError(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
 /** The pi-ai definitions (name, description, parameters) of the selected tools that are registered. */
