@@ -80,7 +80,7 @@ function specKey(spec: ValueSpec<unknown>): string {
  * and a conversation a task newly lists in `owns` was created in that batch with that owner. Ownership
  * is immutable, so `owns` only grows. Throws `invalid_commit`; the batch writes nothing.
  */
-export async function validateOwnership(writes: readonly MainWrite[], storage: Storage): Promise<void> {
+export async function validateOwnerAgreement(writes: readonly MainWrite[], storage: Storage): Promise<void> {
   const created = new Map<Id, Conversation>();
   const owns = new Map<Id, { readonly before: readonly Id[]; after: readonly Id[] }>();
   for (const write of writes) {
