@@ -39,6 +39,18 @@ import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, 
 import type { FeedSubscriber } from "./watch-feed.js";
 import { generationConfig } from "../kinds/config.js";
 import type { TurnKit } from "../kinds/turns.js";
+import { erase } from "../core/task-kind.js";
+import { createWitnessKind, Rig } from "../rig/index.js";
+import { RigOps, type RigSessionOps } from "./rig-ops.js";
+
+/** The rig's operations as entries of the SessionObject's op table. */
+function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
+  const out: Record<string, (session: OpenSession, ...args: never[]) => Promise<unknown>> = {};
+  for (const [name, run] of Object.entries(table) as [string, (ops: RigOps, ...args: never[]) => Promise<unknown>][]) {
+    out[name] = (session, ...args) => run(session.rig, ...args);
+  }
+  return out as unknown as { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> };
+}
 
 export interface CreateConfig {
   /** Values of the root conversation, written in the creating commit (§9.5). */
@@ -65,6 +77,8 @@ interface OpenSession {
   readonly kit: TurnKit;
   readonly api: SessionApi;
   readonly feeds: FeedBook;
+  /** The rig layer (issue 13): agents, hooks, mail, nudges, the witness. */
+  readonly rig: RigOps;
   /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
   stale: boolean;
 }
@@ -305,6 +319,7 @@ export class SessionObject extends DurableObject<Env> {
       return { released: true as const };
     },
     lastSeq: async (s) => s.harness.storage.lastSeq,
+    ...bindRig(RigOps.table()),
   };
 
   ping(): number {
@@ -392,10 +407,16 @@ export class SessionObject extends DurableObject<Env> {
     });
     const models = this.#modelsOf();
     const kit = sessionTurnKit(models);
+    // The witness kind is registered at open; the Rig it patrols is built over the opened harness.
+    let rig: Rig | undefined;
+    const witness = createWitnessKind(
+      () => rig,
+      (error) => hostReport({ type: "harness", report: error }),
+    );
     const harness: Harness = await Harness.open(
       storage,
       {
-        taskKinds: sessionTaskKinds(kit.kinds),
+        taskKinds: sessionTaskKinds([...kit.kinds, erase(witness)]),
         host,
         report: (report) => hostReport({ type: "harness", report }),
         ...(rootValues === undefined ? {} : { rootValues }),
@@ -404,7 +425,8 @@ export class SessionObject extends DurableObject<Env> {
     );
     kit.install(harness);
     const feeds = new FeedBook(harness);
-    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, stale: false };
+    rig = new Rig(harness, { witness });
+    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, rig: new RigOps(rig, feeds), stale: false };
     this.#session = session;
     // Watchers that survived hibernation (or a reopen) are registered before any new commit.
     await this.#rewatchSockets(session);
