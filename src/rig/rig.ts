@@ -10,7 +10,8 @@
  */
 import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";
 import type { Harness } from "../core/harness.js";
-import { bind, type ValueSpec } from "../core/state.js";
+import { inputResult } from "../core/inbox.js";
+import { bind, bindTo, type ValueSpec } from "../core/state.js";
 import type { Tx } from "../core/tx.js";
 import type { Id, JsonValue } from "../storage/records.js";
 import { RigError } from "./errors.js";
@@ -58,6 +59,26 @@ export interface RigOptions {
   readonly witness: WitnessKind;
   /** The rig's name (`rigName` of health reports): the session's name, when the host knows it. */
   readonly name?: string;
+  /**
+   * GUPP for conversation agents: accept `input` as the conversation's input inside the running commit
+   * (the turn kinds' accept, "the user hit enter"), under `requestId`; returns the inputId. Without it,
+   * conversation agents' hooks stay pending until activated over HTTP.
+   */
+  readonly accept?: AcceptWork;
+  /** Conversation values a new agent conversation copies from the root (its model and generation config). */
+  readonly conversationValues?: readonly ValueSpec<unknown>[];
+}
+
+export type AcceptWork = (tx: Tx, conversationId: Id, input: string, requestId: string) => Promise<Id>;
+
+/** The request key of a GUPP acceptance: one per agent and assignment, so a retry never accepts twice. */
+export function guppRequestId(agentId: string, attempt: number): string {
+  return `rig:${agentId}:${attempt}`;
+}
+
+/** The input a work item becomes. */
+export function workInput(work: { readonly bead_id: string; readonly title: string }): string {
+  return `Work item ${work.bead_id}: ${work.title}`;
 }
 
 export interface RegisterRequest {
@@ -91,11 +112,15 @@ export class Rig {
   readonly harness: Harness;
   readonly nudges = new NudgeBus();
   readonly #witness: WitnessKind;
+  readonly #accept: AcceptWork | undefined;
+  readonly #inherit: readonly ValueSpec<unknown>[];
   name: string;
 
   constructor(harness: Harness, options: RigOptions) {
     this.harness = harness;
     this.#witness = options.witness;
+    this.#accept = options.accept;
+    this.#inherit = options.conversationValues ?? [];
     this.name = options.name ?? "rig";
   }
 
@@ -118,7 +143,12 @@ export class Rig {
       }
       let conversationId: Id | undefined;
       if (request.conversation === "new") {
-        conversationId = tx.createConversation({});
+        const created = tx.createConversation({});
+        conversationId = created;
+        for (const spec of this.#inherit) {
+          const value = await tx.value(bindTo(spec, this.harness.rootId)).get();
+          if (value !== undefined) tx.value(bindTo(spec, created)).set(value);
+        }
       } else if (request.conversation !== undefined) {
         if ((await tx.getConversation(request.conversation)) === undefined) throw new RigError("rig_invalid", `conversation ${request.conversation} does not exist`, "conversation");
         const holder = await tx.value(conversationAgent(request.conversation)).get();
@@ -285,6 +315,8 @@ export class Rig {
           if (holder !== undefined) throw new RigError("bead_already_hooked", `bead ${work.bead_id} is already hooked on agent ${holder.agent_id} (attempt ${holder.attempt})`, "bead_id");
           next = { file: nextFile("set", stored.file, now, work), attempt: stored.attempt + 1 };
           tx.value(beadValue(work.bead_id)).set({ agent_id: agentId, attempt: next.attempt });
+          // GUPP: an idle conversation agent activates and accepts the work in this same commit.
+          next = (await this.#guppActivate(tx, agent, next, now)) ?? next;
           break;
         }
         case "complete": {
@@ -309,6 +341,56 @@ export class Rig {
       const seq = setValue(tx, hookValue(agentId), next);
       return { ...view(next, seq), written: true };
     }, call);
+  }
+
+  // GUPP (conversation agents) ----------------------------------------------------------------
+
+  /** Activate a pending conversation agent's hook if its conversation is idle (one commit); false otherwise. */
+  async guppActivate(agentId: string): Promise<boolean> {
+    return this.harness.commit(async (tx) => {
+      const agent = await tx.value(agentValue(agentId)).get();
+      const stored = await tx.value(hookValue(agentId)).get();
+      if (agent === undefined || stored === undefined || stored.file.status !== "pending") return false;
+      const next = await this.#guppActivate(tx, agent, stored, iso(this.now()));
+      if (next === undefined) return false;
+      setValue(tx, hookValue(agentId), next);
+      return true;
+    }, call);
+  }
+
+  /** Complete a conversation agent's hook once its input has its final answer (one commit, at most once). */
+  async guppComplete(agentId: string): Promise<boolean> {
+    return this.harness.commit(async (tx) => {
+      const stored = await tx.value(hookValue(agentId)).get();
+      if (stored === undefined || stored.file.status !== "active" || stored.input === undefined) return false;
+      const result = await tx.value(bind(inputResult(stored.input.inputId), { conversationId: stored.input.conversationId })).get();
+      if (result?.status !== "done") return false;
+      const next: StoredHook = { ...stored, file: nextFile("complete", stored.file, iso(this.now())) };
+      releaseBead(tx, stored);
+      setValue(tx, hookValue(agentId), next);
+      return true;
+    }, call);
+  }
+
+  /** Touch a conversation agent's active hook for its conversation's activity (throttled in the commit). */
+  async guppTouch(agentId: string): Promise<void> {
+    await this.harness.commit(async (tx) => {
+      const stored = await tx.value(hookValue(agentId)).get();
+      if (stored === undefined || stored.file.status !== "active") return;
+      const settings = await settingsTx(tx);
+      const nowMs = this.now();
+      if (nowMs - Date.parse(stored.file.last_activity) < settings.touchThrottleMs) return;
+      setValue(tx, hookValue(agentId), { ...stored, file: nextFile("touch", stored.file, iso(nowMs)) });
+    }, call);
+  }
+
+  async #guppActivate(tx: Tx, agent: AgentRecord, stored: StoredHook, now: string): Promise<StoredHook | undefined> {
+    const conversationId = agent.conversationId;
+    if (conversationId === undefined || this.#accept === undefined || agent.terminated !== undefined || stored.file.work_item === null) return undefined;
+    if (tx.builder.inTurn(conversationId)) return undefined;
+    if ((await tx.getConversation(conversationId)) === undefined) return undefined;
+    const inputId = await this.#accept(tx, conversationId, workInput(stored.file.work_item), guppRequestId(agent.agent_id, stored.attempt));
+    return { ...stored, file: nextFile("activate", stored.file, now), input: { conversationId, inputId } };
   }
 
   // mail ---------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ export interface StoredHook {
   readonly attempt: number;
   /** The agent's summary given with `complete`. */
   readonly summary?: string;
+  /** GUPP (conversation agents): the input the work item was accepted as; its final answer completes the hook. */
+  readonly input?: { readonly conversationId: number; readonly inputId: number };
 }
 
 /** A hook as callers see it: the record, its stored version (the ETag) and the attempt. */

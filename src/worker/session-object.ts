@@ -32,7 +32,7 @@ import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
 import { buildModels, defaultModel } from "./models.js";
 import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
-import { canonical, checkConfig, createConfigValue, SessionApi, type SessionConfig } from "./session-api.js";
+import { canonical, checkConfig, createConfigValue, inputIndex, SessionApi, type SessionConfig } from "./session-api.js";
 import { SessionHost } from "./session-host.js";
 import type { SessionOps } from "./session-rpc.js";
 import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
@@ -40,7 +40,8 @@ import type { FeedSubscriber } from "./watch-feed.js";
 import { generationConfig } from "../kinds/config.js";
 import type { TurnKit } from "../kinds/turns.js";
 import { erase } from "../core/task-kind.js";
-import { createWitnessKind, Rig } from "../rig/index.js";
+import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
+import { acceptInput } from "../kinds/placement.js";
 import { RigOps, type RigSessionOps } from "./rig-ops.js";
 
 /** The rig's operations as entries of the SessionObject's op table. */
@@ -425,7 +426,17 @@ export class SessionObject extends DurableObject<Env> {
     );
     kit.install(harness);
     const feeds = new FeedBook(harness);
-    rig = new Rig(harness, { witness });
+    rig = new Rig(harness, {
+      witness,
+      conversationValues: Object.values(generationConfig),
+      // GUPP: the work item is accepted as the conversation agent's input, as if its user hit enter.
+      accept: async (tx, conversationId, input, requestId) => {
+        const receipt = await acceptInput(tx.builder, conversationId, { input, requestId }, kit.options, harness.now());
+        tx.value(inputIndex(receipt.inputId)).set({ conversationId });
+        return receipt.inputId;
+      },
+    });
+    const gupp = new Gupp(rig, (error) => hostReport({ type: "harness", report: error }));
     const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, rig: new RigOps(rig, feeds), stale: false };
     this.#session = session;
     // Watchers that survived hibernation (or a reopen) are registered before any new commit.
@@ -433,7 +444,11 @@ export class SessionObject extends DurableObject<Env> {
     // Keep the session attached whenever it is open and not faulted, so accepted work always runs; a
     // faulted session waits for an operator (inspect, abort, clearFault).
     try {
-      if (book.fault() === undefined) await harness.attach(BACKGROUND_CONTEXT);
+      if (book.fault() === undefined) {
+        await harness.attach(BACKGROUND_CONTEXT);
+        // Pending and answered GUPP hooks are durable assignments: re-checked on every open.
+        await gupp.open();
+      }
     } finally {
       // Learn the scheduled alarm after attaching, so the work attach dispatched is counted in the
       // first write instead of causing a clear and a set.

@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { untar } from "../../src/rig/chipset.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
-import { call, client, json, token, uniqueSession } from "./http-fixtures.js";
+import { call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
 import { installSeams, resetSeams, type ManualClock } from "./session-fixtures.js";
 
 const TENANT = "rigflow";
@@ -37,7 +37,7 @@ describe("the rig around the witness, over HTTP", () => {
     const alpha = await token(TENANT, "agent", { agent: "polecat-alpha" });
     const bravo = await token(TENANT, "agent", { agent: "polecat-bravo" });
     const path = (rest: string): string => `/v1/sessions/${name}/rig${rest}`;
-    expect((await call("PUT", `/v1/sessions/${name}`, { token: mayor, body: {} })).status).toBe(201);
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: mayor, body: { model: "echo-slow" } })).status).toBe(201);
 
     // Settings: each at least 1,000 ms; the mayor or an operator patches them.
     expect((await call("PATCH", path("/witness"), { token: operator, body: { patrolIntervalMs: 999 } })).status).toBe(400);
@@ -49,10 +49,19 @@ describe("the rig around the witness, over HTTP", () => {
     const conversationId = registered.agent.conversationId;
     expect(conversationId).toBeGreaterThan(1);
     expect((await call("PUT", path("/agents/polecat-bravo"), { token: mayor, body: { role: "polecat" } })).status).toBe(201);
-    for (const [id, jwt] of [["polecat-alpha", alpha], ["polecat-bravo", bravo]] as const) {
-      expect((await call("PUT", path(`/agents/${id}/hook`), { token: mayor, body: { bead_id: `gt-${id}`, title: "work" } })).status).toBe(200);
-      expect((await call("POST", path("/hook/activate"), { token: jwt })).status).toBe(200);
-    }
+    // GUPP activates the conversation agent in the setting commit; its answer is aborted, which leaves
+    // the hook active (for the witness and the mayor). The external agent activates its own.
+    const setAlpha = await call("PUT", path("/agents/polecat-alpha/hook"), { token: mayor, body: { bead_id: "gt-polecat-alpha", title: "work" } });
+    expect(await json(setAlpha)).toMatchObject({ status: "active" });
+    expect((await call("POST", path("/hook/activate"), { token: alpha })).status).toBe(409);
+    expect((await call("POST", `/v1/sessions/${name}/conversations/${conversationId}/abort`, { token: mayor })).status).toBe(200);
+    await until(async () => {
+      const snapshot = await json<{ tasks: unknown[] }>(await call("GET", `/v1/sessions/${name}/conversations/${conversationId}`, { token: mayor }));
+      return snapshot.tasks.length === 0 ? true : undefined;
+    }, "the aborted answer");
+    expect(await json(await call("GET", path("/agents/polecat-alpha/hook"), { token: mayor }))).toMatchObject({ status: "active" });
+    expect((await call("PUT", path("/agents/polecat-bravo/hook"), { token: mayor, body: { bead_id: "gt-polecat-bravo", title: "work" } })).status).toBe(200);
+    expect((await call("POST", path("/hook/activate"), { token: bravo })).status).toBe(200);
 
     // A watcher of alpha's conversation, and bravo listening for nudges.
     const api = await client(TENANT);
