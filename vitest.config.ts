@@ -17,7 +17,7 @@ export default defineConfig({
         ],
         test: {
           name: "workerd",
-          include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts", "test/kinds/**/*.test.ts"],
+          include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts", "test/kinds/**/*.test.ts", "test/rig/**/*.test.ts"],
           typecheck: { enabled: false },
         },
       },

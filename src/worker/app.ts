@@ -7,6 +7,7 @@
  *   routes/conversations.ts  accept, snapshot, entries, abort, fork, collapse, reset, config
  *   routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   routes/webhooks.ts       signed webhooks (no bearer token)
+ *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  */
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -15,6 +16,7 @@ import { hostReport } from "./host-config.js";
 import { Problem, toProblem } from "./problems.js";
 import { conversationRoutes } from "./routes/conversations.js";
 import { scheduleRoutes } from "./routes/schedules.js";
+import { rigRoutes } from "./routes/rig.js";
 import { sessionRoutes } from "./routes/sessions.js";
 import { watchRoutes } from "./routes/watch.js";
 import { webhookRoutes } from "./routes/webhooks.js";
@@ -35,6 +37,7 @@ export function createApp(): Hono<AppEnv> {
 
   // Watch routes first: they share the `/:session/...` prefix with the others.
   app.route("/v1/sessions", watchRoutes);
+  app.route("/v1/sessions", rigRoutes);
   app.route("/v1/sessions", conversationRoutes);
   app.route("/v1/sessions", scheduleRoutes);
   app.route("/v1/sessions", sessionRoutes);

@@ -27,21 +27,23 @@ export type Capability =
   | "shutdown"
   | "fault"
   | "quarantine"
-  | "delete";
+  | "delete"
+  /** The rig's routes (issue 13); the rig checks each transition's role and agent itself. */
+  | "rig";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage"];
 
 /**
  * The role table. `client` creates sessions and uses conversations, inputs, watch and config;
- * `operator` may also use tasks, inspect, shutdown, fault, quarantine and delete. The rig's roles come
- * with the rig: `mayor` coordinates work and gets the client's capabilities for now; `agent` tokens are
- * for the hook routes the rig adds, so they may use none of these routes yet.
+ * `operator` may also use tasks, inspect, shutdown, fault, quarantine and delete, and the rig's routes.
+ * `mayor` coordinates the rig (registers agents, sets and clears hooks) and has the client's routes;
+ * `agent` tokens use only the rig's routes, and the rig lets them touch only their own hook and mail.
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete"]),
-  mayor: new Set(CLIENT),
-  agent: new Set<Capability>(),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig"]),
+  mayor: new Set<Capability>([...CLIENT, "rig"]),
+  agent: new Set<Capability>(["rig"]),
 };
 
 export interface AuthVariables {

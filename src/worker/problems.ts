@@ -8,6 +8,7 @@
 import { StorageError } from "../storage/storage.js";
 import { PicoError, type PicoErrorCode } from "../core/errors.js";
 import { sessionErrorCode } from "./errors.js";
+import { RigError, type RigErrorCode } from "../rig/errors.js";
 
 export type ProblemCode =
   // 400: the request is malformed; the field or parameter is named
@@ -40,6 +41,14 @@ export type ProblemCode =
   | "input_not_queued"
   | "in_turn"
   | "faulted"
+  // 409 / 412 / 404: the rig (issue 13)
+  | "hook_conflict"
+  | "bead_already_hooked"
+  | "stale_attempt"
+  | "agent_conflict"
+  | "precondition_failed"
+  | "agent_not_found"
+  | "mail_not_found"
   // 413 / 415 / 422
   | "payload_too_large"
   | "unsupported_media_type"
@@ -79,6 +88,13 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   input_not_queued: 409,
   in_turn: 409,
   faulted: 409,
+  hook_conflict: 409,
+  bead_already_hooked: 409,
+  stale_attempt: 409,
+  agent_conflict: 409,
+  precondition_failed: 412,
+  agent_not_found: 404,
+  mail_not_found: 404,
   payload_too_large: 413,
   unsupported_media_type: 415,
   unknown_model: 422,
@@ -116,6 +132,13 @@ const TITLES: Readonly<Record<ProblemCode, string>> = {
   input_not_queued: "The input is no longer queued",
   in_turn: "The conversation is in a turn",
   faulted: "The session is faulted; an operator must clear the fault",
+  hook_conflict: "The hook transition does not follow the lifecycle from the hook's status",
+  bead_already_hooked: "The bead is pending or active on another agent",
+  stale_attempt: "The request names an earlier assignment of this hook",
+  agent_conflict: "The agent's registration or hook conflicts with the request",
+  precondition_failed: "If-Match names another version of the hook",
+  agent_not_found: "The agent is not registered",
+  mail_not_found: "The message does not exist",
   payload_too_large: "The body is too large",
   unsupported_media_type: "The body must be application/json",
   unknown_model: "The model is not available",
@@ -194,12 +217,25 @@ const PICO: Readonly<Record<PicoErrorCode, ProblemCode>> = {
   contract: "internal",
 };
 
+const RIG: Readonly<Record<RigErrorCode, ProblemCode>> = {
+  hook_conflict: "hook_conflict",
+  bead_already_hooked: "bead_already_hooked",
+  stale_attempt: "stale_attempt",
+  precondition_failed: "precondition_failed",
+  rig_forbidden: "forbidden",
+  agent_not_found: "agent_not_found",
+  agent_conflict: "agent_conflict",
+  mail_not_found: "mail_not_found",
+  rig_invalid: "invalid_body",
+};
+
 /**
  * Normalize anything thrown into a problem, once. Unknown errors become `internal` with a generic
  * detail (their message may hold internals); `report` sees the original.
  */
 export function toProblem(error: unknown, report?: (error: unknown) => void): Problem {
   if (error instanceof Problem) return error;
+  if (error instanceof RigError) return new Problem(RIG[error.code], error.message, error.field);
   if (error instanceof PicoError) {
     const code = PICO[error.code];
     if (code === "internal") report?.(error);

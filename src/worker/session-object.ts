@@ -34,13 +34,26 @@ import { FakeExecutionEnv } from "../kinds/exec-fake.js";
 import { buildModels, defaultModel } from "./models.js";
 import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
-import { canonical, checkConfig, createConfigValue, SessionApi, type SessionConfig } from "./session-api.js";
+import { canonical, checkConfig, createConfigValue, inputIndex, SessionApi, type SessionConfig } from "./session-api.js";
 import { SessionHost } from "./session-host.js";
 import type { SessionOps } from "./session-rpc.js";
 import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
 import type { FeedSubscriber } from "./watch-feed.js";
 import { generationConfig } from "../kinds/config.js";
 import type { TurnKit } from "../kinds/turns.js";
+import { erase } from "../core/task-kind.js";
+import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
+import { acceptInput } from "../kinds/placement.js";
+import { RigOps, type RigSessionOps } from "./rig-ops.js";
+
+/** The rig's operations as entries of the SessionObject's op table. */
+function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
+  const out: Record<string, (session: OpenSession, ...args: never[]) => Promise<unknown>> = {};
+  for (const [name, run] of Object.entries(table) as [string, (ops: RigOps, ...args: never[]) => Promise<unknown>][]) {
+    out[name] = (session, ...args) => run(session.rig, ...args);
+  }
+  return out as unknown as { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> };
+}
 
 export interface CreateConfig {
   /** Values of the root conversation, written in the creating commit (§9.5). */
@@ -67,6 +80,8 @@ interface OpenSession {
   readonly kit: TurnKit;
   readonly api: SessionApi;
   readonly feeds: FeedBook;
+  /** The rig layer (issue 13): agents, hooks, mail, nudges, the witness. */
+  readonly rig: RigOps;
   /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
   stale: boolean;
 }
@@ -312,6 +327,7 @@ export class SessionObject extends DurableObject<Env> {
       return { released: true as const };
     },
     lastSeq: async (s) => s.harness.storage.lastSeq,
+    ...bindRig(RigOps.table()),
   };
 
   ping(): number {
@@ -401,10 +417,16 @@ export class SessionObject extends DurableObject<Env> {
     // Jobs run in the session's sandbox when the SANDBOX binding is configured, else on the scripted fake.
     const env = sandboxEnvFor(this.env, this.ctx.id.toString()) ?? new FakeExecutionEnv({ clock: this.#clock });
     const kit = sessionTurnKit(models, env);
+    // The witness kind is registered at open; the Rig it patrols is built over the opened harness.
+    let rig: Rig | undefined;
+    const witness = createWitnessKind(
+      () => rig,
+      (error) => hostReport({ type: "harness", report: error }),
+    );
     const harness: Harness = await Harness.open(
       storage,
       {
-        taskKinds: sessionTaskKinds(kit.kinds),
+        taskKinds: sessionTaskKinds([...kit.kinds, erase(witness)]),
         host,
         report: (report) => hostReport({ type: "harness", report }),
         ...(rootValues === undefined ? {} : { rootValues }),
@@ -413,14 +435,29 @@ export class SessionObject extends DurableObject<Env> {
     );
     kit.install(harness);
     const feeds = new FeedBook(harness);
-    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, stale: false };
+    rig = new Rig(harness, {
+      witness,
+      conversationValues: Object.values(generationConfig),
+      // GUPP: the work item is accepted as the conversation agent's input, as if its user hit enter.
+      accept: async (tx, conversationId, input, requestId) => {
+        const receipt = await acceptInput(tx.builder, conversationId, { input, requestId }, kit.options, harness.now());
+        tx.value(inputIndex(receipt.inputId)).set({ conversationId });
+        return receipt.inputId;
+      },
+    });
+    const gupp = new Gupp(rig, (error) => hostReport({ type: "harness", report: error }));
+    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, rig: new RigOps(rig, feeds), stale: false };
     this.#session = session;
     // Watchers that survived hibernation (or a reopen) are registered before any new commit.
     await this.#rewatchSockets(session);
     // Keep the session attached whenever it is open and not faulted, so accepted work always runs; a
     // faulted session waits for an operator (inspect, abort, clearFault).
     try {
-      if (book.fault() === undefined) await harness.attach(BACKGROUND_CONTEXT);
+      if (book.fault() === undefined) {
+        await harness.attach(BACKGROUND_CONTEXT);
+        // Pending and answered GUPP hooks are durable assignments: re-checked on every open.
+        await gupp.open();
+      }
     } finally {
       // Learn the scheduled alarm after attaching, so the work attach dispatched is counted in the
       // first write instead of causing a clear and a set.

@@ -66,6 +66,8 @@ export function keepAliveMs(): number {
 export class FeedBook {
   readonly #harness: Harness;
   readonly #feeds = new Map<string, Promise<AnyFeed>>();
+  /** Feeds that finished opening (a live nudge goes only to watchers that exist now). */
+  readonly #ready = new Map<string, AnyFeed>();
   #closed = false;
 
   constructor(harness: Harness) {
@@ -90,20 +92,34 @@ export class FeedBook {
     return target.type === "session" ? this.session() : this.conversation(target.id);
   }
 
+  /** A live rig nudge to the watchers of a conversation (issue 13); false when nobody watches it. */
+  announce(conversationId: Id, nudge: unknown): boolean {
+    const feed = this.#ready.get(`c${conversationId}`);
+    if (feed === undefined || this.#closed) return false;
+    return (feed as WatchFeed<{ readAt: Id }, { type: string }>).announce(nudge);
+  }
+
   /** End every feed (the harness is being replaced). */
   close(): void {
     this.#closed = true;
     for (const feed of this.#feeds.values()) void feed.then((f) => f.close(), () => undefined);
     this.#feeds.clear();
+    this.#ready.clear();
   }
 
   #get(key: string, open: (onEnd: () => void) => Promise<AnyFeed>): Promise<AnyFeed> {
     const existing = this.#feeds.get(key);
     if (existing !== undefined && !this.#closed) return existing;
     const created = open(() => {
-      if (this.#feeds.get(key) === created) this.#feeds.delete(key);
+      if (this.#feeds.get(key) === created) {
+        this.#feeds.delete(key);
+        this.#ready.delete(key);
+      }
     });
     this.#feeds.set(key, created);
+    void created.then((feed) => {
+      if (this.#feeds.get(key) === created) this.#ready.set(key, feed);
+    }, () => undefined);
     created.catch(() => this.#feeds.delete(key));
     void created.then(() => this.#trim(key), () => undefined);
     return created;
@@ -122,7 +138,18 @@ export class FeedBook {
 }
 
 function payload<V, E>(out: FeedOut<V, E>): string {
-  return out.type === "view" ? JSON.stringify(out.view) : JSON.stringify({ seq: out.seq, events: out.events });
+  switch (out.type) {
+    case "view":
+      return JSON.stringify(out.view);
+    case "commit":
+      return JSON.stringify({ seq: out.seq, events: out.events });
+    case "nudge":
+      return JSON.stringify(out.nudge);
+    default: {
+      const never: never = out;
+      return never;
+    }
+  }
 }
 
 /** An SSE response for one subscriber of `feed`. */

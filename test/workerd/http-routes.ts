@@ -46,4 +46,6 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "GET inspect", method: "GET", path: (x) => `${s(x)}/inspect`, capability: "inspect" },
   { name: "POST shutdown", method: "POST", path: (x) => `${s(x)}/shutdown`, capability: "shutdown" },
   { name: "POST fault clear", method: "POST", path: (x) => `${s(x)}/fault/clear`, capability: "fault" },
+  { name: "GET rig witness", method: "GET", path: (x) => `${s(x)}/rig/witness`, capability: "rig" },
+  { name: "POST rig mail", method: "POST", path: (x) => `${s(x)}/rig/mail`, body: { to: "mayor", payload: "hello" }, capability: "rig" },
 ];
