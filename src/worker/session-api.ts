@@ -13,7 +13,7 @@ import type { UserInput } from "../core/entries.js";
 import type { Harness } from "../core/harness.js";
 import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
 import { bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
-import { generationConfig } from "../kinds/config.js";
+import { generationConfig, type OnInterrupt } from "../kinds/config.js";
 import { acceptInput, type WhenBusy } from "../kinds/placement.js";
 import { modelResolver } from "../kinds/services.js";
 import type { UsageRow, UsageTotals } from "../kinds/states.js";
@@ -29,6 +29,13 @@ export interface SessionConfig {
   readonly selectedTools: readonly string[];
   readonly profile?: string;
   readonly budgetMs?: number;
+  /** What a restart does to a generation in flight (DESIGN §3); a session value (pi.onInterrupt). */
+  readonly onInterrupt: OnInterrupt;
+}
+
+/** A stored create config; sessions created before `onInterrupt` existed have the default. */
+export function storedConfig(stored: Omit<SessionConfig, "onInterrupt"> & { readonly onInterrupt?: OnInterrupt }): SessionConfig {
+  return { ...stored, onInterrupt: stored.onInterrupt ?? "retry" };
 }
 
 /** The create config, stored in the creating commit so a later PUT can be compared with it. */
@@ -149,7 +156,8 @@ export class SessionApi {
 
   async summary(): Promise<SessionSummary> {
     const storage = this.#harness.storage;
-    const config = (await storage.getValue(bindTo(createConfigValue, this.#harness.rootId)))?.value;
+    const stored = (await storage.getValue(bindTo(createConfigValue, this.#harness.rootId)))?.value;
+    const config = stored === undefined ? undefined : storedConfig(stored);
     const live = await storage.scanTasks({ live: true, limit: 1000 });
     return { config, rootConversationId: this.#harness.rootId, lastSeq: storage.lastSeq, liveTasks: live.items.length };
   }

@@ -37,7 +37,7 @@ import { SessionHost } from "./session-host.js";
 import type { SessionOps } from "./session-rpc.js";
 import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
 import type { FeedSubscriber } from "./watch-feed.js";
-import { generationConfig } from "../kinds/config.js";
+import { generationConfig, turnPolicy } from "../kinds/config.js";
 import type { TurnKit } from "../kinds/turns.js";
 
 export interface CreateConfig {
@@ -210,6 +210,7 @@ export class SessionObject extends DurableObject<Env> {
           ...(config.thinking === undefined ? [] : [initialValue(generationConfig.thinking, config.thinking)]),
           ...(config.profile === undefined ? [] : [initialValue(generationConfig.profile, config.profile)]),
           ...(config.budgetMs === undefined ? [] : [initialValue(generationConfig.budgetMs, config.budgetMs)]),
+          initialValue(turnPolicy.onInterrupt, config.onInterrupt),
         ]);
         return { created: true, config };
       }),
@@ -432,6 +433,7 @@ export class SessionObject extends DurableObject<Env> {
       ...(body.thinking === undefined ? {} : { thinking: body.thinking }),
       ...(body.profile === undefined ? {} : { profile: body.profile }),
       ...(body.budgetMs === undefined ? {} : { budgetMs: body.budgetMs }),
+      onInterrupt: body.onInterrupt ?? "retry",
     };
   }
 

@@ -6,6 +6,7 @@
  */
 import type { Context } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
+import { turnPolicy } from "../../src/kinds/config.js";
 import type { Id } from "../../src/storage/records.js";
 import { coreBackends } from "../core/backends.js";
 import { FakeClock, until } from "../core/driver-fixtures.js";
@@ -56,11 +57,64 @@ for (const backend of coreBackends) {
         expect(await kinds(again)).toEqual(["user", "assistant"]);
       }));
 
-    it(`crash mid-stream with frames on disk -> recover keeps the partial for display (aborted, excluded from requests), no tools, input unanswered(failed) (${backend.name})`, () =>
+    it(`onInterrupt "retry" (default): crash mid-stream with frames on disk -> the partial is kept for display (excluded from requests), the attempt runs again within its budget and the group goes on to its final answer, then the queued steer and followUp (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const stream = heldStream("partial ", "answer");
+        const seen: Context[] = [];
+        const rig = await openRig(inner, [stream]);
+        const root = await rig.harness.root(call);
+        const a = await root.accept({ input: "A" }, call);
+        void root.drive(call).catch(() => undefined);
+        await stream.streamed.promise;
+        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")), "frames flushed");
+        const f = await root.queueInput({ mode: "followUp", input: "F" }, call);
+        const s = await root.queueInput({ mode: "steer", input: "S" }, call);
+        const again = await crashAndReopen(rig);
+        stream.release.resolve();
+        again.provider.push((context) => {
+          seen.push(context);
+          return fauxAssistantMessage("answer: A");
+        });
+        again.provider.push(answerNewest(), answerNewest());
+        expect(await (await again.harness.root(call)).drive(call)).toBe("idle");
+        const gens = await tasksOfKind(again, "generation");
+        const first = gens[0]?.state as { status: string; retry: { attempt: number }; assistant: Id };
+        expect(first).toMatchObject({ status: "done", retry: { attempt: 2 } }); // the interrupted attempt counts
+        // The partial stays in the transcript for display; the retried request does not replay it.
+        const entries = await transcript(again);
+        const partial = entries.find((e) => e.kind === "assistant" && JSON.stringify(e.model).includes('"stopReason":"aborted"'));
+        expect(partial?.model).toMatchObject([{ role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "partial answer" }] }]);
+        expect(seen[0]?.messages.filter((m) => m.role === "assistant")).toEqual([]);
+        // The long input is answered once; the steer and followUp go into the next group after it (§8.1).
+        expect(await resultOf(again, a.inputId)).toMatchObject({ status: "done", answer: first.assistant });
+        expect(await resultOf(again, s.inputId)).toMatchObject({ status: "done" });
+        expect(await resultOf(again, f.inputId)).toMatchObject({ status: "done" });
+        expect((await usageRows(again)).filter((r) => r.taskId === gens[0]?.id).map((r) => r.usage === null)).toEqual([true, false]);
+      }));
+
+    it(`onInterrupt "retry" with its budget spent: an interruption on the last attempt settles failed(interrupted) (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const stream = heldStream("partial ", "answer");
+        const rig = await openRig(inner, [stream], { turn: { maxAttempts: 1 } });
+        const root = await rig.harness.root(call);
+        const a = await root.accept({ input: "A" }, call);
+        void root.drive(call).catch(() => undefined);
+        await stream.streamed.promise;
+        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")), "frames flushed");
+        const again = await crashAndReopen(rig, { turn: { maxAttempts: 1 } });
+        stream.release.resolve();
+        expect(await (await again.harness.root(call)).drive(call)).toBe("idle");
+        expect((await tasksOfKind(again, "generation"))[0]?.state).toMatchObject({ status: "failed", reason: "interrupted", retry: { attempt: 1 } });
+        expect(await resultOf(again, a.inputId)).toMatchObject({ status: "unanswered", reason: "failed", detail: "interrupted by a restart" });
+        expect(again.provider.calls).toBe(1); // only the interrupted attempt
+      }));
+
+    it(`onInterrupt "fail": crash mid-stream with frames on disk -> recover keeps the partial for display (aborted, excluded from requests), no tools, input unanswered(failed) (${backend.name})`, () =>
       backend.run(async (inner) => {
         const stream = heldStream("partial ", "answer");
         const rig = await openRig(inner, [stream]);
         const root = await rig.harness.root(call);
+        await root.commit((tx) => tx.value(turnPolicy.onInterrupt).set("fail"), call);
         const a = await root.accept({ input: "A" }, call);
         void root.drive(call).catch(() => undefined);
         await stream.streamed.promise;

@@ -30,6 +30,17 @@ describe("conversation routes", () => {
     expect((await operator.session(name).tasks({ live: true })).items).toEqual([]);
   });
 
+  it("PUT session onInterrupt: default retry, fail stored as the session's policy; another policy on the same session is 409", async () => {
+    const api = await client("ops");
+    const byDefault = api.session(uniqueSession("interrupt-default"));
+    expect((await byDefault.create()).config).toMatchObject({ onInterrupt: "retry" });
+    expect((await byDefault.create({ onInterrupt: "retry" })).created).toBe(false);
+    const failing = api.session(uniqueSession("interrupt-fail"));
+    expect((await failing.create({ onInterrupt: "fail" })).config).toMatchObject({ onInterrupt: "fail" });
+    expect((await failing.get()).config).toMatchObject({ onInterrupt: "fail" });
+    await expect(failing.create({ onInterrupt: "retry" })).rejects.toMatchObject({ status: 409 });
+  });
+
   it("config is read and patched per conversation; a fork starts from the source's values", async () => {
     const api = await client("ops");
     const name = uniqueSession("config");
