@@ -38,6 +38,7 @@ export type ProblemCode =
   | "busy"
   | "input_not_queued"
   | "in_turn"
+  | "nothing_waiting"
   | "faulted"
   // 413 / 415 / 422
   | "payload_too_large"
@@ -76,6 +77,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   busy: 409,
   input_not_queued: 409,
   in_turn: 409,
+  nothing_waiting: 409,
   faulted: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
@@ -112,6 +114,7 @@ const TITLES: Readonly<Record<ProblemCode, string>> = {
   busy: "The conversation is busy",
   input_not_queued: "The input is no longer queued",
   in_turn: "The conversation is in a turn",
+  nothing_waiting: "No queued input waits for a turn",
   faulted: "The session is faulted; an operator must clear the fault",
   payload_too_large: "The body is too large",
   unsupported_media_type: "The body must be application/json",

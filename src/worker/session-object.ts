@@ -284,6 +284,7 @@ export class SessionObject extends DurableObject<Env> {
       return { aborted: true as const };
     },
     fork: (s, ref, options) => s.api.fork(ref, options),
+    continue: (s, ref) => s.api.continue(ref),
     collapse: (s, ref, instructions) => s.api.collapse(ref, instructions),
     reset: async (s, ref, handoff) => {
       await s.api.reset(ref, handoff);
