@@ -74,9 +74,9 @@ export function applyFrame(preview: GenerationPreview, frame: Frame): void {
   }
 }
 
-/** Exponential backoff without jitter, so tests with a fake clock are deterministic. */
+/** Exponential backoff without jitter, so tests with a fake clock are deterministic; capped at a minute or the base, whichever is longer. */
 export function retryDelay(baseMs: number, attempt: number): number {
-  return Math.min(60_000, baseMs * 2 ** Math.max(0, attempt - 1));
+  return Math.min(Math.max(60_000, baseMs), baseMs * 2 ** Math.max(0, attempt - 1));
 }
 
 export function createGenerationKind(services: GenerationServices) {
