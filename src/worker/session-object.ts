@@ -405,6 +405,8 @@ export class SessionObject extends DurableObject<Env> {
       BACKGROUND_CONTEXT,
     );
     kit.install(harness);
+    // Registered first, so the guard alarm is written in the same turn as a commit that created work.
+    harness.onCommit(() => this.#alarms.live(harness.driver.liveCount() > 0, this.#clock.now()));
     const feeds = new FeedBook(harness);
     const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, stale: false };
     this.#session = session;
