@@ -199,6 +199,11 @@ export class ConversationClient {
     return (await this.#client.request<{ conversationId: Id; conversation: Conversation }>("POST", `${this.path}/fork`, { body: options })).body;
   }
 
+  /** Place queued steer/followUp inputs that wait (their group ended without a final answer) into a new turn. */
+  async continue(): Promise<{ inputs: Id[]; generation: Id }> {
+    return (await this.#client.request<{ inputs: Id[]; generation: Id }>("POST", `${this.path}/continue`)).body;
+  }
+
   async collapse(instructions?: string): Promise<{ taskId: Id }> {
     return (await this.#client.request<{ taskId: Id }>("POST", `${this.path}/collapse`, { body: instructions === undefined ? {} : { instructions } })).body;
   }

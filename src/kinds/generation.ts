@@ -18,7 +18,7 @@ import { defineTaskKind, type TypedTask } from "../core/task-kind.js";
 import type { TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
-import { generationConfig } from "./config.js";
+import { generationConfig, readOnInterrupt } from "./config.js";
 import { encodeEvent, frameBytes, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
 import { createGeneration, landFinalInbox, resolveUnanswered } from "./placement.js";
 import { foldSectionState, foldTools, planSystemEntry, prepareSections, type SectionRegistry, type SystemInstructionsInput, type SystemInstructionsOutput } from "./sections.js";
@@ -82,9 +82,9 @@ export function applyFrame(preview: GenerationPreview, frame: Frame): void {
   }
 }
 
-/** Exponential backoff without jitter, so tests with a fake clock are deterministic. */
+/** Exponential backoff without jitter, so tests with a fake clock are deterministic; capped at a minute or the base, whichever is longer. */
 export function retryDelay(baseMs: number, attempt: number): number {
-  return Math.min(60_000, baseMs * 2 ** Math.max(0, attempt - 1));
+  return Math.min(Math.max(60_000, baseMs), baseMs * 2 ** Math.max(0, attempt - 1));
 }
 
 export function createGenerationKind(services: GenerationServices) {
@@ -103,18 +103,32 @@ export function createGenerationKind(services: GenerationServices) {
         await runAttempt(task, runtime, call);
         return;
       }
-      // A crash mid-stream: frames on disk -> keep the partial for display, settle without tools.
+      // A crash mid-stream (a deploy or an eviction). Frames on disk -> keep the partial for display
+      // (stopReason aborted, excluded from requests, §8.2). The session's onInterrupt policy decides the
+      // rest (DESIGN §3): "retry" (default) runs the attempt again within the retry budget; "fail"
+      // settles without tools/results as §8.2 reads.
       const batches = await readFrames(runtime, call);
       const { status: _status, ...base } = task.state;
       if (batches.length > 0) {
-        await runtime.commit(async (tx) => {
+        const error = "interrupted by a restart";
+        const retried = await runtime.commit(async (tx) => {
           const b = builderOf(tx);
-          const message = partialMessage(modelBase(base.config), batches, runtime.now(), "interrupted by a restart");
+          const message = partialMessage(modelBase(base.config), batches, runtime.now(), error);
           const partial = message === undefined ? null : tx.entry(assistantKind, { model: [message] });
-          await resolveUnanswered(b, task.conversationId, base.inputs, "failed", { detail: "interrupted by a restart", placeWrites: true });
           await recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
-          tx.settle(task, "failed", { ...base, reason: "interrupted", error: "interrupted by a restart", partial, successor: null });
+          const retry = { ...base.retry, attempt: base.retry.attempt + 1 };
+          if ((await readOnInterrupt(b)) === "retry" && retry.attempt < retry.maxAttempts) {
+            const waiting = { inputs: base.inputs, config: base.config, retry, notBefore: runtime.now(), error };
+            tx.patch(task, "retry_wait", waiting);
+            return { ...task, state: { status: "retry_wait" as const, ...waiting } };
+          }
+          await resolveUnanswered(b, task.conversationId, base.inputs, "failed", { detail: error, placeWrites: true });
+          tx.settle(task, "failed", { ...base, retry, reason: "interrupted", error, partial, successor: null });
+          return undefined;
         }, call);
+        // The retry runs in this same invocation, so a turn that kills the object every time keeps
+        // raising its kill count and is quarantined (DESIGN §3) instead of resetting it between tries.
+        if (retried !== undefined) await runAttempt(retried, runtime, call);
         return;
       }
       // Nothing reached disk: retry within the budget, else fail.

@@ -40,6 +40,7 @@ export type ProblemCode =
   | "busy"
   | "input_not_queued"
   | "in_turn"
+  | "nothing_waiting"
   | "faulted"
   // 409 / 412 / 404: the rig (issue 13)
   | "hook_conflict"
@@ -87,6 +88,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   busy: 409,
   input_not_queued: 409,
   in_turn: 409,
+  nothing_waiting: 409,
   faulted: 409,
   hook_conflict: 409,
   bead_already_hooked: 409,
@@ -131,6 +133,7 @@ const TITLES: Readonly<Record<ProblemCode, string>> = {
   busy: "The conversation is busy",
   input_not_queued: "The input is no longer queued",
   in_turn: "The conversation is in a turn",
+  nothing_waiting: "No queued input waits for a turn",
   faulted: "The session is faulted; an operator must clear the fault",
   hook_conflict: "The hook transition does not follow the lifecycle from the hook's status",
   bead_already_hooked: "The bead is pending or active on another agent",

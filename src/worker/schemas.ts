@@ -47,16 +47,22 @@ export const userInput = z.union(
   { error: "input must be a non-empty string or a non-empty array of text and image parts" },
 );
 
-export const sessionConfig = z.strictObject({
+/** A conversation's generation config (PATCH .../config), also the generation part of a session's PUT. */
+const generationConfigBody = z.strictObject({
   model: z.string().min(1).max(200).optional(),
   thinking: z.string().min(1).max(50).optional(),
   selectedTools: z.array(z.string().min(1).max(100)).max(100).optional(),
   profile: z.string().min(1).max(100).optional(),
   budgetMs: z.number().int().min(1).max(3_600_000).optional(),
 });
+
+/** PUT session: the root's generation config plus session-wide policy (`onInterrupt`, DESIGN §3). */
+export const sessionConfig = generationConfigBody.extend({
+  onInterrupt: z.enum(["retry", "fail"], { error: 'onInterrupt is "retry" or "fail"' }).optional(),
+});
 export type SessionConfigBody = z.infer<typeof sessionConfig>;
 
-export const configPatch = sessionConfig.refine((body) => Object.keys(body).length > 0, "a config patch sets at least one field");
+export const configPatch = generationConfigBody.refine((body) => Object.keys(body).length > 0, "a config patch sets at least one field");
 
 export const acceptBody = z
   .strictObject({

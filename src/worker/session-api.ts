@@ -14,8 +14,9 @@ import type { Harness } from "../core/harness.js";
 import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
 import { bind, bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
 import { InvalidSchedule, newSchedule, scheduleDefinition, schedulePaused, type ScheduleMode, type ScheduleSpec, type ScheduleState } from "../kinds/schedule.js";
-import { generationConfig } from "../kinds/config.js";
-import { acceptInput, type WhenBusy } from "../kinds/placement.js";
+import { generationConfig, type OnInterrupt } from "../kinds/config.js";
+import { acceptInput, continueInbox, type WhenBusy } from "../kinds/placement.js";
+import { waitingInputs } from "../kinds/waiting.js";
 import { modelResolver } from "../kinds/services.js";
 import type { UsageRow, UsageTotals } from "../kinds/states.js";
 import type { TurnKit } from "../kinds/turns.js";
@@ -30,6 +31,13 @@ export interface SessionConfig {
   readonly selectedTools: readonly string[];
   readonly profile?: string;
   readonly budgetMs?: number;
+  /** What a restart does to a generation in flight (DESIGN §3); a session value (pi.onInterrupt). */
+  readonly onInterrupt: OnInterrupt;
+}
+
+/** A stored create config; sessions created before `onInterrupt` existed have the default. */
+export function storedConfig(stored: Omit<SessionConfig, "onInterrupt"> & { readonly onInterrupt?: OnInterrupt }): SessionConfig {
+  return { ...stored, onInterrupt: stored.onInterrupt ?? "retry" };
 }
 
 /** The create config, stored in the creating commit so a later PUT can be compared with it. */
@@ -118,9 +126,13 @@ export interface ConversationSnapshot {
   readonly conversation: Conversation;
   readonly config: ConfigValues;
   readonly tasks: readonly Task[];
-  readonly inbox: readonly Element<QueuedInput>[];
+  /** Queued inputs; `waiting: true` marks steer/followUp items that no live turn will place (a group
+   * ended without a final answer): POST .../continue places them. */
+  readonly inbox: readonly WaitingElement[];
   readonly readAt: Id;
 }
+
+export type WaitingElement = Element<QueuedInput> & { readonly waiting: boolean };
 
 export interface ConfigValues {
   readonly model?: string;
@@ -177,7 +189,8 @@ export class SessionApi {
 
   async summary(): Promise<SessionSummary> {
     const storage = this.#harness.storage;
-    const config = (await storage.getValue(bindTo(createConfigValue, this.#harness.rootId)))?.value;
+    const stored = (await storage.getValue(bindTo(createConfigValue, this.#harness.rootId)))?.value;
+    const config = stored === undefined ? undefined : storedConfig(stored);
     const live = await storage.scanTasks({ live: true, limit: 1000 });
     return { config, rootConversationId: this.#harness.rootId, lastSeq: storage.lastSeq, liveTasks: live.items.length };
   }
@@ -321,7 +334,32 @@ export class SessionApi {
     const conversation = await handle.snapshot(call);
     const tasks = await storage.scanTasks({ conversationIds: [handle.id], live: true, limit: 1000 });
     const inbox = await storage.readList<QueuedInput>(bindInbox(handle.id), { limit: 1000 });
-    return { conversation, config: await this.config(handle.id), tasks: tasks.items, inbox: inbox.items, readAt: storage.lastSeq };
+    const waiting = new Set((await storage.getValue(bindTo(waitingInputs, handle.id)))?.value ?? []);
+    return {
+      conversation,
+      config: await this.config(handle.id),
+      tasks: tasks.items,
+      inbox: inbox.items.map((element) => ({ ...element, waiting: waiting.has(element.id) })),
+      readAt: storage.lastSeq,
+    };
+  }
+
+  /**
+   * POST .../continue: place the queued steer/followUp items (waiting after a group ended without a
+   * final answer) into a new group with its generation, in one commit. A live turn places them itself
+   * (in_turn); nothing queued is nothing_waiting. Both write nothing.
+   */
+  async continue(ref: ConversationRef): Promise<{ inputs: Id[]; generation: Id }> {
+    const handle = await this.conversation(ref);
+    const conversationId = handle.id;
+    return this.#harness.commitBound(call, { conversationId }, async (b) => {
+      if (b.inTurn(conversationId)) {
+        throw new Problem("in_turn", `conversation ${conversationId} has a live turn; its queued inputs are placed at that turn's next boundary`);
+      }
+      const placed = await continueInbox(b, conversationId, this.#kit.options, this.#harness.now());
+      if (placed === undefined) throw new Problem("nothing_waiting", `conversation ${conversationId} has no queued steer or followUp input to continue with`);
+      return placed;
+    });
   }
 
   async entries(ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }): Promise<Page<Entry>> {

@@ -39,7 +39,7 @@ import { SessionHost } from "./session-host.js";
 import type { SessionOps } from "./session-rpc.js";
 import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
 import type { FeedSubscriber } from "./watch-feed.js";
-import { generationConfig } from "../kinds/config.js";
+import { generationConfig, turnPolicy } from "../kinds/config.js";
 import type { TurnKit } from "../kinds/turns.js";
 import { erase } from "../core/task-kind.js";
 import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
@@ -227,6 +227,7 @@ export class SessionObject extends DurableObject<Env> {
           ...(config.thinking === undefined ? [] : [initialValue(generationConfig.thinking, config.thinking)]),
           ...(config.profile === undefined ? [] : [initialValue(generationConfig.profile, config.profile)]),
           ...(config.budgetMs === undefined ? [] : [initialValue(generationConfig.budgetMs, config.budgetMs)]),
+          initialValue(turnPolicy.onInterrupt, config.onInterrupt),
         ]);
         return { created: true, config };
       }),
@@ -300,6 +301,7 @@ export class SessionObject extends DurableObject<Env> {
       return { aborted: true as const };
     },
     fork: (s, ref, options) => s.api.fork(ref, options),
+    continue: (s, ref) => s.api.continue(ref),
     collapse: (s, ref, instructions) => s.api.collapse(ref, instructions),
     reset: async (s, ref, handoff) => {
       await s.api.reset(ref, handoff);
@@ -434,6 +436,8 @@ export class SessionObject extends DurableObject<Env> {
       BACKGROUND_CONTEXT,
     );
     kit.install(harness);
+    // Registered first, so the guard alarm is written in the same turn as a commit that created work.
+    harness.onCommit(() => this.#alarms.live(harness.driver.liveCount() > 0, this.#clock.now()));
     const feeds = new FeedBook(harness);
     rig = new Rig(harness, {
       witness,
@@ -478,6 +482,7 @@ export class SessionObject extends DurableObject<Env> {
       ...(body.thinking === undefined ? {} : { thinking: body.thinking }),
       ...(body.profile === undefined ? {} : { profile: body.profile }),
       ...(body.budgetMs === undefined ? {} : { budgetMs: body.budgetMs }),
+      onInterrupt: body.onInterrupt ?? "retry",
     };
   }
 

@@ -42,6 +42,7 @@ export interface SessionOps extends RigSessionOps {
   entries: Op<[ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }], Page<Entry>>;
   abort: Op<[ref: ConversationRef], { aborted: true }>;
   fork: Op<[ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }], { conversationId: Id; conversation: Conversation }>;
+  continue: Op<[ref: ConversationRef], { inputs: Id[]; generation: Id }>;
   collapse: Op<[ref: ConversationRef, instructions: string | undefined], { taskId: Id }>;
   reset: Op<[ref: ConversationRef, handoff: string | undefined], { reset: true }>;
   getConfig: Op<[ref: ConversationRef], ConfigValues>;

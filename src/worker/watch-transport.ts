@@ -15,6 +15,7 @@ import { BACKGROUND_CONTEXT } from "../core/call.js";
 import type { Harness } from "../core/harness.js";
 import { watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../core/watch.js";
 import type { Id } from "../storage/records.js";
+import { waitingConversations, waitingInputs } from "../kinds/waiting.js";
 import { DEFAULT_FEED_BUFFER, WatchFeed, type FeedOut, type FeedSubscriber } from "./watch-feed.js";
 
 export type ConversationFeed = WatchFeed<ConversationView, ConversationEvent>;
@@ -76,14 +77,14 @@ export class FeedBook {
 
   conversation(id: Id): Promise<ConversationFeed> {
     return this.#get(`c${id}`, async (onEnd) => {
-      const handle = await watchConversation(this.#harness, id, { tail: seams.tail ?? VIEW_TAIL }, BACKGROUND_CONTEXT);
+      const handle = await watchConversation(this.#harness, id, { tail: seams.tail ?? VIEW_TAIL, values: [waitingInputs] }, BACKGROUND_CONTEXT);
       return new WatchFeed<ConversationView, ConversationEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd);
     }) as Promise<ConversationFeed>;
   }
 
   session(): Promise<SessionFeed> {
     return this.#get("s", async (onEnd) => {
-      const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT);
+      const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT, { values: [waitingConversations] });
       return new WatchFeed<SessionView, SessionEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd);
     }) as Promise<SessionFeed>;
   }

@@ -92,6 +92,7 @@ const CASES: readonly Case[] = [
   { name: "PUT model not a string", method: "PUT", path: s, body: { model: 5 }, status: 400, code: "invalid_body", field: "model" },
   { name: "PUT unknown field", method: "PUT", path: s, body: { colour: "red" }, status: 400, code: "invalid_body", field: "colour" },
   { name: "PUT selectedTools not an array", method: "PUT", path: s, body: { selectedTools: "echo" }, status: 400, code: "invalid_body", field: "selectedTools" },
+  { name: "PUT onInterrupt not a policy", method: "PUT", path: s, body: { onInterrupt: "later" }, status: 400, code: "invalid_body", field: "onInterrupt" },
   { name: "PUT unknown model", method: "PUT", path: s, body: { model: "no-such-model" }, status: 409, code: "session_config_conflict" },
   { name: "accept input a number", method: "POST", path: (x) => `${root(x)}/inputs`, body: { input: 5 }, status: 400, code: "invalid_body", field: "input" },
   { name: "accept without input", method: "POST", path: (x) => `${root(x)}/inputs`, body: {}, status: 400, code: "invalid_body", field: "input" },

@@ -64,6 +64,14 @@ conversationRoutes.post(`${base}/fork`, requires("conversation"), async (c) => {
   return c.json(await run(stub.op("fork", ref, options.abort === undefined ? { at: options.at } : { at: options.at, abort: options.abort })), 201);
 });
 
+conversationRoutes.post(`${base}/continue`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  await body(c, emptyBody, { optional: true });
+  return c.json(await run(stub.op("continue", ref)));
+});
+
 conversationRoutes.post(`${base}/collapse`, requires("conversation"), async (c) => {
   const stub = session(c);
   const ref = conversationParam(c);
