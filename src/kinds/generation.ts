@@ -1,7 +1,8 @@
 /**
  * The generation kind (§8.2): one task per model answer, living through retries. It prepares system
- * instructions (sections and tools) and the request cutoff on the line, streams through pi-ai with only
- * `{ messages }`, persists compact frames to scratch (coalesced), and settles with exactly one outcome:
+ * instructions (sections and tools) and the request cutoff on the line, streams through pi-ai's
+ * `streamSimple` with only `{ messages }` (the thinking level and retry probe are request options,
+ * `model-request.ts`), persists compact frames to scratch (coalesced), and settles with exactly one outcome:
  * calls (tools + post_tools), final answer (resolving its input group), retry_wait, overflow (handed to
  * a collapse whose settlement creates the next generation), or failure. Usage is recorded per attempt.
  */
@@ -18,6 +19,7 @@ import type { TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
 import { generationConfig } from "./config.js";
+import { attemptOptions, exchangeProbe, retryDecision, retryHintMs } from "./model-request.js";
 import { encodeEvent, frameBytes, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
 import { createGeneration, landFinalInbox, resolveUnanswered } from "./placement.js";
 import { foldSectionState, foldTools, planSystemEntry, prepareSections, type SectionRegistry, type SystemInstructionsInput, type SystemInstructionsOutput } from "./sections.js";
@@ -74,9 +76,10 @@ export function applyFrame(preview: GenerationPreview, frame: Frame): void {
   }
 }
 
-/** Exponential backoff without jitter, so tests with a fake clock are deterministic. */
-export function retryDelay(baseMs: number, attempt: number): number {
-  return Math.min(60_000, baseMs * 2 ** Math.max(0, attempt - 1));
+/** Exponential backoff with the configured jitter and cap (`model-request.ts`), ms. */
+export function retryDelay(options: GenerationServices["options"], attempt: number): number {
+  const decision = retryDecision(options, attempt, undefined);
+  return decision.type === "wait" ? decision.delayMs : options.retryMaxDelayMs;
 }
 
 export function createGenerationKind(services: GenerationServices) {
@@ -155,7 +158,7 @@ export function createGenerationKind(services: GenerationServices) {
     const attempt = base.retry.attempt + 1;
     await runtime.commit(async (tx) => {
       if (attempt < base.retry.maxAttempts) {
-        const notBefore = runtime.now() + retryDelay(services.options.retryBaseMs, attempt);
+        const notBefore = runtime.now() + retryDelay(services.options, attempt);
         tx.patch(task, "retry_wait", { inputs: base.inputs, config: base.config, retry: { ...base.retry, attempt }, notBefore, error });
       } else {
         await resolveUnanswered(builderOf(tx), task.conversationId, base.inputs, "failed", { detail: error, placeWrites: true });
@@ -241,7 +244,9 @@ export function createGenerationKind(services: GenerationServices) {
     // so it spends no scratch commit on it (one fewer commit per generation).
     if (retry.attempt > 0) await runtime.scratch((sc) => sc.list(framesList).clear(), call);
     const preview = runtime.preview<GenerationPreview>({ content: [] });
-    const stream = services.models.models.stream(model, request, { signal: call.abortSignal ?? new AbortController().signal });
+    // streamSimple maps the thinking level per provider; the probe sees each HTTP exchange (retry hints).
+    const probe = exchangeProbe();
+    const stream = services.models.models.streamSimple(model, request, attemptOptions(model, config.thinking, call.abortSignal ?? new AbortController().signal, probe));
     const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);
     try {
       for await (const event of stream) {
@@ -280,20 +285,25 @@ export function createGenerationKind(services: GenerationServices) {
         }, call);
         return;
       }
-      if (message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts) {
+      const decision = message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts
+        ? retryDecision(services.options, attemptRetry.attempt, retryHintMs(message, probe, runtime.now()))
+        : undefined;
+      if (decision?.type === "wait") {
+        // The wake time is durable in state (§5.3): after an eviction the alarm resumes the sleep.
         await runtime.commit(async (tx) => {
           await recordUsage(builderOf(tx), row);
-          const notBefore = runtime.now() + retryDelay(services.options.retryBaseMs, attemptRetry.attempt);
+          const notBefore = runtime.now() + decision.delayMs;
           tx.patch(task, "retry_wait", { inputs, config, retry: attemptRetry, notBefore, error });
         }, call);
         return;
       }
+      const failure = decision?.type === "give_up" ? `${error} (${decision.reason})` : error;
       await runtime.commit(async (tx) => {
         const b = builderOf(tx);
         await recordUsage(b, row);
         const shown = message.content.length > 0 ? tx.entry(assistantKind, { model: [message] }) : null;
-        await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: error, placeWrites: true });
-        tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "error", error, partial: shown, successor: null });
+        await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: failure, placeWrites: true });
+        tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "error", error: failure, partial: shown, successor: null });
       }, call);
       return;
     }

@@ -17,6 +17,7 @@ import { claims as claimsSchema, parse, type Claims, type Role } from "./schemas
 export type Capability =
   | "session.create"
   | "session.read"
+  | "models"
   | "conversation"
   | "input"
   | "watch"
@@ -29,7 +30,7 @@ export type Capability =
   | "quarantine"
   | "delete";
 
-const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage"];
+const CLIENT: readonly Capability[] = ["session.create", "session.read", "models", "conversation", "input", "watch", "config", "usage"];
 
 /**
  * The role table. `client` creates sessions and uses conversations, inputs, watch and config;
