@@ -34,8 +34,9 @@ export function createApp(): Hono<AppEnv> {
     }),
   );
 
-  // What this deployment can use: the echo models, each enabled catalogue provider, custom endpoints.
-  app.get("/v1/models", requires("models"), async (c) => {
+  // What this deployment can use (the echo models, each enabled catalogue provider, custom endpoints):
+  // the config capability, since these are the values a config may name.
+  app.get("/v1/models", requires("config"), async (c) => {
     if (Object.keys(c.req.queries()).length > 0) throw new Problem("invalid_query", "this route takes no query parameters");
     return c.json(await listModels(c.env));
   });

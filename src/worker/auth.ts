@@ -17,7 +17,6 @@ import { claims as claimsSchema, parse, type Claims, type Role } from "./schemas
 export type Capability =
   | "session.create"
   | "session.read"
-  | "models"
   | "conversation"
   | "input"
   | "watch"
@@ -30,7 +29,7 @@ export type Capability =
   | "quarantine"
   | "delete";
 
-const CLIENT: readonly Capability[] = ["session.create", "session.read", "models", "conversation", "input", "watch", "config", "usage"];
+const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage"];
 
 /**
  * The role table. `client` creates sessions and uses conversations, inputs, watch and config;

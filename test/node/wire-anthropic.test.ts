@@ -45,6 +45,9 @@ function twoToolCalls(): string[] {
   return sse(events);
 }
 
+// The first request of a file loads its provider SDK (lazily); give a small shared machine time.
+vi.setConfig({ testTimeout: 30_000 });
+
 let endpoint: FakeEndpoint;
 beforeEach(async () => {
   endpoint = new FakeEndpoint();
