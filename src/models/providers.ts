@@ -50,7 +50,6 @@ export const CATALOGUE: readonly CatalogueProvider[] = [
   { id: "meta", name: "Meta", secrets: ["META_API_KEY"], load: async () => (await import("@earendil-works/pi-ai/providers/meta")).metaProvider() },
   { id: "ant-ling", name: "Ant Ling", secrets: ["ANT_LING_API_KEY"], load: async () => (await import("@earendil-works/pi-ai/providers/ant-ling")).antLingProvider() },
   { id: "radius", name: "Radius", secrets: ["RADIUS_API_KEY"], load: async () => (await import("@earendil-works/pi-ai/providers/radius")).radiusProvider() },
-  { id: "typesafe", name: "TypeSafe", secrets: ["TYPESAFE_API_KEY"], load: async () => (await import("@earendil-works/pi-ai/providers/typesafe")).typesafeProvider() },
   { id: "qwen-token-plan", name: "Qwen Token Plan (Team)", secrets: ["QWEN_TOKEN_PLAN_TEAM_API_KEY"], load: async () => (await import("@earendil-works/pi-ai/providers/qwen-token-plan")).qwenTokenPlanProvider() },
   { id: "qwen-token-plan-individual", name: "Qwen Token Plan (Individual)", secrets: ["QWEN_TOKEN_PLAN_INDIVIDUAL_API_KEY"], load: async () => (await import("@earendil-works/pi-ai/providers/qwen-token-plan-individual")).qwenTokenPlanIndividualProvider() },
   { id: "qwen-token-plan-cn", name: "Qwen Token Plan (Team, China)", secrets: ["QWEN_TOKEN_PLAN_TEAM_CN_API_KEY"], load: async () => (await import("@earendil-works/pi-ai/providers/qwen-token-plan-cn")).qwenTokenPlanCnProvider() },
