@@ -24,7 +24,7 @@ import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
 import type { ConfigSpec, ConfigValues, HookPoints, HookSpecs } from "./task-kind.js";
 import type { HookHandler, HookRegistry } from "./hooks.js";
 import { conversationTx, type ConversationTx, type CommitOrigin, type TxBuilder } from "./tx.js";
-import { chainOf } from "./validate.js";
+import { visibleEntry } from "./validate.js";
 
 export interface ConfigHandle<C extends ConfigSpec> {
   get(call: Call): Promise<ConfigValues<C>>;
@@ -201,9 +201,8 @@ export class ConversationHandle {
     const plan = async (b: TxBuilder): Promise<Id> => {
       const at = options.at === "start" ? 0 : options.at;
       if (options.at !== "start") {
-        const entry = await b.getEntry(at);
-        const segments = await chainOf(this.harness.storage, this.id, new Map());
-        if (entry === undefined || !segments.some((s) => s.conversationId === entry.conversationId && entry.id <= s.cap)) {
+        // A fork-aware point read: the chain may run through a deleted source (§2.4, §6.4).
+        if (!Number.isSafeInteger(at) || at < 1 || !(await visibleEntry(this.harness.storage, this.id, at))) {
           throw new PicoError("invalid_commit", `cannot fork conversation ${this.id} at ${at}: not one of its entries`);
         }
       }
