@@ -37,6 +37,7 @@ import {
   type Tx,
 } from "./tx.js";
 import { validateMainBatch, type LiveTurns } from "./validate.js";
+import { validateOwnerAgreement } from "./spawn.js";
 import { requestKey, type Acceptance } from "./inbox.js";
 import { Driver, type InspectResult } from "./driver.js";
 import type { DriverHost, FaultReport } from "./host.js";
@@ -219,6 +220,7 @@ export class Harness {
     if (batch.writes.length === 0) return { result, after: undefined };
     if (batch.kind === "main") {
       await validateMainBatch(batch.writes, { storage: this.storage, origin, liveTurns: this.#liveTurns, subtrees: this.driver });
+      await validateOwnerAgreement(batch.writes, this.storage);
       this.driver.validate(batch.writes, call, internal);
     }
     const { first, last } = await this.storage.commit(batch);
