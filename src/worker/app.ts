@@ -8,10 +8,12 @@
  *   routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   routes/webhooks.ts       signed webhooks (no bearer token)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
+ *   GET /v1/models           the models this deployment can use (models.ts)
  */
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import type { AppEnv } from "./auth.js";
+import { requires, type AppEnv } from "./auth.js";
+import { listModels } from "./models.js";
 import { hostReport } from "./host-config.js";
 import { Problem, toProblem } from "./problems.js";
 import { conversationRoutes } from "./routes/conversations.js";
@@ -34,6 +36,13 @@ export function createApp(): Hono<AppEnv> {
       onError: () => new Problem("payload_too_large", `bodies are limited to ${MAX_BODY_BYTES} bytes`).response(),
     }),
   );
+
+  // What this deployment can use (the echo models, each enabled catalogue provider, custom endpoints):
+  // the config capability, since these are the values a config may name.
+  app.get("/v1/models", requires("config"), async (c) => {
+    if (Object.keys(c.req.queries()).length > 0) throw new Problem("invalid_query", "this route takes no query parameters");
+    return c.json(await listModels(c.env));
+  });
 
   // Watch routes first: they share the `/:session/...` prefix with the others.
   app.route("/v1/sessions", watchRoutes);

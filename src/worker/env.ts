@@ -12,9 +12,14 @@ export interface Env extends SandboxBinding {
   readonly JWT_SECRET?: string;
   /** Master secret the per-tenant webhook secrets are derived from (a wrangler secret). */
   readonly WEBHOOK_MASTER_SECRET?: string;
-  /** With a key set, that pi-ai provider is registered next to the built-in `echo` model. */
+  /**
+   * With a key set, that pi-ai provider is registered next to the built-in `echo` model. These two are
+   * examples: every catalogue provider's secret (src/models/providers.ts, README) is read by name.
+   */
   readonly ANTHROPIC_API_KEY?: string;
   readonly OPENAI_API_KEY?: string;
+  /** Custom OpenAI-/Anthropic-compatible endpoints: a JSON array (a string in .dev.vars, or a wrangler var). */
+  readonly MODEL_PROVIDERS?: string | readonly unknown[];
   /** The model a session gets when its PUT names none (default `echo`). */
   readonly DEFAULT_MODEL?: string;
   /** A Durable Object binding to `@cloudflare/sandbox`'s `Sandbox` class: jobs run there (README). */

@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { Problem, type ProblemCode } from "./problems.js";
+import { THINKING_LEVELS } from "../kinds/model-request.js";
 
 /** Bodies larger than this are refused with 413 before they are read (a stored row holds at most 2 MB). */
 export const MAX_BODY_BYTES = 1_000_000;
@@ -50,7 +51,7 @@ export const userInput = z.union(
 /** A conversation's generation config (PATCH .../config), also the generation part of a session's PUT. */
 const generationConfigBody = z.strictObject({
   model: z.string().min(1).max(200).optional(),
-  thinking: z.string().min(1).max(50).optional(),
+  thinking: z.enum(THINKING_LEVELS, { error: `thinking must be one of ${THINKING_LEVELS.join(", ")}` }).optional(),
   selectedTools: z.array(z.string().min(1).max(100)).max(100).optional(),
   profile: z.string().min(1).max(100).optional(),
   budgetMs: z.number().int().min(1).max(3_600_000).optional(),

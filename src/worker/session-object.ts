@@ -106,7 +106,7 @@ export class SessionObject extends DurableObject<Env> {
    */
   readonly #lifecycle = new CommitLine();
   #session: OpenSession | undefined;
-  #models: Models | undefined;
+  #models: Promise<Models> | undefined;
   /** Sockets registered with a feed of the open harness (after hibernation this starts empty). */
   readonly #sockets = new Map<WebSocket, { feed: AnyFeed; subscriber: FeedSubscriber<unknown, unknown> }>();
   readonly #watchApp = this.#buildWatchApp();
@@ -217,7 +217,7 @@ export class SessionObject extends DurableObject<Env> {
           }
           return { created: false, config: stored ?? config };
         }
-        const models = this.#modelsOf();
+        const models = await this.#modelsOf();
         const kit = sessionTurnKit(models);
         checkConfig(models, kit.tools.names(), config);
         await this.#open([
@@ -415,7 +415,7 @@ export class SessionObject extends DurableObject<Env> {
         if (this.#session?.harness === harness) this.#session.stale = true;
       },
     });
-    const models = this.#modelsOf();
+    const models = await this.#modelsOf();
     // Jobs run in the session's sandbox when the SANDBOX binding is configured, else on the scripted fake.
     const env = sandboxEnvFor(this.env, this.ctx.id.toString()) ?? new FakeExecutionEnv({ clock: this.#clock });
     const kit = sessionTurnKit(models, env);
@@ -470,9 +470,14 @@ export class SessionObject extends DurableObject<Env> {
     return session;
   }
 
-  #modelsOf(): Models {
+  async #modelsOf(): Promise<Models> {
     this.#models ??= buildModels(this.env);
-    return this.#models;
+    try {
+      return await this.#models;
+    } catch (error) {
+      this.#models = undefined; // a misconfiguration is reported on every use, not cached
+      throw error;
+    }
   }
 
   #normalize(body: SessionConfigBody): SessionConfig {

@@ -246,7 +246,7 @@ for (const backend of coreBackends) {
         const clock = new FakeClock();
         const rig = await openRig(inner, [fauxAssistantMessage([], { stopReason: "error", errorMessage: "503 overloaded" }), answerNewest()], {
           host: { clock },
-          turn: { retryBaseMs: 1000 },
+          turn: { retryBaseMs: 1000, retryJitter: 0 },
         });
         const root = await rig.harness.root(call);
         const a = await root.accept({ input: "A" }, call);
