@@ -52,7 +52,8 @@ export type AppEnv = { Bindings: Env; Variables: AuthVariables };
 
 function bearer(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
-  const match = /^Bearer ([A-Za-z0-9_.~+/=-]+)$/.exec(header.trim());
+  // The scheme name is case-insensitive (RFC 7235 §2.1).
+  const match = /^Bearer +([A-Za-z0-9_.~+/=-]+)$/i.exec(header.trim());
   if (match === null) throw new Problem("unauthorized", "the Authorization header must be `Bearer <token>`", "authorization");
   return match[1];
 }

@@ -45,6 +45,7 @@ export type ProblemCode =
   | "unknown_model"
   | "unknown_tool"
   | "invalid_commit"
+  | "idempotency_key_reused"
   // 5xx
   | "closed"
   | "misconfigured"
@@ -82,6 +83,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   unknown_model: 422,
   unknown_tool: 422,
   invalid_commit: 422,
+  idempotency_key_reused: 422,
   closed: 503,
   misconfigured: 500,
   internal: 500,
@@ -118,6 +120,7 @@ const TITLES: Readonly<Record<ProblemCode, string>> = {
   unknown_model: "The model is not available",
   unknown_tool: "The tool is not registered",
   invalid_commit: "The operation would break a session rule",
+  idempotency_key_reused: "The Idempotency-Key was used with a different request",
   closed: "The session is closing",
   misconfigured: "The service is misconfigured",
   internal: "Internal error",

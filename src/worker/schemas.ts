@@ -31,7 +31,11 @@ export const idString = z
 export const conversationRef = z.union([z.literal("root"), idString]);
 export type ConversationRef = "root" | number;
 
-export const requestKey = z.string().regex(KEY, "a request key is 1-200 visible ASCII characters");
+/** `.` and `..` are refused: a URL path normalizes them away, so `GET .../acceptances/{key}` could never find them. */
+export const requestKey = z
+  .string()
+  .regex(KEY, "a request key is 1-200 visible ASCII characters")
+  .refine((key) => key !== "." && key !== "..", "a request key may not be a dot segment (. or ..)");
 
 // ---------------------------------------------------------------------------------------------
 // Bodies

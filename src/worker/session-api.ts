@@ -11,6 +11,7 @@ import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";
 import type { ConversationHandle } from "../core/conversation.js";
 import type { UserInput } from "../core/entries.js";
 import type { Harness } from "../core/harness.js";
+import type { TxBuilder } from "../core/tx.js";
 import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
 import { bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
 import { generationConfig } from "../kinds/config.js";
@@ -34,9 +35,18 @@ export interface SessionConfig {
 /** The create config, stored in the creating commit so a later PUT can be compared with it. */
 export const createConfigValue: ValueSpec<SessionConfig> = sessionValue<SessionConfig>("edge.session.config");
 
-/** Which conversation an input accepted over HTTP went to, so `GET inputs/{id}` is one point read. */
-const inputIndexBase = sessionValue<{ conversationId: Id }>("edge.input");
-export function inputIndex(inputId: Id): ValueSpec<{ conversationId: Id }> {
+/**
+ * The worker's acceptance index: which conversation an input accepted over HTTP went to, so
+ * `GET inputs/{id}` is one point read, and the hash of the request that accepted it under an
+ * Idempotency-Key, so a reuse of the key with another body is refused (the HTTP layer's rule; the core's
+ * `acceptance()` compares nothing, §3.4).
+ */
+export interface InputIndexEntry {
+  readonly conversationId: Id;
+  readonly requestHash?: string;
+}
+const inputIndexBase = sessionValue<InputIndexEntry>("edge.input");
+export function inputIndex(inputId: Id): ValueSpec<InputIndexEntry> {
   return withKey(inputIndexBase, String(inputId));
 }
 
@@ -63,6 +73,11 @@ export interface AcceptRequest {
   readonly mode?: "steer" | "followUp" | "nextRun";
   readonly whenBusy?: WhenBusy;
   readonly source?: RequestSource;
+  /**
+   * With an idempotency source: the hash of the request body. A prior acceptance of the same key with
+   * another hash, or on another conversation, is 422 `idempotency_key_reused` (IETF Idempotency-Key).
+   */
+  readonly requestHash?: string;
   /** Wait up to this many seconds for a terminal result. */
   readonly waitSeconds?: number;
 }
@@ -132,6 +147,21 @@ export function checkConfig(models: Models, toolNames: readonly string[], config
   }
 }
 
+/**
+ * The Idempotency-Key rule (IETF draft): a key names one request. Its reuse on another conversation, or
+ * with another body, throws before anything is written. An acceptance indexed without a hash (before
+ * hashes were kept) is matched on the conversation only.
+ */
+async function checkReuse(b: TxBuilder, prior: Acceptance, conversationId: Id, requestHash: string | undefined): Promise<void> {
+  if (prior.conversationId !== conversationId) {
+    throw new Problem("idempotency_key_reused", `this Idempotency-Key was used on conversation ${prior.conversationId}; use a new key for a new request`, "idempotency-key");
+  }
+  const indexed = await b.value(inputIndex(prior.inputId)).get();
+  if (requestHash !== undefined && indexed?.requestHash !== undefined && indexed.requestHash !== requestHash) {
+    throw new Problem("idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key for a new request", "idempotency-key");
+  }
+}
+
 export class SessionApi {
   readonly #harness: Harness;
   readonly #kit: TurnKit;
@@ -175,7 +205,10 @@ export class SessionApi {
     const key = request.source === undefined ? undefined : requestId(request.source);
     const receipt = await this.#harness.commitBound(call, { conversationId }, async (b) => {
       const prior = await priorAcceptance(b, key);
-      if (prior !== undefined) return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
+      if (prior !== undefined) {
+        if (request.source?.type === "idempotency") await checkReuse(b, prior, conversationId, request.requestHash);
+        return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
+      }
       let inputId: Id;
       if (request.mode === undefined) {
         const accepted = await acceptInput(
@@ -190,7 +223,7 @@ export class SessionApi {
         const item: QueuedInput = { mode: request.mode, input: request.input, ...(key === undefined ? {} : { requestId: key }) };
         inputId = queueInput(b, conversationId, item);
       }
-      b.value(inputIndex(inputId)).set({ conversationId });
+      b.value(inputIndex(inputId)).set({ conversationId, ...(request.requestHash === undefined ? {} : { requestHash: request.requestHash }) });
       return { inputId, conversationId, duplicate: false };
     });
     let result = await this.#result(receipt.conversationId, receipt.inputId);
