@@ -11,6 +11,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { AppEnv } from "./auth.js";
+import { corsMiddleware } from "./cors.js";
 import { hostReport } from "./host-config.js";
 import { Problem, toProblem } from "./problems.js";
 import { conversationRoutes } from "./routes/conversations.js";
@@ -21,6 +22,9 @@ import { MAX_BODY_BYTES } from "./schemas.js";
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+
+  // CORS first, so preflights and refused origins never reach a route.
+  app.use("*", corsMiddleware());
 
   app.get("/health", (c) => c.text("ok"));
 

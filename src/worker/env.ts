@@ -15,4 +15,15 @@ export interface Env {
   readonly OPENAI_API_KEY?: string;
   /** The model a session gets when its PUT names none (default `echo`). */
   readonly DEFAULT_MODEL?: string;
+  /** `development`, `staging` or `production` (wrangler.toml vars per environment). */
+  readonly ENVIRONMENT?: string;
+  /**
+   * Origins browsers may call from, comma-separated (`https://app.example.com,http://localhost:*`). Unset:
+   * development allows `http://localhost:*` and `http://127.0.0.1:*`; other environments allow none.
+   */
+  readonly CORS_ORIGINS?: string;
+  /** Longest lifetime (exp - iat) a bearer token may have, seconds (default 86400). */
+  readonly TOKEN_MAX_LIFETIME_SECONDS?: string;
+  /** Default lifetime of a watch token, seconds (default 600). */
+  readonly WATCH_TOKEN_LIFETIME_SECONDS?: string;
 }

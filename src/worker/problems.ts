@@ -20,6 +20,7 @@ export type ProblemCode =
   // 401 / 403
   | "unauthorized"
   | "forbidden"
+  | "origin_not_allowed"
   | "invalid_signature"
   | "stale_webhook"
   // 404 / 405
@@ -63,6 +64,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   invalid_signature: 401,
   stale_webhook: 401,
   forbidden: 403,
+  origin_not_allowed: 403,
   session_not_found: 404,
   conversation_not_found: 404,
   input_not_found: 404,
@@ -100,6 +102,7 @@ const TITLES: Readonly<Record<ProblemCode, string>> = {
   invalid_signature: "The webhook signature does not verify",
   stale_webhook: "The webhook timestamp is outside the allowed clock skew",
   forbidden: "The token's role may not use this route",
+  origin_not_allowed: "The request's Origin is not allowed (CORS)",
   session_not_found: "The session does not exist",
   conversation_not_found: "The conversation does not exist",
   input_not_found: "The input does not exist",

@@ -143,11 +143,29 @@ export const eventId = z
 export const roles = ["client", "operator", "mayor", "agent"] as const;
 export type Role = (typeof roles)[number];
 
+/** What a watch token opens: one session's watch, or one conversation's (`root` or an id, as in the path). */
+export const watchScope = z.strictObject({
+  session: sessionName,
+  conversation: z.string().min(1).max(20).optional(),
+});
+export type WatchScope = z.infer<typeof watchScope>;
+
 export const claims = z.looseObject({
   tenant: tenantName,
   role: z.enum(roles),
   /** The agent id, for agent tokens (the rig's agents). */
   agent: z.string().regex(NAME).optional(),
+  /** Every token expires (Unix seconds); its lifetime (exp - iat) is bounded by the configured maximum. */
+  exp: z.number({ error: "every token carries exp (Unix seconds)" }).int(),
+  iat: z.number().int().optional(),
+  /** A watch token (`POST .../watch-token`) opens one watch and nothing else. */
+  scope: z.literal("watch").optional(),
+  watch: watchScope.optional(),
+});
+
+/** `POST .../watch-token`: the lifetime wanted (default WATCH_TOKEN_LIFETIME_SECONDS, 10 minutes). */
+export const watchTokenBody = z.strictObject({
+  ttlSeconds: z.number().int().min(1).max(86_400).optional(),
 });
 export type Claims = z.infer<typeof claims>;
 

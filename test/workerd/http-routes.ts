@@ -34,6 +34,8 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "PATCH config", method: "PATCH", path: (x) => `${c(x)}/config`, body: { thinking: "low" }, capability: "config" },
   { name: "GET conversation watch", method: "GET", path: (x) => `${c(x)}/watch`, capability: "watch" },
   { name: "GET session watch", method: "GET", path: (x) => `${s(x)}/watch`, capability: "watch" },
+  { name: "POST conversation watch-token", method: "POST", path: (x) => `${c(x)}/watch-token`, capability: "watch" },
+  { name: "POST session watch-token", method: "POST", path: (x) => `${s(x)}/watch-token`, capability: "watch" },
   { name: "GET usage", method: "GET", path: (x) => `${s(x)}/usage`, capability: "usage" },
   { name: "GET tasks", method: "GET", path: (x) => `${s(x)}/tasks?live=true`, capability: "tasks" },
   { name: "POST task abort", method: "POST", path: (x) => `${s(x)}/tasks/3/abort`, capability: "tasks" },
