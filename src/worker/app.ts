@@ -7,8 +7,12 @@
  *   routes/conversations.ts  accept, snapshot, entries, abort, fork, collapse, reset, config
  *   routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   routes/webhooks.ts       signed webhooks (no bearer token)
+ *
+ * `GET /v1/openapi.json` serves the document generated from the wire schemas (src/api/openapi.ts); every
+ * route added here needs its one declaration in API_ROUTES (test/workerd/http-openapi.test.ts).
  */
 import { Hono } from "hono";
+import { openApiDocument } from "../api/openapi.js";
 import { bodyLimit } from "hono/body-limit";
 import type { AppEnv } from "./auth.js";
 import { corsMiddleware } from "./cors.js";
@@ -27,6 +31,8 @@ export function createApp(): Hono<AppEnv> {
   app.use("*", corsMiddleware());
 
   app.get("/health", (c) => c.text("ok"));
+  let document: ReturnType<typeof openApiDocument> | undefined;
+  app.get("/v1/openapi.json", (c) => c.json((document ??= openApiDocument())));
 
   app.use(
     "/v1/*",

@@ -21,16 +21,10 @@ import type { UsageRow, UsageTotals } from "../kinds/states.js";
 import type { TurnKit } from "../kinds/turns.js";
 import { usageList, usageTotals } from "../kinds/usage.js";
 import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../storage/records.js";
+import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../api/responses.js";
 import { Problem } from "./problems.js";
 
-/** The configuration a session is created with (PUT), after defaults: what a second PUT is compared to. */
-export interface SessionConfig {
-  readonly model: string;
-  readonly thinking?: string;
-  readonly selectedTools: readonly string[];
-  readonly profile?: string;
-  readonly budgetMs?: number;
-}
+export type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../api/responses.js";
 
 /** The create config, stored in the creating commit so a later PUT can be compared with it. */
 export const createConfigValue: ValueSpec<SessionConfig> = sessionValue<SessionConfig>("edge.session.config");
@@ -80,46 +74,6 @@ export interface AcceptRequest {
   readonly requestHash?: string;
   /** Wait up to this many seconds for a terminal result. */
   readonly waitSeconds?: number;
-}
-
-export interface AcceptResponse {
-  readonly inputId: Id;
-  readonly conversationId: Id;
-  /** The input's status when the response was made (after the wait, if any). */
-  readonly status: InputResult["status"];
-  /** The request key was used before: this is its first acceptance, and nothing was written. */
-  readonly duplicate: boolean;
-  readonly result: InputResult | undefined;
-  /** With a wait and a done result: the answer entry. */
-  readonly answer?: Entry;
-}
-
-export interface SessionSummary {
-  readonly config: SessionConfig | undefined;
-  readonly rootConversationId: Id;
-  readonly lastSeq: Id;
-  readonly liveTasks: number;
-}
-
-export interface ConversationSnapshot {
-  readonly conversation: Conversation;
-  readonly config: ConfigValues;
-  readonly tasks: readonly Task[];
-  readonly inbox: readonly Element<QueuedInput>[];
-  readonly readAt: Id;
-}
-
-export interface ConfigValues {
-  readonly model?: string;
-  readonly thinking?: string;
-  readonly selectedTools?: readonly string[];
-  readonly profile?: string;
-  readonly budgetMs?: number;
-}
-
-export interface UsageReport {
-  readonly totals: UsageTotals | undefined;
-  readonly rows: Page<Element<UsageRow>>;
 }
 
 const call: Call = BACKGROUND_CONTEXT;
