@@ -24,7 +24,8 @@ import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
 import type { ConfigSpec, ConfigValues, HookPoints, HookSpecs } from "./task-kind.js";
 import type { HookHandler, HookRegistry } from "./hooks.js";
 import { conversationTx, type ConversationTx, type CommitOrigin, type TxBuilder } from "./tx.js";
-import { chainOf } from "./validate.js";
+import { visibleEntry } from "./validate.js";
+import { spawnChild, type ChildValues, type FirstTurn, type SpawnOptions, type Spawned } from "./spawn.js";
 
 export interface ConfigHandle<C extends ConfigSpec> {
   get(call: Call): Promise<ConfigValues<C>>;
@@ -45,7 +46,7 @@ export interface AcceptReceipt {
 }
 
 /** What the kinds layer installs on a harness (`harness.turns`) so handles can run turns. */
-export interface TurnApi {
+export interface TurnApi extends FirstTurn {
   /** The hook registry the turn kinds run (§8.7). */
   readonly hooks: HookRegistry;
   /** The generation kind in use, for `settings` (its declared config). */
@@ -56,11 +57,7 @@ export interface TurnApi {
   reset(conversationId: Id, options: { handoff?: string } | undefined, call: Call): Promise<void>;
 }
 
-/** Which values a new child starts with (§4.3): copies of the parent's current values, then overrides. */
-export interface ChildValues {
-  readonly inherit?: readonly ValueSpec<unknown>[];
-  readonly set?: readonly (readonly [ValueSpec<unknown>, JsonValue])[];
-}
+export type { ChildValues, SpawnOptions, Spawned } from "./spawn.js";
 
 export interface ForkOptions {
   /** Mark the source's foreground set in the same commit ("go back to that point"). */
@@ -201,9 +198,8 @@ export class ConversationHandle {
     const plan = async (b: TxBuilder): Promise<Id> => {
       const at = options.at === "start" ? 0 : options.at;
       if (options.at !== "start") {
-        const entry = await b.getEntry(at);
-        const segments = await chainOf(this.harness.storage, this.id, new Map());
-        if (entry === undefined || !segments.some((s) => s.conversationId === entry.conversationId && entry.id <= s.cap)) {
+        // A fork-aware point read: the chain may run through a deleted source (§2.4, §6.4).
+        if (!Number.isSafeInteger(at) || at < 1 || !(await visibleEntry(this.harness.storage, this.id, at))) {
           throw new PicoError("invalid_commit", `cannot fork conversation ${this.id} at ${at}: not one of its entries`);
         }
       }
@@ -232,25 +228,32 @@ export class ConversationHandle {
   }
 
   /**
-   * Create a child conversation owned by `owner` (a task) in a builder, initialized by copying selected
-   * current values of this conversation and applying overrides (§4.3). Unselected values are absent in
-   * the child; lists are not copied. The child has an owner and no parent, so capped-source lookup stops
-   * there (§4.4).
+   * Spawn a child conversation (§4.3, §9.1): one commit creates it owned by the task of `call` (a call
+   * that carries no task is refused), copies the selected current values of this conversation, applies
+   * overrides, appends the prompt and creates the first generation. Resolves with the child's id.
+   *
+   * @example
+   * const child = await (await runtime.conversation(runtime.conversationId, call))!.spawn(
+   *   { prompt: "summarize the logs", values: { inherit: [generationConfig.model], set: [[generationConfig.selectedTools, ["read"]]] } },
+   *   call,
+   * );
    */
-  static async initializeChild(
-    b: TxBuilder,
-    from: Id,
-    options: { readonly owner: Id; readonly values?: ChildValues },
-  ): Promise<Id> {
-    const copies: [ValueSpec<unknown>, JsonValue][] = [];
-    for (const spec of options.values?.inherit ?? []) {
-      const value = await b.value(bind(spec, { conversationId: from })).get();
-      if (value !== undefined) copies.push([spec, value as JsonValue]);
+  async spawn(options: SpawnOptions, call: Call): Promise<Id> {
+    return (await this.harness.commitBound(call, { conversationId: this.id }, (b) => this.spawnIn(b, options))).conversationId;
+  }
+
+  /**
+   * spawn inside a builder whose call carries the owning task, so a task can record the child (and
+   * its prompt's inputId) on its own state in the same commit.
+   */
+  async spawnIn(b: TxBuilder, options: SpawnOptions): Promise<Spawned> {
+    const origin = b.origin;
+    if (origin === undefined) {
+      throw new PicoError("contract", "spawn needs a call that carries a task: the child is owned by the task of the Call (§5.7); a host creates conversations with fork");
     }
-    const child = b.createConversation({ owner: options.owner });
-    for (const [spec, value] of copies) b.value(bind(spec, { conversationId: child })).set(value);
-    for (const [spec, value] of options.values?.set ?? []) b.value(bind(spec, { conversationId: child })).set(value);
-    return child;
+    const owner = this.harness.driver.liveTask(origin.taskId);
+    if (owner === undefined) throw new PicoError("contract", `task ${origin.taskId} is not live; only a live task can own a new conversation (§5.7)`);
+    return spawnChild(b, this.id, owner, this.#firstTurn(), this.harness.now(), options);
   }
 
   // The turn (accept, prompt, collapse, reset) is built by the kinds layer and installed on the harness.
@@ -285,6 +288,12 @@ export class ConversationHandle {
   /** Sugar for config(the generation kind in use): model, thinking, selected tools, profile, budget. */
   get settings(): ConfigHandle<ConfigSpec> {
     return this.config(this.#turns().generation);
+  }
+
+  #firstTurn(): FirstTurn {
+    const turns = this.harness.turns;
+    if (turns === undefined) throw new PicoError("not_found", "this harness has no turn kinds installed; spawn needs them for the child's first generation");
+    return turns;
   }
 
   #turns(): TurnApi {

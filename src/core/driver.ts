@@ -12,6 +12,7 @@ import type { CommittedBatch, Harness } from "./harness.js";
 import { systemClock, type Clock, type DriverHost, type FaultReport, type InvocationMethod } from "./host.js";
 import { createRuntime, releaseRuntime, type TaskRuntime } from "./runtime.js";
 import { watchHub } from "./watch.js";
+import { INBOX_NAMESPACE } from "./inbox.js";
 import type { AnyTaskKind } from "./task-kind.js";
 import type { CommitOrigin, TxBuilder } from "./tx.js";
 
@@ -290,6 +291,12 @@ export class Driver {
             throw new PicoError("contract", `task ${inv.taskId}'s abort handler cannot create tasks or conversations (§6.3)`);
           }
           if (write.type === "task") this.#checkNewWaitCycles(write.task);
+          break;
+        case "list.append":
+          // §6.3: nor can it queue future work; queued input (accept, queueInput, a queued write) is an inbox element.
+          if (inv?.method === "abort" && write.addr.namespace === INBOX_NAMESPACE) {
+            throw new PicoError("contract", `task ${inv.taskId}'s abort handler cannot queue input (§6.3)`);
+          }
           break;
         default:
           break;

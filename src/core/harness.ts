@@ -37,6 +37,7 @@ import {
   type Tx,
 } from "./tx.js";
 import { validateMainBatch, type LiveTurns } from "./validate.js";
+import { validateOwnerAgreement } from "./spawn.js";
 import { requestKey, type Acceptance } from "./inbox.js";
 import { Driver, type InspectResult } from "./driver.js";
 import type { DriverHost, FaultReport } from "./host.js";
@@ -218,7 +219,8 @@ export class Harness {
     const batch = builder.batch();
     if (batch.writes.length === 0) return { result, after: undefined };
     if (batch.kind === "main") {
-      await validateMainBatch(batch.writes, { storage: this.storage, origin, liveTurns: this.#liveTurns });
+      await validateMainBatch(batch.writes, { storage: this.storage, origin, liveTurns: this.#liveTurns, subtrees: this.driver });
+      await validateOwnerAgreement(batch.writes, this.storage);
       this.driver.validate(batch.writes, call, internal);
     }
     const { first, last } = await this.storage.commit(batch);
@@ -234,6 +236,8 @@ export class Harness {
     if (commit.batch.kind !== "main") return;
     const byConversation = new Map<Id, Entry[]>();
     for (const write of commit.batch.writes) {
+      // A deleted conversation has no handle any more, whichever path deleted it (§6.4).
+      if (write.type === "deleteConversation") this.#conversations.delete(write.id);
       if (write.type !== "entry") continue;
       const list = byConversation.get(write.entry.conversationId) ?? [];
       list.push(write.entry);
@@ -373,13 +377,9 @@ export class Harness {
     await this.driver.mark([id], call);
   }
 
-  /** Delete a conversation; rejects while its ownership subtree has live tasks or running calls (§6.4). */
+  /** Delete a conversation; validation rejects while its ownership subtree has live tasks or running calls (§6.4). */
   async deleteConversation(id: Id, call: Call): Promise<void> {
-    await this.commit((tx) => {
-      if (this.driver.subtreeBusy(id)) throw new PicoError("conflict", `conversation ${id} has live tasks or running invocations in its subtree`);
-      tx.deleteConversation(id);
-    }, call);
-    this.#conversations.delete(id);
+    await this.commit((tx) => tx.deleteConversation(id), call);
   }
 
   shutdown(call: Call): Promise<void> {

@@ -1,15 +1,17 @@
 /**
- * Validation on the commit line (§2.1, §5.8, §7.3): the transcript rules storage cannot know. It runs
+ * Validation on the commit line (§2.1, §5.8, §7.3): the transcript rules storage cannot know, and the
+ * ownership rules of ownership.ts (§5.4, §6.4). It runs
  * after the builder returns and before persistence, against committed state plus earlier writes of the
  * same batch, and throws a `PicoError`; a rejected batch writes nothing and consumes no ids.
  */
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import type { Conversation, Entry, Id, MainWrite } from "../storage/records.js";
-import { forkSegments, type Segment } from "../storage/shared.js";
+import type { Segment } from "../storage/shared.js";
 import type { Storage } from "../storage/storage.js";
 import { isManagedSystem, systemKind } from "./entries.js";
 import { invalid, PicoError } from "./errors.js";
 import type { CommitOrigin } from "./tx.js";
+import { validateOwnership, type LiveSubtrees } from "./ownership.js";
 import { asInputResult, checkResultTransition, INBOX_NAMESPACE, INPUT_RESULT_NAMESPACE, REQUEST_NAMESPACE, type InputResult } from "./inbox.js";
 
 /** Live turn-task counts per conversation; the driver answers from its index, tests from storage. */
@@ -17,24 +19,52 @@ export interface LiveTurns {
   liveTurnTasks(conversationId: Id): Promise<number>;
 }
 
-/** Fork chain of a conversation over committed state plus conversations created in this batch. */
-export async function chainOf(storage: Storage, conversationId: Id, created: ReadonlyMap<Id, Conversation>, cap?: Id): Promise<Segment[]> {
-  const known = new Map<Id, Conversation>(created);
-  let next: Id | undefined = conversationId;
-  while (next !== undefined) {
-    let conversation = known.get(next);
-    if (conversation === undefined) {
-      conversation = (await storage.getConversations([next])).get(next);
-      if (conversation === undefined) break;
-      known.set(next, conversation);
-    }
-    next = conversation.parent?.conversationId;
-  }
-  return forkSegments(conversationId, (id) => known.get(id), cap);
+/**
+ * A conversation's fork chain as validation sees it (§2.4): the segments of conversations created in this
+ * batch, nearest first, then the committed conversation below them with its cap. Storage answers that
+ * one's fork-aware reads over the rest of the chain, deleted sources included: a deleted conversation is
+ * hidden from lookups but stays a fork ancestor (§6.4), so core never walks committed records itself.
+ */
+export interface Chain {
+  readonly local: readonly Segment[];
+  readonly committed?: Segment;
 }
 
-function visibleIn(segments: readonly Segment[], entry: Entry): boolean {
-  return segments.some((s) => s.conversationId === entry.conversationId && entry.id <= s.cap);
+export function chainOf(conversationId: Id, created: ReadonlyMap<Id, Conversation>, cap: Id = Number.MAX_SAFE_INTEGER): Chain {
+  const local: Segment[] = [];
+  let current = conversationId;
+  let limit = cap;
+  for (;;) {
+    const conversation = created.get(current);
+    if (conversation === undefined) return { local, committed: { conversationId: current, cap: limit } };
+    local.push({ conversationId: current, cap: limit });
+    if (conversation.parent === undefined) return { local };
+    limit = Math.min(limit, conversation.parent.at);
+    current = conversation.parent.conversationId;
+  }
+}
+
+/** Whether an entry of this batch is in the chain's logical transcript. Batch ids are above every committed
+ * fork point, so in the committed part only the committed conversation's own new entries are visible. */
+function visibleInBatch(chain: Chain, entry: Entry): boolean {
+  if (chain.local.some((s) => s.conversationId === entry.conversationId && entry.id <= s.cap)) return true;
+  const committed = chain.committed;
+  return committed !== undefined && committed.conversationId === entry.conversationId && entry.id <= committed.cap;
+}
+
+/** Whether an entry (of this batch or committed) is in the chain's logical transcript. */
+async function visibleIn(chain: Chain, entry: Entry, batchEntries: ReadonlyMap<Id, Entry>, storage: Storage): Promise<boolean> {
+  if (batchEntries.has(entry.id)) return visibleInBatch(chain, entry);
+  const committed = chain.committed;
+  if (committed === undefined || entry.id > committed.cap) return false;
+  return visibleEntry(storage, committed.conversationId, entry.id);
+}
+
+/** Whether committed entry `id` is in the logical transcript of committed conversation `conversationId`
+ * (one fork-aware point read; deleted fork sources still resolve). */
+export async function visibleEntry(storage: Storage, conversationId: Id, id: Id): Promise<boolean> {
+  const page = await storage.scanEntries({ conversationId, from: id, through: id, limit: 1 });
+  return page.items[0]?.id === id;
 }
 
 function toolCallIds(entry: Entry): string[] | undefined {
@@ -53,6 +83,8 @@ export interface ValidationContext {
   readonly storage: Storage;
   readonly origin: CommitOrigin | undefined;
   readonly liveTurns: LiveTurns;
+  /** Busy ownership subtrees, for deletes (§6.4). */
+  readonly subtrees: LiveSubtrees;
 }
 
 export async function validateMainBatch(writes: readonly MainWrite[], ctx: ValidationContext): Promise<void> {
@@ -117,7 +149,7 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
       }
       case "entry": {
         const entry = write.entry;
-        const segments = await chainOf(storage, entry.conversationId, created, entry.id);
+        const chain = chainOf(entry.conversationId, created, entry.id);
         const lookup = async (id: Id): Promise<Entry | undefined> =>
           batchEntries.get(id) ?? (await storage.getEntries([id])).get(id);
 
@@ -136,10 +168,10 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
           }
         }
 
-        if (entry.head !== undefined) await validateHead(entry, segments, created, batchEntries, ctx.storage, lookup);
+        if (entry.head !== undefined) await validateHead(entry, chain, batchEntries, ctx.storage, lookup);
         for (const edit of entry.edits ?? []) {
           const target = await lookup(edit.target);
-          if (target === undefined || target.id >= entry.id || !visibleIn(segments, target)) {
+          if (target === undefined || target.id >= entry.id || !(await visibleIn(chain, target, batchEntries, storage))) {
             throw invalid(`entry ${entry.id}: edit target ${edit.target} is not an earlier visible entry of conversation ${entry.conversationId}`);
           }
           if (isManagedSystem(target)) {
@@ -165,6 +197,7 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
       throw invalid(`input ${inputId} left the inbox without its result being written in the same commit (§8.1)`);
     }
   }
+  await validateOwnership(writes, storage, ctx.subtrees);
 }
 
 function isBaseline(entry: Entry): boolean {
@@ -174,8 +207,7 @@ function isBaseline(entry: Entry): boolean {
 
 async function validateHead(
   entry: Entry,
-  segments: readonly Segment[],
-  created: ReadonlyMap<Id, Conversation>,
+  chain: Chain,
   batchEntries: ReadonlyMap<Id, Entry>,
   storage: Storage,
   lookup: (id: Id) => Promise<Entry | undefined>,
@@ -183,17 +215,17 @@ async function validateHead(
   const head = entry.head as Id;
   if (head !== entry.id) {
     const target = await lookup(head);
-    if (target === undefined || !visibleIn(segments, target)) {
+    if (target === undefined || !(await visibleIn(chain, target, batchEntries, storage))) {
       throw invalid(`entry ${entry.id}: head ${head} is not a visible entry of conversation ${entry.conversationId}`);
     }
   }
   // Committed entries are read from the nearest segment storage knows: conversations created in this
   // batch have no committed entries, and storage reads of that committed ancestor apply its own cutoffs.
-  const committed = segments.find((s) => !created.has(s.conversationId));
+  const committed = chain.committed;
   // The previous visible head: committed, or earlier in this batch in the same logical transcript.
   let previous: Entry | undefined;
   for (const e of batchEntries.values()) {
-    if (e.head !== undefined && visibleIn(segments, e) && (previous === undefined || e.id > previous.id)) previous = e;
+    if (e.head !== undefined && visibleInBatch(chain, e) && (previous === undefined || e.id > previous.id)) previous = e;
   }
   if (previous === undefined && committed !== undefined && storage.lastSeq > 0) {
     previous = await storage.newestHead(committed.conversationId, Math.min(storage.lastSeq, committed.cap));
@@ -205,7 +237,7 @@ async function validateHead(
   // must have all its results before the boundary too.
   let assistant: Entry | undefined;
   for (const e of batchEntries.values()) {
-    if (e.kind === "assistant" && e.id < head && visibleIn(segments, e) && (assistant === undefined || e.id > assistant.id)) assistant = e;
+    if (e.kind === "assistant" && e.id < head && visibleInBatch(chain, e) && (assistant === undefined || e.id > assistant.id)) assistant = e;
   }
   if (assistant === undefined && committed !== undefined && storage.lastSeq > 0) {
     const page = await storage.scanEntries({ conversationId: committed.conversationId, kind: "assistant", through: committed.cap, before: head, limit: 1 });
@@ -216,7 +248,7 @@ async function validateHead(
   for (const callId of calls) {
     let answered = false;
     for (const e of batchEntries.values()) {
-      if (e.kind === "tool_result" && e.key === callId && e.id < head && visibleIn(segments, e)) answered = true;
+      if (e.kind === "tool_result" && e.key === callId && e.id < head && visibleInBatch(chain, e)) answered = true;
     }
     if (!answered && committed !== undefined && storage.lastSeq > 0) {
       const page = await storage.scanEntries({ conversationId: committed.conversationId, kind: "tool_result", key: callId, through: committed.cap, before: head, limit: 1 });

@@ -4,7 +4,7 @@
  * captures them when it is created so a retry uses what the attempt used.
  */
 import { PicoError } from "../core/errors.js";
-import { bindTo, conversationValue } from "../core/state.js";
+import { bindTo, conversationValue, type ValueSpec } from "../core/state.js";
 import type { TxBuilder } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
 import type { TurnOptions } from "./services.js";
@@ -28,12 +28,21 @@ export type GenerationConfig = {
 
 /** Read the conversation's config on the line and capture it; a missing model is a clear error (§9.5). */
 export async function captureConfig(b: TxBuilder, conversationId: Id, options: TurnOptions): Promise<CapturedConfig> {
+  return configFrom(<T>(spec: ValueSpec<T>) => b.value(bindTo(spec, conversationId)).get(), conversationId, options);
+}
+
+/** The same capture from values given directly (a spawned child's values, written in the same commit, §4.3). */
+export async function configFrom(
+  read: <T>(spec: ValueSpec<T>) => Promise<T | undefined> | T | undefined,
+  conversationId: Id,
+  options: TurnOptions,
+): Promise<CapturedConfig> {
   const [model, thinking, tools, profile, budgetMs] = await Promise.all([
-    b.value(bindTo(generationConfig.model, conversationId)).get(),
-    b.value(bindTo(generationConfig.thinking, conversationId)).get(),
-    b.value(bindTo(generationConfig.selectedTools, conversationId)).get(),
-    b.value(bindTo(generationConfig.profile, conversationId)).get(),
-    b.value(bindTo(generationConfig.budgetMs, conversationId)).get(),
+    read(generationConfig.model),
+    read(generationConfig.thinking),
+    read(generationConfig.selectedTools),
+    read(generationConfig.profile),
+    read(generationConfig.budgetMs),
   ]);
   if (model === undefined || model === "") {
     throw new PicoError("invalid_commit", `conversation ${conversationId} has no model configured (pi.model); set it before asking for a turn`);

@@ -21,7 +21,8 @@ import type { EntryDraft } from "../core/entries.js";
 import type { Entry, Id } from "../storage/records.js";
 import { createCollapseKind } from "./collapse.js";
 import { createGenerationKind, planCollapse } from "./generation.js";
-import { acceptInput, foregroundTurn } from "./placement.js";
+import { configFrom, freshRetry } from "./config.js";
+import { acceptInput, createGeneration, foregroundTurn } from "./placement.js";
 import { createPostToolsKind } from "./post-tools.js";
 import { SectionRegistry } from "./sections.js";
 import { defaultTurnOptions, modelResolver, ToolRegistry, type AnyTool, type TurnOptions } from "./services.js";
@@ -100,6 +101,10 @@ function turnApi(harness: Harness, options: TurnOptions, hooks: HookRegistry, ge
   return {
     hooks,
     generation,
+    // A spawned child's first generation (§4.3): its config comes from the values the creating commit
+    // wrote, which storage does not see until that commit lands.
+    firstGeneration: async (b, conversationId, inputs, initial) =>
+      createGeneration(b, conversationId, inputs, await configFrom(initial, conversationId, options), freshRetry(options)),
     accept: (conversationId, input, call) => accept(conversationId, input, call),
     async prompt(conversationId, input, call): Promise<Entry | undefined> {
       const { inputId } = await accept(conversationId, input, call, true);

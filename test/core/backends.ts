@@ -5,6 +5,8 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { MemoryFiles } from "../../src/storage/files.js";
+import { JsonlStorage } from "../../src/storage/jsonl.js";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
 import type { Storage } from "../../src/storage/storage.js";
@@ -26,4 +28,13 @@ export const coreBackends: readonly CoreBackend[] = [
       return runInDurableObject(stub, async (_instance, state) => body(await SqliteStorage.open(state.storage)));
     },
   },
+];
+
+/**
+ * Every backend a core rule must hold on (issue 9): the core backends plus JSONL over in-memory files.
+ * The JSONL backend runs in the test isolate; its files are fresh per run.
+ */
+export const everyBackend: readonly CoreBackend[] = [
+  ...coreBackends,
+  { name: "jsonl", run: async (body) => body(await JsonlStorage.open(new MemoryFiles())) },
 ];

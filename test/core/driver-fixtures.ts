@@ -7,6 +7,8 @@
 import { BACKGROUND_CONTEXT, withAbortSignal, type Call } from "../../src/core/call.js";
 import { Harness, type HarnessOptions } from "../../src/core/harness.js";
 import type { Clock } from "../../src/core/host.js";
+import { HookRegistry } from "../../src/core/hooks.js";
+import { conversationValue } from "../../src/core/state.js";
 import type { TaskRuntime } from "../../src/core/runtime.js";
 import { defineTaskKind, erase, type AnyTaskKind, type TypedTask } from "../../src/core/task-kind.js";
 import type { CommitBatch, Id } from "../../src/storage/records.js";
@@ -377,4 +379,28 @@ export function cancellable(gate: Promise<void>, c: Call): Promise<void> {
       (e: unknown) => reject(e),
     );
   });
+}
+
+/** The tag a spawned child's first step task gets (set through spawn's initial values). */
+export const childTag = conversationValue<string>("test.child.tag", { rewind: false });
+
+/**
+ * A turn API whose "first generation" of a spawned child is a step task of `kind`, tagged with the
+ * child's initial `childTag` value and holding the prompt's inputId in refs (core tests have no
+ * generation kind). spawn is the only turn operation it supports.
+ */
+export function installStepTurns(h: Harness, kind: StepKind): void {
+  const unsupported = (): never => {
+    throw new Error("the step turn API supports spawn only");
+  };
+  h.turns = {
+    hooks: new HookRegistry(),
+    generation: { kind: kind.kind },
+    firstGeneration: (b, conversationId, inputs, initial) =>
+      Promise.resolve(b.task(kind, conversationId, { state: { status: "pending", tag: initial(childTag) ?? "child", refs: [...inputs] } })),
+    accept: unsupported,
+    prompt: unsupported,
+    collapse: unsupported,
+    reset: unsupported,
+  };
 }

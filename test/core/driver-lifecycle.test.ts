@@ -864,8 +864,13 @@ for (const backend of coreBackends) {
         expect(results.get("own conversation")).toBe("contract");
         expect(results.get("session")).toBe("contract");
         expect(results.get("child drives root")).toBe("contract");
-        // A background task T driving a conversation whose foreground D has after: [T].
-        const other = await h.commit((tx) => tx.createConversation({}), call);
+        // A background task T driving a conversation whose foreground D has after: [T]. D's conversation is
+        // in T's ownership tree (owned by a task of the root), as dependencies must be (§5.4).
+        const other = await h.commit((tx) => {
+          const base = (h as Harness).storage.lastSeq; // ids are minted from lastSeq (§3.1): owner base+1, conversation base+2
+          const owner = tx.task(plain, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "owner", refs: [] }, owns: [base + 2] });
+          return tx.createConversation({ owner });
+        }, call);
         await h.commit((tx) => {
           const t = tx.task(bg, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "bg", refs: [other] }, background: true });
           tx.task(plain, { conversationId: other, state: { status: "pending", tag: "d", refs: [] }, after: [t] });

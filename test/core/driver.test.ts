@@ -1,7 +1,7 @@
 /**
  * The driver's §10.2 failure and concurrency rows (§6.1-§6.4) on every core backend. Jobs and child
  * conversations are modelled with scripted test kinds: a background "job", and a "tool" that creates an
- * owned child conversation with a task in it (owner + owns in the creation commit). Every race is run in
+ * owned child conversation through spawn (owner + owns in the creation commit). Every race is run in
  * both orders with deferred promises and storage barriers; no wall-clock sleeps, no time assertions.
  */
 import { describe, expect, it } from "vitest";
@@ -32,7 +32,10 @@ import {
   type StepTask,
   Gates,
   cancellable,
+  childTag,
+  installStepTurns,
 } from "./driver-fixtures.js";
+import type { TaskRuntime } from "../../src/core/runtime.js";
 
 const queue = conversationList<string>("test.queue", { rewind: false });
 
@@ -47,32 +50,17 @@ async function stored(h: Harness, id: Id): Promise<Task> {
   return task;
 }
 
-/** Create a conversation owned by `owner` with one task of `kind` in it and record `owns`, from inside
- * the owner's invocation (the creation commit of §5.7). Returns [conversation, child task]. */
-async function spawnChild(
-  h: Harness,
-  owner: StepTask,
-  kind: StepKind,
-  c: Call,
-  options: { queued?: readonly string[]; background?: true; status?: "running" } = {},
-): Promise<[Id, Id]> {
-  return h.commitBound(c, { conversationId: owner.conversationId }, (b) => {
-    const conversation = b.createConversation({ owner: owner.id });
-    const child = b.task(kind, conversation, {
-      state: { status: "pending", tag: `${owner.state.tag}.child`, refs: [] },
-      ...(options.background ? { background: true as const } : {}),
-    });
-    for (const item of options.queued ?? []) b.list(bindTo(queue, conversation)).append(item);
-    // owns on an existing task: a raw patch carrying owns (and the running status) in the same commit.
-    b.push({
-      type: "patch",
-      id: owner.id,
-      role: "inflight",
-      state: { status: "running", tag: owner.state.tag, refs: [conversation, child] },
-      owns: [conversation],
-    });
-    return [conversation, child] as [Id, Id];
-  });
+/** Spawn a child through the public API (§4.3, §9.1) in the owner's commit, which also records the
+ * child and its first task in the owner's refs (running). Needs `installStepTurns(h, kind)`. */
+async function spawnThrough(rt: TaskRuntime, owner: StepTask, c: Call, queued: readonly string[] = []): Promise<[Id, Id]> {
+  const from = await rt.conversation(owner.conversationId, c);
+  if (from === undefined) throw new Error("owner conversation missing");
+  return rt.commit(async (tx) => {
+    const spawned = await from.spawnIn(tx.builder, { prompt: `work for ${owner.state.tag}`, values: { set: [[childTag, `${owner.state.tag}.child`]] } });
+    for (const item of queued) tx.list(bindTo(queue, spawned.conversationId)).append(item);
+    tx.patch(owner, "running", { tag: owner.state.tag, refs: [spawned.conversationId, spawned.generation] });
+    return [spawned.conversationId, spawned.generation] as [Id, Id];
+  }, c);
 }
 
 for (const backend of coreBackends) {
@@ -454,7 +442,7 @@ for (const backend of coreBackends) {
         });
         const tool = stepKind("tool", {
           execute: trace.wrap("execute", async (task, rt, c) => {
-            const [conversation] = await spawnChild(h as Harness, task, child, c, { queued: ["q1", "q2"] });
+            const [conversation] = await spawnThrough(rt, task, c, ["q1", "q2"]);
             started.open(task.state.tag);
             const handle = await rt.conversation(conversation, c);
             await handle?.drive(c);
@@ -474,6 +462,7 @@ for (const backend of coreBackends) {
         const run = async (storage: GateStorage, tag: string, crashAfterChildAbort: boolean) => {
           holdAborts = true;
           const h1 = await openWith(storage, [tool, child]);
+          installStepTurns(h1, child);
           h = h1;
           await (await h1.root(call)).list(queue).append(`root-${tag}`, call);
           const t = await addStep(h1, tool, h1.rootId, { tag });
@@ -503,6 +492,7 @@ for (const backend of coreBackends) {
           holdAborts = false;
           const s2 = storage.reopen();
           const h2 = await openWith(s2, [tool, child]);
+          installStepTurns(h2, child);
           h = h2;
           const seen = await h2.inspect(call);
           const live = [...seen.start, ...seen.inflight];
@@ -704,7 +694,7 @@ for (const backend of coreBackends) {
         });
         const tool = stepKind("tool", {
           execute: async (task, rt, c) => {
-            const [conversation, x] = await spawnChild(h as Harness, task, child, c);
+            const [conversation, x] = await spawnThrough(rt, task, c);
             started.open(task.state.tag);
             await (await rt.conversation(conversation, c))?.drive(c);
             started.open(`${task.state.tag}:idle`);
@@ -722,6 +712,7 @@ for (const backend of coreBackends) {
           },
         });
         h = await openWith(inner, [tool, child]);
+        installStepTurns(h, child);
         const root = await h.root(call);
 
         // Order 1: the child finishes, then the tool is marked before its own settlement.
