@@ -17,6 +17,7 @@ import { bodyLimit } from "hono/body-limit";
 import type { AppEnv } from "./auth.js";
 import { corsMiddleware } from "./cors.js";
 import { hostReport } from "./host-config.js";
+import { requestLog } from "./log.js";
 import { Problem, toProblem } from "./problems.js";
 import { conversationRoutes } from "./routes/conversations.js";
 import { sessionRoutes } from "./routes/sessions.js";
@@ -27,7 +28,8 @@ import { MAX_BODY_BYTES } from "./schemas.js";
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
-  // CORS first, so preflights and refused origins never reach a route.
+  app.use("*", requestLog());
+  // CORS before the routes, so preflights and refused origins never reach one.
   app.use("*", corsMiddleware());
 
   app.get("/health", (c) => c.text("ok"));
