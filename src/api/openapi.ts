@@ -28,7 +28,12 @@ import {
   watchQuery,
   watchTokenBody,
   webhookBody,
+  scheduleBody,
+  schedulePatch,
+  schedulesQuery,
+  noQuery,
 } from "./schemas.js";
+import { agentId, attemptBody, completeBody, mailBody, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   acceptResponse,
   acceptanceResponse,
@@ -86,6 +91,10 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   taskId: idString,
   requestKey,
   tenant: tenantName,
+  scheduleId: idString,
+  agentId,
+  mailId: idString,
+  file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
 
 const S = "/v1/sessions/{session}";
@@ -95,6 +104,31 @@ const ok = (json: z.ZodType, description = "OK"): RouteResponse => ({ descriptio
 const body = (schema: z.ZodType, required = true): ApiRoute["body"] => ({ schema, required });
 const idempotencyKey = { "idempotency-key": { schema: requestKey, description: "The request key (IETF Idempotency-Key): a retry with the same body returns the original acceptance; another body or conversation is 422" } };
 const lastEventId = { "last-event-id": { schema: z.string().max(40), description: "Resume after this event id" } };
+
+/** A schedule as the API shows it (issue 12). */
+const scheduleView = z.looseObject({
+  id: z.number().int(),
+  conversationId: z.number().int(),
+  input: z.string(),
+  mode: z.enum(["followUp", "steer", "nextRun"]),
+  every: z.number().int().nullable(),
+  cron: z.string().nullable(),
+  timezone: z.string().nullable(),
+  status: z.enum(["active", "paused", "ended"]),
+  nextRunAt: z.number().int().nullable(),
+  lastRunAt: z.number().int().nullable(),
+  lastInputId: z.number().int().nullable(),
+  runs: z.number().int(),
+  skipped: z.number().int(),
+});
+/** The hook-persistence document's record (snake_case, ISO 8601 UTC). */
+const hookRecord = z.looseObject({
+  agent_id: z.string(),
+  status: z.enum(["empty", "pending", "active", "completed"]),
+  work_item: z.looseObject({ bead_id: z.string(), title: z.string(), assigned_at: z.string(), last_activity: z.string() }).nullable().optional(),
+});
+/** Rig responses described loosely (agents, mail, nudges, witness, health: README "The rig"). */
+const rigRecord = z.looseObject({});
 
 /** Every route of the API. Add a route here when you add it to the app (a test enforces both ways). */
 export const API_ROUTES: readonly ApiRoute[] = [
@@ -147,6 +181,37 @@ export const API_ROUTES: readonly ApiRoute[] = [
     },
     body: body(webhookBody), responses: { 202: ok(acceptResponse, "Queued"), 200: ok(acceptResponse, "A redelivery: the first acceptance") },
   },
+  // Models (issue 10)
+  { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(z.looseObject({ defaultModel: z.string(), providers: z.array(z.looseObject({})), models: z.array(z.looseObject({})) })) } },
+  // Waiting input (issue 11)
+  { method: "post", path: `${C}/continue`, operationId: "continueConversation", summary: "Place queued input that waits (its group ended without a final answer) into a new turn", auth: client("conversation"), body: body(emptyBody, false), responses: { 200: ok(z.object({ inputs: z.array(z.number().int()), generation: z.number().int() })) } },
+  // Schedules (issue 12)
+  { method: "post", path: `${S}/schedules`, operationId: "createSchedule", summary: "A recurring input (every ms or cron)", auth: client("conversation"), body: body(scheduleBody), responses: { 201: ok(scheduleView, "Created") } },
+  { method: "get", path: `${S}/schedules`, operationId: "listSchedules", summary: "Schedules with their next and last run", auth: client("conversation"), query: schedulesQuery, responses: { 200: ok(z.object({ items: z.array(scheduleView), next: z.number().int().optional() })) } },
+  { method: "get", path: `${S}/schedules/{scheduleId}`, operationId: "getSchedule", summary: "One schedule", auth: client("conversation"), responses: { 200: ok(scheduleView) } },
+  { method: "patch", path: `${S}/schedules/{scheduleId}`, operationId: "patchSchedule", summary: "Pause or resume a schedule", auth: client("conversation"), body: body(schedulePatch), responses: { 200: ok(scheduleView) } },
+  { method: "delete", path: `${S}/schedules/{scheduleId}`, operationId: "deleteSchedule", summary: "End a schedule", auth: client("conversation"), responses: { 200: ok(scheduleView) } },
+  // The rig (issue 13): roles and the agent claim are checked per route (README "The rig")
+  { method: "put", path: `${S}/rig/agents/{agentId}`, operationId: "registerAgent", summary: "Register an agent (mayor, operator)", auth: client("rig"), body: body(registerBody), responses: { 201: ok(rigRecord, "Registered"), 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/agents`, operationId: "listAgents", summary: "Agents with their hook and health", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "delete", path: `${S}/rig/agents/{agentId}`, operationId: "deregisterAgent", summary: "Deregister an agent whose hook is empty (mayor)", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "post", path: `${S}/rig/agents/{agentId}/terminate`, operationId: "terminateAgent", summary: "Abort a conversation agent's work (mayor)", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/agents/{agentId}/hook`, operationId: "getAgentHook", summary: "An agent's hook (ETag, Hook-Attempt)", auth: client("rig"), responses: { 200: ok(hookRecord) } },
+  { method: "put", path: `${S}/rig/agents/{agentId}/hook`, operationId: "setHook", summary: "empty -> pending (mayor); If-Match makes it conditional", auth: client("rig"), body: body(setHookBody), responses: { 200: ok(hookRecord) } },
+  { method: "delete", path: `${S}/rig/agents/{agentId}/hook`, operationId: "clearHook", summary: "completed -> empty (mayor)", auth: client("rig"), responses: { 200: ok(hookRecord) } },
+  { method: "get", path: `${S}/rig/hook`, operationId: "ownHook", summary: "The calling agent's hook; ?wait= long-polls until it is not empty", auth: client("rig"), query: waitQuery, responses: { 200: ok(hookRecord) } },
+  { method: "post", path: `${S}/rig/hook/activate`, operationId: "activateHook", summary: "pending -> active (the owning agent)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookRecord) } },
+  { method: "post", path: `${S}/rig/hook/touch`, operationId: "touchHook", summary: "Update last_activity (throttled)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookRecord) } },
+  { method: "post", path: `${S}/rig/hook/complete`, operationId: "completeHook", summary: "active -> completed (the owning agent)", auth: client("rig"), body: body(completeBody, false), responses: { 200: ok(hookRecord) } },
+  { method: "get", path: `${S}/rig/mail`, operationId: "listMail", summary: "The caller's mailbox", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "post", path: `${S}/rig/mail`, operationId: "sendMail", summary: "Send durable mail", auth: client("rig"), body: body(mailBody), responses: { 201: ok(rigRecord, "Sent") } },
+  { method: "post", path: `${S}/rig/mail/{mailId}/ack`, operationId: "ackMail", summary: "Acknowledge a message", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/nudges`, operationId: "nudges", summary: "Nudges for an external agent since it last asked; ?wait= long-polls", auth: client("rig"), query: waitQuery, responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/witness`, operationId: "getWitness", summary: "The witness's settings and state", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "patch", path: `${S}/rig/witness`, operationId: "patchWitness", summary: "Change the witness's settings (mayor, operator)", auth: client("rig"), body: body(witnessPatch), responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/health`, operationId: "rigHealth", summary: "RigHealthReport", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/chipset/state/hooks/{file}`, operationId: "hookFile", summary: "A hook as .chipset/state/hooks/{agent_id}.json", auth: client("rig"), responses: { 200: ok(hookRecord) } },
+  { method: "get", path: `${S}/rig/chipset/state`, operationId: "chipsetExport", summary: "The .chipset/state tree as a tar archive", auth: client("rig"), responses: { 200: { description: "application/x-tar", text: true } } },
 ];
 
 type JsonSchema = Record<string, unknown>;
