@@ -5,7 +5,8 @@
  * `deleteAlarm` is a billed storage write. Used by SessionHost (driver notifications) and the
  * SessionObject's alarm handler. It knows nothing of Durable Objects: the sink does the writes.
  *
- * More reasons (the rig's witness patrol) join as further inputs of `#desired`.
+ * More reasons (the rig's witness patrol) join as further inputs of `#desired`. The tenant directory's
+ * pending update (session-directory.ts) is one: it is retried from the alarm until acknowledged.
  */
 
 export interface AlarmSink {
@@ -31,6 +32,7 @@ export class AlarmPlan {
   readonly #heartbeatMs: number;
   #wake: number | undefined;
   #heartbeat: number | undefined;
+  #directory: number | undefined;
   #busy = false;
   /** What the runtime has scheduled: null until known (a fresh instance reads it once). */
   #armed: number | undefined | null = null;
@@ -68,6 +70,22 @@ export class AlarmPlan {
     this.#apply(now);
   }
 
+  /** When the directory's pending update is due (undefined: nothing pending). */
+  directory(at: number | undefined, now: number): void {
+    this.#directory = at;
+    this.#apply(now);
+  }
+
+  /** The storage was wiped (session deleted): nothing is scheduled and no task reason remains. */
+  cleared(now: number): void {
+    this.#armed = undefined;
+    this.#target = undefined;
+    this.#wake = undefined;
+    this.#heartbeat = undefined;
+    this.#busy = false;
+    this.#apply(now);
+  }
+
   /**
    * The alarm fired: the runtime has consumed it (nothing is scheduled now), and a heartbeat moves on.
    * Re-arms at once when a reason remains.
@@ -85,7 +103,7 @@ export class AlarmPlan {
 
   /** The earliest reason to wake, or undefined. */
   get desired(): number | undefined {
-    return minimum(this.#wake, this.#heartbeat);
+    return minimum(minimum(this.#wake, this.#heartbeat), this.#directory);
   }
 
   #apply(now: number): void {

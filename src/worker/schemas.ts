@@ -47,7 +47,23 @@ export const userInput = z.union(
   { error: "input must be a non-empty string or a non-empty array of text and image parts" },
 );
 
+/** A session's directory title and labels (not part of its config: a second PUT does not compare them). */
+const title = z.string().min(1).max(200);
+const labels = z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$/, "a label is 1-64 characters of A-Z a-z 0-9 _ . : / - starting with a letter or digit")).max(20);
+
+export const sessionPatch = z
+  .strictObject({ title: title.nullable().optional(), labels: labels.optional() })
+  .refine((body) => body.title !== undefined || body.labels !== undefined, "a session patch sets title or labels");
+
+export const sessionsQuery = z.strictObject({
+  limit: z.string().regex(/^[1-9][0-9]{0,2}$/, "limit is 1-200").transform(Number).refine((n) => n <= 200, "limit is 1-200").optional(),
+  cursor: z.string().regex(/^[A-Za-z0-9_-]{1,400}$/, "a cursor is what a previous page returned").optional(),
+  q: z.string().min(1).max(200).optional(),
+});
+
 export const sessionConfig = z.strictObject({
+  title: title.optional(),
+  labels: labels.optional(),
   model: z.string().min(1).max(200).optional(),
   thinking: z.string().min(1).max(50).optional(),
   selectedTools: z.array(z.string().min(1).max(100)).max(100).optional(),
