@@ -243,6 +243,11 @@ export class Driver {
     return { taskId: inv.taskId, turn: (lt?.task.turn ?? inv.kind.turn) === true };
   }
 
+  /** Whether `inv` is still its task's running invocation (a runtime acts only while it is, §6.5). */
+  isCurrent(inv: Invocation): boolean {
+    return this.#running.get(inv.taskId) === inv;
+  }
+
   /** Admission (§6.3, §6.4): phase, exact invocation identity and the durable mark, before the builder runs. */
   admit(call: Call, internal: boolean, scratchTask: Id | undefined, mark = false): void {
     if (this.#phase === "faulted") throw new PicoError("faulted", `the session faulted: ${this.#fault?.message ?? "unknown"}`);
@@ -261,9 +266,14 @@ export class Driver {
     if (scratchTask !== undefined && scratchTask !== inv.taskId) {
       throw new PicoError("contract", `task ${inv.taskId} tried to write task ${scratchTask}'s scratch`);
     }
+    const lt = this.#live.get(inv.taskId);
+    // §6.1: authority ends at settlement. The invocation keeps its slot until it returns, but once its
+    // task left the live map it may not write again (neither main nor scratch).
+    if (lt === undefined) {
+      throw new PicoError("contract", `task ${inv.taskId} has settled; its ${inv.method} invocation has no write authority left (§6.1)`);
+    }
     if (inv.method !== "abort") {
-      const lt = this.#live.get(inv.taskId);
-      if (lt?.task.abort === true || this.#phase === "stopping") throw new TaskCancelled(inv.taskId);
+      if (lt.task.abort === true || this.#phase === "stopping") throw new TaskCancelled(inv.taskId);
     }
   }
 
@@ -559,6 +569,20 @@ export class Driver {
 
   // ---------------------------------------------------------------------------------------------
   // Faults (§6.1): fail-stop
+
+  /**
+   * Uncertain persistence (§3.3, §6.3): a batch's storage write failed in a way that may have left it
+   * durable. The session fail-stops on the line; reopening recovers the last complete batch.
+   */
+  persistenceFailed(error: unknown, call: Call): Action {
+    if (this.#phase !== "open" && this.#phase !== "stopping") return () => undefined;
+    const inv = call.value(invocationKey);
+    return this.#failStop({
+      ...(inv === undefined ? {} : { taskId: inv.taskId, kind: inv.kind.kind, method: inv.method }),
+      error,
+      message: `a commit's persistence is uncertain (${describe(error)}); reopen the session to recover its last complete batch (§3.3)`,
+    });
+  }
 
   #failStop(report: FaultReport): Action {
     this.#phase = "faulted";

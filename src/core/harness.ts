@@ -17,7 +17,7 @@ import type {
   Task,
   TaskStateBase,
 } from "../storage/records.js";
-import type { Storage } from "../storage/storage.js";
+import { StorageError, type Storage } from "../storage/storage.js";
 import type { Call } from "./call.js";
 import { ConversationHandle, type TurnApi } from "./conversation.js";
 import { builtinEntryKinds, EntryKindRegistry, type EntryKind } from "./entries.js";
@@ -223,7 +223,16 @@ export class Harness {
       await validateOwnerAgreement(batch.writes, this.storage);
       this.driver.validate(batch.writes, call, internal);
     }
-    const { first, last } = await this.storage.commit(batch);
+    const { first, last } = await this.storage.commit(batch).catch((error: unknown) => {
+      // A structural rejection wrote nothing, and a closed storage attempted nothing; any other failure
+      // may have persisted the batch (§3.3): the session fail-stops, and the fault's notifications run
+      // once this line operation is over.
+      if (!(error instanceof StorageError && (error.code === "malformed_batch" || error.code === "too_large" || error.code === "closed"))) {
+        const after = this.driver.persistenceFailed(error, call);
+        void this.line.run(() => undefined).then(after);
+      }
+      throw error;
+    });
     const committed: CommittedBatch = { first, last, batch, origin };
     this.#observe(committed);
     const after = await this.driver.applied(committed);

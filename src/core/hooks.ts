@@ -48,9 +48,10 @@ export type ChainResolver = (conversationId: Id) => Promise<readonly Id[]>;
 export class HookRegistry {
   readonly #registrations: Registration[] = [];
   #order = 0;
-  readonly #report: (failure: HookFailure) => void;
+  readonly #report: (failure: HookFailure, call: Call) => void;
 
-  constructor(report: (failure: HookFailure) => void = () => undefined) {
+  /** `report` gets each fail-open failure and the Call of the run (which names the task invocation). */
+  constructor(report: (failure: HookFailure, call: Call) => void = () => undefined) {
     this.#report = report;
   }
 
@@ -118,7 +119,7 @@ export class HookRegistry {
         if (isCancellation(error, call)) throw error;
         if (failClosed) throw new PicoError("contract", `${kind.kind}.${point} hook failed closed: ${describe(error)}`, { cause: error });
         frame?.skipped?.(error);
-        this.#report({ kind: kind.kind, point, error });
+        this.#report({ kind: kind.kind, point, error }, call);
       }
     }
     return merged;

@@ -68,10 +68,19 @@ export function releaseRuntime(runtime: TaskRuntime): void {
 
 export function createRuntime(harness: Harness, driver: Driver, inv: Invocation, task: Task): TaskRuntime {
   const binding = { conversationId: task.conversationId, taskId: task.id };
+  // Every runtime method, reads included, checks that its call carries this runtime's invocation and
+  // that the invocation is still current (§6.5): a leaked runtime or call cannot act for the task.
   const own = (call: Call): void => {
     if (invocationOf(call) !== inv) {
       throw new PicoError("contract", `task ${task.id}'s runtime was used with a call that does not carry its ${inv.method} invocation`);
     }
+    if (!driver.isCurrent(inv)) {
+      throw new PicoError("contract", `task ${task.id}'s ${inv.method} invocation has returned; its runtime no longer acts for the task`);
+    }
+  };
+  const owned = <A extends unknown[], R>(f: (...args: [...A, Call]) => Promise<R>) => async (...args: [...A, Call]): Promise<R> => {
+    own(args[args.length - 1] as Call);
+    return f(...args);
   };
   const runtime: TaskRuntime = {
     taskId: task.id,
@@ -90,25 +99,49 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
       return harness.scratch(call, task.id, plan);
     },
     now: () => driver.clock.now(),
-    sleep: (untilMs, call) => driver.sleep(task.id, untilMs, call),
-    config: async (kind, _call) => {
+    sleep: async (untilMs, call) => {
+      own(call);
+      return driver.sleep(task.id, untilMs, call);
+    },
+    config: async (kind, call) => {
+      own(call);
       const spec = (kind.config ?? {}) as ConfigSpec;
       const keys = Object.keys(spec);
       const values = await Promise.all(keys.map(async (key) => (await harness.storage.getValue(bind(spec[key] as ValueSpec<unknown>, binding)))?.value));
       return Object.fromEntries(keys.map((key, i) => [key, values[i]])) as never;
     },
-    conversation: (id, call) => harness.conversation(id, call),
+    conversation: async (id, call) => {
+      own(call);
+      return harness.conversation(id, call);
+    },
     abortTask: async (id, call) => {
+      own(call);
       await driver.mark([id], call);
     },
-    markIfLive: (ids, call) => driver.mark(ids, call, { ifLive: true }),
-    waitForTask: (id, options, call) => driver.waitForTask(id, options, call),
-    getTask: ((a: { readonly kind: string } | Id, b: Id | Call, c?: Call) =>
-      typeof a === "number" ? harness.getTask(a, b as Call) : harness.getTask(a as TaskDefinition<TaskStateBase, TaskRoles<TaskStateBase>>, b as Id, c as Call)) as TaskRuntime["getTask"],
-    getEntry: ((a: EntryKind | Id, b: Id | Call, c?: Call) =>
-      typeof a === "number" ? harness.getEntry(a, b as Call) : harness.getEntry(a, b as Id, c as Call)) as TaskRuntime["getEntry"],
-    value: (addr) => valueHandle(harness, addr, binding),
-    list: (addr) => listHandle(harness, addr, binding),
+    markIfLive: async (ids, call) => {
+      own(call);
+      return driver.mark(ids, call, { ifLive: true });
+    },
+    waitForTask: async (id, options, call) => {
+      own(call);
+      return driver.waitForTask(id, options, call);
+    },
+    getTask: (async (a: { readonly kind: string } | Id, b: Id | Call, c?: Call) => {
+      own(typeof a === "number" ? (b as Call) : (c as Call));
+      return typeof a === "number" ? harness.getTask(a, b as Call) : harness.getTask(a as TaskDefinition<TaskStateBase, TaskRoles<TaskStateBase>>, b as Id, c as Call);
+    }) as TaskRuntime["getTask"],
+    getEntry: (async (a: EntryKind | Id, b: Id | Call, c?: Call) => {
+      own(typeof a === "number" ? (b as Call) : (c as Call));
+      return typeof a === "number" ? harness.getEntry(a, b as Call) : harness.getEntry(a, b as Id, c as Call);
+    }) as TaskRuntime["getEntry"],
+    value: (addr) => {
+      const handle = valueHandle(harness, addr, binding);
+      return { get: owned(handle.get), getAt: owned(handle.getAt), set: owned(handle.set), delete: owned(handle.delete) };
+    },
+    list: (addr) => {
+      const handle = listHandle(harness, addr, binding);
+      return { read: owned(handle.read), append: owned(handle.append), remove: owned(handle.remove), clear: owned(handle.clear) };
+    },
     preview: <P extends object>(initial: P): Tracker<P> => {
       const previous = trackers.get(runtime);
       const hub = watchHub(harness).previews;

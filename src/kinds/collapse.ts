@@ -7,6 +7,8 @@
  */
 import type { AssistantMessage, Message } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
+import type { DerivedContext } from "../core/context.js";
+import type { ConversationHandle } from "../core/conversation.js";
 import { requestMessages } from "../core/context.js";
 import { summaryEntry, summaryKind } from "../core/entries.js";
 import type { Entry } from "../storage/records.js";
@@ -68,7 +70,7 @@ export function createCollapseKind(services: TurnServices) {
     const { status: _status, ...base } = task.state;
     const conversation = await runtime.conversation(task.conversationId, call);
     if (conversation === undefined) throw new PicoError("not_found", `conversation ${task.conversationId} vanished`);
-    const prefix = await conversation.contextEntries(base.summarizeThrough, call);
+    const prefix = await summarizedPrefix(conversation, base, call);
     const chain = await ownershipChain(runtime, task.conversationId, call);
     const decision = await services.hooks.run<{ decline?: boolean; instructions?: string; summary?: string }>(
       kind,
@@ -87,7 +89,9 @@ export function createCollapseKind(services: TurnServices) {
       else {
         const instructions = decision.instructions ?? base.instructions ?? SUMMARY_PROMPT;
         const messages: Message[] = [...requestMessages(prefix), { role: "user", content: instructions, timestamp: runtime.now() }];
-        const answer = await services.models.models.complete(model, { messages }, { signal: call.abortSignal ?? new AbortController().signal });
+        // The history's tool declarations stay (providers need them to read its tool blocks), but the
+        // summarizer must answer in text: tool choice none.
+        const answer = await services.models.models.completeSimple(model, { messages }, { signal: call.abortSignal ?? new AbortController().signal, toolChoice: "none" });
         usage = answer.usage;
         const produced = answer.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("");
         if (answer.stopReason === "error" || answer.stopReason === "aborted" || produced === "") error = answer.errorMessage ?? "the summarizer returned nothing";
@@ -138,4 +142,18 @@ export function createCollapseKind(services: TurnServices) {
   }
 
   return kind;
+}
+
+/**
+ * What the summarizer reads (§2.3): the context as of the captured head, cut after the last summarized
+ * entry. That is inside the current context and starts with the previous head (its summary carries what
+ * came before), never the raw history the head replaced, even when the prefix ends before the head was
+ * appended (derivation at `summarizeThrough` alone would predate the head).
+ */
+async function summarizedPrefix(conversation: ConversationHandle, base: Pick<CollapseState, "capturedHead" | "summarizeThrough">, call: Call): Promise<DerivedContext> {
+  const at = Math.max(base.summarizeThrough, base.capturedHead ?? 0);
+  const context = await conversation.contextEntries(at, call);
+  const headId = context.head?.id;
+  const items = context.items.filter((item) => item.entry.id === headId || item.entry.id <= base.summarizeThrough);
+  return { ...context, items, ids: items.map((item) => item.entry.id) };
 }

@@ -5,7 +5,7 @@
  * calls (tools + post_tools), final answer (resolving its input group), retry_wait, overflow (handed to
  * a collapse whose settlement creates the next generation), or failure. Usage is recorded per attempt.
  */
-import type { AssistantMessage, Context, Message, ToolCall } from "@earendil-works/pi-ai";
+import type { AssistantMessage, Context, DeferredHandle, Message, ToolCall } from "@earendil-works/pi-ai";
 import { isContextOverflow, isRetryableAssistantError } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
 import { requestMessages } from "../core/context.js";
@@ -13,6 +13,7 @@ import type { ConversationHandle } from "../core/conversation.js";
 import { assistantKind, systemKind, type AssistantEntry } from "../core/entries.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import type { TaskRuntime } from "../core/runtime.js";
+import { bindTo, conversationValue } from "../core/state.js";
 import { defineTaskKind, type TypedTask } from "../core/task-kind.js";
 import type { TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject } from "../storage/records.js";
@@ -24,6 +25,13 @@ import { foldSectionState, foldTools, planSystemEntry, prepareSections, type Sec
 import type { TurnServices } from "./services.js";
 import { generationRoles, type CapturedConfig, type CollapseState, type GenerationState, type RetryBudget } from "./states.js";
 import { recordUsage } from "./usage.js";
+
+/**
+ * The last threshold collapse planned in a conversation: the estimated context tokens then and the head
+ * it was to replace. While the head is unchanged (the collapse was declined or failed), the next one
+ * waits for the context to grow (§8.2, issue 10).
+ */
+export const thresholdAttempt = conversationValue<{ tokens: number; head: Id | null }>("pi.collapse.threshold", { rewind: true });
 
 /** Hook points of the generation (§8.7). */
 export interface GenerationHooks {
@@ -113,6 +121,11 @@ export function createGenerationKind(services: GenerationServices) {
       await retryOrFail(task, runtime, base, "interrupted before any output", call);
     },
     async abort(task, runtime, call) {
+      if (task.state.status === "deferred") {
+        // Best effort: the provider may stop working on an answer nobody will read.
+        const model = services.models.resolve(task.state.config.model);
+        if (model !== undefined) await services.models.models.cancelDeferred(model, task.state.handle, { signal: call.abortSignal ?? new AbortController().signal }).catch(() => undefined);
+      }
       const batches = await readFrames(runtime, call);
       const { status: _status, ...base } = task.state;
       await runtime.commit(async (tx) => {
@@ -154,6 +167,8 @@ export function createGenerationKind(services: GenerationServices) {
   async function retryOrFail(task: GenTask, runtime: TaskRuntime, base: Omit<GenerationState & { status: "pending" }, "status">, error: string, call: Call): Promise<void> {
     const attempt = base.retry.attempt + 1;
     await runtime.commit(async (tx) => {
+      // The interrupted attempt reached the provider; what it cost is unknown, not zero (§8.2).
+      await recordUsage(builderOf(tx), { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
       if (attempt < base.retry.maxAttempts) {
         const notBefore = runtime.now() + retryDelay(services.options.retryBaseMs, attempt);
         tx.patch(task, "retry_wait", { inputs: base.inputs, config: base.config, retry: { ...base.retry, attempt }, notBefore, error });
@@ -166,10 +181,10 @@ export function createGenerationKind(services: GenerationServices) {
 
   async function runAttempt(task: GenTask, runtime: TaskRuntime, call: Call): Promise<void> {
     const state = task.state;
-    if (state.status !== "pending" && state.status !== "retry_wait" && state.status !== "streaming") {
+    if (state.status !== "pending" && state.status !== "retry_wait" && state.status !== "streaming" && state.status !== "deferred") {
       throw new PicoError("contract", `generation ${task.id} cannot run from ${state.status}`);
     }
-    if (state.status === "retry_wait") await runtime.sleep(state.notBefore, call);
+    if (state.status === "retry_wait" || state.status === "deferred") await runtime.sleep(state.notBefore, call);
     const { inputs, config, retry } = state;
     const conversation = await runtime.conversation(task.conversationId, call);
     if (conversation === undefined) throw new PicoError("not_found", `conversation ${task.conversationId} vanished`);
@@ -184,15 +199,25 @@ export function createGenerationKind(services: GenerationServices) {
       return;
     }
 
-    // Threshold collapse before the request (§8.2 execute): C, then G' after [C].
-    if (services.options.collapseThresholdTokens > 0) {
+    // Threshold collapse before the request (§8.2 execute): C, then G' after [C]. A threshold collapse
+    // that did not replace the head (declined, failed) is not planned again for the same head until the
+    // context grew by collapseRetryGrowthTokens: G' goes ahead uncollapsed (an overflow, if it comes,
+    // takes the overflow path), so a declining before_collapse cannot loop.
+    const threshold = services.options.collapseThresholdTokens;
+    if (threshold > 0 && state.status !== "deferred") {
       const current = await conversation.contextEntries(undefined, call);
       const tokens = estimateTokens(requestMessages(current));
-      if (tokens > services.options.collapseThresholdTokens && current.items.length > services.options.collapseKeepEntries + 1) {
+      if (tokens > threshold && current.items.length > services.options.collapseKeepEntries + 1) {
+        const growth = services.options.collapseRetryGrowthTokens ?? Math.ceil(threshold / 10);
+        const head = current.head?.id ?? null;
         const handedOff = await runtime.commit(async (tx) => {
           const b = builderOf(tx);
+          const attempted = b.value(bindTo(thresholdAttempt, task.conversationId));
+          const last = await attempted.get();
+          if (last !== undefined && last.head === head && tokens < last.tokens + growth) return false;
           const collapse = await planCollapse(b, task.conversationId, current, "threshold", null, services.options.collapseKeepEntries);
           if (collapse === undefined) return false;
+          attempted.set({ tokens, head });
           const next = b.task({ kind: "generation" }, task.conversationId, { state: { status: "pending", inputs, config, retry }, after: [collapse] });
           tx.settle(task, "done", { inputs, config, retry, assistant: null, successor: next });
           return true;
@@ -203,7 +228,8 @@ export function createGenerationKind(services: GenerationServices) {
 
     // Preparation: sections and tools outside the line, the system entry and cutoff on the line.
     const chain = await ownershipChain(runtime, task.conversationId, call);
-    let requestThrough: Id | undefined;
+    // A deferred answer keeps its prepared request's cutoff: no new preparation, poll instead (§8.2).
+    let requestThrough: Id | undefined = state.status === "deferred" ? state.requestThrough : undefined;
     for (let round = 0; requestThrough === undefined; round++) {
       if (round > 5) throw new PicoError("contract", `generation ${task.id}: section state kept changing during preparation`);
       const tip = storage.lastSeq;
@@ -227,7 +253,8 @@ export function createGenerationKind(services: GenerationServices) {
     // The request: the context at requestThrough, messages only (§8.2).
     const snapshot = await conversation.contextEntries(requestThrough, call);
     let request: Context = { messages: requestMessages(snapshot) };
-    const hooked = await services.hooks.run<{ request?: Context }>(kind, "before_request", { request: { messages: [...request.messages] } }, chain, call);
+    // A deferred answer was requested already: polling sends no new request, so nothing to hook.
+    const hooked = state.status === "deferred" ? {} : await services.hooks.run<{ request?: Context }>(kind, "before_request", { request: { messages: [...request.messages] } }, chain, call);
     if (hooked.request !== undefined) request = hooked.request;
     if ("systemPrompt" in request || "tools" in request) {
       throw new PicoError("contract", "before_request must keep the request messages-only (no systemPrompt or tools)");
@@ -236,26 +263,41 @@ export function createGenerationKind(services: GenerationServices) {
     // before_request, not against the registry: a registered but unselected tool is not callable.
     const offered = foldTools([request.messages]);
 
-    // Stream: frames to scratch, coalesced; the partial stays in memory for the preview.
-    // A retry must not replay the frames of the attempt before it; a first attempt has none to clear,
-    // so it spends no scratch commit on it (one fewer commit per generation).
-    if (retry.attempt > 0) await runtime.scratch((sc) => sc.list(framesList).clear(), call);
-    const preview = runtime.preview<GenerationPreview>({ content: [] });
-    const stream = services.models.models.stream(model, request, { signal: call.abortSignal ?? new AbortController().signal });
-    const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);
-    try {
-      for await (const event of stream) {
-        const frames = encodeEvent(event);
-        for (const frame of frames) {
-          flusher.push(frame);
-          applyFrame(preview.state, frame);
+    let message: AssistantMessage;
+    if (state.status === "deferred") {
+      // Poll the deferred answer; a provider that is not done yet answers deferred again.
+      message = await services.models.models.fetchDeferred(model, state.handle, { signal: call.abortSignal ?? new AbortController().signal });
+    } else {
+      // Stream: frames to scratch, coalesced; the partial stays in memory for the preview.
+      // A retry must not replay the frames of the attempt before it; a first attempt has none to clear,
+      // so it spends no scratch commit on it (one fewer commit per generation).
+      if (retry.attempt > 0) await runtime.scratch((sc) => sc.list(framesList).clear(), call);
+      const preview = runtime.preview<GenerationPreview>({ content: [] });
+      // The producer gets its own signal (§4.6): any early exit of the loop below (a failed scratch
+      // commit, a post-mark rejection) cancels it, and the finally joins it, so no provider request
+      // keeps running unobserved after this invocation returns.
+      const producer = linkedController(call.abortSignal);
+      const stream = services.models.models.stream(model, request, { signal: producer.controller.signal });
+      const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);
+      try {
+        for await (const event of stream) {
+          const frames = encodeEvent(event);
+          for (const frame of frames) {
+            flusher.push(frame);
+            applyFrame(preview.state, frame);
+          }
+          await flusher.maybeFlush();
         }
-        await flusher.maybeFlush();
+      } finally {
+        producer.cancel();
+        try {
+          await flusher.close();
+        } finally {
+          await stream.result();
+        }
       }
-    } finally {
-      await flusher.close();
+      message = await stream.result();
     }
-    const message = await stream.result();
     await services.hooks.run(kind, "after_response", { response: message, usage: message.usage }, chain, call);
     const usage = message.usage;
     const attemptRetry: RetryBudget = { ...retry, attempt: retry.attempt + 1 };
@@ -264,22 +306,38 @@ export function createGenerationKind(services: GenerationServices) {
     // A durable mark wins over any in-band outcome: the commit below rejects and abort runs.
     if (message.stopReason === "aborted" && call.abortSignal?.aborted) throw new TaskCancelled(task.id);
 
+    // Deferred (§8.2): the provider answers later. Keep the handle and the request cutoff, record the
+    // attempt's usage, and execute again from notBefore (a start status: a restart resumes polling).
+    const handle = message.deferred;
+    if (message.stopReason === "deferred" && handle !== undefined) {
+      const through = requestThrough;
+      await runtime.commit(async (tx) => {
+        await recordUsage(builderOf(tx), row);
+        const notBefore = runtime.now() + (handle.pollAfterMs ?? services.options.deferredPollMs ?? 30_000);
+        tx.patch(task, "deferred", { inputs, config, retry, requestThrough: through, handle: handle as DeferredHandle & JsonObject, notBefore });
+      }, call);
+      return;
+    }
+
+    // Overflow, reported as an error or silently: an answer whose input filled the window (a `stop`
+    // over it, a `length` stop with no output) was cut by the provider, so it is not answered (§8.2).
+    if (isContextOverflow(message, model.contextWindow)) {
+      const error = message.errorMessage ?? `context overflow (${message.stopReason}: ${message.usage.input + message.usage.cacheRead} input tokens, window ${model.contextWindow})`;
+      // Overflow: settle, hand the retry to a collapse whose settlement creates G' (nothing live waits on it).
+      await runtime.commit(async (tx) => {
+        const b = builderOf(tx);
+        const current = await conversation.contextEntries(undefined, call);
+        await recordUsage(b, row);
+        const collapse = await planCollapse(b, task.conversationId, current, "overflow", { inputs, config, retry: attemptRetry }, services.options.collapseKeepEntries);
+        if (collapse === undefined) {
+          await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: `context overflow: ${error}`, placeWrites: true });
+        }
+        tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "overflow", error, partial: null, successor: collapse ?? null });
+      }, call);
+      return;
+    }
     if (message.stopReason === "error" || message.stopReason === "aborted") {
       const error = message.errorMessage ?? message.stopReason;
-      if (isContextOverflow(message, model.contextWindow)) {
-        // Overflow: settle, hand the retry to a collapse whose settlement creates G' (nothing live waits on it).
-        await runtime.commit(async (tx) => {
-          const b = builderOf(tx);
-          const current = await conversation.contextEntries(undefined, call);
-          await recordUsage(b, row);
-          const collapse = await planCollapse(b, task.conversationId, current, "overflow", { inputs, config, retry: attemptRetry }, services.options.collapseKeepEntries);
-          if (collapse === undefined) {
-            await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: `context overflow: ${error}`, placeWrites: true });
-          }
-          tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "overflow", error, partial: null, successor: collapse ?? null });
-        }, call);
-        return;
-      }
       if (message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts) {
         await runtime.commit(async (tx) => {
           await recordUsage(builderOf(tx), row);
@@ -374,6 +432,21 @@ export async function planCollapse(
     carry,
   };
   return b.task({ kind: "collapse" }, conversationId, { state, ...(reason === "manual" ? { background: true as const } : {}) });
+}
+
+/** An AbortController that follows `parent` until `cancel` (which also aborts it and unlinks). */
+function linkedController(parent: AbortSignal | undefined): { readonly controller: AbortController; cancel(): void } {
+  const controller = new AbortController();
+  const follow = (): void => controller.abort(parent?.reason);
+  if (parent?.aborted === true) follow();
+  else parent?.addEventListener("abort", follow, { once: true });
+  return {
+    controller,
+    cancel() {
+      parent?.removeEventListener("abort", follow);
+      controller.abort();
+    },
+  };
 }
 
 /** A cheap token estimate (chars/4) for the threshold check; providers count exactly. */

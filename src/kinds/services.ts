@@ -9,6 +9,7 @@ import type { ConversationHandle } from "../core/conversation.js";
 import type { HookRegistry } from "../core/hooks.js";
 import type { ConversationTx } from "../core/tx.js";
 import { PicoError } from "../core/errors.js";
+import type { JobOutputView } from "./job.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -38,6 +39,26 @@ export interface ToolRuntime {
   conversation(id: Id, call: Call): Promise<ConversationHandle | undefined>;
   abortTask(id: Id, call: Call): Promise<void>;
   waitForTask(id: Id, options: { budgetMs?: number } | undefined, call: Call): Promise<boolean>;
+  /**
+   * Start a background job for this call (§8.3 "Blocking budget"): one commit creates the job (origin:
+   * this call) and records its id and cancellation policy on this tool's own running task, so the
+   * tool's abort handler can cancel it from durable state. `detach: true` is explicit backgrounding:
+   * aborting the call leaves the job running.
+   */
+  startJob(input: JobStart, call: Call): Promise<Id>;
+  /** A job's output so far (live from scratch) or final (from its terminal state) (§9.3). */
+  jobOutput(id: Id, call: Call): Promise<JobOutputView>;
+}
+
+/** What a tool gives to start a job (§8.6 JobInput without the origin, which the harness fills in). */
+export interface JobStart {
+  readonly cmd: string;
+  readonly cwd?: string;
+  readonly limits?: { readonly maxChars?: number };
+  readonly every?: number;
+  readonly notBefore?: number;
+  readonly rerun?: "safe";
+  readonly detach?: boolean;
 }
 
 export interface Tool<TParams extends JsonObject = JsonObject, TDetails extends JsonValue = JsonValue> {
@@ -116,12 +137,19 @@ export interface TurnOptions {
   readonly maxAttempts: number;
   /** Base delay of the exponential retry backoff, ms. Default 1,000. */
   readonly retryBaseMs: number;
+  /** Poll interval of a deferred answer when the provider's handle names none (§8.2). Default 30,000. */
+  readonly deferredPollMs?: number;
   /** At most one scratch commit per task per this many ms while streaming (§8.2). Default 50. */
   readonly flushMs: number;
   /** Scratch bytes a streaming attempt may write before frames stop (the preview keeps going). */
   readonly maxScratchBytes: number;
   /** Estimated context tokens that trigger a threshold collapse before a request; 0 disables. */
   readonly collapseThresholdTokens: number;
+  /**
+   * After a threshold collapse that did not land (declined or failed), how many estimated tokens the
+   * context must grow before the next one is tried. Default: a tenth of the threshold.
+   */
+  readonly collapseRetryGrowthTokens?: number;
   /** Entries kept verbatim after a collapse (the retained tail). Default 8. */
   readonly collapseKeepEntries: number;
   /** Default blocking budget of a tool call, ms (§8.3). */

@@ -3,7 +3,7 @@
  * Each is a tagged union over status; fields common to every variant have one type (§5.1). Every
  * built-in kind carries the input group it owns (`inputs`) where §8.1 says it does.
  */
-import type { ToolCall, Usage } from "@earendil-works/pi-ai";
+import type { DeferredHandle, ToolCall, Usage } from "@earendil-works/pi-ai";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -31,6 +31,9 @@ export type GenerationState =
   | (GenBase & { status: "pending" })
   | (GenBase & { status: "retry_wait"; notBefore: number; error: string })
   | (GenBase & { status: "streaming"; requestThrough: Id })
+  // The provider answers later (§8.2): poll `handle` from notBefore on; the cutoff of the prepared
+  // request stays. A start status: execute (also after a restart) sleeps, then polls.
+  | (GenBase & { status: "deferred"; requestThrough: Id; handle: DeferredHandle & JsonObject; notBefore: number })
   | (GenBase & { status: "done"; assistant: Id | null; successor: Id | null })
   | (GenBase & { status: "failed"; reason: "error" | "overflow" | "interrupted"; error: string; partial: Id | null; successor: Id | null })
   | (GenBase & { status: "aborted"; partial: Id | null });
@@ -39,6 +42,7 @@ export const generationRoles = {
   pending: "start",
   retry_wait: "start",
   streaming: "inflight",
+  deferred: "start",
   done: "terminal",
   failed: "terminal",
   aborted: "terminal",
@@ -86,7 +90,8 @@ type ToolBase = { call: ToolCall & JsonObject; assistant: Id };
 export type ToolStates =
   // offered: false — the model called a tool its request did not offer (§8.2); it never runs.
   | (ToolBase & { status: "planned"; offered?: boolean })
-  | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never" })
+  // jobId / cancelJobOnAbort: the job this call started and whether aborting the call kills it (§8.3).
+  | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never"; jobId?: Id; cancelJobOnAbort?: boolean })
   | (ToolBase & { status: "done"; output: ToolOutputState; result: Id })
   | (ToolBase & { status: "aborted"; output: ToolOutputState; result: Id });
 

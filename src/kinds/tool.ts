@@ -27,6 +27,7 @@ import { defineTaskKind, type HookPoints, type TaskDefinition, type TypedTask } 
 import { conversationTx } from "../core/tx.js";
 import type { Id, JsonObject, Task } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
+import { DEFAULT_JOB_CWD, delegateNotice, jobDefinition, readJobOutput, type JobState } from "./job.js";
 import { generationConfig } from "./config.js";
 import type { AnyTool, ToolRuntime, TurnServices } from "./services.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink } from "./sink.js";
@@ -130,6 +131,11 @@ export function createToolKind(services: TurnServices) {
       const tool = services.tools.get(task.state.call.name);
       const folded = await readSinkScratch(runtime, tool?.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS, call);
       await markOwnedChildren(task, runtime, call);
+      // The job this call started, cancelled per the policy recorded with it (§6.3: durable references
+      // only); an already-finished job is finished cleanup.
+      if (task.state.status === "running" && task.state.jobId !== undefined && task.state.cancelJobOnAbort === true) {
+        await runtime.markIfLive([task.state.jobId], call);
+      }
       if (task.state.status === "planned") {
         folded.text = "Tool call aborted before it ran.";
         folded.totalChars = folded.text.length;
@@ -152,7 +158,7 @@ export function createToolKind(services: TurnServices) {
     const budgetMs = (await runtime.value(generationConfig.budgetMs).get(call)) ?? services.options.toolBudgetMs;
     let isError = false;
     try {
-      await tool.execute(toolCall.id, args, sink, toolRuntime(runtime, budgetMs), call);
+      await tool.execute(toolCall.id, args, sink, toolRuntime(runtime, budgetMs, toolCall), call);
     } catch (error) {
       if (isCancellation(error, call)) {
         await sink.drain().catch(() => undefined);
@@ -195,6 +201,9 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
         usage: output.usage as Usage & JsonObject,
       });
     }
+    // Delegation settlement (§8.3): the job continues without this call; its notice is requested, or
+    // placed now if the job already finished, in this same commit.
+    if (status === "done" && output.delegated !== null) await delegateNotice(b, task.conversationId, output.delegated, toolCall.id, runtime.now());
     if (status === "done") tx.settle(task, "done", { call: toolCall, assistant, output, result });
     else tx.settle(task, "aborted", { call: toolCall, assistant, output, result });
   }, call);
@@ -246,8 +255,34 @@ function validate(tool: AnyTool, toolCall: ToolCall, args: JsonObject): JsonObje
   return validated as JsonObject;
 }
 
-function toolRuntime(runtime: TaskRuntime, budgetMs: number): ToolRuntime {
+function toolRuntime(runtime: TaskRuntime, budgetMs: number, toolCall: ToolCall): ToolRuntime {
   return {
+    startJob: (input, call) =>
+      runtime.commit(async (tx) => {
+        const task = await tx.getTask(toolDefinition, runtime.taskId);
+        if (task?.state.status !== "running") throw new PicoError("contract", `tool ${runtime.taskId} starts a job only while running`);
+        if (task.state.jobId !== undefined) throw new PicoError("conflict", `tool call ${toolCall.id} already started job ${task.state.jobId}`);
+        const { status: _status, ...payload } = task.state;
+        const state: JobState = {
+          status: "planned",
+          cmd: input.cmd,
+          cwd: input.cwd ?? DEFAULT_JOB_CWD,
+          origin: { tool: toolCall.name, task: runtime.taskId, callId: toolCall.id },
+          ...(input.limits?.maxChars === undefined ? {} : { limits: { maxChars: input.limits.maxChars } }),
+          ...(input.every === undefined ? {} : { every: input.every }),
+          ...(input.notBefore === undefined ? {} : { notBefore: input.notBefore }),
+          ...(input.rerun === undefined ? {} : { rerun: input.rerun }),
+        };
+        const id = tx.task(jobDefinition, { background: true, state });
+        tx.patch(task, "running", { ...payload, jobId: id, cancelJobOnAbort: input.detach !== true });
+        return id;
+      }, call),
+    jobOutput: async (id, call) => {
+      const handle = await runtime.conversation(runtime.conversationId, call);
+      const view = handle === undefined ? undefined : await readJobOutput(handle.harness, id, call);
+      if (view === undefined) throw new PicoError("not_found", `job ${id} does not exist`);
+      return view;
+    },
     taskId: runtime.taskId,
     conversationId: runtime.conversationId,
     budgetMs,

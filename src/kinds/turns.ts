@@ -1,6 +1,6 @@
 /**
- * The turn kit: the built-in turn kinds (generation, tool, post_tools, collapse) built over one set of
- * services, and the handle-level turn API (accept, prompt, collapse, reset) installed on a harness.
+ * The turn kit: the built-in turn kinds (generation, tool, post_tools, collapse, job, schedule) built over one set
+ * of services, and the handle-level turn API (accept, prompt, collapse, reset) installed on a harness.
  *
  * @example
  * const kit = createTurnKit({ models, tools: [echoTool] });
@@ -13,10 +13,12 @@ import type { Call } from "../core/call.js";
 import type { AcceptOptions, AcceptReceipt, TurnApi } from "../core/conversation.js";
 import { handoffEntry, handoffKind, resetEntry, resetKind } from "../core/entries.js";
 import { PicoError } from "../core/errors.js";
+import { invocationOf } from "../core/driver.js";
 import type { Harness } from "../core/harness.js";
 import { HookRegistry, type HookFailure } from "../core/hooks.js";
 import { bindResult, writeEntry } from "../core/inbox.js";
 import { erase, type AnyTaskKind } from "../core/task-kind.js";
+import { watchHub } from "../core/watch.js";
 import type { EntryDraft } from "../core/entries.js";
 import type { Entry, Id } from "../storage/records.js";
 import { createCollapseKind } from "./collapse.js";
@@ -27,6 +29,11 @@ import { createPostToolsKind } from "./post-tools.js";
 import { SectionRegistry } from "./sections.js";
 import { defaultTurnOptions, modelResolver, ToolRegistry, type AnyTool, type TurnOptions } from "./services.js";
 import { createToolKind } from "./tool.js";
+import type { ExecutionEnv } from "./exec-env.js";
+import { FakeExecutionEnv } from "./exec-fake.js";
+import { createJobKind } from "./job.js";
+import { createScheduleKind, type ScheduleServices } from "./schedule.js";
+import { systemClock } from "../core/host.js";
 
 export interface TurnSetup {
   readonly models: Models;
@@ -35,6 +42,10 @@ export interface TurnSetup {
   readonly hooks?: HookRegistry;
   readonly options?: Partial<TurnOptions>;
   readonly reportHookFailure?: (failure: HookFailure) => void;
+  /** Where jobs run (§8.6); default the scripted fake on the system clock. */
+  readonly env?: ExecutionEnv;
+  /** Called in the commit that accepts a schedule's occurrence (the host indexes the input). */
+  readonly scheduleAccepted?: ScheduleServices["accepted"];
 }
 
 export interface TurnKit {
@@ -47,13 +58,26 @@ export interface TurnKit {
   readonly tool: ReturnType<typeof createToolKind>;
   readonly postTools: ReturnType<typeof createPostToolsKind>;
   readonly collapse: ReturnType<typeof createCollapseKind>;
+  readonly job: ReturnType<typeof createJobKind>;
+  readonly schedule: ReturnType<typeof createScheduleKind>;
+  readonly env: ExecutionEnv;
   /** Install the turn API on a harness opened with `kinds`. */
   install(harness: Harness): void;
 }
 
 export function createTurnKit(setup: TurnSetup): TurnKit {
   const options: TurnOptions = { ...defaultTurnOptions, ...setup.options };
-  const hooks = setup.hooks ?? new HookRegistry(setup.reportHookFailure);
+  // Fail-open hook failures are reported and skipped (§8.7): to the setup's reporter and, once the kit
+  // is installed, to the harness's session watchers as `report` events naming the task (§9.4).
+  let installed: Harness | undefined;
+  const hooks =
+    setup.hooks ??
+    new HookRegistry((failure, call) => {
+      setup.reportHookFailure?.(failure);
+      if (installed === undefined) return;
+      const task = invocationOf(call)?.taskId;
+      watchHub(installed).report({ ...(task === undefined ? {} : { task }), kind: failure.kind, method: failure.point, error: describeError(failure.error) });
+    });
   const tools = new ToolRegistry(setup.tools ?? []);
   const sections = setup.sections ?? new SectionRegistry();
   const services = { models: modelResolver(setup.models), tools, hooks, options, sections };
@@ -65,8 +89,11 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
   const tool = createToolKind(services);
   const postTools = createPostToolsKind(services);
   const collapse = createCollapseKind(services);
+  const env = setup.env ?? new FakeExecutionEnv({ clock: systemClock });
+  const job = createJobKind({ env, flushMs: options.flushMs });
+  const schedule = createScheduleKind({ turn: options, ...(setup.scheduleAccepted === undefined ? {} : { accepted: setup.scheduleAccepted }) });
   return {
-    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse)],
+    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse), erase(job), erase(schedule)],
     hooks,
     tools,
     sections,
@@ -75,10 +102,19 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
     tool,
     postTools,
     collapse,
+    job,
+    schedule,
+    env,
     install(harness) {
+      installed = harness;
       harness.turns = turnApi(harness, options, hooks, generation);
     },
   };
+}
+
+/** A hook error as watchers receive it: JSON on the wire, so an Error becomes its name and message. */
+function describeError(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
 /** The pi-ai definitions (name, description, parameters) of the selected tools that are registered. */

@@ -31,18 +31,11 @@ export interface JsonlOptions {
   readonly onReport?: (report: JsonlReport) => void;
 }
 
-/** A file's complete-line prefix length, and whether a failed append may have left bytes after it. */
-interface Tail {
-  good: number;
-  dirty: boolean;
-}
-
 export class JsonlStorage extends MemoryStorage {
   readonly #files: Files;
   readonly #main: string;
   readonly #scratchDir: string;
   readonly #report: (report: JsonlReport) => void;
-  readonly #tails = new Map<string, Tail>();
   /** Live tasks whose scratch file may exist. */
   readonly #scratchFiles = new Set<Id>();
   /** Commits run one at a time, in call order, so numbering and file appends cannot interleave. */
@@ -82,39 +75,26 @@ export class JsonlStorage extends MemoryStorage {
     const file = batch.kind === "main" ? this.#main : this.#scratchName(batch.task);
     // Noted before the append: even a failed first append may leave a file that settlement must remove.
     if (batch.kind === "scratch") this.#scratchFiles.add(batch.task);
-    await this.#append(file, encodeLine(batch, checked));
-    this.publish(batch, checked);
+    const line = encodeLine(batch, checked);
+    try {
+      await this.#files.append(file, line);
+      this.publish(batch, checked);
+    } catch (error) {
+      // Any prefix of the line, or all of it, may have landed (e.g. only the sync failed): the outcome is
+      // uncertain. Publishing nothing and carrying on would let the next commit (perhaps in another file)
+      // reuse these sequence numbers, so this object stops; reopen recovers what is complete (§3.3, §7.4).
+      throw this.markFaulted(error);
+    }
     if (batch.kind === "main") {
       for (const w of batch.writes) if (w.type === "settle") await this.#retire(w.id);
     }
     return { first: checked.first, last: checked.last };
   }
 
-  async #append(file: string, line: string): Promise<void> {
-    let tail = this.#tails.get(file);
-    if (tail === undefined) this.#tails.set(file, (tail = { good: 0, dirty: false }));
-    if (tail.dirty) {
-      // An earlier append failed part-way: cut its bytes off so they cannot merge with this line.
-      if (tail.good === 0) await this.#files.unlink(file);
-      else await this.#files.truncate(file, tail.good);
-      tail.dirty = false;
-    }
-    try {
-      await this.#files.append(file, line);
-    } catch (error) {
-      // Nothing was published. If every byte did land (e.g. only the sync failed) the batch may
-      // reappear after a crash; while this process lives, the next append cuts it off first.
-      tail.dirty = true;
-      throw error;
-    }
-    tail.good += line.length;
-  }
-
   /** After the settlement line is durable: the scratch file is dead weight, remove it best effort. */
   async #retire(task: Id): Promise<void> {
     if (!this.#scratchFiles.delete(task)) return;
     const name = this.#scratchName(task);
-    this.#tails.delete(name);
     await this.#unlink(name);
   }
 
@@ -149,7 +129,6 @@ export class JsonlStorage extends MemoryStorage {
     const retained: LoggedBatch[] = [...main.batches];
     const torn: { file: string; complete: number; length: number }[] = [];
     if (main.torn) torn.push({ file: this.#main, complete: main.complete, length: mainText.length });
-    this.#tails.set(this.#main, { good: main.complete, dirty: false });
     const retired: string[] = [];
     for (const name of await this.#files.list()) {
       if (!name.startsWith(this.#scratchDir)) continue;
@@ -168,7 +147,6 @@ export class JsonlStorage extends MemoryStorage {
       const parsed = parseFile(name, text, task);
       retained.push(...parsed.batches);
       if (parsed.torn) torn.push({ file: name, complete: parsed.complete, length: text.length });
-      this.#tails.set(name, { good: parsed.complete, dirty: false });
       this.#scratchFiles.add(task);
     }
 

@@ -31,6 +31,8 @@ export class MemoryStorage implements Storage {
   /** The in-memory session; subclasses persist a batch before publishing it here. */
   protected readonly memory = new MemoryState();
   #closed = false;
+  /** Set when a write's outcome became uncertain; every later operation rejects (§3.3). */
+  #faulted: StorageError | undefined;
 
   get lastSeq(): Id {
     return this.memory.lastSeq;
@@ -39,7 +41,12 @@ export class MemoryStorage implements Storage {
   async commit(batch: CommitBatch): Promise<{ first: number; last: number }> {
     this.assertOpen();
     const checked = checkBatch(batch, this.memory.view);
-    this.publish(batch, checked);
+    try {
+      this.publish(batch, checked);
+    } catch (error) {
+      // A batch half applied in memory is an uncertain write: stop this object (§3.3).
+      throw this.markFaulted(error);
+    }
     return { first: checked.first, last: checked.last };
   }
 
@@ -50,6 +57,18 @@ export class MemoryStorage implements Storage {
 
   protected assertOpen(): void {
     if (this.#closed) throw new StorageError("closed", "storage is closed");
+    if (this.#faulted !== undefined) throw this.#faulted;
+  }
+
+  /**
+   * Uncertain persistence (§3.3): a write failed after it may have reached the medium, so this object's
+   * state and lastSeq can no longer be trusted; it refuses everything from now on, and a reopen recovers
+   * the last complete batch. Returns the error to rethrow.
+   */
+  protected markFaulted(error: unknown): unknown {
+    const detail = error instanceof Error ? error.message : String(error);
+    this.#faulted ??= new StorageError("faulted", `an earlier write's outcome is uncertain (${detail}); this storage refuses every operation: reopen it to recover the last complete batch (§3.3)`);
+    return error;
   }
 
   protected markClosed(): void {

@@ -79,7 +79,12 @@ export type StorageErrorCode =
   | "corrupt"
   | "version"
   /** The storage was closed. */
-  | "closed";
+  | "closed"
+  /**
+   * An earlier write's outcome is uncertain (it failed after bytes may have landed); this object refuses
+   * every later operation. Reopen to recover the last complete batch and its lastSeq (§3.3).
+   */
+  | "faulted";
 
 export class StorageError extends Error {
   override readonly name = "StorageError";

@@ -14,6 +14,7 @@ import type { AppEnv } from "./auth.js";
 import { hostReport } from "./host-config.js";
 import { Problem, toProblem } from "./problems.js";
 import { conversationRoutes } from "./routes/conversations.js";
+import { scheduleRoutes } from "./routes/schedules.js";
 import { sessionRoutes } from "./routes/sessions.js";
 import { watchRoutes } from "./routes/watch.js";
 import { webhookRoutes } from "./routes/webhooks.js";
@@ -35,6 +36,7 @@ export function createApp(): Hono<AppEnv> {
   // Watch routes first: they share the `/:session/...` prefix with the others.
   app.route("/v1/sessions", watchRoutes);
   app.route("/v1/sessions", conversationRoutes);
+  app.route("/v1/sessions", scheduleRoutes);
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
 

@@ -2,7 +2,9 @@
  * The Worker's bindings (wrangler.toml, secrets), shared by the entry (index.ts), the Hono app and the
  * session Durable Object.
  */
-export interface Env {
+import type { SandboxBinding } from "./sandbox-env.js";
+
+export interface Env extends SandboxBinding {
   readonly SESSIONS: DurableObjectNamespace;
   /** One DirectoryObject per tenant: the tenant's sessions (GET /v1/sessions). */
   readonly DIRECTORY: DurableObjectNamespace;
@@ -17,4 +19,6 @@ export interface Env {
   readonly OPENAI_API_KEY?: string;
   /** The model a session gets when its PUT names none (default `echo`). */
   readonly DEFAULT_MODEL?: string;
+  /** A Durable Object binding to `@cloudflare/sandbox`'s `Sandbox` class: jobs run there (README). */
+  readonly SANDBOX?: SandboxBinding["SANDBOX"];
 }

@@ -1,6 +1,7 @@
 /**
  * The task kinds a session Durable Object registers when it opens its harness: the built-in turn kit
- * (generation, tool, post_tools, collapse over the session's pi-ai models and the built-in tools), then
+ * (generation, tool, post_tools, collapse, job over the session's pi-ai models, the built-in tools echo,
+ * job and new_context, and the session's ExecutionEnv), then
  * test kinds.
  *
  * `registerTestKinds` is the test seam: in `@cloudflare/vitest-plugin`, test files run in the same
@@ -12,13 +13,27 @@ import type { Models } from "@earendil-works/pi-ai";
 import type { AnyTaskKind } from "../core/task-kind.js";
 import { createTurnKit, type TurnKit } from "../kinds/turns.js";
 import { echoTool } from "../tools/echo.js";
+import { jobTool } from "../tools/job.js";
+import { newContextTool } from "../tools/new-context.js";
+import type { ExecutionEnv } from "../kinds/exec-env.js";
+import type { AnyTool } from "../kinds/services.js";
+import { inputIndex } from "./session-api.js";
 
 let testKinds: readonly AnyTaskKind[] = [];
 
 /** The turn kit a session opens with: the built-in turn kinds and tools over `models`. */
-export function sessionTurnKit(models: Models): TurnKit {
-  return createTurnKit({ models, tools: [echoTool] });
+export function sessionTurnKit(models: Models, env?: ExecutionEnv): TurnKit {
+  return createTurnKit({
+    models,
+    tools: [...builtinTools],
+    ...(env === undefined ? {} : { env }),
+    // A schedule's accepted input is indexed like one accepted over HTTP, so GET /inputs/{id} finds it.
+    scheduleAccepted: (b, conversationId, inputId) => b.value(inputIndex(inputId)).set({ conversationId }),
+  });
 }
+
+/** The built-in tools every session registers (selectable by name in selectedTools). */
+export const builtinTools: readonly AnyTool[] = [echoTool, jobTool, newContextTool];
 
 /** The kinds a session harness opens with: built-ins, then test kinds (a test kind replaces a built-in). */
 export function sessionTaskKinds(builtinKinds: readonly AnyTaskKind[] = []): AnyTaskKind[] {

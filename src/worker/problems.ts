@@ -27,6 +27,7 @@ export type ProblemCode =
   | "conversation_not_found"
   | "input_not_found"
   | "task_not_found"
+  | "schedule_not_found"
   | "acceptance_not_found"
   | "entry_not_found"
   | "not_found"
@@ -66,6 +67,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   conversation_not_found: 404,
   input_not_found: 404,
   task_not_found: 404,
+  schedule_not_found: 404,
   acceptance_not_found: 404,
   entry_not_found: 404,
   not_found: 404,
@@ -102,6 +104,7 @@ const TITLES: Readonly<Record<ProblemCode, string>> = {
   conversation_not_found: "The conversation does not exist",
   input_not_found: "The input does not exist",
   task_not_found: "The task does not exist",
+  schedule_not_found: "The schedule does not exist",
   acceptance_not_found: "No acceptance has this request key",
   entry_not_found: "The entry does not exist",
   not_found: "A named thing does not exist",

@@ -188,3 +188,30 @@ export function queryObject(url: URL): Record<string, string> {
   }
   return out;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Schedules (§8.6)
+
+export const scheduleBody = z
+  .strictObject({
+    /** The conversation each occurrence's input goes to: an id or "root" (default). */
+    conversation: z.union([z.literal("root"), z.number().int().positive()]).optional(),
+    input: z.string().min(1, "input must not be empty").max(100_000),
+    every: z.number().int().min(1000, "every is at least 1,000 ms").max(366 * 24 * 3600_000).optional(),
+    cron: z.string().min(1).max(200).optional(),
+    timezone: z.string().min(1).max(100).optional(),
+    /** First occurrence (epoch ms or an ISO 8601 time); default: one interval from now, or cron's next time. */
+    startAt: z.union([z.number().int().min(0), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]).optional(),
+    mode: z.enum(["followUp", "steer", "nextRun"]).optional(),
+  })
+  .refine((b) => (b.every === undefined) !== (b.cron === undefined), { message: "a schedule has exactly one of every and cron", path: ["every"] })
+  .refine((b) => b.timezone === undefined || b.cron !== undefined, { message: "timezone applies to cron schedules only", path: ["timezone"] });
+export type ScheduleBody = z.infer<typeof scheduleBody>;
+
+export const schedulePatch = z.strictObject({ paused: z.boolean() });
+
+export const schedulesQuery = z.strictObject({
+  all: z.enum(["true", "false"]).optional(),
+  after: cursorId.optional(),
+  limit: limit.optional(),
+});

@@ -12,7 +12,8 @@ import type { ConversationHandle } from "../core/conversation.js";
 import type { UserInput } from "../core/entries.js";
 import type { Harness } from "../core/harness.js";
 import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
-import { bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
+import { bind, bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
+import { InvalidSchedule, newSchedule, scheduleDefinition, schedulePaused, type ScheduleMode, type ScheduleSpec, type ScheduleState } from "../kinds/schedule.js";
 import { generationConfig } from "../kinds/config.js";
 import { acceptInput, type WhenBusy } from "../kinds/placement.js";
 import { modelResolver } from "../kinds/services.js";
@@ -36,6 +37,33 @@ export const createConfigValue: ValueSpec<SessionConfig> = sessionValue<SessionC
 
 /** Which conversation an input accepted over HTTP went to, so `GET inputs/{id}` is one point read. */
 const inputIndexBase = sessionValue<{ conversationId: Id }>("edge.input");
+/** A schedule as the HTTP API shows it. */
+export interface ScheduleView {
+  readonly id: Id;
+  readonly conversationId: Id;
+  readonly input: string;
+  readonly mode: ScheduleMode;
+  readonly every: number | null;
+  readonly cron: string | null;
+  readonly timezone: string | null;
+  readonly status: "active" | "paused" | "ended";
+  readonly nextRunAt: number | null;
+  readonly lastRunAt: number | null;
+  readonly lastInputId: Id | null;
+  readonly runs: number;
+  readonly skipped: number;
+}
+
+export interface ScheduleRequest {
+  readonly conversation: ConversationRef;
+  readonly input: string;
+  readonly every?: number;
+  readonly cron?: string;
+  readonly timezone?: string;
+  readonly startAt?: number;
+  readonly mode?: ScheduleMode;
+}
+
 export function inputIndex(inputId: Id): ValueSpec<{ conversationId: Id }> {
   return withKey(inputIndexBase, String(inputId));
 }
@@ -392,6 +420,90 @@ export class SessionApi {
     if (task.role !== "start" && task.role !== "inflight") throw new Problem("conflict", `task ${id} is already ${task.role}`);
     await this.#harness.abortTask(id, call);
     return this.task(id);
+  }
+
+  // schedules (§8.6) ------------------------------------------------------------------------------
+
+  /** POST /schedules: a recurring background task that accepts `input` at every occurrence. */
+  async createSchedule(request: ScheduleRequest): Promise<ScheduleView> {
+    const handle = await this.conversation(request.conversation);
+    const spec: ScheduleSpec = {
+      conversationId: handle.id,
+      input: request.input,
+      mode: request.mode ?? "followUp",
+      every: request.every ?? null,
+      cron: request.cron ?? null,
+      timezone: request.timezone ?? null,
+    };
+    let state: ScheduleState;
+    try {
+      state = newSchedule(spec, this.#harness.now(), request.startAt ?? null);
+    } catch (error) {
+      if (error instanceof InvalidSchedule) throw new Problem("invalid_body", error.message, spec.cron === null ? "every" : "cron");
+      throw error;
+    }
+    const id = await this.#harness.commit((tx) => tx.task(scheduleDefinition, { conversationId: handle.id, background: true, state }), call);
+    return this.schedule(id);
+  }
+
+  async schedules(query: { after?: Id; limit?: number; all?: boolean }): Promise<Page<ScheduleView>> {
+    const page = await this.#harness.storage.scanTasks({
+      kind: scheduleDefinition.kind,
+      limit: query.limit ?? 100,
+      ...(query.all === true ? {} : { live: true }),
+      ...(query.after === undefined ? {} : { after: query.after }),
+    });
+    const items = await Promise.all(page.items.map((task) => this.#scheduleView(task)));
+    return { ...page, items };
+  }
+
+  async schedule(id: Id): Promise<ScheduleView> {
+    const task = await this.#harness.getTask(id, call);
+    if (task === undefined || task.kind !== scheduleDefinition.kind) throw new Problem("schedule_not_found", `schedule ${id} does not exist`, "scheduleId");
+    return this.#scheduleView(task);
+  }
+
+  /** DELETE /schedules/{id}: end it wherever it is (abort mark, then its abort handler). */
+  async deleteSchedule(id: Id): Promise<ScheduleView> {
+    const view = await this.schedule(id);
+    if (view.status === "ended") return view;
+    await this.#harness.abortTask(id, call);
+    // The abort handler settles it in a moment; a mid-occurrence firing finishes unwinding first.
+    await this.#harness.driver.waitForTask(id, { budgetMs: 5000 }, call);
+    return this.schedule(id);
+  }
+
+  /** PATCH /schedules/{id} { paused }: a sticky flag the schedule reads at each occurrence. */
+  async patchSchedule(id: Id, patch: { paused: boolean }): Promise<ScheduleView> {
+    const view = await this.schedule(id);
+    if (view.status === "ended") throw new Problem("conflict", `schedule ${id} has ended`);
+    await this.#harness.commit((tx) => {
+      if (patch.paused) tx.value(schedulePaused(id)).set(true);
+      else tx.value(schedulePaused(id)).delete();
+    }, call);
+    return this.schedule(id);
+  }
+
+  async #scheduleView(task: Task): Promise<ScheduleView> {
+    const state = task.state as ScheduleState | { status: "orphaned" };
+    if (state.status === "orphaned") throw new Problem("conflict", `schedule ${task.id} is orphaned`);
+    const paused = (await this.#harness.storage.getValue(bind(schedulePaused(task.id), {})))?.value === true;
+    const { status, conversationId, input, mode, every, cron, timezone, nextRunAt, lastRunAt, runs, skipped, lastInputId } = state;
+    return {
+      id: task.id,
+      conversationId,
+      input,
+      mode,
+      every,
+      cron,
+      timezone,
+      status: status === "ended" ? "ended" : paused ? "paused" : "active",
+      nextRunAt: status === "ended" ? null : nextRunAt,
+      lastRunAt,
+      lastInputId,
+      runs,
+      skipped,
+    };
   }
 
   async usage(query: { after?: Id; limit?: number }): Promise<UsageReport> {

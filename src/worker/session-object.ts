@@ -31,6 +31,8 @@ import { SessionNotFound } from "./errors.js";
 import { HostBook, type FaultRecord, type KillCount } from "./host-book.js";
 import { deployedVersion, HEARTBEAT_MS, hostClock, hostReport, killBound } from "./host-config.js";
 import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
+import { sandboxEnvFor } from "./sandbox-env.js";
+import { FakeExecutionEnv } from "../kinds/exec-fake.js";
 import { buildModels, defaultModel } from "./models.js";
 import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
@@ -335,6 +337,11 @@ export class SessionObject extends DurableObject<Env> {
     tasks: (s, query) => s.api.tasks(query),
     abortTask: (s, id) => s.api.abortTask(id),
     usage: (s, query) => s.api.usage(query),
+    createSchedule: (s, request) => s.api.createSchedule(request),
+    schedules: (s, query) => s.api.schedules(query),
+    schedule: (s, id) => s.api.schedule(id),
+    deleteSchedule: (s, id) => s.api.deleteSchedule(id),
+    patchSchedule: (s, id, patch) => s.api.patchSchedule(id, patch),
     inspect: () => this.inspect(),
     shutdown: async () => {
       await this.shutdown();
@@ -436,7 +443,9 @@ export class SessionObject extends DurableObject<Env> {
       },
     });
     const models = this.#modelsOf();
-    const kit = sessionTurnKit(models);
+    // Jobs run in the session's sandbox when the SANDBOX binding is configured, else on the scripted fake.
+    const env = sandboxEnvFor(this.env, this.ctx.id.toString()) ?? new FakeExecutionEnv({ clock: this.#clock });
+    const kit = sessionTurnKit(models, env);
     const harness: Harness = await Harness.open(
       storage,
       {

@@ -20,6 +20,8 @@ import type {
   ConversationRef,
   ConversationSnapshot,
   RequestSource,
+  ScheduleRequest,
+  ScheduleView,
   SessionConfig,
   SessionSummary,
   UsageReport,
@@ -46,6 +48,11 @@ export interface SessionOps {
   tasks: Op<[query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }], Page<Task>>;
   abortTask: Op<[taskId: Id], Task>;
   usage: Op<[query: { after?: Id; limit?: number }], UsageReport>;
+  createSchedule: Op<[request: ScheduleRequest], ScheduleView>;
+  schedules: Op<[query: { after?: Id; limit?: number; all?: boolean }], Page<ScheduleView>>;
+  schedule: Op<[id: Id], ScheduleView>;
+  deleteSchedule: Op<[id: Id], ScheduleView>;
+  patchSchedule: Op<[id: Id, patch: { paused: boolean }], ScheduleView>;
   inspect: Op<[], SessionInspection>;
   shutdown: Op<[], { shutdown: true }>;
   clearFault: Op<[], { readonly cleared: boolean }>;

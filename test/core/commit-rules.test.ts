@@ -11,6 +11,8 @@ import type { Harness } from "../../src/core/harness.js";
 import { inbox } from "../../src/core/inbox.js";
 import { bindTo } from "../../src/core/state.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
+import { MemoryFiles } from "../../src/storage/files.js";
+import { JsonlStorage } from "../../src/storage/jsonl.js";
 import { everyBackend } from "./backends.js";
 import { addStep, call, cancellable, Gates, openWith, outcome, settleStep, stepKind, until, type StepKind } from "./driver-fixtures.js";
 
@@ -244,3 +246,27 @@ for (const backend of everyBackend) {
       }));
   });
 }
+
+describe("commit rules: uncertain persistence", () => {
+  it("Uncertain persistence faults the session (jsonl); reopen continues after the last complete batch", async () => {
+    const files = new MemoryFiles();
+    const step = stepKind("step");
+    const h = await openWith(await JsonlStorage.open(files), [step]);
+    const root = await h.root(call);
+    await root.commit((tx) => tx.entry(userKind, userEntry("kept", 0)), call);
+    // Every byte lands, then the append rejects: the batch may be durable, so the session fail-stops.
+    files.failNextAppendAfter = Number.MAX_SAFE_INTEGER;
+    const failed = await outcome(root.commit((tx) => tx.entry(userKind, userEntry("uncertain", 0)), call));
+    expect(failed.ok).toBe(false);
+    await until(h, () => h.fault !== undefined, "the fault");
+    expect(h.fault?.message).toMatch(/persistence is uncertain/);
+    expect(codeOf(await outcome(root.commit((tx) => tx.entry(userKind, userEntry("after", 0)), call)))).toBe("faulted");
+    expect(codeOf(await outcome(h.drive(call)))).toBe("faulted");
+    // Reopen recovers the uncertain batch (it was complete) and continues after it.
+    const reopened = await openWith(await JsonlStorage.open(files), [step]);
+    const texts = (await reopened.entries(reopened.rootId, { limit: 10 }, call)).items.map((e) => (e.model?.[0] as { content: string }).content);
+    expect(texts).toEqual(["kept", "uncertain"]);
+    await (await reopened.root(call)).commit((tx) => tx.entry(userKind, userEntry("next", 0)), call);
+    expect(reopened.fault).toBeUndefined();
+  });
+});

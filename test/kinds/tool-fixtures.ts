@@ -14,6 +14,7 @@ import { Harness, initialValue, type CommittedBatch } from "../../src/core/harne
 import { HookRegistry, type HookFailure } from "../../src/core/hooks.js";
 import { bindResult, placeInput, queueInput, userDraft, type InputResult } from "../../src/core/inbox.js";
 import type { TaskRuntime } from "../../src/core/runtime.js";
+import type { DriverHost } from "../../src/core/host.js";
 import { bindTo } from "../../src/core/state.js";
 import { defineTaskKind, erase, type AnyTaskKind, type TypedTask } from "../../src/core/task-kind.js";
 import { conversationTx, type TxBuilder } from "../../src/core/tx.js";
@@ -103,7 +104,7 @@ export interface Kit {
 export async function openKit(
   storage: Storage,
   tools: readonly AnyTool[],
-  options: { turn?: Partial<TurnOptions>; script?: GenScript; selected?: string[]; extraKinds?: readonly AnyTaskKind[]; withoutToolKind?: boolean } = {},
+  options: { turn?: Partial<TurnOptions>; script?: GenScript; selected?: string[]; extraKinds?: readonly AnyTaskKind[]; withoutToolKind?: boolean; host?: DriverHost } = {},
 ): Promise<Kit> {
   const hookFailures: HookFailure[] = [];
   const hooks = new HookRegistry((f) => hookFailures.push(f));
@@ -129,6 +130,7 @@ export async function openKit(
     {
       taskKinds: [...(options.withoutToolKind ? [] : [erase(toolKind)]), erase(counted), erase(standInGeneration(script)), ...(options.extraKinds ?? [])],
       rootValues: [initialValue(generationConfig.model, MODEL), initialValue(generationConfig.selectedTools, options.selected ?? ["echo"])],
+      ...(options.host === undefined ? {} : { host: options.host }),
     },
     call,
   );

@@ -11,8 +11,11 @@ import {
   fauxProvider,
   fauxToolCall,
   type AssistantMessage,
+  type Context,
+  type DeferredHandle,
   type FauxResponseFactory,
   type FauxResponseStep,
+  type Models,
   type Provider,
 } from "@earendil-works/pi-ai";
 import { Harness, initialValue, type CommittedBatch } from "../../src/core/harness.js";
@@ -43,21 +46,32 @@ export interface HeldStream {
   readonly release: Deferred;
   /** Resolves once every delta has been pushed. */
   readonly streamed: Deferred;
+  /** Resolves when the producer has ended its message, with how it ended. */
+  readonly ended: Deferred<"aborted" | "released">;
 }
 
-export type Step = FauxResponseStep | HeldStream;
+/** A message streamed exactly as given (the faux provider would replace its usage with an estimate). */
+export interface RawStep {
+  readonly raw: AssistantMessage;
+}
+
+export type Step = FauxResponseStep | HeldStream | RawStep;
 
 export function heldStream(...deltas: string[]): HeldStream {
-  return { held: true, deltas, after: [], ignoreSignal: false, release: deferred(), streamed: deferred() };
+  return { held: true, deltas, after: [], ignoreSignal: false, release: deferred(), streamed: deferred(), ended: deferred() };
 }
 
 /** A held stream that ignores cancellation and streams `after` once released. */
 export function lateStream(deltas: readonly string[], after: readonly string[]): HeldStream {
-  return { held: true, deltas, after, ignoreSignal: true, release: deferred(), streamed: deferred() };
+  return { held: true, deltas, after, ignoreSignal: true, release: deferred(), streamed: deferred(), ended: deferred() };
 }
 
 function isHeld(step: Step): step is HeldStream {
   return typeof step === "object" && "held" in step;
+}
+
+function isRaw(step: Step): step is RawStep {
+  return typeof step === "object" && "raw" in step;
 }
 
 /**
@@ -68,6 +82,10 @@ export class ScriptedProvider {
   readonly faux = fauxProvider();
   readonly #steps: Step[] = [];
   calls = 0;
+  /** Deferred handles polled, in order. */
+  readonly polls: DeferredHandle[] = [];
+  /** The abort signal each call was given, in call order. */
+  readonly signals: (AbortSignal | undefined)[] = [];
 
   constructor(steps: readonly Step[] = []) {
     this.#steps.push(...steps);
@@ -85,7 +103,9 @@ export class ScriptedProvider {
     const base = this.faux.provider;
     const stream: Provider["stream"] = (model, context, options) => {
       this.calls += 1;
+      this.signals.push(options?.signal);
       const step = this.#steps.shift();
+      if (step !== undefined && isRaw(step)) return rawStream(model, step.raw);
       if (step === undefined || !isHeld(step)) {
         this.faux.setResponses(step === undefined ? [] : [step]);
         return base.stream(model, context, options);
@@ -115,6 +135,7 @@ export class ScriptedProvider {
           const error: AssistantMessage = { ...partial, stopReason: "aborted", errorMessage: "Request was aborted" };
           out.push({ type: "error", reason: "aborted", error });
           out.end(error);
+          step.ended.resolve("aborted");
           return;
         }
         for (const delta of step.after) {
@@ -126,11 +147,57 @@ export class ScriptedProvider {
         out.push({ type: "text_end", contentIndex: 0, content: fullText, partial });
         out.push({ type: "done", reason: "stop", message });
         out.end(message);
+        step.ended.resolve("released");
       })();
       return out;
     };
-    return { ...base, stream, streamSimple: stream };
+    // A deferred answer is polled from the same script: the next step is what the poll returns.
+    const fetchDeferred: NonNullable<Provider["fetchDeferred"]> = (model, handle) => {
+      this.polls.push(handle);
+      const step = this.#steps.shift();
+      if (step === undefined || !isRaw(step)) throw new Error("a deferred poll needs a raw step");
+      return rawStream(model, step.raw);
+    };
+    return { ...base, stream, streamSimple: stream, fetchDeferred };
   }
+}
+
+/** A request as pico handed it to pi-ai's Models, before pi-ai normalized it for the provider. */
+export interface SentRequest {
+  readonly method: "stream" | "streamSimple" | "complete" | "completeSimple";
+  readonly context: Context;
+  readonly options: unknown;
+}
+
+const RECORDED = new Set<string>(["stream", "streamSimple", "complete", "completeSimple"]);
+
+/** Models that record what the caller passed to each request method, then delegate. */
+function recordingModels(models: Models, sent: SentRequest[]): Models {
+  return new Proxy(models, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function") return value;
+      const method = value as (...args: unknown[]) => unknown;
+      if (typeof prop !== "string" || !RECORDED.has(prop)) return method.bind(target);
+      return (...args: unknown[]) => {
+        sent.push({ method: prop as SentRequest["method"], context: args[1] as Context, options: args[2] });
+        return method.apply(target, args);
+      };
+    },
+  });
+}
+
+/** Stream `raw` as the whole answer: start, then done (or error), with the model's identity. */
+function rawStream(model: { readonly api: string; readonly provider: string; readonly id: string }, raw: AssistantMessage) {
+  const out = createAssistantMessageEventStream();
+  const message: AssistantMessage = { ...raw, api: model.api, provider: model.provider, model: model.id };
+  queueMicrotask(() => {
+    out.push({ type: "start", partial: message });
+    if (message.stopReason === "error" || message.stopReason === "aborted") out.push({ type: "error", reason: message.stopReason, error: message });
+    else out.push({ type: "done", reason: message.stopReason === "length" ? "length" : message.stopReason === "toolUse" ? "toolUse" : message.stopReason === "deferred" ? "deferred" : "stop", message });
+    out.end(message);
+  });
+  return out;
 }
 
 export interface TurnRig {
@@ -141,6 +208,8 @@ export interface TurnRig {
   readonly modelId: string;
   readonly commits: CommittedBatch[];
   readonly root: Id;
+  /** Every request the kinds handed to pi-ai, as handed (not as the provider saw it). */
+  readonly sent: SentRequest[];
 }
 
 export interface RigOptions {
@@ -163,7 +232,8 @@ export async function openRig(inner: Storage | GateStorage, steps: readonly Step
   models.setProvider(provider.provider());
   const model = provider.faux.getModel();
   const modelId = `${model.provider}/${model.id}`;
-  const kit = createTurnKit({ models, tools: options.tools ?? [echoTool], options: { retryBaseMs: 10, flushMs: 0, ...options.turn } });
+  const sent: SentRequest[] = [];
+  const kit = createTurnKit({ models: recordingModels(models, sent), tools: options.tools ?? [echoTool], options: { retryBaseMs: 10, flushMs: 0, ...options.turn } });
   const harness = await Harness.open(
     storage,
     {
@@ -176,7 +246,7 @@ export async function openRig(inner: Storage | GateStorage, steps: readonly Step
   kit.install(harness);
   const commits: CommittedBatch[] = [];
   harness.onCommit((c) => commits.push(c));
-  return { harness, kit, storage, provider, modelId, commits, root: harness.rootId };
+  return { harness, kit, storage, provider, modelId, commits, root: harness.rootId, sent };
 }
 
 /** The process died: the old harness loses its storage; a fresh one opens over the same data. */

@@ -127,6 +127,9 @@ for (const backend of coreBackends) {
         expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "unanswered", reason: "aborted" });
         expect(terminalWrites(rig, a.inputId)).toBe(1);
         expect(rig.harness.fault).toBeUndefined();
+        // on_yield ran once, after the mark: the call it got was already cancelled (the mark landed
+        // between the stream and the settlement, which is the race this test is about).
+        expect(seen).toEqual([true]);
       }));
 
     it(`§10.2 Post-mark main/scratch write — settlement first: a later mark rejects (terminal) and the answer stands (${backend.name})`, () =>

@@ -40,7 +40,7 @@ describe("JsonlStorage over MemoryFiles", () => {
     return { files, setRaw: async (name, text) => files.setRaw(name, text) };
   });
 
-  it("a failed append publishes nothing; its torn bytes are cut off before the next append (jsonl, memory files)", async () => {
+  it("a failed append publishes nothing; reopen cuts its torn bytes off before the next append (jsonl, memory files)", async () => {
     const files = new MemoryFiles();
     const s = await JsonlStorage.open(files);
     await s.commit({ kind: "main", writes: [conv(1), task(2, 1)] });
@@ -48,18 +48,50 @@ describe("JsonlStorage over MemoryFiles", () => {
     files.failNextAppendAfter = 10;
     expect(await rejection(s.commit({ kind: "main", writes: [entry(3, 1)] }))).toBeInstanceOf(Error);
     expect(s.lastSeq).toBe(2);
-    expect((await s.getEntries([3])).size).toBe(0);
     expect(await files.read("session.jsonl")).not.toBe(before);
-    // The retry gets the same id; the torn prefix is truncated first.
-    expect(await s.commit({ kind: "main", writes: [entry(3, 1)] })).toEqual({ first: 3, last: 3 });
-    expect(files.log.slice(-2)).toEqual([`truncate session.jsonl ${(before as string).length}`, "append session.jsonl"]);
-    // A first scratch append that fails leaves no file behind once the next one lands.
+    // The handle is faulted (see the next test); reopen cuts the torn prefix off and the retry gets the same id.
+    const reports: string[] = [];
+    const reopened = await JsonlStorage.open(files, { onReport: (r) => reports.push(`${r.type} ${r.file}`) });
+    expect(reports).toEqual(["torn_line_discarded session.jsonl"]);
+    expect(await files.read("session.jsonl")).toBe(before);
+    expect(await reopened.commit({ kind: "main", writes: [entry(3, 1)] })).toEqual({ first: 3, last: 3 });
+    // A first scratch append that fails leaves a torn file; the next open cuts it and the scratch goes on.
     files.failNextAppendAfter = 5;
-    expect(await rejection(s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "a" }] }))).toBeInstanceOf(Error);
-    expect(await s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "b" }] })).toEqual({ first: 4, last: 4 });
+    expect(await rejection(reopened.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "a" }] }))).toBeInstanceOf(Error);
+    const third = await JsonlStorage.open(files);
+    expect(await third.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "b" }] })).toEqual({ first: 4, last: 4 });
+    const last = await JsonlStorage.open(files);
+    expect(last.lastSeq).toBe(4);
+    expect((await last.readList(frames(2), { limit: 5 })).items).toEqual([{ id: 4, value: "b" }]);
+  });
+
+  it("Uncertain JSONL append faults the handle (jsonl, memory files)", async () => {
+    const files = new MemoryFiles();
+    const s = await JsonlStorage.open(files);
+    await s.commit({ kind: "main", writes: [conv(1), task(2, 1)] });
+    // Every byte of the line lands, then the append rejects (a failed sync): the outcome is uncertain (§3.3).
+    files.failNextAppendAfter = Number.MAX_SAFE_INTEGER;
+    expect(await rejection(s.commit({ kind: "main", writes: [entry(3, 1)] }))).toBeInstanceOf(Error);
+    // The handle stops: a scratch commit would otherwise reuse sequence 3 in another file; reads stop too.
+    const refused = await rejection(s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "a" }] }));
+    expect((refused as StorageError).code).toBe("faulted");
+    expect(((await rejection(s.getEntries([3]))) as StorageError).code).toBe("faulted");
+    expect(await files.read("session.scratch/2")).toBeUndefined();
+    await s.close();
+    // Reopen recovers the last complete batch (here the uncertain one) and continues after it.
     const reopened = await JsonlStorage.open(files);
-    expect(reopened.lastSeq).toBe(4);
-    expect((await reopened.readList(frames(2), { limit: 5 })).items).toEqual([{ id: 4, value: "b" }]);
+    expect(reopened.lastSeq).toBe(3);
+    expect((await reopened.getEntries([3])).get(3)?.conversationId).toBe(1);
+    expect(await reopened.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "b" }] })).toEqual({ first: 4, last: 4 });
+    // A torn append (only some bytes landed) stops the handle as well; reopen discards the torn line.
+    files.failNextAppendAfter = 10;
+    expect(await rejection(reopened.commit({ kind: "main", writes: [entry(5, 1)] }))).toBeInstanceOf(Error);
+    expect(((await rejection(reopened.commit({ kind: "main", writes: [entry(5, 1)] }))) as StorageError).code).toBe("faulted");
+    const again = await JsonlStorage.open(files);
+    expect(again.lastSeq).toBe(4);
+    expect((await again.readList(frames(2), { limit: 5 })).items).toEqual([{ id: 4, value: "b" }]);
+    expect(await again.commit({ kind: "main", writes: [entry(5, 1)] })).toEqual({ first: 5, last: 5 });
+    expect((await JsonlStorage.open(files)).lastSeq).toBe(5);
   });
 
   it("empty and rejected batches write no bytes (jsonl, memory files)", async () => {

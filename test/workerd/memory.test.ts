@@ -358,3 +358,27 @@ describe("MemoryStorage", () => {
     await rejects(s.commit({ kind: "main", writes: [] }), "closed");
   });
 });
+
+describe("memory backend: uncertain writes", () => {
+  it("Uncertain memory publish faults the handle", async () => {
+    /** A memory backend whose in-memory apply fails part-way once (a bug, or memory exhaustion). */
+    class BrokenPublish extends MemoryStorage {
+      failNext = false;
+      protected override publish(...args: Parameters<MemoryStorage["publish"]>): void {
+        if (this.failNext) {
+          this.failNext = false;
+          throw new Error("injected publish failure");
+        }
+        super.publish(...args);
+      }
+    }
+    const s = new BrokenPublish();
+    await s.commit({ kind: "main", writes: [conv(1)] });
+    s.failNext = true;
+    expect(await s.commit({ kind: "main", writes: [entry(2, 1)] }).catch((e: unknown) => e)).toBeInstanceOf(Error);
+    // A half-applied batch cannot be trusted: every later operation refuses with "faulted".
+    const next = await s.commit({ kind: "main", writes: [entry(2, 1)] }).catch((e: unknown) => e);
+    expect((next as StorageError).code).toBe("faulted");
+    expect(((await s.getConversations([1]).catch((e: unknown) => e)) as StorageError).code).toBe("faulted");
+  });
+});

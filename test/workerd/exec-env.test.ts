@@ -1,0 +1,96 @@
+/**
+ * The two ExecutionEnvs (§8.6, DESIGN.md §5): the scripted fake on a FakeClock, and the Sandbox SDK
+ * adapter driven through a fake of the SDK slice it uses (`SandboxExec`, typed from the SDK's own
+ * `ISandbox`, so an SDK change that breaks the adapter breaks the type check).
+ */
+import type { ExecOptions as SdkExecOptions, ExecResult as SdkExecResult } from "@cloudflare/sandbox";
+import { describe, expect, it } from "vitest";
+import { FakeExecutionEnv } from "../../src/kinds/exec-fake.js";
+import { SandboxExecutionEnv, sandboxEnvFor, type SandboxExec } from "../../src/worker/sandbox-env.js";
+import { FakeClock } from "../core/driver-fixtures.js";
+
+describe("scripted fake ExecutionEnv", () => {
+  it("prints, sleeps on the injected clock and exits with a code; onUpdate sees each chunk as it is printed", async () => {
+    const clock = new FakeClock();
+    const env = new FakeExecutionEnv({ clock });
+    const chunks: string[] = [];
+    const running = env.exec("demo count 3 500; echo done; exit 2", { onUpdate: (c) => chunks.push(c) });
+    await Promise.resolve();
+    expect(chunks).toEqual(["1\n"]);
+    clock.advance(500);
+    await Promise.resolve();
+    expect(chunks).toEqual(["1\n", "2\n"]);
+    clock.advance(500);
+    expect(await running).toEqual({ exitCode: 2, output: "1\n2\n3\ndone\n", totalChars: 11 });
+  });
+
+  it("keeps only the tail within limits; an unknown command exits 127", async () => {
+    const env = new FakeExecutionEnv({ clock: new FakeClock() });
+    expect(await env.exec("repeat 3 abc", { limits: { maxChars: 5 } })).toEqual({ exitCode: 0, output: "\nabc\n", totalChars: 12 });
+    expect((await env.exec("frobnicate", {})).exitCode).toBe(127);
+  });
+
+  it("a kill rejects with the signal's reason and stops output", async () => {
+    const clock = new FakeClock();
+    const env = new FakeExecutionEnv({ clock });
+    const controller = new AbortController();
+    const chunks: string[] = [];
+    const running = env.exec("demo count 5 1000", { signal: controller.signal, onUpdate: (c) => chunks.push(c) });
+    const reason = new Error("killed");
+    controller.abort(reason);
+    await expect(running).rejects.toBe(reason);
+    clock.advance(10_000);
+    expect(chunks).toEqual(["1\n"]);
+  });
+});
+
+describe("Sandbox SDK adapter", () => {
+  function fakeSandbox(script: (options: SdkExecOptions) => Promise<number>): { sandbox: SandboxExec; seen: { command: string; options: SdkExecOptions }[] } {
+    const seen: { command: string; options: SdkExecOptions }[] = [];
+    const sandbox: SandboxExec = {
+      async exec(command: string, options?: SdkExecOptions): Promise<SdkExecResult> {
+        const opts = options ?? {};
+        seen.push({ command, options: opts });
+        const exitCode = await script(opts);
+        return { success: exitCode === 0, exitCode, stdout: "", stderr: "", command, duration: 1, timestamp: new Date(0).toISOString() };
+      },
+    };
+    return { sandbox, seen };
+  }
+
+  it("streams the SDK's onOutput (stdout and stderr in arrival order) to onUpdate, keeps a bounded tail, returns the exit code", async () => {
+    const { sandbox, seen } = fakeSandbox(async (o) => {
+      o.onOutput?.("stdout", "hello ");
+      o.onOutput?.("stderr", "warn ");
+      o.onOutput?.("stdout", "world\n");
+      return 3;
+    });
+    const env = new SandboxExecutionEnv(sandbox);
+    const chunks: string[] = [];
+    const result = await env.exec("make test", { cwd: "/workspace/app", env: { CI: "1" }, onUpdate: (c) => chunks.push(c), limits: { maxChars: 8 } });
+    expect(chunks).toEqual(["hello ", "warn ", "world\n"]);
+    expect(result).toEqual({ exitCode: 3, output: "n world\n", totalChars: 17 });
+    expect(seen).toHaveLength(1);
+    expect(seen[0]?.command).toBe("make test");
+    expect(seen[0]?.options).toMatchObject({ stream: true, cwd: "/workspace/app", env: { CI: "1" } });
+  });
+
+  it("passes the kill signal to the SDK; a killed exec rejects with the signal's reason, late output is dropped", async () => {
+    const controller = new AbortController();
+    const reason = new Error("killed");
+    const { sandbox, seen } = fakeSandbox(async (o) => {
+      o.onOutput?.("stdout", "before\n");
+      controller.abort(reason);
+      o.onOutput?.("stdout", "after\n");
+      throw new Error("Operation was aborted");
+    });
+    const chunks: string[] = [];
+    await expect(new SandboxExecutionEnv(sandbox).exec("sleep 100", { signal: controller.signal, onUpdate: (c) => chunks.push(c) })).rejects.toBe(reason);
+    expect(seen[0]?.options.signal).toBe(controller.signal);
+    expect(chunks).toEqual(["before\n"]);
+  });
+
+  it("is enabled only when the SANDBOX binding is configured", () => {
+    expect(sandboxEnvFor({}, "s")).toBeUndefined();
+  });
+});

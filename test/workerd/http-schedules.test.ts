@@ -1,0 +1,185 @@
+/**
+ * Schedules over HTTP (§8.6): interval and cron schedules create a recurring background task that
+ * accepts its input at each occurrence, on the session's one alarm. Time is the manual clock of the
+ * session fixtures (it starts a day ahead, so alarms never fire on their own); kills are
+ * `abortAllDurableObjects()` and wakes `runDurableObjectAlarm`.
+ */
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { ScheduleView } from "../../src/worker/session-api.js";
+import type { SessionObject } from "../../src/worker/session-object.js";
+import { call, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
+import { clockOf, harnessOf, installSeams, resetSeams, until, type Seams } from "./session-fixtures.js";
+import { newSchedule, scheduleDefinition } from "../../src/kinds/schedule.js";
+import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
+
+let seams: Seams;
+
+beforeEach(() => {
+  seams = installSeams();
+});
+
+afterEach(async () => {
+  await abortAllDurableObjects();
+  resetSeams();
+});
+
+const TENANT = "sched";
+
+interface Rig {
+  readonly name: string;
+  readonly token: string;
+  readonly stub: DurableObjectStub<SessionObject>;
+}
+
+async function rig(label: string): Promise<Rig> {
+  const name = uniqueSession(label);
+  const t = await token(TENANT, "client");
+  expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: {} })).status).toBe(201);
+  const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
+  return { name, token: t, stub: ns.get(ns.idFromName(`${TENANT}:${name}`)) };
+}
+
+async function schedule(r: Rig, id: number): Promise<ScheduleView> {
+  const res = await call("GET", `/v1/sessions/${r.name}/schedules/${id}`, { token: r.token });
+  expect(res.status).toBe(200);
+  return json<ScheduleView>(res);
+}
+
+function advanceTo(r: Rig, ms: number): Promise<void> {
+  return runInDurableObject(r.stub, (instance: SessionObject) => clockOf(instance).advanceTo(ms));
+}
+
+async function userTexts(r: Rig): Promise<string[]> {
+  const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(
+    await call("GET", `/v1/sessions/${r.name}/conversations/root/entries?kind=user&limit=100`, { token: r.token }),
+  );
+  return page.items.map((e) => String(e.model?.[0]?.content));
+}
+
+describe("schedules over HTTP", () => {
+  it("an interval schedule accepts its input at each occurrence; GET shows next and last run; PATCH pauses and resumes; DELETE ends it", async () => {
+    const r = await rig("interval");
+    const t0 = seams.time.now;
+    const created = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: 60_000 } });
+    expect(created.status).toBe(201);
+    const view = await json<ScheduleView>(created);
+    expect(view).toMatchObject({ conversationId: 1, input: "tick", mode: "followUp", every: 60_000, cron: null, status: "active", nextRunAt: t0 + 60_000, runs: 0, lastRunAt: null });
+    const list = await json<{ items: ScheduleView[] }>(await call("GET", `/v1/sessions/${r.name}/schedules`, { token: r.token }));
+    expect(list.items.map((s) => s.id)).toEqual([view.id]);
+
+    await advanceTo(r, t0 + 60_000);
+    await until(async () => (await schedule(r, view.id)).runs === 1, "first occurrence");
+    const first = await schedule(r, view.id);
+    expect(first).toMatchObject({ lastRunAt: t0 + 60_000, nextRunAt: t0 + 120_000, skipped: 0 });
+    const input = await json<{ result: { status: string } }>(await call("GET", `/v1/sessions/${r.name}/inputs/${first.lastInputId}`, { token: r.token }));
+    expect(["placed", "done"]).toContain(input.result.status);
+    expect(await userTexts(r)).toEqual(["tick"]);
+
+    const paused = await call("PATCH", `/v1/sessions/${r.name}/schedules/${view.id}`, { token: r.token, body: { paused: true } });
+    expect(await json<ScheduleView>(paused)).toMatchObject({ status: "paused" });
+    await advanceTo(r, t0 + 120_000);
+    await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + 180_000, "the paused occurrence passes");
+    expect(await schedule(r, view.id)).toMatchObject({ runs: 1, lastRunAt: t0 + 60_000, status: "paused" });
+    const resumed = await call("PATCH", `/v1/sessions/${r.name}/schedules/${view.id}`, { token: r.token, body: { paused: false } });
+    expect(await json<ScheduleView>(resumed)).toMatchObject({ status: "active" });
+    await advanceTo(r, t0 + 180_000);
+    await until(async () => (await schedule(r, view.id)).runs === 2, "occurrence after resume");
+    expect(await userTexts(r)).toEqual(["tick", "tick"]);
+
+    const deleted = await call("DELETE", `/v1/sessions/${r.name}/schedules/${view.id}`, { token: r.token });
+    expect(await json<ScheduleView>(deleted)).toMatchObject({ status: "ended", nextRunAt: null });
+    expect((await json<{ items: ScheduleView[] }>(await call("GET", `/v1/sessions/${r.name}/schedules`, { token: r.token }))).items).toEqual([]);
+    expect((await json<{ items: ScheduleView[] }>(await call("GET", `/v1/sessions/${r.name}/schedules?all=true`, { token: r.token }))).items).toHaveLength(1);
+    await advanceTo(r, t0 + 400_000);
+    expect(await userTexts(r)).toEqual(["tick", "tick"]);
+  });
+
+  it("a cron schedule in a timezone runs at cron's next time", async () => {
+    const r = await rig("cron");
+    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "standup", cron: "0 9 * * 1-5", timezone: "Europe/Berlin" } });
+    expect(res.status).toBe(201);
+    const view = await json<ScheduleView>(res);
+    const next = new Date(view.nextRunAt as number);
+    expect(next.getTime()).toBeGreaterThan(seams.time.now);
+    const berlin = new Intl.DateTimeFormat("en-GB", { timeZone: "Europe/Berlin", hour: "2-digit", minute: "2-digit", weekday: "short", hour12: false }).format(next);
+    expect(berlin).toMatch(/^(Mon|Tue|Wed|Thu|Fri) 09:00$/);
+    await advanceTo(r, view.nextRunAt as number);
+    await until(async () => (await schedule(r, view.id)).runs === 1, "the cron occurrence");
+    expect(await userTexts(r)).toEqual(["standup"]);
+  });
+
+  it("bad schedules are refused with a clear error and write nothing", async () => {
+    const r = await rig("invalid");
+    const before = await lastSeq(TENANT, r.name);
+    const cases: [unknown, string][] = [
+      [{ input: "x", every: 500 }, "every"],
+      [{ input: "x" }, "every"],
+      [{ input: "x", every: 5000, cron: "* * * * *" }, "every"],
+      [{ input: "x", cron: "not a cron" }, "cron"],
+      [{ input: "x", cron: "0 9 * * *", timezone: "Mars/Olympus" }, "cron"],
+      [{ input: "x", every: 5000, timezone: "Europe/Berlin" }, "timezone"],
+    ];
+    for (const [body, field] of cases) {
+      const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect((await json<{ field?: string }>(res)).field).toBe(field);
+    }
+    expect((await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "x", every: 5000, conversation: 999 } })).status).toBe(404);
+    expect((await call("GET", `/v1/sessions/${r.name}/schedules/999`, { token: r.token })).status).toBe(404);
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+  });
+
+  it("after downtime the next occurrence runs once and the missed ones are recorded, not replayed; a second alarm accepts nothing more", async () => {
+    const r = await rig("downtime");
+    const t0 = seams.time.now;
+    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: 60_000 } }));
+    await abortAllDurableObjects();
+    seams.time.now = t0 + 60_000 * 4 + 30_000; // asleep through four occurrences
+    expect(await runDurableObjectAlarm(r.stub)).toBe(true);
+    await until(async () => (await schedule(r, view.id)).runs === 1, "the occurrence after the downtime");
+    expect(await schedule(r, view.id)).toMatchObject({ runs: 1, skipped: 3, lastRunAt: t0 + 60_000, nextRunAt: t0 + 300_000 });
+    // Alarms are at-least-once: another delivery changes nothing.
+    await runDurableObjectAlarm(r.stub);
+    await runDurableObjectAlarm(r.stub);
+    expect(await schedule(r, view.id)).toMatchObject({ runs: 1, skipped: 3 });
+    expect(await userTexts(r)).toEqual(["tick"]);
+  });
+});
+
+describe("schedules share the one alarm", () => {
+  it("1,000 schedules in one session: one alarm at the earliest due time, setAlarm only when the earliest changes", async () => {
+    const r = await rig("thousand");
+    const t0 = seams.time.now;
+    const first = t0 + 10_000;
+    const before = await runInDurableObject(r.stub, async (instance: SessionObject) => {
+      const h = harnessOf(instance);
+      const stats = { ...instance.alarmStats };
+      // One commit creates all 1,000; their due times increase with their ids (a second apart).
+      await h.commit((tx) => {
+        for (let i = 0; i < 1000; i++) {
+          const state = newSchedule({ conversationId: h.rootId, input: `s${i}`, mode: "nextRun", every: 3_600_000, cron: null, timezone: null }, t0, first + i * 1000);
+          tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state });
+        }
+      }, BACKGROUND_CONTEXT);
+      return stats;
+    });
+    const alarm = () => runInDurableObject(r.stub, (_i, state) => state.storage.getAlarm());
+    const stats = () => runInDurableObject(r.stub, (instance: SessionObject) => ({ ...instance.alarmStats }));
+    await until(async () => (await alarm()) === first, "the alarm at the earliest schedule");
+    const armed = await stats();
+    // At most the earliest wake and, while invocations are in flight, the heartbeat (DESIGN §3): never one
+    // write per schedule.
+    expect(armed.sets - before.sets).toBeLessThanOrEqual(2);
+    expect(armed.sets - before.sets).toBeLessThanOrEqual(armed.changes - before.changes);
+    // Each occurrence moves the earliest due time on by one schedule: one alarm write per change.
+    for (let k = 0; k < 5; k++) {
+      await advanceTo(r, first + k * 1000);
+      await until(async () => (await alarm()) === first + (k + 1) * 1000, `the alarm after occurrence ${k}`);
+    }
+    const after = await stats();
+    expect(after.sets - armed.sets).toBe(5);
+    expect(after.sets - before.sets).toBeLessThanOrEqual(after.changes - before.changes);
+  });
+});
