@@ -17,7 +17,10 @@ export default defineConfig({
         ],
         test: {
           name: "workerd",
-          include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts", "test/kinds/**/*.test.ts"],
+          include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts", "test/kinds/**/*.test.ts", "test/rig/**/*.test.ts"],
+          // A per-test time limit, not an assertion: on a small shared machine a cold Durable Object or a
+          // many-route sweep can take longer than vitest's default 5 s.
+          testTimeout: 30_000,
           typecheck: { enabled: false },
         },
       },

@@ -118,9 +118,14 @@ export class Driver {
     return this.#fault;
   }
 
-  /** Invocations in flight. */
+  /**
+   * Invocations in flight that are not parked in a sleep. A task sleeping until a durable wake time
+   * costs nothing while it waits (DESIGN §3): the host sets its alarm at `nextWake` instead of keeping
+   * the process awake with heartbeats, and after an eviction execute sleeps only the remainder (§5.3).
+   */
   get busy(): boolean {
-    return this.#running.size > 0;
+    for (const id of this.#running.keys()) if (!this.#sleepers.has(id)) return true;
+    return false;
   }
 
   /** The earliest wake time among sleeping tasks. */
@@ -562,8 +567,11 @@ export class Driver {
     this.#lastWake = wake;
     this.#lastBusy = busy;
     return () => {
+      // The reason that appears goes first, so a host that keeps the minimum of both (one alarm) never
+      // sees a moment with neither when a sleeper wakes or an invocation parks (no transient clear).
+      if (busy && busyChanged) this.#host.busyChanged?.(busy);
       if (wakeChanged) this.#host.wakeChanged?.(wake);
-      if (busyChanged) this.#host.busyChanged?.(busy);
+      if (!busy && busyChanged) this.#host.busyChanged?.(busy);
     };
   }
 

@@ -4,7 +4,7 @@
  * captures them when it is created so a retry uses what the attempt used.
  */
 import { PicoError } from "../core/errors.js";
-import { bindTo, conversationValue, type ValueSpec } from "../core/state.js";
+import { bindTo, conversationValue, sessionValue, type ValueSpec } from "../core/state.js";
 import type { TxBuilder } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
 import type { TurnOptions } from "./services.js";
@@ -16,6 +16,18 @@ export const generationConfig = {
   selectedTools: conversationValue<string[]>("pi.tools.selected", { rewind: true }),
   profile: conversationValue<string>("pi.prompt.profile", { rewind: true }),
   budgetMs: conversationValue<number>("pi.tool.budget", { rewind: false }),
+} as const;
+
+/**
+ * What recovery does with a generation a restart interrupted mid-stream (DESIGN §3): "retry" (the
+ * default) keeps the partial for display only and runs the attempt again within its retry budget, so a
+ * deploy does not fail every turn in flight; "fail" settles it failed(interrupted) as §8.2 reads.
+ */
+export type OnInterrupt = "retry" | "fail";
+
+/** Session-wide turn policy values (sticky; absent means the default). */
+export const turnPolicy = {
+  onInterrupt: sessionValue<OnInterrupt>("pi.onInterrupt"),
 } as const;
 
 export type GenerationConfig = {
@@ -58,4 +70,9 @@ export async function configFrom(
 
 export function freshRetry(options: TurnOptions): RetryBudget {
   return { attempt: 0, maxAttempts: options.maxAttempts };
+}
+
+/** The session's interrupt policy, read on the line; absent (never set) is "retry". */
+export async function readOnInterrupt(b: TxBuilder): Promise<OnInterrupt> {
+  return (await b.value(turnPolicy.onInterrupt).get()) ?? "retry";
 }

@@ -1,7 +1,8 @@
 /**
  * The generation kind (§8.2): one task per model answer, living through retries. It prepares system
- * instructions (sections and tools) and the request cutoff on the line, streams through pi-ai with only
- * `{ messages }`, persists compact frames to scratch (coalesced), and settles with exactly one outcome:
+ * instructions (sections and tools) and the request cutoff on the line, streams through pi-ai's
+ * `streamSimple` with only `{ messages }` (the thinking level and retry probe are request options,
+ * `model-request.ts`), persists compact frames to scratch (coalesced), and settles with exactly one outcome:
  * calls (tools + post_tools), final answer (resolving its input group), retry_wait, overflow (handed to
  * a collapse whose settlement creates the next generation), or failure. Usage is recorded per attempt.
  */
@@ -18,7 +19,8 @@ import { defineTaskKind, type TypedTask } from "../core/task-kind.js";
 import type { TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
-import { generationConfig } from "./config.js";
+import { generationConfig, readOnInterrupt } from "./config.js";
+import { attemptOptions, exchangeProbe, retryDecision, retryHintMs } from "./model-request.js";
 import { encodeEvent, frameBytes, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
 import { createGeneration, landFinalInbox, resolveUnanswered } from "./placement.js";
 import { foldSectionState, foldTools, planSystemEntry, prepareSections, type SectionRegistry, type SystemInstructionsInput, type SystemInstructionsOutput } from "./sections.js";
@@ -82,9 +84,10 @@ export function applyFrame(preview: GenerationPreview, frame: Frame): void {
   }
 }
 
-/** Exponential backoff without jitter, so tests with a fake clock are deterministic. */
-export function retryDelay(baseMs: number, attempt: number): number {
-  return Math.min(60_000, baseMs * 2 ** Math.max(0, attempt - 1));
+/** Exponential backoff with the configured jitter and cap (`model-request.ts`), ms. */
+export function retryDelay(options: GenerationServices["options"], attempt: number): number {
+  const decision = retryDecision(options, attempt, undefined);
+  return decision.type === "wait" ? decision.delayMs : options.retryMaxDelayMs;
 }
 
 export function createGenerationKind(services: GenerationServices) {
@@ -103,18 +106,32 @@ export function createGenerationKind(services: GenerationServices) {
         await runAttempt(task, runtime, call);
         return;
       }
-      // A crash mid-stream: frames on disk -> keep the partial for display, settle without tools.
+      // A crash mid-stream (a deploy or an eviction). Frames on disk -> keep the partial for display
+      // (stopReason aborted, excluded from requests, §8.2). The session's onInterrupt policy decides the
+      // rest (DESIGN §3): "retry" (default) runs the attempt again within the retry budget; "fail"
+      // settles without tools/results as §8.2 reads.
       const batches = await readFrames(runtime, call);
       const { status: _status, ...base } = task.state;
       if (batches.length > 0) {
-        await runtime.commit(async (tx) => {
+        const error = "interrupted by a restart";
+        const retried = await runtime.commit(async (tx) => {
           const b = builderOf(tx);
-          const message = partialMessage(modelBase(base.config), batches, runtime.now(), "interrupted by a restart");
+          const message = partialMessage(modelBase(base.config), batches, runtime.now(), error);
           const partial = message === undefined ? null : tx.entry(assistantKind, { model: [message] });
-          await resolveUnanswered(b, task.conversationId, base.inputs, "failed", { detail: "interrupted by a restart", placeWrites: true });
           await recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
-          tx.settle(task, "failed", { ...base, reason: "interrupted", error: "interrupted by a restart", partial, successor: null });
+          const retry = { ...base.retry, attempt: base.retry.attempt + 1 };
+          if ((await readOnInterrupt(b)) === "retry" && retry.attempt < retry.maxAttempts) {
+            const waiting = { inputs: base.inputs, config: base.config, retry, notBefore: runtime.now(), error };
+            tx.patch(task, "retry_wait", waiting);
+            return { ...task, state: { status: "retry_wait" as const, ...waiting } };
+          }
+          await resolveUnanswered(b, task.conversationId, base.inputs, "failed", { detail: error, placeWrites: true });
+          tx.settle(task, "failed", { ...base, retry, reason: "interrupted", error, partial, successor: null });
+          return undefined;
         }, call);
+        // The retry runs in this same invocation, so a turn that kills the object every time keeps
+        // raising its kill count and is quarantined (DESIGN §3) instead of resetting it between tries.
+        if (retried !== undefined) await runAttempt(retried, runtime, call);
         return;
       }
       // Nothing reached disk: retry within the budget, else fail.
@@ -170,7 +187,7 @@ export function createGenerationKind(services: GenerationServices) {
       // The interrupted attempt reached the provider; what it cost is unknown, not zero (§8.2).
       await recordUsage(builderOf(tx), { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
       if (attempt < base.retry.maxAttempts) {
-        const notBefore = runtime.now() + retryDelay(services.options.retryBaseMs, attempt);
+        const notBefore = runtime.now() + retryDelay(services.options, attempt);
         tx.patch(task, "retry_wait", { inputs: base.inputs, config: base.config, retry: { ...base.retry, attempt }, notBefore, error });
       } else {
         await resolveUnanswered(builderOf(tx), task.conversationId, base.inputs, "failed", { detail: error, placeWrites: true });
@@ -263,6 +280,8 @@ export function createGenerationKind(services: GenerationServices) {
     // before_request, not against the registry: a registered but unselected tool is not callable.
     const offered = foldTools([request.messages]);
 
+    // streamSimple maps the thinking level per provider; the probe sees each HTTP exchange (retry hints).
+    const probe = exchangeProbe();
     let message: AssistantMessage;
     if (state.status === "deferred") {
       // Poll the deferred answer; a provider that is not done yet answers deferred again.
@@ -277,7 +296,7 @@ export function createGenerationKind(services: GenerationServices) {
       // commit, a post-mark rejection) cancels it, and the finally joins it, so no provider request
       // keeps running unobserved after this invocation returns.
       const producer = linkedController(call.abortSignal);
-      const stream = services.models.models.stream(model, request, { signal: producer.controller.signal });
+      const stream = services.models.models.streamSimple(model, request, attemptOptions(model, config.thinking, producer.controller.signal, probe));
       const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);
       try {
         for await (const event of stream) {
@@ -338,20 +357,25 @@ export function createGenerationKind(services: GenerationServices) {
     }
     if (message.stopReason === "error" || message.stopReason === "aborted") {
       const error = message.errorMessage ?? message.stopReason;
-      if (message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts) {
+      const decision = message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts
+        ? retryDecision(services.options, attemptRetry.attempt, retryHintMs(message, probe, runtime.now()))
+        : undefined;
+      if (decision?.type === "wait") {
+        // The wake time is durable in state (§5.3): after an eviction the alarm resumes the sleep.
         await runtime.commit(async (tx) => {
           await recordUsage(builderOf(tx), row);
-          const notBefore = runtime.now() + retryDelay(services.options.retryBaseMs, attemptRetry.attempt);
+          const notBefore = runtime.now() + decision.delayMs;
           tx.patch(task, "retry_wait", { inputs, config, retry: attemptRetry, notBefore, error });
         }, call);
         return;
       }
+      const failure = decision?.type === "give_up" ? `${error} (${decision.reason})` : error;
       await runtime.commit(async (tx) => {
         const b = builderOf(tx);
         await recordUsage(b, row);
         const shown = message.content.length > 0 ? tx.entry(assistantKind, { model: [message] }) : null;
-        await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: error, placeWrites: true });
-        tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "error", error, partial: shown, successor: null });
+        await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: failure, placeWrites: true });
+        tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "error", error: failure, partial: shown, successor: null });
       }, call);
       return;
     }

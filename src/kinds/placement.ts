@@ -28,6 +28,7 @@ import type { Id } from "../storage/records.js";
 import { captureConfig, freshRetry } from "./config.js";
 import type { TurnOptions } from "./services.js";
 import type { CapturedConfig, GenerationState, RetryBudget } from "./states.js";
+import { clearWaiting, markWaiting } from "./waiting.js";
 
 export type WhenBusy = "followUp" | "steer" | "reject";
 
@@ -81,6 +82,7 @@ export async function acceptInput(b: TxBuilder, conversationId: Id, options: Acc
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     }
   }
+  if (group.length > 0) await clearWaiting(b, conversationId);
   const item: QueuedInput = withRequest({ mode: "followUp" as const, input: options.input }, options.requestId);
   const inputId = queueInput(b, conversationId, item);
   placeInput(b, conversationId, inputId, item, userDraft(options.input, now));
@@ -162,6 +164,32 @@ export async function resolveUnanswered(
       if (item.value.mode === "write") placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     }
   }
+  // Without a final answer nothing places queued steer/followUp (§8.1, §6.4): say that they wait. An
+  // abort withdrew them already (§6.3).
+  if (reason !== "aborted") await markWaiting(b, conversationId);
+}
+
+/**
+ * POST .../continue (DESIGN §3): the explicit user action that places the waiting steer/followUp items
+ * (with queued writes and nextRun items, as an idle accept would) into a new group and creates its
+ * generation, in one commit. Returns the group and the generation, or undefined when nothing is queued.
+ * The caller checks that no turn is live (a live turn places them at its own boundary).
+ */
+export async function continueInbox(b: TxBuilder, conversationId: Id, turn: TurnOptions, now: number): Promise<{ inputs: Id[]; generation: Id } | undefined> {
+  const group: Id[] = [];
+  const queued = await queuedItems(b, conversationId);
+  if (!queued.some((item) => item.value.mode === "steer" || item.value.mode === "followUp")) return undefined;
+  const config = await captureConfig(b, conversationId, turn);
+  for (const item of queued) {
+    if (item.value.mode === "write") {
+      placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
+    } else {
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      group.push(item.id);
+    }
+  }
+  await clearWaiting(b, conversationId);
+  return { inputs: group, generation: createGeneration(b, conversationId, group, config, freshRetry(turn)) };
 }
 
 /**
@@ -170,6 +198,7 @@ export async function resolveUnanswered(
  * held the conversation (§5.8) is not stranded until the next explicit accept. Returns the new group.
  */
 export async function landIdleInbox(b: TxBuilder, conversationId: Id, now: number): Promise<Id[]> {
+  await clearWaiting(b, conversationId);
   const next: Id[] = [];
   for (const item of await queuedItems(b, conversationId)) {
     if (item.value.mode === "write") {

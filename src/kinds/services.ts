@@ -133,12 +133,16 @@ export function modelResolver(models: Models): ModelResolver {
 // Options and the bundle
 
 export interface TurnOptions {
-  /** Retry attempts per generation, shared across retries (§8.2). Default 3. */
+  /** Attempts per generation, shared across retries (§8.2). Default 8 (about 4 minutes of backoff). */
   readonly maxAttempts: number;
-  /** Base delay of the exponential retry backoff, ms. Default 1,000. */
+  /** Base delay of the exponential retry backoff, ms (attempt n waits base * 2^(n-1)). Default 2,000. */
   readonly retryBaseMs: number;
   /** Poll interval of a deferred answer when the provider's handle names none (§8.2). Default 30,000. */
   readonly deferredPollMs?: number;
+  /** Longest retry wait, ms; a provider's retry hint above it fails the input. Default 300,000. */
+  readonly retryMaxDelayMs: number;
+  /** Backoff jitter: up to this fraction of the delay is added at random. Default 0.25. */
+  readonly retryJitter: number;
   /** At most one scratch commit per task per this many ms while streaming (§8.2). Default 50. */
   readonly flushMs: number;
   /** Scratch bytes a streaming attempt may write before frames stop (the preview keeps going). */
@@ -157,8 +161,10 @@ export interface TurnOptions {
 }
 
 export const defaultTurnOptions: TurnOptions = {
-  maxAttempts: 3,
-  retryBaseMs: 1000,
+  maxAttempts: 8,
+  retryBaseMs: 2000,
+  retryMaxDelayMs: 300_000,
+  retryJitter: 0.25,
   flushMs: 50,
   maxScratchBytes: 1_000_000,
   collapseThresholdTokens: 0,

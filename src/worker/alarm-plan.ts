@@ -34,6 +34,8 @@ export class AlarmPlan {
   #heartbeat: number | undefined;
   #directory: number | undefined;
   #busy = false;
+  /** Live work committed but neither dispatched (busy) nor asleep (wake) yet: a kill in that gap must still wake it. */
+  #guard: number | undefined;
   /** What the runtime has scheduled: null until known (a fresh instance reads it once). */
   #armed: number | undefined | null = null;
   /** The unclamped minimum the armed alarm was written for. */
@@ -59,6 +61,18 @@ export class AlarmPlan {
   /** The earliest wake time of sleeping tasks (undefined: nobody sleeps). */
   wake(earliest: number | undefined, now: number): void {
     this.#wake = earliest;
+    if (earliest !== undefined) this.#guard = undefined;
+    this.#apply(now);
+  }
+
+  /**
+   * After each commit: whether live tasks exist. A commit that creates work is durable before the driver
+   * dispatches it; if the object is killed in between, nothing else would wake it (reopen only happens
+   * on a request or an alarm), so live work with no other reason to wake arms a guard alarm.
+   */
+  live(hasLive: boolean, now: number): void {
+    if (!hasLive) this.#guard = undefined;
+    else if (this.desired === undefined) this.#guard = now + this.#heartbeatMs;
     this.#apply(now);
   }
 
@@ -66,7 +80,10 @@ export class AlarmPlan {
   busy(busy: boolean, now: number): void {
     this.#busy = busy;
     if (!busy) this.#heartbeat = undefined;
-    else this.#heartbeat ??= now + this.#heartbeatMs;
+    else {
+      this.#heartbeat ??= now + this.#heartbeatMs;
+      this.#guard = undefined;
+    }
     this.#apply(now);
   }
 
@@ -83,6 +100,7 @@ export class AlarmPlan {
     this.#wake = undefined;
     this.#heartbeat = undefined;
     this.#busy = false;
+    this.#guard = undefined;
     this.#apply(now);
   }
 
@@ -103,7 +121,7 @@ export class AlarmPlan {
 
   /** The earliest reason to wake, or undefined. */
   get desired(): number | undefined {
-    return minimum(minimum(this.#wake, this.#heartbeat), this.#directory);
+    return minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory);
   }
 
   #apply(now: number): void {

@@ -14,11 +14,27 @@ export interface Env extends SandboxBinding {
   readonly JWT_SECRET?: string;
   /** Master secret the per-tenant webhook secrets are derived from (a wrangler secret). */
   readonly WEBHOOK_MASTER_SECRET?: string;
-  /** With a key set, that pi-ai provider is registered next to the built-in `echo` model. */
+  /**
+   * With a key set, that pi-ai provider is registered next to the built-in `echo` model. These two are
+   * examples: every catalogue provider's secret (src/models/providers.ts, README) is read by name.
+   */
   readonly ANTHROPIC_API_KEY?: string;
   readonly OPENAI_API_KEY?: string;
+  /** Custom OpenAI-/Anthropic-compatible endpoints: a JSON array (a string in .dev.vars, or a wrangler var). */
+  readonly MODEL_PROVIDERS?: string | readonly unknown[];
   /** The model a session gets when its PUT names none (default `echo`). */
   readonly DEFAULT_MODEL?: string;
   /** A Durable Object binding to `@cloudflare/sandbox`'s `Sandbox` class: jobs run there (README). */
   readonly SANDBOX?: SandboxBinding["SANDBOX"];
+  /** `development`, `staging` or `production` (wrangler.toml vars per environment). */
+  readonly ENVIRONMENT?: string;
+  /**
+   * Origins browsers may call from, comma-separated (`https://app.example.com,http://localhost:*`). Unset:
+   * development allows `http://localhost:*` and `http://127.0.0.1:*`; other environments allow none.
+   */
+  readonly CORS_ORIGINS?: string;
+  /** Longest lifetime (exp - iat) a bearer token may have, seconds (default 86400). */
+  readonly TOKEN_MAX_LIFETIME_SECONDS?: string;
+  /** Default lifetime of a watch token, seconds (default 600). */
+  readonly WATCH_TOKEN_LIFETIME_SECONDS?: string;
 }

@@ -11,32 +11,31 @@ import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";
 import type { ConversationHandle } from "../core/conversation.js";
 import type { UserInput } from "../core/entries.js";
 import type { Harness } from "../core/harness.js";
+import type { TxBuilder } from "../core/tx.js";
 import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
 import { bind, bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
 import { InvalidSchedule, newSchedule, scheduleDefinition, schedulePaused, type ScheduleMode, type ScheduleSpec, type ScheduleState } from "../kinds/schedule.js";
-import { generationConfig } from "../kinds/config.js";
-import { acceptInput, type WhenBusy } from "../kinds/placement.js";
+import { generationConfig, type OnInterrupt } from "../kinds/config.js";
+import { acceptInput, continueInbox, type WhenBusy } from "../kinds/placement.js";
+import { waitingInputs } from "../kinds/waiting.js";
 import { modelResolver } from "../kinds/services.js";
 import type { UsageRow, UsageTotals } from "../kinds/states.js";
 import type { TurnKit } from "../kinds/turns.js";
 import { usageList, usageTotals } from "../kinds/usage.js";
 import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../storage/records.js";
+import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../api/responses.js";
 import { Problem } from "./problems.js";
 
-/** The configuration a session is created with (PUT), after defaults: what a second PUT is compared to. */
-export interface SessionConfig {
-  readonly model: string;
-  readonly thinking?: string;
-  readonly selectedTools: readonly string[];
-  readonly profile?: string;
-  readonly budgetMs?: number;
+export type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport, WaitingElement } from "../api/responses.js";
+
+/** A stored create config; sessions created before `onInterrupt` existed have the default. */
+export function storedConfig(stored: Omit<SessionConfig, "onInterrupt"> & { readonly onInterrupt?: OnInterrupt }): SessionConfig {
+  return { ...stored, onInterrupt: stored.onInterrupt ?? "retry" };
 }
 
 /** The create config, stored in the creating commit so a later PUT can be compared with it. */
 export const createConfigValue: ValueSpec<SessionConfig> = sessionValue<SessionConfig>("edge.session.config");
 
-/** Which conversation an input accepted over HTTP went to, so `GET inputs/{id}` is one point read. */
-const inputIndexBase = sessionValue<{ conversationId: Id }>("edge.input");
 /** A schedule as the HTTP API shows it. */
 export interface ScheduleView {
   readonly id: Id;
@@ -64,7 +63,18 @@ export interface ScheduleRequest {
   readonly mode?: ScheduleMode;
 }
 
-export function inputIndex(inputId: Id): ValueSpec<{ conversationId: Id }> {
+/**
+ * The worker's acceptance index: which conversation an input accepted over HTTP went to, so
+ * `GET inputs/{id}` is one point read, and the hash of the request that accepted it under an
+ * Idempotency-Key, so a reuse of the key with another body is refused (the HTTP layer's rule; the core's
+ * `acceptance()` compares nothing, §3.4).
+ */
+export interface InputIndexEntry {
+  readonly conversationId: Id;
+  readonly requestHash?: string;
+}
+const inputIndexBase = sessionValue<InputIndexEntry>("edge.input");
+export function inputIndex(inputId: Id): ValueSpec<InputIndexEntry> {
   return withKey(inputIndexBase, String(inputId));
 }
 
@@ -91,48 +101,13 @@ export interface AcceptRequest {
   readonly mode?: "steer" | "followUp" | "nextRun";
   readonly whenBusy?: WhenBusy;
   readonly source?: RequestSource;
+  /**
+   * With an idempotency source: the hash of the request body. A prior acceptance of the same key with
+   * another hash, or on another conversation, is 422 `idempotency_key_reused` (IETF Idempotency-Key).
+   */
+  readonly requestHash?: string;
   /** Wait up to this many seconds for a terminal result. */
   readonly waitSeconds?: number;
-}
-
-export interface AcceptResponse {
-  readonly inputId: Id;
-  readonly conversationId: Id;
-  /** The input's status when the response was made (after the wait, if any). */
-  readonly status: InputResult["status"];
-  /** The request key was used before: this is its first acceptance, and nothing was written. */
-  readonly duplicate: boolean;
-  readonly result: InputResult | undefined;
-  /** With a wait and a done result: the answer entry. */
-  readonly answer?: Entry;
-}
-
-export interface SessionSummary {
-  readonly config: SessionConfig | undefined;
-  readonly rootConversationId: Id;
-  readonly lastSeq: Id;
-  readonly liveTasks: number;
-}
-
-export interface ConversationSnapshot {
-  readonly conversation: Conversation;
-  readonly config: ConfigValues;
-  readonly tasks: readonly Task[];
-  readonly inbox: readonly Element<QueuedInput>[];
-  readonly readAt: Id;
-}
-
-export interface ConfigValues {
-  readonly model?: string;
-  readonly thinking?: string;
-  readonly selectedTools?: readonly string[];
-  readonly profile?: string;
-  readonly budgetMs?: number;
-}
-
-export interface UsageReport {
-  readonly totals: UsageTotals | undefined;
-  readonly rows: Page<Element<UsageRow>>;
 }
 
 const call: Call = BACKGROUND_CONTEXT;
@@ -160,6 +135,21 @@ export function checkConfig(models: Models, toolNames: readonly string[], config
   }
 }
 
+/**
+ * The Idempotency-Key rule (IETF draft): a key names one request. Its reuse on another conversation, or
+ * with another body, throws before anything is written. An acceptance indexed without a hash (before
+ * hashes were kept) is matched on the conversation only.
+ */
+async function checkReuse(b: TxBuilder, prior: Acceptance, conversationId: Id, requestHash: string | undefined): Promise<void> {
+  if (prior.conversationId !== conversationId) {
+    throw new Problem("idempotency_key_reused", `this Idempotency-Key was used on conversation ${prior.conversationId}; use a new key for a new request`, "idempotency-key");
+  }
+  const indexed = await b.value(inputIndex(prior.inputId)).get();
+  if (requestHash !== undefined && indexed?.requestHash !== undefined && indexed.requestHash !== requestHash) {
+    throw new Problem("idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key for a new request", "idempotency-key");
+  }
+}
+
 export class SessionApi {
   readonly #harness: Harness;
   readonly #kit: TurnKit;
@@ -177,7 +167,8 @@ export class SessionApi {
 
   async summary(): Promise<SessionSummary> {
     const storage = this.#harness.storage;
-    const config = (await storage.getValue(bindTo(createConfigValue, this.#harness.rootId)))?.value;
+    const stored = (await storage.getValue(bindTo(createConfigValue, this.#harness.rootId)))?.value;
+    const config = stored === undefined ? undefined : storedConfig(stored);
     const live = await storage.scanTasks({ live: true, limit: 1000 });
     return { config, rootConversationId: this.#harness.rootId, lastSeq: storage.lastSeq, liveTasks: live.items.length };
   }
@@ -203,7 +194,10 @@ export class SessionApi {
     const key = request.source === undefined ? undefined : requestId(request.source);
     const receipt = await this.#harness.commitBound(call, { conversationId }, async (b) => {
       const prior = await priorAcceptance(b, key);
-      if (prior !== undefined) return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
+      if (prior !== undefined) {
+        if (request.source?.type === "idempotency") await checkReuse(b, prior, conversationId, request.requestHash);
+        return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
+      }
       let inputId: Id;
       if (request.mode === undefined) {
         const accepted = await acceptInput(
@@ -218,7 +212,7 @@ export class SessionApi {
         const item: QueuedInput = { mode: request.mode, input: request.input, ...(key === undefined ? {} : { requestId: key }) };
         inputId = queueInput(b, conversationId, item);
       }
-      b.value(inputIndex(inputId)).set({ conversationId });
+      b.value(inputIndex(inputId)).set({ conversationId, ...(request.requestHash === undefined ? {} : { requestHash: request.requestHash }) });
       return { inputId, conversationId, duplicate: false };
     });
     let result = await this.#result(receipt.conversationId, receipt.inputId);
@@ -321,7 +315,32 @@ export class SessionApi {
     const conversation = await handle.snapshot(call);
     const tasks = await storage.scanTasks({ conversationIds: [handle.id], live: true, limit: 1000 });
     const inbox = await storage.readList<QueuedInput>(bindInbox(handle.id), { limit: 1000 });
-    return { conversation, config: await this.config(handle.id), tasks: tasks.items, inbox: inbox.items, readAt: storage.lastSeq };
+    const waiting = new Set((await storage.getValue(bindTo(waitingInputs, handle.id)))?.value ?? []);
+    return {
+      conversation,
+      config: await this.config(handle.id),
+      tasks: tasks.items,
+      inbox: inbox.items.map((element) => ({ ...element, waiting: waiting.has(element.id) })),
+      readAt: storage.lastSeq,
+    };
+  }
+
+  /**
+   * POST .../continue: place the queued steer/followUp items (waiting after a group ended without a
+   * final answer) into a new group with its generation, in one commit. A live turn places them itself
+   * (in_turn); nothing queued is nothing_waiting. Both write nothing.
+   */
+  async continue(ref: ConversationRef): Promise<{ inputs: Id[]; generation: Id }> {
+    const handle = await this.conversation(ref);
+    const conversationId = handle.id;
+    return this.#harness.commitBound(call, { conversationId }, async (b) => {
+      if (b.inTurn(conversationId)) {
+        throw new Problem("in_turn", `conversation ${conversationId} has a live turn; its queued inputs are placed at that turn's next boundary`);
+      }
+      const placed = await continueInbox(b, conversationId, this.#kit.options, this.#harness.now());
+      if (placed === undefined) throw new Problem("nothing_waiting", `conversation ${conversationId} has no queued steer or followUp input to continue with`);
+      return placed;
+    });
   }
 
   async entries(ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }): Promise<Page<Entry>> {

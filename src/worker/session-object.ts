@@ -28,7 +28,8 @@ import { directoryStub } from "./directory-object.js";
 import { DirectoryLink } from "./session-directory.js";
 import type { Env } from "./env.js";
 import { SessionNotFound } from "./errors.js";
-import { HostBook, type FaultRecord, type KillCount } from "./host-book.js";
+import type { SessionInspection } from "../api/responses.js";
+import { HostBook } from "./host-book.js";
 import { deployedVersion, HEARTBEAT_MS, hostClock, hostReport, killBound } from "./host-config.js";
 import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
 import { sandboxEnvFor } from "./sandbox-env.js";
@@ -36,13 +37,26 @@ import { FakeExecutionEnv } from "../kinds/exec-fake.js";
 import { buildModels, defaultModel } from "./models.js";
 import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
-import { canonical, checkConfig, createConfigValue, SessionApi, type SessionConfig } from "./session-api.js";
+import { canonical, checkConfig, createConfigValue, inputIndex, SessionApi, type SessionConfig } from "./session-api.js";
 import { SessionHost } from "./session-host.js";
 import type { SessionOps } from "./session-rpc.js";
 import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
 import type { FeedSubscriber } from "./watch-feed.js";
-import { generationConfig } from "../kinds/config.js";
+import { generationConfig, turnPolicy } from "../kinds/config.js";
 import type { TurnKit } from "../kinds/turns.js";
+import { erase } from "../core/task-kind.js";
+import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
+import { acceptInput } from "../kinds/placement.js";
+import { RigOps, type RigSessionOps } from "./rig-ops.js";
+
+/** The rig's operations as entries of the SessionObject's op table. */
+function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
+  const out: Record<string, (session: OpenSession, ...args: never[]) => Promise<unknown>> = {};
+  for (const [name, run] of Object.entries(table) as [string, (ops: RigOps, ...args: never[]) => Promise<unknown>][]) {
+    out[name] = (session, ...args) => run(session.rig, ...args);
+  }
+  return out as unknown as { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> };
+}
 
 export interface CreateConfig {
   /** Values of the root conversation, written in the creating commit (§9.5). */
@@ -50,17 +64,7 @@ export interface CreateConfig {
 }
 
 /** What an operator sees: the driver's view plus the host's safety valves. */
-export interface SessionInspection extends InspectResult {
-  /** The durable fault record; while present, alarms do not drive the session. */
-  readonly fault: FaultRecord | undefined;
-  /** Consecutive-kill counters of tasks whose last execute/recover did not return. */
-  readonly kills: readonly KillCount[];
-  readonly killBound: number;
-  readonly version: string;
-  /** Invocations in flight in this instance. */
-  readonly busy: boolean;
-  readonly nextWake: number | undefined;
-}
+export type { SessionInspection } from "../api/responses.js";
 
 /** The harness this instance opened, with its host bookkeeping. */
 interface OpenSession {
@@ -69,6 +73,8 @@ interface OpenSession {
   readonly kit: TurnKit;
   readonly api: SessionApi;
   readonly feeds: FeedBook;
+  /** The rig layer (issue 13): agents, hooks, mail, nudges, the witness. */
+  readonly rig: RigOps;
   /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
   stale: boolean;
 }
@@ -93,7 +99,7 @@ export class SessionObject extends DurableObject<Env> {
    */
   readonly #lifecycle = new CommitLine();
   #session: OpenSession | undefined;
-  #models: Models | undefined;
+  #models: Promise<Models> | undefined;
   /** Sockets registered with a feed of the open harness (after hibernation this starts empty). */
   readonly #sockets = new Map<WebSocket, { feed: AnyFeed; subscriber: FeedSubscriber<unknown, unknown> }>();
   readonly #watchApp = this.#buildWatchApp();
@@ -222,7 +228,7 @@ export class SessionObject extends DurableObject<Env> {
           }
           return { created: false, config: stored ?? config };
         }
-        const models = this.#modelsOf();
+        const models = await this.#modelsOf();
         const kit = sessionTurnKit(models);
         checkConfig(models, kit.tools.names(), config);
         await this.#open([
@@ -232,6 +238,7 @@ export class SessionObject extends DurableObject<Env> {
           ...(config.thinking === undefined ? [] : [initialValue(generationConfig.thinking, config.thinking)]),
           ...(config.profile === undefined ? [] : [initialValue(generationConfig.profile, config.profile)]),
           ...(config.budgetMs === undefined ? [] : [initialValue(generationConfig.budgetMs, config.budgetMs)]),
+          initialValue(turnPolicy.onInterrupt, config.onInterrupt),
         ]);
         if (where !== undefined) {
           await this.#directory.created({ ...where, ...(body.title === undefined ? {} : { title: body.title }), ...(body.labels === undefined ? {} : { labels: body.labels }) });
@@ -327,6 +334,7 @@ export class SessionObject extends DurableObject<Env> {
       return { aborted: true as const };
     },
     fork: (s, ref, options) => s.api.fork(ref, options),
+    continue: (s, ref) => s.api.continue(ref),
     collapse: (s, ref, instructions) => s.api.collapse(ref, instructions),
     reset: async (s, ref, handoff) => {
       await s.api.reset(ref, handoff);
@@ -354,6 +362,7 @@ export class SessionObject extends DurableObject<Env> {
       return { released: true as const };
     },
     lastSeq: async (s) => s.harness.storage.lastSeq,
+    ...bindRig(RigOps.table()),
   };
 
   ping(): number {
@@ -442,14 +451,20 @@ export class SessionObject extends DurableObject<Env> {
         if (this.#session?.harness === harness) this.#session.stale = true;
       },
     });
-    const models = this.#modelsOf();
+    const models = await this.#modelsOf();
     // Jobs run in the session's sandbox when the SANDBOX binding is configured, else on the scripted fake.
     const env = sandboxEnvFor(this.env, this.ctx.id.toString()) ?? new FakeExecutionEnv({ clock: this.#clock });
     const kit = sessionTurnKit(models, env);
+    // The witness kind is registered at open; the Rig it patrols is built over the opened harness.
+    let rig: Rig | undefined;
+    const witness = createWitnessKind(
+      () => rig,
+      (error) => hostReport({ type: "harness", report: error }),
+    );
     const harness: Harness = await Harness.open(
       storage,
       {
-        taskKinds: sessionTaskKinds(kit.kinds),
+        taskKinds: sessionTaskKinds([...kit.kinds, erase(witness)]),
         host,
         report: (report) => hostReport({ type: "harness", report }),
         ...(rootValues === undefined ? {} : { rootValues }),
@@ -457,16 +472,33 @@ export class SessionObject extends DurableObject<Env> {
       BACKGROUND_CONTEXT,
     );
     kit.install(harness);
+    // Registered first, so the guard alarm is written in the same turn as a commit that created work.
+    harness.onCommit(() => this.#alarms.live(harness.driver.liveCount() > 0, this.#clock.now()));
     harness.onCommit(() => this.#directory.activity());
     const feeds = new FeedBook(harness);
-    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, stale: false };
+    rig = new Rig(harness, {
+      witness,
+      conversationValues: Object.values(generationConfig),
+      // GUPP: the work item is accepted as the conversation agent's input, as if its user hit enter.
+      accept: async (tx, conversationId, input, requestId) => {
+        const receipt = await acceptInput(tx.builder, conversationId, { input, requestId }, kit.options, harness.now());
+        tx.value(inputIndex(receipt.inputId)).set({ conversationId });
+        return receipt.inputId;
+      },
+    });
+    const gupp = new Gupp(rig, (error) => hostReport({ type: "harness", report: error }));
+    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, rig: new RigOps(rig, feeds), stale: false };
     this.#session = session;
     // Watchers that survived hibernation (or a reopen) are registered before any new commit.
     await this.#rewatchSockets(session);
     // Keep the session attached whenever it is open and not faulted, so accepted work always runs; a
     // faulted session waits for an operator (inspect, abort, clearFault).
     try {
-      if (book.fault() === undefined) await harness.attach(BACKGROUND_CONTEXT);
+      if (book.fault() === undefined) {
+        await harness.attach(BACKGROUND_CONTEXT);
+        // Pending and answered GUPP hooks are durable assignments: re-checked on every open.
+        await gupp.open();
+      }
     } finally {
       // Learn the scheduled alarm after attaching, so the work attach dispatched is counted in the
       // first write instead of causing a clear and a set.
@@ -476,9 +508,14 @@ export class SessionObject extends DurableObject<Env> {
     return session;
   }
 
-  #modelsOf(): Models {
+  async #modelsOf(): Promise<Models> {
     this.#models ??= buildModels(this.env);
-    return this.#models;
+    try {
+      return await this.#models;
+    } catch (error) {
+      this.#models = undefined; // a misconfiguration is reported on every use, not cached
+      throw error;
+    }
   }
 
   #normalize(body: SessionConfigBody): SessionConfig {
@@ -488,6 +525,7 @@ export class SessionObject extends DurableObject<Env> {
       ...(body.thinking === undefined ? {} : { thinking: body.thinking }),
       ...(body.profile === undefined ? {} : { profile: body.profile }),
       ...(body.budgetMs === undefined ? {} : { budgetMs: body.budgetMs }),
+      onInterrupt: body.onInterrupt ?? "retry",
     };
   }
 

@@ -26,12 +26,13 @@ import type {
   SessionSummary,
   UsageReport,
 } from "./session-api.js";
+import type { RigSessionOps } from "./rig-ops.js";
 import type { CreateConfig, SessionInspection, SessionObject } from "./session-object.js";
 
-type Op<Args extends readonly unknown[], Result> = { readonly args: Args; readonly result: Result };
+export type Op<Args extends readonly unknown[], Result> = { readonly args: Args; readonly result: Result };
 
 /** Every HTTP operation on a session: its arguments and its result. */
-export interface SessionOps {
+export interface SessionOps extends RigSessionOps {
   summary: Op<[], SessionSummary>;
   accept: Op<[ref: ConversationRef, request: AcceptRequest], AcceptResponse>;
   input: Op<[inputId: Id], { inputId: Id; conversationId: Id; result: InputResult }>;
@@ -41,6 +42,7 @@ export interface SessionOps {
   entries: Op<[ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }], Page<Entry>>;
   abort: Op<[ref: ConversationRef], { aborted: true }>;
   fork: Op<[ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }], { conversationId: Id; conversation: Conversation }>;
+  continue: Op<[ref: ConversationRef], { inputs: Id[]; generation: Id }>;
   collapse: Op<[ref: ConversationRef, instructions: string | undefined], { taskId: Id }>;
   reset: Op<[ref: ConversationRef, handoff: string | undefined], { reset: true }>;
   getConfig: Op<[ref: ConversationRef], ConfigValues>;
@@ -59,6 +61,7 @@ export interface SessionOps {
   releaseQuarantine: Op<[taskId: Id], { released: true }>;
   /** The storage's last sequence (tests check that a refused request wrote nothing). */
   lastSeq: Op<[], Id>;
+
 }
 
 export interface SessionRpc {

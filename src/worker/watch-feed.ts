@@ -16,10 +16,14 @@ import { BACKGROUND_CONTEXT } from "../core/call.js";
 import type { WatchHandle, WatchMessage } from "../core/watch.js";
 import type { Id } from "../storage/records.js";
 
-/** What a transport sends: a view or one per-commit message. */
+/**
+ * What a transport sends: a view, one per-commit message, or a live rig nudge (issue 13: never a
+ * commit, never stored; its id is `seq.n` like preview-only messages', so a resume stays gap-free).
+ */
 export type FeedOut<View, Event> =
   | { readonly type: "view"; readonly id: string; readonly view: View }
-  | { readonly type: "commit"; readonly id: string; readonly seq: Id; readonly events: readonly Event[] };
+  | { readonly type: "commit"; readonly id: string; readonly seq: Id; readonly events: readonly Event[] }
+  | { readonly type: "nudge"; readonly id: string; readonly seq: Id; readonly nudge: unknown };
 
 export interface FeedSubscriber<View, Event> {
   send(out: FeedOut<View, Event>): void;
@@ -27,11 +31,9 @@ export interface FeedSubscriber<View, Event> {
   end(): void;
 }
 
-interface Buffered<Event> {
-  readonly id: string;
-  readonly seq: Id;
-  readonly events: readonly Event[];
-}
+type Buffered<Event> =
+  | { readonly type: "commit"; readonly id: string; readonly seq: Id; readonly events: readonly Event[] }
+  | { readonly type: "nudge"; readonly id: string; readonly seq: Id; readonly nudge: unknown };
 
 type FeedEvent = { readonly type: string; readonly error?: unknown };
 
@@ -81,7 +83,7 @@ export class WatchFeed<View extends { readonly readAt: Id }, Event extends FeedE
     if (replay === undefined) {
       if (!this.#resyncing) subscriber.send(this.#view());
     } else {
-      for (const message of replay) subscriber.send({ type: "commit", ...message });
+      for (const message of replay) subscriber.send(message);
     }
     this.#subscribers.add(subscriber);
   }
@@ -123,15 +125,25 @@ export class WatchFeed<View extends { readonly readAt: Id }, Event extends FeedE
       return;
     }
     const id = this.#allocate(message.seq);
-    const buffered: Buffered<Event> = { id, seq: message.seq, events: message.events };
+    this.#push({ type: "commit", id, seq: message.seq, events: message.events });
+    if (message.events.some((event) => event.type === "closed")) this.#end();
+  }
+
+  /** Send a live rig nudge to every subscriber (not a commit); false when nobody is subscribed. */
+  announce(nudge: unknown): boolean {
+    if (this.#ended || this.#resyncing) return false;
+    this.#push({ type: "nudge", id: this.#allocate(this.#idSeq), seq: this.#idSeq, nudge });
+    return this.#subscribers.size > 0;
+  }
+
+  #push(buffered: Buffered<Event>): void {
     this.#buffer.push(buffered);
     if (this.#buffer.length > this.#capacity) {
       const dropped = this.#buffer.shift() as Buffered<Event>;
       this.#floor = { id: dropped.id, issued: true };
     }
-    this.#lastId = id;
-    for (const subscriber of [...this.#subscribers]) subscriber.send({ type: "commit", ...buffered });
-    if (message.events.some((event) => event.type === "closed")) this.#end();
+    this.#lastId = buffered.id;
+    for (const subscriber of [...this.#subscribers]) subscriber.send(buffered);
   }
 
   /** The feed's own watch fell behind: a fresh capture, sent to every subscriber as a view. */

@@ -15,6 +15,7 @@ import { BACKGROUND_CONTEXT } from "../core/call.js";
 import type { Harness } from "../core/harness.js";
 import { watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../core/watch.js";
 import type { Id } from "../storage/records.js";
+import { waitingConversations, waitingInputs } from "../kinds/waiting.js";
 import { DEFAULT_FEED_BUFFER, WatchFeed, type FeedOut, type FeedSubscriber } from "./watch-feed.js";
 
 export type ConversationFeed = WatchFeed<ConversationView, ConversationEvent>;
@@ -66,6 +67,8 @@ export function keepAliveMs(): number {
 export class FeedBook {
   readonly #harness: Harness;
   readonly #feeds = new Map<string, Promise<AnyFeed>>();
+  /** Feeds that finished opening (a live nudge goes only to watchers that exist now). */
+  readonly #ready = new Map<string, AnyFeed>();
   #closed = false;
 
   constructor(harness: Harness) {
@@ -74,14 +77,14 @@ export class FeedBook {
 
   conversation(id: Id): Promise<ConversationFeed> {
     return this.#get(`c${id}`, async (onEnd) => {
-      const handle = await watchConversation(this.#harness, id, { tail: seams.tail ?? VIEW_TAIL }, BACKGROUND_CONTEXT);
+      const handle = await watchConversation(this.#harness, id, { tail: seams.tail ?? VIEW_TAIL, values: [waitingInputs] }, BACKGROUND_CONTEXT);
       return new WatchFeed<ConversationView, ConversationEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd);
     }) as Promise<ConversationFeed>;
   }
 
   session(): Promise<SessionFeed> {
     return this.#get("s", async (onEnd) => {
-      const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT);
+      const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT, { values: [waitingConversations] });
       return new WatchFeed<SessionView, SessionEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd);
     }) as Promise<SessionFeed>;
   }
@@ -90,20 +93,34 @@ export class FeedBook {
     return target.type === "session" ? this.session() : this.conversation(target.id);
   }
 
+  /** A live rig nudge to the watchers of a conversation (issue 13); false when nobody watches it. */
+  announce(conversationId: Id, nudge: unknown): boolean {
+    const feed = this.#ready.get(`c${conversationId}`);
+    if (feed === undefined || this.#closed) return false;
+    return (feed as WatchFeed<{ readAt: Id }, { type: string }>).announce(nudge);
+  }
+
   /** End every feed (the harness is being replaced). */
   close(): void {
     this.#closed = true;
     for (const feed of this.#feeds.values()) void feed.then((f) => f.close(), () => undefined);
     this.#feeds.clear();
+    this.#ready.clear();
   }
 
   #get(key: string, open: (onEnd: () => void) => Promise<AnyFeed>): Promise<AnyFeed> {
     const existing = this.#feeds.get(key);
     if (existing !== undefined && !this.#closed) return existing;
     const created = open(() => {
-      if (this.#feeds.get(key) === created) this.#feeds.delete(key);
+      if (this.#feeds.get(key) === created) {
+        this.#feeds.delete(key);
+        this.#ready.delete(key);
+      }
     });
     this.#feeds.set(key, created);
+    void created.then((feed) => {
+      if (this.#feeds.get(key) === created) this.#ready.set(key, feed);
+    }, () => undefined);
     created.catch(() => this.#feeds.delete(key));
     void created.then(() => this.#trim(key), () => undefined);
     return created;
@@ -122,7 +139,18 @@ export class FeedBook {
 }
 
 function payload<V, E>(out: FeedOut<V, E>): string {
-  return out.type === "view" ? JSON.stringify(out.view) : JSON.stringify({ seq: out.seq, events: out.events });
+  switch (out.type) {
+    case "view":
+      return JSON.stringify(out.view);
+    case "commit":
+      return JSON.stringify({ seq: out.seq, events: out.events });
+    case "nudge":
+      return JSON.stringify(out.nudge);
+    default: {
+      const never: never = out;
+      return never;
+    }
+  }
 }
 
 /** An SSE response for one subscriber of `feed`. */

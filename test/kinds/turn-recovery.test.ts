@@ -6,6 +6,10 @@
  */
 import type { Context } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
+import { bindTo } from "../../src/core/state.js";
+import { turnPolicy } from "../../src/kinds/config.js";
+import { continueInbox } from "../../src/kinds/placement.js";
+import { waitingConversations, waitingInputs } from "../../src/kinds/waiting.js";
 import type { Id } from "../../src/storage/records.js";
 import { coreBackends } from "../core/backends.js";
 import { FakeClock, until } from "../core/driver-fixtures.js";
@@ -56,11 +60,64 @@ for (const backend of coreBackends) {
         expect(await kinds(again)).toEqual(["user", "assistant"]);
       }));
 
-    it(`crash mid-stream with frames on disk -> recover keeps the partial for display (aborted, excluded from requests), no tools, input unanswered(failed) (${backend.name})`, () =>
+    it(`onInterrupt "retry" (default): crash mid-stream with frames on disk -> the partial is kept for display (excluded from requests), the attempt runs again within its budget and the group goes on to its final answer, then the queued steer and followUp (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const stream = heldStream("partial ", "answer");
+        const seen: Context[] = [];
+        const rig = await openRig(inner, [stream]);
+        const root = await rig.harness.root(call);
+        const a = await root.accept({ input: "A" }, call);
+        void root.drive(call).catch(() => undefined);
+        await stream.streamed.promise;
+        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")), "frames flushed");
+        const f = await root.queueInput({ mode: "followUp", input: "F" }, call);
+        const s = await root.queueInput({ mode: "steer", input: "S" }, call);
+        const again = await crashAndReopen(rig);
+        stream.release.resolve();
+        again.provider.push((context) => {
+          seen.push(context);
+          return fauxAssistantMessage("answer: A");
+        });
+        again.provider.push(answerNewest(), answerNewest());
+        expect(await (await again.harness.root(call)).drive(call)).toBe("idle");
+        const gens = await tasksOfKind(again, "generation");
+        const first = gens[0]?.state as { status: string; retry: { attempt: number }; assistant: Id };
+        expect(first).toMatchObject({ status: "done", retry: { attempt: 2 } }); // the interrupted attempt counts
+        // The partial stays in the transcript for display; the retried request does not replay it.
+        const entries = await transcript(again);
+        const partial = entries.find((e) => e.kind === "assistant" && JSON.stringify(e.model).includes('"stopReason":"aborted"'));
+        expect(partial?.model).toMatchObject([{ role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "partial answer" }] }]);
+        expect(seen[0]?.messages.filter((m) => m.role === "assistant")).toEqual([]);
+        // The long input is answered once; the steer and followUp go into the next group after it (§8.1).
+        expect(await resultOf(again, a.inputId)).toMatchObject({ status: "done", answer: first.assistant });
+        expect(await resultOf(again, s.inputId)).toMatchObject({ status: "done" });
+        expect(await resultOf(again, f.inputId)).toMatchObject({ status: "done" });
+        expect((await usageRows(again)).filter((r) => r.taskId === gens[0]?.id).map((r) => r.usage === null)).toEqual([true, false]);
+      }));
+
+    it(`onInterrupt "retry" with its budget spent: an interruption on the last attempt settles failed(interrupted) (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const stream = heldStream("partial ", "answer");
+        const rig = await openRig(inner, [stream], { turn: { maxAttempts: 1 } });
+        const root = await rig.harness.root(call);
+        const a = await root.accept({ input: "A" }, call);
+        void root.drive(call).catch(() => undefined);
+        await stream.streamed.promise;
+        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")), "frames flushed");
+        const again = await crashAndReopen(rig, { turn: { maxAttempts: 1 } });
+        stream.release.resolve();
+        expect(await (await again.harness.root(call)).drive(call)).toBe("idle");
+        expect((await tasksOfKind(again, "generation"))[0]?.state).toMatchObject({ status: "failed", reason: "interrupted", retry: { attempt: 1 } });
+        expect(await resultOf(again, a.inputId)).toMatchObject({ status: "unanswered", reason: "failed", detail: "interrupted by a restart" });
+        expect(again.provider.calls).toBe(1); // only the interrupted attempt
+      }));
+
+    it(`onInterrupt "fail": crash mid-stream with frames on disk -> recover keeps the partial for display (aborted, excluded from requests), no tools, input unanswered(failed) (${backend.name})`, () =>
       backend.run(async (inner) => {
         const stream = heldStream("partial ", "answer");
         const rig = await openRig(inner, [stream]);
         const root = await rig.harness.root(call);
+        await root.commit((tx) => tx.value(turnPolicy.onInterrupt).set("fail"), call);
         const a = await root.accept({ input: "A" }, call);
         void root.drive(call).catch(() => undefined);
         await stream.streamed.promise;
@@ -137,13 +194,59 @@ for (const backend of coreBackends) {
       }));
   });
 
+  describe(`waiting input (DESIGN §3, §8.1) (${backend.name})`, () => {
+    it(`a group that ends without a final answer marks its queued steer/followUp waiting (conversation and session values); continue places them into a new group with one commit and clears the marks (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const rig = await openRig(inner, [fauxAssistantMessage([], { stopReason: "error", errorMessage: "400 bad request" })]);
+        const root = await rig.harness.root(call);
+        const a = await root.accept({ input: "A" }, call);
+        const f = await root.queueInput({ mode: "followUp", input: "F" }, call);
+        const s = await root.queueInput({ mode: "steer", input: "S" }, call);
+        const n = await root.queueInput({ mode: "nextRun", input: "N" }, call);
+        expect(await root.drive(call)).toBe("idle");
+        expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "unanswered", reason: "failed" });
+        // Still queued (§8.1: failure does not consume them), and now visibly waiting.
+        expect(await resultOf(rig, f.inputId)).toMatchObject({ status: "queued" });
+        expect((await rig.storage.inner.getValue(bindTo(waitingInputs, rig.root)))?.value).toEqual([f.inputId, s.inputId]);
+        expect((await rig.storage.inner.getValue(bindTo(waitingConversations, rig.root)))?.value).toEqual([rig.root]);
+        // Reopen creates no work by inference.
+        expect((await rig.harness.inspect(call)).start).toEqual([]);
+        rig.provider.push(answerNewest());
+        const before = rig.commits.length;
+        const placed = await rig.harness.commitBound(call, { conversationId: rig.root }, (b) => continueInbox(b, rig.root, rig.kit.options, rig.harness.now()));
+        expect(rig.commits.length).toBe(before + 1);
+        expect(placed?.inputs).toEqual([f.inputId, s.inputId, n.inputId]);
+        expect(await rig.storage.inner.getValue(bindTo(waitingInputs, rig.root))).toBeUndefined();
+        expect(await rig.storage.inner.getValue(bindTo(waitingConversations, rig.root))).toBeUndefined();
+        expect(await root.drive(call)).toBe("idle");
+        for (const id of [f.inputId, s.inputId, n.inputId]) expect(await resultOf(rig, id)).toMatchObject({ status: "done" });
+        // Nothing queued any more: a second continue has nothing to place.
+        expect(await rig.harness.commitBound(call, { conversationId: rig.root }, (b) => continueInbox(b, rig.root, rig.kit.options, rig.harness.now()))).toBeUndefined();
+      }));
+
+    it(`an idle accept after a failed group places the waiting items with it and clears the marks (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const rig = await openRig(inner, [fauxAssistantMessage([], { stopReason: "error", errorMessage: "400 bad request" }), answerNewest()]);
+        const root = await rig.harness.root(call);
+        await root.accept({ input: "A" }, call);
+        const f = await root.queueInput({ mode: "followUp", input: "F" }, call);
+        expect(await root.drive(call)).toBe("idle");
+        expect((await rig.storage.inner.getValue(bindTo(waitingInputs, rig.root)))?.value).toEqual([f.inputId]);
+        const b = await root.accept({ input: "B" }, call);
+        expect(await rig.storage.inner.getValue(bindTo(waitingInputs, rig.root))).toBeUndefined();
+        expect(await root.drive(call)).toBe("idle");
+        expect(await resultOf(rig, f.inputId)).toMatchObject({ status: "done" });
+        expect(await resultOf(rig, b.inputId)).toMatchObject({ status: "done" });
+      }));
+  });
+
   describe(`turn outcomes (${backend.name})`, () => {
     it(`a retryable error -> retry_wait with notBefore on the injected clock; the next attempt starts only when the clock reaches it (${backend.name})`, () =>
       backend.run(async (inner) => {
         const clock = new FakeClock();
         const rig = await openRig(inner, [fauxAssistantMessage([], { stopReason: "error", errorMessage: "503 overloaded" }), answerNewest()], {
           host: { clock },
-          turn: { retryBaseMs: 1000 },
+          turn: { retryBaseMs: 1000, retryJitter: 0 },
         });
         const root = await rig.harness.root(call);
         const a = await root.accept({ input: "A" }, call);

@@ -18,7 +18,7 @@ describe("accept", () => {
     const api = await client(tenant);
     await api.session(session).create({});
     const root = api.session(session).conversation("root");
-    const responses = await Promise.all(Array.from({ length: 12 }, (_, i) => root.accept(`attempt ${i}`, { idempotencyKey: "order-42" })));
+    const responses = await Promise.all(Array.from({ length: 12 }, () => root.accept("attempt", { idempotencyKey: "order-42" })));
     const ids = new Set(responses.map((r) => r.inputId));
     expect(ids.size).toBe(1);
     expect(responses.filter((r) => !r.duplicate).length).toBe(1);
@@ -92,6 +92,7 @@ const CASES: readonly Case[] = [
   { name: "PUT model not a string", method: "PUT", path: s, body: { model: 5 }, status: 400, code: "invalid_body", field: "model" },
   { name: "PUT unknown field", method: "PUT", path: s, body: { colour: "red" }, status: 400, code: "invalid_body", field: "colour" },
   { name: "PUT selectedTools not an array", method: "PUT", path: s, body: { selectedTools: "echo" }, status: 400, code: "invalid_body", field: "selectedTools" },
+  { name: "PUT onInterrupt not a policy", method: "PUT", path: s, body: { onInterrupt: "later" }, status: 400, code: "invalid_body", field: "onInterrupt" },
   { name: "PUT unknown model", method: "PUT", path: s, body: { model: "no-such-model" }, status: 409, code: "session_config_conflict" },
   { name: "accept input a number", method: "POST", path: (x) => `${root(x)}/inputs`, body: { input: 5 }, status: 400, code: "invalid_body", field: "input" },
   { name: "accept without input", method: "POST", path: (x) => `${root(x)}/inputs`, body: {}, status: 400, code: "invalid_body", field: "input" },

@@ -30,6 +30,37 @@ describe("conversation routes", () => {
     expect((await operator.session(name).tasks({ live: true })).items).toEqual([]);
   });
 
+  it("PUT session onInterrupt: default retry, fail stored as the session's policy; another policy on the same session is 409", async () => {
+    const api = await client("ops");
+    const byDefault = api.session(uniqueSession("interrupt-default"));
+    expect((await byDefault.create()).config).toMatchObject({ onInterrupt: "retry" });
+    expect((await byDefault.create({ onInterrupt: "retry" })).created).toBe(false);
+    const failing = api.session(uniqueSession("interrupt-fail"));
+    expect((await failing.create({ onInterrupt: "fail" })).config).toMatchObject({ onInterrupt: "fail" });
+    expect((await failing.get()).config).toMatchObject({ onInterrupt: "fail" });
+    await expect(failing.create({ onInterrupt: "retry" })).rejects.toMatchObject({ status: 409 });
+  });
+
+  it("continue with nothing queued is 409 nothing_waiting, during a live turn 409 in_turn; input queued behind a live turn is not marked waiting; neither refusal writes", async () => {
+    const api = await client("ops");
+    const name = uniqueSession("continue");
+    const s = api.session(name);
+    await s.create({ model: "echo-slow" });
+    const root = s.conversation("root");
+    const seq = await lastSeq("ops", name);
+    await expect(root.continue()).rejects.toMatchObject({ status: 409, code: "nothing_waiting" });
+    expect(await lastSeq("ops", name)).toBe(seq);
+    await root.accept("a long answer that streams for a while so that the turn stays live");
+    const queued = await root.accept("after", { whenBusy: "followUp" });
+    expect(queued.status).toBe("queued");
+    const busy = await lastSeq("ops", name);
+    await expect(root.continue()).rejects.toMatchObject({ status: 409, code: "in_turn" });
+    expect(await lastSeq("ops", name)).toBe(busy);
+    // Queued behind a live turn is not waiting: the turn places it at its boundary.
+    expect((await root.snapshot()).inbox.map((item) => [item.id, item.waiting])).toEqual([[queued.inputId, false]]);
+    await root.abort();
+  });
+
   it("config is read and patched per conversation; a fork starts from the source's values", async () => {
     const api = await client("ops");
     const name = uniqueSession("config");

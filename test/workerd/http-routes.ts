@@ -34,6 +34,8 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "PATCH config", method: "PATCH", path: (x) => `${c(x)}/config`, body: { thinking: "low" }, capability: "config" },
   { name: "GET conversation watch", method: "GET", path: (x) => `${c(x)}/watch`, capability: "watch" },
   { name: "GET session watch", method: "GET", path: (x) => `${s(x)}/watch`, capability: "watch" },
+  { name: "POST conversation watch-token", method: "POST", path: (x) => `${c(x)}/watch-token`, capability: "watch" },
+  { name: "POST session watch-token", method: "POST", path: (x) => `${s(x)}/watch-token`, capability: "watch" },
   { name: "GET usage", method: "GET", path: (x) => `${s(x)}/usage`, capability: "usage" },
   { name: "POST schedules", method: "POST", path: (x) => `${s(x)}/schedules`, body: { input: "hi", every: 60000 }, capability: "conversation" },
   { name: "GET schedules", method: "GET", path: (x) => `${s(x)}/schedules`, capability: "conversation" },
@@ -46,4 +48,6 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "GET inspect", method: "GET", path: (x) => `${s(x)}/inspect`, capability: "inspect" },
   { name: "POST shutdown", method: "POST", path: (x) => `${s(x)}/shutdown`, capability: "shutdown" },
   { name: "POST fault clear", method: "POST", path: (x) => `${s(x)}/fault/clear`, capability: "fault" },
+  { name: "GET rig witness", method: "GET", path: (x) => `${s(x)}/rig/witness`, capability: "rig" },
+  { name: "POST rig mail", method: "POST", path: (x) => `${s(x)}/rig/mail`, body: { to: "mayor", payload: "hello" }, capability: "rig" },
 ];

@@ -220,7 +220,8 @@ describe("SessionObject alarm", () => {
     await until(async () => (await session.rpc.inspect()).nextWake === t0 + 10_000 && (await stats()).sets === 2, "B asleep");
     expect(await stats()).toMatchObject({ sets: 2, clears: 0, changes: 2 });
 
-    // A wakes: B's t0+20s is earliest. B wakes: the heartbeat t0+30s. Both settle: no reason, no alarm.
+    // A wakes: B's t0+20s is earliest. B wakes: its heartbeat t0+50s (a sleeper is not busy, so no
+    // heartbeat ran while both slept). Both settle: no reason, no alarm.
     await advanceTo(session, t0 + 10_000);
     await untilStatus(session, a, "done");
     expect(await alarmOf(session)).toBe(t0 + 20_000);
@@ -229,7 +230,7 @@ describe("SessionObject alarm", () => {
     await until(async () => !(await session.rpc.inspect()).busy, "idle");
     expect(await alarmOf(session)).toBeNull();
     const final = await stats();
-    // Five changes of the earliest wake: t0+30s, t0+10s, t0+20s, t0+30s, none.
+    // Five changes of the earliest wake: t0+30s, t0+10s, t0+20s, t0+50s, none.
     expect(final).toMatchObject({ sets: 4, clears: 1, changes: 5 });
     expect(final.sets + final.clears).toBe(final.changes);
   });

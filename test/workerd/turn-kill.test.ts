@@ -10,7 +10,7 @@ import type { Context } from "@earendil-works/pi-ai";
 import { createModels } from "@earendil-works/pi-ai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { bindResult } from "../../src/core/inbox.js";
-import { generationConfig } from "../../src/kinds/config.js";
+import { generationConfig, turnPolicy } from "../../src/kinds/config.js";
 import { createTurnKit } from "../../src/kinds/turns.js";
 import type { Id } from "../../src/storage/records.js";
 import { registerTestKinds } from "../../src/worker/kinds.js";
@@ -28,7 +28,7 @@ afterEach(async () => {
 });
 
 describe("turn kill mid-stream in a session Durable Object", () => {
-  it("a kill mid-stream recovering the partial for display without tools: partial kept (aborted, excluded from requests), no tool tasks, input unanswered(failed)", async () => {
+  it('onInterrupt "fail": a kill mid-stream recovering the partial for display without tools: partial kept (aborted, excluded from requests), no tool tasks, input unanswered(failed)', async () => {
     const provider = new ScriptedProvider();
     const stream = heldStream("the partial ", "answer so far");
     provider.push(stream);
@@ -47,6 +47,7 @@ describe("turn kill mid-stream in a session Durable Object", () => {
       await root.commit((tx) => {
         tx.value(generationConfig.model).set(modelId);
         tx.value(generationConfig.selectedTools).set(["echo"]);
+        tx.value(turnPolicy.onInterrupt).set("fail");
       }, call);
       const receipt = await root.accept({ input: "tell me" }, call);
       const gen = (await h.storage.scanTasks({ kind: "generation", limit: 10 })).items[0]?.id as Id;

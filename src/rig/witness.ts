@@ -1,0 +1,311 @@
+/**
+ * The witness (seed 002 "Witness observer", issue 13, DESIGN §8): a per-rig, read-only patrol that runs
+ * as one background task of the session. It sleeps to its next patrol through the runtime's durable
+ * sleep (the wake time is in its task state, so the session alarm brings it back after eviction), then
+ * runs ONE commit per patrol: classify the polecats' stalls with the document's `classifyStall`, count
+ * its nudges, mail escalations to the mayor (de-duplicated per agent, bead and severity) and a health
+ * summary when the counts or the stalled set change. Nudges are delivered live after that commit.
+ *
+ * Read-only: a witness commit writes only its own task, `rig.witness.*` records and its own mail. It
+ * never terminates, reassigns, clears or changes an agent's status; it recommends.
+ *
+ * After downtime the next wake runs one patrol and schedules the following one from now, never a
+ * backlog. A patrol interrupted by eviction wrote nothing (one commit), so its rerun writes no
+ * duplicate mail or nudge count.
+ */
+import type { Call } from "../core/call.js";
+import type { ValueSpec } from "../core/state.js";
+import { defineTaskKind, type TypedTask } from "../core/task-kind.js";
+import type { ConversationTx, Tx } from "../core/tx.js";
+import type { TaskRuntime } from "../core/runtime.js";
+import { PicoError, TaskCancelled } from "../core/errors.js";
+import { iso } from "./hooks.js";
+import type { Rig } from "./rig.js";
+import { agentIndex, hookValue, mailbox, settingsValue, witnessAgent, witnessPatrol, type IndexEntry } from "./state.js";
+import {
+  DEFAULT_SETTINGS,
+  MAYOR_ID,
+  MIN_SETTING_MS,
+  WITNESS_ID,
+  type MailMessage,
+  type Nudge,
+  type RigHealth,
+  type RigSettings,
+  type StallSeverity,
+  type StoredHook,
+  type WitnessAgentRecord,
+  type WitnessPatrolRecord,
+} from "./types.js";
+
+export type WitnessState =
+  | { readonly status: "scheduled"; readonly next_patrol_at: number }
+  | { readonly status: "patrolling"; readonly next_patrol_at: number }
+  | { readonly status: "ended"; readonly next_patrol_at: number };
+
+export const WITNESS_KIND = "rig.witness";
+
+const witnessRoles = { scheduled: "start", patrolling: "inflight", ended: "terminal" } as const;
+type WitnessTask = TypedTask<WitnessState, typeof witnessRoles>;
+
+/** The document's classification; the alert threshold is the configurable `alertAfterMs` (1 h by default). */
+export function classifyStall(elapsed: number, nudgesSent: number, alertAfterMs = DEFAULT_SETTINGS.alertAfterMs): StallSeverity {
+  if (nudgesSent >= 2) return "critical"; // Nudged twice, still stalled
+  if (elapsed > alertAfterMs) return "alert"; // Over 1 hour
+  return "warning"; // First detection
+}
+
+/** What reads state: a transaction or the storage. */
+export interface StateReader {
+  get<T>(spec: ValueSpec<T>): Promise<T | undefined>;
+}
+
+export function txReader(tx: Pick<Tx, "value">): StateReader {
+  return { get: (spec) => tx.value(spec).get() };
+}
+
+interface Assessed {
+  readonly health: RigHealth;
+  /** Per patrolled polecat with an active hook: its stall (if any) and the witness's record. */
+  readonly polecats: readonly {
+    readonly agentId: string;
+    readonly conversationId: number | undefined;
+    readonly hook: StoredHook;
+    readonly record: WitnessAgentRecord | undefined;
+    readonly responded: boolean;
+    readonly elapsed: number;
+  }[];
+}
+
+/**
+ * Read every agent's hook and classify: the health report (counts exactly as the document names them)
+ * and the stalled polecats. A failed read rejects: an agent is never reported idle because its hook
+ * could not be read.
+ */
+export async function assess(reader: StateReader, now: number, rigName: string, settings: RigSettings, responses: ReadonlyMap<string, number> = new Map()): Promise<Assessed> {
+  const index: Readonly<Record<string, IndexEntry>> = (await reader.get(agentIndex)) ?? {};
+  let active = 0;
+  let idle = 0;
+  let pending = 0;
+  let terminated = 0;
+  const stalledDetails: RigHealth["stalledDetails"] = [];
+  const notStarted: { agentId: string; beadId: string; pendingMinutes: number }[] = [];
+  const polecats: Assessed["polecats"][number][] = [];
+  const ids = Object.keys(index).sort();
+  for (const agentId of ids) {
+    const entry = index[agentId] as IndexEntry;
+    const hook = await reader.get(hookValue(agentId));
+    if (hook === undefined) throw new Error(`agent ${agentId} has no hook record`);
+    if (entry.terminated === true) {
+      terminated += 1;
+      continue;
+    }
+    const status = hook.file.status;
+    if (status === "empty" || status === "completed") {
+      idle += 1;
+      continue;
+    }
+    if (status === "pending") {
+      pending += 1;
+      const since = now - Date.parse(hook.file.work_item?.assigned_at ?? hook.file.last_activity);
+      if (entry.role === "polecat" && since > settings.spawnGraceMs) {
+        notStarted.push({ agentId, beadId: hook.file.work_item?.bead_id ?? "", pendingMinutes: Math.floor(since / 60_000) });
+      }
+      continue;
+    }
+    if (entry.role !== "polecat") {
+      active += 1;
+      continue;
+    }
+    const record = await reader.get(witnessAgent(agentId));
+    const last = Date.parse(hook.file.last_activity);
+    const bead = hook.file.work_item?.bead_id ?? "";
+    const replied = responses.get(agentId);
+    const responded =
+      record !== undefined && (record.bead_id !== bead || last > record.last_nudge_at || (replied !== undefined && replied > record.last_nudge_at));
+    const effective = responded ? undefined : record;
+    const activity = responded && replied !== undefined && replied > last ? replied : last;
+    const elapsed = now - activity;
+    polecats.push({ agentId, conversationId: entry.conversationId, hook, record: effective, responded, elapsed });
+    if (elapsed > settings.stallThresholdMs) {
+      stalledDetails.push({ agentId, beadId: bead, stalledMinutes: Math.floor(elapsed / 60_000), nudgesSent: effective?.nudges ?? 0 });
+    } else {
+      active += 1;
+    }
+  }
+  const health: RigHealth = {
+    rigName,
+    timestamp: iso(now),
+    totalAgents: ids.length,
+    activeAgents: active,
+    stalledAgents: stalledDetails.length,
+    idleAgents: idle,
+    terminatedAgents: terminated,
+    stalledDetails,
+    pendingAgents: pending,
+    notStartedAgents: notStarted,
+  };
+  return { health, polecats };
+}
+
+/** What one patrol did (for the caller's live delivery and for tests). */
+export interface PatrolOutcome {
+  readonly nudges: readonly { readonly nudge: Nudge; readonly conversationId: number | undefined }[];
+  readonly mail: readonly Omit<MailMessage, "id">[];
+  readonly health: RigHealth;
+  readonly nextPatrolAt: number;
+}
+
+export async function readSettings(reader: StateReader): Promise<RigSettings> {
+  return { ...DEFAULT_SETTINGS, ...((await reader.get(settingsValue)) ?? {}) };
+}
+
+/** One patrol inside one commit: reads, classification and the witness's own writes. */
+export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationTx, "value" | "list">, now: number, rigName: string): Promise<PatrolOutcome> {
+  const reader = txReader(tx);
+  const record: WitnessPatrolRecord = (await reader.get(witnessPatrol)) ?? { last_patrol_at: 0, patrols: 0, health_key: "", mail_cursor: 0 };
+  // The witness's mail: the mayor's instructions, the polecats' replies to nudges.
+  let settings = await readSettings(reader);
+  const responses = new Map<string, number>();
+  let cursor = record.mail_cursor;
+  const inbox = await tx.list(mailbox(WITNESS_ID)).read({ after: cursor, limit: 1000 });
+  let changed: Partial<RigSettings> | undefined;
+  for (const element of inbox.items) {
+    cursor = element.id;
+    const message = element.value;
+    if (message.from === MAYOR_ID || message.from === "operator") {
+      const set = instruction(message.payload);
+      if (set !== undefined) changed = { ...(changed ?? {}), ...set };
+    } else {
+      responses.set(message.from, Math.max(responses.get(message.from) ?? 0, Date.parse(message.timestamp)));
+    }
+  }
+  if (changed !== undefined) {
+    const stored = (await reader.get(settingsValue)) ?? {};
+    tx.value(settingsValue).set({ ...stored, ...changed });
+    settings = { ...settings, ...changed };
+  }
+  const { health, polecats } = await assess(reader, now, rigName, settings, responses);
+  const nudges: { nudge: Nudge; conversationId: number | undefined }[] = [];
+  const mail: Omit<MailMessage, "id">[] = [];
+  const timestamp = iso(now);
+  for (const p of polecats) {
+    const bead = p.hook.file.work_item?.bead_id ?? "";
+    if (p.elapsed <= settings.stallThresholdMs) {
+      if (p.responded || p.record !== undefined) tx.value(witnessAgent(p.agentId)).delete();
+      continue;
+    }
+    const nudgesSent = p.record?.nudges ?? 0;
+    const severity = classifyStall(p.elapsed, nudgesSent, settings.alertAfterMs);
+    const minutes = Math.floor(p.elapsed / 60_000);
+    if (severity === "warning") {
+      nudges.push({
+        nudge: { from: WITNESS_ID, to: p.agentId, channel: "nudge", payload: `HEALTH_CHECK: no activity for ${minutes}m on ${bead}`, timestamp, durable: false },
+        conversationId: p.conversationId,
+      });
+      tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent + 1, last_nudge_at: now, escalated: p.record?.escalated ?? [] });
+      continue;
+    }
+    const escalated = p.record?.escalated ?? [];
+    if (escalated.includes(severity)) {
+      if (p.responded) tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent, last_nudge_at: p.record?.last_nudge_at ?? now, escalated });
+      continue;
+    }
+    const message: Omit<MailMessage, "id"> = {
+      from: WITNESS_ID,
+      to: MAYOR_ID,
+      channel: "mail",
+      payload: `STALL_${severity.toUpperCase()}: ${p.agentId} idle ${minutes}m on ${bead}`,
+      timestamp,
+      durable: true,
+    };
+    tx.list(mailbox(MAYOR_ID)).append(message);
+    mail.push(message);
+    tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent, last_nudge_at: p.record?.last_nudge_at ?? now, escalated: [...escalated, severity] });
+  }
+  const key = healthKey(health);
+  if (key !== record.health_key) {
+    const summary: Omit<MailMessage, "id"> = {
+      from: WITNESS_ID,
+      to: MAYOR_ID,
+      channel: "mail",
+      payload: `HEALTH: ${health.totalAgents} agents, ${health.activeAgents} active, ${health.stalledAgents} stalled${health.stalledAgents > 0 ? ` (${health.stalledDetails.map((d) => d.agentId).join(", ")})` : ""}, ${health.idleAgents} idle, ${health.terminatedAgents} terminated`,
+      timestamp,
+      durable: true,
+    };
+    tx.list(mailbox(MAYOR_ID)).append(summary);
+    mail.push(summary);
+  }
+  const nextPatrolAt = now + settings.patrolIntervalMs;
+  tx.value(witnessPatrol).set({ last_patrol_at: now, patrols: record.patrols + 1, health_key: key, mail_cursor: cursor });
+  return { nudges, mail, health, nextPatrolAt };
+}
+
+/** Counts and the stalled set: timestamps and minutes alone are no change. */
+function healthKey(health: RigHealth): string {
+  return JSON.stringify([
+    health.totalAgents,
+    health.activeAgents,
+    health.stalledAgents,
+    health.idleAgents,
+    health.terminatedAgents,
+    health.stalledDetails.map((d) => d.agentId).sort(),
+  ]);
+}
+
+const SETTING_KEYS = ["patrolIntervalMs", "stallThresholdMs", "alertAfterMs", "spawnGraceMs", "touchThrottleMs"] as const;
+
+/** A mayor's `{ "set": { stallThresholdMs: ... } }` instruction; anything else is ignored. */
+function instruction(payload: MailMessage["payload"]): Partial<RigSettings> | undefined {
+  if (typeof payload !== "object" || payload === null) return undefined;
+  const set = (payload as Record<string, unknown>)["set"];
+  if (set === null || typeof set !== "object" || Array.isArray(set)) return undefined;
+  const out: Partial<Record<(typeof SETTING_KEYS)[number], number>> = {};
+  for (const key of SETTING_KEYS) {
+    const value = (set as Record<string, unknown>)[key];
+    if (typeof value === "number" && Number.isSafeInteger(value) && value >= MIN_SETTING_MS) out[key] = value;
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
+}
+
+/**
+ * The witness task kind. `rigOf` resolves the session's Rig once it exists (the kind is registered when
+ * the harness opens, before the Rig is built over it).
+ */
+export function createWitnessKind(rigOf: () => Rig | undefined, report: (error: unknown) => void = () => undefined) {
+  const loop = async (task: WitnessTask, runtime: TaskRuntime, call: Call): Promise<void> => {
+    let next = task.state.next_patrol_at;
+    for (;;) {
+      await runtime.sleep(next, call);
+      const rig = rigOf();
+      if (rig === undefined) throw new PicoError("contract", "the witness runs only in a session with a rig");
+      const now = runtime.now();
+      try {
+        const outcome = await runtime.commit(async (tx) => {
+          const result = await patrol(tx, now, rig.name);
+          tx.patch(task, "patrolling", { next_patrol_at: result.nextPatrolAt });
+          return result;
+        }, call);
+        for (const { nudge, conversationId } of outcome.nudges) rig.nudges.send(nudge, conversationId);
+        next = outcome.nextPatrolAt;
+      } catch (error) {
+        if (error instanceof TaskCancelled || call.abortSignal?.aborted === true) throw error;
+        // A failed read is not "no work": nothing was written; report and try again next interval.
+        report(error);
+        next = now + (await readSettings({ get: async (spec) => (await runtime.value(spec).get(call)) })).patrolIntervalMs;
+      }
+    }
+  };
+  const kind = defineTaskKind<WitnessState>()({
+    kind: WITNESS_KIND,
+    roles: witnessRoles,
+    initialStatus: "scheduled",
+    execute: (task, runtime, call) => loop(task, runtime, call),
+    recover: (task, runtime, call) => loop(task, runtime, call),
+    abort: async (task, runtime, call) => {
+      await runtime.commit((tx) => tx.settle(task, "ended", { next_patrol_at: task.state.next_patrol_at }), call);
+    },
+  });
+  return kind;
+}
+
+export type WitnessKind = ReturnType<typeof createWitnessKind>;

@@ -1,0 +1,203 @@
+/**
+ * Wire-test fixtures (issue 10 "Real models"): a local fake HTTP endpoint (node:http on 127.0.0.1, an
+ * ephemeral port) that answers with hand-written replies in each API's documented streaming format and
+ * records every request; a fetch that sends the catalogue providers' fixed hosts (api.anthropic.com,
+ * api.openai.com, api.cloudflare.com) to it; and a turn rig: the REAL pi-ai providers (the catalogue
+ * factories and a createProvider custom endpoint, src/models/providers.ts) under the turn kit on a
+ * memory harness with a fake clock.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
+import { Harness, initialValue } from "../../src/core/harness.js";
+import { bindResult, type InputResult } from "../../src/core/inbox.js";
+import { bind } from "../../src/core/state.js";
+import { generationConfig } from "../../src/kinds/config.js";
+import type { AnyTool, TurnOptions } from "../../src/kinds/services.js";
+import type { UsageRow } from "../../src/kinds/states.js";
+import { systemSections } from "../../src/kinds/sections.js";
+import { createTurnKit, type TurnKit } from "../../src/kinds/turns.js";
+import { usageList } from "../../src/kinds/usage.js";
+import { buildProviderModels, secretsOf, type CustomProviderConfig } from "../../src/models/providers.js";
+import { MemoryStorage } from "../../src/storage/memory.js";
+import type { Entry, Id, Task } from "../../src/storage/records.js";
+import { FakeClock } from "../core/driver-fixtures.js";
+
+export const call = BACKGROUND_CONTEXT;
+
+// ---------------------------------------------------------------------------------------------
+// The fake endpoint
+
+/** One scripted reply: a status, headers and body chunks; `cut` destroys the socket after the chunks. */
+export interface Reply {
+  readonly status?: number;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly chunks: readonly string[];
+  readonly cut?: boolean;
+}
+
+export interface RecordedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly body: Record<string, unknown>;
+}
+
+export class FakeEndpoint {
+  readonly requests: RecordedRequest[] = [];
+  readonly #replies: Reply[] = [];
+  #server: Server | undefined;
+  url = "";
+
+  reply(...replies: Reply[]): void {
+    this.#replies.push(...replies);
+  }
+
+  get pendingReplies(): number {
+    return this.#replies.length;
+  }
+
+  async start(): Promise<void> {
+    const server = createServer((req, res) => void this.#handle(req, res));
+    this.#server = server;
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  async close(): Promise<void> {
+    const server = this.#server;
+    if (server === undefined) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const parts: Buffer[] = [];
+    for await (const part of req) parts.push(part as Buffer);
+    const text = Buffer.concat(parts).toString("utf8");
+    this.requests.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers, body: text === "" ? {} : (JSON.parse(text) as Record<string, unknown>) });
+    const reply = this.#replies.shift();
+    if (reply === undefined) {
+      res.writeHead(599, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "the fake endpoint has no reply scripted" } }));
+      return;
+    }
+    const status = reply.status ?? 200;
+    res.writeHead(status, { "content-type": status === 200 ? "text/event-stream" : "application/json", ...reply.headers });
+    for (const chunk of reply.chunks) {
+      res.write(chunk);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    if (reply.cut === true) {
+      res.socket?.destroy();
+      return;
+    }
+    res.end();
+  }
+}
+
+/** SSE: `event:` lines when named (Anthropic, Responses), `data:` only otherwise (Chat Completions). */
+export function sse(events: readonly (readonly [string | null, unknown])[], done = false): string[] {
+  const out = events.map(([name, data]) => `${name === null ? "" : `event: ${name}\n`}data: ${JSON.stringify(data)}\n\n`);
+  if (done) out.push("data: [DONE]\n\n");
+  return out;
+}
+
+export function jsonError(status: number, body: unknown, headers: Record<string, string> = {}): Reply {
+  return { status, headers, chunks: [JSON.stringify(body)] };
+}
+
+/** Route the catalogue providers' fixed hosts to the fake endpoint (their SDKs call fetch at request time). */
+export function redirectFetch(endpoint: FakeEndpoint): typeof globalThis.fetch {
+  const real = globalThis.fetch;
+  return async (input, init) => {
+    const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
+    if (url.hostname === "127.0.0.1") return real(input, init);
+    const local = new URL(url.pathname + url.search, endpoint.url);
+    if (input instanceof Request) return real(new Request(local, input), init);
+    return real(local, init);
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rig
+
+export interface WireRig {
+  readonly harness: Harness;
+  readonly kit: TurnKit;
+  readonly storage: MemoryStorage;
+  readonly clock: FakeClock;
+  readonly root: Id;
+}
+
+export const IDENTITY = "You are the wire test's agent.";
+
+export const echoTool: AnyTool = {
+  name: "echo",
+  description: "Returns its arguments.",
+  parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+  async execute(_id, params, out) {
+    out.write(String(params["text"]));
+  },
+};
+
+export async function openWire(options: {
+  secrets: Record<string, string>;
+  custom?: CustomProviderConfig[];
+  model: string;
+  thinking?: string;
+  turn?: Partial<TurnOptions>;
+}): Promise<WireRig> {
+  const models = await buildProviderModels(secretsOf(options.secrets), options.custom ?? []);
+  const clock = new FakeClock(1_700_000_000_000);
+  const kit = createTurnKit({ models, tools: [echoTool], options: { retryBaseMs: 1000, retryJitter: 0, flushMs: 0, ...options.turn } });
+  const storage = new MemoryStorage();
+  const harness = await Harness.open(
+    storage,
+    {
+      taskKinds: kit.kinds,
+      host: { clock },
+      rootValues: [
+        initialValue(generationConfig.model, options.model),
+        initialValue(generationConfig.selectedTools, ["echo"]),
+        ...(options.thinking === undefined ? [] : [initialValue(generationConfig.thinking, options.thinking)]),
+      ],
+    },
+    call,
+  );
+  kit.install(harness);
+  // A host's identity section: the system text every request must carry.
+  kit.hooks.on(kit.generation, "system_instructions", ({ sections }) => {
+    sections.set(systemSections.identity, IDENTITY);
+  });
+  return { harness, kit, storage, clock, root: harness.rootId };
+}
+
+export async function entries(rig: WireRig): Promise<Entry[]> {
+  return [...(await rig.storage.scanEntries({ conversationId: rig.root, limit: 1000 })).items];
+}
+
+export async function tasksOfKind(rig: WireRig, kind: string): Promise<Task[]> {
+  return [...(await rig.storage.scanTasks({ kind, limit: 1000 })).items];
+}
+
+export async function usageRows(rig: WireRig): Promise<UsageRow[]> {
+  return (await rig.storage.readList(bind(usageList, {}), { limit: 1000 })).items.map((e) => e.value);
+}
+
+export async function resultOf(rig: WireRig, inputId: Id): Promise<InputResult | undefined> {
+  return (await rig.storage.getValue(bindResult(rig.root, inputId)))?.value;
+}
+
+/** The assistant messages of the transcript (their pi-ai content blocks). */
+export async function assistants(rig: WireRig): Promise<{ content: { type: string; [k: string]: unknown }[]; stopReason: string }[]> {
+  return (await entries(rig)).filter((e) => e.kind === "assistant").map((e) => (e.model as unknown as { content: { type: string }[]; stopReason: string }[])[0] as { content: { type: string; [k: string]: unknown }[]; stopReason: string });
+}
+
+/** Poll real time (the HTTP exchange is real I/O) until `predicate` holds; fails after ~10 s. */
+export async function eventually(predicate: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 1000; i++) {
+    if (await predicate()) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}

@@ -1,0 +1,237 @@
+/**
+ * The witness (issue 13; seed 002 "Witness observer") over a harness with a fake clock: the escalation
+ * ladder (nudge seen live, one de-duplicated critical mail, a touch resolves the stall), the write sets
+ * of every witness commit, one patrol after downtime, and a failed hook read that is never "no work".
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
+import { Harness, type CommittedBatch } from "../../src/core/harness.js";
+import { bind } from "../../src/core/state.js";
+import { erase } from "../../src/core/task-kind.js";
+import { createWitnessKind, Rig, type Actor, type Nudge } from "../../src/rig/index.js";
+import { HOOK_NAMESPACE, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
+import { MemoryStorage } from "../../src/storage/memory.js";
+import type { Storage } from "../../src/storage/storage.js";
+import { FakeClock, flush } from "../core/driver-fixtures.js";
+
+const call = BACKGROUND_CONTEXT;
+const MIN = 60_000;
+const mayor: Actor = { role: "mayor" };
+const agent = (id: string): Actor => ({ role: "agent", agent: id });
+
+/** A storage whose hook reads can be made to fail. */
+function failingHookReads(inner: Storage): { storage: Storage; fail: (on: boolean) => void } {
+  let failing = false;
+  const storage = new Proxy(inner, {
+    get(target, prop) {
+      if (prop === "getValue") {
+        return (addr: { namespace: string }, at?: number) => {
+          if (failing && addr.namespace === HOOK_NAMESPACE) return Promise.reject(new Error("disk I/O error"));
+          return target.getValue(addr as never, at);
+        };
+      }
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { storage, fail: (on) => (failing = on) };
+}
+
+interface Fixture {
+  readonly harness: Harness;
+  readonly rig: Rig;
+  readonly clock: FakeClock;
+  readonly live: { conversationId: number; nudge: Nudge }[];
+  readonly commits: CommittedBatch[];
+  patrols(): Promise<number>;
+  waitPatrols(n: number): Promise<void>;
+}
+
+const open: Harness[] = [];
+
+afterEach(async () => {
+  for (const h of open.splice(0)) await h.close(call).catch(() => undefined);
+});
+
+async function fixture(storage: Storage = new MemoryStorage()): Promise<Fixture> {
+  const clock = new FakeClock(Date.parse("2026-03-05T10:00:00Z"));
+  let rig: Rig | undefined;
+  const witness = createWitnessKind(() => rig);
+  const harness = await Harness.open(storage, { taskKinds: [erase(witness)], host: { clock } }, call);
+  open.push(harness);
+  rig = new Rig(harness, { witness, name: "test-rig" });
+  const live: Fixture["live"] = [];
+  rig.nudges.setLiveSink((conversationId, nudge) => {
+    live.push({ conversationId, nudge });
+    return true;
+  });
+  const commits: CommittedBatch[] = [];
+  harness.onCommit((commit) => commits.push(commit));
+  await harness.attach(call);
+  const patrols = async (): Promise<number> => (await harness.storage.getValue(bind(witnessPatrol, {})))?.value.patrols ?? 0;
+  return {
+    harness,
+    rig,
+    clock,
+    live,
+    commits,
+    patrols,
+    waitPatrols: async (n) => {
+      for (let i = 0; i < 200; i++) {
+        if ((await patrols()) >= n) {
+          await flush(harness, 2);
+          return;
+        }
+        await flush(harness, 1);
+      }
+      throw new Error(`timed out waiting for patrol ${n}`);
+    },
+  };
+}
+
+async function stallMail(rig: Rig): Promise<string[]> {
+  return (await rig.mail(mayor)).map((m) => m.payload).filter((p): p is string => typeof p === "string" && p.startsWith("STALL_"));
+}
+
+async function activePolecat(f: Fixture, id: string, bead: string, conversation?: "new"): Promise<void> {
+  await f.rig.register(mayor, id, { role: "polecat", ...(conversation === undefined ? {} : { conversation }) });
+  await f.rig.transition(mayor, id, "set", { work: { bead_id: bead, title: "work" } });
+  await f.rig.transition(agent(id), id, "activate");
+}
+
+describe("Witness escalation ladder", () => {
+  it("31 min -> nudge seen live by a watcher; two patrols without activity -> one critical mail; ten more -> still one; touch -> resolved, count reset", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-abc12", "new");
+    // An external polecat that listens for its nudges (long poll), stalled the same way.
+    await activePolecat(f, "polecat-bravo", "gt-def34");
+    const bravoNudges = f.rig.nudges.take("polecat-bravo", 60_000);
+
+    f.clock.advance(31 * MIN);
+    await f.waitPatrols(1);
+    expect(f.live).toHaveLength(1);
+    expect(f.live[0]?.nudge).toMatchObject({ from: "witness", to: "polecat-alpha", channel: "nudge", payload: "HEALTH_CHECK: no activity for 31m on gt-abc12", durable: false });
+    expect((await bravoNudges).map((n) => n.payload)).toEqual(["HEALTH_CHECK: no activity for 31m on gt-def34"]);
+    expect(await stallMail(f.rig)).toEqual([]);
+
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(2);
+    expect(f.live).toHaveLength(2); // second nudge, still no response
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(3);
+    expect(await stallMail(f.rig)).toEqual(["STALL_CRITICAL: polecat-alpha idle 41m on gt-abc12", "STALL_CRITICAL: polecat-bravo idle 41m on gt-def34"]);
+
+    for (let i = 0; i < 10; i++) {
+      f.clock.advance(5 * MIN);
+      await f.waitPatrols(4 + i);
+    }
+    expect(await stallMail(f.rig)).toHaveLength(2);
+    const health = await f.rig.health();
+    expect(health.stalledDetails.find((d) => d.agentId === "polecat-alpha")).toEqual({ agentId: "polecat-alpha", beadId: "gt-abc12", stalledMinutes: 91, nudgesSent: 2 });
+
+    // The agent answers the nudge: the touch writes despite the throttle, and the next patrol resolves the stall.
+    const touched = await f.rig.transition(agent("polecat-alpha"), "polecat-alpha", "touch");
+    expect(touched.written).toBe(true);
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(14);
+    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toBeUndefined();
+    const after = await f.rig.health();
+    expect(after.stalledDetails.map((d) => d.agentId)).toEqual(["polecat-bravo"]);
+    expect(after).toMatchObject({ rigName: "test-rig", totalAgents: 2, activeAgents: 1, stalledAgents: 1, idleAgents: 0, terminatedAgents: 0 });
+    expect(await stallMail(f.rig)).toHaveLength(2);
+  });
+});
+
+describe("Witness never writes agent state", () => {
+  it("every witness commit writes only its own task, rig.witness.* records and its own mail", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1", "new");
+    await activePolecat(f, "polecat-bravo", "gt-2");
+    await f.rig.register(mayor, "polecat-pending", { role: "polecat" });
+    await f.rig.transition(mayor, "polecat-pending", "set", { work: { bead_id: "gt-3", title: "never started" } });
+    await f.rig.register(mayor, "refinery-f5g6h", { role: "refinery" });
+    await activePolecat(f, "polecat-gone", "gt-4");
+    await f.rig.terminate(mayor, "polecat-gone");
+    // The witness's mail: a mayor's instruction and a polecat's reply.
+    await f.rig.send(mayor, "witness", { set: { stallThresholdMs: 20 * MIN } });
+    await f.rig.send(agent("polecat-bravo"), "witness", "still working");
+    const taskId = (await f.harness.storage.getValue(bind(witnessTask, {})))?.value;
+    expect(taskId).toBeGreaterThan(0);
+    for (let i = 1; i <= 20; i++) {
+      f.clock.advance(5 * MIN);
+      await f.waitPatrols(i);
+      if (i === 10) await f.rig.transition(agent("polecat-alpha"), "polecat-alpha", "touch");
+    }
+    const witnessCommits = f.commits.filter((c) => c.origin?.taskId === taskId);
+    expect(witnessCommits.length).toBeGreaterThanOrEqual(20);
+    let mails = 0;
+    for (const commit of witnessCommits) {
+      for (const write of commit.batch.writes) {
+        switch (write.type) {
+          case "patch":
+          case "settle":
+            expect(write.id).toBe(taskId);
+            break;
+          case "value.set":
+          case "value.delete":
+            expect(write.addr.namespace.startsWith("rig.witness.")).toBe(true);
+            break;
+          case "list.append":
+            expect(write.addr.namespace).toBe("rig.mail");
+            expect(write.addr.key).toBe("mayor");
+            expect(write.value).toMatchObject({ from: "witness", to: "mayor", channel: "mail", durable: true });
+            mails += 1;
+            break;
+          default:
+            throw new Error(`the witness wrote ${write.type}`);
+        }
+      }
+    }
+    expect(mails).toBeGreaterThan(0);
+    // The terminated agent's hook and the pending one are untouched; the stalled one is still active.
+    expect((await f.rig.readHook("polecat-gone")).hook.status).toBe("active");
+    expect((await f.rig.readHook("polecat-pending")).hook.status).toBe("pending");
+    const health = await f.rig.health();
+    expect(health.terminatedAgents).toBe(1);
+    expect(health.notStartedAgents.map((a) => a.agentId)).toEqual(["polecat-pending"]);
+    // The mayor's instruction reached the witness's settings.
+    expect((await f.rig.settings()).stallThresholdMs).toBe(20 * MIN);
+  });
+});
+
+describe("Patrol after downtime", () => {
+  it("an alarm that fires 3 h late runs one patrol, never a backlog, and schedules the next from now", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1");
+    f.clock.advance(3 * 60 * MIN);
+    await f.waitPatrols(1);
+    await flush(f.harness, 10);
+    expect(await f.patrols()).toBe(1);
+    expect(f.harness.driver.nextWake).toBe(f.clock.now() + 5 * MIN);
+    // One stall, classified by its real age: one mail (alert), no flood.
+    expect(await stallMail(f.rig)).toEqual(["STALL_ALERT: polecat-alpha idle 180m on gt-1"]);
+  });
+});
+
+describe("Failed hook read is not empty", () => {
+  it("storage that throws on the hook read -> an error, no activation, no report of idle, no patrol writes", async () => {
+    const { storage, fail } = failingHookReads(new MemoryStorage());
+    const f = await fixture(storage);
+    await f.rig.register(mayor, "polecat-alpha", { role: "polecat" });
+    await f.rig.transition(mayor, "polecat-alpha", "set", { work: { bead_id: "gt-1", title: "work" } });
+    fail(true);
+    await expect(f.rig.readHook("polecat-alpha")).rejects.toThrow("disk I/O error");
+    await expect(f.rig.waitHook(agent("polecat-alpha"), "polecat-alpha", 10)).rejects.toThrow("disk I/O error");
+    await expect(f.rig.transition(agent("polecat-alpha"), "polecat-alpha", "activate")).rejects.toThrow("disk I/O error");
+    await expect(f.rig.health()).rejects.toThrow("disk I/O error");
+    const seq = f.harness.storage.lastSeq;
+    f.clock.advance(5 * MIN);
+    await flush(f.harness, 10);
+    expect(f.harness.storage.lastSeq).toBe(seq);
+    fail(false);
+    expect((await f.rig.readHook("polecat-alpha")).hook.status).toBe("pending");
+    // The witness recovers at its next interval.
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(1);
+  });
+});

@@ -1,0 +1,84 @@
+/**
+ * GUPP for conversation agents over HTTP (issue 13; seed 000 "GUPP Integration"): an idle agent's hook
+ * is activated and its work accepted in the setting commit; a busy one stays pending and is activated
+ * right after its conversation's answer; the final answer completes the hook once; an eviction between
+ * set and activation still activates once and accepts once.
+ */
+import { abortAllDurableObjects } from "cloudflare:test";
+import { afterEach, describe, expect, it } from "vitest";
+import { call, json, token, uniqueSession, until } from "./http-fixtures.js";
+
+afterEach(async () => {
+  await abortAllDurableObjects();
+});
+
+const TENANT = "gupp";
+const LONG = "a user question long enough that the paced echo model keeps the conversation busy for a while ...";
+
+interface Setup {
+  readonly path: (rest: string) => string;
+  readonly mayor: string;
+  readonly user: string;
+  readonly conversationId: number;
+  hook(): Promise<{ status: string; work_item: { bead_id: string } | null }>;
+  workInputs(): Promise<number>;
+}
+
+async function setup(label: string): Promise<Setup> {
+  const name = uniqueSession(label);
+  const mayor = await token(TENANT, "mayor");
+  const user = await token(TENANT, "client");
+  const path = (rest: string): string => `/v1/sessions/${name}${rest}`;
+  expect((await call("PUT", path(""), { token: user, body: { model: "echo-slow" } })).status).toBe(201);
+  const registered = await json<{ agent: { conversationId: number } }>(await call("PUT", path("/rig/agents/polecat-alpha"), { token: mayor, body: { role: "polecat", conversation: "new" } }));
+  const conversationId = registered.agent.conversationId;
+  return {
+    path,
+    mayor,
+    user,
+    conversationId,
+    hook: async () => json(await call("GET", path("/rig/agents/polecat-alpha/hook"), { token: mayor })),
+    workInputs: async () => {
+      const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(await call("GET", path(`/conversations/${conversationId}/entries?limit=100`), { token: user }));
+      return page.items.filter((e) => e.kind === "user" && JSON.stringify(e.model).includes("Work item gt-1")).length;
+    },
+  };
+}
+
+describe("GUPP on a busy conversation", () => {
+  it("an idle conversation agent's hook is activated and its work accepted in the setting commit, and the answer completes it", async () => {
+    const s = await setup("idle");
+    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } });
+    const body = await json(set);
+    expect(body, JSON.stringify(body)).toMatchObject({ status: "active" });
+    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "the hook completed by the answer", 1000);
+    expect(await s.workInputs()).toBe(1);
+  });
+
+  it("pending while the agent's conversation answers a user; activated right after; completed once", async () => {
+    const s = await setup("busy");
+    const accepted = await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: LONG } });
+    expect(accepted.status).toBe(201);
+    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } });
+    expect(await json(set)).toMatchObject({ status: "pending" });
+    expect(await s.workInputs()).toBe(0);
+    await until(async () => ((await s.hook()).status !== "pending" ? true : undefined), "activation", 1000);
+    // The user's input was answered first; then the work item was accepted.
+    const input = await json<{ result: { status: string } }>(await call("GET", s.path(`/inputs/${(await json<{ inputId: number }>(accepted)).inputId}`), { token: s.user }));
+    expect(input.result.status).toBe("done");
+    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "completion", 1000);
+    expect(await s.workInputs()).toBe(1);
+  }, 30_000);
+
+  it("the object evicted between set and activation: activated once, accepted once", async () => {
+    const s = await setup("evict");
+    expect((await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: LONG } })).status).toBe(201);
+    expect(await json(await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } }))).toMatchObject({ status: "pending" });
+    await abortAllDurableObjects();
+    // The next request reopens the object: the interrupted turn is retried, then the pending hook activates.
+    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "activation and completion after the restart", 1000);
+    expect(await s.workInputs()).toBe(1);
+    const hook = await call("GET", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor });
+    expect(hook.headers.get("hook-attempt")).toBe("1");
+  }, 30_000);
+});

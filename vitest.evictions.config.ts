@@ -1,0 +1,23 @@
+import { fileURLToPath } from "node:url";
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+
+// The full eviction sweep (`npm run test:evictions`): every commit boundary of the scripted session.
+const root = fileURLToPath(new URL(".", import.meta.url));
+
+export default defineConfig({
+  root,
+  test: {
+    projects: [
+      {
+        plugins: [
+          cloudflareTest({
+            wrangler: { configPath: `${root}/wrangler.toml` },
+            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret" } },
+          }),
+        ],
+        test: { name: "evictions", include: ["test/workerd/**/*.sweep.ts"], typecheck: { enabled: false }, testTimeout: 0 },
+      },
+    ],
+  },
+});
