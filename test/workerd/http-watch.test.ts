@@ -427,6 +427,35 @@ describe("WebSocket watch", () => {
   });
 });
 
+describe("WebSocket close", () => {
+  it("after a session delete, the watcher's WebSocket close completes and the object holds no socket", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("ws-delete");
+    const api = await client(tenant);
+    await api.session(name).create({});
+    const jwt = await token(tenant, "client");
+    const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
+    const ws = response.webSocket;
+    if (ws === null) throw new Error("no websocket");
+    const received: { type: string }[] = [];
+    let closed: { code: number; reason: string } | undefined;
+    ws.accept();
+    ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
+    ws.addEventListener("close", (event) => {
+      closed = { code: event.code, reason: event.reason };
+    });
+    await waitFor(() => received.length >= 1);
+    await (await client(tenant, "operator")).session(name).delete();
+    await waitFor(() => closed !== undefined);
+    expect(closed?.code).toBe(1000);
+    expect(ws.readyState).toBe(WebSocket.CLOSED);
+    const namespace = env.SESSIONS;
+    const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
+    const { runInDurableObject } = await import("cloudflare:test");
+    expect(await runInDurableObject(stub, (_instance, state) => state.getWebSockets().length)).toBe(0);
+  });
+});
+
 describe("WebSocket resume", () => {
   it("?lastEventId inside the buffer resumes a WebSocket watcher without a view", async () => {
     const tenant = "watchers";
