@@ -433,7 +433,7 @@ describe("WebSocket close", () => {
     const name = uniqueSession("ws-delete");
     const api = await client(tenant);
     await api.session(name).create({});
-    const jwt = await token(tenant, "client");
+    const jwt = await watchToken(tenant, name, "root");
     const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
     const ws = response.webSocket;
     if (ws === null) throw new Error("no websocket");
