@@ -589,6 +589,33 @@ for (const backend of coreBackends) {
         expect(h.fault).toBeUndefined();
       }));
 
+    it(`Host fork with abort during shutdown is refused (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const started = deferred();
+        const gate = deferred();
+        const k = stepKind("k", {
+          execute: async () => {
+            started.resolve();
+            await gate.promise; // ignores its cancellation, so shutdown stays in stopping until it returns
+          },
+        });
+        const storage = new GateStorage(inner);
+        const h = await openWith(storage, [k]);
+        const root = await h.root(call);
+        await addStep(h, k, root.id);
+        await h.attach(call);
+        await started.promise;
+        const sd = outcome(h.shutdown(call));
+        await until(h, () => h.driver.phase === "stopping", "stopping");
+        const seq = storage.lastSeq;
+        // §6.4: while stopping only abort cleanup commits; a fork that also marks creates a conversation.
+        expect(codeOf(await outcome(root.fork({ at: "start", abort: true }, call)))).toBe("closed");
+        expect(storage.lastSeq).toBe(seq);
+        gate.resolve();
+        expect(await sd).toEqual({ ok: true, value: undefined });
+        expect(h.fault).toBeUndefined();
+      }));
+
     it(`close joins running invocations, even ones ignoring the signal, and closes storage after (${backend.name})`, () =>
       backend.run(async (inner) => {
         const started = deferred();
