@@ -1,6 +1,6 @@
 /**
  * A typed HTTP client for the pico-edge API (issue 6), for frontends and the end-to-end tests: one
- * method per route, problem+json errors as `PicoApiError`, and live watches that fold the server's
+ * method per route, its types from the wire schema (src/api/; nothing from src/worker/), problem+json errors as `PicoApiError`, and live watches that fold the server's
  * messages with the core's reducer (`applyMessage`) and resume with Last-Event-ID after a disconnect.
  *
  * @example
@@ -10,12 +10,25 @@
  * const { inputId } = await s.conversation("root").accept("hello", { idempotencyKey: "k1", wait: 10 });
  * const watch = s.conversation("root").watch({ onChange: (view) => render(view) });
  */
-import type { Acceptance, InputResult } from "../core/inbox.js";
 import type { UserInput } from "../core/entries.js";
 import { applyMessage, applySessionMessage, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView, type WatchMessage } from "../core/watch.js";
-import type { SessionInspection } from "../worker/session-object.js";
-import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../worker/session-api.js";
-import type { ProblemBody } from "../worker/problems.js";
+import type { ProblemBody } from "../api/problems.js";
+import type {
+  AcceptanceResponse,
+  AcceptResponse,
+  CollapseResponse,
+  ConfigValues,
+  ConversationSnapshot,
+  CreateSessionResponse,
+  ForkResponse,
+  InputResponse,
+  SessionConfig,
+  SessionInspection,
+  SessionSummary,
+  UsageReport,
+  WatchTokenResponse,
+} from "../api/responses.js";
+import type { AcceptBody, SessionConfigBody } from "../api/schemas.js";
 import type { Conversation, Entry, Id, Page, Task } from "../storage/records.js";
 import { readSse, type SseFrame } from "./sse.js";
 
@@ -78,8 +91,8 @@ export class PicoClient {
 
 export interface AcceptOptions {
   readonly idempotencyKey?: string;
-  readonly mode?: "steer" | "followUp" | "nextRun";
-  readonly whenBusy?: "followUp" | "steer" | "reject";
+  readonly mode?: AcceptBody["mode"];
+  readonly whenBusy?: AcceptBody["whenBusy"];
   /** Wait up to this many seconds for the result. */
   readonly wait?: number;
 }
@@ -97,8 +110,8 @@ export class SessionClient {
     return this.#client;
   }
 
-  async create(config: Partial<SessionConfig> = {}): Promise<{ created: boolean; config: SessionConfig }> {
-    return (await this.#client.request<{ created: boolean; config: SessionConfig }>("PUT", this.path, { body: config })).body;
+  async create(config: SessionConfigBody = {}): Promise<CreateSessionResponse> {
+    return (await this.#client.request<CreateSessionResponse>("PUT", this.path, { body: config })).body;
   }
 
   async get(): Promise<SessionSummary> {
@@ -113,16 +126,16 @@ export class SessionClient {
     return new ConversationClient(this.#client, `${this.path}/conversations/${ref}`);
   }
 
-  async input(inputId: Id): Promise<{ inputId: Id; conversationId: Id; result: InputResult }> {
-    return (await this.#client.request<{ inputId: Id; conversationId: Id; result: InputResult }>("GET", `${this.path}/inputs/${inputId}`)).body;
+  async input(inputId: Id): Promise<InputResponse> {
+    return (await this.#client.request<InputResponse>("GET", `${this.path}/inputs/${inputId}`)).body;
   }
 
-  async withdraw(inputId: Id): Promise<{ inputId: Id; conversationId: Id; result: InputResult }> {
-    return (await this.#client.request<{ inputId: Id; conversationId: Id; result: InputResult }>("DELETE", `${this.path}/inputs/${inputId}`)).body;
+  async withdraw(inputId: Id): Promise<InputResponse> {
+    return (await this.#client.request<InputResponse>("DELETE", `${this.path}/inputs/${inputId}`)).body;
   }
 
-  async acceptance(requestKey: string): Promise<Omit<Acceptance, "requestId"> & { requestKey: string }> {
-    return (await this.#client.request<Omit<Acceptance, "requestId"> & { requestKey: string }>("GET", `${this.path}/acceptances/${encodeURIComponent(requestKey)}`)).body;
+  async acceptance(requestKey: string): Promise<AcceptanceResponse> {
+    return (await this.#client.request<AcceptanceResponse>("GET", `${this.path}/acceptances/${encodeURIComponent(requestKey)}`)).body;
   }
 
   async usage(): Promise<UsageReport> {
@@ -156,6 +169,11 @@ export class SessionClient {
 
   async clearFault(): Promise<{ cleared: boolean }> {
     return (await this.#client.request<{ cleared: boolean }>("POST", `${this.path}/fault/clear`)).body;
+  }
+
+  /** A watch token for the session watch (what `?access_token=` takes: EventSource, WebSocket). */
+  async watchToken(ttlSeconds?: number): Promise<WatchTokenResponse> {
+    return (await this.#client.request<WatchTokenResponse>("POST", `${this.path}/watch-token`, { body: ttlSeconds === undefined ? {} : { ttlSeconds } })).body;
   }
 
   /** Watch the session view (conversations, session values, usage, reports). */
@@ -195,8 +213,8 @@ export class ConversationClient {
     await this.#client.request("POST", `${this.path}/abort`);
   }
 
-  async fork(options: { at: Id | "start"; abort?: boolean }): Promise<{ conversationId: Id; conversation: Conversation }> {
-    return (await this.#client.request<{ conversationId: Id; conversation: Conversation }>("POST", `${this.path}/fork`, { body: options })).body;
+  async fork(options: { at: Id | "start"; abort?: boolean }): Promise<ForkResponse> {
+    return (await this.#client.request<ForkResponse>("POST", `${this.path}/fork`, { body: options })).body;
   }
 
   /** Place queued steer/followUp inputs that wait (their group ended without a final answer) into a new turn. */
@@ -204,8 +222,8 @@ export class ConversationClient {
     return (await this.#client.request<{ inputs: Id[]; generation: Id }>("POST", `${this.path}/continue`)).body;
   }
 
-  async collapse(instructions?: string): Promise<{ taskId: Id }> {
-    return (await this.#client.request<{ taskId: Id }>("POST", `${this.path}/collapse`, { body: instructions === undefined ? {} : { instructions } })).body;
+  async collapse(instructions?: string): Promise<CollapseResponse> {
+    return (await this.#client.request<CollapseResponse>("POST", `${this.path}/collapse`, { body: instructions === undefined ? {} : { instructions } })).body;
   }
 
   async reset(handoff?: string): Promise<void> {
@@ -218,6 +236,11 @@ export class ConversationClient {
 
   async patchConfig(patch: ConfigValues): Promise<ConfigValues> {
     return (await this.#client.request<ConfigValues>("PATCH", `${this.path}/config`, { body: patch })).body;
+  }
+
+  /** A watch token for this conversation's watch (what `?access_token=` takes: EventSource, WebSocket). */
+  async watchToken(ttlSeconds?: number): Promise<WatchTokenResponse> {
+    return (await this.#client.request<WatchTokenResponse>("POST", `${this.path}/watch-token`, { body: ttlSeconds === undefined ? {} : { ttlSeconds } })).body;
   }
 
   /** The raw SSE frames of one connection (no reconnect, no fold): for tools and tests. */

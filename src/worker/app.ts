@@ -9,12 +9,18 @@
  *   routes/webhooks.ts       signed webhooks (no bearer token)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   GET /v1/models           the models this deployment can use (models.ts)
+ *
+ * `GET /v1/openapi.json` serves the document generated from the wire schemas (src/api/openapi.ts); every
+ * route added here needs its one declaration in API_ROUTES (test/workerd/http-openapi.test.ts).
  */
 import { Hono } from "hono";
+import { openApiDocument } from "../api/openapi.js";
 import { bodyLimit } from "hono/body-limit";
 import { requires, type AppEnv } from "./auth.js";
 import { listModels } from "./models.js";
+import { corsMiddleware } from "./cors.js";
 import { hostReport } from "./host-config.js";
+import { requestLog } from "./log.js";
 import { Problem, toProblem } from "./problems.js";
 import { conversationRoutes } from "./routes/conversations.js";
 import { scheduleRoutes } from "./routes/schedules.js";
@@ -27,7 +33,13 @@ import { MAX_BODY_BYTES } from "./schemas.js";
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
+  app.use("*", requestLog());
+  // CORS before the routes, so preflights and refused origins never reach one.
+  app.use("*", corsMiddleware());
+
   app.get("/health", (c) => c.text("ok"));
+  let document: ReturnType<typeof openApiDocument> | undefined;
+  app.get("/v1/openapi.json", (c) => c.json((document ??= openApiDocument())));
 
   app.use(
     "/v1/*",
@@ -52,9 +64,47 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
 
-  app.notFound((c) => new Problem("route_not_found", `no route ${c.req.method} ${new URL(c.req.url).pathname}`).response());
+  app.notFound((c) => {
+    const path = new URL(c.req.url).pathname;
+    const allow = allowedMethods(app, path);
+    if (allow.length > 0) {
+      const response = new Problem("method_not_allowed", `${c.req.method} is not allowed on ${path}; allowed: ${allow.join(", ")}`).response();
+      response.headers.set("allow", allow.join(", "));
+      return response;
+    }
+    return new Problem("route_not_found", `no route ${c.req.method} ${path}`).response();
+  });
   app.onError((error, c) => toProblem(error, (report) => hostReport({ type: "harness", report })).response(new URL(c.req.url).pathname));
   return app;
+}
+
+/** Methods with routes: what the app registered, minus middleware (`ALL`) and CORS preflight. */
+export function servedRoutes(app: Hono<AppEnv>): readonly { readonly method: string; readonly path: string }[] {
+  const seen = new Set<string>();
+  const out: { method: string; path: string }[] = [];
+  for (const route of app.routes) {
+    if (route.method === "ALL" || route.method === "OPTIONS") continue;
+    const key = `${route.method} ${route.path}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ method: route.method, path: route.path });
+  }
+  return out;
+}
+
+function pattern(path: string): RegExp {
+  const source = path
+    .split("/")
+    .map((part) => (part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+    .join("/");
+  return new RegExp(`^${source}$`);
+}
+
+/** The methods the app serves on `path` (sorted): a non-empty list makes a miss 405, not 404. */
+export function allowedMethods(app: Hono<AppEnv>, path: string): readonly string[] {
+  const methods = new Set<string>();
+  for (const route of servedRoutes(app)) if (pattern(route.path).test(path)) methods.add(route.method);
+  return [...methods].sort();
 }
 
 export const app = createApp();

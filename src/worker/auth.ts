@@ -1,8 +1,10 @@
 /**
  * Bearer-token auth and the role table (DESIGN §6, issue 6). Every API route except /health and the
  * signed webhooks needs an HS256 JWT (verified with `hono/jwt`) carrying `tenant` and `role`; the key is
- * the `JWT_SECRET` wrangler secret. Watch routes also take the token as `?access_token=` because
- * browsers cannot set headers on EventSource or WebSocket.
+ * the `JWT_SECRET` wrangler secret. Every token carries `exp`, and a lifetime above
+ * TOKEN_MAX_LIFETIME_SECONDS (default 24 h) is refused. Watch routes also take a short-lived watch token
+ * (`POST .../watch-token`) as `?access_token=` because browsers cannot set headers on EventSource or
+ * WebSocket; a normal bearer token in a URL is refused.
  *
  * Tenancy is not a check here: the session Durable Object's name is `${tenant}:${session}`, so a token
  * of another tenant addresses a different (never created) object and gets 404, never 403.
@@ -54,7 +56,8 @@ export type AppEnv = { Bindings: Env; Variables: AuthVariables };
 
 function bearer(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
-  const match = /^Bearer ([A-Za-z0-9_.~+/=-]+)$/.exec(header.trim());
+  // The scheme name is case-insensitive (RFC 7235 §2.1).
+  const match = /^Bearer +([A-Za-z0-9_.~+/=-]+)$/i.exec(header.trim());
   if (match === null) throw new Problem("unauthorized", "the Authorization header must be `Bearer <token>`", "authorization");
   return match[1];
 }
@@ -67,28 +70,79 @@ export function jwtSecret(env: Env): string {
   return secret;
 }
 
-/** Verify the request's token and return its claims. */
-export async function authenticate(c: Context<AppEnv>, options: { readonly queryToken: boolean }): Promise<Claims> {
-  const fromHeader = bearer(c.req.header("authorization"));
-  const fromQuery = options.queryToken ? c.req.query("access_token") : undefined;
-  const token = fromHeader ?? fromQuery;
-  if (token === undefined) throw new Problem("unauthorized", "a bearer token is required (Authorization: Bearer <token>)", "authorization");
+/** A positive whole number of seconds from a var, or the default. */
+function secondsVar(value: string | undefined, fallback: number, name: string): number {
+  if (value === undefined || value === "") return fallback;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new Problem("misconfigured", `${name} must be a positive whole number of seconds`);
+  return n;
+}
+
+/** The longest lifetime (exp - iat) a token may have: TOKEN_MAX_LIFETIME_SECONDS, default 24 h. */
+export function maxTokenLifetime(env: Env): number {
+  return secondsVar(env.TOKEN_MAX_LIFETIME_SECONDS, 86_400, "TOKEN_MAX_LIFETIME_SECONDS");
+}
+
+/** A watch token's default lifetime: WATCH_TOKEN_LIFETIME_SECONDS, default 10 minutes. */
+export function watchTokenLifetime(env: Env): number {
+  return secondsVar(env.WATCH_TOKEN_LIFETIME_SECONDS, 600, "WATCH_TOKEN_LIFETIME_SECONDS");
+}
+
+/** Verify a token: signature, expiry, claims, and a lifetime within the configured maximum. */
+export async function verifyToken(token: string, env: Env, field: string): Promise<Claims> {
   let payload: unknown;
   try {
-    payload = await verify(token, jwtSecret(c.env), "HS256");
+    payload = await verify(token, jwtSecret(env), "HS256");
   } catch (error) {
     if (error instanceof Problem) throw error;
-    throw new Problem("unauthorized", `the token does not verify: ${error instanceof Error ? error.message : "invalid token"}`, "authorization");
+    throw new Problem("unauthorized", `the token does not verify: ${error instanceof Error ? error.message : "invalid token"}`, field);
   }
   const claims = parse(claimsSchema, payload, "unauthorized", "token");
   if (claims.role === "agent" && claims.agent === undefined) throw new Problem("unauthorized", "an agent token carries its agent id", "token.agent");
+  const max = maxTokenLifetime(env);
+  const lifetime = claims.exp - (claims.iat ?? Math.floor(Date.now() / 1000));
+  if (lifetime > max) throw new Problem("unauthorized", `the token's lifetime (${lifetime} s) is above the maximum of ${max} s; sign a shorter-lived token`, "token.exp");
+  if ((claims.scope === "watch") !== (claims.watch !== undefined)) throw new Problem("unauthorized", "a watch token carries scope and watch together", "token.watch");
+  return claims;
+}
+
+/** Which watch a route serves (its path's session and, for a conversation watch, the `{conversation}` ref). */
+function watchOf(c: Context<AppEnv>): { readonly session: string; readonly conversation: string | undefined } {
+  return { session: c.req.param("session") ?? "", conversation: c.req.param("conversation") };
+}
+
+/**
+ * Verify the request's token and return its claims. The header carries a normal bearer token; in the
+ * URL (`?access_token=`, watch routes only) only a watch token is accepted, because URLs are kept in
+ * logs and browser histories. A watch token opens only the watch it names; it is checked when the
+ * stream connects, so an open stream is not cut when the token expires.
+ */
+export async function authenticate(c: Context<AppEnv>, options: { readonly watch: boolean }): Promise<Claims> {
+  const fromHeader = bearer(c.req.header("authorization"));
+  const fromQuery = options.watch && fromHeader === undefined ? c.req.query("access_token") : undefined;
+  const token = fromHeader ?? fromQuery;
+  if (token === undefined) throw new Problem("unauthorized", "a bearer token is required (Authorization: Bearer <token>)", "authorization");
+  const claims = await verifyToken(token, c.env, fromHeader === undefined ? "access_token" : "authorization");
+  if (fromQuery !== undefined && claims.scope !== "watch") {
+    throw new Problem(
+      "unauthorized",
+      "a bearer token in the URL is refused: URLs are kept in logs and browser histories. Get a short-lived watch token with POST .../watch-token and pass that as ?access_token=",
+      "access_token",
+    );
+  }
+  if (claims.watch !== undefined) {
+    const here = watchOf(c);
+    if (!options.watch || claims.watch.session !== here.session || claims.watch.conversation !== here.conversation) {
+      throw new Problem("forbidden", "a watch token opens only the watch it was issued for");
+    }
+  }
   return claims;
 }
 
 /** Middleware: authenticate and require one capability (401 without a valid token, 403 without the role). */
-export function requires(capability: Capability, options: { readonly queryToken?: boolean } = {}): MiddlewareHandler<AppEnv> {
+export function requires(capability: Capability, options: { readonly watch?: boolean } = {}): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const claims = await authenticate(c, { queryToken: options.queryToken === true });
+    const claims = await authenticate(c, { watch: options.watch === true });
     if (!ROLE_CAPABILITIES[claims.role].has(capability)) {
       throw new Problem("forbidden", `role ${claims.role} may not use this route (needs ${capability})`);
     }

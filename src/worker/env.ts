@@ -24,4 +24,15 @@ export interface Env extends SandboxBinding {
   readonly DEFAULT_MODEL?: string;
   /** A Durable Object binding to `@cloudflare/sandbox`'s `Sandbox` class: jobs run there (README). */
   readonly SANDBOX?: SandboxBinding["SANDBOX"];
+  /** `development`, `staging` or `production` (wrangler.toml vars per environment). */
+  readonly ENVIRONMENT?: string;
+  /**
+   * Origins browsers may call from, comma-separated (`https://app.example.com,http://localhost:*`). Unset:
+   * development allows `http://localhost:*` and `http://127.0.0.1:*`; other environments allow none.
+   */
+  readonly CORS_ORIGINS?: string;
+  /** Longest lifetime (exp - iat) a bearer token may have, seconds (default 86400). */
+  readonly TOKEN_MAX_LIFETIME_SECONDS?: string;
+  /** Default lifetime of a watch token, seconds (default 600). */
+  readonly WATCH_TOKEN_LIFETIME_SECONDS?: string;
 }

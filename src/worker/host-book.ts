@@ -13,22 +13,11 @@
 import type { Id } from "../storage/records.js";
 import type { SqlHost } from "../storage/sql.js";
 import type { FaultReport, InvocationMethod } from "../core/host.js";
+import type { FaultRecord, KillCount } from "../api/responses.js";
 
-/** A task's consecutive kills as counted under `version`. */
-export interface KillCount {
-  readonly taskId: Id;
-  readonly kills: number;
-  readonly version: string;
-}
+export type { FaultRecord, KillCount } from "../api/responses.js";
 
-/** The durable fault record (what inspect shows an operator). */
-export interface FaultRecord {
-  readonly at: number;
-  readonly taskId?: Id;
-  readonly kind?: string;
-  readonly method?: InvocationMethod;
-  readonly message: string;
-}
+
 
 /** The decision before an execute/recover starts. */
 export type StartDecision =

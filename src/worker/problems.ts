@@ -1,168 +1,18 @@
 /**
  * HTTP errors (DESIGN §6): RFC 9457 `application/problem+json` bodies with a stable `code`. One error
- * class (`Problem`), codes a string union, statuses from ONE exhaustive table (`STATUS`), and one place
+ * class (`Problem`), codes a string union, statuses from ONE exhaustive table (`STATUS`, in the wire
+ * schema src/api/problems.ts), and one place
  * that normalizes anything else (`toProblem`). Used by the Hono app (routes, middleware, error handler)
  * and by the session Durable Object, which returns problems to the Worker as plain data
  * (`Outcome`, because Workers RPC drops error classes and fields).
  */
 import { StorageError } from "../storage/storage.js";
 import { PicoError, type PicoErrorCode } from "../core/errors.js";
+import { STATUS, TITLES, type ProblemBody, type ProblemCode } from "../api/problems.js";
 import { sessionErrorCode } from "./errors.js";
 import { RigError, type RigErrorCode } from "../rig/errors.js";
 
-export type ProblemCode =
-  // 400: the request is malformed; the field or parameter is named
-  | "invalid_json"
-  | "invalid_body"
-  | "invalid_query"
-  | "invalid_header"
-  | "invalid_id"
-  | "invalid_cursor"
-  // 401 / 403
-  | "unauthorized"
-  | "forbidden"
-  | "invalid_signature"
-  | "stale_webhook"
-  // 404 / 405
-  | "session_not_found"
-  | "conversation_not_found"
-  | "input_not_found"
-  | "task_not_found"
-  | "schedule_not_found"
-  | "acceptance_not_found"
-  | "entry_not_found"
-  | "not_found"
-  | "route_not_found"
-  | "method_not_allowed"
-  // 409
-  | "session_config_conflict"
-  | "conflict"
-  | "busy"
-  | "input_not_queued"
-  | "in_turn"
-  | "nothing_waiting"
-  | "faulted"
-  // 409 / 412 / 404: the rig (issue 13)
-  | "hook_conflict"
-  | "bead_already_hooked"
-  | "stale_attempt"
-  | "agent_conflict"
-  | "precondition_failed"
-  | "agent_not_found"
-  | "mail_not_found"
-  // 413 / 415 / 422
-  | "payload_too_large"
-  | "unsupported_media_type"
-  | "unknown_model"
-  | "unknown_tool"
-  | "invalid_commit"
-  // 5xx
-  | "closed"
-  | "misconfigured"
-  | "internal";
-
-/** The one status table: adding a code without a status does not compile. */
-export const STATUS: Readonly<Record<ProblemCode, number>> = {
-  invalid_json: 400,
-  invalid_body: 400,
-  invalid_query: 400,
-  invalid_header: 400,
-  invalid_id: 400,
-  invalid_cursor: 400,
-  unauthorized: 401,
-  invalid_signature: 401,
-  stale_webhook: 401,
-  forbidden: 403,
-  session_not_found: 404,
-  conversation_not_found: 404,
-  input_not_found: 404,
-  task_not_found: 404,
-  schedule_not_found: 404,
-  acceptance_not_found: 404,
-  entry_not_found: 404,
-  not_found: 404,
-  route_not_found: 404,
-  method_not_allowed: 405,
-  session_config_conflict: 409,
-  conflict: 409,
-  busy: 409,
-  input_not_queued: 409,
-  in_turn: 409,
-  nothing_waiting: 409,
-  faulted: 409,
-  hook_conflict: 409,
-  bead_already_hooked: 409,
-  stale_attempt: 409,
-  agent_conflict: 409,
-  precondition_failed: 412,
-  agent_not_found: 404,
-  mail_not_found: 404,
-  payload_too_large: 413,
-  unsupported_media_type: 415,
-  unknown_model: 422,
-  unknown_tool: 422,
-  invalid_commit: 422,
-  closed: 503,
-  misconfigured: 500,
-  internal: 500,
-};
-
-const TITLES: Readonly<Record<ProblemCode, string>> = {
-  invalid_json: "The body is not valid JSON",
-  invalid_body: "The body does not match the schema",
-  invalid_query: "A query parameter is invalid",
-  invalid_header: "A header is invalid",
-  invalid_id: "A path parameter is not a valid id",
-  invalid_cursor: "The paging cursor is invalid",
-  unauthorized: "Authentication is required",
-  invalid_signature: "The webhook signature does not verify",
-  stale_webhook: "The webhook timestamp is outside the allowed clock skew",
-  forbidden: "The token's role may not use this route",
-  session_not_found: "The session does not exist",
-  conversation_not_found: "The conversation does not exist",
-  input_not_found: "The input does not exist",
-  task_not_found: "The task does not exist",
-  schedule_not_found: "The schedule does not exist",
-  acceptance_not_found: "No acceptance has this request key",
-  entry_not_found: "The entry does not exist",
-  not_found: "A named thing does not exist",
-  route_not_found: "No such route",
-  method_not_allowed: "The route does not accept this method",
-  session_config_conflict: "The session exists with a different configuration",
-  conflict: "The operation conflicts with the session's state",
-  busy: "The conversation is busy",
-  input_not_queued: "The input is no longer queued",
-  in_turn: "The conversation is in a turn",
-  nothing_waiting: "No queued input waits for a turn",
-  faulted: "The session is faulted; an operator must clear the fault",
-  hook_conflict: "The hook transition does not follow the lifecycle from the hook's status",
-  bead_already_hooked: "The bead is pending or active on another agent",
-  stale_attempt: "The request names an earlier assignment of this hook",
-  agent_conflict: "The agent's registration or hook conflicts with the request",
-  precondition_failed: "If-Match names another version of the hook",
-  agent_not_found: "The agent is not registered",
-  mail_not_found: "The message does not exist",
-  payload_too_large: "The body is too large",
-  unsupported_media_type: "The body must be application/json",
-  unknown_model: "The model is not available",
-  unknown_tool: "The tool is not registered",
-  invalid_commit: "The operation would break a session rule",
-  closed: "The session is closing",
-  misconfigured: "The service is misconfigured",
-  internal: "Internal error",
-};
-
-/** Wire form of a problem (RFC 9457 members plus `code` and, for input errors, `field`). */
-export interface ProblemBody {
-  readonly type: string;
-  readonly title: string;
-  readonly status: number;
-  readonly detail: string;
-  readonly code: ProblemCode;
-  /** The offending body field, query parameter, header or path parameter. */
-  readonly field?: string;
-  readonly instance?: string;
-}
+export { STATUS, TITLES, type ProblemBody, type ProblemCode } from "../api/problems.js";
 
 /** The one error class of the HTTP layer. */
 export class Problem extends Error {

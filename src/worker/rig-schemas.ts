@@ -1,54 +1,10 @@
 /**
- * Wire schemas of the rig's routes (issue 13; zod at the boundary only, like src/worker/schemas.ts,
- * beside which they live until the wire-schema module exists): agent registration, hook transitions,
- * mail, witness settings, the long-poll `?wait=` and the `If-Match` header.
+ * The server's side of the rig's wire schemas: the schemas themselves (src/api/rig.ts, re-exported) and
+ * the `If-Match` header reader, which answers a Problem.
  */
-import { z } from "zod";
-import { MIN_SETTING_MS } from "../rig/types.js";
-import { MAX_WAIT_SECONDS } from "./schemas.js";
 import { Problem } from "./problems.js";
 
-export const agentId = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "an agent id is 1-64 characters of a-z 0-9 and -, starting with a letter or digit");
-
-export const registerBody = z.strictObject({
-  role: z.enum(["polecat", "refinery", "crew"]),
-  conversation: z.union([z.literal("new"), z.number().int().positive()]).optional(),
-});
-
-export const setHookBody = z.strictObject({
-  bead_id: z.string().regex(/^[\x21-\x7e]{1,200}$/, "a bead id is 1-200 visible ASCII characters"),
-  title: z.string().min(1, "a title is required").max(1000),
-});
-
-const attempt = z.number().int().positive();
-export const attemptBody = z.strictObject({ attempt: attempt.optional() });
-export const completeBody = z.strictObject({ attempt: attempt.optional(), summary: z.string().max(100_000).optional() });
-
-const payloadValue: z.ZodType<unknown> = z.lazy(() => z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(payloadValue), z.record(z.string(), payloadValue)]));
-export const mailBody = z.strictObject({
-  to: z.string().regex(/^(mayor|witness|[a-z0-9][a-z0-9-]{0,63})$/, "to is an agent id, mayor or witness"),
-  payload: z.union([z.string().min(1).max(100_000), z.record(z.string(), payloadValue)]),
-});
-
-const setting = z.number().int().min(MIN_SETTING_MS, `at least ${MIN_SETTING_MS} ms`).max(7 * 24 * 3_600_000);
-export const witnessPatch = z
-  .strictObject({
-    patrolIntervalMs: setting.optional(),
-    stallThresholdMs: setting.optional(),
-    alertAfterMs: setting.optional(),
-    spawnGraceMs: setting.optional(),
-    touchThrottleMs: setting.optional(),
-  })
-  .refine((body) => Object.keys(body).length > 0, "a witness patch sets at least one field");
-
-export const waitQuery = z.strictObject({
-  wait: z
-    .string()
-    .regex(/^[0-9]{1,3}$/, `wait is whole seconds from 0 to ${MAX_WAIT_SECONDS}`)
-    .transform(Number)
-    .refine((n) => n <= MAX_WAIT_SECONDS, `wait is whole seconds from 0 to ${MAX_WAIT_SECONDS}`)
-    .optional(),
-});
+export * from "../api/rig.js";
 
 /** `If-Match: "<version>"` (or `*`: no condition); anything else is a 400 naming the header. */
 export function ifMatch(header: string | undefined): number | undefined {

@@ -1,158 +1,14 @@
 /**
- * The wire schemas (zod, at the boundary only: stored objects are trusted, §7.3). Every body, query,
- * header and path parameter the HTTP API takes is parsed here into a typed value, or rejected with a
- * `Problem` that names the offending field, before anything reaches a session. Used by the routes
- * (src/worker/routes/*) and the webhook handler.
+ * The server's side of the wire schemas: everything in src/api/schemas.ts (re-exported, so routes import
+ * one module), plus `parse`, which turns a failed parse into a `Problem` naming the offending field
+ * before anything reaches a session, and the strict query-string reader.
  */
-import { z } from "zod";
+import type { z } from "zod";
 import { Problem, type ProblemCode } from "./problems.js";
-import { THINKING_LEVELS } from "../kinds/model-request.js";
+import { THINKING_LEVELS as KIND_THINKING_LEVELS } from "../kinds/model-request.js";
+import { THINKING_LEVELS } from "../api/schemas.js";
 
-/** Bodies larger than this are refused with 413 before they are read (a stored row holds at most 2 MB). */
-export const MAX_BODY_BYTES = 1_000_000;
-
-/** Longest `?wait=` an accept may block for, seconds. */
-export const MAX_WAIT_SECONDS = 60;
-
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
-const ID = /^[1-9][0-9]{0,15}$/;
-/** Visible ASCII: request keys are opaque, but must survive a header and a URL path. */
-const KEY = /^[\x21-\x7e]{1,200}$/;
-
-export const tenantName = z.string().regex(NAME, "a tenant is 1-128 characters of A-Z a-z 0-9 _ . - starting with a letter or digit");
-export const sessionName = z.string().regex(NAME, "a session name is 1-128 characters of A-Z a-z 0-9 _ . - starting with a letter or digit");
-
-/** A positive integer id (entry, task, input, conversation). */
-export const idString = z
-  .string()
-  .regex(ID, "an id is a positive decimal integer")
-  .transform(Number)
-  .refine((n) => Number.isSafeInteger(n), "the id is too large");
-
-export const conversationRef = z.union([z.literal("root"), idString]);
-export type ConversationRef = "root" | number;
-
-export const requestKey = z.string().regex(KEY, "a request key is 1-200 visible ASCII characters");
-
-// ---------------------------------------------------------------------------------------------
-// Bodies
-
-const text = z.strictObject({ type: z.literal("text"), text: z.string() });
-const image = z.strictObject({
-  type: z.literal("image"),
-  data: z.string().min(1),
-  mimeType: z.string().regex(/^image\/[a-z0-9.+-]+$/, "an image mimeType such as image/png"),
-});
-export const userInput = z.union(
-  [z.string().min(1, "input must not be empty"), z.array(z.union([text, image])).min(1, "input must not be empty")],
-  { error: "input must be a non-empty string or a non-empty array of text and image parts" },
-);
-
-/** A conversation's generation config (PATCH .../config), also the generation part of a session's PUT. */
-const generationConfigBody = z.strictObject({
-  model: z.string().min(1).max(200).optional(),
-  thinking: z.enum(THINKING_LEVELS, { error: `thinking must be one of ${THINKING_LEVELS.join(", ")}` }).optional(),
-  selectedTools: z.array(z.string().min(1).max(100)).max(100).optional(),
-  profile: z.string().min(1).max(100).optional(),
-  budgetMs: z.number().int().min(1).max(3_600_000).optional(),
-});
-
-/** PUT session: the root's generation config plus session-wide policy (`onInterrupt`, DESIGN §3). */
-export const sessionConfig = generationConfigBody.extend({
-  onInterrupt: z.enum(["retry", "fail"], { error: 'onInterrupt is "retry" or "fail"' }).optional(),
-});
-export type SessionConfigBody = z.infer<typeof sessionConfig>;
-
-export const configPatch = generationConfigBody.refine((body) => Object.keys(body).length > 0, "a config patch sets at least one field");
-
-export const acceptBody = z
-  .strictObject({
-    input: userInput,
-    /** Queue in this mode (queueInput) instead of accepting ("the user hit enter"). */
-    mode: z.enum(["steer", "followUp", "nextRun"]).optional(),
-    whenBusy: z.enum(["followUp", "steer", "reject"]).optional(),
-  })
-  .refine((body) => body.mode === undefined || body.whenBusy === undefined, { message: "whenBusy applies to accept only; a queued input (mode) has no whenBusy", path: ["whenBusy"] });
-export type AcceptBody = z.infer<typeof acceptBody>;
-
-export const webhookBody = z.strictObject({
-  input: userInput,
-  mode: z.enum(["steer", "followUp", "nextRun"]).optional(),
-});
-
-export const forkBody = z.strictObject({
-  at: z.union([z.literal("start"), z.number().int().positive()]),
-  abort: z.boolean().optional(),
-});
-
-export const collapseBody = z.strictObject({ instructions: z.string().max(20_000).optional() });
-export const resetBody = z.strictObject({ handoff: z.string().min(1).max(200_000).optional() });
-export const emptyBody = z.strictObject({});
-
-// ---------------------------------------------------------------------------------------------
-// Queries (every parameter is a string; unknown parameters are refused like unknown body fields)
-
-const cursorId = z
-  .string()
-  .regex(/^(0|[1-9][0-9]{0,15})$/, "a cursor is a non-negative decimal integer")
-  .transform(Number)
-  .refine((n) => Number.isSafeInteger(n), "the cursor is too large");
-const limit = z
-  .string()
-  .regex(/^[1-9][0-9]{0,3}$/, "limit is an integer from 1 to 1000")
-  .transform(Number)
-  .refine((n) => n <= 1000, "limit is an integer from 1 to 1000");
-
-export const entriesQuery = z.strictObject({
-  before: cursorId.optional(),
-  after: cursorId.optional(),
-  limit: limit.optional(),
-  kind: z.string().min(1).max(100).optional(),
-});
-
-export const tasksQuery = z.strictObject({
-  live: z.enum(["true", "false"]).optional(),
-  conversation: conversationRef.optional(),
-  after: cursorId.optional(),
-  limit: limit.optional(),
-});
-
-export const acceptQuery = z.strictObject({
-  wait: z
-    .string()
-    .regex(/^[0-9]{1,3}$/, `wait is whole seconds from 0 to ${MAX_WAIT_SECONDS}`)
-    .transform(Number)
-    .refine((n) => n <= MAX_WAIT_SECONDS, `wait is whole seconds from 0 to ${MAX_WAIT_SECONDS}`)
-    .optional(),
-});
-
-/** Watch routes: the token may travel in the query (EventSource and WebSocket cannot set headers). */
-export const watchQuery = z.strictObject({
-  access_token: z.string().min(1).optional(),
-  /** Resume position for transports that cannot send Last-Event-ID (WebSocket). */
-  lastEventId: z.string().max(40).optional(),
-});
-
-export const noQuery = z.strictObject({});
-
-/** A watch event id: the commit's last seq, or `seq.n` for preview-only messages after it. */
-export const eventId = z
-  .string()
-  .regex(/^(0|[1-9][0-9]{0,15})(\.[1-9][0-9]{0,8})?$/, "Last-Event-ID is an event id this server sent (seq or seq.n)");
-
-// ---------------------------------------------------------------------------------------------
-// Tokens
-
-export const roles = ["client", "operator", "mayor", "agent"] as const;
-export type Role = (typeof roles)[number];
-
-export const claims = z.looseObject({
-  tenant: tenantName,
-  role: z.enum(roles),
-  /** The agent id, for agent tokens (the rig's agents). */
-  agent: z.string().regex(NAME).optional(),
-});
-export type Claims = z.infer<typeof claims>;
+export * from "../api/schemas.js";
 
 // ---------------------------------------------------------------------------------------------
 // Parsing
@@ -180,29 +36,6 @@ export function queryObject(url: URL): Record<string, string> {
   return out;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Schedules (§8.6)
-
-export const scheduleBody = z
-  .strictObject({
-    /** The conversation each occurrence's input goes to: an id or "root" (default). */
-    conversation: z.union([z.literal("root"), z.number().int().positive()]).optional(),
-    input: z.string().min(1, "input must not be empty").max(100_000),
-    every: z.number().int().min(1000, "every is at least 1,000 ms").max(366 * 24 * 3600_000).optional(),
-    cron: z.string().min(1).max(200).optional(),
-    timezone: z.string().min(1).max(100).optional(),
-    /** First occurrence (epoch ms or an ISO 8601 time); default: one interval from now, or cron's next time. */
-    startAt: z.union([z.number().int().min(0), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]).optional(),
-    mode: z.enum(["followUp", "steer", "nextRun"]).optional(),
-  })
-  .refine((b) => (b.every === undefined) !== (b.cron === undefined), { message: "a schedule has exactly one of every and cron", path: ["every"] })
-  .refine((b) => b.timezone === undefined || b.cron !== undefined, { message: "timezone applies to cron schedules only", path: ["timezone"] });
-export type ScheduleBody = z.infer<typeof scheduleBody>;
-
-export const schedulePatch = z.strictObject({ paused: z.boolean() });
-
-export const schedulesQuery = z.strictObject({
-  all: z.enum(["true", "false"]).optional(),
-  after: cursorId.optional(),
-  limit: limit.optional(),
-});
+/** The wire's thinking levels are the kinds' (a compile-time check: the two lists cannot drift apart). */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+export const thinkingLevelsAgree: Same<(typeof THINKING_LEVELS)[number], (typeof KIND_THINKING_LEVELS)[number]> = true;

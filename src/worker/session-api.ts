@@ -11,6 +11,7 @@ import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";
 import type { ConversationHandle } from "../core/conversation.js";
 import type { UserInput } from "../core/entries.js";
 import type { Harness } from "../core/harness.js";
+import type { TxBuilder } from "../core/tx.js";
 import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
 import { bind, bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
 import { InvalidSchedule, newSchedule, scheduleDefinition, schedulePaused, type ScheduleMode, type ScheduleSpec, type ScheduleState } from "../kinds/schedule.js";
@@ -22,18 +23,10 @@ import type { UsageRow, UsageTotals } from "../kinds/states.js";
 import type { TurnKit } from "../kinds/turns.js";
 import { usageList, usageTotals } from "../kinds/usage.js";
 import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../storage/records.js";
+import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../api/responses.js";
 import { Problem } from "./problems.js";
 
-/** The configuration a session is created with (PUT), after defaults: what a second PUT is compared to. */
-export interface SessionConfig {
-  readonly model: string;
-  readonly thinking?: string;
-  readonly selectedTools: readonly string[];
-  readonly profile?: string;
-  readonly budgetMs?: number;
-  /** What a restart does to a generation in flight (DESIGN §3); a session value (pi.onInterrupt). */
-  readonly onInterrupt: OnInterrupt;
-}
+export type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport, WaitingElement } from "../api/responses.js";
 
 /** A stored create config; sessions created before `onInterrupt` existed have the default. */
 export function storedConfig(stored: Omit<SessionConfig, "onInterrupt"> & { readonly onInterrupt?: OnInterrupt }): SessionConfig {
@@ -43,8 +36,6 @@ export function storedConfig(stored: Omit<SessionConfig, "onInterrupt"> & { read
 /** The create config, stored in the creating commit so a later PUT can be compared with it. */
 export const createConfigValue: ValueSpec<SessionConfig> = sessionValue<SessionConfig>("edge.session.config");
 
-/** Which conversation an input accepted over HTTP went to, so `GET inputs/{id}` is one point read. */
-const inputIndexBase = sessionValue<{ conversationId: Id }>("edge.input");
 /** A schedule as the HTTP API shows it. */
 export interface ScheduleView {
   readonly id: Id;
@@ -72,7 +63,18 @@ export interface ScheduleRequest {
   readonly mode?: ScheduleMode;
 }
 
-export function inputIndex(inputId: Id): ValueSpec<{ conversationId: Id }> {
+/**
+ * The worker's acceptance index: which conversation an input accepted over HTTP went to, so
+ * `GET inputs/{id}` is one point read, and the hash of the request that accepted it under an
+ * Idempotency-Key, so a reuse of the key with another body is refused (the HTTP layer's rule; the core's
+ * `acceptance()` compares nothing, §3.4).
+ */
+export interface InputIndexEntry {
+  readonly conversationId: Id;
+  readonly requestHash?: string;
+}
+const inputIndexBase = sessionValue<InputIndexEntry>("edge.input");
+export function inputIndex(inputId: Id): ValueSpec<InputIndexEntry> {
   return withKey(inputIndexBase, String(inputId));
 }
 
@@ -99,52 +101,13 @@ export interface AcceptRequest {
   readonly mode?: "steer" | "followUp" | "nextRun";
   readonly whenBusy?: WhenBusy;
   readonly source?: RequestSource;
+  /**
+   * With an idempotency source: the hash of the request body. A prior acceptance of the same key with
+   * another hash, or on another conversation, is 422 `idempotency_key_reused` (IETF Idempotency-Key).
+   */
+  readonly requestHash?: string;
   /** Wait up to this many seconds for a terminal result. */
   readonly waitSeconds?: number;
-}
-
-export interface AcceptResponse {
-  readonly inputId: Id;
-  readonly conversationId: Id;
-  /** The input's status when the response was made (after the wait, if any). */
-  readonly status: InputResult["status"];
-  /** The request key was used before: this is its first acceptance, and nothing was written. */
-  readonly duplicate: boolean;
-  readonly result: InputResult | undefined;
-  /** With a wait and a done result: the answer entry. */
-  readonly answer?: Entry;
-}
-
-export interface SessionSummary {
-  readonly config: SessionConfig | undefined;
-  readonly rootConversationId: Id;
-  readonly lastSeq: Id;
-  readonly liveTasks: number;
-}
-
-export interface ConversationSnapshot {
-  readonly conversation: Conversation;
-  readonly config: ConfigValues;
-  readonly tasks: readonly Task[];
-  /** Queued inputs; `waiting: true` marks steer/followUp items that no live turn will place (a group
-   * ended without a final answer): POST .../continue places them. */
-  readonly inbox: readonly WaitingElement[];
-  readonly readAt: Id;
-}
-
-export type WaitingElement = Element<QueuedInput> & { readonly waiting: boolean };
-
-export interface ConfigValues {
-  readonly model?: string;
-  readonly thinking?: string;
-  readonly selectedTools?: readonly string[];
-  readonly profile?: string;
-  readonly budgetMs?: number;
-}
-
-export interface UsageReport {
-  readonly totals: UsageTotals | undefined;
-  readonly rows: Page<Element<UsageRow>>;
 }
 
 const call: Call = BACKGROUND_CONTEXT;
@@ -169,6 +132,21 @@ export function checkConfig(models: Models, toolNames: readonly string[], config
   }
   for (const [i, name] of (config.selectedTools ?? []).entries()) {
     if (!toolNames.includes(name)) throw new Problem("unknown_tool", `tool ${name} is not registered (registered: ${toolNames.join(", ")})`, `selectedTools.${i}`);
+  }
+}
+
+/**
+ * The Idempotency-Key rule (IETF draft): a key names one request. Its reuse on another conversation, or
+ * with another body, throws before anything is written. An acceptance indexed without a hash (before
+ * hashes were kept) is matched on the conversation only.
+ */
+async function checkReuse(b: TxBuilder, prior: Acceptance, conversationId: Id, requestHash: string | undefined): Promise<void> {
+  if (prior.conversationId !== conversationId) {
+    throw new Problem("idempotency_key_reused", `this Idempotency-Key was used on conversation ${prior.conversationId}; use a new key for a new request`, "idempotency-key");
+  }
+  const indexed = await b.value(inputIndex(prior.inputId)).get();
+  if (requestHash !== undefined && indexed?.requestHash !== undefined && indexed.requestHash !== requestHash) {
+    throw new Problem("idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key for a new request", "idempotency-key");
   }
 }
 
@@ -216,7 +194,10 @@ export class SessionApi {
     const key = request.source === undefined ? undefined : requestId(request.source);
     const receipt = await this.#harness.commitBound(call, { conversationId }, async (b) => {
       const prior = await priorAcceptance(b, key);
-      if (prior !== undefined) return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
+      if (prior !== undefined) {
+        if (request.source?.type === "idempotency") await checkReuse(b, prior, conversationId, request.requestHash);
+        return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
+      }
       let inputId: Id;
       if (request.mode === undefined) {
         const accepted = await acceptInput(
@@ -231,7 +212,7 @@ export class SessionApi {
         const item: QueuedInput = { mode: request.mode, input: request.input, ...(key === undefined ? {} : { requestId: key }) };
         inputId = queueInput(b, conversationId, item);
       }
-      b.value(inputIndex(inputId)).set({ conversationId });
+      b.value(inputIndex(inputId)).set({ conversationId, ...(request.requestHash === undefined ? {} : { requestHash: request.requestHash }) });
       return { inputId, conversationId, duplicate: false };
     });
     let result = await this.#result(receipt.conversationId, receipt.inputId);

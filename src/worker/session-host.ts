@@ -11,6 +11,7 @@ import type { Id, Task } from "../storage/records.js";
 import type { AlarmPlan } from "./alarm-plan.js";
 import type { HostBook } from "./host-book.js";
 import type { HostReport } from "./host-config.js";
+import { log } from "./log.js";
 
 export interface SessionHostOptions {
   readonly book: HostBook;
@@ -26,6 +27,8 @@ export interface SessionHostOptions {
 export class SessionHost implements DriverHost {
   readonly clock: Clock;
   readonly #options: SessionHostOptions;
+  /** Invocations started in this instance: for the `task` log line when they return. */
+  readonly #started = new Map<Id, { readonly kind: string; readonly method: InvocationMethod; readonly at: number }>();
 
   constructor(options: SessionHostOptions) {
     this.#options = options;
@@ -39,12 +42,17 @@ export class SessionHost implements DriverHost {
   beforeInvoke(task: Task, method: InvocationMethod): boolean {
     switch (method) {
       case "abort":
+        this.#started.set(task.id, { kind: task.kind, method, at: Date.now() });
         return true;
       case "execute":
       case "recover": {
         const decision = this.#options.book.beforeStart(task.id, this.#options.version);
-        if (decision.type === "start") return true;
+        if (decision.type === "start") {
+          this.#started.set(task.id, { kind: task.kind, method, at: Date.now() });
+          return true;
+        }
         this.#options.report({ type: "quarantined", taskId: task.id, kind: task.kind, kills: decision.kills });
+        log({ type: "task", taskId: task.id, kind: task.kind, method, outcome: "withheld", durationMs: 0 });
         return false;
       }
       default: {
@@ -55,8 +63,11 @@ export class SessionHost implements DriverHost {
   }
 
   /** Any invocation that returned (or threw) was not killed: the task's count resets. */
-  afterInvoke(taskId: Id, _method: InvocationMethod): void {
+  afterInvoke(taskId: Id, method: InvocationMethod): void {
     this.#options.book.returned(taskId);
+    const started = this.#started.get(taskId);
+    this.#started.delete(taskId);
+    log({ type: "task", taskId, kind: started?.kind ?? "unknown", method, outcome: "returned", durationMs: started === undefined ? 0 : Date.now() - started.at });
   }
 
   wakeChanged(earliest: number | undefined): void {

@@ -26,7 +26,8 @@ import { SqliteStorage } from "../storage/sqlite.js";
 import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
 import type { Env } from "./env.js";
 import { SessionNotFound } from "./errors.js";
-import { HostBook, type FaultRecord, type KillCount } from "./host-book.js";
+import type { SessionInspection } from "../api/responses.js";
+import { HostBook } from "./host-book.js";
 import { deployedVersion, HEARTBEAT_MS, hostClock, hostReport, killBound } from "./host-config.js";
 import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
 import { sandboxEnvFor } from "./sandbox-env.js";
@@ -61,17 +62,7 @@ export interface CreateConfig {
 }
 
 /** What an operator sees: the driver's view plus the host's safety valves. */
-export interface SessionInspection extends InspectResult {
-  /** The durable fault record; while present, alarms do not drive the session. */
-  readonly fault: FaultRecord | undefined;
-  /** Consecutive-kill counters of tasks whose last execute/recover did not return. */
-  readonly kills: readonly KillCount[];
-  readonly killBound: number;
-  readonly version: string;
-  /** Invocations in flight in this instance. */
-  readonly busy: boolean;
-  readonly nextWake: number | undefined;
-}
+export type { SessionInspection } from "../api/responses.js";
 
 /** The harness this instance opened, with its host bookkeeping. */
 interface OpenSession {

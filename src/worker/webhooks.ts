@@ -1,13 +1,13 @@
 /**
  * Signed webhooks (DESIGN §6): Standard Webhooks verification with WebCrypto. Headers `webhook-id`,
  * `webhook-timestamp` (Unix seconds) and `webhook-signature` (space-separated `v1,<base64>` entries);
- * the signed content is `${id}.${timestamp}.${body}`, HMAC-SHA256 with the tenant's secret. Each tenant's
- * secret is derived from the one master secret, so nothing per tenant is stored:
+ * the signed content is `${id}.${timestamp}.${body}`, HMAC-SHA256 with the endpoint's secret. Each
+ * endpoint's (tenant and session) secret is derived from the one master secret, so nothing is stored:
  *
- *   tenant secret = "whsec_" + base64(HMAC-SHA256(WEBHOOK_MASTER_SECRET, "pico-edge webhook:" + tenant))
+ *   endpoint secret = "whsec_" + base64(HMAC-SHA256(WEBHOOK_MASTER_SECRET, "pico-edge webhook:" + tenant + "/" + session))
  *
- * which is the format the `standardwebhooks` libraries take (`npm run webhook-secret -- --tenant T`
- * prints it). The delivery id becomes the request key `webhook:<id>`, so a redelivery runs once.
+ * which is the format the `standardwebhooks` libraries take (`npm run webhook-secret -- --tenant T
+ * --session S` prints it). The delivery id becomes the request key `webhook:<id>`, so a redelivery runs once.
  */
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
@@ -36,9 +36,13 @@ async function hmac(key: Uint8Array, message: string): Promise<ArrayBuffer> {
   return crypto.subtle.sign("HMAC", imported, encoder.encode(message));
 }
 
-/** The tenant's webhook secret in Standard Webhooks form (`whsec_...`). */
-export async function tenantWebhookSecret(masterSecret: string, tenant: string): Promise<string> {
-  return `whsec_${base64(await hmac(encoder.encode(masterSecret), `pico-edge webhook:${tenant}`))}`;
+/**
+ * The signing secret of one endpoint (tenant and session) in Standard Webhooks form (`whsec_...`). Per
+ * endpoint, not per tenant: the signature does not cover the URL, so a delivery captured for one session
+ * must not verify on another (delivery ids are de-duplicated per session).
+ */
+export async function webhookSecret(masterSecret: string, tenant: string, session: string): Promise<string> {
+  return `whsec_${base64(await hmac(encoder.encode(masterSecret), `pico-edge webhook:${tenant}/${session}`))}`;
 }
 
 export function masterSecret(env: Env): string {

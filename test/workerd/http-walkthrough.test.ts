@@ -29,8 +29,9 @@ describe("HTTP walkthrough", () => {
     expect(first.answer?.kind).toBe("assistant");
     expect(JSON.stringify(first.answer)).toContain("hello there");
 
-    const again = await root.accept("something else", { idempotencyKey: "k-1" });
+    const again = await root.accept("hello there", { idempotencyKey: "k-1" });
     expect(again).toMatchObject({ inputId: first.inputId, duplicate: true, status: "done" });
+    await expect(root.accept("something else", { idempotencyKey: "k-1" })).rejects.toMatchObject({ status: 422, code: "idempotency_key_reused" });
     expect(await session.acceptance("k-1")).toMatchObject({ inputId: first.inputId, conversationId: first.conversationId });
     expect((await session.input(first.inputId)).result.status).toBe("done");
 

@@ -11,7 +11,7 @@ import type { SseFrame } from "../../src/client/sse.js";
 import type { ConversationEvent, ConversationView, WatchMessage } from "../../src/core/watch.js";
 import { applyMessage } from "../../src/core/watch.js";
 import { openSseStreams, setWatchSeams } from "../../src/worker/watch-transport.js";
-import { BASE, client, token, uniqueSession } from "./http-fixtures.js";
+import { BASE, client, uniqueSession, watchToken } from "./http-fixtures.js";
 
 afterEach(async () => {
   setWatchSeams({});
@@ -343,7 +343,7 @@ describe("WebSocket watch", () => {
     const name = uniqueSession("ws");
     const api = await client(tenant);
     await api.session(name).create({});
-    const jwt = await token(tenant, "client");
+    const jwt = await watchToken(tenant, name, "root");
     const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
     const ws = response.webSocket;
     expect(response.status).toBe(101);
@@ -385,7 +385,7 @@ describe("WebSocket resume", () => {
       await root.accept("one", { wait: 10 });
       const newest = (await root.entries({ before: Number.MAX_SAFE_INTEGER, limit: 1 })).items[0]?.id;
       const missed = await reference.until((m) => m.events.some((e) => e.type === "entry" && e.entry.id === newest));
-      const jwt = await token(tenant, "client");
+      const jwt = await watchToken(tenant, name, "root");
       const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}&lastEventId=${view.id}`);
       const ws = response.webSocket;
       if (ws === null) throw new Error("no websocket");

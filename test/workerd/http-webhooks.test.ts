@@ -6,12 +6,17 @@
 import { abortAllDurableObjects } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { signWebhook, tenantWebhookSecret, WEBHOOK_SKEW_SECONDS } from "../../src/worker/webhooks.js";
+import { signWebhook, webhookSecret, WEBHOOK_SKEW_SECONDS } from "../../src/worker/webhooks.js";
 import { call, client, json, lastSeq, uniqueSession } from "./http-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
 });
+
+/** The endpoint's signing secret, derived from the master secret for (tenant, session). */
+function endpointSecret(tenant: string, session: string): Promise<string> {
+  return webhookSecret(env.WEBHOOK_MASTER_SECRET, tenant, session);
+}
 
 async function deliver(
   tenant: string,
@@ -22,7 +27,7 @@ async function deliver(
   const id = options.id ?? `msg_${crypto.randomUUID()}`;
   const timestamp = options.timestamp ?? Math.floor(Date.now() / 1000);
   const body = JSON.stringify(payload);
-  const secret = await tenantWebhookSecret(env.WEBHOOK_MASTER_SECRET, options.secretTenant ?? tenant);
+  const secret = await endpointSecret(options.secretTenant ?? tenant, session);
   const headers: Record<string, string> = {
     "content-type": "application/json",
     "webhook-id": id,
@@ -34,6 +39,27 @@ async function deliver(
 }
 
 describe("webhooks", () => {
+  it("a delivery signed for one session and replayed to another session of the same tenant is refused and writes nothing", async () => {
+    const tenant = "hooks";
+    const first = uniqueSession("wh-a");
+    const second = uniqueSession("wh-b");
+    const api = await client(tenant);
+    await api.session(first).create({});
+    await api.session(second).create({});
+    const body = JSON.stringify({ input: "meant for the first session" });
+    const id = `msg_${crypto.randomUUID()}`;
+    const timestamp = Math.floor(Date.now() / 1000);
+    const signature = await signWebhook(await endpointSecret(tenant, first), id, timestamp, body);
+    const headers = { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(timestamp), "webhook-signature": signature };
+    const delivered = await call("POST", `/v1/webhooks/${tenant}/${first}/root`, { rawBody: body, headers });
+    expect(delivered.status).toBe(202);
+    const before = await lastSeq(tenant, second);
+    const replayed = await call("POST", `/v1/webhooks/${tenant}/${second}/root`, { rawBody: body, headers });
+    expect(replayed.status).toBe(401);
+    expect(await json(replayed)).toMatchObject({ code: "invalid_signature" });
+    expect(await lastSeq(tenant, second)).toBe(before);
+  });
+
   it("a signed delivery queues input that runs; its redelivery returns the first acceptance and runs once", async () => {
     const tenant = "hooks";
     const session = uniqueSession("wh");

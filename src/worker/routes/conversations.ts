@@ -5,10 +5,17 @@
 import { Hono } from "hono";
 import { requires, type AppEnv } from "../auth.js";
 import { Problem } from "../problems.js";
-import { acceptBody, acceptQuery, collapseBody, configPatch, emptyBody, entriesQuery, forkBody, noQuery, parse, requestKey, resetBody } from "../schemas.js";
+import { canonical } from "../session-api.js";
+import { type AcceptBody, acceptBody, acceptQuery, collapseBody, configPatch, emptyBody, entriesQuery, forkBody, noQuery, parse, requestKey, resetBody } from "../schemas.js";
 import { body, conversationParam, query, run, session } from "./shared.js";
 
 export const conversationRoutes = new Hono<AppEnv>();
+
+/** SHA-256 of the canonical JSON of an accept body: what an Idempotency-Key's reuse is compared by. */
+async function requestHash(input: AcceptBody): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canonical(input)));
+  return btoa(String.fromCharCode(...new Uint8Array(digest)));
+}
 
 const base = "/:session/conversations/:conversation";
 
@@ -24,7 +31,7 @@ conversationRoutes.post(`${base}/inputs`, requires("input"), async (c) => {
       input: input.input,
       ...(input.mode === undefined ? {} : { mode: input.mode }),
       ...(input.whenBusy === undefined ? {} : { whenBusy: input.whenBusy }),
-      ...(key === undefined ? {} : { source: { type: "idempotency", key } }),
+      ...(key === undefined ? {} : { source: { type: "idempotency", key }, requestHash: await requestHash(input) }),
       ...(wait === undefined ? {} : { waitSeconds: wait }),
     }),
   );

@@ -1,16 +1,51 @@
 /**
  * Watch routes (DESIGN §6, §9.4): `GET .../conversations/{conversation}/watch` and
  * `GET /v1/sessions/{session}/watch`, as Server-Sent Events or, with `Upgrade: websocket`, a
- * hibernatable WebSocket. The token may be `?access_token=` (EventSource and WebSocket cannot set
- * headers); the resume position is `Last-Event-ID` (or `?lastEventId=` for WebSocket clients). After
+ * hibernatable WebSocket; and `POST .../watch-token`, which issues the short-lived watch token that
+ * `?access_token=` accepts (EventSource and WebSocket cannot set headers; a normal bearer token in a URL
+ * is refused, see auth.ts); the resume position is `Last-Event-ID` (or `?lastEventId=` for WebSocket clients). After
  * auth and validation the request is forwarded to the session object, which streams.
  */
 import { Hono } from "hono";
-import { requires, type AppEnv } from "../auth.js";
-import { eventId, parse, watchQuery } from "../schemas.js";
-import { conversationParam, query, session, type AppContext } from "./shared.js";
+import { sign } from "hono/jwt";
+import { jwtSecret, maxTokenLifetime, requires, watchTokenLifetime, type AppEnv } from "../auth.js";
+import { eventId, noQuery, parse, sessionName, watchQuery, watchTokenBody, type WatchScope } from "../schemas.js";
+import { body, conversationParam, query, run, session, type AppContext } from "./shared.js";
 
 export const watchRoutes = new Hono<AppEnv>();
+
+/**
+ * Issue a watch token for one watch: the caller's tenant and role, `scope: "watch"`, the watch it opens,
+ * and a lifetime of `ttlSeconds` (default WATCH_TOKEN_LIFETIME_SECONDS), never past the caller's own
+ * token or the maximum lifetime.
+ */
+async function issueWatchToken(c: AppContext, scope: WatchScope): Promise<Response> {
+  query(c, noQuery);
+  const options = await body(c, watchTokenBody, { optional: true });
+  const claims = c.get("claims");
+  const now = Math.floor(Date.now() / 1000);
+  const ttl = Math.max(1, Math.min(options.ttlSeconds ?? watchTokenLifetime(c.env), maxTokenLifetime(c.env), claims.exp - now));
+  const exp = now + ttl;
+  const token = await sign(
+    { tenant: claims.tenant, role: claims.role, ...(claims.agent === undefined ? {} : { agent: claims.agent }), scope: "watch", watch: scope, iat: now, exp },
+    jwtSecret(c.env),
+    "HS256",
+  );
+  return c.json({ token, expiresAt: new Date(exp * 1000).toISOString(), expiresIn: ttl }, 201);
+}
+
+// The session (and conversation) must exist: another tenant's session is 404 here as everywhere.
+watchRoutes.post("/:session/watch-token", requires("watch"), async (c) => {
+  const name = parse(sessionName, c.req.param("session"), "invalid_id", "session");
+  await run(session(c).op("lastSeq"));
+  return issueWatchToken(c, { session: name });
+});
+
+watchRoutes.post("/:session/conversations/:conversation/watch-token", requires("watch"), async (c) => {
+  const name = parse(sessionName, c.req.param("session"), "invalid_id", "session");
+  await run(session(c).op("getConfig", conversationParam(c)));
+  return issueWatchToken(c, { session: name, conversation: c.req.param("conversation") });
+});
 
 async function forward(c: AppContext, target: string): Promise<Response> {
   const stub = session(c);
@@ -25,9 +60,9 @@ async function forward(c: AppContext, target: string): Promise<Response> {
   return stub.fetch(new Request(`https://session.internal/watch/${target}`, { headers, signal: c.req.raw.signal }));
 }
 
-watchRoutes.get("/:session/watch", requires("watch", { queryToken: true }), (c) => forward(c, "session"));
+watchRoutes.get("/:session/watch", requires("watch", { watch: true }), (c) => forward(c, "session"));
 
-watchRoutes.get("/:session/conversations/:conversation/watch", requires("watch", { queryToken: true }), async (c) => {
+watchRoutes.get("/:session/conversations/:conversation/watch", requires("watch", { watch: true }), async (c) => {
   const ref = conversationParam(c);
   return forward(c, ref === "root" ? "root" : String(ref));
 });

@@ -1,13 +1,13 @@
 /**
  * `POST /v1/webhooks/{tenant}/{session}/{conversation}`: queue input from a signed webhook (Standard
- * Webhooks; src/worker/webhooks.ts). No bearer token: the signature with the tenant's derived secret
- * authenticates the tenant. The delivery id is the request key (namespace `webhook:`), so a redelivery
+ * Webhooks; src/worker/webhooks.ts). No bearer token: the signature with the endpoint's derived secret
+ * (tenant and session) authenticates the sender for this one session. The delivery id is the request key (namespace `webhook:`), so a redelivery
  * returns the first acceptance (200) and writes nothing.
  */
 import { Hono } from "hono";
 import type { AppEnv } from "../auth.js";
 import { conversationRef, parse, sessionName, tenantName, webhookBody, noQuery } from "../schemas.js";
-import { masterSecret, tenantWebhookSecret, verifyWebhook } from "../webhooks.js";
+import { masterSecret, verifyWebhook, webhookSecret } from "../webhooks.js";
 import { parseBody, query, run, sessionStub } from "./shared.js";
 
 export const webhookRoutes = new Hono<AppEnv>();
@@ -18,7 +18,7 @@ webhookRoutes.post("/:tenant/:session/:conversation", async (c) => {
   const ref = parse(conversationRef, c.req.param("conversation"), "invalid_id", "conversation");
   query(c, noQuery);
   const text = await c.req.text();
-  const secret = await tenantWebhookSecret(masterSecret(c.env), tenant);
+  const secret = await webhookSecret(masterSecret(c.env), tenant, name);
   const deliveryId = await verifyWebhook(
     secret,
     { id: c.req.header("webhook-id"), timestamp: c.req.header("webhook-timestamp"), signature: c.req.header("webhook-signature") },

@@ -1,0 +1,307 @@
+/**
+ * The OpenAPI 3.1 document of the HTTP API (issue 14), generated from the wire schemas (src/api/schemas.ts,
+ * src/api/responses.ts, src/api/problems.ts) with zod's JSON Schema output (draft 2020-12, the dialect
+ * of OpenAPI 3.1). Served at `GET /v1/openapi.json`.
+ *
+ * A route is ONE declaration in `API_ROUTES`; the document is built from the table. A test compares the
+ * table with the routes the Hono app registers, both ways, so a route added to the app without a
+ * declaration (or declared but not served) fails the build's tests.
+ */
+import { z } from "zod";
+import { PROBLEM_CODES, STATUS, problemBody } from "./problems.js";
+import {
+  acceptBody,
+  acceptQuery,
+  collapseBody,
+  configPatch,
+  conversationRef,
+  emptyBody,
+  entriesQuery,
+  forkBody,
+  idString,
+  requestKey,
+  resetBody,
+  sessionConfig,
+  sessionName,
+  tasksQuery,
+  tenantName,
+  watchQuery,
+  watchTokenBody,
+  webhookBody,
+  scheduleBody,
+  schedulePatch,
+  schedulesQuery,
+  noQuery,
+} from "./schemas.js";
+import { agentId, attemptBody, completeBody, mailBody, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
+import {
+  acceptResponse,
+  acceptanceResponse,
+  ackResponse,
+  clearFaultResponse,
+  collapseResponse,
+  configValuesOut,
+  createSessionResponse,
+  entryOut,
+  forkResponse,
+  inputResponse,
+  inspectResponse,
+  pageOf,
+  sessionSummaryResponse,
+  snapshotResponse,
+  tasksResponse,
+  usageResponse,
+  watchTokenResponse,
+} from "./responses.js";
+
+export type HttpMethod = "get" | "put" | "post" | "patch" | "delete";
+
+/** How a route authenticates. */
+export type RouteAuth =
+  /** `Authorization: Bearer <JWT>` with a role that has the capability. */
+  | { readonly type: "bearer"; readonly capability: string }
+  /** A bearer token, or a watch token in `?access_token=`. */
+  | { readonly type: "watch" }
+  /** Standard Webhooks signature with the endpoint's secret. */
+  | { readonly type: "webhook" }
+  | { readonly type: "none" };
+
+/** A response: a JSON body with its schema, a stream, or plain text. */
+export type RouteResponse = { readonly description: string } & ({ readonly json: z.ZodType } | { readonly stream: "text/event-stream" } | { readonly text: true });
+
+/** One route, declared once. */
+export interface ApiRoute {
+  readonly method: HttpMethod;
+  /** OpenAPI path template: `/v1/sessions/{session}/...`. */
+  readonly path: string;
+  readonly operationId: string;
+  readonly summary: string;
+  readonly auth: RouteAuth;
+  readonly query?: z.ZodObject;
+  readonly headers?: Readonly<Record<string, { readonly schema: z.ZodType; readonly description: string }>>;
+  readonly body?: { readonly schema: z.ZodType; readonly required: boolean };
+  readonly responses: Readonly<Record<number, RouteResponse>>;
+}
+
+/** Path parameters by name: their schemas (every `{name}` in a path must be listed). */
+export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
+  session: sessionName,
+  conversation: conversationRef,
+  inputId: idString,
+  taskId: idString,
+  requestKey,
+  tenant: tenantName,
+  scheduleId: idString,
+  agentId,
+  mailId: idString,
+  file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
+};
+
+const S = "/v1/sessions/{session}";
+const C = `${S}/conversations/{conversation}`;
+const client = (capability: string): RouteAuth => ({ type: "bearer", capability });
+const ok = (json: z.ZodType, description = "OK"): RouteResponse => ({ description, json });
+const body = (schema: z.ZodType, required = true): ApiRoute["body"] => ({ schema, required });
+const idempotencyKey = { "idempotency-key": { schema: requestKey, description: "The request key (IETF Idempotency-Key): a retry with the same body returns the original acceptance; another body or conversation is 422" } };
+const lastEventId = { "last-event-id": { schema: z.string().max(40), description: "Resume after this event id" } };
+
+/** A schedule as the API shows it (issue 12). */
+const scheduleView = z.looseObject({
+  id: z.number().int(),
+  conversationId: z.number().int(),
+  input: z.string(),
+  mode: z.enum(["followUp", "steer", "nextRun"]),
+  every: z.number().int().nullable(),
+  cron: z.string().nullable(),
+  timezone: z.string().nullable(),
+  status: z.enum(["active", "paused", "ended"]),
+  nextRunAt: z.number().int().nullable(),
+  lastRunAt: z.number().int().nullable(),
+  lastInputId: z.number().int().nullable(),
+  runs: z.number().int(),
+  skipped: z.number().int(),
+});
+/** The hook-persistence document's record (snake_case, ISO 8601 UTC). */
+const hookRecord = z.looseObject({
+  agent_id: z.string(),
+  status: z.enum(["empty", "pending", "active", "completed"]),
+  work_item: z.looseObject({ bead_id: z.string(), title: z.string(), assigned_at: z.string(), last_activity: z.string() }).nullable().optional(),
+});
+/** Rig responses described loosely (agents, mail, nudges, witness, health: README "The rig"). */
+const rigRecord = z.looseObject({});
+
+/** Every route of the API. Add a route here when you add it to the app (a test enforces both ways). */
+export const API_ROUTES: readonly ApiRoute[] = [
+  { method: "get", path: "/health", operationId: "health", summary: "Liveness", auth: { type: "none" }, responses: { 200: { description: "ok", text: true } } },
+  { method: "get", path: "/v1/openapi.json", operationId: "openapi", summary: "This document", auth: { type: "none" }, responses: { 200: ok(z.looseObject({}), "The OpenAPI 3.1 document") } },
+  {
+    method: "put", path: S, operationId: "createSession", summary: "Create a session (201; 200 with the same config; 409 with another)", auth: client("session.create"),
+    body: body(sessionConfig, false), responses: { 201: ok(createSessionResponse, "Created"), 200: ok(createSessionResponse, "Exists with the same config") },
+  },
+  { method: "get", path: S, operationId: "getSession", summary: "Session summary", auth: client("session.read"), responses: { 200: ok(sessionSummaryResponse) } },
+  { method: "delete", path: S, operationId: "deleteSession", summary: "Delete the session (every row, its alarm, its watchers)", auth: client("delete"), responses: { 200: ok(ackResponse) } },
+  {
+    method: "post", path: `${C}/inputs`, operationId: "accept", summary: "Accept input, or queue it with a mode", auth: client("input"),
+    query: acceptQuery, headers: idempotencyKey, body: body(acceptBody), responses: { 201: ok(acceptResponse, "Accepted"), 200: ok(acceptResponse, "The original acceptance of this Idempotency-Key") },
+  },
+  { method: "get", path: `${S}/inputs/{inputId}`, operationId: "getInput", summary: "An input's result", auth: client("input"), responses: { 200: ok(inputResponse) } },
+  { method: "delete", path: `${S}/inputs/{inputId}`, operationId: "withdrawInput", summary: "Withdraw a queued input", auth: client("input"), responses: { 200: ok(inputResponse) } },
+  { method: "get", path: `${S}/acceptances/{requestKey}`, operationId: "getAcceptance", summary: "The acceptance an Idempotency-Key names", auth: client("input"), responses: { 200: ok(acceptanceResponse) } },
+  { method: "get", path: C, operationId: "getConversation", summary: "Conversation snapshot", auth: client("conversation"), responses: { 200: ok(snapshotResponse) } },
+  { method: "get", path: `${C}/entries`, operationId: "listEntries", summary: "Transcript pages (fork-aware)", auth: client("conversation"), query: entriesQuery, responses: { 200: ok(pageOf(entryOut)) } },
+  { method: "post", path: `${C}/abort`, operationId: "abortConversation", summary: "Abort the foreground work", auth: client("conversation"), body: body(emptyBody, false), responses: { 200: ok(ackResponse) } },
+  { method: "post", path: `${C}/fork`, operationId: "fork", summary: "Fork at an entry", auth: client("conversation"), body: body(forkBody), responses: { 201: ok(forkResponse, "Forked") } },
+  { method: "post", path: `${C}/collapse`, operationId: "collapse", summary: "Collapse the context", auth: client("conversation"), body: body(collapseBody, false), responses: { 202: ok(collapseResponse, "The collapse task") } },
+  { method: "post", path: `${C}/reset`, operationId: "reset", summary: "Reset, or hand off", auth: client("conversation"), body: body(resetBody, false), responses: { 200: ok(ackResponse) } },
+  { method: "get", path: `${C}/config`, operationId: "getConfig", summary: "Generation config", auth: client("config"), responses: { 200: ok(configValuesOut) } },
+  { method: "patch", path: `${C}/config`, operationId: "patchConfig", summary: "Change the generation config", auth: client("config"), body: body(configPatch), responses: { 200: ok(configValuesOut) } },
+  {
+    method: "get", path: `${C}/watch`, operationId: "watchConversation", summary: "Watch a conversation: SSE, or WebSocket with Upgrade: websocket", auth: { type: "watch" },
+    query: watchQuery, headers: lastEventId, responses: { 200: { description: "A view event, then one commit event per commit", stream: "text/event-stream" }, 101: { description: "WebSocket (Upgrade: websocket)", text: true } },
+  },
+  { method: "post", path: `${C}/watch-token`, operationId: "conversationWatchToken", summary: "A watch token for this conversation's watch", auth: client("watch"), body: body(watchTokenBody, false), responses: { 201: ok(watchTokenResponse, "Issued") } },
+  {
+    method: "get", path: `${S}/watch`, operationId: "watchSession", summary: "Watch the session", auth: { type: "watch" },
+    query: watchQuery, headers: lastEventId, responses: { 200: { description: "A view event, then one commit event per commit", stream: "text/event-stream" }, 101: { description: "WebSocket (Upgrade: websocket)", text: true } },
+  },
+  { method: "post", path: `${S}/watch-token`, operationId: "sessionWatchToken", summary: "A watch token for the session watch", auth: client("watch"), body: body(watchTokenBody, false), responses: { 201: ok(watchTokenResponse, "Issued") } },
+  { method: "get", path: `${S}/usage`, operationId: "usage", summary: "Usage totals and rows", auth: client("usage"), query: entriesQuery.pick({ after: true, limit: true }), responses: { 200: ok(usageResponse) } },
+  { method: "get", path: `${S}/tasks`, operationId: "listTasks", summary: "Tasks (operator)", auth: client("tasks"), query: tasksQuery, responses: { 200: ok(tasksResponse) } },
+  { method: "post", path: `${S}/tasks/{taskId}/abort`, operationId: "abortTask", summary: "Mark a live task for abort (operator)", auth: client("tasks"), body: body(emptyBody, false), responses: { 200: ok(ackResponse) } },
+  { method: "post", path: `${S}/tasks/{taskId}/release`, operationId: "releaseTask", summary: "Release a quarantined task (operator)", auth: client("quarantine"), body: body(emptyBody, false), responses: { 200: ok(ackResponse) } },
+  { method: "get", path: `${S}/inspect`, operationId: "inspect", summary: "Driver state, fault, kill counters, quarantine (operator)", auth: client("inspect"), responses: { 200: ok(inspectResponse) } },
+  { method: "post", path: `${S}/shutdown`, operationId: "shutdown", summary: "Shut the session down (operator)", auth: client("shutdown"), body: body(emptyBody, false), responses: { 200: ok(ackResponse) } },
+  { method: "post", path: `${S}/fault/clear`, operationId: "clearFault", summary: "Clear the session fault (operator)", auth: client("fault"), body: body(emptyBody, false), responses: { 200: ok(clearFaultResponse) } },
+  {
+    method: "post", path: "/v1/webhooks/{tenant}/{session}/{conversation}", operationId: "webhook", summary: "Queue input from a signed webhook (Standard Webhooks, per-endpoint secret)", auth: { type: "webhook" },
+    headers: {
+      "webhook-id": { schema: z.string(), description: "The delivery id (the request key)" },
+      "webhook-timestamp": { schema: z.string(), description: "Unix seconds" },
+      "webhook-signature": { schema: z.string(), description: "v1,<base64 HMAC-SHA256 of id.timestamp.body>" },
+    },
+    body: body(webhookBody), responses: { 202: ok(acceptResponse, "Queued"), 200: ok(acceptResponse, "A redelivery: the first acceptance") },
+  },
+  // Models (issue 10)
+  { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(z.looseObject({ defaultModel: z.string(), providers: z.array(z.looseObject({})), models: z.array(z.looseObject({})) })) } },
+  // Waiting input (issue 11)
+  { method: "post", path: `${C}/continue`, operationId: "continueConversation", summary: "Place queued input that waits (its group ended without a final answer) into a new turn", auth: client("conversation"), body: body(emptyBody, false), responses: { 200: ok(z.object({ inputs: z.array(z.number().int()), generation: z.number().int() })) } },
+  // Schedules (issue 12)
+  { method: "post", path: `${S}/schedules`, operationId: "createSchedule", summary: "A recurring input (every ms or cron)", auth: client("conversation"), body: body(scheduleBody), responses: { 201: ok(scheduleView, "Created") } },
+  { method: "get", path: `${S}/schedules`, operationId: "listSchedules", summary: "Schedules with their next and last run", auth: client("conversation"), query: schedulesQuery, responses: { 200: ok(z.object({ items: z.array(scheduleView), next: z.number().int().optional() })) } },
+  { method: "get", path: `${S}/schedules/{scheduleId}`, operationId: "getSchedule", summary: "One schedule", auth: client("conversation"), responses: { 200: ok(scheduleView) } },
+  { method: "patch", path: `${S}/schedules/{scheduleId}`, operationId: "patchSchedule", summary: "Pause or resume a schedule", auth: client("conversation"), body: body(schedulePatch), responses: { 200: ok(scheduleView) } },
+  { method: "delete", path: `${S}/schedules/{scheduleId}`, operationId: "deleteSchedule", summary: "End a schedule", auth: client("conversation"), responses: { 200: ok(scheduleView) } },
+  // The rig (issue 13): roles and the agent claim are checked per route (README "The rig")
+  { method: "put", path: `${S}/rig/agents/{agentId}`, operationId: "registerAgent", summary: "Register an agent (mayor, operator)", auth: client("rig"), body: body(registerBody), responses: { 201: ok(rigRecord, "Registered"), 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/agents`, operationId: "listAgents", summary: "Agents with their hook and health", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "delete", path: `${S}/rig/agents/{agentId}`, operationId: "deregisterAgent", summary: "Deregister an agent whose hook is empty (mayor)", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "post", path: `${S}/rig/agents/{agentId}/terminate`, operationId: "terminateAgent", summary: "Abort a conversation agent's work (mayor)", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/agents/{agentId}/hook`, operationId: "getAgentHook", summary: "An agent's hook (ETag, Hook-Attempt)", auth: client("rig"), responses: { 200: ok(hookRecord) } },
+  { method: "put", path: `${S}/rig/agents/{agentId}/hook`, operationId: "setHook", summary: "empty -> pending (mayor); If-Match makes it conditional", auth: client("rig"), body: body(setHookBody), responses: { 200: ok(hookRecord) } },
+  { method: "delete", path: `${S}/rig/agents/{agentId}/hook`, operationId: "clearHook", summary: "completed -> empty (mayor)", auth: client("rig"), responses: { 200: ok(hookRecord) } },
+  { method: "get", path: `${S}/rig/hook`, operationId: "ownHook", summary: "The calling agent's hook; ?wait= long-polls until it is not empty", auth: client("rig"), query: waitQuery, responses: { 200: ok(hookRecord) } },
+  { method: "post", path: `${S}/rig/hook/activate`, operationId: "activateHook", summary: "pending -> active (the owning agent)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookRecord) } },
+  { method: "post", path: `${S}/rig/hook/touch`, operationId: "touchHook", summary: "Update last_activity (throttled)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookRecord) } },
+  { method: "post", path: `${S}/rig/hook/complete`, operationId: "completeHook", summary: "active -> completed (the owning agent)", auth: client("rig"), body: body(completeBody, false), responses: { 200: ok(hookRecord) } },
+  { method: "get", path: `${S}/rig/mail`, operationId: "listMail", summary: "The caller's mailbox", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "post", path: `${S}/rig/mail`, operationId: "sendMail", summary: "Send durable mail", auth: client("rig"), body: body(mailBody), responses: { 201: ok(rigRecord, "Sent") } },
+  { method: "post", path: `${S}/rig/mail/{mailId}/ack`, operationId: "ackMail", summary: "Acknowledge a message", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/nudges`, operationId: "nudges", summary: "Nudges for an external agent since it last asked; ?wait= long-polls", auth: client("rig"), query: waitQuery, responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/witness`, operationId: "getWitness", summary: "The witness's settings and state", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "patch", path: `${S}/rig/witness`, operationId: "patchWitness", summary: "Change the witness's settings (mayor, operator)", auth: client("rig"), body: body(witnessPatch), responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/health`, operationId: "rigHealth", summary: "RigHealthReport", auth: client("rig"), responses: { 200: ok(rigRecord) } },
+  { method: "get", path: `${S}/rig/chipset/state/hooks/{file}`, operationId: "hookFile", summary: "A hook as .chipset/state/hooks/{agent_id}.json", auth: client("rig"), responses: { 200: ok(hookRecord) } },
+  { method: "get", path: `${S}/rig/chipset/state`, operationId: "chipsetExport", summary: "The .chipset/state tree as a tar archive", auth: client("rig"), responses: { 200: { description: "application/x-tar", text: true } } },
+];
+
+type JsonSchema = Record<string, unknown>;
+
+function schemaOf(schema: z.ZodType, io: "input" | "output"): JsonSchema {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any", target: "draft-2020-12" }) as JsonSchema;
+  return rest;
+}
+
+function parametersOf(route: ApiRoute): JsonSchema[] {
+  const out: JsonSchema[] = [];
+  for (const match of route.path.matchAll(/\{([A-Za-z]+)\}/g)) {
+    const name = match[1] ?? "";
+    const schema = PATH_PARAMETERS[name];
+    if (schema === undefined) throw new Error(`path parameter {${name}} of ${route.path} has no schema in PATH_PARAMETERS`);
+    out.push({ name, in: "path", required: true, schema: schemaOf(schema, "input") });
+  }
+  if (route.query !== undefined) {
+    const object = schemaOf(route.query, "input");
+    const properties = (object["properties"] ?? {}) as Record<string, JsonSchema>;
+    const required = new Set((object["required"] ?? []) as string[]);
+    for (const [name, schema] of Object.entries(properties)) out.push({ name, in: "query", required: required.has(name), schema });
+  }
+  for (const [name, header] of Object.entries(route.headers ?? {})) out.push({ name, in: "header", required: route.auth.type === "webhook", description: header.description, schema: schemaOf(header.schema, "input") });
+  return out;
+}
+
+function securityOf(auth: RouteAuth): JsonSchema[] {
+  switch (auth.type) {
+    case "bearer":
+      return [{ bearer: [] }];
+    case "watch":
+      return [{ bearer: [] }, { watchToken: [] }];
+    case "webhook":
+    case "none":
+      return [];
+    default: {
+      const never: never = auth;
+      return never;
+    }
+  }
+}
+
+function responseOf(response: RouteResponse): JsonSchema {
+  if ("json" in response) return { description: response.description, content: { "application/json": { schema: schemaOf(response.json, "output") } } };
+  if ("stream" in response) return { description: response.description, content: { [response.stream]: { schema: { type: "string" } } } };
+  return { description: response.description, content: { "text/plain": { schema: { type: "string" } } } };
+}
+
+/** The problem statuses every route may answer, by status. */
+function problemResponses(): Record<string, JsonSchema> {
+  const out: Record<string, JsonSchema> = {};
+  const statuses = [...new Set(PROBLEM_CODES.map((code) => STATUS[code]))].sort((a, b) => a - b);
+  for (const status of statuses) {
+    const codes = PROBLEM_CODES.filter((code) => STATUS[code] === status);
+    out[String(status)] = { description: `Problem (${codes.join(", ")})`, content: { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } } };
+  }
+  return out;
+}
+
+/** The OpenAPI 3.1 document of `routes` (default: every route of the API). */
+export function openApiDocument(routes: readonly ApiRoute[] = API_ROUTES): JsonSchema {
+  const problems = problemResponses();
+  const paths: Record<string, Record<string, JsonSchema>> = {};
+  for (const route of routes) {
+    const responses: Record<string, JsonSchema> = {};
+    for (const [status, response] of Object.entries(route.responses)) responses[status] = responseOf(response);
+    for (const [status, problem] of Object.entries(problems)) if (responses[status] === undefined) responses[status] = problem;
+    const operation: JsonSchema = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.auth.type === "bearer" ? { description: `Needs a token whose role grants \`${route.auth.capability}\`.` } : {}),
+      security: securityOf(route.auth),
+      parameters: parametersOf(route),
+      ...(route.body === undefined ? {} : { requestBody: { required: route.body.required, content: { "application/json": { schema: schemaOf(route.body.schema, "input") } } } }),
+      responses,
+    };
+    (paths[route.path] ??= {})[route.method] = operation;
+  }
+  return {
+    openapi: "3.1.0",
+    info: { title: "pico-edge", version: "1", description: "Durable agent sessions (pico v3) on Cloudflare Workers. Errors are RFC 9457 problem+json with a stable code." },
+    servers: [{ url: "/" }],
+    paths,
+    components: {
+      securitySchemes: {
+        bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "HS256 JWT with tenant, role and exp (lifetime at most TOKEN_MAX_LIFETIME_SECONDS)" },
+        watchToken: { type: "apiKey", in: "query", name: "access_token", description: "A watch token from POST .../watch-token (watch routes only; a normal bearer token in a URL is refused)" },
+      },
+      schemas: { Problem: schemaOf(problemBody, "output") },
+    },
+  };
+}
