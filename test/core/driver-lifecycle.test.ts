@@ -907,5 +907,54 @@ for (const backend of coreBackends) {
         gate.resolve();
         expect(await (await h.conversation(other, call))!.drive(call)).toBe("idle");
       }));
+
+    it(`Known dependency self-drive: a cycle-creating admission is refused (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        let h: Harness | undefined;
+        const driving = deferred();
+        const gate = deferred();
+        let driveResult: string | undefined;
+        const plain = stepKind("plain");
+        const blocker = stepKind("blocker", {
+          execute: async (task, rt, c) => {
+            await gate.promise;
+            await settleStep(rt, task, "done", c);
+          },
+        });
+        const bg = stepKind("bg", {
+          execute: async (task, rt, c) => {
+            const target = task.state.refs[0] as Id;
+            const drive = (await rt.conversation(target, c))!.drive(c);
+            driving.resolve();
+            driveResult = await drive.then(String, (e: unknown) => (e as PicoError).code);
+            await settleStep(rt, task, "done", c);
+          },
+        });
+        h = await openWith(inner, [plain, blocker, bg]);
+        const other = await h.commit((tx) => {
+          const base = (h as Harness).storage.lastSeq;
+          const owner = tx.task(plain, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "owner", refs: [] }, owns: [base + 2] });
+          return tx.createConversation({ owner });
+        }, call);
+        await h.commit((tx) => tx.task(blocker, { conversationId: other, state: { status: "pending", tag: "g", refs: [] } }), call);
+        const t = await h.commit(
+          (tx) => tx.task(bg, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "bg", refs: [other] }, background: true }),
+          call,
+        );
+        await h.attach(call);
+        await driving.promise;
+        await flush(h);
+        // T waits for other's foreground; a new foreground task there that depends on T would never start.
+        const seq = inner.lastSeq;
+        const admitted = await outcome(
+          h.commit((tx) => tx.task(plain, { conversationId: other, state: { status: "pending", tag: "d", refs: [] }, after: [t] }), call),
+        );
+        expect(codeOf(admitted)).toBe("contract");
+        expect(inner.lastSeq).toBe(seq);
+        expect(h.fault).toBeUndefined();
+        gate.resolve();
+        await until(h, () => driveResult !== undefined, "bg drive settles");
+        expect(driveResult).toBe("idle");
+      }));
   });
 }
