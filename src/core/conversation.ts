@@ -23,7 +23,7 @@ import { listHandle, valueHandle } from "./harness.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
 import type { ConfigSpec, ConfigValues, HookPoints, HookSpecs } from "./task-kind.js";
 import type { HookHandler, HookRegistry } from "./hooks.js";
-import { conversationTx, type ConversationTx, type CommitOrigin, type TxBuilder } from "./tx.js";
+import { conversationTx, type ConversationTx, type TxBuilder } from "./tx.js";
 import { visibleEntry } from "./validate.js";
 import { spawnChild, type ChildValues, type FirstTurn, type SpawnOptions, type Spawned } from "./spawn.js";
 
@@ -89,11 +89,6 @@ export class ConversationHandle {
   /** Commit with this conversation bound (§9.2). */
   commit<T>(plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T> {
     return this.harness.commitBound(call, { conversationId: this.id }, (b) => plan(conversationTx(b, this.id)));
-  }
-
-  /** Commit with an explicit origin (tests of the transcript rules); grants no task authority. */
-  commitAs<T>(origin: CommitOrigin | undefined, plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T> {
-    return this.harness.commitAs(origin, { conversationId: this.id }, (b) => plan(conversationTx(b, this.id)), call);
   }
 
   /** Queue an input in a given mode (§8.1). A request key already used returns its first inputId and writes nothing (§3.4). */

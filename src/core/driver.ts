@@ -287,6 +287,11 @@ export class Driver {
     if (internal) return;
     const inv = call.value(invocationKey);
     for (const write of writes) {
+      // §6.4: while stopping a host may still mark for abort, and nothing else; a commit that carries marks
+      // alongside other writes (fork({ abort: true }) creates a conversation) is refused whole.
+      if (this.#phase === "stopping" && inv === undefined && !this.#internal.has(write)) {
+        throw new PicoError("closed", "the session is shutting down; only abort cleanup may commit");
+      }
       switch (write.type) {
         case "patch":
         case "settle": {

@@ -38,6 +38,7 @@ import {
 } from "./tx.js";
 import { validateMainBatch, type LiveTurns } from "./validate.js";
 import { validateOwnerAgreement } from "./spawn.js";
+import { originCommitSlot } from "./origin-commit.js";
 import { requestKey, type Acceptance } from "./inbox.js";
 import { Driver, type InspectResult } from "./driver.js";
 import type { DriverHost, FaultReport } from "./host.js";
@@ -161,12 +162,9 @@ export class Harness {
     return this.#run(call, false, { binding }, plan);
   }
 
-  /**
-   * Commit with an explicit origin instead of the call's invocation. Tests use it to exercise the
-   * transcript rules (§5.8) without a running task; it grants no task authority.
-   */
-  commitAs<T>(origin: CommitOrigin | undefined, binding: Binding, plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<T> {
-    return this.#run(call, false, { binding, origin }, plan);
+  static {
+    // §5.8: an explicit origin is for the core's own transcript-rule tests, never the host API.
+    originCommitSlot.run = (harness, origin, binding, plan, call) => harness.#run(call, false, { binding, origin }, plan);
   }
 
   /** The driver's own writes (abort marks, orphaning at open): admitted in every open phase. */

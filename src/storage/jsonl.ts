@@ -10,6 +10,9 @@
  * then scratch files of surviving live tasks only; all retained batches are merged by sequence, checked
  * for overlap and replayed through `checkBatch` + `MemoryState.apply`. Only an unterminated final line is
  * discarded (and cut off before anything is appended); any malformed complete line fails the open.
+ *
+ * Storage version (§6.5): "<main without .jsonl>.version" holds `{"storageVersion":N}`; open writes it
+ * when missing and refuses, touching nothing, a version newer than `JSONL_STORAGE_VERSION`.
  */
 import type { CommitBatch, Id, TaskRole } from "./records.js";
 import type { Files } from "./files.js";
@@ -17,6 +20,9 @@ import { corrupt, encodeLine, parseFile, type LoggedBatch } from "./jsonl-lines.
 import { MemoryStorage } from "./memory.js";
 import { checkBatch } from "./shared.js";
 import { StorageError } from "./storage.js";
+
+/** The JSONL storage format version this code reads and writes (§6.5). */
+export const JSONL_STORAGE_VERSION = 1;
 
 export interface JsonlReport {
   readonly type: "unlink_failed" | "torn_line_discarded";
@@ -43,7 +49,7 @@ export class JsonlStorage extends MemoryStorage {
   #closing = false;
 
   private constructor(files: Files, options: JsonlOptions) {
-    super();
+    super({ storageVersion: JSONL_STORAGE_VERSION });
     this.#files = files;
     this.#main = options.mainFile ?? "session.jsonl";
     this.#scratchDir = `${this.#main.replace(/\.jsonl$/, "")}.scratch/`;
@@ -53,8 +59,31 @@ export class JsonlStorage extends MemoryStorage {
   /** Open (or create) the session stored in `files`, recovering per §7.4. */
   static async open(files: Files, options: JsonlOptions = {}): Promise<JsonlStorage> {
     const storage = new JsonlStorage(files, options);
+    await storage.#checkVersion();
     await storage.#recover();
     return storage;
+  }
+
+  /** Refuse storage written by newer code before reading anything else; record the version when missing. */
+  async #checkVersion(): Promise<void> {
+    const name = `${this.#main.replace(/\.jsonl$/, "")}.version`;
+    const text = await this.#files.read(name);
+    if (text !== undefined && text.endsWith("\n")) {
+      let stored: unknown;
+      try {
+        stored = (JSON.parse(text) as { storageVersion?: unknown } | null)?.storageVersion;
+      } catch {
+        stored = undefined;
+      }
+      if (typeof stored !== "number" || !Number.isSafeInteger(stored) || stored < 1) throw new StorageError("corrupt", `${name}: not a storage version record`);
+      if (stored > JSONL_STORAGE_VERSION) {
+        throw new StorageError("version", `session storage has version ${stored}, newer than this code's version ${JSONL_STORAGE_VERSION}; deploy the newer code to open it`);
+      }
+      return;
+    }
+    // Missing, or torn by a crash while it was first written: (re)write it whole.
+    if (text !== undefined) await this.#files.truncate(name, 0);
+    await this.#files.append(name, `${JSON.stringify({ storageVersion: JSONL_STORAGE_VERSION })}\n`);
   }
 
   #scratchName(task: Id): string {

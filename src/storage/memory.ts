@@ -4,6 +4,9 @@
  * batch before calling `publish`). Nothing survives the object.
  *
  * Every read returns frozen records shared with the indexes, so callers cannot mutate storage.
+ *
+ * Storage version (§6.5): `MEMORY_STORAGE_VERSION` is recorded on the object; a caller that hands over a
+ * version (e.g. a snapshot's) newer than this code is refused with StorageError("version").
  */
 import type {
   CommitBatch,
@@ -27,12 +30,25 @@ import { checkBatch, type CheckedBatch } from "./shared.js";
 import { type Storage, StorageError } from "./storage.js";
 import { MemoryState } from "./memory-state.js";
 
+/** The memory backend's storage format version (§6.5). */
+export const MEMORY_STORAGE_VERSION = 1;
+
 export class MemoryStorage implements Storage {
   /** The in-memory session; subclasses persist a batch before publishing it here. */
   protected readonly memory = new MemoryState();
+  /** The recorded storage version of this session (§6.5). */
+  readonly storageVersion: number;
   #closed = false;
   /** Set when a write's outcome became uncertain; every later operation rejects (§3.3). */
   #faulted: StorageError | undefined;
+
+  constructor(options: { readonly storageVersion?: number } = {}) {
+    const version = options.storageVersion ?? MEMORY_STORAGE_VERSION;
+    if (!Number.isSafeInteger(version) || version < 1 || version > MEMORY_STORAGE_VERSION) {
+      throw new StorageError("version", `memory storage version ${version} is not one this code (version ${MEMORY_STORAGE_VERSION}) can open`);
+    }
+    this.storageVersion = version;
+  }
 
   get lastSeq(): Id {
     return this.memory.lastSeq;

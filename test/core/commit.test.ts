@@ -21,6 +21,8 @@ import {
 } from "../../src/core/entries.js";
 import { ConversationHandle } from "../../src/core/conversation.js";
 import { initialValue } from "../../src/core/harness.js";
+import { commitWithOrigin } from "../../src/core/origin-commit.js";
+import { conversationTx } from "../../src/core/tx.js";
 import { conversationList, conversationValue, sessionValue } from "../../src/core/state.js";
 import type { Entry } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
@@ -414,9 +416,9 @@ for (const backend of coreBackends) {
         // An entry without model is never blocked.
         await root.commit((tx) => tx.entry(defineEntryKind<Entry>("note"), { data: "quiet" }), call);
         // The turn task itself writes its exchange.
-        await root.commitAs({ taskId: turn, turn: true }, (tx) => tx.entry(assistantKind, assistantEntry(assistant("answer"))), call);
+        await commitWithOrigin(h, { taskId: turn, turn: true }, { conversationId: root.id }, (b) => conversationTx(b, root.id).entry(assistantKind, assistantEntry(assistant("answer"))), call);
         // A non-turn task is blocked like the host.
-        await expect(root.commitAs({ taskId: 99, turn: false }, (tx) => tx.entry(userKind, userEntry("x", 0)), call)).rejects.toMatchObject({ code: "in_turn" });
+        await expect(commitWithOrigin(h, { taskId: 99, turn: false }, { conversationId: root.id }, (b) => conversationTx(b, root.id).entry(userKind, userEntry("x", 0)), call)).rejects.toMatchObject({ code: "in_turn" });
         // Another conversation is unaffected.
         const other = await root.fork({ at: "start" }, call);
         await other.commit((tx) => tx.entry(userKind, userEntry("free", 0)), call);
@@ -424,6 +426,29 @@ for (const backend of coreBackends) {
         const t = (await h.getTask(turnKind, turn, call))!;
         await root.commit((tx) => tx.settle(t, "done", { inputs: [] }), call);
         await root.commit((tx) => tx.entry(userKind, userEntry("now", 0)), call);
+      }));
+
+    it(`Host cannot claim a turn or a task id (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const h = await openHarness(storage);
+        const root = await h.root(call);
+        // §5.8: host commits are host commits. Neither the harness nor a handle offers a way to name an origin.
+        expect("commitAs" in root).toBe(false);
+        expect("commitAs" in h).toBe(false);
+        const turn = await root.commit((tx) => tx.task(turnKind, { state: { status: "pending", inputs: [] } }), call);
+        const origins: unknown[] = [];
+        h.onCommit((batch) => origins.push(batch.origin));
+        // Every host path commits with no origin, so a model-visible entry during the turn is refused.
+        const seq = storage.lastSeq;
+        await expectNothingWritten(storage, seq, () => root.commit((tx) => tx.entry(assistantKind, assistantEntry(assistant("forged"))), call), "in_turn");
+        await expectNothingWritten(
+          storage,
+          seq,
+          () => h.commit((tx) => tx.entry(assistantKind, root.id, assistantEntry(assistant("forged"))), call),
+          "in_turn",
+        );
+        await root.commit((tx) => tx.entry(defineEntryKind<Entry>("note"), { data: `host while ${turn} runs` }), call);
+        expect(origins).toEqual([undefined]);
       }));
 
     it(`a handoff head starts a context at itself (${backend.name})`, () =>

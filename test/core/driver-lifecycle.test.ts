@@ -589,6 +589,33 @@ for (const backend of coreBackends) {
         expect(h.fault).toBeUndefined();
       }));
 
+    it(`Host fork with abort during shutdown is refused (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const started = deferred();
+        const gate = deferred();
+        const k = stepKind("k", {
+          execute: async () => {
+            started.resolve();
+            await gate.promise; // ignores its cancellation, so shutdown stays in stopping until it returns
+          },
+        });
+        const storage = new GateStorage(inner);
+        const h = await openWith(storage, [k]);
+        const root = await h.root(call);
+        await addStep(h, k, root.id);
+        await h.attach(call);
+        await started.promise;
+        const sd = outcome(h.shutdown(call));
+        await until(h, () => h.driver.phase === "stopping", "stopping");
+        const seq = storage.lastSeq;
+        // §6.4: while stopping only abort cleanup commits; a fork that also marks creates a conversation.
+        expect(codeOf(await outcome(root.fork({ at: "start", abort: true }, call)))).toBe("closed");
+        expect(storage.lastSeq).toBe(seq);
+        gate.resolve();
+        expect(await sd).toEqual({ ok: true, value: undefined });
+        expect(h.fault).toBeUndefined();
+      }));
+
     it(`close joins running invocations, even ones ignoring the signal, and closes storage after (${backend.name})`, () =>
       backend.run(async (inner) => {
         const started = deferred();
@@ -879,6 +906,55 @@ for (const backend of coreBackends) {
         expect(results.get("background drives dependent")).toBe("contract");
         gate.resolve();
         expect(await (await h.conversation(other, call))!.drive(call)).toBe("idle");
+      }));
+
+    it(`Known dependency self-drive: a cycle-creating admission is refused (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        let h: Harness | undefined;
+        const driving = deferred();
+        const gate = deferred();
+        let driveResult: string | undefined;
+        const plain = stepKind("plain");
+        const blocker = stepKind("blocker", {
+          execute: async (task, rt, c) => {
+            await gate.promise;
+            await settleStep(rt, task, "done", c);
+          },
+        });
+        const bg = stepKind("bg", {
+          execute: async (task, rt, c) => {
+            const target = task.state.refs[0] as Id;
+            const drive = (await rt.conversation(target, c))!.drive(c);
+            driving.resolve();
+            driveResult = await drive.then(String, (e: unknown) => (e as PicoError).code);
+            await settleStep(rt, task, "done", c);
+          },
+        });
+        h = await openWith(inner, [plain, blocker, bg]);
+        const other = await h.commit((tx) => {
+          const base = (h as Harness).storage.lastSeq;
+          const owner = tx.task(plain, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "owner", refs: [] }, owns: [base + 2] });
+          return tx.createConversation({ owner });
+        }, call);
+        await h.commit((tx) => tx.task(blocker, { conversationId: other, state: { status: "pending", tag: "g", refs: [] } }), call);
+        const t = await h.commit(
+          (tx) => tx.task(bg, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "bg", refs: [other] }, background: true }),
+          call,
+        );
+        await h.attach(call);
+        await driving.promise;
+        await flush(h);
+        // T waits for other's foreground; a new foreground task there that depends on T would never start.
+        const seq = inner.lastSeq;
+        const admitted = await outcome(
+          h.commit((tx) => tx.task(plain, { conversationId: other, state: { status: "pending", tag: "d", refs: [] }, after: [t] }), call),
+        );
+        expect(codeOf(admitted)).toBe("contract");
+        expect(inner.lastSeq).toBe(seq);
+        expect(h.fault).toBeUndefined();
+        gate.resolve();
+        await until(h, () => driveResult !== undefined, "bg drive settles");
+        expect(driveResult).toBe("idle");
       }));
   });
 }

@@ -57,6 +57,28 @@ for (const backend of coreBackends) {
         for (const old of ["SUMMARY-ONE", "alpha", "bravo", "charlie", "echo1"]) expect(three).not.toContain(old);
       }));
 
+    it(`Old task ids remain queryable after compaction (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const rig = await openRig(inner, [], { turn: { collapseKeepEntries: 2 } });
+        const root = await rig.harness.root(call);
+        for (const word of ["alpha", "bravo", "charlie"]) {
+          rig.provider.push(answerNewest("re"));
+          await root.prompt({ input: word }, call);
+        }
+        const before = await tasksOfKind(rig, "generation");
+        expect(before.length).toBeGreaterThanOrEqual(3);
+        rig.provider.push(fauxAssistantMessage("SUMMARY"));
+        const collapse = await root.collapse(undefined, call);
+        await rig.harness.driver.waitForTask(collapse, undefined, call);
+        expect((await rig.harness.getTask(collapse, call))?.state).toMatchObject({ status: "done" });
+        // §10.2: the tasks whose exchanges the summary folded away are still there by id, unchanged.
+        for (const task of before) expect(await rig.harness.getTask(task.id, call)).toEqual(task);
+        const byId = await rig.harness.getTasks(before.map((t) => t.id), call);
+        expect([...byId.keys()].sort((a, b) => a - b)).toEqual(before.map((t) => t.id).sort((a, b) => a - b));
+        const generations = (await tasksOfKind(rig, "generation")).map((t) => t.id);
+        for (const task of before) expect(generations).toContain(task.id);
+      }));
+
     it(`a declining before_collapse hook on a threshold collapse: the input is answered and at most one collapse ran (${backend.name})`, () =>
       backend.run(async (inner) => {
         const rig = await openRig(inner, [answerNewest("1"), answerNewest("2"), answerNewest("3")], {

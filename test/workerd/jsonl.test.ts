@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { MemoryFiles } from "../../src/storage/files.js";
-import { JsonlStorage } from "../../src/storage/jsonl.js";
+import { JSONL_STORAGE_VERSION, JsonlStorage } from "../../src/storage/jsonl.js";
+import { MEMORY_STORAGE_VERSION, MemoryStorage } from "../../src/storage/memory.js";
 import type { Entry, List, MainWrite, Task, Value } from "../../src/storage/records.js";
 import { MAX_PAYLOAD_BYTES } from "../../src/storage/shared.js";
 import { StorageError } from "../../src/storage/storage.js";
@@ -186,12 +187,37 @@ describe("JsonlStorage over MemoryFiles", () => {
     expect((await JsonlStorage.open(files)).lastSeq).toBe(1);
   });
 
+  it("JSONL records its storage version and refuses to open a newer one (jsonl, memory files)", async () => {
+    const files = new MemoryFiles();
+    const s = await JsonlStorage.open(files);
+    expect(s.storageVersion).toBe(JSONL_STORAGE_VERSION);
+    await s.commit({ kind: "main", writes: [conv(1)] });
+    expect(JSON.parse((await files.read("session.version")) ?? "null")).toEqual({ storageVersion: JSONL_STORAGE_VERSION });
+    await s.close();
+    expect((await JsonlStorage.open(files)).lastSeq).toBe(1);
+    // Written by newer code: refused, and nothing is touched.
+    const newer = `${JSON.stringify({ storageVersion: JSONL_STORAGE_VERSION + 1 })}\n`;
+    files.setRaw("session.version", newer);
+    const main = await files.read("session.jsonl");
+    const error = await rejection(JsonlStorage.open(files));
+    expect(error).toBeInstanceOf(StorageError);
+    expect((error as StorageError).code).toBe("version");
+    expect(await files.read("session.version")).toBe(newer);
+    expect(await files.read("session.jsonl")).toBe(main);
+  });
+
+  it("memory records its storage version and refuses a newer one (memory)", () => {
+    expect(new MemoryStorage().storageVersion).toBe(MEMORY_STORAGE_VERSION);
+    expect(() => new MemoryStorage({ storageVersion: MEMORY_STORAGE_VERSION + 1 })).toThrow(StorageError);
+    expect(new MemoryStorage({ storageVersion: MEMORY_STORAGE_VERSION }).storageVersion).toBe(MEMORY_STORAGE_VERSION);
+  });
+
   it("uses the configured main file name and a matching scratch directory (jsonl, memory files)", async () => {
     const files = new MemoryFiles();
     const s = await JsonlStorage.open(files, { mainFile: "abc.jsonl" });
     await s.commit({ kind: "main", writes: [conv(1), task(2, 1)] });
     await s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "f" }] });
-    expect((await files.list()).sort()).toEqual(["abc.jsonl", "abc.scratch/2"]);
+    expect((await files.list()).sort()).toEqual(["abc.jsonl", "abc.scratch/2", "abc.version"]);
     const reopened = await JsonlStorage.open(files, { mainFile: "abc.jsonl" });
     expect(reopened.lastSeq).toBe(3);
   });
