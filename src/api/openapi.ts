@@ -22,6 +22,8 @@ import {
   requestKey,
   resetBody,
   sessionConfig,
+  sessionPatch,
+  sessionsQuery,
   sessionName,
   tasksQuery,
   tenantName,
@@ -48,6 +50,8 @@ import {
   inspectResponse,
   pageOf,
   sessionSummaryResponse,
+  sessionsPage,
+  sessionMetaResponse,
   snapshotResponse,
   tasksResponse,
   usageResponse,
@@ -127,6 +131,11 @@ const hookRecord = z.looseObject({
   status: z.enum(["empty", "pending", "active", "completed"]),
   work_item: z.looseObject({ bead_id: z.string(), title: z.string(), assigned_at: z.string(), last_activity: z.string() }).nullable().optional(),
 });
+/**
+ * The mail body as documented: its payload is any JSON value, which the validator defines recursively
+ * (a `$ref` into the schema's own `$defs`, which a path-level schema in the document cannot resolve).
+ */
+const mailBodyDoc = mailBody.extend({ payload: z.union([z.string().min(1).max(100_000), z.record(z.string(), z.unknown())]) });
 /** Rig responses described loosely (agents, mail, nudges, witness, health: README "The rig"). */
 const rigRecord = z.looseObject({});
 
@@ -139,6 +148,11 @@ export const API_ROUTES: readonly ApiRoute[] = [
     body: body(sessionConfig, false), responses: { 201: ok(createSessionResponse, "Created"), 200: ok(createSessionResponse, "Exists with the same config") },
   },
   { method: "get", path: S, operationId: "getSession", summary: "Session summary", auth: client("session.read"), responses: { 200: ok(sessionSummaryResponse) } },
+  {
+    method: "get", path: "/v1/sessions", operationId: "listSessions", summary: "The tenant's sessions (directory), newest activity first", auth: client("session.read"),
+    query: sessionsQuery, responses: { 200: ok(sessionsPage) },
+  },
+  { method: "patch", path: S, operationId: "patchSession", summary: "Change the session's directory title and labels", auth: client("session.create"), body: body(sessionPatch), responses: { 200: ok(sessionMetaResponse) } },
   { method: "delete", path: S, operationId: "deleteSession", summary: "Delete the session (every row, its alarm, its watchers)", auth: client("delete"), responses: { 200: ok(ackResponse) } },
   {
     method: "post", path: `${C}/inputs`, operationId: "accept", summary: "Accept input, or queue it with a mode", auth: client("input"),
@@ -204,7 +218,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   { method: "post", path: `${S}/rig/hook/touch`, operationId: "touchHook", summary: "Update last_activity (throttled)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookRecord) } },
   { method: "post", path: `${S}/rig/hook/complete`, operationId: "completeHook", summary: "active -> completed (the owning agent)", auth: client("rig"), body: body(completeBody, false), responses: { 200: ok(hookRecord) } },
   { method: "get", path: `${S}/rig/mail`, operationId: "listMail", summary: "The caller's mailbox", auth: client("rig"), responses: { 200: ok(rigRecord) } },
-  { method: "post", path: `${S}/rig/mail`, operationId: "sendMail", summary: "Send durable mail", auth: client("rig"), body: body(mailBody), responses: { 201: ok(rigRecord, "Sent") } },
+  { method: "post", path: `${S}/rig/mail`, operationId: "sendMail", summary: "Send durable mail", auth: client("rig"), body: body(mailBodyDoc), responses: { 201: ok(rigRecord, "Sent") } },
   { method: "post", path: `${S}/rig/mail/{mailId}/ack`, operationId: "ackMail", summary: "Acknowledge a message", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(rigRecord) } },
   { method: "get", path: `${S}/rig/nudges`, operationId: "nudges", summary: "Nudges for an external agent since it last asked; ?wait= long-polls", auth: client("rig"), query: waitQuery, responses: { 200: ok(rigRecord) } },
   { method: "get", path: `${S}/rig/witness`, operationId: "getWitness", summary: "The witness's settings and state", auth: client("rig"), responses: { 200: ok(rigRecord) } },

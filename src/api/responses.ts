@@ -151,7 +151,26 @@ export const inputResultOut = record({ status: z.enum(["queued", "placed", "done
 export const pageOf = <T extends z.ZodType>(item: T) => z.object({ items: z.array(item), next: z.number().int().optional() });
 
 export const createSessionResponse = z.object({ session: z.string(), created: z.boolean(), config: sessionConfigOut });
-export const sessionSummaryResponse = z.looseObject({ session: z.string(), config: sessionConfigOut.optional(), rootConversationId: id, lastSeq: z.number().int(), liveTasks: z.number().int() });
+export const sessionSummaryResponse = z.looseObject({
+  session: z.string(),
+  config: sessionConfigOut.optional(),
+  rootConversationId: id,
+  lastSeq: z.number().int(),
+  liveTasks: z.number().int(),
+  title: z.string().nullable().optional(),
+  labels: z.array(z.string()).optional(),
+});
+/** One row of the tenant's directory (GET /v1/sessions). */
+export const directoryRow = z.looseObject({
+  session: z.string(),
+  title: z.string().optional(),
+  labels: z.array(z.string()),
+  createdAt: z.number().int(),
+  lastActivityAt: z.number().int(),
+  liveTasks: z.number().int(),
+});
+export const sessionsPage = z.looseObject({ items: z.array(directoryRow), cursor: z.string().optional() });
+export const sessionMetaResponse = z.looseObject({ session: z.string(), title: z.string().nullable(), labels: z.array(z.string()) });
 export const acceptResponse = z.object({
   inputId: id,
   conversationId: id,

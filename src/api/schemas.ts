@@ -63,9 +63,27 @@ const generationConfigBody = z.strictObject({
   budgetMs: z.number().int().min(1).max(3_600_000).optional(),
 });
 
-/** PUT session: the root's generation config plus session-wide policy (`onInterrupt`, DESIGN §3). */
+/** A session's directory title and labels (not part of its config: a second PUT does not compare them). */
+const title = (): z.ZodString => z.string().min(1).max(200);
+const labels = (): z.ZodArray<z.ZodString> => z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$/, "a label is 1-64 characters of A-Z a-z 0-9 _ . : / - starting with a letter or digit")).max(20);
+
+/** PUT session: the root's generation config plus session-wide policy (`onInterrupt`, DESIGN §3), and the directory's title and labels. */
 export const sessionConfig = generationConfigBody.extend({
   onInterrupt: z.enum(["retry", "fail"], { error: 'onInterrupt is "retry" or "fail"' }).optional(),
+  title: title().optional(),
+  labels: labels().optional(),
+});
+
+/** PATCH session: the directory title (null clears it) and labels. */
+export const sessionPatch = z
+  .strictObject({ title: title().nullable().optional(), labels: labels().optional() })
+  .refine((body) => body.title !== undefined || body.labels !== undefined, "a session patch sets title or labels");
+
+/** GET /v1/sessions: the tenant's directory, newest activity first. */
+export const sessionsQuery = z.strictObject({
+  limit: z.string().regex(/^[1-9][0-9]{0,2}$/, "limit is 1-200").transform(Number).refine((n) => n <= 200, "limit is 1-200").optional(),
+  cursor: z.string().regex(/^[A-Za-z0-9_-]{1,400}$/, "a cursor is what a previous page returned").optional(),
+  q: z.string().min(1).max(200).optional(),
 });
 export type SessionConfigBody = z.infer<typeof sessionConfig>;
 

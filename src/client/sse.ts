@@ -13,7 +13,8 @@ export interface SseFrame {
 
 /** Parse an event stream into frames, in order. */
 export async function* readSse(body: ReadableStream<Uint8Array>): AsyncGenerator<SseFrame> {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
   let buffer = "";
   let event = "";
   let data: string[] = [];
@@ -22,7 +23,7 @@ export async function* readSse(body: ReadableStream<Uint8Array>): AsyncGenerator
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return;
-      buffer += value;
+      buffer += decoder.decode(value, { stream: true });
       for (;;) {
         const newline = buffer.search(/\r\n|\r|\n/);
         if (newline < 0) break;

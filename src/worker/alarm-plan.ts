@@ -5,7 +5,8 @@
  * `deleteAlarm` is a billed storage write. Used by SessionHost (driver notifications) and the
  * SessionObject's alarm handler. It knows nothing of Durable Objects: the sink does the writes.
  *
- * More reasons (the rig's witness patrol) join as further inputs of `#desired`.
+ * More reasons (the rig's witness patrol) join as further inputs of `#desired`. The tenant directory's
+ * pending update (session-directory.ts) is one: it is retried from the alarm until acknowledged.
  */
 
 export interface AlarmSink {
@@ -31,6 +32,7 @@ export class AlarmPlan {
   readonly #heartbeatMs: number;
   #wake: number | undefined;
   #heartbeat: number | undefined;
+  #directory: number | undefined;
   #busy = false;
   /** Live work committed but neither dispatched (busy) nor asleep (wake) yet: a kill in that gap must still wake it. */
   #guard: number | undefined;
@@ -85,6 +87,23 @@ export class AlarmPlan {
     this.#apply(now);
   }
 
+  /** When the directory's pending update is due (undefined: nothing pending). */
+  directory(at: number | undefined, now: number): void {
+    this.#directory = at;
+    this.#apply(now);
+  }
+
+  /** The storage was wiped (session deleted): nothing is scheduled and no task reason remains. */
+  cleared(now: number): void {
+    this.#armed = undefined;
+    this.#target = undefined;
+    this.#wake = undefined;
+    this.#heartbeat = undefined;
+    this.#busy = false;
+    this.#guard = undefined;
+    this.#apply(now);
+  }
+
   /**
    * The alarm fired: the runtime has consumed it (nothing is scheduled now), and a heartbeat moves on.
    * Re-arms at once when a reason remains.
@@ -102,7 +121,7 @@ export class AlarmPlan {
 
   /** The earliest reason to wake, or undefined. */
   get desired(): number | undefined {
-    return minimum(minimum(this.#wake, this.#heartbeat), this.#guard);
+    return minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory);
   }
 
   #apply(now: number): void {

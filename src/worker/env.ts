@@ -6,6 +6,8 @@ import type { SandboxBinding } from "./sandbox-env.js";
 
 export interface Env extends SandboxBinding {
   readonly SESSIONS: DurableObjectNamespace;
+  /** One DirectoryObject per tenant: the tenant's sessions (GET /v1/sessions). */
+  readonly DIRECTORY: DurableObjectNamespace;
   /** `[version_metadata]`: which deployed version runs (absent in configurations without the binding). */
   readonly CF_VERSION_METADATA?: WorkerVersionMetadata;
   /** HS256 key of the API's bearer tokens (a wrangler secret; `.dev.vars` in development). */

@@ -19,6 +19,7 @@ export const HEARTBEAT_MS = 30_000;
 export type HostReport =
   | { readonly type: "alarm_failed"; readonly error: unknown }
   | { readonly type: "alarm_write_failed"; readonly error: unknown }
+  | { readonly type: "directory_update_failed"; readonly error: unknown }
   | { readonly type: "session_faulted"; readonly taskId?: number; readonly kind?: string; readonly method?: string; readonly message: string }
   | { readonly type: "quarantined"; readonly taskId: number; readonly kind: string; readonly kills: number }
   | { readonly type: "harness"; readonly report: unknown };

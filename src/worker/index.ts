@@ -1,12 +1,13 @@
 /**
- * The Worker entry: the Hono app (src/worker/app.ts) serves every request; the session Durable Object
- * class is exported for its binding.
+ * The Worker entry: the Hono app (src/worker/app.ts) serves every request; the session and directory
+ * Durable Object classes are exported for their bindings.
  */
 import { app } from "./app.js";
 import type { Env } from "./env.js";
 
 export type { Env } from "./env.js";
 export { SessionObject } from "./session-object.js";
+export { DirectoryObject } from "./directory-object.js";
 
 export default {
   fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {

@@ -24,6 +24,8 @@ import { storedVersion } from "../storage/migrations.js";
 import type { SqlHost } from "../storage/sql.js";
 import { SqliteStorage } from "../storage/sqlite.js";
 import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
+import { directoryStub } from "./directory-object.js";
+import { DirectoryLink } from "./session-directory.js";
 import type { Env } from "./env.js";
 import { SessionNotFound } from "./errors.js";
 import type { SessionInspection } from "../api/responses.js";
@@ -101,6 +103,8 @@ export class SessionObject extends DurableObject<Env> {
   /** Sockets registered with a feed of the open harness (after hibernation this starts empty). */
   readonly #sockets = new Map<WebSocket, { feed: AnyFeed; subscriber: FeedSubscriber<unknown, unknown> }>();
   readonly #watchApp = this.#buildWatchApp();
+  /** This session's row in its tenant's directory (issue 14): sent on create, relabel, activity, delete. */
+  readonly #directory: DirectoryLink;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -116,6 +120,18 @@ export class SessionObject extends DurableObject<Env> {
       },
       HEARTBEAT_MS,
     );
+    this.#directory = new DirectoryLink({
+      kv: ctx.storage.kv,
+      clock: this.#clock,
+      send: (tenant, update) => directoryStub(env, tenant).apply(update),
+      liveTasks: async () => {
+        const session = this.#session;
+        if (session === undefined || session.stale) return 0;
+        return (await session.harness.storage.scanTasks({ live: true, limit: 1000 })).items.length;
+      },
+      due: (at) => this.#alarms.directory(at, this.#clock.now()),
+      report: (error) => hostReport({ type: "directory_update_failed", error }),
+    });
   }
 
   // RPC ---------------------------------------------------------------------------------------------
@@ -194,9 +210,13 @@ export class SessionObject extends DurableObject<Env> {
   /**
    * PUT /v1/sessions/{session}: create with this config (defaults filled in), or compare with the config
    * the session was created with: the same answers `created: false`, a different one is a conflict.
-   * Nothing is written unless the session is created now.
+   * Nothing is written unless the session is created now. With `where` (the HTTP layer's tenant and
+   * name), a created session is announced to its tenant's directory with the body's title and labels.
    */
-  createSession(body: SessionConfigBody): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
+  createSession(
+    body: SessionConfigBody,
+    where?: { readonly tenant: string; readonly session: string },
+  ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
         const config = this.#normalize(body);
@@ -220,6 +240,9 @@ export class SessionObject extends DurableObject<Env> {
           ...(config.budgetMs === undefined ? [] : [initialValue(generationConfig.budgetMs, config.budgetMs)]),
           initialValue(turnPolicy.onInterrupt, config.onInterrupt),
         ]);
+        if (where !== undefined) {
+          await this.#directory.created({ ...where, ...(body.title === undefined ? {} : { title: body.title }), ...(body.labels === undefined ? {} : { labels: body.labels }) });
+        }
         return { created: true, config };
       }),
     );
@@ -232,6 +255,21 @@ export class SessionObject extends DurableObject<Env> {
       const handler = this.#ops[name] as (session: OpenSession, ...args: SessionOps[K]["args"]) => Promise<SessionOps[K]["result"]>;
       return handler(session, ...args);
     });
+  }
+
+  /** PATCH /v1/sessions/{session}: change the directory title and/or labels (`null` title clears it). */
+  relabel(change: { readonly title?: string | null; readonly labels?: readonly string[] }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>> {
+    return this.#outcome(async () => {
+      await this.#acquire();
+      if (this.#directory.meta() === undefined) throw new Problem("conflict", "this session has no directory entry (it was not created over HTTP)");
+      await this.#directory.relabel(change);
+      return this.#directory.meta() ?? { labels: [] };
+    });
+  }
+
+  /** The directory title and labels (undefined: not created over HTTP). */
+  directoryMeta(): { readonly title?: string; readonly labels: readonly string[] } | undefined {
+    return this.#directory.meta();
   }
 
   /** DELETE /v1/sessions/{session}: close the harness, end watchers, delete every row and the alarm. */
@@ -253,8 +291,12 @@ export class SessionObject extends DurableObject<Env> {
           }
         }
         this.#sockets.clear();
+        const row = this.#directory.snapshot();
         await this.ctx.storage.deleteAlarm();
         await this.ctx.storage.deleteAll();
+        this.#alarms.cleared(this.#clock.now());
+        // The tombstone stays in KV (and on the alarm) until the directory acknowledges it.
+        await this.#directory.deleted(row);
         return { deleted: true as const };
       }),
     );
@@ -340,9 +382,12 @@ export class SessionObject extends DurableObject<Env> {
     try {
       // The runtime consumed the alarm that fired; a heartbeat moves on while work is in flight.
       this.#alarms.fired(this.#clock.now());
-      if (!sessionCreated(this.ctx.storage)) return;
-      // Opening attaches unless the durable fault record says not to auto-drive the session.
-      await this.#acquire();
+      if (sessionCreated(this.ctx.storage)) {
+        // Opening attaches unless the durable fault record says not to auto-drive the session.
+        await this.#acquire();
+      }
+      // A directory update not yet acknowledged (also a deleted session's tombstone) is retried.
+      await this.#directory.alarm();
     } catch (error) {
       hostReport({ type: "alarm_failed", error });
     }
@@ -429,6 +474,7 @@ export class SessionObject extends DurableObject<Env> {
     kit.install(harness);
     // Registered first, so the guard alarm is written in the same turn as a commit that created work.
     harness.onCommit(() => this.#alarms.live(harness.driver.liveCount() > 0, this.#clock.now()));
+    harness.onCommit(() => this.#directory.activity());
     const feeds = new FeedBook(harness);
     rig = new Rig(harness, {
       witness,
@@ -456,6 +502,7 @@ export class SessionObject extends DurableObject<Env> {
     } finally {
       // Learn the scheduled alarm after attaching, so the work attach dispatched is counted in the
       // first write instead of causing a clear and a set.
+      this.#alarms.directory(this.#directory.dueAt, this.#clock.now());
       this.#alarms.known(armed ?? undefined, this.#clock.now());
     }
     return session;

@@ -72,7 +72,12 @@ export interface SessionRpc {
   shutdown(): Promise<void>;
   clearFault(): Promise<{ readonly cleared: boolean }>;
   releaseQuarantine(taskId: Id): Promise<void>;
-  createSession(body: SessionConfigBody): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>>;
+  createSession(
+    body: SessionConfigBody,
+    where?: { readonly tenant: string; readonly session: string },
+  ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>>;
+  relabel(change: { readonly title?: string | null; readonly labels?: readonly string[] }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>>;
+  directoryMeta(): Promise<{ readonly title?: string; readonly labels: readonly string[] } | undefined>;
   op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>>;
   destroy(): Promise<Outcome<{ readonly deleted: true }>>;
   fetch(request: Request): Promise<Response>;

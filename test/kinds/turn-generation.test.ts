@@ -7,6 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { watchSession, type SessionEvent } from "../../src/core/watch.js";
 import type { CommitBatch, Id } from "../../src/storage/records.js";
+import { StorageError } from "../../src/storage/storage.js";
 import { coreBackends } from "../core/backends.js";
 import { FakeClock, flush, until } from "../core/driver-fixtures.js";
 import {
@@ -24,10 +25,13 @@ import {
   usageRows,
 } from "./turn-race-fixtures.js";
 
-/** Scratch commits fail (a full disk): the frame flusher throws inside the stream loop. */
+/**
+ * Scratch commits are refused (definitely, nothing written: an uncertain failure would fail-stop the
+ * session at once, §3.3): the frame flusher throws inside the stream loop.
+ */
 class ScratchFails extends GateStorage {
   override async commit(batch: CommitBatch): Promise<{ first: number; last: number }> {
-    if (batch.kind === "scratch") throw new Error("disk full");
+    if (batch.kind === "scratch") throw new StorageError("too_large", "disk full: the scratch batch is refused");
     return super.commit(batch);
   }
 }

@@ -68,8 +68,21 @@ export interface RunOutcome {
   readonly results: Readonly<Record<string, string>>;
 }
 
-/** Run `steps` in a fresh session; with `killAt`, kill the object right after its k-th commit. */
-export async function runScript(seams: Seams, name: string, steps: readonly Step[], killAt?: number): Promise<RunOutcome> {
+/**
+ * Run `steps` in a fresh session; with `killAt`, kill the object right after its k-th commit. With
+ * `deploy` (the deploy drill), the instance that reopens after the kill runs that deployed version id:
+ * the same checks hold across a version change, and no kill is counted under the old version.
+ */
+export async function runScript(seams: Seams, name: string, steps: readonly Step[], killAt?: number, deploy?: string): Promise<RunOutcome> {
+  const firstVersion = seams.version;
+  try {
+    return await runSteps(seams, name, steps, killAt, deploy);
+  } finally {
+    seams.version = firstVersion;
+  }
+}
+
+async function runSteps(seams: Seams, name: string, steps: readonly Step[], killAt: number | undefined, deploy: string | undefined): Promise<RunOutcome> {
   const session = new TestSession(name);
   expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
   const counter = { commits: 0, killed: false };
@@ -80,7 +93,11 @@ export async function runScript(seams: Seams, name: string, steps: readonly Step
         counter.killed = true;
         // Killed once commit k (and the alarm written with it) is durable: an abort before the output
         // gate opens would take the commit with it, which is no boundary at all.
-        void state.storage.sync().then(() => state.abort("eviction sweep"));
+        // The deploy drill: every instance after this kill runs the new deployed version.
+        void state.storage.sync().then(() => {
+          if (deploy !== undefined) seams.version = deploy;
+          state.abort("eviction sweep");
+        });
       }
     });
   });
@@ -106,6 +123,14 @@ export async function runScript(seams: Seams, name: string, steps: readonly Step
       }));
       if (live > 0) expect(armed, `live work has an alarm after the kill at commit ${killAt ?? 0} (step ${index}: ${JSON.stringify(steps[index])})`).not.toBeNull();
       if (armed !== null) expect(await runDurableObjectAlarm(session.stub)).toBe(true);
+      if (deploy !== undefined) {
+        const inspection = await session.rpc.inspect();
+        // The reopened instance runs the new version; deploys reset the kill counters (nothing counts
+        // under the old version) and nothing is quarantined.
+        expect(inspection.version).toBe(deploy);
+        expect(inspection.kills.filter((k) => k.version !== deploy)).toEqual([]);
+        expect(inspection.quarantined).toEqual([]);
+      }
       await quiesce(session, seams);
       await checkInvariants(session, steps.slice(0, index + 1), false);
       // The interrupted step is re-submitted (idempotent) by the loop unless it completed.

@@ -28,6 +28,8 @@ describe("eviction at every commit boundary (full sweep)", () => {
       const run = await runScript(seams, `sweep-${k}`, steps, k);
       expect({ k, contexts: run.contexts, results: run.results }).toEqual({ k, contexts: baseline.contexts, results: baseline.results });
       tried += 1;
+      // Progress, so a sweep cut short still reports how far it got.
+      if (tried % 10 === 0) console.log(`eviction sweep: ${tried} of ${baseline.commits} boundaries passed`);
     }
     console.log(`eviction sweep: ${tried} boundaries tried of ${baseline.commits} commits`);
   });

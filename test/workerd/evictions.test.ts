@@ -1,7 +1,8 @@
 /**
  * Eviction sweep, fast sample (DESIGN §3): the scripted session of eviction-harness.ts, killed right after
  * a sample of its commit boundaries, each reopened by the alarm alone and compared with the uninterrupted
- * run. The full sweep (every boundary of a 100-turn script) is `npm run test:evictions`.
+ * run; the deploy drill does the same with a new deployed version id between kill and reopen. The full
+ * sweep (every boundary of a 100-turn script) is `npm run test:evictions`.
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -30,5 +31,17 @@ describe("eviction at commit boundaries (fast sample)", () => {
       expect({ k, contexts: run.contexts, results: run.results }).toEqual({ k, contexts: baseline.contexts, results: baseline.results });
     }
     console.log(`eviction sample: ${sample.length} boundaries tried of ${baseline.commits}`);
+  });
+
+  it("deploy drill: the same script killed after sampled commits reopens under a new deployed version and ends as the uninterrupted run", { timeout: 120_000 }, async () => {
+    const steps = script(12);
+    const baseline = await runScript(seams, "deploy-baseline", steps);
+    const sample = [1, 4, 9, Math.floor(baseline.commits / 2), baseline.commits - 1].filter((k, i, all) => k >= 1 && k <= baseline.commits && all.indexOf(k) === i);
+    for (const k of sample) {
+      const run = await runScript(seams, `deploy-${k}`, steps, k, `v-deploy-${k}`);
+      expect({ k, contexts: run.contexts, results: run.results }).toEqual({ k, contexts: baseline.contexts, results: baseline.results });
+      expect(seams.version).toBe("v1");
+    }
+    console.log(`deploy drill: ${sample.length} boundaries tried of ${baseline.commits}, each across a version change`);
   });
 });

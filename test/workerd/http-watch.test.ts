@@ -222,6 +222,61 @@ describe("SSE watch", () => {
     }
   });
 
+  for (const kill of ["killed", "evicted"] as const) {
+    it(`a watcher that reconnects after the object was ${kill} gets a fresh view or gap-free commits, never a gap`, async () => {
+      const tenant = "watchers";
+      const name = uniqueSession(`gapless-${kill}`);
+      const api = await client(tenant);
+      const root = api.session(name).conversation("root");
+      await api.session(name).create({});
+      const frames = await open(tenant, name);
+      let view: ConversationView;
+      let lastSeen: string;
+      try {
+        const first = await frames.next();
+        view = JSON.parse(first.data) as ConversationView;
+        await root.accept("before the restart");
+        let previous = first.id as string;
+        for (const frame of await frames.until(answered("before the restart"))) {
+          view = applyMessage(view, message(frame));
+          previous = frame.id as string;
+        }
+        lastSeen = previous;
+      } finally {
+        frames.close();
+      }
+      if (kill === "killed") await abortAllDurableObjects();
+      else {
+        const namespace = env.SESSIONS;
+        await evictDurableObject(namespace.get(namespace.idFromName(`${tenant}:${name}`)));
+      }
+      // Commits the watcher never saw, made by the restarted object.
+      await root.accept("after the restart", { wait: 10 });
+      const resumed = await open(tenant, name, lastSeen);
+      try {
+        const entries = await root.entries({ limit: 100 });
+        const newest = entries.items[entries.items.length - 1]?.id;
+        let folded = view;
+        let readAt = Number(lastSeen);
+        while (!folded.entries.some((e) => e.id === newest)) {
+          const frame = await resumed.next();
+          if (frame.event === "view") folded = JSON.parse(frame.data) as ConversationView;
+          else {
+            // A commit after a resume must continue exactly where the watcher stopped.
+            const m = message(frame);
+            expect(m.seq).toBeGreaterThan(readAt);
+            folded = applyMessage(folded, m);
+          }
+          readAt = Number(frame.id);
+        }
+        expect(folded.entries.map((e) => e.id)).toEqual(entries.items.map((e) => e.id));
+        expect(JSON.stringify(folded.entries)).toContain("after the restart");
+      } finally {
+        resumed.close();
+      }
+    });
+  }
+
   it("a client Watch folds the stream and reconnects with its last event id", async () => {
     const tenant = "watchers";
     const name = uniqueSession("fold");
@@ -369,6 +424,35 @@ describe("WebSocket watch", () => {
     } finally {
       ws.close();
     }
+  });
+});
+
+describe("WebSocket close", () => {
+  it("after a session delete, the watcher's WebSocket close completes and the object holds no socket", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("ws-delete");
+    const api = await client(tenant);
+    await api.session(name).create({});
+    const jwt = await watchToken(tenant, name, "root");
+    const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
+    const ws = response.webSocket;
+    if (ws === null) throw new Error("no websocket");
+    const received: { type: string }[] = [];
+    let closed: { code: number; reason: string } | undefined;
+    ws.accept();
+    ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
+    ws.addEventListener("close", (event) => {
+      closed = { code: event.code, reason: event.reason };
+    });
+    await waitFor(() => received.length >= 1);
+    await (await client(tenant, "operator")).session(name).delete();
+    await waitFor(() => closed !== undefined);
+    expect(closed?.code).toBe(1000);
+    expect(ws.readyState).toBe(WebSocket.CLOSED);
+    const namespace = env.SESSIONS;
+    const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
+    const { runInDurableObject } = await import("cloudflare:test");
+    expect(await runInDurableObject(stub, (_instance, state) => state.getWebSockets().length)).toBe(0);
   });
 });
 

@@ -34,7 +34,7 @@ describe("a parked wait costs nothing", () => {
     const models = createModels();
     models.setProvider(provider.provider());
     const model = provider.faux.getModel();
-    const kit = createTurnKit({ models, tools: [echoTool], options: { flushMs: 0, retryBaseMs: TEN_MINUTES } });
+    const kit = createTurnKit({ models, tools: [echoTool], options: { flushMs: 0, retryBaseMs: TEN_MINUTES, retryMaxDelayMs: 2 * TEN_MINUTES, retryJitter: 0 } });
     registerTestKinds(kit.kinds);
 
     const session = new TestSession("parked-wait");

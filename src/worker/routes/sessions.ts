@@ -4,16 +4,30 @@
  */
 import { Hono } from "hono";
 import { requires, type AppEnv } from "../auth.js";
-import { emptyBody, noQuery, parse, requestKey, sessionConfig, tasksQuery, entriesQuery } from "../schemas.js";
+import { decodeCursor, directoryStub } from "../directory-object.js";
+import { Problem } from "../problems.js";
+import { emptyBody, noQuery, parse, requestKey, sessionConfig, sessionName, sessionPatch, sessionsQuery, tasksQuery, entriesQuery } from "../schemas.js";
 import { body, idParam, query, run, session } from "./shared.js";
 
 export const sessionRoutes = new Hono<AppEnv>();
+
+/** The caller's tenant's sessions from its directory, newest activity first. */
+sessionRoutes.get("/", requires("session.read"), async (c) => {
+  const q = query(c, sessionsQuery);
+  if (q.cursor !== undefined && decodeCursor(q.cursor) === undefined) throw new Problem("invalid_cursor", "the cursor is not one a previous page returned", "cursor");
+  const page = await directoryStub(c.env, c.get("claims").tenant).list({
+    limit: q.limit ?? 50,
+    ...(q.cursor === undefined ? {} : { cursor: q.cursor }),
+    ...(q.q === undefined ? {} : { q: q.q }),
+  });
+  return c.json(page);
+});
 
 sessionRoutes.put("/:session", requires("session.create"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const config = await body(c, sessionConfig, { optional: true });
-  const result = await run(stub.createSession(config));
+  const result = await run(stub.createSession(config, { tenant: c.get("claims").tenant, session: parse(sessionName, c.req.param("session"), "invalid_id", "session") }));
   return c.json({ session: c.req.param("session"), ...result }, result.created ? 201 : 200);
 });
 
@@ -21,7 +35,16 @@ sessionRoutes.get("/:session", requires("session.read"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const summary = await run(stub.op("summary"));
-  return c.json({ session: c.req.param("session"), ...summary });
+  const meta = await stub.directoryMeta();
+  return c.json({ session: c.req.param("session"), ...summary, ...(meta === undefined ? {} : { title: meta.title ?? null, labels: meta.labels }) });
+});
+
+sessionRoutes.patch("/:session", requires("session.create"), async (c) => {
+  const stub = session(c);
+  query(c, noQuery);
+  const change = await body(c, sessionPatch);
+  const meta = await run(stub.relabel(change));
+  return c.json({ session: c.req.param("session"), title: meta.title ?? null, labels: meta.labels });
 });
 
 sessionRoutes.delete("/:session", requires("delete"), async (c) => {

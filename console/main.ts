@@ -1,0 +1,330 @@
+/**
+ * The console's script (issue 14, "The console"): sign in with a pasted token (sessionStorage), the
+ * tenant's sessions from the directory (GET /v1/sessions), a session's conversation tree (forks and
+ * children, from the session watch), a live transcript folded by the client's reducer (src/client, the
+ * core's applyMessage) with streaming previews, a composer for each input mode, tasks, queued inputs
+ * with withdraw, usage totals, and the operator's inspect view with release, clear fault, abort and
+ * shutdown. Plain DOM; bundled by scripts/build-console.mjs into public/console/app.js.
+ */
+import { readSse } from "../src/client/sse.js";
+import { applyMessage, applySessionMessage } from "../src/core/watch-reduce.js";
+import type { ConversationView, SessionView, WatchMessage } from "../src/core/watch-types.js";
+import type { Entry, Id, JsonValue } from "../src/storage/records.js";
+
+interface Row {
+  readonly session: string;
+  readonly title?: string;
+  readonly labels: readonly string[];
+  readonly lastActivityAt: number;
+  readonly liveTasks: number;
+}
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
+  const element = document.getElementById(id);
+  if (element === null) throw new Error(`missing #${id}`);
+  return element as T;
+};
+
+const TOKEN_KEY = "pico-edge.token";
+let token = "";
+let signedIn = false;
+let current: { name: string; conversation: Id | "root" } | undefined;
+let conversationWatch: AbortController | undefined;
+let sessionWatch: AbortController | undefined;
+let view: ConversationView | undefined;
+let cursor: string | undefined;
+
+function el(tag: string, text: string, attrs: Record<string, string> = {}): HTMLElement {
+  const element = document.createElement(tag);
+  element.textContent = text;
+  for (const [k, v] of Object.entries(attrs)) element.setAttribute(k, v);
+  return element;
+}
+
+function status(message: string): void {
+  $("status").textContent = message;
+}
+
+async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  if (!signedIn) throw new Error("not signed in");
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const text = await response.text();
+  const parsed: unknown = text === "" ? undefined : JSON.parse(text);
+  if (!response.ok) {
+    const problem = parsed as { code?: string; detail?: string } | undefined;
+    throw new Error(`${response.status} ${problem?.code ?? ""}: ${problem?.detail ?? text}`);
+  }
+  return parsed as T;
+}
+
+/**
+ * Watch over SSE with the bearer header (fetch, so no token in the URL), folding every commit with the
+ * client's reducer; reconnects with Last-Event-ID until aborted.
+ */
+function watch<View, Event>(path: string, fold: (view: View, message: WatchMessage<Event>) => View, onView: (view: View) => void): AbortController {
+  const controller = new AbortController();
+  void (async () => {
+    let lastEventId: string | undefined;
+    let folded: View | undefined;
+    for (let attempt = 0; !controller.signal.aborted; attempt++) {
+      try {
+        const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: "text/event-stream" };
+        if (lastEventId !== undefined) headers["last-event-id"] = lastEventId;
+        const response = await fetch(path, { headers, signal: controller.signal });
+        if (!response.ok || response.body === null) throw new Error(`watch: ${response.status}`);
+        for await (const frame of readSse(response.body)) {
+          attempt = 0;
+          if (frame.event === "view") folded = JSON.parse(frame.data) as View;
+          else if (frame.event === "commit" && folded !== undefined) folded = fold(folded, JSON.parse(frame.data) as WatchMessage<Event>);
+          if (frame.id !== undefined) lastEventId = frame.id;
+          if (folded !== undefined) onView(folded);
+        }
+      } catch (error) {
+        if (controller.signal.aborted) return;
+        status(error instanceof Error ? error.message : String(error));
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(10_000, 250 * 2 ** Math.min(attempt, 6))));
+    }
+  })();
+  return controller;
+}
+
+function guard(action: () => Promise<unknown>): () => void {
+  return () => {
+    status("");
+    action().catch((error: unknown) => status(error instanceof Error ? error.message : String(error)));
+  };
+}
+
+/** The text of an entry's model messages or data, for display. */
+function entryText(entry: Entry): string {
+  const parts: string[] = [];
+  for (const message of entry.model ?? []) {
+    const content = (message as { content?: unknown }).content;
+    if (typeof content === "string") parts.push(content);
+    else if (Array.isArray(content)) {
+      for (const part of content as { type?: string; text?: string; thinking?: string; name?: string }[]) {
+        if (part.type === "text" && part.text !== undefined) parts.push(part.text);
+        else if (part.type === "toolCall") parts.push(`[tool call ${part.name ?? ""}]`);
+      }
+    }
+  }
+  if (parts.length === 0 && entry.data !== undefined) parts.push(JSON.stringify(entry.data));
+  return parts.join("\n");
+}
+
+function previewText(preview: JsonValue): string {
+  if (preview !== null && typeof preview === "object" && !Array.isArray(preview)) {
+    const text = (preview as Record<string, JsonValue>)["text"];
+    if (typeof text === "string") return text;
+  }
+  return JSON.stringify(preview);
+}
+
+// Sign in ------------------------------------------------------------------------------------------
+
+function signIn(value: string): void {
+  token = value.trim();
+  let claims: { tenant?: string; role?: string } = {};
+  try {
+    claims = JSON.parse(atob((token.split(".")[1] ?? "").replaceAll("-", "+").replaceAll("_", "/"))) as typeof claims;
+  } catch {
+    $("signin-error").textContent = "that is not a JWT";
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  signedIn = true;
+  $("who").textContent = `${claims.tenant ?? "?"} (${claims.role ?? "?"})`;
+  for (const id of ["top", "left", "center", "right"]) $(id).hidden = false;
+  $("signin").hidden = true;
+  void loadSessions(false).catch((error: unknown) => status(String(error)));
+}
+
+function signOut(): void {
+  sessionStorage.removeItem(TOKEN_KEY);
+  location.reload();
+}
+
+// Sessions -----------------------------------------------------------------------------------------
+
+async function loadSessions(more: boolean): Promise<void> {
+  const q = $<HTMLInputElement>("filter").value.trim();
+  const params = new URLSearchParams({ limit: "50" });
+  if (q !== "") params.set("q", q);
+  if (more && cursor !== undefined) params.set("cursor", cursor);
+  const page = await api<{ items: Row[]; cursor?: string }>("GET", `/v1/sessions?${params.toString()}`);
+  const list = $("sessions");
+  if (!more) list.replaceChildren();
+  for (const row of page.items) {
+    const item = el("li", row.title === undefined ? row.session : `${row.title} (${row.session})`, { "data-session": row.session });
+    item.append(el("small", ` ${row.labels.join(", ")} · ${new Date(row.lastActivityAt).toLocaleTimeString()} · ${row.liveTasks} live`));
+    item.addEventListener("click", () => void openSession(row.session, "root"));
+    if (current?.name === row.session) item.classList.add("active");
+    list.append(item);
+  }
+  cursor = page.cursor;
+  $("more").hidden = cursor === undefined;
+}
+
+async function createSession(): Promise<void> {
+  const name = $<HTMLInputElement>("new-name").value.trim();
+  if (name === "") return;
+  await api("PUT", `/v1/sessions/${encodeURIComponent(name)}`, {});
+  await loadSessions(false);
+  await openSession(name, "root");
+}
+
+async function openSession(name: string, conversation: Id | "root"): Promise<void> {
+  if (!signedIn) return;
+  conversationWatch?.abort();
+  if (current?.name !== name) {
+    sessionWatch?.abort();
+    sessionWatch = watch(`/v1/sessions/${encodeURIComponent(name)}/watch`, applySessionMessage, renderTree);
+  }
+  current = { name, conversation };
+  $("title").textContent = `${name} · ${conversation === "root" ? "root" : `conversation ${conversation}`}`;
+  for (const item of $("sessions").children) item.classList.toggle("active", item.getAttribute("data-session") === name);
+  view = undefined;
+  renderConversation();
+  conversationWatch = watch(`/v1/sessions/${encodeURIComponent(name)}/conversations/${conversation}/watch`, applyMessage, (v: ConversationView) => {
+    view = v;
+    renderConversation();
+  });
+  await refreshUsage();
+}
+
+function renderTree(v: SessionView): void {
+  const byParent = new Map<Id | undefined, typeof v.conversations[number][]>();
+  for (const c of v.conversations) {
+    const parent = (c as { parentId?: Id }).parentId ?? c.owner;
+    byParent.set(parent, [...(byParent.get(parent) ?? []), c]);
+  }
+  const ids = new Set(v.conversations.map((c) => c.id));
+  const build = (parent: Id | undefined): HTMLElement => {
+    const list = document.createElement("ul");
+    for (const c of byParent.get(parent) ?? []) {
+      const item = el("li", `#${c.id}${c.owner === undefined ? "" : " (child)"}`, { "data-conversation": String(c.id) });
+      item.addEventListener("click", (event) => {
+        event.stopPropagation();
+        if (current !== undefined) void openSession(current.name, c.id);
+      });
+      if (current !== undefined && (current.conversation === c.id || (current.conversation === "root" && parent === undefined && c === v.conversations[0]))) item.classList.add("active");
+      item.append(build(c.id));
+      list.append(item);
+    }
+    return list;
+  };
+  // Conversations whose parent is not listed are roots of the tree.
+  for (const c of v.conversations) {
+    const parent = (c as { parentId?: Id }).parentId ?? c.owner;
+    if (parent !== undefined && !ids.has(parent)) byParent.set(undefined, [...(byParent.get(undefined) ?? []), c]);
+  }
+  $("tree").replaceChildren(build(undefined));
+  if (v.faulted) status("the session is faulted: see Inspect");
+}
+
+function renderConversation(): void {
+  const transcript = $("transcript");
+  const previews = $("previews");
+  if (view === undefined) {
+    transcript.replaceChildren(el("p", "loading…"));
+    previews.replaceChildren();
+    return;
+  }
+  transcript.replaceChildren(
+    ...view.entries.map((entry) => {
+      const row = el("div", "", { class: "entry", "data-entry": String(entry.id), "data-kind": entry.kind });
+      row.append(el("span", `${entry.id} ${entry.kind}`, { class: "kind" }), document.createTextNode(entryText(entry)));
+      return row;
+    }),
+  );
+  previews.replaceChildren(...Object.entries(view.previews).map(([taskId, preview]) => el("div", `task ${taskId}: ${previewText(preview)}`, { class: "preview" })));
+  const tasks = $("tasks");
+  tasks.replaceChildren(
+    ...view.tasks.map((task) => {
+      const item = el("li", `#${task.id} ${task.kind} ${task.role} ${task.state.status}`);
+      const abort = el("button", "abort");
+      abort.addEventListener("click", guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/abort`, {})));
+      const release = el("button", "release");
+      release.addEventListener("click", guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/release`, {})));
+      item.append(" ", abort, " ", release);
+      const preview = view?.previews[String(task.id)];
+      if (preview !== undefined) item.append(el("div", previewText(preview), { class: "preview" }));
+      return item;
+    }),
+  );
+  $("inbox").replaceChildren(
+    ...view.inbox.map((element) => {
+      const queued = element.value;
+      const shown = queued.mode === "write" ? JSON.stringify(queued.entry) : typeof queued.input === "string" ? queued.input : JSON.stringify(queued.input);
+      const item = el("li", `${queued.mode}: ${shown} `);
+      const inputId = (queued as { inputId?: Id }).inputId ?? element.id;
+      const withdraw = el("button", "withdraw");
+      withdraw.addEventListener("click", guard(() => api("DELETE", `${sessionPath()}/inputs/${inputId}`)));
+      item.append(withdraw);
+      return item;
+    }),
+  );
+}
+
+function sessionPath(): string {
+  if (current === undefined) throw new Error("no session is open");
+  return `/v1/sessions/${encodeURIComponent(current.name)}`;
+}
+
+function conversationPath(): string {
+  if (current === undefined) throw new Error("no session is open");
+  return `${sessionPath()}/conversations/${current.conversation}`;
+}
+
+async function refreshUsage(): Promise<void> {
+  const usage = await api<{ totals?: JsonValue }>("GET", `${sessionPath()}/usage?limit=1`);
+  $("usage").textContent = JSON.stringify(usage.totals ?? {}, null, 1);
+}
+
+async function send(): Promise<void> {
+  const input = $<HTMLTextAreaElement>("input").value;
+  if (input.trim() === "") return;
+  const mode = $<HTMLSelectElement>("mode").value;
+  await api("POST", `${conversationPath()}/inputs`, mode === "accept" ? { input } : { input, mode });
+  $<HTMLTextAreaElement>("input").value = "";
+  await refreshUsage();
+}
+
+async function fork(): Promise<void> {
+  const last = view?.entries[view.entries.length - 1];
+  const forked = await api<{ conversationId: Id }>("POST", `${conversationPath()}/fork`, { at: last?.id ?? "start" });
+  if (current !== undefined) await openSession(current.name, forked.conversationId);
+}
+
+async function inspect(): Promise<void> {
+  const inspection = await api<{ fault?: JsonValue; quarantined: { id: Id; kind: string }[]; kills: JsonValue; busy: boolean }>("GET", `${sessionPath()}/inspect`);
+  $("inspection").textContent = JSON.stringify({ fault: inspection.fault ?? null, kills: inspection.kills, busy: inspection.busy }, null, 1);
+  $("quarantined").replaceChildren(
+    ...inspection.quarantined.map((task) => {
+      const item = el("li", `quarantined #${task.id} ${task.kind} `);
+      const release = el("button", "release");
+      release.addEventListener("click", guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/release`, {}).then(inspect)));
+      item.append(release);
+      return item;
+    }),
+  );
+}
+
+// Wiring --------------------------------------------------------------------------------------------
+
+$("signin-button").addEventListener("click", () => signIn($<HTMLTextAreaElement>("token").value));
+$("signout").addEventListener("click", signOut);
+$("filter").addEventListener("input", guard(() => loadSessions(false)));
+$("more").addEventListener("click", guard(() => loadSessions(true)));
+$("create").addEventListener("click", guard(createSession));
+$("send").addEventListener("click", guard(send));
+$("abort").addEventListener("click", guard(() => api("POST", `${conversationPath()}/abort`, {})));
+$("fork").addEventListener("click", guard(fork));
+$("inspect").addEventListener("click", guard(inspect));
+$("clear-fault").addEventListener("click", guard(() => api("POST", `${sessionPath()}/fault/clear`, {}).then(inspect)));
+$("shutdown").addEventListener("click", guard(() => api("POST", `${sessionPath()}/shutdown`, {}).then(inspect)));
+const saved = sessionStorage.getItem(TOKEN_KEY);
+if (saved !== null) signIn(saved);

@@ -1,0 +1,16 @@
+// Builds the console's script (console/main.ts -> public/console/app.js) with esbuild, which wrangler
+// already brings. Run by `npm run build:console` (and before start, test and test:browser).
+import { build } from "esbuild";
+
+const result = await build({
+  entryPoints: ["console/main.ts"],
+  bundle: true,
+  format: "esm",
+  target: "es2022",
+  minify: true,
+  outfile: "public/console/app.js",
+  metafile: true,
+  logLevel: "warning",
+});
+const bytes = Object.values(result.metafile.outputs).reduce((sum, output) => sum + output.bytes, 0);
+console.log(`console bundle: public/console/app.js, ${bytes} bytes`);

@@ -1,0 +1,168 @@
+/**
+ * DirectoryObject: one Durable Object per tenant listing that tenant's sessions (issue 14, "A tenant's
+ * sessions"; DESIGN §6). Session objects send it full-row updates (create, activity at most once a
+ * minute, title/labels changes, delete) and retry an update from their alarm until this object
+ * acknowledges it (session-directory.ts). `GET /v1/sessions` reads `list`.
+ *
+ * Every update carries a version (the sender's clock, strictly increasing per session): an update older
+ * than the row's version is acknowledged and ignored, so a late retry cannot undo a newer state. A
+ * delete leaves a tombstone with its version for the same reason; tombstones are never listed.
+ */
+import { DurableObject } from "cloudflare:workers";
+import type { Env } from "./env.js";
+
+/** One session's row as the directory lists it. */
+export interface DirectoryEntry {
+  readonly session: string;
+  readonly title: string | undefined;
+  readonly labels: readonly string[];
+  readonly createdAt: number;
+  readonly lastActivityAt: number;
+  readonly liveTasks: number;
+}
+
+/** What a session object sends: its whole row, or its deletion. */
+export type DirectoryUpdate =
+  | ({ readonly type: "upsert"; readonly version: number } & DirectoryEntry)
+  | { readonly type: "delete"; readonly version: number; readonly session: string };
+
+export interface DirectoryQuery {
+  readonly limit: number;
+  readonly cursor?: string;
+  readonly q?: string;
+}
+
+export interface DirectoryPage {
+  readonly items: readonly DirectoryEntry[];
+  /** Pass as `cursor` for the next page; absent on the last page. */
+  readonly cursor?: string;
+}
+
+/** The RPC surface as callers see it through a stub. */
+export interface DirectoryRpc {
+  apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }>;
+  list(query: DirectoryQuery): Promise<DirectoryPage>;
+}
+
+/** A cursor is the last row's (lastActivityAt, session) position, opaque to clients. */
+export function encodeCursor(lastActivityAt: number, session: string): string {
+  return btoa(JSON.stringify([lastActivityAt, session])).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
+}
+
+export function decodeCursor(cursor: string): { readonly lastActivityAt: number; readonly session: string } | undefined {
+  try {
+    const padded = cursor.replaceAll("-", "+").replaceAll("_", "/");
+    const value: unknown = JSON.parse(atob(padded + "=".repeat((4 - (padded.length % 4)) % 4)));
+    if (!Array.isArray(value) || value.length !== 2) return undefined;
+    const [at, session] = value as unknown[];
+    if (typeof at !== "number" || !Number.isFinite(at) || typeof session !== "string") return undefined;
+    return { lastActivityAt: at, session };
+  } catch {
+    return undefined;
+  }
+}
+
+export class DirectoryObject extends DurableObject<Env> {
+  /**
+   * Test access (through runInDurableObject, never RPC): while above zero, each `apply` is refused and
+   * counts this down, so tests can see a session retry an unacknowledged update from its alarm.
+   */
+  refusing = 0;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS directory (
+      session TEXT PRIMARY KEY,
+      version INTEGER NOT NULL,
+      deleted INTEGER NOT NULL,
+      title TEXT,
+      labels TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      last_activity_at INTEGER NOT NULL,
+      live_tasks INTEGER NOT NULL
+    )`);
+    ctx.storage.sql.exec("CREATE INDEX IF NOT EXISTS directory_activity ON directory (deleted, last_activity_at DESC, session)");
+  }
+
+  apply(update: DirectoryUpdate): { readonly acknowledged: true } {
+    if (this.refusing > 0) {
+      this.refusing -= 1;
+      throw new Error("the directory refuses updates (test fault injection)");
+    }
+    const sql = this.ctx.storage.sql;
+    const row = sql.exec("SELECT version FROM directory WHERE session = ?", update.session).toArray()[0];
+    if (row !== undefined && Number(row["version"]) >= update.version) return { acknowledged: true };
+    switch (update.type) {
+      case "upsert":
+        sql.exec(
+          `INSERT INTO directory (session, version, deleted, title, labels, created_at, last_activity_at, live_tasks)
+           VALUES (?, ?, 0, ?, ?, ?, ?, ?)
+           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 0, title = excluded.title,
+             labels = excluded.labels, created_at = excluded.created_at, last_activity_at = excluded.last_activity_at,
+             live_tasks = excluded.live_tasks`,
+          update.session,
+          update.version,
+          update.title ?? null,
+          JSON.stringify(update.labels),
+          update.createdAt,
+          update.lastActivityAt,
+          update.liveTasks,
+        );
+        break;
+      case "delete":
+        sql.exec(
+          `INSERT INTO directory (session, version, deleted, title, labels, created_at, last_activity_at, live_tasks)
+           VALUES (?, ?, 1, NULL, '[]', 0, 0, 0)
+           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 1, title = NULL, labels = '[]'`,
+          update.session,
+          update.version,
+        );
+        break;
+      default: {
+        const never: never = update;
+        return never;
+      }
+    }
+    return { acknowledged: true };
+  }
+
+  /** Newest activity first (ties by session name); `q` matches the name, title or a label (case-insensitive). */
+  list(query: DirectoryQuery): DirectoryPage {
+    const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+    const where: string[] = ["deleted = 0"];
+    const params: (string | number)[] = [];
+    if (after !== undefined) {
+      where.push("(last_activity_at < ? OR (last_activity_at = ? AND session > ?))");
+      params.push(after.lastActivityAt, after.lastActivityAt, after.session);
+    }
+    if (query.q !== undefined && query.q !== "") {
+      const pattern = `%${query.q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      where.push("(lower(session) LIKE ? ESCAPE '\\' OR lower(coalesce(title, '')) LIKE ? ESCAPE '\\' OR lower(labels) LIKE ? ESCAPE '\\')");
+      params.push(pattern, pattern, pattern);
+    }
+    const rows = this.ctx.storage.sql
+      .exec(
+        `SELECT session, title, labels, created_at, last_activity_at, live_tasks FROM directory WHERE ${where.join(" AND ")}
+         ORDER BY last_activity_at DESC, session ASC LIMIT ?`,
+        ...params,
+        query.limit + 1,
+      )
+      .toArray();
+    const items: DirectoryEntry[] = rows.slice(0, query.limit).map((row) => ({
+      session: String(row["session"]),
+      title: row["title"] === null ? undefined : String(row["title"]),
+      labels: JSON.parse(String(row["labels"])) as string[],
+      createdAt: Number(row["created_at"]),
+      lastActivityAt: Number(row["last_activity_at"]),
+      liveTasks: Number(row["live_tasks"]),
+    }));
+    const last = items[items.length - 1];
+    return rows.length > query.limit && last !== undefined ? { items, cursor: encodeCursor(last.lastActivityAt, last.session) } : { items };
+  }
+}
+
+/** The typed RPC view of a tenant's directory. */
+export function directoryStub(env: Env, tenant: string): DirectoryRpc {
+  const namespace = env.DIRECTORY;
+  return namespace.get(namespace.idFromName(tenant)) as unknown as DirectoryRpc;
+}

@@ -1,0 +1,191 @@
+/**
+ * Browser tests of the console and of a page on another origin (issue 14, "The console"): Debian's
+ * Chromium (/usr/bin/chromium, or $CHROMIUM) driven by playwright-core against `wrangler dev` started
+ * here (port 8809, inspector 9309). Run by `npm run test:browser` (Node's test runner, type stripping),
+ * never by `npm test`. When no browser starts, the tests fail; they never skip.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { sign } from "hono/jwt";
+
+const PORT = 8809;
+const INSPECTOR = 9309;
+const OTHER_PORT = 8819;
+const BASE = `http://127.0.0.1:${PORT}`;
+const SECRET = "browser-test-jwt-secret-not-for-production";
+const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const SCREENSHOTS = process.env["SCREENSHOTS"];
+
+let wrangler: ChildProcess | undefined;
+let other: Server | undefined;
+let context: BrowserContext | undefined;
+let profile: string | undefined;
+const tenant = `browser-${Date.now().toString(36)}`;
+
+async function token(role: "client" | "operator"): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return sign({ tenant, role, iat: now, exp: now + 3600 }, SECRET, "HS256");
+}
+
+async function api(method: string, path: string, body?: unknown, role: "client" | "operator" = "operator"): Promise<Response> {
+  const headers: Record<string, string> = { authorization: `Bearer ${await token(role)}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  return fetch(`${BASE}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+}
+
+async function waitForHealth(ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(`${BASE}/health`)).ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  throw new Error(`wrangler dev did not answer on ${BASE} within ${ms} ms`);
+}
+
+async function page(): Promise<Page> {
+  if (context === undefined) throw new Error("no browser context");
+  return context.newPage();
+}
+
+async function signIn(p: Page): Promise<void> {
+  await p.goto(`${BASE}/console/`);
+  await p.fill("#token", await token("operator"));
+  await p.click("#signin-button");
+  await p.waitForSelector("#left:not([hidden])");
+}
+
+before(async () => {
+  wrangler = spawn(
+    "npx",
+    ["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--port", String(PORT), "--inspector-port", String(INSPECTOR), "--var", `JWT_SECRET:${SECRET}`, "--var", "WEBHOOK_MASTER_SECRET:browser-test-webhook-master"],
+    { stdio: ["ignore", "pipe", "pipe"], detached: true },
+  );
+  wrangler.stdout?.resume();
+  wrangler.stderr?.resume();
+  await waitForHealth(120_000);
+  other = createServer((request, response) => {
+    response.writeHead(200, { "content-type": "text/html" });
+    response.end("<!doctype html><title>other origin</title><p>another origin</p>");
+  });
+  await new Promise<void>((resolve) => other?.listen(OTHER_PORT, "127.0.0.1", resolve));
+  profile = mkdtempSync(join(tmpdir(), "pico-edge-chromium-"));
+  // Throws (and so fails every test) when the browser cannot start.
+  context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS });
+}, { timeout: 180_000 });
+
+after(async () => {
+  await context?.close().catch(() => undefined);
+  if (profile !== undefined) rmSync(profile, { recursive: true, force: true });
+  await new Promise<void>((resolve) => (other === undefined ? resolve() : other.close(() => resolve())));
+  if (wrangler?.pid !== undefined) {
+    try {
+      process.kill(-wrangler.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+});
+
+void describe("console", { timeout: 120_000 }, () => {
+  void it("signs in and shows the tenant's sessions", async () => {
+    assert.equal((await api("PUT", "/v1/sessions/shown", { title: "Shown session", labels: ["demo"] })).status, 201);
+    const p = await page();
+    await signIn(p);
+    await p.waitForSelector('#sessions li[data-session="shown"]');
+    assert.match(await p.textContent('#sessions li[data-session="shown"]') ?? "", /Shown session/);
+    await p.close();
+  });
+
+  void it("opens a session, sends an input and sees the streamed answer appear, then forks", async () => {
+    assert.equal((await api("PUT", "/v1/sessions/talk", { title: "Talk" })).status, 201);
+    const p = await page();
+    await signIn(p);
+    await p.click('#sessions li[data-session="talk"]');
+    await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
+    await p.fill("#input", "hello from the browser");
+    await p.click("#send");
+    // The user's entry and the echo model's answer both arrive through the watch.
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("hello from the browser")).length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForSelector("#tree li");
+    if (SCREENSHOTS !== undefined) await p.screenshot({ path: join(SCREENSHOTS, "console-session.png") });
+    await p.click("#fork");
+    await p.waitForFunction(() => /conversation \d+/.test(document.querySelector("#title")?.textContent ?? ""), undefined, { timeout: 30_000 });
+    // The fork starts with the source's transcript and shows in the tree.
+    await p.waitForFunction(() => document.querySelectorAll("#transcript .entry").length >= 2 && document.querySelectorAll("#tree li").length >= 2, undefined, { timeout: 30_000 });
+    await p.close();
+  });
+
+  void it("aborts a slow turn", async () => {
+    assert.equal((await api("PUT", "/v1/sessions/slow", { model: "echo-slow" })).status, 201);
+    const p = await page();
+    await signIn(p);
+    await p.click('#sessions li[data-session="slow"]');
+    await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
+    await p.fill("#input", "a long answer that the paced echo model streams slowly enough to abort it midway through the turn");
+    await p.click("#send");
+    await p.waitForSelector("#tasks li", { timeout: 30_000 });
+    if (SCREENSHOTS !== undefined) await p.screenshot({ path: join(SCREENSHOTS, "console-live-turn.png") });
+    await p.click("#abort");
+    await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 30_000 });
+    const tasks = (await (await api("GET", "/v1/sessions/slow/tasks?live=true")).json()) as { items: unknown[] };
+    assert.deepEqual(tasks.items, []);
+    await p.click("#inspect");
+    await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"fault"'));
+    await p.close();
+  });
+});
+
+void describe("a page on another origin", { timeout: 120_000 }, () => {
+  void it("uses fetch, EventSource and WebSocket against the API", async () => {
+    const p = await page();
+    await p.goto(`http://127.0.0.1:${OTHER_PORT}/`);
+    const result = await p.evaluate(
+      async ({ base, auth }) => {
+        const headers = { authorization: `Bearer ${auth}`, "content-type": "application/json" };
+        const name = `cross-${Date.now()}`;
+        const created = await fetch(`${base}/v1/sessions/${name}`, { method: "PUT", headers, body: "{}" });
+        const accepted = await fetch(`${base}/v1/sessions/${name}/conversations/root/inputs?wait=10`, { method: "POST", headers, body: JSON.stringify({ input: "over CORS" }) });
+        const answer = (await accepted.json()) as { status: string };
+        const tokenResponse = await fetch(`${base}/v1/sessions/${name}/conversations/root/watch-token`, { method: "POST", headers, body: "{}" });
+        const watchToken = ((await tokenResponse.json()) as { token: string }).token;
+        const sse = await new Promise<string>((resolve, reject) => {
+          const source = new EventSource(`${base}/v1/sessions/${name}/conversations/root/watch?access_token=${encodeURIComponent(watchToken)}`);
+          source.addEventListener("view", (event) => {
+            source.close();
+            resolve((event as MessageEvent<string>).data);
+          });
+          source.onerror = () => {
+            source.close();
+            reject(new Error("EventSource failed"));
+          };
+        });
+        const ws = await new Promise<string>((resolve, reject) => {
+          const socket = new WebSocket(`${base.replace("http", "ws")}/v1/sessions/${name}/conversations/root/watch?access_token=${encodeURIComponent(watchToken)}`);
+          socket.onmessage = (event) => {
+            socket.close();
+            resolve(String(event.data));
+          };
+          socket.onerror = () => reject(new Error("WebSocket failed"));
+        });
+        return { created: created.status, answer: answer.status, sse, ws };
+      },
+      { base: BASE, auth: await token("client") },
+    );
+    assert.equal(result.created, 201);
+    assert.equal(result.answer, "done");
+    assert.match(result.sse, /over CORS/);
+    assert.match(result.ws, /"type":"view"/);
+    await p.close();
+  });
+});
