@@ -10,7 +10,7 @@ import { BACKGROUND_CONTEXT, createContextKey, withAbortSignal, withContextValue
 import { PicoError, TaskCancelled } from "./errors.js";
 import type { CommittedBatch, Harness } from "./harness.js";
 import { systemClock, type Clock, type DriverHost, type FaultReport, type InvocationMethod } from "./host.js";
-import { createRuntime, releaseRuntime, type TaskRuntime } from "./runtime.js";
+import { createRuntime, releaseRuntime, startPreview, type TaskRuntime } from "./runtime.js";
 import { watchHub } from "./watch.js";
 import { INBOX_NAMESPACE } from "./inbox.js";
 import type { AnyTaskKind } from "./task-kind.js";
@@ -510,7 +510,11 @@ export class Driver {
     const call = withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT));
     const runtime = createRuntime(this.#harness, this, inv, task);
     const method = inv.kind[inv.method] as (task: Task, runtime: TaskRuntime, call: Call) => Promise<void>;
-    void (async () => method.call(inv.kind, task, runtime, call))()
+    const preview = inv.method === "abort" ? undefined : inv.kind.preview;
+    void (async () => {
+      if (preview !== undefined) await startPreview(runtime, preview, call);
+      return method.call(inv.kind, task, runtime, call);
+    })()
       .finally(() => releaseRuntime(runtime))
       .then(
         () => this.#complete(inv, undefined, false),

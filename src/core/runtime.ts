@@ -16,7 +16,7 @@ import type { Harness, ListHandle, ValueHandle } from "./harness.js";
 import { listHandle, valueHandle } from "./harness.js";
 import type { InvocationMethod } from "./host.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
-import type { ConfigSpec, ConfigValues, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind.js";
+import type { ConfigSpec, ConfigValues, PreviewSpec, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind.js";
 import { conversationTx, type ConversationTx, type ScratchTx, type TxBuilder } from "./tx.js";
 
 export interface TaskRuntime extends TaskRuntimeLike {
@@ -54,6 +54,12 @@ export interface TaskRuntime extends TaskRuntimeLike {
    * scratch on attach or reopen, so a recovering invocation passes what it rebuilt.
    */
   preview<P extends object>(initial: P): Tracker<P>;
+  /**
+   * This invocation's current preview tracker, if one was started: the one the driver built with the
+   * kind's `preview.init` when the invocation started, or the latest `preview(initial)`. `P` is the
+   * kind's own preview type; the runtime does not check it.
+   */
+  currentPreview<P extends object>(): Tracker<P> | undefined;
 }
 
 const trackers = new WeakMap<TaskRuntime, { readonly taskId: Id; readonly tracker: Tracker<object>; readonly harness: Harness }>();
@@ -64,6 +70,15 @@ export function releaseRuntime(runtime: TaskRuntime): void {
   if (attached === undefined) return;
   trackers.delete(runtime);
   watchHub(attached.harness).previews.detach(attached.taskId, attached.tracker);
+}
+
+/**
+ * Invocation start (§9.4): a kind that declares `preview` gets its preview built once from durable
+ * scratch with `preview.init`, so the first flush (the base) already holds what survived a restart.
+ */
+export async function startPreview(runtime: TaskRuntime, spec: PreviewSpec, call: Call): Promise<void> {
+  const initial = await spec.init({ value: (addr) => ({ get: runtime.value(addr).get }), list: (addr) => ({ read: runtime.list(addr).read }) }, call);
+  runtime.preview(initial);
 }
 
 export function createRuntime(harness: Harness, driver: Driver, inv: Invocation, task: Task): TaskRuntime {
@@ -151,6 +166,7 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
       hub.attach(task.id, tracker as Tracker<object>);
       return tracker;
     },
+    currentPreview: <P extends object>(): Tracker<P> | undefined => trackers.get(runtime)?.tracker as Tracker<P> | undefined,
   };
   return runtime;
 }

@@ -6,7 +6,8 @@
 import type { Id, Task, TaskRole, TaskStateBase } from "../storage/records.js";
 import type { Call } from "./call.js";
 import { PicoError } from "./errors.js";
-import type { ValueSpec } from "./state.js";
+import type { ListHandle, ValueHandle } from "./harness.js";
+import type { ListRef, ValueRef, ValueSpec } from "./state.js";
 import type { TaskRuntime } from "./runtime.js";
 
 export type TaskRoles<S extends TaskStateBase> = Readonly<Record<S["status"], TaskRole>>;
@@ -70,6 +71,21 @@ export interface TaskRuntimeLike {
   readonly taskId: Id;
 }
 
+/** Read-only access to a task's durable state, scratch included (specs bind to the task), for `preview.init`. */
+export interface ScratchReader {
+  value<T>(addr: ValueRef<T>): Pick<ValueHandle<T>, "get">;
+  list<T>(addr: ListRef<T>): Pick<ListHandle<T>, "read">;
+}
+
+/**
+ * A kind's preview (§5.2, §9.4): built once when an execute or recover invocation starts, from durable
+ * scratch, so a watcher reconnecting after a restart sees the partial before any new output; the first
+ * flush is the base. Afterwards the kind mutates `runtime.preview`'s state in place.
+ */
+export interface PreviewSpec<P extends object = object> {
+  init(scratch: ScratchReader, call: Call): Promise<P>;
+}
+
 /** A task kind: its statuses, roles and behaviour (§5.2). `Runtime` is the driver's TaskRuntime. */
 export interface TaskKind<
   S extends TaskStateBase,
@@ -83,6 +99,7 @@ export interface TaskKind<
   readonly turn?: true;
   readonly hooks?: HookSpecs<Hooks>;
   readonly config?: Config;
+  readonly preview?: PreviewSpec;
   execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   recover(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   abort(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
@@ -96,6 +113,7 @@ export interface AnyTaskKind {
   readonly turn?: true;
   readonly hooks?: Readonly<Record<string, { readonly failClosed?: boolean } | undefined>>;
   readonly config?: ConfigSpec;
+  readonly preview?: PreviewSpec;
   execute(task: Task, runtime: never, call: Call): Promise<void>;
   recover(task: Task, runtime: never, call: Call): Promise<void>;
   abort(task: Task, runtime: never, call: Call): Promise<void>;
@@ -126,6 +144,7 @@ type DefinitionInput<S extends TaskStateBase, R extends TaskRoles<S>, Runtime ex
   readonly turn?: true;
   readonly hooks?: HookSpecs<Hooks>;
   readonly config?: Config;
+  readonly preview?: PreviewSpec;
   execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   recover(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   abort(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;

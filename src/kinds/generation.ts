@@ -98,6 +98,19 @@ export function createGenerationKind(services: GenerationServices) {
     turn: true,
     config: generationConfig,
     hooks: { system_instructions: {}, before_request: {}, after_response: {}, on_yield: { failClosed: false } },
+    // Built from the frames on scratch when an invocation starts (§9.4): after a restart the watcher's
+    // first preview is the partial that reached disk, not an empty answer.
+    preview: {
+      async init(scratch, call) {
+        const preview: GenerationPreview = { content: [] };
+        for (let after: Id | undefined; ; ) {
+          const page = await scratch.list(framesList).read(after === undefined ? { limit: 1000 } : { after, limit: 1000 }, call);
+          for (const element of page.items) for (const frame of element.value.f) applyFrame(preview, frame);
+          if (page.next === undefined) return preview;
+          after = page.next;
+        }
+      },
+    },
     async execute(task, runtime, call) {
       await runAttempt(task, runtime, call);
     },
@@ -291,7 +304,9 @@ export function createGenerationKind(services: GenerationServices) {
       // A retry must not replay the frames of the attempt before it; a first attempt has none to clear,
       // so it spends no scratch commit on it (one fewer commit per generation).
       if (retry.attempt > 0) await runtime.scratch((sc) => sc.list(framesList).clear(), call);
-      const preview = runtime.preview<GenerationPreview>({ content: [] });
+      // The first attempt reuses the preview built at invocation start (one base); a retry cleared the
+      // frames above, so its preview starts empty again.
+      const preview = (retry.attempt > 0 ? undefined : runtime.currentPreview<GenerationPreview>()) ?? runtime.preview<GenerationPreview>({ content: [] });
       // The producer gets its own signal (§4.6): any early exit of the loop below (a failed scratch
       // commit, a post-mark rejection) cancels it, and the finally joins it, so no provider request
       // keeps running unobserved after this invocation returns.

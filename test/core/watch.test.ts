@@ -69,7 +69,28 @@ const streamKind = defineTaskKind<StreamState, TaskRuntime>()({
   abort: async () => undefined,
 });
 
-const kinds = [...testTaskKinds, erase(configuredKind), erase(streamKind)];
+/** Two kinds that write `stream.buffer` to scratch and wait on `initControl.gate`: one declares `preview`. */
+type BufferedState = { status: "planned"; text: string } | { status: "done"; text: string };
+const initControl = { gate: gate() };
+function bufferedKind(name: string, preview: boolean) {
+  return defineTaskKind<BufferedState, TaskRuntime>()({
+    kind: name,
+    roles: { planned: "start", done: "terminal" },
+    initialStatus: "planned",
+    ...(preview ? { preview: { init: async (scratch, c) => ({ text: (await scratch.value(buffer).get(c)) ?? "" }) } } : {}),
+    execute: async (task, runtime, c) => {
+      await runtime.scratch((sc) => sc.value(buffer).set(task.state.text), c);
+      await initControl.gate.promise;
+      await runtime.commit((tx) => tx.settle(task, "done", { text: task.state.text }), c);
+    },
+    recover: async () => undefined,
+    abort: async () => undefined,
+  });
+}
+const previewedKind = bufferedKind("previewed", true);
+const plainKind = bufferedKind("plain", false);
+
+const kinds = [...testTaskKinds, erase(configuredKind), erase(streamKind), erase(previewedKind), erase(plainKind)];
 
 function open(storage: Storage): Promise<Harness> {
   return openHarness(storage, { taskKinds: kinds });
@@ -435,6 +456,34 @@ for (const backend of coreBackends) {
         expect(w.view.previews).toEqual({});
         expect(remote).toEqual(wire(w.view));
         expect(watchHub(h).previews.tasks()).toEqual([]);
+      }));
+
+    it(`a kind declaring preview gets it built with preview.init at invocation start, the base published first; a kind without preview gets none and no task_output (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const h = await open(storage);
+        initControl.gate = gate();
+        const root = await h.root(call);
+        const w = await watchConversation(h, root.id, { tail: 3 }, call);
+        const outputs: { task: Id; ops: unknown }[] = [];
+        w.start((e) => {
+          if (e.type === "task_output") outputs.push({ task: e.task, ops: e.ops });
+        });
+        const plain = await root.commit((tx) => tx.task(plainKind, { state: { status: "planned", text: "quiet" } }), call);
+        const previewed = await root.commit((tx) => tx.task(previewedKind, { state: { status: "planned", text: "kept" } }), call);
+        const driving = root.drive(call);
+        await until(h, () => outputs.length > 0, "the previewed kind's base");
+        // init ran before execute wrote its scratch: the base is the empty buffer.
+        expect(outputs[0]).toEqual({ task: previewed, ops: [["r", { text: "" }]] });
+        expect(previewOf(w.view, previewed)).toEqual({ text: "" });
+        await flush(h, 3);
+        expect(outputs.map((o) => o.task)).toEqual([previewed]);
+        expect(previewOf(w.view, plain)).toBeUndefined();
+        expect(watchHub(h).previews.tasks()).toEqual([previewed]);
+        initControl.gate.resolve();
+        expect(await driving).toBe("idle");
+        await delivered(h);
+        expect(w.view.previews).toEqual({});
+        w.unsubscribe();
       }));
 
     it(`published preview ops reach the watchers of the task's conversation only and are dropped for tasks that are not live (${backend.name})`, () =>

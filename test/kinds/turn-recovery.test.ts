@@ -7,6 +7,7 @@
 import type { Context } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import { bindTo } from "../../src/core/state.js";
+import { previewOf, watchConversation } from "../../src/core/watch.js";
 import { turnPolicy } from "../../src/kinds/config.js";
 import { continueInbox } from "../../src/kinds/placement.js";
 import { waitingConversations, waitingInputs } from "../../src/kinds/waiting.js";
@@ -93,6 +94,35 @@ for (const backend of coreBackends) {
         expect(await resultOf(again, s.inputId)).toMatchObject({ status: "done" });
         expect(await resultOf(again, f.inputId)).toMatchObject({ status: "done" });
         expect((await usageRows(again)).filter((r) => r.taskId === gens[0]?.id).map((r) => r.usage === null)).toEqual([true, false]);
+      }));
+
+    it(`preview.init on reopen (§9.4): a generation interrupted mid-stream with frames on scratch, reopened -> before any new token a watcher's view.previews holds the partial text from the frames (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const stream = heldStream("partial ", "answer");
+        const rig = await openRig(inner, [stream]);
+        const root = await rig.harness.root(call);
+        await root.accept({ input: "A" }, call);
+        void root.drive(call).catch(() => undefined);
+        await stream.streamed.promise;
+        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")), "frames flushed");
+        const again = await crashAndReopen(rig);
+        stream.release.resolve();
+        const [gen] = await generations(again);
+        const retried = heldStream(); // the retried attempt streams no token until released
+        again.provider.push(retried, answerNewest());
+        const watch = await watchConversation(again.harness, again.root, { tail: 10 }, call);
+        const previews: unknown[] = [];
+        watch.start((e) => {
+          if (e.type === "task_output" && e.task === gen?.id) previews.push(JSON.parse(JSON.stringify(previewOf(watch.view, e.task))));
+        });
+        const driving = (await again.harness.root(call)).drive(call);
+        await retried.streamed.promise;
+        // The first preview the reopened invocation shows is the base rebuilt from the frames; the retry
+        // cleared them (its partial is an entry now) and starts its own preview empty.
+        expect(previews[0]).toEqual({ content: [{ type: "text", text: "partial answer" }] });
+        retried.release.resolve();
+        expect(await driving).toBe("idle");
+        watch.unsubscribe();
       }));
 
     it(`onInterrupt "retry" with its budget spent: an interruption on the last attempt settles failed(interrupted) (${backend.name})`, () =>
