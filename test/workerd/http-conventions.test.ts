@@ -85,7 +85,7 @@ describe("methods and schemes", () => {
     const jwt = await token("conv", "operator");
     const cases: readonly (readonly [string, string, string])[] = [
       ["DELETE", `/v1/sessions/${session}/conversations/root/inputs`, "POST"],
-      ["POST", `/v1/sessions/${session}`, "DELETE, GET, PUT"],
+      ["POST", `/v1/sessions/${session}`, "DELETE, GET, PATCH, PUT"],
       ["PUT", `/v1/sessions/${session}/conversations/root/config`, "GET, PATCH"],
       ["GET", `/v1/sessions/${session}/conversations/root/fork`, "POST"],
     ];
