@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { MIN_SETTING_MS } from "../rig/types.js";
-import { MAX_WAIT_SECONDS } from "./schemas.js";
+import { acceptQuery } from "./schemas.js";
 
 export const agentId = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "an agent id is 1-64 characters of a-z 0-9 and -, starting with a letter or digit");
 
@@ -39,12 +39,6 @@ export const witnessPatch = z
   })
   .refine((body) => Object.keys(body).length > 0, "a witness patch sets at least one field");
 
-export const waitQuery = z.strictObject({
-  wait: z
-    .string()
-    .regex(/^[0-9]{1,3}$/, `wait is whole seconds from 0 to ${MAX_WAIT_SECONDS}`)
-    .transform(Number)
-    .refine((n) => n <= MAX_WAIT_SECONDS, `wait is whole seconds from 0 to ${MAX_WAIT_SECONDS}`)
-    .optional(),
-});
+/** `?wait=SECONDS` (<= 60) long-polls: the same parameter as an accept's wait. */
+export const waitQuery = acceptQuery;
 
