@@ -148,6 +148,52 @@ describe("schedules over HTTP", () => {
   });
 });
 
+describe("schedules: delete mid-run", () => {
+  it("DELETE while an occurrence's input is being answered ends the schedule; that input is answered once; no further occurrence fires, even when the alarm is delivered again", { timeout: 60_000 }, async () => {
+    const name = uniqueSession("delete-mid-run");
+    const t = await token(TENANT, "client");
+    // echo-slow paces its answer in real time (~200 ms per 16 characters): the occurrence's turn stays live for seconds.
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+    const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
+    const r: { -readonly [K in keyof Rig]: Rig[K] } = { name, token: t, stub: ns.get(ns.idFromName(`${TENANT}:${name}`)) };
+    const t0 = seams.time.now;
+    const text = "a scheduled question whose answer takes a while to stream: ".repeat(5);
+    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${name}/schedules`, { token: t, body: { input: text, every: 60_000 } }));
+
+    await advanceTo(r, t0 + 60_000);
+    await until(async () => (await schedule(r, view.id)).runs === 1, "the first occurrence accepted");
+    const { lastInputId } = await schedule(r, view.id);
+    const result = async () => (await json<{ result: { status: string; answer?: number } }>(await call("GET", `/v1/sessions/${name}/inputs/${lastInputId}`, { token: t }))).result;
+    expect((await result()).status).toBe("placed"); // being answered
+
+    const deleted = await call("DELETE", `/v1/sessions/${name}/schedules/${view.id}`, { token: t });
+    expect(deleted.status).toBe(200);
+    expect(await json<ScheduleView>(deleted)).toMatchObject({ status: "ended", nextRunAt: null, runs: 1 });
+    // The schedule ended while its occurrence's turn was still running: that turn is the conversation's,
+    // not the schedule's, and runs on.
+    expect((await result()).status).toBe("placed");
+    for (let i = 0; i < 400 && ["queued", "placed"].includes((await result()).status); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect((await result()).status).toBe("done");
+    const answers = await json<{ items: { id: number; model?: { content: unknown }[] }[] }>(
+      await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=assistant&limit=100`, { token: t }),
+    );
+    expect(answers.items).toHaveLength(1);
+    expect(answers.items[0]?.id).toBe((await result()).answer);
+
+    // Later occurrences: the clock passes them and the alarm is delivered (twice); nothing is accepted.
+    await advanceTo(r, t0 + 240_000);
+    await runDurableObjectAlarm(r.stub);
+    await abortAllDurableObjects();
+    seams.time.now = t0 + 400_000;
+    r.stub = ns.get(ns.idFromName(`${TENANT}:${name}`)); // a fresh instance, opened by the alarm
+    await runDurableObjectAlarm(r.stub);
+    expect(await userTexts(r)).toEqual([text]);
+    expect(await schedule(r, view.id)).toMatchObject({ status: "ended", runs: 1, nextRunAt: null });
+    const live = await runInDurableObject(r.stub, (_i, state) => state.storage.sql.exec("SELECT count(*) AS n FROM tasks WHERE role != 'terminal'").one()["n"]);
+    expect(live).toBe(0);
+  });
+});
+
 describe("schedules share the one alarm", () => {
   // Exact counts: every setAlarm is a billed write. The due times stay within the heartbeat interval
   // (30 s) of now, so the transient heartbeat of an invocation that parks at once is never the minimum
