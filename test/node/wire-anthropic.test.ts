@@ -221,3 +221,37 @@ describe("a keyless custom anthropic-messages endpoint (no keySecret) on the wir
     expect(await usageRows(rig)).toHaveLength(1);
   });
 });
+
+describe("the retry policy's knobs on the wire (the MODEL_RETRY_* vars set them in a deployment)", () => {
+  it("retryHonourHints false: a 429's retry-after: 30 is ignored and the wait is the backoff (base 1 s)", async () => {
+    endpoint.reply(jsonError(429, { type: "error", error: { type: "rate_limit_error", message: "Rate limited" } }, { "retry-after": "30" }), { chunks: textAnswer("after the backoff") });
+    const rig = await openWire({ secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, model: "anthropic/claude-sonnet-4-5", turn: { retryHonourHints: false } });
+    const root = await rig.harness.root(call);
+    const start = rig.clock.now();
+    const { inputId } = await root.accept({ input: "hello" }, call);
+    const driving = root.drive(call);
+    await eventually(() => rig.clock.pending > 0, "the retry sleep");
+    expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
+    rig.clock.advance(1000);
+    expect(await driving).toBe("idle");
+    expect(endpoint.requests).toHaveLength(2);
+    expect(await resultOf(rig, inputId)).toMatchObject({ status: "done" });
+  });
+
+  it("maxAttempts 2 and a retryMaxDelayMs cap: the second 500 fails the input after one capped wait, two requests in all", async () => {
+    const failing = jsonError(500, { type: "error", error: { type: "api_error", message: "Internal server error" } });
+    endpoint.reply(failing, failing);
+    const rig = await openWire({ secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, model: "anthropic/claude-sonnet-4-5", turn: { maxAttempts: 2, retryBaseMs: 5000, retryMaxDelayMs: 3000 } });
+    const root = await rig.harness.root(call);
+    const start = rig.clock.now();
+    const { inputId } = await root.accept({ input: "hello" }, call);
+    const driving = root.drive(call);
+    await eventually(() => rig.clock.pending > 0, "the retry sleep");
+    expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 3000 });
+    rig.clock.advance(3000);
+    expect(await driving).toBe("idle");
+    expect(endpoint.requests).toHaveLength(2);
+    expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "failed" });
+    expect(await resultOf(rig, inputId)).toMatchObject({ status: "unanswered" });
+  });
+});
