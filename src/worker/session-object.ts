@@ -35,6 +35,7 @@ import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
 import { sandboxEnvFor } from "./sandbox-env.js";
 import { FakeExecutionEnv } from "../kinds/exec-fake.js";
 import { buildModels, defaultModel } from "./models.js";
+import { retryOptions } from "./retry-config.js";
 import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
 import { canonical, checkConfig, createConfigValue, inputIndex, SessionApi, type SessionConfig } from "./session-api.js";
@@ -230,7 +231,7 @@ export class SessionObject extends DurableObject<Env> {
           return { created: false, config: stored ?? config };
         }
         const models = await this.#modelsOf();
-        const kit = sessionTurnKit(models);
+        const kit = sessionTurnKit(models, undefined, undefined, retryOptions(this.env));
         checkConfig(models, kit.tools.names(), config);
         await this.#open([
           { spec: createConfigValue, value: config as unknown as JsonValue },
@@ -439,6 +440,8 @@ export class SessionObject extends DurableObject<Env> {
    * `rootValues` is given only by create (empty storage gets its root then).
    */
   async #open(rootValues: readonly InitialValue[] | undefined): Promise<OpenSession> {
+    // A misconfigured retry policy refuses the open before anything touches storage.
+    const retry = retryOptions(this.env);
     const armed = await this.ctx.storage.getAlarm();
     const storage = SqliteStorage.open(this.ctx.storage);
     const book = new HostBook(this.ctx.storage, killBound());
@@ -471,7 +474,7 @@ export class SessionObject extends DurableObject<Env> {
           return inputId;
         },
       });
-    });
+    }, retry);
     const witness = createWitnessKind(
       () => rig,
       (error) => hostReport({ type: "harness", report: error }),
