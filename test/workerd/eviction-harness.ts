@@ -1,7 +1,9 @@
 /**
  * Eviction at every commit boundary (DESIGN §3, §5.3, §6.4): a scripted session in a real session
  * Durable Object, run once uninterrupted and then, in separate runs, killed right after commit k
- * (`ctx.abort()` once that commit is durable: the platform's own reset, nothing of the instance survives).
+ * (`ctx.abort()` once that commit is durable: the platform's own reset, nothing of the instance survives;
+ * from commit k on no further commit of the instance reaches storage, so exactly k commits are durable,
+ * which each run asserts).
  * After the kill only the alarm reopens it (no request); the runner then checks every invariant at
  * that quiescent point, finishes the script, and compares the end state with the uninterrupted run:
  *
