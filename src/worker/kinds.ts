@@ -1,7 +1,7 @@
 /**
  * The task kinds a session Durable Object registers when it opens its harness: the built-in turn kit
  * (generation, tool, post_tools, collapse, job over the session's pi-ai models, the built-in tools echo,
- * job and new_context, and the session's ExecutionEnv), then
+ * job, new_context and subagent, and the session's ExecutionEnv), then
  * test kinds.
  *
  * `registerTestKinds` is the test seam: in `@cloudflare/vitest-plugin`, test files run in the same
@@ -15,6 +15,7 @@ import { createTurnKit, type TurnKit } from "../kinds/turns.js";
 import { echoTool } from "../tools/echo.js";
 import { jobTool } from "../tools/job.js";
 import { newContextTool } from "../tools/new-context.js";
+import { subagentTool } from "../tools/subagent.js";
 import type { ExecutionEnv } from "../kinds/exec-env.js";
 import type { AnyTool, FinalAnswerExtension, TurnOptions } from "../kinds/services.js";
 import { inputIndex } from "./session-api.js";
@@ -39,7 +40,7 @@ export function sessionTurnKit(models: Models, env?: ExecutionEnv, finalAnswer?:
 }
 
 /** The built-in tools every session registers (selectable by name in selectedTools). */
-export const builtinTools: readonly AnyTool[] = [echoTool, jobTool, newContextTool];
+export const builtinTools: readonly AnyTool[] = [echoTool, jobTool, newContextTool, subagentTool];
 
 /** The kinds a session harness opens with: built-ins, then test kinds (a test kind replaces a built-in). */
 export function sessionTaskKinds(builtinKinds: readonly AnyTaskKind[] = []): AnyTaskKind[] {
