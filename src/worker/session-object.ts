@@ -39,6 +39,7 @@ import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
 import { canonical, checkConfig, createConfigValue, inputIndex, SessionApi, type SessionConfig } from "./session-api.js";
 import { SessionHost } from "./session-host.js";
+import { openTelemetryTracer } from "./telemetry.js";
 import type { SessionOps } from "./session-rpc.js";
 import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
 import type { FeedSubscriber } from "./watch-feed.js";
@@ -446,6 +447,7 @@ export class SessionObject extends DurableObject<Env> {
       alarms: this.#alarms,
       clock: this.#clock,
       version: this.#version,
+      telemetry: { tracer: openTelemetryTracer(), session: this.ctx.id.toString() },
       report: hostReport,
       onFault: () => {
         if (this.#session?.harness === harness) this.#session.stale = true;
