@@ -201,7 +201,7 @@ describe("Witness never writes agent state", () => {
   });
 });
 
-describe("Patrol after downtime", () => {
+describe("Patrol after downtime (harness with a fake clock; the Durable Object case is rig-downtime.test.ts)", () => {
   it("an alarm that fires 3 h late runs one patrol, never a backlog, and schedules the next from now", async () => {
     const f = await fixture();
     await activePolecat(f, "polecat-alpha", "gt-1");
