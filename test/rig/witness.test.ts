@@ -317,3 +317,33 @@ describe("The witness receives mail", () => {
     expect((await f.rig.readHook("polecat-alpha")).hook.last_activity).toBe("2026-03-05T10:00:00.000Z");
   });
 });
+
+describe("the witness lives with the rig's agents", () => {
+  it("starts with the first registration, ends with the last deregistration; a hook that is not empty blocks deregistering and writes nothing", async () => {
+    const f = await fixture();
+    const task = async () => (await f.harness.storage.getValue(bind(witnessTask, {})))?.value;
+    expect(await task()).toBeUndefined();
+    await f.rig.register(mayor, "polecat-alpha", { role: "polecat" });
+    await f.rig.register(mayor, "polecat-bravo", { role: "polecat" });
+    const first = await task();
+    expect(first).toBeGreaterThan(0);
+    await f.rig.transition(mayor, "polecat-alpha", "set", { work: { bead_id: "gt-1", title: "work" } });
+    const seq = f.harness.storage.lastSeq;
+    await expect(f.rig.deregister(mayor, "polecat-alpha")).rejects.toMatchObject({ code: "agent_conflict" });
+    await expect(f.rig.deregister({ role: "operator" }, "polecat-bravo")).rejects.toMatchObject({ code: "rig_forbidden" });
+    expect(f.harness.storage.lastSeq).toBe(seq);
+    await f.rig.deregister(mayor, "polecat-bravo");
+    expect(await task()).toBe(first);
+    await expect(f.rig.transition(mayor, "polecat-alpha", "clear")).rejects.toMatchObject({ code: "hook_conflict" });
+    await f.rig.terminate(mayor, "polecat-alpha");
+    await f.rig.transition(mayor, "polecat-alpha", "clear");
+    await f.rig.deregister(mayor, "polecat-alpha");
+    expect(await task()).toBeUndefined();
+    await flush(f.harness, 4);
+    expect((await f.harness.storage.getTasks([first as number])).get(first as number)?.role).toBe("terminal");
+    // A new first agent starts a new witness.
+    await f.rig.register(mayor, "polecat-charlie", { role: "polecat" });
+    const second = await task();
+    expect(second).toBeGreaterThan(first as number);
+  });
+});
