@@ -170,10 +170,15 @@ export const eventId = z
 export const roles = ["client", "operator", "mayor", "agent"] as const;
 export type Role = (typeof roles)[number];
 
-/** What a watch token opens: one session's watch, or one conversation's (`root` or an id, as in the path). */
+/**
+ * What a watch token opens: one session's watch, or one conversation's. The conversation is its id,
+ * resolved when the token is minted, and `root: true` marks the session's root conversation, so the
+ * token opens it whether the stream's path says `root` or the id.
+ */
 export const watchScope = z.strictObject({
   session: sessionName,
   conversation: z.string().min(1).max(20).optional(),
+  root: z.literal(true).optional(),
 });
 export type WatchScope = z.infer<typeof watchScope>;
 

@@ -1,7 +1,9 @@
 /**
  * A typed HTTP client for the pico-edge API (issue 6), for frontends and the end-to-end tests: one
  * method per route, its types from the wire schema (src/api/; nothing from src/worker/), problem+json errors as `PicoApiError`, and live watches that fold the server's
- * messages with the core's reducer (`applyMessage`) and resume with Last-Event-ID after a disconnect.
+ * messages with the core's reducer (`applyMessage`) and resume with Last-Event-ID after a disconnect
+ * (or, with `watchToken`, connect as EventSource does: a fresh watch token and `?lastEventId=` per
+ * connection, no bearer token on the stream).
  *
  * @example
  * const client = new PicoClient({ baseUrl: "http://localhost:8787", token });
@@ -75,9 +77,10 @@ export class PicoClient {
     return { status: response.status, body: parsed as T };
   }
 
-  send(method: string, path: string, options: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Response> {
+  /** A raw request; `bearer: false` sends no Authorization header (a URL that carries a watch token). */
+  send(method: string, path: string, options: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; bearer?: boolean } = {}): Promise<Response> {
     const headers = new Headers(options.headers);
-    headers.set("authorization", `Bearer ${this.#options.token}`);
+    if (options.bearer !== false) headers.set("authorization", `Bearer ${this.#options.token}`);
     if (options.body !== undefined) headers.set("content-type", "application/json");
     const request = new Request(`${this.#options.baseUrl}${path}`, {
       method,
@@ -254,10 +257,22 @@ export class ConversationClient {
   }
 }
 
-async function* openFrames(client: PicoClient, path: string, options: { lastEventId?: string; signal?: AbortSignal }): AsyncGenerator<SseFrame> {
+/**
+ * Open one SSE connection. With the bearer header (the default) the resume position is Last-Event-ID;
+ * with `watchToken`, the way a browser's EventSource connects, the URL carries `?access_token=` (a watch
+ * token) and `?lastEventId=`, and no Authorization header is sent.
+ */
+async function* openFrames(client: PicoClient, path: string, options: { lastEventId?: string; signal?: AbortSignal; watchToken?: string }): AsyncGenerator<SseFrame> {
   const headers: Record<string, string> = { accept: "text/event-stream" };
-  if (options.lastEventId !== undefined) headers["last-event-id"] = options.lastEventId;
-  const response = await client.send("GET", path, { headers, ...(options.signal === undefined ? {} : { signal: options.signal }) });
+  let url = path;
+  if (options.watchToken === undefined) {
+    if (options.lastEventId !== undefined) headers["last-event-id"] = options.lastEventId;
+  } else {
+    const params = new URLSearchParams({ access_token: options.watchToken });
+    if (options.lastEventId !== undefined) params.set("lastEventId", options.lastEventId);
+    url = `${path}?${params.toString()}`;
+  }
+  const response = await client.send("GET", url, { headers, bearer: options.watchToken === undefined, ...(options.signal === undefined ? {} : { signal: options.signal }) });
   if (!response.ok || response.body === null) {
     const text = await response.text();
     throw new PicoApiError(response.status, (text === "" ? { code: "internal", detail: "no body" } : JSON.parse(text)) as ProblemBody);
@@ -272,6 +287,13 @@ export interface WatchOptions<View, Event> {
   readonly onChange?: (view: View, change: { readonly type: "view" } | { readonly type: "commit"; readonly message: WatchMessage<Event> }) => void;
   /** Reconnect (with Last-Event-ID) when the stream drops; default true. */
   readonly reconnect?: boolean;
+  /**
+   * Connect as a browser's EventSource does: mint a watch token (`POST .../watch-token`, this lifetime in
+   * seconds, or the server's default when `true`) for each connection and put it and the resume position
+   * in the URL (`?access_token=&lastEventId=`) instead of sending the bearer token. A token that expired
+   * is never reused: every reconnect mints a fresh one.
+   */
+  readonly watchToken?: boolean | { readonly ttlSeconds: number };
   readonly signal?: AbortSignal;
 }
 
@@ -281,6 +303,8 @@ export class Watch<View, Event> {
   lastEventId: string | undefined;
   /** How many `view` frames arrived (1 = never had to resnapshot). */
   views = 0;
+  /** How many connections were opened (1 + reconnects). */
+  connections = 0;
   /** Resolves when the watch stops (closed by the server, aborted, or a non-retryable error). */
   readonly done: Promise<void>;
   readonly #controller = new AbortController();
@@ -305,7 +329,13 @@ export class Watch<View, Event> {
     for (let attempt = 0; !signal.aborted; attempt++) {
       let closed = false;
       try {
-        const frames = openFrames(client, path, { signal, ...(this.lastEventId === undefined ? {} : { lastEventId: this.lastEventId }) });
+        const watchToken = options.watchToken === undefined || options.watchToken === false ? undefined : await mintWatchToken(client, path, options.watchToken);
+        this.connections += 1;
+        const frames = openFrames(client, path, {
+          signal,
+          ...(this.lastEventId === undefined ? {} : { lastEventId: this.lastEventId }),
+          ...(watchToken === undefined ? {} : { watchToken }),
+        });
         for await (const frame of frames) {
           attempt = 0;
           if (frame.event === "view") {
@@ -328,4 +358,10 @@ export class Watch<View, Event> {
       await new Promise((resolve) => setTimeout(resolve, Math.min(30_000, 250 * 2 ** Math.min(attempt, 7))));
     }
   }
+}
+
+/** A fresh watch token for the watch at `path` (`.../watch` -> `POST .../watch-token`). */
+async function mintWatchToken(client: PicoClient, path: string, option: true | { readonly ttlSeconds: number }): Promise<string> {
+  const body = option === true ? {} : { ttlSeconds: option.ttlSeconds };
+  return (await client.request<WatchTokenResponse>("POST", `${path}-token`, { body })).body.token;
 }

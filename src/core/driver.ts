@@ -15,6 +15,7 @@ import { watchHub } from "./watch.js";
 import { INBOX_NAMESPACE } from "./inbox.js";
 import type { AnyTaskKind } from "./task-kind.js";
 import type { CommitOrigin, TxBuilder } from "./tx.js";
+import { invocationSpanKey, noopTracer, type InvocationOutcome, type Span } from "./telemetry.js";
 
 export type Phase = "open" | "stopping" | "closing" | "faulted" | "closed";
 
@@ -31,6 +32,8 @@ export interface Invocation {
   readonly method: InvocationMethod;
   readonly controller: AbortController;
   readonly initialStatusEpoch: number;
+  /** The task's nth invocation in this process (1-based), for telemetry. */
+  readonly number: number;
   readonly kind: AnyTaskKind;
   /** The snapshot the method receives, taken when the slot was reserved. */
   readonly task: Task;
@@ -93,6 +96,8 @@ export class Driver {
   readonly #finish = new WeakMap<Invocation, () => void>();
   readonly #taskWaiters = new Set<TaskWaiter>();
   readonly #sleepers = new Map<Id, number>();
+  /** Invocations started per live task in this process (telemetry's invocation number). */
+  readonly #invocations = new Map<Id, number>();
   #phase: Phase = "open";
   /** A host bookkeeping failure met while reserving; the reservation round fail-stops on it. */
   #hostFailure: FaultReport | undefined;
@@ -228,6 +233,7 @@ export class Driver {
     }
     this.#parked.delete(id);
     this.#withheld.delete(id);
+    this.#invocations.delete(id);
     return lt;
   }
 
@@ -467,12 +473,15 @@ export class Driver {
     }
     let finish: () => void = () => undefined;
     const done = new Promise<void>((resolve) => (finish = resolve));
+    const number = (this.#invocations.get(id) ?? 0) + 1;
+    this.#invocations.set(id, number);
     const inv: Invocation = {
       taskId: id,
       conversationId: lt.task.conversationId,
       method,
       controller: new AbortController(),
       initialStatusEpoch: lt.statusEpoch,
+      number,
       kind,
       task: lt.task,
       done,
@@ -507,7 +516,8 @@ export class Driver {
 
   #dispatch(inv: Invocation): void {
     const task = inv.task;
-    const call = withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT));
+    const span = this.#startSpan(inv);
+    const call = withContextValue(invocationSpanKey, span, withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT)));
     const runtime = createRuntime(this.#harness, this, inv, task);
     const method = inv.kind[inv.method] as (task: Task, runtime: TaskRuntime, call: Call) => Promise<void>;
     const preview = inv.method === "abort" ? undefined : inv.kind.preview;
@@ -520,13 +530,42 @@ export class Driver {
         () => this.#complete(inv, undefined, false),
         (error: unknown) => this.#complete(inv, error, true),
       )
+      // The span ends exactly once, here, whichever way the invocation and its completion went.
+      .then(
+        (outcome) => endSpan(span, outcome.outcome, outcome.error),
+        (error: unknown) => {
+          endSpan(span, "failed", error);
+          throw error;
+        },
+      )
       // A failing host hook in the completion must not become an unhandled rejection.
       .catch((error: unknown) => this.#harness.report({ type: "listener_error", error }))
       .finally(() => this.#finish.get(inv)?.());
   }
 
-  /** Invocation completion enters the line (§6.1). */
-  #complete(inv: Invocation, error: unknown, threw: boolean): Promise<void> {
+  /** One span per invocation (§6.5), through the host's tracer; a throwing tracer degrades to no-op. */
+  #startSpan(inv: Invocation): Span {
+    const telemetry = this.#host.telemetry;
+    try {
+      return (telemetry?.tracer ?? noopTracer).startSpan(`pico.task.${inv.method}`, {
+        ...(telemetry?.session === undefined ? {} : { "pico.session": telemetry.session }),
+        "pico.conversation": inv.conversationId,
+        "pico.task.id": inv.taskId,
+        "pico.task.kind": inv.task.kind,
+        "pico.task.status": inv.task.state.status,
+        "pico.method": inv.method,
+        "pico.phase": this.#phase,
+        "pico.invocation": inv.number,
+      });
+    } catch (error) {
+      this.#harness.report({ type: "listener_error", error });
+      return noopTracer.startSpan("", {});
+    }
+  }
+
+  /** Invocation completion enters the line (§6.1); resolves with how the invocation ended. */
+  #complete(inv: Invocation, error: unknown, threw: boolean): Promise<{ outcome: InvocationOutcome; error?: unknown }> {
+    let outcome: InvocationOutcome = "closed";
     return this.#harness.line
       .run(() => {
         if (this.#running.get(inv.taskId) !== inv) return () => undefined;
@@ -539,13 +578,18 @@ export class Driver {
         const kind = inv.kind.kind;
         if (threw) {
           if (!this.#isCancellation(error, inv)) {
+            outcome = "failed";
             return this.#failStop({ taskId: inv.taskId, kind, method: inv.method, error, message: `task ${inv.taskId} (${kind}) ${inv.method} threw: ${describe(error)}` });
           }
+          outcome = "cancelled";
         } else if (inv.method === "abort") {
           if (lt !== undefined) {
+            outcome = "contract";
             return this.#failStop({ taskId: inv.taskId, kind, method: inv.method, error: undefined, message: `task ${inv.taskId} (${kind}) abort returned without settling` });
           }
+          outcome = "settled";
         } else if (lt !== undefined && lt.statusEpoch === inv.initialStatusEpoch && !inv.controller.signal.aborted && lt.task.abort !== true) {
+          outcome = "contract";
           return this.#failStop({
             taskId: inv.taskId,
             kind,
@@ -553,11 +597,16 @@ export class Driver {
             error: undefined,
             message: `task ${inv.taskId} (${kind}) ${inv.method} returned without a committed status transition (§5.3)`,
           });
-        }
+        } else if (lt === undefined) outcome = "settled";
+        else if (lt.task.abort === true || inv.controller.signal.aborted) outcome = "cancelled";
+        else outcome = "progressed";
         this.#pruneLinks();
         return this.#reconsider([inv.taskId]);
       })
-      .then((after) => after());
+      .then((after) => {
+        after();
+        return threw ? { outcome, error } : { outcome };
+      });
   }
 
   #isCancellation(error: unknown, inv: Invocation): boolean {
@@ -1087,6 +1136,17 @@ export class Driver {
       if (this.#phase !== "faulted") this.#phase = "closed";
     })();
     return this.#closing;
+  }
+}
+
+function endSpan(span: Span, outcome: InvocationOutcome, error: unknown): void {
+  try {
+    span.setAttribute("pico.outcome", outcome);
+    if (error !== undefined && outcome !== "cancelled") span.recordError(error);
+    if (outcome === "failed" || outcome === "contract") span.setStatus("error", error === undefined ? `invocation ended: ${outcome}` : describe(error));
+    else span.setStatus("ok");
+  } finally {
+    span.end();
   }
 }
 

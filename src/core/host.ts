@@ -1,9 +1,10 @@
 /**
  * What a host (the session Durable Object, a test, a CLI) plugs into the driver: a clock, durable
- * invocation bookkeeping (quarantine), wake-time and busy notifications (alarms, heartbeats) and fault
+ * invocation bookkeeping (quarantine), a tracer (§6.5), wake-time and busy notifications (alarms, heartbeats) and fault
  * reports. Everything here is optional; the defaults suit an in-process host.
  */
 import type { Id, Task } from "../storage/records.js";
+import type { Telemetry } from "./telemetry.js";
 
 export type InvocationMethod = "execute" | "recover" | "abort";
 
@@ -25,6 +26,8 @@ export interface FaultReport {
 
 export interface DriverHost {
   readonly clock?: Clock;
+  /** One span per execute/recover/abort invocation goes to this tracer (§6.5); absent: no-op. */
+  readonly telemetry?: Telemetry;
   /**
    * On the line, before an invocation is dispatched. The host makes its bookkeeping durable here
    * (synchronously) and may withhold execute/recover of a task that keeps killing the process

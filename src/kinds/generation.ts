@@ -427,7 +427,7 @@ export function createGenerationKind(services: GenerationServices) {
         b.entry({ kind: "user" }, task.conversationId, { model: [{ role: "user", content: yielded.continue, timestamp: runtime.now() }] });
         successor = createGeneration(b, task.conversationId, inputs, config, { attempt: 0, maxAttempts: retry.maxAttempts });
       } else {
-        const next = await landFinalInbox(b, task.conversationId, inputs, assistant, runtime.now());
+        const next = await landFinalInbox(b, task.conversationId, inputs, assistant, runtime.now(), services.finalAnswer);
         if (next.length > 0) successor = createGeneration(b, task.conversationId, next, config, { attempt: 0, maxAttempts: retry.maxAttempts });
       }
       tx.settle(task, "done", { inputs, config, retry: attemptRetry, assistant, successor });

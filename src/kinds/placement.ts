@@ -26,7 +26,7 @@ import {
 import type { TxBuilder } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
 import { captureConfig, freshRetry } from "./config.js";
-import type { TurnOptions } from "./services.js";
+import type { FinalAnswerExtension, TurnOptions } from "./services.js";
 import type { CapturedConfig, GenerationState, RetryBudget } from "./states.js";
 import { clearWaiting, markWaiting } from "./waiting.js";
 
@@ -124,16 +124,41 @@ export async function landPostToolsInbox(b: TxBuilder, conversationId: Id, input
 }
 
 /**
- * The final-answer boundary: resolve every input of the group to the answer, place writes, then place
- * steer and followUp items into a new group. Returns the new group (empty: no successor needed).
+ * The final-answer boundary: resolve every input of the group to the answer, consult the kit's
+ * final-answer extension (it may accept inputs first, services.ts FinalAnswerBoundary), place writes,
+ * then place steer and followUp items into a new group, unless the extension accepted an input first:
+ * then that input is the new group and the queued items wait for its answer. Returns the new group
+ * (empty: no successor needed).
  */
-export async function landFinalInbox(b: TxBuilder, conversationId: Id, inputs: readonly Id[], answer: Id, now: number): Promise<Id[]> {
+export async function landFinalInbox(b: TxBuilder, conversationId: Id, inputs: readonly Id[], answer: Id, now: number, extension?: FinalAnswerExtension): Promise<Id[]> {
   await resolveGroup(b, conversationId, inputs, (placed) => ({ status: "done", entry: placed.entry, answer, ...req(placed) }));
   const next: Id[] = [];
+  if (extension !== undefined) {
+    await extension({
+      builder: b,
+      conversationId,
+      inputs,
+      answer,
+      now,
+      async acceptFirst(input, requestId) {
+        const prior = await priorAcceptance(b, requestId);
+        if (prior !== undefined) return prior.inputId;
+        const item: QueuedInput = { mode: "followUp", input, requestId };
+        const inputId = queueInput(b, conversationId, item);
+        placeInput(b, conversationId, inputId, item, userDraft(input, now));
+        next.push(inputId);
+        return inputId;
+      },
+    });
+  }
+  // An input accepted first is a group of its own: queued steer/followUp items stay queued for its final
+  // answer, the next boundary (they go after it, not into it). Reads see committed state only, so an
+  // input accepted first above is not among the queued items.
+  const ahead = next.length > 0;
   for (const item of await queuedItems(b, conversationId)) {
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
-    } else if (item.value.mode === "steer" || item.value.mode === "followUp") {
+    } else if (!ahead && (item.value.mode === "steer" || item.value.mode === "followUp")) {
       placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
       next.push(item.id);
     }

@@ -7,7 +7,8 @@ import type { Api, ImageContent, Model, Models, TextContent, Usage } from "@eare
 import type { Call } from "../core/call.js";
 import type { ConversationHandle } from "../core/conversation.js";
 import type { HookRegistry } from "../core/hooks.js";
-import type { ConversationTx } from "../core/tx.js";
+import type { UserInput } from "../core/entries.js";
+import type { ConversationTx, TxBuilder } from "../core/tx.js";
 import { PicoError } from "../core/errors.js";
 import type { JobOutputView } from "./job.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
@@ -172,9 +173,42 @@ export const defaultTurnOptions: TurnOptions = {
   toolBudgetMs: 120_000,
 };
 
+/**
+ * The generation's final-answer boundary (§8.1), as an extension point of the turn kinds. The kit
+ * consults it INSIDE the settlement commit that records the final answer, after the group's inputs
+ * got their `done` results (so `inputs` are answered in this very commit) and before queued items are
+ * placed. The extension may write to the same commit through `builder`, and may ask "before the queued
+ * steer/followUp items, accept this input first": `acceptFirst` places it as the next group, and the
+ * queued steer/followUp items stay queued for that group's final answer (queued writes are placed as
+ * usual). It is consulted, it does not observe: a commit
+ * listener sees a boundary only after it is durable and would need a second commit.
+ *
+ * The rig uses it for GUPP (issue 13): the answer of a hook's work item completes the hook here, and a
+ * pending hook's work item goes ahead of the user's queued followUps.
+ */
+export interface FinalAnswerBoundary {
+  readonly builder: TxBuilder;
+  readonly conversationId: Id;
+  /** The answered group: each input's result is `done` with `answer` in this commit. */
+  readonly inputs: readonly Id[];
+  /** The final answer's assistant entry. */
+  readonly answer: Id;
+  readonly now: number;
+  /**
+   * Accept `input` under `requestId` ahead of the queued items: placed now as the next group, which the
+   * queued steer/followUp items follow. A request key accepted before (§3.4) places nothing and returns
+   * the original inputId.
+   */
+  acceptFirst(input: UserInput, requestId: string): Promise<Id>;
+}
+
+export type FinalAnswerExtension = (boundary: FinalAnswerBoundary) => Promise<void>;
+
 export interface TurnServices {
   readonly models: ModelResolver;
   readonly tools: ToolRegistry;
   readonly hooks: HookRegistry;
   readonly options: TurnOptions;
+  /** The final-answer boundary's extension point (see FinalAnswerBoundary); none by default. */
+  readonly finalAnswer?: FinalAnswerExtension;
 }

@@ -27,7 +27,7 @@ import { configFrom, freshRetry } from "./config.js";
 import { acceptInput, createGeneration, foregroundTurn } from "./placement.js";
 import { createPostToolsKind } from "./post-tools.js";
 import { SectionRegistry } from "./sections.js";
-import { defaultTurnOptions, modelResolver, ToolRegistry, type AnyTool, type TurnOptions } from "./services.js";
+import { defaultTurnOptions, modelResolver, ToolRegistry, type AnyTool, type FinalAnswerExtension, type TurnOptions } from "./services.js";
 import { createToolKind } from "./tool.js";
 import type { ExecutionEnv } from "./exec-env.js";
 import { FakeExecutionEnv } from "./exec-fake.js";
@@ -46,6 +46,8 @@ export interface TurnSetup {
   readonly env?: ExecutionEnv;
   /** Called in the commit that accepts a schedule's occurrence (the host indexes the input). */
   readonly scheduleAccepted?: ScheduleServices["accepted"];
+  /** Consulted in the commit that records a final answer, before queued items are placed (services.ts FinalAnswerBoundary). */
+  readonly finalAnswer?: FinalAnswerExtension;
 }
 
 export interface TurnKit {
@@ -80,7 +82,7 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
     });
   const tools = new ToolRegistry(setup.tools ?? []);
   const sections = setup.sections ?? new SectionRegistry();
-  const services = { models: modelResolver(setup.models), tools, hooks, options, sections };
+  const services = { models: modelResolver(setup.models), tools, hooks, options, sections, ...(setup.finalAnswer === undefined ? {} : { finalAnswer: setup.finalAnswer }) };
   const generation = createGenerationKind(services);
   // Tool registration never selects tools (§9.5), and no supplied list means no desired tools (§8.2):
   // this harness-wide handler, registered before any host or plugin handler, offers the complete

@@ -174,6 +174,9 @@ async function customApi(api: CustomApi): Promise<ProviderStreams> {
   }
 }
 
+/** The key a keyless custom endpoint is sent (`Authorization: Bearer keyless`, `x-api-key: keyless`). */
+export const KEYLESS_PLACEHOLDER = "keyless";
+
 /** Build one custom provider with pi-ai's createProvider; its key comes from `secrets[keySecret]`. */
 export async function customProvider(config: CustomProviderConfig, secrets: Secrets): Promise<Provider> {
   const models: Model<Api>[] = config.models.map((m) => ({
@@ -196,9 +199,10 @@ export async function customProvider(config: CustomProviderConfig, secrets: Secr
     auth: {
       apiKey: {
         name: `${config.name ?? config.id} API key`,
-        // Keyless endpoints (a local vLLM or Ollama) resolve as configured with no key.
+        // Keyless endpoints (a local vLLM or Ollama) get a placeholder key: pi-ai's API modules refuse
+        // to send a request with no key at all ("No API key for provider"), and such servers ignore it.
         resolve: async () => {
-          if (keySecret === undefined) return { auth: {}, source: "none" };
+          if (keySecret === undefined) return { auth: { apiKey: KEYLESS_PLACEHOLDER }, source: "none" };
           const key = secrets(keySecret);
           return key === undefined ? undefined : { auth: { apiKey: key }, source: keySecret };
         },

@@ -5,9 +5,12 @@
  *
  *   - activation of a pending hook once its conversation has no live turn (the hook is a durable
  *     assignment, so re-checking pending hooks when the session opens is not work by inference);
- *   - completion of an active hook in the next commit after its input's result became `done` (a
- *     restart in between loses nothing: open re-checks active hooks whose input is answered). A failed
- *     or aborted answer leaves the hook `active` for the witness and the mayor;
+ *   - completion of an active hook whose input's result became `done` without the hook completing in
+ *     that commit, in the next commit keyed by that input (a restart in between loses nothing: open
+ *     re-checks active hooks whose input is answered). With the session's turn kit this is only a
+ *     fallback: the kit's final-answer extension point lets `Rig.atFinalAnswer` complete the hook in the
+ *     commit that records the `done` result, and place a pending hook's work item ahead of queued
+ *     followUps there. A failed or aborted answer leaves the hook `active` for the witness and the mayor;
  *   - a throttled touch of `last_activity` for commits of the agent's conversation (never per token:
  *     previews are not commits, and the touch writes at most once per throttle window).
  */
@@ -61,6 +64,7 @@ export class Gupp {
   #observe(commit: CommittedBatch): void {
     if (commit.batch.kind !== "main") return;
     const touched = new Set<string>();
+    const answered: number[] = [];
     for (const write of commit.batch.writes) {
       if (write.type === "value.set" && write.addr.namespace === "rig.agents") {
         for (const [agentId, entry] of Object.entries(write.value as Record<string, { conversationId?: number }>)) {
@@ -69,13 +73,17 @@ export class Gupp {
       } else if (write.type === "value.set" && write.addr.namespace === HOOK_NAMESPACE && write.addr.key !== undefined) {
         this.#learn(write.addr.key, write.value as unknown as StoredHook);
       } else if (write.type === "value.set" && write.addr.namespace === INPUT_RESULT_NAMESPACE && write.addr.key !== undefined) {
-        const inputId = Number(write.addr.key);
-        const agentId = this.#awaiting.get(inputId);
-        if (agentId !== undefined && (write.value as { status?: unknown }).status === "done") void this.#complete(agentId, inputId);
+        if ((write.value as { status?: unknown }).status === "done") answered.push(Number(write.addr.key));
       } else if (write.type === "entry") {
         const agentId = this.#agents.get(write.entry.conversationId);
         if (agentId !== undefined) touched.add(agentId);
       }
+    }
+    // After the hook writes of the same commit are learned: a hook completed in the answer's own commit
+    // no longer awaits, so only an answer that did not complete its hook needs a commit of its own.
+    for (const inputId of answered) {
+      const agentId = this.#awaiting.get(inputId);
+      if (agentId !== undefined) void this.#complete(agentId, inputId);
     }
     const now = this.#rig.now();
     for (const agentId of touched) {

@@ -12,7 +12,7 @@ import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";
 import type { Harness } from "../core/harness.js";
 import { inputResult } from "../core/inbox.js";
 import { bind, bindTo, type ValueSpec } from "../core/state.js";
-import type { Tx } from "../core/tx.js";
+import { sessionTx, type Tx, type TxBuilder } from "../core/tx.js";
 import type { Id, JsonValue } from "../storage/records.js";
 import { RigError } from "./errors.js";
 import { checkRole, checkStatus, emptyFile, iso, nextFile } from "./hooks.js";
@@ -70,6 +70,20 @@ export interface RigOptions {
 }
 
 export type AcceptWork = (tx: Tx, conversationId: Id, input: string, requestId: string) => Promise<Id>;
+
+/**
+ * The final-answer boundary of a conversation's turn as the rig needs it: what the turn kinds' extension
+ * point (kinds/services.ts FinalAnswerBoundary) gives, inside the commit that records the answer.
+ */
+export interface AnswerBoundary {
+  readonly builder: TxBuilder;
+  readonly conversationId: Id;
+  /** The answered inputs: their `done` results are written in this commit. */
+  readonly inputs: readonly Id[];
+  readonly now: number;
+  /** Accept `input` ahead of the queued followUps (the next group's first input); a used key accepts nothing. */
+  acceptFirst(input: string, requestId: string): Promise<Id>;
+}
 
 /** The request key of a GUPP acceptance: one per agent and assignment, so a retry never accepts twice. */
 export function guppRequestId(agentId: string, attempt: number): string {
@@ -370,6 +384,30 @@ export class Rig {
       setValue(tx, hookValue(agentId), next);
       return true;
     }, call);
+  }
+
+  /**
+   * GUPP at a conversation agent's final answer (the turn kit consults this inside the settlement commit
+   * that records the answer): the answer of the hook's work item completes the hook in that commit, once;
+   * a pending hook's work item is accepted first, ahead of the user's queued followUps, under the request
+   * key of agent and attempt, and the hook activated, in that same commit.
+   */
+  async atFinalAnswer(boundary: AnswerBoundary): Promise<void> {
+    const tx = sessionTx(boundary.builder);
+    const agentId = await tx.value(conversationAgent(boundary.conversationId)).get();
+    if (agentId === undefined) return;
+    const agent = await tx.value(agentValue(agentId)).get();
+    const stored = await tx.value(hookValue(agentId)).get();
+    if (agent === undefined || stored === undefined) return;
+    const now = iso(boundary.now);
+    if (stored.file.status === "active" && stored.input !== undefined && stored.input.conversationId === boundary.conversationId && boundary.inputs.includes(stored.input.inputId)) {
+      releaseBead(tx, stored);
+      setValue(tx, hookValue(agentId), { ...stored, file: nextFile("complete", stored.file, now) });
+      return;
+    }
+    if (stored.file.status !== "pending" || stored.file.work_item === null || agent.terminated !== undefined || agent.conversationId !== boundary.conversationId) return;
+    const inputId = await boundary.acceptFirst(workInput(stored.file.work_item), guppRequestId(agentId, stored.attempt));
+    setValue(tx, hookValue(agentId), { ...stored, file: nextFile("activate", stored.file, now), input: { conversationId: boundary.conversationId, inputId } });
   }
 
   /** Touch a conversation agent's active hook for its conversation's activity (throttled in the commit). */

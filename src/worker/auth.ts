@@ -13,7 +13,7 @@ import { verify } from "hono/jwt";
 import type { Context, MiddlewareHandler } from "hono";
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
-import { claims as claimsSchema, parse, type Claims, type Role } from "./schemas.js";
+import { claims as claimsSchema, parse, type Claims, type Role, type WatchScope } from "./schemas.js";
 
 /** What a route needs; roles grant sets of these. */
 export type Capability =
@@ -112,6 +112,17 @@ function watchOf(c: Context<AppEnv>): { readonly session: string; readonly conve
 }
 
 /**
+ * Whether a watch token's conversation is the one the path names: `root` matches the token of the root
+ * conversation (minted for `root` or for its id), an id matches the token of that id. A session watch's
+ * token (no conversation) matches only the session watch.
+ */
+function sameConversation(scope: WatchScope, ref: string | undefined): boolean {
+  if (scope.conversation === undefined || ref === undefined) return scope.conversation === ref;
+  if (ref === "root") return scope.root === true || scope.conversation === "root";
+  return scope.conversation === ref;
+}
+
+/**
  * Verify the request's token and return its claims. The header carries a normal bearer token; in the
  * URL (`?access_token=`, watch routes only) only a watch token is accepted, because URLs are kept in
  * logs and browser histories. A watch token opens only the watch it names; it is checked when the
@@ -132,7 +143,7 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   }
   if (claims.watch !== undefined) {
     const here = watchOf(c);
-    if (!options.watch || claims.watch.session !== here.session || claims.watch.conversation !== here.conversation) {
+    if (!options.watch || claims.watch.session !== here.session || !sameConversation(claims.watch, here.conversation)) {
       throw new Problem("forbidden", "a watch token opens only the watch it was issued for");
     }
   }

@@ -16,17 +16,21 @@ import { echoTool } from "../tools/echo.js";
 import { jobTool } from "../tools/job.js";
 import { newContextTool } from "../tools/new-context.js";
 import type { ExecutionEnv } from "../kinds/exec-env.js";
-import type { AnyTool } from "../kinds/services.js";
+import type { AnyTool, FinalAnswerExtension } from "../kinds/services.js";
 import { inputIndex } from "./session-api.js";
 
 let testKinds: readonly AnyTaskKind[] = [];
 
-/** The turn kit a session opens with: the built-in turn kinds and tools over `models`. */
-export function sessionTurnKit(models: Models, env?: ExecutionEnv): TurnKit {
+/**
+ * The turn kit a session opens with: the built-in turn kinds and tools over `models`; `finalAnswer` is
+ * the final-answer boundary's extension point (the rig's GUPP).
+ */
+export function sessionTurnKit(models: Models, env?: ExecutionEnv, finalAnswer?: FinalAnswerExtension): TurnKit {
   return createTurnKit({
     models,
     tools: [...builtinTools],
     ...(env === undefined ? {} : { env }),
+    ...(finalAnswer === undefined ? {} : { finalAnswer }),
     // A schedule's accepted input is indexed like one accepted over HTTP, so GET /inputs/{id} finds it.
     scheduleAccepted: (b, conversationId, inputId) => b.value(inputIndex(inputId)).set({ conversationId }),
   });

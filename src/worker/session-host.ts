@@ -1,12 +1,13 @@
 /**
  * The session Durable Object's `DriverHost` (src/core/host.ts): the clock, quarantine bookkeeping around
- * every invocation, alarm reasons from the driver's wake and busy notifications, and the durable fault
- * record. The SessionObject builds one per opened harness.
+ * every invocation, the tracer its spans go to (§6.5), alarm reasons from the driver's wake and busy
+ * notifications, and the durable fault record. The SessionObject builds one per opened harness.
  *
  * The host never settles a task (§6.1): quarantine only withholds execute/recover, so an operator's
  * abort still runs the kind's abort handler, and a replaced kind (a new deployed version) recovers it.
  */
 import type { Clock, DriverHost, FaultReport, InvocationMethod } from "../core/host.js";
+import type { Telemetry } from "../core/telemetry.js";
 import type { Id, Task } from "../storage/records.js";
 import type { AlarmPlan } from "./alarm-plan.js";
 import type { HostBook } from "./host-book.js";
@@ -19,6 +20,8 @@ export interface SessionHostOptions {
   readonly clock: Clock;
   /** The deployed version kills are counted under. */
   readonly version: string;
+  /** Where invocation spans go (§6.5): the OpenTelemetry adapter, named by the session's object id. */
+  readonly telemetry?: Telemetry;
   readonly report: (report: HostReport) => void;
   /** After the fault is durable: the object drops the faulted harness. */
   readonly onFault: (report: FaultReport) => void;
@@ -26,6 +29,7 @@ export interface SessionHostOptions {
 
 export class SessionHost implements DriverHost {
   readonly clock: Clock;
+  readonly telemetry: Telemetry | undefined;
   readonly #options: SessionHostOptions;
   /** Invocations started in this instance: for the `task` log line when they return. */
   readonly #started = new Map<Id, { readonly kind: string; readonly method: InvocationMethod; readonly at: number }>();
@@ -33,6 +37,7 @@ export class SessionHost implements DriverHost {
   constructor(options: SessionHostOptions) {
     this.#options = options;
     this.clock = options.clock;
+    this.telemetry = options.telemetry;
   }
 
   /**

@@ -39,6 +39,7 @@ import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
 import { canonical, checkConfig, createConfigValue, inputIndex, SessionApi, type SessionConfig } from "./session-api.js";
 import { SessionHost } from "./session-host.js";
+import { openTelemetryTracer } from "./telemetry.js";
 import type { SessionOps } from "./session-rpc.js";
 import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
 import type { FeedSubscriber } from "./watch-feed.js";
@@ -446,6 +447,7 @@ export class SessionObject extends DurableObject<Env> {
       alarms: this.#alarms,
       clock: this.#clock,
       version: this.#version,
+      telemetry: { tracer: openTelemetryTracer(), session: this.ctx.id.toString() },
       report: hostReport,
       onFault: () => {
         if (this.#session?.harness === harness) this.#session.stale = true;
@@ -454,9 +456,22 @@ export class SessionObject extends DurableObject<Env> {
     const models = await this.#modelsOf();
     // Jobs run in the session's sandbox when the SANDBOX binding is configured, else on the scripted fake.
     const env = sandboxEnvFor(this.env, this.ctx.id.toString()) ?? new FakeExecutionEnv({ clock: this.#clock });
-    const kit = sessionTurnKit(models, env);
-    // The witness kind is registered at open; the Rig it patrols is built over the opened harness.
+    // The witness kind and the turn kit's final-answer extension are registered at open; the Rig they
+    // serve is built over the opened harness.
     let rig: Rig | undefined;
+    // GUPP at a conversation agent's final answer, in the commit that records it: completes the hook
+    // its work item answered, or accepts a pending hook's work item ahead of queued followUps (indexed
+    // like an input accepted over HTTP, so GET /inputs/{id} finds it).
+    const kit = sessionTurnKit(models, env, async (boundary) => {
+      await rig?.atFinalAnswer({
+        ...boundary,
+        acceptFirst: async (input, requestId) => {
+          const inputId = await boundary.acceptFirst(input, requestId);
+          boundary.builder.value(inputIndex(inputId)).set({ conversationId: boundary.conversationId });
+          return inputId;
+        },
+      });
+    });
     const witness = createWitnessKind(
       () => rig,
       (error) => hostReport({ type: "harness", report: error }),

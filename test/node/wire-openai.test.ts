@@ -1,9 +1,9 @@
 /**
  * OpenAI-style APIs on the wire (issue 10): pi-ai's real providers against a local fake endpoint that
  * answers in each API's documented streaming format. OpenAI Responses (the catalogue `openai`
- * provider), Chat Completions (a custom endpoint declared in configuration, built with createProvider)
- * and Cloudflare Workers AI (the catalogue provider: Chat Completions under the account's REST path).
- * Per wire: request bodies (tools, thinking, system), entries, usage rows, retry timing on a fake
+ * provider, and a custom `openai-responses` endpoint), Chat Completions (a custom endpoint declared in
+ * configuration; both custom ones are built with createProvider) and Cloudflare Workers AI (the
+ * catalogue provider: Chat Completions under the account's REST path). Per wire: request bodies (tools, thinking, system), entries, usage rows, retry timing on a fake
  * clock, a 500, a context overflow and a cut stream.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -112,6 +112,20 @@ const wires: readonly Wire[] = [
     secrets: { OPENAI_API_KEY: "sk-openai-test" },
     path: /^\/v1\/responses$/,
     authorization: "Bearer sk-openai-test",
+    answer: responsesAnswer,
+    twoCalls: responsesTwoCalls,
+    thinkingHigh: (body) => (body["reasoning"] as { effort?: string } | undefined)?.effort,
+    expectedThinking: "high",
+    toolNames: (body) => ((body["tools"] as { name: string }[] | undefined) ?? []).map((t) => t.name),
+    toolResultIds: (request) => ((request?.body["input"] as { type: string; call_id?: string }[] | undefined) ?? []).filter((i) => i.type === "function_call_output").map((i) => i.call_id ?? ""),
+  },
+  {
+    name: "OpenAI Responses (a custom openai-responses endpoint from configuration)",
+    model: "company-gw/gpt-compatible",
+    secrets: { COMPANY_GW_KEY: "gw-key-test" },
+    custom: (endpoint) => [{ id: "company-gw", baseUrl: `${endpoint.url}/v1`, api: "openai-responses", keySecret: "COMPANY_GW_KEY", models: [{ id: "gpt-compatible", reasoning: true }] }],
+    path: /^\/v1\/responses$/,
+    authorization: "Bearer gw-key-test",
     answer: responsesAnswer,
     twoCalls: responsesTwoCalls,
     thinkingHigh: (body) => (body["reasoning"] as { effort?: string } | undefined)?.effort,
@@ -256,6 +270,7 @@ for (const wire of wires) {
       const { inputId } = await root.accept({ input: "hello" }, call);
       expect(await root.drive(call)).toBe("idle");
       expect(endpoint.requests).toHaveLength(1);
+      expect(endpoint.requests[0]?.path).toMatch(wire.path);
       expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "failed", reason: "overflow" });
       expect(await resultOf(rig, inputId)).toMatchObject({ status: "unanswered" });
     });
@@ -276,3 +291,21 @@ for (const wire of wires) {
     });
   });
 }
+
+describe("a keyless custom endpoint (no keySecret) on the wire", () => {
+  for (const [api, path, answer] of [
+    ["openai-completions", /^\/v1\/chat\/completions$/, completionsAnswer],
+    ["openai-responses", /^\/v1\/responses$/, responsesAnswer],
+  ] as const) {
+    it(`${api}: a local endpoint without a key answers (pi-ai refuses a request with no key at all)`, async () => {
+      endpoint.reply({ chunks: answer("no key needed") });
+      const rig = await openWire({ secrets: {}, model: "local/m", custom: [{ id: "local", baseUrl: `${endpoint.url}/v1`, api, models: [{ id: "m" }] }] });
+      await (await rig.harness.root(call)).prompt({ input: "hello" }, call);
+      expect(endpoint.requests).toHaveLength(1);
+      expect(endpoint.requests[0]?.path).toMatch(path);
+      expect(endpoint.requests[0]?.headers["authorization"]).toBe("Bearer keyless");
+      expect((await assistants(rig)).map((a) => a.content.map((b) => b.text))).toEqual([["no key needed"]]);
+      expect(await usageRows(rig)).toHaveLength(1);
+    });
+  }
+});

@@ -10,7 +10,7 @@ import { sign } from "hono/jwt";
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/worker/app.js";
 import type { Env } from "../../src/worker/env.js";
-import { BASE, call, client, exists, json, token, uniqueSession } from "./http-fixtures.js";
+import { BASE, call, client, exists, json, token, uniqueSession, watchToken } from "./http-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -124,6 +124,33 @@ describe("watch tokens", () => {
     const sessionWatch = await call("GET", `/v1/sessions/${session}/watch?access_token=${sessionToken.token}`);
     expect(sessionWatch.status).toBe(200);
     await sessionWatch.body?.cancel();
+  });
+
+  it("a watch token matches its conversation whether the path says root or the id, and no other conversation", async () => {
+    const tenant = "browser";
+    const session = uniqueSession("wt-match");
+    const api = await client(tenant);
+    await api.session(session).create({});
+    const rootId = (await api.session(session).get()).rootConversationId;
+    const fork = await api.session(session).conversation("root").fork({ at: "start" });
+    const byRef = await watchToken(tenant, session, "root");
+    const byId = await watchToken(tenant, session, String(rootId));
+    const forkToken = await watchToken(tenant, session, String(fork.conversationId));
+    for (const [jwt, path, status] of [
+      [byRef, "root", 200],
+      [byRef, String(rootId), 200],
+      [byId, "root", 200],
+      [byId, String(rootId), 200],
+      [byRef, String(fork.conversationId), 403],
+      [byId, String(fork.conversationId), 403],
+      [forkToken, String(fork.conversationId), 200],
+      [forkToken, "root", 403],
+      [forkToken, String(rootId), 403],
+    ] as const) {
+      const response = await call("GET", `/v1/sessions/${session}/conversations/${path}/watch?access_token=${jwt}`);
+      expect(response.status, `${jwt === byRef ? "root" : jwt === byId ? "id" : "fork"} token on ${path}`).toBe(status);
+      await response.body?.cancel();
+    }
   });
 
   it("a normal bearer token in ?access_token= is refused with a problem that says why", async () => {

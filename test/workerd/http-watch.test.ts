@@ -7,11 +7,12 @@
 import { abortAllDurableObjects, evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import type { SseFrame } from "../../src/client/sse.js";
+import { PicoClient } from "../../src/client/client.js";
+import { readSse, type SseFrame } from "../../src/client/sse.js";
 import type { ConversationEvent, ConversationView, WatchMessage } from "../../src/core/watch.js";
 import { applyMessage } from "../../src/core/watch.js";
 import { openSseStreams, setWatchSeams } from "../../src/worker/watch-transport.js";
-import { BASE, client, uniqueSession, watchToken } from "./http-fixtures.js";
+import { BASE, client, token, uniqueSession, watchToken, workerFetch } from "./http-fixtures.js";
 
 afterEach(async () => {
   setWatchSeams({});
@@ -500,3 +501,95 @@ async function waitFor(check: () => boolean, ms = 5000): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+describe("watch-token reconnect", () => {
+  it("?lastEventId in the URL resumes an SSE watcher (an EventSource reconnecting with a fresh watch token) without a view", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("sse-query-resume");
+    const api = await client(tenant);
+    const root = api.session(name).conversation("root");
+    await api.session(name).create({});
+    const reference = await open(tenant, name);
+    try {
+      const view = await reference.next();
+      await root.accept("one", { wait: 10 });
+      const newest = (await root.entries({ before: Number.MAX_SAFE_INTEGER, limit: 1 })).items[0]?.id;
+      const missed = await reference.until((m) => m.events.some((e) => e.type === "entry" && e.entry.id === newest));
+      const jwt = await watchToken(tenant, name, "root");
+      const { SELF } = await import("cloudflare:test");
+      const response = await SELF.fetch(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}&lastEventId=${view.id}`);
+      expect(response.status).toBe(200);
+      const body = response.body;
+      if (body === null) throw new Error("no body");
+      const resumed = new Frames(readSse(body), new AbortController());
+      try {
+        const frames: SseFrame[] = [];
+        while (frames.length < missed.length) frames.push(await resumed.next());
+        expect(frames.map((f) => f.event)).toEqual(missed.map(() => "commit"));
+        expect(frames.map((f) => f.id)).toEqual(missed.map((f) => f.id));
+      } finally {
+        resumed.close();
+      }
+    } finally {
+      reference.close();
+    }
+  });
+
+  it("the typed client's watch-token watch reconnects after the stream drops with a fresh token and ?lastEventId=, without a gap or duplicate", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("client-wt");
+    const api = await client(tenant);
+    const root = api.session(name).conversation("root");
+    await api.session(name).create({});
+    await root.accept("one", { wait: 10 });
+    // A fetch that records what the client sends and ends the first watch stream after its first commit,
+    // as a proxy or the platform dropping the connection would.
+    const seen: { method: string; url: URL; authorization: string | null }[] = [];
+    let streams = 0;
+    const dropping = async (request: Request): Promise<Response> => {
+      seen.push({ method: request.method, url: new URL(request.url), authorization: request.headers.get("authorization") });
+      const response = await workerFetch(request);
+      if (request.method !== "GET" || !request.url.includes("/watch?") || response.body === null || ++streams > 1) return response;
+      const reader = response.body.getReader();
+      let text = "";
+      const cut = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const { value, done } = await reader.read();
+          if (done) return controller.close();
+          controller.enqueue(value);
+          text += new TextDecoder().decode(value);
+          if (text.includes("event: commit")) {
+            controller.close();
+            await reader.cancel();
+          }
+        },
+      });
+      return new Response(cut, { status: response.status, headers: response.headers });
+    };
+    const watcher = new PicoClient({ baseUrl: BASE, token: await token(tenant, "client"), fetch: dropping });
+    const watch = watcher.session(name).conversation("root").watch({ watchToken: { ttlSeconds: 1 } });
+    try {
+      await waitFor(() => watch.view !== undefined);
+      // Let the first watch token expire: the reconnect must mint a fresh one (reusing it would be 401).
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await root.accept("two", { wait: 10 });
+      await root.accept("three", { wait: 10 });
+      const transcript = (await root.entries({ limit: 100 })).items;
+      const last = transcript[transcript.length - 1]?.id;
+      await waitFor(() => watch.view?.entries.some((e) => e.id === last) === true, 10_000);
+      expect(watch.view?.entries.map((e) => e.id)).toEqual(transcript.map((e) => e.id));
+      expect(watch.connections).toBe(2);
+      expect(watch.views).toBe(1);
+      const gets = seen.filter((r) => r.method === "GET");
+      expect(gets).toHaveLength(2);
+      for (const get of gets) expect(get.authorization).toBeNull();
+      const [first, second] = gets.map((g) => g.url.searchParams);
+      expect(first?.get("lastEventId")).toBeNull();
+      expect(second?.get("lastEventId")).toMatch(/^\d+(\.\d+)?$/);
+      expect(second?.get("access_token")).not.toBe(first?.get("access_token"));
+      expect(seen.filter((r) => r.method === "POST" && r.url.pathname.endsWith("/watch-token"))).toHaveLength(2);
+    } finally {
+      watch.close();
+    }
+  }, 30_000);
+});

@@ -2,7 +2,8 @@
  * GUPP for conversation agents over HTTP (issue 13; seed 000 "GUPP Integration"): an idle agent's hook
  * is activated and its work accepted in the setting commit; a busy one stays pending and is activated
  * right after its conversation's answer; the final answer completes the hook once; an eviction between
- * set and activation still activates once and accepts once.
+ * set and activation still activates once and accepts once; at the boundary where the conversation
+ * becomes idle, a pending hook's work item goes ahead of the user's queued followUps.
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
@@ -22,6 +23,7 @@ interface Setup {
   readonly conversationId: number;
   hook(): Promise<{ status: string; work_item: { bead_id: string } | null }>;
   workInputs(): Promise<number>;
+  userTexts(): Promise<string[]>;
 }
 
 async function setup(label: string): Promise<Setup> {
@@ -41,6 +43,10 @@ async function setup(label: string): Promise<Setup> {
     workInputs: async () => {
       const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(await call("GET", path(`/conversations/${conversationId}/entries?limit=100`), { token: user }));
       return page.items.filter((e) => e.kind === "user" && JSON.stringify(e.model).includes("Work item gt-1")).length;
+    },
+    userTexts: async () => {
+      const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(await call("GET", path(`/conversations/${conversationId}/entries?limit=100`), { token: user }));
+      return page.items.filter((e) => e.kind === "user").map((e) => (typeof e.model?.[0]?.content === "string" ? e.model[0].content : JSON.stringify(e.model)));
     },
   };
 }
@@ -81,4 +87,27 @@ describe("GUPP on a busy conversation", () => {
     const hook = await call("GET", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor });
     expect(hook.headers.get("hook-attempt")).toBe("1");
   }, 30_000);
+});
+
+describe("Pending hook goes ahead of queued followUps", () => {
+  it("at the final answer of the user's turn the hook's work item is placed as the next group before the queued followUp, and completes once", async () => {
+    const s = await setup("ahead");
+    const first = await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: LONG } });
+    expect(first.status).toBe(201);
+    expect(await json(await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } }))).toMatchObject({ status: "pending" });
+    const followUp = await json<{ inputId: number; status: string }>(await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: "a queued follow-up" } }));
+    expect(followUp.status).toBe("queued");
+    await until(
+      async () => {
+        const input = await json<{ result: { status: string } }>(await call("GET", s.path(`/inputs/${followUp.inputId}`), { token: s.user }));
+        return input.result.status === "done" && (await s.hook()).status === "completed" ? true : undefined;
+      },
+      "the follow-up answered and the hook completed",
+      2000,
+    );
+    expect(await s.userTexts()).toEqual([LONG, "Work item gt-1: short", "a queued follow-up"]);
+    expect(await s.workInputs()).toBe(1);
+    const hook = await call("GET", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor });
+    expect(hook.headers.get("hook-attempt")).toBe("1");
+  }, 60_000);
 });

@@ -41,10 +41,15 @@ watchRoutes.post("/:session/watch-token", requires("watch"), async (c) => {
   return issueWatchToken(c, { session: name });
 });
 
+// The token names the conversation by id (and marks the root), so it opens the stream whether the path
+// says `root` or the id (auth.ts compares them).
 watchRoutes.post("/:session/conversations/:conversation/watch-token", requires("watch"), async (c) => {
   const name = parse(sessionName, c.req.param("session"), "invalid_id", "session");
-  await run(session(c).op("getConfig", conversationParam(c)));
-  return issueWatchToken(c, { session: name, conversation: c.req.param("conversation") });
+  const ref = conversationParam(c);
+  const stub = session(c);
+  const { conversation } = await run(stub.op("snapshot", ref));
+  const { rootConversationId } = await run(stub.op("summary"));
+  return issueWatchToken(c, { session: name, conversation: String(conversation.id), ...(conversation.id === rootConversationId ? { root: true as const } : {}) });
 });
 
 async function forward(c: AppContext, target: string): Promise<Response> {

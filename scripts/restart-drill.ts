@@ -1,0 +1,319 @@
+/**
+ * Restart drill (issue 11 "Deploys and crashes lose nothing"; DESIGN §3, pico v3 §6.4, §8.1, §8.2): the
+ * issue's reproduction, automated against the real `wrangler dev --local` (what `npm start` runs), once
+ * per kill signal (SIGKILL and SIGTERM, in parallel, each with its own port and `--persist-to` directory):
+ *
+ * 1. start wrangler dev; create a session with the paced `echo-slow` model; accept a long input;
+ * 2. while its answer streams, queue a followUp, a steer and a signed webhook input (202);
+ * 3. kill the whole wrangler dev process group with the signal, mid-answer; start it again on the same
+ *    persisted storage;
+ * 4. send no request that reaches the session until its alarm has resumed it: the drill waits for the
+ *    restarted Worker's own task log line (src/worker/log.ts) while only `GET /health` (answered by the
+ *    Worker, never the session object) is polled; the first session request is then a read, and it must
+ *    already see the retried generation's work;
+ * 5. poll reads only (GET /inputs/{id}, GET entries) until every input is terminal, and check: the long
+ *    input is answered exactly once (its interrupted partial is display-only, `stopReason: "aborted"`),
+ *    the followUp, the steer and the webhook input are answered after it, once each, and no assistant
+ *    answer is duplicated.
+ *
+ * Prints PASS/FAIL lines with timings and exits non-zero on failure. `npm run drill:restart`; .ci/run runs
+ * it after the e2e check. Offline. Run by Node directly (type stripping); tokens and the webhook secret
+ * come from scripts/token.ts and scripts/webhook-secret.ts with the drill's own secrets.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { createHmac } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const JWT_SECRET = "restart-drill-only-jwt-secret-0123456789";
+const WEBHOOK_MASTER_SECRET = "restart-drill-only-webhook-master-secret";
+const TENANT = "drill";
+const SESSION = "restart-drill";
+/** echo-slow streams ~16 characters per 200 ms: this answer takes about 8 s, so the kill lands mid-answer. */
+const LONG = `The long input of the restart drill. ${"Each sentence of it is echoed back slowly, sixteen characters at a time. ".repeat(8)}End.`;
+const TEXTS = { followUp: "drill followUp: answered after the long input", steer: "drill steer: answered after the long input", webhook: "drill webhook: answered once" } as const;
+
+type Mode = "SIGKILL" | "SIGTERM";
+const PORTS: Record<Mode, { port: number; inspector: number }> = { SIGKILL: { port: 8811, inspector: 9311 }, SIGTERM: { port: 8812, inspector: 9312 } };
+
+interface Dev {
+  readonly child: ChildProcess;
+  log: string;
+  exited: boolean;
+  readonly exit: Promise<void>;
+}
+
+interface ContentBlock {
+  readonly type: string;
+  readonly text?: string;
+}
+interface Entry {
+  readonly id: number;
+  readonly kind: string;
+  readonly model?: readonly { readonly role: string; readonly content?: string | readonly ContentBlock[]; readonly stopReason?: string }[];
+}
+type InputResult = { readonly status: "queued" | "placed" } | { readonly status: "done"; readonly answer?: number; readonly entry: number } | { readonly status: "unanswered"; readonly reason: string; readonly detail?: string };
+
+class DrillFailure extends Error {}
+
+function check(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new DrillFailure(message);
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function startDev(mode: Mode, persist: string, envFile: string): Dev {
+  const { port, inspector } = PORTS[mode];
+  const child = spawn(join(root, "node_modules/.bin/wrangler"), ["dev", "--local", "--persist-to", persist, "--env-file", envFile, "--port", String(port), "--inspector-port", String(inspector), "--ip", "127.0.0.1"], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group: the kill takes wrangler and workerd together, like a machine going away.
+    detached: true,
+    env: { ...process.env, PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" },
+  });
+  const dev: Dev = {
+    child,
+    log: "",
+    exited: false,
+    exit: new Promise((resolve) => child.on("exit", () => resolve())),
+  };
+  void dev.exit.then(() => (dev.exited = true));
+  child.stdout?.on("data", (d: Buffer) => (dev.log += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (dev.log += d.toString()));
+  return dev;
+}
+
+function signalGroup(dev: Dev, signal: NodeJS.Signals): void {
+  if (dev.child.pid === undefined) return;
+  try {
+    process.kill(-dev.child.pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** Whether any process of the group is still alive. */
+function groupAlive(dev: Dev): boolean {
+  if (dev.child.pid === undefined) return false;
+  try {
+    process.kill(-dev.child.pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function stopDev(dev: Dev, signal: NodeJS.Signals, graceMs: number): Promise<{ ms: number; forced: boolean }> {
+  const started = Date.now();
+  signalGroup(dev, signal);
+  while (groupAlive(dev) && Date.now() - started < graceMs) await sleep(50);
+  const forced = groupAlive(dev);
+  if (forced) signalGroup(dev, "SIGKILL");
+  while (groupAlive(dev)) await sleep(50);
+  return { ms: Date.now() - started, forced };
+}
+
+async function waitHealthy(dev: Dev, base: string, deadlineMs: number): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  while (Date.now() < deadline && !dev.exited) {
+    try {
+      if ((await fetch(`${base}/health`)).ok) return;
+    } catch {
+      // not up yet
+    }
+    await sleep(250);
+  }
+  throw new DrillFailure(`${base}/health did not come up${dev.exited ? " (wrangler dev exited)" : ""}`);
+}
+
+/** The Worker's JSON log lines (src/worker/log.ts) in wrangler dev's output. */
+interface LogLine {
+  readonly type: string;
+  readonly kind?: string;
+  readonly method?: string;
+  readonly session?: string;
+  readonly durationMs?: number;
+}
+function logLines(dev: Dev): LogLine[] {
+  const out: LogLine[] = [];
+  for (const line of dev.log.split("\n")) {
+    const start = line.indexOf('{"type":');
+    if (start < 0) continue;
+    try {
+      out.push(JSON.parse(line.slice(start)) as { type: string });
+    } catch {
+      // not one of ours
+    }
+  }
+  return out;
+}
+
+function script(name: string, args: readonly string[]): string {
+  return execFileSync(process.execPath, [join(root, "scripts", name), ...args], {
+    cwd: root,
+    env: { ...process.env, JWT_SECRET, WEBHOOK_MASTER_SECRET },
+    encoding: "utf8",
+  }).trim();
+}
+
+function textOf(entry: Entry): string {
+  const message = entry.model?.[0];
+  if (message === undefined) return "";
+  if (typeof message.content === "string") return message.content;
+  return (message.content ?? []).map((b) => (b.type === "text" ? (b.text ?? "") : "")).join("");
+}
+
+async function drill(mode: Mode): Promise<string[]> {
+  const figures: string[] = [];
+  const dir = mkdtempSync(join(tmpdir(), `pico-restart-drill-${mode.toLowerCase()}-`));
+  const envFile = join(dir, "drill.env");
+  writeFileSync(envFile, [`JWT_SECRET=${JWT_SECRET}`, `WEBHOOK_MASTER_SECRET=${WEBHOOK_MASTER_SECRET}`, ""].join("\n"));
+  const persist = join(dir, "state");
+  const base = `http://127.0.0.1:${PORTS[mode].port}`;
+  const t0 = Date.now();
+  let dev = startDev(mode, persist, envFile);
+  try {
+    await waitHealthy(dev, base, 120_000);
+    figures.push(`first start ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const token = script("token.ts", ["--tenant", TENANT, "--role", "client", "--ttl", "900"]);
+    const secret = script("webhook-secret.ts", ["--tenant", TENANT, "--session", SESSION]);
+    const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+    const api = `${base}/v1/sessions/${SESSION}`;
+    const json = async <T>(response: Response, expected: number | readonly number[], what: string): Promise<T> => {
+      const text = await response.text();
+      check(typeof expected === "number" ? response.status === expected : expected.includes(response.status), `${what}: ${response.status} ${text}`);
+      return JSON.parse(text) as T;
+    };
+
+    await json(await fetch(api, { method: "PUT", headers, body: JSON.stringify({ model: "echo-slow" }) }), 201, "PUT session");
+    const long = await json<{ inputId: number }>(
+      await fetch(`${api}/conversations/root/inputs`, { method: "POST", headers: { ...headers, "idempotency-key": "drill-long" }, body: JSON.stringify({ input: LONG }) }),
+      [201, 202],
+      "accept the long input",
+    );
+    const input = async (id: number): Promise<InputResult> => (await json<{ result: InputResult }>(await fetch(`${api}/inputs/${id}`, { headers }), 200, `GET input ${id}`)).result;
+    const queue = async (key: string, body: object, what: string): Promise<number> =>
+      (await json<{ inputId: number }>(await fetch(`${api}/conversations/root/inputs`, { method: "POST", headers: { ...headers, "idempotency-key": key }, body: JSON.stringify(body) }), [201, 202], what)).inputId;
+    const followUp = await queue("drill-followup", { input: TEXTS.followUp, mode: "followUp" }, "queue the followUp");
+    const steer = await queue("drill-steer", { input: TEXTS.steer, mode: "steer" }, "queue the steer");
+    const body = JSON.stringify({ input: TEXTS.webhook });
+    const timestamp = Math.floor(Date.now() / 1000);
+    const deliveryId = `msg_drill_${mode.toLowerCase()}`;
+    const signature = `v1,${createHmac("sha256", Buffer.from(secret.slice("whsec_".length), "base64")).update(`${deliveryId}.${timestamp}.${body}`).digest("base64")}`;
+    const webhook = (
+      await json<{ inputId: number }>(
+        await fetch(`${base}/v1/webhooks/${TENANT}/${SESSION}/root`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "webhook-id": deliveryId, "webhook-timestamp": String(timestamp), "webhook-signature": signature },
+          body,
+        }),
+        202,
+        "the signed webhook input",
+      )
+    ).inputId;
+    for (const [id, what] of [[followUp, "followUp"], [steer, "steer"], [webhook, "webhook"]] as const) {
+      check((await input(id)).status === "queued", `the ${what} input is not queued behind the long input`);
+    }
+    // Mid-answer: the long input is placed and its generation has streamed for a while, not finished.
+    const placedBy = Date.now() + 20_000;
+    while ((await input(long.inputId)).status !== "placed") {
+      check(Date.now() < placedBy, "the long input was never placed");
+      await sleep(100);
+    }
+    await sleep(2_000);
+    check((await input(long.inputId)).status === "placed", "the long input was answered before the kill (not mid-answer)");
+
+    const killedAt = Date.now();
+    const stopped = await stopDev(dev, mode, 15_000);
+    figures.push(`${mode} took the group down in ${stopped.ms} ms${stopped.forced ? " (SIGTERM did not end it within 15 s: SIGKILL followed)" : ""}`);
+
+    // Restart on the same storage. Only /health (the Worker, no session object) until the alarm resumes it.
+    const restarted = Date.now();
+    dev = startDev(mode, persist, envFile);
+    await waitHealthy(dev, base, 120_000);
+    const up = Date.now();
+    figures.push(`restart ready ${((up - restarted) / 1000).toFixed(1)} s after the kill`);
+    const resumeDeadline = Date.now() + 60_000;
+    let resumedBy: LogLine | undefined;
+    for (;;) {
+      const lines = logLines(dev);
+      check(!lines.some((l) => l.type === "request" && l.session !== undefined), "a request reached the session before its alarm resumed it");
+      resumedBy = lines.find((l) => l.type === "task");
+      if (resumedBy !== undefined) break;
+      check(Date.now() < resumeDeadline && !dev.exited, `the session did not resume without a request within 60 s of the restart (alarm never fired)${dev.exited ? "; wrangler dev exited" : ""}`);
+      await sleep(200);
+    }
+    // The task line is written when the invocation returns; it started durationMs earlier.
+    const resumed = Date.now() - (resumedBy.durationMs ?? 0);
+    figures.push(
+      `resumed by its alarm alone: ${resumedBy.kind ?? "?"} ${resumedBy.method ?? "?"} started ~${((resumed - killedAt) / 1000).toFixed(1)} s after the kill, ~${((resumed - up) / 1000).toFixed(1)} s after the restart answered /health; no request reached the session before`,
+    );
+
+    // Reads only from here.
+    const ids = { long: long.inputId, followUp, steer, webhook };
+    const results: Record<keyof typeof ids, InputResult> = { long: { status: "queued" }, followUp: { status: "queued" }, steer: { status: "queued" }, webhook: { status: "queued" } };
+    const doneBy = Date.now() + 60_000;
+    for (;;) {
+      for (const key of Object.keys(ids) as (keyof typeof ids)[]) results[key] = await input(ids[key]);
+      if (Object.values(results).every((r) => r.status === "done" || r.status === "unanswered")) break;
+      check(Date.now() < doneBy, `inputs not terminal 60 s after the restart: ${JSON.stringify(results)}`);
+      await sleep(250);
+    }
+    figures.push(`all four answered ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill`);
+    const entries = (await json<{ items: Entry[] }>(await fetch(`${api}/conversations/root/entries?limit=200`, { headers }), 200, "GET entries")).items;
+    const answers = entries.filter((e) => e.model?.[0]?.role === "assistant");
+    const partials = answers.filter((e) => e.model?.[0]?.stopReason === "aborted");
+    const finals = answers.filter((e) => e.model?.[0]?.stopReason !== "aborted" && e.model?.[0]?.stopReason !== "error");
+
+    for (const key of Object.keys(ids) as (keyof typeof ids)[]) {
+      const r = results[key];
+      check(r.status === "done" && r.answer !== undefined, `the ${key} input ended ${JSON.stringify(r)}, not answered`);
+    }
+    const answerOf = (key: keyof typeof ids): number => (results[key] as { answer: number }).answer;
+    const longFinals = finals.filter((e) => textOf(e) === LONG);
+    check(longFinals.length === 1, `the long input has ${longFinals.length} final answers, not exactly one`);
+    check(longFinals[0]?.id === answerOf("long"), "the long input's result does not name its one final answer");
+    for (const partial of partials) check(LONG.startsWith(textOf(partial)) && textOf(partial).length < LONG.length, `a display-only partial is not a prefix of the long answer: ${textOf(partial).slice(0, 60)}`);
+    for (const key of ["followUp", "steer", "webhook"] as const) {
+      check(answerOf(key) > answerOf("long"), `the ${key} input was answered before the long input`);
+    }
+    const texts = finals.map(textOf);
+    check(new Set(texts).size === texts.length, `duplicate assistant answers: ${JSON.stringify(texts.map((t) => t.slice(0, 40)))}`);
+    const answerIds = new Set(Object.keys(ids).map((k) => answerOf(k as keyof typeof ids)));
+    for (const id of answerIds) check(finals.some((e) => e.id === id), `answer entry ${id} is not a final assistant entry`);
+    check(finals.length === answerIds.size, `${finals.length} final assistant entries for ${answerIds.size} distinct answers`);
+    // Placed after the long answer (a new group at its final-answer boundary, §8.1), answered after that.
+    for (const key of ["followUp", "steer", "webhook"] as const) {
+      const r = results[key] as { entry: number; answer: number };
+      check(r.entry > answerOf("long") && r.answer > r.entry, `the ${key} input was placed at entry ${r.entry} and answered at ${r.answer}, not after the long answer ${answerOf("long")}`);
+    }
+    figures.push(`${partials.length} display-only partial${partials.length === 1 ? "" : "s"}, ${finals.length} final answers (${answerIds.size} distinct answer entries for 4 inputs)`);
+    return figures;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new DrillFailure(`${message}\n${figures.map((f) => `  ${f}`).join("\n")}\n--- wrangler dev (last 30 lines) ---\n${dev.log.split("\n").slice(-30).join("\n")}`);
+  } finally {
+    await stopDev(dev, "SIGTERM", 10_000);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const modes: Mode[] = process.argv.includes("--kill-only") ? ["SIGKILL"] : process.argv.includes("--term-only") ? ["SIGTERM"] : ["SIGKILL", "SIGTERM"];
+const started = Date.now();
+const outcomes = await Promise.allSettled(modes.map((mode) => drill(mode)));
+let failed = false;
+outcomes.forEach((outcome, i) => {
+  const mode = modes[i] as Mode;
+  if (outcome.status === "fulfilled") {
+    console.log(`restart drill ${mode}: PASS`);
+    for (const figure of outcome.value) console.log(`  ${figure}`);
+  } else {
+    failed = true;
+    console.log(`restart drill ${mode}: FAIL: ${outcome.reason instanceof Error ? outcome.reason.message : String(outcome.reason)}`);
+  }
+});
+console.log(`restart drill: ${failed ? "FAIL" : "PASS"} (${modes.join(", ")}; ${((Date.now() - started) / 1000).toFixed(1)} s)`);
+process.exit(failed ? 1 : 0);
