@@ -1,7 +1,8 @@
 -- pico-edge session schema, version 4: fewer and narrower indexes, no per-commit boundary row (issue 15,
 -- §7.5, DESIGN §2). Written to apply over any earlier shape (IF EXISTS), so a re-run is harmless.
--- Durable Object SQLite bills every row written, and every index entry inserted is one: measured, an INSERT writes 1 + one row per index the row enters, an UPDATE 1 + one per index whose
--- columns (or partial-index WHERE columns) it sets; index entries removed are not counted.
+-- Durable Object SQLite bills every row written, and every index entry inserted is one: measured, an
+-- INSERT writes 1 + one row per index the row enters, an UPDATE 1 + one per index whose columns (or
+-- partial-index WHERE columns) it sets; index entries removed are not counted.
 
 -- Commit boundaries: one transaction per commit already makes a batch all-or-nothing, nothing reads the
 -- table, and the last_seq compare-and-set of session_metadata records the high-water mark. One row per

@@ -294,9 +294,9 @@ export class SqliteStorage implements Storage {
         const after = JSON.stringify(t.after);
         const owns = json(t.owns);
         db.run(
-          `INSERT INTO tasks (${TASK_COLUMNS}, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO tasks (${TASK_COLUMNS}, status, settled) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           seq, t.conversationId, t.kind, t.role, t.background === true ? 1 : 0, t.turn === true ? 1 : 0, t.abort === true ? 1 : 0,
-          after, owns, state, t.state.status,
+          after, owns, state, t.state.status, t.role === "terminal" ? seq : null,
         );
         const record = decodeTask({
           id: seq, conversation: t.conversationId, kind: t.kind, role: t.role, background: t.background === true ? 1 : 0,
@@ -307,19 +307,12 @@ export class SqliteStorage implements Storage {
       }
       case "patch": {
         // The abort mark is never cleared by a later write (§6.3); `owns`, when present, replaces.
-        // Setting role re-enters the live-task index (a billed row), so it is set only when it changes.
+        // No indexed column changes (a patch never settles), so this writes the one row.
         const cached = tasks.has(w.id) ? tasks.get(w.id) : this.#tasks.get(w.id);
-        if (cached !== undefined && cached.role === w.role) {
-          db.run(
-            "UPDATE tasks SET status = ?, state = ?, abort = max(abort, ?), owns = coalesce(?, owns) WHERE id = ?",
-            w.state.status, payload as string, w.abort === true ? 1 : 0, json(w.owns), w.id,
-          );
-        } else {
-          db.run(
-            "UPDATE tasks SET role = ?, status = ?, state = ?, abort = max(abort, ?), owns = coalesce(?, owns) WHERE id = ?",
-            w.role, w.state.status, payload as string, w.abort === true ? 1 : 0, json(w.owns), w.id,
-          );
-        }
+        db.run(
+          "UPDATE tasks SET role = ?, status = ?, state = ?, abort = max(abort, ?), owns = coalesce(?, owns) WHERE id = ?",
+          w.role, w.state.status, payload as string, w.abort === true ? 1 : 0, json(w.owns), w.id,
+        );
         if (cached === undefined) {
           tasks.set(w.id, undefined);
           return;
@@ -337,7 +330,8 @@ export class SqliteStorage implements Storage {
         return;
       }
       case "settle": {
-        db.run("UPDATE tasks SET role = 'terminal', status = ?, state = ? WHERE id = ?", w.state.status, payload as string, w.id);
+        // Leaves the live-task index (settled is its WHERE column); removing index entries is not billed.
+        db.run("UPDATE tasks SET role = 'terminal', status = ?, state = ?, settled = ? WHERE id = ?", w.state.status, payload as string, seq, w.id);
         this.#state.retireScratch(w.id);
         const cached = tasks.has(w.id) ? tasks.get(w.id) : this.#tasks.get(w.id);
         if (cached === undefined) {
@@ -551,13 +545,13 @@ export class SqliteStorage implements Storage {
     this.#assertOpen();
     const where: string[] = [];
     const params: SqlValue[] = [];
-    // Live tasks (and the live roles) come from the partial index tasks_live (conversation, id): the
-    // literal `role <> 'terminal'` lets SQLite use it. Live tasks are few, so a session-wide live scan
-    // reads the whole partial index and sorts. Other scans walk tasks_by_conversation, or the table in
-    // id order when no conversation is named (mostly terminal tasks: the filter rarely skips rows).
+    // Live tasks (and the live roles) come from the partial index tasks_live (conversation, id) WHERE
+    // settled IS NULL (the literal clause lets SQLite use it). Live tasks are few, so a session-wide live
+    // scan reads the whole partial index and sorts. Scans that include finished tasks walk the table in
+    // id order (operator listings; no index on finished tasks, each would be a billed row per task).
     const live = q.live === true || q.role === "start" || q.role === "inflight";
-    if (live) where.push("role <> 'terminal'");
-    if (q.live === false) where.push("role = 'terminal'");
+    if (live) where.push("settled IS NULL");
+    if (q.live === false) where.push("settled IS NOT NULL");
     if (q.role !== undefined) {
       where.push("role = ?");
       params.push(q.role);
@@ -582,7 +576,7 @@ export class SqliteStorage implements Storage {
           bound.push(conversation);
         }
         clauses.push("id BETWEEN ? AND ?");
-        const index = live ? "INDEXED BY tasks_live" : conversation !== undefined ? "INDEXED BY tasks_by_conversation" : "";
+        const index = live ? "INDEXED BY tasks_live" : "";
         return this.#db
           .rows(
             `SELECT ${TASK_COLUMNS} FROM tasks ${index} WHERE ${clauses.join(" AND ")} ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
