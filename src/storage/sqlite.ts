@@ -151,7 +151,9 @@ export class SqliteStorage implements Storage {
     this.#state = new SqliteState(this.#db, (id, cap) => this.#segments(id, cap));
     const last = this.#db.first("SELECT value FROM session_metadata WHERE name = 'last_seq'");
     if (last === undefined) throw new StorageError("corrupt", "session_metadata has no last_seq");
-    this.#lastSeq = int(last, "value");
+    // Scratch appends and sets carry their sequence; the newest may be above last_seq (see commit).
+    const scratch = this.#db.first("SELECT max(seq) AS seq FROM scratch");
+    this.#lastSeq = Math.max(int(last, "value"), scratch === undefined ? 0 : (optionalInt(scratch, "seq") ?? 0));
     for (const row of this.#db.rows("SELECT id, name FROM kinds")) this.#rememberKind(text(row, "name"), int(row, "id"));
     const conversation = (id: Id): Conversation | undefined => {
       const stored = this.#conversation(id);
@@ -198,11 +200,16 @@ export class SqliteStorage implements Storage {
         batch.writes.forEach((w: MainWrite, i) => {
           this.#write(w, first + i, checked.payloads[i], newKinds, changes, tasks);
         });
-        // Compare-and-set: a second storage object over the same database must not interleave numbering.
-        // The transaction makes the batch all-or-nothing, and this row is its high-water mark (§7.5's
-        // commit boundary, one row per commit).
-        const advanced = this.#db.run("UPDATE session_metadata SET value = ? WHERE name = 'last_seq' AND value = ?", last, first - 1);
-        if (advanced !== 1) throw new StorageError("corrupt", `lastSeq moved under this storage object (expected ${first - 1})`);
+        // The high-water mark (§7.5's commit boundary; the transaction makes the batch all-or-nothing).
+        // A scratch batch whose last write leaves a scratch row carrying `last` (an append or a set)
+        // needs no second row: open takes the larger of last_seq and the newest scratch seq. Any commit
+        // that deletes such a row is a later one and records its own, higher mark (§7.4 recovery rule 4).
+        const tail = batch.writes[batch.writes.length - 1];
+        if (batch.kind === "scratch" && (tail?.type === "list.append" || tail?.type === "value.set")) return;
+        // Compare-and-set: a second storage object over the same database must not move the mark past
+        // this one's view (rows of skipped scratch marks may leave it below first - 1).
+        const advanced = this.#db.run("UPDATE session_metadata SET value = ? WHERE name = 'last_seq' AND value < ?", last, first);
+        if (advanced !== 1) throw new StorageError("corrupt", `lastSeq moved under this storage object (expected at most ${first - 1})`);
       });
     } catch (error) {
       this.#state.discard();

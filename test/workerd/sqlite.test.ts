@@ -407,3 +407,23 @@ describe("SqliteStorage migration from schema version 3 (sqlite)", () => {
     });
   });
 });
+
+describe("SqliteStorage commit high-water mark (sqlite)", () => {
+  it("a scratch append commit writes only its scratch row, and reopen recovers its sequence; a clear records the mark (sqlite)", async () => {
+    await inObject("scratch-mark", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversation = (await main(storage, (seq) => [{ type: "createConversation", conversation: { id: seq(0) } }])).first;
+      const task = (await main(storage, (seq) => [{ type: "task", task: { id: seq(0), conversationId: conversation, kind: "generation", role: "inflight", state: { status: "running" }, after: [] } }])).first;
+      const frames: Address = { scope: { scratch: task }, namespace: "frames", rewind: false };
+      const append = await cost(storage, () => storage.commit({ kind: "scratch", task, writes: [{ type: "list.append", addr: frames, value: "f1" }] }));
+      expect(append.written).toBe(1);
+      expect(SqliteStorage.open(host).lastSeq).toBe(append.result.last);
+      await storage.commit({ kind: "scratch", task, writes: [{ type: "list.clear", addr: frames }] });
+      const cleared = storage.lastSeq;
+      expect(host.sql.exec("SELECT value FROM session_metadata WHERE name = 'last_seq'").one()["value"]).toBe(cleared);
+      const reopened = SqliteStorage.open(host);
+      expect(reopened.lastSeq).toBe(cleared);
+      expect((await reopened.commit({ kind: "scratch", task, writes: [{ type: "list.append", addr: frames, value: "f2" }] })).first).toBe(cleared + 1);
+    });
+  });
+});
