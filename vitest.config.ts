@@ -29,6 +29,9 @@ export default defineConfig({
           name: "node",
           include: ["test/node/**/*.test.ts"],
           environment: "node",
+          // A per-test time limit, not an assertion: on a small shared machine the OpenAPI validator's
+          // schema compilation alone can pass vitest's default 5 s.
+          testTimeout: 30_000,
         },
       },
     ],
