@@ -2,11 +2,10 @@
  * The console's script (issue 14, "The console"): sign in with a pasted token (sessionStorage), the
  * tenant's sessions from the directory (GET /v1/sessions), a session's conversation tree (forks and
  * children, from the session watch), a live transcript folded by the client's reducer (src/client, the
- * core's applyMessage) with streaming previews, a composer for each input mode, tasks, queued inputs
+ * core's applyMessage) with streaming previews, both watched with EventSource and watch tokens, a composer for each input mode, tasks, queued inputs
  * with withdraw, usage totals, and the operator's inspect view with release, clear fault, abort and
  * shutdown. Plain DOM; bundled by scripts/build-console.mjs into public/console/app.js.
  */
-import { readSse } from "../src/client/sse.js";
 import { applyMessage, applySessionMessage } from "../src/core/watch-reduce.js";
 import type { ConversationView, SessionView, WatchMessage } from "../src/core/watch-types.js";
 import type { Entry, Id, JsonValue } from "../src/storage/records.js";
@@ -29,8 +28,8 @@ const TOKEN_KEY = "pico-edge.token";
 let token = "";
 let signedIn = false;
 let current: { name: string; conversation: Id | "root" } | undefined;
-let conversationWatch: AbortController | undefined;
-let sessionWatch: AbortController | undefined;
+let conversationWatch: LiveWatch | undefined;
+let sessionWatch: LiveWatch | undefined;
 let view: ConversationView | undefined;
 let cursor: string | undefined;
 
@@ -59,36 +58,65 @@ async function api<T>(method: string, path: string, body?: unknown): Promise<T> 
   return parsed as T;
 }
 
+/** A live watch the console can close. */
+interface LiveWatch {
+  close(): void;
+}
+
 /**
- * Watch over SSE with the bearer header (fetch, so no token in the URL), folding every commit with the
- * client's reducer; reconnects with Last-Event-ID until aborted.
+ * Watch with EventSource, which cannot send headers: each connection gets a fresh watch token
+ * (`POST {path}-token`) and carries it as `?access_token=` (the bearer token never goes into a URL).
+ * While the token is valid the browser's own reconnect (with Last-Event-ID) resumes the stream; when the
+ * token has expired, or the browser gives up (a 401 for an expired token), a new EventSource connects
+ * with a fresh token and `?lastEventId=`, so the server resumes after the last message folded (or sends a
+ * fresh view when it cannot). Every view and commit is folded with the client's reducer.
  */
-function watch<View, Event>(path: string, fold: (view: View, message: WatchMessage<Event>) => View, onView: (view: View) => void): AbortController {
-  const controller = new AbortController();
-  void (async () => {
-    let lastEventId: string | undefined;
-    let folded: View | undefined;
-    for (let attempt = 0; !controller.signal.aborted; attempt++) {
-      try {
-        const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: "text/event-stream" };
-        if (lastEventId !== undefined) headers["last-event-id"] = lastEventId;
-        const response = await fetch(path, { headers, signal: controller.signal });
-        if (!response.ok || response.body === null) throw new Error(`watch: ${response.status}`);
-        for await (const frame of readSse(response.body)) {
-          attempt = 0;
-          if (frame.event === "view") folded = JSON.parse(frame.data) as View;
-          else if (frame.event === "commit" && folded !== undefined) folded = fold(folded, JSON.parse(frame.data) as WatchMessage<Event>);
-          if (frame.id !== undefined) lastEventId = frame.id;
-          if (folded !== undefined) onView(folded);
-        }
-      } catch (error) {
-        if (controller.signal.aborted) return;
-        status(error instanceof Error ? error.message : String(error));
-      }
-      await new Promise((resolve) => setTimeout(resolve, Math.min(10_000, 250 * 2 ** Math.min(attempt, 6))));
+function watch<View, Event>(path: string, fold: (view: View, message: WatchMessage<Event>) => View, onView: (view: View) => void): LiveWatch {
+  let closed = false;
+  let source: EventSource | undefined;
+  let lastEventId: string | undefined;
+  let folded: View | undefined;
+  let attempt = 0;
+  const received = (event: MessageEvent<string>, isView: boolean): void => {
+    if (isView) folded = JSON.parse(event.data) as View;
+    else if (folded !== undefined) folded = fold(folded, JSON.parse(event.data) as WatchMessage<Event>);
+    if (event.lastEventId !== "") lastEventId = event.lastEventId;
+    attempt = 0;
+    if (folded !== undefined) onView(folded);
+  };
+  const retry = (delay: number): void => {
+    source?.close();
+    source = undefined;
+    if (!closed) setTimeout(() => void connect(), delay);
+  };
+  const connect = async (): Promise<void> => {
+    if (closed) return;
+    try {
+      const minted = await api<{ token: string; expiresAt: string }>("POST", `${path}-token`, {});
+      if (closed) return;
+      const expiresAt = Date.parse(minted.expiresAt);
+      const params = new URLSearchParams({ access_token: minted.token });
+      if (lastEventId !== undefined) params.set("lastEventId", lastEventId);
+      const es = new EventSource(`${path}?${params.toString()}`);
+      source = es;
+      es.addEventListener("view", (event) => received(event, true));
+      es.addEventListener("commit", (event) => received(event, false));
+      es.onerror = () => {
+        // CONNECTING: the browser retries by itself, which works while the token is valid. CLOSED: it gave up.
+        if (es.readyState === EventSource.CLOSED || Date.now() >= expiresAt - 1000) retry(Math.min(10_000, 250 * 2 ** Math.min(attempt++, 6)));
+      };
+    } catch (error) {
+      status(error instanceof Error ? error.message : String(error));
+      retry(Math.min(10_000, 250 * 2 ** Math.min(attempt++, 6)));
     }
-  })();
-  return controller;
+  };
+  void connect();
+  return {
+    close: () => {
+      closed = true;
+      source?.close();
+    },
+  };
 }
 
 function guard(action: () => Promise<unknown>): () => void {
@@ -178,9 +206,9 @@ async function createSession(): Promise<void> {
 
 async function openSession(name: string, conversation: Id | "root"): Promise<void> {
   if (!signedIn) return;
-  conversationWatch?.abort();
+  conversationWatch?.close();
   if (current?.name !== name) {
-    sessionWatch?.abort();
+    sessionWatch?.close();
     sessionWatch = watch(`/v1/sessions/${encodeURIComponent(name)}/watch`, applySessionMessage, renderTree);
   }
   current = { name, conversation };

@@ -1,12 +1,13 @@
 /**
  * Browser tests of the console and of a page on another origin (issue 14, "The console"): Debian's
  * Chromium (/usr/bin/chromium, or $CHROMIUM) driven by playwright-core against `wrangler dev` started
- * here (port 8809, inspector 9309). Run by `npm run test:browser` (Node's test runner, type stripping),
+ * here (port 8809, inspector 9309; PICO_BROWSER_PORT moves them). Run by `npm run test:browser` (Node's test runner, type stripping),
  * never by `npm test`. When no browser starts, the tests fail; they never skip.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
+import { connect, createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -14,16 +15,67 @@ import assert from "node:assert/strict";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { sign } from "hono/jwt";
 
-const PORT = 8809;
-const INSPECTOR = 9309;
-const OTHER_PORT = 8819;
+// PICO_BROWSER_PORT moves every port (engineers sharing a machine): wrangler dev on it, its inspector on
+// it + 500, the other-origin page on it + 10, the dropping proxy on it + 20.
+const PORT = Number(process.env["PICO_BROWSER_PORT"] ?? "8809");
+const INSPECTOR = PORT + 500;
+const OTHER_PORT = PORT + 10;
+const PROXY_PORT = PORT + 20;
 const BASE = `http://127.0.0.1:${PORT}`;
+const PROXIED = `http://127.0.0.1:${PROXY_PORT}`;
+/** Watch tokens live this long here, so a test can outlive one. */
+const WATCH_TOKEN_SECONDS = 3;
 const SECRET = "browser-test-jwt-secret-not-for-production";
 const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 const SCREENSHOTS = process.env["SCREENSHOTS"];
 
+/**
+ * A TCP proxy in front of wrangler dev that records every request line (method and URL) and can drop
+ * every connection at once, as a network change or the platform would.
+ */
+class DroppingProxy {
+  readonly requests: { method: string; url: string }[] = [];
+  readonly #sockets = new Set<Socket>();
+  readonly #server: NetServer;
+
+  constructor() {
+    this.#server = createNetServer((client) => {
+      const upstream = connect(PORT, "127.0.0.1");
+      this.#sockets.add(client).add(upstream);
+      client.on("data", (chunk: Buffer) => {
+        for (const match of chunk.toString("latin1").matchAll(/(?:^|\r\n)(GET|POST|PUT|PATCH|DELETE|OPTIONS) (\S+) HTTP\/1\.1\r\n/g)) this.requests.push({ method: match[1] ?? "", url: match[2] ?? "" });
+      });
+      client.pipe(upstream).pipe(client);
+      const forget = (): void => {
+        this.#sockets.delete(client);
+        this.#sockets.delete(upstream);
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on("close", forget).on("error", forget);
+      upstream.on("close", forget).on("error", forget);
+    });
+  }
+
+  listen(): Promise<void> {
+    return new Promise((resolve) => this.#server.listen(PROXY_PORT, "127.0.0.1", resolve));
+  }
+
+  /** Destroy every open connection (both sides). */
+  drop(): void {
+    for (const socket of this.#sockets) socket.destroy();
+    this.#sockets.clear();
+  }
+
+  close(): Promise<void> {
+    this.drop();
+    return new Promise((resolve) => this.#server.close(() => resolve()));
+  }
+}
+
 let wrangler: ChildProcess | undefined;
+let proxy: DroppingProxy | undefined;
 let other: Server | undefined;
 let context: BrowserContext | undefined;
 let profile: string | undefined;
@@ -58,8 +110,8 @@ async function page(): Promise<Page> {
   return context.newPage();
 }
 
-async function signIn(p: Page): Promise<void> {
-  await p.goto(`${BASE}/console/`);
+async function signIn(p: Page, base = BASE): Promise<void> {
+  await p.goto(`${base}/console/`);
   await p.fill("#token", await token("operator"));
   await p.click("#signin-button");
   await p.waitForSelector("#left:not([hidden])");
@@ -68,7 +120,7 @@ async function signIn(p: Page): Promise<void> {
 before(async () => {
   wrangler = spawn(
     "npx",
-    ["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--port", String(PORT), "--inspector-port", String(INSPECTOR), "--var", `JWT_SECRET:${SECRET}`, "--var", "WEBHOOK_MASTER_SECRET:browser-test-webhook-master"],
+    ["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--port", String(PORT), "--inspector-port", String(INSPECTOR), "--var", `JWT_SECRET:${SECRET}`, "--var", "WEBHOOK_MASTER_SECRET:browser-test-webhook-master", "--var", `WATCH_TOKEN_LIFETIME_SECONDS:${WATCH_TOKEN_SECONDS}`],
     { stdio: ["ignore", "pipe", "pipe"], detached: true },
   );
   wrangler.stdout?.resume();
@@ -79,6 +131,8 @@ before(async () => {
     response.end("<!doctype html><title>other origin</title><p>another origin</p>");
   });
   await new Promise<void>((resolve) => other?.listen(OTHER_PORT, "127.0.0.1", resolve));
+  proxy = new DroppingProxy();
+  await proxy.listen();
   profile = mkdtempSync(join(tmpdir(), "pico-edge-chromium-"));
   // Throws (and so fails every test) when the browser cannot start.
   context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS });
@@ -88,6 +142,7 @@ after(async () => {
   await context?.close().catch(() => undefined);
   if (profile !== undefined) rmSync(profile, { recursive: true, force: true });
   await new Promise<void>((resolve) => (other === undefined ? resolve() : other.close(() => resolve())));
+  await proxy?.close();
   if (wrangler?.pid !== undefined) {
     try {
       process.kill(-wrangler.pid, "SIGTERM");
@@ -142,6 +197,51 @@ void describe("console", { timeout: 120_000 }, () => {
     assert.deepEqual(tasks.items, []);
     await p.click("#inspect");
     await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"fault"'));
+    await p.close();
+  });
+});
+
+/** The transcript's entry ids as the console shows them, in order. */
+async function shownEntries(p: Page): Promise<number[]> {
+  return p.$$eval("#transcript .entry", (rows) => rows.map((row) => Number(row.getAttribute("data-entry"))));
+}
+
+void describe("console watches", { timeout: 120_000 }, () => {
+  void it("watches with EventSource and watch tokens, and after a dropped stream and an expired token resumes without a gap or duplicate", async () => {
+    if (proxy === undefined) throw new Error("no proxy");
+    const name = `resume-${Date.now().toString(36)}`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, {})).status, 201);
+    assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "before the drop" })).status, 201);
+    const p = await page();
+    await signIn(p, PROXIED);
+    const signedInWith = await p.evaluate(() => sessionStorage.getItem("pico-edge.token") ?? "");
+    await p.click(`#sessions li[data-session="${name}"]`);
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("before the drop")).length >= 2, undefined, { timeout: 30_000 });
+    const watchPath = `/v1/sessions/${name}/conversations/root/watch`;
+    const watches = (): URL[] => proxy?.requests.filter((r) => r.method === "GET" && r.url.startsWith(`${watchPath}?`)).map((r) => new URL(r.url, PROXIED)) ?? [];
+    assert.equal(watches().length, 1);
+    const first = watches()[0];
+    assert.ok(first?.searchParams.get("access_token"));
+    assert.equal(first?.searchParams.get("lastEventId"), null);
+    // No bearer token in any URL: only watch tokens.
+    for (const request of proxy.requests) assert.ok(!request.url.includes(signedInWith), request.url);
+
+    // Outlive the watch token, then drop every connection: the browser's own reconnect would use the
+    // expired token, so the console must mint a fresh one and resume with ?lastEventId=.
+    await new Promise((resolve) => setTimeout(resolve, (WATCH_TOKEN_SECONDS + 1) * 1000));
+    proxy.drop();
+    assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "while it was away" })).status, 201);
+    const deadline = Date.now() + 30_000;
+    while (!watches().some((url) => url.searchParams.get("lastEventId") !== null)) {
+      if (Date.now() > deadline) throw new Error(`no resumed watch: ${JSON.stringify(proxy.requests.slice(-10))}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const resumed = watches().find((url) => url.searchParams.get("lastEventId") !== null);
+    assert.notEqual(resumed?.searchParams.get("access_token"), first?.searchParams.get("access_token"));
+    assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "after the reconnect" })).status, 201);
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("after the reconnect")).length >= 2, undefined, { timeout: 30_000 });
+    const entries = (await (await api("GET", `/v1/sessions/${name}/conversations/root/entries?limit=100`)).json()) as { items: { id: number }[] };
+    assert.deepEqual(await shownEntries(p), entries.items.map((entry) => entry.id));
     await p.close();
   });
 });
