@@ -7,6 +7,11 @@ import { defineConfig } from "vitest/config";
 // clock); `*.node.bench.ts` run in Node (fine clock, no Workers runtime).
 // One folder: `npx vitest run --config bench/vitest.bench.config.ts bench/<folder>`.
 const root = fileURLToPath(new URL("..", import.meta.url));
+// Options of `npm run bench:turns` (scripts/bench-turns.ts), read by the benches with vitest's inject().
+const provide = {
+  benchTurns: Number(process.env["BENCH_TURNS"] ?? 2_000),
+  benchProfile: process.env["BENCH_TURNS_PROFILE"] === "1",
+};
 
 export default defineConfig({
   root,
@@ -21,6 +26,7 @@ export default defineConfig({
           exclude: ["bench/**/*.node.bench.ts"],
           typecheck: { enabled: false },
           testTimeout: 300_000,
+          provide,
         },
       },
       {
@@ -29,6 +35,7 @@ export default defineConfig({
           include: ["bench/**/*.node.bench.ts"],
           environment: "node",
           testTimeout: 300_000,
+          provide,
         },
       },
     ],

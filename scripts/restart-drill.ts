@@ -9,12 +9,16 @@
  *    persisted storage;
  * 4. send no request that reaches the session until its alarm has resumed it: the drill waits for the
  *    restarted Worker's own task log line (src/worker/log.ts) while only `GET /health` (answered by the
- *    Worker, never the session object) is polled; the first session request is then a read, and it must
- *    already see the retried generation's work;
+ *    Worker, never the session object) is polled. workerd re-arms persisted alarms when it starts, so
+ *    the session's heartbeat alarm (set 30 s after the turn began) reopens it; a request that reached the
+ *    session earlier fails the drill;
  * 5. poll reads only (GET /inputs/{id}, GET entries) until every input is terminal, and check: the long
  *    input is answered exactly once (its interrupted partial is display-only, `stopReason: "aborted"`),
- *    the followUp, the steer and the webhook input are answered after it, once each, and no assistant
- *    answer is duplicated.
+ *    the followUp, the steer and the webhook input are placed after its answer (together, one group, at
+ *    its final-answer boundary, §8.1) and answered once, and no assistant answer is duplicated;
+ * 6. (first run only) a real WebSocket client (Node's built-in WebSocket) watches the conversation and
+ *    the session is deleted: the socket's `close` event (which fires once the TCP connection is closed)
+ *    must come within CLOSE_BUDGET_MS of DELETE's response (it may come before it).
  *
  * Prints PASS/FAIL lines with timings and exits non-zero on failure. `npm run drill:restart`; .ci/run runs
  * it after the e2e check. Offline. Run by Node directly (type stripping); tokens and the webhook secret
@@ -37,6 +41,8 @@ const LONG = `The long input of the restart drill. ${"Each sentence of it is ech
 const TEXTS = { followUp: "drill followUp: answered after the long input", steer: "drill steer: answered after the long input", webhook: "drill webhook: answered once" } as const;
 
 type Mode = "SIGKILL" | "SIGTERM";
+/** A deleted session's watch socket must be closed (TCP included) within this after DELETE answers. */
+const CLOSE_BUDGET_MS = 3_000;
 const PORTS: Record<Mode, { port: number; inspector: number }> = { SIGKILL: { port: 8811, inspector: 9311 }, SIGTERM: { port: 8812, inspector: 9312 } };
 
 interface Dev {
@@ -166,7 +172,41 @@ function textOf(entry: Entry): string {
   return (message.content ?? []).map((b) => (b.type === "text" ? (b.text ?? "") : "")).join("");
 }
 
-async function drill(mode: Mode): Promise<string[]> {
+/**
+ * A real client (Node's built-in WebSocket) watches the conversation; the session is deleted. The server
+ * sends its close frame before DELETE answers, so the time from DELETE's response to the socket's `close`
+ * event (which fires once the TCP connection is closed) is how long the connection outlives the close.
+ */
+async function closeAfterDelete(base: string, api: string, headers: Record<string, string>, operator: string): Promise<{ ms: number; sinceSent: number; code: number; wasClean: boolean }> {
+  const minted = await fetch(`${api}/conversations/root/watch-token`, { method: "POST", headers, body: "{}" });
+  const mintedText = await minted.text();
+  check(minted.status === 201, `watch token: ${minted.status} ${mintedText}`);
+  const { token } = JSON.parse(mintedText) as { token: string };
+  const ws = new WebSocket(`${base.replace(/^http/, "ws")}${new URL(api).pathname}/conversations/root/watch?access_token=${encodeURIComponent(token)}`);
+  const closed = new Promise<{ at: number; code: number; wasClean: boolean }>((resolve) => ws.addEventListener("close", (event) => resolve({ at: Date.now(), code: event.code, wasClean: event.wasClean })));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new DrillFailure("the WebSocket watch sent no view within 30 s")), 30_000);
+    ws.addEventListener("message", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    ws.addEventListener("error", () => {
+      clearTimeout(timer);
+      reject(new DrillFailure("the WebSocket watch failed to open"));
+    });
+  });
+  const sent = Date.now();
+  const deleted = await fetch(api, { method: "DELETE", headers: { authorization: `Bearer ${operator}` } });
+  const answered = Date.now();
+  const deletedText = await deleted.text();
+  check(deleted.status === 200, `DELETE session: ${deleted.status} ${deletedText}`);
+  const outcome = await Promise.race([closed, sleep(30_000).then(() => undefined)]);
+  if (outcome === undefined) ws.close();
+  check(outcome !== undefined, "the WebSocket was still open 30 s after the session was deleted");
+  return { ms: outcome.at - answered, sinceSent: outcome.at - sent, code: outcome.code, wasClean: outcome.wasClean };
+}
+
+async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
   const figures: string[] = [];
   const dir = mkdtempSync(join(tmpdir(), `pico-restart-drill-${mode.toLowerCase()}-`));
   const envFile = join(dir, "drill.env");
@@ -290,6 +330,12 @@ async function drill(mode: Mode): Promise<string[]> {
       const r = results[key] as { entry: number; answer: number };
       check(r.entry > answerOf("long") && r.answer > r.entry, `the ${key} input was placed at entry ${r.entry} and answered at ${r.answer}, not after the long answer ${answerOf("long")}`);
     }
+    if (closeCheck) {
+      const operator = script("token.ts", ["--tenant", TENANT, "--role", "operator", "--ttl", "900"]);
+      const close = await closeAfterDelete(base, api, headers, operator);
+      figures.push(`WebSocket watch after DELETE session: closed ${close.sinceSent} ms after DELETE was sent, ${close.ms} ms after it answered (code ${close.code}, clean ${close.wasClean})`);
+      check(close.ms < CLOSE_BUDGET_MS, `the WebSocket stayed open ${close.ms} ms after the session was deleted (budget ${CLOSE_BUDGET_MS} ms)`);
+    }
     figures.push(`${partials.length} display-only partial${partials.length === 1 ? "" : "s"}, ${finals.length} final answers (${answerIds.size} distinct answer entries for 4 inputs)`);
     return figures;
   } catch (error) {
@@ -303,7 +349,8 @@ async function drill(mode: Mode): Promise<string[]> {
 
 const modes: Mode[] = process.argv.includes("--kill-only") ? ["SIGKILL"] : process.argv.includes("--term-only") ? ["SIGTERM"] : ["SIGKILL", "SIGTERM"];
 const started = Date.now();
-const outcomes = await Promise.allSettled(modes.map((mode) => drill(mode)));
+// The WebSocket close check runs once, in the first run, after its restart checks.
+const outcomes = await Promise.allSettled(modes.map((mode, i) => drill(mode, i === 0)));
 let failed = false;
 outcomes.forEach((outcome, i) => {
   const mode = modes[i] as Mode;

@@ -12,16 +12,27 @@
  * coarse clock (it advances on I/O), so they are indicative only; rows are exact. Asserts row-count
  * shapes only, never times.
  *
- * Run: npm run bench:turns
+ * Run: npm run bench:turns [-- --profile] [-- --turns N]. `--profile` prints a per-statement profile
+ * (statement, rows written, rows read, executions) of the last turn of each SQLite run.
  */
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { expect, it } from "vitest";
+import { expect, inject, it } from "vitest";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
-import { openWorkload, printFigures, type RunFigures, type Workload } from "./workload.js";
+import { openWorkload, printFigures, printProfile, type ProfileRow, type RunFigures, type Workload } from "./workload.js";
 
-const TURNS = 2_000;
+declare module "vitest" {
+  export interface ProvidedContext {
+    benchTurns: number;
+    benchProfile: boolean;
+  }
+}
+
+const TURNS = inject("benchTurns");
+const PROFILE = inject("benchProfile");
+/** The collapse threshold is the context measured before this turn, so collapses fire about every PROBE_TURN turns. */
+const PROBE_TURN = Math.floor(TURNS / 10);
 const SLICE = 250;
 const WINDOWS = [
   [1, 100],
@@ -30,12 +41,15 @@ const WINDOWS = [
 const now = (): number => performance.now();
 
 async function onMemory(label: string, threshold: number): Promise<RunFigures> {
-  const w = await openWorkload(new MemoryStorage(), { label, turns: TURNS, windows: WINDOWS, collapseThresholdTokens: threshold, probeTurn: 200, now });
+  const w = await openWorkload(new MemoryStorage(), { label, turns: TURNS, windows: WINDOWS, collapseThresholdTokens: threshold, probeTurn: PROBE_TURN, now });
   await w.run(1, TURNS);
   return w.figures;
 }
 
+const profiles: { label: string; rows: ProfileRow[] }[] = [];
+
 async function onSqlite(label: string, threshold: number): Promise<RunFigures> {
+  let profiled: ReadonlyMap<string, ProfileRow> | undefined;
   const stub = env.SESSIONS.get(env.SESSIONS.idFromName(`bench-turns-${label}-${Date.now()}`));
   let workload: Workload | undefined;
   for (let from = 1; from <= TURNS; from += SLICE) {
@@ -47,16 +61,22 @@ async function onSqlite(label: string, threshold: number): Promise<RunFigures> {
           turns: TURNS,
           windows: WINDOWS,
           collapseThresholdTokens: threshold,
-          probeTurn: 200,
+          probeTurn: PROBE_TURN,
           now,
           rows: { read: () => storage.stats.rowsRead, written: () => storage.stats.rowsWritten },
           dbBytes: () => state.storage.sql.databaseSize,
+          around: (turn, phase) => {
+            if (!PROFILE || turn !== TURNS) return;
+            if (phase === "before") profiled = storage.profile();
+            else storage.stopProfile();
+          },
         });
       }
       await workload.run(from, Math.min(TURNS, from + SLICE - 1));
     });
   }
   if (workload === undefined) throw new Error("no workload");
+  if (profiled !== undefined) profiles.push({ label, rows: [...profiled.values()] });
   return workload.figures;
 }
 
@@ -72,6 +92,7 @@ it(`bench/turns: ${TURNS} faux turns with two tool calls each, memory and SQLite
     memoryCollapse,
     sqliteCollapse,
   ]);
+  for (const p of profiles) printProfile(`profile of turn ${TURNS}, ${p.label}: rows written, rows read, executions per statement`, p.rows);
   for (const run of [sqlite, sqliteCollapse]) {
     const [early, late] = run.windows;
     // Rows per turn must not grow with history: the late window reads and writes like the early one.

@@ -77,6 +77,8 @@ export interface WorkloadOptions {
   readonly rows?: Rows;
   readonly dbBytes?: () => number;
   readonly now: () => number;
+  /** Called just before and just after each turn (the profile of one turn starts and stops here). */
+  readonly around?: (turn: number, phase: "before" | "after") => void;
 }
 
 /** Open a harness with the turn kit over `storage`; `run` drives turns in slices (one DO callback each). */
@@ -152,12 +154,14 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
       if (turn === options.probeTurn) {
         figures.probeTokens = estimateTokens(requestMessages(await root.contextEntries(undefined, call)));
       }
+      options.around?.(turn, "before");
       const p0 = providerMs;
       const r0 = options.rows?.read() ?? 0;
       const w0 = options.rows?.written() ?? 0;
       const t0 = now();
       const entry = await root.prompt({ input: `turn ${turn}` }, call);
       const elapsed = now() - t0;
+      options.around?.(turn, "after");
       if (entry?.kind !== "assistant") throw new Error(`turn ${turn} got no answer`);
       const provider = providerMs - p0;
       figures.totalMs += elapsed;
@@ -218,5 +222,26 @@ export function printFigures(title: string, runs: readonly RunFigures[]): void {
     );
   }
   lines.push(`streamed tokens = output tokens of every attempt (pi.usage.totals, faux estimate chars/4); scratch bytes = JSON of scratch writes`);
+  console.log(lines.join("\n"));
+}
+
+/** One statement's totals over a profiled turn. */
+export interface ProfileRow {
+  readonly statement: string;
+  readonly executions: number;
+  readonly rowsRead: number;
+  readonly rowsWritten: number;
+}
+
+/** Print a per-statement profile of one turn, most rows first (written, then read). */
+export function printProfile(title: string, rows: readonly ProfileRow[]): void {
+  const sorted = [...rows].sort((a, b) => b.rowsWritten - a.rowsWritten || b.rowsRead - a.rowsRead || b.executions - a.executions);
+  const total = sorted.reduce((t, r) => ({ e: t.e + r.executions, r: t.r + r.rowsRead, w: t.w + r.rowsWritten }), { e: 0, r: 0, w: 0 });
+  const lines = [`\n${title}`, `${"written".padStart(7)} ${"read".padStart(6)} ${"execs".padStart(5)}  statement`];
+  for (const r of sorted) {
+    const sql = r.statement.length > 150 ? `${r.statement.slice(0, 147)}...` : r.statement;
+    lines.push(`${String(r.rowsWritten).padStart(7)} ${String(r.rowsRead).padStart(6)} ${String(r.executions).padStart(5)}  ${sql}`);
+  }
+  lines.push(`${String(total.w).padStart(7)} ${String(total.r).padStart(6)} ${String(total.e).padStart(5)}  total (${sorted.length} distinct statements)`);
   console.log(lines.join("\n"));
 }

@@ -44,6 +44,10 @@ export interface SessionSummary {
 
 export interface ConversationSnapshot {
   readonly conversation: Conversation;
+  /** The task that created this conversation and the conversation that task belongs to (§5.7), if any. */
+  readonly owner: { readonly taskId: Id; readonly conversationId: Id } | null;
+  /** Conversations created by this conversation's tasks (subagents, §8.5), oldest first; at most 1,000. */
+  readonly children: readonly Id[];
   readonly config: ConfigValues;
   readonly tasks: readonly Task[];
   /** Queued inputs; `waiting: true` marks steer/followUp items that no live turn will place (a group
@@ -181,7 +185,11 @@ export const acceptResponse = z.object({
 });
 export const inputResponse = z.object({ inputId: id, conversationId: id, result: inputResultOut });
 export const acceptanceResponse = z.object({ requestKey: z.string(), conversationId: id, inputId: id });
-export const snapshotResponse = z.looseObject({ conversation: conversationOut, config: configValuesOut, tasks: z.array(taskOut), inbox: z.array(z.looseObject({})), readAt: z.number().int() });
+export const snapshotResponse = z.looseObject({
+  conversation: conversationOut,
+  owner: z.object({ taskId: id, conversationId: id }).nullable().describe("The task that created this conversation (a subagent's tool call) and its conversation"),
+  children: z.array(id).describe("Conversations created by this conversation's tasks (subagents), oldest first; at most 1,000"),
+  config: configValuesOut, tasks: z.array(taskOut), inbox: z.array(z.looseObject({})), readAt: z.number().int() });
 export const forkResponse = z.object({ conversationId: id, conversation: conversationOut });
 export const collapseResponse = z.object({ taskId: id });
 export const usageResponse = z.looseObject({ totals: z.looseObject({}).optional(), rows: pageOf(z.looseObject({})) });

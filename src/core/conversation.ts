@@ -248,6 +248,10 @@ export class ConversationHandle {
     }
     const owner = this.harness.driver.liveTask(origin.taskId);
     if (owner === undefined) throw new PicoError("contract", `task ${origin.taskId} is not live; only a live task can own a new conversation (§5.7)`);
+    const at = options.context?.at;
+    if (at !== undefined && at !== 0 && !(Number.isSafeInteger(at) && at > 0 && (await visibleEntry(this.harness.storage, this.id, at)))) {
+      throw invalid(`cannot start a child of conversation ${this.id} from entry ${String(at)}: not one of its entries`);
+    }
     return spawnChild(b, this.id, owner, this.#firstTurn(), this.harness.now(), options);
   }
 

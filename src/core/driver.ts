@@ -451,7 +451,9 @@ export class Driver {
     } else if (lt.task.role === "inflight") method = "recover";
     else return;
     const kind = this.#harness.taskKinds.get(lt.task.kind);
-    if (kind === undefined) {
+    // A missing kind, or a kind whose declared needs are not all registered, parks the task until a
+    // registration supplies them (§6.4, §9.6).
+    if (kind === undefined || !this.#needsMet(kind)) {
       this.#parked.add(id);
       return;
     }
@@ -1037,12 +1039,33 @@ export class Driver {
       .then((after) => after());
   }
 
-  /** Re-examine parked tasks after a kind was registered or replaced (§9.6). */
-  unpark(kind: string): Action {
-    const ids: Id[] = [];
-    for (const id of this.#parked) if (this.#live.get(id)?.task.kind === kind) ids.push(id);
-    for (const id of ids) this.#parked.delete(id);
+  /** Are the entry kinds and sections a task kind needs all registered (§5.2 `needs`)? */
+  #needsMet(kind: AnyTaskKind): boolean {
+    const needs = kind.needs;
+    if (needs === undefined) return true;
+    for (const name of needs.entryKinds ?? []) if (!this.#harness.entryKinds.has(name)) return false;
+    for (const key of needs.sections ?? []) if (!this.#harness.sections.has(key)) return false;
+    return true;
+  }
+
+  /**
+   * Re-examine every parked task after a registry change (§9.6): those whose kind and needs are now
+   * registered are reserved; the others park again. The parked set is small (tasks waiting for code).
+   */
+  unpark(): Action {
+    const ids = [...this.#parked];
+    this.#parked.clear();
     return this.#reconsider(ids);
+  }
+
+  /** Admission of a registry change (§9.6): like a commit's, by lifecycle and invocation identity. */
+  admitChange(call: Call): void {
+    this.#admitLifecycle();
+    if (this.#phase === "closing" || this.#phase === "closed") throw new PicoError("closed", "the session is closing");
+    const inv = call.value(invocationKey);
+    if (inv !== undefined && this.#running.get(inv.taskId) !== inv) {
+      throw new PicoError("contract", `a stale ${inv.method} invocation of task ${inv.taskId} tried to change a registry`);
+    }
   }
 
   hasLiveOfKind(kind: string): boolean {

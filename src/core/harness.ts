@@ -26,6 +26,7 @@ import { CommitLine } from "./line.js";
 import { bind, type Binding, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
 import type { AnyTaskKind, ReadTask, TaskDefinition, TaskRoles } from "./task-kind.js";
 import { TaskKindRegistry } from "./task-kind.js";
+import { LineRegistry, PlainSectionStore, type AnySection, type SectionStore } from "./registry.js";
 import {
   readEntries,
   readTasks,
@@ -96,8 +97,12 @@ export interface ListHandle<T> {
 
 export class Harness {
   readonly storage: Storage;
-  readonly entryKinds: EntryKindRegistry;
-  readonly taskKinds: TaskKindRegistry;
+  /** Entry kinds (§9.6): pure reads; `register`/`replace`/`remove` are Calls on the line. */
+  readonly entryKinds: LineRegistry<EntryKind>;
+  /** Task kinds (§9.6); removal rejects while live tasks of the kind exist. */
+  readonly taskKinds: LineRegistry<AnyTaskKind>;
+  /** System sections (§9.6); the turn kit installs its section registry as the store (`useSections`). */
+  readonly sections: LineRegistry<AnySection>;
   readonly line = new CommitLine();
   readonly now: () => number;
   readonly driver: Driver;
@@ -108,11 +113,44 @@ export class Harness {
   #liveTurns: LiveTurns;
   #report: (report: HarnessReport) => void;
   #rootId: Id = 1;
+  readonly #entryKinds: EntryKindRegistry;
+  readonly #taskKinds: TaskKindRegistry;
+  #sectionStore: SectionStore = new PlainSectionStore();
+  /** Whether a section change reached the store (then the store can no longer be swapped). */
+  #sectionsChanged = false;
 
   private constructor(storage: Storage, options: HarnessOptions) {
     this.storage = storage;
-    this.entryKinds = new EntryKindRegistry([...builtinEntryKinds, ...(options.entryKinds ?? [])]);
-    this.taskKinds = new TaskKindRegistry(options.taskKinds ?? []);
+    this.#entryKinds = new EntryKindRegistry([...builtinEntryKinds, ...(options.entryKinds ?? [])]);
+    this.#taskKinds = new TaskKindRegistry(options.taskKinds ?? []);
+    const change = (body: () => void, call: Call): Promise<void> => this.#registryChange(body, call);
+    this.entryKinds = new LineRegistry<EntryKind>(this.#entryKinds, change);
+    const taskKinds = this.#taskKinds;
+    this.taskKinds = new LineRegistry<AnyTaskKind>(
+      {
+        register: (kind) => taskKinds.register(kind),
+        replace: (kind) => taskKinds.replace(kind),
+        remove: (name) => {
+          if (this.driver.hasLiveOfKind(name)) throw new PicoError("conflict", `task kind ${name} still has live tasks`);
+          taskKinds.remove(name);
+        },
+        get: (name) => taskKinds.get(name),
+        has: (name) => taskKinds.has(name),
+        names: () => taskKinds.names(),
+      },
+      change,
+    );
+    this.sections = new LineRegistry<AnySection>(
+      {
+        register: (section) => ((this.#sectionsChanged = true), this.#sectionStore.register(section)),
+        replace: (section) => ((this.#sectionsChanged = true), this.#sectionStore.replace(section)),
+        remove: (key) => ((this.#sectionsChanged = true), this.#sectionStore.remove(key)),
+        get: (key) => this.#sectionStore.get(key),
+        has: (key) => this.#sectionStore.has(key),
+        names: () => this.#sectionStore.keys(),
+      },
+      change,
+    );
     this.driver = new Driver(this, options.host ?? {});
     this.now = () => this.driver.clock.now();
     this.#report = options.report ?? (() => undefined);
@@ -211,7 +249,7 @@ export class Harness {
   ): Promise<{ result: T; after: (() => void) | undefined }> {
     this.driver.admit(call, internal, options.scratchTask, options.mark === true);
     const origin = internal ? undefined : "origin" in options ? options.origin : this.driver.originOf(call);
-    const builder = new TxBuilder(this.storage, this.taskKinds, { ...options, origin, inTurn: (id) => this.driver.liveTurnTasks(id) > 0 });
+    const builder = new TxBuilder(this.storage, this.#taskKinds, { ...options, origin, inTurn: (id) => this.driver.liveTurnTasks(id) > 0 });
     const result = await plan(builder);
     builder.freeze();
     const batch = builder.batch();
@@ -347,16 +385,43 @@ export class Harness {
 
   // registration (§9.6): changes serialize on the line -----------------------------------------------
 
-  registerEntryKind<E extends Entry>(kind: EntryKind<E>, _call: Call): Promise<EntryKind<E>> {
-    return this.line.run(() => this.entryKinds.register(kind));
+  /**
+   * One registry change as a line operation: admitted like a commit, applied, then every parked task is
+   * re-examined (a registration may supply its missing kind, entry kind or section).
+   */
+  #registryChange(change: () => void, call: Call): Promise<void> {
+    return this.line
+      .run(() => {
+        this.driver.admitChange(call);
+        change();
+        return this.driver.unpark();
+      })
+      .then((after) => after());
   }
 
-  replaceEntryKind<E extends Entry>(kind: EntryKind<E>, _call: Call): Promise<EntryKind<E>> {
-    return this.line.run(() => this.entryKinds.replace(kind));
+  /**
+   * Make `store` the section registry behind `sections` (the turn kit installs its own, whose snapshots
+   * generations prepare from). Only before any section change went through the harness.
+   */
+  useSections(store: SectionStore): void {
+    if (store === this.#sectionStore) return;
+    if (this.#sectionsChanged) throw new PicoError("contract", "the harness's sections were already changed; install the section registry first");
+    this.#sectionStore = store;
   }
 
-  removeEntryKind(name: string, _call: Call): Promise<void> {
-    return this.line.run(() => this.entryKinds.remove(name));
+  /** Same as `entryKinds.register`. */
+  registerEntryKind<E extends Entry>(kind: EntryKind<E>, call: Call): Promise<EntryKind<E>> {
+    return this.entryKinds.register(kind, call);
+  }
+
+  /** Same as `entryKinds.replace`. */
+  replaceEntryKind<E extends Entry>(kind: EntryKind<E>, call: Call): Promise<EntryKind<E>> {
+    return this.entryKinds.replace(kind, call);
+  }
+
+  /** Same as `entryKinds.remove`. */
+  removeEntryKind(name: string, call: Call): Promise<void> {
+    return this.entryKinds.remove(name, call);
   }
 
   // driving and lifecycle (§6.2-§6.4) ---------------------------------------------------------------
@@ -397,29 +462,19 @@ export class Harness {
     return this.driver.close(call);
   }
 
-  registerTaskKind(kind: AnyTaskKind, _call: Call): Promise<void> {
-    return this.line
-      .run(() => {
-        this.taskKinds.register(kind);
-        return this.driver.unpark(kind.kind);
-      })
-      .then((after) => after());
+  /** Same as `taskKinds.register`. */
+  async registerTaskKind(kind: AnyTaskKind, call: Call): Promise<void> {
+    await this.taskKinds.register(kind, call);
   }
 
-  replaceTaskKind(kind: AnyTaskKind, _call: Call): Promise<void> {
-    return this.line
-      .run(() => {
-        this.taskKinds.replace(kind);
-        return this.driver.unpark(kind.kind);
-      })
-      .then((after) => after());
+  /** Same as `taskKinds.replace`. */
+  async replaceTaskKind(kind: AnyTaskKind, call: Call): Promise<void> {
+    await this.taskKinds.replace(kind, call);
   }
 
-  removeTaskKind(name: string, _call: Call): Promise<void> {
-    return this.line.run(() => {
-      if (this.driver.hasLiveOfKind(name)) throw new PicoError("conflict", `task kind ${name} still has live tasks`);
-      this.taskKinds.remove(name);
-    });
+  /** Same as `taskKinds.remove`. */
+  removeTaskKind(name: string, call: Call): Promise<void> {
+    return this.taskKinds.remove(name, call);
   }
 }
 

@@ -4,13 +4,17 @@
  * conversation, applies overrides, appends the user prompt and creates the first generation (through
  * the installed turn API, which knows the generation kind). Also the ownership rule the commit line
  * checks on every batch: a conversation's `owner` and its owner task's `owns` are written together.
+ * A child may start from its source's context (§8.5 `context: "inherit"`): it is then also a fork of
+ * the source at a given entry (§2.4), which is provenance, not ownership (§2.5). The owner task's
+ * conversation lists its children in the sticky list `pi.children`, so a snapshot names them with one
+ * list read and no scan of historical tasks (§6.2).
  */
 import type { Conversation, Id, JsonValue, MainWrite, Task } from "../storage/records.js";
 import type { Storage } from "../storage/storage.js";
 import type { UserInput } from "./entries.js";
 import { invalid } from "./errors.js";
 import { placeInput, queueInput, userDraft, type QueuedInput } from "./inbox.js";
-import { bind, type ValueSpec } from "./state.js";
+import { bind, bindTo, conversationList, type ValueSpec } from "./state.js";
 import type { TxBuilder } from "./tx.js";
 
 /** Which values a new child starts with (§4.3): copies of the source's current values, then overrides. */
@@ -23,7 +27,17 @@ export interface ChildValues {
 export interface SpawnOptions {
   readonly prompt: UserInput;
   readonly values?: ChildValues;
+  /** A request key for the prompt (§3.4): `acceptance(requestId)` finds the child and its inputId again. */
+  readonly requestId?: string;
+  /**
+   * Start from the source's context through entry `at` (§8.5 `context: "inherit"`): the child is a
+   * fork of the source at `at` (0: an empty prefix) as well as owned by the calling task.
+   */
+  readonly context?: { readonly at: Id };
 }
+
+/** The conversations created by tasks of a conversation, in creation order (sticky; §5.7). */
+export const childrenList = conversationList<Id>("pi.children", { rewind: false });
 
 /** What one spawn commit created: the child conversation, its prompt's inputId and its first generation. */
 export interface Spawned {
@@ -55,7 +69,9 @@ export async function spawnChild(b: TxBuilder, from: Id, owner: Task, first: Fir
   for (const [spec] of options.values?.set ?? []) {
     if (spec.scopeKind !== "conversation") throw invalid(`a child's initial values are conversation values; ${spec.namespace} is ${spec.scopeKind} state`);
   }
-  const child = b.createConversation({ owner: owner.id });
+  const at = options.context?.at;
+  if (at !== undefined && !(Number.isSafeInteger(at) && at >= 0)) throw invalid(`a child's context position must be an entry id or 0, got ${String(at)}`);
+  const child = b.createConversation({ owner: owner.id, ...(at === undefined ? {} : { parent: { conversationId: from, at } }) });
   const written = new Map<string, JsonValue>();
   for (const [spec, value] of [...copies, ...(options.values?.set ?? [])]) {
     b.value(bind(spec, { conversationId: child })).set(value);
@@ -64,7 +80,8 @@ export async function spawnChild(b: TxBuilder, from: Id, owner: Task, first: Fir
   // §5.7: the owner records the child in `owns` in the creation commit; state and status are unchanged,
   // so this is a same-status replacement that does not advance the status epoch (§6.1).
   b.push({ type: "patch", id: owner.id, role: owner.role, state: owner.state, owns: [...(owner.owns ?? []), child] });
-  const item: QueuedInput = { mode: "followUp", input: options.prompt };
+  b.list(bindTo(childrenList, owner.conversationId)).append(child);
+  const item: QueuedInput = { mode: "followUp", input: options.prompt, ...(options.requestId === undefined ? {} : { requestId: options.requestId }) };
   const inputId = queueInput(b, child, item);
   placeInput(b, child, inputId, item, userDraft(options.prompt, now));
   const generation = await first.firstGeneration(b, child, [inputId], <T>(spec: ValueSpec<T>) => written.get(specKey(spec)) as T | undefined);

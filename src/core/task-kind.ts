@@ -100,9 +100,21 @@ export interface TaskKind<
   readonly hooks?: HookSpecs<Hooks>;
   readonly config?: Config;
   readonly preview?: PreviewSpec;
+  readonly needs?: KindNeeds;
   execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   recover(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   abort(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
+}
+
+/**
+ * Registrations a kind's methods rely on (§9.6): entry kinds it writes or reads typed, sections its
+ * preparations edit. A live task of a kind whose needs are not all registered is parked (not started,
+ * not recovered, not counted for idleness) until a registration supplies them, as a task of a missing
+ * kind is (§6.4).
+ */
+export interface KindNeeds {
+  readonly entryKinds?: readonly string[];
+  readonly sections?: readonly string[];
 }
 
 /** Any registered kind, erased for the registry and the driver. */
@@ -114,6 +126,7 @@ export interface AnyTaskKind {
   readonly hooks?: Readonly<Record<string, { readonly failClosed?: boolean } | undefined>>;
   readonly config?: ConfigSpec;
   readonly preview?: PreviewSpec;
+  readonly needs?: KindNeeds;
   execute(task: Task, runtime: never, call: Call): Promise<void>;
   recover(task: Task, runtime: never, call: Call): Promise<void>;
   abort(task: Task, runtime: never, call: Call): Promise<void>;
@@ -145,6 +158,7 @@ type DefinitionInput<S extends TaskStateBase, R extends TaskRoles<S>, Runtime ex
   readonly hooks?: HookSpecs<Hooks>;
   readonly config?: Config;
   readonly preview?: PreviewSpec;
+  readonly needs?: KindNeeds;
   execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   recover(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   abort(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;

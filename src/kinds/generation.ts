@@ -373,7 +373,7 @@ export function createGenerationKind(services: GenerationServices) {
     if (message.stopReason === "error" || message.stopReason === "aborted") {
       const error = message.errorMessage ?? message.stopReason;
       const decision = message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts
-        ? retryDecision(services.options, attemptRetry.attempt, retryHintMs(message, probe, runtime.now()))
+        ? retryDecision(services.options, attemptRetry.attempt, services.options.retryHonourHints === false ? undefined : retryHintMs(message, probe, runtime.now()))
         : undefined;
       if (decision?.type === "wait") {
         // The wake time is durable in state (§5.3): after an eviction the alarm resumes the sleep.

@@ -9,15 +9,11 @@
  * Used by the generation kind (through `prepareSections`) and by hosts/plugins that define sections.
  */
 import { PicoError } from "../core/errors.js";
+import type { AnySection, SectionStore, SystemSection } from "../core/registry.js";
 import type { JsonObject, JsonValue } from "../storage/records.js";
 
-export interface SystemSection<T> {
-  readonly key: string;
-  render(value: T): string;
-}
-
-/** A section as the registry holds it; method bivariance lets every typed token in. */
-export type AnySection = SystemSection<JsonValue>;
+// The token types live in core, which holds the registry for the harness (h.sections, §9.6).
+export type { AnySection, SystemSection };
 
 export function defineSystemSection<T extends JsonValue>(def: { key: string; render(value: T): string }): SystemSection<T> {
   if (typeof def.key !== "string" || def.key === "") throw new TypeError("a system section needs a non-empty key");
@@ -59,9 +55,10 @@ export interface SectionSnapshot {
 /**
  * The mutable section registry (§9.6). `register` rejects an existing key; `replace` requires one and
  * marks the section for re-rendering by later preparations until `acknowledge` confirms a preparation
- * that recomputed it was committed; `remove` removes code, never stored section values or text.
+ * that recomputed it was committed; `remove` removes code, never stored section values or text. A
+ * harness the turn kit is installed on changes it only through `h.sections` (on the line).
  */
-export class SectionRegistry {
+export class SectionRegistry implements SectionStore {
   readonly #sections = new Map<string, AnySection>();
   readonly #recompute = new Map<string, number>();
   #revision = 0;

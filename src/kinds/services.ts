@@ -144,6 +144,11 @@ export interface TurnOptions {
   readonly retryMaxDelayMs: number;
   /** Backoff jitter: up to this fraction of the delay is added at random. Default 0.25. */
   readonly retryJitter: number;
+  /**
+   * Whether a provider's retry hint (`retry-after`, reset headers, "retry in 12s") sets the wait; a hint
+   * above `retryMaxDelayMs` then fails the input. False: plain backoff only. Default true.
+   */
+  readonly retryHonourHints?: boolean;
   /** At most one scratch commit per task per this many ms while streaming (§8.2). Default 50. */
   readonly flushMs: number;
   /** Scratch bytes a streaming attempt may write before frames stop (the preview keeps going). */

@@ -109,6 +109,8 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
     env,
     install(harness) {
       installed = harness;
+      // The harness's h.sections changes this registry on the line (§9.6); generations snapshot it.
+      harness.useSections(sections);
       harness.turns = turnApi(harness, options, hooks, generation);
     },
   };

@@ -29,10 +29,12 @@ import {
   mailbox,
   settingsValue,
   witnessAgent,
+  witnessFocus,
   witnessTask,
 } from "./state.js";
 import {
   actorName,
+  AGENT_ID,
   DEFAULT_SETTINGS,
   MAYOR_ID,
   WITNESS_ID,
@@ -50,8 +52,6 @@ import {
 } from "./types.js";
 
 const call: Call = BACKGROUND_CONTEXT;
-
-export const AGENT_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
 /** What the host plugs in. */
 export interface RigOptions {
@@ -495,7 +495,7 @@ export class Rig {
   async health(): Promise<RigHealth> {
     const reader = { get: <T>(spec: ValueSpec<T>) => this.#read(spec) };
     const settings = await readSettings(reader);
-    return (await assess(reader, this.now(), this.name, settings)).health;
+    return (await assess(reader, this.now(), this.name, settings, new Map(), await reader.get(witnessFocus))).health;
   }
 
   // internals ----------------------------------------------------------------------------------

@@ -54,6 +54,9 @@ export function witnessAgent(agentId: string): ValueSpec<WitnessAgentRecord> {
 
 export const witnessPatrol: ValueSpec<WitnessPatrolRecord> = sessionValue("rig.witness.patrol");
 
+/** The agent the mayor told the witness to focus on: patrolled on every patrol whatever its role. */
+export const witnessFocus: ValueSpec<string> = sessionValue("rig.witness.focus");
+
 /** The witness task's id while one runs. */
 export const witnessTask: ValueSpec<number> = sessionValue("rig.witness.task");
 

@@ -172,5 +172,8 @@ export interface WitnessPatrolRecord {
   readonly mail_cursor: number;
 }
 
+/** Agent ids (the hook document's `agent_id`): 1-64 characters of a-z 0-9 and -, starting with a letter or digit. */
+export const AGENT_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
+
 export const WITNESS_ID = "witness";
 export const MAYOR_ID = "mayor";

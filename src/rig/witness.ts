@@ -21,8 +21,9 @@ import type { TaskRuntime } from "../core/runtime.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import { iso } from "./hooks.js";
 import type { Rig } from "./rig.js";
-import { agentIndex, hookValue, mailbox, settingsValue, witnessAgent, witnessPatrol, type IndexEntry } from "./state.js";
+import { agentIndex, hookValue, mailbox, settingsValue, witnessAgent, witnessFocus, witnessPatrol, type IndexEntry } from "./state.js";
 import {
+  AGENT_ID,
   DEFAULT_SETTINGS,
   MAYOR_ID,
   MIN_SETTING_MS,
@@ -78,10 +79,17 @@ interface Assessed {
 
 /**
  * Read every agent's hook and classify: the health report (counts exactly as the document names them)
- * and the stalled polecats. A failed read rejects: an agent is never reported idle because its hook
- * could not be read.
+ * and the stalled polecats (with the `focus` agent, whatever its role). A failed read rejects: an agent
+ * is never reported idle because its hook could not be read.
  */
-export async function assess(reader: StateReader, now: number, rigName: string, settings: RigSettings, responses: ReadonlyMap<string, number> = new Map()): Promise<Assessed> {
+export async function assess(
+  reader: StateReader,
+  now: number,
+  rigName: string,
+  settings: RigSettings,
+  responses: ReadonlyMap<string, number> = new Map(),
+  focus: string | undefined = undefined,
+): Promise<Assessed> {
   const index: Readonly<Record<string, IndexEntry>> = (await reader.get(agentIndex)) ?? {};
   let active = 0;
   let idle = 0;
@@ -107,12 +115,12 @@ export async function assess(reader: StateReader, now: number, rigName: string, 
     if (status === "pending") {
       pending += 1;
       const since = now - Date.parse(hook.file.work_item?.assigned_at ?? hook.file.last_activity);
-      if (entry.role === "polecat" && since > settings.spawnGraceMs) {
+      if ((entry.role === "polecat" || agentId === focus) && since > settings.spawnGraceMs) {
         notStarted.push({ agentId, beadId: hook.file.work_item?.bead_id ?? "", pendingMinutes: Math.floor(since / 60_000) });
       }
       continue;
     }
-    if (entry.role !== "polecat") {
+    if (entry.role !== "polecat" && agentId !== focus) {
       active += 1;
       continue;
     }
@@ -169,12 +177,19 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
   let cursor = record.mail_cursor;
   const inbox = await tx.list(mailbox(WITNESS_ID)).read({ after: cursor, limit: 1000 });
   let changed: Partial<RigSettings> | undefined;
+  let focus = await reader.get(witnessFocus);
+  let focusChanged = false;
   for (const element of inbox.items) {
     cursor = element.id;
     const message = element.value;
     if (message.from === MAYOR_ID || message.from === "operator") {
       const set = instruction(message.payload);
       if (set !== undefined) changed = { ...(changed ?? {}), ...set };
+      const focused = focusInstruction(message.payload);
+      if (focused !== undefined) {
+        focus = focused ?? undefined;
+        focusChanged = true;
+      }
     } else {
       responses.set(message.from, Math.max(responses.get(message.from) ?? 0, Date.parse(message.timestamp)));
     }
@@ -184,7 +199,11 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
     tx.value(settingsValue).set({ ...stored, ...changed });
     settings = { ...settings, ...changed };
   }
-  const { health, polecats } = await assess(reader, now, rigName, settings, responses);
+  if (focusChanged) {
+    if (focus === undefined) tx.value(witnessFocus).delete();
+    else tx.value(witnessFocus).set(focus);
+  }
+  const { health, polecats } = await assess(reader, now, rigName, settings, responses, focus);
   const nudges: { nudge: Nudge; conversationId: number | undefined }[] = [];
   const mail: Omit<MailMessage, "id">[] = [];
   const timestamp = iso(now);
@@ -265,6 +284,18 @@ function instruction(payload: MailMessage["payload"]): Partial<RigSettings> | un
     if (typeof value === "number" && Number.isSafeInteger(value) && value >= MIN_SETTING_MS) out[key] = value;
   }
   return Object.keys(out).length === 0 ? undefined : out;
+}
+
+/**
+ * A mayor's `{ "focus": "polecat-alpha" }` instruction (seed 002: "focus on specific agent"): that agent
+ * is patrolled on every patrol whatever its role; `{ "focus": null }` ends it. Returns the agent, null
+ * to end the focus, or undefined when the payload is no focus instruction (or names no valid agent id).
+ */
+function focusInstruction(payload: MailMessage["payload"]): string | null | undefined {
+  if (typeof payload !== "object" || payload === null || !("focus" in payload)) return undefined;
+  const focus = (payload as Record<string, unknown>)["focus"];
+  if (focus === null) return null;
+  return typeof focus === "string" && AGENT_ID.test(focus) ? focus : undefined;
 }
 
 /**

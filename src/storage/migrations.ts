@@ -7,6 +7,8 @@
 import init from "../../migrations/0001_init.sql";
 import host from "../../migrations/0002_host.sql";
 import entriesByKind from "../../migrations/0003_entries_by_kind.sql";
+import narrowIndexes from "../../migrations/0004_narrow_indexes.sql";
+import tasksSettled from "../../migrations/0005_tasks_settled.sql";
 import type { SqlHost } from "./sql.js";
 import { StorageError } from "./storage.js";
 
@@ -22,6 +24,8 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "0001_init", sql: init },
   { version: 2, name: "0002_host", sql: host },
   { version: 3, name: "0003_entries_by_kind", sql: entriesByKind },
+  { version: 4, name: "0004_narrow_indexes", sql: narrowIndexes },
+  { version: 5, name: "0005_tasks_settled", sql: tasksSettled },
 ];
 
 /** The schema version this code writes. */

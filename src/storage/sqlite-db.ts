@@ -12,19 +12,54 @@ export interface SqlStats {
   rowsWritten: number;
 }
 
+/** One statement's totals in a profile: how often it ran and the rows it read and wrote. */
+export interface StatementProfile {
+  readonly statement: string;
+  executions: number;
+  rowsRead: number;
+  rowsWritten: number;
+}
+
 export class CountedSql {
   /** Monotonically increasing totals over every statement run through this object. */
   readonly stats: SqlStats = { rowsRead: 0, rowsWritten: 0 };
+  /** Per-statement totals while profiling (`profile()` starts a fresh one); undefined otherwise. */
+  #profile: Map<string, StatementProfile> | undefined;
 
   constructor(readonly host: SqlHost) {}
+
+  /** Start recording per-statement totals (replacing any earlier profile); returns the live map. */
+  profile(): ReadonlyMap<string, StatementProfile> {
+    this.#profile = new Map();
+    return this.#profile;
+  }
+
+  /** Stop recording per-statement totals. */
+  stopProfile(): void {
+    this.#profile = undefined;
+  }
 
   /** All rows of one statement. */
   rows(query: string, ...bindings: SqlValue[]): SqlRow[] {
     const cursor = this.host.sql.exec(query, ...bindings);
     const rows = cursor.toArray();
-    this.stats.rowsRead += cursor.rowsRead;
-    this.stats.rowsWritten += cursor.rowsWritten;
+    this.#count(query, cursor.rowsRead, cursor.rowsWritten);
     return rows;
+  }
+
+  #count(query: string, read: number, written: number): void {
+    this.stats.rowsRead += read;
+    this.stats.rowsWritten += written;
+    if (this.#profile === undefined) return;
+    const statement = query.replace(/\s+/g, " ").trim();
+    let p = this.#profile.get(statement);
+    if (p === undefined) {
+      p = { statement, executions: 0, rowsRead: 0, rowsWritten: 0 };
+      this.#profile.set(statement, p);
+    }
+    p.executions += 1;
+    p.rowsRead += read;
+    p.rowsWritten += written;
   }
 
   /** The first row, if any (queries that can match more say LIMIT 1). */
@@ -36,8 +71,7 @@ export class CountedSql {
   run(query: string, ...bindings: SqlValue[]): number {
     const cursor = this.host.sql.exec(query, ...bindings);
     cursor.toArray();
-    this.stats.rowsRead += cursor.rowsRead;
-    this.stats.rowsWritten += cursor.rowsWritten;
+    this.#count(query, cursor.rowsRead, cursor.rowsWritten);
     return cursor.rowsWritten;
   }
 }

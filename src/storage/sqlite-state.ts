@@ -7,7 +7,7 @@
  */
 import type { Address, Element, Id, JsonValue, ListQuery, Page, Scope, StateWrite, ValueQuery, Version } from "./records.js";
 import type { Segment } from "./shared.js";
-import { frozenCopy, historicalReadError, keepsHistory, MAX_PAGE_LIMIT, scopeId } from "./shared.js";
+import { addressKey, frozenCopy, historicalReadError, keepsHistory, MAX_PAGE_LIMIT, scopeId } from "./shared.js";
 import { StorageError } from "./storage.js";
 import { checkPosition, type CountedSql, int, text } from "./sqlite-db.js";
 import { pageParts, type Part } from "./sqlite-paging.js";
@@ -58,9 +58,21 @@ interface SegmentPart extends Part {
   readonly conversationId: Id;
 }
 
+/** Current values kept in memory (write-through); older ones are re-read. */
+const VALUE_CACHE = 4096;
+
 export class SqliteState {
   readonly #db: CountedSql;
   readonly #segments: (conversationId: Id, cap: Id) => Segment[];
+  /**
+   * Write-through cache of current value reads (`getValue` without `at`) of session and conversation
+   * addresses, keyed like the rows they mirror: `s` + address for the current row ("values"), `h` +
+   * address for the newest own version of a rewindable address (value_versions). null = known absent.
+   * The object is the only writer of its database, so only its own commits change them; a fresh object
+   * starts empty (DESIGN §2). Changes of a commit are staged and published after it commits.
+   */
+  readonly #values = new Map<string, Version<JsonValue> | null>();
+  #staged: [string, Version<JsonValue> | null][] = [];
 
   constructor(db: CountedSql, segments: (conversationId: Id, cap: Id) => Segment[]) {
     this.#db = db;
@@ -106,7 +118,11 @@ export class SqliteState {
     const owner = scopeId(scope);
     const history = keepsHistory(w.addr);
     switch (w.type) {
-      case "value.set":
+      case "value.set": {
+        const current = Object.freeze({ seq, value: frozenCopy<JsonValue>(payload as string) });
+        const key = addressKey(w.addr);
+        this.#staged.push([`s${key}`, current]);
+        if (history) this.#staged.push([`h${key}`, current]);
         db.run(
           `INSERT INTO "values" (scope, namespace, key, keyless, seq, value) VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (scope, namespace, key, keyless) DO UPDATE SET seq = excluded.seq, value = excluded.value`,
@@ -116,13 +132,18 @@ export class SqliteState {
           db.run("INSERT INTO value_versions (seq, conversation, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, ?)", seq, owner, ...address, payload as string);
         }
         return;
-      case "value.delete":
+      }
+      case "value.delete": {
+        const key = addressKey(w.addr);
+        this.#staged.push([`s${key}`, null]);
+        if (history) this.#staged.push([`h${key}`, null]);
         db.run(`DELETE FROM "values" WHERE scope = ? AND ${ADDRESS}`, owner, ...address);
         // Deleting a rewindable value records absence (§4.2): a fork at an earlier entry still sees it.
         if (history) {
           db.run("INSERT INTO value_versions (seq, conversation, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, NULL)", seq, owner, ...address);
         }
         return;
+      }
       case "list.append":
         db.run(
           "INSERT INTO list_elements (id, scope, namespace, key, keyless, rewind, value) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -151,6 +172,25 @@ export class SqliteState {
     }
   }
 
+  /** Publish the cache changes of the commit that just committed. */
+  publish(): void {
+    for (const [key, version] of this.#staged) this.#remember(key, version);
+    this.#staged = [];
+  }
+
+  /** Drop the cache changes of a commit that rolled back. */
+  discard(): void {
+    this.#staged = [];
+  }
+
+  #remember(key: string, version: Version<JsonValue> | null): void {
+    if (!this.#values.has(key) && this.#values.size >= VALUE_CACHE) {
+      const oldest = this.#values.keys().next();
+      if (oldest.done !== true) this.#values.delete(oldest.value);
+    }
+    this.#values.set(key, version);
+  }
+
   /** Settlement retires the task's scratch in the same transaction (§4.6, §7.5). */
   retireScratch(task: Id): void {
     this.#db.run("DELETE FROM scratch WHERE task = ?", task);
@@ -162,14 +202,33 @@ export class SqliteState {
     const scope = addr.scope;
     if (!keepsHistory(addr)) {
       if (at !== undefined) throw historicalReadError(addr);
-      const row =
-        "scratch" in scope
-          ? this.#db.first(`SELECT seq, value FROM scratch WHERE task = ? AND ${ADDRESS} AND element = 0`, scope.scratch, ...address)
-          : this.#db.first(`SELECT seq, value FROM "values" WHERE scope = ? AND ${ADDRESS}`, scopeId(scope), ...address);
-      return row === undefined ? undefined : version(row);
+      if ("scratch" in scope) {
+        const row = this.#db.first(`SELECT seq, value FROM scratch WHERE task = ? AND ${ADDRESS} AND element = 0`, scope.scratch, ...address);
+        return row === undefined ? undefined : version(row);
+      }
+      const key = `s${addressKey(addr)}`;
+      const cached = this.#values.get(key);
+      if (cached !== undefined) return cached ?? undefined;
+      const row = this.#db.first(`SELECT seq, value FROM "values" WHERE scope = ? AND ${ADDRESS}`, scopeId(scope), ...address);
+      const found = row === undefined ? null : version(row);
+      this.#remember(key, found);
+      return found ?? undefined;
     }
+    if (at === undefined) {
+      const key = `h${addressKey(addr)}`;
+      const cached = this.#values.get(key);
+      if (cached !== undefined) return cached ?? undefined;
+      const found = this.#versionAt(addr, address, Number.MAX_SAFE_INTEGER);
+      this.#remember(key, found ?? null);
+      return found;
+    }
+    return this.#versionAt(addr, address, at);
+  }
+
+  #versionAt(addr: Address, address: [string, ArrayBuffer, number], at: Id): Version<JsonValue> | undefined {
+    const scope = addr.scope;
     // §4.4: nearest segment first; the newest local version (set or tombstone) at or below the cap wins.
-    for (const segment of this.#segments(scopeId(scope), at ?? Number.MAX_SAFE_INTEGER)) {
+    for (const segment of this.#segments(scopeId(scope), at)) {
       if (segment.cap <= segment.conversationId) continue; // its own versions all follow its creation
       const row = this.#db.first(
         `SELECT seq, value FROM value_versions WHERE conversation = ? AND ${ADDRESS} AND seq <= ? ORDER BY seq DESC LIMIT 1`,

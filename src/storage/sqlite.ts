@@ -47,6 +47,7 @@ import {
   optionalText,
   placeholders,
   type SqlStats,
+  type StatementProfile,
   storableIds,
   text,
 } from "./sqlite-db.js";
@@ -55,6 +56,8 @@ import { SqliteState } from "./sqlite-state.js";
 
 /** Conversations kept in memory for fork-chain resolution; older ones are re-read (one row each). */
 const CONVERSATION_CACHE = 4096;
+/** Task records kept in memory (live and recent ones); older ones are re-read (one row each). */
+const TASK_CACHE = 4096;
 
 const ENTRY_COLUMNS = "id, conversation, kind, key, by_task, head, data, model, edits";
 const TASK_COLUMNS = "id, conversation, kind, role, background, turn, abort, after, owns, state";
@@ -68,8 +71,6 @@ interface StoredConversation {
 interface SegmentPart extends Part {
   readonly conversationId: Id;
 }
-
-const ROLES: readonly TaskRole[] = ["start", "inflight", "terminal"];
 
 const byId = (item: { readonly id: Id }): Id => item.id;
 
@@ -122,6 +123,12 @@ export class SqliteStorage implements Storage {
   #lastSeq: Id;
   #closed = false;
   readonly #conversations = new Map<Id, StoredConversation>();
+  /**
+   * Write-through cache of task records (§5.1): filled by this object's commits (published after the
+   * transaction commits) and by reads. The object is the only writer of its database, so a cached record
+   * is the stored one; a fresh object starts empty (DESIGN §2). Bounded; older records are re-read.
+   */
+  readonly #tasks = new Map<Id, Task>();
   readonly #kindIds = new Map<string, number>();
   readonly #kindNames = new Map<number, string>();
   readonly #view: BatchView;
@@ -144,17 +151,15 @@ export class SqliteStorage implements Storage {
     this.#state = new SqliteState(this.#db, (id, cap) => this.#segments(id, cap));
     const last = this.#db.first("SELECT value FROM session_metadata WHERE name = 'last_seq'");
     if (last === undefined) throw new StorageError("corrupt", "session_metadata has no last_seq");
-    this.#lastSeq = int(last, "value");
+    // Scratch appends and sets carry their sequence; the newest may be above last_seq (see commit).
+    const scratch = this.#db.first("SELECT max(seq) AS seq FROM scratch");
+    this.#lastSeq = Math.max(int(last, "value"), scratch === undefined ? 0 : (optionalInt(scratch, "seq") ?? 0));
     for (const row of this.#db.rows("SELECT id, name FROM kinds")) this.#rememberKind(text(row, "name"), int(row, "id"));
     const conversation = (id: Id): Conversation | undefined => {
       const stored = this.#conversation(id);
       return stored === undefined || stored.deleted ? undefined : stored.conversation;
     };
-    const task = (id: Id) => {
-      if (!Number.isSafeInteger(id)) return undefined;
-      const row = this.#db.first("SELECT role, conversation FROM tasks WHERE id = ?", id);
-      return row === undefined ? undefined : { role: role(row), conversationId: int(row, "conversation") };
-    };
+    const task = (id: Id) => this.#task(id);
     const lastSeq = (): Id => this.#lastSeq;
     this.#view = {
       get lastSeq() {
@@ -169,30 +174,87 @@ export class SqliteStorage implements Storage {
     return this.#lastSeq;
   }
 
+  /**
+   * Record rows read and written per statement (whitespace-normalized SQL text) from now until
+   * `stopProfile()`; the returned map fills as statements run (benchmarks print it).
+   */
+  profile(): ReadonlyMap<string, StatementProfile> {
+    return this.#db.profile();
+  }
+
+  stopProfile(): void {
+    this.#db.stopProfile();
+  }
+
   async commit(batch: CommitBatch): Promise<{ first: number; last: number }> {
     this.#assertOpen();
     const checked = checkBatch(batch, this.#view);
     const { first, last } = checked;
     if (batch.writes.length === 0) return { first, last };
     const newKinds = new Map<string, number>();
-    const conversationChanges: (() => void)[] = [];
-    this.#db.host.transactionSync(() => {
-      batch.writes.forEach((w: MainWrite, i) => {
-        this.#write(w, first + i, checked.payloads[i], newKinds, conversationChanges);
+    const changes: (() => void)[] = [];
+    // Task records as this batch leaves them (a batch may create and patch a task, or patch it twice).
+    const tasks = new Map<Id, Task | undefined>();
+    try {
+      this.#db.host.transactionSync(() => {
+        batch.writes.forEach((w: MainWrite, i) => {
+          this.#write(w, first + i, checked.payloads[i], newKinds, changes, tasks);
+        });
+        // The high-water mark (§7.5's commit boundary; the transaction makes the batch all-or-nothing).
+        // A scratch batch whose last write leaves a scratch row carrying `last` (an append or a set)
+        // needs no second row: open takes the larger of last_seq and the newest scratch seq. Any commit
+        // that deletes such a row is a later one and records its own, higher mark (§7.4 recovery rule 4).
+        const tail = batch.writes[batch.writes.length - 1];
+        if (batch.kind === "scratch" && (tail?.type === "list.append" || tail?.type === "value.set")) return;
+        // Compare-and-set: a second storage object over the same database must not move the mark past
+        // this one's view (rows of skipped scratch marks may leave it below first - 1).
+        const advanced = this.#db.run("UPDATE session_metadata SET value = ? WHERE name = 'last_seq' AND value < ?", last, first);
+        if (advanced !== 1) throw new StorageError("corrupt", `lastSeq moved under this storage object (expected at most ${first - 1})`);
       });
-      this.#db.run("INSERT INTO commit_boundaries (first, last, task) VALUES (?, ?, ?)", first, last, batch.kind === "scratch" ? batch.task : null);
-      // Compare-and-set: a second storage object over the same database must not interleave numbering.
-      const advanced = this.#db.run("UPDATE session_metadata SET value = ? WHERE name = 'last_seq' AND value = ?", last, first - 1);
-      if (advanced !== 1) throw new StorageError("corrupt", `lastSeq moved under this storage object (expected ${first - 1})`);
-    });
+    } catch (error) {
+      this.#state.discard();
+      throw error;
+    }
     // Publish in-memory changes only after the transaction committed.
     this.#lastSeq = last;
     for (const [name, id] of newKinds) this.#rememberKind(name, id);
-    for (const change of conversationChanges) change();
+    for (const change of changes) change();
+    for (const [id, task] of tasks) {
+      if (task === undefined) this.#tasks.delete(id);
+      else this.#cacheTask(task);
+    }
+    this.#state.publish();
     return { first, last };
   }
 
-  #write(w: MainWrite, seq: Id, payload: string | undefined, newKinds: Map<string, number>, changes: (() => void)[]): void {
+  #cacheTask(task: Task): void {
+    if (!this.#tasks.has(task.id) && this.#tasks.size >= TASK_CACHE) {
+      const oldest = this.#tasks.keys().next();
+      if (oldest.done !== true) this.#tasks.delete(oldest.value);
+    }
+    this.#tasks.set(task.id, task);
+  }
+
+  /** A task record from the cache or one row by id (then cached). */
+  #task(id: Id): Task | undefined {
+    const cached = this.#tasks.get(id);
+    if (cached !== undefined) return cached;
+    if (!Number.isSafeInteger(id)) return undefined;
+    const row = this.#db.first(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, id);
+    if (row === undefined) return undefined;
+    const task = decodeTask(row);
+    this.#cacheTask(task);
+    return task;
+  }
+
+  #write(
+    w: MainWrite,
+    seq: Id,
+    payload: string | undefined,
+    newKinds: Map<string, number>,
+    changes: (() => void)[],
+    tasks: Map<Id, Task | undefined>,
+  ): void {
     const db = this.#db;
     switch (w.type) {
       case "value.set":
@@ -235,24 +297,58 @@ export class SqliteStorage implements Storage {
       }
       case "task": {
         const t = w.task;
+        const state = JSON.stringify(t.state);
+        const after = JSON.stringify(t.after);
+        const owns = json(t.owns);
         db.run(
-          `INSERT INTO tasks (${TASK_COLUMNS}, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO tasks (${TASK_COLUMNS}, status, settled) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           seq, t.conversationId, t.kind, t.role, t.background === true ? 1 : 0, t.turn === true ? 1 : 0, t.abort === true ? 1 : 0,
-          JSON.stringify(t.after), json(t.owns), JSON.stringify(t.state), t.state.status,
+          after, owns, state, t.state.status, t.role === "terminal" ? seq : null,
         );
+        const record = decodeTask({
+          id: seq, conversation: t.conversationId, kind: t.kind, role: t.role, background: t.background === true ? 1 : 0,
+          turn: t.turn === true ? 1 : 0, abort: t.abort === true ? 1 : 0, after, owns, state,
+        });
+        tasks.set(seq, record);
         return;
       }
-      case "patch":
+      case "patch": {
         // The abort mark is never cleared by a later write (§6.3); `owns`, when present, replaces.
+        // No indexed column changes (a patch never settles), so this writes the one row.
+        const cached = tasks.has(w.id) ? tasks.get(w.id) : this.#tasks.get(w.id);
         db.run(
           "UPDATE tasks SET role = ?, status = ?, state = ?, abort = max(abort, ?), owns = coalesce(?, owns) WHERE id = ?",
           w.role, w.state.status, payload as string, w.abort === true ? 1 : 0, json(w.owns), w.id,
         );
+        if (cached === undefined) {
+          tasks.set(w.id, undefined);
+          return;
+        }
+        const { abort: _abort, owns: _owns, ...rest } = cached;
+        const owns = w.owns ?? cached.owns;
+        const record: Task = deepFreeze({
+          ...rest,
+          role: w.role,
+          state: JSON.parse(payload as string) as TaskStateBase,
+          ...(owns === undefined ? {} : { owns: JSON.parse(JSON.stringify(owns)) as Id[] }),
+          ...(cached.abort === true || w.abort === true ? { abort: true as const } : {}),
+        });
+        tasks.set(w.id, record);
         return;
-      case "settle":
-        db.run("UPDATE tasks SET role = 'terminal', status = ?, state = ? WHERE id = ?", w.state.status, payload as string, w.id);
+      }
+      case "settle": {
+        // Leaves the live-task index (settled is its WHERE column); removing index entries is not billed.
+        db.run("UPDATE tasks SET role = 'terminal', status = ?, state = ?, settled = ? WHERE id = ?", w.state.status, payload as string, seq, w.id);
         this.#state.retireScratch(w.id);
+        const cached = tasks.has(w.id) ? tasks.get(w.id) : this.#tasks.get(w.id);
+        if (cached === undefined) {
+          tasks.set(w.id, undefined);
+          return;
+        }
+        const record: Task = deepFreeze({ ...cached, role: "terminal", state: JSON.parse(payload as string) as TaskStateBase });
+        tasks.set(w.id, record);
         return;
+      }
       default: {
         const _: never = w;
         throw new StorageError("malformed_batch", `unknown write ${String(_)}`);
@@ -441,16 +537,28 @@ export class SqliteStorage implements Storage {
 
   async getTasks(ids: readonly Id[]): Promise<ReadonlyMap<Id, Task>> {
     this.#assertOpen();
-    return this.#byIds(ids, `SELECT ${TASK_COLUMNS} FROM tasks WHERE id IN`, decodeTask);
+    const found = new Map<Id, Task>();
+    const missing = storableIds(ids).filter((id) => !this.#tasks.has(id));
+    const read = this.#byIds(missing, `SELECT ${TASK_COLUMNS} FROM tasks WHERE id IN`, decodeTask);
+    for (const task of read.values()) this.#cacheTask(task);
+    for (const id of storableIds(ids)) {
+      const task = this.#tasks.get(id) ?? read.get(id);
+      if (task !== undefined) found.set(id, task);
+    }
+    return found;
   }
 
   async scanTasks(q: TaskQuery): Promise<Page<Task>> {
     this.#assertOpen();
     const where: string[] = [];
     const params: SqlValue[] = [];
-    // The literal `role <> 'terminal'` lets SQLite use the small partial live-task indexes.
-    if (q.live === true) where.push("role <> 'terminal'");
-    if (q.live === false) where.push("role = 'terminal'");
+    // Live tasks (and the live roles) come from the partial index tasks_live (conversation, id) WHERE
+    // settled IS NULL (the literal clause lets SQLite use it). Live tasks are few, so a session-wide live
+    // scan reads the whole partial index and sorts. Scans that include finished tasks walk the table in
+    // id order (operator listings; no index on finished tasks, each would be a billed row per task).
+    const live = q.live === true || q.role === "start" || q.role === "inflight";
+    if (live) where.push("settled IS NULL");
+    if (q.live === false) where.push("settled IS NOT NULL");
     if (q.role !== undefined) {
       where.push("role = ?");
       params.push(q.role);
@@ -463,10 +571,10 @@ export class SqliteStorage implements Storage {
       where.push("abort = ?");
       params.push(q.abort ? 1 : 0);
     }
-    // One ordered index range per conversation (and per role when no role filter applies), merged by id:
-    // an IN list or an unfiltered role would make SQLite sort every matching task before the LIMIT.
+    // One ordered index range per conversation, merged by id: an IN list would make SQLite sort every
+    // matching task before the LIMIT.
     const source =
-      (conversation: Id | undefined, role: TaskRole | undefined) =>
+      (conversation: Id | undefined) =>
       (from: Id, through: Id, descending: boolean, limit: number): Task[] => {
         const clauses = [...where];
         const bound = [...params];
@@ -474,23 +582,16 @@ export class SqliteStorage implements Storage {
           clauses.push("conversation = ?");
           bound.push(conversation);
         }
-        if (role !== undefined) {
-          clauses.push("role = ?");
-          bound.push(role);
-        }
         clauses.push("id BETWEEN ? AND ?");
+        const index = live ? "INDEXED BY tasks_live" : "";
         return this.#db
           .rows(
-            `SELECT ${TASK_COLUMNS} FROM tasks WHERE ${clauses.join(" AND ")} ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
+            `SELECT ${TASK_COLUMNS} FROM tasks ${index} WHERE ${clauses.join(" AND ")} ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
             ...bound, from, through, limit,
           )
           .map(decodeTask);
       };
-    const roles: readonly (TaskRole | undefined)[] = q.live === undefined && q.role === undefined ? ROLES : [undefined];
-    const sources =
-      q.conversationIds === undefined
-        ? [source(undefined, undefined)]
-        : storableIds(q.conversationIds).flatMap((conversation) => roles.map((r) => source(conversation, r)));
+    const sources = q.conversationIds === undefined ? [source(undefined)] : storableIds(q.conversationIds).map((conversation) => source(conversation));
     return pageMerged(sources, byId, q, this.#lastSeq);
   }
 

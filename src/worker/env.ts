@@ -24,6 +24,12 @@ export interface Env extends SandboxBinding {
   readonly MODEL_PROVIDERS?: string | readonly unknown[];
   /** The model a session gets when its PUT names none (default `echo`). */
   readonly DEFAULT_MODEL?: string;
+  /** The generation retry policy (src/worker/retry-config.ts, README "Configuration and secrets"). */
+  readonly MODEL_RETRY_ATTEMPTS?: string | number;
+  readonly MODEL_RETRY_BASE_MS?: string | number;
+  readonly MODEL_RETRY_MAX_MS?: string | number;
+  readonly MODEL_RETRY_JITTER?: string | number;
+  readonly MODEL_RETRY_HONOUR_HINTS?: string | boolean;
   /** A Durable Object binding to `@cloudflare/sandbox`'s `Sandbox` class: jobs run there (README). */
   readonly SANDBOX?: SandboxBinding["SANDBOX"];
   /** `development`, `staging` or `production` (wrangler.toml vars per environment). */

@@ -1,7 +1,7 @@
 /**
  * The task kinds a session Durable Object registers when it opens its harness: the built-in turn kit
  * (generation, tool, post_tools, collapse, job over the session's pi-ai models, the built-in tools echo,
- * job and new_context, and the session's ExecutionEnv), then
+ * job, new_context and subagent, and the session's ExecutionEnv), then
  * test kinds.
  *
  * `registerTestKinds` is the test seam: in `@cloudflare/vitest-plugin`, test files run in the same
@@ -15,20 +15,23 @@ import { createTurnKit, type TurnKit } from "../kinds/turns.js";
 import { echoTool } from "../tools/echo.js";
 import { jobTool } from "../tools/job.js";
 import { newContextTool } from "../tools/new-context.js";
+import { subagentTool } from "../tools/subagent.js";
 import type { ExecutionEnv } from "../kinds/exec-env.js";
-import type { AnyTool, FinalAnswerExtension } from "../kinds/services.js";
+import type { AnyTool, FinalAnswerExtension, TurnOptions } from "../kinds/services.js";
 import { inputIndex } from "./session-api.js";
 
 let testKinds: readonly AnyTaskKind[] = [];
 
 /**
  * The turn kit a session opens with: the built-in turn kinds and tools over `models`; `finalAnswer` is
- * the final-answer boundary's extension point (the rig's GUPP).
+ * the final-answer boundary's extension point (the rig's GUPP); `options` (the operator's retry policy,
+ * src/worker/retry-config.ts) go over the kit's defaults.
  */
-export function sessionTurnKit(models: Models, env?: ExecutionEnv, finalAnswer?: FinalAnswerExtension): TurnKit {
+export function sessionTurnKit(models: Models, env?: ExecutionEnv, finalAnswer?: FinalAnswerExtension, options: Partial<TurnOptions> = {}): TurnKit {
   return createTurnKit({
     models,
     tools: [...builtinTools],
+    options,
     ...(env === undefined ? {} : { env }),
     ...(finalAnswer === undefined ? {} : { finalAnswer }),
     // A schedule's accepted input is indexed like one accepted over HTTP, so GET /inputs/{id} finds it.
@@ -37,7 +40,7 @@ export function sessionTurnKit(models: Models, env?: ExecutionEnv, finalAnswer?:
 }
 
 /** The built-in tools every session registers (selectable by name in selectedTools). */
-export const builtinTools: readonly AnyTool[] = [echoTool, jobTool, newContextTool];
+export const builtinTools: readonly AnyTool[] = [echoTool, jobTool, newContextTool, subagentTool];
 
 /** The kinds a session harness opens with: built-ins, then test kinds (a test kind replaces a built-in). */
 export function sessionTaskKinds(builtinKinds: readonly AnyTaskKind[] = []): AnyTaskKind[] {

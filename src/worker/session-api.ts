@@ -14,6 +14,7 @@ import type { Harness } from "../core/harness.js";
 import type { TxBuilder } from "../core/tx.js";
 import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
 import { bind, bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
+import { childrenList } from "../core/spawn.js";
 import { InvalidSchedule, newSchedule, scheduleDefinition, schedulePaused, type ScheduleMode, type ScheduleSpec, type ScheduleState } from "../kinds/schedule.js";
 import { generationConfig, type OnInterrupt } from "../kinds/config.js";
 import { acceptInput, continueInbox, type WhenBusy } from "../kinds/placement.js";
@@ -316,8 +317,12 @@ export class SessionApi {
     const tasks = await storage.scanTasks({ conversationIds: [handle.id], live: true, limit: 1000 });
     const inbox = await storage.readList<QueuedInput>(bindInbox(handle.id), { limit: 1000 });
     const waiting = new Set((await storage.getValue(bindTo(waitingInputs, handle.id)))?.value ?? []);
+    const ownerTask = conversation.owner === undefined ? undefined : (await storage.getTasks([conversation.owner])).get(conversation.owner);
+    const children = await storage.readList<Id>(bindTo(childrenList, handle.id), { limit: 1000 });
     return {
       conversation,
+      owner: ownerTask === undefined ? null : { taskId: ownerTask.id, conversationId: ownerTask.conversationId },
+      children: children.items.map((element) => element.value),
       config: await this.config(handle.id),
       tasks: tasks.items,
       inbox: inbox.items.map((element) => ({ ...element, waiting: waiting.has(element.id) })),

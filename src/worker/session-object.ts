@@ -36,6 +36,7 @@ import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
 import { sandboxEnvFor } from "./sandbox-env.js";
 import { FakeExecutionEnv } from "../kinds/exec-fake.js";
 import { buildModels, defaultModel } from "./models.js";
+import { retryOptions } from "./retry-config.js";
 import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
 import { canonical, checkConfig, createConfigValue, inputIndex, SessionApi, type SessionConfig } from "./session-api.js";
@@ -81,6 +82,11 @@ interface OpenSession {
   stale: boolean;
 }
 
+/** A close code a server may send back (1005, 1006 and 1015 are reserved for reporting, never sent). */
+function sendableCloseCode(code: number): number {
+  return code === 1000 || (code >= 1001 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999) ? code : 1000;
+}
+
 /**
  * Whether the session was created: its schema exists and the creating commit (root conversation and
  * initial values, one atomic batch) is durable. Reads only, so asking writes nothing.
@@ -105,6 +111,8 @@ export class SessionObject extends DurableObject<Env> {
   /** Sockets registered with a feed of the open harness (after hibernation this starts empty). */
   readonly #sockets = new Map<WebSocket, { feed: AnyFeed; subscriber: FeedSubscriber<unknown, unknown> }>();
   readonly #watchApp = this.#buildWatchApp();
+  /** `destroy` closed watch sockets in this instance: `dropDeleted` resets it so their connections end. */
+  #closedOnDelete = false;
   /** This session's row in its tenant's directory (issue 14): sent on create, relabel, activity, delete. */
   readonly #directory: DirectoryLink;
 
@@ -232,7 +240,7 @@ export class SessionObject extends DurableObject<Env> {
           return { created: false, config: stored ?? config };
         }
         const models = await this.#modelsOf();
-        const kit = sessionTurnKit(models);
+        const kit = sessionTurnKit(models, undefined, undefined, retryOptions(this.env));
         checkConfig(models, kit.tools.names(), config);
         await this.#open([
           { spec: createConfigValue, value: config as unknown as JsonValue },
@@ -286,7 +294,9 @@ export class SessionObject extends DurableObject<Env> {
           current.feeds.close();
           await current.harness.close(BACKGROUND_CONTEXT).catch((error: unknown) => hostReport({ type: "harness", report: error }));
         }
-        for (const ws of this.ctx.getWebSockets()) {
+        const sockets = this.ctx.getWebSockets();
+        this.#closedOnDelete = sockets.length > 0;
+        for (const ws of sockets) {
           try {
             ws.close(1000, "the session was deleted");
           } catch {
@@ -305,12 +315,37 @@ export class SessionObject extends DurableObject<Env> {
     );
   }
 
+  /**
+   * After DELETE answered (the Worker calls this once `destroy` succeeded): reset this instance when
+   * `destroy` closed WebSockets, unless the session was created again meanwhile. `destroy` sent every
+   * watch socket its close frame, but the runtime keeps a hibernatable socket whose close the server
+   * started (and its connection, TCP included) until the instance goes idle (about 10 s in workerd);
+   * resetting drops them at once. Nothing durable is lost: only the directory tombstone remains, in
+   * storage and on the alarm. The reset rejects this call (the caller ignores that), and a stub that
+   * saw it is broken: later requests take a fresh stub, as the Worker does for every request.
+   */
+  dropDeleted(): Promise<void> {
+    return this.#lifecycle.run(async () => {
+      if (!this.#closedOnDelete || sessionCreated(this.ctx.storage)) return;
+      this.ctx.abort("the session was deleted: its closed watch sockets are dropped");
+    });
+  }
+
   /** Watch transports: SSE and WebSocket upgrades forwarded by the Worker after auth (watch routes). */
   override async fetch(request: Request): Promise<Response> {
     return this.#watchApp.fetch(request);
   }
 
-  override async webSocketClose(ws: WebSocket): Promise<void> {
+  override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
+    // The client started the close: complete the handshake. Until the server's side is closed too the
+    // runtime keeps the socket, and its connection stays open until the instance goes idle.
+    if (ws.readyState !== WebSocket.CLOSED) {
+      try {
+        ws.close(sendableCloseCode(code), reason);
+      } catch {
+        // already closed
+      }
+    }
     this.#dropSocket(ws);
   }
 
@@ -441,6 +476,8 @@ export class SessionObject extends DurableObject<Env> {
    * `rootValues` is given only by create (empty storage gets its root then).
    */
   async #open(rootValues: readonly InitialValue[] | undefined): Promise<OpenSession> {
+    // A misconfigured retry policy refuses the open before anything touches storage.
+    const retry = retryOptions(this.env);
     const armed = await this.ctx.storage.getAlarm();
     const storage = SqliteStorage.open(this.ctx.storage);
     const book = new HostBook(this.ctx.storage, killBound());
@@ -474,7 +511,7 @@ export class SessionObject extends DurableObject<Env> {
           return inputId;
         },
       });
-    });
+    }, retry);
     const witness = createWitnessKind(
       () => rig,
       (error) => hostReport({ type: "harness", report: error }),

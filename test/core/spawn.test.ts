@@ -67,6 +67,7 @@ for (const backend of coreBackends) {
           "value.set", // planMode (override)
           "value.set", // childTag (override)
           "patch", // owner's owns
+          "list.append", // the owner's conversation lists its child (pi.children)
           "list.append", // the prompt queued ...
           "value.set",
           "entry", // ... and placed

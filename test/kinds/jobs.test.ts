@@ -11,6 +11,7 @@ import { createJobKind, jobDefinition, noticeRequest, readJobOutput, type JobInp
 import type { AnyTool } from "../../src/kinds/services.js";
 import type { ToolOutputState, ToolStates } from "../../src/kinds/states.js";
 import { bind } from "../../src/core/state.js";
+import { previewOf, watchConversation, type ConversationEvent } from "../../src/core/watch.js";
 import { jobTool } from "../../src/tools/job.js";
 import { newContextTool } from "../../src/tools/new-context.js";
 import type { Entry, Id } from "../../src/storage/records.js";
@@ -101,6 +102,29 @@ for (const backend of coreBackends) {
         expect(outputText(done.output)).toBe("2\n3\n");
         expect(done.output.truncation).toEqual({ totalChars: 6, retainedChars: 4, truncated: true });
         expect(await readJobOutput(rig.kit.h, id, call)).toMatchObject({ status: "exited", text: "2\n3\n", exitCode: 4, truncated: true });
+      }));
+
+    it(`output spills to scratch while the job runs: a watcher of its conversation sees it live as task_output, and the preview leaves when it settles (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const rig = await openJobs(storage);
+        const watch = await watchConversation(rig.kit.h, rig.kit.root, { tail: 10 }, call);
+        const outputs: Extract<ConversationEvent, { type: "task_output" }>[] = [];
+        watch.startCommits((message) => {
+          for (const e of message.events) if (e.type === "task_output") outputs.push(e);
+        });
+        const id = await startJob(rig, { cmd: "demo count 3 1000" });
+        await status(rig, id, "running");
+        const shown = async (): Promise<string> => JSON.stringify(previewOf(watch.view, id) ?? null);
+        await eventually(rig, shown, (p) => p.includes("1\\n"), "the first line in the watcher's view");
+        expect(outputs.some((e) => e.task === id)).toBe(true);
+        expect((await jobState(rig, id)).status).toBe("running");
+        rig.clock.advance(1000);
+        await eventually(rig, shown, (p) => p.includes("1\\n2\\n"), "the second line, live");
+        expect((await jobState(rig, id)).status).toBe("running");
+        rig.clock.advance(1000);
+        await status(rig, id, "exited");
+        await eventually(rig, async () => previewOf(watch.view, id), (p) => p === undefined, "the preview gone with the settlement");
+        watch.unsubscribe();
       }));
 
     it(`killed mid-output: abortTask settles killed and keeps the output captured before the kill (${backend.name})`, () =>

@@ -6,7 +6,7 @@
 import { fauxAssistantMessage, type Api, type Model } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import { attemptOptions, backoffMs, exchangeProbe, reasoningFor, retryDecision, retryHintMs, type ExchangeProbe } from "../../src/kinds/model-request.js";
-import { CATALOGUE, enabledCatalogue, parseCustomProviders, ProviderConfigError, secretsOf } from "../../src/models/providers.js";
+import { buildProviderModels, CATALOGUE, enabledCatalogue, parseCustomProviders, ProviderConfigError, secretsOf } from "../../src/models/providers.js";
 
 const reasoningModel = { id: "m", name: "m", api: "openai-completions", provider: "p", baseUrl: "http://x", reasoning: true, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 1000, maxTokens: 100 } as Model<Api>;
 const plainModel = { ...reasoningModel, reasoning: false } as Model<Api>;
@@ -83,6 +83,18 @@ describe("providers", () => {
       const provider = await entry.load();
       expect(provider.id, entry.id).toBe(entry.id);
       expect(provider.getModels().length, entry.id).toBeGreaterThan(0);
+    }
+  }, 60_000);
+
+  it("pi-ai reads each catalogue provider's key from the secret the catalogue names, so the secret that enables a provider is the one its requests send", async () => {
+    for (const entry of CATALOGUE) {
+      const values = Object.fromEntries(entry.secrets.map((name, i) => [name, `value-${i}-of-${entry.id}`]));
+      const models = await buildProviderModels(secretsOf(values), []);
+      expect(models.getProviders().map((p) => p.id), entry.id).toContain(entry.id);
+      // The key goes in `apiKey` or, for AI Gateway, in its `cf-aig-authorization` header; account and
+      // gateway ids in the provider's env. Every secret the catalogue requires is one pi-ai reads.
+      const auth = JSON.stringify(await models.getAuth(entry.id)) ?? "(no auth resolved)";
+      for (const value of Object.values(values)) expect(auth, entry.id).toContain(value);
     }
   }, 60_000);
 

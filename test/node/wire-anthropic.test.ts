@@ -1,7 +1,8 @@
 /**
  * Anthropic Messages on the wire (issue 10): pi-ai's real Anthropic Messages API against a local fake
- * endpoint answering in the documented SSE format, twice: as the catalogue `anthropic` provider and as
- * a custom `anthropic-messages` endpoint declared in configuration (built with createProvider). Request
+ * endpoint answering in the documented SSE format, three ways: the catalogue `anthropic` provider,
+ * Cloudflare AI Gateway's Anthropic route (the catalogue `cloudflare-ai-gateway` provider) and a custom
+ * `anthropic-messages` endpoint declared in configuration (built with createProvider). Request
  * bodies (tools, thinking, system), entries, usage rows, retry timing on a fake clock, overflow and a
  * cut stream.
  */
@@ -15,18 +16,30 @@ interface Wire {
   readonly model: string;
   readonly secrets: Record<string, string>;
   readonly custom?: (endpoint: FakeEndpoint) => CustomProviderConfig[];
-  readonly apiKey: string;
+  readonly path: RegExp;
+  /** The header that carries the key, and its value. */
+  readonly auth: readonly [string, string];
 }
 
 const wires: readonly Wire[] = [
-  { name: "Anthropic Messages (catalogue anthropic)", model: "anthropic/claude-sonnet-4-5", secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, apiKey: "sk-ant-test" },
+  { name: "Anthropic Messages (catalogue anthropic)", model: "anthropic/claude-sonnet-4-5", secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, path: /^\/v1\/messages(\?|$)/, auth: ["x-api-key", "sk-ant-test"] },
+  {
+    // AI Gateway's Anthropic route: the token goes in cf-aig-authorization (never x-api-key), under
+    // /v1/{account}/{gateway}/anthropic.
+    name: "Anthropic Messages through Cloudflare AI Gateway (catalogue cloudflare-ai-gateway)",
+    model: "cloudflare-ai-gateway/claude-haiku-4-5",
+    secrets: { CLOUDFLARE_API_KEY: "cf-token-test", CLOUDFLARE_ACCOUNT_ID: "acct-1", CLOUDFLARE_GATEWAY_ID: "gw-1" },
+    path: /^\/v1\/acct-1\/gw-1\/anthropic\/v1\/messages(\?|$)/,
+    auth: ["cf-aig-authorization", "Bearer cf-token-test"],
+  },
   {
     name: "Anthropic Messages (a custom anthropic-messages endpoint from configuration)",
     model: "company-gw/claude-compatible",
     secrets: { COMPANY_GW_KEY: "gw-key-test" },
     // The Anthropic SDK appends /v1/messages to the base URL, as it does to https://api.anthropic.com.
     custom: (endpoint) => [{ id: "company-gw", baseUrl: endpoint.url, api: "anthropic-messages", keySecret: "COMPANY_GW_KEY", models: [{ id: "claude-compatible", reasoning: true, contextWindow: 200_000 }] }],
-    apiKey: "gw-key-test",
+    path: /^\/v1\/messages(\?|$)/,
+    auth: ["x-api-key", "gw-key-test"],
   },
 ];
 
@@ -92,8 +105,9 @@ for (const wire of wires) {
       await root.prompt({ input: "hello" }, call);
       expect(endpoint.requests).toHaveLength(1);
       const [request] = endpoint.requests;
-      expect(request?.path).toMatch(/^\/v1\/messages(\?|$)/);
-      expect(request?.headers["x-api-key"]).toBe(wire.apiKey);
+      expect(request?.path).toMatch(wire.path);
+      expect(request?.headers[wire.auth[0]]).toBe(wire.auth[1]);
+      if (wire.auth[0] !== "x-api-key") expect(request?.headers["x-api-key"]).toBeUndefined();
       const body = request?.body ?? {};
       expect(body["thinking"]).toMatchObject({ type: expect.stringMatching(/enabled|adaptive/) });
       expect(body["stream"]).toBe(true);
@@ -183,7 +197,7 @@ for (const wire of wires) {
       const { inputId } = await root.accept({ input: "hello" }, call);
       expect(await root.drive(call)).toBe("idle");
       expect(endpoint.requests).toHaveLength(1);
-      expect(endpoint.requests[0]?.path).toMatch(/^\/v1\/messages(\?|$)/);
+      expect(endpoint.requests[0]?.path).toMatch(wire.path);
       expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "failed", reason: "overflow" });
       expect(await resultOf(rig, inputId)).toMatchObject({ status: "unanswered" });
       expect(await usageRows(rig)).toHaveLength(1);
@@ -219,5 +233,39 @@ describe("a keyless custom anthropic-messages endpoint (no keySecret) on the wir
     expect(endpoint.requests[0]?.headers["x-api-key"]).toBe("keyless");
     expect((await assistants(rig)).map((a) => a.content.map((b) => b.text))).toEqual([["no key needed"]]);
     expect(await usageRows(rig)).toHaveLength(1);
+  });
+});
+
+describe("the retry policy's knobs on the wire (the MODEL_RETRY_* vars set them in a deployment)", () => {
+  it("retryHonourHints false: a 429's retry-after: 30 is ignored and the wait is the backoff (base 1 s)", async () => {
+    endpoint.reply(jsonError(429, { type: "error", error: { type: "rate_limit_error", message: "Rate limited" } }, { "retry-after": "30" }), { chunks: textAnswer("after the backoff") });
+    const rig = await openWire({ secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, model: "anthropic/claude-sonnet-4-5", turn: { retryHonourHints: false } });
+    const root = await rig.harness.root(call);
+    const start = rig.clock.now();
+    const { inputId } = await root.accept({ input: "hello" }, call);
+    const driving = root.drive(call);
+    await eventually(() => rig.clock.pending > 0, "the retry sleep");
+    expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
+    rig.clock.advance(1000);
+    expect(await driving).toBe("idle");
+    expect(endpoint.requests).toHaveLength(2);
+    expect(await resultOf(rig, inputId)).toMatchObject({ status: "done" });
+  });
+
+  it("maxAttempts 2 and a retryMaxDelayMs cap: the second 500 fails the input after one capped wait, two requests in all", async () => {
+    const failing = jsonError(500, { type: "error", error: { type: "api_error", message: "Internal server error" } });
+    endpoint.reply(failing, failing);
+    const rig = await openWire({ secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, model: "anthropic/claude-sonnet-4-5", turn: { maxAttempts: 2, retryBaseMs: 5000, retryMaxDelayMs: 3000 } });
+    const root = await rig.harness.root(call);
+    const start = rig.clock.now();
+    const { inputId } = await root.accept({ input: "hello" }, call);
+    const driving = root.drive(call);
+    await eventually(() => rig.clock.pending > 0, "the retry sleep");
+    expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 3000 });
+    rig.clock.advance(3000);
+    expect(await driving).toBe("idle");
+    expect(endpoint.requests).toHaveLength(2);
+    expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "failed" });
+    expect(await resultOf(rig, inputId)).toMatchObject({ status: "unanswered" });
   });
 });

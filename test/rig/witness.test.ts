@@ -1,7 +1,8 @@
 /**
  * The witness (issue 13; seed 002 "Witness observer") over a harness with a fake clock: the escalation
  * ladder (nudge seen live, one de-duplicated critical mail, a touch resolves the stall), the write sets
- * of every witness commit, one patrol after downtime, and a failed hook read that is never "no work".
+ * of every witness commit, one patrol after downtime, a failed hook read that is never "no work", and
+ * the witness's mail: the mayor's `set` and `focus` instructions, a polecat's reply to a nudge.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
@@ -154,6 +155,7 @@ describe("Witness never writes agent state", () => {
     await f.rig.terminate(mayor, "polecat-gone");
     // The witness's mail: a mayor's instruction and a polecat's reply.
     await f.rig.send(mayor, "witness", { set: { stallThresholdMs: 20 * MIN } });
+    await f.rig.send(mayor, "witness", { focus: "refinery-f5g6h" });
     await f.rig.send(agent("polecat-bravo"), "witness", "still working");
     const taskId = (await f.harness.storage.getValue(bind(witnessTask, {})))?.value;
     expect(taskId).toBeGreaterThan(0);
@@ -199,7 +201,7 @@ describe("Witness never writes agent state", () => {
   });
 });
 
-describe("Patrol after downtime", () => {
+describe("Patrol after downtime (harness with a fake clock; the Durable Object case is rig-downtime.test.ts)", () => {
   it("an alarm that fires 3 h late runs one patrol, never a backlog, and schedules the next from now", async () => {
     const f = await fixture();
     await activePolecat(f, "polecat-alpha", "gt-1");
@@ -233,5 +235,115 @@ describe("Failed hook read is not empty", () => {
     // The witness recovers at its next interval.
     f.clock.advance(5 * MIN);
     await f.waitPatrols(1);
+  });
+});
+
+describe("The witness receives mail", () => {
+  it("the mayor's { set } instruction changes the witness's settings at its next patrol", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1");
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(1);
+    await f.rig.send(mayor, "witness", { set: { stallThresholdMs: 6 * MIN, patrolIntervalMs: 2 * MIN } });
+    // An instruction with a value under the 1,000 ms floor is ignored, field by field.
+    await f.rig.send(mayor, "witness", { set: { alertAfterMs: 10 } });
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(2);
+    // 10 min idle is a stall under the mayor's 6 min threshold (the default 30 min would not nudge).
+    expect(f.live.map((n) => n.nudge.payload)).toEqual([]); // an external agent nobody listens to: lost
+    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toMatchObject({ bead_id: "gt-1", nudges: 1 });
+    const settings = await f.rig.settings();
+    expect(settings).toMatchObject({ stallThresholdMs: 6 * MIN, patrolIntervalMs: 2 * MIN, alertAfterMs: 60 * MIN });
+    expect(f.harness.driver.nextWake).toBe(f.clock.now() + 2 * MIN);
+  });
+
+  it("a mail from another agent or a non-instruction from the mayor changes nothing", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1");
+    await f.rig.send(agent("polecat-alpha"), "witness", { set: { stallThresholdMs: 2 * MIN } });
+    await f.rig.send(mayor, "witness", "please look at polecat-alpha");
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(1);
+    expect(await f.rig.settings()).toMatchObject({ stallThresholdMs: 30 * MIN });
+  });
+
+  it("the mayor's { focus } instruction patrols that agent on every patrol regardless of role; { focus: null } ends it", async () => {
+    const f = await fixture();
+    await f.rig.register(mayor, "refinery-f5g6h", { role: "refinery", conversation: "new" });
+    await f.rig.transition(mayor, "refinery-f5g6h", "set", { work: { bead_id: "gt-merge", title: "merge queue" } });
+    await f.rig.transition(agent("refinery-f5g6h"), "refinery-f5g6h", "activate");
+    f.clock.advance(31 * MIN);
+    await f.waitPatrols(1);
+    // Not a polecat: not patrolled.
+    expect(f.live).toEqual([]);
+    expect((await f.rig.health()).stalledAgents).toBe(0);
+
+    await f.rig.send(mayor, "witness", { focus: "refinery-f5g6h" });
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(2);
+    expect(f.live.map((n) => n.nudge.payload)).toEqual(["HEALTH_CHECK: no activity for 36m on gt-merge"]);
+    expect((await f.rig.health()).stalledDetails).toEqual([{ agentId: "refinery-f5g6h", beadId: "gt-merge", stalledMinutes: 36, nudgesSent: 1 }]);
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(3);
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(4);
+    expect(await stallMail(f.rig)).toEqual(["STALL_CRITICAL: refinery-f5g6h idle 46m on gt-merge"]);
+
+    await f.rig.send(mayor, "witness", { focus: null });
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(5);
+    expect(f.live).toHaveLength(2);
+    expect((await f.rig.health()).stalledAgents).toBe(0);
+  });
+
+  it("a polecat's reply to a nudge counts as activity: the stall resolves and its count resets", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1");
+    await activePolecat(f, "polecat-bravo", "gt-2");
+    f.clock.advance(31 * MIN);
+    await f.waitPatrols(1);
+    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toMatchObject({ nudges: 1 });
+    // polecat-alpha answers by mail; polecat-bravo does not.
+    f.clock.advance(1 * MIN);
+    await f.rig.send(agent("polecat-alpha"), "witness", "still working: long test run");
+    f.clock.advance(4 * MIN);
+    await f.waitPatrols(2);
+    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toBeUndefined();
+    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-bravo"), {})))?.value).toMatchObject({ nudges: 2 });
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(3);
+    expect(await stallMail(f.rig)).toEqual(["STALL_CRITICAL: polecat-bravo idle 41m on gt-2"]);
+    // The hook itself is untouched: the reply is the witness's observation, not an agent write.
+    expect((await f.rig.readHook("polecat-alpha")).hook.last_activity).toBe("2026-03-05T10:00:00.000Z");
+  });
+});
+
+describe("the witness lives with the rig's agents", () => {
+  it("starts with the first registration, ends with the last deregistration; a hook that is not empty blocks deregistering and writes nothing", async () => {
+    const f = await fixture();
+    const task = async () => (await f.harness.storage.getValue(bind(witnessTask, {})))?.value;
+    expect(await task()).toBeUndefined();
+    await f.rig.register(mayor, "polecat-alpha", { role: "polecat" });
+    await f.rig.register(mayor, "polecat-bravo", { role: "polecat" });
+    const first = await task();
+    expect(first).toBeGreaterThan(0);
+    await f.rig.transition(mayor, "polecat-alpha", "set", { work: { bead_id: "gt-1", title: "work" } });
+    const seq = f.harness.storage.lastSeq;
+    await expect(f.rig.deregister(mayor, "polecat-alpha")).rejects.toMatchObject({ code: "agent_conflict" });
+    await expect(f.rig.deregister({ role: "operator" }, "polecat-bravo")).rejects.toMatchObject({ code: "rig_forbidden" });
+    expect(f.harness.storage.lastSeq).toBe(seq);
+    await f.rig.deregister(mayor, "polecat-bravo");
+    expect(await task()).toBe(first);
+    await expect(f.rig.transition(mayor, "polecat-alpha", "clear")).rejects.toMatchObject({ code: "hook_conflict" });
+    await f.rig.terminate(mayor, "polecat-alpha");
+    await f.rig.transition(mayor, "polecat-alpha", "clear");
+    await f.rig.deregister(mayor, "polecat-alpha");
+    expect(await task()).toBeUndefined();
+    await flush(f.harness, 4);
+    expect((await f.harness.storage.getTasks([first as number])).get(first as number)?.role).toBe("terminal");
+    // A new first agent starts a new witness.
+    await f.rig.register(mayor, "polecat-charlie", { role: "polecat" });
+    const second = await task();
+    expect(second).toBeGreaterThan(first as number);
   });
 });

@@ -1,7 +1,9 @@
 /**
  * Eviction at every commit boundary (DESIGN §3, §5.3, §6.4): a scripted session in a real session
  * Durable Object, run once uninterrupted and then, in separate runs, killed right after commit k
- * (`ctx.abort()` once that commit is durable: the platform's own reset, nothing of the instance survives).
+ * (`ctx.abort()` once that commit is durable: the platform's own reset, nothing of the instance survives;
+ * from commit k on no further commit of the instance reaches storage, so exactly k commits are durable,
+ * which each run asserts).
  * After the kill only the alarm reopens it (no request); the runner then checks every invariant at
  * that quiescent point, finishes the script, and compares the end state with the uninterrupted run:
  *
@@ -85,9 +87,16 @@ export async function runScript(seams: Seams, name: string, steps: readonly Step
 async function runSteps(seams: Seams, name: string, steps: readonly Step[], killAt: number | undefined, deploy: string | undefined): Promise<RunOutcome> {
   const session = new TestSession(name);
   expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
-  const counter = { commits: 0, killed: false };
+  const counter: { commits: number; killed: boolean; atKill?: number } = { commits: 0, killed: false };
   await runInDurableObject(session.stub, (instance: SessionObject, state) => {
-    harnessOf(instance).onCommit(() => {
+    const h = harnessOf(instance);
+    // The kill lands exactly at commit k: from commit k on, no further commit of this instance reaches
+    // storage (each waits, and the kill takes it), so nothing after k is durable however long the
+    // storage flush before the abort takes.
+    const storage = h.storage;
+    const commit = storage.commit.bind(storage);
+    storage.commit = (batch) => (counter.killed ? new Promise<never>(() => undefined) : commit(batch));
+    h.onCommit(() => {
       counter.commits += 1;
       if (killAt !== undefined && counter.commits === killAt && !counter.killed) {
         counter.killed = true;
@@ -95,6 +104,7 @@ async function runSteps(seams: Seams, name: string, steps: readonly Step[], kill
         // gate opens would take the commit with it, which is no boundary at all.
         // The deploy drill: every instance after this kill runs the new deployed version.
         void state.storage.sync().then(() => {
+          counter.atKill = counter.commits;
           if (deploy !== undefined) seams.version = deploy;
           state.abort("eviction sweep");
         });
@@ -136,7 +146,11 @@ async function runSteps(seams: Seams, name: string, steps: readonly Step[], kill
       // The interrupted step is re-submitted (idempotent) by the loop unless it completed.
     }
   }
-  if (killAt !== undefined) expect(counter.killed).toBe(true);
+  if (killAt !== undefined) {
+    expect(counter.killed).toBe(true);
+    // The instance died with exactly k commits durable, not more.
+    expect(counter.atKill, `commits durable when the kill landed (k = ${killAt})`).toBe(killAt);
+  }
   await checkInvariants(session, steps, true);
   return { commits: counter.commits, ...(await outcome(session, steps)) };
 }

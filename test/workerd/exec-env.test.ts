@@ -3,7 +3,7 @@
  * adapter driven through a fake of the SDK slice it uses (`SandboxExec`, typed from the SDK's own
  * `ISandbox`, so an SDK change that breaks the adapter breaks the type check).
  */
-import type { ExecOptions as SdkExecOptions, ExecResult as SdkExecResult } from "@cloudflare/sandbox";
+import type { ExecOptions as SdkExecOptions, ExecResult as SdkExecResult, Sandbox } from "@cloudflare/sandbox";
 import { describe, expect, it } from "vitest";
 import { FakeExecutionEnv } from "../../src/kinds/exec-fake.js";
 import { SandboxExecutionEnv, sandboxEnvFor, type SandboxExec } from "../../src/worker/sandbox-env.js";
@@ -92,5 +92,11 @@ describe("Sandbox SDK adapter", () => {
 
   it("is enabled only when the SANDBOX binding is configured", () => {
     expect(sandboxEnvFor({}, "s")).toBeUndefined();
+    // With the binding, the session gets the adapter (the SDK is loaded and the sandbox addressed only on
+    // the first exec, so a stand-in namespace is enough here).
+    const binding = { SANDBOX: {} as unknown as DurableObjectNamespace<Sandbox> };
+    const enabled = sandboxEnvFor(binding, "s");
+    expect(enabled).toBeInstanceOf(SandboxExecutionEnv);
+    expect(enabled?.name).toBe("sandbox");
   });
 });

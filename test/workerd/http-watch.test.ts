@@ -12,7 +12,7 @@ import { readSse, type SseFrame } from "../../src/client/sse.js";
 import type { ConversationEvent, ConversationView, WatchMessage } from "../../src/core/watch.js";
 import { applyMessage } from "../../src/core/watch.js";
 import { openSseStreams, setWatchSeams } from "../../src/worker/watch-transport.js";
-import { BASE, client, token, uniqueSession, watchToken, workerFetch } from "./http-fixtures.js";
+import { BASE, client, exists, token, uniqueSession, watchToken, workerFetch } from "./http-fixtures.js";
 
 afterEach(async () => {
   setWatchSeams({});
@@ -450,6 +450,86 @@ describe("WebSocket close", () => {
     await waitFor(() => closed !== undefined);
     expect(closed?.code).toBe(1000);
     expect(ws.readyState).toBe(WebSocket.CLOSED);
+    // The object resets after the delete (see below): a call that lands on the resetting instance, or
+    // goes through a stub that saw the reset, fails; ask again through a fresh stub.
+    const namespace = env.SESSIONS;
+    const { runInDurableObject } = await import("cloudflare:test");
+    let sockets: number | undefined;
+    for (let tries = 0; tries < 50 && sockets === undefined; tries++) {
+      const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
+      sockets = await runInDurableObject(stub, (_instance, state) => state.getWebSockets().length).catch(() => undefined);
+      if (sockets === undefined) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(sockets).toBe(0);
+  });
+});
+
+describe("WebSocket close: connections end promptly", () => {
+  it("after a session delete, the object resets, so the sockets it closed do not wait for the instance to go idle", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("ws-delete-drop");
+    const api = await client(tenant);
+    await api.session(name).create({});
+    const jwt = await watchToken(tenant, name, "root");
+    const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
+    const ws = response.webSocket;
+    if (ws === null) throw new Error("no websocket");
+    const received: { type: string }[] = [];
+    let closed = false;
+    ws.accept();
+    ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
+    ws.addEventListener("close", () => {
+      closed = true;
+    });
+    await waitFor(() => received.length >= 1);
+    const namespace = env.SESSIONS;
+    const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
+    const { runInDurableObject } = await import("cloudflare:test");
+    // The runtime keeps a socket whose close the server started (and its TCP connection) until the
+    // instance that accepted it is gone, so the instance that served the delete must not live on.
+    const before = new WeakSet<object>();
+    await runInDurableObject(stub, (instance) => {
+      before.add(instance);
+    });
+    await (await client(tenant, "operator")).session(name).delete();
+    await waitFor(() => closed);
+    let reset = false;
+    for (let tries = 0; tries < 50 && !reset; tries++) {
+      // A call that reaches the instance while it resets fails with the reset's reason, and a stub that
+      // saw a reset stays broken: ask again through a fresh stub.
+      const fresh = namespace.get(namespace.idFromName(`${tenant}:${name}`));
+      reset = await runInDurableObject(fresh, (instance) => !before.has(instance)).catch(() => false);
+      if (!reset) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(reset).toBe(true);
+    // The reset lost nothing durable: the session stays deleted, and it can be created again.
+    expect(await exists(tenant, name)).toBe(false);
+    await api.session(name).create({});
+    expect(await exists(tenant, name)).toBe(true);
+  });
+
+  it("a watcher that closes its WebSocket gets the server's close frame back at once", async () => {
+    const tenant = "watchers";
+    const name = uniqueSession("ws-client-close");
+    const api = await client(tenant);
+    await api.session(name).create({});
+    const jwt = await watchToken(tenant, name, "root");
+    const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
+    const ws = response.webSocket;
+    if (ws === null) throw new Error("no websocket");
+    const received: { type: string }[] = [];
+    let closed: { code: number; reason: string } | undefined;
+    ws.accept();
+    ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
+    ws.addEventListener("close", (event) => {
+      closed = { code: event.code, reason: event.reason };
+    });
+    await waitFor(() => received.length >= 1);
+    ws.close(4000, "the user left");
+    // The close event comes with the server's close frame; without it the client would wait for the
+    // server to go idle before its connection ends.
+    await waitFor(() => closed !== undefined, 3000);
+    expect(closed).toEqual({ code: 4000, reason: "the user left" });
     const namespace = env.SESSIONS;
     const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
     const { runInDurableObject } = await import("cloudflare:test");

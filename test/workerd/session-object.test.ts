@@ -128,6 +128,8 @@ describe("SessionObject creation", () => {
       state.storage.sql.exec("DROP TABLE host_kills");
       state.storage.sql.exec("DROP TABLE host_fault");
       state.storage.sql.exec("DROP INDEX entries_by_kind");
+      state.storage.sql.exec("DROP INDEX tasks_live");
+      state.storage.sql.exec("ALTER TABLE tasks DROP COLUMN settled");
       state.storage.sql.exec("UPDATE session_metadata SET value = 1 WHERE name = 'schema_version'");
     });
     await abortAllDurableObjects();

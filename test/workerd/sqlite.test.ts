@@ -7,7 +7,7 @@ import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { Address, CommitBatch, Entry, Id, MainWrite } from "../../src/storage/records.js";
-import { SCHEMA_VERSION } from "../../src/storage/migrations.js";
+import { MIGRATIONS, SCHEMA_VERSION } from "../../src/storage/migrations.js";
 import type { SqlHost, SqlValue } from "../../src/storage/sql.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
 import { StorageError } from "../../src/storage/storage.js";
@@ -357,6 +357,73 @@ describe("SqliteStorage reopen (sqlite)", () => {
     await inObject(name, async (host) => {
       const storage = SqliteStorage.open(host);
       expect(await snapshot(storage, ids.ids)).toEqual(ids.before);
+    });
+  });
+});
+
+describe("SqliteStorage migration from schema version 3 (sqlite)", () => {
+  it("a database written by schema version 3 opens, migrates to the current version and keeps every record (sqlite)", async () => {
+    await inObject("migrate-from-v3", async (host) => {
+      // Schema version 3 exactly as that code left it, and rows as it wrote them: a root conversation, a
+      // user entry, a live generation with two scratch frames, a finished tool, and the boundaries.
+      for (const migration of MIGRATIONS.slice(0, 3)) host.sql.exec(migration.sql);
+      host.sql.exec("INSERT INTO session_metadata (name, value) VALUES ('schema_version', 3)");
+      host.sql.exec("INSERT INTO conversations (id, parent, parent_at, owner, deleted) VALUES (1, NULL, NULL, NULL, NULL)");
+      host.sql.exec("INSERT INTO kinds (id, name) VALUES (1, 'user')");
+      host.sql.exec(`INSERT INTO entries (id, conversation, kind, key, by_task, head, data, model, edits) VALUES (2, 1, 1, NULL, NULL, NULL, NULL, '[{"role":"user","content":"hi","timestamp":0}]', NULL)`);
+      const task = "INSERT INTO tasks (id, conversation, kind, role, background, turn, abort, after, owns, state, status) VALUES (?, 1, ?, ?, 0, ?, 0, '[]', NULL, ?, ?)";
+      host.sql.exec(task, 3, "generation", "inflight", 1, '{"status":"running"}', "running");
+      host.sql.exec(task, 4, "tool", "terminal", 0, '{"status":"done"}', "done");
+      const frame = "INSERT INTO scratch (task, namespace, key, keyless, element, seq, value) VALUES (3, 'frames', ?, 1, ?, ?, ?)";
+      host.sql.exec(frame, new ArrayBuffer(0), 5, 5, '"f1"');
+      host.sql.exec(frame, new ArrayBuffer(0), 6, 6, '"f2"');
+      host.sql.exec("INSERT INTO commit_boundaries (first, last, task) VALUES (1, 4, NULL), (5, 5, 3), (6, 6, 3)");
+      host.sql.exec("UPDATE session_metadata SET value = 6 WHERE name = 'last_seq'");
+
+      const storage = SqliteStorage.open(host);
+      expect(host.sql.exec("SELECT value FROM session_metadata WHERE name = 'schema_version'").one()["value"]).toBe(SCHEMA_VERSION);
+      expect(storage.lastSeq).toBe(6);
+      expect([...(await storage.getEntries([2])).values()].map((e) => e.kind)).toEqual(["user"]);
+      expect((await storage.scanTasks({ live: true, limit: 10 })).items.map((t) => t.id)).toEqual([3]);
+      expect((await storage.scanTasks({ conversationIds: [1], live: false, limit: 10 })).items.map((t) => t.id)).toEqual([4]);
+      expect((await storage.scanTasks({ conversationIds: [1], limit: 10 })).items.map((t) => t.id)).toEqual([3, 4]);
+      const frames: Address = { scope: { scratch: 3 }, namespace: "frames", rewind: false };
+      expect((await storage.readList(frames, { limit: 10 })).items).toEqual([
+        { id: 5, value: "f1" },
+        { id: 6, value: "f2" },
+      ]);
+      // The migrated database takes new commits: a frame, then the settlement that retires the scratch.
+      await storage.commit({ kind: "scratch", task: 3, writes: [{ type: "list.append", addr: frames, value: "f3" }] });
+      expect((await storage.readList(frames, { limit: 10 })).items.map((e) => e.value)).toEqual(["f1", "f2", "f3"]);
+      await storage.commit({ kind: "main", writes: [{ type: "settle", id: 3, role: "terminal", state: { status: "done" } }] });
+      expect(storage.lastSeq).toBe(8);
+      expect((await storage.readList(frames, { limit: 10 })).items).toEqual([]);
+      expect((await storage.scanTasks({ live: true, limit: 10 })).items).toEqual([]);
+      const reopened = SqliteStorage.open(host);
+      expect(reopened.lastSeq).toBe(8);
+      expect((await reopened.getTasks([3])).get(3)?.role).toBe("terminal");
+      const tables = host.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table'").toArray().map((r) => r["name"]);
+      expect(tables).not.toContain("commit_boundaries");
+    });
+  });
+});
+
+describe("SqliteStorage commit high-water mark (sqlite)", () => {
+  it("a scratch append commit writes only its scratch row, and reopen recovers its sequence; a clear records the mark (sqlite)", async () => {
+    await inObject("scratch-mark", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversation = (await main(storage, (seq) => [{ type: "createConversation", conversation: { id: seq(0) } }])).first;
+      const task = (await main(storage, (seq) => [{ type: "task", task: { id: seq(0), conversationId: conversation, kind: "generation", role: "inflight", state: { status: "running" }, after: [] } }])).first;
+      const frames: Address = { scope: { scratch: task }, namespace: "frames", rewind: false };
+      const append = await cost(storage, () => storage.commit({ kind: "scratch", task, writes: [{ type: "list.append", addr: frames, value: "f1" }] }));
+      expect(append.written).toBe(1);
+      expect(SqliteStorage.open(host).lastSeq).toBe(append.result.last);
+      await storage.commit({ kind: "scratch", task, writes: [{ type: "list.clear", addr: frames }] });
+      const cleared = storage.lastSeq;
+      expect(host.sql.exec("SELECT value FROM session_metadata WHERE name = 'last_seq'").one()["value"]).toBe(cleared);
+      const reopened = SqliteStorage.open(host);
+      expect(reopened.lastSeq).toBe(cleared);
+      expect((await reopened.commit({ kind: "scratch", task, writes: [{ type: "list.append", addr: frames, value: "f2" }] })).first).toBe(cleared + 1);
     });
   });
 });

@@ -50,7 +50,11 @@ sessionRoutes.patch("/:session", requires("session.create"), async (c) => {
 sessionRoutes.delete("/:session", requires("delete"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
-  return c.json(await run(stub.destroy()));
+  const deleted = await run(stub.destroy());
+  // Then the object resets, so the watch sockets it closed end now (see SessionObject.dropDeleted); the
+  // reset rejects that call.
+  c.executionCtx.waitUntil(stub.dropDeleted().catch(() => undefined));
+  return c.json(deleted);
 });
 
 sessionRoutes.get("/:session/inputs/:inputId", requires("input"), async (c) => {

@@ -1,0 +1,268 @@
+/**
+ * The `subagent` tool over real turns (§8.5): a model calls it with each SubagentCommand (run, spawn,
+ * send, status, wait, stop), in memory and in SQLite inside a Durable Object. Also the values a child
+ * starts with (model, thinking, tools narrowed never widened), inherited context (§8.5: the parent's
+ * context at the last complete exchange before the launching one), ids the parent does not own, and
+ * aborts: of the call during `run` (child's foreground marked, its queue kept, an error result) and of
+ * the parent while a spawned child lives (child unaffected).
+ */
+import { describe, expect, it } from "vitest";
+import { requestKey } from "../../src/core/inbox.js";
+import { childrenList } from "../../src/core/spawn.js";
+import { bind, bindTo } from "../../src/core/state.js";
+import { generationConfig } from "../../src/kinds/config.js";
+import { usageList } from "../../src/kinds/usage.js";
+import type { UsageRow } from "../../src/kinds/states.js";
+import { parseSubagentCommand, subagentRequestKey } from "../../src/tools/subagent.js";
+import type { Id } from "../../src/storage/records.js";
+import { coreBackends } from "../core/backends.js";
+import { flush } from "../core/driver-fixtures.js";
+import { call, detailsOf, HOLD, openSubagents, ownedBy, resultOf, selectedOf, subagentCall, tasksOf, textOf, toolResults } from "./subagent-fixtures.js";
+
+describe("SubagentCommand input", () => {
+  it("parses each command with exactly its fields and refuses the rest with the field named", () => {
+    expect(parseSubagentCommand({ command: "run", prompt: "p", context: "inherit", tools: ["a", "a"] })).toEqual({ command: "run", prompt: "p", context: "inherit", tools: ["a"] });
+    expect(parseSubagentCommand({ command: "spawn", prompt: "p" })).toEqual({ command: "spawn", prompt: "p" });
+    expect(parseSubagentCommand({ command: "send", id: 3, text: "t" })).toEqual({ command: "send", id: 3, text: "t" });
+    for (const command of ["status", "wait", "stop"] as const) expect(parseSubagentCommand({ command, id: 7 })).toEqual({ command, id: 7 });
+    expect(() => parseSubagentCommand({ command: "fly" })).toThrow(/command must be one of/);
+    expect(() => parseSubagentCommand({ command: "run" })).toThrow(/run needs prompt/);
+    expect(() => parseSubagentCommand({ command: "run", prompt: " " })).toThrow(/prompt must be a non-empty string/);
+    expect(() => parseSubagentCommand({ command: "run", prompt: "p", id: 3 })).toThrow(/run takes no id/);
+    expect(() => parseSubagentCommand({ command: "spawn", prompt: "p", context: "all" })).toThrow(/context must be/);
+    expect(() => parseSubagentCommand({ command: "spawn", prompt: "p", tools: [1] })).toThrow(/tools must be a list/);
+    expect(() => parseSubagentCommand({ command: "send", id: 3 })).toThrow(/send needs text/);
+    expect(() => parseSubagentCommand({ command: "wait", id: -1 })).toThrow(/id must be a subagent id/);
+    expect(() => parseSubagentCommand({ command: "stop", id: 1.5 })).toThrow(/id must be a subagent id/);
+  });
+});
+
+for (const backend of coreBackends) {
+  describe(`subagent tool (${backend.name})`, () => {
+    it(`§8.5 run: one creation commit, the child answers, one result entry (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const { harness } = await openSubagents(storage);
+        const creations: number[] = [];
+        harness.onCommit((commit) => {
+          if (commit.batch.kind === "main" && commit.batch.writes.some((w) => w.type === "createConversation")) creations.push(commit.batch.writes.length);
+        });
+        const root = await harness.root(call);
+        await root.value(generationConfig.thinking).set("low", call);
+        const answer = await root.prompt({ input: subagentCall({ command: "run", prompt: "count to two" }) }, call);
+        expect(textOf(answer)).toBe("count to two");
+        const [tool] = await tasksOf(harness, root.id, "tool");
+        expect(tool?.state).toMatchObject({ status: "done" });
+        const children = await ownedBy(harness, tool!.id);
+        expect(children).toHaveLength(1);
+        expect(creations).toHaveLength(1);
+        const child = children[0] as Id;
+        const results = await toolResults(harness, root.id);
+        expect(results.map(textOf)).toEqual(["count to two"]);
+        expect(detailsOf(results[0])).toMatchObject({ id: child, command: "run", status: "done" });
+        // The child: owned by the call, the parent's model and thinking, the parent's tools, its answer.
+        const handle = (await harness.conversation(child, call))!;
+        expect(handle.record).toEqual({ id: child, owner: tool!.id });
+        expect(await handle.settings.get(call)).toMatchObject({ model: await root.value(generationConfig.model).get(call), thinking: "low", selectedTools: ["subagent", "echo"] });
+        const entries = (await harness.entries(child, { limit: 50 }, call)).items.filter((e) => e.kind !== "system");
+        expect(entries.map((e) => [e.kind, textOf(e)])).toEqual([
+          ["user", "count to two"],
+          ["assistant", "count to two"],
+        ]);
+        // The acceptance is named by the call's request key (§3.4), and the parent lists its child.
+        expect((await harness.storage.getValue(bind(requestKey(subagentRequestKey(tool!.id)), {})))?.value).toMatchObject({ conversationId: child });
+        expect((await harness.storage.readList(bindTo(childrenList, root.id), { limit: 10 })).items.map((e) => e.value)).toEqual([child]);
+        // Usage is attributed to the child and rolls up into the session totals.
+        const rows = (await harness.storage.readList<UsageRow>(bindTo(usageList, root.id), { limit: 100 })).items.map((e) => e.value);
+        expect(rows.filter((r) => r.kind === "generation").map((r) => r.conversationId).sort()).toEqual([root.id, root.id, child].sort());
+      }));
+
+    it(`§8.5 spawn settles at once with the child's id; wait returns its answer; status shows it (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        const spawned = await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} list the files` }) }, call);
+        expect(textOf(spawned)).toMatch(/^spawned subagent \d+/);
+        const [tool] = await tasksOf(harness, root.id, "tool");
+        const child = (await ownedBy(harness, tool!.id))[0] as Id;
+        expect(tool?.role).toBe("terminal");
+        await fx.holding();
+        // The child runs on its own while the parent is idle: status names its live generation.
+        const status = await root.prompt({ input: subagentCall({ command: "status", id: child }) }, call);
+        expect(textOf(status)).toContain(`subagent ${child}: busy`);
+        expect(textOf(status)).toMatch(/live tasks: generation \d+ \(streaming\)/);
+        fx.release();
+        const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call);
+        expect(textOf(waited)).toBe(`${HOLD} list the files`);
+        const idle = await root.prompt({ input: subagentCall({ command: "status", id: child }) }, call);
+        expect(textOf(idle)).toContain(`subagent ${child}: idle`);
+        expect(textOf(idle)).toContain("live tasks: none");
+        expect(textOf(idle)).toContain(`assistant: ${HOLD} list the files`);
+        expect(await ownedBy(harness, tool!.id)).toEqual([child]);
+      }));
+
+    it(`§8.5 send accepts into the child (queued while it is busy) and wait answers the last input (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} first` }) }, call);
+        const child = (await ownedBy(harness, (await tasksOf(harness, root.id, "tool"))[0]!.id))[0] as Id;
+        await fx.holding();
+        const sent = await root.prompt({ input: subagentCall({ command: "send", id: child, text: "second" }) }, call);
+        expect(textOf(sent)).toMatch(new RegExp(`^sent to subagent ${child} \\(input \\d+, queued`));
+        const inputId = detailsOf((await toolResults(harness, root.id))[1]).inputId as Id;
+        expect(await resultOf(harness, child, inputId)).toMatchObject({ status: "queued" });
+        fx.release();
+        const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call);
+        expect(textOf(waited)).toBe("second");
+        expect(await resultOf(harness, child, inputId)).toMatchObject({ status: "done" });
+        // Idle child: send places at once and starts a turn.
+        const again = await root.prompt({ input: subagentCall({ command: "send", id: child, text: "third" }) }, call);
+        expect(textOf(again)).toMatch(/placed\)$/);
+        expect(textOf(await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call))).toBe("third");
+      }));
+
+    it(`§8.5 stop aborts the child's running work (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} forever` }) }, call);
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await ownedBy(harness, tool.id))[0] as Id;
+        await fx.holding();
+        const stopped = await root.prompt({ input: subagentCall({ command: "stop", id: child }) }, call);
+        expect(textOf(stopped)).toContain(`subagent ${child}: stop requested`);
+        await (await harness.conversation(child, call))!.drive(call);
+        const gens = await tasksOf(harness, child, "generation");
+        expect(gens.map((t) => t.state.status)).toEqual(["aborted"]);
+        const inputId = detailsOf((await toolResults(harness, root.id))[0]).inputId as Id;
+        expect(await resultOf(harness, child, inputId)).toMatchObject({ status: "unanswered", reason: "aborted" });
+        const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call);
+        expect(textOf(waited)).toContain(`did not answer input ${inputId}: aborted`);
+      }));
+
+    it(`§8.5 tools narrow the parent's selection; a tool the parent has not selected is refused and nothing is created (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const { harness } = await openSubagents(storage, { selected: ["subagent", "echo"] });
+        const root = await harness.root(call);
+        await root.prompt({ input: subagentCall({ command: "run", prompt: "narrow", tools: ["echo"] }) }, call);
+        const narrow = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await ownedBy(harness, narrow.id))[0] as Id;
+        expect(await selectedOf(harness, child)).toEqual(["echo"]);
+        const conversations = (await harness.storage.scanConversations({ limit: 100 })).items.length;
+        const widened = await root.prompt({ input: subagentCall({ command: "run", prompt: "widen", tools: ["echo", "job"] }) }, call);
+        expect(textOf(widened)).toContain("a subagent's tools narrow yours and never widen them: job is not selected here (selected: subagent, echo)");
+        const results = await toolResults(harness, root.id);
+        expect((results[1]?.model?.[0] as { isError?: boolean }).isError).toBe(true);
+        expect((await harness.storage.scanConversations({ limit: 100 })).items.length).toBe(conversations);
+        // Empty narrowing is allowed: a child with no tools.
+        await root.prompt({ input: subagentCall({ command: "run", prompt: "none", tools: [] }) }, call);
+        const none = (await tasksOf(harness, root.id, "tool"))[2]!;
+        expect(await selectedOf(harness, (await ownedBy(harness, none.id))[0] as Id)).toEqual([]);
+      }));
+
+    it(`§8.5 ids the parent's tree does not own are refused (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const { harness } = await openSubagents(storage);
+        const root = await harness.root(call);
+        const fork = await root.fork({ at: "start" }, call);
+        for (const id of [root.id, fork.id]) {
+          const refused = await root.prompt({ input: subagentCall({ command: "status", id }) }, call);
+          expect(textOf(refused)).toContain(`conversation ${id} is not a subagent of this conversation`);
+        }
+        const missing = await root.prompt({ input: subagentCall({ command: "wait", id: 99_999 }) }, call);
+        expect(textOf(missing)).toContain("subagent 99999 does not exist");
+        // A grandchild (owned by a task of a child) belongs to the tree.
+        await root.prompt({ input: subagentCall({ command: "run", prompt: subagentCall({ command: "spawn", prompt: "grandchild" }) }) }, call);
+        const tool = (await tasksOf(harness, root.id, "tool")).at(-1)!;
+        const child = (await ownedBy(harness, tool.id))[0] as Id;
+        const childTool = (await tasksOf(harness, child, "tool"))[0]!;
+        const grandchild = (await ownedBy(harness, childTool.id))[0] as Id;
+        expect(textOf(await root.prompt({ input: subagentCall({ command: "wait", id: grandchild }) }, call))).toBe("grandchild");
+      }));
+
+    it(`§8.5 context "inherit" gives the child exactly the parent's context at the last complete exchange before the launching one (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const { harness } = await openSubagents(storage);
+        const root = await harness.root(call);
+        await root.prompt({ input: "first question" }, call);
+        await root.prompt({ input: "second question" }, call);
+        const entriesBefore = (await harness.entries(root.id, { limit: 100 }, call)).items;
+        const boundary = entriesBefore.at(-1)!.id; // the final answer of the second exchange
+        await root.prompt({ input: subagentCall({ command: "run", prompt: "what came before?", context: "inherit" }) }, call);
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await harness.conversation((await ownedBy(harness, tool.id))[0] as Id, call))!;
+        expect(child.record).toEqual({ id: child.id, owner: tool.id, parent: { conversationId: root.id, at: boundary } });
+        const parentContext = (await root.contextEntries(boundary, call)).items;
+        const childEntries = (await harness.entries(child.id, { limit: 100 }, call)).items;
+        // The child's transcript: the parent's entries through the boundary, then its own.
+        expect(childEntries.filter((e) => e.id <= boundary).map((e) => e.id)).toEqual(entriesBefore.map((e) => e.id));
+        const childContext = (await child.contextEntries(undefined, call)).items;
+        // Exactly the parent's context at the boundary (entries and the messages they project), then its own.
+        expect(childContext.slice(0, parentContext.length).map((i) => [i.entry.id, i.messages])).toEqual(parentContext.map((i) => [i.entry.id, i.messages]));
+        const own = childContext.slice(parentContext.length).map((i) => i.entry).filter((e) => e.kind !== "system");
+        expect(own.map((e) => [e.kind, textOf(e)])).toEqual([
+          ["user", "what came before?"],
+          ["assistant", "what came before?"],
+        ]);
+        expect(parentContext.map((i) => textOf(i.entry))).toEqual(expect.arrayContaining(["first question", "second question"]));
+        expect(childContext.map((i) => textOf(i.entry))).not.toContain(subagentCall({ command: "run", prompt: "what came before?", context: "inherit" }));
+      }));
+
+    it(`§8.5 aborting the call during run marks the child's foreground tasks only: its queue is kept, the call gets an error result (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        const prompted = root.prompt({ input: subagentCall({ command: "run", prompt: `${HOLD} slow work` }) }, call);
+        await fx.holding();
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await harness.conversation((await ownedBy(harness, tool.id))[0] as Id, call))!;
+        const queued = await child.accept({ input: "later" }, call);
+        expect(queued.status).toBe("queued");
+        await harness.abortTask(tool.id, call);
+        const answer = await prompted;
+        await flush(harness);
+        const settled = await harness.getTask(tool.id, call);
+        expect(settled?.state.status).toBe("aborted");
+        const results = await toolResults(harness, root.id);
+        expect(results).toHaveLength(1);
+        expect((results[0]?.model?.[0] as { isError?: boolean }).isError).toBe(true);
+        expect(textOf(results[0])).toContain("the call was aborted");
+        expect(textOf(answer)).toContain("the call was aborted");
+        const gens = await tasksOf(harness, child.id, "generation");
+        expect(gens[0]?.state.status).toBe("aborted");
+        // The child's queue is preserved (§6.3): the follow-up is still queued, not withdrawn.
+        expect(await child.result(queued.inputId, call)).toEqual({ status: "queued" });
+        expect((await harness.storage.scanConversations({ ownedFrom: tool.id, limit: 10 })).items).toHaveLength(1);
+      }));
+
+    it(`§8.5 aborting the parent leaves a spawned child running (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} background work` }) }, call);
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await harness.conversation((await ownedBy(harness, tool.id))[0] as Id, call))!;
+        await fx.holding();
+        // The parent gets busy with another turn of its own, then is aborted.
+        const busy = root.prompt({ input: `${HOLD} parent work` }, call);
+        await fx.holding(2);
+        await root.abort(call);
+        await busy;
+        const parentGens = await tasksOf(harness, root.id, "generation");
+        expect(parentGens.at(-1)?.state.status).toBe("aborted");
+        const childGen = (await tasksOf(harness, child.id, "generation"))[0]!;
+        expect(childGen.abort).toBeUndefined();
+        expect(childGen.role).not.toBe("terminal");
+        fx.release();
+        await child.drive(call);
+        expect((await tasksOf(harness, child.id, "generation"))[0]?.state.status).toBe("done");
+        const inputId = detailsOf((await toolResults(harness, root.id))[0]).inputId as Id;
+        expect(await child.result(inputId, call)).toMatchObject({ status: "done" });
+      }));
+  });
+}

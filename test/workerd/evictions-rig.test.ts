@@ -1,0 +1,239 @@
+/**
+ * Eviction at every commit boundary of a rig (issue 13 shared duty with issue 9's sweep; DESIGN §3, §8):
+ * a small scripted rig in a real session Durable Object, run once uninterrupted and then killed right
+ * after each of its commits k (`ctx.abort()` once commit k is durable, as eviction-harness.ts does), each
+ * time reopened by the alarm alone, finished, and compared with the uninterrupted run. The script: two
+ * polecats (a conversation agent and an external one), a hook set on each, GUPP activation of the
+ * conversation agent and its completion by the answer, the external agent's activation, and witness
+ * patrols through a nudge, a second nudge and a critical escalation.
+ *
+ * Checked after the reopen (at quiescence) and at the end: the conversation agent's hook is completed
+ * exactly once and its work item accepted once (one acceptance of `rig:polecat-alpha:1`, one user entry),
+ * one critical escalation mail, and the witness's records (patrol count, nudge counts, mail cursor), the
+ * hooks and the mayor's mailbox equal the uninterrupted run's. The witness is a live task forever, so
+ * quiescence here means: no invocation busy and nothing live but the witness.
+ */
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Harness } from "../../src/core/harness.js";
+import { requestMessages } from "../../src/core/context.js";
+import { requestKey } from "../../src/core/inbox.js";
+import { bind, bindTo } from "../../src/core/state.js";
+import { WITNESS_KIND, type Actor, type StoredHook } from "../../src/rig/index.js";
+import { agentIndex, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
+import type { SessionObject } from "../../src/worker/session-object.js";
+import { call, clockOf, harnessOf, installSeams, resetSeams, TestSession, until, type Seams } from "./session-fixtures.js";
+
+const MIN = 60_000;
+const mayor: Actor = { role: "mayor" };
+const agent = (id: string): Actor => ({ role: "agent", agent: id });
+
+/** The script: each step is idempotent (by what it finds), so the step a kill interrupted is re-run. */
+type Step =
+  | { readonly type: "register"; readonly agent: string; readonly conversation: boolean }
+  | { readonly type: "settings" }
+  | { readonly type: "set"; readonly agent: string; readonly bead: string }
+  | { readonly type: "activate"; readonly agent: string }
+  | { readonly type: "patrol"; readonly n: number };
+
+const STEPS: readonly Step[] = [
+  { type: "register", agent: "polecat-alpha", conversation: true },
+  { type: "register", agent: "polecat-bravo", conversation: false },
+  { type: "settings" },
+  // GUPP: the idle conversation agent's hook is activated and its work accepted in the setting commit;
+  // the echo model's answer completes it.
+  { type: "set", agent: "polecat-alpha", bead: "gt-alpha" },
+  { type: "set", agent: "polecat-bravo", bead: "gt-bravo" },
+  { type: "activate", agent: "polecat-bravo" },
+  // Patrols: nudge, nudge, critical escalation, and one more that mails nothing new.
+  { type: "patrol", n: 1 },
+  { type: "patrol", n: 2 },
+  { type: "patrol", n: 3 },
+  { type: "patrol", n: 4 },
+];
+
+interface Outcome {
+  readonly commits: number;
+  readonly state: unknown;
+}
+
+let seams: Seams;
+
+beforeEach(() => {
+  seams = installSeams();
+});
+
+afterEach(async () => {
+  await abortAllDurableObjects();
+  resetSeams();
+});
+
+async function ok<T>(outcome: Promise<{ ok: true; value: T } | { ok: false; problem: { detail: string } }>): Promise<T> {
+  const result = await outcome;
+  if (!result.ok) throw new Error(result.problem.detail);
+  return result.value;
+}
+
+async function hookOf(h: Harness, agentId: string): Promise<StoredHook | undefined> {
+  return (await h.storage.getValue(bind(hookValue(agentId), {})))?.value;
+}
+
+async function patrolsOf(h: Harness): Promise<number> {
+  return (await h.storage.getValue(bind(witnessPatrol, {})))?.value.patrols ?? 0;
+}
+
+async function submit(session: TestSession, step: Step): Promise<void> {
+  const state = () =>
+    runInDurableObject(session.stub, async (instance: SessionObject) => {
+      const h = harnessOf(instance);
+      const hook = step.type === "set" || step.type === "activate" ? await hookOf(h, step.agent) : undefined;
+      return { hook, patrols: await patrolsOf(h) };
+    });
+  switch (step.type) {
+    case "register":
+      // The same registration again writes nothing.
+      await ok(session.rpc.op("rigRegister", mayor, step.agent, { role: "polecat", ...(step.conversation ? { conversation: "new" as const } : {}) }));
+      return;
+    case "settings":
+      await ok(session.rpc.op("rigPatchSettings", mayor, { patrolIntervalMs: MIN, stallThresholdMs: 2 * MIN }));
+      return;
+    case "set":
+      if (((await state()).hook?.attempt ?? 0) >= 1) return;
+      await ok(session.rpc.op("rigTransition", mayor, step.agent, "set", { work: { bead_id: step.bead, title: `work on ${step.bead}` } }));
+      return;
+    case "activate":
+      if ((await state()).hook?.file.status !== "pending") return;
+      await ok(session.rpc.op("rigTransition", agent(step.agent), step.agent, "activate", { attempt: 1 }));
+      return;
+    case "patrol": {
+      if ((await state()).patrols >= step.n) return;
+      // Move the shared clock to the witness's wake and wake this instance's sleeper.
+      const wake = await runInDurableObject(session.stub, async (instance: SessionObject) => {
+        const h = harnessOf(instance);
+        const id = (await h.storage.getValue(bind(witnessTask, {})))?.value;
+        const task = id === undefined ? undefined : (await h.storage.getTasks([id])).get(id);
+        return (task?.state as { next_patrol_at?: number } | undefined)?.next_patrol_at;
+      });
+      if (wake === undefined) throw new Error("no witness task");
+      seams.time.now = Math.max(seams.time.now, wake);
+      await runInDurableObject(session.stub, (instance: SessionObject) => clockOf(instance).advanceTo(seams.time.now));
+      await until(async () => (await state()).patrols >= step.n, `patrol ${step.n}`);
+      return;
+    }
+    default: {
+      const never: never = step;
+      throw new Error(`unknown step ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** No invocation busy and nothing live but the witness. */
+async function quiesce(session: TestSession): Promise<void> {
+  await until(async () => {
+    if ((await session.rpc.inspect()).busy) return false;
+    return runInDurableObject(session.stub, async (instance: SessionObject) => {
+      const live = await harnessOf(instance).storage.scanTasks({ live: true, limit: 100 });
+      return live.items.every((task) => task.kind === WITNESS_KIND);
+    });
+  }, "nothing live but the witness");
+}
+
+/** Invariants at any quiescent point, and the state compared with the uninterrupted run. */
+async function check(session: TestSession): Promise<unknown> {
+  return runInDurableObject(session.stub, async (instance: SessionObject) => {
+    const h = harnessOf(instance);
+    const index = (await h.storage.getValue(bind(agentIndex, {})))?.value ?? {};
+    const hooks: Record<string, unknown> = {};
+    const witness: Record<string, unknown> = {};
+    for (const id of Object.keys(index).sort()) {
+      const hook = await hookOf(h, id);
+      hooks[id] = hook === undefined ? undefined : { file: hook.file, attempt: hook.attempt };
+      witness[id] = (await h.storage.getValue(bind(witnessAgent(id), {})))?.value;
+    }
+    // The conversation agent's work item: accepted once (one acceptance, one user entry), answered once.
+    const alpha = index["polecat-alpha"]?.conversationId;
+    let context: unknown = undefined;
+    if (alpha !== undefined) {
+      const acceptance = (await h.storage.getValue(bindTo(requestKey("rig:polecat-alpha:1"), h.rootId)))?.value;
+      const handle = await h.conversation(alpha, call);
+      const messages = handle === undefined ? [] : requestMessages(await handle.contextEntries(undefined, call));
+      const work = messages.filter((m) => m.role === "user" && JSON.stringify(m.content).includes("Work item gt-alpha"));
+      expect(work.length).toBe(acceptance === undefined ? 0 : 1);
+      if ((await hookOf(h, "polecat-alpha"))?.file.status === "completed") {
+        expect(messages.filter((m) => m.role === "assistant")).toHaveLength(1);
+      }
+      context = messages.map((m) => ({ role: m.role, content: JSON.stringify(m.content) }));
+    }
+    const mail = (await h.storage.readList(bind(mailbox("mayor"), {}), { limit: 1000 })).items.map((e) => e.value.payload);
+    // Escalations are de-duplicated per agent, bead and severity.
+    const stalls = mail.filter((p) => typeof p === "string" && p.startsWith("STALL_"));
+    expect(new Set(stalls).size).toBe(stalls.length);
+    // The witness task is live with a wake, and the alarm is armed for it.
+    const taskId = (await h.storage.getValue(bind(witnessTask, {})))?.value;
+    if (taskId !== undefined) {
+      const task = (await h.storage.getTasks([taskId])).get(taskId);
+      expect(task?.role).not.toBe("terminal");
+    }
+    const patrol = (await h.storage.getValue(bind(witnessPatrol, {})))?.value;
+    return { hooks, witness, patrol, mail, context };
+  });
+}
+
+async function run(name: string, start: number, killAt?: number): Promise<Outcome> {
+  // Every run starts at the same time, so the hooks' timestamps and the stall minutes are comparable.
+  seams.time.now = start;
+  const session = new TestSession(name);
+  expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
+  const counter = { commits: 0, killed: false };
+  await runInDurableObject(session.stub, (instance: SessionObject, state) => {
+    harnessOf(instance).onCommit(() => {
+      counter.commits += 1;
+      if (killAt !== undefined && counter.commits === killAt && !counter.killed) {
+        counter.killed = true;
+        // Killed once commit k is durable (an abort before the output gate opens would take it along).
+        void state.storage.sync().then(() => state.abort("rig eviction sweep"));
+      }
+    });
+  });
+  let index = 0;
+  let reopened = false;
+  while (index < STEPS.length) {
+    try {
+      await submit(session, STEPS[index] as Step);
+      await quiesce(session);
+      index += 1;
+    } catch (error) {
+      if (!counter.killed || reopened) throw error;
+    }
+    if (counter.killed && !reopened) {
+      reopened = true;
+      // Only the alarm reopens the object: live work (the witness at least, once registered) has one.
+      const armed = await runInDurableObject(session.stub, (_instance, state) => state.storage.getAlarm());
+      if (armed !== null) expect(await runDurableObjectAlarm(session.stub)).toBe(true);
+      await quiesce(session);
+      await check(session);
+    }
+  }
+  if (killAt !== undefined) expect(counter.killed).toBe(true);
+  return { commits: counter.commits, state: await check(session) };
+}
+
+describe("eviction at every commit boundary of a rig", () => {
+  it("hook set, GUPP activation and completion, witness nudges and escalation: killed after each commit, reopened by the alarm, ends as the uninterrupted run", { timeout: 120_000 }, async () => {
+    const start = seams.time.now;
+    const baseline = await run("rig-evict-baseline", start);
+    const state = baseline.state as { hooks: Record<string, { file: { status: string } }>; mail: unknown[]; witness: Record<string, unknown> };
+    // The uninterrupted run did what the script says.
+    expect(state.hooks["polecat-alpha"]?.file.status).toBe("completed");
+    expect(state.hooks["polecat-bravo"]?.file.status).toBe("active");
+    expect(state.mail.filter((p) => typeof p === "string" && p.startsWith("STALL_CRITICAL: polecat-bravo"))).toHaveLength(1);
+    expect(state.witness["polecat-bravo"]).toMatchObject({ nudges: 2, escalated: ["critical"] });
+    const tried: number[] = [];
+    for (let k = 1; k <= baseline.commits; k++) {
+      const killed = await run(`rig-evict-${k}`, start, k);
+      expect({ k, state: killed.state }).toEqual({ k, state: baseline.state });
+      tried.push(k);
+    }
+    console.log(`rig eviction sweep: ${tried.length} of ${baseline.commits} commit boundaries tried (${tried.join(", ")})`);
+  });
+});

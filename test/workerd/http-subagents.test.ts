@@ -1,0 +1,144 @@
+/**
+ * Subagents (§8.5) in a session Durable Object over HTTP, with the offline echo model calling the
+ * `subagent` tool (`/call subagent {json}`): what `npm start` shows. A child is a conversation of the
+ * session: its snapshot names its owner, the parent's names its children, its transcript and watch work
+ * like any other, the operator sees the tool task in GET /tasks, and its usage is attributed to it and
+ * rolls up into the session's totals. Each command (run, spawn, send, status, wait, stop) runs over a
+ * real turn here.
+ */
+import { abortAllDurableObjects } from "cloudflare:test";
+import { afterEach, describe, expect, it } from "vitest";
+import { call, json, token, uniqueSession, until } from "./http-fixtures.js";
+
+afterEach(async () => {
+  await abortAllDurableObjects();
+});
+
+interface Entry {
+  readonly id: number;
+  readonly kind: string;
+  readonly model?: { role: string; content: unknown }[];
+  readonly data?: { details?: Record<string, unknown> };
+}
+
+interface Snapshot {
+  readonly conversation: { id: number; owner?: number };
+  readonly owner: { taskId: number; conversationId: number } | null;
+  readonly children: number[];
+  readonly tasks: { id: number; kind: string }[];
+}
+
+function text(e: Entry | undefined): string {
+  const content = e?.model?.[0]?.content;
+  if (typeof content === "string") return content;
+  return Array.isArray(content) ? content.map((p: { text?: string }) => p.text ?? "").join("") : "";
+}
+
+const TENANT = "subagents";
+
+async function session(label: string, body: Record<string, unknown> = {}): Promise<{ name: string; t: string }> {
+  const name = uniqueSession(label);
+  const t = await token(TENANT, "client");
+  const res = await call("PUT", `/v1/sessions/${name}`, { token: t, body: { selectedTools: ["echo", "subagent"], ...body } });
+  expect(res.status).toBe(201);
+  return { name, t };
+}
+
+/** Accept `/call subagent {args}` into root and wait for the turn's result; the tool result entry. */
+async function subagent(name: string, t: string, args: Record<string, unknown>): Promise<{ answer: string; result: Entry }> {
+  const res = await call("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=30`, { token: t, body: { input: `/call subagent ${JSON.stringify(args)}` } });
+  expect(res.status).toBe(201);
+  const accepted = await json<{ result: { status: string }; answer?: Entry }>(res);
+  expect(accepted.result.status).toBe("done");
+  const results = await json<{ items: Entry[] }>(await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=tool_result&limit=100`, { token: t }));
+  return { answer: text(accepted.answer), result: results.items[results.items.length - 1] as Entry };
+}
+
+async function snapshot(name: string, t: string, conversation: number | "root"): Promise<Snapshot> {
+  const res = await call("GET", `/v1/sessions/${name}/conversations/${conversation}`, { token: t });
+  expect(res.status).toBe(200);
+  return json<Snapshot>(res);
+}
+
+describe("subagents over HTTP", () => {
+  it("§8.5 run: the child answers; it is a conversation of the session with its owner, transcript, watch, task and usage", async () => {
+    const { name, t } = await session("run");
+    const { answer, result } = await subagent(name, t, { command: "run", prompt: "hello from the child" });
+    expect(answer).toBe("hello from the child");
+    expect(text(result)).toBe("hello from the child");
+    const child = result.data?.details?.["id"] as number;
+    // The parent names its child; the child names its owner (the tool task) and the owner's conversation.
+    const root = await snapshot(name, t, "root");
+    expect(root.children).toEqual([child]);
+    expect(root.owner).toBeNull();
+    const snap = await snapshot(name, t, child);
+    expect(snap.owner).toEqual({ taskId: snap.conversation.owner, conversationId: root.conversation.id });
+    expect(snap.children).toEqual([]);
+    // Its transcript pages like any other.
+    const entries = await json<{ items: Entry[] }>(await call("GET", `/v1/sessions/${name}/conversations/${child}/entries`, { token: t }));
+    expect(entries.items.filter((e) => e.kind !== "system").map((e) => [e.kind, text(e)])).toEqual([
+      ["user", "hello from the child"],
+      ["assistant", "hello from the child"],
+    ]);
+    // Its watch opens with a view of the child.
+    const controller = new AbortController();
+    const watch = await call("GET", `/v1/sessions/${name}/conversations/${child}/watch`, { token: t, headers: { accept: "text/event-stream" } });
+    expect(watch.status).toBe(200);
+    const reader = (watch.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
+    let frames = "";
+    try {
+      while (!frames.includes("\n\n")) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        frames += value;
+      }
+    } finally {
+      controller.abort();
+      await reader.cancel().catch(() => undefined);
+    }
+    expect(frames.startsWith("event: view")).toBe(true);
+    expect(frames).toContain(`"conversationId":${child}`);
+    // The operator sees the subagent tool task, which owns the child.
+    const op = await token(TENANT, "operator");
+    const tasks = await json<{ items: { id: number; kind: string; owns?: number[]; state: { status: string; call?: { name: string } } }[] }>(
+      await call("GET", `/v1/sessions/${name}/tasks`, { token: op }),
+    );
+    const tool = tasks.items.find((task) => task.kind === "tool" && task.state.call?.name === "subagent");
+    expect(tool).toMatchObject({ id: snap.conversation.owner, owns: [child], state: { status: "done" } });
+    // Usage: the child's attempt is attributed to it and counted in the session's totals.
+    const usage = await json<{ totals: { attempts: number }; rows: { items: { value: { conversationId: number; kind: string } }[] } }>(
+      await call("GET", `/v1/sessions/${name}/usage`, { token: op }),
+    );
+    const generations = usage.rows.items.map((row) => row.value).filter((row) => row.kind === "generation");
+    expect(generations.map((row) => row.conversationId).sort()).toEqual([root.conversation.id, root.conversation.id, child].sort());
+    expect(usage.totals.attempts).toBe(usage.rows.items.length);
+  });
+
+  it("§8.5 spawn, status, send, wait over real turns in a Durable Object", async () => {
+    const { name, t } = await session("spawn");
+    const spawned = await subagent(name, t, { command: "spawn", prompt: "first job" });
+    expect(spawned.answer).toMatch(/^spawned subagent \d+/);
+    const child = spawned.result.data?.details?.["id"] as number;
+    const waited = await subagent(name, t, { command: "wait", id: child });
+    expect(waited.answer).toBe("first job");
+    const status = await subagent(name, t, { command: "status", id: child });
+    expect(status.answer).toContain(`subagent ${child}: idle`);
+    expect(status.answer).toContain("assistant: first job");
+    const sent = await subagent(name, t, { command: "send", id: child, text: "second job" });
+    expect(sent.answer).toMatch(new RegExp(`^sent to subagent ${child} \\(input \\d+`));
+    expect((await subagent(name, t, { command: "wait", id: child })).answer).toBe("second job");
+    expect((await snapshot(name, t, "root")).children).toEqual([child]);
+  });
+
+  it("§8.5 stop aborts a spawned child's running turn (paced echo model)", async () => {
+    const { name, t } = await session("stop", { model: "echo-slow" });
+    const spawned = await subagent(name, t, { command: "spawn", prompt: "a long answer that streams slowly enough to be stopped ".repeat(4) });
+    const child = spawned.result.data?.details?.["id"] as number;
+    await until(async () => ((await snapshot(name, t, child)).tasks.length > 0 ? true : undefined), "the child's live generation");
+    const stopped = await subagent(name, t, { command: "stop", id: child });
+    expect(stopped.answer).toContain(`subagent ${child}: stop requested`);
+    await until(async () => ((await snapshot(name, t, child)).tasks.length === 0 ? true : undefined), "the child's turn to end");
+    const waited = await subagent(name, t, { command: "wait", id: child });
+    expect(waited.answer).toMatch(/did not answer input \d+: aborted/);
+  });
+});
