@@ -12,7 +12,8 @@ export default defineConfig({
           cloudflareTest({
             wrangler: { configPath: "./wrangler.toml" },
             // Test-only secrets (the HTTP tests sign tokens and webhooks with them; see .dev.vars.example).
-            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret" } },
+            // LOG_LEVEL quiet: the JSON log lines would flood the test output (tests that read them capture them).
+            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret", LOG_LEVEL: "quiet" } },
           }),
         ],
         test: {

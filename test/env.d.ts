@@ -5,5 +5,7 @@ declare namespace Cloudflare {
     /** Test-only secrets from vitest.config.ts (the HTTP tests sign tokens and webhooks with them). */
     JWT_SECRET: string;
     WEBHOOK_MASTER_SECRET: string;
+    /** `quiet` in vitest.config.ts: no log lines on the console. */
+    LOG_LEVEL: string;
   }
 }

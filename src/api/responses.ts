@@ -175,6 +175,10 @@ export const directoryRow = z.looseObject({
 });
 export const sessionsPage = z.looseObject({ items: z.array(directoryRow), cursor: z.string().optional() });
 export const sessionMetaResponse = z.looseObject({ session: z.string(), title: z.string().nullable(), labels: z.array(z.string()) });
+/** `GET /v1/sessions`: a page of the tenant's directory. */
+export type SessionsPage = z.infer<typeof sessionsPage>;
+/** `PATCH /v1/sessions/{s}`: the session's directory title and labels after the change. */
+export type SessionMeta = z.infer<typeof sessionMetaResponse>;
 export const acceptResponse = z.object({
   inputId: id,
   conversationId: id,

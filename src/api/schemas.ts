@@ -79,6 +79,8 @@ export const sessionPatch = z
   .strictObject({ title: title().nullable().optional(), labels: labels().optional() })
   .refine((body) => body.title !== undefined || body.labels !== undefined, "a session patch sets title or labels");
 
+export type SessionPatch = z.input<typeof sessionPatch>;
+
 /** GET /v1/sessions: the tenant's directory, newest activity first. */
 export const sessionsQuery = z.strictObject({
   limit: z.string().regex(/^[1-9][0-9]{0,2}$/, "limit is 1-200").transform(Number).refine((n) => n <= 200, "limit is 1-200").optional(),

@@ -80,6 +80,8 @@ export class Driver {
   readonly clock: Clock;
   readonly #live = new Map<Id, LiveTask>();
   readonly #running = new Map<Id, Invocation>();
+  /** The terminal status of a task that settled while an invocation of it ran (for `afterInvoke`). */
+  readonly #settledStatus = new Map<Id, string>();
   readonly #byConversation = new Map<Id, Set<Id>>();
   readonly #dependents = new Map<Id, Set<Id>>();
   readonly #parked = new Set<Id>();
@@ -369,6 +371,7 @@ export class Driver {
         case "settle": {
           const lt = this.#removeLive(write.id);
           if (lt === undefined) break;
+          if (this.#running.has(write.id)) this.#settledStatus.set(write.id, write.state.status);
           for (const dependent of this.#dependents.get(write.id) ?? []) touched.add(dependent);
           this.#dependents.delete(write.id);
           touched.add(write.id);
@@ -570,9 +573,11 @@ export class Driver {
     let outcome: InvocationOutcome = "closed";
     return this.#harness.line
       .run(() => {
+        const settledStatus = this.#settledStatus.get(inv.taskId);
+        this.#settledStatus.delete(inv.taskId);
         if (this.#running.get(inv.taskId) !== inv) return () => undefined;
         this.#running.delete(inv.taskId);
-        this.#host.afterInvoke?.(inv.taskId, inv.method);
+        this.#host.afterInvoke?.(inv.taskId, inv.method, this.#live.get(inv.taskId)?.task.state.status ?? settledStatus ?? inv.task.state.status);
         if (this.#phase === "closing" || this.#phase === "closed" || this.#phase === "faulted") {
           return this.#notifyHost();
         }

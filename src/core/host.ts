@@ -35,8 +35,11 @@ export interface DriverHost {
    * `Driver.release(taskId)`. Abort invocations are never withheld.
    */
   beforeInvoke?(task: Task, method: InvocationMethod): boolean;
-  /** After an invocation returned or threw (not when the process was killed). */
-  afterInvoke?(taskId: Id, method: InvocationMethod): void;
+  /**
+   * After an invocation returned or threw (not when the process was killed), with the task's status
+   * then: its live status, or the terminal status it settled with.
+   */
+  afterInvoke?(taskId: Id, method: InvocationMethod, status: string): void;
   /** The earliest wake time of sleeping tasks changed (undefined: nobody sleeps). */
   wakeChanged?(earliest: number | undefined): void;
   /** Whether invocations are in flight changed (hosts keep the process alive while busy). */

@@ -3,13 +3,16 @@
  * (`SqlHost`, sql.ts). Used by the session Durable Object; the workerd tests and benchmarks run it there.
  *
  * One commit is one `transactionSync`: checkBatch first (nothing is written when it throws), then the
- * writes numbered from lastSeq + 1, the commit boundary and the new lastSeq; anything thrown inside rolls
- * the whole transaction back (DESIGN §2). Reads are indexed LIMIT queries whose cost is fork depth plus
- * the requested range; "latest" is a descending indexed read with LIMIT 1. The object keeps no copy of
- * history in memory: only lastSeq, the small kinds table, and a bounded cache of conversations' fork
- * links (immutable apart from the deletion tombstone, which only commits through this object change).
+ * writes numbered from lastSeq + 1, then the new lastSeq (the commit boundary; see commit for the scratch
+ * appends that carry it in their own row); anything thrown inside rolls the whole transaction back
+ * (DESIGN §2). Reads are indexed LIMIT queries whose cost is fork depth plus the requested range;
+ * "latest" is a descending indexed read with LIMIT 1. The object keeps no copy of history in memory:
+ * only lastSeq, the small kinds table, and bounded write-through caches of conversations' fork links,
+ * task records and current values (the object is the only writer of its database, so its own commits
+ * are the only changes; every open starts them empty; issue 15).
  *
- * Rows read and written by every statement accumulate in `stats`, so tests and benchmarks can diff them.
+ * Rows read and written by every statement accumulate in `stats` (and per statement while `profile()`
+ * runs), so tests and benchmarks can diff them.
  */
 import type {
   CommitBatch,

@@ -43,4 +43,6 @@ export interface Env extends SandboxBinding {
   readonly TOKEN_MAX_LIFETIME_SECONDS?: string;
   /** Default lifetime of a watch token, seconds (default 600). */
   readonly WATCH_TOKEN_LIFETIME_SECONDS?: string;
+  /** `info` (default): one JSON log line per request and task invocation; `quiet`: none (tests). */
+  readonly LOG_LEVEL?: string;
 }

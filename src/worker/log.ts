@@ -2,7 +2,8 @@
  * Structured logs for operators (issue 14): one JSON line per request and per task invocation, which
  * Workers Logs (`[observability]` in wrangler.toml) indexes by field and `wrangler tail` streams. A line
  * carries ids, kinds, outcomes and durations, never a token, a query string or input text: request
- * lines name the route template (`/v1/sessions/:session/...`), not the URL.
+ * lines name the route template (`/v1/sessions/:session/...`), not the URL. `LOG_LEVEL=quiet` silences them
+ * (the tests' setting; wrangler.toml says `info`).
  */
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "./auth.js";
@@ -21,27 +22,45 @@ export type LogLine =
     }
   | {
       readonly type: "task";
+      /** The session's tenant and name (absent for a session not created over HTTP). */
+      readonly tenant?: string;
+      readonly session?: string;
+      readonly conversation: number;
       readonly taskId: number;
       readonly kind: string;
       readonly method: string;
-      readonly outcome: "returned" | "withheld";
+      /** The task's status when the invocation returned (its terminal status if it settled), or `withheld` (quarantine). */
+      readonly outcome: string;
       readonly durationMs: number;
     };
 
-/** Where lines go (console.log, which Workers Logs collects); tests replace it. */
-let sink: (line: string) => void = (line) => console.log(line);
+/** `LOG_LEVEL`: `info` (the default) writes every line; `quiet` writes none (the vitest config sets it). */
+export type LogLevel = "info" | "quiet";
 
+const toConsole = (line: string): void => console.log(line);
+/** Where lines go (console.log, which Workers Logs collects); tests replace it. */
+let sink: ((line: string) => void) | undefined;
+let level: LogLevel = "info";
+
+/** Capture every line (tests), whatever the level; `undefined` restores console output. */
 export function setLogSink(next: ((line: string) => void) | undefined): void {
-  sink = next ?? ((line) => console.log(line));
+  sink = next;
+}
+
+/** Apply the `LOG_LEVEL` var (anything but `quiet` is `info`). */
+export function setLogLevel(value: string | undefined): void {
+  level = value === "quiet" ? "quiet" : "info";
 }
 
 export function log(line: LogLine): void {
-  sink(JSON.stringify(line));
+  if (sink !== undefined) sink(JSON.stringify(line));
+  else if (level === "info") toConsole(JSON.stringify(line));
 }
 
 /** Middleware: one `request` line per request, after the response is made. */
 export function requestLog(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
+    setLogLevel(c.env.LOG_LEVEL);
     const started = Date.now();
     const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
     try {

@@ -60,6 +60,12 @@ export class DirectoryLink {
     this.#deps = deps;
   }
 
+  /** The session's tenant and name, once created over HTTP (for log lines). */
+  get where(): { readonly tenant: string; readonly session: string } | undefined {
+    const state = this.#state();
+    return state === undefined ? undefined : { tenant: state.tenant, session: state.session };
+  }
+
   /** The pending due time, if any (the alarm plan's directory reason). */
   get dueAt(): number | undefined {
     return this.#state()?.dueAt;

@@ -23,6 +23,8 @@ export interface SessionHostOptions {
   /** Where invocation spans go (§6.5): the OpenTelemetry adapter, named by the session's object id. */
   readonly telemetry?: Telemetry;
   readonly report: (report: HostReport) => void;
+  /** The session's tenant and name for log lines (undefined: not created over HTTP). */
+  readonly where?: () => { readonly tenant: string; readonly session: string } | undefined;
   /** After the fault is durable: the object drops the faulted harness. */
   readonly onFault: (report: FaultReport) => void;
 }
@@ -32,7 +34,7 @@ export class SessionHost implements DriverHost {
   readonly telemetry: Telemetry | undefined;
   readonly #options: SessionHostOptions;
   /** Invocations started in this instance: for the `task` log line when they return. */
-  readonly #started = new Map<Id, { readonly kind: string; readonly method: InvocationMethod; readonly at: number }>();
+  readonly #started = new Map<Id, { readonly kind: string; readonly conversation: Id; readonly method: InvocationMethod; readonly at: number }>();
 
   constructor(options: SessionHostOptions) {
     this.#options = options;
@@ -47,17 +49,17 @@ export class SessionHost implements DriverHost {
   beforeInvoke(task: Task, method: InvocationMethod): boolean {
     switch (method) {
       case "abort":
-        this.#started.set(task.id, { kind: task.kind, method, at: Date.now() });
+        this.#started.set(task.id, { kind: task.kind, conversation: task.conversationId, method, at: Date.now() });
         return true;
       case "execute":
       case "recover": {
         const decision = this.#options.book.beforeStart(task.id, this.#options.version);
         if (decision.type === "start") {
-          this.#started.set(task.id, { kind: task.kind, method, at: Date.now() });
+          this.#started.set(task.id, { kind: task.kind, conversation: task.conversationId, method, at: Date.now() });
           return true;
         }
         this.#options.report({ type: "quarantined", taskId: task.id, kind: task.kind, kills: decision.kills });
-        log({ type: "task", taskId: task.id, kind: task.kind, method, outcome: "withheld", durationMs: 0 });
+        log({ type: "task", ...this.#where(), conversation: task.conversationId, taskId: task.id, kind: task.kind, method, outcome: "withheld", durationMs: 0 });
         return false;
       }
       default: {
@@ -68,11 +70,26 @@ export class SessionHost implements DriverHost {
   }
 
   /** Any invocation that returned (or threw) was not killed: the task's count resets. */
-  afterInvoke(taskId: Id, method: InvocationMethod): void {
+  afterInvoke(taskId: Id, method: InvocationMethod, status: string): void {
     this.#options.book.returned(taskId);
     const started = this.#started.get(taskId);
     this.#started.delete(taskId);
-    log({ type: "task", taskId, kind: started?.kind ?? "unknown", method, outcome: "returned", durationMs: started === undefined ? 0 : Date.now() - started.at });
+    log({
+      type: "task",
+      ...this.#where(),
+      conversation: started?.conversation ?? 0,
+      taskId,
+      kind: started?.kind ?? "unknown",
+      method,
+      outcome: status,
+      durationMs: started === undefined ? 0 : Date.now() - started.at,
+    });
+  }
+
+  /** The tenant and session fields of a log line (none when unknown). */
+  #where(): { tenant?: string; session?: string } {
+    const where = this.#options.where?.();
+    return where === undefined ? {} : { tenant: where.tenant, session: where.session };
   }
 
   wakeChanged(earliest: number | undefined): void {

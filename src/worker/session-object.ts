@@ -31,6 +31,7 @@ import { SessionNotFound } from "./errors.js";
 import type { SessionInspection } from "../api/responses.js";
 import { HostBook } from "./host-book.js";
 import { deployedVersion, HEARTBEAT_MS, hostClock, hostReport, killBound } from "./host-config.js";
+import { setLogLevel } from "./log.js";
 import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
 import { sandboxEnvFor } from "./sandbox-env.js";
 import { FakeExecutionEnv } from "../kinds/exec-fake.js";
@@ -118,6 +119,7 @@ export class SessionObject extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     // Nothing is written here: a session exists only once `create` ran.
+    setLogLevel(env.LOG_LEVEL);
     this.#clock = hostClock();
     this.#version = deployedVersion(env);
     // Hibernated sockets answer pings without waking the object.
@@ -486,6 +488,7 @@ export class SessionObject extends DurableObject<Env> {
       version: this.#version,
       telemetry: { tracer: openTelemetryTracer(), session: this.ctx.id.toString() },
       report: hostReport,
+      where: () => this.#directory.where,
       onFault: () => {
         if (this.#session?.harness === harness) this.#session.stale = true;
       },

@@ -3,9 +3,10 @@
  * kit's extension point (kinds/services.ts FinalAnswerBoundary) lets the rig, inside the commit that
  * records a final answer, accept a pending hook's work item ahead of the user's queued followUps and
  * activate the hook, and complete a hook in the commit that records its work item's `done` result. A
- * harness with the turn kit over the faux provider, without the host's commit-listening fallback (Gupp).
+ * harness with the turn kit over the faux provider, without the host's commit-listening fallback (Gupp),
+ * except where the conversation's activity touches `last_activity` (throttled, never per token).
  */
-import { createModels, fauxAssistantMessage, fauxProvider } from "@earendil-works/pi-ai";
+import { createModels, fauxAssistantMessage, fauxProvider, fauxToolCall, type AssistantMessage } from "@earendil-works/pi-ai";
 import { afterEach, describe, expect, it } from "vitest";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { Harness, initialValue, type CommittedBatch } from "../../src/core/harness.js";
@@ -14,10 +15,12 @@ import { erase } from "../../src/core/task-kind.js";
 import { generationConfig } from "../../src/kinds/config.js";
 import { acceptInput } from "../../src/kinds/placement.js";
 import { createTurnKit } from "../../src/kinds/turns.js";
-import { createWitnessKind, guppRequestId, Rig, type Actor } from "../../src/rig/index.js";
+import { createWitnessKind, guppRequestId, Gupp, Rig, type Actor } from "../../src/rig/index.js";
 import { HOOK_NAMESPACE } from "../../src/rig/state.js";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import type { Id, MainWrite } from "../../src/storage/records.js";
+import { FakeClock, flush } from "../core/driver-fixtures.js";
+import { echoTool } from "../kinds/turn-fixtures.js";
 
 const call = BACKGROUND_CONTEXT;
 const mayor: Actor = { role: "mayor" };
@@ -27,18 +30,22 @@ afterEach(async () => {
   for (const h of open.splice(0)) await h.close(call).catch(() => undefined);
 });
 
-async function fixture(answers: string[]) {
+async function fixture(answers: (string | AssistantMessage)[], options: { clock?: FakeClock; gupp?: boolean } = {}) {
   const faux = fauxProvider();
   const models = createModels();
   models.setProvider(faux.provider);
   const model = faux.getModel();
-  faux.setResponses(answers.map((text) => fauxAssistantMessage(text)));
+  faux.setResponses(answers.map((answer) => (typeof answer === "string" ? fauxAssistantMessage(answer) : answer)));
   let rig: Rig | undefined;
-  const kit = createTurnKit({ models, finalAnswer: async (boundary) => rig?.atFinalAnswer(boundary) });
+  const kit = createTurnKit({ models, tools: [echoTool], finalAnswer: async (boundary) => rig?.atFinalAnswer(boundary) });
   const witness = createWitnessKind(() => rig);
   const harness = await Harness.open(
     new MemoryStorage(),
-    { taskKinds: [...kit.kinds, erase(witness)], rootValues: [initialValue(generationConfig.model, `${model.provider}/${model.id}`)] },
+    {
+      taskKinds: [...kit.kinds, erase(witness)],
+      rootValues: [initialValue(generationConfig.model, `${model.provider}/${model.id}`), initialValue(generationConfig.selectedTools, ["echo"])],
+      ...(options.clock === undefined ? {} : { host: { clock: options.clock } }),
+    },
     call,
   );
   open.push(harness);
@@ -50,6 +57,7 @@ async function fixture(answers: string[]) {
   });
   const commits: CommittedBatch[] = [];
   harness.onCommit((commit) => commits.push(commit));
+  if (options.gupp === true) await new Gupp(rig).open();
   const registered = await rig.register(mayor, "polecat-alpha", { role: "polecat", conversation: "new" });
   const conversationId = registered.agent.conversationId as Id;
   const handle = await harness.conversation(conversationId, call);
@@ -67,9 +75,11 @@ function resultWrite(commit: CommittedBatch, inputId: Id): unknown {
   return write?.type === "value.set" ? write.value : undefined;
 }
 
-function hookWrite(commit: CommittedBatch): { file: { status: string }; input?: { inputId: Id } } | undefined {
+type HookWritten = { file: { status: string; last_activity: string }; input?: { inputId: Id } };
+
+function hookWrite(commit: CommittedBatch): HookWritten | undefined {
   const write = writesOf(commit).find((w) => w.type === "value.set" && w.addr.namespace === HOOK_NAMESPACE && w.addr.key === "polecat-alpha");
-  return write?.type === "value.set" ? (write.value as unknown as { file: { status: string }; input?: { inputId: Id } }) : undefined;
+  return write?.type === "value.set" ? (write.value as unknown as HookWritten) : undefined;
 }
 
 function userTexts(commits: readonly CommittedBatch[]): string[] {
@@ -155,4 +165,24 @@ describe("the final-answer extension point (kinds)", () => {
     expect(userTexts(commits)).toEqual(["hello", "the extension's input"]);
     expect(faux.state.callCount).toBe(2);
   });
+});
+
+describe("conversation activity touches the hook", () => {
+  for (const late of [true, false]) {
+    it(`commits of the agent's conversation touch last_activity at most once per throttle window (${late ? "31 s after activation: one touch" : "10 s after activation, inside the window: no write"})`, async () => {
+      const clock = new FakeClock(Date.parse("2026-03-05T10:00:00Z"));
+      const f = await fixture([fauxAssistantMessage([fauxToolCall("echo", { text: "step" }, { id: "c1" })], { stopReason: "toolUse" }), "the work is done"], { clock, gupp: true });
+      const set = await f.rig.transition(mayor, "polecat-alpha", "set", { work: { bead_id: "gt-1", title: "short" } });
+      expect(set.hook.status).toBe("active");
+      clock.advance(late ? 31_000 : 10_000);
+      expect(await f.handle.drive(call)).toBe("idle");
+      await flush(f.harness, 4);
+      const touches = f.commits.filter((c) => {
+        const hook = hookWrite(c);
+        return hook?.file.status === "active" && hook.file.last_activity !== set.hook.last_activity;
+      });
+      expect(touches.map((c) => hookWrite(c)?.file.last_activity)).toEqual(late ? ["2026-03-05T10:00:31.000Z"] : []);
+      expect((await f.rig.readHook("polecat-alpha")).hook.status).toBe("completed");
+    });
+  }
 });

@@ -4,8 +4,9 @@
  * token, a query string or input text.
  */
 import { abortAllDurableObjects } from "cloudflare:test";
-import { afterEach, describe, expect, it } from "vitest";
-import { setLogSink } from "../../src/worker/log.js";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { log, setLogLevel, setLogSink } from "../../src/worker/log.js";
 import { client, token, uniqueSession, until, watchToken, call } from "./http-fixtures.js";
 
 afterEach(async () => {
@@ -40,8 +41,67 @@ describe("logs", () => {
       route: "/v1/sessions/:session/conversations/:conversation/inputs",
     });
     for (const l of requests) expect(typeof l["requestId"]).toBe("string");
-    expect(parsed.find((l) => l["type"] === "task")).toMatchObject({ outcome: "returned", method: "execute" });
+    expect(parsed.find((l) => l["type"] === "task" && l["kind"] === "generation")).toMatchObject({ method: "execute", tenant, session });
     const text = lines.join("\n");
     for (const forbidden of [secret, jwt, watch, "access_token"]) expect(text).not.toContain(forbidden);
+  });
+
+  it("one task line per task invocation: tenant, session, conversation, task, kind, method, the task's final status and duration", async () => {
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    const tenant = "logs";
+    const session = uniqueSession("task-lines");
+    const api = await client(tenant);
+    await api.session(session).create({});
+    const rootId = (await api.session(session).get()).rootConversationId;
+    const secret = "another sentence nobody may log";
+    const accepted = await api.session(session).conversation("root").accept(secret, { wait: 10 });
+    expect(accepted.status).toBe("done");
+    const tasks = (await (await client(tenant, "operator")).session(session).tasks({ limit: 100 })).items;
+    const generation = tasks.find((task) => task.kind === "generation");
+    if (generation === undefined) throw new Error("no generation task");
+    const line = await until(async () => {
+      const found = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["type"] === "task" && l["taskId"] === generation.id);
+      return found.length > 0 ? found[found.length - 1] : undefined;
+    }, "the generation's task line");
+    expect(line).toEqual({
+      type: "task",
+      tenant,
+      session,
+      conversation: rootId,
+      taskId: generation.id,
+      kind: "generation",
+      method: "execute",
+      outcome: generation.state.status,
+      durationMs: expect.any(Number),
+    });
+    expect(generation.role).toBe("terminal");
+    // Every task the turn ran has its line, none without tenant and session, and no input text.
+    const taskLines = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["type"] === "task" && l["session"] === session);
+    for (const task of tasks) expect(taskLines.some((l) => l["taskId"] === task.id), `task ${task.id} (${task.kind})`).toBe(true);
+    expect(lines.join("\n")).not.toContain(secret);
+  });
+
+  it("LOG_LEVEL quiet writes no line to the console, info writes each; a capturing sink sees them all", () => {
+    const written: unknown[] = [];
+    const spy = vi.spyOn(console, "log").mockImplementation((line: unknown) => void written.push(line));
+    try {
+      setLogSink(undefined);
+      const line = { type: "task", conversation: 1, taskId: 1, kind: "generation", method: "execute", outcome: "done", durationMs: 1 } as const;
+      setLogLevel("quiet");
+      log(line);
+      expect(written).toEqual([]);
+      setLogLevel("info");
+      log(line);
+      expect(written).toEqual([JSON.stringify(line)]);
+      const captured: string[] = [];
+      setLogSink((l) => captured.push(l));
+      setLogLevel("quiet");
+      log(line);
+      expect(captured).toEqual([JSON.stringify(line)]);
+    } finally {
+      spy.mockRestore();
+      setLogLevel(env.LOG_LEVEL);
+    }
   });
 });

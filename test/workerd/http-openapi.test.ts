@@ -7,7 +7,9 @@
 import { describe, expect, it } from "vitest";
 import { API_ROUTES, openApiDocument } from "../../src/api/openapi.js";
 import { app, servedRoutes } from "../../src/worker/app.js";
-import { call, json } from "./http-fixtures.js";
+import { CLIENT_EXCLUDED_OPERATIONS, CLIENT_OPERATIONS, ConversationClient, PicoClient, SessionClient } from "../../src/client/client.js";
+import { sessionMetaResponse, sessionsPage } from "../../src/api/responses.js";
+import { call, client, json, uniqueSession } from "./http-fixtures.js";
 
 /** `/v1/sessions/:session/inputs/:inputId` -> `/v1/sessions/{session}/inputs/{inputId}`. */
 function template(path: string): string {
@@ -37,5 +39,31 @@ describe("OpenAPI", () => {
     expect(Object.keys(components.securitySchemes).sort()).toEqual(["bearer", "watchToken"]);
     const accept = (document["paths"] as Record<string, Record<string, { responses: Record<string, unknown> }>>)["/v1/sessions/{session}/conversations/{conversation}/inputs"]?.["post"];
     expect(Object.keys(accept?.responses ?? {})).toEqual(expect.arrayContaining(["200", "201", "400", "401", "403", "404", "409", "413", "422"]));
+  });
+
+  it("every API route has a typed-client method or a documented exclusion, and each named method exists", () => {
+    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient };
+    for (const route of API_ROUTES) {
+      const method = CLIENT_OPERATIONS[route.operationId];
+      const excluded = CLIENT_EXCLUDED_OPERATIONS[route.operationId];
+      expect(method === undefined ? excluded : method, route.operationId).toBeTypeOf("string");
+      expect(method !== undefined && excluded !== undefined, `${route.operationId} is both covered and excluded`).toBe(false);
+      if (method === undefined) continue;
+      const [owner, name] = method.split(".");
+      const prototype = classes[owner ?? ""]?.prototype as Record<string, unknown> | undefined;
+      expect(typeof prototype?.[name ?? ""], method).toBe("function");
+    }
+    const operations = new Set(API_ROUTES.map((route) => route.operationId));
+    for (const id of [...Object.keys(CLIENT_OPERATIONS), ...Object.keys(CLIENT_EXCLUDED_OPERATIONS)]) expect(operations.has(id), id).toBe(true);
+  });
+
+  it("the client's directory methods answer bodies that match their response schemas", async () => {
+    const api = await client("client-directory");
+    const name = uniqueSession("client-dir");
+    await api.session(name).create({ title: "Before" });
+    const meta = await api.session(name).patch({ title: "After", labels: ["x"] });
+    expect(sessionMetaResponse.parse(meta)).toMatchObject({ session: name, title: "After", labels: ["x"] });
+    const page = sessionsPage.parse(await api.sessions({ q: name }));
+    expect(page.items.map((row) => row.session)).toEqual([name]);
   });
 });
