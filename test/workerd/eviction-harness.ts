@@ -200,8 +200,20 @@ async function submit(h: Harness, step: Step, index: number, steps: readonly Ste
 /** Until nothing runs: sleepers are woken by moving the manual clock to their wake and running the alarm. */
 async function quiesce(session: TestSession, seams: Seams): Promise<void> {
   for (let round = 0; round < 50; round++) {
-    await until(async () => !(await session.rpc.inspect()).busy, "no invocation busy");
+    try {
+      await until(async () => !(await session.rpc.inspect()).busy, "no invocation busy");
+    } catch (error) {
+      // An invocation that stays busy while it waits on a sleeper (a subagent tool driving a child whose
+      // generation is parked in retry_wait) is woken by time alone: advance to the sleeper's wake below.
+      if ((await session.rpc.inspect()).nextWake === undefined) throw error;
+    }
     const inspection = await session.rpc.inspect();
+    if (inspection.busy && inspection.nextWake !== undefined) {
+      const wake = inspection.nextWake;
+      seams.time.now = Math.max(seams.time.now, wake);
+      await runInDurableObject(session.stub, (instance: SessionObject) => clockOf(instance).advanceTo(wake));
+      continue;
+    }
     if (inspection.start.length === 0 && inspection.inflight.length === 0) return;
     if (inspection.nextWake === undefined) {
       // Live work that nothing wakes is the bug this sweep hunts; it fails below.
