@@ -22,7 +22,7 @@ import { bind, bindTo } from "../../src/core/state.js";
 import { WITNESS_KIND, type Actor, type StoredHook } from "../../src/rig/index.js";
 import { agentIndex, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
-import { call, clockOf, harnessOf, installSeams, resetSeams, TestSession, until, type Seams } from "./session-fixtures.js";
+import { call, clockOf, harnessOf, installSeams, ok, resetSeams, TestSession, until, type Seams } from "./session-fixtures.js";
 
 const MIN = 60_000;
 const mayor: Actor = { role: "mayor" };
@@ -67,12 +67,6 @@ afterEach(async () => {
   await abortAllDurableObjects();
   resetSeams();
 });
-
-async function ok<T>(outcome: Promise<{ ok: true; value: T } | { ok: false; problem: { detail: string } }>): Promise<T> {
-  const result = await outcome;
-  if (!result.ok) throw new Error(result.problem.detail);
-  return result.value;
-}
 
 async function hookOf(h: Harness, agentId: string): Promise<StoredHook | undefined> {
   return (await h.storage.getValue(bind(hookValue(agentId), {})))?.value;

@@ -428,27 +428,33 @@ describe("WebSocket watch", () => {
   });
 });
 
+/** A fresh session of `tenant` watched over a WebSocket on root, once its first frame (the view) arrived. */
+async function watchedSession(tenant: string, prefix: string): Promise<{ name: string; api: Awaited<ReturnType<typeof client>>; ws: WebSocket; closed: () => { code: number; reason: string } | undefined }> {
+  const name = uniqueSession(prefix);
+  const api = await client(tenant);
+  await api.session(name).create({});
+  const jwt = await watchToken(tenant, name, "root");
+  const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
+  const ws = response.webSocket;
+  if (ws === null) throw new Error("no websocket");
+  const received: { type: string }[] = [];
+  let closed: { code: number; reason: string } | undefined;
+  ws.accept();
+  ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
+  ws.addEventListener("close", (event) => {
+    closed = { code: event.code, reason: event.reason };
+  });
+  await waitFor(() => received.length >= 1);
+  return { name, api, ws, closed: () => closed };
+}
+
 describe("WebSocket close", () => {
   it("after a session delete, the watcher's WebSocket close completes and the object holds no socket", async () => {
     const tenant = "watchers";
-    const name = uniqueSession("ws-delete");
-    const api = await client(tenant);
-    await api.session(name).create({});
-    const jwt = await watchToken(tenant, name, "root");
-    const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
-    const ws = response.webSocket;
-    if (ws === null) throw new Error("no websocket");
-    const received: { type: string }[] = [];
-    let closed: { code: number; reason: string } | undefined;
-    ws.accept();
-    ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
-    ws.addEventListener("close", (event) => {
-      closed = { code: event.code, reason: event.reason };
-    });
-    await waitFor(() => received.length >= 1);
+    const { name, ws, closed } = await watchedSession(tenant, "ws-delete");
     await (await client(tenant, "operator")).session(name).delete();
-    await waitFor(() => closed !== undefined);
-    expect(closed?.code).toBe(1000);
+    await waitFor(() => closed() !== undefined);
+    expect(closed()?.code).toBe(1000);
     expect(ws.readyState).toBe(WebSocket.CLOSED);
     // The object resets after the delete (see below): a call that lands on the resetting instance, or
     // goes through a stub that saw the reset, fails; ask again through a fresh stub.
@@ -467,21 +473,7 @@ describe("WebSocket close", () => {
 describe("WebSocket close: connections end promptly", () => {
   it("after a session delete, the object resets, so the sockets it closed do not wait for the instance to go idle", async () => {
     const tenant = "watchers";
-    const name = uniqueSession("ws-delete-drop");
-    const api = await client(tenant);
-    await api.session(name).create({});
-    const jwt = await watchToken(tenant, name, "root");
-    const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
-    const ws = response.webSocket;
-    if (ws === null) throw new Error("no websocket");
-    const received: { type: string }[] = [];
-    let closed = false;
-    ws.accept();
-    ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
-    ws.addEventListener("close", () => {
-      closed = true;
-    });
-    await waitFor(() => received.length >= 1);
+    const { name, api, closed } = await watchedSession(tenant, "ws-delete-drop");
     const namespace = env.SESSIONS;
     const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
     const { runInDurableObject } = await import("cloudflare:test");
@@ -492,7 +484,7 @@ describe("WebSocket close: connections end promptly", () => {
       before.add(instance);
     });
     await (await client(tenant, "operator")).session(name).delete();
-    await waitFor(() => closed);
+    await waitFor(() => closed() !== undefined);
     let reset = false;
     for (let tries = 0; tries < 50 && !reset; tries++) {
       // A call that reaches the instance while it resets fails with the reset's reason, and a stub that
@@ -510,26 +502,12 @@ describe("WebSocket close: connections end promptly", () => {
 
   it("a watcher that closes its WebSocket gets the server's close frame back at once", async () => {
     const tenant = "watchers";
-    const name = uniqueSession("ws-client-close");
-    const api = await client(tenant);
-    await api.session(name).create({});
-    const jwt = await watchToken(tenant, name, "root");
-    const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
-    const ws = response.webSocket;
-    if (ws === null) throw new Error("no websocket");
-    const received: { type: string }[] = [];
-    let closed: { code: number; reason: string } | undefined;
-    ws.accept();
-    ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
-    ws.addEventListener("close", (event) => {
-      closed = { code: event.code, reason: event.reason };
-    });
-    await waitFor(() => received.length >= 1);
+    const { name, ws, closed } = await watchedSession(tenant, "ws-client-close");
     ws.close(4000, "the user left");
     // The close event comes with the server's close frame; without it the client would wait for the
     // server to go idle before its connection ends.
-    await waitFor(() => closed !== undefined, 3000);
-    expect(closed).toEqual({ code: 4000, reason: "the user left" });
+    await waitFor(() => closed() !== undefined, 3000);
+    expect(closed()).toEqual({ code: 4000, reason: "the user left" });
     const namespace = env.SESSIONS;
     const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
     const { runInDurableObject } = await import("cloudflare:test");

@@ -10,7 +10,7 @@ import { bind } from "../../src/core/state.js";
 import type { Actor } from "../../src/rig/index.js";
 import { witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
-import { harnessOf, installSeams, resetSeams, TestSession, until, type Seams } from "./session-fixtures.js";
+import { harnessOf, installSeams, ok, resetSeams, TestSession, until, type Seams } from "./session-fixtures.js";
 
 const MIN = 60_000;
 const mayor: Actor = { role: "mayor" };
@@ -25,12 +25,6 @@ afterEach(async () => {
   await abortAllDurableObjects();
   resetSeams();
 });
-
-async function ok<T>(outcome: Promise<{ ok: true; value: T } | { ok: false; problem: { detail: string } }>): Promise<T> {
-  const result = await outcome;
-  if (!result.ok) throw new Error(result.problem.detail);
-  return result.value;
-}
 
 describe("Patrol after downtime", () => {
   it("the witness's alarm fires 3 h late after an eviction: exactly one patrol, no backlog, the next one interval after now", async () => {

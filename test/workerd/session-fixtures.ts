@@ -135,6 +135,13 @@ export async function waitForCalls(taskId: Id, count: number): Promise<LoggedCal
   return calls(taskId);
 }
 
+/** The value of an RPC result, or its problem's detail thrown: for steps a test expects to succeed. */
+export async function ok<T>(outcome: Promise<{ ok: true; value: T } | { ok: false; problem: { detail: string } }>): Promise<T> {
+  const result = await outcome;
+  if (!result.ok) throw new Error(result.problem.detail);
+  return result.value;
+}
+
 /** Poll `predicate` between macrotasks; fails (without asserting any time) after many rounds. */
 export async function until(predicate: () => boolean | Promise<boolean>, what: string): Promise<void> {
   for (let round = 0; round < 2000; round += 1) {
