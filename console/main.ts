@@ -9,6 +9,8 @@
 import { applyMessage, applySessionMessage } from "../src/core/watch-reduce.js";
 import type { ConversationView, SessionView, WatchMessage } from "../src/core/watch-types.js";
 import type { Entry, Id, JsonValue } from "../src/storage/records.js";
+import { $, el } from "./dom.js";
+import { RigView } from "./rig.js";
 
 interface Row {
   readonly session: string;
@@ -18,12 +20,6 @@ interface Row {
   readonly liveTasks: number;
 }
 
-const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
-  const element = document.getElementById(id);
-  if (element === null) throw new Error(`missing #${id}`);
-  return element as T;
-};
-
 const TOKEN_KEY = "pico-edge.token";
 let token = "";
 let signedIn = false;
@@ -32,13 +28,7 @@ let conversationWatch: LiveWatch | undefined;
 let sessionWatch: LiveWatch | undefined;
 let view: ConversationView | undefined;
 let cursor: string | undefined;
-
-function el(tag: string, text: string, attrs: Record<string, string> = {}): HTMLElement {
-  const element = document.createElement(tag);
-  element.textContent = text;
-  for (const [k, v] of Object.entries(attrs)) element.setAttribute(k, v);
-  return element;
-}
+let tab: "conversation" | "rig" = "conversation";
 
 function status(message: string): void {
   $("status").textContent = message;
@@ -117,6 +107,25 @@ function watch<View, Event>(path: string, fold: (view: View, message: WatchMessa
       source?.close();
     },
   };
+}
+
+const rigView = new RigView((path) => api("GET", path), (error) => status(error instanceof Error ? error.message : String(error)), {
+  agents: $("rig-agents"),
+  health: $("rig-health"),
+  stalls: $("rig-stalls"),
+  witness: $("rig-witness"),
+  mail: $("rig-mail"),
+});
+
+/** Show the open session's conversation or its rig (read while shown). */
+function showTab(next: "conversation" | "rig"): void {
+  tab = next;
+  $("conversation-view").hidden = next !== "conversation";
+  $("rig-view").hidden = next !== "rig";
+  $("tab-conversation").classList.toggle("on", next === "conversation");
+  $("tab-rig").classList.toggle("on", next === "rig");
+  if (next === "rig" && current !== undefined) rigView.open(sessionPath());
+  else rigView.close();
 }
 
 function guard(action: () => Promise<unknown>): () => void {
@@ -212,6 +221,7 @@ async function openSession(name: string, conversation: Id | "root"): Promise<voi
     sessionWatch = watch(`/v1/sessions/${encodeURIComponent(name)}/watch`, applySessionMessage, renderTree);
   }
   current = { name, conversation };
+  showTab(tab);
   $("title").textContent = `${name} · ${conversation === "root" ? "root" : `conversation ${conversation}`}`;
   for (const item of $("sessions").children) item.classList.toggle("active", item.getAttribute("data-session") === name);
   view = undefined;
@@ -349,6 +359,8 @@ $("filter").addEventListener("input", guard(() => loadSessions(false)));
 $("more").addEventListener("click", guard(() => loadSessions(true)));
 $("create").addEventListener("click", guard(createSession));
 $("send").addEventListener("click", guard(send));
+$("tab-conversation").addEventListener("click", () => showTab("conversation"));
+$("tab-rig").addEventListener("click", () => showTab("rig"));
 $("abort").addEventListener("click", guard(() => api("POST", `${conversationPath()}/abort`, {})));
 $("fork").addEventListener("click", guard(fork));
 $("inspect").addEventListener("click", guard(inspect));

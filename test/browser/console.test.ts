@@ -81,12 +81,15 @@ let context: BrowserContext | undefined;
 let profile: string | undefined;
 const tenant = `browser-${Date.now().toString(36)}`;
 
-async function token(role: "client" | "operator"): Promise<string> {
+type Role = "client" | "operator" | "mayor" | { readonly agent: string };
+
+async function token(role: Role): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return sign({ tenant, role, iat: now, exp: now + 3600 }, SECRET, "HS256");
+  const claims = typeof role === "string" ? { role } : { role: "agent", agent: role.agent };
+  return sign({ tenant, ...claims, iat: now, exp: now + 3600 }, SECRET, "HS256");
 }
 
-async function api(method: string, path: string, body?: unknown, role: "client" | "operator" = "operator"): Promise<Response> {
+async function api(method: string, path: string, body?: unknown, role: Role = "operator"): Promise<Response> {
   const headers: Record<string, string> = { authorization: `Bearer ${await token(role)}` };
   if (body !== undefined) headers["content-type"] = "application/json";
   return fetch(`${BASE}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
@@ -197,6 +200,47 @@ void describe("console", { timeout: 120_000 }, () => {
     assert.deepEqual(tasks.items, []);
     await p.click("#inspect");
     await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"fault"'));
+    await p.close();
+  });
+});
+
+void describe("console rig view", { timeout: 120_000 }, () => {
+  void it("shows the rig's agents with their hooks, a stall the witness found and the mayor's mail", async () => {
+    const name = `rig-${Date.now().toString(36)}`;
+    const rig = `/v1/sessions/${name}/rig`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, { title: "A rig" })).status, 201);
+    // A witness that calls an active hook stalled after 1 s of silence and patrols every second.
+    assert.equal((await api("PATCH", `${rig}/witness`, { stallThresholdMs: 1000, patrolIntervalMs: 1000 }, "mayor")).status, 200);
+    for (const agent of ["polecat-alpha", "polecat-bravo"]) assert.equal((await api("PUT", `${rig}/agents/${agent}`, { role: "polecat" }, "mayor")).status, 201);
+    assert.equal((await api("PUT", `${rig}/agents/polecat-alpha/hook`, { bead_id: "gt-abc12", title: "Add README section" }, "mayor")).status, 200);
+    assert.equal((await api("PUT", `${rig}/agents/polecat-bravo/hook`, { bead_id: "gt-def34", title: "Fix the parser" }, "mayor")).status, 200);
+    assert.equal((await api("POST", `${rig}/hook/activate`, { attempt: 1 }, { agent: "polecat-alpha" })).status, 200);
+    assert.equal((await api("POST", `${rig}/mail`, { to: "mayor", payload: "alpha: starting on gt-abc12" }, { agent: "polecat-alpha" })).status, 201);
+
+    const p = await page();
+    await signIn(p);
+    await p.click(`#sessions li[data-session="${name}"]`);
+    await p.click("#tab-rig");
+    await p.waitForSelector('#rig-agents tr[data-agent="polecat-bravo"]');
+    const field = (agent: string, name: string): Promise<string | null> => p.textContent(`#rig-agents tr[data-agent="${agent}"] td[data-field="${name}"]`);
+    assert.equal(await field("polecat-bravo", "status"), "pending");
+    assert.equal(await field("polecat-bravo", "bead"), "gt-def34");
+    assert.equal(await field("polecat-bravo", "attempt"), "1");
+    assert.equal(await field("polecat-alpha", "runs-as"), "external");
+    assert.equal(await field("polecat-alpha", "title"), "Add README section");
+    // Alpha's active hook goes silent past the threshold: the view refreshes by itself and shows the
+    // stall (its row and the witness's stalled details) and the mayor's mail, with the witness's summary.
+    await p.waitForSelector('#rig-agents tr[data-agent="polecat-alpha"][data-health="stalled"]', { timeout: 30_000 });
+    assert.equal(await field("polecat-alpha", "status"), "active");
+    await p.waitForSelector('#rig-stalls li[data-stalled="polecat-alpha"]');
+    assert.match((await p.textContent('#rig-stalls li[data-stalled="polecat-alpha"]')) ?? "", /gt-abc12/);
+    assert.match((await p.textContent("#rig-health")) ?? "", /2 agents: 0 active, 1 pending, 1 stalled/);
+    assert.match((await p.textContent("#rig-mail")) ?? "", /alpha: starting on gt-abc12/);
+    await p.waitForFunction(() => (document.querySelector("#rig-mail")?.textContent ?? "").includes("HEALTH:"), undefined, { timeout: 30_000 });
+    if (SCREENSHOTS !== undefined) await p.screenshot({ path: join(SCREENSHOTS, "console-rig.png") });
+    // Back to the conversation: the rig view stops reading.
+    await p.click("#tab-conversation");
+    assert.equal(await p.isHidden("#rig-view"), true);
     await p.close();
   });
 });
