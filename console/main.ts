@@ -8,7 +8,8 @@
  */
 import { applyMessage, applySessionMessage } from "../src/core/watch-reduce.js";
 import type { ConversationView, SessionView, WatchMessage } from "../src/core/watch-types.js";
-import type { Entry, Id, JsonValue } from "../src/storage/records.js";
+import type { Conversation, Entry, Id, JsonValue } from "../src/storage/records.js";
+import type { UsageTotals } from "../src/kinds/states.js";
 import { $, el } from "./dom.js";
 import { RigView } from "./rig.js";
 
@@ -218,6 +219,8 @@ async function openSession(name: string, conversation: Id | "root"): Promise<voi
   conversationWatch?.close();
   if (current?.name !== name) {
     sessionWatch?.close();
+    childOf.clear();
+    lastSessionView = undefined;
     sessionWatch = watch(`/v1/sessions/${encodeURIComponent(name)}/watch`, applySessionMessage, renderTree);
   }
   current = { name, conversation };
@@ -233,33 +236,68 @@ async function openSession(name: string, conversation: Id | "root"): Promise<voi
   await refreshUsage();
 }
 
-function renderTree(v: SessionView): void {
-  const byParent = new Map<Id | undefined, typeof v.conversations[number][]>();
-  for (const c of v.conversations) {
-    const parent = (c as { parentId?: Id }).parentId ?? c.owner;
-    byParent.set(parent, [...(byParent.get(parent) ?? []), c]);
+/** A child conversation (a subagent's) -> the conversation whose task created it, once looked up. */
+const childOf = new Map<Id, Id>();
+let lastSessionView: SessionView | undefined;
+
+/**
+ * The conversation a tree item hangs under: a fork's source (`parent.conversationId`), or for a child
+ * the conversation of the task that owns it (`owner` is a task id, so the snapshot's `owner` names the
+ * conversation: looked up once per child, the item stays at the top until then).
+ */
+function treeParent(c: Conversation): Id | undefined {
+  if (c.parent !== undefined) return c.parent.conversationId;
+  if (c.owner === undefined) return undefined;
+  const known = childOf.get(c.id);
+  if (known === undefined && current !== undefined) {
+    const session = current.name;
+    childOf.set(c.id, Number.NaN);
+    api<{ owner: { conversationId: Id } | null }>("GET", `${sessionPath()}/conversations/${c.id}`)
+      .then((snapshot) => {
+        if (current?.name !== session || snapshot.owner === null) return;
+        childOf.set(c.id, snapshot.owner.conversationId);
+        if (lastSessionView !== undefined) renderTree(lastSessionView);
+      })
+      .catch((error: unknown) => {
+        childOf.delete(c.id);
+        status(error instanceof Error ? error.message : String(error));
+      });
   }
+  return known === undefined || Number.isNaN(known) ? undefined : known;
+}
+
+function treeLabel(c: Conversation): string {
+  if (c.parent !== undefined) return `#${c.id} fork at ${c.parent.at === 0 ? "start" : `entry ${c.parent.at}`}`;
+  if (c.owner !== undefined) return `#${c.id} child (task ${c.owner})`;
+  return `#${c.id}`;
+}
+
+function renderTree(v: SessionView): void {
+  lastSessionView = v;
   const ids = new Set(v.conversations.map((c) => c.id));
+  const byParent = new Map<Id | undefined, Conversation[]>();
+  for (const c of v.conversations) {
+    const parent = treeParent(c);
+    // Conversations whose parent is not listed (deleted, or not looked up yet) are roots of the tree.
+    const key = parent !== undefined && ids.has(parent) ? parent : undefined;
+    byParent.set(key, [...(byParent.get(key) ?? []), c]);
+  }
   const build = (parent: Id | undefined): HTMLElement => {
     const list = document.createElement("ul");
     for (const c of byParent.get(parent) ?? []) {
-      const item = el("li", `#${c.id}${c.owner === undefined ? "" : " (child)"}`, { "data-conversation": String(c.id) });
+      const item = el("li", treeLabel(c), { "data-conversation": String(c.id) });
       item.addEventListener("click", (event) => {
         event.stopPropagation();
         if (current !== undefined) void openSession(current.name, c.id);
       });
       if (current !== undefined && (current.conversation === c.id || (current.conversation === "root" && parent === undefined && c === v.conversations[0]))) item.classList.add("active");
-      item.append(build(c.id));
+      if (byParent.has(c.id)) item.append(build(c.id));
       list.append(item);
     }
     return list;
   };
-  // Conversations whose parent is not listed are roots of the tree.
-  for (const c of v.conversations) {
-    const parent = (c as { parentId?: Id }).parentId ?? c.owner;
-    if (parent !== undefined && !ids.has(parent)) byParent.set(undefined, [...(byParent.get(undefined) ?? []), c]);
-  }
   $("tree").replaceChildren(build(undefined));
+  renderUsage(v);
   if (v.faulted) status("the session is faulted: see Inspect");
 }
 
@@ -317,9 +355,23 @@ function conversationPath(): string {
   return `${sessionPath()}/conversations/${current.conversation}`;
 }
 
+function showUsage(totals: UsageTotals | undefined): void {
+  const t = totals ?? { attempts: 0, unknown: 0, input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: 0 };
+  $("usage").textContent =
+    `${t.attempts} attempt${t.attempts === 1 ? "" : "s"} (${t.unknown} unreported), ${t.totalTokens} tokens: ` +
+    `${t.input} in, ${t.output} out, ${t.cacheRead} cache read, ${t.cacheWrite} cache write; cost ${t.cost}`;
+}
+
 async function refreshUsage(): Promise<void> {
-  const usage = await api<{ totals?: JsonValue }>("GET", `${sessionPath()}/usage?limit=1`);
-  $("usage").textContent = JSON.stringify(usage.totals ?? {}, null, 1);
+  const usage = await api<{ totals?: UsageTotals }>("GET", `${sessionPath()}/usage?limit=1`);
+  showUsage(usage.totals);
+}
+
+/** The session watch carries pi.usage.totals: usage updates live as turns settle. */
+function renderUsage(v: SessionView): void {
+  for (const [key, value] of Object.entries(v.values)) {
+    if ((JSON.parse(key) as unknown[])[2] === "pi.usage.totals") showUsage(value as unknown as UsageTotals);
+  }
 }
 
 async function send(): Promise<void> {

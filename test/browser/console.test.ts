@@ -184,6 +184,31 @@ void describe("console", { timeout: 120_000 }, () => {
     await p.close();
   });
 
+  void it("nests a fork under its source, a fork of it one deeper, and a subagent's child under the conversation that ran it", async () => {
+    const name = `tree-${Date.now().toString(36)}`;
+    const base = `/v1/sessions/${name}/conversations`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, { selectedTools: ["echo", "subagent"] })).status, 201);
+    const ran = await api("POST", `${base}/root/inputs?wait=30`, { input: '/call subagent {"command":"run","prompt":"summarize the plan"}' });
+    assert.equal(((await ran.json()) as { result?: { status: string } }).result?.status, "done");
+    const children = ((await (await api("GET", `${base}/root`)).json()) as { children: number[] }).children;
+    assert.equal(children.length, 1);
+    const child = children[0];
+    const fork = ((await (await api("POST", `${base}/root/fork`, { at: "start" })).json()) as { conversationId: number }).conversationId;
+    const forkOfFork = ((await (await api("POST", `${base}/${fork}/fork`, { at: "start" })).json()) as { conversationId: number }).conversationId;
+    const p = await page();
+    await signIn(p);
+    await p.click(`#sessions li[data-session="${name}"]`);
+    await p.waitForSelector(`#tree li[data-conversation="1"] > ul > li[data-conversation="${fork}"] > ul > li[data-conversation="${forkOfFork}"]`, { timeout: 30_000 });
+    await p.waitForSelector(`#tree li[data-conversation="1"] > ul > li[data-conversation="${child}"]`, { timeout: 30_000 });
+    assert.equal(await p.locator("#tree li").count(), 4);
+    assert.match((await p.textContent(`#tree li[data-conversation="${child}"]`)) ?? "", /child/);
+    assert.match((await p.textContent(`#tree li[data-conversation="${fork}"]`)) ?? "", /fork/);
+    // Opening the child shows its own transcript (the subagent's prompt and answer).
+    await p.click(`#tree li[data-conversation="${child}"]`);
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("summarize the plan")).length >= 2, undefined, { timeout: 30_000 });
+    await p.close();
+  });
+
   void it("aborts a slow turn", async () => {
     assert.equal((await api("PUT", "/v1/sessions/slow", { model: "echo-slow" })).status, 201);
     const p = await page();
