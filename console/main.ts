@@ -139,24 +139,33 @@ function guard(action: () => Promise<unknown>): () => void {
 /** The text of an entry's model messages or data, for display. */
 function entryText(entry: Entry): string {
   const parts: string[] = [];
-  for (const message of entry.model ?? []) {
-    const content = (message as { content?: unknown }).content;
-    if (typeof content === "string") parts.push(content);
-    else if (Array.isArray(content)) {
-      for (const part of content as { type?: string; text?: string; thinking?: string; name?: string }[]) {
-        if (part.type === "text" && part.text !== undefined) parts.push(part.text);
-        else if (part.type === "toolCall") parts.push(`[tool call ${part.name ?? ""}]`);
-      }
-    }
-  }
+  for (const message of entry.model ?? []) parts.push(...contentText((message as { content?: unknown }).content));
   if (parts.length === 0 && entry.data !== undefined) parts.push(JSON.stringify(entry.data));
   return parts.join("\n");
 }
 
+/** Text parts of message content (a string, or parts: text, thinking, tool calls). */
+function contentText(content: unknown): string[] {
+  if (typeof content === "string") return [content];
+  if (!Array.isArray(content)) return [];
+  const parts: string[] = [];
+  for (const part of content as { type?: string; text?: string; thinking?: string; name?: string }[]) {
+    if (part.type === "text" && part.text !== undefined) parts.push(part.text);
+    else if (part.type === "thinking" && part.thinking !== undefined) parts.push(`(thinking) ${part.thinking}`);
+    else if (part.type === "toolCall") parts.push(`[tool call ${part.name ?? ""}]`);
+  }
+  return parts;
+}
+
+/**
+ * A live task's preview as text: a generation's is the partial assistant message (`{ content }`), other
+ * kinds' previews may carry `text` (a job's output); anything else is shown as JSON.
+ */
 function previewText(preview: JsonValue): string {
   if (preview !== null && typeof preview === "object" && !Array.isArray(preview)) {
-    const text = (preview as Record<string, JsonValue>)["text"];
-    if (typeof text === "string") return text;
+    const record = preview as Record<string, JsonValue>;
+    if (typeof record["text"] === "string") return record["text"];
+    if (record["content"] !== undefined) return contentText(record["content"]).join("\n");
   }
   return JSON.stringify(preview);
 }
@@ -221,6 +230,7 @@ async function openSession(name: string, conversation: Id | "root"): Promise<voi
     sessionWatch?.close();
     childOf.clear();
     lastSessionView = undefined;
+    $("usage").textContent = "";
     sessionWatch = watch(`/v1/sessions/${encodeURIComponent(name)}/watch`, applySessionMessage, renderTree);
   }
   current = { name, conversation };
@@ -233,7 +243,6 @@ async function openSession(name: string, conversation: Id | "root"): Promise<voi
     view = v;
     renderConversation();
   });
-  await refreshUsage();
 }
 
 /** A child conversation (a subagent's) -> the conversation whose task created it, once looked up. */
@@ -362,25 +371,24 @@ function showUsage(totals: UsageTotals | undefined): void {
     `${t.input} in, ${t.output} out, ${t.cacheRead} cache read, ${t.cacheWrite} cache write; cost ${t.cost}`;
 }
 
-async function refreshUsage(): Promise<void> {
-  const usage = await api<{ totals?: UsageTotals }>("GET", `${sessionPath()}/usage?limit=1`);
-  showUsage(usage.totals);
-}
-
-/** The session watch carries pi.usage.totals: usage updates live as turns settle. */
+/**
+ * The session watch carries pi.usage.totals (absent until the first usage row), so usage follows every
+ * settlement live; a separate read of GET .../usage could answer after a newer watch message and show
+ * stale totals.
+ */
 function renderUsage(v: SessionView): void {
-  for (const [key, value] of Object.entries(v.values)) {
-    if ((JSON.parse(key) as unknown[])[2] === "pi.usage.totals") showUsage(value as unknown as UsageTotals);
-  }
+  const key = Object.keys(v.values).find((k) => (JSON.parse(k) as unknown[])[2] === "pi.usage.totals");
+  showUsage(key === undefined ? undefined : (v.values[key] as unknown as UsageTotals));
 }
 
 async function send(): Promise<void> {
-  const input = $<HTMLTextAreaElement>("input").value;
+  const box = $<HTMLTextAreaElement>("input");
+  const input = box.value;
   if (input.trim() === "") return;
   const mode = $<HTMLSelectElement>("mode").value;
   await api("POST", `${conversationPath()}/inputs`, mode === "accept" ? { input } : { input, mode });
-  $<HTMLTextAreaElement>("input").value = "";
-  await refreshUsage();
+  // Clear only what was sent: the user may have typed the next input while this one was in flight.
+  if (box.value === input) box.value = "";
 }
 
 async function fork(): Promise<void> {

@@ -270,6 +270,112 @@ void describe("console rig view", { timeout: 120_000 }, () => {
   });
 });
 
+/** The texts of the console's queued inputs. */
+async function queued(p: Page): Promise<string[]> {
+  return p.$$eval("#inbox li", (items) => items.map((item) => item.textContent ?? ""));
+}
+
+/** Send `text` from the composer with `mode`. */
+async function compose(p: Page, mode: "accept" | "steer" | "followUp" | "nextRun", text: string): Promise<void> {
+  await p.selectOption("#mode", mode);
+  await p.fill("#input", text);
+  await p.click("#send");
+}
+
+/** How many transcript entries the console shows that contain `text`. */
+function shownWith(p: Page, text: string): Promise<number> {
+  return p.$$eval("#transcript .entry", (rows, t) => rows.filter((row) => row.textContent?.includes(t)).length, text);
+}
+
+void describe("console composer, tasks and operator", { timeout: 180_000 }, () => {
+  // About 1,500 characters at 16 per 200 ms: the long answer streams for ~20 s, so the queued inputs
+  // are queued while it runs even on a loaded machine.
+  void it("composes with each input mode, shows the live task's streaming preview, withdraws a queued input and keeps usage totals live", async () => {
+    const name = `modes-${Date.now().toString(36)}`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, { model: "echo-slow" })).status, 201);
+    const p = await page();
+    await signIn(p);
+    await p.click(`#sessions li[data-session="${name}"]`);
+    await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
+    await p.waitForFunction(() => (document.querySelector("#usage")?.textContent ?? "").startsWith("0 attempts"));
+    const long = `a long answer for the modes test, ${"streamed slowly by the paced echo model; ".repeat(36)}the end`;
+    await compose(p, "accept", long);
+    const started = Date.now();
+    // The live generation is listed with its status, and its preview grows as the answer streams.
+    await p.waitForSelector("#tasks li", { timeout: 30_000 });
+    assert.match((await p.textContent("#tasks li")) ?? "", /generation/);
+    await p.waitForFunction(() => (document.querySelector("#tasks li .preview")?.textContent ?? "").includes("a long answer"), undefined, { timeout: 30_000 });
+    const firstPreview = (await p.textContent("#tasks li .preview")) ?? "";
+    assert.ok(long.startsWith(firstPreview), firstPreview);
+    assert.ok(firstPreview.length < long.length, "the first preview is a part of the answer");
+    // While it runs, followUp, steer and nextRun queue, and each shows with its mode.
+    await compose(p, "followUp", "a follow-up to withdraw");
+    await p.waitForFunction(() => [...document.querySelectorAll("#inbox li")].some((li) => li.textContent?.startsWith("followUp: a follow-up to withdraw")));
+    const followUpShown = Date.now() - started;
+    await compose(p, "steer", "a steer for the next group");
+    await compose(p, "nextRun", "held for the next run");
+    await p.waitForFunction(() => document.querySelectorAll("#inbox li").length === 3, undefined, { timeout: 30_000 }).catch(async (error: unknown) => {
+      assert.fail(`after ${Date.now() - started} ms (the follow-up shown after ${followUpShown} ms): queued: ${JSON.stringify(await queued(p))}, status: ${(await p.textContent("#status")) ?? ""}, transcript: ${(await p.textContent("#transcript"))?.slice(-300) ?? ""}: ${String(error)}`);
+    });
+    const modes = (await queued(p)).map((text) => text.split(":")[0]);
+    assert.deepEqual(modes, ["followUp", "steer", "nextRun"]);
+    assert.ok(await p.isVisible("#tasks li"), "the long answer is still streaming");
+    await p.click('#inbox li:has-text("a follow-up to withdraw") button');
+    await p.waitForFunction(() => document.querySelectorAll("#inbox li").length === 2, undefined, { timeout: 30_000 });
+    // The long answer ends; the steer starts the next group and is answered; the nextRun waits for the
+    // next explicit accept; the withdrawn follow-up is never placed.
+    await p.waitForFunction((text) => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes(text)).length >= 2, long, { timeout: 90_000 });
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("a steer for the next group")).length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 30_000 });
+    assert.deepEqual((await queued(p)).map((text) => text.split(":")[0]), ["nextRun"]);
+    await compose(p, "accept", "now go");
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].some((e) => e.textContent?.includes("now go")) && document.querySelectorAll("#inbox li").length === 0, undefined, { timeout: 30_000 });
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].some((e) => e.textContent?.includes("held for the next run")), undefined, { timeout: 30_000 });
+    await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 30_000 });
+    assert.equal(await shownWith(p, "a follow-up to withdraw"), 0);
+    const entries = (await (await api("GET", `/v1/sessions/${name}/conversations/root/entries?limit=100`)).json()) as { items: { id: number }[] };
+    assert.deepEqual(await shownEntries(p), entries.items.map((entry) => entry.id));
+    // Usage: the totals the console shows follow the session's, without a reload.
+    const totals = ((await (await api("GET", `/v1/sessions/${name}/usage?limit=1`)).json()) as { totals: { attempts: number } }).totals;
+    assert.ok(totals.attempts >= 3, JSON.stringify(totals));
+    await p.waitForFunction((n) => (document.querySelector("#usage")?.textContent ?? "").startsWith(`${n} attempts`), totals.attempts, { timeout: 30_000 }).catch(async (error: unknown) => {
+      assert.fail(`usage shows "${(await p.textContent("#usage")) ?? ""}", the session's totals are ${JSON.stringify(totals)}: ${String(error)}`);
+    });
+    await p.close();
+  });
+});
+
+void describe("console composer while a send is in flight", { timeout: 120_000 }, () => {
+  void it("keeps the text typed while the previous input was in flight, and sends it", async () => {
+    const name = `typing-${Date.now().toString(36)}`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, {})).status, 201);
+    const p = await page();
+    await signIn(p);
+    await p.click(`#sessions li[data-session="${name}"]`);
+    await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
+    // Hold the first accept's response until the next input has been typed.
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let answered: () => void = () => undefined;
+    const responded = new Promise<void>((resolve) => (answered = resolve));
+    await p.route("**/conversations/root/inputs", async (route) => {
+      await held;
+      await route.continue();
+      answered();
+    }, { times: 1 });
+    await compose(p, "accept", "the first input");
+    await p.fill("#input", "typed while the first was sent");
+    release();
+    await responded;
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("the first input")).length >= 2, undefined, { timeout: 30_000 });
+    assert.equal(await p.inputValue("#input"), "typed while the first was sent");
+    await p.click("#send");
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("typed while the first was sent")).length >= 2, undefined, { timeout: 30_000 });
+    assert.equal(await p.inputValue("#input"), "");
+    await p.close();
+  });
+});
+
 /** The transcript's entry ids as the console shows them, in order. */
 async function shownEntries(p: Page): Promise<number[]> {
   return p.$$eval("#transcript .entry", (rows) => rows.map((row) => Number(row.getAttribute("data-entry"))));
