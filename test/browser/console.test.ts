@@ -162,6 +162,18 @@ void describe("console", { timeout: 120_000 }, () => {
     await signIn(p);
     await p.waitForSelector('#sessions li[data-session="shown"]');
     assert.match(await p.textContent('#sessions li[data-session="shown"]') ?? "", /Shown session/);
+    // The token lives in this tab's sessionStorage: a reload stays signed in, sign-out forgets it.
+    assert.ok(await p.evaluate(() => sessionStorage.getItem("pico-edge.token")));
+    await p.reload();
+    await p.waitForSelector('#sessions li[data-session="shown"]');
+    assert.equal(await p.isHidden("#signin"), true);
+    // The filter is the directory's q.
+    assert.equal((await api("PUT", "/v1/sessions/hidden-by-filter", { title: "Other" })).status, 201);
+    await p.fill("#filter", "Shown");
+    await p.waitForFunction(() => document.querySelectorAll("#sessions li").length === 1 && document.querySelector('#sessions li[data-session="shown"]') !== null);
+    await p.click("#signout");
+    await p.waitForSelector("#signin:not([hidden])");
+    assert.equal(await p.evaluate(() => sessionStorage.getItem("pico-edge.token")), null);
     await p.close();
   });
 
@@ -372,6 +384,48 @@ void describe("console composer while a send is in flight", { timeout: 120_000 }
     await p.click("#send");
     await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("typed while the first was sent")).length >= 2, undefined, { timeout: 30_000 });
     assert.equal(await p.inputValue("#input"), "");
+    await p.close();
+  });
+});
+
+void describe("console tasks and operator actions", { timeout: 120_000 }, () => {
+  void it("shows a job's live output under its task while it runs", async () => {
+    const name = `job-${Date.now().toString(36)}`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, { selectedTools: ["echo", "job"] })).status, 201);
+    const p = await page();
+    await signIn(p);
+    await p.click(`#sessions li[data-session="${name}"]`);
+    await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
+    await compose(p, "accept", '/call job {"cmd":"demo count 40 250"}');
+    // The job's task shows its scratch output as it grows (1..40, one line every 250 ms), before it ends.
+    await p.waitForFunction(() => [...document.querySelectorAll("#tasks li")].some((li) => li.textContent?.includes(" job ") && (li.querySelector(".preview")?.textContent ?? "").includes("3\n")), undefined, { timeout: 30_000 });
+    const early = (await p.$$eval("#tasks li", (items) => items.filter((li) => li.textContent?.includes(" job ")).map((li) => li.querySelector(".preview")?.textContent ?? "")))[0] ?? "";
+    assert.ok(!early.includes("40"), `the output is live, not the final: ${early}`);
+    await p.waitForFunction(() => [...document.querySelectorAll("#tasks li")].some((li) => li.textContent?.includes(" job ") && (li.querySelector(".preview")?.textContent ?? "").includes("12\n")), undefined, { timeout: 30_000 });
+    await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 60_000 });
+    await p.close();
+  });
+
+  void it("shuts a session down from the operator panel: its live turn ends and inspect shows it idle", async () => {
+    const name = `shutdown-${Date.now().toString(36)}`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, { model: "echo-slow" })).status, 201);
+    const p = await page();
+    await signIn(p);
+    await p.click(`#sessions li[data-session="${name}"]`);
+    await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
+    await compose(p, "accept", `a turn to shut down, ${"streamed slowly; ".repeat(40)}`);
+    await p.waitForSelector("#tasks li", { timeout: 30_000 });
+    await p.click("#inspect");
+    await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"busy": true'), undefined, { timeout: 30_000 });
+    await p.click("#shutdown");
+    await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"busy": false'), undefined, { timeout: 30_000 });
+    const tasks = (await (await api("GET", `/v1/sessions/${name}/tasks?live=true`)).json()) as { items: unknown[] };
+    assert.deepEqual(tasks.items, []);
+    await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 30_000 });
+    // Clear fault on a session without one changes nothing and reports no error.
+    await p.click("#clear-fault");
+    await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"fault": null'));
+    assert.equal(await p.textContent("#status"), "");
     await p.close();
   });
 });
