@@ -406,6 +406,41 @@ void describe("console tasks and operator actions", { timeout: 120_000 }, () => 
     await p.close();
   });
 
+  // A real fault or quarantine needs a session to fail-stop or an object to be killed three times mid-task;
+  // here the server's inspect answers are replaced (the operator's buttons still send real requests,
+  // which are recorded) to check what the console shows and which routes its buttons call.
+  void it("shows a fault and a quarantined task from inspect, and release and clear fault call their routes", async () => {
+    const name = `inspect-${Date.now().toString(36)}`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, {})).status, 201);
+    const p = await page();
+    await signIn(p);
+    await p.click(`#sessions li[data-session="${name}"]`);
+    const faulted = { start: [], inflight: [], orphaned: [], parked: [], quarantined: [{ id: 42, conversationId: 1, kind: "generation", role: "inflight", state: {}, after: [] }], fault: { at: 1, taskId: 42, kind: "generation", method: "execute", message: "boom: a kind threw" }, kills: [{ taskId: 42, kills: 3, version: "v1" }], killBound: 3, version: "v1", busy: false };
+    const healthy = { ...faulted, quarantined: [], fault: undefined, kills: [] };
+    let answer: object = faulted;
+    const calls: string[] = [];
+    await p.route(`**/v1/sessions/${name}/inspect`, (route) => route.fulfill({ json: answer }));
+    await p.route(`**/v1/sessions/${name}/tasks/42/release`, (route) => {
+      calls.push(`${route.request().method()} release`);
+      return route.fulfill({ json: { released: true } });
+    });
+    await p.route(`**/v1/sessions/${name}/fault/clear`, (route) => {
+      calls.push(`${route.request().method()} clear`);
+      answer = healthy;
+      return route.fulfill({ json: { cleared: true } });
+    });
+    await p.click("#inspect");
+    await p.waitForSelector("#quarantined li");
+    assert.match((await p.textContent("#inspection")) ?? "", /boom: a kind threw/);
+    assert.match((await p.textContent("#quarantined li")) ?? "", /quarantined #42 generation/);
+    await p.click("#quarantined li button");
+    await p.waitForFunction(() => (document.querySelector("#status")?.textContent ?? "") === "");
+    await p.click("#clear-fault");
+    await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"fault": null') && document.querySelectorAll("#quarantined li").length === 0);
+    assert.deepEqual(calls, ["POST release", "POST clear"]);
+    await p.close();
+  });
+
   void it("shuts a session down from the operator panel: its live turn ends and inspect shows it idle", async () => {
     const name = `shutdown-${Date.now().toString(36)}`;
     assert.equal((await api("PUT", `/v1/sessions/${name}`, { model: "echo-slow" })).status, 201);
