@@ -139,7 +139,11 @@ function guard(action: () => Promise<unknown>): () => void {
 /** The text of an entry's model messages or data, for display. */
 function entryText(entry: Entry): string {
   const parts: string[] = [];
-  for (const message of entry.model ?? []) parts.push(...contentText((message as { content?: unknown }).content));
+  for (const message of entry.model ?? []) {
+    parts.push(...contentText((message as { content?: unknown }).content));
+    const added = (message as { toolsAdded?: { name?: string }[] }).toolsAdded;
+    if (Array.isArray(added) && added.length > 0) parts.push(`(tools: ${added.map((tool) => tool.name ?? "?").join(", ")})`);
+  }
   if (parts.length === 0 && entry.data !== undefined) parts.push(JSON.stringify(entry.data));
   return parts.join("\n");
 }
@@ -325,7 +329,11 @@ function renderConversation(): void {
       return row;
     }),
   );
-  previews.replaceChildren(...Object.entries(view.previews).map(([taskId, preview]) => el("div", `task ${taskId}: ${previewText(preview)}`, { class: "preview" })));
+  previews.replaceChildren(
+    ...Object.entries(view.previews)
+      .filter(([, preview]) => previewText(preview) !== "")
+      .map(([taskId, preview]) => el("div", `task ${taskId}: ${previewText(preview)}`, { class: "preview" })),
+  );
   const tasks = $("tasks");
   tasks.replaceChildren(
     ...view.tasks.map((task) => {
@@ -336,7 +344,7 @@ function renderConversation(): void {
       release.addEventListener("click", guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/release`, {})));
       item.append(" ", abort, " ", release);
       const preview = view?.previews[String(task.id)];
-      if (preview !== undefined) item.append(el("div", previewText(preview), { class: "preview" }));
+      if (preview !== undefined && previewText(preview) !== "") item.append(el("div", previewText(preview), { class: "preview" }));
       return item;
     }),
   );

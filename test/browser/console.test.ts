@@ -28,7 +28,19 @@ const WATCH_TOKEN_SECONDS = 3;
 const SECRET = "browser-test-jwt-secret-not-for-production";
 const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
-const SCREENSHOTS = process.env["SCREENSHOTS"];
+/**
+ * `PICO_SCREENSHOTS=1 npm run test:browser` writes the README's screenshots into docs/ (any other value
+ * is a directory to write them into), at the viewport below, from the tests that build each scene.
+ */
+const SCREENSHOTS = process.env["PICO_SCREENSHOTS"] === "1" ? "docs" : process.env["PICO_SCREENSHOTS"] || undefined;
+const VIEWPORT = { width: 1280, height: 800 };
+
+/** Write `docs/<file>` (when screenshots are asked for) with the center column scrolled to its end. */
+async function screenshot(p: Page, file: string): Promise<void> {
+  if (SCREENSHOTS === undefined) return;
+  await p.$eval("#center", (center) => center.scrollTo(0, center.scrollHeight));
+  await p.screenshot({ path: join(SCREENSHOTS, file) });
+}
 
 /**
  * A TCP proxy in front of wrangler dev that records every request line (method and URL) and can drop
@@ -138,7 +150,7 @@ before(async () => {
   await proxy.listen();
   profile = mkdtempSync(join(tmpdir(), "pico-edge-chromium-"));
   // Throws (and so fails every test) when the browser cannot start.
-  context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS });
+  context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS, viewport: VIEWPORT });
 }, { timeout: 180_000 });
 
 after(async () => {
@@ -188,7 +200,6 @@ void describe("console", { timeout: 120_000 }, () => {
     // The user's entry and the echo model's answer both arrive through the watch.
     await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("hello from the browser")).length >= 2, undefined, { timeout: 30_000 });
     await p.waitForSelector("#tree li");
-    if (SCREENSHOTS !== undefined) await p.screenshot({ path: join(SCREENSHOTS, "console-session.png") });
     await p.click("#fork");
     await p.waitForFunction(() => /conversation \d+/.test(document.querySelector("#title")?.textContent ?? ""), undefined, { timeout: 30_000 });
     // The fork starts with the source's transcript and shows in the tree.
@@ -221,6 +232,32 @@ void describe("console", { timeout: 120_000 }, () => {
     await p.close();
   });
 
+  void it("shows a populated session: turns, a fork and a subagent's child in the tree, a job's live output", async () => {
+    const name = `project-${Date.now().toString(36)}`;
+    const root = `/v1/sessions/${name}/conversations/root`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, { title: "Console README", labels: ["docs", "demo"], selectedTools: ["echo", "job", "subagent"] })).status, 201);
+    for (const input of ["Draft the console section of the README", '/call subagent {"command":"run","prompt":"list what the console shows"}', '/call job {"cmd":"echo checking links; echo 0 broken"}']) {
+      const accepted = await api("POST", `${root}/inputs?wait=30`, { input });
+      assert.equal(((await accepted.json()) as { result?: { status: string } }).result?.status, "done", input);
+    }
+    const first = ((await (await api("GET", `${root}/entries?limit=3`)).json()) as { items: { id: number }[] }).items;
+    const fork = ((await (await api("POST", `${root}/fork`, { at: first[first.length - 1]?.id ?? "start" })).json()) as { conversationId: number }).conversationId;
+    const p = await page();
+    await signIn(p);
+    await p.click(`#sessions li[data-session="${name}"]`);
+    await p.waitForSelector(`#tree li[data-conversation="1"] > ul > li[data-conversation="${fork}"]`, { timeout: 30_000 });
+    await p.waitForSelector('#tree li[data-conversation="1"] > ul > li:has-text("child")', { timeout: 30_000 });
+    await compose(p, "accept", '/call job {"cmd":"demo count 60 400"}');
+    await p.waitForFunction(() => [...document.querySelectorAll("#tasks li .preview")].some((preview) => preview.textContent?.includes("4\n")), undefined, { timeout: 30_000 });
+    assert.match((await p.textContent("#transcript")) ?? "", /0 broken/);
+    assert.match((await p.textContent("#transcript")) ?? "", /list what the console shows/);
+    await p.waitForFunction(() => /^[1-9]\d* attempts/.test(document.querySelector("#usage")?.textContent ?? ""));
+    await screenshot(p, "console-session.png");
+    await p.click("#abort");
+    await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 30_000 });
+    await p.close();
+  });
+
   void it("aborts a slow turn", async () => {
     assert.equal((await api("PUT", "/v1/sessions/slow", { model: "echo-slow" })).status, 201);
     const p = await page();
@@ -230,7 +267,6 @@ void describe("console", { timeout: 120_000 }, () => {
     await p.fill("#input", "a long answer that the paced echo model streams slowly enough to abort it midway through the turn");
     await p.click("#send");
     await p.waitForSelector("#tasks li", { timeout: 30_000 });
-    if (SCREENSHOTS !== undefined) await p.screenshot({ path: join(SCREENSHOTS, "console-live-turn.png") });
     await p.click("#abort");
     await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 30_000 });
     const tasks = (await (await api("GET", "/v1/sessions/slow/tasks?live=true")).json()) as { items: unknown[] };
@@ -274,7 +310,7 @@ void describe("console rig view", { timeout: 120_000 }, () => {
     assert.match((await p.textContent("#rig-health")) ?? "", /2 agents: 0 active, 1 pending, 1 stalled/);
     assert.match((await p.textContent("#rig-mail")) ?? "", /alpha: starting on gt-abc12/);
     await p.waitForFunction(() => (document.querySelector("#rig-mail")?.textContent ?? "").includes("HEALTH:"), undefined, { timeout: 30_000 });
-    if (SCREENSHOTS !== undefined) await p.screenshot({ path: join(SCREENSHOTS, "console-rig.png") });
+    await screenshot(p, "console-rig.png");
     // Back to the conversation: the rig view stops reading.
     await p.click("#tab-conversation");
     assert.equal(await p.isHidden("#rig-view"), true);
@@ -332,6 +368,7 @@ void describe("console composer, tasks and operator", { timeout: 180_000 }, () =
     const modes = (await queued(p)).map((text) => text.split(":")[0]);
     assert.deepEqual(modes, ["followUp", "steer", "nextRun"]);
     assert.ok(await p.isVisible("#tasks li"), "the long answer is still streaming");
+    await screenshot(p, "console-live-turn.png");
     await p.click('#inbox li:has-text("a follow-up to withdraw") button');
     await p.waitForFunction(() => document.querySelectorAll("#inbox li").length === 2, undefined, { timeout: 30_000 });
     // The long answer ends; the steer starts the next group and is answered; the nextRun waits for the
