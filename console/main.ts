@@ -4,7 +4,8 @@
  * children, from the session watch), a live transcript folded by the client's reducer (src/client, the
  * core's applyMessage) with streaming previews, both watched with EventSource and watch tokens, a composer for each input mode, tasks, queued inputs
  * with withdraw, usage totals, and the operator's inspect view with release, clear fault, abort and
- * shutdown. Plain DOM; bundled by scripts/build-console.mjs into public/console/app.js.
+ * shutdown; a session's rig tab is console/rig.ts. Plain DOM; bundled by scripts/build-console.mjs into
+ * public/console/app.js.
  */
 import { applyMessage, applySessionMessage } from "../src/core/watch-reduce.js";
 import type { ConversationView, SessionView, WatchMessage } from "../src/core/watch-types.js";
