@@ -146,7 +146,10 @@ function isJson(value: unknown): boolean {
   if (value === null || typeof value === "string" || typeof value === "boolean") return true;
   if (typeof value === "number") return Number.isFinite(value);
   if (Array.isArray(value)) return value.every(isJson);
-  if (typeof value === "object") return Object.getPrototypeOf(value) === Object.prototype && Object.values(value).every(isJson);
+  if (typeof value === "object") {
+    const prototype: unknown = Object.getPrototypeOf(value);
+    return (prototype === Object.prototype || prototype === null) && Object.values(value).every(isJson);
+  }
   return false;
 }
 /** Any JSON value (task state fields, entry data, mail payloads): opaque to the API. */

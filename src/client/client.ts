@@ -51,7 +51,9 @@ import type {
   UsageReport,
   WatchTokenResponse,
 } from "../api/responses.js";
-import type { AcceptBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
+import type { z } from "zod";
+import type { registerBody, setHookBody, witnessPatch } from "../api/rig.js";
+import type { AcceptBody, scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
 import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { readSse, type SseFrame } from "./sse.js";
 
@@ -323,15 +325,13 @@ export class ConversationClient {
 }
 
 /** `POST .../schedules`: `every` (ms) or `cron` (with `timezone`); `startAt` epoch ms or ISO 8601. */
-export interface ScheduleRequestBody {
-  readonly conversation?: "root" | Id;
-  readonly input: string;
-  readonly every?: number;
-  readonly cron?: string;
-  readonly timezone?: string;
-  readonly startAt?: number | string;
-  readonly mode?: "followUp" | "steer" | "nextRun";
-}
+export type ScheduleRequestBody = z.input<typeof scheduleBody>;
+/** `PUT .../rig/agents/{agent_id}`: the role, and `conversation: "new"` for a conversation agent. */
+export type RegisterAgentBody = z.input<typeof registerBody>;
+/** `PUT .../rig/agents/{agent_id}/hook`: the work item (bead) to hook. */
+export type HookWork = z.input<typeof setHookBody>;
+/** `PATCH .../rig/witness`: the settings to change. */
+export type WitnessPatch = z.input<typeof witnessPatch>;
 
 /** A hook as its routes answer it: the document's record, its version (the ETag) and its attempt (Hook-Attempt). */
 export interface HookResponse {
@@ -366,7 +366,7 @@ export class RigClient {
   }
 
   /** Register an agent (mayor, operator): `conversation: "new"` makes it a conversation agent. 201 created, 200 the same again. */
-  async registerAgent(agentId: string, request: { role: "polecat" | "refinery" | "crew"; conversation?: "new" | Id }): Promise<RegisterAgentResponse> {
+  async registerAgent(agentId: string, request: RegisterAgentBody): Promise<RegisterAgentResponse> {
     return (await this.#client.request<RegisterAgentResponse>("PUT", `${this.path}/agents/${encodeURIComponent(agentId)}`, { body: request })).body;
   }
 
@@ -391,7 +391,7 @@ export class RigClient {
   }
 
   /** empty -> pending (mayor): hook a work item (bead) on an agent; `ifMatch` makes it conditional. */
-  setHook(agentId: string, work: { bead_id: string; title: string }, options: { ifMatch?: number } = {}): Promise<HookResponse> {
+  setHook(agentId: string, work: HookWork, options: { ifMatch?: number } = {}): Promise<HookResponse> {
     return this.#hook("PUT", `${this.path}/agents/${encodeURIComponent(agentId)}/hook`, { body: work, ...options });
   }
 
@@ -444,7 +444,7 @@ export class RigClient {
   }
 
   /** Change the witness's settings (mayor, operator); each at least 1,000 ms. */
-  async patchWitness(patch: Partial<RigSettingsResponse>): Promise<RigSettingsResponse> {
+  async patchWitness(patch: WitnessPatch): Promise<RigSettingsResponse> {
     return (await this.#client.request<RigSettingsResponse>("PATCH", `${this.path}/witness`, { body: patch })).body;
   }
 
