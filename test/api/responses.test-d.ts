@@ -11,6 +11,7 @@
  */
 import type { Usage } from "@earendil-works/pi-ai";
 import type { z } from "zod";
+import type { problemBody, ProblemBody } from "../../src/api/problems.js";
 import type * as R from "../../src/api/responses.js";
 import type { InputResult, QueuedInput } from "../../src/core/inbox.js";
 import type { UsageRow, UsageTotals } from "../../src/kinds/states.js";
@@ -118,6 +119,8 @@ export type ResponseSchemasEqualServerTypes = [
   Expect<Same<typeof R.nudgesResponse, { readonly nudges: readonly Nudge[] }>>,
   Expect<Same<typeof R.rigSettingsOut, RigSettings>>,
   Expect<Same<typeof R.rigHealthOut, RigHealth>>,
+  // problems
+  Expect<Same<typeof problemBody, ProblemBody>>,
   // the wire form does tell apart what it must (a check of the checker)
   Expect<Equal<Same<typeof R.hookFileOut, Omit<HookFile, "last_activity">>, false>>,
   Expect<Equal<Same<typeof R.hookFileOut, HookFile & { readonly extra?: string }>, false>>,

@@ -10,7 +10,8 @@
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { API_ROUTES, type ApiRoute } from "../../src/api/openapi.js";
-import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
+import { problemBody } from "../../src/api/problems.js";
+import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoApiError, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
 import { BASE, token, uniqueSession, workerFetch } from "./http-fixtures.js";
 
@@ -45,8 +46,11 @@ interface Exchange {
   readonly problem: Promise<string | undefined>;
 }
 
-/** A fetch through the Worker that checks every response against its route's declared response. */
-function checkingFetch(exchanges: Exchange[]): (request: Request) => Promise<Response> {
+/**
+ * A fetch through the Worker that checks every response against its route's declared response; a
+ * problem (4xx/5xx) is checked against the strict problem schema and listed in `failures`.
+ */
+function checkingFetch(exchanges: Exchange[], failures: string[]): (request: Request) => Promise<Response> {
   return async (request) => {
     const url = new URL(request.url);
     const route = routeOf(request.method, url.pathname);
@@ -55,7 +59,17 @@ function checkingFetch(exchanges: Exchange[]): (request: Request) => Promise<Res
     const where = `${request.method} ${url.pathname} (${route.operationId}) answered ${response.status}`;
     const type = response.headers.get("content-type") ?? "";
     let problem: Promise<string | undefined>;
-    if (declared === undefined) {
+    if (declared === undefined && response.status >= 400) {
+      problem = response
+        .clone()
+        .text()
+        .then((text) => {
+          failures.push(`${route.operationId} ${response.status}`);
+          if (!type.startsWith("application/problem+json")) return `${where} with content-type ${type}`;
+          const parsed = problemBody.safeParse(JSON.parse(text));
+          return parsed.success ? undefined : `${where}: the problem does not match its strict schema: ${JSON.stringify(parsed.error.issues)}\n${text}`;
+        });
+    } else if (declared === undefined) {
       problem = response.clone().text().then((text) => `${where}, not a declared success: ${text}`);
     } else if ("json" in declared) {
       const schema = declared.json;
@@ -103,9 +117,9 @@ function recordCalls(): Set<string> {
   return called;
 }
 
-async function clientFor(role: "client" | "operator" | "mayor" | "agent", exchanges: Exchange[], agent?: string): Promise<PicoClient> {
+async function clientFor(role: "client" | "operator" | "mayor" | "agent", exchanges: Exchange[], failures: string[], agent?: string): Promise<PicoClient> {
   const jwt = await token(TENANT, role, agent === undefined ? {} : { agent });
-  return new PicoClient({ baseUrl: BASE, token: jwt, fetch: checkingFetch(exchanges) });
+  return new PicoClient({ baseUrl: BASE, token: jwt, fetch: checkingFetch(exchanges, failures) });
 }
 
 /** Run `watch` until `ready` says its view is there, then close it. */
@@ -124,12 +138,13 @@ async function watchUntil<View>(open: (onChange: (view: View) => void) => { clos
 describe("typed client against the worker", () => {
   it("calls every client method once in a realistic order; every body parses with its route's strict response schema", async () => {
     const exchanges: Exchange[] = [];
+    const failures: string[] = [];
     const called = recordCalls();
     const name = uniqueSession("client-e2e");
-    const frontend = await clientFor("client", exchanges);
-    const operator = await clientFor("operator", exchanges);
-    const mayor = await clientFor("mayor", exchanges);
-    const agent = await clientFor("agent", exchanges, "polecat-one");
+    const frontend = await clientFor("client", exchanges, failures);
+    const operator = await clientFor("operator", exchanges, failures);
+    const mayor = await clientFor("mayor", exchanges, failures);
+    const agent = await clientFor("agent", exchanges, failures, "polecat-one");
 
     // A frontend: what can this deployment run, then a session with a title, found in the directory.
     const models = await frontend.models();
@@ -146,6 +161,8 @@ describe("typed client against the worker", () => {
     expect(accepted.status).toBe("done");
     expect(await session.acceptance("tour-1")).toEqual({ requestKey: "tour-1", conversationId: accepted.conversationId, inputId: accepted.inputId });
     expect((await session.input(accepted.inputId)).result.status).toBe("done");
+    // A mistake answers a problem (PicoApiError), whose body parses with the strict problem schema.
+    await expect(session.input(accepted.inputId + 10_000)).rejects.toSatisfy((error) => error instanceof PicoApiError && error.code === "input_not_found");
 
     // Queue follow-ups while idle: they wait. Withdraw one, continue with the other.
     const withdrawn = await root.accept("never mind", { mode: "followUp" });
@@ -242,6 +259,7 @@ describe("typed client against the worker", () => {
     // Every body parsed with its strict schema (a parse failure fails here, with the route and body).
     const problems = (await Promise.all(exchanges.map((exchange) => exchange.problem))).filter((problem) => problem !== undefined);
     expect(problems).toEqual([]);
+    expect(failures).toEqual(["getInput 404"]);
 
     // Every client method was called, and every route but the documented exclusions was reached.
     const all = Object.entries(CLASSES).flatMap(([owner, constructor]) => methodsOf(owner, constructor.prototype));
