@@ -142,6 +142,11 @@ export class ConversationHandle {
     return this.harness.driver.drive(this.id, call);
   }
 
+  /** drive with a blocking budget (§8.3): "budget" when `budgetMs` passes first; the work goes on. */
+  driveWithin(budgetMs: number, call: Call): Promise<"idle" | "closed" | "budget"> {
+    return this.harness.driver.driveWithin(this.id, budgetMs, call);
+  }
+
   value<T>(addr: ValueRef<T>): ValueHandle<T> {
     return valueHandle(this.harness, addr, { conversationId: this.id });
   }

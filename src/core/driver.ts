@@ -748,6 +748,21 @@ export class Driver {
 
   /** drive(call): attach, then wait for the scope's idle predicate; the signal cancels only this waiter. */
   drive(scope: Id | "session", call: Call): Promise<"idle" | "closed"> {
+    return this.#drive(scope, call, undefined);
+  }
+
+  /**
+   * drive with a blocking budget (§8.3): like drive, but when `budgetMs` passes on the driver's clock
+   * before the scope is idle, only this waiter is removed and it resolves "budget"; the scope stays
+   * attached, so its work goes on. A tool waiting on a child conversation uses it.
+   */
+  driveWithin(scope: Id | "session", budgetMs: number, call: Call): Promise<"idle" | "closed" | "budget"> {
+    return new Promise<"idle" | "closed" | "budget">((resolve, reject) => {
+      this.#drive(scope, call, { ms: budgetMs, expired: () => resolve("budget") }).then(resolve, reject);
+    });
+  }
+
+  #drive(scope: Id | "session", call: Call, budget: { readonly ms: number; readonly expired: () => void } | undefined): Promise<"idle" | "closed"> {
     return new Promise<"idle" | "closed">((resolve, reject) => {
       void this.#harness.line
         .run((): Action => {
@@ -785,15 +800,32 @@ export class Driver {
               }
             });
           };
+          const timer = new AbortController();
           const waiter: Waiter = {
             scope,
             taskId: call.value(invocationKey)?.taskId,
             resolve,
             reject,
-            detach: () => signal?.removeEventListener("abort", onAbort),
+            detach: () => {
+              signal?.removeEventListener("abort", onAbort);
+              timer.abort();
+            },
           };
           this.#waiters.add(waiter);
           signal?.addEventListener("abort", onAbort, { once: true });
+          if (budget !== undefined) {
+            // The budget removes only this waiter (on the line, exactly once); the attachment stays.
+            this.clock.sleep(this.clock.now() + budget.ms, timer.signal).then(
+              () =>
+                this.#harness.line.run(() => {
+                  if (this.#waiters.delete(waiter)) {
+                    waiter.detach();
+                    budget.expired();
+                  }
+                }),
+              () => undefined,
+            );
+          }
           return attachActions;
         })
         .then((after) => after(), reject);
