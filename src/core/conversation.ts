@@ -121,17 +121,17 @@ export class ConversationHandle {
 
   /**
    * Abort (§6.3): one commit marks the foreground ownership closure and withdraws queued steer and
-   * followUp in the affected conversations; write and nextRun stay queued.
+   * followUp of this conversation; write and nextRun stay queued. The owned conversations in the
+   * closure (a `run` subagent, §8.5) have their live foreground tasks marked but keep their queues:
+   * their owner's cleanup marks tasks only and never drains a child's queue (§6.3, §8.5).
    */
   async abort(call: Call): Promise<void> {
     await this.harness.commitMarks(async (b) => {
       const closure = this.harness.driver.foregroundClosure(this.id);
       this.harness.driver.markWrites(b, closure.tasks, { ifLive: true });
-      for (const conversationId of closure.conversations) {
-        for (const item of await queuedItems(b, conversationId)) {
-          if (item.value.mode === "steer" || item.value.mode === "followUp") {
-            await abortQueuedInput(b, conversationId, item.id);
-          }
+      for (const item of await queuedItems(b, this.id)) {
+        if (item.value.mode === "steer" || item.value.mode === "followUp") {
+          await abortQueuedInput(b, this.id, item.id);
         }
       }
     }, call);

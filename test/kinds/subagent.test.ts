@@ -247,6 +247,39 @@ for (const backend of coreBackends) {
         expect((await harness.storage.scanConversations({ ownedFrom: tool.id, limit: 10 })).items).toHaveLength(1);
       }));
 
+    it(`Aborting the parent during run keeps the child's queued inputs (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        const prompted = root.prompt({ input: subagentCall({ command: "run", prompt: `${HOLD} slow work` }) }, call);
+        await fx.holding();
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await harness.conversation((await ownedBy(harness, tool.id))[0] as Id, call))!;
+        const followUp = await child.accept({ input: "queued follow-up" }, call);
+        const steer = await child.accept({ input: "queued steer", mode: "steer" }, call);
+        expect(followUp.status).toBe("queued");
+        expect(steer.status).toBe("queued");
+        // The public abort of the parent conversation (§6.3) while the run child is busy: the call and
+        // the child's running work are aborted, the child's queues are not (§8.5).
+        await root.abort(call);
+        await prompted;
+        await flush(harness);
+        expect(textOf((await toolResults(harness, root.id))[0])).toContain("the call was aborted");
+        expect((await harness.getTask(tool.id, call))?.state.status).toBe("aborted");
+        expect((await tasksOf(harness, child.id, "generation"))[0]?.state.status).toBe("aborted");
+        expect(await child.result(followUp.inputId, call)).toEqual({ status: "queued" });
+        expect(await child.result(steer.inputId, call)).toEqual({ status: "queued" });
+        // The next input placed into the child carries the queued ones with it, and they are answered.
+        fx.release();
+        await root.prompt({ input: subagentCall({ command: "send", id: child.id, text: "next" }) }, call);
+        await child.drive(call);
+        expect(await child.result(followUp.inputId, call)).toMatchObject({ status: "done" });
+        expect(await child.result(steer.inputId, call)).toMatchObject({ status: "done" });
+        const users = (await harness.entries(child.id, { limit: 50, kind: "user" }, call)).items.map(textOf);
+        expect(users).toEqual(expect.arrayContaining(["queued follow-up", "queued steer", "next"]));
+      }));
+
     it(`§8.5 aborting the parent leaves a spawned child running (${backend.name})`, () =>
       backend.run(async (storage) => {
         const fx = await openSubagents(storage);
