@@ -257,7 +257,7 @@ for (const backend of coreBackends) {
         const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
         const child = (await harness.conversation((await ownedBy(harness, tool.id))[0] as Id, call))!;
         const followUp = await child.accept({ input: "queued follow-up" }, call);
-        const steer = await child.accept({ input: "queued steer", mode: "steer" }, call);
+        const steer = await child.accept({ input: "queued steer", whenBusy: "steer" }, call);
         expect(followUp.status).toBe("queued");
         expect(steer.status).toBe("queued");
         // The public abort of the parent conversation (§6.3) while the run child is busy: the call and
