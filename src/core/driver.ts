@@ -493,6 +493,13 @@ export class Driver {
     };
     this.#finish.set(inv, finish);
     this.#running.set(id, inv);
+    // An execute that only sleeps until a durable time first is asleep from its dispatch: its wake is
+    // known now and it is not busy (no transient heartbeat, DESIGN §3). Its runtime.sleep takes over
+    // the entry; completion (or a sleep already due) removes it.
+    if (method === "execute") {
+      const until = kind.sleepsUntil?.(lt.task.state);
+      if (until !== undefined && until > this.clock.now()) this.#sleepers.set(id, until);
+    }
     out.push(inv);
   }
 
@@ -577,6 +584,7 @@ export class Driver {
         this.#settledStatus.delete(inv.taskId);
         if (this.#running.get(inv.taskId) !== inv) return () => undefined;
         this.#running.delete(inv.taskId);
+        this.#sleepers.delete(inv.taskId);
         this.#host.afterInvoke?.(inv.taskId, inv.method, this.#live.get(inv.taskId)?.task.state.status ?? settledStatus ?? inv.task.state.status);
         if (this.#phase === "closing" || this.#phase === "closed" || this.#phase === "faulted") {
           return this.#notifyHost();
@@ -1046,7 +1054,16 @@ export class Driver {
   // Sleep: in memory, reported to the host as a wake time (DESIGN §3)
 
   async sleep(taskId: Id, untilMs: number, call: Call): Promise<void> {
-    if (untilMs <= this.clock.now()) return;
+    if (untilMs <= this.clock.now()) {
+      // A wake registered at dispatch (sleepsUntil) that has passed meanwhile: the task is awake.
+      if (this.#sleepers.has(taskId)) {
+        await this.#harness.line.run(() => {
+          this.#sleepers.delete(taskId);
+          return this.#notifyHost();
+        }).then((after) => after());
+      }
+      return;
+    }
     await this.#harness.line.run(() => {
       this.#sleepers.set(taskId, Math.min(untilMs, this.#sleepers.get(taskId) ?? Number.POSITIVE_INFINITY));
       return this.#notifyHost();
