@@ -360,6 +360,32 @@ for (const backend of coreBackends) {
         expect(answers.map(textOf)).toEqual([`${HOLD} slow work`]);
       }));
 
+    it(`§8.3 stop cancels a run child after delegation; abort of the parent before that does not reach it (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const clock = new FakeClock();
+        const fx = await openSubagents(storage, { clock, budgetMs: 1000 });
+        const { harness } = fx;
+        const root = await harness.root(call);
+        const prompted = root.prompt({ input: subagentCall({ command: "run", prompt: `${HOLD} never answers` }) }, call);
+        await fx.holding();
+        await eventually(harness, () => clock.pending > 0, "the budget timer");
+        clock.advance(1000);
+        await prompted;
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await ownedBy(harness, tool.id))[0] as Id;
+        // The parent's abort has nothing of the child in its foreground closure any more.
+        await root.abort(call);
+        await flush(harness);
+        expect((await tasksOf(harness, child, "generation"))[0]?.abort).toBeUndefined();
+        // stop does cancel it.
+        const stopped = await root.prompt({ input: subagentCall({ command: "stop", id: child }) }, call);
+        expect(textOf(stopped)).toContain(`subagent ${child}: stop requested`);
+        await (await harness.conversation(child, call))!.drive(call);
+        expect((await tasksOf(harness, child, "generation")).map((t) => t.state.status)).toEqual(["aborted"]);
+        const inputId = detailsOf((await toolResults(harness, root.id))[0]).inputId as Id;
+        expect(await resultOf(harness, child, inputId)).toMatchObject({ status: "unanswered", reason: "aborted" });
+      }));
+
     it(`Subagent wait delegates after the blocking budget (${backend.name})`, () =>
       backend.run(async (storage) => {
         const clock = new FakeClock();
