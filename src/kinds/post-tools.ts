@@ -24,7 +24,7 @@ import type { Id } from "../storage/records.js";
 import { captureConfig, freshRetry, generationConfig } from "./config.js";
 import { createGeneration, landPostToolsInbox, resolveUnanswered } from "./placement.js";
 import type { TurnServices } from "./services.js";
-import { postToolsRoles, type CapturedConfig, type PostToolsState, type ToolOutputState, type ToolStates } from "./states.js";
+import { postToolsRoles, type CapturedConfig, type PostToolsState, type ToolResultData, type ToolStates } from "./states.js";
 import { errorOutput, resultMessage, toolDefinition } from "./tool.js";
 
 export function createPostToolsKind(services: TurnServices) {
@@ -111,9 +111,9 @@ export function createPostToolsKind(services: TurnServices) {
 }
 
 /** The tool tasks in call order: terminal outcomes, and the calls of orphaned ones. A live tool is a contract error. */
-async function readTools(tx: ConversationTx, postTools: Id, ids: readonly Id[]): Promise<{ outcomes: ToolOutputState[]; orphaned: ToolCallState[] }> {
+async function readTools(tx: ConversationTx, postTools: Id, ids: readonly Id[]): Promise<{ outcomes: ToolResultData[]; orphaned: ToolCallState[] }> {
   const tools = await tx.getTasks(toolDefinition, ids);
-  const outcomes: ToolOutputState[] = [];
+  const outcomes: ToolResultData[] = [];
   const orphaned: ToolCallState[] = [];
   for (const id of ids) {
     const t = tools.get(id);

@@ -3,7 +3,8 @@
  *
  * `foldSectionState` reconstructs canonical section state through a fork-visible target from managed
  * system entries only: read backwards (indexed kind scan) to the newest baseline, then fold section
- * records forward. Heads and projection edits play no part, so an omitted historical message never
+ * records forward; a later fold of the same conversation on the same storage object reads only the
+ * system entries since the previous one's target. Heads and projection edits play no part, so an omitted historical message never
  * erases its persisted payload/rendered text — an unavailable plugin's instructions survive a
  * compaction that dropped its old baseline.
  *
@@ -51,12 +52,69 @@ export function isBaselineEntry(entry: Entry): boolean {
 }
 
 /**
+ * What a fold already read, per storage object and conversation: the managed entries since the newest
+ * baseline through `upTo`. `upTo` was at or below the storage's lastSeq when read, and entries are
+ * immutable and minted above lastSeq, so nothing can join that range later (§3.1, §2.1): a later fold at
+ * or above `upTo` reads only the system entries after it. Without this, every fold walked back to the
+ * newest baseline, past every head-only system entry (each collapse adds one), so reads grew with
+ * history (issue 15). A fresh storage object (a reopen) starts empty; bounded per storage object.
+ */
+interface Folded {
+  readonly upTo: Id;
+  readonly managed: readonly Entry[];
+}
+const folded = new WeakMap<Storage, Map<Id, Folded>>();
+const FOLDED_CONVERSATIONS = 256;
+
+function remember(storage: Storage, conversationId: Id, state: Folded): void {
+  let byConversation = folded.get(storage);
+  if (byConversation === undefined) {
+    byConversation = new Map();
+    folded.set(storage, byConversation);
+  }
+  byConversation.delete(conversationId);
+  if (byConversation.size >= FOLDED_CONVERSATIONS) {
+    const oldest = byConversation.keys().next();
+    if (oldest.done !== true) byConversation.delete(oldest.value);
+  }
+  byConversation.set(conversationId, state);
+}
+
+/**
  * Managed system entries from the newest baseline (inclusive) through `through`, in transcript order.
- * Fork-aware through scanEntries. With no baseline, every managed entry through the target.
+ * Fork-aware through scanEntries. With no baseline, every managed entry through the target. Continues
+ * from what an earlier fold of the same conversation read when its target is at or below this one.
  */
 async function managedSinceBaseline(storage: Storage, conversationId: Id, through: Id): Promise<Entry[]> {
+  if (through <= 0) return [];
+  // Complete at `through` only if nothing at or below it can still be committed.
+  const complete = through <= storage.lastSeq;
+  const known = folded.get(storage)?.get(conversationId);
+  const managed = known !== undefined && known.upTo <= through ? await managedAfter(storage, conversationId, known, through) : await walkBack(storage, conversationId, through);
+  if (complete) remember(storage, conversationId, { upTo: through, managed: Object.freeze([...managed]) });
+  return managed;
+}
+
+/** `known` folded forward over the system entries after its `upTo` through `through`. */
+async function managedAfter(storage: Storage, conversationId: Id, known: Folded, through: Id): Promise<Entry[]> {
+  let managed = [...known.managed];
+  let after = known.upTo;
+  if (after >= through) return managed;
+  for (;;) {
+    const page = await storage.scanEntries({ conversationId, kind: systemKind.kind, after, through, limit: BACK_PAGE });
+    for (const entry of page.items) {
+      if (!isManagedSystem(entry)) continue;
+      if (isBaselineEntry(entry)) managed = [];
+      managed.push(entry);
+    }
+    if (page.next === undefined) return managed;
+    after = page.next;
+  }
+}
+
+/** Read backwards (indexed kind scan) from `through` to the newest baseline. */
+async function walkBack(storage: Storage, conversationId: Id, through: Id): Promise<Entry[]> {
   const newestFirst: Entry[] = [];
-  if (through <= 0) return newestFirst;
   let before = through + 1;
   for (;;) {
     const page = await storage.scanEntries({ conversationId, kind: systemKind.kind, through, before, limit: BACK_PAGE });
@@ -76,17 +134,8 @@ async function managedSinceBaseline(storage: Storage, conversationId: Id, throug
  * preparation's seed must still match on the line. Head-only changes do not move it.
  */
 export async function sectionCursor(storage: Storage, conversationId: Id, through: Id): Promise<Id> {
-  if (through <= 0) return 0;
-  let before = through + 1;
-  for (;;) {
-    const page = await storage.scanEntries({ conversationId, kind: systemKind.kind, through, before, limit: BACK_PAGE });
-    for (let i = page.items.length - 1; i >= 0; i--) {
-      const entry = page.items[i] as Entry;
-      if (isManagedSystem(entry)) return entry.id;
-    }
-    if (page.next === undefined) return 0;
-    before = page.next;
-  }
+  const managed = await managedSinceBaseline(storage, conversationId, through);
+  return managed[managed.length - 1]?.id ?? 0;
 }
 
 /** Fold managed entries (transcript order, starting at a baseline or the transcript start). */

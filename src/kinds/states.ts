@@ -65,9 +65,11 @@ export interface ToolTruncation extends JsonObject {
   truncated: boolean;
 }
 
-/** What the live sink folds to; recorded on the tool task and used to build the result entry. */
-export interface ToolOutputState extends JsonObject {
-  content: JsonValue[]; // (TextContent | ImageContent)[]
+/**
+ * The non-message part of a tool result entry (§9.3), and what a settled tool task records of its output
+ * (the content is in the result entry's message).
+ */
+export interface ToolResultData extends JsonObject {
   details: JsonValue;
   usage: JsonValue; // Usage | null
   addedTools: string[] | null;
@@ -79,8 +81,10 @@ export interface ToolOutputState extends JsonObject {
   isError: boolean;
 }
 
-/** The non-message part of a tool result entry (§9.3). */
-export type ToolResultData = Omit<ToolOutputState, "content">;
+/** What the live sink folds to; used to build the result entry. */
+export interface ToolOutputState extends ToolResultData {
+  content: JsonValue[]; // (TextContent | ImageContent)[]
+}
 
 // ---------------------------------------------------------------------------------------------
 // Tool (§8.3) and post_tools (§5.5)
@@ -92,8 +96,10 @@ export type ToolStates =
   | (ToolBase & { status: "planned"; offered?: boolean })
   // jobId / cancelJobOnAbort: the job this call started and whether aborting the call kills it (§8.3).
   | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never"; jobId?: Id; cancelJobOnAbort?: boolean })
-  | (ToolBase & { status: "done"; output: ToolOutputState; result: Id })
-  | (ToolBase & { status: "aborted"; output: ToolOutputState; result: Id });
+  // The settled output without its content: the result entry's message holds that (issue 15: a large
+  // output was stored twice); post_tools needs only the flags (terminate, handoff, addedTools).
+  | (ToolBase & { status: "done"; output: ToolResultData; result: Id })
+  | (ToolBase & { status: "aborted"; output: ToolResultData; result: Id });
 
 export const toolRoles = { planned: "start", running: "inflight", done: "terminal", aborted: "terminal" } as const;
 

@@ -183,7 +183,10 @@ export function createToolKind(services: TurnServices) {
 // ---------------------------------------------------------------------------------------------
 // settlement
 
-/** One commit: the result entry, a usage row when the sink got usage, the terminal variant. */
+/**
+ * One commit: the result entry, a usage row when the sink got usage, the terminal variant. The terminal
+ * state records the output without its content, which the result entry's message holds.
+ */
 async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "aborted", output: ToolOutputState, call: Call): Promise<void> {
   const toolCall = task.state.call;
   const assistant = task.state.assistant;
@@ -204,8 +207,8 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
     // Delegation settlement (§8.3): the job continues without this call; its notice is requested, or
     // placed now if the job already finished, in this same commit.
     if (status === "done" && output.delegated !== null) await delegateNotice(b, task.conversationId, output.delegated, toolCall.id, runtime.now());
-    if (status === "done") tx.settle(task, "done", { call: toolCall, assistant, output, result });
-    else tx.settle(task, "aborted", { call: toolCall, assistant, output, result });
+    if (status === "done") tx.settle(task, "done", { call: toolCall, assistant, output: data, result });
+    else tx.settle(task, "aborted", { call: toolCall, assistant, output: data, result });
   }, call);
 }
 

@@ -9,6 +9,7 @@ import host from "../../migrations/0002_host.sql";
 import entriesByKind from "../../migrations/0003_entries_by_kind.sql";
 import narrowIndexes from "../../migrations/0004_narrow_indexes.sql";
 import tasksSettled from "../../migrations/0005_tasks_settled.sql";
+import commitMarks from "../../migrations/0006_commit_marks.sql";
 import type { SqlHost } from "./sql.js";
 import { StorageError } from "./storage.js";
 
@@ -26,6 +27,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 3, name: "0003_entries_by_kind", sql: entriesByKind },
   { version: 4, name: "0004_narrow_indexes", sql: narrowIndexes },
   { version: 5, name: "0005_tasks_settled", sql: tasksSettled },
+  { version: 6, name: "0006_commit_marks", sql: commitMarks },
 ];
 
 /** The schema version this code writes. */

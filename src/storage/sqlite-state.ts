@@ -79,8 +79,11 @@ export class SqliteState {
     this.#segments = segments;
   }
 
-  /** Persist one checked state write at `seq`; `payload` is its JSON text from checkBatch. */
-  write(w: StateWrite, seq: Id, payload: string | undefined): void {
+  /**
+   * Persist one checked state write at `seq`; `payload` is its JSON text from checkBatch. `last`: the
+   * commit's last sequence when an appended list element carries it (migration 0006), else null.
+   */
+  write(w: StateWrite, seq: Id, payload: string | undefined, last: Id | null): void {
     const db = this.#db;
     const address = addressColumns(w.addr);
     const scope = w.addr.scope;
@@ -146,8 +149,8 @@ export class SqliteState {
       }
       case "list.append":
         db.run(
-          "INSERT INTO list_elements (id, scope, namespace, key, keyless, rewind, value) VALUES (?, ?, ?, ?, ?, ?, ?)",
-          seq, owner, ...address, history ? 1 : 0, payload as string,
+          "INSERT INTO list_elements (id, scope, namespace, key, keyless, rewind, value, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+          seq, owner, ...address, history ? 1 : 0, payload as string, last,
         );
         return;
       case "list.remove":

@@ -120,6 +120,51 @@ function decodeConversation(row: SqlRow): StoredConversation {
   return { conversation: deepFreeze(conversation), deleted: row["deleted"] !== null };
 }
 
+/**
+ * Which write of a batch carries the commit's last sequence in its row (migration 0006), and whether the
+ * batch then needs no last_seq update. Main batch: the last write that inserts an entry, a task or a
+ * list element carries it (the newest row of its table, read by highWaterMark); a patch leaves it on a
+ * task that stays live unless the same batch settles that task later. Scratch batch: its last write
+ * leaves a scratch row carrying its own sequence when it is an append or a set.
+ */
+function markCarriers(batch: CommitBatch): { readonly carrier: number; readonly carried: boolean } {
+  const writes = batch.writes;
+  if (batch.kind === "scratch") {
+    const tail = writes[writes.length - 1];
+    return { carrier: -1, carried: tail?.type === "list.append" || tail?.type === "value.set" };
+  }
+  let carrier = -1;
+  let patched = false;
+  const settled = new Set<Id>();
+  for (let i = writes.length - 1; i >= 0; i--) {
+    const w = writes[i] as MainWrite;
+    if (carrier === -1 && (w.type === "entry" || w.type === "task" || w.type === "list.append")) carrier = i;
+    if (w.type === "settle") settled.add(w.id);
+    if (w.type === "patch" && !settled.has(w.id)) patched = true;
+  }
+  return { carrier, carried: carrier !== -1 || patched };
+}
+
+/**
+ * The committed sequence high-water mark of a database at the current schema (§3.3, §7.4 rule 4): the
+ * largest of last_seq, the newest entry, task and list element (id or the `last` it carries), the live
+ * tasks' `last` and the newest scratch seq. A few rows: three by rowid, the live tasks, the live scratch.
+ */
+function highWaterMark(db: CountedSql): Id {
+  const mark = db.first("SELECT value FROM session_metadata WHERE name = 'last_seq'");
+  if (mark === undefined) throw new StorageError("corrupt", "session_metadata has no last_seq");
+  let high = int(mark, "value");
+  for (const table of ["entries", "tasks", "list_elements"]) {
+    const row = db.first(`SELECT id, last FROM ${table} ORDER BY id DESC LIMIT 1`);
+    if (row !== undefined) high = Math.max(high, int(row, "id"), optionalInt(row, "last") ?? 0);
+  }
+  const live = db.first("SELECT max(last) AS last FROM tasks INDEXED BY tasks_live WHERE settled IS NULL");
+  high = Math.max(high, live === undefined ? 0 : (optionalInt(live, "last") ?? 0));
+  // Scratch appends and sets carry their sequence; the newest may be above every other mark.
+  const scratch = db.first("SELECT max(seq) AS seq FROM scratch");
+  return Math.max(high, scratch === undefined ? 0 : (optionalInt(scratch, "seq") ?? 0));
+}
+
 export class SqliteStorage implements Storage {
   readonly #db: CountedSql;
   readonly #state: SqliteState;
@@ -152,11 +197,7 @@ export class SqliteStorage implements Storage {
     this.#db = new CountedSql(host);
     this.stats = this.#db.stats;
     this.#state = new SqliteState(this.#db, (id, cap) => this.#segments(id, cap));
-    const last = this.#db.first("SELECT value FROM session_metadata WHERE name = 'last_seq'");
-    if (last === undefined) throw new StorageError("corrupt", "session_metadata has no last_seq");
-    // Scratch appends and sets carry their sequence; the newest may be above last_seq (see commit).
-    const scratch = this.#db.first("SELECT max(seq) AS seq FROM scratch");
-    this.#lastSeq = Math.max(int(last, "value"), scratch === undefined ? 0 : (optionalInt(scratch, "seq") ?? 0));
+    this.#lastSeq = highWaterMark(this.#db);
     for (const row of this.#db.rows("SELECT id, name FROM kinds")) this.#rememberKind(text(row, "name"), int(row, "id"));
     const conversation = (id: Id): Conversation | undefined => {
       const stored = this.#conversation(id);
@@ -198,17 +239,19 @@ export class SqliteStorage implements Storage {
     const changes: (() => void)[] = [];
     // Task records as this batch leaves them (a batch may create and patch a task, or patch it twice).
     const tasks = new Map<Id, Task | undefined>();
+    const marks = markCarriers(batch);
     try {
       this.#db.host.transactionSync(() => {
         batch.writes.forEach((w: MainWrite, i) => {
-          this.#write(w, first + i, checked.payloads[i], newKinds, changes, tasks);
+          this.#write(w, first + i, checked.payloads[i], newKinds, changes, tasks, i === marks.carrier ? last : undefined, last);
         });
         // The high-water mark (§7.5's commit boundary; the transaction makes the batch all-or-nothing).
-        // A scratch batch whose last write leaves a scratch row carrying `last` (an append or a set)
-        // needs no second row: open takes the larger of last_seq and the newest scratch seq. Any commit
-        // that deletes such a row is a later one and records its own, higher mark (§7.4 recovery rule 4).
-        const tail = batch.writes[batch.writes.length - 1];
-        if (batch.kind === "scratch" && (tail?.type === "list.append" || tail?.type === "value.set")) return;
+        // A commit that leaves a row carrying `last` needs no second row (migration 0006): the newest
+        // entry, task or list element it inserted, a live task it patched, or (a scratch batch whose
+        // last write is an append or a set) its newest scratch row. Open takes the largest of last_seq
+        // and those (highWaterMark). Any later commit that deletes such a row or settles such a task is
+        // newer and covers its own sequence the same way or records last_seq (§7.4 recovery rule 4).
+        if (marks.carried) return;
         // Compare-and-set: a second storage object over the same database must not move the mark past
         // this one's view (rows of skipped scratch marks may leave it below first - 1).
         const advanced = this.#db.run("UPDATE session_metadata SET value = ? WHERE name = 'last_seq' AND value < ?", last, first);
@@ -257,15 +300,20 @@ export class SqliteStorage implements Storage {
     newKinds: Map<string, number>,
     changes: (() => void)[],
     tasks: Map<Id, Task | undefined>,
+    mark: Id | undefined,
+    last: Id,
   ): void {
     const db = this.#db;
+    // `mark` is this commit's last sequence when this write's row carries it (see markCarriers); stored
+    // NULL when it equals the row's own id.
+    const carried = mark === undefined || mark === seq ? null : mark;
     switch (w.type) {
       case "value.set":
       case "value.delete":
       case "list.append":
       case "list.remove":
       case "list.clear":
-        this.#state.write(w, seq, payload);
+        this.#state.write(w, seq, payload, carried);
         return;
       case "createConversation": {
         const c = w.conversation;
@@ -293,8 +341,8 @@ export class SqliteStorage implements Storage {
           newKinds.set(e.kind, kind);
         }
         db.run(
-          `INSERT INTO entries (${ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          seq, e.conversationId, kind, e.key ?? null, e.byTaskId ?? null, e.head ?? null, json(e.data), json(e.model), json(e.edits),
+          `INSERT INTO entries (${ENTRY_COLUMNS}, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          seq, e.conversationId, kind, e.key ?? null, e.byTaskId ?? null, e.head ?? null, json(e.data), json(e.model), json(e.edits), carried,
         );
         return;
       }
@@ -304,9 +352,9 @@ export class SqliteStorage implements Storage {
         const after = JSON.stringify(t.after);
         const owns = json(t.owns);
         db.run(
-          `INSERT INTO tasks (${TASK_COLUMNS}, status, settled) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO tasks (${TASK_COLUMNS}, status, settled, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           seq, t.conversationId, t.kind, t.role, t.background === true ? 1 : 0, t.turn === true ? 1 : 0, t.abort === true ? 1 : 0,
-          after, owns, state, t.state.status, t.role === "terminal" ? seq : null,
+          after, owns, state, t.state.status, t.role === "terminal" ? seq : null, carried,
         );
         const record = decodeTask({
           id: seq, conversation: t.conversationId, kind: t.kind, role: t.role, background: t.background === true ? 1 : 0,
@@ -317,11 +365,12 @@ export class SqliteStorage implements Storage {
       }
       case "patch": {
         // The abort mark is never cleared by a later write (§6.3); `owns`, when present, replaces.
-        // No indexed column changes (a patch never settles), so this writes the one row.
+        // No indexed column changes (a patch never settles), so this writes the one row. `last` is the
+        // commit's last sequence: the task stays live, so open finds it through tasks_live.
         const cached = tasks.has(w.id) ? tasks.get(w.id) : this.#tasks.get(w.id);
         db.run(
-          "UPDATE tasks SET role = ?, status = ?, state = ?, abort = max(abort, ?), owns = coalesce(?, owns) WHERE id = ?",
-          w.role, w.state.status, payload as string, w.abort === true ? 1 : 0, json(w.owns), w.id,
+          "UPDATE tasks SET role = ?, status = ?, state = ?, abort = max(abort, ?), owns = coalesce(?, owns), last = ? WHERE id = ?",
+          w.role, w.state.status, payload as string, w.abort === true ? 1 : 0, json(w.owns), last, w.id,
         );
         if (cached === undefined) {
           tasks.set(w.id, undefined);

@@ -89,12 +89,12 @@ function sendableCloseCode(code: number): number {
 
 /**
  * Whether the session was created: its schema exists and the creating commit (root conversation and
- * initial values, one atomic batch) is durable. Reads only, so asking writes nothing.
+ * initial values, one atomic batch) is durable, so a conversation row exists (conversations are only
+ * ever tombstoned, never removed). Reads only, so asking writes nothing.
  */
 export function sessionCreated(host: SqlHost): boolean {
   if (storedVersion(host) === 0) return false;
-  const row = host.sql.exec("SELECT value FROM session_metadata WHERE name = 'last_seq'").toArray()[0];
-  return typeof row?.["value"] === "number" && row["value"] > 0;
+  return host.sql.exec("SELECT 1 AS found FROM conversations LIMIT 1").toArray().length > 0;
 }
 
 export class SessionObject extends DurableObject<Env> {

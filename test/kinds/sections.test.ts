@@ -45,6 +45,7 @@ import type { CapturedConfig } from "../../src/kinds/states.js";
 import type { Entry, Id, JsonObject } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
 import { coreBackends } from "../core/backends.js";
+import { CountingStorage } from "../core/counting-storage.js";
 import { assistant, call, fillTo, openHarness, user } from "../core/fixtures.js";
 
 type Run = (fn: (storage: Storage) => Promise<void>) => Promise<void>;
@@ -418,6 +419,34 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       expect(await foldSectionState(storage, env.conv, 12)).toMatchObject({ cursor: 12, sections: [{ key: "counter", value: 2 }] });
       expect(await foldSectionState(storage, env.conv, 10)).toMatchObject({ cursor: 0, sections: [] });
       expect(await sectionCursor(storage, env.conv, 20)).toBe(13);
+    }));
+
+  it("§8.2 a fold continues from the previous fold on the same storage: 40 unmanaged system entries later it reads only the new ones, not back to the baseline (issue 15)", () =>
+    run(async (inner) => {
+      const storage = new CountingStorage(inner);
+      const env = await Env.open(storage);
+      let level = 1;
+      const counter = defineSystemSection<number>({ key: "counter", render: (n) => `n=${n}` });
+      env.registry.register(counter);
+      env.on(({ sections }) => void sections.set(counter, level));
+      await env.user(10);
+      await env.generate({ at: 11 });
+      const notice = (id: Id) => env.at(id, (c) => (tx) => tx.entry(systemKind, c, { data: { note: `n${id}` }, model: [{ role: "system", content: `notice ${id}`, timestamp: 0 }] }));
+      for (let id = 20; id < 60; id++) await notice(id);
+      expect(await foldSectionState(storage, env.conv, storage.lastSeq)).toMatchObject({ cursor: 11, sections: [{ key: "counter", value: 1 }] });
+      for (let id = 60; id < 100; id++) await notice(id);
+      level = 2;
+      await env.generate({ at: 100 });
+      await notice(101);
+      storage.reset();
+      const state = await foldSectionState(storage, env.conv, storage.lastSeq);
+      expect(state).toMatchObject({ cursor: 100, sections: [{ key: "counter", value: 2 }] });
+      expect(await sectionCursor(storage, env.conv, storage.lastSeq)).toBe(100);
+      // Only the system entries after the previous fold's target (100 and 101, read once), never the
+      // 80 notices back to the baseline at 11.
+      expect(storage.reset()).toMatchObject({ scanEntries: 1, rows: 2 });
+      // An earlier target than the last fold still folds correctly (read back to its baseline).
+      expect(await foldSectionState(storage, env.conv, 59)).toMatchObject({ cursor: 11, sections: [{ key: "counter", value: 1 }] });
     }));
 
   it("§8.2 durable seed is fork-aware: a fork sees its visible prefix, not the parent's later deltas", () =>

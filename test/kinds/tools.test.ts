@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { AnyTool } from "../../src/kinds/services.js";
-import type { ToolOutputState } from "../../src/kinds/states.js";
+import type { ToolResultData } from "../../src/kinds/states.js";
 import { echoTool } from "../../src/tools/echo.js";
 import { noticeKind } from "../../src/core/entries.js";
 import { recordUsage, usageList, usageTotals } from "../../src/kinds/usage.js";
@@ -54,7 +54,7 @@ async function successorOf(kit: Kit, postTools: Id): Promise<Id | null | undefin
   return state.successor;
 }
 
-function outputOf(state: { status: string; output?: ToolOutputState }): ToolOutputState {
+function outputOf(state: { status: string; output?: ToolResultData }): ToolResultData {
   if (state.output === undefined) throw new Error(`no output in ${state.status}`);
   return state.output;
 }
@@ -354,7 +354,7 @@ for (const backend of coreBackends) {
         ]);
       }));
 
-    it(`bounded output: the sink keeps the tail window, records truncation totals and warns (${backend.name})`, () =>
+    it(`bounded output: the sink keeps the tail window, records truncation totals and warns; the settled state keeps the output without its content, which the result entry holds (issue 15) (${backend.name})`, () =>
       backend.run(async (storage) => {
         const chatty: AnyTool = {
           ...echo,
@@ -368,7 +368,9 @@ for (const backend of coreBackends) {
         const ex = await startExchange(kit, [toolCall("chatty", { text: "x" }, "c1")]);
         expect(await kit.h.drive(call)).toBe("idle");
         const output = outputOf(await toolState(kit, ex.tools[0] as Id));
-        expect(output.content).toEqual([{ type: "text", text: "k3-chunk4-" }]);
+        // The content lives in the result entry only (issue 15: the terminal state does not repeat it);
+        // the entry's text below is the kept tail window.
+        expect(output).not.toHaveProperty("content");
         expect(output.truncation).toEqual({ totalChars: 35, retainedChars: 10, truncated: true });
         expect(output.diags).toEqual([{ severity: "warn", message: "output truncated: showing the last 10 of 35 characters", code: "truncated" }]);
         expect(resultText(await resultOf(kit, ex.tools[0] as Id))).toBe("k3-chunk4-\n<harness>\n[warn] output truncated: showing the last 10 of 35 characters\n</harness>");

@@ -130,6 +130,7 @@ describe("SessionObject creation", () => {
       state.storage.sql.exec("DROP INDEX entries_by_kind");
       state.storage.sql.exec("DROP INDEX tasks_live");
       state.storage.sql.exec("ALTER TABLE tasks DROP COLUMN settled");
+      for (const table of ["entries", "tasks", "list_elements"]) state.storage.sql.exec(`ALTER TABLE ${table} DROP COLUMN last`);
       state.storage.sql.exec("UPDATE session_metadata SET value = 1 WHERE name = 'schema_version'");
     });
     await abortAllDurableObjects();

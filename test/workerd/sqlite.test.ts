@@ -408,7 +408,96 @@ describe("SqliteStorage migration from schema version 3 (sqlite)", () => {
   });
 });
 
+describe("SqliteStorage migration from schema version 5 (sqlite)", () => {
+  it("a database written by schema version 5 opens at its last_seq, migrates, and its next commits carry the mark in their rows (sqlite)", async () => {
+    await inObject("migrate-from-v5", async (host) => {
+      for (const migration of MIGRATIONS.slice(0, 5)) host.sql.exec(migration.sql);
+      host.sql.exec("INSERT INTO session_metadata (name, value) VALUES ('schema_version', 5)");
+      host.sql.exec("INSERT INTO conversations (id, parent, parent_at, owner, deleted) VALUES (1, NULL, NULL, NULL, NULL)");
+      host.sql.exec("INSERT INTO kinds (id, name) VALUES (1, 'user')");
+      host.sql.exec(`INSERT INTO entries (id, conversation, kind, key, by_task, head, data, model, edits) VALUES (2, 1, 1, NULL, NULL, NULL, NULL, '[{"role":"user","content":"hi","timestamp":0}]', NULL)`);
+      const task = "INSERT INTO tasks (id, conversation, kind, role, background, turn, abort, after, owns, state, status, settled) VALUES (?, 1, ?, ?, 0, 1, 0, '[]', NULL, ?, ?, ?)";
+      host.sql.exec(task, 3, "generation", "inflight", '{"status":"running"}', "running", null);
+      // Version 5 recorded last_seq on every main commit: the patch of task 3 at 4 left it there.
+      host.sql.exec("UPDATE session_metadata SET value = 4 WHERE name = 'last_seq'");
+
+      const storage = SqliteStorage.open(host);
+      expect(host.sql.exec("SELECT value FROM session_metadata WHERE name = 'schema_version'").one()["value"]).toBe(SCHEMA_VERSION);
+      expect(storage.lastSeq).toBe(4);
+      expect((await storage.getTasks([3])).get(3)?.role).toBe("inflight");
+      expect([...(await storage.getEntries([2])).values()].map((e) => e.kind)).toEqual(["user"]);
+      await main(storage, () => [{ type: "patch", id: 3, role: "inflight", state: { status: "streaming" } }]);
+      expect(storage.lastSeq).toBe(5);
+      expect(host.sql.exec("SELECT value FROM session_metadata WHERE name = 'last_seq'").one()["value"]).toBe(4);
+      expect(SqliteStorage.open(host).lastSeq).toBe(5);
+      await main(storage, (seq) => [
+        { type: "entry", entry: { id: seq(0), conversationId: 1, kind: "user", model: [{ role: "user", content: "again", timestamp: 0 }] } },
+        { type: "settle", id: 3, role: "terminal", state: { status: "done" } },
+      ]);
+      const reopened = SqliteStorage.open(host);
+      expect(reopened.lastSeq).toBe(7);
+      expect((await reopened.scanTasks({ live: true, limit: 10 })).items).toEqual([]);
+    });
+  });
+});
+
 describe("SqliteStorage commit high-water mark (sqlite)", () => {
+  it("a main commit that inserts an entry, task or list element or patches a live task writes no last_seq row, and every reopen recovers its sequence (sqlite)", async () => {
+    await inObject("main-marks", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const mark = (): unknown => host.sql.exec("SELECT value FROM session_metadata WHERE name = 'last_seq'").one()["value"];
+      const reopens = (): void => expect(SqliteStorage.open(host).lastSeq).toBe(storage.lastSeq);
+      const conversationId = await newConversation(storage);
+      expect(mark()).toBe(conversationId); // a conversation alone carries no mark
+      const session = (namespace: string): Address => ({ scope: { session: true }, namespace, rewind: false });
+      const sticky: Address = { scope: { session: true }, namespace: "app.queue", rewind: false };
+      // A task (row + tasks_live), then a sticky value after it: the task row carries the last sequence.
+      const created = await cost(storage, () =>
+        main(storage, (seq) => [
+          { type: "task", task: { id: seq(0), conversationId, kind: "generation", role: "start", state: { status: "pending" }, after: [] } },
+          { type: "value.set", addr: session("app.count"), value: 1 },
+        ]),
+      );
+      const task = created.result.first;
+      expect(created.written).toBe(4); // task row and index, value row and index; no last_seq
+      expect(mark()).toBe(conversationId);
+      reopens();
+      // A patch of the live task: one row written, the task carries the mark.
+      const patched = await cost(storage, () => main(storage, () => [{ type: "patch", id: task, role: "inflight", state: { status: "streaming" } }]));
+      expect(patched.written).toBe(1);
+      reopens();
+      // An entry followed by a value update, then a list append followed by one.
+      await main(storage, (seq) => [
+        { type: "entry", entry: { id: seq(0), conversationId, kind: "user", model: [{ role: "user", content: "hi", timestamp: 0 }] } },
+        { type: "value.set", addr: session("app.count"), value: 2 },
+      ]);
+      reopens();
+      const appended = await main(storage, () => [
+        { type: "list.append", addr: sticky, value: "job" },
+        { type: "value.set", addr: session("app.count"), value: 3 },
+      ]);
+      reopens();
+      expect(mark()).toBe(conversationId);
+      // Removing that element deletes the row that carried the mark: this commit records last_seq.
+      await main(storage, () => [{ type: "list.remove", addr: sticky, element: appended.first }]);
+      expect(mark()).toBe(storage.lastSeq);
+      reopens();
+      // A patch followed by the settlement of the same task leaves no live row carrying it: last_seq.
+      await main(storage, () => [
+        { type: "patch", id: task, role: "inflight", state: { status: "tools" } },
+        { type: "settle", id: task, role: "terminal", state: { status: "done" } },
+      ]);
+      expect(mark()).toBe(storage.lastSeq);
+      reopens();
+      // A value set alone records last_seq.
+      await main(storage, () => [{ type: "value.set", addr: session("app.count"), value: 4 }]);
+      expect(mark()).toBe(storage.lastSeq);
+      reopens();
+      const reopened = SqliteStorage.open(host);
+      expect((await main(reopened, (seq) => [{ type: "value.set", addr: session("app.count"), value: seq(0) }])).first).toBe(storage.lastSeq + 1);
+    });
+  });
+
   it("a scratch append commit writes only its scratch row, and reopen recovers its sequence; a clear records the mark (sqlite)", async () => {
     await inObject("scratch-mark", async (host) => {
       const storage = SqliteStorage.open(host);
