@@ -37,22 +37,41 @@ import {
 } from "./schemas.js";
 import { agentId, attemptBody, completeBody, mailBody, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
+  abortedResponse,
   acceptResponse,
   acceptanceResponse,
-  ackResponse,
+  agentRecordOut,
+  agentsResponse,
   clearFaultResponse,
   collapseResponse,
   configValuesOut,
+  continueResponse,
   createSessionResponse,
-  entryOut,
+  deletedResponse,
+  entriesResponse,
   forkResponse,
+  hookFileOut,
   inputResponse,
   inspectResponse,
-  pageOf,
+  jsonValue,
+  mailboxResponse,
+  mailMessageOut,
+  mailViewOut,
+  modelsResponse,
+  nudgesResponse,
+  registerAgentResponse,
+  releasedResponse,
+  resetResponse,
+  rigHealthOut,
+  rigSettingsOut,
+  scheduleViewOut,
+  schedulesPage,
   sessionSummaryResponse,
   sessionsPage,
   sessionMetaResponse,
+  shutdownResponse,
   snapshotResponse,
+  taskOut,
   tasksResponse,
   usageResponse,
   watchTokenResponse,
@@ -109,40 +128,15 @@ const body = (schema: z.ZodType, required = true): ApiRoute["body"] => ({ schema
 const idempotencyKey = { "idempotency-key": { schema: requestKey, description: "The request key (IETF Idempotency-Key): a retry with the same body returns the original acceptance; another body or conversation is 422" } };
 const lastEventId = { "last-event-id": { schema: z.string().max(40), description: "Resume after this event id" } };
 
-/** A schedule as the API shows it (issue 12). */
-const scheduleView = z.looseObject({
-  id: z.number().int(),
-  conversationId: z.number().int(),
-  input: z.string(),
-  mode: z.enum(["followUp", "steer", "nextRun"]),
-  every: z.number().int().nullable(),
-  cron: z.string().nullable(),
-  timezone: z.string().nullable(),
-  status: z.enum(["active", "paused", "ended"]),
-  nextRunAt: z.number().int().nullable(),
-  lastRunAt: z.number().int().nullable(),
-  lastInputId: z.number().int().nullable(),
-  runs: z.number().int(),
-  skipped: z.number().int(),
-});
-/** The hook-persistence document's record (snake_case, ISO 8601 UTC). */
-const hookRecord = z.looseObject({
-  agent_id: z.string(),
-  status: z.enum(["empty", "pending", "active", "completed"]),
-  work_item: z.looseObject({ bead_id: z.string(), title: z.string(), assigned_at: z.string(), last_activity: z.string() }).nullable().optional(),
-});
 /**
  * The mail body as documented: its payload is any JSON value, which the validator defines recursively
  * (a `$ref` into the schema's own `$defs`, which a path-level schema in the document cannot resolve).
  */
 const mailBodyDoc = mailBody.extend({ payload: z.union([z.string().min(1).max(100_000), z.record(z.string(), z.unknown())]) });
-/** Rig responses described loosely (agents, mail, nudges, witness, health: README "The rig"). */
-const rigRecord = z.looseObject({});
-
 /** Every route of the API. Add a route here when you add it to the app (a test enforces both ways). */
 export const API_ROUTES: readonly ApiRoute[] = [
   { method: "get", path: "/health", operationId: "health", summary: "Liveness", auth: { type: "none" }, responses: { 200: { description: "ok", text: true } } },
-  { method: "get", path: "/v1/openapi.json", operationId: "openapi", summary: "This document", auth: { type: "none" }, responses: { 200: ok(z.looseObject({}), "The OpenAPI 3.1 document") } },
+  { method: "get", path: "/v1/openapi.json", operationId: "openapi", summary: "This document", auth: { type: "none" }, responses: { 200: ok(z.record(z.string(), jsonValue), "The OpenAPI 3.1 document") } },
   {
     method: "put", path: S, operationId: "createSession", summary: "Create a session (201; 200 with the same config; 409 with another)", auth: client("session.create"),
     body: body(sessionConfig, false), responses: { 201: ok(createSessionResponse, "Created"), 200: ok(createSessionResponse, "Exists with the same config") },
@@ -153,7 +147,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
     query: sessionsQuery, responses: { 200: ok(sessionsPage) },
   },
   { method: "patch", path: S, operationId: "patchSession", summary: "Change the session's directory title and labels", auth: client("session.create"), body: body(sessionPatch), responses: { 200: ok(sessionMetaResponse) } },
-  { method: "delete", path: S, operationId: "deleteSession", summary: "Delete the session (every row, its alarm, its watchers)", auth: client("delete"), responses: { 200: ok(ackResponse) } },
+  { method: "delete", path: S, operationId: "deleteSession", summary: "Delete the session (every row, its alarm, its watchers)", auth: client("delete"), responses: { 200: ok(deletedResponse) } },
   {
     method: "post", path: `${C}/inputs`, operationId: "accept", summary: "Accept input, or queue it with a mode", auth: client("input"),
     query: acceptQuery, headers: idempotencyKey, body: body(acceptBody), responses: { 201: ok(acceptResponse, "Accepted"), 200: ok(acceptResponse, "The original acceptance of this Idempotency-Key") },
@@ -162,11 +156,11 @@ export const API_ROUTES: readonly ApiRoute[] = [
   { method: "delete", path: `${S}/inputs/{inputId}`, operationId: "withdrawInput", summary: "Withdraw a queued input", auth: client("input"), responses: { 200: ok(inputResponse) } },
   { method: "get", path: `${S}/acceptances/{requestKey}`, operationId: "getAcceptance", summary: "The acceptance an Idempotency-Key names", auth: client("input"), responses: { 200: ok(acceptanceResponse) } },
   { method: "get", path: C, operationId: "getConversation", summary: "Conversation snapshot", auth: client("conversation"), responses: { 200: ok(snapshotResponse) } },
-  { method: "get", path: `${C}/entries`, operationId: "listEntries", summary: "Transcript pages (fork-aware)", auth: client("conversation"), query: entriesQuery, responses: { 200: ok(pageOf(entryOut)) } },
-  { method: "post", path: `${C}/abort`, operationId: "abortConversation", summary: "Abort the foreground work", auth: client("conversation"), body: body(emptyBody, false), responses: { 200: ok(ackResponse) } },
+  { method: "get", path: `${C}/entries`, operationId: "listEntries", summary: "Transcript pages (fork-aware)", auth: client("conversation"), query: entriesQuery, responses: { 200: ok(entriesResponse) } },
+  { method: "post", path: `${C}/abort`, operationId: "abortConversation", summary: "Abort the foreground work", auth: client("conversation"), body: body(emptyBody, false), responses: { 200: ok(abortedResponse) } },
   { method: "post", path: `${C}/fork`, operationId: "fork", summary: "Fork at an entry", auth: client("conversation"), body: body(forkBody), responses: { 201: ok(forkResponse, "Forked") } },
   { method: "post", path: `${C}/collapse`, operationId: "collapse", summary: "Collapse the context", auth: client("conversation"), body: body(collapseBody, false), responses: { 202: ok(collapseResponse, "The collapse task") } },
-  { method: "post", path: `${C}/reset`, operationId: "reset", summary: "Reset, or hand off", auth: client("conversation"), body: body(resetBody, false), responses: { 200: ok(ackResponse) } },
+  { method: "post", path: `${C}/reset`, operationId: "reset", summary: "Reset, or hand off", auth: client("conversation"), body: body(resetBody, false), responses: { 200: ok(resetResponse) } },
   { method: "get", path: `${C}/config`, operationId: "getConfig", summary: "Generation config", auth: client("config"), responses: { 200: ok(configValuesOut) } },
   { method: "patch", path: `${C}/config`, operationId: "patchConfig", summary: "Change the generation config", auth: client("config"), body: body(configPatch), responses: { 200: ok(configValuesOut) } },
   {
@@ -181,10 +175,10 @@ export const API_ROUTES: readonly ApiRoute[] = [
   { method: "post", path: `${S}/watch-token`, operationId: "sessionWatchToken", summary: "A watch token for the session watch", auth: client("watch"), body: body(watchTokenBody, false), responses: { 201: ok(watchTokenResponse, "Issued") } },
   { method: "get", path: `${S}/usage`, operationId: "usage", summary: "Usage totals and rows", auth: client("usage"), query: entriesQuery.pick({ after: true, limit: true }), responses: { 200: ok(usageResponse) } },
   { method: "get", path: `${S}/tasks`, operationId: "listTasks", summary: "Tasks (operator)", auth: client("tasks"), query: tasksQuery, responses: { 200: ok(tasksResponse) } },
-  { method: "post", path: `${S}/tasks/{taskId}/abort`, operationId: "abortTask", summary: "Mark a live task for abort (operator)", auth: client("tasks"), body: body(emptyBody, false), responses: { 200: ok(ackResponse) } },
-  { method: "post", path: `${S}/tasks/{taskId}/release`, operationId: "releaseTask", summary: "Release a quarantined task (operator)", auth: client("quarantine"), body: body(emptyBody, false), responses: { 200: ok(ackResponse) } },
+  { method: "post", path: `${S}/tasks/{taskId}/abort`, operationId: "abortTask", summary: "Mark a live task for abort (operator): the task after the mark", auth: client("tasks"), body: body(emptyBody, false), responses: { 200: ok(taskOut) } },
+  { method: "post", path: `${S}/tasks/{taskId}/release`, operationId: "releaseTask", summary: "Release a quarantined task (operator)", auth: client("quarantine"), body: body(emptyBody, false), responses: { 200: ok(releasedResponse) } },
   { method: "get", path: `${S}/inspect`, operationId: "inspect", summary: "Driver state, fault, kill counters, quarantine (operator)", auth: client("inspect"), responses: { 200: ok(inspectResponse) } },
-  { method: "post", path: `${S}/shutdown`, operationId: "shutdown", summary: "Shut the session down (operator)", auth: client("shutdown"), body: body(emptyBody, false), responses: { 200: ok(ackResponse) } },
+  { method: "post", path: `${S}/shutdown`, operationId: "shutdown", summary: "Shut the session down (operator)", auth: client("shutdown"), body: body(emptyBody, false), responses: { 200: ok(shutdownResponse) } },
   { method: "post", path: `${S}/fault/clear`, operationId: "clearFault", summary: "Clear the session fault (operator)", auth: client("fault"), body: body(emptyBody, false), responses: { 200: ok(clearFaultResponse) } },
   {
     method: "post", path: "/v1/webhooks/{tenant}/{session}/{conversation}", operationId: "webhook", summary: "Queue input from a signed webhook (Standard Webhooks, per-endpoint secret)", auth: { type: "webhook" },
@@ -196,35 +190,35 @@ export const API_ROUTES: readonly ApiRoute[] = [
     body: body(webhookBody), responses: { 202: ok(acceptResponse, "Queued"), 200: ok(acceptResponse, "A redelivery: the first acceptance") },
   },
   // Models (issue 10)
-  { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(z.looseObject({ defaultModel: z.string(), providers: z.array(z.looseObject({})), models: z.array(z.looseObject({})) })) } },
+  { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },
   // Waiting input (issue 11)
-  { method: "post", path: `${C}/continue`, operationId: "continueConversation", summary: "Place queued input that waits (its group ended without a final answer) into a new turn", auth: client("conversation"), body: body(emptyBody, false), responses: { 200: ok(z.object({ inputs: z.array(z.number().int()), generation: z.number().int() })) } },
+  { method: "post", path: `${C}/continue`, operationId: "continueConversation", summary: "Place queued input that waits (its group ended without a final answer) into a new turn", auth: client("conversation"), body: body(emptyBody, false), responses: { 200: ok(continueResponse) } },
   // Schedules (issue 12)
-  { method: "post", path: `${S}/schedules`, operationId: "createSchedule", summary: "A recurring input (every ms or cron)", auth: client("conversation"), body: body(scheduleBody), responses: { 201: ok(scheduleView, "Created") } },
-  { method: "get", path: `${S}/schedules`, operationId: "listSchedules", summary: "Schedules with their next and last run", auth: client("conversation"), query: schedulesQuery, responses: { 200: ok(z.object({ items: z.array(scheduleView), next: z.number().int().optional() })) } },
-  { method: "get", path: `${S}/schedules/{scheduleId}`, operationId: "getSchedule", summary: "One schedule", auth: client("conversation"), responses: { 200: ok(scheduleView) } },
-  { method: "patch", path: `${S}/schedules/{scheduleId}`, operationId: "patchSchedule", summary: "Pause or resume a schedule", auth: client("conversation"), body: body(schedulePatch), responses: { 200: ok(scheduleView) } },
-  { method: "delete", path: `${S}/schedules/{scheduleId}`, operationId: "deleteSchedule", summary: "End a schedule", auth: client("conversation"), responses: { 200: ok(scheduleView) } },
+  { method: "post", path: `${S}/schedules`, operationId: "createSchedule", summary: "A recurring input (every ms or cron)", auth: client("conversation"), body: body(scheduleBody), responses: { 201: ok(scheduleViewOut, "Created") } },
+  { method: "get", path: `${S}/schedules`, operationId: "listSchedules", summary: "Schedules with their next and last run", auth: client("conversation"), query: schedulesQuery, responses: { 200: ok(schedulesPage) } },
+  { method: "get", path: `${S}/schedules/{scheduleId}`, operationId: "getSchedule", summary: "One schedule", auth: client("conversation"), responses: { 200: ok(scheduleViewOut) } },
+  { method: "patch", path: `${S}/schedules/{scheduleId}`, operationId: "patchSchedule", summary: "Pause or resume a schedule", auth: client("conversation"), body: body(schedulePatch), responses: { 200: ok(scheduleViewOut) } },
+  { method: "delete", path: `${S}/schedules/{scheduleId}`, operationId: "deleteSchedule", summary: "End a schedule", auth: client("conversation"), responses: { 200: ok(scheduleViewOut) } },
   // The rig (issue 13): roles and the agent claim are checked per route (README "The rig")
-  { method: "put", path: `${S}/rig/agents/{agentId}`, operationId: "registerAgent", summary: "Register an agent (mayor, operator)", auth: client("rig"), body: body(registerBody), responses: { 201: ok(rigRecord, "Registered"), 200: ok(rigRecord) } },
-  { method: "get", path: `${S}/rig/agents`, operationId: "listAgents", summary: "Agents with their hook and health", auth: client("rig"), responses: { 200: ok(rigRecord) } },
-  { method: "delete", path: `${S}/rig/agents/{agentId}`, operationId: "deregisterAgent", summary: "Deregister an agent whose hook is empty (mayor)", auth: client("rig"), responses: { 200: ok(rigRecord) } },
-  { method: "post", path: `${S}/rig/agents/{agentId}/terminate`, operationId: "terminateAgent", summary: "Abort a conversation agent's work (mayor)", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(rigRecord) } },
-  { method: "get", path: `${S}/rig/agents/{agentId}/hook`, operationId: "getAgentHook", summary: "An agent's hook (ETag, Hook-Attempt)", auth: client("rig"), responses: { 200: ok(hookRecord) } },
-  { method: "put", path: `${S}/rig/agents/{agentId}/hook`, operationId: "setHook", summary: "empty -> pending (mayor); If-Match makes it conditional", auth: client("rig"), body: body(setHookBody), responses: { 200: ok(hookRecord) } },
-  { method: "delete", path: `${S}/rig/agents/{agentId}/hook`, operationId: "clearHook", summary: "completed -> empty (mayor)", auth: client("rig"), responses: { 200: ok(hookRecord) } },
-  { method: "get", path: `${S}/rig/hook`, operationId: "ownHook", summary: "The calling agent's hook; ?wait= long-polls until it is not empty", auth: client("rig"), query: waitQuery, responses: { 200: ok(hookRecord) } },
-  { method: "post", path: `${S}/rig/hook/activate`, operationId: "activateHook", summary: "pending -> active (the owning agent)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookRecord) } },
-  { method: "post", path: `${S}/rig/hook/touch`, operationId: "touchHook", summary: "Update last_activity (throttled)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookRecord) } },
-  { method: "post", path: `${S}/rig/hook/complete`, operationId: "completeHook", summary: "active -> completed (the owning agent)", auth: client("rig"), body: body(completeBody, false), responses: { 200: ok(hookRecord) } },
-  { method: "get", path: `${S}/rig/mail`, operationId: "listMail", summary: "The caller's mailbox", auth: client("rig"), responses: { 200: ok(rigRecord) } },
-  { method: "post", path: `${S}/rig/mail`, operationId: "sendMail", summary: "Send durable mail", auth: client("rig"), body: body(mailBodyDoc), responses: { 201: ok(rigRecord, "Sent") } },
-  { method: "post", path: `${S}/rig/mail/{mailId}/ack`, operationId: "ackMail", summary: "Acknowledge a message", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(rigRecord) } },
-  { method: "get", path: `${S}/rig/nudges`, operationId: "nudges", summary: "Nudges for an external agent since it last asked; ?wait= long-polls", auth: client("rig"), query: waitQuery, responses: { 200: ok(rigRecord) } },
-  { method: "get", path: `${S}/rig/witness`, operationId: "getWitness", summary: "The witness's settings and state", auth: client("rig"), responses: { 200: ok(rigRecord) } },
-  { method: "patch", path: `${S}/rig/witness`, operationId: "patchWitness", summary: "Change the witness's settings (mayor, operator)", auth: client("rig"), body: body(witnessPatch), responses: { 200: ok(rigRecord) } },
-  { method: "get", path: `${S}/rig/health`, operationId: "rigHealth", summary: "RigHealthReport", auth: client("rig"), responses: { 200: ok(rigRecord) } },
-  { method: "get", path: `${S}/rig/chipset/state/hooks/{file}`, operationId: "hookFile", summary: "A hook as .chipset/state/hooks/{agent_id}.json", auth: client("rig"), responses: { 200: ok(hookRecord) } },
+  { method: "put", path: `${S}/rig/agents/{agentId}`, operationId: "registerAgent", summary: "Register an agent (mayor, operator)", auth: client("rig"), body: body(registerBody), responses: { 201: ok(registerAgentResponse, "Registered"), 200: ok(registerAgentResponse, "Already registered the same way") } },
+  { method: "get", path: `${S}/rig/agents`, operationId: "listAgents", summary: "Agents with their hook and health", auth: client("rig"), responses: { 200: ok(agentsResponse) } },
+  { method: "delete", path: `${S}/rig/agents/{agentId}`, operationId: "deregisterAgent", summary: "Deregister an agent whose hook is empty (mayor)", auth: client("rig"), responses: { 200: ok(deletedResponse) } },
+  { method: "post", path: `${S}/rig/agents/{agentId}/terminate`, operationId: "terminateAgent", summary: "Abort a conversation agent's work (mayor)", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(agentRecordOut) } },
+  { method: "get", path: `${S}/rig/agents/{agentId}/hook`, operationId: "getAgentHook", summary: "An agent's hook (ETag, Hook-Attempt); ?wait= long-polls until it is not empty", auth: client("rig"), query: waitQuery, responses: { 200: ok(hookFileOut) } },
+  { method: "put", path: `${S}/rig/agents/{agentId}/hook`, operationId: "setHook", summary: "empty -> pending (mayor); If-Match makes it conditional", auth: client("rig"), body: body(setHookBody), responses: { 200: ok(hookFileOut) } },
+  { method: "delete", path: `${S}/rig/agents/{agentId}/hook`, operationId: "clearHook", summary: "completed -> empty (mayor)", auth: client("rig"), responses: { 200: ok(hookFileOut) } },
+  { method: "get", path: `${S}/rig/hook`, operationId: "ownHook", summary: "The calling agent's hook; ?wait= long-polls until it is not empty", auth: client("rig"), query: waitQuery, responses: { 200: ok(hookFileOut) } },
+  { method: "post", path: `${S}/rig/hook/activate`, operationId: "activateHook", summary: "pending -> active (the owning agent)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookFileOut) } },
+  { method: "post", path: `${S}/rig/hook/touch`, operationId: "touchHook", summary: "Update last_activity (throttled)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookFileOut) } },
+  { method: "post", path: `${S}/rig/hook/complete`, operationId: "completeHook", summary: "active -> completed (the owning agent)", auth: client("rig"), body: body(completeBody, false), responses: { 200: ok(hookFileOut) } },
+  { method: "get", path: `${S}/rig/mail`, operationId: "listMail", summary: "The caller's mailbox", auth: client("rig"), responses: { 200: ok(mailboxResponse) } },
+  { method: "post", path: `${S}/rig/mail`, operationId: "sendMail", summary: "Send durable mail", auth: client("rig"), body: body(mailBodyDoc), responses: { 201: ok(mailMessageOut, "Sent") } },
+  { method: "post", path: `${S}/rig/mail/{mailId}/ack`, operationId: "ackMail", summary: "Acknowledge a message", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(mailViewOut) } },
+  { method: "get", path: `${S}/rig/nudges`, operationId: "nudges", summary: "Nudges for an external agent since it last asked; ?wait= long-polls", auth: client("rig"), query: waitQuery, responses: { 200: ok(nudgesResponse) } },
+  { method: "get", path: `${S}/rig/witness`, operationId: "getWitness", summary: "The witness's settings", auth: client("rig"), responses: { 200: ok(rigSettingsOut) } },
+  { method: "patch", path: `${S}/rig/witness`, operationId: "patchWitness", summary: "Change the witness's settings (mayor, operator)", auth: client("rig"), body: body(witnessPatch), responses: { 200: ok(rigSettingsOut) } },
+  { method: "get", path: `${S}/rig/health`, operationId: "rigHealth", summary: "RigHealthReport", auth: client("rig"), responses: { 200: ok(rigHealthOut) } },
+  { method: "get", path: `${S}/rig/chipset/state/hooks/{file}`, operationId: "hookFile", summary: "A hook as .chipset/state/hooks/{agent_id}.json", auth: client("rig"), responses: { 200: ok(hookFileOut) } },
   { method: "get", path: `${S}/rig/chipset/state`, operationId: "chipsetExport", summary: "The .chipset/state tree as a tar archive", auth: client("rig"), responses: { 200: { description: "application/x-tar", text: true } } },
 ];
 

@@ -169,8 +169,8 @@ export interface ProblemBody {
 /** Every problem code, in table order. */
 export const PROBLEM_CODES = Object.keys(STATUS) as readonly ProblemCode[];
 
-/** The problem+json body as a schema (the OpenAPI document's `Problem`). */
-export const problemBody = z.looseObject({
+/** The problem+json body as a schema (the OpenAPI document's `Problem`): exactly these members. */
+export const problemBody = z.strictObject({
   type: z.string(),
   title: z.string(),
   status: z.number().int(),

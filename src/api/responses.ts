@@ -1,8 +1,9 @@
 /**
  * The response bodies of the HTTP API (issue 14): their TypeScript types, which the server's operations
  * return and the typed client reads, and their zod schemas, from which the OpenAPI document describes
- * them. Records the core already defines (entries, tasks, conversations, input results, views) keep
- * their core types; their schemas here describe the fields a client relies on and allow the rest.
+ * them. Records the core already defines (entries, tasks, conversations, input results) keep their core
+ * types; their schemas here are exact copies, and a type test (test/api/responses.test-d.ts) proves
+ * every schema's inferred type equals the type the server answers with, both ways.
  * Imports nothing from src/worker/.
  */
 import { z } from "zod";
@@ -10,7 +11,7 @@ import type { InspectResult } from "../core/driver.js";
 import type { InvocationMethod } from "../core/host.js";
 import type { Acceptance, InputResult, QueuedInput } from "../core/inbox.js";
 import type { UsageRow, UsageTotals } from "../kinds/states.js";
-import type { Conversation, Element, Entry, Id, Page, Task } from "../storage/records.js";
+import type { Conversation, Element, Entry, Id, JsonValue, Message, Page, Task } from "../storage/records.js";
 
 /** The configuration a session is created with (PUT), after defaults: what a second PUT is compared to. */
 export interface SessionConfig {
@@ -134,79 +135,335 @@ export interface WatchTokenResponse {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Schemas of the response bodies, for the OpenAPI document
+// Schemas of the response bodies: exact (strict objects, tagged unions), one per body the server
+// answers. The OpenAPI document describes them, the end-to-end client test parses every body with them,
+// and test/api/responses.test-d.ts proves each one's inferred type equals the server's type both ways.
 
 const id = z.number().int().positive();
-/** A record of the core: the fields a client relies on; other fields are allowed. */
-const record = <T extends z.core.$ZodLooseShape>(shape: T, description: string) => z.looseObject(shape).meta({ description });
+const seq = z.number().int().nonnegative();
 
-export const sessionConfigOut = z.object({
+function isJson(value: unknown): boolean {
+  if (value === null || typeof value === "string" || typeof value === "boolean") return true;
+  if (typeof value === "number") return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every(isJson);
+  if (typeof value === "object") {
+    const prototype: unknown = Object.getPrototypeOf(value);
+    return (prototype === Object.prototype || prototype === null) && Object.values(value).every(isJson);
+  }
+  return false;
+}
+/** Any JSON value (task state fields, entry data, mail payloads): opaque to the API. */
+export const jsonValue = z.custom<JsonValue>(isJson, "a JSON value").meta({ description: "Any JSON value" });
+/** A pi-ai message (an entry's model projection): the model library's shape, not the API's. */
+export const messageOut = z
+  .custom<Message>((value) => typeof value === "object" && value !== null && typeof (value as { role?: unknown }).role === "string" && isJson(value), "a pi-ai message")
+  .meta({ description: "A pi-ai message (role user, assistant or toolResult)" });
+
+export const textContentOut = z.strictObject({ type: z.literal("text"), text: z.string(), textSignature: z.string().optional() });
+export const imageContentOut = z.strictObject({ type: z.literal("image"), data: z.string(), mimeType: z.string() });
+export const userInputOut = z.union([z.string(), z.array(z.discriminatedUnion("type", [textContentOut, imageContentOut]))]);
+
+export const sessionConfigOut = z.strictObject({
   model: z.string(),
   thinking: z.string().optional(),
   selectedTools: z.array(z.string()),
   profile: z.string().optional(),
   budgetMs: z.number().int().optional(),
+  onInterrupt: z.enum(["retry", "fail"]),
 });
-export const configValuesOut = sessionConfigOut.partial();
-export const entryOut = record({ id, kind: z.string(), conversationId: id.optional() }, "A transcript entry (§2.2)");
-export const taskOut = record({ id, kind: z.string(), status: z.string() }, "A durable task (§5)");
-export const conversationOut = record({ id }, "A conversation record (§2.1)");
-export const inputResultOut = record({ status: z.enum(["queued", "placed", "done", "unanswered"]) }, "An input's result (§3.4)");
-export const pageOf = <T extends z.ZodType>(item: T) => z.object({ items: z.array(item), next: z.number().int().optional() });
+export const configValuesOut = z.strictObject({
+  model: z.string().optional(),
+  thinking: z.string().optional(),
+  selectedTools: z.array(z.string()).optional(),
+  profile: z.string().optional(),
+  budgetMs: z.number().int().optional(),
+});
 
-export const createSessionResponse = z.object({ session: z.string(), created: z.boolean(), config: sessionConfigOut });
-export const sessionSummaryResponse = z.looseObject({
+export const contextEditOut = z.discriminatedUnion("action", [
+  z.strictObject({ target: id, action: z.literal("omit") }),
+  z.strictObject({ target: id, action: z.literal("replace"), messages: z.array(messageOut) }),
+]);
+export const entryOut = z
+  .strictObject({
+    id,
+    conversationId: id,
+    kind: z.string(),
+    byTaskId: id.optional(),
+    key: z.string().optional(),
+    data: jsonValue.optional(),
+    model: z.array(messageOut).optional(),
+    head: id.optional(),
+    edits: z.array(contextEditOut).optional(),
+  })
+  .meta({ description: "A transcript entry (§2.2)" });
+export const taskOut = z
+  .strictObject({
+    id,
+    conversationId: id,
+    kind: z.string(),
+    role: z.enum(["start", "inflight", "terminal"]),
+    /** The kind's own state: a status and whatever else the kind keeps (JSON). */
+    state: z.object({ status: z.string() }).catchall(jsonValue),
+    after: z.array(id),
+    background: z.literal(true).optional(),
+    turn: z.literal(true).optional(),
+    owns: z.array(id).optional(),
+    abort: z.literal(true).optional(),
+  })
+  .meta({ description: "A durable task (§5)" });
+export const conversationOut = z
+  .strictObject({
+    id,
+    parent: z.strictObject({ conversationId: id, at: seq }).optional(),
+    owner: id.optional(),
+  })
+  .meta({ description: "A conversation record (§2.5)" });
+const requestId = z.string().optional();
+export const inputResultOut = z
+  .discriminatedUnion("status", [
+    z.strictObject({ status: z.literal("queued"), requestId }),
+    z.strictObject({ status: z.literal("placed"), requestId, entry: id }),
+    z.strictObject({ status: z.literal("done"), requestId, entry: id, answer: id.optional() }),
+    z.strictObject({ status: z.literal("unanswered"), requestId, entry: id.optional(), reason: z.enum(["terminated", "aborted", "failed"]), detail: z.string().optional() }),
+  ])
+  .meta({ description: "An input's result (§3.4)" });
+/** A storage page (§7.2): `next` pages on, `readAt` is the lastSeq it was read at. */
+export const pageOf = <T extends z.ZodType>(item: T) => z.strictObject({ items: z.array(item), next: id.optional(), readAt: seq });
+export const elementOf = <T extends z.ZodType>(value: T) => z.strictObject({ id, value });
+
+export const createSessionResponse = z.strictObject({ session: z.string(), created: z.boolean(), config: sessionConfigOut });
+export const sessionSummaryResponse = z.strictObject({
   session: z.string(),
   config: sessionConfigOut.optional(),
   rootConversationId: id,
-  lastSeq: z.number().int(),
-  liveTasks: z.number().int(),
-  title: z.string().nullable().optional(),
+  lastSeq: seq,
+  liveTasks: z.number().int().nonnegative(),
+  title: z.string().nullable().optional().describe("The directory title (null: none); absent before the directory knows the session"),
   labels: z.array(z.string()).optional(),
 });
 /** One row of the tenant's directory (GET /v1/sessions). */
-export const directoryRow = z.looseObject({
+export const directoryRow = z.strictObject({
   session: z.string(),
   title: z.string().optional(),
   labels: z.array(z.string()),
   createdAt: z.number().int(),
   lastActivityAt: z.number().int(),
-  liveTasks: z.number().int(),
+  liveTasks: z.number().int().nonnegative(),
 });
-export const sessionsPage = z.looseObject({ items: z.array(directoryRow), cursor: z.string().optional() });
-export const sessionMetaResponse = z.looseObject({ session: z.string(), title: z.string().nullable(), labels: z.array(z.string()) });
-/** `GET /v1/sessions`: a page of the tenant's directory. */
-export type SessionsPage = z.infer<typeof sessionsPage>;
-/** `PATCH /v1/sessions/{s}`: the session's directory title and labels after the change. */
-export type SessionMeta = z.infer<typeof sessionMetaResponse>;
-export const acceptResponse = z.object({
+export const sessionsPage = z.strictObject({ items: z.array(directoryRow), cursor: z.string().optional().describe("Pass as ?cursor= for the next page; absent on the last") });
+export const sessionMetaResponse = z.strictObject({ session: z.string(), title: z.string().nullable(), labels: z.array(z.string()) });
+export const deletedResponse = z.strictObject({ deleted: z.literal(true) });
+export const acceptResponse = z.strictObject({
   inputId: id,
   conversationId: id,
-  status: inputResultOut.shape.status,
+  status: z.enum(["queued", "placed", "done", "unanswered"]),
   duplicate: z.boolean(),
   result: inputResultOut.optional(),
   answer: entryOut.optional(),
 });
-export const inputResponse = z.object({ inputId: id, conversationId: id, result: inputResultOut });
-export const acceptanceResponse = z.object({ requestKey: z.string(), conversationId: id, inputId: id });
-export const snapshotResponse = z.looseObject({
+export const inputResponse = z.strictObject({ inputId: id, conversationId: id, result: inputResultOut });
+export const acceptanceResponse = z.strictObject({ requestKey: z.string(), conversationId: id, inputId: id });
+export const queuedInputOut = z.discriminatedUnion("mode", [
+  z.strictObject({ mode: z.enum(["steer", "followUp", "nextRun"]), input: userInputOut, requestId }),
+  z.strictObject({
+    mode: z.literal("write"),
+    kind: z.string(),
+    entry: z.strictObject({
+      key: z.string().optional(),
+      data: jsonValue.optional(),
+      model: z.array(messageOut).optional(),
+      head: z.union([id, z.literal("self")]).optional(),
+      edits: z.array(contextEditOut).optional(),
+    }),
+    requestId,
+  }),
+]);
+export const snapshotResponse = z.strictObject({
   conversation: conversationOut,
-  owner: z.object({ taskId: id, conversationId: id }).nullable().describe("The task that created this conversation (a subagent's tool call) and its conversation"),
+  owner: z.strictObject({ taskId: id, conversationId: id }).nullable().describe("The task that created this conversation (a subagent's tool call) and its conversation"),
   children: z.array(id).describe("Conversations created by this conversation's tasks (subagents), oldest first; at most 1,000"),
-  config: configValuesOut, tasks: z.array(taskOut), inbox: z.array(z.looseObject({})), readAt: z.number().int() });
-export const forkResponse = z.object({ conversationId: id, conversation: conversationOut });
-export const collapseResponse = z.object({ taskId: id });
-export const usageResponse = z.looseObject({ totals: z.looseObject({}).optional(), rows: pageOf(z.looseObject({})) });
+  config: configValuesOut,
+  tasks: z.array(taskOut),
+  inbox: z.array(z.strictObject({ id, value: queuedInputOut, waiting: z.boolean() })).describe("Queued inputs; waiting: no live turn will place it (POST .../continue does)"),
+  readAt: seq,
+});
+export const entriesResponse = pageOf(entryOut);
+export const abortedResponse = z.strictObject({ aborted: z.literal(true) });
+export const forkResponse = z.strictObject({ conversationId: id, conversation: conversationOut });
+export const continueResponse = z.strictObject({ inputs: z.array(id), generation: id });
+export const collapseResponse = z.strictObject({ taskId: id });
+export const resetResponse = z.strictObject({ reset: z.literal(true) });
+export const usageTotalsOut = z.strictObject({
+  attempts: z.number().int(),
+  unknown: z.number().int(),
+  input: z.number(),
+  output: z.number(),
+  cacheRead: z.number(),
+  cacheWrite: z.number(),
+  totalTokens: z.number(),
+  cost: z.number(),
+});
+export const providerUsageOut = z.strictObject({
+  input: z.number(),
+  output: z.number(),
+  cacheRead: z.number(),
+  cacheWrite: z.number(),
+  cacheWrite1h: z.number().optional(),
+  reasoning: z.number().optional(),
+  totalTokens: z.number(),
+  cost: z.strictObject({ input: z.number(), output: z.number(), cacheRead: z.number(), cacheWrite: z.number(), total: z.number(), totalFromProvider: z.boolean().optional() }),
+});
+export const usageRowOut = z.strictObject({
+  conversationId: id,
+  taskId: id,
+  kind: z.string(),
+  model: z.string(),
+  usage: providerUsageOut.nullable().describe("null: the provider reported nothing (unknown cost, not zero)"),
+});
+export const usageResponse = z.strictObject({ totals: usageTotalsOut.optional(), rows: pageOf(elementOf(usageRowOut)) });
 export const tasksResponse = pageOf(taskOut);
-export const inspectResponse = z.looseObject({
-  fault: z.looseObject({ at: z.number(), message: z.string() }).optional(),
-  kills: z.array(z.object({ taskId: id, kills: z.number().int(), version: z.string() })),
+export const releasedResponse = z.strictObject({ released: z.literal(true) });
+export const faultRecordOut = z.strictObject({
+  at: z.number(),
+  taskId: id.optional(),
+  kind: z.string().optional(),
+  method: z.enum(["execute", "recover", "abort"]).optional(),
+  message: z.string(),
+});
+export const inspectResponse = z.strictObject({
+  start: z.array(taskOut),
+  inflight: z.array(taskOut),
+  orphaned: z.array(taskOut),
+  parked: z.array(taskOut),
+  quarantined: z.array(taskOut),
+  fault: faultRecordOut.optional(),
+  kills: z.array(z.strictObject({ taskId: id, kills: z.number().int(), version: z.string() })),
   killBound: z.number().int(),
   version: z.string(),
   busy: z.boolean(),
   nextWake: z.number().optional(),
 });
-export const watchTokenResponse = z.object({ token: z.string(), expiresAt: z.string(), expiresIn: z.number().int() });
-export const clearFaultResponse = z.looseObject({ cleared: z.boolean() });
-/** Operations whose answer is an acknowledgement object (its fields are informative). */
-export const ackResponse = z.looseObject({});
+export const shutdownResponse = z.strictObject({ shutdown: z.literal(true) });
+export const watchTokenResponse = z.strictObject({ token: z.string(), expiresAt: z.string(), expiresIn: z.number().int() });
+export const clearFaultResponse = z.strictObject({ cleared: z.boolean() });
+
+/** One row of `GET /v1/models`: the id a session config names, and what the model can do. */
+export const modelListingOut = z.strictObject({
+  id: z.string(),
+  provider: z.string(),
+  name: z.string(),
+  api: z.string(),
+  reasoning: z.boolean(),
+  input: z.array(z.string()),
+  contextWindow: z.number(),
+  maxTokens: z.number(),
+});
+export const modelsResponse = z.strictObject({ defaultModel: z.string(), providers: z.array(z.string()), models: z.array(modelListingOut) });
+
+/** A schedule as the API shows it (§8.6, issue 12). */
+export const scheduleViewOut = z.strictObject({
+  id,
+  conversationId: id,
+  input: z.string(),
+  mode: z.enum(["followUp", "steer", "nextRun"]),
+  every: z.number().int().nullable(),
+  cron: z.string().nullable(),
+  timezone: z.string().nullable(),
+  status: z.enum(["active", "paused", "ended"]),
+  nextRunAt: z.number().int().nullable(),
+  lastRunAt: z.number().int().nullable(),
+  lastInputId: id.nullable(),
+  runs: z.number().int(),
+  skipped: z.number().int(),
+});
+export const schedulesPage = pageOf(scheduleViewOut);
+
+// The rig (issue 13): the hook-persistence document's records (snake_case, ISO 8601 UTC), agents, mail,
+// nudges, the witness's settings and its RigHealthReport.
+const hookStatus = z.enum(["empty", "pending", "active", "completed"]);
+/** `.chipset/state/hooks/{agent_id}.json`: exactly the document's fields. */
+export const hookFileOut = z.strictObject({
+  agent_id: z.string(),
+  status: hookStatus,
+  work_item: z.strictObject({ bead_id: z.string(), title: z.string(), assigned_at: z.string() }).nullable(),
+  last_activity: z.string(),
+});
+export const agentRecordOut = z.strictObject({
+  agent_id: z.string(),
+  role: z.enum(["polecat", "refinery", "crew"]),
+  conversationId: id.optional(),
+  registered_at: z.string(),
+  registered_by: z.string(),
+  terminated: z.strictObject({ by: z.string(), at: z.string() }).optional(),
+});
+export const registerAgentResponse = z.strictObject({ created: z.boolean(), agent: agentRecordOut });
+/** One agent of `GET .../rig/agents`: its record, its hook (with version and attempt) and its health. */
+export const agentRowOut = agentRecordOut.extend({
+  hook: hookFileOut,
+  attempt: z.number().int(),
+  version: z.number().int(),
+  summary: z.string().optional(),
+  health: z.enum(["terminated", "stalled", "active", "pending", "idle"]),
+});
+export const agentsResponse = z.strictObject({ agents: z.array(agentRowOut) });
+/** A mail payload: a non-empty string or a JSON object. */
+export const mailPayloadOut = z.union([z.string(), z.record(z.string(), jsonValue)]);
+export const mailMessageOut = z.strictObject({
+  id,
+  from: z.string(),
+  to: z.string(),
+  channel: z.literal("mail"),
+  payload: mailPayloadOut,
+  timestamp: z.string(),
+  durable: z.literal(true),
+});
+export const mailViewOut = mailMessageOut.extend({ ack: z.strictObject({ by: z.string(), at: z.string() }).optional() });
+export const mailboxResponse = z.strictObject({ messages: z.array(mailViewOut) });
+export const nudgeOut = z.strictObject({ from: z.string(), to: z.string(), channel: z.literal("nudge"), payload: z.string(), timestamp: z.string(), durable: z.literal(false) });
+export const nudgesResponse = z.strictObject({ nudges: z.array(nudgeOut) });
+export const rigSettingsOut = z.strictObject({
+  patrolIntervalMs: z.number().int(),
+  stallThresholdMs: z.number().int(),
+  alertAfterMs: z.number().int(),
+  spawnGraceMs: z.number().int(),
+  touchThrottleMs: z.number().int(),
+});
+export const rigHealthOut = z.strictObject({
+  rigName: z.string(),
+  timestamp: z.string(),
+  totalAgents: z.number().int(),
+  activeAgents: z.number().int(),
+  stalledAgents: z.number().int(),
+  idleAgents: z.number().int(),
+  terminatedAgents: z.number().int(),
+  stalledDetails: z.array(z.strictObject({ agentId: z.string(), beadId: z.string(), stalledMinutes: z.number(), nudgesSent: z.number().int() })),
+  pendingAgents: z.number().int(),
+  notStartedAgents: z.array(z.strictObject({ agentId: z.string(), beadId: z.string(), pendingMinutes: z.number() })),
+});
+
+// Types of the bodies that have no interface above: inferred from their schemas.
+export type SessionSummaryResponse = z.infer<typeof sessionSummaryResponse>;
+/** `GET /v1/sessions`: a page of the tenant's directory. */
+export type SessionsPage = z.infer<typeof sessionsPage>;
+/** `PATCH /v1/sessions/{s}`: the session's directory title and labels after the change. */
+export type SessionMeta = z.infer<typeof sessionMetaResponse>;
+export type DeletedResponse = z.infer<typeof deletedResponse>;
+export type AbortedResponse = z.infer<typeof abortedResponse>;
+export type ContinueResponse = z.infer<typeof continueResponse>;
+export type ResetResponse = z.infer<typeof resetResponse>;
+export type ReleasedResponse = z.infer<typeof releasedResponse>;
+export type ShutdownResponse = z.infer<typeof shutdownResponse>;
+export type ClearFaultResponse = z.infer<typeof clearFaultResponse>;
+export type ModelsResponse = z.infer<typeof modelsResponse>;
+export type ScheduleViewResponse = z.infer<typeof scheduleViewOut>;
+export type SchedulesPage = z.infer<typeof schedulesPage>;
+export type HookFileResponse = z.infer<typeof hookFileOut>;
+export type AgentRecordResponse = z.infer<typeof agentRecordOut>;
+export type RegisterAgentResponse = z.infer<typeof registerAgentResponse>;
+export type AgentsResponse = z.infer<typeof agentsResponse>;
+export type MailMessageResponse = z.infer<typeof mailMessageOut>;
+export type MailViewResponse = z.infer<typeof mailViewOut>;
+export type MailboxResponse = z.infer<typeof mailboxResponse>;
+export type NudgesResponse = z.infer<typeof nudgesResponse>;
+export type RigSettingsResponse = z.infer<typeof rigSettingsOut>;
+export type RigHealthResponse = z.infer<typeof rigHealthOut>;

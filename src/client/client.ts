@@ -16,24 +16,45 @@ import type { UserInput } from "../core/entries.js";
 import { applyMessage, applySessionMessage, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView, type WatchMessage } from "../core/watch.js";
 import type { ProblemBody } from "../api/problems.js";
 import type {
+  AbortedResponse,
   AcceptanceResponse,
   AcceptResponse,
+  AgentRecordResponse,
+  AgentsResponse,
+  ClearFaultResponse,
   CollapseResponse,
   ConfigValues,
+  ContinueResponse,
   ConversationSnapshot,
   CreateSessionResponse,
+  DeletedResponse,
   ForkResponse,
+  HookFileResponse,
   InputResponse,
-  SessionConfig,
+  MailboxResponse,
+  MailMessageResponse,
+  MailViewResponse,
+  ModelsResponse,
+  NudgesResponse,
+  RegisterAgentResponse,
+  ReleasedResponse,
+  ResetResponse,
+  RigHealthResponse,
+  RigSettingsResponse,
+  ScheduleViewResponse,
+  SchedulesPage,
   SessionInspection,
-  SessionSummary,
+  SessionMeta,
+  SessionsPage,
+  SessionSummaryResponse,
+  ShutdownResponse,
   UsageReport,
   WatchTokenResponse,
-  SessionsPage,
-  SessionMeta,
 } from "../api/responses.js";
-import type { AcceptBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
-import type { Conversation, Entry, Id, Page, Task } from "../storage/records.js";
+import type { z } from "zod";
+import type { registerBody, setHookBody, witnessPatch } from "../api/rig.js";
+import type { AcceptBody, scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
+import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -59,6 +80,13 @@ export class PicoApiError extends Error {
   }
 }
 
+/** `?a=1&b=x` of the defined values (empty when none). */
+function queryString(query: Readonly<Record<string, string | number | boolean | undefined>>): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) if (value !== undefined) params.set(key, String(value));
+  return params.size > 0 ? `?${params}` : "";
+}
+
 export class PicoClient {
   readonly #options: ClientOptions;
 
@@ -72,19 +100,21 @@ export class PicoClient {
 
   /** The tenant's sessions from its directory, newest activity first (`cursor` pages on). */
   async sessions(query: { limit?: number; cursor?: string; q?: string } = {}): Promise<SessionsPage> {
-    const params = new URLSearchParams();
-    for (const [key, value] of Object.entries(query)) if (value !== undefined) params.set(key, String(value));
-    const qs = params.size > 0 ? `?${params}` : "";
-    return (await this.request<SessionsPage>("GET", `/v1/sessions${qs}`)).body;
+    return (await this.request<SessionsPage>("GET", `/v1/sessions${queryString(query)}`)).body;
+  }
+
+  /** The models this deployment can use (what a session config's `model` may name) and the default. */
+  async models(): Promise<ModelsResponse> {
+    return (await this.request<ModelsResponse>("GET", "/v1/models")).body;
   }
 
   /** A raw request; JSON in and out; problem+json answers throw PicoApiError. */
-  async request<T>(method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T }> {
+  async request<T>(method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
     const response = await this.send(method, path, options);
     const text = await response.text();
     const parsed: unknown = text === "" ? undefined : JSON.parse(text);
     if (!response.ok) throw new PicoApiError(response.status, parsed as ProblemBody);
-    return { status: response.status, body: parsed as T };
+    return { status: response.status, body: parsed as T, headers: response.headers };
   }
 
   /** A raw request; `bearer: false` sends no Authorization header (a URL that carries a watch token). */
@@ -132,12 +162,12 @@ export class SessionClient {
     return (await this.#client.request<SessionMeta>("PATCH", this.path, { body: patch })).body;
   }
 
-  async get(): Promise<SessionSummary> {
-    return (await this.#client.request<SessionSummary>("GET", this.path)).body;
+  async get(): Promise<SessionSummaryResponse> {
+    return (await this.#client.request<SessionSummaryResponse>("GET", this.path)).body;
   }
 
-  async delete(): Promise<void> {
-    await this.#client.request("DELETE", this.path);
+  async delete(): Promise<DeletedResponse> {
+    return (await this.#client.request<DeletedResponse>("DELETE", this.path)).body;
   }
 
   conversation(ref: "root" | Id): ConversationClient {
@@ -156,37 +186,62 @@ export class SessionClient {
     return (await this.#client.request<AcceptanceResponse>("GET", `${this.path}/acceptances/${encodeURIComponent(requestKey)}`)).body;
   }
 
-  async usage(): Promise<UsageReport> {
-    return (await this.#client.request<UsageReport>("GET", `${this.path}/usage`)).body;
+  async usage(query: { after?: Id; limit?: number } = {}): Promise<UsageReport> {
+    return (await this.#client.request<UsageReport>("GET", `${this.path}/usage${queryString(query)}`)).body;
   }
 
-  async tasks(query: { live?: boolean; after?: Id; limit?: number } = {}): Promise<Page<Task>> {
-    const params = new URLSearchParams();
-    if (query.live !== undefined) params.set("live", String(query.live));
-    if (query.after !== undefined) params.set("after", String(query.after));
-    if (query.limit !== undefined) params.set("limit", String(query.limit));
-    const qs = params.size > 0 ? `?${params}` : "";
-    return (await this.#client.request<Page<Task>>("GET", `${this.path}/tasks${qs}`)).body;
+  /** Tasks (operator): `live` only, one `conversation`'s, paged with `after`. */
+  async tasks(query: { live?: boolean; conversation?: "root" | Id; after?: Id; limit?: number } = {}): Promise<Page<Task>> {
+    return (await this.#client.request<Page<Task>>("GET", `${this.path}/tasks${queryString(query)}`)).body;
   }
 
   async abortTask(taskId: Id): Promise<Task> {
     return (await this.#client.request<Task>("POST", `${this.path}/tasks/${taskId}/abort`)).body;
   }
 
-  async releaseTask(taskId: Id): Promise<void> {
-    await this.#client.request("POST", `${this.path}/tasks/${taskId}/release`);
+  async releaseTask(taskId: Id): Promise<ReleasedResponse> {
+    return (await this.#client.request<ReleasedResponse>("POST", `${this.path}/tasks/${taskId}/release`)).body;
   }
 
   async inspect(): Promise<SessionInspection> {
     return (await this.#client.request<SessionInspection>("GET", `${this.path}/inspect`)).body;
   }
 
-  async shutdown(): Promise<void> {
-    await this.#client.request("POST", `${this.path}/shutdown`);
+  async shutdown(): Promise<ShutdownResponse> {
+    return (await this.#client.request<ShutdownResponse>("POST", `${this.path}/shutdown`)).body;
   }
 
-  async clearFault(): Promise<{ cleared: boolean }> {
-    return (await this.#client.request<{ cleared: boolean }>("POST", `${this.path}/fault/clear`)).body;
+  async clearFault(): Promise<ClearFaultResponse> {
+    return (await this.#client.request<ClearFaultResponse>("POST", `${this.path}/fault/clear`)).body;
+  }
+
+  /** A recurring input (§8.6): `every` ms or `cron` (with `timezone`); answers the schedule. */
+  async createSchedule(schedule: ScheduleRequestBody): Promise<ScheduleViewResponse> {
+    return (await this.#client.request<ScheduleViewResponse>("POST", `${this.path}/schedules`, { body: schedule })).body;
+  }
+
+  /** Live schedules (`all: true` includes ended ones), paged with `after`. */
+  async schedules(query: { all?: boolean; after?: Id; limit?: number } = {}): Promise<SchedulesPage> {
+    return (await this.#client.request<SchedulesPage>("GET", `${this.path}/schedules${queryString(query)}`)).body;
+  }
+
+  async schedule(scheduleId: Id): Promise<ScheduleViewResponse> {
+    return (await this.#client.request<ScheduleViewResponse>("GET", `${this.path}/schedules/${scheduleId}`)).body;
+  }
+
+  /** Pause (`paused: true`) or resume a schedule. */
+  async patchSchedule(scheduleId: Id, patch: { paused: boolean }): Promise<ScheduleViewResponse> {
+    return (await this.#client.request<ScheduleViewResponse>("PATCH", `${this.path}/schedules/${scheduleId}`, { body: patch })).body;
+  }
+
+  /** End a schedule; answers it as ended. */
+  async deleteSchedule(scheduleId: Id): Promise<ScheduleViewResponse> {
+    return (await this.#client.request<ScheduleViewResponse>("DELETE", `${this.path}/schedules/${scheduleId}`)).body;
+  }
+
+  /** The session's rig (agents, hooks, mail, nudges, witness): what this client's token's role may do there. */
+  rig(): RigClient {
+    return new RigClient(this.#client, `${this.path}/rig`);
   }
 
   /** A watch token for the session watch (what `?access_token=` takes: EventSource, WebSocket). */
@@ -221,14 +276,11 @@ export class ConversationClient {
   }
 
   async entries(query: { before?: Id; after?: Id; limit?: number; kind?: string } = {}): Promise<Page<Entry>> {
-    const params = new URLSearchParams();
-    for (const [key, value] of Object.entries(query)) if (value !== undefined) params.set(key, String(value));
-    const qs = params.size > 0 ? `?${params}` : "";
-    return (await this.#client.request<Page<Entry>>("GET", `${this.path}/entries${qs}`)).body;
+    return (await this.#client.request<Page<Entry>>("GET", `${this.path}/entries${queryString(query)}`)).body;
   }
 
-  async abort(): Promise<void> {
-    await this.#client.request("POST", `${this.path}/abort`);
+  async abort(): Promise<AbortedResponse> {
+    return (await this.#client.request<AbortedResponse>("POST", `${this.path}/abort`)).body;
   }
 
   async fork(options: { at: Id | "start"; abort?: boolean }): Promise<ForkResponse> {
@@ -236,16 +288,16 @@ export class ConversationClient {
   }
 
   /** Place queued steer/followUp inputs that wait (their group ended without a final answer) into a new turn. */
-  async continue(): Promise<{ inputs: Id[]; generation: Id }> {
-    return (await this.#client.request<{ inputs: Id[]; generation: Id }>("POST", `${this.path}/continue`)).body;
+  async continue(): Promise<ContinueResponse> {
+    return (await this.#client.request<ContinueResponse>("POST", `${this.path}/continue`)).body;
   }
 
   async collapse(instructions?: string): Promise<CollapseResponse> {
     return (await this.#client.request<CollapseResponse>("POST", `${this.path}/collapse`, { body: instructions === undefined ? {} : { instructions } })).body;
   }
 
-  async reset(handoff?: string): Promise<void> {
-    await this.#client.request("POST", `${this.path}/reset`, { body: handoff === undefined ? {} : { handoff } });
+  async reset(handoff?: string): Promise<ResetResponse> {
+    return (await this.#client.request<ResetResponse>("POST", `${this.path}/reset`, { body: handoff === undefined ? {} : { handoff } })).body;
   }
 
   async config(): Promise<ConfigValues> {
@@ -269,6 +321,151 @@ export class ConversationClient {
   /** Watch the conversation: the view, folded per commit, resumed after disconnects. */
   watch(options: WatchOptions<ConversationView, ConversationEvent> = {}): Watch<ConversationView, ConversationEvent> {
     return new Watch(this.#client, `${this.path}/watch`, applyMessage, options);
+  }
+}
+
+/** `POST .../schedules`: `every` (ms) or `cron` (with `timezone`); `startAt` epoch ms or ISO 8601. */
+export type ScheduleRequestBody = z.input<typeof scheduleBody>;
+/** `PUT .../rig/agents/{agent_id}`: the role, and `conversation: "new"` for a conversation agent. */
+export type RegisterAgentBody = z.input<typeof registerBody>;
+/** `PUT .../rig/agents/{agent_id}/hook`: the work item (bead) to hook. */
+export type HookWork = z.input<typeof setHookBody>;
+/** `PATCH .../rig/witness`: the settings to change. */
+export type WitnessPatch = z.input<typeof witnessPatch>;
+
+/** A hook as its routes answer it: the document's record, its version (the ETag) and its attempt (Hook-Attempt). */
+export interface HookResponse {
+  readonly hook: HookFileResponse;
+  /** Send as `ifMatch` to make the next transition conditional on this version. */
+  readonly version: number;
+  readonly attempt: number;
+}
+
+/** A mail payload: a non-empty string or a JSON object. */
+export type MailPayload = MailMessageResponse["payload"];
+
+/**
+ * The rig's routes (issue 13; README "The rig"): the mayor and operators register agents, assign and
+ * clear hooks, read health; an agent (a token with its agent id) long-polls its own hook, activates,
+ * touches and completes it, and reads its nudges; everyone in the rig sends and reads mail.
+ */
+export class RigClient {
+  readonly #client: PicoClient;
+  readonly path: string;
+
+  constructor(client: PicoClient, path: string) {
+    this.#client = client;
+    this.path = path;
+  }
+
+  async #hook(method: string, path: string, options: { body?: unknown; ifMatch?: number } = {}): Promise<HookResponse> {
+    const headers: Record<string, string> = options.ifMatch === undefined ? {} : { "if-match": `"${options.ifMatch}"` };
+    const response = await this.#client.request<HookFileResponse>(method, path, { headers, ...(options.body === undefined ? {} : { body: options.body }) });
+    const version = Number(/^"(\d+)"$/.exec(response.headers.get("etag") ?? "")?.[1] ?? Number.NaN);
+    return { hook: response.body, version, attempt: Number(response.headers.get("hook-attempt") ?? Number.NaN) };
+  }
+
+  /** Register an agent (mayor, operator): `conversation: "new"` makes it a conversation agent. 201 created, 200 the same again. */
+  async registerAgent(agentId: string, request: RegisterAgentBody): Promise<RegisterAgentResponse> {
+    return (await this.#client.request<RegisterAgentResponse>("PUT", `${this.path}/agents/${encodeURIComponent(agentId)}`, { body: request })).body;
+  }
+
+  /** Every agent with its hook and health (mayor, operator). */
+  async agents(): Promise<AgentsResponse> {
+    return (await this.#client.request<AgentsResponse>("GET", `${this.path}/agents`)).body;
+  }
+
+  /** Deregister an agent whose hook is empty (mayor). */
+  async deregisterAgent(agentId: string): Promise<DeletedResponse> {
+    return (await this.#client.request<DeletedResponse>("DELETE", `${this.path}/agents/${encodeURIComponent(agentId)}`)).body;
+  }
+
+  /** Abort a conversation agent's work (mayor). */
+  async terminateAgent(agentId: string): Promise<AgentRecordResponse> {
+    return (await this.#client.request<AgentRecordResponse>("POST", `${this.path}/agents/${encodeURIComponent(agentId)}/terminate`)).body;
+  }
+
+  /** An agent's hook; `wait` (seconds) long-polls until it is not empty. */
+  agentHook(agentId: string, options: { wait?: number } = {}): Promise<HookResponse> {
+    return this.#hook("GET", `${this.path}/agents/${encodeURIComponent(agentId)}/hook${queryString(options)}`);
+  }
+
+  /** empty -> pending (mayor): hook a work item (bead) on an agent; `ifMatch` makes it conditional. */
+  setHook(agentId: string, work: HookWork, options: { ifMatch?: number } = {}): Promise<HookResponse> {
+    return this.#hook("PUT", `${this.path}/agents/${encodeURIComponent(agentId)}/hook`, { body: work, ...options });
+  }
+
+  /** completed -> empty (mayor), after verifying the work. */
+  clearHook(agentId: string, options: { ifMatch?: number } = {}): Promise<HookResponse> {
+    return this.#hook("DELETE", `${this.path}/agents/${encodeURIComponent(agentId)}/hook`, options);
+  }
+
+  /** The calling agent's own hook (agent token); `wait` (seconds) long-polls until it is not empty. */
+  hook(options: { wait?: number } = {}): Promise<HookResponse> {
+    return this.#hook("GET", `${this.path}/hook${queryString(options)}`);
+  }
+
+  /** pending -> active (the owning agent); `attempt` guards against a reassigned hook. */
+  activate(options: { attempt?: number; ifMatch?: number } = {}): Promise<HookResponse> {
+    return this.#hook("POST", `${this.path}/hook/activate`, { body: options.attempt === undefined ? {} : { attempt: options.attempt }, ...(options.ifMatch === undefined ? {} : { ifMatch: options.ifMatch }) });
+  }
+
+  /** Update last_activity (throttled: a touch within the throttle writes nothing). */
+  touch(options: { attempt?: number } = {}): Promise<HookResponse> {
+    return this.#hook("POST", `${this.path}/hook/touch`, { body: options });
+  }
+
+  /** active -> completed (the owning agent), with an optional summary for the mayor. */
+  complete(options: { attempt?: number; summary?: string } = {}): Promise<HookResponse> {
+    return this.#hook("POST", `${this.path}/hook/complete`, { body: options });
+  }
+
+  /** The caller's mailbox. */
+  async mail(): Promise<MailboxResponse> {
+    return (await this.#client.request<MailboxResponse>("GET", `${this.path}/mail`)).body;
+  }
+
+  /** Send durable mail to an agent, `mayor` or `witness`. */
+  async sendMail(to: string, payload: MailPayload): Promise<MailMessageResponse> {
+    return (await this.#client.request<MailMessageResponse>("POST", `${this.path}/mail`, { body: { to, payload } })).body;
+  }
+
+  async ackMail(mailId: Id): Promise<MailViewResponse> {
+    return (await this.#client.request<MailViewResponse>("POST", `${this.path}/mail/${mailId}/ack`)).body;
+  }
+
+  /** Nudges for the calling external agent since it last asked; `wait` (seconds) long-polls. */
+  async nudges(options: { wait?: number } = {}): Promise<NudgesResponse> {
+    return (await this.#client.request<NudgesResponse>("GET", `${this.path}/nudges${queryString(options)}`)).body;
+  }
+
+  async witness(): Promise<RigSettingsResponse> {
+    return (await this.#client.request<RigSettingsResponse>("GET", `${this.path}/witness`)).body;
+  }
+
+  /** Change the witness's settings (mayor, operator); each at least 1,000 ms. */
+  async patchWitness(patch: WitnessPatch): Promise<RigSettingsResponse> {
+    return (await this.#client.request<RigSettingsResponse>("PATCH", `${this.path}/witness`, { body: patch })).body;
+  }
+
+  /** The witness document's RigHealthReport (mayor, operator). */
+  async health(): Promise<RigHealthResponse> {
+    return (await this.#client.request<RigHealthResponse>("GET", `${this.path}/health`)).body;
+  }
+
+  /** `.chipset/state/hooks/{agent_id}.json`: the hook file exactly as the document writes it. */
+  async hookFile(agentId: string): Promise<HookFileResponse> {
+    return (await this.#client.request<HookFileResponse>("GET", `${this.path}/chipset/state/hooks/${encodeURIComponent(agentId)}.json`)).body;
+  }
+
+  /** The `.chipset/state` tree as a tar archive. */
+  async chipsetState(): Promise<Uint8Array> {
+    const response = await this.#client.send("GET", `${this.path}/chipset/state`);
+    if (!response.ok) {
+      const text = await response.text();
+      throw new PicoApiError(response.status, (text === "" ? { code: "internal", detail: "no body" } : JSON.parse(text)) as ProblemBody);
+    }
+    return new Uint8Array(await response.arrayBuffer());
   }
 }
 
@@ -386,21 +583,9 @@ async function mintWatchToken(client: PicoClient, path: string, option: true | {
  * and why. A test checks that every other operation has its method (`CLIENT_OPERATIONS`).
  */
 export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
-  health: "liveness probe, not an API call",
-  openapi: "the document itself; fetch it directly",
-  webhook: "sent by webhook senders, signed with the endpoint secret, not a bearer client",
-  listModels: "not yet in the typed client",
-  createSchedule: "not yet in the typed client",
-  listSchedules: "not yet in the typed client",
-  getSchedule: "not yet in the typed client",
-  patchSchedule: "not yet in the typed client",
-  deleteSchedule: "not yet in the typed client",
-  ...Object.fromEntries(
-    [
-      "registerAgent", "listAgents", "deregisterAgent", "terminateAgent", "getAgentHook", "setHook", "clearHook", "ownHook", "activateHook", "touchHook",
-      "completeHook", "listMail", "sendMail", "ackMail", "nudges", "getWitness", "patchWitness", "rigHealth", "hookFile", "chipsetExport",
-    ].map((id) => [id, "the rig's routes (README \"The rig\") are not yet in the typed client"]),
-  ),
+  health: "a liveness probe for load balancers and uptime checks: no token, plain text, not an API call",
+  openapi: "the API's own description, read by tools (code generators, validators), not by an application",
+  webhook: "sent by a webhook provider and authenticated by a Standard Webhooks signature with the endpoint's secret, never a bearer token; a client holding that secret would be impersonating the provider",
 };
 
 /** Each covered operation and the client method that calls it (`Class.method`). */
@@ -434,4 +619,30 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   patchConfig: "ConversationClient.patchConfig",
   conversationWatchToken: "ConversationClient.watchToken",
   watchConversation: "ConversationClient.watch",
+  listModels: "PicoClient.models",
+  createSchedule: "SessionClient.createSchedule",
+  listSchedules: "SessionClient.schedules",
+  getSchedule: "SessionClient.schedule",
+  patchSchedule: "SessionClient.patchSchedule",
+  deleteSchedule: "SessionClient.deleteSchedule",
+  registerAgent: "RigClient.registerAgent",
+  listAgents: "RigClient.agents",
+  deregisterAgent: "RigClient.deregisterAgent",
+  terminateAgent: "RigClient.terminateAgent",
+  getAgentHook: "RigClient.agentHook",
+  setHook: "RigClient.setHook",
+  clearHook: "RigClient.clearHook",
+  ownHook: "RigClient.hook",
+  activateHook: "RigClient.activate",
+  touchHook: "RigClient.touch",
+  completeHook: "RigClient.complete",
+  listMail: "RigClient.mail",
+  sendMail: "RigClient.sendMail",
+  ackMail: "RigClient.ackMail",
+  nudges: "RigClient.nudges",
+  getWitness: "RigClient.witness",
+  patchWitness: "RigClient.patchWitness",
+  rigHealth: "RigClient.health",
+  hookFile: "RigClient.hookFile",
+  chipsetExport: "RigClient.chipsetState",
 };

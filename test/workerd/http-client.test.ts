@@ -1,0 +1,271 @@
+/**
+ * The typed client against the real worker (issue 14, "the typed client is exercised against the real
+ * worker for every route"): one scenario calls every method of the client once, in the order a frontend,
+ * an operator, a mayor and an external agent would, through the Worker's own fetch. Every response that
+ * passes is matched to its route in API_ROUTES (src/api/openapi.ts) and its body is parsed with that
+ * route's strict response schema for its status, so a field the server adds, drops or retypes fails here.
+ * Then: the methods called are exactly the client's methods, and the routes reached are exactly the API's
+ * routes minus the documented exclusions.
+ */
+import { abortAllDurableObjects } from "cloudflare:test";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { API_ROUTES, type ApiRoute } from "../../src/api/openapi.js";
+import { problemBody } from "../../src/api/problems.js";
+import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoApiError, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
+import type { ConversationView, SessionView } from "../../src/client/index.js";
+import { BASE, token, uniqueSession, workerFetch } from "./http-fixtures.js";
+
+afterEach(async () => {
+  await abortAllDurableObjects();
+  vi.restoreAllMocks();
+});
+
+const TENANT = "client-e2e";
+
+/** A route's path template as a regular expression over a URL path. */
+function routePattern(route: ApiRoute): RegExp {
+  const source = route.path
+    .split("/")
+    .map((part) => (/^\{[A-Za-z]+\}$/.test(part) ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+    .join("/");
+  return new RegExp(`^${source}$`);
+}
+
+const PATTERNS = API_ROUTES.map((route) => ({ route, pattern: routePattern(route) }));
+
+function routeOf(method: string, path: string): ApiRoute {
+  const found = PATTERNS.filter(({ route, pattern }) => route.method === method.toLowerCase() && pattern.test(path));
+  if (found.length !== 1) throw new Error(`${method} ${path} matches ${found.length} routes`);
+  return (found[0] as { route: ApiRoute }).route;
+}
+
+interface Exchange {
+  readonly operationId: string;
+  readonly status: number;
+  /** Resolves to what is wrong with the response (undefined: nothing); never rejects. */
+  readonly problem: Promise<string | undefined>;
+}
+
+/**
+ * A fetch through the Worker that checks every response against its route's declared response; a
+ * problem (4xx/5xx) is checked against the strict problem schema and listed in `failures`.
+ */
+function checkingFetch(exchanges: Exchange[], failures: string[]): (request: Request) => Promise<Response> {
+  return async (request) => {
+    const url = new URL(request.url);
+    const route = routeOf(request.method, url.pathname);
+    const response = await workerFetch(request);
+    const declared = route.responses[response.status];
+    const where = `${request.method} ${url.pathname} (${route.operationId}) answered ${response.status}`;
+    const type = response.headers.get("content-type") ?? "";
+    let problem: Promise<string | undefined>;
+    if (declared === undefined && response.status >= 400) {
+      problem = response
+        .clone()
+        .text()
+        .then((text) => {
+          failures.push(`${route.operationId} ${response.status}`);
+          if (!type.startsWith("application/problem+json")) return `${where} with content-type ${type}`;
+          const parsed = problemBody.safeParse(JSON.parse(text));
+          return parsed.success ? undefined : `${where}: the problem does not match its strict schema: ${JSON.stringify(parsed.error.issues)}\n${text}`;
+        });
+    } else if (declared === undefined) {
+      problem = response.clone().text().then((text) => `${where}, not a declared success: ${text}`);
+    } else if ("json" in declared) {
+      const schema = declared.json;
+      problem = response
+        .clone()
+        .text()
+        .then((text) => {
+          if (!type.startsWith("application/json")) return `${where} with content-type ${type}`;
+          const parsed = schema.safeParse(JSON.parse(text));
+          return parsed.success ? undefined : `${where}: the body does not match its strict schema: ${JSON.stringify(parsed.error.issues)}\n${text}`;
+        });
+    } else if ("stream" in declared) {
+      problem = Promise.resolve(type.startsWith("text/event-stream") ? undefined : `${where} with content-type ${type}`);
+    } else {
+      problem = Promise.resolve(undefined);
+    }
+    exchanges.push({ operationId: route.operationId, status: response.status, problem });
+    return response;
+  };
+}
+
+/** Every method of a client class (its prototype's functions, not getters). */
+function methodsOf(owner: string, prototype: object): string[] {
+  return Object.entries(Object.getOwnPropertyDescriptors(prototype))
+    .filter(([name, descriptor]) => name !== "constructor" && typeof descriptor.value === "function")
+    .map(([name]) => `${owner}.${name}`);
+}
+
+const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient };
+
+/** Spy on every client method (calling through) and record which ones ran. */
+function recordCalls(): Set<string> {
+  const called = new Set<string>();
+  for (const [owner, constructor] of Object.entries(CLASSES)) {
+    const prototype = constructor.prototype as Record<string, (...args: unknown[]) => unknown>;
+    for (const method of methodsOf(owner, prototype)) {
+      const name = method.slice(owner.length + 1);
+      const original = prototype[name] as (...args: unknown[]) => unknown;
+      vi.spyOn(prototype, name).mockImplementation(function (this: unknown, ...args: unknown[]) {
+        called.add(method);
+        return original.apply(this, args);
+      });
+    }
+  }
+  return called;
+}
+
+async function clientFor(role: "client" | "operator" | "mayor" | "agent", exchanges: Exchange[], failures: string[], agent?: string): Promise<PicoClient> {
+  const jwt = await token(TENANT, role, agent === undefined ? {} : { agent });
+  return new PicoClient({ baseUrl: BASE, token: jwt, fetch: checkingFetch(exchanges, failures) });
+}
+
+/** Run `watch` until `ready` says its view is there, then close it. */
+async function watchUntil<View>(open: (onChange: (view: View) => void) => { close(): void; done: Promise<void> }, ready: (view: View) => boolean): Promise<View> {
+  let resolveView: (view: View) => void = () => undefined;
+  const seen = new Promise<View>((resolve) => (resolveView = resolve));
+  const watch = open((view) => {
+    if (ready(view)) resolveView(view);
+  });
+  const view = await seen;
+  watch.close();
+  await watch.done;
+  return view;
+}
+
+describe("typed client against the worker", () => {
+  it("calls every client method once in a realistic order; every body parses with its route's strict response schema", async () => {
+    const exchanges: Exchange[] = [];
+    const failures: string[] = [];
+    const called = recordCalls();
+    const name = uniqueSession("client-e2e");
+    const frontend = await clientFor("client", exchanges, failures);
+    const operator = await clientFor("operator", exchanges, failures);
+    const mayor = await clientFor("mayor", exchanges, failures);
+    const agent = await clientFor("agent", exchanges, failures, "polecat-one");
+
+    // A frontend: what can this deployment run, then a session with a title, found in the directory.
+    const models = await frontend.models();
+    expect(models.models.length).toBeGreaterThan(0);
+    const session = frontend.session(name);
+    expect(await session.create({ title: "Before" })).toMatchObject({ session: name, created: true });
+    expect(await session.patch({ title: "Client tour", labels: ["e2e"] })).toEqual({ session: name, title: "Client tour", labels: ["e2e"] });
+    expect((await session.get()).session).toBe(name);
+    expect((await frontend.sessions({ q: name, limit: 5 })).items.map((row) => row.session)).toEqual([name]);
+
+    // Accept with a request key and wait for the answer; look the input up by key and by id.
+    const root = session.conversation("root");
+    const accepted = await root.accept("hello", { idempotencyKey: "tour-1", wait: 10 });
+    expect(accepted.status).toBe("done");
+    expect(await session.acceptance("tour-1")).toEqual({ requestKey: "tour-1", conversationId: accepted.conversationId, inputId: accepted.inputId });
+    expect((await session.input(accepted.inputId)).result.status).toBe("done");
+    // A mistake answers a problem (PicoApiError), whose body parses with the strict problem schema.
+    await expect(session.input(accepted.inputId + 10_000)).rejects.toSatisfy((error) => error instanceof PicoApiError && error.code === "input_not_found");
+
+    // Queue follow-ups while idle: they wait. Withdraw one, continue with the other.
+    const withdrawn = await root.accept("never mind", { mode: "followUp" });
+    expect((await session.withdraw(withdrawn.inputId)).result).toMatchObject({ status: "unanswered", reason: "aborted" });
+    await root.accept("and then?", { mode: "followUp" });
+    expect((await root.continue()).inputs).toHaveLength(1);
+
+    // Read the conversation, its transcript and config; change the config.
+    const snapshot = await root.snapshot();
+    expect(snapshot.conversation.id).toBe(accepted.conversationId);
+    const entries = await root.entries({ limit: 50 });
+    expect(entries.items.length).toBeGreaterThan(0);
+    expect(await root.patchConfig({ budgetMs: 120_000 })).toMatchObject({ budgetMs: 120_000 });
+    expect((await root.config()).budgetMs).toBe(120_000);
+
+    // Watch a little: the conversation (bearer header) until the second answer is in, the raw frames of one
+    // connection, and the session view through watch tokens (as a browser's EventSource connects).
+    const conversationView = await watchUntil<ConversationView>((onChange) => root.watch({ onChange }), (view) => view.entries.length > 0);
+    expect(conversationView.entries.length).toBeGreaterThan(0);
+    const connection = new AbortController();
+    const frames = root.frames({ signal: connection.signal });
+    const first = await frames.next();
+    connection.abort();
+    await frames.return(undefined);
+    expect(first.value).toMatchObject({ event: "view" });
+    expect((await root.watchToken(60)).expiresIn).toBe(60);
+    expect((await session.watchToken()).token).not.toBe("");
+    const sessionView = await watchUntil<SessionView>((onChange) => session.watch({ onChange, watchToken: true }), () => true);
+    expect(sessionView).toBeDefined();
+
+    // Fork at the first answer, talk on the fork until there is something to collapse, collapse, reset, abort.
+    const answer = accepted.answer?.id;
+    if (answer === undefined) throw new Error("the waited accept carries its answer entry");
+    const fork = await root.fork({ at: answer });
+    expect(fork.conversation.parent).toEqual({ conversationId: accepted.conversationId, at: answer });
+    const branch = session.conversation(fork.conversationId);
+    for (let turn = 0; turn < 10; turn++) expect((await branch.accept(`turn ${turn}`, { wait: 10 })).status).toBe("done");
+    expect((await branch.collapse("keep it short")).taskId).toBeGreaterThan(0);
+    expect(await branch.reset()).toEqual({ reset: true });
+    expect(await branch.abort()).toEqual({ aborted: true });
+
+    // Schedules: create, list, read, pause, end.
+    const schedule = await session.createSchedule({ input: "daily digest", every: 3_600_000 });
+    expect((await session.schedules()).items.map((item) => item.id)).toContain(schedule.id);
+    expect((await session.schedule(schedule.id)).status).toBe("active");
+    expect((await session.patchSchedule(schedule.id, { paused: true })).status).toBe("paused");
+    expect((await session.deleteSchedule(schedule.id)).status).toBe("ended");
+    expect((await session.usage({ limit: 10 })).rows.items.length).toBeGreaterThan(0);
+
+    // An operator: tasks, abort a live one (a second schedule), inspect, release, clear the fault, shut down.
+    const ops = operator.session(name);
+    const live = await frontend.session(name).createSchedule({ input: "hourly", every: 3_600_000 });
+    expect((await ops.tasks({ live: true })).items.map((task) => task.id)).toContain(live.id);
+    expect((await ops.abortTask(live.id)).abort).toBe(true);
+    const inspection = await ops.inspect();
+    expect(inspection.fault).toBeUndefined();
+    expect(await ops.releaseTask(live.id)).toEqual({ released: true });
+    expect(await ops.clearFault()).toEqual({ cleared: false });
+    expect(await ops.shutdown()).toEqual({ shutdown: true });
+
+    // The rig: the mayor registers an external agent and hooks a bead on it; the agent long-polls its hook,
+    // activates, touches and completes it; mail both ways; the mayor clears and deregisters.
+    const rig = mayor.session(name).rig();
+    const polecat = agent.session(name).rig();
+    expect((await rig.registerAgent("polecat-one", { role: "polecat" })).created).toBe(true);
+    expect((await rig.registerAgent("polecat-two", { role: "polecat", conversation: "new" })).agent.conversationId).toBeGreaterThan(0);
+    const set = await rig.setHook("polecat-one", { bead_id: "gt-1", title: "Write the tour" });
+    expect(set).toMatchObject({ attempt: 1, hook: { status: "pending" } });
+    expect((await rig.agentHook("polecat-one")).version).toBe(set.version);
+    const own = await polecat.hook({ wait: 1 });
+    expect(own.hook.work_item?.bead_id).toBe("gt-1");
+    expect((await polecat.activate({ attempt: own.attempt, ifMatch: own.version })).hook.status).toBe("active");
+    expect((await polecat.touch({ attempt: own.attempt })).hook.status).toBe("active");
+    expect((await polecat.nudges()).nudges).toEqual([]);
+    expect((await polecat.complete({ attempt: own.attempt, summary: "done" })).hook.status).toBe("completed");
+    const sent = await polecat.sendMail("mayor", { bead: "gt-1", result: "done" });
+    const inbox = await rig.mail();
+    expect(inbox.messages.map((message) => message.id)).toContain(sent.id);
+    expect((await rig.ackMail(sent.id)).ack?.by).toBe("mayor");
+    expect((await rig.agents()).agents.map((row) => row.agent_id)).toEqual(["polecat-one", "polecat-two"]);
+    expect((await rig.witness()).patrolIntervalMs).toBeGreaterThan(0);
+    expect((await rig.patchWitness({ patrolIntervalMs: 120_000 })).patrolIntervalMs).toBe(120_000);
+    expect((await rig.health()).totalAgents).toBe(2);
+    expect((await rig.hookFile("polecat-one")).status).toBe("completed");
+    const archive = await rig.chipsetState();
+    expect(archive.byteLength % 512).toBe(0);
+    expect((await rig.clearHook("polecat-one")).hook.status).toBe("empty");
+    expect((await rig.terminateAgent("polecat-two")).terminated?.by).toBe("mayor");
+    expect(await rig.deregisterAgent("polecat-one")).toEqual({ deleted: true });
+
+    // Finally the session goes.
+    expect(await operator.session(name).delete()).toEqual({ deleted: true });
+
+    // Every body parsed with its strict schema (a parse failure fails here, with the route and body).
+    const problems = (await Promise.all(exchanges.map((exchange) => exchange.problem))).filter((problem) => problem !== undefined);
+    expect(problems).toEqual([]);
+    expect(failures).toEqual(["getInput 404"]);
+
+    // Every client method was called, and every route but the documented exclusions was reached.
+    const all = Object.entries(CLASSES).flatMap(([owner, constructor]) => methodsOf(owner, constructor.prototype));
+    expect([...called].sort()).toEqual(all.sort());
+    const reached = new Set(exchanges.map((exchange) => exchange.operationId));
+    const expected = API_ROUTES.map((route) => route.operationId).filter((id) => CLIENT_EXCLUDED_OPERATIONS[id] === undefined);
+    expect([...reached].sort()).toEqual(expected.sort());
+  });
+});
