@@ -9,7 +9,7 @@ export default tseslint.config(
     languageOptions: {
       parser: tseslint.parser,
       parserOptions: {
-        projectService: { allowDefaultProject: ["src/storage/node-files.ts"] },
+        projectService: { allowDefaultProject: ["src/storage/node-files.ts", "src/storage/node-sqlite.ts"] },
         tsconfigRootDir: import.meta.dirname,
       },
     },

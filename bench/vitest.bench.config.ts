@@ -11,6 +11,22 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const provide = {
   benchTurns: Number(process.env["BENCH_TURNS"] ?? 2_000),
   benchProfile: process.env["BENCH_TURNS_PROFILE"] === "1",
+  // `npm run bench:node` (scripts/bench-node.ts): timed runs per configuration, and the file with the
+  // Durable Object run's statement digests and rows ("" when not given).
+  benchRuns: Number(process.env["BENCH_RUNS"] ?? 5),
+  benchDoTrace: process.env["BENCH_DO_TRACE"] ?? "",
+  // Diagnosis: both runs keep the statements of this turn (0: none) and print them on a digest mismatch.
+  benchTraceTurn: Number(process.env["BENCH_TRACE_TURN"] ?? 0),
+};
+
+// Node has no loader for the migrations' `.sql` text modules (wrangler bundles them with a Text rule):
+// the Node benches that open SqliteStorage over node:sqlite get them as string modules.
+const sqlText = {
+  name: "sql-text",
+  enforce: "pre" as const,
+  transform(code: string, id: string) {
+    return id.endsWith(".sql") ? { code: `export default ${JSON.stringify(code)};`, map: null } : undefined;
+  },
 };
 
 export default defineConfig({
@@ -30,6 +46,7 @@ export default defineConfig({
         },
       },
       {
+        plugins: [sqlText],
         test: {
           name: "bench-node",
           include: ["bench/**/*.node.bench.ts"],

@@ -20,12 +20,14 @@ import { env } from "cloudflare:workers";
 import { expect, inject, it } from "vitest";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
+import { StatementTrace, traceRuns, type TracedRun } from "./trace.js";
 import { openWorkload, printFigures, printProfile, type ProfileRow, type RunFigures, type Workload } from "./workload.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
     benchTurns: number;
     benchProfile: boolean;
+    benchTraceTurn: number;
   }
 }
 
@@ -47,15 +49,18 @@ async function onMemory(label: string, threshold: number): Promise<RunFigures> {
 }
 
 const profiles: { label: string; rows: ProfileRow[] }[] = [];
+/** Statement digests and rows per window of each SQLite run, printed as one JSON line for `npm run bench:node`. */
+const traced: TracedRun[] = [];
 
 async function onSqlite(label: string, threshold: number): Promise<RunFigures> {
+  const trace = new StatementTrace(WINDOWS, inject("benchTraceTurn"));
   let profiled: ReadonlyMap<string, ProfileRow> | undefined;
   const stub = env.SESSIONS.get(env.SESSIONS.idFromName(`bench-turns-${label}-${Date.now()}`));
   let workload: Workload | undefined;
   for (let from = 1; from <= TURNS; from += SLICE) {
     await runInDurableObject(stub, async (_instance, state) => {
       if (workload === undefined) {
-        const storage = SqliteStorage.open(state.storage);
+        const storage = SqliteStorage.open(trace.wrap(state.storage));
         workload = await openWorkload(storage, {
           label,
           turns: TURNS,
@@ -66,6 +71,7 @@ async function onSqlite(label: string, threshold: number): Promise<RunFigures> {
           rows: { read: () => storage.stats.rowsRead, written: () => storage.stats.rowsWritten },
           dbBytes: () => state.storage.sql.databaseSize,
           around: (turn, phase) => {
+            trace.around(turn, phase);
             if (!PROFILE || turn !== TURNS) return;
             if (phase === "before") profiled = storage.profile();
             else storage.stopProfile();
@@ -77,6 +83,7 @@ async function onSqlite(label: string, threshold: number): Promise<RunFigures> {
   }
   if (workload === undefined) throw new Error("no workload");
   if (profiled !== undefined) profiles.push({ label, rows: [...profiled.values()] });
+  traced.push(trace.result(threshold, workload.figures));
   return workload.figures;
 }
 
@@ -92,6 +99,7 @@ it(`bench/turns: ${TURNS} faux turns with two tool calls each, memory and SQLite
     memoryCollapse,
     sqliteCollapse,
   ]);
+  console.log(traceRuns(TURNS, traced));
   for (const p of profiles) printProfile(`profile of turn ${TURNS}, ${p.label}: rows written, rows read, executions per statement`, p.rows);
   for (const run of [sqlite, sqliteCollapse]) {
     const [early, late] = run.windows;

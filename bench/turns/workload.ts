@@ -5,7 +5,7 @@
  * answer, the summary prompt -> a summary), so the figures are the harness's. Shared by the workerd
  * bench (memory and SQLite inside a Durable Object) and the Node bench (memory, fine clock).
  */
-import { createModels, fauxAssistantMessage, fauxProvider, fauxToolCall, type FauxResponseFactory } from "@earendil-works/pi-ai";
+import { createModels, fauxAssistantMessage, fauxProvider, fauxToolCall, type FauxResponseFactory, type Models } from "@earendil-works/pi-ai";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { Harness, initialValue } from "../../src/core/harness.js";
 import { requestMessages } from "../../src/core/context.js";
@@ -34,6 +34,12 @@ export interface Window {
   readonly to: number;
   harnessMs: number;
   providerMs: number;
+  /**
+   * The provider's own request serialization, inside harnessMs: the faux provider turns the whole
+   * request into prompt text for its usage estimate after the factory answers; timed from the factory's
+   * return to the first stream event the generation receives.
+   */
+  serializationMs: number;
   rowsRead: number;
   rowsWritten: number;
 }
@@ -89,7 +95,7 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
     turns: 0,
     totalMs: 0,
     providerMs: 0,
-    windows: options.windows.map(([from, to]) => ({ from, to, harnessMs: 0, providerMs: 0, rowsRead: 0, rowsWritten: 0 })),
+    windows: options.windows.map(([from, to]) => ({ from, to, harnessMs: 0, providerMs: 0, serializationMs: 0, rowsRead: 0, rowsWritten: 0 })),
     scratchCommits: 0,
     scratchBytes: 0,
     streamedTokens: 0,
@@ -98,6 +104,9 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
     dbBytes: undefined,
   };
   let providerMs = 0;
+  let serializationMs = 0;
+  /** When the factory last returned; the provider serializes the request after that. */
+  let answeredAt: number | undefined;
   const answer: FauxResponseFactory = (context) => {
     const t0 = now();
     const last = context.messages[context.messages.length - 1];
@@ -114,12 +123,17 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
     } else {
       message = fauxAssistantMessage("Both echoes came back; done.");
     }
-    providerMs += now() - t0;
+    answeredAt = now();
+    providerMs += answeredAt - t0;
     return message;
   };
   const faux = fauxProvider();
-  const models = createModels();
-  models.setProvider(faux.provider);
+  const registry = createModels();
+  registry.setProvider(faux.provider);
+  const models = timeSerialization(registry, () => {
+    if (answeredAt !== undefined) serializationMs += now() - answeredAt;
+    answeredAt = undefined;
+  });
   const model = faux.getModel();
   // An endless script: every request answers from its newest message.
   const refill = (): void => faux.setResponses(Array.from({ length: 64 }, () => answer));
@@ -127,7 +141,10 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
   const kit = createTurnKit({
     models,
     tools: [echo],
-    options: { collapseThresholdTokens: options.collapseThresholdTokens ?? 0 },
+    // Frames flush when a generation's stream ends, never on the 50 ms timer: a timed flush depends on
+    // the machine's speed and load (workerd's clock advances only on I/O, Node's does not), and the
+    // statements, hence the rows, of every run must be the same (bench/turns/trace.ts).
+    options: { collapseThresholdTokens: options.collapseThresholdTokens ?? 0, flushMs: 3_600_000 },
   });
   const harness = await Harness.open(
     storage,
@@ -156,6 +173,7 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
       }
       options.around?.(turn, "before");
       const p0 = providerMs;
+      const s0 = serializationMs;
       const r0 = options.rows?.read() ?? 0;
       const w0 = options.rows?.written() ?? 0;
       const t0 = now();
@@ -171,6 +189,7 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
         if (turn < w.from || turn > w.to) continue;
         w.harnessMs += elapsed - provider;
         w.providerMs += provider;
+        w.serializationMs += serializationMs - s0;
         w.rowsRead += (options.rows?.read() ?? 0) - r0;
         w.rowsWritten += (options.rows?.written() ?? 0) - w0;
       }
@@ -181,6 +200,38 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
   }
 
   return { harness, figures, run };
+}
+
+/** `models` whose streams call `firstEvent` when the caller receives each stream's first event. */
+function timeSerialization(models: Models, firstEvent: () => void): Models {
+  const streamSimple = (...args: Parameters<Models["streamSimple"]>): ReturnType<Models["streamSimple"]> => {
+    const stream = models.streamSimple(...args);
+    const iterate = stream[Symbol.asyncIterator].bind(stream);
+    stream[Symbol.asyncIterator] = () => {
+      const inner = iterate();
+      let first = true;
+      return {
+        next: async () => {
+          const result = await inner.next();
+          if (first) firstEvent();
+          first = false;
+          return result;
+        },
+        return: async (value?: unknown) => (inner.return === undefined ? { done: true, value: undefined } : inner.return(value)),
+        [Symbol.asyncIterator]() {
+          return this;
+        },
+      } as ReturnType<typeof iterate>;
+    };
+    return stream;
+  };
+  return new Proxy(models, {
+    get(target, key) {
+      if (key === "streamSimple") return streamSimple;
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }
 
 /** Print one table for several runs. */

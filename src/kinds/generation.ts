@@ -9,7 +9,6 @@
 import type { AssistantMessage, Context, DeferredHandle, Message, ToolCall } from "@earendil-works/pi-ai";
 import { isContextOverflow, isRetryableAssistantError } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
-import { requestMessages } from "../core/context.js";
 import type { ConversationHandle } from "../core/conversation.js";
 import { assistantKind, systemKind, type AssistantEntry } from "../core/entries.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
@@ -23,6 +22,7 @@ import { generationConfig, readOnInterrupt } from "./config.js";
 import { attemptOptions, exchangeProbe, retryDecision, retryHintMs } from "./model-request.js";
 import { encodeEvent, frameBytes, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
 import { createGeneration, landFinalInbox, resolveUnanswered } from "./placement.js";
+import { estimateTokensCached, ProjectionCache } from "./request-cache.js";
 import { foldSectionState, foldTools, planSystemEntry, prepareSections, type SectionRegistry, type SystemInstructionsInput, type SystemInstructionsOutput } from "./sections.js";
 import type { TurnServices } from "./services.js";
 import { generationRoles, type CapturedConfig, type CollapseState, type GenerationState, type RetryBudget } from "./states.js";
@@ -91,6 +91,8 @@ export function retryDelay(options: GenerationServices["options"], attempt: numb
 }
 
 export function createGenerationKind(services: GenerationServices) {
+  // Request messages and context folds per conversation, extended with new entries (request-cache.ts).
+  const projections = new ProjectionCache();
   const kind = defineTaskKind<GenerationState, TaskRuntime, GenerationHooks, typeof generationConfig>()({
     kind: "generation",
     roles: generationRoles,
@@ -236,7 +238,7 @@ export function createGenerationKind(services: GenerationServices) {
     const threshold = services.options.collapseThresholdTokens;
     if (threshold > 0 && state.status !== "deferred") {
       const current = await conversation.contextEntries(undefined, call);
-      const tokens = estimateTokens(requestMessages(current));
+      const tokens = estimateTokensCached(projections.of(task.conversationId).requestMessages(current));
       if (tokens > threshold && current.items.length > services.options.collapseKeepEntries + 1) {
         const growth = services.options.collapseRetryGrowthTokens ?? Math.ceil(threshold / 10);
         const head = current.head?.id ?? null;
@@ -268,7 +270,9 @@ export function createGenerationKind(services: GenerationServices) {
       requestThrough = await runtime.commit(async (tx) => {
         const context = await conversation.contextEntries(undefined, call);
         const current = await foldSectionState(storage, task.conversationId, storage.lastSeq);
-        const plan = planSystemEntry({ context, seedCursor: seed.cursor, currentCursor: current.cursor, prepared, timestamp: runtime.now() });
+        const projection = projections.of(task.conversationId);
+        const folds = { baseline: projection.baseline(context), tools: () => projection.tools(context) };
+        const plan = planSystemEntry({ context, seedCursor: seed.cursor, currentCursor: current.cursor, prepared, timestamp: runtime.now(), folds });
         if (plan.stale) return undefined;
         let through: Id | undefined = plan.draft === undefined ? undefined : tx.entry(systemKind, plan.draft);
         if (through === undefined) {
@@ -282,7 +286,8 @@ export function createGenerationKind(services: GenerationServices) {
 
     // The request: the context at requestThrough, messages only (§8.2).
     const snapshot = await conversation.contextEntries(requestThrough, call);
-    let request: Context = { messages: requestMessages(snapshot) };
+    const projection = projections.of(task.conversationId);
+    let request: Context = { messages: projection.requestMessages(snapshot) };
     // A deferred answer was requested already: polling sends no new request, so nothing to hook.
     const hooked = state.status === "deferred" ? {} : await services.hooks.run<{ request?: Context }>(kind, "before_request", { request: { messages: [...request.messages] } }, chain, call);
     if (hooked.request !== undefined) request = hooked.request;
@@ -291,7 +296,8 @@ export function createGenerationKind(services: GenerationServices) {
     }
     // Returned calls are checked against the tools this request actually offered (§8.2), after
     // before_request, not against the registry: a registered but unselected tool is not callable.
-    const offered = foldTools([request.messages]);
+    // Unhooked, the request's system messages are the context's, in order: the projection's tool fold.
+    const offered = hooked.request === undefined ? projection.tools(snapshot) : foldTools([request.messages]);
 
     // streamSimple maps the thinking level per provider; the probe sees each HTTP exchange (retry hints).
     const probe = exchangeProbe();

@@ -81,13 +81,20 @@ export function planSystemEntry(args: {
   readonly currentCursor: Id;
   readonly prepared: PreparedSections;
   readonly timestamp: number;
+  /**
+   * The context's folds when the caller keeps them incrementally (request-cache.ts): its current-epoch
+   * baseline and effective tools, equal to `currentEpochBaseline(context)` and `foldTools` over its items.
+   */
+  readonly folds?: { readonly baseline: Id | undefined; readonly tools: () => ReadonlyMap<string, Tool> };
 }): SystemPlan {
-  const { context, prepared, timestamp } = args;
+  const { context, prepared, timestamp, folds } = args;
   if (args.currentCursor !== args.seedCursor) return { stale: true };
-  return currentEpochBaseline(context) === undefined ? planBaseline(context, prepared, timestamp) : planDelta(context, prepared, timestamp);
+  const baseline = folds === undefined ? currentEpochBaseline(context) : folds.baseline;
+  const effective = folds?.tools ?? ((): ReadonlyMap<string, Tool> => foldTools(context.items.map((i) => i.messages)));
+  return baseline === undefined ? planBaseline(context, prepared, timestamp) : planDelta(effective, prepared, timestamp);
 }
 
-function planDelta(context: DerivedContext, prepared: PreparedSections, timestamp: number): SystemPlan {
+function planDelta(effective: () => ReadonlyMap<string, Tool>, prepared: PreparedSections, timestamp: number): SystemPlan {
   const seed = new Map(prepared.seed.sections.map((s) => [s.key, s]));
   const desiredKeys = new Set(prepared.sections.map((s) => s.key));
   const changes: SectionChange[] = [];
@@ -105,7 +112,7 @@ function planDelta(context: DerivedContext, prepared: PreparedSections, timestam
     changes.push({ key: previous.key, action: "remove" });
     texts[previous.key] = null;
   }
-  const tools = diffTools(foldTools(context.items.map((i) => i.messages)), prepared.tools);
+  const tools = diffTools(effective(), prepared.tools);
   if (changes.length === 0 && tools.added.length === 0 && tools.removed.length === 0) {
     return { stale: false, draft: undefined, kind: "none" };
   }
