@@ -121,17 +121,17 @@ export class ConversationHandle {
 
   /**
    * Abort (§6.3): one commit marks the foreground ownership closure and withdraws queued steer and
-   * followUp in the affected conversations; write and nextRun stay queued.
+   * followUp of this conversation; write and nextRun stay queued. The owned conversations in the
+   * closure (a `run` subagent, §8.5) have their live foreground tasks marked but keep their queues:
+   * their owner's cleanup marks tasks only and never drains a child's queue (§6.3, §8.5).
    */
   async abort(call: Call): Promise<void> {
     await this.harness.commitMarks(async (b) => {
       const closure = this.harness.driver.foregroundClosure(this.id);
       this.harness.driver.markWrites(b, closure.tasks, { ifLive: true });
-      for (const conversationId of closure.conversations) {
-        for (const item of await queuedItems(b, conversationId)) {
-          if (item.value.mode === "steer" || item.value.mode === "followUp") {
-            await abortQueuedInput(b, conversationId, item.id);
-          }
+      for (const item of await queuedItems(b, this.id)) {
+        if (item.value.mode === "steer" || item.value.mode === "followUp") {
+          await abortQueuedInput(b, this.id, item.id);
         }
       }
     }, call);
@@ -140,6 +140,11 @@ export class ConversationHandle {
   /** Attach this conversation and wait until it has no live foreground task (§6.2). */
   drive(call: Call): Promise<"idle" | "closed"> {
     return this.harness.driver.drive(this.id, call);
+  }
+
+  /** drive with a blocking budget (§8.3): "budget" when `budgetMs` passes first; the work goes on. */
+  driveWithin(budgetMs: number, call: Call): Promise<"idle" | "closed" | "budget"> {
+    return this.harness.driver.driveWithin(this.id, budgetMs, call);
   }
 
   value<T>(addr: ValueRef<T>): ValueHandle<T> {

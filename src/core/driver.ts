@@ -493,6 +493,13 @@ export class Driver {
     };
     this.#finish.set(inv, finish);
     this.#running.set(id, inv);
+    // An execute that only sleeps until a durable time first is asleep from its dispatch: its wake is
+    // known now and it is not busy (no transient heartbeat, DESIGN §3). Its runtime.sleep takes over
+    // the entry; completion (or a sleep already due) removes it.
+    if (method === "execute") {
+      const until = kind.sleepsUntil?.(lt.task.state);
+      if (until !== undefined && until > this.clock.now()) this.#sleepers.set(id, until);
+    }
     out.push(inv);
   }
 
@@ -577,6 +584,7 @@ export class Driver {
         this.#settledStatus.delete(inv.taskId);
         if (this.#running.get(inv.taskId) !== inv) return () => undefined;
         this.#running.delete(inv.taskId);
+        this.#sleepers.delete(inv.taskId);
         this.#host.afterInvoke?.(inv.taskId, inv.method, this.#live.get(inv.taskId)?.task.state.status ?? settledStatus ?? inv.task.state.status);
         if (this.#phase === "closing" || this.#phase === "closed" || this.#phase === "faulted") {
           return this.#notifyHost();
@@ -748,6 +756,21 @@ export class Driver {
 
   /** drive(call): attach, then wait for the scope's idle predicate; the signal cancels only this waiter. */
   drive(scope: Id | "session", call: Call): Promise<"idle" | "closed"> {
+    return this.#drive(scope, call, undefined);
+  }
+
+  /**
+   * drive with a blocking budget (§8.3): like drive, but when `budgetMs` passes on the driver's clock
+   * before the scope is idle, only this waiter is removed and it resolves "budget"; the scope stays
+   * attached, so its work goes on. A tool waiting on a child conversation uses it.
+   */
+  driveWithin(scope: Id | "session", budgetMs: number, call: Call): Promise<"idle" | "closed" | "budget"> {
+    return new Promise<"idle" | "closed" | "budget">((resolve, reject) => {
+      this.#drive(scope, call, { ms: budgetMs, expired: () => resolve("budget") }).then(resolve, reject);
+    });
+  }
+
+  #drive(scope: Id | "session", call: Call, budget: { readonly ms: number; readonly expired: () => void } | undefined): Promise<"idle" | "closed"> {
     return new Promise<"idle" | "closed">((resolve, reject) => {
       void this.#harness.line
         .run((): Action => {
@@ -785,15 +808,32 @@ export class Driver {
               }
             });
           };
+          const timer = new AbortController();
           const waiter: Waiter = {
             scope,
             taskId: call.value(invocationKey)?.taskId,
             resolve,
             reject,
-            detach: () => signal?.removeEventListener("abort", onAbort),
+            detach: () => {
+              signal?.removeEventListener("abort", onAbort);
+              timer.abort();
+            },
           };
           this.#waiters.add(waiter);
           signal?.addEventListener("abort", onAbort, { once: true });
+          if (budget !== undefined) {
+            // The budget removes only this waiter (on the line, exactly once); the attachment stays.
+            this.clock.sleep(this.clock.now() + budget.ms, timer.signal).then(
+              () =>
+                this.#harness.line.run(() => {
+                  if (this.#waiters.delete(waiter)) {
+                    waiter.detach();
+                    budget.expired();
+                  }
+                }),
+              () => undefined,
+            );
+          }
           return attachActions;
         })
         .then((after) => after(), reject);
@@ -1014,7 +1054,16 @@ export class Driver {
   // Sleep: in memory, reported to the host as a wake time (DESIGN §3)
 
   async sleep(taskId: Id, untilMs: number, call: Call): Promise<void> {
-    if (untilMs <= this.clock.now()) return;
+    if (untilMs <= this.clock.now()) {
+      // A wake registered at dispatch (sleepsUntil) that has passed meanwhile: the task is awake.
+      if (this.#sleepers.has(taskId)) {
+        await this.#harness.line.run(() => {
+          this.#sleepers.delete(taskId);
+          return this.#notifyHost();
+        }).then((after) => after());
+      }
+      return;
+    }
     await this.#harness.line.run(() => {
       this.#sleepers.set(taskId, Math.min(untilMs, this.#sleepers.get(taskId) ?? Number.POSITIVE_INFINITY));
       return this.#notifyHost();

@@ -101,6 +101,15 @@ export interface TaskKind<
   readonly config?: Config;
   readonly preview?: PreviewSpec;
   readonly needs?: KindNeeds;
+  /**
+   * For a start status whose execute first sleeps until a durable time (a schedule's nextRunAt, a
+   * recurring job's notBefore) and does nothing before that: the time. The driver then counts the
+   * execute as asleep from its dispatch, so its wake time is known at once and a host arms no busy
+   * heartbeat for it (DESIGN §3): a kill before it sleeps loses nothing, since execute re-runs from the
+   * top and the alarm at that time reopens the object. The execute must call runtime.sleep(time) first
+   * (it returns at once when the time has passed).
+   */
+  sleepsUntil?(state: S): number | undefined;
   execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   recover(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   abort(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
@@ -127,6 +136,7 @@ export interface AnyTaskKind {
   readonly config?: ConfigSpec;
   readonly preview?: PreviewSpec;
   readonly needs?: KindNeeds;
+  sleepsUntil?(state: Task["state"]): number | undefined;
   execute(task: Task, runtime: never, call: Call): Promise<void>;
   recover(task: Task, runtime: never, call: Call): Promise<void>;
   abort(task: Task, runtime: never, call: Call): Promise<void>;
@@ -159,6 +169,7 @@ type DefinitionInput<S extends TaskStateBase, R extends TaskRoles<S>, Runtime ex
   readonly config?: Config;
   readonly preview?: PreviewSpec;
   readonly needs?: KindNeeds;
+  sleepsUntil?(state: S): number | undefined;
   execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   recover(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
   abort(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;

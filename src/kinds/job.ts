@@ -185,11 +185,13 @@ export function createJobKind(services: JobServices) {
     kind: "job",
     roles: jobRoles,
     initialStatus: "planned",
+    // A planned job with a notBefore only sleeps until then first (a recurring job between runs).
+    sleepsUntil: (state) => (state.status === "planned" ? state.notBefore : undefined),
 
     async execute(task, runtime, call) {
       if (task.state.status !== "planned") throw new PicoError("contract", `job ${task.id} executes only from planned, not ${task.state.status}`);
       const { status: _status, ...input } = task.state;
-      if (input.notBefore !== undefined && input.notBefore > runtime.now()) await runtime.sleep(input.notBefore, call);
+      if (input.notBefore !== undefined) await runtime.sleep(input.notBefore, call);
       const startedAt = runtime.now();
       // No backlog (§8.6): occurrences that passed while the object slept are recorded, not replayed.
       let skipped = input.skipped;

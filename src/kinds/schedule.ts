@@ -127,11 +127,13 @@ export function createScheduleKind(services: ScheduleServices) {
     kind: "schedule",
     roles: scheduleRoles,
     initialStatus: "waiting",
+    // A waiting schedule's execute only sleeps until nextRunAt first: asleep from its dispatch.
+    sleepsUntil: (state) => (state.status === "waiting" ? state.nextRunAt : undefined),
 
     async execute(task, runtime, call) {
       if (task.state.status !== "waiting") throw new PicoError("contract", `schedule ${task.id} executes only from waiting, not ${task.state.status}`);
       const { status: _status, ...base } = task.state;
-      if (base.nextRunAt > runtime.now()) await runtime.sleep(base.nextRunAt, call);
+      await runtime.sleep(base.nextRunAt, call);
       await runtime.commit((tx) => tx.patch(task, "firing", { ...base, occurrence: base.nextRunAt }), call);
       await fire(task, runtime, { ...base, occurrence: base.nextRunAt }, call);
     },

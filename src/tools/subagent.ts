@@ -14,6 +14,11 @@
  *   send    child.accept({ input: text }): queued (followUp) if the child is busy, placed if idle.
  *   status  the child's tail (last entries) and its live tasks.
  *   wait    drive the child, then the result of its last input. Recover: drive again.
+ *
+ * `run` and `wait` drive the child with the blocking budget (§8.3, `runtime.budgetMs`): when it runs
+ * out, the call settles now with the child's id (`out.delegate` and an info diag "still running as
+ * subagent N"), the child runs on owned by the now-terminal call (like a spawned child), and a later
+ * `wait` returns its answer.
  *   stop    child.abort(call) (§6.3).
  *
  * The child inherits the parent's model and thinking, and the parent's selected tools unless `tools`
@@ -205,9 +210,25 @@ async function launch(
   }
   const child = await resolve(runtime, id, call);
   // Cancelling the call cancels this waiter, not the child (§6.2); abort cleanup is the tool kind's.
-  const driven = await child.drive(call);
+  // The wait has the blocking budget (§8.3): past it, the call settles and the child runs on.
+  const driven = await child.driveWithin(runtime.budgetMs, call);
   if (driven === "closed") throw new Error(`the session closed while subagent ${id} was running`);
+  if (driven === "budget") return delegate(child.id, launched.inputId, details, out, runtime);
   await answer(child, launched.inputId, details, out, call);
+}
+
+/**
+ * The blocking budget ran out (§8.3): the call settles now with what it has, `out.delegate` names the
+ * child and an info diag says how to follow it. The tool kind's settlement makes this call terminal, so
+ * from that commit on the child's owner is a terminal task, exactly like a spawned child: aborting the
+ * parent leaves it alone, `stop` cancels it, and a later `wait` returns its answer. Until that commit
+ * lands the call is still running and an abort of it marks the child (the tool kind's abort).
+ */
+function delegate(id: Id, inputId: Id, details: Record<string, JsonValue>, out: ToolOutput, runtime: ToolRuntime): void {
+  out.details = { ...details, id, inputId, status: "running" };
+  out.write(`subagent ${id} is still working on input ${inputId} after ${runtime.budgetMs} ms; its answer is not in yet`);
+  out.delegate(id);
+  out.diag("info", `still running as subagent ${id}; use subagent wait / status / stop`, "budget");
 }
 
 /**
@@ -272,11 +293,13 @@ async function status(id: Id, out: ToolOutput, runtime: ToolRuntime, call: Call)
 
 async function wait(id: Id, out: ToolOutput, runtime: ToolRuntime, call: Call): Promise<void> {
   const child = await resolve(runtime, id, call);
-  const driven = await child.drive(call);
+  const driven = await child.driveWithin(runtime.budgetMs, call);
   if (driven === "closed") throw new Error(`the session closed while waiting for subagent ${child.id}`);
   const last = await lastInput(child);
   if (last === undefined) throw new Error(`subagent ${child.id} has no input to wait for`);
-  await answer(child, last.inputId, { id: child.id, inputId: last.inputId, command: "wait" }, out, call);
+  const details = { id: child.id, inputId: last.inputId, command: "wait" };
+  if (driven === "budget") return delegate(child.id, last.inputId, details, out, runtime);
+  await answer(child, last.inputId, details, out, call);
 }
 
 async function stop(id: Id, out: ToolOutput, runtime: ToolRuntime, call: Call): Promise<void> {

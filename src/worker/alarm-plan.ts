@@ -68,9 +68,12 @@ export class AlarmPlan {
   /**
    * After each commit: whether live tasks exist. A commit that creates work is durable before the driver
    * dispatches it; if the object is killed in between, nothing else would wake it (reopen only happens
-   * on a request or an alarm), so live work with no other reason to wake arms a guard alarm.
+   * on a request or an alarm), so live work with no other reason to wake arms a guard alarm. `wake` is
+   * the driver's earliest wake as of this commit (its notification follows): work the commit dispatched
+   * straight into a sleep with a durable wake time is woken by that alarm, so it needs no guard.
    */
-  live(hasLive: boolean, now: number): void {
+  live(hasLive: boolean, now: number, wake?: number): void {
+    if (wake !== undefined) this.#wake = wake;
     if (!hasLive) this.#guard = undefined;
     else if (this.desired === undefined) this.#guard = now + this.#heartbeatMs;
     this.#apply(now);

@@ -816,6 +816,55 @@ for (const backend of coreBackends) {
         expect((await stored(h, short)).state.status).toBe("aborted");
       }));
 
+    it(`an execute whose kind declares sleepsUntil is asleep from its dispatch: its wake is reported at once and it is never busy before it sleeps (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const clock = new FakeClock(10_000);
+        const wakes: (number | undefined)[] = [];
+        const busy: boolean[] = [];
+        const entered = new Gates();
+        const proceed = new Gates();
+        const execute = async (task: Task & { state: { tag: string; refs: number[] } }, rt: TaskRuntime, c: Call): Promise<void> => {
+          entered.open(task.state.tag);
+          await proceed.get(task.state.tag).promise;
+          await rt.sleep(task.state.refs[0] as number, c);
+          await settleStep(rt, task as Parameters<typeof settleStep>[1], "done", c);
+        };
+        const parker = { ...stepKind("parker", { execute }), sleepsUntil: (state: { status: string; refs: number[] }) => (state.status === "pending" ? state.refs[0] : undefined) };
+        const plain = stepKind("plain", { execute });
+        const h = await openWith(inner, [parker, plain], { host: { clock, wakeChanged: (w) => wakes.push(w), busyChanged: (b) => busy.push(b) } });
+        await h.attach(call);
+        await addStep(h, parker, h.rootId, { tag: "p", refs: [15_000], background: true });
+        await entered.get("p").promise;
+        // Dispatched, not yet in its sleep: not busy, and its wake time is already known.
+        expect(h.driver.busy).toBe(false);
+        expect(h.driver.nextWake).toBe(15_000);
+        expect(wakes).toEqual([15_000]);
+        proceed.open("p");
+        await flush(h);
+        expect(wakes).toEqual([15_000]);
+        expect(busy).toEqual([]);
+        clock.advance(5_000);
+        await until(h, () => h.driver.liveCount() === 0, "the parker ran");
+        expect(busy).toEqual([true, false]);
+        expect(wakes).toEqual([15_000, undefined]);
+        // Without sleepsUntil the same execute is busy until it sleeps.
+        await addStep(h, plain, h.rootId, { tag: "q", refs: [30_000], background: true });
+        await entered.get("q").promise;
+        expect(h.driver.busy).toBe(true);
+        proceed.open("q");
+        await until(h, () => h.driver.nextWake === 30_000, "the plain one asleep");
+        expect(busy).toEqual([true, false, true, false]);
+        // A wake that passed before the execute reached its sleep: the sleep returns at once and it runs.
+        await addStep(h, parker, h.rootId, { tag: "late", refs: [20_000], background: true });
+        await entered.get("late").promise;
+        expect(h.driver.nextWake).toBe(20_000);
+        clock.advance(10_000);
+        proceed.open("late");
+        await until(h, () => h.driver.liveCount() === 1 && wakes.at(-1) === 30_000, "the late one ran and only the plain one sleeps");
+        clock.advance(10_000);
+        await until(h, () => h.driver.liveCount() === 0, "all ran");
+      }));
+
     it(`the host's beforeInvoke returning false withholds execute and recover but never abort; driver.release resumes a withheld task (${backend.name})`, () =>
       backend.run(async (inner) => {
         const trace = new Trace();

@@ -14,7 +14,7 @@ import { echoReply } from "../../src/worker/echo-model.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
 import { generationConfig } from "../../src/kinds/config.js";
-import { deferred, type Deferred } from "../core/driver-fixtures.js";
+import { deferred, flush, type Deferred, type FakeClock } from "../core/driver-fixtures.js";
 import { call, echoTool, openTurns, textOf, type TurnFixture } from "./turn-fixtures.js";
 
 export { call, textOf };
@@ -39,7 +39,7 @@ function lastUserText(context: Context): string {
   return "";
 }
 
-export async function openSubagents(storage: Storage, options: { selected?: string[] } = {}): Promise<SubagentFixture> {
+export async function openSubagents(storage: Storage, options: { selected?: string[]; clock?: FakeClock; budgetMs?: number } = {}): Promise<SubagentFixture> {
   let gate: Deferred<void> = deferred();
   let released = false;
   let held = 0;
@@ -61,7 +61,12 @@ export async function openSubagents(storage: Storage, options: { selected?: stri
     return echoReply(context);
   };
   const step: FauxResponseStep = (context, streamOptions) => answer(context, streamOptions?.signal);
-  const fixture = await openTurns(storage, { tools: [subagentTool, echoTool], responses: Array.from({ length: 200 }, () => step) });
+  const fixture = await openTurns(storage, {
+    tools: [subagentTool, echoTool],
+    responses: Array.from({ length: 200 }, () => step),
+    ...(options.clock === undefined ? {} : { host: { clock: options.clock } }),
+    ...(options.budgetMs === undefined ? {} : { turn: { toolBudgetMs: options.budgetMs } }),
+  });
   const root = await fixture.harness.root(call);
   await root.settings.set({ selectedTools: options.selected ?? ["subagent", "echo"] }, call);
   return {
@@ -106,4 +111,13 @@ export async function selectedOf(harness: Harness, conversationId: Id, c: Call =
 /** The details object of a tool result entry. */
 export function detailsOf(entry: Entry | undefined): Record<string, unknown> {
   return ((entry?.data as { details?: unknown } | undefined)?.details ?? {}) as Record<string, unknown>;
+}
+
+/** Flush the line until `ok` holds (bounded, no wall clock). */
+export async function eventually(harness: Harness, ok: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    if (await ok()) return;
+    await flush(harness, 2);
+  }
+  throw new Error(`timed out waiting for ${what}`);
 }

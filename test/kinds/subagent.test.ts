@@ -4,7 +4,8 @@
  * starts with (model, thinking, tools narrowed never widened), inherited context (§8.5: the parent's
  * context at the last complete exchange before the launching one), ids the parent does not own, and
  * aborts: of the call during `run` (child's foreground marked, its queue kept, an error result) and of
- * the parent while a spawned child lives (child unaffected).
+ * the parent while a spawned child lives (child unaffected). And the blocking budget (§8.3) of `run` and
+ * `wait`, on a fake clock: past it the call settles with the child's id and the child runs on.
  */
 import { describe, expect, it } from "vitest";
 import { requestKey } from "../../src/core/inbox.js";
@@ -15,9 +16,16 @@ import { usageList } from "../../src/kinds/usage.js";
 import type { UsageRow } from "../../src/kinds/states.js";
 import { parseSubagentCommand, subagentRequestKey } from "../../src/tools/subagent.js";
 import type { Id } from "../../src/storage/records.js";
+import type { ToolResultData } from "../../src/kinds/states.js";
+import type { Entry } from "../../src/storage/records.js";
 import { coreBackends } from "../core/backends.js";
-import { flush } from "../core/driver-fixtures.js";
-import { call, detailsOf, HOLD, openSubagents, ownedBy, resultOf, selectedOf, subagentCall, tasksOf, textOf, toolResults } from "./subagent-fixtures.js";
+import { FakeClock, flush } from "../core/driver-fixtures.js";
+import { call, detailsOf, eventually, HOLD, openSubagents, ownedBy, resultOf, selectedOf, subagentCall, tasksOf, textOf, toolResults } from "./subagent-fixtures.js";
+
+/** The result data of a tool result entry (delegated id, diagnostics). */
+function dataOf(entry: Entry | undefined): ToolResultData {
+  return entry?.data as unknown as ToolResultData;
+}
 
 describe("SubagentCommand input", () => {
   it("parses each command with exactly its fields and refuses the rest with the field named", () => {
@@ -239,6 +247,39 @@ for (const backend of coreBackends) {
         expect((await harness.storage.scanConversations({ ownedFrom: tool.id, limit: 10 })).items).toHaveLength(1);
       }));
 
+    it(`Aborting the parent during run keeps the child's queued inputs (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        const prompted = root.prompt({ input: subagentCall({ command: "run", prompt: `${HOLD} slow work` }) }, call);
+        await fx.holding();
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await harness.conversation((await ownedBy(harness, tool.id))[0] as Id, call))!;
+        const followUp = await child.accept({ input: "queued follow-up" }, call);
+        const steer = await child.accept({ input: "queued steer", whenBusy: "steer" }, call);
+        expect(followUp.status).toBe("queued");
+        expect(steer.status).toBe("queued");
+        // The public abort of the parent conversation (§6.3) while the run child is busy: the call and
+        // the child's running work are aborted, the child's queues are not (§8.5).
+        await root.abort(call);
+        await prompted;
+        await flush(harness);
+        expect(textOf((await toolResults(harness, root.id))[0])).toContain("the call was aborted");
+        expect((await harness.getTask(tool.id, call))?.state.status).toBe("aborted");
+        expect((await tasksOf(harness, child.id, "generation"))[0]?.state.status).toBe("aborted");
+        expect(await child.result(followUp.inputId, call)).toEqual({ status: "queued" });
+        expect(await child.result(steer.inputId, call)).toEqual({ status: "queued" });
+        // The next input placed into the child carries the queued ones with it, and they are answered.
+        fx.release();
+        await root.prompt({ input: subagentCall({ command: "send", id: child.id, text: "next" }) }, call);
+        await child.drive(call);
+        expect(await child.result(followUp.inputId, call)).toMatchObject({ status: "done" });
+        expect(await child.result(steer.inputId, call)).toMatchObject({ status: "done" });
+        const users = (await harness.entries(child.id, { limit: 50, kind: "user" }, call)).items.map(textOf);
+        expect(users).toEqual(expect.arrayContaining(["queued follow-up", "queued steer", "next"]));
+      }));
+
     it(`§8.5 aborting the parent leaves a spawned child running (${backend.name})`, () =>
       backend.run(async (storage) => {
         const fx = await openSubagents(storage);
@@ -263,6 +304,119 @@ for (const backend of coreBackends) {
         expect((await tasksOf(harness, child.id, "generation"))[0]?.state.status).toBe("done");
         const inputId = detailsOf((await toolResults(harness, root.id))[0]).inputId as Id;
         expect(await child.result(inputId, call)).toMatchObject({ status: "done" });
+      }));
+  });
+  describe(`subagent blocking budget (${backend.name})`, () => {
+    it(`Subagent run delegates after the blocking budget (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const clock = new FakeClock();
+        const fx = await openSubagents(storage, { clock, budgetMs: 1000 });
+        const { harness } = fx;
+        const root = await harness.root(call);
+        const prompted = root.prompt({ input: subagentCall({ command: "run", prompt: `${HOLD} slow work` }) }, call);
+        await fx.holding();
+        await eventually(harness, () => clock.pending > 0, "the budget timer");
+        clock.advance(999);
+        await flush(harness);
+        const [running] = await tasksOf(harness, root.id, "tool");
+        expect(running?.role).toBe("inflight");
+        clock.advance(1);
+        const answer = await prompted;
+        // The call settled with the child's id; the child is still mid-turn.
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        expect(tool.state).toMatchObject({ status: "done" });
+        const child = (await ownedBy(harness, tool.id))[0] as Id;
+        const results = await toolResults(harness, root.id);
+        expect(results).toHaveLength(1);
+        const data = dataOf(results[0]);
+        expect(data.delegated).toBe(child);
+        expect(data.isError).toBe(false);
+        expect(data.diags).toEqual([{ severity: "info", message: `still running as subagent ${child}; use subagent wait / status / stop`, code: "budget" }]);
+        expect(detailsOf(results[0])).toMatchObject({ id: child, command: "run", status: "running" });
+        expect(textOf(results[0])).toContain(`still running as subagent ${child}`);
+        expect(textOf(answer)).toContain(`subagent ${child} is still working`);
+        const gen = (await tasksOf(harness, child, "generation"))[0]!;
+        expect(gen.role).not.toBe("terminal");
+        expect(gen.abort).toBeUndefined();
+        // Aborting the parent after delegation leaves the child alone: its owner is terminal.
+        const busy = root.prompt({ input: `${HOLD} parent work` }, call);
+        await fx.holding(2);
+        await root.abort(call);
+        await busy;
+        expect((await tasksOf(harness, root.id, "generation")).at(-1)?.state.status).toBe("aborted");
+        const still = (await tasksOf(harness, child, "generation"))[0]!;
+        expect(still.abort).toBeUndefined();
+        expect(still.role).not.toBe("terminal");
+        // The child's answer arrives after delegation; a later wait returns it.
+        fx.release();
+        const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call);
+        expect(textOf(waited)).toBe(`${HOLD} slow work`);
+        const after = await toolResults(harness, root.id);
+        expect(after.map(textOf).at(-1)).toBe(`${HOLD} slow work`);
+        expect(detailsOf(after.at(-1))).toMatchObject({ id: child, command: "wait", status: "done" });
+        // One child, one answer.
+        expect(await ownedBy(harness, tool.id)).toEqual([child]);
+        const answers = (await harness.entries(child, { limit: 50, kind: "assistant" }, call)).items;
+        expect(answers.map(textOf)).toEqual([`${HOLD} slow work`]);
+      }));
+
+    it(`§8.3 stop cancels a run child after delegation; abort of the parent before that does not reach it (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const clock = new FakeClock();
+        const fx = await openSubagents(storage, { clock, budgetMs: 1000 });
+        const { harness } = fx;
+        const root = await harness.root(call);
+        const prompted = root.prompt({ input: subagentCall({ command: "run", prompt: `${HOLD} never answers` }) }, call);
+        await fx.holding();
+        await eventually(harness, () => clock.pending > 0, "the budget timer");
+        clock.advance(1000);
+        await prompted;
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await ownedBy(harness, tool.id))[0] as Id;
+        // The parent's abort has nothing of the child in its foreground closure any more.
+        await root.abort(call);
+        await flush(harness);
+        expect((await tasksOf(harness, child, "generation"))[0]?.abort).toBeUndefined();
+        // stop does cancel it.
+        const stopped = await root.prompt({ input: subagentCall({ command: "stop", id: child }) }, call);
+        expect(textOf(stopped)).toContain(`subagent ${child}: stop requested`);
+        await (await harness.conversation(child, call))!.drive(call);
+        expect((await tasksOf(harness, child, "generation")).map((t) => t.state.status)).toEqual(["aborted"]);
+        const inputId = detailsOf((await toolResults(harness, root.id))[0]).inputId as Id;
+        expect(await resultOf(harness, child, inputId)).toMatchObject({ status: "unanswered", reason: "aborted" });
+      }));
+
+    it(`Subagent wait delegates after the blocking budget (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const clock = new FakeClock();
+        const fx = await openSubagents(storage, { clock, budgetMs: 500 });
+        const { harness } = fx;
+        const root = await harness.root(call);
+        await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} long job` }) }, call);
+        const spawnTool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await ownedBy(harness, spawnTool.id))[0] as Id;
+        await fx.holding();
+        const prompted = root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call);
+        await eventually(harness, () => clock.pending > 0, "the budget timer");
+        clock.advance(500);
+        const answer = await prompted;
+        const results = await toolResults(harness, root.id);
+        expect(results).toHaveLength(2);
+        const data = dataOf(results[1]);
+        expect(data.delegated).toBe(child);
+        expect(data.isError).toBe(false);
+        expect(data.diags).toEqual([{ severity: "info", message: `still running as subagent ${child}; use subagent wait / status / stop`, code: "budget" }]);
+        expect(detailsOf(results[1])).toMatchObject({ id: child, command: "wait", status: "running" });
+        expect(textOf(answer)).toContain(`subagent ${child} is still working`);
+        const gen = (await tasksOf(harness, child, "generation"))[0]!;
+        expect(gen.role).not.toBe("terminal");
+        expect(gen.abort).toBeUndefined();
+        // The answer arrives later; the next wait (within its budget) returns it.
+        fx.release();
+        const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call);
+        expect(textOf(waited)).toBe(`${HOLD} long job`);
+        expect((await harness.entries(child, { limit: 50, kind: "assistant" }, call)).items.map(textOf)).toEqual([`${HOLD} long job`]);
+        expect((await harness.storage.scanConversations({ limit: 10 })).items).toHaveLength(2);
       }));
   });
 }

@@ -4,7 +4,8 @@
  * session: its snapshot names its owner, the parent's names its children, its transcript and watch work
  * like any other, the operator sees the tool task in GET /tasks, and its usage is attributed to it and
  * rolls up into the session's totals. Each command (run, spawn, send, status, wait, stop) runs over a
- * real turn here.
+ * real turn here. A conversation's own selectedTools select the tool, and its budgetMs is the blocking
+ * budget of `run` and `wait` (§8.3): past it the call returns the child's id and the child runs on.
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
@@ -140,5 +141,33 @@ describe("subagents over HTTP", () => {
     await until(async () => ((await snapshot(name, t, child)).tasks.length === 0 ? true : undefined), "the child's turn to end");
     const waited = await subagent(name, t, { command: "wait", id: child });
     expect(waited.answer).toMatch(/did not answer input \d+: aborted/);
+  });
+
+  it("§8.3 a conversation's selectedTools and budgetMs: run delegates past the budget, the child answers later, wait returns it", async () => {
+    const { name, t } = await session("budget", { selectedTools: ["echo"] });
+    // The session selects only echo; the root conversation's own config selects the subagent tool and
+    // sets a 1 ms blocking budget (the paced model's child takes far longer than that).
+    const patched = await call("PATCH", `/v1/sessions/${name}/conversations/root/config`, { token: t, body: { selectedTools: ["echo", "subagent"], budgetMs: 1, model: "echo-slow" } });
+    expect(patched.status).toBe(200);
+    const prompt = "a child answer that streams slowly past the budget";
+    const { answer, result } = await subagent(name, t, { command: "run", prompt });
+    const child = result.data?.details?.["id"] as number;
+    expect(result.data?.details).toMatchObject({ command: "run", status: "running" });
+    expect((result.data as { delegated?: number } | undefined)?.delegated).toBe(child);
+    expect(text(result)).toContain(`still running as subagent ${child}; use subagent wait / status / stop`);
+    expect(answer).toContain(`subagent ${child} is still working`);
+    // The call is done; the child, owned by it, runs on and answers on its own.
+    const root = await snapshot(name, t, "root");
+    expect(root.children).toEqual([child]);
+    expect(root.tasks).toEqual([]);
+    await until(async () => {
+      const entries = await json<{ items: Entry[] }>(await call("GET", `/v1/sessions/${name}/conversations/${child}/entries?kind=assistant`, { token: t }));
+      return entries.items.length === 1 && text(entries.items[0]) === prompt ? true : undefined;
+    }, "the delegated child's answer", 1000);
+    // With a budget that suffices, wait returns that answer.
+    expect((await call("PATCH", `/v1/sessions/${name}/conversations/root/config`, { token: t, body: { budgetMs: 30_000, model: "echo" } })).status).toBe(200);
+    const waited = await subagent(name, t, { command: "wait", id: child });
+    expect(waited.answer).toBe(prompt);
+    expect(text(waited.result)).toBe(prompt);
   });
 });

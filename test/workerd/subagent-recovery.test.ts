@@ -9,6 +9,10 @@
  * The turn kit is registered through the test seam (src/worker/kinds.ts) over a faux model that answers
  * like the built-in echo model; the points are held by hooks of that kit. After the kill a fresh gate
  * is installed and the old one is never released, so nothing of the killed instance runs on.
+ *
+ * Also eviction after a `run` delegated (§8.3 blocking budget, on the manual clock): the call settled
+ * with the child's id while the child was mid-turn; the kill and reopen finish the child, and the call
+ * keeps its one result entry.
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { createModels, fauxProvider, type FauxResponseStep } from "@earendil-works/pi-ai";
@@ -23,11 +27,12 @@ import { registerTestKinds, resetTestKinds } from "../../src/worker/kinds.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { deferred, type Deferred } from "../core/driver-fixtures.js";
 import { echoTool } from "../kinds/turn-fixtures.js";
-import { call, harnessOf, TestSession, until } from "./session-fixtures.js";
+import { call, clockOf, harnessOf, installSeams, resetSeams, TestSession, until } from "./session-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
   resetTestKinds();
+  resetSeams();
 });
 
 /** Where a subagent flow is held for the kill. */
@@ -55,7 +60,7 @@ async function hold(point: Point): Promise<void> {
 }
 
 /** A session whose turn kinds answer like the echo model and hold at the armed point. */
-async function open(label: string): Promise<{ session: TestSession; root: Id }> {
+async function open(label: string, budgetMs?: number): Promise<{ session: TestSession; root: Id }> {
   const faux = fauxProvider();
   const step: FauxResponseStep = (context) => echoReply(context);
   faux.setResponses(Array.from({ length: 100 }, () => step));
@@ -85,6 +90,7 @@ async function open(label: string): Promise<{ session: TestSession; root: Id }> 
     await r.commit((tx) => {
       tx.value(generationConfig.model).set(`${model.provider}/${model.id}`);
       tx.value(generationConfig.selectedTools).set(["subagent", "echo"]);
+      if (budgetMs !== undefined) tx.value(generationConfig.budgetMs).set(budgetMs);
     }, call);
     return r.id;
   });
@@ -199,4 +205,52 @@ describe("subagent recovery in a session Durable Object", () => {
       expect(o.rootAnswers.map(text).at(-1)).toBe("the spawned task");
     });
   }
+
+  it("Subagent run survives eviction after delegation", async () => {
+    installSeams();
+    const { session, root } = await open("subagent-run-delegated", 1000);
+    const held = arm("mid-turn");
+    await accept(session, `/call subagent ${JSON.stringify({ command: "run", prompt: "the delegated task" })}`);
+    await held.reached.promise;
+    // The budget runs out on the object's clock: the call settles with the child's id, the parent's
+    // turn ends, and the child is still held mid-turn.
+    await until(
+      () =>
+        runInDurableObject(session.stub, async (instance: SessionObject) => {
+          const clock = clockOf(instance);
+          clock.advanceTo(clock.now() + 1000);
+          const h = harnessOf(instance);
+          const settled = (await h.storage.scanTasks({ kind: "tool", role: "terminal", limit: 10 })).items.length === 1;
+          const answered = (await h.entries(root, { limit: 100, kind: "assistant" }, call)).items.length === 2;
+          return settled && answered;
+        }),
+      "the run call delegated and the parent answered",
+    );
+    const before = await outcome(session, root);
+    expect(before.results).toHaveLength(1);
+    const child = [...before.owned.values()].flat()[0] as Id;
+    expect((before.results[0]?.data as { delegated?: Id }).delegated).toBe(child);
+    expect(before.childAnswers).toHaveLength(0);
+    await abortAllDurableObjects();
+    arm(null);
+    expect(await runDurableObjectAlarm(session.stub)).toBe(true);
+    // The interrupted child generation retries after a delay on the manual clock: move time along.
+    await until(
+      () =>
+        runInDurableObject(session.stub, async (instance: SessionObject) => {
+          const clock = clockOf(instance);
+          clock.advanceTo(clock.now() + 1000);
+          return (await harnessOf(instance).storage.scanTasks({ live: true, limit: 10 })).items.length === 0;
+        }),
+      "every task settled after the reopen",
+    );
+    const o = await outcome(session, root);
+    expect(o.tools).toHaveLength(1);
+    expect(o.tools[0]?.state.status).toBe("done");
+    expect(o.conversations).toBe(2);
+    expect(o.owned.get(o.tools[0]!.id)).toEqual([child]);
+    expect(o.childAnswers.map(text)).toEqual(["the delegated task"]);
+    expect(o.results).toHaveLength(1);
+    expect(text(o.results[0])).toContain(`still running as subagent ${child}`);
+  });
 });
