@@ -14,7 +14,7 @@ import {
 import type { Entry, Id } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
 import { coreBackends } from "./backends.js";
-import { assistant, HistoryBuilder, system, toolResult, user } from "./context-fixtures.js";
+import { assistant, HistoryBuilder, system, toolResult, user, type EntrySpec } from "./context-fixtures.js";
 import { CountingStorage } from "./counting-storage.js";
 
 type Run = (fn: (storage: Storage) => Promise<void>) => Promise<void>;
@@ -47,6 +47,38 @@ function textOf(message: Message): string {
 /** A deep, plain copy for comparing a snapshot before and after later updates. */
 function plain(context: DerivedContext): unknown {
   return JSON.parse(JSON.stringify(context));
+}
+
+/** A builder on `storage` and a fresh conversation holding `specs`. */
+async function history(storage: Storage, specs: readonly (readonly [Id, EntrySpec])[]): Promise<{ b: HistoryBuilder; conv: Id }> {
+  const b = new HistoryBuilder(storage);
+  const conv = await b.conversation();
+  await b.appendAll(conv, specs);
+  return { b, conv };
+}
+
+/** §8.2's head/baseline example (a fresh conversation of `b`), through 60 or through 81. */
+async function section82(b: HistoryBuilder, through: 60 | 81): Promise<Id> {
+  const conv = await b.conversation();
+  await b.appendAll(conv, [
+    [10, { model: [user("u10")] }],
+    [11, { kind: "system", model: [system("baseline11")] }],
+    [20, { model: [assistant("a20")] }],
+    [30, { model: [user("u30")] }],
+    [31, { kind: "system", model: [system("delta31")] }],
+    [35, { kind: "notice", model: [user("notice35")] }],
+    [40, { model: [assistant("a40")] }],
+    [50, { model: [user("u50")] }],
+    [60, { kind: "summary", model: [user("summary60")], head: 30 }],
+  ]);
+  if (through === 81) {
+    await b.appendAll(conv, [
+      [70, { model: [assistant("a70")] }],
+      [80, { model: [user("u80")] }],
+      [81, { kind: "system", model: [system("baseline81")], edits: [{ target: 31, action: "omit" }] }],
+    ]);
+  }
+  return conv;
 }
 
 describe.each(backends)("context derivation (%s)", (_name, run) => {
@@ -93,41 +125,16 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
       expect((await deriveContext(storage, a, 100)).ids).toEqual([50, 30, 40, 70]);
     }));
 
-  /** §8.2's head/baseline example, through 60 or through 81. */
-  async function section82(storage: Storage, through: 60 | 81): Promise<{ conv: Id; storage: Storage }> {
-    const b = new HistoryBuilder(storage);
-    const conv = await b.conversation();
-    await b.appendAll(conv, [
-      [10, { model: [user("u10")] }],
-      [11, { kind: "system", model: [system("baseline11")] }],
-      [20, { model: [assistant("a20")] }],
-      [30, { model: [user("u30")] }],
-      [31, { kind: "system", model: [system("delta31")] }],
-      [35, { kind: "notice", model: [user("notice35")] }],
-      [40, { model: [assistant("a40")] }],
-      [50, { model: [user("u50")] }],
-      [60, { kind: "summary", model: [user("summary60")], head: 30 }],
-    ]);
-    if (through === 81) {
-      await b.appendAll(conv, [
-        [70, { model: [assistant("a70")] }],
-        [80, { model: [user("u80")] }],
-        [81, { kind: "system", model: [system("baseline81")], edits: [{ target: 31, action: "omit" }] }],
-      ]);
-    }
-    return { conv, storage };
-  }
-
   it("§8.2 context at 60", () =>
     run(async (storage) => {
-      const { conv } = await section82(storage, 60);
+      const conv = await section82(new HistoryBuilder(storage), 60);
       const context = await deriveContext(storage, conv, 60);
       expect(context.ids).toEqual([60, 30, 31, 35, 40, 50]);
     }));
 
   it("§8.2 context at 81", () =>
     run(async (storage) => {
-      const { conv } = await section82(storage, 81);
+      const conv = await section82(new HistoryBuilder(storage), 81);
       const context = await deriveContext(storage, conv, 81);
       expect(context.ids).toEqual([60, 30, 35, 40, 50, 70, 80, 81]);
       // Historical cutoff before the baseline still shows the delta (the omission is not retroactive).
@@ -136,9 +143,7 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
 
   it("edits fold in transcript order: the newest applicable edit per target wins", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20")] }],
         [30, { edits: [{ target: 10, action: "replace", messages: [user("first replacement")] }] }],
@@ -156,9 +161,7 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
 
   it("replace keeps the target's id and position and uses the replacement messages; the entry is unchanged", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20", { calls: ["c1"] })] }],
         [30, { model: [toolResult("c1", "long output")] }],
@@ -195,9 +198,7 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
 
   it("heads are controls: only the newest head leads, older heads in its range are excluded", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { b, conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20")] }],
         [30, { model: [user("u30")] }],
@@ -218,9 +219,7 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
 
   it("an edit of H replaces or omits H's messages while H still sets the boundary", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [user("u20")] }],
         [30, { model: [user("summary")], head: 20 }],
@@ -237,9 +236,7 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
 
   it("an entry without model is a context item with no messages", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { kind: "system", model: [] }],
         [30, { kind: "plugin.note" }],
@@ -310,9 +307,7 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
 
   it("§2.2 normalization: existing results are placed with their call in call order", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20", { calls: ["c1", "c2", "c3"] })] }],
         [30, { model: [toolResult("c3")] }],
@@ -337,9 +332,7 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
 
   it("§2.2 normalization: error and aborted assistants are excluded and their calls get no results", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("failed", { calls: ["c9"], stopReason: "error" })] }],
         [30, { model: [user("u30")] }],
@@ -354,9 +347,7 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
 
   it("§2.2 normalization: results without their call in the context are dropped from the request", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20", { calls: ["c1"] })] }],
         [30, { model: [toolResult("c1")] }],
@@ -367,9 +358,7 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
 
   it("requestMessages returns a fresh array each time; the snapshot is untouched", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20", { calls: ["c1"] })] }],
       ]);
@@ -424,9 +413,7 @@ describe.each(backends)("context cache (%s)", (_name, run) => {
   it("loads once, then catches up from observed entries without reading storage", () =>
     run(async (inner) => {
       const storage = new CountingStorage(inner);
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { b, conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20")] }],
       ]);
@@ -448,9 +435,7 @@ describe.each(backends)("context cache (%s)", (_name, run) => {
   it("slices at a new head: items before the boundary drop, its range stays", () =>
     run(async (inner) => {
       const storage = new CountingStorage(inner);
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { b, conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20")] }],
         [30, { model: [user("u30")] }],
@@ -477,7 +462,7 @@ describe.each(backends)("context cache (%s)", (_name, run) => {
     run(async (inner) => {
       const storage = new CountingStorage(inner);
       const b = new HistoryBuilder(storage);
-      const { conv } = await section82(b);
+      const conv = await section82(b, 81);
       const cache = new ContextCache(storage, conv);
       const live = await cache.contextEntries();
       expect(live.ids).toEqual([60, 30, 35, 40, 50, 70, 80, 81]);
@@ -494,9 +479,7 @@ describe.each(backends)("context cache (%s)", (_name, run) => {
 
   it("snapshots are immutable: later appends, edits and heads never change a published context", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { b, conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20")] }],
         [30, { model: [user("u30")] }],
@@ -582,9 +565,7 @@ describe.each(backends)("context cache (%s)", (_name, run) => {
 
   it("a head that moves the boundary backwards drops the cache and the next call derives cold", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { b, conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [user("u20")] }],
         [30, { model: [user("s30")], head: 20 }],
@@ -601,9 +582,7 @@ describe.each(backends)("context cache (%s)", (_name, run) => {
 
   it("a historical target on a cold cache derives without loading the live cache", () =>
     run(async (storage) => {
-      const b = new HistoryBuilder(storage);
-      const conv = await b.conversation();
-      await b.appendAll(conv, [
+      const { conv } = await history(storage, [
         [10, { model: [user("u10")] }],
         [20, { model: [user("u20")] }],
       ]);
@@ -650,23 +629,4 @@ describe.each(backends)("context cache (%s)", (_name, run) => {
       }
       expect(cache.stats).toMatchObject({ loads: 1, gapReads: 0, rewinds: 0 });
     }));
-
-  async function section82(b: HistoryBuilder): Promise<{ conv: Id }> {
-    const conv = await b.conversation();
-    await b.appendAll(conv, [
-      [10, { model: [user("u10")] }],
-      [11, { kind: "system", model: [system("baseline11")] }],
-      [20, { model: [assistant("a20")] }],
-      [30, { model: [user("u30")] }],
-      [31, { kind: "system", model: [system("delta31")] }],
-      [35, { kind: "notice", model: [user("notice35")] }],
-      [40, { model: [assistant("a40")] }],
-      [50, { model: [user("u50")] }],
-      [60, { kind: "summary", model: [user("summary60")], head: 30 }],
-      [70, { model: [assistant("a70")] }],
-      [80, { model: [user("u80")] }],
-      [81, { kind: "system", model: [system("baseline81")], edits: [{ target: 31, action: "omit" }] }],
-    ]);
-    return { conv };
-  }
 });

@@ -63,6 +63,21 @@ async function spawnThrough(rt: TaskRuntime, owner: StepTask, c: Call, queued: r
   }, c);
 }
 
+/** A step kind named `name` whose execute (traced as "execute") opens `started` for its tag, waits for its tag's gate in `gates`, then settles done. */
+function gatedKind(name: string): { trace: Trace; started: Gates; gates: Gates; kind: StepKind } {
+  const trace = new Trace();
+  const started = new Gates();
+  const gates = new Gates();
+  const kind = stepKind(name, {
+    execute: trace.wrap("execute", async (task, rt, c) => {
+      started.open(task.state.tag);
+      await gates.get(task.state.tag).promise;
+      await settleStep(rt, task, "done", c);
+    }),
+  });
+  return { trace, started, gates, kind };
+}
+
 for (const backend of coreBackends) {
   describe(`driver §10.2 (${backend.name})`, () => {
     it(`§10.2 Effect returns as abort starts (${backend.name})`, () =>
@@ -303,16 +318,7 @@ for (const backend of coreBackends) {
     it(`§10.2 Repeated drive and cancelled waiter (${backend.name})`, () =>
       backend.run(async (inner) => {
         const storageGate = new GateStorage(inner);
-        const trace = new Trace();
-        const started = new Gates();
-        const gates = new Gates();
-        const hold = stepKind("hold", {
-          execute: trace.wrap("execute", async (task, rt, c) => {
-            started.open(task.state.tag);
-            await gates.get(task.state.tag).promise;
-            await settleStep(rt, task, "done", c);
-          }),
-        });
+        const { trace, started, gates, kind: hold } = gatedKind("hold");
         const h = await openWith(storageGate, [hold]);
         const root = await h.root(call);
 
@@ -753,16 +759,7 @@ for (const backend of coreBackends) {
 
     it(`§10.2 Two overlapping drives (${backend.name})`, () =>
       backend.run(async (inner) => {
-        const trace = new Trace();
-        const started = new Gates();
-        const gates = new Gates();
-        const counted = stepKind("counted", {
-          execute: trace.wrap("execute", async (task, rt, c) => {
-            started.open(task.state.tag);
-            await gates.get(task.state.tag).promise;
-            await settleStep(rt, task, "done", c);
-          }),
-        });
+        const { trace, started, gates, kind: counted } = gatedKind("counted");
         for (const tag of ["a", "b", "c"]) gates.open(tag);
 
         // Order 1: conversation drive, then session drive, same tick, over a dependency chain.
@@ -797,16 +794,7 @@ for (const backend of coreBackends) {
     it(`§10.2 A drive caller cancels its wait (${backend.name})`, () =>
       backend.run(async (inner) => {
         const storage = new GateStorage(inner);
-        const trace = new Trace();
-        const started = new Gates();
-        const gates = new Gates();
-        const hold = stepKind("hold", {
-          execute: trace.wrap("execute", async (task, rt, c) => {
-            started.open(task.state.tag);
-            await gates.get(task.state.tag).promise;
-            await settleStep(rt, task, "done", c);
-          }),
-        });
+        const { trace, started, gates, kind: hold } = gatedKind("hold");
         const h = await openWith(storage, [hold]);
         const root = await h.root(call);
 

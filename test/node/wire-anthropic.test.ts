@@ -6,17 +6,11 @@
  * bodies (tools, thinking, system), entries, usage rows, retry timing on a fake clock, overflow and a
  * cut stream.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { CustomProviderConfig } from "../../src/models/providers.js";
-import { assistants, call, eventually, FakeEndpoint, IDENTITY, jsonError, openWire, redirectFetch, resultOf, sse, tasksOfKind, usageRows } from "./wire-fixtures.js";
+import { describe, expect, it } from "vitest";
+import { acceptAndDrive, expectOverflowSettles, expectWaitsExactly, assistants, call, eventually, expectKeylessAnswer, generationState, IDENTITY, jsonError, openRoute, openWire, resultOf, retrySleep, sse, usageRows, useFakeEndpoint, type WireRoute } from "./wire-fixtures.js";
 
 /** One way to reach the Messages API: the catalogue provider, or a custom endpoint from configuration. */
-interface Wire {
-  readonly name: string;
-  readonly model: string;
-  readonly secrets: Record<string, string>;
-  readonly custom?: (endpoint: FakeEndpoint) => CustomProviderConfig[];
-  readonly path: RegExp;
+interface Wire extends WireRoute {
   /** The header that carries the key, and its value. */
   readonly auth: readonly [string, string];
 }
@@ -79,23 +73,10 @@ function twoToolCalls(): string[] {
   return sse(events);
 }
 
-// The first request of a file loads its provider SDK (lazily); give a small shared machine time.
-vi.setConfig({ testTimeout: 30_000 });
-
-let endpoint: FakeEndpoint;
-beforeEach(async () => {
-  endpoint = new FakeEndpoint();
-  await endpoint.start();
-  vi.stubGlobal("fetch", redirectFetch(endpoint));
-});
-afterEach(async () => {
-  vi.unstubAllGlobals();
-  await endpoint.close();
-});
+const endpoint = useFakeEndpoint();
 
 for (const wire of wires) {
-  const openWith = (extra: { thinking?: string } = {}) =>
-    openWire({ secrets: wire.secrets, model: wire.model, ...(wire.custom === undefined ? {} : { custom: wire.custom(endpoint) }), ...extra });
+  const openWith = (extra: { thinking?: string } = {}) => openRoute(wire, endpoint, extra);
 
   describe(`${wire.name} on the wire`, () => {
     it("thinking high reaches Anthropic's `thinking`; the system section and tools are in the body; thinking + text land in the answer; usage is recorded", async () => {
@@ -152,20 +133,11 @@ for (const wire of wires) {
     it("a 429 with retry-after: 30 waits exactly 30 s on the clock (durable notBefore), one request per attempt, then answers", async () => {
       endpoint.reply(jsonError(429, { type: "error", error: { type: "rate_limit_error", message: "Rate limited, please slow down" } }, { "retry-after": "30" }), { chunks: textAnswer("after the wait") });
       const rig = await openWith();
-      const root = await rig.harness.root(call);
-      const start = rig.clock.now();
-      const { inputId } = await root.accept({ input: "hello" }, call);
-      const driving = root.drive(call);
-      await eventually(async () => (await tasksOfKind(rig, "generation"))[0]?.state.status === "retry_wait", "retry_wait");
-      expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 30_000, retry: { attempt: 1 } });
-      await eventually(() => rig.clock.pending > 0, "the sleep");
-      expect(endpoint.requests).toHaveLength(1);
-      rig.clock.advance(29_999);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(endpoint.requests).toHaveLength(1);
-      rig.clock.advance(1);
-      expect(await driving).toBe("idle");
-      expect(endpoint.requests).toHaveLength(2);
+      const { start, inputId, driving } = await acceptAndDrive(rig);
+      await eventually(async () => (await generationState(rig))?.status === "retry_wait", "retry_wait");
+      expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 30_000, retry: { attempt: 1 } });
+      await retrySleep(rig, "the sleep");
+      await expectWaitsExactly(endpoint, rig, driving, 30_000);
       expect(await resultOf(rig, inputId)).toMatchObject({ status: "done" });
       expect(await usageRows(rig)).toHaveLength(2);
     });
@@ -174,16 +146,13 @@ for (const wire of wires) {
       const overloaded = jsonError(500, { type: "error", error: { type: "api_error", message: "Internal server error" } });
       endpoint.reply(overloaded, overloaded, { chunks: textAnswer("third time") });
       const rig = await openWith();
-      const root = await rig.harness.root(call);
-      const start = rig.clock.now();
-      await root.accept({ input: "hello" }, call);
-      const driving = root.drive(call);
-      await eventually(() => rig.clock.pending > 0, "the first sleep");
-      expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
+      const { start, driving } = await acceptAndDrive(rig);
+      await retrySleep(rig, "the first sleep");
+      expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
       expect(endpoint.requests).toHaveLength(1);
       rig.clock.advance(1000);
       await eventually(async () => endpoint.requests.length === 2 && rig.clock.pending > 0, "the second sleep");
-      expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 1000 + 2000, retry: { attempt: 2 } });
+      expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 1000 + 2000, retry: { attempt: 2 } });
       rig.clock.advance(2000);
       expect(await driving).toBe("idle");
       expect(endpoint.requests).toHaveLength(3);
@@ -193,13 +162,7 @@ for (const wire of wires) {
     it("a context-overflow error settles the generation failed(overflow) without a retry", async () => {
       endpoint.reply(jsonError(400, { type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 213462 tokens > 200000 maximum" } }));
       const rig = await openWith();
-      const root = await rig.harness.root(call);
-      const { inputId } = await root.accept({ input: "hello" }, call);
-      expect(await root.drive(call)).toBe("idle");
-      expect(endpoint.requests).toHaveLength(1);
-      expect(endpoint.requests[0]?.path).toMatch(wire.path);
-      expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "failed", reason: "overflow" });
-      expect(await resultOf(rig, inputId)).toMatchObject({ status: "unanswered" });
+      await expectOverflowSettles(endpoint, rig, wire.path);
       expect(await usageRows(rig)).toHaveLength(1);
     });
 
@@ -207,13 +170,9 @@ for (const wire of wires) {
       const chunks = textAnswer("never finished");
       endpoint.reply({ chunks: chunks.slice(0, 4), cut: true }, { chunks: textAnswer("second try") });
       const rig = await openWith();
-      const root = await rig.harness.root(call);
-      const start = rig.clock.now();
-      const { inputId } = await root.accept({ input: "hello" }, call);
-      const driving = root.drive(call);
-      await eventually(() => rig.clock.pending > 0, "the retry sleep");
-      const state = (await tasksOfKind(rig, "generation"))[0]?.state as { status: string; notBefore: number; error: string };
-      expect(state).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
+      const { start, inputId, driving } = await acceptAndDrive(rig);
+      await retrySleep(rig);
+      expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
       expect(await usageRows(rig)).toHaveLength(1);
       rig.clock.advance(1000);
       expect(await driving).toBe("idle");
@@ -227,12 +186,7 @@ describe("a keyless custom anthropic-messages endpoint (no keySecret) on the wir
   it("a local endpoint without a key answers (pi-ai refuses a request with no key at all)", async () => {
     endpoint.reply({ chunks: textAnswer("no key needed") });
     const rig = await openWire({ secrets: {}, model: "local/m", custom: [{ id: "local", baseUrl: endpoint.url, api: "anthropic-messages", models: [{ id: "m" }] }] });
-    await (await rig.harness.root(call)).prompt({ input: "hello" }, call);
-    expect(endpoint.requests).toHaveLength(1);
-    expect(endpoint.requests[0]?.path).toMatch(/^\/v1\/messages(\?|$)/);
-    expect(endpoint.requests[0]?.headers["x-api-key"]).toBe("keyless");
-    expect((await assistants(rig)).map((a) => a.content.map((b) => b.text))).toEqual([["no key needed"]]);
-    expect(await usageRows(rig)).toHaveLength(1);
+    await expectKeylessAnswer(endpoint, rig, /^\/v1\/messages(\?|$)/, ["x-api-key", "keyless"]);
   });
 });
 
@@ -240,12 +194,9 @@ describe("the retry policy's knobs on the wire (the MODEL_RETRY_* vars set them 
   it("retryHonourHints false: a 429's retry-after: 30 is ignored and the wait is the backoff (base 1 s)", async () => {
     endpoint.reply(jsonError(429, { type: "error", error: { type: "rate_limit_error", message: "Rate limited" } }, { "retry-after": "30" }), { chunks: textAnswer("after the backoff") });
     const rig = await openWire({ secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, model: "anthropic/claude-sonnet-4-5", turn: { retryHonourHints: false } });
-    const root = await rig.harness.root(call);
-    const start = rig.clock.now();
-    const { inputId } = await root.accept({ input: "hello" }, call);
-    const driving = root.drive(call);
-    await eventually(() => rig.clock.pending > 0, "the retry sleep");
-    expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
+    const { start, inputId, driving } = await acceptAndDrive(rig);
+    await retrySleep(rig);
+    expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
     rig.clock.advance(1000);
     expect(await driving).toBe("idle");
     expect(endpoint.requests).toHaveLength(2);
@@ -256,16 +207,13 @@ describe("the retry policy's knobs on the wire (the MODEL_RETRY_* vars set them 
     const failing = jsonError(500, { type: "error", error: { type: "api_error", message: "Internal server error" } });
     endpoint.reply(failing, failing);
     const rig = await openWire({ secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, model: "anthropic/claude-sonnet-4-5", turn: { maxAttempts: 2, retryBaseMs: 5000, retryMaxDelayMs: 3000 } });
-    const root = await rig.harness.root(call);
-    const start = rig.clock.now();
-    const { inputId } = await root.accept({ input: "hello" }, call);
-    const driving = root.drive(call);
-    await eventually(() => rig.clock.pending > 0, "the retry sleep");
-    expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 3000 });
+    const { start, inputId, driving } = await acceptAndDrive(rig);
+    await retrySleep(rig);
+    expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 3000 });
     rig.clock.advance(3000);
     expect(await driving).toBe("idle");
     expect(endpoint.requests).toHaveLength(2);
-    expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "failed" });
+    expect(await generationState(rig)).toMatchObject({ status: "failed" });
     expect(await resultOf(rig, inputId)).toMatchObject({ status: "unanswered" });
   });
 });

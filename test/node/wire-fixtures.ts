@@ -8,6 +8,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { afterEach, beforeEach, expect, vi } from "vitest";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { Harness, initialValue } from "../../src/core/harness.js";
 import { bindResult, type InputResult } from "../../src/core/inbox.js";
@@ -57,7 +58,10 @@ export class FakeEndpoint {
     return this.#replies.length;
   }
 
+  /** Listen on a fresh ephemeral port, with no requests recorded and no replies scripted. */
   async start(): Promise<void> {
+    this.requests.length = 0;
+    this.#replies.length = 0;
     const server = createServer((req, res) => void this.#handle(req, res));
     this.#server = server;
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -118,6 +122,25 @@ export function redirectFetch(endpoint: FakeEndpoint): typeof globalThis.fetch {
   };
 }
 
+/**
+ * One fake endpoint for a test file: started before each test (fresh port, nothing recorded or
+ * scripted) with fetch routed to it, closed after. The first request of a file loads its provider SDK
+ * (lazily), so the file's tests get a generous timeout on a small shared machine.
+ */
+export function useFakeEndpoint(): FakeEndpoint {
+  vi.setConfig({ testTimeout: 30_000 });
+  const endpoint = new FakeEndpoint();
+  beforeEach(async () => {
+    await endpoint.start();
+    vi.stubGlobal("fetch", redirectFetch(endpoint));
+  });
+  afterEach(async () => {
+    vi.unstubAllGlobals();
+    await endpoint.close();
+  });
+  return endpoint;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The rig
 
@@ -170,6 +193,71 @@ export async function openWire(options: {
     sections.set(systemSections.identity, IDENTITY);
   });
   return { harness, kit, storage, clock, root: harness.rootId };
+}
+
+/** One way to reach an API: a catalogue provider, or a custom endpoint declared in configuration. */
+export interface WireRoute {
+  readonly name: string;
+  readonly model: string;
+  readonly secrets: Record<string, string>;
+  readonly custom?: (endpoint: FakeEndpoint) => CustomProviderConfig[];
+  /** The request path the route must reach. */
+  readonly path: RegExp;
+}
+
+/** A rig whose model is `route`'s, reached through `endpoint`. */
+export function openRoute(route: WireRoute, endpoint: FakeEndpoint, extra: { thinking?: string } = {}): Promise<WireRig> {
+  return openWire({ secrets: route.secrets, model: route.model, ...(route.custom === undefined ? {} : { custom: route.custom(endpoint) }), ...extra });
+}
+
+/** Accept "hello" on the root and start driving it: the clock's time before the acceptance, its input id and the drive. */
+export async function acceptAndDrive(rig: WireRig): Promise<{ start: number; inputId: Id; driving: Promise<"idle" | "closed"> }> {
+  const root = await rig.harness.root(call);
+  const start = rig.clock.now();
+  const { inputId } = await root.accept({ input: "hello" }, call);
+  return { start, inputId, driving: root.drive(call) };
+}
+
+/** The state of the rig's (first) generation task. */
+export async function generationState(rig: WireRig): Promise<Task["state"] | undefined> {
+  return (await tasksOfKind(rig, "generation"))[0]?.state;
+}
+
+/** Wait until the turn sleeps on the fake clock (a retry's wait). */
+export function retrySleep(rig: WireRig, what = "the retry sleep"): Promise<void> {
+  return eventually(() => rig.clock.pending > 0, what);
+}
+
+/** The drive that waits out a retry: no second request 1 ms before `ms` on the clock; at `ms` the second request answers and the drive ends idle. */
+export async function expectWaitsExactly(endpoint: FakeEndpoint, rig: WireRig, driving: Promise<"idle" | "closed">, ms: number): Promise<void> {
+  expect(endpoint.requests).toHaveLength(1);
+  rig.clock.advance(ms - 1);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  expect(endpoint.requests).toHaveLength(1);
+  rig.clock.advance(1);
+  expect(await driving).toBe("idle");
+  expect(endpoint.requests).toHaveLength(2);
+}
+
+/** Accept "hello" and drive to idle against a scripted context-overflow error: one request on `path`, the generation failed(overflow), the input unanswered. */
+export async function expectOverflowSettles(endpoint: FakeEndpoint, rig: WireRig, path: RegExp): Promise<void> {
+  const root = await rig.harness.root(call);
+  const { inputId } = await root.accept({ input: "hello" }, call);
+  expect(await root.drive(call)).toBe("idle");
+  expect(endpoint.requests).toHaveLength(1);
+  expect(endpoint.requests[0]?.path).toMatch(path);
+  expect(await generationState(rig)).toMatchObject({ status: "failed", reason: "overflow" });
+  expect(await resultOf(rig, inputId)).toMatchObject({ status: "unanswered" });
+}
+
+/** A keyless custom endpoint answered one prompt: one request on `path` carrying `header: value`, the answer and its usage row. */
+export async function expectKeylessAnswer(endpoint: FakeEndpoint, rig: WireRig, path: RegExp, [header, value]: readonly [string, string]): Promise<void> {
+  await (await rig.harness.root(call)).prompt({ input: "hello" }, call);
+  expect(endpoint.requests).toHaveLength(1);
+  expect(endpoint.requests[0]?.path).toMatch(path);
+  expect(endpoint.requests[0]?.headers[header]).toBe(value);
+  expect((await assistants(rig)).map((a) => a.content.map((b) => b.text))).toEqual([["no key needed"]]);
+  expect(await usageRows(rig)).toHaveLength(1);
 }
 
 export async function entries(rig: WireRig): Promise<Entry[]> {

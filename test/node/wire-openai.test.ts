@@ -6,9 +6,8 @@
  * catalogue provider: Chat Completions under the account's REST path). Per wire: request bodies (tools, thinking, system), entries, usage rows, retry timing on a fake
  * clock, a 500, a context overflow and a cut stream.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { CustomProviderConfig } from "../../src/models/providers.js";
-import { assistants, call, eventually, FakeEndpoint, IDENTITY, jsonError, openWire, redirectFetch, resultOf, sse, tasksOfKind, usageRows, type RecordedRequest } from "./wire-fixtures.js";
+import { describe, expect, it } from "vitest";
+import { acceptAndDrive, expectOverflowSettles, expectWaitsExactly, assistants, call, expectKeylessAnswer, generationState, IDENTITY, jsonError, openRoute, openWire, resultOf, retrySleep, sse, usageRows, useFakeEndpoint, type RecordedRequest, type WireRoute } from "./wire-fixtures.js";
 
 // ---------------------------------------------------------------------------------------------
 // Chat Completions (custom endpoint, Workers AI)
@@ -85,12 +84,7 @@ function responsesTwoCalls(): string[] {
 // ---------------------------------------------------------------------------------------------
 // The wires
 
-interface Wire {
-  readonly name: string;
-  readonly model: string;
-  readonly secrets: Record<string, string>;
-  readonly custom?: (endpoint: FakeEndpoint) => CustomProviderConfig[];
-  readonly path: RegExp;
+interface Wire extends WireRoute {
   readonly authorization: string;
   answer(text: string, options?: { thinking?: string; input?: number; output?: number }): string[];
   twoCalls(): string[];
@@ -105,33 +99,42 @@ const completionsTools = (body: Record<string, unknown>): string[] => ((body["to
 const completionsResults = (request: RecordedRequest | undefined): string[] =>
   ((request?.body["messages"] as { role: string; tool_call_id?: string }[] | undefined) ?? []).filter((m) => m.role === "tool").map((m) => m.tool_call_id ?? "");
 
+/** What the two Responses wires share: the API's path, stream format and body fields. */
+const responsesApi = {
+  path: /^\/v1\/responses$/,
+  answer: responsesAnswer,
+  twoCalls: responsesTwoCalls,
+  thinkingHigh: (body: Record<string, unknown>) => (body["reasoning"] as { effort?: string } | undefined)?.effort,
+  expectedThinking: "high",
+  toolNames: (body: Record<string, unknown>) => ((body["tools"] as { name: string }[] | undefined) ?? []).map((t) => t.name),
+  toolResultIds: (request: RecordedRequest | undefined) => ((request?.body["input"] as { type: string; call_id?: string }[] | undefined) ?? []).filter((i) => i.type === "function_call_output").map((i) => i.call_id ?? ""),
+} as const;
+
+/** What the two Chat Completions wires share. */
+const completionsApi = {
+  answer: completionsAnswer,
+  twoCalls: completionsTwoCalls,
+  thinkingHigh: (body: Record<string, unknown>) => body["reasoning_effort"],
+  expectedThinking: "high",
+  toolNames: completionsTools,
+  toolResultIds: completionsResults,
+} as const;
+
 const wires: readonly Wire[] = [
   {
     name: "OpenAI Responses (catalogue openai)",
     model: "openai/gpt-5-mini",
     secrets: { OPENAI_API_KEY: "sk-openai-test" },
-    path: /^\/v1\/responses$/,
+    ...responsesApi,
     authorization: "Bearer sk-openai-test",
-    answer: responsesAnswer,
-    twoCalls: responsesTwoCalls,
-    thinkingHigh: (body) => (body["reasoning"] as { effort?: string } | undefined)?.effort,
-    expectedThinking: "high",
-    toolNames: (body) => ((body["tools"] as { name: string }[] | undefined) ?? []).map((t) => t.name),
-    toolResultIds: (request) => ((request?.body["input"] as { type: string; call_id?: string }[] | undefined) ?? []).filter((i) => i.type === "function_call_output").map((i) => i.call_id ?? ""),
   },
   {
     name: "OpenAI Responses (a custom openai-responses endpoint from configuration)",
     model: "company-gw/gpt-compatible",
     secrets: { COMPANY_GW_KEY: "gw-key-test" },
     custom: (endpoint) => [{ id: "company-gw", baseUrl: `${endpoint.url}/v1`, api: "openai-responses", keySecret: "COMPANY_GW_KEY", models: [{ id: "gpt-compatible", reasoning: true }] }],
-    path: /^\/v1\/responses$/,
+    ...responsesApi,
     authorization: "Bearer gw-key-test",
-    answer: responsesAnswer,
-    twoCalls: responsesTwoCalls,
-    thinkingHigh: (body) => (body["reasoning"] as { effort?: string } | undefined)?.effort,
-    expectedThinking: "high",
-    toolNames: (body) => ((body["tools"] as { name: string }[] | undefined) ?? []).map((t) => t.name),
-    toolResultIds: (request) => ((request?.body["input"] as { type: string; call_id?: string }[] | undefined) ?? []).filter((i) => i.type === "function_call_output").map((i) => i.call_id ?? ""),
   },
   {
     name: "Chat Completions (a custom endpoint from configuration)",
@@ -140,12 +143,7 @@ const wires: readonly Wire[] = [
     custom: (endpoint) => [{ id: "local-vllm", baseUrl: `${endpoint.url}/v1`, api: "openai-completions", keySecret: "LOCAL_VLLM_KEY", models: [{ id: "qwen3-32b", reasoning: true, contextWindow: 32_768 }] }],
     path: /^\/v1\/chat\/completions$/,
     authorization: "Bearer sk-local-test",
-    answer: completionsAnswer,
-    twoCalls: completionsTwoCalls,
-    thinkingHigh: (body) => body["reasoning_effort"],
-    expectedThinking: "high",
-    toolNames: completionsTools,
-    toolResultIds: completionsResults,
+    ...completionsApi,
   },
   {
     name: "Cloudflare Workers AI (catalogue, REST API)",
@@ -153,32 +151,14 @@ const wires: readonly Wire[] = [
     secrets: { CLOUDFLARE_API_KEY: "cf-token-test", CLOUDFLARE_ACCOUNT_ID: "acct-1" },
     path: /^\/client\/v4\/accounts\/acct-1\/ai\/v1\/chat\/completions$/,
     authorization: "Bearer cf-token-test",
-    answer: completionsAnswer,
-    twoCalls: completionsTwoCalls,
-    thinkingHigh: (body) => body["reasoning_effort"],
-    expectedThinking: "high",
-    toolNames: completionsTools,
-    toolResultIds: completionsResults,
+    ...completionsApi,
   },
 ];
 
-// The first request of a file loads its provider SDK (lazily); give a small shared machine time.
-vi.setConfig({ testTimeout: 30_000 });
-
-let endpoint: FakeEndpoint;
-beforeEach(async () => {
-  endpoint = new FakeEndpoint();
-  await endpoint.start();
-  vi.stubGlobal("fetch", redirectFetch(endpoint));
-});
-afterEach(async () => {
-  vi.unstubAllGlobals();
-  await endpoint.close();
-});
+const endpoint = useFakeEndpoint();
 
 for (const wire of wires) {
-  const open = (extra: { thinking?: string } = {}) =>
-    openWire({ secrets: wire.secrets, model: wire.model, ...(wire.custom === undefined ? {} : { custom: wire.custom(endpoint) }), ...extra });
+  const open = (extra: { thinking?: string } = {}) => openRoute(wire, endpoint, extra);
 
   describe(`${wire.name} on the wire`, () => {
     it("thinking high reaches the API's reasoning field; system section and tools in the body; thinking + text in the answer; usage recorded", async () => {
@@ -231,31 +211,19 @@ for (const wire of wires) {
     it("a 429 with retry-after: 30 waits exactly 30 s on the clock, one request per attempt, then answers", async () => {
       endpoint.reply(jsonError(429, { error: { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" } }, { "retry-after": "30" }), { chunks: wire.answer("after the wait") });
       const rig = await open();
-      const root = await rig.harness.root(call);
-      const start = rig.clock.now();
-      const { inputId } = await root.accept({ input: "hello" }, call);
-      const driving = root.drive(call);
-      await eventually(() => rig.clock.pending > 0, "the retry sleep");
-      expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 30_000, retry: { attempt: 1 } });
-      expect(endpoint.requests).toHaveLength(1);
-      rig.clock.advance(29_999);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(endpoint.requests).toHaveLength(1);
-      rig.clock.advance(1);
-      expect(await driving).toBe("idle");
-      expect(endpoint.requests).toHaveLength(2);
+      const { start, inputId, driving } = await acceptAndDrive(rig);
+      await retrySleep(rig);
+      expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 30_000, retry: { attempt: 1 } });
+      await expectWaitsExactly(endpoint, rig, driving, 30_000);
       expect(await resultOf(rig, inputId)).toMatchObject({ status: "done" });
     });
 
     it("a 500 backs off 1 s (base 1 s, no jitter), one request per attempt, then answers", async () => {
       endpoint.reply(jsonError(500, { error: { message: "The server had an error while processing your request", type: "server_error" } }), { chunks: wire.answer("recovered") });
       const rig = await open();
-      const root = await rig.harness.root(call);
-      const start = rig.clock.now();
-      await root.accept({ input: "hello" }, call);
-      const driving = root.drive(call);
-      await eventually(() => rig.clock.pending > 0, "the retry sleep");
-      expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
+      const { start, driving } = await acceptAndDrive(rig);
+      await retrySleep(rig);
+      expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
       expect(endpoint.requests).toHaveLength(1);
       rig.clock.advance(1000);
       expect(await driving).toBe("idle");
@@ -266,23 +234,15 @@ for (const wire of wires) {
     it("a context-overflow error settles the generation failed(overflow) without a retry", async () => {
       endpoint.reply(jsonError(400, { error: { message: "Your input exceeds the context window of this model. Please adjust your input and try again.", type: "invalid_request_error", code: "context_length_exceeded" } }));
       const rig = await open();
-      const root = await rig.harness.root(call);
-      const { inputId } = await root.accept({ input: "hello" }, call);
-      expect(await root.drive(call)).toBe("idle");
-      expect(endpoint.requests).toHaveLength(1);
-      expect(endpoint.requests[0]?.path).toMatch(wire.path);
-      expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "failed", reason: "overflow" });
-      expect(await resultOf(rig, inputId)).toMatchObject({ status: "unanswered" });
+      await expectOverflowSettles(endpoint, rig, wire.path);
     });
 
     it("a stream cut mid-answer is not an answer: the attempt records usage and the generation retries", async () => {
       endpoint.reply({ chunks: wire.answer("never finished").slice(0, 3), cut: true }, { chunks: wire.answer("second try") });
       const rig = await open();
-      const root = await rig.harness.root(call);
-      const { inputId } = await root.accept({ input: "hello" }, call);
-      const driving = root.drive(call);
-      await eventually(() => rig.clock.pending > 0, "the retry sleep");
-      expect((await tasksOfKind(rig, "generation"))[0]?.state).toMatchObject({ status: "retry_wait" });
+      const { inputId, driving } = await acceptAndDrive(rig);
+      await retrySleep(rig);
+      expect(await generationState(rig)).toMatchObject({ status: "retry_wait" });
       expect(await usageRows(rig)).toHaveLength(1);
       rig.clock.advance(1000);
       expect(await driving).toBe("idle");
@@ -300,12 +260,7 @@ describe("a keyless custom endpoint (no keySecret) on the wire", () => {
     it(`${api}: a local endpoint without a key answers (pi-ai refuses a request with no key at all)`, async () => {
       endpoint.reply({ chunks: answer("no key needed") });
       const rig = await openWire({ secrets: {}, model: "local/m", custom: [{ id: "local", baseUrl: `${endpoint.url}/v1`, api, models: [{ id: "m" }] }] });
-      await (await rig.harness.root(call)).prompt({ input: "hello" }, call);
-      expect(endpoint.requests).toHaveLength(1);
-      expect(endpoint.requests[0]?.path).toMatch(path);
-      expect(endpoint.requests[0]?.headers["authorization"]).toBe("Bearer keyless");
-      expect((await assistants(rig)).map((a) => a.content.map((b) => b.text))).toEqual([["no key needed"]]);
-      expect(await usageRows(rig)).toHaveLength(1);
+      await expectKeylessAnswer(endpoint, rig, path, ["authorization", "Bearer keyless"]);
     });
   }
 });

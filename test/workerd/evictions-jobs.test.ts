@@ -15,9 +15,9 @@
  *
  * Time is a stepping clock: it moves only to the earliest sleeper, and only when every running
  * invocation is blocked on it, so each run sees the same order of events. This file reuses the
- * session fixtures and the eviction harness's idea (eviction-harness.ts), not its 100-turn script.
+ * session fixtures and the eviction harness's runner (`killAtCommit`), not its 100-turn script.
  */
-import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { requestMessages } from "../../src/core/context.js";
 import type { Clock } from "../../src/core/host.js";
@@ -32,6 +32,7 @@ import { waitingInputs } from "../../src/kinds/waiting.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
+import { killAtCommit } from "./eviction-harness.js";
 import { call, harnessOf, resetSeams, TestSession } from "./session-fixtures.js";
 
 // -------------------------------------------------------------------------------------------------
@@ -283,59 +284,34 @@ interface Outcome {
 async function runScript(name: string, killAt?: number): Promise<Outcome> {
   const session = new TestSession(name);
   expect((await session.rpc.createSession({ model: "echo", selectedTools: ["echo", "job"], budgetMs: 1 })).ok).toBe(true);
-  const counter: { commits: number; killed: boolean; atKill?: AtKill } = { commits: 0, killed: false };
-  await runInDurableObject(session.stub, (instance: SessionObject, state) => {
-    harnessOf(instance).onCommit(() => {
-      counter.commits += 1;
-      if (killAt === undefined || counter.commits !== killAt || counter.killed) return;
-      counter.killed = true;
-      // Killed once commit k (and the alarm written with it) is durable.
-      void state.storage.sync().then(() => {
-        killed.add(instance);
-        state.abort("eviction sweep");
-      });
-    });
-  });
-  let index = 0;
-  let reopened = false;
-  while (index < STEPS.length) {
-    const step = STEPS[index] as Step;
-    try {
-      await runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step));
-      await quiesce(session, step);
-      index += 1;
-    } catch (error) {
-      if (!counter.killed || reopened) throw error;
-    }
-    if (counter.killed && !reopened) {
-      reopened = true;
-      // Only the alarm reopens it: durable live work must have one. What recover will see is read from
-      // the durable rows first (a fresh instance's constructor opens and writes nothing).
-      const { armed, live, running } = await runInDurableObject(session.stub, async (_instance, state) => ({
-        armed: await state.storage.getAlarm(),
-        live: state.storage.sql.exec("SELECT count(*) AS n FROM tasks WHERE role != 'terminal'").one()["n"] as number,
-        running: state.storage.sql
-          .exec("SELECT kind, state FROM tasks WHERE role = 'inflight' AND status = 'running' AND abort = 0")
-          .toArray()
-          .map((row) => ({ kind: String(row["kind"]), state: JSON.parse(String(row["state"])) as { args?: { cmd?: string }; cmd?: string; rerun?: string } })),
-      }));
-      counter.atKill = {
+  let atKill: AtKill | undefined;
+  const { commits } = await killAtCommit<Step>({
+    session,
+    steps: STEPS,
+    killAt,
+    // As this sweep always ran: commits the dying instance makes before the abort lands are not held
+    // back. Held back (exactly k durable), a run after a kill did not become quiescent (seen at the fold
+    // onto killAtCommit; open).
+    exactBoundary: false,
+    submit: (step) => runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step)),
+    quiesce: (step) => quiesce(session, step),
+    beforeAbort: (instance) => killed.add(instance),
+    // What recover will see, read from the durable rows before anything reopens the object.
+    inspectKilled: (storage) => {
+      const running = storage.sql
+        .exec("SELECT kind, state FROM tasks WHERE role = 'inflight' AND status = 'running' AND abort = 0")
+        .toArray()
+        .map((row) => ({ kind: String(row["kind"]), state: JSON.parse(String(row["state"])) as { args?: { cmd?: string }; cmd?: string; rerun?: string } }));
+      atKill = {
         interruptedCalls: running.filter((t) => t.kind === "tool").flatMap((t) => (t.state.args?.cmd === undefined || KEY_OF_CMD[t.state.args.cmd] === undefined ? [] : [KEY_OF_CMD[t.state.args.cmd] as string])),
         lostJobs: running.filter((t) => t.kind === jobDefinition.kind && t.state.rerun !== "safe").flatMap((t) => (t.state.cmd === undefined ? [] : [t.state.cmd])),
         rerunJobs: running.filter((t) => t.kind === jobDefinition.kind && t.state.rerun === "safe").flatMap((t) => (t.state.cmd === undefined ? [] : [t.state.cmd])),
       };
-      if (live > 0) expect(armed, `live work has an alarm after the kill at commit ${killAt ?? 0} (step ${index}: ${JSON.stringify(step)})`).not.toBeNull();
-      if (armed !== null) expect(await runDurableObjectAlarm(session.stub)).toBe(true);
-      // With nothing live and no alarm, the next step's request is what opens it.
-      else await session.rpc.inspect();
-      await quiesce(session, undefined);
-      await checkInvariants(session);
-      // The interrupted step is submitted again (idempotent) by the loop unless it completed.
-    }
-  }
-  if (killAt !== undefined) expect(counter.killed).toBe(true);
+    },
+    checkReopened: () => checkInvariants(session),
+  });
   await checkInvariants(session);
-  return { commits: counter.commits, ...(await outcome(session)), ...(counter.atKill === undefined ? {} : { atKill: counter.atKill }) };
+  return { commits, ...(await outcome(session)), ...(atKill === undefined ? {} : { atKill }) };
 }
 
 /** Every request key accepted so far: the prompts', and the schedule's occurrences. */

@@ -1,7 +1,7 @@
 /**
  * Eviction at every commit boundary of a rig (issue 13 shared duty with issue 9's sweep; DESIGN §3, §8):
  * a small scripted rig in a real session Durable Object, run once uninterrupted and then killed right
- * after each of its commits k (`ctx.abort()` once commit k is durable, as eviction-harness.ts does), each
+ * after each of its commits k (`ctx.abort()` once commit k is durable: the runner `killAtCommit` of eviction-harness.ts), each
  * time reopened by the alarm alone, finished, and compared with the uninterrupted run. The script: two
  * polecats (a conversation agent and an external one), a hook set on each, GUPP activation of the
  * conversation agent and its completion by the answer, the external agent's activation, and witness
@@ -13,7 +13,7 @@
  * hooks and the mayor's mailbox equal the uninterrupted run's. The witness is a live task forever, so
  * quiescence here means: no invocation busy and nothing live but the witness.
  */
-import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Harness } from "../../src/core/harness.js";
 import { requestMessages } from "../../src/core/context.js";
@@ -22,6 +22,7 @@ import { bind, bindTo } from "../../src/core/state.js";
 import { WITNESS_KIND, type Actor, type StoredHook } from "../../src/rig/index.js";
 import { agentIndex, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
+import { killAtCommit } from "./eviction-harness.js";
 import { call, clockOf, harnessOf, installSeams, ok, resetSeams, TestSession, until, type Seams } from "./session-fixtures.js";
 
 const MIN = 60_000;
@@ -178,38 +179,21 @@ async function run(name: string, start: number, killAt?: number): Promise<Outcom
   seams.time.now = start;
   const session = new TestSession(name);
   expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
-  const counter = { commits: 0, killed: false };
-  await runInDurableObject(session.stub, (instance: SessionObject, state) => {
-    harnessOf(instance).onCommit(() => {
-      counter.commits += 1;
-      if (killAt !== undefined && counter.commits === killAt && !counter.killed) {
-        counter.killed = true;
-        // Killed once commit k is durable (an abort before the output gate opens would take it along).
-        void state.storage.sync().then(() => state.abort("rig eviction sweep"));
-      }
-    });
-  });
-  let index = 0;
-  let reopened = false;
-  while (index < STEPS.length) {
-    try {
-      await submit(session, STEPS[index] as Step);
-      await quiesce(session);
-      index += 1;
-    } catch (error) {
-      if (!counter.killed || reopened) throw error;
-    }
-    if (counter.killed && !reopened) {
-      reopened = true;
-      // Only the alarm reopens the object: live work (the witness at least, once registered) has one.
-      const armed = await runInDurableObject(session.stub, (_instance, state) => state.storage.getAlarm());
-      if (armed !== null) expect(await runDurableObjectAlarm(session.stub)).toBe(true);
-      await quiesce(session);
+  const { commits } = await killAtCommit<Step>({
+    session,
+    steps: STEPS,
+    killAt,
+    // As this sweep always ran: the kill lands once commit k is durable, and commits the dying instance
+    // makes before the abort lands are not held back. Held back (exactly k durable), the run after a
+    // kill does not reach "nothing live but the witness" (seen at the fold onto killAtCommit; open).
+    exactBoundary: false,
+    submit: (step) => submit(session, step),
+    quiesce: () => quiesce(session),
+    checkReopened: async () => {
       await check(session);
-    }
-  }
-  if (killAt !== undefined) expect(counter.killed).toBe(true);
-  return { commits: counter.commits, state: await check(session) };
+    },
+  });
+  return { commits, state: await check(session) };
 }
 
 describe("eviction at every commit boundary of a rig", () => {

@@ -68,6 +68,27 @@ async function open(tenant: string, session: string, lastEventId?: string): Prom
   return new Frames(iterator, controller);
 }
 
+/** A fresh session of the "watchers" tenant, created with the default config; `root` is its root conversation. */
+async function createdSession(prefix: string) {
+  const tenant = "watchers";
+  const name = uniqueSession(prefix);
+  const api = await client(tenant);
+  await api.session(name).create({});
+  return { tenant, name, api, root: api.session(name).conversation("root") };
+}
+
+/** A fresh stub of the session's Durable Object. */
+function sessionStub(tenant: string, name: string) {
+  const namespace = env.SESSIONS;
+  return namespace.get(namespace.idFromName(`${tenant}:${name}`));
+}
+
+/** Read `reference` up to the commit that carries the conversation's newest entry; returns the commit frames read. */
+async function untilNewest(reference: Frames, root: Awaited<ReturnType<typeof createdSession>>["root"]): Promise<SseFrame[]> {
+  const newest = (await root.entries({ before: Number.MAX_SAFE_INTEGER, limit: 1 })).items[0]?.id;
+  return reference.until((m) => m.events.some((e) => e.type === "entry" && e.entry.id === newest));
+}
+
 const answered = (inputText: string) => (message: WatchMessage<ConversationEvent>): boolean =>
   message.events.some((e) => e.type === "entry" && e.entry.kind === "assistant" && JSON.stringify(e.entry).includes(inputText));
 
@@ -77,10 +98,7 @@ function message(frame: SseFrame): WatchMessage<ConversationEvent> {
 
 describe("SSE watch", () => {
   it("sends a view first, then one event per commit whose id is the commit's last seq", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("sse");
-    const api = await client(tenant);
-    await api.session(name).create({});
+    const { tenant, name, api } = await createdSession("sse");
     const frames = await open(tenant, name);
     try {
       const first = await frames.next();
@@ -115,11 +133,7 @@ describe("SSE watch", () => {
   });
 
   it("Last-Event-ID inside the buffer resumes with every later commit, in order, none missing or repeated, and no view", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("resume");
-    const api = await client(tenant);
-    const root = api.session(name).conversation("root");
-    await api.session(name).create({});
+    const { tenant, name, root } = await createdSession("resume");
     // B stays connected the whole time: the reference stream.
     const reference = await open(tenant, name);
     const dropped = await open(tenant, name);
@@ -136,8 +150,7 @@ describe("SSE watch", () => {
       await root.accept("two", { wait: 10 });
       await root.accept('/call echo {"x":1}', { wait: 10 });
       // The reference reads up to the commit of the newest entry (the answer after the tool result).
-      const newest = (await root.entries({ before: Number.MAX_SAFE_INTEGER, limit: 1 })).items[0]?.id;
-      const missed = await reference.until((m) => m.events.some((e) => e.type === "entry" && e.entry.id === newest));
+      const missed = await untilNewest(reference, root);
 
       const resumed = await open(tenant, name, lastSeen);
       try {
@@ -161,11 +174,7 @@ describe("SSE watch", () => {
 
   it("Last-Event-ID outside the buffer gets a fresh view", async () => {
     setWatchSeams({ bufferSize: 2 });
-    const tenant = "watchers";
-    const name = uniqueSession("outside");
-    const api = await client(tenant);
-    const root = api.session(name).conversation("root");
-    await api.session(name).create({});
+    const { tenant, name, root } = await createdSession("outside");
     const keep = await open(tenant, name);
     const dropped = await open(tenant, name);
     try {
@@ -196,11 +205,7 @@ describe("SSE watch", () => {
   });
 
   it("after the object restarted, a Last-Event-ID it sent gets a fresh view", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("restart");
-    const api = await client(tenant);
-    const root = api.session(name).conversation("root");
-    await api.session(name).create({});
+    const { tenant, name, root } = await createdSession("restart");
     const frames = await open(tenant, name);
     const seen = await (async () => {
       try {
@@ -225,11 +230,7 @@ describe("SSE watch", () => {
 
   for (const kill of ["killed", "evicted"] as const) {
     it(`a watcher that reconnects after the object was ${kill} gets a fresh view or gap-free commits, never a gap`, async () => {
-      const tenant = "watchers";
-      const name = uniqueSession(`gapless-${kill}`);
-      const api = await client(tenant);
-      const root = api.session(name).conversation("root");
-      await api.session(name).create({});
+      const { tenant, name, root } = await createdSession(`gapless-${kill}`);
       const frames = await open(tenant, name);
       let view: ConversationView;
       let lastSeen: string;
@@ -248,8 +249,7 @@ describe("SSE watch", () => {
       }
       if (kill === "killed") await abortAllDurableObjects();
       else {
-        const namespace = env.SESSIONS;
-        await evictDurableObject(namespace.get(namespace.idFromName(`${tenant}:${name}`)));
+        await evictDurableObject(sessionStub(tenant, name));
       }
       // Commits the watcher never saw, made by the restarted object.
       await root.accept("after the restart", { wait: 10 });
@@ -279,11 +279,7 @@ describe("SSE watch", () => {
   }
 
   it("a client Watch folds the stream and reconnects with its last event id", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("fold");
-    const api = await client(tenant);
-    const root = api.session(name).conversation("root");
-    await api.session(name).create({});
+    const { root } = await createdSession("fold");
     const watch = root.watch();
     try {
       await root.accept("folded", { wait: 10 });
@@ -302,10 +298,7 @@ describe("SSE watch", () => {
 describe("SSE stream lifecycle and the session watch", () => {
   it("sends keep-alive comments while idle", async () => {
     setWatchSeams({ keepAliveMs: 20 });
-    const tenant = "watchers";
-    const name = uniqueSession("keepalive");
-    const api = await client(tenant);
-    await api.session(name).create({});
+    const { name, api } = await createdSession("keepalive");
     const controller = new AbortController();
     const response = await api.send("GET", `/v1/sessions/${name}/conversations/root/watch`, { headers: { accept: "text/event-stream" }, signal: controller.signal });
     expect(response.headers.get("content-type")).toContain("text/event-stream");
@@ -326,10 +319,7 @@ describe("SSE stream lifecycle and the session watch", () => {
   });
 
   it("a client that disconnects ends its server-side stream", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("disconnect");
-    const api = await client(tenant);
-    await api.session(name).create({});
+    const { tenant, name } = await createdSession("disconnect");
     const before = openSseStreams();
     const frames = await open(tenant, name);
     expect((await frames.next()).event).toBe("view");
@@ -340,11 +330,8 @@ describe("SSE stream lifecycle and the session watch", () => {
   });
 
   it("ends the stream cleanly with a closed event when the session shuts down", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("closing");
-    const api = await client(tenant);
+    const { tenant, name } = await createdSession("closing");
     const operator = await client(tenant, "operator");
-    await api.session(name).create({});
     const frames = await open(tenant, name);
     try {
       expect((await frames.next()).event).toBe("view");
@@ -359,10 +346,7 @@ describe("SSE stream lifecycle and the session watch", () => {
   });
 
   it("the session watch sends the session view, then a conversation event for a fork", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("session-watch");
-    const api = await client(tenant);
-    await api.session(name).create({});
+    const { name, api } = await createdSession("session-watch");
     const answer = await api.session(name).conversation("root").accept("hi", { wait: 10 });
     const controller = new AbortController();
     const frames = new Frames(
@@ -395,27 +379,14 @@ describe("SSE stream lifecycle and the session watch", () => {
 
 describe("WebSocket watch", () => {
   it("a WebSocket watcher still receives events after the object hibernates", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("ws");
-    const api = await client(tenant);
-    await api.session(name).create({});
-    const jwt = await watchToken(tenant, name, "root");
-    const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
-    const ws = response.webSocket;
+    const { tenant, name, api } = await createdSession("ws");
+    const { response, ws, received } = await openWs<{ type: string; id: string; view?: ConversationView; events?: ConversationEvent[] }>(tenant, name);
     expect(response.status).toBe(101);
-    if (ws === null) throw new Error("no websocket");
-    const received: { type: string; id: string; view?: ConversationView; events?: ConversationEvent[] }[] = [];
-    ws.accept();
-    ws.addEventListener("message", (event) => {
-      received.push(JSON.parse(event.data as string));
-    });
     try {
       await waitFor(() => received.length >= 1);
       expect(received[0]?.type).toBe("view");
 
-      const namespace = env.SESSIONS;
-      const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
-      await evictDurableObject(stub, { webSockets: "hibernate" });
+      await evictDurableObject(sessionStub(tenant, name), { webSockets: "hibernate" });
 
       await api.session(name).conversation("root").accept("after hibernation", { wait: 10 });
       await waitFor(() => received.some((m) => m.type === "commit" && JSON.stringify(m.events).includes("after hibernation") && m.events?.some((e) => e.type === "entry" && e.entry.kind === "assistant") === true));
@@ -433,14 +404,8 @@ async function watchedSession(tenant: string, prefix: string): Promise<{ name: s
   const name = uniqueSession(prefix);
   const api = await client(tenant);
   await api.session(name).create({});
-  const jwt = await watchToken(tenant, name, "root");
-  const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}`);
-  const ws = response.webSocket;
-  if (ws === null) throw new Error("no websocket");
-  const received: { type: string }[] = [];
+  const { ws, received } = await openWs<{ type: string }>(tenant, name);
   let closed: { code: number; reason: string } | undefined;
-  ws.accept();
-  ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
   ws.addEventListener("close", (event) => {
     closed = { code: event.code, reason: event.reason };
   });
@@ -458,12 +423,9 @@ describe("WebSocket close", () => {
     expect(ws.readyState).toBe(WebSocket.CLOSED);
     // The object resets after the delete (see below): a call that lands on the resetting instance, or
     // goes through a stub that saw the reset, fails; ask again through a fresh stub.
-    const namespace = env.SESSIONS;
-    const { runInDurableObject } = await import("cloudflare:test");
     let sockets: number | undefined;
     for (let tries = 0; tries < 50 && sockets === undefined; tries++) {
-      const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
-      sockets = await runInDurableObject(stub, (_instance, state) => state.getWebSockets().length).catch(() => undefined);
+      sockets = await socketsHeld(sessionStub(tenant, name)).catch(() => undefined);
       if (sockets === undefined) await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect(sockets).toBe(0);
@@ -474,8 +436,7 @@ describe("WebSocket close: connections end promptly", () => {
   it("after a session delete, the object resets, so the sockets it closed do not wait for the instance to go idle", async () => {
     const tenant = "watchers";
     const { name, api, closed } = await watchedSession(tenant, "ws-delete-drop");
-    const namespace = env.SESSIONS;
-    const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
+    const stub = sessionStub(tenant, name);
     const { runInDurableObject } = await import("cloudflare:test");
     // The runtime keeps a socket whose close the server started (and its TCP connection) until the
     // instance that accepted it is gone, so the instance that served the delete must not live on.
@@ -489,7 +450,7 @@ describe("WebSocket close: connections end promptly", () => {
     for (let tries = 0; tries < 50 && !reset; tries++) {
       // A call that reaches the instance while it resets fails with the reset's reason, and a stub that
       // saw a reset stays broken: ask again through a fresh stub.
-      const fresh = namespace.get(namespace.idFromName(`${tenant}:${name}`));
+      const fresh = sessionStub(tenant, name);
       reset = await runInDurableObject(fresh, (instance) => !before.has(instance)).catch(() => false);
       if (!reset) await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -508,33 +469,19 @@ describe("WebSocket close: connections end promptly", () => {
     // server to go idle before its connection ends.
     await waitFor(() => closed() !== undefined, 3000);
     expect(closed()).toEqual({ code: 4000, reason: "the user left" });
-    const namespace = env.SESSIONS;
-    const stub = namespace.get(namespace.idFromName(`${tenant}:${name}`));
-    const { runInDurableObject } = await import("cloudflare:test");
-    expect(await runInDurableObject(stub, (_instance, state) => state.getWebSockets().length)).toBe(0);
+    expect(await socketsHeld(sessionStub(tenant, name))).toBe(0);
   });
 });
 
 describe("WebSocket resume", () => {
   it("?lastEventId inside the buffer resumes a WebSocket watcher without a view", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("ws-resume");
-    const api = await client(tenant);
-    const root = api.session(name).conversation("root");
-    await api.session(name).create({});
+    const { tenant, name, root } = await createdSession("ws-resume");
     const reference = await open(tenant, name);
     try {
       const view = await reference.next();
       await root.accept("one", { wait: 10 });
-      const newest = (await root.entries({ before: Number.MAX_SAFE_INTEGER, limit: 1 })).items[0]?.id;
-      const missed = await reference.until((m) => m.events.some((e) => e.type === "entry" && e.entry.id === newest));
-      const jwt = await watchToken(tenant, name, "root");
-      const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}&lastEventId=${view.id}`);
-      const ws = response.webSocket;
-      if (ws === null) throw new Error("no websocket");
-      const received: { type: string; id: string }[] = [];
-      ws.accept();
-      ws.addEventListener("message", (event) => received.push(JSON.parse(event.data as string)));
+      const missed = await untilNewest(reference, root);
+      const { ws, received } = await openWs<{ type: string; id: string }>(tenant, name, view.id);
       try {
         await waitFor(() => received.length >= missed.length);
         expect(received.map((m) => m.type)).toEqual(missed.map(() => "commit"));
@@ -553,6 +500,26 @@ async function fetchWs(url: string): Promise<Response> {
   return SELF.fetch(url, { headers: { upgrade: "websocket" } });
 }
 
+/** A WebSocket watch of root with a fresh watch token (resuming after `lastEventId` when given), accepted; `received` collects its parsed messages. */
+async function openWs<M>(tenant: string, name: string, lastEventId?: string): Promise<{ response: Response; ws: WebSocket; received: M[] }> {
+  const jwt = await watchToken(tenant, name, "root");
+  const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}${lastEventId === undefined ? "" : `&lastEventId=${lastEventId}`}`);
+  const ws = response.webSocket;
+  if (ws === null) throw new Error("no websocket");
+  const received: M[] = [];
+  ws.accept();
+  ws.addEventListener("message", (event) => {
+    received.push(JSON.parse(event.data as string) as M);
+  });
+  return { response, ws, received };
+}
+
+/** How many WebSockets the session object holds. */
+async function socketsHeld(stub: ReturnType<typeof sessionStub>): Promise<number> {
+  const { runInDurableObject } = await import("cloudflare:test");
+  return runInDurableObject(stub, (_instance, state) => state.getWebSockets().length);
+}
+
 async function waitFor(check: () => boolean, ms = 5000): Promise<void> {
   for (let waited = 0; !check(); waited += 10) {
     if (waited > ms) throw new Error("timed out");
@@ -562,17 +529,12 @@ async function waitFor(check: () => boolean, ms = 5000): Promise<void> {
 
 describe("watch-token reconnect", () => {
   it("?lastEventId in the URL resumes an SSE watcher (an EventSource reconnecting with a fresh watch token) without a view", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("sse-query-resume");
-    const api = await client(tenant);
-    const root = api.session(name).conversation("root");
-    await api.session(name).create({});
+    const { tenant, name, root } = await createdSession("sse-query-resume");
     const reference = await open(tenant, name);
     try {
       const view = await reference.next();
       await root.accept("one", { wait: 10 });
-      const newest = (await root.entries({ before: Number.MAX_SAFE_INTEGER, limit: 1 })).items[0]?.id;
-      const missed = await reference.until((m) => m.events.some((e) => e.type === "entry" && e.entry.id === newest));
+      const missed = await untilNewest(reference, root);
       const jwt = await watchToken(tenant, name, "root");
       const { SELF } = await import("cloudflare:test");
       const response = await SELF.fetch(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}&lastEventId=${view.id}`);
@@ -594,11 +556,7 @@ describe("watch-token reconnect", () => {
   });
 
   it("the typed client's watch-token watch reconnects after the stream drops with a fresh token and ?lastEventId=, without a gap or duplicate", async () => {
-    const tenant = "watchers";
-    const name = uniqueSession("client-wt");
-    const api = await client(tenant);
-    const root = api.session(name).conversation("root");
-    await api.session(name).create({});
+    const { tenant, name, root } = await createdSession("client-wt");
     await root.accept("one", { wait: 10 });
     // A fetch that records what the client sends and ends the first watch stream after its first commit,
     // as a proxy or the platform dropping the connection would.
