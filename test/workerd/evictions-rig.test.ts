@@ -11,7 +11,10 @@
  * exactly once and its work item accepted once (one acceptance of `rig:polecat-alpha:1`, one user entry),
  * one critical escalation mail, and the witness's records (patrol count, nudge counts, mail cursor), the
  * hooks and the mayor's mailbox equal the uninterrupted run's. The witness is a live task forever, so
- * quiescence here means: no invocation busy and nothing live but the witness.
+ * quiescence here means: no invocation busy and nothing live but the witness. Exactly k commits are
+ * durable at each kill; the kill after commit 5 interrupts the conversation agent's generation, which
+ * the reopened object parks in retry_wait with a wake: quiescence moves the clock to it (before the next
+ * patrol), and that run's times (hook timestamps, stall minutes) compare as placeholders.
  */
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -56,6 +59,16 @@ const STEPS: readonly Step[] = [
 interface Outcome {
   readonly commits: number;
   readonly state: unknown;
+  /** Kills whose interrupted generation was retried after its backoff (the clock moved for it). */
+  readonly retried: boolean;
+}
+
+/** Set when a quiesce moved the clock to a retry's wake (the hooks' timestamps then differ from the baseline's). */
+let retried = false;
+
+/** The state with the times a retry's backoff shifts left out: ISO timestamps and the stall's idle minutes. */
+function timeless(state: unknown): unknown {
+  return JSON.parse(JSON.stringify(state, (_key, value: unknown) => (typeof value === "string" ? value.replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, "<time>").replace(/idle \d+m/g, "idle <n>m") : value)));
 }
 
 let seams: Seams;
@@ -122,15 +135,41 @@ async function submit(session: TestSession, step: Step): Promise<void> {
   }
 }
 
-/** No invocation busy and nothing live but the witness. */
+/**
+ * No invocation busy and nothing live but the witness. A sleeper other than the witness (a generation a
+ * kill interrupted, parked in retry_wait) is woken by time alone: the clock moves to its wake, which must
+ * come before the witness's next patrol (so no patrol runs that the script did not ask for).
+ */
 async function quiesce(session: TestSession): Promise<void> {
-  await until(async () => {
-    if ((await session.rpc.inspect()).busy) return false;
-    return runInDurableObject(session.stub, async (instance: SessionObject) => {
-      const live = await harnessOf(instance).storage.scanTasks({ live: true, limit: 100 });
-      return live.items.every((task) => task.kind === WITNESS_KIND);
+  for (let round = 0; round < 20; round++) {
+    await until(async () => {
+      if ((await session.rpc.inspect()).busy) return false;
+      const others = await runInDurableObject(session.stub, async (instance: SessionObject) => {
+        const live = await harnessOf(instance).storage.scanTasks({ live: true, limit: 100 });
+        return live.items.filter((task) => task.kind !== WITNESS_KIND);
+      });
+      return others.length === 0 || others.every((task) => (task.state as { status?: string }).status === "retry_wait");
+    }, "nothing live but the witness and sleepers");
+    const { others, patrolAt } = await runInDurableObject(session.stub, async (instance: SessionObject) => {
+      const h = harnessOf(instance);
+      const live = await h.storage.scanTasks({ live: true, limit: 100 });
+      const witness = live.items.find((task) => task.kind === WITNESS_KIND);
+      return {
+        others: live.items.filter((task) => task.kind !== WITNESS_KIND).map((task) => (task.state as { notBefore?: number }).notBefore),
+        patrolAt: (witness?.state as { next_patrol_at?: number } | undefined)?.next_patrol_at,
+      };
     });
-  }, "nothing live but the witness");
+    if (others.length === 0) return;
+    // Every sleeper has a wake (a live task without one is lost work), before the next patrol.
+    const wakes = others.filter((w): w is number => w !== undefined);
+    expect(wakes, "every live task but the witness has a wake").toHaveLength(others.length);
+    const wake = Math.min(...wakes);
+    if (patrolAt !== undefined) expect(wake, "a sleeper wakes before the next patrol").toBeLessThan(patrolAt);
+    retried = true;
+    seams.time.now = Math.max(seams.time.now, wake);
+    await runInDurableObject(session.stub, (instance: SessionObject) => clockOf(instance).advanceTo(seams.time.now));
+  }
+  throw new Error("the rig never became quiescent (nothing live but the witness)");
 }
 
 /** Invariants at any quiescent point, and the state compared with the uninterrupted run. */
@@ -177,6 +216,7 @@ async function check(session: TestSession): Promise<unknown> {
 async function run(name: string, start: number, killAt?: number): Promise<Outcome> {
   // Every run starts at the same time, so the hooks' timestamps and the stall minutes are comparable.
   seams.time.now = start;
+  retried = false;
   const session = new TestSession(name);
   expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
   const { commits } = await killAtCommit<Step>({
@@ -186,14 +226,14 @@ async function run(name: string, start: number, killAt?: number): Promise<Outcom
     // As this sweep always ran: the kill lands once commit k is durable, and commits the dying instance
     // makes before the abort lands are not held back. Held back (exactly k durable), the run after a
     // kill does not reach "nothing live but the witness" (seen at the fold onto killAtCommit; open).
-    exactBoundary: false,
+    exactBoundary: true,
     submit: (step) => submit(session, step),
     quiesce: () => quiesce(session),
     checkReopened: async () => {
       await check(session);
     },
   });
-  return { commits, state: await check(session) };
+  return { commits, state: await check(session), retried };
 }
 
 describe("eviction at every commit boundary of a rig", () => {
@@ -207,11 +247,16 @@ describe("eviction at every commit boundary of a rig", () => {
     expect(state.mail.filter((p) => typeof p === "string" && p.startsWith("STALL_CRITICAL: polecat-bravo"))).toHaveLength(1);
     expect(state.witness["polecat-bravo"]).toMatchObject({ nudges: 2, escalated: ["critical"] });
     const tried: number[] = [];
+    const retries: number[] = [];
     for (let k = 1; k <= baseline.commits; k++) {
       const killed = await run(`rig-evict-${k}`, start, k);
-      expect({ k, state: killed.state }).toEqual({ k, state: baseline.state });
+      // A kill that interrupted a generation retries it after its backoff: the clock moved, so the
+      // times compare as times (everything else exactly); otherwise the whole state compares exactly.
+      if (killed.retried) expect({ k, state: timeless(killed.state) }).toEqual({ k, state: timeless(baseline.state) });
+      else expect({ k, state: killed.state }).toEqual({ k, state: baseline.state });
       tried.push(k);
+      if (killed.retried) retries.push(k);
     }
-    console.log(`rig eviction sweep: ${tried.length} of ${baseline.commits} commit boundaries tried (${tried.join(", ")})`);
+    console.log(`rig eviction sweep: ${tried.length} of ${baseline.commits} commit boundaries tried (${tried.join(", ")}); interrupted generation retried after k = ${retries.join(", ") || "none"}`);
   });
 });
