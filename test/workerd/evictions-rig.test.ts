@@ -7,7 +7,13 @@
  * conversation agent and its completion by the answer, the external agent's activation, and witness
  * patrols through a nudge, a second nudge and a critical escalation.
  *
- * Checked after the reopen (at quiescence) and at the end: the conversation agent's hook is completed
+ * The external agent's hook is set and activated in one step (two commits, no quiesce between), so a
+ * kill after the set commit takes the activation with it and only re-submitting the interrupted step
+ * restores it; after every kill the session must already be open (the alarm alone reopened it).
+ *
+ * Checked after the reopen (at quiescence) and at the end: each set hook has attempt 1 and its live
+ * bead is held by its agent; every mailbox (mayor, witness, agents) holds each message once; nothing
+ * is live but the witness, which has a wake; the conversation agent's hook is completed
  * exactly once and its work item accepted once (one acceptance of `rig:polecat-alpha:1`, one user entry),
  * one critical escalation mail, and the witness's records (patrol count, nudge counts, mail cursor), the
  * hooks and the mayor's mailbox equal the uninterrupted run's. The witness is a live task forever, so
@@ -23,7 +29,8 @@ import { requestMessages } from "../../src/core/context.js";
 import { requestKey } from "../../src/core/inbox.js";
 import { bind, bindTo } from "../../src/core/state.js";
 import { WITNESS_KIND, type Actor, type StoredHook } from "../../src/rig/index.js";
-import { agentIndex, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
+import { agentIndex, beadValue, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
+import { MAYOR_ID, WITNESS_ID } from "../../src/rig/types.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { killAtCommit } from "./eviction-harness.js";
 import { call, clockOf, harnessOf, installSeams, ok, resetSeams, TestSession, until, type Seams } from "./session-fixtures.js";
@@ -36,7 +43,8 @@ const agent = (id: string): Actor => ({ role: "agent", agent: id });
 type Step =
   | { readonly type: "register"; readonly agent: string; readonly conversation: boolean }
   | { readonly type: "settings" }
-  | { readonly type: "set"; readonly agent: string; readonly bead: string }
+  /** Set a hook; with `activate`, the agent activates it in the same step (two commits, no quiesce between). */
+  | { readonly type: "set"; readonly agent: string; readonly bead: string; readonly activate?: true }
   | { readonly type: "activate"; readonly agent: string }
   | { readonly type: "patrol"; readonly n: number };
 
@@ -47,8 +55,9 @@ const STEPS: readonly Step[] = [
   // GUPP: the idle conversation agent's hook is activated and its work accepted in the setting commit;
   // the echo model's answer completes it.
   { type: "set", agent: "polecat-alpha", bead: "gt-alpha" },
-  { type: "set", agent: "polecat-bravo", bead: "gt-bravo" },
-  { type: "activate", agent: "polecat-bravo" },
+  // Set and activated in one step: a kill after the set commit takes the activation with it (exactly k
+  // durable), so only submitting the interrupted step again activates it.
+  { type: "set", agent: "polecat-bravo", bead: "gt-bravo", activate: true },
   // Patrols: nudge, nudge, critical escalation, and one more that mails nothing new.
   { type: "patrol", n: 1 },
   { type: "patrol", n: 2 },
@@ -106,8 +115,8 @@ async function submit(session: TestSession, step: Step): Promise<void> {
       await ok(session.rpc.op("rigPatchSettings", mayor, { patrolIntervalMs: MIN, stallThresholdMs: 2 * MIN }));
       return;
     case "set":
-      if (((await state()).hook?.attempt ?? 0) >= 1) return;
-      await ok(session.rpc.op("rigTransition", mayor, step.agent, "set", { work: { bead_id: step.bead, title: `work on ${step.bead}` } }));
+      if (((await state()).hook?.attempt ?? 0) < 1) await ok(session.rpc.op("rigTransition", mayor, step.agent, "set", { work: { bead_id: step.bead, title: `work on ${step.bead}` } }));
+      if (step.activate === true && (await state()).hook?.file.status === "pending") await ok(session.rpc.op("rigTransition", agent(step.agent), step.agent, "activate", { attempt: 1 }));
       return;
     case "activate":
       if ((await state()).hook?.file.status !== "pending") return;
@@ -198,18 +207,40 @@ async function check(session: TestSession): Promise<unknown> {
       }
       context = messages.map((m) => ({ role: m.role, content: JSON.stringify(m.content) }));
     }
+    // Each hook's bead is set once (attempt 1, its bead held by that agent while live) and, for the
+    // conversation agent, completed by exactly one answer (above): no attempt lost or repeated.
+    for (const id of Object.keys(hooks)) {
+      const hook = await hookOf(h, id);
+      if (hook === undefined || hook.file.status === "empty") continue;
+      expect(hook.attempt, `${id}: hook set once`).toBe(1);
+      const bead = hook.file.work_item?.bead_id;
+      const holder = bead === undefined ? undefined : (await h.storage.getValue(bind(beadValue(bead), {})))?.value;
+      if (hook.file.status === "pending" || hook.file.status === "active") expect(holder, `${id}: bead ${bead ?? "-"} held`).toEqual({ agent_id: id, attempt: 1 });
+    }
+    // Every mailbox (the mayor's, the witness's, each agent's): each message delivered once.
+    const boxes: Record<string, unknown[]> = {};
+    for (const owner of [MAYOR_ID, WITNESS_ID, ...Object.keys(index).sort()]) {
+      const payloads = (await h.storage.readList(bind(mailbox(owner), {}), { limit: 1000 })).items.map((e) => JSON.stringify(e.value));
+      expect(new Set(payloads).size, `mailbox ${owner}: each message once`).toBe(payloads.length);
+      boxes[owner] = payloads;
+    }
     const mail = (await h.storage.readList(bind(mailbox("mayor"), {}), { limit: 1000 })).items.map((e) => e.value.payload);
     // Escalations are de-duplicated per agent, bead and severity.
     const stalls = mail.filter((p) => typeof p === "string" && p.startsWith("STALL_"));
     expect(new Set(stalls).size).toBe(stalls.length);
+    // No live task without a wake: nothing live but the witness, which sleeps until its next patrol.
+    const live = (await h.storage.scanTasks({ live: true, limit: 100 })).items;
+    expect(live.map((task) => task.kind), "nothing live but the witness").toEqual(live.length === 0 ? [] : [WITNESS_KIND]);
     // The witness task is live with a wake, and the alarm is armed for it.
     const taskId = (await h.storage.getValue(bind(witnessTask, {})))?.value;
     if (taskId !== undefined) {
       const task = (await h.storage.getTasks([taskId])).get(taskId);
       expect(task?.role).not.toBe("terminal");
+      expect((task?.state as { next_patrol_at?: number } | undefined)?.next_patrol_at, "the witness has a wake").toBeTypeOf("number");
+      expect(h.driver.nextWake, "the driver's next wake").toBeTypeOf("number");
     }
     const patrol = (await h.storage.getValue(bind(witnessPatrol, {})))?.value;
-    return { hooks, witness, patrol, mail, context };
+    return { hooks, witness, patrol, mail, boxes, context };
   });
 }
 
@@ -229,6 +260,11 @@ async function run(name: string, start: number, killAt?: number): Promise<Outcom
     exactBoundary: true,
     submit: (step) => submit(session, step),
     quiesce: () => quiesce(session),
+    // The alarm alone reopened the session (no request): the harness is open before anything asks.
+    afterReopen: async () => {
+      const opened = await runInDurableObject(session.stub, (instance: SessionObject) => instance.harness !== undefined);
+      expect(opened, `the alarm reopened the session after the kill at commit ${killAt ?? 0}`).toBe(true);
+    },
     checkReopened: async () => {
       await check(session);
     },
