@@ -214,6 +214,14 @@ function resting(task: Task): boolean {
   return false;
 }
 
+/**
+ * A generation a kill interrupted before any output, parked in retry_wait until its backoff's wake: not
+ * resting (the step is not done while it is live), but nothing runs it before the clock reaches its wake.
+ */
+function retrying(task: Task): boolean {
+  return task.state.status === "retry_wait" && typeof (task.state as { notBefore?: unknown }).notBefore === "number";
+}
+
 /** Live tasks whose running invocation waits on the clock in this script: jobs (the fake shell's sleep) and job calls (the budget). */
 function clockBound(task: Task): boolean {
   return task.kind === jobDefinition.kind || task.kind === "tool";
@@ -235,9 +243,9 @@ async function quiesce(session: TestSession, step: Step | undefined): Promise<vo
       const idle = !h.driver.busy && inspection.inflight.length === 0 && inspection.start.every(resting);
       if (idle && (step === undefined || (await reached(h, step)))) return "done";
       const blocked =
-        inspection.start.every((t) => resting(t) || t.kind === "post_tools") &&
+        inspection.start.every((t) => resting(t) || retrying(t) || t.kind === "post_tools") &&
         inspection.inflight.every(clockBound) &&
-        clock.sleepers.size === inspection.inflight.length + inspection.start.filter(resting).length;
+        clock.sleepers.size === inspection.inflight.length + inspection.start.filter((t) => resting(t) || retrying(t)).length;
       const next = clock.earliest;
       if (blocked && next !== undefined) {
         clock.advanceTo(next);
@@ -262,6 +270,8 @@ async function quiesce(session: TestSession, step: Step | undefined): Promise<vo
 interface AtKill {
   /** Prompt keys whose `job` call was running (its result will say "interrupted"). */
   readonly interruptedCalls: readonly string[];
+  /** Commands of interrupted calls whose job was not yet created (its creation was not durable): no job. */
+  readonly uncreatedJobs: readonly string[];
   /** Commands of jobs running without rerun "safe" (they end lost). */
   readonly lostJobs: readonly string[];
   /** Commands of jobs running with rerun "safe" (they run again and end as in the uninterrupted run). */
@@ -289,9 +299,13 @@ async function runScript(name: string, killAt?: number): Promise<Outcome> {
     session,
     steps: STEPS,
     killAt,
-    // As this sweep always ran: commits the dying instance makes before the abort lands are not held
-    // back. Held back (exactly k durable), a run after a kill did not become quiescent (seen at the fold
-    // onto killAtCommit; open).
+    // Commits the dying instance makes before the abort lands are not held back. Held back (exactly k
+    // durable), the run killed after commit 9 fails: the notice job's call is interrupted, its job is
+    // marked lost and the lost notice lands after the interrupted tool result; the echo model, whose
+    // last message is then not a tool result, repeats the prompt's /call and starts a second job with
+    // the same command (two notices for one command). A model's choice, not lost work; the scenario's
+    // per-command expectations do not model it yet (open). The quiescence fix for a generation parked
+    // in retry_wait and the uncreated job of an interrupted call below are needed for exact boundaries.
     exactBoundary: false,
     submit: (step) => runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step)),
     quiesce: (step) => quiesce(session, step),
@@ -302,7 +316,14 @@ async function runScript(name: string, killAt?: number): Promise<Outcome> {
         .exec("SELECT kind, state FROM tasks WHERE role = 'inflight' AND status = 'running' AND abort = 0")
         .toArray()
         .map((row) => ({ kind: String(row["kind"]), state: JSON.parse(String(row["state"])) as { args?: { cmd?: string }; cmd?: string; rerun?: string } }));
+      const created = new Set(
+        storage.sql
+          .exec("SELECT state FROM tasks WHERE kind = ?", jobDefinition.kind)
+          .toArray()
+          .map((row) => (JSON.parse(String(row["state"])) as { cmd?: string }).cmd),
+      );
       atKill = {
+        uncreatedJobs: running.filter((t) => t.kind === "tool").flatMap((t) => (t.state.args?.cmd === undefined || created.has(t.state.args.cmd) ? [] : [t.state.args.cmd])),
         interruptedCalls: running.filter((t) => t.kind === "tool").flatMap((t) => (t.state.args?.cmd === undefined || KEY_OF_CMD[t.state.args.cmd] === undefined ? [] : [KEY_OF_CMD[t.state.args.cmd] as string])),
         lostJobs: running.filter((t) => t.kind === jobDefinition.kind && t.state.rerun !== "safe").flatMap((t) => (t.state.cmd === undefined ? [] : [t.state.cmd])),
         rerunJobs: running.filter((t) => t.kind === jobDefinition.kind && t.state.rerun === "safe").flatMap((t) => (t.state.cmd === undefined ? [] : [t.state.cmd])),
@@ -429,6 +450,8 @@ function expected(baseline: Outcome, atKill: AtKill | undefined): Pick<Outcome, 
   const jobs = { ...baseline.jobs };
   for (const key of atKill?.interruptedCalls ?? []) results[key] = "interrupted";
   for (const cmd of atKill?.lostJobs ?? []) jobs[cmd] = "lost  runs=0 skipped=0";
+  // Killed with exactly k commits durable, a call can be interrupted before its job's creation commit.
+  for (const cmd of atKill?.uncreatedJobs ?? []) delete jobs[cmd];
   return { results, jobs, schedule: baseline.schedule };
 }
 
