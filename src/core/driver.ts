@@ -534,7 +534,7 @@ export class Driver {
     const method = inv.kind[inv.method] as (task: Task, runtime: TaskRuntime, call: Call) => Promise<void>;
     const preview = inv.method === "abort" ? undefined : inv.kind.preview;
     void (async () => {
-      if (preview !== undefined) await startPreview(runtime, preview, call);
+      if (preview !== undefined) await startPreview(runtime, preview, task, call);
       return method.call(inv.kind, task, runtime, call);
     })()
       .finally(() => releaseRuntime(runtime))

@@ -60,6 +60,13 @@ export interface TaskRuntime extends TaskRuntimeLike {
    * kind's own preview type; the runtime does not check it.
    */
   currentPreview<P extends object>(): Tracker<P> | undefined;
+  /**
+   * Publish what the preview changed since its last flush to watchers now, without a commit (§9.4):
+   * for output that the settlement carries away without ever writing it to scratch (a stream's or a
+   * tool's last output when nothing runs between it and the settlement), so a watcher's deltas still
+   * add up to the whole output before the settlement lands. No-op without a preview.
+   */
+  publishPreview(call: Call): void;
 }
 
 const trackers = new WeakMap<TaskRuntime, { readonly taskId: Id; readonly tracker: Tracker<object>; readonly harness: Harness }>();
@@ -76,8 +83,8 @@ export function releaseRuntime(runtime: TaskRuntime): void {
  * Invocation start (§9.4): a kind that declares `preview` gets its preview built once from durable
  * scratch with `preview.init`, so the first flush (the base) already holds what survived a restart.
  */
-export async function startPreview(runtime: TaskRuntime, spec: PreviewSpec, call: Call): Promise<void> {
-  const initial = await spec.init({ value: (addr) => ({ get: runtime.value(addr).get }), list: (addr) => ({ read: runtime.list(addr).read }) }, call);
+export async function startPreview(runtime: TaskRuntime, spec: PreviewSpec, task: Task, call: Call): Promise<void> {
+  const initial = await spec.init({ value: (addr) => ({ get: runtime.value(addr).get }), list: (addr) => ({ read: runtime.list(addr).read }) }, call, task);
   runtime.preview(initial);
 }
 
@@ -167,6 +174,11 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
       return tracker;
     },
     currentPreview: <P extends object>(): Tracker<P> | undefined => trackers.get(runtime)?.tracker as Tracker<P> | undefined,
+    publishPreview: (call) => {
+      own(call);
+      const attached = trackers.get(runtime);
+      if (attached !== undefined) watchHub(harness).previews.publish(task.id, attached.tracker.flush());
+    },
   };
   return runtime;
 }

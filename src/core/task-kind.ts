@@ -83,7 +83,8 @@ export interface ScratchReader {
  * flush is the base. Afterwards the kind mutates `runtime.preview`'s state in place.
  */
 export interface PreviewSpec<P extends object = object> {
-  init(scratch: ScratchReader, call: Call): Promise<P>;
+  /** `task` is the record the invocation starts from (a status that never wrote scratch need not read it). */
+  init(scratch: ScratchReader, call: Call, task: Task): Promise<P>;
 }
 
 /** A task kind: its statuses, roles and behaviour (§5.2). `Runtime` is the driver's TaskRuntime. */

@@ -78,6 +78,45 @@ export function frameBytes(frames: readonly Frame[]): number {
   return JSON.stringify(frames).length;
 }
 
+/**
+ * The longest prefix of `frames` whose batch fits in `budget` bytes (as `frameBytes` counts them): frames
+ * that fit whole, then the next one cut to fill the budget when it is a delta (text, thinking or
+ * argument JSON; a cut never splits a surrogate pair). A start or end frame is never cut.
+ */
+export function fitFrames(frames: readonly Frame[], budget: number): Frame[] {
+  const out: Frame[] = [];
+  // A batch's JSON is "[" + frames joined by "," + "]".
+  let used = 2;
+  for (const frame of frames) {
+    const separator = out.length === 0 ? 0 : 1;
+    const size = JSON.stringify(frame).length;
+    if (used + separator + size <= budget) {
+      out.push(frame);
+      used += separator + size;
+      continue;
+    }
+    if (frame[0] === "t" || frame[0] === "h" || frame[0] === "a") {
+      const room = budget - used - separator;
+      const text = frame[2];
+      let low = 0;
+      let high = text.length;
+      while (low < high) {
+        const mid = Math.ceil((low + high) / 2);
+        if (JSON.stringify([frame[0], frame[1], text.slice(0, mid)]).length <= room) low = mid;
+        else high = mid - 1;
+      }
+      if (low > 0 && isHighSurrogate(text.charCodeAt(low - 1))) low -= 1;
+      if (low > 0) out.push([frame[0], frame[1], text.slice(0, low)]);
+    }
+    return out;
+  }
+  return out;
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
+}
+
 /** Rebuild the partial assistant content from persisted frame batches. */
 export function assembleContent(batches: readonly FrameBatch[]): (TextContent | ThinkingContent | ToolCall)[] {
   const content: (TextContent | ThinkingContent | ToolCall)[] = [];

@@ -20,7 +20,7 @@ import type { Id, JsonObject } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
 import { generationConfig, readOnInterrupt } from "./config.js";
 import { attemptOptions, exchangeProbe, retryDecision, retryHintMs } from "./model-request.js";
-import { encodeEvent, frameBytes, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
+import { encodeEvent, fitFrames, frameBytes, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
 import { createGeneration, landFinalInbox, resolveUnanswered } from "./placement.js";
 import { estimateTokensCached, ProjectionCache } from "./request-cache.js";
 import { foldSectionState, foldTools, planSystemEntry, prepareSections, type SectionRegistry, type SystemInstructionsInput, type SystemInstructionsOutput } from "./sections.js";
@@ -101,10 +101,12 @@ export function createGenerationKind(services: GenerationServices) {
     config: generationConfig,
     hooks: { system_instructions: {}, before_request: {}, after_response: {}, on_yield: { failClosed: false } },
     // Built from the frames on scratch when an invocation starts (§9.4): after a restart the watcher's
-    // first preview is the partial that reached disk, not an empty answer.
+    // first preview is the partial that reached disk, not an empty answer. A pending generation never
+    // streamed (frames follow the streaming status), so it has none to read.
     preview: {
-      async init(scratch, call) {
+      async init(scratch, call, task) {
         const preview: GenerationPreview = { content: [] };
+        if (task.state.status === "pending") return preview;
         for (let after: Id | undefined; ; ) {
           const page = await scratch.list(framesList).read(after === undefined ? { limit: 1000 } : { after, limit: 1000 }, call);
           for (const element of page.items) for (const frame of element.value.f) applyFrame(preview, frame);
@@ -209,6 +211,19 @@ export function createGenerationKind(services: GenerationServices) {
         tx.settle(task, "failed", { inputs: base.inputs, config: base.config, retry: { ...base.retry, attempt }, reason: "error", error, partial: null, successor: null });
       }
     }, call);
+  }
+
+  /**
+   * Whether the commit after this stream settles the task with nothing outside the line before it: a
+   * completed answer (calls, final or overflow), no after_response handler, no on_yield handler for an
+   * answer without calls, no cancellation.
+   */
+  function settlesNext(message: AssistantMessage, chain: readonly Id[], call: Call): boolean {
+    if (call.abortSignal?.aborted === true) return false;
+    if (message.stopReason !== "stop" && message.stopReason !== "length" && message.stopReason !== "toolUse") return false;
+    if (services.hooks.handlers(kind.kind, "after_response", chain).length > 0) return false;
+    const calls = message.content.some((block) => block.type === "toolCall");
+    return calls || services.hooks.handlers(kind.kind, "on_yield", chain).length === 0;
   }
 
   async function runAttempt(task: GenTask, runtime: TaskRuntime, call: Call): Promise<void> {
@@ -319,6 +334,7 @@ export function createGenerationKind(services: GenerationServices) {
       const producer = linkedController(call.abortSignal);
       const stream = services.models.models.streamSimple(model, request, attemptOptions(model, config.thinking, producer.controller.signal, probe));
       const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);
+      let ended = false;
       try {
         for await (const event of stream) {
           const frames = encodeEvent(event);
@@ -328,15 +344,25 @@ export function createGenerationKind(services: GenerationServices) {
           }
           await flusher.maybeFlush();
         }
+        ended = true;
       } finally {
         producer.cancel();
         try {
-          await flusher.close();
+          // A stream that ended keeps its last frames in memory until its outcome is known (below);
+          // any other exit writes them now.
+          await (ended ? flusher.hold() : flusher.close());
         } finally {
           await stream.result();
         }
       }
       message = await stream.result();
+      // The last frames are written only when something can happen between here and a settlement:
+      // an after_response or on_yield hook (which may block on the world, §5.3 rule 2, §8.7), an
+      // outcome that does not settle (a retry wait keeps scratch), or a cancellation (abort reads
+      // the frames). Otherwise the settlement commit follows with no effect in between and would
+      // delete them at once (§4.6): they are never written, and watchers get them without a commit.
+      if (!settlesNext(message, chain, call)) await flusher.close();
+      runtime.publishPreview(call);
     }
     await services.hooks.run(kind, "after_response", { response: message, usage: message.usage }, chain, call);
     const usage = message.usage;
@@ -505,7 +531,13 @@ export function estimateTokens(messages: readonly Message[]): number {
  * Coalesces frames into at most one scratch commit per `flushMs`, bounded in bytes (§8.2). A timer
  * flushes what a burst left pending when the stream pauses, so watchers see the last tokens at that
  * cadence too; commits are chained, and a rejection (a post-mark TaskCancelled) surfaces to the stream
- * loop at its next flush or at close.
+ * loop at its next flush or at close. At the end of a stream `hold` keeps the tail in memory until the
+ * outcome is known: `close` writes it, or the settlement carries it away unwritten.
+ *
+ * The scratch budget (`maxBytes`): the flush that would pass it writes the frames that fit (its last
+ * delta cut at the budget), so what a restart recovers is the answer up to the budget; then frames
+ * stop, the stream goes on, the preview keeps reaching watchers at the flush cadence (`publish`, no
+ * commit) and the answer still settles whole.
  */
 class FrameFlusher {
   readonly #runtime: TaskRuntime;
@@ -529,8 +561,7 @@ class FrameFlusher {
   }
 
   push(frame: Frame): void {
-    if (this.#stopped) return;
-    pushFrame(this.#buffer, frame);
+    if (!this.#stopped) pushFrame(this.#buffer, frame);
     if (this.#timer === undefined && this.#failure === undefined) {
       const delay = Math.max(0, this.#lastFlush + this.#flushMs - this.#runtime.now());
       this.#timer = setTimeout(() => {
@@ -545,6 +576,14 @@ class FrameFlusher {
     await this.#settled();
   }
 
+  /** Stop the timer and join the scratch commits; frames still pending stay in memory. */
+  async hold(): Promise<void> {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#settled();
+  }
+
+  /** Write what is pending (within the budget) and join the scratch commits. */
   async close(): Promise<void> {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
@@ -553,27 +592,46 @@ class FrameFlusher {
   }
 
   #enqueue(): void {
-    if (this.#buffer.length === 0 || this.#stopped || this.#failure !== undefined) return;
-    const frames = this.#buffer;
-    this.#buffer = [];
-    this.#lastFlush = this.#runtime.now();
-    const bytes = frameBytes(frames);
-    if (this.#bytes + bytes > this.#maxBytes) {
-      // Past the scratch budget frames stop; the stream goes on and the answer still settles whole.
-      this.#stopped = true;
+    if (this.#failure !== undefined) return;
+    if (this.#stopped) {
+      // Past the budget: no more scratch commits, the preview still reaches watchers at this cadence.
+      this.#lastFlush = this.#runtime.now();
+      this.#publish();
       return;
     }
-    this.#bytes += bytes;
+    if (this.#buffer.length === 0) return;
+    let frames = this.#buffer;
+    this.#buffer = [];
+    this.#lastFlush = this.#runtime.now();
+    const room = this.#maxBytes - this.#bytes;
+    if (frameBytes(frames) > room) {
+      this.#stopped = true;
+      frames = fitFrames(frames, room);
+      if (frames.length === 0) {
+        this.#publish();
+        return;
+      }
+    }
+    this.#bytes += frameBytes(frames);
+    const batch = frames;
     this.#chain = this.#chain.then(async () => {
       if (this.#failure !== undefined) return;
       try {
         await this.#runtime.scratch((sc) => {
-          sc.list(framesList).append({ f: frames });
+          sc.list(framesList).append({ f: batch });
         }, this.#call);
       } catch (error) {
         this.#failure = { error };
       }
     });
+  }
+
+  #publish(): void {
+    try {
+      this.#runtime.publishPreview(this.#call);
+    } catch (error) {
+      this.#failure = { error };
+    }
   }
 
   async #settled(): Promise<void> {

@@ -324,10 +324,17 @@ export class ToolSink implements ToolOutput<JsonValue> {
 
   /**
    * Flush what is pending, wait for every scratch commit, and stop accepting output. Rethrows the first
-   * real persistence error; expected cancellation rejections were already absorbed.
+   * real persistence error; expected cancellation rejections were already absorbed. `tail: "hold"`
+   * writes nothing more: the caller settles next with nothing in between (§4.6: the settlement would
+   * delete what a last flush wrote), and the live state (`output()`) still holds every op.
    */
-  async drain(): Promise<void> {
-    this.#flush();
+  async drain(tail: "flush" | "hold" = "flush"): Promise<void> {
+    if (tail === "flush") {
+      this.#flush();
+    } else if (this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
     this.#drained = true;
     await this.#chain;
     if (this.#error !== undefined) throw this.#error.error;

@@ -171,7 +171,12 @@ export function createToolKind(services: TurnServices) {
       else sink.write(`\n${message}`);
     }
     // The sink's scratch promises are joined before anything else; a real persistence error faults.
-    await sink.drain();
+    // Its last output is written only when after_tool runs before the settlement (it may block on the
+    // world, §8.7) or the call was cancelled (abort reads scratch); otherwise the settlement follows at
+    // once and would delete it (§4.6), so it is never written and watchers get it without a commit.
+    const settlesNext = call.abortSignal?.aborted !== true && services.hooks.handlers(kind.kind, "after_tool", chain).length === 0;
+    await sink.drain(settlesNext ? "hold" : "flush");
+    runtime.publishPreview(call);
     const output = sink.output(isError);
     await services.hooks.run(kind, "after_tool", { toolCallId: toolCall.id, output }, chain, call);
     await settle(task, runtime, "done", output, call);
