@@ -516,3 +516,75 @@ describe("SqliteStorage commit high-water mark (sqlite)", () => {
     });
   });
 });
+
+describe("SqliteStorage same-commit elision (sqlite)", () => {
+  it("an idle accept's same-commit sticky append and remove write no list row, its inputResult is written once, and reopen recovers its sequence (sqlite)", async () => {
+    await inObject("elide-accept", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const inbox: Address = { scope: { conversation: conversationId }, namespace: "pi.inbox", rewind: false };
+      const result = (inputId: Id): Address => ({ scope: { conversation: conversationId }, namespace: "pi.inputResult", key: String(inputId), rewind: false });
+      // Warm the entries' kind row so both accepts cost the same.
+      await main(storage, (seq) => [{ type: "entry", entry: { id: seq(0), conversationId, kind: "user", model: [{ role: "user", content: "warm", timestamp: 0 }] } }]);
+      const accept = (): Promise<{ read: number; written: number; result: { first: Id; last: Id } }> =>
+        cost(storage, () =>
+          main(storage, (seq): MainWrite[] => [
+            { type: "list.append", addr: inbox, value: { mode: "followUp", input: "hi" } },
+            { type: "value.set", addr: result(seq(0)), value: { status: "queued" } },
+            { type: "entry", entry: { id: seq(2), conversationId, kind: "user", model: [{ role: "user", content: "hi", timestamp: 0 }] } },
+            { type: "list.remove", addr: inbox, element: seq(0) },
+            { type: "value.set", addr: result(seq(0)), value: { status: "placed", entry: seq(2) } },
+          ]),
+        );
+      const accepted = await accept();
+      // The entry (row, entries_by_conversation, entries_by_kind) and the inputResult (row, index), once.
+      expect(accepted.written).toBe(5);
+      const inputId = accepted.result.first;
+      expect((await storage.readList(inbox, { limit: 10 })).items).toEqual([]);
+      expect(await storage.getValue(result(inputId))).toEqual({ seq: inputId + 4, value: { status: "placed", entry: inputId + 2 } });
+      expect(host.sql.exec("SELECT count(*) AS n FROM list_elements").one()["n"]).toBe(0);
+      const reopened = SqliteStorage.open(host);
+      expect(reopened.lastSeq).toBe(accepted.result.last);
+      expect(await reopened.getValue(result(inputId))).toEqual({ seq: inputId + 4, value: { status: "placed", entry: inputId + 2 } });
+      // A commit whose only writes are an append and its removal leaves no row: it records last_seq.
+      const alone = await main(storage, () => [
+        { type: "list.append", addr: inbox, value: { mode: "followUp", input: "gone" } },
+        { type: "list.remove", addr: inbox, element: storage.lastSeq + 1 },
+      ]);
+      expect(host.sql.exec("SELECT value FROM session_metadata WHERE name = 'last_seq'").one()["value"]).toBe(alone.last);
+      expect(SqliteStorage.open(host).lastSeq).toBe(alone.last);
+      // An append a later clear discards is not written; earlier elements are still cleared.
+      const kept = (await main(storage, () => [{ type: "list.append", addr: inbox, value: { mode: "nextRun", input: "kept" } }])).first;
+      expect((await storage.readList(inbox, { limit: 10 })).items.map((e) => e.id)).toEqual([kept]);
+      const cleared = await cost(storage, () =>
+        main(storage, () => [
+          { type: "list.append", addr: inbox, value: { mode: "followUp", input: "cleared" } },
+          { type: "list.clear", addr: inbox },
+        ]),
+      );
+      expect(cleared.written).toBe(2); // the clear's deletion of `kept` and last_seq; no row for the discarded append
+      expect((await storage.readList(inbox, { limit: 10 })).items).toEqual([]);
+      expect(SqliteStorage.open(host).lastSeq).toBe(cleared.result.last);
+    });
+  });
+
+  it("rewindable appends removed in the same commit keep their rows and markers, and a rewindable value set twice keeps both versions (sqlite)", async () => {
+    await inObject("elide-rewindable", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const moves = rewind(conversationId, "game.moves");
+      const plan = rewind(conversationId, "plugin.plan");
+      const { first } = await main(storage, (seq) => [
+        { type: "list.append", addr: moves, value: "a" },
+        { type: "value.set", addr: plan, value: 1 },
+        { type: "entry", entry: { id: seq(2), conversationId, kind: "user", model: [{ role: "user", content: "hi", timestamp: 0 }] } },
+        { type: "list.remove", addr: moves, element: seq(0) },
+        { type: "value.set", addr: plan, value: 2 },
+      ]);
+      expect((await storage.readList(moves, { limit: 10 })).items).toEqual([]);
+      expect((await storage.readList(moves, { limit: 10, at: first + 2 })).items.map((e) => e.value)).toEqual(["a"]);
+      expect((await storage.getValue(plan, first + 2))?.value).toBe(1);
+      expect((await storage.getValue(plan))?.value).toBe(2);
+    });
+  });
+});
