@@ -55,7 +55,7 @@ import {
   text,
 } from "./sqlite-db.js";
 import { pageMerged, pageParts, type Part } from "./sqlite-paging.js";
-import { SqliteState } from "./sqlite-state.js";
+import { compactElement, SqliteState } from "./sqlite-state.js";
 
 /** Conversations kept in memory for fork-chain resolution; older ones are re-read (one row each). */
 const CONVERSATION_CACHE = 4096;
@@ -123,11 +123,15 @@ function decodeConversation(row: SqlRow): StoredConversation {
 /**
  * Which write of a batch carries the commit's last sequence in its row (migration 0006), and whether the
  * batch then needs no last_seq update. Main batch: the last write that inserts an entry, a task or a
- * list element carries it (the newest row of its table, read by highWaterMark); a patch leaves it on a
+ * list_elements row (not an elided write, not a compact session element, migration 0007) carries it (the newest row of its table, read by highWaterMark); a patch leaves it on a
  * task that stays live unless the same batch settles that task later. Scratch batch: its last write
  * leaves a scratch row carrying its own sequence when it is an append or a set.
  */
-function markCarriers(batch: CommitBatch, elided: ReadonlySet<number>): { readonly carrier: number; readonly carried: boolean } {
+function markCarriers(
+  batch: CommitBatch,
+  elided: ReadonlySet<number>,
+  payloads: readonly (string | undefined)[],
+): { readonly carrier: number; readonly carried: boolean } {
   const writes = batch.writes;
   if (batch.kind === "scratch") {
     // The last write is never elided (only a later write of the same address elides an earlier one).
@@ -140,7 +144,8 @@ function markCarriers(batch: CommitBatch, elided: ReadonlySet<number>): { readon
   for (let i = writes.length - 1; i >= 0; i--) {
     const w = writes[i] as MainWrite;
     if (elided.has(i)) continue;
-    if (carrier === -1 && (w.type === "entry" || w.type === "task" || w.type === "list.append")) carrier = i;
+    const inserts = w.type === "entry" || w.type === "task" || (w.type === "list.append" && !compactElement(w.addr, payloads[i]));
+    if (carrier === -1 && inserts) carrier = i;
     if (w.type === "settle") settled.add(w.id);
     if (w.type === "patch" && !settled.has(w.id)) patched = true;
   }
@@ -304,7 +309,7 @@ export class SqliteStorage implements Storage {
     // Task records as this batch leaves them (a batch may create and patch a task, or patch it twice).
     const tasks = new Map<Id, Task | undefined>();
     const elided = elidedWrites(batch, first);
-    const marks = markCarriers(batch, elided);
+    const marks = markCarriers(batch, elided, checked.payloads);
     try {
       this.#db.host.transactionSync(() => {
         batch.writes.forEach((w: MainWrite, i) => {
