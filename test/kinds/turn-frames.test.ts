@@ -10,7 +10,7 @@ import type { ToolCall } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import type { GenerationPreview } from "../../src/kinds/generation.js";
 import { applyMessage, watchConversation, type ConversationEvent, type ConversationView, type WatchMessage } from "../../src/core/watch.js";
-import type { FrameBatch } from "../../src/kinds/frames.js";
+import { fitFrames, frameBytes, type Frame, type FrameBatch } from "../../src/kinds/frames.js";
 import { bind } from "../../src/core/state.js";
 import { fold, sinkOps, type SinkFold } from "../../src/kinds/sink.js";
 import type { Entry, Id } from "../../src/storage/records.js";
@@ -199,3 +199,24 @@ for (const backend of coreBackends) {
       }));
   });
 }
+
+describe("fitFrames", () => {
+  it("keeps whole frames that fit, cuts the next delta to fill the budget, never splits a surrogate pair or cuts a start/end frame", () => {
+    const frames: Frame[] = [["t", 0, "abc"], ["t", 1, "\u{1F600}\u{1F600}xyz"]];
+    expect(fitFrames(frames, frameBytes(frames))).toEqual(frames);
+    // Every budget gives a batch within it that is a prefix of the frames' text.
+    for (let budget = 0; budget <= frameBytes(frames); budget++) {
+      const fit = fitFrames(frames, budget);
+      if (fit.length > 0) expect(frameBytes(fit)).toBeLessThanOrEqual(budget);
+      const last = fit[fit.length - 1];
+      if (last !== undefined && last[0] === "t") expect(/[\ud800-\udbff]$/.test(last[2])).toBe(false);
+      const text = fit.map((f) => (f[0] === "t" ? f[2] : "")).join("");
+      expect("abc\u{1F600}\u{1F600}xyz".startsWith(text)).toBe(true);
+    }
+    // A budget one byte short of the whole batch drops only the last character.
+    expect(fitFrames(frames, frameBytes(frames) - 1)).toEqual([["t", 0, "abc"], ["t", 1, "\u{1F600}\u{1F600}xy"]]);
+    // A tool-call start that does not fit is not cut: the batch ends before it.
+    const call: Frame[] = [["t", 0, "abc"], ["c", 1, "id-1", "echo"]];
+    expect(fitFrames(call, frameBytes(call) - 1)).toEqual([["t", 0, "abc"]]);
+  });
+});
