@@ -260,7 +260,12 @@ export function createJobKind(services: JobServices) {
       sink.write(`${sink.state().text === "" ? "" : "\n"}${error instanceof Error ? error.message : String(error)}`);
       exitCode = -1;
     }
-    await sink.drain();
+    // A one-shot job settles in the next commit with nothing in between, which would delete a last
+    // flush at once (§4.6): its last output is not written, watchers get it without a commit. A
+    // recurring job keeps its scratch until its next run, and a cancelled one's abort reads it.
+    const settlesNext = !(running.every !== undefined && running.every > 0) && call.abortSignal?.aborted !== true;
+    await sink.drain(settlesNext ? "hold" : "flush");
+    runtime.publishPreview(call);
     const output = outputState(sink.state(), exitCode !== 0);
     const { startedAt: _startedAt, ...input } = running;
     await runtime.commitBuilder(async (b) => {

@@ -11,7 +11,7 @@ import { createJobKind, jobDefinition, noticeRequest, readJobOutput, type JobInp
 import type { AnyTool } from "../../src/kinds/services.js";
 import type { ToolOutputState, ToolStates } from "../../src/kinds/states.js";
 import { bind } from "../../src/core/state.js";
-import { previewOf, watchConversation, type ConversationEvent } from "../../src/core/watch.js";
+import { applyMessage, previewOf, watchConversation, type ConversationEvent, type ConversationView } from "../../src/core/watch.js";
 import { jobTool } from "../../src/tools/job.js";
 import { newContextTool } from "../../src/tools/new-context.js";
 import type { Entry, Id } from "../../src/storage/records.js";
@@ -124,6 +124,36 @@ for (const backend of coreBackends) {
         rig.clock.advance(1000);
         await status(rig, id, "exited");
         await eventually(rig, async () => previewOf(watch.view, id), (p) => p === undefined, "the preview gone with the settlement");
+        watch.unsubscribe();
+      }));
+
+    it(`A one-shot job's last output rides on its settlement: no scratch commit writes it, and a watcher's preview holds it before the job ends (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const rig = await openJobs(storage);
+        const scratchText: string[] = [];
+        rig.kit.h.onCommit((c) => {
+          if (c.batch.kind === "scratch") scratchText.push(JSON.stringify(c.batch.writes));
+        });
+        const watch = await watchConversation(rig.kit.h, rig.kit.root, { tail: 10 }, call);
+        // A remote fold of the messages: its preview of the job when the message ending the job arrives.
+        let remote = JSON.parse(JSON.stringify(watch.view)) as ConversationView;
+        let atEnd: string | undefined;
+        watch.startCommits((message) => {
+          for (const e of message.events) if (e.type === "task_end" && e.task.kind === "job") atEnd = JSON.stringify(previewOf(remote, e.task.id) ?? null);
+          remote = applyMessage(remote, message);
+        });
+        const id = await startJob(rig, { cmd: "demo count 3 1000" });
+        await status(rig, id, "running");
+        await eventually(rig, async () => scratchText.join(""), (t) => t.includes("1\\n"), "the first line on scratch");
+        rig.clock.advance(1000);
+        await eventually(rig, async () => scratchText.join(""), (t) => t.includes("2\\n"), "the second line on scratch");
+        rig.clock.advance(1000);
+        const done = await status(rig, id, "exited");
+        if (done.status !== "exited") throw new Error("unreachable");
+        expect(outputText(done.output)).toBe("1\n2\n3\n");
+        // The last line was printed as the process exited: the settlement carried it, unwritten.
+        expect(scratchText.join("")).not.toContain("3\\n");
+        expect(atEnd).toContain("1\\n2\\n3\\n");
         watch.unsubscribe();
       }));
 
