@@ -373,7 +373,11 @@ export class SqliteStorage implements Storage {
           seq, c.parent?.conversationId ?? null, c.parent?.at ?? null, c.owner ?? null,
         );
         // Its own entries all follow its creation: every one will be committed here.
-        changes.push(() => this.#tail(seq, seq));
+        const row: SqlRow = { id: seq, parent: c.parent?.conversationId ?? null, parent_at: c.parent?.at ?? null, owner: c.owner ?? null, deleted: null };
+        changes.push(() => {
+          this.#cacheConversation(decodeConversation(row));
+          this.#tail(seq, seq);
+        });
         return;
       }
       case "deleteConversation":
@@ -553,7 +557,18 @@ export class SqliteStorage implements Storage {
 
   async getConversations(ids: readonly Id[]): Promise<ReadonlyMap<Id, Conversation>> {
     this.#assertOpen();
-    return this.#byIds(ids, `SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE deleted IS NULL AND id IN`, (row) => this.#cacheConversation(decodeConversation(row)).conversation);
+    // Cached conversations (tombstones included) answer without a row; only the rest are read.
+    const wanted = storableIds(ids);
+    const missing = wanted.filter((id) => !this.#conversations.has(id));
+    const read = this.#byIds(missing, `SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE deleted IS NULL AND id IN`, (row) => this.#cacheConversation(decodeConversation(row)).conversation);
+    if (missing.length === wanted.length) return read;
+    const found = new Map<Id, Conversation>();
+    for (const id of wanted) {
+      const cached = this.#conversations.get(id);
+      const conversation = cached === undefined ? read.get(id) : cached.deleted ? undefined : cached.conversation;
+      if (conversation !== undefined) found.set(id, conversation);
+    }
+    return found;
   }
 
   async scanConversations(q: ConversationQuery): Promise<Page<Conversation>> {

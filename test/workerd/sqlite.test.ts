@@ -393,6 +393,26 @@ describe("SqliteStorage entry tails (sqlite)", () => {
   });
 });
 
+describe("SqliteStorage conversation cache (sqlite)", () => {
+  it("getConversations of conversations this object created reads no rows, hides tombstones, and equals a fresh object's reads (sqlite)", async () => {
+    await inObject("conversation-cache", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const root = await newConversation(storage);
+      const fork = await newConversation(storage, { conversationId: root, at: root });
+      const owner = await turn(storage, fork, undefined);
+      const owned = await main(storage, (seq) => [{ type: "createConversation", conversation: { id: seq(0), parent: { conversationId: fork, at: fork }, owner } }]);
+      const gone = await newConversation(storage);
+      await main(storage, () => [{ type: "deleteConversation", id: gone }]);
+      const mine = await cost(storage, () => storage.getConversations([owned.first, gone, root, fork]));
+      expect(mine.read).toBe(0);
+      expect([...mine.result.keys()]).toEqual([owned.first, root, fork]);
+      // With an unknown id too (read from SQLite), the same map as an object with an empty cache.
+      const ids = [owned.first, gone, root, 999, fork];
+      expect([...(await storage.getConversations(ids)).entries()]).toEqual([...(await SqliteStorage.open(host).getConversations(ids)).entries()]);
+    });
+  });
+});
+
 describe("SqliteStorage list caches (sqlite)", () => {
   it("short sticky lists once read whole, and the scratch of tasks this object created, are read from memory and equal a fresh object's SQLite reads (sqlite)", async () => {
     await inObject("list-caches", async (host) => {
