@@ -122,14 +122,20 @@ export class NodeSqliteHost implements SqlHost {
   transactionSync<T>(fn: () => T): T {
     const depth = this.#depth;
     const savepoint = `tx${depth}`;
-    this.db.exec(depth === 0 ? "BEGIN" : `SAVEPOINT ${savepoint}`);
+    // Prepared once like every other statement (db.exec would compile BEGIN and COMMIT at every commit).
+    const control = (query: string): void => void this.#prepared(query).statement.run();
+    control(depth === 0 ? "BEGIN" : `SAVEPOINT ${savepoint}`);
     this.#depth++;
     try {
       const result = fn();
-      this.db.exec(depth === 0 ? "COMMIT" : `RELEASE ${savepoint}`);
+      control(depth === 0 ? "COMMIT" : `RELEASE ${savepoint}`);
       return result;
     } catch (error) {
-      this.db.exec(depth === 0 ? "ROLLBACK" : `ROLLBACK TO ${savepoint}; RELEASE ${savepoint}`);
+      if (depth === 0) control("ROLLBACK");
+      else {
+        control(`ROLLBACK TO ${savepoint}`);
+        control(`RELEASE ${savepoint}`);
+      }
       throw error;
     } finally {
       this.#depth = depth;

@@ -39,6 +39,27 @@ describe("NodeSqliteHost", () => {
     expect(pragma(fileHost({ synchronous: "NORMAL" }), "synchronous")).toBe(1);
   });
 
+  it("transactionSync commits, rolls back on a throw, and nests as savepoints whose rollback keeps the outer work (node:sqlite)", () => {
+    const host = fileHost();
+    host.sql.exec("CREATE TABLE t (v TEXT)");
+    const values = (): unknown[] => host.sql.exec("SELECT v FROM t ORDER BY rowid").toArray().map((r) => r["v"]);
+    for (let round = 0; round < 2; round++) {
+      host.transactionSync(() => host.sql.exec("INSERT INTO t (v) VALUES (?)", `kept${round}`));
+      expect(() => host.transactionSync(() => {
+        host.sql.exec("INSERT INTO t (v) VALUES (?)", "dropped");
+        throw new Error("boom");
+      })).toThrow("boom");
+      host.transactionSync(() => {
+        host.sql.exec("INSERT INTO t (v) VALUES (?)", `outer${round}`);
+        expect(() => host.transactionSync(() => {
+          host.sql.exec("INSERT INTO t (v) VALUES (?)", "inner");
+          throw new Error("inner boom");
+        })).toThrow("inner boom");
+      });
+    }
+    expect(values()).toEqual(["kept0", "outer0", "kept1", "outer1"]);
+  });
+
   it("counts rows returned and changed per statement, RETURNING included, with every statement reusable (node:sqlite)", () => {
     const host = fileHost();
     host.sql.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)");
