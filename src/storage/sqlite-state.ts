@@ -117,6 +117,12 @@ export class SqliteState {
    * is retired) or when one of its lists outgrows LIST_CACHE_ELEMENTS (then its scratch is re-read).
    */
   readonly #scratch = new Map<Id, Map<string, Element<JsonValue>[]>>();
+  /**
+   * Tasks this object created that have had no scratch write since (bounded like #scratch): their
+   * settlement has no scratch rows to retire and runs no DELETE (each one read a row). A scratch write
+   * removes its task at once, before its commit is known to succeed, so a rollback errs toward deleting.
+   */
+  readonly #noScratch = new Set<Id>();
   #stagedLists: (() => void)[] = [];
 
   constructor(db: CountedSql, segments: (conversationId: Id, cap: Id) => Segment[]) {
@@ -134,6 +140,7 @@ export class SqliteState {
     const scope = w.addr.scope;
     if ("scratch" in scope) {
       const task = scope.scratch;
+      this.#noScratch.delete(task);
       switch (w.type) {
         case "value.set":
           db.run(
@@ -284,11 +291,17 @@ export class SqliteState {
       if (oldest.done !== true) this.#scratch.delete(oldest.value);
     }
     this.#scratch.set(task, new Map());
+    if (this.#noScratch.size >= LIST_CACHE) {
+      const oldest = this.#noScratch.values().next();
+      if (oldest.done !== true) this.#noScratch.delete(oldest.value);
+    }
+    this.#noScratch.add(task);
   }
 
   /** A settled task's scratch is gone (published with the settling commit). */
   settledTask(task: Id): void {
     this.#scratch.delete(task);
+    this.#noScratch.delete(task);
   }
 
   #remember(key: string, version: Version<JsonValue> | null): void {
@@ -299,8 +312,12 @@ export class SqliteState {
     this.#values.set(key, version);
   }
 
-  /** Settlement retires the task's scratch in the same transaction (§4.6, §7.5). */
+  /**
+   * Settlement retires the task's scratch in the same transaction (§4.6, §7.5); a task this object
+   * created and that never wrote scratch has none, so nothing runs.
+   */
   retireScratch(task: Id): void {
+    if (this.#noScratch.has(task)) return;
     this.#db.run("DELETE FROM scratch WHERE task = ?", task);
   }
 

@@ -414,6 +414,44 @@ describe("SqliteStorage conversation cache (sqlite)", () => {
 });
 
 describe("SqliteStorage list caches (sqlite)", () => {
+  it("settling a task this object created that never wrote scratch runs no scratch delete; one that wrote scratch, or was created before a reopen, still retires it (sqlite)", async () => {
+    await inObject("scratch-retire-skip", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const settle = (id: Id) => main(storage, () => [{ type: "settle", id, role: "terminal", state: { status: "done" } }]);
+      const deletes = (profile: ReadonlyMap<string, { executions: number }>) => profile.get("DELETE FROM scratch WHERE task = ?")?.executions ?? 0;
+      const profile = storage.profile();
+      const retires = () => deletes(profile);
+
+      // Created here, no scratch: the settlement has nothing to retire and runs no DELETE.
+      const clean = await turn(storage, conversationId, undefined);
+      const before = retires();
+      await settle(clean);
+      expect(retires()).toBe(before);
+
+      // Created here, wrote scratch (a value and a list element): retired with the settlement.
+      const dirty = await turn(storage, conversationId, undefined);
+      const frames: Address = { scope: { scratch: dirty }, namespace: "frames", rewind: false };
+      const memo: Address = { scope: { scratch: dirty }, namespace: "memo", rewind: false };
+      await storage.commit({ kind: "scratch", task: dirty, writes: [{ type: "list.append", addr: frames, value: 1 }, { type: "value.set", addr: memo, value: 2 }] });
+      await settle(dirty);
+      expect(retires()).toBe(before + 1);
+      const fresh = SqliteStorage.open(host);
+      expect((await fresh.readList(frames, { limit: 10 })).items).toEqual([]);
+      expect(await fresh.getValue(memo)).toBeUndefined();
+
+      // Created before a reopen: this object cannot know its scratch is empty, so it retires it.
+      const old = await turn(fresh, conversationId, undefined);
+      const oldMemo: Address = { scope: { scratch: old }, namespace: "memo", rewind: false };
+      await fresh.commit({ kind: "scratch", task: old, writes: [{ type: "value.set", addr: oldMemo, value: 3 }] });
+      const reopened = SqliteStorage.open(host);
+      const reopenedProfile = reopened.profile();
+      await reopened.commit({ kind: "main", writes: [{ type: "settle", id: old, role: "terminal", state: { status: "done" } }] });
+      expect(deletes(reopenedProfile)).toBe(1);
+      expect(await SqliteStorage.open(host).getValue(oldMemo)).toBeUndefined();
+    });
+  });
+
   it("short sticky lists once read whole, and the scratch of tasks this object created, are read from memory and equal a fresh object's SQLite reads (sqlite)", async () => {
     await inObject("list-caches", async (host) => {
       const storage = SqliteStorage.open(host);
