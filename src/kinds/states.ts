@@ -34,7 +34,10 @@ export type GenerationState =
   // The provider answers later (§8.2): poll `handle` from notBefore on; the cutoff of the prepared
   // request stays. A start status: execute (also after a restart) sleeps, then polls.
   | (GenBase & { status: "deferred"; requestThrough: Id; handle: DeferredHandle & JsonObject; notBefore: number })
-  | (GenBase & { status: "done"; assistant: Id | null; successor: Id | null })
+  // Settled with an answer, nothing retries it: no captured config and no retry budget (issue 15 bytes;
+  // §8.2 captures them for a retry), only the attempt that answered. Rows written before carry `config`
+  // and `retry` (its `attempt`) instead; nothing reads them.
+  | { inputs: Id[]; status: "done"; attempt: number; assistant: Id | null; successor: Id | null }
   | (GenBase & { status: "failed"; reason: "error" | "overflow" | "interrupted"; error: string; partial: Id | null; successor: Id | null })
   | (GenBase & { status: "aborted"; partial: Id | null });
 
@@ -81,6 +84,25 @@ export interface ToolResultData extends JsonObject {
   isError: boolean;
 }
 
+/**
+ * `ToolResultData` as stored in a tool result entry's `data` and a settled tool task's `output` (issue 15
+ * bytes): a field at its default (details {}, usage/addedTools/handoff/delegated null, terminate and isError
+ * false, diags []) is absent, and an untruncated output keeps only `chars` (its total characters, absent
+ * when 0) instead of `truncation`. Rows written before carry every field; `readToolData` reads both.
+ */
+export type StoredToolData = {
+  details?: JsonValue;
+  usage?: JsonValue;
+  addedTools?: string[] | null;
+  terminate?: boolean;
+  handoff?: string | null;
+  delegated?: Id | null;
+  diags?: ToolDiag[];
+  truncation?: ToolTruncation;
+  chars?: number;
+  isError?: boolean;
+};
+
 /** What the live sink folds to; used to build the result entry. */
 export interface ToolOutputState extends ToolResultData {
   content: JsonValue[]; // (TextContent | ImageContent)[]
@@ -97,9 +119,10 @@ export type ToolStates =
   // jobId / cancelJobOnAbort: the job this call started and whether aborting the call kills it (§8.3).
   | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never"; jobId?: Id; cancelJobOnAbort?: boolean })
   // The settled output without its content: the result entry's message holds that (issue 15: a large
-  // output was stored twice); post_tools needs only the flags (terminate, handoff, addedTools).
-  | (ToolBase & { status: "done"; output: ToolResultData; result: Id })
-  | (ToolBase & { status: "aborted"; output: ToolResultData; result: Id });
+  // output was stored twice); post_tools needs only the flags (terminate, handoff, addedTools). Stored
+  // compact (`StoredToolData`): read it with `readToolData`.
+  | (ToolBase & { status: "done"; output: StoredToolData; result: Id })
+  | (ToolBase & { status: "aborted"; output: StoredToolData; result: Id });
 
 export const toolRoles = { planned: "start", running: "inflight", done: "terminal", aborted: "terminal" } as const;
 
@@ -156,6 +179,20 @@ export interface UsageRow extends JsonObject {
   model: string;
   /** null: the provider reported nothing (unknown cost, not zero). */
   usage: (Usage & JsonObject) | null;
+}
+
+/**
+ * A usage element as stored (issue 15 bytes; `stored.ts`): `usage` without its zero counts and cost
+ * components and without the totals that are sums. Elements written before hold the whole `Usage`.
+ */
+export type StoredUsage = JsonObject;
+
+export interface StoredUsageRow extends JsonObject {
+  conversationId: Id;
+  taskId: Id;
+  kind: string;
+  model: string;
+  usage: StoredUsage | null;
 }
 
 export interface UsageTotals extends JsonObject {

@@ -32,6 +32,7 @@ import { generationConfig } from "./config.js";
 import type { AnyTool, ToolRuntime, TurnServices } from "./services.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink } from "./sink.js";
 import { toolRoles, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
+import { compactToolData } from "./stored.js";
 import { recordUsage } from "./usage.js";
 
 export interface ToolHooks extends HookPoints {
@@ -193,7 +194,9 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
   await runtime.commitBuilder(async (b) => {
     const tx = conversationTx(b, task.conversationId);
     const message = resultMessage(toolCall, output, runtime.now());
-    const { content: _content, ...data } = output;
+    const { content: _content, ...full } = output;
+    // Stored compact (issue 15 bytes): defaults absent; `readToolData` fills them back.
+    const data = compactToolData(full);
     const result = tx.entry(toolResultKind, toolResultEntry(message, data));
     if (output.usage !== null) {
       await recordUsage(b, {
