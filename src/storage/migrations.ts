@@ -10,6 +10,7 @@ import entriesByKind from "../../migrations/0003_entries_by_kind.sql";
 import narrowIndexes from "../../migrations/0004_narrow_indexes.sql";
 import tasksSettled from "../../migrations/0005_tasks_settled.sql";
 import commitMarks from "../../migrations/0006_commit_marks.sql";
+import sessionElements from "../../migrations/0007_session_elements.sql";
 import type { SqlHost } from "./sql.js";
 import { StorageError } from "./storage.js";
 
@@ -28,6 +29,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 4, name: "0004_narrow_indexes", sql: narrowIndexes },
   { version: 5, name: "0005_tasks_settled", sql: tasksSettled },
   { version: 6, name: "0006_commit_marks", sql: commitMarks },
+  { version: 7, name: "0007_session_elements", sql: sessionElements },
 ];
 
 /** The schema version this code writes. */

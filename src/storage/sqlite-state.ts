@@ -10,7 +10,7 @@ import type { Segment } from "./shared.js";
 import { addressKey, frozenCopy, historicalReadError, keepsHistory, MAX_PAGE_LIMIT, scopeId } from "./shared.js";
 import { StorageError } from "./storage.js";
 import { checkPosition, type CountedSql, int, text } from "./sqlite-db.js";
-import { pageParts, type Part } from "./sqlite-paging.js";
+import { pageMerged, pageParts, type Part } from "./sqlite-paging.js";
 import type { SqlRow, SqlValue } from "./sql.js";
 
 /**
@@ -56,6 +56,34 @@ const elementId = (e: Element<JsonValue>): Id => e.id;
 
 interface SegmentPart extends Part {
   readonly conversationId: Id;
+}
+
+/**
+ * The largest session-list element (UTF-8 bytes of namespace, key and JSON together) kept in the
+ * clustered session_elements table (migration 0007). A WITHOUT ROWID row is a cell of an index b-tree,
+ * whose cells keep at most ~1,000 bytes on a 4 KB page before spilling to overflow pages (DESIGN §2);
+ * this leaves room for the key BLOB's two bytes per code unit and the record header.
+ */
+const COMPACT_ELEMENT_BYTES = 768;
+
+function utf8Length(s: string): number {
+  let bytes = 0;
+  for (let i = 0; i < s.length; i++) {
+    const unit = s.charCodeAt(i);
+    // A surrogate half counts 2: a pair is one 4-byte code point, a lone half encodes as U+FFFD (3).
+    bytes += unit < 0x80 ? 1 : unit < 0x800 ? 2 : unit >= 0xd800 && unit <= 0xdfff ? 2 : 3;
+  }
+  return bytes;
+}
+
+/**
+ * Whether an append's element goes to session_elements (one billed row) rather than list_elements (row
+ * and index, two): a session-list element small enough not to spill (migration 0007). Such a row never
+ * carries the commit mark.
+ */
+export function compactElement(addr: Address, payload: string | undefined): boolean {
+  if (!("session" in addr.scope) || payload === undefined) return false;
+  return utf8Length(addr.namespace) + 2 * (addr.key ?? "").length + utf8Length(payload) <= COMPACT_ELEMENT_BYTES;
 }
 
 /** Current values kept in memory (write-through); older ones are re-read. */
@@ -148,6 +176,10 @@ export class SqliteState {
         return;
       }
       case "list.append":
+        if (compactElement(w.addr, payload)) {
+          db.run("INSERT INTO session_elements (namespace, key, keyless, id, value) VALUES (?, ?, ?, ?, ?)", ...address, seq, payload as string);
+          return;
+        }
         db.run(
           "INSERT INTO list_elements (id, scope, namespace, key, keyless, rewind, value, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
           seq, owner, ...address, history ? 1 : 0, payload as string, last,
@@ -158,6 +190,8 @@ export class SqliteState {
           db.run("INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, ?)", seq, owner, ...address, w.element);
         } else {
           // Sticky state exposes only current contents, so the element is discarded physically (§4.2).
+          // A session-list element is in one of two tables (migration 0007): the compact one first.
+          if ("session" in scope && db.run(`DELETE FROM session_elements WHERE ${ADDRESS} AND id = ?`, ...address, w.element) > 0) return;
           db.run(`DELETE FROM list_elements WHERE id = ? AND scope = ? AND ${ADDRESS} AND rewind = 0`, w.element, owner, ...address);
         }
         return;
@@ -165,6 +199,7 @@ export class SqliteState {
         if (history) {
           db.run("INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, NULL)", seq, owner, ...address);
         } else {
+          if ("session" in scope) db.run(`DELETE FROM session_elements WHERE ${ADDRESS}`, ...address);
           db.run(`DELETE FROM list_elements WHERE scope = ? AND ${ADDRESS} AND rewind = 0`, owner, ...address);
         }
         return;
@@ -282,7 +317,7 @@ export class SqliteState {
             .map(element);
         return pageParts(whole, fetch, elementId, cursor, readAt);
       }
-      const fetch = (_: Part, from: Id, through: Id, descending: boolean, limit: number) =>
+      const rows = (from: Id, through: Id, descending: boolean, limit: number) =>
         this.#db
           .rows(
             `SELECT id, value FROM list_elements WHERE scope = ? AND ${ADDRESS} AND rewind = 0 AND id BETWEEN ? AND ?
@@ -290,7 +325,17 @@ export class SqliteState {
             scopeId(scope), ...address, from, through, limit,
           )
           .map(element);
-      return pageParts(whole, fetch, elementId, cursor, readAt);
+      if (!("session" in scope)) return pageParts(whole, (_: Part, from, through, descending, limit) => rows(from, through, descending, limit), elementId, cursor, readAt);
+      // A session list's elements are in two tables (migration 0007): two ordered ranges merged by id.
+      const compact = (from: Id, through: Id, descending: boolean, limit: number) =>
+        this.#db
+          .rows(
+            `SELECT id, value FROM session_elements WHERE ${ADDRESS} AND id BETWEEN ? AND ?
+             ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
+            ...address, from, through, limit,
+          )
+          .map(element);
+      return pageMerged([compact, rows], elementId, cursor, readAt);
     }
 
     const segments = this.#segments(scopeId(scope), q.at ?? Number.MAX_SAFE_INTEGER);

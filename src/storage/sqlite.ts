@@ -35,7 +35,7 @@ import type {
   ValueQuery,
   Version,
 } from "./records.js";
-import { type BatchView, checkBatch, checkCursor, deepFreeze, forkSegments, type Segment } from "./shared.js";
+import { addressKey, type BatchView, checkBatch, checkCursor, deepFreeze, forkSegments, keepsHistory, type Segment } from "./shared.js";
 import { type Storage, StorageError } from "./storage.js";
 import { migrate } from "./migrations.js";
 
@@ -55,7 +55,7 @@ import {
   text,
 } from "./sqlite-db.js";
 import { pageMerged, pageParts, type Part } from "./sqlite-paging.js";
-import { SqliteState } from "./sqlite-state.js";
+import { compactElement, SqliteState } from "./sqlite-state.js";
 
 /** Conversations kept in memory for fork-chain resolution; older ones are re-read (one row each). */
 const CONVERSATION_CACHE = 4096;
@@ -123,13 +123,18 @@ function decodeConversation(row: SqlRow): StoredConversation {
 /**
  * Which write of a batch carries the commit's last sequence in its row (migration 0006), and whether the
  * batch then needs no last_seq update. Main batch: the last write that inserts an entry, a task or a
- * list element carries it (the newest row of its table, read by highWaterMark); a patch leaves it on a
+ * list_elements row (not an elided write, not a compact session element, migration 0007) carries it (the newest row of its table, read by highWaterMark); a patch leaves it on a
  * task that stays live unless the same batch settles that task later. Scratch batch: its last write
  * leaves a scratch row carrying its own sequence when it is an append or a set.
  */
-function markCarriers(batch: CommitBatch): { readonly carrier: number; readonly carried: boolean } {
+function markCarriers(
+  batch: CommitBatch,
+  elided: ReadonlySet<number>,
+  payloads: readonly (string | undefined)[],
+): { readonly carrier: number; readonly carried: boolean } {
   const writes = batch.writes;
   if (batch.kind === "scratch") {
+    // The last write is never elided (only a later write of the same address elides an earlier one).
     const tail = writes[writes.length - 1];
     return { carrier: -1, carried: tail?.type === "list.append" || tail?.type === "value.set" };
   }
@@ -138,11 +143,75 @@ function markCarriers(batch: CommitBatch): { readonly carrier: number; readonly 
   const settled = new Set<Id>();
   for (let i = writes.length - 1; i >= 0; i--) {
     const w = writes[i] as MainWrite;
-    if (carrier === -1 && (w.type === "entry" || w.type === "task" || w.type === "list.append")) carrier = i;
+    if (elided.has(i)) continue;
+    const inserts = w.type === "entry" || w.type === "task" || (w.type === "list.append" && !compactElement(w.addr, payloads[i]));
+    if (carrier === -1 && inserts) carrier = i;
     if (w.type === "settle") settled.add(w.id);
     if (w.type === "patch" && !settled.has(w.id)) patched = true;
   }
   return { carrier, carried: carrier !== -1 || patched };
+}
+
+/**
+ * Writes of a batch whose effect on stored current contents a later write of the same batch undoes, so
+ * they need no statement (issue 15): a sticky or scratch value set or delete followed by another set or
+ * delete of the same address (only the last one's value and sequence are current, and such state has no
+ * history, §4.2), and a sticky or scratch list append that a later remove of that element or a clear of
+ * that list discards (the element id stays consumed; §8.1 "Memory and SQLite may discard a removed sticky
+ * element"); the remove of such an element is elided with it. Rewindable conversation state keeps every
+ * version and marker, so none of its writes are elided.
+ */
+function elidedWrites(batch: CommitBatch, first: Id): Set<number> {
+  const elided = new Set<number>();
+  const values = new Map<string, number>();
+  const appends = new Map<Id, { readonly index: number; readonly address: string }>();
+  batch.writes.forEach((w: MainWrite, i) => {
+    switch (w.type) {
+      case "value.set":
+      case "value.delete": {
+        if (keepsHistory(w.addr)) return;
+        const address = addressKey(w.addr);
+        const earlier = values.get(address);
+        if (earlier !== undefined) elided.add(earlier);
+        values.set(address, i);
+        return;
+      }
+      case "list.append":
+        if (!keepsHistory(w.addr)) appends.set(first + i, { index: i, address: addressKey(w.addr) });
+        return;
+      case "list.remove": {
+        if (keepsHistory(w.addr)) return;
+        const appended = appends.get(w.element);
+        if (appended === undefined || appended.address !== addressKey(w.addr)) return;
+        elided.add(appended.index);
+        elided.add(i);
+        appends.delete(w.element);
+        return;
+      }
+      case "list.clear": {
+        if (keepsHistory(w.addr)) return;
+        const address = addressKey(w.addr);
+        for (const [id, appended] of appends) {
+          if (appended.address !== address) continue;
+          elided.add(appended.index);
+          appends.delete(id);
+        }
+        return;
+      }
+      case "createConversation":
+      case "deleteConversation":
+      case "entry":
+      case "task":
+      case "patch":
+      case "settle":
+        return;
+      default: {
+        const _: never = w;
+        throw new StorageError("malformed_batch", `unknown write ${String(_)}`);
+      }
+    }
+  });
+  return elided;
 }
 
 /**
@@ -239,10 +308,12 @@ export class SqliteStorage implements Storage {
     const changes: (() => void)[] = [];
     // Task records as this batch leaves them (a batch may create and patch a task, or patch it twice).
     const tasks = new Map<Id, Task | undefined>();
-    const marks = markCarriers(batch);
+    const elided = elidedWrites(batch, first);
+    const marks = markCarriers(batch, elided, checked.payloads);
     try {
       this.#db.host.transactionSync(() => {
         batch.writes.forEach((w: MainWrite, i) => {
+          if (elided.has(i)) return;
           this.#write(w, first + i, checked.payloads[i], newKinds, changes, tasks, i === marks.carrier ? last : undefined, last);
         });
         // The high-water mark (§7.5's commit boundary; the transaction makes the batch all-or-nothing).

@@ -127,6 +127,7 @@ describe("SessionObject creation", () => {
     await runInDurableObject(session.stub, (_instance, state) => {
       state.storage.sql.exec("DROP TABLE host_kills");
       state.storage.sql.exec("DROP TABLE host_fault");
+      state.storage.sql.exec("DROP TABLE session_elements");
       state.storage.sql.exec("DROP INDEX entries_by_kind");
       state.storage.sql.exec("DROP INDEX tasks_live");
       state.storage.sql.exec("ALTER TABLE tasks DROP COLUMN settled");
@@ -138,7 +139,7 @@ describe("SessionObject creation", () => {
     await runInDurableObject(session.stub, (_instance, state) => {
       expect(state.storage.sql.exec("SELECT value FROM session_metadata WHERE name = 'schema_version'").one()["value"]).toBe(SCHEMA_VERSION);
       const tables = state.storage.sql.exec(userTables).toArray().map((row) => row["name"]);
-      expect(tables).toEqual(expect.arrayContaining(["host_kills", "host_fault"]));
+      expect(tables).toEqual(expect.arrayContaining(["host_kills", "host_fault", "session_elements"]));
       const indexes = state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'index'").toArray().map((row) => row["name"]);
       expect(indexes).toContain("entries_by_kind");
     });

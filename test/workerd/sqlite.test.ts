@@ -450,7 +450,8 @@ describe("SqliteStorage commit high-water mark (sqlite)", () => {
       const conversationId = await newConversation(storage);
       expect(mark()).toBe(conversationId); // a conversation alone carries no mark
       const session = (namespace: string): Address => ({ scope: { session: true }, namespace, rewind: false });
-      const sticky: Address = { scope: { session: true }, namespace: "app.queue", rewind: false };
+      // A conversation list: small session-list elements go to session_elements, which carries no mark.
+      const sticky: Address = { scope: { conversation: conversationId }, namespace: "app.queue", rewind: false };
       // A task (row + tasks_live), then a sticky value after it: the task row carries the last sequence.
       const created = await cost(storage, () =>
         main(storage, (seq) => [
@@ -513,6 +514,156 @@ describe("SqliteStorage commit high-water mark (sqlite)", () => {
       const reopened = SqliteStorage.open(host);
       expect(reopened.lastSeq).toBe(cleared);
       expect((await reopened.commit({ kind: "scratch", task, writes: [{ type: "list.append", addr: frames, value: "f2" }] })).first).toBe(cleared + 1);
+    });
+  });
+});
+
+describe("SqliteStorage same-commit elision (sqlite)", () => {
+  it("an idle accept's same-commit sticky append and remove write no list row, its inputResult is written once, and reopen recovers its sequence (sqlite)", async () => {
+    await inObject("elide-accept", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const inbox: Address = { scope: { conversation: conversationId }, namespace: "pi.inbox", rewind: false };
+      const result = (inputId: Id): Address => ({ scope: { conversation: conversationId }, namespace: "pi.inputResult", key: String(inputId), rewind: false });
+      // Warm the entries' kind row so both accepts cost the same.
+      await main(storage, (seq) => [{ type: "entry", entry: { id: seq(0), conversationId, kind: "user", model: [{ role: "user", content: "warm", timestamp: 0 }] } }]);
+      const accept = (): Promise<{ read: number; written: number; result: { first: Id; last: Id } }> =>
+        cost(storage, () =>
+          main(storage, (seq): MainWrite[] => [
+            { type: "list.append", addr: inbox, value: { mode: "followUp", input: "hi" } },
+            { type: "value.set", addr: result(seq(0)), value: { status: "queued" } },
+            { type: "entry", entry: { id: seq(2), conversationId, kind: "user", model: [{ role: "user", content: "hi", timestamp: 0 }] } },
+            { type: "list.remove", addr: inbox, element: seq(0) },
+            { type: "value.set", addr: result(seq(0)), value: { status: "placed", entry: seq(2) } },
+          ]),
+        );
+      const accepted = await accept();
+      // The entry (row, entries_by_conversation, entries_by_kind) and the inputResult (row, index), once.
+      expect(accepted.written).toBe(5);
+      const inputId = accepted.result.first;
+      expect((await storage.readList(inbox, { limit: 10 })).items).toEqual([]);
+      expect(await storage.getValue(result(inputId))).toEqual({ seq: inputId + 4, value: { status: "placed", entry: inputId + 2 } });
+      expect(host.sql.exec("SELECT count(*) AS n FROM list_elements").one()["n"]).toBe(0);
+      const reopened = SqliteStorage.open(host);
+      expect(reopened.lastSeq).toBe(accepted.result.last);
+      expect(await reopened.getValue(result(inputId))).toEqual({ seq: inputId + 4, value: { status: "placed", entry: inputId + 2 } });
+      // A commit whose only writes are an append and its removal leaves no row: it records last_seq.
+      const alone = await main(storage, () => [
+        { type: "list.append", addr: inbox, value: { mode: "followUp", input: "gone" } },
+        { type: "list.remove", addr: inbox, element: storage.lastSeq + 1 },
+      ]);
+      expect(host.sql.exec("SELECT value FROM session_metadata WHERE name = 'last_seq'").one()["value"]).toBe(alone.last);
+      expect(SqliteStorage.open(host).lastSeq).toBe(alone.last);
+      // An append a later clear discards is not written; earlier elements are still cleared.
+      const kept = (await main(storage, () => [{ type: "list.append", addr: inbox, value: { mode: "nextRun", input: "kept" } }])).first;
+      expect((await storage.readList(inbox, { limit: 10 })).items.map((e) => e.id)).toEqual([kept]);
+      const cleared = await cost(storage, () =>
+        main(storage, () => [
+          { type: "list.append", addr: inbox, value: { mode: "followUp", input: "cleared" } },
+          { type: "list.clear", addr: inbox },
+        ]),
+      );
+      expect(cleared.written).toBe(2); // the clear's deletion of `kept` and last_seq; no row for the discarded append
+      expect((await storage.readList(inbox, { limit: 10 })).items).toEqual([]);
+      expect(SqliteStorage.open(host).lastSeq).toBe(cleared.result.last);
+    });
+  });
+
+  it("rewindable appends removed in the same commit keep their rows and markers, and a rewindable value set twice keeps both versions (sqlite)", async () => {
+    await inObject("elide-rewindable", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const moves = rewind(conversationId, "game.moves");
+      const plan = rewind(conversationId, "plugin.plan");
+      const { first } = await main(storage, (seq) => [
+        { type: "list.append", addr: moves, value: "a" },
+        { type: "value.set", addr: plan, value: 1 },
+        { type: "entry", entry: { id: seq(2), conversationId, kind: "user", model: [{ role: "user", content: "hi", timestamp: 0 }] } },
+        { type: "list.remove", addr: moves, element: seq(0) },
+        { type: "value.set", addr: plan, value: 2 },
+      ]);
+      expect((await storage.readList(moves, { limit: 10 })).items).toEqual([]);
+      expect((await storage.readList(moves, { limit: 10, at: first + 2 })).items.map((e) => e.value)).toEqual(["a"]);
+      expect((await storage.getValue(plan, first + 2))?.value).toBe(1);
+      expect((await storage.getValue(plan))?.value).toBe(2);
+    });
+  });
+});
+
+describe("SqliteStorage compact session-list elements (sqlite)", () => {
+  const usageRow = (taskId: Id) => ({
+    conversationId: 1,
+    taskId,
+    kind: "generation",
+    model: "faux/faux-model",
+    usage: { input: 120, output: 80, cacheRead: 0, cacheWrite: 0, totalTokens: 200, cost: { input: 0.0001, output: 0.0002, cacheRead: 0, cacheWrite: 0, total: 0.0003 } },
+  });
+
+  it("a pi.usage row costs one written row, large session elements and conversation lists keep row and index, and reads merge both tables in id order (sqlite)", async () => {
+    await inObject("compact-session-list", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const usage: Address = { scope: { session: true }, namespace: "pi.usage", rewind: false };
+      const inbox: Address = { scope: { conversation: conversationId }, namespace: "pi.inbox", rewind: false };
+      const entry = (seq: Id): MainWrite => ({ type: "entry", entry: { id: seq, conversationId, kind: "assistant", model: [{ role: "user", content: "ok", timestamp: 0 }] } });
+      await main(storage, (seq) => [entry(seq(0))]);
+      // An entry carries the commit mark; the usage row beside it is one row (no list_elements index).
+      const small = await cost(storage, () => main(storage, (seq) => [entry(seq(0)), { type: "list.append", addr: usage, value: usageRow(seq(0)) }]));
+      expect(small.written).toBe(3 + 1);
+      const big = await cost(storage, () => main(storage, (seq) => [entry(seq(0)), { type: "list.append", addr: usage, value: { note: "x".repeat(2_000), taskId: seq(0) } }]));
+      expect(big.written).toBe(3 + 2);
+      const queued = await cost(storage, () => main(storage, (seq) => [entry(seq(0)), { type: "list.append", addr: inbox, value: { mode: "followUp", input: "hi" } }]));
+      expect(queued.written).toBe(3 + 2);
+      const third = await main(storage, (seq) => [{ type: "list.append", addr: usage, value: usageRow(seq(0)) }]);
+      const ids = [small.result.last, big.result.last, third.first];
+      const all = await storage.readList(usage, { limit: 10 });
+      expect(all.items.map((e) => e.id)).toEqual(ids);
+      expect(all.items[0]?.value).toEqual(usageRow(small.result.first));
+      // Paging crosses the tables in both directions.
+      const first = await storage.readList(usage, { limit: 2 });
+      expect(first.items.map((e) => e.id)).toEqual(ids.slice(0, 2));
+      expect((await storage.readList(usage, { after: first.next as Id, limit: 2 })).items.map((e) => e.id)).toEqual(ids.slice(2));
+      expect((await storage.readList(usage, { before: Number.MAX_SAFE_INTEGER, limit: 2 })).items.map((e) => e.id)).toEqual(ids.slice(1));
+      // The last commit wrote only a compact row: its mark is last_seq, and reopen recovers it.
+      expect(host.sql.exec("SELECT value FROM session_metadata WHERE name = 'last_seq'").one()["value"]).toBe(third.last);
+      expect(SqliteStorage.open(host).lastSeq).toBe(third.last);
+      // Remove finds an element in either table; clear empties both.
+      await main(storage, () => [{ type: "list.remove", addr: usage, element: ids[0] as Id }]);
+      await main(storage, () => [{ type: "list.remove", addr: usage, element: ids[1] as Id }]);
+      expect((await storage.readList(usage, { limit: 10 })).items.map((e) => e.id)).toEqual(ids.slice(2));
+      await main(storage, (seq) => [{ type: "list.append", addr: usage, value: { note: "y".repeat(2_000), taskId: seq(0) } }, { type: "list.clear", addr: usage }]);
+      expect((await storage.readList(usage, { limit: 10 })).items).toEqual([]);
+      expect(SqliteStorage.open(host).lastSeq).toBe(storage.lastSeq);
+    });
+  });
+});
+
+describe("SqliteStorage migration from schema version 6 (sqlite)", () => {
+  it("a database written by schema version 6 keeps its session-list elements readable and removable beside new compact ones (sqlite)", async () => {
+    await inObject("migrate-from-v6", async (host) => {
+      for (const migration of MIGRATIONS.slice(0, 6)) host.sql.exec(migration.sql);
+      host.sql.exec("INSERT INTO session_metadata (name, value) VALUES ('schema_version', 6)");
+      const usageKey = new Uint8Array(0).buffer;
+      const old = "INSERT INTO list_elements (id, scope, namespace, key, keyless, rewind, value, last) VALUES (?, 0, 'pi.usage', ?, 1, 0, ?, ?)";
+      host.sql.exec(old, 1, usageKey, '{"taskId":1}', null);
+      host.sql.exec(old, 2, usageKey, '{"taskId":2}', 3);
+      const storage = SqliteStorage.open(host);
+      expect(host.sql.exec("SELECT value FROM session_metadata WHERE name = 'schema_version'").one()["value"]).toBe(SCHEMA_VERSION);
+      expect(storage.lastSeq).toBe(3);
+      const usage: Address = { scope: { session: true }, namespace: "pi.usage", rewind: false };
+      const added = await cost(storage, () => main(storage, () => [{ type: "list.append", addr: usage, value: { taskId: 4 } }]));
+      expect(added.result.first).toBe(4);
+      expect(added.written).toBe(2); // the compact row and last_seq
+      expect(host.sql.exec("SELECT count(*) AS n FROM session_elements").one()["n"]).toBe(1);
+      expect((await storage.readList(usage, { limit: 10 })).items).toEqual([
+        { id: 1, value: { taskId: 1 } },
+        { id: 2, value: { taskId: 2 } },
+        { id: 4, value: { taskId: 4 } },
+      ]);
+      await main(storage, () => [{ type: "list.remove", addr: usage, element: 2 }]);
+      const reopened = SqliteStorage.open(host);
+      expect(reopened.lastSeq).toBe(5);
+      expect((await reopened.readList(usage, { limit: 10 })).items.map((e) => e.id)).toEqual([1, 4]);
     });
   });
 });
