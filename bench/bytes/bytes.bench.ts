@@ -6,7 +6,7 @@
  * 200, `--turns N`) without collapse, then prints per table and index: rows, the summed length() of
  * each column (payload bytes), an estimate of each index's key bytes, and pages from SQLite's `dbstat`
  * when the runtime offers it; then the JSON columns (entries.data/model, tasks.state, values, list
- * elements) split by entry kind / task kind / namespace and by top-level JSON key, in bytes per turn,
+ * elements, session elements, scratch) split by entry kind / task kind / namespace and by top-level JSON key, in bytes per turn,
  * and the last turn's rows as stored.
  * Prints figures only; asserts nothing about sizes.
  *
@@ -29,10 +29,15 @@ const SLICE = 250;
 
 type Row = Record<string, SqlStorageValue>;
 
+/** Bytes of a value in a SQLite record body (an integer takes 0-8 bytes by magnitude, a real 8). */
 function size(v: SqlStorageValue): number {
   if (v === null) return 0;
   if (typeof v === "string") return new TextEncoder().encode(v).length;
-  if (typeof v === "number") return 8;
+  if (typeof v === "number") {
+    if (!Number.isInteger(v)) return 8;
+    const a = Math.abs(v);
+    return a <= 1 ? 0 : a < 128 ? 1 : a < 32_768 ? 2 : a < 8_388_608 ? 3 : a < 2 ** 31 ? 4 : a < 2 ** 47 ? 6 : 8;
+  }
   return v.byteLength;
 }
 
@@ -119,8 +124,14 @@ it(`bench/bytes: where the database bytes of ${TURNS} faux turns go (SQLite in a
       json(`entries.model [${kind}]`, e["model"] ?? null);
     }
     for (const t of q("SELECT kind, status, state FROM tasks")) json(`tasks.state [${String(t["kind"])} ${String(t["status"])}]`, t["state"] ?? null);
-    for (const v of q(`SELECT namespace, value FROM "values"`)) json(`values.value [${String(v["namespace"])}]`, v["value"] ?? null);
-    for (const v of q("SELECT namespace, value FROM list_elements")) json(`list_elements.value [${String(v["namespace"])}]`, v["value"] ?? null);
+    // Every state table (values, list elements, session elements, scratch): by namespace.
+    for (const m of master) {
+      const name = String(m["name"]);
+      if (m["type"] !== "table") continue;
+      const cols = q(`PRAGMA table_info("${name}")`).map((c) => String(c["name"]));
+      if (!cols.includes("namespace") || !cols.includes("value")) continue;
+      for (const v of q(`SELECT namespace, value FROM "${name}"`)) json(`${name}.value [${String(v["namespace"])}]`, v["value"] ?? null);
+    }
     lines.push(...table("JSON columns by kind / namespace and top-level key", new Map([...byKey].filter(([, v]) => v / TURNS >= 0.5)), TURNS));
     {
       lines.push("\nthe newest rows as stored (the last turn):");

@@ -111,7 +111,22 @@ export interface ToolOutputState extends ToolResultData {
 // ---------------------------------------------------------------------------------------------
 // Tool (§8.3) and post_tools (§5.5)
 
-type ToolBase = { call: ToolCall & JsonObject; assistant: Id };
+/**
+ * The call a tool task runs: pi-ai's `ToolCall` while the task is live. A settled task keeps only its
+ * `type`, `id`, `name` (and `namespace`): the assistant entry `assistant` holds the arguments and the
+ * provider's signature (issue 15 bytes). Tasks settled before keep the whole call.
+ */
+export type TaskToolCall = {
+  type: "toolCall";
+  id: string;
+  name: string;
+  namespace?: string;
+  arguments?: JsonObject;
+  thoughtSignature?: string;
+  argumentsError?: string;
+};
+
+type ToolBase = { call: TaskToolCall; assistant: Id };
 
 export type ToolStates =
   // offered: false — the model called a tool its request did not offer (§8.2); it never runs.
@@ -182,18 +197,19 @@ export interface UsageRow extends JsonObject {
 }
 
 /**
- * A usage element as stored (issue 15 bytes; `stored.ts`): `usage` without its zero counts and cost
- * components and without the totals that are sums. Elements written before hold the whole `Usage`.
+ * A usage element as stored (issue 15 bytes; `stored.ts`): no `kind` when it is "generation" (most
+ * elements), `usage` without its zero counts and cost components and without the totals that are sums.
+ * Elements written before hold every field.
  */
 export type StoredUsage = JsonObject;
 
-export interface StoredUsageRow extends JsonObject {
+export type StoredUsageRow = {
   conversationId: Id;
   taskId: Id;
-  kind: string;
+  kind?: string;
   model: string;
   usage: StoredUsage | null;
-}
+};
 
 export interface UsageTotals extends JsonObject {
   attempts: number;

@@ -52,14 +52,15 @@ export function readToolData(stored: StoredToolData): ToolResultData {
 // Usage elements (§8.2)
 
 /**
- * The stored form of a usage element: the four token counts and the four cost components are absent
+ * The stored form of a usage element: `kind` absent when "generation"; the four token counts and the four cost components are absent
  * when 0, `totalTokens` when it is the sum of the counts, `cost.total` when it is the sum of the
  * components, and `cost` when nothing of it is left. Any other field (`reasoning`, `cacheWrite1h`,
  * `totalFromProvider`, ...) is kept as the provider reported it.
  */
 export function compactUsageRow(row: UsageRow): StoredUsageRow {
-  const { usage, ...rest } = row;
-  return usage === null ? { ...rest, usage: null } : { ...rest, usage: compactUsage(usage) };
+  const { usage, kind, ...rest } = row;
+  const head = kind === "generation" ? rest : { ...rest, kind };
+  return usage === null ? { ...head, usage: null } : { ...head, usage: compactUsage(usage) };
 }
 
 const COUNTS = ["input", "output", "cacheRead", "cacheWrite"] as const;
@@ -83,8 +84,9 @@ function sum(v: { input: number; output: number; cacheRead: number; cacheWrite: 
 
 /** The full usage element (compact, or written whole by an earlier version). */
 export function readUsageRow(stored: StoredUsageRow): UsageRow {
-  const { usage, ...rest } = stored;
-  return usage === null ? { ...rest, usage: null } : { ...rest, usage: readUsage(usage) };
+  const { usage, kind, conversationId, taskId, model } = stored;
+  const head = { conversationId, taskId, kind: kind ?? "generation", model };
+  return usage === null ? { ...head, usage: null } : { ...head, usage: readUsage(usage) };
 }
 
 function num(value: JsonValue | undefined): number {

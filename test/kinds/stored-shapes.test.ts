@@ -68,15 +68,25 @@ for (const backend of everyBackend) {
         });
       }));
 
-    it(`a usage element is stored without zero counts, zero costs or sums (${backend.name})`, () =>
+    it(`a settled tool keeps its call without the arguments, which the assistant entry holds (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const { tasks, entries } = await oneToolTurn(storage);
+        const tool = tasks.find((t) => t.kind === "tool");
+        expect(tool?.state["call"]).toEqual({ type: "toolCall", id: "c1", name: "echo" });
+        const assistant = entries.find((e) => e.id === tool?.state["assistant"]);
+        expect(assistant?.model?.[0]).toMatchObject({ content: [{ type: "toolCall", id: "c1", name: "echo", arguments: { text: "ping" } }] });
+      }));
+
+    it(`a usage element is stored without its default kind, zero counts, zero costs or sums (${backend.name})`, () =>
       backend.run(async (storage) => {
         const { harness, tasks, root, modelId } = await oneToolTurn(storage);
         const stored = (await harness.storage.readList(bind(usageList, {}), { limit: 10 })).items.map((e) => e.value);
         const gens = tasks.filter((t) => t.kind === "generation").map((t) => t.id);
         expect(stored.map((s) => s.taskId)).toEqual(gens);
         for (const s of stored) {
-          expect(Object.keys(s).sort()).toEqual(["conversationId", "kind", "model", "taskId", "usage"]);
-          expect(s).toMatchObject({ conversationId: root.id, kind: "generation", model: modelId });
+          expect(Object.keys(s).sort()).toEqual(["conversationId", "model", "taskId", "usage"]);
+          expect(s).toMatchObject({ conversationId: root.id, model: modelId });
+          expect(readUsageRow(s)).toMatchObject({ kind: "generation" });
           // The faux provider reports input and output tokens, nothing cached, no cost.
           expect(Object.keys(s.usage ?? {}).sort()).toEqual(["input", "output"]);
           const full = readUsageRow(s).usage;
@@ -152,6 +162,10 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
       expect(readUsageRow(r)).toEqual(r); // an element written whole before
       expect(readUsageRow(compactUsageRow(r))).toEqual(r);
     }
-    expect(compactUsageRow(row(usage({ input: 10, output: 5, totalTokens: 15 })))).toEqual({ ...row(null), usage: { input: 10, output: 5 } });
+    for (const r of cases) {
+      const tool = { ...r, kind: "tool" };
+      expect(readUsageRow(compactUsageRow(tool))).toEqual(tool);
+    }
+    expect(compactUsageRow(row(usage({ input: 10, output: 5, totalTokens: 15 })))).toEqual({ conversationId: 1, taskId: 9, model: "p/m", usage: { input: 10, output: 5 } });
   });
 });
