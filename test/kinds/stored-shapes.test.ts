@@ -8,12 +8,53 @@
 import type { Usage } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import { bind } from "../../src/core/state.js";
-import type { StoredToolData, ToolResultData, UsageRow } from "../../src/kinds/states.js";
+import type { StoredToolData, StoredUsageRow, ToolResultData, UsageRow } from "../../src/kinds/states.js";
 import { compactToolData, compactUsageRow, readToolData, readUsageRow } from "../../src/kinds/stored.js";
 import { usageList } from "../../src/kinds/usage.js";
-import type { JsonObject, Task } from "../../src/storage/records.js";
+import type { CommitBatch, JsonObject, MainWrite, Task } from "../../src/storage/records.js";
+import type { Storage } from "../../src/storage/storage.js";
 import { everyBackend } from "../core/backends.js";
-import { call, fauxAssistantMessage, fauxToolCall, openTurns } from "./turn-fixtures.js";
+import { call, fauxAssistantMessage, fauxToolCall, openTurns, textOf } from "./turn-fixtures.js";
+
+/**
+ * `inner` as an earlier version wrote it: every commit's settled generations keep their captured config
+ * and retry budget, settled tools their whole call and output, tool result entries and usage elements
+ * every field.
+ */
+function earlierWriter(inner: Storage): Storage {
+  const created = new Map<number, JsonObject>();
+  const whole = (w: MainWrite): MainWrite => {
+    switch (w.type) {
+      case "task":
+        created.set(w.task.id, w.task.state);
+        return w;
+      case "settle": {
+        const at = created.get(w.id);
+        const state = w.state;
+        if (state.status === "done" && "attempt" in state && at !== undefined) {
+          const { attempt, ...rest } = state;
+          const retry = { ...(at["retry"] as JsonObject), attempt };
+          return { ...w, state: { ...rest, config: at["config"] ?? null, retry } };
+        }
+        if ("output" in state && at !== undefined) return { ...w, state: { ...state, call: at["call"] ?? null, output: readToolData(state["output"] as StoredToolData) } };
+        return w;
+      }
+      case "entry":
+        return w.entry.kind === "tool_result" ? { ...w, entry: { ...w.entry, data: readToolData(w.entry.data as StoredToolData) } } : w;
+      case "list.append":
+        return w.addr.namespace === "pi.usage" ? { ...w, value: readUsageRow(w.value as StoredUsageRow) } : w;
+      default:
+        return w;
+    }
+  };
+  return new Proxy(inner, {
+    get(target, key) {
+      if (key === "commit") return (batch: CommitBatch) => target.commit(batch.kind === "main" ? { ...batch, writes: batch.writes.map(whole) } : batch);
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
 
 /** One turn: a call of echo("ping"), then the answer. */
 async function oneToolTurn(storage: Parameters<Parameters<(typeof everyBackend)[number]["run"]>[0]>[0]) {
@@ -99,6 +140,31 @@ for (const backend of everyBackend) {
             cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
           });
         }
+      }));
+  });
+}
+
+for (const backend of everyBackend) {
+  describe(`stored shapes: rows written whole by an earlier version (${backend.name})`, () => {
+    it(`a turn over rows written whole before: post_tools reads the whole tool outputs, the next turn runs, usage reads the same (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const storage = earlierWriter(inner);
+        const { harness, root, faux } = await oneToolTurn(storage);
+        const tasks = (await harness.storage.scanTasks({ limit: 100 })).items;
+        // The rows are the earlier shapes.
+        const gen = tasks.find((t) => t.kind === "generation");
+        expect(gen?.state).toMatchObject({ status: "done", config: { tools: ["echo"] }, retry: { attempt: 1 } });
+        const tool = tasks.find((t) => t.kind === "tool");
+        expect(tool?.state).toMatchObject({ status: "done", call: { arguments: { text: "ping" } }, output: { terminate: false, truncation: { totalChars: 4 } } });
+        const usage = (await harness.storage.readList(bind(usageList, {}), { limit: 10 })).items.map((e) => e.value);
+        expect(usage.every((u) => u.kind === "generation" && u.usage?.["cacheRead"] === 0)).toBe(true);
+        // ... and read: the turn answered (post_tools read the whole outputs), the next one does too.
+        const entries = (await harness.entries(root.id, { limit: 50 }, call)).items;
+        expect(entries.map((e) => e.kind).filter((k) => k !== "system")).toEqual(["user", "assistant", "tool_result", "assistant"]);
+        expect(readToolData(entries.find((e) => e.kind === "tool_result")?.data as StoredToolData).truncation).toEqual({ totalChars: 4, retainedChars: 4, truncated: false });
+        expect(usage.map((u) => readUsageRow(u))).toEqual(usage);
+        faux.setResponses([fauxAssistantMessage("again")]);
+        expect(textOf(await root.prompt({ input: "more" }, call))).toBe("again");
       }));
   });
 }
