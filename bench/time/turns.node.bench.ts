@@ -3,7 +3,7 @@
  * two tool calls each) on Node with a fine clock, on the memory backend and on `SqliteStorage` over
  * `node:sqlite` (src/storage/node-sqlite.ts, the same synchronous SQL surface a Durable Object gives),
  * without and with a threshold collapse. Each configuration runs `benchRuns` times (interleaved, after
- * one warm-up run that also measures the collapse threshold); the tables print medians: harness ms/turn
+ * one warm-up run that also measures the collapse threshold, and a shorter SQLite warm-up); the tables print medians: harness ms/turn
  * over the whole run and over turns 1-100 and 1901-2000, the provider's own request serialization inside
  * them, JS heap after a forced GC with the harness still open, database bytes (pages, and files with
  * the WAL), and the two ratios the issue targets.
@@ -75,7 +75,7 @@ function fileSize(path: string): number {
   }
 }
 
-async function once(backend: Backend, threshold: number, trace: boolean): Promise<Measured> {
+async function once(backend: Backend, threshold: number, trace: boolean, turns: number = TURNS): Promise<Measured> {
   const heap0 = heapUsed();
   const dir = backend === "sqlite" ? mkdtempSync(join(tmpdir(), "pico-bench-node-")) : undefined;
   const path = dir === undefined ? undefined : join(dir, "session.sqlite");
@@ -86,7 +86,7 @@ async function once(backend: Backend, threshold: number, trace: boolean): Promis
     const storage = sqlite ?? new MemoryStorage();
     const workload = await openWorkload(storage, {
       label: `${backend}${threshold > 0 ? `, threshold ${threshold} tok` : ", no collapse"}`,
-      turns: TURNS,
+      turns,
       windows: WINDOWS,
       collapseThresholdTokens: threshold,
       probeTurn: PROBE_TURN,
@@ -95,10 +95,10 @@ async function once(backend: Backend, threshold: number, trace: boolean): Promis
       ...(host === undefined ? {} : { dbBytes: () => host.databaseSize }),
       ...(tracer === undefined ? {} : { around: (turn: number, phase: "before" | "after") => tracer.around(turn, phase) }),
     });
-    await workload.run(1, TURNS);
+    await workload.run(1, turns);
     const heapBytes = heapUsed() - heap0;
     // Keep the harness reachable until the heap was measured.
-    if (workload.figures.turns !== TURNS) throw new Error("short run");
+    if (workload.figures.turns !== turns) throw new Error("short run");
     const fileBytes = path === undefined ? undefined : fileSize(path) + fileSize(`${path}-wal`) + fileSize(`${path}-shm`);
     return { figures: workload.figures, heapBytes, pageBytes: workload.figures.dbBytes, fileBytes, traced: tracer?.result(threshold, workload.figures) };
   } finally {
@@ -130,6 +130,9 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
   // Warm-up (JIT) and the collapse threshold: the context estimate before turn PROBE_TURN without collapse.
   const warm = await once("memory", 0, false);
   const threshold = warm.figures.probeTokens;
+  // SQLite's code paths (storage, node:sqlite) warm up too, so the first timed SQLite run's early
+  // window is not its JIT's.
+  await once("sqlite", threshold, false, Math.min(TURNS, 400));
   const configs: Config[] = [
     { label: "memory, no collapse", backend: "memory", collapse: false, runs: [] },
     { label: "sqlite (node:sqlite), no collapse", backend: "sqlite", collapse: false, runs: [] },

@@ -7,7 +7,7 @@
  */
 import type { Address, Element, Id, JsonValue, ListQuery, Page, Scope, StateWrite, ValueQuery, Version } from "./records.js";
 import type { Segment } from "./shared.js";
-import { addressKey, frozenCopy, historicalReadError, keepsHistory, MAX_PAGE_LIMIT, scopeId } from "./shared.js";
+import { addressKey, frozenCopy, historicalReadError, keepsHistory, MAX_PAGE_LIMIT, pageOf, scopeId } from "./shared.js";
 import { StorageError } from "./storage.js";
 import { checkPosition, type CountedSql, int, text } from "./sqlite-db.js";
 import { pageMerged, pageParts, type Part } from "./sqlite-paging.js";
@@ -88,6 +88,10 @@ export function compactElement(addr: Address, payload: string | undefined): bool
 
 /** Current values kept in memory (write-through); older ones are re-read. */
 const VALUE_CACHE = 4096;
+/** Whole lists kept in memory (write-through) only while this short; a longer list is re-read. */
+const LIST_CACHE_ELEMENTS = 64;
+/** Whole lists kept in memory at once; the one touched longest ago is dropped first. */
+const LIST_CACHE = 1024;
 
 export class SqliteState {
   readonly #db: CountedSql;
@@ -101,6 +105,19 @@ export class SqliteState {
    */
   readonly #values = new Map<string, Version<JsonValue> | null>();
   #staged: [string, Version<JsonValue> | null][] = [];
+  /**
+   * Write-through cache of whole short lists without history (sticky conversation state and session
+   * state), by address key: every element, ascending. A list enters when a read returned all of it and
+   * leaves when it outgrows LIST_CACHE_ELEMENTS. Staged like #values.
+   */
+  readonly #lists = new Map<string, Element<JsonValue>[]>();
+  /**
+   * The scratch lists of tasks this object created, by task and address key: all of their writes were
+   * committed here, so a list not in a task's map is empty. A task leaves when it settles (its scratch
+   * is retired) or when one of its lists outgrows LIST_CACHE_ELEMENTS (then its scratch is re-read).
+   */
+  readonly #scratch = new Map<Id, Map<string, Element<JsonValue>[]>>();
+  #stagedLists: (() => void)[] = [];
 
   constructor(db: CountedSql, segments: (conversationId: Id, cap: Id) => Segment[]) {
     this.#db = db;
@@ -133,12 +150,15 @@ export class SqliteState {
             "INSERT INTO scratch (task, namespace, key, keyless, element, seq, value) VALUES (?, ?, ?, ?, ?, ?, ?)",
             task, ...address, seq, seq, payload as string,
           );
+          this.#stageList(w.addr, seq, payload);
           return;
         case "list.remove":
           db.run(`DELETE FROM scratch WHERE task = ? AND ${ADDRESS} AND element = ?`, task, ...address, w.element);
+          this.#stageList(w.addr, w.element, undefined);
           return;
         case "list.clear":
           db.run(`DELETE FROM scratch WHERE task = ? AND ${ADDRESS} AND element > 0`, task, ...address);
+          this.#stageList(w.addr, undefined, undefined);
           return;
         default: {
           const _: never = w;
@@ -176,6 +196,7 @@ export class SqliteState {
         return;
       }
       case "list.append":
+        if (!history) this.#stageList(w.addr, seq, payload);
         if (compactElement(w.addr, payload)) {
           db.run("INSERT INTO session_elements (namespace, key, keyless, id, value) VALUES (?, ?, ?, ?, ?)", ...address, seq, payload as string);
           return;
@@ -191,6 +212,7 @@ export class SqliteState {
         } else {
           // Sticky state exposes only current contents, so the element is discarded physically (§4.2).
           // A session-list element is in one of two tables (migration 0007): the compact one first.
+          this.#stageList(w.addr, w.element, undefined);
           if ("session" in scope && db.run(`DELETE FROM session_elements WHERE ${ADDRESS} AND id = ?`, ...address, w.element) > 0) return;
           db.run(`DELETE FROM list_elements WHERE id = ? AND scope = ? AND ${ADDRESS} AND rewind = 0`, w.element, owner, ...address);
         }
@@ -201,6 +223,7 @@ export class SqliteState {
         } else {
           if ("session" in scope) db.run(`DELETE FROM session_elements WHERE ${ADDRESS}`, ...address);
           db.run(`DELETE FROM list_elements WHERE scope = ? AND ${ADDRESS} AND rewind = 0`, owner, ...address);
+          this.#stageList(w.addr, undefined, undefined);
         }
         return;
       default: {
@@ -214,11 +237,58 @@ export class SqliteState {
   publish(): void {
     for (const [key, version] of this.#staged) this.#remember(key, version);
     this.#staged = [];
+    for (const change of this.#stagedLists) change();
+    this.#stagedLists = [];
   }
 
   /** Drop the cache changes of a commit that rolled back. */
   discard(): void {
     this.#staged = [];
+    this.#stagedLists = [];
+  }
+
+  /**
+   * Stage a list write for the list caches: an append of `element` (its JSON text `payload`), a remove
+   * of `element` (no payload), or a clear (neither). Applied only to lists the caches hold.
+   */
+  #stageList(addr: Address, element: Id | undefined, payload: string | undefined): void {
+    const key = addressKey(addr);
+    const scope = addr.scope;
+    this.#stagedLists.push(() => {
+      const lists = "scratch" in scope ? this.#scratch.get(scope.scratch) : this.#lists;
+      if (lists === undefined) return;
+      let list = lists.get(key) ?? ("scratch" in scope ? [] : undefined);
+      if (list === undefined) return;
+      if (element === undefined) list = [];
+      else if (payload === undefined) list = list.filter((e) => e.id !== element);
+      else list = [...list, Object.freeze({ id: element, value: frozenCopy<JsonValue>(payload) })];
+      if (list.length <= LIST_CACHE_ELEMENTS) this.#rememberList(lists, key, list);
+      else if ("scratch" in scope) this.#scratch.delete(scope.scratch);
+      else this.#lists.delete(key);
+    });
+  }
+
+  #rememberList(lists: Map<string, Element<JsonValue>[]>, key: string, list: Element<JsonValue>[]): void {
+    lists.delete(key);
+    if (lists === this.#lists && lists.size >= LIST_CACHE) {
+      const oldest = lists.keys().next();
+      if (oldest.done !== true) lists.delete(oldest.value);
+    }
+    lists.set(key, list);
+  }
+
+  /** A task this object just created (published with its commit): its scratch is empty. */
+  createdTask(task: Id): void {
+    if (this.#scratch.size >= LIST_CACHE) {
+      const oldest = this.#scratch.keys().next();
+      if (oldest.done !== true) this.#scratch.delete(oldest.value);
+    }
+    this.#scratch.set(task, new Map());
+  }
+
+  /** A settled task's scratch is gone (published with the settling commit). */
+  settledTask(task: Id): void {
+    this.#scratch.delete(task);
   }
 
   #remember(key: string, version: Version<JsonValue> | null): void {
@@ -306,6 +376,10 @@ export class SqliteState {
     const whole: Part[] = [{ from: 1, through: Number.MAX_SAFE_INTEGER }];
     if (!keepsHistory(addr)) {
       if (q.at !== undefined) throw historicalReadError(addr);
+      const key = addressKey(addr);
+      const lists = "scratch" in scope ? this.#scratch.get(scope.scratch) : this.#lists;
+      const cached = lists === undefined ? undefined : (lists.get(key) ?? ("scratch" in scope ? [] : undefined));
+      if (cached !== undefined) return pageOf(cached, elementId, cursor, readAt);
       if ("scratch" in scope) {
         const fetch = (_: Part, from: Id, through: Id, descending: boolean, limit: number) =>
           this.#db
@@ -325,8 +399,6 @@ export class SqliteState {
             scopeId(scope), ...address, from, through, limit,
           )
           .map(element);
-      if (!("session" in scope)) return pageParts(whole, (_: Part, from, through, descending, limit) => rows(from, through, descending, limit), elementId, cursor, readAt);
-      // A session list's elements are in two tables (migration 0007): two ordered ranges merged by id.
       const compact = (from: Id, through: Id, descending: boolean, limit: number) =>
         this.#db
           .rows(
@@ -335,7 +407,16 @@ export class SqliteState {
             ...address, from, through, limit,
           )
           .map(element);
-      return pageMerged([compact, rows], elementId, cursor, readAt);
+      // A session list's elements are in two tables (migration 0007): two ordered ranges merged by id.
+      const page =
+        "session" in scope
+          ? pageMerged([compact, rows], elementId, cursor, readAt)
+          : pageParts(whole, (_: Part, from, through, descending, limit) => rows(from, through, descending, limit), elementId, cursor, readAt);
+      // A first page that holds the whole list: the list is known, and later reads come from memory.
+      if (q.after === undefined && q.before === undefined && page.next === undefined && page.items.length <= LIST_CACHE_ELEMENTS) {
+        this.#rememberList(this.#lists, key, [...page.items]);
+      }
+      return page;
     }
 
     const segments = this.#segments(scopeId(scope), q.at ?? Number.MAX_SAFE_INTEGER);

@@ -8,8 +8,8 @@
  * (DESIGN §2). Reads are indexed LIMIT queries whose cost is fork depth plus the requested range;
  * "latest" is a descending indexed read with LIMIT 1. The object keeps no copy of history in memory:
  * only lastSeq, the small kinds table, and bounded write-through caches of conversations' fork links,
- * task records and current values (the object is the only writer of its database, so its own commits
- * are the only changes; every open starts them empty; issue 15).
+ * task records, current values and the newest entries it committed (the object is the only writer of its
+ * database, so its own commits are the only changes; every open starts them empty; issue 15).
  *
  * Rows read and written by every statement accumulate in `stats` (and per statement while `profile()`
  * runs), so tests and benchmarks can diff them.
@@ -61,6 +61,10 @@ import { compactElement, SqliteState } from "./sqlite-state.js";
 const CONVERSATION_CACHE = 4096;
 /** Task records kept in memory (live and recent ones); older ones are re-read (one row each). */
 const TASK_CACHE = 4096;
+/** Entries this object committed kept in memory, newest ones (see EntryTail); older ones are re-read. */
+const ENTRY_CACHE = 4096;
+/** Conversations with an entry tail; the one touched longest ago is dropped first. */
+const TAIL_CONVERSATIONS = 1024;
 
 const ENTRY_COLUMNS = "id, conversation, kind, key, by_task, head, data, model, edits";
 const TASK_COLUMNS = "id, conversation, kind, role, background, turn, abort, after, owns, state";
@@ -75,7 +79,46 @@ interface SegmentPart extends Part {
   readonly conversationId: Id;
 }
 
+/** An entry of a tail: its row as SQLite returns it until first read, then the decoded record. */
+interface TailEntry {
+  readonly id: Id;
+  readonly kind: number;
+  readonly key: string | undefined;
+  row: SqlRow | undefined;
+  entry: Entry | undefined;
+  readonly tail: EntryTail;
+}
+
+/**
+ * Write-through cache of a conversation's own newest entries (issue 15): every entry of the conversation
+ * with an id above `floor` is in `entries` (ascending), because this object committed all of them. A
+ * tail starts at a commit that creates the conversation or appends its entries (floor: below that
+ * commit); evicting its oldest entry raises the floor. Scans of ids above the floor read no rows.
+ */
+interface EntryTail {
+  readonly conversationId: Id;
+  floor: Id;
+  readonly entries: TailEntry[];
+}
+
+export interface SqliteStorageOptions {
+  /** Entries kept in the write-through entry cache (default 4,096; tests make it small). */
+  readonly entryCache?: number;
+}
+
 const byId = (item: { readonly id: Id }): Id => item.id;
+
+/** The index of the first item with an id at or above `id` in an ascending list. */
+function lowerIndex(items: readonly { readonly id: Id }[], id: Id): number {
+  let lo = 0;
+  let hi = items.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((items[mid] as { readonly id: Id }).id < id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 
 function json(value: unknown): string | null {
   return value === undefined ? null : JSON.stringify(value);
@@ -246,6 +289,10 @@ export class SqliteStorage implements Storage {
    * is the stored one; a fresh object starts empty (DESIGN §2). Bounded; older records are re-read.
    */
   readonly #tasks = new Map<Id, Task>();
+  /** Entry tails by conversation (least recently appended first) and their entries by id (oldest first). */
+  readonly #tails = new Map<Id, EntryTail>();
+  readonly #tailEntries = new Map<Id, TailEntry>();
+  readonly #entryCache: number;
   readonly #kindIds = new Map<string, number>();
   readonly #kindNames = new Map<number, string>();
   readonly #view: BatchView;
@@ -257,12 +304,15 @@ export class SqliteStorage implements Storage {
    * Open a session's storage (synchronous): apply pending migrations, then read lastSeq and the kinds
    * table. Throws StorageError("version") when the stored schema is newer than this code.
    */
-  static open(host: SqlHost): SqliteStorage {
+  static open(host: SqlHost, options: SqliteStorageOptions = {}): SqliteStorage {
+    const entryCache = options.entryCache ?? ENTRY_CACHE;
+    if (!(Number.isSafeInteger(entryCache) && entryCache >= 0)) throw new StorageError("bad_query", `entryCache must be a non-negative integer, got ${String(entryCache)}`);
     migrate(host);
-    return new SqliteStorage(host);
+    return new SqliteStorage(host, entryCache);
   }
 
-  private constructor(host: SqlHost) {
+  private constructor(host: SqlHost, entryCache: number) {
+    this.#entryCache = entryCache;
     this.#db = new CountedSql(host);
     this.stats = this.#db.stats;
     this.#state = new SqliteState(this.#db, (id, cap) => this.#segments(id, cap));
@@ -314,7 +364,7 @@ export class SqliteStorage implements Storage {
       this.#db.host.transactionSync(() => {
         batch.writes.forEach((w: MainWrite, i) => {
           if (elided.has(i)) return;
-          this.#write(w, first + i, checked.payloads[i], newKinds, changes, tasks, i === marks.carrier ? last : undefined, last);
+          this.#write(w, first + i, checked.payloads[i], newKinds, changes, tasks, i === marks.carrier ? last : undefined, last, first);
         });
         // The high-water mark (§7.5's commit boundary; the transaction makes the batch all-or-nothing).
         // A commit that leaves a row carrying `last` needs no second row (migration 0006): the newest
@@ -373,6 +423,7 @@ export class SqliteStorage implements Storage {
     tasks: Map<Id, Task | undefined>,
     mark: Id | undefined,
     last: Id,
+    first: Id,
   ): void {
     const db = this.#db;
     // `mark` is this commit's last sequence when this write's row carries it (see markCarriers); stored
@@ -392,6 +443,12 @@ export class SqliteStorage implements Storage {
           "INSERT INTO conversations (id, parent, parent_at, owner, deleted) VALUES (?, ?, ?, ?, NULL)",
           seq, c.parent?.conversationId ?? null, c.parent?.at ?? null, c.owner ?? null,
         );
+        // Its own entries all follow its creation: every one will be committed here.
+        const row: SqlRow = { id: seq, parent: c.parent?.conversationId ?? null, parent_at: c.parent?.at ?? null, owner: c.owner ?? null, deleted: null };
+        changes.push(() => {
+          this.#cacheConversation(decodeConversation(row));
+          this.#tail(seq, seq);
+        });
         return;
       }
       case "deleteConversation":
@@ -411,10 +468,19 @@ export class SqliteStorage implements Storage {
           kind = int(row, "id");
           newKinds.set(e.kind, kind);
         }
+        const row: SqlRow = {
+          id: seq, conversation: e.conversationId, kind, key: e.key ?? null, by_task: e.byTaskId ?? null, head: e.head ?? null,
+          data: json(e.data), model: json(e.model), edits: json(e.edits),
+        };
         db.run(
           `INSERT INTO entries (${ENTRY_COLUMNS}, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          seq, e.conversationId, kind, e.key ?? null, e.byTaskId ?? null, e.head ?? null, json(e.data), json(e.model), json(e.edits), carried,
+          row["id"] as Id, row["conversation"] as Id, kind, row["key"] as string | null, row["by_task"] as Id | null, row["head"] as Id | null,
+          row["data"] as string | null, row["model"] as string | null, row["edits"] as string | null, carried,
         );
+        // Every earlier entry of this batch was published before it; none of the conversation's entries
+        // at or above the batch's first sequence was committed before this batch.
+        const kindId = kind;
+        changes.push(() => this.#appendTail(this.#tail(e.conversationId, first - 1), seq, kindId, e.key, row));
         return;
       }
       case "task": {
@@ -432,6 +498,8 @@ export class SqliteStorage implements Storage {
           turn: t.turn === true ? 1 : 0, abort: t.abort === true ? 1 : 0, after, owns, state,
         });
         tasks.set(seq, record);
+        // Every scratch write of a task this object created is committed here (the list cache).
+        if (t.role !== "terminal") changes.push(() => this.#state.createdTask(seq));
         return;
       }
       case "patch": {
@@ -463,6 +531,7 @@ export class SqliteStorage implements Storage {
         // Leaves the live-task index (settled is its WHERE column); removing index entries is not billed.
         db.run("UPDATE tasks SET role = 'terminal', status = ?, state = ?, settled = ? WHERE id = ?", w.state.status, payload as string, seq, w.id);
         this.#state.retireScratch(w.id);
+        changes.push(() => this.#state.settledTask(w.id));
         const cached = tasks.has(w.id) ? tasks.get(w.id) : this.#tasks.get(w.id);
         if (cached === undefined) {
           tasks.set(w.id, undefined);
@@ -484,11 +553,93 @@ export class SqliteStorage implements Storage {
   }
 
   // -------------------------------------------------------------------------------------------
+  // Entry tails (write-through; published after the commit's transaction)
+
+  /** The conversation's tail, started at `floor` when it has none; now the most recently touched. */
+  #tail(conversationId: Id, floor: Id): EntryTail {
+    let tail = this.#tails.get(conversationId);
+    if (tail === undefined) {
+      tail = { conversationId, floor, entries: [] };
+      if (this.#tails.size >= TAIL_CONVERSATIONS) {
+        const oldest = this.#tails.values().next();
+        if (oldest.done !== true) this.#dropTail(oldest.value);
+      }
+    } else {
+      this.#tails.delete(conversationId);
+    }
+    this.#tails.set(conversationId, tail);
+    return tail;
+  }
+
+  #dropTail(tail: EntryTail): void {
+    this.#tails.delete(tail.conversationId);
+    for (const cached of tail.entries) this.#tailEntries.delete(cached.id);
+  }
+
+  #appendTail(tail: EntryTail, id: Id, kind: number, key: string | undefined, row: SqlRow): void {
+    const cached: TailEntry = { id, kind, key, row, entry: undefined, tail };
+    tail.entries.push(cached);
+    this.#tailEntries.set(id, cached);
+    // Entries are published in sequence order, so the oldest cached entry heads its own tail.
+    while (this.#tailEntries.size > this.#entryCache) {
+      const oldest = this.#tailEntries.values().next();
+      if (oldest.done === true) break;
+      const evicted = oldest.value;
+      this.#tailEntries.delete(evicted.id);
+      evicted.tail.entries.shift();
+      evicted.tail.floor = evicted.id;
+    }
+  }
+
+  #tailEntry(cached: TailEntry): Entry {
+    if (cached.entry === undefined) {
+      cached.entry = this.#decodeEntry(cached.row as SqlRow);
+      cached.row = undefined;
+    }
+    return cached.entry;
+  }
+
+  /**
+   * Up to `limit` entries of `tail` with ids in [from, through] (all above its floor) matching kind and
+   * key, ascending or descending: what the indexed range query would return.
+   */
+  #fromTail(tail: EntryTail, from: Id, through: Id, kind: number | undefined, key: string | undefined, descending: boolean, limit: number): Entry[] {
+    const out: Entry[] = [];
+    const entries = tail.entries;
+    const match = (c: TailEntry): boolean => (kind === undefined || c.kind === kind) && (key === undefined || c.key === key);
+    if (descending) {
+      for (let i = entries.length - 1; i >= 0 && out.length < limit; i--) {
+        const c = entries[i] as TailEntry;
+        if (c.id < from) break;
+        if (c.id <= through && match(c)) out.push(this.#tailEntry(c));
+      }
+    } else {
+      for (let i = lowerIndex(entries, from); i < entries.length && out.length < limit; i++) {
+        const c = entries[i] as TailEntry;
+        if (c.id > through) break;
+        if (match(c)) out.push(this.#tailEntry(c));
+      }
+    }
+    return out;
+  }
+
+  // -------------------------------------------------------------------------------------------
   // Conversations
 
   async getConversations(ids: readonly Id[]): Promise<ReadonlyMap<Id, Conversation>> {
     this.#assertOpen();
-    return this.#byIds(ids, `SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE deleted IS NULL AND id IN`, (row) => this.#cacheConversation(decodeConversation(row)).conversation);
+    // Cached conversations (tombstones included) answer without a row; only the rest are read.
+    const wanted = storableIds(ids);
+    const missing = wanted.filter((id) => !this.#conversations.has(id));
+    const read = this.#byIds(missing, `SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE deleted IS NULL AND id IN`, (row) => this.#cacheConversation(decodeConversation(row)).conversation);
+    if (missing.length === wanted.length) return read;
+    const found = new Map<Id, Conversation>();
+    for (const id of wanted) {
+      const cached = this.#conversations.get(id);
+      const conversation = cached === undefined ? read.get(id) : cached.deleted ? undefined : cached.conversation;
+      if (conversation !== undefined) found.set(id, conversation);
+    }
+    return found;
   }
 
   async scanConversations(q: ConversationQuery): Promise<Page<Conversation>> {
@@ -548,7 +699,17 @@ export class SqliteStorage implements Storage {
 
   async getEntries(ids: readonly Id[]): Promise<ReadonlyMap<Id, Entry>> {
     this.#assertOpen();
-    return this.#byIds(ids, `SELECT ${ENTRY_COLUMNS} FROM entries WHERE id IN`, (row) => this.#decodeEntry(row));
+    const wanted = storableIds(ids);
+    const missing = wanted.filter((id) => !this.#tailEntries.has(id));
+    const read = this.#byIds(missing, `SELECT ${ENTRY_COLUMNS} FROM entries WHERE id IN`, (row) => this.#decodeEntry(row));
+    if (missing.length === wanted.length) return read;
+    const found = new Map<Id, Entry>();
+    for (const id of wanted) {
+      const cached = this.#tailEntries.get(id);
+      const entry = cached === undefined ? read.get(id) : this.#tailEntry(cached);
+      if (entry !== undefined) found.set(id, entry);
+    }
+    return found;
   }
 
   async scanEntries(q: EntryQuery): Promise<Page<Entry>> {
@@ -560,8 +721,10 @@ export class SqliteStorage implements Storage {
     const where: string[] = [];
     const params: SqlValue[] = [];
     let index = "INDEXED BY entries_by_conversation";
+    let kindId: number | undefined;
     if (q.kind !== undefined) {
       const kind = this.#kindId(q.kind);
+      kindId = kind;
       if (kind === undefined) return { items: [], readAt: this.#lastSeq };
       where.push("kind = ?");
       params.push(kind);
@@ -579,7 +742,7 @@ export class SqliteStorage implements Storage {
     const parts: SegmentPart[] = segments
       .map((s) => ({ conversationId: s.conversationId, from: Math.max(from, s.conversationId + 1), through: s.cap }))
       .reverse();
-    const fetch = (part: SegmentPart, lo: Id, hi: Id, descending: boolean, limit: number) =>
+    const stored = (part: SegmentPart, lo: Id, hi: Id, descending: boolean, limit: number): Entry[] =>
       this.#db
         .rows(
           `SELECT ${ENTRY_COLUMNS} FROM entries ${index} WHERE conversation = ?${filter} AND id BETWEEN ? AND ?
@@ -587,6 +750,18 @@ export class SqliteStorage implements Storage {
           part.conversationId, ...params, lo, hi, limit,
         )
         .map((row) => this.#decodeEntry(row));
+    // Ids above a segment's tail floor come from the tail; only the range below it is read.
+    const fetch = (part: SegmentPart, lo: Id, hi: Id, descending: boolean, limit: number): Entry[] => {
+      const tail = this.#tails.get(part.conversationId);
+      if (tail === undefined || hi <= tail.floor) return stored(part, lo, hi, descending, limit);
+      const cachedFrom = Math.max(lo, tail.floor + 1);
+      if (descending) {
+        const rows = this.#fromTail(tail, cachedFrom, hi, kindId, q.key, true, limit);
+        return rows.length < limit && lo <= tail.floor ? [...rows, ...stored(part, lo, tail.floor, true, limit - rows.length)] : rows;
+      }
+      const rows = lo <= tail.floor ? stored(part, lo, tail.floor, false, limit) : [];
+      return rows.length < limit ? [...rows, ...this.#fromTail(tail, cachedFrom, hi, kindId, q.key, false, limit - rows.length)] : rows;
+    };
     return pageParts(parts, fetch, byId, q, this.#lastSeq);
   }
 

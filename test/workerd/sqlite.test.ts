@@ -6,7 +6,7 @@
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { Address, CommitBatch, Entry, Id, MainWrite } from "../../src/storage/records.js";
+import type { Address, CommitBatch, Entry, EntryQuery, Id, JsonValue, MainWrite, Page } from "../../src/storage/records.js";
 import { MIGRATIONS, SCHEMA_VERSION } from "../../src/storage/migrations.js";
 import type { SqlHost, SqlValue } from "../../src/storage/sql.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
@@ -322,6 +322,159 @@ describe("SqliteStorage costs (sqlite)", () => {
     const few = await measure(50);
     const many = await measure(2_000);
     expect(many).toEqual(few);
+  });
+});
+
+describe("SqliteStorage entry tails (sqlite)", () => {
+  it("scans and getEntries over entries this object committed read no rows above the tail floor and equal a fresh object's SQLite reads (sqlite)", async () => {
+    await inObject("entry-tails", async (host) => {
+      // A small cache: the oldest of the root's entries fall out, so the root's floor sits mid-history.
+      const storage = SqliteStorage.open(host, { entryCache: 24 });
+      const root = await newConversation(storage);
+      const kinds = ["user", "assistant", "tool_result"] as const;
+      const add = (conversationId: Id, n: number) =>
+        main(storage, (seq) =>
+          Array.from({ length: n }, (_, i): MainWrite => {
+            const kind = kinds[seq(i) % 3] as string;
+            return {
+              type: "entry",
+              entry: { id: seq(i), conversationId, kind, ...(kind === "tool_result" ? { key: `k${seq(i) % 2}` } : {}), data: { n: seq(i), nested: [1, { x: "y" }] } },
+            };
+          }),
+        );
+      for (let i = 0; i < 6; i++) await add(root, 5);
+      const fork = await newConversation(storage, { conversationId: root, at: storage.lastSeq - 4 });
+      for (let i = 0; i < 3; i++) await add(fork, 4);
+      await add(root, 3);
+      const at = storage.lastSeq;
+
+      // Newest pages come from memory.
+      for (const q of [
+        { conversationId: fork, before: at + 1, limit: 10 },
+        { conversationId: root, before: at + 1, limit: 1 },
+        { conversationId: fork, kind: "tool_result", key: "k1", after: fork, limit: 3 },
+      ]) {
+        const read = await cost(storage, () => storage.scanEntries(q));
+        expect(read.result.items.length).toBeGreaterThan(0);
+        expect(read.read).toBe(0);
+      }
+      const newest = await cost(storage, () => storage.getEntries([at, at - 1, fork + 1]));
+      expect([...newest.result.keys()]).toEqual([at, at - 1, fork + 1]);
+      expect(newest.read).toBe(0);
+
+      // Every page, forward and backward, with and without filters, across the root's floor and the fork
+      // point, equals what an object with empty caches reads from SQLite.
+      const fresh = SqliteStorage.open(host);
+      const walk = async (s: SqliteStorage, base: Omit<EntryQuery, "limit">, limit: number, backward: boolean) => {
+        const pages: Page<Entry>[] = [];
+        let cursor: Id | undefined = backward ? Number.MAX_SAFE_INTEGER : undefined;
+        for (;;) {
+          const page = await s.scanEntries({ ...base, limit, ...(backward ? { before: cursor } : cursor === undefined ? {} : { after: cursor }) });
+          pages.push(page);
+          if (page.next === undefined) return pages;
+          cursor = page.next;
+        }
+      };
+      for (const conversationId of [root, fork]) {
+        for (const filter of [{}, { kind: "user" }, { kind: "tool_result" }, { kind: "tool_result", key: "k0" }, { key: "k1" }, { kind: "none" }]) {
+          for (const range of [{}, { from: root + 7 }, { through: at - 6 }, { from: fork - 3, through: at - 2 }]) {
+            for (const limit of [1, 4, 50]) {
+              for (const backward of [false, true]) {
+                const base = { conversationId, ...filter, ...range };
+                expect(await walk(storage, base, limit, backward)).toEqual(await walk(fresh, base, limit, backward));
+              }
+            }
+          }
+        }
+      }
+      const ids = Array.from({ length: at + 2 }, (_, i) => i);
+      expect([...(await storage.getEntries(ids)).entries()]).toEqual([...(await fresh.getEntries(ids)).entries()]);
+    });
+  });
+});
+
+describe("SqliteStorage conversation cache (sqlite)", () => {
+  it("getConversations of conversations this object created reads no rows, hides tombstones, and equals a fresh object's reads (sqlite)", async () => {
+    await inObject("conversation-cache", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const root = await newConversation(storage);
+      const fork = await newConversation(storage, { conversationId: root, at: root });
+      const owner = await turn(storage, fork, undefined);
+      const owned = await main(storage, (seq) => [{ type: "createConversation", conversation: { id: seq(0), parent: { conversationId: fork, at: fork }, owner } }]);
+      const gone = await newConversation(storage);
+      await main(storage, () => [{ type: "deleteConversation", id: gone }]);
+      const mine = await cost(storage, () => storage.getConversations([owned.first, gone, root, fork]));
+      expect(mine.read).toBe(0);
+      expect([...mine.result.keys()]).toEqual([owned.first, root, fork]);
+      // With an unknown id too (read from SQLite), the same map as an object with an empty cache.
+      const ids = [owned.first, gone, root, 999, fork];
+      expect([...(await storage.getConversations(ids)).entries()]).toEqual([...(await SqliteStorage.open(host).getConversations(ids)).entries()]);
+    });
+  });
+});
+
+describe("SqliteStorage list caches (sqlite)", () => {
+  it("short sticky lists once read whole, and the scratch of tasks this object created, are read from memory and equal a fresh object's SQLite reads (sqlite)", async () => {
+    await inObject("list-caches", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const inbox: Address = { scope: { conversation: conversationId }, namespace: "inbox", rewind: false };
+      const session: Address = { scope: { session: true }, namespace: "queue", key: "q", rewind: false };
+      const taskId = await turn(storage, conversationId, undefined);
+      const frames: Address = { scope: { scratch: taskId }, namespace: "frames", rewind: false };
+      const other: Address = { scope: { scratch: taskId }, namespace: "other", key: "k", rewind: false };
+      const same = async (addr: Address, limits: readonly number[] = [1, 3, 100]) => {
+        const fresh = SqliteStorage.open(host);
+        for (const limit of limits) {
+          for (const cursor of [{}, { after: conversationId }, { before: Number.MAX_SAFE_INTEGER }, { before: storage.lastSeq }]) {
+            const q = { limit, ...cursor };
+            const mine = await cost(storage, () => storage.readList(addr, q));
+            expect(mine.result).toEqual(await fresh.readList(addr, q));
+            expect(mine.read).toBe(0);
+          }
+        }
+      };
+      const append = (addr: Address, value: JsonValue) => main(storage, () => [{ type: "list.append", addr, value }]);
+
+      // The scratch of a task this object created: known empty, then every write lands in memory.
+      await same(frames);
+      for (let i = 0; i < 3; i++) await storage.commit({ kind: "scratch", task: taskId, writes: [{ type: "list.append", addr: frames, value: { i } }] });
+      await same(frames);
+      await same(other);
+      const [firstFrame] = (await storage.readList(frames, { limit: 1 })).items;
+      await storage.commit({ kind: "scratch", task: taskId, writes: [{ type: "list.remove", addr: frames, element: firstFrame?.id ?? 0 }] });
+      await same(frames);
+      await storage.commit({ kind: "scratch", task: taskId, writes: [{ type: "list.clear", addr: frames }, { type: "list.append", addr: frames, value: "after" }] });
+      await same(frames);
+
+      // Sticky lists: the first whole read is SQLite's, later reads and writes stay in memory.
+      for (const addr of [inbox, session]) {
+        await append(addr, "a");
+        await append(addr, { b: [1, 2] });
+        const first = await cost(storage, () => storage.readList(addr, { limit: 10 }));
+        expect(first.read).toBeGreaterThan(0);
+        await same(addr);
+        const [oldest] = first.result.items;
+        await main(storage, () => [{ type: "list.remove", addr, element: oldest?.id ?? 0 }]);
+        await append(addr, "c");
+        await same(addr);
+        await main(storage, () => [{ type: "list.clear", addr }]);
+        await append(addr, "d");
+        await same(addr);
+      }
+
+      // A list that outgrows the cache is read from SQLite again, with the same pages.
+      for (let i = 0; i < 70; i++) await append(inbox, i);
+      const long = await cost(storage, () => storage.readList(inbox, { limit: 100 }));
+      expect(long.result.items).toHaveLength(71);
+      expect(long.read).toBeGreaterThan(0);
+
+      // Settled: the scratch is retired, and reads of it go to SQLite (no rows left).
+      await main(storage, () => [{ type: "settle", id: taskId, role: "terminal", state: { status: "done" } }]);
+      const retired = await storage.readList(frames, { limit: 10 });
+      expect(retired.items).toEqual([]);
+      expect(retired).toEqual(await SqliteStorage.open(host).readList(frames, { limit: 10 }));
+    });
   });
 });
 
