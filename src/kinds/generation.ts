@@ -160,14 +160,16 @@ export function createGenerationKind(services: GenerationServices) {
         const model = services.models.resolve(task.state.config.model);
         if (model !== undefined) await services.models.models.cancelDeferred(model, task.state.handle, { signal: call.abortSignal ?? new AbortController().signal }).catch(() => undefined);
       }
+      const state = task.state;
+      if (state.status === "done") throw new PicoError("contract", `generation ${task.id} is settled (done); nothing to abort`);
       const batches = await readFrames(runtime, call);
-      const { status: _status, ...base } = task.state;
+      const { status: _status, ...base } = state;
       await runtime.commit(async (tx) => {
         const b = builderOf(tx);
         const message = batches.length > 0 ? partialMessage(modelBase(base.config), batches, runtime.now(), "aborted") : undefined;
         const partial = message === undefined ? null : tx.entry(assistantKind, { model: [message] });
         await resolveUnanswered(b, task.conversationId, base.inputs, "aborted");
-        if (task.state.status === "streaming") {
+        if (state.status === "streaming") {
           await recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
         }
         tx.settle(task, "aborted", { ...base, partial });
@@ -266,7 +268,7 @@ export function createGenerationKind(services: GenerationServices) {
           if (collapse === undefined) return false;
           attempted.set({ tokens, head });
           const next = b.task({ kind: "generation" }, task.conversationId, { state: { status: "pending", inputs, config, retry }, after: [collapse] });
-          tx.settle(task, "done", { inputs, config, retry, assistant: null, successor: next });
+          tx.settle(task, "done", { inputs, attempt: retry.attempt, assistant: null, successor: next });
           return true;
         }, call);
         if (handedOff) return;
@@ -443,7 +445,7 @@ export function createGenerationKind(services: GenerationServices) {
         }
         const post = b.task({ kind: "post_tools" }, task.conversationId, { state: { status: "waiting", assistant, tools, inputs }, after: tools });
         await recordUsage(b, row);
-        tx.settle(task, "done", { inputs, config, retry: attemptRetry, assistant, successor: post });
+        tx.settle(task, "done", { inputs, attempt: attemptRetry.attempt, assistant, successor: post });
       }, call);
       return;
     }
@@ -462,7 +464,7 @@ export function createGenerationKind(services: GenerationServices) {
         const next = await landFinalInbox(b, task.conversationId, inputs, assistant, runtime.now(), services.finalAnswer);
         if (next.length > 0) successor = createGeneration(b, task.conversationId, next, config, { attempt: 0, maxAttempts: retry.maxAttempts });
       }
-      tx.settle(task, "done", { inputs, config, retry: attemptRetry, assistant, successor });
+      tx.settle(task, "done", { inputs, attempt: attemptRetry.attempt, assistant, successor });
     }, call);
   }
 

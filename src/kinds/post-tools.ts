@@ -25,6 +25,7 @@ import { captureConfig, freshRetry, generationConfig } from "./config.js";
 import { createGeneration, landPostToolsInbox, resolveUnanswered } from "./placement.js";
 import type { TurnServices } from "./services.js";
 import { postToolsRoles, type CapturedConfig, type PostToolsState, type ToolResultData, type ToolStates } from "./states.js";
+import { compactToolData, readToolData } from "./stored.js";
 import { errorOutput, resultMessage, toolDefinition } from "./tool.js";
 
 export function createPostToolsKind(services: TurnServices) {
@@ -45,7 +46,7 @@ export function createPostToolsKind(services: TurnServices) {
           for (const toolCall of orphaned) {
             const output = errorOutput(`Tool "${toolCall.name}" is unavailable: its task kind was not registered when the session reopened.`, "unavailable");
             const { content: _content, ...data } = output;
-            tx.entry(toolResultKind, toolResultEntry(resultMessage(toolCall, output, runtime.now()), data));
+            tx.entry(toolResultKind, toolResultEntry(resultMessage(toolCall, output, runtime.now()), compactToolData(data)));
           }
         };
 
@@ -122,7 +123,7 @@ async function readTools(tx: ConversationTx, postTools: Id, ids: readonly Id[]):
     switch (state.status) {
       case "done":
       case "aborted":
-        outcomes.push(state.output); // both wrote their result entry
+        outcomes.push(readToolData(state.output)); // both wrote their result entry
         break;
       case "orphaned":
         orphaned.push(state.call);

@@ -34,7 +34,10 @@ export type GenerationState =
   // The provider answers later (§8.2): poll `handle` from notBefore on; the cutoff of the prepared
   // request stays. A start status: execute (also after a restart) sleeps, then polls.
   | (GenBase & { status: "deferred"; requestThrough: Id; handle: DeferredHandle & JsonObject; notBefore: number })
-  | (GenBase & { status: "done"; assistant: Id | null; successor: Id | null })
+  // Settled with an answer, nothing retries it: no captured config and no retry budget (issue 15 bytes;
+  // §8.2 captures them for a retry), only the attempt that answered. Rows written before carry `config`
+  // and `retry` (its `attempt`) instead; nothing reads them.
+  | { inputs: Id[]; status: "done"; attempt: number; assistant: Id | null; successor: Id | null }
   | (GenBase & { status: "failed"; reason: "error" | "overflow" | "interrupted"; error: string; partial: Id | null; successor: Id | null })
   | (GenBase & { status: "aborted"; partial: Id | null });
 
@@ -81,6 +84,25 @@ export interface ToolResultData extends JsonObject {
   isError: boolean;
 }
 
+/**
+ * `ToolResultData` as stored in a tool result entry's `data` and a settled tool task's `output` (issue 15
+ * bytes): a field at its default (details {}, usage/addedTools/handoff/delegated null, terminate and isError
+ * false, diags []) is absent, and an untruncated output keeps only `chars` (its total characters, absent
+ * when 0) instead of `truncation`. Rows written before carry every field; `readToolData` reads both.
+ */
+export type StoredToolData = {
+  details?: JsonValue;
+  usage?: JsonValue;
+  addedTools?: string[] | null;
+  terminate?: boolean;
+  handoff?: string | null;
+  delegated?: Id | null;
+  diags?: ToolDiag[];
+  truncation?: ToolTruncation;
+  chars?: number;
+  isError?: boolean;
+};
+
 /** What the live sink folds to; used to build the result entry. */
 export interface ToolOutputState extends ToolResultData {
   content: JsonValue[]; // (TextContent | ImageContent)[]
@@ -89,7 +111,22 @@ export interface ToolOutputState extends ToolResultData {
 // ---------------------------------------------------------------------------------------------
 // Tool (§8.3) and post_tools (§5.5)
 
-type ToolBase = { call: ToolCall & JsonObject; assistant: Id };
+/**
+ * The call a tool task runs: pi-ai's `ToolCall` while the task is live. A settled task keeps only its
+ * `type`, `id`, `name` (and `namespace`): the assistant entry `assistant` holds the arguments and the
+ * provider's signature (issue 15 bytes). Tasks settled before keep the whole call.
+ */
+export type TaskToolCall = {
+  type: "toolCall";
+  id: string;
+  name: string;
+  namespace?: string;
+  arguments?: JsonObject;
+  thoughtSignature?: string;
+  argumentsError?: string;
+};
+
+type ToolBase = { call: TaskToolCall; assistant: Id };
 
 export type ToolStates =
   // offered: false — the model called a tool its request did not offer (§8.2); it never runs.
@@ -97,9 +134,10 @@ export type ToolStates =
   // jobId / cancelJobOnAbort: the job this call started and whether aborting the call kills it (§8.3).
   | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never"; jobId?: Id; cancelJobOnAbort?: boolean })
   // The settled output without its content: the result entry's message holds that (issue 15: a large
-  // output was stored twice); post_tools needs only the flags (terminate, handoff, addedTools).
-  | (ToolBase & { status: "done"; output: ToolResultData; result: Id })
-  | (ToolBase & { status: "aborted"; output: ToolResultData; result: Id });
+  // output was stored twice); post_tools needs only the flags (terminate, handoff, addedTools). Stored
+  // compact (`StoredToolData`): read it with `readToolData`.
+  | (ToolBase & { status: "done"; output: StoredToolData; result: Id })
+  | (ToolBase & { status: "aborted"; output: StoredToolData; result: Id });
 
 export const toolRoles = { planned: "start", running: "inflight", done: "terminal", aborted: "terminal" } as const;
 
@@ -157,6 +195,21 @@ export interface UsageRow extends JsonObject {
   /** null: the provider reported nothing (unknown cost, not zero). */
   usage: (Usage & JsonObject) | null;
 }
+
+/**
+ * A usage element as stored (issue 15 bytes; `stored.ts`): no `kind` when it is "generation" (most
+ * elements), `usage` without its zero counts and cost components and without the totals that are sums.
+ * Elements written before hold every field.
+ */
+export type StoredUsage = JsonObject;
+
+export type StoredUsageRow = {
+  conversationId: Id;
+  taskId: Id;
+  kind?: string;
+  model: string;
+  usage: StoredUsage | null;
+};
 
 export interface UsageTotals extends JsonObject {
   attempts: number;

@@ -31,7 +31,8 @@ import { DEFAULT_JOB_CWD, delegateNotice, jobDefinition, readJobOutput, type Job
 import { generationConfig } from "./config.js";
 import type { AnyTool, ToolRuntime, TurnServices } from "./services.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink } from "./sink.js";
-import { toolRoles, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
+import { toolRoles, type TaskToolCall, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
+import { compactToolData } from "./stored.js";
 import { recordUsage } from "./usage.js";
 
 export interface ToolHooks extends HookPoints {
@@ -59,7 +60,7 @@ export function createToolKind(services: TurnServices) {
 
     async execute(task, runtime, call) {
       if (task.state.status !== "planned") throw new PicoError("contract", `tool ${task.id} executes only from planned, not ${task.state.status}`);
-      const toolCall = task.state.call;
+      const toolCall = liveCall(task.id, task.state.call);
       if (task.state.offered === false) {
         await settle(task, runtime, "done", errorOutput(`Tool "${toolCall.name}" was not offered in this request.`, "not_offered"), call);
         return;
@@ -147,7 +148,7 @@ export function createToolKind(services: TurnServices) {
 
   /** Invoke the tool with a fresh sink, drain it, run after_tool, settle done. */
   async function invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, chain: readonly Id[], call: Call): Promise<void> {
-    const toolCall = task.state.call;
+    const toolCall = liveCall(task.id, task.state.call);
     const sink = new ToolSink({
       runtime,
       call,
@@ -198,7 +199,9 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
   await runtime.commitBuilder(async (b) => {
     const tx = conversationTx(b, task.conversationId);
     const message = resultMessage(toolCall, output, runtime.now());
-    const { content: _content, ...data } = output;
+    const { content: _content, ...full } = output;
+    // Stored compact (issue 15 bytes): defaults absent; `readToolData` fills them back.
+    const data = compactToolData(full);
     const result = tx.entry(toolResultKind, toolResultEntry(message, data));
     if (output.usage !== null) {
       await recordUsage(b, {
@@ -212,13 +215,15 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
     // Delegation settlement (§8.3): the job continues without this call; its notice is requested, or
     // placed now if the job already finished, in this same commit.
     if (status === "done" && output.delegated !== null) await delegateNotice(b, task.conversationId, output.delegated, toolCall.id, runtime.now());
-    if (status === "done") tx.settle(task, "done", { call: toolCall, assistant, output: data, result });
-    else tx.settle(task, "aborted", { call: toolCall, assistant, output: data, result });
+    // The call without its arguments and signature: the assistant entry holds them.
+    const settled: TaskToolCall = { type: "toolCall", id: toolCall.id, name: toolCall.name, ...(toolCall.namespace === undefined ? {} : { namespace: toolCall.namespace }) };
+    if (status === "done") tx.settle(task, "done", { call: settled, assistant, output: data, result });
+    else tx.settle(task, "aborted", { call: settled, assistant, output: data, result });
   }, call);
 }
 
 /** The exact message the model sees: the data first, then the diagnostics in a delimited block (§9.3). */
-export function resultMessage(toolCall: ToolCall, output: ToolOutputState, timestamp: number): ToolResultMessage {
+export function resultMessage(toolCall: Pick<ToolCall, "id" | "name">, output: ToolOutputState, timestamp: number): ToolResultMessage {
   return {
     role: "toolResult",
     toolCallId: toolCall.id,
@@ -251,6 +256,13 @@ export function errorOutput(message: string, code: string, terminate = false): T
 
 // ---------------------------------------------------------------------------------------------
 // helpers
+
+/** The whole call of a live tool task (planned or running), which always carries its arguments. */
+function liveCall(id: Id, call: TaskToolCall): ToolCall {
+  const args = call.arguments;
+  if (args === undefined) throw new PicoError("contract", `tool ${id}: a live call carries its arguments`);
+  return { ...call, arguments: args };
+}
 
 function validate(tool: AnyTool, toolCall: ToolCall, args: JsonObject): JsonObject {
   const validated: unknown = validateToolArguments(

@@ -3,13 +3,19 @@
  * settlement commit together with an update of the session value `pi.usage.totals`, so stats are a
  * point read and never a fold. A missing report is unknown cost, not zero: it counts in `unknown` and
  * adds no tokens. Generations record every attempt; tools record what their sink accumulated.
+ * Elements are stored compact (`stored.ts`: no zero counts or costs, no sums): read them with
+ * `readUsageRow`, which also reads elements written whole before.
  */
 import { sessionList, sessionValue } from "../core/state.js";
 import type { TxBuilder } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
-import type { UsageRow, UsageTotals } from "./states.js";
+import type { StoredUsageRow, UsageRow, UsageTotals } from "./states.js";
+import { compactUsageRow } from "./stored.js";
 
-export const usageList = sessionList<UsageRow>("pi.usage");
+export { readUsageRow } from "./stored.js";
+
+/** The stored elements; `readUsageRow` gives the full `UsageRow`. */
+export const usageList = sessionList<StoredUsageRow>("pi.usage");
 export const usageTotals = sessionValue<UsageTotals>("pi.usage.totals");
 
 export function emptyTotals(): UsageTotals {
@@ -34,7 +40,7 @@ export async function recordUsage(b: TxBuilder, row: UsageRow): Promise<Id> {
   const base = pending.get(b) ?? (await b.value(usageTotals).get()) ?? emptyTotals();
   const next = addUsage(base, row);
   pending.set(b, next);
-  const id = b.list(usageList).append(row);
+  const id = b.list(usageList).append(compactUsageRow(row));
   b.value(usageTotals).set(next);
   return id;
 }

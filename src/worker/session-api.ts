@@ -22,7 +22,7 @@ import { waitingInputs } from "../kinds/waiting.js";
 import { modelResolver } from "../kinds/services.js";
 import type { UsageRow, UsageTotals } from "../kinds/states.js";
 import type { TurnKit } from "../kinds/turns.js";
-import { usageList, usageTotals } from "../kinds/usage.js";
+import { readUsageRow, usageList, usageTotals } from "../kinds/usage.js";
 import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../storage/records.js";
 import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../api/responses.js";
 import { Problem } from "./problems.js";
@@ -534,7 +534,8 @@ export class SessionApi {
     const storage = this.#harness.storage;
     const root = this.#harness.rootId;
     const totals = (await storage.getValue(bindTo(usageTotals, root)))?.value;
-    const rows = await storage.readList<UsageRow>(bindTo(usageList, root), { limit: query.limit ?? 100, ...(query.after === undefined ? {} : { after: query.after }) });
+    const page = await storage.readList(bindTo(usageList, root), { limit: query.limit ?? 100, ...(query.after === undefined ? {} : { after: query.after }) });
+    const rows = { ...page, items: page.items.map((e): Element<UsageRow> => ({ ...e, value: readUsageRow(e.value) })) };
     return { totals, rows };
   }
 }

@@ -12,19 +12,19 @@ import { requestKey } from "../../src/core/inbox.js";
 import { childrenList } from "../../src/core/spawn.js";
 import { bind, bindTo } from "../../src/core/state.js";
 import { generationConfig } from "../../src/kinds/config.js";
-import { usageList } from "../../src/kinds/usage.js";
-import type { UsageRow } from "../../src/kinds/states.js";
+import { readUsageRow, usageList } from "../../src/kinds/usage.js";
 import { parseSubagentCommand, subagentRequestKey } from "../../src/tools/subagent.js";
 import type { Id } from "../../src/storage/records.js";
-import type { ToolResultData } from "../../src/kinds/states.js";
+import type { StoredToolData, ToolResultData } from "../../src/kinds/states.js";
+import { readToolData } from "../../src/kinds/stored.js";
 import type { Entry } from "../../src/storage/records.js";
 import { coreBackends } from "../core/backends.js";
 import { FakeClock, flush } from "../core/driver-fixtures.js";
 import { call, detailsOf, eventually, HOLD, openSubagents, ownedBy, resultOf, selectedOf, subagentCall, tasksOf, textOf, toolResults } from "./subagent-fixtures.js";
 
-/** The result data of a tool result entry (delegated id, diagnostics). */
+/** The result data of a tool result entry (delegated id, diagnostics), defaults filled (stored compact). */
 function dataOf(entry: Entry | undefined): ToolResultData {
-  return entry?.data as unknown as ToolResultData;
+  return readToolData((entry?.data ?? {}) as StoredToolData);
 }
 
 describe("SubagentCommand input", () => {
@@ -80,7 +80,7 @@ for (const backend of coreBackends) {
         expect((await harness.storage.getValue(bind(requestKey(subagentRequestKey(tool!.id)), {})))?.value).toMatchObject({ conversationId: child });
         expect((await harness.storage.readList(bindTo(childrenList, root.id), { limit: 10 })).items.map((e) => e.value)).toEqual([child]);
         // Usage is attributed to the child and rolls up into the session totals.
-        const rows = (await harness.storage.readList<UsageRow>(bindTo(usageList, root.id), { limit: 100 })).items.map((e) => e.value);
+        const rows = (await harness.storage.readList(bindTo(usageList, root.id), { limit: 100 })).items.map((e) => readUsageRow(e.value));
         expect(rows.filter((r) => r.kind === "generation").map((r) => r.conversationId).sort()).toEqual([root.id, root.id, child].sort());
       }));
 

@@ -45,25 +45,31 @@ export interface GenScript {
 
 /** Final answer: an assistant entry, the group resolved to it (§8.1), settle done. */
 export const finalAnswer: GenMethod = async (task, runtime, c) => {
-  const { status: _status, ...base } = task.state;
+  const base = liveBase(task.state);
   await runtime.commitBuilder(async (b) => {
     const tx = conversationTx(b, task.conversationId);
     const assistant = tx.entry(assistantKind, assistantEntry(fauxAssistantMessage("final answer")));
     const next = await landFinalInbox(b, task.conversationId, base.inputs, assistant, runtime.now());
     const successor = next.length > 0 ? createGeneration(b, task.conversationId, next, base.config, freshRetry(defaultTurnOptions)) : null;
-    tx.settle(task, "done", { ...base, assistant, successor });
+    tx.settle(task, "done", { inputs: base.inputs, attempt: base.retry.attempt, assistant, successor });
   }, c);
 };
 
 /** A generation settling with calls: what §5.5's settlement publishes, then settle done. */
 export function answerWithCalls(calls: readonly ToolCall[]): GenMethod {
   return async (task, runtime, c) => {
-    const { status: _status, ...base } = task.state;
+    const base = liveBase(task.state);
     await runtime.commitBuilder((b) => {
       const { assistant, postTools } = publishCalls(b, task.conversationId, base.inputs, calls);
-      conversationTx(b, task.conversationId).settle(task, "done", { ...base, assistant, successor: postTools });
+      conversationTx(b, task.conversationId).settle(task, "done", { inputs: base.inputs, attempt: base.retry.attempt, assistant, successor: postTools });
     }, c);
   };
+}
+
+/** The captured fields of a generation that is not settled done (a settled done keeps none). */
+export function liveBase(state: GenerationState): Exclude<GenerationState, { status: "done" }> {
+  if (state.status === "done") throw new Error("the generation is settled done");
+  return state;
 }
 
 function standInGeneration(script: GenScript) {
@@ -75,7 +81,8 @@ function standInGeneration(script: GenScript) {
     execute: (task, runtime, c) => (script.execute ?? finalAnswer)(task, runtime, c),
     recover: (task, runtime, c) => (script.recover ?? finalAnswer)(task, runtime, c),
     async abort(task, runtime, c) {
-      const { status: _status, ...base } = task.state;
+      const { inputs, config, retry } = liveBase(task.state);
+      const base = { inputs, config, retry };
       await runtime.commitBuilder(async (b) => {
         await resolveUnanswered(b, task.conversationId, base.inputs, "aborted");
         conversationTx(b, task.conversationId).settle(task, "aborted", { ...base, partial: null });

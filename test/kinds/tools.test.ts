@@ -7,10 +7,11 @@
  */
 import { describe, expect, it } from "vitest";
 import type { AnyTool } from "../../src/kinds/services.js";
-import type { ToolResultData } from "../../src/kinds/states.js";
+import type { StoredToolData, ToolResultData } from "../../src/kinds/states.js";
+import { readToolData } from "../../src/kinds/stored.js";
 import { echoTool } from "../../src/tools/echo.js";
 import { noticeKind } from "../../src/core/entries.js";
-import { recordUsage, usageList, usageTotals } from "../../src/kinds/usage.js";
+import { readUsageRow, recordUsage, usageList, usageTotals } from "../../src/kinds/usage.js";
 import type { Id } from "../../src/storage/records.js";
 import { coreBackends } from "../core/backends.js";
 import { deferred, GateStorage, settleStep, stepKind, until } from "../core/driver-fixtures.js";
@@ -33,6 +34,7 @@ import {
   Gates,
   inputResult,
   isErrorResult,
+  liveBase,
   openKit,
   resultOf,
   resultText,
@@ -54,9 +56,9 @@ async function successorOf(kit: Kit, postTools: Id): Promise<Id | null | undefin
   return state.successor;
 }
 
-function outputOf(state: { status: string; output?: ToolResultData }): ToolResultData {
+function outputOf(state: { status: string; output?: StoredToolData }): ToolResultData {
   if (state.output === undefined) throw new Error(`no output in ${state.status}`);
-  return state.output;
+  return readToolData(state.output);
 }
 
 for (const backend of coreBackends) {
@@ -290,10 +292,12 @@ for (const backend of coreBackends) {
         expect(await kit.h.drive(call)).toBe("idle");
         expect(await selectedTools(kit)).toEqual(["echo", "grep"]);
         const successor = (await successorOf(kit, ex.postTools)) as Id;
-        expect((await task(kit, successor)).state).toMatchObject({ config: { tools: ["echo", "grep"] } });
         // the post_tools commit wrote the value before its entries (§3.2)
         const postCommit = kit.commits.find((c) => settledIn(c, ex.postTools));
         const writes = postCommit?.batch.writes ?? [];
+        // ... and created the continuation with it captured (its settled done state keeps no config)
+        const created = writes.flatMap((w) => (w.type === "task" && w.task.id === successor ? [w.task.state] : []));
+        expect(created).toMatchObject([{ status: "pending", config: { tools: ["echo", "grep"] } }]);
         const valueAt = writes.findIndex((w) => w.type === "value.set" && w.addr.namespace === "pi.tools.selected");
         const firstEntry = writes.findIndex((w) => w.type === "entry");
         expect(valueAt).toBeGreaterThanOrEqual(0);
@@ -391,7 +395,7 @@ for (const backend of coreBackends) {
         const ex = await startExchange(kit, [toolCall("paid", { text: "x" }, "c1"), toolCall("echo", { text: "y" }, "c2")]);
         expect(await kit.h.drive(call)).toBe("idle");
         const rows = await kit.h.list(usageList).read(undefined, call);
-        expect(rows.items.map((e) => e.value)).toEqual([
+        expect(rows.items.map((e) => readUsageRow(e.value))).toEqual([
           { conversationId: kit.root, taskId: ex.tools[0], kind: "tool", model: "paid", usage: { ...usage(15), cost: { ...usage(15).cost, total: expect.closeTo(0.03, 10) as unknown as number } } },
         ]);
         const totals = await kit.h.value(usageTotals).get(call);
@@ -631,8 +635,8 @@ for (const backend of coreBackends) {
         const kit = await openKit(storage, [echo], {
           script: {
             execute: async (t, runtime, c) => {
-              const { status: _s, ...base } = t.state;
-              await runtime.commit((tx) => tx.patch(t, "streaming", { ...base, requestThrough: t.id }), c);
+              const { inputs, config, retry } = liveBase(t.state);
+              await runtime.commit((tx) => tx.patch(t, "streaming", { inputs, config, retry, requestThrough: t.id }), c);
               await cancellable(hang.promise, c);
             },
           },

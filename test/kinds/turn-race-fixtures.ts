@@ -25,7 +25,7 @@ import { bind } from "../../src/core/state.js";
 import { generationConfig } from "../../src/kinds/config.js";
 import type { AnyTool, TurnOptions } from "../../src/kinds/services.js";
 import { createTurnKit, type TurnKit } from "../../src/kinds/turns.js";
-import { usageList, usageTotals } from "../../src/kinds/usage.js";
+import { readUsageRow, usageList, usageTotals } from "../../src/kinds/usage.js";
 import type { UsageRow, UsageTotals } from "../../src/kinds/states.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
@@ -292,7 +292,7 @@ export async function kinds(rig: TurnRig, conversationId: Id = rig.root): Promis
 }
 
 export async function usageRows(rig: TurnRig): Promise<UsageRow[]> {
-  return (await rig.storage.inner.readList(bind(usageList, {}), { limit: 1000 })).items.map((e) => e.value);
+  return (await rig.storage.inner.readList(bind(usageList, {}), { limit: 1000 })).items.map((e) => readUsageRow(e.value));
 }
 
 export async function totals(rig: TurnRig): Promise<UsageTotals | undefined> {

@@ -503,7 +503,7 @@ for (const backend of coreBackends) {
             expect(await driving).toBe("idle");
             const state = (await taskOf(rig, collapse)).state as { status: string; successor: Id };
             expect(state.status).toBe("done");
-            expect((await taskOf(rig, state.successor)).state).toMatchObject({ status: "done", inputs: [a.inputId], retry: { attempt: 2 } });
+            expect((await taskOf(rig, state.successor)).state).toMatchObject({ status: "done", inputs: [a.inputId], attempt: 2 });
             expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "done" });
           } else {
             await root.abort(call);

@@ -54,9 +54,9 @@ for (const backend of coreBackends) {
         expect(gen?.status).toBe("streaming");
         expect((await again.harness.inspect(call)).inflight.map((t) => t.id)).toEqual([gen?.id]);
         expect(await (await again.harness.root(call)).drive(call)).toBe("idle");
-        const state = (await taskOf(again, gen?.id as Id)).state as { status: string; retry: { attempt: number } };
+        const state = (await taskOf(again, gen?.id as Id)).state as { status: string; attempt: number };
         expect(state.status).toBe("done");
-        expect(state.retry.attempt).toBe(2); // the interrupted attempt counts against the shared budget
+        expect(state.attempt).toBe(2); // the interrupted attempt counts against the shared budget
         expect(await resultOf(again, a.inputId)).toMatchObject({ status: "done" });
         expect(await kinds(again)).toEqual(["user", "assistant"]);
       }));
@@ -82,8 +82,8 @@ for (const backend of coreBackends) {
         again.provider.push(answerNewest(), answerNewest());
         expect(await (await again.harness.root(call)).drive(call)).toBe("idle");
         const gens = await tasksOfKind(again, "generation");
-        const first = gens[0]?.state as { status: string; retry: { attempt: number }; assistant: Id };
-        expect(first).toMatchObject({ status: "done", retry: { attempt: 2 } }); // the interrupted attempt counts
+        const first = gens[0]?.state as { status: string; attempt: number; assistant: Id };
+        expect(first).toMatchObject({ status: "done", attempt: 2 }); // the interrupted attempt counts
         // The partial stays in the transcript for display; the retried request does not replay it.
         const entries = await transcript(again);
         const partial = entries.find((e) => e.kind === "assistant" && JSON.stringify(e.model).includes('"stopReason":"aborted"'));
@@ -296,7 +296,7 @@ for (const backend of coreBackends) {
         clock.advance(1);
         expect(await driving).toBe("idle");
         expect(rig.provider.calls).toBe(2);
-        expect((await taskOf(rig, gen)).state).toMatchObject({ status: "done", retry: { attempt: 2 } });
+        expect((await taskOf(rig, gen)).state).toMatchObject({ status: "done", attempt: 2 });
         expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "done" });
         const rows = await usageRows(rig);
         expect(rows.map((r) => [r.taskId, r.usage === null])).toEqual([

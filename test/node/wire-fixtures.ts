@@ -18,7 +18,7 @@ import type { AnyTool, TurnOptions } from "../../src/kinds/services.js";
 import type { UsageRow } from "../../src/kinds/states.js";
 import { systemSections } from "../../src/kinds/sections.js";
 import { createTurnKit, type TurnKit } from "../../src/kinds/turns.js";
-import { usageList } from "../../src/kinds/usage.js";
+import { readUsageRow, usageList } from "../../src/kinds/usage.js";
 import { buildProviderModels, secretsOf, type CustomProviderConfig } from "../../src/models/providers.js";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
@@ -269,7 +269,7 @@ export async function tasksOfKind(rig: WireRig, kind: string): Promise<Task[]> {
 }
 
 export async function usageRows(rig: WireRig): Promise<UsageRow[]> {
-  return (await rig.storage.readList(bind(usageList, {}), { limit: 1000 })).items.map((e) => e.value);
+  return (await rig.storage.readList(bind(usageList, {}), { limit: 1000 })).items.map((e) => readUsageRow(e.value));
 }
 
 export async function resultOf(rig: WireRig, inputId: Id): Promise<InputResult | undefined> {

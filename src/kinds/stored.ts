@@ -1,0 +1,104 @@
+/**
+ * Compact stored shapes of the turn kinds' records (issue 15 "database bytes per turn"): tool result
+ * data (§9.3; a tool result entry's `data` and a settled tool task's `output`, §8.3) and usage elements
+ * (§8.2, `pi.usage`). Writers store fields at their defaults as absent; readers fill the defaults back,
+ * so every reader sees the full shape, and rows written before (every field present) read the same.
+ */
+import type { Usage } from "@earendil-works/pi-ai";
+import type { JsonObject, JsonValue } from "../storage/records.js";
+import type { StoredToolData, StoredUsage, StoredUsageRow, ToolResultData, UsageRow } from "./states.js";
+
+// ---------------------------------------------------------------------------------------------
+// Tool result data (§9.3)
+
+function isEmptyObject(value: unknown): boolean {
+  return typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).length === 0;
+}
+
+/** The stored form: defaults absent; an untruncated output keeps its character count as `chars` (absent when 0). */
+export function compactToolData(data: ToolResultData): StoredToolData {
+  const out: StoredToolData = {};
+  if (!isEmptyObject(data.details)) out.details = data.details;
+  if (data.usage !== null) out.usage = data.usage;
+  if (data.addedTools !== null) out.addedTools = data.addedTools;
+  if (data.terminate) out.terminate = true;
+  if (data.handoff !== null) out.handoff = data.handoff;
+  if (data.delegated !== null) out.delegated = data.delegated;
+  if (data.diags.length > 0) out.diags = data.diags;
+  const t = data.truncation;
+  if (t.truncated || t.totalChars !== t.retainedChars) out.truncation = t;
+  else if (t.totalChars !== 0) out.chars = t.totalChars;
+  if (data.isError) out.isError = true;
+  return out;
+}
+
+/** The full data of a stored tool result (compact or written whole by an earlier version). */
+export function readToolData(stored: StoredToolData): ToolResultData {
+  const chars = stored.chars ?? 0;
+  return {
+    details: stored.details === undefined ? {} : stored.details,
+    usage: stored.usage ?? null,
+    addedTools: stored.addedTools ?? null,
+    terminate: stored.terminate ?? false,
+    handoff: stored.handoff ?? null,
+    delegated: stored.delegated ?? null,
+    diags: stored.diags ?? [],
+    truncation: stored.truncation ?? { totalChars: chars, retainedChars: chars, truncated: false },
+    isError: stored.isError ?? false,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Usage elements (§8.2)
+
+/**
+ * The stored form of a usage element: `kind` absent when "generation"; the four token counts and the four cost components are absent
+ * when 0, `totalTokens` when it is the sum of the counts, `cost.total` when it is the sum of the
+ * components, and `cost` when nothing of it is left. Any other field (`reasoning`, `cacheWrite1h`,
+ * `totalFromProvider`, ...) is kept as the provider reported it.
+ */
+export function compactUsageRow(row: UsageRow): StoredUsageRow {
+  const { usage, kind, ...rest } = row;
+  const head = kind === "generation" ? rest : { ...rest, kind };
+  return usage === null ? { ...head, usage: null } : { ...head, usage: compactUsage(usage) };
+}
+
+const COUNTS = ["input", "output", "cacheRead", "cacheWrite"] as const;
+
+function compactUsage(u: Usage & JsonObject): StoredUsage {
+  const { cost: fullCost, ...counts } = u;
+  const out: StoredUsage = { ...counts };
+  for (const k of COUNTS) if (u[k] === 0) delete out[k];
+  if (u.totalTokens === sum(u)) delete out["totalTokens"];
+  const cost: JsonObject = { ...fullCost };
+  for (const k of COUNTS) if (fullCost[k] === 0) delete cost[k];
+  if (fullCost.total === sum(fullCost)) delete cost["total"];
+  if (Object.keys(cost).length > 0) out["cost"] = cost;
+  return out;
+}
+
+/** The four counts (or cost components) added in one fixed order, so a reader gets the same float. */
+function sum(v: { input: number; output: number; cacheRead: number; cacheWrite: number }): number {
+  return v.input + v.output + v.cacheRead + v.cacheWrite;
+}
+
+/** The full usage element (compact, or written whole by an earlier version). */
+export function readUsageRow(stored: StoredUsageRow): UsageRow {
+  const { usage, kind, conversationId, taskId, model } = stored;
+  const head = { conversationId, taskId, kind: kind ?? "generation", model };
+  return usage === null ? { ...head, usage: null } : { ...head, usage: readUsage(usage) };
+}
+
+function num(value: JsonValue | undefined): number {
+  return typeof value === "number" ? value : 0;
+}
+
+function readUsage(s: StoredUsage): Usage & JsonObject {
+  const { cost: storedCost, ...rest } = s;
+  const c: JsonObject = storedCost !== undefined && storedCost !== null && typeof storedCost === "object" && !Array.isArray(storedCost) ? (storedCost as JsonObject) : {};
+  const counts = { input: num(s["input"]), output: num(s["output"]), cacheRead: num(s["cacheRead"]), cacheWrite: num(s["cacheWrite"]) };
+  const parts = { input: num(c["input"]), output: num(c["output"]), cacheRead: num(c["cacheRead"]), cacheWrite: num(c["cacheWrite"]) };
+  const totalTokens = typeof s["totalTokens"] === "number" ? s["totalTokens"] : sum(counts);
+  const total = typeof c["total"] === "number" ? c["total"] : sum(parts);
+  return { ...rest, ...counts, totalTokens, cost: { ...c, ...parts, total } };
+}
