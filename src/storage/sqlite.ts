@@ -55,6 +55,7 @@ import {
   text,
 } from "./sqlite-db.js";
 import { pageMerged, pageParts, type Part } from "./sqlite-paging.js";
+import { decodeModel, decodeState, encodeModel, encodeState } from "./sqlite-codec.js";
 import { compactElement, SqliteState } from "./sqlite-state.js";
 
 /** Conversations kept in memory for fork-chain resolution; older ones are re-read (one row each). */
@@ -68,6 +69,8 @@ const TAIL_CONVERSATIONS = 1024;
 
 const ENTRY_COLUMNS = "id, conversation, kind, key, by_task, head, data, model, edits";
 const TASK_COLUMNS = "id, conversation, kind, role, background, turn, abort, after, owns, state";
+/** What a task read selects: the state text plus the status column it may have been stored without. */
+const TASK_READ_COLUMNS = `${TASK_COLUMNS}, status`;
 const CONVERSATION_COLUMNS = "id, parent, parent_at, owner, deleted";
 
 interface StoredConversation {
@@ -142,7 +145,7 @@ function decodeTask(row: SqlRow): Task {
     conversationId: int(row, "conversation"),
     kind: text(row, "kind"),
     role: role(row),
-    state: JSON.parse(text(row, "state")) as TaskStateBase,
+    state: decodeState(text(row, "state"), () => text(row, "status")),
     after: JSON.parse(text(row, "after")) as Id[],
     ...(int(row, "background") === 1 ? { background: true as const } : {}),
     ...(int(row, "turn") === 1 ? { turn: true as const } : {}),
@@ -407,7 +410,7 @@ export class SqliteStorage implements Storage {
     const cached = this.#tasks.get(id);
     if (cached !== undefined) return cached;
     if (!Number.isSafeInteger(id)) return undefined;
-    const row = this.#db.first(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, id);
+    const row = this.#db.first(`SELECT ${TASK_READ_COLUMNS} FROM tasks WHERE id = ?`, id);
     if (row === undefined) return undefined;
     const task = decodeTask(row);
     this.#cacheTask(task);
@@ -470,7 +473,7 @@ export class SqliteStorage implements Storage {
         }
         const row: SqlRow = {
           id: seq, conversation: e.conversationId, kind, key: e.key ?? null, by_task: e.byTaskId ?? null, head: e.head ?? null,
-          data: json(e.data), model: json(e.model), edits: json(e.edits),
+          data: json(e.data), model: e.model === undefined ? null : encodeModel(e.model, JSON.stringify(e.model)), edits: json(e.edits),
         };
         db.run(
           `INSERT INTO entries (${ENTRY_COLUMNS}, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -486,12 +489,13 @@ export class SqliteStorage implements Storage {
       case "task": {
         const t = w.task;
         const state = JSON.stringify(t.state);
+        const stored = encodeState(state, t.state.status);
         const after = JSON.stringify(t.after);
         const owns = json(t.owns);
         db.run(
           `INSERT INTO tasks (${TASK_COLUMNS}, status, settled, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           seq, t.conversationId, t.kind, t.role, t.background === true ? 1 : 0, t.turn === true ? 1 : 0, t.abort === true ? 1 : 0,
-          after, owns, state, t.state.status, t.role === "terminal" ? seq : null, carried,
+          after, owns, stored, t.state.status, t.role === "terminal" ? seq : null, carried,
         );
         const record = decodeTask({
           id: seq, conversation: t.conversationId, kind: t.kind, role: t.role, background: t.background === true ? 1 : 0,
@@ -509,7 +513,7 @@ export class SqliteStorage implements Storage {
         const cached = tasks.has(w.id) ? tasks.get(w.id) : this.#tasks.get(w.id);
         db.run(
           "UPDATE tasks SET role = ?, status = ?, state = ?, abort = max(abort, ?), owns = coalesce(?, owns), last = ? WHERE id = ?",
-          w.role, w.state.status, payload as string, w.abort === true ? 1 : 0, json(w.owns), last, w.id,
+          w.role, w.state.status, encodeState(payload as string, w.state.status), w.abort === true ? 1 : 0, json(w.owns), last, w.id,
         );
         if (cached === undefined) {
           tasks.set(w.id, undefined);
@@ -529,7 +533,9 @@ export class SqliteStorage implements Storage {
       }
       case "settle": {
         // Leaves the live-task index (settled is its WHERE column); removing index entries is not billed.
-        db.run("UPDATE tasks SET role = 'terminal', status = ?, state = ?, settled = ? WHERE id = ?", w.state.status, payload as string, seq, w.id);
+        db.run("UPDATE tasks SET role = 'terminal', status = ?, state = ?, settled = ? WHERE id = ?",
+          w.state.status, encodeState(payload as string, w.state.status), seq, w.id,
+        );
         this.#state.retireScratch(w.id);
         changes.push(() => this.#state.settledTask(w.id));
         const cached = tasks.has(w.id) ? tasks.get(w.id) : this.#tasks.get(w.id);
@@ -791,7 +797,8 @@ export class SqliteStorage implements Storage {
     const byTaskId = optionalInt(row, "by_task");
     const head = optionalInt(row, "head");
     const data = parsed<JsonValue>(row, "data");
-    const model = parsed<Entry["model"]>(row, "model");
+    const modelText = optionalText(row, "model");
+    const model = modelText === undefined ? undefined : (decodeModel(modelText) as unknown as Entry["model"]);
     const edits = parsed<Entry["edits"]>(row, "edits");
     const entry: Entry = {
       id: int(row, "id"),
@@ -837,7 +844,7 @@ export class SqliteStorage implements Storage {
     this.#assertOpen();
     const found = new Map<Id, Task>();
     const missing = storableIds(ids).filter((id) => !this.#tasks.has(id));
-    const read = this.#byIds(missing, `SELECT ${TASK_COLUMNS} FROM tasks WHERE id IN`, decodeTask);
+    const read = this.#byIds(missing, `SELECT ${TASK_READ_COLUMNS} FROM tasks WHERE id IN`, decodeTask);
     for (const task of read.values()) this.#cacheTask(task);
     for (const id of storableIds(ids)) {
       const task = this.#tasks.get(id) ?? read.get(id);
@@ -884,7 +891,7 @@ export class SqliteStorage implements Storage {
         const index = live ? "INDEXED BY tasks_live" : "";
         return this.#db
           .rows(
-            `SELECT ${TASK_COLUMNS} FROM tasks ${index} WHERE ${clauses.join(" AND ")} ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
+            `SELECT ${TASK_READ_COLUMNS} FROM tasks ${index} WHERE ${clauses.join(" AND ")} ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
             ...bound, from, through, limit,
           )
           .map(decodeTask);

@@ -858,3 +858,92 @@ describe("SqliteStorage migration from schema version 6 (sqlite)", () => {
     });
   });
 });
+
+describe("SqliteStorage compact model and task state columns (sqlite)", () => {
+  /** An assistant message as pi-ai produces it: usage in pi-ai's key order, totals equal to their sums. */
+  const assistant = (input: number, output: number, cost: { input: number; output: number } = { input: 0, output: 0 }) => ({
+    role: "assistant",
+    content: [{ type: "text", text: "ok" }],
+    api: "faux",
+    provider: "faux",
+    model: "faux-model",
+    usage: {
+      input, output, cacheRead: 0, cacheWrite: 0, totalTokens: input + output,
+      cost: { input: cost.input, output: cost.output, cacheRead: 0, cacheWrite: 0, total: cost.input + cost.output + 0 + 0 },
+    },
+    stopReason: "stop",
+    timestamp: 17,
+  });
+  const modelText = (host: SqlHost, id: Id): string => host.sql.exec("SELECT model FROM entries WHERE id = ?", id).one()["model"] as string;
+  const taskRow = (host: SqlHost, id: Id) => host.sql.exec("SELECT state, status FROM tasks WHERE id = ?", id).one();
+
+  it("an assistant entry's stored model has no zero usage fields and reads back deep-equal and JSON-identical, from the cache and after reopen (sqlite)", async () => {
+    await inObject("compact-model", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const model = [{ role: "user", content: "hi", timestamp: 1 }, assistant(43_867, 7), assistant(120, 80, { input: 0.0001, output: 0.0002 })];
+      const { first } = await main(storage, (seq) => [{ type: "entry", entry: { id: seq(0), conversationId, kind: "assistant", model: model as never } }]);
+      const stored = modelText(host, first);
+      expect(stored).not.toContain("cacheRead");
+      expect(stored).not.toContain("totalTokens");
+      expect(stored.length).toBeLessThan(JSON.stringify(model).length - 250);
+      for (const reader of [storage, SqliteStorage.open(host)]) {
+        const entry = (await reader.getEntries([first])).get(first);
+        expect(entry?.model).toEqual(model);
+        expect(JSON.stringify(entry?.model)).toBe(JSON.stringify(model));
+        const scanned = (await reader.scanEntries({ conversationId, limit: 10 })).items[0];
+        expect(JSON.stringify(scanned?.model)).toBe(JSON.stringify(model));
+      }
+    });
+  });
+
+  it("a task row's state column has no status and reads back with it through create, patch, settle, scans and reopen (sqlite)", async () => {
+    await inObject("compact-task-state", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const { first: task } = await main(storage, (seq) => [
+        { type: "task", task: { id: seq(0), conversationId, kind: "generation", role: "start", state: { status: "pending", attempt: 1 }, after: [] } },
+      ]);
+      expect(taskRow(host, task)).toEqual({ state: '{"attempt":1}', status: "pending" });
+      await main(storage, () => [{ type: "patch", id: task, role: "inflight", state: { status: "streaming" } }]);
+      expect(taskRow(host, task)).toEqual({ state: "{}", status: "streaming" });
+      const live = async (reader: SqliteStorage) => (await reader.scanTasks({ live: true, limit: 10 })).items.map((t) => t.state);
+      expect(await live(storage)).toEqual([{ status: "streaming" }]);
+      expect(await live(SqliteStorage.open(host))).toEqual([{ status: "streaming" }]);
+      await main(storage, () => [{ type: "settle", id: task, role: "terminal", state: { status: "done", output: { text: "ok" } } }]);
+      expect(taskRow(host, task)).toEqual({ state: '{"output":{"text":"ok"}}', status: "done" });
+      for (const reader of [storage, SqliteStorage.open(host)]) {
+        const state = (await reader.getTasks([task])).get(task)?.state;
+        expect(JSON.stringify(state)).toBe('{"status":"done","output":{"text":"ok"}}');
+        expect((await reader.scanTasks({ conversationIds: [conversationId], live: false, limit: 10 })).items.map((t) => t.state)).toEqual([state]);
+      }
+    });
+  });
+
+  it("rows in the old shape, and usages or states that cannot be restored exactly, are stored and read as they are (sqlite)", async () => {
+    await inObject("compact-old-shapes", async (host) => {
+      const storage = SqliteStorage.open(host);
+      const conversationId = await newConversation(storage);
+      const reasoning = { ...assistant(10, 5), usage: { ...assistant(10, 5).usage, reasoning: 0 } };
+      const reordered = { ...assistant(10, 5), usage: { output: 5, input: 10, cacheRead: 0, cacheWrite: 0, totalTokens: 15, cost: assistant(10, 5).usage.cost } };
+      const notSum = { ...assistant(10, 5), usage: { ...assistant(10, 5).usage, totalTokens: 16 } };
+      const arrayUsage = { ...assistant(10, 5), usage: [1, 2] };
+      const keep = [[reasoning], [reordered], [notSum], [arrayUsage, assistant(1, 1)]];
+      const { first } = await main(storage, (seq) => [
+        ...keep.map((model, i): MainWrite => ({ type: "entry", entry: { id: seq(i), conversationId, kind: "assistant", model: model as never } })),
+        { type: "task", task: { id: seq(4), conversationId, kind: "generation", role: "start", state: { attempt: 1, status: "pending" }, after: [] } },
+      ]);
+      keep.forEach((model, i) => expect(modelText(host, first + i)).toBe(JSON.stringify(model)));
+      expect(taskRow(host, first + 4)).toEqual({ state: '{"attempt":1,"status":"pending"}', status: "pending" });
+      // Rows written before the compact shapes (usage whole, status inside state) read unchanged.
+      const old = [assistant(3, 4)];
+      const { first: oldEntry } = await main(storage, (seq) => [{ type: "entry", entry: { id: seq(0), conversationId, kind: "assistant", model: [{ role: "user", content: "x", timestamp: 0 }] } }]);
+      host.sql.exec("UPDATE entries SET model = ? WHERE id = ?", JSON.stringify(old), oldEntry);
+      host.sql.exec("UPDATE tasks SET state = ? WHERE id = ?", '{"status":"pending","attempt":2}', first + 4);
+      const reopened = SqliteStorage.open(host);
+      const entries = await reopened.getEntries([...keep.map((_, i) => first + i), oldEntry]);
+      expect([...entries.values()].map((e) => JSON.stringify(e.model))).toEqual([...keep, old].map((m) => JSON.stringify(m)));
+      expect(JSON.stringify((await reopened.getTasks([first + 4])).get(first + 4)?.state)).toBe('{"status":"pending","attempt":2}');
+    });
+  });
+});
