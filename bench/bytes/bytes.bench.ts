@@ -114,7 +114,8 @@ it(`bench/bytes: where the database bytes of ${TURNS} faux turns go (SQLite in a
     const json = (label: string, text: SqlStorageValue): void => {
       if (typeof text !== "string") return;
       add(byKey, `${label} (whole)`, size(text));
-      const value: unknown = JSON.parse(text);
+      // A compacted entries.model or tasks.state column starts with "~" (src/storage/sqlite-codec.ts); its JSON follows.
+      const value: unknown = JSON.parse(text.startsWith("~") ? text.slice(1) : text);
       if (typeof value !== "object" || value === null || Array.isArray(value)) return;
       for (const [k, v] of Object.entries(value)) add(byKey, `${label} .${k}`, size(JSON.stringify(k)) + size(JSON.stringify(v)) + 2);
     };

@@ -9,9 +9,10 @@
  *   with "~" (never the first character of JSON text), so rows written before, or whose usage cannot be
  *   restored exactly, are plain JSON read as they are. Reading restores the same keys in the same order:
  *   JSON.stringify of the restored messages equals that of the written ones.
- * - `tasks.state` (§6.1): a state whose first key is its status is stored without it; the `tasks.status`
- *   column holds the same string and reading puts it back first. A state text that has `status` (an old
- *   row, or one whose status was not first) is read as it is.
+ * - `tasks.state` (§6.1): a state whose first or last key is its status is stored without it (a "~"
+ *   before the JSON says it was last); the `tasks.status` column holds the same string and reading puts
+ *   it back in its place. A state text that has `status` (an old row, or one whose status was neither
+ *   first nor last) is read as it is.
  */
 import type { JsonObject, JsonValue } from "./records.js";
 
@@ -119,18 +120,31 @@ export function decodeModel(text: string): JsonValue {
 // ---------------------------------------------------------------------------------------------
 // tasks.state: status
 
-/** The stored text of a task state given its JSON text and its status (the `tasks.status` column). */
+/** The first character of a `tasks.state` text stored without its last key, `status` (not JSON's). */
+const STATUS_LAST = "~";
+
+/**
+ * The stored text of a task state given its JSON text and its status (the `tasks.status` column):
+ * without `status` when it is the first key (plain JSON) or the last one ("~" and the JSON without it);
+ * otherwise `text` as it is.
+ */
 export function encodeState(text: string, status: string): string {
-  const prefix = `{"status":${JSON.stringify(status)}`;
-  if (!text.startsWith(prefix)) return text;
-  const next = text.charAt(prefix.length);
-  if (next === "}") return "{}";
-  if (next === ",") return `{${text.slice(prefix.length + 1)}`;
+  const member = `"status":${JSON.stringify(status)}`;
+  if (text.startsWith(`{${member}`)) {
+    const next = text.charAt(member.length + 1);
+    if (next === "}") return "{}";
+    if (next === ",") return `{${text.slice(member.length + 2)}`;
+    return text;
+  }
+  // A top-level last member: the final quote before "}" closes the value, and the one after ":" opens it.
+  const tail = `,${member}}`;
+  if (text.endsWith(tail)) return `${STATUS_LAST}${text.slice(0, text.length - tail.length)}}`;
   return text;
 }
 
 /** The state of a stored `tasks.state` text; `status` (the column) is read only when the text lacks it. */
 export function decodeState(text: string, status: () => string): JsonObject & { readonly status: string } {
+  if (text.startsWith(STATUS_LAST)) return { ...(JSON.parse(text.slice(STATUS_LAST.length)) as JsonObject), status: status() };
   const parsed = JSON.parse(text) as JsonObject;
   if (Object.hasOwn(parsed, "status")) return parsed as JsonObject & { readonly status: string };
   return { status: status(), ...parsed };

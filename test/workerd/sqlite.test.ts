@@ -897,7 +897,7 @@ describe("SqliteStorage compact model and task state columns (sqlite)", () => {
     });
   });
 
-  it("a task row's state column has no status and reads back with it through create, patch, settle, scans and reopen (sqlite)", async () => {
+  it("a task row's state column has no status (first or last key) and reads back with it in place through create, patch, settle, scans and reopen (sqlite)", async () => {
     await inObject("compact-task-state", async (host) => {
       const storage = SqliteStorage.open(host);
       const conversationId = await newConversation(storage);
@@ -910,11 +910,11 @@ describe("SqliteStorage compact model and task state columns (sqlite)", () => {
       const live = async (reader: SqliteStorage) => (await reader.scanTasks({ live: true, limit: 10 })).items.map((t) => t.state);
       expect(await live(storage)).toEqual([{ status: "streaming" }]);
       expect(await live(SqliteStorage.open(host))).toEqual([{ status: "streaming" }]);
-      await main(storage, () => [{ type: "settle", id: task, role: "terminal", state: { status: "done", output: { text: "ok" } } }]);
-      expect(taskRow(host, task)).toEqual({ state: '{"output":{"text":"ok"}}', status: "done" });
+      await main(storage, () => [{ type: "settle", id: task, role: "terminal", state: { output: { text: "ok" }, status: "done" } }]);
+      expect(taskRow(host, task)).toEqual({ state: '~{"output":{"text":"ok"}}', status: "done" });
       for (const reader of [storage, SqliteStorage.open(host)]) {
         const state = (await reader.getTasks([task])).get(task)?.state;
-        expect(JSON.stringify(state)).toBe('{"status":"done","output":{"text":"ok"}}');
+        expect(JSON.stringify(state)).toBe('{"output":{"text":"ok"},"status":"done"}');
         expect((await reader.scanTasks({ conversationIds: [conversationId], live: false, limit: 10 })).items.map((t) => t.state)).toEqual([state]);
       }
     });
@@ -931,10 +931,10 @@ describe("SqliteStorage compact model and task state columns (sqlite)", () => {
       const keep = [[reasoning], [reordered], [notSum], [arrayUsage, assistant(1, 1)]];
       const { first } = await main(storage, (seq) => [
         ...keep.map((model, i): MainWrite => ({ type: "entry", entry: { id: seq(i), conversationId, kind: "assistant", model: model as never } })),
-        { type: "task", task: { id: seq(4), conversationId, kind: "generation", role: "start", state: { attempt: 1, status: "pending" }, after: [] } },
+        { type: "task", task: { id: seq(4), conversationId, kind: "generation", role: "start", state: { attempt: 1, status: "pending", last: "status" }, after: [] } },
       ]);
       keep.forEach((model, i) => expect(modelText(host, first + i)).toBe(JSON.stringify(model)));
-      expect(taskRow(host, first + 4)).toEqual({ state: '{"attempt":1,"status":"pending"}', status: "pending" });
+      expect(taskRow(host, first + 4)).toEqual({ state: '{"attempt":1,"status":"pending","last":"status"}', status: "pending" });
       // Rows written before the compact shapes (usage whole, status inside state) read unchanged.
       const old = [assistant(3, 4)];
       const { first: oldEntry } = await main(storage, (seq) => [{ type: "entry", entry: { id: seq(0), conversationId, kind: "assistant", model: [{ role: "user", content: "x", timestamp: 0 }] } }]);
