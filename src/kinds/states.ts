@@ -113,11 +113,12 @@ export interface ToolOutputState extends ToolResultData {
 
 /**
  * The call a tool task runs: pi-ai's `ToolCall` while the task is live. A settled task keeps only its
- * `type`, `id`, `name` (and `namespace`): the assistant entry `assistant` holds the arguments and the
- * provider's signature (issue 15 bytes). Tasks settled before keep the whole call.
+ * `id`, `name` (and `namespace`): the assistant entry `assistant` holds the arguments and the
+ * provider's signature, and `type` is always "toolCall" (issue 15 bytes). Tasks settled before keep the
+ * whole call.
  */
 export type TaskToolCall = {
-  type: "toolCall";
+  type?: "toolCall";
   id: string;
   name: string;
   namespace?: string;

@@ -215,8 +215,8 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
     // Delegation settlement (§8.3): the job continues without this call; its notice is requested, or
     // placed now if the job already finished, in this same commit.
     if (status === "done" && output.delegated !== null) await delegateNotice(b, task.conversationId, output.delegated, toolCall.id, runtime.now());
-    // The call without its arguments and signature: the assistant entry holds them.
-    const settled: TaskToolCall = { type: "toolCall", id: toolCall.id, name: toolCall.name, ...(toolCall.namespace === undefined ? {} : { namespace: toolCall.namespace }) };
+    // The call without its arguments and signature (the assistant entry holds them) and its constant type.
+    const settled: TaskToolCall = { id: toolCall.id, name: toolCall.name, ...(toolCall.namespace === undefined ? {} : { namespace: toolCall.namespace }) };
     if (status === "done") tx.settle(task, "done", { call: settled, assistant, output: data, result });
     else tx.settle(task, "aborted", { call: settled, assistant, output: data, result });
   }, call);
@@ -261,7 +261,7 @@ export function errorOutput(message: string, code: string, terminate = false): T
 function liveCall(id: Id, call: TaskToolCall): ToolCall {
   const args = call.arguments;
   if (args === undefined) throw new PicoError("contract", `tool ${id}: a live call carries its arguments`);
-  return { ...call, arguments: args };
+  return { ...call, type: "toolCall", arguments: args };
 }
 
 function validate(tool: AnyTool, toolCall: ToolCall, args: JsonObject): JsonObject {

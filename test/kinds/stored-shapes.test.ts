@@ -113,9 +113,17 @@ for (const backend of everyBackend) {
       backend.run(async (storage) => {
         const { tasks, entries } = await oneToolTurn(storage);
         const tool = tasks.find((t) => t.kind === "tool");
-        expect(tool?.state["call"]).toEqual({ type: "toolCall", id: "c1", name: "echo" });
+        expect(tool?.state["call"]).toEqual({ id: "c1", name: "echo" });
         const assistant = entries.find((e) => e.id === tool?.state["assistant"]);
         expect(assistant?.model?.[0]).toMatchObject({ content: [{ type: "toolCall", id: "c1", name: "echo", arguments: { text: "ping" } }] });
+      }));
+
+    it(`a settled tool's call stores no type, which is always "toolCall" (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const { tasks } = await oneToolTurn(storage);
+        const tool = tasks.find((t) => t.kind === "tool");
+        expect(tool?.state["status"]).toBe("done");
+        expect(tool?.state["call"]).not.toHaveProperty("type");
       }));
 
     it(`a usage element is stored without its default kind, zero counts, zero costs or sums (${backend.name})`, () =>
