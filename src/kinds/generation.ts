@@ -464,7 +464,7 @@ export function createGenerationKind(services: GenerationServices) {
         const next = await landFinalInbox(b, task.conversationId, inputs, assistant, runtime.now(), services.finalAnswer);
         if (next.length > 0) successor = createGeneration(b, task.conversationId, next, config, { attempt: 0, maxAttempts: retry.maxAttempts });
       }
-      tx.settle(task, "done", { inputs, attempt: attemptRetry.attempt, assistant, successor });
+      tx.settle(task, "done", { inputs, attempt: attemptRetry.attempt, assistant, ...(successor === null ? {} : { successor }) });
     }, call);
   }
 

@@ -36,8 +36,9 @@ export type GenerationState =
   | (GenBase & { status: "deferred"; requestThrough: Id; handle: DeferredHandle & JsonObject; notBefore: number })
   // Settled with an answer, nothing retries it: no captured config and no retry budget (issue 15 bytes;
   // §8.2 captures them for a retry), only the attempt that answered. Rows written before carry `config`
-  // and `retry` (its `attempt`) instead; nothing reads them.
-  | { inputs: Id[]; status: "done"; attempt: number; assistant: Id | null; successor: Id | null }
+  // and `retry` (its `attempt`) instead; nothing reads them. `successor` is absent when there is none
+  // (issue 15 bytes); rows written before carry `successor: null`.
+  | { inputs: Id[]; status: "done"; attempt: number; assistant: Id | null; successor?: Id | null }
   | (GenBase & { status: "failed"; reason: "error" | "overflow" | "interrupted"; error: string; partial: Id | null; successor: Id | null })
   | (GenBase & { status: "aborted"; partial: Id | null });
 

@@ -83,9 +83,18 @@ for (const backend of everyBackend) {
         expect(gens).toHaveLength(2);
         for (const g of gens) {
           expect(g.state.status).toBe("done");
-          expect(Object.keys(g.state).sort()).toEqual(["assistant", "attempt", "inputs", "status", "successor"]);
+          expect(Object.keys(g.state).sort()).toEqual(["assistant", "attempt", "inputs", "status", ...(g.state["successor"] === undefined ? [] : ["successor"])]);
           expect(g.state["attempt"]).toBe(1);
         }
+      }));
+
+    it(`a settled generation without a successor stores no successor field; one with a successor keeps it (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const { tasks } = await oneToolTurn(storage);
+        const [first, last] = tasks.filter((t) => t.kind === "generation");
+        expect(typeof first?.state["successor"]).toBe("number");
+        expect(last?.state["status"]).toBe("done");
+        expect(last?.state).not.toHaveProperty("successor");
       }));
 
     it(`a tool result entry's data and the settled tool's output store no default fields (${backend.name})`, () =>
