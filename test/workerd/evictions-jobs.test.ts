@@ -30,6 +30,7 @@ import { newSchedule, occurrenceKey, scheduleDefinition, type ScheduleState } fr
 import { defaultTurnOptions } from "../../src/kinds/services.js";
 import { waitingInputs } from "../../src/kinds/waiting.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
+import { decodeState } from "../../src/storage/sqlite-codec.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { killAtCommit } from "./eviction-harness.js";
@@ -313,14 +314,14 @@ async function runScript(name: string, killAt?: number): Promise<Outcome> {
     // What recover will see, read from the durable rows before anything reopens the object.
     inspectKilled: (storage) => {
       const running = storage.sql
-        .exec("SELECT kind, state FROM tasks WHERE role = 'inflight' AND status = 'running' AND abort = 0")
+        .exec("SELECT kind, state, status FROM tasks WHERE role = 'inflight' AND status = 'running' AND abort = 0")
         .toArray()
-        .map((row) => ({ kind: String(row["kind"]), state: JSON.parse(String(row["state"])) as { args?: { cmd?: string }; cmd?: string; rerun?: string } }));
+        .map((row) => ({ kind: String(row["kind"]), state: decodeState(String(row["state"]), () => String(row["status"])) as { args?: { cmd?: string }; cmd?: string; rerun?: string } }));
       const created = new Set(
         storage.sql
-          .exec("SELECT state FROM tasks WHERE kind = ?", jobDefinition.kind)
+          .exec("SELECT state, status FROM tasks WHERE kind = ?", jobDefinition.kind)
           .toArray()
-          .map((row) => (JSON.parse(String(row["state"])) as { cmd?: string }).cmd),
+          .map((row) => (decodeState(String(row["state"]), () => String(row["status"])) as { cmd?: string }).cmd),
       );
       atKill = {
         uncreatedJobs: running.filter((t) => t.kind === "tool").flatMap((t) => (t.state.args?.cmd === undefined || created.has(t.state.args.cmd) ? [] : [t.state.args.cmd])),
