@@ -422,7 +422,11 @@ void describe("console composer while a send is in flight", { timeout: 120_000 }
     assert.equal(await p.inputValue("#input"), "typed while the first was sent");
     await p.click("#send");
     await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("typed while the first was sent")).length >= 2, undefined, { timeout: 30_000 });
-    assert.equal(await p.inputValue("#input"), "");
+    // The box empties when the accept's response arrives, which can be after the watch has shown the
+    // answer (two connections): wait for it rather than read it once.
+    await p.waitForFunction(() => document.querySelector<HTMLTextAreaElement>("#input")?.value === "", undefined, { timeout: 30_000 }).catch(async (error: unknown) => {
+      assert.fail(`the composer still holds "${await p.inputValue("#input")}" after the sent input was answered: ${String(error)}`);
+    });
     await p.close();
   });
 });
@@ -522,7 +526,9 @@ void describe("console watches", { timeout: 120_000 }, () => {
     await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("before the drop")).length >= 2, undefined, { timeout: 30_000 });
     const watchPath = `/v1/sessions/${name}/conversations/root/watch`;
     const watches = (): URL[] => proxy?.requests.filter((r) => r.method === "GET" && r.url.startsWith(`${watchPath}?`)).map((r) => new URL(r.url, PROXIED)) ?? [];
-    assert.equal(watches().length, 1);
+    // One watch so far, or more when the page took longer than a token's life to get here (a loaded
+    // machine): the first connection carries a watch token and no resume position.
+    assert.ok(watches().length >= 1);
     const first = watches()[0];
     assert.ok(first?.searchParams.get("access_token"));
     assert.equal(first?.searchParams.get("lastEventId"), null);
@@ -532,14 +538,16 @@ void describe("console watches", { timeout: 120_000 }, () => {
     // Outlive the watch token, then drop every connection: the browser's own reconnect would use the
     // expired token, so the console must mint a fresh one and resume with ?lastEventId=.
     await new Promise((resolve) => setTimeout(resolve, (WATCH_TOKEN_SECONDS + 1) * 1000));
+    const beforeDrop = watches().length;
     proxy.drop();
     assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "while it was away" })).status, 201);
     const deadline = Date.now() + 30_000;
-    while (!watches().some((url) => url.searchParams.get("lastEventId") !== null)) {
+    const resumedAfterDrop = (): URL | undefined => watches().slice(beforeDrop).find((url) => url.searchParams.get("lastEventId") !== null);
+    while (resumedAfterDrop() === undefined) {
       if (Date.now() > deadline) throw new Error(`no resumed watch: ${JSON.stringify(proxy.requests.slice(-10))}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    const resumed = watches().find((url) => url.searchParams.get("lastEventId") !== null);
+    const resumed = resumedAfterDrop();
     assert.notEqual(resumed?.searchParams.get("access_token"), first?.searchParams.get("access_token"));
     assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "after the reconnect" })).status, 201);
     await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("after the reconnect")).length >= 2, undefined, { timeout: 30_000 });
