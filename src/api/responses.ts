@@ -190,7 +190,9 @@ export const entryOut = z
     kind: z.string(),
     byTaskId: id.optional(),
     key: z.string().optional(),
-    data: jsonValue.optional(),
+    data: jsonValue
+      .optional()
+      .describe("The kind's data; a tool_result entry's is the whole tool result data (§9.3): details, usage, addedTools, terminate, handoff, delegated, diags, truncation, isError"),
     model: z.array(messageOut).optional(),
     head: id.optional(),
     edits: z.array(contextEditOut).optional(),

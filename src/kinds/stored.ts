@@ -3,9 +3,11 @@
  * data (§9.3; a tool result entry's `data` and a settled tool task's `output`, §8.3) and usage elements
  * (§8.2, `pi.usage`). Writers store fields at their defaults as absent; readers fill the defaults back,
  * so every reader sees the full shape, and rows written before (every field present) read the same.
+ * `presentEntry` does the same for a tool result entry leaving the service (HTTP API, watch).
  */
 import type { Usage } from "@earendil-works/pi-ai";
-import type { JsonObject, JsonValue } from "../storage/records.js";
+import { toolResultKind } from "../core/entries.js";
+import type { Entry, JsonObject, JsonValue } from "../storage/records.js";
 import type { StoredToolData, StoredUsage, StoredUsageRow, ToolResultData, UsageRow } from "./states.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -46,6 +48,21 @@ export function readToolData(stored: StoredToolData): ToolResultData {
     truncation: stored.truncation ?? { totalChars: chars, retainedChars: chars, truncated: false },
     isError: stored.isError ?? false,
   };
+}
+
+const TOOL_DATA_FIELDS: ReadonlySet<string> = new Set(["details", "usage", "addedTools", "terminate", "handoff", "delegated", "diags", "truncation", "chars", "isError"]);
+
+/**
+ * An entry as the service shows it (HTTP API, watch views and events): a tool result entry's `data` is
+ * the whole `ToolResultData` (§9.3) however it was stored, any field it does not know kept as is; every
+ * other entry is returned unchanged (the same object). Storage keeps the compact form (issue 15 bytes).
+ */
+export function presentEntry(entry: Entry): Entry {
+  const data = entry.data;
+  if (entry.kind !== toolResultKind.kind || data === undefined || data === null || typeof data !== "object" || Array.isArray(data)) return entry;
+  const extra: JsonObject = {};
+  for (const [k, v] of Object.entries(data)) if (!TOOL_DATA_FIELDS.has(k)) extra[k] = v;
+  return { ...entry, data: { ...readToolData(data as StoredToolData), ...extra } };
 }
 
 // ---------------------------------------------------------------------------------------------

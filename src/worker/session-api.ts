@@ -23,6 +23,7 @@ import { modelResolver } from "../kinds/services.js";
 import type { UsageRow, UsageTotals } from "../kinds/states.js";
 import type { TurnKit } from "../kinds/turns.js";
 import { readUsageRow, usageList, usageTotals } from "../kinds/usage.js";
+import { presentEntry } from "../kinds/stored.js";
 import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../storage/records.js";
 import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../api/responses.js";
 import { Problem } from "./problems.js";
@@ -220,7 +221,8 @@ export class SessionApi {
     if (request.waitSeconds !== undefined && request.waitSeconds > 0 && !isTerminalResult(result)) {
       result = await this.#waitResult(receipt.conversationId, receipt.inputId, request.waitSeconds * 1000);
     }
-    const answer = request.waitSeconds !== undefined && result?.status === "done" && result.answer !== undefined ? await this.#harness.getEntry(result.answer, call) : undefined;
+    const stored = request.waitSeconds !== undefined && result?.status === "done" && result.answer !== undefined ? await this.#harness.getEntry(result.answer, call) : undefined;
+    const answer = stored === undefined ? undefined : presentEntry(stored);
     return {
       inputId: receipt.inputId,
       conversationId: receipt.conversationId,
@@ -348,15 +350,17 @@ export class SessionApi {
     });
   }
 
+  /** A transcript page as clients see it: tool result data whole (`presentEntry`, §9.3), stored compact. */
   async entries(ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }): Promise<Page<Entry>> {
     const handle = await this.conversation(ref);
-    return this.#harness.storage.scanEntries({
+    const page = await this.#harness.storage.scanEntries({
       conversationId: handle.id,
       limit: query.limit ?? 50,
       ...(query.before === undefined ? {} : { before: query.before }),
       ...(query.after === undefined ? {} : { after: query.after }),
       ...(query.kind === undefined ? {} : { kind: query.kind }),
     });
+    return { ...page, items: page.items.map(presentEntry) };
   }
 
   async abort(ref: ConversationRef): Promise<void> {

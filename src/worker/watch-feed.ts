@@ -11,6 +11,10 @@
  * Resume: a subscriber that names an id this feed issued and still buffers gets the messages after it
  * and no view; any other id (outside the buffer, from before a restart, or unknown) gets a fresh view
  * (the core watch's current view, which is folded exactly through the last message sent).
+ *
+ * Presentation: a feed may be given a `FeedPresenter` that maps the view and each event to what clients
+ * see (a tool result entry's data whole, §9.3, while storage keeps it compact); it maps every view sent
+ * and every message as it is buffered, so a replay, a fresh view and a live message agree.
  */
 import { BACKGROUND_CONTEXT } from "../core/call.js";
 import type { WatchHandle, WatchMessage } from "../core/watch.js";
@@ -37,6 +41,12 @@ type Buffered<Event> =
 
 type FeedEvent = { readonly type: string; readonly error?: unknown };
 
+/** What a feed's clients see of a view and of an event (identity when absent). */
+export interface FeedPresenter<View, Event> {
+  view(view: View): View;
+  event(event: Event): Event;
+}
+
 /** How many recent messages a feed keeps for resumption. */
 export const DEFAULT_FEED_BUFFER = 512;
 
@@ -45,6 +55,7 @@ export class WatchFeed<View extends { readonly readAt: Id }, Event extends FeedE
   readonly #capacity: number;
   readonly #subscribers = new Set<FeedSubscriber<View, Event>>();
   readonly #onEnd: () => void;
+  readonly #present: FeedPresenter<View, Event> | undefined;
   #buffer: Buffered<Event>[] = [];
   /** The position just before the first buffered message, and whether a client can hold its id. */
   #floor: { id: string; issued: boolean };
@@ -55,10 +66,11 @@ export class WatchFeed<View extends { readonly readAt: Id }, Event extends FeedE
   #ended = false;
   #resyncing = false;
 
-  constructor(handle: WatchHandle<View, Event>, capacity: number, onEnd: () => void) {
+  constructor(handle: WatchHandle<View, Event>, capacity: number, onEnd: () => void, present?: FeedPresenter<View, Event>) {
     this.#handle = handle;
     this.#capacity = capacity;
     this.#onEnd = onEnd;
+    this.#present = present;
     this.#idSeq = handle.view.readAt;
     this.#lastId = String(handle.view.readAt);
     this.#floor = { id: this.#lastId, issued: false };
@@ -99,7 +111,8 @@ export class WatchFeed<View extends { readonly readAt: Id }, Event extends FeedE
 
   #view(): FeedOut<View, Event> {
     if (this.#lastId === this.#floor.id) this.#floor.issued = true;
-    return { type: "view", id: this.#lastId, view: this.#handle.view };
+    const view = this.#handle.view;
+    return { type: "view", id: this.#lastId, view: this.#present === undefined ? view : this.#present.view(view) };
   }
 
   #after(id: string): readonly Buffered<Event>[] | undefined {
@@ -125,7 +138,9 @@ export class WatchFeed<View extends { readonly readAt: Id }, Event extends FeedE
       return;
     }
     const id = this.#allocate(message.seq);
-    this.#push({ type: "commit", id, seq: message.seq, events: message.events });
+    const present = this.#present;
+    const events = present === undefined ? message.events : message.events.map((event) => present.event(event));
+    this.#push({ type: "commit", id, seq: message.seq, events });
     if (message.events.some((event) => event.type === "closed")) this.#end();
   }
 

@@ -15,8 +15,9 @@ import { BACKGROUND_CONTEXT } from "../core/call.js";
 import type { Harness } from "../core/harness.js";
 import { watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../core/watch.js";
 import type { Id } from "../storage/records.js";
+import { presentEntry } from "../kinds/stored.js";
 import { waitingConversations, waitingInputs } from "../kinds/waiting.js";
-import { DEFAULT_FEED_BUFFER, WatchFeed, type FeedOut, type FeedSubscriber } from "./watch-feed.js";
+import { DEFAULT_FEED_BUFFER, WatchFeed, type FeedOut, type FeedPresenter, type FeedSubscriber } from "./watch-feed.js";
 
 export type ConversationFeed = WatchFeed<ConversationView, ConversationEvent>;
 export type SessionFeed = WatchFeed<SessionView, SessionEvent>;
@@ -63,6 +64,24 @@ export function keepAliveMs(): number {
   return seams.keepAliveMs ?? KEEP_ALIVE_MS;
 }
 
+/**
+ * What a conversation watcher sees: entries as the HTTP API serves them (`presentEntry`: a tool result's
+ * data whole, §9.3), in the view and in `entry` events alike, so folding the events gives a fresh view's
+ * entries. The core watch keeps the stored entries; a view is presented once per fold (memoized by identity).
+ */
+export function conversationPresenter(): FeedPresenter<ConversationView, ConversationEvent> {
+  let last: { readonly raw: ConversationView; readonly shown: ConversationView } | undefined;
+  return {
+    view(raw) {
+      if (last?.raw !== raw) last = { raw, shown: { ...raw, entries: raw.entries.map(presentEntry) } };
+      return last.shown;
+    },
+    event(event) {
+      return event.type === "entry" ? { ...event, entry: presentEntry(event.entry) } : event;
+    },
+  };
+}
+
 /** The feeds of one open harness. */
 export class FeedBook {
   readonly #harness: Harness;
@@ -78,7 +97,7 @@ export class FeedBook {
   conversation(id: Id): Promise<ConversationFeed> {
     return this.#get(`c${id}`, async (onEnd) => {
       const handle = await watchConversation(this.#harness, id, { tail: seams.tail ?? VIEW_TAIL, values: [waitingInputs] }, BACKGROUND_CONTEXT);
-      return new WatchFeed<ConversationView, ConversationEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd);
+      return new WatchFeed<ConversationView, ConversationEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd, conversationPresenter());
     }) as Promise<ConversationFeed>;
   }
 

@@ -9,7 +9,7 @@ import type { Usage } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import { bind } from "../../src/core/state.js";
 import type { StoredToolData, StoredUsageRow, ToolResultData, UsageRow } from "../../src/kinds/states.js";
-import { compactToolData, compactUsageRow, readToolData, readUsageRow } from "../../src/kinds/stored.js";
+import { compactToolData, compactUsageRow, presentEntry, readToolData, readUsageRow } from "../../src/kinds/stored.js";
 import { usageList } from "../../src/kinds/usage.js";
 import type { CommitBatch, JsonObject, MainWrite, Task } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
@@ -223,6 +223,24 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
     expect(compactToolData(defaults)).toEqual({});
     expect(readToolData(compactToolData(defaults))).toEqual(defaults);
     expect(readToolData(compactToolData({ ...defaults, details: null }))).toEqual({ ...defaults, details: null });
+  });
+
+  it("presentEntry shows a tool result entry's data whole (§9.3): a compact row filled, an old whole row identical, other kinds and non-object data untouched", () => {
+    const base = { id: 7, conversationId: 1, kind: "tool_result", key: "c1" };
+    expect(presentEntry({ ...base, data: { chars: 12 } })).toEqual({ ...base, data: { ...defaults, truncation: { totalChars: 12, retainedChars: 12, truncated: false } } });
+    expect(presentEntry({ ...base, data: {} })).toEqual({ ...base, data: defaults });
+    expect(JSON.stringify(presentEntry({ ...base, data: whole }))).toBe(JSON.stringify({ ...base, data: whole }));
+    expect(presentEntry({ ...base, data: compactToolData(whole) })).toEqual({ ...base, data: whole });
+    // A field this version does not know is kept; `chars` (the stored form's) is not shown.
+    expect(presentEntry({ ...base, data: { chars: 3, extra: "kept" } }).data).toEqual({ ...defaults, truncation: { totalChars: 3, retainedChars: 3, truncated: false }, extra: "kept" });
+    const user = { id: 8, conversationId: 1, kind: "user", data: { chars: 3 } };
+    expect(presentEntry(user)).toBe(user);
+    for (const data of [null, "text", [1, 2]]) {
+      const odd = { ...base, data };
+      expect(presentEntry(odd)).toBe(odd);
+    }
+    const none = { ...base };
+    expect(presentEntry(none)).toBe(none);
   });
 
   const usage = (over: Partial<Usage>, cost: Partial<Usage["cost"]> = {}): Usage & JsonObject =>

@@ -2,9 +2,10 @@
  * Watch over HTTP (DESIGN §6, §9.4), end to end through the Worker's fetch: the SSE stream starts with
  * a view and then carries one event per commit with `id:` = the commit's last seq; Last-Event-ID inside
  * the server's buffer resumes with exactly the later commits and no view; outside it, or after the
- * object restarted, a fresh view. WebSocket watchers keep receiving after the object hibernates.
+ * object restarted, a fresh view. WebSocket watchers keep receiving after the object hibernates. A tool
+ * result entry's data is served whole (§9.3) on every path while its stored row stays compact.
  */
-import { abortAllDurableObjects, evictDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { PicoClient } from "../../src/client/client.js";
@@ -608,4 +609,82 @@ describe("watch-token reconnect", () => {
       watch.close();
     }
   }, 30_000);
+});
+
+/** What the echo tool's result data is in full (§9.3): every field at its default, 15 characters untruncated. */
+const WHOLE_ECHO_DATA = {
+  details: {},
+  usage: null,
+  addedTools: null,
+  terminate: false,
+  handoff: null,
+  delegated: null,
+  diags: [],
+  truncation: { totalChars: 15, retainedChars: 15, truncated: false },
+  isError: false,
+};
+
+describe("tool result data on the wire", () => {
+  it("a tool result entry's data is served whole (§9.3) while stored compact", async () => {
+    const { tenant, name, root } = await createdSession("whole-data");
+    const frames = await open(tenant, name);
+    try {
+      const first = await frames.next();
+      expect(first.event).toBe("view");
+      let folded = JSON.parse(first.data) as ConversationView;
+      await root.accept('/call echo {"text":"ping"}', { wait: 10 });
+      const commits = await untilNewest(frames, root);
+
+      // A commit event carries the entry whole.
+      const appended = commits
+        .filter((f) => f.event === "commit")
+        .flatMap((f) => message(f).events)
+        .flatMap((e) => (e.type === "entry" && e.entry.kind === "tool_result" ? [e.entry] : []));
+      expect(appended.length).toBe(1);
+      const resultId = appended[0]?.id as number;
+      expect(appended[0]?.data).toEqual(WHOLE_ECHO_DATA);
+
+      // GET entries serves it whole; the commits folded onto the first view give the same entries.
+      for (const frame of commits) if (frame.event === "commit") folded = applyMessage(folded, message(frame));
+      const page = await root.entries({ limit: 100 });
+      expect(page.items.find((e) => e.id === resultId)?.data).toEqual(WHOLE_ECHO_DATA);
+      expect(folded.entries).toEqual(page.items);
+
+      // A fresh view (SSE and WebSocket) serves it whole and agrees with the folded commits.
+      const fresh = await open(tenant, name);
+      try {
+        const viewFrame = await fresh.next();
+        expect(viewFrame.event).toBe("view");
+        const view = JSON.parse(viewFrame.data) as ConversationView;
+        expect(view.entries.find((e) => e.id === resultId)?.data).toEqual(WHOLE_ECHO_DATA);
+        expect(view.entries).toEqual(folded.entries);
+      } finally {
+        fresh.close();
+      }
+      const { ws, received } = await openWs<{ type: string; view?: ConversationView }>(tenant, name);
+      try {
+        await waitFor(() => received.length >= 1);
+        expect(received[0]?.type).toBe("view");
+        expect(received[0]?.view?.entries).toEqual(folded.entries);
+      } finally {
+        ws.close();
+      }
+
+      // A resume after the first view replays the commit with the entry whole.
+      const resumed = await open(tenant, name, first.id);
+      try {
+        const replayed = await untilNewest(resumed, root);
+        const again = replayed.flatMap((f) => (f.event === "commit" ? message(f).events : [])).flatMap((e) => (e.type === "entry" && e.entry.id === resultId ? [e.entry] : []));
+        expect(again.map((e) => e.data)).toEqual([WHOLE_ECHO_DATA]);
+      } finally {
+        resumed.close();
+      }
+
+      // The stored row stays compact (issue 15 bytes).
+      const stored = await runInDurableObject(sessionStub(tenant, name), (_instance, state) => state.storage.sql.exec("SELECT data FROM entries WHERE id = ?", resultId).one()["data"]);
+      expect(JSON.parse(stored as string)).toEqual({ chars: 15 });
+    } finally {
+      frames.close();
+    }
+  });
 });
