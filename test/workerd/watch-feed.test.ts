@@ -1,0 +1,93 @@
+/**
+ * The conversation watch feed (src/worker/watch-feed.ts, DESIGN §6, §9.4) shows entries as the HTTP API
+ * serves them: a tool result entry's data whole (§9.3), in the view and in the commit messages alike, so
+ * a client that folds the messages onto its first view (src/core/watch-reduce.ts) ends with the entries
+ * of a fresh view; the core watch and storage keep the compact data (issue 15 bytes).
+ */
+import type { ToolResultMessage } from "@earendil-works/pi-ai";
+import { describe, expect, it } from "vitest";
+import { toolResultEntry, toolResultKind, userEntry, userKind } from "../../src/core/entries.js";
+import type { Harness } from "../../src/core/harness.js";
+import { applyMessage, watchConversation, type ConversationEvent, type ConversationView } from "../../src/core/watch.js";
+import type { ToolResultData } from "../../src/kinds/states.js";
+import { compactToolData } from "../../src/kinds/stored.js";
+import type { FeedOut } from "../../src/worker/watch-feed.js";
+import { WatchFeed } from "../../src/worker/watch-feed.js";
+import { conversationPresenter } from "../../src/worker/watch-transport.js";
+import { coreBackends } from "../core/backends.js";
+import { call, openHarness } from "../core/fixtures.js";
+
+const whole = (chars: number): ToolResultData => ({
+  details: {},
+  usage: null,
+  addedTools: null,
+  terminate: false,
+  handoff: null,
+  delegated: null,
+  diags: [],
+  truncation: { totalChars: chars, retainedChars: chars, truncated: false },
+  isError: false,
+});
+
+function resultMessage(id: string, text: string): ToolResultMessage {
+  return { role: "toolResult", toolCallId: id, toolName: "echo", content: [{ type: "text", text }], isError: false, timestamp: 0 };
+}
+
+/** Line round trips interleaved with macrotask yields: deliveries settle. */
+async function flush(h: Harness): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    await h.line.run(() => undefined);
+    await new Promise<void>((resolve) => setTimeout(resolve, 0));
+  }
+}
+
+type Out = FeedOut<ConversationView, ConversationEvent>;
+
+function subscribe(feed: WatchFeed<ConversationView, ConversationEvent>, lastEventId?: string): Out[] {
+  const received: Out[] = [];
+  feed.subscribe({ send: (out) => received.push(JSON.parse(JSON.stringify(out)) as Out), end: () => undefined }, lastEventId);
+  return received;
+}
+
+for (const backend of coreBackends) {
+  describe(`conversation watch feed presentation (${backend.name})`, () => {
+    it(`a tool result entry's data is whole in the feed's view, its commit messages and a replay, and the folded messages equal a fresh view (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const h = await openHarness(storage);
+        const root = await h.root(call);
+        // One tool result written before the watch (in the view), one after (in a commit message); one
+        // stored whole as an earlier version wrote it.
+        await root.commit((tx) => tx.entry(toolResultKind, toolResultEntry(resultMessage("a", "ping"), compactToolData(whole(4)))), call);
+        const handle = await watchConversation(h, root.id, { tail: 10 }, call);
+        const feed = new WatchFeed<ConversationView, ConversationEvent>(handle, 16, () => undefined, conversationPresenter());
+        const first = subscribe(feed);
+        await root.commit((tx) => tx.entry(userKind, userEntry("more", 0)), call);
+        const late = await root.commit((tx) => tx.entry(toolResultKind, toolResultEntry(resultMessage("b", "pong!"), compactToolData(whole(5)))), call);
+        const old = await root.commit((tx) => tx.entry(toolResultKind, toolResultEntry(resultMessage("c", "old"), whole(3))), call);
+        await flush(h);
+
+        expect(first[0]?.type).toBe("view");
+        let folded = (first[0] as Extract<Out, { type: "view" }>).view;
+        expect(folded.entries.filter((e) => e.kind === "tool_result").map((e) => e.data)).toEqual([whole(4)]);
+        const commits = first.slice(1).flatMap((out) => (out.type === "commit" ? [out] : []));
+        for (const out of commits) folded = applyMessage(folded, { seq: out.seq, events: out.events });
+        const appended = commits.flatMap((out) => out.events).flatMap((e) => (e.type === "entry" && e.entry.kind === "tool_result" ? [e.entry] : []));
+        expect(appended.map((e) => [e.id, e.data])).toEqual([
+          [late, whole(5)],
+          [old, whole(3)],
+        ]);
+
+        const fresh = subscribe(feed);
+        expect(fresh[0]?.type).toBe("view");
+        expect((fresh[0] as Extract<Out, { type: "view" }>).view.entries).toEqual(folded.entries);
+        const replay = subscribe(feed, first[0]?.id);
+        expect(replay.map((out) => out.type)).toEqual(commits.map(() => "commit"));
+        expect(replay).toEqual(commits);
+
+        // The core watch and storage keep what was written.
+        expect(handle.view.entries.find((e) => e.id === late)?.data).toEqual({ chars: 5 });
+        expect((await storage.getEntries([late])).get(late)?.data).toEqual({ chars: 5 });
+        feed.close();
+      }));
+  });
+}
