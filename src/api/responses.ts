@@ -205,7 +205,12 @@ export const taskOut = z
     kind: z.string(),
     role: z.enum(["start", "inflight", "terminal"]),
     /** The kind's own state: a status and whatever else the kind keeps (JSON). */
-    state: z.object({ status: z.string() }).catchall(jsonValue),
+    state: z
+      .object({ status: z.string() })
+      .catchall(jsonValue)
+      .describe(
+        "The kind's own state: a status and whatever else the kind keeps. A settled tool task's output is the whole tool result data (§9.3); its call keeps only id and name (and namespace): the arguments are in the assistant entry it names",
+      ),
     after: z.array(id),
     background: z.literal(true).optional(),
     turn: z.literal(true).optional(),

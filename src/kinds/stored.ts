@@ -3,11 +3,13 @@
  * data (§9.3; a tool result entry's `data` and a settled tool task's `output`, §8.3) and usage elements
  * (§8.2, `pi.usage`). Writers store fields at their defaults as absent; readers fill the defaults back,
  * so every reader sees the full shape, and rows written before (every field present) read the same.
- * `presentEntry` does the same for a tool result entry leaving the service (HTTP API, watch).
+ * `presentEntry`, `presentTask` and `presentUsageEvent` do the same for what leaves the service (HTTP API,
+ * watch): a tool result entry's data, a settled tool task's output, a session watch's usage row.
  */
 import type { Usage } from "@earendil-works/pi-ai";
 import { toolResultKind } from "../core/entries.js";
-import type { Entry, JsonObject, JsonValue } from "../storage/records.js";
+import type { SessionEvent } from "../core/watch-types.js";
+import type { Entry, JsonObject, JsonValue, Task } from "../storage/records.js";
 import type { StoredToolData, StoredUsage, StoredUsageRow, ToolResultData, UsageRow } from "./states.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -59,10 +61,34 @@ const TOOL_DATA_FIELDS: ReadonlySet<string> = new Set(["details", "usage", "adde
  */
 export function presentEntry(entry: Entry): Entry {
   const data = entry.data;
-  if (entry.kind !== toolResultKind.kind || data === undefined || data === null || typeof data !== "object" || Array.isArray(data)) return entry;
+  if (entry.kind !== toolResultKind.kind || !isObject(data)) return entry;
+  return { ...entry, data: presentToolData(data) };
+}
+
+/** The kind of tool tasks (`toolDefinition.kind` in tool.ts, which imports this module). */
+const TOOL_TASK_KIND = "tool";
+
+/**
+ * A task as the service shows it (HTTP API, watch views and events): a settled tool task's `output` is the
+ * whole `ToolResultData` (§9.3) however it was stored, any field it does not know kept as is; every other
+ * task is returned unchanged (the same object). Its `call` is served as stored: a settled call keeps only
+ * `id`, `name` (and `namespace`); the assistant entry it names holds the arguments.
+ */
+export function presentTask(task: Task): Task {
+  const state = task.state as JsonObject;
+  const output = state["output"];
+  if (task.kind !== TOOL_TASK_KIND || (state["status"] !== "done" && state["status"] !== "aborted") || !isObject(output)) return task;
+  return { ...task, state: { ...task.state, output: presentToolData(output) } };
+}
+
+function presentToolData(data: JsonObject): JsonObject {
   const extra: JsonObject = {};
   for (const [k, v] of Object.entries(data)) if (!TOOL_DATA_FIELDS.has(k)) extra[k] = v;
-  return { ...entry, data: { ...readToolData(data as StoredToolData), ...extra } };
+  return { ...readToolData(data as StoredToolData), ...extra };
+}
+
+function isObject(value: JsonValue | undefined): value is JsonObject {
+  return value !== undefined && value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,4 +144,14 @@ function readUsage(s: StoredUsage): Usage & JsonObject {
   const totalTokens = typeof s["totalTokens"] === "number" ? s["totalTokens"] : sum(counts);
   const total = typeof c["total"] === "number" ? c["total"] : sum(parts);
   return { ...rest, ...counts, totalTokens, cost: { ...c, ...parts, total } };
+}
+
+/**
+ * A session watch event as the service shows it: a `usage` event's row is the whole `UsageRow` (what
+ * `GET /usage` serves, `readUsageRow`); every other event is returned unchanged (the same object).
+ */
+export function presentUsageEvent(event: SessionEvent): SessionEvent {
+  if (event.type !== "usage") return event;
+  const row: JsonObject = { ...readUsageRow(event.row as StoredUsageRow) };
+  return { ...event, row };
 }

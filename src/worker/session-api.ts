@@ -23,7 +23,7 @@ import { modelResolver } from "../kinds/services.js";
 import type { UsageRow, UsageTotals } from "../kinds/states.js";
 import type { TurnKit } from "../kinds/turns.js";
 import { readUsageRow, usageList, usageTotals } from "../kinds/usage.js";
-import { presentEntry } from "../kinds/stored.js";
+import { presentEntry, presentTask } from "../kinds/stored.js";
 import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../storage/records.js";
 import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../api/responses.js";
 import { Problem } from "./problems.js";
@@ -326,7 +326,7 @@ export class SessionApi {
       owner: ownerTask === undefined ? null : { taskId: ownerTask.id, conversationId: ownerTask.conversationId },
       children: children.items.map((element) => element.value),
       config: await this.config(handle.id),
-      tasks: tasks.items,
+      tasks: tasks.items.map(presentTask),
       inbox: inbox.items.map((element) => ({ ...element, waiting: waiting.has(element.id) })),
       readAt: storage.lastSeq,
     };
@@ -427,20 +427,22 @@ export class SessionApi {
 
   // tasks and usage ----------------------------------------------------------------------------------
 
+  /** A page of tasks as clients see them: a settled tool task's output whole (`presentTask`, §9.3), stored compact. */
   async tasks(query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }): Promise<Page<Task>> {
     const conversationIds = query.conversation === undefined ? undefined : [(await this.conversation(query.conversation)).id];
-    return this.#harness.storage.scanTasks({
+    const page = await this.#harness.storage.scanTasks({
       limit: query.limit ?? 100,
       ...(query.live === undefined ? {} : { live: query.live }),
       ...(conversationIds === undefined ? {} : { conversationIds }),
       ...(query.after === undefined ? {} : { after: query.after }),
     });
+    return { ...page, items: page.items.map(presentTask) };
   }
 
   async task(id: Id): Promise<Task> {
     const task = await this.#harness.getTask(id, call);
     if (task === undefined) throw new Problem("task_not_found", `task ${id} does not exist`, "taskId");
-    return task;
+    return presentTask(task);
   }
 
   async abortTask(id: Id): Promise<Task> {

@@ -15,7 +15,7 @@ import { BACKGROUND_CONTEXT } from "../core/call.js";
 import type { Harness } from "../core/harness.js";
 import { watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../core/watch.js";
 import type { Id } from "../storage/records.js";
-import { presentEntry } from "../kinds/stored.js";
+import { presentEntry, presentTask, presentUsageEvent } from "../kinds/stored.js";
 import { waitingConversations, waitingInputs } from "../kinds/waiting.js";
 import { DEFAULT_FEED_BUFFER, WatchFeed, type FeedOut, type FeedPresenter, type FeedSubscriber } from "./watch-feed.js";
 
@@ -65,21 +65,49 @@ export function keepAliveMs(): number {
 }
 
 /**
- * What a conversation watcher sees: entries as the HTTP API serves them (`presentEntry`: a tool result's
- * data whole, §9.3), in the view and in `entry` events alike, so folding the events gives a fresh view's
- * entries. The core watch keeps the stored entries; a view is presented once per fold (memoized by identity).
+ * What a conversation watcher sees: entries and tasks as the HTTP API serves them (`presentEntry`: a tool
+ * result's data whole, §9.3; `presentTask`: a settled tool task's output whole), in the view and in
+ * `entry` and `task_*` events alike, so folding the events gives a fresh view's entries and tasks. The
+ * core watch keeps the stored records; a view is presented once per fold (memoized by identity).
  */
 export function conversationPresenter(): FeedPresenter<ConversationView, ConversationEvent> {
   let last: { readonly raw: ConversationView; readonly shown: ConversationView } | undefined;
   return {
     view(raw) {
-      if (last?.raw !== raw) last = { raw, shown: { ...raw, entries: raw.entries.map(presentEntry) } };
+      if (last?.raw !== raw) last = { raw, shown: { ...raw, entries: raw.entries.map(presentEntry), tasks: raw.tasks.map(presentTask) } };
       return last.shown;
     },
     event(event) {
-      return event.type === "entry" ? { ...event, entry: presentEntry(event.entry) } : event;
+      switch (event.type) {
+        case "entry":
+          return { ...event, entry: presentEntry(event.entry) };
+        case "task_start":
+        case "task_end":
+          return { ...event, task: presentTask(event.task) };
+        case "task_update":
+          return { ...event, task: presentTask(event.task), previous: presentTask(event.previous) };
+        case "task_output":
+        case "value":
+        case "inbox":
+        case "context":
+        case "fault":
+        case "closed":
+          return event;
+        default: {
+          const never: never = event;
+          return never;
+        }
+      }
     },
   };
+}
+
+/**
+ * What a session watcher sees: a `usage` event's row whole, as `GET /usage` serves it (`presentUsageEvent`).
+ * The session view holds no usage rows (the `pi.usage.totals` value is whole as stored), so it is shown as is.
+ */
+export function sessionPresenter(): FeedPresenter<SessionView, SessionEvent> {
+  return { view: (view) => view, event: presentUsageEvent };
 }
 
 /** The feeds of one open harness. */
@@ -104,7 +132,7 @@ export class FeedBook {
   session(): Promise<SessionFeed> {
     return this.#get("s", async (onEnd) => {
       const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT, { values: [waitingConversations] });
-      return new WatchFeed<SessionView, SessionEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd);
+      return new WatchFeed<SessionView, SessionEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd, sessionPresenter());
     }) as Promise<SessionFeed>;
   }
 

@@ -9,7 +9,7 @@ import type { Usage } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import { bind } from "../../src/core/state.js";
 import type { StoredToolData, StoredUsageRow, ToolResultData, UsageRow } from "../../src/kinds/states.js";
-import { compactToolData, compactUsageRow, presentEntry, readToolData, readUsageRow } from "../../src/kinds/stored.js";
+import { compactToolData, compactUsageRow, presentEntry, presentTask, presentUsageEvent, readToolData, readUsageRow } from "../../src/kinds/stored.js";
 import { usageList } from "../../src/kinds/usage.js";
 import type { CommitBatch, JsonObject, MainWrite, Task } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
@@ -241,6 +241,35 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
     }
     const none = { ...base };
     expect(presentEntry(none)).toBe(none);
+  });
+
+  it("presentTask shows a settled tool task's output whole (§9.3): done and aborted, compact or old whole, unknown fields kept; the call as stored; other tasks and states untouched", () => {
+    const call = { id: "c1", name: "echo" };
+    const base = { id: 5, conversationId: 1, kind: "tool", role: "terminal" as const, after: [] };
+    const done: Task = { ...base, state: { status: "done", call, assistant: 4, output: { chars: 12 }, result: 6 } };
+    expect(presentTask(done)).toEqual({ ...done, state: { ...done.state, output: { ...defaults, truncation: { totalChars: 12, retainedChars: 12, truncated: false } } } });
+    const aborted: Task = { ...base, state: { status: "aborted", call, assistant: 4, output: compactToolData(whole), result: 6 } };
+    expect(presentTask(aborted)).toEqual({ ...aborted, state: { ...aborted.state, output: whole } });
+    const old: Task = { ...base, state: { status: "done", call: { ...call, type: "toolCall", arguments: { text: "x" } }, assistant: 4, output: whole, result: 6 } };
+    expect(JSON.stringify(presentTask(old))).toBe(JSON.stringify(old));
+    expect(presentTask({ ...done, state: { ...done.state, output: { chars: 3, extra: "kept" } } }).state["output"]).toEqual({ ...defaults, truncation: { totalChars: 3, retainedChars: 3, truncated: false }, extra: "kept" });
+    const running: Task = { ...base, role: "inflight", state: { status: "running", call, assistant: 4, args: {}, replay: "safe" } };
+    expect(presentTask(running)).toBe(running);
+    const other: Task = { ...base, kind: "job", state: { status: "done", output: { chars: 3 } } };
+    expect(presentTask(other)).toBe(other);
+    const odd: Task = { ...base, state: { status: "done", call, assistant: 4, output: "text", result: 6 } };
+    expect(presentTask(odd)).toBe(odd);
+  });
+
+  it("presentUsageEvent shows a session watch usage row whole, as readUsageRow reads it; other events untouched", () => {
+    const stored = { conversationId: 1, taskId: 9, model: "p/m", usage: { input: 3 } };
+    const totals = { input: 3 };
+    expect(presentUsageEvent({ type: "usage", row: stored, totals })).toEqual({ type: "usage", row: readUsageRow(stored), totals });
+    expect(presentUsageEvent({ type: "usage", row: stored, totals })).toMatchObject({
+      row: { kind: "generation", usage: { input: 3, output: 0, totalTokens: 3, cost: { total: 0 } } },
+    });
+    const closed = { type: "closed" as const };
+    expect(presentUsageEvent(closed)).toBe(closed);
   });
 
   const usage = (over: Partial<Usage>, cost: Partial<Usage["cost"]> = {}): Usage & JsonObject =>

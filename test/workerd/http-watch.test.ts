@@ -10,8 +10,9 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { PicoClient } from "../../src/client/client.js";
 import { readSse, type SseFrame } from "../../src/client/sse.js";
-import type { ConversationEvent, ConversationView, WatchMessage } from "../../src/core/watch.js";
-import { applyMessage } from "../../src/core/watch.js";
+import type { ConversationEvent, ConversationView, SessionEvent, SessionView, WatchMessage } from "../../src/core/watch.js";
+import { applyMessage, applySessionMessage } from "../../src/core/watch.js";
+import { decodeState } from "../../src/storage/sqlite-codec.js";
 import { openSseStreams, setWatchSeams } from "../../src/worker/watch-transport.js";
 import { BASE, client, exists, token, uniqueSession, watchToken, workerFetch } from "./http-fixtures.js";
 
@@ -683,6 +684,107 @@ describe("tool result data on the wire", () => {
       // The stored row stays compact (issue 15 bytes).
       const stored = await runInDurableObject(sessionStub(tenant, name), (_instance, state) => state.storage.sql.exec("SELECT data FROM entries WHERE id = ?", resultId).one()["data"]);
       expect(JSON.parse(stored as string)).toEqual({ chars: 15 });
+    } finally {
+      frames.close();
+    }
+  });
+});
+
+/** The raw SSE frames of the session watch (`GET /v1/sessions/{s}/watch`). */
+function openSessionWatch(api: PicoClient, name: string): Frames {
+  const controller = new AbortController();
+  return new Frames(
+    (async function* () {
+      const response = await api.send("GET", `/v1/sessions/${name}/watch`, { headers: { accept: "text/event-stream" }, signal: controller.signal });
+      yield* readSse(response.body as ReadableStream<Uint8Array>);
+    })(),
+    controller,
+  );
+}
+
+describe("usage rows and task output on the wire", () => {
+  it("the session watch's usage events carry whole usage rows, like GET /usage", async () => {
+    const { name, api, root } = await createdSession("whole-usage");
+    const frames = openSessionWatch(api, name);
+    try {
+      const first = await frames.next();
+      expect(first.event).toBe("view");
+      let folded = JSON.parse(first.data) as SessionView;
+      await root.accept("count me", { wait: 10 });
+      const report = await api.session(name).usage();
+      expect(report.rows.items.length).toBeGreaterThan(0);
+      const rows: unknown[] = [];
+      const seen: SseFrame[] = [];
+      while (rows.length < report.rows.items.length) {
+        const frame = await frames.next();
+        seen.push(frame);
+        for (const event of (JSON.parse(frame.data) as WatchMessage<SessionEvent>).events) if (event.type === "usage") rows.push(event.row);
+      }
+      // Every field GET /usage shows (zero counts and costs, the generation kind) is in the event's row.
+      expect(rows).toEqual(report.rows.items.map((element) => element.value));
+      const generation = rows[0] as { kind?: string; usage?: { input?: number; cost?: { total?: number } } };
+      expect(generation.kind).toBe("generation");
+      expect(typeof generation.usage?.input).toBe("number");
+      expect(typeof generation.usage?.cost?.total).toBe("number");
+      // Folding the presented events onto the first view gives a fresh view.
+      for (const frame of seen) folded = applySessionMessage(folded, JSON.parse(frame.data) as WatchMessage<SessionEvent>);
+      const fresh = openSessionWatch(api, name);
+      try {
+        const view = await fresh.next();
+        expect(view.event).toBe("view");
+        expect({ ...(JSON.parse(view.data) as SessionView), readAt: folded.readAt }).toEqual(folded);
+      } finally {
+        fresh.close();
+      }
+    } finally {
+      frames.close();
+    }
+  });
+
+  it("a settled tool task's output is served whole on GET tasks and the watch", async () => {
+    const { tenant, name, root } = await createdSession("whole-task");
+    const operator = (await client(tenant, "operator")).session(name);
+    const frames = await open(tenant, name);
+    try {
+      const first = await frames.next();
+      expect(first.event).toBe("view");
+      let folded = JSON.parse(first.data) as ConversationView;
+      await root.accept('/call echo {"text":"ping"}', { wait: 10 });
+      const commits = await untilNewest(frames, root);
+
+      // GET tasks, all and settled only: the tool task's output has every §9.3 field.
+      const all = await operator.tasks({ limit: 100 });
+      const tool = all.items.find((t) => t.kind === "tool");
+      expect(tool?.role).toBe("terminal");
+      const toolId = tool?.id as number;
+      expect((tool?.state as { output?: unknown }).output).toEqual(WHOLE_ECHO_DATA);
+      const settled = await operator.tasks({ live: false, limit: 100 });
+      expect((settled.items.find((t) => t.id === toolId)?.state as { output?: unknown }).output).toEqual(WHOLE_ECHO_DATA);
+
+      // The watch's task events carry it whole too (the settle is a task_end).
+      const ended = commits
+        .flatMap((f) => (f.event === "commit" ? message(f).events : []))
+        .flatMap((e) => (e.type === "task_end" && e.task.id === toolId ? [e.task] : []));
+      expect(ended.map((t) => (t.state as { output?: unknown }).output)).toEqual([WHOLE_ECHO_DATA]);
+      expect(ended[0]).toEqual(tool);
+
+      // Folding the presented commits onto the first view gives a fresh view's tasks and entries.
+      for (const frame of commits) if (frame.event === "commit") folded = applyMessage(folded, message(frame));
+      const fresh = await open(tenant, name);
+      try {
+        const view = JSON.parse((await fresh.next()).data) as ConversationView;
+        expect(view.tasks).toEqual(folded.tasks);
+        expect(view.entries).toEqual(folded.entries);
+      } finally {
+        fresh.close();
+      }
+
+      // The stored row stays compact (issue 15 bytes).
+      const stored = await runInDurableObject(sessionStub(tenant, name), (_instance, state) => {
+        const row = state.storage.sql.exec("SELECT state, status FROM tasks WHERE id = ?", toolId).one();
+        return decodeState(String(row["state"]), () => String(row["status"]));
+      });
+      expect((stored as { output?: unknown }).output).toEqual({ chars: 15 });
     } finally {
       frames.close();
     }

@@ -2,20 +2,25 @@
  * The conversation watch feed (src/worker/watch-feed.ts, DESIGN §6, §9.4) shows entries as the HTTP API
  * serves them: a tool result entry's data whole (§9.3), in the view and in the commit messages alike, so
  * a client that folds the messages onto its first view (src/core/watch-reduce.ts) ends with the entries
- * of a fresh view; the core watch and storage keep the compact data (issue 15 bytes).
+ * of a fresh view; the core watch and storage keep the compact data (issue 15 bytes). The same holds for
+ * a settled tool task's output in the conversation feed's task events and for the session feed's usage
+ * rows (whole, as GET /usage serves them).
  */
 import type { ToolResultMessage } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import { toolResultEntry, toolResultKind, userEntry, userKind } from "../../src/core/entries.js";
 import type { Harness } from "../../src/core/harness.js";
-import { applyMessage, watchConversation, type ConversationEvent, type ConversationView } from "../../src/core/watch.js";
+import { bind } from "../../src/core/state.js";
+import { applyMessage, applySessionMessage, watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../../src/core/watch.js";
 import type { ToolResultData } from "../../src/kinds/states.js";
-import { compactToolData } from "../../src/kinds/stored.js";
+import { compactToolData, readUsageRow } from "../../src/kinds/stored.js";
+import { usageList } from "../../src/kinds/usage.js";
 import type { FeedOut } from "../../src/worker/watch-feed.js";
 import { WatchFeed } from "../../src/worker/watch-feed.js";
-import { conversationPresenter } from "../../src/worker/watch-transport.js";
+import { conversationPresenter, sessionPresenter } from "../../src/worker/watch-transport.js";
 import { coreBackends } from "../core/backends.js";
 import { call, openHarness } from "../core/fixtures.js";
+import { fauxAssistantMessage, fauxToolCall, openTurns } from "../kinds/turn-fixtures.js";
 
 const whole = (chars: number): ToolResultData => ({
   details: {},
@@ -88,6 +93,67 @@ for (const backend of coreBackends) {
         expect(handle.view.entries.find((e) => e.id === late)?.data).toEqual({ chars: 5 });
         expect((await storage.getEntries([late])).get(late)?.data).toEqual({ chars: 5 });
         feed.close();
+      }));
+  });
+}
+
+type SessionOut = FeedOut<SessionView, SessionEvent>;
+
+function subscribeSession(feed: WatchFeed<SessionView, SessionEvent>, lastEventId?: string): SessionOut[] {
+  const received: SessionOut[] = [];
+  feed.subscribe({ send: (out) => received.push(JSON.parse(JSON.stringify(out)) as SessionOut), end: () => undefined }, lastEventId);
+  return received;
+}
+
+function viewOf<V>(out: FeedOut<V, unknown> | undefined): V {
+  if (out?.type !== "view") throw new Error(`expected a view, got ${String(out?.type)}`);
+  return out.view;
+}
+
+for (const backend of coreBackends) {
+  describe(`task and usage presentation in the watch feeds (${backend.name})`, () => {
+    it(`a settled tool task's output is whole in the conversation feed's task events and the session feed's usage rows are whole; folding the presented messages onto the first presented view equals a fresh presented view (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const { harness: h } = await openTurns(storage, {
+          responses: [fauxAssistantMessage([fauxToolCall("echo", { text: "ping" }, { id: "c1" })], { stopReason: "toolUse" }), fauxAssistantMessage("done")],
+        });
+        const root = await h.root(call);
+        const conversation = new WatchFeed<ConversationView, ConversationEvent>(await watchConversation(h, root.id, { tail: 10 }, call), 64, () => undefined, conversationPresenter());
+        const sessionHandle = await watchSession(h, call);
+        const session = new WatchFeed<SessionView, SessionEvent>(sessionHandle, 64, () => undefined, sessionPresenter());
+        const conversationOut = subscribe(conversation);
+        const sessionOut = subscribeSession(session);
+        await root.prompt({ input: "go" }, call);
+        await flush(h);
+
+        // The conversation feed: the tool task settles with its output whole.
+        let folded = viewOf(conversationOut[0]);
+        const commits = conversationOut.slice(1).flatMap((out) => (out.type === "commit" ? [out] : []));
+        const ended = commits.flatMap((out) => out.events).flatMap((e) => (e.type === "task_end" && e.task.kind === "tool" ? [e.task] : []));
+        expect(ended.length).toBe(1);
+        expect((ended[0]?.state as { output?: unknown }).output).toEqual(whole(4));
+        for (const out of commits) folded = applyMessage(folded, { seq: out.seq, events: out.events });
+        expect(viewOf(subscribe(conversation)[0])).toEqual(folded);
+        expect(subscribe(conversation, conversationOut[0]?.id)).toEqual(commits);
+
+        // The session feed: every usage row whole, as GET /usage reads it.
+        let foldedSession = viewOf(sessionOut[0]);
+        const sessionCommits = sessionOut.slice(1).flatMap((out) => (out.type === "commit" ? [out] : []));
+        const stored = (await storage.readList(bind(usageList, {}), { limit: 10 })).items.map((e) => e.value);
+        expect(stored.length).toBe(2);
+        const rows = sessionCommits.flatMap((out) => out.events).flatMap((e) => (e.type === "usage" ? [e.row] : []));
+        expect(rows).toEqual(stored.map((s) => readUsageRow(s)));
+        expect(rows.every((r) => r["kind"] === "generation")).toBe(true);
+        for (const out of sessionCommits) foldedSession = applySessionMessage(foldedSession, { seq: out.seq, events: out.events });
+        expect(viewOf(subscribeSession(session)[0])).toEqual(foldedSession);
+        expect(subscribeSession(session, sessionOut[0]?.id)).toEqual(sessionCommits);
+
+        // The core watch and storage keep what was written: compact.
+        const tool = (await storage.scanTasks({ kind: "tool", limit: 10 })).items[0];
+        expect((tool?.state as { output?: unknown }).output).toEqual({ chars: 4 });
+        expect(stored.every((s) => s.kind === undefined)).toBe(true);
+        conversation.close();
+        session.close();
       }));
   });
 }
