@@ -15,6 +15,7 @@ import type { CommitBatch, JsonObject, MainWrite, Task } from "../../src/storage
 import type { Storage } from "../../src/storage/storage.js";
 import { everyBackend } from "../core/backends.js";
 import { call, fauxAssistantMessage, fauxToolCall, openTurns, textOf } from "./turn-fixtures.js";
+import { untruncatedToolData } from "./tool-data-fixtures.js";
 
 /**
  * `inner` as an earlier version wrote it: every commit's settled generations keep their captured config
@@ -105,17 +106,7 @@ for (const backend of everyBackend) {
         const tool = tasks.find((t) => t.kind === "tool");
         expect(tool?.state).toMatchObject({ status: "done", output: { chars: 4 } });
         expect(Object.keys(tool?.state["output"] as JsonObject)).toEqual(["chars"]);
-        expect(readToolData(result?.data as StoredToolData)).toEqual({
-          details: {},
-          usage: null,
-          addedTools: null,
-          terminate: false,
-          handoff: null,
-          delegated: null,
-          diags: [],
-          truncation: { totalChars: 4, retainedChars: 4, truncated: false },
-          isError: false,
-        });
+        expect(readToolData(result?.data as StoredToolData)).toEqual(untruncatedToolData(4));
       }));
 
     it(`a settled tool keeps its call without the arguments, which the assistant entry holds (${backend.name})`, () =>
@@ -198,17 +189,7 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
     truncation: { totalChars: 35, retainedChars: 10, truncated: true },
     isError: true,
   };
-  const defaults: ToolResultData = {
-    details: {},
-    usage: null,
-    addedTools: null,
-    terminate: false,
-    handoff: null,
-    delegated: null,
-    diags: [],
-    truncation: { totalChars: 0, retainedChars: 0, truncated: false },
-    isError: false,
-  };
+  const defaults: ToolResultData = untruncatedToolData(0);
 
   it("readToolData reads an old whole tool result data unchanged, and a compact one back to the whole", () => {
     expect(readToolData(whole)).toEqual(whole);

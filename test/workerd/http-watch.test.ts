@@ -15,6 +15,7 @@ import { applyMessage, applySessionMessage } from "../../src/core/watch.js";
 import { decodeState } from "../../src/storage/sqlite-codec.js";
 import { openSseStreams, setWatchSeams } from "../../src/worker/watch-transport.js";
 import { BASE, client, exists, token, uniqueSession, watchToken, workerFetch } from "./http-fixtures.js";
+import { untruncatedToolData } from "../kinds/tool-data-fixtures.js";
 
 afterEach(async () => {
   setWatchSeams({});
@@ -613,17 +614,7 @@ describe("watch-token reconnect", () => {
 });
 
 /** What the echo tool's result data is in full (§9.3): every field at its default, 15 characters untruncated. */
-const WHOLE_ECHO_DATA = {
-  details: {},
-  usage: null,
-  addedTools: null,
-  terminate: false,
-  handoff: null,
-  delegated: null,
-  diags: [],
-  truncation: { totalChars: 15, retainedChars: 15, truncated: false },
-  isError: false,
-};
+const WHOLE_ECHO_DATA = untruncatedToolData(15);
 
 describe("tool result data on the wire", () => {
   it("a tool result entry's data is served whole (§9.3) while stored compact", async () => {

@@ -12,7 +12,6 @@ import { toolResultEntry, toolResultKind, userEntry, userKind } from "../../src/
 import type { Harness } from "../../src/core/harness.js";
 import { bind } from "../../src/core/state.js";
 import { applyMessage, applySessionMessage, watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../../src/core/watch.js";
-import type { ToolResultData } from "../../src/kinds/states.js";
 import { compactToolData, readUsageRow } from "../../src/kinds/stored.js";
 import { usageList } from "../../src/kinds/usage.js";
 import type { FeedOut } from "../../src/worker/watch-feed.js";
@@ -20,19 +19,10 @@ import { WatchFeed } from "../../src/worker/watch-feed.js";
 import { conversationPresenter, sessionPresenter } from "../../src/worker/watch-transport.js";
 import { coreBackends } from "../core/backends.js";
 import { call, openHarness } from "../core/fixtures.js";
+import { untruncatedToolData } from "../kinds/tool-data-fixtures.js";
 import { fauxAssistantMessage, fauxToolCall, openTurns } from "../kinds/turn-fixtures.js";
 
-const whole = (chars: number): ToolResultData => ({
-  details: {},
-  usage: null,
-  addedTools: null,
-  terminate: false,
-  handoff: null,
-  delegated: null,
-  diags: [],
-  truncation: { totalChars: chars, retainedChars: chars, truncated: false },
-  isError: false,
-});
+const whole = untruncatedToolData;
 
 function resultMessage(id: string, text: string): ToolResultMessage {
   return { role: "toolResult", toolCallId: id, toolName: "echo", content: [{ type: "text", text }], isError: false, timestamp: 0 };
