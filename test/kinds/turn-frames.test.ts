@@ -30,6 +30,16 @@ async function framesText(rig: TurnRig, task: Id): Promise<string> {
   return page.items.flatMap((e) => e.value.f).map((f) => (f[0] === "t" ? f[2] : "")).join("");
 }
 
+/** Accept `input` at the root, drive it unawaited, and wait until `held` has streamed: the input and its generation. */
+async function startHeld(rig: TurnRig, held: HeldStream, input: string): Promise<{ readonly inputId: Id; readonly gen: Id }> {
+  const root = await rig.harness.root(call);
+  const { inputId } = await root.accept({ input }, call);
+  void root.drive(call).catch(() => undefined);
+  await held.streamed.promise;
+  const [generation] = await tasksOfKind(rig, "generation");
+  return { inputId, gen: generation?.id as Id };
+}
+
 /** Poll between macrotasks (bounded rounds, no time asserted). */
 async function eventually(predicate: () => Promise<boolean>, what: string): Promise<void> {
   for (let round = 0; round < 500; round++) {
@@ -50,12 +60,8 @@ for (const backend of coreBackends) {
         const driving = root.drive(call);
         await held.streamed.promise;
         const [generation] = await tasksOfKind(rig, "generation");
-        const streamedText = async (): Promise<string> => {
-          const page = await rig.storage.readList<FrameBatch>({ scope: { scratch: generation?.id ?? 0 }, namespace: "frames", rewind: false }, { limit: 100 });
-          return page.items.flatMap((e) => e.value.f).map((f) => (f[0] === "t" ? f[2] : "")).join("");
-        };
         // The stream is held after its last delta: only the flusher's timer can persist what is pending.
-        await eventually(async () => (await streamedText()) === "Hello, wor", "frames flushed while the stream is paused");
+        await eventually(async () => (await framesText(rig, generation?.id ?? 0)) === "Hello, wor", "frames flushed while the stream is paused");
         held.release.resolve();
         expect(await driving).toBe("idle");
         expect((await root.result(inputId, call))?.status).toBe("done");
@@ -111,12 +117,7 @@ for (const backend of coreBackends) {
       backend.run(async (inner) => {
         const held: HeldStream = { ...heldStream("Hel", "lo, "), after: ["world"] };
         const rig = await openRig(inner, [held, fauxAssistantMessage("again")], { turn: { flushMs: 20 } });
-        const root = await rig.harness.root(call);
-        const { inputId } = await root.accept({ input: "greet" }, call);
-        void root.drive(call).catch(() => undefined);
-        await held.streamed.promise;
-        const [generation] = await tasksOfKind(rig, "generation");
-        const gen = generation?.id as Id;
+        const { inputId, gen } = await startHeld(rig, held, "greet");
         await eventually(async () => (await framesText(rig, gen)) === "Hello, ", "the timer flush reached scratch");
         const scratchBefore = scratchBatches(rig);
         // The next commit after the stream ends is held at the barrier: it is the settlement (the
@@ -174,12 +175,7 @@ for (const backend of coreBackends) {
         const maxScratchBytes = 300;
         const held = heldStream("a".repeat(100), "b".repeat(100), "c".repeat(100));
         const rig = await openRig(inner, [held, fauxAssistantMessage("again")], { turn: { flushMs: 20, maxScratchBytes } });
-        const root = await rig.harness.root(call);
-        const { inputId } = await root.accept({ input: "write a lot" }, call);
-        void root.drive(call).catch(() => undefined);
-        await held.streamed.promise;
-        const [generation] = await tasksOfKind(rig, "generation");
-        const gen = generation?.id as Id;
+        const { inputId, gen } = await startHeld(rig, held, "write a lot");
         // One timer flush holds all 300 characters (over the budget): it writes the prefix that fits.
         await eventually(async () => (await framesText(rig, gen)) !== "", "the timer flush reached scratch");
         const written = await framesText(rig, gen);
