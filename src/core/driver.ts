@@ -9,7 +9,7 @@ import type { Conversation, Id, MainWrite, Task } from "../storage/records.js";
 import { BACKGROUND_CONTEXT, createContextKey, withAbortSignal, withContextValue, type Call } from "./call.js";
 import { PicoError, TaskCancelled } from "./errors.js";
 import type { CommittedBatch, Harness } from "./harness.js";
-import { systemClock, type Clock, type DriverHost, type FaultReport, type InvocationMethod } from "./host.js";
+import { systemClock, type Clock, type DriverHost, type FaultReport, type InvocationMethod, type WorkStretch } from "./host.js";
 import { createRuntime, releaseRuntime, startPreview, type TaskRuntime } from "./runtime.js";
 import { watchHub } from "./watch.js";
 import { INBOX_NAMESPACE } from "./inbox.js";
@@ -97,7 +97,17 @@ export class Driver {
   /** Resolvers of `Invocation.done`, private to the driver. */
   readonly #finish = new WeakMap<Invocation, () => void>();
   readonly #taskWaiters = new Set<TaskWaiter>();
-  readonly #sleepers = new Map<Id, number>();
+  /**
+   * Invocations parked in a declared wait (DESIGN §3): a sleep until a durable wake time, or a wait for
+   * an external answer with an optional deadline (undefined: no wake time). Parked is not busy.
+   */
+  readonly #sleepers = new Map<Id, number | undefined>();
+  /** Per running invocation: how its current working stretch began (the host's kill counting). */
+  readonly #stretch = new Map<Id, WorkStretch>();
+  /** Answer waiters of parked invocations, by task (`awaitAnswer`). */
+  readonly #answerWaiters = new Map<Id, () => void>();
+  /** Answers recorded for a running task before its waiter registered (read by `awaitAnswer`). */
+  readonly #arrived = new Set<Id>();
   /** Invocations started per live task in this process (telemetry's invocation number). */
   readonly #invocations = new Map<Id, number>();
   #phase: Phase = "open";
@@ -138,8 +148,18 @@ export class Driver {
   /** The earliest wake time among sleeping tasks. */
   get nextWake(): number | undefined {
     let min: number | undefined;
-    for (const t of this.#sleepers.values()) if (min === undefined || t < min) min = t;
+    for (const t of this.#sleepers.values()) if (t !== undefined && (min === undefined || t < min)) min = t;
     return min;
+  }
+
+  /**
+   * Is some live task not parked in a wait for an external answer without a deadline? Those need no
+   * alarm: the route that records the answer opens the object (DESIGN §3). Every other live task needs
+   * a reason to wake (a heartbeat while busy, a wake time while asleep, a guard until dispatched).
+   */
+  get hasLiveToWake(): boolean {
+    for (const id of this.#live.keys()) if (!this.#sleepers.has(id) || this.#sleepers.get(id) !== undefined) return true;
+    return false;
   }
 
   liveCount(): number {
@@ -457,9 +477,15 @@ export class Driver {
       this.#parked.add(id);
       return;
     }
+    // An execute (or recover) whose kind declares it sleeps until a durable time first is parked from
+    // its dispatch: its wake is known now, it is not busy (no transient heartbeat, DESIGN §3), and it is
+    // not working, so the host counts no kill for it until it wakes. Its runtime.sleep takes over the
+    // entry; completion (or a sleep already due) removes it.
+    const sleepsUntil = method === "abort" ? undefined : kind.sleepsUntil?.(lt.task.state);
+    const startsParked = sleepsUntil !== undefined && sleepsUntil > this.clock.now();
     let allowed: boolean;
     try {
-      allowed = this.#host.beforeInvoke?.(lt.task, method) !== false;
+      allowed = this.#host.beforeInvoke?.(lt.task, method, { parked: startsParked }) !== false;
     } catch (error) {
       // The host could not make its bookkeeping durable: running the task without it would defeat the
       // safety valve it exists for. Nothing starts; the session fail-stops once reservation ends.
@@ -493,13 +519,8 @@ export class Driver {
     };
     this.#finish.set(inv, finish);
     this.#running.set(id, inv);
-    // An execute that only sleeps until a durable time first is asleep from its dispatch: its wake is
-    // known now and it is not busy (no transient heartbeat, DESIGN §3). Its runtime.sleep takes over
-    // the entry; completion (or a sleep already due) removes it.
-    if (method === "execute") {
-      const until = kind.sleepsUntil?.(lt.task.state);
-      if (until !== undefined && until > this.clock.now()) this.#sleepers.set(id, until);
-    }
+    this.#stretch.set(id, "start");
+    if (startsParked) this.#sleepers.set(id, sleepsUntil);
     out.push(inv);
   }
 
@@ -585,6 +606,9 @@ export class Driver {
         if (this.#running.get(inv.taskId) !== inv) return () => undefined;
         this.#running.delete(inv.taskId);
         this.#sleepers.delete(inv.taskId);
+        this.#stretch.delete(inv.taskId);
+        this.#answerWaiters.delete(inv.taskId);
+        this.#arrived.delete(inv.taskId);
         this.#host.afterInvoke?.(inv.taskId, inv.method, this.#live.get(inv.taskId)?.task.state.status ?? settledStatus ?? inv.task.state.status);
         if (this.#phase === "closing" || this.#phase === "closed" || this.#phase === "faulted") {
           return this.#notifyHost();
@@ -1056,26 +1080,86 @@ export class Driver {
   async sleep(taskId: Id, untilMs: number, call: Call): Promise<void> {
     if (untilMs <= this.clock.now()) {
       // A wake registered at dispatch (sleepsUntil) that has passed meanwhile: the task is awake.
-      if (this.#sleepers.has(taskId)) {
-        await this.#harness.line.run(() => {
-          this.#sleepers.delete(taskId);
-          return this.#notifyHost();
-        }).then((after) => after());
-      }
+      if (this.#sleepers.has(taskId)) await this.#onLine(() => this.#wake(taskId));
       return;
     }
-    await this.#harness.line.run(() => {
-      this.#sleepers.set(taskId, Math.min(untilMs, this.#sleepers.get(taskId) ?? Number.POSITIVE_INFINITY));
-      return this.#notifyHost();
-    }).then((after) => after());
+    await this.#onLine(() => this.#park(taskId, untilMs));
     try {
       await this.clock.sleep(untilMs, call.abortSignal);
     } finally {
-      await this.#harness.line.run(() => {
-        this.#sleepers.delete(taskId);
-        return this.#notifyHost();
-      }).then((after) => after());
+      await this.#onLine(() => this.#wake(taskId));
     }
+  }
+
+  /**
+   * Park the invocation of `taskId` until `answerArrived(taskId)` or the deadline `untilMs` (the alarm
+   * wakes an evicted object then), observing cancellation. The second kind of declared wait (DESIGN
+   * §3): not busy, no heartbeat, no kill counted while parked. The answer itself is durable state the
+   * caller reads (runtime.awaitAnswer); this only parks and wakes.
+   */
+  async awaitAnswer(taskId: Id, untilMs: number | undefined, call: Call): Promise<"answered" | "deadline"> {
+    let answered: () => void = () => undefined;
+    const arrival = new Promise<"answered">((resolve) => (answered = () => resolve("answered")));
+    const parked = await this.#harness.line.run((): Action | undefined => {
+      if (this.#arrived.delete(taskId)) return undefined;
+      this.#answerWaiters.set(taskId, answered);
+      return this.#park(taskId, untilMs);
+    });
+    if (parked === undefined) return "answered";
+    parked();
+    const timer = new AbortController();
+    const abort = (): void => timer.abort(call.abortSignal?.reason);
+    call.abortSignal?.addEventListener("abort", abort, { once: true });
+    try {
+      const cancelled = new Promise<never>((_resolve, reject) => {
+        if (call.abortSignal?.aborted === true) reject(call.abortSignal.reason);
+        else timer.signal.addEventListener("abort", () => reject(timer.signal.reason), { once: true });
+      });
+      cancelled.catch(() => undefined);
+      const deadline = untilMs === undefined ? [] : [this.clock.sleep(untilMs, timer.signal).then(() => "deadline" as const)];
+      return await Promise.race([arrival, cancelled, ...deadline]);
+    } finally {
+      call.abortSignal?.removeEventListener("abort", abort);
+      timer.abort(new PicoError("closed", "the wait ended"));
+      await this.#onLine(() => {
+        if (this.#answerWaiters.get(taskId) === answered) this.#answerWaiters.delete(taskId);
+        return this.#wake(taskId);
+      });
+    }
+  }
+
+  /** An answer to `taskId`'s wait was committed: wake its parked invocation (on the line). */
+  answerArrived(taskId: Id): Promise<void> {
+    return this.#onLine(() => {
+      const waiter = this.#answerWaiters.get(taskId);
+      if (waiter !== undefined) {
+        this.#answerWaiters.delete(taskId);
+        waiter();
+      } else if (this.#running.has(taskId)) this.#arrived.add(taskId);
+      return () => undefined;
+    });
+  }
+
+  /** On the line: the invocation of `taskId` parks (the host learns its stretch ended alive). */
+  #park(taskId: Id, untilMs: number | undefined): Action {
+    if (!this.#sleepers.has(taskId)) this.#host.parked?.(taskId, this.#stretch.get(taskId) ?? "start");
+    const previous = this.#sleepers.get(taskId);
+    this.#sleepers.set(taskId, previous === undefined ? untilMs : untilMs === undefined ? previous : Math.min(untilMs, previous));
+    return this.#notifyHost();
+  }
+
+  /** On the line: a parked invocation of `taskId` works again (the host counts the new stretch). */
+  #wake(taskId: Id): Action {
+    if (!this.#sleepers.delete(taskId)) return () => undefined;
+    if (this.#running.has(taskId)) {
+      this.#stretch.set(taskId, "wake");
+      this.#host.woke?.(taskId);
+    }
+    return this.#notifyHost();
+  }
+
+  #onLine(step: () => Action): Promise<void> {
+    return this.#harness.line.run(step).then((after) => after());
   }
 
   /** Wake sleepers whose time has come (an alarm fired); sleeping itself is the clock's business. */

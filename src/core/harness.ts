@@ -18,6 +18,7 @@ import type {
   TaskStateBase,
 } from "../storage/records.js";
 import { StorageError, type Storage } from "../storage/storage.js";
+import { recordAnswer } from "./answers.js";
 import type { Call } from "./call.js";
 import { ConversationHandle, type TurnApi } from "./conversation.js";
 import { builtinEntryKinds, EntryKindRegistry, type EntryKind } from "./entries.js";
@@ -442,6 +443,21 @@ export class Harness {
 
   async inspect(_call: Call): Promise<InspectResult> {
     return this.line.run(() => this.driver.inspect());
+  }
+
+  /**
+   * Record the answer to task `taskId`'s wait for `key` (src/core/answers.ts), once, and wake the parked
+   * invocation. Refused (writing nothing) when the task is not live or not waiting for `key`
+   * (`not_found`) or the wait was already answered (`conflict`).
+   */
+  answer(taskId: Id, key: string, value: JsonValue, call: Call): Promise<{ readonly at: number }> {
+    return recordAnswer(
+      { storage: this.storage, commit: (plan, c) => this.commit(plan, c), now: () => this.driver.clock.now(), answerArrived: (id) => this.driver.answerArrived(id) },
+      taskId,
+      key,
+      value,
+      call,
+    );
   }
 
   /** Mark one live task for abort; a terminal task rejects (§6.3). */

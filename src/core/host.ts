@@ -8,6 +8,14 @@ import type { Telemetry } from "./telemetry.js";
 
 export type InvocationMethod = "execute" | "recover" | "abort";
 
+/** How an invocation starts: parked in a declared sleep (not working yet) or working. */
+export interface InvocationStart {
+  readonly parked: boolean;
+}
+
+/** Where a working stretch of an invocation began: its start, or a wake from a declared wait. */
+export type WorkStretch = "start" | "wake";
+
 /** The injected clock (§5.3: task code uses runtime.now(), never Date.now()). */
 export interface Clock {
   now(): number;
@@ -32,14 +40,25 @@ export interface DriverHost {
    * On the line, before an invocation is dispatched. The host makes its bookkeeping durable here
    * (synchronously) and may withhold execute/recover of a task that keeps killing the process
    * (quarantine): return false and the driver neither starts it nor reserves it again until
-   * `Driver.release(taskId)`. Abort invocations are never withheld.
+   * `Driver.release(taskId)`. Abort invocations are never withheld. `start.parked`: the invocation
+   * starts parked in a declared sleep (its kind's `sleepsUntil` is in the future), so it is not working
+   * yet: a kill before it wakes is no crash.
    */
-  beforeInvoke?(task: Task, method: InvocationMethod): boolean;
+  beforeInvoke?(task: Task, method: InvocationMethod, start: InvocationStart): boolean;
   /**
    * After an invocation returned or threw (not when the process was killed), with the task's status
    * then: its live status, or the terminal status it settled with.
    */
   afterInvoke?(taskId: Id, method: InvocationMethod, status: string): void;
+  /**
+   * On the line: the invocation of `taskId` parked in a declared wait (a sleep until a durable wake time,
+   * or a wait for an external answer). It stopped working alive, so a kill while it is parked is no
+   * crash (DESIGN §3). `stretch` says how the working stretch that ends here began: at the invocation's
+   * start, or at a wake from an earlier declared wait (a whole wait cycle went by alive).
+   */
+  parked?(taskId: Id, stretch: WorkStretch): void;
+  /** On the line: the invocation of `taskId` woke from a declared wait and works again. */
+  woke?(taskId: Id): void;
   /** The earliest wake time of sleeping tasks changed (undefined: nobody sleeps). */
   wakeChanged?(earliest: number | undefined): void;
   /** Whether invocations are in flight changed (hosts keep the process alive while busy). */

@@ -17,6 +17,7 @@ import { listHandle, valueHandle } from "./harness.js";
 import type { InvocationMethod } from "./host.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
 import type { ConfigSpec, ConfigValues, PreviewSpec, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind.js";
+import { readWait, waitValue, type AnswerOutcome, type WaitRecord } from "./answers.js";
 import { conversationTx, type ConversationTx, type ScratchTx, type TxBuilder } from "./tx.js";
 
 export interface TaskRuntime extends TaskRuntimeLike {
@@ -34,6 +35,15 @@ export interface TaskRuntime extends TaskRuntimeLike {
   now(): number;
   /** Sleep until `untilMs`, observing cancellation; the host learns the wake time (alarms). */
   sleep(untilMs: number, call: Call): Promise<void>;
+  /**
+   * Park until a route records the answer to this task's wait for `key` (src/core/answers.ts), or until
+   * `options.until` passes (the alarm wakes an evicted object then), observing cancellation. Declares
+   * the wait durably (one commit when it is new), returns at once when it is already answered or past
+   * its deadline, so a restarted invocation calls it again and finds what was recorded meanwhile. Like
+   * a sleep, a parked wait is not busy and a kill while parked is no crash (DESIGN §3). The kind ends
+   * the wait (`endWait`) in the commit that records what the answer caused.
+   */
+  awaitAnswer(key: string, options: { readonly until?: number } | undefined, call: Call): Promise<AnswerOutcome>;
   config<C extends ConfigSpec>(kind: { readonly kind: string; readonly config?: C }, call: Call): Promise<ConfigValues<C>>;
   conversation(id: Id, call: Call): Promise<ConversationHandle | undefined>;
   abortTask(id: Id, call: Call): Promise<void>;
@@ -124,6 +134,30 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
     sleep: async (untilMs, call) => {
       own(call);
       return driver.sleep(task.id, untilMs, call);
+    },
+    awaitAnswer: async (key, options, call) => {
+      own(call);
+      const until = options?.until;
+      let wait = await readWait(harness.storage, task.id);
+      if (wait === undefined || wait.key !== key || (wait.answer === undefined && wait.until !== until)) {
+        const declared: WaitRecord = {
+          key,
+          since: wait?.key === key ? wait.since : driver.clock.now(),
+          ...(until === undefined ? {} : { until }),
+        };
+        await harness.commitBound(call, binding, (b) => b.value(waitValue(task.id)).set(declared));
+        wait = declared;
+      }
+      for (;;) {
+        if (wait.answer !== undefined) return { type: "answered", value: wait.answer.value, at: wait.answer.at };
+        if (until !== undefined && until <= driver.clock.now()) return { type: "deadline", until };
+        const woke = await driver.awaitAnswer(task.id, until, call);
+        own(call);
+        const now: WaitRecord | undefined = await readWait(harness.storage, task.id);
+        if (now === undefined || now.key !== key) throw new PicoError("contract", `task ${task.id}'s wait for ${JSON.stringify(key)} was ended while it waited`);
+        wait = now;
+        if (woke === "deadline" && wait.answer === undefined && until !== undefined) return { type: "deadline", until };
+      }
     },
     config: async (kind, call) => {
       own(call);

@@ -103,12 +103,13 @@ export interface TaskKind<
   readonly preview?: PreviewSpec;
   readonly needs?: KindNeeds;
   /**
-   * For a start status whose execute first sleeps until a durable time (a schedule's nextRunAt, a
-   * recurring job's notBefore) and does nothing before that: the time. The driver then counts the
-   * execute as asleep from its dispatch, so its wake time is known at once and a host arms no busy
-   * heartbeat for it (DESIGN §3): a kill before it sleeps loses nothing, since execute re-runs from the
-   * top and the alarm at that time reopens the object. The execute must call runtime.sleep(time) first
-   * (it returns at once when the time has passed).
+   * For a status whose execute (or, for an inflight status, recover) first sleeps until a durable time
+   * (a schedule's nextRunAt, a recurring job's notBefore, the witness's next patrol) and does nothing
+   * before that: the time. The driver then counts the invocation as parked from its dispatch, so its
+   * wake time is known at once, a host arms no busy heartbeat for it and counts no kill for it until it
+   * wakes (DESIGN §3): a kill before it sleeps loses nothing, since the method re-runs from the top and
+   * the alarm at that time reopens the object. The method must call runtime.sleep(time) first (it
+   * returns at once when the time has passed).
    */
   sleepsUntil?(state: S): number | undefined;
   execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;

@@ -21,7 +21,7 @@ import type { TaskRuntime } from "../core/runtime.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import { iso } from "./hooks.js";
 import type { Rig } from "./rig.js";
-import { agentIndex, hookValue, mailbox, settingsValue, witnessAgent, witnessFocus, witnessPatrol, type IndexEntry } from "./state.js";
+import { agentIndex, hookValue, mailbox, settingsValue, witnessAgent, witnessFocus, witnessPatrol, witnessTask, type IndexEntry } from "./state.js";
 import {
   AGENT_ID,
   DEFAULT_SETTINGS,
@@ -312,10 +312,18 @@ export function createWitnessKind(rigOf: () => Rig | undefined, report: (error: 
       const now = runtime.now();
       try {
         const outcome = await runtime.commit(async (tx) => {
+          // One witness per rig by construction: the registered witness is durable state, checked in the
+          // patrol's own commit. A witness that is no longer the registered one (deregistered with a kill
+          // before its abort, or replaced) ends itself here and patrols nothing.
+          if ((await tx.value(witnessTask).get()) !== task.id) {
+            tx.settle(task, "ended", { next_patrol_at: next });
+            return undefined;
+          }
           const result = await patrol(tx, now, rig.name);
           tx.patch(task, "patrolling", { next_patrol_at: result.nextPatrolAt });
           return result;
         }, call);
+        if (outcome === undefined) return;
         for (const { nudge, conversationId } of outcome.nudges) rig.nudges.send(nudge, conversationId);
         next = outcome.nextPatrolAt;
       } catch (error) {
@@ -330,6 +338,9 @@ export function createWitnessKind(rigOf: () => Rig | undefined, report: (error: 
     kind: WITNESS_KIND,
     roles: witnessRoles,
     initialStatus: "scheduled",
+    // Both methods sleep to the next patrol first: an invocation started before that time is parked from
+    // its dispatch (not busy, and no kill is counted while it sleeps, DESIGN §3).
+    sleepsUntil: (state) => (state.status === "ended" ? undefined : state.next_patrol_at),
     execute: (task, runtime, call) => loop(task, runtime, call),
     recover: (task, runtime, call) => loop(task, runtime, call),
     abort: async (task, runtime, call) => {

@@ -46,10 +46,12 @@ export class HostBook {
    * not count (a deploy kills in-flight work without it being the task's fault): the count restarts.
    * One indexed read and, when starting, one written row.
    */
-  beforeStart(taskId: Id, version: string): StartDecision {
+  beforeStart(taskId: Id, version: string, parked = false): StartDecision {
     const row = this.#host.sql.exec("SELECT kills, version FROM host_kills WHERE task = ?", taskId).toArray()[0];
     const counted = row !== undefined && row["version"] === version ? Number(row["kills"]) : 0;
     if (counted >= this.#bound) return { type: "quarantined", kills: counted };
+    // Starting parked in a declared sleep is not working: nothing to count until it wakes (`woke`).
+    if (parked) return { type: "start", kills: counted };
     this.#host.sql.exec(
       "INSERT INTO host_kills (task, kills, version) VALUES (?, ?, ?) ON CONFLICT (task) DO UPDATE SET kills = excluded.kills, version = excluded.version",
       taskId,
@@ -57,6 +59,30 @@ export class HostBook {
       version,
     );
     return { type: "start", kills: counted + 1 };
+  }
+
+  /**
+   * The invocation of `taskId` parked in a declared wait: the working stretch it ends was not killed.
+   * A stretch that began at a wake went round a whole wait cycle alive, so the count resets; the first
+   * stretch of an invocation only withdraws its own count and keeps the kills before it (a task that
+   * dies in the work after every wake is still quarantined). One written row at most.
+   */
+  parked(taskId: Id, reset: boolean): void {
+    if (reset) {
+      this.returned(taskId);
+      return;
+    }
+    this.#host.sql.exec("DELETE FROM host_kills WHERE task = ? AND kills <= 1", taskId);
+    this.#host.sql.exec("UPDATE host_kills SET kills = kills - 1 WHERE task = ? AND kills > 1", taskId);
+  }
+
+  /** The invocation of `taskId` woke from a declared wait and works again: count it, as a start is. */
+  woke(taskId: Id, version: string): void {
+    this.#host.sql.exec(
+      "INSERT INTO host_kills (task, kills, version) VALUES (?, 1, ?) ON CONFLICT (task) DO UPDATE SET kills = CASE WHEN host_kills.version = excluded.version THEN host_kills.kills + 1 ELSE 1 END, version = excluded.version",
+      taskId,
+      version,
+    );
   }
 
   /** An invocation of `taskId` returned (or threw): it was not killed, so the count resets. */

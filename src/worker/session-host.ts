@@ -6,7 +6,7 @@
  * The host never settles a task (§6.1): quarantine only withholds execute/recover, so an operator's
  * abort still runs the kind's abort handler, and a replaced kind (a new deployed version) recovers it.
  */
-import type { Clock, DriverHost, FaultReport, InvocationMethod } from "../core/host.js";
+import type { Clock, DriverHost, FaultReport, InvocationMethod, InvocationStart, WorkStretch } from "../core/host.js";
 import type { Telemetry } from "../core/telemetry.js";
 import type { Id, Task } from "../storage/records.js";
 import type { AlarmPlan } from "./alarm-plan.js";
@@ -44,16 +44,18 @@ export class SessionHost implements DriverHost {
 
   /**
    * On the line, before dispatch. Execute and recover raise the task's kill counter (a synchronous,
-   * durable write) or are withheld once the bound is reached; abort is never withheld or counted.
+   * durable write) or are withheld once the bound is reached; abort is never withheld or counted. An
+   * invocation that starts parked in a declared sleep is checked against the bound but not counted: it
+   * counts when it wakes (a sleeping task is not dying, DESIGN §3).
    */
-  beforeInvoke(task: Task, method: InvocationMethod): boolean {
+  beforeInvoke(task: Task, method: InvocationMethod, start: InvocationStart = { parked: false }): boolean {
     switch (method) {
       case "abort":
         this.#started.set(task.id, { kind: task.kind, conversation: task.conversationId, method, at: Date.now() });
         return true;
       case "execute":
       case "recover": {
-        const decision = this.#options.book.beforeStart(task.id, this.#options.version);
+        const decision = this.#options.book.beforeStart(task.id, this.#options.version, start.parked);
         if (decision.type === "start") {
           this.#started.set(task.id, { kind: task.kind, conversation: task.conversationId, method, at: Date.now() });
           return true;
@@ -67,6 +69,16 @@ export class SessionHost implements DriverHost {
         throw new TypeError(`unknown invocation method ${String(never)}`);
       }
     }
+  }
+
+  /** On the line: the task parked in a declared wait; the working stretch before it was not killed. */
+  parked(taskId: Id, stretch: WorkStretch): void {
+    this.#options.book.parked(taskId, stretch === "wake");
+  }
+
+  /** On the line: the task woke from a declared wait; its new working stretch counts like a start. */
+  woke(taskId: Id): void {
+    this.#options.book.woke(taskId, this.#options.version);
   }
 
   /** Any invocation that returned (or threw) was not killed: the task's count resets. */

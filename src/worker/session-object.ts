@@ -530,7 +530,7 @@ export class SessionObject extends DurableObject<Env> {
     // Registered first, so the guard alarm is written in the same turn as a commit that created work.
     // The driver's wake already counts work this commit dispatched asleep (a schedule waiting for its
     // due time): that is the reason to wake, and no guard is needed for it.
-    harness.onCommit(() => this.#alarms.live(harness.driver.liveCount() > 0, this.#clock.now(), harness.driver.nextWake));
+    harness.onCommit(() => this.#alarms.live(harness.driver.hasLiveToWake, this.#clock.now(), harness.driver.nextWake));
     harness.onCommit(() => this.#directory.activity());
     const feeds = new FeedBook(harness);
     rig = new Rig(harness, {

@@ -116,7 +116,7 @@ export interface LoggedCall {
 const log: LoggedCall[] = [];
 const logWaiters = new Set<() => void>();
 
-function logCall(kind: string, task: Task, method: InvocationMethod): void {
+export function logCall(kind: string, task: Task, method: InvocationMethod): void {
   log.push({ kind, taskId: task.id, method, status: task.state.status });
   for (const wake of [...logWaiters]) wake();
 }
