@@ -9,6 +9,8 @@ import { devSecret, flags } from "./dev-secrets.ts";
 
 const ROLES = ["client", "operator", "mayor", "agent"];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+/** The rig's role names, never agent ids (src/rig/types.ts RESERVED_NAMES). */
+const RESERVED = ["mayor", "witness", "operator"];
 
 try {
   const args = flags(process.argv.slice(2));
@@ -19,6 +21,7 @@ try {
   if (tenant === undefined || !NAME.test(tenant)) throw new Error("--tenant is required: 1-128 characters of A-Z a-z 0-9 _ . -");
   if (!ROLES.includes(role)) throw new Error(`--role must be one of ${ROLES.join(", ")}`);
   if (role === "agent" && (agent === undefined || !NAME.test(agent))) throw new Error("an agent token needs --agent <id>");
+  if (role === "agent" && RESERVED.includes(agent ?? "")) throw new Error(`--agent ${agent}: ${RESERVED.join(", ")} are reserved names, not agent ids`);
   const max = Number(process.env["TOKEN_MAX_LIFETIME_SECONDS"] ?? 86_400);
   if (!Number.isSafeInteger(ttl) || ttl <= 0) throw new Error("--ttl is a positive number of seconds");
   if (ttl > max) throw new Error(`--ttl ${ttl} is above the maximum token lifetime of ${max} s (TOKEN_MAX_LIFETIME_SECONDS); the Worker would refuse it`);

@@ -3,10 +3,13 @@
  * covers them): agent registration, hook transitions, mail, witness settings, the long-poll `?wait=`.
  */
 import { z } from "zod";
-import { MIN_SETTING_MS } from "../rig/types.js";
+import { MIN_SETTING_MS, RESERVED_NAMES } from "../rig/types.js";
 import { acceptQuery } from "./schemas.js";
 
-export const agentId = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "an agent id is 1-64 characters of a-z 0-9 and -, starting with a letter or digit");
+export const agentId = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "an agent id is 1-64 characters of a-z 0-9 and -, starting with a letter or digit")
+  .refine((id) => !RESERVED_NAMES.includes(id), `${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`);
 
 export const registerBody = z.strictObject({
   role: z.enum(["polecat", "refinery", "crew"]),
@@ -24,7 +27,10 @@ export const completeBody = z.strictObject({ attempt: attempt.optional(), summar
 
 const payloadValue: z.ZodType<unknown> = z.lazy(() => z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(payloadValue), z.record(z.string(), payloadValue)]));
 export const mailBody = z.strictObject({
-  to: z.string().regex(/^(mayor|witness|[a-z0-9][a-z0-9-]{0,63})$/, "to is an agent id, mayor or witness"),
+  to: z
+    .string()
+    .regex(/^(mayor|witness|[a-z0-9][a-z0-9-]{0,63})$/, "to is an agent id, mayor or witness")
+    .refine((to) => to !== "operator", "to is an agent id, mayor or witness (operator is a reserved name with no mailbox)"),
   payload: z.union([z.string().min(1).max(100_000), z.record(z.string(), payloadValue)]),
 });
 

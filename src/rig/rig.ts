@@ -45,6 +45,9 @@ import {
   type MailAck,
   type MailMessage,
   type MailPayload,
+  type MailSender,
+  RESERVED_NAMES,
+  type StoredMail,
   type RigHealth,
   type RigSettings,
   type StoredHook,
@@ -295,6 +298,7 @@ export class Rig {
 
   /** One transition as one commit: role, If-Match, attempt and status checks, then the write. */
   async transition(actor: Actor, agentId: string, transition: Transition, request: TransitionRequest = {}): Promise<TransitionResult> {
+    checkActor(actor);
     checkAgentId(agentId);
     checkRole(transition, actor, agentId);
     return this.harness.commit(async (tx) => {
@@ -439,21 +443,19 @@ export class Rig {
     checkMailbox(actor, box);
     const list = await this.harness.storage.readList(bind(mailbox(box), {}), { limit: 1000 });
     const out: MailView[] = [];
-    for (const element of list.items) {
-      const ack = await this.#read(mailAck(box, element.id));
-      out.push({ id: element.id, ...element.value, ...(ack === undefined ? {} : { ack }) });
-    }
+    for (const element of list.items) out.push(mailView(element.id, element.value, await this.#read(mailAck(box, element.id))));
     return out;
   }
 
   /** Send durable mail (`to`: an agent id, `mayor` or `witness`). */
   async send(actor: Actor, to: string, payload: MailPayload): Promise<MailMessage> {
-    if (actor.role === "client") throw new RigError("rig_forbidden", "clients do not send rig mail");
+    checkActor(actor);
+    const sender = senderOf(actor);
     if (to !== MAYOR_ID && to !== WITNESS_ID) checkAgentId(to, "to");
     return this.harness.commit(async (tx) => {
       if (to !== MAYOR_ID && to !== WITNESS_ID && (await tx.value(agentValue(to)).get()) === undefined) throw new RigError("agent_not_found", `agent ${to} is not registered`, "to");
       const message: Omit<MailMessage, "id"> = { from: actorName(actor), to, channel: "mail", payload, timestamp: iso(this.now()), durable: true };
-      const id = tx.list(mailbox(to)).append(message);
+      const id = tx.list(mailbox(to)).append({ ...message, sender });
       return { id, ...message };
     }, call);
   }
@@ -466,10 +468,10 @@ export class Rig {
       const element = page.items[0];
       if (element === undefined || element.id !== id) throw new RigError("mail_not_found", `mailbox ${box} has no message ${id}`);
       const prior = await tx.value(mailAck(box, id)).get();
-      if (prior !== undefined) return { id, ...element.value, ack: prior };
+      if (prior !== undefined) return mailView(id, element.value, prior);
       const ack: MailAck = { by: actorName(actor), at: iso(this.now()) };
       tx.value(mailAck(box, id)).set(ack);
-      return { id, ...element.value, ack };
+      return mailView(id, element.value, ack);
     }, call);
   }
 
@@ -555,9 +557,41 @@ async function settingsTx(tx: Tx): Promise<RigSettings> {
 
 export function checkAgentId(agentId: string, field = "agent_id"): void {
   if (!AGENT_ID.test(agentId)) throw new RigError("rig_invalid", `agent ids are 1-64 characters of a-z 0-9 and -, starting with a letter or digit: ${JSON.stringify(agentId)}`, field);
+  if (RESERVED_NAMES.includes(agentId)) throw new RigError("rig_invalid", `${agentId} is a reserved name (${RESERVED_NAMES.join(", ")}), not an agent id`, field);
+}
+
+/** An agent actor acts only under a valid agent id: never under a reserved name such as `mayor`. */
+function checkActor(actor: Actor): void {
+  if (actor.role !== "agent") return;
+  if (!AGENT_ID.test(actor.agent) || RESERVED_NAMES.includes(actor.agent)) {
+    throw new RigError("rig_forbidden", `an agent token may not act as ${JSON.stringify(actor.agent)}: ${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`);
+  }
+}
+
+/** The sender role a message records (the witness trusts it, not the `from` name). */
+function senderOf(actor: Actor): MailSender {
+  switch (actor.role) {
+    case "mayor":
+    case "operator":
+    case "agent":
+      return actor.role;
+    case "client":
+      throw new RigError("rig_forbidden", "clients do not send rig mail");
+    default: {
+      const never: never = actor;
+      throw new TypeError(`unknown role ${String(never)}`);
+    }
+  }
+}
+
+/** A stored message as callers see it: its id, the document's fields, its ack; the sender's role stays inside. */
+function mailView(id: Id, stored: StoredMail, ack: MailAck | undefined): MailView {
+  const { sender: _sender, ...message } = stored;
+  return { id, ...message, ...(ack === undefined ? {} : { ack }) };
 }
 
 function checkReader(actor: Actor, agentId: string): void {
+  checkActor(actor);
   checkAgentId(agentId);
   switch (actor.role) {
     case "mayor":
@@ -576,6 +610,7 @@ function checkReader(actor: Actor, agentId: string): void {
 }
 
 function ownMailbox(actor: Actor): string {
+  checkActor(actor);
   switch (actor.role) {
     case "agent":
       return actor.agent;
@@ -592,6 +627,7 @@ function ownMailbox(actor: Actor): string {
 }
 
 function checkMailbox(actor: Actor, box: string): void {
+  checkActor(actor);
   if (actor.role === "agent" && actor.agent !== box) throw new RigError("rig_forbidden", `agent ${actor.agent} may read only its own mailbox`);
   if (actor.role === "client") throw new RigError("rig_forbidden", "clients have no rig mailbox");
 }

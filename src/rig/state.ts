@@ -4,7 +4,7 @@
  * witness; mailboxes are append-only lists (messages are immutable) with acks as separate values.
  */
 import { sessionList, sessionValue, withKey, type ListSpec, type ValueSpec } from "../core/state.js";
-import type { AgentRecord, AgentRole, MailAck, MailMessage, RigSettings, StoredHook, WitnessAgentRecord, WitnessPatrolRecord } from "./types.js";
+import type { AgentRecord, AgentRole, MailAck, RigSettings, StoredMail, StoredHook, WitnessAgentRecord, WitnessPatrolRecord } from "./types.js";
 
 /** One agent in the index: enough for a patrol or a health report without reading the agent record. */
 export interface IndexEntry {
@@ -60,9 +60,9 @@ export const witnessFocus: ValueSpec<string> = sessionValue("rig.witness.focus")
 /** The witness task's id while one runs. */
 export const witnessTask: ValueSpec<number> = sessionValue("rig.witness.task");
 
-/** A mailbox (`mayor`, `witness` or an agent id): messages without their id (the element id is it). */
-const mailboxBase = sessionList<Omit<MailMessage, "id">>(MAIL_NAMESPACE);
-export function mailbox(owner: string): ListSpec<Omit<MailMessage, "id">> {
+/** A mailbox (`mayor`, `witness` or an agent id): messages without their id (the element id is it), with the sender's role. */
+const mailboxBase = sessionList<StoredMail>(MAIL_NAMESPACE);
+export function mailbox(owner: string): ListSpec<StoredMail> {
   return withKey(mailboxBase, owner);
 }
 

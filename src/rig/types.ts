@@ -91,6 +91,15 @@ export interface MailMessage {
   readonly durable: true;
 }
 
+/**
+ * Who sent a message, by the sender token's role (the witness for its own mail): kept beside the stored
+ * message, never a part of its file. The witness trusts this role, not the `from` name.
+ */
+export type MailSender = "mayor" | "operator" | "agent" | "witness";
+
+/** A message as a mailbox list stores it: without its id (the element id is it), with its sender's role (absent in rows of earlier versions). */
+export type StoredMail = Omit<MailMessage, "id"> & { readonly sender?: MailSender };
+
 export type MailPayload = string | { readonly [key: string]: MailPayloadValue };
 export type MailPayloadValue = string | number | boolean | null | readonly MailPayloadValue[] | { readonly [key: string]: MailPayloadValue };
 
@@ -177,3 +186,7 @@ export const AGENT_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
 export const WITNESS_ID = "witness";
 export const MAYOR_ID = "mayor";
+export const OPERATOR_ID = "operator";
+
+/** Names of the rig's roles, never agent ids: an agent named `mayor` would read the mayor's mail. */
+export const RESERVED_NAMES: readonly string[] = [MAYOR_ID, WITNESS_ID, OPERATOR_ID];

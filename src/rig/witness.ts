@@ -29,6 +29,9 @@ import {
   MIN_SETTING_MS,
   WITNESS_ID,
   type MailMessage,
+  type MailSender,
+  OPERATOR_ID,
+  type StoredMail,
   type Nudge,
   type RigHealth,
   type RigSettings,
@@ -182,7 +185,8 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
   for (const element of inbox.items) {
     cursor = element.id;
     const message = element.value;
-    if (message.from === MAYOR_ID || message.from === "operator") {
+    const role = senderRole(message);
+    if (role === "mayor" || role === "operator") {
       const set = instruction(message.payload);
       if (set !== undefined) changed = { ...(changed ?? {}), ...set };
       const focused = focusInstruction(message.payload);
@@ -190,7 +194,7 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
         focus = focused ?? undefined;
         focusChanged = true;
       }
-    } else {
+    } else if (role === "agent") {
       responses.set(message.from, Math.max(responses.get(message.from) ?? 0, Date.parse(message.timestamp)));
     }
   }
@@ -237,7 +241,7 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
       timestamp,
       durable: true,
     };
-    tx.list(mailbox(MAYOR_ID)).append(message);
+    tx.list(mailbox(MAYOR_ID)).append({ ...message, sender: "witness" });
     mail.push(message);
     tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent, last_nudge_at: p.record?.last_nudge_at ?? now, escalated: [...escalated, severity] });
   }
@@ -251,12 +255,24 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
       timestamp,
       durable: true,
     };
-    tx.list(mailbox(MAYOR_ID)).append(summary);
+    tx.list(mailbox(MAYOR_ID)).append({ ...summary, sender: "witness" });
     mail.push(summary);
   }
   const nextPatrolAt = now + settings.patrolIntervalMs;
   tx.value(witnessPatrol).set({ last_patrol_at: now, patrols: record.patrols + 1, health_key: key, mail_cursor: cursor });
   return { nudges, mail, health, nextPatrolAt };
+}
+
+/**
+ * The role a message was sent with: the sender's token role as recorded beside the message. Rows of
+ * earlier versions recorded none; for them the name is all there is (reserved names were not yet refused).
+ */
+function senderRole(message: StoredMail): MailSender {
+  if (message.sender !== undefined) return message.sender;
+  if (message.from === MAYOR_ID) return "mayor";
+  if (message.from === OPERATOR_ID) return "operator";
+  if (message.from === WITNESS_ID) return "witness";
+  return "agent";
 }
 
 /** Counts and the stalled set: timestamps and minutes alone are no change. */

@@ -13,6 +13,7 @@ import { verify } from "hono/jwt";
 import type { Context, MiddlewareHandler } from "hono";
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
+import { RESERVED_NAMES } from "../rig/types.js";
 import { claims as claimsSchema, parse, type Claims, type Role, type WatchScope } from "./schemas.js";
 
 /** What a route needs; roles grant sets of these. */
@@ -99,6 +100,9 @@ export async function verifyToken(token: string, env: Env, field: string): Promi
   }
   const claims = parse(claimsSchema, payload, "unauthorized", "token");
   if (claims.role === "agent" && claims.agent === undefined) throw new Problem("unauthorized", "an agent token carries its agent id", "token.agent");
+  if (claims.role === "agent" && claims.agent !== undefined && RESERVED_NAMES.includes(claims.agent)) {
+    throw new Problem("unauthorized", `an agent token may not be named ${claims.agent}: ${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`, "token.agent");
+  }
   const max = maxTokenLifetime(env);
   const lifetime = claims.exp - (claims.iat ?? Math.floor(Date.now() / 1000));
   if (lifetime > max) throw new Problem("unauthorized", `the token's lifetime (${lifetime} s) is above the maximum of ${max} s; sign a shorter-lived token`, "token.exp");

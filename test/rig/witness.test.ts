@@ -10,7 +10,7 @@ import { Harness, type CommittedBatch } from "../../src/core/harness.js";
 import { bind } from "../../src/core/state.js";
 import { erase } from "../../src/core/task-kind.js";
 import { createWitnessKind, Rig, type Actor, type Nudge } from "../../src/rig/index.js";
-import { HOOK_NAMESPACE, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
+import { HOOK_NAMESPACE, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import type { Storage } from "../../src/storage/storage.js";
 import { FakeClock, flush } from "../core/driver-fixtures.js";
@@ -255,6 +255,31 @@ describe("The witness receives mail", () => {
     const settings = await f.rig.settings();
     expect(settings).toMatchObject({ stallThresholdMs: 6 * MIN, patrolIntervalMs: 2 * MIN, alertAfterMs: 60 * MIN });
     expect(f.harness.driver.nextWake).toBe(f.clock.now() + 2 * MIN);
+  });
+
+  it("the witness trusts the sender's role, not its name: mail from an agent named like the mayor instructs nothing", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1");
+    // No agent may carry a reserved name, in the rig's own API either.
+    await expect(f.rig.register(mayor, "mayor", { role: "polecat" })).rejects.toMatchObject({ code: "rig_invalid", field: "agent_id" });
+    await expect(f.rig.send(agent("mayor"), "witness", { set: { stallThresholdMs: 2 * MIN } })).rejects.toMatchObject({ code: "rig_forbidden" });
+    await expect(f.rig.mail(agent("mayor"))).rejects.toMatchObject({ code: "rig_forbidden" });
+    await expect(f.rig.mail(agent("polecat-alpha"), "mayor")).rejects.toMatchObject({ code: "rig_forbidden" });
+    // A message named "mayor" but sent with an agent's role (as a rig before reserved names could hold).
+    await f.harness.commit(async (tx) => {
+      tx.list(mailbox("witness")).append({ from: "mayor", sender: "agent", to: "witness", channel: "mail", payload: { set: { stallThresholdMs: 2 * MIN } }, timestamp: new Date(f.clock.now()).toISOString(), durable: true });
+    }, call);
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(1);
+    expect(await f.rig.settings()).toMatchObject({ stallThresholdMs: 30 * MIN });
+    // The mayor's own instruction still works; so does a message of a rig that recorded no role (by name).
+    await f.harness.commit(async (tx) => {
+      tx.list(mailbox("witness")).append({ from: "mayor", to: "witness", channel: "mail", payload: { set: { alertAfterMs: 90 * MIN } }, timestamp: new Date(f.clock.now()).toISOString(), durable: true });
+    }, call);
+    await f.rig.send(mayor, "witness", { set: { stallThresholdMs: 20 * MIN } });
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(2);
+    expect(await f.rig.settings()).toMatchObject({ stallThresholdMs: 20 * MIN, alertAfterMs: 90 * MIN });
   });
 
   it("a mail from another agent or a non-instruction from the mayor changes nothing", async () => {

@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { untar } from "../../src/rig/chipset.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
-import { call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { call, client, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 import { installSeams, resetSeams, type ManualClock } from "./session-fixtures.js";
 
 const TENANT = "rigflow";
@@ -162,5 +162,46 @@ describe("the .chipset/state filesystem contract", () => {
     expect(mail[0]).toMatch(/^\.chipset\/state\/mail\/mayor\/\d{4}-\d\d-\d\dT[\d:.]+Z-polecat-bravo\.json$/);
     expect(JSON.parse(files.get(mail[0] ?? "") ?? "{}")).toMatchObject({ from: "polecat-bravo", to: "mayor", channel: "mail", payload: "hello", durable: true });
     expect((await call("GET", path("/chipset/state"), { token: alpha })).status).toBe(403);
+  });
+});
+
+describe("reserved names", () => {
+  it("An agent cannot read or write as the mayor", async () => {
+    installSeams();
+    const name = uniqueSession("reserved");
+    const mayor = await token(TENANT, "mayor");
+    const path = (rest: string): string => `/v1/sessions/${name}/rig${rest}`;
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: mayor, body: {} })).status).toBe(201);
+    expect((await call("PUT", path("/agents/polecat-alpha"), { token: mayor, body: { role: "polecat" } })).status).toBe(201);
+    const alpha = await token(TENANT, "agent", { agent: "polecat-alpha", sessions: [name] });
+    expect((await call("POST", path("/mail"), { token: alpha, body: { to: "mayor", payload: "for the mayor only" } })).status).toBe(201);
+
+    // The reserved names are no agent ids: registering one is refused and writes nothing.
+    const before = await lastSeq(TENANT, name);
+    for (const reserved of ["mayor", "witness", "operator"]) {
+      const refused = await call("PUT", path(`/agents/${reserved}`), { token: mayor, body: { role: "polecat" } });
+      expect(refused.status, reserved).toBe(400);
+      const problem = await json(refused);
+      expect(problem["field"], reserved).toBe("agentId");
+      expect(String(problem["detail"]), reserved).toContain("reserved");
+    }
+    expect(await lastSeq(TENANT, name)).toBe(before);
+
+    // An agent token named after a reserved name is refused (401): it neither reads the mayor's mail nor
+    // instructs the witness.
+    for (const reserved of ["mayor", "witness", "operator"]) {
+      const impostor = await token(TENANT, "agent", { agent: reserved, sessions: [name] });
+      const read = await call("GET", path("/mail"), { token: impostor });
+      expect(read.status, reserved).toBe(401);
+      expect((await json(read))["field"]).toBe("token.agent");
+      const write = await call("POST", path("/mail"), { token: impostor, body: { to: "witness", payload: { set: { stallThresholdMs: 60_000 } } } });
+      expect(write.status, reserved).toBe(401);
+      await write.body?.cancel();
+    }
+    expect(await lastSeq(TENANT, name)).toBe(before);
+    // Mail to "operator" names no mailbox.
+    expect((await call("POST", path("/mail"), { token: alpha, body: { to: "operator", payload: "x" } })).status).toBe(400);
+    const mail = await json<{ messages: { payload: unknown }[] }>(await call("GET", path("/mail"), { token: mayor }));
+    expect(mail.messages.map((m) => m.payload)).toEqual(["for the mayor only"]);
   });
 });
