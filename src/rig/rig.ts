@@ -27,6 +27,7 @@ import {
   hookValue,
   mailAck,
   mailbox,
+  retiredAttempt,
   settingsValue,
   witnessAgent,
   witnessFocus,
@@ -88,9 +89,13 @@ export interface AnswerBoundary {
   acceptFirst(input: string, requestId: string): Promise<Id>;
 }
 
-/** The request key of a GUPP acceptance: one per agent and assignment, so a retry never accepts twice. */
-export function guppRequestId(agentId: string, attempt: number): string {
-  return `rig:${agentId}:${attempt}`;
+/**
+ * The request key of a GUPP acceptance: one per agent, conversation and assignment, so a retry never
+ * accepts twice, and a replaced agent's work (a later attempt, usually on a new conversation) is never
+ * answered as a duplicate of its predecessor's.
+ */
+export function guppRequestId(agentId: string, conversationId: Id, attempt: number): string {
+  return `rig:${agentId}:${conversationId}:${attempt}`;
 }
 
 /** The input a work item becomes. */
@@ -183,7 +188,13 @@ export class Rig {
       const index = (await tx.value(agentIndex).get()) ?? {};
       tx.value(agentIndex).set({ ...index, [agentId]: { role: request.role, ...(conversationId === undefined ? {} : { conversationId }) } });
       tx.value(agentValue(agentId)).set(agent);
-      tx.value(hookValue(agentId)).set({ file: emptyFile(agentId, now), attempt: 0 });
+      // Attempts continue from the agent id's last (a stale completion of a predecessor names an older
+      // attempt), and the agent starts with an empty mailbox (message ids are never reused, so no ack of
+      // a predecessor's message attaches to a new one).
+      const attempt = (await tx.value(retiredAttempt(agentId)).get()) ?? 0;
+      tx.value(retiredAttempt(agentId)).delete();
+      tx.value(hookValue(agentId)).set({ file: emptyFile(agentId, now), attempt });
+      tx.list(mailbox(agentId)).clear();
       if (conversationId !== undefined) tx.value(conversationAgent(conversationId)).set(agentId);
       // The witness starts with the first agent.
       const witness = await tx.value(witnessTask).get();
@@ -213,6 +224,9 @@ export class Rig {
       delete index[agentId];
       tx.value(agentValue(agentId)).delete();
       tx.value(hookValue(agentId)).delete();
+      // The id's last attempt outlives the agent; its mailbox does not.
+      if (stored.attempt > 0) tx.value(retiredAttempt(agentId)).set(stored.attempt);
+      tx.list(mailbox(agentId)).clear();
       if (agent.conversationId !== undefined) tx.value(conversationAgent(agent.conversationId)).delete();
       if (Object.keys(index).length > 0) {
         tx.value(agentIndex).set(index);
@@ -410,7 +424,7 @@ export class Rig {
       return;
     }
     if (stored.file.status !== "pending" || stored.file.work_item === null || agent.terminated !== undefined || agent.conversationId !== boundary.conversationId) return;
-    const inputId = await boundary.acceptFirst(workInput(stored.file.work_item), guppRequestId(agentId, stored.attempt));
+    const inputId = await boundary.acceptFirst(workInput(stored.file.work_item), guppRequestId(agentId, boundary.conversationId, stored.attempt));
     setValue(tx, hookValue(agentId), { ...stored, file: nextFile("activate", stored.file, now), input: { conversationId: boundary.conversationId, inputId } });
   }
 
@@ -431,7 +445,7 @@ export class Rig {
     if (conversationId === undefined || this.#accept === undefined || agent.terminated !== undefined || stored.file.work_item === null) return undefined;
     if (tx.builder.inTurn(conversationId)) return undefined;
     if ((await tx.getConversation(conversationId)) === undefined) return undefined;
-    const inputId = await this.#accept(tx, conversationId, workInput(stored.file.work_item), guppRequestId(agent.agent_id, stored.attempt));
+    const inputId = await this.#accept(tx, conversationId, workInput(stored.file.work_item), guppRequestId(agent.agent_id, conversationId, stored.attempt));
     return { ...stored, file: nextFile("activate", stored.file, now), input: { conversationId, inputId } };
   }
 

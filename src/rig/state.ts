@@ -28,6 +28,15 @@ export function hookValue(agentId: string): ValueSpec<StoredHook> {
   return withKey(hookBase, agentId);
 }
 
+/**
+ * agent id -> the last attempt of a deregistered agent of that id: attempts are monotonic per agent id for
+ * the life of the rig, so a re-registered agent continues from it (while registered, its hook carries it).
+ */
+const attemptBase = sessionValue<number>("rig.attempt");
+export function retiredAttempt(agentId: string): ValueSpec<number> {
+  return withKey(attemptBase, agentId);
+}
+
 /** bead id -> the agent holding it while pending or active (one bead, one live hook). */
 const beadBase = sessionValue<{ readonly agent_id: string; readonly attempt: number }>("rig.bead");
 export function beadValue(beadId: string): ValueSpec<{ readonly agent_id: string; readonly attempt: number }> {

@@ -105,7 +105,7 @@ describe("Pending hook goes ahead of queued followUps", () => {
     const activated = hookWrite(boundary);
     expect(activated?.file.status).toBe("active");
     const workInput = activated?.input?.inputId as Id;
-    expect(resultWrite(boundary, workInput)).toMatchObject({ status: "placed", requestId: guppRequestId("polecat-alpha", 1) });
+    expect(resultWrite(boundary, workInput)).toMatchObject({ status: "placed", requestId: guppRequestId("polecat-alpha", f.conversationId, 1) });
     expect(resultWrite(boundary, followUp.inputId)).toBeUndefined();
     expect(userTexts([boundary])).toEqual(["Work item gt-1: short"]);
     // The work item's group came before the follow-up's: the transcript's user entries in order.

@@ -14,7 +14,7 @@
  * Checked after the reopen (at quiescence) and at the end: each set hook has attempt 1 and its live
  * bead is held by its agent; every mailbox (mayor, witness, agents) holds each message once; nothing
  * is live but the witness, which has a wake; the conversation agent's hook is completed
- * exactly once and its work item accepted once (one acceptance of `rig:polecat-alpha:1`, one user entry),
+ * exactly once and its work item accepted once (one acceptance of `rig:polecat-alpha:{conversation}:1`, one user entry),
  * one critical escalation mail, and the witness's records (patrol count, nudge counts, mail cursor), the
  * hooks and the mayor's mailbox equal the uninterrupted run's. The witness is a live task forever, so
  * quiescence here means: no invocation busy and nothing live but the witness. Exactly k commits are
@@ -28,7 +28,7 @@ import type { Harness } from "../../src/core/harness.js";
 import { requestMessages } from "../../src/core/context.js";
 import { requestKey } from "../../src/core/inbox.js";
 import { bind, bindTo } from "../../src/core/state.js";
-import { WITNESS_KIND, type Actor, type StoredHook } from "../../src/rig/index.js";
+import { guppRequestId, WITNESS_KIND, type Actor, type StoredHook } from "../../src/rig/index.js";
 import { agentIndex, beadValue, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import { MAYOR_ID, WITNESS_ID } from "../../src/rig/types.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
@@ -197,7 +197,7 @@ async function check(session: TestSession): Promise<unknown> {
     const alpha = index["polecat-alpha"]?.conversationId;
     let context: unknown = undefined;
     if (alpha !== undefined) {
-      const acceptance = (await h.storage.getValue(bindTo(requestKey("rig:polecat-alpha:1"), h.rootId)))?.value;
+      const acceptance = (await h.storage.getValue(bindTo(requestKey(guppRequestId("polecat-alpha", alpha, 1)), h.rootId)))?.value;
       const handle = await h.conversation(alpha, call);
       const messages = handle === undefined ? [] : requestMessages(await handle.contextEntries(undefined, call));
       const work = messages.filter((m) => m.role === "user" && JSON.stringify(m.content).includes("Work item gt-alpha"));

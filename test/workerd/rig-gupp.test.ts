@@ -111,3 +111,26 @@ describe("Pending hook goes ahead of queued followUps", () => {
     expect(hook.headers.get("hook-attempt")).toBe("1");
   }, 60_000);
 });
+
+describe("GUPP after replacement", () => {
+  it("GUPP places the work of a replaced agent", async () => {
+    const s = await setup("replaced");
+    expect(await json(await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } }))).toMatchObject({ status: "active" });
+    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "the first work completed", 1000);
+    expect((await call("DELETE", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor })).status).toBe(200);
+    expect((await call("DELETE", s.path("/rig/agents/polecat-alpha"), { token: s.mayor })).status).toBe(200);
+
+    // The replacement: the same agent id on a new conversation.
+    const registered = await json<{ agent: { conversationId: number } }>(await call("PUT", s.path("/rig/agents/polecat-alpha"), { token: s.mayor, body: { role: "polecat", conversation: "new" } }));
+    const conversationId = registered.agent.conversationId;
+    expect(conversationId).not.toBe(s.conversationId);
+    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-2", title: "again" } });
+    expect(set.headers.get("hook-attempt")).toBe("2");
+    expect(await json(set)).toMatchObject({ status: "active", work_item: { bead_id: "gt-2" } });
+    // Its work item is placed on the new conversation (not answered as a duplicate of the old input) and its answer completes the hook.
+    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "the replacement's work completed", 1000);
+    const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(await call("GET", s.path(`/conversations/${conversationId}/entries?limit=100`), { token: s.user }));
+    expect(page.items.filter((e) => e.kind === "user").map((e) => JSON.stringify(e.model))).toEqual([expect.stringContaining("Work item gt-2: again")]);
+    expect(await s.workInputs()).toBe(1);
+  }, 30_000);
+});

@@ -229,6 +229,45 @@ describe("Stale completion", () => {
   });
 });
 
+describe("Stale completion after re-registration", () => {
+  it("Stale completion after re-registration", async () => {
+    const r = await rig("stale-rereg");
+    await register(r, "polecat-alpha");
+    const agent = await r.agent("polecat-alpha");
+    expect((await call("PUT", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-1", title: "first" } })).status).toBe(200);
+    expect((await call("POST", r.path("/hook/activate"), { token: agent, body: { attempt: 1 } })).status).toBe(200);
+    // The predecessor's mail, acknowledged.
+    const sent = await json<{ id: number }>(await call("POST", r.path("/mail"), { token: r.tokens.mayor, body: { to: "polecat-alpha", payload: "for the first worker" } }));
+    expect((await call("POST", r.path(`/mail/${sent.id}/ack`), { token: agent })).status).toBe(200);
+
+    // The mayor replaces the agent: terminate, clear, deregister, register again under the same id.
+    expect((await call("POST", r.path("/agents/polecat-alpha/terminate"), { token: r.tokens.mayor })).status).toBe(200);
+    expect((await call("DELETE", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor })).status).toBe(200);
+    expect((await call("DELETE", r.path("/agents/polecat-alpha"), { token: r.tokens.mayor })).status).toBe(200);
+    await register(r, "polecat-alpha");
+    const fresh = await call("GET", r.path("/hook"), { token: agent });
+    expect(await json(fresh)).toMatchObject({ status: "empty", work_item: null });
+    // Attempts are monotonic per agent id for the life of the rig; the mailbox starts empty, no acks.
+    expect(fresh.headers.get("hook-attempt")).toBe("1");
+    expect((await json<{ messages: unknown[] }>(await call("GET", r.path("/mail"), { token: agent }))).messages).toEqual([]);
+    expect((await call("POST", r.path(`/mail/${sent.id}/ack`), { token: agent })).status).toBe(404);
+
+    const second = await call("PUT", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-2", title: "second" } });
+    expect(second.headers.get("hook-attempt")).toBe("2");
+    expect((await call("POST", r.path("/hook/activate"), { token: agent, body: { attempt: 2 } })).status).toBe(200);
+
+    // The old worker's completion names its attempt: refused, nothing written.
+    const before = await lastSeq(TENANT, r.name);
+    const stale = await call("POST", r.path("/hook/complete"), { token: agent, body: { attempt: 1, summary: "old work" } });
+    expect(stale.status).toBe(409);
+    expect((await json(stale))["code"]).toBe("stale_attempt");
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+    const hook = await call("GET", r.path("/hook"), { token: agent });
+    expect(await json(hook)).toMatchObject({ status: "active", work_item: { bead_id: "gt-2" } });
+    expect(hook.headers.get("hook-attempt")).toBe("2");
+  });
+});
+
 describe("the agent's long poll", () => {
   it("GET .../rig/hook?wait returns as soon as the mayor sets the hook", async () => {
     const r = await rig("poll");
