@@ -17,7 +17,7 @@ import type { Id, JsonValue } from "../storage/records.js";
 import { RigError } from "./errors.js";
 import { checkRole, checkStatus, emptyFile, iso, nextFile } from "./hooks.js";
 import { NudgeBus } from "./nudges.js";
-import { assess, readSettings, type WitnessKind } from "./witness.js";
+import { assess, readSettings, unreadReplies, type WitnessKind } from "./witness.js";
 import {
   agentIndex,
   agentValue,
@@ -511,7 +511,9 @@ export class Rig {
   async health(): Promise<RigHealth> {
     const reader = { get: <T>(spec: ValueSpec<T>) => this.#read(spec) };
     const settings = await readSettings(reader);
-    return (await assess(reader, this.now(), this.name, settings, new Map(), await reader.get(witnessFocus))).health;
+    // Replies the witness has not read yet count as activity too (it records them at its next patrol).
+    const replies = await unreadReplies(reader, async (after) => (await this.harness.storage.readList(bind(mailbox(WITNESS_ID), {}), { after, limit: 1000 })).items);
+    return (await assess(reader, this.now(), this.name, settings, replies, await reader.get(witnessFocus))).health;
   }
 
   // internals ----------------------------------------------------------------------------------

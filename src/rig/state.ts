@@ -63,6 +63,12 @@ export function witnessAgent(agentId: string): ValueSpec<WitnessAgentRecord> {
 
 export const witnessPatrol: ValueSpec<WitnessPatrolRecord> = sessionValue("rig.witness.patrol");
 
+/** agent id -> the time (ms) of its last mail reply to the witness: recorded by the witness as activity. */
+const witnessReplyBase = sessionValue<number>("rig.witness.reply");
+export function witnessReply(agentId: string): ValueSpec<number> {
+  return withKey(witnessReplyBase, agentId);
+}
+
 /** The agent the mayor told the witness to focus on: patrolled on every patrol whatever its role. */
 export const witnessFocus: ValueSpec<string> = sessionValue("rig.witness.focus");
 

@@ -21,7 +21,7 @@ import type { TaskRuntime } from "../core/runtime.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import { iso } from "./hooks.js";
 import type { Rig } from "./rig.js";
-import { agentIndex, hookValue, mailbox, settingsValue, witnessAgent, witnessFocus, witnessPatrol, witnessTask, type IndexEntry } from "./state.js";
+import { agentIndex, hookValue, mailbox, settingsValue, witnessAgent, witnessFocus, witnessPatrol, witnessReply, witnessTask, type IndexEntry } from "./state.js";
 import {
   AGENT_ID,
   DEFAULT_SETTINGS,
@@ -128,13 +128,14 @@ export async function assess(
       continue;
     }
     const record = await reader.get(witnessAgent(agentId));
-    const last = Date.parse(hook.file.last_activity);
     const bead = hook.file.work_item?.bead_id ?? "";
-    const replied = responses.get(agentId);
-    const responded =
-      record !== undefined && (record.bead_id !== bead || last > record.last_nudge_at || (replied !== undefined && replied > record.last_nudge_at));
+    // Activity: the hook's last_activity or the agent's last mail reply to the witness (seed 002: "the
+    // witness records the response as activity"), this patrol's or one an earlier patrol recorded. The
+    // recorded reply is read only when the hook alone would be a stall.
+    let activity = Math.max(Date.parse(hook.file.last_activity), responses.get(agentId) ?? 0);
+    if (now - activity > settings.stallThresholdMs) activity = Math.max(activity, (await reader.get(witnessReply(agentId))) ?? 0);
+    const responded = record !== undefined && (record.bead_id !== bead || activity > record.last_nudge_at);
     const effective = responded ? undefined : record;
-    const activity = responded && replied !== undefined && replied > last ? replied : last;
     const elapsed = now - activity;
     polecats.push({ agentId, conversationId: entry.conversationId, hook, record: effective, responded, elapsed });
     if (elapsed > settings.stallThresholdMs) {
@@ -164,6 +165,20 @@ export interface PatrolOutcome {
   readonly mail: readonly Omit<MailMessage, "id">[];
   readonly health: RigHealth;
   readonly nextPatrolAt: number;
+}
+
+/**
+ * The agents' replies in the witness's mailbox that no patrol has read yet (after its mail cursor): what
+ * a read-only health report adds to the replies the witness recorded.
+ */
+export async function unreadReplies(reader: StateReader, readList: (after: number) => Promise<readonly { readonly id: number; readonly value: StoredMail }[]>): Promise<Map<string, number>> {
+  const cursor = (await reader.get(witnessPatrol))?.mail_cursor ?? 0;
+  const replies = new Map<string, number>();
+  for (const element of await readList(cursor)) {
+    if (senderRole(element.value) !== "agent") continue;
+    replies.set(element.value.from, Math.max(replies.get(element.value.from) ?? 0, Date.parse(element.value.timestamp)));
+  }
+  return replies;
 }
 
 export async function readSettings(reader: StateReader): Promise<RigSettings> {
@@ -207,6 +222,9 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
     if (focus === undefined) tx.value(witnessFocus).delete();
     else tx.value(witnessFocus).set(focus);
   }
+  // The replies are recorded as the agents' activity (the witness's own records), so a reply keeps
+  // counting after this patrol, until the agent's next activity or reply.
+  for (const [agentId, at] of responses) tx.value(witnessReply(agentId)).set(at);
   const { health, polecats } = await assess(reader, now, rigName, settings, responses, focus);
   const nudges: { nudge: Nudge; conversationId: number | undefined }[] = [];
   const mail: Omit<MailMessage, "id">[] = [];
@@ -267,7 +285,7 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
  * The role a message was sent with: the sender's token role as recorded beside the message. Rows of
  * earlier versions recorded none; for them the name is all there is (reserved names were not yet refused).
  */
-function senderRole(message: StoredMail): MailSender {
+export function senderRole(message: StoredMail): MailSender {
   if (message.sender !== undefined) return message.sender;
   if (message.from === MAYOR_ID) return "mayor";
   if (message.from === OPERATOR_ID) return "operator";

@@ -343,6 +343,39 @@ describe("The witness receives mail", () => {
   });
 });
 
+describe("A reply is activity", () => {
+  it("A mail reply resolves the stall", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1");
+    const record = async () => (await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value;
+    f.clock.advance(31 * MIN);
+    await f.waitPatrols(1);
+    expect(await record()).toMatchObject({ nudges: 1 });
+    expect((await f.rig.health()).stalledAgents).toBe(1);
+
+    // The agent answers the nudge by mail: the health report counts it at once, before any patrol.
+    f.clock.advance(1 * MIN);
+    await f.rig.send(agent("polecat-alpha"), "witness", "still working: long test run");
+    expect(await f.rig.health()).toMatchObject({ activeAgents: 1, stalledAgents: 0, stalledDetails: [] });
+
+    // The witness records the reply as activity: no nudge, no stall, no escalation for as long as the
+    // reply is recent (32 min + 30 min), patrol after patrol.
+    for (let n = 2; n <= 7; n++) {
+      f.clock.advance(n === 2 ? 4 * MIN : 5 * MIN);
+      await f.waitPatrols(n);
+      expect(await record(), `patrol ${n}`).toBeUndefined();
+      expect(await f.rig.health(), `patrol ${n}`).toMatchObject({ activeAgents: 1, stalledAgents: 0 });
+    }
+    expect(await stallMail(f.rig)).toEqual([]);
+    // 30 min after the reply with nothing since, it is a new stall: one nudge, counted from the reply.
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(8);
+    expect(await record()).toMatchObject({ nudges: 1 });
+    expect((await f.rig.health()).stalledDetails).toEqual([{ agentId: "polecat-alpha", beadId: "gt-1", stalledMinutes: 34, nudgesSent: 1 }]);
+    expect(await stallMail(f.rig)).toEqual([]);
+  });
+});
+
 describe("the witness lives with the rig's agents", () => {
   it("starts with the first registration, ends with the last deregistration; a hook that is not empty blocks deregistering and writes nothing", async () => {
     const f = await fixture();
