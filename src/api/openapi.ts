@@ -35,7 +35,7 @@ import {
   schedulesQuery,
   noQuery,
 } from "./schemas.js";
-import { agentId, attemptBody, completeBody, mailBody, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
+import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
   acceptResponse,
@@ -211,7 +211,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   { method: "post", path: `${S}/rig/hook/activate`, operationId: "activateHook", summary: "pending -> active (the owning agent)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookFileOut) } },
   { method: "post", path: `${S}/rig/hook/touch`, operationId: "touchHook", summary: "Update last_activity (throttled)", auth: client("rig"), body: body(attemptBody, false), responses: { 200: ok(hookFileOut) } },
   { method: "post", path: `${S}/rig/hook/complete`, operationId: "completeHook", summary: "active -> completed (the owning agent)", auth: client("rig"), body: body(completeBody, false), responses: { 200: ok(hookFileOut) } },
-  { method: "get", path: `${S}/rig/mail`, operationId: "listMail", summary: "The caller's mailbox", auth: client("rig"), responses: { 200: ok(mailboxResponse) } },
+  { method: "get", path: `${S}/rig/mail`, operationId: "listMail", summary: "The caller's mailbox, a page by cursor (?after=&limit=, next while more remain)", auth: client("rig"), query: mailQuery, responses: { 200: ok(mailboxResponse) } },
   { method: "post", path: `${S}/rig/mail`, operationId: "sendMail", summary: "Send durable mail", auth: client("rig"), body: body(mailBodyDoc), responses: { 201: ok(mailMessageOut, "Sent") } },
   { method: "post", path: `${S}/rig/mail/{mailId}/ack`, operationId: "ackMail", summary: "Acknowledge a message", auth: client("rig"), body: body(emptyBody, false), responses: { 200: ok(mailViewOut) } },
   { method: "get", path: `${S}/rig/nudges`, operationId: "nudges", summary: "Nudges for an external agent since it last asked; ?wait= long-polls", auth: client("rig"), query: waitQuery, responses: { 200: ok(nudgesResponse) } },

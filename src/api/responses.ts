@@ -425,7 +425,8 @@ export const mailMessageOut = z.strictObject({
   durable: z.literal(true),
 });
 export const mailViewOut = mailMessageOut.extend({ ack: z.strictObject({ by: z.string(), at: z.string() }).optional() });
-export const mailboxResponse = z.strictObject({ messages: z.array(mailViewOut) });
+/** A mailbox page: its messages in order, and `next` (the cursor for `?after=`) while more remain. */
+export const mailboxResponse = z.strictObject({ messages: z.array(mailViewOut), next: id.optional() });
 export const nudgeOut = z.strictObject({ from: z.string(), to: z.string(), channel: z.literal("nudge"), payload: z.string(), timestamp: z.string(), durable: z.literal(false) });
 export const nudgesResponse = z.strictObject({ nudges: z.array(nudgeOut) });
 export const rigSettingsOut = z.strictObject({

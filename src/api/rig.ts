@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { MIN_SETTING_MS, RESERVED_NAMES } from "../rig/types.js";
-import { acceptQuery } from "./schemas.js";
+import { acceptQuery, cursorQuery } from "./schemas.js";
 
 export const agentId = z
   .string()
@@ -44,6 +44,9 @@ export const witnessPatch = z
     touchThrottleMs: setting.optional(),
   })
   .refine((body) => Object.keys(body).length > 0, "a witness patch sets at least one field");
+
+/** `GET .../rig/mail?after=&limit=`: a mailbox page by cursor (default and largest limit 1,000). */
+export const mailQuery = cursorQuery;
 
 /** `?wait=SECONDS` (<= 60) long-polls: the same parameter as an accept's wait. */
 export const waitQuery = acceptQuery;

@@ -129,6 +129,12 @@ const limit = z
   .transform(Number)
   .refine((n) => n <= 1000, "limit is an integer from 1 to 1000");
 
+/** `?after=&limit=`: a page by cursor (limit 1-1,000). */
+export const cursorQuery = z.strictObject({
+  after: cursorId.optional(),
+  limit: limit.optional(),
+});
+
 export const entriesQuery = z.strictObject({
   before: cursorId.optional(),
   after: cursorId.optional(),

@@ -420,9 +420,9 @@ export class RigClient {
     return this.#hook("POST", `${this.path}/hook/complete`, { body: options });
   }
 
-  /** The caller's mailbox. */
-  async mail(): Promise<MailboxResponse> {
-    return (await this.#client.request<MailboxResponse>("GET", `${this.path}/mail`)).body;
+  /** A page of the caller's mailbox by cursor: pass the page's `next` as `after` for the following one. */
+  async mail(query: { after?: Id; limit?: number } = {}): Promise<MailboxResponse> {
+    return (await this.#client.request<MailboxResponse>("GET", `${this.path}/mail${queryString(query)}`)).body;
   }
 
   /** Send durable mail to an agent, `mayor` or `witness`. */

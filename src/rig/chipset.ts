@@ -2,13 +2,13 @@
  * The filesystem contract (seed 000 "Filesystem Contract", seed 002 escalation paths; issue 13): the
  * `.chipset/state/` tree other Gastown tools read, laid out from session state: `hooks/{agent_id}.json`
  * (the hook file, sorted keys, as the document's `serializeSorted` writes it) and
- * `mail/mayor/{timestamp}-{from}.json` (the mayor's mail; a second message with the same name gets its
- * id appended). Exported as a POSIX ustar archive, which `tar -x` unpacks.
+ * `mail/{owner}/{timestamp}-{from}.json` for every mailbox (the mayor's, the witness's and each registered
+ * agent's, every message, read page by page; a second message with the same name gets its id appended). Exported as a POSIX ustar archive, which `tar -x` unpacks.
  */
 import { RigError } from "./errors.js";
 import { serializeSorted } from "./hooks.js";
 import type { Rig } from "./rig.js";
-import { MAYOR_ID, type Actor } from "./types.js";
+import { MAYOR_ID, WITNESS_ID, type Actor } from "./types.js";
 
 export interface ChipsetFile {
   readonly path: string;
@@ -19,16 +19,20 @@ export interface ChipsetFile {
 export async function chipsetFiles(rig: Rig, actor: Actor): Promise<ChipsetFile[]> {
   if (actor.role !== "mayor" && actor.role !== "operator") throw new RigError("rig_forbidden", `only the mayor or an operator exports the rig state (this token's role is ${actor.role})`);
   const files: ChipsetFile[] = [];
+  const agents: string[] = [];
   for (const listing of await rig.agents()) {
+    agents.push(listing.agent.agent_id);
     files.push({ path: `.chipset/state/hooks/${listing.agent.agent_id}.json`, content: serializeSorted(listing.hook.hook) });
   }
-  const taken = new Set<string>();
-  for (const message of await rig.mail(actor, MAYOR_ID)) {
-    const { ack: _ack, id, ...file } = message;
-    let name = `${message.timestamp}-${message.from}.json`;
-    if (taken.has(name)) name = `${message.timestamp}-${message.from}-${id}.json`;
-    taken.add(name);
-    files.push({ path: `.chipset/state/mail/mayor/${name}`, content: serializeSorted(file) });
+  for (const owner of [MAYOR_ID, WITNESS_ID, ...agents]) {
+    const taken = new Set<string>();
+    for await (const message of rig.mailbox(owner)) {
+      const { id, ...file } = message;
+      let name = `${message.timestamp}-${message.from}.json`;
+      if (taken.has(name)) name = `${message.timestamp}-${message.from}-${id}.json`;
+      taken.add(name);
+      files.push({ path: `.chipset/state/mail/${owner}/${name}`, content: serializeSorted(file) });
+    }
   }
   return files;
 }

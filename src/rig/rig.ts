@@ -130,6 +130,15 @@ export interface MailView extends MailMessage {
   readonly ack?: MailAck;
 }
 
+/** A page of a mailbox: its messages in order, and the cursor of the next page while more remain. */
+export interface MailPage {
+  readonly messages: readonly MailView[];
+  readonly next?: Id;
+}
+
+/** The largest mailbox page (and the default). */
+export const MAIL_PAGE = 1000;
+
 export class Rig {
   readonly harness: Harness;
   readonly nudges = new NudgeBus();
@@ -451,14 +460,30 @@ export class Rig {
 
   // mail ---------------------------------------------------------------------------------------
 
-  /** A mailbox as `actor` may read it: an agent its own; the mayor (and operators) the mayor's or any. */
-  async mail(actor: Actor, owner?: string): Promise<MailView[]> {
+  /**
+   * A page of a mailbox as `actor` may read it (an agent its own; the mayor and operators the mayor's or
+   * any), by cursor: the messages after `after`, at most `limit` (1-1,000, default 1,000).
+   */
+  async mail(actor: Actor, owner?: string, query: { readonly after?: Id; readonly limit?: number } = {}): Promise<MailPage> {
     const box = owner ?? ownMailbox(actor);
     checkMailbox(actor, box);
-    const list = await this.harness.storage.readList(bind(mailbox(box), {}), { limit: 1000 });
-    const out: MailView[] = [];
-    for (const element of list.items) out.push(mailView(element.id, element.value, await this.#read(mailAck(box, element.id))));
-    return out;
+    const limit = query.limit ?? MAIL_PAGE;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAIL_PAGE) throw new RigError("rig_invalid", `limit is an integer from 1 to ${MAIL_PAGE}`, "limit");
+    const list = await this.harness.storage.readList(bind(mailbox(box), {}), { after: query.after ?? 0, limit });
+    const messages: MailView[] = [];
+    for (const element of list.items) messages.push(mailView(element.id, element.value, await this.#read(mailAck(box, element.id))));
+    return { messages, ...(list.next === undefined ? {} : { next: list.next }) };
+  }
+
+  /** Every message of a mailbox, page by page, without acks (the `.chipset/state` export). */
+  async *mailbox(box: string): AsyncGenerator<MailMessage> {
+    let after: Id = 0;
+    for (;;) {
+      const list = await this.harness.storage.readList(bind(mailbox(box), {}), { after, limit: MAIL_PAGE });
+      for (const element of list.items) yield mailView(element.id, element.value, undefined);
+      if (list.next === undefined) return;
+      after = list.next;
+    }
   }
 
   /** Send durable mail (`to`: an agent id, `mayor` or `witness`). */

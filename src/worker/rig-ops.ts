@@ -14,6 +14,7 @@ import {
   type HookView,
   type MailMessage,
   type MailPayload,
+  type MailPage,
   type MailView,
   type Nudge,
   type RegisterRequest,
@@ -35,7 +36,7 @@ export interface RigSessionOps {
   rigTerminate: Op<[actor: Actor, agentId: string], AgentRecord>;
   rigHook: Op<[actor: Actor, agentId: string, waitMs: number], HookView>;
   rigTransition: Op<[actor: Actor, agentId: string, transition: Transition, request: TransitionRequest], TransitionResult>;
-  rigMail: Op<[actor: Actor], MailView[]>;
+  rigMail: Op<[actor: Actor, query: { readonly after?: Id; readonly limit?: number }], MailPage>;
   rigSend: Op<[actor: Actor, to: string, payload: MailPayload], MailMessage>;
   rigAck: Op<[actor: Actor, id: Id], MailView>;
   rigNudges: Op<[actor: Actor, waitMs: number], Nudge[]>;
@@ -64,7 +65,7 @@ export class RigOps {
       rigTerminate: (o, actor, agentId) => o.rig.terminate(actor, agentId),
       rigHook: (o, actor, agentId, waitMs) => (waitMs > 0 ? o.rig.waitHook(actor, agentId, waitMs) : o.rig.hookFor(actor, agentId)),
       rigTransition: (o, actor, agentId, transition, request) => o.rig.transition(actor, agentId, transition, request),
-      rigMail: (o, actor) => o.rig.mail(actor),
+      rigMail: (o, actor, query) => o.rig.mail(actor, undefined, query),
       rigSend: (o, actor, to, payload) => o.rig.send(actor, to, payload),
       rigAck: (o, actor, id) => o.rig.ack(actor, id),
       rigNudges: async (o, actor, waitMs) => {

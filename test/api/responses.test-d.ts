@@ -15,7 +15,7 @@ import type { problemBody, ProblemBody } from "../../src/api/problems.js";
 import type * as R from "../../src/api/responses.js";
 import type { InputResult, QueuedInput } from "../../src/core/inbox.js";
 import type { UsageRow, UsageTotals } from "../../src/kinds/states.js";
-import type { AgentRecord, HookFile, MailMessage, MailView, Nudge, RigHealth, RigSettings } from "../../src/rig/index.js";
+import type { AgentRecord, HookFile, MailMessage, MailPage, MailView, Nudge, RigHealth, RigSettings } from "../../src/rig/index.js";
 import type { Conversation, Element, Entry, JsonValue, Page, Task } from "../../src/storage/records.js";
 import type { DirectoryEntry, DirectoryPage } from "../../src/worker/directory-object.js";
 import type { listModels } from "../../src/worker/models.js";
@@ -114,7 +114,7 @@ export type ResponseSchemasEqualServerTypes = [
   Expect<Same<typeof R.agentRowOut, AgentRowBody>>,
   Expect<Same<typeof R.mailMessageOut, MailMessage>>,
   Expect<Same<typeof R.mailViewOut, MailView>>,
-  Expect<Same<typeof R.mailboxResponse, { readonly messages: readonly MailView[] }>>,
+  Expect<Same<typeof R.mailboxResponse, MailPage>>,
   Expect<Same<typeof R.nudgeOut, Nudge>>,
   Expect<Same<typeof R.nudgesResponse, { readonly nudges: readonly Nudge[] }>>,
   Expect<Same<typeof R.rigSettingsOut, RigSettings>>,

@@ -91,7 +91,7 @@ async function fixture(storage: Storage = new MemoryStorage()): Promise<Fixture>
 }
 
 async function stallMail(rig: Rig): Promise<string[]> {
-  return (await rig.mail(mayor)).map((m) => m.payload).filter((p): p is string => typeof p === "string" && p.startsWith("STALL_"));
+  return (await rig.mail(mayor)).messages.map((m) => m.payload).filter((p): p is string => typeof p === "string" && p.startsWith("STALL_"));
 }
 
 async function activePolecat(f: Fixture, id: string, bead: string, conversation?: "new"): Promise<void> {

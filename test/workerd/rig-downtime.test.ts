@@ -58,7 +58,7 @@ describe("Patrol after downtime", () => {
     const after = await witness();
     expect(after).toMatchObject({ state: { status: "patrolling", next_patrol_at: late + 5 * MIN }, patrols: 1 });
     // One stall, classified by its real age: one mail, no flood.
-    const mail = await ok(session.rpc.op("rigMail", mayor));
+    const mail = (await ok(session.rpc.op("rigMail", mayor, {}))).messages;
     expect(mail.map((m) => m.payload).filter((p) => typeof p === "string" && p.startsWith("STALL_"))).toEqual(["STALL_ALERT: polecat-alpha idle 180m on gt-abc12"]);
     // A second run of the same alarm (at-least-once delivery) at the same time patrols nothing more.
     await runDurableObjectAlarm(session.stub);

@@ -7,10 +7,12 @@
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { untar } from "../../src/rig/chipset.js";
+import { mailbox } from "../../src/rig/state.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, client, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
-import { installSeams, resetSeams, type ManualClock } from "./session-fixtures.js";
+import { harnessOf, installSeams, resetSeams, type ManualClock } from "./session-fixtures.js";
 
 const TENANT = "rigflow";
 const MIN = 60_000;
@@ -203,5 +205,74 @@ describe("reserved names", () => {
     expect((await call("POST", path("/mail"), { token: alpha, body: { to: "operator", payload: "x" } })).status).toBe(400);
     const mail = await json<{ messages: { payload: unknown }[] }>(await call("GET", path("/mail"), { token: mayor }));
     expect(mail.messages.map((m) => m.payload)).toEqual(["for the mayor only"]);
+  });
+});
+
+describe("mail by cursor and its export", () => {
+  it("Mail past 1,000 is readable and exported", async () => {
+    const name = uniqueSession("mail-1005");
+    const mayor = await token(TENANT, "mayor");
+    const path = (rest: string): string => `/v1/sessions/${name}/rig${rest}`;
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: mayor, body: {} })).status).toBe(201);
+    expect((await call("PUT", path("/agents/polecat-alpha"), { token: mayor, body: { role: "polecat" } })).status).toBe(201);
+    // 1,005 messages to the mayor, written in one commit (as 1,005 sends would leave them).
+    const base = Date.parse("2026-03-05T10:00:00Z");
+    await runInDurableObject(env.SESSIONS.get(env.SESSIONS.idFromName(`${TENANT}:${name}`)), async (instance: SessionObject) => {
+      await harnessOf(instance).commit(async (tx) => {
+        for (let i = 0; i < 1005; i++) {
+          tx.list(mailbox("mayor")).append({ from: "polecat-alpha", sender: "agent", to: "mayor", channel: "mail", payload: `message ${i}`, timestamp: new Date(base + i * 1000).toISOString(), durable: true });
+        }
+      }, BACKGROUND_CONTEXT);
+    });
+
+    // Paged by cursor: ?after=&limit= (limit 1-1,000, default 1,000); `next` while more remain.
+    const first = await json<{ messages: { id: number; payload: string }[]; next?: number }>(await call("GET", path("/mail"), { token: mayor }));
+    expect(first.messages).toHaveLength(1000);
+    expect(first.next).toBe(first.messages[999]?.id);
+    const rest = await json<{ messages: { id: number; payload: string }[]; next?: number }>(await call("GET", path(`/mail?after=${first.next}`), { token: mayor }));
+    expect(rest.messages.map((m) => m.payload)).toEqual(["message 1000", "message 1001", "message 1002", "message 1003", "message 1004"]);
+    expect(rest.next).toBeUndefined();
+    const small = await json<{ messages: { payload: string }[]; next?: number }>(await call("GET", path("/mail?limit=2"), { token: mayor }));
+    expect(small.messages.map((m) => m.payload)).toEqual(["message 0", "message 1"]);
+    const after = await json<{ messages: { payload: string }[] }>(await call("GET", path(`/mail?after=${small.next}&limit=1`), { token: mayor }));
+    expect(after.messages.map((m) => m.payload)).toEqual(["message 2"]);
+    for (const bad of ["limit=0", "limit=1001", "after=x", "before=1"]) {
+      const refused = await call("GET", path(`/mail?${bad}`), { token: mayor });
+      expect(refused.status, bad).toBe(400);
+      expect((await json(refused))["code"], bad).toBe("invalid_query");
+    }
+
+    // The export holds every message.
+    const files = untar(new Uint8Array(await (await call("GET", path("/chipset/state"), { token: mayor })).arrayBuffer()));
+    const mail = [...files.keys()].filter((p) => p.startsWith(".chipset/state/mail/mayor/"));
+    expect(mail).toHaveLength(1005);
+    expect(files.get(".chipset/state/mail/mayor/2026-03-05T10:16:44.000Z-polecat-alpha.json")).toContain('"payload": "message 1004"');
+  });
+
+  it("Every mailbox is exported", async () => {
+    const name = uniqueSession("mailboxes");
+    const mayor = await token(TENANT, "mayor");
+    const alpha = await token(TENANT, "agent", { agent: "polecat-alpha", sessions: [name] });
+    const bravo = await token(TENANT, "agent", { agent: "polecat-bravo", sessions: [name] });
+    const path = (rest: string): string => `/v1/sessions/${name}/rig${rest}`;
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: mayor, body: {} })).status).toBe(201);
+    for (const id of ["polecat-alpha", "polecat-bravo", "polecat-quiet"]) expect((await call("PUT", path(`/agents/${id}`), { token: mayor, body: { role: "polecat" } })).status).toBe(201);
+    expect((await call("POST", path("/mail"), { token: mayor, body: { to: "polecat-alpha", payload: "take gt-1" } })).status).toBe(201);
+    expect((await call("POST", path("/mail"), { token: alpha, body: { to: "mayor", payload: "on it" } })).status).toBe(201);
+    expect((await call("POST", path("/mail"), { token: bravo, body: { to: "witness", payload: "still working" } })).status).toBe(201);
+    expect((await call("POST", path("/mail"), { token: alpha, body: { to: "polecat-bravo", payload: { bead: "gt-1", note: "see my branch" } } })).status).toBe(201);
+
+    const files = untar(new Uint8Array(await (await call("GET", path("/chipset/state"), { token: mayor })).arrayBuffer()));
+    const mail = [...files.keys()].filter((p) => p.startsWith(".chipset/state/mail/"));
+    const owners = (p: string): string => p.split("/")[3] ?? "";
+    expect(mail.map(owners).sort()).toEqual(["mayor", "polecat-alpha", "polecat-bravo", "witness"]);
+    for (const file of mail) {
+      const message = JSON.parse(files.get(file) ?? "{}") as Record<string, unknown>;
+      // The document's AgentMessage, exactly: no id, ack or sender role in the file.
+      expect(Object.keys(message)).toEqual(["channel", "durable", "from", "payload", "timestamp", "to"]);
+      expect(message["to"]).toBe(owners(file));
+      expect(file).toMatch(new RegExp(`^\\.chipset/state/mail/${owners(file)}/\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z-${String(message["from"])}\\.json$`));
+    }
+    expect(JSON.parse(files.get(mail.find((p) => owners(p) === "polecat-bravo") ?? "") ?? "{}")).toMatchObject({ from: "polecat-alpha", payload: { bead: "gt-1", note: "see my branch" } });
   });
 });

@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import type { Actor, HookView, Transition } from "../../rig/index.js";
 import { requires, type AppEnv } from "../auth.js";
 import { Problem } from "../problems.js";
-import { agentId, attemptBody, completeBody, ifMatch, mailBody, registerBody, setHookBody, waitQuery, witnessPatch } from "../rig-schemas.js";
+import { agentId, attemptBody, completeBody, ifMatch, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "../rig-schemas.js";
 import { emptyBody, idString, noQuery, parse } from "../schemas.js";
 import { body, query, run, session, type AppContext } from "./shared.js";
 
@@ -153,8 +153,8 @@ rigRoutes.post("/:session/rig/hook/complete", requires("rig"), async (c) => {
 
 rigRoutes.get("/:session/rig/mail", requires("rig"), async (c) => {
   const stub = session(c);
-  query(c, noQuery);
-  return c.json({ messages: await run(stub.op("rigMail", actor(c))) });
+  const q = query(c, mailQuery);
+  return c.json(await run(stub.op("rigMail", actor(c), { ...(q.after === undefined ? {} : { after: q.after }), ...(q.limit === undefined ? {} : { limit: q.limit }) })));
 });
 
 rigRoutes.post("/:session/rig/mail", requires("rig"), async (c) => {
