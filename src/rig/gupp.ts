@@ -33,14 +33,20 @@ export class Gupp {
   readonly #lastTouch = new Map<string, number>();
   #running = false;
   #again = false;
+  #opened = false;
 
   constructor(rig: Rig, report: (error: unknown) => void = () => undefined) {
     this.#rig = rig;
     this.#report = report;
   }
 
-  /** On open: learn the conversation agents and re-check their hooks; then follow commits. */
+  /**
+   * On open (when the session is attached: at its open, or when an operator clears its fault): learn the
+   * conversation agents and re-check their hooks; then follow commits. A second call does nothing.
+   */
   async open(): Promise<void> {
+    if (this.#opened) return;
+    this.#opened = true;
     const storage = this.#rig.harness.storage;
     const index = (await storage.getValue(bind(agentIndex, {})))?.value ?? {};
     for (const [agentId, entry] of Object.entries(index)) {

@@ -78,6 +78,8 @@ interface OpenSession {
   readonly feeds: FeedBook;
   /** The rig layer (issue 13): agents, hooks, mail, nudges, the witness. */
   readonly rig: RigOps;
+  /** GUPP's host side: opened with the attach (at open, or when an operator clears the fault). */
+  readonly gupp: Gupp;
   /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
   stale: boolean;
 }
@@ -204,7 +206,11 @@ export class SessionObject extends DurableObject<Env> {
     return this.#lifecycle.run(async () => {
       const session = await this.#acquireNow();
       const cleared = session.book.clearFault();
-      if (cleared) await session.harness.attach(BACKGROUND_CONTEXT);
+      if (cleared) {
+        await session.harness.attach(BACKGROUND_CONTEXT);
+        // The session was opened faulted, so GUPP was not: pending and answered hooks are re-checked now.
+        await session.gupp.open();
+      }
       return { cleared };
     });
   }
@@ -544,7 +550,7 @@ export class SessionObject extends DurableObject<Env> {
       },
     });
     const gupp = new Gupp(rig, (error) => hostReport({ type: "harness", report: error }));
-    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, rig: new RigOps(rig, feeds), stale: false };
+    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, rig: new RigOps(rig, feeds), gupp, stale: false };
     this.#session = session;
     // Watchers that survived hibernation (or a reopen) are registered before any new commit.
     await this.#rewatchSockets(session);

@@ -5,9 +5,13 @@
  * set and activation still activates once and accepts once; at the boundary where the conversation
  * becomes idle, a pending hook's work item goes ahead of the user's queued followUps.
  */
-import { abortAllDurableObjects } from "cloudflare:test";
+import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { erase } from "../../src/core/task-kind.js";
+import { registerTestKinds, resetTestKinds } from "../../src/worker/kinds.js";
+import type { SessionObject } from "../../src/worker/session-object.js";
+import { call, json, stubOf, token, uniqueSession, until } from "./http-fixtures.js";
+import { contractKind, harnessOf, call as background } from "./session-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -17,6 +21,7 @@ const TENANT = "gupp";
 const LONG = "a user question long enough that the paced echo model keeps the conversation busy for a while ...";
 
 interface Setup {
+  readonly name: string;
   readonly path: (rest: string) => string;
   readonly mayor: string;
   readonly user: string;
@@ -35,6 +40,7 @@ async function setup(label: string): Promise<Setup> {
   const registered = await json<{ agent: { conversationId: number } }>(await call("PUT", path("/rig/agents/polecat-alpha"), { token: mayor, body: { role: "polecat", conversation: "new" } }));
   const conversationId = registered.agent.conversationId;
   return {
+    name,
     path,
     mayor,
     user,
@@ -133,4 +139,35 @@ describe("GUPP after replacement", () => {
     expect(page.items.filter((e) => e.kind === "user").map((e) => JSON.stringify(e.model))).toEqual([expect.stringContaining("Work item gt-2: again")]);
     expect(await s.workInputs()).toBe(1);
   }, 30_000);
+});
+
+describe("GUPP and the session fault", () => {
+  it("GUPP runs after a fault is cleared", async () => {
+    try {
+      // A task that breaks its contract faults the session (its kind is known from the session's open).
+      registerTestKinds([erase(contractKind(true))]);
+      const s = await setup("fault");
+      const operator = await token(TENANT, "operator");
+      await runInDurableObject(stubOf(TENANT, s.name) as unknown as DurableObjectStub<SessionObject>, async (instance: SessionObject) => {
+        const root = await harnessOf(instance).root(background);
+        await root.commit((tx) => tx.task(contractKind(true), { state: { status: "pending", note: "" } }), background);
+      });
+      await until(async () => ((await json(await call("GET", s.path("/inspect"), { token: operator })))["fault"] !== undefined ? true : undefined), "the fault");
+      // The operator deploys a fixed kind; the object restarts faulted (opened, not driven), then the fault is cleared.
+      registerTestKinds([erase(contractKind(false))]);
+      await abortAllDurableObjects();
+      expect(await json(await call("POST", s.path("/fault/clear"), { token: operator }))).toEqual({ cleared: true });
+
+      // The agent's conversation is busy, so the hook stays pending; the user's turn is aborted (no final
+      // answer): only GUPP's host side activates the hook once the conversation is idle.
+      expect((await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: LONG } })).status).toBe(201);
+      expect(await json(await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } }))).toMatchObject({ status: "pending" });
+      expect((await call("POST", s.path(`/conversations/${s.conversationId}/abort`), { token: s.user })).status).toBe(200);
+      await until(async () => ((await s.hook()).status !== "pending" ? true : undefined), "activation after the fault was cleared", 1000);
+      await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "completion", 1000);
+      expect(await s.workInputs()).toBe(1);
+    } finally {
+      resetTestKinds();
+    }
+  }, 60_000);
 });
