@@ -44,6 +44,7 @@ export type ProblemCode =
   | "bead_already_hooked"
   | "stale_attempt"
   | "agent_conflict"
+  | "agent_terminated"
   | "precondition_failed"
   | "agent_not_found"
   | "mail_not_found"
@@ -93,6 +94,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   bead_already_hooked: 409,
   stale_attempt: 409,
   agent_conflict: 409,
+  agent_terminated: 409,
   precondition_failed: 412,
   agent_not_found: 404,
   mail_not_found: 404,
@@ -140,6 +142,7 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   bead_already_hooked: "The bead is pending or active on another agent",
   stale_attempt: "The request names an earlier assignment of this hook",
   agent_conflict: "The agent's registration or hook conflicts with the request",
+  agent_terminated: "The agent is terminated",
   precondition_failed: "If-Match names another version of the hook",
   agent_not_found: "The agent is not registered",
   mail_not_found: "The message does not exist",

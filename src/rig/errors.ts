@@ -15,6 +15,8 @@ export type RigErrorCode =
   /** The wrong role, or another agent's hook (403). */
   | "rig_forbidden"
   | "agent_not_found"
+  /** A hook transition on a terminated agent other than the mayor's clear (409, naming the agent's state). */
+  | "agent_terminated"
   /** Registering an agent id that exists with another role or conversation, or deregistering a hooked agent (409). */
   | "agent_conflict"
   | "mail_not_found"

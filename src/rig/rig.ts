@@ -336,7 +336,11 @@ export class Rig {
         throw new RigError("stale_attempt", `attempt ${request.attempt} is not the hook's current assignment (attempt ${current.value.attempt})`, "attempt");
       }
       const stored = current.value;
-      if (agent.terminated !== undefined && actor.role === "agent") throw new RigError("hook_conflict", `agent ${agentId} was terminated by ${agent.terminated.by}; its hook is ${stored.file.status}`);
+      // A terminated agent takes no new work and makes no transition of its own; the mayor may still
+      // clear its hook to reassign the work.
+      if (agent.terminated !== undefined && transition !== "clear") {
+        throw new RigError("agent_terminated", `agent ${agentId} is terminated (by ${agent.terminated.by} at ${agent.terminated.at}); its hook is ${stored.file.status}`);
+      }
       checkStatus(transition, stored.file.status, { terminated: agent.terminated !== undefined });
       const nowMs = this.now();
       if (transition === "touch") {

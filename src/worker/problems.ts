@@ -78,6 +78,7 @@ const RIG: Readonly<Record<RigErrorCode, ProblemCode>> = {
   rig_forbidden: "forbidden",
   agent_not_found: "agent_not_found",
   agent_conflict: "agent_conflict",
+  agent_terminated: "agent_terminated",
   mail_not_found: "mail_not_found",
   rig_invalid: "invalid_body",
 };

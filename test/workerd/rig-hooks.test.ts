@@ -268,6 +268,38 @@ describe("Stale completion after re-registration", () => {
   });
 });
 
+describe("Terminated agents", () => {
+  it("A hook on a terminated agent is refused: 409 agent_terminated naming the agent's state, nothing written", async () => {
+    const r = await rig("terminated");
+    await register(r, "polecat-alpha");
+    await register(r, "polecat-bravo");
+    const bravo = await r.agent("polecat-bravo");
+    expect((await call("PUT", r.path("/agents/polecat-bravo/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-2", title: "work" } })).status).toBe(200);
+    expect((await call("POST", r.path("/hook/activate"), { token: bravo })).status).toBe(200);
+    expect((await call("POST", r.path("/agents/polecat-alpha/terminate"), { token: r.tokens.mayor })).status).toBe(200);
+    expect((await call("POST", r.path("/agents/polecat-bravo/terminate"), { token: r.tokens.mayor })).status).toBe(200);
+
+    // The mayor cannot park a bead on a dead agent.
+    const before = await lastSeq(TENANT, r.name);
+    const refused = await call("PUT", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-1", title: "work" } });
+    expect(refused.status).toBe(409);
+    const problem = await json(refused);
+    expect(problem["code"]).toBe("agent_terminated");
+    expect(String(problem["detail"])).toMatch(/^agent polecat-alpha is terminated \(by mayor at \d{4}-.+Z\); its hook is empty$/);
+    // The terminated agent's own transitions name its state the same way.
+    const touch = await call("POST", r.path("/hook/touch"), { token: bravo });
+    expect(touch.status).toBe(409);
+    expect(await json(touch)).toMatchObject({ code: "agent_terminated", detail: expect.stringContaining("agent polecat-bravo is terminated (by mayor at ") });
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+    expect(await json(await call("GET", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor }))).toMatchObject({ status: "empty", work_item: null });
+    // The bead stays free for a live agent; the mayor may still clear the terminated agent's hook to reassign its work.
+    expect((await call("DELETE", r.path("/agents/polecat-bravo/hook"), { token: r.tokens.mayor })).status).toBe(200);
+    await register(r, "polecat-charlie");
+    expect((await call("PUT", r.path("/agents/polecat-charlie/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-2", title: "work" } })).status).toBe(200);
+    expect((await call("PUT", r.path("/agents/polecat-bravo/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-3", title: "work" } })).status).toBe(409);
+  });
+});
+
 describe("the agent's long poll", () => {
   it("GET .../rig/hook?wait returns as soon as the mayor sets the hook", async () => {
     const r = await rig("poll");
