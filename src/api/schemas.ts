@@ -195,6 +195,12 @@ export const claims = z.looseObject({
   role: z.enum(roles),
   /** The agent id, for agent tokens (the rig's agents). */
   agent: z.string().regex(NAME).optional(),
+  /**
+   * The sessions (of the token's tenant) the token may act in: required on agent tokens (an agent acts
+   * in its rig, not in every rig of the tenant with an agent of its name); a token carrying it is
+   * refused (401) on any other session's routes.
+   */
+  sessions: z.array(sessionName).max(100).optional(),
   /** Every token expires (Unix seconds); its lifetime (exp - iat) is bounded by the configured maximum. */
   exp: z.number({ error: "every token carries exp (Unix seconds)" }).int(),
   iat: z.number().int().optional(),

@@ -103,6 +103,9 @@ export async function verifyToken(token: string, env: Env, field: string): Promi
   if (claims.role === "agent" && claims.agent !== undefined && RESERVED_NAMES.includes(claims.agent)) {
     throw new Problem("unauthorized", `an agent token may not be named ${claims.agent}: ${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`, "token.agent");
   }
+  if (claims.role === "agent" && (claims.sessions === undefined || claims.sessions.length === 0)) {
+    throw new Problem("unauthorized", "an agent token carries the sessions it may act in (a sessions claim: a list of session names)", "token.sessions");
+  }
   const max = maxTokenLifetime(env);
   const lifetime = claims.exp - (claims.iat ?? Math.floor(Date.now() / 1000));
   if (lifetime > max) throw new Problem("unauthorized", `the token's lifetime (${lifetime} s) is above the maximum of ${max} s; sign a shorter-lived token`, "token.exp");
@@ -144,6 +147,11 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
       "a bearer token in the URL is refused: URLs are kept in logs and browser histories. Get a short-lived watch token with POST .../watch-token and pass that as ?access_token=",
       "access_token",
     );
+  }
+  // A token that names its sessions acts in no other (agent tokens always name theirs).
+  const session = c.req.param("session");
+  if (claims.sessions !== undefined && session !== undefined && !claims.sessions.includes(session)) {
+    throw new Problem("unauthorized", `this token may act only in the sessions it names (${claims.sessions.join(", ")}), not in ${session}`, "token.sessions");
   }
   if (claims.watch !== undefined) {
     const here = watchOf(c);

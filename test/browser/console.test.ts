@@ -93,11 +93,11 @@ let context: BrowserContext | undefined;
 let profile: string | undefined;
 const tenant = `browser-${Date.now().toString(36)}`;
 
-type Role = "client" | "operator" | "mayor" | { readonly agent: string };
+type Role = "client" | "operator" | "mayor" | { readonly agent: string; readonly session: string };
 
 async function token(role: Role): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  const claims = typeof role === "string" ? { role } : { role: "agent", agent: role.agent };
+  const claims = typeof role === "string" ? { role } : { role: "agent", agent: role.agent, sessions: [role.session] };
   return sign({ tenant, ...claims, iat: now, exp: now + 3600 }, SECRET, "HS256");
 }
 
@@ -287,8 +287,8 @@ void describe("console rig view", { timeout: 120_000 }, () => {
     for (const agent of ["polecat-alpha", "polecat-bravo"]) assert.equal((await api("PUT", `${rig}/agents/${agent}`, { role: "polecat" }, "mayor")).status, 201);
     assert.equal((await api("PUT", `${rig}/agents/polecat-alpha/hook`, { bead_id: "gt-abc12", title: "Add README section" }, "mayor")).status, 200);
     assert.equal((await api("PUT", `${rig}/agents/polecat-bravo/hook`, { bead_id: "gt-def34", title: "Fix the parser" }, "mayor")).status, 200);
-    assert.equal((await api("POST", `${rig}/hook/activate`, { attempt: 1 }, { agent: "polecat-alpha" })).status, 200);
-    assert.equal((await api("POST", `${rig}/mail`, { to: "mayor", payload: "alpha: starting on gt-abc12" }, { agent: "polecat-alpha" })).status, 201);
+    assert.equal((await api("POST", `${rig}/hook/activate`, { attempt: 1 }, { agent: "polecat-alpha", session: name })).status, 200);
+    assert.equal((await api("POST", `${rig}/mail`, { to: "mayor", payload: "alpha: starting on gt-abc12" }, { agent: "polecat-alpha", session: name })).status, 201);
 
     const p = await page();
     await signIn(p);

@@ -60,10 +60,11 @@ describe("authentication", () => {
 describe("roles", () => {
   it("each role reaches exactly the routes the role table grants (403 otherwise) on every route", async () => {
     for (const role of roles) {
-      const jwt = await token("roles", role);
       for (const route of ROUTES) {
         // A session nobody created: an allowed route gets past the role check to 404 (PUT creates).
         const session = uniqueSession(`role-${role}`);
+        // Agent tokens name the sessions they act in.
+        const jwt = await token("roles", role, role === "agent" ? { sessions: [session] } : {});
         const response = await send(route, session, jwt);
         const body = response.status === 101 ? {} : await json(response);
         const allowed = ROLE_CAPABILITIES[role].has(route.capability);

@@ -117,8 +117,8 @@ function recordCalls(): Set<string> {
   return called;
 }
 
-async function clientFor(role: "client" | "operator" | "mayor" | "agent", exchanges: Exchange[], failures: string[], agent?: string): Promise<PicoClient> {
-  const jwt = await token(TENANT, role, agent === undefined ? {} : { agent });
+async function clientFor(role: "client" | "operator" | "mayor" | "agent", exchanges: Exchange[], failures: string[], agent?: { readonly id: string; readonly session: string }): Promise<PicoClient> {
+  const jwt = await token(TENANT, role, agent === undefined ? {} : { agent: agent.id, sessions: [agent.session] });
   return new PicoClient({ baseUrl: BASE, token: jwt, fetch: checkingFetch(exchanges, failures) });
 }
 
@@ -144,7 +144,7 @@ describe("typed client against the worker", () => {
     const frontend = await clientFor("client", exchanges, failures);
     const operator = await clientFor("operator", exchanges, failures);
     const mayor = await clientFor("mayor", exchanges, failures);
-    const agent = await clientFor("agent", exchanges, failures, "polecat-one");
+    const agent = await clientFor("agent", exchanges, failures, { id: "polecat-one", session: name });
 
     // A frontend: what can this deployment run, then a session with a title, found in the directory.
     const models = await frontend.models();

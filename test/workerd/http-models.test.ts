@@ -25,7 +25,7 @@ describe("GET /v1/models", () => {
     expect(body.defaultModel).toBe("echo");
     expect(body.models.map((m) => m.id)).toEqual(expect.arrayContaining(["echo/echo", "echo/echo-slow"]));
     expect((await call("GET", "/v1/models")).status).toBe(401);
-    expect((await call("GET", "/v1/models", { token: await token("models", "agent") })).status).toBe(403);
+    expect((await call("GET", "/v1/models", { token: await token("models", "agent", { sessions: ["any"] }) })).status).toBe(403);
     expect((await call("GET", "/v1/models?x=1", { token: await token("models", "client") })).status).toBe(400);
   });
 

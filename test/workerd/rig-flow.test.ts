@@ -36,8 +36,8 @@ describe("the rig around the witness, over HTTP", () => {
     const name = uniqueSession("flow");
     const mayor = await token(TENANT, "mayor");
     const operator = await token(TENANT, "operator");
-    const alpha = await token(TENANT, "agent", { agent: "polecat-alpha" });
-    const bravo = await token(TENANT, "agent", { agent: "polecat-bravo" });
+    const alpha = await token(TENANT, "agent", { agent: "polecat-alpha", sessions: [name] });
+    const bravo = await token(TENANT, "agent", { agent: "polecat-bravo", sessions: [name] });
     const path = (rest: string): string => `/v1/sessions/${name}/rig${rest}`;
     expect((await call("PUT", `/v1/sessions/${name}`, { token: mayor, body: { model: "echo-slow" } })).status).toBe(201);
 
@@ -121,8 +121,8 @@ describe("the .chipset/state filesystem contract", () => {
   it(".chipset/state round-trip: export, unpack, compare each hook file to the document's format", async () => {
     const name = uniqueSession("chipset");
     const mayor = await token(TENANT, "mayor");
-    const alpha = await token(TENANT, "agent", { agent: "polecat-alpha" });
-    const bravo = await token(TENANT, "agent", { agent: "polecat-bravo" });
+    const alpha = await token(TENANT, "agent", { agent: "polecat-alpha", sessions: [name] });
+    const bravo = await token(TENANT, "agent", { agent: "polecat-bravo", sessions: [name] });
     const path = (rest: string): string => `/v1/sessions/${name}/rig${rest}`;
     expect((await call("PUT", `/v1/sessions/${name}`, { token: mayor, body: {} })).status).toBe(201);
     for (const id of ["polecat-alpha", "polecat-bravo", "refinery-f5g6h"]) {

@@ -26,7 +26,7 @@ async function rig(label: string): Promise<Rig> {
   const tokens = { client: await token(TENANT, "client"), operator: await token(TENANT, "operator"), mayor: await token(TENANT, "mayor") };
   const created = await call("PUT", `/v1/sessions/${name}`, { token: tokens.client, body: {} });
   expect(created.status).toBe(201);
-  return { name, path: (rest) => `/v1/sessions/${name}/rig${rest}`, tokens, agent: (id) => token(TENANT, "agent", { agent: id }) };
+  return { name, path: (rest) => `/v1/sessions/${name}/rig${rest}`, tokens, agent: (id) => token(TENANT, "agent", { agent: id, sessions: [name] }) };
 }
 
 async function register(r: Rig, id: string, role = "polecat"): Promise<void> {
@@ -297,6 +297,37 @@ describe("Terminated agents", () => {
     await register(r, "polecat-charlie");
     expect((await call("PUT", r.path("/agents/polecat-charlie/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-2", title: "work" } })).status).toBe(200);
     expect((await call("PUT", r.path("/agents/polecat-bravo/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-3", title: "work" } })).status).toBe(409);
+  });
+});
+
+describe("Agent tokens name their sessions", () => {
+  it("An agent token is refused on another rig", async () => {
+    const first = await rig("rig-one");
+    const second = await rig("rig-two");
+    await register(first, "polecat-alpha");
+    await register(second, "polecat-alpha");
+    const own = await first.agent("polecat-alpha");
+    expect((await call("GET", first.path("/hook"), { token: own })).status).toBe(200);
+
+    // The same agent id on another rig of the tenant: 401, nothing written there.
+    const before = await lastSeq(TENANT, second.name);
+    for (const [method, rest, body] of [["GET", "/hook", undefined], ["POST", "/mail", { to: "mayor", payload: "hello" }], ["GET", "/mail", undefined]] as const) {
+      const refused = await call(method, second.path(rest), { token: own, ...(body === undefined ? {} : { body }) });
+      expect(refused.status, `${method} ${rest}`).toBe(401);
+      expect(await json(refused), `${method} ${rest}`).toMatchObject({ code: "unauthorized", field: "token.sessions" });
+    }
+    expect(await lastSeq(TENANT, second.name)).toBe(before);
+
+    // An agent token without the claim (or with an empty list) is refused everywhere.
+    for (const claims of [{ agent: "polecat-alpha" }, { agent: "polecat-alpha", sessions: [] }]) {
+      const refused = await call("GET", first.path("/hook"), { token: await token(TENANT, "agent", claims) });
+      expect(refused.status).toBe(401);
+      expect((await json(refused))["field"]).toBe("token.sessions");
+    }
+    // A token naming both sessions acts in both.
+    const both = await token(TENANT, "agent", { agent: "polecat-alpha", sessions: [first.name, second.name] });
+    expect((await call("GET", first.path("/hook"), { token: both })).status).toBe(200);
+    expect((await call("GET", second.path("/hook"), { token: both })).status).toBe(200);
   });
 });
 
