@@ -306,7 +306,7 @@ export function openApiDocument(routes: readonly ApiRoute[] = API_ROUTES): JsonS
     paths,
     components: {
       securitySchemes: {
-        bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "HS256 JWT with tenant, role and exp (lifetime at most TOKEN_MAX_LIFETIME_SECONDS)" },
+        bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "HS256 JWT with tenant, role and exp (lifetime at most TOKEN_MAX_LIFETIME_SECONDS); agent tokens also carry agent (the agent id) and sessions (the session names they may act in; 401 on any other session)" },
         watchToken: { type: "apiKey", in: "query", name: "access_token", description: "A watch token from POST .../watch-token (watch routes only; a normal bearer token in a URL is refused)" },
       },
       schemas: { Problem: schemaOf(problemBody, "output") },
