@@ -4,8 +4,9 @@
  * rig"): read-only. Each agent with its hook (status, bead, attempt, last activity) and health, the
  * witness's health report (stalled agents with their nudges, agents whose pending hook has not started),
  * its settings, and the mayor's mailbox with acks. It reads `GET .../rig/agents`, `/health`, `/witness`
- * and `/mail` (mayor and operator tokens) while the rig tab is open, refreshing every few seconds: the
- * rig has no watch of its own, and external agents change it without a session commit the console sees.
+ * and `/mail` (mayor and operator tokens; the newest 200 messages, paged by cursor) while the rig tab
+ * is open, refreshing every few seconds: the rig has no watch of its own, and external agents change it
+ * without a session commit the console sees.
  */
 import type { MailView } from "../src/rig/rig.js";
 import type { AgentRecord, HookFile, RigHealth, RigSettings } from "../src/rig/types.js";
@@ -25,7 +26,10 @@ export interface RigSnapshot {
   readonly agents: readonly RigAgentRow[];
   readonly health: RigHealth;
   readonly settings: RigSettings;
+  /** The newest messages of the mayor's mailbox (at most MAIL_SHOWN), oldest first. */
   readonly mail: readonly MailView[];
+  /** The cursor the next read starts after: it reads the shown messages again (their acks) and any newer. */
+  readonly mailAfter: number;
 }
 
 export type Get = <T>(path: string) => Promise<T>;
@@ -33,14 +37,37 @@ export type Get = <T>(path: string) => Promise<T>;
 /** How often the open rig tab reads the rig again. */
 const REFRESH_MS = 3000;
 
-export async function readRig(get: Get, sessionPath: string): Promise<RigSnapshot> {
+/** How many of the mayor's newest messages the rig tab shows. */
+const MAIL_SHOWN = 200;
+
+/**
+ * The mayor's newest messages, by cursor: every page after `after` (the mailbox has no upper bound),
+ * keeping the newest MAIL_SHOWN, and the cursor from which the next refresh reads them again.
+ */
+async function readMail(get: Get, sessionPath: string, after: number): Promise<{ readonly mail: readonly MailView[]; readonly mailAfter: number }> {
+  let mail: MailView[] = [];
+  let mailAfter = after;
+  let cursor: number | undefined = after;
+  while (cursor !== undefined) {
+    const page: { readonly messages: readonly MailView[]; readonly next?: number } = await get<{ messages: MailView[]; next?: number }>(`${sessionPath}/rig/mail?after=${cursor}`);
+    mail = [...mail, ...page.messages];
+    if (mail.length > MAIL_SHOWN) {
+      mailAfter = mail[mail.length - MAIL_SHOWN - 1]?.id ?? mailAfter;
+      mail = mail.slice(-MAIL_SHOWN);
+    }
+    cursor = page.next;
+  }
+  return { mail, mailAfter };
+}
+
+export async function readRig(get: Get, sessionPath: string, mailAfter = 0): Promise<RigSnapshot> {
   const [agents, health, settings, mail] = await Promise.all([
     get<{ agents: RigAgentRow[] }>(`${sessionPath}/rig/agents`),
     get<RigHealth>(`${sessionPath}/rig/health`),
     get<RigSettings>(`${sessionPath}/rig/witness`),
-    get<{ messages: MailView[] }>(`${sessionPath}/rig/mail`),
+    readMail(get, sessionPath, mailAfter),
   ]);
-  return { agents: agents.agents, health, settings, mail: mail.messages };
+  return { agents: agents.agents, health, settings, ...mail };
 }
 
 function minutes(ms: number): string {
@@ -118,6 +145,7 @@ export class RigView {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #session: string | undefined;
   #generation = 0;
+  #mailAfter = 0;
 
   constructor(get: Get, report: (error: unknown) => void, target: Parameters<typeof renderRig>[1]) {
     this.#get = get;
@@ -129,6 +157,7 @@ export class RigView {
   open(sessionPath: string): void {
     this.close();
     this.#session = sessionPath;
+    this.#mailAfter = 0;
     for (const element of Object.values(this.#target)) element.replaceChildren();
     this.#target.health.textContent = "loading…";
     void this.#refresh(++this.#generation);
@@ -145,8 +174,11 @@ export class RigView {
     const session = this.#session;
     if (session === undefined) return;
     try {
-      const snapshot = await readRig(this.#get, session);
-      if (generation === this.#generation) renderRig(snapshot, this.#target);
+      const snapshot = await readRig(this.#get, session, this.#mailAfter);
+      if (generation === this.#generation) {
+        this.#mailAfter = snapshot.mailAfter;
+        renderRig(snapshot, this.#target);
+      }
     } catch (error) {
       if (generation === this.#generation) this.#report(error);
     }
