@@ -380,8 +380,13 @@ export const scheduleViewOut = z.strictObject({
   nextRunAt: z.number().int().nullable(),
   lastRunAt: z.number().int().nullable(),
   lastInputId: id.nullable(),
+  /** After downtime: "one" run for all the missed occurrences, or "none" (the gap is skipped). */
+  catchUp: z.enum(["one", "none"]),
   runs: z.number().int(),
+  /** Occurrences missed while down or asleep and not run; a lower bound when `skippedCapped`. */
   skipped: z.number().int(),
+  /** A cron gap's count stopped at 10,000: `skipped` is a lower bound. */
+  skippedCapped: z.boolean(),
 });
 export const schedulesPage = pageOf(scheduleViewOut);
 
