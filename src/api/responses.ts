@@ -400,6 +400,8 @@ export const hookFileOut = z.strictObject({
   work_item: z.strictObject({ bead_id: z.string(), title: z.string(), assigned_at: z.string() }).nullable(),
   last_activity: z.string(),
 });
+/** A hook read: the file and, when the witness nudged the agent for its current bead, that record. */
+export const hookReadOut = hookFileOut.extend({ nudges: z.strictObject({ count: z.number().int().positive(), lastAt: z.string() }).optional() });
 export const agentRecordOut = z.strictObject({
   agent_id: z.string(),
   role: z.enum(["polecat", "refinery", "crew"]),

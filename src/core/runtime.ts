@@ -33,7 +33,11 @@ export interface TaskRuntime extends TaskRuntimeLike {
   scratch<T>(plan: (sc: ScratchTx) => T | Promise<T>, call: Call): Promise<T>;
   /** The injected clock; task code never reads Date.now(). */
   now(): number;
-  /** Sleep until `untilMs`, observing cancellation; the host learns the wake time (alarms). */
+  /**
+   * Sleep until `untilMs`, observing cancellation; the host learns the wake time (alarms). Returns early
+   * only when the host interrupts the sleep (`Driver.interruptSleep`, after it committed a change the
+   * sleeper should re-plan for); a kind that allows that compares `now()` with its time.
+   */
   sleep(untilMs: number, call: Call): Promise<void>;
   /**
    * Park until a route records the answer to this task's wait for `key` (src/core/answers.ts), or until
