@@ -279,6 +279,47 @@ for (const backend of coreBackends) {
         expect((await resultOf(again, inputId))?.status).toBe("done");
       }));
 
+    it(`Tool output produced while a scratch commit is in flight is shown with the commit that writes it, not before (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const started = deferred();
+        const more = deferred();
+        const done = deferred();
+        const slow: AnyTool = {
+          name: "slow",
+          description: "Prints two lines with a pause between.",
+          parameters: { type: "object", properties: {} },
+          async execute(_id, _params, out) {
+            out.write("first\n");
+            started.resolve();
+            await more.promise;
+            out.write("second\n");
+            await done.promise;
+          },
+        };
+        const rig = await openRig(inner, [callsMessage("slow"), fauxAssistantMessage("ok")], { tools: [slow], turn: { flushMs: 20 } });
+        const root = await rig.harness.root(call);
+        const seen = watchRemote(await watchConversation(rig.harness, root.id, { tail: 50 }, call));
+        const { inputId } = await root.accept({ input: "go" }, call);
+        void root.drive(call).catch(() => undefined);
+        await started.promise;
+        const tool = (await tasksOfKind(rig, "tool"))[0]?.id as Id;
+        // The timer's scratch commit of "first" is held at the barrier; the tool prints "second" meanwhile.
+        const arrived = rig.storage.pause();
+        await arrived;
+        more.resolve();
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        rig.storage.resume();
+        await eventually(async () => (await sinkText(rig, tool)) === "first\n", "the first line reached scratch");
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        // What the watcher holds is what that commit wrote; "second" comes with the commit that writes it.
+        expect(toolPreviewText(seen.remote, tool)).toBe("first\n");
+        await eventually(async () => (await sinkText(rig, tool)) === "first\nsecond\n", "the second line reached scratch");
+        await eventually(async () => toolPreviewText(seen.remote, tool) === "first\nsecond\n", "the watcher saw the second line");
+        done.resolve();
+        await eventually(async () => (await resultOf(rig, inputId))?.status === "done", "the turn answered");
+        seen.watch.unsubscribe();
+      }));
+
     it(`With an after_response hook the last frames are on disk before the hook runs, and with an after_tool hook the tool's last output is (${backend.name})`, () =>
       backend.run(async (inner) => {
         const answer = "every token on disk before the hook";
