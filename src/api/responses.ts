@@ -380,8 +380,13 @@ export const scheduleViewOut = z.strictObject({
   nextRunAt: z.number().int().nullable(),
   lastRunAt: z.number().int().nullable(),
   lastInputId: id.nullable(),
+  /** After downtime: "one" run for all the missed occurrences, or "none" (the gap is skipped). */
+  catchUp: z.enum(["one", "none"]),
   runs: z.number().int(),
+  /** Occurrences missed while down or asleep and not run; a lower bound when `skippedCapped`. */
   skipped: z.number().int(),
+  /** A cron gap's count stopped at 10,000: `skipped` is a lower bound. */
+  skippedCapped: z.boolean(),
 });
 export const schedulesPage = pageOf(scheduleViewOut);
 
@@ -395,6 +400,8 @@ export const hookFileOut = z.strictObject({
   work_item: z.strictObject({ bead_id: z.string(), title: z.string(), assigned_at: z.string() }).nullable(),
   last_activity: z.string(),
 });
+/** A hook read: the file and, when the witness nudged the agent for its current bead, that record. */
+export const hookReadOut = hookFileOut.extend({ nudges: z.strictObject({ count: z.number().int().positive(), lastAt: z.string() }).optional() });
 export const agentRecordOut = z.strictObject({
   agent_id: z.string(),
   role: z.enum(["polecat", "refinery", "crew"]),

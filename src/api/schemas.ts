@@ -230,6 +230,8 @@ export const scheduleBody = z
     /** First occurrence (epoch ms or an ISO 8601 time); default: one interval from now, or cron's next time. */
     startAt: z.union([z.number().int().min(0), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]).optional(),
     mode: z.enum(["followUp", "steer", "nextRun"]).optional(),
+    /** After downtime: "one" run for all the missed occurrences (default), or "none" (skip the gap). */
+    catchUp: z.enum(["one", "none"]).optional(),
   })
   .refine((b) => (b.every === undefined) !== (b.cron === undefined), { message: "a schedule has exactly one of every and cron", path: ["every"] })
   .refine((b) => b.timezone === undefined || b.cron !== undefined, { message: "timezone applies to cron schedules only", path: ["timezone"] });

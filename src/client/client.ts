@@ -324,7 +324,7 @@ export class ConversationClient {
   }
 }
 
-/** `POST .../schedules`: `every` (ms) or `cron` (with `timezone`); `startAt` epoch ms or ISO 8601. */
+/** `POST .../schedules`: `every` (ms) or `cron` (with `timezone`); `startAt` epoch ms or ISO 8601; `catchUp` "one" (default) or "none". */
 export type ScheduleRequestBody = z.input<typeof scheduleBody>;
 /** `PUT .../rig/agents/{agent_id}`: the role, and `conversation: "new"` for a conversation agent. */
 export type RegisterAgentBody = z.input<typeof registerBody>;

@@ -42,6 +42,9 @@ export interface Invocation {
   readonly done: Promise<void>;
 }
 
+/** The reason an interrupted sleep's timer is aborted with (never seen outside the driver). */
+const INTERRUPTED: unique symbol = Symbol("pico.sleep.interrupted");
+
 /** Private: only the driver installs and reads invocation identity. */
 const invocationKey = createContextKey<Invocation>("pico.invocation");
 
@@ -106,6 +109,8 @@ export class Driver {
   readonly #stretch = new Map<Id, WorkStretch>();
   /** Answer waiters of parked invocations, by task (`awaitAnswer`). */
   readonly #answerWaiters = new Map<Id, () => void>();
+  /** Interrupters of tasks sleeping in `sleep` (`interruptSleep`). */
+  readonly #interrupts = new Map<Id, () => void>();
   /** Answers recorded for a running task before its waiter registered (read by `awaitAnswer`). */
   readonly #arrived = new Set<Id>();
   /** Invocations started per live task in this process (telemetry's invocation number). */
@@ -1084,11 +1089,38 @@ export class Driver {
       return;
     }
     await this.#onLine(() => this.#park(taskId, untilMs));
+    const sleep = new AbortController();
+    const cancel = (): void => sleep.abort(call.abortSignal?.reason);
+    if (call.abortSignal?.aborted === true) cancel();
+    else call.abortSignal?.addEventListener("abort", cancel, { once: true });
+    const interrupt = (): void => sleep.abort(INTERRUPTED);
+    this.#interrupts.set(taskId, interrupt);
     try {
-      await this.clock.sleep(untilMs, call.abortSignal);
+      await this.clock.sleep(untilMs, sleep.signal);
+    } catch (error) {
+      // An interrupted sleep returns early; cancellation still rejects.
+      if (error !== INTERRUPTED || call.abortSignal?.aborted === true) throw error;
     } finally {
+      call.abortSignal?.removeEventListener("abort", cancel);
+      if (this.#interrupts.get(taskId) === interrupt) this.#interrupts.delete(taskId);
       await this.#onLine(() => this.#wake(taskId));
     }
+  }
+
+  /**
+   * End task `taskId`'s current `runtime.sleep` now (it returns early, before its time), so the task
+   * re-plans from durable state in its own commit: for a host whose settings commit changed what the
+   * sleeper waits for (the witness's patrol interval). The host never patches the task (§6.1). Resolves
+   * whether a sleep was interrupted.
+   */
+  interruptSleep(taskId: Id): Promise<boolean> {
+    return this.#harness.line.run(() => {
+      const interrupt = this.#interrupts.get(taskId);
+      if (interrupt === undefined) return false;
+      this.#interrupts.delete(taskId);
+      interrupt();
+      return true;
+    });
   }
 
   /**

@@ -1,10 +1,18 @@
 /**
  * The preview hub (§5.2, §9.4): what UIs see of a task while it runs. A kind's preview is a Chord delta
  * tracker the kind mutates in place (`runtime.preview.state`); the harness flushes it after each
- * successful scratch commit and watchers receive the ops as `task_output { task, ops }`, folding them into
- * `view.previews`. The hub holds the current preview value of every live task that has one (so a new
- * watch captures it), fans ops out to conversation watchers in commit order, and drops a task's preview
- * when the task settles. One hub per harness; it lives in the watch hub (`watchHub(harness).previews`).
+ * successful scratch commit of the task and with its settlement commit, and watchers receive the ops as
+ * `task_output { task, ops }` in that commit's message, folding them into `view.previews`. The hub holds
+ * the current preview value of every live task that has one (so a new watch captures it), fans ops out to
+ * conversation watchers in commit order, and drops a task's preview when the task settles. One hub per
+ * harness; it lives in the watch hub (`watchHub(harness).previews`).
+ *
+ * Nothing shown is lost (§7.4 "write all bytes, then publish in-memory changes, never before"): ops
+ * reach watchers only after the commit they ride on is durable, so a kind mutates its preview only with
+ * output that commit holds: inside a scratch commit's plan, the output that commit writes; inside the
+ * settlement's plan, the output the settlement records and no scratch commit wrote (a stream's last
+ * frames, a tool's last output). A kill before a commit then loses nothing a watcher saw: what recovery
+ * rebuilds from scratch is at least what was shown.
  *
  * How the runtime uses it (src/core/runtime.ts, to be wired):
  *
@@ -12,16 +20,18 @@
  *   const tracker = track(kind.preview.init(scratchReader));
  *   hub.attach(taskId, tracker);        // the first flush is the base (an "r" op), published now
  *   runtime.preview = tracker;
- *   // nothing else: after every successful scratch commit of this task the hub flushes the tracker on
- *   // the line, inside that commit's publication, so the ops reach each watcher in the same message as
- *   // the scratch commit, after every earlier commit and before every later one.
+ *   // nothing else: after every successful scratch commit of this task, and with its settlement, the
+ *   // hub flushes the tracker on the line, inside that commit's publication, so the ops reach each
+ *   // watcher in the same message as the commit (a settlement's before its task_end), after every
+ *   // earlier commit and before every later one.
  *   // when the invocation returns without settling (e.g. it parked in a waiting status):
  *   hub.detach(taskId, tracker);        // the preview value stays; the next attach re-bases it
  *
- * `publish(taskId, ops)` is the push form for hosts that flush themselves (ops are adopted: the caller
+ * `publish(taskId, ops)` is the push form (the base an attach publishes; ops are adopted: the caller
  * must not mutate them afterwards); its ops travel in their own message after the newest commit each
- * watcher has seen. Settlement (a `settle` write) drops the tracker and the value in the settling commit;
- * watchers drop it from their views on `task_end`.
+ * watcher has seen. Settlement (a `settle` write) flushes the tracker one last time into the settling
+ * commit's message, then drops the tracker and the value; watchers drop it from their views on
+ * `task_end`, which follows those ops in the same message.
  */
 import { applyImmutable, type Tracker } from "@earendil-works/chord/delta";
 import type { Id, JsonValue } from "../storage/records.js";
@@ -79,8 +89,10 @@ export class PreviewHub {
   }
 
   /**
-   * On the line, from the commit listener, before watchers derive the commit: flush the tracker of a
-   * scratch commit's task (its output is delivered with that commit) and drop settled tasks' previews.
+   * On the line, from the commit listener, after the commit is durable and before watchers derive it:
+   * flush the tracker of a scratch commit's task (its output is delivered with that commit), and the
+   * tracker of each task the commit settles (the last output, which the settlement records, is delivered
+   * with it), then drop settled tasks' previews.
    */
   onCommit(commit: CommittedBatch): PreviewOutput[] {
     const batch = commit.batch;
@@ -92,8 +104,14 @@ export class PreviewHub {
       this.#current.set(batch.task, applyImmutable<JsonValue>(this.#current.get(batch.task), ops));
       return [{ task: batch.task, ops }];
     }
-    for (const write of batch.writes) if (write.type === "settle") this.drop(write.id);
-    return [];
+    const outputs: PreviewOutput[] = [];
+    for (const write of batch.writes) {
+      if (write.type !== "settle") continue;
+      const ops = this.#trackers.get(write.id)?.flush() ?? [];
+      if (ops.length > 0) outputs.push({ task: write.id, ops });
+      this.drop(write.id);
+    }
+    return outputs;
   }
 
   drop(task: Id): void {

@@ -33,7 +33,11 @@ export interface TaskRuntime extends TaskRuntimeLike {
   scratch<T>(plan: (sc: ScratchTx) => T | Promise<T>, call: Call): Promise<T>;
   /** The injected clock; task code never reads Date.now(). */
   now(): number;
-  /** Sleep until `untilMs`, observing cancellation; the host learns the wake time (alarms). */
+  /**
+   * Sleep until `untilMs`, observing cancellation; the host learns the wake time (alarms). Returns early
+   * only when the host interrupts the sleep (`Driver.interruptSleep`, after it committed a change the
+   * sleeper should re-plan for); a kind that allows that compares `now()` with its time.
+   */
   sleep(untilMs: number, call: Call): Promise<void>;
   /**
    * Park until a route records the answer to this task's wait for `key` (src/core/answers.ts), or until
@@ -60,8 +64,11 @@ export interface TaskRuntime extends TaskRuntimeLike {
   /**
    * Start this invocation's preview (§5.2, §9.4): a Chord delta tracker over `initial` that the kind
    * mutates in place (`tracker.state`). The harness flushes it after each scratch commit of this task
-   * and watchers receive the ops as task_output; the first flush is the base. Built from durable
-   * scratch on attach or reopen, so a recovering invocation passes what it rebuilt.
+   * and with its settlement commit, and watchers receive the ops as task_output in that commit's
+   * message; the first flush is the base. Built from durable scratch on attach or reopen, so a
+   * recovering invocation passes what it rebuilt. Nothing shown may be lost (§7.4: write, then
+   * publish): the kind mutates the preview only inside the plan of the commit that holds that output
+   * (a scratch commit writing it, or the settlement recording it), never ahead of it.
    */
   preview<P extends object>(initial: P): Tracker<P>;
   /**
@@ -70,13 +77,6 @@ export interface TaskRuntime extends TaskRuntimeLike {
    * kind's own preview type; the runtime does not check it.
    */
   currentPreview<P extends object>(): Tracker<P> | undefined;
-  /**
-   * Publish what the preview changed since its last flush to watchers now, without a commit (§9.4):
-   * for output that the settlement carries away without ever writing it to scratch (a stream's or a
-   * tool's last output when nothing runs between it and the settlement), so a watcher's deltas still
-   * add up to the whole output before the settlement lands. No-op without a preview.
-   */
-  publishPreview(call: Call): void;
 }
 
 const trackers = new WeakMap<TaskRuntime, { readonly taskId: Id; readonly tracker: Tracker<object>; readonly harness: Harness }>();
@@ -208,11 +208,6 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
       return tracker;
     },
     currentPreview: <P extends object>(): Tracker<P> | undefined => trackers.get(runtime)?.tracker as Tracker<P> | undefined,
-    publishPreview: (call) => {
-      own(call);
-      const attached = trackers.get(runtime);
-      if (attached !== undefined) watchHub(harness).previews.publish(task.id, attached.tracker.flush());
-    },
   };
   return runtime;
 }

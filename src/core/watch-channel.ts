@@ -37,7 +37,7 @@ export interface PreviewOutput {
 
 /** What the hub feeds: every durable batch (on the line, in order), preview output, fault and close. */
 export interface HubMember {
-  /** `outputs`: preview ops the harness flushed for this (scratch) commit, delivered with it. */
+  /** `outputs`: preview ops the harness flushed for this commit (a scratch commit's task, a settled task), delivered with it. */
   onCommit(commit: CommittedBatch, outputs: readonly PreviewOutput[]): void;
   /** Preview ops published between commits. */
   onOutput(output: PreviewOutput): void;

@@ -184,6 +184,10 @@ abstract class ConversationWatchBase<Out> extends WatchChannel<ConversationView,
           const previous = this.#tasks.get(write.id);
           if (previous === undefined) break;
           this.#tasks.delete(write.id);
+          // The settlement's last preview ops (the output it records and no scratch commit wrote) come
+          // before its task_end, which drops the preview (preview.ts).
+          const last = outputs.find((output) => output.task === write.id);
+          if (last !== undefined) events.push({ type: "task_output", task: write.id, ops: last.ops });
           events.push({ type: "task_end", task: { ...previous, role: "terminal", state: write.state } });
           // Settlement retires the task's scratch in the same commit (§4.6).
           for (const [key, addr] of this.#watched) {
@@ -227,6 +231,7 @@ abstract class ConversationWatchBase<Out> extends WatchChannel<ConversationView,
         events.push({ type: "context", ids: [...ids] });
       }
     }
+    // A scratch commit's ops (a settled task's went out before its task_end above).
     for (const output of outputs) {
       if (this.#tasks.has(output.task)) events.push({ type: "task_output", task: output.task, ops: output.ops });
     }

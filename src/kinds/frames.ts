@@ -113,6 +113,26 @@ export function fitFrames(frames: readonly Frame[], budget: number): Frame[] {
   return out;
 }
 
+/** A delta frame: text, thinking or argument JSON, the frames `fitFrames` may cut. */
+type DeltaFrame = Extract<Frame, { readonly 0: "t" | "h" | "a" }>;
+
+function isDelta(frame: Frame): frame is DeltaFrame {
+  return frame[0] === "t" || frame[0] === "h" || frame[0] === "a";
+}
+
+/**
+ * What `fitFrames(frames, budget)` left out, given what it kept: the rest of a delta it cut, then the
+ * frames after it. `kept` followed by the result is `frames` again (deltas of one block concatenated).
+ */
+export function framesAfter(frames: readonly Frame[], kept: readonly Frame[]): Frame[] {
+  const last = kept.length - 1;
+  const cut = kept[last];
+  const whole = frames[last];
+  const rest = frames.slice(kept.length);
+  if (cut === undefined || whole === undefined || !isDelta(cut) || !isDelta(whole) || cut[2].length >= whole[2].length) return rest;
+  return [[whole[0], whole[1], whole[2].slice(cut[2].length)] as DeltaFrame, ...rest];
+}
+
 function isHighSurrogate(code: number): boolean {
   return code >= 0xd800 && code <= 0xdbff;
 }

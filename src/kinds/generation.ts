@@ -20,7 +20,7 @@ import type { Id, JsonObject } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
 import { generationConfig, readOnInterrupt } from "./config.js";
 import { attemptOptions, exchangeProbe, retryDecision, retryHintMs } from "./model-request.js";
-import { encodeEvent, fitFrames, frameBytes, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
+import { encodeEvent, fitFrames, frameBytes, framesAfter, framesList, partialMessage, pushFrame, zeroUsage, type Frame, type FrameBatch } from "./frames.js";
 import { createGeneration, landFinalInbox, resolveUnanswered } from "./placement.js";
 import { estimateTokensCached, ProjectionCache } from "./request-cache.js";
 import { foldSectionState, foldTools, planSystemEntry, prepareSections, type SectionRegistry, type SystemInstructionsInput, type SystemInstructionsOutput } from "./sections.js";
@@ -319,6 +319,9 @@ export function createGenerationKind(services: GenerationServices) {
     // streamSimple maps the thinking level per provider; the probe sees each HTTP exchange (retry hints).
     const probe = exchangeProbe();
     let message: AssistantMessage;
+    // In the plan of a settlement that records the answer: the frames no scratch commit wrote join the
+    // preview, published with that commit once it is durable (§7.4). A deferred poll streamed nothing.
+    let showUnwritten = (): void => undefined;
     if (state.status === "deferred") {
       // Poll the deferred answer; a provider that is not done yet answers deferred again.
       message = await services.models.models.fetchDeferred(model, state.handle, { signal: call.abortSignal ?? new AbortController().signal });
@@ -335,15 +338,14 @@ export function createGenerationKind(services: GenerationServices) {
       // keeps running unobserved after this invocation returns.
       const producer = linkedController(call.abortSignal);
       const stream = services.models.models.streamSimple(model, request, attemptOptions(model, config.thinking, producer.controller.signal, probe));
-      const flusher = new FrameFlusher(runtime, services.options.flushMs, services.options.maxScratchBytes, call);
+      // The flusher folds frames into the preview only as a scratch commit writes them (or as the
+      // settlement records them): what watchers see is never ahead of what a restart recovers.
+      const flusher = new FrameFlusher(runtime, preview.state, services.options.flushMs, services.options.maxScratchBytes, call);
+      showUnwritten = () => flusher.showUnwritten();
       let ended = false;
       try {
         for await (const event of stream) {
-          const frames = encodeEvent(event);
-          for (const frame of frames) {
-            flusher.push(frame);
-            applyFrame(preview.state, frame);
-          }
+          for (const frame of encodeEvent(event)) flusher.push(frame);
           await flusher.maybeFlush();
         }
         ended = true;
@@ -362,9 +364,9 @@ export function createGenerationKind(services: GenerationServices) {
       // an after_response or on_yield hook (which may block on the world, §5.3 rule 2, §8.7), an
       // outcome that does not settle (a retry wait keeps scratch), or a cancellation (abort reads
       // the frames). Otherwise the settlement commit follows with no effect in between and would
-      // delete them at once (§4.6): they are never written, and watchers get them without a commit.
+      // delete them at once (§4.6): they are never written; the settlement's answer entry holds them
+      // and watchers get them with that commit (`showUnwritten`), never before it is durable.
       if (!settlesNext(message, chain, call)) await flusher.close();
-      runtime.publishPreview(call);
     }
     await services.hooks.run(kind, "after_response", { response: message, usage: message.usage }, chain, call);
     const usage = message.usage;
@@ -422,6 +424,7 @@ export function createGenerationKind(services: GenerationServices) {
       await runtime.commit(async (tx) => {
         const b = builderOf(tx);
         await recordUsage(b, row);
+        if (message.content.length > 0) showUnwritten();
         const shown = message.content.length > 0 ? tx.entry(assistantKind, { model: [message] }) : null;
         await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: failure, placeWrites: true });
         tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "error", error: failure, partial: shown, successor: null });
@@ -433,6 +436,7 @@ export function createGenerationKind(services: GenerationServices) {
     if (calls.length > 0) {
       await runtime.commit(async (tx) => {
         const b = builderOf(tx);
+        showUnwritten();
         const assistant = tx.entry(assistantKind, { model: [message] });
         const tools: Id[] = [];
         let previous: Id | undefined;
@@ -454,6 +458,7 @@ export function createGenerationKind(services: GenerationServices) {
     const yielded = await services.hooks.run<{ continue?: string }>(kind, "on_yield", { answer: message }, chain, call);
     await runtime.commit(async (tx) => {
       const b = builderOf(tx);
+      showUnwritten();
       const assistant = tx.entry(assistantKind, { model: [message] });
       await recordUsage(b, row);
       let successor: Id | null = null;
@@ -536,17 +541,27 @@ export function estimateTokens(messages: readonly Message[]): number {
  * loop at its next flush or at close. At the end of a stream `hold` keeps the tail in memory until the
  * outcome is known: `close` writes it, or the settlement carries it away unwritten.
  *
+ * The preview (§9.4) is folded from written frames only (§7.4: write all bytes, then publish): each
+ * scratch commit folds its batch into the preview inside its plan, so the hub publishes it with that
+ * commit once it is durable, and a kill never loses a token a watcher saw. Frames never written (the
+ * held tail, frames past the budget) join the preview through `showUnwritten`, in the plan of the
+ * settlement that records the answer, and reach watchers with it.
+ *
  * The scratch budget (`maxBytes`): the flush that would pass it writes the frames that fit (its last
  * delta cut at the budget), so what a restart recovers is the answer up to the budget; then frames
- * stop, the stream goes on, the preview keeps reaching watchers at the flush cadence (`publish`, no
- * commit) and the answer still settles whole.
+ * stop and the stream goes on. Watchers see nothing more until the settlement, which carries the rest:
+ * a watcher never holds more than a restart would recover, and the answer still settles whole.
  */
 class FrameFlusher {
   readonly #runtime: TaskRuntime;
+  readonly #preview: GenerationPreview;
   readonly #flushMs: number;
   readonly #maxBytes: number;
   readonly #call: Call;
+  /** Frames not written yet. */
   #buffer: Frame[] = [];
+  /** Frames that will never be written (past the budget): shown only with the settlement. */
+  #unwritten: Frame[] = [];
   #lastFlush: number;
   #bytes = 0;
   #stopped = false;
@@ -554,8 +569,9 @@ class FrameFlusher {
   #chain: Promise<void> = Promise.resolve();
   #failure: { error: unknown } | undefined;
 
-  constructor(runtime: TaskRuntime, flushMs: number, maxBytes: number, call: Call) {
+  constructor(runtime: TaskRuntime, preview: GenerationPreview, flushMs: number, maxBytes: number, call: Call) {
     this.#runtime = runtime;
+    this.#preview = preview;
     this.#flushMs = flushMs;
     this.#maxBytes = maxBytes;
     this.#call = call;
@@ -563,7 +579,11 @@ class FrameFlusher {
   }
 
   push(frame: Frame): void {
-    if (!this.#stopped) pushFrame(this.#buffer, frame);
+    if (this.#stopped) {
+      pushFrame(this.#unwritten, frame);
+      return;
+    }
+    pushFrame(this.#buffer, frame);
     if (this.#timer === undefined && this.#failure === undefined) {
       const delay = Math.max(0, this.#lastFlush + this.#flushMs - this.#runtime.now());
       this.#timer = setTimeout(() => {
@@ -593,26 +613,29 @@ class FrameFlusher {
     await this.#settled();
   }
 
+  /**
+   * After `hold` or `close`, inside the plan of the settlement that records the answer: fold the frames
+   * no scratch commit wrote into the preview, so the settlement commit publishes them (preview.ts).
+   */
+  showUnwritten(): void {
+    for (const frame of [...this.#buffer, ...this.#unwritten]) applyFrame(this.#preview, frame);
+    this.#buffer = [];
+    this.#unwritten = [];
+  }
+
   #enqueue(): void {
-    if (this.#failure !== undefined) return;
-    if (this.#stopped) {
-      // Past the budget: no more scratch commits, the preview still reaches watchers at this cadence.
-      this.#lastFlush = this.#runtime.now();
-      this.#publish();
-      return;
-    }
-    if (this.#buffer.length === 0) return;
+    if (this.#failure !== undefined || this.#stopped || this.#buffer.length === 0) return;
     let frames = this.#buffer;
     this.#buffer = [];
     this.#lastFlush = this.#runtime.now();
     const room = this.#maxBytes - this.#bytes;
     if (frameBytes(frames) > room) {
+      // Past the budget: write the frames that fit, keep the rest (and every later frame) unwritten.
       this.#stopped = true;
-      frames = fitFrames(frames, room);
-      if (frames.length === 0) {
-        this.#publish();
-        return;
-      }
+      const fit = fitFrames(frames, room);
+      for (const frame of framesAfter(frames, fit)) pushFrame(this.#unwritten, frame);
+      frames = fit;
+      if (frames.length === 0) return;
     }
     this.#bytes += frameBytes(frames);
     const batch = frames;
@@ -621,19 +644,13 @@ class FrameFlusher {
       try {
         await this.#runtime.scratch((sc) => {
           sc.list(framesList).append({ f: batch });
+          // Shown with this commit: the hub flushes the preview once the commit is durable (preview.ts).
+          for (const frame of batch) applyFrame(this.#preview, frame);
         }, this.#call);
       } catch (error) {
         this.#failure = { error };
       }
     });
-  }
-
-  #publish(): void {
-    try {
-      this.#runtime.publishPreview(this.#call);
-    } catch (error) {
-      this.#failure = { error };
-    }
   }
 
   async #settled(): Promise<void> {

@@ -261,11 +261,11 @@ export function createJobKind(services: JobServices) {
       exitCode = -1;
     }
     // A one-shot job settles in the next commit with nothing in between, which would delete a last
-    // flush at once (§4.6): its last output is not written, watchers get it without a commit. A
-    // recurring job keeps its scratch until its next run, and a cancelled one's abort reads it.
+    // flush at once (§4.6): its last output is not written, the settlement records it and watchers get
+    // it with the settlement commit (§7.4: never before it is durable). A recurring job keeps its
+    // scratch until its next run, and a cancelled one's abort reads it.
     const settlesNext = !(running.every !== undefined && running.every > 0) && call.abortSignal?.aborted !== true;
     await sink.drain(settlesNext ? "hold" : "flush");
-    runtime.publishPreview(call);
     const output = outputState(sink.state(), exitCode !== 0);
     const { startedAt: _startedAt, ...input } = running;
     await runtime.commitBuilder(async (b) => {
@@ -274,6 +274,7 @@ export function createJobKind(services: JobServices) {
       if (input.every !== undefined && input.every > 0) {
         b.patch(task, "planned", { ...input, notBefore: now + input.every, runs: (input.runs ?? 0) + 1, lastExitCode: exitCode });
       } else {
+        sink.showUnwritten();
         b.settle(task, "exited", { ...input, output, exitCode });
       }
     }, call);

@@ -11,9 +11,16 @@
  *   ended   { ... }                                         terminal: abortTask / DELETE
  *
  * The request key names the occurrence, so a firing re-run after a crash (recover) or a redelivered
- * alarm accepts once. Missed occurrences after downtime are counted in `skipped`, never replayed: the
- * next one after now is scheduled. Pausing is a sticky session value keyed by schedule id (the host may
- * not patch a task's state, §10.2): a paused schedule keeps its times and accepts nothing.
+ * alarm accepts once. The catch-up policy is in state (§8.6: a restart never launches a backlog): a wake
+ * that finds several occurrences due (the object was down or asleep through them) runs at most one of
+ * them, per `catchUp`: "one" (the default) runs the first for the whole gap, "none" runs none of a gap
+ * (an occurrence is on time only while no later one is due and it is at most ON_TIME_GRACE_MS late).
+ * The ones not run are counted in `skipped` (exact for `every`; for cron up to SKIPPED_COUNT_CAP per
+ * gap, then a lower bound marked by `skippedCapped`), and the next occurrence is found from now in
+ * bounded time, so the nextRunAt stored after a wake is always in the future. Pausing is a sticky
+ * session value keyed by schedule id (the host may not patch a task's state, §10.2): a paused schedule
+ * keeps its times and accepts nothing. A cron expression whose last occurrence has passed (one with a
+ * year field) ends the schedule.
  */
 import { Cron } from "croner";
 import type { Call } from "../core/call.js";
@@ -29,6 +36,11 @@ import type { TurnOptions } from "./services.js";
 
 export type ScheduleMode = "followUp" | "steer" | "nextRun";
 
+/** What a wake that finds a gap of missed occurrences runs: "one" run for the whole gap, or "none". */
+export type ScheduleCatchUp = "one" | "none";
+
+export const DEFAULT_CATCH_UP: ScheduleCatchUp = "one";
+
 /** What a schedule is: where, what, when (fixed at creation). */
 export type ScheduleSpec = {
   conversationId: Id;
@@ -38,6 +50,8 @@ export type ScheduleSpec = {
   every: number | null;
   cron: string | null;
   timezone: string | null;
+  /** The catch-up policy; absent in schedules stored before it existed, which behave as "one". */
+  catchUp?: ScheduleCatchUp;
 };
 
 type ScheduleBase = ScheduleSpec & {
@@ -45,6 +59,8 @@ type ScheduleBase = ScheduleSpec & {
   runs: number;
   /** Occurrences that passed while the object was asleep or down; recorded, never replayed. */
   skipped: number;
+  /** Present once a gap's cron count stopped at SKIPPED_COUNT_CAP: `skipped` is then a lower bound. */
+  skippedCapped?: true;
   lastRunAt: number | null;
   lastInputId: Id | null;
 };
@@ -74,9 +90,45 @@ export function occurrenceKey(id: Id, occurrence: number): string {
 
 export const MIN_EVERY_MS = 1000;
 
+/**
+ * How late a wake may run its occurrence under catchUp "none": an alarm arrives a little after its time
+ * and a restart (every deploy) delays it by seconds. Later than this, or once a later occurrence is due
+ * too, the occurrence is part of a downtime gap.
+ */
+export const ON_TIME_GRACE_MS = 60_000;
+
+/** Missed cron occurrences are counted one by one up to this many per gap; past it `skipped` is a lower bound. */
+export const SKIPPED_COUNT_CAP = 10_000;
+
 /** A schedule that cannot run: bad interval, cron expression or timezone (the wire maps it to 400). */
 export class InvalidSchedule extends Error {
   override readonly name = "InvalidSchedule";
+}
+
+/** The occurrence grid of a schedule: an interval, or a parsed cron expression. */
+type Grid = { readonly type: "every"; readonly every: number } | { readonly type: "cron"; readonly cron: Cron };
+
+function gridOf(spec: Pick<ScheduleSpec, "every" | "cron" | "timezone">): Grid {
+  if (spec.every !== null) {
+    if (!(spec.every >= MIN_EVERY_MS)) throw new InvalidSchedule(`every must be at least ${MIN_EVERY_MS} ms`);
+    return { type: "every", every: spec.every };
+  }
+  if (spec.cron === null) throw new InvalidSchedule("a schedule needs every or cron");
+  try {
+    return { type: "cron", cron: new Cron(spec.cron, { ...(spec.timezone === null ? {} : { timezone: spec.timezone }), paused: true }) };
+  } catch (error) {
+    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/** The first cron occurrence strictly after `after` (ms), or null when the expression has none left. */
+function cronAfter(cron: Cron, after: number): number | null {
+  try {
+    return cron.nextRun(new Date(after))?.getTime() ?? null;
+  } catch (error) {
+    // croner checks the timezone only when it computes a time.
+    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
 
 /**
@@ -84,36 +136,70 @@ export class InvalidSchedule extends Error {
  * or timezone croner rejects, or one that never fires again: InvalidSchedule.
  */
 export function nextOccurrence(spec: Pick<ScheduleSpec, "every" | "cron" | "timezone">, from: number, after: number): number {
-  if (spec.every !== null) {
-    if (!(spec.every >= MIN_EVERY_MS)) throw new InvalidSchedule(`every must be at least ${MIN_EVERY_MS} ms`);
-    if (from > after) return from;
-    return from + (Math.floor((after - from) / spec.every) + 1) * spec.every;
+  const grid = gridOf(spec);
+  switch (grid.type) {
+    case "every":
+      if (from > after) return from;
+      return from + (Math.floor((after - from) / grid.every) + 1) * grid.every;
+    case "cron": {
+      const next = cronAfter(grid.cron, Math.max(after, from - 1));
+      if (next === null) throw new InvalidSchedule(`cron ${spec.cron} has no future occurrence`);
+      return next;
+    }
   }
-  if (spec.cron === null) throw new InvalidSchedule("a schedule needs every or cron");
-  let next: Date | null;
-  try {
-    const cron = new Cron(spec.cron, { ...(spec.timezone === null ? {} : { timezone: spec.timezone }), paused: true });
-    next = cron.nextRun(new Date(Math.max(after, from - 1)));
-  } catch (error) {
-    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`);
-  }
-  if (next === null) throw new InvalidSchedule(`cron ${spec.cron} has no future occurrence`);
-  return next.getTime();
 }
 
-/** How many occurrences fall in (occurrence, now]: the ones a late wake skips (bounded count). */
-function missed(spec: ScheduleSpec, occurrence: number, now: number): { skipped: number; next: number } {
-  if (spec.every !== null) {
-    const skipped = now > occurrence ? Math.floor((now - occurrence) / spec.every) : 0;
-    return { skipped, next: nextOccurrence(spec, occurrence, now) };
+/** What a wake at `now` does with the due occurrence it found: run it or not, what it skips, when next. */
+export interface CatchUp {
+  /** Accept this occurrence's input (unless the schedule is paused). */
+  readonly fire: boolean;
+  /** Occurrences at or before now not run (the due one too when it is not fired); see `capped`. */
+  readonly skipped: number;
+  /** The cron count stopped at SKIPPED_COUNT_CAP: `skipped` is a lower bound. */
+  readonly capped: boolean;
+  /** The first occurrence strictly after now (and after the due one); null: a cron expression has none left. */
+  readonly next: number | null;
+}
+
+/**
+ * The catch-up decision for the due `occurrence` woken at `now`, in bounded time whatever the gap: the
+ * later occurrences already due are counted arithmetically for `every` (exact), one by one for cron up
+ * to SKIPPED_COUNT_CAP, and the next occurrence is computed from now, never by walking the gap.
+ */
+export function catchUp(spec: Pick<ScheduleSpec, "every" | "cron" | "timezone" | "catchUp">, occurrence: number, now: number): CatchUp {
+  const policy = spec.catchUp ?? DEFAULT_CATCH_UP;
+  // Under "none" the due occurrence counts against the cap too when it turns out to be part of the gap.
+  const cap = policy === "none" ? SKIPPED_COUNT_CAP - 1 : SKIPPED_COUNT_CAP;
+  const later = laterDue(gridOf(spec), occurrence, now, cap);
+  switch (policy) {
+    case "one":
+      return { fire: true, skipped: later.count, capped: later.capped, next: later.next };
+    case "none": {
+      const onTime = later.count === 0 && now - occurrence <= ON_TIME_GRACE_MS;
+      return onTime ? { fire: true, skipped: 0, capped: false, next: later.next } : { fire: false, skipped: later.count + 1, capped: later.capped, next: later.next };
+    }
   }
-  let skipped = 0;
-  let next = nextOccurrence(spec, occurrence, occurrence);
-  while (next <= now && skipped < 100_000) {
-    skipped += 1;
-    next = nextOccurrence(spec, occurrence, next);
+}
+
+/** The occurrences in (occurrence, now] (counted up to `cap` for cron) and the first one after both. */
+function laterDue(grid: Grid, occurrence: number, now: number, cap: number): { count: number; capped: boolean; next: number | null } {
+  switch (grid.type) {
+    case "every": {
+      const count = now > occurrence ? Math.floor((now - occurrence) / grid.every) : 0;
+      return { count, capped: false, next: occurrence + (count + 1) * grid.every };
+    }
+    case "cron": {
+      let count = 0;
+      let at = occurrence;
+      for (;;) {
+        const due = cronAfter(grid.cron, at);
+        if (due === null || due > now) return { count, capped: false, next: due };
+        if (count === cap) return { count, capped: true, next: cronAfter(grid.cron, now) };
+        count += 1;
+        at = due;
+      }
+    }
   }
-  return { skipped, next };
 }
 
 export interface ScheduleServices {
@@ -154,16 +240,21 @@ export function createScheduleKind(services: ScheduleServices) {
     },
   });
 
-  /** One commit: accept this occurrence's input (once, by its request key) and wait for the next. */
+  /**
+   * One commit: accept this occurrence's input (once, by its request key) unless the catch-up policy
+   * skips it as part of a gap, and wait for the next occurrence after now (or end, when a cron
+   * expression has none left).
+   */
   async function fire(task: ScheduleTask, runtime: TaskRuntime, firing: ScheduleBase & { occurrence: number }, call: Call): Promise<void> {
     const { occurrence, ...base } = firing;
     await runtime.commitBuilder(async (b) => {
       const now = runtime.now();
-      const { skipped, next } = missed(base, occurrence, now);
+      const decision = catchUp(base, occurrence, now);
       const paused = (await b.value(schedulePaused(task.id)).get()) === true;
       let inputId = base.lastInputId;
       let runs = base.runs;
-      if (!paused) {
+      const runsNow = decision.fire && !paused;
+      if (runsNow) {
         const key = occurrenceKey(task.id, occurrence);
         const prior = await priorAcceptance(b, key);
         if (prior !== undefined) {
@@ -179,14 +270,20 @@ export function createScheduleKind(services: ScheduleServices) {
           runs += 1;
         }
       }
-      b.patch(task, "waiting", {
+      const after: ScheduleBase = {
         ...base,
-        nextRunAt: next,
         runs,
-        skipped: base.skipped + skipped,
-        lastRunAt: paused ? base.lastRunAt : occurrence,
+        skipped: base.skipped + decision.skipped,
+        ...(decision.capped ? { skippedCapped: true } : {}),
+        lastRunAt: runsNow ? occurrence : base.lastRunAt,
         lastInputId: inputId,
-      });
+      };
+      if (decision.next === null) {
+        b.value(schedulePaused(task.id)).delete();
+        b.settle(task, "ended", after);
+        return;
+      }
+      b.patch(task, "waiting", { ...after, nextRunAt: decision.next });
     }, call);
   }
 
@@ -198,9 +295,12 @@ function stripOccurrence(state: ScheduleBase & { occurrence?: number }): Schedul
   return base;
 }
 
-/** The initial state of a new schedule (validated: a bad cron or timezone throws PicoError invalid). */
+/**
+ * The initial state of a new schedule (validated: a bad interval, cron or timezone throws
+ * InvalidSchedule). The catch-up policy is stored explicitly ("one" unless the spec says otherwise).
+ */
 export function newSchedule(spec: ScheduleSpec, now: number, startAt: number | null): ScheduleState {
   const from = startAt ?? now;
   const first = spec.every !== null ? (startAt === null ? now + spec.every : nextOccurrence(spec, from, now - 1)) : nextOccurrence(spec, from, Math.max(now, from - 1));
-  return { status: "waiting", ...spec, nextRunAt: first, runs: 0, skipped: 0, lastRunAt: null, lastInputId: null };
+  return { status: "waiting", ...spec, catchUp: spec.catchUp ?? DEFAULT_CATCH_UP, nextRunAt: first, runs: 0, skipped: 0, lastRunAt: null, lastInputId: null };
 }

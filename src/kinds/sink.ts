@@ -17,6 +17,11 @@
  * checkpoint pass `compactBytes`, the flush instead sets the checkpoint value to the durable fold and
  * clears the list, so scratch stays bounded by the retained window plus that margin.
  *
+ * The preview (§9.4) folds what was written, never more (§7.4: write, then publish): each flush folds its
+ * batch into the preview inside its scratch commit, so watchers get it with that commit; output no flush
+ * wrote reaches the preview only through `showUnwritten()`, inside the settlement commit that records it.
+ * A kill therefore never loses output a watcher saw: recover and abort rebuild at least that from scratch.
+ *
  * The sink owns its scratch promises (§6.3): it awaits and catches each one. A rejection that is
  * expected after a durable abort mark or close (TaskCancelled, closed) stops persistence and drops late
  * output silently; any other rejection is a real persistence error: it is reported and `drain()`
@@ -209,8 +214,9 @@ export interface SinkOptions {
   readonly seed?: SinkFold;
   /** Real persistence errors, as they happen (drain() also rethrows the first one). */
   readonly report?: (error: unknown) => void;
-  /** The invocation's preview state (a Chord tracker's `state`): the sink folds every op into it too,
-   * so watchers see output live at the scratch-commit cadence (§9.3, §9.4). */
+  /** The invocation's preview state (a Chord tracker's `state`): the sink folds each flushed batch into
+   * it inside its scratch commit, so watchers see output live at the scratch-commit cadence and only
+   * once it is durable (§9.3, §9.4, §7.4); `showUnwritten()` folds the rest. */
   readonly preview?: SinkFold;
 }
 
@@ -260,7 +266,6 @@ export class ToolSink implements ToolOutput<JsonValue> {
   set details(value: JsonValue) {
     if (this.#drained) return;
     this.#state.details = value;
-    if (this.#preview !== undefined) this.#preview.details = value;
     this.#schedule();
   }
 
@@ -326,7 +331,8 @@ export class ToolSink implements ToolOutput<JsonValue> {
    * Flush what is pending, wait for every scratch commit, and stop accepting output. Rethrows the first
    * real persistence error; expected cancellation rejections were already absorbed. `tail: "hold"`
    * writes nothing more: the caller settles next with nothing in between (§4.6: the settlement would
-   * delete what a last flush wrote), and the live state (`output()`) still holds every op.
+   * delete what a last flush wrote), the live state (`output()`) still holds every op, and the preview
+   * gets the unwritten rest from `showUnwritten()` in the settlement's plan.
    */
   async drain(tail: "flush" | "hold" = "flush"): Promise<void> {
     if (tail === "flush") {
@@ -340,6 +346,24 @@ export class ToolSink implements ToolOutput<JsonValue> {
     if (this.#error !== undefined) throw this.#error.error;
   }
 
+  /**
+   * After `drain("hold")`, inside the plan of the settlement commit that records `output()`: fold the
+   * output no flush wrote into the preview, so watchers get it in that commit's message (the hub flushes
+   * a settling task's preview with its settlement), never before it is durable. Nothing after a stop
+   * (cancellation, persistence error) is folded: such a task does not settle with this output.
+   */
+  showUnwritten(): void {
+    const ops = this.#stopped ? [] : this.#pending;
+    this.#pending = [];
+    const detailsJson = JSON.stringify(this.#state.details);
+    if (!this.#stopped && detailsJson !== this.#detailsJson) {
+      ops.push({ t: "d", v: JSON.parse(detailsJson) as JsonValue });
+      this.#detailsJson = detailsJson;
+    }
+    if (this.#preview === undefined || ops.length === 0) return;
+    for (const op of coalesce(ops, this.#maxChars)) applyOp(this.#preview, op, this.#maxChars);
+  }
+
   // internals ----------------------------------------------------------------------------------
 
   #op(op: SinkOp): void {
@@ -348,7 +372,6 @@ export class ToolSink implements ToolOutput<JsonValue> {
       return;
     }
     applyOp(this.#state, op, this.#maxChars);
-    if (this.#preview !== undefined) applyOp(this.#preview, op, this.#maxChars);
     if (this.#stopped) return;
     if (op.t === "r") {
       // A replace makes earlier pending text operations irrelevant (the totals restart too).
@@ -400,6 +423,8 @@ export class ToolSink implements ToolOutput<JsonValue> {
         } else {
           sc.list(sinkOps).append(batch);
         }
+        // Shown with this commit: the hub flushes the preview once the commit is durable (preview.ts).
+        if (this.#preview !== undefined) for (const op of batch.o) applyOp(this.#preview, op, this.#maxChars);
       }, this.#call);
       this.#durable = next;
       this.#opBytes = compact ? 0 : this.#opBytes + bytes;

@@ -174,13 +174,14 @@ export function createToolKind(services: TurnServices) {
     // The sink's scratch promises are joined before anything else; a real persistence error faults.
     // Its last output is written only when after_tool runs before the settlement (it may block on the
     // world, §8.7) or the call was cancelled (abort reads scratch); otherwise the settlement follows at
-    // once and would delete it (§4.6), so it is never written and watchers get it without a commit.
+    // once and would delete it (§4.6), so it is never written: the settlement records it, and watchers
+    // get it with the settlement commit, once it is durable (§7.4; a kill before it loses nothing they
+    // saw, and an interrupted result holds every line shown).
     const settlesNext = call.abortSignal?.aborted !== true && services.hooks.handlers(kind.kind, "after_tool", chain).length === 0;
     await sink.drain(settlesNext ? "hold" : "flush");
-    runtime.publishPreview(call);
     const output = sink.output(isError);
     await services.hooks.run(kind, "after_tool", { toolCallId: toolCall.id, output }, chain, call);
-    await settle(task, runtime, "done", output, call);
+    await settle(task, runtime, "done", output, call, () => sink.showUnwritten());
   }
 
   return kind;
@@ -191,12 +192,14 @@ export function createToolKind(services: TurnServices) {
 
 /**
  * One commit: the result entry, a usage row when the sink got usage, the terminal variant. The terminal
- * state records the output without its content, which the result entry's message holds.
+ * state records the output without its content, which the result entry's message holds. `show` runs in
+ * the plan: the live sink's unwritten output joins the preview, published with this commit.
  */
-async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "aborted", output: ToolOutputState, call: Call): Promise<void> {
+async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "aborted", output: ToolOutputState, call: Call, show?: () => void): Promise<void> {
   const toolCall = task.state.call;
   const assistant = task.state.assistant;
   await runtime.commitBuilder(async (b) => {
+    show?.();
     const tx = conversationTx(b, task.conversationId);
     const message = resultMessage(toolCall, output, runtime.now());
     const { content: _content, ...full } = output;

@@ -295,7 +295,10 @@ export class Rig {
       if ((await this.#read(agentValue(agentId))) === undefined) throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
       throw new Error(`agent ${agentId} has no hook record`);
     }
-    return view(version.value, version.seq);
+    const nudged = await this.#read(witnessAgent(agentId));
+    const bead = version.value.file.work_item?.bead_id;
+    const nudges = nudged !== undefined && bead !== undefined && nudged.bead_id === bead && nudged.nudges > 0 ? { count: nudged.nudges, lastAt: iso(nudged.last_nudge_at) } : undefined;
+    return { ...view(version.value, version.seq), ...(nudges === undefined ? {} : { nudges }) };
   }
 
   /** Read a hook as `actor` may: the mayor and operators any, an agent its own. */
@@ -526,12 +529,16 @@ export class Rig {
 
   async patchSettings(actor: Actor, patch: Partial<RigSettings>): Promise<RigSettings> {
     if (actor.role !== "mayor" && actor.role !== "operator") throw new RigError("rig_forbidden", `only the mayor or an operator configures the witness (this token's role is ${actor.role})`);
-    return this.harness.commit(async (tx) => {
+    const { settings, witness } = await this.harness.commit(async (tx) => {
       const current = (await tx.value(settingsValue).get()) ?? {};
       const next = { ...current, ...patch };
       tx.value(settingsValue).set(next);
-      return { ...DEFAULT_SETTINGS, ...next };
+      return { settings: { ...DEFAULT_SETTINGS, ...next }, witness: await tx.value(witnessTask).get() };
     }, call);
+    // A shorter patrol interval applies at once: the witness's sleep ends and it re-plans in its own
+    // commit (the host never patches the witness's task, §6.1).
+    if (witness !== undefined && patch.patrolIntervalMs !== undefined) await this.harness.driver.interruptSleep(witness);
+    return settings;
   }
 
   // health -------------------------------------------------------------------------------------

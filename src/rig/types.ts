@@ -40,6 +40,12 @@ export interface HookView {
   readonly version: number;
   readonly attempt: number;
   readonly summary?: string;
+  /**
+   * The witness's record of nudges for the current bead (the seed's nudge file): how many and the last
+   * one's time. Nudges themselves are live only, so an agent that was not listening learns it was nudged
+   * here at its next poll. Absent when the witness has not nudged it for this bead.
+   */
+  readonly nudges?: { readonly count: number; readonly lastAt: string };
 }
 
 /** The document's agent roles; only polecats are patrolled. */

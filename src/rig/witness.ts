@@ -77,6 +77,8 @@ interface Assessed {
     readonly record: WitnessAgentRecord | undefined;
     readonly responded: boolean;
     readonly elapsed: number;
+    /** A pending hook past its spawn grace (the agent never started): its threshold is the grace. */
+    readonly pending?: true;
   }[];
 }
 
@@ -118,9 +120,29 @@ export async function assess(
     if (status === "pending") {
       pending += 1;
       const since = now - Date.parse(hook.file.work_item?.assigned_at ?? hook.file.last_activity);
-      if ((entry.role === "polecat" || agentId === focus) && since > settings.spawnGraceMs) {
-        notStarted.push({ agentId, beadId: hook.file.work_item?.bead_id ?? "", pendingMinutes: Math.floor(since / 60_000) });
+      if ((entry.role !== "polecat" && agentId !== focus) || since <= settings.spawnGraceMs) {
+        // Assigned and within its grace to start: counted active (the four counts add up to the total).
+        active += 1;
+        continue;
       }
+      const bead = hook.file.work_item?.bead_id ?? "";
+      notStarted.push({ agentId, beadId: bead, pendingMinutes: Math.floor(since / 60_000) });
+      // Never started after its grace: a stall like any other, chased by the same ladder (nudge, alert,
+      // critical after two unanswered nudges). The agent's mail reply since the assignment is its
+      // activity (this patrol's or one an earlier patrol recorded, read only when it would matter), so
+      // a reply keeps counting until the grace passes again after it.
+      const record = await reader.get(witnessAgent(agentId));
+      const assigned = now - since;
+      let replied = responses.get(agentId) ?? 0;
+      if (now - Math.max(assigned, replied) > settings.spawnGraceMs) replied = Math.max(replied, (await reader.get(witnessReply(agentId))) ?? 0);
+      const answered = replied > assigned ? replied : undefined;
+      const responded = record !== undefined && (record.bead_id !== bead || (answered !== undefined && answered > record.last_nudge_at));
+      const effective = responded ? undefined : record;
+      const elapsed = answered === undefined ? since : now - answered;
+      polecats.push({ agentId, conversationId: entry.conversationId, hook, record: effective, responded, elapsed, pending: true });
+      if (elapsed > settings.spawnGraceMs) {
+        stalledDetails.push({ agentId, beadId: bead, stalledMinutes: Math.floor(since / 60_000), nudgesSent: effective?.nudges ?? 0 });
+      } else active += 1;
       continue;
     }
     if (entry.role !== "polecat" && agentId !== focus) {
@@ -231,37 +253,50 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
   const timestamp = iso(now);
   for (const p of polecats) {
     const bead = p.hook.file.work_item?.bead_id ?? "";
-    if (p.elapsed <= settings.stallThresholdMs) {
+    const threshold = p.pending === true ? settings.spawnGraceMs : settings.stallThresholdMs;
+    if (p.elapsed <= threshold) {
       if (p.responded || p.record !== undefined) tx.value(witnessAgent(p.agentId)).delete();
       continue;
     }
+    // The ladder (seed 002): every patrol that finds the stall unanswered nudges, until two nudges went
+    // unanswered (critical); an alert (over `alertAfterMs`) is mailed once and nudges too, so an agent
+    // found stalled after downtime is still nudged twice before `critical`. Each nudge is recorded in
+    // this commit (the seed's nudge file: count and time per agent and bead), and only recorded nudges
+    // count towards `critical`.
     const nudgesSent = p.record?.nudges ?? 0;
     const severity = classifyStall(p.elapsed, nudgesSent, settings.alertAfterMs);
     const minutes = Math.floor(p.elapsed / 60_000);
-    if (severity === "warning") {
-      nudges.push({
-        nudge: { from: WITNESS_ID, to: p.agentId, channel: "nudge", payload: `HEALTH_CHECK: no activity for ${minutes}m on ${bead}`, timestamp, durable: false },
-        conversationId: p.conversationId,
-      });
-      tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent + 1, last_nudge_at: now, escalated: p.record?.escalated ?? [] });
+    let escalated = p.record?.escalated ?? [];
+    if (severity !== "warning" && !escalated.includes(severity)) {
+      const message: Omit<MailMessage, "id"> = {
+        from: WITNESS_ID,
+        to: MAYOR_ID,
+        channel: "mail",
+        payload: p.pending === true ? `STALL_${severity.toUpperCase()}: ${p.agentId} has not started ${bead} after ${minutes}m` : `STALL_${severity.toUpperCase()}: ${p.agentId} idle ${minutes}m on ${bead}`,
+        timestamp,
+        durable: true,
+      };
+      tx.list(mailbox(MAYOR_ID)).append({ ...message, sender: "witness" });
+      mail.push(message);
+      escalated = [...escalated, severity];
+    }
+    if (severity === "critical") {
+      // The mayor decides now; no further nudges for this stall.
+      if (escalated !== p.record?.escalated || p.responded) tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent, last_nudge_at: p.record?.last_nudge_at ?? now, escalated });
       continue;
     }
-    const escalated = p.record?.escalated ?? [];
-    if (escalated.includes(severity)) {
-      if (p.responded) tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent, last_nudge_at: p.record?.last_nudge_at ?? now, escalated });
-      continue;
-    }
-    const message: Omit<MailMessage, "id"> = {
-      from: WITNESS_ID,
-      to: MAYOR_ID,
-      channel: "mail",
-      payload: `STALL_${severity.toUpperCase()}: ${p.agentId} idle ${minutes}m on ${bead}`,
-      timestamp,
-      durable: true,
-    };
-    tx.list(mailbox(MAYOR_ID)).append({ ...message, sender: "witness" });
-    mail.push(message);
-    tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent, last_nudge_at: p.record?.last_nudge_at ?? now, escalated: [...escalated, severity] });
+    nudges.push({
+      nudge: {
+        from: WITNESS_ID,
+        to: p.agentId,
+        channel: "nudge",
+        payload: p.pending === true ? `HEALTH_CHECK: ${bead} not started after ${minutes}m` : `HEALTH_CHECK: no activity for ${minutes}m on ${bead}`,
+        timestamp,
+        durable: false,
+      },
+      conversationId: p.conversationId,
+    });
+    tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent + 1, last_nudge_at: now, escalated });
   }
   const key = healthKey(health);
   if (key !== record.health_key) {
@@ -337,10 +372,36 @@ function focusInstruction(payload: MailMessage["payload"]): string | null | unde
  * the harness opens, before the Rig is built over it).
  */
 export function createWitnessKind(rigOf: () => Rig | undefined, report: (error: unknown) => void = () => undefined) {
+  const read = (runtime: TaskRuntime, call: Call): StateReader => ({ get: async (spec) => await runtime.value(spec).get(call) });
+  /**
+   * The next patrol under the current settings: never later than one (possibly new, shorter) interval
+   * after the last patrol or, when a settings change interrupted the sleep, after now.
+   */
+  const replan = async (planned: number, runtime: TaskRuntime, call: Call, interrupted: boolean): Promise<number> => {
+    const reader = read(runtime, call);
+    const interval = (await readSettings(reader)).patrolIntervalMs;
+    const now = runtime.now();
+    const last = (await reader.get(witnessPatrol))?.last_patrol_at ?? 0;
+    let next = planned;
+    if (last > 0) next = Math.min(next, Math.max(now, last + interval));
+    if (interrupted) next = Math.min(next, now + interval);
+    return next;
+  };
   const loop = async (task: WitnessTask, runtime: TaskRuntime, call: Call): Promise<void> => {
-    let next = task.state.next_patrol_at;
+    // A settings change made while the object was down applies from the start.
+    let next = await replan(task.state.next_patrol_at, runtime, call, false);
     for (;;) {
       await runtime.sleep(next, call);
+      if (runtime.now() < next) {
+        // Interrupted by a settings commit (a new patrol interval): re-plan in the witness's own commit,
+        // so the durable wake time and the alarm move with it (the host never patches this task, §6.1).
+        const planned = await replan(next, runtime, call, true);
+        if (planned < next) {
+          await runtime.commit((tx) => tx.patch(task, "patrolling", { next_patrol_at: planned }), call);
+          next = planned;
+        }
+        continue;
+      }
       const rig = rigOf();
       if (rig === undefined) throw new PicoError("contract", "the witness runs only in a session with a rig");
       const now = runtime.now();
@@ -364,7 +425,7 @@ export function createWitnessKind(rigOf: () => Rig | undefined, report: (error: 
         if (error instanceof TaskCancelled || call.abortSignal?.aborted === true) throw error;
         // A failed read is not "no work": nothing was written; report and try again next interval.
         report(error);
-        next = now + (await readSettings({ get: async (spec) => (await runtime.value(spec).get(call)) })).patrolIntervalMs;
+        next = now + (await readSettings(read(runtime, call))).patrolIntervalMs;
       }
     }
   };

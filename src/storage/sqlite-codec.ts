@@ -11,8 +11,11 @@
  *   JSON.stringify of the restored messages equals that of the written ones.
  * - `tasks.state` (§6.1): a state whose first or last key is its status is stored without it (a "~"
  *   before the JSON says it was last); the `tasks.status` column holds the same string and reading puts
- *   it back in its place. A state text that has `status` (an old row, or one whose status was neither
- *   first nor last) is read as it is.
+ *   it back in its place. Only a status the column gives back exactly is left out: a string that is not
+ *   well-formed UTF-16 (a lone surrogate) is stored as UTF-8 and reads back with U+FFFD in its place,
+ *   so such a status stays in the JSON, which escapes it (§10.1: every backend reads back what was
+ *   written). A state text that has `status` (an old row, one whose status was neither first nor last,
+ *   or one whose status the column would change) is read as it is.
  */
 import type { JsonObject, JsonValue } from "./records.js";
 
@@ -123,12 +126,24 @@ export function decodeModel(text: string): JsonValue {
 /** The first character of a `tasks.state` text stored without its last key, `status` (not JSON's). */
 const STATUS_LAST = "~";
 
+/** A high surrogate not followed by a low one, or a low surrogate not preceded by a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Whether a TEXT column gives `value` back unchanged: SQLite stores text as UTF-8, which cannot encode a
+ * lone surrogate (it becomes U+FFFD). Every well-formed string round-trips, NUL included.
+ */
+export function survivesTextColumn(value: string): boolean {
+  return !LONE_SURROGATE.test(value);
+}
+
 /**
  * The stored text of a task state given its JSON text and its status (the `tasks.status` column):
- * without `status` when it is the first key (plain JSON) or the last one ("~" and the JSON without it);
- * otherwise `text` as it is.
+ * without `status` when it is the first key (plain JSON) or the last one ("~" and the JSON without it)
+ * and the column gives it back exactly; otherwise `text` as it is.
  */
 export function encodeState(text: string, status: string): string {
+  if (!survivesTextColumn(status)) return text;
   const member = `"status":${JSON.stringify(status)}`;
   if (text.startsWith(`{${member}`)) {
     const next = text.charAt(member.length + 1);

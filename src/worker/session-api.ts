@@ -15,7 +15,7 @@ import type { TxBuilder } from "../core/tx.js";
 import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
 import { bind, bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
 import { childrenList } from "../core/spawn.js";
-import { InvalidSchedule, newSchedule, scheduleDefinition, schedulePaused, type ScheduleMode, type ScheduleSpec, type ScheduleState } from "../kinds/schedule.js";
+import { DEFAULT_CATCH_UP, InvalidSchedule, newSchedule, scheduleDefinition, schedulePaused, type ScheduleCatchUp, type ScheduleMode, type ScheduleSpec, type ScheduleState } from "../kinds/schedule.js";
 import { generationConfig, type OnInterrupt } from "../kinds/config.js";
 import { acceptInput, continueInbox, type WhenBusy } from "../kinds/placement.js";
 import { waitingInputs } from "../kinds/waiting.js";
@@ -51,8 +51,10 @@ export interface ScheduleView {
   readonly nextRunAt: number | null;
   readonly lastRunAt: number | null;
   readonly lastInputId: Id | null;
+  readonly catchUp: ScheduleCatchUp;
   readonly runs: number;
   readonly skipped: number;
+  readonly skippedCapped: boolean;
 }
 
 export interface ScheduleRequest {
@@ -63,6 +65,7 @@ export interface ScheduleRequest {
   readonly timezone?: string;
   readonly startAt?: number;
   readonly mode?: ScheduleMode;
+  readonly catchUp?: ScheduleCatchUp;
 }
 
 /**
@@ -464,6 +467,7 @@ export class SessionApi {
       every: request.every ?? null,
       cron: request.cron ?? null,
       timezone: request.timezone ?? null,
+      catchUp: request.catchUp ?? DEFAULT_CATCH_UP,
     };
     let state: ScheduleState;
     try {
@@ -518,7 +522,7 @@ export class SessionApi {
     const state = task.state as ScheduleState | { status: "orphaned" };
     if (state.status === "orphaned") throw new Problem("conflict", `schedule ${task.id} is orphaned`);
     const paused = (await this.#harness.storage.getValue(bind(schedulePaused(task.id), {})))?.value === true;
-    const { status, conversationId, input, mode, every, cron, timezone, nextRunAt, lastRunAt, runs, skipped, lastInputId } = state;
+    const { status, conversationId, input, mode, every, cron, timezone, catchUp, nextRunAt, lastRunAt, runs, skipped, skippedCapped, lastInputId } = state;
     return {
       id: task.id,
       conversationId,
@@ -531,8 +535,11 @@ export class SessionApi {
       nextRunAt: status === "ended" ? null : nextRunAt,
       lastRunAt,
       lastInputId,
+      // Schedules stored before the policy existed catch up with one run.
+      catchUp: catchUp ?? DEFAULT_CATCH_UP,
       runs,
       skipped,
+      skippedCapped: skippedCapped === true,
     };
   }
 

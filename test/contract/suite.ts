@@ -10,7 +10,7 @@
  * the checks after a clean close+reopen and after a crash+reopen.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { CommitBatch, Entry, Id, JsonValue, MainWrite } from "../../src/storage/records.js";
+import type { CommitBatch, Entry, Id, JsonValue, MainWrite, TaskStateBase } from "../../src/storage/records.js";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import { MAX_PAYLOAD_BYTES } from "../../src/storage/shared.js";
 import { StorageError, type Storage, type StorageErrorCode } from "../../src/storage/storage.js";
@@ -970,6 +970,54 @@ export function storageContract(factory: HarnessFactory): void {
         expect(esc((await s.scanValues({ scope: { session: true }, namespace: odd, limit: 10 })).items.map((x) => x.key))).toBe(esc([odd]));
       });
       await matchesReferences("after lone surrogates");
+    });
+
+    it(t("Task status round-trips on every backend"), async () => {
+      // A status is whatever string the kind chose; a backend that keeps it beside the state (a column)
+      // must give back the same string after a reopen as its cache and the memory backend do (§10.1).
+      // Lone surrogates are the case a TEXT column changes (to U+FFFD); NUL and astral characters must
+      // survive too. Each status sits first, last and in the middle of its state.
+      const statuses = ["\uD800", "x\uDC00", "\uDBFF\uD800", "a\u0000b", "\u{1F600}", "\uFFFD", "plain"];
+      const a = await main((tx) => tx.conversation());
+      const created = await main((tx) =>
+        statuses.flatMap((status) => [
+          tx.task(a, "job", { state: { status } }),
+          tx.task(a, "job", { state: { status, n: 1 } }),
+          tx.task(a, "job", { state: { n: 1, status } }),
+          tx.task(a, "job", { state: { n: 1, status, m: 2 } }),
+        ]),
+      );
+      // Patched to another odd status (first key, last key) and settled with one: every write path that
+      // stores a status.
+      const [first, last, settled] = created as [Id, Id, Id];
+      await main((tx) => {
+        tx.patch(first, "inflight", { status: "\uDC00", at: "first" });
+        tx.patch(last, "inflight", { at: "last", status: "y\uD83D" });
+        tx.settle(settled, { status: "\uD83D" });
+      });
+      const expected = new Map<Id, TaskStateBase>();
+      statuses.forEach((status, i) => {
+        expected.set(created[4 * i] as Id, { status });
+        expected.set(created[4 * i + 1] as Id, { status, n: 1 });
+        expected.set(created[4 * i + 2] as Id, { n: 1, status });
+        expected.set(created[4 * i + 3] as Id, { n: 1, status, m: 2 });
+      });
+      expected.set(first, { status: "\uDC00", at: "first" });
+      expected.set(last, { at: "last", status: "y\uD83D" });
+      expected.set(settled, { status: "\uD83D" });
+      // Compared as JSON text: it keeps key order and escapes lone surrogates (a raw one in a failure
+      // message would break the runner's channel).
+      const esc = (value: unknown): string => JSON.stringify(value) ?? "undefined";
+      const want = esc([...expected.entries()].map(([id, state]) => [id, state]));
+      await durably(async () => {
+        const got = await s.getTasks([...expected.keys()]);
+        expect(esc([...expected.keys()].map((id) => [id, got.get(id)?.state]))).toBe(want);
+        const scanned = await s.scanTasks({ conversationIds: [a], limit: 100 });
+        expect(esc(scanned.items.map((task) => [task.id, task.state]))).toBe(want);
+        const live = await s.scanTasks({ conversationIds: [a], live: true, limit: 100 });
+        expect(esc(live.items.map((task) => [task.id, task.state]))).toBe(esc([...expected.entries()].filter(([id]) => id !== settled)));
+      });
+      await matchesReferences("after odd statuses");
     });
 
     it(t("reads return data callers cannot use to mutate storage, and committed batches are not aliased"), async () => {

@@ -11,7 +11,7 @@ import { createJobKind, jobDefinition, noticeRequest, readJobOutput, type JobInp
 import type { AnyTool } from "../../src/kinds/services.js";
 import type { ToolOutputState, ToolStates } from "../../src/kinds/states.js";
 import { bind } from "../../src/core/state.js";
-import { applyMessage, previewOf, watchConversation, type ConversationEvent, type ConversationView } from "../../src/core/watch.js";
+import { applyEvent, applyMessage, previewOf, watchConversation, type ConversationEvent, type ConversationView } from "../../src/core/watch.js";
 import { jobTool } from "../../src/tools/job.js";
 import { newContextTool } from "../../src/tools/new-context.js";
 import type { Entry, Id } from "../../src/storage/records.js";
@@ -127,7 +127,7 @@ for (const backend of coreBackends) {
         watch.unsubscribe();
       }));
 
-    it(`A one-shot job's last output rides on its settlement: no scratch commit writes it, and a watcher's preview holds it before the job ends (${backend.name})`, () =>
+    it(`A one-shot job's last output rides on its settlement: no scratch commit writes it, and a watcher's preview holds it when the job ends, delivered with the settlement (${backend.name})`, () =>
       backend.run(async (storage) => {
         const rig = await openJobs(storage);
         const scratchText: string[] = [];
@@ -135,11 +135,22 @@ for (const backend of coreBackends) {
           if (c.batch.kind === "scratch") scratchText.push(JSON.stringify(c.batch.writes));
         });
         const watch = await watchConversation(rig.kit.h, rig.kit.root, { tail: 10 }, call);
-        // A remote fold of the messages: its preview of the job when the message ending the job arrives.
+        // A remote fold of the messages, event by event: its preview of the job as the job's task_end is
+        // folded, and whether the message ending the job carried preview ops for it (before the end).
         let remote = JSON.parse(JSON.stringify(watch.view)) as ConversationView;
         let atEnd: string | undefined;
+        let shownBeforeEnd: string | undefined;
         watch.startCommits((message) => {
-          for (const e of message.events) if (e.type === "task_end" && e.task.kind === "job") atEnd = JSON.stringify(previewOf(remote, e.task.id) ?? null);
+          const outputs = new Set<Id>();
+          let folding = remote;
+          for (const e of message.events) {
+            if (e.type === "task_output") outputs.add(e.task);
+            if (e.type === "task_end" && e.task.kind === "job") {
+              atEnd = JSON.stringify(previewOf(folding, e.task.id) ?? null);
+              shownBeforeEnd = outputs.has(e.task.id) ? "with the settlement" : "before it";
+            }
+            folding = applyEvent(folding, e);
+          }
           remote = applyMessage(remote, message);
         });
         const id = await startJob(rig, { cmd: "demo count 3 1000" });
@@ -151,9 +162,11 @@ for (const backend of coreBackends) {
         const done = await status(rig, id, "exited");
         if (done.status !== "exited") throw new Error("unreachable");
         expect(outputText(done.output)).toBe("1\n2\n3\n");
-        // The last line was printed as the process exited: the settlement carried it, unwritten.
+        // The last line was printed as the process exited: the settlement carried it, unwritten, and the
+        // watcher got it with the settlement commit (never before it was durable, §7.4).
         expect(scratchText.join("")).not.toContain("3\\n");
         expect(atEnd).toContain("1\\n2\\n3\\n");
+        expect(shownBeforeEnd).toBe("with the settlement");
         watch.unsubscribe();
       }));
 

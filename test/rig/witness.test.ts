@@ -376,6 +376,35 @@ describe("A reply is activity", () => {
   });
 });
 
+describe("A reply is activity for a pending hook", () => {
+  it("a mail reply from an agent whose pending hook was chased counts until the spawn grace passes again after it", async () => {
+    const f = await fixture();
+    await f.rig.register(mayor, "polecat-alpha", { role: "polecat" });
+    await f.rig.transition(mayor, "polecat-alpha", "set", { work: { bead_id: "gt-p1", title: "not started yet" } });
+    const record = async () => (await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value;
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(1);
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(2);
+    expect(await record()).toMatchObject({ nudges: 1 });
+    // It answers: "starting after the checkout"; the report counts it at once.
+    f.clock.advance(1 * MIN);
+    await f.rig.send(agent("polecat-alpha"), "witness", "starting after the checkout");
+    expect(await f.rig.health()).toMatchObject({ activeAgents: 1, stalledAgents: 0 });
+    // Patrols within the grace after the reply: no nudge, no escalation (the reply is remembered).
+    f.clock.advance(4 * MIN);
+    await f.waitPatrols(3);
+    expect(await record()).toBeUndefined();
+    f.clock.advance(1 * MIN);
+    expect(await f.rig.health()).toMatchObject({ activeAgents: 1, stalledAgents: 0 });
+    // The grace passes after the reply without a start: chased again from one nudge.
+    f.clock.advance(4 * MIN);
+    await f.waitPatrols(4);
+    expect(await record()).toMatchObject({ nudges: 1 });
+    expect(await stallMail(f.rig)).toEqual([]);
+  });
+});
+
 describe("the witness lives with the rig's agents", () => {
   it("starts with the first registration, ends with the last deregistration; a hook that is not empty blocks deregistering and writes nothing", async () => {
     const f = await fixture();
@@ -403,5 +432,100 @@ describe("the witness lives with the rig's agents", () => {
     await f.rig.register(mayor, "polecat-charlie", { role: "polecat" });
     const second = await task();
     expect(second).toBeGreaterThan(first as number);
+  });
+});
+
+describe("The ladder as the seed reads", () => {
+  it("after downtime a stalled agent is alerted and nudged, nudged again, then escalated critical", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1", "new");
+    f.clock.advance(3 * 60 * MIN);
+    await f.waitPatrols(1);
+    // Over the alert threshold at first sight: the alert mail, and the first nudge with it.
+    expect(await stallMail(f.rig)).toEqual(["STALL_ALERT: polecat-alpha idle 180m on gt-1"]);
+    expect(f.live.map((l) => l.nudge.payload)).toEqual(["HEALTH_CHECK: no activity for 180m on gt-1"]);
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(2);
+    expect(f.live).toHaveLength(2);
+    expect(await stallMail(f.rig)).toHaveLength(1);
+    // Two recorded nudges went unanswered: critical, once; no further nudges.
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(3);
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(4);
+    expect(await stallMail(f.rig)).toEqual(["STALL_ALERT: polecat-alpha idle 180m on gt-1", "STALL_CRITICAL: polecat-alpha idle 190m on gt-1"]);
+    expect(f.live).toHaveLength(2);
+  });
+
+  it("a pending hook whose agent never starts is nudged after the spawn grace, then escalated; the four health counts add up", async () => {
+    const f = await fixture();
+    await f.rig.register(mayor, "polecat-alpha", { role: "polecat" });
+    await f.rig.register(mayor, "polecat-bravo", { role: "polecat" });
+    await f.rig.register(mayor, "refinery-1", { role: "refinery" });
+    await f.rig.transition(mayor, "polecat-alpha", "set", { work: { bead_id: "gt-p1", title: "never started" } });
+    await f.rig.transition(mayor, "refinery-1", "set", { work: { bead_id: "gt-r1", title: "not patrolled" } });
+    const nudged = f.rig.nudges.take("polecat-alpha", 60 * MIN);
+    // Within the grace (5 min): active, not chased.
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(1);
+    let health = await f.rig.health();
+    expect(health).toMatchObject({ totalAgents: 3, activeAgents: 2, stalledAgents: 0, idleAgents: 1, terminatedAgents: 0, pendingAgents: 2, notStartedAgents: [] });
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(2);
+    expect((await nudged).map((n) => n.payload)).toEqual(["HEALTH_CHECK: gt-p1 not started after 10m"]);
+    health = await f.rig.health();
+    expect(health.activeAgents + health.stalledAgents + health.idleAgents + health.terminatedAgents).toBe(health.totalAgents);
+    expect(health).toMatchObject({ activeAgents: 1, stalledAgents: 1, idleAgents: 1, notStartedAgents: [{ agentId: "polecat-alpha", beadId: "gt-p1", pendingMinutes: 10 }] });
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(3);
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(4);
+    expect(await stallMail(f.rig)).toEqual(["STALL_CRITICAL: polecat-alpha has not started gt-p1 after 20m"]);
+    // Activating answers it: the next patrol resolves the stall.
+    await f.rig.transition(agent("polecat-alpha"), "polecat-alpha", "activate");
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(5);
+    expect((await f.rig.health()).stalledAgents).toBe(0);
+  });
+
+  it("a nudge is recorded per agent and bead and shown on the agent's hook at its next poll", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1");
+    expect((await f.rig.hookFor(agent("polecat-alpha"), "polecat-alpha")).nudges).toBeUndefined();
+    f.clock.advance(31 * MIN);
+    await f.waitPatrols(1);
+    const first = f.clock.now();
+    expect((await f.rig.hookFor(agent("polecat-alpha"), "polecat-alpha")).nudges).toEqual({ count: 1, lastAt: new Date(first).toISOString() });
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(2);
+    expect((await f.rig.hookFor(agent("polecat-alpha"), "polecat-alpha")).nudges).toEqual({ count: 2, lastAt: new Date(first + 5 * MIN).toISOString() });
+    // The agent answers: the record ends with the stall.
+    await f.rig.transition(agent("polecat-alpha"), "polecat-alpha", "touch");
+    f.clock.advance(5 * MIN);
+    await f.waitPatrols(3);
+    expect((await f.rig.hookFor(agent("polecat-alpha"), "polecat-alpha")).nudges).toBeUndefined();
+  });
+
+  it("A shorter patrol interval applies at once", async () => {
+    const f = await fixture();
+    await activePolecat(f, "polecat-alpha", "gt-1");
+    const witness = (await f.harness.storage.getValue(bind(witnessTask, {})))?.value as number;
+    const planned = async (): Promise<number | undefined> => ((await f.harness.storage.getTasks([witness])).get(witness)?.state as { next_patrol_at?: number } | undefined)?.next_patrol_at;
+    const t0 = f.clock.now();
+    expect(await planned()).toBe(t0 + 5 * MIN);
+    f.clock.advance(MIN);
+    await f.rig.patchSettings(mayor, { patrolIntervalMs: MIN });
+    // The settings commit ended the witness's sleep; the witness re-planned in its own commit.
+    for (let i = 0; i < 50 && (await planned()) !== t0 + 2 * MIN; i++) await flush(f.harness, 1);
+    expect(await planned()).toBe(t0 + 2 * MIN);
+    expect(f.harness.driver.nextWake).toBe(t0 + 2 * MIN);
+    expect(await f.patrols()).toBe(0);
+    f.clock.advance(MIN);
+    await f.waitPatrols(1);
+    expect(f.harness.driver.nextWake).toBe(t0 + 3 * MIN);
+    // A longer interval does not postpone the patrol already planned.
+    await f.rig.patchSettings(mayor, { patrolIntervalMs: 30 * MIN });
+    await flush(f.harness, 5);
+    expect(await planned()).toBe(t0 + 3 * MIN);
   });
 });

@@ -58,11 +58,14 @@ const STEPS: readonly Step[] = [
   // Set and activated in one step: a kill after the set commit takes the activation with it (exactly k
   // durable), so only submitting the interrupted step again activates it.
   { type: "set", agent: "polecat-bravo", bead: "gt-bravo", activate: true },
-  // Patrols: nudge, nudge, critical escalation, and one more that mails nothing new.
+  // Patrols (one minute apart: the settings step's shorter interval applies at once): two within the
+  // stall threshold, then nudge, nudge, critical escalation, and one more that mails nothing new.
   { type: "patrol", n: 1 },
   { type: "patrol", n: 2 },
   { type: "patrol", n: 3 },
   { type: "patrol", n: 4 },
+  { type: "patrol", n: 5 },
+  { type: "patrol", n: 6 },
 ];
 
 interface Outcome {

@@ -120,6 +120,8 @@ describe("schedules over HTTP", () => {
       [{ input: "x", cron: "not a cron" }, "cron"],
       [{ input: "x", cron: "0 9 * * *", timezone: "Mars/Olympus" }, "cron"],
       [{ input: "x", every: 5000, timezone: "Europe/Berlin" }, "timezone"],
+      [{ input: "x", every: 5000, catchUp: "all" }, "catchUp"],
+      [{ input: "x", cron: "0 9 * * *", catchUp: null }, "catchUp"],
     ];
     for (const [body, field] of cases) {
       const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body });
@@ -145,6 +147,136 @@ describe("schedules over HTTP", () => {
     await runDurableObjectAlarm(r.stub);
     expect(await schedule(r, view.id)).toMatchObject({ runs: 1, skipped: 3 });
     expect(await userTexts(r)).toEqual(["tick"]);
+  });
+});
+
+describe("schedules after long downtime", () => {
+  const MIN = 60_000;
+  const HOUR = 3_600_000;
+  const DAY = 86_400_000;
+
+  /** A fresh stub: one that reached an aborted object stays broken. */
+  function stubOf(r: Rig): DurableObjectStub<SessionObject> {
+    const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
+    return ns.get(ns.idFromName(`${TENANT}:${r.name}`));
+  }
+  async function create(r: Rig, body: Record<string, unknown>): Promise<ScheduleView> {
+    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body });
+    expect(res.status, JSON.stringify(body)).toBe(201);
+    return json<ScheduleView>(res);
+  }
+  /** The driver's earliest task wake (the schedule's reason to wake) and the object's alarm. */
+  const wakesOf = (r: Rig) =>
+    runInDurableObject(stubOf(r), async (instance: SessionObject, state) => ({ task: harnessOf(instance).driver.nextWake, alarm: await state.storage.getAlarm() }));
+  /**
+   * Wake the evicted object by its alarm only; wait until the schedule has moved past `before`'s
+   * nextRunAt and sleeps to its new one, and the alarm wakes it by then (the alarm may be earlier: the
+   * directory's activity update is a reason to wake too).
+   */
+  async function wake(r: Rig, before: ScheduleView): Promise<ScheduleView> {
+    expect(await runDurableObjectAlarm(stubOf(r))).toBe(true);
+    await until(async () => (await schedule(r, before.id)).nextRunAt !== before.nextRunAt, `schedule ${before.id} moved on`);
+    const after = await schedule(r, before.id);
+    await until(async () => (await wakesOf(r)).task === after.nextRunAt, `schedule ${before.id} asleep until its next run`);
+    const { alarm } = await wakesOf(r);
+    expect(alarm).not.toBeNull();
+    expect(alarm).toBeLessThanOrEqual(after.nextRunAt as number);
+    return after;
+  }
+  /** An alarm delivered again (on the live instance, then on a fresh one) accepts nothing more. */
+  async function redeliver(r: Rig, view: ScheduleView): Promise<void> {
+    await runDurableObjectAlarm(stubOf(r));
+    expect(await schedule(r, view.id)).toEqual(view);
+    await abortAllDurableObjects();
+    await runDurableObjectAlarm(stubOf(r));
+    expect(await schedule(r, view.id)).toEqual(view);
+  }
+
+  it("No backlog after long downtime", { timeout: 120_000 }, async () => {
+    const t0 = seams.time.now;
+    const one = await rig("gap-one");
+    const none = await rig("gap-none");
+    const minutely = await rig("gap-cron");
+    const hourlyOne = await create(one, { input: "hourly", every: HOUR });
+    expect(hourlyOne).toMatchObject({ catchUp: "one", skippedCapped: false, nextRunAt: t0 + HOUR });
+    const hourlyNone = await create(none, { input: "hourly", every: HOUR, catchUp: "none" });
+    expect(hourlyNone).toMatchObject({ catchUp: "none", skippedCapped: false, nextRunAt: t0 + HOUR });
+    const cron = await create(minutely, { input: "minutely", cron: "* * * * *" });
+    expect(cron).toMatchObject({ catchUp: "one", skippedCapped: false });
+
+    // Evicted; 30 days and 30 minutes pass: 720 hourly occurrences are due (t0 + 1 h ... t0 + 720 h).
+    await abortAllDurableObjects();
+    const late = t0 + 30 * DAY + 30 * MIN;
+    seams.time.now = late;
+
+    // catchUp "one": one run for the whole gap (the first missed occurrence's), the other 719 counted exactly.
+    const afterOne = await wake(one, hourlyOne);
+    expect(afterOne).toMatchObject({ status: "active", runs: 1, lastRunAt: t0 + HOUR, skipped: 719, skippedCapped: false, nextRunAt: t0 + 721 * HOUR });
+    expect(afterOne.nextRunAt).toBeGreaterThan(late);
+    expect(await userTexts(one)).toEqual(["hourly"]);
+    // Once the directory's activity update is out (it is due a minute after the occurrence's commits), the alarm is the schedule's next run.
+    await runInDurableObject(stubOf(one), (instance: SessionObject) => clockOf(instance).advanceTo(late + 2 * MIN));
+    await runDurableObjectAlarm(stubOf(one));
+    await until(async () => (await wakesOf(one)).alarm === afterOne.nextRunAt, "the alarm at the next run");
+    await redeliver(one, afterOne);
+    expect(await userTexts(one)).toEqual(["hourly"]);
+
+    // catchUp "none": the gap fires nothing, all 720 are counted; the next occurrence on time runs.
+    const afterNone = await wake(none, hourlyNone);
+    expect(afterNone).toMatchObject({ status: "active", runs: 0, lastRunAt: null, lastInputId: null, skipped: 720, skippedCapped: false, nextRunAt: t0 + 721 * HOUR });
+    expect(await userTexts(none)).toEqual([]);
+    await redeliver(none, afterNone);
+    expect(await userTexts(none)).toEqual([]);
+    // (The object is up: its sleeping invocation wakes on its clock at the due time.)
+    await runInDurableObject(stubOf(none), (instance: SessionObject) => clockOf(instance).advanceTo(t0 + 721 * HOUR));
+    await until(async () => (await schedule(none, hourlyNone.id)).runs === 1, "the on-time occurrence after the gap");
+    expect(await schedule(none, hourlyNone.id)).toMatchObject({ runs: 1, lastRunAt: t0 + 721 * HOUR, skipped: 720, nextRunAt: t0 + 722 * HOUR });
+    expect(await userTexts(none)).toEqual(["hourly"]);
+
+    // A minutely cron asleep for 100 days (144,000 occurrences): one run, the count stops at 10,000 and
+    // says it is a lower bound; the next occurrence is the first minute after now, and the alarm is set to it.
+    await abortAllDurableObjects();
+    const later = t0 + 100 * DAY + 30_000;
+    seams.time.now = later;
+    const afterCron = await wake(minutely, cron);
+    const nextMinute = Math.floor(later / MIN) * MIN + MIN;
+    expect(afterCron).toMatchObject({ status: "active", runs: 1, lastRunAt: cron.nextRunAt, skipped: 10_000, skippedCapped: true, nextRunAt: nextMinute });
+    expect(await userTexts(minutely)).toEqual(["minutely"]);
+    await redeliver(minutely, afterCron);
+    expect(await userTexts(minutely)).toEqual(["minutely"]);
+  });
+
+  it("a schedule stored before catchUp existed shows catchUp one and catches up with one run", async () => {
+    const r = await rig("gap-stored");
+    const t0 = seams.time.now;
+    const id = await runInDurableObject(stubOf(r), async (instance: SessionObject) => {
+      const h = harnessOf(instance);
+      const { catchUp: _catchUp, ...stored } = newSchedule({ conversationId: h.rootId, input: "stored", mode: "followUp", every: HOUR, cron: null, timezone: null }, t0, null);
+      return h.commit((tx) => tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state: stored }), BACKGROUND_CONTEXT);
+    });
+    const before = await schedule(r, id);
+    expect(before).toMatchObject({ catchUp: "one", skippedCapped: false, nextRunAt: t0 + HOUR });
+    await abortAllDurableObjects();
+    seams.time.now = t0 + 3 * DAY + 10 * MIN; // 72 hourly occurrences due
+    const after = await wake(r, before);
+    expect(after).toMatchObject({ catchUp: "one", runs: 1, lastRunAt: t0 + HOUR, skipped: 71, skippedCapped: false, nextRunAt: t0 + 73 * HOUR });
+    expect(await userTexts(r)).toEqual(["stored"]);
+  });
+
+  it("a cron expression whose last occurrence has passed runs it once and ends the schedule; the session does not fault", async () => {
+    const r = await rig("gap-last");
+    const year = new Date(seams.time.now).getUTCFullYear() + 1;
+    const view = await create(r, { input: "new year", cron: `0 0 0 1 1 * ${year}` });
+    expect(view).toMatchObject({ status: "active", nextRunAt: Date.UTC(year, 0, 1) });
+    await abortAllDurableObjects();
+    seams.time.now = Date.UTC(year, 0, 1) + DAY;
+    expect(await runDurableObjectAlarm(stubOf(r))).toBe(true);
+    await until(async () => (await schedule(r, view.id)).status === "ended", "the schedule ended after its last occurrence");
+    expect(await schedule(r, view.id)).toMatchObject({ status: "ended", nextRunAt: null, runs: 1, lastRunAt: Date.UTC(year, 0, 1), skipped: 0 });
+    expect(await userTexts(r)).toEqual(["new year"]);
+    const inspect = await call("GET", `/v1/sessions/${r.name}/inspect`, { token: await token(TENANT, "operator") });
+    expect(inspect.status).toBe(200);
+    expect(await json<{ fault?: unknown }>(inspect)).not.toHaveProperty("fault");
   });
 });
 

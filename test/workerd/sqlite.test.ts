@@ -932,9 +932,14 @@ describe("SqliteStorage compact model and task state columns (sqlite)", () => {
       const { first } = await main(storage, (seq) => [
         ...keep.map((model, i): MainWrite => ({ type: "entry", entry: { id: seq(i), conversationId, kind: "assistant", model: model as never } })),
         { type: "task", task: { id: seq(4), conversationId, kind: "generation", role: "start", state: { attempt: 1, status: "pending", last: "status" }, after: [] } },
+        // A status the UTF-8 column cannot hold (a lone surrogate) stays in the JSON, first or last.
+        { type: "task", task: { id: seq(5), conversationId, kind: "job", role: "start", state: { status: "\uD800", n: 1 }, after: [] } },
+        { type: "task", task: { id: seq(6), conversationId, kind: "job", role: "start", state: { n: 1, status: "x\uDC00" }, after: [] } },
       ]);
       keep.forEach((model, i) => expect(modelText(host, first + i)).toBe(JSON.stringify(model)));
       expect(taskRow(host, first + 4)).toEqual({ state: '{"attempt":1,"status":"pending","last":"status"}', status: "pending" });
+      expect(taskRow(host, first + 5)["state"]).toBe('{"status":"\\ud800","n":1}');
+      expect(taskRow(host, first + 6)["state"]).toBe('{"n":1,"status":"x\\udc00"}');
       // Rows written before the compact shapes (usage whole, status inside state) read unchanged.
       const old = [assistant(3, 4)];
       const { first: oldEntry } = await main(storage, (seq) => [{ type: "entry", entry: { id: seq(0), conversationId, kind: "assistant", model: [{ role: "user", content: "x", timestamp: 0 }] } }]);

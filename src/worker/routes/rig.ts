@@ -49,6 +49,13 @@ function hookResponse(c: AppContext, view: HookView, status: 200 | 201 = 200): R
   return c.json(view.hook, status);
 }
 
+/** A hook read (GET): the hook file and, when the witness nudged the agent for this bead, `nudges`. */
+function hookReadResponse(c: AppContext, view: HookView): Response {
+  c.header("ETag", `"${view.version}"`);
+  c.header("Hook-Attempt", String(view.attempt));
+  return c.json(view.nudges === undefined ? view.hook : { ...view.hook, nudges: view.nudges }, 200);
+}
+
 async function transition(c: AppContext, agent: string, name: Transition, request: { attempt?: number; summary?: string; work?: { bead_id: string; title: string } }): Promise<Response> {
   const stub = session(c);
   const condition = ifMatch(c.req.header("if-match"));
@@ -109,7 +116,7 @@ rigRoutes.get("/:session/rig/agents/:agentId/hook", requires("rig"), async (c) =
   const stub = session(c);
   const id = agentParam(c);
   const q = query(c, waitQuery);
-  return hookResponse(c, await run(stub.op("rigHook", actor(c), id, (q.wait ?? 0) * 1000)));
+  return hookReadResponse(c, await run(stub.op("rigHook", actor(c), id, (q.wait ?? 0) * 1000)));
 });
 
 rigRoutes.put("/:session/rig/agents/:agentId/hook", requires("rig"), async (c) => {
@@ -129,7 +136,7 @@ rigRoutes.get("/:session/rig/hook", requires("rig"), async (c) => {
   const stub = session(c);
   const q = query(c, waitQuery);
   const id = ownAgent(c);
-  return hookResponse(c, await run(stub.op("rigHook", actor(c), id, (q.wait ?? 0) * 1000)));
+  return hookReadResponse(c, await run(stub.op("rigHook", actor(c), id, (q.wait ?? 0) * 1000)));
 });
 
 for (const name of ["activate", "touch"] as const) {

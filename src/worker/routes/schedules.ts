@@ -3,7 +3,7 @@
  * session that accepts `input` into a conversation at every occurrence (`every` ms, or `cron` in a
  * `timezone`), with a request key per occurrence so a redelivered alarm accepts once.
  *
- *   POST   /:session/schedules            create      { conversation?, input, every? | cron?, timezone?, startAt?, mode? }
+ *   POST   /:session/schedules            create      { conversation?, input, every? | cron?, timezone?, startAt?, mode?, catchUp? }
  *   GET    /:session/schedules            list        ?all=true includes ended ones; after, limit
  *   GET    /:session/schedules/:id        one
  *   PATCH  /:session/schedules/:id        pause / resume { paused }
@@ -29,6 +29,7 @@ scheduleRoutes.post("/:session/schedules", requires("conversation"), async (c) =
       ...(b.timezone === undefined ? {} : { timezone: b.timezone }),
       ...(b.startAt === undefined ? {} : { startAt: b.startAt }),
       ...(b.mode === undefined ? {} : { mode: b.mode }),
+      ...(b.catchUp === undefined ? {} : { catchUp: b.catchUp }),
     }),
   );
   return c.json(view, 201);
