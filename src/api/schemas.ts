@@ -207,6 +207,9 @@ export type Claims = z.infer<typeof claims>;
 // ---------------------------------------------------------------------------------------------
 // Schedules (§8.6)
 
+/** The largest time a JavaScript Date holds (ms): a wire time beyond it is no time at all. */
+const MAX_TIME_MS = 8.64e15;
+
 export const scheduleBody = z
   .strictObject({
     /** The conversation each occurrence's input goes to: an id or "root" (default). */
@@ -215,8 +218,8 @@ export const scheduleBody = z
     every: z.number().int().min(1000, "every is at least 1,000 ms").max(366 * 24 * 3600_000).optional(),
     cron: z.string().min(1).max(200).optional(),
     timezone: z.string().min(1).max(100).optional(),
-    /** First occurrence (epoch ms or an ISO 8601 time); default: one interval from now, or cron's next time. */
-    startAt: z.union([z.number().int().min(0), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]).optional(),
+    /** First occurrence (epoch ms or an ISO 8601 time), at most ten years ahead; default: one interval from now, or cron's next time. */
+    startAt: z.union([z.number().int().min(0).max(MAX_TIME_MS), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]).optional(),
     mode: z.enum(["followUp", "steer", "nextRun"]).optional(),
     /** After downtime: "one" run for all the missed occurrences (default), or "none" (skip the gap). */
     catchUp: z.enum(["one", "none"]).optional(),

@@ -90,6 +90,9 @@ export function occurrenceKey(id: Id, occurrence: number): string {
 
 export const MIN_EVERY_MS = 1000;
 
+/** How far ahead a schedule's `startAt` may be: ten years (of 365.25 days). */
+export const MAX_START_AHEAD_MS = 10 * 365.25 * 86_400_000;
+
 /**
  * How late a wake may run its occurrence under catchUp "none": an alarm arrives a little after its time
  * and a restart (every deploy) delays it by seconds. Later than this, or once a later occurrence is due
@@ -100,9 +103,27 @@ export const ON_TIME_GRACE_MS = 60_000;
 /** Missed cron occurrences are counted one by one up to this many per gap; past it `skipped` is a lower bound. */
 export const SKIPPED_COUNT_CAP = 10_000;
 
-/** A schedule that cannot run: bad interval, cron expression or timezone (the wire maps it to 400). */
+/** The request field an invalid schedule is refused for. */
+export type ScheduleField = "every" | "cron" | "timezone" | "startAt";
+
+/** A schedule that cannot run: bad interval, cron expression, timezone or start (the wire maps it to 400 naming `field`). */
 export class InvalidSchedule extends Error {
   override readonly name = "InvalidSchedule";
+  constructor(
+    message: string,
+    readonly field: ScheduleField,
+  ) {
+    super(message);
+  }
+}
+
+/** Throws InvalidSchedule (field `timezone`) unless `timezone` is an IANA time zone the runtime knows. */
+function checkTimezone(timezone: string): void {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: timezone });
+  } catch {
+    throw new InvalidSchedule(`unknown timezone ${JSON.stringify(timezone)}: use an IANA time zone such as "Europe/Berlin"`, "timezone");
+  }
 }
 
 /** The occurrence grid of a schedule: an interval, or a parsed cron expression. */
@@ -110,14 +131,16 @@ type Grid = { readonly type: "every"; readonly every: number } | { readonly type
 
 function gridOf(spec: Pick<ScheduleSpec, "every" | "cron" | "timezone">): Grid {
   if (spec.every !== null) {
-    if (!(spec.every >= MIN_EVERY_MS)) throw new InvalidSchedule(`every must be at least ${MIN_EVERY_MS} ms`);
+    if (!(spec.every >= MIN_EVERY_MS)) throw new InvalidSchedule(`every must be at least ${MIN_EVERY_MS} ms`, "every");
     return { type: "every", every: spec.every };
   }
-  if (spec.cron === null) throw new InvalidSchedule("a schedule needs every or cron");
+  if (spec.cron === null) throw new InvalidSchedule("a schedule needs every or cron", "every");
+  // The timezone first: croner reports a bad one only when it computes a time, as a cron error.
+  if (spec.timezone !== null) checkTimezone(spec.timezone);
   try {
     return { type: "cron", cron: new Cron(spec.cron, { ...(spec.timezone === null ? {} : { timezone: spec.timezone }), paused: true }) };
   } catch (error) {
-    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`);
+    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`, "cron");
   }
 }
 
@@ -126,8 +149,8 @@ function cronAfter(cron: Cron, after: number): number | null {
   try {
     return cron.nextRun(new Date(after))?.getTime() ?? null;
   } catch (error) {
-    // croner checks the timezone only when it computes a time.
-    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`);
+    // croner checks the timezone only when it computes a time (gridOf checked it before).
+    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`, "cron");
   }
 }
 
@@ -143,7 +166,7 @@ export function nextOccurrence(spec: Pick<ScheduleSpec, "every" | "cron" | "time
       return from + (Math.floor((after - from) / grid.every) + 1) * grid.every;
     case "cron": {
       const next = cronAfter(grid.cron, Math.max(after, from - 1));
-      if (next === null) throw new InvalidSchedule(`cron ${spec.cron} has no future occurrence`);
+      if (next === null) throw new InvalidSchedule(`cron ${spec.cron} has no future occurrence`, "cron");
       return next;
     }
   }
@@ -296,10 +319,11 @@ function stripOccurrence(state: ScheduleBase & { occurrence?: number }): Schedul
 }
 
 /**
- * The initial state of a new schedule (validated: a bad interval, cron or timezone throws
- * InvalidSchedule). The catch-up policy is stored explicitly ("one" unless the spec says otherwise).
+ * The initial state of a new schedule (validated: a bad interval, cron, timezone, or a startAt more
+ * than MAX_START_AHEAD_MS ahead throws InvalidSchedule naming the field). The catch-up policy is stored explicitly ("one" unless the spec says otherwise).
  */
 export function newSchedule(spec: ScheduleSpec, now: number, startAt: number | null): ScheduleState {
+  if (startAt !== null && startAt > now + MAX_START_AHEAD_MS) throw new InvalidSchedule(`startAt may be at most ten years ahead (${new Date(now + MAX_START_AHEAD_MS).toISOString()})`, "startAt");
   const from = startAt ?? now;
   const first = spec.every !== null ? (startAt === null ? now + spec.every : nextOccurrence(spec, from, now - 1)) : nextOccurrence(spec, from, Math.max(now, from - 1));
   return { status: "waiting", ...spec, catchUp: spec.catchUp ?? DEFAULT_CATCH_UP, nextRunAt: first, runs: 0, skipped: 0, lastRunAt: null, lastInputId: null };

@@ -473,7 +473,7 @@ export class SessionApi {
     try {
       state = newSchedule(spec, this.#harness.now(), request.startAt ?? null);
     } catch (error) {
-      if (error instanceof InvalidSchedule) throw new Problem("invalid_body", error.message, spec.cron === null ? "every" : "cron");
+      if (error instanceof InvalidSchedule) throw new Problem("invalid_body", error.message, error.field);
       throw error;
     }
     const id = await this.#harness.commit((tx) => tx.task(scheduleDefinition, { conversationId: handle.id, background: true, state }), call);

@@ -11,7 +11,7 @@ import type { ScheduleView } from "../../src/worker/session-api.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
 import { clockOf, harnessOf, installSeams, resetSeams, until, type Seams } from "./session-fixtures.js";
-import { newSchedule, scheduleDefinition } from "../../src/kinds/schedule.js";
+import { MAX_START_AHEAD_MS, newSchedule, scheduleDefinition } from "../../src/kinds/schedule.js";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 
 let seams: Seams;
@@ -118,7 +118,7 @@ describe("schedules over HTTP", () => {
       [{ input: "x" }, "every"],
       [{ input: "x", every: 5000, cron: "* * * * *" }, "every"],
       [{ input: "x", cron: "not a cron" }, "cron"],
-      [{ input: "x", cron: "0 9 * * *", timezone: "Mars/Olympus" }, "cron"],
+      [{ input: "x", cron: "0 9 * * *", timezone: "Mars/Olympus" }, "timezone"],
       [{ input: "x", every: 5000, timezone: "Europe/Berlin" }, "timezone"],
       [{ input: "x", every: 5000, catchUp: "all" }, "catchUp"],
       [{ input: "x", cron: "0 9 * * *", catchUp: null }, "catchUp"],
@@ -131,6 +131,51 @@ describe("schedules over HTTP", () => {
     expect((await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "x", every: 5000, conversation: 999 } })).status).toBe(404);
     expect((await call("GET", `/v1/sessions/${r.name}/schedules/999`, { token: r.token })).status).toBe(404);
     expect(await lastSeq(TENANT, r.name)).toBe(before);
+  });
+
+  it("Cron and timezone errors name their own field; startAt at most ten years ahead", async () => {
+    const r = await rig("fields");
+    const before = await lastSeq(TENANT, r.name);
+    const now = seams.time.now;
+    const cases: [Record<string, unknown>, string][] = [
+      [{ input: "x", cron: "0 9 * * *", timezone: "Mars/Olympus" }, "timezone"],
+      [{ input: "x", cron: "0 9 * * *", timezone: "not a zone" }, "timezone"],
+      [{ input: "x", cron: "0 9 * *" }, "cron"],
+      [{ input: "x", cron: "0 0 9 * * * 2030 1" }, "cron"],
+      [{ input: "x", cron: "61 * * * *", timezone: "Europe/Berlin" }, "cron"],
+      [{ input: "x", every: 60_000, startAt: now + MAX_START_AHEAD_MS + 1 }, "startAt"],
+      [{ input: "x", cron: "0 9 * * *", startAt: now + MAX_START_AHEAD_MS + 1 }, "startAt"],
+      [{ input: "x", every: 60_000, startAt: new Date(now + 11 * 366 * 86_400_000).toISOString() }, "startAt"],
+      [{ input: "x", every: 60_000, startAt: 9e15 }, "startAt"],
+    ];
+    for (const [body, field] of cases) {
+      const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.headers.get("content-type")).toContain("application/problem+json");
+      expect((await json<{ field?: string }>(res)).field, JSON.stringify(body)).toBe(field);
+    }
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+    // Exactly ten years ahead is accepted.
+    const far = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "x", every: 60_000, startAt: now + MAX_START_AHEAD_MS } });
+    expect(far.status).toBe(201);
+    expect(await json<ScheduleView>(far)).toMatchObject({ nextRunAt: now + MAX_START_AHEAD_MS });
+  });
+
+  it("Six-field crons: the leading field is seconds, seven fields add a year", async () => {
+    const r = await rig("six-fields");
+    const t0 = seams.time.now;
+    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "sec", cron: "*/10 * * * * *" } });
+    expect(res.status).toBe(201);
+    const view = await json<ScheduleView>(res);
+    expect(view.cron).toBe("*/10 * * * * *");
+    expect(view.nextRunAt).toBe(Math.floor(t0 / 10_000) * 10_000 + 10_000);
+    await advanceTo(r, view.nextRunAt as number);
+    await until(async () => (await schedule(r, view.id)).runs === 1, "the six-field occurrence");
+    expect(await schedule(r, view.id)).toMatchObject({ lastRunAt: view.nextRunAt, nextRunAt: (view.nextRunAt as number) + 10_000 });
+    const year = new Date(t0).getUTCFullYear() + 2;
+    const seven = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "y", cron: `30 0 12 1 6 * ${year}` } });
+    expect(seven.status).toBe(201);
+    expect(await json<ScheduleView>(seven)).toMatchObject({ nextRunAt: Date.UTC(year, 5, 1, 12, 0, 30) });
   });
 
   it("after downtime the next occurrence runs once and the missed ones are recorded, not replayed; a second alarm accepts nothing more", async () => {
