@@ -17,7 +17,10 @@
  * (an occurrence is on time only while no later one is due and it is at most ON_TIME_GRACE_MS late).
  * The ones not run are counted in `skipped` (exact for `every`; for cron up to SKIPPED_COUNT_CAP per
  * gap, then a lower bound marked by `skippedCapped`), and the next occurrence is found from now in
- * bounded time, so the nextRunAt stored after a wake is always in the future. Pausing is a sticky
+ * bounded time, so the nextRunAt stored after a wake is always in the future. A schedule has at most
+ * one pending occurrence: while its last accepted input is still queued (behind a turn that does not
+ * end, among a failed group's waiting items, a nextRun no accept has placed), a due occurrence is
+ * counted in `skipped` instead of queueing another input behind it. Pausing is a sticky
  * session value keyed by schedule id (the host may not patch a task's state, §10.2): a paused schedule
  * keeps its times and accepts nothing. A cron expression whose last occurrence has passed (one with a
  * year field) ends the schedule.
@@ -25,7 +28,7 @@
 import { Cron } from "croner";
 import type { Call } from "../core/call.js";
 import { PicoError } from "../core/errors.js";
-import { priorAcceptance, queueInput, type QueuedInput } from "../core/inbox.js";
+import { bindResult, priorAcceptance, queueInput, type QueuedInput } from "../core/inbox.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { sessionValue, withKey } from "../core/state.js";
 import { defineTaskKind, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
@@ -276,12 +279,19 @@ export function createScheduleKind(services: ScheduleServices) {
       const paused = (await b.value(schedulePaused(task.id)).get()) === true;
       let inputId = base.lastInputId;
       let runs = base.runs;
-      const runsNow = decision.fire && !paused;
+      let runsNow = decision.fire && !paused;
+      let pendingSkip = 0;
       if (runsNow) {
         const key = occurrenceKey(task.id, occurrence);
         const prior = await priorAcceptance(b, key);
         if (prior !== undefined) {
           inputId = prior.inputId;
+        } else if (await stillQueued(b, base.conversationId, base.lastInputId)) {
+          // One pending occurrence per schedule: while the last one's input waits in the queue (behind a
+          // turn that does not end, a failed group's waiting items, a nextRun no accept has placed yet),
+          // this occurrence is skipped, not queued behind it.
+          runsNow = false;
+          pendingSkip = 1;
         } else {
           if (base.mode === "nextRun") {
             const item: QueuedInput = { mode: "nextRun", input: base.input, requestId: key };
@@ -296,7 +306,7 @@ export function createScheduleKind(services: ScheduleServices) {
       const after: ScheduleBase = {
         ...base,
         runs,
-        skipped: base.skipped + decision.skipped,
+        skipped: base.skipped + decision.skipped + pendingSkip,
         ...(decision.capped ? { skippedCapped: true } : {}),
         lastRunAt: runsNow ? occurrence : base.lastRunAt,
         lastInputId: inputId,
@@ -311,6 +321,12 @@ export function createScheduleKind(services: ScheduleServices) {
   }
 
   return kind;
+}
+
+/** Is the schedule's last accepted input still queued (not yet placed, answered or withdrawn)? */
+async function stillQueued(b: TxBuilder, conversationId: Id, inputId: Id | null): Promise<boolean> {
+  if (inputId === null) return false;
+  return (await b.value(bindResult(conversationId, inputId)).get())?.status === "queued";
 }
 
 function stripOccurrence(state: ScheduleBase & { occurrence?: number }): ScheduleBase {

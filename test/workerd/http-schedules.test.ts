@@ -325,6 +325,57 @@ describe("schedules after long downtime", () => {
   });
 });
 
+describe("one pending occurrence per schedule", () => {
+  async function inbox(name: string, t: string): Promise<{ id: number; waiting: boolean }[]> {
+    const snapshot = await json<{ inbox: { id: number; waiting: boolean }[] }>(await call("GET", `/v1/sessions/${name}/conversations/root`, { token: t }));
+    return snapshot.inbox;
+  }
+
+  it("A schedule queues at most one pending occurrence: behind a turn that does not end, later occurrences are counted skipped", { timeout: 60_000 }, async () => {
+    const name = uniqueSession("pending-busy");
+    const t = await token(TENANT, "client");
+    // echo-slow paces its answer in real time: the first turn stays live while the clock passes occurrences.
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+    const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
+    const r: Rig = { name, token: t, stub: ns.get(ns.idFromName(`${TENANT}:${name}`)) };
+    const t0 = seams.time.now;
+    const long = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, { token: t, body: { input: "a long answer that streams for a while so that the turn stays live. ".repeat(20) } });
+    expect(long.status).toBeLessThan(300);
+    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${name}/schedules`, { token: t, body: { input: "tick", every: 60_000 } }));
+    for (let k = 1; k <= 4; k++) {
+      await advanceTo(r, t0 + k * 60_000);
+      await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + (k + 1) * 60_000, `occurrence ${k}`);
+    }
+    // The first occurrence is queued behind the turn; the three after it found it still pending.
+    const after = await schedule(r, view.id);
+    expect(after).toMatchObject({ runs: 1, skipped: 3, lastRunAt: t0 + 60_000 });
+    expect((await inbox(name, t)).map((item) => item.id)).toEqual([after.lastInputId]);
+    await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t, body: {} });
+  });
+
+  it("A nextRun schedule keeps one queued input, not one per occurrence; once it is placed the next occurrence queues again", async () => {
+    const r = await rig("pending-next-run");
+    const t0 = seams.time.now;
+    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "later", every: 60_000, mode: "nextRun" } }));
+    for (let k = 1; k <= 3; k++) {
+      await advanceTo(r, t0 + k * 60_000);
+      await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + (k + 1) * 60_000, `occurrence ${k}`);
+    }
+    const first = await schedule(r, view.id);
+    expect(first).toMatchObject({ runs: 1, skipped: 2, lastRunAt: t0 + 60_000 });
+    expect((await inbox(r.name, r.token)).map((item) => item.id)).toEqual([first.lastInputId]);
+    // An explicit accept places the queued nextRun input: the next occurrence queues one again.
+    const accepted = await call("POST", `/v1/sessions/${r.name}/conversations/root/inputs`, { token: r.token, body: { input: "now" } });
+    expect(accepted.status).toBeLessThan(300);
+    await until(async () => (await inbox(r.name, r.token)).length === 0, "the nextRun input placed");
+    await advanceTo(r, t0 + 4 * 60_000);
+    await until(async () => (await schedule(r, view.id)).runs === 2, "the occurrence after the placement");
+    const second = await schedule(r, view.id);
+    expect(second).toMatchObject({ runs: 2, skipped: 2, lastRunAt: t0 + 4 * 60_000 });
+    expect((await inbox(r.name, r.token)).map((item) => item.id)).toEqual([second.lastInputId]);
+  });
+});
+
 describe("schedules: delete mid-run", () => {
   it("DELETE while an occurrence's input is being answered ends the schedule; that input is answered once; no further occurrence fires, even when the alarm is delivered again", { timeout: 60_000 }, async () => {
     const name = uniqueSession("delete-mid-run");
