@@ -377,6 +377,7 @@ export const scheduleViewOut = z.strictObject({
   cron: z.string().nullable(),
   timezone: z.string().nullable(),
   status: z.enum(["active", "paused", "ended"]),
+  /** The next occurrence; null while paused (nothing runs until a resume) and once ended. */
   nextRunAt: z.number().int().nullable(),
   lastRunAt: z.number().int().nullable(),
   lastInputId: id.nullable(),

@@ -219,6 +219,9 @@ export type Claims = z.infer<typeof claims>;
 // ---------------------------------------------------------------------------------------------
 // Schedules (§8.6)
 
+/** The largest time a JavaScript Date holds (ms): a wire time beyond it is no time at all. */
+const MAX_TIME_MS = 8.64e15;
+
 export const scheduleBody = z
   .strictObject({
     /** The conversation each occurrence's input goes to: an id or "root" (default). */
@@ -227,8 +230,8 @@ export const scheduleBody = z
     every: z.number().int().min(1000, "every is at least 1,000 ms").max(366 * 24 * 3600_000).optional(),
     cron: z.string().min(1).max(200).optional(),
     timezone: z.string().min(1).max(100).optional(),
-    /** First occurrence (epoch ms or an ISO 8601 time); default: one interval from now, or cron's next time. */
-    startAt: z.union([z.number().int().min(0), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]).optional(),
+    /** First occurrence (epoch ms or an ISO 8601 time), at most ten years ahead; default: one interval from now, or cron's next time. */
+    startAt: z.union([z.number().int().min(0).max(MAX_TIME_MS), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]).optional(),
     mode: z.enum(["followUp", "steer", "nextRun"]).optional(),
     /** After downtime: "one" run for all the missed occurrences (default), or "none" (skip the gap). */
     catchUp: z.enum(["one", "none"]).optional(),
@@ -237,7 +240,25 @@ export const scheduleBody = z
   .refine((b) => b.timezone === undefined || b.cron !== undefined, { message: "timezone applies to cron schedules only", path: ["timezone"] });
 export type ScheduleBody = z.infer<typeof scheduleBody>;
 
-export const schedulePatch = z.strictObject({ paused: z.boolean() });
+/**
+ * Pause or resume, and/or edit: the input, accept mode, catch-up policy, or the grid (`every`, or `cron`
+ * with an optional `timezone`; a `timezone` alone changes a cron schedule's zone, null: UTC). The
+ * schedule applies it in its own commit; a new grid plans its first occurrence from now.
+ */
+export const schedulePatch = z
+  .strictObject({
+    paused: z.boolean().optional(),
+    input: z.string().min(1, "input must not be empty").max(100_000).optional(),
+    mode: z.enum(["followUp", "steer", "nextRun"]).optional(),
+    catchUp: z.enum(["one", "none"]).optional(),
+    every: z.number().int().min(1000, "every is at least 1,000 ms").max(366 * 24 * 3600_000).optional(),
+    cron: z.string().min(1).max(200).optional(),
+    timezone: z.string().min(1).max(100).nullable().optional(),
+  })
+  .refine((b) => Object.keys(b).length > 0, { message: "nothing to change: give paused or a field to edit", path: ["paused"] })
+  .refine((b) => b.every === undefined || b.cron === undefined, { message: "a schedule has exactly one of every and cron", path: ["every"] })
+  .refine((b) => b.every === undefined || b.timezone === undefined || b.timezone === null, { message: "timezone applies to cron schedules only", path: ["timezone"] });
+export type SchedulePatchBody = z.infer<typeof schedulePatch>;
 
 export const schedulesQuery = z.strictObject({
   all: z.enum(["true", "false"]).optional(),

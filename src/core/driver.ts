@@ -111,6 +111,8 @@ export class Driver {
   readonly #answerWaiters = new Map<Id, () => void>();
   /** Interrupters of tasks sleeping in `sleep` (`interruptSleep`). */
   readonly #interrupts = new Map<Id, () => void>();
+  /** Running tasks interrupted while not asleep: their next `sleep` returns at once. */
+  readonly #pendingInterrupts = new Set<Id>();
   /** Answers recorded for a running task before its waiter registered (read by `awaitAnswer`). */
   readonly #arrived = new Set<Id>();
   /** Invocations started per live task in this process (telemetry's invocation number). */
@@ -525,7 +527,8 @@ export class Driver {
     this.#finish.set(inv, finish);
     this.#running.set(id, inv);
     this.#stretch.set(id, "start");
-    if (startsParked) this.#sleepers.set(id, sleepsUntil);
+    // Infinity: parked with no wake time (a route's commit and interruptSleep end that sleep).
+    if (startsParked) this.#sleepers.set(id, Number.isFinite(sleepsUntil) ? sleepsUntil : undefined);
     out.push(inv);
   }
 
@@ -614,6 +617,7 @@ export class Driver {
         this.#stretch.delete(inv.taskId);
         this.#answerWaiters.delete(inv.taskId);
         this.#arrived.delete(inv.taskId);
+        this.#pendingInterrupts.delete(inv.taskId);
         this.#host.afterInvoke?.(inv.taskId, inv.method, this.#live.get(inv.taskId)?.task.state.status ?? settledStatus ?? inv.task.state.status);
         if (this.#phase === "closing" || this.#phase === "closed" || this.#phase === "faulted") {
           return this.#notifyHost();
@@ -1082,21 +1086,45 @@ export class Driver {
   // ---------------------------------------------------------------------------------------------
   // Sleep: in memory, reported to the host as a wake time (DESIGN §3)
 
+  /**
+   * Sleep until `untilMs`; `Infinity` sleeps with no wake time (the host arms no alarm for it), so only
+   * `interruptSleep` or cancellation end it. An `interruptSleep` that came while the invocation was
+   * running but not asleep makes this sleep return at once, so a task that read its durable state and
+   * then sleeps cannot miss a change committed in between.
+   */
   async sleep(taskId: Id, untilMs: number, call: Call): Promise<void> {
-    if (untilMs <= this.clock.now()) {
+    const wakeAt = Number.isFinite(untilMs) ? untilMs : undefined;
+    if (wakeAt !== undefined && wakeAt <= this.clock.now()) {
+      this.#pendingInterrupts.delete(taskId);
       // A wake registered at dispatch (sleepsUntil) that has passed meanwhile: the task is awake.
       if (this.#sleepers.has(taskId)) await this.#onLine(() => this.#wake(taskId));
       return;
     }
-    await this.#onLine(() => this.#park(taskId, untilMs));
     const sleep = new AbortController();
+    const interrupt = (): void => sleep.abort(INTERRUPTED);
+    // Parking and registering the interrupter are one step on the line: an interruptSleep is either
+    // pending before it (the sleep does not start) or finds the interrupter.
+    const parked = await this.#harness.line.run((): Action | undefined => {
+      if (this.#pendingInterrupts.delete(taskId)) return undefined;
+      this.#interrupts.set(taskId, interrupt);
+      return this.#park(taskId, wakeAt);
+    });
+    if (parked === undefined) {
+      if (this.#sleepers.has(taskId)) await this.#onLine(() => this.#wake(taskId));
+      return;
+    }
+    parked();
     const cancel = (): void => sleep.abort(call.abortSignal?.reason);
     if (call.abortSignal?.aborted === true) cancel();
     else call.abortSignal?.addEventListener("abort", cancel, { once: true });
-    const interrupt = (): void => sleep.abort(INTERRUPTED);
-    this.#interrupts.set(taskId, interrupt);
     try {
-      await this.clock.sleep(untilMs, sleep.signal);
+      if (wakeAt !== undefined) await this.clock.sleep(wakeAt, sleep.signal);
+      else {
+        await new Promise<never>((_resolve, reject) => {
+          if (sleep.signal.aborted) reject(sleep.signal.reason);
+          else sleep.signal.addEventListener("abort", () => reject(sleep.signal.reason), { once: true });
+        });
+      }
     } catch (error) {
       // An interrupted sleep returns early; cancellation still rejects.
       if (error !== INTERRUPTED || call.abortSignal?.aborted === true) throw error;
@@ -1110,13 +1138,18 @@ export class Driver {
   /**
    * End task `taskId`'s current `runtime.sleep` now (it returns early, before its time), so the task
    * re-plans from durable state in its own commit: for a host whose settings commit changed what the
-   * sleeper waits for (the witness's patrol interval). The host never patches the task (§6.1). Resolves
-   * whether a sleep was interrupted.
+   * sleeper waits for (the witness's patrol interval, a schedule's pause or edit). The host never
+   * patches the task (§6.1). When the task's invocation is running but not asleep, its next sleep
+   * returns at once instead (it may have read the state before the host's commit). Resolves whether a
+   * sleep was interrupted now.
    */
   interruptSleep(taskId: Id): Promise<boolean> {
     return this.#harness.line.run(() => {
       const interrupt = this.#interrupts.get(taskId);
-      if (interrupt === undefined) return false;
+      if (interrupt === undefined) {
+        if (this.#running.has(taskId)) this.#pendingInterrupts.add(taskId);
+        return false;
+      }
       this.#interrupts.delete(taskId);
       interrupt();
       return true;

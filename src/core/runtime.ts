@@ -36,7 +36,8 @@ export interface TaskRuntime extends TaskRuntimeLike {
   /**
    * Sleep until `untilMs`, observing cancellation; the host learns the wake time (alarms). Returns early
    * only when the host interrupts the sleep (`Driver.interruptSleep`, after it committed a change the
-   * sleeper should re-plan for); a kind that allows that compares `now()` with its time.
+   * sleeper should re-plan for); a kind that allows that compares `now()` with its time. `Infinity`
+   * sleeps with no wake time (no alarm): only an interrupt or cancellation ends it.
    */
   sleep(untilMs: number, call: Call): Promise<void>;
   /**

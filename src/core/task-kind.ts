@@ -109,7 +109,9 @@ export interface TaskKind<
    * wake time is known at once, a host arms no busy heartbeat for it and counts no kill for it until it
    * wakes (DESIGN §3): a kill before it sleeps loses nothing, since the method re-runs from the top and
    * the alarm at that time reopens the object. The method must call runtime.sleep(time) first (it
-   * returns at once when the time has passed).
+   * returns at once when the time has passed); reading durable state before it is allowed. `Infinity`:
+   * the method sleeps with no wake time (runtime.sleep(Infinity)) until a route's commit interrupts it
+   * (a paused schedule): no alarm is armed for it.
    */
   sleepsUntil?(state: S): number | undefined;
   execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;

@@ -5,6 +5,8 @@
  *
  *   waiting { spec, nextRunAt, runs, skipped, lastRunAt }   start: sleep until nextRunAt (the alarm
  *                                                           wakes an evicted object), then commit firing
+ *   paused  { ... }                                         start: sleep with no wake time (no alarm)
+ *                                                           until a resume interrupts it
  *   firing  { ..., occurrence }                             inflight: one commit accepts the input with
  *                                                           the request key `schedule:<id>:<occurrence>`
  *                                                           and returns to waiting with the next time
@@ -17,15 +19,27 @@
  * (an occurrence is on time only while no later one is due and it is at most ON_TIME_GRACE_MS late).
  * The ones not run are counted in `skipped` (exact for `every`; for cron up to SKIPPED_COUNT_CAP per
  * gap, then a lower bound marked by `skippedCapped`), and the next occurrence is found from now in
- * bounded time, so the nextRunAt stored after a wake is always in the future. Pausing is a sticky
- * session value keyed by schedule id (the host may not patch a task's state, §10.2): a paused schedule
- * keeps its times and accepts nothing. A cron expression whose last occurrence has passed (one with a
- * year field) ends the schedule.
+ * bounded time, so the nextRunAt stored after a wake is always in the future. A schedule has at most
+ * one pending occurrence: while its last accepted input is still queued (behind a turn that does not
+ * end, among a failed group's waiting items, a nextRun no accept has placed), a due occurrence is
+ * counted in `skipped` instead of queueing another input behind it.
+ *
+ * Pausing and editing: the host may not patch a task's state (§6.1, §10.2), so PATCH /schedules/{id}
+ * commits sticky session values keyed by schedule id — the pause flag (`pi.schedule.paused`) and an
+ * edit request (`pi.schedule.edit`: input, mode, catchUp, every or cron, timezone) — and then ends the
+ * schedule's sleep (Driver.interruptSleep). A waiting or paused schedule reads both before it sleeps
+ * and after every interrupted sleep, and applies them in its own commit: it moves between waiting and
+ * paused, takes the edited spec (a new grid plans its first occurrence from now, a resume the first
+ * occurrence of its grid after now; occurrences passed while paused are neither run nor counted) and
+ * deletes the edit request. A paused schedule sleeps with no wake time, so it neither arms an alarm
+ * nor wakes the object at its occurrences. The occurrence commit reads the flag too (a pause that
+ * lands while an occurrence is due accepts nothing). A cron expression whose last occurrence has passed
+ * (one with a year field) ends the schedule.
  */
 import { Cron } from "croner";
 import type { Call } from "../core/call.js";
 import { PicoError } from "../core/errors.js";
-import { priorAcceptance, queueInput, type QueuedInput } from "../core/inbox.js";
+import { bindResult, priorAcceptance, queueInput, type QueuedInput } from "../core/inbox.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { sessionValue, withKey } from "../core/state.js";
 import { defineTaskKind, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
@@ -67,10 +81,11 @@ type ScheduleBase = ScheduleSpec & {
 
 export type ScheduleState =
   | (ScheduleBase & { status: "waiting" })
+  | (ScheduleBase & { status: "paused" })
   | (ScheduleBase & { status: "firing"; occurrence: number })
   | (ScheduleBase & { status: "ended" });
 
-export const scheduleRoles = { waiting: "start", firing: "inflight", ended: "terminal" } as const;
+export const scheduleRoles = { waiting: "start", paused: "start", firing: "inflight", ended: "terminal" } as const;
 
 export const scheduleDefinition: TaskDefinition<ScheduleState, typeof scheduleRoles> = { kind: "schedule", roles: scheduleRoles };
 
@@ -83,12 +98,118 @@ export function schedulePaused(id: Id) {
   return withKey(pausedBase, String(id));
 }
 
+/**
+ * A requested change of what a schedule does: its input, accept mode, catch-up policy, or its grid
+ * (`every`, or `cron` with an optional `timezone`; null: UTC). The route stores it (merged with one not
+ * yet applied) and interrupts the schedule's sleep; the schedule applies it in its own commit (§6.1:
+ * the host never patches a task) and deletes it there.
+ */
+export interface ScheduleEdit {
+  readonly input?: string;
+  readonly mode?: ScheduleMode;
+  readonly catchUp?: ScheduleCatchUp;
+  readonly every?: number;
+  readonly cron?: string;
+  readonly timezone?: string | null;
+}
+
+const editBase = sessionValue<ScheduleEdit>("pi.schedule.edit");
+
+/** A schedule's edit request not yet applied (absent: none). */
+export function scheduleEdit(id: Id) {
+  return withKey(editBase, String(id));
+}
+
+/** A pending edit with a later one on top: a new grid replaces the pending grid as a whole. */
+export function mergeEdit(pending: ScheduleEdit | undefined, next: ScheduleEdit): ScheduleEdit {
+  if (pending === undefined) return next;
+  const { every, cron, timezone, ...rest } = pending;
+  const grid: ScheduleEdit = next.every !== undefined || next.cron !== undefined ? {} : { ...(every === undefined ? {} : { every }), ...(cron === undefined ? {} : { cron }), ...(timezone === undefined ? {} : { timezone }) };
+  return { ...rest, ...grid, ...next };
+}
+
+/**
+ * The spec after an edit: `every` makes an interval schedule (no cron, no timezone); `cron` a cron
+ * schedule (in the edit's timezone, else the current cron schedule's, else UTC); a `timezone` alone
+ * changes a cron schedule's zone. Throws InvalidSchedule (`timezone`) for a timezone on an interval
+ * schedule.
+ */
+export function applyEdit(spec: ScheduleSpec, edit: ScheduleEdit): ScheduleSpec {
+  let grid: Pick<ScheduleSpec, "every" | "cron" | "timezone">;
+  if (edit.every !== undefined) {
+    if (edit.timezone !== undefined && edit.timezone !== null) throw new InvalidSchedule("timezone applies to cron schedules only", "timezone");
+    grid = { every: edit.every, cron: null, timezone: null };
+  } else if (edit.cron !== undefined) {
+    grid = { every: null, cron: edit.cron, timezone: edit.timezone !== undefined ? edit.timezone : spec.cron !== null ? spec.timezone : null };
+  } else if (edit.timezone !== undefined) {
+    if (spec.cron === null) {
+      if (edit.timezone !== null) throw new InvalidSchedule("timezone applies to cron schedules only", "timezone");
+      grid = { every: spec.every, cron: null, timezone: null };
+    } else grid = { every: null, cron: spec.cron, timezone: edit.timezone };
+  } else grid = { every: spec.every, cron: spec.cron, timezone: spec.timezone };
+  return {
+    conversationId: spec.conversationId,
+    input: edit.input ?? spec.input,
+    mode: edit.mode ?? spec.mode,
+    catchUp: edit.catchUp ?? spec.catchUp ?? DEFAULT_CATCH_UP,
+    ...grid,
+  };
+}
+
+/** Does the edit change when the schedule runs (not only what it accepts)? */
+function changesGrid(spec: ScheduleSpec, edited: ScheduleSpec): boolean {
+  return spec.every !== edited.every || spec.cron !== edited.cron || spec.timezone !== edited.timezone;
+}
+
+/**
+ * Validate an edit of `spec` at `now` (the route's check before it stores the request): the edited grid
+ * must parse and have an occurrence after now. Throws InvalidSchedule naming the field.
+ */
+export function checkEdit(spec: ScheduleSpec, edit: ScheduleEdit, now: number): ScheduleSpec {
+  const edited = applyEdit(spec, edit);
+  nextOccurrence(edited, now, now);
+  return edited;
+}
+
+/**
+ * What a waiting or paused schedule becomes under its current pause flag and edit request at `now`:
+ * a new grid plans its first occurrence from now (like a new schedule), a resume the first occurrence
+ * of its grid after now (occurrences that passed while paused are neither run nor counted in
+ * `skipped`); otherwise the planned time stays. `undefined` for `next`: an edited cron expression has no
+ * occurrence left (the schedule ends).
+ */
+export function replan(current: ScheduleBase, wasPaused: boolean, paused: boolean, edit: ScheduleEdit | undefined, now: number): { base: ScheduleBase; ends: boolean } {
+  let spec: ScheduleSpec = specOf(current);
+  let nextRunAt = current.nextRunAt;
+  try {
+    if (edit !== undefined) {
+      const edited = applyEdit(spec, edit);
+      if (changesGrid(spec, edited)) nextRunAt = edited.every !== null ? now + edited.every : nextOccurrence(edited, now, now);
+      spec = edited;
+    }
+    if (wasPaused && !paused && nextRunAt <= now) nextRunAt = nextOccurrence(spec, nextRunAt, now);
+  } catch (error) {
+    if (!(error instanceof InvalidSchedule)) throw error;
+    // Validated by the route; a cron expression whose last occurrence passed since then ends it.
+    return { base: { ...current, ...spec }, ends: true };
+  }
+  return { base: { ...current, ...spec, nextRunAt }, ends: false };
+}
+
+function specOf(state: ScheduleBase): ScheduleSpec {
+  const { conversationId, input, mode, every, cron, timezone, catchUp } = state;
+  return { conversationId, input, mode, every, cron, timezone, ...(catchUp === undefined ? {} : { catchUp }) };
+}
+
 /** The request key of one occurrence: an alarm delivered twice accepts once (§3.4). */
 export function occurrenceKey(id: Id, occurrence: number): string {
   return `schedule:${id}:${occurrence}`;
 }
 
 export const MIN_EVERY_MS = 1000;
+
+/** How far ahead a schedule's `startAt` may be: ten years (of 365.25 days). */
+export const MAX_START_AHEAD_MS = 10 * 365.25 * 86_400_000;
 
 /**
  * How late a wake may run its occurrence under catchUp "none": an alarm arrives a little after its time
@@ -100,9 +221,27 @@ export const ON_TIME_GRACE_MS = 60_000;
 /** Missed cron occurrences are counted one by one up to this many per gap; past it `skipped` is a lower bound. */
 export const SKIPPED_COUNT_CAP = 10_000;
 
-/** A schedule that cannot run: bad interval, cron expression or timezone (the wire maps it to 400). */
+/** The request field an invalid schedule is refused for. */
+export type ScheduleField = "every" | "cron" | "timezone" | "startAt";
+
+/** A schedule that cannot run: bad interval, cron expression, timezone or start (the wire maps it to 400 naming `field`). */
 export class InvalidSchedule extends Error {
   override readonly name = "InvalidSchedule";
+  constructor(
+    message: string,
+    readonly field: ScheduleField,
+  ) {
+    super(message);
+  }
+}
+
+/** Throws InvalidSchedule (field `timezone`) unless `timezone` is an IANA time zone the runtime knows. */
+function checkTimezone(timezone: string): void {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: timezone });
+  } catch {
+    throw new InvalidSchedule(`unknown timezone ${JSON.stringify(timezone)}: use an IANA time zone such as "Europe/Berlin"`, "timezone");
+  }
 }
 
 /** The occurrence grid of a schedule: an interval, or a parsed cron expression. */
@@ -110,14 +249,16 @@ type Grid = { readonly type: "every"; readonly every: number } | { readonly type
 
 function gridOf(spec: Pick<ScheduleSpec, "every" | "cron" | "timezone">): Grid {
   if (spec.every !== null) {
-    if (!(spec.every >= MIN_EVERY_MS)) throw new InvalidSchedule(`every must be at least ${MIN_EVERY_MS} ms`);
+    if (!(spec.every >= MIN_EVERY_MS)) throw new InvalidSchedule(`every must be at least ${MIN_EVERY_MS} ms`, "every");
     return { type: "every", every: spec.every };
   }
-  if (spec.cron === null) throw new InvalidSchedule("a schedule needs every or cron");
+  if (spec.cron === null) throw new InvalidSchedule("a schedule needs every or cron", "every");
+  // The timezone first: croner reports a bad one only when it computes a time, as a cron error.
+  if (spec.timezone !== null) checkTimezone(spec.timezone);
   try {
     return { type: "cron", cron: new Cron(spec.cron, { ...(spec.timezone === null ? {} : { timezone: spec.timezone }), paused: true }) };
   } catch (error) {
-    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`);
+    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`, "cron");
   }
 }
 
@@ -126,8 +267,8 @@ function cronAfter(cron: Cron, after: number): number | null {
   try {
     return cron.nextRun(new Date(after))?.getTime() ?? null;
   } catch (error) {
-    // croner checks the timezone only when it computes a time.
-    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`);
+    // croner checks the timezone only when it computes a time (gridOf checked it before).
+    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`, "cron");
   }
 }
 
@@ -143,7 +284,7 @@ export function nextOccurrence(spec: Pick<ScheduleSpec, "every" | "cron" | "time
       return from + (Math.floor((after - from) / grid.every) + 1) * grid.every;
     case "cron": {
       const next = cronAfter(grid.cron, Math.max(after, from - 1));
-      if (next === null) throw new InvalidSchedule(`cron ${spec.cron} has no future occurrence`);
+      if (next === null) throw new InvalidSchedule(`cron ${spec.cron} has no future occurrence`, "cron");
       return next;
     }
   }
@@ -213,15 +354,51 @@ export function createScheduleKind(services: ScheduleServices) {
     kind: "schedule",
     roles: scheduleRoles,
     initialStatus: "waiting",
-    // A waiting schedule's execute only sleeps until nextRunAt first: asleep from its dispatch.
-    sleepsUntil: (state) => (state.status === "waiting" ? state.nextRunAt : undefined),
+    // A waiting schedule's execute only sleeps until nextRunAt first (after reading its pause flag and
+    // edit request): asleep from its dispatch. A paused one sleeps with no wake time: no alarm.
+    sleepsUntil: (state) => (state.status === "waiting" ? state.nextRunAt : state.status === "paused" ? Number.POSITIVE_INFINITY : undefined),
 
     async execute(task, runtime, call) {
-      if (task.state.status !== "waiting") throw new PicoError("contract", `schedule ${task.id} executes only from waiting, not ${task.state.status}`);
-      const { status: _status, ...base } = task.state;
-      await runtime.sleep(base.nextRunAt, call);
-      await runtime.commit((tx) => tx.patch(task, "firing", { ...base, occurrence: base.nextRunAt }), call);
-      await fire(task, runtime, { ...base, occurrence: base.nextRunAt }, call);
+      if (task.state.status !== "waiting" && task.state.status !== "paused") {
+        throw new PicoError("contract", `schedule ${task.id} executes only from waiting or paused, not ${task.state.status}`);
+      }
+      const { status, ...initial } = task.state;
+      let base: ScheduleBase = initial;
+      let paused = status === "paused";
+      for (;;) {
+        // A pause, resume or edit is a route's commit of sticky state and an interrupt of this sleep;
+        // this task applies it in its own commit (§6.1).
+        const flag = (await runtime.value(schedulePaused(task.id)).get(call)) === true;
+        const edit = await runtime.value(scheduleEdit(task.id)).get(call);
+        if (edit !== undefined || flag !== paused) {
+          const applied = await runtime.commitBuilder(async (b) => {
+            const nowPaused = (await b.value(schedulePaused(task.id)).get()) === true;
+            const nowEdit = await b.value(scheduleEdit(task.id)).get();
+            const plan = replan(base, paused, nowPaused, nowEdit, runtime.now());
+            if (nowEdit !== undefined) b.value(scheduleEdit(task.id)).delete();
+            if (plan.ends) {
+              b.value(schedulePaused(task.id)).delete();
+              b.settle(task, "ended", plan.base);
+              return undefined;
+            }
+            b.patch(task, nowPaused ? "paused" : "waiting", plan.base);
+            return { base: plan.base, paused: nowPaused };
+          }, call);
+          if (applied === undefined) return;
+          ({ base, paused } = applied);
+          continue;
+        }
+        if (paused) {
+          await runtime.sleep(Number.POSITIVE_INFINITY, call);
+          continue;
+        }
+        await runtime.sleep(base.nextRunAt, call);
+        if (runtime.now() >= base.nextRunAt) break;
+        // Interrupted before its time: read the pause flag and edit request again.
+      }
+      const due: ScheduleBase & { occurrence: number } = { ...base, occurrence: base.nextRunAt };
+      await runtime.commit((tx) => tx.patch(task, "firing", due), call);
+      await fire(task, runtime, due, call);
     },
 
     async recover(task, runtime, call) {
@@ -235,6 +412,7 @@ export function createScheduleKind(services: ScheduleServices) {
       const base = stripOccurrence(rest);
       await runtime.commitBuilder((b) => {
         b.value(schedulePaused(task.id)).delete();
+        b.value(scheduleEdit(task.id)).delete();
         b.settle(task, "ended", base);
       }, call);
     },
@@ -253,12 +431,19 @@ export function createScheduleKind(services: ScheduleServices) {
       const paused = (await b.value(schedulePaused(task.id)).get()) === true;
       let inputId = base.lastInputId;
       let runs = base.runs;
-      const runsNow = decision.fire && !paused;
+      let runsNow = decision.fire && !paused;
+      let pendingSkip = 0;
       if (runsNow) {
         const key = occurrenceKey(task.id, occurrence);
         const prior = await priorAcceptance(b, key);
         if (prior !== undefined) {
           inputId = prior.inputId;
+        } else if (await stillQueued(b, base.conversationId, base.lastInputId)) {
+          // One pending occurrence per schedule: while the last one's input waits in the queue (behind a
+          // turn that does not end, a failed group's waiting items, a nextRun no accept has placed yet),
+          // this occurrence is skipped, not queued behind it.
+          runsNow = false;
+          pendingSkip = 1;
         } else {
           if (base.mode === "nextRun") {
             const item: QueuedInput = { mode: "nextRun", input: base.input, requestId: key };
@@ -273,13 +458,14 @@ export function createScheduleKind(services: ScheduleServices) {
       const after: ScheduleBase = {
         ...base,
         runs,
-        skipped: base.skipped + decision.skipped,
+        skipped: base.skipped + decision.skipped + pendingSkip,
         ...(decision.capped ? { skippedCapped: true } : {}),
         lastRunAt: runsNow ? occurrence : base.lastRunAt,
         lastInputId: inputId,
       };
       if (decision.next === null) {
         b.value(schedulePaused(task.id)).delete();
+        b.value(scheduleEdit(task.id)).delete();
         b.settle(task, "ended", after);
         return;
       }
@@ -290,16 +476,23 @@ export function createScheduleKind(services: ScheduleServices) {
   return kind;
 }
 
+/** Is the schedule's last accepted input still queued (not yet placed, answered or withdrawn)? */
+async function stillQueued(b: TxBuilder, conversationId: Id, inputId: Id | null): Promise<boolean> {
+  if (inputId === null) return false;
+  return (await b.value(bindResult(conversationId, inputId)).get())?.status === "queued";
+}
+
 function stripOccurrence(state: ScheduleBase & { occurrence?: number }): ScheduleBase {
   const { occurrence: _occurrence, ...base } = state;
   return base;
 }
 
 /**
- * The initial state of a new schedule (validated: a bad interval, cron or timezone throws
- * InvalidSchedule). The catch-up policy is stored explicitly ("one" unless the spec says otherwise).
+ * The initial state of a new schedule (validated: a bad interval, cron, timezone, or a startAt more
+ * than MAX_START_AHEAD_MS ahead throws InvalidSchedule naming the field). The catch-up policy is stored explicitly ("one" unless the spec says otherwise).
  */
 export function newSchedule(spec: ScheduleSpec, now: number, startAt: number | null): ScheduleState {
+  if (startAt !== null && startAt > now + MAX_START_AHEAD_MS) throw new InvalidSchedule(`startAt may be at most ten years ahead (${new Date(now + MAX_START_AHEAD_MS).toISOString()})`, "startAt");
   const from = startAt ?? now;
   const first = spec.every !== null ? (startAt === null ? now + spec.every : nextOccurrence(spec, from, now - 1)) : nextOccurrence(spec, from, Math.max(now, from - 1));
   return { status: "waiting", ...spec, catchUp: spec.catchUp ?? DEFAULT_CATCH_UP, nextRunAt: first, runs: 0, skipped: 0, lastRunAt: null, lastInputId: null };

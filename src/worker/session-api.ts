@@ -15,7 +15,21 @@ import type { TxBuilder } from "../core/tx.js";
 import { bindInbox, bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../core/inbox.js";
 import { bind, bindTo, sessionValue, withKey, type ValueSpec } from "../core/state.js";
 import { childrenList } from "../core/spawn.js";
-import { DEFAULT_CATCH_UP, InvalidSchedule, newSchedule, scheduleDefinition, schedulePaused, type ScheduleCatchUp, type ScheduleMode, type ScheduleSpec, type ScheduleState } from "../kinds/schedule.js";
+import {
+  checkEdit,
+  DEFAULT_CATCH_UP,
+  InvalidSchedule,
+  mergeEdit,
+  newSchedule,
+  scheduleDefinition,
+  scheduleEdit,
+  schedulePaused,
+  type ScheduleCatchUp,
+  type ScheduleEdit,
+  type ScheduleMode,
+  type ScheduleSpec,
+  type ScheduleState,
+} from "../kinds/schedule.js";
 import { generationConfig, type OnInterrupt } from "../kinds/config.js";
 import { acceptInput, continueInbox, type WhenBusy } from "../kinds/placement.js";
 import { waitingInputs } from "../kinds/waiting.js";
@@ -67,6 +81,14 @@ export interface ScheduleRequest {
   readonly mode?: ScheduleMode;
   readonly catchUp?: ScheduleCatchUp;
 }
+
+/** PATCH /schedules/{id}: pause or resume, and/or edit what the schedule does. */
+export interface SchedulePatch extends ScheduleEdit {
+  readonly paused?: boolean;
+}
+
+/** How long PATCH /schedules/{id} waits for the schedule to apply the change in its own commit. */
+const SCHEDULE_APPLY_BUDGET_MS = 5000;
 
 /**
  * The worker's acceptance index: which conversation an input accepted over HTTP went to, so
@@ -473,7 +495,7 @@ export class SessionApi {
     try {
       state = newSchedule(spec, this.#harness.now(), request.startAt ?? null);
     } catch (error) {
-      if (error instanceof InvalidSchedule) throw new Problem("invalid_body", error.message, spec.cron === null ? "every" : "cron");
+      if (error instanceof InvalidSchedule) throw new Problem("invalid_body", error.message, error.field);
       throw error;
     }
     const id = await this.#harness.commit((tx) => tx.task(scheduleDefinition, { conversationId: handle.id, background: true, state }), call);
@@ -507,15 +529,73 @@ export class SessionApi {
     return this.schedule(id);
   }
 
-  /** PATCH /schedules/{id} { paused }: a sticky flag the schedule reads at each occurrence. */
-  async patchSchedule(id: Id, patch: { paused: boolean }): Promise<ScheduleView> {
-    const view = await this.schedule(id);
-    if (view.status === "ended") throw new Problem("conflict", `schedule ${id} has ended`);
-    await this.#harness.commit((tx) => {
-      if (patch.paused) tx.value(schedulePaused(id)).set(true);
-      else tx.value(schedulePaused(id)).delete();
+  /**
+   * PATCH /schedules/{id} { paused?, input?, mode?, catchUp?, every? | cron?, timezone? }. The host never
+   * patches the schedule's task (§6.1): one commit stores the pause flag and the edit request (merged
+   * with one not yet applied, validated against the schedule as it will be), then the schedule's sleep
+   * is interrupted and the schedule applies both in its own commit. Answers once that commit is in (or
+   * after SCHEDULE_APPLY_BUDGET_MS, with the view as it is then). A bad edit is a 400 naming the field
+   * and writes nothing.
+   */
+  async patchSchedule(id: Id, patch: SchedulePatch): Promise<ScheduleView> {
+    await this.schedule(id);
+    const { paused, ...edit } = patch;
+    const edits = Object.keys(edit).length > 0;
+    await this.#harness.commit(async (tx) => {
+      const task = (await this.#harness.storage.getTasks([id])).get(id);
+      if (task === undefined || task.role === "terminal") throw new Problem("conflict", `schedule ${id} has ended`);
+      if (edits) {
+        const pending = await tx.value(scheduleEdit(id)).get();
+        const merged = mergeEdit(pending, edit);
+        const { status: _status, ...state } = task.state as ScheduleState;
+        try {
+          checkEdit(state, merged, this.#harness.now());
+        } catch (error) {
+          if (error instanceof InvalidSchedule) throw new Problem("invalid_body", error.message, error.field);
+          throw error;
+        }
+        tx.value(scheduleEdit(id)).set(merged);
+      }
+      if (paused === true) tx.value(schedulePaused(id)).set(true);
+      else if (paused === false) tx.value(schedulePaused(id)).delete();
     }, call);
+    await this.#harness.driver.interruptSleep(id);
+    await this.#scheduleApplied(id);
     return this.schedule(id);
+  }
+
+  /** Until the schedule has applied its pause flag and edit request (or ended), within the budget. */
+  async #scheduleApplied(id: Id): Promise<void> {
+    const storage = this.#harness.storage;
+    const applied = async (): Promise<boolean> => {
+      const task = (await storage.getTasks([id])).get(id);
+      if (task === undefined || task.role === "terminal") return true;
+      if ((await storage.getValue(bind(scheduleEdit(id), {}))) !== undefined) return false;
+      const paused = (await storage.getValue(bind(schedulePaused(id), {})))?.value === true;
+      return (task.state.status === "paused") === paused;
+    };
+    if (await applied()) return;
+    const clock = this.#harness.driver.clock;
+    const budget = new AbortController();
+    await new Promise<void>((resolve) => {
+      let stop: () => void = () => undefined;
+      const finish = (): void => {
+        stop();
+        budget.abort();
+        resolve();
+      };
+      const check = (): void => {
+        applied().then(
+          (done) => {
+            if (done) finish();
+          },
+          () => finish(),
+        );
+      };
+      stop = this.#harness.onCommit(check);
+      clock.sleep(clock.now() + SCHEDULE_APPLY_BUDGET_MS, budget.signal).then(finish, () => undefined);
+      check();
+    });
   }
 
   async #scheduleView(task: Task): Promise<ScheduleView> {
@@ -532,7 +612,8 @@ export class SessionApi {
       cron,
       timezone,
       status: status === "ended" ? "ended" : paused ? "paused" : "active",
-      nextRunAt: status === "ended" ? null : nextRunAt,
+      // A paused schedule runs nothing until it is resumed.
+      nextRunAt: status === "ended" || paused ? null : nextRunAt,
       lastRunAt,
       lastInputId,
       // Schedules stored before the policy existed catch up with one run.

@@ -20,6 +20,7 @@ import type {
   ConversationRef,
   ConversationSnapshot,
   RequestSource,
+  SchedulePatch,
   ScheduleRequest,
   ScheduleView,
   SessionConfig,
@@ -54,7 +55,7 @@ export interface SessionOps extends RigSessionOps {
   schedules: Op<[query: { after?: Id; limit?: number; all?: boolean }], Page<ScheduleView>>;
   schedule: Op<[id: Id], ScheduleView>;
   deleteSchedule: Op<[id: Id], ScheduleView>;
-  patchSchedule: Op<[id: Id, patch: { paused: boolean }], ScheduleView>;
+  patchSchedule: Op<[id: Id, patch: SchedulePatch], ScheduleView>;
   inspect: Op<[], SessionInspection>;
   shutdown: Op<[], { shutdown: true }>;
   clearFault: Op<[], { readonly cleared: boolean }>;

@@ -865,6 +865,50 @@ for (const backend of coreBackends) {
         await until(h, () => h.driver.liveCount() === 0, "all ran");
       }));
 
+    it(`sleep(Infinity) parks with no wake time until interruptSleep; an interrupt that comes before the sleep is not lost (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const clock = new FakeClock(10_000);
+        const wakes: (number | undefined)[] = [];
+        const entered = new Gates();
+        const proceed = new Gates();
+        const outcomes: string[] = [];
+        const execute = async (task: Task & { state: { tag: string; refs: number[] } }, rt: TaskRuntime, c: Call): Promise<void> => {
+          entered.open(task.state.tag);
+          await proceed.get(task.state.tag).promise;
+          await rt.sleep(Number.POSITIVE_INFINITY, c);
+          outcomes.push(`${task.state.tag}:woke@${rt.now()}`);
+          await settleStep(rt, task as Parameters<typeof settleStep>[1], "done", c);
+        };
+        const parker = { ...stepKind("parker", { execute }), sleepsUntil: (state: { status: string }) => (state.status === "pending" ? Number.POSITIVE_INFINITY : undefined) };
+        const h = await openWith(inner, [parker], { host: { clock, wakeChanged: (w) => wakes.push(w) } });
+        await h.attach(call);
+        // Parked from its dispatch with no wake time: not busy, no wake reported, no reason to wake.
+        const a = await addStep(h, parker, h.rootId, { tag: "a", background: true });
+        await entered.get("a").promise;
+        expect(h.driver.busy).toBe(false);
+        expect(h.driver.nextWake).toBeUndefined();
+        expect(h.driver.hasLiveToWake).toBe(false);
+        proceed.open("a");
+        await flush(h);
+        clock.advance(1_000_000_000);
+        await flush(h);
+        expect(outcomes).toEqual([]);
+        expect(wakes).toEqual([]);
+        // interruptSleep ends it.
+        expect(await h.driver.interruptSleep(a)).toBe(true);
+        await until(h, () => h.driver.liveTask(a) === undefined, "a woke and settled");
+        expect(outcomes).toEqual(["a:woke@1000010000"]);
+        // An interrupt while the invocation runs but has not reached its sleep: that sleep returns at once.
+        const b = await addStep(h, parker, h.rootId, { tag: "b", background: true });
+        await entered.get("b").promise;
+        expect(await h.driver.interruptSleep(b)).toBe(false);
+        proceed.open("b");
+        await until(h, () => h.driver.liveTask(b) === undefined, "b did not sleep");
+        expect(outcomes).toEqual(["a:woke@1000010000", "b:woke@1000010000"]);
+        expect(h.driver.busy).toBe(false);
+        expect(wakes).toEqual([]);
+      }));
+
     it(`the host's beforeInvoke returning false withholds execute and recover but never abort; driver.release resumes a withheld task (${backend.name})`, () =>
       backend.run(async (inner) => {
         const trace = new Trace();

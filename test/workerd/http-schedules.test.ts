@@ -11,7 +11,7 @@ import type { ScheduleView } from "../../src/worker/session-api.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
 import { clockOf, harnessOf, installSeams, resetSeams, until, type Seams } from "./session-fixtures.js";
-import { newSchedule, scheduleDefinition } from "../../src/kinds/schedule.js";
+import { MAX_START_AHEAD_MS, newSchedule, scheduleDefinition, type ScheduleState } from "../../src/kinds/schedule.js";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 
 let seams: Seams;
@@ -78,12 +78,12 @@ describe("schedules over HTTP", () => {
     expect(await userTexts(r)).toEqual(["tick"]);
 
     const paused = await call("PATCH", `/v1/sessions/${r.name}/schedules/${view.id}`, { token: r.token, body: { paused: true } });
-    expect(await json<ScheduleView>(paused)).toMatchObject({ status: "paused" });
+    expect(await json<ScheduleView>(paused)).toMatchObject({ status: "paused", nextRunAt: null });
     await advanceTo(r, t0 + 120_000);
-    await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + 180_000, "the paused occurrence passes");
-    expect(await schedule(r, view.id)).toMatchObject({ runs: 1, lastRunAt: t0 + 60_000, status: "paused" });
+    // Paused: the occurrence's time passes and nothing runs (the schedule sleeps with no wake time).
+    expect(await schedule(r, view.id)).toMatchObject({ runs: 1, lastRunAt: t0 + 60_000, status: "paused", nextRunAt: null, skipped: 0 });
     const resumed = await call("PATCH", `/v1/sessions/${r.name}/schedules/${view.id}`, { token: r.token, body: { paused: false } });
-    expect(await json<ScheduleView>(resumed)).toMatchObject({ status: "active" });
+    expect(await json<ScheduleView>(resumed)).toMatchObject({ status: "active", nextRunAt: t0 + 180_000, skipped: 0 });
     await advanceTo(r, t0 + 180_000);
     await until(async () => (await schedule(r, view.id)).runs === 2, "occurrence after resume");
     expect(await userTexts(r)).toEqual(["tick", "tick"]);
@@ -118,7 +118,7 @@ describe("schedules over HTTP", () => {
       [{ input: "x" }, "every"],
       [{ input: "x", every: 5000, cron: "* * * * *" }, "every"],
       [{ input: "x", cron: "not a cron" }, "cron"],
-      [{ input: "x", cron: "0 9 * * *", timezone: "Mars/Olympus" }, "cron"],
+      [{ input: "x", cron: "0 9 * * *", timezone: "Mars/Olympus" }, "timezone"],
       [{ input: "x", every: 5000, timezone: "Europe/Berlin" }, "timezone"],
       [{ input: "x", every: 5000, catchUp: "all" }, "catchUp"],
       [{ input: "x", cron: "0 9 * * *", catchUp: null }, "catchUp"],
@@ -131,6 +131,51 @@ describe("schedules over HTTP", () => {
     expect((await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "x", every: 5000, conversation: 999 } })).status).toBe(404);
     expect((await call("GET", `/v1/sessions/${r.name}/schedules/999`, { token: r.token })).status).toBe(404);
     expect(await lastSeq(TENANT, r.name)).toBe(before);
+  });
+
+  it("Cron and timezone errors name their own field; startAt at most ten years ahead", async () => {
+    const r = await rig("fields");
+    const before = await lastSeq(TENANT, r.name);
+    const now = seams.time.now;
+    const cases: [Record<string, unknown>, string][] = [
+      [{ input: "x", cron: "0 9 * * *", timezone: "Mars/Olympus" }, "timezone"],
+      [{ input: "x", cron: "0 9 * * *", timezone: "not a zone" }, "timezone"],
+      [{ input: "x", cron: "0 9 * *" }, "cron"],
+      [{ input: "x", cron: "0 0 9 * * * 2030 1" }, "cron"],
+      [{ input: "x", cron: "61 * * * *", timezone: "Europe/Berlin" }, "cron"],
+      [{ input: "x", every: 60_000, startAt: now + MAX_START_AHEAD_MS + 1 }, "startAt"],
+      [{ input: "x", cron: "0 9 * * *", startAt: now + MAX_START_AHEAD_MS + 1 }, "startAt"],
+      [{ input: "x", every: 60_000, startAt: new Date(now + 11 * 366 * 86_400_000).toISOString() }, "startAt"],
+      [{ input: "x", every: 60_000, startAt: 9e15 }, "startAt"],
+    ];
+    for (const [body, field] of cases) {
+      const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.headers.get("content-type")).toContain("application/problem+json");
+      expect((await json<{ field?: string }>(res)).field, JSON.stringify(body)).toBe(field);
+    }
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+    // Exactly ten years ahead is accepted.
+    const far = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "x", every: 60_000, startAt: now + MAX_START_AHEAD_MS } });
+    expect(far.status).toBe(201);
+    expect(await json<ScheduleView>(far)).toMatchObject({ nextRunAt: now + MAX_START_AHEAD_MS });
+  });
+
+  it("Six-field crons: the leading field is seconds, seven fields add a year", async () => {
+    const r = await rig("six-fields");
+    const t0 = seams.time.now;
+    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "sec", cron: "*/10 * * * * *" } });
+    expect(res.status).toBe(201);
+    const view = await json<ScheduleView>(res);
+    expect(view.cron).toBe("*/10 * * * * *");
+    expect(view.nextRunAt).toBe(Math.floor(t0 / 10_000) * 10_000 + 10_000);
+    await advanceTo(r, view.nextRunAt as number);
+    await until(async () => (await schedule(r, view.id)).runs === 1, "the six-field occurrence");
+    expect(await schedule(r, view.id)).toMatchObject({ lastRunAt: view.nextRunAt, nextRunAt: (view.nextRunAt as number) + 10_000 });
+    const year = new Date(t0).getUTCFullYear() + 2;
+    const seven = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "y", cron: `30 0 12 1 6 * ${year}` } });
+    expect(seven.status).toBe(201);
+    expect(await json<ScheduleView>(seven)).toMatchObject({ nextRunAt: Date.UTC(year, 5, 1, 12, 0, 30) });
   });
 
   it("after downtime the next occurrence runs once and the missed ones are recorded, not replayed; a second alarm accepts nothing more", async () => {
@@ -277,6 +322,184 @@ describe("schedules after long downtime", () => {
     const inspect = await call("GET", `/v1/sessions/${r.name}/inspect`, { token: await token(TENANT, "operator") });
     expect(inspect.status).toBe(200);
     expect(await json<{ fault?: unknown }>(inspect)).not.toHaveProperty("fault");
+  });
+});
+
+describe("pausing and editing a schedule", () => {
+  const MIN = 60_000;
+  function stubOf(r: Rig): DurableObjectStub<SessionObject> {
+    const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
+    return ns.get(ns.idFromName(`${TENANT}:${r.name}`));
+  }
+  const driverOf = (r: Rig) =>
+    runInDurableObject(stubOf(r), async (instance: SessionObject, state) => {
+      const driver = harnessOf(instance).driver;
+      return { nextWake: driver.nextWake, busy: driver.busy, live: driver.liveCount(), alarm: await state.storage.getAlarm() };
+    });
+  async function patch(r: Rig, id: number, body: Record<string, unknown>): Promise<ScheduleView> {
+    const res = await call("PATCH", `/v1/sessions/${r.name}/schedules/${id}`, { token: r.token, body });
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    return json<ScheduleView>(res);
+  }
+  const stored = (r: Rig, id: number) => runInDurableObject(stubOf(r), async (instance: SessionObject) => (await harnessOf(instance).storage.getTasks([id])).get(id)?.state as ScheduleState);
+
+  it("A paused schedule does not wake the object: it sleeps with no wake time, no alarm is armed for it, and a resume plans its next occurrence from now", async () => {
+    const r = await rig("paused-sleeps");
+    const t0 = seams.time.now;
+    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: MIN } }));
+    await until(async () => (await driverOf(r)).nextWake === t0 + MIN, "asleep until the first occurrence");
+    expect(await patch(r, view.id, { paused: true })).toMatchObject({ status: "paused", nextRunAt: null });
+    // The schedule applied the pause in its own commit and sleeps with no wake time.
+    expect(await stored(r, view.id)).toMatchObject({ status: "paused" });
+    await until(async () => {
+      const d = await driverOf(r);
+      return d.live === 1 && !d.busy && d.nextWake === undefined;
+    }, "the paused schedule parked with no wake time");
+    // Let the directory's activity update go out (its alarm is due a minute after the commits): then no alarm is left.
+    await advanceTo(r, t0 + 2 * MIN + 30_000);
+    const directory = await driverOf(r);
+    if (directory.alarm !== null) await runDurableObjectAlarm(stubOf(r));
+    await until(async () => (await driverOf(r)).alarm === null, "no alarm while only a paused schedule lives");
+    expect(await schedule(r, view.id)).toMatchObject({ status: "paused", runs: 0, skipped: 0, nextRunAt: null });
+
+    // Evicted; ten occurrences pass: nothing wakes the object.
+    await abortAllDurableObjects();
+    seams.time.now = t0 + 10 * MIN + 30_000;
+    expect(await runDurableObjectAlarm(stubOf(r))).toBe(false);
+    expect(await userTexts({ ...r, stub: stubOf(r) })).toEqual([]);
+    // A request opens it: the paused schedule starts parked, with no wake time, and is not counted busy.
+    await until(async () => {
+      const d = await driverOf(r);
+      return !d.busy && d.nextWake === undefined && d.alarm === null;
+    }, "reopened: still parked with no wake time");
+
+    // Resume: the next occurrence is the first of its grid after now; the paused ones are neither run nor counted.
+    const resumed = await patch(r, view.id, { paused: false });
+    expect(resumed).toMatchObject({ status: "active", nextRunAt: t0 + 11 * MIN, runs: 0, skipped: 0 });
+    await until(async () => (await driverOf(r)).nextWake === t0 + 11 * MIN, "asleep until the next occurrence");
+    await advanceTo({ ...r, stub: stubOf(r) }, t0 + 11 * MIN);
+    await until(async () => (await schedule(r, view.id)).runs === 1, "the occurrence after the resume");
+    expect(await userTexts(r)).toEqual(["tick"]);
+  });
+
+  it("Pause and resume reach a schedule that has not yet slept: a resume right after a reopen is not lost", async () => {
+    const r = await rig("paused-reopen");
+    const t0 = seams.time.now;
+    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: MIN } }));
+    await patch(r, view.id, { paused: true });
+    await abortAllDurableObjects();
+    seams.time.now = t0 + 5 * MIN + 1000;
+    // The PATCH itself opens the object: its commit and interrupt race the schedule's first read.
+    expect(await patch(r, view.id, { paused: false })).toMatchObject({ status: "active", nextRunAt: t0 + 6 * MIN });
+    expect(await stored(r, view.id)).toMatchObject({ status: "waiting", nextRunAt: t0 + 6 * MIN });
+    await until(async () => (await driverOf(r)).nextWake === t0 + 6 * MIN, "asleep until the next occurrence");
+  });
+
+  it("PATCH edits a schedule's every, cron, timezone and input; the schedule applies the edit in its own commit and keeps its id", async () => {
+    const r = await rig("edit");
+    const t0 = seams.time.now;
+    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "a", every: MIN } }));
+    await until(async () => (await driverOf(r)).nextWake === t0 + MIN, "asleep until the first occurrence");
+
+    // A new interval and input: the first occurrence of the new grid is one interval from now.
+    const edited = await patch(r, view.id, { every: 2 * MIN, input: "b" });
+    expect(edited).toMatchObject({ id: view.id, status: "active", every: 2 * MIN, cron: null, timezone: null, input: "b", nextRunAt: t0 + 2 * MIN, runs: 0 });
+    expect(await stored(r, view.id)).toMatchObject({ status: "waiting", every: 2 * MIN, input: "b", nextRunAt: t0 + 2 * MIN });
+    await until(async () => (await driverOf(r)).nextWake === t0 + 2 * MIN, "asleep until the edited occurrence");
+    await advanceTo(r, t0 + MIN);
+    expect(await schedule(r, view.id)).toMatchObject({ runs: 0 });
+    await advanceTo(r, t0 + 2 * MIN);
+    await until(async () => (await schedule(r, view.id)).runs === 1, "the edited occurrence");
+    expect(await userTexts(r)).toEqual(["b"]);
+
+    // To a cron expression in a timezone, then only the timezone.
+    const cron = await patch(r, view.id, { cron: "0 9 * * *", timezone: "Europe/Berlin" });
+    expect(cron).toMatchObject({ id: view.id, every: null, cron: "0 9 * * *", timezone: "Europe/Berlin", runs: 1, lastRunAt: t0 + 2 * MIN });
+    const at = (zone: string, ms: number) => new Intl.DateTimeFormat("en-GB", { timeZone: zone, hour: "2-digit", minute: "2-digit", hour12: false }).format(new Date(ms));
+    expect(at("Europe/Berlin", cron.nextRunAt as number)).toBe("09:00");
+    expect(cron.nextRunAt as number).toBeGreaterThan(seams.time.now);
+    const zone = await patch(r, view.id, { timezone: "America/New_York" });
+    expect(zone).toMatchObject({ cron: "0 9 * * *", timezone: "America/New_York" });
+    expect(at("America/New_York", zone.nextRunAt as number)).toBe("09:00");
+    await until(async () => (await driverOf(r)).nextWake === zone.nextRunAt, "asleep until the edited cron occurrence");
+
+    // An edit while paused applies and the schedule stays paused; the resume runs on the edited grid.
+    await patch(r, view.id, { paused: true });
+    expect(await patch(r, view.id, { every: 5 * MIN, mode: "nextRun", catchUp: "none" })).toMatchObject({ status: "paused", every: 5 * MIN, cron: null, timezone: null, mode: "nextRun", catchUp: "none", nextRunAt: null });
+    const now = seams.time.now;
+    expect(await patch(r, view.id, { paused: false })).toMatchObject({ status: "active", every: 5 * MIN, nextRunAt: now + 5 * MIN });
+
+    // Bad edits are refused naming the field and write nothing.
+    const before = await lastSeq(TENANT, r.name);
+    const cases: [Record<string, unknown>, string][] = [
+      [{}, "paused"],
+      [{ timezone: "Europe/Berlin" }, "timezone"],
+      [{ cron: "0 9 * * *", timezone: "Mars/Olympus" }, "timezone"],
+      [{ cron: "not a cron" }, "cron"],
+      [{ every: 500 }, "every"],
+      [{ every: MIN, cron: "* * * * *" }, "every"],
+      [{ input: "" }, "input"],
+      [{ startAt: now }, "startAt"],
+    ];
+    for (const [body, field] of cases) {
+      const res = await call("PATCH", `/v1/sessions/${r.name}/schedules/${view.id}`, { token: r.token, body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect((await json<{ field?: string }>(res)).field, JSON.stringify(body)).toBe(field);
+    }
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+    const list = await json<{ items: ScheduleView[] }>(await call("GET", `/v1/sessions/${r.name}/schedules?all=true`, { token: r.token }));
+    expect(list.items.map((s) => s.id)).toEqual([view.id]);
+  });
+});
+
+describe("one pending occurrence per schedule", () => {
+  async function inbox(name: string, t: string): Promise<{ id: number; waiting: boolean }[]> {
+    const snapshot = await json<{ inbox: { id: number; waiting: boolean }[] }>(await call("GET", `/v1/sessions/${name}/conversations/root`, { token: t }));
+    return snapshot.inbox;
+  }
+
+  it("A schedule queues at most one pending occurrence: behind a turn that does not end, later occurrences are counted skipped", { timeout: 60_000 }, async () => {
+    const name = uniqueSession("pending-busy");
+    const t = await token(TENANT, "client");
+    // echo-slow paces its answer in real time: the first turn stays live while the clock passes occurrences.
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+    const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
+    const r: Rig = { name, token: t, stub: ns.get(ns.idFromName(`${TENANT}:${name}`)) };
+    const t0 = seams.time.now;
+    const long = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, { token: t, body: { input: "a long answer that streams for a while so that the turn stays live. ".repeat(20) } });
+    expect(long.status).toBeLessThan(300);
+    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${name}/schedules`, { token: t, body: { input: "tick", every: 60_000 } }));
+    for (let k = 1; k <= 4; k++) {
+      await advanceTo(r, t0 + k * 60_000);
+      await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + (k + 1) * 60_000, `occurrence ${k}`);
+    }
+    // The first occurrence is queued behind the turn; the three after it found it still pending.
+    const after = await schedule(r, view.id);
+    expect(after).toMatchObject({ runs: 1, skipped: 3, lastRunAt: t0 + 60_000 });
+    expect((await inbox(name, t)).map((item) => item.id)).toEqual([after.lastInputId]);
+    await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t, body: {} });
+  });
+
+  it("A nextRun schedule keeps one queued input, not one per occurrence; once it is placed the next occurrence queues again", async () => {
+    const r = await rig("pending-next-run");
+    const t0 = seams.time.now;
+    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "later", every: 60_000, mode: "nextRun" } }));
+    for (let k = 1; k <= 3; k++) {
+      await advanceTo(r, t0 + k * 60_000);
+      await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + (k + 1) * 60_000, `occurrence ${k}`);
+    }
+    const first = await schedule(r, view.id);
+    expect(first).toMatchObject({ runs: 1, skipped: 2, lastRunAt: t0 + 60_000 });
+    expect((await inbox(r.name, r.token)).map((item) => item.id)).toEqual([first.lastInputId]);
+    // An explicit accept places the queued nextRun input: the next occurrence queues one again.
+    const accepted = await call("POST", `/v1/sessions/${r.name}/conversations/root/inputs`, { token: r.token, body: { input: "now" } });
+    expect(accepted.status).toBeLessThan(300);
+    await until(async () => (await inbox(r.name, r.token)).length === 0, "the nextRun input placed");
+    await advanceTo(r, t0 + 4 * 60_000);
+    await until(async () => (await schedule(r, view.id)).runs === 2, "the occurrence after the placement");
+    const second = await schedule(r, view.id);
+    expect(second).toMatchObject({ runs: 2, skipped: 2, lastRunAt: t0 + 4 * 60_000 });
+    expect((await inbox(r.name, r.token)).map((item) => item.id)).toEqual([second.lastInputId]);
   });
 });
 

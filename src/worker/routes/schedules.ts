@@ -6,7 +6,7 @@
  *   POST   /:session/schedules            create      { conversation?, input, every? | cron?, timezone?, startAt?, mode?, catchUp? }
  *   GET    /:session/schedules            list        ?all=true includes ended ones; after, limit
  *   GET    /:session/schedules/:id        one
- *   PATCH  /:session/schedules/:id        pause / resume { paused }
+ *   PATCH  /:session/schedules/:id        pause / resume / edit { paused?, input?, mode?, catchUp?, every? | cron?, timezone? }
  *   DELETE /:session/schedules/:id        end it
  */
 import { Hono } from "hono";
@@ -60,8 +60,20 @@ scheduleRoutes.patch("/:session/schedules/:scheduleId", requires("conversation")
   const stub = session(c);
   const id = idParam(c, "scheduleId");
   query(c, noQuery);
-  const patch = await body(c, schedulePatch);
-  return c.json(await run(stub.op("patchSchedule", id, patch)));
+  const b = await body(c, schedulePatch);
+  return c.json(
+    await run(
+      stub.op("patchSchedule", id, {
+        ...(b.paused === undefined ? {} : { paused: b.paused }),
+        ...(b.input === undefined ? {} : { input: b.input }),
+        ...(b.mode === undefined ? {} : { mode: b.mode }),
+        ...(b.catchUp === undefined ? {} : { catchUp: b.catchUp }),
+        ...(b.every === undefined ? {} : { every: b.every }),
+        ...(b.cron === undefined ? {} : { cron: b.cron }),
+        ...(b.timezone === undefined ? {} : { timezone: b.timezone }),
+      }),
+    ),
+  );
 });
 
 scheduleRoutes.delete("/:session/schedules/:scheduleId", requires("conversation"), async (c) => {
