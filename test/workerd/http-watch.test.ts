@@ -586,11 +586,13 @@ describe("watch-token reconnect", () => {
       return new Response(cut, { status: response.status, headers: response.headers });
     };
     const watcher = new PicoClient({ baseUrl: BASE, token: await token(tenant, "client"), fetch: dropping });
-    const watch = watcher.session(name).conversation("root").watch({ watchToken: { ttlSeconds: 1 } });
+    // Three seconds: short enough to let the first token expire, long enough that the fresh one minted on
+    // the reconnect is still valid when it is used on a loaded machine (one second failed under load).
+    const watch = watcher.session(name).conversation("root").watch({ watchToken: { ttlSeconds: 3 } });
     try {
       await waitFor(() => watch.view !== undefined);
       // Let the first watch token expire: the reconnect must mint a fresh one (reusing it would be 401).
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await new Promise((resolve) => setTimeout(resolve, 3500));
       await root.accept("two", { wait: 10 });
       await root.accept("three", { wait: 10 });
       const transcript = (await root.entries({ limit: 100 })).items;
