@@ -24,8 +24,8 @@ import { toolResultEntry, toolResultKind } from "../core/entries.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { defineTaskKind, type HookPoints, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
-import { conversationTx } from "../core/tx.js";
-import type { Id, JsonObject, Task } from "../storage/records.js";
+import { conversationTx, type TxBuilder } from "../core/tx.js";
+import type { Id, JsonObject, JsonValue, Task } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
 import { DEFAULT_JOB_CWD, delegateNotice, jobDefinition, readJobOutput, type JobState } from "./job.js";
 import { generationConfig } from "./config.js";
@@ -33,6 +33,7 @@ import type { AnyTool, ToolRuntime, TurnServices } from "./services.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink } from "./sink.js";
 import { toolRoles, type TaskToolCall, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
 import { compactToolData } from "./stored.js";
+import { delegateSubagentNotice } from "./subagent-notice.js";
 import { recordUsage } from "./usage.js";
 
 export interface ToolHooks extends HookPoints {
@@ -212,14 +213,27 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
         usage: output.usage as Usage & JsonObject,
       });
     }
-    // Delegation settlement (§8.3): the job continues without this call; its notice is requested, or
-    // placed now if the job already finished, in this same commit.
-    if (status === "done" && output.delegated !== null) await delegateNotice(b, task.conversationId, output.delegated, toolCall.id, runtime.now());
+    // Delegation settlement (§8.3): the job or subagent continues without this call; its notice is
+    // requested, or placed now if it already finished, in this same commit.
+    if (status === "done" && output.delegated !== null) await delegationNotice(b, task.conversationId, output.delegated, toolCall.id, output.details, runtime.now());
     // The call without its arguments and signature (the assistant entry holds them) and its constant type.
     const settled: TaskToolCall = { id: toolCall.id, name: toolCall.name, ...(toolCall.namespace === undefined ? {} : { namespace: toolCall.namespace }) };
     if (status === "done") tx.settle(task, "done", { call: settled, assistant, output: data, result });
     else tx.settle(task, "aborted", { call: settled, assistant, output: data, result });
   }, call);
+}
+
+/**
+ * What a delegation settles into (§8.3): a delegated conversation is a subagent whose call names the
+ * input it waited for in its details (`inputId`, src/tools/subagent.ts); anything else is a job.
+ */
+async function delegationNotice(b: TxBuilder, conversationId: Id, delegated: Id, callId: string, details: JsonValue, now: number): Promise<void> {
+  if ((await b.getConversation(delegated)) !== undefined) {
+    const inputId = details !== null && typeof details === "object" && !Array.isArray(details) ? (details as JsonObject)["inputId"] : undefined;
+    if (typeof inputId === "number") await delegateSubagentNotice(b, conversationId, delegated, inputId, callId);
+    return;
+  }
+  await delegateNotice(b, conversationId, delegated, callId, now);
 }
 
 /** The exact message the model sees: the data first, then the diagnostics in a delimited block (§9.3). */

@@ -7,7 +7,8 @@
  *           kind's one settlement commit (result entry + settle). Recover: the creation is found again
  *           by its request key (§3.4), so the child is driven again with the fresh Call. Abort: the tool
  *           kind marks the child's live foreground tasks only (its queues stay) and writes its own error
- *           result (src/kinds/tool.ts).
+ *           result (src/kinds/tool.ts). The public abort of the parent conversation (§6.3) also withdraws
+ *           the child's queued steer/followUp in its marking commit (the child is in its closure).
  *   spawn   the same creation commit; the call settles at once with the child's id, so the child's
  *           owner is terminal: it is not in the parent's foreground set and aborting the parent leaves it
  *           alone; `stop` cancels it.
@@ -17,8 +18,9 @@
  *
  * `run` and `wait` drive the child with the blocking budget (§8.3, `runtime.budgetMs`): when it runs
  * out, the call settles now with the child's id (`out.delegate` and an info diag "still running as
- * subagent N"), the child runs on owned by the now-terminal call (like a spawned child), and a later
- * `wait` returns its answer.
+ * subagent N"; `details.inputId` names the input it waited for), the child runs on owned by the
+ * now-terminal call (like a spawned child), a later `wait` returns its answer, and the commit that
+ * resolves that input appends one notice to the parent (src/kinds/subagent-notice.ts, §8.3, §8.6).
  *   stop    child.abort(call) (§6.3).
  *
  * The child inherits the parent's model and thinking, and the parent's selected tools unless `tools`
