@@ -371,6 +371,7 @@ export class SessionObject extends DurableObject<Env> {
       await s.api.abort(ref);
       return { aborted: true as const };
     },
+    deleteConversation: (s, ref) => s.api.deleteConversation(ref),
     fork: (s, ref, options) => s.api.fork(ref, options),
     continue: (s, ref) => s.api.continue(ref),
     collapse: (s, ref, instructions) => s.api.collapse(ref, instructions),
