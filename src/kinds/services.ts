@@ -39,6 +39,8 @@ export interface ToolRuntime {
   commit<T>(plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T>;
   conversation(id: Id, call: Call): Promise<ConversationHandle | undefined>;
   abortTask(id: Id, call: Call): Promise<void>;
+  /** Cancellation that treats an already-terminal target as finished (§6.3): the ids it marked. */
+  markIfLive(ids: readonly Id[], call: Call): Promise<Id[]>;
   waitForTask(id: Id, options: { budgetMs?: number } | undefined, call: Call): Promise<boolean>;
   /**
    * Start a background job for this call (§8.3 "Blocking budget"): one commit creates the job (origin:

@@ -126,6 +126,18 @@ export function createToolKind(services: TurnServices) {
       folded.diags.push(
         diag("error", `the call was interrupted by a restart and not run again (replay: ${state.replay}); the output above is what was recorded before the interruption`, "interrupted"),
       );
+      // The job this call started is named in its result, and its recorded policy applies (§6.3, §8.3):
+      // a job the call would cancel on abort ends with the call (mark-if-live: one that already ended is
+      // finished); a detached one runs on as the call's delegation, so its notice comes when it ends.
+      if (state.jobId !== undefined) {
+        if (state.cancelJobOnAbort === true) {
+          const marked = await runtime.markIfLive([state.jobId], call);
+          folded.diags.push(diag("info", marked.length > 0 ? `job ${state.jobId}, which this call started, is stopped with it` : `job ${state.jobId}, which this call started, had already ended`, "job"));
+        } else {
+          folded.delegated = state.jobId;
+          folded.diags.push(diag("info", `job ${state.jobId}, which this call started in the background, runs on; use job wait / status / stop`, "job"));
+        }
+      }
       await settle(task, runtime, "done", outputState(folded, true), call);
     },
 
@@ -324,6 +336,7 @@ function toolRuntime(runtime: TaskRuntime, budgetMs: number, toolCall: ToolCall)
     commit: (plan, call) => runtime.commit(plan, call),
     conversation: (id, call) => runtime.conversation(id, call),
     abortTask: (id, call) => runtime.abortTask(id, call),
+    markIfLive: (ids, call) => runtime.markIfLive(ids, call),
     waitForTask: (id, options, call) => runtime.waitForTask(id, options, call),
   };
 }
