@@ -35,8 +35,7 @@
  */
 import type { Call } from "../core/call.js";
 import type { ConversationHandle } from "../core/conversation.js";
-import { INPUT_RESULT_NAMESPACE, requestKey, type InputResult } from "../core/inbox.js";
-import { bindResult } from "../core/inbox.js";
+import { bindInbox, bindResult, requestKey, type InputResult } from "../core/inbox.js";
 import { generationConfig } from "../kinds/config.js";
 import type { Tool, ToolOutput, ToolRuntime } from "../kinds/services.js";
 import { toolDefinition } from "../kinds/tool.js";
@@ -335,21 +334,30 @@ async function resolve(runtime: ToolRuntime, id: Id, call: Call): Promise<Conver
   throw new Error(`conversation ${id} is not a subagent of this conversation (no task here owns it)`);
 }
 
-/** The child's newest input and its result: one paged read of its sticky input results. */
+/**
+ * The child's newest input and its result, with bounded reads (§6.2), however many inputs it has had:
+ * the newest element of its inbox (a queued input) and the input group of its newest generation (the
+ * placed ones; a group's later inputs join the generation that answers them), then one point read of
+ * that input's result.
+ */
 async function lastInput(child: ConversationHandle): Promise<{ inputId: Id; result: InputResult } | undefined> {
   const storage = child.harness.storage;
-  let best: { inputId: Id; result: InputResult } | undefined;
-  let after: string | undefined;
-  for (;;) {
-    const page = await storage.scanValues({ scope: { conversation: child.id }, namespace: INPUT_RESULT_NAMESPACE, limit: 1000, ...(after === undefined ? {} : { after }) });
-    for (const item of page.items) {
-      const inputId = Number(item.key);
-      if (Number.isSafeInteger(inputId) && (best === undefined || inputId > best.inputId)) best = { inputId, result: item.version.value as InputResult };
-    }
-    const lastKey = page.items[page.items.length - 1]?.key;
-    if (page.next === undefined || lastKey === undefined) return best;
-    after = lastKey;
+  const [queued, generations] = await Promise.all([
+    storage.readList(bindInbox(child.id), { before: Number.MAX_SAFE_INTEGER, limit: 1 }),
+    storage.scanTasks({ conversationIds: [child.id], kind: "generation", before: Number.MAX_SAFE_INTEGER, limit: 1 }),
+  ]);
+  let newest: Id | undefined;
+  const consider = (id: unknown): void => {
+    if (typeof id === "number" && Number.isSafeInteger(id) && (newest === undefined || id > newest)) newest = id;
+  };
+  for (const element of queued.items) consider(element.id);
+  for (const task of generations.items) {
+    const inputs = task.state["inputs"];
+    if (Array.isArray(inputs)) for (const id of inputs) consider(id);
   }
+  if (newest === undefined) return undefined;
+  const result = (await storage.getValue(bindResult(child.id, newest)))?.value;
+  return result === undefined ? undefined : { inputId: newest, result };
 }
 
 /** After a drive: the input's answer as this call's result, or an error naming why there is none. */

@@ -12,13 +12,14 @@
  */
 import { describe, expect, it } from "vitest";
 import { userKind } from "../../src/core/entries.js";
-import { requestKey } from "../../src/core/inbox.js";
+import { INPUT_RESULT_NAMESPACE, requestKey } from "../../src/core/inbox.js";
+import { CountingStorage } from "../core/counting-storage.js";
 import { childrenList } from "../../src/core/spawn.js";
 import { bind, bindTo } from "../../src/core/state.js";
 import { generationConfig } from "../../src/kinds/config.js";
 import { readUsageRow, usageList } from "../../src/kinds/usage.js";
 import { parseSubagentCommand, subagentRequestKey } from "../../src/tools/subagent.js";
-import type { Id } from "../../src/storage/records.js";
+import type { Id, JsonValue, Page, ValueQuery, Version } from "../../src/storage/records.js";
 import type { StoredToolData, ToolResultData } from "../../src/kinds/states.js";
 import { readToolData } from "../../src/kinds/stored.js";
 import type { Entry } from "../../src/storage/records.js";
@@ -133,6 +134,29 @@ for (const backend of coreBackends) {
         const again = await root.prompt({ input: subagentCall({ command: "send", id: child, text: "third" }) }, call);
         expect(textOf(again)).toMatch(/placed\)$/);
         expect(textOf(await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call))).toBe("third");
+      }));
+
+    it(`status and wait find the child's last input with a bounded read, however many inputs it has (§6.2) (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const storage = new InputResultReads(inner);
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} first` }) }, call);
+        const child = (await harness.conversation((await ownedBy(harness, (await tasksOf(harness, root.id, "tool"))[0]!.id))[0] as Id, call))!;
+        await fx.holding();
+        let last: Id = 0;
+        for (let i = 0; i < 40; i++) last = (await child.accept({ input: `follow-up ${i}` }, call)).inputId;
+        storage.scanned = 0;
+        const status = await root.prompt({ input: subagentCall({ command: "status", id: child.id }) }, call);
+        expect(textOf(status)).toContain(`last input ${last}: queued`);
+        // No scan of the child's input results: its newest input is found by bounded reads.
+        expect(storage.scanned).toBe(0);
+        fx.release();
+        const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child.id }) }, call);
+        expect(textOf(waited)).toBe("follow-up 39");
+        expect(storage.scanned).toBe(0);
+        expect(detailsOf((await toolResults(harness, root.id)).at(-1))).toMatchObject({ inputId: last, status: "done" });
       }));
 
     it(`§8.5 stop aborts the child's running work (${backend.name})`, () =>
@@ -537,4 +561,15 @@ for (const backend of coreBackends) {
         expect((await harness.storage.scanConversations({ limit: 10 })).items).toHaveLength(2);
       }));
   });
+}
+
+/** Counts the input-result rows that value scans return (the unbounded read `lastInput` used to make). */
+class InputResultReads extends CountingStorage {
+  scanned = 0;
+
+  override async scanValues(q: ValueQuery): Promise<Page<{ key: string; version: Version<JsonValue> }>> {
+    const page = await super.scanValues(q);
+    if (q.namespace === INPUT_RESULT_NAMESPACE) this.scanned += page.items.length;
+    return page;
+  }
 }
