@@ -28,7 +28,6 @@ import { conversationTx, type TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject, JsonValue, Task } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
 import { DEFAULT_JOB_CWD, delegateNotice, jobDefinition, readJobOutput, type JobState } from "./job.js";
-import { generationConfig } from "./config.js";
 import type { AnyTool, ToolRuntime, TurnServices } from "./services.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink } from "./sink.js";
 import { toolRoles, type TaskToolCall, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
@@ -104,8 +103,9 @@ export function createToolKind(services: TurnServices) {
 
       const replay = tool.replay ?? "never";
       // Intent before effects (§5.3): a crash from here on goes through recover.
-      await runtime.commit((tx) => tx.patch(task, "running", { call: toolCall, assistant: task.state.assistant, args, replay }), call);
-      await invoke(task, runtime, tool, args, chain, call);
+      const budget = task.state.budgetMs === undefined ? {} : { budgetMs: task.state.budgetMs };
+      await runtime.commit((tx) => tx.patch(task, "running", { call: toolCall, assistant: task.state.assistant, args, replay, ...budget }), call);
+      await invoke(task, runtime, tool, args, task.state.budgetMs, chain, call);
     },
 
     async recover(task, runtime, call) {
@@ -119,7 +119,7 @@ export function createToolKind(services: TurnServices) {
           sc.value(sinkCheckpoint).delete();
         }, call);
         const chain = await ownershipChain(runtime, task.conversationId, call);
-        await invoke(task, runtime, tool, state.args, chain, call);
+        await invoke(task, runtime, tool, state.args, state.budgetMs, chain, call);
         return;
       }
       const folded = await readSinkScratch(runtime, tool?.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS, call);
@@ -160,7 +160,7 @@ export function createToolKind(services: TurnServices) {
   });
 
   /** Invoke the tool with a fresh sink, drain it, run after_tool, settle done. */
-  async function invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, chain: readonly Id[], call: Call): Promise<void> {
+  async function invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, captured: number | undefined, chain: readonly Id[], call: Call): Promise<void> {
     const toolCall = liveCall(task.id, task.state.call);
     const sink = new ToolSink({
       runtime,
@@ -169,7 +169,8 @@ export function createToolKind(services: TurnServices) {
       maxChars: tool.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS,
       preview: runtime.preview(emptyFold()).state,
     });
-    const budgetMs = (await runtime.value(generationConfig.budgetMs).get(call)) ?? services.options.toolBudgetMs;
+    // The budget the generation captured (§8.3), never the conversation's live value; absent: the default.
+    const budgetMs = captured ?? services.options.toolBudgetMs;
     let isError = false;
     try {
       await tool.execute(toolCall.id, args, sink, toolRuntime(runtime, budgetMs, toolCall), call);

@@ -23,8 +23,8 @@
  * resolves that input appends one notice to the parent (src/kinds/subagent-notice.ts, §8.3, §8.6).
  *   stop    child.abort(call) (§6.3).
  *
- * The child inherits the parent's model and thinking, and the parent's selected tools unless `tools`
- * narrows them; a tool the parent has not selected is refused (never widened). `context: "inherit"`
+ * The child inherits the parent's model and thinking, the blocking budget this call runs with (the
+ * generation's captured one), and the parent's selected tools unless `tools` narrows them; a tool the parent has not selected is refused (never widened). `context: "inherit"`
  * starts the child from the parent's context at the last complete exchange before the launching one:
  * the prefix before the first entry of the input group whose generation made this call (§8.1). Ids are
  * resolved with runtime.conversation(id); a conversation this conversation's tasks do not own (directly
@@ -198,7 +198,14 @@ async function launch(
       prompt: command.prompt,
       requestId,
       ...(at === undefined ? {} : { context: { at } }),
-      values: { inherit: [generationConfig.model, generationConfig.thinking], set: [[generationConfig.selectedTools, [...tools]]] },
+      // The child inherits the blocking budget this call runs with (the generation's captured one, §8.3).
+      values: {
+        inherit: [generationConfig.model, generationConfig.thinking],
+        set: [
+          [generationConfig.selectedTools, [...tools]],
+          [generationConfig.budgetMs, runtime.budgetMs],
+        ],
+      },
     });
     return { conversationId: spawned.conversationId, inputId: spawned.inputId, created: true };
   }, call);

@@ -502,6 +502,32 @@ for (const backend of coreBackends) {
         expect(textOf(notices[0])).toContain(`Subagent ${child} did not answer input ${inputId}: aborted`);
       }));
 
+    it(`The blocking budget is the generation's captured one, and a child inherits it (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const clock = new FakeClock();
+        const fx = await openSubagents(storage, { clock, budgetMs: 60_000 });
+        const { harness } = fx;
+        const root = await harness.root(call);
+        await root.settings.set({ budgetMs: 1000 }, call);
+        // The turn's generation captures budgetMs 1000 when the input is accepted; the conversation's value
+        // changes right after, before the call runs. The call keeps the captured budget.
+        const accepted = await root.accept({ input: subagentCall({ command: "run", prompt: `${HOLD} slow work` }) }, call);
+        await root.settings.set({ budgetMs: 50_000 }, call);
+        const driving = root.drive(call);
+        await fx.holding();
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        expect(tool.state).toMatchObject({ status: "running", budgetMs: 1000 });
+        const child = (await ownedBy(harness, tool.id))[0] as Id;
+        // The child runs with the budget its call had.
+        expect((await (await harness.conversation(child, call))!.settings.get(call))["budgetMs"]).toBe(1000);
+        await eventually(harness, () => clock.pending > 0, "the budget timer");
+        clock.advance(1000);
+        expect(await driving).toBe("idle");
+        expect(await resultOf(harness, root.id, accepted.inputId)).toMatchObject({ status: "done" });
+        expect(dataOf((await toolResults(harness, root.id))[0]).delegated).toBe(child);
+        fx.release();
+      }));
+
     it(`§8.3 stop cancels a run child after delegation; abort of the parent before that does not reach it (${backend.name})`, () =>
       backend.run(async (storage) => {
         const clock = new FakeClock();
