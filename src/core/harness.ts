@@ -23,6 +23,7 @@ import { recordAnswer } from "./answers.js";
 import type { Call } from "./call.js";
 import { ConversationHandle, type TurnApi } from "./conversation.js";
 import { builtinEntryKinds, EntryKindRegistry, type EntryKind } from "./entries.js";
+import { noExecutionEnv, type ExecutionEnv } from "./env.js";
 import { PicoError } from "./errors.js";
 import { ownedSubtree } from "./ownership.js";
 import { CommitLine } from "./line.js";
@@ -71,6 +72,8 @@ export interface HarnessOptions {
   /** Clock, invocation bookkeeping, wake/busy notifications and fault reports (the host's side). */
   readonly host?: DriverHost;
   readonly report?: (report: HarnessReport) => void;
+  /** The execution environment (FileSystem & Shell) tasks and tools reach as `runtime.env` (§5.2, §9.3). */
+  readonly env?: ExecutionEnv;
 }
 
 /** One durable batch, as commit listeners see it: after persistence, never half. */
@@ -109,6 +112,8 @@ export class Harness {
   readonly line = new CommitLine();
   readonly now: () => number;
   readonly driver: Driver;
+  /** `runtime.env` of every invocation (§5.2): the host's, or one whose methods all reject. */
+  readonly env: ExecutionEnv;
   /** The turn API, installed by the kinds layer (accept, prompt, collapse, reset). */
   turns: TurnApi | undefined;
   #listeners = new Set<CommitListener>();
@@ -156,6 +161,7 @@ export class Harness {
     );
     this.driver = new Driver(this, options.host ?? {});
     this.now = () => this.driver.clock.now();
+    this.env = options.env ?? noExecutionEnv;
     this.#report = options.report ?? (() => undefined);
     this.#liveTurns = { liveTurnTasks: async (id) => this.driver.liveTurnTasks(id) };
   }

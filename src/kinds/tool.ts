@@ -333,6 +333,7 @@ function toolRuntime(runtime: TaskRuntime, budgetMs: number, toolCall: ToolCall)
     taskId: runtime.taskId,
     conversationId: runtime.conversationId,
     budgetMs,
+    env: runtime.env,
     now: () => runtime.now(),
     commit: (plan, call) => runtime.commit(plan, call),
     conversation: (id, call) => runtime.conversation(id, call),

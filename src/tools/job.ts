@@ -121,9 +121,14 @@ function report(view: JobOutputView, id: Id, out: ToolOutput, withText: boolean)
   const details: Record<string, JsonValue> = { job: id, status: view.status, totalChars: view.totalChars };
   if (view.exitCode !== undefined) details["exitCode"] = view.exitCode;
   out.details = details;
-  if (withText) out.replace(view.text);
-  else out.replace(`job ${id}: ${view.status}${view.exitCode === undefined ? "" : ` (exit code ${view.exitCode})`}`);
-  if (view.truncated) out.diag("warn", `output truncated: showing the last ${view.text.length} of ${view.totalChars} characters`, "truncated");
+  if (withText) {
+    // The retained tail, and the totals it stands for without resending the rest (§9.3 capture): the
+    // harness's own truncation diagnostic reports them.
+    out.replace(view.text);
+    out.capture({ totalChars: view.totalChars });
+  } else {
+    out.replace(`job ${id}: ${view.status}${view.exitCode === undefined ? "" : ` (exit code ${view.exitCode})`}`);
+  }
 }
 
 function jobId(params: JobParams): Id {

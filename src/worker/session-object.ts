@@ -523,6 +523,8 @@ export class SessionObject extends DurableObject<Env> {
         taskKinds: sessionTaskKinds([...kit.kinds, erase(witness)]),
         host,
         report: (report) => hostReport({ type: "harness", report }),
+        // The same env the job kind runs on: tasks and tools reach it as runtime.env (§5.2, §9.3).
+        env,
         ...(rootValues === undefined ? {} : { rootValues }),
       },
       BACKGROUND_CONTEXT,

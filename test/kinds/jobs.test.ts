@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { erase } from "../../src/core/task-kind.js";
+import { noExecutionEnv } from "../../src/core/env.js";
 import { FakeExecutionEnv, type Script } from "../../src/kinds/exec-fake.js";
 import { createJobKind, jobDefinition, noticeRequest, readJobOutput, type JobInput, type JobState } from "../../src/kinds/job.js";
 import type { AnyTool, ToolOutput, ToolRuntime } from "../../src/kinds/services.js";
@@ -502,6 +503,7 @@ function sinkStub(): { sink: ToolOutput; text: () => string } {
     handoff: () => undefined,
     delegate: () => undefined,
     diag: () => undefined,
+    capture: () => undefined,
   };
   return { sink, text: () => text };
 }
@@ -515,6 +517,7 @@ function toolRuntimeStub(overrides: Partial<ToolRuntime>): ToolRuntime {
     taskId: 1,
     conversationId: 1,
     budgetMs: 1000,
+    env: noExecutionEnv,
     now: () => 0,
     commit: refuse,
     conversation: refuse,
