@@ -126,17 +126,12 @@ export function createToolKind(services: TurnServices) {
       folded.diags.push(
         diag("error", `the call was interrupted by a restart and not run again (replay: ${state.replay}); the output above is what was recorded before the interruption`, "interrupted"),
       );
-      // The job this call started is named in its result, and its recorded policy applies (§6.3, §8.3):
-      // a job the call would cancel on abort ends with the call (mark-if-live: one that already ended is
-      // finished); a detached one runs on as the call's delegation, so its notice comes when it ends.
+      // The job this call started is named in its result. A restart is not an abort, so the call's
+      // cancel-on-abort policy does not end it; the job's own recovery policy applies (rerun "safe"
+      // runs it again, otherwise it settles lost), and the model follows it by id. No delegation: its
+      // notice would land inside this still-running turn, between this result and the next request.
       if (state.jobId !== undefined) {
-        if (state.cancelJobOnAbort === true) {
-          const marked = await runtime.markIfLive([state.jobId], call);
-          folded.diags.push(diag("info", marked.length > 0 ? `job ${state.jobId}, which this call started, is stopped with it` : `job ${state.jobId}, which this call started, had already ended`, "job"));
-        } else {
-          folded.delegated = state.jobId;
-          folded.diags.push(diag("info", `job ${state.jobId}, which this call started in the background, runs on; use job wait / status / stop`, "job"));
-        }
+        folded.diags.push(diag("info", `job ${state.jobId}, which this call started, continues under its own recovery policy (a job not safe to rerun is lost); use job wait / status / stop with id ${state.jobId}`, "job"));
       }
       await settle(task, runtime, "done", outputState(folded, true), call);
     },

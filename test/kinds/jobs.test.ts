@@ -416,51 +416,30 @@ for (const backend of coreBackends) {
         const storage = new GateStorage(inner);
         const gates = new Gates();
         const rig = await openJobs(storage, { gates, budgetMs: 60_000 });
-        const ex = await startExchange(rig.kit, [toolCall("job", { cmd: "gated i", rerun: "safe" }, "c1")]);
-        const toolId = ex.tools[0] as Id;
-        const jobId = (await eventually(rig, async () => ((await task(rig.kit, toolId)).state as { jobId?: Id }).jobId, (j) => j !== undefined, "job id")) as Id;
-        await status(rig, jobId, "running");
-        // The restart interrupts the call (replay "never"): the job reruns (rerun "safe"), but the call
-        // that started it without backgrounding is over, so its policy (cancel on abort) ends the job.
+        const ex = await startExchange(rig.kit, [toolCall("job", { cmd: "gated i", rerun: "safe" }, "c1"), toolCall("job", { cmd: "gated j" }, "c2")]);
+        const [safeCall, lostCall] = ex.tools as [Id, Id];
+        const jobOfCall = async (toolId: Id): Promise<Id> =>
+          (await eventually(rig, async () => ((await task(rig.kit, toolId)).state as { jobId?: Id }).jobId, (j) => j !== undefined, "job id")) as Id;
+        const safe = await jobOfCall(safeCall);
+        const lost = await jobOfCall(lostCall);
+        await status(rig, safe, "running");
+        await status(rig, lost, "running");
+        // The restart interrupts both calls (replay "never"). Each result names its job; a restart is not
+        // an abort, so the job's own recovery policy applies: rerun "safe" runs again, otherwise lost.
         storage.crash();
         const again = await openJobs(storage.reopen(), { env: rig.env, gates, budgetMs: 60_000 });
-        const result = await eventually(again, () => resultOf(again.kit, toolId).catch(() => undefined), (e) => e !== undefined, "the interrupted result");
-        expect(isErrorResult(result as Entry)).toBe(true);
-        expect(resultText(result as Entry)).toContain(`job ${jobId}`);
-        expect(resultText(result as Entry)).toContain("interrupted");
-        await status(again, jobId, "killed");
+        for (const [toolId, jobId] of [[safeCall, safe], [lostCall, lost]] as const) {
+          const result = await eventually(again, () => resultOf(again.kit, toolId).catch(() => undefined), (e) => e !== undefined, "the interrupted result");
+          expect(isErrorResult(result as Entry)).toBe(true);
+          expect(resultText(result as Entry)).toContain("interrupted by a restart");
+          expect(resultText(result as Entry)).toContain(`job ${jobId}, which this call started, continues under its own recovery policy`);
+          expect(resultText(result as Entry)).toContain(`use job wait / status / stop with id ${jobId}`);
+        }
+        await status(again, lost, "lost");
+        gates.open("i");
+        await status(again, safe, "exited");
+        expect(rig.env.started.filter((c) => c === "gated i")).toHaveLength(2);
         expect(again.kit.h.driver.fault).toBeUndefined();
-      }));
-
-    it(`An interrupted call of a background job delegates to it: the job runs on and its notice comes (${backend.name})`, () =>
-      backend.run(async (inner) => {
-        const storage = new GateStorage(inner);
-        const gates = new Gates();
-        const starter: AnyTool = {
-          name: "bgstarter",
-          description: "starts a background job, then waits (it is interrupted before it returns)",
-          parameters: { type: "object", properties: {} },
-          async execute(_id, _params, _out, rt, c) {
-            await rt.startJob({ cmd: "gated bg", rerun: "safe", detach: true }, c);
-            gates.open("bg started");
-            await cancellable(gates.get("never").promise, c);
-          },
-        };
-        const rig = await openJobs(storage, { gates, tools: [starter] });
-        const ex = await startExchange(rig.kit, [toolCall("bgstarter", {}, "c1")]);
-        const toolId = ex.tools[0] as Id;
-        await gates.get("bg started").promise;
-        const jobId = await jobOf(rig, toolId);
-        await status(rig, jobId, "running");
-        storage.crash();
-        const again = await openJobs(storage.reopen(), { env: rig.env, gates, tools: [starter] });
-        const result = await eventually(again, () => resultOf(again.kit, toolId).catch(() => undefined), (e) => e !== undefined, "the interrupted result");
-        expect(resultText(result as Entry)).toContain(`job ${jobId}`);
-        expect((await task(again.kit, toolId)).state).toMatchObject({ status: "done", output: { delegated: jobId } });
-        gates.open("bg");
-        await status(again, jobId, "exited");
-        const found = await eventually(again, () => notices(again), (n) => n.length > 0, "the notice");
-        expect(noticeText(found[0] as Entry)).toContain(`Job ${jobId} (gated bg) exited with code 0`);
       }));
 
     it(`new_context requests a handoff that lands after the exchange, as a head with the message (${backend.name})`, () =>
