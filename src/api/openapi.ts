@@ -38,6 +38,7 @@ import {
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
+  conversationDeletedResponse,
   acceptResponse,
   acceptanceResponse,
   agentRecordOut,
@@ -159,6 +160,10 @@ export const API_ROUTES: readonly ApiRoute[] = [
   { method: "get", path: C, operationId: "getConversation", summary: "Conversation snapshot", auth: client("conversation"), responses: { 200: ok(snapshotResponse) } },
   { method: "get", path: `${C}/entries`, operationId: "listEntries", summary: "Transcript pages (fork-aware)", auth: client("conversation"), query: entriesQuery, responses: { 200: ok(entriesResponse) } },
   { method: "post", path: `${C}/abort`, operationId: "abortConversation", summary: "Abort the foreground work", auth: client("conversation"), body: body(emptyBody, false), responses: { 200: ok(abortedResponse) } },
+  {
+    method: "delete", path: C, operationId: "deleteConversation", summary: "Delete a non-root conversation with every conversation it owns (409 busy while any of them runs)", auth: client("conversation"),
+    responses: { 200: ok(conversationDeletedResponse) },
+  },
   { method: "post", path: `${C}/fork`, operationId: "fork", summary: "Fork at an entry", auth: client("conversation"), body: body(forkBody), responses: { 201: ok(forkResponse, "Forked") } },
   { method: "post", path: `${C}/collapse`, operationId: "collapse", summary: "Collapse the context", auth: client("conversation"), body: body(collapseBody, false), responses: { 202: ok(collapseResponse, "The collapse task") } },
   { method: "post", path: `${C}/reset`, operationId: "reset", summary: "Reset, or hand off", auth: client("conversation"), body: body(resetBody, false), responses: { 200: ok(resetResponse) } },

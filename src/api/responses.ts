@@ -296,6 +296,9 @@ export const snapshotResponse = z.strictObject({
 });
 export const entriesResponse = pageOf(entryOut);
 export const abortedResponse = z.strictObject({ aborted: z.literal(true) });
+export const conversationDeletedResponse = z.strictObject({
+  deleted: z.array(z.number().int().positive()).describe("The deleted conversations: this one first, then every conversation it owned, down the tree"),
+});
 export const forkResponse = z.strictObject({ conversationId: id, conversation: conversationOut });
 export const continueResponse = z.strictObject({ inputs: z.array(id), generation: id });
 export const collapseResponse = z.strictObject({ taskId: id });
@@ -465,6 +468,7 @@ export type SessionsPage = z.infer<typeof sessionsPage>;
 export type SessionMeta = z.infer<typeof sessionMetaResponse>;
 export type DeletedResponse = z.infer<typeof deletedResponse>;
 export type AbortedResponse = z.infer<typeof abortedResponse>;
+export type ConversationDeletedResponse = z.infer<typeof conversationDeletedResponse>;
 export type ContinueResponse = z.infer<typeof continueResponse>;
 export type ResetResponse = z.infer<typeof resetResponse>;
 export type ReleasedResponse = z.infer<typeof releasedResponse>;

@@ -25,6 +25,7 @@ import type {
   CollapseResponse,
   ConfigValues,
   ContinueResponse,
+  ConversationDeletedResponse,
   ConversationSnapshot,
   CreateSessionResponse,
   DeletedResponse,
@@ -281,6 +282,11 @@ export class ConversationClient {
 
   async abort(): Promise<AbortedResponse> {
     return (await this.#client.request<AbortedResponse>("POST", `${this.path}/abort`)).body;
+  }
+
+  /** Delete this (non-root) conversation with every conversation it owns (§6.4). */
+  async delete(): Promise<ConversationDeletedResponse> {
+    return (await this.#client.request<ConversationDeletedResponse>("DELETE", this.path)).body;
   }
 
   async fork(options: { at: Id | "start"; abort?: boolean }): Promise<ForkResponse> {

@@ -121,17 +121,20 @@ export class ConversationHandle {
 
   /**
    * Abort (§6.3): one commit marks the foreground ownership closure and withdraws queued steer and
-   * followUp of this conversation; write and nextRun stay queued. The owned conversations in the
-   * closure (a `run` subagent, §8.5) have their live foreground tasks marked but keep their queues:
-   * their owner's cleanup marks tasks only and never drains a child's queue (§6.3, §8.5).
+   * followUp in every conversation of that closure: this one and the owned conversations its live
+   * foreground tasks reach (a `run` subagent, §8.5, and further down); write and nextRun stay queued.
+   * Only this public operation withdraws a child's queue: a tool's own abort handler and shutdown's
+   * cleanup mark the child's tasks only (§6.3 task-only cleanup, §10.2).
    */
   async abort(call: Call): Promise<void> {
     await this.harness.commitMarks(async (b) => {
       const closure = this.harness.driver.foregroundClosure(this.id);
       this.harness.driver.markWrites(b, closure.tasks, { ifLive: true });
-      for (const item of await queuedItems(b, this.id)) {
-        if (item.value.mode === "steer" || item.value.mode === "followUp") {
-          await abortQueuedInput(b, this.id, item.id);
+      for (const conversationId of closure.conversations) {
+        for (const item of await queuedItems(b, conversationId)) {
+          if (item.value.mode === "steer" || item.value.mode === "followUp") {
+            await abortQueuedInput(b, conversationId, item.id);
+          }
         }
       }
     }, call);

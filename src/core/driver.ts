@@ -348,8 +348,10 @@ export class Driver {
           if (write.type === "task") this.#checkNewWaitCycles(write.task);
           break;
         case "list.append":
-          // §6.3: nor can it queue future work; queued input (accept, queueInput, a queued write) is an inbox element.
-          if (inv?.method === "abort" && write.addr.namespace === INBOX_NAMESPACE) {
+          // §6.3: nor can it queue future work via accept/nextRun (steer, followUp, nextRun are inbox
+          // elements). A queued write is a record, not work: it lands at the next boundary and starts no
+          // turn, so cleanup may report what happened (a job's killed notice into a busy conversation).
+          if (inv?.method === "abort" && write.addr.namespace === INBOX_NAMESPACE && !isQueuedWrite(write.value)) {
             throw new PicoError("contract", `task ${inv.taskId}'s abort handler cannot queue input (§6.3)`);
           }
           break;
@@ -1383,4 +1385,9 @@ function describe(error: unknown): string {
 /** For the runtime: the invocation a call carries (private to core). */
 export function invocationOf(call: Call): Invocation | undefined {
   return call.value(invocationKey);
+}
+
+/** Whether an inbox element is a queued write (mode "write"), the one kind of queued input cleanup may add. */
+function isQueuedWrite(value: unknown): boolean {
+  return typeof value === "object" && value !== null && (value as { mode?: unknown }).mode === "write";
 }

@@ -13,6 +13,7 @@ import type {
   Id,
   JsonValue,
   ListQuery,
+  MainWrite,
   Page,
   Task,
   TaskStateBase,
@@ -22,7 +23,9 @@ import { recordAnswer } from "./answers.js";
 import type { Call } from "./call.js";
 import { ConversationHandle, type TurnApi } from "./conversation.js";
 import { builtinEntryKinds, EntryKindRegistry, type EntryKind } from "./entries.js";
+import { noExecutionEnv, type ExecutionEnv } from "./env.js";
 import { PicoError } from "./errors.js";
+import { ownedSubtree } from "./ownership.js";
 import { CommitLine } from "./line.js";
 import { bind, type Binding, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
 import type { AnyTaskKind, ReadTask, TaskDefinition, TaskRoles } from "./task-kind.js";
@@ -69,6 +72,8 @@ export interface HarnessOptions {
   /** Clock, invocation bookkeeping, wake/busy notifications and fault reports (the host's side). */
   readonly host?: DriverHost;
   readonly report?: (report: HarnessReport) => void;
+  /** The execution environment (FileSystem & Shell) tasks and tools reach as `runtime.env` (§5.2, §9.3). */
+  readonly env?: ExecutionEnv;
 }
 
 /** One durable batch, as commit listeners see it: after persistence, never half. */
@@ -107,6 +112,8 @@ export class Harness {
   readonly line = new CommitLine();
   readonly now: () => number;
   readonly driver: Driver;
+  /** `runtime.env` of every invocation (§5.2): the host's, or one whose methods all reject. */
+  readonly env: ExecutionEnv;
   /** The turn API, installed by the kinds layer (accept, prompt, collapse, reset). */
   turns: TurnApi | undefined;
   #listeners = new Set<CommitListener>();
@@ -154,6 +161,7 @@ export class Harness {
     );
     this.driver = new Driver(this, options.host ?? {});
     this.now = () => this.driver.clock.now();
+    this.env = options.env ?? noExecutionEnv;
     this.#report = options.report ?? (() => undefined);
     this.#liveTurns = { liveTurnTasks: async (id) => this.driver.liveTurnTasks(id) };
   }
@@ -250,7 +258,7 @@ export class Harness {
   ): Promise<{ result: T; after: (() => void) | undefined }> {
     this.driver.admit(call, internal, options.scratchTask, options.mark === true);
     const origin = internal ? undefined : "origin" in options ? options.origin : this.driver.originOf(call);
-    const builder = new TxBuilder(this.storage, this.#taskKinds, { ...options, origin, inTurn: (id) => this.driver.liveTurnTasks(id) > 0 });
+    const builder = new TxBuilder(this.storage, this.#taskKinds, { ...options, origin, inTurn: (id) => this.driver.liveTurnTasks(id) > 0, now: this.now });
     const result = await plan(builder);
     builder.freeze();
     const batch = builder.batch();
@@ -267,6 +275,14 @@ export class Harness {
       if (!(error instanceof StorageError && (error.code === "malformed_batch" || error.code === "too_large" || error.code === "closed"))) {
         const after = this.driver.persistenceFailed(error, call);
         void this.line.run(() => undefined).then(after);
+      }
+      throw error;
+    }).catch(async (error: unknown) => {
+      // Work addressed to a deleted conversation (§6.4: delete, then reject new work in the subtree) is
+      // refused by storage's structural check; say so in the caller's terms. Only on this failure path.
+      if (error instanceof StorageError && error.code === "malformed_batch" && batch.kind === "main") {
+        const gone = await missingConversation(this.storage, batch.writes);
+        if (gone !== undefined) throw new PicoError("not_found", `conversation ${gone} does not exist or was deleted; it accepts no new work (§6.4)`, { cause: error });
       }
       throw error;
     });
@@ -465,9 +481,20 @@ export class Harness {
     await this.driver.mark([id], call);
   }
 
-  /** Delete a conversation; validation rejects while its ownership subtree has live tasks or running calls (§6.4). */
-  async deleteConversation(id: Id, call: Call): Promise<void> {
-    await this.commit((tx) => tx.deleteConversation(id), call);
+  /**
+   * Delete a conversation and its ownership subtree (§6.4): one commit deletes it and every conversation
+   * it owns, down the tree, so no new work is accepted anywhere in it; validation rejects, writing
+   * nothing, while the subtree has live tasks or running calls. Fork provenance is not ownership: a
+   * fork of a deleted conversation stays, and entries it inherited are never erased. Resolves with the
+   * deleted ids, the conversation first.
+   */
+  async deleteConversation(id: Id, call: Call): Promise<Id[]> {
+    return this.commit(async (tx) => {
+      if (!(await this.storage.getConversations([id])).has(id)) throw new PicoError("not_found", `conversation ${id} does not exist`);
+      const subtree = await ownedSubtree(this.storage, id);
+      for (const conversation of subtree) tx.deleteConversation(conversation);
+      return subtree;
+    }, call);
   }
 
   shutdown(call: Call): Promise<void> {
@@ -512,4 +539,42 @@ export function listHandle<T>(harness: Harness, ref: ListRef<T>, binding: Bindin
     remove: (element, call) => harness.commitBound(call, binding, (b) => b.list(addr).remove(element)),
     clear: (call) => harness.commitBound(call, binding, (b) => b.list(addr).clear()),
   };
+}
+
+/** The first conversation a batch writes into (entries, tasks, its scoped state) that is not there. */
+async function missingConversation(storage: Storage, writes: readonly MainWrite[]): Promise<Id | undefined> {
+  const created = new Set<Id>();
+  const named = new Set<Id>();
+  for (const write of writes) {
+    switch (write.type) {
+      case "createConversation":
+        created.add(write.conversation.id);
+        break;
+      case "entry":
+        named.add(write.entry.conversationId);
+        break;
+      case "task":
+        named.add(write.task.conversationId);
+        break;
+      case "value.set":
+      case "value.delete":
+      case "list.append":
+      case "list.remove":
+      case "list.clear":
+        if ("conversation" in write.addr.scope) named.add(write.addr.scope.conversation);
+        break;
+      case "deleteConversation":
+      case "patch":
+      case "settle":
+        break;
+      default: {
+        const never: never = write;
+        throw new PicoError("contract", `unknown write ${JSON.stringify(never)}`);
+      }
+    }
+  }
+  const ids = [...named].filter((id) => !created.has(id));
+  if (ids.length === 0) return undefined;
+  const found = await storage.getConversations(ids);
+  return ids.find((id) => !found.has(id));
 }

@@ -6,6 +6,7 @@ export * from "./call.js";
 export * from "./context.js";
 export * from "./conversation.js";
 export * from "./entries.js";
+export * from "./env.js";
 export * from "./errors.js";
 export * from "./harness.js";
 export * from "./line.js";

@@ -107,3 +107,32 @@ export async function validateOwnership(writes: readonly MainWrite[], storage: S
     }
   }
 }
+
+/**
+ * A conversation and every conversation it owns, down the ownership tree (§5.7, §6.4): what a delete
+ * removes. Walks the owning tasks' `owns` of each conversation in the tree (paged task scans, then one
+ * batched read of the owned records, skipping any already deleted), never fork provenance (§2.5). A
+ * delete is rare and reads only the subtree's own tasks.
+ */
+export async function ownedSubtree(storage: Storage, conversationId: Id): Promise<Id[]> {
+  const tree: Id[] = [conversationId];
+  const seen = new Set<Id>(tree);
+  for (let i = 0; i < tree.length; i++) {
+    const owned: Id[] = [];
+    let after: Id | undefined;
+    for (;;) {
+      const page = await storage.scanTasks({ conversationIds: [tree[i] as Id], limit: 1000, ...(after === undefined ? {} : { after }) });
+      for (const task of page.items) for (const id of task.owns ?? []) if (!seen.has(id)) owned.push(id);
+      if (page.next === undefined) break;
+      after = page.next;
+    }
+    if (owned.length === 0) continue;
+    const records = await storage.getConversations(owned);
+    for (const id of owned) {
+      if (seen.has(id) || !records.has(id)) continue;
+      seen.add(id);
+      tree.push(id);
+    }
+  }
+  return tree;
+}

@@ -11,6 +11,7 @@ import type { ConversationHandle } from "./conversation.js";
 import type { Driver, Invocation } from "./driver.js";
 import { invocationOf } from "./driver.js";
 import type { EntryKind } from "./entries.js";
+import type { ExecutionEnv } from "./env.js";
 import { PicoError } from "./errors.js";
 import type { Harness, ListHandle, ValueHandle } from "./harness.js";
 import { listHandle, valueHandle } from "./harness.js";
@@ -33,6 +34,8 @@ export interface TaskRuntime extends TaskRuntimeLike {
   scratch<T>(plan: (sc: ScratchTx) => T | Promise<T>, call: Call): Promise<T>;
   /** The injected clock; task code never reads Date.now(). */
   now(): number;
+  /** The harness's execution environment, FileSystem & Shell (§5.2): its own methods, no wrappers. */
+  readonly env: ExecutionEnv;
   /**
    * Sleep until `untilMs`, observing cancellation; the host learns the wake time (alarms). Returns early
    * only when the host interrupts the sleep (`Driver.interruptSleep`, after it committed a change the
@@ -132,6 +135,7 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
       return harness.scratch(call, task.id, plan);
     },
     now: () => driver.clock.now(),
+    env: harness.env,
     sleep: async (untilMs, call) => {
       own(call);
       return driver.sleep(task.id, untilMs, call);

@@ -153,6 +153,7 @@ export class TxBuilder {
   readonly #scratchTask: Id | undefined;
   readonly #origin: CommitOrigin | undefined;
   readonly #inTurn: (conversationId: Id) => boolean;
+  readonly #now: () => number;
   #seq: Id;
   #sawEntry = false;
   #frozen = false;
@@ -160,7 +161,7 @@ export class TxBuilder {
   constructor(
     storage: Storage,
     kinds: TaskKindRegistry,
-    options: { binding?: Binding; scratchTask?: Id; origin?: CommitOrigin | undefined; inTurn?: (conversationId: Id) => boolean } = {},
+    options: { binding?: Binding; scratchTask?: Id; origin?: CommitOrigin | undefined; inTurn?: (conversationId: Id) => boolean; now?: () => number } = {},
   ) {
     this.#storage = storage;
     this.#kinds = kinds;
@@ -168,7 +169,13 @@ export class TxBuilder {
     this.#scratchTask = options.scratchTask;
     this.#origin = options.origin;
     this.#inTurn = options.inTurn ?? (() => false);
+    this.#now = options.now ?? (() => 0);
     this.#seq = storage.lastSeq;
+  }
+
+  /** The harness's injected clock, for timestamps a commit writes (never Date.now() on the line). */
+  now(): number {
+    return this.#now();
   }
 
   /** Whether the conversation has a live turn task (committed state, from the driver's index). */

@@ -1,5 +1,9 @@
+import type { ExecResult, ShellOutputLimits } from "../core/env.js";
+
 /**
- * ExecutionEnv (§5.2 `runtime.env`, §8.6, DESIGN.md §5): how the job kind runs a command. A Worker has
+ * ExecutionEnv (§5.2 `runtime.env`, §8.6, DESIGN.md §5): how the job kind runs a command. The interface
+ * (FileSystem & Shell) is core's (src/core/env.ts), re-exported here with the output tail both
+ * implementations share. A Worker has
  * no shell, so the host supplies one of two implementations: the scripted fake (src/kinds/exec-fake.ts:
  * tests, demos, `npm start`) or the adapter over Cloudflare's Sandbox SDK (src/worker/sandbox-env.ts).
  *
@@ -9,37 +13,10 @@
  * (`limits.maxChars`) in its result, with totals over everything the process wrote.
  */
 
-/** The retained window of a command's text output (§9.3 ShellOutputLimits). */
-export interface ShellOutputLimits {
-  /** Characters of the output's tail kept in results and terminal states. */
-  readonly maxChars?: number;
-}
+export type { ExecOptions, ExecResult, ExecutionEnv, FileInfo, FileSystem, FileSystemErrorCode, Shell, ShellOutputLimits, ShellOutputMetadata } from "../core/env.js";
+export { FileSystemError, noExecutionEnv } from "../core/env.js";
 
 export const DEFAULT_EXEC_MAX_CHARS = 50_000;
-
-export interface ExecOptions {
-  readonly cwd?: string;
-  readonly env?: Readonly<Record<string, string>>;
-  /** Aborting kills the process; exec then rejects with the signal's reason. */
-  readonly signal?: AbortSignal;
-  /** Called with each chunk of output (stdout and stderr interleaved, in arrival order). */
-  readonly onUpdate?: (chunk: string) => void;
-  readonly limits?: ShellOutputLimits;
-}
-
-export interface ExecResult {
-  readonly exitCode: number;
-  /** The tail of the output, at most `limits.maxChars` characters. */
-  readonly output: string;
-  /** Characters the process wrote in all; more than `output.length` means the output was truncated. */
-  readonly totalChars: number;
-}
-
-export interface ExecutionEnv {
-  /** A short name for diagnostics ("fake", "sandbox"). */
-  readonly name: string;
-  exec(command: string, options: ExecOptions): Promise<ExecResult>;
-}
 
 /** Keeps a bounded tail of streamed output and the total count (shared by both implementations). */
 export class OutputTail {

@@ -15,9 +15,12 @@
  *
  * Scripts registered by name (`scripts`) run instead when the first word matches, for tests that need
  * a gate or a hand-made process. Every start is recorded in `started`, so a test can count reruns.
+ *
+ * Its FileSystem half is an in-memory tree of text files under `/` with `/workspace` (the working
+ * directory relative paths resolve against) created empty; `files` seeds it.
  */
 import type { Clock } from "../core/host.js";
-import { OutputTail, type ExecOptions, type ExecResult, type ExecutionEnv } from "./exec-env.js";
+import { FileSystemError, OutputTail, type ExecOptions, type ExecResult, type ExecutionEnv, type FileInfo } from "./exec-env.js";
 
 /** What a script gets: print, sleep on the clock (observing the kill signal), its arguments. */
 export interface ScriptIo {
@@ -33,7 +36,12 @@ export type Script = (io: ScriptIo) => Promise<number>;
 export interface FakeEnvOptions {
   readonly clock: Clock;
   readonly scripts?: Readonly<Record<string, Script>>;
+  /** Files to start with, by path (their directories are created). */
+  readonly files?: Readonly<Record<string, string>>;
 }
+
+/** The working directory of the fake (and the Sandbox SDK's default). */
+export const FAKE_WORKDIR = "/workspace";
 
 export class FakeExecutionEnv implements ExecutionEnv {
   readonly name = "fake";
@@ -42,9 +50,85 @@ export class FakeExecutionEnv implements ExecutionEnv {
   readonly #clock: Clock;
   readonly #scripts: Map<string, Script>;
 
+  /** The file tree: a path is a file (its text) or a directory (null). */
+  readonly #tree = new Map<string, string | null>([["/", null]]);
+
   constructor(options: FakeEnvOptions) {
     this.#clock = options.clock;
     this.#scripts = new Map(Object.entries(options.scripts ?? {}));
+    this.#mkdirs(FAKE_WORKDIR);
+    for (const [path, content] of Object.entries(options.files ?? {})) {
+      const at = resolvePath(path);
+      this.#mkdirs(parentOf(at));
+      this.#tree.set(at, content);
+    }
+  }
+
+  // FileSystem -----------------------------------------------------------------------------------
+
+  async readFile(path: string): Promise<string> {
+    const at = resolvePath(path);
+    const node = this.#tree.get(at);
+    if (node === undefined) throw new FileSystemError("not_found", at, `no such file: ${at}`);
+    if (node === null) throw new FileSystemError("not_a_file", at, `${at} is a directory`);
+    return node;
+  }
+
+  async writeFile(path: string, content: string): Promise<void> {
+    const at = resolvePath(path);
+    const dir = parentOf(at);
+    if (this.#tree.get(dir) !== null) throw new FileSystemError(this.#tree.has(dir) ? "not_a_directory" : "not_found", dir, `no such directory: ${dir}`);
+    if (this.#tree.get(at) === null) throw new FileSystemError("not_a_file", at, `${at} is a directory`);
+    this.#tree.set(at, content);
+  }
+
+  async exists(path: string): Promise<boolean> {
+    return this.#tree.has(resolvePath(path));
+  }
+
+  async listFiles(path: string): Promise<readonly FileInfo[]> {
+    const at = resolvePath(path);
+    const node = this.#tree.get(at);
+    if (node === undefined) throw new FileSystemError("not_found", at, `no such directory: ${at}`);
+    if (node !== null) throw new FileSystemError("not_a_directory", at, `${at} is a file`);
+    const prefix = at === "/" ? "/" : `${at}/`;
+    const entries: FileInfo[] = [];
+    for (const [other, content] of this.#tree) {
+      if (!other.startsWith(prefix) || other === at || other.slice(prefix.length).includes("/")) continue;
+      entries.push({ name: other.slice(prefix.length), type: content === null ? "directory" : "file", size: content === null ? 0 : new TextEncoder().encode(content).length });
+    }
+    return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  async mkdir(path: string, options?: { readonly recursive?: boolean }): Promise<void> {
+    const at = resolvePath(path);
+    if (options?.recursive === true) {
+      this.#mkdirs(at);
+      return;
+    }
+    const dir = parentOf(at);
+    if (this.#tree.get(dir) !== null) throw new FileSystemError("not_found", dir, `no such directory: ${dir}`);
+    if (this.#tree.has(at)) throw new FileSystemError(this.#tree.get(at) === null ? "failed" : "not_a_directory", at, `${at} exists`);
+    this.#tree.set(at, null);
+  }
+
+  async deleteFile(path: string): Promise<void> {
+    const at = resolvePath(path);
+    const node = this.#tree.get(at);
+    if (node === undefined) throw new FileSystemError("not_found", at, `no such file: ${at}`);
+    if (node === null) throw new FileSystemError("not_a_file", at, `${at} is a directory`);
+    this.#tree.delete(at);
+  }
+
+  #mkdirs(path: string): void {
+    const parts = path.split("/").filter((p) => p !== "");
+    let at = "";
+    for (const part of parts) {
+      at = `${at}/${part}`;
+      const node = this.#tree.get(at);
+      if (node === undefined) this.#tree.set(at, null);
+      else if (node !== null) throw new FileSystemError("not_a_directory", at, `${at} is a file`);
+    }
   }
 
   /** Register (or replace) a script. */
@@ -144,4 +228,20 @@ function unknown(io: Omit<ScriptIo, "args">, step: string): number {
 function count(word: string | undefined): number {
   const n = Number(word);
   return Number.isSafeInteger(n) && n >= 0 ? n : 0;
+}
+
+/** An absolute, normalized path: relative ones resolve against the working directory. */
+export function resolvePath(path: string): string {
+  const parts: string[] = [];
+  for (const part of (path.startsWith("/") ? path : `${FAKE_WORKDIR}/${path}`).split("/")) {
+    if (part === "" || part === ".") continue;
+    if (part === "..") parts.pop();
+    else parts.push(part);
+  }
+  return `/${parts.join("/")}`;
+}
+
+function parentOf(path: string): string {
+  const i = path.lastIndexOf("/");
+  return i <= 0 ? "/" : path.slice(0, i);
 }

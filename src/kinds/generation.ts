@@ -443,7 +443,14 @@ export function createGenerationKind(services: GenerationServices) {
         for (const toolCall of calls) {
           const tool = services.tools.get(toolCall.name);
           const after = tool?.sequential && previous !== undefined ? [previous] : [];
-          const planned = { status: "planned" as const, call: toolCall as ToolCall & JsonObject, assistant, ...(offered.has(toolCall.name) ? {} : { offered: false }) };
+          const planned = {
+            status: "planned" as const,
+            call: toolCall as ToolCall & JsonObject,
+            assistant,
+            ...(offered.has(toolCall.name) ? {} : { offered: false }),
+            // The blocking budget from this generation's captured config (§8.3); absent is the default.
+            ...(config.budgetMs === services.options.toolBudgetMs ? {} : { budgetMs: config.budgetMs }),
+          };
           previous = b.task({ kind: "tool" }, task.conversationId, { state: planned, after });
           tools.push(previous);
         }

@@ -15,13 +15,13 @@
  * A recurring job never runs a backlog: after a sleep past several intervals it runs once and records
  * the occurrences it skipped (`skipped`). Notice requests (a job whose call returned early, §8.3) are
  * sticky session values keyed by job id, never a patch of the job's state by its former owner;
- * consuming one and publishing its notice (a system entry with a stored SystemMessage) is one commit
+ * consuming one and publishing its notice (a built-in `notice` entry with a stored SystemMessage) is one commit
  * on every terminal path. If the job is already terminal when delegation settles, the delegating
  * tool's settlement places the same notice (`delegateNotice`), so both orders notify alike.
  */
 import type { SystemMessage } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
-import { systemEntry, systemKind } from "../core/entries.js";
+import { noticeEntry, noticeKind } from "../core/entries.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import { listHandle, valueHandle, type Harness } from "../core/harness.js";
 import type { TaskRuntime } from "../core/runtime.js";
@@ -98,7 +98,7 @@ export type JobOutcome =
 
 const NOTICE_TAIL_CHARS = 2000;
 
-/** The notice entry: a system entry with a stored SystemMessage the next generation reads (§8.6). */
+/** The notice entry: a built-in `notice` entry with a stored SystemMessage the next generation reads (§2.1, §8.6). */
 export function appendNotice(b: TxBuilder, conversationId: Id, jobId: Id, cmd: string, outcome: JobOutcome, now: number): Id {
   const what =
     outcome.status === "exited"
@@ -111,7 +111,7 @@ export function appendNotice(b: TxBuilder, conversationId: Id, jobId: Id, cmd: s
   const body = `Job ${jobId} (${cmd}) ${what}.` + (tail === "" ? "" : `\nOutput (last ${tail.length} characters):\n${tail}`);
   const message: SystemMessage = { role: "system", content: body, timestamp: now };
   const data: JsonObject = { job: { id: jobId, status: outcome.status, ...(outcome.status === "exited" ? { exitCode: outcome.exitCode } : {}) } };
-  return conversationTx(b, conversationId).write(systemKind, systemEntry(data, message));
+  return conversationTx(b, conversationId).write(noticeKind, noticeEntry(data, message));
 }
 
 /**

@@ -29,6 +29,7 @@ import { captureConfig, freshRetry } from "./config.js";
 import type { FinalAnswerExtension, TurnOptions } from "./services.js";
 import type { CapturedConfig, GenerationState, RetryBudget } from "./states.js";
 import { clearWaiting, markWaiting } from "./waiting.js";
+import { consumeSubagentNotice } from "./subagent-notice.js";
 
 export type WhenBusy = "followUp" | "steer" | "reject";
 
@@ -247,14 +248,17 @@ async function resolveGroup(
   b: TxBuilder,
   conversationId: Id,
   inputs: readonly Id[],
-  next: (placed: Extract<InputResult, { status: "placed" }>) => InputResult,
+  next: (placed: Extract<InputResult, { status: "placed" }>) => Extract<InputResult, { status: "done" | "unanswered" }>,
 ): Promise<void> {
   for (const inputId of inputs) {
     const result = await b.value(bindResult(conversationId, inputId)).get();
     if (result?.status !== "placed") {
       throw new PicoError("contract", `input ${inputId} of conversation ${conversationId} is ${result?.status ?? "missing"}, not placed; a group's inputs resolve once`);
     }
-    b.value(bindResult(conversationId, inputId)).set(next(result));
+    const resolved = next(result);
+    b.value(bindResult(conversationId, inputId)).set(resolved);
+    // A delegated subagent call waiting for this input hears of it in this commit (§8.3, §8.6).
+    await consumeSubagentNotice(b, conversationId, inputId, resolved);
   }
 }
 

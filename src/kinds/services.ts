@@ -10,6 +10,7 @@ import type { HookRegistry } from "../core/hooks.js";
 import type { UserInput } from "../core/entries.js";
 import type { ConversationTx, TxBuilder } from "../core/tx.js";
 import { PicoError } from "../core/errors.js";
+import type { ExecutionEnv, ShellOutputMetadata } from "../core/env.js";
 import type { JobOutputView } from "./job.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 
@@ -21,6 +22,12 @@ export interface ToolOutput<TDetails extends JsonValue = JsonValue> {
   write(text: string): void;
   image(image: ImageContent): void;
   replace(text: string): void;
+  /**
+   * Report output the text does not resend (§9.3, provisional): the totals the retained text stands for
+   * and where the whole output was spilled. The harness then says it was truncated (and where the rest
+   * is) in its own diagnostic; a later write or replace starts counting again.
+   */
+  capture(metadata: ShellOutputMetadata): void;
   /** The tool's own details object; set it or mutate it. */
   details: TDetails;
   usage(usage: Usage): void;
@@ -35,10 +42,14 @@ export interface ToolRuntime {
   readonly taskId: Id;
   readonly conversationId: Id;
   readonly budgetMs: number;
+  /** The harness's execution environment, FileSystem & Shell (§9.3). */
+  readonly env: ExecutionEnv;
   now(): number;
   commit<T>(plan: (tx: ConversationTx) => T | Promise<T>, call: Call): Promise<T>;
   conversation(id: Id, call: Call): Promise<ConversationHandle | undefined>;
   abortTask(id: Id, call: Call): Promise<void>;
+  /** Cancellation that treats an already-terminal target as finished (§6.3): the ids it marked. */
+  markIfLive(ids: readonly Id[], call: Call): Promise<Id[]>;
   waitForTask(id: Id, options: { budgetMs?: number } | undefined, call: Call): Promise<boolean>;
   /**
    * Start a background job for this call (§8.3 "Blocking budget"): one commit creates the job (origin:

@@ -11,6 +11,7 @@
  *   { t: "a", v }       addTools (replaces)          { t: "x", v }   terminate (replaces)
  *   { t: "h", s }       handoff (replaces)           { t: "j", v }   delegate to job v (replaces)
  *   { t: "g", v }       a diagnostic
+ *   { t: "c", n, p? }   capture: the text stands for n characters; p = where the whole output was spilled
  *
  * A flush appends one scratch list element `{ o: SinkOp[] }` with consecutive writes merged; flushes are
  * coalesced to at most one per `flushMs` and never overlap. When the ops written since the last
@@ -37,6 +38,7 @@ import type { TaskRuntime } from "../core/runtime.js";
 import { scratchList, scratchValue, type ListRef, type ValueRef } from "../core/state.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 import { StorageError } from "../storage/storage.js";
+import type { ShellOutputMetadata } from "../core/env.js";
 import type { ToolOutput } from "./services.js";
 import type { ToolDiag, ToolOutputState } from "./states.js";
 
@@ -50,7 +52,8 @@ export type SinkOp =
   | { readonly t: "x"; readonly v: boolean }
   | { readonly t: "h"; readonly s: string }
   | { readonly t: "j"; readonly v: Id }
-  | { readonly t: "g"; readonly v: ToolDiag };
+  | { readonly t: "g"; readonly v: ToolDiag }
+  | { readonly t: "c"; readonly n: number; readonly p?: string };
 
 /** One flush: one scratch list element. */
 export interface OpBatch {
@@ -71,6 +74,8 @@ export interface SinkFold extends JsonObject {
   handoff: string | null;
   delegated: Id | null;
   diags: ToolDiag[];
+  /** Where the whole output was spilled (`capture`), if it was. */
+  spill: string | null;
 }
 
 export const sinkOps = scratchList<OpBatch>("pi.tool.ops");
@@ -91,6 +96,7 @@ export function emptyFold(): SinkFold {
     handoff: null,
     delegated: null,
     diags: [],
+    spill: null,
   };
 }
 
@@ -107,6 +113,7 @@ export function applyOp(state: SinkFold, op: SinkOp, maxChars: number): void {
     case "r":
       state.totalChars = op.n ?? op.s.length;
       state.text = tail(op.s, maxChars);
+      state.spill = null;
       break;
     case "i":
       state.images.push(op.v);
@@ -131,6 +138,11 @@ export function applyOp(state: SinkFold, op: SinkOp, maxChars: number): void {
       break;
     case "g":
       state.diags.push(op.v);
+      break;
+    case "c":
+      // Totals without the text (§9.3 capture): never fewer than what is retained.
+      state.totalChars = Math.max(op.n, state.text.length);
+      state.spill = op.p ?? null;
       break;
     default: {
       const never: never = op;
@@ -178,9 +190,11 @@ export function outputState(state: SinkFold, isError: boolean): ToolOutputState 
   if (truncated) {
     diags.push({
       severity: "warn",
-      message: `output truncated: showing the last ${fmt(retainedChars)} of ${fmt(state.totalChars)} characters`,
+      message: `output truncated: showing the last ${fmt(retainedChars)} of ${fmt(state.totalChars)} characters${state.spill === null || state.spill === undefined ? "" : `; full output at ${state.spill}`}`,
       code: "truncated",
     });
+  } else if (state.spill !== null && state.spill !== undefined) {
+    diags.push({ severity: "info", message: `full output at ${state.spill}`, code: "spilled" });
   }
   return {
     content,
@@ -301,6 +315,13 @@ export class ToolSink implements ToolOutput<JsonValue> {
     this.#op({ t: "j", v: job });
   }
 
+  capture(metadata: ShellOutputMetadata): void {
+    if (!Number.isSafeInteger(metadata.totalChars) || metadata.totalChars < 0) {
+      throw new PicoError("contract", `capture: totalChars must be a non-negative integer, got ${String(metadata.totalChars)}`);
+    }
+    this.#op(metadata.spillPath === undefined ? { t: "c", n: metadata.totalChars } : { t: "c", n: metadata.totalChars, p: metadata.spillPath });
+  }
+
   diag(severity: "info" | "warn" | "error", message: string, code?: string): void {
     this.#op({ t: "g", v: { severity, message, code: code ?? null } });
   }
@@ -375,7 +396,7 @@ export class ToolSink implements ToolOutput<JsonValue> {
     if (this.#stopped) return;
     if (op.t === "r") {
       // A replace makes earlier pending text operations irrelevant (the totals restart too).
-      this.#pending = this.#pending.filter((p) => p.t !== "w" && p.t !== "r");
+      this.#pending = this.#pending.filter((p) => p.t !== "w" && p.t !== "r" && p.t !== "c");
     }
     this.#pending.push(op);
     this.#schedule();

@@ -132,9 +132,12 @@ type ToolBase = { call: TaskToolCall; assistant: Id };
 
 export type ToolStates =
   // offered: false — the model called a tool its request did not offer (§8.2); it never runs.
-  | (ToolBase & { status: "planned"; offered?: boolean })
+  // budgetMs: the blocking budget (§8.3) the generation captured in its config, when it is not the
+  // deployment's default (absent: the default), so a later change of the conversation's value does not
+  // reach a call already made.
+  | (ToolBase & { status: "planned"; offered?: boolean; budgetMs?: number })
   // jobId / cancelJobOnAbort: the job this call started and whether aborting the call kills it (§8.3).
-  | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never"; jobId?: Id; cancelJobOnAbort?: boolean })
+  | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never"; budgetMs?: number; jobId?: Id; cancelJobOnAbort?: boolean })
   // The settled output without its content: the result entry's message holds that (issue 15: a large
   // output was stored twice); post_tools needs only the flags (terminate, handoff, addedTools). Stored
   // compact (`StoredToolData`): read it with `readToolData`.

@@ -24,15 +24,15 @@ import { toolResultEntry, toolResultKind } from "../core/entries.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { defineTaskKind, type HookPoints, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
-import { conversationTx } from "../core/tx.js";
-import type { Id, JsonObject, Task } from "../storage/records.js";
+import { conversationTx, type TxBuilder } from "../core/tx.js";
+import type { Id, JsonObject, JsonValue, Task } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
 import { DEFAULT_JOB_CWD, delegateNotice, jobDefinition, readJobOutput, type JobState } from "./job.js";
-import { generationConfig } from "./config.js";
 import type { AnyTool, ToolRuntime, TurnServices } from "./services.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink } from "./sink.js";
 import { toolRoles, type TaskToolCall, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
 import { compactToolData } from "./stored.js";
+import { delegateSubagentNotice } from "./subagent-notice.js";
 import { recordUsage } from "./usage.js";
 
 export interface ToolHooks extends HookPoints {
@@ -103,8 +103,9 @@ export function createToolKind(services: TurnServices) {
 
       const replay = tool.replay ?? "never";
       // Intent before effects (§5.3): a crash from here on goes through recover.
-      await runtime.commit((tx) => tx.patch(task, "running", { call: toolCall, assistant: task.state.assistant, args, replay }), call);
-      await invoke(task, runtime, tool, args, chain, call);
+      const budget = task.state.budgetMs === undefined ? {} : { budgetMs: task.state.budgetMs };
+      await runtime.commit((tx) => tx.patch(task, "running", { call: toolCall, assistant: task.state.assistant, args, replay, ...budget }), call);
+      await invoke(task, runtime, tool, args, task.state.budgetMs, chain, call);
     },
 
     async recover(task, runtime, call) {
@@ -118,13 +119,20 @@ export function createToolKind(services: TurnServices) {
           sc.value(sinkCheckpoint).delete();
         }, call);
         const chain = await ownershipChain(runtime, task.conversationId, call);
-        await invoke(task, runtime, tool, state.args, chain, call);
+        await invoke(task, runtime, tool, state.args, state.budgetMs, chain, call);
         return;
       }
       const folded = await readSinkScratch(runtime, tool?.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS, call);
       folded.diags.push(
         diag("error", `the call was interrupted by a restart and not run again (replay: ${state.replay}); the output above is what was recorded before the interruption`, "interrupted"),
       );
+      // The job this call started is named in its result. A restart is not an abort, so the call's
+      // cancel-on-abort policy does not end it; the job's own recovery policy applies (rerun "safe"
+      // runs it again, otherwise it settles lost), and the model follows it by id. No delegation: its
+      // notice would land inside this still-running turn, between this result and the next request.
+      if (state.jobId !== undefined) {
+        folded.diags.push(diag("info", `job ${state.jobId}, which this call started, continues under its own recovery policy (a job not safe to rerun is lost); use job wait / status / stop with id ${state.jobId}`, "job"));
+      }
       await settle(task, runtime, "done", outputState(folded, true), call);
     },
 
@@ -147,7 +155,7 @@ export function createToolKind(services: TurnServices) {
   });
 
   /** Invoke the tool with a fresh sink, drain it, run after_tool, settle done. */
-  async function invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, chain: readonly Id[], call: Call): Promise<void> {
+  async function invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, captured: number | undefined, chain: readonly Id[], call: Call): Promise<void> {
     const toolCall = liveCall(task.id, task.state.call);
     const sink = new ToolSink({
       runtime,
@@ -156,7 +164,8 @@ export function createToolKind(services: TurnServices) {
       maxChars: tool.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS,
       preview: runtime.preview(emptyFold()).state,
     });
-    const budgetMs = (await runtime.value(generationConfig.budgetMs).get(call)) ?? services.options.toolBudgetMs;
+    // The budget the generation captured (§8.3), never the conversation's live value; absent: the default.
+    const budgetMs = captured ?? services.options.toolBudgetMs;
     let isError = false;
     try {
       await tool.execute(toolCall.id, args, sink, toolRuntime(runtime, budgetMs, toolCall), call);
@@ -215,14 +224,27 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
         usage: output.usage as Usage & JsonObject,
       });
     }
-    // Delegation settlement (§8.3): the job continues without this call; its notice is requested, or
-    // placed now if the job already finished, in this same commit.
-    if (status === "done" && output.delegated !== null) await delegateNotice(b, task.conversationId, output.delegated, toolCall.id, runtime.now());
+    // Delegation settlement (§8.3): the job or subagent continues without this call; its notice is
+    // requested, or placed now if it already finished, in this same commit.
+    if (status === "done" && output.delegated !== null) await delegationNotice(b, task.conversationId, output.delegated, toolCall.id, output.details, runtime.now());
     // The call without its arguments and signature (the assistant entry holds them) and its constant type.
     const settled: TaskToolCall = { id: toolCall.id, name: toolCall.name, ...(toolCall.namespace === undefined ? {} : { namespace: toolCall.namespace }) };
     if (status === "done") tx.settle(task, "done", { call: settled, assistant, output: data, result });
     else tx.settle(task, "aborted", { call: settled, assistant, output: data, result });
   }, call);
+}
+
+/**
+ * What a delegation settles into (§8.3): a delegated conversation is a subagent whose call names the
+ * input it waited for in its details (`inputId`, src/tools/subagent.ts); anything else is a job.
+ */
+async function delegationNotice(b: TxBuilder, conversationId: Id, delegated: Id, callId: string, details: JsonValue, now: number): Promise<void> {
+  if ((await b.getConversation(delegated)) !== undefined) {
+    const inputId = details !== null && typeof details === "object" && !Array.isArray(details) ? (details as JsonObject)["inputId"] : undefined;
+    if (typeof inputId === "number") await delegateSubagentNotice(b, conversationId, delegated, inputId, callId);
+    return;
+  }
+  await delegateNotice(b, conversationId, delegated, callId, now);
 }
 
 /** The exact message the model sees: the data first, then the diagnostics in a delimited block (§9.3). */
@@ -309,10 +331,12 @@ function toolRuntime(runtime: TaskRuntime, budgetMs: number, toolCall: ToolCall)
     taskId: runtime.taskId,
     conversationId: runtime.conversationId,
     budgetMs,
+    env: runtime.env,
     now: () => runtime.now(),
     commit: (plan, call) => runtime.commit(plan, call),
     conversation: (id, call) => runtime.conversation(id, call),
     abortTask: (id, call) => runtime.abortTask(id, call),
+    markIfLive: (ids, call) => runtime.markIfLive(ids, call),
     waitForTask: (id, options, call) => runtime.waitForTask(id, options, call),
   };
 }

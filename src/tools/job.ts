@@ -64,14 +64,18 @@ export const jobTool: Tool<JobParams> = {
       }
       case "stop": {
         const id = jobId(params);
-        const before = await runtime.jobOutput(id, call);
-        if (before.status === "planned" || before.status === "running") {
-          await runtime.abortTask(id, call);
+        // The id must name a job (not found otherwise); then one atomic mark-if-live (§6.3): a job that
+        // exits between the read and the mark is finished, not an error.
+        await runtime.jobOutput(id, call);
+        const marked = await runtime.markIfLive([id], call);
+        if (marked.length > 0) {
           out.write(`job ${id}: stop requested`);
+          out.details = { job: id, status: "stop requested" };
         } else {
-          out.write(`job ${id} already finished (${before.status})`);
+          const after = await runtime.jobOutput(id, call);
+          out.write(`job ${id} already finished (${after.status})`);
+          out.details = { job: id, status: after.status };
         }
-        out.details = { job: id, status: before.status };
         return;
       }
       default: {
@@ -117,9 +121,14 @@ function report(view: JobOutputView, id: Id, out: ToolOutput, withText: boolean)
   const details: Record<string, JsonValue> = { job: id, status: view.status, totalChars: view.totalChars };
   if (view.exitCode !== undefined) details["exitCode"] = view.exitCode;
   out.details = details;
-  if (withText) out.replace(view.text);
-  else out.replace(`job ${id}: ${view.status}${view.exitCode === undefined ? "" : ` (exit code ${view.exitCode})`}`);
-  if (view.truncated) out.diag("warn", `output truncated: showing the last ${view.text.length} of ${view.totalChars} characters`, "truncated");
+  if (withText) {
+    // The retained tail, and the totals it stands for without resending the rest (§9.3 capture): the
+    // harness's own truncation diagnostic reports them.
+    out.replace(view.text);
+    out.capture({ totalChars: view.totalChars });
+  } else {
+    out.replace(`job ${id}: ${view.status}${view.exitCode === undefined ? "" : ` (exit code ${view.exitCode})`}`);
+  }
 }
 
 function jobId(params: JobParams): Id {

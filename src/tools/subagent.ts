@@ -7,7 +7,8 @@
  *           kind's one settlement commit (result entry + settle). Recover: the creation is found again
  *           by its request key (§3.4), so the child is driven again with the fresh Call. Abort: the tool
  *           kind marks the child's live foreground tasks only (its queues stay) and writes its own error
- *           result (src/kinds/tool.ts).
+ *           result (src/kinds/tool.ts). The public abort of the parent conversation (§6.3) also withdraws
+ *           the child's queued steer/followUp in its marking commit (the child is in its closure).
  *   spawn   the same creation commit; the call settles at once with the child's id, so the child's
  *           owner is terminal: it is not in the parent's foreground set and aborting the parent leaves it
  *           alone; `stop` cancels it.
@@ -17,12 +18,13 @@
  *
  * `run` and `wait` drive the child with the blocking budget (§8.3, `runtime.budgetMs`): when it runs
  * out, the call settles now with the child's id (`out.delegate` and an info diag "still running as
- * subagent N"), the child runs on owned by the now-terminal call (like a spawned child), and a later
- * `wait` returns its answer.
+ * subagent N"; `details.inputId` names the input it waited for), the child runs on owned by the
+ * now-terminal call (like a spawned child), a later `wait` returns its answer, and the commit that
+ * resolves that input appends one notice to the parent (src/kinds/subagent-notice.ts, §8.3, §8.6).
  *   stop    child.abort(call) (§6.3).
  *
- * The child inherits the parent's model and thinking, and the parent's selected tools unless `tools`
- * narrows them; a tool the parent has not selected is refused (never widened). `context: "inherit"`
+ * The child inherits the parent's model and thinking, the blocking budget this call runs with (the
+ * generation's captured one), and the parent's selected tools unless `tools` narrows them; a tool the parent has not selected is refused (never widened). `context: "inherit"`
  * starts the child from the parent's context at the last complete exchange before the launching one:
  * the prefix before the first entry of the input group whose generation made this call (§8.1). Ids are
  * resolved with runtime.conversation(id); a conversation this conversation's tasks do not own (directly
@@ -33,8 +35,7 @@
  */
 import type { Call } from "../core/call.js";
 import type { ConversationHandle } from "../core/conversation.js";
-import { INPUT_RESULT_NAMESPACE, requestKey, type InputResult } from "../core/inbox.js";
-import { bindResult } from "../core/inbox.js";
+import { bindInbox, bindResult, requestKey, type InputResult } from "../core/inbox.js";
 import { generationConfig } from "../kinds/config.js";
 import type { Tool, ToolOutput, ToolRuntime } from "../kinds/services.js";
 import { toolDefinition } from "../kinds/tool.js";
@@ -197,7 +198,14 @@ async function launch(
       prompt: command.prompt,
       requestId,
       ...(at === undefined ? {} : { context: { at } }),
-      values: { inherit: [generationConfig.model, generationConfig.thinking], set: [[generationConfig.selectedTools, [...tools]]] },
+      // The child inherits the blocking budget this call runs with (the generation's captured one, §8.3).
+      values: {
+        inherit: [generationConfig.model, generationConfig.thinking],
+        set: [
+          [generationConfig.selectedTools, [...tools]],
+          [generationConfig.budgetMs, runtime.budgetMs],
+        ],
+      },
     });
     return { conversationId: spawned.conversationId, inputId: spawned.inputId, created: true };
   }, call);
@@ -333,21 +341,30 @@ async function resolve(runtime: ToolRuntime, id: Id, call: Call): Promise<Conver
   throw new Error(`conversation ${id} is not a subagent of this conversation (no task here owns it)`);
 }
 
-/** The child's newest input and its result: one paged read of its sticky input results. */
+/**
+ * The child's newest input and its result, with bounded reads (§6.2), however many inputs it has had:
+ * the newest element of its inbox (a queued input) and the input group of its newest generation (the
+ * placed ones; a group's later inputs join the generation that answers them), then one point read of
+ * that input's result.
+ */
 async function lastInput(child: ConversationHandle): Promise<{ inputId: Id; result: InputResult } | undefined> {
   const storage = child.harness.storage;
-  let best: { inputId: Id; result: InputResult } | undefined;
-  let after: string | undefined;
-  for (;;) {
-    const page = await storage.scanValues({ scope: { conversation: child.id }, namespace: INPUT_RESULT_NAMESPACE, limit: 1000, ...(after === undefined ? {} : { after }) });
-    for (const item of page.items) {
-      const inputId = Number(item.key);
-      if (Number.isSafeInteger(inputId) && (best === undefined || inputId > best.inputId)) best = { inputId, result: item.version.value as InputResult };
-    }
-    const lastKey = page.items[page.items.length - 1]?.key;
-    if (page.next === undefined || lastKey === undefined) return best;
-    after = lastKey;
+  const [queued, generations] = await Promise.all([
+    storage.readList(bindInbox(child.id), { before: Number.MAX_SAFE_INTEGER, limit: 1 }),
+    storage.scanTasks({ conversationIds: [child.id], kind: "generation", before: Number.MAX_SAFE_INTEGER, limit: 1 }),
+  ]);
+  let newest: Id | undefined;
+  const consider = (id: unknown): void => {
+    if (typeof id === "number" && Number.isSafeInteger(id) && (newest === undefined || id > newest)) newest = id;
+  };
+  for (const element of queued.items) consider(element.id);
+  for (const task of generations.items) {
+    const inputs = task.state["inputs"];
+    if (Array.isArray(inputs)) for (const id of inputs) consider(id);
   }
+  if (newest === undefined) return undefined;
+  const result = (await storage.getValue(bindResult(child.id, newest)))?.value;
+  return result === undefined ? undefined : { inputId: newest, result };
 }
 
 /** After a drive: the input's answer as this call's result, or an error naming why there is none. */

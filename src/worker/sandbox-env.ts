@@ -2,7 +2,9 @@
  * The production ExecutionEnv (§8.6, DESIGN.md §5): commands run in a container-backed sandbox through
  * Cloudflare's Sandbox SDK (`@cloudflare/sandbox`), addressed from the session's Durable Object. Output
  * streams through the SDK's `onOutput` callback into the job's progress bridge; the kill signal is the
- * SDK's `signal`. Enabled when the Worker has a `SANDBOX` Durable Object binding to the SDK's `Sandbox`
+ * SDK's `signal`. The FileSystem half maps to the SDK's file calls (`readFile`, `writeFile`, `exists`,
+ * `listFiles`, `mkdir`, `deleteFile`); a failure becomes a FileSystemError (`not_found` when the path
+ * does not exist). Enabled when the Worker has a `SANDBOX` Durable Object binding to the SDK's `Sandbox`
  * class (README "Jobs on Cloudflare Sandbox"); without one a session runs jobs on the scripted fake.
  *
  * The adapter depends only on the slice of the SDK it uses (`SandboxExec`, derived from the SDK's own
@@ -11,10 +13,10 @@
  * the binding never evaluates it.
  */
 import type { ExecOptions as SdkExecOptions, ExecResult as SdkExecResult, ISandbox, Sandbox } from "@cloudflare/sandbox";
-import { OutputTail, type ExecOptions, type ExecResult, type ExecutionEnv } from "../kinds/exec-env.js";
+import { FileSystemError, OutputTail, type ExecOptions, type ExecResult, type ExecutionEnv, type FileInfo } from "../kinds/exec-env.js";
 
-/** The part of a sandbox the adapter calls. */
-export type SandboxExec = Pick<ISandbox, "exec">;
+/** The part of a sandbox the adapter calls: exec for the Shell half, the file calls for the FileSystem half. */
+export type SandboxExec = Pick<ISandbox, "exec" | "readFile" | "writeFile" | "exists" | "listFiles" | "mkdir" | "deleteFile">;
 
 export class SandboxExecutionEnv implements ExecutionEnv {
   readonly name = "sandbox";
@@ -50,6 +52,51 @@ export class SandboxExecutionEnv implements ExecutionEnv {
     }
     options.signal?.throwIfAborted();
     return tail.result(result.exitCode);
+  }
+
+  // FileSystem ------------------------------------------------------------------------------------
+
+  async readFile(path: string): Promise<string> {
+    const sandbox = await this.#sandbox();
+    const result = await this.#fs(sandbox, path, () => sandbox.readFile(path, { encoding: "utf-8" }));
+    return result.content;
+  }
+
+  async writeFile(path: string, content: string): Promise<void> {
+    const sandbox = await this.#sandbox();
+    await this.#fs(sandbox, path, () => sandbox.writeFile(path, content, { encoding: "utf-8" }));
+  }
+
+  async exists(path: string): Promise<boolean> {
+    const sandbox = await this.#sandbox();
+    return (await sandbox.exists(path)).exists;
+  }
+
+  async listFiles(path: string): Promise<readonly FileInfo[]> {
+    const sandbox = await this.#sandbox();
+    const result = await this.#fs(sandbox, path, () => sandbox.listFiles(path));
+    return result.files.map((file) => ({ name: file.name, type: file.type, size: file.size }));
+  }
+
+  async mkdir(path: string, options?: { readonly recursive?: boolean }): Promise<void> {
+    const sandbox = await this.#sandbox();
+    await this.#fs(sandbox, path, () => sandbox.mkdir(path, options?.recursive === undefined ? {} : { recursive: options.recursive }));
+  }
+
+  async deleteFile(path: string): Promise<void> {
+    const sandbox = await this.#sandbox();
+    await this.#fs(sandbox, path, () => sandbox.deleteFile(path));
+  }
+
+  /** One SDK file call; a failure is a FileSystemError, `not_found` when nothing is at the path. */
+  async #fs<T>(sandbox: SandboxExec, path: string, op: () => Promise<T>): Promise<T> {
+    try {
+      return await op();
+    } catch (error) {
+      const found = await sandbox.exists(path).then((r) => r.exists, () => true);
+      const message = error instanceof Error ? error.message : String(error);
+      throw new FileSystemError(found ? "failed" : "not_found", path, found ? `${path}: ${message}` : `no such file or directory: ${path}`, { cause: error });
+    }
   }
 }
 

@@ -393,6 +393,22 @@ export class SessionApi {
     await handle.abort(call);
   }
 
+  /**
+   * Delete a non-root conversation with its ownership subtree (§6.4): 409 `busy` while anything in the
+   * subtree runs, 409 `conflict` for the root (it goes with its session); nothing is written then.
+   */
+  async deleteConversation(ref: ConversationRef): Promise<{ deleted: Id[] }> {
+    const handle = await this.conversation(ref);
+    if (handle.id === this.#harness.rootId) {
+      throw new Problem("conflict", "the root conversation is deleted with its session (DELETE /v1/sessions/{session})", "conversation");
+    }
+    if (this.#harness.driver.subtreeBusy(handle.id)) {
+      throw new Problem("busy", `conversation ${handle.id} has running work in its subtree (it or a conversation it owns); abort it or wait until it settles`, "conversation");
+    }
+    const deleted = await this.#harness.deleteConversation(handle.id, call);
+    return { deleted };
+  }
+
   async fork(ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }): Promise<{ conversationId: Id; conversation: Conversation }> {
     const handle = await this.conversation(ref);
     if (options.at !== "start") {

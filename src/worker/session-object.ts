@@ -377,6 +377,7 @@ export class SessionObject extends DurableObject<Env> {
       await s.api.abort(ref);
       return { aborted: true as const };
     },
+    deleteConversation: (s, ref) => s.api.deleteConversation(ref),
     fork: (s, ref, options) => s.api.fork(ref, options),
     continue: (s, ref) => s.api.continue(ref),
     collapse: (s, ref, instructions) => s.api.collapse(ref, instructions),
@@ -528,6 +529,8 @@ export class SessionObject extends DurableObject<Env> {
         taskKinds: sessionTaskKinds([...kit.kinds, erase(witness)]),
         host,
         report: (report) => hostReport({ type: "harness", report }),
+        // The same env the job kind runs on: tasks and tools reach it as runtime.env (§5.2, §9.3).
+        env,
         ...(rootValues === undefined ? {} : { rootValues }),
       },
       BACKGROUND_CONTEXT,

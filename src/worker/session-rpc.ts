@@ -42,6 +42,7 @@ export interface SessionOps extends RigSessionOps {
   snapshot: Op<[ref: ConversationRef], ConversationSnapshot>;
   entries: Op<[ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }], Page<Entry>>;
   abort: Op<[ref: ConversationRef], { aborted: true }>;
+  deleteConversation: Op<[ref: ConversationRef], { deleted: Id[] }>;
   fork: Op<[ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }], { conversationId: Id; conversation: Conversation }>;
   continue: Op<[ref: ConversationRef], { inputs: Id[]; generation: Id }>;
   collapse: Op<[ref: ConversationRef, instructions: string | undefined], { taskId: Id }>;

@@ -6,9 +6,10 @@
  */
 import { describe, expect, it } from "vitest";
 import { erase } from "../../src/core/task-kind.js";
+import { noExecutionEnv } from "../../src/core/env.js";
 import { FakeExecutionEnv, type Script } from "../../src/kinds/exec-fake.js";
 import { createJobKind, jobDefinition, noticeRequest, readJobOutput, type JobInput, type JobState } from "../../src/kinds/job.js";
-import type { AnyTool } from "../../src/kinds/services.js";
+import type { AnyTool, ToolOutput, ToolRuntime } from "../../src/kinds/services.js";
 import type { ToolOutputState, ToolStates } from "../../src/kinds/states.js";
 import { bind } from "../../src/core/state.js";
 import { applyEvent, applyMessage, previewOf, watchConversation, type ConversationEvent, type ConversationView } from "../../src/core/watch.js";
@@ -18,7 +19,7 @@ import type { Entry, Id } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
 import { coreBackends } from "../core/backends.js";
 import { FakeClock, GateStorage } from "../core/driver-fixtures.js";
-import { call, cancellable, flush, Gates, openKit, resultOf, resultText, startExchange, task, toolCall, transcript, type Kit } from "./tool-fixtures.js";
+import { call, cancellable, flush, Gates, isErrorResult, openKit, resultOf, resultText, startExchange, task, toolCall, transcript, type Kit } from "./tool-fixtures.js";
 
 interface JobRig {
   readonly kit: Kit;
@@ -74,9 +75,12 @@ function outputText(output: ToolOutputState): string {
   return output.content.map((part) => (part as { text?: string }).text ?? "").join("");
 }
 
-/** The job notices in the root's transcript (system entries with a stored SystemMessage). */
+/** The job notices in the root's transcript: built-in `notice` entries with a stored SystemMessage (§2.1, §8.6). */
 async function notices(rig: JobRig): Promise<Entry[]> {
-  return (await transcript(rig.kit)).filter((e) => e.kind === "system" && typeof e.data === "object" && e.data !== null && "job" in e.data);
+  const transcriptEntries = await transcript(rig.kit);
+  // None is written as a `system` entry (that kind is the managed section state's, §8.2).
+  expect(transcriptEntries.filter((e) => e.kind === "system" && typeof e.data === "object" && e.data !== null && "job" in e.data)).toEqual([]);
+  return transcriptEntries.filter((e) => e.kind === "notice" && typeof e.data === "object" && e.data !== null && "job" in e.data);
 }
 
 function noticeText(e: Entry): string {
@@ -392,6 +396,65 @@ for (const backend of coreBackends) {
         expect(rig.kit.h.driver.fault).toBeUndefined();
       }));
 
+    it(`job stop of a job that exits in between uses the mark-if-live operation: already finished, no error (${backend.name})`, () =>
+      backend.run(async () => {
+        // A runtime where the job is running when read and exits before the mark: a read-then-mark
+        // would try to mark a terminal task (refused); mark-if-live treats it as finished (§6.3).
+        const out = sinkStub();
+        const marks: Id[][] = [];
+        let status: "running" | "exited" = "running";
+        const runtime = toolRuntimeStub({
+          jobOutput: async () => ({ status, text: "", totalChars: 0, truncated: false, ...(status === "exited" ? { exitCode: 0 } : {}) }),
+          abortTask: async () => {
+            throw new Error("task 12 is not live; only live tasks can be marked for abort");
+          },
+          markIfLive: async (ids) => {
+            marks.push([...ids]);
+            status = "exited";
+            return [];
+          },
+        });
+        await jobTool.execute("c1", { command: "stop", id: 12 }, out.sink, runtime, call);
+        expect(marks).toEqual([[12]]);
+        expect(out.text()).toBe("job 12 already finished (exited)");
+        expect(out.sink.details).toEqual({ job: 12, status: "exited" });
+        // A live job: marked, stop requested.
+        const live = sinkStub();
+        await jobTool.execute("c2", { command: "stop", id: 13 }, live.sink, toolRuntimeStub({ markIfLive: async (ids) => [...ids] }), call);
+        expect(live.text()).toBe("job 13: stop requested");
+      }));
+
+    it(`An interrupted job call names its job and applies its policy (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const storage = new GateStorage(inner);
+        const gates = new Gates();
+        const rig = await openJobs(storage, { gates, budgetMs: 60_000 });
+        const ex = await startExchange(rig.kit, [toolCall("job", { cmd: "gated i", rerun: "safe" }, "c1"), toolCall("job", { cmd: "gated j" }, "c2")]);
+        const [safeCall, lostCall] = ex.tools as [Id, Id];
+        const jobOfCall = async (toolId: Id): Promise<Id> =>
+          (await eventually(rig, async () => ((await task(rig.kit, toolId)).state as { jobId?: Id }).jobId, (j) => j !== undefined, "job id")) as Id;
+        const safe = await jobOfCall(safeCall);
+        const lost = await jobOfCall(lostCall);
+        await status(rig, safe, "running");
+        await status(rig, lost, "running");
+        // The restart interrupts both calls (replay "never"). Each result names its job; a restart is not
+        // an abort, so the job's own recovery policy applies: rerun "safe" runs again, otherwise lost.
+        storage.crash();
+        const again = await openJobs(storage.reopen(), { env: rig.env, gates, budgetMs: 60_000 });
+        for (const [toolId, jobId] of [[safeCall, safe], [lostCall, lost]] as const) {
+          const result = await eventually(again, () => resultOf(again.kit, toolId).catch(() => undefined), (e) => e !== undefined, "the interrupted result");
+          expect(isErrorResult(result as Entry)).toBe(true);
+          expect(resultText(result as Entry)).toContain("interrupted by a restart");
+          expect(resultText(result as Entry)).toContain(`job ${jobId}, which this call started, continues under its own recovery policy`);
+          expect(resultText(result as Entry)).toContain(`use job wait / status / stop with id ${jobId}`);
+        }
+        await status(again, lost, "lost");
+        gates.open("i");
+        await status(again, safe, "exited");
+        expect(rig.env.started.filter((c) => c === "gated i")).toHaveLength(2);
+        expect(again.kit.h.driver.fault).toBeUndefined();
+      }));
+
     it(`new_context requests a handoff that lands after the exchange, as a head with the message (${backend.name})`, () =>
       backend.run(async (storage) => {
         const rig = await openJobs(storage);
@@ -412,4 +475,49 @@ async function jobOf(rig: JobRig, toolId: Id): Promise<Id> {
   const state = (await task(rig.kit, toolId)).state as ToolStates;
   if (state.status !== "running" || state.jobId === undefined) throw new Error(`tool ${toolId} has no job`);
   return state.jobId;
+}
+
+/** A sink that records what a tool writes (the job tool's text and details). */
+function sinkStub(): { sink: ToolOutput; text: () => string } {
+  let text = "";
+  const sink: ToolOutput = {
+    write: (t) => {
+      text += t;
+    },
+    image: () => undefined,
+    replace: (t) => {
+      text = t;
+    },
+    details: {},
+    usage: () => undefined,
+    addTools: () => undefined,
+    terminate: () => undefined,
+    handoff: () => undefined,
+    delegate: () => undefined,
+    diag: () => undefined,
+    capture: () => undefined,
+  };
+  return { sink, text: () => text };
+}
+
+/** A ToolRuntime whose job operations are given; the rest refuse. */
+function toolRuntimeStub(overrides: Partial<ToolRuntime>): ToolRuntime {
+  const refuse = (): never => {
+    throw new Error("not in this stub");
+  };
+  return {
+    taskId: 1,
+    conversationId: 1,
+    budgetMs: 1000,
+    env: noExecutionEnv,
+    now: () => 0,
+    commit: refuse,
+    conversation: refuse,
+    abortTask: refuse,
+    markIfLive: refuse,
+    waitForTask: refuse,
+    startJob: refuse,
+    jobOutput: async () => ({ status: "running", text: "", totalChars: 0, truncated: false }),
+    ...overrides,
+  };
 }

@@ -3,18 +3,23 @@
  * send, status, wait, stop), in memory and in SQLite inside a Durable Object. Also the values a child
  * starts with (model, thinking, tools narrowed never widened), inherited context (§8.5: the parent's
  * context at the last complete exchange before the launching one), ids the parent does not own, and
- * aborts: of the call during `run` (child's foreground marked, its queue kept, an error result) and of
- * the parent while a spawned child lives (child unaffected). And the blocking budget (§8.3) of `run` and
- * `wait`, on a fake clock: past it the call settles with the child's id and the child runs on.
+ * aborts: of the call during `run` (the tool's own cleanup: child's foreground marked, its queue kept, an
+ * error result), of the parent conversation during `run` (§6.3: the child's queued steer/followUp are
+ * withdrawn in the same commit) and of the parent while a spawned child lives (child unaffected). The
+ * blocking budget (§8.3) of `run` and `wait`, on a fake clock: past it the call settles with the child's
+ * id, the child runs on, and its answer reaches the parent once as a notice. Deleting a conversation
+ * deletes its ownership subtree (§6.4).
  */
 import { describe, expect, it } from "vitest";
-import { requestKey } from "../../src/core/inbox.js";
+import { userKind } from "../../src/core/entries.js";
+import { INPUT_RESULT_NAMESPACE, requestKey } from "../../src/core/inbox.js";
+import { CountingStorage } from "../core/counting-storage.js";
 import { childrenList } from "../../src/core/spawn.js";
 import { bind, bindTo } from "../../src/core/state.js";
 import { generationConfig } from "../../src/kinds/config.js";
 import { readUsageRow, usageList } from "../../src/kinds/usage.js";
 import { parseSubagentCommand, subagentRequestKey } from "../../src/tools/subagent.js";
-import type { Id } from "../../src/storage/records.js";
+import type { Id, JsonValue, Page, ValueQuery, Version } from "../../src/storage/records.js";
 import type { StoredToolData, ToolResultData } from "../../src/kinds/states.js";
 import { readToolData } from "../../src/kinds/stored.js";
 import type { Entry } from "../../src/storage/records.js";
@@ -129,6 +134,29 @@ for (const backend of coreBackends) {
         const again = await root.prompt({ input: subagentCall({ command: "send", id: child, text: "third" }) }, call);
         expect(textOf(again)).toMatch(/placed\)$/);
         expect(textOf(await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call))).toBe("third");
+      }));
+
+    it(`status and wait find the child's last input with a bounded read, however many inputs it has (§6.2) (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const storage = new InputResultReads(inner);
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} first` }) }, call);
+        const child = (await harness.conversation((await ownedBy(harness, (await tasksOf(harness, root.id, "tool"))[0]!.id))[0] as Id, call))!;
+        await fx.holding();
+        let last: Id = 0;
+        for (let i = 0; i < 40; i++) last = (await child.accept({ input: `follow-up ${i}` }, call)).inputId;
+        storage.scanned = 0;
+        const status = await root.prompt({ input: subagentCall({ command: "status", id: child.id }) }, call);
+        expect(textOf(status)).toContain(`last input ${last}: queued`);
+        // No scan of the child's input results: its newest input is found by bounded reads.
+        expect(storage.scanned).toBe(0);
+        fx.release();
+        const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child.id }) }, call);
+        expect(textOf(waited)).toBe("follow-up 39");
+        expect(storage.scanned).toBe(0);
+        expect(detailsOf((await toolResults(harness, root.id)).at(-1))).toMatchObject({ inputId: last, status: "done" });
       }));
 
     it(`§8.5 stop aborts the child's running work (${backend.name})`, () =>
@@ -247,7 +275,7 @@ for (const backend of coreBackends) {
         expect((await harness.storage.scanConversations({ ownedFrom: tool.id, limit: 10 })).items).toHaveLength(1);
       }));
 
-    it(`Aborting the parent during run keeps the child's queued inputs (${backend.name})`, () =>
+    it(`Parent abort withdraws the child's queued followUps (${backend.name})`, () =>
       backend.run(async (storage) => {
         const fx = await openSubagents(storage);
         const { harness } = fx;
@@ -258,26 +286,82 @@ for (const backend of coreBackends) {
         const child = (await harness.conversation((await ownedBy(harness, tool.id))[0] as Id, call))!;
         const followUp = await child.accept({ input: "queued follow-up" }, call);
         const steer = await child.accept({ input: "queued steer", whenBusy: "steer" }, call);
+        const write = await child.write(userKind, { model: [{ role: "user", content: "queued write", timestamp: 0 }] }, call);
         expect(followUp.status).toBe("queued");
         expect(steer.status).toBe("queued");
-        // The public abort of the parent conversation (§6.3) while the run child is busy: the call and
-        // the child's running work are aborted, the child's queues are not (§8.5).
+        expect(await child.result(write.inputId, call)).toEqual({ status: "queued" });
+        // The public abort of the parent conversation (§6.3): one commit marks its foreground closure (the
+        // call and the run child's running work) and withdraws queued steer/followUp in every conversation
+        // of that closure, the child included; a queued write stays.
+        const marks: number[] = [];
+        harness.onCommit((commit) => {
+          if (commit.batch.kind !== "main") return;
+          const writes = commit.batch.writes;
+          if (writes.some((w) => w.type === "patch" && w.abort === true)) marks.push(writes.length);
+        });
         await root.abort(call);
+        expect(marks).toHaveLength(1);
+        expect(await child.result(followUp.inputId, call)).toMatchObject({ status: "unanswered", reason: "aborted" });
+        expect(await child.result(steer.inputId, call)).toMatchObject({ status: "unanswered", reason: "aborted" });
         await prompted;
         await flush(harness);
         expect(textOf((await toolResults(harness, root.id))[0])).toContain("the call was aborted");
         expect((await harness.getTask(tool.id, call))?.state.status).toBe("aborted");
         expect((await tasksOf(harness, child.id, "generation"))[0]?.state.status).toBe("aborted");
-        expect(await child.result(followUp.inputId, call)).toEqual({ status: "queued" });
-        expect(await child.result(steer.inputId, call)).toEqual({ status: "queued" });
-        // The next input placed into the child carries the queued ones with it, and they are answered.
+        expect(await child.result(followUp.inputId, call)).toMatchObject({ status: "unanswered", reason: "aborted" });
+        expect(await child.result(steer.inputId, call)).toMatchObject({ status: "unanswered", reason: "aborted" });
+        // The next input placed into the child runs alone: the withdrawn ones never reach its transcript.
         fx.release();
         await root.prompt({ input: subagentCall({ command: "send", id: child.id, text: "next" }) }, call);
         await child.drive(call);
-        expect(await child.result(followUp.inputId, call)).toMatchObject({ status: "done" });
-        expect(await child.result(steer.inputId, call)).toMatchObject({ status: "done" });
         const users = (await harness.entries(child.id, { limit: 50, kind: "user" }, call)).items.map(textOf);
-        expect(users).toEqual(expect.arrayContaining(["queued follow-up", "queued steer", "next"]));
+        expect(users).toContain("next");
+        expect(users).not.toContain("queued follow-up");
+        expect(users).not.toContain("queued steer");
+      }));
+
+    it(`Delete rejects new work in the subtree (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const fx = await openSubagents(storage);
+        const { harness } = fx;
+        const root = await harness.root(call);
+        const parent = await root.fork({ at: "start" }, call);
+        await parent.settings.set({ model: (await root.value(generationConfig.model).get(call))!, selectedTools: ["subagent", "echo"] }, call);
+        // parent -> child (a run subagent) -> grandchild (a spawned subagent of the child), all settled.
+        const answer = await parent.prompt({ input: subagentCall({ command: "run", prompt: subagentCall({ command: "spawn", prompt: "grandchild" }) }) }, call);
+        expect(textOf(answer)).toMatch(/spawned subagent \d+/);
+        const child = (await ownedBy(harness, (await tasksOf(harness, parent.id, "tool"))[0]!.id))[0] as Id;
+        const grandchild = (await ownedBy(harness, (await tasksOf(harness, child, "tool"))[0]!.id))[0] as Id;
+        const childHandle = (await harness.conversation(child, call))!;
+        const grandchildHandle = (await harness.conversation(grandchild, call))!;
+        await grandchildHandle.drive(call);
+        await flush(harness);
+        // A busy subtree still refuses the delete (§6.4), and nothing is deleted.
+        const busy = grandchildHandle.prompt({ input: `${HOLD} busy` }, call);
+        await fx.holding();
+        await expect(harness.deleteConversation(parent.id, call)).rejects.toThrow(/live tasks or running invocations in its subtree/);
+        expect(await harness.conversation(grandchild, call)).toBeDefined();
+        fx.release();
+        await busy;
+        await flush(harness);
+        // One commit deletes the conversation and every conversation it owns, down the tree.
+        const deletes: Id[][] = [];
+        harness.onCommit((commit) => {
+          if (commit.batch.kind !== "main") return;
+          const ids = commit.batch.writes.flatMap((w) => (w.type === "deleteConversation" ? [w.id] : []));
+          if (ids.length > 0) deletes.push(ids);
+        });
+        await harness.deleteConversation(parent.id, call);
+        expect(deletes.map((ids) => [...ids].sort((a, b) => a - b))).toEqual([[parent.id, child, grandchild].sort((a, b) => a - b)]);
+        for (const id of [parent.id, child, grandchild]) expect(await harness.conversation(id, call)).toBeUndefined();
+        // New work in the subtree is refused, through handles held from before too, and writes nothing.
+        const before = harness.storage.lastSeq;
+        await expect(childHandle.accept({ input: "more" }, call)).rejects.toThrow(/deleted|does not exist/);
+        await expect(grandchildHandle.accept({ input: "more" }, call)).rejects.toThrow(/deleted|does not exist/);
+        await expect(childHandle.write(userKind, { model: [{ role: "user", content: "note", timestamp: 0 }] }, call)).rejects.toThrow(/deleted|does not exist/);
+        expect(harness.storage.lastSeq).toBe(before);
+        // The root is untouched and keeps working.
+        expect(textOf(await root.prompt({ input: "still here" }, call))).toBe("still here");
       }));
 
     it(`§8.5 aborting the parent leaves a spawned child running (${backend.name})`, () =>
@@ -360,6 +444,90 @@ for (const backend of coreBackends) {
         expect(answers.map(textOf)).toEqual([`${HOLD} slow work`]);
       }));
 
+    it(`A delegated subagent run notifies its parent once (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const clock = new FakeClock();
+        const fx = await openSubagents(storage, { clock, budgetMs: 1000 });
+        const { harness } = fx;
+        const root = await harness.root(call);
+        const prompted = root.prompt({ input: subagentCall({ command: "run", prompt: `${HOLD} slow work` }) }, call);
+        await fx.holding();
+        await eventually(harness, () => clock.pending > 0, "the budget timer");
+        clock.advance(1000);
+        await prompted;
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        const child = (await ownedBy(harness, tool.id))[0] as Id;
+        const inputId = detailsOf((await toolResults(harness, root.id))[0]).inputId as Id;
+        const notices = async (): Promise<readonly Entry[]> => (await harness.entries(root.id, { limit: 100, kind: "notice" }, call)).items;
+        expect(await notices()).toEqual([]);
+        // The child answers after delegation: the parent learns of it without polling (§8.3, §8.6), as a
+        // notice entry with a stored SystemMessage the next generation reads, written in the child's
+        // answering commit.
+        fx.release();
+        await (await harness.conversation(child, call))!.drive(call);
+        await flush(harness);
+        const [notice, ...more] = await notices();
+        expect(more).toEqual([]);
+        expect(notice?.data).toEqual({ subagent: { id: child, inputId, status: "done" } });
+        expect(notice?.model?.[0]).toMatchObject({ role: "system" });
+        expect(textOf(notice)).toContain(`Subagent ${child} answered input ${inputId}`);
+        expect(textOf(notice)).toContain(`${HOLD} slow work`);
+        // A later wait returns the same answer and writes no second notice; nor does the next turn.
+        const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call);
+        expect(textOf(waited)).toBe(`${HOLD} slow work`);
+        await root.prompt({ input: "and now?" }, call);
+        expect(await notices()).toHaveLength(1);
+      }));
+
+    it(`A delegated subagent wait notifies its parent once, also when the child ends unanswered (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const clock = new FakeClock();
+        const fx = await openSubagents(storage, { clock, budgetMs: 500 });
+        const { harness } = fx;
+        const root = await harness.root(call);
+        await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} long job` }) }, call);
+        const child = (await ownedBy(harness, (await tasksOf(harness, root.id, "tool"))[0]!.id))[0] as Id;
+        await fx.holding();
+        const prompted = root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call);
+        await eventually(harness, () => clock.pending > 0, "the budget timer");
+        clock.advance(500);
+        await prompted;
+        const inputId = detailsOf((await toolResults(harness, root.id))[1]).inputId as Id;
+        // The child is stopped: its input ends unanswered, and the parent hears of that once.
+        await root.prompt({ input: subagentCall({ command: "stop", id: child }) }, call);
+        await (await harness.conversation(child, call))!.drive(call);
+        await flush(harness);
+        const notices = (await harness.entries(root.id, { limit: 100, kind: "notice" }, call)).items;
+        expect(notices.map((e) => e.data)).toEqual([{ subagent: { id: child, inputId, status: "unanswered" } }]);
+        expect(textOf(notices[0])).toContain(`Subagent ${child} did not answer input ${inputId}: aborted`);
+      }));
+
+    it(`The blocking budget is the generation's captured one, and a child inherits it (${backend.name})`, () =>
+      backend.run(async (storage) => {
+        const clock = new FakeClock();
+        const fx = await openSubagents(storage, { clock, budgetMs: 60_000 });
+        const { harness } = fx;
+        const root = await harness.root(call);
+        await root.settings.set({ budgetMs: 1000 }, call);
+        // The turn's generation captures budgetMs 1000 when the input is accepted; the conversation's value
+        // changes right after, before the call runs. The call keeps the captured budget.
+        const accepted = await root.accept({ input: subagentCall({ command: "run", prompt: `${HOLD} slow work` }) }, call);
+        await root.settings.set({ budgetMs: 50_000 }, call);
+        const driving = root.drive(call);
+        await fx.holding();
+        const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
+        expect(tool.state).toMatchObject({ status: "running", budgetMs: 1000 });
+        const child = (await ownedBy(harness, tool.id))[0] as Id;
+        // The child runs with the budget its call had.
+        expect((await (await harness.conversation(child, call))!.settings.get(call))["budgetMs"]).toBe(1000);
+        await eventually(harness, () => clock.pending > 0, "the budget timer");
+        clock.advance(1000);
+        expect(await driving).toBe("idle");
+        expect(await resultOf(harness, root.id, accepted.inputId)).toMatchObject({ status: "done" });
+        expect(dataOf((await toolResults(harness, root.id))[0]).delegated).toBe(child);
+        fx.release();
+      }));
+
     it(`§8.3 stop cancels a run child after delegation; abort of the parent before that does not reach it (${backend.name})`, () =>
       backend.run(async (storage) => {
         const clock = new FakeClock();
@@ -419,4 +587,15 @@ for (const backend of coreBackends) {
         expect((await harness.storage.scanConversations({ limit: 10 })).items).toHaveLength(2);
       }));
   });
+}
+
+/** Counts the input-result rows that value scans return (the unbounded read `lastInput` used to make). */
+class InputResultReads extends CountingStorage {
+  scanned = 0;
+
+  override async scanValues(q: ValueQuery): Promise<Page<{ key: string; version: Version<JsonValue> }>> {
+    const page = await super.scanValues(q);
+    if (q.namespace === INPUT_RESULT_NAMESPACE) this.scanned += page.items.length;
+    return page;
+  }
 }

@@ -7,6 +7,7 @@
  * MemoryStorage object, or the same SqliteStorage inside the same Durable Object callback) keeps the
  * data, and a fresh Harness opens over `reopen()` — a process restart over durable state.
  */
+import type { ExecutionEnv } from "../../src/core/env.js";
 import { createModels, fauxAssistantMessage, fauxText, fauxToolCall, type ToolCall } from "@earendil-works/pi-ai";
 import type { Call } from "../../src/core/call.js";
 import { assistantEntry, assistantKind } from "../../src/core/entries.js";
@@ -111,7 +112,7 @@ export interface Kit {
 export async function openKit(
   storage: Storage,
   tools: readonly AnyTool[],
-  options: { turn?: Partial<TurnOptions>; script?: GenScript; selected?: string[]; extraKinds?: readonly AnyTaskKind[]; withoutToolKind?: boolean; host?: DriverHost } = {},
+  options: { turn?: Partial<TurnOptions>; script?: GenScript; selected?: string[]; extraKinds?: readonly AnyTaskKind[]; withoutToolKind?: boolean; host?: DriverHost; env?: ExecutionEnv } = {},
 ): Promise<Kit> {
   const hookFailures: HookFailure[] = [];
   const hooks = new HookRegistry((f) => hookFailures.push(f));
@@ -138,6 +139,7 @@ export async function openKit(
       taskKinds: [...(options.withoutToolKind ? [] : [erase(toolKind)]), erase(counted), erase(standInGeneration(script)), ...(options.extraKinds ?? [])],
       rootValues: [initialValue(generationConfig.model, MODEL), initialValue(generationConfig.selectedTools, options.selected ?? ["echo"])],
       ...(options.host === undefined ? {} : { host: options.host }),
+      ...(options.env === undefined ? {} : { env: options.env }),
     },
     call,
   );

@@ -400,7 +400,7 @@ function entryText(e: Entry): string {
 function noticesByCmd(entries: readonly Entry[], all: readonly Task[]): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const e of entries) {
-    const job = e.kind === "system" && typeof e.data === "object" && e.data !== null ? (e.data as { job?: { id?: Id } }).job : undefined;
+    const job = e.kind === "notice" && typeof e.data === "object" && e.data !== null ? (e.data as { job?: { id?: Id } }).job : undefined;
     if (job?.id === undefined) continue;
     const cmd = (all.find((t) => t.id === job.id)?.state as JobState | undefined)?.cmd ?? `job ${job.id}`;
     (out[cmd] ??= []).push(entryText(e).replace(/^Job \d+ /, "Job "));

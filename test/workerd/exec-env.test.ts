@@ -5,6 +5,7 @@
  */
 import type { ExecOptions as SdkExecOptions, ExecResult as SdkExecResult, Sandbox } from "@cloudflare/sandbox";
 import { describe, expect, it } from "vitest";
+import { FileSystemError } from "../../src/kinds/exec-env.js";
 import { FakeExecutionEnv } from "../../src/kinds/exec-fake.js";
 import { SandboxExecutionEnv, sandboxEnvFor, type SandboxExec } from "../../src/worker/sandbox-env.js";
 import { FakeClock } from "../core/driver-fixtures.js";
@@ -44,6 +45,32 @@ describe("scripted fake ExecutionEnv", () => {
   });
 });
 
+describe("the fake's FileSystem half", () => {
+  it("an in-memory tree under / with /workspace as the working directory; errors name their code and path", async () => {
+    const env = new FakeExecutionEnv({ clock: new FakeClock(), files: { "notes/todo.md": "- ship", "/etc/motd": "hi" } });
+    expect(await env.readFile("/workspace/notes/todo.md")).toBe("- ship");
+    expect(await env.readFile("notes/../notes/./todo.md")).toBe("- ship");
+    expect(await env.listFiles("/")).toEqual([
+      { name: "etc", type: "directory", size: 0 },
+      { name: "workspace", type: "directory", size: 0 },
+    ]);
+    await env.writeFile("notes/done.md", "ünï");
+    expect(await env.listFiles("notes")).toEqual([
+      { name: "done.md", type: "file", size: 5 },
+      { name: "todo.md", type: "file", size: 6 },
+    ]);
+    await expect(env.writeFile("missing/dir/x", "")).rejects.toMatchObject({ code: "not_found", path: "/workspace/missing/dir" });
+    await expect(env.readFile("notes")).rejects.toMatchObject({ code: "not_a_file" });
+    await expect(env.listFiles("notes/todo.md")).rejects.toMatchObject({ code: "not_a_directory" });
+    await expect(env.mkdir("a/b")).rejects.toMatchObject({ code: "not_found" });
+    await env.mkdir("a/b", { recursive: true });
+    expect(await env.exists("/workspace/a/b")).toBe(true);
+    await env.deleteFile("notes/done.md");
+    expect(await env.exists("notes/done.md")).toBe(false);
+    await expect(env.deleteFile("notes/done.md")).rejects.toBeInstanceOf(FileSystemError);
+  });
+});
+
 describe("Sandbox SDK adapter", () => {
   function fakeSandbox(script: (options: SdkExecOptions) => Promise<number>): { sandbox: SandboxExec; seen: { command: string; options: SdkExecOptions }[] } {
     const seen: { command: string; options: SdkExecOptions }[] = [];
@@ -54,9 +81,73 @@ describe("Sandbox SDK adapter", () => {
         const exitCode = await script(opts);
         return { success: exitCode === 0, exitCode, stdout: "", stderr: "", command, duration: 1, timestamp: new Date(0).toISOString() };
       },
+      ...sdkFiles(new FakeExecutionEnv({ clock: new FakeClock() })),
     };
     return { sandbox, seen };
   }
+
+  /** The SDK's file calls over an in-memory tree (the fake env's), failing as the SDK does: with a plain error. */
+  function sdkFiles(fs: FakeExecutionEnv): Omit<SandboxExec, "exec"> {
+    const timestamp = new Date(0).toISOString();
+    const plain = async <T>(op: () => Promise<T>): Promise<T> => {
+      try {
+        return await op();
+      } catch (error) {
+        throw new Error(`SDK: ${(error as Error).message}`);
+      }
+    };
+    return {
+      readFile: (async (path: string) => ({ success: true, path, content: await plain(() => fs.readFile(path)), timestamp })) as SandboxExec["readFile"],
+      writeFile: async (path: string, content: string | ReadableStream<Uint8Array>) => {
+        await plain(() => fs.writeFile(path, typeof content === "string" ? content : ""));
+        return { success: true, path, timestamp };
+      },
+      exists: async (path: string) => ({ success: true, path, exists: await fs.exists(path), timestamp }),
+      listFiles: async (path: string) => {
+        const files = await plain(() => fs.listFiles(path));
+        return {
+          success: true,
+          path,
+          count: files.length,
+          timestamp,
+          files: files.map((f) => ({
+            name: f.name,
+            absolutePath: `${path}/${f.name}`,
+            relativePath: f.name,
+            type: f.type,
+            size: f.size,
+            modifiedAt: timestamp,
+            mode: "rw-r--r--",
+            permissions: { readable: true, writable: true, executable: false },
+          })),
+        };
+      },
+      mkdir: async (path: string, options?: { recursive?: boolean }) => {
+        await plain(() => fs.mkdir(path, options));
+        return { success: true, path, recursive: options?.recursive === true, timestamp };
+      },
+      deleteFile: async (path: string) => {
+        await plain(() => fs.deleteFile(path));
+        return { success: true, path, timestamp };
+      },
+    };
+  }
+
+  it("FileSystem half: reads, writes, lists, creates and deletes through the SDK's file calls; a missing path is not_found", async () => {
+    const { sandbox } = fakeSandbox(async () => 0);
+    const env = new SandboxExecutionEnv(sandbox);
+    await env.mkdir("/workspace/src", { recursive: true });
+    await env.writeFile("/workspace/src/a.txt", "alpha");
+    expect(await env.readFile("/workspace/src/a.txt")).toBe("alpha");
+    expect(await env.exists("/workspace/src/a.txt")).toBe(true);
+    expect(await env.listFiles("/workspace/src")).toEqual([{ name: "a.txt", type: "file", size: 5 }]);
+    await env.deleteFile("/workspace/src/a.txt");
+    expect(await env.exists("/workspace/src/a.txt")).toBe(false);
+    const missing = await env.readFile("/workspace/nope.txt").then(() => undefined, (e: unknown) => e);
+    expect(missing).toBeInstanceOf(FileSystemError);
+    expect(missing).toMatchObject({ code: "not_found", path: "/workspace/nope.txt" });
+    await expect(env.listFiles("/workspace/src/..x")).rejects.toMatchObject({ code: "not_found" });
+  });
 
   it("streams the SDK's onOutput (stdout and stderr in arrival order) to onUpdate, keeps a bounded tail, returns the exit code", async () => {
     const { sandbox, seen } = fakeSandbox(async (o) => {

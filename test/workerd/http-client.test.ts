@@ -203,6 +203,9 @@ describe("typed client against the worker", () => {
     expect((await branch.collapse("keep it short")).taskId).toBeGreaterThan(0);
     expect(await branch.reset()).toEqual({ reset: true });
     expect(await branch.abort()).toEqual({ aborted: true });
+    // A fork nobody works in is deleted (with what it owns: nothing here).
+    const spare = await root.fork({ at: answer });
+    expect(await session.conversation(spare.conversationId).delete()).toEqual({ deleted: [spare.conversationId] });
 
     // Schedules: create, list, read, pause, end.
     const schedule = await session.createSchedule({ input: "daily digest", every: 3_600_000 });

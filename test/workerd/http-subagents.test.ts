@@ -9,7 +9,7 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { call, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -169,5 +169,67 @@ describe("subagents over HTTP", () => {
     const waited = await subagent(name, t, { command: "wait", id: child });
     expect(waited.answer).toBe(prompt);
     expect(text(waited.result)).toBe(prompt);
+  });
+
+  it("Delete rejects new work in the subtree: DELETE .../conversations/{c} deletes a non-root conversation with the conversations it owns", async () => {
+    const { name, t } = await session("delete");
+    const forked = await call("POST", `/v1/sessions/${name}/conversations/root/fork`, { token: t, body: { at: "start" } });
+    expect(forked.status).toBe(201);
+    const parent = (await json<{ conversationId: number }>(forked)).conversationId;
+    expect((await call("PATCH", `/v1/sessions/${name}/conversations/${parent}/config`, { token: t, body: { selectedTools: ["echo", "subagent"], model: "echo" } })).status).toBe(200);
+    const ran = await call("POST", `/v1/sessions/${name}/conversations/${parent}/inputs?wait=30`, { token: t, body: { input: `/call subagent ${JSON.stringify({ command: "run", prompt: "child work" })}` } });
+    expect(ran.status).toBe(201);
+    const child = (await snapshot(name, t, parent)).children[0] as number;
+    expect(child).toBeGreaterThan(parent);
+    // Bad input names the field and writes nothing: a malformed id, the root, a query.
+    const before = await lastSeq(TENANT, name);
+    const bad = await call("DELETE", `/v1/sessions/${name}/conversations/abc`, { token: t });
+    expect(bad.status).toBe(400);
+    expect(await json(bad)).toMatchObject({ field: "conversation" });
+    for (const root of ["root", "1"]) {
+      const refused = await call("DELETE", `/v1/sessions/${name}/conversations/${root}`, { token: t });
+      expect(refused.status).toBe(409);
+      expect(refused.headers.get("content-type")).toContain("application/problem+json");
+      expect(await json(refused)).toMatchObject({ code: "conflict", field: "conversation" });
+    }
+    expect((await call("DELETE", `/v1/sessions/${name}/conversations/${parent}?cascade=1`, { token: t })).status).toBe(400);
+    expect(await lastSeq(TENANT, name)).toBe(before);
+    // The delete: the parent and its child in one commit.
+    const deleted = await call("DELETE", `/v1/sessions/${name}/conversations/${parent}`, { token: t });
+    expect(deleted.status).toBe(200);
+    expect(await json(deleted)).toEqual({ deleted: [parent, child] });
+    expect(await lastSeq(TENANT, name)).toBe(before + 2);
+    // Neither exists any more, and neither accepts input.
+    for (const id of [parent, child]) {
+      expect((await call("GET", `/v1/sessions/${name}/conversations/${id}`, { token: t })).status).toBe(404);
+      const refused = await call("POST", `/v1/sessions/${name}/conversations/${id}/inputs`, { token: t, body: { input: "more" } });
+      expect(refused.status).toBe(404);
+      expect(await json(refused)).toMatchObject({ code: "conversation_not_found", field: "conversation" });
+    }
+    expect((await call("DELETE", `/v1/sessions/${name}/conversations/${child}`, { token: t })).status).toBe(404);
+    expect(await lastSeq(TENANT, name)).toBe(before + 2);
+    expect((await snapshot(name, t, "root")).children).toEqual([]);
+  });
+
+  it("DELETE .../conversations/{c} is refused (409 busy) while its subtree runs, and writes nothing", async () => {
+    const { name, t } = await session("delete-busy", { model: "echo-slow" });
+    const forked = await call("POST", `/v1/sessions/${name}/conversations/root/fork`, { token: t, body: { at: "start" } });
+    const parent = (await json<{ conversationId: number }>(forked)).conversationId;
+    expect((await call("PATCH", `/v1/sessions/${name}/conversations/${parent}/config`, { token: t, body: { selectedTools: ["echo", "subagent"], model: "echo-slow" } })).status).toBe(200);
+    const spawned = await call("POST", `/v1/sessions/${name}/conversations/${parent}/inputs?wait=30`, {
+      token: t,
+      body: { input: `/call subagent ${JSON.stringify({ command: "spawn", prompt: "a long answer that streams slowly enough to be caught running ".repeat(4) })}` },
+    });
+    expect(spawned.status).toBe(201);
+    const child = (await snapshot(name, t, parent)).children[0] as number;
+    await until(async () => ((await snapshot(name, t, child)).tasks.length > 0 ? true : undefined), "the child's live generation");
+    // (The child streams meanwhile, so the sequence moves; that the refusal deleted nothing shows below.)
+    const refused = await call("DELETE", `/v1/sessions/${name}/conversations/${parent}`, { token: t });
+    expect(refused.status).toBe(409);
+    expect(await json(refused)).toMatchObject({ code: "busy", field: "conversation" });
+    expect((await snapshot(name, t, child)).conversation.id).toBe(child);
+    expect((await snapshot(name, t, parent)).children).toEqual([child]);
+    await until(async () => ((await snapshot(name, t, child)).tasks.length === 0 ? true : undefined), "the child's turn to end", 1000);
+    expect((await call("DELETE", `/v1/sessions/${name}/conversations/${parent}`, { token: t })).status).toBe(200);
   });
 });

@@ -1,6 +1,6 @@
 /**
- * Conversation routes: accept input (Idempotency-Key, ?wait), snapshot, entries paging, abort, fork,
- * collapse, reset and config. `{conversation}` is an id or `root`.
+ * Conversation routes: accept input (Idempotency-Key, ?wait), snapshot, entries paging, abort, delete
+ * (a non-root conversation with its ownership subtree), fork, collapse, reset and config. `{conversation}` is an id or `root`.
  */
 import { Hono } from "hono";
 import { requires, type AppEnv } from "../auth.js";
@@ -61,6 +61,13 @@ conversationRoutes.post(`${base}/abort`, requires("conversation"), async (c) => 
   query(c, noQuery);
   await body(c, emptyBody, { optional: true });
   return c.json(await run(stub.op("abort", ref)));
+});
+
+conversationRoutes.delete(base, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  return c.json(await run(stub.op("deleteConversation", ref)));
 });
 
 conversationRoutes.post(`${base}/fork`, requires("conversation"), async (c) => {
