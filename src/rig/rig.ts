@@ -327,7 +327,9 @@ export class Rig {
     checkActor(actor);
     checkAgentId(agentId);
     checkRole(transition, actor, agentId);
-    return this.harness.commit(async (tx) => {
+    let orphan: Id | undefined;
+    const result = await this.harness.commit(async (tx): Promise<TransitionResult> => {
+      orphan = undefined;
       const agent = await tx.value(agentValue(agentId)).get();
       if (agent === undefined) throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
       const current = await readVersion(this, agentId);
@@ -335,7 +337,8 @@ export class Rig {
       if (request.ifMatch !== undefined && request.ifMatch !== current.seq) {
         throw new RigError("precondition_failed", `If-Match names version ${request.ifMatch}; the hook is at version ${current.seq}`, "if-match");
       }
-      if (request.attempt !== undefined && transition !== "set" && transition !== "clear" && request.attempt !== current.value.attempt) {
+      // An empty hook has no assignment to compare with: the status check below names it.
+      if (request.attempt !== undefined && transition !== "set" && transition !== "clear" && current.value.file.status !== "empty" && request.attempt !== current.value.attempt) {
         throw new RigError("stale_attempt", `attempt ${request.attempt} is not the hook's current assignment (attempt ${current.value.attempt})`, "attempt");
       }
       const stored = current.value;
@@ -344,7 +347,7 @@ export class Rig {
       if (agent.terminated !== undefined && transition !== "clear") {
         throw new RigError("agent_terminated", `agent ${agentId} is terminated (by ${agent.terminated.by} at ${agent.terminated.at}); its hook is ${stored.file.status}`);
       }
-      checkStatus(transition, stored.file.status, { terminated: agent.terminated !== undefined });
+      checkStatus(transition, stored.file.status);
       const nowMs = this.now();
       if (transition === "touch") {
         const settings = await settingsTx(tx);
@@ -375,6 +378,12 @@ export class Rig {
         case "clear": {
           next = { file: nextFile("clear", stored.file, now), attempt: stored.attempt };
           if (stored.file.status !== "completed") releaseBead(tx, stored);
+          // A conversation agent's active hook: its work item's input, unless already answered, is aborted
+          // after this commit (the reassigned work must not keep running on the old agent).
+          if (stored.file.status === "active" && stored.input !== undefined) {
+            const result = await tx.value(bind(inputResult(stored.input.inputId), { conversationId: stored.input.conversationId })).get();
+            if (result === undefined || result.status === "queued" || result.status === "placed") orphan = stored.input.conversationId;
+          }
           break;
         }
         case "activate":
@@ -389,6 +398,10 @@ export class Rig {
       const seq = setValue(tx, hookValue(agentId), next);
       return { ...view(next, seq), written: true };
     }, call);
+    // The cleared hook's work item stops: its conversation's work is aborted (the conversation is the
+    // agent's own; the agent stays registered and takes the next assignment once it is idle).
+    if (orphan !== undefined) await (await this.harness.conversation(orphan, call))?.abort(call);
+    return result;
   }
 
   // GUPP (conversation agents) ----------------------------------------------------------------
