@@ -19,15 +19,17 @@ import { checkRole, checkStatus, emptyFile, iso, nextFile } from "./hooks.js";
 import { NudgeBus } from "./nudges.js";
 import { assess, readSettings, unreadReplies, type WitnessKind } from "./witness.js";
 import {
-  agentIndex,
   agentValue,
   beadValue,
   conversationAgent,
   HOOK_NAMESPACE,
   hookValue,
+  legacyAgentIndex,
   mailAck,
   mailbox,
+  otherAgentExists,
   retiredAttempt,
+  scanAgents,
   settingsValue,
   witnessAgent,
   witnessFocus,
@@ -145,6 +147,8 @@ export class Rig {
   readonly #witness: WitnessKind;
   readonly #accept: AcceptWork | undefined;
   readonly #inherit: readonly ValueSpec<unknown>[];
+  /** Whether this object has checked for (and dropped) the old one-value agent index. */
+  #legacyChecked = false;
   name: string;
 
   constructor(harness: Harness, options: RigOptions) {
@@ -194,8 +198,8 @@ export class Rig {
         registered_at: now,
         registered_by: actorName(actor),
       };
-      const index = (await tx.value(agentIndex).get()) ?? {};
-      tx.value(agentIndex).set({ ...index, [agentId]: { role: request.role, ...(conversationId === undefined ? {} : { conversationId }) } });
+      // The agent is its own row (the rig's agents are a keyed scan of them): no index value to rewrite.
+      await this.#dropLegacyIndex(tx);
       tx.value(agentValue(agentId)).set(agent);
       // Attempts continue from the agent id's last (a stale completion of a predecessor names an older
       // attempt), and the agent starts with an empty mailbox (message ids are never reused, so no ack of
@@ -229,19 +233,15 @@ export class Rig {
       if (agent === undefined) throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
       const stored = await readHookTx(tx, agentId);
       if (stored.file.status !== "empty") throw new RigError("agent_conflict", `agent ${agentId}'s hook is ${stored.file.status}; clear it before deregistering`);
-      const index = { ...((await tx.value(agentIndex).get()) ?? {}) };
-      delete index[agentId];
+      await this.#dropLegacyIndex(tx);
       tx.value(agentValue(agentId)).delete();
       tx.value(hookValue(agentId)).delete();
       // The id's last attempt outlives the agent; its mailbox does not.
       if (stored.attempt > 0) tx.value(retiredAttempt(agentId)).set(stored.attempt);
       tx.list(mailbox(agentId)).clear();
       if (agent.conversationId !== undefined) tx.value(conversationAgent(agent.conversationId)).delete();
-      if (Object.keys(index).length > 0) {
-        tx.value(agentIndex).set(index);
-        return undefined;
-      }
-      tx.value(agentIndex).delete();
+      // The witness ends with the last agent: one page of at most two agent rows says whether another remains.
+      if (await otherAgentExists(this.harness.storage, agentId)) return undefined;
       const witness = await tx.value(witnessTask).get();
       if (witness !== undefined) tx.value(witnessTask).delete();
       return witness;
@@ -259,9 +259,8 @@ export class Rig {
       if (current === undefined) throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
       if (current.terminated !== undefined) return current;
       const next: AgentRecord = { ...current, terminated: { by: actorName(actor), at: iso(this.now()) } };
+      await this.#dropLegacyIndex(tx);
       tx.value(agentValue(agentId)).set(next);
-      const index = (await tx.value(agentIndex).get()) ?? {};
-      tx.value(agentIndex).set({ ...index, [agentId]: { ...index[agentId], role: current.role, terminated: true } });
       return next;
     }, call);
     if (agent.conversationId !== undefined) await (await this.harness.conversation(agent.conversationId, call))?.abort(call);
@@ -274,10 +273,10 @@ export class Rig {
     return agent;
   }
 
+  /** Every agent with its hook, in agent id order (a keyed scan of the agent rows, a page at a time). */
   async agents(): Promise<AgentListing[]> {
-    const index = (await this.#read(agentIndex)) ?? {};
     const out: AgentListing[] = [];
-    for (const id of Object.keys(index).sort()) out.push({ agent: await this.agent(id), hook: await this.readHook(id) });
+    for await (const agent of scanAgents(this.harness.storage)) out.push({ agent, hook: await this.readHook(agent.agent_id) });
     return out;
   }
 
@@ -558,7 +557,7 @@ export class Rig {
 
   /** The witness document's RigHealthReport (plus pending and not-started agents), read-only. */
   async health(): Promise<RigHealth> {
-    const reader = { get: <T>(spec: ValueSpec<T>) => this.#read(spec) };
+    const reader = { get: <T>(spec: ValueSpec<T>) => this.#read(spec), agents: () => scanAgents(this.harness.storage) };
     const settings = await readSettings(reader);
     // Replies the witness has not read yet count as activity too (it records them at its next patrol).
     const replies = await unreadReplies(reader, async (after) => (await this.harness.storage.readList(bind(mailbox(WITNESS_ID), {}), { after, limit: 1000 })).items);
@@ -566,6 +565,17 @@ export class Rig {
   }
 
   // internals ----------------------------------------------------------------------------------
+
+  /**
+   * A rig written before agents were rows keeps its old index value (every agent also has its row, so
+   * nothing is lost): the first agent commit of this object drops it. Read once per object lifetime.
+   */
+  async #dropLegacyIndex(tx: Tx): Promise<void> {
+    if (this.#legacyChecked) return;
+    // Marked checked only once it reads absent: a commit that deletes it and then refuses writes nothing.
+    if ((await this.harness.storage.getValue(bind(legacyAgentIndex, {}))) === undefined) this.#legacyChecked = true;
+    else tx.value(legacyAgentIndex).delete();
+  }
 
   async #read<T>(spec: ValueSpec<T>): Promise<T | undefined> {
     return (await this.harness.storage.getValue(bind(spec, {})))?.value;
