@@ -21,9 +21,10 @@ export const setHookBody = z.strictObject({
   title: z.string().min(1, "a title is required").max(1000),
 });
 
-const attempt = z.number().int().positive();
-export const attemptBody = z.strictObject({ attempt: attempt.optional() });
-export const completeBody = z.strictObject({ attempt: attempt.optional(), summary: z.string().max(100_000).optional() });
+/** The assignment the agent works on (its hook's Hook-Attempt): required, so a stale worker is always refused. */
+const attempt = z.number({ error: (issue) => (issue.input === undefined ? "attempt is required: the Hook-Attempt of the assignment this transition is for" : "attempt is a positive integer") }).int().positive();
+export const attemptBody = z.strictObject({ attempt });
+export const completeBody = z.strictObject({ attempt, summary: z.string().max(100_000).optional() });
 
 const payloadValue: z.ZodType<unknown> = z.lazy(() => z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(payloadValue), z.record(z.string(), payloadValue)]));
 export const mailBody = z.strictObject({

@@ -411,19 +411,22 @@ export class RigClient {
     return this.#hook("GET", `${this.path}/hook${queryString(options)}`);
   }
 
-  /** pending -> active (the owning agent); `attempt` guards against a reassigned hook. */
-  activate(options: { attempt?: number; ifMatch?: number } = {}): Promise<HookResponse> {
-    return this.#hook("POST", `${this.path}/hook/activate`, { body: options.attempt === undefined ? {} : { attempt: options.attempt }, ...(options.ifMatch === undefined ? {} : { ifMatch: options.ifMatch }) });
+  /**
+   * pending -> active (the owning agent). `attempt` (required: the hook's `attempt`, its Hook-Attempt
+   * header) names the assignment, so a worker whose hook the mayor cleared or reassigned is refused.
+   */
+  activate(options: { attempt: number; ifMatch?: number }): Promise<HookResponse> {
+    return this.#hook("POST", `${this.path}/hook/activate`, { body: { attempt: options.attempt }, ...(options.ifMatch === undefined ? {} : { ifMatch: options.ifMatch }) });
   }
 
-  /** Update last_activity (throttled: a touch within the throttle writes nothing). */
-  touch(options: { attempt?: number } = {}): Promise<HookResponse> {
-    return this.#hook("POST", `${this.path}/hook/touch`, { body: options });
+  /** Update last_activity (throttled: a touch within the throttle writes nothing); `attempt` as for activate. */
+  touch(options: { attempt: number }): Promise<HookResponse> {
+    return this.#hook("POST", `${this.path}/hook/touch`, { body: { attempt: options.attempt } });
   }
 
-  /** active -> completed (the owning agent), with an optional summary for the mayor. */
-  complete(options: { attempt?: number; summary?: string } = {}): Promise<HookResponse> {
-    return this.#hook("POST", `${this.path}/hook/complete`, { body: options });
+  /** active -> completed (the owning agent), with an optional summary for the mayor; `attempt` as for activate. */
+  complete(options: { attempt: number; summary?: string }): Promise<HookResponse> {
+    return this.#hook("POST", `${this.path}/hook/complete`, { body: { attempt: options.attempt, ...(options.summary === undefined ? {} : { summary: options.summary }) } });
   }
 
   /** A page of the caller's mailbox by cursor: pass the page's `next` as `after` for the following one. */

@@ -8,8 +8,9 @@
  *   activate    pending    active     the owning agent
  *   touch       active     active     the owning agent (last_activity only)
  *   complete    active     completed  the owning agent
- *   clear       completed  empty      the mayor, after verifying (also from pending or active once the
- *                                     mayor has terminated the agent, to reassign its work)
+ *   clear       completed  empty      the mayor, after verifying; also from pending or active, to
+ *                                     reassign the work (the agent need not be terminated: its old
+ *                                     worker's later transitions name a cleared or older attempt)
  */
 import { RigError } from "./errors.js";
 import type { Actor, HookFile, HookStatus, Transition } from "./types.js";
@@ -43,10 +44,12 @@ export function checkRole(transition: Transition, actor: Actor, agentId: string)
 }
 
 /** The status check (409 hook_conflict naming the current status): no skipping, no second hook. */
-export function checkStatus(transition: Transition, current: HookStatus, options: { readonly terminated: boolean }): void {
+export function checkStatus(transition: Transition, current: HookStatus): void {
   const from = FROM[transition];
   if (current === from) return;
-  if (transition === "clear" && options.terminated && current !== "empty") return;
+  // The mayor clears a pending or active hook to reassign its work (seed 000: "or decides to reassign").
+  if (transition === "clear" && current !== "empty") return;
+  if (transition === "clear") throw new RigError("hook_conflict", "cannot clear: the hook is empty, not pending, active or completed");
   const why = transition === "set" ? `; clear it before assigning new work` : "";
   throw new RigError("hook_conflict", `cannot ${transition}: the hook is ${current}, not ${from}${why}`);
 }

@@ -19,15 +19,17 @@ import { checkRole, checkStatus, emptyFile, iso, nextFile } from "./hooks.js";
 import { NudgeBus } from "./nudges.js";
 import { assess, readSettings, unreadReplies, type WitnessKind } from "./witness.js";
 import {
-  agentIndex,
   agentValue,
   beadValue,
   conversationAgent,
   HOOK_NAMESPACE,
   hookValue,
+  legacyAgentIndex,
   mailAck,
   mailbox,
+  otherAgentExists,
   retiredAttempt,
+  scanAgents,
   settingsValue,
   witnessAgent,
   witnessFocus,
@@ -145,6 +147,8 @@ export class Rig {
   readonly #witness: WitnessKind;
   readonly #accept: AcceptWork | undefined;
   readonly #inherit: readonly ValueSpec<unknown>[];
+  /** Whether this object has checked for (and dropped) the old one-value agent index. */
+  #legacyChecked = false;
   name: string;
 
   constructor(harness: Harness, options: RigOptions) {
@@ -194,8 +198,8 @@ export class Rig {
         registered_at: now,
         registered_by: actorName(actor),
       };
-      const index = (await tx.value(agentIndex).get()) ?? {};
-      tx.value(agentIndex).set({ ...index, [agentId]: { role: request.role, ...(conversationId === undefined ? {} : { conversationId }) } });
+      // The agent is its own row (the rig's agents are a keyed scan of them): no index value to rewrite.
+      await this.#dropLegacyIndex(tx);
       tx.value(agentValue(agentId)).set(agent);
       // Attempts continue from the agent id's last (a stale completion of a predecessor names an older
       // attempt), and the agent starts with an empty mailbox (message ids are never reused, so no ack of
@@ -229,19 +233,15 @@ export class Rig {
       if (agent === undefined) throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
       const stored = await readHookTx(tx, agentId);
       if (stored.file.status !== "empty") throw new RigError("agent_conflict", `agent ${agentId}'s hook is ${stored.file.status}; clear it before deregistering`);
-      const index = { ...((await tx.value(agentIndex).get()) ?? {}) };
-      delete index[agentId];
+      await this.#dropLegacyIndex(tx);
       tx.value(agentValue(agentId)).delete();
       tx.value(hookValue(agentId)).delete();
       // The id's last attempt outlives the agent; its mailbox does not.
       if (stored.attempt > 0) tx.value(retiredAttempt(agentId)).set(stored.attempt);
       tx.list(mailbox(agentId)).clear();
       if (agent.conversationId !== undefined) tx.value(conversationAgent(agent.conversationId)).delete();
-      if (Object.keys(index).length > 0) {
-        tx.value(agentIndex).set(index);
-        return undefined;
-      }
-      tx.value(agentIndex).delete();
+      // The witness ends with the last agent: one page of at most two agent rows says whether another remains.
+      if (await otherAgentExists(this.harness.storage, agentId)) return undefined;
       const witness = await tx.value(witnessTask).get();
       if (witness !== undefined) tx.value(witnessTask).delete();
       return witness;
@@ -259,9 +259,8 @@ export class Rig {
       if (current === undefined) throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
       if (current.terminated !== undefined) return current;
       const next: AgentRecord = { ...current, terminated: { by: actorName(actor), at: iso(this.now()) } };
+      await this.#dropLegacyIndex(tx);
       tx.value(agentValue(agentId)).set(next);
-      const index = (await tx.value(agentIndex).get()) ?? {};
-      tx.value(agentIndex).set({ ...index, [agentId]: { ...index[agentId], role: current.role, terminated: true } });
       return next;
     }, call);
     if (agent.conversationId !== undefined) await (await this.harness.conversation(agent.conversationId, call))?.abort(call);
@@ -274,10 +273,10 @@ export class Rig {
     return agent;
   }
 
+  /** Every agent with its hook, in agent id order (a keyed scan of the agent rows, a page at a time). */
   async agents(): Promise<AgentListing[]> {
-    const index = (await this.#read(agentIndex)) ?? {};
     const out: AgentListing[] = [];
-    for (const id of Object.keys(index).sort()) out.push({ agent: await this.agent(id), hook: await this.readHook(id) });
+    for await (const agent of scanAgents(this.harness.storage)) out.push({ agent, hook: await this.readHook(agent.agent_id) });
     return out;
   }
 
@@ -327,7 +326,9 @@ export class Rig {
     checkActor(actor);
     checkAgentId(agentId);
     checkRole(transition, actor, agentId);
-    return this.harness.commit(async (tx) => {
+    let orphan: Id | undefined;
+    const result = await this.harness.commit(async (tx): Promise<TransitionResult> => {
+      orphan = undefined;
       const agent = await tx.value(agentValue(agentId)).get();
       if (agent === undefined) throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
       const current = await readVersion(this, agentId);
@@ -335,7 +336,8 @@ export class Rig {
       if (request.ifMatch !== undefined && request.ifMatch !== current.seq) {
         throw new RigError("precondition_failed", `If-Match names version ${request.ifMatch}; the hook is at version ${current.seq}`, "if-match");
       }
-      if (request.attempt !== undefined && transition !== "set" && transition !== "clear" && request.attempt !== current.value.attempt) {
+      // An empty hook has no assignment to compare with: the status check below names it.
+      if (request.attempt !== undefined && transition !== "set" && transition !== "clear" && current.value.file.status !== "empty" && request.attempt !== current.value.attempt) {
         throw new RigError("stale_attempt", `attempt ${request.attempt} is not the hook's current assignment (attempt ${current.value.attempt})`, "attempt");
       }
       const stored = current.value;
@@ -344,7 +346,7 @@ export class Rig {
       if (agent.terminated !== undefined && transition !== "clear") {
         throw new RigError("agent_terminated", `agent ${agentId} is terminated (by ${agent.terminated.by} at ${agent.terminated.at}); its hook is ${stored.file.status}`);
       }
-      checkStatus(transition, stored.file.status, { terminated: agent.terminated !== undefined });
+      checkStatus(transition, stored.file.status);
       const nowMs = this.now();
       if (transition === "touch") {
         const settings = await settingsTx(tx);
@@ -375,6 +377,12 @@ export class Rig {
         case "clear": {
           next = { file: nextFile("clear", stored.file, now), attempt: stored.attempt };
           if (stored.file.status !== "completed") releaseBead(tx, stored);
+          // A conversation agent's active hook: its work item's input, unless already answered, is aborted
+          // after this commit (the reassigned work must not keep running on the old agent).
+          if (stored.file.status === "active" && stored.input !== undefined) {
+            const result = await tx.value(bind(inputResult(stored.input.inputId), { conversationId: stored.input.conversationId })).get();
+            if (result === undefined || result.status === "queued" || result.status === "placed") orphan = stored.input.conversationId;
+          }
           break;
         }
         case "activate":
@@ -389,6 +397,10 @@ export class Rig {
       const seq = setValue(tx, hookValue(agentId), next);
       return { ...view(next, seq), written: true };
     }, call);
+    // The cleared hook's work item stops: its conversation's work is aborted (the conversation is the
+    // agent's own; the agent stays registered and takes the next assignment once it is idle).
+    if (orphan !== undefined) await (await this.harness.conversation(orphan, call))?.abort(call);
+    return result;
   }
 
   // GUPP (conversation agents) ----------------------------------------------------------------
@@ -545,7 +557,7 @@ export class Rig {
 
   /** The witness document's RigHealthReport (plus pending and not-started agents), read-only. */
   async health(): Promise<RigHealth> {
-    const reader = { get: <T>(spec: ValueSpec<T>) => this.#read(spec) };
+    const reader = { get: <T>(spec: ValueSpec<T>) => this.#read(spec), agents: () => scanAgents(this.harness.storage) };
     const settings = await readSettings(reader);
     // Replies the witness has not read yet count as activity too (it records them at its next patrol).
     const replies = await unreadReplies(reader, async (after) => (await this.harness.storage.readList(bind(mailbox(WITNESS_ID), {}), { after, limit: 1000 })).items);
@@ -553,6 +565,17 @@ export class Rig {
   }
 
   // internals ----------------------------------------------------------------------------------
+
+  /**
+   * A rig written before agents were rows keeps its old index value (every agent also has its row, so
+   * nothing is lost): the first agent commit of this object drops it. Read once per object lifetime.
+   */
+  async #dropLegacyIndex(tx: Tx): Promise<void> {
+    if (this.#legacyChecked) return;
+    // Marked checked only once it reads absent: a commit that deletes it and then refuses writes nothing.
+    if ((await this.harness.storage.getValue(bind(legacyAgentIndex, {}))) === undefined) this.#legacyChecked = true;
+    else tx.value(legacyAgentIndex).delete();
+  }
 
   async #read<T>(spec: ValueSpec<T>): Promise<T | undefined> {
     return (await this.harness.storage.getValue(bind(spec, {})))?.value;

@@ -3,7 +3,8 @@
  * state (§4.1). Agents and hooks are written by mayor and agent commits; `rig.witness.*` only by the
  * witness; mailboxes are append-only lists (messages are immutable) with acks as separate values.
  */
-import { sessionList, sessionValue, withKey, type ListSpec, type ValueSpec } from "../core/state.js";
+import { bind, sessionList, sessionValue, withKey, type ListSpec, type ValueSpec } from "../core/state.js";
+import type { Storage } from "../storage/storage.js";
 import type { AgentRecord, AgentRole, MailAck, RigSettings, StoredMail, StoredHook, WitnessAgentRecord, WitnessPatrolRecord } from "./types.js";
 
 /** One agent in the index: enough for a patrol or a health report without reading the agent record. */
@@ -14,12 +15,46 @@ export interface IndexEntry {
   readonly terminated?: true;
 }
 
-/** agent id -> role (and terminated), for listing, patrol and health without reading every agent record. */
-export const agentIndex: ValueSpec<Readonly<Record<string, IndexEntry>>> = sessionValue("rig.agents");
+/**
+ * The old agent index: one value (agent id -> role, conversation, terminated) rewritten on every
+ * register and terminate, which hit the 2 MB row cap near 30,000 agents. Nothing reads it any more: the
+ * agents are their own rows (`rig.agent`, one per agent, which every rig has always written beside it),
+ * enumerated by a keyed scan. A rig that still has it drops it at its next register, terminate or
+ * deregister (`dropLegacyIndex`).
+ */
+export const legacyAgentIndex: ValueSpec<Readonly<Record<string, IndexEntry>>> = sessionValue("rig.agents");
 
-const agentBase = sessionValue<AgentRecord>("rig.agent");
+/** agent id -> its record: one row per agent; the rig's agents are a keyed scan of this namespace. */
+export const AGENT_NAMESPACE = "rig.agent";
+const agentBase = sessionValue<AgentRecord>(AGENT_NAMESPACE);
 export function agentValue(agentId: string): ValueSpec<AgentRecord> {
   return withKey(agentBase, agentId);
+}
+
+/** A page of the agents scan (the storage's page limit is larger; a patrol reads a thousand rows per page). */
+export const AGENT_PAGE = 1000;
+
+/** What scans agent rows: the storage's keyed scan of one namespace. */
+export type AgentScanner = Pick<Storage, "scanValues">;
+
+/** Every registered agent's record, in agent id order, a page of rows at a time (O(agents) rows, no index value). */
+export async function* scanAgents(storage: AgentScanner, page = AGENT_PAGE): AsyncGenerator<AgentRecord> {
+  const scope = bind(agentValue("-"), {}).scope;
+  let after: string | undefined;
+  for (;;) {
+    const { items } = await storage.scanValues({ scope, namespace: AGENT_NAMESPACE, ...(after === undefined ? {} : { after }), limit: page });
+    for (const item of items) yield item.version.value as unknown as AgentRecord;
+    const last = items[items.length - 1];
+    if (items.length < page || last === undefined) return;
+    after = last.key;
+  }
+}
+
+/** Whether any agent other than `except` is registered (one page of at most two rows). */
+export async function otherAgentExists(storage: AgentScanner, except: string): Promise<boolean> {
+  const scope = bind(agentValue("-"), {}).scope;
+  const { items } = await storage.scanValues({ scope, namespace: AGENT_NAMESPACE, limit: 2 });
+  return items.some((item) => item.key !== except);
 }
 
 export const HOOK_NAMESPACE = "rig.hook";

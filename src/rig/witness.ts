@@ -21,7 +21,7 @@ import type { TaskRuntime } from "../core/runtime.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import { iso } from "./hooks.js";
 import type { Rig } from "./rig.js";
-import { agentIndex, hookValue, mailbox, settingsValue, witnessAgent, witnessFocus, witnessPatrol, witnessReply, witnessTask, type IndexEntry } from "./state.js";
+import { hookValue, mailbox, scanAgents, settingsValue, witnessAgent, witnessFocus, witnessPatrol, witnessReply, witnessTask, type AgentScanner } from "./state.js";
 import {
   AGENT_ID,
   DEFAULT_SETTINGS,
@@ -37,6 +37,7 @@ import {
   type RigSettings,
   type StallSeverity,
   type StoredHook,
+  type AgentRecord,
   type WitnessAgentRecord,
   type WitnessPatrolRecord,
 } from "./types.js";
@@ -58,13 +59,18 @@ export function classifyStall(elapsed: number, nudgesSent: number, alertAfterMs 
   return "warning"; // First detection
 }
 
-/** What reads state: a transaction or the storage. */
+/** What reads state: a transaction or the storage; and the agents, a keyed scan of their rows. */
 export interface StateReader {
   get<T>(spec: ValueSpec<T>): Promise<T | undefined>;
+  agents(): AsyncIterable<AgentRecord>;
 }
 
-export function txReader(tx: Pick<Tx, "value">): StateReader {
-  return { get: (spec) => tx.value(spec).get() };
+/**
+ * A commit's reader. The agents are scanned from the storage: inside a commit on the line nothing else
+ * writes in between, and a patrol writes no agent row.
+ */
+export function txReader(tx: Pick<Tx, "value">, storage: AgentScanner): StateReader {
+  return { get: (spec) => tx.value(spec).get(), agents: () => scanAgents(storage) };
 }
 
 interface Assessed {
@@ -95,7 +101,7 @@ export async function assess(
   responses: ReadonlyMap<string, number> = new Map(),
   focus: string | undefined = undefined,
 ): Promise<Assessed> {
-  const index: Readonly<Record<string, IndexEntry>> = (await reader.get(agentIndex)) ?? {};
+  let total = 0;
   let active = 0;
   let idle = 0;
   let pending = 0;
@@ -103,12 +109,12 @@ export async function assess(
   const stalledDetails: RigHealth["stalledDetails"] = [];
   const notStarted: { agentId: string; beadId: string; pendingMinutes: number }[] = [];
   const polecats: Assessed["polecats"][number][] = [];
-  const ids = Object.keys(index).sort();
-  for (const agentId of ids) {
-    const entry = index[agentId] as IndexEntry;
+  for await (const entry of reader.agents()) {
+    const agentId = entry.agent_id;
+    total += 1;
     const hook = await reader.get(hookValue(agentId));
     if (hook === undefined) throw new Error(`agent ${agentId} has no hook record`);
-    if (entry.terminated === true) {
+    if (entry.terminated !== undefined) {
       terminated += 1;
       continue;
     }
@@ -169,7 +175,7 @@ export async function assess(
   const health: RigHealth = {
     rigName,
     timestamp: iso(now),
-    totalAgents: ids.length,
+    totalAgents: total,
     activeAgents: active,
     stalledAgents: stalledDetails.length,
     idleAgents: idle,
@@ -193,7 +199,7 @@ export interface PatrolOutcome {
  * The agents' replies in the witness's mailbox that no patrol has read yet (after its mail cursor): what
  * a read-only health report adds to the replies the witness recorded.
  */
-export async function unreadReplies(reader: StateReader, readList: (after: number) => Promise<readonly { readonly id: number; readonly value: StoredMail }[]>): Promise<Map<string, number>> {
+export async function unreadReplies(reader: Pick<StateReader, "get">, readList: (after: number) => Promise<readonly { readonly id: number; readonly value: StoredMail }[]>): Promise<Map<string, number>> {
   const cursor = (await reader.get(witnessPatrol))?.mail_cursor ?? 0;
   const replies = new Map<string, number>();
   for (const element of await readList(cursor)) {
@@ -203,13 +209,13 @@ export async function unreadReplies(reader: StateReader, readList: (after: numbe
   return replies;
 }
 
-export async function readSettings(reader: StateReader): Promise<RigSettings> {
+export async function readSettings(reader: Pick<StateReader, "get">): Promise<RigSettings> {
   return { ...DEFAULT_SETTINGS, ...((await reader.get(settingsValue)) ?? {}) };
 }
 
 /** One patrol inside one commit: reads, classification and the witness's own writes. */
-export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationTx, "value" | "list">, now: number, rigName: string): Promise<PatrolOutcome> {
-  const reader = txReader(tx);
+export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationTx, "value" | "list">, now: number, rigName: string, storage: AgentScanner): Promise<PatrolOutcome> {
+  const reader = txReader(tx, storage);
   const record: WitnessPatrolRecord = (await reader.get(witnessPatrol)) ?? { last_patrol_at: 0, patrols: 0, health_key: "", mail_cursor: 0 };
   // The witness's mail: the mayor's instructions, the polecats' replies to nudges.
   let settings = await readSettings(reader);
@@ -372,7 +378,7 @@ function focusInstruction(payload: MailMessage["payload"]): string | null | unde
  * the harness opens, before the Rig is built over it).
  */
 export function createWitnessKind(rigOf: () => Rig | undefined, report: (error: unknown) => void = () => undefined) {
-  const read = (runtime: TaskRuntime, call: Call): StateReader => ({ get: async (spec) => await runtime.value(spec).get(call) });
+  const read = (runtime: TaskRuntime, call: Call): Pick<StateReader, "get"> => ({ get: async (spec) => await runtime.value(spec).get(call) });
   /**
    * The next patrol under the current settings: never later than one (possibly new, shorter) interval
    * after the last patrol or, when a settings change interrupted the sleep, after now.
@@ -414,7 +420,7 @@ export function createWitnessKind(rigOf: () => Rig | undefined, report: (error: 
             tx.settle(task, "ended", { next_patrol_at: next });
             return undefined;
           }
-          const result = await patrol(tx, now, rig.name);
+          const result = await patrol(tx, now, rig.name, rig.harness.storage);
           tx.patch(task, "patrolling", { next_patrol_at: result.nextPatrolAt });
           return result;
         }, call);

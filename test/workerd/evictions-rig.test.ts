@@ -29,7 +29,7 @@ import { requestMessages } from "../../src/core/context.js";
 import { requestKey } from "../../src/core/inbox.js";
 import { bind, bindTo } from "../../src/core/state.js";
 import { guppRequestId, WITNESS_KIND, type Actor, type StoredHook } from "../../src/rig/index.js";
-import { agentIndex, beadValue, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
+import { beadValue, scanAgents, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import { MAYOR_ID, WITNESS_ID } from "../../src/rig/types.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { killAtCommit } from "./eviction-harness.js";
@@ -188,7 +188,8 @@ async function quiesce(session: TestSession): Promise<void> {
 async function check(session: TestSession): Promise<unknown> {
   return runInDurableObject(session.stub, async (instance: SessionObject) => {
     const h = harnessOf(instance);
-    const index = (await h.storage.getValue(bind(agentIndex, {})))?.value ?? {};
+    const index: Record<string, { readonly conversationId?: number }> = {};
+    for await (const agent of scanAgents(h.storage)) index[agent.agent_id] = agent;
     const hooks: Record<string, unknown> = {};
     const witness: Record<string, unknown> = {};
     for (const id of Object.keys(index).sort()) {

@@ -55,7 +55,7 @@ describe("the rig around the witness, over HTTP", () => {
     // the hook active (for the witness and the mayor). The external agent activates its own.
     const setAlpha = await call("PUT", path("/agents/polecat-alpha/hook"), { token: mayor, body: { bead_id: "gt-polecat-alpha", title: "work" } });
     expect(await json(setAlpha)).toMatchObject({ status: "active" });
-    expect((await call("POST", path("/hook/activate"), { token: alpha })).status).toBe(409);
+    expect((await call("POST", path("/hook/activate"), { token: alpha, body: { attempt: 1 } })).status).toBe(409);
     expect((await call("POST", `/v1/sessions/${name}/conversations/${conversationId}/abort`, { token: mayor })).status).toBe(200);
     await until(async () => {
       const snapshot = await json<{ tasks: unknown[] }>(await call("GET", `/v1/sessions/${name}/conversations/${conversationId}`, { token: mayor }));
@@ -63,7 +63,7 @@ describe("the rig around the witness, over HTTP", () => {
     }, "the aborted answer");
     expect(await json(await call("GET", path("/agents/polecat-alpha/hook"), { token: mayor }))).toMatchObject({ status: "active" });
     expect((await call("PUT", path("/agents/polecat-bravo/hook"), { token: mayor, body: { bead_id: "gt-polecat-bravo", title: "work" } })).status).toBe(200);
-    expect((await call("POST", path("/hook/activate"), { token: bravo })).status).toBe(200);
+    expect((await call("POST", path("/hook/activate"), { token: bravo, body: { attempt: 1 } })).status).toBe(200);
 
     // A watcher of alpha's conversation, and bravo listening for nudges.
     const api = await client(TENANT);
@@ -112,7 +112,7 @@ describe("the rig around the witness, over HTTP", () => {
     expect(terminated.terminated.by).toBe("mayor");
     const hook = await json(await call("GET", path("/agents/polecat-alpha/hook"), { token: mayor }));
     expect(hook).toMatchObject({ status: "active" });
-    expect((await call("POST", path("/hook/touch"), { token: alpha })).status).toBe(409);
+    expect((await call("POST", path("/hook/touch"), { token: alpha, body: { attempt: 1 } })).status).toBe(409);
     expect((await json(await call("GET", path("/health"), { token: mayor })))["terminatedAgents"]).toBe(1);
   });
 });
@@ -129,7 +129,7 @@ describe("the .chipset/state filesystem contract", () => {
       expect((await call("PUT", path(`/agents/${id}`), { token: mayor, body: { role: id.startsWith("refinery") ? "refinery" : "polecat" } })).status).toBe(201);
     }
     expect((await call("PUT", path("/agents/polecat-alpha/hook"), { token: mayor, body: { bead_id: "gt-abc12", title: "Add README section" } })).status).toBe(200);
-    expect((await call("POST", path("/hook/activate"), { token: alpha })).status).toBe(200);
+    expect((await call("POST", path("/hook/activate"), { token: alpha, body: { attempt: 1 } })).status).toBe(200);
     expect((await call("POST", path("/mail"), { token: bravo, body: { to: "mayor", payload: "hello" } })).status).toBe(201);
 
     // One file: the agent reads its own, not another's.

@@ -7,7 +7,9 @@
  */
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
+import { bind } from "../../src/core/state.js";
 import { erase } from "../../src/core/task-kind.js";
+import { hookValue } from "../../src/rig/state.js";
 import { registerTestKinds, resetTestKinds } from "../../src/worker/kinds.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, json, stubOf, token, uniqueSession, until } from "./http-fixtures.js";
@@ -138,6 +140,39 @@ describe("GUPP after replacement", () => {
     const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(await call("GET", s.path(`/conversations/${conversationId}/entries?limit=100`), { token: s.user }));
     expect(page.items.filter((e) => e.kind === "user").map((e) => JSON.stringify(e.model))).toEqual([expect.stringContaining("Work item gt-2: again")]);
     expect(await s.workInputs()).toBe(1);
+  }, 30_000);
+});
+
+describe("GUPP and a reassigned hook", () => {
+  it("Clearing an active conversation agent's hook aborts its work item: no orphan input runs, its answer completes nothing, the next work is placed", async () => {
+    const s = await setup("reassigned");
+    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: LONG } });
+    expect(await json(set)).toMatchObject({ status: "active" });
+    // The work item's input, as the hook record keeps it.
+    const accepted = await runInDurableObject(stubOf(TENANT, s.name) as unknown as DurableObjectStub<SessionObject>, async (instance: SessionObject) => {
+      const stored = (await harnessOf(instance).storage.getValue(bind(hookValue("polecat-alpha"), {})))?.value;
+      if (stored?.input === undefined) throw new Error("the active hook records no input");
+      return { inputId: stored.input.inputId };
+    });
+    // The mayor reassigns the work while the agent's conversation is still answering it.
+    const cleared = await call("DELETE", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor });
+    expect(cleared.status).toBe(200);
+    expect(await json(cleared)).toMatchObject({ status: "empty", work_item: null });
+    const result = await until(
+      async () => {
+        const input = await json<{ result: { status: string; reason?: string } }>(await call("GET", s.path(`/inputs/${accepted.inputId}`), { token: s.user }));
+        return input.result.status === "queued" || input.result.status === "placed" ? undefined : input.result;
+      },
+      "the work item's input ended",
+      1000,
+    );
+    expect(result).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(await s.hook()).toMatchObject({ status: "empty", work_item: null });
+    // The agent is not terminated: its next work is placed on the idle conversation and completes its hook.
+    const next = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-2", title: "short" } });
+    expect(next.headers.get("hook-attempt")).toBe("2");
+    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "the next work completed", 1000);
+    expect(await s.hook()).toMatchObject({ status: "completed", work_item: { bead_id: "gt-2" } });
   }, 30_000);
 });
 

@@ -76,7 +76,7 @@ describe("Hook lifecycle", () => {
 
     // Nobody else activates it: the mayor, an operator, the client (another agent's /rig/hook is its own).
     for (const jwt of [r.tokens.mayor, r.tokens.operator, r.tokens.client]) {
-      const refused = await call("POST", r.path("/hook/activate"), { token: jwt, body: {} });
+      const refused = await call("POST", r.path("/hook/activate"), { token: jwt, body: { attempt: 1 } });
       expect(refused.status).toBe(403);
     }
     // Another agent cannot read this hook; the mayor and operator can.
@@ -90,7 +90,7 @@ describe("Hook lifecycle", () => {
 
     // A touch inside the throttle window answers 200 with the current ETag and writes nothing.
     const seq = await lastSeq(TENANT, r.name);
-    const touched = await call("POST", r.path("/hook/touch"), { token: agent });
+    const touched = await call("POST", r.path("/hook/touch"), { token: agent, body: { attempt: 1 } });
     expect(touched.status).toBe(200);
     expect(touched.headers.get("etag")).toBe(activeTag);
     expect(await lastSeq(TENANT, r.name)).toBe(seq);
@@ -136,8 +136,8 @@ describe("Hook lifecycle", () => {
           // Bring the hook to `status` through the lifecycle.
           const steps: (() => Promise<Response>)[] = [
             () => call("PUT", r.path(`/agents/${id}/hook`), { token: r.tokens.mayor, body: { bead_id: `bead-${n}`, title: "work" } }),
-            () => call("POST", r.path("/hook/activate"), { token: own }),
-            () => call("POST", r.path("/hook/complete"), { token: own }),
+            () => call("POST", r.path("/hook/activate"), { token: own, body: { attempt: 1 } }),
+            () => call("POST", r.path("/hook/complete"), { token: own, body: { attempt: 1 } }),
           ];
           for (const step of steps.slice(0, statuses.indexOf(status))) expect((await step()).status).toBe(200);
 
@@ -149,11 +149,13 @@ describe("Hook lifecycle", () => {
               case "clear":
                 return call("DELETE", r.path(`/agents/${id}/hook`), { token: jwt });
               default:
-                return call("POST", r.path(`/hook/${transition}`), { token: jwt });
+                return call("POST", r.path(`/hook/${transition}`), { token: jwt, body: { attempt: 1 } });
             }
           })();
           const roleAllowed = role === WHO[transition];
-          const expected = !roleAllowed ? 403 : status === FROM[transition] ? 200 : 409;
+          // The mayor clears any hook that is not empty (a pending or active one to reassign its work).
+          const from = transition === "clear" ? status !== "empty" : status === FROM[transition];
+          const expected = !roleAllowed ? 403 : from ? 200 : 409;
           const before = await lastSeq(TENANT, r.name);
           const response = await request;
           const label = `${status} ${transition} ${role}`;
@@ -162,6 +164,9 @@ describe("Hook lifecycle", () => {
           if (expected === 409) {
             expect(body["code"], label).toBe("hook_conflict");
             expect(String(body["detail"]), label).toContain(`the hook is ${status}`);
+          }
+          if (expected === 200 && transition === "clear") {
+            expect(body, label).toMatchObject({ status: "empty", work_item: null });
           }
           if (expected !== 200) expect(await lastSeq(TENANT, r.name), label).toBe(before);
         }
@@ -218,7 +223,7 @@ describe("Stale completion", () => {
     const stale = await call("POST", r.path("/hook/complete"), { token: agent, body: { attempt: 1 } });
     expect(stale.status).toBe(409);
     expect((await json(stale))["code"]).toBe("stale_attempt");
-    const conditional = await call("POST", r.path("/hook/complete"), { token: agent, body: {}, headers: { "if-match": firstTag } });
+    const conditional = await call("POST", r.path("/hook/complete"), { token: agent, body: { attempt: 2 }, headers: { "if-match": firstTag } });
     expect(conditional.status).toBe(412);
     expect((await json(conditional))["code"]).toBe("precondition_failed");
     expect(await lastSeq(TENANT, r.name)).toBe(before);
@@ -268,6 +273,80 @@ describe("Stale completion after re-registration", () => {
   });
 });
 
+describe("The mayor reassigns", () => {
+  it("The mayor clears a pending or active hook to reassign its work, without terminating the agent; the old worker's transitions are refused", async () => {
+    const r = await rig("reassign");
+    await register(r, "polecat-alpha");
+    await register(r, "polecat-bravo");
+    const alpha = await r.agent("polecat-alpha");
+    // A pending hook: cleared, the bead is free for another agent.
+    expect((await call("PUT", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-1", title: "first" } })).status).toBe(200);
+    const clearedPending = await call("DELETE", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor });
+    expect(clearedPending.status).toBe(200);
+    expect(await json(clearedPending)).toMatchObject({ status: "empty", work_item: null });
+    expect((await call("PUT", r.path("/agents/polecat-bravo/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-1", title: "first" } })).status).toBe(200);
+    // An active hook: cleared while the agent works on it (the agent is not terminated).
+    const second = await call("PUT", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-2", title: "second" } });
+    expect(second.headers.get("hook-attempt")).toBe("2");
+    expect((await call("POST", r.path("/hook/activate"), { token: alpha, body: { attempt: 2 } })).status).toBe(200);
+    expect((await call("DELETE", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor })).status).toBe(200);
+    const agent = await json<{ terminated?: unknown }>(await call("GET", r.path("/agents"), { token: r.tokens.mayor }));
+    expect(JSON.stringify(agent)).not.toContain("terminated");
+
+    // The old worker's transitions on the cleared hook are refused and write nothing.
+    let before = await lastSeq(TENANT, r.name);
+    for (const name of ["touch", "complete"] as const) {
+      const late = await call("POST", r.path(`/hook/${name}`), { token: alpha, body: { attempt: 2 } });
+      expect(late.status, name).toBe(409);
+      expect(await json(late), name).toMatchObject({ code: "hook_conflict", detail: expect.stringContaining("the hook is empty") });
+    }
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+    // New work on the same agent is a new attempt: the old worker's attempt is stale on every transition.
+    const third = await call("PUT", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-3", title: "third" } });
+    expect(third.headers.get("hook-attempt")).toBe("3");
+    before = await lastSeq(TENANT, r.name);
+    const lateActivate = await call("POST", r.path("/hook/activate"), { token: alpha, body: { attempt: 2 } });
+    expect(lateActivate.status).toBe(409);
+    expect((await json(lateActivate))["code"]).toBe("stale_attempt");
+    expect((await call("POST", r.path("/hook/activate"), { token: alpha, body: { attempt: 3 } })).status).toBe(200);
+    before = await lastSeq(TENANT, r.name);
+    for (const name of ["touch", "complete"] as const) {
+      const late = await call("POST", r.path(`/hook/${name}`), { token: alpha, body: { attempt: 2 } });
+      expect(late.status, name).toBe(409);
+      expect((await json(late))["code"], name).toBe("stale_attempt");
+    }
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+    expect(await json(await call("GET", r.path("/hook"), { token: alpha }))).toMatchObject({ status: "active", work_item: { bead_id: "gt-3" } });
+    // An empty hook still has nothing to clear.
+    expect((await call("DELETE", r.path("/agents/polecat-bravo/hook"), { token: r.tokens.mayor })).status).toBe(200);
+    const empty = await call("DELETE", r.path("/agents/polecat-bravo/hook"), { token: r.tokens.mayor });
+    expect(empty.status).toBe(409);
+    expect((await json(empty))["code"]).toBe("hook_conflict");
+  });
+});
+
+describe("attempt is required over HTTP", () => {
+  it("activate, touch and complete without attempt are 400 naming attempt, and write nothing", async () => {
+    const r = await rig("attempt-required");
+    await register(r, "polecat-alpha");
+    const agent = await r.agent("polecat-alpha");
+    expect((await call("PUT", r.path("/agents/polecat-alpha/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-1", title: "work" } })).status).toBe(200);
+    const before = await lastSeq(TENANT, r.name);
+    for (const name of ["activate", "touch", "complete"] as const) {
+      for (const body of [undefined, {}, { summary: "done" }]) {
+        if (name !== "complete" && body !== undefined && "summary" in body) continue;
+        const response = await call("POST", r.path(`/hook/${name}`), { token: agent, ...(body === undefined ? {} : { body }) });
+        const label = `${name} ${JSON.stringify(body)}`;
+        expect(response.status, label).toBe(400);
+        expect(response.headers.get("content-type"), label).toContain("application/problem+json");
+        expect((await json(response))["field"], label).toBe("attempt");
+      }
+    }
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+    expect((await call("POST", r.path("/hook/activate"), { token: agent, body: { attempt: 1 } })).status).toBe(200);
+  });
+});
+
 describe("Terminated agents", () => {
   it("A hook on a terminated agent is refused: 409 agent_terminated naming the agent's state, nothing written", async () => {
     const r = await rig("terminated");
@@ -275,7 +354,7 @@ describe("Terminated agents", () => {
     await register(r, "polecat-bravo");
     const bravo = await r.agent("polecat-bravo");
     expect((await call("PUT", r.path("/agents/polecat-bravo/hook"), { token: r.tokens.mayor, body: { bead_id: "gt-2", title: "work" } })).status).toBe(200);
-    expect((await call("POST", r.path("/hook/activate"), { token: bravo })).status).toBe(200);
+    expect((await call("POST", r.path("/hook/activate"), { token: bravo, body: { attempt: 1 } })).status).toBe(200);
     expect((await call("POST", r.path("/agents/polecat-alpha/terminate"), { token: r.tokens.mayor })).status).toBe(200);
     expect((await call("POST", r.path("/agents/polecat-bravo/terminate"), { token: r.tokens.mayor })).status).toBe(200);
 
@@ -287,7 +366,7 @@ describe("Terminated agents", () => {
     expect(problem["code"]).toBe("agent_terminated");
     expect(String(problem["detail"])).toMatch(/^agent polecat-alpha is terminated \(by mayor at \d{4}-.+Z\); its hook is empty$/);
     // The terminated agent's own transitions name its state the same way.
-    const touch = await call("POST", r.path("/hook/touch"), { token: bravo });
+    const touch = await call("POST", r.path("/hook/touch"), { token: bravo, body: { attempt: 1 } });
     expect(touch.status).toBe(409);
     expect(await json(touch)).toMatchObject({ code: "agent_terminated", detail: expect.stringContaining("agent polecat-bravo is terminated (by mayor at ") });
     expect(await lastSeq(TENANT, r.name)).toBe(before);

@@ -143,8 +143,9 @@ for (const name of ["activate", "touch"] as const) {
   rigRoutes.post(`/:session/rig/hook/${name}`, requires("rig"), async (c) => {
     query(c, noQuery);
     const id = ownAgent(c);
+    // An empty body is read as `{}`, so a missing attempt is a 400 naming `attempt`.
     const request = await body(c, attemptBody, { optional: true });
-    return transition(c, id, name, request.attempt === undefined ? {} : { attempt: request.attempt });
+    return transition(c, id, name, { attempt: request.attempt });
   });
 }
 
@@ -152,10 +153,7 @@ rigRoutes.post("/:session/rig/hook/complete", requires("rig"), async (c) => {
   query(c, noQuery);
   const id = ownAgent(c);
   const request = await body(c, completeBody, { optional: true });
-  return transition(c, id, "complete", {
-    ...(request.attempt === undefined ? {} : { attempt: request.attempt }),
-    ...(request.summary === undefined ? {} : { summary: request.summary }),
-  });
+  return transition(c, id, "complete", { attempt: request.attempt, ...(request.summary === undefined ? {} : { summary: request.summary }) });
 });
 
 rigRoutes.get("/:session/rig/mail", requires("rig"), async (c) => {
