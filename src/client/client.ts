@@ -620,6 +620,7 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   getConversation: "ConversationClient.snapshot",
   listEntries: "ConversationClient.entries",
   abortConversation: "ConversationClient.abort",
+  deleteConversation: "ConversationClient.delete",
   fork: "ConversationClient.fork",
   continueConversation: "ConversationClient.continue",
   collapse: "ConversationClient.collapse",
