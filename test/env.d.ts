@@ -7,5 +7,9 @@ declare namespace Cloudflare {
     WEBHOOK_MASTER_SECRET: string;
     /** `quiet` in vitest.config.ts: no log lines on the console. */
     LOG_LEVEL: string;
+    /** The soak test's run (vitest.soak.config.ts): short or full, a seed to replay, a simulated start (ISO). */
+    SOAK_PROFILE?: string;
+    SOAK_SEED?: string;
+    SOAK_START?: string;
   }
 }

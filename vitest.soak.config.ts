@@ -1,0 +1,33 @@
+import { fileURLToPath } from "node:url";
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+
+// The soak test (`npm run test:soak`, issue 21): one session in a Durable Object over simulated days.
+// SOAK_PROFILE=short|full (default full), SOAK_SEED replays a run, SOAK_START fixes its simulated start.
+const root = fileURLToPath(new URL(".", import.meta.url));
+
+export default defineConfig({
+  root,
+  test: {
+    projects: [
+      {
+        plugins: [
+          cloudflareTest({
+            wrangler: { configPath: `${root}/wrangler.toml` },
+            miniflare: {
+              bindings: {
+                JWT_SECRET: "test-only-jwt-secret-not-for-production",
+                WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret",
+                LOG_LEVEL: "quiet",
+                SOAK_PROFILE: process.env.SOAK_PROFILE ?? "full",
+                SOAK_SEED: process.env.SOAK_SEED ?? "",
+                SOAK_START: process.env.SOAK_START ?? "",
+              },
+            },
+          }),
+        ],
+        test: { name: "soak", include: ["test/workerd/**/*.soak.ts"], typecheck: { enabled: false }, testTimeout: 0 },
+      },
+    ],
+  },
+});
