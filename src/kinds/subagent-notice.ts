@@ -102,7 +102,8 @@ async function entryInBatch(b: TxBuilder, id: Id): Promise<Entry | undefined> {
   return b.getEntry(id);
 }
 
-function entryText(entry: Entry): string {
+/** The text parts of an entry's model messages, joined (a subagent's answer as plain text). */
+export function entryText(entry: Entry): string {
   const parts: string[] = [];
   for (const message of entry.model ?? []) {
     const content = (message as { content?: unknown }).content;

@@ -37,6 +37,7 @@ import type { Call } from "../core/call.js";
 import type { ConversationHandle } from "../core/conversation.js";
 import { bindInbox, bindResult, requestKey, type InputResult } from "../core/inbox.js";
 import { generationConfig } from "../kinds/config.js";
+import { entryText } from "../kinds/subagent-notice.js";
 import type { Tool, ToolOutput, ToolRuntime } from "../kinds/services.js";
 import { toolDefinition } from "../kinds/tool.js";
 import type { Entry, Id, JsonObject, JsonValue } from "../storage/records.js";
@@ -390,18 +391,6 @@ async function answer(child: ConversationHandle, inputId: Id, details: Record<st
       throw new Error(`unknown input result ${JSON.stringify(never)}`);
     }
   }
-}
-
-function entryText(entry: Entry): string {
-  const parts: string[] = [];
-  for (const message of entry.model ?? []) {
-    const content = (message as { content?: unknown }).content;
-    if (typeof content === "string") parts.push(content);
-    else if (Array.isArray(content)) {
-      for (const part of content as { type?: unknown; text?: unknown }[]) if (part.type === "text" && typeof part.text === "string") parts.push(part.text);
-    }
-  }
-  return parts.join("");
 }
 
 function clip(text: string): string {
