@@ -371,7 +371,8 @@ class SoakSession {
 
 interface Fire {
   readonly schedule: string;
-  readonly occurrence: number;
+  /** The occurrence it accepted (undefined: an earlier fire of a wake that fired more than once). */
+  readonly occurrence: number | undefined;
   readonly at: number;
 }
 
@@ -574,7 +575,11 @@ describe("soak", () => {
     const account = (before: Observation, after: Observation, stepAt: number): void => {
       for (const s of after.schedules) {
         const delta = s.runs - (before.schedules.find((b) => b.id === s.id)?.runs ?? 0);
-        if (delta > 1) findings.add("every schedule fired exactly once per due occurrence while up", `${nameOf(s.id)} fired ${delta} times in one wake at ${iso(stepAt)} (the last for ${iso(s.lastRunAt ?? 0)})`);
+        if (delta > 1) {
+          const afterGap = gaps.some((g) => g.to === stepAt);
+          findings.add(afterGap ? "every schedule fired at most once per downtime gap" : "every schedule fired exactly once per due occurrence while up", `${nameOf(s.id)} fired ${delta} times in one wake at ${iso(stepAt)}${afterGap ? " (the end of a downtime gap)" : ""}, the last for ${iso(s.lastRunAt ?? 0)}`);
+        }
+        for (let i = 1; i < delta; i++) fires.push({ schedule: nameOf(s.id), occurrence: undefined, at: stepAt });
         if (delta >= 1 && s.lastRunAt !== null) fires.push({ schedule: nameOf(s.id), occurrence: s.lastRunAt, at: stepAt });
       }
       const jobDelta = (after.job?.runs ?? 0) - (before.job?.runs ?? 0);
@@ -875,12 +880,14 @@ describe("soak", () => {
       const due = [...occurrences(start, outageFrom), ...occurrences(outageFrom + OUTAGE, finalAt)];
       const mine = fires.filter((f) => f.schedule === spec.name);
       const byOccurrence = new Map<number, Fire[]>();
-      for (const f of mine) byOccurrence.set(f.occurrence, [...(byOccurrence.get(f.occurrence) ?? []), f]);
+      for (const f of mine) if (f.occurrence !== undefined) byOccurrence.set(f.occurrence, [...(byOccurrence.get(f.occurrence) ?? []), f]);
       const all = new Set([...due, ...gaps.flatMap((g) => (g.to - g.from > 7 * DAY ? [] : occurrences(g.from, g.to)))]);
       for (const f of mine) {
-        const g = inGap(f.occurrence);
-        const known = all.has(f.occurrence) || (g !== undefined && g.to - g.from > 7 * DAY && occurrences(f.occurrence - 1, f.occurrence).includes(f.occurrence));
-        if (!known) findings.add("every schedule fired exactly once per due occurrence while up", `${spec.name} fired for ${iso(f.occurrence)}, which is no occurrence of it (at ${iso(f.at)})`);
+        const o = f.occurrence;
+        if (o === undefined) continue;
+        const g = inGap(o);
+        const known = all.has(o) || (g !== undefined && g.to - g.from > 7 * DAY && occurrences(o - 1, o).includes(o));
+        if (!known) findings.add("every schedule fired exactly once per due occurrence while up", `${spec.name} fired for ${iso(o)}, which is no occurrence of it (at ${iso(f.at)})`);
       }
       for (const o of due) {
         if (inGap(o) !== undefined) continue;
@@ -889,11 +896,12 @@ describe("soak", () => {
         else if ((got[0]?.at ?? 0) > o + LATE_MS) findings.add("every schedule fired exactly once per due occurrence while up", `${spec.name}: the occurrence ${iso(o)} fired late, at ${iso(got[0]?.at ?? 0)}`);
       }
       for (const g of gaps) {
-        const inside = mine.filter((f) => f.occurrence > g.from && f.occurrence <= g.to);
-        if (inside.length > 1) findings.add("every schedule fired at most once per downtime gap", `${spec.name}: ${inside.length} fires for the gap ${iso(g.from)}..${iso(g.to)} (for ${inside.slice(0, 3).map((f) => iso(f.occurrence)).join(", ")}${inside.length > 3 ? ", ..." : ""})`);
+        // Fires for occurrences in the gap, and the unnamed extra fires of the wake that ended it.
+        const inside = mine.filter((f) => (f.occurrence === undefined ? f.at >= g.to && f.at <= g.to + LATE_MS : f.occurrence > g.from && f.occurrence <= g.to));
+        if (inside.length > 1) findings.add("every schedule fired at most once per downtime gap", `${spec.name}: ${inside.length} fires for the gap ${iso(g.from)}..${iso(g.to)} (for ${inside.slice(0, 3).map((f) => (f.occurrence === undefined ? "an earlier occurrence" : iso(f.occurrence))).join(", ")}${inside.length > 3 ? ", ..." : ""})`);
       }
     }
-    const dailyFires = fires.filter((f) => f.schedule === "cron 30 2 * * * Europe/Berlin").map((f) => `${iso(f.occurrence)}${inGap(f.occurrence) === undefined ? "" : " (after a gap)"}`);
+    const dailyFires = fires.flatMap((f) => (f.schedule === "cron 30 2 * * * Europe/Berlin" && f.occurrence !== undefined ? [`${iso(f.occurrence)}${inGap(f.occurrence) === undefined ? "" : " (after a gap)"}`] : []));
 
     // The recurring job: never twice within an interval (after a gap it runs once, then every interval).
     for (let i = 1; i < jobRuns.length; i++) {
@@ -942,7 +950,7 @@ describe("soak", () => {
 
     // Every input: accepted once, one terminal result.
     const inputKeys = [
-      ...fires.map((f) => ({ key: occurrenceKey([...schedules].find(([, s]) => s.name === f.schedule)?.[0] ?? 0, f.occurrence), at: f.at })),
+      ...fires.flatMap((f) => (f.occurrence === undefined ? [] : [{ key: occurrenceKey([...schedules].find(([, s]) => s.name === f.schedule)?.[0] ?? 0, f.occurrence), at: f.at }])),
       ...webhooks.map((id) => ({ key: `webhook:${id}`, at: start })),
       ...slowInputs.map((s) => ({ key: `idem:${s.key}`, at: start })),
       { key: "idem:recurring-job", at: start },
