@@ -29,11 +29,12 @@
  * - every schedule fired exactly once per due occurrence while up (for that occurrence, within a minute),
  *   at most once per downtime gap, never for a time that is no occurrence, and is never overdue once
  *   the object is quiet; the recurring job ran at most once per interval and is never overdue;
- * - the witness patrolled at every interval (never overdue), never twice (patrols at least an interval
- *   apart, one live witness while agents are registered, none without, and it is the registered one);
- * - each stall escalated once per the ladder (per agent and bead: at most two nudges, each severity
- *   mailed at most once, no step of the ladder sooner than an interval after the last; a silent agent
- *   undisturbed by downtime got exactly two nudges and one critical mail; a healthy agent none);
+ * - the witness patrolled at every interval (the registered witness is live while agents are registered
+ *   and never overdue), never twice (patrols at least an interval apart, none on a rig without agents,
+ *   and any other live witness, such as one a kill left behind at the rig's end, ends by its next wake);
+ * - each stall escalated once per the ladder (per stall, an agent's silence until it answers: at most two
+ *   nudges, each severity mailed at most once, no step sooner than an interval after the last; a silent
+ *   agent whose bead saw no downtime got exactly two nudges and one critical mail, a healthy one none);
  * - no task quarantined and no session fault (the host's reports and, at the end, its inspection);
  * - every input has exactly one terminal result (schedule occurrences, webhooks and their redeliveries,
  *   the slow model's inputs, the job call) and was accepted once (one user entry each);
