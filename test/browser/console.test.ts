@@ -307,10 +307,10 @@ void describe("console rig view", { timeout: 120_000 }, () => {
     assert.equal(await field("polecat-alpha", "status"), "active");
     await p.waitForSelector('#rig-stalls li[data-stalled="polecat-alpha"]');
     assert.match((await p.textContent('#rig-stalls li[data-stalled="polecat-alpha"]')) ?? "", /gt-abc12/);
-    assert.match((await p.textContent("#rig-health")) ?? "", /2 agents: 0 active, 1 pending, 1 stalled/);
+    assert.match((await p.textContent("#rig-health")) ?? "", /2 agents: 1 active, 1 pending, 1 stalled/);
     assert.match((await p.textContent("#rig-mail")) ?? "", /alpha: starting on gt-abc12/);
     // The witness's patrol found it too: it nudged alpha and mailed the mayor a health summary naming it.
-    await p.waitForFunction(() => /HEALTH: 2 agents, 0 active, 1 stalled \(polecat-alpha\)/.test(document.querySelector("#rig-mail")?.textContent ?? ""), undefined, { timeout: 30_000 });
+    await p.waitForFunction(() => /HEALTH: 2 agents, 1 active, 1 stalled \(polecat-alpha\)/.test(document.querySelector("#rig-mail")?.textContent ?? ""), undefined, { timeout: 30_000 });
     await p.waitForFunction(() => /[1-9]\d* nudges? sent/.test(document.querySelector('#rig-stalls li[data-stalled="polecat-alpha"]')?.textContent ?? ""), undefined, { timeout: 30_000 });
     await screenshot(p, "console-rig.png");
     // Back to the conversation: the rig view stops reading.
