@@ -16,17 +16,18 @@
  *    input is answered exactly once (its interrupted partial is display-only, `stopReason: "aborted"`),
  *    the followUp, the steer and the webhook input are placed after its answer (together, one group, at
  *    its final-answer boundary, §8.1) and answered once, and no assistant answer is duplicated;
- * 6. (first run only) a real WebSocket client (Node's built-in WebSocket) watches the conversation and
- *    the session is deleted: the socket's `close` event (which fires once the TCP connection is closed)
- *    must come within CLOSE_BUDGET_MS of DELETE's response (it may come before it).
+ * 6. (first run only) a WebSocket client on a plain TCP socket watches the conversation and the session
+ *    is deleted: the server's close frame (1000, "the session was deleted") must come within
+ *    CLOSE_BUDGET_MS of DELETE's response (it may come before it).
  *
  * Prints PASS/FAIL lines with timings and exits non-zero on failure. `npm run drill:restart`; .ci/run runs
  * it after the e2e check. Offline. Run by Node directly (type stripping); tokens and the webhook secret
  * come from scripts/token.ts and scripts/webhook-secret.ts with the drill's own secrets.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { createHmac } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -41,7 +42,7 @@ const LONG = `The long input of the restart drill. ${"Each sentence of it is ech
 const TEXTS = { followUp: "drill followUp: answered after the long input", steer: "drill steer: answered after the long input", webhook: "drill webhook: answered once" } as const;
 
 type Mode = "SIGKILL" | "SIGTERM";
-/** A deleted session's watch socket must be closed (TCP included) within this after DELETE answers. */
+/** A deleted session's watchers must get their close frame within this after DELETE answers. */
 const CLOSE_BUDGET_MS = 3_000;
 const PORTS: Record<Mode, { port: number; inspector: number }> = { SIGKILL: { port: 8811, inspector: 9311 }, SIGTERM: { port: 8812, inspector: 9312 } };
 
@@ -173,37 +174,80 @@ function textOf(entry: Entry): string {
 }
 
 /**
- * A real client (Node's built-in WebSocket) watches the conversation; the session is deleted. The server
- * sends its close frame before DELETE answers, so the time from DELETE's response to the socket's `close`
- * event (which fires once the TCP connection is closed) is how long the connection outlives the close.
+ * A WebSocket client on a plain TCP socket (so the drill sees the close frame itself, not only the end of
+ * the connection) watches the conversation; the session is deleted. Measured: when the server's close
+ * frame arrives, from DELETE's response (the server sends it before answering, so it may be negative).
+ * The client answers with its own close frame, completing the handshake, and ends the connection.
  */
-async function closeAfterDelete(base: string, api: string, headers: Record<string, string>, operator: string): Promise<{ ms: number; sinceSent: number; code: number; wasClean: boolean }> {
+async function closeAfterDelete(base: string, api: string, headers: Record<string, string>, operator: string): Promise<{ ms: number; sinceSent: number; code: number; reason: string }> {
   const minted = await fetch(`${api}/conversations/root/watch-token`, { method: "POST", headers, body: "{}" });
   const mintedText = await minted.text();
   check(minted.status === 201, `watch token: ${minted.status} ${mintedText}`);
   const { token } = JSON.parse(mintedText) as { token: string };
-  const ws = new WebSocket(`${base.replace(/^http/, "ws")}${new URL(api).pathname}/conversations/root/watch?access_token=${encodeURIComponent(token)}`);
-  const closed = new Promise<{ at: number; code: number; wasClean: boolean }>((resolve) => ws.addEventListener("close", (event) => resolve({ at: Date.now(), code: event.code, wasClean: event.wasClean })));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new DrillFailure("the WebSocket watch sent no view within 30 s")), 30_000);
-    ws.addEventListener("message", () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    ws.addEventListener("error", () => {
-      clearTimeout(timer);
-      reject(new DrillFailure("the WebSocket watch failed to open"));
-    });
+  const url = new URL(`${new URL(api).pathname}/conversations/root/watch?access_token=${encodeURIComponent(token)}`, base);
+  const socket = connect(Number(url.port), url.hostname);
+  socket.write(
+    [`GET ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`, "Upgrade: websocket", "Connection: Upgrade", `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}`, "Sec-WebSocket-Version: 13", "", ""].join("\r\n"),
+  );
+  let buffer = Buffer.alloc(0);
+  let upgraded = false;
+  let frames = 0;
+  let onView: () => void = () => undefined;
+  let onClose: (close: { at: number; code: number; reason: string }) => void = () => undefined;
+  const view = new Promise<void>((resolve) => (onView = resolve));
+  const closed = new Promise<{ at: number; code: number; reason: string }>((resolve) => (onClose = resolve));
+  socket.on("data", (chunk: Buffer) => {
+    buffer = Buffer.concat([buffer, chunk]);
+    if (!upgraded) {
+      const end = buffer.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      const head = buffer.subarray(0, end).toString();
+      if (!head.startsWith("HTTP/1.1 101")) throw new DrillFailure(`the WebSocket watch was refused: ${head.split("\r\n")[0] ?? ""}`);
+      upgraded = true;
+      buffer = buffer.subarray(end + 4);
+    }
+    // Server frames are unmasked: FIN/opcode, a 7-bit length (126: 16-bit, 127: 64-bit), the payload.
+    while (buffer.length >= 2) {
+      const opcode = (buffer[0] ?? 0) & 0x0f;
+      let length = (buffer[1] ?? 0) & 0x7f;
+      let offset = 2;
+      if (length === 126) {
+        if (buffer.length < 4) return;
+        length = buffer.readUInt16BE(2);
+        offset = 4;
+      } else if (length === 127) {
+        if (buffer.length < 10) return;
+        length = Number(buffer.readBigUInt64BE(2));
+        offset = 10;
+      }
+      if (buffer.length < offset + length) return;
+      const payload = buffer.subarray(offset, offset + length);
+      buffer = buffer.subarray(offset + length);
+      if (opcode === 0x8) {
+        const at = Date.now();
+        // Answer with a masked close frame echoing the code, as RFC 6455 asks of a client.
+        const mask = randomBytes(4);
+        const code = payload.length >= 2 ? payload.subarray(0, 2) : Buffer.alloc(0);
+        const masked = Buffer.from(code.map((byte, i) => byte ^ (mask[i % 4] ?? 0)));
+        socket.end(Buffer.concat([Buffer.from([0x88, 0x80 | masked.length]), mask, masked]));
+        onClose({ at, code: payload.length >= 2 ? payload.readUInt16BE(0) : 1005, reason: payload.subarray(2).toString() });
+      } else if (opcode === 0x1 && ++frames === 1) {
+        onView();
+      }
+    }
   });
+  const opened = await Promise.race([view.then(() => true), sleep(30_000).then(() => false)]);
+  if (!opened) socket.destroy();
+  check(opened, "the WebSocket watch sent no view within 30 s");
   const sent = Date.now();
   const deleted = await fetch(api, { method: "DELETE", headers: { authorization: `Bearer ${operator}` } });
   const answered = Date.now();
   const deletedText = await deleted.text();
   check(deleted.status === 200, `DELETE session: ${deleted.status} ${deletedText}`);
   const outcome = await Promise.race([closed, sleep(30_000).then(() => undefined)]);
-  if (outcome === undefined) ws.close();
-  check(outcome !== undefined, "the WebSocket was still open 30 s after the session was deleted");
-  return { ms: outcome.at - answered, sinceSent: outcome.at - sent, code: outcome.code, wasClean: outcome.wasClean };
+  socket.destroy();
+  check(outcome !== undefined, "the WebSocket watch got no close frame within 30 s of the session's delete");
+  return { ms: outcome.at - answered, sinceSent: outcome.at - sent, code: outcome.code, reason: outcome.reason };
 }
 
 async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
@@ -333,8 +377,9 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
     if (closeCheck) {
       const operator = script("token.ts", ["--tenant", TENANT, "--role", "operator", "--ttl", "900"]);
       const close = await closeAfterDelete(base, api, headers, operator);
-      figures.push(`WebSocket watch after DELETE session: closed ${close.sinceSent} ms after DELETE was sent, ${close.ms} ms after it answered (code ${close.code}, clean ${close.wasClean})`);
-      check(close.ms < CLOSE_BUDGET_MS, `the WebSocket stayed open ${close.ms} ms after the session was deleted (budget ${CLOSE_BUDGET_MS} ms)`);
+      figures.push(`WebSocket watch after DELETE session: close frame ${close.sinceSent} ms after DELETE was sent, ${close.ms} ms after it answered (code ${close.code}, "${close.reason}")`);
+      check(close.ms < CLOSE_BUDGET_MS, `the WebSocket's close frame came ${close.ms} ms after the session was deleted (budget ${CLOSE_BUDGET_MS} ms)`);
+      check(close.code === 1000 && close.reason === "the session was deleted", `the WebSocket closed with ${close.code} "${close.reason}", not 1000 "the session was deleted"`);
     }
     figures.push(`${partials.length} display-only partial${partials.length === 1 ? "" : "s"}, ${finals.length} final answers (${answerIds.size} distinct answer entries for 4 inputs)`);
     return figures;

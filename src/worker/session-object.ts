@@ -113,8 +113,6 @@ export class SessionObject extends DurableObject<Env> {
   /** Sockets registered with a feed of the open harness (after hibernation this starts empty). */
   readonly #sockets = new Map<WebSocket, { feed: AnyFeed; subscriber: FeedSubscriber<unknown, unknown> }>();
   readonly #watchApp = this.#buildWatchApp();
-  /** `destroy` closed watch sockets in this instance: `dropDeleted` resets it so their connections end. */
-  #closedOnDelete = false;
   /** This session's row in its tenant's directory (issue 14): sent on create, relabel, activity, delete. */
   readonly #directory: DirectoryLink;
 
@@ -294,20 +292,22 @@ export class SessionObject extends DurableObject<Env> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
         if (!sessionCreated(this.ctx.storage)) throw new SessionNotFound();
-        const current = this.#session;
-        this.#session = undefined;
-        if (current !== undefined) {
-          current.feeds.close();
-          await current.harness.close(BACKGROUND_CONTEXT).catch((error: unknown) => hostReport({ type: "harness", report: error }));
-        }
-        const sockets = this.ctx.getWebSockets();
-        this.#closedOnDelete = sockets.length > 0;
-        for (const ws of sockets) {
+        // Every watcher gets its close frame before DELETE answers (and before its feed would end it as
+        // "the session closed"). The object is not reset to drop the connections sooner (ctx.abort is
+        // logged as an uncaught exception): workerd keeps the TCP connection of a socket whose close the
+        // server started until the instance goes idle, about 10 s, though the close handshake is done.
+        for (const ws of this.ctx.getWebSockets()) {
           try {
             ws.close(1000, "the session was deleted");
           } catch {
             // already closed
           }
+        }
+        const current = this.#session;
+        this.#session = undefined;
+        if (current !== undefined) {
+          current.feeds.close();
+          await current.harness.close(BACKGROUND_CONTEXT).catch((error: unknown) => hostReport({ type: "harness", report: error }));
         }
         this.#sockets.clear();
         const row = this.#directory.snapshot();
@@ -319,22 +319,6 @@ export class SessionObject extends DurableObject<Env> {
         return { deleted: true as const };
       }),
     );
-  }
-
-  /**
-   * After DELETE answered (the Worker calls this once `destroy` succeeded): reset this instance when
-   * `destroy` closed WebSockets, unless the session was created again meanwhile. `destroy` sent every
-   * watch socket its close frame, but the runtime keeps a hibernatable socket whose close the server
-   * started (and its connection, TCP included) until the instance goes idle (about 10 s in workerd);
-   * resetting drops them at once. Nothing durable is lost: only the directory tombstone remains, in
-   * storage and on the alarm. The reset rejects this call (the caller ignores that), and a stub that
-   * saw it is broken: later requests take a fresh stub, as the Worker does for every request.
-   */
-  dropDeleted(): Promise<void> {
-    return this.#lifecycle.run(async () => {
-      if (!this.#closedOnDelete || sessionCreated(this.ctx.storage)) return;
-      this.ctx.abort("the session was deleted: its closed watch sockets are dropped");
-    });
   }
 
   /** Watch transports: SSE and WebSocket upgrades forwarded by the Worker after auth (watch routes). */

@@ -82,7 +82,6 @@ export interface SessionRpc {
   directoryMeta(): Promise<{ readonly title?: string; readonly labels: readonly string[] } | undefined>;
   op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>>;
   destroy(): Promise<Outcome<{ readonly deleted: true }>>;
-  dropDeleted(): Promise<void>;
   fetch(request: Request): Promise<Response>;
 }
 

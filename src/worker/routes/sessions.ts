@@ -51,9 +51,6 @@ sessionRoutes.delete("/:session", requires("delete"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const deleted = await run(stub.destroy());
-  // Then the object resets, so the watch sockets it closed end now (see SessionObject.dropDeleted); the
-  // reset rejects that call.
-  c.executionCtx.waitUntil(stub.dropDeleted().catch(() => undefined));
   return c.json(deleted);
 });
 
