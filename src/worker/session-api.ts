@@ -498,6 +498,12 @@ export class SessionApi {
   /** POST /schedules: a recurring background task that accepts `input` at every occurrence. */
   async createSchedule(request: ScheduleRequest): Promise<ScheduleView> {
     const handle = await this.conversation(request.conversation);
+    // Every occurrence asks for a turn, and a turn needs a model (§9.5): refuse now, not at the first fire.
+    // A conversation's model can be set but never unset over HTTP, so the check holds for its life.
+    const model = (await this.#harness.storage.getValue(bindTo(generationConfig.model, handle.id)))?.value;
+    if (model === undefined || model === "") {
+      throw new Problem("invalid_body", `conversation ${handle.id} has no model configured (pi.model); set one with PATCH .../config before scheduling inputs into it`, "conversation");
+    }
     const spec: ScheduleSpec = {
       conversationId: handle.id,
       input: request.input,

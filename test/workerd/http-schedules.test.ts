@@ -133,6 +133,29 @@ describe("schedules over HTTP", () => {
     expect(await lastSeq(TENANT, r.name)).toBe(before);
   });
 
+  it("A schedule aimed at a conversation with no model is refused and writes nothing; the session keeps working", async () => {
+    const r = await rig("no-model");
+    // A fork at the start has no config of its own: no model until one is set.
+    const fork = await call("POST", `/v1/sessions/${r.name}/conversations/root/fork`, { token: r.token, body: { at: "start" } });
+    expect(fork.status).toBe(201);
+    const id = (await json<{ conversationId: number }>(fork)).conversationId;
+    const before = await lastSeq(TENANT, r.name);
+    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: 60_000, conversation: id } });
+    expect(res.status).toBe(400);
+    const problem = await json<{ field?: string; detail?: string }>(res);
+    expect(problem.field).toBe("conversation");
+    expect(problem.detail).toMatch(/no model/);
+    expect(await lastSeq(TENANT, r.name)).toBe(before);
+    // Once the fork has a model, the same schedule is accepted and fires.
+    expect((await call("PATCH", `/v1/sessions/${r.name}/conversations/${id}/config`, { token: r.token, body: { model: "echo" } })).status).toBe(200);
+    const created = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: 60_000, conversation: id } });
+    expect(created.status).toBe(201);
+    const view = await json<ScheduleView>(created);
+    await advanceTo(r, (view.nextRunAt as number));
+    await until(async () => (await schedule(r, view.id)).runs === 1, "the occurrence on the fork");
+    expect((await call("GET", `/v1/sessions/${r.name}`, { token: r.token })).status).toBe(200);
+  });
+
   it("Cron and timezone errors name their own field; startAt at most ten years ahead", async () => {
     const r = await rig("fields");
     const before = await lastSeq(TENANT, r.name);
