@@ -7,6 +7,9 @@
  *
  * Reads never turn a failure into "no work": a hook read that fails rejects, and a registered agent
  * whose hook record is missing is an error, never an `empty` hook (Gastown treated both as idle).
+ *
+ * One concept over 400 lines: the Rig's operations. Each reads or commits the same state records
+ * (state.ts) under the same access rules (access.ts).
  */
 import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";
 import type { Harness } from "../core/harness.js";

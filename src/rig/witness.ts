@@ -12,6 +12,9 @@
  * After downtime the next wake runs one patrol and schedules the following one from now, never a
  * backlog. A patrol interrupted by eviction wrote nothing (one commit), so its rerun writes no
  * duplicate mail or nudge count.
+ *
+ * One concept over 400 lines: the witness patrol. It holds the stall assessment, the mail a patrol
+ * writes and the task kind that runs one patrol per commit.
  */
 import type { Call } from "../core/call.js";
 import type { ValueSpec } from "../core/state.js";
