@@ -5,6 +5,9 @@
  * (or, with `watchToken`, connect as EventSource does: a fresh watch token and `?lastEventId=` per
  * connection, no bearer token on the stream).
  *
+ * One concept over 400 lines: the typed client of this API. It has one class per resource (session,
+ * conversation, rig) and the watch they share.
+ *
  * @example
  * const client = new PicoClient({ baseUrl: "http://localhost:8787", token });
  * const s = client.session("demo");

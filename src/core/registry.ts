@@ -40,18 +40,24 @@ export interface SectionStore {
   keys(): string[];
 }
 
-/** The section store of a harness that no turn kit installed its own into. */
+/**
+ * The section map: definitions by key, where `register` rejects an existing key and `replace` and
+ * `remove` need one. The store of a harness that no turn kit installed its own into; the turn kit's
+ * SectionRegistry extends it with re-rendering marks (§9.6).
+ */
 export class PlainSectionStore implements SectionStore {
   readonly #sections = new Map<string, AnySection>();
 
-  register(section: AnySection): void {
+  register<T extends JsonValue>(section: SystemSection<T>): SystemSection<T> {
     if (this.#sections.has(section.key)) throw new PicoError("conflict", `system section ${section.key} is already registered`);
     this.#sections.set(section.key, section);
+    return section;
   }
 
-  replace(section: AnySection): void {
+  replace<T extends JsonValue>(section: SystemSection<T>): SystemSection<T> {
     if (!this.#sections.has(section.key)) throw new PicoError("not_found", `system section ${section.key} is not registered`);
     this.#sections.set(section.key, section);
+    return section;
   }
 
   remove(key: string): void {
@@ -68,6 +74,11 @@ export class PlainSectionStore implements SectionStore {
 
   keys(): string[] {
     return [...this.#sections.keys()];
+  }
+
+  /** A copy of the current definitions, in registration order. */
+  definitions(): Map<string, AnySection> {
+    return new Map(this.#sections);
   }
 }
 

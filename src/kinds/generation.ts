@@ -5,6 +5,9 @@
  * `model-request.ts`), persists compact frames to scratch (coalesced), and settles with exactly one outcome:
  * calls (tools + post_tools), final answer (resolving its input group), retry_wait, overflow (handed to
  * a collapse whose settlement creates the next generation), or failure. Usage is recorded per attempt.
+ *
+ * One concept over 400 lines: the generation kind. Its execute, recover and abort paths, and the frame
+ * flusher that streams into scratch, are one task's life.
  */
 import type { AssistantMessage, Context, DeferredHandle, Message, ToolCall } from "@earendil-works/pi-ai";
 import { isContextOverflow, isRetryableAssistantError } from "@earendil-works/pi-ai";

@@ -31,38 +31,13 @@ import { conversationTx, type TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject, Task } from "../storage/records.js";
 import { DEFAULT_EXEC_MAX_CHARS, type ExecutionEnv } from "./exec-env.js";
 import { emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink, type SinkFold } from "./sink.js";
+import type { JobInput, JobOutputView, JobState } from "./job-state.js";
 import type { ToolOutputState } from "./states.js";
 
 // ---------------------------------------------------------------------------------------------
-// State (§8.6)
+// State (§8.6; the types are in job-state.ts)
 
-export interface JobOrigin extends JsonObject {
-  tool: string;
-  task: Id;
-  callId: string;
-}
-
-/** The job's input, carried by every variant; recurrence and recovery policy live here (§8.6). */
-export type JobInput = {
-  cmd: string;
-  cwd: string;
-  limits?: { maxChars?: number };
-  origin?: JobOrigin;
-  every?: number;
-  notBefore?: number;
-  rerun?: "safe";
-  /** Recurring: completed runs, occurrences skipped after downtime (never replayed), last exit code. */
-  runs?: number;
-  skipped?: number;
-  lastExitCode?: number;
-};
-
-export type JobState =
-  | (JobInput & { status: "planned" })
-  | (JobInput & { status: "running"; startedAt: number })
-  | (JobInput & { status: "exited"; output: ToolOutputState; exitCode: number })
-  | (JobInput & { status: "killed"; output: ToolOutputState })
-  | (JobInput & { status: "lost" });
+export type { JobInput, JobOrigin, JobOutputView, JobState } from "./job-state.js";
 
 /** The working directory of a job whose starter names none (the Sandbox SDK's default workspace). */
 export const DEFAULT_JOB_CWD = "/workspace";
@@ -303,14 +278,6 @@ function isCancellation(error: unknown, call: Call): boolean {
 
 // ---------------------------------------------------------------------------------------------
 // Reading a job's output (runtime.jobOutput, the job tool, UIs)
-
-export interface JobOutputView {
-  readonly status: JobState["status"] | "orphaned";
-  readonly text: string;
-  readonly totalChars: number;
-  readonly truncated: boolean;
-  readonly exitCode?: number;
-}
 
 /**
  * A job's output: from scratch while it runs (live), from its terminal state after. Reads committed

@@ -35,6 +35,9 @@
  * nor wakes the object at its occurrences. The occurrence commit reads the flag too (a pause that
  * lands while an occurrence is due accepts nothing). A cron expression whose last occurrence has passed
  * (one with a year field) ends the schedule.
+ *
+ * One concept over 400 lines: the schedule kind. Its state machine needs its own occurrence arithmetic
+ * (grids, catch-up, skipped counts) and its pause/edit records, and nothing else uses them.
  */
 import { Cron } from "croner";
 import type { Call } from "../core/call.js";

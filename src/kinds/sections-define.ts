@@ -8,11 +8,11 @@
  *
  * Used by the generation kind (through `prepareSections`) and by hosts/plugins that define sections.
  */
-import { PicoError } from "../core/errors.js";
-import type { AnySection, SectionStore, SystemSection } from "../core/registry.js";
+import { type AnySection, PlainSectionStore, type SystemSection } from "../core/registry.js";
 import type { JsonObject, JsonValue } from "../storage/records.js";
 
-// The token types live in core, which holds the registry for the harness (h.sections, §9.6).
+// The token types and the section map live in core, which holds the registry for the harness
+// (h.sections, §9.6).
 export type { AnySection, SystemSection };
 
 export function defineSystemSection<T extends JsonValue>(def: { key: string; render(value: T): string }): SystemSection<T> {
@@ -53,54 +53,36 @@ export interface SectionSnapshot {
 }
 
 /**
- * The mutable section registry (§9.6). `register` rejects an existing key; `replace` requires one and
- * marks the section for re-rendering by later preparations until `acknowledge` confirms a preparation
- * that recomputed it was committed; `remove` removes code, never stored section values or text. A
- * harness the turn kit is installed on changes it only through `h.sections` (on the line).
+ * The mutable section registry (§9.6): core's section map (PlainSectionStore: `register` rejects an
+ * existing key; `replace` and `remove` need one) plus re-rendering marks. `replace` marks the section
+ * for re-rendering by later preparations until `acknowledge` confirms a preparation that recomputed it
+ * was committed; `remove` removes code, never stored section values or text. A harness the turn kit is
+ * installed on changes it only through `h.sections` (on the line).
  */
-export class SectionRegistry implements SectionStore {
-  readonly #sections = new Map<string, AnySection>();
+export class SectionRegistry extends PlainSectionStore {
   readonly #recompute = new Map<string, number>();
   #revision = 0;
 
   constructor(initial: readonly AnySection[] = builtinSystemSections) {
+    super();
     for (const section of initial) this.register(section);
   }
 
-  register<T extends JsonValue>(section: SystemSection<T>): SystemSection<T> {
-    if (this.#sections.has(section.key)) throw new PicoError("conflict", `system section ${section.key} is already registered`);
-    this.#sections.set(section.key, section);
-    return section;
-  }
-
   /** Replace a definition; the payload shape must stay compatible (otherwise migrate the stored values). */
-  replace<T extends JsonValue>(section: SystemSection<T>): SystemSection<T> {
-    if (!this.#sections.has(section.key)) throw new PicoError("not_found", `system section ${section.key} is not registered`);
-    this.#sections.set(section.key, section);
+  override replace<T extends JsonValue>(section: SystemSection<T>): SystemSection<T> {
+    super.replace(section);
     this.#recompute.set(section.key, ++this.#revision);
     return section;
   }
 
-  remove(key: string): void {
-    if (!this.#sections.delete(key)) throw new PicoError("not_found", `system section ${key} is not registered`);
+  override remove(key: string): void {
+    super.remove(key);
     this.#recompute.delete(key);
-  }
-
-  get(key: string): AnySection | undefined {
-    return this.#sections.get(key);
-  }
-
-  has(key: string): boolean {
-    return this.#sections.has(key);
-  }
-
-  keys(): string[] {
-    return [...this.#sections.keys()];
   }
 
   /** The definitions and pending recomputations a preparation captures. */
   snapshot(): SectionSnapshot {
-    return { definitions: new Map(this.#sections), recompute: new Map(this.#recompute) };
+    return { definitions: this.definitions(), recompute: new Map(this.#recompute) };
   }
 
   /**

@@ -11,7 +11,7 @@ import type { UserInput } from "../core/entries.js";
 import type { ConversationTx, TxBuilder } from "../core/tx.js";
 import { PicoError } from "../core/errors.js";
 import type { ExecutionEnv, ShellOutputMetadata } from "../core/env.js";
-import type { JobOutputView } from "./job.js";
+import type { JobOutputView } from "./job-state.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 
 // ---------------------------------------------------------------------------------------------

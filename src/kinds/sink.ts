@@ -29,6 +29,9 @@
  * rethrows it, so the invocation fails and the session fail-stops (§8.2 "Persistence and invariant
  * failures ... fault the session"). `drain()` is awaited before the invocation returns; afterwards the
  * sink ignores further calls, so a leaked callback cannot write scratch that settlement retired.
+ *
+ * One concept over 400 lines: the tool output sink. The op fold and the live sink that writes those ops
+ * belong together, because recover and abort rebuild output with the same fold.
  */
 import type { ImageContent, TextContent, Usage } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";

@@ -7,6 +7,9 @@
  *
  * Reads never turn a failure into "no work": a hook read that fails rejects, and a registered agent
  * whose hook record is missing is an error, never an `empty` hook (Gastown treated both as idle).
+ *
+ * One concept over 400 lines: the Rig's operations. Each reads or commits the same state records
+ * (state.ts) under the same access rules (access.ts).
  */
 import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";
 import type { Harness } from "../core/harness.js";
@@ -14,6 +17,7 @@ import { inputResult } from "../core/inbox.js";
 import { bind, bindTo, type ValueSpec } from "../core/state.js";
 import { sessionTx, type Tx, type TxBuilder } from "../core/tx.js";
 import type { Id, JsonValue } from "../storage/records.js";
+import { checkActor, checkAgentId, checkMailbox, checkReader, ownMailbox, senderOf } from "./access.js";
 import { RigError } from "./errors.js";
 import { checkRole, checkStatus, emptyFile, iso, nextFile } from "./hooks.js";
 import { NudgeBus } from "./nudges.js";
@@ -37,7 +41,6 @@ import {
 } from "./state.js";
 import {
   actorName,
-  AGENT_ID,
   DEFAULT_SETTINGS,
   MAYOR_ID,
   WITNESS_ID,
@@ -48,8 +51,6 @@ import {
   type MailAck,
   type MailMessage,
   type MailPayload,
-  type MailSender,
-  RESERVED_NAMES,
   type StoredMail,
   type RigHealth,
   type RigSettings,
@@ -630,79 +631,8 @@ async function settingsTx(tx: Tx): Promise<RigSettings> {
   return { ...DEFAULT_SETTINGS, ...((await tx.value(settingsValue).get()) ?? {}) };
 }
 
-export function checkAgentId(agentId: string, field = "agent_id"): void {
-  if (!AGENT_ID.test(agentId)) throw new RigError("rig_invalid", `agent ids are 1-64 characters of a-z 0-9 and -, starting with a letter or digit: ${JSON.stringify(agentId)}`, field);
-  if (RESERVED_NAMES.includes(agentId)) throw new RigError("rig_invalid", `${agentId} is a reserved name (${RESERVED_NAMES.join(", ")}), not an agent id`, field);
-}
-
-/** An agent actor acts only under a valid agent id: never under a reserved name such as `mayor`. */
-function checkActor(actor: Actor): void {
-  if (actor.role !== "agent") return;
-  if (!AGENT_ID.test(actor.agent) || RESERVED_NAMES.includes(actor.agent)) {
-    throw new RigError("rig_forbidden", `an agent token may not act as ${JSON.stringify(actor.agent)}: ${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`);
-  }
-}
-
-/** The sender role a message records (the witness trusts it, not the `from` name). */
-function senderOf(actor: Actor): MailSender {
-  switch (actor.role) {
-    case "mayor":
-    case "operator":
-    case "agent":
-      return actor.role;
-    case "client":
-      throw new RigError("rig_forbidden", "clients do not send rig mail");
-    default: {
-      const never: never = actor;
-      throw new TypeError(`unknown role ${String(never)}`);
-    }
-  }
-}
-
 /** A stored message as callers see it: its id, the document's fields, its ack; the sender's role stays inside. */
 function mailView(id: Id, stored: StoredMail, ack: MailAck | undefined): MailView {
   const { sender: _sender, ...message } = stored;
   return { id, ...message, ...(ack === undefined ? {} : { ack }) };
-}
-
-function checkReader(actor: Actor, agentId: string): void {
-  checkActor(actor);
-  checkAgentId(agentId);
-  switch (actor.role) {
-    case "mayor":
-    case "operator":
-      return;
-    case "agent":
-      if (actor.agent !== agentId) throw new RigError("rig_forbidden", `agent ${actor.agent} may not read the hook of agent ${agentId}`);
-      return;
-    case "client":
-      throw new RigError("rig_forbidden", "clients do not read hooks");
-    default: {
-      const never: never = actor;
-      throw new TypeError(`unknown role ${String(never)}`);
-    }
-  }
-}
-
-function ownMailbox(actor: Actor): string {
-  checkActor(actor);
-  switch (actor.role) {
-    case "agent":
-      return actor.agent;
-    case "mayor":
-    case "operator":
-      return MAYOR_ID;
-    case "client":
-      throw new RigError("rig_forbidden", "clients have no rig mailbox");
-    default: {
-      const never: never = actor;
-      throw new TypeError(`unknown role ${String(never)}`);
-    }
-  }
-}
-
-function checkMailbox(actor: Actor, box: string): void {
-  checkActor(actor);
-  if (actor.role === "agent" && actor.agent !== box) throw new RigError("rig_forbidden", `agent ${actor.agent} may read only its own mailbox`);
-  if (actor.role === "client") throw new RigError("rig_forbidden", "clients have no rig mailbox");
 }

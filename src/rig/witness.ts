@@ -12,6 +12,9 @@
  * After downtime the next wake runs one patrol and schedules the following one from now, never a
  * backlog. A patrol interrupted by eviction wrote nothing (one commit), so its rerun writes no
  * duplicate mail or nudge count.
+ *
+ * One concept over 400 lines: the witness patrol. It holds the stall assessment, the mail a patrol
+ * writes and the task kind that runs one patrol per commit.
  */
 import type { Call } from "../core/call.js";
 import type { ValueSpec } from "../core/state.js";
@@ -20,7 +23,7 @@ import type { ConversationTx, Tx } from "../core/tx.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import { iso } from "./hooks.js";
-import type { Rig } from "./rig.js";
+import type { NudgeBus } from "./nudges.js";
 import { hookValue, mailbox, scanAgents, settingsValue, witnessAgent, witnessFocus, witnessPatrol, witnessReply, witnessTask, type AgentScanner } from "./state.js";
 import {
   AGENT_ID,
@@ -374,10 +377,20 @@ function focusInstruction(payload: MailMessage["payload"]): string | null | unde
 }
 
 /**
+ * What a patrol needs of the session's rig: its name, the storage it scans for agents and the bus its
+ * nudges go out on. The `Rig` (rig.ts) is one; it imports this file, so the witness names no `Rig`.
+ */
+export interface PatrolledRig {
+  readonly name: string;
+  readonly harness: { readonly storage: AgentScanner };
+  readonly nudges: Pick<NudgeBus, "send">;
+}
+
+/**
  * The witness task kind. `rigOf` resolves the session's Rig once it exists (the kind is registered when
  * the harness opens, before the Rig is built over it).
  */
-export function createWitnessKind(rigOf: () => Rig | undefined, report: (error: unknown) => void = () => undefined) {
+export function createWitnessKind(rigOf: () => PatrolledRig | undefined, report: (error: unknown) => void = () => undefined) {
   const read = (runtime: TaskRuntime, call: Call): Pick<StateReader, "get"> => ({ get: async (spec) => await runtime.value(spec).get(call) });
   /**
    * The next patrol under the current settings: never later than one (possibly new, shorter) interval

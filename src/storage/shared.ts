@@ -1,6 +1,9 @@
 /**
  * Pieces every backend shares so that they agree by construction: the canonical address key, fork
  * segments (§2.4, §4.4), paging over sorted ids (§7.2) and the structural batch check (§7.3).
+ *
+ * One concept over 400 lines: the rules all backends must agree on. Most of the length is checkBatch,
+ * the single structural check of a batch.
  */
 import type {
   Address,

@@ -4,6 +4,9 @@
  * also keeps every version (value_versions, NULL = tombstone) and every append with clear/remove markers
  * (list_elements, list_markers), and reads walk the fork segments nearest first (§4.4), one indexed
  * LIMIT query per segment: cost is fork depth plus the page, never unrelated history.
+ *
+ * One concept over 400 lines: the SQLite state store. Its writes, reads and caches share one table
+ * layout per scope (current rows, versions, markers), so they stay in one file.
  */
 import type { Address, Element, Id, JsonValue, ListQuery, Page, Scope, StateWrite, ValueQuery, Version } from "./records.js";
 import type { Segment } from "./shared.js";

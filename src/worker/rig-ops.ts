@@ -25,27 +25,8 @@ import {
   type TransitionResult,
 } from "../rig/index.js";
 import { chipsetArchive } from "../rig/chipset.js";
-import type { Op } from "./session-rpc.js";
+import type { RigSessionOps } from "./session-ops.js";
 import type { FeedBook } from "./watch-transport.js";
-
-/** Every rig operation: its arguments and its result. */
-export interface RigSessionOps {
-  rigRegister: Op<[actor: Actor, agentId: string, request: RegisterRequest], { readonly created: boolean; readonly agent: AgentRecord }>;
-  rigAgents: Op<[actor: Actor], AgentListing[]>;
-  rigDeregister: Op<[actor: Actor, agentId: string], { readonly deleted: true }>;
-  rigTerminate: Op<[actor: Actor, agentId: string], AgentRecord>;
-  rigHook: Op<[actor: Actor, agentId: string, waitMs: number], HookView>;
-  rigTransition: Op<[actor: Actor, agentId: string, transition: Transition, request: TransitionRequest], TransitionResult>;
-  rigMail: Op<[actor: Actor, query: { readonly after?: Id; readonly limit?: number }], MailPage>;
-  rigSend: Op<[actor: Actor, to: string, payload: MailPayload], MailMessage>;
-  rigAck: Op<[actor: Actor, id: Id], MailView>;
-  rigNudges: Op<[actor: Actor, waitMs: number], Nudge[]>;
-  rigSettings: Op<[], RigSettings>;
-  rigPatchSettings: Op<[actor: Actor, patch: Partial<RigSettings>], RigSettings>;
-  rigHealth: Op<[rigName: string], RigHealth>;
-  rigHookFile: Op<[actor: Actor, agentId: string], string>;
-  rigExport: Op<[actor: Actor], Uint8Array>;
-}
 
 /** The session's rig plus the host's live delivery. */
 export class RigOps {

@@ -5,6 +5,9 @@
  *
  * Nothing here writes before it has resolved everything it names: a missing conversation, input or task
  * is a problem before any commit, so a bad request writes nothing.
+ *
+ * One concept over 400 lines: the session's operations behind the routes (SessionApi). Each resolves
+ * everything it names before it writes.
  */
 import type { Models } from "@earendil-works/pi-ai";
 import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";

@@ -42,7 +42,7 @@ import type { SessionConfigBody } from "./schemas.js";
 import { canonical, checkConfig, createConfigValue, inputIndex, SessionApi, type SessionConfig } from "./session-api.js";
 import { SessionHost } from "./session-host.js";
 import { openTelemetryTracer } from "./telemetry.js";
-import type { SessionOps } from "./session-rpc.js";
+import type { CreateConfig, RigSessionOps, SessionOps } from "./session-ops.js";
 import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
 import type { FeedSubscriber } from "./watch-feed.js";
 import { generationConfig, turnPolicy } from "../kinds/config.js";
@@ -50,7 +50,7 @@ import type { TurnKit } from "../kinds/turns.js";
 import { erase } from "../core/task-kind.js";
 import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
 import { acceptInput } from "../kinds/placement.js";
-import { RigOps, type RigSessionOps } from "./rig-ops.js";
+import { RigOps } from "./rig-ops.js";
 
 /** The rig's operations as entries of the SessionObject's op table. */
 function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
@@ -59,11 +59,6 @@ function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof
     out[name] = (session, ...args) => run(session.rig, ...args);
   }
   return out as unknown as { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> };
-}
-
-export interface CreateConfig {
-  /** Values of the root conversation, written in the creating commit (§9.5). */
-  readonly rootValues?: readonly InitialValue[];
 }
 
 /** What an operator sees: the driver's view plus the host's safety valves. */

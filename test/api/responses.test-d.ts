@@ -19,9 +19,8 @@ import type { AgentRecord, HookFile, MailMessage, MailPage, MailView, Nudge, Rig
 import type { Conversation, Element, Entry, JsonValue, Page, Task } from "../../src/storage/records.js";
 import type { DirectoryEntry, DirectoryPage } from "../../src/worker/directory-object.js";
 import type { listModels } from "../../src/worker/models.js";
-import type { RigSessionOps } from "../../src/worker/rig-ops.js";
 import type { ScheduleView } from "../../src/worker/session-api.js";
-import type { SessionOps } from "../../src/worker/session-rpc.js";
+import type { RigSessionOps, SessionOps } from "../../src/worker/session-ops.js";
 
 /** True when A and B are the same type (not merely assignable to each other). */
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
