@@ -1,5 +1,5 @@
 /**
- * SessionObject: one pico v3 session per Durable Object (DESIGN §2, §3). It hosts the Harness over the
+ * SessionObject: one pico v3 session per Durable Object. It hosts the Harness over the
  * object's SQLite storage, keeps the session attached so accepted work always runs, multiplexes every
  * reason to wake onto the one alarm, and keeps two durable safety valves: the session fault record and
  * per-task kill counters (quarantine). Its public methods are Durable Object RPC methods: tests call them
@@ -10,6 +10,9 @@
  *
  * A session exists only once `create` ran. The constructor writes nothing; every other operation on a
  * never-created object throws SessionNotFound and writes nothing (not even the schema).
+ *
+ * One concept over 400 lines: the session Durable Object's lifecycle (open, alarm, fault and quarantine
+ * valves, the RPC entry points), which all share the one open session.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Models } from "@earendil-works/pi-ai";
@@ -62,7 +65,6 @@ function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof
 }
 
 /** What an operator sees: the driver's view plus the host's safety valves. */
-export type { SessionInspection } from "../api/responses.js";
 
 /** The harness this instance opened, with its host bookkeeping. */
 interface OpenSession {
