@@ -8,13 +8,14 @@
 import type { Conversation, Id, MainWrite, Task } from "../storage/records.js";
 import { BACKGROUND_CONTEXT, createContextKey, withAbortSignal, withContextValue, type Call } from "./call.js";
 import { PicoError, TaskCancelled } from "./errors.js";
-import type { CommittedBatch, Harness } from "./harness.js";
+import type { Harness } from "./harness.js";
+import type { CommitOrigin, CommittedBatch } from "./session-types.js";
 import { systemClock, type Clock, type DriverHost, type FaultReport, type InvocationMethod, type WorkStretch } from "./host.js";
 import { createRuntime, releaseRuntime, startPreview, type TaskRuntime } from "./runtime.js";
 import { watchHub } from "./watch.js";
 import { INBOX_NAMESPACE } from "./inbox.js";
-import type { AnyTaskKind } from "./task-kind.js";
-import type { CommitOrigin, TxBuilder } from "./tx.js";
+import type { AnyTaskKind } from "./task-kind-types.js";
+import type { TxBuilder } from "./tx-builder.js";
 import { invocationSpanKey, noopTracer, type InvocationOutcome, type Span } from "./telemetry.js";
 
 export type Phase = "open" | "stopping" | "closing" | "faulted" | "closed";

@@ -28,8 +28,10 @@ import { PicoError } from "./errors.js";
 import { ownedSubtree } from "./ownership.js";
 import { CommitLine } from "./line.js";
 import { bind, type Binding, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
-import type { AnyTaskKind, ReadTask, TaskDefinition, TaskRoles } from "./task-kind.js";
-import { TaskKindRegistry } from "./task-kind.js";
+import type { AnyTaskKind, ReadTask, TaskDefinition, TaskRoles } from "./task-kind-types.js";
+import { TaskKindRegistry } from "./task-kind-types.js";
+import type { ListHandle, ValueHandle } from "./handles.js";
+import type { CommitListener, CommitOrigin, CommittedBatch, HarnessReport } from "./session-types.js";
 import { LineRegistry, PlainSectionStore, type AnySection, type SectionStore } from "./registry.js";
 import {
   readEntries,
@@ -37,7 +39,6 @@ import {
   scratchTx,
   sessionTx,
   TxBuilder,
-  type CommitOrigin,
   type ScratchTx,
   type Tx,
 } from "./tx.js";
@@ -48,6 +49,9 @@ import { requestKey, type Acceptance } from "./inbox.js";
 import { Driver, type InspectResult } from "./driver.js";
 import type { DriverHost, FaultReport } from "./host.js";
 
+export type { CommitListener, CommittedBatch, HarnessReport } from "./session-types.js";
+export type { ListHandle, ValueHandle } from "./handles.js";
+
 /** An initial root value: typed pairs built with `initialValue`. */
 export interface InitialValue {
   readonly spec: ValueSpec<unknown>;
@@ -57,11 +61,6 @@ export interface InitialValue {
 export function initialValue<T extends JsonValue>(spec: ValueSpec<T>, value: T): InitialValue {
   return { spec, value };
 }
-
-/** Reports the harness makes without failing (§6.4: open reports unregistered entry kinds). */
-export type HarnessReport =
-  | { readonly type: "unregistered_entry_kinds"; readonly kinds: readonly string[] }
-  | { readonly type: "listener_error"; readonly error: unknown };
 
 export interface HarnessOptions {
   /** Entry kinds added to the built-ins. */
@@ -74,31 +73,6 @@ export interface HarnessOptions {
   readonly report?: (report: HarnessReport) => void;
   /** The execution environment (FileSystem & Shell) tasks and tools reach as `runtime.env` (§5.2, §9.3). */
   readonly env?: ExecutionEnv;
-}
-
-/** One durable batch, as commit listeners see it: after persistence, never half. */
-export interface CommittedBatch {
-  readonly first: Id;
-  readonly last: Id;
-  readonly batch: CommitBatch;
-  readonly origin: CommitOrigin | undefined;
-}
-
-export type CommitListener = (commit: CommittedBatch) => void;
-
-export interface ValueHandle<T> {
-  get(call: Call): Promise<T | undefined>;
-  /** Rewindable conversation values only: the value as of entry `at`. */
-  getAt(at: Id, call: Call): Promise<T | undefined>;
-  set(value: T, call: Call): Promise<void>;
-  delete(call: Call): Promise<void>;
-}
-
-export interface ListHandle<T> {
-  read(query: Partial<ListQuery> | undefined, call: Call): Promise<Page<Element<T>>>;
-  append(value: T, call: Call): Promise<Id>;
-  remove(element: Id, call: Call): Promise<void>;
-  clear(call: Call): Promise<void>;
 }
 
 export class Harness {

@@ -6,7 +6,8 @@
 import type { Call } from "./call.js";
 import type { Harness } from "./harness.js";
 import type { Binding } from "./state.js";
-import type { CommitOrigin, TxBuilder } from "./tx.js";
+import type { CommitOrigin } from "./session-types.js";
+import type { TxBuilder } from "./tx-builder.js";
 
 type OriginCommit = <T>(harness: Harness, origin: CommitOrigin, binding: Binding, plan: (b: TxBuilder) => T | Promise<T>, call: Call) => Promise<T>;
 

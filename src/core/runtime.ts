@@ -13,11 +13,12 @@ import { invocationOf } from "./driver.js";
 import type { EntryKind } from "./entries.js";
 import type { ExecutionEnv } from "./env.js";
 import { PicoError } from "./errors.js";
-import type { Harness, ListHandle, ValueHandle } from "./harness.js";
+import type { Harness } from "./harness.js";
+import type { ListHandle, ValueHandle } from "./handles.js";
 import { listHandle, valueHandle } from "./harness.js";
 import type { InvocationMethod } from "./host.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
-import type { ConfigSpec, ConfigValues, PreviewSpec, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind.js";
+import type { ConfigSpec, ConfigValues, PreviewSpec, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind-types.js";
 import { readWait, waitValue, type AnswerOutcome, type WaitRecord } from "./answers.js";
 import { conversationTx, type ConversationTx, type ScratchTx, type TxBuilder } from "./tx.js";
 
