@@ -12,7 +12,7 @@ import type { Harness } from "./harness.js";
 import type { CommitOrigin, CommittedBatch } from "./session-types.js";
 import { systemClock, type Clock, type DriverHost, type FaultReport, type InvocationMethod, type WorkStretch } from "./host.js";
 import { createRuntime, releaseRuntime, startPreview, type TaskRuntime } from "./runtime.js";
-import { watchHub } from "./watch.js";
+import { watchHub } from "./watch-hub.js";
 import { INBOX_NAMESPACE } from "./inbox.js";
 import type { AnyTaskKind } from "./task-kind-types.js";
 import type { TxBuilder } from "./tx-builder.js";

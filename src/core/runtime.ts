@@ -5,7 +5,7 @@
  */
 import { track, type Tracker } from "@earendil-works/chord/delta";
 import type { Entry, Id, Task, TaskStateBase } from "../storage/records.js";
-import { watchHub } from "./watch.js";
+import { watchHub } from "./watch-hub.js";
 import type { Call } from "./call.js";
 import type { ConversationHandle } from "./conversation.js";
 import type { Driver, Invocation } from "./driver.js";
