@@ -2,6 +2,12 @@
  * The Harness (§9.1): a session's handles over one Storage and one commit line. It owns the line, the
  * kind registries and the commit pipeline (build -> validate -> persist -> update indexes -> publish ->
  * dispatch), and hands out conversation handles. Hosts (the Durable Object) open one per session.
+ *
+ * One concept that needs the room: the session object every layer holds, so its public surface (open,
+ * commits, reads, handles, registration, drive and lifecycle) is here, each a few lines delegating to
+ * the piece that does the work: transactions (tx.ts), validation (validate.ts, spawn.ts), the driver
+ * (driver.ts, which reaches the harness only through `DriverSession` and the `DriverWiring` given to it
+ * below), the runtime (runtime.ts) and the watch hub (watch-hub.ts).
  */
 import type {
   CommitBatch,
@@ -47,6 +53,8 @@ import { validateOwnerAgreement } from "./spawn.js";
 import { originCommitSlot } from "./origin-commit.js";
 import { requestKey, type Acceptance } from "./inbox.js";
 import { Driver, type InspectResult } from "./driver.js";
+import { runInvocation } from "./runtime.js";
+import { watchHub } from "./watch-hub.js";
 import type { DriverHost, FaultReport } from "./host.js";
 
 export type { CommitListener, CommittedBatch, HarnessReport } from "./session-types.js";
@@ -133,7 +141,11 @@ export class Harness {
       },
       change,
     );
-    this.driver = new Driver(this, options.host ?? {});
+    this.driver = new Driver(this, options.host ?? {}, {
+      invoke: (inv, call) => runInvocation(this, this.driver, inv, call),
+      faulted: (report) => watchHub(this).fault(report),
+      closed: () => watchHub(this).close(),
+    });
     this.now = () => this.driver.clock.now();
     this.env = options.env ?? noExecutionEnv;
     this.#report = options.report ?? (() => undefined);
@@ -185,7 +197,7 @@ export class Harness {
 
   static {
     // §5.8: an explicit origin is for the core's own transcript-rule tests, never the host API.
-    originCommitSlot.run = (harness, origin, binding, plan, call) => harness.#run(call, false, { binding, origin }, plan);
+    originCommitSlot.run = (harness, origin, binding, plan, call) => (harness as Harness).#run(call, false, { binding, origin }, plan);
   }
 
   /** The driver's own writes (abort marks, orphaning at open): admitted in every open phase. */
