@@ -317,6 +317,7 @@ export class DriverState {
   // ---------------------------------------------------------------------------------------------
   // The host and the phase
 
+  /** On the line: note whether busy or the next wake time changed; the host hears it after the line. */
   notifyHost(): Action {
     const wake = this.nextWake;
     const busy = this.busy;
@@ -333,10 +334,16 @@ export class DriverState {
     };
   }
 
+  /** A faulted session admits nothing more. */
   admitLifecycle(): void {
     if (this.phase === "faulted") throw new PicoError("faulted", `the session faulted: ${this.fault?.message ?? "unknown"}`);
   }
 
+  /**
+   * Fail-stop (§6.1), on the line: the phase becomes faulted; after the line every waiter and a pending
+   * shutdown reject, running invocations are aborted, the host and the watchers hear it, and storage
+   * closes once the invocations returned.
+   */
   failStop(report: FaultReport): Action {
     this.phase = "faulted";
     this.fault = report;
@@ -364,6 +371,7 @@ export class DriverState {
     };
   }
 
+  /** Run `step` on the line, then its action after it. */
   onLine(step: () => Action): Promise<void> {
     return this.session.line.run(step).then((after) => after());
   }

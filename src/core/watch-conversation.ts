@@ -11,7 +11,8 @@
  *   context ids at once, without an asynchronous read that could reorder delivery, and the id list the
  *   reducer will hold, so a `context` event goes out only when the fold disagrees with it.
  *
- * Used by `watchConversation` in watch.ts; the delivery queue is WatchChannel's.
+ * Used by `watchConversation` in watch.ts; the delivery queue is WatchChannel's. `WatchedSession`, what
+ * every watch and the hub (watch-hub.ts) read of the harness, is defined here.
  */
 import type { Address, CommitBatch, Element, Entry, Id, JsonValue, List, Task } from "../storage/records.js";
 import { addressKey } from "../storage/shared.js";
