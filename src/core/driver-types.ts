@@ -3,8 +3,8 @@
  * is the mutation authority (§6.5) and how a Call carries it, what `inspect` reports, and the two small
  * interfaces the driver is built on. `DriverSession` is what it reads and commits through its harness;
  * `DriverWiring` is what the harness plugs in at construction to run an invocation's method with its
- * runtime and to tell the watchers the session faulted or closed. The Harness implements both, so the
- * driver's files never import the harness, the runtime or the watches above them.
+ * runtime and to tell the watchers the session faulted or closed. The Harness implements the first and
+ * passes the second, so the driver's files never import the harness, the runtime or the watches above.
  */
 import type { Id, Task } from "../storage/records.js";
 import type { Storage } from "../storage/storage.js";
