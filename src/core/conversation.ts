@@ -18,10 +18,11 @@ import {
 import type { Call } from "./call.js";
 import { ContextCache, type DerivedContext } from "./context.js";
 import { invalid, PicoError } from "./errors.js";
-import type { Harness, ListHandle, ValueHandle } from "./harness.js";
+import type { Harness } from "./harness.js";
+import type { ListHandle, ValueHandle } from "./handles.js";
 import { listHandle, valueHandle } from "./harness.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
-import type { ConfigSpec, ConfigValues, HookPoints, HookSpecs } from "./task-kind.js";
+import type { ConfigSpec, ConfigValues, HookPoints, HookSpecs } from "./task-kind-types.js";
 import type { HookHandler, HookRegistry } from "./hooks.js";
 import { conversationTx, type ConversationTx, type TxBuilder } from "./tx.js";
 import { visibleEntry } from "./validate.js";

@@ -2,6 +2,12 @@
  * The Harness (§9.1): a session's handles over one Storage and one commit line. It owns the line, the
  * kind registries and the commit pipeline (build -> validate -> persist -> update indexes -> publish ->
  * dispatch), and hands out conversation handles. Hosts (the Durable Object) open one per session.
+ *
+ * One concept that needs the room: the session object every layer holds, so its public surface (open,
+ * commits, reads, handles, registration, drive and lifecycle) is here, each a few lines delegating to
+ * the piece that does the work: transactions (tx.ts), validation (validate.ts, spawn.ts), the driver
+ * (driver.ts, which reaches the harness only through `DriverSession` and the `DriverWiring` given to it
+ * below), the runtime (runtime.ts) and the watch hub (watch-hub.ts).
  */
 import type {
   CommitBatch,
@@ -28,8 +34,10 @@ import { PicoError } from "./errors.js";
 import { ownedSubtree } from "./ownership.js";
 import { CommitLine } from "./line.js";
 import { bind, type Binding, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
-import type { AnyTaskKind, ReadTask, TaskDefinition, TaskRoles } from "./task-kind.js";
-import { TaskKindRegistry } from "./task-kind.js";
+import type { AnyTaskKind, ReadTask, TaskDefinition, TaskRoles } from "./task-kind-types.js";
+import { TaskKindRegistry } from "./task-kind-types.js";
+import type { ListHandle, ValueHandle } from "./handles.js";
+import type { CommitListener, CommitOrigin, CommittedBatch, HarnessReport } from "./session-types.js";
 import { LineRegistry, PlainSectionStore, type AnySection, type SectionStore } from "./registry.js";
 import {
   readEntries,
@@ -37,7 +45,6 @@ import {
   scratchTx,
   sessionTx,
   TxBuilder,
-  type CommitOrigin,
   type ScratchTx,
   type Tx,
 } from "./tx.js";
@@ -46,7 +53,12 @@ import { validateOwnerAgreement } from "./spawn.js";
 import { originCommitSlot } from "./origin-commit.js";
 import { requestKey, type Acceptance } from "./inbox.js";
 import { Driver, type InspectResult } from "./driver.js";
+import { runInvocation } from "./runtime.js";
+import { watchHub } from "./watch-hub.js";
 import type { DriverHost, FaultReport } from "./host.js";
+
+export type { CommitListener, CommittedBatch, HarnessReport } from "./session-types.js";
+export type { ListHandle, ValueHandle } from "./handles.js";
 
 /** An initial root value: typed pairs built with `initialValue`. */
 export interface InitialValue {
@@ -57,11 +69,6 @@ export interface InitialValue {
 export function initialValue<T extends JsonValue>(spec: ValueSpec<T>, value: T): InitialValue {
   return { spec, value };
 }
-
-/** Reports the harness makes without failing (§6.4: open reports unregistered entry kinds). */
-export type HarnessReport =
-  | { readonly type: "unregistered_entry_kinds"; readonly kinds: readonly string[] }
-  | { readonly type: "listener_error"; readonly error: unknown };
 
 export interface HarnessOptions {
   /** Entry kinds added to the built-ins. */
@@ -74,31 +81,6 @@ export interface HarnessOptions {
   readonly report?: (report: HarnessReport) => void;
   /** The execution environment (FileSystem & Shell) tasks and tools reach as `runtime.env` (§5.2, §9.3). */
   readonly env?: ExecutionEnv;
-}
-
-/** One durable batch, as commit listeners see it: after persistence, never half. */
-export interface CommittedBatch {
-  readonly first: Id;
-  readonly last: Id;
-  readonly batch: CommitBatch;
-  readonly origin: CommitOrigin | undefined;
-}
-
-export type CommitListener = (commit: CommittedBatch) => void;
-
-export interface ValueHandle<T> {
-  get(call: Call): Promise<T | undefined>;
-  /** Rewindable conversation values only: the value as of entry `at`. */
-  getAt(at: Id, call: Call): Promise<T | undefined>;
-  set(value: T, call: Call): Promise<void>;
-  delete(call: Call): Promise<void>;
-}
-
-export interface ListHandle<T> {
-  read(query: Partial<ListQuery> | undefined, call: Call): Promise<Page<Element<T>>>;
-  append(value: T, call: Call): Promise<Id>;
-  remove(element: Id, call: Call): Promise<void>;
-  clear(call: Call): Promise<void>;
 }
 
 export class Harness {
@@ -159,7 +141,11 @@ export class Harness {
       },
       change,
     );
-    this.driver = new Driver(this, options.host ?? {});
+    this.driver = new Driver(this, options.host ?? {}, {
+      invoke: (inv, call) => runInvocation(this, this.driver, inv, call),
+      faulted: (report) => watchHub(this).fault(report),
+      closed: () => watchHub(this).close(),
+    });
     this.now = () => this.driver.clock.now();
     this.env = options.env ?? noExecutionEnv;
     this.#report = options.report ?? (() => undefined);
@@ -211,7 +197,7 @@ export class Harness {
 
   static {
     // §5.8: an explicit origin is for the core's own transcript-rule tests, never the host API.
-    originCommitSlot.run = (harness, origin, binding, plan, call) => harness.#run(call, false, { binding, origin }, plan);
+    originCommitSlot.run = (harness, origin, binding, plan, call) => (harness as Harness).#run(call, false, { binding, origin }, plan);
   }
 
   /** The driver's own writes (abort marks, orphaning at open): admitted in every open phase. */

@@ -8,7 +8,7 @@
 import type { Id } from "../storage/records.js";
 import type { Call } from "./call.js";
 import { PicoError, TaskCancelled } from "./errors.js";
-import type { HookPoints, HookSpecs } from "./task-kind.js";
+import type { HookPoints, HookSpecs } from "./task-kind-types.js";
 
 /** A handler gets the point's input, its Call, and the output merged from earlier handlers. */
 export type HookHandler<In, Out> = (input: In, call: Call, sofar: Partial<Out & object>) => Promise<Out | void> | Out | void;

@@ -8,7 +8,7 @@ import type { Entry, Id, JsonObject, List, Value } from "../storage/records.js";
 import type { EntryDraft, UserInput } from "./entries.js";
 import { invalid } from "./errors.js";
 import { bindTo, conversationList, conversationValue, sessionValue, withKey, type ListSpec, type ValueSpec } from "./state.js";
-import type { TxBuilder } from "./tx.js";
+import type { TxBuilder } from "./tx-builder.js";
 
 export type InputMode = "steer" | "followUp" | "nextRun" | "write";
 

@@ -16,7 +16,7 @@ export * from "./tx.js";
 export * from "./validate.js";
 export { Driver, type InspectResult, type Invocation, type Phase } from "./driver.js";
 export * from "./host.js";
-export * from "./runtime.js";
+export { createRuntime, releaseRuntime, startPreview, type TaskRuntime } from "./runtime.js";
 export * from "./inbox.js";
 export * from "./hooks.js";
 export * from "./watch.js";

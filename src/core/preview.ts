@@ -35,7 +35,7 @@
  */
 import { applyImmutable, type Tracker } from "@earendil-works/chord/delta";
 import type { Id, JsonValue } from "../storage/records.js";
-import type { CommittedBatch } from "./harness.js";
+import type { CommittedBatch } from "./session-types.js";
 import type { PreviewOutput } from "./watch-channel.js";
 import type { DeltaOp } from "./watch-types.js";
 

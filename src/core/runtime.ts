@@ -5,19 +5,20 @@
  */
 import { track, type Tracker } from "@earendil-works/chord/delta";
 import type { Entry, Id, Task, TaskStateBase } from "../storage/records.js";
-import { watchHub } from "./watch.js";
+import { watchHub } from "./watch-hub.js";
 import type { Call } from "./call.js";
 import type { ConversationHandle } from "./conversation.js";
-import type { Driver, Invocation } from "./driver.js";
-import { invocationOf } from "./driver.js";
+import type { Driver } from "./driver.js";
+import { invocationOf, type Invocation } from "./driver-types.js";
 import type { EntryKind } from "./entries.js";
 import type { ExecutionEnv } from "./env.js";
 import { PicoError } from "./errors.js";
-import type { Harness, ListHandle, ValueHandle } from "./harness.js";
+import type { Harness } from "./harness.js";
+import type { ListHandle, ValueHandle } from "./handles.js";
 import { listHandle, valueHandle } from "./harness.js";
 import type { InvocationMethod } from "./host.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
-import type { ConfigSpec, ConfigValues, PreviewSpec, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind.js";
+import type { ConfigSpec, ConfigValues, PreviewSpec, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind-types.js";
 import { readWait, waitValue, type AnswerOutcome, type WaitRecord } from "./answers.js";
 import { conversationTx, type ConversationTx, type ScratchTx, type TxBuilder } from "./tx.js";
 
@@ -100,6 +101,22 @@ export function releaseRuntime(runtime: TaskRuntime): void {
 export async function startPreview(runtime: TaskRuntime, spec: PreviewSpec, task: Task, call: Call): Promise<void> {
   const initial = await spec.init({ value: (addr) => ({ get: runtime.value(addr).get }), list: (addr) => ({ read: runtime.list(addr).read }) }, call, task);
   runtime.preview(initial);
+}
+
+/**
+ * Run one invocation's method (§5.2) with a runtime bound to it: the kind's preview is started first
+ * (execute and recover), and the runtime is released when the method returns, whichever way. The
+ * harness hands this to its driver (`DriverWiring.invoke`), which dispatches and completes invocations.
+ */
+export function runInvocation(harness: Harness, driver: Driver, inv: Invocation, call: Call): Promise<void> {
+  const task = inv.task;
+  const runtime = createRuntime(harness, driver, inv, task);
+  const method = inv.kind[inv.method] as (task: Task, runtime: TaskRuntime, call: Call) => Promise<void>;
+  const preview = inv.method === "abort" ? undefined : inv.kind.preview;
+  return (async () => {
+    if (preview !== undefined) await startPreview(runtime, preview, task, call);
+    return method.call(inv.kind, task, runtime, call);
+  })().finally(() => releaseRuntime(runtime));
 }
 
 export function createRuntime(harness: Harness, driver: Driver, inv: Invocation, task: Task): TaskRuntime {

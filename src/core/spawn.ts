@@ -15,7 +15,7 @@ import type { UserInput } from "./entries.js";
 import { invalid } from "./errors.js";
 import { placeInput, queueInput, userDraft, type QueuedInput } from "./inbox.js";
 import { bind, bindTo, conversationList, type ValueSpec } from "./state.js";
-import type { TxBuilder } from "./tx.js";
+import type { TxBuilder } from "./tx-builder.js";
 
 /** Which values a new child starts with (§4.3): copies of the source's current values, then overrides. */
 export interface ChildValues {

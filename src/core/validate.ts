@@ -10,7 +10,7 @@ import type { Segment } from "../storage/shared.js";
 import type { Storage } from "../storage/storage.js";
 import { isManagedSystem, systemKind } from "./entries.js";
 import { invalid, PicoError } from "./errors.js";
-import type { CommitOrigin } from "./tx.js";
+import type { CommitOrigin } from "./session-types.js";
 import { validateOwnership, type LiveSubtrees } from "./ownership.js";
 import { asInputResult, checkResultTransition, INBOX_NAMESPACE, INPUT_RESULT_NAMESPACE, REQUEST_NAMESPACE, type InputResult } from "./inbox.js";
 

@@ -14,7 +14,7 @@
 import type { Id } from "../storage/records.js";
 import type { Call } from "./call.js";
 import { PicoError } from "./errors.js";
-import type { CommittedBatch } from "./harness.js";
+import type { CommittedBatch } from "./session-types.js";
 import type { CommitLine } from "./line.js";
 import type { DeltaOp, WatchFault, WatchHandle, WatchMessage } from "./watch-types.js";
 

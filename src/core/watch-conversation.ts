@@ -11,7 +11,8 @@
  *   context ids at once, without an asynchronous read that could reorder delivery, and the id list the
  *   reducer will hold, so a `context` event goes out only when the fold disagrees with it.
  *
- * Used by `watchConversation` in watch.ts; the delivery queue is WatchChannel's.
+ * Used by `watchConversation` in watch.ts; the delivery queue is WatchChannel's. `WatchedSession`, what
+ * every watch and the hub (watch-hub.ts) read of the harness, is defined here.
  */
 import type { Address, CommitBatch, Element, Entry, Id, JsonValue, List, Task } from "../storage/records.js";
 import { addressKey } from "../storage/shared.js";
@@ -19,7 +20,10 @@ import type { Storage } from "../storage/storage.js";
 import { loadFold } from "./context-derive.js";
 import type { ContextFold } from "./context-fold.js";
 import { PicoError } from "./errors.js";
-import type { CommittedBatch, Harness } from "./harness.js";
+import type { FaultReport } from "./host.js";
+import type { CommitLine } from "./line.js";
+import type { CommitListener, CommittedBatch, HarnessReport } from "./session-types.js";
+import type { AnyTaskKind } from "./task-kind-types.js";
 import { bindInbox, type QueuedInput } from "./inbox.js";
 import type { PreviewHub } from "./preview.js";
 import { bind, type ValueRef, type ValueSpec } from "./state.js";
@@ -29,9 +33,23 @@ import type { ConversationEvent, ConversationView, InboxOp, RawWatchEvent, Watch
 
 const PAGE = 1000;
 
+/**
+ * What the watches and their hub read of the harness (the Harness implements it): storage, the line,
+ * the fault, the task kinds' declared config, which tasks are live, and the commit stream.
+ */
+export interface WatchedSession {
+  readonly storage: Storage;
+  readonly line: CommitLine;
+  readonly fault: FaultReport | undefined;
+  readonly taskKinds: { names(): string[]; get(name: string): AnyTaskKind | undefined };
+  readonly driver: { liveTask(id: Id): Task | undefined };
+  onCommit(listener: CommitListener): () => void;
+  report(report: HarnessReport): void;
+}
+
 /** What a watch reads besides storage. */
 export interface WatchSources {
-  readonly harness: Harness;
+  readonly harness: WatchedSession;
   readonly previews: PreviewHub;
 }
 
@@ -302,7 +320,7 @@ export class RawConversationWatch extends ConversationWatchBase<RawWatchEvent> {
  * `scopes` limits which declared specs count (a session watch takes only session-scoped ones).
  */
 export function watchedAddresses(
-  harness: Harness,
+  harness: WatchedSession,
   binding: { readonly conversationId?: Id },
   extra: readonly ValueRef<unknown>[],
   scopes: readonly ("session" | "conversation")[] = ["session", "conversation"],

@@ -8,7 +8,7 @@
  */
 import type { Address, Conversation, Id, JsonObject, JsonValue } from "../storage/records.js";
 import { addressKey } from "../storage/shared.js";
-import type { CommittedBatch } from "./harness.js";
+import type { CommittedBatch } from "./session-types.js";
 import { sessionValue, type ValueRef } from "./state.js";
 import { WatchChannel, type ChannelHost, type PreviewOutput, type TerminalEvent } from "./watch-channel.js";
 import { watchedAddresses, type WatchSources } from "./watch-conversation.js";

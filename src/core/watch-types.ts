@@ -11,7 +11,7 @@
 import type { Op } from "@earendil-works/chord/delta";
 import type { Address, Conversation, Element, Entry, Id, JsonObject, JsonValue, Task } from "../storage/records.js";
 import type { Call } from "./call.js";
-import type { CommittedBatch } from "./harness.js";
+import type { CommittedBatch } from "./session-types.js";
 import type { QueuedInput } from "./inbox.js";
 import type { ValueRef } from "./state.js";
 

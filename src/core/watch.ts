@@ -7,8 +7,8 @@
  *   commit falls between them (§10.2 "Watch registration races a commit").
  * - `applyEvent` / `applyMessage` / `applySessionEvent` / `applySessionMessage`: the kind-free reducers a
  *   remote UI runs on the same events (watch-reduce.ts).
- * - `watchHub(harness)`: the per-harness hub that feeds every watch from one commit listener and owns
- *   the `PreviewHub` (preview.ts). Hosts wire session fault, close and reports into it:
+ * - `watchHub(harness)`: the per-harness hub (watch-hub.ts) that feeds every watch from one commit
+ *   listener and owns the `PreviewHub` (preview.ts). Hosts wire session fault, close and reports into it:
  *
  *     driver fail-stop (host.faulted)  -> watchHub(h).fault(report)
  *     harness.close() completed        -> watchHub(h).close()
@@ -21,12 +21,10 @@
  */
 import type { Id } from "../storage/records.js";
 import type { Call } from "./call.js";
-import type { CommittedBatch, Harness } from "./harness.js";
-import type { FaultReport } from "./host.js";
-import { PreviewHub } from "./preview.js";
-import type { ChannelHost, HubMember } from "./watch-channel.js";
+import type { Harness } from "./harness.js";
 import { ConversationWatch, RawConversationWatch, type WatchSources } from "./watch-conversation.js";
-import { SessionWatch, type SessionReport } from "./watch-session.js";
+import { watchHub, type WatchHub } from "./watch-hub.js";
+import { SessionWatch } from "./watch-session.js";
 import {
   DEFAULT_MAX_BACKLOG,
   type ConversationEvent,
@@ -36,7 +34,6 @@ import {
   type SessionEvent,
   type SessionView,
   type SessionWatchOptions,
-  type WatchFault,
   type WatchHandle,
 } from "./watch-types.js";
 
@@ -46,91 +43,7 @@ export { PreviewHub } from "./preview.js";
 export type { PreviewOutput } from "./watch-channel.js";
 export { USAGE_LIST_NAMESPACE, USAGE_TOTALS_NAMESPACE, SESSION_NAME_NAMESPACE, type SessionReport } from "./watch-session.js";
 export { addressKey } from "../storage/shared.js";
-
-/** Feeds every watch of one harness: one commit listener, the preview hub, fault/close/report fan-out. */
-export class WatchHub implements ChannelHost {
-  readonly previews: PreviewHub;
-  readonly #harness: Harness;
-  readonly #members = new Set<HubMember>();
-  #closed = false;
-
-  constructor(harness: Harness) {
-    this.#harness = harness;
-    this.previews = new PreviewHub({
-      isLive: (task) => harness.driver.liveTask(task) !== undefined,
-      fanOut: (output) => {
-        for (const member of [...this.#members]) member.onOutput(output);
-      },
-    });
-    harness.onCommit((commit) => this.#onCommit(commit));
-  }
-
-  get line(): Harness["line"] {
-    return this.#harness.line;
-  }
-
-  /** Active subscriptions (tests, inspection). */
-  get size(): number {
-    return this.#members.size;
-  }
-
-  register(member: HubMember): void {
-    if (this.#closed) {
-      member.close();
-      return;
-    }
-    this.#members.add(member);
-  }
-
-  unregister(member: HubMember): void {
-    this.#members.delete(member);
-  }
-
-  listenerError(error: unknown): void {
-    this.#harness.report({ type: "listener_error", error });
-  }
-
-  /** The session fail-stopped (§6.1): every watcher gets a fault event; views turn `faulted`. */
-  fault(report: FaultReport): void {
-    const error: WatchFault = {
-      code: "faulted",
-      message: report.message,
-      ...(report.taskId === undefined ? {} : { taskId: report.taskId }),
-      ...(report.kind === undefined ? {} : { kind: report.kind }),
-      ...(report.method === undefined ? {} : { method: report.method }),
-    };
-    for (const member of [...this.#members]) member.fault(error);
-  }
-
-  /** The harness closed: every watcher gets `closed` last; later watches end at once. */
-  close(): void {
-    this.#closed = true;
-    for (const member of [...this.#members]) member.close();
-    this.#members.clear();
-  }
-
-  /** A hook or task error, for session watchers. */
-  report(report: SessionReport): void {
-    for (const member of [...this.#members]) member.onReport?.(report);
-  }
-
-  #onCommit(commit: CommittedBatch): void {
-    const outputs = this.previews.onCommit(commit);
-    for (const member of [...this.#members]) member.onCommit(commit, outputs);
-  }
-}
-
-const hubs = new WeakMap<Harness, WatchHub>();
-
-/** The harness's watch hub, created on first use. */
-export function watchHub(harness: Harness): WatchHub {
-  let hub = hubs.get(harness);
-  if (hub === undefined) {
-    hub = new WatchHub(harness);
-    hubs.set(harness, hub);
-  }
-  return hub;
-}
+export { WatchHub, watchHub } from "./watch-hub.js";
 
 function sources(harness: Harness, hub: WatchHub): WatchSources {
   return { harness, previews: hub.previews };
