@@ -10,7 +10,7 @@ import { createServer, type Server } from "node:http";
 import { connect, createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { sign } from "hono/jwt";
@@ -120,10 +120,43 @@ async function waitForHealth(ms: number): Promise<void> {
   throw new Error(`wrangler dev did not answer on ${BASE} within ${ms} ms`);
 }
 
+/**
+ * What went wrong on the pages of the running test, as the browser reported it: console errors, uncaught
+ * exceptions, failed requests and answers of 400 or above. Every test ends with none (afterEach below)
+ * but those it expects (`expectProblems`). A request aborted on purpose (a page closing, a watch the
+ * console closes) is not a failure.
+ */
+const problems: string[] = [];
+/** What the running test expects to go wrong: each is a list of texts that an expected problem contains. */
+const expectedProblems: (readonly string[])[] = [];
+
+/** The running test expects the browser to report problems containing every one of `texts`. */
+function expectProblems(...texts: string[]): void {
+  expectedProblems.push(texts);
+}
+
 async function page(): Promise<Page> {
   if (context === undefined) throw new Error("no browser context");
-  return context.newPage();
+  const p = await context.newPage();
+  p.on("console", (message) => {
+    if (message.type() === "error") problems.push(`console error: ${message.text()} (${message.location().url})`);
+  });
+  p.on("pageerror", (error) => problems.push(`uncaught: ${error.message}`));
+  p.on("requestfailed", (request) => {
+    const reason = request.failure()?.errorText ?? "";
+    if (reason !== "net::ERR_ABORTED") problems.push(`request failed: ${request.method()} ${request.url()}: ${reason}`);
+  });
+  p.on("response", (response) => {
+    if (response.status() >= 400) problems.push(`answered ${response.status()}: ${response.request().method()} ${response.url()}`);
+  });
+  return p;
 }
+
+afterEach(() => {
+  const expected = expectedProblems.splice(0);
+  const seen = problems.splice(0).filter((problem) => !expected.some((texts) => texts.every((text) => problem.includes(text))));
+  assert.deepEqual(seen, [], `the browser reported:\n${seen.join("\n")}`);
+});
 
 async function signIn(p: Page, base = BASE): Promise<void> {
   await p.goto(`${base}/console/`);
@@ -539,6 +572,8 @@ void describe("console watches", { timeout: 120_000 }, () => {
     // expired token, so the console must mint a fresh one and resume with ?lastEventId=.
     await new Promise((resolve) => setTimeout(resolve, (WATCH_TOKEN_SECONDS + 1) * 1000));
     const beforeDrop = watches().length;
+    // The dropped watch streams end unfinished: the browser reports each (and nothing else may go wrong).
+    expectProblems("/watch?access_token=", "net::ERR_INCOMPLETE_CHUNKED_ENCODING");
     proxy.drop();
     assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "while it was away" })).status, 201);
     const deadline = Date.now() + 30_000;

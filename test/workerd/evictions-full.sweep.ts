@@ -1,11 +1,11 @@
 /**
- * Eviction sweep, full (DESIGN §3): the 100-turn script of eviction-harness.ts killed right after every
+ * Eviction sweep, full (DESIGN §3): the 100-turn script of eviction-script.ts killed right after every
  * commit boundary k, one run per k, each reopened by the alarm alone and compared with the uninterrupted
  * run. Long-running: `npm run test:evictions` (not part of `npm test`, which runs a sample).
  */
 import { abortAllDurableObjects, env } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { runScript, script } from "./eviction-harness.js";
+import { runScript, script } from "./eviction-script.js";
 import { installSeams, resetSeams, type Seams } from "./session-fixtures.js";
 
 let seams: Seams;

@@ -15,26 +15,23 @@
  *
  * Time is a stepping clock: it moves only to the earliest sleeper, and only when every running
  * invocation is blocked on it, so each run sees the same order of events. This file reuses the
- * session fixtures and the eviction harness's runner (`killAtCommit`), not its 100-turn script.
+ * session fixtures and runs its scenario on the harness of eviction-harness.ts (`runScenario`).
  */
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { requestMessages } from "../../src/core/context.js";
 import type { Clock } from "../../src/core/host.js";
 import type { Harness } from "../../src/core/harness.js";
-import { bindInbox, bindResult, priorAcceptance, requestKey, type Acceptance, type InputResult, type QueuedInput } from "../../src/core/inbox.js";
-import { bindTo } from "../../src/core/state.js";
+import { priorAcceptance, type Acceptance } from "../../src/core/inbox.js";
 import { jobDefinition, type JobState } from "../../src/kinds/job.js";
 import { acceptInput } from "../../src/kinds/placement.js";
 import { newSchedule, occurrenceKey, scheduleDefinition, type ScheduleState } from "../../src/kinds/schedule.js";
 import { defaultTurnOptions } from "../../src/kinds/services.js";
-import { waitingInputs } from "../../src/kinds/waiting.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
 import { decodeState } from "../../src/storage/sqlite-codec.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
-import { killAtCommit } from "./eviction-harness.js";
-import { call, harnessOf, resetSeams, TestSession } from "./session-fixtures.js";
+import { acceptanceOf, expectInboxKeysOnce, expectSettled, resultOf, runScenario, visibleContext, type Scenario } from "./eviction-harness.js";
+import { call, harnessOf, resetSeams, type TestSession } from "./session-fixtures.js";
 
 // -------------------------------------------------------------------------------------------------
 // A stepping clock
@@ -293,13 +290,10 @@ interface Outcome {
 }
 
 async function runScript(name: string, killAt?: number): Promise<Outcome> {
-  const session = new TestSession(name);
-  expect((await session.rpc.createSession({ model: "echo", selectedTools: ["echo", "job"], budgetMs: 1 })).ok).toBe(true);
   let atKill: AtKill | undefined;
-  const { commits } = await killAtCommit<Step>({
-    session,
+  const scenario: Scenario<Step, Omit<Outcome, "commits" | "atKill">> = {
+    config: { model: "echo", selectedTools: ["echo", "job"], budgetMs: 1 },
     steps: STEPS,
-    killAt,
     // Commits the dying instance makes before the abort lands are not held back. Held back (exactly k
     // durable), the run killed after commit 9 fails: the notice job's call is interrupted, its job is
     // marked lost and the lost notice lands after the interrupted tool result; the echo model, whose
@@ -308,8 +302,8 @@ async function runScript(name: string, killAt?: number): Promise<Outcome> {
     // per-command expectations do not model it yet (open). The quiescence fix for a generation parked
     // in retry_wait and the uncreated job of an interrupted call below are needed for exact boundaries.
     exactBoundary: false,
-    submit: (step) => runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step)),
-    quiesce: (step) => quiesce(session, step),
+    submit: (session, step) => runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step)),
+    quiesce: (session, step) => quiesce(session, step),
     beforeAbort: (instance) => killed.add(instance),
     // What recover will see, read from the durable rows before anything reopens the object.
     inspectKilled: (storage) => {
@@ -330,10 +324,14 @@ async function runScript(name: string, killAt?: number): Promise<Outcome> {
         rerunJobs: running.filter((t) => t.kind === jobDefinition.kind && t.state.rerun === "safe").flatMap((t) => (t.state.cmd === undefined ? [] : [t.state.cmd])),
       };
     },
-    checkReopened: () => checkInvariants(session),
-  });
-  await checkInvariants(session);
-  return { commits, ...(await outcome(session)), ...(atKill === undefined ? {} : { atKill }) };
+    checkReopened: (session) => checkInvariants(session),
+    checkEnd: async (session) => {
+      await checkInvariants(session);
+      return outcome(session);
+    },
+  };
+  const run = await runScenario(scenario, name, killAt);
+  return { ...run, ...(atKill === undefined ? {} : { atKill }) };
 }
 
 /** Every request key accepted so far: the prompts', and the schedule's occurrences. */
@@ -368,10 +366,7 @@ async function checkInvariants(session: TestSession): Promise<void> {
     // Every accepted input: one terminal result (or waiting after a failed group); answers distinct.
     const answers: Id[] = [];
     for (const { label, acceptance } of await acceptedKeys(h)) {
-      const result = (await h.storage.getValue(bindResult(acceptance.conversationId, acceptance.inputId)))?.value as InputResult | undefined;
-      const waiting = (await h.storage.getValue(bindTo(waitingInputs, acceptance.conversationId)))?.value ?? [];
-      const terminal = result?.status === "done" || result?.status === "unanswered";
-      expect(terminal || (result?.status === "queued" && waiting.includes(acceptance.inputId)), `input ${label} is ${JSON.stringify(result)}`).toBe(true);
+      const result = await expectSettled(h, label, acceptance);
       if (result?.status === "done" && result.answer !== undefined) answers.push(result.answer);
     }
     expect(new Set(answers).size, "no answer resolves two inputs").toBe(answers.length);
@@ -380,9 +375,7 @@ async function checkInvariants(session: TestSession): Promise<void> {
     const entries = await transcript(h);
     const scheduled = entries.filter((e) => e.kind === "user" && JSON.stringify(e.model).includes(SCHEDULE_INPUT));
     expect(scheduled).toHaveLength(schedule === undefined ? 0 : (schedule.state as ScheduleState).runs);
-    const inbox = await h.storage.readList<QueuedInput>(bindInbox(h.rootId), { limit: 1000 });
-    const requestIds = inbox.items.map((e) => e.value.requestId).filter((r) => r !== undefined);
-    expect(new Set(requestIds).size).toBe(requestIds.length);
+    await expectInboxKeysOnce(h);
     // At most one notice per job.
     for (const [cmd, texts] of Object.entries(noticesByCmd(entries, await jobs(h)))) expect(texts.length, `notices of ${cmd}`).toBeLessThanOrEqual(1);
   });
@@ -411,14 +404,10 @@ function noticesByCmd(entries: readonly Entry[], all: readonly Task[]): Record<s
 async function outcome(session: TestSession): Promise<Omit<Outcome, "commits" | "atKill">> {
   return runInDurableObject(session.stub, async (instance: SessionObject) => {
     const h = harnessOf(instance);
-    const handle = await h.root(call);
-    const messages = requestMessages(await handle.contextEntries(undefined, call));
-    const context = JSON.stringify(messages, (key, value: unknown) =>
-      key === "timestamp" || key === "usage" || key === "responseId" || key === "id" || key === "toolCallId" || key === "durationMs" ? undefined : typeof value === "string" ? value.replace(/job \d+/gi, "job N") : value,
-    );
+    const context = await visibleContext(await h.root(call), (value) => value.replace(/job \d+/gi, "job N"));
     const results: Record<string, string> = {};
     for (const { label, acceptance } of await acceptedKeys(h)) {
-      const result = (await h.storage.getValue(bindResult(acceptance.conversationId, acceptance.inputId)))?.value as InputResult | undefined;
+      const result = await resultOf(h, acceptance);
       const answer = result?.status === "done" && result.answer !== undefined ? await h.getEntry(result.answer, call) : undefined;
       results[label] = `${result?.status ?? "missing"}${answer === undefined ? "" : `: ${entryText(answer).replace(/job \d+/gi, "job N")}`}`;
     }
@@ -439,10 +428,6 @@ async function outcome(session: TestSession): Promise<Omit<Outcome, "commits" | 
       schedule: ss === undefined ? "none" : `${ss.status} runs=${ss.runs} skipped=${ss.skipped}`,
     };
   });
-}
-
-async function acceptanceOf(h: Harness, key: string): Promise<Acceptance | undefined> {
-  return (await h.storage.getValue(bindTo(requestKey(key), h.rootId)))?.value;
 }
 
 /** The end state a kill at `atKill` must produce, derived from the uninterrupted run. */

@@ -1,7 +1,7 @@
 /**
  * Eviction at every commit boundary of a rig (issue 13 shared duty with issue 9's sweep; DESIGN §3, §8):
  * a small scripted rig in a real session Durable Object, run once uninterrupted and then killed right
- * after each of its commits k (`ctx.abort()` once commit k is durable: the runner `killAtCommit` of eviction-harness.ts), each
+ * after each of its commits k (`ctx.abort()` once commit k is durable: `runScenario` of eviction-harness.ts), each
  * time reopened by the alarm alone, finished, and compared with the uninterrupted run. The script: two
  * polecats (a conversation agent and an external one), a hook set on each, GUPP activation of the
  * conversation agent and its completion by the answer, the external agent's activation, and witness
@@ -32,8 +32,8 @@ import { guppRequestId, WITNESS_KIND, type Actor, type StoredHook } from "../../
 import { beadValue, scanAgents, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import { MAYOR_ID, WITNESS_ID } from "../../src/rig/types.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
-import { killAtCommit } from "./eviction-harness.js";
-import { call, clockOf, harnessOf, installSeams, ok, resetSeams, TestSession, until, type Seams } from "./session-fixtures.js";
+import { runScenario, type Scenario } from "./eviction-harness.js";
+import { call, clockOf, harnessOf, installSeams, ok, resetSeams, until, type Seams, type TestSession } from "./session-fixtures.js";
 
 const MIN = 60_000;
 const mayor: Actor = { role: "mayor" };
@@ -252,28 +252,25 @@ async function run(name: string, start: number, killAt?: number): Promise<Outcom
   // Every run starts at the same time, so the hooks' timestamps and the stall minutes are comparable.
   seams.time.now = start;
   retried = false;
-  const session = new TestSession(name);
-  expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
-  const { commits } = await killAtCommit<Step>({
-    session,
+  const scenario: Scenario<Step, { readonly state: unknown }> = {
+    config: { model: "echo" },
     steps: STEPS,
-    killAt,
-    // As this sweep always ran: the kill lands once commit k is durable, and commits the dying instance
-    // makes before the abort lands are not held back. Held back (exactly k durable), the run after a
-    // kill does not reach "nothing live but the witness" (seen at the fold onto killAtCommit; open).
+    // Exactly k commits durable at each kill (the harness's default, stated here: this sweep relies on it).
     exactBoundary: true,
-    submit: (step) => submit(session, step),
-    quiesce: () => quiesce(session),
+    submit: (session, step) => submit(session, step),
+    quiesce: (session) => quiesce(session),
     // The alarm alone reopened the session (no request): the harness is open before anything asks.
-    afterReopen: async () => {
+    afterReopen: async (session) => {
       const opened = await runInDurableObject(session.stub, (instance: SessionObject) => instance.harness !== undefined);
       expect(opened, `the alarm reopened the session after the kill at commit ${killAt ?? 0}`).toBe(true);
     },
-    checkReopened: async () => {
+    checkReopened: async (session) => {
       await check(session);
     },
-  });
-  return { commits, state: await check(session), retried };
+    checkEnd: async (session) => ({ state: await check(session) }),
+  };
+  const { commits, state } = await runScenario(scenario, name, killAt);
+  return { commits, state, retried };
 }
 
 describe("eviction at every commit boundary of a rig", () => {

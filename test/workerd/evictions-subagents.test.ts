@@ -1,7 +1,7 @@
 /**
- * Eviction at every commit boundary of a short subagent script (DESIGN §3, §8.5): the runner of
- * eviction-harness.ts (kill right after commit k, reopen by the alarm alone, check the invariants,
- * finish, compare with the uninterrupted run) over prompts that make the echo model call `subagent`
+ * Eviction at every commit boundary of a short subagent script (DESIGN §3, §8.5): the turn script of
+ * eviction-script.ts on the harness of eviction-harness.ts (kill right after commit k, reopen by the
+ * alarm alone, check the invariants, finish, compare with the uninterrupted run) over prompts that make the echo model call `subagent`
  * (run, spawn, run with inherited context). The session's built-in turn kit is replaced through the
  * test seam by the same kit plus a system_instructions handler that also offers `subagent`, because
  * the harness creates its sessions with the default selection (echo). Contexts of every conversation
@@ -16,7 +16,7 @@ import { echoTool } from "../../src/tools/echo.js";
 import { subagentTool } from "../../src/tools/subagent.js";
 import { echoProvider } from "../../src/worker/echo-model.js";
 import { registerTestKinds } from "../../src/worker/kinds.js";
-import { runScript, type RunOutcome, type Step } from "./eviction-harness.js";
+import { runScript, type RunOutcome, type Step } from "./eviction-script.js";
 import { installSeams, resetSeams, type Seams } from "./session-fixtures.js";
 
 let seams: Seams;

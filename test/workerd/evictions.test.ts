@@ -1,12 +1,12 @@
 /**
- * Eviction sweep, fast sample (DESIGN §3): the scripted session of eviction-harness.ts, killed right after
+ * Eviction sweep, fast sample (DESIGN §3): the turn script of eviction-script.ts, killed right after
  * a sample of its commit boundaries, each reopened by the alarm alone and compared with the uninterrupted
  * run; the deploy drill does the same with a new deployed version id between kill and reopen. The full
  * sweep (every boundary of a 100-turn script) is `npm run test:evictions`.
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { runScript, script } from "./eviction-harness.js";
+import { runScript, script } from "./eviction-script.js";
 import { installSeams, resetSeams, type Seams } from "./session-fixtures.js";
 
 let seams: Seams;
