@@ -44,10 +44,11 @@ import type { Call } from "../core/call.js";
 import { PicoError } from "../core/errors.js";
 import { bindResult, priorAcceptance, queueInput, type QueuedInput } from "../core/inbox.js";
 import type { TaskRuntime } from "../core/runtime.js";
-import { sessionValue, withKey } from "../core/state.js";
+import { bindTo, sessionValue, withKey } from "../core/state.js";
 import { defineTaskKind, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
 import type { TxBuilder } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
+import { generationConfig } from "./config.js";
 import { acceptInput } from "./placement.js";
 import type { TurnOptions } from "./services.js";
 
@@ -447,6 +448,12 @@ export function createScheduleKind(services: ScheduleServices) {
           // this occurrence is skipped, not queued behind it.
           runsNow = false;
           pendingSkip = 1;
+        } else if (!(await hasModel(b, base.conversationId))) {
+          // A turn needs a model (§9.5). Creation refuses a conversation without one, but a schedule
+          // stored before that check may aim at one: the occurrence is skipped, never a fault of the
+          // session; it runs again once the conversation has a model.
+          runsNow = false;
+          pendingSkip = 1;
         } else {
           if (base.mode === "nextRun") {
             const item: QueuedInput = { mode: "nextRun", input: base.input, requestId: key };
@@ -477,6 +484,12 @@ export function createScheduleKind(services: ScheduleServices) {
   }
 
   return kind;
+}
+
+/** Does the conversation have a model to answer with (its `pi.model` config value)? */
+async function hasModel(b: TxBuilder, conversationId: Id): Promise<boolean> {
+  const model = await b.value(bindTo(generationConfig.model, conversationId)).get();
+  return model !== undefined && model !== "";
 }
 
 /** Is the schedule's last accepted input still queued (not yet placed, answered or withdrawn)? */

@@ -314,6 +314,28 @@ describe("schedules after long downtime", () => {
     expect(await userTexts(minutely)).toEqual(["minutely"]);
   });
 
+  it("A stored schedule whose conversation has no model skips its occurrence; the session does not fault", async () => {
+    const r = await rig("no-model-stored");
+    const t0 = seams.time.now;
+    const fork = await call("POST", `/v1/sessions/${r.name}/conversations/root/fork`, { token: r.token, body: { at: "start" } });
+    const forkId = (await json<{ conversationId: number }>(fork)).conversationId;
+    // Stored before creation checked the model (the route refuses it now): aimed at the model-less fork.
+    const id = await runInDurableObject(stubOf(r), async (instance: SessionObject) => {
+      const h = harnessOf(instance);
+      const state = newSchedule({ conversationId: forkId, input: "tick", mode: "followUp", every: HOUR, cron: null, timezone: null, catchUp: "one" }, t0, null);
+      return h.commit((tx) => tx.task(scheduleDefinition, { conversationId: forkId, background: true, state }), BACKGROUND_CONTEXT);
+    });
+    await advanceTo(r, t0 + HOUR);
+    await until(async () => (await schedule(r, id)).nextRunAt === t0 + 2 * HOUR, "the occurrence without a model");
+    expect(await schedule(r, id)).toMatchObject({ status: "active", runs: 0, skipped: 1, lastInputId: null });
+    // The session still works: root answers, and once the fork has a model the next occurrence runs.
+    expect((await call("POST", `/v1/sessions/${r.name}/conversations/root/inputs?wait=5`, { token: r.token, body: { input: "still here" } })).status).toBe(201);
+    expect((await call("PATCH", `/v1/sessions/${r.name}/conversations/${forkId}/config`, { token: r.token, body: { model: "echo" } })).status).toBe(200);
+    await advanceTo(r, t0 + 2 * HOUR);
+    await until(async () => (await schedule(r, id)).runs === 1, "the occurrence once a model is set");
+    expect(await schedule(r, id)).toMatchObject({ status: "active", runs: 1, skipped: 1, nextRunAt: t0 + 3 * HOUR });
+  });
+
   it("a schedule stored before catchUp existed shows catchUp one and catches up with one run", async () => {
     const r = await rig("gap-stored");
     const t0 = seams.time.now;
