@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
-// The soak test (`npm run test:soak`, issue 21): one session in a Durable Object over simulated days.
+// The soak test (`npm run test:soak`, docs/operations.md "Soak test"): one session in a Durable Object over simulated days.
 // SOAK_PROFILE=short|full (default full), SOAK_SEED replays a run, SOAK_START fixes its simulated start.
 const root = fileURLToPath(new URL(".", import.meta.url));
 

@@ -1,5 +1,5 @@
 /**
- * The console's DOM helpers (issue 14, "The console"): find an element by id, make one with text and
+ * The console's DOM helpers (docs/console.md): find an element by id, make one with text and
  * attributes. Shared by console/main.ts and console/rig.ts.
  */
 

@@ -1,5 +1,5 @@
 /**
- * The console's script (issue 14, "The console"): sign in with a pasted token (sessionStorage), the
+ * The console's script (docs/console.md): sign in with a pasted token (sessionStorage), the
  * tenant's sessions from the directory (GET /v1/sessions), a session's conversation tree (forks and
  * children, from the session watch), a live transcript folded by the client's reducer (src/client, the
  * core's applyMessage) with streaming previews, both watched with EventSource and watch tokens, a composer for each input mode, tasks, queued inputs

@@ -1,7 +1,7 @@
 /**
- * The console's rig view (issue 14, "When the rig (issue 11) exists, its agents, hooks, stalls and the
- * mayor's mail"; the rig itself is seeds 000 "Hook persistence" and 002 "Witness observer", README "The
- * rig"): read-only. Each agent with its hook (status, bead, attempt, last activity) and health, the
+ * The console's rig view (docs/console.md): the rig's agents, hooks, stalls and the mayor's mail,
+ * read-only (the rig itself is seeds 000 "Hook persistence" and 002 "Witness observer"; see
+ * docs/rig.md). Each agent with its hook (status, bead, attempt, last activity) and health, the
  * witness's health report (stalled agents with their nudges, agents whose pending hook has not started),
  * its settings, and the mayor's mailbox with acks. It reads `GET .../rig/agents`, `/health`, `/witness`
  * and `/mail` (mayor and operator tokens; the newest 200 messages, paged by cursor) while the rig tab

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:bytes [-- --turns N]`: runs bench/bytes (issue 15, where the database bytes of the §10.3
+ * `npm run bench:bytes [-- --turns N]`: runs bench/bytes (docs/performance.md: where the database bytes of the §10.3
  * many-short-turns workload go) under vitest in workerd; N turns, default 200.
  */
 import { spawnSync } from "node:child_process";

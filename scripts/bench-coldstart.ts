@@ -1,5 +1,5 @@
 /**
- * `npm run bench:coldstart [-- --runs N]`: the cold start of issue 15 / §10.3, a fresh workerd to the
+ * `npm run bench:coldstart [-- --runs N]`: the cold start of §10.3 (docs/performance.md), a fresh workerd to the
  * first answered request. Each run starts `wrangler dev --local` on port 8871 (inspector 9371) with an
  * empty state directory, then times, from the spawn: wrangler's "Ready" line (bundling and workerd
  * start), the first answered `GET /health`, the first session created (`PUT /v1/sessions/:id`: a

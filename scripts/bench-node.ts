@@ -1,5 +1,5 @@
 /**
- * `npm run bench:node [-- --runs N] [-- --turns N] [-- --no-do]`: issue 15's time figures on Node.
+ * `npm run bench:node [-- --runs N] [-- --turns N] [-- --no-do]`: docs/performance.md "Time on Node".
  * First runs bench/turns in workerd (the Durable Object run; its output is shown) and keeps the JSON
  * line with each SQLite run's statement digests and billed rows per window; then runs bench/time (Node,
  * memory and node:sqlite, medians of N timed runs, default 5), which checks that its own statement

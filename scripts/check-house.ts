@@ -7,7 +7,7 @@
  *     `export ... from`, and dynamic or type-position `import("...")`;
  *   - a file is longer than MAX_LINES lines;
  *   - a file in src/core imports something above it. src/core is the runtime-agnostic core
- *     (DESIGN.md §1: imports point worker -> rig/kinds/tools -> core -> storage interface). It may import:
+ *     (README "Architecture": imports point worker -> rig/kinds/tools -> core -> storage interface). It may import:
  *       - other files in src/core;
  *       - the storage interface: src/storage/storage.ts, src/storage/records.ts, src/storage/shared.ts
  *         (never a backend);

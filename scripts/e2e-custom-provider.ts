@@ -1,5 +1,5 @@
 /**
- * End-to-end check for CI (issue 10 "Real models"): a custom OpenAI-compatible provider configured only
+ * End-to-end check for CI (docs/models.md "Custom endpoints"): a custom OpenAI-compatible provider configured only
  * the way an operator would (an env file of wrangler vars and secrets: MODEL_PROVIDERS, its key
  * secret, DEFAULT_MODEL), served by `wrangler dev --local` (what `npm start` runs), pointing at a local
  * fake Chat Completions endpoint. Over HTTP: GET /v1/models lists the model, a session created with it

@@ -1,6 +1,6 @@
 /**
- * Restart drill (issue 11 "Deploys and crashes lose nothing"; DESIGN §3, pico v3 §6.4, §8.1, §8.2): the
- * issue's reproduction, automated against the real `wrangler dev --local` (what `npm start` runs), once
+ * Restart drill (docs/operations.md "The restart drill"; pico v3 §6.4, §8.1, §8.2): deploys and
+ * crashes lose nothing, checked against the real `wrangler dev --local` (what `npm start` runs), once
  * per kill signal (SIGKILL and SIGTERM, in parallel, each with its own port and `--persist-to` directory):
  *
  * 1. start wrangler dev; create a session with the paced `echo-slow` model; accept a long input;

@@ -1,7 +1,7 @@
 /// <reference types="@cloudflare/vitest-plugin/types" />
 /// <reference path="../../test/env.d.ts" />
 /**
- * Issue 15 "database bytes per turn": where the bytes of the §10.3 many-short-turns workload
+ * Database bytes per turn (docs/performance.md "Cost per turn"): where the bytes of the §10.3 many-short-turns workload
  * (bench/turns/workload.ts) go on SQLite inside a Durable Object (§7.5 tables). Runs N turns (default
  * 200, `--turns N`) without collapse, then prints per table and index: rows, the summed length() of
  * each column (payload bytes), an estimate of each index's key bytes, and pages from SQLite's `dbstat`

@@ -1,7 +1,7 @@
 /// <reference types="@cloudflare/vitest-plugin/types" />
 /// <reference path="../../test/env.d.ts" />
 /**
- * 1,000 schedules in one session firing over a simulated day (§8.6, DESIGN §3): every schedule repeats
+ * 1,000 schedules in one session firing over a simulated day (§8.6): every schedule repeats
  * every 6 hours, offsets spread over the first interval, so the day has 4,000 occurrences. Each
  * occurrence queues its input (`nextRun`, so no model turn is measured, only the schedule). Prints the
  * SQLite rows read and written per occurrence and per alarm (one alarm per change of the earliest wake

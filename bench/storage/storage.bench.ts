@@ -1,7 +1,7 @@
 /// <reference types="@cloudflare/vitest-plugin/types" />
 /// <reference path="../../test/env.d.ts" />
 /**
- * Storage benchmark in workerd (DESIGN §2, §7; pico v3 §10.3): per backend (memory, JSONL over in-memory
+ * Storage benchmark in workerd (pico v3 §10.3; docs/performance.md): per backend (memory, JSONL over in-memory
  * files, SQLite inside a Durable Object) and history depth (1,000 and 100,000 entries), a typical
  * six-write turn commit, newestHead and a 50-entry page, with SQLite rows read/written per call and bytes
  * on disk per entry. Prints a table; asserts nothing about time.

@@ -1,5 +1,5 @@
 /**
- * The storage benchmark's workload and measurement (§10.3, DESIGN §2): a conversation with `depth`
+ * The storage benchmark's workload and measurement (§10.3): a conversation with `depth`
  * entries of history (a summary head every 500), forked near the end so reads cross one fork level;
  * then typical six-write turn commits, newestHead and a 50-entry transcript page, each repeated many
  * times. Shared by every backend in storage.bench.ts; SQLite rows come from `SqliteStorage.stats`.

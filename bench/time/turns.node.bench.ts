@@ -1,12 +1,12 @@
 /**
- * Issue 15 "Time figures" (§10.3 many short turns, timed): the bench/turns workload (2,000 faux turns,
+ * docs/performance.md "Time on Node" (§10.3 many short turns, timed): the bench/turns workload (2,000 faux turns,
  * two tool calls each) on Node with a fine clock, on the memory backend and on `SqliteStorage` over
  * `node:sqlite` (src/storage/node-sqlite.ts, the same synchronous SQL surface a Durable Object gives),
  * without and with a threshold collapse. Each configuration runs `benchRuns` times (interleaved, after
  * one warm-up run that also measures the collapse threshold, and a shorter SQLite warm-up); the tables print medians: harness ms/turn
  * over the whole run and over turns 1-100 and 1901-2000, the provider's own request serialization inside
  * them, JS heap after a forced GC with the harness still open, database bytes (pages, and files with
- * the WAL), and the two ratios the issue targets.
+ * the WAL), and the two ratios docs/performance.md tracks.
  *
  * Rows: `node:sqlite` cannot count billed rows, so one more (untimed) SQLite run of each configuration
  * records a statement digest per window (bench/turns/trace.ts). Given the Durable Object run's digests

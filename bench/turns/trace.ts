@@ -1,5 +1,5 @@
 /**
- * A statement trace for the issue 15 Node bench: wraps a `SqlHost` and folds every statement of a turn
+ * A statement trace for the Node time bench (bench/time): wraps a `SqlHost` and folds every statement of a turn
  * window (whitespace-normalized SQL, its bindings, the number of rows it returned) into a 64-bit digest
  * (two FNV-1a lanes). The Durable Object run and the Node run of bench/turns compute it over the same windows; equal
  * digests mean both ran the same statements with the same arguments and got the same rows, so SQLite's

@@ -1,7 +1,7 @@
 /// <reference types="@cloudflare/vitest-plugin/types" />
 /// <reference path="../../test/env.d.ts" />
 /**
- * §10.3 "many live background tasks": 100 recurring schedules (issue 10; every 24 h, none due during
+ * §10.3 "many live background tasks": 100 recurring schedules (every 24 h, none due during
  * the run) live in the root conversation while 100 faux turns (two tool calls each) run, on SQLite in
  * a Durable Object, against the same turns with no schedule. Then a cold reopen. Prints rows read and
  * written per turn, rows read to reopen, and bytes; asserts that live background tasks add nothing to

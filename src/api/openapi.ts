@@ -1,5 +1,5 @@
 /**
- * The OpenAPI 3.1 document of the HTTP API (issue 14), generated from the wire schemas (src/api/schemas.ts,
+ * The OpenAPI 3.1 document of the HTTP API (docs/api.md), generated from the wire schemas (src/api/schemas.ts,
  * src/api/responses.ts, src/api/problems.ts) with zod's JSON Schema output (draft 2020-12, the dialect
  * of OpenAPI 3.1). Served at `GET /v1/openapi.json`.
  *
@@ -195,17 +195,17 @@ export const API_ROUTES: readonly ApiRoute[] = [
     },
     body: body(webhookBody), responses: { 202: ok(acceptResponse, "Queued"), 200: ok(acceptResponse, "A redelivery: the first acceptance") },
   },
-  // Models (issue 10)
+  // Models (docs/models.md)
   { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },
-  // Waiting input (issue 11)
+  // Waiting input (docs/api.md "Waiting input")
   { method: "post", path: `${C}/continue`, operationId: "continueConversation", summary: "Place queued input that waits (its group ended without a final answer) into a new turn", auth: client("conversation"), body: body(emptyBody, false), responses: { 200: ok(continueResponse) } },
-  // Schedules (issue 12)
+  // Schedules (docs/jobs.md "Schedules")
   { method: "post", path: `${S}/schedules`, operationId: "createSchedule", summary: "A recurring input (every ms or cron)", auth: client("conversation"), body: body(scheduleBody), responses: { 201: ok(scheduleViewOut, "Created") } },
   { method: "get", path: `${S}/schedules`, operationId: "listSchedules", summary: "Schedules with their next and last run", auth: client("conversation"), query: schedulesQuery, responses: { 200: ok(schedulesPage) } },
   { method: "get", path: `${S}/schedules/{scheduleId}`, operationId: "getSchedule", summary: "One schedule", auth: client("conversation"), responses: { 200: ok(scheduleViewOut) } },
   { method: "patch", path: `${S}/schedules/{scheduleId}`, operationId: "patchSchedule", summary: "Pause, resume or edit a schedule (input, mode, catchUp, every or cron, timezone)", auth: client("conversation"), body: body(schedulePatch), responses: { 200: ok(scheduleViewOut) } },
   { method: "delete", path: `${S}/schedules/{scheduleId}`, operationId: "deleteSchedule", summary: "End a schedule", auth: client("conversation"), responses: { 200: ok(scheduleViewOut) } },
-  // The rig (issue 13): roles and the agent claim are checked per route (README "The rig")
+  // The rig: roles and the agent claim are checked per route (docs/rig.md)
   { method: "put", path: `${S}/rig/agents/{agentId}`, operationId: "registerAgent", summary: "Register an agent (mayor, operator)", auth: client("rig"), body: body(registerBody), responses: { 201: ok(registerAgentResponse, "Registered"), 200: ok(registerAgentResponse, "Already registered the same way") } },
   { method: "get", path: `${S}/rig/agents`, operationId: "listAgents", summary: "Agents with their hook and health", auth: client("rig"), responses: { 200: ok(agentsResponse) } },
   { method: "delete", path: `${S}/rig/agents/{agentId}`, operationId: "deregisterAgent", summary: "Deregister an agent whose hook is empty (mayor)", auth: client("rig"), responses: { 200: ok(deletedResponse) } },

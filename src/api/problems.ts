@@ -1,5 +1,5 @@
 /**
- * The problem codes of the HTTP API (DESIGN §6, RFC 9457): the stable `code` union, its one exhaustive
+ * The problem codes of the HTTP API (RFC 9457; docs/api.md "Errors"): the stable `code` union, its one exhaustive
  * status table (adding a code without a status does not compile), titles, and the wire form of a
  * problem. Part of the wire schema (src/api/): the server's `Problem` class (src/worker/problems.ts),
  * the typed client and the OpenAPI document all take them from here.

@@ -1,5 +1,5 @@
 /**
- * The response bodies of the HTTP API (issue 14): their TypeScript types, which the server's operations
+ * The response bodies of the HTTP API (docs/api.md): their TypeScript types, which the server's operations
  * return and the typed client reads, and their zod schemas, from which the OpenAPI document describes
  * them. Records the core already defines (entries, tasks, conversations, input results) keep their core
  * types; their schemas here are exact copies, and a type test (test/api/responses.test-d.ts) proves
@@ -23,7 +23,7 @@ export interface SessionConfig {
   readonly selectedTools: readonly string[];
   readonly profile?: string;
   readonly budgetMs?: number;
-  /** What a restart does to a generation in flight (DESIGN §3): retry it (default) or fail it. */
+  /** What a restart does to a generation in flight (docs/design.md "Alarms and restarts"): retry it (default) or fail it. */
   readonly onInterrupt: "retry" | "fail";
 }
 
@@ -373,7 +373,7 @@ export const modelListingOut = z.strictObject({
 });
 export const modelsResponse = z.strictObject({ defaultModel: z.string(), providers: z.array(z.string()), models: z.array(modelListingOut) });
 
-/** A schedule as the API shows it (§8.6, issue 12). */
+/** A schedule as the API shows it (§8.6; docs/jobs.md "Schedules"). */
 export const scheduleViewOut = z.strictObject({
   id,
   conversationId: id,
@@ -397,7 +397,7 @@ export const scheduleViewOut = z.strictObject({
 });
 export const schedulesPage = pageOf(scheduleViewOut);
 
-// The rig (issue 13): the hook-persistence document's records (snake_case, ISO 8601 UTC), agents, mail,
+// The rig (docs/rig.md): the hook-persistence document's records (snake_case, ISO 8601 UTC), agents, mail,
 // nudges, the witness's settings and its RigHealthReport.
 const hookStatus = z.enum(["empty", "pending", "active", "completed"]);
 /** `.chipset/state/hooks/{agent_id}.json`: exactly the document's fields. */

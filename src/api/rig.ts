@@ -1,5 +1,5 @@
 /**
- * Wire schemas of the rig's routes (issue 13; part of the wire-schema module, so the OpenAPI document
+ * Wire schemas of the rig's routes (docs/rig.md; part of the wire-schema module, so the OpenAPI document
  * covers them): agent registration, hook transitions, mail, witness settings, the long-poll `?wait=`.
  */
 import { z } from "zod";

@@ -1,7 +1,7 @@
 /**
  * The wire schemas of the HTTP API (zod, at the boundary only: stored objects are trusted, §7.3): every
  * request body, query, header and path parameter, and the token claims. The one home of the wire
- * (DESIGN §6): the server validates with these (src/worker/schemas.ts adds the parser that turns a
+ * (docs/api.md "One wire schema"): the server validates with these (src/worker/schemas.ts adds the parser that turns a
  * failure into a Problem), the typed client takes its request types from them, and the OpenAPI document
  * (src/api/openapi.ts) is generated from them. Imports nothing from src/worker/.
  */
@@ -67,7 +67,7 @@ const generationConfigBody = z.strictObject({
 const title = (): z.ZodString => z.string().min(1).max(200);
 const labels = (): z.ZodArray<z.ZodString> => z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$/, "a label is 1-64 characters of A-Z a-z 0-9 _ . : / - starting with a letter or digit")).max(20);
 
-/** PUT session: the root's generation config plus session-wide policy (`onInterrupt`, DESIGN §3), and the directory's title and labels. */
+/** PUT session: the root's generation config plus session-wide policy (`onInterrupt`: what a restart does to a generation), and the directory's title and labels. */
 export const sessionConfig = generationConfigBody.extend({
   onInterrupt: z.enum(["retry", "fail"], { error: 'onInterrupt is "retry" or "fail"' }).optional(),
   title: title().optional(),

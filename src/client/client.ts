@@ -1,5 +1,5 @@
 /**
- * A typed HTTP client for the pico-edge API (issue 6), for frontends and the end-to-end tests: one
+ * A typed HTTP client for the pico-edge API (docs/api.md), for frontends and the end-to-end tests: one
  * method per route, its types from the wire schema (src/api/; nothing from src/worker/), problem+json errors as `PicoApiError`, and live watches that fold the server's
  * messages with the core's reducer (`applyMessage`) and resume with Last-Event-ID after a disconnect
  * (or, with `watchToken`, connect as EventSource does: a fresh watch token and `?lastEventId=` per
@@ -354,7 +354,7 @@ export interface HookResponse {
 export type MailPayload = MailMessageResponse["payload"];
 
 /**
- * The rig's routes (issue 13; README "The rig"): the mayor and operators register agents, assign and
+ * The rig's routes (docs/rig.md): the mayor and operators register agents, assign and
  * clear hooks, read health; an agent (a token with its agent id) long-polls its own hook, activates,
  * touches and completes it, and reads its nudges; everyone in the rig sends and reads mail.
  */

@@ -1,5 +1,5 @@
 /**
- * Waits for an external answer (DESIGN §3): the second kind of declared wait, beside a sleep until a
+ * Waits for an external answer: the second kind of declared wait, beside a sleep until a
  * durable time. A task parks until a route records an answer (a person's approval, a frontend's result
  * of a client tool, an MCP input), or until an optional deadline that the alarm wakes the object for.
  * While parked the task is not busy (no heartbeat), and a kill is no crash (the host counts no kill).

@@ -37,7 +37,7 @@ function reserve(s: DriverState, id: Id, out: Invocation[]): void {
     return;
   }
   // An execute (or recover) whose kind declares it sleeps until a durable time first is parked from
-  // its dispatch: its wake is known now, it is not busy (no transient heartbeat, DESIGN §3), and it is
+  // its dispatch: its wake is known now, it is not busy (no transient heartbeat), and it is
   // not working, so the host counts no kill for it until it wakes. Its runtime.sleep takes over the
   // entry; completion (or a sleep already due) removes it.
   const sleepsUntil = method === "abort" ? undefined : kind.sleepsUntil?.(lt.task.state);

@@ -1,5 +1,5 @@
 /**
- * Declared waits (DESIGN §3, §5.3): `runtime.sleep` until a durable wake time and `runtime.awaitAnswer`
+ * Declared waits (§5.3): `runtime.sleep` until a durable wake time and `runtime.awaitAnswer`
  * for an external answer. A parked invocation is held in memory and reported to the host as a wake time,
  * not as busy: no heartbeat, no kill counted while it waits. Parking, waking and interrupting are steps
  * on the line, so an interrupt or an answer that comes while the invocation is running but not parked
@@ -86,8 +86,8 @@ export function interruptSleep(s: DriverState, taskId: Id): Promise<boolean> {
 
 /**
  * Park the invocation of `taskId` until `answerArrived(taskId)` or the deadline `untilMs` (the alarm
- * wakes an evicted object then), observing cancellation. The second kind of declared wait (DESIGN
- * §3): not busy, no heartbeat, no kill counted while parked. The answer itself is durable state the
+ * wakes an evicted object then), observing cancellation. The second kind of declared wait:
+ * not busy, no heartbeat, no kill counted while parked. The answer itself is durable state the
  * caller reads (runtime.awaitAnswer); this only parks and wakes.
  */
 export async function awaitAnswer(s: DriverState, taskId: Id, untilMs: number | undefined, call: Call): Promise<"answered" | "deadline"> {

@@ -61,7 +61,7 @@ export class DriverState {
   readonly finish = new WeakMap<Invocation, () => void>();
   readonly taskWaiters = new Set<TaskWaiter>();
   /**
-   * Invocations parked in a declared wait (DESIGN §3): a sleep until a durable wake time, or a wait for
+   * Invocations parked in a declared wait: a sleep until a durable wake time, or a wait for
    * an external answer with an optional deadline (undefined: no wake time). Parked is not busy.
    */
   readonly sleepers = new Map<Id, number | undefined>();
@@ -97,7 +97,7 @@ export class DriverState {
 
   /**
    * Invocations in flight that are not parked in a sleep. A task sleeping until a durable wake time
-   * costs nothing while it waits (DESIGN §3): the host sets its alarm at `nextWake` instead of keeping
+   * costs nothing while it waits: the host sets its alarm at `nextWake` instead of keeping
    * the process awake with heartbeats, and after an eviction execute sleeps only the remainder (§5.3).
    */
   get busy(): boolean {

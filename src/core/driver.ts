@@ -57,7 +57,7 @@ export class Driver {
 
   /**
    * Invocations in flight that are not parked in a sleep. A task sleeping until a durable wake time
-   * costs nothing while it waits (DESIGN §3): the host sets its alarm at `nextWake` instead of keeping
+   * costs nothing while it waits: the host sets its alarm at `nextWake` instead of keeping
    * the process awake with heartbeats, and after an eviction execute sleeps only the remainder (§5.3).
    */
   get busy(): boolean {
@@ -71,7 +71,7 @@ export class Driver {
 
   /**
    * Is some live task not parked in a wait for an external answer without a deadline? Those need no
-   * alarm: the route that records the answer opens the object (DESIGN §3). Every other live task needs
+   * alarm: the route that records the answer opens the object. Every other live task needs
    * a reason to wake (a heartbeat while busy, a wake time while asleep, a guard until dispatched).
    */
   get hasLiveToWake(): boolean {
@@ -246,7 +246,7 @@ export class Driver {
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Declared waits: in memory, reported to the host as a wake time (DESIGN §3; driver-sleep.ts)
+  // Declared waits: in memory, reported to the host as a wake time (driver-sleep.ts)
 
   /**
    * Sleep until `untilMs`; `Infinity` sleeps with no wake time (the host arms no alarm for it), so only
@@ -272,8 +272,8 @@ export class Driver {
 
   /**
    * Park the invocation of `taskId` until `answerArrived(taskId)` or the deadline `untilMs` (the alarm
-   * wakes an evicted object then), observing cancellation. The second kind of declared wait (DESIGN
-   * §3): not busy, no heartbeat, no kill counted while parked. The answer itself is durable state the
+   * wakes an evicted object then), observing cancellation. The second kind of declared wait:
+   * not busy, no heartbeat, no kill counted while parked. The answer itself is durable state the
    * caller reads (runtime.awaitAnswer); this only parks and wakes.
    */
   awaitAnswer(taskId: Id, untilMs: number | undefined, call: Call): Promise<"answered" | "deadline"> {

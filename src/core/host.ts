@@ -53,7 +53,7 @@ export interface DriverHost {
   /**
    * On the line: the invocation of `taskId` parked in a declared wait (a sleep until a durable wake time,
    * or a wait for an external answer). It stopped working alive, so a kill while it is parked is no
-   * crash (DESIGN §3). `stretch` says how the working stretch that ends here began: at the invocation's
+   * crash. `stretch` says how the working stretch that ends here began: at the invocation's
    * start, or at a wake from an earlier declared wait (a whole wait cycle went by alive).
    */
   parked?(taskId: Id, stretch: WorkStretch): void;

@@ -49,7 +49,7 @@ export interface TaskRuntime extends TaskRuntimeLike {
    * `options.until` passes (the alarm wakes an evicted object then), observing cancellation. Declares
    * the wait durably (one commit when it is new), returns at once when it is already answered or past
    * its deadline, so a restarted invocation calls it again and finds what was recorded meanwhile. Like
-   * a sleep, a parked wait is not busy and a kill while parked is no crash (DESIGN §3). The kind ends
+   * a sleep, a parked wait is not busy and a kill while parked is no crash. The kind ends
    * the wait (`endWait`) in the commit that records what the answer caused.
    */
   awaitAnswer(key: string, options: { readonly until?: number } | undefined, call: Call): Promise<AnswerOutcome>;

@@ -108,7 +108,7 @@ export interface TaskKind<
    * (a schedule's nextRunAt, a recurring job's notBefore, the witness's next patrol) and does nothing
    * before that: the time. The driver then counts the invocation as parked from its dispatch, so its
    * wake time is known at once, a host arms no busy heartbeat for it and counts no kill for it until it
-   * wakes (DESIGN §3): a kill before it sleeps loses nothing, since the method re-runs from the top and
+   * wakes: a kill before it sleeps loses nothing, since the method re-runs from the top and
    * the alarm at that time reopens the object. The method must call runtime.sleep(time) first (it
    * returns at once when the time has passed); reading durable state before it is allowed. `Infinity`:
    * the method sleeps with no wake time (runtime.sleep(Infinity)) until a route's commit interrupts it

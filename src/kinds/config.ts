@@ -19,7 +19,7 @@ export const generationConfig = {
 } as const;
 
 /**
- * What recovery does with a generation a restart interrupted mid-stream (DESIGN §3): "retry" (the
+ * What recovery does with a generation a restart interrupted mid-stream (docs/design.md "Alarms and restarts"): "retry" (the
  * default) keeps the partial for display only and runs the attempt again within its retry budget, so a
  * deploy does not fail every turn in flight; "fail" settles it failed(interrupted) as §8.2 reads.
  */

@@ -1,7 +1,7 @@
 import type { ExecResult, ShellOutputLimits } from "../core/env.js";
 
 /**
- * ExecutionEnv (§5.2 `runtime.env`, §8.6, DESIGN.md §5): how the job kind runs a command. The interface
+ * ExecutionEnv (§5.2 `runtime.env`, §8.6, docs/jobs.md): how the job kind runs a command. The interface
  * (FileSystem & Shell) is core's (src/core/env.ts), re-exported here with the output tail both
  * implementations share. A Worker has
  * no shell, so the host supplies one of two implementations: the scripted fake (src/kinds/exec-fake.ts:

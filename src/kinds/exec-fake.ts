@@ -1,5 +1,5 @@
 /**
- * The scripted fake ExecutionEnv (§8.6, §10.2 "fake processes and clocks", DESIGN.md §5): a tiny command
+ * The scripted fake ExecutionEnv (§8.6, §10.2 "fake processes and clocks", docs/jobs.md): a tiny command
  * language whose processes print, sleep on an injectable clock and exit with a code. Tests use it to
  * drive the job kind deterministically; `npm start` uses it so a live job can be watched offline
  * (`/call job {"cmd":"demo count 5"}`).

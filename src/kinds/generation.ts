@@ -34,7 +34,7 @@ import { recordUsage } from "./usage.js";
 /**
  * The last threshold collapse planned in a conversation: the estimated context tokens then and the head
  * it was to replace. While the head is unchanged (the collapse was declined or failed), the next one
- * waits for the context to grow (§8.2, issue 10).
+ * waits for the context to grow (§8.2).
  */
 export const thresholdAttempt = conversationValue<{ tokens: number; head: Id | null }>("pi.collapse.threshold", { rewind: true });
 
@@ -128,7 +128,7 @@ export function createGenerationKind(services: GenerationServices) {
       }
       // A crash mid-stream (a deploy or an eviction). Frames on disk -> keep the partial for display
       // (stopReason aborted, excluded from requests, §8.2). The session's onInterrupt policy decides the
-      // rest (DESIGN §3): "retry" (default) runs the attempt again within the retry budget; "fail"
+      // rest (docs/design.md "Alarms and restarts"): "retry" (default) runs the attempt again within the retry budget; "fail"
       // settles without tools/results as §8.2 reads.
       const batches = await readFrames(runtime, call);
       const { status: _status, ...base } = task.state;
@@ -150,7 +150,7 @@ export function createGenerationKind(services: GenerationServices) {
           return undefined;
         }, call);
         // The retry runs in this same invocation, so a turn that kills the object every time keeps
-        // raising its kill count and is quarantined (DESIGN §3) instead of resetting it between tries.
+        // raising its kill count and is quarantined (docs/operations.md) instead of resetting it between tries.
         if (retried !== undefined) await runAttempt(retried, runtime, call);
         return;
       }

@@ -196,7 +196,7 @@ export async function resolveUnanswered(
 }
 
 /**
- * POST .../continue (DESIGN §3): the explicit user action that places the waiting steer/followUp items
+ * POST .../continue (docs/api.md "Waiting input"): the explicit user action that places the waiting steer/followUp items
  * (with queued writes and nextRun items, as an idle accept would) into a new group and creates its
  * generation, in one commit. Returns the group and the generation, or undefined when nothing is queued.
  * The caller checks that no turn is live (a live turn places them at its own boundary).

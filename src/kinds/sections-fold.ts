@@ -57,7 +57,7 @@ export function isBaselineEntry(entry: Entry): boolean {
  * immutable and minted above lastSeq, so nothing can join that range later (§3.1, §2.1): a later fold at
  * or above `upTo` reads only the system entries after it. Without this, every fold walked back to the
  * newest baseline, past every head-only system entry (each collapse adds one), so reads grew with
- * history (issue 15). A fresh storage object (a reopen) starts empty; bounded per storage object.
+ * history. A fresh storage object (a reopen) starts empty; bounded per storage object.
  */
 interface Folded {
   readonly upTo: Id;

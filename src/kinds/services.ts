@@ -199,7 +199,7 @@ export const defaultTurnOptions: TurnOptions = {
  * usual). It is consulted, it does not observe: a commit
  * listener sees a boundary only after it is durable and would need a second commit.
  *
- * The rig uses it for GUPP (issue 13): the answer of a hook's work item completes the hook here, and a
+ * The rig uses it for GUPP (docs/rig.md): the answer of a hook's work item completes the hook here, and a
  * pending hook's work item goes ahead of the user's queued followUps.
  */
 export interface FinalAnswerBoundary {

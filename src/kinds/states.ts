@@ -34,10 +34,10 @@ export type GenerationState =
   // The provider answers later (§8.2): poll `handle` from notBefore on; the cutoff of the prepared
   // request stays. A start status: execute (also after a restart) sleeps, then polls.
   | (GenBase & { status: "deferred"; requestThrough: Id; handle: DeferredHandle & JsonObject; notBefore: number })
-  // Settled with an answer, nothing retries it: no captured config and no retry budget (issue 15 bytes;
+  // Settled with an answer, nothing retries it: no captured config and no retry budget (fewer stored bytes;
   // §8.2 captures them for a retry), only the attempt that answered. Rows written before carry `config`
   // and `retry` (its `attempt`) instead; nothing reads them. `successor` is absent when there is none
-  // (issue 15 bytes); rows written before carry `successor: null`.
+  // (fewer stored bytes); rows written before carry `successor: null`.
   | { inputs: Id[]; status: "done"; attempt: number; assistant: Id | null; successor?: Id | null }
   | (GenBase & { status: "failed"; reason: "error" | "overflow" | "interrupted"; error: string; partial: Id | null; successor: Id | null })
   | (GenBase & { status: "aborted"; partial: Id | null });
@@ -86,8 +86,8 @@ export interface ToolResultData extends JsonObject {
 }
 
 /**
- * `ToolResultData` as stored in a tool result entry's `data` and a settled tool task's `output` (issue 15
- * bytes): a field at its default (details {}, usage/addedTools/handoff/delegated null, terminate and isError
+ * `ToolResultData` as stored in a tool result entry's `data` and a settled tool task's `output` (stored
+ * compact): a field at its default (details {}, usage/addedTools/handoff/delegated null, terminate and isError
  * false, diags []) is absent, and an untruncated output keeps only `chars` (its total characters, absent
  * when 0) instead of `truncation`. Rows written before carry every field; `readToolData` reads both.
  */
@@ -115,7 +115,7 @@ export interface ToolOutputState extends ToolResultData {
 /**
  * The call a tool task runs: pi-ai's `ToolCall` while the task is live. A settled task keeps only its
  * `id`, `name` (and `namespace`): the assistant entry `assistant` holds the arguments and the
- * provider's signature, and `type` is always "toolCall" (issue 15 bytes). Tasks settled before keep the
+ * provider's signature, and `type` is always "toolCall" (fewer stored bytes). Tasks settled before keep the
  * whole call.
  */
 export type TaskToolCall = {
@@ -138,7 +138,7 @@ export type ToolStates =
   | (ToolBase & { status: "planned"; offered?: boolean; budgetMs?: number })
   // jobId / cancelJobOnAbort: the job this call started and whether aborting the call kills it (§8.3).
   | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never"; budgetMs?: number; jobId?: Id; cancelJobOnAbort?: boolean })
-  // The settled output without its content: the result entry's message holds that (issue 15: a large
+  // The settled output without its content: the result entry's message holds that (before, a large
   // output was stored twice); post_tools needs only the flags (terminate, handoff, addedTools). Stored
   // compact (`StoredToolData`): read it with `readToolData`.
   | (ToolBase & { status: "done"; output: StoredToolData; result: Id })
@@ -202,7 +202,7 @@ export interface UsageRow extends JsonObject {
 }
 
 /**
- * A usage element as stored (issue 15 bytes; `stored.ts`): no `kind` when it is "generation" (most
+ * A usage element as stored (compact; `stored.ts`): no `kind` when it is "generation" (most
  * elements), `usage` without its zero counts and cost components and without the totals that are sums.
  * Elements written before hold every field.
  */

@@ -1,5 +1,5 @@
 /**
- * Compact stored shapes of the turn kinds' records (issue 15 "database bytes per turn"): tool result
+ * Compact stored shapes of the turn kinds' records (docs/performance.md "Cost per turn"): tool result
  * data (§9.3; a tool result entry's `data` and a settled tool task's `output`, §8.3) and usage elements
  * (§8.2, `pi.usage`). Writers store fields at their defaults as absent; readers fill the defaults back,
  * so every reader sees the full shape, and rows written before (every field present) read the same.
@@ -57,7 +57,7 @@ const TOOL_DATA_FIELDS: ReadonlySet<string> = new Set(["details", "usage", "adde
 /**
  * An entry as the service shows it (HTTP API, watch views and events): a tool result entry's `data` is
  * the whole `ToolResultData` (§9.3) however it was stored, any field it does not know kept as is; every
- * other entry is returned unchanged (the same object). Storage keeps the compact form (issue 15 bytes).
+ * other entry is returned unchanged (the same object). Storage keeps the compact form (fewer bytes).
  */
 export function presentEntry(entry: Entry): Entry {
   const data = entry.data;

@@ -212,7 +212,7 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
     const tx = conversationTx(b, task.conversationId);
     const message = resultMessage(toolCall, output, runtime.now());
     const { content: _content, ...full } = output;
-    // Stored compact (issue 15 bytes): defaults absent; `readToolData` fills them back.
+    // Stored compact (fewer bytes per row): defaults absent; `readToolData` fills them back.
     const data = compactToolData(full);
     const result = tx.entry(toolResultKind, toolResultEntry(message, data));
     if (output.usage !== null) {

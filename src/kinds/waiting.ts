@@ -1,5 +1,5 @@
 /**
- * Waiting input (DESIGN §3, §8.1): when an answer group ends without a final answer (failure, terminate,
+ * Waiting input (§8.1; docs/api.md "Waiting input"): when an answer group ends without a final answer (failure, terminate,
  * `onInterrupt: "fail"`), queued steer and followUp items are not consumed (§8.1) and reopen creates no
  * work by inference (§6.4), so nothing will place them until someone asks. They are recorded as waiting,
  * so a client can see it and continue explicitly, instead of finding them silently stuck:

@@ -1,5 +1,5 @@
 /**
- * The real model providers a deployment can use (§8.2 "model"; DESIGN §1: runtime-agnostic, pi-ai
+ * The real model providers a deployment can use (§8.2 "model"; docs/models.md; this layer imports pi-ai
  * only): every pi-ai catalogue provider that authenticates with an API key, enabled by its usual
  * secret, and custom OpenAI- or Anthropic-compatible endpoints declared in configuration and built
  * with pi-ai's `createProvider`. A provider module is imported (dynamic `import()`) only when its
@@ -18,7 +18,7 @@ export interface CatalogueProvider {
   readonly load: () => Promise<Provider>;
 }
 
-/** pi-ai 1.6's API-key providers, in the README's order. Literal imports, so bundlers can see them. */
+/** pi-ai 1.6's API-key providers, in the order of docs/models.md. Literal imports, so bundlers can see them. */
 export const CATALOGUE: readonly CatalogueProvider[] = [
   { id: "anthropic", name: "Anthropic", secrets: ["ANTHROPIC_API_KEY"], load: async () => (await import("@earendil-works/pi-ai/providers/anthropic")).anthropicProvider() },
   { id: "openai", name: "OpenAI", secrets: ["OPENAI_API_KEY"], load: async () => (await import("@earendil-works/pi-ai/providers/openai")).openaiProvider() },

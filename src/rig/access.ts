@@ -1,5 +1,5 @@
 /**
- * Who may do what in the rig (issue 13, DESIGN §8): the checks every `Rig` method runs on its actor and
+ * Who may do what in the rig (docs/rig.md): the checks every `Rig` method runs on its actor and
  * the agent ids it names. An agent acts only as itself under a valid id (never a reserved name), reads
  * only its own hook and mailbox; the mayor and operators read every agent's; clients have no rig mail.
  */

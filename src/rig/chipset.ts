@@ -1,5 +1,5 @@
 /**
- * The filesystem contract (seed 000 "Filesystem Contract", seed 002 escalation paths; issue 13): the
+ * The filesystem contract (seed 000 "Filesystem Contract", seed 002 escalation paths): the
  * `.chipset/state/` tree other Gastown tools read, laid out from session state: `hooks/{agent_id}.json`
  * (the hook file, sorted keys, as the document's `serializeSorted` writes it) and
  * `mail/{owner}/{timestamp}-{from}.json` for every mailbox (the mayor's, the witness's and each registered

@@ -1,5 +1,5 @@
 /**
- * The rig's refusals (issue 13): one error class with a stable code; the HTTP layer maps each code to its
+ * The rig's refusals: one error class with a stable code; the HTTP layer maps each code to its
  * status in its one table (src/worker/problems.ts). A refusal is thrown inside the commit's builder, so
  * nothing is written.
  */

@@ -1,5 +1,5 @@
 /**
- * GUPP for conversation agents (seed 000 "GUPP Integration", issue 13, DESIGN §8): the host side that
+ * GUPP for conversation agents (seed 000 "GUPP Integration"; docs/rig.md): the host side that
  * keeps the Rig's GUPP commits coming. It observes commits (observing only: every decision is re-made
  * inside the Rig's own commit on the line) and schedules:
  *

@@ -1,5 +1,5 @@
 /**
- * The hook lifecycle of the hook-persistence document (seed 000, issue 13): who may make each transition
+ * The hook lifecycle of the hook-persistence document (seed 000): who may make each transition
  * and from which status. Pure functions; the Rig runs them inside one commit, so each transition is an
  * atomic compare-and-set on the commit line.
  *

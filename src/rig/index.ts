@@ -1,5 +1,5 @@
 /**
- * The rig (issue 13, DESIGN §8): Gastown hooks, mail, nudges and the witness patrol over the core's
+ * The rig (docs/rig.md): Gastown hooks, mail, nudges and the witness patrol over the core's
  * commits, state and tasks. No Cloudflare, Hono or zod here; the HTTP routes live in src/worker/.
  */
 export { Rig, guppRequestId, workInput, type AcceptWork, type AnswerBoundary, type AgentListing, type MailPage, type MailView, MAIL_PAGE, type RegisterRequest, type RigOptions, type TransitionRequest, type TransitionResult } from "./rig.js";

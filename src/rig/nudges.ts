@@ -1,5 +1,5 @@
 /**
- * Nudges (seed 002's non-durable channel, issue 13): delivered live and never stored. A conversation
+ * Nudges (seed 002's non-durable channel): delivered live and never stored. A conversation
  * agent's nudges go to whoever the host registered as that conversation's live sink (its watchers); an
  * external agent receives the nudges sent since it last asked while it is listening
  * (`GET .../rig/nudges?wait=`). A nudge nobody is listening for is lost, as the document says; the

@@ -1,5 +1,5 @@
 /**
- * The rig (issue 13, DESIGN §8; seeds 000 and 002): one session's Gastown layer over the core's commits
+ * The rig (docs/rig.md; seeds 000 and 002): one session's Gastown layer over the core's commits
  * and state. Agents register, each with exactly one hook (the hook-persistence document's record, kept
  * as session state); every transition is one commit on the line, so it is an atomic compare-and-set;
  * durable mailboxes with separate ack records; live nudges; the witness's settings and health report.

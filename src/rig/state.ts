@@ -1,5 +1,5 @@
 /**
- * Where the rig keeps its state (issue 13, DESIGN §8): session values and lists of the core's scoped
+ * Where the rig keeps its state (docs/rig.md): session values and lists of the core's scoped
  * state (§4.1). Agents and hooks are written by mayor and agent commits; `rig.witness.*` only by the
  * witness; mailboxes are append-only lists (messages are immutable) with acks as separate values.
  */

@@ -1,5 +1,5 @@
 /**
- * The rig's records (issue 13; seeds 000 "Hook persistence" and 002 "Witness observer"; DESIGN §8): the
+ * The rig's records (seeds 000 "Hook persistence" and 002 "Witness observer"; docs/rig.md): the
  * hook file exactly as the hook-persistence document writes it (snake_case, ISO 8601 UTC), what the rig
  * keeps beside it (attempt, summary), agents, mail, the witness's settings and its health report with
  * the names and types of the witness document's `RigHealthReport`.

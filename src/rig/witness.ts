@@ -1,5 +1,5 @@
 /**
- * The witness (seed 002 "Witness observer", issue 13, DESIGN §8): a per-rig, read-only patrol that runs
+ * The witness (seed 002 "Witness observer"; docs/rig.md): a per-rig, read-only patrol that runs
  * as one background task of the session. It sleeps to its next patrol through the runtime's durable
  * sleep (the wake time is in its task state, so the session alarm brings it back after eviction), then
  * runs ONE commit per patrol: classify the polecats' stalls with the document's `classifyStall`, count
@@ -453,7 +453,7 @@ export function createWitnessKind(rigOf: () => PatrolledRig | undefined, report:
     roles: witnessRoles,
     initialStatus: "scheduled",
     // Both methods sleep to the next patrol first: an invocation started before that time is parked from
-    // its dispatch (not busy, and no kill is counted while it sleeps, DESIGN §3).
+    // its dispatch (not busy, and no kill is counted while it sleeps).
     sleepsUntil: (state) => (state.status === "ended" ? undefined : state.next_patrol_at),
     execute: (task, runtime, call) => loop(task, runtime, call),
     recover: (task, runtime, call) => loop(task, runtime, call),

@@ -2,7 +2,7 @@
  * The SQLite schema as numbered migrations (migrations/NNNN_name.sql, bundled as text modules by the
  * wrangler `Text` rule) and `migrate`, which `SqliteStorage.open` runs: apply every migration newer than
  * the stored version, each in its own transaction together with the version bump, and refuse storage
- * written by newer code (§6.5, DESIGN §2).
+ * written by newer code (§6.5).
  */
 import init from "../../migrations/0001_init.sql";
 import host from "../../migrations/0002_host.sql";

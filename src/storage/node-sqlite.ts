@@ -1,6 +1,6 @@
 /**
  * A `SqlHost` (sql.ts) over Node's `node:sqlite` `DatabaseSync`, so `SqliteStorage` (§7.5) runs
- * unchanged outside workerd: the Node benchmarks time it with a fine clock (issue 15 "Time figures"),
+ * unchanged outside workerd: the Node benchmarks time it with a fine clock (docs/performance.md "Time on Node"),
  * where workerd's clock advances only on I/O. Node only: never import this from worker code; it is
  * type-checked by test/node/tsconfig.json.
  *
@@ -79,7 +79,7 @@ export interface NodeSqliteOptions {
   /**
    * When a file database syncs to disk. Default "OFF": a Durable Object's durability comes from its
    * storage layer replicating the log, not from a local fsync, and a WAL checkpoint's fsyncs would time
-   * this machine's disk, not the harness (issue 15: they were most of SQLite's extra time on Node).
+   * this machine's disk, not the harness (they were most of SQLite's extra time on Node).
    * "NORMAL" syncs at every WAL checkpoint (SQLite's usual WAL setting).
    */
   readonly synchronous?: "OFF" | "NORMAL";

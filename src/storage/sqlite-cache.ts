@@ -1,9 +1,9 @@
 /**
- * The small write-through caches of `SqliteStorage` (§7.5; issue 15): conversations (fork links and
+ * The small write-through caches of `SqliteStorage` (§7.5; docs/performance.md): conversations (fork links and
  * tombstones), task records and the kinds table. A miss reads one indexed row and caches it; the write
  * path (sqlite-write.ts) updates them after a commit's transaction. The object is the only writer of its
  * database, so its own commits are the only changes and a cached record is the stored one; every open
- * starts them empty (DESIGN §2). Entry tails, the cache of newest entries, are in sqlite-tails.ts.
+ * starts them empty. Entry tails, the cache of newest entries, are in sqlite-tails.ts.
  */
 import type { Id, Task } from "./records.js";
 import { StorageError } from "./storage.js";
@@ -21,7 +21,7 @@ export class RecordCache {
   /**
    * Write-through cache of task records (§5.1): filled by this object's commits (published after the
    * transaction commits) and by reads. The object is the only writer of its database, so a cached record
-   * is the stored one; a fresh object starts empty (DESIGN §2). Bounded; older records are re-read.
+   * is the stored one; a fresh object starts empty. Bounded; older records are re-read.
    */
   readonly #tasks = new Map<Id, Task>();
   readonly #kindIds = new Map<string, number>();

@@ -1,5 +1,5 @@
 /**
- * Lossless compact text of two SQLite columns (§7.5; issue 15 "database bytes per turn"), used by the
+ * Lossless compact text of two SQLite columns (§7.5; docs/performance.md "Cost per turn"), used by the
  * SQLite backend only (the memory and JSONL backends keep records as given):
  *
  * - `entries.model` (§2.1, the pi-ai messages of an entry): an assistant message's `usage` with exactly

@@ -1,6 +1,6 @@
 /**
  * Counted SQL for `SqliteStorage` and its state store: every statement goes through here so the rows
- * read and written (what Cloudflare bills, DESIGN §2) accumulate in one `stats` object that tests and
+ * read and written (what Cloudflare bills, docs/performance.md) accumulate in one `stats` object that tests and
  * benchmarks diff around a call. Cursors are always consumed whole, so the counts are final.
  */
 import type { Id } from "./records.js";
@@ -76,7 +76,7 @@ export class CountedSql {
   }
 }
 
-/** Id lists split so no statement binds more than the platform's 100 parameters (DESIGN §2). */
+/** Id lists split so no statement binds more than the platform's 100 parameters. */
 export function chunks<T>(items: readonly T[], size: number = MAX_BOUND_PARAMETERS - 10): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));

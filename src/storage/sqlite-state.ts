@@ -64,7 +64,7 @@ interface SegmentPart extends Part {
 /**
  * The largest session-list element (UTF-8 bytes of namespace, key and JSON together) kept in the
  * clustered session_elements table (migration 0007). A WITHOUT ROWID row is a cell of an index b-tree,
- * whose cells keep at most ~1,000 bytes on a 4 KB page before spilling to overflow pages (DESIGN §2);
+ * whose cells keep at most ~1,000 bytes on a 4 KB page before spilling to overflow pages (docs/design.md);
  * this leaves room for the key BLOB's two bytes per code unit and the record header.
  */
 const COMPACT_ELEMENT_BYTES = 768;
@@ -104,7 +104,7 @@ export class SqliteState {
    * addresses, keyed like the rows they mirror: `s` + address for the current row ("values"), `h` +
    * address for the newest own version of a rewindable address (value_versions). null = known absent.
    * The object is the only writer of its database, so only its own commits change them; a fresh object
-   * starts empty (DESIGN §2). Changes of a commit are staged and published after it commits.
+   * starts empty. Changes of a commit are staged and published after it commits.
    */
   readonly #values = new Map<string, Version<JsonValue> | null>();
   #staged: [string, Version<JsonValue> | null][] = [];

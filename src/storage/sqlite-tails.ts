@@ -1,5 +1,5 @@
 /**
- * Entry tails of `SqliteStorage` (issue 15): a write-through cache of each conversation's own newest
+ * Entry tails of `SqliteStorage` (docs/performance.md): a write-through cache of each conversation's own newest
  * entries, so scans of recently committed entries read no rows. The storage's write path fills it after
  * a commit's transaction (sqlite-write.ts); its entry reads consult it before SQLite (sqlite.ts).
  */
@@ -20,7 +20,7 @@ interface TailEntry {
 }
 
 /**
- * Write-through cache of a conversation's own newest entries (issue 15): every entry of the conversation
+ * Write-through cache of a conversation's own newest entries: every entry of the conversation
  * with an id above `floor` is in `entries` (ascending), because this object committed all of them. A
  * tail starts at a commit that creates the conversation or appends its entries (floor: below that
  * commit); evicting its oldest entry raises the floor. Scans of ids above the floor read no rows.

@@ -2,7 +2,7 @@
  * The write path of `SqliteStorage` (§7.5): one commit is one `transactionSync`. checkBatch runs first
  * (in sqlite.ts; nothing is written when it throws), then the writes numbered from lastSeq + 1, then the
  * new lastSeq (the commit boundary; see writeBatch for the rows that carry it themselves); anything
- * thrown inside rolls the whole transaction back (DESIGN §2). The caches (sqlite-cache.ts,
+ * thrown inside rolls the whole transaction back. The caches (sqlite-cache.ts,
  * sqlite-tails.ts, the state store's in sqlite-state.ts) change only after the transaction committed.
  * Also here: which writes a batch needs no statement for, and the high-water mark open reads back.
  */
@@ -67,7 +67,7 @@ function markCarriers(
 
 /**
  * Writes of a batch whose effect on stored current contents a later write of the same batch undoes, so
- * they need no statement (issue 15): a sticky or scratch value set or delete followed by another set or
+ * they need no statement (fewer rows written): a sticky or scratch value set or delete followed by another set or
  * delete of the same address (only the last one's value and sequence are current, and such state has no
  * history, §4.2), and a sticky or scratch list append that a later remove of that element or a clear of
  * that list discards (the element id stays consumed; §8.1 "Memory and SQLite may discard a removed sticky

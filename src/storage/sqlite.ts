@@ -3,13 +3,13 @@
  * (`SqlHost`, sql.ts). Used by the session Durable Object; the workerd tests and benchmarks run it there.
  *
  * This file is the `Storage` object and its reads; a commit is written by sqlite-write.ts (one
- * `transactionSync` per batch, DESIGN §2), values and lists by sqlite-state.ts. Reads are indexed LIMIT
+ * `transactionSync` per batch, docs/design.md), values and lists by sqlite-state.ts. Reads are indexed LIMIT
  * queries whose cost is fork depth plus the requested range; "latest" is a descending indexed read with
  * LIMIT 1. The object keeps no copy of history in memory: only lastSeq, the small kinds table, and
  * bounded write-through caches of conversations' fork links, task records, current values
  * (sqlite-cache.ts, sqlite-state.ts) and the newest entries it committed (sqlite-tails.ts). The object is
  * the only writer of its database, so its own commits are the only changes; every open starts them
- * empty (issue 15).
+ * empty (docs/performance.md "Cost per turn").
  *
  * Rows read and written by every statement accumulate in `stats` (and per statement while `profile()`
  * runs), so tests and benchmarks can diff them.

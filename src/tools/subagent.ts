@@ -384,7 +384,7 @@ async function answer(child: ConversationHandle, inputId: Id, details: Record<st
     case "placed":
     case undefined:
       // The drive returned idle with the input still waiting: a group that ended without an answer
-      // leaves queued follow-ups waiting (DESIGN §3, no work by inference).
+      // leaves queued follow-ups waiting (§6.4: no work by inference).
       throw new Error(`subagent ${child.id} went idle with input ${inputId} ${result?.status ?? "unknown"}; send it more input or check its status`);
     default: {
       const never: never = result;

@@ -1,5 +1,5 @@
 /**
- * One alarm, many reasons to wake (DESIGN §3). A Durable Object has a single alarm; the plan keeps the
+ * One alarm, many reasons to wake (docs/design.md "Alarms and restarts"). A Durable Object has a single alarm; the plan keeps the
  * reasons present so far — the earliest sleeping task's wake time and, while invocations are in flight,
  * a heartbeat — and writes the alarm only when their minimum changes, because every `setAlarm` and
  * `deleteAlarm` is a billed storage write. Used by SessionHost (driver notifications) and the

@@ -1,5 +1,5 @@
 /**
- * The HTTP API (DESIGN §6, issue 6): a Hono app mounted by the Worker's fetch (src/worker/index.ts).
+ * The HTTP API (docs/api.md): a Hono app mounted by the Worker's fetch (src/worker/index.ts).
  * Versioned under /v1; every error is RFC 9457 problem+json with a stable `code` (problems.ts); bodies
  * over MAX_BODY_BYTES are refused with 413 before they are read. Route modules:
  *

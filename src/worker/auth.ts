@@ -1,5 +1,5 @@
 /**
- * Bearer-token auth and the role table (DESIGN §6, issue 6). Every API route except /health and the
+ * Bearer-token auth and the role table (docs/api.md "Authentication and roles"). Every API route except /health and the
  * signed webhooks needs an HS256 JWT (verified with `hono/jwt`) carrying `tenant` and `role`; the key is
  * the `JWT_SECRET` wrangler secret. Every token carries `exp`, and a lifetime above
  * TOKEN_MAX_LIFETIME_SECONDS (default 24 h) is refused. Watch routes also take a short-lived watch token
@@ -31,7 +31,7 @@ export type Capability =
   | "fault"
   | "quarantine"
   | "delete"
-  /** The rig's routes (issue 13); the rig checks each transition's role and agent itself. */
+  /** The rig's routes (docs/rig.md); the rig checks each transition's role and agent itself. */
   | "rig";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage"];

@@ -1,5 +1,5 @@
 /**
- * CORS for browser frontends (DESIGN §6, issue 14), with `hono/cors`. Allowed origins come from
+ * CORS for browser frontends (docs/api.md "Browsers"), with `hono/cors`. Allowed origins come from
  * `CORS_ORIGINS` (comma-separated; an entry may end in `:*` for any port); unset, development allows
  * `http://localhost:*` and `http://127.0.0.1:*` and every other environment allows none. A request
  * from an origin that is not allowed gets no CORS headers at all (the browser blocks it) and, because

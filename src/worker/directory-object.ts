@@ -1,6 +1,6 @@
 /**
- * DirectoryObject: one Durable Object per tenant listing that tenant's sessions (issue 14, "A tenant's
- * sessions"; DESIGN §6). Session objects send it full-row updates (create, activity at most once a
+ * DirectoryObject: one Durable Object per tenant listing that tenant's sessions (docs/api.md
+ * "Directory"). Session objects send it full-row updates (create, activity at most once a
  * minute, title/labels changes, delete) and retry an update from their alarm until this object
  * acknowledges it (session-directory.ts). `GET /v1/sessions` reads `list`.
  *

@@ -16,7 +16,7 @@ export interface Env extends SandboxBinding {
   readonly WEBHOOK_MASTER_SECRET?: string;
   /**
    * With a key set, that pi-ai provider is registered next to the built-in `echo` model. These two are
-   * examples: every catalogue provider's secret (src/models/providers.ts, README) is read by name.
+   * examples: every catalogue provider's secret (src/models/providers.ts, docs/models.md) is read by name.
    */
   readonly ANTHROPIC_API_KEY?: string;
   readonly OPENAI_API_KEY?: string;
@@ -24,13 +24,13 @@ export interface Env extends SandboxBinding {
   readonly MODEL_PROVIDERS?: string | readonly unknown[];
   /** The model a session gets when its PUT names none (default `echo`). */
   readonly DEFAULT_MODEL?: string;
-  /** The generation retry policy (src/worker/retry-config.ts, README "Configuration and secrets"). */
+  /** The generation retry policy (src/worker/retry-config.ts, docs/operations.md "Configuration and secrets"). */
   readonly MODEL_RETRY_ATTEMPTS?: string | number;
   readonly MODEL_RETRY_BASE_MS?: string | number;
   readonly MODEL_RETRY_MAX_MS?: string | number;
   readonly MODEL_RETRY_JITTER?: string | number;
   readonly MODEL_RETRY_HONOUR_HINTS?: string | boolean;
-  /** A Durable Object binding to `@cloudflare/sandbox`'s `Sandbox` class: jobs run there (README). */
+  /** A Durable Object binding to `@cloudflare/sandbox`'s `Sandbox` class: jobs run there (docs/jobs.md). */
   readonly SANDBOX?: SandboxBinding["SANDBOX"];
   /** `development`, `staging` or `production` (wrangler.toml vars per environment). */
   readonly ENVIRONMENT?: string;

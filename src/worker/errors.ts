@@ -1,6 +1,6 @@
 /**
- * Errors the session host reports to its callers (tests today, the HTTP layer later). One class with a
- * stable `code`; the HTTP issue maps codes to statuses in one exhaustive table.
+ * Errors the session host reports to its callers (the HTTP layer and tests). One class with a
+ * stable `code`; the HTTP layer turns a code into a problem (src/worker/problems.ts).
  *
  * Workers RPC serializes a thrown error as a plain `Error` carrying only its message (custom classes and
  * fields are lost through the stub), so the code is also the message's prefix: `sessionErrorCode` reads

@@ -1,7 +1,7 @@
 /**
  * The session host's durable bookkeeping (migrations/0002_host.sql): consecutive-kill counters that
  * quarantine a task which keeps killing the object, and the session fault record that stops alarms from
- * auto-driving a faulted session (DESIGN §3). Used by SessionHost (the driver's DriverHost) and the
+ * auto-driving a faulted session (docs/operations.md). Used by SessionHost (the driver's DriverHost) and the
  * SessionObject's operator operations.
  *
  * Every method is synchronous SQL on `ctx.storage.sql`, called on the commit line before an invocation

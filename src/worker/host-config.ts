@@ -9,13 +9,13 @@
 import { systemClock, type Clock } from "../core/host.js";
 import type { Env } from "./env.js";
 
-/** Consecutive kills of one task's execute/recover after which the host quarantines it (DESIGN §3). */
+/** Consecutive kills of one task's execute/recover after which the host quarantines it (docs/operations.md). */
 export const DEFAULT_KILL_BOUND = 3;
 
 /** While invocations are in flight, an alarm about this often keeps the object from being evicted idle. */
 export const HEARTBEAT_MS = 30_000;
 
-/** Something the host noticed without failing: it never throws these at the runtime (DESIGN §3). */
+/** Something the host noticed without failing: it never throws these at the runtime (a throw is retried). */
 export type HostReport =
   | { readonly type: "alarm_failed"; readonly error: unknown }
   | { readonly type: "alarm_write_failed"; readonly error: unknown }

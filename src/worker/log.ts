@@ -1,5 +1,5 @@
 /**
- * Structured logs for operators (issue 14): one JSON line per request and per task invocation, which
+ * Structured logs for operators (docs/operations.md "Logs"): one JSON line per request and per task invocation, which
  * Workers Logs (`[observability]` in wrangler.toml) indexes by field and `wrangler tail` streams. A line
  * carries ids, kinds, outcomes and durations, never a token, a query string or input text: request
  * lines name the route template (`/v1/sessions/:session/...`), not the URL. `LOG_LEVEL=quiet` silences them

@@ -2,7 +2,7 @@
  * The pi-ai models a session Durable Object runs with (§8.2 "model"): always the built-in
  * deterministic `echo` models (offline, tests), plus every pi-ai catalogue provider whose API key
  * secret is set and every custom endpoint declared in `MODEL_PROVIDERS` (src/models/providers.ts;
- * the README's "Models and providers" table says which secret enables which provider).
+ * the "Providers" table of docs/models.md says which secret enables which provider).
  *
  * Providers read their keys through an auth context over the Worker's bindings (not `process.env`).
  * The model a session uses is its `model` config value; `DEFAULT_MODEL` (else `echo`) is what a

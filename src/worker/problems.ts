@@ -1,5 +1,5 @@
 /**
- * HTTP errors (DESIGN §6): RFC 9457 `application/problem+json` bodies with a stable `code`. One error
+ * HTTP errors (docs/api.md "Errors"): RFC 9457 `application/problem+json` bodies with a stable `code`. One error
  * class (`Problem`), codes a string union, statuses from ONE exhaustive table (`STATUS`, in the wire
  * schema src/api/problems.ts), and one place
  * that normalizes anything else (`toProblem`). Used by the Hono app (routes, middleware, error handler)

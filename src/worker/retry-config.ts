@@ -1,5 +1,5 @@
 /**
- * The generation retry policy an operator sets by configuration (issue 10 item 5, §8.2 "retry_wait"):
+ * The generation retry policy an operator sets by configuration (§8.2 "retry_wait"; docs/models.md "Retries"):
  * wrangler vars (or `.dev.vars`) read into the turn kit's options when a session opens. Unset vars keep
  * the turn kit's defaults (src/kinds/services.ts `defaultTurnOptions`); a bad value is a `misconfigured`
  * problem naming the var, so session creation and every open refuse it and nothing is written.

@@ -1,5 +1,5 @@
 /**
- * The rig's operations inside the session Durable Object (issue 13): the RPC table the rig routes
+ * The rig's operations inside the session Durable Object (docs/rig.md): the RPC table the rig routes
  * (routes/rig.ts) call through `op(name, ...)`, over the session's Rig (src/rig/). It adds what needs
  * the host: live nudges to a conversation agent's watchers (FeedBook), the `rigName` (the session's
  * name, which the route knows), and the `.chipset/state` export.

@@ -1,11 +1,11 @@
 /**
- * The production ExecutionEnv (§8.6, DESIGN.md §5): commands run in a container-backed sandbox through
+ * The production ExecutionEnv (§8.6, docs/jobs.md): commands run in a container-backed sandbox through
  * Cloudflare's Sandbox SDK (`@cloudflare/sandbox`), addressed from the session's Durable Object. Output
  * streams through the SDK's `onOutput` callback into the job's progress bridge; the kill signal is the
  * SDK's `signal`. The FileSystem half maps to the SDK's file calls (`readFile`, `writeFile`, `exists`,
  * `listFiles`, `mkdir`, `deleteFile`); a failure becomes a FileSystemError (`not_found` when the path
  * does not exist). Enabled when the Worker has a `SANDBOX` Durable Object binding to the SDK's `Sandbox`
- * class (README "Jobs on Cloudflare Sandbox"); without one a session runs jobs on the scripted fake.
+ * class (docs/jobs.md "Jobs on Cloudflare Sandbox"); without one a session runs jobs on the scripted fake.
  *
  * The adapter depends only on the slice of the SDK it uses (`SandboxExec`, derived from the SDK's own
  * `ISandbox` type), so tests drive it with a fake of that slice and an SDK change that breaks it breaks

@@ -108,7 +108,7 @@ export function inputIndex(inputId: Id): ValueSpec<InputIndexEntry> {
   return withKey(inputIndexBase, String(inputId));
 }
 
-/** Request keys from different sources live in separate namespaces (§3.4, DESIGN §6). */
+/** Request keys from different sources live in separate namespaces (§3.4, docs/api.md "Idempotency-Key"). */
 export type RequestSource = { readonly type: "idempotency"; readonly key: string } | { readonly type: "webhook"; readonly id: string };
 
 export function requestId(source: RequestSource): string {

@@ -1,5 +1,5 @@
 /**
- * The session object's side of the tenant directory (issue 14, "A tenant's sessions"): it keeps the
+ * The session object's side of the tenant directory (docs/api.md "Directory"): it keeps the
  * session's directory row (name, title, labels, createdAt) in the object's synchronous KV storage and
  * sends the whole row to the tenant's DirectoryObject on create, on title/labels changes, on delete, and
  * on activity at most once per ACTIVITY_INTERVAL_MS. An update the directory does not acknowledge stays

@@ -46,7 +46,7 @@ export class SessionHost implements DriverHost {
    * On the line, before dispatch. Execute and recover raise the task's kill counter (a synchronous,
    * durable write) or are withheld once the bound is reached; abort is never withheld or counted. An
    * invocation that starts parked in a declared sleep is checked against the bound but not counted: it
-   * counts when it wakes (a sleeping task is not dying, DESIGN §3).
+   * counts when it wakes (a sleeping task is not dying).
    */
   beforeInvoke(task: Task, method: InvocationMethod, start: InvocationStart = { parked: false }): boolean {
     switch (method) {

@@ -73,7 +73,7 @@ interface OpenSession {
   readonly kit: TurnKit;
   readonly api: SessionApi;
   readonly feeds: FeedBook;
-  /** The rig layer (issue 13): agents, hooks, mail, nudges, the witness. */
+  /** The rig layer (docs/rig.md): agents, hooks, mail, nudges, the witness. */
   readonly rig: RigOps;
   /** GUPP's host side: opened with the attach (at open, or when an operator clears the fault). */
   readonly gupp: Gupp;
@@ -110,7 +110,7 @@ export class SessionObject extends DurableObject<Env> {
   /** Sockets registered with a feed of the open harness (after hibernation this starts empty). */
   readonly #sockets = new Map<WebSocket, { feed: AnyFeed; subscriber: FeedSubscriber<unknown, unknown> }>();
   readonly #watchApp = this.#buildWatchApp();
-  /** This session's row in its tenant's directory (issue 14): sent on create, relabel, activity, delete. */
+  /** This session's row in its tenant's directory (GET /v1/sessions): sent on create, relabel, activity, delete. */
   readonly #directory: DirectoryLink;
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -398,7 +398,7 @@ export class SessionObject extends DurableObject<Env> {
   // Alarm ---------------------------------------------------------------------------------------------
 
   /**
-   * One alarm for every reason to wake (DESIGN §3). Idempotent (delivery is at-least-once): open the
+   * One alarm for every reason to wake (alarm-plan.ts). Idempotent (delivery is at-least-once): open the
    * harness if this instance has not (open starts nothing), and unless the session is faulted attach it
    * so runnable work dispatches — inflight tasks recover, sleeping ones execute and sleep the remainder
    * — then re-arm. It never awaits that work and never throws: a throw makes the runtime retry the alarm,

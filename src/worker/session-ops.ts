@@ -1,5 +1,5 @@
 /**
- * The session Durable Object's operation table as types (issue 13 for the rig's part): every HTTP
+ * The session Durable Object's operation table as types: every HTTP
  * operation's arguments and result (`SessionOps`, with the rig's `RigSessionOps`) and what `create`
  * takes. The object implements the table (session-object.ts, rig-ops.ts) and callers reach it through
  * the typed stub (session-rpc.ts); all three import it from here, so none imports another for a type.

@@ -1,7 +1,7 @@
 /**
  * A watch feed: one core watch (src/core/watch.ts) per watched conversation (or the session) of an open
  * harness, fanned out to every SSE and WebSocket subscriber, with a bounded buffer of recent per-commit
- * messages so a reconnecting client resumes gap-free (DESIGN §6, §9.4). Used by the watch transport
+ * messages so a reconnecting client resumes gap-free (§9.4; docs/api.md "Watch"). Used by the watch transport
  * (src/worker/watch-transport.ts) inside the session Durable Object.
  *
  * Event ids: a per-commit message has `id` = the commit's last sequence. Preview-only messages (task
@@ -21,7 +21,7 @@ import type { WatchHandle, WatchMessage } from "../core/watch.js";
 import type { Id } from "../storage/records.js";
 
 /**
- * What a transport sends: a view, one per-commit message, or a live rig nudge (issue 13: never a
+ * What a transport sends: a view, one per-commit message, or a live rig nudge (never a
  * commit, never stored; its id is `seq.n` like preview-only messages', so a resume stays gap-free).
  */
 export type FeedOut<View, Event> =

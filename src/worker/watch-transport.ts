@@ -1,5 +1,5 @@
 /**
- * Watch transports inside the session Durable Object (DESIGN §6): Server-Sent Events (Hono's
+ * Watch transports inside the session Durable Object (docs/api.md "Watch"): Server-Sent Events (Hono's
  * `streamSSE`) and hibernatable WebSockets carrying the same messages, fed by one `WatchFeed` per
  * watched conversation (and one for the session) of the open harness (`FeedBook`).
  *
@@ -140,7 +140,7 @@ export class FeedBook {
     return target.type === "session" ? this.session() : this.conversation(target.id);
   }
 
-  /** A live rig nudge to the watchers of a conversation (issue 13); false when nobody watches it. */
+  /** A live rig nudge to the watchers of a conversation (docs/rig.md); false when nobody watches it. */
   announce(conversationId: Id, nudge: unknown): boolean {
     const feed = this.#ready.get(`c${conversationId}`);
     if (feed === undefined || this.#closed) return false;

@@ -1,5 +1,5 @@
 /**
- * Signed webhooks (DESIGN §6): Standard Webhooks verification with WebCrypto. Headers `webhook-id`,
+ * Signed webhooks (docs/api.md "Webhooks"): Standard Webhooks verification with WebCrypto. Headers `webhook-id`,
  * `webhook-timestamp` (Unix seconds) and `webhook-signature` (space-separated `v1,<base64>` entries);
  * the signed content is `${id}.${timestamp}.${body}`, HMAC-SHA256 with the endpoint's secret. Each
  * endpoint's (tenant and session) secret is derived from the one master secret, so nothing is stored:

@@ -1,5 +1,5 @@
 /**
- * Type tests (issue 14, "one wire schema"): every response schema of src/api/responses.ts infers exactly
+ * Type tests (docs/api.md "One wire schema"): every response schema of src/api/responses.ts infers exactly
  * the type the server answers with, both ways, so the typed client's types (z.infer of these schemas, or
  * the interfaces proven equal here) are the server's. They run in `npm run typecheck` (test/tsconfig.json):
  * a field added, dropped, retyped or made optional on one side only fails the build.

@@ -1,5 +1,5 @@
 /**
- * Browser tests of the console and of a page on another origin (issue 14, "The console"): Debian's
+ * Browser tests of the console and of a page on another origin (docs/console.md): Debian's
  * Chromium (/usr/bin/chromium, or $CHROMIUM) driven by playwright-core against `wrangler dev` started
  * here (port 8809, inspector 9309; PICO_BROWSER_PORT moves them). Run by `npm run test:browser` (Node's test runner, type stripping),
  * never by `npm test`. When no browser starts, the tests fail; they never skip.

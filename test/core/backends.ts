@@ -31,7 +31,7 @@ export const coreBackends: readonly CoreBackend[] = [
 ];
 
 /**
- * Every backend a core rule must hold on (issue 9): the core backends plus JSONL over in-memory files.
+ * Every backend a core rule must hold on: the core backends plus JSONL over in-memory files.
  * The JSONL backend runs in the test isolate; its files are fresh per run.
  */
 export const everyBackend: readonly CoreBackend[] = [

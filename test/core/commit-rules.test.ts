@@ -1,5 +1,5 @@
 /**
- * Commit rules found missing by review (issue 9), on every backend (memory, JSONL over in-memory files,
+ * Commit rules found missing by review, on every backend (memory, JSONL over in-memory files,
  * SQLite inside a Durable Object): forks outlive their deleted source (§2.4, §6.4), every delete path
  * checks the busy subtree (§6.4), abort handlers cannot queue future work (§6.3), and dependencies stay
  * inside one ownership tree (§5.4, §5.7).

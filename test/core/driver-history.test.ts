@@ -3,7 +3,7 @@
  * ancestry they need, and later completions use the live indexes, never a traversal of finished
  * children. The test builds 1,000 and then 20,000 finished child conversations (100,000 is the
  * benchmark's size) and checks that what open reads does not change: SQLite rows read (counted by the
- * storage, DESIGN §2) on SQLite, and the storage calls made (no conversation scans, no terminal task
+ * storage: what Cloudflare bills) on SQLite, and the storage calls made (no conversation scans, no terminal task
  * scans, same records returned) on memory.
  */
 import { runInDurableObject } from "cloudflare:test";

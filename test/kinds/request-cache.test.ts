@@ -1,5 +1,5 @@
 /**
- * Request building grows only with new entries (issue 15, request-cache.ts): one `ContextProjection`
+ * Request building grows only with new entries (src/kinds/request-cache.ts): one `ContextProjection`
  * fed a conversation's successive contexts answers exactly what the from-scratch functions answer
  * (`requestMessages`, `foldTools` over the items, `currentEpochBaseline`) after new entries, a fork
  * and a collapse, and folds only the new items when a context extends the previous one.

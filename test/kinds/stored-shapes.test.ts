@@ -1,5 +1,5 @@
 /**
- * Issue 15 "database bytes per turn": the stored shapes of the turn kinds' records, exactly, on every
+ * Exactly the stored shapes of the turn kinds' records, kept small (docs/performance.md "Cost per turn"), on every
  * backend (memory, SQLite, JSONL): a settled generation keeps no captured config (§8.2), a tool result's
  * data and a settled tool's output keep no default fields (§9.3, §8.3), a usage element keeps no zero
  * counts, zero costs or sums (§8.2). Readers fill the defaults back, and rows written whole by earlier

@@ -372,7 +372,7 @@ for (const backend of coreBackends) {
         const ex = await startExchange(kit, [toolCall("chatty", { text: "x" }, "c1")]);
         expect(await kit.h.drive(call)).toBe("idle");
         const output = outputOf(await toolState(kit, ex.tools[0] as Id));
-        // The content lives in the result entry only (issue 15: the terminal state does not repeat it);
+        // The content lives in the result entry only (the terminal state does not repeat it);
         // the entry's text below is the kept tail window.
         expect(output).not.toHaveProperty("content");
         expect(output.truncation).toEqual({ totalChars: 35, retainedChars: 10, truncated: true });

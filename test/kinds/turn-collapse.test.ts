@@ -1,5 +1,5 @@
 /**
- * Collapse inputs and bounds (§2.3, §8.2, §8.4, issue 10): a repeated collapse summarizes the current
+ * Collapse inputs and bounds (§2.3, §8.2, §8.4): a repeated collapse summarizes the current
  * context (the previous summary and what it retained, nothing before), a declined or failed threshold
  * collapse lets the generation go ahead uncollapsed and is not retried until the context grew, and the
  * summarizer keeps the conversation's tools but is told not to call them (tool choice `none`).

@@ -1,5 +1,5 @@
 /**
- * Generation outcomes and bookkeeping found missing by issue 10 (§4.6, §8.2): the provider stream is
+ * Generation outcomes and bookkeeping found missing by review (§4.6, §8.2): the provider stream is
  * cancelled and joined on an early exit, an interrupted attempt with no frames still gets its usage row,
  * and pi-ai's silent and length-stop overflow (an answer that filled the context window) takes the
  * overflow path, on memory and SQLite with the faux provider.

@@ -1,5 +1,5 @@
 /**
- * The typed client imports nothing from src/worker/ (issue 14): its wire types come from src/api/. The
+ * The typed client imports nothing from src/worker/ (README "Architecture"): its wire types come from src/api/. The
  * check walks every relative import of src/client/, transitively, so a server file reached through
  * another module counts too.
  */

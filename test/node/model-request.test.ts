@@ -1,6 +1,6 @@
 /**
- * The generation's request options and retry policy (src/kinds/model-request.ts, issue 10 items 3 and
- * 5) and the custom-provider configuration (src/models/providers.ts): thinking levels per model, the
+ * The generation's request options and retry policy (src/kinds/model-request.ts, docs/models.md
+ * "Retries") and the custom-provider configuration (src/models/providers.ts): thinking levels per model, the
  * provider's retry hints, jittered capped backoff, and typed configuration errors.
  */
 import { fauxAssistantMessage, type Api, type Model } from "@earendil-works/pi-ai";

@@ -1,5 +1,5 @@
 /**
- * `NodeSqliteHost` (src/storage/node-sqlite.ts), the Node host the issue 15 time bench runs
+ * `NodeSqliteHost` (src/storage/node-sqlite.ts), the Node host the time bench (bench/time) runs
  * `SqliteStorage` on: how it configures a file database (like a Durable Object's: one user, WAL, no
  * local fsync unless asked) and what its cursors report.
  */

@@ -1,5 +1,5 @@
 /**
- * The OpenAPI document validates against the OpenAPI 3.1 schema (issue 14), checked with a maintained
+ * The OpenAPI document validates against the OpenAPI 3.1 schema, checked with a maintained
  * validator (@seriousme/openapi-schema-validator, offline). Runs in Node: the validator compiles JSON
  * Schemas with code generation, which workerd does not allow. The document is the one the Worker serves
  * (test/workerd/http-openapi.test.ts compares the served copy with `openApiDocument()`).

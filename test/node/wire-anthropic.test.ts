@@ -1,5 +1,5 @@
 /**
- * Anthropic Messages on the wire (issue 10): pi-ai's real Anthropic Messages API against a local fake
+ * Anthropic Messages on the wire (docs/models.md "Wire tests"): pi-ai's real Anthropic Messages API against a local fake
  * endpoint answering in the documented SSE format, three ways: the catalogue `anthropic` provider,
  * Cloudflare AI Gateway's Anthropic route (the catalogue `cloudflare-ai-gateway` provider) and a custom
  * `anthropic-messages` endpoint declared in configuration (built with createProvider). Request

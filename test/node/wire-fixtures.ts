@@ -1,5 +1,5 @@
 /**
- * Wire-test fixtures (issue 10 "Real models"): a local fake HTTP endpoint (node:http on 127.0.0.1, an
+ * Wire-test fixtures (docs/models.md "Wire tests"): a local fake HTTP endpoint (node:http on 127.0.0.1, an
  * ephemeral port) that answers with hand-written replies in each API's documented streaming format and
  * records every request; a fetch that sends the catalogue providers' fixed hosts (api.anthropic.com,
  * api.openai.com, api.cloudflare.com) to it; and a turn rig: the REAL pi-ai providers (the catalogue

@@ -1,5 +1,5 @@
 /**
- * OpenAI-style APIs on the wire (issue 10): pi-ai's real providers against a local fake endpoint that
+ * OpenAI-style APIs on the wire (docs/models.md "Wire tests"): pi-ai's real providers against a local fake endpoint that
  * answers in each API's documented streaming format. OpenAI Responses (the catalogue `openai`
  * provider, and a custom `openai-responses` endpoint), Chat Completions (a custom endpoint declared in
  * configuration; both custom ones are built with createProvider) and Cloudflare Workers AI (the

@@ -1,5 +1,5 @@
 /**
- * GUPP at the generation's final-answer boundary (issue 13; seed 000 "GUPP Integration"; §8.1): the turn
+ * GUPP at the generation's final-answer boundary (seed 000 "GUPP Integration"; §8.1): the turn
  * kit's extension point (kinds/services.ts FinalAnswerBoundary) lets the rig, inside the commit that
  * records a final answer, accept a pending hook's work item ahead of the user's queued followUps and
  * activate the hook, and complete a hook in the commit that records its work item's `done` result. A

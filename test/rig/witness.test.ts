@@ -1,5 +1,5 @@
 /**
- * The witness (issue 13; seed 002 "Witness observer") over a harness with a fake clock: the escalation
+ * The witness (seed 002 "Witness observer") over a harness with a fake clock: the escalation
  * ladder (nudge seen live, one de-duplicated critical mail, a touch resolves the stall), the write sets
  * of every witness commit, one patrol after downtime, a failed hook read that is never "no work", and
  * the witness's mail: the mayor's `set` and `focus` instructions, a polecat's reply to a nudge.

@@ -1,5 +1,5 @@
 /**
- * The one harness for every kill-at-commit scenario (DESIGN §3, §5.3, §6.4): a scripted session in a
+ * The one harness for every kill-at-commit scenario (§5.3, §6.4): a scripted session in a
  * real session Durable Object, run once uninterrupted and then, in separate runs, killed right after
  * commit k (`ctx.abort()` once that commit is durable: the platform's own reset, nothing of the instance
  * survives; from commit k on no further commit of the instance reaches storage, so exactly k commits are

@@ -1,5 +1,5 @@
 /**
- * Eviction sweep, full (DESIGN §3): the 100-turn script of eviction-script.ts killed right after every
+ * Eviction sweep, full: the 100-turn script of eviction-script.ts killed right after every
  * commit boundary k, one run per k, each reopened by the alarm alone and compared with the uninterrupted
  * run. Long-running: `npm run test:evictions` (not part of `npm test`, which runs a sample).
  */

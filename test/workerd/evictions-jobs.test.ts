@@ -1,5 +1,5 @@
 /**
- * Eviction at every commit boundary of jobs, a recurring job and a schedule (DESIGN §3, §5.3, §8.3
+ * Eviction at every commit boundary of jobs, a recurring job and a schedule (§5.3, §8.3
  * "Blocking budget", §8.6): a short scripted session in a real session Durable Object, run once
  * uninterrupted and then, once per commit k, killed right after commit k (`ctx.abort()` once it is
  * durable), reopened by the alarm alone, driven to the end and compared with the uninterrupted run.

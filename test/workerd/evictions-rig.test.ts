@@ -1,5 +1,5 @@
 /**
- * Eviction at every commit boundary of a rig (issue 13 shared duty with issue 9's sweep; DESIGN §3, §8):
+ * Eviction at every commit boundary of a rig (the rig's share of the eviction sweep; docs/rig.md):
  * a small scripted rig in a real session Durable Object, run once uninterrupted and then killed right
  * after each of its commits k (`ctx.abort()` once commit k is durable: `runScenario` of eviction-harness.ts), each
  * time reopened by the alarm alone, finished, and compared with the uninterrupted run. The script: two

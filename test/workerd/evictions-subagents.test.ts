@@ -1,5 +1,5 @@
 /**
- * Eviction at every commit boundary of a short subagent script (DESIGN §3, §8.5): the turn script of
+ * Eviction at every commit boundary of a short subagent script (§8.5): the turn script of
  * eviction-script.ts on the harness of eviction-harness.ts (kill right after commit k, reopen by the
  * alarm alone, check the invariants, finish, compare with the uninterrupted run) over prompts that make the echo model call `subagent`
  * (run, spawn, run with inherited context). The session's built-in turn kit is replaced through the

@@ -1,5 +1,5 @@
 /**
- * Eviction sweep, fast sample (DESIGN §3): the turn script of eviction-script.ts, killed right after
+ * Eviction sweep, fast sample: the turn script of eviction-script.ts, killed right after
  * a sample of its commit boundaries, each reopened by the alarm alone and compared with the uninterrupted
  * run; the deploy drill does the same with a new deployed version id between kill and reopen. The full
  * sweep (every boundary of a 100-turn script) is `npm run test:evictions`.

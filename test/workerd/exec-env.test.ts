@@ -1,5 +1,5 @@
 /**
- * The two ExecutionEnvs (§8.6, DESIGN.md §5): the scripted fake on a FakeClock, and the Sandbox SDK
+ * The two ExecutionEnvs (§8.6, docs/jobs.md): the scripted fake on a FakeClock, and the Sandbox SDK
  * adapter driven through a fake of the SDK slice it uses (`SandboxExec`, typed from the SDK's own
  * `ISandbox`, so an SDK change that breaks the adapter breaks the type check).
  */

@@ -1,5 +1,5 @@
 /**
- * The Worker entry keeps answering its health route (the HTTP routes come with a later issue).
+ * The Worker entry keeps answering its health route (the API routes have tests of their own).
  */
 // SELF is the main worker's default export; `exports` from cloudflare:workers is untyped here.
 import { SELF } from "cloudflare:test";

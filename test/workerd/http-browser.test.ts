@@ -1,5 +1,5 @@
 /**
- * Browsers (issue 14): CORS (configured origins, the development default, the header lists, a disallowed
+ * Browsers (docs/api.md "Browsers"): CORS (configured origins, the development default, the header lists, a disallowed
  * origin gets no CORS headers and writes nothing), watch tokens (`POST .../watch-token`, the only tokens
  * `?access_token=` accepts, checked at connect), and token lifetimes (every token carries exp; a lifetime
  * above the configured maximum is refused).

@@ -1,6 +1,6 @@
 /**
- * The typed client against the real worker (issue 14, "the typed client is exercised against the real
- * worker for every route"): one scenario calls every method of the client once, in the order a frontend,
+ * The typed client against the real worker, for every route (docs/api.md "Typed
+ * client"): one scenario calls every method of the client once, in the order a frontend,
  * an operator, a mayor and an external agent would, through the Worker's own fetch. Every response that
  * passes is matched to its route in API_ROUTES (src/api/openapi.ts) and its body is parsed with that
  * route's strict response schema for its status, so a field the server adds, drops or retypes fails here.

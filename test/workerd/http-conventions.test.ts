@@ -1,5 +1,5 @@
 /**
- * HTTP conventions clients expect (issue 14): the Idempotency-Key rule of the IETF draft (the same key
+ * HTTP conventions clients expect (docs/api.md): the Idempotency-Key rule of the IETF draft (the same key
  * with the same body and conversation returns the original acceptance; a different body or conversation
  * is 422 `idempotency_key_reused` and writes nothing), dot-segment keys refused, 405 with `Allow` for a
  * wrong method on a known path, and the `Bearer` scheme matched case-insensitively (RFC 7235).

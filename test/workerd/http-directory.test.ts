@@ -1,5 +1,5 @@
 /**
- * The tenant directory end to end (issue 14, "A tenant's sessions"): GET /v1/sessions lists what PUT
+ * The tenant directory end to end (docs/api.md "Directory"): GET /v1/sessions lists what PUT
  * created (200 at once), forgets what DELETE removed, pages with a cursor, filters with q, shows the
  * title and labels PUT and PATCH set, and an update the directory refused is retried from the session's
  * alarm until acknowledged.

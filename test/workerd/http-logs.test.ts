@@ -1,5 +1,5 @@
 /**
- * Structured logs (issue 14): one JSON line per request (request id, tenant, session, conversation,
+ * Structured logs (docs/operations.md "Logs"): one JSON line per request (request id, tenant, session, conversation,
  * route, status, duration) and per task invocation (task, kind, method, outcome, duration), never a
  * token, a query string or input text.
  */

@@ -1,5 +1,5 @@
 /**
- * What a deployment can use (issue 10 "Real models"): GET /v1/models (client role) over HTTP, the
+ * What a deployment can use (docs/models.md): GET /v1/models (client role) over HTTP, the
  * providers the Worker's bindings enable (catalogue secrets, MODEL_PROVIDERS), a misconfiguration as a
  * typed `misconfigured` problem, a thinking level outside pi-ai's levels refused at the boundary, and
  * the generation retry policy set by configuration (MODEL_RETRY_* vars, src/worker/retry-config.ts).

@@ -1,5 +1,5 @@
 /**
- * The OpenAPI document (issue 14): served at GET /v1/openapi.json, generated from the wire schemas, and
+ * The OpenAPI document: served at GET /v1/openapi.json, generated from the wire schemas, and
  * in step with the app both ways, enumerated mechanically from the routes Hono registered (so a route
  * added later without its declaration fails here). The document's validity against the OpenAPI 3.1
  * schema is checked in Node (test/node/openapi.test.ts), where the validator runs.

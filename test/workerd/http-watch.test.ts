@@ -1,5 +1,5 @@
 /**
- * Watch over HTTP (DESIGN §6, §9.4), end to end through the Worker's fetch: the SSE stream starts with
+ * Watch over HTTP (§9.4; docs/api.md "Watch"), end to end through the Worker's fetch: the SSE stream starts with
  * a view and then carries one event per commit with `id:` = the commit's last seq; Last-Event-ID inside
  * the server's buffer resumes with exactly the later commits and no view; outside it, or after the
  * object restarted, a fresh view. WebSocket watchers keep receiving after the object hibernates. A tool
@@ -660,7 +660,7 @@ describe("tool result data on the wire", () => {
         resumed.close();
       }
 
-      // The stored row stays compact (issue 15 bytes).
+      // The stored row stays compact (fewer stored bytes).
       const stored = await runInDurableObject(sessionStub(tenant, name), (_instance, state) => state.storage.sql.exec("SELECT data FROM entries WHERE id = ?", resultId).one()["data"]);
       expect(JSON.parse(stored as string)).toEqual({ chars: 15 });
     } finally {
@@ -758,7 +758,7 @@ describe("usage rows and task output on the wire", () => {
         fresh.close();
       }
 
-      // The stored row stays compact (issue 15 bytes).
+      // The stored row stays compact (fewer stored bytes).
       const stored = await runInDurableObject(sessionStub(tenant, name), (_instance, state) => {
         const row = state.storage.sql.exec("SELECT state, status FROM tasks WHERE id = ?", toolId).one();
         return decodeState(String(row["state"]), () => String(row["status"]));

@@ -1,5 +1,5 @@
 /**
- * A parked wait costs nothing (DESIGN §3): a generation sleeping in retry_wait until a durable wake time
+ * A parked wait costs nothing (docs/design.md "Alarms and restarts"): a generation sleeping in retry_wait until a durable wake time
  * is not busy, so no 30 s heartbeat keeps the object awake; the one alarm is set at the wake time, and
  * after an eviction that alarm alone reopens the session and brings the generation back (§5.3: execute
  * sleeps only the remainder). The turn kit runs over a scripted faux model through the test seam.

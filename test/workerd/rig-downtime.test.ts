@@ -1,5 +1,5 @@
 /**
- * "Patrol after downtime" in a Durable Object (issue 13; seed 002 "Witness Restart"; DESIGN §3): the
+ * "Patrol after downtime" in a Durable Object (seed 002 "Witness Restart"): the
  * witness patrol's alarm is set, the object is evicted, the shared manual clock moves 3 h ahead, and only
  * the alarm runs (runDurableObjectAlarm). It reopens the session, the witness runs exactly one patrol (no
  * backlog of the 36 it missed) and the next patrol, and the alarm, are one interval after now.

@@ -1,5 +1,5 @@
 /**
- * The rig over HTTP around the witness (issue 13): a patrol in the Durable Object (manual clock) nudges
+ * The rig over HTTP around the witness (docs/rig.md): a patrol in the Durable Object (manual clock) nudges
  * a conversation agent's watchers live (SSE `nudge` message with a `seq.n` id, not a commit) and an
  * external agent's long poll; the health report has the document's fields; mail and acks; the witness
  * settings; terminate; and the `.chipset/state` filesystem contract with its tar round trip.

@@ -1,5 +1,5 @@
 /**
- * GUPP for conversation agents over HTTP (issue 13; seed 000 "GUPP Integration"): an idle agent's hook
+ * GUPP for conversation agents over HTTP (seed 000 "GUPP Integration"): an idle agent's hook
  * is activated and its work accepted in the setting commit; a busy one stays pending and is activated
  * right after its conversation's answer; the final answer completes the hook once; an eviction between
  * set and activation still activates once and accepts once; at the boundary where the conversation

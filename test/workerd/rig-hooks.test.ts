@@ -1,5 +1,5 @@
 /**
- * The rig's hooks over HTTP (issue 13; seed 000 "Hook persistence"): the lifecycle with the four roles,
+ * The rig's hooks over HTTP (seed 000 "Hook persistence"): the lifecycle with the four roles,
  * the table of every (status, transition, role) with its status code and no write on refusal, racing
  * dispatchers, stale completions (attempt and If-Match), and the agent's long poll.
  */

@@ -1,5 +1,5 @@
 /**
- * A schedule aimed at a conversation whose last turn failed (§8.1, DESIGN §3): the failed group's
+ * A schedule aimed at a conversation whose last turn failed (§8.1; docs/api.md "Waiting input"): the failed group's
  * queued followUps stay queued and visibly waiting until a `continue`. The schedule's own input is one
  * of them, so it has a pending occurrence: later occurrences queue nothing (and do not restart the
  * failed conversation by placing the waiting items); they are counted in `skipped`. The turn fails by a

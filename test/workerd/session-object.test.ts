@@ -1,5 +1,5 @@
 /**
- * The session Durable Object (DESIGN §2, §3): creation, the alarm that multiplexes every reason to wake,
+ * The session Durable Object (docs/design.md): creation, the alarm that multiplexes every reason to wake,
  * recovery after a kill, quarantine of a task that keeps killing the object, and the durable session
  * fault. Kills are `abortAllDurableObjects()` (eviction would wait for in-flight work); alarms run by
  * hand with `runDurableObjectAlarm` on a manual clock that starts a day ahead, so they never fire on

@@ -1,5 +1,5 @@
 /**
- * The soak test (issue 21): one session in a real session Durable Object, run for simulated days with
+ * The soak test (docs/operations.md "Soak test"): one session in a real session Durable Object, run for simulated days with
  * everything that sleeps at once, killed hundreds of times, and checked against oracles that do not
  * come from the code under test. `npm run test:soak` (SOAK_PROFILE=short|full, default full; SOAK_SEED
  * replays a run, SOAK_START fixes its simulated start). Not part of `npm test`; CI runs the short profile.

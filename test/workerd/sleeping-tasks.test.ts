@@ -1,5 +1,5 @@
 /**
- * A sleeping task is not dying (DESIGN §3 "Restarts and quarantine"): the host's kill counter counts
+ * A sleeping task is not dying (docs/operations.md "Restarts and quarantine"): the host's kill counter counts
  * invocations that die while working, not while parked in a declared wait (a sleep until a durable wake
  * time, or a wait for an external answer). Idle evictions between a schedule's, a recurring job's or
  * the witness's wakes are the normal life of a Durable Object, and every deploy restarts every object;

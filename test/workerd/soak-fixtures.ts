@@ -1,5 +1,5 @@
 /**
- * Fixtures of the soak test (session.soak.ts, issue 21): a seeded random source, the profiles, the
+ * Fixtures of the soak test (session.soak.ts): a seeded random source, the profiles, the
  * instrumentation of the session object's storage (rows written per simulated hour, commits counted,
  * a kill right after a chosen commit), the occurrence oracles of the schedules (independent of the
  * product: a fixed grid, whole UTC hours, and a wall-clock time in Europe/Berlin found by scanning with

@@ -1,6 +1,6 @@
 /**
  * Subagent recovery in a session Durable Object (§8.5 "recover: the child exists; drive it again with
- * the fresh Call", §5.3, DESIGN §3): the object is killed with abortAllDurableObjects at each point of a
+ * the fresh Call", §5.3): the object is killed with abortAllDurableObjects at each point of a
  * `run` and of a `wait` — after the creation commit (the child's first generation has not started its
  * request), mid-child-turn (the child's generation is streaming), and after the child answered but
  * before the parent's result entry (the call is inside after_tool) — and the alarm that reopens it

@@ -1,8 +1,8 @@
 /**
- * The conversation watch feed (src/worker/watch-feed.ts, DESIGN §6, §9.4) shows entries as the HTTP API
+ * The conversation watch feed (src/worker/watch-feed.ts, §9.4) shows entries as the HTTP API
  * serves them: a tool result entry's data whole (§9.3), in the view and in the commit messages alike, so
  * a client that folds the messages onto its first view (src/core/watch-reduce.ts) ends with the entries
- * of a fresh view; the core watch and storage keep the compact data (issue 15 bytes). The same holds for
+ * of a fresh view; the core watch and storage keep the compact data (fewer stored bytes). The same holds for
  * a settled tool task's output in the conversation feed's task events and for the session feed's usage
  * rows (whole, as GET /usage serves them).
  */

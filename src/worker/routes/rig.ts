@@ -1,5 +1,5 @@
 /**
- * The rig's routes (issue 13, DESIGN §8): agents, hooks (with ETag, If-Match and Hook-Attempt), the
+ * The rig's routes (docs/rig.md): agents, hooks (with ETag, If-Match and Hook-Attempt), the
  * agent's long poll, mail, nudges, the witness's settings, the health report and the `.chipset/state`
  * filesystem contract. Every route needs the `rig` capability (mayor, operator, agent); the rig itself
  * checks which role may make each transition and that an agent touches only its own hook.

@@ -1,5 +1,5 @@
 /**
- * Watch routes (DESIGN §6, §9.4): `GET .../conversations/{conversation}/watch` and
+ * Watch routes (§9.4; docs/api.md "Watch"): `GET .../conversations/{conversation}/watch` and
  * `GET /v1/sessions/{session}/watch`, as Server-Sent Events or, with `Upgrade: websocket`, a
  * hibernatable WebSocket; and `POST .../watch-token`, which issues the short-lived watch token that
  * `?access_token=` accepts (EventSource and WebSocket cannot set headers; a normal bearer token in a URL
