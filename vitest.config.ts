@@ -13,7 +13,7 @@ export default defineConfig({
             wrangler: { configPath: "./wrangler.toml" },
             // Test-only secrets (the HTTP tests sign tokens and webhooks with them; see .dev.vars.example).
             // LOG_LEVEL quiet: the JSON log lines would flood the test output (tests that read them capture them).
-            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret", LOG_LEVEL: "quiet" } },
+            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret", SECRETS_SEALING_KEY: "test-only-secrets-sealing-key-0123456789", LOG_LEVEL: "quiet" } },
           }),
         ],
         test: {

@@ -13,7 +13,7 @@ export default defineConfig({
         plugins: [
           cloudflareTest({
             wrangler: { configPath: `${root}/wrangler.toml` },
-            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret", SWEEP_SHARD: process.env.SWEEP_SHARD ?? "0/1" } },
+            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret", SECRETS_SEALING_KEY: "test-only-secrets-sealing-key-0123456789", SWEEP_SHARD: process.env.SWEEP_SHARD ?? "0/1" } },
           }),
         ],
         test: { name: "evictions", include: ["test/workerd/**/*.sweep.ts"], typecheck: { enabled: false }, testTimeout: 0 },

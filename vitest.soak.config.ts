@@ -18,6 +18,7 @@ export default defineConfig({
               bindings: {
                 JWT_SECRET: "test-only-jwt-secret-not-for-production",
                 WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret",
+                SECRETS_SEALING_KEY: "test-only-secrets-sealing-key-0123456789",
                 LOG_LEVEL: "quiet",
                 SOAK_PROFILE: process.env.SOAK_PROFILE ?? "full",
                 SOAK_SEED: process.env.SOAK_SEED ?? "",

@@ -15,6 +15,13 @@ export interface Env extends SandboxBinding {
   /** Master secret the per-tenant webhook secrets are derived from (a wrangler secret). */
   readonly WEBHOOK_MASTER_SECRET?: string;
   /**
+   * Key the stored secrets (inbound endpoints' signing secrets) are sealed with, at least 32 characters
+   * (a wrangler secret; src/worker/sealed-secrets.ts). `SECRETS_SEALING_KEY_PREVIOUS` still opens what the
+   * key before it sealed (rotation).
+   */
+  readonly SECRETS_SEALING_KEY?: string;
+  readonly SECRETS_SEALING_KEY_PREVIOUS?: string;
+  /**
    * With a key set, that pi-ai provider is registered next to the built-in `echo` model. These two are
    * examples: every catalogue provider's secret (src/models/providers.ts, docs/models.md) is read by name.
    */
