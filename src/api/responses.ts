@@ -463,6 +463,20 @@ export const rigHealthOut = z.strictObject({
   notStartedAgents: z.array(z.strictObject({ agentId: z.string(), beadId: z.string(), pendingMinutes: z.number() })),
 });
 
+/** An inbound endpoint as an operator sees it (docs/integrations.md); `secret` only in the PUT that generated it. */
+export const inboundOut = z.strictObject({
+  name: z.string(),
+  url: z.string().describe("Where the sender posts: POST /v1/inbound/{tenant}/{session}/{name}"),
+  format: z.enum(["standard", "github", "slack", "stripe"]),
+  conversationId: id,
+  mode: z.enum(["followUp", "steer", "nextRun"]),
+  template: z.string().optional(),
+  secret: z.string().optional().describe("A standard endpoint's generated whsec_ secret: answered once, when it is generated"),
+});
+export const inboundListResponse = z.strictObject({ items: z.array(inboundOut) });
+/** A delivery: the input it queued (`duplicate`: a redelivery, the first acceptance), or the platform's handshake answer. */
+export const inboundDeliveryResponse = z.union([z.strictObject({ inputId: id, duplicate: z.boolean() }), z.record(z.string(), jsonValue)]);
+
 // Types of the bodies that have no interface above: inferred from their schemas.
 export type SessionSummaryResponse = z.infer<typeof sessionSummaryResponse>;
 /** `GET /v1/sessions`: a page of the tenant's directory. */
@@ -490,3 +504,5 @@ export type MailboxResponse = z.infer<typeof mailboxResponse>;
 export type NudgesResponse = z.infer<typeof nudgesResponse>;
 export type RigSettingsResponse = z.infer<typeof rigSettingsOut>;
 export type RigHealthResponse = z.infer<typeof rigHealthOut>;
+export type InboundResponse = z.infer<typeof inboundOut>;
+export type InboundListResponse = z.infer<typeof inboundListResponse>;

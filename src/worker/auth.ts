@@ -1,6 +1,6 @@
 /**
  * Bearer-token auth and the role table (docs/api.md "Authentication and roles"). Every API route except /health and the
- * signed webhooks needs an HS256 JWT (verified with `hono/jwt`) carrying `tenant` and `role`; the key is
+ * signed webhooks and inbound deliveries needs an HS256 JWT (verified with `hono/jwt`) carrying `tenant` and `role`; the key is
  * the `JWT_SECRET` wrangler secret. Every token carries `exp`, and a lifetime above
  * TOKEN_MAX_LIFETIME_SECONDS (default 24 h) is refused. Watch routes also take a short-lived watch token
  * (`POST .../watch-token`) as `?access_token=` because browsers cannot set headers on EventSource or
@@ -32,19 +32,22 @@ export type Capability =
   | "quarantine"
   | "delete"
   /** The rig's routes (docs/rig.md); the rig checks each transition's role and agent itself. */
-  | "rig";
+  | "rig"
+  /** Inbound endpoints' config (docs/integrations.md): where signed deliveries from integrations go. */
+  | "inbound";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage"];
 
 /**
  * The role table. `client` creates sessions and uses conversations, inputs, watch and config;
- * `operator` may also use tasks, inspect, shutdown, fault, quarantine and delete, and the rig's routes.
+ * `operator` may also use tasks, inspect, shutdown, fault, quarantine and delete, the rig's routes, and
+ * configure inbound endpoints.
  * `mayor` coordinates the rig (registers agents, sets and clears hooks) and has the client's routes;
  * `agent` tokens use only the rig's routes, and the rig lets them touch only their own hook and mail.
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
 };

@@ -54,6 +54,7 @@ import { erase } from "../core/task-kind.js";
 import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
 import { acceptInput } from "../kinds/placement.js";
 import { RigOps } from "./rig-ops.js";
+import { inboundOps } from "./inbound-ops.js";
 
 /** The rig's operations as entries of the SessionObject's op table. */
 function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
@@ -389,6 +390,7 @@ export class SessionObject extends DurableObject<Env> {
     },
     lastSeq: async (s) => s.harness.storage.lastSeq,
     ...bindRig(RigOps.table()),
+    ...inboundOps<OpenSession>(),
   };
 
   ping(): number {

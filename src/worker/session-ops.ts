@@ -1,6 +1,7 @@
 /**
  * The session Durable Object's operation table as types: every HTTP
- * operation's arguments and result (`SessionOps`, with the rig's `RigSessionOps`) and what `create`
+ * operation's arguments and result (`SessionOps`, with the rig's `RigSessionOps` and the inbound
+ * endpoints' `InboundSessionOps`) and what `create`
  * takes. The object implements the table (session-object.ts, rig-ops.ts) and callers reach it through
  * the typed stub (session-rpc.ts); all three import it from here, so none imports another for a type.
  */
@@ -25,6 +26,7 @@ import type {
   TransitionResult,
 } from "../rig/index.js";
 import type { SessionInspection } from "../api/responses.js";
+import type { InboundSessionOps } from "./inbound-ops.js";
 import type {
   AcceptRequest,
   AcceptResponse,
@@ -43,7 +45,7 @@ import type {
 export type Op<Args extends readonly unknown[], Result> = { readonly args: Args; readonly result: Result };
 
 /** Every HTTP operation on a session: its arguments and its result. */
-export interface SessionOps extends RigSessionOps {
+export interface SessionOps extends RigSessionOps, InboundSessionOps {
   summary: Op<[], SessionSummary>;
   accept: Op<[ref: ConversationRef, request: AcceptRequest], AcceptResponse>;
   input: Op<[inputId: Id], { inputId: Id; conversationId: Id; result: InputResult }>;
