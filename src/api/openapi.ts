@@ -35,6 +35,7 @@ import {
   schedulesQuery,
   noQuery,
 } from "./schemas.js";
+import { inboundBody, inboundName } from "./inbound.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
@@ -53,6 +54,9 @@ import {
   forkResponse,
   hookFileOut,
   hookReadOut,
+  inboundDeliveryResponse,
+  inboundListResponse,
+  inboundOut,
   inputResponse,
   inspectResponse,
   jsonValue,
@@ -87,7 +91,7 @@ export type RouteAuth =
   | { readonly type: "bearer"; readonly capability: string }
   /** A bearer token, or a watch token in `?access_token=`. */
   | { readonly type: "watch" }
-  /** Standard Webhooks signature with the endpoint's secret. */
+  /** A signature with the endpoint's secret: Standard Webhooks, or an inbound endpoint's platform format. */
   | { readonly type: "webhook" }
   | { readonly type: "none" };
 
@@ -103,7 +107,8 @@ export interface ApiRoute {
   readonly summary: string;
   readonly auth: RouteAuth;
   readonly query?: z.ZodObject;
-  readonly headers?: Readonly<Record<string, { readonly schema: z.ZodType; readonly description: string }>>;
+  /** Request headers; a signed route's headers are required unless `required: false` (one per format). */
+  readonly headers?: Readonly<Record<string, { readonly schema: z.ZodType; readonly description: string; readonly required?: boolean }>>;
   readonly body?: { readonly schema: z.ZodType; readonly required: boolean };
   readonly responses: Readonly<Record<number, RouteResponse>>;
 }
@@ -119,6 +124,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   scheduleId: idString,
   agentId,
   mailId: idString,
+  name: inboundName,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
 
@@ -195,6 +201,25 @@ export const API_ROUTES: readonly ApiRoute[] = [
     },
     body: body(webhookBody), responses: { 202: ok(acceptResponse, "Queued"), 200: ok(acceptResponse, "A redelivery: the first acceptance") },
   },
+  // Inbound endpoints (docs/integrations.md "Events in")
+  {
+    method: "put", path: `${S}/inbound/{name}`, operationId: "putInbound", summary: "Point a sender (standard, github, slack or stripe format) at a conversation; a standard endpoint's generated secret is answered once", auth: client("inbound"),
+    body: body(inboundBody), responses: { 201: ok(inboundOut, "Created"), 200: ok(inboundOut, "Replaced") },
+  },
+  { method: "get", path: `${S}/inbound`, operationId: "listInbound", summary: "The session's inbound endpoints (never their secrets)", auth: client("inbound"), responses: { 200: ok(inboundListResponse) } },
+  { method: "get", path: `${S}/inbound/{name}`, operationId: "getInbound", summary: "One inbound endpoint (never its secret)", auth: client("inbound"), responses: { 200: ok(inboundOut) } },
+  { method: "delete", path: `${S}/inbound/{name}`, operationId: "deleteInbound", summary: "Delete an inbound endpoint: its deliveries are refused from now on", auth: client("inbound"), responses: { 200: ok(deletedResponse) } },
+  {
+    method: "post", path: "/v1/inbound/{tenant}/{session}/{name}", operationId: "inboundDelivery", summary: "A delivery from an integration, verified in the endpoint's format; queues input (or answers a GitHub ping or Slack url_verification)", auth: { type: "webhook" },
+    headers: {
+      "x-hub-signature-256": { schema: z.string(), description: "github: sha256=<hex HMAC-SHA256 of the raw body>; X-GitHub-Delivery is the delivery id", required: false },
+      "x-slack-signature": { schema: z.string(), description: "slack: v0=<hex HMAC-SHA256 of v0:{X-Slack-Request-Timestamp}:{body}>", required: false },
+      "stripe-signature": { schema: z.string(), description: "stripe: t=<seconds>,v1=<hex HMAC-SHA256 of {t}.{body}>", required: false },
+      "webhook-signature": { schema: z.string(), description: "standard: Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature)", required: false },
+    },
+    body: body(z.record(z.string(), jsonValue)),
+    responses: { 200: ok(inboundDeliveryResponse, "Accepted ({ inputId, duplicate }), or the platform's handshake answer") },
+  },
   // Models (docs/models.md)
   { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },
   // Waiting input (docs/api.md "Waiting input")
@@ -249,7 +274,7 @@ function parametersOf(route: ApiRoute): JsonSchema[] {
     const required = new Set((object["required"] ?? []) as string[]);
     for (const [name, schema] of Object.entries(properties)) out.push({ name, in: "query", required: required.has(name), schema });
   }
-  for (const [name, header] of Object.entries(route.headers ?? {})) out.push({ name, in: "header", required: route.auth.type === "webhook", description: header.description, schema: schemaOf(header.schema, "input") });
+  for (const [name, header] of Object.entries(route.headers ?? {})) out.push({ name, in: "header", required: header.required ?? route.auth.type === "webhook", description: header.description, schema: schemaOf(header.schema, "input") });
   return out;
 }
 

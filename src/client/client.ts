@@ -59,6 +59,7 @@ import type { z } from "zod";
 import type { registerBody, setHookBody, witnessPatch } from "../api/rig.js";
 import type { AcceptBody, scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
 import type { Entry, Id, Page, Task } from "../storage/records.js";
+import { InboundClient } from "./inbound.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -246,6 +247,11 @@ export class SessionClient {
   /** The session's rig (agents, hooks, mail, nudges, witness): what this client's token's role may do there. */
   rig(): RigClient {
     return new RigClient(this.#client, `${this.path}/rig`);
+  }
+
+  /** The session's inbound endpoints (operator; src/client/inbound.ts). */
+  inbound(): InboundClient {
+    return new InboundClient(this.#client, `${this.path}/inbound`);
   }
 
   /** A watch token for the session watch (what `?access_token=` takes: EventSource, WebSocket). */
@@ -598,6 +604,7 @@ export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
   health: "a liveness probe for load balancers and uptime checks: no token, plain text, not an API call",
   openapi: "the API's own description, read by tools (code generators, validators), not by an application",
   webhook: "sent by a webhook provider and authenticated by a Standard Webhooks signature with the endpoint's secret, never a bearer token; a client holding that secret would be impersonating the provider",
+  inboundDelivery: "sent by an integration (GitHub, Slack, Stripe, a Standard Webhooks sender) and authenticated by its signature with the endpoint's secret, never a bearer token",
 };
 
 /** Each covered operation and the client method that calls it (`Class.method`). */
@@ -658,4 +665,8 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   rigHealth: "RigClient.health",
   hookFile: "RigClient.hookFile",
   chipsetExport: "RigClient.chipsetState",
+  putInbound: "InboundClient.put",
+  listInbound: "InboundClient.list",
+  getInbound: "InboundClient.get",
+  deleteInbound: "InboundClient.delete",
 };

@@ -2,6 +2,7 @@
  * The typed pico-edge HTTP client: routes, SSE parsing with resume, and the core's watch reducers.
  */
 export * from "./client.js";
+export * from "./inbound.js";
 export * from "./sse.js";
 export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch.js";
 export type { ConversationEvent, ConversationView, SessionEvent, SessionView, WatchMessage } from "../core/watch.js";

@@ -86,11 +86,12 @@ describe("roles", () => {
 
   it("the role table: client and mayor lack the operator routes, operator has all, agent has only the rig's", () => {
     expect([...ROLE_CAPABILITIES.operator].sort()).toEqual([...new Set(ROUTES.map((r) => r.capability))].sort());
-    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete"] as const) {
+    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound"] as const) {
       expect(ROLE_CAPABILITIES.client.has(capability)).toBe(false);
     }
     expect([...ROLE_CAPABILITIES.agent]).toEqual(["rig"]);
     expect(ROLE_CAPABILITIES.client.has("rig")).toBe(false);
+    expect(ROLE_CAPABILITIES.mayor.has("inbound")).toBe(false);
   });
 });
 

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { API_ROUTES, type ApiRoute } from "../../src/api/openapi.js";
 import { problemBody } from "../../src/api/problems.js";
 import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoApiError, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
+import { InboundClient } from "../../src/client/inbound.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
 import { BASE, token, uniqueSession, workerFetch } from "./http-fixtures.js";
 
@@ -98,7 +99,7 @@ function methodsOf(owner: string, prototype: object): string[] {
     .map(([name]) => `${owner}.${name}`);
 }
 
-const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient };
+const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient };
 
 /** Spy on every client method (calling through) and record which ones ran. */
 function recordCalls(): Set<string> {
@@ -224,6 +225,13 @@ describe("typed client against the worker", () => {
     expect(inspection.fault).toBeUndefined();
     expect(await ops.releaseTask(live.id)).toEqual({ released: true });
     expect(await ops.clearFault()).toEqual({ cleared: false });
+    // Inbound endpoints: point a GitHub sender at the root, and a standard one (its secret shown once).
+    const inbound = ops.inbound();
+    expect((await inbound.put("github", { format: "github", secret: "from-github", template: "{{action}}" })).url).toContain(`/v1/inbound/${TENANT}/${name}/github`);
+    expect((await inbound.put("ci", { format: "standard" })).secret).toMatch(/^whsec_/);
+    expect((await inbound.list()).items.map((item) => item.name)).toEqual(["ci", "github"]);
+    expect((await inbound.get("github")).template).toBe("{{action}}");
+    expect(await inbound.delete("ci")).toEqual({ deleted: true });
     expect(await ops.shutdown()).toEqual({ shutdown: true });
 
     // The rig: the mayor registers an external agent and hooks a bead on it; the agent long-polls its hook,

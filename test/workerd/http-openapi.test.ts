@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { API_ROUTES, openApiDocument } from "../../src/api/openapi.js";
 import { app, servedRoutes } from "../../src/worker/app.js";
 import { CLIENT_EXCLUDED_OPERATIONS, CLIENT_OPERATIONS, ConversationClient, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
+import { InboundClient } from "../../src/client/inbound.js";
 import { sessionMetaResponse, sessionsPage } from "../../src/api/responses.js";
 import { call, client, json, uniqueSession } from "./http-fixtures.js";
 
@@ -42,7 +43,7 @@ describe("OpenAPI", () => {
   });
 
   it("every API route has a typed-client method or a documented exclusion, and each named method exists", () => {
-    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient };
+    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient };
     for (const route of API_ROUTES) {
       const method = CLIENT_OPERATIONS[route.operationId];
       const excluded = CLIENT_EXCLUDED_OPERATIONS[route.operationId];
@@ -54,9 +55,9 @@ describe("OpenAPI", () => {
       expect(typeof prototype?.[name ?? ""], method).toBe("function");
     }
     // What stays outside the client, and why (the reasons live beside the list in src/client/client.ts):
-    // health (a load balancer's liveness probe), openapi (the description tools read) and webhook
-    // (authenticated by the provider's signature, never a bearer token).
-    expect(Object.keys(CLIENT_EXCLUDED_OPERATIONS).sort()).toEqual(["health", "openapi", "webhook"]);
+    // health (a load balancer's liveness probe), openapi (the description tools read), webhook and
+    // inboundDelivery (authenticated by the sender's signature, never a bearer token).
+    expect(Object.keys(CLIENT_EXCLUDED_OPERATIONS).sort()).toEqual(["health", "inboundDelivery", "openapi", "webhook"]);
     const operations = new Set(API_ROUTES.map((route) => route.operationId));
     for (const id of [...Object.keys(CLIENT_OPERATIONS), ...Object.keys(CLIENT_EXCLUDED_OPERATIONS)]) expect(operations.has(id), id).toBe(true);
   });

@@ -48,6 +48,9 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "GET inspect", method: "GET", path: (x) => `${s(x)}/inspect`, capability: "inspect" },
   { name: "POST shutdown", method: "POST", path: (x) => `${s(x)}/shutdown`, capability: "shutdown" },
   { name: "POST fault clear", method: "POST", path: (x) => `${s(x)}/fault/clear`, capability: "fault" },
+  { name: "GET inbound", method: "GET", path: (x) => `${s(x)}/inbound`, capability: "inbound" },
+  { name: "GET inbound endpoint", method: "GET", path: (x) => `${s(x)}/inbound/github`, capability: "inbound" },
+  { name: "DELETE inbound endpoint", method: "DELETE", path: (x) => `${s(x)}/inbound/github`, capability: "inbound" },
   { name: "GET rig witness", method: "GET", path: (x) => `${s(x)}/rig/witness`, capability: "rig" },
   { name: "POST rig mail", method: "POST", path: (x) => `${s(x)}/rig/mail`, body: { to: "mayor", payload: "hello" }, capability: "rig" },
 ];
