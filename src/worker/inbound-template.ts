@@ -1,5 +1,5 @@
 /**
- * What an inbound delivery becomes as input (docs/api.md "Inbound endpoints"): the endpoint's template
+ * What an inbound delivery becomes as input: the endpoint's template
  * rendered with the payload, with the payload itself attached as JSON; without a template, the payload
  * pretty-printed.
  *

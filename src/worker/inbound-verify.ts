@@ -1,5 +1,5 @@
 /**
- * Inbound deliveries in the formats integrations already speak (docs/api.md "Inbound endpoints"):
+ * Inbound deliveries in the formats integrations already speak:
  * each platform's signature checked exactly as it documents it, with WebCrypto and no platform SDK.
  *
  *   - `standard`: Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`;

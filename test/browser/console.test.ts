@@ -168,7 +168,7 @@ async function signIn(p: Page, base = BASE): Promise<void> {
 before(async () => {
   wrangler = spawn(
     "npx",
-    ["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--port", String(PORT), "--inspector-port", String(INSPECTOR), "--var", `JWT_SECRET:${SECRET}`, "--var", "WEBHOOK_MASTER_SECRET:browser-test-webhook-master", "--var", `WATCH_TOKEN_LIFETIME_SECONDS:${WATCH_TOKEN_SECONDS}`],
+    ["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--port", String(PORT), "--inspector-port", String(INSPECTOR), "--var", `JWT_SECRET:${SECRET}`, "--var", "WEBHOOK_MASTER_SECRET:browser-test-webhook-master", "--var", "SECRETS_SEALING_KEY:browser-test-only-secrets-sealing-key-0123", "--var", `WATCH_TOKEN_LIFETIME_SECONDS:${WATCH_TOKEN_SECONDS}`],
     { stdio: ["ignore", "pipe", "pipe"], detached: true },
   );
   wrangler.stdout?.resume();
