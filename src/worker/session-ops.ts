@@ -1,9 +1,9 @@
 /**
- * The session Durable Object's operation table as types: every HTTP
- * operation's arguments and result (`SessionOps`, with the rig's `RigSessionOps` and the inbound
- * endpoints' `InboundSessionOps`) and what `create`
- * takes. The object implements the table (session-object.ts, rig-ops.ts) and callers reach it through
- * the typed stub (session-rpc.ts); all three import it from here, so none imports another for a type.
+ * The session Durable Object's operation table as types: every HTTP operation's arguments and result
+ * (`SessionOps`, with the rig's `RigSessionOps` and the inbound endpoints' `InboundSessionOps`) and what
+ * `create` takes. The object implements the table (session-object.ts, rig-ops.ts, inbound-ops.ts) and
+ * callers reach it through the typed stub (session-rpc.ts); all three import it from here, so none
+ * imports another for a type.
  */
 import type { InitialValue } from "../core/harness.js";
 import type { InputResult, Acceptance } from "../core/inbox.js";
