@@ -109,7 +109,10 @@ export function inputIndex(inputId: Id): ValueSpec<InputIndexEntry> {
 }
 
 /** Request keys from different sources live in separate namespaces (§3.4, docs/api.md "Idempotency-Key"). */
-export type RequestSource = { readonly type: "idempotency"; readonly key: string } | { readonly type: "webhook"; readonly id: string };
+export type RequestSource =
+  | { readonly type: "idempotency"; readonly key: string }
+  | { readonly type: "webhook"; readonly id: string }
+  | { readonly type: "inbound"; readonly endpoint: string; readonly id: string };
 
 export function requestId(source: RequestSource): string {
   switch (source.type) {
@@ -117,6 +120,9 @@ export function requestId(source: RequestSource): string {
       return `idem:${source.key}`;
     case "webhook":
       return `webhook:${source.id}`;
+    case "inbound":
+      // The endpoint name cannot contain ":", so no two (endpoint, id) pairs share a key.
+      return `inbound:${source.endpoint}:${source.id}`;
     default: {
       const never: never = source;
       return never;

@@ -7,7 +7,7 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { signWebhook } from "../../src/worker/webhooks.js";
+import { signWebhook, webhookSecret } from "../../src/worker/webhooks.js";
 import { call, client, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 
 afterEach(async () => {
@@ -193,6 +193,18 @@ describe("inbound endpoints", () => {
     const other = await json<{ inputId: number; duplicate: boolean }>(await github(session, "gh2", secret, "issues", ISSUE_OPENED, { delivery }));
     expect(other.duplicate).toBe(false);
     expect(other.inputId).not.toBe(first.inputId);
+    // Nor does a Standard Webhooks delivery on the session's own webhook route whose id looks like
+    // "<endpoint>:<id>": the two routes' request keys live in separate namespaces.
+    const body = JSON.stringify({ input: "from the webhook route" });
+    const timestamp = nowSeconds();
+    const webhookId = `gh:${delivery}`;
+    const signature = await signWebhook(await webhookSecret("test-only-webhook-master-secret", TENANT, session), webhookId, timestamp, body);
+    const viaWebhook = await call("POST", `/v1/webhooks/${TENANT}/${session}/root`, {
+      rawBody: body,
+      headers: { "content-type": "application/json", "webhook-id": webhookId, "webhook-timestamp": String(timestamp), "webhook-signature": signature },
+    });
+    expect(viaWebhook.status).toBe(202);
+    expect((await json<{ inputId: number; duplicate: boolean }>(viaWebhook)).inputId).not.toBe(first.inputId);
   });
 
   it("a Stripe delivery and a standard one each queue input; without a template the payload is the input", async () => {

@@ -156,7 +156,7 @@ inboundDeliveryRoutes.post("/:tenant/:session/:name", async (c) => {
     stub.op("accept", endpoint.conversationId, {
       input: inboundInput(endpoint.template, verdict.payload),
       ...acceptMode(endpoint.mode),
-      source: { type: "webhook", id: `${name}:${verdict.deliveryId}` },
+      source: { type: "inbound", endpoint: name, id: verdict.deliveryId },
     }),
   );
   return c.json({ inputId: accepted.inputId, duplicate: accepted.duplicate }, 200);
