@@ -14,6 +14,7 @@
  */
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
+import { base64, unbase64 } from "./base64.js";
 
 /** A sealed value as stored (JSON-safe): base64 `iv` and `ct` (ciphertext with the GCM tag). */
 export interface SealedSecret {
@@ -45,19 +46,6 @@ interface SealingKey {
 
 /** Derived keys by source text (the derivation is deterministic; the isolate keeps them). */
 const derived = new Map<string, Promise<SealingKey>>();
-
-function base64(bytes: Uint8Array): string {
-  let binary = "";
-  for (const byte of bytes) binary += String.fromCharCode(byte);
-  return btoa(binary);
-}
-
-function unbase64(text: string): Uint8Array {
-  const binary = atob(text);
-  const out = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
-  return out;
-}
 
 function hex(bytes: ArrayBuffer): string {
   return Array.from(new Uint8Array(bytes), (byte) => byte.toString(16).padStart(2, "0")).join("");

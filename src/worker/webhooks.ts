@@ -11,25 +11,12 @@
  */
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
+import { base64, unbase64 } from "./base64.js";
 
 /** How far a webhook's timestamp may be from the server's clock. */
 export const WEBHOOK_SKEW_SECONDS = 5 * 60;
 
 const encoder = new TextEncoder();
-
-function base64(bytes: ArrayBuffer | Uint8Array): string {
-  const view = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
-  let binary = "";
-  for (const byte of view) binary += String.fromCharCode(byte);
-  return btoa(binary);
-}
-
-function unbase64(text: string): Uint8Array {
-  const binary = atob(text);
-  const out = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
-  return out;
-}
 
 async function hmac(key: Uint8Array, message: string): Promise<ArrayBuffer> {
   const imported = await crypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);

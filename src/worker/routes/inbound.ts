@@ -27,17 +27,12 @@ import { Problem, unwrap } from "../problems.js";
 import { noQuery, parse, sessionName, tenantName } from "../schemas.js";
 import { openSecret, sealSecret, type SealContext } from "../sealed-secrets.js";
 import type { AcceptRequest } from "../session-api.js";
+import { base64 } from "../base64.js";
 import { body, query, run, session, sessionStub, type AppContext } from "./shared.js";
 
 /** The wire's formats are the verifier's (a compile-time check: the two lists cannot drift apart). */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 export const inboundFormatsAgree: Same<InboundFormat, (typeof INBOUND_FORMATS)[number]> & Same<InboundFormat, InboundFormatName> = true;
-
-function base64(bytes: Uint8Array): string {
-  let binary = "";
-  for (const byte of bytes) binary += String.fromCharCode(byte);
-  return btoa(binary);
-}
 
 /** A standard endpoint's secret: `whsec_` and 32 random bytes in base64 (what Standard Webhooks libraries take). */
 function generatedSecret(): string {
