@@ -5,21 +5,15 @@
  * is a kind's default runtime type; lower modules import task-kind-types.ts instead.
  */
 import type { Task, TaskStateBase } from "../storage/records.js";
-import type { Call } from "./call.js";
 import { PicoError } from "./errors.js";
 import type { TaskRuntime } from "./runtime.js";
 import type {
   ConfigSpec,
   HookPoints,
-  HookSpecs,
-  KindNeeds,
-  PreviewSpec,
   ReadTask,
-  StatesWithRole,
   TaskKind,
   TaskRoles,
   TaskRuntimeLike,
-  TypedTask,
 } from "./task-kind-types.js";
 
 export * from "./task-kind-types.js";
@@ -41,20 +35,13 @@ type KindChecks<S extends TaskStateBase> = "orphaned" extends S["status"]
     ? unknown
     : { readonly error: "common fields must have the same type and optionality in every variant"; readonly fields: InconsistentCommonFields<S> };
 
-type DefinitionInput<S extends TaskStateBase, R extends TaskRoles<S>, Runtime extends TaskRuntimeLike, Hooks extends HookPoints, Config extends ConfigSpec> = {
-  readonly kind: string;
+/** What `defineTaskKind` takes: the kind as it will be, less `is` (built here), with exact roles. */
+type DefinitionInput<S extends TaskStateBase, R extends TaskRoles<S>, Runtime extends TaskRuntimeLike, Hooks extends HookPoints, Config extends ConfigSpec> = Omit<
+  TaskKind<S, R, Runtime, Hooks, Config>,
+  "is" | "roles"
+> & {
   /** Exactly one role per declared status. */
   readonly roles: R & Record<Exclude<keyof R, S["status"]>, never>;
-  readonly initialStatus: StatesWithRole<S, R, "start">["status"];
-  readonly turn?: true;
-  readonly hooks?: HookSpecs<Hooks>;
-  readonly config?: Config;
-  readonly preview?: PreviewSpec;
-  readonly needs?: KindNeeds;
-  sleepsUntil?(state: S): number | undefined;
-  execute(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
-  recover(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
-  abort(task: TypedTask<S, R>, runtime: Runtime, call: Call): Promise<void>;
 };
 
 const ROLE_NAMES: ReadonlySet<string> = new Set(["start", "inflight", "terminal"]);
