@@ -1,5 +1,6 @@
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { TEST_SECRETS } from "./vitest.bindings.js";
 
 // Two projects: workerd for everything that touches a Durable Object or runs in the Workers runtime,
 // and Node for what needs a real file system (the JSONL fs backend). Their globals clash, so each has
@@ -13,7 +14,7 @@ export default defineConfig({
             wrangler: { configPath: "./wrangler.toml" },
             // Test-only secrets (the HTTP tests sign tokens and webhooks with them; see .dev.vars.example).
             // LOG_LEVEL quiet: the JSON log lines would flood the test output (tests that read them capture them).
-            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret", SECRETS_SEALING_KEY: "test-only-secrets-sealing-key-0123456789", LOG_LEVEL: "quiet" } },
+            miniflare: { bindings: { ...TEST_SECRETS, LOG_LEVEL: "quiet" } },
           }),
         ],
         test: {

@@ -1,6 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { TEST_SECRETS } from "./vitest.bindings.js";
 
 // The full eviction sweep (`npm run test:evictions`): every commit boundary of the scripted session.
 const root = fileURLToPath(new URL(".", import.meta.url));
@@ -13,7 +14,7 @@ export default defineConfig({
         plugins: [
           cloudflareTest({
             wrangler: { configPath: `${root}/wrangler.toml` },
-            miniflare: { bindings: { JWT_SECRET: "test-only-jwt-secret-not-for-production", WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret", SECRETS_SEALING_KEY: "test-only-secrets-sealing-key-0123456789", SWEEP_SHARD: process.env.SWEEP_SHARD ?? "0/1" } },
+            miniflare: { bindings: { ...TEST_SECRETS, SWEEP_SHARD: process.env.SWEEP_SHARD ?? "0/1" } },
           }),
         ],
         test: { name: "evictions", include: ["test/workerd/**/*.sweep.ts"], typecheck: { enabled: false }, testTimeout: 0 },

@@ -1,6 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { TEST_SECRETS } from "./vitest.bindings.js";
 
 // The soak test (`npm run test:soak`, docs/operations.md "Soak test"): one session in a Durable Object over simulated days.
 // SOAK_PROFILE=short|full (default full), SOAK_SEED replays a run, SOAK_START fixes its simulated start.
@@ -16,9 +17,7 @@ export default defineConfig({
             wrangler: { configPath: `${root}/wrangler.toml` },
             miniflare: {
               bindings: {
-                JWT_SECRET: "test-only-jwt-secret-not-for-production",
-                WEBHOOK_MASTER_SECRET: "test-only-webhook-master-secret",
-                SECRETS_SEALING_KEY: "test-only-secrets-sealing-key-0123456789",
+                ...TEST_SECRETS,
                 LOG_LEVEL: "quiet",
                 SOAK_PROFILE: process.env.SOAK_PROFILE ?? "full",
                 SOAK_SEED: process.env.SOAK_SEED ?? "",

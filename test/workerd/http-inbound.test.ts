@@ -6,6 +6,7 @@
  * request (bad signature, unknown endpoint, form-encoded Slack payload, bad config) writes nothing.
  */
 import { abortAllDurableObjects } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { signWebhook, webhookSecret } from "../../src/worker/webhooks.js";
 import { call, client, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
@@ -198,7 +199,7 @@ describe("inbound endpoints", () => {
     const body = JSON.stringify({ input: "from the webhook route" });
     const timestamp = nowSeconds();
     const webhookId = `gh:${delivery}`;
-    const signature = await signWebhook(await webhookSecret("test-only-webhook-master-secret", TENANT, session), webhookId, timestamp, body);
+    const signature = await signWebhook(await webhookSecret(env.WEBHOOK_MASTER_SECRET, TENANT, session), webhookId, timestamp, body);
     const viaWebhook = await call("POST", `/v1/webhooks/${TENANT}/${session}/root`, {
       rawBody: body,
       headers: { "content-type": "application/json", "webhook-id": webhookId, "webhook-timestamp": String(timestamp), "webhook-signature": signature },
