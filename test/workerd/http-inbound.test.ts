@@ -7,6 +7,7 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it } from "vitest";
 import { signWebhook, webhookSecret } from "../../src/worker/webhooks.js";
 import { call, client, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
@@ -77,12 +78,13 @@ async function stripe(session: string, name: string, secret: string, payload: un
   });
 }
 
+/** A Standard Webhooks delivery signed by the `standardwebhooks` library, as a real sender signs it. */
 async function standard(session: string, name: string, secret: string, payload: unknown, id = `msg_${crypto.randomUUID()}`): Promise<Response> {
   const body = JSON.stringify(payload);
-  const timestamp = nowSeconds();
+  const seconds = nowSeconds();
   return call("POST", deliveryPath(session, name), {
     rawBody: body,
-    headers: { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(timestamp), "webhook-signature": await signWebhook(secret, id, timestamp, body) },
+    headers: { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(seconds), "webhook-signature": new Webhook(secret).sign(id, new Date(seconds * 1000), body) },
   });
 }
 
