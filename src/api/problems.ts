@@ -48,11 +48,17 @@ export type ProblemCode =
   | "precondition_failed"
   | "agent_not_found"
   | "mail_not_found"
+  // a tenant's tools and the pending list
+  | "tool_not_found"
+  | "pending_not_found"
+  | "already_answered"
+  | "pending_closed"
   // 413 / 415 / 422
   | "payload_too_large"
   | "unsupported_media_type"
   | "unknown_model"
   | "unknown_tool"
+  | "invalid_tool"
   | "invalid_commit"
   | "idempotency_key_reused"
   // 5xx
@@ -98,10 +104,15 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   precondition_failed: 412,
   agent_not_found: 404,
   mail_not_found: 404,
+  tool_not_found: 404,
+  pending_not_found: 404,
+  already_answered: 409,
+  pending_closed: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   unknown_model: 422,
   unknown_tool: 422,
+  invalid_tool: 422,
   invalid_commit: 422,
   idempotency_key_reused: 422,
   closed: 503,
@@ -146,10 +157,15 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   precondition_failed: "If-Match names another version of the hook",
   agent_not_found: "The agent is not registered",
   mail_not_found: "The message does not exist",
+  tool_not_found: "The tool is not in the tenant's catalog",
+  pending_not_found: "Nothing is pending under that id",
+  already_answered: "The pending item was already answered",
+  pending_closed: "The pending item is closed: its call was aborted or its deadline passed",
   payload_too_large: "The body is too large",
   unsupported_media_type: "The body must be application/json",
   unknown_model: "The model is not available",
   unknown_tool: "The tool is not registered",
+  invalid_tool: "The tool definition is invalid",
   invalid_commit: "The operation would break a session rule",
   idempotency_key_reused: "The Idempotency-Key was used with a different request",
   closed: "The session is closing",

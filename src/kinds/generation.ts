@@ -446,6 +446,8 @@ export function createGenerationKind(services: GenerationServices) {
         for (const toolCall of calls) {
           const tool = services.tools.get(toolCall.name);
           const after = tool?.sequential && previous !== undefined ? [previous] : [];
+          // A catalog tool's definition is captured with the call: recovery never reads the live catalog.
+          const def = tool === undefined ? services.catalog?.capture(toolCall.name) : undefined;
           const planned = {
             status: "planned" as const,
             call: toolCall as ToolCall & JsonObject,
@@ -453,6 +455,7 @@ export function createGenerationKind(services: GenerationServices) {
             ...(offered.has(toolCall.name) ? {} : { offered: false }),
             // The blocking budget from this generation's captured config (§8.3); absent is the default.
             ...(config.budgetMs === services.options.toolBudgetMs ? {} : { budgetMs: config.budgetMs }),
+            ...(def === undefined ? {} : { def }),
           };
           previous = b.task({ kind: "tool" }, task.conversationId, { state: planned, after });
           tools.push(previous);

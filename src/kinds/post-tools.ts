@@ -129,6 +129,7 @@ async function readTools(tx: ConversationTx, postTools: Id, ids: readonly Id[]):
         orphaned.push(state.call);
         break;
       case "planned":
+      case "parked":
       case "running":
         throw new PicoError("contract", `post_tools ${postTools}: tool ${id} is still live (${state.status}); dependencies mean terminal (§5.4)`);
       default: {

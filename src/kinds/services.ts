@@ -12,6 +12,8 @@ import type { ConversationTx, TxBuilder } from "../core/tx.js";
 import { PicoError } from "../core/errors.js";
 import type { ExecutionEnv, ShellOutputMetadata } from "../core/env.js";
 import type { JobOutputView } from "./job-state.js";
+import type { ToolCatalog } from "./catalog-types.js";
+import type { RemoteCallInput, RemoteCallServices, RemoteOutcome } from "./remote-call-state.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -60,6 +62,14 @@ export interface ToolRuntime {
   startJob(input: JobStart, call: Call): Promise<Id>;
   /** A job's output so far (live from scratch) or final (from its terminal state) (§9.3). */
   jobOutput(id: Id, call: Call): Promise<JobOutputView>;
+  /**
+   * Start the background remote call of this tool call (an HTTP tool): one commit creates the
+   * `remote_call` task (origin: this call) and records its id on this tool's running task. Idempotent
+   * per tool task: a call that already started one gets its id back (a replay after a restart).
+   */
+  startRemoteCall(input: Omit<RemoteCallInput, "origin">, call: Call): Promise<Id>;
+  /** A remote call's status and, once settled, its outcome. */
+  remoteCall(id: Id, call: Call): Promise<{ readonly status: string; readonly outcome?: RemoteOutcome }>;
 }
 
 /** What a tool gives to start a job (§8.6 JobInput without the origin, which the harness fills in). */
@@ -227,4 +237,8 @@ export interface TurnServices {
   readonly options: TurnOptions;
   /** The final-answer boundary's extension point (see FinalAnswerBoundary); none by default. */
   readonly finalAnswer?: FinalAnswerExtension;
+  /** The tenant's tool catalog (docs/tools.md); none: only registered tools exist. */
+  readonly catalog?: ToolCatalog;
+  /** What remote calls leave the object through; none: they settle `no_tenant`. */
+  readonly remote?: RemoteCallServices;
 }

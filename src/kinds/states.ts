@@ -5,6 +5,8 @@
  */
 import type { DeferredHandle, ToolCall, Usage } from "@earendil-works/pi-ai";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
+import type { CapturedTool } from "./catalog-types.js";
+import type { PendingRef, PendingResolution } from "./pending-types.js";
 
 // ---------------------------------------------------------------------------------------------
 // Generation (§8.2)
@@ -135,16 +137,34 @@ export type ToolStates =
   // budgetMs: the blocking budget (§8.3) the generation captured in its config, when it is not the
   // deployment's default (absent: the default), so a later change of the conversation's value does not
   // reach a call already made.
-  | (ToolBase & { status: "planned"; offered?: boolean; budgetMs?: number })
+  // def: the catalog tool the call uses, captured when the call was created (docs/tools.md); absent for
+  // a built-in tool. Recovery and replay read it, never the live catalog.
+  | (ToolBase & { status: "planned"; offered?: boolean; budgetMs?: number; def?: CapturedTool })
+  // Waiting for a person or the frontend (an approval, a client tool's output): a durable wait on the
+  // task's `pico.wait` record, named by `pending`; `resolved` lists the items it already consumed.
+  | (ToolBase & { status: "parked"; args: JsonObject; def: CapturedTool; budgetMs?: number; pending: PendingRef; resolved?: PendingResolution[] })
   // jobId / cancelJobOnAbort: the job this call started and whether aborting the call kills it (§8.3).
-  | (ToolBase & { status: "running"; args: JsonObject; replay: "safe" | "never"; budgetMs?: number; jobId?: Id; cancelJobOnAbort?: boolean })
+  // remoteCallId / cancelRemoteOnAbort: the same for the remote call of an HTTP tool.
+  | (ToolBase & {
+      status: "running";
+      args: JsonObject;
+      replay: "safe" | "never";
+      budgetMs?: number;
+      jobId?: Id;
+      cancelJobOnAbort?: boolean;
+      def?: CapturedTool;
+      remoteCallId?: Id;
+      cancelRemoteOnAbort?: boolean;
+      resolved?: PendingResolution[];
+    })
   // The settled output without its content: the result entry's message holds that (before, a large
   // output was stored twice); post_tools needs only the flags (terminate, handoff, addedTools). Stored
   // compact (`StoredToolData`): read it with `readToolData`.
-  | (ToolBase & { status: "done"; output: StoredToolData; result: Id })
-  | (ToolBase & { status: "aborted"; output: StoredToolData; result: Id });
+  // resolved: the pending items the call consumed, so a late answer is refused with what happened.
+  | (ToolBase & { status: "done"; output: StoredToolData; result: Id; resolved?: PendingResolution[] })
+  | (ToolBase & { status: "aborted"; output: StoredToolData; result: Id; resolved?: PendingResolution[] });
 
-export const toolRoles = { planned: "start", running: "inflight", done: "terminal", aborted: "terminal" } as const;
+export const toolRoles = { planned: "start", parked: "inflight", running: "inflight", done: "terminal", aborted: "terminal" } as const;
 
 type PostBase = { assistant: Id; tools: Id[]; inputs: Id[] };
 

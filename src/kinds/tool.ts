@@ -328,6 +328,9 @@ function toolRuntime(runtime: TaskRuntime, budgetMs: number, toolCall: ToolCall)
       if (view === undefined) throw new PicoError("not_found", `job ${id} does not exist`);
       return view;
     },
+    // The remote call of an HTTP tool (remote-call.ts).
+    startRemoteCall: () => Promise.reject(new PicoError("contract", `tool ${runtime.taskId}: remote calls are not available here`)),
+    remoteCall: (id) => Promise.reject(new PicoError("not_found", `remote call ${id} does not exist`)),
     taskId: runtime.taskId,
     conversationId: runtime.conversationId,
     budgetMs,

@@ -34,6 +34,8 @@ import { FakeExecutionEnv } from "./exec-fake.js";
 import { createJobKind } from "./job.js";
 import { createScheduleKind, type ScheduleServices } from "./schedule.js";
 import { systemClock } from "../core/host.js";
+import type { ToolCatalog } from "./catalog-types.js";
+import type { RemoteCallServices } from "./remote-call-state.js";
 
 export interface TurnSetup {
   readonly models: Models;
@@ -48,6 +50,10 @@ export interface TurnSetup {
   readonly scheduleAccepted?: ScheduleServices["accepted"];
   /** Consulted in the commit that records a final answer, before queued items are placed (services.ts FinalAnswerBoundary). */
   readonly finalAnswer?: FinalAnswerExtension;
+  /** The tenant's tool catalog, answered from memory (catalog-types.ts). */
+  readonly catalog?: ToolCatalog;
+  /** Where remote calls leave the object (remote-call-state.ts). */
+  readonly remote?: RemoteCallServices;
 }
 
 export interface TurnKit {
@@ -82,12 +88,27 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
     });
   const tools = new ToolRegistry(setup.tools ?? []);
   const sections = setup.sections ?? new SectionRegistry();
-  const services = { models: modelResolver(setup.models), tools, hooks, options, sections, ...(setup.finalAnswer === undefined ? {} : { finalAnswer: setup.finalAnswer }) };
+  const services = {
+    models: modelResolver(setup.models),
+    tools,
+    hooks,
+    options,
+    sections,
+    ...(setup.finalAnswer === undefined ? {} : { finalAnswer: setup.finalAnswer }),
+    ...(setup.catalog === undefined ? {} : { catalog: setup.catalog }),
+    ...(setup.remote === undefined ? {} : { remote: setup.remote }),
+  };
   const generation = createGenerationKind(services);
   // Tool registration never selects tools (§9.5), and no supplied list means no desired tools (§8.2):
   // this harness-wide handler, registered before any host or plugin handler, offers the complete
   // definitions of the generation's captured selection. A later handler's list wins (§8.7).
-  hooks.on(generation, "system_instructions", ({ config }) => ({ tools: selectedDefinitions(tools, config.tools) }));
+  // A selection naming a catalog tool refreshes the session's copy of the catalog first (at most once per
+  // its time-to-live); a session of built-in tools only never reads it.
+  hooks.on(generation, "system_instructions", async ({ config }) => {
+    const catalog = setup.catalog;
+    if (catalog !== undefined && config.tools.some((name) => tools.get(name) === undefined)) await catalog.refresh({});
+    return { tools: selectedDefinitions(tools, config.tools, catalog) };
+  });
   const tool = createToolKind(services);
   const postTools = createPostToolsKind(services);
   const collapse = createCollapseKind(services);
@@ -121,10 +142,13 @@ function describeError(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
-/** The pi-ai definitions (name, description, parameters) of the selected tools that are registered. */
-export function selectedDefinitions(tools: ToolRegistry, selected: readonly string[]): Tool[] {
+/**
+ * The pi-ai definitions (name, description, parameters) of the selected tools that exist: registered
+ * tools first, then the catalog's live tools (a deleted catalog tool is not offered).
+ */
+export function selectedDefinitions(tools: ToolRegistry, selected: readonly string[], catalog?: ToolCatalog): Tool[] {
   return selected.flatMap((name) => {
-    const tool = tools.get(name);
+    const tool = tools.get(name) ?? catalog?.offer(name);
     return tool === undefined ? [] : [{ name: tool.name, description: tool.description, parameters: tool.parameters } as Tool];
   });
 }

@@ -34,9 +34,13 @@ export type Capability =
   /** The rig's routes (docs/rig.md); the rig checks each transition's role and agent itself. */
   | "rig"
   /** Inbound endpoints' config (docs/integrations.md): where signed deliveries from integrations go. */
-  | "inbound";
+  | "inbound"
+  /** The tenant's tool catalog (docs/tools.md). */
+  | "tools"
+  /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
+  | "pending";
 
-const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage"];
+const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
 
 /**
  * The role table. `client` creates sessions and uses conversations, inputs, watch and config;
@@ -47,7 +51,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
 };

@@ -31,6 +31,10 @@ export interface HostSeams {
   readonly version?: () => string;
   readonly killBound?: number;
   readonly report?: (report: HostReport) => void;
+  /** What remote calls (HTTP tools) send their requests with, instead of the global fetch. */
+  readonly fetch?: (request: Request) => Promise<Response>;
+  /** How long a session's copy of its tenant's tool catalog is used before it is read again, ms. */
+  readonly catalogTtlMs?: number;
 }
 
 let seams: HostSeams = {};
@@ -50,6 +54,18 @@ export function hostClock(): Clock {
  */
 export function deployedVersion(env: Env): string {
   return seams.version?.() ?? env.CF_VERSION_METADATA?.id ?? "unversioned";
+}
+
+/** The fetch remote calls use. */
+export function hostFetch(): (request: Request) => Promise<Response> {
+  return seams.fetch ?? ((request) => fetch(request));
+}
+
+/** A session's copy of the tool catalog is read again after this long (docs/tools.md). */
+export const DEFAULT_CATALOG_TTL_MS = 30_000;
+
+export function catalogTtlMs(): number {
+  return seams.catalogTtlMs ?? DEFAULT_CATALOG_TTL_MS;
 }
 
 export function killBound(): number {

@@ -19,24 +19,40 @@ import { subagentTool } from "../tools/subagent.js";
 import type { ExecutionEnv } from "../kinds/exec-env.js";
 import type { AnyTool, FinalAnswerExtension, TurnOptions } from "../kinds/services.js";
 import { inputIndex } from "./session-api.js";
+import type { ToolCatalog } from "../kinds/catalog-types.js";
+import type { RemoteCallServices } from "../kinds/remote-call-state.js";
 
 let testKinds: readonly AnyTaskKind[] = [];
 
 /**
- * The turn kit a session opens with: the built-in turn kinds and tools over `models`; `finalAnswer` is
- * the final-answer boundary's extension point (the rig's GUPP); `options` (the operator's retry policy,
- * src/worker/retry-config.ts) go over the kit's defaults.
+ * The turn kit a session opens with: the built-in turn kinds and tools over `models`, and what the
+ * session adds (SessionKitOptions).
  */
-export function sessionTurnKit(models: Models, env?: ExecutionEnv, finalAnswer?: FinalAnswerExtension, options: Partial<TurnOptions> = {}): TurnKit {
+export function sessionTurnKit(models: Models, options: SessionKitOptions = {}): TurnKit {
   return createTurnKit({
     models,
     tools: [...builtinTools],
-    options,
-    ...(env === undefined ? {} : { env }),
-    ...(finalAnswer === undefined ? {} : { finalAnswer }),
+    options: options.turn ?? {},
+    ...(options.env === undefined ? {} : { env: options.env }),
+    ...(options.finalAnswer === undefined ? {} : { finalAnswer: options.finalAnswer }),
+    ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
+    ...(options.remote === undefined ? {} : { remote: options.remote }),
     // A schedule's accepted input is indexed like one accepted over HTTP, so GET /inputs/{id} finds it.
     scheduleAccepted: (b, conversationId, inputId) => b.value(inputIndex(inputId)).set({ conversationId }),
   });
+}
+
+/** What a session's turn kit is built with beside its models. */
+export interface SessionKitOptions {
+  readonly env?: ExecutionEnv;
+  /** The final-answer boundary's extension point (the rig's GUPP). */
+  readonly finalAnswer?: FinalAnswerExtension;
+  /** The operator's retry policy (src/worker/retry-config.ts), over the kit's defaults. */
+  readonly turn?: Partial<TurnOptions>;
+  /** The tenant's tool catalog (src/worker/tool-catalog.ts). */
+  readonly catalog?: ToolCatalog;
+  /** Where remote calls (HTTP tools) leave the object. */
+  readonly remote?: RemoteCallServices;
 }
 
 /** The built-in tools every session registers (selectable by name in selectedTools). */

@@ -242,7 +242,7 @@ export class SessionObject extends DurableObject<Env> {
           return { created: false, config: stored ?? config };
         }
         const models = await this.#modelsOf();
-        const kit = sessionTurnKit(models, undefined, undefined, retryOptions(this.env));
+        const kit = sessionTurnKit(models, { turn: retryOptions(this.env) });
         checkConfig(models, kit.tools.names(), config);
         await this.#open([
           { spec: createConfigValue, value: config as unknown as JsonValue },
@@ -492,16 +492,20 @@ export class SessionObject extends DurableObject<Env> {
     // GUPP at a conversation agent's final answer, in the commit that records it: completes the hook
     // its work item answered, or accepts a pending hook's work item ahead of queued followUps (indexed
     // like an input accepted over HTTP, so GET /inputs/{id} finds it).
-    const kit = sessionTurnKit(models, env, async (boundary) => {
-      await rig?.atFinalAnswer({
-        ...boundary,
-        acceptFirst: async (input, requestId) => {
-          const inputId = await boundary.acceptFirst(input, requestId);
-          boundary.builder.value(inputIndex(inputId)).set({ conversationId: boundary.conversationId });
-          return inputId;
-        },
-      });
-    }, retry);
+    const kit = sessionTurnKit(models, {
+      env,
+      turn: retry,
+      finalAnswer: async (boundary) => {
+        await rig?.atFinalAnswer({
+          ...boundary,
+          acceptFirst: async (input, requestId) => {
+            const inputId = await boundary.acceptFirst(input, requestId);
+            boundary.builder.value(inputIndex(inputId)).set({ conversationId: boundary.conversationId });
+            return inputId;
+          },
+        });
+      },
+    });
     const witness = createWitnessKind(
       () => rig,
       (error) => hostReport({ type: "harness", report: error }),

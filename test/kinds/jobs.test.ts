@@ -517,6 +517,8 @@ function toolRuntimeStub(overrides: Partial<ToolRuntime>): ToolRuntime {
     markIfLive: refuse,
     waitForTask: refuse,
     startJob: refuse,
+    startRemoteCall: refuse,
+    remoteCall: refuse,
     jobOutput: async () => ({ status: "running", text: "", totalChars: 0, truncated: false }),
     ...overrides,
   };

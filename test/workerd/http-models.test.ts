@@ -66,7 +66,7 @@ describe("the retry policy from configuration (MODEL_RETRY_* vars)", () => {
     });
     const configured = retryOptions({ MODEL_RETRY_ATTEMPTS: "3", MODEL_RETRY_BASE_MS: 500, MODEL_RETRY_MAX_MS: " 60000 ", MODEL_RETRY_JITTER: "0", MODEL_RETRY_HONOUR_HINTS: "false" });
     expect(configured).toEqual({ maxAttempts: 3, retryBaseMs: 500, retryMaxDelayMs: 60_000, retryJitter: 0, retryHonourHints: false });
-    const kit = sessionTurnKit(await buildModels(base), undefined, undefined, configured);
+    const kit = sessionTurnKit(await buildModels(base), { turn: configured });
     expect(kit.options).toMatchObject(configured);
     expect(kit.options.flushMs).toBe(defaultTurnOptions.flushMs);
   });

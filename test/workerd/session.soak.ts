@@ -447,7 +447,7 @@ describe("soak", () => {
     const models = createModels();
     models.setProvider(echoProvider());
     models.setProvider(slow.provider());
-    registerTestKinds([perHarnessGeneration(() => sessionTurnKit(models, undefined, undefined, { retryMaxDelayMs: 6 * HOUR }))]);
+    registerTestKinds([perHarnessGeneration(() => sessionTurnKit(models, { turn: { retryMaxDelayMs: 6 * HOUR } }))]);
 
     const session = new SoakSession(seed);
     const ok = async <T,>(what: string, outcome: Promise<{ ok: true; value: T } | { ok: false; problem: { detail: string } }>): Promise<T> => {

@@ -1,0 +1,89 @@
+/**
+ * The `remote_call` task kind's durable state: one background task for anything that leaves the object
+ * (an HTTP tool's request; an MCP server's tool call). The request is marked `dispatched` in a commit
+ * before it leaves, so a restart knows it may have been delivered: an idempotent target is sent again
+ * under the same key, anything else settles `outcome_unknown` naming the task. The task id is the
+ * request's identity everywhere (`Idempotency-Key: {session}:{taskId}`, the result route's path).
+ */
+import type { Id, JsonObject, JsonValue } from "../storage/records.js";
+
+/** Where a remote call goes. */
+export type RemoteTarget = {
+  readonly type: "http";
+  /** The catalog tool and the version of its definition the call captured. */
+  readonly tool: string;
+  readonly version: number;
+  readonly url: string;
+  readonly timeoutMs: number;
+  readonly idempotent: boolean;
+} & JsonObject;
+
+/** What creates a remote call: the target, the call, and the tool call it serves. */
+export interface RemoteCallInput extends JsonObject {
+  target: RemoteTarget;
+  name: string;
+  arguments: JsonObject;
+  origin: { tool: string; task: Id; callId: string };
+}
+
+export type RemoteErrorCode = "http_status" | "outcome_unknown" | "timeout" | "failed" | "too_large" | "bad_response" | "aborted" | "no_tenant";
+
+/** How a remote call ended. */
+export type RemoteOutcome =
+  | { type: "output"; output: JsonValue; isError: boolean }
+  | { type: "error"; code: RemoteErrorCode; message: string; status?: number; problem?: JsonObject };
+
+export type RemoteCallState = RemoteCallInput &
+  (
+    | { status: "planned" }
+    | { status: "dispatched"; attempt: number; firstSentAt: number; until: number }
+    | { status: "retry_wait"; attempt: number; firstSentAt: number; until: number; nextAt: number; lastError: string }
+    | { status: "accepted"; attempt: number; firstSentAt: number; until: number; acceptedAt: number }
+    | { status: "settled"; outcome: RemoteOutcome & JsonObject; attempts: number }
+    | { status: "aborted"; outcome: RemoteOutcome & JsonObject; attempts: number }
+  );
+
+export const remoteCallRoles = {
+  planned: "start",
+  dispatched: "inflight",
+  retry_wait: "inflight",
+  accepted: "inflight",
+  settled: "terminal",
+  aborted: "terminal",
+} as const;
+
+/** One attempt's request, as the transport sends it. */
+export interface RemoteRequest {
+  readonly taskId: Id;
+  readonly attempt: number;
+  readonly tenant: string;
+  readonly session: string;
+  readonly conversationId: Id;
+  readonly toolCallId: string;
+  readonly target: RemoteTarget;
+  readonly name: string;
+  readonly arguments: JsonObject;
+}
+
+/** What one attempt got back. */
+export type RemoteReply =
+  | { readonly type: "result"; readonly output: JsonValue; readonly isError: boolean }
+  | { readonly type: "accepted" }
+  | { readonly type: "rejected"; readonly status: number; readonly detail: string; readonly problem?: JsonObject }
+  | { readonly type: "failed"; readonly detail: string; readonly status?: number }
+  | { readonly type: "too_large" }
+  | { readonly type: "bad_response"; readonly detail: string };
+
+/** Sends one attempt. Its timeout runs on the injected clock, never on `AbortSignal.timeout`. */
+export interface RemoteTransport {
+  send(request: RemoteRequest, signal: AbortSignal | undefined): Promise<RemoteReply>;
+}
+
+/** What the remote_call kind is built with (the host supplies it; none: remote calls settle `no_tenant`). */
+export interface RemoteCallServices {
+  transport(target: RemoteTarget): RemoteTransport | undefined;
+  /** The session's tenant and name (undefined: a session without a directory entry). */
+  where(): { readonly tenant: string; readonly session: string } | undefined;
+  /** Attempts of an idempotent call, the first included. Default 8. */
+  readonly maxAttempts?: number;
+}
