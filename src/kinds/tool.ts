@@ -33,6 +33,8 @@ import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sink
 import { toolRoles, type TaskToolCall, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
 import { compactToolData } from "./stored.js";
 import { delegateSubagentNotice } from "./subagent-notice.js";
+import { delegateRemoteNotice, isRemoteCall, readRemoteCall, remoteCallDefinition } from "./remote-call.js";
+import type { RemoteCallState } from "./remote-call-state.js";
 import { recordUsage } from "./usage.js";
 
 export interface ToolHooks extends HookPoints {
@@ -145,6 +147,9 @@ export function createToolKind(services: TurnServices) {
       if (task.state.status === "running" && task.state.jobId !== undefined && task.state.cancelJobOnAbort === true) {
         await runtime.markIfLive([task.state.jobId], call);
       }
+      if (task.state.status === "running" && task.state.remoteCallId !== undefined && task.state.cancelRemoteOnAbort === true) {
+        await runtime.markIfLive([task.state.remoteCallId], call);
+      }
       if (task.state.status === "planned") {
         folded.text = "Tool call aborted before it ran.";
         folded.totalChars = folded.text.length;
@@ -244,6 +249,10 @@ async function delegationNotice(b: TxBuilder, conversationId: Id, delegated: Id,
     if (typeof inputId === "number") await delegateSubagentNotice(b, conversationId, delegated, inputId, callId);
     return;
   }
+  if (await isRemoteCall(b, delegated)) {
+    await delegateRemoteNotice(b, conversationId, delegated, callId, now);
+    return;
+  }
   await delegateNotice(b, conversationId, delegated, callId, now);
 }
 
@@ -328,9 +337,24 @@ function toolRuntime(runtime: TaskRuntime, budgetMs: number, toolCall: ToolCall)
       if (view === undefined) throw new PicoError("not_found", `job ${id} does not exist`);
       return view;
     },
-    // The remote call of an HTTP tool (remote-call.ts).
-    startRemoteCall: () => Promise.reject(new PicoError("contract", `tool ${runtime.taskId}: remote calls are not available here`)),
-    remoteCall: (id) => Promise.reject(new PicoError("not_found", `remote call ${id} does not exist`)),
+    // The remote call of an HTTP tool (remote-call.ts): created once per tool task, so a replay waits for the same one.
+    startRemoteCall: (input, call) =>
+      runtime.commit(async (tx) => {
+        const task = await tx.getTask(toolDefinition, runtime.taskId);
+        if (task?.state.status !== "running") throw new PicoError("contract", `tool ${runtime.taskId} starts a remote call only while running`);
+        if (task.state.remoteCallId !== undefined) return task.state.remoteCallId;
+        const { status: _status, ...payload } = task.state;
+        const state: RemoteCallState = { status: "planned", target: input.target, name: input.name, arguments: input.arguments, origin: { tool: toolCall.name, task: runtime.taskId, callId: toolCall.id } };
+        const id = tx.task(remoteCallDefinition, { background: true, state });
+        tx.patch(task, "running", { ...payload, remoteCallId: id, cancelRemoteOnAbort: true });
+        return id;
+      }, call),
+    remoteCall: async (id, call) => {
+      const handle = await runtime.conversation(runtime.conversationId, call);
+      const view = handle === undefined ? undefined : await readRemoteCall(handle.harness, id, call);
+      if (view === undefined) throw new PicoError("not_found", `remote call ${id} does not exist`);
+      return view;
+    },
     taskId: runtime.taskId,
     conversationId: runtime.conversationId,
     budgetMs,

@@ -7,6 +7,7 @@
  *   routes/conversations.ts  accept, snapshot, entries, abort, fork, collapse, reset, config
  *   routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   routes/webhooks.ts       signed webhooks (no bearer token)
+ *   routes/tool-results.ts   an HTTP tool's late result, signed with the tool's secret (no bearer token)
  *   routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe or Standard Webhooks format (no bearer token)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   GET /v1/models           the models this deployment can use (models.ts)
@@ -29,6 +30,7 @@ import { rigRoutes } from "./routes/rig.js";
 import { sessionRoutes } from "./routes/sessions.js";
 import { watchRoutes } from "./routes/watch.js";
 import { webhookRoutes } from "./routes/webhooks.js";
+import { toolResultRoutes } from "./routes/tool-results.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
 
@@ -66,6 +68,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", inboundRoutes);
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
+  app.route("/v1/tool-results", toolResultRoutes);
   app.route("/v1/inbound", inboundDeliveryRoutes);
 
   app.notFound((c) => {

@@ -55,6 +55,8 @@ import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
 import { acceptInput } from "../kinds/placement.js";
 import { RigOps } from "./rig-ops.js";
 import { inboundOps } from "./inbound-ops.js";
+import { remoteCallServices } from "./http-transport.js";
+import { remoteCallOps } from "./remote-call-ops.js";
 
 /** The rig's operations as entries of the SessionObject's op table. */
 function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
@@ -391,6 +393,7 @@ export class SessionObject extends DurableObject<Env> {
     lastSeq: async (s) => s.harness.storage.lastSeq,
     ...bindRig(RigOps.table()),
     ...inboundOps<OpenSession>(),
+    ...remoteCallOps<OpenSession>(),
   };
 
   ping(): number {
@@ -495,6 +498,7 @@ export class SessionObject extends DurableObject<Env> {
     const kit = sessionTurnKit(models, {
       env,
       turn: retry,
+      remote: remoteCallServices(this.env, this.#clock, () => this.#directory.where),
       finalAnswer: async (boundary) => {
         await rig?.atFinalAnswer({
           ...boundary,
