@@ -23,6 +23,7 @@ import type { ToolCatalog } from "../kinds/catalog-types.js";
 import type { RemoteCallServices } from "../kinds/remote-call-state.js";
 
 let testKinds: readonly AnyTaskKind[] = [];
+let testTools: readonly AnyTool[] = [];
 
 /**
  * The turn kit a session opens with: the built-in turn kinds and tools over `models`, and what the
@@ -31,7 +32,7 @@ let testKinds: readonly AnyTaskKind[] = [];
 export function sessionTurnKit(models: Models, options: SessionKitOptions = {}): TurnKit {
   return createTurnKit({
     models,
-    tools: [...builtinTools],
+    tools: [...builtinTools, ...testTools],
     options: options.turn ?? {},
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.finalAnswer === undefined ? {} : { finalAnswer: options.finalAnswer }),
@@ -70,7 +71,13 @@ export function registerTestKinds(kinds: readonly AnyTaskKind[]): void {
   testKinds = [...testKinds.filter((kind) => !names.has(kind.kind)), ...kinds];
 }
 
-/** Test only: forget every test kind. */
+/** Test only: tools every session opened from now on registers beside the built-ins (selectable by name). */
+export function registerTestTools(tools: readonly AnyTool[]): void {
+  testTools = tools;
+}
+
+/** Test only: forget every test kind and test tool. */
 export function resetTestKinds(): void {
   testKinds = [];
+  testTools = [];
 }

@@ -1,0 +1,194 @@
+/**
+ * HTTP tools over HTTP (docs/tools.md): a session created over HTTP (so its tenant is known) selects an
+ * HTTP tool, the offline echo model calls it (`/call NAME {json}`), and the call runs as a background
+ * `remote_call` task that POSTs to the product's endpoint (a `ProductEndpoint` on HostSeams.fetch),
+ * signed with the tool's derived secret. A 202 waits for a signed result POST to /v1/tool-results.
+ */
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it } from "vitest";
+import { httpTool } from "../../src/kinds/remote-call-tool.js";
+import { remoteBackoffMs } from "../../src/kinds/remote-call.js";
+import { setHostSeams } from "../../src/worker/host-config.js";
+import { registerTestTools } from "../../src/worker/kinds.js";
+import type { SessionObject } from "../../src/worker/session-object.js";
+import { call, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { clockOf, ManualClock, ManualTime, resetSeams } from "./session-fixtures.js";
+import { entriesOf, httpDefinition, postToolResult, ProductEndpoint, tasksOf, textOf } from "./tool-fixtures.js";
+
+const TENANT = "tools";
+
+afterEach(async () => {
+  await abortAllDurableObjects();
+  resetSeams();
+});
+
+/** Install the endpoint (and optionally a manual clock) and register HTTP tools for the next sessions. */
+function install(endpoint: ProductEndpoint, tools: Record<string, { idempotent?: boolean; timeoutMs?: number }>, time?: ManualTime): void {
+  setHostSeams({ fetch: endpoint.fetch, ...(time === undefined ? {} : { clock: () => new ManualClock(time) }) });
+  registerTestTools(Object.entries(tools).map(([name, options]) => httpTool(name, 1, httpDefinition(name, options))));
+}
+
+async function createSession(name: string, tools: readonly string[], extra: Record<string, unknown> = {}): Promise<void> {
+  const response = await call("PUT", `/v1/sessions/${name}`, { token: await token(TENANT, "client"), body: { model: "echo", selectedTools: tools, ...extra } });
+  expect(response.status, await response.clone().text()).toBe(201);
+}
+
+async function send(name: string, input: string, wait?: number): Promise<{ inputId: number; result: { status: string } }> {
+  const response = await call("POST", `/v1/sessions/${name}/conversations/root/inputs${wait === undefined ? "" : `?wait=${wait}`}`, { token: await token(TENANT, "client"), body: { input } });
+  expect([201, 202]).toContain(response.status);
+  return json(response);
+}
+
+async function inputDone(name: string, inputId: number): Promise<void> {
+  const t = await token(TENANT, "client");
+  await until(async () => {
+    const view = await json<{ result: { status: string } }>(await call("GET", `/v1/sessions/${name}/inputs/${inputId}`, { token: t }));
+    return view.result.status === "done" ? true : undefined;
+  }, `input ${inputId} done`, 1000);
+}
+
+function stubOf(name: string): DurableObjectStub<SessionObject> {
+  return env.SESSIONS.get(env.SESSIONS.idFromName(`${TENANT}:${name}`)) as unknown as DurableObjectStub<SessionObject>;
+}
+
+describe("HTTP tools", () => {
+  it("HTTP tool is called once with the task's idempotency key", async () => {
+    const endpoint = new ProductEndpoint(TENANT).reply("lookup", () => ({ status: 200, body: { output: { id: 1, name: "Ada" } } }));
+    install(endpoint, { lookup: { idempotent: false } });
+    const name = uniqueSession("http-tool");
+    await createSession(name, ["lookup"]);
+    const accepted = await send(name, '/call lookup {"id":1}', 10);
+    expect(accepted.result.status).toBe("done");
+
+    const [rc] = await tasksOf(TENANT, name, "remote_call");
+    expect(rc?.state).toMatchObject({ status: "settled", attempts: 1, outcome: { type: "output", output: { id: 1, name: "Ada" }, isError: false } });
+    const seen = endpoint.seen("lookup");
+    expect(seen).toHaveLength(1);
+    const request = seen[0];
+    expect(request?.key).toBe(`${name}:${rc?.id}`);
+    expect(request?.id).toBe(request?.key);
+    expect(request?.verified).toBe(true);
+    const [toolTask] = await tasksOf(TENANT, name, "tool");
+    expect(request?.body).toEqual({
+      session: name,
+      conversationId: expect.any(Number),
+      taskId: rc?.id,
+      toolCallId: (toolTask?.state["call"] as { id: string }).id,
+      name: "lookup",
+      arguments: { id: 1 },
+    });
+    const results = await entriesOf(TENANT, name, "tool_result");
+    expect(results).toHaveLength(1);
+    expect(textOf(results[0])).toBe('{"id":1,"name":"Ada"}');
+    expect(results[0]?.model?.[0]?.isError).toBe(false);
+    // The echo model answers with the tool's result: the input's answer holds the output.
+    const answers = await entriesOf(TENANT, name, "assistant");
+    expect(textOf(answers[answers.length - 1])).toBe('{"id":1,"name":"Ada"}');
+  });
+
+  it("Non-idempotent HTTP tool with an uncertain send settles outcome_unknown", async () => {
+    const endpoint = new ProductEndpoint(TENANT).reply("charge", () => "hang");
+    install(endpoint, { charge: { idempotent: false } });
+    const name = uniqueSession("uncertain");
+    await createSession(name, ["charge"]);
+    const accepted = await send(name, '/call charge {"id":7}');
+    await until(async () => (endpoint.seen("charge").length === 1 ? true : undefined), "the request reached the endpoint");
+    const [dispatched] = await tasksOf(TENANT, name, "remote_call");
+    expect(dispatched?.state.status).toBe("dispatched");
+
+    // The object dies while the request is in flight; only the alarm brings it back.
+    await abortAllDurableObjects();
+    expect(await runDurableObjectAlarm(stubOf(name))).toBe(true);
+    await inputDone(name, accepted.inputId);
+
+    const [rc] = await tasksOf(TENANT, name, "remote_call");
+    expect(rc?.state).toMatchObject({ status: "settled", outcome: { type: "error", code: "outcome_unknown" } });
+    const results = await entriesOf(TENANT, name, "tool_result");
+    expect(results).toHaveLength(1);
+    expect(results[0]?.model?.[0]?.isError).toBe(true);
+    expect(results[0]?.data?.["details"]).toMatchObject({ error: "outcome_unknown" });
+    expect(textOf(results[0])).toContain(`remote call task ${rc?.id} may have reached`);
+    expect(textOf(results[0])).toContain(`Idempotency-Key ${name}:${rc?.id}`);
+    expect(endpoint.seen("charge")).toHaveLength(1);
+    const inspection = await json<{ quarantined: unknown[] }>(await call("GET", `/v1/sessions/${name}/inspect`, { token: await token(TENANT, "operator") }));
+    expect(inspection.quarantined).toEqual([]);
+  });
+
+  it("Late 202 result lands once", async () => {
+    const time = new ManualTime();
+    const endpoint = new ProductEndpoint(TENANT).reply("report", () => ({ status: 202 }));
+    install(endpoint, { report: { idempotent: false, timeoutMs: 600_000 } }, time);
+    const name = uniqueSession("late");
+    await createSession(name, ["report"], { budgetMs: 1000 });
+    const accepted = await send(name, '/call report {"id":3}');
+    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "accepted" ? true : undefined), "the call was accepted");
+    const [rc] = await tasksOf(TENANT, name, "remote_call");
+    const rcId = rc?.id ?? 0;
+
+    // The blocking budget passes on the manual clock: the call delegates and the turn goes on.
+    await runInDurableObject(stubOf(name), (instance: SessionObject) => clockOf(instance).advanceTo(time.now + 1001));
+    await inputDone(name, accepted.inputId);
+    const results = await entriesOf(TENANT, name, "tool_result");
+    expect(results).toHaveLength(1);
+    expect(results[0]?.data?.["delegated"]).toBe(rcId);
+    expect(textOf(results[0])).toContain(`[info] still running as remote call ${rcId}; its result arrives as a notice`);
+    expect((results[0]?.data?.["diags"] as { code?: string }[]).map((d) => d.code)).toContain("budget");
+    expect(await entriesOf(TENANT, name, "notice")).toHaveLength(0);
+
+    // A result signed for another task's id is refused, writing nothing.
+    expect((await postToolResult(TENANT, name, rcId, "report", { output: "forged" }, { webhookId: `${name}:${rcId + 1}` })).status).toBe(401);
+    expect((await postToolResult(TENANT, name, rcId + 1000, "report", { output: "unknown" })).status).toBe(401);
+
+    const first = await postToolResult(TENANT, name, rcId, "report", { output: { rows: 3 } });
+    expect(first.status).toBe(200);
+    expect(await json(first)).toMatchObject({ taskId: rcId, recordedAt: expect.any(Number) });
+    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "settled" ? true : undefined), "the call settled");
+    await until(async () => ((await entriesOf(TENANT, name, "notice")).length === 1 ? true : undefined), "the notice");
+
+    const again = await postToolResult(TENANT, name, rcId, "report", { output: { rows: 4 } });
+    expect(again.status).toBe(409);
+    expect(await json(again)).toMatchObject({ code: "already_answered", answer: { output: { rows: 3 } } });
+    const notices = await entriesOf(TENANT, name, "notice");
+    expect(notices).toHaveLength(1);
+    expect(textOf(notices[0])).toContain(`Remote call ${rcId} (tool report) returned.`);
+    expect(textOf(notices[0])).toContain('{"rows":3}');
+    expect(await entriesOf(TENANT, name, "tool_result")).toHaveLength(1);
+    expect(endpoint.seen("report")).toHaveLength(1);
+  });
+
+  it("an idempotent tool answering 500 is retried on the clock with backoff, up to 8 attempts", async () => {
+    const time = new ManualTime();
+    const endpoint = new ProductEndpoint(TENANT).reply("sync", () => ({ status: 500, body: { detail: "the database is down" } }));
+    install(endpoint, { sync: { idempotent: true } }, time);
+    const name = uniqueSession("retry");
+    await createSession(name, ["sync"], { budgetMs: 3_600_000 });
+    const accepted = await send(name, '/call sync {"id":9}');
+    for (let attempt = 1; attempt < 8; attempt++) {
+      const waiting = await until(async () => {
+        const [rc] = await tasksOf(TENANT, name, "remote_call");
+        return rc?.state.status === "retry_wait" && rc.state["attempt"] === attempt ? rc : undefined;
+      }, `retry_wait after attempt ${attempt}`);
+      expect(endpoint.seen("sync")).toHaveLength(attempt);
+      // The next attempt waits its backoff from the failure (no time passed since on the manual clock).
+      expect(waiting.state["nextAt"]).toBe(time.now + remoteBackoffMs(attempt, waiting.id));
+      expect(remoteBackoffMs(attempt, waiting.id)).toBeGreaterThanOrEqual(1000 * 2 ** (attempt - 1));
+      expect(remoteBackoffMs(attempt, waiting.id)).toBeLessThanOrEqual(1250 * 2 ** (attempt - 1));
+      // Nothing is sent before the wake.
+      await runInDurableObject(stubOf(name), (instance: SessionObject) => clockOf(instance).advanceTo((waiting.state["nextAt"] as number) - 1));
+      expect(endpoint.seen("sync")).toHaveLength(attempt);
+      await runInDurableObject(stubOf(name), (instance: SessionObject) => clockOf(instance).advanceTo(waiting.state["nextAt"] as number));
+      await until(async () => (endpoint.seen("sync").length === attempt + 1 ? true : undefined), `attempt ${attempt + 1}`);
+    }
+    await inputDone(name, accepted.inputId);
+    const [rc] = await tasksOf(TENANT, name, "remote_call");
+    expect(rc?.state).toMatchObject({ status: "settled", attempts: 8, outcome: { type: "error", code: "failed" } });
+    const keys = new Set(endpoint.seen("sync").map((r) => r.key));
+    expect([...keys]).toEqual([`${name}:${rc?.id}`]);
+    expect(endpoint.seen("sync")).toHaveLength(8);
+    const results = await entriesOf(TENANT, name, "tool_result");
+    expect(results).toHaveLength(1);
+    expect(results[0]?.data?.["details"]).toMatchObject({ error: "failed", http: { status: 500 } });
+    expect(textOf(results[0])).toContain("failed 8 times");
+  });
+});
