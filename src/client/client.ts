@@ -605,6 +605,7 @@ export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
   openapi: "the API's own description, read by tools (code generators, validators), not by an application",
   webhook: "sent by a webhook provider and authenticated by a Standard Webhooks signature with the endpoint's secret, never a bearer token; a client holding that secret would be impersonating the provider",
   inboundDelivery: "sent by an integration (GitHub, Slack, Stripe, a Standard Webhooks sender) and authenticated by its signature with the endpoint's secret, never a bearer token",
+  toolResult: "sent by an HTTP tool's endpoint and authenticated by a Standard Webhooks signature with the tool's secret, never a bearer token",
 };
 
 /** Each covered operation and the client method that calls it (`Class.method`). */
