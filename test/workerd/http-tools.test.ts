@@ -24,7 +24,7 @@ afterEach(async () => {
 });
 
 /** Install the endpoint (and optionally a manual clock) and register HTTP tools for the next sessions. */
-function install(endpoint: ProductEndpoint, tools: Record<string, { idempotent?: boolean; timeoutMs?: number }>, time?: ManualTime): void {
+function install(endpoint: Pick<ProductEndpoint, "fetch">, tools: Record<string, { idempotent?: boolean; timeoutMs?: number }>, time?: ManualTime): void {
   setHostSeams({ fetch: endpoint.fetch, ...(time === undefined ? {} : { clock: () => new ManualClock(time) }) });
   registerTestTools(Object.entries(tools).map(([name, options]) => httpTool(name, 1, httpDefinition(name, options))));
 }
@@ -190,5 +190,62 @@ describe("HTTP tools", () => {
     expect(results).toHaveLength(1);
     expect(results[0]?.data?.["details"]).toMatchObject({ error: "failed", http: { status: 500 } });
     expect(textOf(results[0])).toContain("failed 8 times");
+  });
+  it("a 4xx answer is an error result carrying the product's problem", async () => {
+    const problem = { type: "about:blank", title: "Unprocessable", status: 422, detail: "no customer 5" };
+    const endpoint = new ProductEndpoint(TENANT).reply("lookup", () => ({ status: 422, body: problem }));
+    install(endpoint, { lookup: { idempotent: true } });
+    const name = uniqueSession("refused");
+    await createSession(name, ["lookup"]);
+    expect((await send(name, '/call lookup {"id":5}', 10)).result.status).toBe("done");
+    const [result] = await entriesOf(TENANT, name, "tool_result");
+    expect(result?.model?.[0]?.isError).toBe(true);
+    expect(textOf(result)).toContain("HTTP 422: no customer 5");
+    expect(result?.data?.["details"]).toMatchObject({ error: "http_status", http: { status: 422, problem } });
+    // A refusal is final, even for an idempotent tool.
+    expect(endpoint.seen("lookup")).toHaveLength(1);
+  });
+
+  it("a result posted before the 202 wins", async () => {
+    const name = uniqueSession("early");
+    // The product posts its result first, then answers 202.
+    const early = new ProductEndpoint(TENANT).reply("report", () => ({ status: 202 }));
+    const posted: number[] = [];
+    install(
+      {
+        fetch: async (request) => {
+          const body = (await request.clone().json()) as { taskId: number };
+          posted.push((await postToolResult(TENANT, name, body.taskId, "report", { output: "early result" })).status);
+          return early.fetch(request);
+        },
+      },
+      { report: { idempotent: false } },
+    );
+    await createSession(name, ["report"]);
+    expect((await send(name, '/call report {"id":4}', 10)).result.status).toBe("done");
+    expect(posted).toEqual([200]);
+    const [rc] = await tasksOf(TENANT, name, "remote_call");
+    expect(rc?.state).toMatchObject({ status: "settled", outcome: { type: "output", output: "early result" } });
+    const [result] = await entriesOf(TENANT, name, "tool_result");
+    expect(textOf(result)).toBe("early result");
+    expect(early.requests).toHaveLength(1);
+  });
+
+  it("a result posted after the call was aborted is refused as closed", async () => {
+    const time = new ManualTime();
+    const endpoint = new ProductEndpoint(TENANT).reply("report", () => ({ status: 202 }));
+    install(endpoint, { report: { idempotent: false, timeoutMs: 600_000 } }, time);
+    const name = uniqueSession("aborted");
+    await createSession(name, ["report"]);
+    await send(name, '/call report {"id":6}');
+    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "accepted" ? true : undefined), "the call was accepted");
+    expect((await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: await token(TENANT, "client") })).status).toBe(200);
+    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.role === "terminal" ? true : undefined), "the remote call ended");
+    const [rc] = await tasksOf(TENANT, name, "remote_call");
+    expect(rc?.state).toMatchObject({ status: "aborted", outcome: { type: "error", code: "aborted" } });
+    const late = await postToolResult(TENANT, name, rc?.id ?? 0, "report", { output: "too late" });
+    expect(late.status).toBe(409);
+    expect(await json(late)).toMatchObject({ code: "pending_closed", outcome: "aborted" });
+    expect(await entriesOf(TENANT, name, "notice")).toHaveLength(0);
   });
 });
