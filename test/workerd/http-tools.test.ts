@@ -13,7 +13,7 @@ import { setHostSeams } from "../../src/worker/host-config.js";
 import { registerTestTools } from "../../src/worker/kinds.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, json, token, uniqueSession, until } from "./http-fixtures.js";
-import { clockOf, ManualClock, ManualTime, resetSeams } from "./session-fixtures.js";
+import { clockOf, ManualClock, ManualTime, resetSeams, TestSession } from "./session-fixtures.js";
 import { entriesOf, httpDefinition, postToolResult, ProductEndpoint, tasksOf, textOf } from "./tool-fixtures.js";
 
 const TENANT = "tools";
@@ -247,5 +247,44 @@ describe("HTTP tools", () => {
     expect(late.status).toBe(409);
     expect(await json(late)).toMatchObject({ code: "pending_closed", outcome: "aborted" });
     expect(await entriesOf(TENANT, name, "notice")).toHaveLength(0);
+  });
+  it("a call waiting for its posted result survives restarts without counting kills", async () => {
+    const time = new ManualTime();
+    const endpoint = new ProductEndpoint(TENANT).reply("report", () => ({ status: 202 }));
+    install(endpoint, { report: { idempotent: false, timeoutMs: 600_000 } }, time);
+    const name = uniqueSession("restarts");
+    await createSession(name, ["report"], { budgetMs: 1000 });
+    const accepted = await send(name, '/call report {"id":8}');
+    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "accepted" ? true : undefined), "the call was accepted");
+    await runInDurableObject(stubOf(name), (instance: SessionObject) => clockOf(instance).advanceTo(time.now + 1001));
+    await inputDone(name, accepted.inputId);
+    const operator = await token(TENANT, "operator");
+    // More restarts than the kill bound: each reopens by the deadline's alarm and waits again.
+    for (let restart = 0; restart < 5; restart++) {
+      await abortAllDurableObjects();
+      expect(await runDurableObjectAlarm(stubOf(name))).toBe(true);
+      await until(async () => ((await json<{ busy: boolean }>(await call("GET", `/v1/sessions/${name}/inspect`, { token: operator }))).busy ? undefined : true), "parked again");
+    }
+    const inspection = await json<{ kills: unknown[]; quarantined: unknown[]; inflight: { state: { status: string } }[] }>(await call("GET", `/v1/sessions/${name}/inspect`, { token: operator }));
+    expect(inspection.kills).toEqual([]);
+    expect(inspection.quarantined).toEqual([]);
+    expect(inspection.inflight.map((t) => t.state.status)).toEqual(["accepted"]);
+    const [rc] = await tasksOf(TENANT, name, "remote_call");
+    expect((await postToolResult(TENANT, name, rc?.id ?? 0, "report", { output: "after restarts" })).status).toBe(200);
+    await until(async () => ((await entriesOf(TENANT, name, "notice")).length === 1 ? true : undefined), "the notice");
+    expect(endpoint.seen("report")).toHaveLength(1);
+  });
+
+  it("a session created without a tenant settles its remote calls no_tenant", async () => {
+    const endpoint = new ProductEndpoint(TENANT).reply("lookup", () => ({ status: 200, body: { output: "never" } }));
+    install(endpoint, { lookup: {} });
+    const session = new TestSession("no-tenant");
+    expect((await session.rpc.createSession({ model: "echo", selectedTools: ["lookup"] })).ok).toBe(true);
+    const accepted = await session.rpc.op("accept", "root", { input: '/call lookup {"id":1}', waitSeconds: 10 });
+    expect(accepted.ok && accepted.value.result?.status).toBe("done");
+    const entries = await session.rpc.op("entries", "root", { kind: "tool_result" });
+    const result = entries.ok ? entries.value.items[0] : undefined;
+    expect((result?.data as { details?: unknown } | undefined)?.details).toMatchObject({ error: "no_tenant" });
+    expect(endpoint.requests).toHaveLength(0);
   });
 });
