@@ -49,6 +49,8 @@ describe("HTTP transport", () => {
     expect(JSON.parse(text)).toEqual({ session: "demo", conversationId: 1, taskId: 42, toolCallId: "call_1", name: "lookup", arguments: { id: 1 } });
     new Webhook(await toolSecret(MASTER, "acme", "lookup")).verify(text, Object.fromEntries(request.headers));
     await expect(toolSecret(MASTER, "acme", "other")).resolves.not.toBe(await toolSecret(MASTER, "acme", "lookup"));
+    // What `WEBHOOK_MASTER_SECRET=<MASTER> npm run tool-secret -- --tenant acme --tool lookup` prints.
+    expect(await toolSecret(MASTER, "acme", "lookup")).toBe("whsec_3FZlPlDzQyttus0skqV3Vwwq72HBMEFk6OO4PGkVho0=");
   });
 
   it("reads each kind of answer", async () => {
