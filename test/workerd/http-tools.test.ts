@@ -12,7 +12,7 @@ import { remoteBackoffMs } from "../../src/kinds/remote-call.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
 import { registerTestTools } from "../../src/worker/kinds.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
-import { call, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { call, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 import { clockOf, ManualClock, ManualTime, resetSeams, TestSession } from "./session-fixtures.js";
 import { entriesOf, httpDefinition, postToolResult, ProductEndpoint, tasksOf, textOf } from "./tool-fixtures.js";
 
@@ -137,8 +137,12 @@ describe("HTTP tools", () => {
     expect(await entriesOf(TENANT, name, "notice")).toHaveLength(0);
 
     // A result signed for another task's id is refused, writing nothing.
+    const before = await lastSeq(TENANT, name);
     expect((await postToolResult(TENANT, name, rcId, "report", { output: "forged" }, { webhookId: `${name}:${rcId + 1}` })).status).toBe(401);
     expect((await postToolResult(TENANT, name, rcId + 1000, "report", { output: "unknown" })).status).toBe(401);
+    // Signed with another tool's secret.
+    expect((await postToolResult(TENANT, name, rcId, "other", { output: "forged" })).status).toBe(401);
+    expect(await lastSeq(TENANT, name)).toBe(before);
 
     const first = await postToolResult(TENANT, name, rcId, "report", { output: { rows: 3 } });
     expect(first.status).toBe(200);
@@ -146,8 +150,10 @@ describe("HTTP tools", () => {
     await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "settled" ? true : undefined), "the call settled");
     await until(async () => ((await entriesOf(TENANT, name, "notice")).length === 1 ? true : undefined), "the notice");
 
+    const settled = await lastSeq(TENANT, name);
     const again = await postToolResult(TENANT, name, rcId, "report", { output: { rows: 4 } });
     expect(again.status).toBe(409);
+    expect(await lastSeq(TENANT, name)).toBe(settled);
     expect(await json(again)).toMatchObject({ code: "already_answered", answer: { output: { rows: 3 } } });
     const notices = await entriesOf(TENANT, name, "notice");
     expect(notices).toHaveLength(1);
