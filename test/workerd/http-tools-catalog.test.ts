@@ -4,15 +4,17 @@
  * `If-Match` makes writes conditional; sessions select catalog tools (live or deleted) by name, learn a
  * change within the catalog's time-to-live, and a session of built-in tools never reads the catalog.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createExecutionContext, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { app } from "../../src/worker/app.js";
 import type { Env } from "../../src/worker/env.js";
-import { directoryStub, type CatalogSnapshot } from "../../src/worker/directory-object.js";
+import type { ToolDefinition } from "../../src/kinds/catalog-types.js";
+import { DirectoryObject, directoryStub, type CatalogSnapshot } from "../../src/worker/directory-object.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
 import { PicoApiError } from "../../src/client/client.js";
 import { BASE, call, client, json, token, uniqueSession } from "./http-fixtures.js";
+import { ManualClock, ManualTime } from "./session-fixtures.js";
 
 const workerEnv = env as unknown as Env;
 
@@ -42,7 +44,32 @@ async function snapshot(tenant: string): Promise<CatalogSnapshot> {
   return directoryStub(workerEnv, tenant).catalog();
 }
 
-afterEach(() => setHostSeams({}));
+afterEach(() => {
+  setHostSeams({});
+  vi.restoreAllMocks();
+});
+
+/** Time stands still unless a test moves it; the catalog copy lives `ttlMs`. */
+function manualTime(ttlMs: number): ManualTime {
+  const time = new ManualTime();
+  setHostSeams({ clock: () => new ManualClock(time), catalogTtlMs: ttlMs });
+  return time;
+}
+
+async function createSession(tenant: string, name: string, selectedTools: readonly string[]): Promise<Response> {
+  return call("PUT", `/v1/sessions/${name}`, { token: await token(tenant, "client"), body: { selectedTools } });
+}
+
+async function say(tenant: string, session: string, input: string): Promise<void> {
+  const response = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: await token(tenant, "client"), body: { input } });
+  expect(response.status).toBe(201);
+  expect((await json<{ status: string }>(response)).status).toBe("done");
+}
+
+/** Every entry of the root conversation as text (what the model was offered is in its system entries). */
+async function transcript(tenant: string, session: string): Promise<string> {
+  return JSON.stringify(await json(await call("GET", `/v1/sessions/${session}/conversations/root/entries?limit=1000`, { token: await token(tenant, "client") })));
+}
 
 describe("the tool catalog's routes", () => {
   it("a PUT stores the definition with its defaults; GET, the list and their ETags answer it", async () => {
@@ -212,8 +239,9 @@ describe("the tool catalog's routes", () => {
     expect(tooLarge.status).toBe(422);
     expect((await json(tooLarge))["field"]).toBe("parameters");
     const stub = directoryStub(workerEnv, tenant);
-    await runInDurableObject(workerEnv.DIRECTORY.get(workerEnv.DIRECTORY.idFromName(tenant)), (instance: { putTool: (name: string, def: unknown) => unknown }) => {
-      const definition = { ...lookup, handler: { ...lookup.handler, timeoutMs: 30_000, idempotent: false }, approval: "never", onTimeout: "deny" };
+    const directory = workerEnv.DIRECTORY.get(workerEnv.DIRECTORY.idFromName(tenant)) as DurableObjectStub<DirectoryObject>;
+    await runInDurableObject(directory, (instance: DirectoryObject) => {
+      const definition: ToolDefinition = { ...lookup, handler: { type: "http", url: lookup.handler.url, timeoutMs: 30_000, idempotent: false }, approval: "never", onTimeout: "deny" };
       for (let i = 0; i < 200; i++) instance.putTool(`t${i}`, definition);
     });
     expect((await stub.listTools()).items).toHaveLength(200);
@@ -242,5 +270,81 @@ describe("the tool catalog's routes", () => {
     expect((missing as PicoApiError).status).toBe(404);
     const forbidden = await (await client(tenant, "client")).tools().list().catch((error: unknown) => error);
     expect((forbidden as PicoApiError).status).toBe(403);
+  });
+});
+
+describe("sessions and the catalog", () => {
+  it("a deleted tool stays selectable while an unknown name is 422 unknown_tool", async () => {
+    const tenant = freshTenant("select");
+    await putTool(tenant, "lookup", lookup);
+    expect((await call("DELETE", "/v1/tools/lookup", { token: await operator(tenant) })).status).toBe(200);
+
+    const name = uniqueSession("tools-select");
+    expect((await createSession(tenant, name, ["echo", "lookup"])).status).toBe(201);
+    const unknown = await createSession(tenant, uniqueSession("tools-unknown"), ["echo", "nope"]);
+    expect(unknown.status).toBe(422);
+    expect(await json(unknown)).toMatchObject({ code: "unknown_tool", field: "selectedTools.1" });
+
+    const patch = async (selectedTools: readonly string[]): Promise<Response> =>
+      call("PATCH", `/v1/sessions/${name}/conversations/root/config`, { token: await token(tenant, "client"), body: { selectedTools } });
+    const refused = await patch(["lookup", "nope"]);
+    expect(refused.status).toBe(422);
+    expect(await json(refused)).toMatchObject({ code: "unknown_tool", field: "selectedTools.1" });
+    expect((await json<{ selectedTools: string[] }>(await call("GET", `/v1/sessions/${name}/conversations/root/config`, { token: await token(tenant, "client") }))).selectedTools).toEqual(["echo", "lookup"]);
+    expect((await patch(["lookup"])).status).toBe(200);
+    // Another tenant's tool of the same name is not this tenant's.
+    const other = freshTenant("select-other");
+    expect((await createSession(other, uniqueSession("tools-other"), ["lookup"])).status).toBe(422);
+  });
+
+  it("a tool defined a moment ago is selectable at once", async () => {
+    const tenant = freshTenant("fresh");
+    manualTime(3_600_000);
+    await putTool(tenant, "first", lookup);
+    const name = uniqueSession("tools-fresh");
+    expect((await createSession(tenant, name, ["first"])).status).toBe(201);
+    // The session's copy is fresh for an hour, yet a name it does not know makes it read again.
+    await putTool(tenant, "second", lookup);
+    const patched = await call("PATCH", `/v1/sessions/${name}/conversations/root/config`, { token: await token(tenant, "client"), body: { selectedTools: ["first", "second"] } });
+    expect(patched.status).toBe(200);
+    expect((await json<{ selectedTools: string[] }>(patched)).selectedTools).toEqual(["first", "second"]);
+  });
+
+  it("a catalog change reaches the session's next turn once its copy is older than the TTL", async () => {
+    const tenant = freshTenant("ttl");
+    const time = manualTime(30_000);
+    await putTool(tenant, "lookup", { ...lookup, description: "lookup version one" });
+    const name = uniqueSession("tools-ttl");
+    expect((await createSession(tenant, name, ["echo", "lookup"])).status).toBe(201);
+    await say(tenant, name, "first");
+    expect(await transcript(tenant, name)).toContain("lookup version one");
+
+    await putTool(tenant, "lookup", { ...lookup, description: "lookup version two" });
+    time.now += 29_000;
+    await say(tenant, name, "second");
+    expect(await transcript(tenant, name)).not.toContain("lookup version two");
+
+    time.now += 2_000;
+    await say(tenant, name, "third");
+    expect(await transcript(tenant, name)).toContain("lookup version two");
+  });
+
+  it("a session selecting only built-in tools never reads the catalog", async () => {
+    const tenant = freshTenant("builtin");
+    await putTool(tenant, "lookup", lookup);
+    const reads = vi.spyOn(DirectoryObject.prototype, "catalog");
+    const builtin = uniqueSession("tools-builtin");
+    expect((await createSession(tenant, builtin, ["echo", "job"])).status).toBe(201);
+    await say(tenant, builtin, "hello");
+    await say(tenant, builtin, "again");
+    const patched = await call("PATCH", `/v1/sessions/${builtin}/conversations/root/config`, { token: await token(tenant, "client"), body: { selectedTools: ["echo"] } });
+    expect(patched.status).toBe(200);
+    expect(reads).not.toHaveBeenCalled();
+
+    // The same steps with a catalog tool selected do read it.
+    const selecting = uniqueSession("tools-selecting");
+    expect((await createSession(tenant, selecting, ["echo", "lookup"])).status).toBe(201);
+    await say(tenant, selecting, "hello");
+    expect(reads).toHaveBeenCalled();
   });
 });
