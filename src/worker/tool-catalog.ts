@@ -61,15 +61,20 @@ export class CatalogCache implements ToolCatalog {
     return [...(this.#copy?.records.keys() ?? [])];
   }
 
-  refresh(options: { readonly force?: boolean }): Promise<void> {
+  async refresh(options: { readonly force?: boolean }): Promise<void> {
     const tenant = this.#deps.tenant();
-    if (tenant === undefined) return Promise.resolve();
+    if (tenant === undefined) return;
     const copy = this.#copy;
-    if (options.force !== true && copy !== undefined && this.#deps.clock.now() - copy.fetchedAt < this.#deps.ttlMs()) return Promise.resolve();
+    if (options.force === true) {
+      // A read already in flight may have started before the change the caller wants to see.
+      if (this.#reading !== undefined) await this.#reading;
+    } else if (copy !== undefined && this.#deps.clock.now() - copy.fetchedAt < this.#deps.ttlMs()) {
+      return;
+    }
     this.#reading ??= this.#read(tenant).finally(() => {
       this.#reading = undefined;
     });
-    return this.#reading;
+    await this.#reading;
   }
 
   async #read(tenant: string): Promise<void> {

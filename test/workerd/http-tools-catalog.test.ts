@@ -15,6 +15,7 @@ import { setHostSeams } from "../../src/worker/host-config.js";
 import { PicoApiError } from "../../src/client/client.js";
 import { BASE, call, client, json, token, uniqueSession } from "./http-fixtures.js";
 import { ManualClock, ManualTime } from "./session-fixtures.js";
+import { CatalogCache } from "../../src/worker/tool-catalog.js";
 
 const workerEnv = env as unknown as Env;
 
@@ -348,3 +349,50 @@ describe("sessions and the catalog", () => {
     expect(reads).toHaveBeenCalled();
   });
 });
+
+describe("CatalogCache", () => {
+  const definition: ToolDefinition = { description: "d", parameters: { type: "object" }, handler: { type: "client", timeoutMs: 1_000 }, approval: "never", onTimeout: "deny" };
+
+  it("reads at most once per TTL unless forced, sends its version, keeps its copy when the read fails or the version is unchanged", async () => {
+    const time = new ManualTime();
+    const asked: (number | undefined)[] = [];
+    const reported: unknown[] = [];
+    let answer: () => Promise<CatalogSnapshot> = async () => ({ version: 2, records: [{ name: "a", version: 1, updatedAt: 0, deleted: false, definition }, { name: "b", version: 2, updatedAt: 0, deleted: true }] });
+    let tenant: string | undefined;
+    const cache = new CatalogCache({
+      tenant: () => tenant,
+      clock: new ManualClock(time),
+      ttlMs: () => 30_000,
+      report: (error) => reported.push(error),
+      read: (_tenant, since) => {
+        asked.push(since);
+        return answer();
+      },
+    });
+    await cache.refresh({ force: true });
+    expect(asked).toEqual([]); // no tenant (a session created over RPC): no catalog
+    tenant = "t";
+    await cache.refresh({});
+    expect(cache.names()).toEqual(["a", "b"]);
+    expect(cache.capture("a")).toEqual({ name: "a", version: 1, definition });
+    expect(cache.capture("b")).toEqual({ name: "b", version: 2, removed: true });
+    expect(cache.capture("c")).toBeUndefined();
+    expect(cache.offer("a")).toEqual({ name: "a", description: "d", parameters: { type: "object" } });
+    expect(cache.offer("b")).toBeUndefined();
+
+    time.now += 29_999;
+    await cache.refresh({});
+    expect(asked).toEqual([undefined]);
+    answer = async () => ({ version: 2 });
+    await cache.refresh({ force: true });
+    expect(asked).toEqual([undefined, 2]);
+    expect(cache.names()).toEqual(["a", "b"]);
+
+    answer = () => Promise.reject(new Error("the directory is away"));
+    time.now += 30_000;
+    await expect(cache.refresh({})).resolves.toBeUndefined();
+    expect(reported).toHaveLength(1);
+    expect(cache.capture("a")).toEqual({ name: "a", version: 1, definition });
+  });
+});
+
