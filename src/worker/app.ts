@@ -8,6 +8,7 @@
  *   routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   routes/webhooks.ts       signed webhooks (no bearer token)
  *   routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe or Standard Webhooks format (no bearer token)
+ *   routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   GET /v1/models           the models this deployment can use (models.ts)
  *
@@ -30,6 +31,7 @@ import { sessionRoutes } from "./routes/sessions.js";
 import { watchRoutes } from "./routes/watch.js";
 import { webhookRoutes } from "./routes/webhooks.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
+import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
 
 export function createApp(): Hono<AppEnv> {
@@ -64,9 +66,11 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", conversationRoutes);
   app.route("/v1/sessions", scheduleRoutes);
   app.route("/v1/sessions", inboundRoutes);
+  app.route("/v1/sessions", deliveryRoutes);
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
   app.route("/v1/inbound", inboundDeliveryRoutes);
+  app.route("/v1/webhook-endpoints", webhookEndpointRoutes);
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;
