@@ -62,17 +62,21 @@ async function submit(h: Harness, step: Step): Promise<void> {
   });
 }
 
+/** Deliveries of the session still pending (host bookkeeping, outbox-book.ts). */
+function pendingDeliveries(session: TestSession): Promise<number> {
+  return runInDurableObject(session.stub, (_instance, state) =>
+    state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'host_deliveries'").toArray().length === 0
+      ? 0
+      : Number(state.storage.sql.exec("SELECT count(*) AS n FROM host_deliveries WHERE status = 'pending'").one()["n"]),
+  );
+}
+
 /** Until no task is live and no delivery is pending: sleepers and the outbox are woken by the alarm on the manual clock. */
 async function quiesce(session: TestSession): Promise<void> {
   for (let round = 0; round < 60; round++) {
-    await until(async () => !(await session.rpc.inspect()).busy || undefined, "no invocation busy");
+    await until(async () => !(await session.rpc.inspect()).busy, "no invocation busy");
     const inspection = await session.rpc.inspect();
-    const pending = await runInDurableObject(session.stub, (instance: SessionObject) => {
-      const rows = instance.ctx.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'host_deliveries'").toArray().length === 0
-        ? 0
-        : Number(instance.ctx.storage.sql.exec("SELECT count(*) AS n FROM host_deliveries WHERE status = 'pending'").one()["n"]);
-      return rows;
-    });
+    const pending = await pendingDeliveries(session);
     const live = inspection.start.length + inspection.inflight.length;
     if (live === 0 && pending === 0) return;
     const armed = await runInDurableObject(session.stub, (_instance, state) => state.storage.getAlarm());
@@ -104,12 +108,7 @@ function scenario(name: string, kills: { count: number }): Scenario<Step, Outcom
     },
     checkReopened: async (session) => {
       // Nothing left pending without an alarm: quiesce drove every delivery to an end.
-      const pending = await runInDurableObject(session.stub, (instance: SessionObject) =>
-        instance.ctx.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'host_deliveries'").toArray().length === 0
-          ? 0
-          : Number(instance.ctx.storage.sql.exec("SELECT count(*) AS n FROM host_deliveries WHERE status = 'pending'").one()["n"]),
-      );
-      expect(pending).toBe(0);
+      expect(await pendingDeliveries(session)).toBe(0);
     },
     checkEnd: async (session) => {
       return runInDurableObject(session.stub, async (instance: SessionObject) => {

@@ -7,6 +7,8 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { setHostSeams } from "../../src/worker/host-config.js";
+import { bind } from "../../src/core/state.js";
+import { outboxList } from "../../src/worker/outbox-types.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { harnessOf } from "./session-fixtures.js";
 import { call, json, lastSeq, stubOf, token, uniqueSession } from "./http-fixtures.js";
@@ -27,7 +29,7 @@ afterEach(async () => {
 async function outboxRows(tenant: string, session: string): Promise<number> {
   return runInDurableObject(stubOf(tenant, session) as unknown as DurableObjectStub<SessionObject>, async (instance: SessionObject) => {
     const h = harnessOf(instance);
-    return (await h.storage.readList({ scope: { session: true }, namespace: "edge.outbox" }, { limit: 1000 })).items.length;
+    return (await h.storage.readList(bind(outboxList, {}), { limit: 1000 })).items.length;
   });
 }
 

@@ -51,6 +51,8 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "GET inbound", method: "GET", path: (x) => `${s(x)}/inbound`, capability: "inbound" },
   { name: "GET inbound endpoint", method: "GET", path: (x) => `${s(x)}/inbound/github`, capability: "inbound" },
   { name: "DELETE inbound endpoint", method: "DELETE", path: (x) => `${s(x)}/inbound/github`, capability: "inbound" },
+  { name: "GET deliveries", method: "GET", path: (x) => `${s(x)}/deliveries`, capability: "webhooks" },
+  { name: "POST delivery retry", method: "POST", path: (x) => `${s(x)}/deliveries/3.we_aaaaaaaaaaaaaaaa/retry`, capability: "webhooks" },
   { name: "GET rig witness", method: "GET", path: (x) => `${s(x)}/rig/witness`, capability: "rig" },
   { name: "POST rig mail", method: "POST", path: (x) => `${s(x)}/rig/mail`, body: { to: "mayor", payload: "hello" }, capability: "rig" },
 ];

@@ -71,7 +71,7 @@ async function endpointBodyOf<S extends z.ZodType>(c: AppContext, schema: S): Pr
 }
 
 function idOf(c: AppContext): string {
-  const id = c.req.param("id") ?? "";
+  const id = c.req.param("endpointId") ?? "";
   if (!endpointId.safeParse(id).success) throw new Problem("endpoint_not_found", `the tenant has no webhook endpoint ${id}`, "id");
   return id;
 }
@@ -105,7 +105,7 @@ webhookEndpointRoutes.get("/", requires("webhooks"), async (c) => {
   return c.json({ items: items.map((record) => view(record)) });
 });
 
-webhookEndpointRoutes.get("/:id", requires("webhooks"), async (c) => {
+webhookEndpointRoutes.get("/:endpointId", requires("webhooks"), async (c) => {
   query(c, noQuery);
   const id = idOf(c);
   const record = await directoryStub(c.env, c.get("claims").tenant).getEndpoint(id);
@@ -113,7 +113,7 @@ webhookEndpointRoutes.get("/:id", requires("webhooks"), async (c) => {
   return c.json(view(record));
 });
 
-webhookEndpointRoutes.patch("/:id", requires("webhooks"), async (c) => {
+webhookEndpointRoutes.patch("/:endpointId", requires("webhooks"), async (c) => {
   query(c, noQuery);
   const id = idOf(c);
   const b = await endpointBodyOf(c, endpointPatchBody);
@@ -129,14 +129,14 @@ webhookEndpointRoutes.patch("/:id", requires("webhooks"), async (c) => {
   return c.json(view(record));
 });
 
-webhookEndpointRoutes.delete("/:id", requires("webhooks"), async (c) => {
+webhookEndpointRoutes.delete("/:endpointId", requires("webhooks"), async (c) => {
   query(c, noQuery);
   const id = idOf(c);
   if (!(await directoryStub(c.env, c.get("claims").tenant).deleteEndpoint(id))) throw notFound(id);
   return c.json({ id, deleted: true as const });
 });
 
-webhookEndpointRoutes.post("/:id/rotate-secret", requires("webhooks"), async (c) => {
+webhookEndpointRoutes.post("/:endpointId/rotate-secret", requires("webhooks"), async (c) => {
   query(c, noQuery);
   const id = idOf(c);
   const tenant = c.get("claims").tenant;
@@ -158,9 +158,8 @@ deliveryRoutes.get("/:session/deliveries", requires("webhooks"), async (c) => {
   return c.json({ items });
 });
 
-deliveryRoutes.post("/:session/deliveries/:id/retry", requires("webhooks"), async (c) => {
+deliveryRoutes.post("/:session/deliveries/:deliveryId/retry", requires("webhooks"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
-  const id = c.req.param("id");
-  return c.json(await run(stub.op("retryDelivery", id)));
+  return c.json(await run(stub.op("retryDelivery", c.req.param("deliveryId"))));
 });
