@@ -134,4 +134,30 @@ describe("deliveries", () => {
     expect(last.event).toMatchObject({ type: "input.completed", data: { session, status: "done" } });
     expect(last.status).toBe(200);
   });
+
+  it("rotate-secret: both signatures for 24 h", async () => {
+    const tenant = "deliveries-rotate";
+    const session = uniqueSession("rotate");
+    const client = await token(tenant, "client");
+    const op = await token(tenant, "operator");
+    const stub = stubOf(tenant, session) as unknown as DurableObjectStub<SessionObject>;
+    const endpoint = await registerEndpoint(tenant, { url: "https://rotate.test/hook", events: ["input.completed"] });
+    expect((await call("PUT", `/v1/sessions/${session}`, { token: client, body: {} })).status).toBe(201);
+    const rotated = await json<{ secret: string; previousSecretExpiresAt: string }>(await call("POST", `/v1/webhook-endpoints/${endpoint.id}/rotate-secret`, { token: op }));
+    expect(Date.parse(rotated.previousSecretExpiresAt)).toBe(time.now + DAY);
+    expect((await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: client, body: { input: "during" } })).status).toBe(201);
+    const during = receiver.to(endpoint.url).at(-1)!;
+    expect(during.headers["webhook-signature"]?.split(" ")).toHaveLength(2);
+    expect(verifyAt(time.now, rotated.secret, during)).toEqual(during.event);
+    expect(verifyAt(time.now, endpoint.secret, during)).toEqual(during.event);
+
+    // After 24 h only the new secret signs (the session reads the endpoint again: its copy is stale).
+    await runInDurableObject(stub, (instance: SessionObject) => clockOf(instance).advanceTo(time.now + DAY + 1));
+    expect((await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: client, body: { input: "after" } })).status).toBe(201);
+    const after = receiver.to(endpoint.url).at(-1)!;
+    expect(after.event.id).not.toBe(during.event.id);
+    expect(after.headers["webhook-signature"]?.split(" ")).toHaveLength(1);
+    expect(verifyAt(time.now, rotated.secret, after)).toEqual(after.event);
+    expect(() => verifyAt(time.now, endpoint.secret, after)).toThrow();
+  });
 });
