@@ -216,6 +216,17 @@ export class OutboxBook {
     return row === undefined ? undefined : { since: Number(row["failing_since"]), lastStatus: optionalNumber(row["last_status"]) };
   }
 
+  /** Endpoints with a failing streak. */
+  failingEndpoints(): string[] {
+    if (!this.present) return [];
+    return this.#host.sql.exec("SELECT endpoint FROM host_endpoint_health ORDER BY endpoint").toArray().map((row) => String(row["endpoint"]));
+  }
+
+  /** The endpoint was re-enabled after its streak began: its streak starts again now. */
+  restartStreak(endpoint: string, now: number): void {
+    this.#host.sql.exec("UPDATE host_endpoint_health SET failing_since = ? WHERE endpoint = ?", now, endpoint);
+  }
+
   /** Every pending row of `endpoint` dies (it was disabled or deleted). */
   abandon(endpoint: string, reason: string, now: number): void {
     if (!this.present) return;
@@ -236,6 +247,18 @@ export class OutboxBook {
       event,
       endpoint,
     );
+  }
+
+  /** Since when the longest-failing endpoint has been failing (undefined: none is failing). */
+  failingSince(): number | undefined {
+    if (!this.present) return undefined;
+    return optionalNumber(this.#host.sql.exec("SELECT min(failing_since) AS at FROM host_endpoint_health").one()["at"]);
+  }
+
+  /** When the oldest done or dead row finished (undefined: none waits to be pruned). */
+  oldestFinished(): number | undefined {
+    if (!this.present) return undefined;
+    return optionalNumber(this.#host.sql.exec("SELECT min(finished_at) AS at FROM host_deliveries WHERE status != 'pending'").one()["at"]);
   }
 
   /** When the last prune ran. */

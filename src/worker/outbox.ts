@@ -65,6 +65,8 @@ export class Outbox {
   #harness: Harness | undefined;
   #running: Promise<void> | undefined;
   #again = false;
+  /** When a disable was last tried (a failing directory call is tried again a minute later, not at once). */
+  #disableTriedAt = 0;
   readonly #opened = new Map<string, Promise<string>>();
 
   constructor(deps: OutboxDeps) {
@@ -186,10 +188,22 @@ export class Outbox {
   }
 
   #nextDue(): number | undefined {
-    const pending = this.book.earliest();
-    if (!this.book.present) return pending;
-    const prune = this.book.prunedAt() + PRUNE_EVERY_MS;
-    return pending === undefined ? prune : Math.min(pending, prune);
+    let timing: OutboxTiming;
+    try {
+      timing = this.#config;
+    } catch {
+      return this.book.earliest();
+    }
+    // A failing endpoint is checked for disabling when its window ends; pruning runs when the oldest
+    // finished row is past retention, at most hourly.
+    const failing = this.book.failingSince();
+    const oldest = this.book.oldestFinished();
+    const candidates = [
+      this.book.earliest(),
+      failing === undefined ? undefined : Math.max(failing + timing.disableAfterMs, this.#disableTriedAt + 60_000),
+      oldest === undefined ? undefined : Math.max(this.book.prunedAt() + PRUNE_EVERY_MS, oldest + timing.retentionMs),
+    ].filter((at): at is number => at !== undefined);
+    return candidates.length === 0 ? undefined : Math.min(...candidates);
   }
 
   async #scan(): Promise<void> {
@@ -241,20 +255,36 @@ export class Outbox {
     return previous === undefined ? [current] : [current, previous];
   }
 
-  /** Endpoints failing for the disable window: disabled in the directory, their rows here die, and `delivery.disabled` is recorded. */
+  /**
+   * Endpoints failing for the disable window: disabled in the directory, their rows here die, and
+   * `delivery.disabled` is recorded. An endpoint disabled or deleted elsewhere ends its rows here; one
+   * re-enabled since its streak began starts a new streak.
+   */
   async #disableFailing(harness: Harness, tenant: string, endpoints: readonly SessionEndpoint[]): Promise<void> {
-    const now = this.#deps.clock.now();
-    for (const endpoint of endpoints) {
-      const failing = this.book.failing(endpoint.id);
-      if (failing === undefined || !endpoint.enabled || now - failing.since < this.#config.disableAfterMs) continue;
+    const byId = new Map(endpoints.map((endpoint) => [endpoint.id, endpoint]));
+    for (const id of this.book.failingEndpoints()) {
+      const now = this.#deps.clock.now();
+      const endpoint = byId.get(id);
+      const failing = this.book.failing(id);
+      if (endpoint === undefined || !endpoint.enabled) {
+        this.book.abandon(id, endpoint === undefined ? "endpoint deleted" : "endpoint disabled", now);
+        continue;
+      }
+      if (failing === undefined || now - failing.since < this.#config.disableAfterMs) continue;
       const hours = Math.round(this.#config.disableAfterMs / HOUR_MS);
-      const { disabled } = await this.#deps.disable(tenant, endpoint.id, failing.since, `deliveries failed for ${hours} h (last status ${failing.lastStatus ?? "none"})`);
+      this.#disableTriedAt = now;
+      const { disabled } = await this.#deps.disable(tenant, id, failing.since, `deliveries failed for ${hours} h (last status ${failing.lastStatus ?? "none"})`);
       const fresh = await this.endpoints(true);
-      this.book.abandon(endpoint.id, "endpoint disabled", this.#deps.clock.now());
+      const after = fresh.find((other) => other.id === id);
+      if (after?.enabled === true) {
+        this.book.restartStreak(id, this.#deps.clock.now());
+        continue;
+      }
+      this.book.abandon(id, after === undefined ? "endpoint deleted" : "endpoint disabled", this.#deps.clock.now());
       if (!disabled) continue;
-      const to = fresh.filter((other) => other.enabled && other.id !== endpoint.id && other.events.includes("delivery.disabled")).map((other) => other.id);
+      const to = fresh.filter((other) => other.enabled && other.id !== id && other.events.includes("delivery.disabled")).map((other) => other.id);
       if (to.length === 0) continue;
-      const data: JsonObject = { endpointId: endpoint.id, failingSince: new Date(failing.since).toISOString(), lastStatusCode: failing.lastStatus ?? null };
+      const data: JsonObject = { endpointId: id, failingSince: new Date(failing.since).toISOString(), lastStatusCode: failing.lastStatus ?? null };
       await harness
         .commit((tx) => {
           const element = harness.storage.lastSeq + 1;
@@ -267,7 +297,8 @@ export class Outbox {
   /** At most hourly: done and dead rows past retention go, with the events left without rows. */
   async #prune(harness: Harness): Promise<void> {
     const now = this.#deps.clock.now();
-    if (now - this.book.prunedAt() < PRUNE_EVERY_MS) return;
+    const oldest = this.book.oldestFinished();
+    if (oldest === undefined || oldest + this.#config.retentionMs > now || now - this.book.prunedAt() < PRUNE_EVERY_MS) return;
     const gone = this.book.prune(now - this.#config.retentionMs, PRUNE_BATCH, now);
     if (gone.length === 0) return;
     await harness

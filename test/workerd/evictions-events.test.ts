@@ -160,5 +160,6 @@ describe("events out across evictions", () => {
       const run = await runScenario(scenario(`events-${k}`, kills), `events-${k}`, k);
       expect({ k, completed: run.completed }).toEqual({ k, completed: baseline.completed });
     }
+    console.log(`events eviction sweep: every one of ${baseline.commits} commit boundaries`);
   });
 });
