@@ -37,6 +37,7 @@ import {
 } from "./schemas.js";
 import { inboundBody, inboundName } from "./inbound.js";
 import { deliveriesQuery, deliveryList, deliveryOut, endpointBody, endpointDeleted, endpointId, endpointList, endpointOut, endpointPatchBody } from "./webhook-endpoints.js";
+import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
@@ -128,6 +129,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   name: inboundName,
   endpointId,
   deliveryId: z.string().describe("{event element}.{endpoint id}"),
+  tool: toolName,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
 
@@ -137,6 +139,7 @@ const client = (capability: string): RouteAuth => ({ type: "bearer", capability 
 const ok = (json: z.ZodType, description = "OK"): RouteResponse => ({ description, json });
 const body = (schema: z.ZodType, required = true): ApiRoute["body"] => ({ schema, required });
 const idempotencyKey = { "idempotency-key": { schema: requestKey, description: "The request key (IETF Idempotency-Key): a retry with the same body returns the original acceptance; another body or conversation is 422" } };
+const ifMatchHeader = { "if-match": { schema: z.string(), description: 'An ETag this server sent ("<version>"), or *: 412 precondition_failed unless it names the current version' } };
 const lastEventId = { "last-event-id": { schema: z.string().max(40), description: "Resume after this event id" } };
 
 /**
@@ -232,6 +235,17 @@ export const API_ROUTES: readonly ApiRoute[] = [
   { method: "post", path: "/v1/webhook-endpoints/{endpointId}/rotate-secret", operationId: "rotateWebhookEndpointSecret", summary: "A new secret (answered once); the old one signs too for 24 h", auth: client("webhooks"), query: noQuery, responses: { 200: ok(endpointOut) } },
   { method: "get", path: `${S}/deliveries`, operationId: "listDeliveries", summary: "The session's event deliveries, newest first", auth: client("webhooks"), query: deliveriesQuery, responses: { 200: ok(deliveryList) } },
   { method: "post", path: `${S}/deliveries/{deliveryId}/retry`, operationId: "retryDelivery", summary: "Send a delivery again now, with a fresh retry window", auth: client("webhooks"), query: noQuery, responses: { 200: ok(deliveryOut) } },
+  // The tenant's tool catalog (docs/tools.md)
+  {
+    method: "put", path: "/v1/tools/{tool}", operationId: "putTool", summary: "Define or replace a tool of the tenant's catalog (ETag: its version; If-Match makes it conditional; 422 invalid_tool names the field)", auth: client("tools"),
+    headers: ifMatchHeader, body: body(toolDefinitionBody), responses: { 201: ok(toolRecordOut, "Created"), 200: ok(toolRecordOut, "Replaced") },
+  },
+  { method: "get", path: "/v1/tools", operationId: "listTools", summary: "The tenant's live tools (ETag: the catalog version)", auth: client("tools"), query: noQuery, responses: { 200: ok(toolsListResponse) } },
+  { method: "get", path: "/v1/tools/{tool}", operationId: "getTool", summary: "One live tool (ETag: its version); a deleted tool is 404", auth: client("tools"), query: noQuery, responses: { 200: ok(toolRecordOut) } },
+  {
+    method: "delete", path: "/v1/tools/{tool}", operationId: "deleteTool", summary: "Delete a tool: sessions may still select it, its new calls settle as a tool error", auth: client("tools"),
+    headers: ifMatchHeader, responses: { 200: ok(toolDeletedResponse) },
+  },
   // Models (docs/models.md)
   { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },
   // Waiting input (docs/api.md "Waiting input")

@@ -61,6 +61,7 @@ import type { AcceptBody, scheduleBody, SessionConfigBody, SessionPatch } from "
 import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { InboundClient } from "./inbound.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
+import { ToolsClient } from "./tools.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -112,6 +113,11 @@ export class PicoClient {
   /** The tenant's webhook endpoints (operator; src/client/webhook-endpoints.ts). */
   webhookEndpoints(): WebhookEndpointsClient {
     return new WebhookEndpointsClient(this);
+  }
+
+  /** The tenant's tool catalog (operator; src/client/tools.ts). */
+  tools(): ToolsClient {
+    return new ToolsClient(this);
   }
 
   /** The models this deployment can use (what a session config's `model` may name) and the default. */
@@ -681,4 +687,8 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
   ...EVENTS_CLIENT_OPERATIONS,
+  putTool: "ToolsClient.put",
+  listTools: "ToolsClient.list",
+  getTool: "ToolsClient.get",
+  deleteTool: "ToolsClient.delete",
 };
