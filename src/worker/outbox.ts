@@ -68,6 +68,8 @@ export class Outbox {
   /** When a disable was last tried (a failing directory call is tried again a minute later, not at once). */
   #disableTriedAt = 0;
   readonly #opened = new Map<string, Promise<string>>();
+  /** The session's tenant and name once known (they never change; KV is not read per commit). */
+  #whereKnown: { readonly tenant: string; readonly session: string } | undefined;
 
   constructor(deps: OutboxDeps) {
     this.#deps = deps;
@@ -79,9 +81,14 @@ export class Outbox {
     return this.#timing;
   }
 
+  #where(): { readonly tenant: string; readonly session: string } | undefined {
+    this.#whereKnown ??= this.#deps.where();
+    return this.#whereKnown;
+  }
+
   /** The endpoints that match this session (fresh within the TTL, or read now; `force` reads now). */
   async endpoints(force = false): Promise<readonly SessionEndpoint[]> {
-    const where = this.#deps.where();
+    const where = this.#where();
     if (where === undefined) return [];
     const key = `${where.tenant}/${where.session}`;
     const now = this.#deps.clock.now();
@@ -108,7 +115,7 @@ export class Outbox {
   /** The harness option: events of each batch, appended to it. */
   observer(): BatchObserver {
     return async (batch, b) => {
-      if (this.#deps.where() === undefined) return;
+      if (this.#where() === undefined) return;
       const endpoints = (await this.endpoints()).filter((endpoint) => endpoint.enabled);
       if (endpoints.length === 0) return;
       const detected = await detectEvents(batch, b);
@@ -123,7 +130,7 @@ export class Outbox {
   }
 
   #event(type: EventType, data: JsonObject, to: readonly string[], now: number, seq: Id, element: Id): OutboxEvent {
-    const session = this.#deps.where()?.session ?? "";
+    const session = this.#where()?.session ?? "";
     return { id: `evt_${this.#deps.objectId.slice(0, 12)}${now.toString(36)}_${element}`, type, timestamp: now, data: { session, seq, ...data }, to };
   }
 
@@ -144,18 +151,19 @@ export class Outbox {
   opened(harness: Harness): void {
     this.#harness = harness;
     this.#deps.due(this.book.earliest());
-    if (this.#deps.where() !== undefined) this.kick();
+    if (this.#where() !== undefined) this.kick();
   }
 
   /** The harness closed (deleted, reopened): nothing more is sent through it. */
   closed(): void {
     this.#harness = undefined;
+    this.#whereKnown = undefined;
     this.book.forget();
   }
 
   /** The object's alarm: one send round (and whatever follows it). */
   async alarm(): Promise<void> {
-    if (this.#harness === undefined || this.#deps.where() === undefined) return;
+    if (this.#harness === undefined || this.#where() === undefined) return;
     this.kick();
     await this.#running;
   }
@@ -218,7 +226,7 @@ export class Outbox {
 
   async #round(): Promise<void> {
     const harness = this.#harness;
-    const where = this.#deps.where();
+    const where = this.#where();
     if (harness === undefined || where === undefined) return;
     await this.#scan();
     if (!this.book.present) return;
