@@ -9,6 +9,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { setHostSeams } from "../../src/worker/host-config.js";
 import { bind } from "../../src/core/state.js";
 import { outboxList } from "../../src/worker/outbox-types.js";
+import { Problem } from "../../src/worker/problems.js";
+import { checkEndpointUrl } from "../../src/worker/routes/webhook-endpoints.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { harnessOf } from "./session-fixtures.js";
 import { call, json, lastSeq, stubOf, token, uniqueSession } from "./http-fixtures.js";
@@ -125,5 +127,21 @@ describe("events out", () => {
     expect(rotated.secret).not.toBe(created.secret);
     expect(await json(await call("DELETE", `/v1/webhook-endpoints/${created.id}`, { token: op }))).toEqual({ id: created.id, deleted: true });
     expect((await call("GET", `/v1/webhook-endpoints/${created.id}`, { token: op })).status).toBe(404);
+  });
+
+  it("an endpoint url is https:, plain http: only in development", () => {
+    expect(() => checkEndpointUrl("https://example.com/hooks", "production")).not.toThrow();
+    expect(() => checkEndpointUrl("http://localhost:9000/", "development")).not.toThrow();
+    for (const environment of ["production", "staging"]) {
+      let thrown: unknown;
+      try {
+        checkEndpointUrl("http://example.com/hooks", environment);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(Problem);
+      expect((thrown as Problem).code).toBe("invalid_endpoint");
+      expect((thrown as Problem).field).toBe("url");
+    }
   });
 });

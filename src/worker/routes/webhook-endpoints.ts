@@ -59,11 +59,15 @@ function view(record: EndpointRecord, secret?: string): EndpointResponse {
   };
 }
 
-/** An endpoint's URL: https:, or http: in development only. */
-function checkUrl(c: AppContext, url: string | undefined): void {
+/** An endpoint's URL is https:, or http: when ENVIRONMENT is development (unset counts as development, as for CORS). */
+export function checkEndpointUrl(url: string | undefined, environment: string | undefined): void {
   if (url === undefined) return;
-  const development = (c.env.ENVIRONMENT ?? "development") === "development";
+  const development = (environment ?? "development") === "development";
   if (new URL(url).protocol === "http:" && !development) throw new Problem("invalid_endpoint", "url must be https: (plain http: only when ENVIRONMENT is development)", "url");
+}
+
+function checkUrl(c: AppContext, url: string | undefined): void {
+  checkEndpointUrl(url, c.env.ENVIRONMENT);
 }
 
 async function endpointBodyOf<S extends z.ZodType>(c: AppContext, schema: S): Promise<z.output<S>> {
