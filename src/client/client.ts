@@ -60,6 +60,7 @@ import type { registerBody, setHookBody, witnessPatch } from "../api/rig.js";
 import type { AcceptBody, scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
 import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { InboundClient } from "./inbound.js";
+import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { ToolsClient } from "./tools.js";
 import { readSse, type SseFrame } from "./sse.js";
 
@@ -107,6 +108,11 @@ export class PicoClient {
   /** The tenant's sessions from its directory, newest activity first (`cursor` pages on). */
   async sessions(query: { limit?: number; cursor?: string; q?: string } = {}): Promise<SessionsPage> {
     return (await this.request<SessionsPage>("GET", `/v1/sessions${queryString(query)}`)).body;
+  }
+
+  /** The tenant's webhook endpoints (operator; src/client/webhook-endpoints.ts). */
+  webhookEndpoints(): WebhookEndpointsClient {
+    return new WebhookEndpointsClient(this);
   }
 
   /** The tenant's tool catalog (operator; src/client/tools.ts). */
@@ -258,6 +264,11 @@ export class SessionClient {
   /** The session's inbound endpoints (operator; src/client/inbound.ts). */
   inbound(): InboundClient {
     return new InboundClient(this.#client, `${this.path}/inbound`);
+  }
+
+  /** The session's event deliveries (operator; src/client/webhook-endpoints.ts). */
+  deliveries(): DeliveriesClient {
+    return new DeliveriesClient(this.#client, `${this.path}/deliveries`);
   }
 
   /** A watch token for the session watch (what `?access_token=` takes: EventSource, WebSocket). */
@@ -676,6 +687,7 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listInbound: "InboundClient.list",
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
+  ...EVENTS_CLIENT_OPERATIONS,
   putTool: "ToolsClient.put",
   listTools: "ToolsClient.list",
   getTool: "ToolsClient.get",

@@ -142,7 +142,7 @@ async function runTools(name: string, killAt?: number): Promise<Outcome & { read
 
   const scenario: Scenario<Step, Outcome> = {
     config: { model: "echo", selectedTools: ["charge", "sync"] },
-    where: { tenant: TENANT, session },
+    tenant: TENANT,
     steps: STEPS,
     submit: (s, step) => runInDurableObject(s.stub, (instance: SessionObject) => submit(harnessOf(instance), step)),
     quiesce: (s) => quiesce(s, time, () => dead),
