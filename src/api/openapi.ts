@@ -36,6 +36,7 @@ import {
   noQuery,
 } from "./schemas.js";
 import { inboundBody, inboundName } from "./inbound.js";
+import { pendingAnswerBody, pendingAnsweredResponse, pendingIdParam, pendingListResponse } from "./pending.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
@@ -125,6 +126,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   agentId,
   mailId: idString,
   name: inboundName,
+  pendingId: pendingIdParam,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
 
@@ -219,6 +221,13 @@ export const API_ROUTES: readonly ApiRoute[] = [
     },
     body: body(z.record(z.string(), jsonValue)),
     responses: { 200: ok(inboundDeliveryResponse, "Accepted ({ inputId, duplicate }), or the platform's handshake answer") },
+  },
+  // Pending list (docs/api.md "Pending"): approvals and client tools waiting for an answer
+  { method: "get", path: `${S}/pending`, operationId: "listPending", summary: "The session's pending items (approvals, client tools)", auth: client("pending"), query: noQuery, responses: { 200: ok(pendingListResponse) } },
+  { method: "get", path: `${C}/pending`, operationId: "listConversationPending", summary: "One conversation's pending items", auth: client("pending"), query: noQuery, responses: { 200: ok(pendingListResponse) } },
+  {
+    method: "post", path: `${S}/pending/{pendingId}`, operationId: "answerPending", summary: "Answer a pending item once: an approval { approve, reason? }, a client tool { output, isError? }; 409 already_answered (with answer) or pending_closed (with outcome)", auth: client("pending"),
+    query: noQuery, body: body(pendingAnswerBody), responses: { 200: ok(pendingAnsweredResponse) },
   },
   // Models (docs/models.md)
   { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },

@@ -55,6 +55,7 @@ import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
 import { acceptInput } from "../kinds/placement.js";
 import { RigOps } from "./rig-ops.js";
 import { inboundOps } from "./inbound-ops.js";
+import { pendingOps } from "./pending-ops.js";
 
 /** The rig's operations as entries of the SessionObject's op table. */
 function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
@@ -391,6 +392,7 @@ export class SessionObject extends DurableObject<Env> {
     lastSeq: async (s) => s.harness.storage.lastSeq,
     ...bindRig(RigOps.table()),
     ...inboundOps<OpenSession>(),
+    ...pendingOps<OpenSession>(),
   };
 
   ping(): number {
