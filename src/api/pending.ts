@@ -38,3 +38,9 @@ export const pendingItemOut = z.strictObject({
 export const pendingListResponse = z.strictObject({ items: z.array(pendingItemOut) });
 
 export const pendingAnsweredResponse = z.strictObject({ id: z.string(), answer: jsonValue, at: z.number() });
+
+export type PendingItemResponse = z.infer<typeof pendingItemOut>;
+export type PendingListResponse = z.infer<typeof pendingListResponse>;
+export type PendingAnsweredResponse = z.infer<typeof pendingAnsweredResponse>;
+/** An answer: `{ approve, reason? }` for an approval, `{ output, isError? }` for a client tool. */
+export type PendingAnswerBody = z.input<typeof approvalAnswerBody> | z.input<typeof clientAnswerBody>;

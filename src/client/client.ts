@@ -60,6 +60,7 @@ import type { registerBody, setHookBody, witnessPatch } from "../api/rig.js";
 import type { AcceptBody, scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
 import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { InboundClient } from "./inbound.js";
+import { answerPending, listPending, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -179,6 +180,14 @@ export class SessionClient {
     return new ConversationClient(this.#client, `${this.path}/conversations/${ref}`);
   }
 
+  /** What waits for an answer, approvals and client tools; `answer` answers one once (src/client/pending.ts). */
+  pending(): Promise<PendingListResponse> {
+    return listPending(this.#client, this.path);
+  }
+  answer(id: string, body: PendingAnswerBody): Promise<PendingAnsweredResponse> {
+    return answerPending(this.#client, this.path, id, body);
+  }
+
   async input(inputId: Id): Promise<InputResponse> {
     return (await this.#client.request<InputResponse>("GET", `${this.path}/inputs/${inputId}`)).body;
   }
@@ -281,6 +290,10 @@ export class ConversationClient {
     return (await this.#client.request<AcceptResponse>("POST", `${this.path}/inputs${qs}`, { body, headers })).body;
   }
 
+  /** This conversation's pending items. */
+  pending(): Promise<PendingListResponse> {
+    return listPending(this.#client, this.path);
+  }
   async snapshot(): Promise<ConversationSnapshot> {
     return (await this.#client.request<ConversationSnapshot>("GET", this.path)).body;
   }
@@ -669,4 +682,7 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listInbound: "InboundClient.list",
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
+  listPending: "SessionClient.pending",
+  listConversationPending: "ConversationClient.pending",
+  answerPending: "SessionClient.answer",
 };

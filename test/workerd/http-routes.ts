@@ -51,6 +51,9 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "GET inbound", method: "GET", path: (x) => `${s(x)}/inbound`, capability: "inbound" },
   { name: "GET inbound endpoint", method: "GET", path: (x) => `${s(x)}/inbound/github`, capability: "inbound" },
   { name: "DELETE inbound endpoint", method: "DELETE", path: (x) => `${s(x)}/inbound/github`, capability: "inbound" },
+  { name: "GET pending", method: "GET", path: (x) => `${s(x)}/pending`, capability: "pending" },
+  { name: "GET conversation pending", method: "GET", path: (x) => `${c(x)}/pending`, capability: "pending" },
+  { name: "POST pending answer", method: "POST", path: (x) => `${s(x)}/pending/t3-client`, body: { output: "hi" }, capability: "pending" },
   { name: "GET rig witness", method: "GET", path: (x) => `${s(x)}/rig/witness`, capability: "rig" },
   { name: "POST rig mail", method: "POST", path: (x) => `${s(x)}/rig/mail`, body: { to: "mayor", payload: "hello" }, capability: "rig" },
 ];
