@@ -374,6 +374,25 @@ describe("the pending list", () => {
     expect(tasks.items.filter((task) => task.kind === "tool").map((task) => task.state.status)).toEqual(["done"]);
   });
 
+  it("an abort closes a parked call: its item leaves the list, a late answer is pending_closed", async () => {
+    catalog.define("sign", { handler: client_(), approval: "always" });
+    const { name, t } = await sessionWith(["sign"]);
+    const inputId = await send(name, t, '/call sign {"id":5}');
+    const item = await untilItem(name, t, "approval");
+    await notBusy(name);
+    expect((await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t })).status).toBe(200);
+    await until(async () => ((await taskState(name, item.taskId))?.["status"] === "aborted" ? true : undefined), "the call aborted");
+    expect(await taskState(name, item.taskId)).toMatchObject({ status: "aborted", resolved: [{ id: item.id, type: "approval", outcome: "aborted" }] });
+    expect(await pending(name, t)).toEqual([]);
+    expect(await pending(name, t, "root")).toEqual([]);
+    const late = await answer(name, t, item.id, { approve: true });
+    expect(late.status).toBe(409);
+    expect(await json(late)).toMatchObject({ code: "pending_closed", outcome: "aborted" });
+    const [result] = await toolResults(name, t);
+    expect(text(result)).toContain("aborted while it waited for an approval");
+    expect(await inputStatus(name, t, inputId)).not.toBe("running");
+  });
+
   it("a turn parked on a client tool keeps no alarm", async () => {
     catalog.define("confirm", { handler: client_(), approval: "always" });
     catalog.define("form", { handler: client_(10 * MIN) });
