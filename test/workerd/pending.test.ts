@@ -11,6 +11,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { CapturedTool, OfferedTool, ToolCatalog, ToolDefinition } from "../../src/kinds/catalog-types.js";
+import { readSse } from "../../src/client/sse.js";
 import { generationConfig } from "../../src/kinds/config.js";
 import type { JsonObject } from "../../src/storage/records.js";
 import { DEFAULT_KILL_BOUND } from "../../src/worker/host-config.js";
@@ -175,11 +176,14 @@ async function notBusy(name: string): Promise<void> {
   await until(async () => (!(await runInDurableObject(objectOf(name), (instance: SessionObject) => harnessOf(instance).driver.busy)) ? true : undefined), "not busy");
 }
 
-/** The conversation watch's first frame: its view. */
-async function watchView(name: string): Promise<{ values: Record<string, unknown> }> {
+/** The first frame of the conversation's (or the session's) watch: its view. */
+async function watchView(name: string, of: "conversation" | "session" = "conversation"): Promise<{ values: Record<string, unknown> }> {
   const api = await client(TENANT);
   const controller = new AbortController();
-  const frames = api.session(name).conversation("root").frames({ signal: controller.signal });
+  const frames =
+    of === "conversation"
+      ? api.session(name).conversation("root").frames({ signal: controller.signal })
+      : readSse((await call("GET", `/v1/sessions/${name}/watch`, { token: await token(TENANT, "client"), headers: { accept: "text/event-stream" } })).body as ReadableStream<Uint8Array>);
   try {
     const first = await frames.next();
     if (first.done === true || first.value.event !== "view") throw new Error("the watch sent no view first");
@@ -202,6 +206,7 @@ describe("the pending list", () => {
     expect(await pending(name, t, "root")).toEqual([item]);
     // The conversation watch carries the list (a sticky value: its changes are value events).
     expect(JSON.stringify((await watchView(name)).values)).toContain(item.id);
+    expect(JSON.stringify((await watchView(name, "session")).values)).toContain(item.id);
     await notBusy(name);
     expect(await killRows(name)).toEqual([]);
     await flushDirectory(name);
