@@ -18,6 +18,7 @@
 import { validateToolArguments, type ToolCall } from "@earendil-works/pi-ai";
 import { endWait, waitValue, type AnswerOutcome } from "../core/answers.js";
 import type { Call } from "../core/call.js";
+import { PicoError } from "../core/errors.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import type { TypedTask } from "../core/task-kind.js";
 import { conversationTx, type TxBuilder } from "../core/tx.js";
@@ -77,7 +78,7 @@ interface CallBase {
 export function catalogCalls(kit: CatalogCallKit) {
   /** execute from planned, for a task whose call captured a catalog definition. */
   async function execute(task: ToolTask, runtime: TaskRuntime, toolCall: ToolCall, def: CapturedTool, call: Call): Promise<void> {
-    if (task.state.status !== "planned") return;
+    if (task.state.status !== "planned") throw new PicoError("contract", `tool ${task.id} executes only from planned, not ${task.state.status}`);
     if (!("definition" in def)) {
       await kit.settle(task, runtime, "done", kit.errorOutput(`Tool "${toolCall.name}" was removed from the catalog.`, "tool_removed"), call, {});
       return;
@@ -123,7 +124,7 @@ export function catalogCalls(kit: CatalogCallKit) {
         }
         default: {
           const never: never = step;
-          throw new Error(`unknown step ${JSON.stringify(never)}`);
+          throw new PicoError("contract", `unknown step ${JSON.stringify(never)}`);
         }
       }
     }
@@ -133,7 +134,7 @@ export function catalogCalls(kit: CatalogCallKit) {
   async function consume(task: ToolTask, runtime: TaskRuntime, state: ParkedState, outcome: AnswerOutcome, call: Call): Promise<Step> {
     const ref = state.pending;
     const def = state.def;
-    if (!("definition" in def)) throw new Error(`tool ${task.id} parked without a live definition`);
+    if (!("definition" in def)) throw new PicoError("contract", `tool ${task.id} parked without a live definition`);
     const definition = def.definition;
     const resolution: PendingResolution =
       outcome.type === "answered"
