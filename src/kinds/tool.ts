@@ -10,10 +10,14 @@
  *             (§5.3), invoke with the sink, drain it, after_tool outside the line, then
  *             { result entry; usage row; settle done }.
  *   recover:  replay "safe" -> clear scratch and run again; "never" -> an interrupted error result from
- *             the durable scratch.
+ *             the durable scratch; parked -> wait for the answer again (tool-catalog-call.ts).
  *   abort:    a fresh invocation after execute returned: read durable scratch, mark the live foreground
  *             tasks of the conversations this task owns (never their queues), write an aborted error
  *             result, settle aborted.
+ *
+ * A call of a catalog tool (its task carries the definition the generation captured, `def`) runs in
+ * tool-catalog-call.ts: approvals and client tools park it (status `parked`) on a durable answer, and
+ * an HTTP tool runs from the captured definition, never the live catalog.
  *
  * An ordinary tool throw is an error result (isError), not a cancellation; `out.terminate(true); throw`
  * still terminates the turn. Diagnostics are rendered after the data in a `<harness>` block (§9.3).
