@@ -10,6 +10,7 @@
  *   routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe or Standard Webhooks format (no bearer token)
  *   routes/pending.ts        the pending list: approvals and client tools waiting for an answer
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
+ *   routes/tools.ts          the tenant's tool catalog (operator)
  *   GET /v1/models           the models this deployment can use (models.ts)
  *
  * `GET /v1/openapi.json` serves the document generated from the wire schemas (src/api/openapi.ts); every
@@ -32,6 +33,7 @@ import { watchRoutes } from "./routes/watch.js";
 import { webhookRoutes } from "./routes/webhooks.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
 import { pendingRoutes } from "./routes/pending.js";
+import { toolRoutes } from "./routes/tools.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
 
 export function createApp(): Hono<AppEnv> {
@@ -70,6 +72,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
   app.route("/v1/inbound", inboundDeliveryRoutes);
+  app.route("/v1/tools", toolRoutes);
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;
