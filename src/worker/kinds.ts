@@ -23,7 +23,6 @@ import type { ToolCatalog } from "../kinds/catalog-types.js";
 import type { RemoteCallServices } from "../kinds/remote-call-state.js";
 
 let testKinds: readonly AnyTaskKind[] = [];
-let testCatalog: ToolCatalog | undefined;
 
 /**
  * The turn kit a session opens with: the built-in turn kinds and tools over `models`, and what the
@@ -36,7 +35,7 @@ export function sessionTurnKit(models: Models, options: SessionKitOptions = {}):
     options: options.turn ?? {},
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.finalAnswer === undefined ? {} : { finalAnswer: options.finalAnswer }),
-    ...(testCatalog === undefined ? (options.catalog === undefined ? {} : { catalog: options.catalog }) : { catalog: testCatalog }),
+    ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
     ...(options.remote === undefined ? {} : { remote: options.remote }),
     // A schedule's accepted input is indexed like one accepted over HTTP, so GET /inputs/{id} finds it.
     scheduleAccepted: (b, conversationId, inputId) => b.value(inputIndex(inputId)).set({ conversationId }),
@@ -71,13 +70,7 @@ export function registerTestKinds(kinds: readonly AnyTaskKind[]): void {
   testKinds = [...testKinds.filter((kind) => !names.has(kind.kind)), ...kinds];
 }
 
-/** Test only: the tool catalog sessions opened from now on use instead of their tenant's. */
-export function registerTestCatalog(catalog: ToolCatalog | undefined): void {
-  testCatalog = catalog;
-}
-
-/** Test only: forget every test kind and the test catalog. */
+/** Test only: forget every test kind. */
 export function resetTestKinds(): void {
   testKinds = [];
-  testCatalog = undefined;
 }

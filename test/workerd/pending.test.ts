@@ -4,71 +4,43 @@
  * recorded once (a second is refused with the first), a deadline applies the tool's policy on the
  * object's alarm, and a parked call survives evictions as a wait, never as a crash.
  *
- * The catalog here is a fake the test installs for the sessions it opens (registerTestCatalog), with the
- * definitions a tenant would PUT; the sessions are created over HTTP, so their tenant is known.
+ * Each test defines its tools with `PUT /v1/tools/{name}` under a tenant of its own, and creates its
+ * sessions over HTTP, so their tenant (and its catalog) is known.
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { CapturedTool, OfferedTool, ToolCatalog, ToolDefinition } from "../../src/kinds/catalog-types.js";
 import { readSse } from "../../src/client/sse.js";
-import { generationConfig } from "../../src/kinds/config.js";
 import type { JsonObject } from "../../src/storage/records.js";
 import { DEFAULT_KILL_BOUND } from "../../src/worker/host-config.js";
-import { registerTestCatalog } from "../../src/worker/kinds.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
-import { call as bg, harnessOf, installSeams, resetSeams, type Seams } from "./session-fixtures.js";
+import { harnessOf, installSeams, resetSeams, type Seams } from "./session-fixtures.js";
 
-const TENANT = "pending-tools";
 const MIN = 60_000;
 
-/** A tenant's catalog as a session sees it, from memory: what `PUT /v1/tools/{name}` would store. */
-class FakeCatalog implements ToolCatalog {
-  readonly #tools = new Map<string, CapturedTool>();
-  #version = 0;
+let tenants = 0;
+let TENANT = "pending-tools";
 
-  define(name: string, definition: Partial<ToolDefinition> & Pick<ToolDefinition, "handler">): void {
-    this.#version += 1;
-    const full: ToolDefinition = {
-      description: `${name} (test)`,
-      parameters: { type: "object", properties: { id: { type: "integer" } } },
-      approval: "never",
-      onTimeout: "deny",
-      ...definition,
-    };
-    this.#tools.set(name, { name, version: this.#version, definition: full });
-  }
+/** The tenant's tool catalog: tools an operator defines over HTTP, as a product does. */
+const catalog = {
+  async define(name: string, definition: { handler: JsonObject; parameters?: JsonObject } & JsonObject): Promise<void> {
+    const body = { description: `${name} (test)`, parameters: { type: "object", properties: { id: { type: "integer" } } }, ...definition };
+    const response = await call("PUT", `/v1/tools/${name}`, { token: await token(TENANT, "operator"), body });
+    expect(response.status, await response.clone().text()).toBe(201);
+  },
+};
 
-  capture(name: string): CapturedTool | undefined {
-    return this.#tools.get(name);
-  }
-
-  offer(name: string): OfferedTool | undefined {
-    const tool = this.#tools.get(name);
-    if (tool === undefined || !("definition" in tool)) return undefined;
-    return { name, description: tool.definition.description, parameters: tool.definition.parameters };
-  }
-
-  names(): readonly string[] {
-    return [...this.#tools.keys()];
-  }
-
-  refresh(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
-const client_ = (timeoutMs = 86_400_000) => ({ type: "client", timeoutMs }) as const;
-const http_ = { type: "http", url: "https://product.test/tools", timeoutMs: 30_000, idempotent: false } as const;
+const client_ = (timeoutMs = 86_400_000) => ({ type: "client", timeoutMs });
+const http_ = { type: "http", url: "https://product.test/tools", timeoutMs: 30_000, idempotent: false };
 
 let seams: Seams;
-let catalog: FakeCatalog;
 
 beforeEach(() => {
   seams = installSeams();
-  catalog = new FakeCatalog();
-  registerTestCatalog(catalog);
+  // A tenant of its own per test: its catalog starts empty.
+  tenants += 1;
+  TENANT = `pending-${tenants}-${Date.now().toString(36)}`;
 });
 
 afterEach(async () => {
@@ -98,15 +70,12 @@ function objectOf(name: string) {
   return env.SESSIONS.get(env.SESSIONS.idFromName(`${TENANT}:${name}`));
 }
 
-/** A session created over HTTP whose root selects `tools` (catalog names the fake catalog answers). */
+/** A session created over HTTP that selects `tools` (names of the tenant's catalog). */
 async function sessionWith(tools: string[]): Promise<{ name: string; t: string }> {
   const name = uniqueSession("pending");
   const t = await token(TENANT, "client");
-  expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: {} })).status).toBe(201);
-  await runInDurableObject(objectOf(name), async (instance: SessionObject) => {
-    const root = await harnessOf(instance).root(bg);
-    await root.commit((tx) => tx.value(generationConfig.selectedTools).set(tools), bg);
-  });
+  const created = await call("PUT", `/v1/sessions/${name}`, { token: t, body: { selectedTools: tools } });
+  expect(created.status, await created.clone().text()).toBe(201);
   return { name, t };
 }
 
@@ -196,7 +165,7 @@ async function watchView(name: string, of: "conversation" | "session" = "convers
 
 describe("the pending list", () => {
   it("Approval survives reload and restart", async () => {
-    catalog.define("deploy", { handler: client_(), approval: "always" });
+    await catalog.define("deploy", { handler: client_(), approval: "always" });
     const { name, t } = await sessionWith(["deploy"]);
     const inputId = await send(name, t, '/call deploy {"id":7}');
 
@@ -248,7 +217,7 @@ describe("the pending list", () => {
   });
 
   it("Second answer is refused with the first", async () => {
-    catalog.define("pick_color", { handler: client_() });
+    await catalog.define("pick_color", { handler: client_() });
     const { name, t } = await sessionWith(["pick_color"]);
     const inputId = await send(name, t, '/call pick_color {"id":1}');
     const item = await untilItem(name, t, "client_tool");
@@ -294,7 +263,7 @@ describe("the pending list", () => {
 
     // onTimeout deny: an error result, and a late answer is refused with how the item closed.
     {
-      catalog.define("risky", { handler: client_(), approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "deny" });
+      await catalog.define("risky", { handler: client_(), approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "deny" });
       const { name, t } = await sessionWith(["risky"]);
       const inputId = await send(name, t, '/call risky {"id":1}');
       const item = await untilItem(name, t, "approval");
@@ -314,7 +283,7 @@ describe("the pending list", () => {
 
     // onTimeout allow, a client tool: it parks for its output, and its result says it ran without approval.
     {
-      catalog.define("lenient", { handler: client_(), approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "allow" });
+      await catalog.define("lenient", { handler: client_(), approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "allow" });
       const { name, t } = await sessionWith(["lenient"]);
       const inputId = await send(name, t, '/call lenient {"id":2}');
       const item = await untilItem(name, t, "approval");
@@ -332,7 +301,7 @@ describe("the pending list", () => {
 
     // onTimeout allow, an HTTP tool: the call goes on to the HTTP path.
     {
-      catalog.define("lookup_later", { handler: http_, approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "allow" });
+      await catalog.define("lookup_later", { handler: http_, approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "allow" });
       const { name, t } = await sessionWith(["lookup_later"]);
       const inputId = await send(name, t, '/call lookup_later {"id":3}');
       const item = await untilItem(name, t, "approval");
@@ -347,7 +316,7 @@ describe("the pending list", () => {
 
     // A client tool's own deadline (timeoutMs).
     {
-      catalog.define("slow_client", { handler: client_(10 * MIN) });
+      await catalog.define("slow_client", { handler: client_(10 * MIN) });
       const { name, t } = await sessionWith(["slow_client"]);
       const inputId = await send(name, t, '/call slow_client {"id":4}');
       const item = await untilItem(name, t, "client_tool");
@@ -362,7 +331,7 @@ describe("the pending list", () => {
   });
 
   it("Invalid arguments are a tool error, not a failed turn", async () => {
-    catalog.define("lookup", { handler: http_, parameters: { type: "object", properties: { id: { type: "integer" } }, required: ["id"] } });
+    await catalog.define("lookup", { handler: http_, parameters: { type: "object", properties: { id: { type: "integer" } }, required: ["id"] } });
     const { name, t } = await sessionWith(["lookup"]);
     const response = await call("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=20`, { token: t, body: { input: '/call lookup {"id":"x"}' } });
     expect(response.status).toBe(201);
@@ -380,7 +349,7 @@ describe("the pending list", () => {
   });
 
   it("an abort closes a parked call: its item leaves the list, a late answer is pending_closed", async () => {
-    catalog.define("sign", { handler: client_(), approval: "always" });
+    await catalog.define("sign", { handler: client_(), approval: "always" });
     const { name, t } = await sessionWith(["sign"]);
     const inputId = await send(name, t, '/call sign {"id":5}');
     const item = await untilItem(name, t, "approval");
@@ -399,8 +368,8 @@ describe("the pending list", () => {
   });
 
   it("a turn parked on a client tool keeps no alarm", async () => {
-    catalog.define("confirm", { handler: client_(), approval: "always" });
-    catalog.define("form", { handler: client_(10 * MIN) });
+    await catalog.define("confirm", { handler: client_(), approval: "always" });
+    await catalog.define("form", { handler: client_(10 * MIN) });
     const { name, t } = await sessionWith(["confirm"]);
     await send(name, t, '/call confirm {"id":1}');
     const item = await untilItem(name, t, "approval");
