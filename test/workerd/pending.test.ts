@@ -12,10 +12,10 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readSse } from "../../src/client/sse.js";
 import type { JsonObject } from "../../src/storage/records.js";
-import { DEFAULT_KILL_BOUND } from "../../src/worker/host-config.js";
+import { DEFAULT_KILL_BOUND, setHostSeams } from "../../src/worker/host-config.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
-import { harnessOf, installSeams, resetSeams, type Seams } from "./session-fixtures.js";
+import { harnessOf, installSeams, ManualClock, resetSeams, type Seams } from "./session-fixtures.js";
 
 const MIN = 60_000;
 
@@ -299,8 +299,18 @@ describe("the pending list", () => {
       expect(await json(await answer(name, t, item.id, { approve: false }))).toMatchObject({ code: "pending_closed", outcome: "timeout" });
     }
 
-    // onTimeout allow, an HTTP tool: the call goes on to the HTTP path.
+    // onTimeout allow, an HTTP tool: the call goes on to the HTTP path (the product answers on the fetch seam).
     {
+      const product: string[] = [];
+      setHostSeams({
+        clock: () => new ManualClock(seams.time),
+        version: () => seams.version,
+        report: (report) => seams.reports.push(report),
+        fetch: (request) => {
+          product.push(request.url);
+          return Promise.resolve(Response.json({ output: "found 3" }));
+        },
+      });
       await catalog.define("lookup_later", { handler: http_, approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "allow" });
       const { name, t } = await sessionWith(["lookup_later"]);
       const inputId = await send(name, t, '/call lookup_later {"id":3}');
@@ -312,6 +322,7 @@ describe("the pending list", () => {
       expect(result?.data?.details?.error).not.toBe("approval_timeout");
       expect(text(result)).toContain("approval timed out; onTimeout allow: ran without approval");
       expect(await taskState(name, item.taskId)).toMatchObject({ status: "done", resolved: [{ id: item.id, outcome: "timeout" }] });
+      expect(product.length).toBeLessThanOrEqual(1);
     }
 
     // A client tool's own deadline (timeoutMs).
