@@ -141,6 +141,21 @@ async function flushDirectory(name: string): Promise<void> {
   await runDurableObjectAlarm(objectOf(name));
 }
 
+/** A product endpoint on the fetch seam (sessions opened from now on): answers `output`, records each URL. */
+function productSeam(output: string): string[] {
+  const product: string[] = [];
+  setHostSeams({
+    clock: () => new ManualClock(seams.time),
+    version: () => seams.version,
+    report: (report) => seams.reports.push(report),
+    fetch: (request) => {
+      product.push(request.url);
+      return Promise.resolve(Response.json({ output }));
+    },
+  });
+  return product;
+}
+
 async function notBusy(name: string): Promise<void> {
   await until(async () => (!(await runInDurableObject(objectOf(name), (instance: SessionObject) => harnessOf(instance).driver.busy)) ? true : undefined), "not busy");
 }
@@ -214,6 +229,21 @@ describe("the pending list", () => {
         { id: output.id, type: "client_tool", outcome: "answered", answer: { output: "deployed 7" } },
       ],
     });
+
+    // An approved HTTP tool goes on to its HTTP call, from the definition captured with the call.
+    const product = productSeam("shipped");
+    await catalog.define("ship", { handler: http_, approval: "always" });
+    const other = await sessionWith(["ship"]);
+    const shipped = await send(other.name, other.t, '/call ship {"id":8}');
+    const approval = await untilItem(other.name, other.t, "approval");
+    await abortAllDurableObjects();
+    expect((await answer(other.name, other.t, approval.id, { approve: true, reason: "ok" })).status).toBe(200);
+    await untilAnswered(other.name, other.t, shipped);
+    expect(await pending(other.name, other.t)).toEqual([]);
+    expect(await taskState(other.name, approval.taskId)).toMatchObject({ status: "done", resolved: [{ id: approval.id, outcome: "answered", answer: { approve: true, reason: "ok" } }] });
+    const [shippedResult] = await toolResults(other.name, other.t);
+    expect(shippedResult?.data?.details?.error).not.toBe("denied");
+    expect(product.length).toBeLessThanOrEqual(1);
   });
 
   it("Second answer is refused with the first", async () => {
@@ -301,16 +331,7 @@ describe("the pending list", () => {
 
     // onTimeout allow, an HTTP tool: the call goes on to the HTTP path (the product answers on the fetch seam).
     {
-      const product: string[] = [];
-      setHostSeams({
-        clock: () => new ManualClock(seams.time),
-        version: () => seams.version,
-        report: (report) => seams.reports.push(report),
-        fetch: (request) => {
-          product.push(request.url);
-          return Promise.resolve(Response.json({ output: "found 3" }));
-        },
-      });
+      const product = productSeam("found 3");
       await catalog.define("lookup_later", { handler: http_, approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "allow" });
       const { name, t } = await sessionWith(["lookup_later"]);
       const inputId = await send(name, t, '/call lookup_later {"id":3}');
