@@ -27,3 +27,10 @@ export async function listPending(client: Requester, path: string): Promise<Pend
 export async function answerPending(client: Requester, path: string, id: string, body: PendingAnswerBody): Promise<PendingAnsweredResponse> {
   return (await client.request<PendingAnsweredResponse>("POST", `${path}/pending/${encodeURIComponent(id)}`, { body })).body;
 }
+
+/** The pending routes' client methods (CLIENT_OPERATIONS in client.ts). */
+export const PENDING_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
+  listPending: "SessionClient.pending",
+  listConversationPending: "ConversationClient.pending",
+  answerPending: "SessionClient.answer",
+};

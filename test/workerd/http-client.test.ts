@@ -13,11 +13,14 @@ import { API_ROUTES, type ApiRoute } from "../../src/api/openapi.js";
 import { problemBody } from "../../src/api/problems.js";
 import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoApiError, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
 import { InboundClient } from "../../src/client/inbound.js";
+import { DeliveriesClient, WebhookEndpointsClient } from "../../src/client/webhook-endpoints.js";
 import { ToolsClient } from "../../src/client/tools.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
-import { BASE, token, uniqueSession, workerFetch } from "./http-fixtures.js";
+import { BASE, token, uniqueSession, until, workerFetch } from "./http-fixtures.js";
+import { setHostSeams } from "../../src/worker/host-config.js";
 
 afterEach(async () => {
+  setHostSeams({});
   await abortAllDurableObjects();
   vi.restoreAllMocks();
 });
@@ -100,7 +103,7 @@ function methodsOf(owner: string, prototype: object): string[] {
     .map(([name]) => `${owner}.${name}`);
 }
 
-const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient };
+const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient };
 
 /** Spy on every client method (calling through) and record which ones ran. */
 function recordCalls(): Set<string> {
@@ -237,6 +240,26 @@ describe("typed client against the worker", () => {
     expect((await inbound.list()).items.map((item) => item.name)).toEqual(["ci", "github"]);
     expect((await inbound.get("github")).template).toBe("{{action}}");
     expect(await inbound.delete("ci")).toEqual({ deleted: true });
+
+    // Events out: an endpoint of the tenant, and the session's deliveries to it.
+    const hooks = operator.webhookEndpoints();
+    const eventful = `${name}-events`;
+    const hook = await hooks.create({ url: "https://receiver.test/client", events: ["input.completed"], sessions: [eventful] });
+    expect(hook.secret).toMatch(/^whsec_/);
+    expect((await hooks.list()).items.map((item) => item.id)).toContain(hook.id);
+    expect((await hooks.get(hook.id)).url).toBe("https://receiver.test/client");
+    expect((await hooks.update(hook.id, { description: "client test" })).description).toBe("client test");
+    expect((await hooks.rotateSecret(hook.id)).secret).toMatch(/^whsec_/);
+    // The endpoint's receiver stands behind the host's fetch seam (no network).
+    setHostSeams({ fetch: async () => new Response("ok") });
+    // A session that learns of the endpoint when it first commits (sessions re-read endpoints every 30 s).
+    await operator.session(eventful).create({});
+    await operator.session(eventful).conversation("root").accept("an event", { wait: 10 });
+    const deliveries = operator.session(eventful).deliveries();
+    const [delivery] = (await until(async () => ((await deliveries.list({ status: "done" })).items.length > 0 ? await deliveries.list({ status: "done" }) : undefined), "a done delivery")).items;
+    expect(delivery).toMatchObject({ endpointId: hook.id, type: "input.completed", status: "done" });
+    expect((await deliveries.retry(delivery?.id ?? "")).attempts).toBe(2);
+    expect(await hooks.delete(hook.id)).toEqual({ id: hook.id, deleted: true });
     // The tenant's tool catalog (operator).
     const tools = operator.tools();
     const tool = await tools.put("lookup_order", { description: "Look up an order", parameters: { type: "object", properties: { id: { type: "integer" } } }, handler: { type: "client" } });
