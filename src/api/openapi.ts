@@ -37,6 +37,7 @@ import {
   noQuery,
 } from "./schemas.js";
 import { inboundBody, inboundName } from "./inbound.js";
+import { pendingAnswerBody, pendingAnsweredResponse, pendingIdParam, pendingListResponse } from "./pending.js";
 import { deliveriesQuery, deliveryList, deliveryOut, endpointBody, endpointDeleted, endpointId, endpointList, endpointOut, endpointPatchBody } from "./webhook-endpoints.js";
 import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
@@ -129,6 +130,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   agentId,
   mailId: idString,
   name: inboundName,
+  pendingId: pendingIdParam,
   endpointId,
   deliveryId: z.string().describe("{event element}.{endpoint id}"),
   tool: toolName,
@@ -236,6 +238,13 @@ export const API_ROUTES: readonly ApiRoute[] = [
     },
     body: body(z.record(z.string(), jsonValue)),
     responses: { 200: ok(inboundDeliveryResponse, "Accepted ({ inputId, duplicate }), or the platform's handshake answer") },
+  },
+  // Pending list (docs/api.md "Pending"): approvals and client tools waiting for an answer
+  { method: "get", path: `${S}/pending`, operationId: "listPending", summary: "The session's pending items (approvals, client tools)", auth: client("pending"), query: noQuery, responses: { 200: ok(pendingListResponse) } },
+  { method: "get", path: `${C}/pending`, operationId: "listConversationPending", summary: "One conversation's pending items", auth: client("pending"), query: noQuery, responses: { 200: ok(pendingListResponse) } },
+  {
+    method: "post", path: `${S}/pending/{pendingId}`, operationId: "answerPending", summary: "Answer a pending item once: an approval { approve, reason? }, a client tool { output, isError? }; 409 already_answered (with answer) or pending_closed (with outcome)", auth: client("pending"),
+    query: noQuery, body: body(pendingAnswerBody), responses: { 200: ok(pendingAnsweredResponse) },
   },
   // Events out (docs/integrations.md "Events out")
   { method: "post", path: "/v1/webhook-endpoints", operationId: "createWebhookEndpoint", summary: "Register an endpoint for the tenant's events; its whsec_ secret is answered once", auth: client("webhooks"), query: noQuery, body: body(endpointBody), responses: { 201: ok(endpointOut, "Created (with secret)") } },

@@ -5,6 +5,7 @@
  * the typed client and the OpenAPI document all take them from here.
  */
 import { z } from "zod";
+import type { JsonValue } from "../storage/records.js";
 
 export type ProblemCode =
   // 400: the request is malformed; the field or parameter is named
@@ -196,6 +197,10 @@ export interface ProblemBody {
   /** The offending body field, query parameter, header or path parameter. */
   readonly field?: string;
   readonly instance?: string;
+  /** Extension member of `already_answered`: the answer that was recorded first. */
+  readonly answer?: JsonValue;
+  /** Extension member of `pending_closed`: how the item closed (`timeout`, `aborted`). */
+  readonly outcome?: string;
 }
 
 /** Every problem code, in table order. */
@@ -210,4 +215,6 @@ export const problemBody = z.strictObject({
   code: z.enum(PROBLEM_CODES as [ProblemCode, ...ProblemCode[]]),
   field: z.string().optional(),
   instance: z.string().optional(),
+  answer: z.custom<JsonValue>(() => true).optional().meta({ description: "already_answered: the answer that was recorded first" }),
+  outcome: z.string().optional().meta({ description: "pending_closed: how the item closed (timeout, aborted)" }),
 });

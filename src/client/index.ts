@@ -3,6 +3,7 @@
  */
 export * from "./client.js";
 export * from "./inbound.js";
+export * from "./pending.js";
 export * from "./webhook-endpoints.js";
 export * from "./tools.js";
 export * from "./sse.js";

@@ -9,6 +9,7 @@
  *   routes/webhooks.ts       signed webhooks (no bearer token)
  *   routes/tool-results.ts   an HTTP tool's late result, signed with the tool's secret (no bearer token)
  *   routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe or Standard Webhooks format (no bearer token)
+ *   routes/pending.ts        the pending list: approvals and client tools waiting for an answer
  *   routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   routes/tools.ts          the tenant's tool catalog (operator)
@@ -34,6 +35,7 @@ import { watchRoutes } from "./routes/watch.js";
 import { webhookRoutes } from "./routes/webhooks.js";
 import { toolResultRoutes } from "./routes/tool-results.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
+import { pendingRoutes } from "./routes/pending.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { toolRoutes } from "./routes/tools.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
@@ -70,6 +72,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", conversationRoutes);
   app.route("/v1/sessions", scheduleRoutes);
   app.route("/v1/sessions", inboundRoutes);
+  app.route("/v1/sessions", pendingRoutes);
   app.route("/v1/sessions", deliveryRoutes);
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);

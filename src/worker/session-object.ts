@@ -57,6 +57,7 @@ import { RigOps } from "./rig-ops.js";
 import { inboundOps } from "./inbound-ops.js";
 import { remoteCallServices } from "./http-transport.js";
 import { remoteCallOps } from "./remote-call-ops.js";
+import { pendingOps } from "./pending-ops.js";
 import { objectOutbox, outboxOps, type Outbox } from "./outbox.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
 
@@ -406,6 +407,7 @@ export class SessionObject extends DurableObject<Env> {
     ...bindRig(RigOps.table()),
     ...inboundOps<OpenSession>(),
     ...remoteCallOps<OpenSession>(),
+    ...pendingOps<OpenSession>(),
     ...outboxOps<OpenSession>(() => this.#outbox),
   };
 

@@ -168,6 +168,10 @@ describe("typed client against the worker", () => {
     expect((await session.input(accepted.inputId)).result.status).toBe("done");
     // A mistake answers a problem (PicoApiError), whose body parses with the strict problem schema.
     await expect(session.input(accepted.inputId + 10_000)).rejects.toSatisfy((error) => error instanceof PicoApiError && error.code === "input_not_found");
+    // Nothing waits for an answer (pending.test.ts answers approvals and client tools); an unknown item is 404.
+    expect(await session.pending()).toEqual({ items: [] });
+    expect(await root.pending()).toEqual({ items: [] });
+    await expect(session.answer("t9999-client", { output: "late" })).rejects.toSatisfy((error) => error instanceof PicoApiError && error.code === "pending_not_found");
 
     // Queue follow-ups while idle: they wait. Withdraw one, continue with the other.
     const withdrawn = await root.accept("never mind", { mode: "followUp" });
@@ -300,7 +304,7 @@ describe("typed client against the worker", () => {
     // Every body parsed with its strict schema (a parse failure fails here, with the route and body).
     const problems = (await Promise.all(exchanges.map((exchange) => exchange.problem))).filter((problem) => problem !== undefined);
     expect(problems).toEqual([]);
-    expect(failures).toEqual(["getInput 404"]);
+    expect(failures).toEqual(["getInput 404", "answerPending 404"]);
 
     // Every client method was called, and every route but the documented exclusions was reached.
     const all = Object.entries(CLASSES).flatMap(([owner, constructor]) => methodsOf(owner, constructor.prototype));
