@@ -23,7 +23,6 @@ import type { ToolCatalog } from "../kinds/catalog-types.js";
 import type { RemoteCallServices } from "../kinds/remote-call-state.js";
 
 let testKinds: readonly AnyTaskKind[] = [];
-let testTools: readonly AnyTool[] = [];
 
 /**
  * The turn kit a session opens with: the built-in turn kinds and tools over `models`, and what the
@@ -32,7 +31,7 @@ let testTools: readonly AnyTool[] = [];
 export function sessionTurnKit(models: Models, options: SessionKitOptions = {}): TurnKit {
   return createTurnKit({
     models,
-    tools: [...builtinTools, ...testTools],
+    tools: [...builtinTools],
     options: options.turn ?? {},
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.finalAnswer === undefined ? {} : { finalAnswer: options.finalAnswer }),
@@ -71,13 +70,7 @@ export function registerTestKinds(kinds: readonly AnyTaskKind[]): void {
   testKinds = [...testKinds.filter((kind) => !names.has(kind.kind)), ...kinds];
 }
 
-/** Test only: tools every session opened from now on registers beside the built-ins (selectable by name). */
-export function registerTestTools(tools: readonly AnyTool[]): void {
-  testTools = tools;
-}
-
-/** Test only: forget every test kind and test tool. */
+/** Test only: forget every test kind. */
 export function resetTestKinds(): void {
   testKinds = [];
-  testTools = [];
 }

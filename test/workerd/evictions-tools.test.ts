@@ -17,17 +17,15 @@ import { priorAcceptance } from "../../src/core/inbox.js";
 import { acceptInput } from "../../src/kinds/placement.js";
 import { remoteCallDefinition } from "../../src/kinds/remote-call.js";
 import type { RemoteCallState } from "../../src/kinds/remote-call-state.js";
-import { httpTool } from "../../src/kinds/remote-call-tool.js";
 import { defaultTurnOptions } from "../../src/kinds/services.js";
 import { toolResultKind } from "../../src/core/entries.js";
 import type { Entry } from "../../src/storage/records.js";
 import { decodeState } from "../../src/storage/sqlite-codec.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
-import { registerTestTools } from "../../src/worker/kinds.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { acceptanceOf, expectInboxKeysOnce, expectSettled, resultOf, runScenario, type Scenario } from "./eviction-harness.js";
 import { call, clockOf, harnessOf, ManualClock, ManualTime, resetSeams, type TestSession } from "./session-fixtures.js";
-import { httpDefinition, ProductEndpoint } from "./tool-fixtures.js";
+import { defineTool, ProductEndpoint } from "./tool-fixtures.js";
 
 const TENANT = "evict-tools";
 
@@ -101,7 +99,8 @@ async function runTools(name: string, killAt?: number): Promise<Outcome & { read
     .reply("charge", () => ({ status: 200, body: { output: { charged: 1 } } }))
     .reply("sync", () => ({ status: 200, body: { output: { synced: 2 } } }));
   setHostSeams({ clock: () => new ManualClock(time), fetch: endpoint.fetch });
-  registerTestTools([httpTool("charge", 1, httpDefinition("charge", { idempotent: false })), httpTool("sync", 1, httpDefinition("sync", { idempotent: true }))]);
+  await defineTool(TENANT, "charge", { idempotent: false });
+  await defineTool(TENANT, "sync", { idempotent: true });
   const session = `${name}-${killAt ?? 0}`;
   let dispatchedAtKill: string[] = [];
   let dead = false;

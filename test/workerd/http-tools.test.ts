@@ -1,20 +1,19 @@
 /**
- * HTTP tools over HTTP (docs/tools.md): a session created over HTTP (so its tenant is known) selects an
- * HTTP tool, the offline echo model calls it (`/call NAME {json}`), and the call runs as a background
- * `remote_call` task that POSTs to the product's endpoint (a `ProductEndpoint` on HostSeams.fetch),
- * signed with the tool's derived secret. A 202 waits for a signed result POST to /v1/tool-results.
+ * HTTP tools over HTTP (docs/tools.md): the tenant defines an HTTP tool (PUT /v1/tools), a session
+ * created over HTTP (so its tenant is known) selects it, the offline echo model calls it
+ * (`/call NAME {json}`), and the call runs as a background `remote_call` task that POSTs to the
+ * product's endpoint (a `ProductEndpoint` on HostSeams.fetch), signed with the tool's derived secret.
+ * A 202 waits for a signed result POST to /v1/tool-results.
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { httpTool } from "../../src/kinds/remote-call-tool.js";
-import { remoteBackoffMs } from "../../src/kinds/remote-call.js";
+import { remoteBackoffMs, remoteCallDefinition } from "../../src/kinds/remote-call.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
-import { registerTestTools } from "../../src/worker/kinds.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
-import { clockOf, ManualClock, ManualTime, resetSeams, TestSession } from "./session-fixtures.js";
-import { entriesOf, httpDefinition, postToolResult, ProductEndpoint, tasksOf, textOf } from "./tool-fixtures.js";
+import { addTask, clockOf, ManualClock, ManualTime, resetSeams, taskOf, TestSession } from "./session-fixtures.js";
+import { defineTool, entriesOf, postToolResult, ProductEndpoint, tasksOf, textOf } from "./tool-fixtures.js";
 
 const TENANT = "tools";
 
@@ -23,10 +22,10 @@ afterEach(async () => {
   resetSeams();
 });
 
-/** Install the endpoint (and optionally a manual clock) and register HTTP tools for the next sessions. */
-function install(endpoint: Pick<ProductEndpoint, "fetch">, tools: Record<string, { idempotent?: boolean; timeoutMs?: number }>, time?: ManualTime): void {
+/** Install the endpoint (and optionally a manual clock) for the next sessions and define the tenant's HTTP tools. */
+async function install(endpoint: Pick<ProductEndpoint, "fetch">, tools: Record<string, { idempotent?: boolean; timeoutMs?: number }>, time?: ManualTime): Promise<void> {
   setHostSeams({ fetch: endpoint.fetch, ...(time === undefined ? {} : { clock: () => new ManualClock(time) }) });
-  registerTestTools(Object.entries(tools).map(([name, options]) => httpTool(name, 1, httpDefinition(name, options))));
+  for (const [name, options] of Object.entries(tools)) await defineTool(TENANT, name, options);
 }
 
 async function createSession(name: string, tools: readonly string[], extra: Record<string, unknown> = {}): Promise<void> {
@@ -55,7 +54,7 @@ function stubOf(name: string): DurableObjectStub<SessionObject> {
 describe("HTTP tools", () => {
   it("HTTP tool is called once with the task's idempotency key", async () => {
     const endpoint = new ProductEndpoint(TENANT).reply("lookup", () => ({ status: 200, body: { output: { id: 1, name: "Ada" } } }));
-    install(endpoint, { lookup: { idempotent: false } });
+    await install(endpoint, { lookup: { idempotent: false } });
     const name = uniqueSession("http-tool");
     await createSession(name, ["lookup"]);
     const accepted = await send(name, '/call lookup {"id":1}', 10);
@@ -89,7 +88,7 @@ describe("HTTP tools", () => {
 
   it("Non-idempotent HTTP tool with an uncertain send settles outcome_unknown", async () => {
     const endpoint = new ProductEndpoint(TENANT).reply("charge", () => "hang");
-    install(endpoint, { charge: { idempotent: false } });
+    await install(endpoint, { charge: { idempotent: false } });
     const name = uniqueSession("uncertain");
     await createSession(name, ["charge"]);
     const accepted = await send(name, '/call charge {"id":7}');
@@ -118,7 +117,7 @@ describe("HTTP tools", () => {
   it("Late 202 result lands once", async () => {
     const time = new ManualTime();
     const endpoint = new ProductEndpoint(TENANT).reply("report", () => ({ status: 202 }));
-    install(endpoint, { report: { idempotent: false, timeoutMs: 600_000 } }, time);
+    await install(endpoint, { report: { idempotent: false, timeoutMs: 600_000 } }, time);
     const name = uniqueSession("late");
     await createSession(name, ["report"], { budgetMs: 1000 });
     const accepted = await send(name, '/call report {"id":3}');
@@ -166,7 +165,7 @@ describe("HTTP tools", () => {
   it("an idempotent tool answering 500 is retried on the clock with backoff, up to 8 attempts", async () => {
     const time = new ManualTime();
     const endpoint = new ProductEndpoint(TENANT).reply("sync", () => ({ status: 500, body: { detail: "the database is down" } }));
-    install(endpoint, { sync: { idempotent: true } }, time);
+    await install(endpoint, { sync: { idempotent: true } }, time);
     const name = uniqueSession("retry");
     await createSession(name, ["sync"], { budgetMs: 3_600_000 });
     const accepted = await send(name, '/call sync {"id":9}');
@@ -200,7 +199,7 @@ describe("HTTP tools", () => {
   it("a 4xx answer is an error result carrying the product's problem", async () => {
     const problem = { type: "about:blank", title: "Unprocessable", status: 422, detail: "no customer 5" };
     const endpoint = new ProductEndpoint(TENANT).reply("lookup", () => ({ status: 422, body: problem }));
-    install(endpoint, { lookup: { idempotent: true } });
+    await install(endpoint, { lookup: { idempotent: true } });
     const name = uniqueSession("refused");
     await createSession(name, ["lookup"]);
     expect((await send(name, '/call lookup {"id":5}', 10)).result.status).toBe("done");
@@ -217,7 +216,7 @@ describe("HTTP tools", () => {
     // The product posts its result first, then answers 202.
     const early = new ProductEndpoint(TENANT).reply("report", () => ({ status: 202 }));
     const posted: number[] = [];
-    install(
+    await install(
       {
         fetch: async (request) => {
           const body = (await request.clone().json()) as { taskId: number };
@@ -240,7 +239,7 @@ describe("HTTP tools", () => {
   it("a result posted after the call was aborted is refused as closed", async () => {
     const time = new ManualTime();
     const endpoint = new ProductEndpoint(TENANT).reply("report", () => ({ status: 202 }));
-    install(endpoint, { report: { idempotent: false, timeoutMs: 600_000 } }, time);
+    await install(endpoint, { report: { idempotent: false, timeoutMs: 600_000 } }, time);
     const name = uniqueSession("aborted");
     await createSession(name, ["report"]);
     await send(name, '/call report {"id":6}');
@@ -257,7 +256,7 @@ describe("HTTP tools", () => {
   it("a call waiting for its posted result survives restarts without counting kills", async () => {
     const time = new ManualTime();
     const endpoint = new ProductEndpoint(TENANT).reply("report", () => ({ status: 202 }));
-    install(endpoint, { report: { idempotent: false, timeoutMs: 600_000 } }, time);
+    await install(endpoint, { report: { idempotent: false, timeoutMs: 600_000 } }, time);
     const name = uniqueSession("restarts");
     await createSession(name, ["report"], { budgetMs: 1000 });
     const accepted = await send(name, '/call report {"id":8}');
@@ -283,14 +282,17 @@ describe("HTTP tools", () => {
 
   it("a session created without a tenant settles its remote calls no_tenant", async () => {
     const endpoint = new ProductEndpoint(TENANT).reply("lookup", () => ({ status: 200, body: { output: "never" } }));
-    install(endpoint, { lookup: {} });
+    setHostSeams({ fetch: endpoint.fetch });
+    // Created over RPC, with no tenant: no catalog, and nowhere its remote calls could be signed for.
     const session = new TestSession("no-tenant");
-    expect((await session.rpc.createSession({ model: "echo", selectedTools: ["lookup"] })).ok).toBe(true);
-    const accepted = await session.rpc.op("accept", "root", { input: '/call lookup {"id":1}', waitSeconds: 10 });
-    expect(accepted.ok && accepted.value.result?.status).toBe("done");
-    const entries = await session.rpc.op("entries", "root", { kind: "tool_result" });
-    const result = entries.ok ? entries.value.items[0] : undefined;
-    expect((result?.data as { details?: unknown } | undefined)?.details).toMatchObject({ error: "no_tenant" });
+    expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
+    const target = { type: "http" as const, tool: "lookup", version: 1, url: "https://product.test/lookup", timeoutMs: 30_000, idempotent: true };
+    const id = await addTask(session, remoteCallDefinition, { status: "planned", target, name: "lookup", arguments: { id: 1 }, origin: { tool: "lookup", task: 1, callId: "call_1" } });
+    const settled = await until(async () => {
+      const task = await taskOf(session, id);
+      return task?.role === "terminal" ? task : undefined;
+    }, "the remote call settled");
+    expect(settled.state).toMatchObject({ status: "settled", outcome: { type: "error", code: "no_tenant" } });
     expect(endpoint.requests).toHaveLength(0);
   });
 });

@@ -2,11 +2,12 @@
  * Fixtures for HTTP tools: a product endpoint on `HostSeams.fetch` that records every request, checks
  * its Standard Webhooks signature with the `standardwebhooks` library and the tool's derived secret,
  * and answers as scripted (200, 202, 500 or a hang); a signed result POST to /v1/tool-results; HTTP
- * tool definitions registered as session tools (`registerTestTools`), and reads of a session's tasks
- * and entries.
+ * tools defined in the tenant's catalog over HTTP (PUT /v1/tools), and reads of a session's tasks and
+ * entries.
  */
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
+import { expect } from "vitest";
 import type { HttpToolDefinition } from "../../src/kinds/remote-call-tool.js";
 import { toolSecret } from "../../src/worker/webhooks.js";
 import { call, json, token } from "./http-fixtures.js";
@@ -81,6 +82,12 @@ export function httpDefinition(name: string, options: { readonly idempotent?: bo
     approval: "never",
     onTimeout: "deny",
   };
+}
+
+/** Define (or replace) an HTTP tool in the tenant's catalog, as an operator does. */
+export async function defineTool(tenant: string, name: string, options: { readonly idempotent?: boolean; readonly timeoutMs?: number } = {}): Promise<void> {
+  const response = await call("PUT", `/v1/tools/${name}`, { token: await token(tenant, "operator"), body: httpDefinition(name, options) });
+  expect([200, 201], await response.clone().text()).toContain(response.status);
 }
 
 /** POST a result to /v1/tool-results, signed by `standardwebhooks` with the tool's secret. */
