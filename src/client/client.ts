@@ -618,10 +618,7 @@ async function mintWatchToken(client: PicoClient, path: string, option: true | {
   return (await client.request<WatchTokenResponse>("POST", `${path}-token`, { body })).body.token;
 }
 
-/**
- * Operations of the API (`API_ROUTES` in src/api/openapi.ts) that the typed client has no method for,
- * and why. A test checks that every other operation has its method (`CLIENT_OPERATIONS`).
- */
+/** Operations of the API (`API_ROUTES` in src/api/openapi.ts) without a client method, and why; a test checks every other has one (`CLIENT_OPERATIONS`). */
 export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
   health: "a liveness probe for load balancers and uptime checks: no token, plain text, not an API call",
   openapi: "the API's own description, read by tools (code generators, validators), not by an application",

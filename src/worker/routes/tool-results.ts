@@ -13,7 +13,6 @@ import type { AppEnv } from "../auth.js";
 import { idString, noQuery, parse, sessionName, tenantName, toolResultBody } from "../schemas.js";
 import { Problem } from "../problems.js";
 import { masterSecret, toolSecret, verifyWebhook } from "../webhooks.js";
-import type { JsonValue } from "../../storage/records.js";
 import { parseBody, query, run, sessionStub } from "./shared.js";
 
 export const toolResultRoutes = new Hono<AppEnv>();
@@ -43,9 +42,9 @@ toolResultRoutes.post("/:tenant/:session/:taskId", async (c) => {
     case "recorded":
       return c.json({ taskId, recordedAt: recorded.at }, 200);
     case "already_answered":
-      return conflict(c.req.path, new Problem("already_answered", `remote call ${taskId} already has its result`), { answer: { ...recorded.answer } });
+      throw new Problem("already_answered", `remote call ${taskId} already has its result`, undefined, { answer: { ...recorded.answer } });
     case "closed":
-      return conflict(c.req.path, new Problem("pending_closed", `remote call ${taskId} ended without a posted result (${recorded.outcome})`), { outcome: recorded.outcome });
+      throw new Problem("pending_closed", `remote call ${taskId} ended without a posted result (${recorded.outcome})`, undefined, { outcome: recorded.outcome });
     case "unknown":
       throw unsigned();
     default: {
@@ -54,11 +53,3 @@ toolResultRoutes.post("/:tenant/:session/:taskId", async (c) => {
     }
   }
 });
-
-/** A 409 problem with its extension member (the committed answer, or how the call ended). */
-function conflict(instance: string, problem: Problem, extension: { readonly [key: string]: JsonValue }): Response {
-  return new Response(JSON.stringify({ ...problem.body(instance), ...extension }), {
-    status: problem.status,
-    headers: { "content-type": "application/problem+json" },
-  });
-}
