@@ -10,6 +10,8 @@
  *   schedule.fired   a firing schedule occurrence accepted its input (runs went up)
  *   job.finished     a job task settled exited, killed or lost
  *   rig.escalation   the witness mailed the mayor (STALL_ALERT, STALL_CRITICAL, HEALTH, ...)
+ *   pending.created  an item joined the session's pending list (an approval, a client tool's call)
+ *   pending.resolved an item left it (answered, its deadline passed, or its call was aborted)
  *
  * `delivery.disabled` is appended by the sender (outbox-sender.ts), never detected.
  */
@@ -21,6 +23,7 @@ import { entryText } from "../kinds/subagent-notice.js";
 import { MAIL_NAMESPACE } from "../rig/state.js";
 import { MAYOR_ID, type StoredMail } from "../rig/types.js";
 import type { EventType } from "./outbox-types.js";
+import { pendingAll, type PendingItem, type PendingResolution } from "../kinds/pending-types.js";
 
 /** An answer's text in `input.completed` is cut at this many UTF-8 bytes. */
 export const EVENT_TEXT_BYTES = 4096;
@@ -43,7 +46,7 @@ export function cutUtf8(text: string, bytes: number): string {
 
 /** The events `batch` reports, in a fixed order of types. */
 export async function detectEvents(batch: BatchView, b: TxBuilder): Promise<DetectedEvent[]> {
-  return [...(await inputEvents(batch.writes, b)), ...(await taskEvents(batch.writes, b)), ...mailEvents(batch)];
+  return [...(await inputEvents(batch.writes, b)), ...(await taskEvents(batch.writes, b)), ...mailEvents(batch), ...(await pendingEvents(batch.writes, b))];
 }
 
 async function entryInBatch(writes: readonly MainWrite[], b: TxBuilder, id: Id): Promise<Entry | undefined> {
@@ -151,4 +154,48 @@ function mailEvents(batch: BatchView): DetectedEvent[] {
     out.push({ type: "rig.escalation", data: { kind, mailId: batch.first + index, payload: cutUtf8(payload, EVENT_PAYLOAD_BYTES) } });
   });
   return out;
+}
+
+/**
+ * The session's pending list before and after the batch: an item that appears is `pending.created`, one
+ * that goes is `pending.resolved`, with how it went (the resolution its tool task records in the batch).
+ */
+async function pendingEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<DetectedEvent[]> {
+  let after: PendingItem[] | undefined;
+  let touched = false;
+  for (const write of writes) {
+    if ((write.type !== "value.set" && write.type !== "value.delete") || write.addr.namespace !== pendingAll.namespace || !("session" in write.addr.scope)) continue;
+    touched = true;
+    after = write.type === "value.set" ? (write.value as unknown as PendingItem[]) : [];
+  }
+  if (!touched) return [];
+  const before = (await b.value(pendingAll).get()) ?? [];
+  const now = after ?? [];
+  const out: DetectedEvent[] = [];
+  const summary = (item: PendingItem): JsonObject => ({
+    pendingId: item.id,
+    type: item.type,
+    taskId: item.taskId,
+    conversationId: item.conversationId,
+    name: item.name,
+    ...(item.deadline === undefined ? {} : { deadline: item.deadline }),
+  });
+  for (const item of now) if (!before.some((old) => old.id === item.id)) out.push({ type: "pending.created", data: summary(item) });
+  for (const item of before) {
+    if (now.some((kept) => kept.id === item.id)) continue;
+    const resolution = resolutionIn(writes, item);
+    out.push({ type: "pending.resolved", data: { ...summary(item), ...(resolution === undefined ? {} : { outcome: resolution.outcome }) } });
+  }
+  return out;
+}
+
+/** The resolution of `item` its tool task records in the batch (patched or settled with `resolved`). */
+function resolutionIn(writes: readonly MainWrite[], item: PendingItem): PendingResolution | undefined {
+  for (const write of writes) {
+    if ((write.type !== "patch" && write.type !== "settle") || write.id !== item.taskId) continue;
+    const resolved = write.state["resolved"];
+    if (!Array.isArray(resolved)) continue;
+    for (const entry of resolved as unknown as PendingResolution[]) if (entry.id === item.id) return entry;
+  }
+  return undefined;
 }

@@ -15,6 +15,8 @@ export const EVENT_TYPES = [
   "schedule.fired",
   "job.finished",
   "rig.escalation",
+  "pending.created",
+  "pending.resolved",
   "delivery.disabled",
 ] as const;
 

@@ -17,7 +17,7 @@ afterEach(async () => {
   await abortAllDurableObjects();
 });
 
-const ALL = ["input.completed", "turn.failed", "session.idle", "schedule.fired", "job.finished", "rig.escalation", "delivery.disabled"];
+const ALL = ["input.completed", "turn.failed", "session.idle", "schedule.fired", "job.finished", "rig.escalation", "pending.created", "pending.resolved", "delivery.disabled"];
 
 describe("event types", () => {
   it("a job that ends is job.finished; the turn that ends last is session.idle", async () => {
@@ -61,5 +61,38 @@ describe("event types", () => {
     expect(view.runs).toBe(1);
     expect(receiver.received.map((request) => request.event.type)).toEqual(["schedule.fired"]);
     expect(receiver.received[0]?.event.data).toMatchObject({ session, scheduleId: created.id, conversationId: 1, occurrence: t0 + 60_000, inputId: view.lastInputId });
+  });
+
+  it("an approval and a client tool's call are pending.created and pending.resolved, with how each went", async () => {
+    const receiver = new Receiver();
+    setHostSeams({ fetch: receiver.fetch });
+    const tenant = "events-pending";
+    const session = uniqueSession("pending");
+    const client = await token(tenant, "client");
+    const operator = await token(tenant, "operator");
+    await registerEndpoint(tenant, { url: "https://receiver.test/pending", events: ["pending.created", "pending.resolved"] });
+    const tool = { description: "Ask the user for a colour", parameters: { type: "object", properties: { id: { type: "integer" } } }, handler: { type: "client" }, approval: "always" };
+    expect((await call("PUT", "/v1/tools/pick_colour", { token: operator, body: tool })).status).toBe(201);
+    expect((await call("PUT", `/v1/sessions/${session}`, { token: client, body: { selectedTools: ["pick_colour"] } })).status).toBe(201);
+    expect((await call("POST", `/v1/sessions/${session}/conversations/root/inputs`, { token: client, body: { input: '/call pick_colour {"id":1}' } })).status).toBe(201);
+    type Item = { id: string; type: string };
+    const itemOf = async (type: string): Promise<Item> =>
+      until(async () => (await json<{ items: Item[] }>(await call("GET", `/v1/sessions/${session}/pending`, { token: client }))).items.find((item) => item.type === type), type);
+    const approval = await itemOf("approval");
+    expect((await call("POST", `/v1/sessions/${session}/pending/${approval.id}`, { token: client, body: { approve: true } })).status).toBe(200);
+    const output = await itemOf("client_tool");
+    expect((await call("POST", `/v1/sessions/${session}/pending/${output.id}`, { token: client, body: { output: "teal" } })).status).toBe(200);
+    await until(async () => (receiver.received.length >= 4 ? true : undefined), "four pending events");
+    const events = receiver.received.map((request) => request.event);
+    expect(events.map((event) => [event.type, event.data["pendingId"]])).toEqual([
+      ["pending.created", approval.id],
+      // The approval's answer and the client tool's item are one commit.
+      ["pending.created", output.id],
+      ["pending.resolved", approval.id],
+      ["pending.resolved", output.id],
+    ]);
+    expect(events[2]?.data).toMatchObject({ session, type: "approval", name: "pick_colour", conversationId: 1, outcome: "answered" });
+    expect(events[3]?.data).toMatchObject({ session, type: "client_tool", outcome: "answered" });
+    expect(events[1]?.data["seq"]).toBe(events[2]?.data["seq"]);
   });
 });
