@@ -68,6 +68,10 @@ describe("catalog capture", () => {
     const v2 = (await json<{ version: number }>(v2Response)).version;
     expect(v2).toBeGreaterThan(v1);
     time.now += TTL_MS + 1_000;
+    // A turn in a fork reads the catalog again (its copy expired), so the session's copy is v2 now.
+    const fork = await json<{ conversationId: number }>(await call("POST", `/v1/sessions/${session}/conversations/root/fork`, { token: client, body: { at: "start" } }));
+    const other = await call("POST", `/v1/sessions/${session}/conversations/${fork.conversationId}/inputs?wait=10`, { token: client, body: { input: "anything new?" } });
+    expect((await json<{ status: string }>(other)).status).toBe("done");
 
     const parked = (await tasks(session)).find((t) => t.id === item?.taskId);
     expect(parked?.state).toMatchObject({ status: "parked", def: { name: "refund", version: v1, definition: { handler: { url: URL_A } } } });
