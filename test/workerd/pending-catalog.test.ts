@@ -70,6 +70,8 @@ describe("catalog capture", () => {
     time.now += TTL_MS + 1_000;
     // A turn in a fork reads the catalog again (its copy expired), so the session's copy is v2 now.
     const fork = await json<{ conversationId: number }>(await call("POST", `/v1/sessions/${session}/conversations/root/fork`, { token: client, body: { at: "start" } }));
+    const forkConfig = await call("PATCH", `/v1/sessions/${session}/conversations/${fork.conversationId}/config`, { token: client, body: { model: "echo", selectedTools: ["refund"] } });
+    expect(forkConfig.status, await forkConfig.clone().text()).toBe(200);
     const other = await call("POST", `/v1/sessions/${session}/conversations/${fork.conversationId}/inputs?wait=10`, { token: client, body: { input: "anything new?" } });
     expect((await json<{ status: string }>(other)).status).toBe("done");
 
