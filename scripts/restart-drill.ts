@@ -283,9 +283,9 @@ async function toolsBeforeKill(mode: Mode, base: string, api: string, headers: R
   await json(await fetch(`${base}/v1/tools/drill_approve`, { method: "PUT", headers: operator, body: JSON.stringify({ description: "drill: approved call", parameters, handler: { type: "http", url: `${url}/lookup` }, approval: "always" }) }), [200, 201], "PUT drill_approve");
   const fork = async (): Promise<number> => (await json<{ conversationId: number }>(await fetch(`${api}/conversations/root/fork`, { method: "POST", headers, body: JSON.stringify({ at: "start" }) }), 201, "fork at start")).conversationId;
   const conversations = { http: await fork(), approve: await fork() };
-  // The forks select the two tools; the root keeps its config (its long answer is the other half of the drill).
+  // A fork at the start has no config: each gets the echo model and the two tools (the root keeps its own).
   for (const c of [conversations.http, conversations.approve]) {
-    await json(await fetch(`${api}/conversations/${c}/config`, { method: "PATCH", headers, body: JSON.stringify({ selectedTools: ["drill_http", "drill_approve"] }) }), 200, "PATCH the fork's selectedTools");
+    await json(await fetch(`${api}/conversations/${c}/config`, { method: "PATCH", headers, body: JSON.stringify({ model: "echo", selectedTools: ["drill_http", "drill_approve"] }) }), 200, "PATCH the fork's config");
   }
   const callIn = async (conversation: number, input: string): Promise<number> =>
     (await json<{ inputId: number }>(await fetch(`${api}/conversations/${conversation}/inputs`, { method: "POST", headers: { ...headers, "idempotency-key": `drill-${conversation}` }, body: JSON.stringify({ input }) }), [201, 202], input)).inputId;

@@ -593,22 +593,27 @@ void describe("console watches", { timeout: 120_000 }, () => {
   });
 });
 
+// The product's endpoint (scripts/tool-endpoint.ts) on PORT + 30 checks signatures with this tenant's tool secrets.
 void describe("console pending list", { timeout: 120_000 }, () => {
   void it("approves one, denies one and answers one pending item, reloading in between", async () => {
-    // The product's endpoint (scripts/tool-endpoint.ts) on PORT + 30, checking signatures with this tenant's tool secrets.
     const endpoint = await startToolEndpoint({ port: PORT + 30, tenant, api: BASE, masterSecret: "browser-test-webhook-master", delayMs: 100, holdMs: 0, log: () => undefined });
     try {
       const name = `pending-${Date.now().toString(36)}`;
-      const params = { type: "object", properties: { id: { type: "integer" } }, required: ["id"] };
-      const http = { type: "http", url: `http://127.0.0.1:${PORT + 30}/lookup` };
-      assert.equal((await api("PUT", "/v1/tools/pay_invoice", { description: "Pay an invoice", parameters: params, handler: http, approval: "always" })).status, 201);
-      assert.equal((await api("PUT", "/v1/tools/delete_account", { description: "Delete an account", parameters: params, handler: http, approval: "always" })).status, 201);
-      assert.equal((await api("PUT", "/v1/tools/confirm_address", { description: "Ask the user", parameters: params, handler: { type: "client" } })).status, 201);
-      assert.equal((await api("PUT", `/v1/sessions/${name}`, { selectedTools: ["pay_invoice", "delete_account", "confirm_address"] })).status, 201);
+      const [params, http] = [{ type: "object", properties: { id: { type: "integer" } }, required: ["id"] }, { type: "http", url: `http://127.0.0.1:${PORT + 30}/lookup` }];
+      const selectedTools = ["pay_invoice", "delete_account", "confirm_address"];
+      for (const tool of selectedTools) {
+        const approval = tool === "confirm_address" ? { handler: { type: "client" } } : { handler: http, approval: "always" };
+        assert.equal((await api("PUT", `/v1/tools/${tool}`, { description: `the ${tool} tool`, parameters: params, ...approval })).status, 201);
+      }
+      assert.equal((await api("PUT", `/v1/sessions/${name}`, { selectedTools })).status, 201);
       const conversations = ["root"]; // one waiting call per conversation (a parked call holds its turn): the root and two forks
-      for (let i = 0; i < 2; i++) conversations.push(String(((await (await api("POST", `/v1/sessions/${name}/conversations/root/fork`, { at: "start" })).json()) as { conversationId: number }).conversationId));
+      for (let i = 0; i < 2; i++) {
+        const fork = String(((await (await api("POST", `/v1/sessions/${name}/conversations/root/fork`, { at: "start" })).json()) as { conversationId: number }).conversationId);
+        assert.equal((await api("PATCH", `/v1/sessions/${name}/conversations/${fork}/config`, { model: "echo", selectedTools })).status, 200);
+        conversations.push(fork);
+      }
       const inputs: number[] = [];
-      for (const [i, tool] of ["pay_invoice", "delete_account", "confirm_address"].entries()) {
+      for (const [i, tool] of selectedTools.entries()) {
         const accepted = await api("POST", `/v1/sessions/${name}/conversations/${conversations[i] ?? "root"}/inputs`, { input: `/call ${tool} {"id":${i + 1}}` });
         inputs.push(((await accepted.json()) as { inputId: number }).inputId);
       }
