@@ -36,6 +36,7 @@ import {
   noQuery,
 } from "./schemas.js";
 import { inboundBody, inboundName } from "./inbound.js";
+import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
@@ -125,6 +126,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   agentId,
   mailId: idString,
   name: inboundName,
+  tool: toolName,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
 
@@ -134,6 +136,7 @@ const client = (capability: string): RouteAuth => ({ type: "bearer", capability 
 const ok = (json: z.ZodType, description = "OK"): RouteResponse => ({ description, json });
 const body = (schema: z.ZodType, required = true): ApiRoute["body"] => ({ schema, required });
 const idempotencyKey = { "idempotency-key": { schema: requestKey, description: "The request key (IETF Idempotency-Key): a retry with the same body returns the original acceptance; another body or conversation is 422" } };
+const ifMatchHeader = { "if-match": { schema: z.string(), description: 'An ETag this server sent ("<version>"), or *: 412 precondition_failed unless it names the current version' } };
 const lastEventId = { "last-event-id": { schema: z.string().max(40), description: "Resume after this event id" } };
 
 /**
@@ -219,6 +222,17 @@ export const API_ROUTES: readonly ApiRoute[] = [
     },
     body: body(z.record(z.string(), jsonValue)),
     responses: { 200: ok(inboundDeliveryResponse, "Accepted ({ inputId, duplicate }), or the platform's handshake answer") },
+  },
+  // The tenant's tool catalog (docs/tools.md)
+  {
+    method: "put", path: "/v1/tools/{tool}", operationId: "putTool", summary: "Define or replace a tool of the tenant's catalog (ETag: its version; If-Match makes it conditional; 422 invalid_tool names the field)", auth: client("tools"),
+    headers: ifMatchHeader, body: body(toolDefinitionBody), responses: { 201: ok(toolRecordOut, "Created"), 200: ok(toolRecordOut, "Replaced") },
+  },
+  { method: "get", path: "/v1/tools", operationId: "listTools", summary: "The tenant's live tools (ETag: the catalog version)", auth: client("tools"), query: noQuery, responses: { 200: ok(toolsListResponse) } },
+  { method: "get", path: "/v1/tools/{tool}", operationId: "getTool", summary: "One live tool (ETag: its version); a deleted tool is 404", auth: client("tools"), query: noQuery, responses: { 200: ok(toolRecordOut) } },
+  {
+    method: "delete", path: "/v1/tools/{tool}", operationId: "deleteTool", summary: "Delete a tool: sessions may still select it, its new calls settle as a tool error", auth: client("tools"),
+    headers: ifMatchHeader, responses: { 200: ok(toolDeletedResponse) },
   },
   // Models (docs/models.md)
   { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },

@@ -154,7 +154,7 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   stale_attempt: "The request names an earlier assignment of this hook",
   agent_conflict: "The agent's registration or hook conflicts with the request",
   agent_terminated: "The agent is terminated",
-  precondition_failed: "If-Match names another version of the hook",
+  precondition_failed: "If-Match names another version (of a hook or a tool)",
   agent_not_found: "The agent is not registered",
   mail_not_found: "The message does not exist",
   tool_not_found: "The tool is not in the tenant's catalog",

@@ -60,6 +60,7 @@ import type { registerBody, setHookBody, witnessPatch } from "../api/rig.js";
 import type { AcceptBody, scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
 import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { InboundClient } from "./inbound.js";
+import { ToolsClient } from "./tools.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -106,6 +107,11 @@ export class PicoClient {
   /** The tenant's sessions from its directory, newest activity first (`cursor` pages on). */
   async sessions(query: { limit?: number; cursor?: string; q?: string } = {}): Promise<SessionsPage> {
     return (await this.request<SessionsPage>("GET", `/v1/sessions${queryString(query)}`)).body;
+  }
+
+  /** The tenant's tool catalog (operator; src/client/tools.ts). */
+  tools(): ToolsClient {
+    return new ToolsClient(this);
   }
 
   /** The models this deployment can use (what a session config's `model` may name) and the default. */
@@ -669,4 +675,8 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listInbound: "InboundClient.list",
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
+  putTool: "ToolsClient.put",
+  listTools: "ToolsClient.list",
+  getTool: "ToolsClient.get",
+  deleteTool: "ToolsClient.delete",
 };

@@ -3,6 +3,7 @@
  */
 export * from "./client.js";
 export * from "./inbound.js";
+export * from "./tools.js";
 export * from "./sse.js";
 export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch.js";
 export type { ConversationEvent, ConversationView, SessionEvent, SessionView, WatchMessage } from "../core/watch.js";

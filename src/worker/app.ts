@@ -9,6 +9,7 @@
  *   routes/webhooks.ts       signed webhooks (no bearer token)
  *   routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe or Standard Webhooks format (no bearer token)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
+ *   routes/tools.ts          the tenant's tool catalog (operator)
  *   GET /v1/models           the models this deployment can use (models.ts)
  *
  * `GET /v1/openapi.json` serves the document generated from the wire schemas (src/api/openapi.ts); every
@@ -30,6 +31,7 @@ import { sessionRoutes } from "./routes/sessions.js";
 import { watchRoutes } from "./routes/watch.js";
 import { webhookRoutes } from "./routes/webhooks.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
+import { toolRoutes } from "./routes/tools.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
 
 export function createApp(): Hono<AppEnv> {
@@ -67,6 +69,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
   app.route("/v1/inbound", inboundDeliveryRoutes);
+  app.route("/v1/tools", toolRoutes);
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;

@@ -7,9 +7,13 @@
  * Every update carries a version (the sender's clock, strictly increasing per session): an update older
  * than the row's version is acknowledged and ignored, so a late retry cannot undo a newer state. A
  * delete leaves a tombstone with its version for the same reason; tombstones are never listed.
+ *
+ * It also keeps the tenant's tool catalog (docs/tools.md; the block at the end of this file): the
+ * `/v1/tools` routes write it, and sessions read it through `catalog(version)`.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "./env.js";
+import type { CatalogRecord, ToolDefinition } from "../kinds/catalog-types.js";
 
 /** One session's row as the directory lists it. */
 export interface DirectoryEntry {
@@ -39,7 +43,7 @@ export interface DirectoryPage {
 }
 
 /** The RPC surface as callers see it through a stub. */
-export interface DirectoryRpc {
+export interface DirectoryRpc extends ToolCatalogRpc {
   apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }>;
   list(query: DirectoryQuery): Promise<DirectoryPage>;
 }
@@ -82,6 +86,7 @@ export class DirectoryObject extends DurableObject<Env> {
       live_tasks INTEGER NOT NULL
     )`);
     ctx.storage.sql.exec("CREATE INDEX IF NOT EXISTS directory_activity ON directory (deleted, last_activity_at DESC, session)");
+    createCatalogTables(ctx.storage.sql);
   }
 
   apply(update: DirectoryUpdate): { readonly acknowledged: true } {
@@ -159,10 +164,160 @@ export class DirectoryObject extends DurableObject<Env> {
     const last = items[items.length - 1];
     return rows.length > query.limit && last !== undefined ? { items, cursor: encodeCursor(last.lastActivityAt, last.session) } : { items };
   }
+
+  // The tenant's tool catalog (docs/tools.md) ------------------------------------------------------
+
+  /** Create or replace a tool (a tombstone is revived); bumps the catalog version. */
+  putTool(name: string, definition: ToolDefinition, ifMatch?: IfMatch): PutToolOutcome {
+    const sql = this.ctx.storage.sql;
+    const current = toolRow(sql, name);
+    const live = current !== undefined && !current.deleted;
+    if (ifMatch !== undefined && !matches(current, ifMatch)) return { type: "precondition", ...(live ? { current: current.version } : {}) };
+    const text = JSON.stringify(definition);
+    const bytes = new TextEncoder().encode(text).length;
+    if (bytes > MAX_DEFINITION_BYTES) return { type: "too_large", bytes, limit: MAX_DEFINITION_BYTES };
+    if (!live && liveToolCount(sql) >= MAX_LIVE_TOOLS) return { type: "too_many", limit: MAX_LIVE_TOOLS };
+    const version = bumpCatalog(sql);
+    const updatedAt = Date.now();
+    sql.exec(
+      `INSERT INTO tools (name, version, deleted, definition, updated_at) VALUES (?, ?, 0, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET version = excluded.version, deleted = 0, definition = excluded.definition, updated_at = excluded.updated_at`,
+      name,
+      version,
+      text,
+      updatedAt,
+    );
+    return { type: "stored", created: !live, record: { name, version, updatedAt, deleted: false, definition } };
+  }
+
+  /** A live tool (a tombstone is not found). */
+  getTool(name: string): CatalogRecord | undefined {
+    const row = toolRow(this.ctx.storage.sql, name);
+    return row === undefined || row.deleted ? undefined : row;
+  }
+
+  /** The live tools by name, and the catalog version. */
+  listTools(): { readonly version: number; readonly items: readonly CatalogRecord[] } {
+    const sql = this.ctx.storage.sql;
+    const rows = sql.exec("SELECT name, version, deleted, definition, updated_at FROM tools WHERE deleted = 0 ORDER BY name").toArray();
+    return { version: catalogVersion(sql), items: rows.map(toolRecord) };
+  }
+
+  /** Delete a live tool: its row stays as a tombstone (still selectable; a later PUT revives it). */
+  deleteTool(name: string, ifMatch?: IfMatch): DeleteToolOutcome {
+    const sql = this.ctx.storage.sql;
+    const current = toolRow(sql, name);
+    if (current === undefined || current.deleted) return { type: "not_found" };
+    if (ifMatch !== undefined && !matches(current, ifMatch)) return { type: "precondition", current: current.version };
+    const version = bumpCatalog(sql);
+    sql.exec("UPDATE tools SET version = ?, deleted = 1, definition = NULL, updated_at = ? WHERE name = ?", version, Date.now(), name);
+    return { type: "deleted", name, version };
+  }
+
+  /**
+   * What a session's catalog copy reads: the version, and every record (tombstones too) only when the
+   * version is not `since` (an unchanged catalog costs this one small answer).
+   */
+  catalog(since?: number): CatalogSnapshot {
+    const sql = this.ctx.storage.sql;
+    const version = catalogVersion(sql);
+    if (since === version) return { version };
+    const rows = sql.exec("SELECT name, version, deleted, definition, updated_at FROM tools ORDER BY name").toArray();
+    return { version, records: rows.map(toolRecord) };
+  }
 }
 
 /** The typed RPC view of a tenant's directory. */
 export function directoryStub(env: Env, tenant: string): DirectoryRpc {
   const namespace = env.DIRECTORY;
   return namespace.get(namespace.idFromName(tenant)) as unknown as DirectoryRpc;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The tenant's tool catalog (docs/tools.md): operators define tools over `/v1/tools`; sessions keep a
+// memory copy (src/worker/tool-catalog.ts) that reads `catalog(version)` at most once per its TTL.
+// One counter versions the whole catalog: every PUT and DELETE bumps it and stamps the row with it, so
+// a row's version is its ETag and the counter is the list's.
+
+/** Live tools a tenant may define. */
+export const MAX_LIVE_TOOLS = 200;
+/** A stored definition's largest size, bytes of JSON (UTF-8). */
+export const MAX_DEFINITION_BYTES = 65_536;
+
+/** An `If-Match` condition: a version the caller saw, or `*` (the tool exists). */
+export type IfMatch = number | "*";
+
+export type PutToolOutcome =
+  | { readonly type: "stored"; readonly record: CatalogRecord; readonly created: boolean }
+  /** `If-Match` names another version (`current`), or the tool does not exist (no `current`). */
+  | { readonly type: "precondition"; readonly current?: number }
+  | { readonly type: "too_large"; readonly bytes: number; readonly limit: number }
+  | { readonly type: "too_many"; readonly limit: number };
+
+export type DeleteToolOutcome =
+  | { readonly type: "deleted"; readonly name: string; readonly version: number }
+  | { readonly type: "not_found" }
+  | { readonly type: "precondition"; readonly current: number };
+
+/** The catalog version, and every record (tombstones too) when it changed since the version asked about. */
+export interface CatalogSnapshot {
+  readonly version: number;
+  readonly records?: readonly CatalogRecord[];
+}
+
+/** The catalog's RPC surface as callers see it through a stub. */
+export interface ToolCatalogRpc {
+  putTool(name: string, definition: ToolDefinition, ifMatch?: IfMatch): Promise<PutToolOutcome>;
+  getTool(name: string): Promise<CatalogRecord | undefined>;
+  listTools(): Promise<{ readonly version: number; readonly items: readonly CatalogRecord[] }>;
+  deleteTool(name: string, ifMatch?: IfMatch): Promise<DeleteToolOutcome>;
+  catalog(since?: number): Promise<CatalogSnapshot>;
+}
+
+function createCatalogTables(sql: SqlStorage): void {
+  sql.exec(`CREATE TABLE IF NOT EXISTS tools (
+    name TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    deleted INTEGER NOT NULL,
+    definition TEXT,
+    updated_at INTEGER NOT NULL
+  )`);
+  sql.exec("CREATE TABLE IF NOT EXISTS catalog (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)");
+}
+
+function catalogVersion(sql: SqlStorage): number {
+  const row = sql.exec("SELECT version FROM catalog WHERE id = 1").toArray()[0];
+  return row === undefined ? 0 : Number(row["version"]);
+}
+
+function bumpCatalog(sql: SqlStorage): number {
+  const version = catalogVersion(sql) + 1;
+  sql.exec("INSERT INTO catalog (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version", version);
+  return version;
+}
+
+function liveToolCount(sql: SqlStorage): number {
+  return Number(sql.exec("SELECT count(*) AS n FROM tools WHERE deleted = 0").one()["n"]);
+}
+
+function toolRecord(row: Record<string, SqlStorageValue>): CatalogRecord {
+  const deleted = Number(row["deleted"]) === 1;
+  return {
+    name: String(row["name"]),
+    version: Number(row["version"]),
+    updatedAt: Number(row["updated_at"]),
+    deleted,
+    ...(deleted || row["definition"] === null ? {} : { definition: JSON.parse(String(row["definition"])) as ToolDefinition }),
+  };
+}
+
+function toolRow(sql: SqlStorage, name: string): CatalogRecord | undefined {
+  const row = sql.exec("SELECT name, version, deleted, definition, updated_at FROM tools WHERE name = ?", name).toArray()[0];
+  return row === undefined ? undefined : toolRecord(row);
+}
+
+/** `If-Match` holds: the tool is live and `*` or its version was named. */
+function matches(current: CatalogRecord | undefined, ifMatch: IfMatch): boolean {
+  if (current === undefined || current.deleted) return false;
+  return ifMatch === "*" || ifMatch === current.version;
 }

@@ -20,6 +20,8 @@ export type HostReport =
   | { readonly type: "alarm_failed"; readonly error: unknown }
   | { readonly type: "alarm_write_failed"; readonly error: unknown }
   | { readonly type: "directory_update_failed"; readonly error: unknown }
+  /** A session's read of its tenant's tool catalog failed: it keeps its last copy (tool-catalog.ts). */
+  | { readonly type: "catalog_read_failed"; readonly error: unknown }
   | { readonly type: "session_faulted"; readonly taskId?: number; readonly kind?: string; readonly method?: string; readonly message: string }
   | { readonly type: "quarantined"; readonly taskId: number; readonly kind: string; readonly kills: number }
   | { readonly type: "harness"; readonly report: unknown };

@@ -44,6 +44,8 @@ import { presentEntry, presentTask } from "../kinds/stored.js";
 import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../storage/records.js";
 import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../api/responses.js";
 import { Problem } from "./problems.js";
+import type { ToolCatalog } from "../kinds/catalog-types.js";
+import { selectableTools } from "./tool-catalog.js";
 
 export type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport, WaitingElement } from "../api/responses.js";
 
@@ -190,11 +192,14 @@ export class SessionApi {
   readonly #harness: Harness;
   readonly #kit: TurnKit;
   readonly #models: Models;
+  /** The tenant's tool catalog (tool-catalog.ts): a selection may name its tools. */
+  readonly #catalog: ToolCatalog | undefined;
 
-  constructor(harness: Harness, kit: TurnKit, models: Models) {
+  constructor(harness: Harness, kit: TurnKit, models: Models, catalog?: ToolCatalog) {
     this.#harness = harness;
     this.#kit = kit;
     this.#models = models;
+    this.#catalog = catalog;
   }
 
   get harness(): Harness {
@@ -464,7 +469,7 @@ export class SessionApi {
 
   async patchConfig(ref: ConversationRef, patch: ConfigValues): Promise<ConfigValues> {
     const handle = await this.conversation(ref);
-    checkConfig(this.#models, this.#kit.tools.names(), patch);
+    checkConfig(this.#models, await selectableTools(this.#kit.tools.names(), this.#catalog, patch.selectedTools), patch);
     await handle.commit((tx) => {
       if (patch.model !== undefined) tx.value(generationConfig.model).set(patch.model);
       if (patch.thinking !== undefined) tx.value(generationConfig.thinking).set(patch.thinking);

@@ -55,6 +55,7 @@ import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
 import { acceptInput } from "../kinds/placement.js";
 import { RigOps } from "./rig-ops.js";
 import { inboundOps } from "./inbound-ops.js";
+import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
 
 /** The rig's operations as entries of the SessionObject's op table. */
 function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
@@ -113,6 +114,10 @@ export class SessionObject extends DurableObject<Env> {
   readonly #watchApp = this.#buildWatchApp();
   /** This session's row in its tenant's directory (GET /v1/sessions): sent on create, relabel, activity, delete. */
   readonly #directory: DirectoryLink;
+  /** The tenant's tool catalog as this instance knows it (memory only; tool-catalog.ts). */
+  readonly #catalog: CatalogCache;
+  /** The tenant a session is being created for (before its directory link knows it). */
+  #creatingFor: string | undefined;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -141,6 +146,7 @@ export class SessionObject extends DurableObject<Env> {
       due: (at) => this.#alarms.directory(at, this.#clock.now()),
       report: (error) => hostReport({ type: "directory_update_failed", error }),
     });
+    this.#catalog = sessionCatalog(env, this.#clock, () => this.#directory.where?.tenant ?? this.#creatingFor);
   }
 
   // RPC ---------------------------------------------------------------------------------------------
@@ -243,7 +249,8 @@ export class SessionObject extends DurableObject<Env> {
         }
         const models = await this.#modelsOf();
         const kit = sessionTurnKit(models, { turn: retryOptions(this.env) });
-        checkConfig(models, kit.tools.names(), config);
+        this.#creatingFor = where?.tenant;
+        checkConfig(models, await selectableTools(kit.tools.names(), this.#catalog, config.selectedTools), config);
         await this.#open([
           { spec: createConfigValue, value: config as unknown as JsonValue },
           initialValue(generationConfig.model, config.model),
@@ -495,6 +502,7 @@ export class SessionObject extends DurableObject<Env> {
     const kit = sessionTurnKit(models, {
       env,
       turn: retry,
+      catalog: this.#catalog,
       finalAnswer: async (boundary) => {
         await rig?.atFinalAnswer({
           ...boundary,
@@ -540,7 +548,7 @@ export class SessionObject extends DurableObject<Env> {
       },
     });
     const gupp = new Gupp(rig, (error) => hostReport({ type: "harness", report: error }));
-    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models), feeds, rig: new RigOps(rig, feeds), gupp, stale: false };
+    const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models, this.#catalog), feeds, rig: new RigOps(rig, feeds), gupp, stale: false };
     this.#session = session;
     // Watchers that survived hibernation (or a reopen) are registered before any new commit.
     await this.#rewatchSockets(session);

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ROLE_CAPABILITIES } from "../../src/worker/auth.js";
 import { roles } from "../../src/worker/schemas.js";
 import { call, client, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
-import { ROUTES } from "./http-routes.js";
+import { ROUTES, TENANT_ROUTES } from "./http-routes.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -28,7 +28,7 @@ describe("authentication", () => {
   it("every route without a token, with a token signed by another key, or with a malformed header answers 401", async () => {
     const session = uniqueSession("noauth");
     const forged = await sign({ tenant: "t", role: "operator" }, "some-other-secret-of-enough-length", "HS256");
-    for (const route of ROUTES) {
+    for (const route of [...ROUTES, ...TENANT_ROUTES]) {
       for (const jwt of [undefined, forged, "not.a.jwt"]) {
         const response = await send(route, session, jwt);
         expect(response.status, `${route.name} with ${jwt === undefined ? "no token" : jwt}`).toBe(401);
@@ -80,13 +80,20 @@ describe("roles", () => {
           expect(await lastSeq("roles", session)).toBe(0);
         }
       }
+      // The tenant's routes: an allowed role gets past the role check (to its own, empty catalog).
+      for (const route of TENANT_ROUTES) {
+        const jwt = await token(`roles-${role}`, role, role === "agent" ? { sessions: ["rig"] } : {});
+        const response = await send(route, "unused", jwt);
+        const body = await json(response);
+        expect(response.status === 403 && body["code"] === "forbidden", `${role} ${route.name}`).toBe(!ROLE_CAPABILITIES[role].has(route.capability));
+      }
     }
     // ~100 requests, each to a fresh object: slow on a loaded machine, so a larger budget than the default.
   }, 60_000);
 
   it("the role table: client and mayor lack the operator routes, operator has all, agent has only the rig's", () => {
-    expect([...ROLE_CAPABILITIES.operator].sort()).toEqual([...new Set(ROUTES.map((r) => r.capability))].sort());
-    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound"] as const) {
+    expect([...ROLE_CAPABILITIES.operator].sort()).toEqual([...new Set([...ROUTES, ...TENANT_ROUTES].map((r) => r.capability))].sort());
+    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools"] as const) {
       expect(ROLE_CAPABILITIES.client.has(capability)).toBe(false);
     }
     expect([...ROLE_CAPABILITIES.agent]).toEqual(["rig"]);

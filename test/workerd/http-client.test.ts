@@ -13,6 +13,7 @@ import { API_ROUTES, type ApiRoute } from "../../src/api/openapi.js";
 import { problemBody } from "../../src/api/problems.js";
 import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoApiError, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
 import { InboundClient } from "../../src/client/inbound.js";
+import { ToolsClient } from "../../src/client/tools.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
 import { BASE, token, uniqueSession, workerFetch } from "./http-fixtures.js";
 
@@ -99,7 +100,7 @@ function methodsOf(owner: string, prototype: object): string[] {
     .map(([name]) => `${owner}.${name}`);
 }
 
-const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient };
+const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient };
 
 /** Spy on every client method (calling through) and record which ones ran. */
 function recordCalls(): Set<string> {
@@ -232,6 +233,12 @@ describe("typed client against the worker", () => {
     expect((await inbound.list()).items.map((item) => item.name)).toEqual(["ci", "github"]);
     expect((await inbound.get("github")).template).toBe("{{action}}");
     expect(await inbound.delete("ci")).toEqual({ deleted: true });
+    // The tenant's tool catalog (operator).
+    const tools = operator.tools();
+    const tool = await tools.put("lookup_order", { description: "Look up an order", parameters: { type: "object", properties: { id: { type: "integer" } } }, handler: { type: "client" } });
+    expect((await tools.list()).items.map((item) => item.name)).toContain("lookup_order");
+    expect((await tools.get("lookup_order")).version).toBe(tool.version);
+    expect((await tools.delete("lookup_order", { ifMatch: tool.version })).deleted).toBe(true);
     expect(await ops.shutdown()).toEqual({ shutdown: true });
 
     // The rig: the mayor registers an external agent and hooks a bead on it; the agent long-polls its hook,

@@ -54,3 +54,15 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "GET rig witness", method: "GET", path: (x) => `${s(x)}/rig/witness`, capability: "rig" },
   { name: "POST rig mail", method: "POST", path: (x) => `${s(x)}/rig/mail`, body: { to: "mayor", payload: "hello" }, capability: "rig" },
 ];
+
+/**
+ * Bearer-token routes of the tenant rather than of a session (the tool catalog): an allowed role reads or
+ * writes the tenant's own catalog, so these are checked apart from the session routes (401 without a
+ * token, 403 without the capability, and the operator's capabilities are the union of both tables).
+ */
+export const TENANT_ROUTES: readonly RouteCase[] = [
+  { name: "GET tools", method: "GET", path: () => "/v1/tools", capability: "tools" },
+  { name: "GET tool", method: "GET", path: () => "/v1/tools/lookup", capability: "tools" },
+  { name: "DELETE tool", method: "DELETE", path: () => "/v1/tools/lookup", capability: "tools" },
+  { name: "PUT tool", method: "PUT", path: () => "/v1/tools/lookup", body: { description: "d", parameters: { type: "object" }, handler: { type: "client" } }, capability: "tools" },
+];
