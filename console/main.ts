@@ -14,6 +14,7 @@ import type { UsageTotals } from "../src/kinds/states.js";
 import { $, el } from "./dom.js";
 import { pendingOf, renderPending } from "./pending.js";
 import { RigView } from "./rig.js";
+import { DeliveriesView } from "./deliveries.js";
 
 interface Row {
   readonly session: string;
@@ -31,7 +32,7 @@ let conversationWatch: LiveWatch | undefined;
 let sessionWatch: LiveWatch | undefined;
 let view: ConversationView | undefined;
 let cursor: string | undefined;
-let tab: "conversation" | "rig" = "conversation";
+let tab: "conversation" | "rig" | "deliveries" = "conversation";
 
 function status(message: string): void {
   $("status").textContent = message;
@@ -120,15 +121,25 @@ const rigView = new RigView((path) => api("GET", path), (error) => status(error 
   mail: $("rig-mail"),
 });
 
-/** Show the open session's conversation or its rig (read while shown). */
-function showTab(next: "conversation" | "rig"): void {
+const deliveriesView = new DeliveriesView(api, (error) => status(error instanceof Error ? error.message : String(error)), {
+  endpoint: $<HTMLSelectElement>("deliveries-endpoint"),
+  status: $<HTMLSelectElement>("deliveries-status"),
+  table: $("deliveries"),
+});
+
+/** Show the open session's conversation, its rig or its event deliveries (read while shown). */
+function showTab(next: "conversation" | "rig" | "deliveries"): void {
   tab = next;
   $("conversation-view").hidden = next !== "conversation";
   $("rig-view").hidden = next !== "rig";
+  $("deliveries-view").hidden = next !== "deliveries";
   $("tab-conversation").classList.toggle("on", next === "conversation");
   $("tab-rig").classList.toggle("on", next === "rig");
+  $("tab-deliveries").classList.toggle("on", next === "deliveries");
   if (next === "rig" && current !== undefined) rigView.open(sessionPath());
   else rigView.close();
+  if (next === "deliveries" && current !== undefined) deliveriesView.open(sessionPath());
+  else deliveriesView.close();
 }
 
 function guard(action: () => Promise<unknown>): () => void {
@@ -433,6 +444,7 @@ $("create").addEventListener("click", guard(createSession));
 $("send").addEventListener("click", guard(send));
 $("tab-conversation").addEventListener("click", () => showTab("conversation"));
 $("tab-rig").addEventListener("click", () => showTab("rig"));
+$("tab-deliveries").addEventListener("click", () => showTab("deliveries"));
 $("abort").addEventListener("click", guard(() => api("POST", `${conversationPath()}/abort`, {})));
 $("fork").addEventListener("click", guard(fork));
 $("inspect").addEventListener("click", guard(inspect));

@@ -36,6 +36,8 @@ import {
   noQuery,
 } from "./schemas.js";
 import { inboundBody, inboundName } from "./inbound.js";
+import { pendingAnswerBody, pendingAnsweredResponse, pendingIdParam, pendingListResponse } from "./pending.js";
+import { deliveriesQuery, deliveryList, deliveryOut, endpointBody, endpointDeleted, endpointId, endpointList, endpointOut, endpointPatchBody } from "./webhook-endpoints.js";
 import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
@@ -126,6 +128,9 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   agentId,
   mailId: idString,
   name: inboundName,
+  pendingId: pendingIdParam,
+  endpointId,
+  deliveryId: z.string().describe("{event element}.{endpoint id}"),
   tool: toolName,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
@@ -223,6 +228,22 @@ export const API_ROUTES: readonly ApiRoute[] = [
     body: body(z.record(z.string(), jsonValue)),
     responses: { 200: ok(inboundDeliveryResponse, "Accepted ({ inputId, duplicate }), or the platform's handshake answer") },
   },
+  // Pending list (docs/api.md "Pending"): approvals and client tools waiting for an answer
+  { method: "get", path: `${S}/pending`, operationId: "listPending", summary: "The session's pending items (approvals, client tools)", auth: client("pending"), query: noQuery, responses: { 200: ok(pendingListResponse) } },
+  { method: "get", path: `${C}/pending`, operationId: "listConversationPending", summary: "One conversation's pending items", auth: client("pending"), query: noQuery, responses: { 200: ok(pendingListResponse) } },
+  {
+    method: "post", path: `${S}/pending/{pendingId}`, operationId: "answerPending", summary: "Answer a pending item once: an approval { approve, reason? }, a client tool { output, isError? }; 409 already_answered (with answer) or pending_closed (with outcome)", auth: client("pending"),
+    query: noQuery, body: body(pendingAnswerBody), responses: { 200: ok(pendingAnsweredResponse) },
+  },
+  // Events out (docs/integrations.md "Events out")
+  { method: "post", path: "/v1/webhook-endpoints", operationId: "createWebhookEndpoint", summary: "Register an endpoint for the tenant's events; its whsec_ secret is answered once", auth: client("webhooks"), query: noQuery, body: body(endpointBody), responses: { 201: ok(endpointOut, "Created (with secret)") } },
+  { method: "get", path: "/v1/webhook-endpoints", operationId: "listWebhookEndpoints", summary: "The tenant's endpoints (never their secrets)", auth: client("webhooks"), query: noQuery, responses: { 200: ok(endpointList) } },
+  { method: "get", path: "/v1/webhook-endpoints/{endpointId}", operationId: "getWebhookEndpoint", summary: "One endpoint (never its secret)", auth: client("webhooks"), query: noQuery, responses: { 200: ok(endpointOut) } },
+  { method: "patch", path: "/v1/webhook-endpoints/{endpointId}", operationId: "patchWebhookEndpoint", summary: "Change url, events, sessions, description; enabled: false disables, true re-enables", auth: client("webhooks"), query: noQuery, body: body(endpointPatchBody), responses: { 200: ok(endpointOut) } },
+  { method: "delete", path: "/v1/webhook-endpoints/{endpointId}", operationId: "deleteWebhookEndpoint", summary: "Delete an endpoint: its pending deliveries die", auth: client("webhooks"), query: noQuery, responses: { 200: ok(endpointDeleted) } },
+  { method: "post", path: "/v1/webhook-endpoints/{endpointId}/rotate-secret", operationId: "rotateWebhookEndpointSecret", summary: "A new secret (answered once); the old one signs too for 24 h", auth: client("webhooks"), query: noQuery, responses: { 200: ok(endpointOut) } },
+  { method: "get", path: `${S}/deliveries`, operationId: "listDeliveries", summary: "The session's event deliveries, newest first", auth: client("webhooks"), query: deliveriesQuery, responses: { 200: ok(deliveryList) } },
+  { method: "post", path: `${S}/deliveries/{deliveryId}/retry`, operationId: "retryDelivery", summary: "Send a delivery again now, with a fresh retry window", auth: client("webhooks"), query: noQuery, responses: { 200: ok(deliveryOut) } },
   // The tenant's tool catalog (docs/tools.md)
   {
     method: "put", path: "/v1/tools/{tool}", operationId: "putTool", summary: "Define or replace a tool of the tenant's catalog (ETag: its version; If-Match makes it conditional; 422 invalid_tool names the field)", auth: client("tools"),

@@ -5,6 +5,7 @@
  * the typed client and the OpenAPI document all take them from here.
  */
 import { z } from "zod";
+import type { JsonValue } from "../storage/records.js";
 
 export type ProblemCode =
   // 400: the request is malformed; the field or parameter is named
@@ -53,12 +54,17 @@ export type ProblemCode =
   | "pending_not_found"
   | "already_answered"
   | "pending_closed"
+  // webhook endpoints and deliveries (events out)
+  | "endpoint_not_found"
+  | "delivery_not_found"
+  | "endpoint_disabled"
   // 413 / 415 / 422
   | "payload_too_large"
   | "unsupported_media_type"
   | "unknown_model"
   | "unknown_tool"
   | "invalid_tool"
+  | "invalid_endpoint"
   | "invalid_commit"
   | "idempotency_key_reused"
   // 5xx
@@ -108,11 +114,15 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   pending_not_found: 404,
   already_answered: 409,
   pending_closed: 409,
+  endpoint_not_found: 404,
+  delivery_not_found: 404,
+  endpoint_disabled: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   unknown_model: 422,
   unknown_tool: 422,
   invalid_tool: 422,
+  invalid_endpoint: 422,
   invalid_commit: 422,
   idempotency_key_reused: 422,
   closed: 503,
@@ -166,6 +176,10 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   unknown_model: "The model is not available",
   unknown_tool: "The tool is not registered",
   invalid_tool: "The tool definition is invalid",
+  invalid_endpoint: "The webhook endpoint is invalid",
+  endpoint_not_found: "The tenant has no such webhook endpoint",
+  delivery_not_found: "The session has no such delivery",
+  endpoint_disabled: "The webhook endpoint is disabled",
   invalid_commit: "The operation would break a session rule",
   idempotency_key_reused: "The Idempotency-Key was used with a different request",
   closed: "The session is closing",
@@ -183,6 +197,10 @@ export interface ProblemBody {
   /** The offending body field, query parameter, header or path parameter. */
   readonly field?: string;
   readonly instance?: string;
+  /** Extension member of `already_answered`: the answer that was recorded first. */
+  readonly answer?: JsonValue;
+  /** Extension member of `pending_closed`: how the item closed (`timeout`, `aborted`). */
+  readonly outcome?: string;
 }
 
 /** Every problem code, in table order. */
@@ -197,4 +215,6 @@ export const problemBody = z.strictObject({
   code: z.enum(PROBLEM_CODES as [ProblemCode, ...ProblemCode[]]),
   field: z.string().optional(),
   instance: z.string().optional(),
+  answer: z.custom<JsonValue>(() => true).optional().meta({ description: "already_answered: the answer that was recorded first" }),
+  outcome: z.string().optional().meta({ description: "pending_closed: how the item closed (timeout, aborted)" }),
 });

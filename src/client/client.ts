@@ -60,6 +60,8 @@ import type { registerBody, setHookBody, witnessPatch } from "../api/rig.js";
 import type { AcceptBody, scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
 import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { InboundClient } from "./inbound.js";
+import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
+import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { ToolsClient } from "./tools.js";
 import { readSse, type SseFrame } from "./sse.js";
 
@@ -107,6 +109,11 @@ export class PicoClient {
   /** The tenant's sessions from its directory, newest activity first (`cursor` pages on). */
   async sessions(query: { limit?: number; cursor?: string; q?: string } = {}): Promise<SessionsPage> {
     return (await this.request<SessionsPage>("GET", `/v1/sessions${queryString(query)}`)).body;
+  }
+
+  /** The tenant's webhook endpoints (operator; src/client/webhook-endpoints.ts). */
+  webhookEndpoints(): WebhookEndpointsClient {
+    return new WebhookEndpointsClient(this);
   }
 
   /** The tenant's tool catalog (operator; src/client/tools.ts). */
@@ -184,6 +191,9 @@ export class SessionClient {
   conversation(ref: "root" | Id): ConversationClient {
     return new ConversationClient(this.#client, `${this.path}/conversations/${ref}`);
   }
+  /** What waits for an answer (approvals, client tools), here or in `conversation(c).pending()`; `answer` answers one once (src/client/pending.ts). */
+  pending(): Promise<PendingListResponse> { return listPending(this.#client, this.path); }
+  answer(id: string, body: PendingAnswerBody): Promise<PendingAnsweredResponse> { return answerPending(this.#client, this.path, id, body); }
 
   async input(inputId: Id): Promise<InputResponse> {
     return (await this.#client.request<InputResponse>("GET", `${this.path}/inputs/${inputId}`)).body;
@@ -260,6 +270,11 @@ export class SessionClient {
     return new InboundClient(this.#client, `${this.path}/inbound`);
   }
 
+  /** The session's event deliveries (operator; src/client/webhook-endpoints.ts). */
+  deliveries(): DeliveriesClient {
+    return new DeliveriesClient(this.#client, `${this.path}/deliveries`);
+  }
+
   /** A watch token for the session watch (what `?access_token=` takes: EventSource, WebSocket). */
   async watchToken(ttlSeconds?: number): Promise<WatchTokenResponse> {
     return (await this.#client.request<WatchTokenResponse>("POST", `${this.path}/watch-token`, { body: ttlSeconds === undefined ? {} : { ttlSeconds } })).body;
@@ -287,6 +302,7 @@ export class ConversationClient {
     return (await this.#client.request<AcceptResponse>("POST", `${this.path}/inputs${qs}`, { body, headers })).body;
   }
 
+  pending(): Promise<PendingListResponse> { return listPending(this.#client, this.path); }
   async snapshot(): Promise<ConversationSnapshot> {
     return (await this.#client.request<ConversationSnapshot>("GET", this.path)).body;
   }
@@ -675,6 +691,8 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listInbound: "InboundClient.list",
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
+  ...PENDING_CLIENT_OPERATIONS,
+  ...EVENTS_CLIENT_OPERATIONS,
   putTool: "ToolsClient.put",
   listTools: "ToolsClient.list",
   getTool: "ToolsClient.get",

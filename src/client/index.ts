@@ -3,6 +3,8 @@
  */
 export * from "./client.js";
 export * from "./inbound.js";
+export * from "./pending.js";
+export * from "./webhook-endpoints.js";
 export * from "./tools.js";
 export * from "./sse.js";
 export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch.js";

@@ -55,6 +55,24 @@ export function endWait(tx: ValueWriter, taskId: Id): void {
   tx.value(waitValue(taskId)).delete();
 }
 
+/** Why an answer was refused: nothing waits for it, it was answered already, or its task is being aborted. */
+export type RefusalReason = "not_waiting" | "answered" | "aborted";
+
+/**
+ * A refused answer (it wrote nothing). Codes: `not_found` when nothing waits for it, `conflict` when
+ * the wait was answered already (`current` is that answer) or the task is marked for abort.
+ */
+export class AnswerRefused extends PicoError {
+  override readonly name = "AnswerRefused";
+  constructor(
+    readonly reason: RefusalReason,
+    message: string,
+    readonly current?: { readonly value: JsonValue; readonly at: number },
+  ) {
+    super(reason === "not_waiting" ? "not_found" : "conflict", message);
+  }
+}
+
 /** What `recordAnswer` needs of the harness (kept narrow so this module does not import it). */
 export interface AnswerHost {
   readonly storage: Pick<Storage, "getTasks">;
@@ -65,20 +83,21 @@ export interface AnswerHost {
 }
 
 /**
- * Record the answer to task `taskId`'s wait for `key`, once. Refused with `not_found` when the task is
- * not live or not waiting for `key`, and with `conflict` when the wait was already answered; a refused
- * answer writes nothing.
+ * Record the answer to task `taskId`'s wait for `key`, once. Refused (`AnswerRefused`) with
+ * `not_waiting` when the task is not live or not waiting for `key`, `answered` when the wait was
+ * already answered, and `aborted` when the task is marked for abort; a refused answer writes nothing.
  */
 export async function recordAnswer(host: AnswerHost, taskId: Id, key: string, value: JsonValue, call: Call): Promise<{ readonly at: number }> {
   const at = await host.commit(async (tx) => {
     const task = (await host.storage.getTasks([taskId])).get(taskId);
-    if (task === undefined || task.role === "terminal") throw new PicoError("not_found", `task ${taskId} is not live: nothing waits for ${JSON.stringify(key)}`);
+    if (task === undefined || task.role === "terminal") throw new AnswerRefused("not_waiting", `task ${taskId} is not live: nothing waits for ${JSON.stringify(key)}`);
     const wait = tx.value(waitValue(taskId));
     const current = await wait.get();
     if (current === undefined || current.key !== key) {
-      throw new PicoError("not_found", `task ${taskId} is not waiting for ${JSON.stringify(key)}${current === undefined ? "" : ` (it waits for ${JSON.stringify(current.key)})`}`);
+      throw new AnswerRefused("not_waiting", `task ${taskId} is not waiting for ${JSON.stringify(key)}${current === undefined ? "" : ` (it waits for ${JSON.stringify(current.key)})`}`);
     }
-    if (current.answer !== undefined) throw new PicoError("conflict", `task ${taskId}'s wait for ${JSON.stringify(key)} was already answered`);
+    if (current.answer !== undefined) throw new AnswerRefused("answered", `task ${taskId}'s wait for ${JSON.stringify(key)} was already answered`, current.answer);
+    if (task.abort === true) throw new AnswerRefused("aborted", `task ${taskId} is being aborted: its wait for ${JSON.stringify(key)} takes no answer`);
     const now = host.now();
     wait.set({ ...current, answer: { value, at: now } });
     return now;

@@ -71,11 +71,19 @@ export class Driver {
 
   /**
    * Is some live task not parked in a wait for an external answer without a deadline? Those need no
-   * alarm: the route that records the answer opens the object. Every other live task needs
-   * a reason to wake (a heartbeat while busy, a wake time while asleep, a guard until dispatched).
+   * alarm: the route that records the answer opens the object. Nor does a start task held back by a
+   * live dependency (post_tools behind its tool calls): it runs when the dependency settles, and the
+   * dependency has its own reason to wake, or none when it waits on such an answer. Every other live
+   * task needs a reason to wake (a heartbeat while busy, a wake time while asleep, a guard until
+   * dispatched).
    */
   get hasLiveToWake(): boolean {
-    for (const id of this.#s.live.keys()) if (!this.#s.sleepers.has(id) || this.#s.sleepers.get(id) !== undefined) return true;
+    const s = this.#s;
+    for (const [id, lt] of s.live) {
+      if (s.sleepers.has(id) && s.sleepers.get(id) === undefined) continue;
+      if (lt.task.role === "start" && lt.task.abort !== true && lt.task.after.some((dep) => s.live.has(dep))) continue;
+      return true;
+    }
     return false;
   }
 

@@ -37,7 +37,7 @@ import { bind, type Binding, type ListRef, type ValueRef, type ValueSpec } from 
 import type { AnyTaskKind, ReadTask, TaskDefinition, TaskRoles } from "./task-kind-types.js";
 import { TaskKindRegistry } from "./task-kind-types.js";
 import type { ListHandle, ValueHandle } from "./handles.js";
-import type { CommitListener, CommitOrigin, CommittedBatch, HarnessReport } from "./session-types.js";
+import type { BatchObserver, CommitListener, CommitOrigin, CommittedBatch, HarnessReport } from "./session-types.js";
 import { LineRegistry, PlainSectionStore, type AnySection, type SectionStore } from "./registry.js";
 import {
   readEntries,
@@ -57,7 +57,7 @@ import { runInvocation } from "./runtime.js";
 import { watchHub } from "./watch-hub.js";
 import type { DriverHost, FaultReport } from "./host.js";
 
-export type { CommitListener, CommittedBatch, HarnessReport } from "./session-types.js";
+export type { BatchObserver, BatchView, CommitListener, CommittedBatch, HarnessReport } from "./session-types.js";
 export type { ListHandle, ValueHandle } from "./handles.js";
 
 /** An initial root value: typed pairs built with `initialValue`. */
@@ -81,6 +81,8 @@ export interface HarnessOptions {
   readonly report?: (report: HarnessReport) => void;
   /** The execution environment (FileSystem & Shell) tasks and tools reach as `runtime.env` (§5.2, §9.3). */
   readonly env?: ExecutionEnv;
+  /** Sees each main batch before validation and may add to it (session-types.ts `BatchObserver`). */
+  readonly observeBatch?: BatchObserver;
 }
 
 export class Harness {
@@ -102,6 +104,7 @@ export class Harness {
   #conversations = new Map<Id, ConversationHandle>();
   #liveTurns: LiveTurns;
   #report: (report: HarnessReport) => void;
+  readonly #observeBatch: BatchObserver | undefined;
   #rootId: Id = 1;
   readonly #entryKinds: EntryKindRegistry;
   readonly #taskKinds: TaskKindRegistry;
@@ -149,6 +152,7 @@ export class Harness {
     this.now = () => this.driver.clock.now();
     this.env = options.env ?? noExecutionEnv;
     this.#report = options.report ?? (() => undefined);
+    this.#observeBatch = options.observeBatch;
     this.#liveTurns = { liveTurnTasks: async (id) => this.driver.liveTurnTasks(id) };
   }
 
@@ -246,6 +250,9 @@ export class Harness {
     const origin = internal ? undefined : "origin" in options ? options.origin : this.driver.originOf(call);
     const builder = new TxBuilder(this.storage, this.#taskKinds, { ...options, origin, inTurn: (id) => this.driver.liveTurnTasks(id) > 0, now: this.now });
     const result = await plan(builder);
+    if (this.#observeBatch !== undefined && options.scratchTask === undefined && builder.writes.length > 0) {
+      await this.#observeBatch({ writes: [...builder.writes], first: this.storage.lastSeq + 1, origin }, builder);
+    }
     builder.freeze();
     const batch = builder.batch();
     if (batch.writes.length === 0) return { result, after: undefined };

@@ -10,10 +10,14 @@
  *             (§5.3), invoke with the sink, drain it, after_tool outside the line, then
  *             { result entry; usage row; settle done }.
  *   recover:  replay "safe" -> clear scratch and run again; "never" -> an interrupted error result from
- *             the durable scratch.
+ *             the durable scratch; parked -> wait for the answer again (tool-catalog-call.ts).
  *   abort:    a fresh invocation after execute returned: read durable scratch, mark the live foreground
  *             tasks of the conversations this task owns (never their queues), write an aborted error
  *             result, settle aborted.
+ *
+ * A call of a catalog tool (its task carries the definition the generation captured, `def`) runs in
+ * tool-catalog-call.ts: approvals and client tools park it (status `parked`) on a durable answer, and
+ * an HTTP tool runs from the captured definition, never the live catalog.
  *
  * An ordinary tool throw is an error result (isError), not a cancellation; `out.terminate(true); throw`
  * still terminates the turn. Diagnostics are rendered after the data in a `<harness>` block (§9.3).
@@ -28,11 +32,13 @@ import { conversationTx, type TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject, JsonValue, Task } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
 import { DEFAULT_JOB_CWD, delegateNotice, jobDefinition, readJobOutput, type JobState } from "./job.js";
+import type { PendingResolution } from "./pending-types.js";
 import type { AnyTool, ToolRuntime, TurnServices } from "./services.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink } from "./sink.js";
 import { toolRoles, type TaskToolCall, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
 import { compactToolData } from "./stored.js";
 import { delegateSubagentNotice } from "./subagent-notice.js";
+import { abortParked, capturedTool, catalogCalls, resolutionDiags, type InvokeExtras, type SettleExtras } from "./tool-catalog-call.js";
 import { recordUsage } from "./usage.js";
 
 export interface ToolHooks extends HookPoints {
@@ -61,6 +67,11 @@ export function createToolKind(services: TurnServices) {
     async execute(task, runtime, call) {
       if (task.state.status !== "planned") throw new PicoError("contract", `tool ${task.id} executes only from planned, not ${task.state.status}`);
       const toolCall = liveCall(task.id, task.state.call);
+      // A catalog tool's call runs from the definition its generation captured (tool-catalog-call.ts).
+      if (task.state.def !== undefined && services.tools.get(toolCall.name) === undefined) {
+        await catalog.execute(task, runtime, toolCall, task.state.def, call);
+        return;
+      }
       if (task.state.offered === false) {
         await settle(task, runtime, "done", errorOutput(`Tool "${toolCall.name}" was not offered in this request.`, "not_offered"), call);
         return;
@@ -79,27 +90,9 @@ export function createToolKind(services: TurnServices) {
       }
 
       const chain = await ownershipChain(runtime, task.conversationId, call);
-      let decision: Partial<BeforeToolOutput>;
-      try {
-        decision = await services.hooks.run<BeforeToolOutput>(kind, "before_tool", { toolCallId: toolCall.id, toolName: toolCall.name, args }, chain, call);
-      } catch (error) {
-        if (isCancellation(error, call)) throw error;
-        // failClosed: a throwing before_tool blocks the tool (§8.7).
-        decision = { block: { reason: `before_tool failed: ${describe(error instanceof PicoError && error.cause !== undefined ? error.cause : error)}` } };
-      }
-      if (decision.block !== undefined) {
-        const output = errorOutput(`Tool call blocked: ${decision.block.reason}`, "blocked", decision.block.terminate === true);
-        await settle(task, runtime, "done", output, call);
-        return;
-      }
-      if (decision.args !== undefined) {
-        try {
-          args = validate(tool, toolCall, decision.args);
-        } catch (error) {
-          await settle(task, runtime, "done", errorOutput(`before_tool supplied invalid arguments: ${describe(error)}`, "invalid_arguments"), call);
-          return;
-        }
-      }
+      const checked = await beforeTool(task, runtime, toolCall, args, (replaced) => validate(tool, toolCall, replaced), chain, call);
+      if (checked === undefined) return;
+      args = checked;
 
       const replay = tool.replay ?? "never";
       // Intent before effects (§5.3): a crash from here on goes through recover.
@@ -109,9 +102,14 @@ export function createToolKind(services: TurnServices) {
     },
 
     async recover(task, runtime, call) {
-      if (task.state.status !== "running") throw new PicoError("contract", `tool ${task.id} recovers only from running, not ${task.state.status}`);
+      if (task.state.status === "parked") {
+        await catalog.recover(task, runtime, task.state, call);
+        return;
+      }
+      if (task.state.status !== "running") throw new PicoError("contract", `tool ${task.id} recovers only from running or parked, not ${task.state.status}`);
       const state = task.state;
-      const tool = services.tools.get(state.call.name);
+      // A catalog tool is rebuilt from its captured definition, never from the live catalog.
+      const tool = state.def === undefined ? services.tools.get(state.call.name) : capturedTool(state.def);
       if (state.replay === "safe" && tool !== undefined) {
         // A retry is the same task: the attempt starts with clean scratch (§4.6).
         await runtime.scratch((sc) => {
@@ -119,7 +117,7 @@ export function createToolKind(services: TurnServices) {
           sc.value(sinkCheckpoint).delete();
         }, call);
         const chain = await ownershipChain(runtime, task.conversationId, call);
-        await invoke(task, runtime, tool, state.args, state.budgetMs, chain, call);
+        await invoke(task, runtime, tool, state.args, state.budgetMs, chain, call, { diags: resolutionDiags(state.resolved), ...resolvedOf(state) });
         return;
       }
       const folded = await readSinkScratch(runtime, tool?.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS, call);
@@ -133,7 +131,7 @@ export function createToolKind(services: TurnServices) {
       if (state.jobId !== undefined) {
         folded.diags.push(diag("info", `job ${state.jobId}, which this call started, continues under its own recovery policy (a job not safe to rerun is lost); use job wait / status / stop with id ${state.jobId}`, "job"));
       }
-      await settle(task, runtime, "done", outputState(folded, true), call);
+      await settle(task, runtime, "done", outputState(folded, true), call, undefined, resolvedOf(state));
     },
 
     async abort(task, runtime, call) {
@@ -145,17 +143,19 @@ export function createToolKind(services: TurnServices) {
       if (task.state.status === "running" && task.state.jobId !== undefined && task.state.cancelJobOnAbort === true) {
         await runtime.markIfLive([task.state.jobId], call);
       }
-      if (task.state.status === "planned") {
-        folded.text = "Tool call aborted before it ran.";
+      if (task.state.status === "planned" || task.state.status === "parked") {
+        folded.text = task.state.status === "planned" ? "Tool call aborted before it ran." : `Tool call aborted while it waited for ${task.state.pending.type === "approval" ? "an approval" : "the client's output"}.`;
         folded.totalChars = folded.text.length;
       }
       folded.diags.push(diag("error", "the call was aborted", "aborted"));
-      await settle(task, runtime, "aborted", outputState(folded, true), call);
+      // A parked call's item leaves the list in the settling commit, its wait ended, resolved "aborted".
+      const extras = task.state.status === "parked" ? abortParked(task, task.state, runtime.now()) : task.state.status === "running" ? resolvedOf(task.state) : {};
+      await settle(task, runtime, "aborted", outputState(folded, true), call, undefined, extras);
     },
   });
 
   /** Invoke the tool with a fresh sink, drain it, run after_tool, settle done. */
-  async function invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, captured: number | undefined, chain: readonly Id[], call: Call): Promise<void> {
+  async function invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, captured: number | undefined, chain: readonly Id[], call: Call, extras: InvokeExtras = {}): Promise<void> {
     const toolCall = liveCall(task.id, task.state.call);
     const sink = new ToolSink({
       runtime,
@@ -166,6 +166,7 @@ export function createToolKind(services: TurnServices) {
     });
     // The budget the generation captured (§8.3), never the conversation's live value; absent: the default.
     const budgetMs = captured ?? services.options.toolBudgetMs;
+    for (const d of extras.diags ?? []) sink.diag(d.severity, d.message, d.code ?? undefined);
     let isError = false;
     try {
       await tool.execute(toolCall.id, args, sink, toolRuntime(runtime, budgetMs, toolCall), call);
@@ -190,8 +191,43 @@ export function createToolKind(services: TurnServices) {
     await sink.drain(settlesNext ? "hold" : "flush");
     const output = sink.output(isError);
     await services.hooks.run(kind, "after_tool", { toolCallId: toolCall.id, output }, chain, call);
-    await settle(task, runtime, "done", output, call, () => sink.showUnwritten());
+    await settle(task, runtime, "done", output, call, () => sink.showUnwritten(), extras.resolved === undefined ? {} : { resolved: extras.resolved });
   }
+
+  /**
+   * before_tool (fail-closed: a throw blocks, §8.7): the arguments to run with (re-validated when the
+   * hook replaced them), or undefined when the call was blocked or its replaced arguments are invalid
+   * (its error result settled).
+   */
+  async function beforeTool(task: ToolTask, runtime: TaskRuntime, toolCall: ToolCall, args: JsonObject, revalidate: (args: JsonObject) => JsonObject, chain: readonly Id[], call: Call): Promise<JsonObject | undefined> {
+    let decision: Partial<BeforeToolOutput>;
+    try {
+      decision = await services.hooks.run<BeforeToolOutput>(kind, "before_tool", { toolCallId: toolCall.id, toolName: toolCall.name, args }, chain, call);
+    } catch (error) {
+      if (isCancellation(error, call)) throw error;
+      // failClosed: a throwing before_tool blocks the tool (§8.7).
+      decision = { block: { reason: `before_tool failed: ${describe(error instanceof PicoError && error.cause !== undefined ? error.cause : error)}` } };
+    }
+    if (decision.block !== undefined) {
+      const output = errorOutput(`Tool call blocked: ${decision.block.reason}`, "blocked", decision.block.terminate === true);
+      await settle(task, runtime, "done", output, call);
+      return undefined;
+    }
+    if (decision.args === undefined) return args;
+    try {
+      return revalidate(decision.args);
+    } catch (error) {
+      await settle(task, runtime, "done", errorOutput(`before_tool supplied invalid arguments: ${describe(error)}`, "invalid_arguments"), call);
+      return undefined;
+    }
+  }
+
+  const catalog = catalogCalls({
+    beforeTool: async (task, runtime, toolCall, args, revalidate, call) => beforeTool(task, runtime, toolCall, args, revalidate, await ownershipChain(runtime, task.conversationId, call), call),
+    invoke: async (task, runtime, tool, args, budgetMs, call, extras) => invoke(task, runtime, tool, args, budgetMs, await ownershipChain(runtime, task.conversationId, call), call, extras),
+    settle: (task, runtime, status, output, call, extras) => settle(task, runtime, status, output, call, undefined, extras),
+    errorOutput: (message, code) => errorOutput(message, code),
+  });
 
   return kind;
 }
@@ -204,7 +240,7 @@ export function createToolKind(services: TurnServices) {
  * state records the output without its content, which the result entry's message holds. `show` runs in
  * the plan: the live sink's unwritten output joins the preview, published with this commit.
  */
-async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "aborted", output: ToolOutputState, call: Call, show?: () => void): Promise<void> {
+async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "aborted", output: ToolOutputState, call: Call, show?: () => void, extras: SettleExtras = {}): Promise<void> {
   const toolCall = task.state.call;
   const assistant = task.state.assistant;
   await runtime.commitBuilder(async (b) => {
@@ -229,8 +265,11 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
     if (status === "done" && output.delegated !== null) await delegationNotice(b, task.conversationId, output.delegated, toolCall.id, output.details, runtime.now());
     // The call without its arguments and signature (the assistant entry holds them) and its constant type.
     const settled: TaskToolCall = { id: toolCall.id, name: toolCall.name, ...(toolCall.namespace === undefined ? {} : { namespace: toolCall.namespace }) };
-    if (status === "done") tx.settle(task, "done", { call: settled, assistant, output: data, result });
-    else tx.settle(task, "aborted", { call: settled, assistant, output: data, result });
+    await extras.extra?.(b);
+    // The pending items the call consumed stay with it, so a late answer is refused with what happened.
+    const resolved = extras.resolved === undefined || extras.resolved.length === 0 ? {} : { resolved: [...extras.resolved] };
+    if (status === "done") tx.settle(task, "done", { call: settled, assistant, output: data, result, ...resolved });
+    else tx.settle(task, "aborted", { call: settled, assistant, output: data, result, ...resolved });
   }, call);
 }
 
@@ -374,6 +413,11 @@ function isCancellation(error: unknown, call: Call): boolean {
   if (error === signal.reason) return true;
   if (error instanceof PicoError && (error.code === "closed" || error.code === "task_cancelled")) return true;
   return typeof error === "object" && error !== null && (error as { name?: unknown }).name === "AbortError";
+}
+
+/** The pending items a running call consumed before it ran. */
+function resolvedOf(state: { readonly resolved?: readonly PendingResolution[] }): SettleExtras {
+  return state.resolved === undefined ? {} : { resolved: state.resolved };
 }
 
 function diag(severity: ToolDiag["severity"], message: string, code: string): ToolDiag {

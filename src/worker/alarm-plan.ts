@@ -33,6 +33,8 @@ export class AlarmPlan {
   #wake: number | undefined;
   #heartbeat: number | undefined;
   #directory: number | undefined;
+  /** The outbox sender's next round (outbox.ts). */
+  #outbox: number | undefined;
   #busy = false;
   /** Live work committed but neither dispatched (busy) nor asleep (wake) yet: a kill in that gap must still wake it. */
   #guard: number | undefined;
@@ -96,6 +98,12 @@ export class AlarmPlan {
     this.#apply(now);
   }
 
+  /** When the outbox sender next has something to do (undefined: nothing). */
+  outbox(at: number | undefined, now: number): void {
+    this.#outbox = at;
+    this.#apply(now);
+  }
+
   /** The storage was wiped (session deleted): nothing is scheduled and no task reason remains. */
   cleared(now: number): void {
     this.#armed = undefined;
@@ -104,6 +112,7 @@ export class AlarmPlan {
     this.#heartbeat = undefined;
     this.#busy = false;
     this.#guard = undefined;
+    this.#outbox = undefined;
     this.#apply(now);
   }
 
@@ -124,7 +133,7 @@ export class AlarmPlan {
 
   /** The earliest reason to wake, or undefined. */
   get desired(): number | undefined {
-    return minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory);
+    return minimum(minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory), this.#outbox);
   }
 
   #apply(now: number): void {

@@ -8,6 +8,8 @@
  *   routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   routes/webhooks.ts       signed webhooks (no bearer token)
  *   routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe or Standard Webhooks format (no bearer token)
+ *   routes/pending.ts        the pending list: approvals and client tools waiting for an answer
+ *   routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   routes/tools.ts          the tenant's tool catalog (operator)
  *   GET /v1/models           the models this deployment can use (models.ts)
@@ -31,6 +33,8 @@ import { sessionRoutes } from "./routes/sessions.js";
 import { watchRoutes } from "./routes/watch.js";
 import { webhookRoutes } from "./routes/webhooks.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
+import { pendingRoutes } from "./routes/pending.js";
+import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { toolRoutes } from "./routes/tools.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
 
@@ -66,9 +70,12 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", conversationRoutes);
   app.route("/v1/sessions", scheduleRoutes);
   app.route("/v1/sessions", inboundRoutes);
+  app.route("/v1/sessions", pendingRoutes);
+  app.route("/v1/sessions", deliveryRoutes);
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
   app.route("/v1/inbound", inboundDeliveryRoutes);
+  app.route("/v1/webhook-endpoints", webhookEndpointRoutes);
   app.route("/v1/tools", toolRoutes);
 
   app.notFound((c) => {

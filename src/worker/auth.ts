@@ -37,6 +37,8 @@ export type Capability =
   | "inbound"
   /** The tenant's tool catalog (docs/tools.md). */
   | "tools"
+  /** The tenant's webhook endpoints and each session's deliveries (docs/integrations.md "Events out"). */
+  | "webhooks"
   /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
   | "pending";
 
@@ -51,7 +53,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
 };

@@ -13,6 +13,10 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "./env.js";
+import { EndpointStore, type EndpointInput, type EndpointPatch } from "./directory-endpoints.js";
+import type { EndpointRecord, SessionEndpoint } from "./outbox-types.js";
+import type { SealedSecret } from "./sealed-secrets.js";
+import { hostClock } from "./host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../kinds/catalog-types.js";
 
 /** One session's row as the directory lists it. */
@@ -46,6 +50,15 @@ export interface DirectoryPage {
 export interface DirectoryRpc extends ToolCatalogRpc {
   apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }>;
   list(query: DirectoryQuery): Promise<DirectoryPage>;
+  // Webhook endpoints (events out) ---------------------------------------------------------------
+  createEndpoint(id: string, input: EndpointInput, secret: SealedSecret): Promise<EndpointRecord | undefined>;
+  listEndpoints(): Promise<EndpointRecord[]>;
+  getEndpoint(id: string): Promise<EndpointRecord | undefined>;
+  patchEndpoint(id: string, patch: EndpointPatch): Promise<EndpointRecord | undefined>;
+  deleteEndpoint(id: string): Promise<boolean>;
+  rotateEndpointSecret(id: string, secret: SealedSecret): Promise<EndpointRecord | undefined>;
+  disableEndpoint(id: string, failingSince: number, reason: string): Promise<{ readonly disabled: boolean }>;
+  sessionEndpoints(session: string): Promise<SessionEndpoint[]>;
 }
 
 /** A cursor is the last row's (lastActivityAt, session) position, opaque to clients. */
@@ -163,6 +176,47 @@ export class DirectoryObject extends DurableObject<Env> {
     }));
     const last = items[items.length - 1];
     return rows.length > query.limit && last !== undefined ? { items, cursor: encodeCursor(last.lastActivityAt, last.session) } : { items };
+  }
+
+  // Webhook endpoints (events out; directory-endpoints.ts) ------------------------------------------
+
+  #endpointStore: EndpointStore | undefined;
+
+  get #endpoints(): EndpointStore {
+    this.#endpointStore ??= new EndpointStore(this.ctx.storage.sql);
+    return this.#endpointStore;
+  }
+
+  createEndpoint(id: string, input: EndpointInput, secret: SealedSecret): EndpointRecord | undefined {
+    return this.#endpoints.create(id, input, secret, hostClock().now());
+  }
+
+  listEndpoints(): EndpointRecord[] {
+    return this.#endpoints.list();
+  }
+
+  getEndpoint(id: string): EndpointRecord | undefined {
+    return this.#endpoints.get(id);
+  }
+
+  patchEndpoint(id: string, patch: EndpointPatch): EndpointRecord | undefined {
+    return this.#endpoints.patch(id, patch, hostClock().now());
+  }
+
+  deleteEndpoint(id: string): boolean {
+    return this.#endpoints.delete(id);
+  }
+
+  rotateEndpointSecret(id: string, secret: SealedSecret): EndpointRecord | undefined {
+    return this.#endpoints.rotate(id, secret, hostClock().now());
+  }
+
+  disableEndpoint(id: string, failingSince: number, reason: string): { readonly disabled: boolean } {
+    return this.#endpoints.disable(id, failingSince, reason, hostClock().now());
+  }
+
+  sessionEndpoints(session: string): SessionEndpoint[] {
+    return this.#endpoints.forSession(session);
   }
 
   // The tenant's tool catalog (docs/tools.md) ------------------------------------------------------

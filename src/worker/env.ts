@@ -50,6 +50,12 @@ export interface Env extends SandboxBinding {
   readonly TOKEN_MAX_LIFETIME_SECONDS?: string;
   /** Default lifetime of a watch token, seconds (default 600). */
   readonly WATCH_TOKEN_LIFETIME_SECONDS?: string;
+  /** Events out (src/worker/outbox-sender.ts, docs/operations.md): how long a delivery is retried, ms (default 24 h). */
+  readonly WEBHOOK_RETRY_WINDOW_MS?: string | number;
+  /** How long an endpoint may fail before it is disabled, ms (default 24 h). */
+  readonly WEBHOOK_DISABLE_AFTER_MS?: string | number;
+  /** How long done and dead deliveries (and their events) are kept, ms (default 7 days). */
+  readonly OUTBOX_RETENTION_MS?: string | number;
   /** `info` (default): one JSON log line per request and task invocation; `quiet`: none (tests). */
   readonly LOG_LEVEL?: string;
 }

@@ -8,6 +8,7 @@
  */
 import { StorageError } from "../storage/storage.js";
 import { PicoError, type PicoErrorCode } from "../core/errors.js";
+import type { JsonValue } from "../storage/records.js";
 import { STATUS, TITLES, type ProblemBody, type ProblemCode } from "../api/problems.js";
 import { sessionErrorCode } from "./errors.js";
 import { RigError, type RigErrorCode } from "../rig/errors.js";
@@ -21,6 +22,8 @@ export class Problem extends Error {
     readonly code: ProblemCode,
     readonly detail: string,
     readonly field?: string,
+    /** RFC 9457 extension members (`answer` of already_answered, `outcome` of pending_closed). */
+    readonly extra: ProblemExtras = {},
   ) {
     super(`${code}: ${detail}`);
   }
@@ -38,6 +41,8 @@ export class Problem extends Error {
       code: this.code,
       ...(this.field === undefined ? {} : { field: this.field }),
       ...(instance === undefined ? {} : { instance }),
+      ...(this.extra.answer === undefined ? {} : { answer: this.extra.answer }),
+      ...(this.extra.outcome === undefined ? {} : { outcome: this.extra.outcome }),
     };
   }
 
@@ -49,8 +54,14 @@ export class Problem extends Error {
   }
 }
 
+/** A problem's extension members (docs/api.md "Errors"). */
+export interface ProblemExtras {
+  readonly answer?: JsonValue;
+  readonly outcome?: string;
+}
+
 /** A problem as plain data, for the RPC boundary. */
-export interface ProblemData {
+export interface ProblemData extends ProblemExtras {
   readonly code: ProblemCode;
   readonly detail: string;
   readonly field?: string;
@@ -108,11 +119,12 @@ export function toProblem(error: unknown, report?: (error: unknown) => void): Pr
 }
 
 export function problemData(problem: Problem): ProblemData {
-  return { code: problem.code, detail: problem.detail, ...(problem.field === undefined ? {} : { field: problem.field }) };
+  return { code: problem.code, detail: problem.detail, ...(problem.field === undefined ? {} : { field: problem.field }), ...problem.extra };
 }
 
 export function fromData(data: ProblemData): Problem {
-  return new Problem(data.code, data.detail, data.field);
+  const { code, detail, field, ...extra } = data;
+  return new Problem(code, detail, field, extra);
 }
 
 /** Unwrap an outcome on the Worker's side: a problem is thrown for the app's error handler. */

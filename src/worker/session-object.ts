@@ -55,6 +55,8 @@ import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
 import { acceptInput } from "../kinds/placement.js";
 import { RigOps } from "./rig-ops.js";
 import { inboundOps } from "./inbound-ops.js";
+import { pendingOps } from "./pending-ops.js";
+import { objectOutbox, outboxOps, type Outbox } from "./outbox.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
 
 /** The rig's operations as entries of the SessionObject's op table. */
@@ -114,6 +116,8 @@ export class SessionObject extends DurableObject<Env> {
   readonly #watchApp = this.#buildWatchApp();
   /** This session's row in its tenant's directory (GET /v1/sessions): sent on create, relabel, activity, delete. */
   readonly #directory: DirectoryLink;
+  /** Events out: capture in the commit, delivery on the alarm (outbox.ts). */
+  readonly #outbox: Outbox;
   /** The tenant's tool catalog as this instance knows it (memory only; tool-catalog.ts). */
   readonly #catalog: CatalogCache;
   /** The tenant a session is being created for (before its directory link knows it). */
@@ -146,6 +150,7 @@ export class SessionObject extends DurableObject<Env> {
       due: (at) => this.#alarms.directory(at, this.#clock.now()),
       report: (error) => hostReport({ type: "directory_update_failed", error }),
     });
+    this.#outbox = objectOutbox(ctx, env, this.#clock, () => this.#directory.where, (at) => this.#alarms.outbox(at, this.#clock.now()));
     this.#catalog = sessionCatalog(env, this.#clock, () => this.#directory.where?.tenant ?? this.#creatingFor);
   }
 
@@ -315,6 +320,7 @@ export class SessionObject extends DurableObject<Env> {
           await current.harness.close(BACKGROUND_CONTEXT).catch((error: unknown) => hostReport({ type: "harness", report: error }));
         }
         this.#sockets.clear();
+        this.#outbox.closed();
         const row = this.#directory.snapshot();
         await this.ctx.storage.deleteAlarm();
         await this.ctx.storage.deleteAll();
@@ -398,6 +404,8 @@ export class SessionObject extends DurableObject<Env> {
     lastSeq: async (s) => s.harness.storage.lastSeq,
     ...bindRig(RigOps.table()),
     ...inboundOps<OpenSession>(),
+    ...pendingOps<OpenSession>(),
+    ...outboxOps<OpenSession>(() => this.#outbox),
   };
 
   ping(): number {
@@ -423,6 +431,7 @@ export class SessionObject extends DurableObject<Env> {
       }
       // A directory update not yet acknowledged (also a deleted session's tombstone) is retried.
       await this.#directory.alarm();
+      await this.#outbox.alarm();
     } catch (error) {
       hostReport({ type: "alarm_failed", error });
     }
@@ -526,6 +535,7 @@ export class SessionObject extends DurableObject<Env> {
         report: (report) => hostReport({ type: "harness", report }),
         // The same env the job kind runs on: tasks and tools reach it as runtime.env (§5.2, §9.3).
         env,
+        observeBatch: this.#outbox.observer(),
         ...(rootValues === undefined ? {} : { rootValues }),
       },
       BACKGROUND_CONTEXT,
@@ -536,6 +546,7 @@ export class SessionObject extends DurableObject<Env> {
     // due time): that is the reason to wake, and no guard is needed for it.
     harness.onCommit(() => this.#alarms.live(harness.driver.hasLiveToWake, this.#clock.now(), harness.driver.nextWake));
     harness.onCommit(() => this.#directory.activity());
+    harness.onCommit((commit) => this.#outbox.committed(commit));
     const feeds = new FeedBook(harness);
     rig = new Rig(harness, {
       witness,
@@ -564,6 +575,7 @@ export class SessionObject extends DurableObject<Env> {
       // Learn the scheduled alarm after attaching, so the work attach dispatched is counted in the
       // first write instead of causing a clear and a set.
       this.#alarms.directory(this.#directory.dueAt, this.#clock.now());
+      this.#outbox.opened(harness);
       this.#alarms.known(armed ?? undefined, this.#clock.now());
     }
     return session;

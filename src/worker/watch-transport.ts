@@ -16,6 +16,7 @@ import type { Harness } from "../core/harness.js";
 import { watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../core/watch.js";
 import type { Id } from "../storage/records.js";
 import { presentEntry, presentTask, presentUsageEvent } from "../kinds/stored.js";
+import { pendingAll, pendingHere } from "../kinds/pending-types.js";
 import { waitingConversations, waitingInputs } from "../kinds/waiting.js";
 import { DEFAULT_FEED_BUFFER, WatchFeed, type FeedOut, type FeedPresenter, type FeedSubscriber } from "./watch-feed.js";
 
@@ -124,14 +125,14 @@ export class FeedBook {
 
   conversation(id: Id): Promise<ConversationFeed> {
     return this.#get(`c${id}`, async (onEnd) => {
-      const handle = await watchConversation(this.#harness, id, { tail: seams.tail ?? VIEW_TAIL, values: [waitingInputs] }, BACKGROUND_CONTEXT);
+      const handle = await watchConversation(this.#harness, id, { tail: seams.tail ?? VIEW_TAIL, values: [waitingInputs, pendingHere] }, BACKGROUND_CONTEXT);
       return new WatchFeed<ConversationView, ConversationEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd, conversationPresenter());
     }) as Promise<ConversationFeed>;
   }
 
   session(): Promise<SessionFeed> {
     return this.#get("s", async (onEnd) => {
-      const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT, { values: [waitingConversations] });
+      const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT, { values: [waitingConversations, pendingAll] });
       return new WatchFeed<SessionView, SessionEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd, sessionPresenter());
     }) as Promise<SessionFeed>;
   }

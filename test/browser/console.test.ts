@@ -374,6 +374,45 @@ function shownWith(p: Page, text: string): Promise<number> {
 void describe("console composer, tasks and operator", { timeout: 180_000 }, () => {
   // About 1,500 characters at 16 per 200 ms: the long answer streams for ~20 s, so the queued inputs
   // are queued while it runs even on a loaded machine.
+  void it("shows a session's deliveries for an endpoint and retries a pending one", async () => {
+    // A receiver on this machine (an endpoint's url may be http: in development) that fails until healed.
+    let reply = 500;
+    const received: string[] = [];
+    const receiver = createServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        received.push(String(request.headers["webhook-id"]));
+        response.writeHead(reply).end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(PORT + 30, "127.0.0.1", resolve));
+    try {
+      const name = `hooks-${Date.now().toString(36)}`;
+      const created = await api("POST", "/v1/webhook-endpoints", { url: `http://127.0.0.1:${PORT + 30}/hook`, events: ["input.completed"], sessions: [name] });
+      assert.equal(created.status, 201);
+      assert.equal((await api("PUT", `/v1/sessions/${name}`, { title: "Hooks" })).status, 201);
+      assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "tell the hook" })).status, 201);
+      for (let i = 0; i < 100 && received.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(received.length, 1);
+
+      const p = await page();
+      await signIn(p);
+      await p.click(`#sessions li[data-session="${name}"]`);
+      await p.click("#tab-deliveries");
+      await p.waitForSelector('#deliveries tr[data-status="pending"]');
+      assert.equal(await p.textContent('#deliveries tr[data-status="pending"] td[data-field="last-status"]'), "500");
+      assert.equal(await p.textContent('#deliveries tr[data-status="pending"] td[data-field="attempts"]'), "1");
+      reply = 200;
+      await p.click("#deliveries button[data-retry]");
+      await p.waitForSelector('#deliveries tr[data-status="done"]');
+      assert.equal(await p.textContent('#deliveries tr[data-status="done"] td[data-field="attempts"]'), "2");
+      assert.deepEqual(new Set(received).size, 1);
+      await p.close();
+    } finally {
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    }
+  });
+
   void it("composes with each input mode, shows the live task's streaming preview, withdraws a queued input and keeps usage totals live", async () => {
     const name = `modes-${Date.now().toString(36)}`;
     assert.equal((await api("PUT", `/v1/sessions/${name}`, { model: "echo-slow" })).status, 201);

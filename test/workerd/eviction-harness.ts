@@ -29,6 +29,8 @@ import { call, harnessOf, TestSession } from "./session-fixtures.js";
 export interface Scenario<S, O> {
   /** What the scenario's session is created with. */
   readonly config: SessionConfigBody;
+  /** The tenant a session is created for (as over HTTP, so it has a directory row and its tenant's endpoints); none by default. */
+  readonly tenant?: string;
   readonly steps: readonly S[];
   /** Submit one step; idempotent, so the step a kill interrupted may be submitted again. */
   submit(session: TestSession, step: S, index: number): Promise<void>;
@@ -58,7 +60,7 @@ export interface Scenario<S, O> {
  */
 export async function runScenario<S, O>(scenario: Scenario<S, O>, name: string, killAt?: number): Promise<O & { readonly commits: number }> {
   const session = new TestSession(name);
-  expect((await session.rpc.createSession(scenario.config)).ok).toBe(true);
+  expect((await session.rpc.createSession(scenario.config, scenario.tenant === undefined ? undefined : { tenant: scenario.tenant, session: name })).ok).toBe(true);
   const { commits } = await killAtCommit(session, scenario, killAt);
   return { ...(await scenario.checkEnd(session)), commits };
 }

@@ -13,11 +13,14 @@ import { API_ROUTES, type ApiRoute } from "../../src/api/openapi.js";
 import { problemBody } from "../../src/api/problems.js";
 import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoApiError, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
 import { InboundClient } from "../../src/client/inbound.js";
+import { DeliveriesClient, WebhookEndpointsClient } from "../../src/client/webhook-endpoints.js";
 import { ToolsClient } from "../../src/client/tools.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
-import { BASE, token, uniqueSession, workerFetch } from "./http-fixtures.js";
+import { BASE, token, uniqueSession, until, workerFetch } from "./http-fixtures.js";
+import { setHostSeams } from "../../src/worker/host-config.js";
 
 afterEach(async () => {
+  setHostSeams({});
   await abortAllDurableObjects();
   vi.restoreAllMocks();
 });
@@ -100,7 +103,7 @@ function methodsOf(owner: string, prototype: object): string[] {
     .map(([name]) => `${owner}.${name}`);
 }
 
-const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient };
+const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient };
 
 /** Spy on every client method (calling through) and record which ones ran. */
 function recordCalls(): Set<string> {
@@ -165,6 +168,10 @@ describe("typed client against the worker", () => {
     expect((await session.input(accepted.inputId)).result.status).toBe("done");
     // A mistake answers a problem (PicoApiError), whose body parses with the strict problem schema.
     await expect(session.input(accepted.inputId + 10_000)).rejects.toSatisfy((error) => error instanceof PicoApiError && error.code === "input_not_found");
+    // Nothing waits for an answer (pending.test.ts answers approvals and client tools); an unknown item is 404.
+    expect(await session.pending()).toEqual({ items: [] });
+    expect(await root.pending()).toEqual({ items: [] });
+    await expect(session.answer("t9999-client", { output: "late" })).rejects.toSatisfy((error) => error instanceof PicoApiError && error.code === "pending_not_found");
 
     // Queue follow-ups while idle: they wait. Withdraw one, continue with the other.
     const withdrawn = await root.accept("never mind", { mode: "followUp" });
@@ -233,6 +240,26 @@ describe("typed client against the worker", () => {
     expect((await inbound.list()).items.map((item) => item.name)).toEqual(["ci", "github"]);
     expect((await inbound.get("github")).template).toBe("{{action}}");
     expect(await inbound.delete("ci")).toEqual({ deleted: true });
+
+    // Events out: an endpoint of the tenant, and the session's deliveries to it.
+    const hooks = operator.webhookEndpoints();
+    const eventful = `${name}-events`;
+    const hook = await hooks.create({ url: "https://receiver.test/client", events: ["input.completed"], sessions: [eventful] });
+    expect(hook.secret).toMatch(/^whsec_/);
+    expect((await hooks.list()).items.map((item) => item.id)).toContain(hook.id);
+    expect((await hooks.get(hook.id)).url).toBe("https://receiver.test/client");
+    expect((await hooks.update(hook.id, { description: "client test" })).description).toBe("client test");
+    expect((await hooks.rotateSecret(hook.id)).secret).toMatch(/^whsec_/);
+    // The endpoint's receiver stands behind the host's fetch seam (no network).
+    setHostSeams({ fetch: async () => new Response("ok") });
+    // A session that learns of the endpoint when it first commits (sessions re-read endpoints every 30 s).
+    await operator.session(eventful).create({});
+    await operator.session(eventful).conversation("root").accept("an event", { wait: 10 });
+    const deliveries = operator.session(eventful).deliveries();
+    const [delivery] = (await until(async () => ((await deliveries.list({ status: "done" })).items.length > 0 ? await deliveries.list({ status: "done" }) : undefined), "a done delivery")).items;
+    expect(delivery).toMatchObject({ endpointId: hook.id, type: "input.completed", status: "done" });
+    expect((await deliveries.retry(delivery?.id ?? "")).attempts).toBe(2);
+    expect(await hooks.delete(hook.id)).toEqual({ id: hook.id, deleted: true });
     // The tenant's tool catalog (operator).
     const tools = operator.tools();
     const tool = await tools.put("lookup_order", { description: "Look up an order", parameters: { type: "object", properties: { id: { type: "integer" } } }, handler: { type: "client" } });
@@ -277,7 +304,7 @@ describe("typed client against the worker", () => {
     // Every body parsed with its strict schema (a parse failure fails here, with the route and body).
     const problems = (await Promise.all(exchanges.map((exchange) => exchange.problem))).filter((problem) => problem !== undefined);
     expect(problems).toEqual([]);
-    expect(failures).toEqual(["getInput 404"]);
+    expect(failures).toEqual(["getInput 404", "answerPending 404"]);
 
     // Every client method was called, and every route but the documented exclusions was reached.
     const all = Object.entries(CLASSES).flatMap(([owner, constructor]) => methodsOf(owner, constructor.prototype));

@@ -7,6 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { API_ROUTES, openApiDocument } from "../../src/api/openapi.js";
 import { app, servedRoutes } from "../../src/worker/app.js";
+import { DeliveriesClient, WebhookEndpointsClient } from "../../src/client/webhook-endpoints.js";
 import { CLIENT_EXCLUDED_OPERATIONS, CLIENT_OPERATIONS, ConversationClient, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
 import { InboundClient } from "../../src/client/inbound.js";
 import { ToolsClient } from "../../src/client/tools.js";
@@ -44,7 +45,7 @@ describe("OpenAPI", () => {
   });
 
   it("every API route has a typed-client method or a documented exclusion, and each named method exists", () => {
-    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient };
+    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient };
     for (const route of API_ROUTES) {
       const method = CLIENT_OPERATIONS[route.operationId];
       const excluded = CLIENT_EXCLUDED_OPERATIONS[route.operationId];

@@ -51,12 +51,17 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "GET inbound", method: "GET", path: (x) => `${s(x)}/inbound`, capability: "inbound" },
   { name: "GET inbound endpoint", method: "GET", path: (x) => `${s(x)}/inbound/github`, capability: "inbound" },
   { name: "DELETE inbound endpoint", method: "DELETE", path: (x) => `${s(x)}/inbound/github`, capability: "inbound" },
+  { name: "GET pending", method: "GET", path: (x) => `${s(x)}/pending`, capability: "pending" },
+  { name: "GET conversation pending", method: "GET", path: (x) => `${c(x)}/pending`, capability: "pending" },
+  { name: "POST pending answer", method: "POST", path: (x) => `${s(x)}/pending/t3-client`, body: { output: "hi" }, capability: "pending" },
+  { name: "GET deliveries", method: "GET", path: (x) => `${s(x)}/deliveries`, capability: "webhooks" },
+  { name: "POST delivery retry", method: "POST", path: (x) => `${s(x)}/deliveries/3.we_aaaaaaaaaaaaaaaa/retry`, capability: "webhooks" },
   { name: "GET rig witness", method: "GET", path: (x) => `${s(x)}/rig/witness`, capability: "rig" },
   { name: "POST rig mail", method: "POST", path: (x) => `${s(x)}/rig/mail`, body: { to: "mayor", payload: "hello" }, capability: "rig" },
 ];
 
 /**
- * Bearer-token routes of the tenant rather than of a session (the tool catalog): an allowed role reads or
+ * Bearer-token routes of the tenant rather than of a session (the tool catalog, webhook endpoints): an allowed role reads or
  * writes the tenant's own catalog, so these are checked apart from the session routes (401 without a
  * token, 403 without the capability, and the operator's capabilities are the union of both tables).
  */
@@ -65,4 +70,9 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
   { name: "GET tool", method: "GET", path: () => "/v1/tools/lookup", capability: "tools" },
   { name: "DELETE tool", method: "DELETE", path: () => "/v1/tools/lookup", capability: "tools" },
   { name: "PUT tool", method: "PUT", path: () => "/v1/tools/lookup", body: { description: "d", parameters: { type: "object" }, handler: { type: "client" } }, capability: "tools" },
+  { name: "GET webhook endpoints", method: "GET", path: () => "/v1/webhook-endpoints", capability: "webhooks" },
+  { name: "GET webhook endpoint", method: "GET", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", capability: "webhooks" },
+  { name: "PATCH webhook endpoint", method: "PATCH", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", body: { enabled: false }, capability: "webhooks" },
+  { name: "DELETE webhook endpoint", method: "DELETE", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", capability: "webhooks" },
+  { name: "POST webhook endpoint rotate-secret", method: "POST", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa/rotate-secret", capability: "webhooks" },
 ];
