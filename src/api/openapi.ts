@@ -30,6 +30,7 @@ import {
   watchQuery,
   watchTokenBody,
   webhookBody,
+  toolResultBody,
   scheduleBody,
   schedulePatch,
   schedulesQuery,
@@ -53,6 +54,7 @@ import {
   continueResponse,
   createSessionResponse,
   deletedResponse,
+  toolResultRecorded,
   entriesResponse,
   forkResponse,
   hookFileOut,
@@ -208,6 +210,15 @@ export const API_ROUTES: readonly ApiRoute[] = [
       "webhook-signature": { schema: z.string(), description: "v1,<base64 HMAC-SHA256 of id.timestamp.body>" },
     },
     body: body(webhookBody), responses: { 202: ok(acceptResponse, "Queued"), 200: ok(acceptResponse, "A redelivery: the first acceptance") },
+  },
+  {
+    method: "post", path: "/v1/tool-results/{tenant}/{session}/{taskId}", operationId: "toolResult", summary: "An HTTP tool's late result (after its 202), signed with the tool's secret; recorded once", auth: { type: "webhook" },
+    headers: {
+      "webhook-id": { schema: z.string(), description: "{session}:{taskId}, the id of the request to the tool" },
+      "webhook-timestamp": { schema: z.string(), description: "Unix seconds" },
+      "webhook-signature": { schema: z.string(), description: "v1,<base64 HMAC-SHA256 of id.timestamp.body> with the tool's secret" },
+    },
+    body: body(toolResultBody), responses: { 200: ok(toolResultRecorded, "Recorded") },
   },
   // Inbound endpoints (docs/integrations.md "Events in")
   {

@@ -262,6 +262,7 @@ export const directoryRow = z.strictObject({
 });
 export const sessionsPage = z.strictObject({ items: z.array(directoryRow), cursor: z.string().optional().describe("Pass as ?cursor= for the next page; absent on the last") });
 export const sessionMetaResponse = z.strictObject({ session: z.string(), title: z.string().nullable(), labels: z.array(z.string()) });
+export const toolResultRecorded = z.strictObject({ taskId: id, recordedAt: z.number().describe("When the result was recorded (ms since the epoch)") });
 export const deletedResponse = z.strictObject({ deleted: z.literal(true) });
 export const acceptResponse = z.strictObject({
   inputId: id,

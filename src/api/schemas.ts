@@ -6,6 +6,7 @@
  * (src/api/openapi.ts) is generated from them. Imports nothing from src/worker/.
  */
 import { z } from "zod";
+import { jsonValue } from "./responses.js";
 
 /** Bodies larger than this are refused with 413 before they are read (a stored row holds at most 2 MB). */
 export const MAX_BODY_BYTES = 1_000_000;
@@ -104,6 +105,12 @@ export type AcceptBody = z.infer<typeof acceptBody>;
 export const webhookBody = z.strictObject({
   input: userInput,
   mode: z.enum(["steer", "followUp", "nextRun"]).optional(),
+});
+
+/** A late result an HTTP tool's endpoint posts (POST /v1/tool-results/{tenant}/{session}/{taskId}). */
+export const toolResultBody = z.strictObject({
+  output: jsonValue,
+  isError: z.boolean().optional(),
 });
 
 export const forkBody = z.strictObject({

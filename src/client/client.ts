@@ -618,15 +618,13 @@ async function mintWatchToken(client: PicoClient, path: string, option: true | {
   return (await client.request<WatchTokenResponse>("POST", `${path}-token`, { body })).body.token;
 }
 
-/**
- * Operations of the API (`API_ROUTES` in src/api/openapi.ts) that the typed client has no method for,
- * and why. A test checks that every other operation has its method (`CLIENT_OPERATIONS`).
- */
+/** Operations of the API (`API_ROUTES` in src/api/openapi.ts) without a client method, and why; a test checks every other has one (`CLIENT_OPERATIONS`). */
 export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
   health: "a liveness probe for load balancers and uptime checks: no token, plain text, not an API call",
   openapi: "the API's own description, read by tools (code generators, validators), not by an application",
   webhook: "sent by a webhook provider and authenticated by a Standard Webhooks signature with the endpoint's secret, never a bearer token; a client holding that secret would be impersonating the provider",
   inboundDelivery: "sent by an integration (GitHub, Slack, Stripe, a Standard Webhooks sender) and authenticated by its signature with the endpoint's secret, never a bearer token",
+  toolResult: "sent by an HTTP tool's endpoint and authenticated by a Standard Webhooks signature with the tool's secret, never a bearer token",
 };
 
 /** Each covered operation and the client method that calls it (`Class.method`). */

@@ -26,6 +26,13 @@ export interface RemoteCallInput extends JsonObject {
   origin: { tool: string; task: Id; callId: string };
 }
 
+/** What a tool gives to start a remote call (the harness fills in the origin). */
+export interface RemoteCallStart {
+  readonly target: RemoteTarget;
+  readonly name: string;
+  readonly arguments: JsonObject;
+}
+
 export type RemoteErrorCode = "http_status" | "outcome_unknown" | "timeout" | "failed" | "too_large" | "bad_response" | "aborted" | "no_tenant";
 
 /** How a remote call ended. */

@@ -13,7 +13,7 @@ import { PicoError } from "../core/errors.js";
 import type { ExecutionEnv, ShellOutputMetadata } from "../core/env.js";
 import type { JobOutputView } from "./job-state.js";
 import type { ToolCatalog } from "./catalog-types.js";
-import type { RemoteCallInput, RemoteCallServices, RemoteOutcome } from "./remote-call-state.js";
+import type { RemoteCallServices, RemoteCallStart, RemoteOutcome } from "./remote-call-state.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ export interface ToolRuntime {
    * `remote_call` task (origin: this call) and records its id on this tool's running task. Idempotent
    * per tool task: a call that already started one gets its id back (a replay after a restart).
    */
-  startRemoteCall(input: Omit<RemoteCallInput, "origin">, call: Call): Promise<Id>;
+  startRemoteCall(input: RemoteCallStart, call: Call): Promise<Id>;
   /** A remote call's status and, once settled, its outcome. */
   remoteCall(id: Id, call: Call): Promise<{ readonly status: string; readonly outcome?: RemoteOutcome }>;
 }

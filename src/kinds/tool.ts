@@ -38,6 +38,8 @@ import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sink
 import { toolRoles, type TaskToolCall, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
 import { compactToolData } from "./stored.js";
 import { delegateSubagentNotice } from "./subagent-notice.js";
+import { delegateRemoteNotice, isRemoteCall, readRemoteCall, remoteCallDefinition } from "./remote-call.js";
+import type { RemoteCallState } from "./remote-call-state.js";
 import { abortParked, capturedTool, catalogCalls, resolutionDiags, type InvokeExtras, type SettleExtras } from "./tool-catalog-call.js";
 import { recordUsage } from "./usage.js";
 
@@ -142,6 +144,9 @@ export function createToolKind(services: TurnServices) {
       // only); an already-finished job is finished cleanup.
       if (task.state.status === "running" && task.state.jobId !== undefined && task.state.cancelJobOnAbort === true) {
         await runtime.markIfLive([task.state.jobId], call);
+      }
+      if (task.state.status === "running" && task.state.remoteCallId !== undefined && task.state.cancelRemoteOnAbort === true) {
+        await runtime.markIfLive([task.state.remoteCallId], call);
       }
       if (task.state.status === "planned" || task.state.status === "parked") {
         folded.text = task.state.status === "planned" ? "Tool call aborted before it ran." : `Tool call aborted while it waited for ${task.state.pending.type === "approval" ? "an approval" : "the client's output"}.`;
@@ -283,6 +288,10 @@ async function delegationNotice(b: TxBuilder, conversationId: Id, delegated: Id,
     if (typeof inputId === "number") await delegateSubagentNotice(b, conversationId, delegated, inputId, callId);
     return;
   }
+  if (await isRemoteCall(b, delegated)) {
+    await delegateRemoteNotice(b, conversationId, delegated, callId, now);
+    return;
+  }
   await delegateNotice(b, conversationId, delegated, callId, now);
 }
 
@@ -367,9 +376,24 @@ function toolRuntime(runtime: TaskRuntime, budgetMs: number, toolCall: ToolCall)
       if (view === undefined) throw new PicoError("not_found", `job ${id} does not exist`);
       return view;
     },
-    // The remote call of an HTTP tool (remote-call.ts).
-    startRemoteCall: () => Promise.reject(new PicoError("contract", `tool ${runtime.taskId}: remote calls are not available here`)),
-    remoteCall: (id) => Promise.reject(new PicoError("not_found", `remote call ${id} does not exist`)),
+    // The remote call of an HTTP tool (remote-call.ts): created once per tool task, so a replay waits for the same one.
+    startRemoteCall: (input, call) =>
+      runtime.commit(async (tx) => {
+        const task = await tx.getTask(toolDefinition, runtime.taskId);
+        if (task?.state.status !== "running") throw new PicoError("contract", `tool ${runtime.taskId} starts a remote call only while running`);
+        if (task.state.remoteCallId !== undefined) return task.state.remoteCallId;
+        const { status: _status, ...payload } = task.state;
+        const state: RemoteCallState = { status: "planned", target: input.target, name: input.name, arguments: input.arguments, origin: { tool: toolCall.name, task: runtime.taskId, callId: toolCall.id } };
+        const id = tx.task(remoteCallDefinition, { background: true, state });
+        tx.patch(task, "running", { ...payload, remoteCallId: id, cancelRemoteOnAbort: true });
+        return id;
+      }, call),
+    remoteCall: async (id, call) => {
+      const handle = await runtime.conversation(runtime.conversationId, call);
+      const view = handle === undefined ? undefined : await readRemoteCall(handle.harness, id, call);
+      if (view === undefined) throw new PicoError("not_found", `remote call ${id} does not exist`);
+      return view;
+    },
     taskId: runtime.taskId,
     conversationId: runtime.conversationId,
     budgetMs,

@@ -36,6 +36,7 @@ import { createScheduleKind, type ScheduleServices } from "./schedule.js";
 import { systemClock } from "../core/host.js";
 import type { ToolCatalog } from "./catalog-types.js";
 import type { RemoteCallServices } from "./remote-call-state.js";
+import { createRemoteCallKind } from "./remote-call.js";
 
 export interface TurnSetup {
   readonly models: Models;
@@ -68,6 +69,7 @@ export interface TurnKit {
   readonly collapse: ReturnType<typeof createCollapseKind>;
   readonly job: ReturnType<typeof createJobKind>;
   readonly schedule: ReturnType<typeof createScheduleKind>;
+  readonly remoteCall: ReturnType<typeof createRemoteCallKind>;
   readonly env: ExecutionEnv;
   /** Install the turn API on a harness opened with `kinds`. */
   install(harness: Harness): void;
@@ -115,8 +117,10 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
   const env = setup.env ?? new FakeExecutionEnv({ clock: systemClock });
   const job = createJobKind({ env, flushMs: options.flushMs });
   const schedule = createScheduleKind({ turn: options, ...(setup.scheduleAccepted === undefined ? {} : { accepted: setup.scheduleAccepted }) });
+  // HTTP tools' requests (remote-call.ts); without remote services a call settles no_tenant.
+  const remoteCall = createRemoteCallKind(setup.remote);
   return {
-    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse), erase(job), erase(schedule)],
+    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse), erase(job), erase(schedule), erase(remoteCall)],
     hooks,
     tools,
     sections,
@@ -127,6 +131,7 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
     collapse,
     job,
     schedule,
+    remoteCall,
     env,
     install(harness) {
       installed = harness;

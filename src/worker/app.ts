@@ -7,6 +7,7 @@
  *   routes/conversations.ts  accept, snapshot, entries, abort, fork, collapse, reset, config
  *   routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   routes/webhooks.ts       signed webhooks (no bearer token)
+ *   routes/tool-results.ts   an HTTP tool's late result, signed with the tool's secret (no bearer token)
  *   routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe or Standard Webhooks format (no bearer token)
  *   routes/pending.ts        the pending list: approvals and client tools waiting for an answer
  *   routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
@@ -32,6 +33,7 @@ import { rigRoutes } from "./routes/rig.js";
 import { sessionRoutes } from "./routes/sessions.js";
 import { watchRoutes } from "./routes/watch.js";
 import { webhookRoutes } from "./routes/webhooks.js";
+import { toolResultRoutes } from "./routes/tool-results.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
 import { pendingRoutes } from "./routes/pending.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
@@ -74,6 +76,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", deliveryRoutes);
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
+  app.route("/v1/tool-results", toolResultRoutes);
   app.route("/v1/inbound", inboundDeliveryRoutes);
   app.route("/v1/webhook-endpoints", webhookEndpointRoutes);
   app.route("/v1/tools", toolRoutes);

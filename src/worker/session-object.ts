@@ -55,6 +55,8 @@ import { createWitnessKind, Gupp, Rig } from "../rig/index.js";
 import { acceptInput } from "../kinds/placement.js";
 import { RigOps } from "./rig-ops.js";
 import { inboundOps } from "./inbound-ops.js";
+import { remoteCallServices } from "./http-transport.js";
+import { remoteCallOps } from "./remote-call-ops.js";
 import { pendingOps } from "./pending-ops.js";
 import { objectOutbox, outboxOps, type Outbox } from "./outbox.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
@@ -404,6 +406,7 @@ export class SessionObject extends DurableObject<Env> {
     lastSeq: async (s) => s.harness.storage.lastSeq,
     ...bindRig(RigOps.table()),
     ...inboundOps<OpenSession>(),
+    ...remoteCallOps<OpenSession>(),
     ...pendingOps<OpenSession>(),
     ...outboxOps<OpenSession>(() => this.#outbox),
   };
@@ -511,6 +514,7 @@ export class SessionObject extends DurableObject<Env> {
     const kit = sessionTurnKit(models, {
       env,
       turn: retry,
+      remote: remoteCallServices(this.env, this.#clock, () => this.#directory.where),
       catalog: this.#catalog,
       finalAnswer: async (boundary) => {
         await rig?.atFinalAnswer({

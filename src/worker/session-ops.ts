@@ -27,6 +27,7 @@ import type {
 } from "../rig/index.js";
 import type { SessionInspection } from "../api/responses.js";
 import type { InboundSessionOps } from "./inbound-ops.js";
+import type { RemoteCallSessionOps } from "./remote-call-ops.js";
 import type { PendingSessionOps } from "./pending-ops.js";
 import type { OutboxSessionOps } from "./outbox-types.js";
 import type {
@@ -47,7 +48,7 @@ import type {
 export type Op<Args extends readonly unknown[], Result> = { readonly args: Args; readonly result: Result };
 
 /** Every HTTP operation on a session: its arguments and its result. */
-export interface SessionOps extends RigSessionOps, InboundSessionOps, PendingSessionOps, OutboxSessionOps {
+export interface SessionOps extends RigSessionOps, InboundSessionOps, PendingSessionOps, OutboxSessionOps, RemoteCallSessionOps {
   summary: Op<[], SessionSummary>;
   accept: Op<[ref: ConversationRef, request: AcceptRequest], AcceptResponse>;
   input: Op<[inputId: Id], { inputId: Id; conversationId: Id; result: InputResult }>;

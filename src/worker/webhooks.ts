@@ -7,7 +7,8 @@
  *   endpoint secret = "whsec_" + base64(HMAC-SHA256(WEBHOOK_MASTER_SECRET, "pico-edge webhook:" + tenant + "/" + session))
  *
  * which is the format the `standardwebhooks` libraries take (`npm run webhook-secret -- --tenant T
- * --session S` prints it). The delivery id becomes the request key `webhook:<id>`, so a redelivery runs once.
+ * --session S` prints it). A catalog tool's secret (`toolSecret`) is derived the same way from
+ * "pico-edge tool:" + tenant + "/" + tool. The delivery id becomes the request key `webhook:<id>`, so a redelivery runs once.
  */
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
@@ -30,6 +31,15 @@ async function hmac(key: Uint8Array, message: string): Promise<ArrayBuffer> {
  */
 export async function webhookSecret(masterSecret: string, tenant: string, session: string): Promise<string> {
   return `whsec_${base64(await hmac(encoder.encode(masterSecret), `pico-edge webhook:${tenant}/${session}`))}`;
+}
+
+/**
+ * The signing secret of one catalog tool of a tenant (`whsec_...`): requests to the tool's endpoint are
+ * signed with it, and a late result posted to `/v1/tool-results` must be. Per tool, so a tool's endpoint
+ * cannot post results for another tool's calls (`npm run tool-secret -- --tenant T --tool NAME`).
+ */
+export async function toolSecret(masterSecret: string, tenant: string, tool: string): Promise<string> {
+  return `whsec_${base64(await hmac(encoder.encode(masterSecret), `pico-edge tool:${tenant}/${tool}`))}`;
 }
 
 export function masterSecret(env: Env): string {
