@@ -3,7 +3,7 @@
  * tenant's sessions from the directory (GET /v1/sessions), a session's conversation tree (forks and
  * children, from the session watch), a live transcript folded by the client's reducer (src/client, the
  * core's applyMessage) with streaming previews, both watched with EventSource and watch tokens, a composer for each input mode, tasks, queued inputs
- * with withdraw, usage totals, and the operator's inspect view with release, clear fault, abort and
+ * with withdraw, usage totals, the pending list (approvals and client tools, console/pending.ts), and the operator's inspect view with release, clear fault, abort and
  * shutdown; a session's rig tab is console/rig.ts. Plain DOM; bundled by scripts/build-console.mjs into
  * public/console/app.js.
  */
@@ -12,6 +12,7 @@ import type { ConversationView, SessionView, WatchMessage } from "../src/core/wa
 import type { Conversation, Entry, Id, JsonValue } from "../src/storage/records.js";
 import type { UsageTotals } from "../src/kinds/states.js";
 import { $, el } from "./dom.js";
+import { pendingOf, renderPending } from "./pending.js";
 import { RigView } from "./rig.js";
 import { DeliveriesView } from "./deliveries.js";
 
@@ -247,6 +248,7 @@ async function openSession(name: string, conversation: Id | "root"): Promise<voi
     childOf.clear();
     lastSessionView = undefined;
     $("usage").textContent = "";
+    $("pending").replaceChildren();
     sessionWatch = watch(`/v1/sessions/${encodeURIComponent(name)}/watch`, applySessionMessage, renderTree);
   }
   current = { name, conversation };
@@ -323,6 +325,7 @@ function renderTree(v: SessionView): void {
   };
   $("tree").replaceChildren(build(undefined));
   renderUsage(v);
+  renderPending($("pending"), pendingOf(v), (id, body) => api("POST", `${sessionPath()}/pending/${encodeURIComponent(id)}`, body), (error) => status(error instanceof Error ? error.message : String(error)));
   if (v.faulted) status("the session is faulted: see Inspect");
 }
 

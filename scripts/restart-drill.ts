@@ -16,7 +16,13 @@
  *    input is answered exactly once (its interrupted partial is display-only, `stopReason: "aborted"`),
  *    the followUp, the steer and the webhook input are placed after its answer (together, one group, at
  *    its final-answer boundary, §8.1) and answered once, and no assistant answer is duplicated;
- * 6. (first run only) a WebSocket client on a plain TCP socket watches the conversation and the session
+ * 6. tools across the kill (docs/tools.md): before it, a local product endpoint (scripts/tool-endpoint.ts)
+ *    holds the first request of `drill_http` (an idempotent HTTP tool) so the kill lands while the call is
+ *    dispatched, and a `drill_approve` call (an HTTP tool with approval always) waits in the pending
+ *    list; after the resume the same item is still pending, is approved, and both calls settle with one
+ *    result each: drill_http reached the endpoint at most twice under one Idempotency-Key, drill_approve
+ *    once;
+ * 7. (first run only) a WebSocket client on a plain TCP socket watches the conversation and the session
  *    is deleted: the server's close frame (1000, "the session was deleted") must come within
  *    CLOSE_BUDGET_MS of DELETE's response (it may come before it).
  *
@@ -31,6 +37,7 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startToolEndpoint, type ToolEndpoint } from "./tool-endpoint.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const JWT_SECRET = "restart-drill-only-jwt-secret-0123456789";
@@ -44,7 +51,9 @@ const TEXTS = { followUp: "drill followUp: answered after the long input", steer
 type Mode = "SIGKILL" | "SIGTERM";
 /** A deleted session's watchers must get their close frame within this after DELETE answers. */
 const CLOSE_BUDGET_MS = 3_000;
-const PORTS: Record<Mode, { port: number; inspector: number }> = { SIGKILL: { port: 8811, inspector: 9311 }, SIGTERM: { port: 8812, inspector: 9312 } };
+const PORTS: Record<Mode, { port: number; inspector: number; tools: number }> = { SIGKILL: { port: 8811, inspector: 9311, tools: 8821 }, SIGTERM: { port: 8812, inspector: 9312, tools: 8822 } };
+/** The product endpoint holds drill_http's first request this long, so the kill lands while the call is dispatched. */
+const HOLD_MS = 20_000;
 
 interface Dev {
   readonly child: ChildProcess;
@@ -250,6 +259,80 @@ async function closeAfterDelete(base: string, api: string, headers: Record<strin
   return { ms: outcome.at - answered, sinceSent: outcome.at - sent, code: outcome.code, reason: outcome.reason };
 }
 
+/** The two tool calls that cross the kill (docs/tools.md): what the drill checks after the restart. */
+interface ToolCalls {
+  readonly endpoint: ToolEndpoint;
+  readonly conversations: { readonly http: number; readonly approve: number };
+  readonly inputs: { readonly http: number; readonly approve: number };
+  readonly pendingId: string;
+}
+
+type Json = <T>(response: Response, expected: number | readonly number[], what: string) => Promise<T>;
+
+/**
+ * Before the kill: define `drill_http` (idempotent; the endpoint holds its first reply) and `drill_approve`
+ * (approval always), fork the root twice at the start, call drill_http in one fork and drill_approve in
+ * the other, and wait until the endpoint holds the first and the second is in the pending list.
+ */
+async function toolsBeforeKill(mode: Mode, base: string, api: string, headers: Record<string, string>, json: Json): Promise<ToolCalls> {
+  const endpoint = await startToolEndpoint({ port: PORTS[mode].tools, tenant: TENANT, api: base, masterSecret: WEBHOOK_MASTER_SECRET, delayMs: 0, holdMs: HOLD_MS, log: () => undefined });
+  const operator = { ...headers, authorization: `Bearer ${script("token.ts", ["--tenant", TENANT, "--role", "operator", "--ttl", "900"])}` };
+  const parameters = { type: "object", properties: { id: { type: "integer" } }, required: ["id"] };
+  const url = `http://127.0.0.1:${PORTS[mode].tools}`;
+  await json(await fetch(`${base}/v1/tools/drill_http`, { method: "PUT", headers: operator, body: JSON.stringify({ description: "drill: held reply", parameters, handler: { type: "http", url: `${url}/hold`, idempotent: true } }) }), [200, 201], "PUT drill_http");
+  await json(await fetch(`${base}/v1/tools/drill_approve`, { method: "PUT", headers: operator, body: JSON.stringify({ description: "drill: approved call", parameters, handler: { type: "http", url: `${url}/lookup` }, approval: "always" }) }), [200, 201], "PUT drill_approve");
+  const fork = async (): Promise<number> => (await json<{ conversationId: number }>(await fetch(`${api}/conversations/root/fork`, { method: "POST", headers, body: JSON.stringify({ at: "start" }) }), 201, "fork at start")).conversationId;
+  const conversations = { http: await fork(), approve: await fork() };
+  // A fork at the start has no config: each gets the echo model and the two tools (the root keeps its own).
+  for (const c of [conversations.http, conversations.approve]) {
+    await json(await fetch(`${api}/conversations/${c}/config`, { method: "PATCH", headers, body: JSON.stringify({ model: "echo", selectedTools: ["drill_http", "drill_approve"] }) }), 200, "PATCH the fork's config");
+  }
+  const callIn = async (conversation: number, input: string): Promise<number> =>
+    (await json<{ inputId: number }>(await fetch(`${api}/conversations/${conversation}/inputs`, { method: "POST", headers: { ...headers, "idempotency-key": `drill-${conversation}` }, body: JSON.stringify({ input }) }), [201, 202], input)).inputId;
+  const inputs = { http: await callIn(conversations.http, '/call drill_http {"id":1}'), approve: await callIn(conversations.approve, '/call drill_approve {"id":2}') };
+  const by = Date.now() + 20_000;
+  let pendingId: string | undefined;
+  while (pendingId === undefined || endpoint.requests.length === 0) {
+    check(Date.now() < by, `before the kill: drill_http ${endpoint.requests.length === 0 ? "never reached the endpoint" : "is held"}, drill_approve ${pendingId === undefined ? "never pending" : "is pending"}`);
+    await sleep(100);
+    const items = (await json<{ items: { id: string; name: string }[] }>(await fetch(`${api}/pending`, { headers }), 200, "GET pending")).items;
+    pendingId = items.find((item) => item.name === "drill_approve")?.id;
+  }
+  return { endpoint, conversations, inputs, pendingId };
+}
+
+/**
+ * After the alarm resumed the session: the approval is still pending under the same id; approve it; both
+ * calls settle once. drill_http reached the endpoint at most twice, always under one Idempotency-Key (a
+ * retry of the held request after the restart), drill_approve exactly once.
+ */
+async function toolsAfterResume(calls: ToolCalls, api: string, headers: Record<string, string>, json: Json): Promise<string> {
+  const items = (await json<{ items: { id: string }[] }>(await fetch(`${api}/pending`, { headers }), 200, "GET pending after the restart")).items;
+  check(items.some((item) => item.id === calls.pendingId), `after the restart the pending list ${JSON.stringify(items)} lacks ${calls.pendingId}`);
+  await json(await fetch(`${api}/pending/${calls.pendingId}`, { method: "POST", headers, body: JSON.stringify({ approve: true }) }), 200, "approve drill_approve");
+  const by = Date.now() + 60_000;
+  for (const which of ["http", "approve"] as const) {
+    for (;;) {
+      const r = (await json<{ result: InputResult }>(await fetch(`${api}/inputs/${calls.inputs[which]}`, { headers }), 200, `GET the drill_${which} input`)).result;
+      if (r.status === "done" || r.status === "unanswered") {
+        check(r.status === "done" && r.answer !== undefined, `the drill_${which} input ended ${JSON.stringify(r)}, not answered`);
+        break;
+      }
+      check(Date.now() < by, `the drill_${which} input is not answered 60 s after the restart: ${JSON.stringify(r)}`);
+      await sleep(250);
+    }
+    const entries = (await json<{ items: Entry[] }>(await fetch(`${api}/conversations/${calls.conversations[which]}/entries?limit=200`, { headers }), 200, "GET entries")).items;
+    const results = entries.filter((e) => e.kind === "tool_result");
+    check(results.length === 1, `the drill_${which} call has ${results.length} tool results, not exactly one`);
+  }
+  const http = calls.endpoint.requests.filter((r) => r.name === "drill_http");
+  const approve = calls.endpoint.requests.filter((r) => r.name === "drill_approve");
+  check(http.length >= 1 && http.length <= 2, `drill_http reached the endpoint ${http.length} times, not once or twice`);
+  check(new Set(http.map((r) => r.key)).size === 1 && http.every((r) => r.key === `${SESSION}:${r.taskId}`), `drill_http was sent under keys ${JSON.stringify(http.map((r) => r.key))}, not one {session}:{taskId}`);
+  check(approve.length === 1, `drill_approve reached the endpoint ${approve.length} times, not once`);
+  return `tools across the kill: drill_http sent ${http.length}x under ${http[0]?.key ?? "?"}, ${calls.pendingId} still pending after the restart, approved, drill_approve sent once; one result per call`;
+}
+
 async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
   const figures: string[] = [];
   const dir = mkdtempSync(join(tmpdir(), `pico-restart-drill-${mode.toLowerCase()}-`));
@@ -259,6 +342,7 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
   const base = `http://127.0.0.1:${PORTS[mode].port}`;
   const t0 = Date.now();
   let dev = startDev(mode, persist, envFile);
+  let tools: ToolCalls | undefined;
   try {
     await waitHealthy(dev, base, 120_000);
     figures.push(`first start ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -273,6 +357,7 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
     };
 
     await json(await fetch(api, { method: "PUT", headers, body: JSON.stringify({ model: "echo-slow" }) }), 201, "PUT session");
+    tools = await toolsBeforeKill(mode, base, api, headers, json);
     const long = await json<{ inputId: number }>(
       await fetch(`${api}/conversations/root/inputs`, { method: "POST", headers: { ...headers, "idempotency-key": "drill-long" }, body: JSON.stringify({ input: LONG }) }),
       [201, 202],
@@ -347,6 +432,7 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
       await sleep(250);
     }
     figures.push(`all four answered ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill`);
+    figures.push(await toolsAfterResume(tools, api, headers, json));
     const entries = (await json<{ items: Entry[] }>(await fetch(`${api}/conversations/root/entries?limit=200`, { headers }), 200, "GET entries")).items;
     const answers = entries.filter((e) => e.model?.[0]?.role === "assistant");
     const partials = answers.filter((e) => e.model?.[0]?.stopReason === "aborted");
@@ -387,6 +473,7 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
     const message = error instanceof Error ? error.message : String(error);
     throw new DrillFailure(`${message}\n${figures.map((f) => `  ${f}`).join("\n")}\n--- wrangler dev (last 30 lines) ---\n${dev.log.split("\n").slice(-30).join("\n")}`);
   } finally {
+    await tools?.endpoint.close();
     await stopDev(dev, "SIGTERM", 10_000);
     rmSync(dir, { recursive: true, force: true });
   }

@@ -14,6 +14,7 @@ import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { sign } from "hono/jwt";
+import { startToolEndpoint } from "../../scripts/tool-endpoint.ts";
 
 // PICO_BROWSER_PORT moves every port (engineers sharing a machine): wrangler dev on it, its inspector on
 // it + 500, the other-origin page on it + 10, the dropping proxy on it + 20.
@@ -628,6 +629,73 @@ void describe("console watches", { timeout: 120_000 }, () => {
     const entries = (await (await api("GET", `/v1/sessions/${name}/conversations/root/entries?limit=100`)).json()) as { items: { id: number }[] };
     assert.deepEqual(await shownEntries(p), entries.items.map((entry) => entry.id));
     await p.close();
+  });
+});
+
+// The product's endpoint (scripts/tool-endpoint.ts) on PORT + 30 checks signatures with this tenant's tool secrets.
+void describe("console pending list", { timeout: 120_000 }, () => {
+  void it("approves one, denies one and answers one pending item, reloading in between", async () => {
+    const endpoint = await startToolEndpoint({ port: PORT + 30, tenant, api: BASE, masterSecret: "browser-test-webhook-master", delayMs: 100, holdMs: 0, log: () => undefined });
+    try {
+      const name = `pending-${Date.now().toString(36)}`;
+      const [params, http] = [{ type: "object", properties: { id: { type: "integer" } }, required: ["id"] }, { type: "http", url: `http://127.0.0.1:${PORT + 30}/lookup` }];
+      const selectedTools = ["pay_invoice", "delete_account", "confirm_address"];
+      for (const tool of selectedTools) {
+        const approval = tool === "confirm_address" ? { handler: { type: "client" } } : { handler: http, approval: "always" };
+        assert.equal((await api("PUT", `/v1/tools/${tool}`, { description: `the ${tool} tool`, parameters: params, ...approval })).status, 201);
+      }
+      assert.equal((await api("PUT", `/v1/sessions/${name}`, { selectedTools })).status, 201);
+      const conversations = ["root"]; // one waiting call per conversation (a parked call holds its turn): the root and two forks
+      for (let i = 0; i < 2; i++) {
+        const fork = String(((await (await api("POST", `/v1/sessions/${name}/conversations/root/fork`, { at: "start" })).json()) as { conversationId: number }).conversationId);
+        assert.equal((await api("PATCH", `/v1/sessions/${name}/conversations/${fork}/config`, { model: "echo", selectedTools })).status, 200);
+        conversations.push(fork);
+      }
+      const inputs: number[] = [];
+      for (const [i, tool] of selectedTools.entries()) {
+        const accepted = await api("POST", `/v1/sessions/${name}/conversations/${conversations[i] ?? "root"}/inputs`, { input: `/call ${tool} {"id":${i + 1}}` });
+        inputs.push(((await accepted.json()) as { inputId: number }).inputId);
+      }
+      const p = await page();
+      await signIn(p);
+      const open = async (count: number): Promise<void> => {
+        await p.click(`#sessions li[data-session="${name}"]`);
+        await p.waitForFunction((n) => document.querySelectorAll("#pending li[data-pending]").length === n, count, { timeout: 30_000 });
+      };
+      const item = (tool: string): string => `#pending li[data-pending]:has-text("${tool}")`;
+      await open(3);
+      await p.click(`${item("pay_invoice")} button[data-action="approve"]`);
+      await p.waitForSelector(item("pay_invoice"), { state: "detached", timeout: 30_000 });
+      await p.reload();
+      await open(2);
+      await p.fill(`${item("delete_account")} input[data-field="reason"]`, "not without a ticket");
+      await p.click(`${item("delete_account")} button[data-action="deny"]`);
+      await p.waitForSelector(item("delete_account"), { state: "detached", timeout: 30_000 });
+      await p.reload();
+      await open(1);
+      await p.fill(`${item("confirm_address")} textarea[data-field="output"]`, '{"confirmed":"12 Main St"}');
+      await p.click(`${item("confirm_address")} button[data-action="answer"]`);
+      await p.waitForSelector("#pending li.none", { timeout: 30_000 });
+      // Each call settled once: the approved one ran the endpoint, the denied one did not, the answer is the output.
+      const answers: string[] = [];
+      for (const id of inputs) {
+        let result: { status: string; answer?: number } = { status: "queued" };
+        for (let tries = 0; result.status !== "done" && tries < 100; tries++) {
+          result = ((await (await api("GET", `/v1/sessions/${name}/inputs/${id}`)).json()) as { result: typeof result }).result;
+          if (result.status !== "done") await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+        assert.equal(result.status, "done", `input ${id}`);
+        const entries = (await (await api("GET", `/v1/sessions/${name}/conversations/${conversations[inputs.indexOf(id)] ?? "root"}/entries?limit=100`)).json()) as { items: { id: number }[] };
+        answers.push(JSON.stringify(entries.items.find((entry) => entry.id === result.answer)));
+      }
+      assert.match(answers[0] ?? "", /"id\\?":1/);
+      assert.match(answers[1] ?? "", /denied.*not without a ticket/);
+      assert.match(answers[2] ?? "", /12 Main St/);
+      assert.deepEqual(endpoint.requests.map((r) => r.name), ["pay_invoice"]);
+      await p.close();
+    } finally {
+      await endpoint.close();
+    }
   });
 });
 
