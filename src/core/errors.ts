@@ -41,3 +41,15 @@ export class TaskCancelled extends PicoError {
 export function invalid(message: string): PicoError {
   return new PicoError("invalid_commit", message);
 }
+
+/**
+ * Is `error` the invocation's cancellation (a durable abort mark, or the close of the invocation whose
+ * signal is `signal`), rather than an ordinary failure of the work it ran?
+ */
+export function isInvocationCancellation(error: unknown, signal: AbortSignal | undefined): boolean {
+  if (error instanceof TaskCancelled) return true;
+  if (signal?.aborted !== true) return false;
+  if (error === signal.reason) return true;
+  if (error instanceof PicoError && (error.code === "closed" || error.code === "task_cancelled")) return true;
+  return typeof error === "object" && error !== null && (error as { name?: unknown }).name === "AbortError";
+}

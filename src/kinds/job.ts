@@ -22,7 +22,7 @@
 import type { SystemMessage } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
 import { noticeEntry, noticeKind } from "../core/entries.js";
-import { PicoError, TaskCancelled } from "../core/errors.js";
+import { PicoError, TaskCancelled, isInvocationCancellation } from "../core/errors.js";
 import { listHandle, valueHandle, type Harness } from "../core/harness.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { sessionValue, withKey } from "../core/state.js";
@@ -267,14 +267,6 @@ function stripRunning<T extends JobInput>(state: T & { startedAt?: number }): Jo
   return input;
 }
 
-function isCancellation(error: unknown, call: Call): boolean {
-  if (error instanceof TaskCancelled) return true;
-  const signal = call.abortSignal;
-  if (signal?.aborted !== true) return false;
-  if (error === signal.reason) return true;
-  if (error instanceof PicoError && (error.code === "closed" || error.code === "task_cancelled")) return true;
-  return typeof error === "object" && error !== null && (error as { name?: unknown }).name === "AbortError";
-}
 
 // ---------------------------------------------------------------------------------------------
 // Reading a job's output (runtime.jobOutput, the job tool, UIs)
@@ -317,4 +309,9 @@ export async function readJobOutput(harness: Harness, jobId: Id, call: Call): Pr
 /** Is this task a job (by kind name), for callers holding an untyped record. */
 export function isJob(task: Task | undefined): boolean {
   return task?.kind === jobDefinition.kind;
+}
+
+/** Is this the invocation's cancellation (mark or close), rather than an ordinary failure? */
+function isCancellation(error: unknown, call: Call): boolean {
+  return isInvocationCancellation(error, call.abortSignal);
 }

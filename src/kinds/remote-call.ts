@@ -29,7 +29,7 @@ import type { SystemMessage } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
 import { noticeEntry, noticeKind } from "../core/entries.js";
 import { endWait, waitValue, type WaitRecord } from "../core/answers.js";
-import { PicoError, TaskCancelled } from "../core/errors.js";
+import { PicoError, TaskCancelled, isInvocationCancellation } from "../core/errors.js";
 import type { Harness } from "../core/harness.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { sessionValue, withKey } from "../core/state.js";
@@ -382,15 +382,12 @@ export async function readRemoteCall(harness: Harness, id: Id, call: Call): Prom
   return state.status === "settled" || state.status === "aborted" ? { status: state.status, outcome: state.outcome } : { status: state.status };
 }
 
-function isCancellation(error: unknown, call: Call): boolean {
-  if (error instanceof TaskCancelled) return true;
-  const signal = call.abortSignal;
-  if (signal?.aborted !== true) return false;
-  if (error === signal.reason) return true;
-  if (error instanceof PicoError && (error.code === "closed" || error.code === "task_cancelled")) return true;
-  return typeof error === "object" && error !== null && (error as { name?: unknown }).name === "AbortError";
-}
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** Is this the invocation's cancellation (mark or close), rather than an ordinary failure? */
+function isCancellation(error: unknown, call: Call): boolean {
+  return isInvocationCancellation(error, call.abortSignal);
 }

@@ -25,7 +25,7 @@
 import { validateToolArguments, type ImageContent, type TextContent, type ToolCall, type ToolResultMessage, type Usage } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
 import { toolResultEntry, toolResultKind } from "../core/entries.js";
-import { PicoError, TaskCancelled } from "../core/errors.js";
+import { PicoError, TaskCancelled, isInvocationCancellation } from "../core/errors.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { defineTaskKind, type HookPoints, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
 import { conversationTx, type TxBuilder } from "../core/tx.js";
@@ -429,15 +429,6 @@ async function markOwnedChildren(task: Task, runtime: TaskRuntime, call: Call): 
   return ids.length === 0 ? [] : runtime.markIfLive(ids, call);
 }
 
-/** Is this the invocation's cancellation (mark or close), rather than an ordinary failure? */
-function isCancellation(error: unknown, call: Call): boolean {
-  if (error instanceof TaskCancelled) return true;
-  const signal = call.abortSignal;
-  if (signal?.aborted !== true) return false;
-  if (error === signal.reason) return true;
-  if (error instanceof PicoError && (error.code === "closed" || error.code === "task_cancelled")) return true;
-  return typeof error === "object" && error !== null && (error as { name?: unknown }).name === "AbortError";
-}
 
 /** The pending items a running call consumed before it ran. */
 function resolvedOf(state: { readonly resolved?: readonly PendingResolution[] }): SettleExtras {
@@ -450,4 +441,9 @@ function diag(severity: ToolDiag["severity"], message: string, code: string): To
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** Is this the invocation's cancellation (mark or close), rather than an ordinary failure? */
+function isCancellation(error: unknown, call: Call): boolean {
+  return isInvocationCancellation(error, call.abortSignal);
 }
