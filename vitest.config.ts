@@ -14,7 +14,8 @@ export default defineConfig({
             wrangler: { configPath: "./wrangler.toml" },
             // Test-only secrets (the HTTP tests sign tokens and webhooks with them; see .dev.vars.example).
             // LOG_LEVEL quiet: the JSON log lines would flood the test output (tests that read them capture them).
-            miniflare: { bindings: { ...TEST_SECRETS, LOG_LEVEL: "quiet" } },
+            // TOOLS_DAYS_SEED replays a run of the tools-over-days test (it prints its seed).
+            miniflare: { bindings: { ...TEST_SECRETS, LOG_LEVEL: "quiet", TOOLS_DAYS_SEED: process.env.TOOLS_DAYS_SEED ?? "" } },
           }),
         ],
         test: {
