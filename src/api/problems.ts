@@ -58,6 +58,11 @@ export type ProblemCode =
   | "endpoint_not_found"
   | "delivery_not_found"
   | "endpoint_disabled"
+  | "mcp_server_not_found"
+  | "template_not_found"
+  | "issuer_not_found"
+  // 429
+  | "rate_limited"
   // 413 / 415 / 422
   | "payload_too_large"
   | "unsupported_media_type"
@@ -67,7 +72,12 @@ export type ProblemCode =
   | "invalid_endpoint"
   | "invalid_commit"
   | "idempotency_key_reused"
+  | "invalid_mcp_server"
+  | "invalid_template"
+  | "invalid_issuer"
+  | "invalid_limits"
   // 5xx
+  | "mcp_server_unreachable"
   | "closed"
   | "misconfigured"
   | "internal";
@@ -117,6 +127,10 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   endpoint_not_found: 404,
   delivery_not_found: 404,
   endpoint_disabled: 409,
+  mcp_server_not_found: 404,
+  template_not_found: 404,
+  issuer_not_found: 404,
+  rate_limited: 429,
   payload_too_large: 413,
   unsupported_media_type: 415,
   unknown_model: 422,
@@ -125,6 +139,11 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   invalid_endpoint: 422,
   invalid_commit: 422,
   idempotency_key_reused: 422,
+  invalid_mcp_server: 422,
+  invalid_template: 422,
+  invalid_issuer: 422,
+  invalid_limits: 422,
+  mcp_server_unreachable: 502,
   closed: 503,
   misconfigured: 500,
   internal: 500,
@@ -180,6 +199,15 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   endpoint_not_found: "The tenant has no such webhook endpoint",
   delivery_not_found: "The session has no such delivery",
   endpoint_disabled: "The webhook endpoint is disabled",
+  mcp_server_not_found: "The tenant has no such MCP server",
+  template_not_found: "The tenant has no such session template",
+  issuer_not_found: "The tenant has no such identity provider",
+  rate_limited: "A configured limit is reached",
+  invalid_mcp_server: "The MCP server registration is invalid",
+  invalid_template: "The session template is invalid",
+  invalid_issuer: "The identity provider registration is invalid",
+  invalid_limits: "The limits are invalid",
+  mcp_server_unreachable: "The MCP server did not answer as an MCP server",
   invalid_commit: "The operation would break a session rule",
   idempotency_key_reused: "The Idempotency-Key was used with a different request",
   closed: "The session is closing",

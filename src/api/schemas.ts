@@ -182,8 +182,16 @@ export const eventId = z
 // ---------------------------------------------------------------------------------------------
 // Tokens
 
-export const roles = ["client", "operator", "mayor", "agent"] as const;
+export const roles = ["client", "operator", "mayor", "agent", "user"] as const;
 export type Role = (typeof roles)[number];
+
+/**
+ * What a `user` token (an end user's browser) may do in the sessions it reaches; absent: all of them.
+ * `read` (the session, its conversations, entries, tasks, usage, pending list), `write` (inputs, config
+ * a template marks user-settable, answers to pending items), `watch`, `fork`, `create` (new sessions).
+ */
+export const userActions = ["read", "write", "watch", "fork", "create"] as const;
+export type UserAction = (typeof userActions)[number];
 
 /**
  * What a watch token opens: one session's watch, or one conversation's. The conversation is its id,
@@ -208,6 +216,10 @@ export const claims = z.looseObject({
    * refused (401) on any other session's routes.
    */
   sessions: z.array(sessionName).max(100).optional(),
+  /** The end user a `user` token acts for (required on user tokens): sessions it creates are owned by it. */
+  sub: z.string().min(1).max(128).optional(),
+  /** A `user` token's actions (absent: all); see `userActions`. */
+  act: z.array(z.enum(userActions)).max(userActions.length).optional(),
   /** Every token expires (Unix seconds); its lifetime (exp - iat) is bounded by the configured maximum. */
   exp: z.number({ error: "every token carries exp (Unix seconds)" }).int(),
   iat: z.number().int().optional(),

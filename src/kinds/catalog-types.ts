@@ -7,10 +7,24 @@
  */
 import type { JsonObject } from "../storage/records.js";
 
-/** Where a catalog tool runs: a product's HTTPS endpoint, or the session's frontend (a client tool). */
+/**
+ * Where a catalog tool runs: a product's HTTPS endpoint, the session's frontend (a client tool), or a
+ * tool of a registered MCP server (docs/mcp.md), offered as `{server}__{tool}` from the server's pinned
+ * tool-list snapshot. `tool` is the server's own name for it; `snapshot` the content hash of the tool
+ * list it came from; `idempotent` its `idempotentHint` annotation (only then is a cut call re-sent).
+ */
 export type ToolHandler =
   | { readonly type: "http"; readonly url: string; readonly timeoutMs: number; readonly idempotent: boolean }
-  | { readonly type: "client"; readonly timeoutMs: number };
+  | { readonly type: "client"; readonly timeoutMs: number }
+  | {
+      readonly type: "mcp";
+      readonly server: string;
+      readonly tool: string;
+      readonly url: string;
+      readonly timeoutMs: number;
+      readonly idempotent: boolean;
+      readonly snapshot: string;
+    };
 
 /** A catalog tool's definition with every default filled in (what is stored and captured). */
 export type ToolDefinition = {

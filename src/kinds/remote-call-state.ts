@@ -7,16 +7,34 @@
  */
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 
-/** Where a remote call goes. */
-export type RemoteTarget = {
-  readonly type: "http";
-  /** The catalog tool and the version of its definition the call captured. */
-  readonly tool: string;
-  readonly version: number;
-  readonly url: string;
-  readonly timeoutMs: number;
-  readonly idempotent: boolean;
-} & JsonObject;
+/** Where a remote call goes: a product's HTTP tool, or a tool of a registered MCP server. */
+export type RemoteTarget =
+  | ({
+      readonly type: "http";
+      /** The catalog tool and the version of its definition the call captured. */
+      readonly tool: string;
+      readonly version: number;
+      readonly url: string;
+      readonly timeoutMs: number;
+      readonly idempotent: boolean;
+    } & JsonObject)
+  | ({
+      readonly type: "mcp";
+      /** The selectable name (`{server}__{tool}`) and the catalog version the call captured. */
+      readonly tool: string;
+      readonly version: number;
+      /** The registered server's name (its URL and sealed headers are read when the request is sent). */
+      readonly server: string;
+      /** The server's own name for the tool. */
+      readonly remoteTool: string;
+      readonly url: string;
+      /** Reset by each progress notification; the §8.3 blocking budget still bounds the call. */
+      readonly timeoutMs: number;
+      /** The tool's `idempotentHint`: only then is a call cut by a restart sent again. */
+      readonly idempotent: boolean;
+      /** The content hash of the tool-list snapshot the call's schema came from. */
+      readonly snapshot: string;
+    } & JsonObject);
 
 /** What creates a remote call: the target, the call, and the tool call it serves. */
 export interface RemoteCallInput extends JsonObject {

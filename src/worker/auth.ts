@@ -56,6 +56,8 @@ export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> 
   operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
+  /** An end user (docs/users.md): the client's routes, only in the sessions it owns or is granted, within its `act`. */
+  user: new Set(CLIENT),
 };
 
 export interface AuthVariables {

@@ -24,6 +24,8 @@ function actor(c: AppContext): Actor {
     case "operator":
     case "client":
       return { role: claims.role };
+    case "user":
+      throw new Problem("forbidden", "end users (role user) do not use the rig's routes");
     default: {
       const never: never = claims.role;
       throw new Problem("forbidden", `unknown role ${String(never)}`);
