@@ -13,6 +13,7 @@ import { verify } from "hono/jwt";
 import type { Context, MiddlewareHandler } from "hono";
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
+import { admitRequest } from "./limits.js";
 import { RESERVED_NAMES } from "../rig/types.js";
 import { claims as claimsSchema, parse, type Claims, type Role, type WatchScope } from "./schemas.js";
 
@@ -40,7 +41,9 @@ export type Capability =
   /** The tenant's webhook endpoints and each session's deliveries (docs/integrations.md "Events out"). */
   | "webhooks"
   /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
-  | "pending";
+  | "pending"
+  /** The tenant's limits and every user's usage (docs/users.md "Limits and usage"). */
+  | "limits";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
 
@@ -53,7 +56,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "limits"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /** An end user (docs/users.md): the client's routes, only in the sessions it owns or is granted, within its `act`. */
@@ -181,6 +184,8 @@ export function requires(capability: Capability, options: { readonly watch?: boo
       throw new Problem("forbidden", `role ${claims.role} may not use this route (needs ${capability})`);
     }
     c.set("claims", claims);
+    // requestsPerMinute (docs/users.md "Limits and usage"): nothing is read or counted for a tenant without it.
+    await admitRequest(c.env, claims);
     await next();
   };
 }
