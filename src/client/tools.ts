@@ -52,3 +52,11 @@ export class ToolsClient {
 function conditional(options: ToolWriteOptions): Record<string, string> {
   return options.ifMatch === undefined ? {} : { "if-match": options.ifMatch === "*" ? "*" : `"${options.ifMatch}"` };
 }
+
+/** Each operation and the client method that calls it (merged into CLIENT_OPERATIONS). */
+export const TOOLS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
+  putTool: "ToolsClient.put",
+  listTools: "ToolsClient.list",
+  getTool: "ToolsClient.get",
+  deleteTool: "ToolsClient.delete",
+};
