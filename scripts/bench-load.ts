@@ -8,8 +8,9 @@
  * 2. 50 users (user tokens: role user, their own sub) create 200 sessions (4 each) with the echo model;
  * 3. `--watches` session watches (SSE) stay open through the run and count the commit events they get;
  * 4. 2,000 inputs (40 per user, each with its own Idempotency-Key) are sent at `--concurrency`: each
- *    worker POSTs one input (accept latency), then polls GET /inputs/{id} until its result is final
- *    (answer latency), then takes the next;
+ *    worker POSTs one input (accept latency), then sends the same request again with `?wait=30` (a
+ *    retry: the original acceptance, no second reservation) until its result is final (answer latency:
+ *    from the first POST), then takes the next;
  * 5. checks: every accepted input's result is `done` with an answer; every session's transcript holds
  *    each accepted input exactly once and no refused one; GET /v1/usage counts exactly the accepted
  *    inputs per user; each user got exactly `40 - quota` refusals, each `user.inputsPerDay`.
@@ -252,10 +253,15 @@ async function main(): Promise<void> {
           }
           const inputId = Number(accepted.json["inputId"]);
           let result = String(accepted.json["status"]);
+          // The answer: the same request again (its Idempotency-Key: the original acceptance, no second
+          // reservation) waiting on the server for the result, so no client polls.
           while (result !== "done" && result !== "unanswered") {
-            await sleep(20);
-            const read = await api("GET", `/v1/sessions/${planned.session}/inputs/${inputId}`, jwt);
-            result = String((read.json["result"] as { status?: string } | undefined)?.status ?? `http ${read.status}`);
+            const waited = await api("POST", `/v1/sessions/${planned.session}/conversations/root/inputs?wait=30`, jwt, { input: planned.text }, { "idempotency-key": planned.key });
+            if (waited.status !== 200 || waited.json["duplicate"] !== true || Number(waited.json["inputId"]) !== inputId) {
+              result = `retry answered ${waited.status} ${JSON.stringify(waited.json).slice(0, 200)}`;
+              break;
+            }
+            result = String(waited.json["status"]);
           }
           outcomes.push({ planned, status: 201, acceptMs, answerMs: Date.now() - sent, inputId, result });
         }
@@ -300,7 +306,7 @@ async function main(): Promise<void> {
     const seen = (o: Outcome): number => texts.get(o.planned.session)?.get(o.planned.text) ?? 0;
     const wrongAccepted = accepted.filter((o) => seen(o) !== 1);
     const wrongRefused = refused.filter((o) => seen(o) !== 0);
-    if (wrongAccepted.length > 0) failures.push(`${wrongAccepted.length} accepted inputs are not exactly once in their transcript (first: ${wrongAccepted[0]?.planned.text}: ${seen(wrongAccepted[0]!)})`);
+    if (wrongAccepted.length > 0) failures.push(`${wrongAccepted.length} accepted inputs are not exactly once in their transcript (first: ${wrongAccepted[0]?.planned.text}: ${wrongAccepted[0] === undefined ? 0 : seen(wrongAccepted[0])})`);
     if (wrongRefused.length > 0) failures.push(`${wrongRefused.length} refused inputs are in a transcript`);
 
     // Metering agrees with what was accepted, per user.
