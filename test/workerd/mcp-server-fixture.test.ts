@@ -6,7 +6,9 @@ import { describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
-import { McpTestServer } from "./mcp-fixtures.js";
+import { McpTestServer, mcpFetch } from "./mcp-fixtures.js";
+import { withMcpClient } from "../../src/worker/mcp-connect.js";
+import { setHostSeams } from "../../src/worker/host-config.js";
 
 async function connect(server: McpTestServer): Promise<Client> {
   const client = new Client({ name: "fixture-test", version: "1.0.0" }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
@@ -39,5 +41,18 @@ describe("MCP test server", () => {
     server.setTools([{ name: "other", inputSchema: {} }]);
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(["other"]);
     await client.close();
+  });
+
+  it("withMcpClient connects through the host fetch seam with the endpoint's headers, and closes", async () => {
+    const server = new McpTestServer("seam", [{ name: "echo", inputSchema: {} }]);
+    setHostSeams({ fetch: mcpFetch(server) });
+    try {
+      const names = await withMcpClient({ url: server.url, headers: { authorization: "Bearer s3cret" } }, async (client) => (await client.listTools()).tools.map((t) => t.name));
+      expect(names).toEqual(["echo"]);
+      expect(server.requests.map((r) => r.rpc)).toContain("initialize");
+      expect(server.requests.every((r) => r.headers["authorization"] === "Bearer s3cret")).toBe(true);
+    } finally {
+      setHostSeams({});
+    }
   });
 });
