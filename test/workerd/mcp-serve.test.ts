@@ -127,6 +127,14 @@ describe("every session as an MCP server", () => {
     expect(missing.isError).toBe(true);
     expect(missing.text).toMatch(/^input_not_found: /);
     expect(missing.structured).toMatchObject({ code: "input_not_found", status: 404 });
+    // Arguments outside a tool's schema are a tool error too, and nothing is sent to the session.
+    const seqBefore = await lastSeq(tenant, session);
+    for (const args of [{}, { input: "" }, { input: "x", wait_seconds: 61 }]) {
+      const refused = await tool(client, "send_message", args);
+      expect(refused.isError, JSON.stringify(args)).toBe(true);
+      expect(refused.text).toContain("Input validation error");
+    }
+    expect(await lastSeq(tenant, session)).toBe(seqBefore);
     await client.close();
 
     // Stateless: no session id, no SSE stream (GET 405), nothing to delete (DELETE 405).
