@@ -208,12 +208,12 @@ export class LimitsObject extends DurableObject<Env> {
     let released = 0;
     for (const input of report.finished) {
       if (input.requestId !== undefined) {
-        released += sql.exec("UPDATE reservations SET active = 0 WHERE key = ? AND active = 1", `${report.session}\n${input.requestId}`).rowsWritten;
+        released += sql.exec("UPDATE reservations SET active = 0 WHERE key = ? AND active = 1 RETURNING key", `${report.session}\n${input.requestId}`).toArray().length;
       } else {
         released += sql.exec(
-          "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1)",
+          "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1) RETURNING key",
           report.session,
-        ).rowsWritten;
+        ).toArray().length;
       }
     }
     return { settled, released };
