@@ -307,8 +307,8 @@ describe("MCP servers as tool sources", () => {
     await say(tenant, session, "second");
     expect(await transcript(tenant, session)).not.toContain("label_filter");
 
-    // The same list answers the same hash however often it is read.
-    server.setTools([search, { name: "close_issue", description: "Close an issue", inputSchema: { properties: { number: { type: "integer" } } } }]);
+    // The same list answers the same hash however often it is read, and in whatever order of tools and keys.
+    server.setTools([{ inputSchema: { properties: { number: { type: "integer" } } }, description: "Close an issue", name: "close_issue" }, { ...search, inputSchema: { required: ["query"], properties: { query: { type: "string" } } } }]);
     const same = await json<McpServerResponse>(await call("POST", `/v1/mcp-servers/${server.name}/refresh`, { token: await operator(tenant) }));
     expect(same.snapshot).toBe(first.snapshot);
     expect(same.version).toBe(first.version);
@@ -365,5 +365,9 @@ describe("MCP servers as tool sources", () => {
     await expect(servers.get("sdk")).rejects.toMatchObject({ status: 404 });
     const captured = await directoryStub(workerEnv, tenant).catalog();
     expect(captured.records?.find((r) => r.name === "sdk__search_issues")?.deleted).toBe(true);
+    // The server's approval is its tools' approval.
+    await servers.put("sdk", { url: server.url, approval: "always" });
+    const revived = (await directoryStub(workerEnv, tenant).catalog()).records?.find((r) => r.name === "sdk__search_issues");
+    expect(revived).toMatchObject({ deleted: false, definition: { approval: "always", description: search.description, parameters: { type: "object", ...search.inputSchema } } });
   });
 });
