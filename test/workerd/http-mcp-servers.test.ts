@@ -347,8 +347,15 @@ describe("MCP servers as tool sources", () => {
     const deleted = await json(await call("DELETE", "/v1/mcp-servers/github", { token: await operator(tenant) }));
     expect(deleted).toMatchObject({ name: "github", deleted: true });
     expect((await catalogOf(tenant)).names.get("github__search_issues")).toBe(true);
-    expect((await createSession(tenant, uniqueSession("mcp-deleted"), ["github__search_issues"])).status).toBe(201);
+    const after = uniqueSession("mcp-deleted");
+    expect((await createSession(tenant, after, ["echo", "github__search_issues"])).status).toBe(201);
     expect((await call("GET", "/v1/mcp-servers/github", { token: await operator(tenant) })).status).toBe(404);
+    // A new call of it is a tool error, and nothing reaches the server.
+    const before = server.requests.length;
+    await say(tenant, after, '/call github__search_issues {"query":"x"}');
+    expect(await transcript(tenant, after)).toContain("tool_removed");
+    expect(server.requests).toHaveLength(before);
+    expect(server.calls).toHaveLength(0);
   });
 
   it("McpServersClient puts, lists, gets, refreshes and deletes", async () => {
