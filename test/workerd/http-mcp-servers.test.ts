@@ -17,6 +17,10 @@ import { McpServersClient } from "../../src/client/mcp-servers.js";
 import type { McpServerResponse } from "../../src/api/mcp-servers.js";
 import { BASE, call, client, json, token, uniqueSession } from "./http-fixtures.js";
 import { McpTestServer, mcpFetch, type McpTestTool } from "./mcp-fixtures.js";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
 
 const workerEnv = env as unknown as Env;
 
@@ -61,6 +65,24 @@ async function say(tenant: string, session: string, input: string): Promise<void
 /** Every entry of the root conversation as text (what the model was offered is in its system entries). */
 async function transcript(tenant: string, session: string): Promise<string> {
   return JSON.stringify(await json(await call("GET", `/v1/sessions/${session}/conversations/root/entries?limit=1000`, { token: await token(tenant, "client") })));
+}
+
+/**
+ * A real SDK server whose `tools/list` answers `perPage` tools a page, `pages` pages (`Infinity`: the
+ * cursor never ends); the test server of mcp-fixtures.ts lists everything on one page.
+ */
+function pagingServer(pages: number, perPage: number): (request: Request) => Promise<Response> {
+  return async (request) => {
+    const server = new Server({ name: "paging", version: "1.0.0" }, { capabilities: { tools: {} }, jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
+    server.setRequestHandler(ListToolsRequestSchema, (list) => {
+      const page = Number(list.params?.cursor ?? "0");
+      const tools = Array.from({ length: perPage }, (_, i) => ({ name: `t${page}_${i}`, inputSchema: { type: "object" as const } }));
+      return { tools, ...(page + 1 < pages ? { nextCursor: String(page + 1) } : {}) };
+    });
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    return transport.handleRequest(request);
+  };
 }
 
 /** The tenant's catalog records as sessions read them (MCP tools included). */
@@ -258,6 +280,21 @@ describe("MCP servers as tool sources", () => {
     const kept = await json<McpServerResponse>(await call("GET", "/v1/mcp-servers/flaky", { token: await operator(tenant) }));
     expect(kept).toEqual(created);
     expect(await catalogOf(tenant)).toEqual(before);
+  });
+
+  it("a PUT follows nextCursor through every page of the tool list, within its limits", async () => {
+    const tenant = fresh("pages");
+    setHostSeams({ fetch: pagingServer(3, 2) });
+    const record = await json<McpServerResponse>(await putServer(tenant, "paged", { url: "https://paged.example.test/mcp" }));
+    expect(record.tools.map((tool) => tool.name)).toEqual(["t0_0", "t0_1", "t1_0", "t1_1", "t2_0", "t2_1"]);
+    expect([...(await catalogOf(tenant)).names.keys()]).toHaveLength(6);
+    for (const [pages, perPage] of [[Infinity, 1], [2, 300]] as const) {
+      setHostSeams({ fetch: pagingServer(pages, perPage) });
+      const refused = await putServer(tenant, "endless", { url: "https://paged.example.test/mcp" });
+      expect(refused.status, `${pages} pages of ${perPage}`).toBe(422);
+      expect(await json(refused)).toMatchObject({ code: "invalid_mcp_server", field: "url" });
+    }
+    expect((await call("GET", "/v1/mcp-servers/endless", { token: await operator(tenant) })).status).toBe(404);
   });
 
   it("a combined name that breaks the tool-name rule is listed with the reason but not selectable", async () => {
