@@ -297,6 +297,22 @@ describe("MCP servers as tool sources", () => {
     expect((await call("GET", "/v1/mcp-servers/endless", { token: await operator(tenant) })).status).toBe(404);
   });
 
+  it("a refresh that read a registration a PUT has since replaced writes nothing", async () => {
+    const tenant = fresh("race");
+    const server = new McpTestServer(fresh("race"), [search]);
+    setHostSeams({ fetch: mcpFetch(server) });
+    await putServer(tenant, "race", { url: server.url });
+    const stub = directoryStub(workerEnv, tenant);
+    const read = await stub.mcpServerSecrets("race");
+    expect(read?.revision).toBe(1);
+    server.setTools([{ ...search, description: "after the PUT" }]);
+    const replaced = await json<McpServerResponse>(await putServer(tenant, "race", { url: server.url }));
+    const stale = await stub.refreshMcpServer("race", read?.revision ?? 0, { tools: [], snapshot: "0".repeat(64) });
+    expect(stale).toMatchObject({ type: "superseded", record: { snapshot: replaced.snapshot } });
+    expect(await json(await call("GET", "/v1/mcp-servers/race", { token: await operator(tenant) }))).toEqual(replaced);
+    expect(await stub.refreshMcpServer("gone", 1, { tools: [], snapshot: "0".repeat(64) })).toEqual({ type: "not_found" });
+  });
+
   it("a combined name that breaks the tool-name rule is listed with the reason but not selectable", async () => {
     const tenant = fresh("names");
     const name = "a-very-long-server-name-of-30ch";
