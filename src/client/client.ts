@@ -62,7 +62,7 @@ import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { InboundClient } from "./inbound.js";
 import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
-import { ToolsClient, TOOLS_CLIENT_OPERATIONS } from "./tools.js";
+import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
 import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
 import { readSse, type SseFrame } from "./sse.js";
 

@@ -42,6 +42,8 @@ export type Capability =
   | "webhooks"
   /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
   | "pending"
+  /** The tenant's remote MCP servers as tool sources (docs/mcp.md). */
+  | "mcp"
   /** The tenant's limits and every user's usage (docs/users.md "Limits and usage"). */
   | "limits";
 
@@ -56,7 +58,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "limits"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "limits"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /** An end user (docs/users.md): the client's routes, only in the sessions it owns or is granted, within its `act`. */
