@@ -3,7 +3,7 @@
  * Versioned under /v1; every error is RFC 9457 problem+json with a stable `code` (problems.ts); bodies
  * over MAX_BODY_BYTES are refused with 413 before they are read. Route modules:
  *
- *   routes/sessions.ts       PUT/GET/DELETE session, inputs, acceptances, usage, tasks, operator routes
+ *   routes/sessions.ts       PUT/POST/GET/DELETE session, inputs, acceptances, usage, tasks, operator routes
  *   routes/conversations.ts  accept, snapshot, entries, abort, fork, collapse, reset, config
  *   routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   routes/webhooks.ts       signed webhooks (no bearer token)
@@ -13,6 +13,7 @@
  *   routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   routes/tools.ts          the tenant's tool catalog (operator)
+ *   routes/tokens.ts         minting end users' tokens (operator; docs/users.md)
  *   GET /v1/models           the models this deployment can use (models.ts)
  *
  * `GET /v1/openapi.json` serves the document generated from the wire schemas (src/api/openapi.ts); every
@@ -38,6 +39,7 @@ import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
 import { pendingRoutes } from "./routes/pending.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { toolRoutes } from "./routes/tools.js";
+import { tokenRoutes } from "./routes/tokens.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
 
 export function createApp(): Hono<AppEnv> {
@@ -80,6 +82,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/inbound", inboundDeliveryRoutes);
   app.route("/v1/webhook-endpoints", webhookEndpointRoutes);
   app.route("/v1/tools", toolRoutes);
+  app.route("/v1/tokens", tokenRoutes);
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;
