@@ -6,6 +6,9 @@
  * (`POST .../watch-token`) as `?access_token=` because browsers cannot set headers on EventSource or
  * WebSocket; a normal bearer token in a URL is refused.
  *
+ * A `user` token (an end user's browser, docs/users.md) is held to its own rules: `sub`, at most an hour,
+ * and instead of the role table `checkUserAccess` (user-access.ts): only its user's sessions, only its actions.
+ *
  * Tenancy is not a check here: the session Durable Object's name is `${tenant}:${session}`, so a token
  * of another tenant addresses a different (never created) object and gets 404, never 403.
  */

@@ -56,6 +56,8 @@ export const USER_ROUTE_ACTIONS: Readonly<Record<string, UserAction>> = {
   [`POST ${S}/pending/:pendingId`]: "write",
   [`GET ${S}/watch`]: "watch",
   [`POST ${S}/watch-token`]: "watch",
+  // The session's MCP endpoint: each tool call goes through its own route and is checked there again.
+  [`POST ${S}/mcp`]: "read",
   [`GET ${C}`]: "read",
   [`DELETE ${C}`]: "write",
   [`GET ${C}/entries`]: "read",
