@@ -219,6 +219,29 @@ describe("end users: ownership", () => {
   });
 });
 
+describe("end users: grants", () => {
+  it("a grant reaches a session by its name or a prefix pattern; other tokens may not carry patterns", async () => {
+    const tenantWide = await token(TENANT, "client");
+    const prefix = name("shared");
+    const exact = await create(tenantWide, `${prefix}-exact`);
+    const patterned = await create(tenantWide, `${prefix}-room-1`);
+    const bobs = await create(await user("bob"), `${prefix}-room-2`);
+    const granted = await user("carol", { sessions: [exact, `${prefix}-room-*`], act: ["read"] });
+    for (const session of [exact, patterned, bobs]) expect((await call("GET", `/v1/sessions/${session}`, { token: granted })).status, session).toBe(200);
+    // Not granted, not owned: the unknown-session answer.
+    const other = await create(tenantWide, `${prefix}-other`);
+    expect((await call("GET", `/v1/sessions/${other}`, { token: granted })).status).toBe(404);
+    // A grant reaches, `act` still limits.
+    expect((await call("POST", `/v1/sessions/${patterned}/conversations/root/inputs`, { token: granted, body: { input: "x" } })).status).toBe(403);
+    // Grants are not listed: the list is the user's own sessions.
+    expect((await json<{ items: unknown[] }>(await call("GET", `/v1/sessions?q=${prefix}`, { token: granted }))).items).toEqual([]);
+    const tooMany = await user("carol", { sessions: Array.from({ length: 21 }, (_, i) => `s${i}`) });
+    expect((await call("GET", "/v1/sessions", { token: tooMany })).status).toBe(401);
+    const patternedClient = await token(TENANT, "client", { sessions: [`${prefix}-*`] });
+    expect((await call("GET", `/v1/sessions/${exact}`, { token: patternedClient })).status).toBe(401);
+  });
+});
+
 describe("end users: tokens", () => {
   it("User token past one hour is refused", async () => {
     const now = Math.floor(Date.now() / 1000);
