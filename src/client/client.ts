@@ -63,7 +63,7 @@ import { InboundClient } from "./inbound.js";
 import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { ToolsClient } from "./tools.js";
-import { USERS_CLIENT_OPERATIONS } from "./users.js";
+import { END_USER_CLIENT_OPERATIONS } from "./end-users.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -691,7 +691,7 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
   ...PENDING_CLIENT_OPERATIONS,
-  ...USERS_CLIENT_OPERATIONS,
+  ...END_USER_CLIENT_OPERATIONS,
   ...EVENTS_CLIENT_OPERATIONS,
   putTool: "ToolsClient.put",
   listTools: "ToolsClient.list",

@@ -15,7 +15,7 @@ import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoApiError, PicoClien
 import { InboundClient } from "../../src/client/inbound.js";
 import { DeliveriesClient, WebhookEndpointsClient } from "../../src/client/webhook-endpoints.js";
 import { ToolsClient } from "../../src/client/tools.js";
-import { UsersClient } from "../../src/client/users.js";
+import { EndUserClient } from "../../src/client/end-users.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
 import { BASE, token, uniqueSession, until, workerFetch } from "./http-fixtures.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
@@ -104,7 +104,7 @@ function methodsOf(owner: string, prototype: object): string[] {
     .map(([name]) => `${owner}.${name}`);
 }
 
-const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, UsersClient };
+const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, EndUserClient };
 
 /** Spy on every client method (calling through) and record which ones ran. */
 function recordCalls(): Set<string> {
@@ -300,9 +300,9 @@ describe("typed client against the worker", () => {
     expect(await rig.deregisterAgent("polecat-one")).toEqual({ deleted: true });
 
     // A product's backend mints a user token; that user's browser creates a session under a server-assigned name.
-    const minted = await new UsersClient(operator).mintToken({ sub: "tour-user", act: ["read", "create"] });
+    const minted = await new EndUserClient(operator).mintToken({ sub: "tour-user", act: ["read", "create"] });
     const browser = new PicoClient({ baseUrl: BASE, token: minted.token, fetch: checkingFetch(exchanges, failures) });
-    const created = await new UsersClient(browser).newSession({ title: "Mine" });
+    const created = await new EndUserClient(browser).newSession({ title: "Mine" });
     expect(created).toMatchObject({ created: true });
     expect((await browser.sessions({ q: created.session })).items.map((row) => row.session)).toEqual([created.session]);
 

@@ -5,9 +5,9 @@
  *
  * @example
  * // The backend (operator token):
- * const { token, expiresAt } = await new UsersClient(operator).mintToken({ sub: "user-42", act: ["read", "write", "watch", "create"] });
+ * const { token, expiresAt } = await new EndUserClient(operator).mintToken({ sub: "user-42", act: ["read", "write", "watch", "create"] });
  * // The browser (that user token):
- * const { session } = await new UsersClient(new PicoClient({ baseUrl, token })).newSession({});
+ * const { session } = await new EndUserClient(new PicoClient({ baseUrl, token })).newSession({});
  */
 import type { MintTokenBody, SessionConfigBody } from "../api/schemas.js";
 import type { CreateSessionResponse, MintedTokenResponse } from "../api/responses.js";
@@ -15,7 +15,7 @@ import type { Requester } from "./inbound.js";
 
 export type { MintTokenBody, MintedTokenResponse };
 
-export class UsersClient {
+export class EndUserClient {
   readonly #client: Requester;
 
   constructor(client: Requester) {
@@ -34,7 +34,7 @@ export class UsersClient {
 }
 
 /** The end-user routes' client methods (merged into CLIENT_OPERATIONS in client.ts). */
-export const USERS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
-  createSessionNamedByServer: "UsersClient.newSession",
-  mintUserToken: "UsersClient.mintToken",
+export const END_USER_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
+  createSessionNamedByServer: "EndUserClient.newSession",
+  mintUserToken: "EndUserClient.mintToken",
 };
