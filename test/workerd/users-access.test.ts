@@ -219,6 +219,35 @@ describe("end users: ownership", () => {
   });
 });
 
+describe("end users: the session's MCP endpoint", () => {
+  it("a user reaches its own session's MCP endpoint, and each tool call is held to the token's actions", async () => {
+    const full = await user("mcp-user");
+    const readOnly = await user("mcp-user", { act: ["read"] });
+    const session = await create(full, name("mcp"));
+    const headers = { accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" };
+    const rpc = async (jwt: string, method: string, params: Record<string, unknown>): Promise<Response> =>
+      call("POST", `/v1/sessions/${session}/mcp`, { token: jwt, headers, body: { jsonrpc: "2.0", id: 1, method, params } });
+    const initialized = await rpc(readOnly, "initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } });
+    expect(initialized.status).toBe(200);
+    await initialized.body?.cancel();
+    const send = async (jwt: string): Promise<{ isError?: boolean; content?: { text?: string }[] } | undefined> => {
+      const sent = await rpc(jwt, "tools/call", { name: "send_message", arguments: { input: "hello", wait_seconds: 10 } });
+      expect(sent.status).toBe(200);
+      return (await json<{ result?: { isError?: boolean; content?: { text?: string }[] } }>(sent)).result;
+    };
+    const seq = await lastSeq(TENANT, session);
+    const refused = await send(readOnly);
+    expect(refused?.isError).toBe(true);
+    expect(JSON.stringify(refused?.content)).toContain("write");
+    expect(await lastSeq(TENANT, session)).toBe(seq);
+    // The same call with the write action goes through.
+    expect((await send(full))?.isError).not.toBe(true);
+    expect(await lastSeq(TENANT, session)).toBeGreaterThan(seq);
+    // Another user's token: the unknown-session answer.
+    expect((await rpc(await user("someone-else"), "initialize", {})).status).toBe(404);
+  });
+});
+
 describe("end users: grants", () => {
   it("a grant reaches a session by its name or a prefix pattern; other tokens may not carry patterns", async () => {
     const tenantWide = await token(TENANT, "client");
