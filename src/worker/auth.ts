@@ -46,6 +46,8 @@ export type Capability =
   | "webhooks"
   /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
   | "pending"
+  /** The tenant's remote MCP servers as tool sources (docs/mcp.md). */
+  | "mcp"
   /** Minting user tokens for the product's end users (docs/users.md). */
   | "tokens";
 
@@ -60,7 +62,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "tokens"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "tokens"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /**
