@@ -67,9 +67,10 @@ export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> 
   agent: new Set<Capability>(["rig"]),
   /**
    * An end user (docs/users.md). Documentation only: a user token is checked by route and action
-   * (user-access.ts USER_ROUTE_ACTIONS), in the sessions it owns or is granted, within its `act`.
+   * (user-access.ts USER_ROUTE_ACTIONS), in the sessions it owns or is granted, within its `act`
+   * (which also lets it read, never abort, a session's tasks).
    */
-  user: new Set<Capability>(["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending", "tasks"]),
+  user: new Set<Capability>(["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"]),
 };
 
 export interface AuthVariables {
