@@ -64,6 +64,7 @@ import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnsw
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
 import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
+import { END_USER_CLIENT_OPERATIONS } from "./end-users.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -691,7 +692,7 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listInbound: "InboundClient.list",
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
-  ...PENDING_CLIENT_OPERATIONS,
+  ...PENDING_CLIENT_OPERATIONS, ...END_USER_CLIENT_OPERATIONS,
   ...EVENTS_CLIENT_OPERATIONS,
   ...TOOLS_CLIENT_OPERATIONS,
   ...LIMITS_CLIENT_OPERATIONS,
