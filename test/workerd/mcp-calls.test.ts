@@ -11,11 +11,12 @@ import { acceptInput } from "../../src/kinds/placement.js";
 import type { RemoteCallState } from "../../src/kinds/remote-call-state.js";
 import { defaultTurnOptions } from "../../src/kinds/services.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
+import { MCP_CALL_MAX_MS } from "../../src/worker/mcp-transport.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { uniqueSession, until } from "./http-fixtures.js";
 import { createSession, inputDone, offerMcpTool, send, sessionStub } from "./mcp-call-fixtures.js";
 import { McpTestServer, mcpFetch, type McpTestTool } from "./mcp-fixtures.js";
-import { call as background, harnessOf, resetSeams } from "./session-fixtures.js";
+import { call as background, clockOf, harnessOf, ManualClock, ManualTime, resetSeams } from "./session-fixtures.js";
 import { entriesOf, tasksOf, textOf } from "./tool-fixtures.js";
 
 const TENANT = "mcp-calls";
@@ -31,6 +32,62 @@ const LOOKUP: McpTestTool = {
   inputSchema: { properties: { id: { type: "integer" } }, required: ["id"], additionalProperties: false },
   run: (args) => ({ content: [{ type: "text", text: `record ${String(args["id"])}` }] }),
 };
+
+/** What a scripted long tool does next: report progress, or answer. */
+type Step = "progress" | "done";
+
+/** The steps of a long tool, released by the test one at a time. */
+class Steps {
+  readonly #waiting: ((step: Step) => void)[] = [];
+  readonly #queued: Step[] = [];
+
+  next(): Promise<Step> {
+    const queued = this.#queued.shift();
+    return queued === undefined ? new Promise((resolve) => this.#waiting.push(resolve)) : Promise.resolve(queued);
+  }
+
+  release(step: Step): void {
+    const waiting = this.#waiting.shift();
+    if (waiting === undefined) this.#queued.push(step);
+    else waiting(step);
+  }
+}
+
+/** A tool that reports progress at each released step and answers at "done". */
+function longTool(name: string, steps: Steps): McpTestTool {
+  return {
+    name,
+    inputSchema: {},
+    run: async (_args, progress) => {
+      for (let n = 0; ; n++) {
+        if ((await steps.next()) === "done") return { content: [{ type: "text", text: `${name} finished after ${n} progress notifications` }] };
+        await progress(n + 1);
+      }
+    },
+  };
+}
+
+/**
+ * Release the long tool's next step from inside the session's object: the server runs in the session's
+ * outbound fetch, so what it does next must run in that object's context, not the test's.
+ */
+async function release(tenant: string, name: string, steps: Steps, step: Step): Promise<void> {
+  await runInDurableObject(sessionStub(tenant, name), () => steps.release(step));
+}
+
+/** Move the session's manual clock to `ms`. */
+async function advance(tenant: string, name: string, time: ManualTime, ms: number): Promise<void> {
+  time.now = ms;
+  await runInDurableObject(sessionStub(tenant, name), (instance: SessionObject) => clockOf(instance).advanceTo(ms));
+}
+
+/** Until something in the session sleeps until exactly `at` (the MCP call's deadline, once its progress arrived). */
+async function sleeperAt(tenant: string, name: string, at: number): Promise<void> {
+  await until(
+    async () => ((await runInDurableObject(sessionStub(tenant, name), (instance: SessionObject) => clockOf(instance).sleeping())).includes(at) ? true : undefined),
+    `a sleeper until ${at}`,
+  );
+}
 
 /**
  * Accept `input` in the session's root conversation and kill the object right after that commit is
@@ -99,5 +156,67 @@ describe("MCP calls", () => {
       target: { type: "mcp", tool, server: "wake", remoteTool: "lookup", url: server.url, idempotent: false, snapshot: "snapshot-1" },
       outcome: { type: "output", output: { content: [{ type: "text", text: "record 2" }] }, isError: false },
     });
+  });
+
+  it("Progress keeps a long MCP call alive; the budget still bounds it", async () => {
+    const time = new ManualTime();
+    const steps = new Steps();
+    const BUILD = longTool("build", steps);
+    const server = new McpTestServer("slow", [BUILD]);
+    setHostSeams({ fetch: mcpFetch(server), clock: () => new ManualClock(time) });
+    const tool = await offerMcpTool(TENANT, server, BUILD, { timeoutMs: 30_000 });
+    const name = uniqueSession("mcp-progress");
+    await createSession(TENANT, name, [tool], { budgetMs: 100_000 });
+
+    // Progress every 20 s keeps a call with a 30 s timeout alive for 80 s, within the blocking budget.
+    const start = time.now;
+    const first = await send(TENANT, name, `/call ${tool} {}`);
+    await until(async () => (server.callsOf("build").length === 1 ? true : undefined), "the call reached the server");
+    await sleeperAt(TENANT, name, start + 30_000);
+    for (let n = 1; n <= 4; n++) {
+      await advance(TENANT, name, time, start + n * 20_000);
+      await release(TENANT, name, steps, "progress");
+      await sleeperAt(TENANT, name, start + n * 20_000 + 30_000);
+    }
+    await release(TENANT, name, steps, "done");
+    await inputDone(TENANT, name, first.inputId);
+    const [done] = await entriesOf(TENANT, name, "tool_result");
+    expect(textOf(done).split("\n<harness>")[0]).toBe("build finished after 4 progress notifications");
+    expect(done?.model?.[0]?.isError).toBe(false);
+    expect(done?.data?.["delegated"] ?? null).toBeNull();
+
+    // A call that keeps reporting progress past the budget: the tool call delegates at the budget (the
+    // turn goes on), and the call ends at its cap as a timeout, whose notice is the late result.
+    const second = time.now;
+    const late = await send(TENANT, name, `/call ${tool} {}`);
+    await until(async () => (server.callsOf("build").length === 2 ? true : undefined), "the second call reached the server");
+    await sleeperAt(TENANT, name, second + 30_000);
+    let at = second;
+    for (let n = 1; at + 25_000 < second + MCP_CALL_MAX_MS; n++) {
+      at += 25_000;
+      await advance(TENANT, name, time, at);
+      await release(TENANT, name, steps, "progress");
+      await sleeperAt(TENANT, name, Math.min(at + 30_000, second + MCP_CALL_MAX_MS));
+      if (at >= second + 100_000 && n === 4) {
+        // Past the budget (100 s): the tool call delegated and the input is done; the call runs on.
+        await inputDone(TENANT, name, late.inputId);
+        const results = await entriesOf(TENANT, name, "tool_result");
+        expect(results).toHaveLength(2);
+        const [rc] = (await tasksOf(TENANT, name, "remote_call")).slice(1);
+        expect(results[1]?.data?.["delegated"]).toBe(rc?.id);
+        expect(textOf(results[1])).toContain(`still running as remote call ${rc?.id}`);
+        expect(rc?.state.status).toBe("dispatched");
+      }
+    }
+    expect(await entriesOf(TENANT, name, "notice")).toHaveLength(0);
+    await advance(TENANT, name, time, second + MCP_CALL_MAX_MS);
+    await until(async () => ((await entriesOf(TENANT, name, "notice")).length === 1 ? true : undefined), "the late result's notice");
+    const [rc] = (await tasksOf(TENANT, name, "remote_call")).slice(1);
+    expect(rc?.state).toMatchObject({ status: "settled", attempts: 1, outcome: { type: "error", code: "timeout" } });
+    const [notice] = await entriesOf(TENANT, name, "notice");
+    expect(textOf(notice)).toContain(`Remote call ${rc?.id} (tool ${tool}) failed (timeout).`);
+    expect(textOf(notice)).toContain(`still running after its cap of ${MCP_CALL_MAX_MS} ms`);
+    expect(server.callsOf("build")).toHaveLength(2);
+    expect(await entriesOf(TENANT, name, "tool_result")).toHaveLength(2);
   });
 });
