@@ -219,4 +219,80 @@ describe("MCP calls", () => {
     expect(server.callsOf("build")).toHaveLength(2);
     expect(await entriesOf(TENANT, name, "tool_result")).toHaveLength(2);
   });
+
+  it("Pinned tool schema is what the model saw", async () => {
+    const steps = new Steps();
+    // The server's tool before and after it changes: another argument, and no longer idempotent.
+    const before: McpTestTool = {
+      name: "lookup",
+      inputSchema: { properties: { id: { type: "integer" } }, required: ["id"], additionalProperties: false },
+      annotations: { idempotentHint: true },
+      run: async (args) => ((await steps.next()) === "done" ? { content: [{ type: "text", text: `v1 ${JSON.stringify(args)}` }] } : "hang"),
+    };
+    const after: McpTestTool = {
+      name: "lookup",
+      inputSchema: { properties: { key: { type: "string" } }, required: ["key"], additionalProperties: false },
+      run: (args) => ({ content: [{ type: "text", text: `v2 ${JSON.stringify(args)}` }] }),
+    };
+    const server = new McpTestServer("pin", [before]);
+    // Sessions re-read the catalog at every turn, so a refresh is seen by the next one.
+    setHostSeams({ fetch: mcpFetch(server), catalogTtlMs: 0 });
+    const tool = await offerMcpTool(TENANT, server, before, { snapshot: "s1" });
+    const name = uniqueSession("mcp-pin");
+    await createSession(TENANT, name, [tool]);
+
+    // A call made from the first snapshot is in flight when the server changes its tools and the
+    // tenant's snapshot is refreshed.
+    const first = await send(TENANT, name, `/call ${tool} {"id":1}`);
+    await until(async () => (server.callsOf("lookup").length === 1 ? true : undefined), "the call reached the server");
+    server.setTools([after]);
+    await offerMcpTool(TENANT, server, after, { snapshot: "s2" });
+    // The running call keeps the definition it captured.
+    const [running] = await tasksOf(TENANT, name, "tool");
+    expect(running?.state).toMatchObject({
+      status: "running",
+      def: { name: tool, definition: { parameters: { type: "object", ...before.inputSchema }, handler: { type: "mcp", snapshot: "s1", idempotent: true } } },
+    });
+
+    // The object dies with the call in flight; the alarm alone brings it back and the call is replayed
+    // from what it captured: the same arguments, sent again because the snapshot said idempotent.
+    await abortAllDurableObjects();
+    expect(await runDurableObjectAlarm(sessionStub(TENANT, name))).toBe(true);
+    await inputDone(TENANT, name, first.inputId);
+    expect(server.callsOf("lookup").map((c) => c.arguments)).toEqual([{ id: 1 }, { id: 1 }]);
+    const [replayed] = await tasksOf(TENANT, name, "remote_call");
+    expect(replayed?.state).toMatchObject({
+      status: "settled",
+      attempts: 2,
+      arguments: { id: 1 },
+      target: { type: "mcp", server: "pin", remoteTool: "lookup", snapshot: "s1", idempotent: true },
+      outcome: { type: "output", isError: false },
+    });
+
+    // What the model was given: the first snapshot's schema for the call it made; the refreshed one
+    // from the next request on (a system entry lists each tool as it was offered).
+    const offered = (await entriesOf(TENANT, name, "system")).flatMap((e) => (e.model?.[0] as { toolsAdded?: { name: string; parameters: unknown }[] } | undefined)?.toolsAdded ?? []);
+    expect(offered[0]).toEqual({ name: tool, description: "lookup of pin", parameters: { type: "object", ...before.inputSchema } });
+    expect(offered.at(-1)).toEqual({ name: tool, description: "lookup of pin", parameters: { type: "object", ...after.inputSchema } });
+    const [replayedResult] = await entriesOf(TENANT, name, "tool_result");
+    expect(textOf(replayedResult).split("\n<harness>")[0]).toBe('v2 {"id":1}');
+
+    // New calls use the refreshed snapshot: the old arguments no longer validate (nothing is sent), the
+    // new ones do, and the call carries the new snapshot.
+    const stale = await send(TENANT, name, `/call ${tool} {"id":3}`, 10);
+    expect(stale.result.status).toBe("done");
+    const refused = (await entriesOf(TENANT, name, "tool_result")).at(-1);
+    expect(refused?.model?.[0]?.isError).toBe(true);
+    expect(textOf(refused)).toContain('Validation failed for tool "pin__lookup"');
+    expect(textOf(refused)).toContain('"id": 3');
+    expect(server.callsOf("lookup")).toHaveLength(2);
+    const fresh = await send(TENANT, name, `/call ${tool} {"key":"k"}`, 10);
+    expect(fresh.result.status).toBe("done");
+    const answered = (await entriesOf(TENANT, name, "tool_result")).at(-1);
+    expect(textOf(answered).split("\n<harness>")[0]).toBe('v2 {"key":"k"}');
+    expect(server.callsOf("lookup").map((c) => c.arguments)).toEqual([{ id: 1 }, { id: 1 }, { key: "k" }]);
+    const calls = await tasksOf(TENANT, name, "remote_call");
+    expect(calls).toHaveLength(2);
+    expect(calls[1]?.state).toMatchObject({ attempts: 1, target: { snapshot: "s2", idempotent: false }, arguments: { key: "k" } });
+  });
 });
