@@ -60,7 +60,7 @@ interface Step {
 /** The tool, whose first call the server holds (never answers). */
 function holdOnce(tool: McpTestTool): McpTestTool {
   let calls = 0;
-  return { ...tool, run: (args, progress) => (++calls === 1 ? "hang" : (tool.run?.(args, progress) ?? "hang")) };
+  return { ...tool, run: (args, progress, extra) => (++calls === 1 ? "hang" : (tool.run?.(args, progress, extra) ?? "hang")) };
 }
 
 const STEPS: readonly Step[] = [

@@ -7,6 +7,7 @@ import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import type { ToolDefinition } from "../../src/kinds/catalog-types.js";
 import { directoryStub } from "../../src/worker/directory-object.js";
+import type { Env } from "../../src/worker/env.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, json, token, until } from "./http-fixtures.js";
 import type { McpTestServer, McpTestTool } from "./mcp-fixtures.js";
@@ -40,7 +41,7 @@ export function mcpDefinition(server: McpTestServer, tool: McpTestTool, options:
 /** Offer `tool` of `server` in the tenant's catalog as `{server}__{tool}`; returns that name. */
 export async function offerMcpTool(tenant: string, server: McpTestServer, tool: McpTestTool, options: OfferOptions = {}): Promise<string> {
   const name = `${server.name}__${tool.name}`;
-  const outcome = await directoryStub(env, tenant).putTool(name, mcpDefinition(server, tool, options));
+  const outcome = await directoryStub(env as unknown as Env, tenant).putTool(name, mcpDefinition(server, tool, options));
   expect(outcome.type).toBe("stored");
   return name;
 }

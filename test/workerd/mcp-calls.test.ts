@@ -13,7 +13,8 @@ import { defaultTurnOptions } from "../../src/kinds/services.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
 import { MCP_CALL_MAX_MS } from "../../src/worker/mcp-transport.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
-import { uniqueSession, until } from "./http-fixtures.js";
+import { ElicitResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { call as httpCall, json, token, uniqueSession, until } from "./http-fixtures.js";
 import { createSession, inputDone, offerMcpTool, send, sessionStub } from "./mcp-call-fixtures.js";
 import { McpTestServer, mcpFetch, type McpTestTool } from "./mcp-fixtures.js";
 import { call as background, clockOf, harnessOf, ManualClock, ManualTime, resetSeams } from "./session-fixtures.js";
@@ -294,5 +295,78 @@ describe("MCP calls", () => {
     const calls = await tasksOf(TENANT, name, "remote_call");
     expect(calls).toHaveLength(2);
     expect(calls[1]?.state).toMatchObject({ attempts: 1, target: { snapshot: "s2", idempotent: false }, arguments: { key: "k" } });
+  });
+
+  it("an MCP server with approval always parks each call on the pending list until it is approved or denied", async () => {
+    const server = new McpTestServer("gated", [LOOKUP]);
+    setHostSeams({ fetch: mcpFetch(server) });
+    const tool = await offerMcpTool(TENANT, server, LOOKUP, { approval: "always" });
+    const name = uniqueSession("mcp-approval");
+    await createSession(TENANT, name, [tool]);
+    const client = await token(TENANT, "client");
+    const pendingItem = async (): Promise<{ id: string; type: string; name: string; arguments: unknown }> =>
+      until(async () => {
+        const items = (await json<{ items: { id: string; type: string; name: string; arguments: unknown }[] }>(await httpCall("GET", `/v1/sessions/${name}/pending`, { token: client }))).items;
+        return items[0];
+      }, "the approval");
+
+    const first = await send(TENANT, name, `/call ${tool} {"id":5}`);
+    const item = await pendingItem();
+    expect(item).toMatchObject({ type: "approval", name: tool, arguments: { id: 5 } });
+    expect(server.calls).toHaveLength(0);
+    expect((await httpCall("POST", `/v1/sessions/${name}/pending/${item.id}`, { token: client, body: { approve: true } })).status).toBe(200);
+    await inputDone(TENANT, name, first.inputId);
+    expect(server.callsOf("lookup").map((c) => c.arguments)).toEqual([{ id: 5 }]);
+    expect(textOf((await entriesOf(TENANT, name, "tool_result"))[0]).split("\n<harness>")[0]).toBe("record 5");
+
+    const second = await send(TENANT, name, `/call ${tool} {"id":6}`);
+    const denied = await pendingItem();
+    expect((await httpCall("POST", `/v1/sessions/${name}/pending/${denied.id}`, { token: client, body: { approve: false, reason: "not now" } })).status).toBe(200);
+    await inputDone(TENANT, name, second.inputId);
+    expect(textOf((await entriesOf(TENANT, name, "tool_result"))[1])).toContain("Tool call denied: not now");
+    expect(server.calls).toHaveLength(1);
+  });
+
+  it("tool errors, JSON-RPC errors, HTTP errors and an elicitation are error results the model reads", async () => {
+    const tools: McpTestTool[] = [
+      { name: "fails", inputSchema: {}, run: () => ({ content: [{ type: "text", text: "no such order" }], isError: true }) },
+      { name: "structured", inputSchema: {}, run: () => ({ content: [], structuredContent: { total: 3 } }) },
+      { name: "throws", inputSchema: {}, run: () => Promise.reject(new McpError(ErrorCode.InvalidParams, "order must be positive")) },
+      {
+        name: "asks",
+        inputSchema: {},
+        run: async (_args, _progress, extra) => {
+          await extra.sendRequest({ method: "elicitation/create", params: { message: "Which account?", requestedSchema: { type: "object", properties: {} } } }, ElicitResultSchema);
+          return { content: [{ type: "text", text: "answered" }] };
+        },
+      },
+    ];
+    const server = new McpTestServer("odd", tools);
+    const refusing = new McpTestServer("refusing", [LOOKUP]);
+    setHostSeams({
+      fetch: async (request) => {
+        if (refusing.serves(request)) return new Response(JSON.stringify({ error: "forbidden" }), { status: 403 });
+        return mcpFetch(server)(request);
+      },
+    });
+    const names = [...(await Promise.all(tools.map((t) => offerMcpTool(TENANT, server, t)))), await offerMcpTool(TENANT, refusing, LOOKUP)];
+    const name = uniqueSession("mcp-errors");
+    await createSession(TENANT, name, names);
+    for (const tool of names) expect((await send(TENANT, name, `/call ${tool} ${tool.endsWith("lookup") ? '{"id":1}' : "{}"}`, 10)).result.status).toBe("done");
+    const results = await entriesOf(TENANT, name, "tool_result");
+    const seen = results.map((r) => [r.model?.[0]?.isError, textOf(r).split("\n<harness>")[0]]);
+    expect(seen[0]).toEqual([true, "no such order"]);
+    expect(seen[1]).toEqual([false, '{"total":3}']);
+    expect(results[1]?.data?.["details"]).toMatchObject({ structuredContent: { total: 3 }, mcp: { server: "odd", tool: "structured", snapshot: "snapshot-1" } });
+    expect(seen[2]?.[0]).toBe(true);
+    expect(seen[2]?.[1]).toContain(`The MCP server "odd" answered with an error (code ${ErrorCode.InvalidParams})`);
+    expect(seen[2]?.[1]).toContain("order must be positive");
+    expect(seen[3]?.[0]).toBe(true);
+    expect(seen[3]?.[1]).toContain('The MCP server "odd" asked for user input during the call (elicitation/create), which this service declines');
+    expect(seen[4]?.[0]).toBe(true);
+    expect(seen[4]?.[1]).toContain('MCP server "refusing" (tool lookup) refused remote call');
+    expect(seen[4]?.[1]).toContain("HTTP 403");
+    expect(results[4]?.data?.["details"]).toMatchObject({ error: "http_status", http: { status: 403 } });
+    expect(refusing.calls).toHaveLength(0);
   });
 });
