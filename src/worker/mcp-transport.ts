@@ -157,9 +157,9 @@ function resultReply(result: CallToolResult): RemoteReply {
 /** What a failure means, by where it happened: before `tools/call` nothing was sent. */
 function errorReply(error: unknown, sent: boolean, target: McpTarget): RemoteReply {
   if (error instanceof StreamableHTTPError && typeof error.code === "number" && error.code >= 400) {
-    const detail = error.message;
+    const detail = error.message.replace(/^Streamable HTTP error: /, "");
     if (error.code < 500) return { type: "rejected", status: error.code, detail };
-    return { type: "failed", status: error.code, detail };
+    return { type: "failed", status: error.code, detail: `HTTP ${error.code}: ${detail}` };
   }
   if (error instanceof McpError) {
     if (error.code === ErrorCode.RequestTimeout) return { type: "timed_out", detail: error.message };

@@ -343,13 +343,15 @@ describe("MCP calls", () => {
     ];
     const server = new McpTestServer("odd", tools);
     const refusing = new McpTestServer("refusing", [LOOKUP]);
+    const broken = new McpTestServer("broken", [LOOKUP]);
     setHostSeams({
       fetch: async (request) => {
         if (refusing.serves(request)) return new Response(JSON.stringify({ error: "forbidden" }), { status: 403 });
+        if (broken.serves(request)) return new Response("bad gateway", { status: 502 });
         return mcpFetch(server)(request);
       },
     });
-    const names = [...(await Promise.all(tools.map((t) => offerMcpTool(TENANT, server, t)))), await offerMcpTool(TENANT, refusing, LOOKUP)];
+    const names = [...(await Promise.all(tools.map((t) => offerMcpTool(TENANT, server, t)))), await offerMcpTool(TENANT, refusing, LOOKUP), await offerMcpTool(TENANT, broken, LOOKUP)];
     const name = uniqueSession("mcp-errors");
     await createSession(TENANT, name, names);
     for (const tool of names) expect((await send(TENANT, name, `/call ${tool} ${tool.endsWith("lookup") ? '{"id":1}' : "{}"}`, 10)).result.status).toBe("done");
@@ -367,6 +369,9 @@ describe("MCP calls", () => {
     expect(seen[4]?.[1]).toContain('MCP server "refusing" (tool lookup) refused remote call');
     expect(seen[4]?.[1]).toContain("HTTP 403");
     expect(results[4]?.data?.["details"]).toMatchObject({ error: "http_status", http: { status: 403 } });
+    expect(seen[5]?.[0]).toBe(true);
+    expect(seen[5]?.[1]).toContain('to MCP server "broken" (tool lookup) failed: HTTP 502');
+    expect(results[5]?.data?.["details"]).toMatchObject({ error: "failed", http: { status: 502 } });
     expect(refusing.calls).toHaveLength(0);
   });
 });
