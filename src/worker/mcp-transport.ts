@@ -137,7 +137,8 @@ export class McpTransport implements RemoteTransport {
         };
       }
       if (timedOut !== undefined) return { type: "timed_out", detail: timedOut };
-      return errorReply(error, sent, target);
+      const clean = redactor(endpoint.headers);
+      return redacted(errorReply(error, sent, target, clean), clean);
     } finally {
       timer.abort();
     }
@@ -155,7 +156,7 @@ function resultReply(result: CallToolResult): RemoteReply {
 }
 
 /** What a failure means, by where it happened: before `tools/call` nothing was sent. */
-function errorReply(error: unknown, sent: boolean, target: McpTarget): RemoteReply {
+function errorReply(error: unknown, sent: boolean, target: McpTarget, clean: (text: string) => string): RemoteReply {
   if (error instanceof StreamableHTTPError && typeof error.code === "number" && error.code >= 400) {
     const detail = error.message.replace(/^Streamable HTTP error: /, "");
     if (error.code < 500) return { type: "rejected", status: error.code, detail };
@@ -171,8 +172,34 @@ function errorReply(error: unknown, sent: boolean, target: McpTarget): RemoteRep
   const detail = error instanceof Error ? error.message : String(error);
   // A result that is not a CallToolResult (the SDK's schema refused it).
   if (sent && error instanceof Error && error.name === "ZodError") return { type: "bad_response", detail: `not a tool result: ${detail}` };
-  if (!sent) throw new NotSent(`could not connect to MCP server "${target.server}": ${detail}`);
+  if (!sent) throw new NotSent(clean(`could not connect to MCP server "${target.server}": ${detail}`));
   return { type: "failed", detail: `the call failed: ${detail}` };
+}
+
+/** Every header value (a secret) in a text replaced by `[redacted]`. */
+function redactor(headers: Readonly<Record<string, string>>): (text: string) => string {
+  const secrets = Object.values(headers).filter((value) => value.length >= 4);
+  return (text) => secrets.reduce((out, secret) => out.split(secret).join("[redacted]"), text);
+}
+
+/** A header secret never reaches an error's text (a server may echo what it was sent). */
+function redacted(reply: RemoteReply, clean: (text: string) => string): RemoteReply {
+  switch (reply.type) {
+    case "result":
+      return typeof reply.output === "string" ? { ...reply, output: clean(reply.output) } : reply;
+    case "rejected":
+    case "failed":
+    case "bad_response":
+    case "timed_out":
+      return { ...reply, detail: clean(reply.detail) };
+    case "accepted":
+    case "too_large":
+      return reply;
+    default: {
+      const never: never = reply;
+      return never;
+    }
+  }
 }
 
 /**
