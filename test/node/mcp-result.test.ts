@@ -5,10 +5,11 @@
  */
 import { describe, expect, it } from "vitest";
 import { mcpResultText } from "../../src/kinds/mcp-result.js";
+import type { JsonObject } from "../../src/storage/records.js";
 
 describe("mcpResultText", () => {
   it("reads text parts in order and names the others", () => {
-    const output = {
+    const output: JsonObject = {
       content: [
         { type: "text", text: "first" },
         { type: "image", data: "aGk=", mimeType: "image/png" },
