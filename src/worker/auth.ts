@@ -40,7 +40,9 @@ export type Capability =
   /** The tenant's webhook endpoints and each session's deliveries (docs/integrations.md "Events out"). */
   | "webhooks"
   /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
-  | "pending";
+  | "pending"
+  /** The tenant's remote MCP servers as tool sources (docs/mcp.md). */
+  | "mcp";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
 
@@ -53,7 +55,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /** An end user (docs/users.md): the client's routes, only in the sessions it owns or is granted, within its `act`. */

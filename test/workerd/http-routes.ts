@@ -76,4 +76,10 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
   { name: "PATCH webhook endpoint", method: "PATCH", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", body: { enabled: false }, capability: "webhooks" },
   { name: "DELETE webhook endpoint", method: "DELETE", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", capability: "webhooks" },
   { name: "POST webhook endpoint rotate-secret", method: "POST", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa/rotate-secret", capability: "webhooks" },
+  { name: "GET mcp servers", method: "GET", path: () => "/v1/mcp-servers", capability: "mcp" },
+  { name: "GET mcp server", method: "GET", path: () => "/v1/mcp-servers/github", capability: "mcp" },
+  { name: "DELETE mcp server", method: "DELETE", path: () => "/v1/mcp-servers/github", capability: "mcp" },
+  // A URL no server answers is refused before it is reached (422): the role check comes first.
+  { name: "PUT mcp server", method: "PUT", path: () => "/v1/mcp-servers/github", body: { url: "ftp://mcp.example.test/mcp" }, capability: "mcp" },
+  { name: "POST mcp server refresh", method: "POST", path: () => "/v1/mcp-servers/github/refresh", capability: "mcp" },
 ];
