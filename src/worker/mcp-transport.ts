@@ -29,6 +29,7 @@ import type { RemoteReply, RemoteRequest, RemoteTarget, RemoteTransport } from "
 import type { JsonObject, JsonValue } from "../storage/records.js";
 import type { Env } from "./env.js";
 import { withMcpClient, type McpEndpoint } from "./mcp-connect.js";
+import { mcpEndpoint } from "./mcp-servers.js";
 
 /** An MCP call's target. */
 export type McpTarget = Extract<RemoteTarget, { type: "mcp" }>;
@@ -42,15 +43,17 @@ export const MAX_MCP_RESULT_BYTES = 1_000_000;
 /** Where a tenant's MCP server is now, with its opened headers; throws when it cannot be reached (nothing is sent). */
 export type McpEndpointLookup = (tenant: string, target: McpTarget) => Promise<McpEndpoint>;
 
-/** The target's own URL and no headers (for a registry that opens no headers). */
-export const targetEndpoint: McpEndpointLookup = (_tenant, target) => Promise.resolve({ url: target.url, headers: {} });
-
 /**
  * How a session finds its tenant's MCP servers when it calls one: the registry's current URL and the
- * opened header secrets. (Until the registry's lookup is wired in: the URL the call captured, no headers.)
+ * opened header secrets, read right before each attempt (mcp-servers.ts). A server deleted since the
+ * call was captured: nothing is sent.
  */
-export function mcpEndpoints(_env: Env): McpEndpointLookup {
-  return targetEndpoint;
+export function mcpEndpoints(env: Env): McpEndpointLookup {
+  return async (tenant, target) => {
+    const endpoint = await mcpEndpoint(env, tenant, target.server);
+    if (endpoint === undefined) throw new NotSent(`MCP server "${target.server}" is no longer registered`);
+    return endpoint;
+  };
 }
 
 export interface McpTransportOptions {

@@ -27,7 +27,7 @@ import type { SessionObject } from "../../src/worker/session-object.js";
 import { acceptanceOf, expectInboxKeysOnce, expectSettled, resultOf, runScenario, type Scenario } from "./eviction-harness.js";
 import { call, clockOf, harnessOf, ManualClock, ManualTime, resetSeams, type TestSession } from "./session-fixtures.js";
 import { uniqueSession, until } from "./http-fixtures.js";
-import { createSession, inputDone, offerMcpTool, send, sessionStub } from "./mcp-call-fixtures.js";
+import { createSession, inputDone, registerMcpServer, send, sessionStub } from "./mcp-call-fixtures.js";
 import { McpTestServer, mcpFetch, type McpTestTool } from "./mcp-fixtures.js";
 import { entriesOf, textOf } from "./tool-fixtures.js";
 
@@ -123,8 +123,7 @@ async function runTools(
   const time = new ManualTime();
   const server = new McpTestServer("shop", [CHARGE, SYNC]);
   setHostSeams({ clock: () => new ManualClock(time), fetch: mcpFetch(server) });
-  await offerMcpTool(TENANT, server, CHARGE);
-  await offerMcpTool(TENANT, server, SYNC);
+  await registerMcpServer(TENANT, server);
   const session = `${name}-${killAt ?? 0}`;
   let dispatchedAtKill: string[] = [];
   let dead = false;
@@ -226,7 +225,8 @@ describe("MCP calls under eviction", () => {
     const held = new McpTestServer("hold", [holdOnce(CHARGE), holdOnce(SYNC)]);
     setHostSeams({ fetch: mcpFetch(held) });
     const name = uniqueSession("evict-mcp-held");
-    await createSession(TENANT, name, [await offerMcpTool(TENANT, held, CHARGE), await offerMcpTool(TENANT, held, SYNC)]);
+    await registerMcpServer(TENANT, held);
+    await createSession(TENANT, name, ["hold__charge", "hold__sync"]);
     for (const tool of ["charge", "sync"] as const) {
       const accepted = await send(TENANT, name, `/call hold__${tool} {"id":3}`);
       await until(async () => (held.callsOf(tool).length === 1 ? true : undefined), `the ${tool} call reached the server`);

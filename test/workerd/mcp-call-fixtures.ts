@@ -1,49 +1,27 @@
 /**
- * Fixtures for calling MCP tools: a tenant's catalog offering an `McpTestServer`'s tools as
- * `{server}__{tool}` with an `mcp` handler (the shape the MCP server registry gives its snapshot's
- * tools, written to the tenant's directory directly), sessions over HTTP, and the reads the tests share.
+ * Fixtures for calling MCP tools: an `McpTestServer` registered for a tenant as an operator does
+ * (`PUT /v1/mcp-servers/{name}`, which reads its tool list and pins it; each tool is then selectable as
+ * `{server}__{tool}`), a refresh, sessions over HTTP, and the reads the tests share.
  */
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
-import type { ToolDefinition } from "../../src/kinds/catalog-types.js";
-import { directoryStub } from "../../src/worker/directory-object.js";
-import type { Env } from "../../src/worker/env.js";
+import type { McpServerBody, McpServerResponse } from "../../src/api/mcp-servers.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { call, json, token, until } from "./http-fixtures.js";
-import type { McpTestServer, McpTestTool } from "./mcp-fixtures.js";
+import type { McpTestServer } from "./mcp-fixtures.js";
 
-export interface OfferOptions {
-  /** The tool-list snapshot's content hash the definition came from. */
-  readonly snapshot?: string;
-  readonly timeoutMs?: number;
-  readonly approval?: "never" | "always";
+/** Register `server` for the tenant (its URL, and `body`'s headers, allowedTools, approval); the registration. */
+export async function registerMcpServer(tenant: string, server: McpTestServer, body: Omit<McpServerBody, "url"> = {}): Promise<McpServerResponse> {
+  const response = await call("PUT", `/v1/mcp-servers/${server.name}`, { token: await token(tenant, "operator"), body: { url: server.url, ...body } });
+  expect([200, 201], await response.clone().text()).toContain(response.status);
+  return json(response);
 }
 
-/** The catalog definition of an MCP server's tool, as the registry offers it. */
-export function mcpDefinition(server: McpTestServer, tool: McpTestTool, options: OfferOptions = {}): ToolDefinition {
-  return {
-    description: tool.description ?? `${tool.name} of ${server.name}`,
-    parameters: { type: "object", ...tool.inputSchema },
-    handler: {
-      type: "mcp",
-      server: server.name,
-      tool: tool.name,
-      url: server.url,
-      timeoutMs: options.timeoutMs ?? 30_000,
-      idempotent: tool.annotations?.idempotentHint === true,
-      snapshot: options.snapshot ?? "snapshot-1",
-    },
-    approval: options.approval ?? "never",
-    onTimeout: "deny",
-  };
-}
-
-/** Offer `tool` of `server` in the tenant's catalog as `{server}__{tool}`; returns that name. */
-export async function offerMcpTool(tenant: string, server: McpTestServer, tool: McpTestTool, options: OfferOptions = {}): Promise<string> {
-  const name = `${server.name}__${tool.name}`;
-  const outcome = await directoryStub(env as unknown as Env, tenant).putTool(name, mcpDefinition(server, tool, options));
-  expect(outcome.type).toBe("stored");
-  return name;
+/** Re-read a registered server's tool list (a new snapshot when it changed). */
+export async function refreshMcpServer(tenant: string, name: string): Promise<McpServerResponse> {
+  const response = await call("POST", `/v1/mcp-servers/${name}/refresh`, { token: await token(tenant, "operator") });
+  expect(response.status, await response.clone().text()).toBe(200);
+  return json(response);
 }
 
 export async function createSession(tenant: string, name: string, tools: readonly string[], extra: Record<string, unknown> = {}): Promise<void> {

@@ -1,7 +1,7 @@
 /**
- * Calling MCP tools (docs/mcp.md "Calling MCP tools"): a tenant's catalog offers a real MCP server's
- * tools (`McpTestServer`, built with the SDK's server classes, on the host fetch seam) as
- * `{server}__{tool}`; the echo model calls one (`/call NAME {json}`), and the call runs as a background
+ * Calling MCP tools (docs/mcp.md "Calling MCP tools"): a tenant registers a real MCP server
+ * (`McpTestServer`, built with the SDK's server classes, on the host fetch seam) and its tools are
+ * selectable as `{server}__{tool}`; the echo model calls one (`/call NAME {json}`), and the call runs as a background
  * `remote_call` task with an `mcp` target: a fresh MCP client per attempt (initialize, then
  * `tools/call`), its deadline on the host clock, reset by progress and capped.
  */
@@ -11,11 +11,12 @@ import { acceptInput } from "../../src/kinds/placement.js";
 import type { RemoteCallState } from "../../src/kinds/remote-call-state.js";
 import { defaultTurnOptions } from "../../src/kinds/services.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
+import { MCP_TOOL_TIMEOUT_MS } from "../../src/worker/mcp-snapshot.js";
 import { MCP_CALL_MAX_MS } from "../../src/worker/mcp-transport.js";
 import type { SessionObject } from "../../src/worker/session-object.js";
 import { ElicitResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { call as httpCall, json, token, uniqueSession, until } from "./http-fixtures.js";
-import { createSession, inputDone, offerMcpTool, send, sessionStub } from "./mcp-call-fixtures.js";
+import { createSession, inputDone, refreshMcpServer, registerMcpServer, send, sessionStub } from "./mcp-call-fixtures.js";
 import { McpTestServer, mcpFetch, type McpTestTool } from "./mcp-fixtures.js";
 import { call as background, clockOf, harnessOf, ManualClock, ManualTime, resetSeams } from "./session-fixtures.js";
 import { entriesOf, tasksOf, textOf } from "./tool-fixtures.js";
@@ -120,7 +121,8 @@ describe("MCP calls", () => {
   it("MCP tools are callable right after a wake without a reconnect", async () => {
     const server = new McpTestServer("wake", [LOOKUP]);
     setHostSeams({ fetch: mcpFetch(server) });
-    const tool = await offerMcpTool(TENANT, server, LOOKUP);
+    const registered = await registerMcpServer(TENANT, server, { headers: { authorization: "Bearer wake-secret" } });
+    const tool = "wake__lookup";
     const name = uniqueSession("mcp-wake");
     await createSession(TENANT, name, [tool]);
     const first = await send(TENANT, name, `/call ${tool} {"id":1}`, 10);
@@ -148,13 +150,15 @@ describe("MCP calls", () => {
     expect(after.map((r) => r.rpc)).toEqual(["initialize", "notifications/initialized", "tools/call"]);
     expect(server.requests.every((r) => r.headers["mcp-session-id"] === undefined)).toBe(true);
     expect(server.callsOf("lookup").map((c) => c.arguments)).toEqual([{ id: 1 }, { id: 2 }]);
+    // The registered header went with every request, the woken object's too.
+    expect(after.every((r) => r.headers["authorization"] === "Bearer wake-secret")).toBe(true);
     const calls = await tasksOf(TENANT, name, "remote_call");
     expect(calls).toHaveLength(2);
     const second = calls[1]?.state as unknown as RemoteCallState;
     expect(second).toMatchObject({
       status: "settled",
       attempts: 1,
-      target: { type: "mcp", tool, server: "wake", remoteTool: "lookup", url: server.url, idempotent: false, snapshot: "snapshot-1" },
+      target: { type: "mcp", tool, server: "wake", remoteTool: "lookup", url: server.url, idempotent: false, snapshot: registered.snapshot },
       outcome: { type: "output", output: { content: [{ type: "text", text: "record 2" }] }, isError: false },
     });
   });
@@ -165,19 +169,23 @@ describe("MCP calls", () => {
     const BUILD = longTool("build", steps);
     const server = new McpTestServer("slow", [BUILD]);
     setHostSeams({ fetch: mcpFetch(server), clock: () => new ManualClock(time) });
-    const tool = await offerMcpTool(TENANT, server, BUILD, { timeoutMs: 30_000 });
+    await registerMcpServer(TENANT, server);
+    const tool = "slow__build";
+    const timeout = MCP_TOOL_TIMEOUT_MS;
+    const budget = 4 * timeout;
     const name = uniqueSession("mcp-progress");
-    await createSession(TENANT, name, [tool], { budgetMs: 100_000 });
+    await createSession(TENANT, name, [tool], { budgetMs: budget });
 
-    // Progress every 20 s keeps a call with a 30 s timeout alive for 80 s, within the blocking budget.
+    // Progress at two thirds of the timeout, four times, keeps the call alive past twice its timeout, within the blocking budget.
     const start = time.now;
+    const step = (timeout * 2) / 3;
     const first = await send(TENANT, name, `/call ${tool} {}`);
     await until(async () => (server.callsOf("build").length === 1 ? true : undefined), "the call reached the server");
-    await sleeperAt(TENANT, name, start + 30_000);
+    await sleeperAt(TENANT, name, start + timeout);
     for (let n = 1; n <= 4; n++) {
-      await advance(TENANT, name, time, start + n * 20_000);
+      await advance(TENANT, name, time, start + n * step);
       await release(TENANT, name, steps, "progress");
-      await sleeperAt(TENANT, name, start + n * 20_000 + 30_000);
+      await sleeperAt(TENANT, name, start + n * step + timeout);
     }
     await release(TENANT, name, steps, "done");
     await inputDone(TENANT, name, first.inputId);
@@ -191,15 +199,15 @@ describe("MCP calls", () => {
     const second = time.now;
     const late = await send(TENANT, name, `/call ${tool} {}`);
     await until(async () => (server.callsOf("build").length === 2 ? true : undefined), "the second call reached the server");
-    await sleeperAt(TENANT, name, second + 30_000);
+    await sleeperAt(TENANT, name, second + timeout);
     let at = second;
-    for (let n = 1; at + 25_000 < second + MCP_CALL_MAX_MS; n++) {
-      at += 25_000;
+    for (let n = 1; at + timeout / 2 < second + MCP_CALL_MAX_MS; n++) {
+      at += timeout / 2;
       await advance(TENANT, name, time, at);
       await release(TENANT, name, steps, "progress");
-      await sleeperAt(TENANT, name, Math.min(at + 30_000, second + MCP_CALL_MAX_MS));
-      if (at >= second + 100_000 && n === 4) {
-        // Past the budget (100 s): the tool call delegated and the input is done; the call runs on.
+      await sleeperAt(TENANT, name, Math.min(at + timeout, second + MCP_CALL_MAX_MS));
+      if (n === 8) {
+        // At the budget (four timeouts): the tool call delegated and the input is done; the call runs on.
         await inputDone(TENANT, name, late.inputId);
         const results = await entriesOf(TENANT, name, "tool_result");
         expect(results).toHaveLength(2);
@@ -238,7 +246,8 @@ describe("MCP calls", () => {
     const server = new McpTestServer("pin", [before]);
     // Sessions re-read the catalog at every turn, so a refresh is seen by the next one.
     setHostSeams({ fetch: mcpFetch(server), catalogTtlMs: 0 });
-    const tool = await offerMcpTool(TENANT, server, before, { snapshot: "s1" });
+    const s1 = (await registerMcpServer(TENANT, server)).snapshot;
+    const tool = "pin__lookup";
     const name = uniqueSession("mcp-pin");
     await createSession(TENANT, name, [tool]);
 
@@ -247,12 +256,13 @@ describe("MCP calls", () => {
     const first = await send(TENANT, name, `/call ${tool} {"id":1}`);
     await until(async () => (server.callsOf("lookup").length === 1 ? true : undefined), "the call reached the server");
     server.setTools([after]);
-    await offerMcpTool(TENANT, server, after, { snapshot: "s2" });
+    const s2 = (await refreshMcpServer(TENANT, "pin")).snapshot;
+    expect(s2).not.toBe(s1);
     // The running call keeps the definition it captured.
     const [running] = await tasksOf(TENANT, name, "tool");
     expect(running?.state).toMatchObject({
       status: "running",
-      def: { name: tool, definition: { parameters: { type: "object", ...before.inputSchema }, handler: { type: "mcp", snapshot: "s1", idempotent: true } } },
+      def: { name: tool, definition: { parameters: { type: "object", ...before.inputSchema }, handler: { type: "mcp", snapshot: s1, idempotent: true } } },
     });
 
     // The object dies with the call in flight; the alarm alone brings it back and the call is replayed
@@ -266,15 +276,15 @@ describe("MCP calls", () => {
       status: "settled",
       attempts: 2,
       arguments: { id: 1 },
-      target: { type: "mcp", server: "pin", remoteTool: "lookup", snapshot: "s1", idempotent: true },
+      target: { type: "mcp", server: "pin", remoteTool: "lookup", snapshot: s1, idempotent: true },
       outcome: { type: "output", isError: false },
     });
 
     // What the model was given: the first snapshot's schema for the call it made; the refreshed one
     // from the next request on (a system entry lists each tool as it was offered).
     const offered = (await entriesOf(TENANT, name, "system")).flatMap((e) => (e.model?.[0] as { toolsAdded?: { name: string; parameters: unknown }[] } | undefined)?.toolsAdded ?? []);
-    expect(offered[0]).toEqual({ name: tool, description: "lookup of pin", parameters: { type: "object", ...before.inputSchema } });
-    expect(offered.at(-1)).toEqual({ name: tool, description: "lookup of pin", parameters: { type: "object", ...after.inputSchema } });
+    expect(offered[0]).toMatchObject({ name: tool, parameters: { type: "object", ...before.inputSchema } });
+    expect(offered.at(-1)).toMatchObject({ name: tool, parameters: { type: "object", ...after.inputSchema } });
     const [replayedResult] = await entriesOf(TENANT, name, "tool_result");
     expect(textOf(replayedResult).split("\n<harness>")[0]).toBe('v2 {"id":1}');
 
@@ -294,13 +304,14 @@ describe("MCP calls", () => {
     expect(server.callsOf("lookup").map((c) => c.arguments)).toEqual([{ id: 1 }, { id: 1 }, { key: "k" }]);
     const calls = await tasksOf(TENANT, name, "remote_call");
     expect(calls).toHaveLength(2);
-    expect(calls[1]?.state).toMatchObject({ attempts: 1, target: { snapshot: "s2", idempotent: false }, arguments: { key: "k" } });
+    expect(calls[1]?.state).toMatchObject({ attempts: 1, target: { snapshot: s2, idempotent: false }, arguments: { key: "k" } });
   });
 
   it("an MCP server with approval always parks each call on the pending list until it is approved or denied", async () => {
     const server = new McpTestServer("gated", [LOOKUP]);
     setHostSeams({ fetch: mcpFetch(server) });
-    const tool = await offerMcpTool(TENANT, server, LOOKUP, { approval: "always" });
+    await registerMcpServer(TENANT, server, { approval: "always" });
+    const tool = "gated__lookup";
     const name = uniqueSession("mcp-approval");
     await createSession(TENANT, name, [tool]);
     const client = await token(TENANT, "client");
@@ -344,14 +355,18 @@ describe("MCP calls", () => {
     const server = new McpTestServer("odd", tools);
     const refusing = new McpTestServer("refusing", [LOOKUP]);
     const broken = new McpTestServer("broken", [LOOKUP]);
+    // Both answer as MCP servers when registered, then refuse (403) and fail (502) every request.
+    let failing = false;
     setHostSeams({
       fetch: async (request) => {
-        if (refusing.serves(request)) return new Response(JSON.stringify({ error: "forbidden" }), { status: 403 });
-        if (broken.serves(request)) return new Response("bad gateway", { status: 502 });
-        return mcpFetch(server)(request);
+        if (failing && refusing.serves(request)) return new Response(JSON.stringify({ error: "forbidden" }), { status: 403 });
+        if (failing && broken.serves(request)) return new Response("bad gateway", { status: 502 });
+        return mcpFetch(server, refusing, broken)(request);
       },
     });
-    const names = [...(await Promise.all(tools.map((t) => offerMcpTool(TENANT, server, t)))), await offerMcpTool(TENANT, refusing, LOOKUP), await offerMcpTool(TENANT, broken, LOOKUP)];
+    for (const registered of [server, refusing, broken]) await registerMcpServer(TENANT, registered);
+    failing = true;
+    const names = [...tools.map((t) => `odd__${t.name}`), "refusing__lookup", "broken__lookup"];
     const name = uniqueSession("mcp-errors");
     await createSession(TENANT, name, names);
     for (const tool of names) expect((await send(TENANT, name, `/call ${tool} ${tool.endsWith("lookup") ? '{"id":1}' : "{}"}`, 10)).result.status).toBe("done");
@@ -359,7 +374,7 @@ describe("MCP calls", () => {
     const seen = results.map((r) => [r.model?.[0]?.isError, textOf(r).split("\n<harness>")[0]]);
     expect(seen[0]).toEqual([true, "no such order"]);
     expect(seen[1]).toEqual([false, '{"total":3}']);
-    expect(results[1]?.data?.["details"]).toMatchObject({ structuredContent: { total: 3 }, mcp: { server: "odd", tool: "structured", snapshot: "snapshot-1" } });
+    expect(results[1]?.data?.["details"]).toMatchObject({ structuredContent: { total: 3 }, mcp: { server: "odd", tool: "structured", snapshot: expect.any(String) } });
     expect(seen[2]?.[0]).toBe(true);
     expect(seen[2]?.[1]).toContain(`The MCP server "odd" answered with an error (code ${ErrorCode.InvalidParams})`);
     expect(seen[2]?.[1]).toContain("order must be positive");
