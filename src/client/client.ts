@@ -63,6 +63,7 @@ import { InboundClient } from "./inbound.js";
 import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
+import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -693,4 +694,5 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   ...PENDING_CLIENT_OPERATIONS,
   ...EVENTS_CLIENT_OPERATIONS,
   ...TOOLS_CLIENT_OPERATIONS,
+  ...LIMITS_CLIENT_OPERATIONS,
 };

@@ -6,6 +6,7 @@ export * from "./inbound.js";
 export * from "./pending.js";
 export * from "./webhook-endpoints.js";
 export * from "./tools.js";
+export * from "./limits.js";
 export * from "./mcp-servers.js";
 export * from "./sse.js";
 export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch.js";

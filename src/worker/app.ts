@@ -13,6 +13,7 @@
  *   routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   routes/tools.ts          the tenant's tool catalog (operator)
+ *   routes/limits.ts         the tenant's limits (operator) and usage (operator; a user's own)
  *   routes/mcp-servers.ts    the tenant's remote MCP servers as tool sources (operator)
  *   routes/mcp.ts            the session as an MCP server (streamable HTTP, JSON responses, stateless)
  *   GET /v1/models           the models this deployment can use (models.ts)
@@ -40,6 +41,7 @@ import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
 import { pendingRoutes } from "./routes/pending.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { toolRoutes } from "./routes/tools.js";
+import { limitRoutes } from "./routes/limits.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
 import { mcpRoutes } from "./routes/mcp.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
@@ -86,6 +88,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/inbound", inboundDeliveryRoutes);
   app.route("/v1/webhook-endpoints", webhookEndpointRoutes);
   app.route("/v1/tools", toolRoutes);
+  app.route("/v1", limitRoutes);
   app.route("/v1/mcp-servers", mcpServerRoutes);
 
   app.notFound((c) => {

@@ -11,6 +11,8 @@ export interface RouteCase {
   readonly body?: unknown;
   readonly headers?: Record<string, string>;
   readonly capability: Capability;
+  /** Claims the token needs beside tenant and role (a route of the token's own user needs its `sub`). */
+  readonly claims?: Record<string, unknown>;
 }
 
 const s = (session: string): string => `/v1/sessions/${session}`;
@@ -76,6 +78,10 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
   { name: "PATCH webhook endpoint", method: "PATCH", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", body: { enabled: false }, capability: "webhooks" },
   { name: "DELETE webhook endpoint", method: "DELETE", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", capability: "webhooks" },
   { name: "POST webhook endpoint rotate-secret", method: "POST", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa/rotate-secret", capability: "webhooks" },
+  { name: "PUT limits", method: "PUT", path: () => "/v1/limits", body: {}, capability: "limits" },
+  { name: "GET limits", method: "GET", path: () => "/v1/limits", capability: "limits" },
+  { name: "GET usage", method: "GET", path: () => "/v1/usage?sub=someone", capability: "limits" },
+  { name: "GET me usage", method: "GET", path: () => "/v1/me/usage", capability: "usage", claims: { sub: "someone" } },
   { name: "GET mcp servers", method: "GET", path: () => "/v1/mcp-servers", capability: "mcp" },
   { name: "GET mcp server", method: "GET", path: () => "/v1/mcp-servers/github", capability: "mcp" },
   { name: "DELETE mcp server", method: "DELETE", path: () => "/v1/mcp-servers/github", capability: "mcp" },
