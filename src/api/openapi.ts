@@ -40,6 +40,7 @@ import { inboundBody, inboundName } from "./inbound.js";
 import { pendingAnswerBody, pendingAnsweredResponse, pendingIdParam, pendingListResponse } from "./pending.js";
 import { deliveriesQuery, deliveryList, deliveryOut, endpointBody, endpointDeleted, endpointId, endpointList, endpointOut, endpointPatchBody } from "./webhook-endpoints.js";
 import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
+import { revokeResponse, templateBody, templateDeletedResponse, templateName, templateRecordOut, templatesListResponse, userSub } from "./templates.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
@@ -134,6 +135,8 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   endpointId,
   deliveryId: z.string().describe("{event element}.{endpoint id}"),
   tool: toolName,
+  template: templateName,
+  sub: userSub,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
 
@@ -266,6 +269,18 @@ export const API_ROUTES: readonly ApiRoute[] = [
     method: "delete", path: "/v1/tools/{tool}", operationId: "deleteTool", summary: "Delete a tool: sessions may still select it, its new calls settle as a tool error", auth: client("tools"),
     headers: ifMatchHeader, responses: { 200: ok(toolDeletedResponse) },
   },
+  // Session templates and users (docs/users.md)
+  {
+    method: "put", path: "/v1/templates/{template}", operationId: "putTemplate", summary: "Define or replace a session template: the session PUT's fields plus userSettable (ETag: its version; If-Match makes it conditional; 422 invalid_template names the field)", auth: client("templates"),
+    headers: ifMatchHeader, body: body(templateBody), responses: { 201: ok(templateRecordOut, "Created"), 200: ok(templateRecordOut, "Replaced") },
+  },
+  { method: "get", path: "/v1/templates", operationId: "listTemplates", summary: "The tenant's session templates", auth: client("templates"), query: noQuery, responses: { 200: ok(templatesListResponse) } },
+  { method: "get", path: "/v1/templates/{template}", operationId: "getTemplate", summary: "One session template (ETag: its version)", auth: client("templates"), query: noQuery, responses: { 200: ok(templateRecordOut) } },
+  {
+    method: "delete", path: "/v1/templates/{template}", operationId: "deleteTemplate", summary: "Delete a session template: sessions created from it keep what it said", auth: client("templates"),
+    headers: ifMatchHeader, responses: { 200: ok(templateDeletedResponse) },
+  },
+  { method: "post", path: "/v1/users/{sub}/revoke", operationId: "revokeUser", summary: "Refuse the user's tokens issued before now and close its open watches", auth: client("users"), query: noQuery, body: body(emptyBody, false), responses: { 200: ok(revokeResponse) } },
   // Models (docs/models.md)
   { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },
   // Waiting input (docs/api.md "Waiting input")

@@ -14,6 +14,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
 import { RESERVED_NAMES } from "../rig/types.js";
+import { refuseRevoked } from "./revocation.js";
 import { claims as claimsSchema, parse, type Claims, type Role, type WatchScope } from "./schemas.js";
 
 /** What a route needs; roles grant sets of these. */
@@ -40,7 +41,11 @@ export type Capability =
   /** The tenant's webhook endpoints and each session's deliveries (docs/integrations.md "Events out"). */
   | "webhooks"
   /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
-  | "pending";
+  | "pending"
+  /** The tenant's session templates (docs/users.md "Templates"). */
+  | "templates"
+  /** End-user administration: revoking a user's tokens (docs/users.md "Revocation"). */
+  | "users";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
 
@@ -53,7 +58,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "templates", "users"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /** An end user (docs/users.md): the client's routes, only in the sessions it owns or is granted, within its `act`. */
@@ -152,6 +157,8 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   const token = fromHeader ?? fromQuery;
   if (token === undefined) throw new Problem("unauthorized", "a bearer token is required (Authorization: Bearer <token>)", "authorization");
   const claims = await verifyToken(token, c.env, fromHeader === undefined ? "access_token" : "authorization");
+  // A user's tokens issued before its revocation are refused (revocation.ts).
+  await refuseRevoked(c.env, claims);
   if (fromQuery !== undefined && claims.scope !== "watch") {
     throw new Problem(
       "unauthorized",

@@ -16,6 +16,7 @@ import type { SessionConfigBody } from "./schemas.js";
 import type { SessionConfig } from "./session-api.js";
 import type { CreateConfig, SessionOps } from "./session-ops.js";
 import type { SessionObject } from "./session-object.js";
+import type { TemplateBinding } from "./session-templates.js";
 
 export interface SessionRpc {
   create(config?: CreateConfig): Promise<{ readonly created: boolean }>;
@@ -28,7 +29,12 @@ export interface SessionRpc {
   createSession(
     body: SessionConfigBody,
     where?: { readonly tenant: string; readonly session: string },
+    template?: TemplateBinding,
   ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>>;
+  /** The template the session was created from (session-templates.ts), and whether it exists. */
+  templateBinding(): Promise<{ readonly exists: boolean; readonly binding?: TemplateBinding }>;
+  /** Close `sub`'s watches issued before `before` (Unix seconds): a revocation (watch-guard.ts). */
+  closeWatches(sub: string, before: number): Promise<{ readonly closed: number }>;
   relabel(change: { readonly title?: string | null; readonly labels?: readonly string[] }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>>;
   directoryMeta(): Promise<{ readonly title?: string; readonly labels: readonly string[] } | undefined>;
   op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>>;

@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import { requires, type AppEnv } from "../auth.js";
 import { Problem } from "../problems.js";
 import { canonical } from "../session-api.js";
+import { refuseUserPatch } from "../session-templates.js";
 import { type AcceptBody, acceptBody, acceptQuery, collapseBody, configPatch, emptyBody, entriesQuery, forkBody, noQuery, parse, requestKey, resetBody } from "../schemas.js";
 import { body, conversationParam, query, run, session } from "./shared.js";
 
@@ -114,5 +115,6 @@ conversationRoutes.patch(`${base}/config`, requires("config"), async (c) => {
   const ref = conversationParam(c);
   query(c, noQuery);
   const patch = await body(c, configPatch);
+  await refuseUserPatch(c.get("claims"), stub, patch);
   return c.json(await run(stub.op("patchConfig", ref, patch)));
 });

@@ -8,6 +8,7 @@ import { decodeCursor, directoryStub } from "../directory-object.js";
 import { Problem } from "../problems.js";
 import { emptyBody, noQuery, parse, requestKey, sessionConfig, sessionName, sessionPatch, sessionsQuery, tasksQuery, entriesQuery } from "../schemas.js";
 import { body, idParam, query, run, session } from "./shared.js";
+import { refuseUserPatch, resolveTemplateForUser } from "../session-templates.js";
 
 export const sessionRoutes = new Hono<AppEnv>();
 
@@ -26,8 +27,8 @@ sessionRoutes.get("/", requires("session.read"), async (c) => {
 sessionRoutes.put("/:session", requires("session.create"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
-  const config = await body(c, sessionConfig, { optional: true });
-  const result = await run(stub.createSession(config, { tenant: c.get("claims").tenant, session: parse(sessionName, c.req.param("session"), "invalid_id", "session") }));
+  const resolved = await resolveTemplateForUser(c.env, c.get("claims"), await body(c, sessionConfig, { optional: true }));
+  const result = await run(stub.createSession(resolved.config, { tenant: c.get("claims").tenant, session: parse(sessionName, c.req.param("session"), "invalid_id", "session") }, resolved.binding));
   return c.json({ session: c.req.param("session"), ...result }, result.created ? 201 : 200);
 });
 
@@ -43,6 +44,7 @@ sessionRoutes.patch("/:session", requires("session.create"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const change = await body(c, sessionPatch);
+  await refuseUserPatch(c.get("claims"), stub, change);
   const meta = await run(stub.relabel(change));
   return c.json({ session: c.req.param("session"), title: meta.title ?? null, labels: meta.labels });
 });
