@@ -62,7 +62,8 @@ import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { InboundClient } from "./inbound.js";
 import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
-import { ToolsClient } from "./tools.js";
+import { ToolsClient, TOOLS_CLIENT_OPERATIONS } from "./tools.js";
+import { UsersClient, USERS_CLIENT_OPERATIONS } from "./users.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -120,6 +121,9 @@ export class PicoClient {
   tools(): ToolsClient {
     return new ToolsClient(this);
   }
+
+  /** Session templates and user revocation (operator; src/client/users.ts). */
+  users(): UsersClient { return new UsersClient(this); }
 
   /** The models this deployment can use (what a session config's `model` may name) and the default. */
   async models(): Promise<ModelsResponse> {
@@ -691,8 +695,6 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   deleteInbound: "InboundClient.delete",
   ...PENDING_CLIENT_OPERATIONS,
   ...EVENTS_CLIENT_OPERATIONS,
-  putTool: "ToolsClient.put",
-  listTools: "ToolsClient.list",
-  getTool: "ToolsClient.get",
-  deleteTool: "ToolsClient.delete",
+  ...TOOLS_CLIENT_OPERATIONS,
+  ...USERS_CLIENT_OPERATIONS,
 };

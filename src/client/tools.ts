@@ -15,6 +15,14 @@ export interface ToolsRequester {
   request<T>(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: T }>;
 }
 
+/** The operations `ToolsClient` covers (merged into CLIENT_OPERATIONS). */
+export const TOOLS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
+  putTool: "ToolsClient.put",
+  listTools: "ToolsClient.list",
+  getTool: "ToolsClient.get",
+  deleteTool: "ToolsClient.delete",
+};
+
 export interface ToolWriteOptions {
   /** Only if the tool is at this version (its record's `version`), or `"*"`: only if it exists. */
   readonly ifMatch?: number | "*";

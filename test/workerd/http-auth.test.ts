@@ -63,14 +63,19 @@ describe("roles", () => {
       for (const route of ROUTES) {
         // A session nobody created: an allowed route gets past the role check to 404 (PUT creates).
         const session = uniqueSession(`role-${role}`);
-        // Agent tokens name the sessions they act in.
-        const jwt = await token("roles", role, role === "agent" ? { sessions: [session] } : {});
+        // Agent tokens name the sessions they act in; user tokens name their user.
+        const jwt = await token("roles", role, role === "agent" ? { sessions: [session] } : role === "user" ? { sub: "someone" } : {});
         const response = await send(route, session, jwt);
         const body = response.status === 101 ? {} : await json(response);
         const allowed = ROLE_CAPABILITIES[role].has(route.capability);
         if (!allowed) {
           expect(response.status, `${role} ${route.name}`).toBe(403);
           expect(body["code"]).toBe("forbidden");
+          expect(await lastSeq("roles", session)).toBe(0);
+        } else if (route.method === "PUT" && role === "user") {
+          // A user creates sessions only from a template (docs/users.md "Templates").
+          expect(response.status, `${role} ${route.name}`).toBe(422);
+          expect(body["field"]).toBe("template");
           expect(await lastSeq("roles", session)).toBe(0);
         } else if (route.method === "PUT") {
           expect(response.status, `${role} ${route.name}`).toBe(201);
@@ -82,7 +87,7 @@ describe("roles", () => {
       }
       // The tenant's routes: an allowed role gets past the role check (to its own, empty catalog).
       for (const route of TENANT_ROUTES) {
-        const jwt = await token(`roles-${role}`, role, role === "agent" ? { sessions: ["rig"] } : {});
+        const jwt = await token(`roles-${role}`, role, role === "agent" ? { sessions: ["rig"] } : role === "user" ? { sub: "someone" } : {});
         const response = await send(route, "unused", jwt);
         const body = await json(response);
         expect(response.status === 403 && body["code"] === "forbidden", `${role} ${route.name}`).toBe(!ROLE_CAPABILITIES[role].has(route.capability));
@@ -93,7 +98,7 @@ describe("roles", () => {
 
   it("the role table: client and mayor lack the operator routes, operator has all, agent has only the rig's", () => {
     expect([...ROLE_CAPABILITIES.operator].sort()).toEqual([...new Set([...ROUTES, ...TENANT_ROUTES].map((r) => r.capability))].sort());
-    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools"] as const) {
+    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools", "templates", "users"] as const) {
       expect(ROLE_CAPABILITIES.client.has(capability)).toBe(false);
     }
     expect([...ROLE_CAPABILITIES.agent]).toEqual(["rig"]);

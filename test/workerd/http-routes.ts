@@ -75,4 +75,9 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
   { name: "PATCH webhook endpoint", method: "PATCH", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", body: { enabled: false }, capability: "webhooks" },
   { name: "DELETE webhook endpoint", method: "DELETE", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", capability: "webhooks" },
   { name: "POST webhook endpoint rotate-secret", method: "POST", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa/rotate-secret", capability: "webhooks" },
+  { name: "GET templates", method: "GET", path: () => "/v1/templates", capability: "templates" },
+  { name: "GET template", method: "GET", path: () => "/v1/templates/lookup", capability: "templates" },
+  { name: "DELETE template", method: "DELETE", path: () => "/v1/templates/lookup", capability: "templates" },
+  { name: "PUT template", method: "PUT", path: () => "/v1/templates/lookup", body: { model: "echo/echo", userSettable: ["title"] }, capability: "templates" },
+  { name: "POST user revoke", method: "POST", path: () => "/v1/users/someone/revoke", capability: "users" },
 ];
