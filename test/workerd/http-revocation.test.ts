@@ -101,15 +101,23 @@ describe("user watches", () => {
     // user token's remaining life, and both watches close when it ends, the hibernated socket by the alarm.
     const shortLived = await token(tenant, "user", { sub: "dana", iat: now, exp: now + 3 });
     const expiring = await userSession(tenant, "dana", shortLived);
+    const quiet = await userSession(tenant, "dana", shortLived);
     const shortWatchToken = await mintWatchToken(expiring, shortLived, 600);
     const ws = await wsWatch(watchPath(expiring), shortWatchToken);
-    const sse = await sseWatch(watchPath(expiring), shortWatchToken);
-    expect([ws.status, sse.status]).toEqual([101, 200]);
-    await waitFor(() => ws.received() > 0 && sse.received() > 0, "the first view");
+    // On `quiet` nothing but the hibernated socket remains: only the object's alarm can close it.
+    const quietWs = await wsWatch(watchPath(quiet), await mintWatchToken(quiet, shortLived, 600));
+    expect([ws.status, quietWs.status]).toEqual([101, 101]);
+    await waitFor(() => ws.received() > 0 && quietWs.received() > 0, "the WebSockets' views");
+    // The sockets hibernate: from now on the objects know them from their attachments alone.
     await evictDurableObject(stubOf(tenant, expiring), { webSockets: "hibernate" });
-    // The SSE stream woke the object again; the socket is known from its attachment alone.
+    await evictDurableObject(stubOf(tenant, quiet), { webSockets: "hibernate" });
+    const sse = await sseWatch(watchPath(expiring), shortWatchToken);
+    expect(sse.status).toBe(200);
+    await waitFor(() => sse.received() > 0, "the SSE stream's view");
     await waitFor(() => ws.closed() !== undefined && sse.closed() !== undefined, "the expired watches to close");
     expect(ws.closed()).toEqual({ code: WATCH_CLOSE_CODE, reason: "the watch token expired" });
+    await waitFor(() => quietWs.closed() !== undefined, "the hibernated watch to close");
+    expect(quietWs.closed()).toEqual({ code: WATCH_CLOSE_CODE, reason: "the watch token expired" });
     expect(sse.closed()?.reason).toBe("ended");
     const again = await wsWatch(watchPath(expiring), shortWatchToken);
     expect(again.status).toBe(401);
