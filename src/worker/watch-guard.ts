@@ -97,6 +97,7 @@ export class WatchGuard {
   sweep(): number {
     let closed = 0;
     for (const ws of this.#host.getWebSockets()) {
+      if (ws.readyState !== WebSocket.OPEN) continue;
       const watcher = readAttachment(ws)?.watcher;
       const reason = watcher === undefined ? undefined : this.#reason(watcher);
       if (reason === undefined) continue;
