@@ -43,6 +43,7 @@ import { deliveriesQuery, deliveryList, deliveryOut, endpointBody, endpointDelet
 import { limitsBody, limitsResponse, meUsageQuery, usageQuery, usageResponse as meteredUsage } from "./limits.js";
 import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
 import { mcpServerBody, mcpServerDeleted, mcpServerList, mcpServerName, mcpServerOut } from "./mcp-servers.js";
+import { revokeResponse, templateBody, templateDeletedResponse, templateName, templateRecordOut, templatesListResponse, userSub } from "./templates.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
@@ -139,6 +140,8 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   deliveryId: z.string().describe("{event element}.{endpoint id}"),
   tool: toolName,
   server: mcpServerName,
+  template: templateName,
+  sub: userSub,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
 
@@ -300,6 +303,18 @@ export const API_ROUTES: readonly ApiRoute[] = [
   { method: "get", path: "/v1/mcp-servers/{server}", operationId: "getMcpServer", summary: "One MCP server: its pinned tools, each selectable as {server}__{tool} or listed with the reason it is not", auth: client("mcp"), query: noQuery, responses: { 200: ok(mcpServerOut) } },
   { method: "delete", path: "/v1/mcp-servers/{server}", operationId: "deleteMcpServer", summary: "Remove an MCP server: its tools stay selectable, their new calls settle as a tool error", auth: client("mcp"), query: noQuery, responses: { 200: ok(mcpServerDeleted) } },
   { method: "post", path: "/v1/mcp-servers/{server}/refresh", operationId: "refreshMcpServer", summary: "Read the server's tool list again and pin it (a failure keeps the old snapshot: 502 mcp_server_unreachable)", auth: client("mcp"), query: noQuery, responses: { 200: ok(mcpServerOut) } },
+  // Session templates and users (docs/users.md)
+  {
+    method: "put", path: "/v1/templates/{template}", operationId: "putTemplate", summary: "Define or replace a session template: the session PUT's fields plus userSettable (ETag: its version; If-Match makes it conditional; 422 invalid_template names the field)", auth: client("templates"),
+    headers: ifMatchHeader, body: body(templateBody), responses: { 201: ok(templateRecordOut, "Created"), 200: ok(templateRecordOut, "Replaced") },
+  },
+  { method: "get", path: "/v1/templates", operationId: "listTemplates", summary: "The tenant's session templates", auth: client("templates"), query: noQuery, responses: { 200: ok(templatesListResponse) } },
+  { method: "get", path: "/v1/templates/{template}", operationId: "getTemplate", summary: "One session template (ETag: its version)", auth: client("templates"), query: noQuery, responses: { 200: ok(templateRecordOut) } },
+  {
+    method: "delete", path: "/v1/templates/{template}", operationId: "deleteTemplate", summary: "Delete a session template: sessions created from it keep what it said", auth: client("templates"),
+    headers: ifMatchHeader, responses: { 200: ok(templateDeletedResponse) },
+  },
+  { method: "post", path: "/v1/users/{sub}/revoke", operationId: "revokeUser", summary: "Refuse the user's tokens issued before now and close its open watches", auth: client("users"), query: noQuery, body: body(emptyBody, false), responses: { 200: ok(revokeResponse) } },
   // Models (docs/models.md)
   { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },
   // Waiting input (docs/api.md "Waiting input")

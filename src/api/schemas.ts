@@ -68,14 +68,23 @@ const generationConfigBody = z.strictObject({
 const title = (): z.ZodString => z.string().min(1).max(200);
 const labels = (): z.ZodArray<z.ZodString> => z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$/, "a label is 1-64 characters of A-Z a-z 0-9 _ . : / - starting with a letter or digit")).max(20);
 
-/** PUT session: the root's generation config plus session-wide policy (`onInterrupt`: what a restart does to a generation), and the directory's title and labels. */
-export const sessionConfig = generationConfigBody.extend({
+/** A session template's name (docs/users.md "Templates"). */
+export const templateName = z.string().regex(/^[a-zA-Z0-9-]{1,32}$/, "a template name is 1-32 characters of A-Z a-z 0-9 -");
+
+/** The fields a session PUT sets: what a template (src/api/templates.ts) holds and marks user-settable. */
+export const sessionFields = generationConfigBody.extend({
   onInterrupt: z.enum(["retry", "fail"], { error: 'onInterrupt is "retry" or "fail"' }).optional(),
   title: title().optional(),
   labels: labels().optional(),
   /** Ignored: a session is owned by the user whose token created it (docs/users.md), never by a body's say-so. */
   owner: z.unknown().optional(),
 });
+
+/**
+ * PUT session: the root's generation config plus session-wide policy (`onInterrupt`: what a restart does to a generation), and the directory's title and labels;
+ * `template` starts from a session template's values (required for user tokens, which may set only the fields it marks user-settable).
+ */
+export const sessionConfig = sessionFields.extend({ template: templateName.optional() });
 
 /** PATCH session: the directory title (null clears it) and labels. */
 export const sessionPatch = z

@@ -65,6 +65,7 @@ import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } fr
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
 import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
 import { END_USER_CLIENT_OPERATIONS } from "./end-users.js";
+import { UsersClient, USERS_CLIENT_OPERATIONS } from "./users.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -119,9 +120,10 @@ export class PicoClient {
   }
 
   /** The tenant's tool catalog (operator; src/client/tools.ts). */
-  tools(): ToolsClient {
-    return new ToolsClient(this);
-  }
+  tools(): ToolsClient { return new ToolsClient(this); }
+
+  /** Session templates and user revocation (operator; src/client/users.ts). */
+  users(): UsersClient { return new UsersClient(this); }
 
   /** The models this deployment can use (what a session config's `model` may name) and the default. */
   async models(): Promise<ModelsResponse> {
@@ -692,8 +694,6 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listInbound: "InboundClient.list",
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
-  ...PENDING_CLIENT_OPERATIONS, ...END_USER_CLIENT_OPERATIONS,
-  ...EVENTS_CLIENT_OPERATIONS,
-  ...TOOLS_CLIENT_OPERATIONS,
-  ...LIMITS_CLIENT_OPERATIONS,
+  ...PENDING_CLIENT_OPERATIONS, ...END_USER_CLIENT_OPERATIONS, ...EVENTS_CLIENT_OPERATIONS,
+  ...TOOLS_CLIENT_OPERATIONS, ...LIMITS_CLIENT_OPERATIONS, ...USERS_CLIENT_OPERATIONS,
 };

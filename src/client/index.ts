@@ -9,6 +9,7 @@ export * from "./tools.js";
 export * from "./limits.js";
 export * from "./end-users.js";
 export * from "./mcp-servers.js";
+export * from "./users.js";
 export * from "./sse.js";
 export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch.js";
 export type { ConversationEvent, ConversationView, SessionEvent, SessionView, WatchMessage } from "../core/watch.js";

@@ -6,7 +6,8 @@
  * SessionObject's alarm handler. It knows nothing of Durable Objects: the sink does the writes.
  *
  * More reasons (the rig's witness patrol) join as further inputs of `#desired`. The tenant directory's
- * pending update (session-directory.ts) is one: it is retried from the alarm until acknowledged.
+ * pending update (session-directory.ts) is one: it is retried from the alarm until acknowledged; the
+ * earliest expiry of a user's open watch (watch-guard.ts) is another.
  */
 
 export interface AlarmSink {
@@ -35,6 +36,8 @@ export class AlarmPlan {
   #directory: number | undefined;
   /** The outbox sender's next round (outbox.ts). */
   #outbox: number | undefined;
+  /** The earliest expiry of a user's open watch (watch-guard.ts). */
+  #watches: number | undefined;
   #busy = false;
   /** Live work committed but neither dispatched (busy) nor asleep (wake) yet: a kill in that gap must still wake it. */
   #guard: number | undefined;
@@ -104,6 +107,12 @@ export class AlarmPlan {
     this.#apply(now);
   }
 
+  /** When the earliest open user watch expires (undefined: none). */
+  watches(at: number | undefined, now: number): void {
+    this.#watches = at;
+    this.#apply(now);
+  }
+
   /** The storage was wiped (session deleted): nothing is scheduled and no task reason remains. */
   cleared(now: number): void {
     this.#armed = undefined;
@@ -113,6 +122,7 @@ export class AlarmPlan {
     this.#busy = false;
     this.#guard = undefined;
     this.#outbox = undefined;
+    this.#watches = undefined;
     this.#apply(now);
   }
 
@@ -133,7 +143,7 @@ export class AlarmPlan {
 
   /** The earliest reason to wake, or undefined. */
   get desired(): number | undefined {
-    return minimum(minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory), this.#outbox);
+    return minimum(minimum(minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory), this.#outbox), this.#watches);
   }
 
   #apply(now: number): void {

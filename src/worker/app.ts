@@ -16,6 +16,7 @@
  *   routes/limits.ts         the tenant's limits (operator) and usage (operator; a user's own)
  *   routes/tokens.ts         minting end users' tokens (operator; docs/users.md)
  *   routes/mcp-servers.ts    the tenant's remote MCP servers as tool sources (operator)
+ *   routes/templates.ts      session templates and user revocation (operator; docs/users.md)
  *   routes/mcp.ts            the session as an MCP server (streamable HTTP, JSON responses, stateless)
  *   GET /v1/models           the models this deployment can use (models.ts)
  *
@@ -45,6 +46,7 @@ import { toolRoutes } from "./routes/tools.js";
 import { limitRoutes } from "./routes/limits.js";
 import { tokenRoutes } from "./routes/tokens.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
+import { templateRoutes, userRoutes } from "./routes/templates.js";
 import { mcpRoutes } from "./routes/mcp.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
 
@@ -93,6 +95,8 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1", limitRoutes);
   app.route("/v1/tokens", tokenRoutes);
   app.route("/v1/mcp-servers", mcpServerRoutes);
+  app.route("/v1/templates", templateRoutes);
+  app.route("/v1/users", userRoutes);
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;

@@ -21,6 +21,7 @@ import { RESERVED_NAMES } from "../rig/types.js";
 import { routePath } from "hono/route";
 import { claims as claimsSchema, MAX_USER_GRANTS, parse, USER_TOKEN_MAX_SECONDS, type Claims, type Role, type WatchScope } from "./schemas.js";
 import { checkUserAccess } from "./user-access.js";
+import { refuseRevoked } from "./revocation.js";
 
 /** What a route needs; roles grant sets of these. */
 export type Capability =
@@ -52,7 +53,11 @@ export type Capability =
   /** The tenant's limits and every user's usage (docs/users.md "Limits and usage"). */
   | "limits"
   /** Minting user tokens for the product's end users (docs/users.md). */
-  | "tokens";
+  | "tokens"
+  /** The tenant's session templates (docs/users.md "Templates"). */
+  | "templates"
+  /** End-user administration: revoking a user's tokens (docs/users.md "Revocation"). */
+  | "users";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
 
@@ -65,7 +70,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "limits", "tokens"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "limits", "tokens", "templates", "users"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /**
@@ -185,6 +190,8 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   const token = fromHeader ?? fromQuery;
   if (token === undefined) throw new Problem("unauthorized", "a bearer token is required (Authorization: Bearer <token>)", "authorization");
   const claims = await verifyToken(token, c.env, fromHeader === undefined ? "access_token" : "authorization");
+  // A user's tokens issued before its revocation are refused (revocation.ts).
+  await refuseRevoked(c.env, claims);
   if (fromQuery !== undefined && claims.scope !== "watch") {
     throw new Problem(
       "unauthorized",

@@ -15,6 +15,8 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "./env.js";
 import { EndpointStore, type EndpointInput, type EndpointPatch } from "./directory-endpoints.js";
+import { UserStore, type DeleteTemplateOutcome, type PutTemplateOutcome, type Revocation, type TemplateIfMatch } from "./directory-users.js";
+import type { TemplateDefinition, TemplateRecord } from "../api/templates.js";
 import type { EndpointRecord, SessionEndpoint } from "./outbox-types.js";
 import type { SealedSecret } from "./sealed-secrets.js";
 import { hostClock } from "./host-config.js";
@@ -68,6 +70,14 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc {
   rotateEndpointSecret(id: string, secret: SealedSecret): Promise<EndpointRecord | undefined>;
   disableEndpoint(id: string, failingSince: number, reason: string): Promise<{ readonly disabled: boolean }>;
   sessionEndpoints(session: string): Promise<SessionEndpoint[]>;
+  // End users (docs/users.md; directory-users.ts) ---------------------------------------------------
+  putTemplate(name: string, definition: TemplateDefinition, ifMatch?: TemplateIfMatch): Promise<PutTemplateOutcome>;
+  getTemplate(name: string): Promise<TemplateRecord | undefined>;
+  listTemplates(): Promise<TemplateRecord[]>;
+  deleteTemplate(name: string, ifMatch?: TemplateIfMatch): Promise<DeleteTemplateOutcome>;
+  revokedAt(sub: string): Promise<number | undefined>;
+  revokeUser(sub: string, at: number): Promise<Revocation>;
+  userWatching(sub: string, session: string, until: number, now: number): Promise<number | undefined>;
 }
 
 /**
@@ -243,6 +253,43 @@ export class DirectoryObject extends DurableObject<Env> {
 
   sessionEndpoints(session: string): SessionEndpoint[] {
     return this.#endpoints.forSession(session);
+  }
+
+  // End users: templates, revocations, watches (docs/users.md; directory-users.ts) -------------------
+
+  #userStore: UserStore | undefined;
+
+  get #users(): UserStore {
+    this.#userStore ??= new UserStore(this.ctx.storage.sql);
+    return this.#userStore;
+  }
+
+  putTemplate(name: string, definition: TemplateDefinition, ifMatch?: TemplateIfMatch): PutTemplateOutcome {
+    return this.#users.putTemplate(name, definition, Date.now(), ifMatch);
+  }
+
+  getTemplate(name: string): TemplateRecord | undefined {
+    return this.#users.getTemplate(name);
+  }
+
+  listTemplates(): TemplateRecord[] {
+    return this.#users.listTemplates();
+  }
+
+  deleteTemplate(name: string, ifMatch?: TemplateIfMatch): DeleteTemplateOutcome {
+    return this.#users.deleteTemplate(name, ifMatch);
+  }
+
+  revokedAt(sub: string): number | undefined {
+    return this.#users.revokedAt(sub);
+  }
+
+  revokeUser(sub: string, at: number): Revocation {
+    return this.#users.revoke(sub, at);
+  }
+
+  userWatching(sub: string, session: string, until: number, now: number): number | undefined {
+    return this.#users.watching(sub, session, until, now);
   }
 
   // The tenant's tool catalog (docs/tools.md) ------------------------------------------------------

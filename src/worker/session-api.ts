@@ -44,6 +44,7 @@ import { presentEntry, presentTask } from "../kinds/stored.js";
 import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../storage/records.js";
 import type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport } from "../api/responses.js";
 import { Problem } from "./problems.js";
+import type { SessionConfigBody } from "./schemas.js";
 import type { ToolCatalog } from "../kinds/catalog-types.js";
 import { selectableTools } from "./tool-catalog.js";
 
@@ -160,6 +161,18 @@ export function canonical(value: unknown): string {
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(",")}}`;
   }
   return JSON.stringify(value);
+}
+
+/** A create's config with the defaults filled in (`model`: the deployment's default model). */
+export function normalizeConfig(body: SessionConfigBody, model: string): SessionConfig {
+  return {
+    model: body.model ?? model,
+    selectedTools: body.selectedTools ?? ["echo"],
+    ...(body.thinking === undefined ? {} : { thinking: body.thinking }),
+    ...(body.profile === undefined ? {} : { profile: body.profile }),
+    ...(body.budgetMs === undefined ? {} : { budgetMs: body.budgetMs }),
+    onInterrupt: body.onInterrupt ?? "retry",
+  };
 }
 
 /** Check that a model id resolves and tools are registered (before anything is written). */

@@ -43,11 +43,13 @@ import { buildModels, defaultModel } from "./models.js";
 import { retryOptions } from "./retry-config.js";
 import { Problem, problemData, toProblem, type Outcome } from "./problems.js";
 import type { SessionConfigBody } from "./schemas.js";
-import { canonical, checkConfig, createConfigValue, inputIndex, SessionApi, type SessionConfig } from "./session-api.js";
+import { canonical, checkConfig, createConfigValue, inputIndex, normalizeConfig, SessionApi, type SessionConfig } from "./session-api.js";
 import { SessionHost } from "./session-host.js";
 import { openTelemetryTracer } from "./telemetry.js";
 import type { CreateConfig, RigSessionOps, SessionOps } from "./session-ops.js";
-import { FeedBook, readAttachment, socketSubscriber, sseResponse, type AnyFeed, type WatchTarget } from "./watch-transport.js";
+import { FeedBook, readAttachment, sendableCloseCode, socketSubscriber, sseResponse, type AnyFeed, type Watcher, type WatchTarget } from "./watch-transport.js";
+import { objectWatchGuard, watcherFromHeaders, type WatchGuard } from "./watch-guard.js";
+import { TEMPLATE_KEY, type TemplateBinding } from "./session-templates.js";
 import type { FeedSubscriber } from "./watch-feed.js";
 import { generationConfig, turnPolicy } from "../kinds/config.js";
 import type { TurnKit } from "../kinds/turns.js";
@@ -72,8 +74,6 @@ function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof
   return out as unknown as { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> };
 }
 
-/** What an operator sees: the driver's view plus the host's safety valves. */
-
 /** The harness this instance opened, with its host bookkeeping. */
 interface OpenSession {
   readonly harness: Harness;
@@ -87,11 +87,6 @@ interface OpenSession {
   readonly gupp: Gupp;
   /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
   stale: boolean;
-}
-
-/** A close code a server may send back (1005, 1006 and 1015 are reserved for reporting, never sent). */
-function sendableCloseCode(code: number): number {
-  return code === 1000 || (code >= 1001 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999) ? code : 1000;
 }
 
 /**
@@ -126,6 +121,8 @@ export class SessionObject extends DurableObject<Env> {
   readonly #catalog: CatalogCache;
   /** The tenant a session is being created for (before its directory link knows it). */
   #creatingFor: string | undefined;
+  /** Users' watches: closed at their token's expiry or on revocation (watch-guard.ts). */
+  readonly #guard: WatchGuard;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -156,6 +153,7 @@ export class SessionObject extends DurableObject<Env> {
     });
     this.#outbox = objectOutbox(ctx, env, this.#clock, () => this.#directory.where, (at) => this.#alarms.outbox(at, this.#clock.now()));
     this.#catalog = sessionCatalog(env, this.#clock, () => this.#directory.where?.tenant ?? this.#creatingFor);
+    this.#guard = objectWatchGuard(ctx, env, this.#clock, (at) => this.#alarms.watches(at, this.#clock.now()), (ws) => this.#dropSocket(ws));
   }
 
   // RPC ---------------------------------------------------------------------------------------------
@@ -241,10 +239,10 @@ export class SessionObject extends DurableObject<Env> {
    * Nothing is written unless the session is created now. With `where` (the HTTP layer's tenant and
    * name), a created session is announced to its tenant's directory with the body's title and labels.
    */
-  createSession(body: SessionConfigBody, where?: SessionWhere): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
+  createSession(body: SessionConfigBody, where?: SessionWhere, template?: TemplateBinding): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
-        const config = this.#normalize(body);
+        const config = normalizeConfig(body, defaultModel(this.env));
         if (sessionCreated(this.ctx.storage)) {
           // Another user's session answers as an unknown one does, and nothing changes (user-access.ts).
           if (where?.owner !== undefined && where.granted !== true && readOwner(this.ctx.storage.kv) !== where.owner) throw new SessionNotFound();
@@ -269,6 +267,7 @@ export class SessionObject extends DurableObject<Env> {
           ...(config.budgetMs === undefined ? [] : [initialValue(generationConfig.budgetMs, config.budgetMs)]),
           initialValue(turnPolicy.onInterrupt, config.onInterrupt),
         ]);
+        if (template !== undefined) this.ctx.storage.kv.put(TEMPLATE_KEY, template);
         if (where !== undefined) {
           await this.#directory.created({ tenant: where.tenant, session: where.session, owner: where.owner, ...(body.title === undefined ? {} : { title: body.title }), ...(body.labels === undefined ? {} : { labels: body.labels }) });
         }
@@ -304,6 +303,17 @@ export class SessionObject extends DurableObject<Env> {
   /** The directory title and labels (undefined: not created over HTTP). */
   directoryMeta(): { readonly title?: string; readonly labels: readonly string[] } | undefined {
     return this.#directory.meta();
+  }
+
+  /** The template this session was created from (what its users may set), and whether it exists. */
+  templateBinding(): { readonly exists: boolean; readonly binding?: TemplateBinding } {
+    const binding = sessionCreated(this.ctx.storage) ? this.ctx.storage.kv.get<TemplateBinding>(TEMPLATE_KEY) : undefined;
+    return { exists: sessionCreated(this.ctx.storage), ...(binding === undefined ? {} : { binding }) };
+  }
+
+  /** A revocation from the tenant's directory: close `sub`'s watches issued before `before` (Unix seconds). */
+  closeWatches(sub: string, before: number): { readonly closed: number } {
+    return sessionCreated(this.ctx.storage) ? this.#guard.revoke(sub, before) : { closed: 0 };
   }
 
   /** DELETE /v1/sessions/{session}: close the harness, end watchers, delete every row and the alarm. */
@@ -435,6 +445,7 @@ export class SessionObject extends DurableObject<Env> {
     try {
       // The runtime consumed the alarm that fired; a heartbeat moves on while work is in flight.
       this.#alarms.fired(this.#clock.now());
+      this.#guard.sweep();
       if (sessionCreated(this.ctx.storage)) {
         // Opening attaches unless the durable fault record says not to auto-drive the session.
         await this.#acquire();
@@ -603,17 +614,6 @@ export class SessionObject extends DurableObject<Env> {
     }
   }
 
-  #normalize(body: SessionConfigBody): SessionConfig {
-    return {
-      model: body.model ?? defaultModel(this.env),
-      selectedTools: body.selectedTools ?? ["echo"],
-      ...(body.thinking === undefined ? {} : { thinking: body.thinking }),
-      ...(body.profile === undefined ? {} : { profile: body.profile }),
-      ...(body.budgetMs === undefined ? {} : { budgetMs: body.budgetMs }),
-      onInterrupt: body.onInterrupt ?? "retry",
-    };
-  }
-
   /** Run an API operation and return its value or its problem (RPC would lose an error's class). */
   async #outcome<T>(run: () => Promise<T>): Promise<Outcome<T>> {
     try {
@@ -633,7 +633,7 @@ export class SessionObject extends DurableObject<Env> {
         continue;
       }
       try {
-        await this.#watchSocket(session, ws, attachment.target, attachment.lastEventId);
+        await this.#watchSocket(session, ws, attachment.target, attachment.lastEventId, attachment.watcher);
       } catch {
         ws.close(1000, "the watched conversation is gone");
       }
@@ -645,11 +645,11 @@ export class SessionObject extends DurableObject<Env> {
     return session.feeds.target(target);
   }
 
-  async #watchSocket(session: OpenSession, ws: WebSocket, target: WatchTarget, lastEventId: string | undefined): Promise<void> {
+  async #watchSocket(session: OpenSession, ws: WebSocket, target: WatchTarget, lastEventId: string | undefined, watcher?: Watcher): Promise<void> {
     const feed = await this.#feedOf(session, target);
-    const subscriber = socketSubscriber(ws, target);
+    const subscriber = socketSubscriber(ws, target, watcher);
     this.#sockets.set(ws, { feed, subscriber });
-    ws.serializeAttachment({ target, lastEventId });
+    ws.serializeAttachment({ target, lastEventId, ...(watcher === undefined ? {} : { watcher }) });
     (feed as AnyFeed & { subscribe(s: FeedSubscriber<unknown, unknown>, id: string | undefined): void }).subscribe(subscriber, lastEventId);
   }
 
@@ -666,6 +666,9 @@ export class SessionObject extends DurableObject<Env> {
     app.get("/watch/:target", async (c) => {
       const raw = c.req.param("target");
       const lastEventId = c.req.header("last-event-id") ?? undefined;
+      const watcher = watcherFromHeaders(c.req.raw.headers);
+      const refused = this.#guard.refusal(watcher);
+      if (refused !== undefined) return refused.response();
       let session: OpenSession;
       let feed: AnyFeed;
       let target: WatchTarget;
@@ -680,10 +683,11 @@ export class SessionObject extends DurableObject<Env> {
         const pair = new WebSocketPair();
         const [client, server] = [pair[0], pair[1]];
         this.ctx.acceptWebSocket(server);
-        await this.#watchSocket(session, server, target, lastEventId);
+        await this.#watchSocket(session, server, target, lastEventId, watcher);
+        this.#guard.schedule();
         return new Response(null, { status: 101, webSocket: client });
       }
-      return sseResponse(c, feed, lastEventId);
+      return sseResponse(c, feed, lastEventId, watcher === undefined ? undefined : (end) => this.#guard.stream(watcher, end));
     });
     app.notFound(() => new Problem("route_not_found", "no such watch route").response());
     return app;

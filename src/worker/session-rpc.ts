@@ -17,6 +17,7 @@ import type { SessionConfig } from "./session-api.js";
 import type { CreateConfig, SessionOps } from "./session-ops.js";
 import type { SessionObject } from "./session-object.js";
 import type { SessionWhere } from "./session-owner.js";
+import type { TemplateBinding } from "./session-templates.js";
 
 export interface SessionRpc {
   create(config?: CreateConfig): Promise<{ readonly created: boolean }>;
@@ -29,7 +30,12 @@ export interface SessionRpc {
   createSession(
     body: SessionConfigBody,
     where?: SessionWhere,
+    template?: TemplateBinding,
   ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>>;
+  /** The template the session was created from (session-templates.ts), and whether it exists. */
+  templateBinding(): Promise<{ readonly exists: boolean; readonly binding?: TemplateBinding }>;
+  /** Close `sub`'s watches issued before `before` (Unix seconds): a revocation (watch-guard.ts). */
+  closeWatches(sub: string, before: number): Promise<{ readonly closed: number }>;
   relabel(change: { readonly title?: string | null; readonly labels?: readonly string[] }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>>;
   /** Whether end user `sub` reaches this session: it owns it, or (`creating`) nobody created it yet (user-access.ts). */
   reaches(sub: string, creating: boolean): Promise<boolean>;

@@ -27,10 +27,26 @@ export type AnyFeed = ConversationFeed | SessionFeed;
 /** What a watch transport watches: a conversation id or the session. */
 export type WatchTarget = { readonly type: "conversation"; readonly id: Id } | { readonly type: "session" };
 
+/** Who holds a watch opened with a user's token: the user, the token's issue time and expiry (Unix seconds; watch-guard.ts). */
+export interface Watcher {
+  readonly sub: string;
+  readonly iat?: number;
+  readonly exp: number;
+}
+
+export function watcherOf(value: unknown): Watcher | undefined {
+  if (value === null || typeof value !== "object") return undefined;
+  const { sub, iat, exp } = value as { sub?: unknown; iat?: unknown; exp?: unknown };
+  if (typeof sub !== "string" || typeof exp !== "number" || (iat !== undefined && typeof iat !== "number")) return undefined;
+  return { sub, exp, ...(iat === undefined ? {} : { iat }) };
+}
+
 /** A hibernatable socket's serialized attachment. */
 export interface SocketAttachment {
   readonly target: WatchTarget;
   readonly lastEventId: string | undefined;
+  /** A user's watch: closes at its token's expiry or on revocation (watch-guard.ts). */
+  readonly watcher?: Watcher;
 }
 
 export interface WatchSeams {
@@ -201,8 +217,8 @@ function payload<V, E>(out: FeedOut<V, E>): string {
   }
 }
 
-/** An SSE response for one subscriber of `feed`. */
-export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | undefined): Response {
+/** An SSE response for one subscriber of `feed`; `track` registers how to end it early (a user's watch at expiry or revocation). */
+export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | undefined, track?: (end: () => void) => () => void): Response {
   return streamSSE(c, async (stream) => {
     const queue: (FeedOut<unknown, unknown> | "keep-alive")[] = [];
     let ended = false;
@@ -231,6 +247,7 @@ export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | und
     };
     (feed as WatchFeed<{ readAt: Id }, { type: string }>).subscribe(subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>, lastEventId);
     openStreams += 1;
+    const untrack = track?.(() => subscriber.end());
     stream.onAbort(() => {
       ended = true;
       notify();
@@ -253,19 +270,25 @@ export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | und
       }
     } finally {
       openStreams -= 1;
+      untrack?.();
       clearInterval(timer);
       (feed as WatchFeed<{ readAt: Id }, { type: string }>).unsubscribe(subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>);
     }
   });
 }
 
+/** A close code a server may send back (1005, 1006 and 1015 are reserved for reporting, never sent). */
+export function sendableCloseCode(code: number): number {
+  return code === 1000 || (code >= 1001 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999) ? code : 1000;
+}
+
 /** A feed subscriber that writes to a (hibernatable) WebSocket and records the last id sent. */
-export function socketSubscriber(ws: WebSocket, target: WatchTarget): FeedSubscriber<unknown, unknown> {
+export function socketSubscriber(ws: WebSocket, target: WatchTarget, watcher?: Watcher): FeedSubscriber<unknown, unknown> {
   return {
     send(out) {
       try {
         ws.send(JSON.stringify(out));
-        ws.serializeAttachment({ target, lastEventId: out.id } satisfies SocketAttachment);
+        ws.serializeAttachment({ target, lastEventId: out.id, ...(watcher === undefined ? {} : { watcher }) } satisfies SocketAttachment);
       } catch {
         // The socket is gone; its close handler unsubscribes.
       }
@@ -290,5 +313,6 @@ export function readAttachment(ws: WebSocket): SocketAttachment | undefined {
   const id = (target as { id?: unknown }).id;
   const parsed: WatchTarget | undefined = type === "session" ? { type: "session" } : type === "conversation" && typeof id === "number" ? { type: "conversation", id } : undefined;
   if (parsed === undefined) return undefined;
-  return { target: parsed, lastEventId: typeof lastEventId === "string" ? lastEventId : undefined };
+  const watcher = watcherOf((value as { watcher?: unknown }).watcher);
+  return { target: parsed, lastEventId: typeof lastEventId === "string" ? lastEventId : undefined, ...(watcher === undefined ? {} : { watcher }) };
 }

@@ -70,9 +70,11 @@ describe("roles", () => {
         const allowed = ROLE_CAPABILITIES[role].has(route.capability);
         if (role === "user") {
           // A session that is not the user's answers as an unknown one on every route, before the route's
-          // action is looked at (users-access.test.ts); PUT on a free name creates the user's own session.
-          expect(response.status, `${role} ${route.name}`).toBe(route.method === "PUT" ? 201 : 404);
-          if (route.method !== "PUT") expect(body["code"], `${role} ${route.name}`).toBe("session_not_found");
+          // action is looked at (users-access.test.ts); PUT on a free name would create the user's own
+          // session, but a user creates only from a template (docs/users.md "Templates"): 422 naming it.
+          expect(response.status, `${role} ${route.name}`).toBe(route.method === "PUT" ? 422 : 404);
+          expect(body[route.method === "PUT" ? "field" : "code"], `${role} ${route.name}`).toBe(route.method === "PUT" ? "template" : "session_not_found");
+          expect(await lastSeq("roles", session)).toBe(0);
         } else if (!allowed) {
           expect(response.status, `${role} ${route.name}`).toBe(403);
           expect(body["code"]).toBe("forbidden");
@@ -98,7 +100,7 @@ describe("roles", () => {
 
   it("the role table: client and mayor lack the operator routes, operator has all, agent has only the rig's", () => {
     expect([...ROLE_CAPABILITIES.operator].sort()).toEqual([...new Set([...ROUTES, ...TENANT_ROUTES].map((r) => r.capability))].sort());
-    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools", "mcp", "limits"] as const) {
+    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools", "mcp", "limits", "templates", "users"] as const) {
       expect(ROLE_CAPABILITIES.client.has(capability)).toBe(false);
       expect(ROLE_CAPABILITIES.user.has(capability)).toBe(false);
     }

@@ -19,6 +19,7 @@ import { EndUserClient } from "../../src/client/end-users.js";
 import { McpServersClient } from "../../src/client/mcp-servers.js";
 import { LimitsClient } from "../../src/client/limits.js";
 import { McpTestServer, mcpFetch } from "./mcp-fixtures.js";
+import { UsersClient } from "../../src/client/users.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
 import { BASE, token, uniqueSession, until, workerFetch } from "./http-fixtures.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
@@ -107,7 +108,7 @@ function methodsOf(owner: string, prototype: object): string[] {
     .map(([name]) => `${owner}.${name}`);
 }
 
-const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, EndUserClient, McpServersClient, LimitsClient };
+const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, EndUserClient, McpServersClient, LimitsClient, UsersClient };
 
 /** Spy on every client method (calling through) and record which ones ran. */
 function recordCalls(): Set<string> {
@@ -270,6 +271,13 @@ describe("typed client against the worker", () => {
     expect((await tools.list()).items.map((item) => item.name)).toContain("lookup_order");
     expect((await tools.get("lookup_order")).version).toBe(tool.version);
     expect((await tools.delete("lookup_order", { ifMatch: tool.version })).deleted).toBe(true);
+    // Session templates and user revocation (operator).
+    const users = operator.users();
+    const template = await users.putTemplate("support", { model: "echo/echo", userSettable: ["title"] });
+    expect((await users.templates()).items.map((item) => item.name)).toContain("support");
+    expect((await users.template("support")).version).toBe(template.version);
+    expect(await users.deleteTemplate("support", { ifMatch: template.version })).toEqual({ name: "support", deleted: true });
+    expect(await users.revoke("someone")).toMatchObject({ sub: "someone", sessions: 0, unreached: [] });
     expect(await ops.shutdown()).toEqual({ shutdown: true });
 
     // The rig: the mayor registers an external agent and hooks a bead on it; the agent long-polls its hook,

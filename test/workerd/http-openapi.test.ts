@@ -14,6 +14,7 @@ import { ToolsClient } from "../../src/client/tools.js";
 import { LimitsClient } from "../../src/client/limits.js";
 import { EndUserClient } from "../../src/client/end-users.js";
 import { McpServersClient } from "../../src/client/mcp-servers.js";
+import { UsersClient } from "../../src/client/users.js";
 import { sessionMetaResponse, sessionsPage } from "../../src/api/responses.js";
 import { call, client, json, uniqueSession } from "./http-fixtures.js";
 
@@ -48,7 +49,7 @@ describe("OpenAPI", () => {
   });
 
   it("every API route has a typed-client method or a documented exclusion, and each named method exists", () => {
-    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, McpServersClient, LimitsClient, EndUserClient };
+    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, McpServersClient, LimitsClient, EndUserClient, UsersClient };
     for (const route of API_ROUTES) {
       const method = CLIENT_OPERATIONS[route.operationId];
       const excluded = CLIENT_EXCLUDED_OPERATIONS[route.operationId];

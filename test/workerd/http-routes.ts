@@ -90,4 +90,9 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
   // A URL no server answers is refused before it is reached (422): the role check comes first.
   { name: "PUT mcp server", method: "PUT", path: () => "/v1/mcp-servers/github", body: { url: "ftp://mcp.example.test/mcp" }, capability: "mcp" },
   { name: "POST mcp server refresh", method: "POST", path: () => "/v1/mcp-servers/github/refresh", capability: "mcp" },
+  { name: "GET templates", method: "GET", path: () => "/v1/templates", capability: "templates" },
+  { name: "GET template", method: "GET", path: () => "/v1/templates/lookup", capability: "templates" },
+  { name: "DELETE template", method: "DELETE", path: () => "/v1/templates/lookup", capability: "templates" },
+  { name: "PUT template", method: "PUT", path: () => "/v1/templates/lookup", body: { model: "echo/echo", userSettable: ["title"] }, capability: "templates" },
+  { name: "POST user revoke", method: "POST", path: () => "/v1/users/someone/revoke", capability: "users" },
 ];

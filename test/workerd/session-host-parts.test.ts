@@ -123,6 +123,22 @@ describe("AlarmPlan", () => {
     expect(writes).toEqual([30_000, 60_000, 90_000, "clear"]);
   });
 
+  it("a user watch's expiry is one more reason: the earliest of all reasons is armed, and dropping it re-arms the next", () => {
+    const { plan, writes } = recordingPlan();
+    plan.known(undefined, 0);
+    plan.outbox(50_000, 0);
+    plan.watches(20_000, 0);
+    expect(writes).toEqual([50_000, 20_000]);
+    plan.watches(undefined, 21_000);
+    expect(writes).toEqual([50_000, 20_000, 50_000]);
+    plan.watches(40_000, 22_000);
+    expect(writes).toEqual([50_000, 20_000, 50_000, 40_000]);
+    // A deleted session's storage took its alarm along: no reason remains, and nothing is written.
+    plan.cleared(23_000);
+    expect(plan.desired).toBeUndefined();
+    expect(writes).toEqual([50_000, 20_000, 50_000, 40_000]);
+  });
+
   it("a wake time already due is set a little ahead instead of in the past, so the handler cannot spin", () => {
     const { plan, writes } = recordingPlan();
     plan.known(undefined, 0);

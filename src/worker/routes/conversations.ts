@@ -7,6 +7,7 @@ import { requires, type AppEnv } from "../auth.js";
 import { Problem } from "../problems.js";
 import { canonical, requestId } from "../session-api.js";
 import { reserveInput, unreserveOnFailure } from "../limits.js";
+import { refuseUserPatch } from "../session-templates.js";
 import { type AcceptBody, acceptBody, acceptQuery, collapseBody, configPatch, emptyBody, entriesQuery, forkBody, noQuery, parse, requestKey, resetBody } from "../schemas.js";
 import { body, conversationParam, query, run, session } from "./shared.js";
 
@@ -116,5 +117,6 @@ conversationRoutes.patch(`${base}/config`, requires("config"), async (c) => {
   const ref = conversationParam(c);
   query(c, noQuery);
   const patch = await body(c, configPatch);
+  await refuseUserPatch(c.get("claims"), stub, patch);
   return c.json(await run(stub.op("patchConfig", ref, patch)));
 });

@@ -10,6 +10,7 @@ import { emptyBody, noQuery, parse, requestKey, sessionConfig, sessionName, sess
 import type { SessionConfig } from "../session-api.js";
 import { creator, cursorBinding, newSessionName } from "../user-access.js";
 import { body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
+import { refuseUserPatch, resolveTemplateForUser } from "../session-templates.js";
 
 export const sessionRoutes = new Hono<AppEnv>();
 
@@ -39,9 +40,11 @@ sessionRoutes.get("/", requires("session.read"), async (c) => {
 
 /** Create `name` with the body's config (an `owner` in the body is ignored: a user token's `sub` owns it). */
 async function createNamed(c: AppContext, name: string): Promise<{ readonly created: boolean; readonly config: SessionConfig }> {
-  const { owner: _ignored, ...config } = await body(c, sessionConfig, { optional: true });
+  const { owner: _ignored, ...fields } = await body(c, sessionConfig, { optional: true });
   const claims = c.get("claims");
-  return run(sessionStub(c.env, claims.tenant, name).createSession(config, { tenant: claims.tenant, session: name, ...creator(claims, name) }));
+  // A user creates from an operator's template and may set only what it marks user-settable (session-templates.ts).
+  const resolved = await resolveTemplateForUser(c.env, claims, fields);
+  return run(sessionStub(c.env, claims.tenant, name).createSession(resolved.config, { tenant: claims.tenant, session: name, ...creator(claims, name) }, resolved.binding));
 }
 
 sessionRoutes.put("/:session", requires("session.create"), async (c) => {
@@ -75,6 +78,7 @@ sessionRoutes.patch("/:session", requires("session.create"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const change = await body(c, sessionPatch);
+  await refuseUserPatch(c.get("claims"), stub, change);
   const meta = await run(stub.relabel(change));
   return c.json({ session: c.req.param("session"), title: meta.title ?? null, labels: meta.labels });
 });

@@ -11,6 +11,10 @@ import { sign } from "hono/jwt";
 import { jwtSecret, maxTokenLifetime, requires, watchTokenLifetime, type AppEnv } from "../auth.js";
 import { eventId, noQuery, parse, sessionName, watchQuery, watchTokenBody, type WatchScope } from "../schemas.js";
 import { body, conversationParam, query, run, session, type AppContext } from "./shared.js";
+import { directoryStub } from "../directory-object.js";
+import { Problem } from "../problems.js";
+import { isRevoked, noteRevocation } from "../revocation.js";
+import { WATCHER_HEADER, type Watcher } from "../watch-guard.js";
 
 export const watchRoutes = new Hono<AppEnv>();
 
@@ -32,7 +36,7 @@ async function issueWatchToken(c: AppContext, scope: WatchScope): Promise<Respon
       role: claims.role,
       ...(claims.agent === undefined ? {} : { agent: claims.agent }),
       // A user's watch token is that user's: it opens the watch only while the session is theirs (user-access.ts).
-      ...(claims.role === "user" ? { sub: claims.sub, ...(claims.sessions === undefined ? {} : { sessions: claims.sessions }) } : {}),
+      ...(claims.role === "user" ? { sub: claims.sub, ...(claims.act === undefined ? {} : { act: claims.act }), ...(claims.sessions === undefined ? {} : { sessions: claims.sessions }) } : {}),
       scope: "watch",
       watch: scope,
       iat: now,
@@ -62,6 +66,21 @@ watchRoutes.post("/:session/conversations/:conversation/watch-token", requires("
   return issueWatchToken(c, { session: name, conversation: String(conversation.id), ...(conversation.id === rootConversationId ? { root: true as const } : {}) });
 });
 
+/**
+ * A user's watch closes at its token's expiry and on revocation (watch-guard.ts): the directory records
+ * that this session may hold the user's watch until then (so a revocation reaches it) and answers the
+ * user's revocation time, which refuses a token the isolate's cache still let through.
+ */
+async function userWatcher(c: AppContext): Promise<Watcher | undefined> {
+  const claims = c.get("claims");
+  if (claims.role !== "user" || claims.sub === undefined) return undefined;
+  const now = Math.floor(Date.now() / 1000);
+  const revoked = await directoryStub(c.env, claims.tenant).userWatching(claims.sub, parse(sessionName, c.req.param("session"), "invalid_id", "session"), claims.exp, now);
+  if (revoked !== undefined) noteRevocation(claims.tenant, claims.sub, revoked);
+  if (isRevoked(claims.iat, revoked)) throw new Problem("unauthorized", `the tokens of user ${claims.sub} were revoked; get a new token`, "token.iat");
+  return { sub: claims.sub, exp: claims.exp, ...(claims.iat === undefined ? {} : { iat: claims.iat }) };
+}
+
 async function forward(c: AppContext, target: string): Promise<Response> {
   const stub = session(c);
   const q = query(c, watchQuery);
@@ -72,6 +91,8 @@ async function forward(c: AppContext, target: string): Promise<Response> {
   if (lastEventId !== undefined) headers.set("last-event-id", lastEventId);
   const upgrade = c.req.header("upgrade");
   if (upgrade !== undefined) headers.set("upgrade", upgrade);
+  const watcher = await userWatcher(c);
+  if (watcher !== undefined) headers.set(WATCHER_HEADER, JSON.stringify(watcher));
   return stub.fetch(new Request(`https://session.internal/watch/${target}`, { headers, signal: c.req.raw.signal }));
 }
 

@@ -1,0 +1,68 @@
+/**
+ * The typed client's end-user administration (docs/users.md; operator): session templates, which fix
+ * what the agent is for the sessions users create from them, and revoking a user's tokens. Reached
+ * from the client: `client.users()`. A template record carries its `version`; pass it as `ifMatch` to
+ * change or delete only the version you read (a mismatch throws PicoApiError 412 `precondition_failed`).
+ *
+ * @example
+ * const users = client.users();
+ * await users.putTemplate("support", { model: "echo/echo", selectedTools: ["echo"], profile: "support", userSettable: ["title"] });
+ * await users.revoke("user-42");
+ */
+import type { RevokeResponse, TemplateBody, TemplateRecord } from "../api/templates.js";
+
+/** What the users client needs of PicoClient (its `request`), so this file does not import the client's. */
+export interface UsersRequester {
+  request<T>(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: T }>;
+}
+
+export interface TemplateWriteOptions {
+  /** Only if the template is at this version (its record's `version`), or `"*"`: only if it exists. */
+  readonly ifMatch?: number | "*";
+}
+
+/** The operations `UsersClient` covers (merged into CLIENT_OPERATIONS). */
+export const USERS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
+  putTemplate: "UsersClient.putTemplate",
+  listTemplates: "UsersClient.templates",
+  getTemplate: "UsersClient.template",
+  deleteTemplate: "UsersClient.deleteTemplate",
+  revokeUser: "UsersClient.revoke",
+};
+
+export class UsersClient {
+  readonly #client: UsersRequester;
+
+  constructor(client: UsersRequester) {
+    this.#client = client;
+  }
+
+  /** The tenant's session templates, by name. */
+  async templates(): Promise<{ readonly items: readonly TemplateRecord[] }> {
+    return (await this.#client.request<{ items: TemplateRecord[] }>("GET", "/v1/templates")).body;
+  }
+
+  /** One template (an unknown one throws 404 `template_not_found`). */
+  async template(name: string): Promise<TemplateRecord> {
+    return (await this.#client.request<TemplateRecord>("GET", `/v1/templates/${encodeURIComponent(name)}`)).body;
+  }
+
+  /** Define or replace a template: the session PUT's fields plus `userSettable`. */
+  async putTemplate(name: string, template: TemplateBody, options: TemplateWriteOptions = {}): Promise<TemplateRecord> {
+    return (await this.#client.request<TemplateRecord>("PUT", `/v1/templates/${encodeURIComponent(name)}`, { body: template, headers: conditional(options) })).body;
+  }
+
+  /** Delete a template: sessions created from it keep what it said. */
+  async deleteTemplate(name: string, options: TemplateWriteOptions = {}): Promise<{ readonly name: string; readonly deleted: true }> {
+    return (await this.#client.request<{ name: string; deleted: true }>("DELETE", `/v1/templates/${encodeURIComponent(name)}`, { headers: conditional(options) })).body;
+  }
+
+  /** Refuse the user's tokens issued before now, and close its open watches. */
+  async revoke(sub: string): Promise<RevokeResponse> {
+    return (await this.#client.request<RevokeResponse>("POST", `/v1/users/${encodeURIComponent(sub)}/revoke`, { body: {} })).body;
+  }
+}
+
+function conditional(options: TemplateWriteOptions): Record<string, string> {
+  return options.ifMatch === undefined ? {} : { "if-match": options.ifMatch === "*" ? "*" : `"${options.ifMatch}"` };
+}
