@@ -6,8 +6,8 @@
  * @example
  * // The backend (operator token):
  * const { token, expiresAt } = await new EndUserClient(operator).mintToken({ sub: "user-42", act: ["read", "write", "watch", "create"] });
- * // The browser (that user token):
- * const { session } = await new EndUserClient(new PicoClient({ baseUrl, token })).newSession({});
+ * // The browser (that user token), from one of the tenant's templates (PUT /v1/templates/chat):
+ * const { session } = await new EndUserClient(new PicoClient({ baseUrl, token })).newSession({ template: "chat" });
  */
 import type { MintTokenBody, SessionConfigBody } from "../api/schemas.js";
 import type { CreateSessionResponse, MintedTokenResponse } from "../api/responses.js";
@@ -22,7 +22,7 @@ export class EndUserClient {
     this.#client = client;
   }
 
-  /** `POST /v1/sessions`: create a session under a new unguessable name (the answer's `session`); a user token owns it. */
+  /** `POST /v1/sessions`: create a session under a new unguessable name (the answer's `session`); a user token owns it and must name a `template`. */
   async newSession(config: SessionConfigBody = {}): Promise<CreateSessionResponse> {
     return (await this.#client.request<CreateSessionResponse>("POST", "/v1/sessions", { body: config })).body;
   }

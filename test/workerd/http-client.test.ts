@@ -313,7 +313,9 @@ describe("typed client against the worker", () => {
     // A product's backend mints a user token; that user's browser creates a session under a server-assigned name.
     const minted = await new EndUserClient(operator).mintToken({ sub: "tour-user", act: ["read", "create"] });
     const browser = new PicoClient({ baseUrl: BASE, token: minted.token, fetch: checkingFetch(exchanges, failures) });
-    const created = await new EndUserClient(browser).newSession({ title: "Mine" });
+    // A user creates from one of the tenant's templates, setting only what it leaves to users.
+    await users.putTemplate("browser", { model: "echo", userSettable: ["title"] });
+    const created = await new EndUserClient(browser).newSession({ template: "browser", title: "Mine" });
     expect(created).toMatchObject({ created: true });
     expect((await browser.sessions({ q: created.session })).items.map((row) => row.session)).toEqual([created.session]);
 

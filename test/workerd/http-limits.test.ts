@@ -7,6 +7,7 @@
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
 import { call, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
+import { createBody, putUserTemplate, roleOf } from "./users-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -28,9 +29,11 @@ async function userToken(tenant: string, sub: string): Promise<string> {
   return token(tenant, "user", { sub });
 }
 
+/** Create a session with `jwt`: a user token's from the tenant's user template (put by the operator, who is not limited). */
 async function createSession(tenant: string, jwt: string, config: Record<string, unknown> = {}): Promise<string> {
   const session = uniqueSession("lim");
-  const response = await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: config });
+  if (roleOf(jwt) === "user") await putUserTemplate(tenant);
+  const response = await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: createBody(jwt, config) });
   expect(response.status).toBe(201);
   return session;
 }
@@ -201,7 +204,7 @@ describe("limits", () => {
     const tenant = uniqueTenant("turns");
     await setLimits(tenant, { user: { concurrentTurns: 1 } });
     const alice = await userToken(tenant, "alice");
-    const slow = await createSession(tenant, alice, { model: "echo-slow" });
+    const slow = await createSession(tenant, alice, { template: await putUserTemplate(tenant, "slow", { model: "echo-slow" }) });
     const other = await createSession(tenant, alice);
     expect((await send(slow, alice, "a first input that the paced echo model takes a while to stream back")).status).toBe(201);
     const refused = await send(other, alice, "meanwhile", "meanwhile");

@@ -126,8 +126,9 @@ describe("user watches", () => {
     // Revocation: bob's watches (WebSocket and SSE, on two sessions) close at once; carol's on the same
     // session stays open; bob's older tokens are refused everywhere, a new one works.
     const bob = await token(tenant, "user", { sub: "bob" });
-    const carol = await token(tenant, "user", { sub: "carol" });
     const first = await userSession(tenant, "bob", bob);
+    // Carol reaches bob's session by a grant (she does not own it): her watch there is not bob's.
+    const carol = await token(tenant, "user", { sub: "carol", sessions: [first] });
     const second = await userSession(tenant, "bob", bob);
     const bobWatchToken = await mintWatchToken(first, bob);
     const bobWs = await wsWatch(watchPath(first), bobWatchToken);

@@ -173,13 +173,17 @@ describe("templates: what users may set", () => {
     expect(byOperator.status).toBe(200);
     expect((await json(byOperator))["model"]).toBe("echo/echo-slow");
 
-    // A session created without a template lets a user set nothing.
+    // A session created without a template lets a user set nothing, even one a grant lets reach it.
     const plain = uniqueSession("plain");
     expect((await call("PUT", `/v1/sessions/${plain}`, { token: await token(tenant, "client"), body: {} })).status).toBe(201);
-    const noTemplate = await call("PATCH", `/v1/sessions/${plain}/conversations/root/config`, { token: alice, body: { budgetMs: 5_000 } });
+    const granted = await token(tenant, "user", { sub: "alice", sessions: [plain] });
+    expect((await call("GET", `/v1/sessions/${plain}`, { token: granted })).status).toBe(200);
+    const noTemplate = await call("PATCH", `/v1/sessions/${plain}/conversations/root/config`, { token: granted, body: { budgetMs: 5_000 } });
     expect(noTemplate.status).toBe(403);
     expect(await json(noTemplate)).toMatchObject({ code: "forbidden", field: "budgetMs" });
-    expect((await call("PATCH", `/v1/sessions/${plain}`, { token: alice, body: { title: "mine now" } })).status).toBe(403);
+    const retitled = await call("PATCH", `/v1/sessions/${plain}`, { token: granted, body: { title: "mine now" } });
+    expect(retitled.status).toBe(403);
+    expect(await json(retitled)).toMatchObject({ code: "forbidden", field: "title" });
   });
 
   it("operators and clients may start from a template and override any field", async () => {

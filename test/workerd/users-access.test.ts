@@ -6,16 +6,22 @@
 import { abortAllDurableObjects } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { API_ROUTES } from "../../src/api/openapi.js";
 import { app, servedRoutes } from "../../src/worker/app.js";
 import { call, json, lastSeq, token } from "./http-fixtures.js";
+import { createBody, fromTemplate, putUserTemplate } from "./users-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
 });
 
 const TENANT = "users";
+
+// Users create sessions from a template (docs/users.md "Templates"): the tenant has one.
+beforeEach(async () => {
+  await putUserTemplate(TENANT);
+});
 
 /** A user token for `sub` (an hour long unless `extra` says otherwise). */
 function user(sub: string, extra: Record<string, unknown> = {}, tenant = TENANT): Promise<string> {
@@ -28,9 +34,9 @@ function name(label: string): string {
   return `${label}-${Date.now().toString(36)}-${counter}`;
 }
 
-/** Create a session with a token; answers its name. */
+/** Create a session with a token (a user token's from the tenant's template); answers its name. */
 async function create(jwt: string, session: string, body: Record<string, unknown> = {}): Promise<string> {
-  const response = await call("PUT", `/v1/sessions/${session}`, { token: jwt, body });
+  const response = await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: createBody(jwt, body) });
   expect(response.status, await response.clone().text()).toBe(201);
   return session;
 }
@@ -72,14 +78,16 @@ describe("end users: ownership", () => {
     expect(SESSION_ROUTES.length).toBeGreaterThan(40);
     for (const route of SESSION_ROUTES) {
       const unknown = name("nobody");
-      const options = { token: alice, ...(route.method === "GET" || route.method === "DELETE" ? {} : { body: {} }) };
+      // The session PUT names the template, so on a free name it creates: B's name is refused for being B's.
+      const putSession = route.method === "PUT" && route.path === "/v1/sessions/:session";
+      const options = { token: alice, ...(route.method === "GET" || route.method === "DELETE" ? {} : { body: putSession ? fromTemplate() : {} }) };
       const refused = await call(route.method, concrete(route.path, theirs), options);
       const missing = await call(route.method, concrete(route.path, unknown), options);
       const label = `${route.method} ${route.path}`;
       expect(refused.status, label).toBe(404);
       expect(missing.status, label).toBe(missing.status === 201 ? 201 : 404);
       expect(refused.headers.get("content-type"), label).toBe("application/problem+json");
-      if (route.method === "PUT" && route.path === "/v1/sessions/:session") {
+      if (putSession) {
         // A PUT on a free name creates A's own session; on B's name it is the unknown-session answer.
         expect(missing.status, label).toBe(201);
         const again = await call("GET", concrete(route.path, name("nobody")), { token: alice });
@@ -100,7 +108,7 @@ describe("end users: ownership", () => {
     const tenantWide = await token(TENANT, "client");
     const mine: string[] = [];
     for (let i = 0; i < 3; i++) mine.push(await create(alice, name("a"), { title: `${tag} a${i}` }));
-    const posted = await call("POST", "/v1/sessions", { token: alice, body: { title: `${tag} a3` } });
+    const posted = await call("POST", "/v1/sessions", { token: alice, body: fromTemplate({ title: `${tag} a3` }) });
     expect(posted.status).toBe(201);
     const postedName = (await json<{ session: string }>(posted)).session;
     expect(posted.headers.get("location")).toBe(`/v1/sessions/${postedName}`);
@@ -160,7 +168,7 @@ describe("end users: ownership", () => {
     const bob = await user("bob");
     const operator = await token(TENANT, "operator");
     const put = await create(alice, name("owned"), { owner: "bob" });
-    const posted = await call("POST", "/v1/sessions", { token: alice, body: { owner: "bob" } });
+    const posted = await call("POST", "/v1/sessions", { token: alice, body: fromTemplate({ owner: "bob" }) });
     expect(posted.status).toBe(201);
     const postedName = (await json<{ session: string }>(posted)).session;
     const byClient = await create(await token(TENANT, "client"), name("tenant"), { owner: "bob" });
@@ -202,8 +210,8 @@ describe("end users: ownership", () => {
       ["GET", `${s}/watch`],
       ["POST", `${c}/watch-token`],
       ["POST", `${s}/watch-token`],
-      ["PUT", `/v1/sessions/${name("new")}`, {}],
-      ["POST", "/v1/sessions", {}],
+      ["PUT", `/v1/sessions/${name("new")}`, fromTemplate()],
+      ["POST", "/v1/sessions", fromTemplate()],
     ];
     for (const [method, path, body] of refused) {
       const response = await call(method, path, { token: readOnly, ...(body === undefined ? {} : { body }) });
