@@ -5,7 +5,8 @@
  *
  * 1. an operator token sets the tenant's limits (default: every user 36 inputs a day, so each user's
  *    40th..37th inputs are refused: the 429 column is expected, `--quota 0` limits nothing);
- * 2. 50 users (user tokens: role user, their own sub) create 200 sessions (4 each) with the echo model;
+ * 2. the operator puts a session template `load` (the echo model); 50 users (user tokens: role user,
+ *    their own sub) create 200 sessions (4 each) from it (`{ template: "load" }`: users create only so);
  * 3. `--watches` session watches (SSE) stay open through the run and count the commit events they get;
  * 4. 2,000 inputs (40 per user, each with its own Idempotency-Key) are sent at `--concurrency`: each
  *    worker POSTs one input (accept latency), then sends the same request again with `?wait=30` (a
@@ -206,6 +207,9 @@ async function main(): Promise<void> {
     const limits = QUOTA === 0 ? {} : { user: { inputsPerDay: QUOTA } };
     const put = await api("PUT", "/v1/limits", operator, limits);
     if (put.status !== 200) throw new Error(`PUT /v1/limits: ${put.status} ${JSON.stringify(put.json)}`);
+    // A user token creates sessions only from one of the tenant's templates (docs/users.md "Templates").
+    const template = await api("PUT", "/v1/templates/load", operator, { model: "echo" });
+    if (template.status !== 200 && template.status !== 201) throw new Error(`PUT /v1/templates/load: ${template.status} ${JSON.stringify(template.json)}`);
 
     const users = await Promise.all(Array.from({ length: USERS }, (_, u) => token({ role: "user", sub: `user-${u}` })));
     const sessionsOf: string[][] = users.map(() => []);
@@ -214,7 +218,7 @@ async function main(): Promise<void> {
     for (let i = 0; i < creates.length; i += CONCURRENCY) {
       await Promise.all(
         creates.slice(i, i + CONCURRENCY).map(async ({ user, session }) => {
-          const created = await api("PUT", `/v1/sessions/${session}`, users[user] ?? "", { model: "echo" });
+          const created = await api("PUT", `/v1/sessions/${session}`, users[user] ?? "", { template: "load" });
           if (created.status !== 201) throw new Error(`PUT ${session}: ${created.status} ${JSON.stringify(created.json)}`);
           sessionsOf[user]?.push(session);
         }),

@@ -8,7 +8,8 @@
  *
  * A user token (docs/users.md: `--role user --sub U [--act read,watch] [--session s1,prefix-*]`) acts for
  * the end user U: its default lifetime is 3600 s, and a --ttl above it is refused (the Worker would
- * refuse the token); --session holds grants (names or prefix-* patterns, at most 20).
+ * refuse the token); --session holds grants (names or prefix-* patterns, at most 20). A user creates
+ * sessions only from one of the tenant's templates: `{ "template": "<name>" }` in the create body.
  */
 import { sign } from "hono/jwt";
 import { devSecret, flags } from "./dev-secrets.ts";
