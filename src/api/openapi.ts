@@ -40,6 +40,7 @@ import { inboundBody, inboundName } from "./inbound.js";
 import { pendingAnswerBody, pendingAnsweredResponse, pendingIdParam, pendingListResponse } from "./pending.js";
 import { deliveriesQuery, deliveryList, deliveryOut, endpointBody, endpointDeleted, endpointId, endpointList, endpointOut, endpointPatchBody } from "./webhook-endpoints.js";
 import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
+import { issuerBody, issuerDeleted, issuerList, issuerName, issuerOut } from "./issuers.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
@@ -130,6 +131,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   agentId,
   mailId: idString,
   name: inboundName,
+  issuer: issuerName,
   pendingId: pendingIdParam,
   endpointId,
   deliveryId: z.string().describe("{event element}.{endpoint id}"),
@@ -266,6 +268,14 @@ export const API_ROUTES: readonly ApiRoute[] = [
     method: "delete", path: "/v1/tools/{tool}", operationId: "deleteTool", summary: "Delete a tool: sessions may still select it, its new calls settle as a tool error", auth: client("tools"),
     headers: ifMatchHeader, responses: { 200: ok(toolDeletedResponse) },
   },
+  // The tenant's identity providers (docs/users.md "Identity providers")
+  {
+    method: "put", path: "/v1/issuers/{issuer}", operationId: "putIssuer", summary: "Register or replace an identity provider whose tokens act as user tokens (422 invalid_issuer names the field)", auth: client("issuers"),
+    query: noQuery, body: body(issuerBody), responses: { 201: ok(issuerOut, "Created"), 200: ok(issuerOut, "Replaced") },
+  },
+  { method: "get", path: "/v1/issuers", operationId: "listIssuers", summary: "The tenant's identity providers", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerList) } },
+  { method: "get", path: "/v1/issuers/{issuer}", operationId: "getIssuer", summary: "One identity provider; 404 issuer_not_found", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerOut) } },
+  { method: "delete", path: "/v1/issuers/{issuer}", operationId: "deleteIssuer", summary: "Remove an identity provider: its tokens are refused within 60 s", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerDeleted) } },
   // Models (docs/models.md)
   { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },
   // Waiting input (docs/api.md "Waiting input")

@@ -13,6 +13,7 @@
  *   routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   routes/tools.ts          the tenant's tool catalog (operator)
+ *   routes/issuers.ts        the tenant's identity providers (operator)
  *   GET /v1/models           the models this deployment can use (models.ts)
  *
  * `GET /v1/openapi.json` serves the document generated from the wire schemas (src/api/openapi.ts); every
@@ -38,6 +39,7 @@ import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
 import { pendingRoutes } from "./routes/pending.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { toolRoutes } from "./routes/tools.js";
+import { issuerRoutes } from "./routes/issuers.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
 
 export function createApp(): Hono<AppEnv> {
@@ -80,6 +82,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/inbound", inboundDeliveryRoutes);
   app.route("/v1/webhook-endpoints", webhookEndpointRoutes);
   app.route("/v1/tools", toolRoutes);
+  app.route("/v1/issuers", issuerRoutes);
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;

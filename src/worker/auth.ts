@@ -4,7 +4,8 @@
  * the `JWT_SECRET` wrangler secret. Every token carries `exp`, and a lifetime above
  * TOKEN_MAX_LIFETIME_SECONDS (default 24 h) is refused. Watch routes also take a short-lived watch token
  * (`POST .../watch-token`) as `?access_token=` because browsers cannot set headers on EventSource or
- * WebSocket; a normal bearer token in a URL is refused.
+ * WebSocket; a normal bearer token in a URL is refused. A header token that is not HS256, or carries an
+ * `iss`, is a tenant's identity provider's (issuer-tokens.ts): always role `user`.
  *
  * Tenancy is not a check here: the session Durable Object's name is `${tenant}:${session}`, so a token
  * of another tenant addresses a different (never created) object and gets 404, never 403.
@@ -14,6 +15,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
 import { RESERVED_NAMES } from "../rig/types.js";
+import { isIssuerToken, TENANT_HEADER, verifyIssuerToken } from "./issuer-tokens.js";
 import { claims as claimsSchema, parse, type Claims, type Role, type WatchScope } from "./schemas.js";
 
 /** What a route needs; roles grant sets of these. */
@@ -40,7 +42,9 @@ export type Capability =
   /** The tenant's webhook endpoints and each session's deliveries (docs/integrations.md "Events out"). */
   | "webhooks"
   /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
-  | "pending";
+  | "pending"
+  /** The tenant's identity providers (docs/users.md "Identity providers"). */
+  | "issuers";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
 
@@ -53,7 +57,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "issuers"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /** An end user (docs/users.md): the client's routes, only in the sessions it owns or is granted, within its `act`. */
@@ -151,7 +155,11 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   const fromQuery = options.watch && fromHeader === undefined ? c.req.query("access_token") : undefined;
   const token = fromHeader ?? fromQuery;
   if (token === undefined) throw new Problem("unauthorized", "a bearer token is required (Authorization: Bearer <token>)", "authorization");
-  const claims = await verifyToken(token, c.env, fromHeader === undefined ? "access_token" : "authorization");
+  // A token of a tenant's identity provider (issuer-tokens.ts) comes in the header only, never in a URL.
+  const claims =
+    fromHeader !== undefined && isIssuerToken(fromHeader)
+      ? await verifyIssuerToken(fromHeader, c.env, c.req.header(TENANT_HEADER), maxTokenLifetime(c.env))
+      : await verifyToken(token, c.env, fromHeader === undefined ? "access_token" : "authorization");
   if (fromQuery !== undefined && claims.scope !== "watch") {
     throw new Problem(
       "unauthorized",

@@ -10,10 +10,13 @@
  *
  * It also keeps the tenant's tool catalog (docs/tools.md; the block at the end of this file): the
  * `/v1/tools` routes write it, and sessions read it through `catalog(version)`.
+ * Its webhook endpoints (directory-endpoints.ts) and identity providers (directory-issuers.ts) are
+ * small stores of their own in the same SQLite.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "./env.js";
 import { EndpointStore, type EndpointInput, type EndpointPatch } from "./directory-endpoints.js";
+import { IssuerStore, type IssuerInput, type IssuerRecord, type PutIssuerOutcome } from "./directory-issuers.js";
 import type { EndpointRecord, SessionEndpoint } from "./outbox-types.js";
 import type { SealedSecret } from "./sealed-secrets.js";
 import { hostClock } from "./host-config.js";
@@ -59,6 +62,11 @@ export interface DirectoryRpc extends ToolCatalogRpc {
   rotateEndpointSecret(id: string, secret: SealedSecret): Promise<EndpointRecord | undefined>;
   disableEndpoint(id: string, failingSince: number, reason: string): Promise<{ readonly disabled: boolean }>;
   sessionEndpoints(session: string): Promise<SessionEndpoint[]>;
+  // Identity providers (directory-issuers.ts) ------------------------------------------------------
+  putIssuer(name: string, input: IssuerInput, limit: number): Promise<PutIssuerOutcome>;
+  listIssuers(): Promise<IssuerRecord[]>;
+  getIssuer(name: string): Promise<IssuerRecord | undefined>;
+  deleteIssuer(name: string): Promise<boolean>;
 }
 
 /** A cursor is the last row's (lastActivityAt, session) position, opaque to clients. */
@@ -217,6 +225,31 @@ export class DirectoryObject extends DurableObject<Env> {
 
   sessionEndpoints(session: string): SessionEndpoint[] {
     return this.#endpoints.forSession(session);
+  }
+
+  // Identity providers (docs/users.md; directory-issuers.ts) --------------------------------------
+
+  #issuerStore: IssuerStore | undefined;
+
+  get #issuers(): IssuerStore {
+    this.#issuerStore ??= new IssuerStore(this.ctx.storage.sql);
+    return this.#issuerStore;
+  }
+
+  putIssuer(name: string, input: IssuerInput, limit: number): PutIssuerOutcome {
+    return this.#issuers.put(name, input, limit, hostClock().now());
+  }
+
+  listIssuers(): IssuerRecord[] {
+    return this.#issuers.list();
+  }
+
+  getIssuer(name: string): IssuerRecord | undefined {
+    return this.#issuers.get(name);
+  }
+
+  deleteIssuer(name: string): boolean {
+    return this.#issuers.delete(name);
   }
 
   // The tenant's tool catalog (docs/tools.md) ------------------------------------------------------
