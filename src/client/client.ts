@@ -63,6 +63,7 @@ import { InboundClient } from "./inbound.js";
 import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { ToolsClient } from "./tools.js";
+import { ISSUER_CLIENT_OPERATIONS } from "./issuers.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -695,4 +696,5 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listTools: "ToolsClient.list",
   getTool: "ToolsClient.get",
   deleteTool: "ToolsClient.delete",
+  ...ISSUER_CLIENT_OPERATIONS,
 };

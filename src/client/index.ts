@@ -6,6 +6,7 @@ export * from "./inbound.js";
 export * from "./pending.js";
 export * from "./webhook-endpoints.js";
 export * from "./tools.js";
+export * from "./issuers.js";
 export * from "./sse.js";
 export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch.js";
 export type { ConversationEvent, ConversationView, SessionEvent, SessionView, WatchMessage } from "../core/watch.js";

@@ -15,7 +15,8 @@ import { REGISTRATIONS_TTL_MS, resetRegistrations } from "../../src/worker/issue
 import { checkJwksUri } from "../../src/worker/routes/issuers.js";
 import type { DirectoryObject } from "../../src/worker/directory-object.js";
 import { Problem } from "../../src/worker/problems.js";
-import { call, json, token, uniqueSession } from "./http-fixtures.js";
+import { IssuersClient } from "../../src/client/issuers.js";
+import { call, client, json, token, uniqueSession } from "./http-fixtures.js";
 import { LocalProvider, providerFetch, unsignedToken } from "./issuer-fixtures.js";
 import { ManualClock, ManualTime } from "./session-fixtures.js";
 
@@ -300,9 +301,10 @@ describe("issuer registrations", () => {
     expect((await json(duplicate))["field"]).toBe("audience");
     expect((await call("PUT", "/v1/issuers/login-2", { token: operator, body: { ...good, audience: "other" } })).status).toBe(201);
 
-    const list = await json<{ items: { name: string }[] }>(await call("GET", "/v1/issuers", { token: operator }));
-    expect(list.items.map((item) => item.name)).toEqual(["login", "login-2"]);
-    expect(await json(await call("GET", "/v1/issuers/login", { token: operator }))).toMatchObject({ name: "login", subClaim: "email" });
+    // The typed client reads the same.
+    const issuers = new IssuersClient(await client(tenant, "operator"));
+    expect((await issuers.list()).items.map((item) => item.name)).toEqual(["login", "login-2"]);
+    expect(await issuers.get("login")).toMatchObject({ name: "login", subClaim: "email" });
     expect(await json(await call("DELETE", "/v1/issuers/login", { token: operator }))).toEqual({ name: "login", deleted: true });
     for (const [method, name] of [["GET", "login"], ["DELETE", "login"], ["GET", "bad_name"], ["DELETE", "nope"]] as const) {
       const response = await call(method, `/v1/issuers/${name}`, { token: operator });

@@ -11,6 +11,7 @@ import { DeliveriesClient, WebhookEndpointsClient } from "../../src/client/webho
 import { CLIENT_EXCLUDED_OPERATIONS, CLIENT_OPERATIONS, ConversationClient, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
 import { InboundClient } from "../../src/client/inbound.js";
 import { ToolsClient } from "../../src/client/tools.js";
+import { IssuersClient } from "../../src/client/issuers.js";
 import { sessionMetaResponse, sessionsPage } from "../../src/api/responses.js";
 import { call, client, json, uniqueSession } from "./http-fixtures.js";
 
@@ -45,7 +46,7 @@ describe("OpenAPI", () => {
   });
 
   it("every API route has a typed-client method or a documented exclusion, and each named method exists", () => {
-    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient };
+    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, IssuersClient };
     for (const route of API_ROUTES) {
       const method = CLIENT_OPERATIONS[route.operationId];
       const excluded = CLIENT_EXCLUDED_OPERATIONS[route.operationId];
