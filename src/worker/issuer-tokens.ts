@@ -70,6 +70,9 @@ export async function verifyIssuerToken(token: string, env: Env, tenantHeader: s
     throw refused(`an identity provider's token is signed with ${ISSUER_ALGORITHMS.join(", ")}, not ${String(alg)}`);
   }
   if (typeof unverified.iss !== "string") throw refused("an identity provider's token carries iss", "token.iss");
+  // Refused before anything is read for it (the signature is checked later, with the registration's keys).
+  if (typeof unverified.exp !== "number") throw refused("an identity provider's token carries exp", "token.exp");
+  if (unverified.exp + CLOCK_SKEW_SECONDS < hostClock().now() / 1000) throw refused("the token has expired", "token.exp");
   const tenant = tenantOf(unverified, tenantHeader);
   const registration = chooseRegistration(await registrationsOf(env, tenant), unverified, tenant);
   const payload = await verifySignature(token, registration, {

@@ -150,6 +150,18 @@ describe("identity providers by JWKS", () => {
       expect(operatorRoute.status, alg).toBe(403);
       await operatorRoute.body?.cancel();
     }
+    // Without a kid, every key of the token's type is tried (two RSA keys here; the second signed).
+    await idp.addKey("key-RS256-b", "RS256");
+    time.now += UNKNOWN_KID_COOLDOWN_MS + 1000;
+    expect(await listStatus(await idp.sign("key-RS256-b", { sub: "no-kid", tenant }, time.now))).toBe(200);
+    expect(await listStatus(await idp.sign("key-RS256-b", { sub: "no-kid", tenant }, time.now, { headerKid: false }))).toBe(200);
+    const unknownNoKid = await idp.addKey("unpublished", "RS256", { publish: false });
+    await refusal(await idp.sign(unknownNoKid, { sub: "no-kid", tenant }, time.now, { headerKid: false }));
+    // The provider sets the lifetime: past an hour is accepted, past TOKEN_MAX_LIFETIME_SECONDS (24 h) is not; no iat is accepted.
+    const now = Math.floor(time.now / 1000);
+    expect(await listStatus(await idp.sign("key-ES256", { sub: "long", tenant, iat: now, exp: now + 7200 }, time.now))).toBe(200);
+    expect((await refusal(await idp.sign("key-ES256", { sub: "long", tenant, iat: now, exp: now + 86_401 }, time.now)))["field"]).toBe("token.exp");
+    expect(await listStatus(await idp.sign("key-ES256", { sub: "no-iat", tenant, iat: undefined }, time.now))).toBe(200);
     // A provider's claim of another role changes nothing.
     const kid = "key-ES256";
     const claimsOperator = await idp.sign(kid, { sub: "mallory", tenant, role: "operator" }, time.now);

@@ -35,12 +35,13 @@ export class LocalProvider {
     return kid;
   }
 
-  /** A token signed with `kid`: iss, aud, iat and a 10-minute exp unless `claims` say otherwise. */
-  async sign(kid: string, claims: Record<string, unknown>, now: number): Promise<string> {
+  /** A token signed with `kid` (named in its header unless `headerKid: false`): iss, aud, iat and a 10-minute exp unless `claims` say otherwise. */
+  async sign(kid: string, claims: Record<string, unknown>, now: number, options: { readonly headerKid?: boolean } = {}): Promise<string> {
     const key = this.#keys.get(kid);
     if (key === undefined) throw new Error(`no key ${kid}`);
     const seconds = Math.floor(now / 1000);
-    return new SignJWT({ iss: this.issuer, aud: this.audience, iat: seconds, exp: seconds + 600, ...claims }).setProtectedHeader({ alg: key.alg, kid }).sign(key.privateKey);
+    const header = options.headerKid === false ? { alg: key.alg } : { alg: key.alg, kid };
+    return new SignJWT({ iss: this.issuer, aud: this.audience, iat: seconds, exp: seconds + 600, ...claims }).setProtectedHeader(header).sign(key.privateKey);
   }
 
   /** What the fetch seam answers for this provider's JWKS, or undefined for another URL. */
