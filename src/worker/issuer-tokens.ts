@@ -52,6 +52,12 @@ export function isIssuerToken(token: string): boolean {
   }
 }
 
+/** A value from the request, as a problem's detail quotes it (at most 200 characters). */
+function shown(value: unknown): string {
+  const text = String(value);
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
+}
+
 function refused(detail: string, field = FIELD): Problem {
   return new Problem("unauthorized", detail, field);
 }
@@ -67,7 +73,7 @@ export async function verifyIssuerToken(token: string, env: Env, tenantHeader: s
     throw refused(`the token does not decode: ${messageOf(error)}`);
   }
   if (!ISSUER_ALGORITHMS.some((allowed) => allowed === alg)) {
-    throw refused(`an identity provider's token is signed with ${ISSUER_ALGORITHMS.join(", ")}, not ${String(alg)}`);
+    throw refused(`an identity provider's token is signed with ${ISSUER_ALGORITHMS.join(", ")}, not ${shown(alg)}`);
   }
   if (typeof unverified.iss !== "string") throw refused("an identity provider's token carries iss", "token.iss");
   // Refused before anything is read for it (the signature is checked later, with the registration's keys).
@@ -100,23 +106,23 @@ function tenantOf(payload: JWTPayload, header: string | undefined): string {
   const claim = payload["tenant"];
   if (claim !== undefined && typeof claim !== "string") throw refused("the token's tenant claim is a tenant name", "token.tenant");
   if (claim !== undefined && header !== undefined && header !== claim) {
-    throw refused(`the token's tenant claim (${claim}) and the X-Tenant header (${header}) differ`, TENANT_HEADER);
+    throw refused(`the token's tenant claim (${shown(claim)}) and the X-Tenant header (${shown(header)}) differ`, TENANT_HEADER);
   }
   const tenant = claim ?? header;
   if (tenant === undefined) {
     throw refused("an identity provider's token names its tenant: a tenant claim, or the X-Tenant header", TENANT_HEADER);
   }
-  if (!tenantName.safeParse(tenant).success) throw refused(`${tenant} is not a tenant name`, claim === undefined ? TENANT_HEADER : "token.tenant");
+  if (!tenantName.safeParse(tenant).success) throw refused(`${shown(tenant)} is not a tenant name`, claim === undefined ? TENANT_HEADER : "token.tenant");
   return tenant;
 }
 
 /** The registration of the token's `iss` whose audience the token's `aud` names. */
 function chooseRegistration(registrations: readonly IssuerRecord[], payload: JWTPayload, tenant: string): IssuerRecord {
   const ofIssuer = registrations.filter((registration) => registration.issuer === payload.iss);
-  if (ofIssuer.length === 0) throw refused(`the issuer ${String(payload.iss)} is not registered for tenant ${tenant}`, "token.iss");
+  if (ofIssuer.length === 0) throw refused(`the issuer ${shown(payload.iss)} is not registered for tenant ${tenant}`, "token.iss");
   const audiences = typeof payload.aud === "string" ? [payload.aud] : Array.isArray(payload.aud) ? payload.aud : [];
   const chosen = ofIssuer.find((registration) => audiences.includes(registration.audience));
-  if (chosen === undefined) throw refused(`the token's aud names no audience registered for ${String(payload.iss)}`, "token.aud");
+  if (chosen === undefined) throw refused(`the token's aud names no audience registered for ${shown(payload.iss)}`, "token.aud");
   return chosen;
 }
 
@@ -187,6 +193,8 @@ interface Registrations {
 
 const registrations = new Map<string, Registrations>();
 const loading = new Map<string, Promise<readonly IssuerRecord[]>>();
+/** Bumped by every forget: a read that started before it does not install its (older) answer. */
+let epoch = 0;
 /** Tenants one isolate keeps (the oldest is dropped beyond this). */
 const MAX_TENANTS = 1_000;
 
@@ -196,9 +204,11 @@ export async function registrationsOf(env: Env, tenant: string): Promise<readonl
   if (copy !== undefined && copy.until > hostClock().now()) return copy.items;
   const pending = loading.get(tenant);
   if (pending !== undefined) return pending;
+  const started = epoch;
   const read = directoryStub(env, tenant)
     .listIssuers()
     .then((items) => {
+      if (started !== epoch) return items;
       registrations.delete(tenant);
       registrations.set(tenant, { items, until: hostClock().now() + REGISTRATIONS_TTL_MS });
       if (registrations.size > MAX_TENANTS) {
@@ -207,17 +217,23 @@ export async function registrationsOf(env: Env, tenant: string): Promise<readonl
       }
       return items;
     })
-    .finally(() => loading.delete(tenant));
+    .finally(() => {
+      if (loading.get(tenant) === read) loading.delete(tenant);
+    });
   loading.set(tenant, read);
   return read;
 }
 
 /** Drop this isolate's copy of a tenant's registrations (after a PUT or DELETE; other isolates see it within the TTL). */
 export function forgetRegistrations(tenant: string): void {
+  epoch += 1;
   registrations.delete(tenant);
+  loading.delete(tenant);
 }
 
 /** Test only: forget every tenant's registrations, as a recycled isolate would. */
 export function resetRegistrations(): void {
+  epoch += 1;
   registrations.clear();
+  loading.clear();
 }
