@@ -1,6 +1,9 @@
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 import { TEST_SECRETS } from "./vitest.bindings.js";
+
+const AJV_STUB = fileURLToPath(new URL("./src/worker/ajv-stub.ts", import.meta.url));
 
 // Two projects: workerd for everything that touches a Durable Object or runs in the Workers runtime,
 // and Node for what needs a real file system (the JSONL fs backend). Their globals clash, so each has
@@ -18,6 +21,9 @@ export default defineConfig({
             miniflare: { bindings: { ...TEST_SECRETS, LOG_LEVEL: "quiet", TOOLS_DAYS_SEED: process.env.TOOLS_DAYS_SEED ?? "" } },
           }),
         ],
+        // As in the deploy bundle (wrangler.toml [alias]): AJV is a stub that throws, so a test fails if
+        // anything builds the MCP SDK's default validator instead of passing the cfworker one.
+        resolve: { alias: { ajv: AJV_STUB, "ajv-formats": AJV_STUB } },
         test: {
           name: "workerd",
           include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts", "test/kinds/**/*.test.ts", "test/rig/**/*.test.ts"],

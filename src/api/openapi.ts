@@ -248,6 +248,13 @@ export const API_ROUTES: readonly ApiRoute[] = [
     method: "post", path: `${S}/pending/{pendingId}`, operationId: "answerPending", summary: "Answer a pending item once: an approval { approve, reason? }, a client tool { output, isError? }; 409 already_answered (with answer) or pending_closed (with outcome)", auth: client("pending"),
     query: noQuery, body: body(pendingAnswerBody), responses: { 200: ok(pendingAnsweredResponse) },
   },
+  // The session as an MCP server (docs/mcp.md "Every session as an MCP server"); GET and DELETE answer 405
+  {
+    method: "post", path: `${S}/mcp`, operationId: "mcp", summary: "MCP over streamable HTTP (JSON responses, stateless; Accept: application/json, text/event-stream): tools send_message, get_result, get_transcript, list_pending, respond_pending", auth: client("input"),
+    query: noQuery, headers: { "mcp-protocol-version": { schema: z.string().max(40), description: "The negotiated MCP protocol version (after initialize)" } },
+    body: body(z.union([z.record(z.string(), z.unknown()), z.array(z.record(z.string(), z.unknown()))]).describe("A JSON-RPC message (or batch)")),
+    responses: { 200: ok(z.record(z.string(), z.unknown()).describe("The JSON-RPC response(s)"), "JSON-RPC response"), 202: { description: "Accepted (notifications only): no body", text: true } },
+  },
   // Events out (docs/integrations.md "Events out")
   { method: "post", path: "/v1/webhook-endpoints", operationId: "createWebhookEndpoint", summary: "Register an endpoint for the tenant's events; its whsec_ secret is answered once", auth: client("webhooks"), query: noQuery, body: body(endpointBody), responses: { 201: ok(endpointOut, "Created (with secret)") } },
   { method: "get", path: "/v1/webhook-endpoints", operationId: "listWebhookEndpoints", summary: "The tenant's endpoints (never their secrets)", auth: client("webhooks"), query: noQuery, responses: { 200: ok(endpointList) } },

@@ -626,6 +626,7 @@ export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
   webhook: "sent by a webhook provider and authenticated by a Standard Webhooks signature with the endpoint's secret, never a bearer token; a client holding that secret would be impersonating the provider",
   inboundDelivery: "sent by an integration (GitHub, Slack, Stripe, a Standard Webhooks sender) and authenticated by its signature with the endpoint's secret, never a bearer token",
   toolResult: "sent by an HTTP tool's endpoint and authenticated by a Standard Webhooks signature with the tool's secret, never a bearer token",
+  mcp: "spoken by an MCP client (the MCP SDK's Client over its streamable-HTTP transport, docs/mcp.md), not by this REST client",
 };
 
 /** Each covered operation and the client method that calls it (`Class.method`). */
@@ -691,10 +692,9 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
   ...PENDING_CLIENT_OPERATIONS,
-  ...EVENTS_CLIENT_OPERATIONS,
+  ...EVENTS_CLIENT_OPERATIONS, ...ISSUER_CLIENT_OPERATIONS,
   putTool: "ToolsClient.put",
   listTools: "ToolsClient.list",
   getTool: "ToolsClient.get",
   deleteTool: "ToolsClient.delete",
-  ...ISSUER_CLIENT_OPERATIONS,
 };

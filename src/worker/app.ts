@@ -14,6 +14,7 @@
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   routes/tools.ts          the tenant's tool catalog (operator)
  *   routes/issuers.ts        the tenant's identity providers (operator)
+ *   routes/mcp.ts            the session as an MCP server (streamable HTTP, JSON responses, stateless)
  *   GET /v1/models           the models this deployment can use (models.ts)
  *
  * `GET /v1/openapi.json` serves the document generated from the wire schemas (src/api/openapi.ts); every
@@ -40,6 +41,7 @@ import { pendingRoutes } from "./routes/pending.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { toolRoutes } from "./routes/tools.js";
 import { issuerRoutes } from "./routes/issuers.js";
+import { mcpRoutes } from "./routes/mcp.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
 
 export function createApp(): Hono<AppEnv> {
@@ -76,6 +78,8 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", inboundRoutes);
   app.route("/v1/sessions", pendingRoutes);
   app.route("/v1/sessions", deliveryRoutes);
+  // Its tools call the routes of this app with the caller's token.
+  app.route("/v1/sessions", mcpRoutes((request, env, ctx) => app.fetch(request, env, ctx)));
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
   app.route("/v1/tool-results", toolResultRoutes);

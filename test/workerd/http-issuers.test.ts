@@ -260,6 +260,26 @@ describe("identity providers by JWKS", () => {
     expect(String(body["detail"])).toContain("JWKS answered 404");
   });
 
+  it("a provider's token that names its tenant in X-Tenant reaches the session's MCP endpoint (its tools call the routes with that tenant)", async () => {
+    const tenant = uniqueTenant("mcp");
+    const idp = provider("mcp");
+    const kid = await idp.addKey("k", "ES256");
+    expect((await register(tenant, "mcp", idp.registration())).status).toBe(201);
+    const jwt = await idp.sign(kid, { sub: "u" }, time.now);
+    const session = uniqueSession("mcp");
+    const created = await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: {}, headers: { "x-tenant": tenant } });
+    expect(created.status).toBe(201);
+    await created.body?.cancel();
+    const response = await call("POST", `/v1/sessions/${session}/mcp`, {
+      token: jwt,
+      headers: { "x-tenant": tenant, accept: "application/json, text/event-stream" },
+      body: { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } },
+    });
+    const answer = await json(response);
+    expect(response.status, JSON.stringify(answer)).toBe(200);
+    expect(answer["id"]).toBe(1);
+  });
+
   it("a provider's token is accepted only in the Authorization header, never as ?access_token=", async () => {
     const tenant = uniqueTenant("url");
     const idp = provider("url");

@@ -59,8 +59,9 @@ describe("OpenAPI", () => {
     }
     // What stays outside the client, and why (the reasons live beside the list in src/client/client.ts):
     // health (a load balancer's liveness probe), openapi (the description tools read), webhook,
-    // inboundDelivery and toolResult (authenticated by the sender's signature, never a bearer token).
-    expect(Object.keys(CLIENT_EXCLUDED_OPERATIONS).sort()).toEqual(["health", "inboundDelivery", "openapi", "toolResult", "webhook"]);
+    // inboundDelivery and toolResult (authenticated by the sender's signature, never a bearer token),
+    // mcp (spoken by an MCP client).
+    expect(Object.keys(CLIENT_EXCLUDED_OPERATIONS).sort()).toEqual(["health", "inboundDelivery", "mcp", "openapi", "toolResult", "webhook"]);
     const operations = new Set(API_ROUTES.map((route) => route.operationId));
     for (const id of [...Object.keys(CLIENT_OPERATIONS), ...Object.keys(CLIENT_EXCLUDED_OPERATIONS)]) expect(operations.has(id), id).toBe(true);
   });

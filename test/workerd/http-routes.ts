@@ -54,6 +54,7 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "GET pending", method: "GET", path: (x) => `${s(x)}/pending`, capability: "pending" },
   { name: "GET conversation pending", method: "GET", path: (x) => `${c(x)}/pending`, capability: "pending" },
   { name: "POST pending answer", method: "POST", path: (x) => `${s(x)}/pending/t3-client`, body: { output: "hi" }, capability: "pending" },
+  { name: "POST mcp", method: "POST", path: (x) => `${s(x)}/mcp`, body: { jsonrpc: "2.0", id: 1, method: "tools/list" }, headers: { accept: "application/json, text/event-stream" }, capability: "input" },
   { name: "GET deliveries", method: "GET", path: (x) => `${s(x)}/deliveries`, capability: "webhooks" },
   { name: "POST delivery retry", method: "POST", path: (x) => `${s(x)}/deliveries/3.we_aaaaaaaaaaaaaaaa/retry`, capability: "webhooks" },
   { name: "GET rig witness", method: "GET", path: (x) => `${s(x)}/rig/witness`, capability: "rig" },

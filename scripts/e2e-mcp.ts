@@ -1,0 +1,118 @@
+/**
+ * End-to-end check for CI (docs/mcp.md "Every session as an MCP server"): the MCP SDK's own Client, over
+ * real HTTP, the way a third party connects, against `wrangler dev --local` (what `npm start` runs, with
+ * the deploy bundle's AJV stub in place). It lists a session's tools, sends a message the echo model
+ * answers, and a token of another tenant cannot even initialize. Offline; prints one line and exits
+ * non-zero on failure. Run by Node directly (type stripping).
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { sign } from "hono/jwt";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const JWT_SECRET = "e2e-only-jwt-secret-0123456789abcdef";
+const SESSION = "e2e-mcp";
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.listen(0, "127.0.0.1", () => {
+      const port = (probe.address() as AddressInfo).port;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+function check(condition: boolean, message: string): void {
+  if (!condition) throw new Error(message);
+}
+
+async function token(tenant: string): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return sign({ tenant, role: "client", iat: now, exp: now + 600 }, JWT_SECRET, "HS256");
+}
+
+function mcpClient(base: string, jwt: string): { client: Client; transport: StreamableHTTPClientTransport } {
+  const transport = new StreamableHTTPClientTransport(new URL(`${base}/v1/sessions/${SESSION}/mcp`), { requestInit: { headers: { authorization: `Bearer ${jwt}` } } });
+  return { client: new Client({ name: "pico-e2e", version: "1" }), transport };
+}
+
+const dir = mkdtempSync(join(tmpdir(), "pico-e2e-mcp-"));
+const envFile = join(dir, "operator.env");
+writeFileSync(envFile, [`JWT_SECRET=${JWT_SECRET}`, "WEBHOOK_MASTER_SECRET=e2e-only-webhook-master-secret", "DEFAULT_MODEL=echo", ""].join("\n"));
+const port = await freePort();
+const inspector = await freePort();
+const wrangler = spawn(join(root, "node_modules/.bin/wrangler"), ["dev", "--local", "--env-file", envFile, "--port", String(port), "--inspector-port", String(inspector), "--ip", "127.0.0.1"], {
+  cwd: root,
+  stdio: ["ignore", "pipe", "pipe"],
+  detached: true,
+  // node_modules/.bin first, as npm scripts do: its Node 22 runs wrangler.
+  env: { ...process.env, PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`, WRANGLER_SEND_METRICS: "false" },
+});
+let log = "";
+let exited = false;
+wrangler.on("exit", () => (exited = true));
+wrangler.stdout?.on("data", (d: Buffer) => (log += d.toString()));
+wrangler.stderr?.on("data", (d: Buffer) => (log += d.toString()));
+
+async function waitFor(url: string, deadline: number): Promise<void> {
+  while (Date.now() < deadline && !exited) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+let failed: unknown;
+try {
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor(`${base}/health`, Date.now() + 120_000);
+  const owner = await token("e2e-mcp");
+  const created = await fetch(`${base}/v1/sessions/${SESSION}`, { method: "PUT", headers: { authorization: `Bearer ${owner}`, "content-type": "application/json" }, body: JSON.stringify({ model: "echo" }) });
+  check(created.status === 201, `PUT session: ${created.status} ${await created.text()}`);
+
+  const { client, transport } = mcpClient(base, owner);
+  await client.connect(transport);
+  const tools = (await client.listTools()).tools.map((t) => t.name).sort();
+  check(JSON.stringify(tools) === JSON.stringify(["get_result", "get_transcript", "list_pending", "respond_pending", "send_message"]), `tools/list: ${JSON.stringify(tools)}`);
+  const sent = await client.callTool({ name: "send_message", arguments: { input: "hello over MCP", wait_seconds: 30 } });
+  const text = ((sent.content ?? []) as { text?: string }[]).map((part) => part.text ?? "").join("");
+  check(sent.isError !== true && text === "hello over MCP", `send_message: ${JSON.stringify(sent)}`);
+  const inputId = (sent.structuredContent as { inputId?: number } | undefined)?.inputId;
+  const polled = await client.callTool({ name: "get_result", arguments: { input_id: inputId } });
+  check((polled.structuredContent as { status?: string } | undefined)?.status === "done", `get_result: ${JSON.stringify(polled)}`);
+  await client.close();
+
+  const other = mcpClient(base, await token("e2e-mcp-other"));
+  const refused = await other.client.connect(other.transport).then(
+    () => "connected",
+    (error: unknown) => String(error),
+  );
+  check(refused.includes("404"), `another tenant's client: ${refused}`);
+  console.log("e2e MCP: ok (the SDK Client over wrangler dev: tools/list, send_message answered by echo, get_result; another tenant 404)");
+} catch (error) {
+  failed = error;
+  console.log(`e2e MCP: FAILED: ${error instanceof Error ? error.message : String(error)}`);
+  console.log(log.split("\n").slice(-30).join("\n"));
+} finally {
+  if (wrangler.pid !== undefined) {
+    try {
+      process.kill(-wrangler.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+process.exit(failed === undefined ? 0 : 1);
