@@ -280,7 +280,7 @@ describe("identity providers by JWKS", () => {
     expect(answer["id"]).toBe(1);
   });
 
-  it("a provider's token is accepted only in the Authorization header, never as ?access_token=", async () => {
+  it("a provider's token is accepted only in the Authorization header, never as ?access_token=; a watch token minted with it is", async () => {
     const tenant = uniqueTenant("url");
     const idp = provider("url");
     const kid = await idp.addKey("k", "RS256");
@@ -291,6 +291,13 @@ describe("identity providers by JWKS", () => {
     const response = await call("GET", `/v1/sessions/${session}/watch?access_token=${jwt}`);
     expect(response.status).toBe(401);
     await response.body?.cancel();
+    // A watch token minted with it opens the watch.
+    const minted = await call("POST", `/v1/sessions/${session}/watch-token`, { token: jwt });
+    expect(minted.status).toBe(201);
+    const watchToken = (await json<{ token: string }>(minted)).token;
+    const stream = await call("GET", `/v1/sessions/${session}/watch?access_token=${watchToken}`, { headers: { accept: "text/event-stream" } });
+    expect(stream.status).toBe(200);
+    await stream.body?.cancel();
   });
 });
 
