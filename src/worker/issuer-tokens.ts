@@ -95,6 +95,8 @@ export async function verifyIssuerToken(token: string, env: Env, tenantHeader: s
   }
   const exp = Math.floor(Number(payload.exp));
   const iat = typeof payload.iat === "number" ? Math.floor(payload.iat) : exp - maxLifetimeSeconds;
+  // An iat ahead of now would put the token after a revocation that came before it.
+  if (iat > hostClock().now() / 1000 + CLOCK_SKEW_SECONDS) throw refused("the token's iat is in the future", "token.iat");
   if (exp - iat > maxLifetimeSeconds) {
     throw refused(`the token's lifetime (${exp - iat} s) is above the maximum of ${maxLifetimeSeconds} s`, "token.exp");
   }

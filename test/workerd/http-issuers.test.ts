@@ -162,6 +162,7 @@ describe("identity providers by JWKS", () => {
     expect(await listStatus(await idp.sign("key-ES256", { sub: "long", tenant, iat: now, exp: now + 7200 }, time.now))).toBe(200);
     expect((await refusal(await idp.sign("key-ES256", { sub: "long", tenant, iat: now, exp: now + 86_401 }, time.now)))["field"]).toBe("token.exp");
     expect(await listStatus(await idp.sign("key-ES256", { sub: "no-iat", tenant, iat: undefined }, time.now))).toBe(200);
+    expect((await refusal(await idp.sign("key-ES256", { sub: "later", tenant, iat: now + 120, exp: now + 600 }, time.now)))["field"]).toBe("token.iat");
     // A provider's claim of another role changes nothing.
     const kid = "key-ES256";
     const claimsOperator = await idp.sign(kid, { sub: "mallory", tenant, role: "operator" }, time.now);
