@@ -54,6 +54,11 @@ async function register(tenant: string, name: string, body: Record<string, unkno
   return call("PUT", `/v1/issuers/${name}`, { token: await token(tenant, "operator"), body });
 }
 
+/** A user's create of a session with the provider's token (the body a user's create takes). */
+async function createAsUser(jwt: string, session: string, headers: Record<string, string> = {}): Promise<Response> {
+  return call("PUT", `/v1/sessions/${session}`, { token: jwt, body: {}, headers });
+}
+
 /** GET /v1/sessions with the provider's token: the status (the body is drained). */
 async function listStatus(jwt: string, headers: Record<string, string> = {}): Promise<number> {
   const response = await call("GET", "/v1/sessions?limit=1", { token: jwt, headers });
@@ -135,7 +140,7 @@ describe("identity providers by JWKS", () => {
       const kid = `key-${alg}`;
       const jwt = await idp.sign(kid, { sub: `user-${alg}`, tenant }, time.now);
       const session = uniqueSession(`idp-${alg}`);
-      const created = await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: {} });
+      const created = await createAsUser(jwt, session);
       expect(created.status, `${alg}: ${await created.clone().text()}`).toBe(201);
       await created.body?.cancel();
       const read = await call("GET", `/v1/sessions/${session}`, { token: jwt });
@@ -181,7 +186,7 @@ describe("identity providers by JWKS", () => {
     // The claim.
     const session = uniqueSession("claimed");
     const withClaim = await idp.sign(kid, { sub: "u", tenant }, time.now);
-    const created = await call("PUT", `/v1/sessions/${session}`, { token: withClaim, body: {} });
+    const created = await createAsUser(withClaim, session);
     expect(created.status).toBe(201);
     await created.body?.cancel();
     expect((await call("GET", `/v1/sessions/${session}`, { token: await token(tenant, "operator") })).status).toBe(200);
@@ -190,7 +195,7 @@ describe("identity providers by JWKS", () => {
     // The header, when the provider cannot add a claim.
     const noClaim = await idp.sign(kid, { sub: "u" }, time.now);
     const viaHeader = uniqueSession("header");
-    const createdViaHeader = await call("PUT", `/v1/sessions/${viaHeader}`, { token: noClaim, body: {}, headers: { "x-tenant": tenant } });
+    const createdViaHeader = await createAsUser(noClaim, viaHeader, { "x-tenant": tenant });
     expect(createdViaHeader.status).toBe(201);
     await createdViaHeader.body?.cancel();
     expect((await call("GET", `/v1/sessions/${viaHeader}`, { token: await token(tenant, "operator") })).status).toBe(200);
@@ -268,7 +273,7 @@ describe("identity providers by JWKS", () => {
     expect((await register(tenant, "mcp", idp.registration())).status).toBe(201);
     const jwt = await idp.sign(kid, { sub: "u" }, time.now);
     const session = uniqueSession("mcp");
-    const created = await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: {}, headers: { "x-tenant": tenant } });
+    const created = await createAsUser(jwt, session, { "x-tenant": tenant });
     expect(created.status).toBe(201);
     await created.body?.cancel();
     const response = await call("POST", `/v1/sessions/${session}/mcp`, {
@@ -288,7 +293,7 @@ describe("identity providers by JWKS", () => {
     expect((await register(tenant, "url", idp.registration())).status).toBe(201);
     const jwt = await idp.sign(kid, { sub: "u", tenant }, time.now);
     const session = uniqueSession("url");
-    expect((await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: {} })).status).toBe(201);
+    expect((await createAsUser(jwt, session)).status).toBe(201);
     const response = await call("GET", `/v1/sessions/${session}/watch?access_token=${jwt}`);
     expect(response.status).toBe(401);
     await response.body?.cancel();
