@@ -41,6 +41,7 @@ import { pendingAnswerBody, pendingAnsweredResponse, pendingIdParam, pendingList
 import { deliveriesQuery, deliveryList, deliveryOut, endpointBody, endpointDeleted, endpointId, endpointList, endpointOut, endpointPatchBody } from "./webhook-endpoints.js";
 import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
 import { issuerBody, issuerDeleted, issuerList, issuerName, issuerOut } from "./issuers.js";
+import { mcpServerBody, mcpServerDeleted, mcpServerList, mcpServerName, mcpServerOut } from "./mcp-servers.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
 import {
   abortedResponse,
@@ -136,6 +137,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   endpointId,
   deliveryId: z.string().describe("{event element}.{endpoint id}"),
   tool: toolName,
+  server: mcpServerName,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
 
@@ -283,6 +285,15 @@ export const API_ROUTES: readonly ApiRoute[] = [
   { method: "get", path: "/v1/issuers", operationId: "listIssuers", summary: "The tenant's identity providers", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerList) } },
   { method: "get", path: "/v1/issuers/{issuer}", operationId: "getIssuer", summary: "One identity provider; 404 issuer_not_found", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerOut) } },
   { method: "delete", path: "/v1/issuers/{issuer}", operationId: "deleteIssuer", summary: "Remove an identity provider: its tokens are refused within 60 s", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerDeleted) } },
+  // The tenant's remote MCP servers as tool sources (docs/mcp.md)
+  {
+    method: "put", path: "/v1/mcp-servers/{server}", operationId: "putMcpServer", summary: "Register or replace an MCP server: its tool list is read and pinned (502 mcp_server_unreachable writes nothing); header values are write-only; 422 invalid_mcp_server names the field", auth: client("mcp"),
+    query: noQuery, body: body(mcpServerBody), responses: { 201: ok(mcpServerOut, "Created"), 200: ok(mcpServerOut, "Replaced") },
+  },
+  { method: "get", path: "/v1/mcp-servers", operationId: "listMcpServers", summary: "The tenant's MCP servers (header names only, never values)", auth: client("mcp"), query: noQuery, responses: { 200: ok(mcpServerList) } },
+  { method: "get", path: "/v1/mcp-servers/{server}", operationId: "getMcpServer", summary: "One MCP server: its pinned tools, each selectable as {server}__{tool} or listed with the reason it is not", auth: client("mcp"), query: noQuery, responses: { 200: ok(mcpServerOut) } },
+  { method: "delete", path: "/v1/mcp-servers/{server}", operationId: "deleteMcpServer", summary: "Remove an MCP server: its tools stay selectable, their new calls settle as a tool error", auth: client("mcp"), query: noQuery, responses: { 200: ok(mcpServerDeleted) } },
+  { method: "post", path: "/v1/mcp-servers/{server}/refresh", operationId: "refreshMcpServer", summary: "Read the server's tool list again and pin it (a failure keeps the old snapshot: 502 mcp_server_unreachable)", auth: client("mcp"), query: noQuery, responses: { 200: ok(mcpServerOut) } },
   // Models (docs/models.md)
   { method: "get", path: "/v1/models", operationId: "listModels", summary: "The models this deployment can use", auth: client("config"), query: noQuery, responses: { 200: ok(modelsResponse) } },
   // Waiting input (docs/api.md "Waiting input")

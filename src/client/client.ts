@@ -62,7 +62,7 @@ import type { Entry, Id, Page, Task } from "../storage/records.js";
 import { InboundClient } from "./inbound.js";
 import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
-import { ToolsClient } from "./tools.js";
+import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
 import { ISSUER_CLIENT_OPERATIONS } from "./issuers.js";
 import { readSse, type SseFrame } from "./sse.js";
 
@@ -692,9 +692,7 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
   ...PENDING_CLIENT_OPERATIONS,
-  ...EVENTS_CLIENT_OPERATIONS, ...ISSUER_CLIENT_OPERATIONS,
-  putTool: "ToolsClient.put",
-  listTools: "ToolsClient.list",
-  getTool: "ToolsClient.get",
-  deleteTool: "ToolsClient.delete",
+  ...EVENTS_CLIENT_OPERATIONS,
+  ...TOOLS_CLIENT_OPERATIONS,
+  ...ISSUER_CLIENT_OPERATIONS,
 };

@@ -9,6 +9,16 @@
  * await tools.put("lookup_order", { description: "Look up an order", parameters: { type: "object", properties: { id: { type: "integer" } } }, handler: { type: "http", url: "https://example.com/tools" } });
  */
 import type { ToolDefinitionBody, ToolDeletedResponse, ToolRecordResponse, ToolsListResponse } from "../api/tools.js";
+import { MCP_SERVER_CLIENT_OPERATIONS } from "./mcp-servers.js";
+
+/** Each operation of the tool sources (the catalog, MCP servers) and the client method that calls it (merged into CLIENT_OPERATIONS). */
+export const TOOLS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
+  putTool: "ToolsClient.put",
+  listTools: "ToolsClient.list",
+  getTool: "ToolsClient.get",
+  deleteTool: "ToolsClient.delete",
+  ...MCP_SERVER_CLIENT_OPERATIONS,
+};
 
 /** What the tools client needs of PicoClient (its `request`), so this file does not import the client's. */
 export interface ToolsRequester {

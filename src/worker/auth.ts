@@ -44,7 +44,9 @@ export type Capability =
   /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
   | "pending"
   /** The tenant's identity providers (docs/users.md "Identity providers"). */
-  | "issuers";
+  | "issuers"
+  /** The tenant's remote MCP servers as tool sources (docs/mcp.md). */
+  | "mcp";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
 
@@ -57,7 +59,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "issuers"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "issuers"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /** An end user (docs/users.md): the client's routes, only in the sessions it owns or is granted, within its `act`. */

@@ -9,7 +9,8 @@
  * delete leaves a tombstone with its version for the same reason; tombstones are never listed.
  *
  * It also keeps the tenant's tool catalog (docs/tools.md; the block at the end of this file): the
- * `/v1/tools` routes write it, and sessions read it through `catalog(version)`.
+ * `/v1/tools` routes write it, and sessions read it through `catalog(version)`; and the tenant's MCP
+ * servers (docs/mcp.md; directory-mcp.ts), whose selectable tools `catalog(version)` answers too.
  * Its webhook endpoints (directory-endpoints.ts) and identity providers (directory-issuers.ts) are
  * small stores of their own in the same SQLite.
  */
@@ -21,6 +22,8 @@ import type { EndpointRecord, SessionEndpoint } from "./outbox-types.js";
 import type { SealedSecret } from "./sealed-secrets.js";
 import { hostClock } from "./host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../kinds/catalog-types.js";
+import { McpServerStore, type McpServerRpc, type McpServerWrite, type McpSnapshotWrite } from "./directory-mcp.js";
+import type { McpServerRecord } from "./mcp-snapshot.js";
 
 /** One session's row as the directory lists it. */
 export interface DirectoryEntry {
@@ -50,7 +53,7 @@ export interface DirectoryPage {
 }
 
 /** The RPC surface as callers see it through a stub. */
-export interface DirectoryRpc extends ToolCatalogRpc {
+export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc {
   apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }>;
   list(query: DirectoryQuery): Promise<DirectoryPage>;
   // Webhook endpoints (events out) ---------------------------------------------------------------
@@ -302,15 +305,49 @@ export class DirectoryObject extends DurableObject<Env> {
   }
 
   /**
-   * What a session's catalog copy reads: the version, and every record (tombstones too) only when the
-   * version is not `since` (an unchanged catalog costs this one small answer).
+   * What a session's catalog copy reads: the version, and every record (tombstones too; the MCP servers'
+   * tools after the catalog's own) only when the version is not `since` (an unchanged catalog costs this
+   * one small answer).
    */
   catalog(since?: number): CatalogSnapshot {
     const sql = this.ctx.storage.sql;
     const version = catalogVersion(sql);
     if (since === version) return { version };
     const rows = sql.exec("SELECT name, version, deleted, definition, updated_at FROM tools ORDER BY name").toArray();
-    return { version, records: rows.map(toolRecord) };
+    return { version, records: [...rows.map(toolRecord), ...this.#mcp.records()] };
+  }
+
+  // The tenant's MCP servers (docs/mcp.md; directory-mcp.ts) -----------------------------------------
+
+  #mcpStore: McpServerStore | undefined;
+
+  get #mcp(): McpServerStore {
+    this.#mcpStore ??= new McpServerStore(this.ctx.storage.sql, () => bumpCatalog(this.ctx.storage.sql));
+    return this.#mcpStore;
+  }
+
+  putMcpServer(input: McpServerWrite): ReturnType<McpServerStore["put"]> {
+    return this.#mcp.put(input, Date.now());
+  }
+
+  getMcpServer(name: string): McpServerRecord | undefined {
+    return this.#mcp.get(name);
+  }
+
+  listMcpServers(): McpServerRecord[] {
+    return this.#mcp.list();
+  }
+
+  deleteMcpServer(name: string): ReturnType<McpServerStore["delete"]> {
+    return this.#mcp.delete(name, Date.now());
+  }
+
+  refreshMcpServer(name: string, revision: number, list: McpSnapshotWrite): ReturnType<McpServerStore["refresh"]> {
+    return this.#mcp.refresh(name, revision, list, Date.now());
+  }
+
+  mcpServerSecrets(name: string): ReturnType<McpServerStore["secrets"]> {
+    return this.#mcp.secrets(name);
   }
 }
 

@@ -97,8 +97,9 @@ describe("roles", () => {
 
   it("the role table: client and mayor lack the operator routes, operator has all, agent has only the rig's", () => {
     expect([...ROLE_CAPABILITIES.operator].sort()).toEqual([...new Set([...ROUTES, ...TENANT_ROUTES].map((r) => r.capability))].sort());
-    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools"] as const) {
+    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools", "mcp"] as const) {
       expect(ROLE_CAPABILITIES.client.has(capability)).toBe(false);
+      expect(ROLE_CAPABILITIES.user.has(capability)).toBe(false);
     }
     expect([...ROLE_CAPABILITIES.agent]).toEqual(["rig"]);
     expect(ROLE_CAPABILITIES.client.has("rig")).toBe(false);

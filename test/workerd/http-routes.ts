@@ -80,4 +80,10 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
   { name: "GET issuer", method: "GET", path: () => "/v1/issuers/lookup", capability: "issuers" },
   { name: "DELETE issuer", method: "DELETE", path: () => "/v1/issuers/lookup", capability: "issuers" },
   { name: "PUT issuer", method: "PUT", path: () => "/v1/issuers/lookup", body: { issuer: "https://idp.example/", jwksUri: "https://idp.example/jwks", audience: "pico" }, capability: "issuers" },
+  { name: "GET mcp servers", method: "GET", path: () => "/v1/mcp-servers", capability: "mcp" },
+  { name: "GET mcp server", method: "GET", path: () => "/v1/mcp-servers/github", capability: "mcp" },
+  { name: "DELETE mcp server", method: "DELETE", path: () => "/v1/mcp-servers/github", capability: "mcp" },
+  // A URL no server answers is refused before it is reached (422): the role check comes first.
+  { name: "PUT mcp server", method: "PUT", path: () => "/v1/mcp-servers/github", body: { url: "ftp://mcp.example.test/mcp" }, capability: "mcp" },
+  { name: "POST mcp server refresh", method: "POST", path: () => "/v1/mcp-servers/github/refresh", capability: "mcp" },
 ];
