@@ -39,6 +39,7 @@ import {
 import { inboundBody, inboundName } from "./inbound.js";
 import { pendingAnswerBody, pendingAnsweredResponse, pendingIdParam, pendingListResponse } from "./pending.js";
 import { deliveriesQuery, deliveryList, deliveryOut, endpointBody, endpointDeleted, endpointId, endpointList, endpointOut, endpointPatchBody } from "./webhook-endpoints.js";
+import { limitsBody, limitsResponse, meUsageQuery, usageQuery, usageResponse as meteredUsage } from "./limits.js";
 import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
 import { issuerBody, issuerDeleted, issuerList, issuerName, issuerOut } from "./issuers.js";
 import { mcpServerBody, mcpServerDeleted, mcpServerList, mcpServerName, mcpServerOut } from "./mcp-servers.js";
@@ -285,6 +286,11 @@ export const API_ROUTES: readonly ApiRoute[] = [
   { method: "get", path: "/v1/issuers", operationId: "listIssuers", summary: "The tenant's identity providers", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerList) } },
   { method: "get", path: "/v1/issuers/{issuer}", operationId: "getIssuer", summary: "One identity provider; 404 issuer_not_found", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerOut) } },
   { method: "delete", path: "/v1/issuers/{issuer}", operationId: "deleteIssuer", summary: "Remove an identity provider: its tokens are refused within 60 s", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerDeleted) } },
+  // Limits and usage (docs/users.md "Limits and usage")
+  { method: "put", path: "/v1/limits", operationId: "putLimits", summary: "Replace the tenant's limits, per user and for the tenant (422 invalid_limits names the field)", auth: client("limits"), query: noQuery, body: body(limitsBody), responses: { 200: ok(limitsResponse) } },
+  { method: "get", path: "/v1/limits", operationId: "getLimits", summary: "The tenant's limits", auth: client("limits"), query: noQuery, responses: { 200: ok(limitsResponse) } },
+  { method: "get", path: "/v1/usage", operationId: "getUsage", summary: "Inputs, tokens and cost by user and UTC day (one user with ?sub=)", auth: client("limits"), query: usageQuery, responses: { 200: ok(meteredUsage) } },
+  { method: "get", path: "/v1/me/usage", operationId: "getMyUsage", summary: "The token's own user's inputs, tokens and cost by UTC day (a token with sub)", auth: client("usage"), query: meUsageQuery, responses: { 200: ok(meteredUsage) } },
   // The tenant's remote MCP servers as tool sources (docs/mcp.md)
   {
     method: "put", path: "/v1/mcp-servers/{server}", operationId: "putMcpServer", summary: "Register or replace an MCP server: its tool list is read and pinned (502 mcp_server_unreachable writes nothing); header values are write-only; 422 invalid_mcp_server names the field", auth: client("mcp"),

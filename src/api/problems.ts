@@ -229,6 +229,8 @@ export interface ProblemBody {
   readonly answer?: JsonValue;
   /** Extension member of `pending_closed`: how the item closed (`timeout`, `aborted`). */
   readonly outcome?: string;
+  /** Extension member of `rate_limited`: seconds until the limit may pass (also the Retry-After header). */
+  readonly retryAfter?: number;
 }
 
 /** Every problem code, in table order. */
@@ -245,4 +247,5 @@ export const problemBody = z.strictObject({
   instance: z.string().optional(),
   answer: z.custom<JsonValue>(() => true).optional().meta({ description: "already_answered: the answer that was recorded first" }),
   outcome: z.string().optional().meta({ description: "pending_closed: how the item closed (timeout, aborted)" }),
+  retryAfter: z.number().int().optional().meta({ description: "rate_limited: seconds until the limit may pass (also the Retry-After header)" }),
 });

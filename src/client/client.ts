@@ -64,6 +64,7 @@ import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnsw
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
 import { ISSUER_CLIENT_OPERATIONS } from "./issuers.js";
+import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -695,4 +696,5 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   ...EVENTS_CLIENT_OPERATIONS,
   ...TOOLS_CLIENT_OPERATIONS,
   ...ISSUER_CLIENT_OPERATIONS,
+  ...LIMITS_CLIENT_OPERATIONS,
 };

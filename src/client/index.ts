@@ -7,6 +7,7 @@ export * from "./pending.js";
 export * from "./webhook-endpoints.js";
 export * from "./tools.js";
 export * from "./issuers.js";
+export * from "./limits.js";
 export * from "./mcp-servers.js";
 export * from "./sse.js";
 export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch.js";

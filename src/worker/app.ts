@@ -14,6 +14,7 @@
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   routes/tools.ts          the tenant's tool catalog (operator)
  *   routes/issuers.ts        the tenant's identity providers (operator)
+ *   routes/limits.ts         the tenant's limits (operator) and usage (operator; a user's own)
  *   routes/mcp-servers.ts    the tenant's remote MCP servers as tool sources (operator)
  *   routes/mcp.ts            the session as an MCP server (streamable HTTP, JSON responses, stateless)
  *   GET /v1/models           the models this deployment can use (models.ts)
@@ -42,6 +43,7 @@ import { pendingRoutes } from "./routes/pending.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { toolRoutes } from "./routes/tools.js";
 import { issuerRoutes } from "./routes/issuers.js";
+import { limitRoutes } from "./routes/limits.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
 import { mcpRoutes } from "./routes/mcp.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
@@ -89,6 +91,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/webhook-endpoints", webhookEndpointRoutes);
   app.route("/v1/tools", toolRoutes);
   app.route("/v1/issuers", issuerRoutes);
+  app.route("/v1", limitRoutes);
   app.route("/v1/mcp-servers", mcpServerRoutes);
 
   app.notFound((c) => {

@@ -14,6 +14,7 @@ import { verify } from "hono/jwt";
 import type { Context, MiddlewareHandler } from "hono";
 import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
+import { admitRequest } from "./limits.js";
 import { RESERVED_NAMES } from "../rig/types.js";
 import { isIssuerToken, TENANT_HEADER, verifyIssuerToken } from "./issuer-tokens.js";
 import { claims as claimsSchema, parse, type Claims, type Role, type WatchScope } from "./schemas.js";
@@ -46,7 +47,9 @@ export type Capability =
   /** The tenant's identity providers (docs/users.md "Identity providers"). */
   | "issuers"
   /** The tenant's remote MCP servers as tool sources (docs/mcp.md). */
-  | "mcp";
+  | "mcp"
+  /** The tenant's limits and every user's usage (docs/users.md "Limits and usage"). */
+  | "limits";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
 
@@ -59,7 +62,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "issuers"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "limits", "issuers"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /** An end user (docs/users.md): the client's routes, only in the sessions it owns or is granted, within its `act`. */
@@ -191,6 +194,8 @@ export function requires(capability: Capability, options: { readonly watch?: boo
       throw new Problem("forbidden", `role ${claims.role} may not use this route (needs ${capability})`);
     }
     c.set("claims", claims);
+    // requestsPerMinute (docs/users.md "Limits and usage"): nothing is read or counted for a tenant without it.
+    await admitRequest(c.env, claims);
     await next();
   };
 }

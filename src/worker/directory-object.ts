@@ -161,7 +161,8 @@ export class DirectoryObject extends DurableObject<Env> {
     const where: string[] = ["deleted = 0"];
     const params: (string | number)[] = [];
     if (after !== undefined) {
-      where.push("(last_activity_at < ? OR (last_activity_at = ? AND session > ?))");
+      // The first term bounds the index range, so a deep page starts at the cursor instead of reading every row before it.
+      where.push("last_activity_at <= ? AND (last_activity_at < ? OR session > ?)");
       params.push(after.lastActivityAt, after.lastActivityAt, after.session);
     }
     if (query.q !== undefined && query.q !== "") {

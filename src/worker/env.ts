@@ -8,6 +8,8 @@ export interface Env extends SandboxBinding {
   readonly SESSIONS: DurableObjectNamespace;
   /** One DirectoryObject per tenant: the tenant's sessions (GET /v1/sessions). */
   readonly DIRECTORY: DurableObjectNamespace;
+  /** One LimitsObject per tenant: its limits and the counts they are checked against (limits-object.ts). */
+  readonly LIMITS: DurableObjectNamespace;
   /** `[version_metadata]`: which deployed version runs (absent in configurations without the binding). */
   readonly CF_VERSION_METADATA?: WorkerVersionMetadata;
   /** HS256 key of the API's bearer tokens (a wrangler secret; `.dev.vars` in development). */

@@ -8,6 +8,7 @@ import type { Env } from "./env.js";
 export type { Env } from "./env.js";
 export { SessionObject } from "./session-object.js";
 export { DirectoryObject } from "./directory-object.js";
+export { LimitsObject } from "./limits-object.js";
 
 export default {
   fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {

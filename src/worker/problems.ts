@@ -43,13 +43,14 @@ export class Problem extends Error {
       ...(instance === undefined ? {} : { instance }),
       ...(this.extra.answer === undefined ? {} : { answer: this.extra.answer }),
       ...(this.extra.outcome === undefined ? {} : { outcome: this.extra.outcome }),
+      ...(this.extra.retryAfter === undefined ? {} : { retryAfter: this.extra.retryAfter }),
     };
   }
 
   response(instance?: string): Response {
     return new Response(JSON.stringify(this.body(instance)), {
       status: this.status,
-      headers: { "content-type": "application/problem+json" },
+      headers: { "content-type": "application/problem+json", ...(this.extra.retryAfter === undefined ? {} : { "retry-after": String(this.extra.retryAfter) }) },
     });
   }
 }
@@ -58,6 +59,8 @@ export class Problem extends Error {
 export interface ProblemExtras {
   readonly answer?: JsonValue;
   readonly outcome?: string;
+  /** rate_limited: seconds until the limit may pass (also the Retry-After header). */
+  readonly retryAfter?: number;
 }
 
 /** A problem as plain data, for the RPC boundary. */

@@ -60,6 +60,7 @@ import { remoteCallOps } from "./remote-call-ops.js";
 import { pendingOps } from "./pending-ops.js";
 import { objectOutbox, outboxOps, type Outbox } from "./outbox.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
+import { limitsMeter } from "./limits-meter.js";
 
 /** The rig's operations as entries of the SessionObject's op table. */
 function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
@@ -551,6 +552,7 @@ export class SessionObject extends DurableObject<Env> {
     harness.onCommit(() => this.#alarms.live(harness.driver.hasLiveToWake, this.#clock.now(), harness.driver.nextWake));
     harness.onCommit(() => this.#directory.activity());
     harness.onCommit((commit) => this.#outbox.committed(commit));
+    harness.onCommit(limitsMeter(this.env, () => this.#directory.where));
     const feeds = new FeedBook(harness);
     rig = new Rig(harness, {
       witness,

@@ -86,7 +86,7 @@ describe("roles", () => {
       }
       // The tenant's routes: an allowed role gets past the role check (to its own, empty catalog).
       for (const route of TENANT_ROUTES) {
-        const jwt = await token(`roles-${role}`, role, role === "agent" ? { sessions: ["rig"] } : {});
+        const jwt = await token(`roles-${role}`, role, { ...(role === "agent" ? { sessions: ["rig"] } : {}), ...route.claims });
         const response = await send(route, "unused", jwt);
         const body = await json(response);
         expect(response.status === 403 && body["code"] === "forbidden", `${role} ${route.name}`).toBe(!ROLE_CAPABILITIES[role].has(route.capability));
@@ -97,7 +97,7 @@ describe("roles", () => {
 
   it("the role table: client and mayor lack the operator routes, operator has all, agent has only the rig's", () => {
     expect([...ROLE_CAPABILITIES.operator].sort()).toEqual([...new Set([...ROUTES, ...TENANT_ROUTES].map((r) => r.capability))].sort());
-    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools", "mcp"] as const) {
+    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools", "mcp", "limits"] as const) {
       expect(ROLE_CAPABILITIES.client.has(capability)).toBe(false);
       expect(ROLE_CAPABILITIES.user.has(capability)).toBe(false);
     }

@@ -12,6 +12,7 @@ import { CLIENT_EXCLUDED_OPERATIONS, CLIENT_OPERATIONS, ConversationClient, Pico
 import { InboundClient } from "../../src/client/inbound.js";
 import { ToolsClient } from "../../src/client/tools.js";
 import { IssuersClient } from "../../src/client/issuers.js";
+import { LimitsClient } from "../../src/client/limits.js";
 import { McpServersClient } from "../../src/client/mcp-servers.js";
 import { sessionMetaResponse, sessionsPage } from "../../src/api/responses.js";
 import { call, client, json, uniqueSession } from "./http-fixtures.js";
@@ -47,7 +48,7 @@ describe("OpenAPI", () => {
   });
 
   it("every API route has a typed-client method or a documented exclusion, and each named method exists", () => {
-    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, McpServersClient, IssuersClient };
+    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, McpServersClient, LimitsClient, IssuersClient };
     for (const route of API_ROUTES) {
       const method = CLIENT_OPERATIONS[route.operationId];
       const excluded = CLIENT_EXCLUDED_OPERATIONS[route.operationId];

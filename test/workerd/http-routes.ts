@@ -11,6 +11,8 @@ export interface RouteCase {
   readonly body?: unknown;
   readonly headers?: Record<string, string>;
   readonly capability: Capability;
+  /** Claims the token needs beside tenant and role (a route of the token's own user needs its `sub`). */
+  readonly claims?: Record<string, unknown>;
 }
 
 const s = (session: string): string => `/v1/sessions/${session}`;
@@ -80,6 +82,10 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
   { name: "GET issuer", method: "GET", path: () => "/v1/issuers/lookup", capability: "issuers" },
   { name: "DELETE issuer", method: "DELETE", path: () => "/v1/issuers/lookup", capability: "issuers" },
   { name: "PUT issuer", method: "PUT", path: () => "/v1/issuers/lookup", body: { issuer: "https://idp.example/", jwksUri: "https://idp.example/jwks", audience: "pico" }, capability: "issuers" },
+  { name: "PUT limits", method: "PUT", path: () => "/v1/limits", body: {}, capability: "limits" },
+  { name: "GET limits", method: "GET", path: () => "/v1/limits", capability: "limits" },
+  { name: "GET usage", method: "GET", path: () => "/v1/usage?sub=someone", capability: "limits" },
+  { name: "GET me usage", method: "GET", path: () => "/v1/me/usage", capability: "usage", claims: { sub: "someone" } },
   { name: "GET mcp servers", method: "GET", path: () => "/v1/mcp-servers", capability: "mcp" },
   { name: "GET mcp server", method: "GET", path: () => "/v1/mcp-servers/github", capability: "mcp" },
   { name: "DELETE mcp server", method: "DELETE", path: () => "/v1/mcp-servers/github", capability: "mcp" },

@@ -5,7 +5,8 @@
 import { Hono } from "hono";
 import { requires, type AppEnv } from "../auth.js";
 import { Problem } from "../problems.js";
-import { canonical } from "../session-api.js";
+import { canonical, requestId } from "../session-api.js";
+import { reserveInput, unreserveOnFailure } from "../limits.js";
 import { type AcceptBody, acceptBody, acceptQuery, collapseBody, configPatch, emptyBody, entriesQuery, forkBody, noQuery, parse, requestKey, resetBody } from "../schemas.js";
 import { body, conversationParam, query, run, session } from "./shared.js";
 
@@ -26,15 +27,16 @@ conversationRoutes.post(`${base}/inputs`, requires("input"), async (c) => {
   const header = c.req.header("idempotency-key");
   const key = header === undefined ? undefined : parse(requestKey, header, "invalid_header", "idempotency-key");
   const input = await body(c, acceptBody);
-  const response = await run(
-    stub.op("accept", ref, {
+  // Quotas (limits.ts): reserved before the session sees the input, undone when it does not accept it.
+  const reserved = await reserveInput(c.env, c.get("claims"), c.req.param("session") ?? "", key === undefined ? undefined : requestId({ type: "idempotency", key }));
+  const response = await unreserveOnFailure(reserved, stub.op("accept", ref, {
       input: input.input,
       ...(input.mode === undefined ? {} : { mode: input.mode }),
       ...(input.whenBusy === undefined ? {} : { whenBusy: input.whenBusy }),
       ...(key === undefined ? {} : { source: { type: "idempotency", key }, requestHash: await requestHash(input) }),
       ...(wait === undefined ? {} : { waitSeconds: wait }),
-    }),
-  );
+  }));
+  if (response.duplicate) await reserved?.cancel();
   return c.json(response, response.duplicate ? 200 : 201);
 });
 

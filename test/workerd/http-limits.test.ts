@@ -1,0 +1,258 @@
+/**
+ * Limits and usage over HTTP (docs/users.md "Limits and usage"): PUT/GET /v1/limits, 429 rate_limited
+ * with Retry-After at admission (nothing accepted, nothing written), quotas under concurrent requests,
+ * reservations keyed by the Idempotency-Key, tokens settled from the model's usage, turn slots released
+ * when a turn ends, and the metered figures of GET /v1/usage and GET /v1/me/usage.
+ */
+import { abortAllDurableObjects } from "cloudflare:test";
+import { afterEach, describe, expect, it } from "vitest";
+import { call, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
+
+afterEach(async () => {
+  await abortAllDurableObjects();
+});
+
+let tenants = 0;
+function uniqueTenant(label: string): string {
+  tenants += 1;
+  return `limits-${label}-${Date.now().toString(36)}-${tenants}`;
+}
+
+const today = (): string => new Date().toISOString().slice(0, 10);
+
+async function setLimits(tenant: string, limits: unknown): Promise<Response> {
+  return call("PUT", "/v1/limits", { token: await token(tenant, "operator"), body: limits });
+}
+
+async function userToken(tenant: string, sub: string): Promise<string> {
+  return token(tenant, "user", { sub });
+}
+
+async function createSession(tenant: string, jwt: string, config: Record<string, unknown> = {}): Promise<string> {
+  const session = uniqueSession("lim");
+  const response = await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: config });
+  expect(response.status).toBe(201);
+  return session;
+}
+
+function send(session: string, jwt: string, input: string, key?: string, wait?: number): Promise<Response> {
+  return call("POST", `/v1/sessions/${session}/conversations/root/inputs${wait === undefined ? "" : `?wait=${wait}`}`, {
+    token: jwt,
+    body: { input },
+    ...(key === undefined ? {} : { headers: { "idempotency-key": key } }),
+  });
+}
+
+interface UsageDay {
+  sub: string | null;
+  day: string;
+  inputs: number;
+  inputTokens: number;
+  outputTokens: number;
+  totalTokens: number;
+  costUsd: number;
+}
+
+async function usage(tenant: string, path: string, jwt?: string): Promise<{ from: string; to: string; items: UsageDay[] }> {
+  const response = await call("GET", path, { token: jwt ?? (await token(tenant, "operator")) });
+  expect(response.status, await response.clone().text()).toBe(200);
+  return json(response);
+}
+
+describe("limits", () => {
+  it("PUT /v1/limits replaces the limits, GET reads them; invalid limits are 422 naming the field and change nothing", async () => {
+    const tenant = uniqueTenant("config");
+    const operator = await token(tenant, "operator");
+    expect(await json(await call("GET", "/v1/limits", { token: operator }))).toEqual({ user: {}, tenant: {} });
+    const put = await setLimits(tenant, { user: { inputsPerDay: 10, concurrentTurns: 2 }, tenant: { costPerMonthUsd: 12.5 } });
+    expect(put.status).toBe(200);
+    const saved = await json(put);
+    expect(saved).toMatchObject({ user: { inputsPerDay: 10, concurrentTurns: 2 }, tenant: { costPerMonthUsd: 12.5 } });
+    for (const [limits, field] of [
+      [{ user: { inputsPerDay: -1 } }, "user.inputsPerDay"],
+      [{ user: { inputsPerDay: 1.5 } }, "user.inputsPerDay"],
+      [{ tenant: { requestsPerMinute: "10" } }, "tenant.requestsPerMinute"],
+      [{ tenant: { perHour: 3 } }, "tenant.perHour"],
+      [{ users: {} }, "users"],
+    ] as const) {
+      const response = await setLimits(tenant, limits);
+      expect(response.status, JSON.stringify(limits)).toBe(422);
+      expect(await json(response)).toMatchObject({ code: "invalid_limits", field });
+    }
+    expect(await json(await call("GET", "/v1/limits", { token: operator }))).toEqual(saved);
+    // Clearing: an empty body object limits nothing.
+    expect(await json(await setLimits(tenant, {}))).toMatchObject({ user: {}, tenant: {} });
+  });
+
+  it("Over the limit is 429 with Retry-After and writes nothing", async () => {
+    const tenant = uniqueTenant("over");
+    expect((await setLimits(tenant, { user: { inputsPerDay: 1 }, tenant: { inputsPerDay: 3 } })).status).toBe(200);
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    expect((await send(session, alice, "first", "k-1", 10)).status).toBe(201);
+    const seq = await lastSeq(tenant, session);
+    const refused = await send(session, alice, "second", "k-2");
+    expect(refused.status).toBe(429);
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    expect(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 86_400).toBe(true);
+    expect(await json(refused)).toMatchObject({ code: "rate_limited", field: "user.inputsPerDay", retryAfter });
+    // Nothing accepted, nothing written: the session is as it was, the key names no acceptance.
+    expect(await lastSeq(tenant, session)).toBe(seq);
+    expect((await call("GET", `/v1/sessions/${session}/acceptances/k-2`, { token: alice })).status).toBe(404);
+    // The count did not move either; another user has a quota of their own until the tenant's runs out.
+    expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([1]);
+    const bob = await userToken(tenant, "bob");
+    const bobs = await createSession(tenant, bob);
+    expect((await send(bobs, bob, "one")).status).toBe(201);
+    const carol = await userToken(tenant, "carol");
+    const carols = await createSession(tenant, carol);
+    expect((await send(carols, carol, "one")).status).toBe(201);
+    const dave = await userToken(tenant, "dave");
+    const daves = await createSession(tenant, dave);
+    const tenantRefused = await send(daves, dave, "one");
+    expect(tenantRefused.status).toBe(429);
+    expect(await json(tenantRefused)).toMatchObject({ code: "rate_limited", field: "tenant.inputsPerDay" });
+    expect(await lastSeq(tenant, daves)).toBe(await lastSeqAfterCreate(tenant));
+  });
+
+  it("requestsPerMinute counts a user's API requests: over it is 429 naming user.requestsPerMinute; operators are not counted", async () => {
+    const tenant = uniqueTenant("rpm");
+    await setLimits(tenant, { user: { requestsPerMinute: 3 } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await call("GET", `/v1/sessions/${session}`, { token: alice })).status);
+    // The PUT that created the session was the minute's first request.
+    expect(statuses).toEqual([200, 200, 429]);
+    const refused = await call("GET", `/v1/sessions/${session}`, { token: alice });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(Number(refused.headers.get("retry-after"))).toBeLessThanOrEqual(60);
+    expect(await json(refused)).toMatchObject({ field: "user.requestsPerMinute" });
+    const bob = await userToken(tenant, "bob");
+    expect((await call("GET", `/v1/sessions/${session}`, { token: bob })).status).toBe(200);
+    const operator = await token(tenant, "operator");
+    for (let i = 0; i < 5; i++) expect((await call("GET", "/v1/limits", { token: operator })).status).toBe(200);
+  });
+
+  it("Concurrent requests cannot overrun a quota", async () => {
+    const tenant = uniqueTenant("race");
+    const quota = 4;
+    await setLimits(tenant, { user: { inputsPerDay: quota } });
+    const alice = await userToken(tenant, "alice");
+    const sessions = [await createSession(tenant, alice), await createSession(tenant, alice), await createSession(tenant, alice)];
+    const responses = await Promise.all(Array.from({ length: 18 }, (_, i) => send(sessions[i % sessions.length] ?? "", alice, `input ${i}`, `race-${i}`)));
+    const statuses = responses.map((r) => r.status);
+    expect(statuses.filter((s) => s === 201).length).toBe(quota);
+    expect(statuses.filter((s) => s === 429).length).toBe(18 - quota);
+    expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([quota]);
+    // And the sessions hold exactly that many user inputs between them.
+    let accepted = 0;
+    for (const session of sessions) {
+      for (let i = 0; i < 18; i++) {
+        if ((await call("GET", `/v1/sessions/${session}/acceptances/race-${i}`, { token: alice })).status === 200) accepted += 1;
+      }
+    }
+    expect(accepted).toBe(quota);
+  }, 60_000);
+
+  it("a retried request with the same Idempotency-Key does not reserve twice", async () => {
+    const tenant = uniqueTenant("retry");
+    await setLimits(tenant, { user: { inputsPerDay: 2 } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    expect((await send(session, alice, "one", "same")).status).toBe(201);
+    const retried = await send(session, alice, "one", "same");
+    expect(retried.status).toBe(200);
+    expect(await json(retried)).toMatchObject({ duplicate: true });
+    expect((await send(session, alice, "two", "other")).status).toBe(201);
+    // At the quota: a new request is refused, a retry of an accepted one still answers its acceptance.
+    expect((await send(session, alice, "three", "third")).status).toBe(429);
+    expect((await send(session, alice, "one", "same")).status).toBe(200);
+    expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([2]);
+    // A request the session refuses (another body under a used key: 422) gives its reservation back.
+    await setLimits(tenant, { user: { inputsPerDay: 3 } });
+    expect((await send(session, alice, "a different body", "other")).status).toBe(422);
+    expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([2]);
+  });
+
+  it("tokensPerDay settles from model usage", async () => {
+    const tenant = uniqueTenant("tokens");
+    await setLimits(tenant, { user: { tokensPerDay: 5 } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    // Nothing used yet: admitted. The echo model reports usage for its answer.
+    const first = await send(session, alice, "a sentence long enough to cost more than five tokens in and out", undefined, 10);
+    expect(first.status).toBe(201);
+    expect(await json(first)).toMatchObject({ status: "done" });
+    const settled = await until(async () => {
+      const days = (await usage(tenant, "/v1/me/usage", alice)).items;
+      return days[0] !== undefined && days[0].totalTokens > 0 ? days[0] : undefined;
+    }, "the turn's usage to settle");
+    expect(settled.inputTokens + settled.outputTokens).toBe(settled.totalTokens);
+    expect(settled.totalTokens).toBeGreaterThan(5);
+    const refused = await send(session, alice, "more");
+    expect(refused.status).toBe(429);
+    expect(await json(refused)).toMatchObject({ code: "rate_limited", field: "user.tokensPerDay" });
+  });
+
+  it("concurrentTurns holds a slot while a turn runs and releases it when the turn ends", async () => {
+    const tenant = uniqueTenant("turns");
+    await setLimits(tenant, { user: { concurrentTurns: 1 } });
+    const alice = await userToken(tenant, "alice");
+    const slow = await createSession(tenant, alice, { model: "echo-slow" });
+    const other = await createSession(tenant, alice);
+    expect((await send(slow, alice, "a first input that the paced echo model takes a while to stream back")).status).toBe(201);
+    const refused = await send(other, alice, "meanwhile", "meanwhile");
+    expect(refused.status).toBe(429);
+    expect(await json(refused)).toMatchObject({ field: "user.concurrentTurns" });
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    // Once the slow turn is answered, its slot is released (the session's report, not the lease).
+    const accepted = await until(async () => {
+      const response = await send(other, alice, "meanwhile", "meanwhile");
+      return response.status === 201 ? response : undefined;
+    }, "the slot to be released", 600);
+    expect(await json(accepted)).toMatchObject({ duplicate: false });
+  }, 30_000);
+
+  it("GET /v1/usage and /v1/me/usage figures", async () => {
+    const tenant = uniqueTenant("usage");
+    await setLimits(tenant, { tenant: { inputsPerDay: 100 } });
+    const alice = await userToken(tenant, "alice");
+    const bob = await userToken(tenant, "bob");
+    const as = await createSession(tenant, alice);
+    const bs = await createSession(tenant, bob);
+    for (const text of ["one", "two"]) expect((await send(as, alice, text, undefined, 10)).status).toBe(201);
+    expect((await send(bs, bob, "three", undefined, 10)).status).toBe(201);
+    // A client token (no user) counts for the tenant only.
+    const clientSession = await createSession(tenant, await token(tenant, "client"));
+    expect((await send(clientSession, await token(tenant, "client"), "four", undefined, 10)).status).toBe(201);
+    const all = await until(async () => {
+      const page = await usage(tenant, "/v1/usage");
+      const users = page.items.filter((d) => d.sub !== null);
+      return users.length === 2 && users.every((d) => d.totalTokens > 0) && (page.items.find((d) => d.sub === null)?.totalTokens ?? 0) > users.reduce((n, d) => n + d.totalTokens, 0) ? page : undefined;
+    }, "every turn's usage to settle");
+    expect(all.to).toBe(today());
+    const byUser = new Map(all.items.map((d) => [d.sub, d]));
+    expect(byUser.get("alice")).toMatchObject({ day: today(), inputs: 2 });
+    expect(byUser.get("bob")).toMatchObject({ day: today(), inputs: 1 });
+    expect(byUser.get(null)).toMatchObject({ day: today(), inputs: 4 });
+    const alicesOwn = await usage(tenant, "/v1/me/usage", alice);
+    expect(alicesOwn.items).toEqual([byUser.get("alice")]);
+    expect((await usage(tenant, "/v1/usage?sub=bob")).items).toEqual([byUser.get("bob")]);
+    expect((await usage(tenant, `/v1/usage?from=2020-01-01&to=2020-01-31`)).items).toEqual([]);
+    expect(await json(await call("GET", "/v1/usage?from=2026-02-30", { token: await token(tenant, "operator") }))).toMatchObject({ code: "invalid_query", field: "from" });
+    expect(await json(await call("GET", "/v1/usage?from=2026-03-02&to=2026-03-01", { token: await token(tenant, "operator") }))).toMatchObject({ code: "invalid_query", field: "from" });
+    // A token without a user has no usage of its own.
+    const anonymous = await call("GET", "/v1/me/usage", { token: await token(tenant, "client") });
+    expect(anonymous.status).toBe(403);
+  });
+});
+
+/** The lastSeq of a session that was created and never took input: what a refused first input leaves. */
+async function lastSeqAfterCreate(tenant: string): Promise<number> {
+  const jwt = await token(tenant, "operator");
+  const session = uniqueSession("fresh");
+  expect((await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: {} })).status).toBe(201);
+  return lastSeq(tenant, session);
+}
