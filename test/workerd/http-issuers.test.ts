@@ -286,6 +286,21 @@ describe("identity providers by JWKS", () => {
     expect(answer["id"]).toBe(1);
   });
 
+  it("a provider's user is counted by its sub against the user limits, like a minted user", async () => {
+    const tenant = uniqueTenant("limits");
+    const idp = provider("limits");
+    const kid = await idp.addKey("k", "RS256");
+    expect((await register(tenant, "limits", idp.registration())).status).toBe(201);
+    const limits = await call("PUT", "/v1/limits", { token: await token(tenant, "operator"), body: { user: { requestsPerMinute: 2 } } });
+    expect(limits.status).toBe(200);
+    await limits.body?.cancel();
+    const busy = await idp.sign(kid, { sub: "busy", tenant }, time.now);
+    const statuses = [await listStatus(busy), await listStatus(busy), await listStatus(busy)];
+    expect(statuses).toEqual([200, 200, 429]);
+    // Another user of the same provider has its own count.
+    expect(await listStatus(await idp.sign(kid, { sub: "calm", tenant }, time.now))).toBe(200);
+  });
+
   it("a provider's token is accepted only in the Authorization header, never as ?access_token=; a watch token minted with it is", async () => {
     const tenant = uniqueTenant("url");
     const idp = provider("url");
