@@ -21,7 +21,11 @@
  *    dispatched, and a `drill_approve` call (an HTTP tool with approval always) waits in the pending
  *    list; after the resume the same item is still pending, is approved, and both calls settle with one
  *    result each: drill_http reached the endpoint at most twice under one Idempotency-Key, drill_approve
- *    once;
+ *    once; and a call of an MCP server's tool (docs/mcp.md "Calling MCP tools"): `drill__slow_report` of
+ *    a local MCP server (scripts/mcp-endpoint.ts, registered with a sealed bearer header) reports progress
+ *    once a second for 30 s, so the kill lands while it is dispatched; after the resume it is sent again
+ *    (the tool declares idempotentHint) on a fresh connection and answers once: the server saw it at
+ *    most twice, and the call has one result;
  * 7. (first run only) a WebSocket client on a plain TCP socket watches the conversation and the session
  *    is deleted: the server's close frame (1000, "the session was deleted") must come within
  *    CLOSE_BUDGET_MS of DELETE's response (it may come before it).
@@ -37,11 +41,17 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startMcpEndpoint, type McpEndpoint } from "./mcp-endpoint.ts";
 import { startToolEndpoint, type ToolEndpoint } from "./tool-endpoint.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const JWT_SECRET = "restart-drill-only-jwt-secret-0123456789";
 const WEBHOOK_MASTER_SECRET = "restart-drill-only-webhook-master-secret";
+const SECRETS_SEALING_KEY = "restart-drill-only-sealing-key-0123456789";
+/** The MCP server's bearer token: registered as a header, stored sealed, sent on every request. */
+const MCP_TOKEN = "restart-drill-only-mcp-bearer";
+/** slow_report's steps, one a second: the kill lands while the call is dispatched. */
+const MCP_STEPS = 30;
 const TENANT = "drill";
 const SESSION = "restart-drill";
 /** echo-slow streams ~16 characters per 200 ms: this answer takes about 8 s, so the kill lands mid-answer. */
@@ -51,7 +61,10 @@ const TEXTS = { followUp: "drill followUp: answered after the long input", steer
 type Mode = "SIGKILL" | "SIGTERM";
 /** A deleted session's watchers must get their close frame within this after DELETE answers. */
 const CLOSE_BUDGET_MS = 3_000;
-const PORTS: Record<Mode, { port: number; inspector: number; tools: number }> = { SIGKILL: { port: 8811, inspector: 9311, tools: 8821 }, SIGTERM: { port: 8812, inspector: 9312, tools: 8822 } };
+const PORTS: Record<Mode, { port: number; inspector: number; tools: number; mcp: number }> = {
+  SIGKILL: { port: 8811, inspector: 9311, tools: 8821, mcp: 8831 },
+  SIGTERM: { port: 8812, inspector: 9312, tools: 8822, mcp: 8832 },
+};
 /** The product endpoint holds drill_http's first request this long, so the kill lands while the call is dispatched. */
 const HOLD_MS = 20_000;
 
@@ -259,11 +272,12 @@ async function closeAfterDelete(base: string, api: string, headers: Record<strin
   return { ms: outcome.at - answered, sinceSent: outcome.at - sent, code: outcome.code, reason: outcome.reason };
 }
 
-/** The two tool calls that cross the kill (docs/tools.md): what the drill checks after the restart. */
+/** The tool calls that cross the kill (docs/tools.md, docs/mcp.md): what the drill checks after the restart. */
 interface ToolCalls {
   readonly endpoint: ToolEndpoint;
-  readonly conversations: { readonly http: number; readonly approve: number };
-  readonly inputs: { readonly http: number; readonly approve: number };
+  readonly mcp: McpEndpoint;
+  readonly conversations: { readonly http: number; readonly approve: number; readonly mcp: number };
+  readonly inputs: { readonly http: number; readonly approve: number; readonly mcp: number };
   readonly pendingId: string;
 }
 
@@ -271,8 +285,9 @@ type Json = <T>(response: Response, expected: number | readonly number[], what: 
 
 /**
  * Before the kill: define `drill_http` (idempotent; the endpoint holds its first reply) and `drill_approve`
- * (approval always), fork the root twice at the start, call drill_http in one fork and drill_approve in
- * the other, and wait until the endpoint holds the first and the second is in the pending list.
+ * (approval always), register the MCP server `drill`, fork the root three times at the start, call
+ * drill_http, drill_approve and drill__slow_report one in each, and wait until the endpoint holds the
+ * first, the second is in the pending list and the MCP server runs the third.
  */
 async function toolsBeforeKill(mode: Mode, base: string, api: string, headers: Record<string, string>, json: Json): Promise<ToolCalls> {
   const endpoint = await startToolEndpoint({ port: PORTS[mode].tools, tenant: TENANT, api: base, masterSecret: WEBHOOK_MASTER_SECRET, delayMs: 0, holdMs: HOLD_MS, log: () => undefined });
@@ -281,37 +296,52 @@ async function toolsBeforeKill(mode: Mode, base: string, api: string, headers: R
   const url = `http://127.0.0.1:${PORTS[mode].tools}`;
   await json(await fetch(`${base}/v1/tools/drill_http`, { method: "PUT", headers: operator, body: JSON.stringify({ description: "drill: held reply", parameters, handler: { type: "http", url: `${url}/hold`, idempotent: true } }) }), [200, 201], "PUT drill_http");
   await json(await fetch(`${base}/v1/tools/drill_approve`, { method: "PUT", headers: operator, body: JSON.stringify({ description: "drill: approved call", parameters, handler: { type: "http", url: `${url}/lookup` }, approval: "always" }) }), [200, 201], "PUT drill_approve");
+  const mcp = await startMcpEndpoint({ port: PORTS[mode].mcp, token: MCP_TOKEN, stepMs: 1_000, log: () => undefined });
+  await json(
+    await fetch(`${base}/v1/mcp-servers/drill`, { method: "PUT", headers: operator, body: JSON.stringify({ url: mcp.url, headers: { authorization: `Bearer ${MCP_TOKEN}` } }) }),
+    [200, 201],
+    "PUT the MCP server drill",
+  );
   const fork = async (): Promise<number> => (await json<{ conversationId: number }>(await fetch(`${api}/conversations/root/fork`, { method: "POST", headers, body: JSON.stringify({ at: "start" }) }), 201, "fork at start")).conversationId;
-  const conversations = { http: await fork(), approve: await fork() };
-  // A fork at the start has no config: each gets the echo model and the two tools (the root keeps its own).
-  for (const c of [conversations.http, conversations.approve]) {
-    await json(await fetch(`${api}/conversations/${c}/config`, { method: "PATCH", headers, body: JSON.stringify({ model: "echo", selectedTools: ["drill_http", "drill_approve"] }) }), 200, "PATCH the fork's config");
+  const conversations = { http: await fork(), approve: await fork(), mcp: await fork() };
+  // A fork at the start has no config: each gets the echo model and the tools (the root keeps its own).
+  for (const c of [conversations.http, conversations.approve, conversations.mcp]) {
+    const selectedTools = c === conversations.mcp ? ["drill__slow_report"] : ["drill_http", "drill_approve"];
+    await json(await fetch(`${api}/conversations/${c}/config`, { method: "PATCH", headers, body: JSON.stringify({ model: "echo", selectedTools }) }), 200, "PATCH the fork's config");
   }
   const callIn = async (conversation: number, input: string): Promise<number> =>
     (await json<{ inputId: number }>(await fetch(`${api}/conversations/${conversation}/inputs`, { method: "POST", headers: { ...headers, "idempotency-key": `drill-${conversation}` }, body: JSON.stringify({ input }) }), [201, 202], input)).inputId;
-  const inputs = { http: await callIn(conversations.http, '/call drill_http {"id":1}'), approve: await callIn(conversations.approve, '/call drill_approve {"id":2}') };
+  const inputs = {
+    http: await callIn(conversations.http, '/call drill_http {"id":1}'),
+    approve: await callIn(conversations.approve, '/call drill_approve {"id":2}'),
+    mcp: await callIn(conversations.mcp, `/call drill__slow_report {"steps":${MCP_STEPS}}`),
+  };
   const by = Date.now() + 20_000;
   let pendingId: string | undefined;
-  while (pendingId === undefined || endpoint.requests.length === 0) {
-    check(Date.now() < by, `before the kill: drill_http ${endpoint.requests.length === 0 ? "never reached the endpoint" : "is held"}, drill_approve ${pendingId === undefined ? "never pending" : "is pending"}`);
+  while (pendingId === undefined || endpoint.requests.length === 0 || mcp.calls.length === 0) {
+    check(
+      Date.now() < by,
+      `before the kill: drill_http ${endpoint.requests.length === 0 ? "never reached the endpoint" : "is held"}, drill_approve ${pendingId === undefined ? "never pending" : "is pending"}, drill__slow_report ${mcp.calls.length === 0 ? "never reached the MCP server" : "runs"}`,
+    );
     await sleep(100);
     const items = (await json<{ items: { id: string; name: string }[] }>(await fetch(`${api}/pending`, { headers }), 200, "GET pending")).items;
     pendingId = items.find((item) => item.name === "drill_approve")?.id;
   }
-  return { endpoint, conversations, inputs, pendingId };
+  return { endpoint, mcp, conversations, inputs, pendingId };
 }
 
 /**
- * After the alarm resumed the session: the approval is still pending under the same id; approve it; both
- * calls settle once. drill_http reached the endpoint at most twice, always under one Idempotency-Key (a
- * retry of the held request after the restart), drill_approve exactly once.
+ * After the alarm resumed the session: the approval is still pending under the same id; approve it; every
+ * call settles once. drill_http reached the endpoint at most twice, always under one Idempotency-Key (a
+ * retry of the held request after the restart), drill_approve exactly once, drill__slow_report at most
+ * twice (idempotent: sent again after the restart), answering "all green".
  */
 async function toolsAfterResume(calls: ToolCalls, api: string, headers: Record<string, string>, json: Json): Promise<string> {
   const items = (await json<{ items: { id: string }[] }>(await fetch(`${api}/pending`, { headers }), 200, "GET pending after the restart")).items;
   check(items.some((item) => item.id === calls.pendingId), `after the restart the pending list ${JSON.stringify(items)} lacks ${calls.pendingId}`);
   await json(await fetch(`${api}/pending/${calls.pendingId}`, { method: "POST", headers, body: JSON.stringify({ approve: true }) }), 200, "approve drill_approve");
-  const by = Date.now() + 60_000;
-  for (const which of ["http", "approve"] as const) {
+  const by = Date.now() + 60_000 + MCP_STEPS * 1_000;
+  for (const which of ["http", "approve", "mcp"] as const) {
     for (;;) {
       const r = (await json<{ result: InputResult }>(await fetch(`${api}/inputs/${calls.inputs[which]}`, { headers }), 200, `GET the drill_${which} input`)).result;
       if (r.status === "done" || r.status === "unanswered") {
@@ -324,20 +354,23 @@ async function toolsAfterResume(calls: ToolCalls, api: string, headers: Record<s
     const entries = (await json<{ items: Entry[] }>(await fetch(`${api}/conversations/${calls.conversations[which]}/entries?limit=200`, { headers }), 200, "GET entries")).items;
     const results = entries.filter((e) => e.kind === "tool_result");
     check(results.length === 1, `the drill_${which} call has ${results.length} tool results, not exactly one`);
+    if (which === "mcp") check(results[0] !== undefined && textOf(results[0]).includes("all green"), `drill__slow_report's result is not its answer: ${results[0] === undefined ? "none" : textOf(results[0]).slice(0, 200)}`);
   }
   const http = calls.endpoint.requests.filter((r) => r.name === "drill_http");
   const approve = calls.endpoint.requests.filter((r) => r.name === "drill_approve");
   check(http.length >= 1 && http.length <= 2, `drill_http reached the endpoint ${http.length} times, not once or twice`);
   check(new Set(http.map((r) => r.key)).size === 1 && http.every((r) => r.key === `${SESSION}:${r.taskId}`), `drill_http was sent under keys ${JSON.stringify(http.map((r) => r.key))}, not one {session}:{taskId}`);
   check(approve.length === 1, `drill_approve reached the endpoint ${approve.length} times, not once`);
-  return `tools across the kill: drill_http sent ${http.length}x under ${http[0]?.key ?? "?"}, ${calls.pendingId} still pending after the restart, approved, drill_approve sent once; one result per call`;
+  const reports = calls.mcp.calls.filter((c) => c.tool === "slow_report").length;
+  check(reports >= 1 && reports <= 2, `drill__slow_report reached the MCP server ${reports} times, not once or twice`);
+  return `tools across the kill: drill_http sent ${http.length}x under ${http[0]?.key ?? "?"}, ${calls.pendingId} still pending after the restart, approved, drill_approve sent once, drill__slow_report sent ${reports}x; one result per call`;
 }
 
 async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
   const figures: string[] = [];
   const dir = mkdtempSync(join(tmpdir(), `pico-restart-drill-${mode.toLowerCase()}-`));
   const envFile = join(dir, "drill.env");
-  writeFileSync(envFile, [`JWT_SECRET=${JWT_SECRET}`, `WEBHOOK_MASTER_SECRET=${WEBHOOK_MASTER_SECRET}`, ""].join("\n"));
+  writeFileSync(envFile, [`JWT_SECRET=${JWT_SECRET}`, `WEBHOOK_MASTER_SECRET=${WEBHOOK_MASTER_SECRET}`, `SECRETS_SEALING_KEY=${SECRETS_SEALING_KEY}`, ""].join("\n"));
   const persist = join(dir, "state");
   const base = `http://127.0.0.1:${PORTS[mode].port}`;
   const t0 = Date.now();
@@ -474,6 +507,7 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
     throw new DrillFailure(`${message}\n${figures.map((f) => `  ${f}`).join("\n")}\n--- wrangler dev (last 30 lines) ---\n${dev.log.split("\n").slice(-30).join("\n")}`);
   } finally {
     await tools?.endpoint.close();
+    await tools?.mcp.close();
     await stopDev(dev, "SIGTERM", 10_000);
     rmSync(dir, { recursive: true, force: true });
   }

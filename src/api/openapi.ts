@@ -19,6 +19,7 @@ import {
   entriesQuery,
   forkBody,
   idString,
+  mintTokenBody,
   requestKey,
   resetBody,
   sessionConfig,
@@ -56,6 +57,7 @@ import {
   configValuesOut,
   continueResponse,
   createSessionResponse,
+  mintedTokenResponse,
   deletedResponse,
   toolResultRecorded,
   entriesResponse,
@@ -168,6 +170,14 @@ export const API_ROUTES: readonly ApiRoute[] = [
   {
     method: "get", path: "/v1/sessions", operationId: "listSessions", summary: "The tenant's sessions (directory), newest activity first", auth: client("session.read"),
     query: sessionsQuery, responses: { 200: ok(sessionsPage) },
+  },
+  {
+    method: "post", path: "/v1/sessions", operationId: "createSessionNamedByServer", summary: "Create a session under a new unguessable name (201 with Location; the way for browsers, docs/users.md)", auth: client("session.create"),
+    body: body(sessionConfig, false), responses: { 201: ok(createSessionResponse, "Created") },
+  },
+  {
+    method: "post", path: "/v1/tokens", operationId: "mintUserToken", summary: "Mint a user token for an end user (operator; at most one hour, docs/users.md)", auth: client("tokens"),
+    body: body(mintTokenBody), responses: { 201: ok(mintedTokenResponse, "Minted") },
   },
   { method: "patch", path: S, operationId: "patchSession", summary: "Change the session's directory title and labels", auth: client("session.create"), body: body(sessionPatch), responses: { 200: ok(sessionMetaResponse) } },
   { method: "delete", path: S, operationId: "deleteSession", summary: "Delete the session (every row, its alarm, its watchers)", auth: client("delete"), responses: { 200: ok(deletedResponse) } },

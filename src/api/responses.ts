@@ -254,6 +254,7 @@ export const sessionSummaryResponse = z.strictObject({
 /** One row of the tenant's directory (GET /v1/sessions). */
 export const directoryRow = z.strictObject({
   session: z.string(),
+  owner: z.string().optional().describe("The end user who created it with a user token (docs/users.md); absent: the tenant's"),
   title: z.string().optional(),
   labels: z.array(z.string()),
   createdAt: z.number().int(),
@@ -359,6 +360,8 @@ export const inspectResponse = z.strictObject({
 });
 export const shutdownResponse = z.strictObject({ shutdown: z.literal(true) });
 export const watchTokenResponse = z.strictObject({ token: z.string(), expiresAt: z.string(), expiresIn: z.number().int() });
+/** `POST /v1/tokens`: a `user` token (docs/users.md) and when it expires (ISO 8601). */
+export const mintedTokenResponse = z.strictObject({ token: z.string(), expiresAt: z.string() });
 export const clearFaultResponse = z.strictObject({ cleared: z.boolean() });
 
 /** One row of `GET /v1/models`: the id a session config names, and what the model can do. */
@@ -491,6 +494,7 @@ export type ContinueResponse = z.infer<typeof continueResponse>;
 export type ResetResponse = z.infer<typeof resetResponse>;
 export type ReleasedResponse = z.infer<typeof releasedResponse>;
 export type ShutdownResponse = z.infer<typeof shutdownResponse>;
+export type MintedTokenResponse = z.infer<typeof mintedTokenResponse>;
 export type ClearFaultResponse = z.infer<typeof clearFaultResponse>;
 export type ModelsResponse = z.infer<typeof modelsResponse>;
 export type ScheduleViewResponse = z.infer<typeof scheduleViewOut>;

@@ -73,6 +73,8 @@ export const sessionConfig = generationConfigBody.extend({
   onInterrupt: z.enum(["retry", "fail"], { error: 'onInterrupt is "retry" or "fail"' }).optional(),
   title: title().optional(),
   labels: labels().optional(),
+  /** Ignored: a session is owned by the user whose token created it (docs/users.md), never by a body's say-so. */
+  owner: z.unknown().optional(),
 });
 
 /** PATCH session: the directory title (null clears it) and labels. */
@@ -193,6 +195,14 @@ export type Role = (typeof roles)[number];
 export const userActions = ["read", "write", "watch", "fork", "create"] as const;
 export type UserAction = (typeof userActions)[number];
 
+/** The longest lifetime (exp - iat) of a `user` token, seconds: one hour. */
+export const USER_TOKEN_MAX_SECONDS = 3_600;
+/** A `user` token's `sessions` claim holds at most this many grants. */
+export const MAX_USER_GRANTS = 20;
+
+/** A session grant of a `user` token: `prefix-*` reaches every session whose name starts with `prefix-`. */
+export const sessionPattern = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,126}\*$/, "a session pattern is a name prefix followed by *");
+
 /**
  * What a watch token opens: one session's watch, or one conversation's. The conversation is its id,
  * resolved when the token is minted, and `root: true` marks the session's root conversation, so the
@@ -215,7 +225,7 @@ export const claims = z.looseObject({
    * in its rig, not in every rig of the tenant with an agent of its name); a token carrying it is
    * refused (401) on any other session's routes.
    */
-  sessions: z.array(sessionName).max(100).optional(),
+  sessions: z.array(z.union([sessionName, sessionPattern])).max(100).optional(),
   /** The end user a `user` token acts for (required on user tokens): sessions it creates are owned by it. */
   sub: z.string().min(1).max(128).optional(),
   /** A `user` token's actions (absent: all); see `userActions`. */
@@ -233,6 +243,15 @@ export const watchTokenBody = z.strictObject({
   ttlSeconds: z.number().int().min(1).max(86_400).optional(),
 });
 export type Claims = z.infer<typeof claims>;
+
+/** `POST /v1/tokens` (operator): mint a `user` token for the product's end user `sub` (docs/users.md). */
+export const mintTokenBody = z.strictObject({
+  sub: z.string().min(1).max(128),
+  act: z.array(z.enum(userActions)).min(1).max(userActions.length).optional(),
+  sessions: z.array(z.union([sessionName, sessionPattern])).max(MAX_USER_GRANTS).optional(),
+  ttlSeconds: z.number().int().min(1).max(USER_TOKEN_MAX_SECONDS).optional(),
+});
+export type MintTokenBody = z.input<typeof mintTokenBody>;
 
 
 // ---------------------------------------------------------------------------------------------

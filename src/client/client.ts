@@ -65,6 +65,7 @@ import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } fr
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
 import { ISSUER_CLIENT_OPERATIONS } from "./issuers.js";
 import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
+import { END_USER_CLIENT_OPERATIONS } from "./end-users.js";
 import { readSse, type SseFrame } from "./sse.js";
 
 export interface ClientOptions {
@@ -692,9 +693,8 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listInbound: "InboundClient.list",
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
-  ...PENDING_CLIENT_OPERATIONS,
+  ...PENDING_CLIENT_OPERATIONS, ...END_USER_CLIENT_OPERATIONS,
   ...EVENTS_CLIENT_OPERATIONS,
-  ...TOOLS_CLIENT_OPERATIONS,
-  ...ISSUER_CLIENT_OPERATIONS,
+  ...TOOLS_CLIENT_OPERATIONS, ...ISSUER_CLIENT_OPERATIONS,
   ...LIMITS_CLIENT_OPERATIONS,
 };

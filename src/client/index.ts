@@ -8,6 +8,7 @@ export * from "./webhook-endpoints.js";
 export * from "./tools.js";
 export * from "./issuers.js";
 export * from "./limits.js";
+export * from "./end-users.js";
 export * from "./mcp-servers.js";
 export * from "./sse.js";
 export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch.js";

@@ -97,7 +97,9 @@ export type RemoteReply =
   | { readonly type: "rejected"; readonly status: number; readonly detail: string; readonly problem?: JsonObject }
   | { readonly type: "failed"; readonly detail: string; readonly status?: number }
   | { readonly type: "too_large" }
-  | { readonly type: "bad_response"; readonly detail: string };
+  | { readonly type: "bad_response"; readonly detail: string }
+  /** No answer within the target's timeout (an MCP call: since the last progress) or its total cap: settles `timeout`, never re-sent. */
+  | { readonly type: "timed_out"; readonly detail: string };
 
 /** Sends one attempt. Its timeout runs on the injected clock, never on `AbortSignal.timeout`. */
 export interface RemoteTransport {

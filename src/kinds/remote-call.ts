@@ -1,7 +1,8 @@
 /**
  * The `remote_call` task kind: one background task per request that leaves the object (an HTTP tool's
- * call). Its id is the request's identity everywhere: `Idempotency-Key` and `webhook-id` are
- * `{session}:{taskId}`, and a late result is posted to `/v1/tool-results/{tenant}/{session}/{taskId}`.
+ * call, or a call of a registered MCP server's tool). Its id is the request's identity everywhere: for
+ * HTTP, `Idempotency-Key` and `webhook-id` are `{session}:{taskId}`, and a late result is posted to
+ * `/v1/tool-results/{tenant}/{session}/{taskId}`; an MCP call answers in its own response (never 202).
  *
  *   planned -> dispatched { attempt n, firstSentAt, until } -> settled { outcome } | aborted { outcome }
  *                  |  ^                \-> accepted (202) -> settled (the posted result, or timeout)
@@ -14,6 +15,8 @@
  *             200 -> settled output; 202 -> accepted, then runtime.awaitAnswer("result") -> settled;
  *             4xx -> settled http_status; 5xx/network/timeout -> idempotent and n < max: retry_wait,
  *             runtime.sleep to nextAt (the alarm) and R1 with n+1; otherwise outcome_unknown / failed.
+ *             timed_out (an MCP call: no answer or progress within its timeout, or past its cap) ->
+ *             settled timeout (the server was told to cancel; never re-sent).
  *   recover:  dispatched: an answered wait settles with it; idempotent -> R1 with n+1 under the same key;
  *             otherwise settled outcome_unknown naming the task (never sent twice). retry_wait: sleep,
  *             then R1. accepted: await the answer again.
@@ -36,6 +39,7 @@ import { sessionValue, withKey } from "../core/state.js";
 import { defineTaskKind, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
 import { conversationTx, type TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
+import { mcpResultText } from "./mcp-result.js";
 import {
   remoteCallRoles,
   type RemoteCallInput,
@@ -44,6 +48,7 @@ import {
   type RemoteErrorCode,
   type RemoteOutcome,
   type RemoteReply,
+  type RemoteTarget,
 } from "./remote-call-state.js";
 
 export const remoteCallDefinition: TaskDefinition<RemoteCallState, typeof remoteCallRoles> = { kind: "remote_call", roles: remoteCallRoles };
@@ -96,8 +101,8 @@ export function remoteNoticeRequest(id: Id) {
 const NOTICE_TAIL_CHARS = 2000;
 
 /** The notice entry of a finished remote call: a built-in `notice` entry with a stored SystemMessage. */
-function appendRemoteNotice(b: TxBuilder, conversationId: Id, id: Id, name: string, outcome: RemoteOutcome, now: number): Id {
-  const text = outcomeText(outcome);
+function appendRemoteNotice(b: TxBuilder, conversationId: Id, id: Id, name: string, target: RemoteTarget, outcome: RemoteOutcome, now: number): Id {
+  const text = outcomeText(outcome, target);
   const tail = text.length > NOTICE_TAIL_CHARS ? text.slice(text.length - NOTICE_TAIL_CHARS) : text;
   const what = outcome.type === "output" ? (outcome.isError ? "returned an error" : "returned") : `failed (${outcome.code})`;
   const body = `Remote call ${id} (tool ${name}) ${what}.` + (tail === "" ? "" : `\n${outcome.type === "output" ? "Output" : "Error"}${tail.length < text.length ? ` (last ${tail.length} characters)` : ""}:\n${tail}`);
@@ -109,12 +114,12 @@ function appendRemoteNotice(b: TxBuilder, conversationId: Id, id: Id, name: stri
 }
 
 /** In a terminal commit of the remote call: consume a pending notice request and publish the notice. */
-async function consumeRemoteNotice(b: TxBuilder, id: Id, name: string, outcome: RemoteOutcome, now: number): Promise<void> {
+async function consumeRemoteNotice(b: TxBuilder, id: Id, input: RemoteCallInput, outcome: RemoteOutcome, now: number): Promise<void> {
   const addr = remoteNoticeRequest(id);
   const request = await b.value(addr).get();
   if (request === undefined) return;
   b.value(addr).delete();
-  appendRemoteNotice(b, request.conversationId, id, name, outcome, now);
+  appendRemoteNotice(b, request.conversationId, id, input.name, input.target, outcome, now);
 }
 
 /**
@@ -126,7 +131,7 @@ export async function delegateRemoteNotice(b: TxBuilder, conversationId: Id, id:
   if (task === undefined) return;
   const state = task.state;
   if (state.status === "settled" || state.status === "aborted") {
-    appendRemoteNotice(b, conversationId, id, state.name, state.outcome, now);
+    appendRemoteNotice(b, conversationId, id, state.name, state.target, state.outcome, now);
     return;
   }
   b.value(remoteNoticeRequest(id)).set({ conversationId, callId });
@@ -137,10 +142,24 @@ export async function isRemoteCall(b: TxBuilder, id: Id): Promise<boolean> {
   return (await b.getTask(remoteCallDefinition, id)) !== undefined;
 }
 
-/** The text an outcome stands for: the output as text (JSON for anything but a string), or the error's message. */
-export function outcomeText(outcome: RemoteOutcome): string {
+/**
+ * The text an outcome stands for: the error's message, or the output as text (an MCP result's content,
+ * mcp-result.ts; otherwise JSON for anything but a string).
+ */
+export function outcomeText(outcome: RemoteOutcome, target: RemoteTarget): string {
   if (outcome.type === "error") return outcome.message;
+  if (target.type === "mcp") return mcpResultText(outcome.output);
   return typeof outcome.output === "string" ? outcome.output : JSON.stringify(outcome.output);
+}
+
+/** How messages name where a call goes: the HTTP tool's URL, or the MCP server and its tool. */
+export function targetLabel(target: RemoteTarget): string {
+  return target.type === "http" ? target.url : `MCP server "${target.server}" (tool ${target.remoteTool})`;
+}
+
+/** How a call that may have been delivered is reconciled: HTTP by its Idempotency-Key; MCP has no key. */
+function reconcileHint(target: RemoteTarget, session: string, id: Id): string {
+  return target.type === "http" ? `reconcile with Idempotency-Key ${session}:${id}` : `check with the server whether it ran`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -174,16 +193,15 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
           }
           if (state.target.idempotent) {
             if (state.attempt >= maxAttempts) {
-              await settle(task, runtime, "settled", failure("failed", `remote call ${task.id} to ${state.target.url} gave no answer in ${state.attempt} attempts (the last was cut short by a restart)`), state.attempt, call);
+              await settle(task, runtime, "settled", failure("failed", `remote call ${task.id} to ${targetLabel(state.target)} gave no answer in ${state.attempt} attempts (the last was cut short by a restart)`), state.attempt, call);
               return;
             }
-            // Sent again under the same key: the product de-duplicates by its Idempotency-Key.
+            // Sent again (HTTP: under the same key, the product de-duplicates by its Idempotency-Key; MCP: the tool declared itself idempotent).
             await attempt(task, runtime, { attempt: state.attempt + 1, firstSentAt: state.firstSentAt }, call);
             return;
           }
-          const where = services?.where();
-          const key = where === undefined ? `<session>:${task.id}` : `${where.session}:${task.id}`;
-          const message = `remote call task ${task.id} may have reached ${state.target.url} before a restart; it is never re-sent; reconcile with Idempotency-Key ${key}`;
+          const session = services?.where()?.session ?? "<session>";
+          const message = `remote call task ${task.id} may have reached ${targetLabel(state.target)} before a restart; it is never re-sent; ${reconcileHint(state.target, session, task.id)}`;
           await settle(task, runtime, "settled", failure("outcome_unknown", message), state.attempt, call);
           return;
         }
@@ -212,7 +230,7 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
         return;
       }
       if (state.status === "settled" || state.status === "aborted") throw new PicoError("contract", `remote call ${task.id} is already ${state.status}`);
-      const message = `remote call ${task.id} was aborted; the request to ${state.target.url} may have been delivered`;
+      const message = `remote call ${task.id} was aborted; the request to ${targetLabel(state.target)} may have been delivered`;
       await settle(task, runtime, "aborted", failure("aborted", message), state.attempt, call);
     },
   });
@@ -293,15 +311,18 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
         return;
       }
       case "rejected": {
-        const message = `${input.target.url} refused remote call ${task.id} with HTTP ${reply.status}${reply.detail === "" ? "" : `: ${reply.detail}`}`;
+        const message = `${targetLabel(input.target)} refused remote call ${task.id} with HTTP ${reply.status}${reply.detail === "" ? "" : `: ${reply.detail}`}`;
         await settle(task, runtime, "settled", failure("http_status", message, reply.status, reply.problem), n, call);
         return;
       }
       case "too_large":
-        await settle(task, runtime, "settled", failure("too_large", `the response of ${input.target.url} to remote call ${task.id} is over 1 MB`), n, call);
+        await settle(task, runtime, "settled", failure("too_large", `the response of ${targetLabel(input.target)} to remote call ${task.id} is over 1 MB`), n, call);
         return;
       case "bad_response":
-        await settle(task, runtime, "settled", failure("bad_response", `${input.target.url} answered remote call ${task.id} with a bad response: ${reply.detail}`), n, call);
+        await settle(task, runtime, "settled", failure("bad_response", `${targetLabel(input.target)} answered remote call ${task.id} with a bad response: ${reply.detail}`), n, call);
+        return;
+      case "timed_out":
+        await settle(task, runtime, "settled", failure("timeout", `remote call ${task.id} to ${targetLabel(input.target)} timed out: ${reply.detail}`), n, call);
         return;
       case "failed": {
         if (input.target.idempotent && n < maxAttempts) {
@@ -314,10 +335,10 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
           return;
         }
         const outcome = input.target.idempotent
-          ? failure("failed", `remote call ${task.id} to ${input.target.url} failed ${n} times; the last: ${reply.detail}`, reply.status)
+          ? failure("failed", `remote call ${task.id} to ${targetLabel(input.target)} failed ${n} times; the last: ${reply.detail}`, reply.status)
           : reply.status === undefined
-            ? failure("outcome_unknown", `remote call task ${task.id} may have reached ${input.target.url} (${reply.detail}); it is never re-sent; reconcile with Idempotency-Key ${where.session}:${task.id}`)
-            : failure("failed", `remote call ${task.id} to ${input.target.url} failed: ${reply.detail}`, reply.status);
+            ? failure("outcome_unknown", `remote call task ${task.id} may have reached ${targetLabel(input.target)} (${reply.detail}); it is never re-sent; ${reconcileHint(input.target, where.session, task.id)}`)
+            : failure("failed", `remote call ${task.id} to ${targetLabel(input.target)} failed: ${reply.detail}`, reply.status);
         await settle(task, runtime, "settled", outcome, n, call);
         return;
       }
@@ -334,7 +355,7 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
     const settled: RemoteOutcome =
       outcome.type === "answered"
         ? answerOutcome(outcome.value)
-        : failure("timeout", `remote call ${task.id} was accepted by ${task.state.target.url} but no result was posted before its deadline`);
+        : failure("timeout", `remote call ${task.id} was accepted by ${targetLabel(task.state.target)} but no result was posted before its deadline`);
     await settle(task, runtime, "settled", settled, attempts, call);
   }
 
@@ -346,7 +367,7 @@ async function settle(task: RemoteCallTask, runtime: TaskRuntime, status: "settl
   const input = inputOf(task.state);
   await runtime.commitBuilder(async (b) => {
     endWait(b, task.id);
-    await consumeRemoteNotice(b, task.id, input.name, outcome, runtime.now());
+    await consumeRemoteNotice(b, task.id, input, outcome, runtime.now());
     b.settle(task, status, { ...input, outcome: outcome as RemoteOutcome & JsonObject, attempts });
   }, call);
 }

@@ -6,7 +6,8 @@
  *   execute:  removed from the catalog / not offered / invalid arguments -> an error result (the model
  *             continues); before_tool as for any tool. Then an approval parks the call (status
  *             `parked`, an `approval` item), a client tool parks it for the frontend's output (a
- *             `client_tool` item), and an HTTP tool runs (`running`, replay "safe") through `httpTool`.
+ *             `client_tool` item), and an HTTP or MCP tool runs (`running`, replay "safe") through
+ *             `remoteTool`: its call is a background remote call with the captured target.
  *   parking:  ONE commit makes the parked state, adds the item to both pending lists and declares the
  *             task's wait (`pico.wait/<task>`, key = the item's id, until = its deadline), so the
  *             `awaitAnswer` that follows finds it and commits nothing. The invocation then sleeps on
@@ -26,7 +27,7 @@ import type { Id, JsonObject } from "../storage/records.js";
 import type { CapturedTool, ToolDefinition } from "./catalog-types.js";
 import { approvalAnswer, clientAnswer, updatePending } from "./pending.js";
 import { pendingId, type PendingRef, type PendingResolution, type PendingType } from "./pending-types.js";
-import { httpTool, type HttpToolDefinition } from "./remote-call-tool.js";
+import { isRemoteDefinition, remoteTool } from "./remote-call-tool.js";
 import type { AnyTool } from "./services.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState } from "./sink.js";
 import type { TaskToolCall, ToolDiag, ToolOutputState, toolRoles, ToolStates } from "./states.js";
@@ -187,7 +188,7 @@ export function catalogCalls(kit: CatalogCallKit) {
 
   /**
    * In a commit: write the call's next state. `approval` parks for an approval; `run` parks a client
-   * tool for its output, or marks an HTTP tool running (intent before the request, §5.3). `remove`
+   * tool for its output, or marks an HTTP or MCP tool running (intent before the request, §5.3). `remove`
    * is the item this commit consumes (removed from the lists in the same write).
    */
   async function next(b: TxBuilder, task: ToolTask, runtime: TaskRuntime, base: CallBase, stage: "approval" | "run", remove?: string): Promise<Step> {
@@ -210,9 +211,10 @@ export function catalogCalls(kit: CatalogCallKit) {
       b.value(waitValue(task.id)).set({ key: pending.id, since: now, ...(pending.deadline === undefined ? {} : { until: pending.deadline }) });
       return { type: "parked", state };
     }
+    if (!isRemoteDefinition(definition)) throw new PicoError("contract", `tool ${task.id}: a ${handler.type} handler does not run remotely`);
     if (remove !== undefined) await updatePending(b, task.conversationId, { remove });
     tx.patch(task, "running", { call: base.call, assistant: base.assistant, args: base.args, replay: "safe", ...budget, def: base.def, ...resolved });
-    return { type: "invoke", tool: httpTool(base.call.name, base.def.version, definition as HttpToolDefinition), args: base.args, budgetMs: base.budgetMs, resolved: base.resolved };
+    return { type: "invoke", tool: remoteTool(base.call.name, base.def.version, definition), args: base.args, budgetMs: base.budgetMs, resolved: base.resolved };
   }
 
   return { execute, recover };
@@ -220,8 +222,8 @@ export function catalogCalls(kit: CatalogCallKit) {
 
 /** The tool a running call with a captured definition runs as (recovery rebuilds it from the capture). */
 export function capturedTool(def: CapturedTool | undefined): AnyTool | undefined {
-  if (def === undefined || !("definition" in def) || def.definition.handler.type !== "http") return undefined;
-  return httpTool(def.name, def.version, def.definition as HttpToolDefinition);
+  if (def === undefined || !("definition" in def) || !isRemoteDefinition(def.definition)) return undefined;
+  return remoteTool(def.name, def.version, def.definition);
 }
 
 /** An item left the list because its call was aborted: the resolution, the wait ended, the item removed. */

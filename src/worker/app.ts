@@ -3,7 +3,7 @@
  * Versioned under /v1; every error is RFC 9457 problem+json with a stable `code` (problems.ts); bodies
  * over MAX_BODY_BYTES are refused with 413 before they are read. Route modules:
  *
- *   routes/sessions.ts       PUT/GET/DELETE session, inputs, acceptances, usage, tasks, operator routes
+ *   routes/sessions.ts       PUT/POST/GET/DELETE session, inputs, acceptances, usage, tasks, operator routes
  *   routes/conversations.ts  accept, snapshot, entries, abort, fork, collapse, reset, config
  *   routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   routes/webhooks.ts       signed webhooks (no bearer token)
@@ -15,6 +15,7 @@
  *   routes/tools.ts          the tenant's tool catalog (operator)
  *   routes/issuers.ts        the tenant's identity providers (operator)
  *   routes/limits.ts         the tenant's limits (operator) and usage (operator; a user's own)
+ *   routes/tokens.ts         minting end users' tokens (operator; docs/users.md)
  *   routes/mcp-servers.ts    the tenant's remote MCP servers as tool sources (operator)
  *   routes/mcp.ts            the session as an MCP server (streamable HTTP, JSON responses, stateless)
  *   GET /v1/models           the models this deployment can use (models.ts)
@@ -44,6 +45,7 @@ import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoint
 import { toolRoutes } from "./routes/tools.js";
 import { issuerRoutes } from "./routes/issuers.js";
 import { limitRoutes } from "./routes/limits.js";
+import { tokenRoutes } from "./routes/tokens.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
 import { mcpRoutes } from "./routes/mcp.js";
 import { MAX_BODY_BYTES } from "./schemas.js";
@@ -92,6 +94,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/tools", toolRoutes);
   app.route("/v1/issuers", issuerRoutes);
   app.route("/v1", limitRoutes);
+  app.route("/v1/tokens", tokenRoutes);
   app.route("/v1/mcp-servers", mcpServerRoutes);
 
   app.notFound((c) => {

@@ -7,6 +7,9 @@
  * WebSocket; a normal bearer token in a URL is refused. A header token that is not HS256, or carries an
  * `iss`, is a tenant's identity provider's (issuer-tokens.ts): always role `user`.
  *
+ * A `user` token (an end user's browser, docs/users.md) is held to its own rules: `sub`, at most an hour,
+ * and instead of the role table `checkUserAccess` (user-access.ts): only its user's sessions, only its actions.
+ *
  * Tenancy is not a check here: the session Durable Object's name is `${tenant}:${session}`, so a token
  * of another tenant addresses a different (never created) object and gets 404, never 403.
  */
@@ -16,8 +19,10 @@ import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
 import { admitRequest } from "./limits.js";
 import { RESERVED_NAMES } from "../rig/types.js";
+import { routePath } from "hono/route";
+import { claims as claimsSchema, MAX_USER_GRANTS, parse, USER_TOKEN_MAX_SECONDS, type Claims, type Role, type WatchScope } from "./schemas.js";
+import { checkUserAccess } from "./user-access.js";
 import { isIssuerToken, TENANT_HEADER, verifyIssuerToken } from "./issuer-tokens.js";
-import { claims as claimsSchema, parse, type Claims, type Role, type WatchScope } from "./schemas.js";
 
 /** What a route needs; roles grant sets of these. */
 export type Capability =
@@ -49,7 +54,9 @@ export type Capability =
   /** The tenant's remote MCP servers as tool sources (docs/mcp.md). */
   | "mcp"
   /** The tenant's limits and every user's usage (docs/users.md "Limits and usage"). */
-  | "limits";
+  | "limits"
+  /** Minting user tokens for the product's end users (docs/users.md). */
+  | "tokens";
 
 const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
 
@@ -62,11 +69,15 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "limits", "issuers"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "limits", "tokens", "issuers"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
-  /** An end user (docs/users.md): the client's routes, only in the sessions it owns or is granted, within its `act`. */
-  user: new Set(CLIENT),
+  /**
+   * An end user (docs/users.md). Documentation only: a user token is checked by route and action
+   * (user-access.ts USER_ROUTE_ACTIONS), in the sessions it owns or is granted, within its `act`
+   * (which also lets it read, never abort, a session's tasks).
+   */
+  user: new Set<Capability>(["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"]),
 };
 
 export interface AuthVariables {
@@ -126,11 +137,28 @@ export async function verifyToken(token: string, env: Env, field: string): Promi
   if (claims.role === "agent" && (claims.sessions === undefined || claims.sessions.length === 0)) {
     throw new Problem("unauthorized", "an agent token carries the sessions it may act in (a sessions claim: a list of session names)", "token.sessions");
   }
+  if (claims.role === "user") checkUserClaims(claims);
+  else if (claims.sessions?.some((grant) => grant.endsWith("*")) === true) {
+    throw new Problem("unauthorized", "only a user token's sessions claim may hold patterns (prefix-*); this token names sessions", "token.sessions");
+  }
   const max = maxTokenLifetime(env);
   const lifetime = claims.exp - (claims.iat ?? Math.floor(Date.now() / 1000));
   if (lifetime > max) throw new Problem("unauthorized", `the token's lifetime (${lifetime} s) is above the maximum of ${max} s; sign a shorter-lived token`, "token.exp");
   if ((claims.scope === "watch") !== (claims.watch !== undefined)) throw new Problem("unauthorized", "a watch token carries scope and watch together", "token.watch");
   return claims;
+}
+
+/**
+ * A `user` token's own rules (docs/users.md): it names its end user (`sub`), lives at most an hour
+ * (exp - iat; iat absent counts from now), and grants at most MAX_USER_GRANTS sessions. Refused: 401.
+ */
+function checkUserClaims(claims: Claims): void {
+  if (claims.sub === undefined) throw new Problem("unauthorized", "a user token carries its end user (a sub claim, 1-128 characters)", "token.sub");
+  const lifetime = claims.exp - (claims.iat ?? Math.floor(Date.now() / 1000));
+  if (lifetime > USER_TOKEN_MAX_SECONDS) {
+    throw new Problem("unauthorized", `a user token lives at most ${USER_TOKEN_MAX_SECONDS} s (this one ${lifetime} s); mint a shorter-lived one`, "token.exp");
+  }
+  if ((claims.sessions?.length ?? 0) > MAX_USER_GRANTS) throw new Problem("unauthorized", `a user token grants at most ${MAX_USER_GRANTS} sessions`, "token.sessions");
 }
 
 /** Which watch a route serves (its path's session and, for a conversation watch, the `{conversation}` ref). */
@@ -173,8 +201,9 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
     );
   }
   // A token that names its sessions acts in no other (agent tokens always name theirs).
+  // (A user token's sessions are grants, checked with ownership: user-access.ts.)
   const session = c.req.param("session");
-  if (claims.sessions !== undefined && session !== undefined && !claims.sessions.includes(session)) {
+  if (claims.role !== "user" && claims.sessions !== undefined && session !== undefined && !claims.sessions.includes(session)) {
     throw new Problem("unauthorized", `this token may act only in the sessions it names (${claims.sessions.join(", ")}), not in ${session}`, "token.sessions");
   }
   if (claims.watch !== undefined) {
@@ -186,11 +215,17 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   return claims;
 }
 
-/** Middleware: authenticate and require one capability (401 without a valid token, 403 without the role). */
+/**
+ * Middleware: authenticate and require one capability (401 without a valid token, 403 without the role).
+ * A user token is checked by `checkUserAccess` instead (user-access.ts): the session must be the user's
+ * (404 as for an unknown one otherwise), and the route's action must be in its `act` (403).
+ */
 export function requires(capability: Capability, options: { readonly watch?: boolean } = {}): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const claims = await authenticate(c, { watch: options.watch === true });
-    if (!ROLE_CAPABILITIES[claims.role].has(capability)) {
+    if (claims.role === "user") {
+      await checkUserAccess(c.env, claims, { method: c.req.method, route: routePath(c), session: c.req.param("session") });
+    } else if (!ROLE_CAPABILITIES[claims.role].has(capability)) {
       throw new Problem("forbidden", `role ${claims.role} may not use this route (needs ${capability})`);
     }
     c.set("claims", claims);

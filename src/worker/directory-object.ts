@@ -28,6 +28,8 @@ import type { McpServerRecord } from "./mcp-snapshot.js";
 /** One session's row as the directory lists it. */
 export interface DirectoryEntry {
   readonly session: string;
+  /** The end user who owns it (docs/users.md); undefined: the tenant's (created by a client or operator). */
+  readonly owner: string | undefined;
   readonly title: string | undefined;
   readonly labels: readonly string[];
   readonly createdAt: number;
@@ -44,6 +46,10 @@ export interface DirectoryQuery {
   readonly limit: number;
   readonly cursor?: string;
   readonly q?: string;
+  /** Only this end user's sessions (a user token's listing). */
+  readonly owner?: string;
+  /** What the next page's cursor is bound to (user-access.ts `cursorBinding`): the route refuses a cursor bound to another. */
+  readonly binding?: string;
 }
 
 export interface DirectoryPage {
@@ -72,19 +78,24 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc {
   deleteIssuer(name: string): Promise<boolean>;
 }
 
-/** A cursor is the last row's (lastActivityAt, session) position, opaque to clients. */
-export function encodeCursor(lastActivityAt: number, session: string): string {
-  return btoa(JSON.stringify([lastActivityAt, session])).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
+/**
+ * A cursor is the last row's (lastActivityAt, session) position, opaque to clients, and for a user's
+ * listing the binding of that user (so the route refuses it on anyone else's listing).
+ */
+export function encodeCursor(lastActivityAt: number, session: string, binding?: string): string {
+  const value = binding === undefined ? [lastActivityAt, session] : [lastActivityAt, session, binding];
+  return btoa(JSON.stringify(value)).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
 }
 
-export function decodeCursor(cursor: string): { readonly lastActivityAt: number; readonly session: string } | undefined {
+export function decodeCursor(cursor: string): { readonly lastActivityAt: number; readonly session: string; readonly binding: string | undefined } | undefined {
   try {
     const padded = cursor.replaceAll("-", "+").replaceAll("_", "/");
     const value: unknown = JSON.parse(atob(padded + "=".repeat((4 - (padded.length % 4)) % 4)));
-    if (!Array.isArray(value) || value.length !== 2) return undefined;
-    const [at, session] = value as unknown[];
+    if (!Array.isArray(value) || value.length < 2 || value.length > 3) return undefined;
+    const [at, session, binding] = value as unknown[];
     if (typeof at !== "number" || !Number.isFinite(at) || typeof session !== "string") return undefined;
-    return { lastActivityAt: at, session };
+    if (binding !== undefined && typeof binding !== "string") return undefined;
+    return { lastActivityAt: at, session, binding };
   } catch {
     return undefined;
   }
@@ -110,6 +121,11 @@ export class DirectoryObject extends DurableObject<Env> {
       live_tasks INTEGER NOT NULL
     )`);
     ctx.storage.sql.exec("CREATE INDEX IF NOT EXISTS directory_activity ON directory (deleted, last_activity_at DESC, session)");
+    // The owner column came later: a directory created before it gains it (NULL: the tenant's sessions).
+    if (!ctx.storage.sql.exec("PRAGMA table_info(directory)").toArray().some((column) => column["name"] === "owner")) {
+      ctx.storage.sql.exec("ALTER TABLE directory ADD COLUMN owner TEXT");
+    }
+    ctx.storage.sql.exec("CREATE INDEX IF NOT EXISTS directory_owner ON directory (owner, deleted, last_activity_at DESC, session)");
     createCatalogTables(ctx.storage.sql);
   }
 
@@ -124,13 +140,14 @@ export class DirectoryObject extends DurableObject<Env> {
     switch (update.type) {
       case "upsert":
         sql.exec(
-          `INSERT INTO directory (session, version, deleted, title, labels, created_at, last_activity_at, live_tasks)
-           VALUES (?, ?, 0, ?, ?, ?, ?, ?)
-           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 0, title = excluded.title,
+          `INSERT INTO directory (session, version, deleted, owner, title, labels, created_at, last_activity_at, live_tasks)
+           VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 0, owner = excluded.owner, title = excluded.title,
              labels = excluded.labels, created_at = excluded.created_at, last_activity_at = excluded.last_activity_at,
              live_tasks = excluded.live_tasks`,
           update.session,
           update.version,
+          update.owner ?? null,
           update.title ?? null,
           JSON.stringify(update.labels),
           update.createdAt,
@@ -142,7 +159,7 @@ export class DirectoryObject extends DurableObject<Env> {
         sql.exec(
           `INSERT INTO directory (session, version, deleted, title, labels, created_at, last_activity_at, live_tasks)
            VALUES (?, ?, 1, NULL, '[]', 0, 0, 0)
-           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 1, title = NULL, labels = '[]'`,
+           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 1, owner = NULL, title = NULL, labels = '[]'`,
           update.session,
           update.version,
         );
@@ -160,6 +177,10 @@ export class DirectoryObject extends DurableObject<Env> {
     const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
     const where: string[] = ["deleted = 0"];
     const params: (string | number)[] = [];
+    if (query.owner !== undefined) {
+      where.push("owner = ?");
+      params.push(query.owner);
+    }
     if (after !== undefined) {
       // The first term bounds the index range, so a deep page starts at the cursor instead of reading every row before it.
       where.push("last_activity_at <= ? AND (last_activity_at < ? OR session > ?)");
@@ -172,7 +193,7 @@ export class DirectoryObject extends DurableObject<Env> {
     }
     const rows = this.ctx.storage.sql
       .exec(
-        `SELECT session, title, labels, created_at, last_activity_at, live_tasks FROM directory WHERE ${where.join(" AND ")}
+        `SELECT session, owner, title, labels, created_at, last_activity_at, live_tasks FROM directory WHERE ${where.join(" AND ")}
          ORDER BY last_activity_at DESC, session ASC LIMIT ?`,
         ...params,
         query.limit + 1,
@@ -180,6 +201,7 @@ export class DirectoryObject extends DurableObject<Env> {
       .toArray();
     const items: DirectoryEntry[] = rows.slice(0, query.limit).map((row) => ({
       session: String(row["session"]),
+      owner: row["owner"] === null ? undefined : String(row["owner"]),
       title: row["title"] === null ? undefined : String(row["title"]),
       labels: JSON.parse(String(row["labels"])) as string[],
       createdAt: Number(row["created_at"]),
@@ -187,7 +209,7 @@ export class DirectoryObject extends DurableObject<Env> {
       liveTasks: Number(row["live_tasks"]),
     }));
     const last = items[items.length - 1];
-    return rows.length > query.limit && last !== undefined ? { items, cursor: encodeCursor(last.lastActivityAt, last.session) } : { items };
+    return rows.length > query.limit && last !== undefined ? { items, cursor: encodeCursor(last.lastActivityAt, last.session, query.binding) } : { items };
   }
 
   // Webhook endpoints (events out; directory-endpoints.ts) ------------------------------------------

@@ -20,6 +20,7 @@ import type { RemoteCallServices, RemoteReply, RemoteRequest, RemoteTransport } 
 import type { JsonObject, JsonValue } from "../storage/records.js";
 import type { Env } from "./env.js";
 import { hostFetch } from "./host-config.js";
+import { mcpEndpoints, McpTransport } from "./mcp-transport.js";
 import { masterSecret, signWebhook, toolSecret } from "./webhooks.js";
 
 /** The largest response body a remote call reads. */
@@ -180,8 +181,8 @@ function objectOf(text: string): JsonObject | undefined {
 
 /**
  * A session's remote-call services: HTTP targets through `hostFetch()` with the tenant's tool secrets,
- * and the session's tenant and name from its directory link (none: a session not created over HTTP,
- * whose remote calls settle `no_tenant`).
+ * MCP targets over a fresh MCP client per attempt (mcp-transport.ts), and the session's tenant and name
+ * from its directory link (none: a session not created over HTTP, whose remote calls settle `no_tenant`).
  */
 export function remoteCallServices(env: Env, clock: Clock, where: () => { readonly tenant: string; readonly session: string } | undefined): RemoteCallServices {
   const transport = new HttpTransport({
@@ -189,8 +190,20 @@ export function remoteCallServices(env: Env, clock: Clock, where: () => { readon
     clock,
     secret: (tenant, tool) => toolSecret(masterSecret(env), tenant, tool),
   });
+  const mcp = new McpTransport({ clock, endpoint: mcpEndpoints(env) });
   return {
-    transport: (target) => (target.type === "http" ? transport : undefined),
+    transport: (target) => {
+      switch (target.type) {
+        case "http":
+          return transport;
+        case "mcp":
+          return mcp;
+        default: {
+          const never: never = target;
+          throw new Error(`unknown remote target ${JSON.stringify(never)}`);
+        }
+      }
+    },
     where,
   };
 }

@@ -37,7 +37,8 @@ const call: Call = BACKGROUND_CONTEXT;
 
 async function toolOf(harness: Harness, taskId: Id): Promise<{ readonly tool: string } | null> {
   const task = await harness.getTask(remoteCallDefinition, taskId, call);
-  return task === undefined || task.state.status === "orphaned" ? null : { tool: task.state.target.tool };
+  // Only an HTTP tool's call takes a posted result; an MCP call answers in its own response.
+  return task === undefined || task.state.status === "orphaned" || task.state.target.type !== "http" ? null : { tool: task.state.target.tool };
 }
 
 async function answer(harness: Harness, taskId: Id, result: ToolResultPost): Promise<ToolResultRecord> {

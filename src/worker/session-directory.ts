@@ -1,6 +1,6 @@
 /**
  * The session object's side of the tenant directory (docs/api.md "Directory"): it keeps the
- * session's directory row (name, title, labels, createdAt) in the object's synchronous KV storage and
+ * session's directory row (name, owner, title, labels, createdAt) in the object's synchronous KV storage and
  * sends the whole row to the tenant's DirectoryObject on create, on title/labels changes, on delete, and
  * on activity at most once per ACTIVITY_INTERVAL_MS. An update the directory does not acknowledge stays
  * pending in KV and is retried from the session's alarm (backing off up to RETRY_MAX_MS) until it is,
@@ -23,6 +23,8 @@ interface LinkState {
   readonly tenant: string;
   readonly session: string;
   readonly createdAt: number;
+  /** The end user who created it (docs/users.md); absent: the tenant's. */
+  readonly owner?: string;
   readonly title?: string;
   readonly labels: readonly string[];
   readonly deleted: boolean;
@@ -72,12 +74,13 @@ export class DirectoryLink {
   }
 
   /** A session was created: remember its row and announce it now. */
-  created(row: { tenant: string; session: string; title?: string; labels?: readonly string[] }): Promise<void> {
+  created(row: { tenant: string; session: string; owner?: string | undefined; title?: string; labels?: readonly string[] }): Promise<void> {
     const now = this.#deps.clock.now();
     this.#put({
       tenant: row.tenant,
       session: row.session,
       createdAt: now,
+      ...(row.owner === undefined ? {} : { owner: row.owner }),
       ...(row.title === undefined ? {} : { title: row.title }),
       labels: row.labels ?? [],
       deleted: false,
@@ -159,6 +162,7 @@ export class DirectoryLink {
             type: "upsert",
             version,
             session: state.session,
+            owner: state.owner,
             title: state.title,
             labels: state.labels,
             createdAt: state.createdAt,

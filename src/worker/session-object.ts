@@ -29,6 +29,7 @@ import { SqliteStorage } from "../storage/sqlite.js";
 import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
 import { directoryStub } from "./directory-object.js";
 import { DirectoryLink } from "./session-directory.js";
+import { ownerReaches, readOwner, recordOwner, type SessionWhere } from "./session-owner.js";
 import type { Env } from "./env.js";
 import { SessionNotFound } from "./errors.js";
 import type { SessionInspection } from "../api/responses.js";
@@ -240,14 +241,13 @@ export class SessionObject extends DurableObject<Env> {
    * Nothing is written unless the session is created now. With `where` (the HTTP layer's tenant and
    * name), a created session is announced to its tenant's directory with the body's title and labels.
    */
-  createSession(
-    body: SessionConfigBody,
-    where?: { readonly tenant: string; readonly session: string },
-  ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
+  createSession(body: SessionConfigBody, where?: SessionWhere): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
         const config = this.#normalize(body);
         if (sessionCreated(this.ctx.storage)) {
+          // Another user's session answers as an unknown one does, and nothing changes (user-access.ts).
+          if (where?.owner !== undefined && where.granted !== true && readOwner(this.ctx.storage.kv) !== where.owner) throw new SessionNotFound();
           const session = await this.#acquireNow();
           const stored = (await session.api.summary()).config;
           if (stored !== undefined && canonical(stored) !== canonical(config)) {
@@ -258,6 +258,7 @@ export class SessionObject extends DurableObject<Env> {
         const models = await this.#modelsOf();
         const kit = sessionTurnKit(models, { turn: retryOptions(this.env) });
         this.#creatingFor = where?.tenant;
+        recordOwner(this.ctx.storage.kv, where?.owner);
         checkConfig(models, await selectableTools(kit.tools.names(), this.#catalog, config.selectedTools), config);
         await this.#open([
           { spec: createConfigValue, value: config as unknown as JsonValue },
@@ -269,7 +270,7 @@ export class SessionObject extends DurableObject<Env> {
           initialValue(turnPolicy.onInterrupt, config.onInterrupt),
         ]);
         if (where !== undefined) {
-          await this.#directory.created({ ...where, ...(body.title === undefined ? {} : { title: body.title }), ...(body.labels === undefined ? {} : { labels: body.labels }) });
+          await this.#directory.created({ tenant: where.tenant, session: where.session, owner: where.owner, ...(body.title === undefined ? {} : { title: body.title }), ...(body.labels === undefined ? {} : { labels: body.labels }) });
         }
         return { created: true, config };
       }),
@@ -293,6 +294,11 @@ export class SessionObject extends DurableObject<Env> {
       await this.#directory.relabel(change);
       return this.#directory.meta() ?? { labels: [] };
     });
+  }
+
+  /** Whether end user `sub` reaches this session (it owns it, or `creating` and nobody created it): user-access.ts. */
+  reaches(sub: string, creating: boolean): boolean {
+    return ownerReaches(this.ctx.storage.kv, sessionCreated(this.ctx.storage), sub, creating);
   }
 
   /** The directory title and labels (undefined: not created over HTTP). */

@@ -16,6 +16,7 @@ import type { SessionConfigBody } from "./schemas.js";
 import type { SessionConfig } from "./session-api.js";
 import type { CreateConfig, SessionOps } from "./session-ops.js";
 import type { SessionObject } from "./session-object.js";
+import type { SessionWhere } from "./session-owner.js";
 
 export interface SessionRpc {
   create(config?: CreateConfig): Promise<{ readonly created: boolean }>;
@@ -27,9 +28,11 @@ export interface SessionRpc {
   releaseQuarantine(taskId: Id): Promise<void>;
   createSession(
     body: SessionConfigBody,
-    where?: { readonly tenant: string; readonly session: string },
+    where?: SessionWhere,
   ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>>;
   relabel(change: { readonly title?: string | null; readonly labels?: readonly string[] }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>>;
+  /** Whether end user `sub` reaches this session: it owns it, or (`creating`) nobody created it yet (user-access.ts). */
+  reaches(sub: string, creating: boolean): Promise<boolean>;
   directoryMeta(): Promise<{ readonly title?: string; readonly labels: readonly string[] } | undefined>;
   op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>>;
   destroy(): Promise<Outcome<{ readonly deleted: true }>>;

@@ -67,12 +67,17 @@ describe("roles", () => {
       for (const route of ROUTES) {
         // A session nobody created: an allowed route gets past the role check to 404 (PUT creates).
         const session = uniqueSession(`role-${role}`);
-        // Agent tokens name the sessions they act in.
-        const jwt = await token("roles", role, role === "agent" ? { sessions: [session] } : {});
+        // Agent tokens name the sessions they act in; user tokens their end user.
+        const jwt = await token("roles", role, role === "agent" ? { sessions: [session] } : role === "user" ? { sub: "someone" } : {});
         const response = await send(route, session, jwt);
         const body = response.status === 101 ? {} : await json(response);
         const allowed = ROLE_CAPABILITIES[role].has(route.capability);
-        if (!allowed) {
+        if (role === "user") {
+          // A session that is not the user's answers as an unknown one on every route, before the route's
+          // action is looked at (users-access.test.ts); PUT on a free name creates the user's own session.
+          expect(response.status, `${role} ${route.name}`).toBe(route.method === "PUT" ? 201 : 404);
+          if (route.method !== "PUT") expect(body["code"], `${role} ${route.name}`).toBe("session_not_found");
+        } else if (!allowed) {
           expect(response.status, `${role} ${route.name}`).toBe(403);
           expect(body["code"]).toBe("forbidden");
           expect(await lastSeq("roles", session)).toBe(0);
@@ -86,7 +91,7 @@ describe("roles", () => {
       }
       // The tenant's routes: an allowed role gets past the role check (to its own, empty catalog).
       for (const route of TENANT_ROUTES) {
-        const jwt = await token(`roles-${role}`, role, { ...(role === "agent" ? { sessions: ["rig"] } : {}), ...route.claims });
+        const jwt = await token(`roles-${role}`, role, { ...(role === "agent" ? { sessions: ["rig"] } : role === "user" ? { sub: "someone" } : {}), ...route.claims });
         const response = await send(route, "unused", jwt);
         const body = await json(response);
         expect(response.status === 403 && body["code"] === "forbidden", `${role} ${route.name}`).toBe(!ROLE_CAPABILITIES[role].has(route.capability));
@@ -104,6 +109,9 @@ describe("roles", () => {
     expect([...ROLE_CAPABILITIES.agent]).toEqual(["rig"]);
     expect(ROLE_CAPABILITIES.client.has("rig")).toBe(false);
     expect(ROLE_CAPABILITIES.mayor.has("inbound")).toBe(false);
+    // Only operators mint user tokens; users never reach the tenant's configuration.
+    for (const role of ["client", "mayor", "agent", "user"] as const) expect(ROLE_CAPABILITIES[role].has("tokens"), role).toBe(false);
+    for (const capability of ["tools", "webhooks", "inbound", "rig", "delete", "inspect"] as const) expect(ROLE_CAPABILITIES.user.has(capability)).toBe(false);
   });
 });
 

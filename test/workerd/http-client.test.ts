@@ -15,6 +15,10 @@ import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoApiError, PicoClien
 import { InboundClient } from "../../src/client/inbound.js";
 import { DeliveriesClient, WebhookEndpointsClient } from "../../src/client/webhook-endpoints.js";
 import { ToolsClient } from "../../src/client/tools.js";
+import { EndUserClient } from "../../src/client/end-users.js";
+import { McpServersClient } from "../../src/client/mcp-servers.js";
+import { LimitsClient } from "../../src/client/limits.js";
+import { McpTestServer, mcpFetch } from "./mcp-fixtures.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
 import { BASE, token, uniqueSession, until, workerFetch } from "./http-fixtures.js";
 import { setHostSeams } from "../../src/worker/host-config.js";
@@ -103,7 +107,7 @@ function methodsOf(owner: string, prototype: object): string[] {
     .map(([name]) => `${owner}.${name}`);
 }
 
-const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient };
+const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, EndUserClient, McpServersClient, LimitsClient };
 
 /** Spy on every client method (calling through) and record which ones ran. */
 function recordCalls(): Set<string> {
@@ -297,6 +301,30 @@ describe("typed client against the worker", () => {
     expect((await rig.clearHook("polecat-one")).hook.status).toBe("empty");
     expect((await rig.terminateAgent("polecat-two")).terminated?.by).toBe("mayor");
     expect(await rig.deregisterAgent("polecat-one")).toEqual({ deleted: true });
+
+    // A product's backend mints a user token; that user's browser creates a session under a server-assigned name.
+    const minted = await new EndUserClient(operator).mintToken({ sub: "tour-user", act: ["read", "create"] });
+    const browser = new PicoClient({ baseUrl: BASE, token: minted.token, fetch: checkingFetch(exchanges, failures) });
+    const created = await new EndUserClient(browser).newSession({ title: "Mine" });
+    expect(created).toMatchObject({ created: true });
+    expect((await browser.sessions({ q: created.session })).items.map((row) => row.session)).toEqual([created.session]);
+
+    // The tenant's MCP servers (operator): a real MCP server behind the host's fetch seam.
+    const mcp = new McpTestServer("tour", [{ name: "lookup", inputSchema: { properties: { id: { type: "integer" } } } }]);
+    setHostSeams({ fetch: mcpFetch(mcp) });
+    const servers = new McpServersClient(operator);
+    expect(await servers.put("tour", { url: mcp.url, headers: { authorization: "Bearer tour" } })).toMatchObject({ name: "tour" });
+    expect((await servers.list()).items.map((item) => item.name)).toEqual(["tour"]);
+    expect(await servers.get("tour")).toMatchObject({ name: "tour" });
+    expect(await servers.refresh("tour")).toMatchObject({ name: "tour" });
+    expect(await servers.delete("tour")).toMatchObject({ deleted: true });
+
+    // Limits and usage: the operator sets them and reads every user's usage; a user reads their own.
+    const limits = new LimitsClient(operator);
+    expect(await limits.put({ user: { inputsPerDay: 1000 } })).toMatchObject({ user: { inputsPerDay: 1000 } });
+    expect(await limits.get()).toMatchObject({ user: { inputsPerDay: 1000 } });
+    expect((await limits.usage({ sub: "tour-user" })).items).toEqual([]);
+    expect((await new LimitsClient(browser).mine()).items).toEqual([]);
 
     // Finally the session goes.
     expect(await operator.session(name).delete()).toEqual({ deleted: true });

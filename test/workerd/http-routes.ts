@@ -69,6 +69,8 @@ export const ROUTES: readonly RouteCase[] = [
  * token, 403 without the capability, and the operator's capabilities are the union of both tables).
  */
 export const TENANT_ROUTES: readonly RouteCase[] = [
+  { name: "POST sessions", method: "POST", path: () => "/v1/sessions", body: {}, capability: "session.create" },
+  { name: "POST tokens", method: "POST", path: () => "/v1/tokens", body: { sub: "someone" }, capability: "tokens" },
   { name: "GET tools", method: "GET", path: () => "/v1/tools", capability: "tools" },
   { name: "GET tool", method: "GET", path: () => "/v1/tools/lookup", capability: "tools" },
   { name: "DELETE tool", method: "DELETE", path: () => "/v1/tools/lookup", capability: "tools" },

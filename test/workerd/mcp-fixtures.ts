@@ -10,7 +10,8 @@
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
 
 export const MCP_ORIGIN = "https://mcp.example.test";
@@ -22,8 +23,12 @@ export interface McpTestTool {
   /** JSON Schema of the arguments (`type: "object"`). */
   readonly inputSchema: Record<string, unknown>;
   readonly annotations?: { readonly idempotentHint?: boolean; readonly readOnlyHint?: boolean; readonly destructiveHint?: boolean };
-  /** The result; `"hang"` never answers (until the request is aborted). */
-  readonly run?: (args: Record<string, unknown>, progress: (value: number, total?: number) => Promise<void>) => Promise<CallToolResult | "hang"> | CallToolResult | "hang";
+  /** The result; `"hang"` never answers (until the request is aborted). `extra` is the SDK's request context (to send the client a request). */
+  readonly run?: (
+    args: Record<string, unknown>,
+    progress: (value: number, total?: number) => Promise<void>,
+    extra: RequestHandlerExtra<ServerRequest, ServerNotification>,
+  ) => Promise<CallToolResult | "hang"> | CallToolResult | "hang";
 }
 
 /** A `tools/call` that reached the server. */
@@ -106,7 +111,7 @@ export class McpTestServer {
         if (token === undefined) return;
         await extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: value, ...(total === undefined ? {} : { total }) } });
       };
-      const result = await (tool.run ?? (() => ({ content: [{ type: "text" as const, text: JSON.stringify(args) }] })))(args, progress);
+      const result = await (tool.run ?? (() => ({ content: [{ type: "text" as const, text: JSON.stringify(args) }] })))(args, progress, extra);
       if (result === "hang") {
         return new Promise<CallToolResult>((_resolve, reject) => {
           extra.signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true });

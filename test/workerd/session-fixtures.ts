@@ -69,6 +69,11 @@ export class ManualClock implements Clock {
     });
   }
 
+  /** When this instance's sleepers are due, earliest first (what a test waits on before moving time). */
+  sleeping(): number[] {
+    return [...this.#sleepers].map((s) => s.until).sort((a, b) => a - b);
+  }
+
   /** Move the shared time forward and wake this instance's sleepers that are due. */
   advanceTo(ms: number): void {
     this.#time.now = Math.max(this.#time.now, ms);

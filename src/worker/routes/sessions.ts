@@ -7,28 +7,60 @@ import { requires, type AppEnv } from "../auth.js";
 import { decodeCursor, directoryStub } from "../directory-object.js";
 import { Problem } from "../problems.js";
 import { emptyBody, noQuery, parse, requestKey, sessionConfig, sessionName, sessionPatch, sessionsQuery, tasksQuery, entriesQuery } from "../schemas.js";
-import { body, idParam, query, run, session } from "./shared.js";
+import type { SessionConfig } from "../session-api.js";
+import { creator, cursorBinding, newSessionName } from "../user-access.js";
+import { body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
 
 export const sessionRoutes = new Hono<AppEnv>();
 
-/** The caller's tenant's sessions from its directory, newest activity first. */
+/**
+ * The caller's tenant's sessions from its directory, newest activity first; a user token sees only its
+ * own sessions (the owner filter is in the directory's query, so every page and filter keeps it), and
+ * its cursors are bound to it (another caller's cursor is invalid_cursor).
+ */
 sessionRoutes.get("/", requires("session.read"), async (c) => {
   const q = query(c, sessionsQuery);
-  if (q.cursor !== undefined && decodeCursor(q.cursor) === undefined) throw new Problem("invalid_cursor", "the cursor is not one a previous page returned", "cursor");
-  const page = await directoryStub(c.env, c.get("claims").tenant).list({
+  const claims = c.get("claims");
+  const binding = await cursorBinding(claims);
+  const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
+  // Unreadable, or bound to another caller's listing: a cursor is only good for the listing it came from.
+  if (q.cursor !== undefined && (after === undefined || after.binding !== binding)) {
+    throw new Problem("invalid_cursor", "the cursor is not one a previous page of this listing returned", "cursor");
+  }
+  const page = await directoryStub(c.env, claims.tenant).list({
     limit: q.limit ?? 50,
     ...(q.cursor === undefined ? {} : { cursor: q.cursor }),
     ...(q.q === undefined ? {} : { q: q.q }),
+    ...(claims.role === "user" ? { owner: claims.sub ?? "" } : {}),
+    ...(binding === undefined ? {} : { binding }),
   });
   return c.json(page);
 });
 
+/** Create `name` with the body's config (an `owner` in the body is ignored: a user token's `sub` owns it). */
+async function createNamed(c: AppContext, name: string): Promise<{ readonly created: boolean; readonly config: SessionConfig }> {
+  const { owner: _ignored, ...config } = await body(c, sessionConfig, { optional: true });
+  const claims = c.get("claims");
+  return run(sessionStub(c.env, claims.tenant, name).createSession(config, { tenant: claims.tenant, session: name, ...creator(claims, name) }));
+}
+
 sessionRoutes.put("/:session", requires("session.create"), async (c) => {
-  const stub = session(c);
+  const name = parse(sessionName, c.req.param("session"), "invalid_id", "session");
   query(c, noQuery);
-  const config = await body(c, sessionConfig, { optional: true });
-  const result = await run(stub.createSession(config, { tenant: c.get("claims").tenant, session: parse(sessionName, c.req.param("session"), "invalid_id", "session") }));
-  return c.json({ session: c.req.param("session"), ...result }, result.created ? 201 : 200);
+  const result = await createNamed(c, name);
+  return c.json({ session: name, ...result }, result.created ? 201 : 200);
+});
+
+/**
+ * Create a session under a server-assigned, unguessable name (201 with Location): the way for browsers,
+ * since a PUT on a name that exists (and is not the caller's) reveals that it exists.
+ */
+sessionRoutes.post("/", requires("session.create"), async (c) => {
+  query(c, noQuery);
+  const name = newSessionName();
+  const result = await createNamed(c, name);
+  c.header("location", `/v1/sessions/${name}`);
+  return c.json({ session: name, ...result }, 201);
 });
 
 sessionRoutes.get("/:session", requires("session.read"), async (c) => {

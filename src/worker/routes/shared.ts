@@ -10,6 +10,7 @@ import type { Env } from "../env.js";
 import { Problem, unwrap, type Outcome } from "../problems.js";
 import { conversationRef, idString, parse, queryObject, sessionName, type ConversationRef } from "../schemas.js";
 import type { SessionObject } from "../session-object.js";
+import { sessionObjectName } from "../session-owner.js";
 import { sessionRpc, type SessionRpc } from "../session-rpc.js";
 
 export type AppContext = Context<AppEnv>;
@@ -17,7 +18,7 @@ export type AppContext = Context<AppEnv>;
 /** The session object of `tenant`: its name is tenant-scoped, so other tenants cannot address it. */
 export function sessionStub(env: Env, tenant: string, session: string): SessionRpc {
   const namespace = env.SESSIONS;
-  return sessionRpc(namespace.get(namespace.idFromName(`${tenant}:${session}`)) as unknown as DurableObjectStub<SessionObject>);
+  return sessionRpc(namespace.get(namespace.idFromName(sessionObjectName(tenant, session))) as unknown as DurableObjectStub<SessionObject>);
 }
 
 /** The validated `:session` parameter and the caller's stub. */

@@ -27,7 +27,17 @@ async function issueWatchToken(c: AppContext, scope: WatchScope): Promise<Respon
   const ttl = Math.max(1, Math.min(options.ttlSeconds ?? watchTokenLifetime(c.env), maxTokenLifetime(c.env), claims.exp - now));
   const exp = now + ttl;
   const token = await sign(
-    { tenant: claims.tenant, role: claims.role, ...(claims.agent === undefined ? {} : { agent: claims.agent }), scope: "watch", watch: scope, iat: now, exp },
+    {
+      tenant: claims.tenant,
+      role: claims.role,
+      ...(claims.agent === undefined ? {} : { agent: claims.agent }),
+      // A user's watch token is that user's: it opens the watch only while the session is theirs (user-access.ts).
+      ...(claims.role === "user" ? { sub: claims.sub, ...(claims.sessions === undefined ? {} : { sessions: claims.sessions }) } : {}),
+      scope: "watch",
+      watch: scope,
+      iat: now,
+      exp,
+    },
     jwtSecret(c.env),
     "HS256",
   );

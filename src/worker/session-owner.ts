@@ -1,0 +1,42 @@
+/**
+ * A session's owner (docs/users.md): the end user (`sub`) whose token created it, kept in the session
+ * object's synchronous KV storage. Written before the creating commit, so a session never exists without
+ * the owner it was created for; a session without one (created by a client or operator token) is the
+ * tenant's, and no user token reaches it except through a grant. `deleteAll` removes it with the rest.
+ */
+/**
+ * Where the HTTP layer creates a session: its tenant and name, and for a user token the owner it records
+ * (`granted`: a grant of the token reaches the name, so an existing session of another owner is not refused).
+ */
+export interface SessionWhere {
+  readonly tenant: string;
+  readonly session: string;
+  readonly owner?: string;
+  readonly granted?: boolean;
+}
+
+/** The session object's name: tenant-scoped, so another tenant's token addresses a different object. */
+export function sessionObjectName(tenant: string, session: string): string {
+  return `${tenant}:${session}`;
+}
+
+/** The owner check as a session stub serves it (SessionObject.reaches), typed here so auth needs nothing of the object. */
+export interface OwnerCheck {
+  reaches(sub: string, creating: boolean): Promise<boolean>;
+}
+
+const KEY = "edge.owner";
+
+export function readOwner(kv: SyncKvStorage): string | undefined {
+  return kv.get<string>(KEY);
+}
+
+export function recordOwner(kv: SyncKvStorage, owner: string | undefined): void {
+  if (owner === undefined) kv.delete(KEY);
+  else kv.put(KEY, owner);
+}
+
+/** Whether end user `sub` reaches the session: it owns it, or it does not exist yet and is being created. */
+export function ownerReaches(kv: SyncKvStorage, created: boolean, sub: string, creating: boolean): boolean {
+  return created ? readOwner(kv) === sub : creating;
+}
