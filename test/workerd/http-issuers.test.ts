@@ -286,6 +286,30 @@ describe("identity providers by JWKS", () => {
     expect(answer["id"]).toBe(1);
   });
 
+  it("a provider's user owns the sessions it creates: another user of the provider gets the unknown id's 404, a minted token of the same sub reaches them", async () => {
+    const tenant = uniqueTenant("owner");
+    const idp = provider("owner");
+    const kid = await idp.addKey("k", "ES256");
+    expect((await register(tenant, "owner", idp.registration())).status).toBe(201);
+    const alice = await idp.sign(kid, { sub: "alice", tenant }, time.now);
+    const bob = await idp.sign(kid, { sub: "bob", tenant }, time.now);
+    const session = uniqueSession("owned");
+    const created = await createAsUser(alice, session);
+    expect(created.status).toBe(201);
+    await created.body?.cancel();
+    expect((await call("GET", `/v1/sessions/${session}`, { token: alice })).status).toBe(200);
+    const foreign = await call("GET", `/v1/sessions/${session}`, { token: bob });
+    const unknown = await call("GET", `/v1/sessions/${uniqueSession("never")}`, { token: bob });
+    expect(foreign.status).toBe(404);
+    const { instance: _a, ...foreignBody } = await json(foreign);
+    const { instance: _b, ...unknownBody } = await json(unknown);
+    expect(foreignBody).toEqual(unknownBody);
+    // The same sub, minted by the product's backend, is the same user.
+    const minted = await call("GET", `/v1/sessions/${session}`, { token: await token(tenant, "user", { sub: "alice" }) });
+    expect(minted.status).toBe(200);
+    await minted.body?.cancel();
+  });
+
   it("a provider's user is counted by its sub against the user limits, like a minted user", async () => {
     const tenant = uniqueTenant("limits");
     const idp = provider("limits");
