@@ -27,6 +27,8 @@ interface Row {
 const TOKEN_KEY = "pico-edge.token";
 let token = "";
 let signedIn = false;
+/** Signed in with a user token: the field next to Create names a template, not a session. */
+let endUser = false;
 let current: { name: string; conversation: Id | "root" } | undefined;
 let conversationWatch: LiveWatch | undefined;
 let sessionWatch: LiveWatch | undefined;
@@ -191,7 +193,7 @@ function previewText(preview: JsonValue): string {
 
 function signIn(value: string): void {
   token = value.trim();
-  let claims: { tenant?: string; role?: string } = {};
+  let claims: { tenant?: string; role?: string; sub?: string } = {};
   try {
     claims = JSON.parse(atob((token.split(".")[1] ?? "").replaceAll("-", "+").replaceAll("_", "/"))) as typeof claims;
   } catch {
@@ -200,7 +202,10 @@ function signIn(value: string): void {
   }
   sessionStorage.setItem(TOKEN_KEY, token);
   signedIn = true;
-  $("who").textContent = `${claims.tenant ?? "?"} (${claims.role ?? "?"})`;
+  // An end user's token (docs/users.md) sees only that user's sessions and creates from a template.
+  endUser = claims.role === "user";
+  $("who").textContent = endUser ? `${claims.tenant ?? "?"} · ${claims.sub ?? "?"} (user)` : `${claims.tenant ?? "?"} (${claims.role ?? "?"})`;
+  if (endUser) $<HTMLInputElement>("new-name").placeholder = "template";
   for (const id of ["top", "left", "center", "right"]) $(id).hidden = false;
   $("signin").hidden = true;
   void loadSessions(false).catch((error: unknown) => status(String(error)));
@@ -235,6 +240,13 @@ async function loadSessions(more: boolean): Promise<void> {
 async function createSession(): Promise<void> {
   const name = $<HTMLInputElement>("new-name").value.trim();
   if (name === "") return;
+  if (endUser) {
+    // A user creates from the operator's template under a server-assigned name (POST /v1/sessions).
+    const created = await api<{ session: string }>("POST", "/v1/sessions", { template: name });
+    await loadSessions(false);
+    await openSession(created.session, "root");
+    return;
+  }
   await api("PUT", `/v1/sessions/${encodeURIComponent(name)}`, {});
   await loadSessions(false);
   await openSession(name, "root");

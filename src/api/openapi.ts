@@ -42,6 +42,7 @@ import { pendingAnswerBody, pendingAnsweredResponse, pendingIdParam, pendingList
 import { deliveriesQuery, deliveryList, deliveryOut, endpointBody, endpointDeleted, endpointId, endpointList, endpointOut, endpointPatchBody } from "./webhook-endpoints.js";
 import { limitsBody, limitsResponse, meUsageQuery, usageQuery, usageResponse as meteredUsage } from "./limits.js";
 import { toolDefinitionBody, toolDeletedResponse, toolName, toolRecordOut, toolsListResponse } from "./tools.js";
+import { issuerBody, issuerDeleted, issuerList, issuerName, issuerOut } from "./issuers.js";
 import { mcpServerBody, mcpServerDeleted, mcpServerList, mcpServerName, mcpServerOut } from "./mcp-servers.js";
 import { revokeResponse, templateBody, templateDeletedResponse, templateName, templateRecordOut, templatesListResponse, userSub } from "./templates.js";
 import { agentId, attemptBody, completeBody, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "./rig.js";
@@ -135,6 +136,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   agentId,
   mailId: idString,
   name: inboundName,
+  issuer: issuerName,
   pendingId: pendingIdParam,
   endpointId,
   deliveryId: z.string().describe("{event element}.{endpoint id}"),
@@ -289,6 +291,14 @@ export const API_ROUTES: readonly ApiRoute[] = [
     method: "delete", path: "/v1/tools/{tool}", operationId: "deleteTool", summary: "Delete a tool: sessions may still select it, its new calls settle as a tool error", auth: client("tools"),
     headers: ifMatchHeader, responses: { 200: ok(toolDeletedResponse) },
   },
+  // The tenant's identity providers (docs/users.md "Identity providers")
+  {
+    method: "put", path: "/v1/issuers/{issuer}", operationId: "putIssuer", summary: "Register or replace an identity provider whose tokens act as user tokens (422 invalid_issuer names the field)", auth: client("issuers"),
+    query: noQuery, body: body(issuerBody), responses: { 201: ok(issuerOut, "Created"), 200: ok(issuerOut, "Replaced") },
+  },
+  { method: "get", path: "/v1/issuers", operationId: "listIssuers", summary: "The tenant's identity providers", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerList) } },
+  { method: "get", path: "/v1/issuers/{issuer}", operationId: "getIssuer", summary: "One identity provider; 404 issuer_not_found", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerOut) } },
+  { method: "delete", path: "/v1/issuers/{issuer}", operationId: "deleteIssuer", summary: "Remove an identity provider: its tokens are refused within 60 s", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerDeleted) } },
   // Limits and usage (docs/users.md "Limits and usage")
   { method: "put", path: "/v1/limits", operationId: "putLimits", summary: "Replace the tenant's limits, per user and for the tenant (422 invalid_limits names the field)", auth: client("limits"), query: noQuery, body: body(limitsBody), responses: { 200: ok(limitsResponse) } },
   { method: "get", path: "/v1/limits", operationId: "getLimits", summary: "The tenant's limits", auth: client("limits"), query: noQuery, responses: { 200: ok(limitsResponse) } },

@@ -63,6 +63,7 @@ import { InboundClient } from "./inbound.js";
 import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
+import { ISSUER_CLIENT_OPERATIONS } from "./issuers.js";
 import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
 import { END_USER_CLIENT_OPERATIONS } from "./end-users.js";
 import { UsersClient, USERS_CLIENT_OPERATIONS } from "./users.js";
@@ -695,5 +696,5 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
   ...PENDING_CLIENT_OPERATIONS, ...END_USER_CLIENT_OPERATIONS, ...EVENTS_CLIENT_OPERATIONS,
-  ...TOOLS_CLIENT_OPERATIONS, ...LIMITS_CLIENT_OPERATIONS, ...USERS_CLIENT_OPERATIONS,
+  ...TOOLS_CLIENT_OPERATIONS, ...LIMITS_CLIENT_OPERATIONS, ...USERS_CLIENT_OPERATIONS, ...ISSUER_CLIENT_OPERATIONS,
 };

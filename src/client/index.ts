@@ -6,6 +6,7 @@ export * from "./inbound.js";
 export * from "./pending.js";
 export * from "./webhook-endpoints.js";
 export * from "./tools.js";
+export * from "./issuers.js";
 export * from "./limits.js";
 export * from "./end-users.js";
 export * from "./mcp-servers.js";

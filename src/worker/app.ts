@@ -13,6 +13,7 @@
  *   routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
  *   routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
  *   routes/tools.ts          the tenant's tool catalog (operator)
+ *   routes/issuers.ts        the tenant's identity providers (operator)
  *   routes/limits.ts         the tenant's limits (operator) and usage (operator; a user's own)
  *   routes/tokens.ts         minting end users' tokens (operator; docs/users.md)
  *   routes/mcp-servers.ts    the tenant's remote MCP servers as tool sources (operator)
@@ -43,6 +44,7 @@ import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
 import { pendingRoutes } from "./routes/pending.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { toolRoutes } from "./routes/tools.js";
+import { issuerRoutes } from "./routes/issuers.js";
 import { limitRoutes } from "./routes/limits.js";
 import { tokenRoutes } from "./routes/tokens.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
@@ -92,6 +94,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/inbound", inboundDeliveryRoutes);
   app.route("/v1/webhook-endpoints", webhookEndpointRoutes);
   app.route("/v1/tools", toolRoutes);
+  app.route("/v1/issuers", issuerRoutes);
   app.route("/v1", limitRoutes);
   app.route("/v1/tokens", tokenRoutes);
   app.route("/v1/mcp-servers", mcpServerRoutes);

@@ -4,7 +4,8 @@
  * the `JWT_SECRET` wrangler secret. Every token carries `exp`, and a lifetime above
  * TOKEN_MAX_LIFETIME_SECONDS (default 24 h) is refused. Watch routes also take a short-lived watch token
  * (`POST .../watch-token`) as `?access_token=` because browsers cannot set headers on EventSource or
- * WebSocket; a normal bearer token in a URL is refused.
+ * WebSocket; a normal bearer token in a URL is refused. A header token that is not HS256, or carries an
+ * `iss`, is a tenant's identity provider's (issuer-tokens.ts): always role `user`.
  *
  * A `user` token (an end user's browser, docs/users.md) is held to its own rules: `sub`, at most an hour,
  * and instead of the role table `checkUserAccess` (user-access.ts): only its user's sessions, only its actions.
@@ -22,6 +23,7 @@ import { routePath } from "hono/route";
 import { claims as claimsSchema, MAX_USER_GRANTS, parse, USER_TOKEN_MAX_SECONDS, type Claims, type Role, type WatchScope } from "./schemas.js";
 import { checkUserAccess } from "./user-access.js";
 import { refuseRevoked } from "./revocation.js";
+import { isIssuerToken, TENANT_HEADER, verifyIssuerToken } from "./issuer-tokens.js";
 
 /** What a route needs; roles grant sets of these. */
 export type Capability =
@@ -48,6 +50,8 @@ export type Capability =
   | "webhooks"
   /** A session's pending list and its answers: approvals and client tools (docs/tools.md). */
   | "pending"
+  /** The tenant's identity providers (docs/users.md "Identity providers"). */
+  | "issuers"
   /** The tenant's remote MCP servers as tool sources (docs/mcp.md). */
   | "mcp"
   /** The tenant's limits and every user's usage (docs/users.md "Limits and usage"). */
@@ -70,7 +74,7 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "limits", "tokens", "templates", "users"]),
+  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "limits", "tokens", "templates", "users", "issuers"]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /**
@@ -189,7 +193,11 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   const fromQuery = options.watch && fromHeader === undefined ? c.req.query("access_token") : undefined;
   const token = fromHeader ?? fromQuery;
   if (token === undefined) throw new Problem("unauthorized", "a bearer token is required (Authorization: Bearer <token>)", "authorization");
-  const claims = await verifyToken(token, c.env, fromHeader === undefined ? "access_token" : "authorization");
+  // A token of a tenant's identity provider (issuer-tokens.ts) comes in the header only, never in a URL.
+  const claims =
+    fromHeader !== undefined && isIssuerToken(fromHeader)
+      ? await verifyIssuerToken(fromHeader, c.env, c.req.header(TENANT_HEADER), maxTokenLifetime(c.env))
+      : await verifyToken(token, c.env, fromHeader === undefined ? "access_token" : "authorization");
   // A user's tokens issued before its revocation are refused (revocation.ts).
   await refuseRevoked(c.env, claims);
   if (fromQuery !== undefined && claims.scope !== "watch") {

@@ -11,12 +11,15 @@
  * It also keeps the tenant's tool catalog (docs/tools.md; the block at the end of this file): the
  * `/v1/tools` routes write it, and sessions read it through `catalog(version)`; and the tenant's MCP
  * servers (docs/mcp.md; directory-mcp.ts), whose selectable tools `catalog(version)` answers too.
+ * Its webhook endpoints (directory-endpoints.ts) and identity providers (directory-issuers.ts) are
+ * small stores of their own in the same SQLite.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "./env.js";
 import { EndpointStore, type EndpointInput, type EndpointPatch } from "./directory-endpoints.js";
 import { UserStore, type DeleteTemplateOutcome, type PutTemplateOutcome, type Revocation, type TemplateIfMatch } from "./directory-users.js";
 import type { TemplateDefinition, TemplateRecord } from "../api/templates.js";
+import { IssuerStore, type IssuerInput, type IssuerRecord, type PutIssuerOutcome } from "./directory-issuers.js";
 import type { EndpointRecord, SessionEndpoint } from "./outbox-types.js";
 import type { SealedSecret } from "./sealed-secrets.js";
 import { hostClock } from "./host-config.js";
@@ -78,6 +81,11 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc {
   revokedAt(sub: string): Promise<number | undefined>;
   revokeUser(sub: string, at: number): Promise<Revocation>;
   userWatching(sub: string, session: string, until: number, now: number): Promise<number | undefined>;
+  // Identity providers (directory-issuers.ts) ------------------------------------------------------
+  putIssuer(name: string, input: IssuerInput, limit: number): Promise<PutIssuerOutcome>;
+  listIssuers(): Promise<IssuerRecord[]>;
+  getIssuer(name: string): Promise<IssuerRecord | undefined>;
+  deleteIssuer(name: string): Promise<boolean>;
 }
 
 /**
@@ -290,6 +298,31 @@ export class DirectoryObject extends DurableObject<Env> {
 
   userWatching(sub: string, session: string, until: number, now: number): number | undefined {
     return this.#users.watching(sub, session, until, now);
+  }
+
+  // Identity providers (docs/users.md; directory-issuers.ts) --------------------------------------
+
+  #issuerStore: IssuerStore | undefined;
+
+  get #issuers(): IssuerStore {
+    this.#issuerStore ??= new IssuerStore(this.ctx.storage.sql);
+    return this.#issuerStore;
+  }
+
+  putIssuer(name: string, input: IssuerInput, limit: number): PutIssuerOutcome {
+    return this.#issuers.put(name, input, limit, hostClock().now());
+  }
+
+  listIssuers(): IssuerRecord[] {
+    return this.#issuers.list();
+  }
+
+  getIssuer(name: string): IssuerRecord | undefined {
+    return this.#issuers.get(name);
+  }
+
+  deleteIssuer(name: string): boolean {
+    return this.#issuers.delete(name);
   }
 
   // The tenant's tool catalog (docs/tools.md) ------------------------------------------------------

@@ -223,6 +223,41 @@ void describe("console", { timeout: 120_000 }, () => {
     await p.close();
   });
 
+  void it("signs in with a user token: only that user's sessions, a new one from the operator's template, and a conversation in it", async () => {
+    // The product's backend: a session template, then one short-lived user token per end user.
+    assert.equal((await api("PUT", "/v1/templates/helpdesk", { model: "echo/echo", userSettable: ["title"] })).status, 201);
+    const mint = async (sub: string): Promise<string> => ((await (await api("POST", "/v1/tokens", { sub, ttlSeconds: 900 })).json()) as { token: string }).token;
+    const bob = await mint("bob");
+    const bobs = await fetch(`${BASE}/v1/sessions`, { method: "POST", headers: { authorization: `Bearer ${bob}`, "content-type": "application/json" }, body: JSON.stringify({ template: "helpdesk", title: "Bob's" }) });
+    assert.equal(bobs.status, 201);
+    const bobSession = ((await bobs.json()) as { session: string }).session;
+    const p = await page();
+    await p.goto(`${BASE}/console/`);
+    await p.fill("#token", await mint("alice"));
+    await p.click("#signin-button");
+    await p.waitForSelector("#left:not([hidden])");
+    assert.match((await p.textContent("#who")) ?? "", /alice \(user\)/);
+    // Nothing of the tenant's (other tests' sessions) or of bob's is listed.
+    await p.waitForFunction(() => document.querySelector("#sessions") !== null);
+    assert.deepEqual(await p.$$eval("#sessions li", (items) => items.map((item) => item.getAttribute("data-session"))), []);
+    // Alice starts a session from the template (POST /v1/sessions: a server-assigned name) and talks in it.
+    await p.fill("#new-name", "helpdesk");
+    await p.click("#create");
+    await p.waitForFunction(() => document.querySelectorAll("#sessions li").length === 1);
+    const [mine] = await p.$$eval("#sessions li", (items) => items.map((item) => item.getAttribute("data-session") ?? ""));
+    assert.match(mine ?? "", /^s-/);
+    assert.notEqual(mine, bobSession);
+    await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
+    await p.fill("#input", "hello from alice");
+    await p.click("#send");
+    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("hello from alice")).length >= 2, undefined, { timeout: 30_000 });
+    // A reload keeps her signed in and still shows only her session.
+    await p.reload();
+    await p.waitForSelector(`#sessions li[data-session="${mine ?? ""}"]`);
+    assert.equal(await p.$$eval("#sessions li", (items) => items.length), 1);
+    await p.close();
+  });
+
   void it("opens a session, sends an input and sees the streamed answer appear, then forks", async () => {
     assert.equal((await api("PUT", "/v1/sessions/talk", { title: "Talk" })).status, 201);
     const p = await page();

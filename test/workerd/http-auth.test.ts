@@ -6,6 +6,7 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { sign } from "hono/jwt";
+import { generateKeyPair, SignJWT } from "jose";
 import { afterEach, describe, expect, it } from "vitest";
 import { ROLE_CAPABILITIES } from "../../src/worker/auth.js";
 import { roles } from "../../src/worker/schemas.js";
@@ -28,8 +29,11 @@ describe("authentication", () => {
   it("every route without a token, with a token signed by another key, or with a malformed header answers 401", async () => {
     const session = uniqueSession("noauth");
     const forged = await sign({ tenant: "t", role: "operator" }, "some-other-secret-of-enough-length", "HS256");
+    // A token of an identity provider the tenant never registered (docs/users.md "Identity providers").
+    const { privateKey } = await generateKeyPair("ES256");
+    const unregistered = await new SignJWT({ tenant: "t", sub: "u" }).setProtectedHeader({ alg: "ES256", kid: "k" }).setIssuer("https://idp.example/").setAudience("pico").setIssuedAt().setExpirationTime("10m").sign(privateKey);
     for (const route of [...ROUTES, ...TENANT_ROUTES]) {
-      for (const jwt of [undefined, forged, "not.a.jwt"]) {
+      for (const jwt of [undefined, forged, "not.a.jwt", unregistered]) {
         const response = await send(route, session, jwt);
         expect(response.status, `${route.name} with ${jwt === undefined ? "no token" : jwt}`).toBe(401);
         expect(response.headers.get("content-type")).toBe("application/problem+json");

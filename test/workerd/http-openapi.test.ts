@@ -11,6 +11,7 @@ import { DeliveriesClient, WebhookEndpointsClient } from "../../src/client/webho
 import { CLIENT_EXCLUDED_OPERATIONS, CLIENT_OPERATIONS, ConversationClient, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
 import { InboundClient } from "../../src/client/inbound.js";
 import { ToolsClient } from "../../src/client/tools.js";
+import { IssuersClient } from "../../src/client/issuers.js";
 import { LimitsClient } from "../../src/client/limits.js";
 import { EndUserClient } from "../../src/client/end-users.js";
 import { McpServersClient } from "../../src/client/mcp-servers.js";
@@ -49,7 +50,7 @@ describe("OpenAPI", () => {
   });
 
   it("every API route has a typed-client method or a documented exclusion, and each named method exists", () => {
-    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, McpServersClient, LimitsClient, EndUserClient, UsersClient };
+    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, McpServersClient, LimitsClient, EndUserClient, UsersClient, IssuersClient };
     for (const route of API_ROUTES) {
       const method = CLIENT_OPERATIONS[route.operationId];
       const excluded = CLIENT_EXCLUDED_OPERATIONS[route.operationId];

@@ -64,7 +64,7 @@ export const ROUTES: readonly RouteCase[] = [
 ];
 
 /**
- * Bearer-token routes of the tenant rather than of a session (the tool catalog, webhook endpoints): an allowed role reads or
+ * Bearer-token routes of the tenant rather than of a session (the tool catalog, webhook endpoints, identity providers): an allowed role reads or
  * writes the tenant's own catalog, so these are checked apart from the session routes (401 without a
  * token, 403 without the capability, and the operator's capabilities are the union of both tables).
  */
@@ -80,6 +80,10 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
   { name: "PATCH webhook endpoint", method: "PATCH", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", body: { enabled: false }, capability: "webhooks" },
   { name: "DELETE webhook endpoint", method: "DELETE", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", capability: "webhooks" },
   { name: "POST webhook endpoint rotate-secret", method: "POST", path: () => "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa/rotate-secret", capability: "webhooks" },
+  { name: "GET issuers", method: "GET", path: () => "/v1/issuers", capability: "issuers" },
+  { name: "GET issuer", method: "GET", path: () => "/v1/issuers/lookup", capability: "issuers" },
+  { name: "DELETE issuer", method: "DELETE", path: () => "/v1/issuers/lookup", capability: "issuers" },
+  { name: "PUT issuer", method: "PUT", path: () => "/v1/issuers/lookup", body: { issuer: "https://idp.example/", jwksUri: "https://idp.example/jwks", audience: "pico" }, capability: "issuers" },
   { name: "PUT limits", method: "PUT", path: () => "/v1/limits", body: {}, capability: "limits" },
   { name: "GET limits", method: "GET", path: () => "/v1/limits", capability: "limits" },
   { name: "GET usage", method: "GET", path: () => "/v1/usage?sub=someone", capability: "limits" },

@@ -15,6 +15,7 @@ import { Hono } from "hono";
 import { requires, type AppEnv } from "../auth.js";
 import type { Env } from "../env.js";
 import { serveMcp, type RouteCall } from "../mcp-serve.js";
+import { TENANT_HEADER } from "../issuer-tokens.js";
 import { noQuery, parse, sessionName } from "../schemas.js";
 import { query } from "./shared.js";
 
@@ -42,7 +43,8 @@ export function mcpRoutes(appFetch: AppFetch): Hono<AppEnv> {
     const authorization = c.req.header("authorization") ?? "";
     const ctx = executionContext(c);
     const call: RouteCall = async (method, path, options = {}) => {
-      const headers = new Headers({ authorization });
+      // The tenant too: an identity provider's token may name it only in X-Tenant (issuer-tokens.ts).
+      const headers = new Headers({ authorization, [TENANT_HEADER]: c.get("claims").tenant });
       if (options.idempotencyKey !== undefined) headers.set("idempotency-key", options.idempotencyKey);
       if (options.body !== undefined) headers.set("content-type", "application/json");
       const request = new Request(`${base.href}${path}`, { method, headers, ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }) });
