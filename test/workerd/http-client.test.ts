@@ -18,6 +18,7 @@ import { ToolsClient } from "../../src/client/tools.js";
 import { EndUserClient } from "../../src/client/end-users.js";
 import { McpServersClient } from "../../src/client/mcp-servers.js";
 import { LimitsClient } from "../../src/client/limits.js";
+import { IssuersClient } from "../../src/client/issuers.js";
 import { McpTestServer, mcpFetch } from "./mcp-fixtures.js";
 import { UsersClient } from "../../src/client/users.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
@@ -108,7 +109,7 @@ function methodsOf(owner: string, prototype: object): string[] {
     .map(([name]) => `${owner}.${name}`);
 }
 
-const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, EndUserClient, McpServersClient, LimitsClient, UsersClient };
+const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, EndUserClient, McpServersClient, LimitsClient, UsersClient, IssuersClient };
 
 /** Spy on every client method (calling through) and record which ones ran. */
 function recordCalls(): Set<string> {
@@ -328,6 +329,14 @@ describe("typed client against the worker", () => {
     expect(await servers.get("tour")).toMatchObject({ name: "tour" });
     expect(await servers.refresh("tour")).toMatchObject({ name: "tour" });
     expect(await servers.delete("tour")).toMatchObject({ deleted: true });
+
+    // The tenant's identity providers (operator): registering one fetches nothing.
+    const issuers = new IssuersClient(operator);
+    const registration = { issuer: "https://tour.idp.test/", jwksUri: "https://tour.idp.test/.well-known/jwks.json", audience: "pico-api" };
+    expect(await issuers.put("tour", registration)).toMatchObject({ name: "tour", ...registration });
+    expect((await issuers.list()).items.map((item) => item.name)).toEqual(["tour"]);
+    expect(await issuers.get("tour")).toMatchObject({ name: "tour" });
+    expect(await issuers.delete("tour")).toEqual({ name: "tour", deleted: true });
 
     // Limits and usage: the operator sets them and reads every user's usage; a user reads their own.
     const limits = new LimitsClient(operator);
