@@ -229,7 +229,8 @@ function record(row: Row): McpServerRecord {
   };
 }
 
-function toolRecord(row: Row): CatalogRecord {
+/** A `tools` or `mcp_tools` row as a catalog record (a tombstone has no definition). */
+export function toolRecord(row: Row): CatalogRecord {
   const deleted = Number(row["deleted"]) === 1;
   return {
     name: String(row["name"]),

@@ -24,7 +24,7 @@ import type { EndpointRecord, SessionEndpoint } from "./outbox-types.js";
 import type { SealedSecret } from "./sealed-secrets.js";
 import { hostClock } from "./host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../kinds/catalog-types.js";
-import { McpServerStore, type McpServerRpc, type McpServerWrite, type McpSnapshotWrite } from "./directory-mcp.js";
+import { McpServerStore, toolRecord, type McpServerRpc, type McpServerWrite, type McpSnapshotWrite } from "./directory-mcp.js";
 import type { McpServerRecord } from "./mcp-snapshot.js";
 
 /** One session's row as the directory lists it. */
@@ -492,17 +492,6 @@ function bumpCatalog(sql: SqlStorage): number {
 
 function liveToolCount(sql: SqlStorage): number {
   return Number(sql.exec("SELECT count(*) AS n FROM tools WHERE deleted = 0").one()["n"]);
-}
-
-function toolRecord(row: Record<string, SqlStorageValue>): CatalogRecord {
-  const deleted = Number(row["deleted"]) === 1;
-  return {
-    name: String(row["name"]),
-    version: Number(row["version"]),
-    updatedAt: Number(row["updated_at"]),
-    deleted,
-    ...(deleted || row["definition"] === null ? {} : { definition: JSON.parse(String(row["definition"])) as ToolDefinition }),
-  };
 }
 
 function toolRow(sql: SqlStorage, name: string): CatalogRecord | undefined {
