@@ -15,7 +15,7 @@ import type { Env } from "./env.js";
 import { Problem } from "./problems.js";
 
 /** Request headers a browser may send (the preflight's Access-Control-Allow-Headers). */
-export const CORS_ALLOW_HEADERS = ["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID", "If-Match", "X-Tenant"] as const;
+export const CORS_ALLOW_HEADERS = ["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID", "If-Match", "X-Tenant", "Mcp-Protocol-Version"] as const;
 /** Response headers a page may read. */
 export const CORS_EXPOSE_HEADERS = ["ETag", "Location", "Retry-After", "Idempotency-Key"] as const;
 export const CORS_ALLOW_METHODS = ["GET", "HEAD", "PUT", "POST", "PATCH", "DELETE"] as const;

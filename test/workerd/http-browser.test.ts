@@ -39,7 +39,7 @@ describe("CORS", () => {
       const response = await fetch(preflight(origin));
       expect(response.status, origin).toBe(204);
       expect(response.headers.get("access-control-allow-origin")).toBe(origin);
-      expect(response.headers.get("access-control-allow-headers")?.toLowerCase().split(",")).toEqual(["authorization", "content-type", "idempotency-key", "last-event-id", "if-match", "x-tenant"]);
+      expect(response.headers.get("access-control-allow-headers")?.toLowerCase().split(",")).toEqual(["authorization", "content-type", "idempotency-key", "last-event-id", "if-match", "x-tenant", "mcp-protocol-version"]);
       expect(response.headers.get("access-control-allow-methods")).toContain("PATCH");
     }
     const session = uniqueSession("cors-dev");
