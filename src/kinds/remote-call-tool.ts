@@ -7,7 +7,9 @@
  * blocking budget (§8.3) and delegates after it, so the late result arrives as one notice.
  *
  * `replay: "safe"` holds because the side effect lives on the remote call: a re-invocation after a
- * restart gets the same remote call back (one per tool task) and waits again, with a fresh budget.
+ * restart gets the same remote call back (one per tool task) and waits for what is left of the budget,
+ * counted from the call's first send (§8.3 bounds how long the turn blocks on the call, not each
+ * invocation): a restart past it delegates at once instead of blocking again.
  */
 import type { ToolDefinition, ToolHandler } from "./catalog-types.js";
 import { outcomeText } from "./remote-call.js";
@@ -59,7 +61,9 @@ export function remoteTool(name: string, version: number, def: RemoteToolDefinit
     async execute(_toolCallId, params, out, runtime, call) {
       const target = remoteTarget(name, version, def.handler);
       const id = await runtime.startRemoteCall({ target, name, arguments: params }, call);
-      const done = await runtime.waitForTask(id, { budgetMs: runtime.budgetMs }, call);
+      const sent = (await runtime.remoteCall(id, call)).firstSentAt;
+      const budgetMs = sent === undefined ? runtime.budgetMs : Math.max(0, sent + runtime.budgetMs - runtime.now());
+      const done = await runtime.waitForTask(id, { budgetMs }, call);
       const view = await runtime.remoteCall(id, call);
       const mcp: JsonObject = target.type === "mcp" ? { mcp: { server: target.server, tool: target.remoteTool, snapshot: target.snapshot } } : {};
       if (!done || view.outcome === undefined) {

@@ -396,11 +396,17 @@ async function answeredWait(runtime: TaskRuntime, id: Id, call: Call): Promise<{
 }
 
 /** A remote call's status and, once it ended, its outcome (reads committed state only). */
-export async function readRemoteCall(harness: Harness, id: Id, call: Call): Promise<{ readonly status: RemoteCallState["status"] | "orphaned"; readonly outcome?: RemoteOutcome } | undefined> {
+export async function readRemoteCall(
+  harness: Harness,
+  id: Id,
+  call: Call,
+): Promise<{ readonly status: RemoteCallState["status"] | "orphaned"; readonly outcome?: RemoteOutcome; readonly firstSentAt?: number } | undefined> {
   const task = await harness.getTask(remoteCallDefinition, id, call);
   if (task === undefined) return undefined;
   const state = task.state;
-  return state.status === "settled" || state.status === "aborted" ? { status: state.status, outcome: state.outcome } : { status: state.status };
+  if (state.status === "settled" || state.status === "aborted") return { status: state.status, outcome: state.outcome };
+  const sent = state.status === "planned" ? undefined : state.firstSentAt;
+  return typeof sent === "number" ? { status: state.status, firstSentAt: sent } : { status: state.status };
 }
 
 

@@ -69,7 +69,8 @@ export interface ToolRuntime {
    */
   startRemoteCall(input: RemoteCallStart, call: Call): Promise<Id>;
   /** A remote call's status and, once settled, its outcome. */
-  remoteCall(id: Id, call: Call): Promise<{ readonly status: string; readonly outcome?: RemoteOutcome }>;
+  /** `firstSentAt`: when its first request left (absent until then, and once it settled). */
+  remoteCall(id: Id, call: Call): Promise<{ readonly status: string; readonly outcome?: RemoteOutcome; readonly firstSentAt?: number }>;
 }
 
 /** What a tool gives to start a job (§8.6 JobInput without the origin, which the harness fills in). */

@@ -45,6 +45,19 @@ describe("tools and events over simulated days", () => {
     const replay = (env as { TOOLS_DAYS_SEED?: string }).TOOLS_DAYS_SEED ?? "";
     const seed = replay === "" ? Math.floor(Math.random() * 2 ** 31) : Number(replay);
     console.log(`tools over simulated days: seed ${seed}; replay with TOOLS_DAYS_SEED=${seed}`);
+    await overDays(seed);
+  });
+
+  // A seed that once quarantined the idempotent HTTP tool: evicted three times in a row while it blocked
+  // on its retried remote call, each restart began a fresh blocking budget, so it never delegated. The
+  // budget now runs from the call's first send (src/kinds/remote-call-tool.ts).
+  it("replays seed 1377417824: a tool blocked on a retried remote call and evicted three times in a row is not quarantined", { timeout: 240_000 }, async () => {
+    await overDays(1_377_417_824);
+  });
+});
+
+async function overDays(seed: number): Promise<void> {
+  {
     const rand = random(seed);
 
     const tenant = `days-${Date.now().toString(36)}`;
@@ -205,5 +218,5 @@ describe("tools and events over simulated days", () => {
     // refund: an approval; ask_colour and ask_size: a client tool's item each.
     expect(types.filter((type) => type === "pending.created")).toHaveLength(3);
     expect(types.filter((type) => type === "pending.resolved")).toHaveLength(3);
-  });
-});
+  }
+}
