@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 import { TEST_SECRETS } from "./vitest.bindings.js";
 
-const AJV_STUB = fileURLToPath(new URL("./src/worker/ajv-stub.ts", import.meta.url));
+const AJV_STUB = fileURLToPath(new URL("./src/worker/platform/ajv-stub.ts", import.meta.url));
 
 // Two projects: workerd for everything that touches a Durable Object or runs in the Workers runtime,
 // and Node for what needs a real file system (the JSONL fs backend). Their globals clash, so each has

@@ -13,7 +13,15 @@
  *         (never a backend);
  *       - the packages @earendil-works/pi-ai and @earendil-works/chord (and their subpaths).
  *     Anything else fails: any other relative path out of src/core, and any other package, in particular
- *     cloudflare:*, @cloudflare/*, hono, hono/* and zod.
+ *     cloudflare:*, @cloudflare/*, hono, hono/* and zod;
+ *   - src/worker stops being rooms (WORKER_ROOMS below, the one declaration of its folders and their order):
+ *       - a file at src/worker's top level other than the entry (index.ts) and the shared modules
+ *         (WORKER_SHARED), or a file in a folder that is not a declared room;
+ *       - an import between rooms that the importing room does not declare (`mayImport`): one that runs
+ *         back up the order, or sideways to a room it did not say it needs; a shared module importing a
+ *         room, or anything but the entry importing the entry;
+ *       - a circle between rooms (a declaration that lists a later room is refused for the same reason);
+ *       - a room without a README.md, or whose README's `May import:` line is not its declaration.
  *
  * Each offence is printed with what it needs to be fixed, and a one-line summary ends the output.
  * The checks are exported for the tests (test/node/house-check.test.ts).
@@ -37,8 +45,47 @@ export interface Import {
   readonly target: string | undefined;
 }
 
+/**
+ * src/worker's rooms, lowest first: what each may import besides the shared modules. A room may list only
+ * rooms above it in this list, so the order is the building's floors and no two rooms import each other.
+ * Each room's README.md says what it owns and repeats its `May import:` line (checked).
+ */
+export interface Room {
+  readonly folder: string;
+  readonly mayImport: readonly string[];
+}
+
+export const WORKER = "src/worker/";
+/** The Worker's entry: it wires the rooms together, and nothing imports it. */
+export const WORKER_ENTRY = "index.ts";
+/** Modules every room may import; they import no room (the ground floor). */
+export const WORKER_SHARED: readonly string[] = ["env.ts", "errors.ts", "log.ts", "problems.ts", "schemas.ts"];
+export const WORKER_ROOMS: readonly Room[] = [
+  { folder: "platform", mayImport: [] },
+  { folder: "crypto", mayImport: [] },
+  { folder: "inbound", mayImport: ["crypto"] },
+  { folder: "directory", mayImport: ["platform", "crypto"] },
+  { folder: "outbox", mayImport: ["platform", "crypto", "directory"] },
+  { folder: "limits", mayImport: ["platform"] },
+  { folder: "identity", mayImport: ["platform", "directory", "limits"] },
+  { folder: "remote", mayImport: ["platform", "crypto", "directory"] },
+  { folder: "watch", mayImport: ["identity"] },
+  {
+    folder: "session",
+    mayImport: ["platform", "crypto", "inbound", "directory", "outbox", "limits", "identity", "remote", "watch"],
+  },
+  {
+    folder: "http",
+    mayImport: ["platform", "crypto", "inbound", "directory", "outbox", "limits", "identity", "remote", "watch", "session"],
+  },
+];
+
 export type Offence =
   | { readonly kind: "circle"; readonly files: readonly string[]; readonly imports: ReadonlyMap<string, readonly string[]> }
+  | { readonly kind: "worker-file"; readonly file: string }
+  | { readonly kind: "worker-import"; readonly file: string; readonly line: number; readonly specifier: string; readonly from: string; readonly to: string }
+  | { readonly kind: "worker-circle"; readonly rooms: readonly string[] }
+  | { readonly kind: "worker-room"; readonly room: string; readonly problem: string }
   | { readonly kind: "long-file"; readonly file: string; readonly lines: number }
   | { readonly kind: "core-import"; readonly file: string; readonly line: number; readonly specifier: string };
 
@@ -148,8 +195,79 @@ function coreMayImport(imp: Import): boolean {
   return CORE_MAY_IMPORT_PACKAGES.some((pkg) => imp.specifier === pkg || imp.specifier.startsWith(`${pkg}/`));
 }
 
-/** Every offence in the tree at root: circles first, then long files, then core imports. */
-export function checkHouse(root: string): Offence[] {
+/** The room a src/worker file stands in: a declared or undeclared folder, `shared`, `entry`, or `top` (any other top-level file). */
+export function roomOf(file: string): string | undefined {
+  if (!file.startsWith(WORKER)) return undefined;
+  const rest = file.slice(WORKER.length);
+  const slash = rest.indexOf("/");
+  if (slash >= 0) return rest.slice(0, slash);
+  if (rest === WORKER_ENTRY) return "entry";
+  return WORKER_SHARED.includes(rest) ? "shared" : "top";
+}
+
+/** The `May import:` line a room's README carries: its declaration, in order, or "the shared modules only". */
+export function mayImportLine(room: Room): string {
+  return `May import: ${room.mayImport.length === 0 ? "the shared modules only" : `the shared modules, ${room.mayImport.join(", ")}`}.`;
+}
+
+/** Does a room's declaration allow an import from room `from` to room `to` (both as roomOf names them)? */
+function allowed(rooms: ReadonlyMap<string, Room>, from: string, to: string): boolean {
+  if (from === to || from === "entry" || to === "shared") return true;
+  if (to === "entry" || from === "shared") return false;
+  return rooms.get(from)?.mayImport.includes(to) ?? true;
+}
+
+function workerOffences(
+  root: string,
+  files: readonly string[],
+  imports: ReadonlyMap<string, readonly Import[]>,
+  rooms: readonly Room[],
+): Offence[] {
+  const out: Offence[] = [];
+  const byName = new Map(rooms.map((r) => [r.folder, r]));
+  rooms.forEach((room, index) => {
+    const earlier = new Set(rooms.slice(0, index).map((r) => r.folder));
+    const later = room.mayImport.filter((m) => !earlier.has(m));
+    if (later.length > 0) out.push({ kind: "worker-room", room: room.folder, problem: `declares ${later.join(", ")}, which is not below it in WORKER_ROOMS` });
+  });
+  const present = new Set<string>();
+  for (const file of files) {
+    const room = roomOf(file);
+    if (room === undefined) continue;
+    if (room === "top" || (room !== "shared" && room !== "entry" && !byName.has(room))) out.push({ kind: "worker-file", file });
+    else if (room !== "shared" && room !== "entry") present.add(room);
+  }
+  const graph = new Map<string, Set<string>>();
+  for (const file of files) {
+    const from = roomOf(file);
+    if (from === undefined) continue;
+    for (const imp of imports.get(file) ?? []) {
+      const to = imp.target === undefined ? undefined : roomOf(imp.target);
+      if (to === undefined || to === from) continue;
+      if (!graph.has(from)) graph.set(from, new Set());
+      graph.get(from)?.add(to);
+      if (!allowed(byName, from, to)) out.push({ kind: "worker-import", file, line: imp.line, specifier: imp.specifier, from, to });
+    }
+  }
+  for (const component of circles(new Map([...graph].map(([k, v]) => [k, [...v]])))) out.push({ kind: "worker-circle", rooms: component });
+  for (const room of rooms) {
+    if (!present.has(room.folder)) continue;
+    let readme: string;
+    try {
+      readme = readFileSync(join(root, WORKER, room.folder, "README.md"), "utf8");
+    } catch {
+      out.push({ kind: "worker-room", room: room.folder, problem: "has no README.md saying what it owns and what it may import" });
+      continue;
+    }
+    if (!readme.split("\n").some((line) => line.trim() === mayImportLine(room))) {
+      out.push({ kind: "worker-room", room: room.folder, problem: `README.md lacks the line "${mayImportLine(room)}"` });
+    }
+  }
+  return out;
+}
+
+/** Every offence in the tree at root: circles first, then long files, then core imports, then src/worker's rooms. */
+export function checkHouse(root: string, rooms: readonly Room[] = WORKER_ROOMS): Offence[] {
   const files = sourceFiles(root);
   const known = new Set(files);
   const graph = new Map<string, string[]>();
@@ -177,6 +295,7 @@ export function checkHouse(root: string): Offence[] {
       if (!coreMayImport(imp)) offences.push({ kind: "core-import", file, line: imp.line, specifier: imp.specifier });
     }
   }
+  offences.push(...workerOffences(root, files, imports, rooms));
   return offences;
 }
 
@@ -191,6 +310,14 @@ export function describe(offence: Offence): string {
       return `${offence.file} is ${offence.lines} lines long (at most ${MAX_LINES})`;
     case "core-import":
       return `${offence.file}:${offence.line} imports "${offence.specifier}": src/core may import only src/core, ${CORE_MAY_IMPORT_FILES.join(", ")} and the packages ${CORE_MAY_IMPORT_PACKAGES.join(", ")}`;
+    case "worker-file":
+      return `${offence.file} stands outside src/worker's rooms: move it into one (WORKER_ROOMS in scripts/check-house.ts) or, if every room needs it, declare it in WORKER_SHARED`;
+    case "worker-import":
+      return `${offence.file}:${offence.line} imports "${offence.specifier}": room ${offence.from} may not import ${offence.to} (WORKER_ROOMS in scripts/check-house.ts: an import runs only down the declared floors)`;
+    case "worker-circle":
+      return `rooms import each other in a circle: ${offence.rooms.join(", ")}`;
+    case "worker-room":
+      return `src/worker/${offence.room}/ ${offence.problem}`;
     default: {
       const never: never = offence;
       return never;
@@ -200,9 +327,9 @@ export function describe(offence: Offence): string {
 
 /** The one-line summary that ends the output. */
 export function summary(offences: readonly Offence[], fileCount: number): string {
-  if (offences.length === 0) return `house check passed: ${fileCount} files in src/, no import circle over ${MAX_CIRCLE} files, none over ${MAX_LINES} lines, src/core imports nothing above it`;
-  const count = (kind: Offence["kind"]): number => offences.filter((o) => o.kind === kind).length;
-  return `house check FAILED: ${count("circle")} import circle(s) over ${MAX_CIRCLE} files, ${count("long-file")} file(s) over ${MAX_LINES} lines, ${count("core-import")} src/core import(s) from above`;
+  if (offences.length === 0) return `house check passed: ${fileCount} files in src/, no import circle over ${MAX_CIRCLE} files, none over ${MAX_LINES} lines, src/core imports nothing above it, src/worker in ${WORKER_ROOMS.length} rooms importing only down`;
+  const count = (...kinds: Offence["kind"][]): number => offences.filter((o) => kinds.includes(o.kind)).length;
+  return `house check FAILED: ${count("circle")} import circle(s) over ${MAX_CIRCLE} files, ${count("long-file")} file(s) over ${MAX_LINES} lines, ${count("core-import")} src/core import(s) from above, ${count("worker-file", "worker-import", "worker-circle", "worker-room")} src/worker room offence(s)`;
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

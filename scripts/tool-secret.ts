@@ -1,7 +1,7 @@
 /**
  * `npm run tool-secret -- --tenant T --tool NAME` prints the Standard Webhooks signing secret
  * (`whsec_...`) of one catalog tool of a tenant, derived from WEBHOOK_MASTER_SECRET (environment or
- * .dev.vars) exactly as the Worker derives it (src/worker/webhooks.ts toolSecret):
+ * .dev.vars) exactly as the Worker derives it (src/worker/crypto/webhooks.ts toolSecret):
  * base64(HMAC-SHA256(master, "pico-edge tool:" + T + "/" + NAME)). The tool's endpoint verifies the
  * requests it gets with it, and signs the late results it posts to /v1/tool-results with it.
  */

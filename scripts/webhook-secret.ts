@@ -2,7 +2,7 @@
  * `npm run webhook-secret -- --tenant T --session S` prints the Standard Webhooks signing secret
  * (`whsec_...`) of one endpoint, `POST /v1/webhooks/T/S/{conversation}`, derived from
  * WEBHOOK_MASTER_SECRET (environment or .dev.vars) exactly as the Worker derives it
- * (src/worker/webhooks.ts): base64(HMAC-SHA256(master, "pico-edge webhook:" + T + "/" + S)). Each session
+ * (src/worker/crypto/webhooks.ts): base64(HMAC-SHA256(master, "pico-edge webhook:" + T + "/" + S)). Each session
  * has its own secret, so a delivery signed for one session is refused by another.
  */
 import { createHmac } from "node:crypto";

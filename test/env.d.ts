@@ -1,8 +1,8 @@
 declare namespace Cloudflare {
   interface Env {
-    SESSIONS: DurableObjectNamespace<import("../src/worker/session-object.js").SessionObject>;
-    DIRECTORY: DurableObjectNamespace<import("../src/worker/directory-object.js").DirectoryObject>;
-    LIMITS: DurableObjectNamespace<import("../src/worker/limits-object.js").LimitsObject>;
+    SESSIONS: DurableObjectNamespace<import("../src/worker/session/object.js").SessionObject>;
+    DIRECTORY: DurableObjectNamespace<import("../src/worker/directory/object.js").DirectoryObject>;
+    LIMITS: DurableObjectNamespace<import("../src/worker/limits/object.js").LimitsObject>;
     /** Test-only secrets from vitest.config.ts (the HTTP tests sign tokens and webhooks with them). */
     JWT_SECRET: string;
     WEBHOOK_MASTER_SECRET: string;

@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 
-/** The formats an inbound endpoint verifies (the same list as src/worker/inbound-verify.ts). */
+/** The formats an inbound endpoint verifies (the same list as src/worker/inbound/verify.ts). */
 export const INBOUND_FORMAT_NAMES = ["standard", "github", "slack", "stripe"] as const;
 export type InboundFormatName = (typeof INBOUND_FORMAT_NAMES)[number];
 

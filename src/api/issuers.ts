@@ -2,7 +2,7 @@
  * Wire schemas of a tenant's identity providers (docs/users.md "Identity providers"; part of the
  * wire-schema module, so the OpenAPI document takes them from here): the `{name}` of
  * `/v1/issuers/{name}`, the body of its PUT, and what those routes answer. Whether plain `http:` is
- * allowed for `jwksUri` depends on the deployment, so the route checks that (src/worker/routes/issuers.ts).
+ * allowed for `jwksUri` depends on the deployment, so the route checks that (src/worker/http/routes/issuers.ts).
  */
 import { z } from "zod";
 

@@ -3,7 +3,7 @@
  * document and the typed client take them from here): the `{tool}` path parameter, the body of
  * `PUT /v1/tools/{tool}`, and the records the catalog answers. The server fills the defaults
  * (`withToolDefaults`) before it stores a definition, and checks what a schema cannot say here (the URL
- * scheme of this deployment, whether `parameters` compiles) in src/worker/routes/tools.ts.
+ * scheme of this deployment, whether `parameters` compiles) in src/worker/http/routes/tools.ts.
  */
 import { z } from "zod";
 import type { ToolDefinition } from "../kinds/catalog-types.js";

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 
-/** The event types an endpoint can subscribe to (the same list as src/worker/outbox-types.ts). */
+/** The event types an endpoint can subscribe to (the same list as src/worker/outbox/types.ts). */
 export const EVENT_TYPE_NAMES = ["input.completed", "turn.failed", "session.idle", "schedule.fired", "job.finished", "rig.escalation", "pending.created", "pending.resolved", "delivery.disabled"] as const;
 
 export const MAX_ENDPOINT_SESSIONS = 100;

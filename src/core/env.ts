@@ -2,7 +2,7 @@
  * ExecutionEnv (§5.2 `runtime.env`, §8.6, §9.3): the harness's execution environment, FileSystem & Shell.
  * Core only names the interface; a host supplies an implementation when it opens the harness
  * (`HarnessOptions.env`): the scripted fake (src/kinds/exec-fake.ts: tests, demos, `npm start`) or the
- * adapter over Cloudflare's Sandbox SDK (src/worker/sandbox-env.ts). Task and tool code reach it as
+ * adapter over Cloudflare's Sandbox SDK (src/worker/platform/sandbox-env.ts). Task and tool code reach it as
  * `runtime.env`, calling its methods directly (no wrappers, §5.2); a harness opened without one has an
  * env whose every method rejects, naming what is missing.
  *

@@ -2,7 +2,7 @@
  * Telemetry (§6.5): the driver starts one span per execute/recover/abort invocation through a tracer the
  * host injects. This is the whole contract: core has no telemetry dependency, stores no spans in session
  * data, and a host without a tracer gets the no-op one. The worker adapts it to `@opentelemetry/api`
- * (src/worker/telemetry.ts).
+ * (src/worker/platform/telemetry.ts).
  *
  * @example
  * const tracer: Tracer = { startSpan: (name, attributes) => mySpan(name, attributes) };

@@ -5,7 +5,7 @@ import type { ExecResult, ShellOutputLimits } from "../core/env.js";
  * (FileSystem & Shell) is core's (src/core/env.ts), re-exported here with the output tail both
  * implementations share. A Worker has
  * no shell, so the host supplies one of two implementations: the scripted fake (src/kinds/exec-fake.ts:
- * tests, demos, `npm start`) or the adapter over Cloudflare's Sandbox SDK (src/worker/sandbox-env.ts).
+ * tests, demos, `npm start`) or the adapter over Cloudflare's Sandbox SDK (src/worker/platform/sandbox-env.ts).
  *
  * `exec` streams output through `onUpdate` as it arrives (the job's progress bridge writes it to scratch,
  * so a watcher sees it live), observes `signal` (the process is killed and exec rejects with the

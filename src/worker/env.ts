@@ -2,13 +2,18 @@
  * The Worker's bindings (wrangler.toml, secrets), shared by the entry (index.ts), the Hono app and the
  * session Durable Object.
  */
-import type { SandboxBinding } from "./sandbox-env.js";
+import type { Sandbox } from "@cloudflare/sandbox";
+
+/** The binding a Worker configures to run jobs in Cloudflare's Sandbox SDK (a Durable Object namespace of `Sandbox`). */
+export interface SandboxBinding {
+  readonly SANDBOX?: DurableObjectNamespace<Sandbox>;
+}
 
 export interface Env extends SandboxBinding {
   readonly SESSIONS: DurableObjectNamespace;
   /** One DirectoryObject per tenant: the tenant's sessions (GET /v1/sessions). */
   readonly DIRECTORY: DurableObjectNamespace;
-  /** One LimitsObject per tenant: its limits and the counts they are checked against (limits-object.ts). */
+  /** One LimitsObject per tenant: its limits and the counts they are checked against (limits/object.ts). */
   readonly LIMITS: DurableObjectNamespace;
   /** `[version_metadata]`: which deployed version runs (absent in configurations without the binding). */
   readonly CF_VERSION_METADATA?: WorkerVersionMetadata;
@@ -18,7 +23,7 @@ export interface Env extends SandboxBinding {
   readonly WEBHOOK_MASTER_SECRET?: string;
   /**
    * Key the stored secrets (inbound endpoints' signing secrets) are sealed with, at least 32 characters
-   * (a wrangler secret; src/worker/sealed-secrets.ts). `SECRETS_SEALING_KEY_PREVIOUS` still opens what the
+   * (a wrangler secret; src/worker/crypto/sealed-secrets.ts). `SECRETS_SEALING_KEY_PREVIOUS` still opens what the
    * key before it sealed (rotation).
    */
   readonly SECRETS_SEALING_KEY?: string;
@@ -33,7 +38,7 @@ export interface Env extends SandboxBinding {
   readonly MODEL_PROVIDERS?: string | readonly unknown[];
   /** The model a session gets when its PUT names none (default `echo`). */
   readonly DEFAULT_MODEL?: string;
-  /** The generation retry policy (src/worker/retry-config.ts, docs/operations.md "Configuration and secrets"). */
+  /** The generation retry policy (src/worker/platform/retry-config.ts, docs/operations.md "Configuration and secrets"). */
   readonly MODEL_RETRY_ATTEMPTS?: string | number;
   readonly MODEL_RETRY_BASE_MS?: string | number;
   readonly MODEL_RETRY_MAX_MS?: string | number;
@@ -52,7 +57,7 @@ export interface Env extends SandboxBinding {
   readonly TOKEN_MAX_LIFETIME_SECONDS?: string;
   /** Default lifetime of a watch token, seconds (default 600). */
   readonly WATCH_TOKEN_LIFETIME_SECONDS?: string;
-  /** Events out (src/worker/outbox-sender.ts, docs/operations.md): how long a delivery is retried, ms (default 24 h). */
+  /** Events out (src/worker/outbox/sender.ts, docs/operations.md): how long a delivery is retried, ms (default 24 h). */
   readonly WEBHOOK_RETRY_WINDOW_MS?: string | number;
   /** How long an endpoint may fail before it is disabled, ms (default 24 h). */
   readonly WEBHOOK_DISABLE_AFTER_MS?: string | number;

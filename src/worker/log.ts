@@ -3,10 +3,9 @@
  * Workers Logs (`[observability]` in wrangler.toml) indexes by field and `wrangler tail` streams. A line
  * carries ids, kinds, outcomes and durations, never a token, a query string or input text: request
  * lines name the route template (`/v1/sessions/:session/...`), not the URL. `LOG_LEVEL=quiet` silences them
- * (the tests' setting; wrangler.toml says `info`).
+ * (the tests' setting; wrangler.toml says `info`). The request line is written by the HTTP layer's middleware
+ * (http/request-log.ts).
  */
-import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "./auth.js";
 
 export type LogLine =
   | {
@@ -55,31 +54,4 @@ export function setLogLevel(value: string | undefined): void {
 export function log(line: LogLine): void {
   if (sink !== undefined) sink(JSON.stringify(line));
   else if (level === "info") toConsole(JSON.stringify(line));
-}
-
-/** Middleware: one `request` line per request, after the response is made. */
-export function requestLog(): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    setLogLevel(c.env.LOG_LEVEL);
-    const started = Date.now();
-    const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
-    try {
-      await next();
-    } finally {
-      const claims = c.get("claims") as AppEnv["Variables"]["claims"] | undefined;
-      const session = c.req.param("session");
-      const conversation = c.req.param("conversation");
-      log({
-        type: "request",
-        requestId,
-        method: c.req.method,
-        route: c.req.routePath,
-        status: c.res.status,
-        durationMs: Date.now() - started,
-        ...(claims === undefined ? {} : { tenant: claims.tenant }),
-        ...(session === undefined ? {} : { session }),
-        ...(conversation === undefined ? {} : { conversation }),
-      });
-    }
-  };
 }

@@ -17,10 +17,10 @@ import type { InputResult, QueuedInput } from "../../src/core/inbox.js";
 import type { UsageRow, UsageTotals } from "../../src/kinds/states.js";
 import type { AgentRecord, HookFile, MailMessage, MailPage, MailView, Nudge, RigHealth, RigSettings } from "../../src/rig/index.js";
 import type { Conversation, Element, Entry, JsonValue, Page, Task } from "../../src/storage/records.js";
-import type { DirectoryEntry, DirectoryPage } from "../../src/worker/directory-object.js";
-import type { listModels } from "../../src/worker/models.js";
-import type { ScheduleView } from "../../src/worker/session-api.js";
-import type { RigSessionOps, SessionOps } from "../../src/worker/session-ops.js";
+import type { DirectoryEntry, DirectoryPage } from "../../src/worker/directory/object.js";
+import type { listModels } from "../../src/worker/platform/models.js";
+import type { ScheduleView } from "../../src/worker/session/api.js";
+import type { RigSessionOps, SessionOps } from "../../src/worker/session/ops.js";
 
 /** True when A and B are the same type (not merely assignable to each other). */
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;

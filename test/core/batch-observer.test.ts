@@ -2,7 +2,7 @@
  * The harness's batch observer (`HarnessOptions.observeBatch`, session-types.ts `BatchObserver`): what
  * it adds lands in the same commit as the batch it saw, a batch the harness rejects leaves nothing of
  * it, scratch batches are not observed, and without the option nothing changes. Then the outbox's
- * detectors (src/worker/outbox-events.ts) on batches written as the kinds write them: a failed turn's
+ * detectors (src/worker/outbox/events.ts) on batches written as the kinds write them: a failed turn's
  * results, a write-mode input, and the witness's mail to the mayor.
  */
 import { describe, expect, it } from "vitest";
@@ -15,7 +15,7 @@ import { TaskKindRegistry } from "../../src/core/task-kind-types.js";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import type { MainWrite } from "../../src/storage/records.js";
 import { mailbox } from "../../src/rig/state.js";
-import { cutUtf8, detectEvents } from "../../src/worker/outbox-events.js";
+import { cutUtf8, detectEvents } from "../../src/worker/outbox/events.js";
 
 const call = BACKGROUND_CONTEXT;
 const seen = sessionList<{ first: number; writes: number }>("test.seen");

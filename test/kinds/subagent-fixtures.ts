@@ -1,6 +1,6 @@
 /**
  * Fixtures for the `subagent` tool tests (§8.5): a harness with the real turn kit, the subagent tool and
- * an echo tool, whose faux model answers like the built-in `echo` model (src/worker/echo-model.ts):
+ * an echo tool, whose faux model answers like the built-in `echo` model (src/worker/platform/echo-model.ts):
  * `/call NAME {json}` becomes a tool call, a tool result is answered with its text, anything else is
  * echoed. A prompt starting with `[hold]` waits at its provider request until `release()` (or until the
  * request is cancelled), so a child can be caught mid-turn.
@@ -10,7 +10,7 @@ import type { Call } from "../../src/core/call.js";
 import type { Harness } from "../../src/core/harness.js";
 import { bindResult, type InputResult } from "../../src/core/inbox.js";
 import { subagentTool } from "../../src/tools/subagent.js";
-import { echoReply } from "../../src/worker/echo-model.js";
+import { echoReply } from "../../src/worker/platform/echo-model.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
 import { generationConfig } from "../../src/kinds/config.js";

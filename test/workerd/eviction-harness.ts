@@ -22,7 +22,7 @@ import type { Harness } from "../../src/core/harness.js";
 import { bindInbox, bindResult, requestKey, type Acceptance, type InputResult, type QueuedInput } from "../../src/core/inbox.js";
 import { bindTo } from "../../src/core/state.js";
 import { waitingInputs } from "../../src/kinds/waiting.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { call, harnessOf, TestSession } from "./session-fixtures.js";
 
 /** One kill-at-commit scenario, for `runScenario`; `S` is its step, `O` what a run ends with. */

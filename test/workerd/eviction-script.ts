@@ -22,7 +22,7 @@ import { priorAcceptance, queueInput, type QueuedInput } from "../../src/core/in
 import { acceptInput } from "../../src/kinds/placement.js";
 import { defaultTurnOptions } from "../../src/kinds/services.js";
 import type { Id } from "../../src/storage/records.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { acceptanceOf, expectInboxKeysOnce, expectSettled, resultOf, runScenario, visibleContext, type Scenario } from "./eviction-harness.js";
 import { call, clockOf, harnessOf, until, type Seams, type TestSession } from "./session-fixtures.js";
 

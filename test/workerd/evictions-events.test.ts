@@ -16,9 +16,9 @@ import { priorAcceptance, queueInput, type InputResult } from "../../src/core/in
 import { bind } from "../../src/core/state.js";
 import { acceptInput } from "../../src/kinds/placement.js";
 import { defaultTurnOptions } from "../../src/kinds/services.js";
-import { setHostSeams } from "../../src/worker/host-config.js";
-import { outboxList, type OutboxEvent } from "../../src/worker/outbox-types.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import { outboxList, type OutboxEvent } from "../../src/worker/outbox/types.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { acceptanceOf, resultOf, runScenario, type Scenario } from "./eviction-harness.js";
 import { Receiver, registerEndpoint, verifyAt, type Registered } from "./event-fixtures.js";
 import { call, clockOf, harnessOf, ManualClock, ManualTime, until, type TestSession } from "./session-fixtures.js";

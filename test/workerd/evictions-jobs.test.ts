@@ -28,8 +28,8 @@ import { newSchedule, occurrenceKey, scheduleDefinition, type ScheduleState } fr
 import { defaultTurnOptions } from "../../src/kinds/services.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
 import { decodeState } from "../../src/storage/sqlite-codec.js";
-import { setHostSeams } from "../../src/worker/host-config.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { acceptanceOf, expectInboxKeysOnce, expectSettled, resultOf, runScenario, visibleContext, type Scenario } from "./eviction-harness.js";
 import { call, harnessOf, resetSeams, type TestSession } from "./session-fixtures.js";
 

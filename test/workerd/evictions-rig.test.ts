@@ -31,7 +31,7 @@ import { bind, bindTo } from "../../src/core/state.js";
 import { guppRequestId, WITNESS_KIND, type Actor, type StoredHook } from "../../src/rig/index.js";
 import { beadValue, scanAgents, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import { MAYOR_ID, WITNESS_ID } from "../../src/rig/types.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { runScenario, type Scenario } from "./eviction-harness.js";
 import { call, clockOf, harnessOf, installSeams, ok, resetSeams, until, type Seams, type TestSession } from "./session-fixtures.js";
 

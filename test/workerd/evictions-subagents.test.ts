@@ -14,8 +14,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTurnKit, selectedDefinitions } from "../../src/kinds/turns.js";
 import { echoTool } from "../../src/tools/echo.js";
 import { subagentTool } from "../../src/tools/subagent.js";
-import { echoProvider } from "../../src/worker/echo-model.js";
-import { registerTestKinds } from "../../src/worker/kinds.js";
+import { echoProvider } from "../../src/worker/platform/echo-model.js";
+import { registerTestKinds } from "../../src/worker/session/kinds.js";
 import { runScript, type RunOutcome, type Step } from "./eviction-script.js";
 import { installSeams, resetSeams, type Seams } from "./session-fixtures.js";
 

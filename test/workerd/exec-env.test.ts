@@ -7,7 +7,7 @@ import type { ExecOptions as SdkExecOptions, ExecResult as SdkExecResult, Sandbo
 import { describe, expect, it } from "vitest";
 import { FileSystemError } from "../../src/kinds/exec-env.js";
 import { FakeExecutionEnv } from "../../src/kinds/exec-fake.js";
-import { SandboxExecutionEnv, sandboxEnvFor, type SandboxExec } from "../../src/worker/sandbox-env.js";
+import { SandboxExecutionEnv, sandboxEnvFor, type SandboxExec } from "../../src/worker/platform/sandbox-env.js";
 import { FakeClock } from "../core/driver-fixtures.js";
 
 describe("scripted fake ExecutionEnv", () => {

@@ -8,7 +8,7 @@ import { abortAllDurableObjects } from "cloudflare:test";
 import { sign } from "hono/jwt";
 import { generateKeyPair, SignJWT } from "jose";
 import { afterEach, describe, expect, it } from "vitest";
-import { ROLE_CAPABILITIES } from "../../src/worker/auth.js";
+import { ROLE_CAPABILITIES } from "../../src/worker/identity/auth.js";
 import { roles } from "../../src/worker/schemas.js";
 import { call, client, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
 import { ROUTES, TENANT_ROUTES } from "./http-routes.js";

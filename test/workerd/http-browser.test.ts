@@ -8,7 +8,7 @@ import { abortAllDurableObjects } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { afterEach, describe, expect, it } from "vitest";
-import { createApp } from "../../src/worker/app.js";
+import { createApp } from "../../src/worker/http/app.js";
 import type { Env } from "../../src/worker/env.js";
 import { BASE, call, client, exists, json, token, uniqueSession, watchToken } from "./http-fixtures.js";
 

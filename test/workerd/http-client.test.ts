@@ -23,7 +23,7 @@ import { McpTestServer, mcpFetch } from "./mcp-fixtures.js";
 import { UsersClient } from "../../src/client/users.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
 import { BASE, token, uniqueSession, until, workerFetch } from "./http-fixtures.js";
-import { setHostSeams } from "../../src/worker/host-config.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 
 afterEach(async () => {
   setHostSeams({});

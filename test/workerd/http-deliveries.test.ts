@@ -6,10 +6,10 @@
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { HostReport } from "../../src/worker/host-config.js";
-import { setHostSeams } from "../../src/worker/host-config.js";
-import { BACKOFF_JITTER, BACKOFF_MS } from "../../src/worker/outbox-sender.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import type { HostReport } from "../../src/worker/platform/host-config.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import { BACKOFF_JITTER, BACKOFF_MS } from "../../src/worker/outbox/sender.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { clockOf, ManualClock, ManualTime } from "./session-fixtures.js";
 import { call, json, stubOf, token, uniqueSession } from "./http-fixtures.js";
 import { Receiver, registerEndpoint, verifyAt } from "./event-fixtures.js";

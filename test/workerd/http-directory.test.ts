@@ -7,7 +7,7 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import type { DirectoryObject } from "../../src/worker/directory-object.js";
+import type { DirectoryObject } from "../../src/worker/directory/object.js";
 import { call, json, token } from "./http-fixtures.js";
 import { installSeams, resetSeams } from "./session-fixtures.js";
 

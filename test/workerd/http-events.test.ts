@@ -6,12 +6,12 @@
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { setHostSeams } from "../../src/worker/host-config.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { bind } from "../../src/core/state.js";
-import { outboxList } from "../../src/worker/outbox-types.js";
+import { outboxList } from "../../src/worker/outbox/types.js";
 import { Problem } from "../../src/worker/problems.js";
-import { checkEndpointUrl } from "../../src/worker/routes/webhook-endpoints.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { checkEndpointUrl } from "../../src/worker/http/routes/webhook-endpoints.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { harnessOf } from "./session-fixtures.js";
 import { call, json, lastSeq, stubOf, token, uniqueSession } from "./http-fixtures.js";
 import { Receiver, registerEndpoint, verifyAt } from "./event-fixtures.js";

@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { PicoClient } from "../../src/client/client.js";
 import type { Role } from "../../src/worker/schemas.js";
-import { sessionStub } from "../../src/worker/routes/shared.js";
+import { sessionStub } from "../../src/worker/http/routes/shared.js";
 import type { Env } from "../../src/worker/env.js";
 
 export const BASE = "https://pico.test";

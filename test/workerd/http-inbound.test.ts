@@ -9,7 +9,7 @@ import { abortAllDurableObjects } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it } from "vitest";
-import { signWebhook, webhookSecret } from "../../src/worker/webhooks.js";
+import { signWebhook, webhookSecret } from "../../src/worker/crypto/webhooks.js";
 import { call, client, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 
 afterEach(async () => {

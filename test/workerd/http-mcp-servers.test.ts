@@ -7,12 +7,12 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createExecutionContext, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { app } from "../../src/worker/app.js";
+import { app } from "../../src/worker/http/app.js";
 import type { Env } from "../../src/worker/env.js";
-import { DirectoryObject, directoryStub } from "../../src/worker/directory-object.js";
-import { setHostSeams } from "../../src/worker/host-config.js";
+import { DirectoryObject, directoryStub } from "../../src/worker/directory/object.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { setLogLevel } from "../../src/worker/log.js";
-import { mcpEndpoint } from "../../src/worker/mcp-servers.js";
+import { mcpEndpoint } from "../../src/worker/remote/mcp-servers.js";
 import { McpServersClient } from "../../src/client/mcp-servers.js";
 import type { McpServerResponse } from "../../src/api/mcp-servers.js";
 import { BASE, call, client, json, token, uniqueSession } from "./http-fixtures.js";

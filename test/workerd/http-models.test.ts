@@ -2,17 +2,17 @@
  * What a deployment can use (docs/models.md): GET /v1/models (client role) over HTTP, the
  * providers the Worker's bindings enable (catalogue secrets, MODEL_PROVIDERS), a misconfiguration as a
  * typed `misconfigured` problem, a thinking level outside pi-ai's levels refused at the boundary, and
- * the generation retry policy set by configuration (MODEL_RETRY_* vars, src/worker/retry-config.ts).
+ * the generation retry policy set by configuration (MODEL_RETRY_* vars, src/worker/platform/retry-config.ts).
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Env } from "../../src/worker/env.js";
 import { defaultTurnOptions } from "../../src/kinds/services.js";
-import { sessionTurnKit } from "../../src/worker/kinds.js";
-import { buildModels, listModels } from "../../src/worker/models.js";
+import { sessionTurnKit } from "../../src/worker/session/kinds.js";
+import { buildModels, listModels } from "../../src/worker/platform/models.js";
 import { Problem } from "../../src/worker/problems.js";
-import { retryOptions } from "../../src/worker/retry-config.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { retryOptions } from "../../src/worker/platform/retry-config.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { call, exists, json, token, uniqueSession } from "./http-fixtures.js";
 
 const base = env as unknown as Env;

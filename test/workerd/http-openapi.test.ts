@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { API_ROUTES, openApiDocument } from "../../src/api/openapi.js";
-import { app, servedRoutes } from "../../src/worker/app.js";
+import { app, servedRoutes } from "../../src/worker/http/app.js";
 import { DeliveriesClient, WebhookEndpointsClient } from "../../src/client/webhook-endpoints.js";
 import { CLIENT_EXCLUDED_OPERATIONS, CLIENT_OPERATIONS, ConversationClient, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
 import { InboundClient } from "../../src/client/inbound.js";

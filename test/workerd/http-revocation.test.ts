@@ -8,7 +8,7 @@
 import { abortAllDurableObjects, evictDurableObject, runInDurableObject, SELF } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { WATCH_CLOSE_CODE } from "../../src/worker/watch-guard.js";
+import { WATCH_CLOSE_CODE } from "../../src/worker/watch/guard.js";
 import { BASE, call, json, token, uniqueSession } from "./http-fixtures.js";
 
 afterEach(async () => {

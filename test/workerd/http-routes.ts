@@ -2,7 +2,7 @@
  * Every bearer-token route of the HTTP API with the capability it needs, for the tenant-isolation and
  * role tests (one table, so a new route that is not listed here is a visible gap in review).
  */
-import type { Capability } from "../../src/worker/auth.js";
+import type { Capability } from "../../src/worker/identity/auth.js";
 
 export interface RouteCase {
   readonly name: string;

@@ -7,15 +7,15 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createExecutionContext, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { app } from "../../src/worker/app.js";
+import { app } from "../../src/worker/http/app.js";
 import type { Env } from "../../src/worker/env.js";
 import type { ToolDefinition } from "../../src/kinds/catalog-types.js";
-import { DirectoryObject, directoryStub, type CatalogSnapshot } from "../../src/worker/directory-object.js";
-import { setHostSeams } from "../../src/worker/host-config.js";
+import { DirectoryObject, directoryStub, type CatalogSnapshot } from "../../src/worker/directory/object.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { PicoApiError } from "../../src/client/client.js";
 import { BASE, call, client, json, token, uniqueSession } from "./http-fixtures.js";
 import { ManualClock, ManualTime } from "./session-fixtures.js";
-import { CatalogCache } from "../../src/worker/tool-catalog.js";
+import { CatalogCache } from "../../src/worker/session/tool-catalog.js";
 
 const workerEnv = env as unknown as Env;
 

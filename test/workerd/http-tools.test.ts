@@ -9,8 +9,8 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { remoteBackoffMs, remoteCallDefinition } from "../../src/kinds/remote-call.js";
-import { setHostSeams } from "../../src/worker/host-config.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { call, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 import { addTask, clockOf, ManualClock, ManualTime, resetSeams, taskOf, TestSession } from "./session-fixtures.js";
 import { defineTool, entriesOf, postToolResult, ProductEndpoint, tasksOf, textOf } from "./tool-fixtures.js";

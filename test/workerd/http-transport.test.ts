@@ -1,13 +1,13 @@
 /**
- * The HTTP transport of remote calls (src/worker/http-transport.ts) on a scripted fetch and the manual
+ * The HTTP transport of remote calls (src/worker/remote/http-transport.ts) on a scripted fetch and the manual
  * clock: what one attempt sends, how each answer is read, the per-attempt timeout on the injected clock,
  * the 1 MB cap counted while reading, and cancellation.
  */
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import type { RemoteRequest } from "../../src/kinds/remote-call-state.js";
-import { HttpTransport, MAX_REMOTE_RESPONSE_BYTES } from "../../src/worker/http-transport.js";
-import { toolSecret } from "../../src/worker/webhooks.js";
+import { HttpTransport, MAX_REMOTE_RESPONSE_BYTES } from "../../src/worker/remote/http-transport.js";
+import { toolSecret } from "../../src/worker/crypto/webhooks.js";
 import { ManualClock, ManualTime } from "./session-fixtures.js";
 
 const MASTER = "a-master-secret-for-transport-tests";

@@ -13,7 +13,7 @@ import { readSse, type SseFrame } from "../../src/client/sse.js";
 import type { ConversationEvent, ConversationView, SessionEvent, SessionView, WatchMessage } from "../../src/core/watch.js";
 import { applyMessage, applySessionMessage } from "../../src/core/watch.js";
 import { decodeState } from "../../src/storage/sqlite-codec.js";
-import { openSseStreams, setWatchSeams } from "../../src/worker/watch-transport.js";
+import { openSseStreams, setWatchSeams } from "../../src/worker/watch/transport.js";
 import { BASE, client, exists, token, uniqueSession, watchToken, workerFetch } from "./http-fixtures.js";
 import { untruncatedToolData } from "../kinds/tool-data-fixtures.js";
 

@@ -6,7 +6,7 @@
 import { abortAllDurableObjects } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { signWebhook, webhookSecret, WEBHOOK_SKEW_SECONDS } from "../../src/worker/webhooks.js";
+import { signWebhook, webhookSecret, WEBHOOK_SKEW_SECONDS } from "../../src/worker/crypto/webhooks.js";
 import { call, client, json, lastSeq, uniqueSession } from "./http-fixtures.js";
 
 afterEach(async () => {

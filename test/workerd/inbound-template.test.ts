@@ -1,10 +1,10 @@
 /**
- * Inbound templates (src/worker/inbound-template.ts): `{{ path }}` into the payload (dots, array
+ * Inbound templates (src/worker/inbound/template.ts): `{{ path }}` into the payload (dots, array
  * indexes), missing paths empty, objects as compact JSON, whitespace in braces, the 16 KB cut; the
  * payload attached pretty-printed; the input the accept op takes.
  */
 import { describe, expect, it } from "vitest";
-import { CUT_MARKER, INBOUND_INPUT_LIMIT, inboundInput, payloadText, renderTemplate } from "../../src/worker/inbound-template.js";
+import { CUT_MARKER, INBOUND_INPUT_LIMIT, inboundInput, payloadText, renderTemplate } from "../../src/worker/inbound/template.js";
 import { userInput } from "../../src/api/schemas.js";
 import type { JsonValue } from "../../src/storage/records.js";
 

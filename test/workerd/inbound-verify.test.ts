@@ -1,5 +1,5 @@
 /**
- * Inbound signature verification (src/worker/inbound-verify.ts) against the platforms' documented
+ * Inbound signature verification (src/worker/inbound/verify.ts) against the platforms' documented
  * examples: GitHub's X-Hub-Signature-256, Slack's v0 signature, Stripe's Stripe-Signature, and
  * Standard Webhooks; plus tampered bodies, wrong secrets, stale timestamps and missing headers. Replayed
  * delivery ids are de-duplicated by the delivery route (its own tests).
@@ -13,9 +13,9 @@ import {
   verifyInbound,
   type InboundFormat,
   type InboundVerdict,
-} from "../../src/worker/inbound-verify.js";
+} from "../../src/worker/inbound/verify.js";
 import { Problem, type ProblemCode } from "../../src/worker/problems.js";
-import { signWebhook } from "../../src/worker/webhooks.js";
+import { signWebhook } from "../../src/worker/crypto/webhooks.js";
 
 const JSON_TYPE = "application/json";
 
@@ -225,7 +225,7 @@ describe("inbound signatures", () => {
       expect(await refused(deliver({ body: JSON.stringify({ hello: "there" }) }))).toMatchObject({ code: "invalid_signature", status: 401 });
       expect(await refused(deliver({ secret: `whsec_${btoa("another")}` }))).toMatchObject({ code: "invalid_signature", status: 401 });
       expect(await refused(deliver({ timestamp: NOW - 301 }))).toMatchObject({ code: "stale_webhook", status: 401 });
-      // Missing headers: 400 naming the header, as on /v1/webhooks (src/worker/webhooks.ts).
+      // Missing headers: 400 naming the header, as on /v1/webhooks (src/worker/crypto/webhooks.ts).
       for (const name of ["webhook-id", "webhook-timestamp", "webhook-signature"]) {
         expect(await refused(deliver({ omit: name }))).toEqual({ code: "invalid_header", status: 400, field: name });
       }

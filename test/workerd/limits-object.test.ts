@@ -7,7 +7,7 @@
 import { abortAllDurableObjects } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import type { LimitsRpc } from "../../src/worker/limits-object.js";
+import type { LimitsRpc } from "../../src/worker/limits/object.js";
 import { installSeams, resetSeams } from "./session-fixtures.js";
 
 afterEach(async () => {

@@ -6,7 +6,7 @@
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import type { McpServerBody, McpServerResponse } from "../../src/api/mcp-servers.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { call, json, token, until } from "./http-fixtures.js";
 import type { McpTestServer } from "./mcp-fixtures.js";
 

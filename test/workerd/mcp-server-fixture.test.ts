@@ -7,8 +7,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
 import { McpTestServer, mcpFetch } from "./mcp-fixtures.js";
-import { withMcpClient } from "../../src/worker/mcp-connect.js";
-import { setHostSeams } from "../../src/worker/host-config.js";
+import { withMcpClient } from "../../src/worker/remote/mcp-connect.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 
 async function connect(server: McpTestServer): Promise<Client> {
   const client = new Client({ name: "fixture-test", version: "1.0.0" }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });

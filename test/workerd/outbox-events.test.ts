@@ -6,8 +6,8 @@
  */
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { setHostSeams } from "../../src/worker/host-config.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { clockOf, ManualClock, ManualTime } from "./session-fixtures.js";
 import { call, json, stubOf, token, uniqueSession, until } from "./http-fixtures.js";
 import { Receiver, registerEndpoint } from "./event-fixtures.js";

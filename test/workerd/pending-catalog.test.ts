@@ -5,7 +5,7 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { setHostSeams } from "../../src/worker/host-config.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { call, json, token, until } from "./http-fixtures.js";
 import { defineTool, ok, ProductEndpoint } from "./product-endpoint.js";
 import { ManualClock, ManualTime } from "./session-fixtures.js";

@@ -12,8 +12,8 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readSse } from "../../src/client/sse.js";
 import type { JsonObject } from "../../src/storage/records.js";
-import { DEFAULT_KILL_BOUND, setHostSeams } from "../../src/worker/host-config.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { DEFAULT_KILL_BOUND, setHostSeams } from "../../src/worker/platform/host-config.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
 import { harnessOf, installSeams, ManualClock, resetSeams, type Seams } from "./session-fixtures.js";
 

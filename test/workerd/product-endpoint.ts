@@ -7,8 +7,8 @@
  */
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
-import { base64 } from "../../src/worker/base64.js";
-import { setHostSeams, type HostSeams } from "../../src/worker/host-config.js";
+import { base64 } from "../../src/worker/crypto/base64.js";
+import { setHostSeams, type HostSeams } from "../../src/worker/platform/host-config.js";
 import { call, token } from "./http-fixtures.js";
 
 /** One request the endpoint saw, signature checked. */

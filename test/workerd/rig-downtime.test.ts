@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { bind } from "../../src/core/state.js";
 import type { Actor } from "../../src/rig/index.js";
 import { witnessPatrol, witnessTask } from "../../src/rig/state.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { harnessOf, installSeams, ok, resetSeams, TestSession, until, type Seams } from "./session-fixtures.js";
 
 const MIN = 60_000;

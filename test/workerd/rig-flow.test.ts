@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { untar } from "../../src/rig/chipset.js";
 import { mailbox } from "../../src/rig/state.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { call, client, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 import { harnessOf, installSeams, resetSeams, type ManualClock } from "./session-fixtures.js";
 

@@ -10,8 +10,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { bind } from "../../src/core/state.js";
 import { erase } from "../../src/core/task-kind.js";
 import { hookValue } from "../../src/rig/state.js";
-import { registerTestKinds, resetTestKinds } from "../../src/worker/kinds.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { registerTestKinds, resetTestKinds } from "../../src/worker/session/kinds.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { call, json, stubOf, token, uniqueSession, until } from "./http-fixtures.js";
 import { contractKind, harnessOf, call as background } from "./session-fixtures.js";
 

@@ -16,8 +16,8 @@ import { newSchedule, scheduleDefinition, type ScheduleState } from "../../src/k
 import { createTurnKit } from "../../src/kinds/turns.js";
 import { waitingInputs } from "../../src/kinds/waiting.js";
 import type { Id } from "../../src/storage/records.js";
-import { registerTestKinds } from "../../src/worker/kinds.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { registerTestKinds } from "../../src/worker/session/kinds.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { echoTool, fauxAssistantMessage, heldStream, ScriptedProvider } from "../kinds/turn-race-fixtures.js";
 import { call, clockOf, harnessOf, installSeams, resetSeams, taskOf, TestSession, until, type Seams } from "./session-fixtures.js";
 

@@ -1,5 +1,5 @@
 /**
- * Sealed secrets (src/worker/sealed-secrets.ts): a secret sealed for a context opens for that context
+ * Sealed secrets (src/worker/crypto/sealed-secrets.ts): a secret sealed for a context opens for that context
  * only; a tampered blob does not open; after a rotation what the previous key sealed still opens and
  * new seals use the new key; a missing key is `misconfigured`; the plaintext never shows in the blob
  * or in an error.
@@ -8,7 +8,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { Env } from "../../src/worker/env.js";
 import { Problem } from "../../src/worker/problems.js";
-import { openSecret, sealSecret, type SealContext, type SealedSecret } from "../../src/worker/sealed-secrets.js";
+import { openSecret, sealSecret, type SealContext, type SealedSecret } from "../../src/worker/crypto/sealed-secrets.js";
 
 const KEY_A = "test-only-sealing-key-A-0123456789abcdef";
 const KEY_B = "test-only-sealing-key-B-0123456789abcdef";

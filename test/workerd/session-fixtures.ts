@@ -4,7 +4,7 @@
  *
  * The Durable Objects of the main worker run in the tests' isolate, so this module's state is shared
  * with them: the kinds installed through `registerTestKinds` and the seams set through `setHostSeams`
- * are what the next object instance uses (src/worker/kinds.ts, src/worker/host-config.ts).
+ * are what the next object instance uses (src/worker/session/kinds.ts, src/worker/platform/host-config.ts).
  */
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
@@ -14,10 +14,10 @@ import type { Clock, InvocationMethod } from "../../src/core/host.js";
 import type { TaskRuntime } from "../../src/core/runtime.js";
 import { defineTaskKind, erase, type AnyTaskKind, type TaskDefinition, type TaskRoles } from "../../src/core/task-kind.js";
 import type { Id, Task, TaskStateBase } from "../../src/storage/records.js";
-import { setHostSeams, type HostReport } from "../../src/worker/host-config.js";
-import { registerTestKinds, resetTestKinds } from "../../src/worker/kinds.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
-import { sessionRpc, type SessionRpc } from "../../src/worker/session-rpc.js";
+import { setHostSeams, type HostReport } from "../../src/worker/platform/host-config.js";
+import { registerTestKinds, resetTestKinds } from "../../src/worker/session/kinds.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
+import { sessionRpc, type SessionRpc } from "../../src/worker/session/rpc.js";
 
 export const call = BACKGROUND_CONTEXT;
 

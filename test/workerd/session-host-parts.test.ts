@@ -8,8 +8,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { migrate } from "../../src/storage/migrations.js";
 import type { SqlHost } from "../../src/storage/sql.js";
-import { AlarmPlan, MIN_ALARM_DELAY_MS } from "../../src/worker/alarm-plan.js";
-import { HostBook } from "../../src/worker/host-book.js";
+import { AlarmPlan, MIN_ALARM_DELAY_MS } from "../../src/worker/session/alarm-plan.js";
+import { HostBook } from "../../src/worker/session/host-book.js";
 
 function inObject<R>(name: string, fn: (host: SqlHost) => R | Promise<R>): Promise<R> {
   const stub = env.SESSIONS.get(env.SESSIONS.idFromName(`host-parts:${name}:${crypto.randomUUID()}`));

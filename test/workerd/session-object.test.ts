@@ -12,9 +12,9 @@ import { conversationValue } from "../../src/core/state.js";
 import { erase } from "../../src/core/task-kind.js";
 import { SCHEMA_VERSION } from "../../src/storage/migrations.js";
 import { sessionErrorCode } from "../../src/worker/errors.js";
-import { DEFAULT_KILL_BOUND, HEARTBEAT_MS } from "../../src/worker/host-config.js";
-import { registerTestKinds } from "../../src/worker/kinds.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { DEFAULT_KILL_BOUND, HEARTBEAT_MS } from "../../src/worker/platform/host-config.js";
+import { registerTestKinds } from "../../src/worker/session/kinds.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import {
   addTask,
   call,

@@ -55,11 +55,11 @@ import { mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig
 import { DEFAULT_SETTINGS, MAYOR_ID, type WitnessAgentRecord } from "../../src/rig/types.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
-import { echoProvider } from "../../src/worker/echo-model.js";
-import { registerTestKinds, sessionTurnKit } from "../../src/worker/kinds.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
-import { sessionRpc, type SessionRpc } from "../../src/worker/session-rpc.js";
-import { signWebhook, webhookSecret } from "../../src/worker/webhooks.js";
+import { echoProvider } from "../../src/worker/platform/echo-model.js";
+import { registerTestKinds, sessionTurnKit } from "../../src/worker/session/kinds.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
+import { sessionRpc, type SessionRpc } from "../../src/worker/session/rpc.js";
+import { signWebhook, webhookSecret } from "../../src/worker/crypto/webhooks.js";
 import { call, clockOf, installSeams, resetSeams, type Seams } from "./session-fixtures.js";
 import {
   armKill,

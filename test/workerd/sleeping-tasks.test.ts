@@ -22,8 +22,8 @@ import type { Actor } from "../../src/rig/index.js";
 import { WITNESS_KIND } from "../../src/rig/index.js";
 import { witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import type { Id, JsonValue } from "../../src/storage/records.js";
-import { DEFAULT_KILL_BOUND } from "../../src/worker/host-config.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { DEFAULT_KILL_BOUND } from "../../src/worker/platform/host-config.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { addTask, call, calls, clearLog, clockOf, harnessOf, installKinds, installSeams, logCall, ok, resetSeams, taskOf, TestSession, until, waitForCalls, type Seams } from "./session-fixtures.js";
 
 const MIN = 60_000;

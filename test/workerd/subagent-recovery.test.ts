@@ -6,7 +6,7 @@
  * before the parent's result entry (the call is inside after_tool) — and the alarm that reopens it
  * recovers. Every case ends with one child, one answer and one result entry for the call.
  *
- * The turn kit is registered through the test seam (src/worker/kinds.ts) over a faux model that answers
+ * The turn kit is registered through the test seam (src/worker/session/kinds.ts) over a faux model that answers
  * like the built-in echo model; the points are held by hooks of that kit. After the kill a fresh gate
  * is installed and the old one is never released, so nothing of the killed instance runs on.
  *
@@ -22,9 +22,9 @@ import { generationConfig } from "../../src/kinds/config.js";
 import { createTurnKit } from "../../src/kinds/turns.js";
 import type { Entry, Id, Task } from "../../src/storage/records.js";
 import { subagentTool } from "../../src/tools/subagent.js";
-import { echoReply } from "../../src/worker/echo-model.js";
-import { registerTestKinds, resetTestKinds } from "../../src/worker/kinds.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { echoReply } from "../../src/worker/platform/echo-model.js";
+import { registerTestKinds, resetTestKinds } from "../../src/worker/session/kinds.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { deferred, type Deferred } from "../core/driver-fixtures.js";
 import { echoTool } from "../kinds/turn-fixtures.js";
 import { call, clockOf, harnessOf, installSeams, resetSeams, TestSession, until } from "./session-fixtures.js";

@@ -6,7 +6,7 @@
 import { abortAllDurableObjects } from "cloudflare:test";
 import { INVALID_SPAN_CONTEXT, SpanStatusCode, trace, type Span, type SpanAttributes, type SpanOptions, type SpanStatus, type Tracer, type TracerProvider } from "@opentelemetry/api";
 import { afterEach, describe, expect, it } from "vitest";
-import { openTelemetryTracer, TRACER_NAME } from "../../src/worker/telemetry.js";
+import { openTelemetryTracer, TRACER_NAME } from "../../src/worker/platform/telemetry.js";
 import { client, uniqueSession, until } from "./http-fixtures.js";
 
 interface FakeSpan {

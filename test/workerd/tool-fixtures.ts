@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { expect } from "vitest";
 import type { HttpToolDefinition } from "../../src/kinds/remote-call-tool.js";
-import { toolSecret } from "../../src/worker/webhooks.js";
+import { toolSecret } from "../../src/worker/crypto/webhooks.js";
 import { call, json, token } from "./http-fixtures.js";
 
 export const PRODUCT = "https://product.test";

@@ -13,8 +13,8 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/storage/records.js";
-import { setHostSeams } from "../../src/worker/host-config.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { Receiver, registerEndpoint } from "./event-fixtures.js";
 import { call, json, token, uniqueSession } from "./http-fixtures.js";
 import { clockOf, ManualClock, ManualTime, resetSeams } from "./session-fixtures.js";

@@ -13,8 +13,8 @@ import { bindResult } from "../../src/core/inbox.js";
 import { generationConfig, turnPolicy } from "../../src/kinds/config.js";
 import { createTurnKit } from "../../src/kinds/turns.js";
 import type { Id } from "../../src/storage/records.js";
-import { registerTestKinds } from "../../src/worker/kinds.js";
-import type { SessionObject } from "../../src/worker/session-object.js";
+import { registerTestKinds } from "../../src/worker/session/kinds.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 import { echoTool, fauxAssistantMessage, heldStream, ScriptedProvider } from "../kinds/turn-race-fixtures.js";
 import { call, harnessOf, installSeams, resetSeams, TestSession, until } from "./session-fixtures.js";
 

@@ -8,7 +8,7 @@ import { env } from "cloudflare:workers";
 import { sign } from "hono/jwt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { API_ROUTES } from "../../src/api/openapi.js";
-import { app, servedRoutes } from "../../src/worker/app.js";
+import { app, servedRoutes } from "../../src/worker/http/app.js";
 import { call, json, lastSeq, token } from "./http-fixtures.js";
 import { createBody, fromTemplate, putUserTemplate } from "./users-fixtures.js";
 

@@ -1,5 +1,5 @@
 /**
- * The conversation watch feed (src/worker/watch-feed.ts, §9.4) shows entries as the HTTP API
+ * The conversation watch feed (src/worker/watch/feed.ts, §9.4) shows entries as the HTTP API
  * serves them: a tool result entry's data whole (§9.3), in the view and in the commit messages alike, so
  * a client that folds the messages onto its first view (src/core/watch-reduce.ts) ends with the entries
  * of a fresh view; the core watch and storage keep the compact data (fewer stored bytes). The same holds for
@@ -14,9 +14,9 @@ import { bind } from "../../src/core/state.js";
 import { applyMessage, applySessionMessage, watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../../src/core/watch.js";
 import { compactToolData, readUsageRow } from "../../src/kinds/stored.js";
 import { usageList } from "../../src/kinds/usage.js";
-import type { FeedOut } from "../../src/worker/watch-feed.js";
-import { WatchFeed } from "../../src/worker/watch-feed.js";
-import { conversationPresenter, sessionPresenter } from "../../src/worker/watch-transport.js";
+import type { FeedOut } from "../../src/worker/watch/feed.js";
+import { WatchFeed } from "../../src/worker/watch/feed.js";
+import { conversationPresenter, sessionPresenter } from "../../src/worker/watch/transport.js";
 import { coreBackends } from "../core/backends.js";
 import { call, openHarness } from "../core/fixtures.js";
 import { untruncatedToolData } from "../kinds/tool-data-fixtures.js";

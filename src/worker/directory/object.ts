@@ -1,0 +1,505 @@
+/**
+ * DirectoryObject: one Durable Object per tenant listing that tenant's sessions (docs/api.md
+ * "Directory"). Session objects send it full-row updates (create, activity at most once a
+ * minute, title/labels changes, delete) and retry an update from their alarm until this object
+ * acknowledges it (session/directory-link.ts). `GET /v1/sessions` reads `list`.
+ *
+ * Every update carries a version (the sender's clock, strictly increasing per session): an update older
+ * than the row's version is acknowledged and ignored, so a late retry cannot undo a newer state. A
+ * delete leaves a tombstone with its version for the same reason; tombstones are never listed.
+ *
+ * It also keeps the tenant's tool catalog (docs/tools.md; the block at the end of this file): the
+ * `/v1/tools` routes write it, and sessions read it through `catalog(version)`; and the tenant's MCP
+ * servers (docs/mcp.md; directory/mcp.ts), whose selectable tools `catalog(version)` answers too.
+ * Its webhook endpoints (directory/endpoints.ts) and identity providers (directory/issuers.ts) are
+ * small stores of their own in the same SQLite.
+ */
+import { DurableObject } from "cloudflare:workers";
+import type { Env } from "../env.js";
+import { EndpointStore, type EndpointInput, type EndpointPatch, type EndpointRecord, type SessionEndpoint } from "./endpoints.js";
+import { UserStore, type DeleteTemplateOutcome, type PutTemplateOutcome, type Revocation, type TemplateIfMatch } from "./users.js";
+import type { TemplateDefinition, TemplateRecord } from "../../api/templates.js";
+import { IssuerStore, type IssuerInput, type IssuerRecord, type PutIssuerOutcome } from "./issuers.js";
+import type { SealedSecret } from "../crypto/sealed-secrets.js";
+import { hostClock } from "../platform/host-config.js";
+import type { CatalogRecord, ToolDefinition } from "../../kinds/catalog-types.js";
+import { McpServerStore, toolRecord, type McpServerRpc, type McpServerWrite, type McpSnapshotWrite } from "./mcp.js";
+import type { McpServerRecord } from "./mcp-snapshot.js";
+
+/** One session's row as the directory lists it. */
+export interface DirectoryEntry {
+  readonly session: string;
+  /** The end user who owns it (docs/users.md); undefined: the tenant's (created by a client or operator). */
+  readonly owner: string | undefined;
+  readonly title: string | undefined;
+  readonly labels: readonly string[];
+  readonly createdAt: number;
+  readonly lastActivityAt: number;
+  readonly liveTasks: number;
+}
+
+/** What a session object sends: its whole row, or its deletion. */
+export type DirectoryUpdate =
+  | ({ readonly type: "upsert"; readonly version: number } & DirectoryEntry)
+  | { readonly type: "delete"; readonly version: number; readonly session: string };
+
+export interface DirectoryQuery {
+  readonly limit: number;
+  readonly cursor?: string;
+  readonly q?: string;
+  /** Only this end user's sessions (a user token's listing). */
+  readonly owner?: string;
+  /** What the next page's cursor is bound to (identity/user-access.ts `cursorBinding`): the route refuses a cursor bound to another. */
+  readonly binding?: string;
+}
+
+export interface DirectoryPage {
+  readonly items: readonly DirectoryEntry[];
+  /** Pass as `cursor` for the next page; absent on the last page. */
+  readonly cursor?: string;
+}
+
+/** The RPC surface as callers see it through a stub. */
+export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc {
+  apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }>;
+  list(query: DirectoryQuery): Promise<DirectoryPage>;
+  // Webhook endpoints (events out) ---------------------------------------------------------------
+  createEndpoint(id: string, input: EndpointInput, secret: SealedSecret): Promise<EndpointRecord | undefined>;
+  listEndpoints(): Promise<EndpointRecord[]>;
+  getEndpoint(id: string): Promise<EndpointRecord | undefined>;
+  patchEndpoint(id: string, patch: EndpointPatch): Promise<EndpointRecord | undefined>;
+  deleteEndpoint(id: string): Promise<boolean>;
+  rotateEndpointSecret(id: string, secret: SealedSecret): Promise<EndpointRecord | undefined>;
+  disableEndpoint(id: string, failingSince: number, reason: string): Promise<{ readonly disabled: boolean }>;
+  sessionEndpoints(session: string): Promise<SessionEndpoint[]>;
+  // End users (docs/users.md; directory/users.ts) ---------------------------------------------------
+  putTemplate(name: string, definition: TemplateDefinition, ifMatch?: TemplateIfMatch): Promise<PutTemplateOutcome>;
+  getTemplate(name: string): Promise<TemplateRecord | undefined>;
+  listTemplates(): Promise<TemplateRecord[]>;
+  deleteTemplate(name: string, ifMatch?: TemplateIfMatch): Promise<DeleteTemplateOutcome>;
+  revokedAt(sub: string): Promise<number | undefined>;
+  revokeUser(sub: string, at: number): Promise<Revocation>;
+  userWatching(sub: string, session: string, until: number, now: number): Promise<number | undefined>;
+  // Identity providers (directory/issuers.ts) ------------------------------------------------------
+  putIssuer(name: string, input: IssuerInput, limit: number): Promise<PutIssuerOutcome>;
+  listIssuers(): Promise<IssuerRecord[]>;
+  getIssuer(name: string): Promise<IssuerRecord | undefined>;
+  deleteIssuer(name: string): Promise<boolean>;
+}
+
+/**
+ * A cursor is the last row's (lastActivityAt, session) position, opaque to clients, and for a user's
+ * listing the binding of that user (so the route refuses it on anyone else's listing).
+ */
+export function encodeCursor(lastActivityAt: number, session: string, binding?: string): string {
+  const value = binding === undefined ? [lastActivityAt, session] : [lastActivityAt, session, binding];
+  return btoa(JSON.stringify(value)).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
+}
+
+export function decodeCursor(cursor: string): { readonly lastActivityAt: number; readonly session: string; readonly binding: string | undefined } | undefined {
+  try {
+    const padded = cursor.replaceAll("-", "+").replaceAll("_", "/");
+    const value: unknown = JSON.parse(atob(padded + "=".repeat((4 - (padded.length % 4)) % 4)));
+    if (!Array.isArray(value) || value.length < 2 || value.length > 3) return undefined;
+    const [at, session, binding] = value as unknown[];
+    if (typeof at !== "number" || !Number.isFinite(at) || typeof session !== "string") return undefined;
+    if (binding !== undefined && typeof binding !== "string") return undefined;
+    return { lastActivityAt: at, session, binding };
+  } catch {
+    return undefined;
+  }
+}
+
+export class DirectoryObject extends DurableObject<Env> {
+  /**
+   * Test access (through runInDurableObject, never RPC): while above zero, each `apply` is refused and
+   * counts this down, so tests can see a session retry an unacknowledged update from its alarm.
+   */
+  refusing = 0;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS directory (
+      session TEXT PRIMARY KEY,
+      version INTEGER NOT NULL,
+      deleted INTEGER NOT NULL,
+      title TEXT,
+      labels TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      last_activity_at INTEGER NOT NULL,
+      live_tasks INTEGER NOT NULL
+    )`);
+    ctx.storage.sql.exec("CREATE INDEX IF NOT EXISTS directory_activity ON directory (deleted, last_activity_at DESC, session)");
+    // The owner column came later: a directory created before it gains it (NULL: the tenant's sessions).
+    if (!ctx.storage.sql.exec("PRAGMA table_info(directory)").toArray().some((column) => column["name"] === "owner")) {
+      ctx.storage.sql.exec("ALTER TABLE directory ADD COLUMN owner TEXT");
+    }
+    ctx.storage.sql.exec("CREATE INDEX IF NOT EXISTS directory_owner ON directory (owner, deleted, last_activity_at DESC, session)");
+    createCatalogTables(ctx.storage.sql);
+  }
+
+  apply(update: DirectoryUpdate): { readonly acknowledged: true } {
+    if (this.refusing > 0) {
+      this.refusing -= 1;
+      throw new Error("the directory refuses updates (test fault injection)");
+    }
+    const sql = this.ctx.storage.sql;
+    const row = sql.exec("SELECT version FROM directory WHERE session = ?", update.session).toArray()[0];
+    if (row !== undefined && Number(row["version"]) >= update.version) return { acknowledged: true };
+    switch (update.type) {
+      case "upsert":
+        sql.exec(
+          `INSERT INTO directory (session, version, deleted, owner, title, labels, created_at, last_activity_at, live_tasks)
+           VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 0, owner = excluded.owner, title = excluded.title,
+             labels = excluded.labels, created_at = excluded.created_at, last_activity_at = excluded.last_activity_at,
+             live_tasks = excluded.live_tasks`,
+          update.session,
+          update.version,
+          update.owner ?? null,
+          update.title ?? null,
+          JSON.stringify(update.labels),
+          update.createdAt,
+          update.lastActivityAt,
+          update.liveTasks,
+        );
+        break;
+      case "delete":
+        sql.exec(
+          `INSERT INTO directory (session, version, deleted, title, labels, created_at, last_activity_at, live_tasks)
+           VALUES (?, ?, 1, NULL, '[]', 0, 0, 0)
+           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 1, owner = NULL, title = NULL, labels = '[]'`,
+          update.session,
+          update.version,
+        );
+        break;
+      default: {
+        const never: never = update;
+        return never;
+      }
+    }
+    return { acknowledged: true };
+  }
+
+  /** Newest activity first (ties by session name); `q` matches the name, title or a label (case-insensitive). */
+  list(query: DirectoryQuery): DirectoryPage {
+    const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+    const where: string[] = ["deleted = 0"];
+    const params: (string | number)[] = [];
+    if (query.owner !== undefined) {
+      where.push("owner = ?");
+      params.push(query.owner);
+    }
+    if (after !== undefined) {
+      // The first term bounds the index range, so a deep page starts at the cursor instead of reading every row before it.
+      where.push("last_activity_at <= ? AND (last_activity_at < ? OR session > ?)");
+      params.push(after.lastActivityAt, after.lastActivityAt, after.session);
+    }
+    if (query.q !== undefined && query.q !== "") {
+      const pattern = `%${query.q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      where.push("(lower(session) LIKE ? ESCAPE '\\' OR lower(coalesce(title, '')) LIKE ? ESCAPE '\\' OR lower(labels) LIKE ? ESCAPE '\\')");
+      params.push(pattern, pattern, pattern);
+    }
+    const rows = this.ctx.storage.sql
+      .exec(
+        `SELECT session, owner, title, labels, created_at, last_activity_at, live_tasks FROM directory WHERE ${where.join(" AND ")}
+         ORDER BY last_activity_at DESC, session ASC LIMIT ?`,
+        ...params,
+        query.limit + 1,
+      )
+      .toArray();
+    const items: DirectoryEntry[] = rows.slice(0, query.limit).map((row) => ({
+      session: String(row["session"]),
+      owner: row["owner"] === null ? undefined : String(row["owner"]),
+      title: row["title"] === null ? undefined : String(row["title"]),
+      labels: JSON.parse(String(row["labels"])) as string[],
+      createdAt: Number(row["created_at"]),
+      lastActivityAt: Number(row["last_activity_at"]),
+      liveTasks: Number(row["live_tasks"]),
+    }));
+    const last = items[items.length - 1];
+    return rows.length > query.limit && last !== undefined ? { items, cursor: encodeCursor(last.lastActivityAt, last.session, query.binding) } : { items };
+  }
+
+  // Webhook endpoints (events out; directory/endpoints.ts) ------------------------------------------
+
+  #endpointStore: EndpointStore | undefined;
+
+  get #endpoints(): EndpointStore {
+    this.#endpointStore ??= new EndpointStore(this.ctx.storage.sql);
+    return this.#endpointStore;
+  }
+
+  createEndpoint(id: string, input: EndpointInput, secret: SealedSecret): EndpointRecord | undefined {
+    return this.#endpoints.create(id, input, secret, hostClock().now());
+  }
+
+  listEndpoints(): EndpointRecord[] {
+    return this.#endpoints.list();
+  }
+
+  getEndpoint(id: string): EndpointRecord | undefined {
+    return this.#endpoints.get(id);
+  }
+
+  patchEndpoint(id: string, patch: EndpointPatch): EndpointRecord | undefined {
+    return this.#endpoints.patch(id, patch, hostClock().now());
+  }
+
+  deleteEndpoint(id: string): boolean {
+    return this.#endpoints.delete(id);
+  }
+
+  rotateEndpointSecret(id: string, secret: SealedSecret): EndpointRecord | undefined {
+    return this.#endpoints.rotate(id, secret, hostClock().now());
+  }
+
+  disableEndpoint(id: string, failingSince: number, reason: string): { readonly disabled: boolean } {
+    return this.#endpoints.disable(id, failingSince, reason, hostClock().now());
+  }
+
+  sessionEndpoints(session: string): SessionEndpoint[] {
+    return this.#endpoints.forSession(session);
+  }
+
+  // End users: templates, revocations, watches (docs/users.md; directory/users.ts) -------------------
+
+  #userStore: UserStore | undefined;
+
+  get #users(): UserStore {
+    this.#userStore ??= new UserStore(this.ctx.storage.sql);
+    return this.#userStore;
+  }
+
+  putTemplate(name: string, definition: TemplateDefinition, ifMatch?: TemplateIfMatch): PutTemplateOutcome {
+    return this.#users.putTemplate(name, definition, Date.now(), ifMatch);
+  }
+
+  getTemplate(name: string): TemplateRecord | undefined {
+    return this.#users.getTemplate(name);
+  }
+
+  listTemplates(): TemplateRecord[] {
+    return this.#users.listTemplates();
+  }
+
+  deleteTemplate(name: string, ifMatch?: TemplateIfMatch): DeleteTemplateOutcome {
+    return this.#users.deleteTemplate(name, ifMatch);
+  }
+
+  revokedAt(sub: string): number | undefined {
+    return this.#users.revokedAt(sub);
+  }
+
+  revokeUser(sub: string, at: number): Revocation {
+    return this.#users.revoke(sub, at);
+  }
+
+  userWatching(sub: string, session: string, until: number, now: number): number | undefined {
+    return this.#users.watching(sub, session, until, now);
+  }
+
+  // Identity providers (docs/users.md; directory/issuers.ts) --------------------------------------
+
+  #issuerStore: IssuerStore | undefined;
+
+  get #issuers(): IssuerStore {
+    this.#issuerStore ??= new IssuerStore(this.ctx.storage.sql);
+    return this.#issuerStore;
+  }
+
+  putIssuer(name: string, input: IssuerInput, limit: number): PutIssuerOutcome {
+    return this.#issuers.put(name, input, limit, hostClock().now());
+  }
+
+  listIssuers(): IssuerRecord[] {
+    return this.#issuers.list();
+  }
+
+  getIssuer(name: string): IssuerRecord | undefined {
+    return this.#issuers.get(name);
+  }
+
+  deleteIssuer(name: string): boolean {
+    return this.#issuers.delete(name);
+  }
+
+  // The tenant's tool catalog (docs/tools.md) ------------------------------------------------------
+
+  /** Create or replace a tool (a tombstone is revived); bumps the catalog version. */
+  putTool(name: string, definition: ToolDefinition, ifMatch?: IfMatch): PutToolOutcome {
+    const sql = this.ctx.storage.sql;
+    const current = toolRow(sql, name);
+    const live = current !== undefined && !current.deleted;
+    if (ifMatch !== undefined && !matches(current, ifMatch)) return { type: "precondition", ...(live ? { current: current.version } : {}) };
+    const text = JSON.stringify(definition);
+    const bytes = new TextEncoder().encode(text).length;
+    if (bytes > MAX_DEFINITION_BYTES) return { type: "too_large", bytes, limit: MAX_DEFINITION_BYTES };
+    if (!live && liveToolCount(sql) >= MAX_LIVE_TOOLS) return { type: "too_many", limit: MAX_LIVE_TOOLS };
+    const version = bumpCatalog(sql);
+    const updatedAt = Date.now();
+    sql.exec(
+      `INSERT INTO tools (name, version, deleted, definition, updated_at) VALUES (?, ?, 0, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET version = excluded.version, deleted = 0, definition = excluded.definition, updated_at = excluded.updated_at`,
+      name,
+      version,
+      text,
+      updatedAt,
+    );
+    return { type: "stored", created: !live, record: { name, version, updatedAt, deleted: false, definition } };
+  }
+
+  /** A live tool (a tombstone is not found). */
+  getTool(name: string): CatalogRecord | undefined {
+    const row = toolRow(this.ctx.storage.sql, name);
+    return row === undefined || row.deleted ? undefined : row;
+  }
+
+  /** The live tools by name, and the catalog version. */
+  listTools(): { readonly version: number; readonly items: readonly CatalogRecord[] } {
+    const sql = this.ctx.storage.sql;
+    const rows = sql.exec("SELECT name, version, deleted, definition, updated_at FROM tools WHERE deleted = 0 ORDER BY name").toArray();
+    return { version: catalogVersion(sql), items: rows.map(toolRecord) };
+  }
+
+  /** Delete a live tool: its row stays as a tombstone (still selectable; a later PUT revives it). */
+  deleteTool(name: string, ifMatch?: IfMatch): DeleteToolOutcome {
+    const sql = this.ctx.storage.sql;
+    const current = toolRow(sql, name);
+    if (current === undefined || current.deleted) return { type: "not_found" };
+    if (ifMatch !== undefined && !matches(current, ifMatch)) return { type: "precondition", current: current.version };
+    const version = bumpCatalog(sql);
+    sql.exec("UPDATE tools SET version = ?, deleted = 1, definition = NULL, updated_at = ? WHERE name = ?", version, Date.now(), name);
+    return { type: "deleted", name, version };
+  }
+
+  /**
+   * What a session's catalog copy reads: the version, and every record (tombstones too; the MCP servers'
+   * tools after the catalog's own) only when the version is not `since` (an unchanged catalog costs this
+   * one small answer).
+   */
+  catalog(since?: number): CatalogSnapshot {
+    const sql = this.ctx.storage.sql;
+    const version = catalogVersion(sql);
+    if (since === version) return { version };
+    const rows = sql.exec("SELECT name, version, deleted, definition, updated_at FROM tools ORDER BY name").toArray();
+    return { version, records: [...rows.map(toolRecord), ...this.#mcp.records()] };
+  }
+
+  // The tenant's MCP servers (docs/mcp.md; directory/mcp.ts) -----------------------------------------
+
+  #mcpStore: McpServerStore | undefined;
+
+  get #mcp(): McpServerStore {
+    this.#mcpStore ??= new McpServerStore(this.ctx.storage.sql, () => bumpCatalog(this.ctx.storage.sql));
+    return this.#mcpStore;
+  }
+
+  putMcpServer(input: McpServerWrite): ReturnType<McpServerStore["put"]> {
+    return this.#mcp.put(input, Date.now());
+  }
+
+  getMcpServer(name: string): McpServerRecord | undefined {
+    return this.#mcp.get(name);
+  }
+
+  listMcpServers(): McpServerRecord[] {
+    return this.#mcp.list();
+  }
+
+  deleteMcpServer(name: string): ReturnType<McpServerStore["delete"]> {
+    return this.#mcp.delete(name, Date.now());
+  }
+
+  refreshMcpServer(name: string, revision: number, list: McpSnapshotWrite): ReturnType<McpServerStore["refresh"]> {
+    return this.#mcp.refresh(name, revision, list, Date.now());
+  }
+
+  mcpServerSecrets(name: string): ReturnType<McpServerStore["secrets"]> {
+    return this.#mcp.secrets(name);
+  }
+}
+
+/** The typed RPC view of a tenant's directory. */
+export function directoryStub(env: Env, tenant: string): DirectoryRpc {
+  const namespace = env.DIRECTORY;
+  return namespace.get(namespace.idFromName(tenant)) as unknown as DirectoryRpc;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The tenant's tool catalog (docs/tools.md): operators define tools over `/v1/tools`; sessions keep a
+// memory copy (src/worker/session/tool-catalog.ts) that reads `catalog(version)` at most once per its TTL.
+// One counter versions the whole catalog: every PUT and DELETE bumps it and stamps the row with it, so
+// a row's version is its ETag and the counter is the list's.
+
+/** Live tools a tenant may define. */
+export const MAX_LIVE_TOOLS = 200;
+/** A stored definition's largest size, bytes of JSON (UTF-8). */
+export const MAX_DEFINITION_BYTES = 65_536;
+
+/** An `If-Match` condition: a version the caller saw, or `*` (the tool exists). */
+export type IfMatch = number | "*";
+
+export type PutToolOutcome =
+  | { readonly type: "stored"; readonly record: CatalogRecord; readonly created: boolean }
+  /** `If-Match` names another version (`current`), or the tool does not exist (no `current`). */
+  | { readonly type: "precondition"; readonly current?: number }
+  | { readonly type: "too_large"; readonly bytes: number; readonly limit: number }
+  | { readonly type: "too_many"; readonly limit: number };
+
+export type DeleteToolOutcome =
+  | { readonly type: "deleted"; readonly name: string; readonly version: number }
+  | { readonly type: "not_found" }
+  | { readonly type: "precondition"; readonly current: number };
+
+/** The catalog version, and every record (tombstones too) when it changed since the version asked about. */
+export interface CatalogSnapshot {
+  readonly version: number;
+  readonly records?: readonly CatalogRecord[];
+}
+
+/** The catalog's RPC surface as callers see it through a stub. */
+export interface ToolCatalogRpc {
+  putTool(name: string, definition: ToolDefinition, ifMatch?: IfMatch): Promise<PutToolOutcome>;
+  getTool(name: string): Promise<CatalogRecord | undefined>;
+  listTools(): Promise<{ readonly version: number; readonly items: readonly CatalogRecord[] }>;
+  deleteTool(name: string, ifMatch?: IfMatch): Promise<DeleteToolOutcome>;
+  catalog(since?: number): Promise<CatalogSnapshot>;
+}
+
+function createCatalogTables(sql: SqlStorage): void {
+  sql.exec(`CREATE TABLE IF NOT EXISTS tools (
+    name TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    deleted INTEGER NOT NULL,
+    definition TEXT,
+    updated_at INTEGER NOT NULL
+  )`);
+  sql.exec("CREATE TABLE IF NOT EXISTS catalog (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)");
+}
+
+function catalogVersion(sql: SqlStorage): number {
+  const row = sql.exec("SELECT version FROM catalog WHERE id = 1").toArray()[0];
+  return row === undefined ? 0 : Number(row["version"]);
+}
+
+function bumpCatalog(sql: SqlStorage): number {
+  const version = catalogVersion(sql) + 1;
+  sql.exec("INSERT INTO catalog (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version", version);
+  return version;
+}
+
+function liveToolCount(sql: SqlStorage): number {
+  return Number(sql.exec("SELECT count(*) AS n FROM tools WHERE deleted = 0").one()["n"]);
+}
+
+function toolRow(sql: SqlStorage, name: string): CatalogRecord | undefined {
+  const row = sql.exec("SELECT name, version, deleted, definition, updated_at FROM tools WHERE name = ?", name).toArray()[0];
+  return row === undefined ? undefined : toolRecord(row);
+}
+
+/** `If-Match` holds: the tool is live and `*` or its version was named. */
+function matches(current: CatalogRecord | undefined, ifMatch: IfMatch): boolean {
+  if (current === undefined || current.deleted) return false;
+  return ifMatch === "*" || ifMatch === current.version;
+}

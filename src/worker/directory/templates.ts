@@ -1,0 +1,93 @@
+/**
+ * Session templates at the session routes (docs/users.md "Templates"): a create with `{ template }`
+ * starts from the template's fields; a user token must name one and may set only the fields the
+ * template marks user-settable, and later PATCHes (config, title, labels) only those. Operators and
+ * clients may name a template and override any field. The session keeps the template's name, version
+ * and user-settable fields from its creation (`TemplateBinding`), so a later change or deletion of the
+ * template does not change what its users may do.
+ */
+import type { TemplateField, TemplateRecord } from "../../api/templates.js";
+import { TEMPLATE_FIELDS } from "../../api/templates.js";
+import { directoryStub } from "./object.js";
+import type { Env } from "../env.js";
+import { Problem } from "../problems.js";
+import type { Claims, SessionConfigBody } from "../schemas.js";
+
+/** Where a session keeps its TemplateBinding (its object's KV; written when it is created). */
+export const TEMPLATE_KEY = "edge.session.template";
+
+/** What a session remembers of the template it was created from. */
+export interface TemplateBinding {
+  readonly name: string;
+  readonly version: number;
+  readonly userSettable: readonly TemplateField[];
+}
+
+/** A create's config after its template: the fields to create with, and the binding to keep. */
+export interface ResolvedConfig {
+  readonly config: Omit<SessionConfigBody, "template">;
+  readonly binding?: TemplateBinding;
+}
+
+const FIELDS: ReadonlySet<string> = new Set(TEMPLATE_FIELDS);
+
+/** The fields a body sets (those present, in the template field order). */
+function setFields(body: Readonly<Record<string, unknown>>): TemplateField[] {
+  return TEMPLATE_FIELDS.filter((field) => body[field] !== undefined);
+}
+
+function templateFields(record: TemplateRecord): Omit<SessionConfigBody, "template"> {
+  const out: Record<string, unknown> = {};
+  for (const field of TEMPLATE_FIELDS) if (record[field] !== undefined) out[field] = record[field];
+  return out as Omit<SessionConfigBody, "template">;
+}
+
+/** 403 naming the first field a user may not set under `binding` (none: a session from no template lets users set nothing). */
+export function refuseUserFields(binding: TemplateBinding | undefined, fields: readonly string[]): void {
+  const allowed = new Set<string>(binding?.userSettable ?? []);
+  for (const field of fields) {
+    if (!FIELDS.has(field) || allowed.has(field)) continue;
+    throw new Problem(
+      "forbidden",
+      binding === undefined
+        ? `a user may not set ${field}: this session was not created from a template that lets users set it`
+        : `a user may not set ${field}: template ${binding.name} does not mark it user-settable (user-settable: ${binding.userSettable.join(", ") || "none"})`,
+      field,
+    );
+  }
+}
+
+/**
+ * The config a session PUT creates with. A user token must name a template (422 `invalid_template`
+ * naming `template`), may set only its user-settable fields (403 naming the field), and gets the
+ * template's values for the rest; other roles get the template's values under their own fields.
+ * An unknown template is 404 `template_not_found`. Nothing is written.
+ */
+export async function resolveTemplateForUser(env: Env, claims: Claims, body: SessionConfigBody): Promise<ResolvedConfig> {
+  const { template, ...fields } = body;
+  if (template === undefined) {
+    if (claims.role === "user") throw new Problem("invalid_template", "template: a user token creates sessions from a template ({ template: name })", "template");
+    return { config: fields };
+  }
+  const record = await directoryStub(env, claims.tenant).getTemplate(template);
+  if (record === undefined) throw new Problem("template_not_found", `the tenant has no template ${JSON.stringify(template)}`, "template");
+  const binding: TemplateBinding = { name: record.name, version: record.version, userSettable: [...record.userSettable] };
+  if (claims.role === "user") refuseUserFields(binding, setFields(fields));
+  return { config: { ...templateFields(record), ...fields }, binding };
+}
+
+/**
+ * A user's PATCH (of a conversation's config, or the session's title and labels) sets only the fields
+ * the session's template marks user-settable (403 naming the field). Other roles, and a session that
+ * does not exist (the operation answers 404), pass.
+ */
+export async function refuseUserPatch(
+  claims: Claims,
+  stub: { templateBinding(): Promise<{ readonly exists: boolean; readonly binding?: TemplateBinding }> },
+  patch: Readonly<Record<string, unknown>>,
+): Promise<void> {
+  if (claims.role !== "user") return;
+  const state = await stub.templateBinding();
+  if (!state.exists) return;
+  refuseUserFields(state.binding, Object.keys(patch).filter((field) => patch[field] !== undefined));
+}

@@ -1,0 +1,122 @@
+/**
+ * Conversation routes: accept input (Idempotency-Key, ?wait), snapshot, entries paging, abort, delete
+ * (a non-root conversation with its ownership subtree), fork, collapse, reset and config. `{conversation}` is an id or `root`.
+ */
+import { Hono } from "hono";
+import { requires, type AppEnv } from "../../identity/auth.js";
+import { Problem } from "../../problems.js";
+import { canonical, requestId } from "../../session/api.js";
+import { reserveInput, unreserveOnFailure } from "../../limits/admission.js";
+import { refuseUserPatch } from "../../directory/templates.js";
+import { type AcceptBody, acceptBody, acceptQuery, collapseBody, configPatch, emptyBody, entriesQuery, forkBody, noQuery, parse, requestKey, resetBody } from "../../schemas.js";
+import { body, conversationParam, query, run, session } from "./shared.js";
+
+export const conversationRoutes = new Hono<AppEnv>();
+
+/** SHA-256 of the canonical JSON of an accept body: what an Idempotency-Key's reuse is compared by. */
+async function requestHash(input: AcceptBody): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canonical(input)));
+  return btoa(String.fromCharCode(...new Uint8Array(digest)));
+}
+
+const base = "/:session/conversations/:conversation";
+
+conversationRoutes.post(`${base}/inputs`, requires("input"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  const { wait } = query(c, acceptQuery);
+  const header = c.req.header("idempotency-key");
+  const key = header === undefined ? undefined : parse(requestKey, header, "invalid_header", "idempotency-key");
+  const input = await body(c, acceptBody);
+  // Quotas (limits/admission.ts): reserved before the session sees the input, undone when it does not accept it.
+  const reserved = await reserveInput(c.env, c.get("claims"), c.req.param("session") ?? "", key === undefined ? undefined : requestId({ type: "idempotency", key }));
+  const response = await unreserveOnFailure(reserved, stub.op("accept", ref, {
+      input: input.input,
+      ...(input.mode === undefined ? {} : { mode: input.mode }),
+      ...(input.whenBusy === undefined ? {} : { whenBusy: input.whenBusy }),
+      ...(key === undefined ? {} : { source: { type: "idempotency", key }, requestHash: await requestHash(input) }),
+      ...(wait === undefined ? {} : { waitSeconds: wait }),
+  }));
+  if (response.duplicate) await reserved?.cancel();
+  return c.json(response, response.duplicate ? 200 : 201);
+});
+
+conversationRoutes.get(base, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  return c.json(await run(stub.op("snapshot", ref)));
+});
+
+conversationRoutes.get(`${base}/entries`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  const q = query(c, entriesQuery);
+  if (q.before !== undefined && q.after !== undefined && q.after >= q.before) {
+    throw new Problem("invalid_cursor", "after must be below before", "after");
+  }
+  return c.json(await run(stub.op("entries", ref, q)));
+});
+
+conversationRoutes.post(`${base}/abort`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  await body(c, emptyBody, { optional: true });
+  return c.json(await run(stub.op("abort", ref)));
+});
+
+conversationRoutes.delete(base, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  return c.json(await run(stub.op("deleteConversation", ref)));
+});
+
+conversationRoutes.post(`${base}/fork`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  const options = await body(c, forkBody);
+  return c.json(await run(stub.op("fork", ref, options.abort === undefined ? { at: options.at } : { at: options.at, abort: options.abort })), 201);
+});
+
+conversationRoutes.post(`${base}/continue`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  await body(c, emptyBody, { optional: true });
+  return c.json(await run(stub.op("continue", ref)));
+});
+
+conversationRoutes.post(`${base}/collapse`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  const options = await body(c, collapseBody, { optional: true });
+  return c.json(await run(stub.op("collapse", ref, options.instructions)), 202);
+});
+
+conversationRoutes.post(`${base}/reset`, requires("conversation"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  const options = await body(c, resetBody, { optional: true });
+  return c.json(await run(stub.op("reset", ref, options.handoff)));
+});
+
+conversationRoutes.get(`${base}/config`, requires("config"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  return c.json(await run(stub.op("getConfig", ref)));
+});
+
+conversationRoutes.patch(`${base}/config`, requires("config"), async (c) => {
+  const stub = session(c);
+  const ref = conversationParam(c);
+  query(c, noQuery);
+  const patch = await body(c, configPatch);
+  await refuseUserPatch(c.get("claims"), stub, patch);
+  return c.json(await run(stub.op("patchConfig", ref, patch)));
+});

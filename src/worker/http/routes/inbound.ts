@@ -1,0 +1,158 @@
+/**
+ * Inbound endpoints (docs/integrations.md "Events in"): a sender that speaks its own format (GitHub,
+ * Slack, Stripe, or Standard Webhooks) posts to a URL that carries the tenant, so it needs no token.
+ *
+ *   PUT    /v1/sessions/:session/inbound/:name   (operator) { format, conversation?, mode?, template?, secret? }
+ *   GET    /v1/sessions/:session/inbound         (operator) { items } (never a secret)
+ *   GET    /v1/sessions/:session/inbound/:name   (operator)
+ *   DELETE /v1/sessions/:session/inbound/:name   (operator)
+ *   POST   /v1/inbound/:tenant/:session/:name    (the sender's signature)
+ *
+ * The Worker seals an endpoint's secret before the session stores it and opens it to verify a
+ * delivery (crypto/sealed-secrets.ts); the session never holds it in the clear. A delivery is verified exactly as
+ * its platform documents (inbound/verify.ts), then accepted with the request key
+ * `webhook:{name}:{delivery id}`, so a redelivery answers the first acceptance and writes nothing, and
+ * two endpoints' ids never collide. It answers as soon as the input is accepted (the turn runs after),
+ * well inside Slack's 3 s. An endpoint that does not exist is 401 `invalid_signature`, like a bad
+ * signature: the URL reveals nothing.
+ */
+import { Hono } from "hono";
+import { inboundBody, inboundName, type InboundFormatName } from "../../../api/inbound.js";
+import type { InboundResponse } from "../../../api/responses.js";
+import { requires, type AppEnv } from "../../identity/auth.js";
+import { inboundInput } from "../../inbound/template.js";
+import { INBOUND_FORMATS, verifyInbound, type InboundFormat } from "../../inbound/verify.js";
+import type { InboundConfig, InboundMode } from "../../session/inbound-ops.js";
+import { Problem, unwrap } from "../../problems.js";
+import { noQuery, parse, sessionName, tenantName } from "../../schemas.js";
+import { openSecret, sealSecret, type SealContext } from "../../crypto/sealed-secrets.js";
+import type { AcceptRequest } from "../../session/api.js";
+import { base64 } from "../../crypto/base64.js";
+import { body, query, run, session, sessionStub, type AppContext } from "./shared.js";
+
+/** The wire's formats are the verifier's (a compile-time check: the two lists cannot drift apart). */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+export const inboundFormatsAgree: Same<InboundFormat, (typeof INBOUND_FORMATS)[number]> & Same<InboundFormat, InboundFormatName> = true;
+
+/** A standard endpoint's secret: `whsec_` and 32 random bytes in base64 (what Standard Webhooks libraries take). */
+function generatedSecret(): string {
+  return `whsec_${base64(crypto.getRandomValues(new Uint8Array(32)))}`;
+}
+
+function sealContext(tenant: string, session: string, name: string): SealContext {
+  return { tenant, owner: `inbound:${session}/${name}`, field: "secret" };
+}
+
+function nameParam(c: AppContext): string {
+  return parse(inboundName, c.req.param("name"), "invalid_id", "name");
+}
+
+/** The URL a sender posts to. */
+function deliveryUrl(c: AppContext, session: string, name: string): string {
+  const tenant = c.get("claims").tenant;
+  return `${new URL(c.req.url).origin}/v1/inbound/${encodeURIComponent(tenant)}/${encodeURIComponent(session)}/${name}`;
+}
+
+function view(c: AppContext, session: string, config: InboundConfig, secret?: string): InboundResponse {
+  const { name, format, conversationId, mode, template } = config;
+  return {
+    name,
+    url: deliveryUrl(c, session, name),
+    format,
+    conversationId,
+    mode,
+    ...(template === undefined ? {} : { template }),
+    ...(secret === undefined ? {} : { secret }),
+  };
+}
+
+export const inboundRoutes = new Hono<AppEnv>();
+
+inboundRoutes.put("/:session/inbound/:name", requires("inbound"), async (c) => {
+  const stub = session(c);
+  const sessionId = parse(sessionName, c.req.param("session"), "invalid_id", "session");
+  const name = nameParam(c);
+  query(c, noQuery);
+  const b = await body(c, inboundBody);
+  const offered = b.secret ?? generatedSecret();
+  const sealed = await sealSecret(c.env, sealContext(c.get("claims").tenant, sessionId, name), offered);
+  const result = await run(
+    stub.op("inboundPut", name, {
+      format: b.format,
+      conversation: b.conversation ?? "root",
+      mode: b.mode ?? "followUp",
+      ...(b.template === undefined ? {} : { template: b.template }),
+      secret: sealed,
+      generated: b.secret === undefined,
+    }),
+  );
+  const shown = b.secret === undefined && result.secretStored ? offered : undefined;
+  return c.json(view(c, sessionId, result.config, shown), result.created ? 201 : 200);
+});
+
+inboundRoutes.get("/:session/inbound", requires("inbound"), async (c) => {
+  const stub = session(c);
+  const sessionId = parse(sessionName, c.req.param("session"), "invalid_id", "session");
+  query(c, noQuery);
+  const items = await run(stub.op("inboundList"));
+  return c.json({ items: items.map((config) => view(c, sessionId, config)) });
+});
+
+inboundRoutes.get("/:session/inbound/:name", requires("inbound"), async (c) => {
+  const stub = session(c);
+  const sessionId = parse(sessionName, c.req.param("session"), "invalid_id", "session");
+  const name = nameParam(c);
+  query(c, noQuery);
+  return c.json(view(c, sessionId, await run(stub.op("inboundGet", name))));
+});
+
+inboundRoutes.delete("/:session/inbound/:name", requires("inbound"), async (c) => {
+  const stub = session(c);
+  const name = nameParam(c);
+  query(c, noQuery);
+  return c.json(await run(stub.op("inboundDelete", name)));
+});
+
+/** What an accept of a delivery asks for: nextRun is queued; followUp and steer say what to do when the conversation is busy. */
+function acceptMode(mode: InboundMode): Pick<AcceptRequest, "mode" | "whenBusy"> {
+  switch (mode) {
+    case "nextRun":
+      return { mode: "nextRun" };
+    case "followUp":
+    case "steer":
+      return { whenBusy: mode };
+    default: {
+      const never: never = mode;
+      return never;
+    }
+  }
+}
+
+const unknownEndpoint = (): Problem => new Problem("invalid_signature", "the signature does not verify for this endpoint");
+
+export const inboundDeliveryRoutes = new Hono<AppEnv>();
+
+inboundDeliveryRoutes.post("/:tenant/:session/:name", async (c) => {
+  const tenant = parse(tenantName, c.req.param("tenant"), "invalid_id", "tenant");
+  const sessionId = parse(sessionName, c.req.param("session"), "invalid_id", "session");
+  const name = parse(inboundName, c.req.param("name"), "invalid_id", "name");
+  query(c, noQuery);
+  const text = await c.req.text();
+  const stub = sessionStub(c.env, tenant, sessionId);
+  const found = await stub.op("inboundEndpoint", name);
+  // A session that was never created has no endpoints: the same answer as a missing one.
+  if (!found.ok && found.problem.code === "session_not_found") throw unknownEndpoint();
+  const endpoint = unwrap(found);
+  if (endpoint === null) throw unknownEndpoint();
+  const secret = await openSecret(c.env, sealContext(tenant, sessionId, name), endpoint.secret);
+  const verdict = await verifyInbound(endpoint.format, secret, (header) => c.req.header(header), c.req.header("content-type"), text, Date.now());
+  if (verdict.type === "reply") return c.json(verdict.body, 200);
+  const accepted = await run(
+    stub.op("accept", endpoint.conversationId, {
+      input: inboundInput(endpoint.template, verdict.payload),
+      ...acceptMode(endpoint.mode),
+      source: { type: "inbound", endpoint: name, id: verdict.deliveryId },
+    }),
+  );
+  return c.json({ inputId: accepted.inputId, duplicate: accepted.duplicate }, 200);
+});

@@ -1,0 +1,170 @@
+/**
+ * Session routes: create (PUT, 201 / 200 / 409), summary, delete, inputs by id, acceptances by request
+ * key, usage, and the operator's tasks, inspect, shutdown, fault and quarantine routes.
+ */
+import { Hono } from "hono";
+import { requires, type AppEnv } from "../../identity/auth.js";
+import { decodeCursor, directoryStub } from "../../directory/object.js";
+import { Problem } from "../../problems.js";
+import { emptyBody, noQuery, parse, requestKey, sessionConfig, sessionName, sessionPatch, sessionsQuery, tasksQuery, entriesQuery } from "../../schemas.js";
+import type { SessionConfig } from "../../session/api.js";
+import { creator, cursorBinding, newSessionName } from "../../identity/user-access.js";
+import { body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
+import { refuseUserPatch, resolveTemplateForUser } from "../../directory/templates.js";
+
+export const sessionRoutes = new Hono<AppEnv>();
+
+/**
+ * The caller's tenant's sessions from its directory, newest activity first; a user token sees only its
+ * own sessions (the owner filter is in the directory's query, so every page and filter keeps it), and
+ * its cursors are bound to it (another caller's cursor is invalid_cursor).
+ */
+sessionRoutes.get("/", requires("session.read"), async (c) => {
+  const q = query(c, sessionsQuery);
+  const claims = c.get("claims");
+  const binding = await cursorBinding(claims);
+  const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
+  // Unreadable, or bound to another caller's listing: a cursor is only good for the listing it came from.
+  if (q.cursor !== undefined && (after === undefined || after.binding !== binding)) {
+    throw new Problem("invalid_cursor", "the cursor is not one a previous page of this listing returned", "cursor");
+  }
+  const page = await directoryStub(c.env, claims.tenant).list({
+    limit: q.limit ?? 50,
+    ...(q.cursor === undefined ? {} : { cursor: q.cursor }),
+    ...(q.q === undefined ? {} : { q: q.q }),
+    ...(claims.role === "user" ? { owner: claims.sub ?? "" } : {}),
+    ...(binding === undefined ? {} : { binding }),
+  });
+  return c.json(page);
+});
+
+/** Create `name` with the body's config (an `owner` in the body is ignored: a user token's `sub` owns it). */
+async function createNamed(c: AppContext, name: string): Promise<{ readonly created: boolean; readonly config: SessionConfig }> {
+  const { owner: _ignored, ...fields } = await body(c, sessionConfig, { optional: true });
+  const claims = c.get("claims");
+  // A user creates from an operator's template and may set only what it marks user-settable (directory/templates.ts).
+  const resolved = await resolveTemplateForUser(c.env, claims, fields);
+  return run(sessionStub(c.env, claims.tenant, name).createSession(resolved.config, { tenant: claims.tenant, session: name, ...creator(claims, name) }, resolved.binding));
+}
+
+sessionRoutes.put("/:session", requires("session.create"), async (c) => {
+  const name = parse(sessionName, c.req.param("session"), "invalid_id", "session");
+  query(c, noQuery);
+  const result = await createNamed(c, name);
+  return c.json({ session: name, ...result }, result.created ? 201 : 200);
+});
+
+/**
+ * Create a session under a server-assigned, unguessable name (201 with Location): the way for browsers,
+ * since a PUT on a name that exists (and is not the caller's) reveals that it exists.
+ */
+sessionRoutes.post("/", requires("session.create"), async (c) => {
+  query(c, noQuery);
+  const name = newSessionName();
+  const result = await createNamed(c, name);
+  c.header("location", `/v1/sessions/${name}`);
+  return c.json({ session: name, ...result }, 201);
+});
+
+sessionRoutes.get("/:session", requires("session.read"), async (c) => {
+  const stub = session(c);
+  query(c, noQuery);
+  const summary = await run(stub.op("summary"));
+  const meta = await stub.directoryMeta();
+  return c.json({ session: c.req.param("session"), ...summary, ...(meta === undefined ? {} : { title: meta.title ?? null, labels: meta.labels }) });
+});
+
+sessionRoutes.patch("/:session", requires("session.create"), async (c) => {
+  const stub = session(c);
+  query(c, noQuery);
+  const change = await body(c, sessionPatch);
+  await refuseUserPatch(c.get("claims"), stub, change);
+  const meta = await run(stub.relabel(change));
+  return c.json({ session: c.req.param("session"), title: meta.title ?? null, labels: meta.labels });
+});
+
+sessionRoutes.delete("/:session", requires("delete"), async (c) => {
+  const stub = session(c);
+  query(c, noQuery);
+  const deleted = await run(stub.destroy());
+  return c.json(deleted);
+});
+
+sessionRoutes.get("/:session/inputs/:inputId", requires("input"), async (c) => {
+  const stub = session(c);
+  const inputId = idParam(c, "inputId");
+  query(c, noQuery);
+  return c.json(await run(stub.op("input", inputId)));
+});
+
+sessionRoutes.delete("/:session/inputs/:inputId", requires("input"), async (c) => {
+  const stub = session(c);
+  const inputId = idParam(c, "inputId");
+  query(c, noQuery);
+  return c.json(await run(stub.op("withdraw", inputId)));
+});
+
+sessionRoutes.get("/:session/acceptances/:requestKey", requires("input"), async (c) => {
+  const stub = session(c);
+  const key = parse(requestKey, c.req.param("requestKey"), "invalid_id", "requestKey");
+  query(c, noQuery);
+  const found = await run(stub.op("acceptance", { type: "idempotency", key }));
+  return c.json({ requestKey: key, conversationId: found.conversationId, inputId: found.inputId });
+});
+
+sessionRoutes.get("/:session/usage", requires("usage"), async (c) => {
+  const stub = session(c);
+  const q = query(c, entriesQuery.pick({ after: true, limit: true }));
+  return c.json(await run(stub.op("usage", q)));
+});
+
+sessionRoutes.get("/:session/tasks", requires("tasks"), async (c) => {
+  const stub = session(c);
+  const q = query(c, tasksQuery);
+  return c.json(
+    await run(
+      stub.op("tasks", {
+        ...(q.live === undefined ? {} : { live: q.live === "true" }),
+        ...(q.conversation === undefined ? {} : { conversation: q.conversation }),
+        ...(q.after === undefined ? {} : { after: q.after }),
+        ...(q.limit === undefined ? {} : { limit: q.limit }),
+      }),
+    ),
+  );
+});
+
+sessionRoutes.post("/:session/tasks/:taskId/abort", requires("tasks"), async (c) => {
+  const stub = session(c);
+  const taskId = idParam(c, "taskId");
+  query(c, noQuery);
+  await body(c, emptyBody, { optional: true });
+  return c.json(await run(stub.op("abortTask", taskId)));
+});
+
+sessionRoutes.post("/:session/tasks/:taskId/release", requires("quarantine"), async (c) => {
+  const stub = session(c);
+  const taskId = idParam(c, "taskId");
+  query(c, noQuery);
+  await body(c, emptyBody, { optional: true });
+  return c.json(await run(stub.op("releaseQuarantine", taskId)));
+});
+
+sessionRoutes.get("/:session/inspect", requires("inspect"), async (c) => {
+  const stub = session(c);
+  query(c, noQuery);
+  return c.json(await run(stub.op("inspect")));
+});
+
+sessionRoutes.post("/:session/shutdown", requires("shutdown"), async (c) => {
+  const stub = session(c);
+  query(c, noQuery);
+  await body(c, emptyBody, { optional: true });
+  return c.json(await run(stub.op("shutdown")));
+});
+
+sessionRoutes.post("/:session/fault/clear", requires("fault"), async (c) => {
+  const stub = session(c);
+  query(c, noQuery);
+  await body(c, emptyBody, { optional: true });
+  return c.json(await run(stub.op("clearFault")));
+});

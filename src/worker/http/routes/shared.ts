@@ -1,0 +1,69 @@
+/**
+ * Helpers every route module uses: the tenant-scoped session stub, and strict readers for path
+ * parameters, query strings, headers and JSON bodies that throw a `Problem` naming the bad field before
+ * anything is sent to a session (so a refused request writes nothing).
+ */
+import type { Context } from "hono";
+import type { z } from "zod";
+import type { AppEnv } from "../../identity/auth.js";
+import type { Env } from "../../env.js";
+import { Problem, unwrap, type Outcome } from "../../problems.js";
+import { conversationRef, idString, parse, queryObject, sessionName, type ConversationRef } from "../../schemas.js";
+import type { SessionObject } from "../../session/object.js";
+import { sessionObjectName } from "../../identity/owner.js";
+import { sessionRpc, type SessionRpc } from "../../session/rpc.js";
+
+export type AppContext = Context<AppEnv>;
+
+/** The session object of `tenant`: its name is tenant-scoped, so other tenants cannot address it. */
+export function sessionStub(env: Env, tenant: string, session: string): SessionRpc {
+  const namespace = env.SESSIONS;
+  return sessionRpc(namespace.get(namespace.idFromName(sessionObjectName(tenant, session))) as unknown as DurableObjectStub<SessionObject>);
+}
+
+/** The validated `:session` parameter and the caller's stub. */
+export function session(c: AppContext): SessionRpc {
+  const name = parse(sessionName, c.req.param("session"), "invalid_id", "session");
+  return sessionStub(c.env, c.get("claims").tenant, name);
+}
+
+export function conversationParam(c: AppContext): ConversationRef {
+  return parse(conversationRef, c.req.param("conversation"), "invalid_id", "conversation");
+}
+
+export function idParam(c: AppContext, name: string): number {
+  return parse(idString, c.req.param(name), "invalid_id", name);
+}
+
+/** The query string, parsed strictly (unknown or repeated parameters are refused). */
+export function query<S extends z.ZodType>(c: AppContext, schema: S): z.output<S> {
+  return parse(schema, queryObject(new URL(c.req.url)), "invalid_query");
+}
+
+/** A JSON body parsed with `schema`; with `optional`, an empty body means `{}`. */
+export async function body<S extends z.ZodType>(c: AppContext, schema: S, options: { readonly optional?: boolean } = {}): Promise<z.output<S>> {
+  const text = await c.req.text();
+  return parseBody(c.req.header("content-type"), text, schema, options);
+}
+
+export function parseBody<S extends z.ZodType>(contentType: string | undefined, text: string, schema: S, options: { readonly optional?: boolean } = {}): z.output<S> {
+  if (text.trim() === "") {
+    if (options.optional === true) return parse(schema, {}, "invalid_body");
+    throw new Problem("invalid_body", "a JSON body is required");
+  }
+  if (contentType === undefined || !/^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i.test(contentType)) {
+    throw new Problem("unsupported_media_type", "send the body as Content-Type: application/json", "content-type");
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new Problem("invalid_json", `the body is not JSON: ${error instanceof Error ? error.message : "parse error"}`);
+  }
+  return parse(schema, json, "invalid_body");
+}
+
+/** Await a session outcome; a problem is thrown for the app's error handler. */
+export async function run<T>(outcome: Promise<Outcome<T>>): Promise<T> {
+  return unwrap(await outcome);
+}

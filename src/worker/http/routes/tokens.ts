@@ -1,0 +1,31 @@
+/**
+ * `POST /v1/tokens` (operator): mint a `user` token for one of the product's end users (docs/users.md):
+ * `{ sub, act?, sessions?, ttlSeconds? }` → 201 `{ token, expiresAt }`, HS256 with JWT_SECRET, the
+ * operator's tenant, a lifetime of `ttlSeconds` (default and maximum one hour, never past the
+ * deployment's maximum token lifetime).
+ */
+import { Hono } from "hono";
+import { sign } from "hono/jwt";
+import { jwtSecret, maxTokenLifetime, requires, type AppEnv } from "../../identity/auth.js";
+import { mintTokenBody, noQuery, USER_TOKEN_MAX_SECONDS } from "../../schemas.js";
+import { body, query } from "./shared.js";
+
+export const tokenRoutes = new Hono<AppEnv>();
+
+tokenRoutes.post("/", requires("tokens"), async (c) => {
+  query(c, noQuery);
+  const wanted = await body(c, mintTokenBody);
+  const now = Math.floor(Date.now() / 1000);
+  const exp = now + Math.min(wanted.ttlSeconds ?? USER_TOKEN_MAX_SECONDS, USER_TOKEN_MAX_SECONDS, maxTokenLifetime(c.env));
+  const claims = {
+    tenant: c.get("claims").tenant,
+    role: "user",
+    sub: wanted.sub,
+    ...(wanted.act === undefined ? {} : { act: [...new Set(wanted.act)] }),
+    ...(wanted.sessions === undefined ? {} : { sessions: wanted.sessions }),
+    iat: now,
+    exp,
+  };
+  const token = await sign(claims, jwtSecret(c.env), "HS256");
+  return c.json({ token, expiresAt: new Date(exp * 1000).toISOString() }, 201);
+});

@@ -1,0 +1,136 @@
+/**
+ * What an end user's token (role `user`, docs/users.md) reaches. A user token acts for one end user
+ * (`sub`) and reaches a session only if that user owns it (it was created with a token of that `sub`) or
+ * a grant of its `sessions` claim matches the name (an exact name, or `prefix-*`); anything else answers
+ * exactly as an unknown session does (404, the same problem), so a user cannot learn which names exist.
+ * Within a session it reaches, each route needs one action of the token's `act` claim (403 without it);
+ * a route that is in no action's list (the operator's routes, schedules, inbound endpoints, deliveries,
+ * the rig, and every route added later until it is listed here) is refused with 403.
+ *
+ * The owner is stored in the session's own object (identity/owner.ts), so the check is one read in the
+ * object the request goes to anyway, never a directory read: the directory is not on the accept path.
+ * `checkUserAccess` is the one entry point (identity/auth.ts calls it for every user-token request).
+ */
+import type { Env } from "../env.js";
+import { SessionNotFound } from "../errors.js";
+import { Problem } from "../problems.js";
+import { userActions, parse, sessionName, type Claims, type UserAction } from "../schemas.js";
+import { sessionObjectName, type OwnerCheck } from "./owner.js";
+
+/** Who a user-token request acts for: the end user, its actions, and its session grants. */
+export interface UserPrincipal {
+  readonly sub: string;
+  readonly act: readonly UserAction[];
+  readonly grants: readonly string[];
+}
+
+/** The principal of a verified user token (identity/auth.ts guarantees `sub`). */
+export function userPrincipal(claims: Claims): UserPrincipal {
+  return { sub: claims.sub ?? "", act: claims.act ?? userActions, grants: claims.sessions ?? [] };
+}
+
+/** Whether a grant names the session: an exact name, or `prefix*` and the name starts with the prefix. */
+export function grantMatches(grants: readonly string[], session: string): boolean {
+  return grants.some((grant) => (grant.endsWith("*") ? session.startsWith(grant.slice(0, -1)) : grant === session));
+}
+
+const S = "/v1/sessions/:session";
+const C = `${S}/conversations/:conversation`;
+
+/**
+ * The action each route a user may use needs, by `METHOD path` as the app registers it. A route that
+ * is not listed has no action: users are refused it (403) whatever their `act`.
+ */
+export const USER_ROUTE_ACTIONS: Readonly<Record<string, UserAction>> = {
+  "GET /v1/sessions": "read",
+  "POST /v1/sessions": "create",
+  // The user's own usage (docs/users.md "Limits and usage"): not a session's, so no ownership check.
+  "GET /v1/me/usage": "read",
+  [`PUT ${S}`]: "create",
+  [`GET ${S}`]: "read",
+  [`PATCH ${S}`]: "write",
+  [`GET ${S}/inputs/:inputId`]: "read",
+  [`DELETE ${S}/inputs/:inputId`]: "write",
+  [`GET ${S}/acceptances/:requestKey`]: "read",
+  [`GET ${S}/usage`]: "read",
+  [`GET ${S}/tasks`]: "read",
+  [`GET ${S}/pending`]: "read",
+  [`POST ${S}/pending/:pendingId`]: "write",
+  [`GET ${S}/watch`]: "watch",
+  [`POST ${S}/watch-token`]: "watch",
+  // The session's MCP endpoint: each tool call goes through its own route and is checked there again.
+  [`POST ${S}/mcp`]: "read",
+  [`GET ${C}`]: "read",
+  [`DELETE ${C}`]: "write",
+  [`GET ${C}/entries`]: "read",
+  [`GET ${C}/pending`]: "read",
+  [`GET ${C}/config`]: "read",
+  [`PATCH ${C}/config`]: "write",
+  [`POST ${C}/inputs`]: "write",
+  [`POST ${C}/abort`]: "write",
+  [`POST ${C}/continue`]: "write",
+  [`POST ${C}/collapse`]: "write",
+  [`POST ${C}/reset`]: "write",
+  [`POST ${C}/fork`]: "fork",
+  [`GET ${C}/watch`]: "watch",
+  [`POST ${C}/watch-token`]: "watch",
+};
+
+/** The action a route needs from a user token (undefined: users may not use it). */
+export function userActionOf(method: string, route: string): UserAction | undefined {
+  return USER_ROUTE_ACTIONS[`${method.toUpperCase()} ${route}`];
+}
+
+/** The request as the check sees it: its method, the registered route path, and the `:session` parameter. */
+export interface UserRequest {
+  readonly method: string;
+  readonly route: string;
+  readonly session: string | undefined;
+}
+
+/**
+ * Refuse a user-token request that may not proceed: a session the user neither owns nor is granted is
+ * `session_not_found` (exactly what an unknown name answers, checked before anything else, so even the
+ * routes users may never use answer 404 on another user's session); then a route without an action for
+ * users, or an action missing from `act`, is 403. A create (PUT) on a name nobody created passes here:
+ * the session object checks again when it creates, so two users racing for one name cannot both win.
+ */
+export async function checkUserAccess(env: Env, claims: Claims, request: UserRequest): Promise<void> {
+  const principal = userPrincipal(claims);
+  const action = userActionOf(request.method, request.route);
+  if (request.session !== undefined) {
+    const name = parse(sessionName, request.session, "invalid_id", "session");
+    if (!grantMatches(principal.grants, name)) {
+      const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(claims.tenant, name))) as unknown as OwnerCheck;
+      const reaches = await stub.reaches(principal.sub, action === "create");
+      if (!reaches) throw new SessionNotFound();
+    }
+  }
+  if (action === undefined) throw new Problem("forbidden", `a user token may not use ${request.method.toUpperCase()} ${request.route} (docs/users.md)`);
+  if (!principal.act.includes(action)) {
+    throw new Problem("forbidden", `this user token lacks the ${action} action (it has: ${principal.act.join(", ") || "none"})`, "token.act");
+  }
+}
+
+/** The owner a create records: the user's `sub` for a user token (with whether a grant reaches the name), nothing otherwise. */
+export function creator(claims: Claims, session: string): { readonly owner?: string; readonly granted?: boolean } {
+  if (claims.role !== "user") return {};
+  const principal = userPrincipal(claims);
+  return { owner: principal.sub, granted: grantMatches(principal.grants, session) };
+}
+
+/**
+ * What a directory cursor is bound to: nothing for tenant-wide listings, a digest of the user for a
+ * user's listing, so a cursor from one user's pages is refused (invalid_cursor) on another's.
+ */
+export async function cursorBinding(claims: Claims): Promise<string | undefined> {
+  if (claims.role !== "user") return undefined;
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${claims.tenant}\n${claims.sub ?? ""}`));
+  return btoa(String.fromCharCode(...new Uint8Array(digest).slice(0, 12))).replaceAll("+", "-").replaceAll("/", "_");
+}
+
+/** A server-assigned session name (POST /v1/sessions): `s-` and 22 characters of 128 random bits. */
+export function newSessionName(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `s-${btoa(String.fromCharCode(...bytes)).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "")}`;
+}

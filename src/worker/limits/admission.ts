@@ -1,0 +1,111 @@
+/**
+ * The Worker's side of a tenant's limits (docs/users.md "Limits and usage"): a per-isolate copy of each
+ * tenant's limits (read at most every `LIMITS_TTL_MS`; the isolate that serves `PUT /v1/limits` updates
+ * its copy at once), the admission checks the routes call, and the refusal they throw.
+ *
+ * A tenant with no limits configured pays nothing beyond that periodic read: no request is counted, no
+ * input reserved, no usage reported (and so nothing is metered). Operator tokens are never counted, so
+ * an operator can always change the limits.
+ */
+import type { LimitsResponse } from "../../api/limits.js";
+import type { Env } from "../env.js";
+import { limitsStub, type Admission, type Refusal } from "./object.js";
+import { Problem, unwrap, type Outcome } from "../problems.js";
+import type { Claims } from "../schemas.js";
+
+/** How long an isolate uses its copy of a tenant's limits before it reads them again, ms. */
+export const LIMITS_TTL_MS = 10_000;
+
+/** How long a turn slot is held without a report from its session (a crash): then it expires. */
+export const TURN_LEASE_MS = 15 * 60_000;
+
+const copies = new Map<string, { readonly limits: LimitsResponse; readonly at: number }>();
+const reading = new Map<string, Promise<LimitsResponse>>();
+
+/** Whether anything is limited (then requests and inputs are counted and usage is metered). */
+export function limited(limits: LimitsResponse): boolean {
+  return Object.keys(limits.user).length > 0 || Object.keys(limits.tenant).length > 0;
+}
+
+/** The tenant's limits as this isolate knows them (one read in flight per tenant). */
+export async function limitsOf(env: Env, tenant: string): Promise<LimitsResponse> {
+  const copy = copies.get(tenant);
+  if (copy !== undefined && Date.now() - copy.at < LIMITS_TTL_MS) return copy.limits;
+  let read = reading.get(tenant);
+  if (read === undefined) {
+    read = limitsStub(env, tenant)
+      .limits()
+      .then((limits) => {
+        remember(tenant, limits);
+        return limits;
+      })
+      .finally(() => reading.delete(tenant));
+    reading.set(tenant, read);
+  }
+  return read;
+}
+
+/** Keep `limits` as this isolate's copy (after a PUT). */
+export function remember(tenant: string, limits: LimitsResponse): void {
+  copies.set(tenant, { limits, at: Date.now() });
+}
+
+/** The user a token's limits count against: a user token's `sub`. */
+export function principal(claims: Claims): string | undefined {
+  return claims.role === "user" ? claims.sub : undefined;
+}
+
+export function refused(refusal: Refusal): Problem {
+  return new Problem("rate_limited", `${refusal.field} (${refusal.limit}) is reached; retry after ${refusal.retryAfter} s`, refusal.field, { retryAfter: refusal.retryAfter });
+}
+
+function admitted(admission: Admission): boolean {
+  if (!admission.ok) throw refused(admission.refusal);
+  return admission.reserved;
+}
+
+/** Count one API request against requestsPerMinute (user and tenant); throws 429 over it. */
+export async function admitRequest(env: Env, claims: Claims): Promise<void> {
+  if (claims.role === "operator") return;
+  const limits = await limitsOf(env, claims.tenant);
+  const sub = principal(claims);
+  if (limits.tenant.requestsPerMinute === undefined && (sub === undefined || limits.user.requestsPerMinute === undefined)) return;
+  admitted(await limitsStub(env, claims.tenant).admitRequest(sub));
+}
+
+/** A reserved input: `cancel` undoes it when the session does not accept the input after all. */
+export interface Reserved {
+  cancel(): Promise<void>;
+}
+
+/**
+ * Reserve one input (and one turn slot) before a session accepts it; throws 429 over a limit. Undefined
+ * when the tenant limits nothing, or when the request key was reserved before (a retry).
+ */
+export async function reserveInput(env: Env, claims: Claims, session: string, requestId: string | undefined): Promise<Reserved | undefined> {
+  const limits = await limitsOf(env, claims.tenant);
+  if (!limited(limits)) return undefined;
+  const stub = limitsStub(env, claims.tenant);
+  const sub = principal(claims);
+  const key = `${session}\n${requestId ?? `~${crypto.randomUUID()}`}`;
+  const reserved = admitted(await stub.admitInput({ key, session, keyed: requestId !== undefined, leaseMs: TURN_LEASE_MS, ...(sub === undefined ? {} : { sub }) }));
+  if (!reserved) return undefined;
+  return {
+    cancel: async () => {
+      await stub.cancel(key);
+    },
+  };
+}
+
+/** The session's outcome; a refused input's reservation is undone before the problem is thrown. */
+export async function unreserveOnFailure<T>(reserved: Reserved | undefined, outcome: Promise<Outcome<T>>): Promise<T> {
+  let result: Outcome<T>;
+  try {
+    result = await outcome;
+  } catch (error) {
+    await reserved?.cancel();
+    throw error;
+  }
+  if (!result.ok) await reserved?.cancel();
+  return unwrap(result);
+}

@@ -1,0 +1,300 @@
+/**
+ * LimitsObject: one Durable Object per tenant holding its limits and the counts they are checked
+ * against (docs/users.md "Limits and usage"). Every check-and-count is one synchronous run of SQL in
+ * the object's single thread, so concurrent requests cannot both take the last unit of a quota.
+ *
+ *   admitRequest   requestsPerMinute: a fixed one-minute window per user and for the tenant
+ *   admitInput     inputsPerDay, tokensPerDay, costPerMonthUsd, concurrentTurns: reserve one input and
+ *                  one turn slot, keyed by the session's request key (a retried request with the same
+ *                  Idempotency-Key finds its reservation and reserves nothing more)
+ *   cancel         the session did not accept the input after all: the reservation is undone
+ *   settle         a session reports model usage (tokens and cost, each element once, keyed) and the
+ *                  inputs whose turn ended (their turn slot is released)
+ *   usage          the counts by user and day (GET /v1/usage, GET /v1/me/usage)
+ *
+ * A turn slot is a lease: it is released when the session reports the input's result, and expires on
+ * its own after `leaseMs` if no report ever comes (a crash between the commit and the report), so a
+ * reservation never holds a slot forever. Tokens and cost are attributed to the user who last sent
+ * input to the session (for a user's own session: that user).
+ */
+import { DurableObject } from "cloudflare:workers";
+import type { LimitName, LimitSet, LimitsBody, LimitsResponse, UsageDay } from "../../api/limits.js";
+import type { Env } from "../env.js";
+import { hostClock } from "../platform/host-config.js";
+
+/** A refusal: which limit, and how many seconds until it may pass. */
+export interface Refusal {
+  readonly field: `${"user" | "tenant"}.${LimitName}`;
+  readonly limit: number;
+  readonly retryAfter: number;
+}
+
+export type Admission = { readonly ok: true; readonly reserved: boolean } | { readonly ok: false; readonly refusal: Refusal };
+
+export interface InputReservation {
+  /** `${session}\n${requestId}`: the session's request key when the request had one, else unique. */
+  readonly key: string;
+  readonly session: string;
+  /** The user (a user token's `sub`); undefined: tenant limits only. */
+  readonly sub?: string;
+  /** Whether the key is the session's request key (then the session's report releases it by key). */
+  readonly keyed: boolean;
+  readonly leaseMs: number;
+}
+
+/** What a session reports after a commit. */
+export interface SettleReport {
+  readonly session: string;
+  /** Usage elements, each keyed so a repeated report counts once. */
+  readonly usage: readonly { readonly key: string; readonly input: number; readonly output: number; readonly totalTokens: number; readonly cost: number }[];
+  /** Inputs whose result became final: by request id (absent: an input accepted without one). */
+  readonly finished: readonly { readonly requestId?: string }[];
+}
+
+export interface UsageRange {
+  readonly sub?: string;
+  readonly from: string;
+  readonly to: string;
+}
+
+export interface LimitsRpc {
+  limits(): Promise<LimitsResponse>;
+  setLimits(limits: LimitsBody): Promise<LimitsResponse>;
+  admitRequest(sub: string | undefined): Promise<Admission>;
+  admitInput(reservation: InputReservation): Promise<Admission>;
+  cancel(key: string): Promise<{ readonly cancelled: boolean }>;
+  settle(report: SettleReport): Promise<{ readonly settled: number; readonly released: number }>;
+  usage(range: UsageRange): Promise<readonly UsageDay[]>;
+}
+
+/** The scope of the tenant's own counts (a user's scope is `u:${sub}`). */
+const TENANT = "t";
+/** How long released reservations and settled keys are kept (a retry within this window is recognized). */
+const KEEP_MS = 2 * 86_400_000;
+const PRUNE_EVERY_MS = 3_600_000;
+
+export function dayOf(at: number): string {
+  return new Date(at).toISOString().slice(0, 10);
+}
+
+function secondsUntil(at: number, now: number): number {
+  return Math.max(1, Math.ceil((at - now) / 1000));
+}
+
+function nextDay(now: number): number {
+  const d = new Date(now);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1);
+}
+
+function nextMonth(now: number): number {
+  const d = new Date(now);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+}
+
+export class LimitsObject extends DurableObject<Env> {
+  #prunedAt = 0;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    const sql = ctx.storage.sql;
+    sql.exec("CREATE TABLE IF NOT EXISTS limits_config (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL, updated_at INTEGER NOT NULL)");
+    sql.exec(`CREATE TABLE IF NOT EXISTS usage_days (
+      scope TEXT NOT NULL, day TEXT NOT NULL, inputs INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,
+      output_tokens INTEGER NOT NULL DEFAULT 0, total_tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,
+      PRIMARY KEY (scope, day))`);
+    sql.exec("CREATE TABLE IF NOT EXISTS minutes (scope TEXT NOT NULL, minute INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (scope, minute))");
+    sql.exec(`CREATE TABLE IF NOT EXISTS reservations (
+      key TEXT PRIMARY KEY, scope TEXT NOT NULL, session TEXT NOT NULL, keyed INTEGER NOT NULL, day TEXT NOT NULL,
+      active INTEGER NOT NULL, created_at INTEGER NOT NULL, lease_until INTEGER NOT NULL)`);
+    sql.exec("CREATE INDEX IF NOT EXISTS reservations_live ON reservations (active, lease_until)");
+    sql.exec("CREATE INDEX IF NOT EXISTS reservations_session ON reservations (session, keyed, active, created_at)");
+    sql.exec("CREATE TABLE IF NOT EXISTS settled (key TEXT PRIMARY KEY, at INTEGER NOT NULL)");
+    sql.exec("CREATE TABLE IF NOT EXISTS session_users (session TEXT PRIMARY KEY, sub TEXT NOT NULL)");
+  }
+
+  limits(): LimitsResponse {
+    const row = this.ctx.storage.sql.exec("SELECT body, updated_at FROM limits_config WHERE id = 1").toArray()[0];
+    if (row === undefined) return { user: {}, tenant: {} };
+    const body = JSON.parse(String(row["body"])) as LimitsBody;
+    return { user: body.user ?? {}, tenant: body.tenant ?? {}, updatedAt: Number(row["updated_at"]) };
+  }
+
+  setLimits(limits: LimitsBody): LimitsResponse {
+    const body = { user: limits.user ?? {}, tenant: limits.tenant ?? {} };
+    this.ctx.storage.sql.exec(
+      "INSERT INTO limits_config (id, body, updated_at) VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at",
+      JSON.stringify(body),
+      hostClock().now(),
+    );
+    return this.limits();
+  }
+
+  admitRequest(sub: string | undefined): Admission {
+    const now = hostClock().now();
+    const minute = Math.floor(now / 60_000);
+    const { user, tenant } = this.limits();
+    const scopes: { scope: string; set: LimitSet; who: "user" | "tenant" }[] = [];
+    if (sub !== undefined) scopes.push({ scope: `u:${sub}`, set: user, who: "user" });
+    scopes.push({ scope: TENANT, set: tenant, who: "tenant" });
+    const counted = scopes.filter((s) => s.set.requestsPerMinute !== undefined);
+    for (const { scope, set, who } of counted) {
+      const limit = set.requestsPerMinute ?? 0;
+      const count = Number(this.ctx.storage.sql.exec("SELECT count FROM minutes WHERE scope = ? AND minute = ?", scope, minute).toArray()[0]?.["count"] ?? 0);
+      if (count >= limit) return { ok: false, refusal: { field: `${who}.requestsPerMinute`, limit, retryAfter: secondsUntil((minute + 1) * 60_000, now) } };
+    }
+    for (const { scope } of counted) {
+      this.ctx.storage.sql.exec("INSERT INTO minutes (scope, minute, count) VALUES (?, ?, 1) ON CONFLICT (scope, minute) DO UPDATE SET count = count + 1", scope, minute);
+    }
+    this.#prune(now);
+    return { ok: true, reserved: counted.length > 0 };
+  }
+
+  admitInput(reservation: InputReservation): Admission {
+    const sql = this.ctx.storage.sql;
+    const now = hostClock().now();
+    if (sql.exec("SELECT 1 AS found FROM reservations WHERE key = ?", reservation.key).toArray().length > 0) return { ok: true, reserved: false };
+    const day = dayOf(now);
+    const { user, tenant } = this.limits();
+    const checks: { scope: string; set: LimitSet; who: "user" | "tenant" }[] = [];
+    if (reservation.sub !== undefined) checks.push({ scope: `u:${reservation.sub}`, set: user, who: "user" });
+    checks.push({ scope: TENANT, set: tenant, who: "tenant" });
+    for (const check of checks) {
+      const refusal = this.#check(check.scope, check.set, check.who, now, day);
+      if (refusal !== undefined) return { ok: false, refusal };
+    }
+    const scope = reservation.sub === undefined ? "" : `u:${reservation.sub}`;
+    sql.exec(
+      "INSERT INTO reservations (key, scope, session, keyed, day, active, created_at, lease_until) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+      reservation.key,
+      scope,
+      reservation.session,
+      reservation.keyed ? 1 : 0,
+      day,
+      now,
+      now + reservation.leaseMs,
+    );
+    for (const s of scope === "" ? [TENANT] : [TENANT, scope]) this.#add(s, day, { inputs: 1 });
+    if (reservation.sub !== undefined) {
+      sql.exec("INSERT INTO session_users (session, sub) VALUES (?, ?) ON CONFLICT (session) DO UPDATE SET sub = excluded.sub", reservation.session, reservation.sub);
+    }
+    this.#prune(now);
+    return { ok: true, reserved: true };
+  }
+
+  cancel(key: string): { readonly cancelled: boolean } {
+    const sql = this.ctx.storage.sql;
+    const row = sql.exec("SELECT scope, day FROM reservations WHERE key = ?", key).toArray()[0];
+    if (row === undefined) return { cancelled: false };
+    sql.exec("DELETE FROM reservations WHERE key = ?", key);
+    const scope = String(row["scope"]);
+    const day = String(row["day"]);
+    for (const s of scope === "" ? [TENANT] : [TENANT, scope]) this.#add(s, day, { inputs: -1 });
+    return { cancelled: true };
+  }
+
+  settle(report: SettleReport): { readonly settled: number; readonly released: number } {
+    const sql = this.ctx.storage.sql;
+    const now = hostClock().now();
+    const day = dayOf(now);
+    const owner = sql.exec("SELECT sub FROM session_users WHERE session = ?", report.session).toArray()[0];
+    const scopes = owner === undefined ? [TENANT] : [TENANT, `u:${String(owner["sub"])}`];
+    let settled = 0;
+    for (const item of report.usage) {
+      if (sql.exec("SELECT 1 AS found FROM settled WHERE key = ?", item.key).toArray().length > 0) continue;
+      sql.exec("INSERT INTO settled (key, at) VALUES (?, ?)", item.key, now);
+      for (const scope of scopes) this.#add(scope, day, { input: item.input, output: item.output, total: item.totalTokens, cost: item.cost });
+      settled += 1;
+    }
+    let released = 0;
+    for (const input of report.finished) {
+      if (input.requestId !== undefined) {
+        released += sql.exec("UPDATE reservations SET active = 0 WHERE key = ? AND active = 1 RETURNING key", `${report.session}\n${input.requestId}`).toArray().length;
+      } else {
+        released += sql.exec(
+          "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1) RETURNING key",
+          report.session,
+        ).toArray().length;
+      }
+    }
+    return { settled, released };
+  }
+
+  usage(range: UsageRange): UsageDay[] {
+    const sql = this.ctx.storage.sql;
+    const rows =
+      range.sub === undefined
+        ? sql.exec("SELECT * FROM usage_days WHERE day >= ? AND day <= ? ORDER BY day, scope", range.from, range.to).toArray()
+        : sql.exec("SELECT * FROM usage_days WHERE scope = ? AND day >= ? AND day <= ? ORDER BY day", `u:${range.sub}`, range.from, range.to).toArray();
+    return rows.map((row) => {
+      const scope = String(row["scope"]);
+      return {
+        sub: scope === TENANT ? null : scope.slice(2),
+        day: String(row["day"]),
+        inputs: Number(row["inputs"]),
+        inputTokens: Number(row["input_tokens"]),
+        outputTokens: Number(row["output_tokens"]),
+        totalTokens: Number(row["total_tokens"]),
+        costUsd: Number(row["cost"]),
+      };
+    });
+  }
+
+  /** The first limit of `set` the scope has reached (user checks come before the tenant's). */
+  #check(scope: string, set: LimitSet, who: "user" | "tenant", now: number, day: string): Refusal | undefined {
+    const sql = this.ctx.storage.sql;
+    const today = sql.exec("SELECT inputs, total_tokens FROM usage_days WHERE scope = ? AND day = ?", scope, day).toArray()[0];
+    if (set.inputsPerDay !== undefined && Number(today?.["inputs"] ?? 0) >= set.inputsPerDay) {
+      return { field: `${who}.inputsPerDay`, limit: set.inputsPerDay, retryAfter: secondsUntil(nextDay(now), now) };
+    }
+    if (set.tokensPerDay !== undefined && Number(today?.["total_tokens"] ?? 0) >= set.tokensPerDay) {
+      return { field: `${who}.tokensPerDay`, limit: set.tokensPerDay, retryAfter: secondsUntil(nextDay(now), now) };
+    }
+    if (set.costPerMonthUsd !== undefined) {
+      const month = `${day.slice(0, 7)}-00`;
+      const spent = Number(sql.exec("SELECT coalesce(sum(cost), 0) AS spent FROM usage_days WHERE scope = ? AND day > ? AND day <= ?", scope, month, day).one()["spent"]);
+      if (spent >= set.costPerMonthUsd) return { field: `${who}.costPerMonthUsd`, limit: set.costPerMonthUsd, retryAfter: secondsUntil(nextMonth(now), now) };
+    }
+    if (set.concurrentTurns !== undefined) {
+      const live = sql
+        .exec(`SELECT count(*) AS n, min(lease_until) AS first FROM reservations WHERE active = 1 AND lease_until > ?${scope === TENANT ? "" : " AND scope = ?"}`, ...(scope === TENANT ? [now] : [now, scope]))
+        .one();
+      if (Number(live["n"]) >= set.concurrentTurns) {
+        // A slot frees when a turn ends (unknown) or at the latest when the oldest lease expires.
+        const first = live["first"] === null ? now + 1000 : Number(live["first"]);
+        return { field: `${who}.concurrentTurns`, limit: set.concurrentTurns, retryAfter: Math.min(30, secondsUntil(first, now)) };
+      }
+    }
+    return undefined;
+  }
+
+  #add(scope: string, day: string, delta: { inputs?: number; input?: number; output?: number; total?: number; cost?: number }): void {
+    this.ctx.storage.sql.exec(
+      `INSERT INTO usage_days (scope, day, inputs, input_tokens, output_tokens, total_tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (scope, day) DO UPDATE SET inputs = inputs + excluded.inputs, input_tokens = input_tokens + excluded.input_tokens,
+         output_tokens = output_tokens + excluded.output_tokens, total_tokens = total_tokens + excluded.total_tokens, cost = cost + excluded.cost`,
+      scope,
+      day,
+      delta.inputs ?? 0,
+      delta.input ?? 0,
+      delta.output ?? 0,
+      delta.total ?? 0,
+      delta.cost ?? 0,
+    );
+  }
+
+  /** At most hourly: forget old minutes, released or expired reservations and settled keys past the retry window. */
+  #prune(now: number): void {
+    if (now - this.#prunedAt < PRUNE_EVERY_MS) return;
+    this.#prunedAt = now;
+    const sql = this.ctx.storage.sql;
+    sql.exec("DELETE FROM minutes WHERE minute < ?", Math.floor(now / 60_000) - 1);
+    sql.exec("DELETE FROM reservations WHERE created_at < ? AND (active = 0 OR lease_until <= ?)", now - KEEP_MS, now);
+    sql.exec("DELETE FROM settled WHERE at < ?", now - KEEP_MS);
+  }
+}
+
+/** The tenant's LimitsObject. */
+export function limitsStub(env: Env, tenant: string): LimitsRpc {
+  const namespace = env.LIMITS;
+  return namespace.get(namespace.idFromName(tenant)) as unknown as LimitsRpc;
+}

@@ -1,0 +1,87 @@
+/**
+ * What the session host takes from its surroundings: the clock, the deployed version, where it reports,
+ * and its two timing constants. Each has a test seam, because workerd tests cannot move time or deploy:
+ * in workerd `Date.now()` advances only on I/O and alarms are run by hand (`runDurableObjectAlarm`), and
+ * a version change has to be simulated. In `@cloudflare/vitest-plugin` the Durable Objects of the main
+ * worker run in the tests' isolate, so a test sets these module-level hooks and the next object instance
+ * (every instance reads them when it is constructed) picks them up. Production code never sets them.
+ */
+import { systemClock, type Clock } from "../../core/host.js";
+import type { Env } from "../env.js";
+
+/** Consecutive kills of one task's execute/recover after which the host quarantines it (docs/operations.md). */
+export const DEFAULT_KILL_BOUND = 3;
+
+/** While invocations are in flight, an alarm about this often keeps the object from being evicted idle. */
+export const HEARTBEAT_MS = 30_000;
+
+/** Something the host noticed without failing: it never throws these at the runtime (a throw is retried). */
+export type HostReport =
+  | { readonly type: "alarm_failed"; readonly error: unknown }
+  | { readonly type: "alarm_write_failed"; readonly error: unknown }
+  | { readonly type: "directory_update_failed"; readonly error: unknown }
+  /** A session's read of its tenant's tool catalog failed: it keeps its last copy (session/tool-catalog.ts). */
+  | { readonly type: "catalog_read_failed"; readonly error: unknown }
+  | { readonly type: "session_faulted"; readonly taskId?: number; readonly kind?: string; readonly method?: string; readonly message: string }
+  | { readonly type: "quarantined"; readonly taskId: number; readonly kind: string; readonly kills: number }
+  | { readonly type: "harness"; readonly report: unknown };
+
+export interface HostSeams {
+  /** A clock for one object instance (each instance gets its own; sleepers are per instance). */
+  readonly clock?: () => Clock;
+  /** The deployed version, instead of the version-metadata binding. */
+  readonly version?: () => string;
+  readonly killBound?: number;
+  readonly report?: (report: HostReport) => void;
+  /** What remote calls (HTTP tools) send their requests with, instead of the global fetch. */
+  readonly fetch?: (request: Request) => Promise<Response>;
+  /** How long a session's copy of its tenant's tool catalog is used before it is read again, ms. */
+  readonly catalogTtlMs?: number;
+}
+
+let seams: HostSeams = {};
+
+/** Test only: replace some seams (undefined fields keep the production default). */
+export function setHostSeams(next: HostSeams): void {
+  seams = next;
+}
+
+export function hostClock(): Clock {
+  return seams.clock?.() ?? systemClock;
+}
+
+/**
+ * The deployed version, from the version-metadata binding. Without the binding every kill counts, as if
+ * one version were deployed forever (the conservative choice: quarantine still bounds the loop).
+ */
+export function deployedVersion(env: Env): string {
+  return seams.version?.() ?? env.CF_VERSION_METADATA?.id ?? "unversioned";
+}
+
+/** The fetch remote calls use. */
+export function hostFetch(): (request: Request) => Promise<Response> {
+  return seams.fetch ?? ((request) => fetch(request));
+}
+
+/** A session's copy of the tool catalog is read again after this long (docs/tools.md). */
+export const DEFAULT_CATALOG_TTL_MS = 30_000;
+
+export function catalogTtlMs(): number {
+  return seams.catalogTtlMs ?? DEFAULT_CATALOG_TTL_MS;
+}
+
+export function killBound(): number {
+  return seams.killBound ?? DEFAULT_KILL_BOUND;
+}
+
+/**
+ * Where host reports go. Workers Logs collects console output, so the production default logs one
+ * structured line; errors are flattened to their message because they do not serialize.
+ */
+export function hostReport(report: HostReport): void {
+  if (seams.report !== undefined) {
+    seams.report(report);
+    return;
+  }
+  console.error(JSON.stringify(report, (_key, value: unknown) => (value instanceof Error ? `${value.name}: ${value.message}` : value)));
+}

@@ -1,0 +1,212 @@
+/**
+ * The session object's side of the tenant directory (docs/api.md "Directory"): it keeps the
+ * session's directory row (name, owner, title, labels, createdAt) in the object's synchronous KV storage and
+ * sends the whole row to the tenant's DirectoryObject on create, on title/labels changes, on delete, and
+ * on activity at most once per ACTIVITY_INTERVAL_MS. An update the directory does not acknowledge stays
+ * pending in KV and is retried from the session's alarm (backing off up to RETRY_MAX_MS) until it is,
+ * so a session created once and never used again still appears.
+ *
+ * Nothing here knows Hono; the SessionObject wires it to its alarm plan and its commits.
+ */
+import type { Clock } from "../../core/host.js";
+import type { DirectoryUpdate } from "../directory/object.js";
+
+/** Activity updates per session are at most this frequent. */
+export const ACTIVITY_INTERVAL_MS = 60_000;
+export const RETRY_FIRST_MS = 1_000;
+export const RETRY_MAX_MS = 60_000;
+
+const KEY = "edge.directory";
+
+/** The durable row state (KV). */
+interface LinkState {
+  readonly tenant: string;
+  readonly session: string;
+  readonly createdAt: number;
+  /** The end user who created it (docs/users.md); absent: the tenant's. */
+  readonly owner?: string;
+  readonly title?: string;
+  readonly labels: readonly string[];
+  readonly deleted: boolean;
+  /** The last update's version (sender clock, strictly increasing). */
+  readonly version: number;
+  /** When the directory last acknowledged an activity update. */
+  readonly lastSentAt: number;
+  readonly lastActivityAt: number;
+  /** A pending update is due at this time (absent: nothing pending). */
+  readonly dueAt?: number;
+  readonly attempt: number;
+  /** Bumped by every change of the row's fields (title, labels, deletion): a send acknowledges one edit. */
+  readonly edit: number;
+}
+
+export interface DirectoryLinkDeps {
+  readonly kv: SyncKvStorage;
+  readonly clock: Clock;
+  /** Send one update to the tenant's directory; resolves when acknowledged. */
+  readonly send: (tenant: string, update: DirectoryUpdate) => Promise<unknown>;
+  /** The session's live task count (0 when it is not open). */
+  readonly liveTasks: () => Promise<number>;
+  /** The pending update's due time changed (undefined: nothing pending): arm the alarm for it. */
+  readonly due: (at: number | undefined) => void;
+  readonly report: (error: unknown) => void;
+}
+
+export class DirectoryLink {
+  readonly #deps: DirectoryLinkDeps;
+  #sending: Promise<void> | undefined;
+  /** The latest commit's time in this instance (undefined: none since the last send). */
+  #activity: number | undefined;
+
+  constructor(deps: DirectoryLinkDeps) {
+    this.#deps = deps;
+  }
+
+  /** The session's tenant and name, once created over HTTP (for log lines). */
+  get where(): { readonly tenant: string; readonly session: string } | undefined {
+    const state = this.#state();
+    return state === undefined ? undefined : { tenant: state.tenant, session: state.session };
+  }
+
+  /** The pending due time, if any (the alarm plan's directory reason). */
+  get dueAt(): number | undefined {
+    return this.#state()?.dueAt;
+  }
+
+  /** A session was created: remember its row and announce it now. */
+  created(row: { tenant: string; session: string; owner?: string | undefined; title?: string; labels?: readonly string[] }): Promise<void> {
+    const now = this.#deps.clock.now();
+    this.#put({
+      tenant: row.tenant,
+      session: row.session,
+      createdAt: now,
+      ...(row.owner === undefined ? {} : { owner: row.owner }),
+      ...(row.title === undefined ? {} : { title: row.title }),
+      labels: row.labels ?? [],
+      deleted: false,
+      version: 0,
+      lastSentAt: 0,
+      lastActivityAt: now,
+      attempt: 0,
+      edit: (this.#state()?.edit ?? 0) + 1,
+    });
+    return this.flush();
+  }
+
+  /** Title and labels as stored (undefined when the session has no directory row, e.g. created by RPC). */
+  meta(): { readonly title?: string; readonly labels: readonly string[] } | undefined {
+    const state = this.#state();
+    return state === undefined ? undefined : { ...(state.title === undefined ? {} : { title: state.title }), labels: state.labels };
+  }
+
+  /** Change title and/or labels (`null` title clears it) and announce now. */
+  relabel(change: { title?: string | null; labels?: readonly string[] }): Promise<void> {
+    const state = this.#state();
+    if (state === undefined || state.deleted) return Promise.resolve();
+    const { title: _old, ...rest } = state;
+    const title = change.title === undefined ? state.title : change.title === null ? undefined : change.title;
+    this.#put({ ...rest, ...(title === undefined ? {} : { title }), labels: change.labels ?? state.labels, edit: state.edit + 1 });
+    return this.flush();
+  }
+
+  /** A commit happened: send at once if the last activity update is a minute old, else schedule it. */
+  activity(): void {
+    const state = this.#state();
+    if (state === undefined || state.deleted) return;
+    const now = this.#deps.clock.now();
+    // While an update is pending, activity is kept in memory (no write per commit); the send takes it.
+    this.#activity = now;
+    if (state.dueAt !== undefined) return;
+    const next = state.lastSentAt + ACTIVITY_INTERVAL_MS;
+    this.#put({ ...state, lastActivityAt: now, dueAt: Math.max(next, now) });
+    if (next <= now) void this.flush();
+    else this.#deps.due(next);
+  }
+
+  /** The session is being deleted: its storage goes, then the tombstone is sent (and kept until acknowledged). */
+  deleted(state: LinkState | undefined): Promise<void> {
+    if (state === undefined) return Promise.resolve();
+    this.#put({ ...state, deleted: true, dueAt: this.#deps.clock.now(), attempt: 0, edit: state.edit + 1 });
+    return this.flush();
+  }
+
+  /** Read the state before `deleteAll` wipes it (then pass it to `deleted`). */
+  snapshot(): LinkState | undefined {
+    return this.#state();
+  }
+
+  /** The alarm fired: send a pending update that is due. */
+  async alarm(): Promise<void> {
+    const due = this.dueAt;
+    if (due !== undefined && due <= this.#deps.clock.now()) await this.flush();
+    else this.#deps.due(due);
+  }
+
+  /** Send the current row; on failure keep it pending with a backed-off due time. One send at a time. */
+  flush(): Promise<void> {
+    const run = async (): Promise<void> => {
+      if (this.#sending !== undefined) await this.#sending.catch(() => undefined);
+      const before = this.#state();
+      if (before === undefined) return;
+      const liveTasks = before.deleted ? 0 : await this.#deps.liveTasks();
+      // Re-read after the await: the row is sent and versioned as it is now.
+      const read = this.#state();
+      if (read === undefined) return;
+      const state = { ...read, lastActivityAt: Math.max(read.lastActivityAt, this.#activity ?? 0) };
+      this.#activity = undefined;
+      const now = this.#deps.clock.now();
+      const version = Math.max(now, state.version + 1);
+      const update: DirectoryUpdate = state.deleted
+        ? { type: "delete", version, session: state.session }
+        : {
+            type: "upsert",
+            version,
+            session: state.session,
+            owner: state.owner,
+            title: state.title,
+            labels: state.labels,
+            createdAt: state.createdAt,
+            lastActivityAt: state.lastActivityAt,
+            liveTasks,
+          };
+      this.#put({ ...state, version });
+      try {
+        await this.#deps.send(state.tenant, update);
+      } catch (error) {
+        this.#deps.report(error);
+        const current = this.#state();
+        if (current === undefined) return;
+        const delay = Math.min(RETRY_FIRST_MS * 2 ** current.attempt, RETRY_MAX_MS);
+        const dueAt = this.#deps.clock.now() + delay;
+        this.#put({ ...current, dueAt, attempt: current.attempt + 1 });
+        this.#deps.due(dueAt);
+        return;
+      }
+      const current = this.#state();
+      if (current === undefined) return;
+      // A change made while sending is newer than the row acknowledged: it stays pending (an edit at
+      // once, later activity after the interval).
+      const edited = current.edit !== state.edit;
+      if (current.deleted && !edited) {
+        this.#deps.kv.delete(KEY);
+        this.#deps.due(undefined);
+        return;
+      }
+      const dueAt = edited ? now : this.#activity !== undefined ? now + ACTIVITY_INTERVAL_MS : undefined;
+      const { dueAt: _due, ...rest } = current;
+      this.#put({ ...rest, lastActivityAt: Math.max(current.lastActivityAt, state.lastActivityAt), lastSentAt: now, attempt: 0, ...(dueAt === undefined ? {} : { dueAt }) });
+      this.#deps.due(dueAt);
+    };
+    const sending = run();
+    this.#sending = sending;
+    return sending;
+  }
+
+  #state(): LinkState | undefined {
+    return this.#deps.kv.get<LinkState>(KEY);
+  }
+
+  #put(state: LinkState): void {
+    this.#deps.kv.put(KEY, state);
+  }
+}

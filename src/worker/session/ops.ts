@@ -1,0 +1,106 @@
+/**
+ * The session Durable Object's operation table as types: every HTTP operation's arguments and result
+ * (`SessionOps`, with the rig's `RigSessionOps` and the inbound endpoints' `InboundSessionOps`) and what
+ * `create` takes. The object implements the table (session/object.ts, session/rig-ops.ts, session/inbound-ops.ts) and
+ * callers reach it through the typed stub (session/rpc.ts); all three import it from here, so none
+ * imports another for a type.
+ */
+import type { InitialValue } from "../../core/harness.js";
+import type { InputResult, Acceptance } from "../../core/inbox.js";
+import type { Conversation, Entry, Id, Page, Task } from "../../storage/records.js";
+import type {
+  Actor,
+  AgentListing,
+  AgentRecord,
+  HookView,
+  MailMessage,
+  MailPayload,
+  MailPage,
+  MailView,
+  Nudge,
+  RegisterRequest,
+  RigHealth,
+  RigSettings,
+  Transition,
+  TransitionRequest,
+  TransitionResult,
+} from "../../rig/index.js";
+import type { SessionInspection } from "../../api/responses.js";
+import type { InboundSessionOps } from "./inbound-ops.js";
+import type { RemoteCallSessionOps } from "../remote/call-ops.js";
+import type { PendingSessionOps } from "./pending-ops.js";
+import type { OutboxSessionOps } from "../outbox/types.js";
+import type {
+  AcceptRequest,
+  AcceptResponse,
+  ConfigValues,
+  ConversationRef,
+  ConversationSnapshot,
+  RequestSource,
+  SchedulePatch,
+  ScheduleRequest,
+  ScheduleView,
+  SessionSummary,
+  UsageReport,
+} from "./api.js";
+
+/** One operation of the table: its arguments and its result. */
+export type Op<Args extends readonly unknown[], Result> = { readonly args: Args; readonly result: Result };
+
+/** Every HTTP operation on a session: its arguments and its result. */
+export interface SessionOps extends RigSessionOps, InboundSessionOps, PendingSessionOps, OutboxSessionOps, RemoteCallSessionOps {
+  summary: Op<[], SessionSummary>;
+  accept: Op<[ref: ConversationRef, request: AcceptRequest], AcceptResponse>;
+  input: Op<[inputId: Id], { inputId: Id; conversationId: Id; result: InputResult }>;
+  withdraw: Op<[inputId: Id], { inputId: Id; conversationId: Id; result: InputResult }>;
+  acceptance: Op<[source: RequestSource], Acceptance>;
+  snapshot: Op<[ref: ConversationRef], ConversationSnapshot>;
+  entries: Op<[ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }], Page<Entry>>;
+  abort: Op<[ref: ConversationRef], { aborted: true }>;
+  deleteConversation: Op<[ref: ConversationRef], { deleted: Id[] }>;
+  fork: Op<[ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }], { conversationId: Id; conversation: Conversation }>;
+  continue: Op<[ref: ConversationRef], { inputs: Id[]; generation: Id }>;
+  collapse: Op<[ref: ConversationRef, instructions: string | undefined], { taskId: Id }>;
+  reset: Op<[ref: ConversationRef, handoff: string | undefined], { reset: true }>;
+  getConfig: Op<[ref: ConversationRef], ConfigValues>;
+  patchConfig: Op<[ref: ConversationRef, patch: ConfigValues], ConfigValues>;
+  tasks: Op<[query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }], Page<Task>>;
+  abortTask: Op<[taskId: Id], Task>;
+  usage: Op<[query: { after?: Id; limit?: number }], UsageReport>;
+  createSchedule: Op<[request: ScheduleRequest], ScheduleView>;
+  schedules: Op<[query: { after?: Id; limit?: number; all?: boolean }], Page<ScheduleView>>;
+  schedule: Op<[id: Id], ScheduleView>;
+  deleteSchedule: Op<[id: Id], ScheduleView>;
+  patchSchedule: Op<[id: Id, patch: SchedulePatch], ScheduleView>;
+  inspect: Op<[], SessionInspection>;
+  shutdown: Op<[], { shutdown: true }>;
+  clearFault: Op<[], { readonly cleared: boolean }>;
+  releaseQuarantine: Op<[taskId: Id], { released: true }>;
+  /** The storage's last sequence (tests check that a refused request wrote nothing). */
+  lastSeq: Op<[], Id>;
+
+}
+
+/** Every rig operation: its arguments and its result. */
+export interface RigSessionOps {
+  rigRegister: Op<[actor: Actor, agentId: string, request: RegisterRequest], { readonly created: boolean; readonly agent: AgentRecord }>;
+  rigAgents: Op<[actor: Actor], AgentListing[]>;
+  rigDeregister: Op<[actor: Actor, agentId: string], { readonly deleted: true }>;
+  rigTerminate: Op<[actor: Actor, agentId: string], AgentRecord>;
+  rigHook: Op<[actor: Actor, agentId: string, waitMs: number], HookView>;
+  rigTransition: Op<[actor: Actor, agentId: string, transition: Transition, request: TransitionRequest], TransitionResult>;
+  rigMail: Op<[actor: Actor, query: { readonly after?: Id; readonly limit?: number }], MailPage>;
+  rigSend: Op<[actor: Actor, to: string, payload: MailPayload], MailMessage>;
+  rigAck: Op<[actor: Actor, id: Id], MailView>;
+  rigNudges: Op<[actor: Actor, waitMs: number], Nudge[]>;
+  rigSettings: Op<[], RigSettings>;
+  rigPatchSettings: Op<[actor: Actor, patch: Partial<RigSettings>], RigSettings>;
+  rigHealth: Op<[rigName: string], RigHealth>;
+  rigHookFile: Op<[actor: Actor, agentId: string], string>;
+  rigExport: Op<[actor: Actor], Uint8Array>;
+}
+
+export interface CreateConfig {
+  /** Values of the root conversation, written in the creating commit (§9.5). */
+  readonly rootValues?: readonly InitialValue[];
+}

@@ -1,0 +1,53 @@
+/**
+ * The SessionObject's RPC surface as its callers see it through a Durable Object stub (the HTTP layer
+ * and tests). Every method returns a promise over the wire, and the values are structured clones.
+ *
+ * Why a hand-written interface: the stub type that `@cloudflare/workers-types` derives from the class
+ * (`DurableObjectStub<SessionObject>`) maps every result through its `Rpc` serialization types, and the
+ * recursive `JsonValue` inside task records makes that mapping "excessively deep" for the compiler.
+ *
+ * The HTTP operations go through one typed method, `op(name, ...args)`, whose table is `SessionOps`
+ * (session/ops.ts); they return `Outcome`s (a value or a problem) because RPC drops error classes.
+ */
+import type { Element, Id } from "../../storage/records.js";
+import type { SessionInspection } from "../../api/responses.js";
+import type { Outcome } from "../problems.js";
+import type { SessionConfigBody } from "../schemas.js";
+import type { SessionConfig } from "./api.js";
+import type { CreateConfig, SessionOps } from "./ops.js";
+import type { SessionObject } from "./object.js";
+import type { SessionWhere } from "../identity/owner.js";
+import type { TemplateBinding } from "../directory/templates.js";
+
+export interface SessionRpc {
+  create(config?: CreateConfig): Promise<{ readonly created: boolean }>;
+  exists(): Promise<boolean>;
+  inspect(): Promise<SessionInspection>;
+  abortTask(taskId: Id): Promise<void>;
+  shutdown(): Promise<void>;
+  clearFault(): Promise<{ readonly cleared: boolean }>;
+  releaseQuarantine(taskId: Id): Promise<void>;
+  createSession(
+    body: SessionConfigBody,
+    where?: SessionWhere,
+    template?: TemplateBinding,
+  ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>>;
+  /** The template the session was created from (directory/templates.ts), and whether it exists. */
+  templateBinding(): Promise<{ readonly exists: boolean; readonly binding?: TemplateBinding }>;
+  /** Close `sub`'s watches issued before `before` (Unix seconds): a revocation (watch/guard.ts). */
+  closeWatches(sub: string, before: number): Promise<{ readonly closed: number }>;
+  relabel(change: { readonly title?: string | null; readonly labels?: readonly string[] }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>>;
+  /** Whether end user `sub` reaches this session: it owns it, or (`creating`) nobody created it yet (identity/user-access.ts). */
+  reaches(sub: string, creating: boolean): Promise<boolean>;
+  directoryMeta(): Promise<{ readonly title?: string; readonly labels: readonly string[] } | undefined>;
+  op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>>;
+  destroy(): Promise<Outcome<{ readonly deleted: true }>>;
+  fetch(request: Request): Promise<Response>;
+}
+
+/** The typed RPC view of a session stub. */
+export function sessionRpc(stub: DurableObjectStub<SessionObject>): SessionRpc {
+  return stub as unknown as SessionRpc;
+}
+
+export type { Element };
