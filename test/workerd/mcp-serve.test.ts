@@ -67,6 +67,8 @@ describe("every session as an MCP server", () => {
     expect(created.status).toBe(201);
 
     const client = await connect(session, jwt);
+    // The tool list never changes (the same five tools on every request), and initialize says so.
+    expect(client.getServerCapabilities()?.tools).toEqual({ listChanged: false });
     const listed = await client.listTools();
     expect(listed.tools.map((t) => t.name).sort()).toEqual(TOOLS);
     expect(listed.tools.find((t) => t.name === "send_message")?.inputSchema.required).toEqual(["input"]);

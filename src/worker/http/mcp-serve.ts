@@ -217,6 +217,10 @@ export function sessionMcpServer(session: string, call: RouteCall): McpServer {
     },
   );
 
+  // McpServer advertises `tools.listChanged` as soon as a tool is registered. This server's list never
+  // changes (the same tools on every request, whatever the session), so initialize says so and a client
+  // need not wait for notifications/tools/list_changed that never come.
+  server.server.registerCapabilities({ tools: { listChanged: false } });
   return server;
 }
 
