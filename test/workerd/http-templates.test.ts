@@ -7,10 +7,15 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { call, exists, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
+import { registerMcpServer } from "./mcp-call-fixtures.js";
+import { McpTestServer, mcpFetch } from "./mcp-fixtures.js";
+import { resetSeams } from "./session-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
+  resetSeams();
 });
 
 const SUPPORT = {
@@ -108,6 +113,56 @@ describe("templates: the operator's routes", () => {
     expect(refused.status).toBe(404);
     expect((await json(refused))["code"]).toBe("template_not_found");
     expect(await exists(tenant, name)).toBe(false);
+  });
+});
+
+describe("templates: the tools they name", () => {
+  it("A template naming an unknown tool is refused when it is put", async () => {
+    const tenant = uniqueSession("tpl-tools");
+    const op = await operator(tenant);
+    const put = (name: string, selectedTools: readonly string[]): Promise<Response> =>
+      call("PUT", `/v1/templates/${name}`, { token: op, body: { model: "echo/echo", selectedTools, userSettable: ["title"] } });
+
+    // Neither built in nor in the catalog: 422 naming the field, and no template is written.
+    for (const [tools, field] of [
+      [["lookup_order"], "selectedTools.0"],
+      [["echo", "lookup_order"], "selectedTools.1"],
+      [["nowhere__lookup"], "selectedTools.0"],
+    ] as const) {
+      const refused = await put("orders", tools);
+      const problem = await json(refused);
+      expect(refused.status, JSON.stringify(tools)).toBe(422);
+      expect(problem).toMatchObject({ code: "invalid_template", field });
+      expect(String(problem["detail"])).toContain(tools[tools.length - 1] ?? "");
+    }
+    expect(await json(await call("GET", "/v1/templates", { token: op }))).toEqual({ items: [] });
+
+    // Built-in tools, a catalog tool and a registered MCP server's pinned tool are accepted.
+    const tool = await call("PUT", "/v1/tools/lookup_order", {
+      token: op,
+      body: { description: "Look up an order", parameters: { type: "object" }, handler: { type: "client" } },
+    });
+    expect(tool.status, await tool.clone().text()).toBe(201);
+    const server = new McpTestServer("shop", [{ name: "lookup", inputSchema: { type: "object" } }]);
+    setHostSeams({ fetch: mcpFetch(server) });
+    await registerMcpServer(tenant, server);
+    const stored = await put("orders", ["echo", "lookup_order", "shop__lookup"]);
+    expect(stored.status, await stored.clone().text()).toBe(201);
+    // A tool of a registered server that its pinned list does not have is unknown too.
+    const missing = await put("orders", ["shop__refund"]);
+    expect(missing.status).toBe(422);
+    expect(await json(missing)).toMatchObject({ code: "invalid_template", field: "selectedTools.0" });
+
+    // A tool deleted after the template was put leaves its tombstone: the template stays valid and
+    // users still create sessions from it (the call would settle tool_removed).
+    expect((await call("DELETE", "/v1/tools/lookup_order", { token: op })).status).toBe(200);
+    const session = uniqueSession("tpl-tools-user");
+    const created = await call("PUT", `/v1/sessions/${session}`, { token: await user(tenant, "ann"), body: { template: "orders" } });
+    expect(created.status, await created.clone().text()).toBe(201);
+    // A template put now naming the deleted tool is refused: nothing can call it.
+    const late = await put("late", ["lookup_order"]);
+    expect(late.status).toBe(422);
+    expect(String((await json(late))["detail"])).toContain("deleted");
   });
 });
 

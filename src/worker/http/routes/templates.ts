@@ -9,7 +9,10 @@
  *
  * `If-Match: "<version>"` (or `*`: the template exists) makes a PUT or DELETE conditional (412
  * `precondition_failed` otherwise). A body that is not a valid template, and a name a PUT may not use,
- * are 422 `invalid_template` naming the field. Every refusal is decided before anything is written.
+ * are 422 `invalid_template` naming the field, and so is a tool a session could not select: each of
+ * `selectedTools` is built in, or a live tool of the tenant's catalog (`{server}__{tool}`: in the
+ * registered server's pinned list). A tool deleted after the put leaves a tombstone, so the template
+ * stays valid and a call of it settles `tool_removed`. Every refusal is decided before anything is written.
  * Sessions keep what their template said when they were created (directory/templates.ts).
  */
 import { Hono } from "hono";
@@ -19,6 +22,7 @@ import { requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub } from "../../directory/object.js";
 import type { TemplateIfMatch } from "../../directory/users.js";
 import { Problem } from "../../problems.js";
+import { builtinTools } from "../../session/kinds.js";
 import { noteRevocation } from "../../identity/revocation.js";
 import { emptyBody, noQuery, parse } from "../../schemas.js";
 import { body, query, sessionStub, type AppContext } from "./shared.js";
@@ -56,6 +60,25 @@ function recordResponse(c: AppContext, record: TemplateRecord, status: 200 | 201
   return c.json(record, status);
 }
 
+/** Refuse a template whose `selectedTools` names a tool no session could select now (422 naming the entry). */
+async function checkTools(c: AppContext, selected: readonly string[] | undefined): Promise<void> {
+  const builtin = new Set(builtinTools.map((tool) => tool.name));
+  if (selected === undefined || selected.every((name) => builtin.has(name))) return;
+  const { records = [] } = await directory(c).catalog();
+  const catalog = new Map(records.map((record) => [record.name, record]));
+  selected.forEach((name, i) => {
+    if (builtin.has(name)) return;
+    const record = catalog.get(name);
+    if (record === undefined) {
+      const where = name.includes("__") ? "neither built in, in the tenant's catalog nor in a registered MCP server's pinned tool list" : "neither built in nor in the tenant's catalog";
+      throw new Problem("invalid_template", `tool ${name} is ${where}; define it first`, `selectedTools.${i}`);
+    }
+    if (record.deleted || record.definition === undefined) {
+      throw new Problem("invalid_template", `tool ${name} was deleted from the tenant's catalog`, `selectedTools.${i}`);
+    }
+  });
+}
+
 export const templateRoutes = new Hono<AppEnv>();
 
 templateRoutes.put("/:template", requires("templates"), async (c) => {
@@ -63,6 +86,7 @@ templateRoutes.put("/:template", requires("templates"), async (c) => {
   const name = parse(templateName, c.req.param("template") ?? "", "invalid_template", "name");
   const condition = ifMatch(c);
   const { userSettable, ...fields } = parse(templateBody, await body(c, z.unknown()), "invalid_template");
+  await checkTools(c, fields.selectedTools);
   const outcome = await directory(c).putTemplate(name, { ...fields, userSettable: userSettable ?? [] }, condition);
   switch (outcome.type) {
     case "stored":
