@@ -11,7 +11,7 @@ import { Harness, initialValue } from "../../src/core/harness.js";
 import { requestMessages } from "../../src/core/context.js";
 import { SUMMARY_PROMPT } from "../../src/kinds/collapse.js";
 import { generationConfig } from "../../src/kinds/config.js";
-import { estimateTokens } from "../../src/kinds/generation.js";
+import { estimateTokens } from "../../src/kinds/request-cache.js";
 import { createTurnKit } from "../../src/kinds/turns.js";
 import { bind } from "../../src/core/state.js";
 import { usageTotals } from "../../src/kinds/usage.js";

@@ -4,6 +4,7 @@
  * context still lands unless a newer head landed meanwhile (stale); intervening edits do not stale it.
  * Automatic collapses (threshold, overflow) are foreground; manual ones are background. The overflow
  * chain's collapse carries the input group and its settlement creates the next generation (§8.2).
+ * `planCollapse` plans one (threshold and overflow from the generation kind, manual from the turn API).
  */
 import type { AssistantMessage, Message } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
@@ -16,6 +17,7 @@ import { PicoError } from "../core/errors.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { defineTaskKind, type TypedTask } from "../core/task-kind.js";
 import { scratchValue } from "../core/state.js";
+import type { TxBuilder } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
 import { captureConfig, freshRetry, generationConfig } from "./config.js";
@@ -156,4 +158,40 @@ async function summarizedPrefix(conversation: ConversationHandle, base: Pick<Col
   const headId = context.head?.id;
   const items = context.items.filter((item) => item.entry.id === headId || item.entry.id <= base.summarizeThrough);
   return { ...context, items, ids: items.map((item) => item.entry.id) };
+}
+
+/**
+ * Plan a collapse of the current context (§8.4): summarize everything before the retained tail, which
+ * starts on a complete exchange. Returns the collapse task id, or undefined when nothing can be folded.
+ */
+export async function planCollapse(
+  b: TxBuilder,
+  conversationId: Id,
+  context: { readonly head?: { readonly id: Id }; readonly items: readonly { readonly entry: { readonly id: Id; readonly kind: string } }[] },
+  reason: CollapseState["reason"],
+  carry: CollapseState["carry"],
+  keep: number,
+  instructions: string | null = null,
+): Promise<Id | undefined> {
+  // One live collapse per conversation (§8.4).
+  const live = await b.scanTasks({ conversationIds: [conversationId], live: true, kind: "collapse", limit: 1 });
+  if (live.items.length > 0) return undefined;
+  const items = context.items.filter((item) => item.entry.id !== context.head?.id);
+  if (items.length <= keep) return undefined;
+  // The retained tail starts at a user entry (a complete exchange boundary), at most `keep` from the end.
+  let start = items.length - keep;
+  while (start > 0 && items[start]?.entry.kind !== "user") start -= 1;
+  if (start <= 0) return undefined;
+  const firstRetained = items[start]?.entry.id as Id;
+  const summarizeThrough = items[start - 1]?.entry.id as Id;
+  const state: CollapseState = {
+    status: "planned",
+    reason,
+    capturedHead: context.head?.id ?? null,
+    firstRetained,
+    summarizeThrough,
+    instructions,
+    carry,
+  };
+  return b.task({ kind: "collapse" }, conversationId, { state, ...(reason === "manual" ? { background: true as const } : {}) });
 }

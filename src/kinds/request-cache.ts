@@ -127,10 +127,17 @@ export class ProjectionCache {
   }
 }
 
+/** A cheap token estimate (chars/4) for the threshold check; providers count exactly. */
+export function estimateTokens(messages: readonly Message[]): number {
+  let chars = 0;
+  for (const m of messages) chars += JSON.stringify(m.content ?? "").length;
+  return Math.ceil(chars / 4);
+}
+
 /** Characters of each message's JSON content (the threshold estimate's unit), memoized per frozen message. */
 const contentChars = new WeakMap<Message, number>();
 
-/** `estimateTokens` (generation.ts) with each message's JSON length computed once. */
+/** `estimateTokens` with each message's JSON length computed once. */
 export function estimateTokensCached(messages: readonly Message[]): number {
   let chars = 0;
   for (const m of messages) {

@@ -7,8 +7,7 @@
 import { describe, expect, it } from "vitest";
 import type { FauxResponseFactory } from "@earendil-works/pi-ai";
 import { requestMessages, type DerivedContext } from "../../src/core/context.js";
-import { ContextProjection, estimateTokensCached } from "../../src/kinds/request-cache.js";
-import { estimateTokens } from "../../src/kinds/generation.js";
+import { ContextProjection, estimateTokens, estimateTokensCached } from "../../src/kinds/request-cache.js";
 import { SUMMARY_PROMPT } from "../../src/kinds/collapse.js";
 import { currentEpochBaseline, foldTools } from "../../src/kinds/sections.js";
 import { MemoryStorage } from "../../src/storage/memory.js";

@@ -10,7 +10,7 @@
  */
 import type { ToolCall } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
-import type { GenerationPreview } from "../../src/kinds/generation.js";
+import type { GenerationPreview } from "../../src/kinds/generation-stream.js";
 import { applyEvent, applyMessage, previewOf, watchConversation, type ConversationEvent, type ConversationView, type WatchHandle, type WatchMessage } from "../../src/core/watch.js";
 import { fitFrames, frameBytes, framesAfter, type Frame, type FrameBatch } from "../../src/kinds/frames.js";
 import { bind } from "../../src/core/state.js";

@@ -9,7 +9,8 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { API_ROUTES, type ApiRoute } from "../../src/api/openapi.js";
+import { API_ROUTES } from "../../src/api/openapi.js";
+import type { ApiRoute } from "../../src/api/openapi-route.js";
 import { problemBody } from "../../src/api/problems.js";
 import { CLIENT_EXCLUDED_OPERATIONS, ConversationClient, PicoApiError, PicoClient, RigClient, SessionClient } from "../../src/client/client.js";
 import { InboundClient } from "../../src/client/inbound.js";
