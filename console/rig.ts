@@ -8,7 +8,7 @@
  * is open, refreshing every few seconds: the rig has no watch of its own, and external agents change it
  * without a session commit the console sees.
  */
-import type { MailView } from "../src/rig/rig.js";
+import type { MailView } from "../src/rig/mail.js";
 import type { AgentRecord, HookFile, RigHealth, RigSettings } from "../src/rig/types.js";
 import { el } from "./dom.js";
 

@@ -1,12 +1,13 @@
 /**
- * A typed HTTP client for the pico-edge API (docs/api.md), for frontends and the end-to-end tests: one
- * method per route, its types from the wire schema (src/api/; nothing from src/worker/), problem+json errors as `PicoApiError`, and live watches that fold the server's
- * messages with the core's reducer (`applyMessage`) and resume with Last-Event-ID after a disconnect
- * (or, with `watchToken`, connect as EventSource does: a fresh watch token and `?lastEventId=` per
- * connection, no bearer token on the stream).
+ * A typed HTTP client for the pico-edge API (docs/api.md "Typed client"), for frontends and the end-to-end
+ * tests: one method per route, its types from the wire schema (src/api/; nothing from src/worker/),
+ * problem+json errors as `PicoApiError`, and live watches that fold the server's messages with the core's
+ * reducer (`applyMessage`) and resume with Last-Event-ID after a disconnect.
  *
- * One concept over 400 lines: the typed client of this API. It has one class per resource (session,
- * conversation, rig) and the watch they share.
+ * This file holds the client itself (`PicoClient`: its raw request and send, the tenant's routes and the
+ * way to the route groups), a session's routes (`SessionClient`), and the table of every operation's
+ * client method. The route groups live beside it, one file each (conversation.ts, rig.ts, inbound.ts,
+ * pending.ts, ...), over the plumbing in transport.ts; the live watch is watch.ts.
  *
  * @example
  * const client = new PicoClient({ baseUrl: "http://localhost:8787", token });
@@ -15,36 +16,16 @@
  * const { inputId } = await s.conversation("root").accept("hello", { idempotencyKey: "k1", wait: 10 });
  * const watch = s.conversation("root").watch({ onChange: (view) => render(view) });
  */
-import type { UserInput } from "../core/entries.js";
-import { applyMessage, applySessionMessage, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView, type WatchMessage } from "../core/watch.js";
+import { applySessionMessage, type SessionEvent, type SessionView } from "../core/watch.js";
 import type { ProblemBody } from "../api/problems.js";
 import type {
-  AbortedResponse,
   AcceptanceResponse,
-  AcceptResponse,
-  AgentRecordResponse,
-  AgentsResponse,
   ClearFaultResponse,
-  CollapseResponse,
-  ConfigValues,
-  ContinueResponse,
-  ConversationDeletedResponse,
-  ConversationSnapshot,
   CreateSessionResponse,
   DeletedResponse,
-  ForkResponse,
-  HookFileResponse,
   InputResponse,
-  MailboxResponse,
-  MailMessageResponse,
-  MailViewResponse,
   ModelsResponse,
-  NudgesResponse,
-  RegisterAgentResponse,
   ReleasedResponse,
-  ResetResponse,
-  RigHealthResponse,
-  RigSettingsResponse,
   ScheduleViewResponse,
   SchedulesPage,
   SessionInspection,
@@ -56,48 +37,20 @@ import type {
   WatchTokenResponse,
 } from "../api/responses.js";
 import type { z } from "zod";
-import type { registerBody, setHookBody, witnessPatch } from "../api/rig.js";
-import type { AcceptBody, scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
-import type { Entry, Id, Page, Task } from "../storage/records.js";
+import type { scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
+import type { Id, Page, Task } from "../storage/records.js";
+import { ConversationClient, CONVERSATION_CLIENT_OPERATIONS } from "./conversation.js";
 import { InboundClient } from "./inbound.js";
 import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
+import { RigClient, RIG_CLIENT_OPERATIONS } from "./rig.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
 import { ISSUER_CLIENT_OPERATIONS } from "./issuers.js";
 import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
 import { END_USER_CLIENT_OPERATIONS } from "./end-users.js";
 import { UsersClient, USERS_CLIENT_OPERATIONS } from "./users.js";
-import { readSse, type SseFrame } from "./sse.js";
-
-export interface ClientOptions {
-  /** e.g. `http://localhost:8787` (no trailing /v1). */
-  readonly baseUrl: string;
-  readonly token: string;
-  /** A fetch implementation (default: the global fetch). */
-  readonly fetch?: (request: Request) => Promise<Response>;
-}
-
-/** A problem+json answer. */
-export class PicoApiError extends Error {
-  override readonly name = "PicoApiError";
-  constructor(
-    readonly status: number,
-    readonly problem: ProblemBody,
-  ) {
-    super(`${status} ${problem.code}: ${problem.detail}`);
-  }
-
-  get code(): string {
-    return this.problem.code;
-  }
-}
-
-/** `?a=1&b=x` of the defined values (empty when none). */
-function queryString(query: Readonly<Record<string, string | number | boolean | undefined>>): string {
-  const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(query)) if (value !== undefined) params.set(key, String(value));
-  return params.size > 0 ? `?${params}` : "";
-}
+import { PicoApiError, queryString, type ClientOptions } from "./transport.js";
+import { Watch, type WatchOptions } from "./watch.js";
 
 export class PicoClient {
   readonly #options: ClientOptions;
@@ -153,14 +106,6 @@ export class PicoClient {
     });
     return (this.#options.fetch ?? fetch)(request);
   }
-}
-
-export interface AcceptOptions {
-  readonly idempotencyKey?: string;
-  readonly mode?: AcceptBody["mode"];
-  readonly whenBusy?: AcceptBody["whenBusy"];
-  /** Wait up to this many seconds for the result. */
-  readonly wait?: number;
 }
 
 export class SessionClient {
@@ -291,337 +236,8 @@ export class SessionClient {
   }
 }
 
-export class ConversationClient {
-  readonly #client: PicoClient;
-  readonly path: string;
-
-  constructor(client: PicoClient, path: string) {
-    this.#client = client;
-    this.path = path;
-  }
-
-  async accept(input: UserInput, options: AcceptOptions = {}): Promise<AcceptResponse> {
-    const headers: Record<string, string> = options.idempotencyKey === undefined ? {} : { "idempotency-key": options.idempotencyKey };
-    const qs = options.wait === undefined ? "" : `?wait=${options.wait}`;
-    const body = { input, ...(options.mode === undefined ? {} : { mode: options.mode }), ...(options.whenBusy === undefined ? {} : { whenBusy: options.whenBusy }) };
-    return (await this.#client.request<AcceptResponse>("POST", `${this.path}/inputs${qs}`, { body, headers })).body;
-  }
-
-  pending(): Promise<PendingListResponse> { return listPending(this.#client, this.path); }
-  async snapshot(): Promise<ConversationSnapshot> {
-    return (await this.#client.request<ConversationSnapshot>("GET", this.path)).body;
-  }
-
-  async entries(query: { before?: Id; after?: Id; limit?: number; kind?: string } = {}): Promise<Page<Entry>> {
-    return (await this.#client.request<Page<Entry>>("GET", `${this.path}/entries${queryString(query)}`)).body;
-  }
-
-  async abort(): Promise<AbortedResponse> {
-    return (await this.#client.request<AbortedResponse>("POST", `${this.path}/abort`)).body;
-  }
-
-  /** Delete this (non-root) conversation with every conversation it owns (§6.4). */
-  async delete(): Promise<ConversationDeletedResponse> {
-    return (await this.#client.request<ConversationDeletedResponse>("DELETE", this.path)).body;
-  }
-
-  async fork(options: { at: Id | "start"; abort?: boolean }): Promise<ForkResponse> {
-    return (await this.#client.request<ForkResponse>("POST", `${this.path}/fork`, { body: options })).body;
-  }
-
-  /** Place queued steer/followUp inputs that wait (their group ended without a final answer) into a new turn. */
-  async continue(): Promise<ContinueResponse> {
-    return (await this.#client.request<ContinueResponse>("POST", `${this.path}/continue`)).body;
-  }
-
-  async collapse(instructions?: string): Promise<CollapseResponse> {
-    return (await this.#client.request<CollapseResponse>("POST", `${this.path}/collapse`, { body: instructions === undefined ? {} : { instructions } })).body;
-  }
-
-  async reset(handoff?: string): Promise<ResetResponse> {
-    return (await this.#client.request<ResetResponse>("POST", `${this.path}/reset`, { body: handoff === undefined ? {} : { handoff } })).body;
-  }
-
-  async config(): Promise<ConfigValues> {
-    return (await this.#client.request<ConfigValues>("GET", `${this.path}/config`)).body;
-  }
-
-  async patchConfig(patch: ConfigValues): Promise<ConfigValues> {
-    return (await this.#client.request<ConfigValues>("PATCH", `${this.path}/config`, { body: patch })).body;
-  }
-
-  /** A watch token for this conversation's watch (what `?access_token=` takes: EventSource, WebSocket). */
-  async watchToken(ttlSeconds?: number): Promise<WatchTokenResponse> {
-    return (await this.#client.request<WatchTokenResponse>("POST", `${this.path}/watch-token`, { body: ttlSeconds === undefined ? {} : { ttlSeconds } })).body;
-  }
-
-  /** The raw SSE frames of one connection (no reconnect, no fold): for tools and tests. */
-  frames(options: { lastEventId?: string; signal?: AbortSignal } = {}): AsyncGenerator<SseFrame> {
-    return openFrames(this.#client, `${this.path}/watch`, options);
-  }
-
-  /** Watch the conversation: the view, folded per commit, resumed after disconnects. */
-  watch(options: WatchOptions<ConversationView, ConversationEvent> = {}): Watch<ConversationView, ConversationEvent> {
-    return new Watch(this.#client, `${this.path}/watch`, applyMessage, options);
-  }
-}
-
 /** `POST .../schedules`: `every` (ms) or `cron` (with `timezone`); `startAt` epoch ms or ISO 8601; `catchUp` "one" (default) or "none". */
 export type ScheduleRequestBody = z.input<typeof scheduleBody>;
-/** `PUT .../rig/agents/{agent_id}`: the role, and `conversation: "new"` for a conversation agent. */
-export type RegisterAgentBody = z.input<typeof registerBody>;
-/** `PUT .../rig/agents/{agent_id}/hook`: the work item (bead) to hook. */
-export type HookWork = z.input<typeof setHookBody>;
-/** `PATCH .../rig/witness`: the settings to change. */
-export type WitnessPatch = z.input<typeof witnessPatch>;
-
-/** A hook as its routes answer it: the document's record, its version (the ETag) and its attempt (Hook-Attempt). */
-export interface HookResponse {
-  readonly hook: HookFileResponse;
-  /** Send as `ifMatch` to make the next transition conditional on this version. */
-  readonly version: number;
-  readonly attempt: number;
-}
-
-/** A mail payload: a non-empty string or a JSON object. */
-export type MailPayload = MailMessageResponse["payload"];
-
-/**
- * The rig's routes (docs/rig.md): the mayor and operators register agents, assign and
- * clear hooks, read health; an agent (a token with its agent id) long-polls its own hook, activates,
- * touches and completes it, and reads its nudges; everyone in the rig sends and reads mail.
- */
-export class RigClient {
-  readonly #client: PicoClient;
-  readonly path: string;
-
-  constructor(client: PicoClient, path: string) {
-    this.#client = client;
-    this.path = path;
-  }
-
-  async #hook(method: string, path: string, options: { body?: unknown; ifMatch?: number } = {}): Promise<HookResponse> {
-    const headers: Record<string, string> = options.ifMatch === undefined ? {} : { "if-match": `"${options.ifMatch}"` };
-    const response = await this.#client.request<HookFileResponse>(method, path, { headers, ...(options.body === undefined ? {} : { body: options.body }) });
-    const version = Number(/^"(\d+)"$/.exec(response.headers.get("etag") ?? "")?.[1] ?? Number.NaN);
-    return { hook: response.body, version, attempt: Number(response.headers.get("hook-attempt") ?? Number.NaN) };
-  }
-
-  /** Register an agent (mayor, operator): `conversation: "new"` makes it a conversation agent. 201 created, 200 the same again. */
-  async registerAgent(agentId: string, request: RegisterAgentBody): Promise<RegisterAgentResponse> {
-    return (await this.#client.request<RegisterAgentResponse>("PUT", `${this.path}/agents/${encodeURIComponent(agentId)}`, { body: request })).body;
-  }
-
-  /** Every agent with its hook and health (mayor, operator). */
-  async agents(): Promise<AgentsResponse> {
-    return (await this.#client.request<AgentsResponse>("GET", `${this.path}/agents`)).body;
-  }
-
-  /** Deregister an agent whose hook is empty (mayor). */
-  async deregisterAgent(agentId: string): Promise<DeletedResponse> {
-    return (await this.#client.request<DeletedResponse>("DELETE", `${this.path}/agents/${encodeURIComponent(agentId)}`)).body;
-  }
-
-  /** Abort a conversation agent's work (mayor). */
-  async terminateAgent(agentId: string): Promise<AgentRecordResponse> {
-    return (await this.#client.request<AgentRecordResponse>("POST", `${this.path}/agents/${encodeURIComponent(agentId)}/terminate`)).body;
-  }
-
-  /** An agent's hook; `wait` (seconds) long-polls until it is not empty. */
-  agentHook(agentId: string, options: { wait?: number } = {}): Promise<HookResponse> {
-    return this.#hook("GET", `${this.path}/agents/${encodeURIComponent(agentId)}/hook${queryString(options)}`);
-  }
-
-  /** empty -> pending (mayor): hook a work item (bead) on an agent; `ifMatch` makes it conditional. */
-  setHook(agentId: string, work: HookWork, options: { ifMatch?: number } = {}): Promise<HookResponse> {
-    return this.#hook("PUT", `${this.path}/agents/${encodeURIComponent(agentId)}/hook`, { body: work, ...options });
-  }
-
-  /** completed -> empty (mayor), after verifying the work. */
-  clearHook(agentId: string, options: { ifMatch?: number } = {}): Promise<HookResponse> {
-    return this.#hook("DELETE", `${this.path}/agents/${encodeURIComponent(agentId)}/hook`, options);
-  }
-
-  /** The calling agent's own hook (agent token); `wait` (seconds) long-polls until it is not empty. */
-  hook(options: { wait?: number } = {}): Promise<HookResponse> {
-    return this.#hook("GET", `${this.path}/hook${queryString(options)}`);
-  }
-
-  /**
-   * pending -> active (the owning agent). `attempt` (required: the hook's `attempt`, its Hook-Attempt
-   * header) names the assignment, so a worker whose hook the mayor cleared or reassigned is refused.
-   */
-  activate(options: { attempt: number; ifMatch?: number }): Promise<HookResponse> {
-    return this.#hook("POST", `${this.path}/hook/activate`, { body: { attempt: options.attempt }, ...(options.ifMatch === undefined ? {} : { ifMatch: options.ifMatch }) });
-  }
-
-  /** Update last_activity (throttled: a touch within the throttle writes nothing); `attempt` as for activate. */
-  touch(options: { attempt: number }): Promise<HookResponse> {
-    return this.#hook("POST", `${this.path}/hook/touch`, { body: { attempt: options.attempt } });
-  }
-
-  /** active -> completed (the owning agent), with an optional summary for the mayor; `attempt` as for activate. */
-  complete(options: { attempt: number; summary?: string }): Promise<HookResponse> {
-    return this.#hook("POST", `${this.path}/hook/complete`, { body: { attempt: options.attempt, ...(options.summary === undefined ? {} : { summary: options.summary }) } });
-  }
-
-  /** A page of the caller's mailbox by cursor: pass the page's `next` as `after` for the following one. */
-  async mail(query: { after?: Id; limit?: number } = {}): Promise<MailboxResponse> {
-    return (await this.#client.request<MailboxResponse>("GET", `${this.path}/mail${queryString(query)}`)).body;
-  }
-
-  /** Send durable mail to an agent, `mayor` or `witness`. */
-  async sendMail(to: string, payload: MailPayload): Promise<MailMessageResponse> {
-    return (await this.#client.request<MailMessageResponse>("POST", `${this.path}/mail`, { body: { to, payload } })).body;
-  }
-
-  async ackMail(mailId: Id): Promise<MailViewResponse> {
-    return (await this.#client.request<MailViewResponse>("POST", `${this.path}/mail/${mailId}/ack`)).body;
-  }
-
-  /** Nudges for the calling external agent since it last asked; `wait` (seconds) long-polls. */
-  async nudges(options: { wait?: number } = {}): Promise<NudgesResponse> {
-    return (await this.#client.request<NudgesResponse>("GET", `${this.path}/nudges${queryString(options)}`)).body;
-  }
-
-  async witness(): Promise<RigSettingsResponse> {
-    return (await this.#client.request<RigSettingsResponse>("GET", `${this.path}/witness`)).body;
-  }
-
-  /** Change the witness's settings (mayor, operator); each at least 1,000 ms. */
-  async patchWitness(patch: WitnessPatch): Promise<RigSettingsResponse> {
-    return (await this.#client.request<RigSettingsResponse>("PATCH", `${this.path}/witness`, { body: patch })).body;
-  }
-
-  /** The witness document's RigHealthReport (mayor, operator). */
-  async health(): Promise<RigHealthResponse> {
-    return (await this.#client.request<RigHealthResponse>("GET", `${this.path}/health`)).body;
-  }
-
-  /** `.chipset/state/hooks/{agent_id}.json`: the hook file exactly as the document writes it. */
-  async hookFile(agentId: string): Promise<HookFileResponse> {
-    return (await this.#client.request<HookFileResponse>("GET", `${this.path}/chipset/state/hooks/${encodeURIComponent(agentId)}.json`)).body;
-  }
-
-  /** The `.chipset/state` tree as a tar archive. */
-  async chipsetState(): Promise<Uint8Array> {
-    const response = await this.#client.send("GET", `${this.path}/chipset/state`);
-    if (!response.ok) {
-      const text = await response.text();
-      throw new PicoApiError(response.status, (text === "" ? { code: "internal", detail: "no body" } : JSON.parse(text)) as ProblemBody);
-    }
-    return new Uint8Array(await response.arrayBuffer());
-  }
-}
-
-/**
- * Open one SSE connection. With the bearer header (the default) the resume position is Last-Event-ID;
- * with `watchToken`, the way a browser's EventSource connects, the URL carries `?access_token=` (a watch
- * token) and `?lastEventId=`, and no Authorization header is sent.
- */
-async function* openFrames(client: PicoClient, path: string, options: { lastEventId?: string; signal?: AbortSignal; watchToken?: string }): AsyncGenerator<SseFrame> {
-  const headers: Record<string, string> = { accept: "text/event-stream" };
-  let url = path;
-  if (options.watchToken === undefined) {
-    if (options.lastEventId !== undefined) headers["last-event-id"] = options.lastEventId;
-  } else {
-    const params = new URLSearchParams({ access_token: options.watchToken });
-    if (options.lastEventId !== undefined) params.set("lastEventId", options.lastEventId);
-    url = `${path}?${params.toString()}`;
-  }
-  const response = await client.send("GET", url, { headers, bearer: options.watchToken === undefined, ...(options.signal === undefined ? {} : { signal: options.signal }) });
-  if (!response.ok || response.body === null) {
-    const text = await response.text();
-    throw new PicoApiError(response.status, (text === "" ? { code: "internal", detail: "no body" } : JSON.parse(text)) as ProblemBody);
-  }
-  yield* readSse(response.body);
-}
-
-export interface WatchOptions<View, Event> {
-  /** Resume from this event id (a fresh view is sent when the server cannot resume). */
-  readonly lastEventId?: string;
-  /** After each view or message, with the folded view. */
-  readonly onChange?: (view: View, change: { readonly type: "view" } | { readonly type: "commit"; readonly message: WatchMessage<Event> }) => void;
-  /** Reconnect (with Last-Event-ID) when the stream drops; default true. */
-  readonly reconnect?: boolean;
-  /**
-   * Connect as a browser's EventSource does: mint a watch token (`POST .../watch-token`, this lifetime in
-   * seconds, or the server's default when `true`) for each connection and put it and the resume position
-   * in the URL (`?access_token=&lastEventId=`) instead of sending the bearer token. A token that expired
-   * is never reused: every reconnect mints a fresh one.
-   */
-  readonly watchToken?: boolean | { readonly ttlSeconds: number };
-  readonly signal?: AbortSignal;
-}
-
-/** A live watch: `view` is current after every message; reconnects resume from `lastEventId`. */
-export class Watch<View, Event> {
-  view: View | undefined;
-  lastEventId: string | undefined;
-  /** How many `view` frames arrived (1 = never had to resnapshot). */
-  views = 0;
-  /** How many connections were opened (1 + reconnects). */
-  connections = 0;
-  /** Resolves when the watch stops (closed by the server, aborted, or a non-retryable error). */
-  readonly done: Promise<void>;
-  readonly #controller = new AbortController();
-
-  constructor(
-    client: PicoClient,
-    path: string,
-    fold: (view: View, message: WatchMessage<Event>) => View,
-    options: WatchOptions<View, Event>,
-  ) {
-    this.lastEventId = options.lastEventId;
-    options.signal?.addEventListener("abort", () => this.#controller.abort(), { once: true });
-    this.done = this.#run(client, path, fold, options);
-  }
-
-  close(): void {
-    this.#controller.abort();
-  }
-
-  async #run(client: PicoClient, path: string, fold: (view: View, message: WatchMessage<Event>) => View, options: WatchOptions<View, Event>): Promise<void> {
-    const signal = this.#controller.signal;
-    for (let attempt = 0; !signal.aborted; attempt++) {
-      let closed = false;
-      try {
-        const watchToken = options.watchToken === undefined || options.watchToken === false ? undefined : await mintWatchToken(client, path, options.watchToken);
-        this.connections += 1;
-        const frames = openFrames(client, path, {
-          signal,
-          ...(this.lastEventId === undefined ? {} : { lastEventId: this.lastEventId }),
-          ...(watchToken === undefined ? {} : { watchToken }),
-        });
-        for await (const frame of frames) {
-          attempt = 0;
-          if (frame.event === "view") {
-            this.view = JSON.parse(frame.data) as View;
-            this.views += 1;
-            options.onChange?.(this.view, { type: "view" });
-          } else if (frame.event === "commit" && this.view !== undefined) {
-            const message = JSON.parse(frame.data) as WatchMessage<Event>;
-            this.view = fold(this.view, message);
-            options.onChange?.(this.view, { type: "commit", message });
-            if (message.events.some((event) => (event as { type?: unknown }).type === "closed")) closed = true;
-          }
-          if (frame.id !== undefined) this.lastEventId = frame.id;
-        }
-      } catch (error) {
-        if (signal.aborted) return;
-        if (error instanceof PicoApiError && error.status < 500) throw error;
-      }
-      if (closed || options.reconnect === false) return;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(30_000, 250 * 2 ** Math.min(attempt, 7))));
-    }
-  }
-}
-
-/** A fresh watch token for the watch at `path` (`.../watch` -> `POST .../watch-token`). */
-async function mintWatchToken(client: PicoClient, path: string, option: true | { readonly ttlSeconds: number }): Promise<string> {
-  const body = option === true ? {} : { ttlSeconds: option.ttlSeconds };
-  return (await client.request<WatchTokenResponse>("POST", `${path}-token`, { body })).body.token;
-}
 
 /** Operations of the API (`API_ROUTES` in src/api/openapi.ts) without a client method, and why; a test checks every other has one (`CLIENT_OPERATIONS`). */
 export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
@@ -652,45 +268,14 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   clearFault: "SessionClient.clearFault",
   sessionWatchToken: "SessionClient.watchToken",
   watchSession: "SessionClient.watch",
-  accept: "ConversationClient.accept",
-  getConversation: "ConversationClient.snapshot",
-  listEntries: "ConversationClient.entries",
-  abortConversation: "ConversationClient.abort",
-  deleteConversation: "ConversationClient.delete",
-  fork: "ConversationClient.fork",
-  continueConversation: "ConversationClient.continue",
-  collapse: "ConversationClient.collapse",
-  reset: "ConversationClient.reset",
-  getConfig: "ConversationClient.config",
-  patchConfig: "ConversationClient.patchConfig",
-  conversationWatchToken: "ConversationClient.watchToken",
-  watchConversation: "ConversationClient.watch",
+  ...CONVERSATION_CLIENT_OPERATIONS,
   listModels: "PicoClient.models",
   createSchedule: "SessionClient.createSchedule",
   listSchedules: "SessionClient.schedules",
   getSchedule: "SessionClient.schedule",
   patchSchedule: "SessionClient.patchSchedule",
   deleteSchedule: "SessionClient.deleteSchedule",
-  registerAgent: "RigClient.registerAgent",
-  listAgents: "RigClient.agents",
-  deregisterAgent: "RigClient.deregisterAgent",
-  terminateAgent: "RigClient.terminateAgent",
-  getAgentHook: "RigClient.agentHook",
-  setHook: "RigClient.setHook",
-  clearHook: "RigClient.clearHook",
-  ownHook: "RigClient.hook",
-  activateHook: "RigClient.activate",
-  touchHook: "RigClient.touch",
-  completeHook: "RigClient.complete",
-  listMail: "RigClient.mail",
-  sendMail: "RigClient.sendMail",
-  ackMail: "RigClient.ackMail",
-  nudges: "RigClient.nudges",
-  getWitness: "RigClient.witness",
-  patchWitness: "RigClient.patchWitness",
-  rigHealth: "RigClient.health",
-  hookFile: "RigClient.hookFile",
-  chipsetExport: "RigClient.chipsetState",
+  ...RIG_CLIENT_OPERATIONS,
   putInbound: "InboundClient.put",
   listInbound: "InboundClient.list",
   getInbound: "InboundClient.get",

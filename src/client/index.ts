@@ -2,6 +2,10 @@
  * The typed pico-edge HTTP client: routes, SSE parsing with resume, and the core's watch reducers.
  */
 export * from "./client.js";
+export { PicoApiError, type ClientOptions, type ClientTransport } from "./transport.js";
+export * from "./conversation.js";
+export * from "./rig.js";
+export { Watch, type WatchOptions } from "./watch.js";
 export * from "./inbound.js";
 export * from "./pending.js";
 export * from "./webhook-endpoints.js";

@@ -1,7 +1,7 @@
 /**
  * A Server-Sent Events parser (the WHATWG event-stream format) over a fetch response body, for the typed
- * client (src/client/client.ts). Yields one frame per dispatched event; comments (keep-alives) are
- * skipped. Runs anywhere fetch streams do (browsers, Workers, Node).
+ * client's live watches (src/client/watch.ts). Yields one frame per dispatched event; comments
+ * (keep-alives) are skipped. Runs anywhere fetch streams do (browsers, Workers, Node).
  */
 
 export interface SseFrame {

@@ -8,20 +8,25 @@
  * Reads never turn a failure into "no work": a hook read that fails rejects, and a registered agent
  * whose hook record is missing is an error, never an `empty` hook (Gastown treated both as idle).
  *
- * One concept over 400 lines: the Rig's operations. Each reads or commits the same state records
- * (state.ts) under the same access rules (access.ts).
+ * This file is the `Rig` that hosts call, with its agents and their hooks. What it offers beside them
+ * lives in one file each and is run from here: the GUPP commits (gupp-commits.ts), mail (mail.ts), and
+ * the witness's settings and health report (witness-admin.ts). Every one reads or commits the same state
+ * records (state.ts) under the same access rules (access.ts).
  */
 import { BACKGROUND_CONTEXT, type Call } from "../core/call.js";
 import type { Harness } from "../core/harness.js";
 import { inputResult } from "../core/inbox.js";
 import { bind, bindTo, type ValueSpec } from "../core/state.js";
-import { sessionTx, type Tx, type TxBuilder } from "../core/tx.js";
-import type { Id, JsonValue } from "../storage/records.js";
-import { checkActor, checkAgentId, checkMailbox, checkReader, ownMailbox, senderOf } from "./access.js";
+import type { Tx } from "../core/tx.js";
+import type { Id } from "../storage/records.js";
+import { checkActor, checkAgentId, checkReader } from "./access.js";
 import { RigError } from "./errors.js";
+import { activateInCommit, activatePending, completeAnswered, settleAtFinalAnswer, touchActive, type AcceptWork, type AnswerBoundary } from "./gupp-commits.js";
 import { checkRole, checkStatus, emptyFile, iso, nextFile } from "./hooks.js";
+import { ackMail, mailboxMessages, readMail, sendMail, type MailPage, type MailView } from "./mail.js";
 import { NudgeBus } from "./nudges.js";
-import { assess, readSettings, unreadReplies, type WitnessKind } from "./witness.js";
+import type { WitnessKind } from "./witness.js";
+import { patchWitnessSettings, rigHealth, witnessSettings } from "./witness-admin.js";
 import {
   agentValue,
   beadValue,
@@ -29,29 +34,25 @@ import {
   HOOK_NAMESPACE,
   hookValue,
   legacyAgentIndex,
-  mailAck,
   mailbox,
   otherAgentExists,
+  readValue,
+  releaseBead,
   retiredAttempt,
   scanAgents,
-  settingsValue,
+  setValue,
+  settingsTx,
   witnessAgent,
-  witnessFocus,
   witnessTask,
 } from "./state.js";
 import {
   actorName,
-  DEFAULT_SETTINGS,
-  MAYOR_ID,
-  WITNESS_ID,
   type Actor,
   type AgentRecord,
   type AgentRole,
   type HookView,
-  type MailAck,
   type MailMessage,
   type MailPayload,
-  type StoredMail,
   type RigHealth,
   type RigSettings,
   type StoredHook,
@@ -76,36 +77,6 @@ export interface RigOptions {
   readonly conversationValues?: readonly ValueSpec<unknown>[];
 }
 
-export type AcceptWork = (tx: Tx, conversationId: Id, input: string, requestId: string) => Promise<Id>;
-
-/**
- * The final-answer boundary of a conversation's turn as the rig needs it: what the turn kinds' extension
- * point (kinds/services.ts FinalAnswerBoundary) gives, inside the commit that records the answer.
- */
-export interface AnswerBoundary {
-  readonly builder: TxBuilder;
-  readonly conversationId: Id;
-  /** The answered inputs: their `done` results are written in this commit. */
-  readonly inputs: readonly Id[];
-  readonly now: number;
-  /** Accept `input` ahead of the queued followUps (the next group's first input); a used key accepts nothing. */
-  acceptFirst(input: string, requestId: string): Promise<Id>;
-}
-
-/**
- * The request key of a GUPP acceptance: one per agent, conversation and assignment, so a retry never
- * accepts twice, and a replaced agent's work (a later attempt, usually on a new conversation) is never
- * answered as a duplicate of its predecessor's.
- */
-export function guppRequestId(agentId: string, conversationId: Id, attempt: number): string {
-  return `rig:${agentId}:${conversationId}:${attempt}`;
-}
-
-/** The input a work item becomes. */
-export function workInput(work: { readonly bead_id: string; readonly title: string }): string {
-  return `Work item ${work.bead_id}: ${work.title}`;
-}
-
 export interface RegisterRequest {
   readonly role: AgentRole;
   readonly conversation?: Id | "new";
@@ -128,19 +99,6 @@ export interface AgentListing {
   readonly agent: AgentRecord;
   readonly hook: HookView;
 }
-
-export interface MailView extends MailMessage {
-  readonly ack?: MailAck;
-}
-
-/** A page of a mailbox: its messages in order, and the cursor of the next page while more remain. */
-export interface MailPage {
-  readonly messages: readonly MailView[];
-  readonly next?: Id;
-}
-
-/** The largest mailbox page (and the default). */
-export const MAIL_PAGE = 1000;
 
 export class Rig {
   readonly harness: Harness;
@@ -367,7 +325,7 @@ export class Rig {
           next = { file: nextFile("set", stored.file, now, work), attempt: stored.attempt + 1 };
           tx.value(beadValue(work.bead_id)).set({ agent_id: agentId, attempt: next.attempt });
           // GUPP: an idle conversation agent activates and accepts the work in this same commit.
-          next = (await this.#guppActivate(tx, agent, next, now)) ?? next;
+          next = (await activateInCommit(tx, this.#accept, agent, next, now)) ?? next;
           break;
         }
         case "complete": {
@@ -404,165 +362,66 @@ export class Rig {
     return result;
   }
 
-  // GUPP (conversation agents) ----------------------------------------------------------------
+  // GUPP (conversation agents; gupp-commits.ts) -----------------------------------------------
 
   /** Activate a pending conversation agent's hook if its conversation is idle (one commit); false otherwise. */
   async guppActivate(agentId: string): Promise<boolean> {
-    return this.harness.commit(async (tx) => {
-      const agent = await tx.value(agentValue(agentId)).get();
-      const stored = await tx.value(hookValue(agentId)).get();
-      if (agent === undefined || stored === undefined || stored.file.status !== "pending") return false;
-      const next = await this.#guppActivate(tx, agent, stored, iso(this.now()));
-      if (next === undefined) return false;
-      setValue(tx, hookValue(agentId), next);
-      return true;
-    }, call);
+    return activatePending(this.harness, this.#accept, agentId);
   }
 
   /** Complete a conversation agent's hook once its input has its final answer (one commit, at most once). */
   async guppComplete(agentId: string): Promise<boolean> {
-    return this.harness.commit(async (tx) => {
-      const stored = await tx.value(hookValue(agentId)).get();
-      if (stored === undefined || stored.file.status !== "active" || stored.input === undefined) return false;
-      const result = await tx.value(bind(inputResult(stored.input.inputId), { conversationId: stored.input.conversationId })).get();
-      if (result?.status !== "done") return false;
-      const next: StoredHook = { ...stored, file: nextFile("complete", stored.file, iso(this.now())) };
-      releaseBead(tx, stored);
-      setValue(tx, hookValue(agentId), next);
-      return true;
-    }, call);
+    return completeAnswered(this.harness, agentId);
   }
 
-  /**
-   * GUPP at a conversation agent's final answer (the turn kit consults this inside the settlement commit
-   * that records the answer): the answer of the hook's work item completes the hook in that commit, once;
-   * a pending hook's work item is accepted first, ahead of the user's queued followUps, under the request
-   * key of agent and attempt, and the hook activated, in that same commit.
-   */
+  /** GUPP at a conversation agent's final answer, inside the settlement commit that records it (`settleAtFinalAnswer`). */
   async atFinalAnswer(boundary: AnswerBoundary): Promise<void> {
-    const tx = sessionTx(boundary.builder);
-    const agentId = await tx.value(conversationAgent(boundary.conversationId)).get();
-    if (agentId === undefined) return;
-    const agent = await tx.value(agentValue(agentId)).get();
-    const stored = await tx.value(hookValue(agentId)).get();
-    if (agent === undefined || stored === undefined) return;
-    const now = iso(boundary.now);
-    if (stored.file.status === "active" && stored.input !== undefined && stored.input.conversationId === boundary.conversationId && boundary.inputs.includes(stored.input.inputId)) {
-      releaseBead(tx, stored);
-      setValue(tx, hookValue(agentId), { ...stored, file: nextFile("complete", stored.file, now) });
-      return;
-    }
-    if (stored.file.status !== "pending" || stored.file.work_item === null || agent.terminated !== undefined || agent.conversationId !== boundary.conversationId) return;
-    const inputId = await boundary.acceptFirst(workInput(stored.file.work_item), guppRequestId(agentId, boundary.conversationId, stored.attempt));
-    setValue(tx, hookValue(agentId), { ...stored, file: nextFile("activate", stored.file, now), input: { conversationId: boundary.conversationId, inputId } });
+    return settleAtFinalAnswer(boundary);
   }
 
   /** Touch a conversation agent's active hook for its conversation's activity (throttled in the commit). */
   async guppTouch(agentId: string): Promise<void> {
-    await this.harness.commit(async (tx) => {
-      const stored = await tx.value(hookValue(agentId)).get();
-      if (stored === undefined || stored.file.status !== "active") return;
-      const settings = await settingsTx(tx);
-      const nowMs = this.now();
-      if (nowMs - Date.parse(stored.file.last_activity) < settings.touchThrottleMs) return;
-      setValue(tx, hookValue(agentId), { ...stored, file: nextFile("touch", stored.file, iso(nowMs)) });
-    }, call);
+    return touchActive(this.harness, agentId);
   }
 
-  async #guppActivate(tx: Tx, agent: AgentRecord, stored: StoredHook, now: string): Promise<StoredHook | undefined> {
-    const conversationId = agent.conversationId;
-    if (conversationId === undefined || this.#accept === undefined || agent.terminated !== undefined || stored.file.work_item === null) return undefined;
-    if (tx.builder.inTurn(conversationId)) return undefined;
-    if ((await tx.getConversation(conversationId)) === undefined) return undefined;
-    const inputId = await this.#accept(tx, conversationId, workInput(stored.file.work_item), guppRequestId(agent.agent_id, conversationId, stored.attempt));
-    return { ...stored, file: nextFile("activate", stored.file, now), input: { conversationId, inputId } };
-  }
-
-  // mail ---------------------------------------------------------------------------------------
+  // mail (mail.ts) ------------------------------------------------------------------------------
 
   /**
    * A page of a mailbox as `actor` may read it (an agent its own; the mayor and operators the mayor's or
    * any), by cursor: the messages after `after`, at most `limit` (1-1,000, default 1,000).
    */
   async mail(actor: Actor, owner?: string, query: { readonly after?: Id; readonly limit?: number } = {}): Promise<MailPage> {
-    const box = owner ?? ownMailbox(actor);
-    checkMailbox(actor, box);
-    const limit = query.limit ?? MAIL_PAGE;
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAIL_PAGE) throw new RigError("rig_invalid", `limit is an integer from 1 to ${MAIL_PAGE}`, "limit");
-    const list = await this.harness.storage.readList(bind(mailbox(box), {}), { after: query.after ?? 0, limit });
-    const messages: MailView[] = [];
-    for (const element of list.items) messages.push(mailView(element.id, element.value, await this.#read(mailAck(box, element.id))));
-    return { messages, ...(list.next === undefined ? {} : { next: list.next }) };
+    return readMail(this.harness, actor, owner, query);
   }
 
   /** Every message of a mailbox, page by page, without acks (the `.chipset/state` export). */
-  async *mailbox(box: string): AsyncGenerator<MailMessage> {
-    let after: Id = 0;
-    for (;;) {
-      const list = await this.harness.storage.readList(bind(mailbox(box), {}), { after, limit: MAIL_PAGE });
-      for (const element of list.items) yield mailView(element.id, element.value, undefined);
-      if (list.next === undefined) return;
-      after = list.next;
-    }
+  mailbox(box: string): AsyncGenerator<MailMessage> {
+    return mailboxMessages(this.harness, box);
   }
 
   /** Send durable mail (`to`: an agent id, `mayor` or `witness`). */
   async send(actor: Actor, to: string, payload: MailPayload): Promise<MailMessage> {
-    checkActor(actor);
-    const sender = senderOf(actor);
-    if (to !== MAYOR_ID && to !== WITNESS_ID) checkAgentId(to, "to");
-    return this.harness.commit(async (tx) => {
-      if (to !== MAYOR_ID && to !== WITNESS_ID && (await tx.value(agentValue(to)).get()) === undefined) throw new RigError("agent_not_found", `agent ${to} is not registered`, "to");
-      const message: Omit<MailMessage, "id"> = { from: actorName(actor), to, channel: "mail", payload, timestamp: iso(this.now()), durable: true };
-      const id = tx.list(mailbox(to)).append({ ...message, sender });
-      return { id, ...message };
-    }, call);
+    return sendMail(this.harness, actor, to, payload);
   }
 
   /** Acknowledge a message of one's own mailbox: a separate record; the message never changes. */
   async ack(actor: Actor, id: Id): Promise<MailView> {
-    const box = ownMailbox(actor);
-    return this.harness.commit(async (tx) => {
-      const page = await tx.list(mailbox(box)).read({ after: id - 1, limit: 1 });
-      const element = page.items[0];
-      if (element === undefined || element.id !== id) throw new RigError("mail_not_found", `mailbox ${box} has no message ${id}`);
-      const prior = await tx.value(mailAck(box, id)).get();
-      if (prior !== undefined) return mailView(id, element.value, prior);
-      const ack: MailAck = { by: actorName(actor), at: iso(this.now()) };
-      tx.value(mailAck(box, id)).set(ack);
-      return mailView(id, element.value, ack);
-    }, call);
+    return ackMail(this.harness, actor, id);
   }
 
-  // settings -----------------------------------------------------------------------------------
+  // the witness's settings and health (witness-admin.ts) ------------------------------------------
 
   async settings(): Promise<RigSettings> {
-    return { ...DEFAULT_SETTINGS, ...((await this.#read(settingsValue)) ?? {}) };
+    return witnessSettings(this.harness);
   }
 
   async patchSettings(actor: Actor, patch: Partial<RigSettings>): Promise<RigSettings> {
-    if (actor.role !== "mayor" && actor.role !== "operator") throw new RigError("rig_forbidden", `only the mayor or an operator configures the witness (this token's role is ${actor.role})`);
-    const { settings, witness } = await this.harness.commit(async (tx) => {
-      const current = (await tx.value(settingsValue).get()) ?? {};
-      const next = { ...current, ...patch };
-      tx.value(settingsValue).set(next);
-      return { settings: { ...DEFAULT_SETTINGS, ...next }, witness: await tx.value(witnessTask).get() };
-    }, call);
-    // A shorter patrol interval applies at once: the witness's sleep ends and it re-plans in its own
-    // commit (the host never patches the witness's task, §6.1).
-    if (witness !== undefined && patch.patrolIntervalMs !== undefined) await this.harness.driver.interruptSleep(witness);
-    return settings;
+    return patchWitnessSettings(this.harness, actor, patch);
   }
-
-  // health -------------------------------------------------------------------------------------
 
   /** The witness document's RigHealthReport (plus pending and not-started agents), read-only. */
   async health(): Promise<RigHealth> {
-    const reader = { get: <T>(spec: ValueSpec<T>) => this.#read(spec), agents: () => scanAgents(this.harness.storage) };
-    const settings = await readSettings(reader);
-    // Replies the witness has not read yet count as activity too (it records them at its next patrol).
-    const replies = await unreadReplies(reader, async (after) => (await this.harness.storage.readList(bind(mailbox(WITNESS_ID), {}), { after, limit: 1000 })).items);
-    return (await assess(reader, this.now(), this.name, settings, replies, await reader.get(witnessFocus))).health;
+    return rigHealth(this);
   }
 
   // internals ----------------------------------------------------------------------------------
@@ -579,7 +438,7 @@ export class Rig {
   }
 
   async #read<T>(spec: ValueSpec<T>): Promise<T | undefined> {
-    return (await this.harness.storage.getValue(bind(spec, {})))?.value;
+    return readValue(this.harness.storage, spec);
   }
 
   /** Resolves true at the next durable write of `agentId`'s hook, false after `ms`. */
@@ -616,23 +475,4 @@ async function readHookTx(tx: Tx, agentId: string): Promise<StoredHook> {
   const stored = await tx.value(hookValue(agentId)).get();
   if (stored === undefined) throw new Error(`agent ${agentId} has no hook record`);
   return stored;
-}
-
-/** Set a session value and return the sequence its write gets (the hook's version). */
-function setValue<T>(tx: Tx, spec: ValueSpec<T>, value: T): Id {
-  return tx.builder.push({ type: "value.set", addr: bind(spec, {}), value: value as unknown as JsonValue });
-}
-
-function releaseBead(tx: Tx, stored: StoredHook): void {
-  if (stored.file.work_item !== null) tx.value(beadValue(stored.file.work_item.bead_id)).delete();
-}
-
-async function settingsTx(tx: Tx): Promise<RigSettings> {
-  return { ...DEFAULT_SETTINGS, ...((await tx.value(settingsValue).get()) ?? {}) };
-}
-
-/** A stored message as callers see it: its id, the document's fields, its ack; the sender's role stays inside. */
-function mailView(id: Id, stored: StoredMail, ack: MailAck | undefined): MailView {
-  const { sender: _sender, ...message } = stored;
-  return { id, ...message, ...(ack === undefined ? {} : { ack }) };
 }

@@ -1,11 +1,15 @@
 /**
  * Where the rig keeps its state (docs/rig.md): session values and lists of the core's scoped
  * state (§4.1). Agents and hooks are written by mayor and agent commits; `rig.witness.*` only by the
- * witness; mailboxes are append-only lists (messages are immutable) with acks as separate values.
+ * witness; mailboxes are append-only lists (messages are immutable) with acks as separate values. At the
+ * end, the few reads and writes of these records that the Rig's operations share (rig.ts,
+ * gupp-commits.ts, mail.ts, witness-admin.ts).
  */
 import { bind, sessionList, sessionValue, withKey, type ListSpec, type ValueSpec } from "../core/state.js";
+import type { Tx } from "../core/tx.js";
+import type { Id, JsonValue } from "../storage/records.js";
 import type { Storage } from "../storage/storage.js";
-import type { AgentRecord, AgentRole, MailAck, RigSettings, StoredMail, StoredHook, WitnessAgentRecord, WitnessPatrolRecord } from "./types.js";
+import { DEFAULT_SETTINGS, type AgentRecord, type AgentRole, type MailAck, type RigSettings, type StoredMail, type StoredHook, type WitnessAgentRecord, type WitnessPatrolRecord } from "./types.js";
 
 /** One agent in the index: enough for a patrol or a health report without reading the agent record. */
 export interface IndexEntry {
@@ -119,4 +123,24 @@ export function mailbox(owner: string): ListSpec<StoredMail> {
 const ackBase = sessionValue<MailAck>(MAIL_ACK_NAMESPACE);
 export function mailAck(owner: string, id: number): ValueSpec<MailAck> {
   return withKey(ackBase, `${owner}:${id}`);
+}
+
+/** A session value as it is now, outside a commit (undefined when absent). */
+export async function readValue<T>(storage: Pick<Storage, "getValue">, spec: ValueSpec<T>): Promise<T | undefined> {
+  return (await storage.getValue(bind(spec, {})))?.value;
+}
+
+/** Set a session value and return the sequence its write gets (the hook's version). */
+export function setValue<T>(tx: Tx, spec: ValueSpec<T>, value: T): Id {
+  return tx.builder.push({ type: "value.set", addr: bind(spec, {}), value: value as unknown as JsonValue });
+}
+
+/** The hook's work item (bead) is no longer held: the next set of that bead may hook it. */
+export function releaseBead(tx: Tx, stored: StoredHook): void {
+  if (stored.file.work_item !== null) tx.value(beadValue(stored.file.work_item.bead_id)).delete();
+}
+
+/** The settings in force, inside a commit: the chosen ones over the defaults. */
+export async function settingsTx(tx: Tx): Promise<RigSettings> {
+  return { ...DEFAULT_SETTINGS, ...((await tx.value(settingsValue).get()) ?? {}) };
 }

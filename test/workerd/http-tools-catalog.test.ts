@@ -12,7 +12,7 @@ import type { Env } from "../../src/worker/env.js";
 import type { ToolDefinition } from "../../src/kinds/catalog-types.js";
 import { DirectoryObject, directoryStub, type CatalogSnapshot } from "../../src/worker/directory/object.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
-import { PicoApiError } from "../../src/client/client.js";
+import { PicoApiError } from "../../src/client/transport.js";
 import { BASE, call, client, json, token, uniqueSession } from "./http-fixtures.js";
 import { ManualClock, ManualTime } from "./session-fixtures.js";
 import { CatalogCache } from "../../src/worker/session/tool-catalog.js";

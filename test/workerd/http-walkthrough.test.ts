@@ -4,7 +4,7 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { PicoApiError } from "../../src/client/client.js";
+import { PicoApiError } from "../../src/client/transport.js";
 import { client, uniqueSession } from "./http-fixtures.js";
 
 afterEach(async () => {
