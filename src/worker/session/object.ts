@@ -4,7 +4,7 @@
  * reason to wake onto the one alarm, and keeps two durable safety valves: the session fault record and
  * per-task kill counters (quarantine). Its public methods are Durable Object RPC methods: tests call them
  * through the stub, and the HTTP app (src/worker/http/app.ts) calls `createSession`, `op` (the operations of
- * session/api.ts, returned as Outcomes) and `destroy`. Its `fetch` serves the watch transports (SSE and
+ * session/api.ts and the *-ops.ts modules, returned as Outcomes) and `destroy`. Its `fetch` serves the watch transports (SSE and
  * hibernatable WebSockets, watch/transport.ts). The harness opens with the turn kit (session/kinds.ts) over the
  * session's models (platform/models.ts: the offline echo model, plus real providers whose keys are set).
  *
@@ -20,9 +20,9 @@ import { Hono } from "hono";
 import { BACKGROUND_CONTEXT } from "../../core/call.js";
 import { CommitLine } from "../../core/line.js";
 import type { InspectResult } from "../../core/driver.js";
-import { Harness, initialValue, type InitialValue } from "../../core/harness.js";
+import { Harness, type InitialValue } from "../../core/harness.js";
 import type { Clock } from "../../core/host.js";
-import type { Id, JsonValue, Task } from "../../storage/records.js";
+import type { Id, Task } from "../../storage/records.js";
 import { storedVersion } from "../../storage/migrations.js";
 import type { SqlHost } from "../../storage/sql.js";
 import { SqliteStorage } from "../../storage/sqlite.js";
@@ -43,7 +43,10 @@ import { buildModels, defaultModel } from "../platform/models.js";
 import { retryOptions } from "../platform/retry-config.js";
 import { Problem, problemData, toProblem, type Outcome } from "../problems.js";
 import type { SessionConfigBody } from "../schemas.js";
-import { canonical, checkConfig, createConfigValue, inputIndex, normalizeConfig, SessionApi, type SessionConfig } from "./api.js";
+import { SessionApi, type SessionConfig } from "./api.js";
+import { canonical, checkConfig, createValues, normalizeConfig } from "./config.js";
+import { inputIndex, inputOps } from "./input-ops.js";
+import { scheduleOps } from "./schedule-ops.js";
 import { SessionHost } from "./host.js";
 import { openTelemetryTracer } from "../platform/telemetry.js";
 import type { CreateConfig, RigSessionOps, SessionOps } from "./ops.js";
@@ -51,7 +54,7 @@ import { FeedBook, readAttachment, sendableCloseCode, socketSubscriber, sseRespo
 import { objectWatchGuard, watcherFromHeaders, type WatchGuard } from "../watch/guard.js";
 import { TEMPLATE_KEY, type TemplateBinding } from "../directory/templates.js";
 import type { FeedSubscriber } from "../watch/feed.js";
-import { generationConfig, turnPolicy } from "../../kinds/config.js";
+import { generationConfig } from "../../kinds/config.js";
 import type { TurnKit } from "../../kinds/turns.js";
 import { erase } from "../../core/task-kind.js";
 import { createWitnessKind, Gupp, Rig } from "../../rig/index.js";
@@ -258,15 +261,7 @@ export class SessionObject extends DurableObject<Env> {
         this.#creatingFor = where?.tenant;
         recordOwner(this.ctx.storage.kv, where?.owner);
         checkConfig(models, await selectableTools(kit.tools.names(), this.#catalog, config.selectedTools), config);
-        await this.#open([
-          { spec: createConfigValue, value: config as unknown as JsonValue },
-          initialValue(generationConfig.model, config.model),
-          initialValue(generationConfig.selectedTools, [...config.selectedTools]),
-          ...(config.thinking === undefined ? [] : [initialValue(generationConfig.thinking, config.thinking)]),
-          ...(config.profile === undefined ? [] : [initialValue(generationConfig.profile, config.profile)]),
-          ...(config.budgetMs === undefined ? [] : [initialValue(generationConfig.budgetMs, config.budgetMs)]),
-          initialValue(turnPolicy.onInterrupt, config.onInterrupt),
-        ]);
+        await this.#open(createValues(config));
         if (template !== undefined) this.ctx.storage.kv.put(TEMPLATE_KEY, template);
         if (where !== undefined) {
           await this.#directory.created({ tenant: where.tenant, session: where.session, owner: where.owner, ...(body.title === undefined ? {} : { title: body.title }), ...(body.labels === undefined ? {} : { labels: body.labels }) });
@@ -381,10 +376,7 @@ export class SessionObject extends DurableObject<Env> {
 
   readonly #ops: { readonly [K in keyof SessionOps]: (session: OpenSession, ...args: SessionOps[K]["args"]) => Promise<SessionOps[K]["result"]> } = {
     summary: (s) => s.api.summary(),
-    accept: (s, ref, request) => s.api.accept(ref, request),
-    input: (s, id) => s.api.input(id),
-    withdraw: (s, id) => s.api.withdraw(id),
-    acceptance: (s, source) => s.api.acceptance(source),
+    ...inputOps<OpenSession>(),
     snapshot: (s, ref) => s.api.snapshot(ref),
     entries: (s, ref, query) => s.api.entries(ref, query),
     abort: async (s, ref) => {
@@ -404,11 +396,7 @@ export class SessionObject extends DurableObject<Env> {
     tasks: (s, query) => s.api.tasks(query),
     abortTask: (s, id) => s.api.abortTask(id),
     usage: (s, query) => s.api.usage(query),
-    createSchedule: (s, request) => s.api.createSchedule(request),
-    schedules: (s, query) => s.api.schedules(query),
-    schedule: (s, id) => s.api.schedule(id),
-    deleteSchedule: (s, id) => s.api.deleteSchedule(id),
-    patchSchedule: (s, id, patch) => s.api.patchSchedule(id, patch),
+    ...scheduleOps<OpenSession>(),
     inspect: () => this.inspect(),
     shutdown: async () => {
       await this.shutdown();
