@@ -1,7 +1,7 @@
 /**
  * What the HTTP API does inside one session Durable Object: the operations behind the conversation,
  * config, task and usage routes, over an open Harness and its turn kit (SessionApi). The SessionObject's
- * op table (session/object.ts) calls these and returns their results (or problems) as `Outcome`s; the
+ * op table (session/op-table.ts) calls these and returns their results (or problems) as `Outcome`s; the
  * Worker has already validated every input (src/worker/schemas.ts). The other operations are their own
  * modules over a SessionApi: inputs (session/input-ops.ts), schedules (session/schedule-ops.ts), pending
  * answers, inbound endpoints; the session's config values and checks are session/config.ts.

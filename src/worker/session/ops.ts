@@ -2,7 +2,7 @@
  * The session Durable Object's operation table as types: every HTTP operation's arguments and result
  * (`SessionOps`, with the inputs' `InputSessionOps`, the schedules' `ScheduleSessionOps`, the rig's
  * `RigSessionOps` and the inbound endpoints' `InboundSessionOps`) and what `create` takes. The object
- * implements the table (session/object.ts, over session/rig-ops.ts and the other *-ops.ts modules) and
+ * implements the table (session/op-table.ts, over session/rig-ops.ts and the other *-ops.ts modules) and
  * callers reach it through the typed stub (session/rpc.ts); they import it from here, so none imports
  * another for a type.
  */
