@@ -19,7 +19,7 @@ import type { AgentRecord, HookFile, MailMessage, MailPage, MailView, Nudge, Rig
 import type { Conversation, Element, Entry, JsonValue, Page, Task } from "../../src/storage/records.js";
 import type { DirectoryEntry, DirectoryPage } from "../../src/worker/directory/object.js";
 import type { listModels } from "../../src/worker/platform/models.js";
-import type { ScheduleView } from "../../src/worker/session/api.js";
+import type { ScheduleView } from "../../src/worker/session/schedule-ops.js";
 import type { RigSessionOps, SessionOps } from "../../src/worker/session/ops.js";
 
 /** True when A and B are the same type (not merely assignable to each other). */

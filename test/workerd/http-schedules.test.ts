@@ -7,7 +7,7 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { ScheduleView } from "../../src/worker/session/api.js";
+import type { ScheduleView } from "../../src/worker/session/schedule-ops.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
 import { call, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
 import { clockOf, harnessOf, installSeams, resetSeams, until, type Seams } from "./session-fixtures.js";

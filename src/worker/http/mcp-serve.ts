@@ -16,7 +16,7 @@ import { z } from "zod";
 import { MAX_WAIT_SECONDS } from "../../api/schemas.js";
 import type { AcceptResponse, InputResponse } from "../../api/responses.js";
 import type { Entry, JsonValue, Page } from "../../storage/records.js";
-import { canonical } from "../session/api.js";
+import { canonical } from "../session/config.js";
 
 /** A request to one of the app's routes under `/v1/sessions/{session}`, with the caller's token. */
 export type RouteCall = (

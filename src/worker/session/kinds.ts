@@ -18,7 +18,7 @@ import { newContextTool } from "../../tools/new-context.js";
 import { subagentTool } from "../../tools/subagent.js";
 import type { ExecutionEnv } from "../../kinds/exec-env.js";
 import type { AnyTool, FinalAnswerExtension, TurnOptions } from "../../kinds/services.js";
-import { inputIndex } from "./api.js";
+import { inputIndex } from "./input-ops.js";
 import type { ToolCatalog } from "../../kinds/catalog-types.js";
 import type { RemoteCallServices } from "../../kinds/remote-call-state.js";
 

@@ -1,12 +1,12 @@
 /**
  * The session Durable Object's operation table as types: every HTTP operation's arguments and result
- * (`SessionOps`, with the rig's `RigSessionOps` and the inbound endpoints' `InboundSessionOps`) and what
- * `create` takes. The object implements the table (session/object.ts, session/rig-ops.ts, session/inbound-ops.ts) and
- * callers reach it through the typed stub (session/rpc.ts); all three import it from here, so none
- * imports another for a type.
+ * (`SessionOps`, with the inputs' `InputSessionOps`, the schedules' `ScheduleSessionOps`, the rig's
+ * `RigSessionOps` and the inbound endpoints' `InboundSessionOps`) and what `create` takes. The object
+ * implements the table (session/op-table.ts, over session/rig-ops.ts and the other *-ops.ts modules) and
+ * callers reach it through the typed stub (session/rpc.ts); they import it from here, so none imports
+ * another for a type.
  */
 import type { InitialValue } from "../../core/harness.js";
-import type { InputResult, Acceptance } from "../../core/inbox.js";
 import type { Conversation, Entry, Id, Page, Task } from "../../storage/records.js";
 import type {
   Actor,
@@ -30,30 +30,16 @@ import type { InboundSessionOps } from "./inbound-ops.js";
 import type { RemoteCallSessionOps } from "../remote/call-ops.js";
 import type { PendingSessionOps } from "./pending-ops.js";
 import type { OutboxSessionOps } from "../outbox/types.js";
-import type {
-  AcceptRequest,
-  AcceptResponse,
-  ConfigValues,
-  ConversationRef,
-  ConversationSnapshot,
-  RequestSource,
-  SchedulePatch,
-  ScheduleRequest,
-  ScheduleView,
-  SessionSummary,
-  UsageReport,
-} from "./api.js";
+import type { InputSessionOps } from "./input-ops.js";
+import type { ScheduleSessionOps } from "./schedule-ops.js";
+import type { ConfigValues, ConversationRef, ConversationSnapshot, SessionSummary, UsageReport } from "./api.js";
 
 /** One operation of the table: its arguments and its result. */
 export type Op<Args extends readonly unknown[], Result> = { readonly args: Args; readonly result: Result };
 
 /** Every HTTP operation on a session: its arguments and its result. */
-export interface SessionOps extends RigSessionOps, InboundSessionOps, PendingSessionOps, OutboxSessionOps, RemoteCallSessionOps {
+export interface SessionOps extends InputSessionOps, ScheduleSessionOps, RigSessionOps, InboundSessionOps, PendingSessionOps, OutboxSessionOps, RemoteCallSessionOps {
   summary: Op<[], SessionSummary>;
-  accept: Op<[ref: ConversationRef, request: AcceptRequest], AcceptResponse>;
-  input: Op<[inputId: Id], { inputId: Id; conversationId: Id; result: InputResult }>;
-  withdraw: Op<[inputId: Id], { inputId: Id; conversationId: Id; result: InputResult }>;
-  acceptance: Op<[source: RequestSource], Acceptance>;
   snapshot: Op<[ref: ConversationRef], ConversationSnapshot>;
   entries: Op<[ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }], Page<Entry>>;
   abort: Op<[ref: ConversationRef], { aborted: true }>;
@@ -67,11 +53,6 @@ export interface SessionOps extends RigSessionOps, InboundSessionOps, PendingSes
   tasks: Op<[query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }], Page<Task>>;
   abortTask: Op<[taskId: Id], Task>;
   usage: Op<[query: { after?: Id; limit?: number }], UsageReport>;
-  createSchedule: Op<[request: ScheduleRequest], ScheduleView>;
-  schedules: Op<[query: { after?: Id; limit?: number; all?: boolean }], Page<ScheduleView>>;
-  schedule: Op<[id: Id], ScheduleView>;
-  deleteSchedule: Op<[id: Id], ScheduleView>;
-  patchSchedule: Op<[id: Id, patch: SchedulePatch], ScheduleView>;
   inspect: Op<[], SessionInspection>;
   shutdown: Op<[], { shutdown: true }>;
   clearFault: Op<[], { readonly cleared: boolean }>;

@@ -5,7 +5,8 @@
 import { Hono } from "hono";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { Problem } from "../../problems.js";
-import { canonical, requestId } from "../../session/api.js";
+import { canonical } from "../../session/config.js";
+import { requestId } from "../../session/input-ops.js";
 import { reserveInput, unreserveOnFailure } from "../../limits/admission.js";
 import { refuseUserPatch } from "../../directory/templates.js";
 import { type AcceptBody, acceptBody, acceptQuery, collapseBody, configPatch, emptyBody, entriesQuery, forkBody, noQuery, parse, requestKey, resetBody } from "../../schemas.js";

@@ -26,7 +26,7 @@ import type { InboundConfig, InboundMode } from "../../session/inbound-ops.js";
 import { Problem, unwrap } from "../../problems.js";
 import { noQuery, parse, sessionName, tenantName } from "../../schemas.js";
 import { openSecret, sealSecret, type SealContext } from "../../crypto/sealed-secrets.js";
-import type { AcceptRequest } from "../../session/api.js";
+import type { AcceptRequest } from "../../session/input-ops.js";
 import { base64 } from "../../crypto/base64.js";
 import { body, query, run, session, sessionStub, type AppContext } from "./shared.js";
 

@@ -1,0 +1,71 @@
+/**
+ * A session's config (docs/api.md "Sessions"): the create config as a PUT gives it (defaults filled in,
+ * compared canonically with the one the session was created with), the checks a config passes before
+ * anything is written (a known model, registered tools), and the creating commit's values (the config
+ * itself and the root conversation's generation and turn values, §9.5).
+ */
+import type { Models } from "@earendil-works/pi-ai";
+import { initialValue, type InitialValue } from "../../core/harness.js";
+import { sessionValue, type ValueSpec } from "../../core/state.js";
+import { generationConfig, turnPolicy, type OnInterrupt } from "../../kinds/config.js";
+import { modelResolver } from "../../kinds/services.js";
+import type { JsonValue } from "../../storage/records.js";
+import type { ConfigValues, SessionConfig } from "../../api/responses.js";
+import { Problem } from "../problems.js";
+import type { SessionConfigBody } from "../schemas.js";
+
+/** A stored create config; sessions created before `onInterrupt` existed have the default. */
+export function storedConfig(stored: Omit<SessionConfig, "onInterrupt"> & { readonly onInterrupt?: OnInterrupt }): SessionConfig {
+  return { ...stored, onInterrupt: stored.onInterrupt ?? "retry" };
+}
+
+/** The create config, stored in the creating commit so a later PUT can be compared with it. */
+export const createConfigValue: ValueSpec<SessionConfig> = sessionValue<SessionConfig>("edge.session.config");
+
+/** Canonical JSON (sorted keys), for comparing configs. */
+export function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** A create's config with the defaults filled in (`model`: the deployment's default model). */
+export function normalizeConfig(body: SessionConfigBody, model: string): SessionConfig {
+  return {
+    model: body.model ?? model,
+    selectedTools: body.selectedTools ?? ["echo"],
+    ...(body.thinking === undefined ? {} : { thinking: body.thinking }),
+    ...(body.profile === undefined ? {} : { profile: body.profile }),
+    ...(body.budgetMs === undefined ? {} : { budgetMs: body.budgetMs }),
+    onInterrupt: body.onInterrupt ?? "retry",
+  };
+}
+
+/** Check that a model id resolves and tools are registered (before anything is written). */
+export function checkConfig(models: Models, toolNames: readonly string[], config: ConfigValues): void {
+  if (config.model !== undefined && modelResolver(models).resolve(config.model) === undefined) {
+    const known = models.getModels().map((m) => `${m.provider}/${m.id}`);
+    throw new Problem("unknown_model", `model ${config.model} is not available here (known: ${known.slice(0, 20).join(", ")}${known.length > 20 ? ", ..." : ""})`, "model");
+  }
+  for (const [i, name] of (config.selectedTools ?? []).entries()) {
+    if (!toolNames.includes(name)) throw new Problem("unknown_tool", `tool ${name} is not registered (registered: ${toolNames.join(", ")})`, `selectedTools.${i}`);
+  }
+}
+
+/** The creating commit's root values: the create config (for a later PUT to compare) and the root conversation's config. */
+export function createValues(config: SessionConfig): InitialValue[] {
+  return [
+    { spec: createConfigValue, value: config as unknown as JsonValue },
+    initialValue(generationConfig.model, config.model),
+    initialValue(generationConfig.selectedTools, [...config.selectedTools]),
+    ...(config.thinking === undefined ? [] : [initialValue(generationConfig.thinking, config.thinking)]),
+    ...(config.profile === undefined ? [] : [initialValue(generationConfig.profile, config.profile)]),
+    ...(config.budgetMs === undefined ? [] : [initialValue(generationConfig.budgetMs, config.budgetMs)]),
+    initialValue(turnPolicy.onInterrupt, config.onInterrupt),
+  ];
+}

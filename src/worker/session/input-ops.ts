@@ -1,0 +1,235 @@
+/**
+ * Inputs inside the session Durable Object (docs/api.md "Inputs", §3.4): the operations behind
+ * `POST .../conversations/{conversation}/inputs` (accept, optionally waiting for the result),
+ * `GET/DELETE .../inputs/{id}` and the acceptance lookup by request key, over the open session's
+ * SessionApi. With them the worker's acceptance index (which conversation an accepted input went to,
+ * and the hash of the request that accepted it) and the request keys of its sources.
+ *
+ * An accept resolves its conversation before it writes; a reused Idempotency-Key (another conversation,
+ * another body) is refused inside the accepting commit, before anything is written.
+ */
+import { BACKGROUND_CONTEXT, type Call } from "../../core/call.js";
+import type { UserInput } from "../../core/entries.js";
+import type { TxBuilder } from "../../core/tx.js";
+import { bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../../core/inbox.js";
+import { bindTo, sessionValue, withKey, type ValueSpec } from "../../core/state.js";
+import { acceptInput, type WhenBusy } from "../../kinds/placement.js";
+import { presentEntry } from "../../kinds/stored.js";
+import type { Id } from "../../storage/records.js";
+import type { AcceptResponse } from "../../api/responses.js";
+import { Problem } from "../problems.js";
+import type { ConversationRef, SessionApi } from "./api.js";
+
+/**
+ * The worker's acceptance index: which conversation an input accepted over HTTP went to, so
+ * `GET inputs/{id}` is one point read, and the hash of the request that accepted it under an
+ * Idempotency-Key, so a reuse of the key with another body is refused (the HTTP layer's rule; the core's
+ * `acceptance()` compares nothing, §3.4).
+ */
+export interface InputIndexEntry {
+  readonly conversationId: Id;
+  readonly requestHash?: string;
+}
+const inputIndexBase = sessionValue<InputIndexEntry>("edge.input");
+export function inputIndex(inputId: Id): ValueSpec<InputIndexEntry> {
+  return withKey(inputIndexBase, String(inputId));
+}
+
+/** Request keys from different sources live in separate namespaces (§3.4, docs/api.md "Idempotency-Key"). */
+export type RequestSource =
+  | { readonly type: "idempotency"; readonly key: string }
+  | { readonly type: "webhook"; readonly id: string }
+  | { readonly type: "inbound"; readonly endpoint: string; readonly id: string };
+
+export function requestId(source: RequestSource): string {
+  switch (source.type) {
+    case "idempotency":
+      return `idem:${source.key}`;
+    case "webhook":
+      return `webhook:${source.id}`;
+    case "inbound":
+      // The endpoint name cannot contain ":", so no two (endpoint, id) pairs share a key.
+      return `inbound:${source.endpoint}:${source.id}`;
+    default: {
+      const never: never = source;
+      return never;
+    }
+  }
+}
+
+export interface AcceptRequest {
+  readonly input: UserInput;
+  readonly mode?: "steer" | "followUp" | "nextRun";
+  readonly whenBusy?: WhenBusy;
+  readonly source?: RequestSource;
+  /**
+   * With an idempotency source: the hash of the request body. A prior acceptance of the same key with
+   * another hash, or on another conversation, is 422 `idempotency_key_reused` (IETF Idempotency-Key).
+   */
+  readonly requestHash?: string;
+  /** Wait up to this many seconds for a terminal result. */
+  readonly waitSeconds?: number;
+}
+
+/** An input as `GET .../inputs/{id}` answers it. */
+export interface InputView {
+  inputId: Id;
+  conversationId: Id;
+  result: InputResult;
+}
+
+/** The input operations of the session's op table (session/ops.ts): arguments and results. */
+export interface InputSessionOps {
+  accept: { readonly args: [ref: ConversationRef, request: AcceptRequest]; readonly result: AcceptResponse };
+  input: { readonly args: [inputId: Id]; readonly result: InputView };
+  withdraw: { readonly args: [inputId: Id]; readonly result: InputView };
+  acceptance: { readonly args: [source: RequestSource]; readonly result: Acceptance };
+}
+
+const call: Call = BACKGROUND_CONTEXT;
+
+/**
+ * The Idempotency-Key rule (IETF draft): a key names one request. Its reuse on another conversation, or
+ * with another body, throws before anything is written. An acceptance indexed without a hash (before
+ * hashes were kept) is matched on the conversation only.
+ */
+async function checkReuse(b: TxBuilder, prior: Acceptance, conversationId: Id, requestHash: string | undefined): Promise<void> {
+  if (prior.conversationId !== conversationId) {
+    throw new Problem("idempotency_key_reused", `this Idempotency-Key was used on conversation ${prior.conversationId}; use a new key for a new request`, "idempotency-key");
+  }
+  const indexed = await b.value(inputIndex(prior.inputId)).get();
+  if (requestHash !== undefined && indexed?.requestHash !== undefined && indexed.requestHash !== requestHash) {
+    throw new Problem("idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key for a new request", "idempotency-key");
+  }
+}
+
+async function accept(api: SessionApi, ref: ConversationRef, request: AcceptRequest): Promise<AcceptResponse> {
+  const harness = api.harness;
+  const handle = await api.conversation(ref);
+  const conversationId = handle.id;
+  const key = request.source === undefined ? undefined : requestId(request.source);
+  const receipt = await harness.commitBound(call, { conversationId }, async (b) => {
+    const prior = await priorAcceptance(b, key);
+    if (prior !== undefined) {
+      if (request.source?.type === "idempotency") await checkReuse(b, prior, conversationId, request.requestHash);
+      return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
+    }
+    let inputId: Id;
+    if (request.mode === undefined) {
+      const accepted = await acceptInput(
+        b,
+        conversationId,
+        { input: request.input, ...(key === undefined ? {} : { requestId: key }), ...(request.whenBusy === undefined ? {} : { whenBusy: request.whenBusy }) },
+        api.kit.options,
+        harness.now(),
+      );
+      inputId = accepted.inputId;
+    } else {
+      const item: QueuedInput = { mode: request.mode, input: request.input, ...(key === undefined ? {} : { requestId: key }) };
+      inputId = queueInput(b, conversationId, item);
+    }
+    b.value(inputIndex(inputId)).set({ conversationId, ...(request.requestHash === undefined ? {} : { requestHash: request.requestHash }) });
+    return { inputId, conversationId, duplicate: false };
+  });
+  let result = await readResult(api, receipt.conversationId, receipt.inputId);
+  if (request.waitSeconds !== undefined && request.waitSeconds > 0 && !isTerminalResult(result)) {
+    result = await waitResult(api, receipt.conversationId, receipt.inputId, request.waitSeconds * 1000);
+  }
+  const stored = request.waitSeconds !== undefined && result?.status === "done" && result.answer !== undefined ? await harness.getEntry(result.answer, call) : undefined;
+  const answer = stored === undefined ? undefined : presentEntry(stored);
+  return {
+    inputId: receipt.inputId,
+    conversationId: receipt.conversationId,
+    status: result?.status ?? "queued",
+    duplicate: receipt.duplicate,
+    result,
+    ...(answer === undefined ? {} : { answer }),
+  };
+}
+
+async function input(api: SessionApi, inputId: Id): Promise<InputView> {
+  const conversationId = await inputConversation(api, inputId);
+  const result = conversationId === undefined ? undefined : await readResult(api, conversationId, inputId);
+  if (conversationId === undefined || result === undefined) throw new Problem("input_not_found", `input ${inputId} does not exist`, "inputId");
+  return { inputId, conversationId, result };
+}
+
+async function withdraw(api: SessionApi, inputId: Id): Promise<InputView> {
+  const { conversationId, result } = await input(api, inputId);
+  if (result.status !== "queued") throw new Problem("input_not_queued", `input ${inputId} is ${result.status}, not queued; only a queued input can be withdrawn`);
+  const handle = await api.conversation(conversationId);
+  const outcome = await handle.abortInput(inputId, call);
+  if (outcome === "not_found") throw new Problem("input_not_queued", `input ${inputId} was placed before it could be withdrawn`);
+  return input(api, inputId);
+}
+
+async function acceptance(api: SessionApi, source: RequestSource): Promise<Acceptance> {
+  const found = await api.harness.acceptance(requestId(source), call);
+  if (found === undefined) throw new Problem("acceptance_not_found", "no input was accepted with this request key", "requestKey");
+  return found;
+}
+
+/**
+ * The conversation an input belongs to: the index every HTTP and webhook accept writes, else the root
+ * (inputs queued by code inside the session). Never a scan: an unknown id costs two point reads.
+ */
+async function inputConversation(api: SessionApi, inputId: Id): Promise<Id | undefined> {
+  const storage = api.harness.storage;
+  const indexed = (await storage.getValue(bindTo(inputIndex(inputId), api.harness.rootId)))?.value;
+  if (indexed !== undefined) return indexed.conversationId;
+  const root = api.harness.rootId;
+  return (await storage.getValue(bindResult(root, inputId))) === undefined ? undefined : root;
+}
+
+async function readResult(api: SessionApi, conversationId: Id, inputId: Id): Promise<InputResult | undefined> {
+  return (await api.harness.storage.getValue(bindResult(conversationId, inputId)))?.value;
+}
+
+/** Re-read the result after each commit until it is terminal or the time is up. */
+function waitResult(api: SessionApi, conversationId: Id, inputId: Id, ms: number): Promise<InputResult | undefined> {
+  return new Promise((resolve) => {
+    let checking = false;
+    let again = false;
+    let done = false;
+    const finish = (result: InputResult | undefined): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      stop();
+      resolve(result);
+    };
+    const check = (): void => {
+      if (checking) {
+        again = true;
+        return;
+      }
+      checking = true;
+      void readResult(api, conversationId, inputId).then(
+        (result) => {
+          checking = false;
+          if (isTerminalResult(result)) finish(result);
+          else if (again) {
+            again = false;
+            check();
+          }
+        },
+        () => {
+          checking = false;
+        },
+      );
+    };
+    const timer = setTimeout(() => void readResult(api, conversationId, inputId).then(finish, () => finish(undefined)), ms);
+    const stop = api.harness.onCommit(() => check());
+    check();
+  });
+}
+
+/** The input entries of the SessionObject's op table, over the open session's SessionApi. */
+export function inputOps<S extends { readonly api: SessionApi }>(): { readonly [K in keyof InputSessionOps]: (session: S, ...args: InputSessionOps[K]["args"]) => Promise<InputSessionOps[K]["result"]> } {
+  return {
+    accept: (s, ref, request) => accept(s.api, ref, request),
+    input: (s, id) => input(s.api, id),
+    withdraw: (s, id) => withdraw(s.api, id),
+    acceptance: (s, source) => acceptance(s.api, source),
+  };
+}
