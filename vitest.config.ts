@@ -18,7 +18,9 @@ export default defineConfig({
             // Test-only secrets (the HTTP tests sign tokens and webhooks with them; see .dev.vars.example).
             // LOG_LEVEL quiet: the JSON log lines would flood the test output (tests that read them capture them).
             // TOOLS_DAYS_SEED replays a run of the tools-over-days test (it prints its seed).
-            miniflare: { bindings: { ...TEST_SECRETS, LOG_LEVEL: "quiet", TOOLS_DAYS_SEED: process.env.TOOLS_DAYS_SEED ?? "" } },
+            miniflare: {
+              bindings: { ...TEST_SECRETS, LOG_LEVEL: "quiet", TOOLS_DAYS_SEED: process.env.TOOLS_DAYS_SEED ?? "" },
+            },
           }),
         ],
         // As in the deploy bundle (wrangler.toml [alias]): AJV is a stub that throws, so a test fails if
@@ -26,7 +28,12 @@ export default defineConfig({
         resolve: { alias: { ajv: AJV_STUB, "ajv-formats": AJV_STUB } },
         test: {
           name: "workerd",
-          include: ["test/workerd/**/*.test.ts", "test/core/**/*.test.ts", "test/kinds/**/*.test.ts", "test/rig/**/*.test.ts"],
+          include: [
+            "test/workerd/**/*.test.ts",
+            "test/core/**/*.test.ts",
+            "test/kinds/**/*.test.ts",
+            "test/rig/**/*.test.ts",
+          ],
           // A per-test time limit, not an assertion: on a small shared machine a cold Durable Object or a
           // many-route sweep can take longer than vitest's default 5 s.
           testTimeout: 30_000,

@@ -17,7 +17,12 @@ export default defineConfig({
             miniflare: { bindings: { ...TEST_SECRETS, SWEEP_SHARD: process.env.SWEEP_SHARD ?? "0/1" } },
           }),
         ],
-        test: { name: "evictions", include: ["test/workerd/**/*.sweep.ts"], typecheck: { enabled: false }, testTimeout: 0 },
+        test: {
+          name: "evictions",
+          include: ["test/workerd/**/*.sweep.ts"],
+          typecheck: { enabled: false },
+          testTimeout: 0,
+        },
       },
     ],
   },

@@ -67,7 +67,9 @@ export class DeliveriesView {
     const chosen = this.#target.endpoint.value;
     this.#target.endpoint.replaceChildren(
       el("option", "every endpoint", { value: "" }),
-      ...items.map((endpoint) => el("option", `${endpoint.url}${endpoint.enabled ? "" : " (disabled)"}`, { value: endpoint.id })),
+      ...items.map((endpoint) =>
+        el("option", `${endpoint.url}${endpoint.enabled ? "" : " (disabled)"}`, { value: endpoint.id }),
+      ),
     );
     if (items.some((endpoint) => endpoint.id === chosen)) this.#target.endpoint.value = chosen;
   }
@@ -85,12 +87,14 @@ export class DeliveriesView {
     } catch (error) {
       if (generation === this.#generation) this.#report(error);
     }
-    if (generation === this.#generation) this.#timer = setTimeout(() => void this.#refresh(generation, false), REFRESH_MS);
+    if (generation === this.#generation)
+      this.#timer = setTimeout(() => void this.#refresh(generation, false), REFRESH_MS);
   }
 
   #render(session: string, items: readonly DeliveryResponse[]): void {
     const head = el("tr", "");
-    for (const name of ["event", "type", "status", "attempts", "last status", "next attempt", ""]) head.append(el("th", name));
+    for (const name of ["event", "type", "status", "attempts", "last status", "next attempt", ""])
+      head.append(el("th", name));
     const rows = items.map((delivery) => {
       const row = el("tr", "", { "data-delivery": delivery.id, "data-status": delivery.status });
       const cell = (text: string, name: string): void => void row.append(el("td", text, { "data-field": name }));
@@ -98,13 +102,19 @@ export class DeliveriesView {
       cell(delivery.type, "type");
       cell(delivery.status, "status");
       cell(String(delivery.attempts), "attempts");
-      cell(delivery.lastStatusCode === null ? (delivery.lastError ?? "") : String(delivery.lastStatusCode), "last-status");
+      cell(
+        delivery.lastStatusCode === null ? (delivery.lastError ?? "") : String(delivery.lastStatusCode),
+        "last-status",
+      );
       cell(clock(delivery.nextAttemptAt), "next-attempt");
       const actions = el("td", "");
       if (delivery.status !== "done") {
         const retry = el("button", "Retry", { "data-retry": delivery.id });
         retry.addEventListener("click", () => {
-          void this.#api("POST", `${session}/deliveries/${encodeURIComponent(delivery.id)}/retry`).then(() => this.#again(), this.#report);
+          void this.#api("POST", `${session}/deliveries/${encodeURIComponent(delivery.id)}/retry`).then(
+            () => this.#again(),
+            this.#report,
+          );
         });
         actions.append(retry);
       }

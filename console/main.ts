@@ -2,8 +2,10 @@
  * The console's script (docs/console.md): sign in with a pasted token (sessionStorage), the
  * tenant's sessions from the directory (GET /v1/sessions), a session's conversation tree (forks and
  * children, from the session watch), a live transcript folded by the client's reducer (src/client, the
- * core's applyMessage) with streaming previews, both watched with EventSource and watch tokens, a composer for each input mode, tasks, queued inputs
- * with withdraw, usage totals, the pending list (approvals and client tools, console/pending.ts), and the operator's inspect view with release, clear fault, abort and
+ * core's applyMessage) with streaming previews, both watched with EventSource and watch tokens, a composer for each
+ * input mode, tasks, queued inputs
+ * with withdraw, usage totals, the pending list (approvals and client tools, console/pending.ts), and the operator's
+ * inspect view with release, clear fault, abort and
  * shutdown; a session's rig tab is console/rig.ts. Plain DOM; bundled by scripts/build-console.mjs into
  * public/console/app.js.
  */
@@ -44,7 +46,11 @@ async function api<T>(method: string, path: string, body?: unknown): Promise<T> 
   if (!signedIn) throw new Error("not signed in");
   const headers: Record<string, string> = { authorization: `Bearer ${token}` };
   if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const response = await fetch(path, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   const text = await response.text();
   const parsed: unknown = text === "" ? undefined : JSON.parse(text);
   if (!response.ok) {
@@ -67,7 +73,11 @@ interface LiveWatch {
  * with a fresh token and `?lastEventId=`, so the server resumes after the last message folded (or sends a
  * fresh view when it cannot). Every view and commit is folded with the client's reducer.
  */
-function watch<View, Event>(path: string, fold: (view: View, message: WatchMessage<Event>) => View, onView: (view: View) => void): LiveWatch {
+function watch<View, Event>(
+  path: string,
+  fold: (view: View, message: WatchMessage<Event>) => View,
+  onView: (view: View) => void,
+): LiveWatch {
   let closed = false;
   let source: EventSource | undefined;
   let lastEventId: string | undefined;
@@ -99,7 +109,8 @@ function watch<View, Event>(path: string, fold: (view: View, message: WatchMessa
       es.addEventListener("commit", (event) => received(event, false));
       es.onerror = () => {
         // CONNECTING: the browser retries by itself, which works while the token is valid. CLOSED: it gave up.
-        if (es.readyState === EventSource.CLOSED || Date.now() >= expiresAt - 1000) retry(Math.min(10_000, 250 * 2 ** Math.min(attempt++, 6)));
+        if (es.readyState === EventSource.CLOSED || Date.now() >= expiresAt - 1000)
+          retry(Math.min(10_000, 250 * 2 ** Math.min(attempt++, 6)));
       };
     } catch (error) {
       status(error instanceof Error ? error.message : String(error));
@@ -115,19 +126,27 @@ function watch<View, Event>(path: string, fold: (view: View, message: WatchMessa
   };
 }
 
-const rigView = new RigView((path) => api("GET", path), (error) => status(error instanceof Error ? error.message : String(error)), {
-  agents: $("rig-agents"),
-  health: $("rig-health"),
-  stalls: $("rig-stalls"),
-  witness: $("rig-witness"),
-  mail: $("rig-mail"),
-});
+const rigView = new RigView(
+  (path) => api("GET", path),
+  (error) => status(error instanceof Error ? error.message : String(error)),
+  {
+    agents: $("rig-agents"),
+    health: $("rig-health"),
+    stalls: $("rig-stalls"),
+    witness: $("rig-witness"),
+    mail: $("rig-mail"),
+  },
+);
 
-const deliveriesView = new DeliveriesView(api, (error) => status(error instanceof Error ? error.message : String(error)), {
-  endpoint: $<HTMLSelectElement>("deliveries-endpoint"),
-  status: $<HTMLSelectElement>("deliveries-status"),
-  table: $("deliveries"),
-});
+const deliveriesView = new DeliveriesView(
+  api,
+  (error) => status(error instanceof Error ? error.message : String(error)),
+  {
+    endpoint: $<HTMLSelectElement>("deliveries-endpoint"),
+    status: $<HTMLSelectElement>("deliveries-status"),
+    table: $("deliveries"),
+  },
+);
 
 /** Show the open session's conversation, its rig or its event deliveries (read while shown). */
 function showTab(next: "conversation" | "rig" | "deliveries"): void {
@@ -157,7 +176,8 @@ function entryText(entry: Entry): string {
   for (const message of entry.model ?? []) {
     parts.push(...contentText((message as { content?: unknown }).content));
     const added = (message as { toolsAdded?: { name?: string }[] }).toolsAdded;
-    if (Array.isArray(added) && added.length > 0) parts.push(`(tools: ${added.map((tool) => tool.name ?? "?").join(", ")})`);
+    if (Array.isArray(added) && added.length > 0)
+      parts.push(`(tools: ${added.map((tool) => tool.name ?? "?").join(", ")})`);
   }
   if (parts.length === 0 && entry.data !== undefined) parts.push(JSON.stringify(entry.data));
   return parts.join("\n");
@@ -204,7 +224,9 @@ function signIn(value: string): void {
   signedIn = true;
   // An end user's token (docs/users.md) sees only that user's sessions and creates from a template.
   endUser = claims.role === "user";
-  $("who").textContent = endUser ? `${claims.tenant ?? "?"} · ${claims.sub ?? "?"} (user)` : `${claims.tenant ?? "?"} (${claims.role ?? "?"})`;
+  $("who").textContent = endUser
+    ? `${claims.tenant ?? "?"} · ${claims.sub ?? "?"} (user)`
+    : `${claims.tenant ?? "?"} (${claims.role ?? "?"})`;
   if (endUser) $<HTMLInputElement>("new-name").placeholder = "template";
   for (const id of ["top", "left", "center", "right"]) $(id).hidden = false;
   $("signin").hidden = true;
@@ -227,8 +249,15 @@ async function loadSessions(more: boolean): Promise<void> {
   const list = $("sessions");
   if (!more) list.replaceChildren();
   for (const row of page.items) {
-    const item = el("li", row.title === undefined ? row.session : `${row.title} (${row.session})`, { "data-session": row.session });
-    item.append(el("small", ` ${row.labels.join(", ")} · ${new Date(row.lastActivityAt).toLocaleTimeString()} · ${row.liveTasks} live`));
+    const item = el("li", row.title === undefined ? row.session : `${row.title} (${row.session})`, {
+      "data-session": row.session,
+    });
+    item.append(
+      el(
+        "small",
+        ` ${row.labels.join(", ")} · ${new Date(row.lastActivityAt).toLocaleTimeString()} · ${row.liveTasks} live`,
+      ),
+    );
     item.addEventListener("click", () => void openSession(row.session, "root"));
     if (current?.name === row.session) item.classList.add("active");
     list.append(item);
@@ -266,13 +295,18 @@ async function openSession(name: string, conversation: Id | "root"): Promise<voi
   current = { name, conversation };
   showTab(tab);
   $("title").textContent = `${name} · ${conversation === "root" ? "root" : `conversation ${conversation}`}`;
-  for (const item of $("sessions").children) item.classList.toggle("active", item.getAttribute("data-session") === name);
+  for (const item of $("sessions").children)
+    item.classList.toggle("active", item.getAttribute("data-session") === name);
   view = undefined;
   renderConversation();
-  conversationWatch = watch(`/v1/sessions/${encodeURIComponent(name)}/conversations/${conversation}/watch`, applyMessage, (v: ConversationView) => {
-    view = v;
-    renderConversation();
-  });
+  conversationWatch = watch(
+    `/v1/sessions/${encodeURIComponent(name)}/conversations/${conversation}/watch`,
+    applyMessage,
+    (v: ConversationView) => {
+      view = v;
+      renderConversation();
+    },
+  );
 }
 
 /** A child conversation (a subagent's) -> the conversation whose task created it, once looked up. */
@@ -329,7 +363,12 @@ function renderTree(v: SessionView): void {
         event.stopPropagation();
         if (current !== undefined) void openSession(current.name, c.id);
       });
-      if (current !== undefined && (current.conversation === c.id || (current.conversation === "root" && parent === undefined && c === v.conversations[0]))) item.classList.add("active");
+      if (
+        current !== undefined &&
+        (current.conversation === c.id ||
+          (current.conversation === "root" && parent === undefined && c === v.conversations[0]))
+      )
+        item.classList.add("active");
       if (byParent.has(c.id)) item.append(build(c.id));
       list.append(item);
     }
@@ -337,7 +376,12 @@ function renderTree(v: SessionView): void {
   };
   $("tree").replaceChildren(build(undefined));
   renderUsage(v);
-  renderPending($("pending"), pendingOf(v), (id, body) => api("POST", `${sessionPath()}/pending/${encodeURIComponent(id)}`, body), (error) => status(error instanceof Error ? error.message : String(error)));
+  renderPending(
+    $("pending"),
+    pendingOf(v),
+    (id, body) => api("POST", `${sessionPath()}/pending/${encodeURIComponent(id)}`, body),
+    (error) => status(error instanceof Error ? error.message : String(error)),
+  );
   if (v.faulted) status("the session is faulted: see Inspect");
 }
 
@@ -366,23 +410,38 @@ function renderConversation(): void {
     ...view.tasks.map((task) => {
       const item = el("li", `#${task.id} ${task.kind} ${task.role} ${task.state.status}`);
       const abort = el("button", "abort");
-      abort.addEventListener("click", guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/abort`, {})));
+      abort.addEventListener(
+        "click",
+        guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/abort`, {})),
+      );
       const release = el("button", "release");
-      release.addEventListener("click", guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/release`, {})));
+      release.addEventListener(
+        "click",
+        guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/release`, {})),
+      );
       item.append(" ", abort, " ", release);
       const preview = view?.previews[String(task.id)];
-      if (preview !== undefined && previewText(preview) !== "") item.append(el("div", previewText(preview), { class: "preview" }));
+      if (preview !== undefined && previewText(preview) !== "")
+        item.append(el("div", previewText(preview), { class: "preview" }));
       return item;
     }),
   );
   $("inbox").replaceChildren(
     ...view.inbox.map((element) => {
       const queued = element.value;
-      const shown = queued.mode === "write" ? JSON.stringify(queued.entry) : typeof queued.input === "string" ? queued.input : JSON.stringify(queued.input);
+      const shown =
+        queued.mode === "write"
+          ? JSON.stringify(queued.entry)
+          : typeof queued.input === "string"
+            ? queued.input
+            : JSON.stringify(queued.input);
       const item = el("li", `${queued.mode}: ${shown} `);
       const inputId = (queued as { inputId?: Id }).inputId ?? element.id;
       const withdraw = el("button", "withdraw");
-      withdraw.addEventListener("click", guard(() => api("DELETE", `${sessionPath()}/inputs/${inputId}`)));
+      withdraw.addEventListener(
+        "click",
+        guard(() => api("DELETE", `${sessionPath()}/inputs/${inputId}`)),
+      );
       item.append(withdraw);
       return item;
     }),
@@ -400,7 +459,16 @@ function conversationPath(): string {
 }
 
 function showUsage(totals: UsageTotals | undefined): void {
-  const t = totals ?? { attempts: 0, unknown: 0, input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: 0 };
+  const t = totals ?? {
+    attempts: 0,
+    unknown: 0,
+    input: 0,
+    output: 0,
+    cacheRead: 0,
+    cacheWrite: 0,
+    totalTokens: 0,
+    cost: 0,
+  };
   $("usage").textContent =
     `${t.attempts} attempt${t.attempts === 1 ? "" : "s"} (${t.unknown} unreported), ${t.totalTokens} tokens: ` +
     `${t.input} in, ${t.output} out, ${t.cacheRead} cache read, ${t.cacheWrite} cache write; cost ${t.cost}`;
@@ -433,13 +501,25 @@ async function fork(): Promise<void> {
 }
 
 async function inspect(): Promise<void> {
-  const inspection = await api<{ fault?: JsonValue; quarantined: { id: Id; kind: string }[]; kills: JsonValue; busy: boolean }>("GET", `${sessionPath()}/inspect`);
-  $("inspection").textContent = JSON.stringify({ fault: inspection.fault ?? null, kills: inspection.kills, busy: inspection.busy }, null, 1);
+  const inspection = await api<{
+    fault?: JsonValue;
+    quarantined: { id: Id; kind: string }[];
+    kills: JsonValue;
+    busy: boolean;
+  }>("GET", `${sessionPath()}/inspect`);
+  $("inspection").textContent = JSON.stringify(
+    { fault: inspection.fault ?? null, kills: inspection.kills, busy: inspection.busy },
+    null,
+    1,
+  );
   $("quarantined").replaceChildren(
     ...inspection.quarantined.map((task) => {
       const item = el("li", `quarantined #${task.id} ${task.kind} `);
       const release = el("button", "release");
-      release.addEventListener("click", guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/release`, {}).then(inspect)));
+      release.addEventListener(
+        "click",
+        guard(() => api("POST", `${sessionPath()}/tasks/${task.id}/release`, {}).then(inspect)),
+      );
       item.append(release);
       return item;
     }),
@@ -450,17 +530,32 @@ async function inspect(): Promise<void> {
 
 $("signin-button").addEventListener("click", () => signIn($<HTMLTextAreaElement>("token").value));
 $("signout").addEventListener("click", signOut);
-$("filter").addEventListener("input", guard(() => loadSessions(false)));
-$("more").addEventListener("click", guard(() => loadSessions(true)));
+$("filter").addEventListener(
+  "input",
+  guard(() => loadSessions(false)),
+);
+$("more").addEventListener(
+  "click",
+  guard(() => loadSessions(true)),
+);
 $("create").addEventListener("click", guard(createSession));
 $("send").addEventListener("click", guard(send));
 $("tab-conversation").addEventListener("click", () => showTab("conversation"));
 $("tab-rig").addEventListener("click", () => showTab("rig"));
 $("tab-deliveries").addEventListener("click", () => showTab("deliveries"));
-$("abort").addEventListener("click", guard(() => api("POST", `${conversationPath()}/abort`, {})));
+$("abort").addEventListener(
+  "click",
+  guard(() => api("POST", `${conversationPath()}/abort`, {})),
+);
 $("fork").addEventListener("click", guard(fork));
 $("inspect").addEventListener("click", guard(inspect));
-$("clear-fault").addEventListener("click", guard(() => api("POST", `${sessionPath()}/fault/clear`, {}).then(inspect)));
-$("shutdown").addEventListener("click", guard(() => api("POST", `${sessionPath()}/shutdown`, {}).then(inspect)));
+$("clear-fault").addEventListener(
+  "click",
+  guard(() => api("POST", `${sessionPath()}/fault/clear`, {}).then(inspect)),
+);
+$("shutdown").addEventListener(
+  "click",
+  guard(() => api("POST", `${sessionPath()}/shutdown`, {}).then(inspect)),
+);
 const saved = sessionStorage.getItem(TOKEN_KEY);
 if (saved !== null) signIn(saved);

@@ -12,7 +12,8 @@ import type { PendingItem } from "../src/kinds/pending-types.js";
 import type { JsonValue } from "../src/storage/records.js";
 import { el } from "./dom.js";
 
-export type PendingAnswerBody = { readonly approve: boolean; readonly reason?: string } | { readonly output: JsonValue; readonly isError?: boolean };
+export type PendingAnswerBody =
+  { readonly approve: boolean; readonly reason?: string } | { readonly output: JsonValue; readonly isError?: boolean };
 
 /** The session's pending items, as the session watch's view carries them. */
 export function pendingOf(view: SessionView): readonly PendingItem[] {
@@ -34,14 +35,29 @@ function outputOf(text: string): JsonValue {
  * Render the items into `list`. `answer` posts one answer; the item's controls stay disabled until the
  * answer fails (an answered item leaves the list when the watch says so).
  */
-export function renderPending(list: HTMLElement, items: readonly PendingItem[], answer: (id: string, body: PendingAnswerBody) => Promise<unknown>, onError: (error: unknown) => void): void {
+export function renderPending(
+  list: HTMLElement,
+  items: readonly PendingItem[],
+  answer: (id: string, body: PendingAnswerBody) => Promise<unknown>,
+  onError: (error: unknown) => void,
+): void {
   // Keep the rows that are still pending (a half-typed output survives other value events).
   const keep = new Set(items.map((item) => item.id));
   for (const row of [...list.children]) if (!keep.has(row.getAttribute("data-pending") ?? "")) row.remove();
   for (const item of items) {
     if (list.querySelector(`[data-pending="${CSS.escape(item.id)}"]`) !== null) continue;
-    const row = el("li", `${item.type === "approval" ? "approve" : "answer"} ${item.name} ${JSON.stringify(item.arguments)} `, { "data-pending": item.id, "data-type": item.type });
-    row.append(el("small", `conversation ${item.conversationId}, task ${item.taskId}${item.deadline === undefined ? "" : `, until ${new Date(item.deadline).toLocaleString()}`}`), el("br", ""));
+    const row = el(
+      "li",
+      `${item.type === "approval" ? "approve" : "answer"} ${item.name} ${JSON.stringify(item.arguments)} `,
+      { "data-pending": item.id, "data-type": item.type },
+    );
+    row.append(
+      el(
+        "small",
+        `conversation ${item.conversationId}, task ${item.taskId}${item.deadline === undefined ? "" : `, until ${new Date(item.deadline).toLocaleString()}`}`,
+      ),
+      el("br", ""),
+    );
     const controls: (HTMLButtonElement | HTMLInputElement | HTMLTextAreaElement)[] = [];
     const submit = (body: PendingAnswerBody): void => {
       for (const control of controls) control.disabled = true;
@@ -51,19 +67,36 @@ export function renderPending(list: HTMLElement, items: readonly PendingItem[], 
       });
     };
     if (item.type === "approval") {
-      const reason = el("input", "", { placeholder: "reason (optional)", "aria-label": `reason for ${item.id}`, "data-field": "reason" }) as HTMLInputElement;
+      const reason = el("input", "", {
+        placeholder: "reason (optional)",
+        "aria-label": `reason for ${item.id}`,
+        "data-field": "reason",
+      }) as HTMLInputElement;
       const approve = el("button", "approve", { "data-action": "approve" }) as HTMLButtonElement;
       const deny = el("button", "deny", { "data-action": "deny" }) as HTMLButtonElement;
-      const withReason = (approveIt: boolean): PendingAnswerBody => (reason.value.trim() === "" ? { approve: approveIt } : { approve: approveIt, reason: reason.value.trim() });
+      const withReason = (approveIt: boolean): PendingAnswerBody =>
+        reason.value.trim() === "" ? { approve: approveIt } : { approve: approveIt, reason: reason.value.trim() };
       approve.addEventListener("click", () => submit(withReason(true)));
       deny.addEventListener("click", () => submit(withReason(false)));
       controls.push(reason, approve, deny);
       row.append(reason, " ", approve, " ", deny);
     } else {
-      const output = el("textarea", "", { placeholder: "output (JSON or text)", "aria-label": `output for ${item.id}`, "data-field": "output" }) as HTMLTextAreaElement;
-      const isError = el("input", "", { type: "checkbox", "aria-label": `is error for ${item.id}`, "data-field": "isError" }) as HTMLInputElement;
+      const output = el("textarea", "", {
+        placeholder: "output (JSON or text)",
+        "aria-label": `output for ${item.id}`,
+        "data-field": "output",
+      }) as HTMLTextAreaElement;
+      const isError = el("input", "", {
+        type: "checkbox",
+        "aria-label": `is error for ${item.id}`,
+        "data-field": "isError",
+      }) as HTMLInputElement;
       const send = el("button", "answer", { "data-action": "answer" }) as HTMLButtonElement;
-      send.addEventListener("click", () => submit(isError.checked ? { output: outputOf(output.value), isError: true } : { output: outputOf(output.value) }));
+      send.addEventListener("click", () =>
+        submit(
+          isError.checked ? { output: outputOf(output.value), isError: true } : { output: outputOf(output.value) },
+        ),
+      );
       controls.push(output, isError, send);
       const label = el("label", " is error ");
       label.prepend(isError);

@@ -44,12 +44,19 @@ const MAIL_SHOWN = 200;
  * The mayor's newest messages, by cursor: every page after `after` (the mailbox has no upper bound),
  * keeping the newest MAIL_SHOWN, and the cursor from which the next refresh reads them again.
  */
-async function readMail(get: Get, sessionPath: string, after: number): Promise<{ readonly mail: readonly MailView[]; readonly mailAfter: number }> {
+async function readMail(
+  get: Get,
+  sessionPath: string,
+  after: number,
+): Promise<{ readonly mail: readonly MailView[]; readonly mailAfter: number }> {
   let mail: MailView[] = [];
   let mailAfter = after;
   let cursor: number | undefined = after;
   while (cursor !== undefined) {
-    const page: { readonly messages: readonly MailView[]; readonly next?: number } = await get<{ messages: MailView[]; next?: number }>(`${sessionPath}/rig/mail?after=${cursor}`);
+    const page: { readonly messages: readonly MailView[]; readonly next?: number } = await get<{
+      messages: MailView[];
+      next?: number;
+    }>(`${sessionPath}/rig/mail?after=${cursor}`);
     mail = [...mail, ...page.messages];
     if (mail.length > MAIL_SHOWN) {
       mailAfter = mail[mail.length - MAIL_SHOWN - 1]?.id ?? mailAfter;
@@ -89,10 +96,14 @@ function cell(row: HTMLElement, text: string, name: string): void {
 }
 
 /** Render a snapshot into the rig view's elements. */
-export function renderRig(snapshot: RigSnapshot, target: { agents: HTMLElement; health: HTMLElement; stalls: HTMLElement; witness: HTMLElement; mail: HTMLElement }): void {
+export function renderRig(
+  snapshot: RigSnapshot,
+  target: { agents: HTMLElement; health: HTMLElement; stalls: HTMLElement; witness: HTMLElement; mail: HTMLElement },
+): void {
   const { agents, health, settings, mail } = snapshot;
   const head = el("tr", "");
-  for (const name of ["agent", "role", "runs as", "hook", "bead", "title", "attempt", "last activity", "health"]) head.append(el("th", name));
+  for (const name of ["agent", "role", "runs as", "hook", "bead", "title", "attempt", "last activity", "health"])
+    head.append(el("th", name));
   target.agents.replaceChildren(
     head,
     ...agents.map((agent) => {
@@ -119,9 +130,17 @@ export function renderRig(snapshot: RigSnapshot, target: { agents: HTMLElement; 
     `${health.idleAgents} idle, ${health.terminatedAgents} terminated (as of ${clock(health.timestamp)})`;
   target.stalls.replaceChildren(
     ...health.stalledDetails.map((stall) =>
-      el("li", `stalled: ${stall.agentId} on ${stall.beadId}, ${stall.stalledMinutes} min without activity, ${stall.nudgesSent} nudge${stall.nudgesSent === 1 ? "" : "s"} sent`, { "data-stalled": stall.agentId, class: "error" }),
+      el(
+        "li",
+        `stalled: ${stall.agentId} on ${stall.beadId}, ${stall.stalledMinutes} min without activity, ${stall.nudgesSent} nudge${stall.nudgesSent === 1 ? "" : "s"} sent`,
+        { "data-stalled": stall.agentId, class: "error" },
+      ),
     ),
-    ...health.notStartedAgents.map((late) => el("li", `not started: ${late.agentId} on ${late.beadId}, pending ${late.pendingMinutes} min`, { "data-not-started": late.agentId })),
+    ...health.notStartedAgents.map((late) =>
+      el("li", `not started: ${late.agentId} on ${late.beadId}, pending ${late.pendingMinutes} min`, {
+        "data-not-started": late.agentId,
+      }),
+    ),
   );
   target.witness.textContent =
     `patrol every ${minutes(settings.patrolIntervalMs)}, stalled after ${minutes(settings.stallThresholdMs)}, alert after ${minutes(settings.alertAfterMs)}, ` +
@@ -131,7 +150,13 @@ export function renderRig(snapshot: RigSnapshot, target: { agents: HTMLElement; 
       ? [el("li", "no mail")]
       : [...mail].reverse().map((message) => {
           const item = el("li", "", { "data-mail": String(message.id) });
-          item.append(el("small", `${clock(message.timestamp)} from ${message.from}${message.ack === undefined ? "" : ` · acked by ${message.ack.by}`} `), el("span", payloadText(message.payload)));
+          item.append(
+            el(
+              "small",
+              `${clock(message.timestamp)} from ${message.from}${message.ack === undefined ? "" : ` · acked by ${message.ack.by}`} `,
+            ),
+            el("span", payloadText(message.payload)),
+          );
           return item;
         })),
   );

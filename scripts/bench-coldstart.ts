@@ -31,7 +31,9 @@ if (!(Number.isSafeInteger(runs) && runs >= 1)) {
 }
 
 spawnSync("node", ["scripts/dev-secrets.ts"], { stdio: "inherit" });
-const token = spawnSync("node", ["scripts/token.ts", "--tenant", "bench", "--role", "client"], { encoding: "utf8" }).stdout.trim();
+const token = spawnSync("node", ["scripts/token.ts", "--tenant", "bench", "--role", "client"], {
+  encoding: "utf8",
+}).stdout.trim();
 if (token === "") {
   process.stderr.write("npm run token printed no token\n");
   process.exit(1);
@@ -76,11 +78,15 @@ interface Run {
 async function once(n: number): Promise<Run> {
   const state = mkdtempSync(join(tmpdir(), "pico-coldstart-"));
   const t0 = performance.now();
-  const child = spawn("wrangler", ["dev", "--local", "--port", String(PORT), "--inspector-port", String(INSPECTOR), "--persist-to", state], {
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
-  });
+  const child = spawn(
+    "wrangler",
+    ["dev", "--local", "--port", String(PORT), "--inspector-port", String(INSPECTOR), "--persist-to", state],
+    {
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+    },
+  );
   let ready = NaN;
   let output = "";
   const watch = (chunk: Buffer): void => {
@@ -96,7 +102,11 @@ async function once(n: number): Promise<Run> {
     const session = `cold-${n}`;
     await until(() => fetch(`${BASE}/v1/sessions/${session}`, { method: "PUT", headers, body: "{}" }), 201, deadline);
     const created = performance.now() - t0;
-    const response = await fetch(`${BASE}/v1/sessions/${session}/conversations/root/inputs?wait=10`, { method: "POST", headers, body: JSON.stringify({ input: "hello" }) });
+    const response = await fetch(`${BASE}/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ input: "hello" }),
+    });
     const body = (await response.json()) as { result?: { status?: string } };
     if (body.result?.status !== "done") throw new Error(`first input not answered: ${JSON.stringify(body)}`);
     return { ready, health, session: created, answer: performance.now() - t0 };
@@ -119,10 +129,19 @@ const results: Run[] = [];
 const row = (label: string, r: Run): string =>
   `${label.padEnd(8)} | ${r.ready.toFixed(0).padStart(12)} | ${r.health.toFixed(0).padStart(14)} | ${r.session.toFixed(0).padStart(16)} | ${r.answer.toFixed(0).padStart(19)}`;
 console.log(`\nbench:coldstart — wrangler dev --local, fresh state each run; ms from the spawn (wall clock)`);
-console.log(`${"run".padEnd(8)} | ${"wrangler ready".padStart(12)} | ${"first /health".padStart(14)} | ${"session created".padStart(16)} | ${"first input answered".padStart(19)}`);
+console.log(
+  `${"run".padEnd(8)} | ${"wrangler ready".padStart(12)} | ${"first /health".padStart(14)} | ${"session created".padStart(16)} | ${"first input answered".padStart(19)}`,
+);
 for (let n = 1; n <= runs; n++) {
   const r = await once(n);
   results.push(r);
   console.log(row(String(n), r));
 }
-console.log(row("median", { ready: median(results.map((r) => r.ready)), health: median(results.map((r) => r.health)), session: median(results.map((r) => r.session)), answer: median(results.map((r) => r.answer)) }));
+console.log(
+  row("median", {
+    ready: median(results.map((r) => r.ready)),
+    health: median(results.map((r) => r.health)),
+    session: median(results.map((r) => r.session)),
+    answer: median(results.map((r) => r.answer)),
+  }),
+);

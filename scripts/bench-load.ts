@@ -69,12 +69,36 @@ interface Dev {
 }
 
 function startDev(port: number, inspector: number, persist: string, envFile: string): Dev {
-  const child = spawn(join(root, "node_modules/.bin/wrangler"), ["dev", "--local", "--persist-to", persist, "--env-file", envFile, "--port", String(port), "--inspector-port", String(inspector), "--ip", "127.0.0.1", "--var", "LOG_LEVEL:quiet"], {
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
-    env: { ...process.env, PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" },
-  });
+  const child = spawn(
+    join(root, "node_modules/.bin/wrangler"),
+    [
+      "dev",
+      "--local",
+      "--persist-to",
+      persist,
+      "--env-file",
+      envFile,
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(inspector),
+      "--ip",
+      "127.0.0.1",
+      "--var",
+      "LOG_LEVEL:quiet",
+    ],
+    {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+      env: {
+        ...process.env,
+        PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
+        WRANGLER_SEND_METRICS: "false",
+        CLOUDFLARE_CF_FETCH_ENABLED: "false",
+      },
+    },
+  );
   const dev: Dev = { child, tail: "", exited: false };
   const keep = (d: Buffer): void => {
     dev.tail = (dev.tail + d.toString()).slice(-8_000);
@@ -113,16 +137,30 @@ async function token(claims: Record<string, unknown>): Promise<string> {
 
 let base = "";
 
-async function api(method: string, path: string, jwt: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
+async function api(
+  method: string,
+  path: string,
+  jwt: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
   for (let attempt = 0; ; attempt++) {
     try {
       const response = await fetch(`${base}${path}`, {
         method,
-        headers: { authorization: `Bearer ${jwt}`, ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+        headers: {
+          authorization: `Bearer ${jwt}`,
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+          ...headers,
+        },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       const text = await response.text();
-      return { status: response.status, json: text === "" ? {} : (JSON.parse(text) as Record<string, unknown>), headers: response.headers };
+      return {
+        status: response.status,
+        json: text === "" ? {} : (JSON.parse(text) as Record<string, unknown>),
+        headers: response.headers,
+      };
     } catch (error) {
       // A connection reset under load: the same request again (inputs carry an Idempotency-Key).
       if (attempt >= 3) throw error;
@@ -161,7 +199,10 @@ function openWatch(session: string, jwt: string): { events: () => number; close:
   let events = 0;
   void (async () => {
     try {
-      const response = await fetch(`${base}/v1/sessions/${session}/watch`, { headers: { authorization: `Bearer ${jwt}`, accept: "text/event-stream" }, signal: controller.signal });
+      const response = await fetch(`${base}/v1/sessions/${session}/watch`, {
+        headers: { authorization: `Bearer ${jwt}`, accept: "text/event-stream" },
+        signal: controller.signal,
+      });
       const reader = response.body?.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
@@ -183,7 +224,10 @@ function openWatch(session: string, jwt: string): { events: () => number; close:
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "pico-bench-load-"));
   const envFile = join(dir, "bench.env");
-  writeFileSync(envFile, [`JWT_SECRET=${JWT_SECRET}`, "WEBHOOK_MASTER_SECRET=bench-load-only-webhook-master-secret", ""].join("\n"));
+  writeFileSync(
+    envFile,
+    [`JWT_SECRET=${JWT_SECRET}`, "WEBHOOK_MASTER_SECRET=bench-load-only-webhook-master-secret", ""].join("\n"),
+  );
   const port = await freePort();
   const inspector = await freePort();
   base = `http://127.0.0.1:${port}`;
@@ -209,7 +253,8 @@ async function main(): Promise<void> {
     if (put.status !== 200) throw new Error(`PUT /v1/limits: ${put.status} ${JSON.stringify(put.json)}`);
     // A user token creates sessions only from one of the tenant's templates (docs/users.md "Templates").
     const template = await api("PUT", "/v1/templates/load", operator, { model: "echo" });
-    if (template.status !== 200 && template.status !== 201) throw new Error(`PUT /v1/templates/load: ${template.status} ${JSON.stringify(template.json)}`);
+    if (template.status !== 200 && template.status !== 201)
+      throw new Error(`PUT /v1/templates/load: ${template.status} ${JSON.stringify(template.json)}`);
 
     const users = await Promise.all(Array.from({ length: USERS }, (_, u) => token({ role: "user", sub: `user-${u}` })));
     const sessionsOf: string[][] = users.map(() => []);
@@ -219,7 +264,8 @@ async function main(): Promise<void> {
       await Promise.all(
         creates.slice(i, i + CONCURRENCY).map(async ({ user, session }) => {
           const created = await api("PUT", `/v1/sessions/${session}`, users[user] ?? "", { template: "load" });
-          if (created.status !== 201) throw new Error(`PUT ${session}: ${created.status} ${JSON.stringify(created.json)}`);
+          if (created.status !== 201)
+            throw new Error(`PUT ${session}: ${created.status} ${JSON.stringify(created.json)}`);
           sessionsOf[user]?.push(session);
         }),
       );
@@ -249,10 +295,22 @@ async function main(): Promise<void> {
           if (planned === undefined) break;
           const jwt = users[planned.user] ?? "";
           const sent = Date.now();
-          const accepted = await api("POST", `/v1/sessions/${planned.session}/conversations/root/inputs`, jwt, { input: planned.text }, { "idempotency-key": planned.key });
+          const accepted = await api(
+            "POST",
+            `/v1/sessions/${planned.session}/conversations/root/inputs`,
+            jwt,
+            { input: planned.text },
+            { "idempotency-key": planned.key },
+          );
           const acceptMs = Date.now() - sent;
           if (accepted.status !== 201) {
-            outcomes.push({ planned, status: accepted.status, acceptMs, field: String(accepted.json["field"] ?? accepted.json["code"] ?? ""), retryAfter: accepted.headers.get("retry-after") });
+            outcomes.push({
+              planned,
+              status: accepted.status,
+              acceptMs,
+              field: String(accepted.json["field"] ?? accepted.json["code"] ?? ""),
+              retryAfter: accepted.headers.get("retry-after"),
+            });
             continue;
           }
           const inputId = Number(accepted.json["inputId"]);
@@ -260,8 +318,18 @@ async function main(): Promise<void> {
           // The answer: the same request again (its Idempotency-Key: the original acceptance, no second
           // reservation) waiting on the server for the result, so no client polls.
           while (result !== "done" && result !== "unanswered") {
-            const waited = await api("POST", `/v1/sessions/${planned.session}/conversations/root/inputs?wait=30`, jwt, { input: planned.text }, { "idempotency-key": planned.key });
-            if (waited.status !== 200 || waited.json["duplicate"] !== true || Number(waited.json["inputId"]) !== inputId) {
+            const waited = await api(
+              "POST",
+              `/v1/sessions/${planned.session}/conversations/root/inputs?wait=30`,
+              jwt,
+              { input: planned.text },
+              { "idempotency-key": planned.key },
+            );
+            if (
+              waited.status !== 200 ||
+              waited.json["duplicate"] !== true ||
+              Number(waited.json["inputId"]) !== inputId
+            ) {
               result = `retry answered ${waited.status} ${JSON.stringify(waited.json).slice(0, 200)}`;
               break;
             }
@@ -281,10 +349,15 @@ async function main(): Promise<void> {
     const refused = outcomes.filter((o) => o.status === 429);
     const other = outcomes.filter((o) => o.status !== 201 && o.status !== 429);
     if (outcomes.length !== plan.length) failures.push(`${plan.length} inputs planned, ${outcomes.length} sent`);
-    if (other.length > 0) failures.push(`${other.length} inputs answered neither 201 nor 429 (first: ${other[0]?.status} ${other[0]?.field})`);
+    if (other.length > 0)
+      failures.push(
+        `${other.length} inputs answered neither 201 nor 429 (first: ${other[0]?.status} ${other[0]?.field})`,
+      );
     const notDone = accepted.filter((o) => o.result !== "done");
-    if (notDone.length > 0) failures.push(`${notDone.length} accepted inputs did not end done (first: ${notDone[0]?.result})`);
-    if (refused.some((o) => o.field !== "user.inputsPerDay" || o.retryAfter === null)) failures.push("a 429 did not name user.inputsPerDay or had no Retry-After");
+    if (notDone.length > 0)
+      failures.push(`${notDone.length} accepted inputs did not end done (first: ${notDone[0]?.result})`);
+    if (refused.some((o) => o.field !== "user.inputsPerDay" || o.retryAfter === null))
+      failures.push("a 429 did not name user.inputsPerDay or had no Retry-After");
     const expectedRefusals = QUOTA === 0 ? 0 : Math.max(0, PER_USER - QUOTA) * USERS;
     if (refused.length !== expectedRefusals) failures.push(`${refused.length} refusals, expected ${expectedRefusals}`);
 
@@ -294,11 +367,21 @@ async function main(): Promise<void> {
       const counts = new Map<string, number>();
       let after = 0;
       for (;;) {
-        const page = await api("GET", `/v1/sessions/${session}/conversations/root/entries?kind=user&limit=1000&after=${after}`, users[user] ?? "");
-        const items = (page.json["items"] as { id: number; kind: string; model?: { content?: unknown }[] }[] | undefined) ?? [];
+        const page = await api(
+          "GET",
+          `/v1/sessions/${session}/conversations/root/entries?kind=user&limit=1000&after=${after}`,
+          users[user] ?? "",
+        );
+        const items =
+          (page.json["items"] as { id: number; kind: string; model?: { content?: unknown }[] }[] | undefined) ?? [];
         for (const entry of items) {
           const content = entry.model?.[0]?.content;
-          const text = typeof content === "string" ? content : Array.isArray(content) ? content.map((b: { text?: string }) => b.text ?? "").join("") : "";
+          const text =
+            typeof content === "string"
+              ? content
+              : Array.isArray(content)
+                ? content.map((b: { text?: string }) => b.text ?? "").join("")
+                : "";
           counts.set(text, (counts.get(text) ?? 0) + 1);
         }
         const next = page.json["next"];
@@ -310,19 +393,25 @@ async function main(): Promise<void> {
     const seen = (o: Outcome): number => texts.get(o.planned.session)?.get(o.planned.text) ?? 0;
     const wrongAccepted = accepted.filter((o) => seen(o) !== 1);
     const wrongRefused = refused.filter((o) => seen(o) !== 0);
-    if (wrongAccepted.length > 0) failures.push(`${wrongAccepted.length} accepted inputs are not exactly once in their transcript (first: ${wrongAccepted[0]?.planned.text}: ${wrongAccepted[0] === undefined ? 0 : seen(wrongAccepted[0])})`);
+    if (wrongAccepted.length > 0)
+      failures.push(
+        `${wrongAccepted.length} accepted inputs are not exactly once in their transcript (first: ${wrongAccepted[0]?.planned.text}: ${wrongAccepted[0] === undefined ? 0 : seen(wrongAccepted[0])})`,
+      );
     if (wrongRefused.length > 0) failures.push(`${wrongRefused.length} refused inputs are in a transcript`);
 
     // Metering agrees with what was accepted, per user.
     const usage = await api("GET", "/v1/usage", operator);
     const metered = new Map<string, number>();
-    for (const day of (usage.json["items"] as { sub: string | null; inputs: number }[] | undefined) ?? []) metered.set(day.sub ?? "(tenant)", (metered.get(day.sub ?? "(tenant)") ?? 0) + day.inputs);
+    for (const day of (usage.json["items"] as { sub: string | null; inputs: number }[] | undefined) ?? [])
+      metered.set(day.sub ?? "(tenant)", (metered.get(day.sub ?? "(tenant)") ?? 0) + day.inputs);
     if (QUOTA !== 0) {
       for (let u = 0; u < USERS; u++) {
         const mine = accepted.filter((o) => o.planned.user === u).length;
-        if ((metered.get(`user-${u}`) ?? 0) !== mine) failures.push(`user-${u}: ${mine} accepted, ${metered.get(`user-${u}`) ?? 0} metered`);
+        if ((metered.get(`user-${u}`) ?? 0) !== mine)
+          failures.push(`user-${u}: ${mine} accepted, ${metered.get(`user-${u}`) ?? 0} metered`);
       }
-      if ((metered.get("(tenant)") ?? 0) !== accepted.length) failures.push(`tenant: ${accepted.length} accepted, ${metered.get("(tenant)") ?? 0} metered`);
+      if ((metered.get("(tenant)") ?? 0) !== accepted.length)
+        failures.push(`tenant: ${accepted.length} accepted, ${metered.get("(tenant)") ?? 0} metered`);
     }
 
     // The table ------------------------------------------------------------------------------------
@@ -344,7 +433,9 @@ async function main(): Promise<void> {
       ["each input one result", failures.length === 0 ? "yes" : "NO"],
     ];
     const width = Math.max(...rows.map(([name]) => name.length));
-    process.stdout.write(`\nbench:load (wrangler dev --local, echo model)\n${rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`).join("\n")}\n`);
+    process.stdout.write(
+      `\nbench:load (wrangler dev --local, echo model)\n${rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`).join("\n")}\n`,
+    );
   } finally {
     await stopDev(dev);
     rmSync(dir, { recursive: true, force: true });

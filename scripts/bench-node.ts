@@ -47,7 +47,10 @@ try {
     });
     process.stdout.write(workerd.stdout);
     if (workerd.status !== 0) process.exit(workerd.status ?? 1);
-    const line = workerd.stdout.replace(/\u001b\[[0-9;]*m/g, "").split("\n").find((l) => l.startsWith(MARKER));
+    const line = workerd.stdout
+      .replace(/\u001b\[[0-9;]*m/g, "")
+      .split("\n")
+      .find((l) => l.startsWith(MARKER));
     if (line === undefined) {
       process.stderr.write("bench/turns printed no statement trace\n");
       process.exit(1);
@@ -55,10 +58,14 @@ try {
     traceFile = join(dir, "do-trace.json");
     writeFileSync(traceFile, line.slice(MARKER.length));
   }
-  const node = spawnSync("vitest", ["run", "--config", "bench/vitest.bench.config.ts", "--project", "bench-node", "bench/time"], {
-    stdio: "inherit",
-    env: { ...env, BENCH_DO_TRACE: traceFile },
-  });
+  const node = spawnSync(
+    "vitest",
+    ["run", "--config", "bench/vitest.bench.config.ts", "--project", "bench-node", "bench/time"],
+    {
+      stdio: "inherit",
+      env: { ...env, BENCH_DO_TRACE: traceFile },
+    },
+  );
   process.exitCode = node.status ?? 1;
 } finally {
   rmSync(dir, { recursive: true, force: true });

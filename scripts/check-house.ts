@@ -76,14 +76,36 @@ export const WORKER_ROOMS: readonly Room[] = [
   },
   {
     folder: "http",
-    mayImport: ["platform", "crypto", "inbound", "directory", "outbox", "limits", "identity", "remote", "watch", "session"],
+    mayImport: [
+      "platform",
+      "crypto",
+      "inbound",
+      "directory",
+      "outbox",
+      "limits",
+      "identity",
+      "remote",
+      "watch",
+      "session",
+    ],
   },
 ];
 
 export type Offence =
-  | { readonly kind: "circle"; readonly files: readonly string[]; readonly imports: ReadonlyMap<string, readonly string[]> }
+  | {
+      readonly kind: "circle";
+      readonly files: readonly string[];
+      readonly imports: ReadonlyMap<string, readonly string[]>;
+    }
   | { readonly kind: "worker-file"; readonly file: string }
-  | { readonly kind: "worker-import"; readonly file: string; readonly line: number; readonly specifier: string; readonly from: string; readonly to: string }
+  | {
+      readonly kind: "worker-import";
+      readonly file: string;
+      readonly line: number;
+      readonly specifier: string;
+      readonly from: string;
+      readonly to: string;
+    }
   | { readonly kind: "worker-circle"; readonly rooms: readonly string[] }
   | { readonly kind: "worker-room"; readonly room: string; readonly problem: string }
   | { readonly kind: "long-file"; readonly file: string; readonly lines: number }
@@ -110,7 +132,10 @@ export function lineCount(text: string): number {
   return text.endsWith("\n") ? breaks : breaks + 1;
 }
 
-/** A relative specifier resolved against the importing file to a file in the set: `x.js` and `x.ts` name x.ts; `x` names x.ts or x/index.ts. */
+/**
+ * A relative specifier resolved against the importing file to a file in the set: `x.js` and `x.ts` name x.ts; `x` names
+ * x.ts or x/index.ts.
+ */
 export function resolveRelative(from: string, specifier: string, files: ReadonlySet<string>): string | undefined {
   const base = posix.normalize(posix.join(posix.dirname(from), specifier));
   const stem = base.replace(/\.(js|ts)$/, "");
@@ -150,7 +175,10 @@ function lineAt(starts: readonly number[], pos: number): number {
   return lo + 1;
 }
 
-/** The strongly connected components of a graph with more than one node (Tarjan), each sorted, in order of their first file. */
+/**
+ * The strongly connected components of a graph with more than one node (Tarjan), each sorted, in order of their first
+ * file.
+ */
 export function circles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
   const index = new Map<string, number>();
   const low = new Map<string, number>();
@@ -195,7 +223,10 @@ function coreMayImport(imp: Import): boolean {
   return CORE_MAY_IMPORT_PACKAGES.some((pkg) => imp.specifier === pkg || imp.specifier.startsWith(`${pkg}/`));
 }
 
-/** The room a src/worker file stands in: a declared or undeclared folder, `shared`, `entry`, or `top` (any other top-level file). */
+/**
+ * The room a src/worker file stands in: a declared or undeclared folder, `shared`, `entry`, or `top` (any other
+ * top-level file).
+ */
 export function roomOf(file: string): string | undefined {
   if (!file.startsWith(WORKER)) return undefined;
   const rest = file.slice(WORKER.length);
@@ -228,13 +259,19 @@ function workerOffences(
   rooms.forEach((room, index) => {
     const earlier = new Set(rooms.slice(0, index).map((r) => r.folder));
     const later = room.mayImport.filter((m) => !earlier.has(m));
-    if (later.length > 0) out.push({ kind: "worker-room", room: room.folder, problem: `declares ${later.join(", ")}, which is not below it in WORKER_ROOMS` });
+    if (later.length > 0)
+      out.push({
+        kind: "worker-room",
+        room: room.folder,
+        problem: `declares ${later.join(", ")}, which is not below it in WORKER_ROOMS`,
+      });
   });
   const present = new Set<string>();
   for (const file of files) {
     const room = roomOf(file);
     if (room === undefined) continue;
-    if (room === "top" || (room !== "shared" && room !== "entry" && !byName.has(room))) out.push({ kind: "worker-file", file });
+    if (room === "top" || (room !== "shared" && room !== "entry" && !byName.has(room)))
+      out.push({ kind: "worker-file", file });
     else if (room !== "shared" && room !== "entry") present.add(room);
   }
   const graph = new Map<string, Set<string>>();
@@ -246,21 +283,31 @@ function workerOffences(
       if (to === undefined || to === from) continue;
       if (!graph.has(from)) graph.set(from, new Set());
       graph.get(from)?.add(to);
-      if (!allowed(byName, from, to)) out.push({ kind: "worker-import", file, line: imp.line, specifier: imp.specifier, from, to });
+      if (!allowed(byName, from, to))
+        out.push({ kind: "worker-import", file, line: imp.line, specifier: imp.specifier, from, to });
     }
   }
-  for (const component of circles(new Map([...graph].map(([k, v]) => [k, [...v]])))) out.push({ kind: "worker-circle", rooms: component });
+  for (const component of circles(new Map([...graph].map(([k, v]) => [k, [...v]]))))
+    out.push({ kind: "worker-circle", rooms: component });
   for (const room of rooms) {
     if (!present.has(room.folder)) continue;
     let readme: string;
     try {
       readme = readFileSync(join(root, WORKER, room.folder, "README.md"), "utf8");
     } catch {
-      out.push({ kind: "worker-room", room: room.folder, problem: "has no README.md saying what it owns and what it may import" });
+      out.push({
+        kind: "worker-room",
+        room: room.folder,
+        problem: "has no README.md saying what it owns and what it may import",
+      });
       continue;
     }
     if (!readme.split("\n").some((line) => line.trim() === mayImportLine(room))) {
-      out.push({ kind: "worker-room", room: room.folder, problem: `README.md lacks the line "${mayImportLine(room)}"` });
+      out.push({
+        kind: "worker-room",
+        room: room.folder,
+        problem: `README.md lacks the line "${mayImportLine(room)}"`,
+      });
     }
   }
   return out;
@@ -303,8 +350,13 @@ export function checkHouse(root: string, rooms: readonly Room[] = WORKER_ROOMS):
 export function describe(offence: Offence): string {
   switch (offence.kind) {
     case "circle": {
-      const lines = offence.files.map((f) => `    ${f} imports ${(offence.imports.get(f) ?? []).map((t) => posix.basename(t)).join(", ")}`);
-      return [`import circle of ${offence.files.length} files (at most ${MAX_CIRCLE}; type imports count):`, ...lines].join("\n");
+      const lines = offence.files.map(
+        (f) => `    ${f} imports ${(offence.imports.get(f) ?? []).map((t) => posix.basename(t)).join(", ")}`,
+      );
+      return [
+        `import circle of ${offence.files.length} files (at most ${MAX_CIRCLE}; type imports count):`,
+        ...lines,
+      ].join("\n");
     }
     case "long-file":
       return `${offence.file} is ${offence.lines} lines long (at most ${MAX_LINES})`;
@@ -327,7 +379,8 @@ export function describe(offence: Offence): string {
 
 /** The one-line summary that ends the output. */
 export function summary(offences: readonly Offence[], fileCount: number): string {
-  if (offences.length === 0) return `house check passed: ${fileCount} files in src/, no import circle over ${MAX_CIRCLE} files, none over ${MAX_LINES} lines, src/core imports nothing above it, src/worker in ${WORKER_ROOMS.length} rooms importing only down`;
+  if (offences.length === 0)
+    return `house check passed: ${fileCount} files in src/, no import circle over ${MAX_CIRCLE} files, none over ${MAX_LINES} lines, src/core imports nothing above it, src/worker in ${WORKER_ROOMS.length} rooms importing only down`;
   const count = (...kinds: Offence["kind"][]): number => offences.filter((o) => kinds.includes(o.kind)).length;
   return `house check FAILED: ${count("circle")} import circle(s) over ${MAX_CIRCLE} files, ${count("long-file")} file(s) over ${MAX_LINES} lines, ${count("core-import")} src/core import(s) from above, ${count("worker-file", "worker-import", "worker-circle", "worker-room")} src/worker room offence(s)`;
 }

@@ -26,7 +26,10 @@ export function ensureDevVars(): string {
   const sealing = parse(readFileSync(path, "utf8")).get("SECRETS_SEALING_KEY");
   if (sealing === undefined || sealing === "") {
     const text = readFileSync(path, "utf8");
-    appendFileSync(path, `${text.endsWith("\n") || text === "" ? "" : "\n"}SECRETS_SEALING_KEY=${randomBytes(32).toString("base64")}\n`);
+    appendFileSync(
+      path,
+      `${text.endsWith("\n") || text === "" ? "" : "\n"}SECRETS_SEALING_KEY=${randomBytes(32).toString("base64")}\n`,
+    );
     process.stderr.write("added a random SECRETS_SEALING_KEY to .dev.vars (development only)\n");
   }
   return path;
@@ -38,7 +41,8 @@ function parse(text: string): Map<string, string> {
     const match = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
     if (match === null) continue;
     let value = match[2] ?? "";
-    if ((value.startsWith('"') && value.endsWith('"')) || (value.startsWith("'") && value.endsWith("'"))) value = value.slice(1, -1);
+    if ((value.startsWith('"') && value.endsWith('"')) || (value.startsWith("'") && value.endsWith("'")))
+      value = value.slice(1, -1);
     out.set(match[1] ?? "", value);
   }
   return out;

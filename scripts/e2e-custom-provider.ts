@@ -33,13 +33,19 @@ async function readBody(req: IncomingMessage): Promise<string> {
 
 const fake = createServer((req, res) => {
   void readBody(req).then((text) => {
-    seen.push({ path: req.url ?? "", authorization: req.headers.authorization, body: text === "" ? {} : (JSON.parse(text) as { model?: string }) });
+    seen.push({
+      path: req.url ?? "",
+      authorization: req.headers.authorization,
+      body: text === "" ? {} : (JSON.parse(text) as { model?: string }),
+    });
     res.writeHead(200, { "content-type": "text/event-stream" });
     res.write(chunk({ role: "assistant", content: "" }));
     res.write(chunk({ content: "Hello from " }));
     res.write(chunk({ content: "the fake endpoint" }));
     res.write(chunk({}, "stop"));
-    res.write(`data: ${JSON.stringify({ id: "chatcmpl-e2e", object: "chat.completion.chunk", created: 1, model: "fake-chat", choices: [], usage: { prompt_tokens: 11, completion_tokens: 5, total_tokens: 16 } })}\n\n`);
+    res.write(
+      `data: ${JSON.stringify({ id: "chatcmpl-e2e", object: "chat.completion.chunk", created: 1, model: "fake-chat", choices: [], usage: { prompt_tokens: 11, completion_tokens: 5, total_tokens: 16 } })}\n\n`,
+    );
     res.end("data: [DONE]\n\n");
   });
 });
@@ -74,20 +80,55 @@ await new Promise<void>((resolve) => fake.listen(0, "127.0.0.1", resolve));
 const fakeUrl = `http://127.0.0.1:${(fake.address() as AddressInfo).port}/v1`;
 const dir = mkdtempSync(join(tmpdir(), "pico-e2e-"));
 const envFile = join(dir, "operator.env");
-const providers = [{ id: "e2e-llm", name: "E2E fake", baseUrl: fakeUrl, api: "openai-completions", keySecret: "E2E_LLM_KEY", models: [{ id: "fake-chat", contextWindow: 32768 }] }];
+const providers = [
+  {
+    id: "e2e-llm",
+    name: "E2E fake",
+    baseUrl: fakeUrl,
+    api: "openai-completions",
+    keySecret: "E2E_LLM_KEY",
+    models: [{ id: "fake-chat", contextWindow: 32768 }],
+  },
+];
 writeFileSync(
   envFile,
-  [`JWT_SECRET=${JWT_SECRET}`, "WEBHOOK_MASTER_SECRET=e2e-only-webhook-master-secret", `MODEL_PROVIDERS=${JSON.stringify(providers)}`, `E2E_LLM_KEY=${KEY}`, "DEFAULT_MODEL=e2e-llm/fake-chat", ""].join("\n"),
+  [
+    `JWT_SECRET=${JWT_SECRET}`,
+    "WEBHOOK_MASTER_SECRET=e2e-only-webhook-master-secret",
+    `MODEL_PROVIDERS=${JSON.stringify(providers)}`,
+    `E2E_LLM_KEY=${KEY}`,
+    "DEFAULT_MODEL=e2e-llm/fake-chat",
+    "",
+  ].join("\n"),
 );
 const port = await freePort();
 const inspector = await freePort();
-const wrangler = spawn(join(root, "node_modules/.bin/wrangler"), ["dev", "--local", "--env-file", envFile, "--port", String(port), "--inspector-port", String(inspector), "--ip", "127.0.0.1"], {
-  cwd: root,
-  stdio: ["ignore", "pipe", "pipe"],
-  detached: true,
-  // node_modules/.bin first, as npm scripts do: its Node 22 runs wrangler.
-  env: { ...process.env, PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`, WRANGLER_SEND_METRICS: "false" },
-});
+const wrangler = spawn(
+  join(root, "node_modules/.bin/wrangler"),
+  [
+    "dev",
+    "--local",
+    "--env-file",
+    envFile,
+    "--port",
+    String(port),
+    "--inspector-port",
+    String(inspector),
+    "--ip",
+    "127.0.0.1",
+  ],
+  {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+    // node_modules/.bin first, as npm scripts do: its Node 22 runs wrangler.
+    env: {
+      ...process.env,
+      PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
+      WRANGLER_SEND_METRICS: "false",
+    },
+  },
+);
 let log = "";
 let exited = false;
 wrangler.on("exit", () => (exited = true));
@@ -102,21 +143,42 @@ try {
   const token = await sign({ tenant: "e2e", role: "client", iat: now, exp: now + 600 }, JWT_SECRET, "HS256");
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
 
-  const listed = (await (await fetch(`${base}/v1/models`, { headers })).json()) as { defaultModel: string; models: { id: string }[] };
-  check(listed.models.some((m) => m.id === "e2e-llm/fake-chat"), `GET /v1/models does not list e2e-llm/fake-chat: ${JSON.stringify(listed)}`);
+  const listed = (await (await fetch(`${base}/v1/models`, { headers })).json()) as {
+    defaultModel: string;
+    models: { id: string }[];
+  };
+  check(
+    listed.models.some((m) => m.id === "e2e-llm/fake-chat"),
+    `GET /v1/models does not list e2e-llm/fake-chat: ${JSON.stringify(listed)}`,
+  );
   check(listed.defaultModel === "e2e-llm/fake-chat", `the default model is ${listed.defaultModel}`);
 
   const created = await fetch(`${base}/v1/sessions/e2e-custom`, { method: "PUT", headers, body: "{}" });
   check(created.status === 201, `PUT session: ${created.status} ${await created.text()}`);
-  const accepted = await fetch(`${base}/v1/sessions/e2e-custom/conversations/root/inputs?wait=30`, { method: "POST", headers, body: JSON.stringify({ input: "hello" }) });
-  const answer = (await accepted.json()) as { result?: { status?: string }; answer?: { model?: { content?: { type: string; text?: string }[] }[] } };
+  const accepted = await fetch(`${base}/v1/sessions/e2e-custom/conversations/root/inputs?wait=30`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ input: "hello" }),
+  });
+  const answer = (await accepted.json()) as {
+    result?: { status?: string };
+    answer?: { model?: { content?: { type: string; text?: string }[] }[] };
+  };
   const text = (answer.answer?.model?.[0]?.content ?? []).map((b) => b.text ?? "").join("");
-  check(answer.result?.status === "done" && text === "Hello from the fake endpoint", `input answer: ${JSON.stringify(answer)}`);
+  check(
+    answer.result?.status === "done" && text === "Hello from the fake endpoint",
+    `input answer: ${JSON.stringify(answer)}`,
+  );
   check(seen.length === 1, `the fake endpoint saw ${seen.length} requests`);
   check(seen[0]?.path === "/v1/chat/completions", `request path ${seen[0]?.path}`);
   check(seen[0]?.authorization === `Bearer ${KEY}`, "the key secret was not sent");
-  check(seen[0]?.body.model === "fake-chat" && seen[0]?.body.stream === true, `request body ${JSON.stringify(seen[0]?.body)}`);
-  console.log("e2e custom provider: ok (GET /v1/models, PUT, accept -> answered by the fake endpoint over wrangler dev)");
+  check(
+    seen[0]?.body.model === "fake-chat" && seen[0]?.body.stream === true,
+    `request body ${JSON.stringify(seen[0]?.body)}`,
+  );
+  console.log(
+    "e2e custom provider: ok (GET /v1/models, PUT, accept -> answered by the fake endpoint over wrangler dev)",
+  );
 } catch (error) {
   failed = error;
   console.log(`e2e custom provider: FAILED: ${error instanceof Error ? error.message : String(error)}`);

@@ -44,23 +44,58 @@ async function token(tenant: string, role = "client"): Promise<string> {
 }
 
 function mcpClient(base: string, jwt: string): { client: Client; transport: StreamableHTTPClientTransport } {
-  const transport = new StreamableHTTPClientTransport(new URL(`${base}/v1/sessions/${SESSION}/mcp`), { requestInit: { headers: { authorization: `Bearer ${jwt}` } } });
+  const transport = new StreamableHTTPClientTransport(new URL(`${base}/v1/sessions/${SESSION}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${jwt}` } },
+  });
   return { client: new Client({ name: "pico-e2e", version: "1" }), transport };
 }
 
 const dir = mkdtempSync(join(tmpdir(), "pico-e2e-mcp-"));
 const envFile = join(dir, "operator.env");
-writeFileSync(envFile, [`JWT_SECRET=${JWT_SECRET}`, "WEBHOOK_MASTER_SECRET=e2e-only-webhook-master-secret", "SECRETS_SEALING_KEY=e2e-only-secrets-sealing-key-0123456789", "DEFAULT_MODEL=echo", ""].join("\n"));
-const remote = await startMcpEndpoint({ port: await freePort(), token: "e2e-demo-secret", stepMs: 10, log: () => undefined });
+writeFileSync(
+  envFile,
+  [
+    `JWT_SECRET=${JWT_SECRET}`,
+    "WEBHOOK_MASTER_SECRET=e2e-only-webhook-master-secret",
+    "SECRETS_SEALING_KEY=e2e-only-secrets-sealing-key-0123456789",
+    "DEFAULT_MODEL=echo",
+    "",
+  ].join("\n"),
+);
+const remote = await startMcpEndpoint({
+  port: await freePort(),
+  token: "e2e-demo-secret",
+  stepMs: 10,
+  log: () => undefined,
+});
 const port = await freePort();
 const inspector = await freePort();
-const wrangler = spawn(join(root, "node_modules/.bin/wrangler"), ["dev", "--local", "--env-file", envFile, "--port", String(port), "--inspector-port", String(inspector), "--ip", "127.0.0.1"], {
-  cwd: root,
-  stdio: ["ignore", "pipe", "pipe"],
-  detached: true,
-  // node_modules/.bin first, as npm scripts do: its Node 22 runs wrangler.
-  env: { ...process.env, PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`, WRANGLER_SEND_METRICS: "false" },
-});
+const wrangler = spawn(
+  join(root, "node_modules/.bin/wrangler"),
+  [
+    "dev",
+    "--local",
+    "--env-file",
+    envFile,
+    "--port",
+    String(port),
+    "--inspector-port",
+    String(inspector),
+    "--ip",
+    "127.0.0.1",
+  ],
+  {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+    // node_modules/.bin first, as npm scripts do: its Node 22 runs wrangler.
+    env: {
+      ...process.env,
+      PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
+      WRANGLER_SEND_METRICS: "false",
+    },
+  },
+);
 let log = "";
 let exited = false;
 wrangler.on("exit", () => (exited = true));
@@ -84,7 +119,11 @@ try {
   const base = `http://127.0.0.1:${port}`;
   await waitFor(`${base}/health`, Date.now() + 120_000);
   const owner = await token("e2e-mcp");
-  const created = await fetch(`${base}/v1/sessions/${SESSION}`, { method: "PUT", headers: { authorization: `Bearer ${owner}`, "content-type": "application/json" }, body: JSON.stringify({ model: "echo" }) });
+  const created = await fetch(`${base}/v1/sessions/${SESSION}`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${owner}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "echo" }),
+  });
   check(created.status === 201, `PUT session: ${created.status} ${await created.text()}`);
 
   // A remote MCP server as a tool source: registered (its bearer header sealed), selected, called by the model.
@@ -95,8 +134,15 @@ try {
     body: JSON.stringify({ url: remote.url, headers: { authorization: "Bearer e2e-demo-secret" } }),
   });
   const registration = await registered.text();
-  check(registered.status === 201 && !registration.includes("e2e-demo-secret"), `PUT mcp server: ${registered.status} ${registration}`);
-  const tooled = await fetch(`${base}/v1/sessions/e2e-mcp-tools`, { method: "PUT", headers: { authorization: `Bearer ${owner}`, "content-type": "application/json" }, body: JSON.stringify({ model: "echo", selectedTools: ["demo__search_issues"] }) });
+  check(
+    registered.status === 201 && !registration.includes("e2e-demo-secret"),
+    `PUT mcp server: ${registered.status} ${registration}`,
+  );
+  const tooled = await fetch(`${base}/v1/sessions/e2e-mcp-tools`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${owner}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "echo", selectedTools: ["demo__search_issues"] }),
+  });
   check(tooled.status === 201, `PUT session with demo__search_issues: ${tooled.status} ${await tooled.text()}`);
   const asked = await fetch(`${base}/v1/sessions/e2e-mcp-tools/conversations/root/inputs?wait=30`, {
     method: "POST",
@@ -105,20 +151,40 @@ try {
   });
   const answer = await asked.text();
   check(asked.status === 201 && answer.includes('"status":"done"'), `the tool call's input: ${asked.status} ${answer}`);
-  const entries = await (await fetch(`${base}/v1/sessions/e2e-mcp-tools/conversations/root/entries?limit=50`, { headers: { authorization: `Bearer ${owner}` } })).text();
-  check(entries.includes("Crash when login is empty"), `the MCP tool's result is not in the transcript: ${entries.slice(0, 2000)}`);
-  check(remote.calls.length === 1 && remote.calls[0]?.tool === "search_issues", `the MCP server saw ${JSON.stringify(remote.calls)}`);
+  const entries = await (
+    await fetch(`${base}/v1/sessions/e2e-mcp-tools/conversations/root/entries?limit=50`, {
+      headers: { authorization: `Bearer ${owner}` },
+    })
+  ).text();
+  check(
+    entries.includes("Crash when login is empty"),
+    `the MCP tool's result is not in the transcript: ${entries.slice(0, 2000)}`,
+  );
+  check(
+    remote.calls.length === 1 && remote.calls[0]?.tool === "search_issues",
+    `the MCP server saw ${JSON.stringify(remote.calls)}`,
+  );
 
   const { client, transport } = mcpClient(base, owner);
   await client.connect(transport);
   const tools = (await client.listTools()).tools.map((t) => t.name).sort();
-  check(JSON.stringify(tools) === JSON.stringify(["get_result", "get_transcript", "list_pending", "respond_pending", "send_message"]), `tools/list: ${JSON.stringify(tools)}`);
-  const sent = await client.callTool({ name: "send_message", arguments: { input: "hello over MCP", wait_seconds: 30 } });
+  check(
+    JSON.stringify(tools) ===
+      JSON.stringify(["get_result", "get_transcript", "list_pending", "respond_pending", "send_message"]),
+    `tools/list: ${JSON.stringify(tools)}`,
+  );
+  const sent = await client.callTool({
+    name: "send_message",
+    arguments: { input: "hello over MCP", wait_seconds: 30 },
+  });
   const text = ((sent.content ?? []) as { text?: string }[]).map((part) => part.text ?? "").join("");
   check(sent.isError !== true && text === "hello over MCP", `send_message: ${JSON.stringify(sent)}`);
   const inputId = (sent.structuredContent as { inputId?: number } | undefined)?.inputId;
   const polled = await client.callTool({ name: "get_result", arguments: { input_id: inputId } });
-  check((polled.structuredContent as { status?: string } | undefined)?.status === "done", `get_result: ${JSON.stringify(polled)}`);
+  check(
+    (polled.structuredContent as { status?: string } | undefined)?.status === "done",
+    `get_result: ${JSON.stringify(polled)}`,
+  );
   await client.close();
 
   const other = mcpClient(base, await token("e2e-mcp-other"));
@@ -127,7 +193,9 @@ try {
     (error: unknown) => String(error),
   );
   check(refused.includes("404"), `another tenant's client: ${refused}`);
-  console.log("e2e MCP: ok (a registered MCP server's tool called by the echo model once; the SDK Client over wrangler dev: tools/list, send_message answered by echo, get_result; another tenant 404)");
+  console.log(
+    "e2e MCP: ok (a registered MCP server's tool called by the echo model once; the SDK Client over wrangler dev: tools/list, send_message answered by echo, get_result; another tenant 404)",
+  );
 } catch (error) {
   failed = error;
   console.log(`e2e MCP: FAILED: ${error instanceof Error ? error.message : String(error)}`);

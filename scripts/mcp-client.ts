@@ -17,9 +17,17 @@ try {
   if (session === undefined) throw new Error("--session is required: the session to talk to");
   const api = args.get("api") ?? "http://127.0.0.1:8787";
   const now = Math.floor(Date.now() / 1000);
-  const token = await sign({ tenant: args.get("tenant") ?? "acme", role: args.get("role") ?? "client", iat: now, exp: now + 600 }, devSecret("JWT_SECRET"), "HS256");
+  const token = await sign(
+    { tenant: args.get("tenant") ?? "acme", role: args.get("role") ?? "client", iat: now, exp: now + 600 },
+    devSecret("JWT_SECRET"),
+    "HS256",
+  );
   const client = new Client({ name: "pico-edge-mcp-client", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${api}/v1/sessions/${encodeURIComponent(session)}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${api}/v1/sessions/${encodeURIComponent(session)}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${token}` } },
+    }),
+  );
   const { tools } = await client.listTools();
   process.stdout.write(`tools: ${tools.map((t) => t.name).join(", ")}\n`);
   const message = args.get("message");

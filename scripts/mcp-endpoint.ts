@@ -45,19 +45,33 @@ const TOOLS = [
   {
     name: "search_issues",
     description: "Search the issue tracker; answers matching issues",
-    inputSchema: { type: "object" as const, properties: { query: { type: "string", minLength: 1 } }, required: ["query"], additionalProperties: false },
+    inputSchema: {
+      type: "object" as const,
+      properties: { query: { type: "string", minLength: 1 } },
+      required: ["query"],
+      additionalProperties: false,
+    },
     annotations: { readOnlyHint: true, idempotentHint: true },
   },
   {
     name: "create_issue",
     description: "Open a new issue; answers its number",
-    inputSchema: { type: "object" as const, properties: { title: { type: "string", minLength: 1 } }, required: ["title"], additionalProperties: false },
+    inputSchema: {
+      type: "object" as const,
+      properties: { title: { type: "string", minLength: 1 } },
+      required: ["title"],
+      additionalProperties: false,
+    },
     annotations: { idempotentHint: false },
   },
   {
     name: "slow_report",
     description: "Build a report slowly, reporting progress",
-    inputSchema: { type: "object" as const, properties: { steps: { type: "integer", minimum: 1, maximum: 60 } }, additionalProperties: false },
+    inputSchema: {
+      type: "object" as const,
+      properties: { steps: { type: "integer", minimum: 1, maximum: 60 } },
+      additionalProperties: false,
+    },
     annotations: { readOnlyHint: true, idempotentHint: true },
   },
 ];
@@ -95,7 +109,11 @@ export function startMcpEndpoint(options: McpEndpointOptions): Promise<McpEndpoi
           const token = request.params._meta?.progressToken;
           for (let step = 1; step <= steps; step++) {
             await new Promise((resolve) => setTimeout(resolve, options.stepMs));
-            if (token !== undefined) await extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: step, total: steps } });
+            if (token !== undefined)
+              await extra.sendNotification({
+                method: "notifications/progress",
+                params: { progressToken: token, progress: step, total: steps },
+              });
           }
           return text({ steps, summary: "all green" });
         }
@@ -113,12 +131,16 @@ export function startMcpEndpoint(options: McpEndpointOptions): Promise<McpEndpoi
       return;
     }
     if (path !== "/mcp") {
-      res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: "POST /mcp; GET /calls" }));
+      res
+        .writeHead(404, { "content-type": "application/json" })
+        .end(JSON.stringify({ error: "POST /mcp; GET /calls" }));
       return;
     }
     if (req.headers.authorization !== `Bearer ${options.token}`) {
       log(`refused a request without the bearer token`);
-      res.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify({ error: "Authorization: Bearer <token> is required" }));
+      res
+        .writeHead(401, { "content-type": "application/json" })
+        .end(JSON.stringify({ error: "Authorization: Bearer <token> is required" }));
       return;
     }
     const server = mcpServer();
@@ -157,7 +179,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     if (!Number.isSafeInteger(port) || port <= 0 || port > 65_535) throw new Error("--port is a TCP port");
     if (!Number.isSafeInteger(stepMs) || stepMs < 0) throw new Error("--step-ms is a whole number of milliseconds");
     const endpoint = await startMcpEndpoint({ port, token: args.get("token") ?? "demo-secret", stepMs });
-    process.stdout.write(`MCP server on ${endpoint.url} (tools: ${TOOLS.map((t) => t.name).join(", ")}); GET /calls lists the calls\n`);
+    process.stdout.write(
+      `MCP server on ${endpoint.url} (tools: ${TOOLS.map((t) => t.name).join(", ")}); GET /calls lists the calls\n`,
+    );
   } catch (error) {
     process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(1);

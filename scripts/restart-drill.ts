@@ -56,7 +56,11 @@ const TENANT = "drill";
 const SESSION = "restart-drill";
 /** echo-slow streams ~16 characters per 200 ms: this answer takes about 8 s, so the kill lands mid-answer. */
 const LONG = `The long input of the restart drill. ${"Each sentence of it is echoed back slowly, sixteen characters at a time. ".repeat(8)}End.`;
-const TEXTS = { followUp: "drill followUp: answered after the long input", steer: "drill steer: answered after the long input", webhook: "drill webhook: answered once" } as const;
+const TEXTS = {
+  followUp: "drill followUp: answered after the long input",
+  steer: "drill steer: answered after the long input",
+  webhook: "drill webhook: answered once",
+} as const;
 
 type Mode = "SIGKILL" | "SIGTERM";
 /** A deleted session's watchers must get their close frame within this after DELETE answers. */
@@ -82,9 +86,16 @@ interface ContentBlock {
 interface Entry {
   readonly id: number;
   readonly kind: string;
-  readonly model?: readonly { readonly role: string; readonly content?: string | readonly ContentBlock[]; readonly stopReason?: string }[];
+  readonly model?: readonly {
+    readonly role: string;
+    readonly content?: string | readonly ContentBlock[];
+    readonly stopReason?: string;
+  }[];
 }
-type InputResult = { readonly status: "queued" | "placed" } | { readonly status: "done"; readonly answer?: number; readonly entry: number } | { readonly status: "unanswered"; readonly reason: string; readonly detail?: string };
+type InputResult =
+  | { readonly status: "queued" | "placed" }
+  | { readonly status: "done"; readonly answer?: number; readonly entry: number }
+  | { readonly status: "unanswered"; readonly reason: string; readonly detail?: string };
 
 class DrillFailure extends Error {}
 
@@ -96,13 +107,35 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 function startDev(mode: Mode, persist: string, envFile: string): Dev {
   const { port, inspector } = PORTS[mode];
-  const child = spawn(join(root, "node_modules/.bin/wrangler"), ["dev", "--local", "--persist-to", persist, "--env-file", envFile, "--port", String(port), "--inspector-port", String(inspector), "--ip", "127.0.0.1"], {
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"],
-    // Its own process group: the kill takes wrangler and workerd together, like a machine going away.
-    detached: true,
-    env: { ...process.env, PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" },
-  });
+  const child = spawn(
+    join(root, "node_modules/.bin/wrangler"),
+    [
+      "dev",
+      "--local",
+      "--persist-to",
+      persist,
+      "--env-file",
+      envFile,
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(inspector),
+      "--ip",
+      "127.0.0.1",
+    ],
+    {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+      // Its own process group: the kill takes wrangler and workerd together, like a machine going away.
+      detached: true,
+      env: {
+        ...process.env,
+        PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
+        WRANGLER_SEND_METRICS: "false",
+        CLOUDFLARE_CF_FETCH_ENABLED: "false",
+      },
+    },
+  );
   const dev: Dev = {
     child,
     log: "",
@@ -201,15 +234,32 @@ function textOf(entry: Entry): string {
  * frame arrives, from DELETE's response (the server sends it before answering, so it may be negative).
  * The client answers with its own close frame, completing the handshake, and ends the connection.
  */
-async function closeAfterDelete(base: string, api: string, headers: Record<string, string>, operator: string): Promise<{ ms: number; sinceSent: number; code: number; reason: string }> {
+async function closeAfterDelete(
+  base: string,
+  api: string,
+  headers: Record<string, string>,
+  operator: string,
+): Promise<{ ms: number; sinceSent: number; code: number; reason: string }> {
   const minted = await fetch(`${api}/conversations/root/watch-token`, { method: "POST", headers, body: "{}" });
   const mintedText = await minted.text();
   check(minted.status === 201, `watch token: ${minted.status} ${mintedText}`);
   const { token } = JSON.parse(mintedText) as { token: string };
-  const url = new URL(`${new URL(api).pathname}/conversations/root/watch?access_token=${encodeURIComponent(token)}`, base);
+  const url = new URL(
+    `${new URL(api).pathname}/conversations/root/watch?access_token=${encodeURIComponent(token)}`,
+    base,
+  );
   const socket = connect(Number(url.port), url.hostname);
   socket.write(
-    [`GET ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`, "Upgrade: websocket", "Connection: Upgrade", `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}`, "Sec-WebSocket-Version: 13", "", ""].join("\r\n"),
+    [
+      `GET ${url.pathname}${url.search} HTTP/1.1`,
+      `Host: ${url.host}`,
+      "Upgrade: websocket",
+      "Connection: Upgrade",
+      `Sec-WebSocket-Key: ${randomBytes(16).toString("base64")}`,
+      "Sec-WebSocket-Version: 13",
+      "",
+      "",
+    ].join("\r\n"),
   );
   let buffer = Buffer.alloc(0);
   let upgraded = false;
@@ -224,7 +274,8 @@ async function closeAfterDelete(base: string, api: string, headers: Record<strin
       const end = buffer.indexOf("\r\n\r\n");
       if (end < 0) return;
       const head = buffer.subarray(0, end).toString();
-      if (!head.startsWith("HTTP/1.1 101")) throw new DrillFailure(`the WebSocket watch was refused: ${head.split("\r\n")[0] ?? ""}`);
+      if (!head.startsWith("HTTP/1.1 101"))
+        throw new DrillFailure(`the WebSocket watch was refused: ${head.split("\r\n")[0] ?? ""}`);
       upgraded = true;
       buffer = buffer.subarray(end + 4);
     }
@@ -252,7 +303,11 @@ async function closeAfterDelete(base: string, api: string, headers: Record<strin
         const code = payload.length >= 2 ? payload.subarray(0, 2) : Buffer.alloc(0);
         const masked = Buffer.from(code.map((byte, i) => byte ^ (mask[i % 4] ?? 0)));
         socket.end(Buffer.concat([Buffer.from([0x88, 0x80 | masked.length]), mask, masked]));
-        onClose({ at, code: payload.length >= 2 ? payload.readUInt16BE(0) : 1005, reason: payload.subarray(2).toString() });
+        onClose({
+          at,
+          code: payload.length >= 2 ? payload.readUInt16BE(0) : 1005,
+          reason: payload.subarray(2).toString(),
+        });
       } else if (opcode === 0x1 && ++frames === 1) {
         onView();
       }
@@ -289,28 +344,103 @@ type Json = <T>(response: Response, expected: number | readonly number[], what: 
  * drill_http, drill_approve and drill__slow_report one in each, and wait until the endpoint holds the
  * first, the second is in the pending list and the MCP server runs the third.
  */
-async function toolsBeforeKill(mode: Mode, base: string, api: string, headers: Record<string, string>, json: Json): Promise<ToolCalls> {
-  const endpoint = await startToolEndpoint({ port: PORTS[mode].tools, tenant: TENANT, api: base, masterSecret: WEBHOOK_MASTER_SECRET, delayMs: 0, holdMs: HOLD_MS, log: () => undefined });
-  const operator = { ...headers, authorization: `Bearer ${script("token.ts", ["--tenant", TENANT, "--role", "operator", "--ttl", "900"])}` };
+async function toolsBeforeKill(
+  mode: Mode,
+  base: string,
+  api: string,
+  headers: Record<string, string>,
+  json: Json,
+): Promise<ToolCalls> {
+  const endpoint = await startToolEndpoint({
+    port: PORTS[mode].tools,
+    tenant: TENANT,
+    api: base,
+    masterSecret: WEBHOOK_MASTER_SECRET,
+    delayMs: 0,
+    holdMs: HOLD_MS,
+    log: () => undefined,
+  });
+  const operator = {
+    ...headers,
+    authorization: `Bearer ${script("token.ts", ["--tenant", TENANT, "--role", "operator", "--ttl", "900"])}`,
+  };
   const parameters = { type: "object", properties: { id: { type: "integer" } }, required: ["id"] };
   const url = `http://127.0.0.1:${PORTS[mode].tools}`;
-  await json(await fetch(`${base}/v1/tools/drill_http`, { method: "PUT", headers: operator, body: JSON.stringify({ description: "drill: held reply", parameters, handler: { type: "http", url: `${url}/hold`, idempotent: true } }) }), [200, 201], "PUT drill_http");
-  await json(await fetch(`${base}/v1/tools/drill_approve`, { method: "PUT", headers: operator, body: JSON.stringify({ description: "drill: approved call", parameters, handler: { type: "http", url: `${url}/lookup` }, approval: "always" }) }), [200, 201], "PUT drill_approve");
+  await json(
+    await fetch(`${base}/v1/tools/drill_http`, {
+      method: "PUT",
+      headers: operator,
+      body: JSON.stringify({
+        description: "drill: held reply",
+        parameters,
+        handler: { type: "http", url: `${url}/hold`, idempotent: true },
+      }),
+    }),
+    [200, 201],
+    "PUT drill_http",
+  );
+  await json(
+    await fetch(`${base}/v1/tools/drill_approve`, {
+      method: "PUT",
+      headers: operator,
+      body: JSON.stringify({
+        description: "drill: approved call",
+        parameters,
+        handler: { type: "http", url: `${url}/lookup` },
+        approval: "always",
+      }),
+    }),
+    [200, 201],
+    "PUT drill_approve",
+  );
   const mcp = await startMcpEndpoint({ port: PORTS[mode].mcp, token: MCP_TOKEN, stepMs: 1_000, log: () => undefined });
   await json(
-    await fetch(`${base}/v1/mcp-servers/drill`, { method: "PUT", headers: operator, body: JSON.stringify({ url: mcp.url, headers: { authorization: `Bearer ${MCP_TOKEN}` } }) }),
+    await fetch(`${base}/v1/mcp-servers/drill`, {
+      method: "PUT",
+      headers: operator,
+      body: JSON.stringify({ url: mcp.url, headers: { authorization: `Bearer ${MCP_TOKEN}` } }),
+    }),
     [200, 201],
     "PUT the MCP server drill",
   );
-  const fork = async (): Promise<number> => (await json<{ conversationId: number }>(await fetch(`${api}/conversations/root/fork`, { method: "POST", headers, body: JSON.stringify({ at: "start" }) }), 201, "fork at start")).conversationId;
+  const fork = async (): Promise<number> =>
+    (
+      await json<{ conversationId: number }>(
+        await fetch(`${api}/conversations/root/fork`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ at: "start" }),
+        }),
+        201,
+        "fork at start",
+      )
+    ).conversationId;
   const conversations = { http: await fork(), approve: await fork(), mcp: await fork() };
   // A fork at the start has no config: each gets the echo model and the tools (the root keeps its own).
   for (const c of [conversations.http, conversations.approve, conversations.mcp]) {
     const selectedTools = c === conversations.mcp ? ["drill__slow_report"] : ["drill_http", "drill_approve"];
-    await json(await fetch(`${api}/conversations/${c}/config`, { method: "PATCH", headers, body: JSON.stringify({ model: "echo", selectedTools }) }), 200, "PATCH the fork's config");
+    await json(
+      await fetch(`${api}/conversations/${c}/config`, {
+        method: "PATCH",
+        headers,
+        body: JSON.stringify({ model: "echo", selectedTools }),
+      }),
+      200,
+      "PATCH the fork's config",
+    );
   }
   const callIn = async (conversation: number, input: string): Promise<number> =>
-    (await json<{ inputId: number }>(await fetch(`${api}/conversations/${conversation}/inputs`, { method: "POST", headers: { ...headers, "idempotency-key": `drill-${conversation}` }, body: JSON.stringify({ input }) }), [201, 202], input)).inputId;
+    (
+      await json<{ inputId: number }>(
+        await fetch(`${api}/conversations/${conversation}/inputs`, {
+          method: "POST",
+          headers: { ...headers, "idempotency-key": `drill-${conversation}` },
+          body: JSON.stringify({ input }),
+        }),
+        [201, 202],
+        input,
+      )
+    ).inputId;
   const inputs = {
     http: await callIn(conversations.http, '/call drill_http {"id":1}'),
     approve: await callIn(conversations.approve, '/call drill_approve {"id":2}'),
@@ -324,7 +454,13 @@ async function toolsBeforeKill(mode: Mode, base: string, api: string, headers: R
       `before the kill: drill_http ${endpoint.requests.length === 0 ? "never reached the endpoint" : "is held"}, drill_approve ${pendingId === undefined ? "never pending" : "is pending"}, drill__slow_report ${mcp.calls.length === 0 ? "never reached the MCP server" : "runs"}`,
     );
     await sleep(100);
-    const items = (await json<{ items: { id: string; name: string }[] }>(await fetch(`${api}/pending`, { headers }), 200, "GET pending")).items;
+    const items = (
+      await json<{ items: { id: string; name: string }[] }>(
+        await fetch(`${api}/pending`, { headers }),
+        200,
+        "GET pending",
+      )
+    ).items;
     pendingId = items.find((item) => item.name === "drill_approve")?.id;
   }
   return { endpoint, mcp, conversations, inputs, pendingId };
@@ -336,30 +472,77 @@ async function toolsBeforeKill(mode: Mode, base: string, api: string, headers: R
  * retry of the held request after the restart), drill_approve exactly once, drill__slow_report at most
  * twice (idempotent: sent again after the restart), answering "all green".
  */
-async function toolsAfterResume(calls: ToolCalls, api: string, headers: Record<string, string>, json: Json): Promise<string> {
-  const items = (await json<{ items: { id: string }[] }>(await fetch(`${api}/pending`, { headers }), 200, "GET pending after the restart")).items;
-  check(items.some((item) => item.id === calls.pendingId), `after the restart the pending list ${JSON.stringify(items)} lacks ${calls.pendingId}`);
-  await json(await fetch(`${api}/pending/${calls.pendingId}`, { method: "POST", headers, body: JSON.stringify({ approve: true }) }), 200, "approve drill_approve");
+async function toolsAfterResume(
+  calls: ToolCalls,
+  api: string,
+  headers: Record<string, string>,
+  json: Json,
+): Promise<string> {
+  const items = (
+    await json<{ items: { id: string }[] }>(
+      await fetch(`${api}/pending`, { headers }),
+      200,
+      "GET pending after the restart",
+    )
+  ).items;
+  check(
+    items.some((item) => item.id === calls.pendingId),
+    `after the restart the pending list ${JSON.stringify(items)} lacks ${calls.pendingId}`,
+  );
+  await json(
+    await fetch(`${api}/pending/${calls.pendingId}`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ approve: true }),
+    }),
+    200,
+    "approve drill_approve",
+  );
   const by = Date.now() + 60_000 + MCP_STEPS * 1_000;
   for (const which of ["http", "approve", "mcp"] as const) {
     for (;;) {
-      const r = (await json<{ result: InputResult }>(await fetch(`${api}/inputs/${calls.inputs[which]}`, { headers }), 200, `GET the drill_${which} input`)).result;
+      const r = (
+        await json<{ result: InputResult }>(
+          await fetch(`${api}/inputs/${calls.inputs[which]}`, { headers }),
+          200,
+          `GET the drill_${which} input`,
+        )
+      ).result;
       if (r.status === "done" || r.status === "unanswered") {
-        check(r.status === "done" && r.answer !== undefined, `the drill_${which} input ended ${JSON.stringify(r)}, not answered`);
+        check(
+          r.status === "done" && r.answer !== undefined,
+          `the drill_${which} input ended ${JSON.stringify(r)}, not answered`,
+        );
         break;
       }
       check(Date.now() < by, `the drill_${which} input is not answered 60 s after the restart: ${JSON.stringify(r)}`);
       await sleep(250);
     }
-    const entries = (await json<{ items: Entry[] }>(await fetch(`${api}/conversations/${calls.conversations[which]}/entries?limit=200`, { headers }), 200, "GET entries")).items;
+    const entries = (
+      await json<{ items: Entry[] }>(
+        await fetch(`${api}/conversations/${calls.conversations[which]}/entries?limit=200`, { headers }),
+        200,
+        "GET entries",
+      )
+    ).items;
     const results = entries.filter((e) => e.kind === "tool_result");
     check(results.length === 1, `the drill_${which} call has ${results.length} tool results, not exactly one`);
-    if (which === "mcp") check(results[0] !== undefined && textOf(results[0]).includes("all green"), `drill__slow_report's result is not its answer: ${results[0] === undefined ? "none" : textOf(results[0]).slice(0, 200)}`);
+    if (which === "mcp")
+      check(
+        results[0] !== undefined && textOf(results[0]).includes("all green"),
+        `drill__slow_report's result is not its answer: ${results[0] === undefined ? "none" : textOf(results[0]).slice(0, 200)}`,
+      );
   }
   const http = calls.endpoint.requests.filter((r) => r.name === "drill_http");
   const approve = calls.endpoint.requests.filter((r) => r.name === "drill_approve");
-  check(http.length >= 1 && http.length <= 2, `drill_http reached the endpoint ${http.length} times, not once or twice`);
-  check(new Set(http.map((r) => r.key)).size === 1 && http.every((r) => r.key === `${SESSION}:${r.taskId}`), `drill_http was sent under keys ${JSON.stringify(http.map((r) => r.key))}, not one {session}:{taskId}`);
+  check(
+    http.length >= 1 && http.length <= 2,
+    `drill_http reached the endpoint ${http.length} times, not once or twice`,
+  );
+  check(
+    new Set(http.map((r) => r.key)).size === 1 && http.every((r) => r.key === `${SESSION}:${r.taskId}`),
+    `drill_http was sent under keys ${JSON.stringify(http.map((r) => r.key))}, not one {session}:{taskId}`,
+  );
   check(approve.length === 1, `drill_approve reached the endpoint ${approve.length} times, not once`);
   const reports = calls.mcp.calls.filter((c) => c.tool === "slow_report").length;
   check(reports >= 1 && reports <= 2, `drill__slow_report reached the MCP server ${reports} times, not once or twice`);
@@ -370,7 +553,15 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
   const figures: string[] = [];
   const dir = mkdtempSync(join(tmpdir(), `pico-restart-drill-${mode.toLowerCase()}-`));
   const envFile = join(dir, "drill.env");
-  writeFileSync(envFile, [`JWT_SECRET=${JWT_SECRET}`, `WEBHOOK_MASTER_SECRET=${WEBHOOK_MASTER_SECRET}`, `SECRETS_SEALING_KEY=${SECRETS_SEALING_KEY}`, ""].join("\n"));
+  writeFileSync(
+    envFile,
+    [
+      `JWT_SECRET=${JWT_SECRET}`,
+      `WEBHOOK_MASTER_SECRET=${WEBHOOK_MASTER_SECRET}`,
+      `SECRETS_SEALING_KEY=${SECRETS_SEALING_KEY}`,
+      "",
+    ].join("\n"),
+  );
   const persist = join(dir, "state");
   const base = `http://127.0.0.1:${PORTS[mode].port}`;
   const t0 = Date.now();
@@ -385,38 +576,72 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
     const api = `${base}/v1/sessions/${SESSION}`;
     const json = async <T>(response: Response, expected: number | readonly number[], what: string): Promise<T> => {
       const text = await response.text();
-      check(typeof expected === "number" ? response.status === expected : expected.includes(response.status), `${what}: ${response.status} ${text}`);
+      check(
+        typeof expected === "number" ? response.status === expected : expected.includes(response.status),
+        `${what}: ${response.status} ${text}`,
+      );
       return JSON.parse(text) as T;
     };
 
-    await json(await fetch(api, { method: "PUT", headers, body: JSON.stringify({ model: "echo-slow" }) }), 201, "PUT session");
+    await json(
+      await fetch(api, { method: "PUT", headers, body: JSON.stringify({ model: "echo-slow" }) }),
+      201,
+      "PUT session",
+    );
     tools = await toolsBeforeKill(mode, base, api, headers, json);
     const long = await json<{ inputId: number }>(
-      await fetch(`${api}/conversations/root/inputs`, { method: "POST", headers: { ...headers, "idempotency-key": "drill-long" }, body: JSON.stringify({ input: LONG }) }),
+      await fetch(`${api}/conversations/root/inputs`, {
+        method: "POST",
+        headers: { ...headers, "idempotency-key": "drill-long" },
+        body: JSON.stringify({ input: LONG }),
+      }),
       [201, 202],
       "accept the long input",
     );
-    const input = async (id: number): Promise<InputResult> => (await json<{ result: InputResult }>(await fetch(`${api}/inputs/${id}`, { headers }), 200, `GET input ${id}`)).result;
+    const input = async (id: number): Promise<InputResult> =>
+      (await json<{ result: InputResult }>(await fetch(`${api}/inputs/${id}`, { headers }), 200, `GET input ${id}`))
+        .result;
     const queue = async (key: string, body: object, what: string): Promise<number> =>
-      (await json<{ inputId: number }>(await fetch(`${api}/conversations/root/inputs`, { method: "POST", headers: { ...headers, "idempotency-key": key }, body: JSON.stringify(body) }), [201, 202], what)).inputId;
+      (
+        await json<{ inputId: number }>(
+          await fetch(`${api}/conversations/root/inputs`, {
+            method: "POST",
+            headers: { ...headers, "idempotency-key": key },
+            body: JSON.stringify(body),
+          }),
+          [201, 202],
+          what,
+        )
+      ).inputId;
     const followUp = await queue("drill-followup", { input: TEXTS.followUp, mode: "followUp" }, "queue the followUp");
     const steer = await queue("drill-steer", { input: TEXTS.steer, mode: "steer" }, "queue the steer");
     const body = JSON.stringify({ input: TEXTS.webhook });
     const timestamp = Math.floor(Date.now() / 1000);
     const deliveryId = `msg_drill_${mode.toLowerCase()}`;
-    const signature = `v1,${createHmac("sha256", Buffer.from(secret.slice("whsec_".length), "base64")).update(`${deliveryId}.${timestamp}.${body}`).digest("base64")}`;
+    const signature = `v1,${createHmac("sha256", Buffer.from(secret.slice("whsec_".length), "base64"))
+      .update(`${deliveryId}.${timestamp}.${body}`)
+      .digest("base64")}`;
     const webhook = (
       await json<{ inputId: number }>(
         await fetch(`${base}/v1/webhooks/${TENANT}/${SESSION}/root`, {
           method: "POST",
-          headers: { "content-type": "application/json", "webhook-id": deliveryId, "webhook-timestamp": String(timestamp), "webhook-signature": signature },
+          headers: {
+            "content-type": "application/json",
+            "webhook-id": deliveryId,
+            "webhook-timestamp": String(timestamp),
+            "webhook-signature": signature,
+          },
           body,
         }),
         202,
         "the signed webhook input",
       )
     ).inputId;
-    for (const [id, what] of [[followUp, "followUp"], [steer, "steer"], [webhook, "webhook"]] as const) {
+    for (const [id, what] of [
+      [followUp, "followUp"],
+      [steer, "steer"],
+      [webhook, "webhook"],
+    ] as const) {
       check((await input(id)).status === "queued", `the ${what} input is not queued behind the long input`);
     }
     // Mid-answer: the long input is placed and its generation has streamed for a while, not finished.
@@ -426,11 +651,16 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
       await sleep(100);
     }
     await sleep(2_000);
-    check((await input(long.inputId)).status === "placed", "the long input was answered before the kill (not mid-answer)");
+    check(
+      (await input(long.inputId)).status === "placed",
+      "the long input was answered before the kill (not mid-answer)",
+    );
 
     const killedAt = Date.now();
     const stopped = await stopDev(dev, mode, 15_000);
-    figures.push(`${mode} took the group down in ${stopped.ms} ms${stopped.forced ? " (SIGTERM did not end it within 15 s: SIGKILL followed)" : ""}`);
+    figures.push(
+      `${mode} took the group down in ${stopped.ms} ms${stopped.forced ? " (SIGTERM did not end it within 15 s: SIGKILL followed)" : ""}`,
+    );
 
     // Restart on the same storage. Only /health (the Worker, no session object) until the alarm resumes it.
     const restarted = Date.now();
@@ -442,10 +672,16 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
     let resumedBy: LogLine | undefined;
     for (;;) {
       const lines = logLines(dev);
-      check(!lines.some((l) => l.type === "request" && l.session !== undefined), "a request reached the session before its alarm resumed it");
+      check(
+        !lines.some((l) => l.type === "request" && l.session !== undefined),
+        "a request reached the session before its alarm resumed it",
+      );
       resumedBy = lines.find((l) => l.type === "task");
       if (resumedBy !== undefined) break;
-      check(Date.now() < resumeDeadline && !dev.exited, `the session did not resume without a request within 60 s of the restart (alarm never fired)${dev.exited ? "; wrangler dev exited" : ""}`);
+      check(
+        Date.now() < resumeDeadline && !dev.exited,
+        `the session did not resume without a request within 60 s of the restart (alarm never fired)${dev.exited ? "; wrangler dev exited" : ""}`,
+      );
       await sleep(200);
     }
     // The task line is written when the invocation returns; it started durationMs earlier.
@@ -456,7 +692,12 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
 
     // Reads only from here.
     const ids = { long: long.inputId, followUp, steer, webhook };
-    const results: Record<keyof typeof ids, InputResult> = { long: { status: "queued" }, followUp: { status: "queued" }, steer: { status: "queued" }, webhook: { status: "queued" } };
+    const results: Record<keyof typeof ids, InputResult> = {
+      long: { status: "queued" },
+      followUp: { status: "queued" },
+      steer: { status: "queued" },
+      webhook: { status: "queued" },
+    };
     const doneBy = Date.now() + 60_000;
     for (;;) {
       for (const key of Object.keys(ids) as (keyof typeof ids)[]) results[key] = await input(ids[key]);
@@ -466,10 +707,18 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
     }
     figures.push(`all four answered ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill`);
     figures.push(await toolsAfterResume(tools, api, headers, json));
-    const entries = (await json<{ items: Entry[] }>(await fetch(`${api}/conversations/root/entries?limit=200`, { headers }), 200, "GET entries")).items;
+    const entries = (
+      await json<{ items: Entry[] }>(
+        await fetch(`${api}/conversations/root/entries?limit=200`, { headers }),
+        200,
+        "GET entries",
+      )
+    ).items;
     const answers = entries.filter((e) => e.model?.[0]?.role === "assistant");
     const partials = answers.filter((e) => e.model?.[0]?.stopReason === "aborted");
-    const finals = answers.filter((e) => e.model?.[0]?.stopReason !== "aborted" && e.model?.[0]?.stopReason !== "error");
+    const finals = answers.filter(
+      (e) => e.model?.[0]?.stopReason !== "aborted" && e.model?.[0]?.stopReason !== "error",
+    );
 
     for (const key of Object.keys(ids) as (keyof typeof ids)[]) {
       const r = results[key];
@@ -479,32 +728,61 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
     const longFinals = finals.filter((e) => textOf(e) === LONG);
     check(longFinals.length === 1, `the long input has ${longFinals.length} final answers, not exactly one`);
     check(longFinals[0]?.id === answerOf("long"), "the long input's result does not name its one final answer");
-    for (const partial of partials) check(LONG.startsWith(textOf(partial)) && textOf(partial).length < LONG.length, `a display-only partial is not a prefix of the long answer: ${textOf(partial).slice(0, 60)}`);
+    for (const partial of partials)
+      check(
+        LONG.startsWith(textOf(partial)) && textOf(partial).length < LONG.length,
+        `a display-only partial is not a prefix of the long answer: ${textOf(partial).slice(0, 60)}`,
+      );
     for (const key of ["followUp", "steer", "webhook"] as const) {
       check(answerOf(key) > answerOf("long"), `the ${key} input was answered before the long input`);
     }
     const texts = finals.map(textOf);
-    check(new Set(texts).size === texts.length, `duplicate assistant answers: ${JSON.stringify(texts.map((t) => t.slice(0, 40)))}`);
+    check(
+      new Set(texts).size === texts.length,
+      `duplicate assistant answers: ${JSON.stringify(texts.map((t) => t.slice(0, 40)))}`,
+    );
     const answerIds = new Set(Object.keys(ids).map((k) => answerOf(k as keyof typeof ids)));
-    for (const id of answerIds) check(finals.some((e) => e.id === id), `answer entry ${id} is not a final assistant entry`);
-    check(finals.length === answerIds.size, `${finals.length} final assistant entries for ${answerIds.size} distinct answers`);
+    for (const id of answerIds)
+      check(
+        finals.some((e) => e.id === id),
+        `answer entry ${id} is not a final assistant entry`,
+      );
+    check(
+      finals.length === answerIds.size,
+      `${finals.length} final assistant entries for ${answerIds.size} distinct answers`,
+    );
     // Placed after the long answer (a new group at its final-answer boundary, §8.1), answered after that.
     for (const key of ["followUp", "steer", "webhook"] as const) {
       const r = results[key] as { entry: number; answer: number };
-      check(r.entry > answerOf("long") && r.answer > r.entry, `the ${key} input was placed at entry ${r.entry} and answered at ${r.answer}, not after the long answer ${answerOf("long")}`);
+      check(
+        r.entry > answerOf("long") && r.answer > r.entry,
+        `the ${key} input was placed at entry ${r.entry} and answered at ${r.answer}, not after the long answer ${answerOf("long")}`,
+      );
     }
     if (closeCheck) {
       const operator = script("token.ts", ["--tenant", TENANT, "--role", "operator", "--ttl", "900"]);
       const close = await closeAfterDelete(base, api, headers, operator);
-      figures.push(`WebSocket watch after DELETE session: close frame ${close.sinceSent} ms after DELETE was sent, ${close.ms} ms after it answered (code ${close.code}, "${close.reason}")`);
-      check(close.ms < CLOSE_BUDGET_MS, `the WebSocket's close frame came ${close.ms} ms after the session was deleted (budget ${CLOSE_BUDGET_MS} ms)`);
-      check(close.code === 1000 && close.reason === "the session was deleted", `the WebSocket closed with ${close.code} "${close.reason}", not 1000 "the session was deleted"`);
+      figures.push(
+        `WebSocket watch after DELETE session: close frame ${close.sinceSent} ms after DELETE was sent, ${close.ms} ms after it answered (code ${close.code}, "${close.reason}")`,
+      );
+      check(
+        close.ms < CLOSE_BUDGET_MS,
+        `the WebSocket's close frame came ${close.ms} ms after the session was deleted (budget ${CLOSE_BUDGET_MS} ms)`,
+      );
+      check(
+        close.code === 1000 && close.reason === "the session was deleted",
+        `the WebSocket closed with ${close.code} "${close.reason}", not 1000 "the session was deleted"`,
+      );
     }
-    figures.push(`${partials.length} display-only partial${partials.length === 1 ? "" : "s"}, ${finals.length} final answers (${answerIds.size} distinct answer entries for 4 inputs)`);
+    figures.push(
+      `${partials.length} display-only partial${partials.length === 1 ? "" : "s"}, ${finals.length} final answers (${answerIds.size} distinct answer entries for 4 inputs)`,
+    );
     return figures;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    throw new DrillFailure(`${message}\n${figures.map((f) => `  ${f}`).join("\n")}\n--- wrangler dev (last 30 lines) ---\n${dev.log.split("\n").slice(-30).join("\n")}`);
+    throw new DrillFailure(
+      `${message}\n${figures.map((f) => `  ${f}`).join("\n")}\n--- wrangler dev (last 30 lines) ---\n${dev.log.split("\n").slice(-30).join("\n")}`,
+    );
   } finally {
     await tools?.endpoint.close();
     await tools?.mcp.close();
@@ -513,7 +791,11 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
   }
 }
 
-const modes: Mode[] = process.argv.includes("--kill-only") ? ["SIGKILL"] : process.argv.includes("--term-only") ? ["SIGTERM"] : ["SIGKILL", "SIGTERM"];
+const modes: Mode[] = process.argv.includes("--kill-only")
+  ? ["SIGKILL"]
+  : process.argv.includes("--term-only")
+    ? ["SIGTERM"]
+    : ["SIGKILL", "SIGTERM"];
 const started = Date.now();
 // The WebSocket close check runs once, in the first run, after its restart checks.
 const outcomes = await Promise.allSettled(modes.map((mode, i) => drill(mode, i === 0)));
@@ -525,8 +807,12 @@ outcomes.forEach((outcome, i) => {
     for (const figure of outcome.value) console.log(`  ${figure}`);
   } else {
     failed = true;
-    console.log(`restart drill ${mode}: FAIL: ${outcome.reason instanceof Error ? outcome.reason.message : String(outcome.reason)}`);
+    console.log(
+      `restart drill ${mode}: FAIL: ${outcome.reason instanceof Error ? outcome.reason.message : String(outcome.reason)}`,
+    );
   }
 });
-console.log(`restart drill: ${failed ? "FAIL" : "PASS"} (${modes.join(", ")}; ${((Date.now() - started) / 1000).toFixed(1)} s)`);
+console.log(
+  `restart drill: ${failed ? "FAIL" : "PASS"} (${modes.join(", ")}; ${((Date.now() - started) / 1000).toFixed(1)} s)`,
+);
 process.exit(failed ? 1 : 0);

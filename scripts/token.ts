@@ -31,27 +31,58 @@ try {
   const sessions = args.get("session")?.split(",");
   const sub = args.get("sub");
   const act = args.get("act")?.split(",");
-  const ttl = Number(args.get("ttl") ?? Math.min(role === "user" ? USER_MAX : 86_400, Number(process.env["TOKEN_MAX_LIFETIME_SECONDS"] ?? 86_400)));
-  if (tenant === undefined || !NAME.test(tenant)) throw new Error("--tenant is required: 1-128 characters of A-Z a-z 0-9 _ . -");
+  const ttl = Number(
+    args.get("ttl") ??
+      Math.min(role === "user" ? USER_MAX : 86_400, Number(process.env["TOKEN_MAX_LIFETIME_SECONDS"] ?? 86_400)),
+  );
+  if (tenant === undefined || !NAME.test(tenant))
+    throw new Error("--tenant is required: 1-128 characters of A-Z a-z 0-9 _ . -");
   if (!ROLES.includes(role)) throw new Error(`--role must be one of ${ROLES.join(", ")}`);
-  if (role === "agent" && (agent === undefined || !NAME.test(agent))) throw new Error("an agent token needs --agent <id>");
+  if (role === "agent" && (agent === undefined || !NAME.test(agent)))
+    throw new Error("an agent token needs --agent <id>");
   if (role === "user") {
-    if (sub === undefined || sub.length < 1 || sub.length > 128) throw new Error("a user token needs --sub <end user>: 1-128 characters");
-    if (act !== undefined && !act.every((a) => ACTIONS.includes(a))) throw new Error(`--act is a comma-separated subset of ${ACTIONS.join(", ")}`);
+    if (sub === undefined || sub.length < 1 || sub.length > 128)
+      throw new Error("a user token needs --sub <end user>: 1-128 characters");
+    if (act !== undefined && !act.every((a) => ACTIONS.includes(a)))
+      throw new Error(`--act is a comma-separated subset of ${ACTIONS.join(", ")}`);
     if (sessions !== undefined && (sessions.length > 20 || !sessions.every((s) => NAME.test(s) || PATTERN.test(s)))) {
-      throw new Error("--session on a user token is at most 20 session names or prefix-* patterns, separated by commas");
+      throw new Error(
+        "--session on a user token is at most 20 session names or prefix-* patterns, separated by commas",
+      );
     }
-    if (Number.isSafeInteger(ttl) && ttl > USER_MAX) throw new Error(`--ttl ${ttl}: a user token lives at most ${USER_MAX} s; the Worker would refuse it`);
-  } else if (sub !== undefined || act !== undefined) throw new Error("--sub and --act are for user tokens (--role user)");
-  if (role !== "user" && sessions !== undefined && !sessions.every((s) => NAME.test(s))) throw new Error("--session is a session name (1-128 characters of A-Z a-z 0-9 _ . -), or several separated by commas");
-  if (role === "agent" && sessions === undefined) throw new Error("an agent token needs --session <session>: the session (rig) it may act in");
-  if (role === "agent" && RESERVED.includes(agent ?? "")) throw new Error(`--agent ${agent}: ${RESERVED.join(", ")} are reserved names, not agent ids`);
+    if (Number.isSafeInteger(ttl) && ttl > USER_MAX)
+      throw new Error(`--ttl ${ttl}: a user token lives at most ${USER_MAX} s; the Worker would refuse it`);
+  } else if (sub !== undefined || act !== undefined)
+    throw new Error("--sub and --act are for user tokens (--role user)");
+  if (role !== "user" && sessions !== undefined && !sessions.every((s) => NAME.test(s)))
+    throw new Error(
+      "--session is a session name (1-128 characters of A-Z a-z 0-9 _ . -), or several separated by commas",
+    );
+  if (role === "agent" && sessions === undefined)
+    throw new Error("an agent token needs --session <session>: the session (rig) it may act in");
+  if (role === "agent" && RESERVED.includes(agent ?? ""))
+    throw new Error(`--agent ${agent}: ${RESERVED.join(", ")} are reserved names, not agent ids`);
   const max = Number(process.env["TOKEN_MAX_LIFETIME_SECONDS"] ?? 86_400);
   if (!Number.isSafeInteger(ttl) || ttl <= 0) throw new Error("--ttl is a positive number of seconds");
-  if (ttl > max) throw new Error(`--ttl ${ttl} is above the maximum token lifetime of ${max} s (TOKEN_MAX_LIFETIME_SECONDS); the Worker would refuse it`);
+  if (ttl > max)
+    throw new Error(
+      `--ttl ${ttl} is above the maximum token lifetime of ${max} s (TOKEN_MAX_LIFETIME_SECONDS); the Worker would refuse it`,
+    );
   const now = Math.floor(Date.now() / 1000);
   const user = role === "user" ? { sub, ...(act === undefined ? {} : { act }) } : {};
-  const token = await sign({ tenant, role, ...user, ...(agent === undefined ? {} : { agent }), ...(sessions === undefined ? {} : { sessions }), iat: now, exp: now + ttl }, devSecret("JWT_SECRET"), "HS256");
+  const token = await sign(
+    {
+      tenant,
+      role,
+      ...user,
+      ...(agent === undefined ? {} : { agent }),
+      ...(sessions === undefined ? {} : { sessions }),
+      iat: now,
+      exp: now + ttl,
+    },
+    devSecret("JWT_SECRET"),
+    "HS256",
+  );
   process.stdout.write(`${token}\n`);
 } catch (error) {
   process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);

@@ -83,7 +83,14 @@ function toolBody(value: unknown): ToolBody | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   const v = value as Record<string, unknown>;
   const { session, conversationId, taskId, toolCallId, name } = v;
-  if (typeof session !== "string" || typeof conversationId !== "number" || typeof taskId !== "number" || typeof toolCallId !== "string" || typeof name !== "string") return undefined;
+  if (
+    typeof session !== "string" ||
+    typeof conversationId !== "number" ||
+    typeof taskId !== "number" ||
+    typeof toolCallId !== "string" ||
+    typeof name !== "string"
+  )
+    return undefined;
   return { session, conversationId, taskId, toolCallId, name, arguments: v["arguments"] };
 }
 
@@ -100,7 +107,10 @@ async function readBody(req: IncomingMessage): Promise<string> {
 
 function send(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": status >= 400 ? "application/problem+json" : "application/json", "content-length": Buffer.byteLength(text) });
+  res.writeHead(status, {
+    "content-type": status >= 400 ? "application/problem+json" : "application/json",
+    "content-length": Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -117,13 +127,21 @@ export function startToolEndpoint(options: ToolEndpointOptions): Promise<ToolEnd
   const answerLater = (body: ToolBody, webhookId: string): void => {
     const timer = setTimeout(() => {
       timers.delete(timer);
-      const result = JSON.stringify({ output: { id: idOf(body.arguments), status: "refund approved", by: "the product's backend" }, isError: false });
+      const result = JSON.stringify({
+        output: { id: idOf(body.arguments), status: "refund approved", by: "the product's backend" },
+        isError: false,
+      });
       const signer = new Webhook(toolSecret(options.masterSecret, options.tenant, body.name));
       const now = new Date();
       const url = `${options.api}/v1/tool-results/${encodeURIComponent(options.tenant)}/${encodeURIComponent(body.session)}/${body.taskId}`;
       void fetch(url, {
         method: "POST",
-        headers: { "content-type": "application/json", "webhook-id": webhookId, "webhook-timestamp": String(Math.floor(now.getTime() / 1000)), "webhook-signature": signer.sign(webhookId, now, result) },
+        headers: {
+          "content-type": "application/json",
+          "webhook-id": webhookId,
+          "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+          "webhook-signature": signer.sign(webhookId, now, result),
+        },
         body: result,
       })
         .then(async (response) => {
@@ -131,7 +149,11 @@ export function startToolEndpoint(options: ToolEndpointOptions): Promise<ToolEnd
           posted.push({ taskId: body.taskId, status: response.status, body: text });
           log(`posted the result of task ${body.taskId}: ${response.status} ${text}`);
         })
-        .catch((error: unknown) => log(`posting the result of task ${body.taskId} failed: ${error instanceof Error ? error.message : String(error)}`));
+        .catch((error: unknown) =>
+          log(
+            `posting the result of task ${body.taskId} failed: ${error instanceof Error ? error.message : String(error)}`,
+          ),
+        );
     }, options.delayMs);
     timers.add(timer);
   };
@@ -139,7 +161,8 @@ export function startToolEndpoint(options: ToolEndpointOptions): Promise<ToolEnd
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = new URL(req.url ?? "/", "http://endpoint").pathname;
     if (req.method === "GET" && path === "/requests") return send(res, 200, { items: requests });
-    if (req.method !== "POST" || !["/lookup", "/later", "/hold"].includes(path)) return send(res, 404, { title: "Not found", detail: "POST /lookup, /later or /hold; GET /requests" });
+    if (req.method !== "POST" || !["/lookup", "/later", "/hold"].includes(path))
+      return send(res, 404, { title: "Not found", detail: "POST /lookup, /later or /hold; GET /requests" });
     const text = await readBody(req);
     let parsed: unknown;
     try {
@@ -148,7 +171,11 @@ export function startToolEndpoint(options: ToolEndpointOptions): Promise<ToolEnd
       return send(res, 400, { title: "Bad request", detail: "the body is not JSON" });
     }
     const body = toolBody(parsed);
-    if (body === undefined) return send(res, 400, { title: "Bad request", detail: "the body is not a tool call {session, conversationId, taskId, toolCallId, name, arguments}" });
+    if (body === undefined)
+      return send(res, 400, {
+        title: "Bad request",
+        detail: "the body is not a tool call {session, conversationId, taskId, toolCallId, name, arguments}",
+      });
     const webhookId = header(req, "webhook-id");
     try {
       new Webhook(toolSecret(options.masterSecret, options.tenant, body.name)).verify(text, {
@@ -157,8 +184,13 @@ export function startToolEndpoint(options: ToolEndpointOptions): Promise<ToolEnd
         "webhook-signature": header(req, "webhook-signature"),
       });
     } catch (error) {
-      log(`refused an unsigned or badly signed call of ${body.name}: ${error instanceof Error ? error.message : String(error)}`);
-      return send(res, 401, { title: "Invalid signature", detail: `not signed with the secret of tool ${body.name} of tenant ${options.tenant}` });
+      log(
+        `refused an unsigned or badly signed call of ${body.name}: ${error instanceof Error ? error.message : String(error)}`,
+      );
+      return send(res, 401, {
+        title: "Invalid signature",
+        detail: `not signed with the secret of tool ${body.name} of tenant ${options.tenant}`,
+      });
     }
     const key = header(req, "idempotency-key");
     requests.push({ path, at: Date.now(), key, webhookId, ...body });
@@ -180,7 +212,8 @@ export function startToolEndpoint(options: ToolEndpointOptions): Promise<ToolEnd
 
   const server: Server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
-      if (!res.headersSent) send(res, 500, { title: "Internal error", detail: error instanceof Error ? error.message : String(error) });
+      if (!res.headersSent)
+        send(res, 500, { title: "Internal error", detail: error instanceof Error ? error.message : String(error) });
     });
   });
   return new Promise((resolve, reject) => {
@@ -225,7 +258,9 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
       delayMs: number(args.get("delay-ms"), 2_000, "delay-ms"),
       holdMs: number(args.get("hold-ms"), 20_000, "hold-ms"),
     });
-    process.stdout.write(`tool endpoint on ${endpoint.url}: POST /lookup (200), /later (202, then the result), /hold; GET /requests\n`);
+    process.stdout.write(
+      `tool endpoint on ${endpoint.url}: POST /lookup (200), /later (202, then the result), /hold; GET /requests\n`,
+    );
   } catch (error) {
     process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(1);

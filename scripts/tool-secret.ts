@@ -15,9 +15,13 @@ try {
   const args = flags(process.argv.slice(2));
   const tenant = args.get("tenant");
   const tool = args.get("tool");
-  if (tenant === undefined || !TENANT.test(tenant)) throw new Error("--tenant is required: 1-128 characters of A-Z a-z 0-9 _ . -");
-  if (tool === undefined || !TOOL.test(tool)) throw new Error("--tool is required (each tool has its own secret): 1-64 characters of A-Z a-z 0-9 _ -");
-  const secret = createHmac("sha256", devSecret("WEBHOOK_MASTER_SECRET")).update(`pico-edge tool:${tenant}/${tool}`).digest("base64");
+  if (tenant === undefined || !TENANT.test(tenant))
+    throw new Error("--tenant is required: 1-128 characters of A-Z a-z 0-9 _ . -");
+  if (tool === undefined || !TOOL.test(tool))
+    throw new Error("--tool is required (each tool has its own secret): 1-64 characters of A-Z a-z 0-9 _ -");
+  const secret = createHmac("sha256", devSecret("WEBHOOK_MASTER_SECRET"))
+    .update(`pico-edge tool:${tenant}/${tool}`)
+    .digest("base64");
   process.stdout.write(`whsec_${secret}\n`);
 } catch (error) {
   process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);

@@ -14,9 +14,13 @@ try {
   const args = flags(process.argv.slice(2));
   const tenant = args.get("tenant");
   const session = args.get("session");
-  if (tenant === undefined || !NAME.test(tenant)) throw new Error("--tenant is required: 1-128 characters of A-Z a-z 0-9 _ . -");
-  if (session === undefined || !NAME.test(session)) throw new Error("--session is required (each session has its own secret): 1-128 characters of A-Z a-z 0-9 _ . -");
-  const secret = createHmac("sha256", devSecret("WEBHOOK_MASTER_SECRET")).update(`pico-edge webhook:${tenant}/${session}`).digest("base64");
+  if (tenant === undefined || !NAME.test(tenant))
+    throw new Error("--tenant is required: 1-128 characters of A-Z a-z 0-9 _ . -");
+  if (session === undefined || !NAME.test(session))
+    throw new Error("--session is required (each session has its own secret): 1-128 characters of A-Z a-z 0-9 _ . -");
+  const secret = createHmac("sha256", devSecret("WEBHOOK_MASTER_SECRET"))
+    .update(`pico-edge webhook:${tenant}/${session}`)
+    .digest("base64");
   process.stdout.write(`whsec_${secret}\n`);
 } catch (error) {
   process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);

@@ -6,7 +6,8 @@
  * 200, `--turns N`) without collapse, then prints per table and index: rows, the summed length() of
  * each column (payload bytes), an estimate of each index's key bytes, and pages from SQLite's `dbstat`
  * when the runtime offers it; then the JSON columns (entries.data/model, tasks.state, values, list
- * elements, session elements, scratch) split by entry kind / task kind / namespace and by top-level JSON key, in bytes per turn,
+ * elements, session elements, scratch) split by entry kind / task kind / namespace and by top-level JSON key, in bytes
+ * per turn,
  * and the last turn's rows as stored.
  * Prints figures only; asserts nothing about sizes.
  *
@@ -71,17 +72,28 @@ it(`bench/bytes: where the database bytes of ${TURNS} faux turns go (SQLite in a
   await runInDurableObject(stub, async (_instance, state) => {
     const sql = state.storage.sql;
     const q = (s: string): Row[] => sql.exec(s).toArray();
-    const lines: string[] = [`\nbench/bytes — ${TURNS} turns; databaseSize ${sql.databaseSize} bytes = ${(sql.databaseSize / TURNS).toFixed(0)} per turn`];
+    const lines: string[] = [
+      `\nbench/bytes — ${TURNS} turns; databaseSize ${sql.databaseSize} bytes = ${(sql.databaseSize / TURNS).toFixed(0)} per turn`,
+    ];
     // Pages per b-tree, when the runtime's SQLite has the dbstat virtual table.
     try {
-      const pages = q("SELECT name, count(*) AS pages, sum(pgsize) AS bytes, sum(payload) AS payload, sum(unused) AS unused FROM dbstat GROUP BY name ORDER BY bytes DESC");
+      const pages = q(
+        "SELECT name, count(*) AS pages, sum(pgsize) AS bytes, sum(payload) AS payload, sum(unused) AS unused FROM dbstat GROUP BY name ORDER BY bytes DESC",
+      );
       lines.push("dbstat: b-tree, pages, bytes/turn, payload/turn, unused/turn");
-      for (const p of pages) lines.push(`  ${String(p["name"]).padEnd(28)} ${String(p["pages"]).padStart(6)} ${(Number(p["bytes"]) / TURNS).toFixed(0).padStart(7)} ${(Number(p["payload"]) / TURNS).toFixed(0).padStart(7)} ${(Number(p["unused"]) / TURNS).toFixed(0).padStart(7)}`);
+      for (const p of pages)
+        lines.push(
+          `  ${String(p["name"]).padEnd(28)} ${String(p["pages"]).padStart(6)} ${(Number(p["bytes"]) / TURNS).toFixed(0).padStart(7)} ${(Number(p["payload"]) / TURNS).toFixed(0).padStart(7)} ${(Number(p["unused"]) / TURNS).toFixed(0).padStart(7)}`,
+        );
     } catch (e) {
       lines.push(`dbstat not available (${e instanceof Error ? e.message : String(e)}): payload sums only`);
     }
-    const master = q("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' ORDER BY tbl_name, type DESC, name");
-    lines.push("payload: table or index, rows, bytes/turn (sum of length() of its columns; an index: its key columns + rowid)");
+    const master = q(
+      "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' ORDER BY tbl_name, type DESC, name",
+    );
+    lines.push(
+      "payload: table or index, rows, bytes/turn (sum of length() of its columns; an index: its key columns + rowid)",
+    );
     const columnBytes = new Map<string, number>();
     for (const m of master) {
       const name = String(m["name"]);
@@ -89,22 +101,29 @@ it(`bench/bytes: where the database bytes of ${TURNS} faux turns go (SQLite in a
         const cols = q(`PRAGMA table_info("${name}")`).map((c) => String(c["name"]));
         const rows = q(`SELECT * FROM "${name}"`);
         let bytes = 0;
-        for (const r of rows) for (const c of cols) {
-          const n = size(r[c] ?? null);
-          bytes += n;
-          add(columnBytes, `${name}.${c}`, n);
-        }
-        lines.push(`  table ${name.padEnd(26)} ${String(rows.length).padStart(7)} rows ${(bytes / TURNS).toFixed(0).padStart(7)}`);
+        for (const r of rows)
+          for (const c of cols) {
+            const n = size(r[c] ?? null);
+            bytes += n;
+            add(columnBytes, `${name}.${c}`, n);
+          }
+        lines.push(
+          `  table ${name.padEnd(26)} ${String(rows.length).padStart(7)} rows ${(bytes / TURNS).toFixed(0).padStart(7)}`,
+        );
       } else if (m["type"] === "index") {
         const cols = q(`PRAGMA index_info("${name}")`).map((c) => String(c["name"]));
         const where = /\bWHERE\b(.*)$/is.exec(String(m["sql"] ?? ""))?.[1];
-        const rows = q(`SELECT ${cols.map((c) => `"${c}"`).join(", ")} FROM "${String(m["tbl_name"])}"${where === undefined ? "" : ` WHERE ${where}`}`);
+        const rows = q(
+          `SELECT ${cols.map((c) => `"${c}"`).join(", ")} FROM "${String(m["tbl_name"])}"${where === undefined ? "" : ` WHERE ${where}`}`,
+        );
         let bytes = 0;
         for (const r of rows) {
           bytes += 8;
           for (const c of cols) bytes += size(r[c] ?? null);
         }
-        lines.push(`  index ${name.padEnd(26)} ${String(rows.length).padStart(7)} rows ${(bytes / TURNS).toFixed(0).padStart(7)}`);
+        lines.push(
+          `  index ${name.padEnd(26)} ${String(rows.length).padStart(7)} rows ${(bytes / TURNS).toFixed(0).padStart(7)}`,
+        );
       }
     }
     lines.push(...table("columns", new Map([...columnBytes].filter(([, v]) => v / TURNS >= 1)), TURNS));
@@ -114,31 +133,42 @@ it(`bench/bytes: where the database bytes of ${TURNS} faux turns go (SQLite in a
     const json = (label: string, text: SqlStorageValue): void => {
       if (typeof text !== "string") return;
       add(byKey, `${label} (whole)`, size(text));
-      // A compacted entries.model or tasks.state column starts with "~" (src/storage/sqlite-codec.ts); its JSON follows.
+      // A compacted entries.model or tasks.state column starts with "~" (src/storage/sqlite-codec.ts); its JSON
+      // follows.
       const value: unknown = JSON.parse(text.startsWith("~") ? text.slice(1) : text);
       if (typeof value !== "object" || value === null || Array.isArray(value)) return;
-      for (const [k, v] of Object.entries(value)) add(byKey, `${label} .${k}`, size(JSON.stringify(k)) + size(JSON.stringify(v)) + 2);
+      for (const [k, v] of Object.entries(value))
+        add(byKey, `${label} .${k}`, size(JSON.stringify(k)) + size(JSON.stringify(v)) + 2);
     };
     for (const e of q("SELECT kind, data, model FROM entries")) {
       const kind = kinds.get(Number(e["kind"])) ?? "?";
       json(`entries.data [${kind}]`, e["data"] ?? null);
       json(`entries.model [${kind}]`, e["model"] ?? null);
     }
-    for (const t of q("SELECT kind, status, state FROM tasks")) json(`tasks.state [${String(t["kind"])} ${String(t["status"])}]`, t["state"] ?? null);
+    for (const t of q("SELECT kind, status, state FROM tasks"))
+      json(`tasks.state [${String(t["kind"])} ${String(t["status"])}]`, t["state"] ?? null);
     // Every state table (values, list elements, session elements, scratch): by namespace.
     for (const m of master) {
       const name = String(m["name"]);
       if (m["type"] !== "table") continue;
       const cols = q(`PRAGMA table_info("${name}")`).map((c) => String(c["name"]));
       if (!cols.includes("namespace") || !cols.includes("value")) continue;
-      for (const v of q(`SELECT namespace, value FROM "${name}"`)) json(`${name}.value [${String(v["namespace"])}]`, v["value"] ?? null);
+      for (const v of q(`SELECT namespace, value FROM "${name}"`))
+        json(`${name}.value [${String(v["namespace"])}]`, v["value"] ?? null);
     }
-    lines.push(...table("JSON columns by kind / namespace and top-level key", new Map([...byKey].filter(([, v]) => v / TURNS >= 0.5)), TURNS));
+    lines.push(
+      ...table(
+        "JSON columns by kind / namespace and top-level key",
+        new Map([...byKey].filter(([, v]) => v / TURNS >= 0.5)),
+        TURNS,
+      ),
+    );
     {
       lines.push("\nthe newest rows as stored (the last turn):");
       for (const e of q("SELECT * FROM entries ORDER BY id DESC LIMIT 5")) lines.push(`entry ${JSON.stringify(e)}`);
       for (const t of q("SELECT * FROM tasks ORDER BY id DESC LIMIT 5")) lines.push(`task ${JSON.stringify(t)}`);
-      for (const t of q("SELECT * FROM list_elements ORDER BY id DESC LIMIT 3")) lines.push(`list ${JSON.stringify(t)}`);
+      for (const t of q("SELECT * FROM list_elements ORDER BY id DESC LIMIT 3"))
+        lines.push(`list ${JSON.stringify(t)}`);
       for (const t of q(`SELECT * FROM "values" ORDER BY seq DESC LIMIT 4`)) lines.push(`value ${JSON.stringify(t)}`);
     }
     console.log(lines.join("\n"));

@@ -22,7 +22,13 @@ const WARM_RUNS = 200;
 /** Entry number n (1-based) of the history: exchanges with tool calls, edits, and periodic heads. */
 function entryAt(conversationId: Id, id: Id, n: number): Entry {
   if (n % HEAD_EVERY === 1 && n > 1) {
-    return { id, conversationId, kind: "summary", model: [user(`summary through ${id - RETAIN - 1}`)], head: id - RETAIN };
+    return {
+      id,
+      conversationId,
+      kind: "summary",
+      model: [user(`summary through ${id - RETAIN - 1}`)],
+      head: id - RETAIN,
+    };
   }
   switch (n % 5) {
     case 1:
@@ -30,11 +36,23 @@ function entryAt(conversationId: Id, id: Id, n: number): Entry {
     case 2:
       return { id, conversationId, kind: "assistant", model: [assistant(`thinking ${n}`, { calls: [`c${n}`] })] };
     case 3:
-      return { id, conversationId, kind: "tool_result", key: `c${n - 1}`, model: [toolResult(`c${n - 1}`, "x".repeat(200))] };
+      return {
+        id,
+        conversationId,
+        kind: "tool_result",
+        key: `c${n - 1}`,
+        model: [toolResult(`c${n - 1}`, "x".repeat(200))],
+      };
     case 4:
       // Every 50th entry prunes an earlier tool result; the others are plain answers.
       return n % 50 === 4
-        ? { id, conversationId, kind: "assistant", model: [assistant(`answer ${n}`)], edits: [{ target: id - 1, action: "replace", messages: [toolResult(`c${n - 2}`, "pruned")] }] }
+        ? {
+            id,
+            conversationId,
+            kind: "assistant",
+            model: [assistant(`answer ${n}`)],
+            edits: [{ target: id - 1, action: "replace", messages: [toolResult(`c${n - 2}`, "pruned")] }],
+          }
         : { id, conversationId, kind: "assistant", model: [assistant(`answer ${n}`)] };
     default:
       return { id, conversationId, kind: "notice", model: [user(`notice ${n}`)] };
@@ -46,7 +64,8 @@ async function build(storage: Storage): Promise<Id> {
   await storage.commit({ kind: "main", writes: [{ type: "createConversation", conversation: { id: 1 } }] });
   for (let n = 1; n <= ENTRIES; n += BATCH) {
     const writes: MainWrite[] = [];
-    for (let k = n; k < n + BATCH && k <= ENTRIES; k++) writes.push({ type: "entry", entry: entryAt(1, storage.lastSeq + 1 + writes.length, k) });
+    for (let k = n; k < n + BATCH && k <= ENTRIES; k++)
+      writes.push({ type: "entry", entry: entryAt(1, storage.lastSeq + 1 + writes.length, k) });
     await storage.commit({ kind: "main", writes });
   }
   return 1;
@@ -128,4 +147,3 @@ export function report(backend: string, f: Figures): void {
   ];
   console.log(lines.join("\n"));
 }
-

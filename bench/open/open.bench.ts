@@ -40,7 +40,18 @@ async function build(storage: SqliteStorage, children: number): Promise<void> {
     let seq = storage.lastSeq;
     for (let i = 0; i < Math.min(perBatch, children - done); i++) {
       const task = ++seq;
-      writes.push({ type: "task", task: { id: task, conversationId: 1, kind: "quick", role: "terminal", state: { status: "done", n: i }, after: [], background: true } });
+      writes.push({
+        type: "task",
+        task: {
+          id: task,
+          conversationId: 1,
+          kind: "quick",
+          role: "terminal",
+          state: { status: "done", n: i },
+          after: [],
+          background: true,
+        },
+      });
       const child = ++seq;
       writes.push({ type: "createConversation", conversation: { id: child, owner: task } });
       const entry = ++seq;
@@ -54,8 +65,28 @@ async function build(storage: SqliteStorage, children: number): Promise<void> {
   await storage.commit({
     kind: "main",
     writes: [
-      { type: "task", task: { id: ++seq, conversationId: 1, kind: "quick", role: "start", state: { status: "pending", n: -1 }, after: [] } },
-      { type: "task", task: { id: ++seq, conversationId: lastChild, kind: "quick", role: "start", state: { status: "pending", n: -2 }, after: [] } },
+      {
+        type: "task",
+        task: {
+          id: ++seq,
+          conversationId: 1,
+          kind: "quick",
+          role: "start",
+          state: { status: "pending", n: -1 },
+          after: [],
+        },
+      },
+      {
+        type: "task",
+        task: {
+          id: ++seq,
+          conversationId: lastChild,
+          kind: "quick",
+          role: "start",
+          state: { status: "pending", n: -2 },
+          after: [],
+        },
+      },
     ],
   });
 }
@@ -93,7 +124,9 @@ it("open with 1,000 and 100,000 finished children and two live tasks (sqlite)", 
   console.log("\nbench/open — SQLite in a Durable Object (rows exact; ms from workerd's coarse clock)");
   console.log("children  | open rows read | open ms | rows read per completion | ms per completion");
   for (const f of [small, large]) {
-    console.log(`${String(f.children).padStart(9)} | ${String(f.openRows).padStart(14)} | ${f.openMs.toFixed(1).padStart(7)} | ${String(f.completionRows).padStart(24)} | ${f.completionMs.toFixed(2).padStart(17)}`);
+    console.log(
+      `${String(f.children).padStart(9)} | ${String(f.openRows).padStart(14)} | ${f.openMs.toFixed(1).padStart(7)} | ${String(f.completionRows).padStart(24)} | ${f.completionMs.toFixed(2).padStart(17)}`,
+    );
   }
   expect(large.openRows).toBe(small.openRows);
   expect(large.completionRows).toBe(small.completionRows);

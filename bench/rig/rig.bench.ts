@@ -45,7 +45,8 @@ it("rig: 10,000 agents, half active, a tenth stalled: rows per register, per pat
     rig = new Rig(harness, { witness, name: "bench" });
     const mayor: Actor = { role: "mayor" };
     const rows: string[] = [];
-    const registerRows = (label: string, r0: number, w0: number, ms: number): string => `${label}: ${storage.stats.rowsRead - r0} rows read, ${storage.stats.rowsWritten - w0} rows written, ${ms.toFixed(1)} ms`;
+    const registerRows = (label: string, r0: number, w0: number, ms: number): string =>
+      `${label}: ${storage.stats.rowsRead - r0} rows read, ${storage.stats.rowsWritten - w0} rows written, ${ms.toFixed(1)} ms`;
     for (let i = 0; i < AGENTS; i++) {
       const r0 = storage.stats.rowsRead;
       const w0 = storage.stats.rowsWritten;
@@ -66,7 +67,8 @@ it("rig: 10,000 agents, half active, a tenth stalled: rows per register, per pat
     }
     // 35 minutes later everyone active but a tenth of all agents has touched.
     clock.t += 35 * MIN;
-    for (let i = AGENTS / 10; i < AGENTS / 2; i++) await rig.transition({ role: "agent", agent: `polecat-${i}` }, `polecat-${i}`, "touch");
+    for (let i = AGENTS / 10; i < AGENTS / 2; i++)
+      await rig.transition({ role: "agent", agent: `polecat-${i}` }, `polecat-${i}`, "touch");
 
     for (const label of ["first patrol (nudges, health mail)", "second patrol (steady)"]) {
       clock.t += 5 * MIN;
@@ -75,12 +77,16 @@ it("rig: 10,000 agents, half active, a tenth stalled: rows per register, per pat
       const started = performance.now();
       const outcome = await harness.commit((tx) => patrol(tx, clock.now(), "bench", storage), call);
       const ms = performance.now() - started;
-      rows.push(`${label}: ${storage.stats.rowsRead - r0} rows read, ${storage.stats.rowsWritten - w0} rows written, held the line ${ms.toFixed(1)} ms, ${outcome.nudges.length} nudges, ${outcome.mail.length} mails, ${outcome.health.stalledAgents} stalled`);
+      rows.push(
+        `${label}: ${storage.stats.rowsRead - r0} rows read, ${storage.stats.rowsWritten - w0} rows written, held the line ${ms.toFixed(1)} ms, ${outcome.nudges.length} nudges, ${outcome.mail.length} mails, ${outcome.health.stalledAgents} stalled`,
+      );
       expect(outcome.health.stalledAgents).toBe(AGENTS / 10);
     }
     const r0 = storage.stats.rowsRead;
     const health = await rig.health();
-    rows.push(`health report: ${storage.stats.rowsRead - r0} rows read (${health.totalAgents} agents, ${health.activeAgents} active, ${health.stalledAgents} stalled, ${health.idleAgents} idle)`);
+    rows.push(
+      `health report: ${storage.stats.rowsRead - r0} rows read (${health.totalAgents} agents, ${health.activeAgents} active, ${health.stalledAgents} stalled, ${health.idleAgents} idle)`,
+    );
     console.log(`\nrig bench, ${AGENTS.toLocaleString("en")} agents\n  ${rows.join("\n  ")}\n`);
     await harness.close(call);
   });

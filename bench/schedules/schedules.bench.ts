@@ -38,18 +38,23 @@ class StepClock implements Clock {
       if (until <= this.t) return resolve();
       const s = { until, resolve };
       this.#sleepers.add(s);
-      signal?.addEventListener("abort", () => {
-        this.#sleepers.delete(s);
-        reject(signal.reason);
-      }, { once: true });
+      signal?.addEventListener(
+        "abort",
+        () => {
+          this.#sleepers.delete(s);
+          reject(signal.reason);
+        },
+        { once: true },
+      );
     });
   }
   advanceTo(t: number): void {
     this.t = t;
-    for (const s of [...this.#sleepers]) if (s.until <= t) {
-      this.#sleepers.delete(s);
-      s.resolve();
-    }
+    for (const s of [...this.#sleepers])
+      if (s.until <= t) {
+        this.#sleepers.delete(s);
+        s.resolve();
+      }
   }
 }
 
@@ -83,11 +88,25 @@ it("1,000 schedules over a simulated day", async () => {
     const created0 = { ...storage.stats };
     await h.commit((tx) => {
       for (let i = 0; i < SCHEDULES; i++) {
-        const spec = { conversationId: h.rootId, input: `s${i}`, mode: "nextRun" as const, every: EVERY, cron: null, timezone: null };
-        tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state: newSchedule(spec, t0, t0 + Math.floor((i * EVERY) / SCHEDULES) + 1000) });
+        const spec = {
+          conversationId: h.rootId,
+          input: `s${i}`,
+          mode: "nextRun" as const,
+          every: EVERY,
+          cron: null,
+          timezone: null,
+        };
+        tx.task(scheduleDefinition, {
+          conversationId: h.rootId,
+          background: true,
+          state: newSchedule(spec, t0, t0 + Math.floor((i * EVERY) / SCHEDULES) + 1000),
+        });
       }
     }, call);
-    const created = { read: storage.stats.rowsRead - created0.rowsRead, written: storage.stats.rowsWritten - created0.rowsWritten };
+    const created = {
+      read: storage.stats.rowsRead - created0.rowsRead,
+      written: storage.stats.rowsWritten - created0.rowsWritten,
+    };
     const settle = async (): Promise<void> => {
       for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 0));
     };

@@ -34,22 +34,44 @@ export interface Figures {
 }
 
 function entry(conversationId: Id, id: Id, n: number): Entry {
-  if (n % HEAD_EVERY === 0) return { id, conversationId, kind: "summary", model: [{ role: "user", content: `summary through ${id - 40}`, timestamp: 0 }], head: id - 40 };
+  if (n % HEAD_EVERY === 0)
+    return {
+      id,
+      conversationId,
+      kind: "summary",
+      model: [{ role: "user", content: `summary through ${id - 40}`, timestamp: 0 }],
+      head: id - 40,
+    };
   return n % 2 === 1
-    ? { id, conversationId, kind: "user", model: [{ role: "user", content: `question ${n}: ${"lorem ipsum ".repeat(8)}`, timestamp: 0 }] }
-    : { id, conversationId, kind: "assistant", data: { n }, model: [{ role: "user", content: `answer ${n}: ${"dolor sit amet ".repeat(12)}`, timestamp: 0 }] };
+    ? {
+        id,
+        conversationId,
+        kind: "user",
+        model: [{ role: "user", content: `question ${n}: ${"lorem ipsum ".repeat(8)}`, timestamp: 0 }],
+      }
+    : {
+        id,
+        conversationId,
+        kind: "assistant",
+        data: { n },
+        model: [{ role: "user", content: `answer ${n}: ${"dolor sit amet ".repeat(12)}`, timestamp: 0 }],
+      };
 }
 
 async function create(storage: Storage, parent?: { conversationId: Id; at: Id }): Promise<Id> {
   const id = storage.lastSeq + 1;
-  await storage.commit({ kind: "main", writes: [{ type: "createConversation", conversation: { id, ...(parent ? { parent } : {}) } }] });
+  await storage.commit({
+    kind: "main",
+    writes: [{ type: "createConversation", conversation: { id, ...(parent ? { parent } : {}) } }],
+  });
   return id;
 }
 
 async function append(storage: Storage, conversationId: Id, count: number, offset: number): Promise<void> {
   for (let done = 0; done < count; done += BATCH) {
     const writes: MainWrite[] = [];
-    for (let k = 0; k < Math.min(BATCH, count - done); k++) writes.push({ type: "entry", entry: entry(conversationId, storage.lastSeq + 1 + k, offset + done + k + 1) });
+    for (let k = 0; k < Math.min(BATCH, count - done); k++)
+      writes.push({ type: "entry", entry: entry(conversationId, storage.lastSeq + 1 + k, offset + done + k + 1) });
     await storage.commit({ kind: "main", writes });
   }
 }
@@ -71,27 +93,63 @@ async function turn(storage: Storage, conversationId: Id, previous: Id | undefin
   await storage.commit({
     kind: "main",
     writes: [
-      { type: "entry", entry: { id: first, conversationId, kind: "user", model: [{ role: "user", content: "next step please", timestamp: 0 }] } },
-      { type: "task", task: { id: first + 1, conversationId, kind: "generation", role: "start", state: { status: "pending", inputs: [first] }, after: [] } },
+      {
+        type: "entry",
+        entry: {
+          id: first,
+          conversationId,
+          kind: "user",
+          model: [{ role: "user", content: "next step please", timestamp: 0 }],
+        },
+      },
+      {
+        type: "task",
+        task: {
+          id: first + 1,
+          conversationId,
+          kind: "generation",
+          role: "start",
+          state: { status: "pending", inputs: [first] },
+          after: [],
+        },
+      },
       previous === undefined
         ? { type: "value.set", addr: { ...plan, namespace: "turn.first" }, value: true }
         : { type: "settle", id: previous, role: "terminal", state: { status: "done", answer: first - 1 } },
       { type: "value.set", addr: plan, value: { step: first, notes: "a small plan" } },
       { type: "list.append", addr: moves, value: { move: first } },
-      { type: "entry", entry: { id: first + 5, conversationId, kind: "assistant", model: [{ role: "user", content: "done with the step", timestamp: 0 }] } },
+      {
+        type: "entry",
+        entry: {
+          id: first + 5,
+          conversationId,
+          kind: "assistant",
+          model: [{ role: "user", content: "done with the step", timestamp: 0 }],
+        },
+      },
     ],
   });
   return first + 1;
 }
 
-async function timed(runs: number, fn: () => Promise<unknown>, rows?: () => Rows): Promise<{ ms: number; rows?: Rows }> {
+async function timed(
+  runs: number,
+  fn: () => Promise<unknown>,
+  rows?: () => Rows,
+): Promise<{ ms: number; rows?: Rows }> {
   const before = rows?.();
   const start = performance.now();
   for (let i = 0; i < runs; i++) await fn();
   const ms = (performance.now() - start) / runs;
   if (rows === undefined || before === undefined) return { ms };
   const after = rows();
-  return { ms, rows: { rowsRead: (after.rowsRead - before.rowsRead) / runs, rowsWritten: (after.rowsWritten - before.rowsWritten) / runs } };
+  return {
+    ms,
+    rows: {
+      rowsRead: (after.rowsRead - before.rowsRead) / runs,
+      rowsWritten: (after.rowsWritten - before.rowsWritten) / runs,
+    },
+  };
 }
 
 export interface Probe {
@@ -107,17 +165,29 @@ export async function measure(backend: string, storage: Storage, depth: number, 
   const buildMs = performance.now() - start;
   const bytes = probe.bytes === undefined ? undefined : await probe.bytes();
   let previous: Id | undefined;
-  const turns = await timed(TURNS, async () => {
-    previous = await turn(storage, fork, previous);
-  }, probe.rows);
+  const turns = await timed(
+    TURNS,
+    async () => {
+      previous = await turn(storage, fork, previous);
+    },
+    probe.rows,
+  );
   const at = storage.lastSeq;
-  const head = await timed(READS, async () => {
-    if ((await storage.newestHead(fork, at)) === undefined) throw new Error("no head");
-  }, probe.rows);
-  const page = await timed(READS, async () => {
-    const p = await storage.scanEntries({ conversationId: fork, before: at + 1, limit: 50 });
-    if (p.items.length !== 50) throw new Error("short page");
-  }, probe.rows);
+  const head = await timed(
+    READS,
+    async () => {
+      if ((await storage.newestHead(fork, at)) === undefined) throw new Error("no head");
+    },
+    probe.rows,
+  );
+  const page = await timed(
+    READS,
+    async () => {
+      const p = await storage.scanEntries({ conversationId: fork, before: at + 1, limit: 50 });
+      if (p.items.length !== 50) throw new Error("short page");
+    },
+    probe.rows,
+  );
   return {
     backend,
     depth,
@@ -133,11 +203,23 @@ export async function measure(backend: string, storage: Storage, depth: number, 
 }
 
 const fmt = (n: number | undefined, digits = 3): string => (n === undefined ? "-" : n.toFixed(digits));
-const rows = (r: Rows | undefined): string => (r === undefined ? "-" : `${fmt(r.rowsRead, 1)}/${fmt(r.rowsWritten, 1)}`);
+const rows = (r: Rows | undefined): string =>
+  r === undefined ? "-" : `${fmt(r.rowsRead, 1)}/${fmt(r.rowsWritten, 1)}`;
 
 /** A plain-text table, one line per (backend, depth). */
 export function table(all: readonly Figures[]): string {
-  const header = ["backend", "depth", "build s", "turn ms", "turn rows r/w", "head ms", "head rows r/w", "page ms", "page rows r/w", "disk B/entry"];
+  const header = [
+    "backend",
+    "depth",
+    "build s",
+    "turn ms",
+    "turn rows r/w",
+    "head ms",
+    "head rows r/w",
+    "page ms",
+    "page rows r/w",
+    "disk B/entry",
+  ];
   const lines = all.map((f) => [
     f.backend,
     f.depth.toLocaleString("en-US"),

@@ -3,7 +3,8 @@
  * two tool calls each) on Node with a fine clock, on the memory backend and on `SqliteStorage` over
  * `node:sqlite` (src/storage/node-sqlite.ts, the same synchronous SQL surface a Durable Object gives),
  * without and with a threshold collapse. Each configuration runs `benchRuns` times (interleaved, after
- * one warm-up run that also measures the collapse threshold, and a shorter SQLite warm-up); the tables print medians: harness ms/turn
+ * one warm-up run that also measures the collapse threshold, and a shorter SQLite warm-up); the tables print medians:
+ * harness ms/turn
  * over the whole run and over turns 1-100 and 1901-2000, the provider's own request serialization inside
  * them, JS heap after a forced GC with the harness still open, database bytes (pages, and files with
  * the WAL), and the two ratios docs/performance.md tracks.
@@ -91,16 +92,27 @@ async function once(backend: Backend, threshold: number, trace: boolean, turns: 
       collapseThresholdTokens: threshold,
       probeTurn: PROBE_TURN,
       now,
-      ...(sqlite === undefined ? {} : { rows: { read: () => sqlite.stats.rowsRead, written: () => sqlite.stats.rowsWritten } }),
+      ...(sqlite === undefined
+        ? {}
+        : { rows: { read: () => sqlite.stats.rowsRead, written: () => sqlite.stats.rowsWritten } }),
       ...(host === undefined ? {} : { dbBytes: () => host.databaseSize }),
-      ...(tracer === undefined ? {} : { around: (turn: number, phase: "before" | "after") => tracer.around(turn, phase) }),
+      ...(tracer === undefined
+        ? {}
+        : { around: (turn: number, phase: "before" | "after") => tracer.around(turn, phase) }),
     });
     await workload.run(1, turns);
     const heapBytes = heapUsed() - heap0;
     // Keep the harness reachable until the heap was measured.
     if (workload.figures.turns !== turns) throw new Error("short run");
-    const fileBytes = path === undefined ? undefined : fileSize(path) + fileSize(`${path}-wal`) + fileSize(`${path}-shm`);
-    return { figures: workload.figures, heapBytes, pageBytes: workload.figures.dbBytes, fileBytes, traced: tracer?.result(threshold, workload.figures) };
+    const fileBytes =
+      path === undefined ? undefined : fileSize(path) + fileSize(`${path}-wal`) + fileSize(`${path}-shm`);
+    return {
+      figures: workload.figures,
+      heapBytes,
+      pageBytes: workload.figures.dbBytes,
+      fileBytes,
+      traced: tracer?.result(threshold, workload.figures),
+    };
   } finally {
     host?.close();
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
@@ -110,10 +122,13 @@ async function once(backend: Backend, threshold: number, trace: boolean, turns: 
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+  return sorted.length % 2 === 1
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
 
-const perTurn = (w: Window | undefined, v: (w: Window) => number): number => (w === undefined ? NaN : v(w) / (w.to - w.from + 1));
+const perTurn = (w: Window | undefined, v: (w: Window) => number): number =>
+  w === undefined ? NaN : v(w) / (w.to - w.from + 1);
 /** Harness ms per turn over the whole run (provider factory time excluded). */
 const harnessPerTurn = (f: RunFigures): number => (f.totalMs - f.providerMs) / f.turns;
 const early = (f: RunFigures): Window | undefined => f.windows[0];
@@ -140,7 +155,8 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
     { label: `sqlite (node:sqlite), threshold ${threshold} tok`, backend: "sqlite", collapse: true, runs: [] },
   ];
   // Interleaved, so a burst of load on the shared machine hits every configuration alike.
-  for (let r = 0; r < RUNS; r++) for (const c of configs) c.runs.push(await once(c.backend, c.collapse ? threshold : 0, false));
+  for (let r = 0; r < RUNS; r++)
+    for (const c of configs) c.runs.push(await once(c.backend, c.collapse ? threshold : 0, false));
 
   const m = (c: Config, v: (x: Measured) => number): number => median(c.runs.map(v));
   const f2 = (n: number): string => (Number.isFinite(n) ? n.toFixed(2) : "-");
@@ -167,7 +183,9 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
         f2(m(c, (x) => harnessPerTurn(x.figures))).padStart(11),
         f2(m(c, (x) => perTurn(early(x.figures), (w) => w.harnessMs))).padStart(13),
         f2(m(c, (x) => perTurn(late(x.figures), (w) => w.harnessMs))).padStart(17),
-        `${f2(m(c, (x) => perTurn(early(x.figures), (w) => w.serializationMs)))} / ${f2(m(c, (x) => perTurn(late(x.figures), (w) => w.serializationMs)))}`.padStart(44),
+        `${f2(m(c, (x) => perTurn(early(x.figures), (w) => w.serializationMs)))} / ${f2(m(c, (x) => perTurn(late(x.figures), (w) => w.serializationMs)))}`.padStart(
+          44,
+        ),
         f2(m(c, (x) => perTurn(late(x.figures), (w) => w.harnessMs - w.serializationMs))).padStart(24),
         (m(c, (x) => x.heapBytes) / 1e6).toFixed(1).padStart(7),
         (c.backend === "sqlite" ? m(c, (x) => (x.pageBytes ?? 0) / TURNS).toFixed(0) : "-").padStart(13),
@@ -189,7 +207,8 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
   // Rows: one traced (untimed) SQLite run per configuration, compared with the Durable Object's.
   const tracedNo = await once("sqlite", 0, true);
   const tracedCol = await once("sqlite", threshold, true);
-  const expected: { turns: number; runs: TracedRun[] } | undefined = DO_TRACE === "" ? undefined : (JSON.parse(readFileSync(DO_TRACE, "utf8")) as { turns: number; runs: TracedRun[] });
+  const expected: { turns: number; runs: TracedRun[] } | undefined =
+    DO_TRACE === "" ? undefined : (JSON.parse(readFileSync(DO_TRACE, "utf8")) as { turns: number; runs: TracedRun[] });
   const rows: string[] = [
     `\nrows per turn, ${DO_TRACE === "" ? "no Durable Object trace given (node:sqlite lower bounds only: rows returned / changes())" : "billed rows of the Durable Object run, same statement digest"}`,
     `${"run".padEnd(44)} | ${"window".padEnd(9)} | ${"digest (node)".padEnd(16)} | ${"statements".padStart(10)} | ${"digest (DO)".padEnd(16)} | ${"rows r/w per turn (DO)".padStart(22)} | ${"node:sqlite returned/changes".padStart(28)}`,
@@ -199,7 +218,7 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
     [sqlCol.label, tracedCol.traced, true],
   ] as const) {
     if (traced === undefined) throw new Error("untraced run");
-    const other = expected?.runs.find((r) => (r.threshold > 0) === collapse);
+    const other = expected?.runs.find((r) => r.threshold > 0 === collapse);
     traced.windows.forEach((w, i) => {
       const d = other?.windows[i];
       const n = w.to - w.from + 1;
@@ -215,16 +234,23 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
       [tracedNo.traced, false],
       [tracedCol.traced, true],
     ] as const) {
-      const other = expected.runs.find((r) => (r.threshold > 0) === collapse);
+      const other = expected.runs.find((r) => r.threshold > 0 === collapse);
       traced?.windows.forEach((w, i) => {
         const d = other?.windows[i];
         const at = w.turns.findIndex((t, k) => t !== d?.turns[k]);
-        if (at >= 0) console.log(`${collapse ? "collapse" : "no collapse"}: first turn with different statements: ${w.from + at}`);
+        if (at >= 0)
+          console.log(`${collapse ? "collapse" : "no collapse"}: first turn with different statements: ${w.from + at}`);
       });
       if (traced !== undefined && traced.dump.length > 0) {
         const theirs = other?.dump ?? [];
-        const diff = traced.dump.flatMap((line, k) => (line.replace(/ \[r\d+ w\d+\]$/, "") === theirs[k]?.replace(/ \[r\d+ w\d+\]$/, "") ? [] : [`node ${line}`, `DO   ${theirs[k] ?? "-"}`]));
-        console.log(`dumped turn, ${collapse ? "collapse" : "no collapse"}: ${traced.dump.length} / ${theirs.length} statements\n${diff.join("\n")}`);
+        const diff = traced.dump.flatMap((line, k) =>
+          line.replace(/ \[r\d+ w\d+\]$/, "") === theirs[k]?.replace(/ \[r\d+ w\d+\]$/, "")
+            ? []
+            : [`node ${line}`, `DO   ${theirs[k] ?? "-"}`],
+        );
+        console.log(
+          `dumped turn, ${collapse ? "collapse" : "no collapse"}: ${traced.dump.length} / ${theirs.length} statements\n${diff.join("\n")}`,
+        );
       }
     }
     expect(expected.turns).toBe(TURNS);
@@ -232,9 +258,11 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
       [tracedNo.traced, false],
       [tracedCol.traced, true],
     ] as const) {
-      const other = expected.runs.find((r) => (r.threshold > 0) === collapse);
+      const other = expected.runs.find((r) => r.threshold > 0 === collapse);
       expect(other?.threshold).toBe(traced?.threshold);
-      expect(traced?.windows.map((w) => [w.digest, w.statements])).toEqual(other?.windows.map((w) => [w.digest, w.statements]));
+      expect(traced?.windows.map((w) => [w.digest, w.statements])).toEqual(
+        other?.windows.map((w) => [w.digest, w.statements]),
+      );
     }
   }
 }, 3_600_000);

@@ -5,7 +5,8 @@
  * digests mean both ran the same statements with the same arguments and got the same rows, so SQLite's
  * billed rows (which `node:sqlite` cannot count, see src/storage/node-sqlite.ts) are equal too.
  * Millisecond timestamps (13-digit numbers, in numbers or inside JSON text), the faux provider's random
- * api id and attempt durations are masked: the runs take them from their own clocks and random sources. Runtime-agnostic (no node: or cloudflare: imports).
+ * api id and attempt durations are masked: the runs take them from their own clocks and random sources.
+ * Runtime-agnostic (no node: or cloudflare: imports).
  */
 import type { SqlCursor, SqlHost, SqlValue } from "../../src/storage/sql.js";
 import type { RunFigures } from "./workload.js";
@@ -85,7 +86,15 @@ export class StatementTrace {
       windows: this.#ranges.map(([from, to], i) => {
         const w = figures.windows.find((f) => f.from === from && f.to === to);
         const t = this.#windows[i] as TraceWindow;
-        return { from, to, digest: hex(t), statements: t.statements, rowsRead: w?.rowsRead ?? 0, rowsWritten: w?.rowsWritten ?? 0, turns: this.#turnDigests[i] ?? [] };
+        return {
+          from,
+          to,
+          digest: hex(t),
+          statements: t.statements,
+          rowsRead: w?.rowsRead ?? 0,
+          rowsWritten: w?.rowsWritten ?? 0,
+          turns: this.#turnDigests[i] ?? [],
+        };
       }),
       dump: this.#dump,
     };
@@ -104,7 +113,8 @@ export class StatementTrace {
           fold(window, text);
           fold(this.#turn, text);
           window.statements++;
-          if (this.#dumping) this.#dump.push(`${text.replace(/[\u0000\u0001]/g, " | ")} [r${cursor.rowsRead} w${cursor.rowsWritten}]`);
+          if (this.#dumping)
+            this.#dump.push(`${text.replace(/[\u0000\u0001]/g, " | ")} [r${cursor.rowsRead} w${cursor.rowsWritten}]`);
           return replay(cursor, rows);
         },
       },

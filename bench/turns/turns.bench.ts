@@ -21,7 +21,14 @@ import { expect, inject, it } from "vitest";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
 import { StatementTrace, traceRuns, type TracedRun } from "./trace.js";
-import { openWorkload, printFigures, printProfile, type ProfileRow, type RunFigures, type Workload } from "./workload.js";
+import {
+  openWorkload,
+  printFigures,
+  printProfile,
+  type ProfileRow,
+  type RunFigures,
+  type Workload,
+} from "./workload.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -43,7 +50,14 @@ const WINDOWS = [
 const now = (): number => performance.now();
 
 async function onMemory(label: string, threshold: number): Promise<RunFigures> {
-  const w = await openWorkload(new MemoryStorage(), { label, turns: TURNS, windows: WINDOWS, collapseThresholdTokens: threshold, probeTurn: PROBE_TURN, now });
+  const w = await openWorkload(new MemoryStorage(), {
+    label,
+    turns: TURNS,
+    windows: WINDOWS,
+    collapseThresholdTokens: threshold,
+    probeTurn: PROBE_TURN,
+    now,
+  });
   await w.run(1, TURNS);
   return w.figures;
 }
@@ -93,14 +107,13 @@ it(`bench/turns: ${TURNS} faux turns with two tool calls each, memory and SQLite
   const threshold = memory.probeTokens;
   const memoryCollapse = await onMemory(`memory, threshold ${threshold} tok`, threshold);
   const sqliteCollapse = await onSqlite(`sqlite (DO), threshold ${threshold} tok`, threshold);
-  printFigures(`bench/turns — ${TURNS} turns x (2 calls, 2 tools, post_tools, answer); ms from workerd's coarse clock; rows exact`, [
-    memory,
-    sqlite,
-    memoryCollapse,
-    sqliteCollapse,
-  ]);
+  printFigures(
+    `bench/turns — ${TURNS} turns x (2 calls, 2 tools, post_tools, answer); ms from workerd's coarse clock; rows exact`,
+    [memory, sqlite, memoryCollapse, sqliteCollapse],
+  );
   console.log(traceRuns(TURNS, traced));
-  for (const p of profiles) printProfile(`profile of turn ${TURNS}, ${p.label}: rows written, rows read, executions per statement`, p.rows);
+  for (const p of profiles)
+    printProfile(`profile of turn ${TURNS}, ${p.label}: rows written, rows read, executions per statement`, p.rows);
   for (const run of [sqlite, sqliteCollapse]) {
     const [early, late] = run.windows;
     // Rows per turn must not grow with history: the late window reads and writes like the early one.

@@ -5,7 +5,14 @@
  * answer, the summary prompt -> a summary), so the figures are the harness's. Shared by the workerd
  * bench (memory and SQLite inside a Durable Object) and the Node bench (memory, fine clock).
  */
-import { createModels, fauxAssistantMessage, fauxProvider, fauxToolCall, type FauxResponseFactory, type Models } from "@earendil-works/pi-ai";
+import {
+  createModels,
+  fauxAssistantMessage,
+  fauxProvider,
+  fauxToolCall,
+  type FauxResponseFactory,
+  type Models,
+} from "@earendil-works/pi-ai";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { Harness, initialValue } from "../../src/core/harness.js";
 import { requestMessages } from "../../src/core/context.js";
@@ -95,7 +102,15 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
     turns: 0,
     totalMs: 0,
     providerMs: 0,
-    windows: options.windows.map(([from, to]) => ({ from, to, harnessMs: 0, providerMs: 0, serializationMs: 0, rowsRead: 0, rowsWritten: 0 })),
+    windows: options.windows.map(([from, to]) => ({
+      from,
+      to,
+      harnessMs: 0,
+      providerMs: 0,
+      serializationMs: 0,
+      rowsRead: 0,
+      rowsWritten: 0,
+    })),
     scratchCommits: 0,
     scratchBytes: 0,
     streamedTokens: 0,
@@ -112,12 +127,18 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
     const last = context.messages[context.messages.length - 1];
     let message;
     if (last?.role === "user") {
-      const text = typeof last.content === "string" ? last.content : last.content.map((c) => (c.type === "text" ? c.text : "")).join("");
+      const text =
+        typeof last.content === "string"
+          ? last.content
+          : last.content.map((c) => (c.type === "text" ? c.text : "")).join("");
       message =
         text === SUMMARY_PROMPT
           ? fauxAssistantMessage("Summary: the user asked for many echoes; every call succeeded.")
           : fauxAssistantMessage(
-              [fauxToolCall("echo", { text: `${text} a` }, { id: `a-${text}` }), fauxToolCall("echo", { text: `${text} b` }, { id: `b-${text}` })],
+              [
+                fauxToolCall("echo", { text: `${text} a` }, { id: `a-${text}` }),
+                fauxToolCall("echo", { text: `${text} b` }, { id: `b-${text}` }),
+              ],
               { stopReason: "toolUse" },
             );
     } else {
@@ -150,7 +171,10 @@ export async function openWorkload(storage: Storage, options: WorkloadOptions): 
     storage,
     {
       taskKinds: kit.kinds,
-      rootValues: [initialValue(generationConfig.model, `${model.provider}/${model.id}`), initialValue(generationConfig.selectedTools, ["echo"])],
+      rootValues: [
+        initialValue(generationConfig.model, `${model.provider}/${model.id}`),
+        initialValue(generationConfig.selectedTools, ["echo"]),
+      ],
     },
     call,
   );
@@ -217,7 +241,8 @@ function timeSerialization(models: Models, firstEvent: () => void): Models {
           first = false;
           return result;
         },
-        return: async (value?: unknown) => (inner.return === undefined ? { done: true, value: undefined } : inner.return(value)),
+        return: async (value?: unknown) =>
+          inner.return === undefined ? { done: true, value: undefined } : inner.return(value),
         [Symbol.asyncIterator]() {
           return this;
         },
@@ -255,14 +280,21 @@ export function printFigures(title: string, runs: readonly RunFigures[]): void {
   );
   for (const r of runs) {
     const [early, late] = r.windows;
-    const per = (w: Window | undefined, v: (w: Window) => number): string => (w === undefined ? "-" : (v(w) / (w.to - w.from + 1)).toFixed(2));
+    const per = (w: Window | undefined, v: (w: Window) => number): string =>
+      w === undefined ? "-" : (v(w) / (w.to - w.from + 1)).toFixed(2);
     lines.push(
       [
         r.label.padEnd(34),
         pad((r.totalMs / 1000).toFixed(2), 8),
         pad((r.providerMs / 1000).toFixed(3), 10),
-        pad(per(early, (w) => w.harnessMs), 21),
-        pad(per(late, (w) => w.harnessMs), 25),
+        pad(
+          per(early, (w) => w.harnessMs),
+          21,
+        ),
+        pad(
+          per(late, (w) => w.harnessMs),
+          25,
+        ),
         pad(`${per(early, (w) => w.rowsRead)}/${per(early, (w) => w.rowsWritten)}`, 23),
         pad(`${per(late, (w) => w.rowsRead)}/${per(late, (w) => w.rowsWritten)}`, 27),
         pad(r.streamedTokens === 0 ? "-" : (r.scratchCommits / r.streamedTokens).toFixed(3), 21),
@@ -272,7 +304,9 @@ export function printFigures(title: string, runs: readonly RunFigures[]): void {
       ].join(" | "),
     );
   }
-  lines.push(`streamed tokens = output tokens of every attempt (pi.usage.totals, faux estimate chars/4); scratch bytes = JSON of scratch writes`);
+  lines.push(
+    `streamed tokens = output tokens of every attempt (pi.usage.totals, faux estimate chars/4); scratch bytes = JSON of scratch writes`,
+  );
   console.log(lines.join("\n"));
 }
 
@@ -286,13 +320,23 @@ export interface ProfileRow {
 
 /** Print a per-statement profile of one turn, most rows first (written, then read). */
 export function printProfile(title: string, rows: readonly ProfileRow[]): void {
-  const sorted = [...rows].sort((a, b) => b.rowsWritten - a.rowsWritten || b.rowsRead - a.rowsRead || b.executions - a.executions);
-  const total = sorted.reduce((t, r) => ({ e: t.e + r.executions, r: t.r + r.rowsRead, w: t.w + r.rowsWritten }), { e: 0, r: 0, w: 0 });
+  const sorted = [...rows].sort(
+    (a, b) => b.rowsWritten - a.rowsWritten || b.rowsRead - a.rowsRead || b.executions - a.executions,
+  );
+  const total = sorted.reduce((t, r) => ({ e: t.e + r.executions, r: t.r + r.rowsRead, w: t.w + r.rowsWritten }), {
+    e: 0,
+    r: 0,
+    w: 0,
+  });
   const lines = [`\n${title}`, `${"written".padStart(7)} ${"read".padStart(6)} ${"execs".padStart(5)}  statement`];
   for (const r of sorted) {
     const sql = r.statement.length > 150 ? `${r.statement.slice(0, 147)}...` : r.statement;
-    lines.push(`${String(r.rowsWritten).padStart(7)} ${String(r.rowsRead).padStart(6)} ${String(r.executions).padStart(5)}  ${sql}`);
+    lines.push(
+      `${String(r.rowsWritten).padStart(7)} ${String(r.rowsRead).padStart(6)} ${String(r.executions).padStart(5)}  ${sql}`,
+    );
   }
-  lines.push(`${String(total.w).padStart(7)} ${String(total.r).padStart(6)} ${String(total.e).padStart(5)}  total (${sorted.length} distinct statements)`);
+  lines.push(
+    `${String(total.w).padStart(7)} ${String(total.r).padStart(6)} ${String(total.e).padStart(5)}  total (${sorted.length} distinct statements)`,
+  );
   console.log(lines.join("\n"));
 }

@@ -27,8 +27,19 @@ async function run(schedules: number): Promise<(string | number)[]> {
       const t0 = Date.now();
       await s.harness.commit((tx) => {
         for (let i = 0; i < schedules; i++) {
-          const spec = { conversationId: s.harness.rootId, input: `s${i}`, mode: "nextRun" as const, every: DAY, cron: null, timezone: null };
-          tx.task(scheduleDefinition, { conversationId: s.harness.rootId, background: true, state: newSchedule(spec, t0, t0 + DAY + i * 1000) });
+          const spec = {
+            conversationId: s.harness.rootId,
+            input: `s${i}`,
+            mode: "nextRun" as const,
+            every: DAY,
+            cron: null,
+            timezone: null,
+          };
+          tx.task(scheduleDefinition, {
+            conversationId: s.harness.rootId,
+            background: true,
+            state: newSchedule(spec, t0, t0 + DAY + i * 1000),
+          });
         }
       }, call);
     }
@@ -39,7 +50,9 @@ async function run(schedules: number): Promise<(string | number)[]> {
       await root.prompt({ input: `turn ${turn}` }, call);
     }
     const d = since(r0, reading(storage, state));
-    const live = (await storage.scanTasks({ kind: "schedule", limit: 1000 })).items.filter((t) => t.role !== "terminal").length;
+    const live = (await storage.scanTasks({ kind: "schedule", limit: 1000 })).items.filter(
+      (t) => t.role !== "terminal",
+    ).length;
     await s.harness.close(call);
     const cold = SqliteStorage.open(state.storage);
     const o0 = reading(cold, state);
@@ -47,7 +60,15 @@ async function run(schedules: number): Promise<(string | number)[]> {
     await again.harness.root(call);
     const openRead = since(o0, reading(cold, state)).rowsRead;
     await again.harness.close(call);
-    return [`${schedules} live schedules`, live, `${created.rowsRead}/${created.rowsWritten}`, d.rowsRead / TURNS, d.rowsWritten / TURNS, openRead, state.storage.sql.databaseSize];
+    return [
+      `${schedules} live schedules`,
+      live,
+      `${created.rowsRead}/${created.rowsWritten}`,
+      d.rowsRead / TURNS,
+      d.rowsWritten / TURNS,
+      openRead,
+      state.storage.sql.databaseSize,
+    ];
   });
 }
 
@@ -56,7 +77,15 @@ it(`background: ${TURNS} turns with 0 and 100 live recurring schedules (sqlite)`
   const many = await run(100);
   table(
     `bench/workloads background — ${TURNS} turns x (2 calls, 2 tools, answer), SQLite in a Durable Object; rows exact`,
-    ["run", "live schedules after", "create rows r/w", "rows read/turn", "rows written/turn", "cold reopen rows read", "db bytes"],
+    [
+      "run",
+      "live schedules after",
+      "create rows r/w",
+      "rows read/turn",
+      "rows written/turn",
+      "cold reopen rows read",
+      "db bytes",
+    ],
     [none, many],
   );
   expect(many[1]).toBe(100);

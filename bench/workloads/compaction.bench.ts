@@ -79,7 +79,15 @@ it(`compaction: ${TURNS} turns with a collapse every ${EVERY} turns vs none, the
   const frequent = await run(`collapse every ${EVERY} turns`, EVERY);
   table(
     `bench/workloads compaction — ${TURNS} turns x (2 calls, 2 tools, answer), SQLite in a Durable Object; rows exact`,
-    ["run", "collapses", "rows r/w per turn", "db bytes", "reopen: open rows read", "context rows read (items)", "first answer rows r/w"],
+    [
+      "run",
+      "collapses",
+      "rows r/w per turn",
+      "db bytes",
+      "reopen: open rows read",
+      "context rows read (items)",
+      "first answer rows r/w",
+    ],
     [none, frequent].map((f) => [
       f.label,
       f.collapses,

@@ -51,7 +51,10 @@ it(`forks: a chain of ${DEPTH} forks, then ${READS} historical reads twice after
     const c0 = reading(cold, state);
     const tip = await handle.contextEntries(undefined, call);
     const tipRead = since(c0, reading(cold, state)).rowsRead;
-    const targets = Array.from({ length: READS }, (_, i) => tip.ids[Math.floor((i * (tip.ids.length - 1)) / READS)] as number);
+    const targets = Array.from(
+      { length: READS },
+      (_, i) => tip.ids[Math.floor((i * (tip.ids.length - 1)) / READS)] as number,
+    );
     const pass = async (): Promise<number> => {
       const p0 = reading(cold, state);
       for (const at of targets) await handle.contextEntries(at, call);
@@ -66,7 +69,10 @@ it(`forks: a chain of ${DEPTH} forks, then ${READS} historical reads twice after
     `bench/workloads forks — ${ROOT_TURNS} root turns + ${DEPTH} chained forks x ${FORK_TURNS} turns (1 call each), SQLite in a Durable Object; rows exact`,
     ["figure", "value"],
     [
-      ["build rows r/w per turn", `${(rows.build.rowsRead / rows.turns).toFixed(1)}/${(rows.build.rowsWritten / rows.turns).toFixed(1)}`],
+      [
+        "build rows r/w per turn",
+        `${(rows.build.rowsRead / rows.turns).toFixed(1)}/${(rows.build.rowsWritten / rows.turns).toFixed(1)}`,
+      ],
       ["db bytes", rows.bytes],
       ["deepest fork: context items at the tip", rows.items],
       ["cold: rows read for the tip context", rows.tipRead],

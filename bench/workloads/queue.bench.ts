@@ -65,7 +65,15 @@ async function run(storm: Storm): Promise<(string | number)[]> {
     await s.harness.close(call);
     const summary = [...results].map(([k, v]) => `${k} ${v}`).join(", ");
     const steps = [...outcomes].map(([k, v]) => `${k} ${v}`).join(", ");
-    return [storm, inputs.length, steps, summary, d.rowsRead / inputs.length, d.rowsWritten / inputs.length, (state.storage.sql.databaseSize - b0) / inputs.length];
+    return [
+      storm,
+      inputs.length,
+      steps,
+      summary,
+      d.rowsRead / inputs.length,
+      d.rowsWritten / inputs.length,
+      (state.storage.sql.databaseSize - b0) / inputs.length,
+    ];
   });
 }
 

@@ -8,7 +8,13 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { createModels, fauxAssistantMessage, fauxProvider, fauxToolCall, type FauxResponseFactory } from "@earendil-works/pi-ai";
+import {
+  createModels,
+  fauxAssistantMessage,
+  fauxProvider,
+  fauxToolCall,
+  type FauxResponseFactory,
+} from "@earendil-works/pi-ai";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { Harness, initialValue } from "../../src/core/harness.js";
 import { SUMMARY_PROMPT } from "../../src/kinds/collapse.js";
@@ -68,10 +74,20 @@ export async function openSession(
   const models = createModels();
   models.setProvider(faux.provider);
   const model = faux.getModel();
-  const kit = createTurnKit({ models, tools: options.tools ?? [echo], options: { flushMs: 3_600_000, ...options.turn } });
+  const kit = createTurnKit({
+    models,
+    tools: options.tools ?? [echo],
+    options: { flushMs: 3_600_000, ...options.turn },
+  });
   const harness = await Harness.open(
     storage,
-    { taskKinds: kit.kinds, rootValues: [initialValue(generationConfig.model, `${model.provider}/${model.id}`), initialValue(generationConfig.selectedTools, ["echo"])] },
+    {
+      taskKinds: kit.kinds,
+      rootValues: [
+        initialValue(generationConfig.model, `${model.provider}/${model.id}`),
+        initialValue(generationConfig.selectedTools, ["echo"]),
+      ],
+    },
     call,
   );
   kit.install(harness);
@@ -90,11 +106,19 @@ export interface Reading {
 
 /** Rows and bytes now, to diff around a step. */
 export function reading(storage: SqliteStorage, state: DurableObjectState): Reading {
-  return { rowsRead: storage.stats.rowsRead, rowsWritten: storage.stats.rowsWritten, bytes: state.storage.sql.databaseSize };
+  return {
+    rowsRead: storage.stats.rowsRead,
+    rowsWritten: storage.stats.rowsWritten,
+    bytes: state.storage.sql.databaseSize,
+  };
 }
 
 export function since(before: Reading, after: Reading): Reading {
-  return { rowsRead: after.rowsRead - before.rowsRead, rowsWritten: after.rowsWritten - before.rowsWritten, bytes: after.bytes - before.bytes };
+  return {
+    rowsRead: after.rowsRead - before.rowsRead,
+    rowsWritten: after.rowsWritten - before.rowsWritten,
+    bytes: after.bytes - before.bytes,
+  };
 }
 
 /** Run `fn` in a fresh Durable Object of the session class. */
@@ -105,8 +129,12 @@ export function inObject<T>(name: string, fn: (state: DurableObjectState) => Pro
 
 /** One printed table: a title, a header and rows of cells. */
 export function table(title: string, header: readonly string[], rows: readonly (readonly (string | number)[])[]): void {
-  const cells = [header, ...rows.map((r) => r.map((c) => (typeof c === "number" ? (Number.isInteger(c) ? String(c) : c.toFixed(2)) : c)))];
+  const cells = [
+    header,
+    ...rows.map((r) => r.map((c) => (typeof c === "number" ? (Number.isInteger(c) ? String(c) : c.toFixed(2)) : c))),
+  ];
   const widths = header.map((_, i) => Math.max(...cells.map((r) => String(r[i] ?? "").length)));
-  const line = (r: readonly (string | number)[]): string => r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i] ?? 0) : String(c).padStart(widths[i] ?? 0))).join(" | ");
+  const line = (r: readonly (string | number)[]): string =>
+    r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i] ?? 0) : String(c).padStart(widths[i] ?? 0))).join(" | ");
   console.log([`\n${title}`, ...cells.map(line)].join("\n"));
 }

@@ -24,7 +24,10 @@ const DELTAS = Math.ceil(SIZE / 1024);
 async function run(label: string, flushMs: number, hooked: boolean): Promise<(string | number)[]> {
   return inObject(`streaming-${flushMs}-${hooked}`, async (state) => {
     const storage = SqliteStorage.open(state.storage);
-    const s = await openSession(storage, () => fauxAssistantMessage(ANSWER), { turn: { flushMs }, tokenSize: { min: 256, max: 256 } });
+    const s = await openSession(storage, () => fauxAssistantMessage(ANSWER), {
+      turn: { flushMs },
+      tokenSize: { min: 256, max: 256 },
+    });
     if (hooked) s.kit.hooks.on(s.kit.generation, "after_response", () => undefined);
     let scratchCommits = 0;
     let scratchBytes = 0;
@@ -34,7 +37,8 @@ async function run(label: string, flushMs: number, hooked: boolean): Promise<(st
       if (c.batch.kind !== "scratch") return;
       scratchCommits++;
       scratchBytes += JSON.stringify(c.batch.writes).length;
-      for (const w of c.batch.writes) if (w.type === "list.append") frameBytes += JSON.stringify((w.value as { f: unknown }).f).length;
+      for (const w of c.batch.writes)
+        if (w.type === "list.append") frameBytes += JSON.stringify((w.value as { f: unknown }).f).length;
       peak = Math.max(peak, state.storage.sql.databaseSize);
     });
     const root = await s.harness.root(call);
@@ -46,7 +50,18 @@ async function run(label: string, flushMs: number, hooked: boolean): Promise<(st
     await s.harness.close(call);
     // The budget counts frame bytes (maxScratchBytes, 1,000,000): frames stopped when they reached it.
     const stopped = frameBytes > 1_000_000 - 2_048;
-    return [label, text >= SIZE ? "yes" : "no", `${scratchCommits} / ${DELTAS}`, scratchBytes, frameBytes, stopped ? "yes" : "no", d.rowsRead, d.rowsWritten, peak - b0, state.storage.sql.databaseSize - b0];
+    return [
+      label,
+      text >= SIZE ? "yes" : "no",
+      `${scratchCommits} / ${DELTAS}`,
+      scratchBytes,
+      frameBytes,
+      stopped ? "yes" : "no",
+      d.rowsRead,
+      d.rowsWritten,
+      peak - b0,
+      state.storage.sql.databaseSize - b0,
+    ];
   });
 }
 
@@ -56,7 +71,18 @@ it("streaming: a 1 MB answer in ~1 KB deltas (sqlite)", async () => {
   const hooked = await run("flush at stream end, after_response hook", 3_600_000, true);
   table(
     `bench/workloads streaming — one ${SIZE.toLocaleString("en")}-char answer, SQLite in a Durable Object; rows exact`,
-    ["run", "answer whole", "scratch commits / deltas", "scratch bytes", "frame bytes", "frames stopped by budget", "rows read", "rows written", "db bytes peak", "db bytes after"],
+    [
+      "run",
+      "answer whole",
+      "scratch commits / deltas",
+      "scratch bytes",
+      "frame bytes",
+      "frames stopped by budget",
+      "rows read",
+      "rows written",
+      "db bytes peak",
+      "db bytes after",
+    ],
     [every, once, hooked],
   );
   expect(every[1]).toBe("yes");

@@ -25,7 +25,9 @@ const sequentialAnswer: FauxResponseFactory = (context) => {
   const prompt = messages[i];
   const text = prompt?.role === "user" ? textOf(prompt.content) : "";
   if (results >= CALLS) return fauxAssistantMessage("Done.");
-  return fauxAssistantMessage([fauxToolCall("echo", { text: `${text} ${results}` }, { id: `s${results}-${text}` })], { stopReason: "toolUse" });
+  return fauxAssistantMessage([fauxToolCall("echo", { text: `${text} ${results}` }, { id: `s${results}-${text}` })], {
+    stopReason: "toolUse",
+  });
 };
 
 async function run(label: string, answer: FauxResponseFactory): Promise<(string | number)[]> {
@@ -47,7 +49,14 @@ async function run(label: string, answer: FauxResponseFactory): Promise<(string 
     const d = since(r0, reading(storage, state));
     const tools = (await storage.scanTasks({ kind: "tool", limit: 1000 })).items.length;
     await s.harness.close(call);
-    return [label, tools / TURNS, d.rowsRead / TURNS, d.rowsWritten / TURNS, commits / TURNS, (state.storage.sql.databaseSize - b0) / TURNS];
+    return [
+      label,
+      tools / TURNS,
+      d.rowsRead / TURNS,
+      d.rowsWritten / TURNS,
+      commits / TURNS,
+      (state.storage.sql.databaseSize - b0) / TURNS,
+    ];
   });
 }
 

@@ -15,7 +15,12 @@ export const INBOUND_TEMPLATE_MAX_BYTES = 4096;
 
 const encoder = new TextEncoder();
 
-export const inboundName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "an inbound endpoint's name is 1-64 characters of a-z 0-9 _ - starting with a letter or digit");
+export const inboundName = z
+  .string()
+  .regex(
+    /^[a-z0-9][a-z0-9_-]{0,63}$/,
+    "an inbound endpoint's name is 1-64 characters of a-z 0-9 _ - starting with a letter or digit",
+  );
 
 /**
  * PUT an inbound endpoint: its sender's `format`, where deliveries go (`conversation`, default the root),
@@ -31,7 +36,10 @@ export const inboundBody = z
     template: z
       .string()
       .min(1, "a template is not empty (leave it out for the pretty-printed payload)")
-      .refine((template) => encoder.encode(template).length <= INBOUND_TEMPLATE_MAX_BYTES, `a template is at most ${INBOUND_TEMPLATE_MAX_BYTES} bytes`)
+      .refine(
+        (template) => encoder.encode(template).length <= INBOUND_TEMPLATE_MAX_BYTES,
+        `a template is at most ${INBOUND_TEMPLATE_MAX_BYTES} bytes`,
+      )
       .optional(),
     secret: z.string().min(1, "secret must not be empty").max(1000).optional(),
   })

@@ -9,7 +9,9 @@ import { z } from "zod";
 /** Identity providers one tenant may register. */
 export const MAX_ISSUERS = 20;
 
-export const issuerName = z.string().regex(/^[a-zA-Z0-9-]{1,32}$/, "an issuer name is 1-32 characters of a-z A-Z 0-9 -");
+export const issuerName = z
+  .string()
+  .regex(/^[a-zA-Z0-9-]{1,32}$/, "an issuer name is 1-32 characters of a-z A-Z 0-9 -");
 
 function protocolOf(url: string): string | undefined {
   try {
@@ -23,18 +25,29 @@ const jwksUri = z
   .string({ error: "jwksUri is a string" })
   .max(2048, "jwksUri is at most 2,048 characters")
   .refine((url) => ["https:", "http:"].includes(protocolOf(url) ?? ""), "jwksUri is an absolute https: URL")
-  .refine((url) => protocolOf(url) === undefined || (new URL(url).username === "" && new URL(url).password === ""), "jwksUri carries no credentials");
+  .refine(
+    (url) => protocolOf(url) === undefined || (new URL(url).username === "" && new URL(url).password === ""),
+    "jwksUri carries no credentials",
+  );
 
 /** A claim's name: the provider's `sub` by default, or another claim that names the end user. */
-const claimName = z.string({ error: "subClaim is a string" }).regex(/^[\x21-\x7e]{1,256}$/, "subClaim is 1-256 visible ASCII characters");
+const claimName = z
+  .string({ error: "subClaim is a string" })
+  .regex(/^[\x21-\x7e]{1,256}$/, "subClaim is 1-256 visible ASCII characters");
 
 /** PUT /v1/issuers/{name}. */
 export const issuerBody = z.strictObject({
   /** The exact `iss` of the provider's tokens. */
-  issuer: z.string({ error: "issuer is a string" }).min(1, "issuer must not be empty").max(512, "issuer is at most 512 characters"),
+  issuer: z
+    .string({ error: "issuer is a string" })
+    .min(1, "issuer must not be empty")
+    .max(512, "issuer is at most 512 characters"),
   jwksUri,
   /** The `aud` the provider's tokens carry for this deployment (one of the token's audiences). */
-  audience: z.string({ error: "audience is a string" }).min(1, "audience must not be empty").max(512, "audience is at most 512 characters"),
+  audience: z
+    .string({ error: "audience is a string" })
+    .min(1, "audience must not be empty")
+    .max(512, "audience is at most 512 characters"),
   subClaim: claimName.optional(),
 });
 export type IssuerBody = z.output<typeof issuerBody>;

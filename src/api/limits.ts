@@ -6,7 +6,13 @@
 import { z } from "zod";
 
 /** The names of the limits one principal (a user, or the tenant) may have. */
-export const LIMIT_NAMES = ["requestsPerMinute", "concurrentTurns", "inputsPerDay", "tokensPerDay", "costPerMonthUsd"] as const;
+export const LIMIT_NAMES = [
+  "requestsPerMinute",
+  "concurrentTurns",
+  "inputsPerDay",
+  "tokensPerDay",
+  "costPerMonthUsd",
+] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
 const whole = (what: string, max: number): z.ZodNumber =>
@@ -47,9 +53,19 @@ export const limitsResponse = z.strictObject({
 export type LimitsResponse = z.infer<typeof limitsResponse>;
 
 /** A UTC day, `YYYY-MM-DD`. */
-export const utcDay = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, "a UTC day, YYYY-MM-DD").refine((day) => !Number.isNaN(Date.parse(`${day}T00:00:00Z`)) && new Date(`${day}T00:00:00Z`).toISOString().startsWith(day), "not a calendar day");
+export const utcDay = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, "a UTC day, YYYY-MM-DD")
+  .refine(
+    (day) =>
+      !Number.isNaN(Date.parse(`${day}T00:00:00Z`)) && new Date(`${day}T00:00:00Z`).toISOString().startsWith(day),
+    "not a calendar day",
+  );
 
-/** `GET /v1/usage` (operator): one user (`sub`) or every user, over `from`..`to` (UTC days, inclusive; default the last 30 days). */
+/**
+ * `GET /v1/usage` (operator): one user (`sub`) or every user, over `from`..`to` (UTC days, inclusive; default the last
+ * 30 days).
+ */
 export const usageQuery = z.strictObject({
   sub: z.string().min(1).max(128).optional(),
   from: utcDay.optional(),

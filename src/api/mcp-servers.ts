@@ -25,7 +25,9 @@ export const MCP_SERVER_LIMITS = {
 } as const;
 
 /** A server's name: also the first half of its tools' selectable names (`{server}__{tool}`). */
-export const mcpServerName = z.string().regex(/^[a-zA-Z0-9-]{1,32}$/, "a server name is 1-32 characters of a-z A-Z 0-9 -");
+export const mcpServerName = z
+  .string()
+  .regex(/^[a-zA-Z0-9-]{1,32}$/, "a server name is 1-32 characters of a-z A-Z 0-9 -");
 
 /**
  * Headers a registration may not set: the transport sets them itself (content negotiation, the MCP
@@ -47,8 +49,14 @@ const url = z
   .string({ error: "url is a string" })
   .max(MCP_SERVER_LIMITS.urlChars, `url is at most ${MCP_SERVER_LIMITS.urlChars} characters`)
   .refine((text) => URL.canParse(text), "url is not an absolute URL")
-  .refine((text) => !URL.canParse(text) || ["https:", "http:"].includes(new URL(text).protocol), "url is https: (plain http: only where ENVIRONMENT is development)")
-  .refine((text) => !URL.canParse(text) || (new URL(text).username === "" && new URL(text).password === ""), "url carries no credentials (put them in headers)");
+  .refine(
+    (text) => !URL.canParse(text) || ["https:", "http:"].includes(new URL(text).protocol),
+    "url is https: (plain http: only where ENVIRONMENT is development)",
+  )
+  .refine(
+    (text) => !URL.canParse(text) || (new URL(text).username === "" && new URL(text).password === ""),
+    "url carries no credentials (put them in headers)",
+  );
 
 /** A header's name (an HTTP token); its value must not break the header line. Messages never echo a value. */
 const headers = z
@@ -57,17 +65,29 @@ const headers = z
     z
       .string({ error: "a header value is a string" })
       .min(1, "a header value must not be empty")
-      .max(MCP_SERVER_LIMITS.headerValueChars, `a header value is at most ${MCP_SERVER_LIMITS.headerValueChars} characters`)
+      .max(
+        MCP_SERVER_LIMITS.headerValueChars,
+        `a header value is at most ${MCP_SERVER_LIMITS.headerValueChars} characters`,
+      )
       .refine((value) => !/[\r\n\0]/.test(value), "a header value may not contain CR, LF or NUL"),
     { error: "headers is an object of header names to string values" },
   )
-  .refine((record) => Object.keys(record).length <= MCP_SERVER_LIMITS.headers, `at most ${MCP_SERVER_LIMITS.headers} headers`)
+  .refine(
+    (record) => Object.keys(record).length <= MCP_SERVER_LIMITS.headers,
+    `at most ${MCP_SERVER_LIMITS.headers} headers`,
+  )
   .superRefine((record, context) => {
     const seen = new Set<string>();
     for (const name of Object.keys(record)) {
       const lower = name.toLowerCase();
-      if (RESERVED_MCP_HEADERS.includes(lower)) context.addIssue({ code: "custom", path: [name], message: `${lower} is set by the MCP transport` });
-      else if (seen.has(lower)) context.addIssue({ code: "custom", path: [name], message: `${lower} is given twice (header names are case-insensitive)` });
+      if (RESERVED_MCP_HEADERS.includes(lower))
+        context.addIssue({ code: "custom", path: [name], message: `${lower} is set by the MCP transport` });
+      else if (seen.has(lower))
+        context.addIssue({
+          code: "custom",
+          path: [name],
+          message: `${lower} is given twice (header names are case-insensitive)`,
+        });
       seen.add(lower);
     }
   });
@@ -77,7 +97,13 @@ export const mcpServerBody = z.strictObject({
   url,
   headers: headers.optional(),
   allowedTools: z
-    .array(z.string({ error: "allowedTools are tool names" }).min(1, "a tool name must not be empty").max(128, "a tool name is at most 128 characters"), { error: "allowedTools is an array of the server's tool names" })
+    .array(
+      z
+        .string({ error: "allowedTools are tool names" })
+        .min(1, "a tool name must not be empty")
+        .max(128, "a tool name is at most 128 characters"),
+      { error: "allowedTools is an array of the server's tool names" },
+    )
     .max(MCP_SERVER_LIMITS.allowedTools, `allowedTools holds at most ${MCP_SERVER_LIMITS.allowedTools} names`)
     .optional(),
   approval: z.enum(["never", "always"], { error: 'approval is "never" or "always"' }).optional(),
@@ -96,7 +122,10 @@ export const mcpToolOut = z.strictObject({
   outputSchema: z.record(z.string(), jsonValue).optional(),
   annotations: z.record(z.string(), jsonValue).optional(),
   selectableAs: z.string().optional().describe("The name sessions select it by in selectedTools: {server}__{tool}"),
-  reason: z.string().optional().describe("Why it is not selectable (a combined name that breaks the tool-name rule, not in allowedTools, ...)"),
+  reason: z
+    .string()
+    .optional()
+    .describe("Why it is not selectable (a combined name that breaks the tool-name rule, not in allowedTools, ...)"),
 });
 
 export const mcpServerOut = z.strictObject({
@@ -113,7 +142,11 @@ export const mcpServerOut = z.strictObject({
   tools: z.array(mcpToolOut),
 });
 export const mcpServerList = z.strictObject({ items: z.array(mcpServerOut) });
-export const mcpServerDeleted = z.strictObject({ name: z.string(), deleted: z.literal(true), version: z.number().int() });
+export const mcpServerDeleted = z.strictObject({
+  name: z.string(),
+  deleted: z.literal(true),
+  version: z.number().int(),
+});
 
 export type McpToolView = z.infer<typeof mcpToolOut>;
 export type McpServerResponse = z.infer<typeof mcpServerOut>;

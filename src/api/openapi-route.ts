@@ -18,7 +18,9 @@ export type RouteAuth =
   | { readonly type: "none" };
 
 /** A response: a JSON body with its schema, a stream, or plain text. */
-export type RouteResponse = { readonly description: string } & ({ readonly json: z.ZodType } | { readonly stream: "text/event-stream" } | { readonly text: true });
+export type RouteResponse = { readonly description: string } & (
+  { readonly json: z.ZodType } | { readonly stream: "text/event-stream" } | { readonly text: true }
+);
 
 /** One route, declared once. */
 export interface ApiRoute {
@@ -30,11 +32,12 @@ export interface ApiRoute {
   readonly auth: RouteAuth;
   readonly query?: z.ZodObject;
   /** Request headers; a signed route's headers are required unless `required: false` (one per format). */
-  readonly headers?: Readonly<Record<string, { readonly schema: z.ZodType; readonly description: string; readonly required?: boolean }>>;
+  readonly headers?: Readonly<
+    Record<string, { readonly schema: z.ZodType; readonly description: string; readonly required?: boolean }>
+  >;
   readonly body?: { readonly schema: z.ZodType; readonly required: boolean };
   readonly responses: Readonly<Record<number, RouteResponse>>;
 }
-
 
 /** The session path template. */
 export const S = "/v1/sessions/{session}";
@@ -47,4 +50,10 @@ export const ok = (json: z.ZodType, description = "OK"): RouteResponse => ({ des
 /** A JSON request body (required unless told). */
 export const body = (schema: z.ZodType, required = true): ApiRoute["body"] => ({ schema, required });
 /** The If-Match header of the versioned tenant records (tools, templates). */
-export const ifMatchHeader = { "if-match": { schema: z.string(), description: 'An ETag this server sent ("<version>"), or *: 412 precondition_failed unless it names the current version' } };
+export const ifMatchHeader = {
+  "if-match": {
+    schema: z.string(),
+    description:
+      'An ETag this server sent ("<version>"), or *: 412 precondition_failed unless it names the current version',
+  },
+};

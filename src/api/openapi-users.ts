@@ -5,39 +5,146 @@
 import { emptyBody, noQuery } from "./schemas.js";
 import { limitsBody, limitsResponse, meUsageQuery, usageQuery, usageResponse as meteredUsage } from "./limits.js";
 import { issuerBody, issuerDeleted, issuerList, issuerOut } from "./issuers.js";
-import { revokeResponse, templateBody, templateDeletedResponse, templateRecordOut, templatesListResponse } from "./templates.js";
+import {
+  revokeResponse,
+  templateBody,
+  templateDeletedResponse,
+  templateRecordOut,
+  templatesListResponse,
+} from "./templates.js";
 import { body, client, ifMatchHeader, ok, type ApiRoute } from "./openapi-route.js";
 
 /** The tenant's identity providers (docs/users.md "Identity providers"). */
 export const ISSUER_ROUTES: readonly ApiRoute[] = [
   {
-    method: "put", path: "/v1/issuers/{issuer}", operationId: "putIssuer", summary: "Register or replace an identity provider whose tokens act as user tokens (422 invalid_issuer names the field)", auth: client("issuers"),
-    query: noQuery, body: body(issuerBody), responses: { 201: ok(issuerOut, "Created"), 200: ok(issuerOut, "Replaced") },
+    method: "put",
+    path: "/v1/issuers/{issuer}",
+    operationId: "putIssuer",
+    summary:
+      "Register or replace an identity provider whose tokens act as user tokens (422 invalid_issuer names the field)",
+    auth: client("issuers"),
+    query: noQuery,
+    body: body(issuerBody),
+    responses: { 201: ok(issuerOut, "Created"), 200: ok(issuerOut, "Replaced") },
   },
-  { method: "get", path: "/v1/issuers", operationId: "listIssuers", summary: "The tenant's identity providers", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerList) } },
-  { method: "get", path: "/v1/issuers/{issuer}", operationId: "getIssuer", summary: "One identity provider; 404 issuer_not_found", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerOut) } },
-  { method: "delete", path: "/v1/issuers/{issuer}", operationId: "deleteIssuer", summary: "Remove an identity provider: its tokens are refused within 60 s", auth: client("issuers"), query: noQuery, responses: { 200: ok(issuerDeleted) } },
+  {
+    method: "get",
+    path: "/v1/issuers",
+    operationId: "listIssuers",
+    summary: "The tenant's identity providers",
+    auth: client("issuers"),
+    query: noQuery,
+    responses: { 200: ok(issuerList) },
+  },
+  {
+    method: "get",
+    path: "/v1/issuers/{issuer}",
+    operationId: "getIssuer",
+    summary: "One identity provider; 404 issuer_not_found",
+    auth: client("issuers"),
+    query: noQuery,
+    responses: { 200: ok(issuerOut) },
+  },
+  {
+    method: "delete",
+    path: "/v1/issuers/{issuer}",
+    operationId: "deleteIssuer",
+    summary: "Remove an identity provider: its tokens are refused within 60 s",
+    auth: client("issuers"),
+    query: noQuery,
+    responses: { 200: ok(issuerDeleted) },
+  },
 ];
 
 /** Limits and usage (docs/users.md "Limits and usage"). */
 export const LIMITS_ROUTES: readonly ApiRoute[] = [
-  { method: "put", path: "/v1/limits", operationId: "putLimits", summary: "Replace the tenant's limits, per user and for the tenant (422 invalid_limits names the field)", auth: client("limits"), query: noQuery, body: body(limitsBody), responses: { 200: ok(limitsResponse) } },
-  { method: "get", path: "/v1/limits", operationId: "getLimits", summary: "The tenant's limits", auth: client("limits"), query: noQuery, responses: { 200: ok(limitsResponse) } },
-  { method: "get", path: "/v1/usage", operationId: "getUsage", summary: "Inputs, tokens and cost by user and UTC day (one user with ?sub=)", auth: client("limits"), query: usageQuery, responses: { 200: ok(meteredUsage) } },
-  { method: "get", path: "/v1/me/usage", operationId: "getMyUsage", summary: "The token's own user's inputs, tokens and cost by UTC day (a token with sub)", auth: client("usage"), query: meUsageQuery, responses: { 200: ok(meteredUsage) } },
+  {
+    method: "put",
+    path: "/v1/limits",
+    operationId: "putLimits",
+    summary: "Replace the tenant's limits, per user and for the tenant (422 invalid_limits names the field)",
+    auth: client("limits"),
+    query: noQuery,
+    body: body(limitsBody),
+    responses: { 200: ok(limitsResponse) },
+  },
+  {
+    method: "get",
+    path: "/v1/limits",
+    operationId: "getLimits",
+    summary: "The tenant's limits",
+    auth: client("limits"),
+    query: noQuery,
+    responses: { 200: ok(limitsResponse) },
+  },
+  {
+    method: "get",
+    path: "/v1/usage",
+    operationId: "getUsage",
+    summary: "Inputs, tokens and cost by user and UTC day (one user with ?sub=)",
+    auth: client("limits"),
+    query: usageQuery,
+    responses: { 200: ok(meteredUsage) },
+  },
+  {
+    method: "get",
+    path: "/v1/me/usage",
+    operationId: "getMyUsage",
+    summary: "The token's own user's inputs, tokens and cost by UTC day (a token with sub)",
+    auth: client("usage"),
+    query: meUsageQuery,
+    responses: { 200: ok(meteredUsage) },
+  },
 ];
 
 /** Session templates and users (docs/users.md). */
 export const TEMPLATE_ROUTES: readonly ApiRoute[] = [
   {
-    method: "put", path: "/v1/templates/{template}", operationId: "putTemplate", summary: "Define or replace a session template: the session PUT's fields plus userSettable (ETag: its version; If-Match makes it conditional; 422 invalid_template names the field)", auth: client("templates"),
-    headers: ifMatchHeader, body: body(templateBody), responses: { 201: ok(templateRecordOut, "Created"), 200: ok(templateRecordOut, "Replaced") },
+    method: "put",
+    path: "/v1/templates/{template}",
+    operationId: "putTemplate",
+    summary:
+      "Define or replace a session template: the session PUT's fields plus userSettable (ETag: its version; If-Match makes it conditional; 422 invalid_template names the field)",
+    auth: client("templates"),
+    headers: ifMatchHeader,
+    body: body(templateBody),
+    responses: { 201: ok(templateRecordOut, "Created"), 200: ok(templateRecordOut, "Replaced") },
   },
-  { method: "get", path: "/v1/templates", operationId: "listTemplates", summary: "The tenant's session templates", auth: client("templates"), query: noQuery, responses: { 200: ok(templatesListResponse) } },
-  { method: "get", path: "/v1/templates/{template}", operationId: "getTemplate", summary: "One session template (ETag: its version)", auth: client("templates"), query: noQuery, responses: { 200: ok(templateRecordOut) } },
   {
-    method: "delete", path: "/v1/templates/{template}", operationId: "deleteTemplate", summary: "Delete a session template: sessions created from it keep what it said", auth: client("templates"),
-    headers: ifMatchHeader, responses: { 200: ok(templateDeletedResponse) },
+    method: "get",
+    path: "/v1/templates",
+    operationId: "listTemplates",
+    summary: "The tenant's session templates",
+    auth: client("templates"),
+    query: noQuery,
+    responses: { 200: ok(templatesListResponse) },
   },
-  { method: "post", path: "/v1/users/{sub}/revoke", operationId: "revokeUser", summary: "Refuse the user's tokens issued before now and close its open watches", auth: client("users"), query: noQuery, body: body(emptyBody, false), responses: { 200: ok(revokeResponse) } },
+  {
+    method: "get",
+    path: "/v1/templates/{template}",
+    operationId: "getTemplate",
+    summary: "One session template (ETag: its version)",
+    auth: client("templates"),
+    query: noQuery,
+    responses: { 200: ok(templateRecordOut) },
+  },
+  {
+    method: "delete",
+    path: "/v1/templates/{template}",
+    operationId: "deleteTemplate",
+    summary: "Delete a session template: sessions created from it keep what it said",
+    auth: client("templates"),
+    headers: ifMatchHeader,
+    responses: { 200: ok(templateDeletedResponse) },
+  },
+  {
+    method: "post",
+    path: "/v1/users/{sub}/revoke",
+    operationId: "revokeUser",
+    summary: "Refuse the user's tokens issued before now and close its open watches",
+    auth: client("users"),
+    query: noQuery,
+    body: body(emptyBody, false),
+    responses: { 200: ok(revokeResponse) },
+  },
 ];

@@ -22,10 +22,24 @@ import { templateName, userSub } from "./templates.js";
 import { agentId } from "./rig.js";
 import { jsonValue } from "./responses.js";
 import { ok, type ApiRoute, type RouteAuth, type RouteResponse } from "./openapi-route.js";
-import { CONVERSATION_ROUTES, INPUT_ROUTES, MODEL_ROUTES, OPERATOR_ROUTES, SCHEDULE_ROUTES, SESSION_ROUTES, WAITING_INPUT_ROUTES } from "./openapi-sessions.js";
+import {
+  CONVERSATION_ROUTES,
+  INPUT_ROUTES,
+  MODEL_ROUTES,
+  OPERATOR_ROUTES,
+  SCHEDULE_ROUTES,
+  SESSION_ROUTES,
+  WAITING_INPUT_ROUTES,
+} from "./openapi-sessions.js";
 import { WATCH_ROUTES } from "./openapi-watch.js";
 import { EVENTS_OUT_ROUTES, INBOUND_ROUTES, WEBHOOK_INPUT_ROUTES } from "./openapi-integrations.js";
-import { MCP_SERVER_ROUTES, PENDING_ROUTES, SESSION_MCP_ROUTES, TOOL_CATALOG_ROUTES, TOOL_RESULT_ROUTES } from "./openapi-tools.js";
+import {
+  MCP_SERVER_ROUTES,
+  PENDING_ROUTES,
+  SESSION_MCP_ROUTES,
+  TOOL_CATALOG_ROUTES,
+  TOOL_RESULT_ROUTES,
+} from "./openapi-tools.js";
 import { ISSUER_ROUTES, LIMITS_ROUTES, TEMPLATE_ROUTES } from "./openapi-users.js";
 import { RIG_ROUTES } from "./openapi-rig.js";
 
@@ -58,8 +72,22 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
  * a new group is spread here.
  */
 export const API_ROUTES: readonly ApiRoute[] = [
-  { method: "get", path: "/health", operationId: "health", summary: "Liveness", auth: { type: "none" }, responses: { 200: { description: "ok", text: true } } },
-  { method: "get", path: "/v1/openapi.json", operationId: "openapi", summary: "This document", auth: { type: "none" }, responses: { 200: ok(z.record(z.string(), jsonValue), "The OpenAPI 3.1 document") } },
+  {
+    method: "get",
+    path: "/health",
+    operationId: "health",
+    summary: "Liveness",
+    auth: { type: "none" },
+    responses: { 200: { description: "ok", text: true } },
+  },
+  {
+    method: "get",
+    path: "/v1/openapi.json",
+    operationId: "openapi",
+    summary: "This document",
+    auth: { type: "none" },
+    responses: { 200: ok(z.record(z.string(), jsonValue), "The OpenAPI 3.1 document") },
+  },
   ...SESSION_ROUTES,
   ...INPUT_ROUTES,
   ...CONVERSATION_ROUTES,
@@ -85,7 +113,11 @@ export const API_ROUTES: readonly ApiRoute[] = [
 type JsonSchema = Record<string, unknown>;
 
 function schemaOf(schema: z.ZodType, io: "input" | "output"): JsonSchema {
-  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any", target: "draft-2020-12" }) as JsonSchema;
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, {
+    io,
+    unrepresentable: "any",
+    target: "draft-2020-12",
+  }) as JsonSchema;
   return rest;
 }
 
@@ -94,16 +126,25 @@ function parametersOf(route: ApiRoute): JsonSchema[] {
   for (const match of route.path.matchAll(/\{([A-Za-z]+)\}/g)) {
     const name = match[1] ?? "";
     const schema = PATH_PARAMETERS[name];
-    if (schema === undefined) throw new Error(`path parameter {${name}} of ${route.path} has no schema in PATH_PARAMETERS`);
+    if (schema === undefined)
+      throw new Error(`path parameter {${name}} of ${route.path} has no schema in PATH_PARAMETERS`);
     out.push({ name, in: "path", required: true, schema: schemaOf(schema, "input") });
   }
   if (route.query !== undefined) {
     const object = schemaOf(route.query, "input");
     const properties = (object["properties"] ?? {}) as Record<string, JsonSchema>;
     const required = new Set((object["required"] ?? []) as string[]);
-    for (const [name, schema] of Object.entries(properties)) out.push({ name, in: "query", required: required.has(name), schema });
+    for (const [name, schema] of Object.entries(properties))
+      out.push({ name, in: "query", required: required.has(name), schema });
   }
-  for (const [name, header] of Object.entries(route.headers ?? {})) out.push({ name, in: "header", required: header.required ?? route.auth.type === "webhook", description: header.description, schema: schemaOf(header.schema, "input") });
+  for (const [name, header] of Object.entries(route.headers ?? {}))
+    out.push({
+      name,
+      in: "header",
+      required: header.required ?? route.auth.type === "webhook",
+      description: header.description,
+      schema: schemaOf(header.schema, "input"),
+    });
   return out;
 }
 
@@ -124,8 +165,13 @@ function securityOf(auth: RouteAuth): JsonSchema[] {
 }
 
 function responseOf(response: RouteResponse): JsonSchema {
-  if ("json" in response) return { description: response.description, content: { "application/json": { schema: schemaOf(response.json, "output") } } };
-  if ("stream" in response) return { description: response.description, content: { [response.stream]: { schema: { type: "string" } } } };
+  if ("json" in response)
+    return {
+      description: response.description,
+      content: { "application/json": { schema: schemaOf(response.json, "output") } },
+    };
+  if ("stream" in response)
+    return { description: response.description, content: { [response.stream]: { schema: { type: "string" } } } };
   return { description: response.description, content: { "text/plain": { schema: { type: "string" } } } };
 }
 
@@ -135,7 +181,10 @@ function problemResponses(): Record<string, JsonSchema> {
   const statuses = [...new Set(PROBLEM_CODES.map((code) => STATUS[code]))].sort((a, b) => a - b);
   for (const status of statuses) {
     const codes = PROBLEM_CODES.filter((code) => STATUS[code] === status);
-    out[String(status)] = { description: `Problem (${codes.join(", ")})`, content: { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } } };
+    out[String(status)] = {
+      description: `Problem (${codes.join(", ")})`,
+      content: { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } },
+    };
   }
   return out;
 }
@@ -147,27 +196,54 @@ export function openApiDocument(routes: readonly ApiRoute[] = API_ROUTES): JsonS
   for (const route of routes) {
     const responses: Record<string, JsonSchema> = {};
     for (const [status, response] of Object.entries(route.responses)) responses[status] = responseOf(response);
-    for (const [status, problem] of Object.entries(problems)) if (responses[status] === undefined) responses[status] = problem;
+    for (const [status, problem] of Object.entries(problems))
+      if (responses[status] === undefined) responses[status] = problem;
     const operation: JsonSchema = {
       operationId: route.operationId,
       summary: route.summary,
-      ...(route.auth.type === "bearer" ? { description: `Needs a token whose role grants \`${route.auth.capability}\`.` } : {}),
+      ...(route.auth.type === "bearer"
+        ? { description: `Needs a token whose role grants \`${route.auth.capability}\`.` }
+        : {}),
       security: securityOf(route.auth),
       parameters: parametersOf(route),
-      ...(route.body === undefined ? {} : { requestBody: { required: route.body.required, content: { "application/json": { schema: schemaOf(route.body.schema, "input") } } } }),
+      ...(route.body === undefined
+        ? {}
+        : {
+            requestBody: {
+              required: route.body.required,
+              content: { "application/json": { schema: schemaOf(route.body.schema, "input") } },
+            },
+          }),
       responses,
     };
     (paths[route.path] ??= {})[route.method] = operation;
   }
   return {
     openapi: "3.1.0",
-    info: { title: "pico-edge", version: "1", description: "Durable agent sessions (pico v3) on Cloudflare Workers. Errors are RFC 9457 problem+json with a stable code." },
+    info: {
+      title: "pico-edge",
+      version: "1",
+      description:
+        "Durable agent sessions (pico v3) on Cloudflare Workers. Errors are RFC 9457 problem+json with a stable code.",
+    },
     servers: [{ url: "/" }],
     paths,
     components: {
       securitySchemes: {
-        bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "HS256 JWT with tenant, role and exp (lifetime at most TOKEN_MAX_LIFETIME_SECONDS); agent tokens also carry agent (the agent id) and sessions (the session names they may act in; 401 on any other session)" },
-        watchToken: { type: "apiKey", in: "query", name: "access_token", description: "A watch token from POST .../watch-token (watch routes only; a normal bearer token in a URL is refused)" },
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description:
+            "HS256 JWT with tenant, role and exp (lifetime at most TOKEN_MAX_LIFETIME_SECONDS); agent tokens also carry agent (the agent id) and sessions (the session names they may act in; 401 on any other session)",
+        },
+        watchToken: {
+          type: "apiKey",
+          in: "query",
+          name: "access_token",
+          description:
+            "A watch token from POST .../watch-token (watch routes only; a normal bearer token in a URL is refused)",
+        },
       },
       schemas: { Problem: schemaOf(problemBody, "output") },
     },

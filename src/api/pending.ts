@@ -7,7 +7,9 @@ import { z } from "zod";
 import { jsonValue } from "./responses.js";
 
 /** An item's id names its task and type: `t12-approval`, `t12-client`. */
-export const pendingIdParam = z.string().regex(/^t[1-9][0-9]{0,15}-(approval|client)$/, "a pending item's id is t<task>-approval or t<task>-client");
+export const pendingIdParam = z
+  .string()
+  .regex(/^t[1-9][0-9]{0,15}-(approval|client)$/, "a pending item's id is t<task>-approval or t<task>-client");
 
 /** The answer to an approval: approve or deny, with an optional reason the model sees on a denial. */
 export const approvalAnswerBody = z.strictObject({
@@ -15,7 +17,10 @@ export const approvalAnswerBody = z.strictObject({
   reason: z.string().max(4096, "reason is at most 4096 characters").optional(),
 });
 
-/** The answer to a client tool: its output (a string is the text; anything else is shown as JSON) and whether it is an error. */
+/**
+ * The answer to a client tool: its output (a string is the text; anything else is shown as JSON) and whether it is an
+ * error.
+ */
 export const clientAnswerBody = z.strictObject({
   output: jsonValue,
   isError: z.boolean({ error: "isError is true or false" }).optional(),

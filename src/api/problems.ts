@@ -245,7 +245,14 @@ export const problemBody = z.strictObject({
   code: z.enum(PROBLEM_CODES as [ProblemCode, ...ProblemCode[]]),
   field: z.string().optional(),
   instance: z.string().optional(),
-  answer: z.custom<JsonValue>(() => true).optional().meta({ description: "already_answered: the answer that was recorded first" }),
+  answer: z
+    .custom<JsonValue>(() => true)
+    .optional()
+    .meta({ description: "already_answered: the answer that was recorded first" }),
   outcome: z.string().optional().meta({ description: "pending_closed: how the item closed (timeout, aborted)" }),
-  retryAfter: z.number().int().optional().meta({ description: "rate_limited: seconds until the limit may pass (also the Retry-After header)" }),
+  retryAfter: z
+    .number()
+    .int()
+    .optional()
+    .meta({ description: "rate_limited: seconds until the limit may pass (also the Retry-After header)" }),
 });

@@ -23,7 +23,10 @@ export interface SessionConfig {
   readonly selectedTools: readonly string[];
   readonly profile?: string;
   readonly budgetMs?: number;
-  /** What a restart does to a generation in flight (docs/design.md "Alarms and restarts"): retry it (default) or fail it. */
+  /**
+   * What a restart does to a generation in flight (docs/design.md "Alarms and restarts"): retry it (default) or fail
+   * it.
+   */
   readonly onInterrupt: "retry" | "fail";
 }
 
@@ -159,12 +162,26 @@ function isJson(value: unknown): boolean {
 export const jsonValue = z.custom<JsonValue>(isJson, "a JSON value").meta({ description: "Any JSON value" });
 /** A pi-ai message (an entry's model projection): the model library's shape, not the API's. */
 export const messageOut = z
-  .custom<Message>((value) => typeof value === "object" && value !== null && typeof (value as { role?: unknown }).role === "string" && isJson(value), "a pi-ai message")
+  .custom<Message>(
+    (value) =>
+      typeof value === "object" &&
+      value !== null &&
+      typeof (value as { role?: unknown }).role === "string" &&
+      isJson(value),
+    "a pi-ai message",
+  )
   .meta({ description: "A pi-ai message (role user, assistant or toolResult)" });
 
-export const textContentOut = z.strictObject({ type: z.literal("text"), text: z.string(), textSignature: z.string().optional() });
+export const textContentOut = z.strictObject({
+  type: z.literal("text"),
+  text: z.string(),
+  textSignature: z.string().optional(),
+});
 export const imageContentOut = z.strictObject({ type: z.literal("image"), data: z.string(), mimeType: z.string() });
-export const userInputOut = z.union([z.string(), z.array(z.discriminatedUnion("type", [textContentOut, imageContentOut]))]);
+export const userInputOut = z.union([
+  z.string(),
+  z.array(z.discriminatedUnion("type", [textContentOut, imageContentOut])),
+]);
 
 export const sessionConfigOut = z.strictObject({
   model: z.string(),
@@ -195,7 +212,9 @@ export const entryOut = z
     key: z.string().optional(),
     data: jsonValue
       .optional()
-      .describe("The kind's data; a tool_result entry's is the whole tool result data (§9.3): details, usage, addedTools, terminate, handoff, delegated, diags, truncation, isError"),
+      .describe(
+        "The kind's data; a tool_result entry's is the whole tool result data (§9.3): details, usage, addedTools, terminate, handoff, delegated, diags, truncation, isError",
+      ),
     model: z.array(messageOut).optional(),
     head: id.optional(),
     edits: z.array(contextEditOut).optional(),
@@ -234,36 +253,64 @@ export const inputResultOut = z
     z.strictObject({ status: z.literal("queued"), requestId }),
     z.strictObject({ status: z.literal("placed"), requestId, entry: id }),
     z.strictObject({ status: z.literal("done"), requestId, entry: id, answer: id.optional() }),
-    z.strictObject({ status: z.literal("unanswered"), requestId, entry: id.optional(), reason: z.enum(["terminated", "aborted", "failed"]), detail: z.string().optional() }),
+    z.strictObject({
+      status: z.literal("unanswered"),
+      requestId,
+      entry: id.optional(),
+      reason: z.enum(["terminated", "aborted", "failed"]),
+      detail: z.string().optional(),
+    }),
   ])
   .meta({ description: "An input's result (§3.4)" });
 /** A storage page (§7.2): `next` pages on, `readAt` is the lastSeq it was read at. */
-export const pageOf = <T extends z.ZodType>(item: T) => z.strictObject({ items: z.array(item), next: id.optional(), readAt: seq });
+export const pageOf = <T extends z.ZodType>(item: T) =>
+  z.strictObject({ items: z.array(item), next: id.optional(), readAt: seq });
 export const elementOf = <T extends z.ZodType>(value: T) => z.strictObject({ id, value });
 
-export const createSessionResponse = z.strictObject({ session: z.string(), created: z.boolean(), config: sessionConfigOut });
+export const createSessionResponse = z.strictObject({
+  session: z.string(),
+  created: z.boolean(),
+  config: sessionConfigOut,
+});
 export const sessionSummaryResponse = z.strictObject({
   session: z.string(),
   config: sessionConfigOut.optional(),
   rootConversationId: id,
   lastSeq: seq,
   liveTasks: z.number().int().nonnegative(),
-  title: z.string().nullable().optional().describe("The directory title (null: none); absent before the directory knows the session"),
+  title: z
+    .string()
+    .nullable()
+    .optional()
+    .describe("The directory title (null: none); absent before the directory knows the session"),
   labels: z.array(z.string()).optional(),
 });
 /** One row of the tenant's directory (GET /v1/sessions). */
 export const directoryRow = z.strictObject({
   session: z.string(),
-  owner: z.string().optional().describe("The end user who created it with a user token (docs/users.md); absent: the tenant's"),
+  owner: z
+    .string()
+    .optional()
+    .describe("The end user who created it with a user token (docs/users.md); absent: the tenant's"),
   title: z.string().optional(),
   labels: z.array(z.string()),
   createdAt: z.number().int(),
   lastActivityAt: z.number().int(),
   liveTasks: z.number().int().nonnegative(),
 });
-export const sessionsPage = z.strictObject({ items: z.array(directoryRow), cursor: z.string().optional().describe("Pass as ?cursor= for the next page; absent on the last") });
-export const sessionMetaResponse = z.strictObject({ session: z.string(), title: z.string().nullable(), labels: z.array(z.string()) });
-export const toolResultRecorded = z.strictObject({ taskId: id, recordedAt: z.number().describe("When the result was recorded (ms since the epoch)") });
+export const sessionsPage = z.strictObject({
+  items: z.array(directoryRow),
+  cursor: z.string().optional().describe("Pass as ?cursor= for the next page; absent on the last"),
+});
+export const sessionMetaResponse = z.strictObject({
+  session: z.string(),
+  title: z.string().nullable(),
+  labels: z.array(z.string()),
+});
+export const toolResultRecorded = z.strictObject({
+  taskId: id,
+  recordedAt: z.number().describe("When the result was recorded (ms since the epoch)"),
+});
 export const deletedResponse = z.strictObject({ deleted: z.literal(true) });
 export const acceptResponse = z.strictObject({
   inputId: id,
@@ -292,17 +339,26 @@ export const queuedInputOut = z.discriminatedUnion("mode", [
 ]);
 export const snapshotResponse = z.strictObject({
   conversation: conversationOut,
-  owner: z.strictObject({ taskId: id, conversationId: id }).nullable().describe("The task that created this conversation (a subagent's tool call) and its conversation"),
-  children: z.array(id).describe("Conversations created by this conversation's tasks (subagents), oldest first; at most 1,000"),
+  owner: z
+    .strictObject({ taskId: id, conversationId: id })
+    .nullable()
+    .describe("The task that created this conversation (a subagent's tool call) and its conversation"),
+  children: z
+    .array(id)
+    .describe("Conversations created by this conversation's tasks (subagents), oldest first; at most 1,000"),
   config: configValuesOut,
   tasks: z.array(taskOut),
-  inbox: z.array(z.strictObject({ id, value: queuedInputOut, waiting: z.boolean() })).describe("Queued inputs; waiting: no live turn will place it (POST .../continue does)"),
+  inbox: z
+    .array(z.strictObject({ id, value: queuedInputOut, waiting: z.boolean() }))
+    .describe("Queued inputs; waiting: no live turn will place it (POST .../continue does)"),
   readAt: seq,
 });
 export const entriesResponse = pageOf(entryOut);
 export const abortedResponse = z.strictObject({ aborted: z.literal(true) });
 export const conversationDeletedResponse = z.strictObject({
-  deleted: z.array(z.number().int().positive()).describe("The deleted conversations: this one first, then every conversation it owned, down the tree"),
+  deleted: z
+    .array(z.number().int().positive())
+    .describe("The deleted conversations: this one first, then every conversation it owned, down the tree"),
 });
 export const forkResponse = z.strictObject({ conversationId: id, conversation: conversationOut });
 export const continueResponse = z.strictObject({ inputs: z.array(id), generation: id });
@@ -326,7 +382,14 @@ export const providerUsageOut = z.strictObject({
   cacheWrite1h: z.number().optional(),
   reasoning: z.number().optional(),
   totalTokens: z.number(),
-  cost: z.strictObject({ input: z.number(), output: z.number(), cacheRead: z.number(), cacheWrite: z.number(), total: z.number(), totalFromProvider: z.boolean().optional() }),
+  cost: z.strictObject({
+    input: z.number(),
+    output: z.number(),
+    cacheRead: z.number(),
+    cacheWrite: z.number(),
+    total: z.number(),
+    totalFromProvider: z.boolean().optional(),
+  }),
 });
 export const usageRowOut = z.strictObject({
   conversationId: id,
@@ -335,7 +398,10 @@ export const usageRowOut = z.strictObject({
   model: z.string(),
   usage: providerUsageOut.nullable().describe("null: the provider reported nothing (unknown cost, not zero)"),
 });
-export const usageResponse = z.strictObject({ totals: usageTotalsOut.optional(), rows: pageOf(elementOf(usageRowOut)) });
+export const usageResponse = z.strictObject({
+  totals: usageTotalsOut.optional(),
+  rows: pageOf(elementOf(usageRowOut)),
+});
 export const tasksResponse = pageOf(taskOut);
 export const releasedResponse = z.strictObject({ released: z.literal(true) });
 export const faultRecordOut = z.strictObject({
@@ -359,7 +425,11 @@ export const inspectResponse = z.strictObject({
   nextWake: z.number().optional(),
 });
 export const shutdownResponse = z.strictObject({ shutdown: z.literal(true) });
-export const watchTokenResponse = z.strictObject({ token: z.string(), expiresAt: z.string(), expiresIn: z.number().int() });
+export const watchTokenResponse = z.strictObject({
+  token: z.string(),
+  expiresAt: z.string(),
+  expiresIn: z.number().int(),
+});
 /** `POST /v1/tokens`: a `user` token (docs/users.md) and when it expires (ISO 8601). */
 export const mintedTokenResponse = z.strictObject({ token: z.string(), expiresAt: z.string() });
 export const clearFaultResponse = z.strictObject({ cleared: z.boolean() });
@@ -375,7 +445,11 @@ export const modelListingOut = z.strictObject({
   contextWindow: z.number(),
   maxTokens: z.number(),
 });
-export const modelsResponse = z.strictObject({ defaultModel: z.string(), providers: z.array(z.string()), models: z.array(modelListingOut) });
+export const modelsResponse = z.strictObject({
+  defaultModel: z.string(),
+  providers: z.array(z.string()),
+  models: z.array(modelListingOut),
+});
 
 /** A schedule as the API shows it (§8.6; docs/jobs.md "Schedules"). */
 export const scheduleViewOut = z.strictObject({
@@ -412,7 +486,9 @@ export const hookFileOut = z.strictObject({
   last_activity: z.string(),
 });
 /** A hook read: the file and, when the witness nudged the agent for its current bead, that record. */
-export const hookReadOut = hookFileOut.extend({ nudges: z.strictObject({ count: z.number().int().positive(), lastAt: z.string() }).optional() });
+export const hookReadOut = hookFileOut.extend({
+  nudges: z.strictObject({ count: z.number().int().positive(), lastAt: z.string() }).optional(),
+});
 export const agentRecordOut = z.strictObject({
   agent_id: z.string(),
   role: z.enum(["polecat", "refinery", "crew"]),
@@ -442,10 +518,19 @@ export const mailMessageOut = z.strictObject({
   timestamp: z.string(),
   durable: z.literal(true),
 });
-export const mailViewOut = mailMessageOut.extend({ ack: z.strictObject({ by: z.string(), at: z.string() }).optional() });
+export const mailViewOut = mailMessageOut.extend({
+  ack: z.strictObject({ by: z.string(), at: z.string() }).optional(),
+});
 /** A mailbox page: its messages in order, and `next` (the cursor for `?after=`) while more remain. */
 export const mailboxResponse = z.strictObject({ messages: z.array(mailViewOut), next: id.optional() });
-export const nudgeOut = z.strictObject({ from: z.string(), to: z.string(), channel: z.literal("nudge"), payload: z.string(), timestamp: z.string(), durable: z.literal(false) });
+export const nudgeOut = z.strictObject({
+  from: z.string(),
+  to: z.string(),
+  channel: z.literal("nudge"),
+  payload: z.string(),
+  timestamp: z.string(),
+  durable: z.literal(false),
+});
 export const nudgesResponse = z.strictObject({ nudges: z.array(nudgeOut) });
 export const rigSettingsOut = z.strictObject({
   patrolIntervalMs: z.number().int(),
@@ -462,7 +547,14 @@ export const rigHealthOut = z.strictObject({
   stalledAgents: z.number().int(),
   idleAgents: z.number().int(),
   terminatedAgents: z.number().int(),
-  stalledDetails: z.array(z.strictObject({ agentId: z.string(), beadId: z.string(), stalledMinutes: z.number(), nudgesSent: z.number().int() })),
+  stalledDetails: z.array(
+    z.strictObject({
+      agentId: z.string(),
+      beadId: z.string(),
+      stalledMinutes: z.number(),
+      nudgesSent: z.number().int(),
+    }),
+  ),
   pendingAgents: z.number().int(),
   notStartedAgents: z.array(z.strictObject({ agentId: z.string(), beadId: z.string(), pendingMinutes: z.number() })),
 });
@@ -475,11 +567,20 @@ export const inboundOut = z.strictObject({
   conversationId: id,
   mode: z.enum(["followUp", "steer", "nextRun"]),
   template: z.string().optional(),
-  secret: z.string().optional().describe("A standard endpoint's generated whsec_ secret: answered once, when it is generated"),
+  secret: z
+    .string()
+    .optional()
+    .describe("A standard endpoint's generated whsec_ secret: answered once, when it is generated"),
 });
 export const inboundListResponse = z.strictObject({ items: z.array(inboundOut) });
-/** A delivery: the input it queued (`duplicate`: a redelivery, the first acceptance), or the platform's handshake answer. */
-export const inboundDeliveryResponse = z.union([z.strictObject({ inputId: id, duplicate: z.boolean() }), z.record(z.string(), jsonValue)]);
+/**
+ * A delivery: the input it queued (`duplicate`: a redelivery, the first acceptance), or the platform's handshake
+ * answer.
+ */
+export const inboundDeliveryResponse = z.union([
+  z.strictObject({ inputId: id, duplicate: z.boolean() }),
+  z.record(z.string(), jsonValue),
+]);
 
 // Types of the bodies that have no interface above: inferred from their schemas.
 export type SessionSummaryResponse = z.infer<typeof sessionSummaryResponse>;

@@ -8,7 +8,10 @@ import { acceptQuery, cursorQuery } from "./schemas.js";
 
 export const agentId = z
   .string()
-  .regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "an agent id is 1-64 characters of a-z 0-9 and -, starting with a letter or digit")
+  .regex(
+    /^[a-z0-9][a-z0-9-]{0,63}$/,
+    "an agent id is 1-64 characters of a-z 0-9 and -, starting with a letter or digit",
+  )
   .refine((id) => !RESERVED_NAMES.includes(id), `${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`);
 
 export const registerBody = z.strictObject({
@@ -22,20 +25,37 @@ export const setHookBody = z.strictObject({
 });
 
 /** The assignment the agent works on (its hook's Hook-Attempt): required, so a stale worker is always refused. */
-const attempt = z.number({ error: (issue) => (issue.input === undefined ? "attempt is required: the Hook-Attempt of the assignment this transition is for" : "attempt is a positive integer") }).int().positive();
+const attempt = z
+  .number({
+    error: (issue) =>
+      issue.input === undefined
+        ? "attempt is required: the Hook-Attempt of the assignment this transition is for"
+        : "attempt is a positive integer",
+  })
+  .int()
+  .positive();
 export const attemptBody = z.strictObject({ attempt });
 export const completeBody = z.strictObject({ attempt, summary: z.string().max(100_000).optional() });
 
-const payloadValue: z.ZodType<unknown> = z.lazy(() => z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(payloadValue), z.record(z.string(), payloadValue)]));
+const payloadValue: z.ZodType<unknown> = z.lazy(() =>
+  z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(payloadValue), z.record(z.string(), payloadValue)]),
+);
 export const mailBody = z.strictObject({
   to: z
     .string()
     .regex(/^(mayor|witness|[a-z0-9][a-z0-9-]{0,63})$/, "to is an agent id, mayor or witness")
-    .refine((to) => to !== "operator", "to is an agent id, mayor or witness (operator is a reserved name with no mailbox)"),
+    .refine(
+      (to) => to !== "operator",
+      "to is an agent id, mayor or witness (operator is a reserved name with no mailbox)",
+    ),
   payload: z.union([z.string().min(1).max(100_000), z.record(z.string(), payloadValue)]),
 });
 
-const setting = z.number().int().min(MIN_SETTING_MS, `at least ${MIN_SETTING_MS} ms`).max(7 * 24 * 3_600_000);
+const setting = z
+  .number()
+  .int()
+  .min(MIN_SETTING_MS, `at least ${MIN_SETTING_MS} ms`)
+  .max(7 * 24 * 3_600_000);
 export const witnessPatch = z
   .strictObject({
     patrolIntervalMs: setting.optional(),
@@ -51,4 +71,3 @@ export const mailQuery = cursorQuery;
 
 /** `?wait=SECONDS` (<= 60) long-polls: the same parameter as an accept's wait. */
 export const waitQuery = acceptQuery;
-

@@ -19,8 +19,12 @@ const ID = /^[1-9][0-9]{0,15}$/;
 /** Visible ASCII: request keys are opaque, but must survive a header and a URL path. */
 const KEY = /^[\x21-\x7e]{1,200}$/;
 
-export const tenantName = z.string().regex(NAME, "a tenant is 1-128 characters of A-Z a-z 0-9 _ . - starting with a letter or digit");
-export const sessionName = z.string().regex(NAME, "a session name is 1-128 characters of A-Z a-z 0-9 _ . - starting with a letter or digit");
+export const tenantName = z
+  .string()
+  .regex(NAME, "a tenant is 1-128 characters of A-Z a-z 0-9 _ . - starting with a letter or digit");
+export const sessionName = z
+  .string()
+  .regex(NAME, "a session name is 1-128 characters of A-Z a-z 0-9 _ . - starting with a letter or digit");
 
 /** A positive integer id (entry, task, input, conversation). */
 export const idString = z
@@ -66,10 +70,22 @@ const generationConfigBody = z.strictObject({
 
 /** A session's directory title and labels (not part of its config: a second PUT does not compare them). */
 const title = (): z.ZodString => z.string().min(1).max(200);
-const labels = (): z.ZodArray<z.ZodString> => z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$/, "a label is 1-64 characters of A-Z a-z 0-9 _ . : / - starting with a letter or digit")).max(20);
+const labels = (): z.ZodArray<z.ZodString> =>
+  z
+    .array(
+      z
+        .string()
+        .regex(
+          /^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$/,
+          "a label is 1-64 characters of A-Z a-z 0-9 _ . : / - starting with a letter or digit",
+        ),
+    )
+    .max(20);
 
 /** A session template's name (docs/users.md "Templates"). */
-export const templateName = z.string().regex(/^[a-zA-Z0-9-]{1,32}$/, "a template name is 1-32 characters of A-Z a-z 0-9 -");
+export const templateName = z
+  .string()
+  .regex(/^[a-zA-Z0-9-]{1,32}$/, "a template name is 1-32 characters of A-Z a-z 0-9 -");
 
 /** The fields a session PUT sets: what a template (src/api/templates.ts) holds and marks user-settable. */
 export const sessionFields = generationConfigBody.extend({
@@ -81,8 +97,10 @@ export const sessionFields = generationConfigBody.extend({
 });
 
 /**
- * PUT session: the root's generation config plus session-wide policy (`onInterrupt`: what a restart does to a generation), and the directory's title and labels;
- * `template` starts from a session template's values (required for user tokens, which may set only the fields it marks user-settable).
+ * PUT session: the root's generation config plus session-wide policy (`onInterrupt`: what a restart does to a
+ * generation), and the directory's title and labels;
+ * `template` starts from a session template's values (required for user tokens, which may set only the fields it marks
+ * user-settable).
  */
 export const sessionConfig = sessionFields.extend({ template: templateName.optional() });
 
@@ -95,13 +113,24 @@ export type SessionPatch = z.input<typeof sessionPatch>;
 
 /** GET /v1/sessions: the tenant's directory, newest activity first. */
 export const sessionsQuery = z.strictObject({
-  limit: z.string().regex(/^[1-9][0-9]{0,2}$/, "limit is 1-200").transform(Number).refine((n) => n <= 200, "limit is 1-200").optional(),
-  cursor: z.string().regex(/^[A-Za-z0-9_-]{1,400}$/, "a cursor is what a previous page returned").optional(),
+  limit: z
+    .string()
+    .regex(/^[1-9][0-9]{0,2}$/, "limit is 1-200")
+    .transform(Number)
+    .refine((n) => n <= 200, "limit is 1-200")
+    .optional(),
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,400}$/, "a cursor is what a previous page returned")
+    .optional(),
   q: z.string().min(1).max(200).optional(),
 });
 export type SessionConfigBody = z.infer<typeof sessionConfig>;
 
-export const configPatch = generationConfigBody.refine((body) => Object.keys(body).length > 0, "a config patch sets at least one field");
+export const configPatch = generationConfigBody.refine(
+  (body) => Object.keys(body).length > 0,
+  "a config patch sets at least one field",
+);
 
 export const acceptBody = z
   .strictObject({
@@ -110,7 +139,10 @@ export const acceptBody = z
     mode: z.enum(["steer", "followUp", "nextRun"]).optional(),
     whenBusy: z.enum(["followUp", "steer", "reject"]).optional(),
   })
-  .refine((body) => body.mode === undefined || body.whenBusy === undefined, { message: "whenBusy applies to accept only; a queued input (mode) has no whenBusy", path: ["whenBusy"] });
+  .refine((body) => body.mode === undefined || body.whenBusy === undefined, {
+    message: "whenBusy applies to accept only; a queued input (mode) has no whenBusy",
+    path: ["whenBusy"],
+  });
 export type AcceptBody = z.infer<typeof acceptBody>;
 
 export const webhookBody = z.strictObject({
@@ -210,7 +242,9 @@ export const USER_TOKEN_MAX_SECONDS = 3_600;
 export const MAX_USER_GRANTS = 20;
 
 /** A session grant of a `user` token: `prefix-*` reaches every session whose name starts with `prefix-`. */
-export const sessionPattern = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,126}\*$/, "a session pattern is a name prefix followed by *");
+export const sessionPattern = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,126}\*$/, "a session pattern is a name prefix followed by *");
 
 /**
  * What a watch token opens: one session's watch, or one conversation's. The conversation is its id,
@@ -234,7 +268,10 @@ export const claims = z.looseObject({
    * in its rig, not in every rig of the tenant with an agent of its name); a token carrying it is
    * refused (401) on any other session's routes.
    */
-  sessions: z.array(z.union([sessionName, sessionPattern])).max(100).optional(),
+  sessions: z
+    .array(z.union([sessionName, sessionPattern]))
+    .max(100)
+    .optional(),
   /** The end user a `user` token acts for (required on user tokens): sessions it creates are owned by it. */
   sub: z.string().min(1).max(128).optional(),
   /** A `user` token's actions (absent: all); see `userActions`. */
@@ -257,11 +294,13 @@ export type Claims = z.infer<typeof claims>;
 export const mintTokenBody = z.strictObject({
   sub: z.string().min(1).max(128),
   act: z.array(z.enum(userActions)).min(1).max(userActions.length).optional(),
-  sessions: z.array(z.union([sessionName, sessionPattern])).max(MAX_USER_GRANTS).optional(),
+  sessions: z
+    .array(z.union([sessionName, sessionPattern]))
+    .max(MAX_USER_GRANTS)
+    .optional(),
   ttlSeconds: z.number().int().min(1).max(USER_TOKEN_MAX_SECONDS).optional(),
 });
 export type MintTokenBody = z.input<typeof mintTokenBody>;
-
 
 // ---------------------------------------------------------------------------------------------
 // Schedules (§8.6)
@@ -274,17 +313,36 @@ export const scheduleBody = z
     /** The conversation each occurrence's input goes to: an id or "root" (default). */
     conversation: z.union([z.literal("root"), z.number().int().positive()]).optional(),
     input: z.string().min(1, "input must not be empty").max(100_000),
-    every: z.number().int().min(1000, "every is at least 1,000 ms").max(366 * 24 * 3600_000).optional(),
+    every: z
+      .number()
+      .int()
+      .min(1000, "every is at least 1,000 ms")
+      .max(366 * 24 * 3600_000)
+      .optional(),
     cron: z.string().min(1).max(200).optional(),
     timezone: z.string().min(1).max(100).optional(),
-    /** First occurrence (epoch ms or an ISO 8601 time), at most ten years ahead; default: one interval from now, or cron's next time. */
-    startAt: z.union([z.number().int().min(0).max(MAX_TIME_MS), z.iso.datetime({ offset: true }).transform((s) => Date.parse(s))]).optional(),
+    /**
+     * First occurrence (epoch ms or an ISO 8601 time), at most ten years ahead; default: one interval from now, or
+     * cron's next time.
+     */
+    startAt: z
+      .union([
+        z.number().int().min(0).max(MAX_TIME_MS),
+        z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
+      ])
+      .optional(),
     mode: z.enum(["followUp", "steer", "nextRun"]).optional(),
     /** After downtime: "one" run for all the missed occurrences (default), or "none" (skip the gap). */
     catchUp: z.enum(["one", "none"]).optional(),
   })
-  .refine((b) => (b.every === undefined) !== (b.cron === undefined), { message: "a schedule has exactly one of every and cron", path: ["every"] })
-  .refine((b) => b.timezone === undefined || b.cron !== undefined, { message: "timezone applies to cron schedules only", path: ["timezone"] });
+  .refine((b) => (b.every === undefined) !== (b.cron === undefined), {
+    message: "a schedule has exactly one of every and cron",
+    path: ["every"],
+  })
+  .refine((b) => b.timezone === undefined || b.cron !== undefined, {
+    message: "timezone applies to cron schedules only",
+    path: ["timezone"],
+  });
 export type ScheduleBody = z.infer<typeof scheduleBody>;
 
 /**
@@ -298,13 +356,27 @@ export const schedulePatch = z
     input: z.string().min(1, "input must not be empty").max(100_000).optional(),
     mode: z.enum(["followUp", "steer", "nextRun"]).optional(),
     catchUp: z.enum(["one", "none"]).optional(),
-    every: z.number().int().min(1000, "every is at least 1,000 ms").max(366 * 24 * 3600_000).optional(),
+    every: z
+      .number()
+      .int()
+      .min(1000, "every is at least 1,000 ms")
+      .max(366 * 24 * 3600_000)
+      .optional(),
     cron: z.string().min(1).max(200).optional(),
     timezone: z.string().min(1).max(100).nullable().optional(),
   })
-  .refine((b) => Object.keys(b).length > 0, { message: "nothing to change: give paused or a field to edit", path: ["paused"] })
-  .refine((b) => b.every === undefined || b.cron === undefined, { message: "a schedule has exactly one of every and cron", path: ["every"] })
-  .refine((b) => b.every === undefined || b.timezone === undefined || b.timezone === null, { message: "timezone applies to cron schedules only", path: ["timezone"] });
+  .refine((b) => Object.keys(b).length > 0, {
+    message: "nothing to change: give paused or a field to edit",
+    path: ["paused"],
+  })
+  .refine((b) => b.every === undefined || b.cron === undefined, {
+    message: "a schedule has exactly one of every and cron",
+    path: ["every"],
+  })
+  .refine((b) => b.every === undefined || b.timezone === undefined || b.timezone === null, {
+    message: "timezone applies to cron schedules only",
+    path: ["timezone"],
+  });
 export type SchedulePatchBody = z.infer<typeof schedulePatch>;
 
 export const schedulesQuery = z.strictObject({

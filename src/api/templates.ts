@@ -11,7 +11,16 @@ import { sessionFields, templateName } from "./schemas.js";
 export { templateName };
 
 /** The fields a template holds, each of which it may mark user-settable. */
-export const TEMPLATE_FIELDS = ["model", "thinking", "selectedTools", "profile", "budgetMs", "onInterrupt", "title", "labels"] as const;
+export const TEMPLATE_FIELDS = [
+  "model",
+  "thinking",
+  "selectedTools",
+  "profile",
+  "budgetMs",
+  "onInterrupt",
+  "title",
+  "labels",
+] as const;
 export type TemplateField = (typeof TEMPLATE_FIELDS)[number];
 
 const fieldName = z.enum(TEMPLATE_FIELDS, { error: `a user-settable field is one of ${TEMPLATE_FIELDS.join(", ")}` });
@@ -27,7 +36,9 @@ export const templateBody = sessionFields.extend({
 export type TemplateBody = z.infer<typeof templateBody>;
 
 /** What a template stores: its fields with `userSettable` filled in. */
-export type TemplateDefinition = Omit<TemplateBody, "userSettable"> & { readonly userSettable: readonly TemplateField[] };
+export type TemplateDefinition = Omit<TemplateBody, "userSettable"> & {
+  readonly userSettable: readonly TemplateField[];
+};
 
 export const templateRecordOut = templateBody.extend({
   name: z.string(),
@@ -48,6 +59,10 @@ export const revokeResponse = z.strictObject({
   sub: z.string(),
   revokedAt: z.number().int().describe("Unix seconds: this user's tokens with an earlier iat (or none) are refused"),
   sessions: z.number().int().describe("Sessions with this user's open watches that were told to close them"),
-  unreached: z.array(z.string()).describe("Sessions that could not be reached (their watches still close at their token's expiry); revoke again to retry"),
+  unreached: z
+    .array(z.string())
+    .describe(
+      "Sessions that could not be reached (their watches still close at their token's expiry); revoke again to retry",
+    ),
 });
 export type RevokeResponse = z.infer<typeof revokeResponse>;

@@ -64,9 +64,14 @@ const parameters = z
 
 /** `PUT /v1/tools/{tool}`: a tool's definition; absent fields get their defaults (docs/tools.md). */
 export const toolDefinitionBody = z.strictObject({
-  description: z.string({ error: "description is a string" }).min(1, "description must not be empty").max(TOOL_LIMITS.descriptionChars, `description is at most ${TOOL_LIMITS.descriptionChars} characters`),
+  description: z
+    .string({ error: "description is a string" })
+    .min(1, "description must not be empty")
+    .max(TOOL_LIMITS.descriptionChars, `description is at most ${TOOL_LIMITS.descriptionChars} characters`),
   parameters,
-  handler: z.discriminatedUnion("type", [httpHandler, clientHandler], { error: 'handler is { "type": "http", "url", ... } or { "type": "client", ... }' }),
+  handler: z.discriminatedUnion("type", [httpHandler, clientHandler], {
+    error: 'handler is { "type": "http", "url", ... } or { "type": "client", ... }',
+  }),
   approval: z.enum(["never", "always"], { error: 'approval is "never" or "always"' }).optional(),
   approvalTimeoutMs: ms(TOOL_LIMITS.approvalTimeoutMs, "approvalTimeoutMs").optional(),
   onTimeout: z.enum(["deny", "allow"], { error: 'onTimeout is "deny" or "allow"' }).optional(),
@@ -77,7 +82,12 @@ export type ToolDefinitionBody = z.input<typeof toolDefinitionBody>;
 export function withToolDefaults(body: z.output<typeof toolDefinitionBody>): ToolDefinition {
   const handler: ToolDefinition["handler"] =
     body.handler.type === "http"
-      ? { type: "http", url: body.handler.url, timeoutMs: body.handler.timeoutMs ?? TOOL_LIMITS.httpTimeoutMs.default, idempotent: body.handler.idempotent ?? false }
+      ? {
+          type: "http",
+          url: body.handler.url,
+          timeoutMs: body.handler.timeoutMs ?? TOOL_LIMITS.httpTimeoutMs.default,
+          idempotent: body.handler.idempotent ?? false,
+        }
       : { type: "client", timeoutMs: body.handler.timeoutMs ?? TOOL_LIMITS.clientTimeoutMs.default };
   return {
     description: body.description,
@@ -107,13 +117,20 @@ const toolDefinitionOut = z.strictObject({
 /** A live tool: its definition with every default filled in, and its version (also its ETag). */
 export const toolRecordOut = z.strictObject({
   name: z.string(),
-  version: z.number().int().describe("The catalog version of the tool's last change; the ETag is this number in quotes"),
+  version: z
+    .number()
+    .int()
+    .describe("The catalog version of the tool's last change; the ETag is this number in quotes"),
   updatedAt: z.number().int().describe("Epoch ms of the last change"),
   deleted: z.literal(false),
   definition: toolDefinitionOut,
 });
 export const toolsListResponse = z.strictObject({ items: z.array(toolRecordOut) });
-export const toolDeletedResponse = z.strictObject({ name: z.string(), deleted: z.literal(true), version: z.number().int() });
+export const toolDeletedResponse = z.strictObject({
+  name: z.string(),
+  deleted: z.literal(true),
+  version: z.number().int(),
+});
 
 export type ToolRecordResponse = z.infer<typeof toolRecordOut>;
 export type ToolsListResponse = z.infer<typeof toolsListResponse>;

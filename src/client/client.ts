@@ -41,7 +41,14 @@ import type { scheduleBody, SessionConfigBody, SessionPatch } from "../api/schem
 import type { Id, Page, Task } from "../storage/records.js";
 import { ConversationClient, CONVERSATION_CLIENT_OPERATIONS } from "./conversation.js";
 import { InboundClient } from "./inbound.js";
-import { answerPending, listPending, PENDING_CLIENT_OPERATIONS, type PendingAnswerBody, type PendingAnsweredResponse, type PendingListResponse } from "./pending.js";
+import {
+  answerPending,
+  listPending,
+  PENDING_CLIENT_OPERATIONS,
+  type PendingAnswerBody,
+  type PendingAnsweredResponse,
+  type PendingListResponse,
+} from "./pending.js";
 import { RigClient, RIG_CLIENT_OPERATIONS } from "./rig.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
@@ -74,10 +81,14 @@ export class PicoClient {
   }
 
   /** The tenant's tool catalog (operator; src/client/tools.ts). */
-  tools(): ToolsClient { return new ToolsClient(this); }
+  tools(): ToolsClient {
+    return new ToolsClient(this);
+  }
 
   /** Session templates and user revocation (operator; src/client/users.ts). */
-  users(): UsersClient { return new UsersClient(this); }
+  users(): UsersClient {
+    return new UsersClient(this);
+  }
 
   /** The models this deployment can use (what a session config's `model` may name) and the default. */
   async models(): Promise<ModelsResponse> {
@@ -85,7 +96,11 @@ export class PicoClient {
   }
 
   /** A raw request; JSON in and out; problem+json answers throw PicoApiError. */
-  async request<T>(method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
+  async request<T>(
+    method: string,
+    path: string,
+    options: { body?: unknown; headers?: Record<string, string> } = {},
+  ): Promise<{ status: number; body: T; headers: Headers }> {
     const response = await this.send(method, path, options);
     const text = await response.text();
     const parsed: unknown = text === "" ? undefined : JSON.parse(text);
@@ -94,7 +109,11 @@ export class PicoClient {
   }
 
   /** A raw request; `bearer: false` sends no Authorization header (a URL that carries a watch token). */
-  send(method: string, path: string, options: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; bearer?: boolean } = {}): Promise<Response> {
+  send(
+    method: string,
+    path: string,
+    options: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; bearer?: boolean } = {},
+  ): Promise<Response> {
     const headers = new Headers(options.headers);
     if (options.bearer !== false) headers.set("authorization", `Bearer ${this.#options.token}`);
     if (options.body !== undefined) headers.set("content-type", "application/json");
@@ -141,9 +160,16 @@ export class SessionClient {
   conversation(ref: "root" | Id): ConversationClient {
     return new ConversationClient(this.#client, `${this.path}/conversations/${ref}`);
   }
-  /** What waits for an answer (approvals, client tools), here or in `conversation(c).pending()`; `answer` answers one once (src/client/pending.ts). */
-  pending(): Promise<PendingListResponse> { return listPending(this.#client, this.path); }
-  answer(id: string, body: PendingAnswerBody): Promise<PendingAnsweredResponse> { return answerPending(this.#client, this.path, id, body); }
+  /**
+   * What waits for an answer (approvals, client tools), here or in `conversation(c).pending()`; `answer` answers one
+   * once (src/client/pending.ts).
+   */
+  pending(): Promise<PendingListResponse> {
+    return listPending(this.#client, this.path);
+  }
+  answer(id: string, body: PendingAnswerBody): Promise<PendingAnsweredResponse> {
+    return answerPending(this.#client, this.path, id, body);
+  }
 
   async input(inputId: Id): Promise<InputResponse> {
     return (await this.#client.request<InputResponse>("GET", `${this.path}/inputs/${inputId}`)).body;
@@ -154,7 +180,12 @@ export class SessionClient {
   }
 
   async acceptance(requestKey: string): Promise<AcceptanceResponse> {
-    return (await this.#client.request<AcceptanceResponse>("GET", `${this.path}/acceptances/${encodeURIComponent(requestKey)}`)).body;
+    return (
+      await this.#client.request<AcceptanceResponse>(
+        "GET",
+        `${this.path}/acceptances/${encodeURIComponent(requestKey)}`,
+      )
+    ).body;
   }
 
   async usage(query: { after?: Id; limit?: number } = {}): Promise<UsageReport> {
@@ -162,7 +193,9 @@ export class SessionClient {
   }
 
   /** Tasks (operator): `live` only, one `conversation`'s, paged with `after`. */
-  async tasks(query: { live?: boolean; conversation?: "root" | Id; after?: Id; limit?: number } = {}): Promise<Page<Task>> {
+  async tasks(
+    query: { live?: boolean; conversation?: "root" | Id; after?: Id; limit?: number } = {},
+  ): Promise<Page<Task>> {
     return (await this.#client.request<Page<Task>>("GET", `${this.path}/tasks${queryString(query)}`)).body;
   }
 
@@ -188,7 +221,8 @@ export class SessionClient {
 
   /** A recurring input (§8.6): `every` ms or `cron` (with `timezone`); answers the schedule. */
   async createSchedule(schedule: ScheduleRequestBody): Promise<ScheduleViewResponse> {
-    return (await this.#client.request<ScheduleViewResponse>("POST", `${this.path}/schedules`, { body: schedule })).body;
+    return (await this.#client.request<ScheduleViewResponse>("POST", `${this.path}/schedules`, { body: schedule }))
+      .body;
   }
 
   /** Live schedules (`all: true` includes ended ones), paged with `after`. */
@@ -202,7 +236,9 @@ export class SessionClient {
 
   /** Pause (`paused: true`) or resume a schedule. */
   async patchSchedule(scheduleId: Id, patch: { paused: boolean }): Promise<ScheduleViewResponse> {
-    return (await this.#client.request<ScheduleViewResponse>("PATCH", `${this.path}/schedules/${scheduleId}`, { body: patch })).body;
+    return (
+      await this.#client.request<ScheduleViewResponse>("PATCH", `${this.path}/schedules/${scheduleId}`, { body: patch })
+    ).body;
   }
 
   /** End a schedule; answers it as ended. */
@@ -227,7 +263,11 @@ export class SessionClient {
 
   /** A watch token for the session watch (what `?access_token=` takes: EventSource, WebSocket). */
   async watchToken(ttlSeconds?: number): Promise<WatchTokenResponse> {
-    return (await this.#client.request<WatchTokenResponse>("POST", `${this.path}/watch-token`, { body: ttlSeconds === undefined ? {} : { ttlSeconds } })).body;
+    return (
+      await this.#client.request<WatchTokenResponse>("POST", `${this.path}/watch-token`, {
+        body: ttlSeconds === undefined ? {} : { ttlSeconds },
+      })
+    ).body;
   }
 
   /** Watch the session view (conversations, session values, usage, reports). */
@@ -236,16 +276,25 @@ export class SessionClient {
   }
 }
 
-/** `POST .../schedules`: `every` (ms) or `cron` (with `timezone`); `startAt` epoch ms or ISO 8601; `catchUp` "one" (default) or "none". */
+/**
+ * `POST .../schedules`: `every` (ms) or `cron` (with `timezone`); `startAt` epoch ms or ISO 8601; `catchUp` "one"
+ * (default) or "none".
+ */
 export type ScheduleRequestBody = z.input<typeof scheduleBody>;
 
-/** Operations of the API (`API_ROUTES` in src/api/openapi.ts) without a client method, and why; a test checks every other has one (`CLIENT_OPERATIONS`). */
+/**
+ * Operations of the API (`API_ROUTES` in src/api/openapi.ts) without a client method, and why; a test checks every
+ * other has one (`CLIENT_OPERATIONS`).
+ */
 export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
   health: "a liveness probe for load balancers and uptime checks: no token, plain text, not an API call",
   openapi: "the API's own description, read by tools (code generators, validators), not by an application",
-  webhook: "sent by a webhook provider and authenticated by a Standard Webhooks signature with the endpoint's secret, never a bearer token; a client holding that secret would be impersonating the provider",
-  inboundDelivery: "sent by an integration (GitHub, Slack, Stripe, a Standard Webhooks sender) and authenticated by its signature with the endpoint's secret, never a bearer token",
-  toolResult: "sent by an HTTP tool's endpoint and authenticated by a Standard Webhooks signature with the tool's secret, never a bearer token",
+  webhook:
+    "sent by a webhook provider and authenticated by a Standard Webhooks signature with the endpoint's secret, never a bearer token; a client holding that secret would be impersonating the provider",
+  inboundDelivery:
+    "sent by an integration (GitHub, Slack, Stripe, a Standard Webhooks sender) and authenticated by its signature with the endpoint's secret, never a bearer token",
+  toolResult:
+    "sent by an HTTP tool's endpoint and authenticated by a Standard Webhooks signature with the tool's secret, never a bearer token",
   mcp: "spoken by an MCP client (the MCP SDK's Client over its streamable-HTTP transport, docs/mcp.md), not by this REST client",
 };
 
@@ -280,6 +329,11 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listInbound: "InboundClient.list",
   getInbound: "InboundClient.get",
   deleteInbound: "InboundClient.delete",
-  ...PENDING_CLIENT_OPERATIONS, ...END_USER_CLIENT_OPERATIONS, ...EVENTS_CLIENT_OPERATIONS,
-  ...TOOLS_CLIENT_OPERATIONS, ...LIMITS_CLIENT_OPERATIONS, ...USERS_CLIENT_OPERATIONS, ...ISSUER_CLIENT_OPERATIONS,
+  ...PENDING_CLIENT_OPERATIONS,
+  ...END_USER_CLIENT_OPERATIONS,
+  ...EVENTS_CLIENT_OPERATIONS,
+  ...TOOLS_CLIENT_OPERATIONS,
+  ...LIMITS_CLIENT_OPERATIONS,
+  ...USERS_CLIENT_OPERATIONS,
+  ...ISSUER_CLIENT_OPERATIONS,
 };

@@ -64,13 +64,20 @@ export class ConversationClient {
   }
 
   async accept(input: UserInput, options: AcceptOptions = {}): Promise<AcceptResponse> {
-    const headers: Record<string, string> = options.idempotencyKey === undefined ? {} : { "idempotency-key": options.idempotencyKey };
+    const headers: Record<string, string> =
+      options.idempotencyKey === undefined ? {} : { "idempotency-key": options.idempotencyKey };
     const qs = options.wait === undefined ? "" : `?wait=${options.wait}`;
-    const body = { input, ...(options.mode === undefined ? {} : { mode: options.mode }), ...(options.whenBusy === undefined ? {} : { whenBusy: options.whenBusy }) };
+    const body = {
+      input,
+      ...(options.mode === undefined ? {} : { mode: options.mode }),
+      ...(options.whenBusy === undefined ? {} : { whenBusy: options.whenBusy }),
+    };
     return (await this.#client.request<AcceptResponse>("POST", `${this.path}/inputs${qs}`, { body, headers })).body;
   }
 
-  pending(): Promise<PendingListResponse> { return listPending(this.#client, this.path); }
+  pending(): Promise<PendingListResponse> {
+    return listPending(this.#client, this.path);
+  }
   async snapshot(): Promise<ConversationSnapshot> {
     return (await this.#client.request<ConversationSnapshot>("GET", this.path)).body;
   }
@@ -98,11 +105,19 @@ export class ConversationClient {
   }
 
   async collapse(instructions?: string): Promise<CollapseResponse> {
-    return (await this.#client.request<CollapseResponse>("POST", `${this.path}/collapse`, { body: instructions === undefined ? {} : { instructions } })).body;
+    return (
+      await this.#client.request<CollapseResponse>("POST", `${this.path}/collapse`, {
+        body: instructions === undefined ? {} : { instructions },
+      })
+    ).body;
   }
 
   async reset(handoff?: string): Promise<ResetResponse> {
-    return (await this.#client.request<ResetResponse>("POST", `${this.path}/reset`, { body: handoff === undefined ? {} : { handoff } })).body;
+    return (
+      await this.#client.request<ResetResponse>("POST", `${this.path}/reset`, {
+        body: handoff === undefined ? {} : { handoff },
+      })
+    ).body;
   }
 
   async config(): Promise<ConfigValues> {
@@ -115,7 +130,11 @@ export class ConversationClient {
 
   /** A watch token for this conversation's watch (what `?access_token=` takes: EventSource, WebSocket). */
   async watchToken(ttlSeconds?: number): Promise<WatchTokenResponse> {
-    return (await this.#client.request<WatchTokenResponse>("POST", `${this.path}/watch-token`, { body: ttlSeconds === undefined ? {} : { ttlSeconds } })).body;
+    return (
+      await this.#client.request<WatchTokenResponse>("POST", `${this.path}/watch-token`, {
+        body: ttlSeconds === undefined ? {} : { ttlSeconds },
+      })
+    ).body;
   }
 
   /** The raw SSE frames of one connection (no reconnect, no fold): for tools and tests. */

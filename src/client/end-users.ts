@@ -5,7 +5,8 @@
  *
  * @example
  * // The backend (operator token):
- * const { token, expiresAt } = await new EndUserClient(operator).mintToken({ sub: "user-42", act: ["read", "write", "watch", "create"] });
+ * const { token, expiresAt } = await new EndUserClient(operator).mintToken({ sub: "user-42", act: ["read", "write",
+ * "watch", "create"] });
  * // The browser (that user token), from one of the tenant's templates (PUT /v1/templates/chat):
  * const { session } = await new EndUserClient(new PicoClient({ baseUrl, token })).newSession({ template: "chat" });
  */
@@ -22,7 +23,10 @@ export class EndUserClient {
     this.#client = client;
   }
 
-  /** `POST /v1/sessions`: create a session under a new unguessable name (the answer's `session`); a user token owns it and must name a `template`. */
+  /**
+   * `POST /v1/sessions`: create a session under a new unguessable name (the answer's `session`); a user token owns it
+   * and must name a `template`.
+   */
   async newSession(config: SessionConfigBody = {}): Promise<CreateSessionResponse> {
     return (await this.#client.request<CreateSessionResponse>("POST", "/v1/sessions", { body: config })).body;
   }

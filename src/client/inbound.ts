@@ -6,7 +6,8 @@
  *
  * @example
  * const inbound = client.session("support").inbound();
- * const { url } = await inbound.put("github", { format: "github", secret, template: "{{action}} on {{repository.full_name}}" });
+ * const { url } = await inbound.put("github", { format: "github", secret, template: "{{action}} on
+ * {{repository.full_name}}" });
  */
 import type { InboundBody } from "../api/inbound.js";
 import type { DeletedResponse, InboundListResponse, InboundResponse } from "../api/responses.js";
@@ -28,7 +29,9 @@ export class InboundClient {
 
   /** Create or replace an endpoint; a new standard endpoint's answer carries its secret (the only time it is shown). */
   async put(name: string, config: InboundBody): Promise<InboundResponse> {
-    return (await this.#client.request<InboundResponse>("PUT", `${this.path}/${encodeURIComponent(name)}`, { body: config })).body;
+    return (
+      await this.#client.request<InboundResponse>("PUT", `${this.path}/${encodeURIComponent(name)}`, { body: config })
+    ).body;
   }
 
   async list(): Promise<InboundListResponse> {

@@ -5,13 +5,18 @@
  *
  * @example
  * const issuers = new IssuersClient(client);
- * await issuers.put("auth0", { issuer: "https://example.eu.auth0.com/", jwksUri: "https://example.eu.auth0.com/.well-known/jwks.json", audience: "https://api.example.com" });
+ * await issuers.put("auth0", { issuer: "https://example.eu.auth0.com/", jwksUri:
+ * "https://example.eu.auth0.com/.well-known/jwks.json", audience: "https://api.example.com" });
  */
 import type { IssuerBody, IssuerListResponse, IssuerResponse } from "../api/issuers.js";
 
 /** What the issuers client needs of PicoClient (its `request`), so this file does not import the client's. */
 export interface IssuersRequester {
-  request<T>(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: T }>;
+  request<T>(
+    method: string,
+    path: string,
+    options?: { body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: T }>;
 }
 
 export class IssuersClient {
@@ -34,12 +39,21 @@ export class IssuersClient {
 
   /** Register or replace a provider (a bad field throws 422 `invalid_issuer` naming it). */
   async put(name: string, registration: IssuerBody): Promise<IssuerResponse> {
-    return (await this.#client.request<IssuerResponse>("PUT", `${this.path}/${encodeURIComponent(name)}`, { body: registration })).body;
+    return (
+      await this.#client.request<IssuerResponse>("PUT", `${this.path}/${encodeURIComponent(name)}`, {
+        body: registration,
+      })
+    ).body;
   }
 
   /** Remove a provider: its tokens are refused within a minute (at once by the isolate that served this). */
   async delete(name: string): Promise<{ readonly name: string; readonly deleted: true }> {
-    return (await this.#client.request<{ readonly name: string; readonly deleted: true }>("DELETE", `${this.path}/${encodeURIComponent(name)}`)).body;
+    return (
+      await this.#client.request<{ readonly name: string; readonly deleted: true }>(
+        "DELETE",
+        `${this.path}/${encodeURIComponent(name)}`,
+      )
+    ).body;
   }
 }
 

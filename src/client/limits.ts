@@ -46,12 +46,19 @@ export class LimitsClient {
 
   /** Inputs, tokens and cost by user and day (operator); `sub` for one user. */
   async usage(range: UsageRange & { readonly sub?: string } = {}): Promise<UsageResponse> {
-    return (await this.#client.request<UsageResponse>("GET", `/v1/usage${query({ sub: range.sub, from: range.from, to: range.to })}`)).body;
+    return (
+      await this.#client.request<UsageResponse>(
+        "GET",
+        `/v1/usage${query({ sub: range.sub, from: range.from, to: range.to })}`,
+      )
+    ).body;
   }
 
   /** The token's own user's usage (a user token). */
   async mine(range: UsageRange = {}): Promise<UsageResponse> {
-    return (await this.#client.request<UsageResponse>("GET", `/v1/me/usage${query({ from: range.from, to: range.to })}`)).body;
+    return (
+      await this.#client.request<UsageResponse>("GET", `/v1/me/usage${query({ from: range.from, to: range.to })}`)
+    ).body;
   }
 }
 

@@ -6,10 +6,16 @@
  *
  * @example
  * const servers = new McpServersClient(client);
- * const github = await servers.put("github", { url: "https://mcp.example.com/mcp", headers: { authorization: "Bearer ..." }, allowedTools: ["search_issues"] });
+ * const github = await servers.put("github", { url: "https://mcp.example.com/mcp", headers: { authorization: "Bearer
+ * ..." }, allowedTools: ["search_issues"] });
  * github.tools.filter((tool) => tool.selectableAs !== undefined); // what sessions may select
  */
-import type { McpServerBody, McpServerDeletedResponse, McpServerListResponse, McpServerResponse } from "../api/mcp-servers.js";
+import type {
+  McpServerBody,
+  McpServerDeletedResponse,
+  McpServerListResponse,
+  McpServerResponse,
+} from "../api/mcp-servers.js";
 
 /** Each operation and the client method that calls it (merged into CLIENT_OPERATIONS through src/client/tools.ts). */
 export const MCP_SERVER_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
@@ -22,7 +28,11 @@ export const MCP_SERVER_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
 
 /** What the MCP servers client needs of PicoClient (its `request`), so this file does not import the client's. */
 export interface McpServersRequester {
-  request<T>(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: T }>;
+  request<T>(
+    method: string,
+    path: string,
+    options?: { body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: T }>;
 }
 
 export class McpServersClient {

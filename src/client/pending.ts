@@ -16,7 +16,12 @@
 import type { PendingAnswerBody, PendingAnsweredResponse, PendingListResponse } from "../api/pending.js";
 import type { Requester } from "./inbound.js";
 
-export type { PendingAnswerBody, PendingAnsweredResponse, PendingItemResponse, PendingListResponse } from "../api/pending.js";
+export type {
+  PendingAnswerBody,
+  PendingAnsweredResponse,
+  PendingItemResponse,
+  PendingListResponse,
+} from "../api/pending.js";
 
 /** The items of a session (`path` = `/v1/sessions/{session}`) or of one conversation (its path). */
 export async function listPending(client: Requester, path: string): Promise<PendingListResponse> {
@@ -24,8 +29,14 @@ export async function listPending(client: Requester, path: string): Promise<Pend
 }
 
 /** Answer item `id` of the session at `path`, once. */
-export async function answerPending(client: Requester, path: string, id: string, body: PendingAnswerBody): Promise<PendingAnsweredResponse> {
-  return (await client.request<PendingAnsweredResponse>("POST", `${path}/pending/${encodeURIComponent(id)}`, { body })).body;
+export async function answerPending(
+  client: Requester,
+  path: string,
+  id: string,
+  body: PendingAnswerBody,
+): Promise<PendingAnsweredResponse> {
+  return (await client.request<PendingAnsweredResponse>("POST", `${path}/pending/${encodeURIComponent(id)}`, { body }))
+    .body;
 }
 
 /** The pending routes' client methods (CLIENT_OPERATIONS in client.ts). */

@@ -86,14 +86,24 @@ export class RigClient {
 
   async #hook(method: string, path: string, options: { body?: unknown; ifMatch?: number } = {}): Promise<HookResponse> {
     const headers: Record<string, string> = options.ifMatch === undefined ? {} : { "if-match": `"${options.ifMatch}"` };
-    const response = await this.#client.request<HookFileResponse>(method, path, { headers, ...(options.body === undefined ? {} : { body: options.body }) });
+    const response = await this.#client.request<HookFileResponse>(method, path, {
+      headers,
+      ...(options.body === undefined ? {} : { body: options.body }),
+    });
     const version = Number(/^"(\d+)"$/.exec(response.headers.get("etag") ?? "")?.[1] ?? Number.NaN);
     return { hook: response.body, version, attempt: Number(response.headers.get("hook-attempt") ?? Number.NaN) };
   }
 
-  /** Register an agent (mayor, operator): `conversation: "new"` makes it a conversation agent. 201 created, 200 the same again. */
+  /**
+   * Register an agent (mayor, operator): `conversation: "new"` makes it a conversation agent. 201 created, 200 the same
+   * again.
+   */
   async registerAgent(agentId: string, request: RegisterAgentBody): Promise<RegisterAgentResponse> {
-    return (await this.#client.request<RegisterAgentResponse>("PUT", `${this.path}/agents/${encodeURIComponent(agentId)}`, { body: request })).body;
+    return (
+      await this.#client.request<RegisterAgentResponse>("PUT", `${this.path}/agents/${encodeURIComponent(agentId)}`, {
+        body: request,
+      })
+    ).body;
   }
 
   /** Every agent with its hook and health (mayor, operator). */
@@ -103,12 +113,18 @@ export class RigClient {
 
   /** Deregister an agent whose hook is empty (mayor). */
   async deregisterAgent(agentId: string): Promise<DeletedResponse> {
-    return (await this.#client.request<DeletedResponse>("DELETE", `${this.path}/agents/${encodeURIComponent(agentId)}`)).body;
+    return (await this.#client.request<DeletedResponse>("DELETE", `${this.path}/agents/${encodeURIComponent(agentId)}`))
+      .body;
   }
 
   /** Abort a conversation agent's work (mayor). */
   async terminateAgent(agentId: string): Promise<AgentRecordResponse> {
-    return (await this.#client.request<AgentRecordResponse>("POST", `${this.path}/agents/${encodeURIComponent(agentId)}/terminate`)).body;
+    return (
+      await this.#client.request<AgentRecordResponse>(
+        "POST",
+        `${this.path}/agents/${encodeURIComponent(agentId)}/terminate`,
+      )
+    ).body;
   }
 
   /** An agent's hook; `wait` (seconds) long-polls until it is not empty. */
@@ -136,7 +152,10 @@ export class RigClient {
    * header) names the assignment, so a worker whose hook the mayor cleared or reassigned is refused.
    */
   activate(options: { attempt: number; ifMatch?: number }): Promise<HookResponse> {
-    return this.#hook("POST", `${this.path}/hook/activate`, { body: { attempt: options.attempt }, ...(options.ifMatch === undefined ? {} : { ifMatch: options.ifMatch }) });
+    return this.#hook("POST", `${this.path}/hook/activate`, {
+      body: { attempt: options.attempt },
+      ...(options.ifMatch === undefined ? {} : { ifMatch: options.ifMatch }),
+    });
   }
 
   /** Update last_activity (throttled: a touch within the throttle writes nothing); `attempt` as for activate. */
@@ -146,7 +165,9 @@ export class RigClient {
 
   /** active -> completed (the owning agent), with an optional summary for the mayor; `attempt` as for activate. */
   complete(options: { attempt: number; summary?: string }): Promise<HookResponse> {
-    return this.#hook("POST", `${this.path}/hook/complete`, { body: { attempt: options.attempt, ...(options.summary === undefined ? {} : { summary: options.summary }) } });
+    return this.#hook("POST", `${this.path}/hook/complete`, {
+      body: { attempt: options.attempt, ...(options.summary === undefined ? {} : { summary: options.summary }) },
+    });
   }
 
   /** A page of the caller's mailbox by cursor: pass the page's `next` as `after` for the following one. */
@@ -156,7 +177,8 @@ export class RigClient {
 
   /** Send durable mail to an agent, `mayor` or `witness`. */
   async sendMail(to: string, payload: MailPayload): Promise<MailMessageResponse> {
-    return (await this.#client.request<MailMessageResponse>("POST", `${this.path}/mail`, { body: { to, payload } })).body;
+    return (await this.#client.request<MailMessageResponse>("POST", `${this.path}/mail`, { body: { to, payload } }))
+      .body;
   }
 
   async ackMail(mailId: Id): Promise<MailViewResponse> {
@@ -184,7 +206,12 @@ export class RigClient {
 
   /** `.chipset/state/hooks/{agent_id}.json`: the hook file exactly as the document writes it. */
   async hookFile(agentId: string): Promise<HookFileResponse> {
-    return (await this.#client.request<HookFileResponse>("GET", `${this.path}/chipset/state/hooks/${encodeURIComponent(agentId)}.json`)).body;
+    return (
+      await this.#client.request<HookFileResponse>(
+        "GET",
+        `${this.path}/chipset/state/hooks/${encodeURIComponent(agentId)}.json`,
+      )
+    ).body;
   }
 
   /** The `.chipset/state` tree as a tar archive. */
@@ -192,7 +219,10 @@ export class RigClient {
     const response = await this.#client.send("GET", `${this.path}/chipset/state`);
     if (!response.ok) {
       const text = await response.text();
-      throw new PicoApiError(response.status, (text === "" ? { code: "internal", detail: "no body" } : JSON.parse(text)) as ProblemBody);
+      throw new PicoApiError(
+        response.status,
+        (text === "" ? { code: "internal", detail: "no body" } : JSON.parse(text)) as ProblemBody,
+      );
     }
     return new Uint8Array(await response.arrayBuffer());
   }

@@ -6,12 +6,16 @@
  *
  * @example
  * const tools = client.tools();
- * await tools.put("lookup_order", { description: "Look up an order", parameters: { type: "object", properties: { id: { type: "integer" } } }, handler: { type: "http", url: "https://example.com/tools" } });
+ * await tools.put("lookup_order", { description: "Look up an order", parameters: { type: "object", properties: { id: {
+ * type: "integer" } } }, handler: { type: "http", url: "https://example.com/tools" } });
  */
 import type { ToolDefinitionBody, ToolDeletedResponse, ToolRecordResponse, ToolsListResponse } from "../api/tools.js";
 import { MCP_SERVER_CLIENT_OPERATIONS } from "./mcp-servers.js";
 
-/** Each operation of the tool sources (the catalog, MCP servers) and the client method that calls it (merged into CLIENT_OPERATIONS). */
+/**
+ * Each operation of the tool sources (the catalog, MCP servers) and the client method that calls it (merged into
+ * CLIENT_OPERATIONS).
+ */
 export const TOOLS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   putTool: "ToolsClient.put",
   listTools: "ToolsClient.list",
@@ -22,7 +26,11 @@ export const TOOLS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
 
 /** What the tools client needs of PicoClient (its `request`), so this file does not import the client's. */
 export interface ToolsRequester {
-  request<T>(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: T }>;
+  request<T>(
+    method: string,
+    path: string,
+    options?: { body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: T }>;
 }
 
 export interface ToolWriteOptions {
@@ -50,12 +58,21 @@ export class ToolsClient {
 
   /** Define or replace a tool; the answer is the stored record, every default filled in. */
   async put(name: string, definition: ToolDefinitionBody, options: ToolWriteOptions = {}): Promise<ToolRecordResponse> {
-    return (await this.#client.request<ToolRecordResponse>("PUT", `${this.path}/${encodeURIComponent(name)}`, { body: definition, headers: conditional(options) })).body;
+    return (
+      await this.#client.request<ToolRecordResponse>("PUT", `${this.path}/${encodeURIComponent(name)}`, {
+        body: definition,
+        headers: conditional(options),
+      })
+    ).body;
   }
 
   /** Delete a tool: sessions may still select it, and its new calls settle as a tool error. */
   async delete(name: string, options: ToolWriteOptions = {}): Promise<ToolDeletedResponse> {
-    return (await this.#client.request<ToolDeletedResponse>("DELETE", `${this.path}/${encodeURIComponent(name)}`, { headers: conditional(options) })).body;
+    return (
+      await this.#client.request<ToolDeletedResponse>("DELETE", `${this.path}/${encodeURIComponent(name)}`, {
+        headers: conditional(options),
+      })
+    ).body;
   }
 }
 

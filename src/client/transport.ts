@@ -31,8 +31,16 @@ export class PicoApiError extends Error {
 
 /** What the route groups and the watch need of PicoClient: its raw `request` (JSON in and out) and `send`. */
 export interface ClientTransport {
-  request<T>(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: T; headers: Headers }>;
-  send(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; bearer?: boolean }): Promise<Response>;
+  request<T>(
+    method: string,
+    path: string,
+    options?: { body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: T; headers: Headers }>;
+  send(
+    method: string,
+    path: string,
+    options?: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; bearer?: boolean },
+  ): Promise<Response>;
 }
 
 /** `?a=1&b=x` of the defined values (empty when none). */

@@ -6,14 +6,19 @@
  *
  * @example
  * const users = client.users();
- * await users.putTemplate("support", { model: "echo/echo", selectedTools: ["echo"], profile: "support", userSettable: ["title"] });
+ * await users.putTemplate("support", { model: "echo/echo", selectedTools: ["echo"], profile: "support", userSettable:
+ * ["title"] });
  * await users.revoke("user-42");
  */
 import type { RevokeResponse, TemplateBody, TemplateRecord } from "../api/templates.js";
 
 /** What the users client needs of PicoClient (its `request`), so this file does not import the client's. */
 export interface UsersRequester {
-  request<T>(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: T }>;
+  request<T>(
+    method: string,
+    path: string,
+    options?: { body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: T }>;
 }
 
 export interface TemplateWriteOptions {
@@ -49,17 +54,33 @@ export class UsersClient {
 
   /** Define or replace a template: the session PUT's fields plus `userSettable`. */
   async putTemplate(name: string, template: TemplateBody, options: TemplateWriteOptions = {}): Promise<TemplateRecord> {
-    return (await this.#client.request<TemplateRecord>("PUT", `/v1/templates/${encodeURIComponent(name)}`, { body: template, headers: conditional(options) })).body;
+    return (
+      await this.#client.request<TemplateRecord>("PUT", `/v1/templates/${encodeURIComponent(name)}`, {
+        body: template,
+        headers: conditional(options),
+      })
+    ).body;
   }
 
   /** Delete a template: sessions created from it keep what it said. */
-  async deleteTemplate(name: string, options: TemplateWriteOptions = {}): Promise<{ readonly name: string; readonly deleted: true }> {
-    return (await this.#client.request<{ name: string; deleted: true }>("DELETE", `/v1/templates/${encodeURIComponent(name)}`, { headers: conditional(options) })).body;
+  async deleteTemplate(
+    name: string,
+    options: TemplateWriteOptions = {},
+  ): Promise<{ readonly name: string; readonly deleted: true }> {
+    return (
+      await this.#client.request<{ name: string; deleted: true }>(
+        "DELETE",
+        `/v1/templates/${encodeURIComponent(name)}`,
+        { headers: conditional(options) },
+      )
+    ).body;
   }
 
   /** Refuse the user's tokens issued before now, and close its open watches. */
   async revoke(sub: string): Promise<RevokeResponse> {
-    return (await this.#client.request<RevokeResponse>("POST", `/v1/users/${encodeURIComponent(sub)}/revoke`, { body: {} })).body;
+    return (
+      await this.#client.request<RevokeResponse>("POST", `/v1/users/${encodeURIComponent(sub)}/revoke`, { body: {} })
+    ).body;
   }
 }
 

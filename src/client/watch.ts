@@ -15,7 +15,11 @@ import { PicoApiError, type ClientTransport } from "./transport.js";
  * with `watchToken`, the way a browser's EventSource connects, the URL carries `?access_token=` (a watch
  * token) and `?lastEventId=`, and no Authorization header is sent.
  */
-export async function* openFrames(client: ClientTransport, path: string, options: { lastEventId?: string; signal?: AbortSignal; watchToken?: string }): AsyncGenerator<SseFrame> {
+export async function* openFrames(
+  client: ClientTransport,
+  path: string,
+  options: { lastEventId?: string; signal?: AbortSignal; watchToken?: string },
+): AsyncGenerator<SseFrame> {
   const headers: Record<string, string> = { accept: "text/event-stream" };
   let url = path;
   if (options.watchToken === undefined) {
@@ -25,10 +29,17 @@ export async function* openFrames(client: ClientTransport, path: string, options
     if (options.lastEventId !== undefined) params.set("lastEventId", options.lastEventId);
     url = `${path}?${params.toString()}`;
   }
-  const response = await client.send("GET", url, { headers, bearer: options.watchToken === undefined, ...(options.signal === undefined ? {} : { signal: options.signal }) });
+  const response = await client.send("GET", url, {
+    headers,
+    bearer: options.watchToken === undefined,
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+  });
   if (!response.ok || response.body === null) {
     const text = await response.text();
-    throw new PicoApiError(response.status, (text === "" ? { code: "internal", detail: "no body" } : JSON.parse(text)) as ProblemBody);
+    throw new PicoApiError(
+      response.status,
+      (text === "" ? { code: "internal", detail: "no body" } : JSON.parse(text)) as ProblemBody,
+    );
   }
   yield* readSse(response.body);
 }
@@ -37,7 +48,10 @@ export interface WatchOptions<View, Event> {
   /** Resume from this event id (a fresh view is sent when the server cannot resume). */
   readonly lastEventId?: string;
   /** After each view or message, with the folded view. */
-  readonly onChange?: (view: View, change: { readonly type: "view" } | { readonly type: "commit"; readonly message: WatchMessage<Event> }) => void;
+  readonly onChange?: (
+    view: View,
+    change: { readonly type: "view" } | { readonly type: "commit"; readonly message: WatchMessage<Event> },
+  ) => void;
   /** Reconnect (with Last-Event-ID) when the stream drops; default true. */
   readonly reconnect?: boolean;
   /**
@@ -77,12 +91,20 @@ export class Watch<View, Event> {
     this.#controller.abort();
   }
 
-  async #run(client: ClientTransport, path: string, fold: (view: View, message: WatchMessage<Event>) => View, options: WatchOptions<View, Event>): Promise<void> {
+  async #run(
+    client: ClientTransport,
+    path: string,
+    fold: (view: View, message: WatchMessage<Event>) => View,
+    options: WatchOptions<View, Event>,
+  ): Promise<void> {
     const signal = this.#controller.signal;
     for (let attempt = 0; !signal.aborted; attempt++) {
       let closed = false;
       try {
-        const watchToken = options.watchToken === undefined || options.watchToken === false ? undefined : await mintWatchToken(client, path, options.watchToken);
+        const watchToken =
+          options.watchToken === undefined || options.watchToken === false
+            ? undefined
+            : await mintWatchToken(client, path, options.watchToken);
         this.connections += 1;
         const frames = openFrames(client, path, {
           signal,
@@ -114,7 +136,11 @@ export class Watch<View, Event> {
 }
 
 /** A fresh watch token for the watch at `path` (`.../watch` -> `POST .../watch-token`). */
-async function mintWatchToken(client: ClientTransport, path: string, option: true | { readonly ttlSeconds: number }): Promise<string> {
+async function mintWatchToken(
+  client: ClientTransport,
+  path: string,
+  option: true | { readonly ttlSeconds: number },
+): Promise<string> {
   const body = option === true ? {} : { ttlSeconds: option.ttlSeconds };
   return (await client.request<WatchTokenResponse>("POST", `${path}-token`, { body })).body.token;
 }

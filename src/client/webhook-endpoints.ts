@@ -4,11 +4,19 @@
  * for operators.
  *
  * @example
- * const { id, secret } = await client.webhookEndpoints().create({ url: "https://example.com/hooks", events: ["input.completed"] });
+ * const { id, secret } = await client.webhookEndpoints().create({ url: "https://example.com/hooks", events:
+ * ["input.completed"] });
  * const dead = await client.session("support").deliveries().list({ status: "dead" });
  * await client.session("support").deliveries().retry(dead.items[0].id);
  */
-import type { DeliveryListResponse, DeliveryResponse, EndpointBody, EndpointListResponse, EndpointPatchBody, EndpointResponse } from "../api/webhook-endpoints.js";
+import type {
+  DeliveryListResponse,
+  DeliveryResponse,
+  EndpointBody,
+  EndpointListResponse,
+  EndpointPatchBody,
+  EndpointResponse,
+} from "../api/webhook-endpoints.js";
 import type { Requester } from "./inbound.js";
 
 /** Each operation and the client method that calls it (merged into CLIENT_OPERATIONS). */
@@ -46,16 +54,22 @@ export class WebhookEndpointsClient {
 
   /** Change fields; `enabled: false` disables the endpoint, `enabled: true` re-enables it. */
   async update(id: string, patch: EndpointPatchBody): Promise<EndpointResponse> {
-    return (await this.#client.request<EndpointResponse>("PATCH", `${this.path}/${encodeURIComponent(id)}`, { body: patch })).body;
+    return (
+      await this.#client.request<EndpointResponse>("PATCH", `${this.path}/${encodeURIComponent(id)}`, { body: patch })
+    ).body;
   }
 
   async delete(id: string): Promise<{ id: string; deleted: true }> {
-    return (await this.#client.request<{ id: string; deleted: true }>("DELETE", `${this.path}/${encodeURIComponent(id)}`)).body;
+    return (
+      await this.#client.request<{ id: string; deleted: true }>("DELETE", `${this.path}/${encodeURIComponent(id)}`)
+    ).body;
   }
 
   /** A new secret (answered once); deliveries carry signatures with both for 24 h. */
   async rotateSecret(id: string): Promise<EndpointResponse> {
-    return (await this.#client.request<EndpointResponse>("POST", `${this.path}/${encodeURIComponent(id)}/rotate-secret`)).body;
+    return (
+      await this.#client.request<EndpointResponse>("POST", `${this.path}/${encodeURIComponent(id)}/rotate-secret`)
+    ).body;
   }
 }
 
@@ -70,7 +84,9 @@ export class DeliveriesClient {
   }
 
   /** Newest first; filter by status and endpoint. */
-  async list(query: { status?: "pending" | "dead" | "done"; endpoint?: string; limit?: number } = {}): Promise<DeliveryListResponse> {
+  async list(
+    query: { status?: "pending" | "dead" | "done"; endpoint?: string; limit?: number } = {},
+  ): Promise<DeliveryListResponse> {
     const params = new URLSearchParams();
     if (query.status !== undefined) params.set("status", query.status);
     if (query.endpoint !== undefined) params.set("endpoint", query.endpoint);

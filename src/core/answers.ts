@@ -87,17 +87,36 @@ export interface AnswerHost {
  * `not_waiting` when the task is not live or not waiting for `key`, `answered` when the wait was
  * already answered, and `aborted` when the task is marked for abort; a refused answer writes nothing.
  */
-export async function recordAnswer(host: AnswerHost, taskId: Id, key: string, value: JsonValue, call: Call): Promise<{ readonly at: number }> {
+export async function recordAnswer(
+  host: AnswerHost,
+  taskId: Id,
+  key: string,
+  value: JsonValue,
+  call: Call,
+): Promise<{ readonly at: number }> {
   const at = await host.commit(async (tx) => {
     const task = (await host.storage.getTasks([taskId])).get(taskId);
-    if (task === undefined || task.role === "terminal") throw new AnswerRefused("not_waiting", `task ${taskId} is not live: nothing waits for ${JSON.stringify(key)}`);
+    if (task === undefined || task.role === "terminal")
+      throw new AnswerRefused("not_waiting", `task ${taskId} is not live: nothing waits for ${JSON.stringify(key)}`);
     const wait = tx.value(waitValue(taskId));
     const current = await wait.get();
     if (current === undefined || current.key !== key) {
-      throw new AnswerRefused("not_waiting", `task ${taskId} is not waiting for ${JSON.stringify(key)}${current === undefined ? "" : ` (it waits for ${JSON.stringify(current.key)})`}`);
+      throw new AnswerRefused(
+        "not_waiting",
+        `task ${taskId} is not waiting for ${JSON.stringify(key)}${current === undefined ? "" : ` (it waits for ${JSON.stringify(current.key)})`}`,
+      );
     }
-    if (current.answer !== undefined) throw new AnswerRefused("answered", `task ${taskId}'s wait for ${JSON.stringify(key)} was already answered`, current.answer);
-    if (task.abort === true) throw new AnswerRefused("aborted", `task ${taskId} is being aborted: its wait for ${JSON.stringify(key)} takes no answer`);
+    if (current.answer !== undefined)
+      throw new AnswerRefused(
+        "answered",
+        `task ${taskId}'s wait for ${JSON.stringify(key)} was already answered`,
+        current.answer,
+      );
+    if (task.abort === true)
+      throw new AnswerRefused(
+        "aborted",
+        `task ${taskId} is being aborted: its wait for ${JSON.stringify(key)} takes no answer`,
+      );
     const now = host.now();
     wait.set({ ...current, answer: { value, at: now } });
     return now;

@@ -164,7 +164,12 @@ export class ContextCache {
     let after: Id = this.#cursor;
     const found: Entry[] = [];
     for (;;) {
-      const page = await this.#storage.scanEntries({ conversationId: this.#conversationId, through: target, after, limit: PAGE });
+      const page = await this.#storage.scanEntries({
+        conversationId: this.#conversationId,
+        through: target,
+        after,
+        limit: PAGE,
+      });
       found.push(...page.items);
       if (page.next === undefined) break;
       after = page.next;

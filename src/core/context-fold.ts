@@ -117,7 +117,10 @@ export class ContextFold {
     this.#head = head;
     this.#headItem = itemOf(head, undefined); // the newest entry: no edit targets it yet
     this.#from = from;
-    this.#candidates.splice(0, lowerBound(this.#candidates, (e) => e.id, from));
+    this.#candidates.splice(
+      0,
+      lowerBound(this.#candidates, (e) => e.id, from),
+    );
     const drop = lowerBound(this.#selectedIds, (id) => id, from);
     this.#selected.splice(0, drop);
     this.#selectedIds.splice(0, drop);

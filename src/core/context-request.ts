@@ -67,7 +67,8 @@ export function normalizeToolExchanges(messages: readonly Message[]): Message[] 
       i++;
       switch (message.role) {
         case "toolResult":
-          if (callIds.has(message.toolCallId) && !results.has(message.toolCallId)) results.set(message.toolCallId, message);
+          if (callIds.has(message.toolCallId) && !results.has(message.toolCallId))
+            results.set(message.toolCallId, message);
           break;
         case "user":
         case "system":

@@ -42,7 +42,10 @@ export interface AcceptOptions {
 
 export interface AcceptReceipt {
   readonly inputId: Id;
-  /** "placed": a generation started for it now; "queued": it waits for a boundary; "duplicate": the request key was used before. */
+  /**
+   * "placed": a generation started for it now; "queued": it waits for a boundary; "duplicate": the request key was used
+   * before.
+   */
   readonly status: "placed" | "queued" | "duplicate";
 }
 
@@ -92,7 +95,10 @@ export class ConversationHandle {
     return this.harness.commitBound(call, { conversationId: this.id }, (b) => plan(conversationTx(b, this.id)));
   }
 
-  /** Queue an input in a given mode (§8.1). A request key already used returns its first inputId and writes nothing (§3.4). */
+  /**
+   * Queue an input in a given mode (§8.1). A request key already used returns its first inputId and writes nothing
+   * (§3.4).
+   */
   async queueInput(input: QueuedInput, call: Call): Promise<{ inputId: Id }> {
     return this.harness.commitBound(call, { conversationId: this.id }, async (b) => {
       const prior = await priorAcceptance(b, input.requestId);
@@ -102,7 +108,12 @@ export class ConversationHandle {
   }
 
   /** tx.write wrapped in a commit (§5.8): append now when idle, else queue for the next boundary. */
-  async write<E extends Entry>(kind: EntryKind<E>, input: EntryInput<E>, call: Call, requestId?: string): Promise<{ inputId: Id }> {
+  async write<E extends Entry>(
+    kind: EntryKind<E>,
+    input: EntryInput<E>,
+    call: Call,
+    requestId?: string,
+  ): Promise<{ inputId: Id }> {
     return this.harness.commitBound(call, { conversationId: this.id }, async (b) => {
       const prior = await priorAcceptance(b, requestId);
       if (prior !== undefined) return { inputId: prior.inputId };
@@ -167,7 +178,10 @@ export class ConversationHandle {
       get: async () => {
         const keys = Object.keys(spec);
         const values = await Promise.all(
-          keys.map(async (key) => (await storage.getValue(bind(spec[key] as ValueSpec<unknown>, { conversationId: this.id })))?.value),
+          keys.map(
+            async (key) =>
+              (await storage.getValue(bind(spec[key] as ValueSpec<unknown>, { conversationId: this.id })))?.value,
+          ),
         );
         return Object.fromEntries(keys.map((key, i) => [key, values[i]])) as ConfigValues<C>;
       },
@@ -212,7 +226,9 @@ export class ConversationHandle {
         // Rewindable history is inherited as of `at` already; copying its current value would leak state
         // committed after the fork point into the fork (§3.2, §4.3). Session state is shared anyway.
         if (spec.scopeKind !== "conversation" || spec.rewind) {
-          throw invalid(`a fork copies only sticky conversation values; ${spec.namespace} is ${spec.rewind ? "rewindable" : `${spec.scopeKind} state`}`);
+          throw invalid(
+            `a fork copies only sticky conversation values; ${spec.namespace} is ${spec.rewind ? "rewindable" : `${spec.scopeKind} state`}`,
+          );
         }
         const value = await b.value(bind(spec, { conversationId: this.id })).get();
         if (value !== undefined) copies.push([spec, value as JsonValue]);
@@ -225,7 +241,10 @@ export class ConversationHandle {
       }
       return child;
     };
-    const id = options.abort === true ? await this.harness.commitMarks(plan, call) : await this.harness.commitBound(call, { conversationId: this.id }, plan);
+    const id =
+      options.abort === true
+        ? await this.harness.commitMarks(plan, call)
+        : await this.harness.commitBound(call, { conversationId: this.id }, plan);
     const handle = await this.harness.conversation(id, call);
     if (handle === undefined) throw new PicoError("not_found", `fork ${id} vanished`);
     return handle;
@@ -238,12 +257,14 @@ export class ConversationHandle {
    *
    * @example
    * const child = await (await runtime.conversation(runtime.conversationId, call))!.spawn(
-   *   { prompt: "summarize the logs", values: { inherit: [generationConfig.model], set: [[generationConfig.selectedTools, ["read"]]] } },
+   *   { prompt: "summarize the logs", values: { inherit: [generationConfig.model], set:
+   *   [[generationConfig.selectedTools, ["read"]]] } },
    *   call,
    * );
    */
   async spawn(options: SpawnOptions, call: Call): Promise<Id> {
-    return (await this.harness.commitBound(call, { conversationId: this.id }, (b) => this.spawnIn(b, options))).conversationId;
+    return (await this.harness.commitBound(call, { conversationId: this.id }, (b) => this.spawnIn(b, options)))
+      .conversationId;
   }
 
   /**
@@ -253,12 +274,23 @@ export class ConversationHandle {
   async spawnIn(b: TxBuilder, options: SpawnOptions): Promise<Spawned> {
     const origin = b.origin;
     if (origin === undefined) {
-      throw new PicoError("contract", "spawn needs a call that carries a task: the child is owned by the task of the Call (§5.7); a host creates conversations with fork");
+      throw new PicoError(
+        "contract",
+        "spawn needs a call that carries a task: the child is owned by the task of the Call (§5.7); a host creates conversations with fork",
+      );
     }
     const owner = this.harness.driver.liveTask(origin.taskId);
-    if (owner === undefined) throw new PicoError("contract", `task ${origin.taskId} is not live; only a live task can own a new conversation (§5.7)`);
+    if (owner === undefined)
+      throw new PicoError(
+        "contract",
+        `task ${origin.taskId} is not live; only a live task can own a new conversation (§5.7)`,
+      );
     const at = options.context?.at;
-    if (at !== undefined && at !== 0 && !(Number.isSafeInteger(at) && at > 0 && (await visibleEntry(this.harness.storage, this.id, at)))) {
+    if (
+      at !== undefined &&
+      at !== 0 &&
+      !(Number.isSafeInteger(at) && at > 0 && (await visibleEntry(this.harness.storage, this.id, at)))
+    ) {
       throw invalid(`cannot start a child of conversation ${this.id} from entry ${String(at)}: not one of its entries`);
     }
     return spawnChild(b, this.id, owner, this.#firstTurn(), this.harness.now(), options);
@@ -287,9 +319,17 @@ export class ConversationHandle {
   }
 
   /** Hooks scoped to this conversation (and, with `subtree`, what it owns), run after harness-wide ones (§8.7). */
-  get hooks(): { on: <H extends HookPoints, P extends keyof H & string>(kind: { readonly kind: string; readonly hooks?: HookSpecs<H> }, point: P, handler: HookHandler<H[P]["input"], H[P]["output"]>, options?: { subtree?: boolean }) => () => void } {
+  get hooks(): {
+    on: <H extends HookPoints, P extends keyof H & string>(
+      kind: { readonly kind: string; readonly hooks?: HookSpecs<H> },
+      point: P,
+      handler: HookHandler<H[P]["input"], H[P]["output"]>,
+      options?: { subtree?: boolean },
+    ) => () => void;
+  } {
     return {
-      on: (kind, point, handler, options) => this.#turns().hooks.on(kind, point, handler, { conversationId: this.id, subtree: options?.subtree === true }),
+      on: (kind, point, handler, options) =>
+        this.#turns().hooks.on(kind, point, handler, { conversationId: this.id, subtree: options?.subtree === true }),
     };
   }
 
@@ -300,13 +340,18 @@ export class ConversationHandle {
 
   #firstTurn(): FirstTurn {
     const turns = this.harness.turns;
-    if (turns === undefined) throw new PicoError("not_found", "this harness has no turn kinds installed; spawn needs them for the child's first generation");
+    if (turns === undefined)
+      throw new PicoError(
+        "not_found",
+        "this harness has no turn kinds installed; spawn needs them for the child's first generation",
+      );
     return turns;
   }
 
   #turns(): TurnApi {
     const turns = this.harness.turns;
-    if (turns === undefined) throw new PicoError("not_found", "this harness has no turn kinds installed (accept, prompt, collapse, reset)");
+    if (turns === undefined)
+      throw new PicoError("not_found", "this harness has no turn kinds installed (accept, prompt, collapse, reset)");
     return turns;
   }
 }

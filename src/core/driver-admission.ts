@@ -37,8 +37,10 @@ export function admit(s: DriverState, call: Call, internal: boolean, scratchTask
   const inv = call.value(invocationKey);
   if (inv === undefined) {
     // Host cancellation stays allowed while stopping; every other host write is refused.
-    if (s.phase === "stopping" && !mark) throw new PicoError("closed", "the session is shutting down; only abort cleanup may commit");
-    if (scratchTask !== undefined) throw new PicoError("contract", `scratch of task ${scratchTask} is written only by its running invocation`);
+    if (s.phase === "stopping" && !mark)
+      throw new PicoError("closed", "the session is shutting down; only abort cleanup may commit");
+    if (scratchTask !== undefined)
+      throw new PicoError("contract", `scratch of task ${scratchTask} is written only by its running invocation`);
     return;
   }
   if (s.running.get(inv.taskId) !== inv) {
@@ -51,7 +53,10 @@ export function admit(s: DriverState, call: Call, internal: boolean, scratchTask
   // §6.1: authority ends at settlement. The invocation keeps its slot until it returns, but once its
   // task left the live map it may not write again (neither main nor scratch).
   if (lt === undefined) {
-    throw new PicoError("contract", `task ${inv.taskId} has settled; its ${inv.method} invocation has no write authority left (§6.1)`);
+    throw new PicoError(
+      "contract",
+      `task ${inv.taskId} has settled; its ${inv.method} invocation has no write authority left (§6.1)`,
+    );
   }
   if (inv.method !== "abort") {
     if (lt.task.abort === true || s.phase === "stopping") throw new TaskCancelled(inv.taskId);
@@ -84,7 +89,10 @@ export function validate(s: DriverState, writes: readonly MainWrite[], call: Cal
       case "task":
       case "createConversation":
         if (inv?.method === "abort") {
-          throw new PicoError("contract", `task ${inv.taskId}'s abort handler cannot create tasks or conversations (§6.3)`);
+          throw new PicoError(
+            "contract",
+            `task ${inv.taskId}'s abort handler cannot create tasks or conversations (§6.3)`,
+          );
         }
         if (write.type === "task") checkNewWaitCycles(s, write.task);
         break;
@@ -108,7 +116,10 @@ export function admitChange(s: DriverState, call: Call): void {
   if (s.phase === "closing" || s.phase === "closed") throw new PicoError("closed", "the session is closing");
   const inv = call.value(invocationKey);
   if (inv !== undefined && s.running.get(inv.taskId) !== inv) {
-    throw new PicoError("contract", `a stale ${inv.method} invocation of task ${inv.taskId} tried to change a registry`);
+    throw new PicoError(
+      "contract",
+      `a stale ${inv.method} invocation of task ${inv.taskId} tried to change a registry`,
+    );
   }
 }
 

@@ -42,12 +42,18 @@ export async function seed(s: DriverState, call: Call): Promise<void> {
     // The only case in which the harness settles a task it does not own (§5.1).
     await s.session.commitInternal((b) => {
       for (const task of orphans) {
-        const write: MainWrite = { type: "settle", id: task.id, role: "terminal", state: { ...task.state, status: "orphaned" } };
+        const write: MainWrite = {
+          type: "settle",
+          id: task.id,
+          role: "terminal",
+          state: { ...task.state, status: "orphaned" },
+        };
         s.internal.add(write);
         b.push(write);
       }
     }, call);
-    for (const task of orphans) s.orphaned.push({ ...task, role: "terminal", state: { ...task.state, status: "orphaned" } });
+    for (const task of orphans)
+      s.orphaned.push({ ...task, role: "terminal", state: { ...task.state, status: "orphaned" } });
   }
 }
 
@@ -104,8 +110,18 @@ export async function applied(s: DriverState, commit: CommittedBatch): Promise<A
     }
   }
   for (const c of newConversations) {
-    const ownerConversation = c.owner === undefined ? undefined : (s.live.get(c.owner)?.task.conversationId ?? (await s.ownerConversation(c.owner)));
-    s.links.set(c.id, c.owner === undefined ? {} : ownerConversation === undefined ? { owner: c.owner } : { owner: c.owner, ownerConversation });
+    const ownerConversation =
+      c.owner === undefined
+        ? undefined
+        : (s.live.get(c.owner)?.task.conversationId ?? (await s.ownerConversation(c.owner)));
+    s.links.set(
+      c.id,
+      c.owner === undefined
+        ? {}
+        : ownerConversation === undefined
+          ? { owner: c.owner }
+          : { owner: c.owner, ownerConversation },
+    );
   }
   await s.loadLinks([...taskConversations]);
   const actions = reconsider(s, touched);

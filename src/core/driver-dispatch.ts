@@ -110,7 +110,11 @@ export function reconsider(s: DriverState, ids: Iterable<Id>): Action {
 /** After the line: run a reserved invocation outside it; its completion re-enters the line. */
 function dispatch(s: DriverState, inv: Invocation): void {
   const span = startSpan(s, inv);
-  const call = withContextValue(invocationSpanKey, span, withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT)));
+  const call = withContextValue(
+    invocationSpanKey,
+    span,
+    withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT)),
+  );
   // The runtime is made, its preview started and the method run by the harness's wiring (runtime.ts).
   void s.wiring
     .invoke(inv, call)
@@ -152,7 +156,12 @@ function startSpan(s: DriverState, inv: Invocation): Span {
 }
 
 /** Invocation completion enters the line (§6.1); resolves with how the invocation ended. */
-function complete(s: DriverState, inv: Invocation, error: unknown, threw: boolean): Promise<{ outcome: InvocationOutcome; error?: unknown }> {
+function complete(
+  s: DriverState,
+  inv: Invocation,
+  error: unknown,
+  threw: boolean,
+): Promise<{ outcome: InvocationOutcome; error?: unknown }> {
   let outcome: InvocationOutcome = "closed";
   return s.session.line
     .run(() => {
@@ -165,7 +174,11 @@ function complete(s: DriverState, inv: Invocation, error: unknown, threw: boolea
       s.answerWaiters.delete(inv.taskId);
       s.arrived.delete(inv.taskId);
       s.pendingInterrupts.delete(inv.taskId);
-      s.host.afterInvoke?.(inv.taskId, inv.method, s.live.get(inv.taskId)?.task.state.status ?? settledStatus ?? inv.task.state.status);
+      s.host.afterInvoke?.(
+        inv.taskId,
+        inv.method,
+        s.live.get(inv.taskId)?.task.state.status ?? settledStatus ?? inv.task.state.status,
+      );
       if (s.phase === "closing" || s.phase === "closed" || s.phase === "faulted") {
         return s.notifyHost();
       }
@@ -174,16 +187,33 @@ function complete(s: DriverState, inv: Invocation, error: unknown, threw: boolea
       if (threw) {
         if (!isCancellation(error, inv)) {
           outcome = "failed";
-          return s.failStop({ taskId: inv.taskId, kind, method: inv.method, error, message: `task ${inv.taskId} (${kind}) ${inv.method} threw: ${describeError(error)}` });
+          return s.failStop({
+            taskId: inv.taskId,
+            kind,
+            method: inv.method,
+            error,
+            message: `task ${inv.taskId} (${kind}) ${inv.method} threw: ${describeError(error)}`,
+          });
         }
         outcome = "cancelled";
       } else if (inv.method === "abort") {
         if (lt !== undefined) {
           outcome = "contract";
-          return s.failStop({ taskId: inv.taskId, kind, method: inv.method, error: undefined, message: `task ${inv.taskId} (${kind}) abort returned without settling` });
+          return s.failStop({
+            taskId: inv.taskId,
+            kind,
+            method: inv.method,
+            error: undefined,
+            message: `task ${inv.taskId} (${kind}) abort returned without settling`,
+          });
         }
         outcome = "settled";
-      } else if (lt !== undefined && lt.statusEpoch === inv.initialStatusEpoch && !inv.controller.signal.aborted && lt.task.abort !== true) {
+      } else if (
+        lt !== undefined &&
+        lt.statusEpoch === inv.initialStatusEpoch &&
+        !inv.controller.signal.aborted &&
+        lt.task.abort !== true
+      ) {
         outcome = "contract";
         return s.failStop({
           taskId: inv.taskId,
@@ -216,7 +246,10 @@ function isCancellation(error: unknown, inv: Invocation): boolean {
 export function attachScope(s: DriverState, scope: Id | "session", call: Call): Action {
   const inv = call.value(invocationKey);
   if (inv !== undefined && scope === "session") {
-    throw new PicoError("contract", `task ${inv.taskId} cannot drive or attach the whole session from inside its own invocation`);
+    throw new PicoError(
+      "contract",
+      `task ${inv.taskId} cannot drive or attach the whole session from inside its own invocation`,
+    );
   }
   const first = scope === "session" ? !s.sessionAttached : !s.attached.has(scope) && !s.sessionAttached;
   if (scope === "session") s.sessionAttached = true;
@@ -250,7 +283,8 @@ function endSpan(span: Span, outcome: InvocationOutcome, error: unknown): void {
   try {
     span.setAttribute("pico.outcome", outcome);
     if (error !== undefined && outcome !== "cancelled") span.recordError(error);
-    if (outcome === "failed" || outcome === "contract") span.setStatus("error", error === undefined ? `invocation ended: ${outcome}` : describeError(error));
+    if (outcome === "failed" || outcome === "contract")
+      span.setStatus("error", error === undefined ? `invocation ended: ${outcome}` : describeError(error));
     else span.setStatus("ok");
   } finally {
     span.end();

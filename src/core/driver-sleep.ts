@@ -90,7 +90,12 @@ export function interruptSleep(s: DriverState, taskId: Id): Promise<boolean> {
  * not busy, no heartbeat, no kill counted while parked. The answer itself is durable state the
  * caller reads (runtime.awaitAnswer); this only parks and wakes.
  */
-export async function awaitAnswer(s: DriverState, taskId: Id, untilMs: number | undefined, call: Call): Promise<"answered" | "deadline"> {
+export async function awaitAnswer(
+  s: DriverState,
+  taskId: Id,
+  untilMs: number | undefined,
+  call: Call,
+): Promise<"answered" | "deadline"> {
   let answered: () => void = () => undefined;
   const arrival = new Promise<"answered">((resolve) => (answered = () => resolve("answered")));
   const parked = await s.session.line.run((): Action | undefined => {
@@ -109,7 +114,8 @@ export async function awaitAnswer(s: DriverState, taskId: Id, untilMs: number | 
       else timer.signal.addEventListener("abort", () => reject(timer.signal.reason), { once: true });
     });
     cancelled.catch(() => undefined);
-    const deadline = untilMs === undefined ? [] : [s.clock.sleep(untilMs, timer.signal).then(() => "deadline" as const)];
+    const deadline =
+      untilMs === undefined ? [] : [s.clock.sleep(untilMs, timer.signal).then(() => "deadline" as const)];
     return await Promise.race([arrival, cancelled, ...deadline]);
   } finally {
     call.abortSignal?.removeEventListener("abort", abort);
@@ -137,7 +143,10 @@ export function answerArrived(s: DriverState, taskId: Id): Promise<void> {
 function park(s: DriverState, taskId: Id, untilMs: number | undefined): Action {
   if (!s.sleepers.has(taskId)) s.host.parked?.(taskId, s.stretch.get(taskId) ?? "start");
   const previous = s.sleepers.get(taskId);
-  s.sleepers.set(taskId, previous === undefined ? untilMs : untilMs === undefined ? previous : Math.min(untilMs, previous));
+  s.sleepers.set(
+    taskId,
+    previous === undefined ? untilMs : untilMs === undefined ? previous : Math.min(untilMs, previous),
+  );
   return s.notifyHost();
 }
 

@@ -162,7 +162,10 @@ export class DriverState {
           continue;
         }
         const ownerConversation = ownerTasks.get(c.owner)?.conversationId;
-        this.links.set(id, ownerConversation === undefined ? { owner: c.owner } : { owner: c.owner, ownerConversation });
+        this.links.set(
+          id,
+          ownerConversation === undefined ? { owner: c.owner } : { owner: c.owner, ownerConversation },
+        );
         if (ownerConversation !== undefined && !this.links.has(ownerConversation)) next.push(ownerConversation);
       }
       pending = [...new Set(next)];
@@ -220,7 +223,8 @@ export class DriverState {
 
   idle(scope: Id | "session"): boolean {
     if (scope === "session") {
-      for (const lt of this.live.values()) if (lt.task.background !== true && !this.parked.has(lt.task.id)) return false;
+      for (const lt of this.live.values())
+        if (lt.task.background !== true && !this.parked.has(lt.task.id)) return false;
       return true;
     }
     for (const id of this.byConversation.get(scope) ?? []) {
@@ -268,7 +272,10 @@ export class DriverState {
     return false;
   }
 
-  /** The foreground ownership closure of a conversation (§5.6): live foreground tasks, recursively through owned conversations. */
+  /**
+   * The foreground ownership closure of a conversation (§5.6): live foreground tasks, recursively through owned
+   * conversations.
+   */
   foregroundClosure(conversationId: Id): { tasks: Id[]; conversations: Id[] } {
     const tasks: Id[] = [];
     const conversations: Id[] = [];
@@ -336,7 +343,8 @@ export class DriverState {
 
   /** A faulted session admits nothing more. */
   admitLifecycle(): void {
-    if (this.phase === "faulted") throw new PicoError("faulted", `the session faulted: ${this.fault?.message ?? "unknown"}`);
+    if (this.phase === "faulted")
+      throw new PicoError("faulted", `the session faulted: ${this.fault?.message ?? "unknown"}`);
   }
 
   /**
@@ -367,7 +375,9 @@ export class DriverState {
       for (const inv of running) inv.controller.abort(error);
       this.host.faulted?.(report);
       this.wiring.faulted(report);
-      void Promise.allSettled(running.map((inv) => inv.done)).then(() => this.session.storage.close().catch(() => undefined));
+      void Promise.allSettled(running.map((inv) => inv.done)).then(() =>
+        this.session.storage.close().catch(() => undefined),
+      );
     };
   }
 

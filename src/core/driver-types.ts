@@ -64,7 +64,10 @@ export interface DriverSession {
   /** The driver's own writes (abort marks, orphaning at open): admitted in every open phase. */
   commitInternal<T>(plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<T>;
   /** An internal commit from inside a driver line operation; the caller runs `after` once it leaves the line. */
-  commitInternalOnLine<T>(plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<{ result: T; after: (() => void) | undefined }>;
+  commitInternalOnLine<T>(
+    plan: (b: TxBuilder) => T | Promise<T>,
+    call: Call,
+  ): Promise<{ result: T; after: (() => void) | undefined }>;
   /** Abort marks a caller requests, admitted as the caller's own commit (§6.3). */
   commitMarks<T>(plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<T>;
   report(report: HarnessReport): void;

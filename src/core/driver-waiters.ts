@@ -15,7 +15,10 @@ import type { DriverState, TaskWaiter, Waiter } from "./driver-state.js";
 /** Attach a scope on the line (the scheduler's `attachScope`); returns what to do after the line. */
 export type Attach = (scope: Id | "session", call: Call) => Action;
 
-/** On the line, after each reservation round: the waiters whose scope is idle or whose task settled, and a drained shutdown, resolve after the line. */
+/**
+ * On the line, after each reservation round: the waiters whose scope is idle or whose task settled, and a drained
+ * shutdown, resolve after the line.
+ */
 export function checkWaiters(s: DriverState): Action {
   const ready: Waiter[] = [];
   for (const w of s.waiters) if (s.idle(w.scope)) ready.push(w);
@@ -127,7 +130,10 @@ export function checkSelfDrive(s: DriverState, scope: Id | "session", call: Call
   if (inv === undefined) return;
   const lt = s.live.get(inv.taskId);
   if (lt !== undefined && lt.task.background !== true && (scope === "session" || s.inForegroundScope(lt.task, scope))) {
-    throw new PicoError("contract", `foreground task ${inv.taskId} cannot drive its own foreground scope (conversation ${String(scope)}); that wait could never finish (§6.2)`);
+    throw new PicoError(
+      "contract",
+      `foreground task ${inv.taskId} cannot drive its own foreground scope (conversation ${String(scope)}); that wait could never finish (§6.2)`,
+    );
   }
   if (scope === "session" || !s.live.has(inv.taskId)) return;
   for (const id of s.foregroundClosure(scope).tasks) {
@@ -159,7 +165,12 @@ export function checkNewWaitCycles(s: DriverState, task: Task): void {
 }
 
 /** Wait until a task is terminal, or `budgetMs` passes (false). Known self-waits reject (§6.2). */
-export function waitForTask(s: DriverState, id: Id, options: { budgetMs?: number } | undefined, call: Call): Promise<boolean> {
+export function waitForTask(
+  s: DriverState,
+  id: Id,
+  options: { budgetMs?: number } | undefined,
+  call: Call,
+): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
     void s.session.line
       .run((): Action => {
@@ -167,7 +178,10 @@ export function waitForTask(s: DriverState, id: Id, options: { budgetMs?: number
         if (s.phase === "closing" || s.phase === "closed") throw new PicoError("closed", "the session is closing");
         const inv = call.value(invocationKey);
         if (inv !== undefined && s.dependsOn(id, inv.taskId)) {
-          throw new PicoError("contract", `task ${inv.taskId} cannot wait for task ${id}: its unresolved dependencies lead back to the waiter (§6.2)`);
+          throw new PicoError(
+            "contract",
+            `task ${inv.taskId} cannot wait for task ${id}: its unresolved dependencies lead back to the waiter (§6.2)`,
+          );
         }
         if (!s.live.has(id)) return () => resolve(true);
         const signal = call.abortSignal;

@@ -34,7 +34,14 @@ import {
 } from "./driver-types.js";
 import { checkSelfDrive, driveScope, waitForTask } from "./driver-waiters.js";
 
-export { invocationOf, type DriverSession, type DriverWiring, type InspectResult, type Invocation, type Phase } from "./driver-types.js";
+export {
+  invocationOf,
+  type DriverSession,
+  type DriverWiring,
+  type InspectResult,
+  type Invocation,
+  type Phase,
+} from "./driver-types.js";
 
 export class Driver {
   readonly #s: DriverState;
@@ -184,7 +191,10 @@ export class Driver {
    */
   driveWithin(scope: Id | "session", budgetMs: number, call: Call): Promise<"idle" | "closed" | "budget"> {
     return new Promise<"idle" | "closed" | "budget">((resolve, reject) => {
-      driveScope(this.#s, scope, call, { ms: budgetMs, expired: () => resolve("budget") }, this.#attach).then(resolve, reject);
+      driveScope(this.#s, scope, call, { ms: budgetMs, expired: () => resolve("budget") }, this.#attach).then(
+        resolve,
+        reject,
+      );
     });
   }
 
@@ -215,7 +225,10 @@ export class Driver {
     return markWrites(this.#s, b, ids, options);
   }
 
-  /** The foreground ownership closure of a conversation (§5.6): live foreground tasks, recursively through owned conversations. */
+  /**
+   * The foreground ownership closure of a conversation (§5.6): live foreground tasks, recursively through owned
+   * conversations.
+   */
   foregroundClosure(conversationId: Id): { tasks: Id[]; conversations: Id[] } {
     return this.#s.foregroundClosure(conversationId);
   }
@@ -305,7 +318,8 @@ export class Driver {
   shutdown(call: Call): Promise<void> {
     // A task-bearing shutdown rejects before it could become the shared lifecycle operation (§6.4).
     const inv = call.value(invocationKey);
-    if (inv !== undefined) return Promise.reject(new PicoError("contract", `task ${inv.taskId} cannot shut down the session it runs in`));
+    if (inv !== undefined)
+      return Promise.reject(new PicoError("contract", `task ${inv.taskId} cannot shut down the session it runs in`));
     if (this.#s.shutdown !== undefined) return this.#s.shutdown.promise;
     let resolve: () => void = () => undefined;
     let reject: (e: unknown) => void = () => undefined;
@@ -319,10 +333,14 @@ export class Driver {
       // no completion or commit can interleave between the phase change and the marks.
       const after = await this.#s.session.line.run(async () => {
         this.#s.admitLifecycle();
-        if (this.#s.phase === "closing" || this.#s.phase === "closed") throw new PicoError("closed", "the session is closing");
+        if (this.#s.phase === "closing" || this.#s.phase === "closed")
+          throw new PicoError("closed", "the session is closing");
         this.#s.phase = "stopping";
         const ids = [...this.#s.live.keys()].filter((id) => !this.#s.parked.has(id));
-        const marked = await this.#s.session.commitInternalOnLine((b) => this.markWrites(b, ids, { ifLive: true }), call);
+        const marked = await this.#s.session.commitInternalOnLine(
+          (b) => this.markWrites(b, ids, { ifLive: true }),
+          call,
+        );
         this.#s.sessionAttached = true;
         const reconsidered = reconsider(this.#s, [...this.#s.live.keys()]);
         return () => {
@@ -342,7 +360,8 @@ export class Driver {
   close(call: Call): Promise<void> {
     // Close joins every invocation; from inside one it would wait for itself (§6.4).
     const inv = call.value(invocationKey);
-    if (inv !== undefined) return Promise.reject(new PicoError("contract", `task ${inv.taskId} cannot close the session it runs in`));
+    if (inv !== undefined)
+      return Promise.reject(new PicoError("contract", `task ${inv.taskId} cannot close the session it runs in`));
     this.#s.closing ??= (async () => {
       const running = await this.#s.session.line.run(() => {
         if (this.#s.phase !== "faulted") this.#s.phase = "closing";
@@ -358,7 +377,8 @@ export class Driver {
           w.detach();
           w.reject(new PicoError("closed", "the session closed"));
         }
-        if (this.#s.shutdown !== undefined && !this.#s.drained()) this.#s.shutdown.reject(new PicoError("closed", "close interrupted shutdown"));
+        if (this.#s.shutdown !== undefined && !this.#s.drained())
+          this.#s.shutdown.reject(new PicoError("closed", "close interrupted shutdown"));
         return [...this.#s.running.values()];
       });
       const reason = new PicoError("closed", "the session is closing");

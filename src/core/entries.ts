@@ -144,7 +144,12 @@ export function noticeEntry(data: JsonValue, message?: Message): EntryInput<Noti
 }
 
 /** A summary projects before the retained range it heads (§2.3). */
-export function summaryEntry(text: string, summarizedThrough: Id, head: Id, timestamp: number): EntryInput<SummaryEntry> {
+export function summaryEntry(
+  text: string,
+  summarizedThrough: Id,
+  head: Id,
+  timestamp: number,
+): EntryInput<SummaryEntry> {
   return {
     data: { summarizedThrough },
     model: [{ role: "user", content: `<summary>\n${text}\n</summary>`, timestamp }],

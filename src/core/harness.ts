@@ -39,15 +39,7 @@ import { TaskKindRegistry } from "./task-kind-types.js";
 import type { ListHandle, ValueHandle } from "./handles.js";
 import type { BatchObserver, CommitListener, CommitOrigin, CommittedBatch, HarnessReport } from "./session-types.js";
 import { LineRegistry, PlainSectionStore, type AnySection, type SectionStore } from "./registry.js";
-import {
-  readEntries,
-  readTasks,
-  scratchTx,
-  sessionTx,
-  TxBuilder,
-  type ScratchTx,
-  type Tx,
-} from "./tx.js";
+import { readEntries, readTasks, scratchTx, sessionTx, TxBuilder, type ScratchTx, type Tx } from "./tx.js";
 import { validateMainBatch, type LiveTurns } from "./validate.js";
 import { validateOwnerAgreement } from "./spawn.js";
 import { originCommitSlot } from "./origin-commit.js";
@@ -124,7 +116,8 @@ export class Harness {
         register: (kind) => taskKinds.register(kind),
         replace: (kind) => taskKinds.replace(kind),
         remove: (name) => {
-          if (this.driver.hasLiveOfKind(name)) throw new PicoError("conflict", `task kind ${name} still has live tasks`);
+          if (this.driver.hasLiveOfKind(name))
+            throw new PicoError("conflict", `task kind ${name} still has live tasks`);
           taskKinds.remove(name);
         },
         get: (name) => taskKinds.get(name),
@@ -168,7 +161,8 @@ export class Harness {
     if (storage.lastSeq === 0) {
       await harness.commit((tx) => {
         const root = tx.createConversation({});
-        for (const { spec, value } of options.rootValues ?? []) tx.value(bind(spec, { conversationId: root })).set(value);
+        for (const { spec, value } of options.rootValues ?? [])
+          tx.value(bind(spec, { conversationId: root })).set(value);
         return root;
       }, call);
     }
@@ -201,7 +195,8 @@ export class Harness {
 
   static {
     // §5.8: an explicit origin is for the core's own transcript-rule tests, never the host API.
-    originCommitSlot.run = (harness, origin, binding, plan, call) => (harness as Harness).#run(call, false, { binding, origin }, plan);
+    originCommitSlot.run = (harness, origin, binding, plan, call) =>
+      (harness as Harness).#run(call, false, { binding, origin }, plan);
   }
 
   /** The driver's own writes (abort marks, orphaning at open): admitted in every open phase. */
@@ -219,7 +214,10 @@ export class Harness {
 
   /** An internal commit from inside a driver line operation (shutdown's marking batch, §6.4); the caller
    * runs `after` once it leaves the line. */
-  commitInternalOnLine<T>(plan: (b: TxBuilder) => T | Promise<T>, call: Call): Promise<{ result: T; after: (() => void) | undefined }> {
+  commitInternalOnLine<T>(
+    plan: (b: TxBuilder) => T | Promise<T>,
+    call: Call,
+  ): Promise<{ result: T; after: (() => void) | undefined }> {
     return this.#commitOnLine(call, true, {}, plan);
   }
 
@@ -248,7 +246,12 @@ export class Harness {
   ): Promise<{ result: T; after: (() => void) | undefined }> {
     this.driver.admit(call, internal, options.scratchTask, options.mark === true);
     const origin = internal ? undefined : "origin" in options ? options.origin : this.driver.originOf(call);
-    const builder = new TxBuilder(this.storage, this.#taskKinds, { ...options, origin, inTurn: (id) => this.driver.liveTurnTasks(id) > 0, now: this.now });
+    const builder = new TxBuilder(this.storage, this.#taskKinds, {
+      ...options,
+      origin,
+      inTurn: (id) => this.driver.liveTurnTasks(id) > 0,
+      now: this.now,
+    });
     const result = await plan(builder);
     if (this.#observeBatch !== undefined && options.scratchTask === undefined && builder.writes.length > 0) {
       await this.#observeBatch({ writes: [...builder.writes], first: this.storage.lastSeq + 1, origin }, builder);
@@ -257,28 +260,44 @@ export class Harness {
     const batch = builder.batch();
     if (batch.writes.length === 0) return { result, after: undefined };
     if (batch.kind === "main") {
-      await validateMainBatch(batch.writes, { storage: this.storage, origin, liveTurns: this.#liveTurns, subtrees: this.driver });
+      await validateMainBatch(batch.writes, {
+        storage: this.storage,
+        origin,
+        liveTurns: this.#liveTurns,
+        subtrees: this.driver,
+      });
       await validateOwnerAgreement(batch.writes, this.storage);
       this.driver.validate(batch.writes, call, internal);
     }
-    const { first, last } = await this.storage.commit(batch).catch((error: unknown) => {
-      // A structural rejection wrote nothing, and a closed storage attempted nothing; any other failure
-      // may have persisted the batch (§3.3): the session fail-stops, and the fault's notifications run
-      // once this line operation is over.
-      if (!(error instanceof StorageError && (error.code === "malformed_batch" || error.code === "too_large" || error.code === "closed"))) {
-        const after = this.driver.persistenceFailed(error, call);
-        void this.line.run(() => undefined).then(after);
-      }
-      throw error;
-    }).catch(async (error: unknown) => {
-      // Work addressed to a deleted conversation (§6.4: delete, then reject new work in the subtree) is
-      // refused by storage's structural check; say so in the caller's terms. Only on this failure path.
-      if (error instanceof StorageError && error.code === "malformed_batch" && batch.kind === "main") {
-        const gone = await missingConversation(this.storage, batch.writes);
-        if (gone !== undefined) throw new PicoError("not_found", `conversation ${gone} does not exist or was deleted; it accepts no new work (§6.4)`, { cause: error });
-      }
-      throw error;
-    });
+    const { first, last } = await this.storage
+      .commit(batch)
+      .catch((error: unknown) => {
+        // A structural rejection wrote nothing, and a closed storage attempted nothing; any other failure
+        // may have persisted the batch (§3.3): the session fail-stops, and the fault's notifications run
+        // once this line operation is over.
+        if (!(
+          error instanceof StorageError &&
+          (error.code === "malformed_batch" || error.code === "too_large" || error.code === "closed")
+        )) {
+          const after = this.driver.persistenceFailed(error, call);
+          void this.line.run(() => undefined).then(after);
+        }
+        throw error;
+      })
+      .catch(async (error: unknown) => {
+        // Work addressed to a deleted conversation (§6.4: delete, then reject new work in the subtree) is
+        // refused by storage's structural check; say so in the caller's terms. Only on this failure path.
+        if (error instanceof StorageError && error.code === "malformed_batch" && batch.kind === "main") {
+          const gone = await missingConversation(this.storage, batch.writes);
+          if (gone !== undefined)
+            throw new PicoError(
+              "not_found",
+              `conversation ${gone} does not exist or was deleted; it accepts no new work (§6.4)`,
+              { cause: error },
+            );
+        }
+        throw error;
+      });
     const committed: CommittedBatch = { first, last, batch, origin };
     this.#observe(committed);
     const after = await this.driver.applied(committed);
@@ -357,12 +376,20 @@ export class Harness {
   }
 
   /** A transcript page of a conversation (fork-aware), per `Cursor`. */
-  entries(conversationId: Id, page: Cursor & { readonly kind?: string; readonly key?: string }, _call: Call): Promise<Page<Entry>> {
+  entries(
+    conversationId: Id,
+    page: Cursor & { readonly kind?: string; readonly key?: string },
+    _call: Call,
+  ): Promise<Page<Entry>> {
     return this.storage.scanEntries({ conversationId, ...page });
   }
 
   getTask(id: Id, call: Call): Promise<Task | undefined>;
-  getTask<S extends TaskStateBase, R extends TaskRoles<S>>(kind: TaskDefinition<S, R>, id: Id, call: Call): Promise<ReadTask<S, R> | undefined>;
+  getTask<S extends TaskStateBase, R extends TaskRoles<S>>(
+    kind: TaskDefinition<S, R>,
+    id: Id,
+    call: Call,
+  ): Promise<ReadTask<S, R> | undefined>;
   async getTask(a: { readonly kind: string } | Id, b: Id | Call, _c?: Call): Promise<Task | undefined> {
     const id = typeof a === "number" ? a : (b as Id);
     const task = (await this.storage.getTasks([id])).get(id);
@@ -375,7 +402,11 @@ export class Harness {
     ids: readonly Id[],
     call: Call,
   ): Promise<ReadonlyMap<Id, ReadTask<S, R>>>;
-  getTasks(a: { readonly kind: string } | readonly Id[], b: readonly Id[] | Call, _c?: Call): Promise<ReadonlyMap<Id, Task>> {
+  getTasks(
+    a: { readonly kind: string } | readonly Id[],
+    b: readonly Id[] | Call,
+    _c?: Call,
+  ): Promise<ReadonlyMap<Id, Task>> {
     return Array.isArray(b) ? readTasks(this.storage, a, b as readonly Id[]) : readTasks(this.storage, a);
   }
 
@@ -415,7 +446,11 @@ export class Harness {
    */
   useSections(store: SectionStore): void {
     if (store === this.#sectionStore) return;
-    if (this.#sectionsChanged) throw new PicoError("contract", "the harness's sections were already changed; install the section registry first");
+    if (this.#sectionsChanged)
+      throw new PicoError(
+        "contract",
+        "the harness's sections were already changed; install the section registry first",
+      );
     this.#sectionStore = store;
   }
 
@@ -461,7 +496,12 @@ export class Harness {
    */
   answer(taskId: Id, key: string, value: JsonValue, call: Call): Promise<{ readonly at: number }> {
     return recordAnswer(
-      { storage: this.storage, commit: (plan, c) => this.commit(plan, c), now: () => this.driver.clock.now(), answerArrived: (id) => this.driver.answerArrived(id) },
+      {
+        storage: this.storage,
+        commit: (plan, c) => this.commit(plan, c),
+        now: () => this.driver.clock.now(),
+        answerArrived: (id) => this.driver.answerArrived(id),
+      },
       taskId,
       key,
       value,
@@ -483,7 +523,8 @@ export class Harness {
    */
   async deleteConversation(id: Id, call: Call): Promise<Id[]> {
     return this.commit(async (tx) => {
-      if (!(await this.storage.getConversations([id])).has(id)) throw new PicoError("not_found", `conversation ${id} does not exist`);
+      if (!(await this.storage.getConversations([id])).has(id))
+        throw new PicoError("not_found", `conversation ${id} does not exist`);
       const subtree = await ownedSubtree(this.storage, id);
       for (const conversation of subtree) tx.deleteConversation(conversation);
       return subtree;

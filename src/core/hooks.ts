@@ -11,7 +11,11 @@ import { PicoError, TaskCancelled } from "./errors.js";
 import type { HookPoints, HookSpecs } from "./task-kind-types.js";
 
 /** A handler gets the point's input, its Call, and the output merged from earlier handlers. */
-export type HookHandler<In, Out> = (input: In, call: Call, sofar: Partial<Out & object>) => Promise<Out | void> | Out | void;
+export type HookHandler<In, Out> = (
+  input: In,
+  call: Call,
+  sofar: Partial<Out & object>,
+) => Promise<Out | void> | Out | void;
 
 interface Registration {
   readonly kind: string;
@@ -100,7 +104,10 @@ export class HookRegistry {
    * Cancellation (TaskCancelled, an aborted call) always propagates.
    */
   async run<Out extends object>(
-    kind: { readonly kind: string; readonly hooks?: Readonly<Record<string, { readonly failClosed?: boolean } | undefined>> },
+    kind: {
+      readonly kind: string;
+      readonly hooks?: Readonly<Record<string, { readonly failClosed?: boolean } | undefined>>;
+    },
     point: string,
     input: unknown,
     chain: readonly Id[],
@@ -114,10 +121,14 @@ export class HookRegistry {
       try {
         const out = await handler(input, call, merged);
         frame?.returned?.(out);
-        if (out !== undefined && out !== null && typeof out === "object") merged = { ...merged, ...(out as Partial<Out>) };
+        if (out !== undefined && out !== null && typeof out === "object")
+          merged = { ...merged, ...(out as Partial<Out>) };
       } catch (error) {
         if (isCancellation(error, call)) throw error;
-        if (failClosed) throw new PicoError("contract", `${kind.kind}.${point} hook failed closed: ${describe(error)}`, { cause: error });
+        if (failClosed)
+          throw new PicoError("contract", `${kind.kind}.${point} hook failed closed: ${describe(error)}`, {
+            cause: error,
+          });
         frame?.skipped?.(error);
         this.#report({ kind: kind.kind, point, error }, call);
       }
@@ -129,7 +140,9 @@ export class HookRegistry {
 function isCancellation(error: unknown, call: Call): boolean {
   if (error instanceof TaskCancelled) return true;
   const signal = call.abortSignal;
-  return signal?.aborted === true && (error === signal.reason || (error as { name?: unknown } | null)?.name === "AbortError");
+  return (
+    signal?.aborted === true && (error === signal.reason || (error as { name?: unknown } | null)?.name === "AbortError")
+  );
 }
 
 function describe(error: unknown): string {

@@ -7,7 +7,15 @@
 import type { Entry, Id, JsonObject, List, Value } from "../storage/records.js";
 import type { EntryDraft, UserInput } from "./entries.js";
 import { invalid } from "./errors.js";
-import { bindTo, conversationList, conversationValue, sessionValue, withKey, type ListSpec, type ValueSpec } from "./state.js";
+import {
+  bindTo,
+  conversationList,
+  conversationValue,
+  sessionValue,
+  withKey,
+  type ListSpec,
+  type ValueSpec,
+} from "./state.js";
 import type { TxBuilder } from "./tx-builder.js";
 
 export type InputMode = "steer" | "followUp" | "nextRun" | "write";
@@ -65,7 +73,9 @@ export function checkResultTransition(inputId: Id, previous: InputResult | undef
   const ok = (() => {
     switch (previous?.status) {
       case undefined:
-        return next.status === "queued" || next.status === "placed" || next.status === "done" || next.status === "unanswered";
+        return (
+          next.status === "queued" || next.status === "placed" || next.status === "done" || next.status === "unanswered"
+        );
       case "queued":
         return next.status !== "queued";
       case "placed":
@@ -80,7 +90,9 @@ export function checkResultTransition(inputId: Id, previous: InputResult | undef
     }
   })();
   if (!ok) {
-    throw invalid(`input ${inputId}: result ${previous?.status ?? "(none)"} cannot become ${next.status}; terminal results never change (§8.1)`);
+    throw invalid(
+      `input ${inputId}: result ${previous?.status ?? "(none)"} cannot become ${next.status}; terminal results never change (§8.1)`,
+    );
   }
 }
 
@@ -112,11 +124,19 @@ export async function priorAcceptance(b: TxBuilder, requestId: string | undefine
  * Place an input as an entry now (§8.1 "Placement"): append its entry, remove the list element and
  * write its result in one commit. A write is placed and done at once, so placed is never observable.
  */
-export function placeInput(b: TxBuilder, conversationId: Id, inputId: Id, item: QueuedInput, entry: EntryDraft & { readonly kind: string }): Id {
+export function placeInput(
+  b: TxBuilder,
+  conversationId: Id,
+  inputId: Id,
+  item: QueuedInput,
+  entry: EntryDraft & { readonly kind: string },
+): Id {
   const entryId = b.entry({ kind: entry.kind }, conversationId, entry);
   b.list(bindInbox(conversationId)).remove(inputId);
   const result: InputResult =
-    item.mode === "write" ? withRequest({ status: "done" as const, entry: entryId }, item.requestId) : withRequest({ status: "placed" as const, entry: entryId }, item.requestId);
+    item.mode === "write"
+      ? withRequest({ status: "done" as const, entry: entryId }, item.requestId)
+      : withRequest({ status: "placed" as const, entry: entryId }, item.requestId);
   b.value(bindResult(conversationId, inputId)).set(result);
   return entryId;
 }
@@ -125,7 +145,14 @@ export function placeInput(b: TxBuilder, conversationId: Id, inputId: Id, item: 
  * tx.write (§5.8): append a model-visible entry now when the conversation has no live turn task,
  * otherwise queue it as a write for the next boundary. Returns the inputId either way.
  */
-export function writeEntry(b: TxBuilder, conversationId: Id, kind: string, draft: EntryDraft, inTurn: boolean, requestId?: string): Id {
+export function writeEntry(
+  b: TxBuilder,
+  conversationId: Id,
+  kind: string,
+  draft: EntryDraft,
+  inTurn: boolean,
+  requestId?: string,
+): Id {
   const item: QueuedInput = withRequest({ mode: "write" as const, kind, entry: draft }, requestId);
   const inputId = queueInput(b, conversationId, item);
   if (!inTurn) placeInputNow(b, conversationId, inputId, item);
@@ -133,18 +160,31 @@ export function writeEntry(b: TxBuilder, conversationId: Id, kind: string, draft
 }
 
 /** Place a queued write immediately (idle conversation): entry + remove + done. */
-function placeInputNow(b: TxBuilder, conversationId: Id, inputId: Id, item: QueuedInput & { readonly mode: "write" }): void {
+function placeInputNow(
+  b: TxBuilder,
+  conversationId: Id,
+  inputId: Id,
+  item: QueuedInput & { readonly mode: "write" },
+): void {
   const entryId = b.entry({ kind: item.kind }, conversationId, item.entry);
   b.list(bindInbox(conversationId)).remove(inputId);
-  b.value(bindResult(conversationId, inputId)).set(withRequest({ status: "done" as const, entry: entryId }, item.requestId));
+  b.value(bindResult(conversationId, inputId)).set(
+    withRequest({ status: "done" as const, entry: entryId }, item.requestId),
+  );
 }
 
 /** Withdraw a queued input: remove it and record unanswered(aborted) in one commit. */
-export async function abortQueuedInput(b: TxBuilder, conversationId: Id, inputId: Id): Promise<"aborted" | "not_found"> {
+export async function abortQueuedInput(
+  b: TxBuilder,
+  conversationId: Id,
+  inputId: Id,
+): Promise<"aborted" | "not_found"> {
   const result = await b.value(bindResult(conversationId, inputId)).get();
   if (result?.status !== "queued") return "not_found";
   b.list(bindInbox(conversationId)).remove(inputId);
-  b.value(bindResult(conversationId, inputId)).set(withRequest({ status: "unanswered" as const, reason: "aborted" as const }, result.requestId));
+  b.value(bindResult(conversationId, inputId)).set(
+    withRequest({ status: "unanswered" as const, reason: "aborted" as const }, result.requestId),
+  );
   return "aborted";
 }
 
@@ -153,7 +193,9 @@ export async function queuedItems(b: TxBuilder, conversationId: Id): Promise<{ i
   const items: { id: Id; value: QueuedInput }[] = [];
   let after: Id | undefined;
   for (;;) {
-    const page = await b.list(bindInbox(conversationId)).read(after === undefined ? { limit: 1000 } : { after, limit: 1000 });
+    const page = await b
+      .list(bindInbox(conversationId))
+      .read(after === undefined ? { limit: 1000 } : { after, limit: 1000 });
     items.push(...page.items.map((e) => ({ id: e.id, value: e.value })));
     if (page.next === undefined) return items;
     after = page.next;
@@ -178,7 +220,9 @@ export function userDraft(input: UserInput, timestamp: number): EntryDraft & { r
 export function asInputResult(value: unknown): InputResult | undefined {
   if (value === null || typeof value !== "object") return undefined;
   const status = (value as JsonObject)["status"];
-  return status === "queued" || status === "placed" || status === "done" || status === "unanswered" ? (value as InputResult) : undefined;
+  return status === "queued" || status === "placed" || status === "done" || status === "unanswered"
+    ? (value as InputResult)
+    : undefined;
 }
 
 export type { Entry };

@@ -39,7 +39,9 @@ class Ancestry {
   /** The owning conversation one level up, if any. A deleted or unknown conversation ends the walk. */
   async #parentOf(conversationId: Id): Promise<Id | undefined> {
     if (this.#up.has(conversationId)) return this.#up.get(conversationId);
-    const conversation = this.#conversations.get(conversationId) ?? (await this.#storage.getConversations([conversationId])).get(conversationId);
+    const conversation =
+      this.#conversations.get(conversationId) ??
+      (await this.#storage.getConversations([conversationId])).get(conversationId);
     const owner = conversation?.owner;
     const up = owner === undefined ? undefined : (await this.task(owner))?.conversationId;
     this.#up.set(conversationId, up);
@@ -50,7 +52,11 @@ class Ancestry {
   async path(conversationId: Id): Promise<Id[]> {
     const path = [conversationId];
     const seen = new Set(path);
-    for (let up = await this.#parentOf(conversationId); up !== undefined && !seen.has(up); up = await this.#parentOf(up)) {
+    for (
+      let up = await this.#parentOf(conversationId);
+      up !== undefined && !seen.has(up);
+      up = await this.#parentOf(up)
+    ) {
       path.push(up);
       seen.add(up);
     }
@@ -63,7 +69,11 @@ class Ancestry {
   }
 }
 
-export async function validateOwnership(writes: readonly MainWrite[], storage: Storage, live: LiveSubtrees): Promise<void> {
+export async function validateOwnership(
+  writes: readonly MainWrite[],
+  storage: Storage,
+  live: LiveSubtrees,
+): Promise<void> {
   const conversations = new Map<Id, Conversation>();
   const tasks = new Map<Id, Task>();
   const settled = new Set<Id>();
@@ -103,7 +113,10 @@ export async function validateOwnership(writes: readonly MainWrite[], storage: S
       busy = (await ancestry.path(task.conversationId)).includes(id);
     }
     if (busy) {
-      throw new PicoError("conflict", `conversation ${id} has live tasks or running invocations in its subtree; it can be deleted once they settle (§6.4)`);
+      throw new PicoError(
+        "conflict",
+        `conversation ${id} has live tasks or running invocations in its subtree; it can be deleted once they settle (§6.4)`,
+      );
     }
   }
 }
@@ -121,7 +134,11 @@ export async function ownedSubtree(storage: Storage, conversationId: Id): Promis
     const owned: Id[] = [];
     let after: Id | undefined;
     for (;;) {
-      const page = await storage.scanTasks({ conversationIds: [tree[i] as Id], limit: 1000, ...(after === undefined ? {} : { after }) });
+      const page = await storage.scanTasks({
+        conversationIds: [tree[i] as Id],
+        limit: 1000,
+        ...(after === undefined ? {} : { after }),
+      });
       for (const task of page.items) for (const id of task.owns ?? []) if (!seen.has(id)) owned.push(id);
       if (page.next === undefined) break;
       after = page.next;

@@ -49,13 +49,15 @@ export class PlainSectionStore implements SectionStore {
   readonly #sections = new Map<string, AnySection>();
 
   register<T extends JsonValue>(section: SystemSection<T>): SystemSection<T> {
-    if (this.#sections.has(section.key)) throw new PicoError("conflict", `system section ${section.key} is already registered`);
+    if (this.#sections.has(section.key))
+      throw new PicoError("conflict", `system section ${section.key} is already registered`);
     this.#sections.set(section.key, section);
     return section;
   }
 
   replace<T extends JsonValue>(section: SystemSection<T>): SystemSection<T> {
-    if (!this.#sections.has(section.key)) throw new PicoError("not_found", `system section ${section.key} is not registered`);
+    if (!this.#sections.has(section.key))
+      throw new PicoError("not_found", `system section ${section.key} is not registered`);
     this.#sections.set(section.key, section);
     return section;
   }

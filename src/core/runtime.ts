@@ -18,7 +18,15 @@ import type { ListHandle, ValueHandle } from "./handles.js";
 import { listHandle, valueHandle } from "./harness.js";
 import type { InvocationMethod } from "./host.js";
 import { bind, type ListRef, type ValueRef, type ValueSpec } from "./state.js";
-import type { ConfigSpec, ConfigValues, PreviewSpec, ReadTask, TaskDefinition, TaskRoles, TaskRuntimeLike } from "./task-kind-types.js";
+import type {
+  ConfigSpec,
+  ConfigValues,
+  PreviewSpec,
+  ReadTask,
+  TaskDefinition,
+  TaskRoles,
+  TaskRuntimeLike,
+} from "./task-kind-types.js";
 import { readWait, waitValue, type AnswerOutcome, type WaitRecord } from "./answers.js";
 import { conversationTx, type ConversationTx, type ScratchTx, type TxBuilder } from "./tx.js";
 
@@ -53,14 +61,21 @@ export interface TaskRuntime extends TaskRuntimeLike {
    * the wait (`endWait`) in the commit that records what the answer caused.
    */
   awaitAnswer(key: string, options: { readonly until?: number } | undefined, call: Call): Promise<AnswerOutcome>;
-  config<C extends ConfigSpec>(kind: { readonly kind: string; readonly config?: C }, call: Call): Promise<ConfigValues<C>>;
+  config<C extends ConfigSpec>(
+    kind: { readonly kind: string; readonly config?: C },
+    call: Call,
+  ): Promise<ConfigValues<C>>;
   conversation(id: Id, call: Call): Promise<ConversationHandle | undefined>;
   abortTask(id: Id, call: Call): Promise<void>;
   /** Cleanup's cancellation request: an already-terminal target counts as finished (§6.3). */
   markIfLive(ids: readonly Id[], call: Call): Promise<Id[]>;
   waitForTask(id: Id, options: { budgetMs?: number } | undefined, call: Call): Promise<boolean>;
   getTask(id: Id, call: Call): Promise<Task | undefined>;
-  getTask<S extends TaskStateBase, R extends TaskRoles<S>>(kind: TaskDefinition<S, R>, id: Id, call: Call): Promise<ReadTask<S, R> | undefined>;
+  getTask<S extends TaskStateBase, R extends TaskRoles<S>>(
+    kind: TaskDefinition<S, R>,
+    id: Id,
+    call: Call,
+  ): Promise<ReadTask<S, R> | undefined>;
   getEntry(id: Id, call: Call): Promise<Entry | undefined>;
   getEntry<E extends Entry>(kind: EntryKind<E>, id: Id, call: Call): Promise<E | undefined>;
   /** Session and own-conversation state; scratch specs bind to this task. */
@@ -84,7 +99,10 @@ export interface TaskRuntime extends TaskRuntimeLike {
   currentPreview<P extends object>(): Tracker<P> | undefined;
 }
 
-const trackers = new WeakMap<TaskRuntime, { readonly taskId: Id; readonly tracker: Tracker<object>; readonly harness: Harness }>();
+const trackers = new WeakMap<
+  TaskRuntime,
+  { readonly taskId: Id; readonly tracker: Tracker<object>; readonly harness: Harness }
+>();
 
 /** Called by the driver when the invocation returns: the preview value stays, flushing stops. */
 export function releaseRuntime(runtime: TaskRuntime): void {
@@ -99,7 +117,11 @@ export function releaseRuntime(runtime: TaskRuntime): void {
  * scratch with `preview.init`, so the first flush (the base) already holds what survived a restart.
  */
 export async function startPreview(runtime: TaskRuntime, spec: PreviewSpec, task: Task, call: Call): Promise<void> {
-  const initial = await spec.init({ value: (addr) => ({ get: runtime.value(addr).get }), list: (addr) => ({ read: runtime.list(addr).read }) }, call, task);
+  const initial = await spec.init(
+    { value: (addr) => ({ get: runtime.value(addr).get }), list: (addr) => ({ read: runtime.list(addr).read }) },
+    call,
+    task,
+  );
   runtime.preview(initial);
 }
 
@@ -125,16 +147,24 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
   // that the invocation is still current (§6.5): a leaked runtime or call cannot act for the task.
   const own = (call: Call): void => {
     if (invocationOf(call) !== inv) {
-      throw new PicoError("contract", `task ${task.id}'s runtime was used with a call that does not carry its ${inv.method} invocation`);
+      throw new PicoError(
+        "contract",
+        `task ${task.id}'s runtime was used with a call that does not carry its ${inv.method} invocation`,
+      );
     }
     if (!driver.isCurrent(inv)) {
-      throw new PicoError("contract", `task ${task.id}'s ${inv.method} invocation has returned; its runtime no longer acts for the task`);
+      throw new PicoError(
+        "contract",
+        `task ${task.id}'s ${inv.method} invocation has returned; its runtime no longer acts for the task`,
+      );
     }
   };
-  const owned = <A extends unknown[], R>(f: (...args: [...A, Call]) => Promise<R>) => async (...args: [...A, Call]): Promise<R> => {
-    own(args[args.length - 1] as Call);
-    return f(...args);
-  };
+  const owned =
+    <A extends unknown[], R>(f: (...args: [...A, Call]) => Promise<R>) =>
+    async (...args: [...A, Call]): Promise<R> => {
+      own(args[args.length - 1] as Call);
+      return f(...args);
+    };
   const runtime: TaskRuntime = {
     taskId: task.id,
     conversationId: task.conversationId,
@@ -176,7 +206,11 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
         const woke = await driver.awaitAnswer(task.id, until, call);
         own(call);
         const now: WaitRecord | undefined = await readWait(harness.storage, task.id);
-        if (now === undefined || now.key !== key) throw new PicoError("contract", `task ${task.id}'s wait for ${JSON.stringify(key)} was ended while it waited`);
+        if (now === undefined || now.key !== key)
+          throw new PicoError(
+            "contract",
+            `task ${task.id}'s wait for ${JSON.stringify(key)} was ended while it waited`,
+          );
         wait = now;
         if (woke === "deadline" && wait.answer === undefined && until !== undefined) return { type: "deadline", until };
       }
@@ -185,7 +219,11 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
       own(call);
       const spec = (kind.config ?? {}) as ConfigSpec;
       const keys = Object.keys(spec);
-      const values = await Promise.all(keys.map(async (key) => (await harness.storage.getValue(bind(spec[key] as ValueSpec<unknown>, binding)))?.value));
+      const values = await Promise.all(
+        keys.map(
+          async (key) => (await harness.storage.getValue(bind(spec[key] as ValueSpec<unknown>, binding)))?.value,
+        ),
+      );
       return Object.fromEntries(keys.map((key, i) => [key, values[i]])) as never;
     },
     conversation: async (id, call) => {
@@ -206,7 +244,9 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
     },
     getTask: (async (a: { readonly kind: string } | Id, b: Id | Call, c?: Call) => {
       own(typeof a === "number" ? (b as Call) : (c as Call));
-      return typeof a === "number" ? harness.getTask(a, b as Call) : harness.getTask(a as TaskDefinition<TaskStateBase, TaskRoles<TaskStateBase>>, b as Id, c as Call);
+      return typeof a === "number"
+        ? harness.getTask(a, b as Call)
+        : harness.getTask(a as TaskDefinition<TaskStateBase, TaskRoles<TaskStateBase>>, b as Id, c as Call);
     }) as TaskRuntime["getTask"],
     getEntry: (async (a: EntryKind | Id, b: Id | Call, c?: Call) => {
       own(typeof a === "number" ? (b as Call) : (c as Call));
@@ -214,11 +254,21 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
     }) as TaskRuntime["getEntry"],
     value: (addr) => {
       const handle = valueHandle(harness, addr, binding);
-      return { get: owned(handle.get), getAt: owned(handle.getAt), set: owned(handle.set), delete: owned(handle.delete) };
+      return {
+        get: owned(handle.get),
+        getAt: owned(handle.getAt),
+        set: owned(handle.set),
+        delete: owned(handle.delete),
+      };
     },
     list: (addr) => {
       const handle = listHandle(harness, addr, binding);
-      return { read: owned(handle.read), append: owned(handle.append), remove: owned(handle.remove), clear: owned(handle.clear) };
+      return {
+        read: owned(handle.read),
+        append: owned(handle.append),
+        remove: owned(handle.remove),
+        clear: owned(handle.clear),
+      };
     },
     preview: <P extends object>(initial: P): Tracker<P> => {
       const previous = trackers.get(runtime);
@@ -229,7 +279,8 @@ export function createRuntime(harness: Harness, driver: Driver, inv: Invocation,
       hub.attach(task.id, tracker as Tracker<object>);
       return tracker;
     },
-    currentPreview: <P extends object>(): Tracker<P> | undefined => trackers.get(runtime)?.tracker as Tracker<P> | undefined,
+    currentPreview: <P extends object>(): Tracker<P> | undefined =>
+      trackers.get(runtime)?.tracker as Tracker<P> | undefined,
   };
   return runtime;
 }

@@ -58,20 +58,34 @@ export interface FirstTurn {
  * Inside a builder whose call carries a task (the owner): create the child conversation of `from`'s
  * task as §4.3 describes, in this batch. `owner` is the live record of the committing task.
  */
-export async function spawnChild(b: TxBuilder, from: Id, owner: Task, first: FirstTurn, now: number, options: SpawnOptions): Promise<Spawned> {
-  if (owner.role === "terminal") throw invalid(`task ${owner.id} has settled; a settled task cannot own a new conversation (§5.7)`);
+export async function spawnChild(
+  b: TxBuilder,
+  from: Id,
+  owner: Task,
+  first: FirstTurn,
+  now: number,
+  options: SpawnOptions,
+): Promise<Spawned> {
+  if (owner.role === "terminal")
+    throw invalid(`task ${owner.id} has settled; a settled task cannot own a new conversation (§5.7)`);
   const copies: [ValueSpec<unknown>, JsonValue][] = [];
   for (const spec of options.values?.inherit ?? []) {
-    if (spec.scopeKind !== "conversation") throw invalid(`a child copies only conversation values; ${spec.namespace} is ${spec.scopeKind} state`);
+    if (spec.scopeKind !== "conversation")
+      throw invalid(`a child copies only conversation values; ${spec.namespace} is ${spec.scopeKind} state`);
     const value = await b.value(bind(spec, { conversationId: from })).get();
     if (value !== undefined) copies.push([spec, value as JsonValue]);
   }
   for (const [spec] of options.values?.set ?? []) {
-    if (spec.scopeKind !== "conversation") throw invalid(`a child's initial values are conversation values; ${spec.namespace} is ${spec.scopeKind} state`);
+    if (spec.scopeKind !== "conversation")
+      throw invalid(`a child's initial values are conversation values; ${spec.namespace} is ${spec.scopeKind} state`);
   }
   const at = options.context?.at;
-  if (at !== undefined && !(Number.isSafeInteger(at) && at >= 0)) throw invalid(`a child's context position must be an entry id or 0, got ${String(at)}`);
-  const child = b.createConversation({ owner: owner.id, ...(at === undefined ? {} : { parent: { conversationId: from, at } }) });
+  if (at !== undefined && !(Number.isSafeInteger(at) && at >= 0))
+    throw invalid(`a child's context position must be an entry id or 0, got ${String(at)}`);
+  const child = b.createConversation({
+    owner: owner.id,
+    ...(at === undefined ? {} : { parent: { conversationId: from, at } }),
+  });
   const written = new Map<string, JsonValue>();
   for (const [spec, value] of [...copies, ...(options.values?.set ?? [])]) {
     b.value(bind(spec, { conversationId: child })).set(value);
@@ -81,10 +95,19 @@ export async function spawnChild(b: TxBuilder, from: Id, owner: Task, first: Fir
   // so this is a same-status replacement that does not advance the status epoch (§6.1).
   b.push({ type: "patch", id: owner.id, role: owner.role, state: owner.state, owns: [...(owner.owns ?? []), child] });
   b.list(bindTo(childrenList, owner.conversationId)).append(child);
-  const item: QueuedInput = { mode: "followUp", input: options.prompt, ...(options.requestId === undefined ? {} : { requestId: options.requestId }) };
+  const item: QueuedInput = {
+    mode: "followUp",
+    input: options.prompt,
+    ...(options.requestId === undefined ? {} : { requestId: options.requestId }),
+  };
   const inputId = queueInput(b, child, item);
   placeInput(b, child, inputId, item, userDraft(options.prompt, now));
-  const generation = await first.firstGeneration(b, child, [inputId], <T>(spec: ValueSpec<T>) => written.get(specKey(spec)) as T | undefined);
+  const generation = await first.firstGeneration(
+    b,
+    child,
+    [inputId],
+    <T>(spec: ValueSpec<T>) => written.get(specKey(spec)) as T | undefined,
+  );
   return { conversationId: child, inputId, generation };
 }
 
@@ -114,21 +137,25 @@ export async function validateOwnerAgreement(writes: readonly MainWrite[], stora
   }
   for (const [taskId, { before, after }] of owns) {
     for (const id of before) {
-      if (!after.includes(id)) throw invalid(`task ${taskId} cannot drop conversation ${id} from owns: ownership is immutable (§5.7)`);
+      if (!after.includes(id))
+        throw invalid(`task ${taskId} cannot drop conversation ${id} from owns: ownership is immutable (§5.7)`);
     }
     for (const id of after) {
       if (before.includes(id)) continue;
       const conversation = created.get(id);
       if (conversation?.owner !== taskId) {
-        throw invalid(`task ${taskId} lists conversation ${id} in owns, but that conversation is not created with owner ${taskId} in this commit (§5.7)`);
+        throw invalid(
+          `task ${taskId} lists conversation ${id} in owns, but that conversation is not created with owner ${taskId} in this commit (§5.7)`,
+        );
       }
     }
   }
   for (const conversation of created.values()) {
     if (conversation.owner === undefined) continue;
     if (!(owns.get(conversation.owner)?.after.includes(conversation.id) ?? false)) {
-      throw invalid(`conversation ${conversation.id} names owner ${conversation.owner}, but that task does not record it in owns in the same commit (§5.7)`);
+      throw invalid(
+        `conversation ${conversation.id} names owner ${conversation.owner}, but that task does not record it in owns in the same commit (§5.7)`,
+      );
     }
   }
 }
-

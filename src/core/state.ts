@@ -88,7 +88,9 @@ export function bind(addr: Address | AddressSpec, binding: Binding): Address {
       break;
     case "conversation":
       if (binding.conversationId === undefined) {
-        throw new TypeError(`conversation address ${addr.namespace} needs a conversation: use a conversation handle or bindTo()`);
+        throw new TypeError(
+          `conversation address ${addr.namespace} needs a conversation: use a conversation handle or bindTo()`,
+        );
       }
       scope = { conversation: binding.conversationId };
       break;

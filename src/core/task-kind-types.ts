@@ -39,7 +39,11 @@ export type ReadTask<S extends TaskStateBase, R extends TaskRoles<S>> = TypedTas
 export type TaskState<K> = K extends TaskDefinition<infer S, infer _R> ? S | Orphaned<S> : never;
 
 /** The declared variants whose role is `Role`; orphaned is never a public write target. */
-export type StatesWithRole<S extends TaskStateBase, R extends TaskRoles<S>, Role extends TaskRole> = S extends TaskStateBase
+export type StatesWithRole<
+  S extends TaskStateBase,
+  R extends TaskRoles<S>,
+  Role extends TaskRole,
+> = S extends TaskStateBase
   ? S["status"] extends "orphaned"
     ? never
     : R[S["status"]] extends Role
@@ -148,8 +152,12 @@ export interface AnyTaskKind {
 }
 
 /** The role of `status` in a kind, or an error naming what is wrong (`orphaned` is never writable). */
-export function roleOf(kind: { readonly kind: string; readonly roles: Readonly<Record<string, TaskRole>> }, status: string): TaskRole {
-  if (status === "orphaned") throw new PicoError("invalid_commit", `orphaned is written only by the harness at open (§5.1)`);
+export function roleOf(
+  kind: { readonly kind: string; readonly roles: Readonly<Record<string, TaskRole>> },
+  status: string,
+): TaskRole {
+  if (status === "orphaned")
+    throw new PicoError("invalid_commit", `orphaned is written only by the harness at open (§5.1)`);
   const role = Object.hasOwn(kind.roles, status) ? kind.roles[status] : undefined;
   if (role === undefined) throw new PicoError("invalid_commit", `task kind ${kind.kind} has no status ${status}`);
   return role;
@@ -176,7 +184,10 @@ export class TaskKindRegistry {
     if (previous === undefined) throw new PicoError("not_found", `task kind ${kind.kind} is not registered`);
     const missing = Object.keys(previous.roles).filter((status) => !Object.hasOwn(kind.roles, status));
     if (missing.length > 0) {
-      throw new PicoError("conflict", `replacement ${kind.kind} lacks persisted statuses ${missing.join(", ")}; migrate first`);
+      throw new PicoError(
+        "conflict",
+        `replacement ${kind.kind} lacks persisted statuses ${missing.join(", ")}; migrate first`,
+      );
     }
     this.#kinds.set(kind.kind, kind);
   }
@@ -199,8 +210,12 @@ export class TaskKindRegistry {
 }
 
 /** Erase a typed kind for the registry. */
-export function erase<S extends TaskStateBase, R extends TaskRoles<S>, Runtime extends TaskRuntimeLike, H extends HookPoints, C extends ConfigSpec>(
-  kind: TaskKind<S, R, Runtime, H, C>,
-): AnyTaskKind {
+export function erase<
+  S extends TaskStateBase,
+  R extends TaskRoles<S>,
+  Runtime extends TaskRuntimeLike,
+  H extends HookPoints,
+  C extends ConfigSpec,
+>(kind: TaskKind<S, R, Runtime, H, C>): AnyTaskKind {
   return kind as unknown as AnyTaskKind;
 }

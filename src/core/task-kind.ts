@@ -7,14 +7,7 @@
 import type { Task, TaskStateBase } from "../storage/records.js";
 import { PicoError } from "./errors.js";
 import type { TaskRuntime } from "./runtime.js";
-import type {
-  ConfigSpec,
-  HookPoints,
-  ReadTask,
-  TaskKind,
-  TaskRoles,
-  TaskRuntimeLike,
-} from "./task-kind-types.js";
+import type { ConfigSpec, HookPoints, ReadTask, TaskKind, TaskRoles, TaskRuntimeLike } from "./task-kind-types.js";
 
 export * from "./task-kind-types.js";
 
@@ -23,7 +16,9 @@ export * from "./task-kind-types.js";
 
 type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 type CommonKeys<S> = Exclude<keyof S, "status">;
-type VariantAgrees<V, All, K extends keyof All> = V extends unknown ? Equals<Pick<V, K & keyof V>, Pick<All, K>> : never;
+type VariantAgrees<V, All, K extends keyof All> = V extends unknown
+  ? Equals<Pick<V, K & keyof V>, Pick<All, K>>
+  : never;
 /** Common fields whose type or optionality differs between variants. */
 export type InconsistentCommonFields<S extends TaskStateBase> = {
   [K in CommonKeys<S>]: false extends VariantAgrees<S, S, K> ? K : never;
@@ -33,13 +28,19 @@ type KindChecks<S extends TaskStateBase> = "orphaned" extends S["status"]
   ? { readonly error: "orphaned is derived by the harness and cannot be declared (§5.1)" }
   : [InconsistentCommonFields<S>] extends [never]
     ? unknown
-    : { readonly error: "common fields must have the same type and optionality in every variant"; readonly fields: InconsistentCommonFields<S> };
+    : {
+        readonly error: "common fields must have the same type and optionality in every variant";
+        readonly fields: InconsistentCommonFields<S>;
+      };
 
 /** What `defineTaskKind` takes: the kind as it will be, less `is` (built here), with exact roles. */
-type DefinitionInput<S extends TaskStateBase, R extends TaskRoles<S>, Runtime extends TaskRuntimeLike, Hooks extends HookPoints, Config extends ConfigSpec> = Omit<
-  TaskKind<S, R, Runtime, Hooks, Config>,
-  "is" | "roles"
-> & {
+type DefinitionInput<
+  S extends TaskStateBase,
+  R extends TaskRoles<S>,
+  Runtime extends TaskRuntimeLike,
+  Hooks extends HookPoints,
+  Config extends ConfigSpec,
+> = Omit<TaskKind<S, R, Runtime, Hooks, Config>, "is" | "roles"> & {
   /** Exactly one role per declared status. */
   readonly roles: R & Record<Exclude<keyof R, S["status"]>, never>;
 };
@@ -71,11 +72,17 @@ export function defineTaskKind<
     }
     for (const [status, role] of Object.entries(roles)) {
       if (typeof role !== "string" || !ROLE_NAMES.has(role)) {
-        throw new PicoError("invalid_commit", `task kind ${definition.kind}: status ${status} has unknown role ${String(role)}`);
+        throw new PicoError(
+          "invalid_commit",
+          `task kind ${definition.kind}: status ${status} has unknown role ${String(role)}`,
+        );
       }
     }
     if (roles[definition.initialStatus] !== "start") {
-      throw new PicoError("invalid_commit", `task kind ${definition.kind}: initial status ${definition.initialStatus} must have role start`);
+      throw new PicoError(
+        "invalid_commit",
+        `task kind ${definition.kind}: initial status ${definition.initialStatus} must have role start`,
+      );
     }
     const kind = definition.kind;
     return Object.freeze({

@@ -78,7 +78,13 @@ export class TxBuilder {
   constructor(
     storage: Storage,
     kinds: TaskKindRegistry,
-    options: { binding?: Binding; scratchTask?: Id; origin?: CommitOrigin | undefined; inTurn?: (conversationId: Id) => boolean; now?: () => number } = {},
+    options: {
+      binding?: Binding;
+      scratchTask?: Id;
+      origin?: CommitOrigin | undefined;
+      inTurn?: (conversationId: Id) => boolean;
+      now?: () => number;
+    } = {},
   ) {
     this.#storage = storage;
     this.#kinds = kinds;
@@ -118,7 +124,8 @@ export class TxBuilder {
 
   /** Append one write; harness-internal writers (abort marks, orphaning) use this directly. */
   push(write: MainWrite): Id {
-    if (this.#frozen) throw invalid("this transaction has already been committed; writes after the builder returned are refused");
+    if (this.#frozen)
+      throw invalid("this transaction has already been committed; writes after the builder returned are refused");
     this.writes.push(write);
     this.#seq += 1;
     return this.#seq;
@@ -162,8 +169,7 @@ export class TxBuilder {
       clear: () => {
         this.#state({ type: "list.clear", addr });
       },
-      read: (query?: Partial<ListQuery>) =>
-        this.#storage.readList<T>(addr, { limit: DEFAULT_LIST_PAGE, ...query }),
+      read: (query?: Partial<ListQuery>) => this.#storage.readList<T>(addr, { limit: DEFAULT_LIST_PAGE, ...query }),
     };
   }
 
@@ -238,7 +244,9 @@ export class TxBuilder {
     const id = this.#seq + 1;
     const conversation: Conversation = {
       id,
-      ...(spec.parent === undefined ? {} : { parent: { conversationId: spec.parent.conversationId, at: spec.parent.at } }),
+      ...(spec.parent === undefined
+        ? {}
+        : { parent: { conversationId: spec.parent.conversationId, at: spec.parent.at } }),
       ...(spec.owner === undefined ? {} : { owner: spec.owner }),
     };
     return this.push({ type: "createConversation", conversation });
@@ -268,7 +276,10 @@ export class TxBuilder {
     return task?.kind === kindOrId.kind ? task : undefined;
   }
 
-  async getTasks(kindOrIds: { readonly kind: string } | readonly Id[], maybeIds?: readonly Id[]): Promise<ReadonlyMap<Id, Task>> {
+  async getTasks(
+    kindOrIds: { readonly kind: string } | readonly Id[],
+    maybeIds?: readonly Id[],
+  ): Promise<ReadonlyMap<Id, Task>> {
     return readTasks(this.#storage, kindOrIds, maybeIds);
   }
 

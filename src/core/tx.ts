@@ -23,9 +23,11 @@ import type { ConversationSpec, ListTx, TaskSpec, TxBuilder, ValueTx } from "./t
 export * from "./tx-builder.js";
 export type { CommitOrigin } from "./session-types.js";
 
-type PatchArgs<S extends TaskStateBase, R extends TaskRoles<S>, Roles extends "start" | "inflight" | "terminal"> = WriteArgs<
-  StatesWithRole<S, R, Roles>
->;
+type PatchArgs<
+  S extends TaskStateBase,
+  R extends TaskRoles<S>,
+  Roles extends "start" | "inflight" | "terminal",
+> = WriteArgs<StatesWithRole<S, R, Roles>>;
 
 /** Committed-state reads available inside a builder (no Call: the builder runs on the line). */
 export interface TxReads {
@@ -34,7 +36,10 @@ export interface TxReads {
   getEntries(ids: readonly Id[]): Promise<ReadonlyMap<Id, Entry>>;
   getEntries<E extends Entry>(kind: EntryKind<E>, ids: readonly Id[]): Promise<ReadonlyMap<Id, E>>;
   getTask(id: Id): Promise<Task | undefined>;
-  getTask<S extends TaskStateBase, R extends TaskRoles<S>>(kind: TaskDefinition<S, R>, id: Id): Promise<ReadTask<S, R> | undefined>;
+  getTask<S extends TaskStateBase, R extends TaskRoles<S>>(
+    kind: TaskDefinition<S, R>,
+    id: Id,
+  ): Promise<ReadTask<S, R> | undefined>;
   getTasks(ids: readonly Id[]): Promise<ReadonlyMap<Id, Task>>;
   getTasks<S extends TaskStateBase, R extends TaskRoles<S>>(
     kind: TaskDefinition<S, R>,
@@ -60,7 +65,10 @@ export interface Tx extends TxReads, TaskWrites {
   value<T>(addr: ValueRef<T>): ValueTx<T>;
   list<T>(addr: ListRef<T>): ListTx<T>;
   entry<E extends Entry>(kind: EntryKind<E>, conversationId: Id, input: EntryInput<E>): Id;
-  /** Append now when the conversation has no live turn task, else queue for the next boundary (§5.8); returns the inputId. */
+  /**
+   * Append now when the conversation has no live turn task, else queue for the next boundary (§5.8); returns the
+   * inputId.
+   */
   write<E extends Entry>(kind: EntryKind<E>, conversationId: Id, input: EntryInput<E>): Id;
   /** Queue an input (§8.1); returns the inputId. */
   queueInput(conversationId: Id, input: QueuedInput): Id;
@@ -103,7 +111,8 @@ export function sessionTx(b: TxBuilder): Tx {
     value: (addr) => b.value(addr),
     list: (addr) => b.list(addr),
     entry: (kind, conversationId, input) => b.entry(kind, conversationId, input as EntryDraft),
-    write: (kind, conversationId, input) => writeEntry(b, conversationId, kind.kind, input as EntryDraft, b.inTurn(conversationId)),
+    write: (kind, conversationId, input) =>
+      writeEntry(b, conversationId, kind.kind, input as EntryDraft, b.inTurn(conversationId)),
     queueInput: (conversationId, input) => queueInput(b, conversationId, input),
     task: (kind, spec) => b.task(kind, spec.conversationId, spec),
     createConversation: (spec) => b.createConversation(spec),
@@ -134,7 +143,8 @@ export function scratchTx(b: TxBuilder, taskId: Id): ScratchTx {
 function reads(b: TxBuilder): TxReads {
   return {
     getEntry: ((kindOrId: EntryKind | Id, id?: Id) => b.getEntry(kindOrId, id)) as TxReads["getEntry"],
-    getEntries: ((kindOrIds: EntryKind | readonly Id[], ids?: readonly Id[]) => b.getEntries(kindOrIds, ids)) as TxReads["getEntries"],
+    getEntries: ((kindOrIds: EntryKind | readonly Id[], ids?: readonly Id[]) =>
+      b.getEntries(kindOrIds, ids)) as TxReads["getEntries"],
     getTask: ((kindOrId: { readonly kind: string } | Id, id?: Id) => b.getTask(kindOrId, id)) as TxReads["getTask"],
     getTasks: ((kindOrIds: { readonly kind: string } | readonly Id[], ids?: readonly Id[]) =>
       b.getTasks(kindOrIds, ids)) as TxReads["getTasks"],
@@ -145,6 +155,7 @@ function reads(b: TxBuilder): TxReads {
 function taskWrites(b: TxBuilder): TaskWrites {
   return {
     patch: ((task: Task, status: string, payload: JsonObject) => b.patch(task, status, payload)) as TaskWrites["patch"],
-    settle: ((task: Task, status: string, payload: JsonObject) => b.settle(task, status, payload)) as TaskWrites["settle"],
+    settle: ((task: Task, status: string, payload: JsonObject) =>
+      b.settle(task, status, payload)) as TaskWrites["settle"],
   };
 }

@@ -12,7 +12,14 @@ import { isManagedSystem, systemKind } from "./entries.js";
 import { invalid, PicoError } from "./errors.js";
 import type { CommitOrigin } from "./session-types.js";
 import { validateOwnership, type LiveSubtrees } from "./ownership.js";
-import { asInputResult, checkResultTransition, INBOX_NAMESPACE, INPUT_RESULT_NAMESPACE, REQUEST_NAMESPACE, type InputResult } from "./inbox.js";
+import {
+  asInputResult,
+  checkResultTransition,
+  INBOX_NAMESPACE,
+  INPUT_RESULT_NAMESPACE,
+  REQUEST_NAMESPACE,
+  type InputResult,
+} from "./inbox.js";
 
 /** Live turn-task counts per conversation; the driver answers from its index, tests from storage. */
 export interface LiveTurns {
@@ -30,7 +37,11 @@ export interface Chain {
   readonly committed?: Segment;
 }
 
-export function chainOf(conversationId: Id, created: ReadonlyMap<Id, Conversation>, cap: Id = Number.MAX_SAFE_INTEGER): Chain {
+export function chainOf(
+  conversationId: Id,
+  created: ReadonlyMap<Id, Conversation>,
+  cap: Id = Number.MAX_SAFE_INTEGER,
+): Chain {
   const local: Segment[] = [];
   let current = conversationId;
   let limit = cap;
@@ -53,7 +64,12 @@ function visibleInBatch(chain: Chain, entry: Entry): boolean {
 }
 
 /** Whether an entry (of this batch or committed) is in the chain's logical transcript. */
-async function visibleIn(chain: Chain, entry: Entry, batchEntries: ReadonlyMap<Id, Entry>, storage: Storage): Promise<boolean> {
+async function visibleIn(
+  chain: Chain,
+  entry: Entry,
+  batchEntries: ReadonlyMap<Id, Entry>,
+  storage: Storage,
+): Promise<boolean> {
   if (batchEntries.has(entry.id)) return visibleInBatch(chain, entry);
   const committed = chain.committed;
   if (committed === undefined || entry.id > committed.cap) return false;
@@ -106,13 +122,16 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
         // §3.4: a request key names one acceptance for the life of the session; it is never remapped.
         if (addr.namespace === REQUEST_NAMESPACE && "session" in addr.scope && addr.key !== undefined) {
           if (requestKeys.has(addr.key) || (await storage.getValue(addr)) !== undefined) {
-            throw invalid(`request key ${JSON.stringify(addr.key)} already names an acceptance; it is never remapped (read it with acceptance(), §3.4)`);
+            throw invalid(
+              `request key ${JSON.stringify(addr.key)} already names an acceptance; it is never remapped (read it with acceptance(), §3.4)`,
+            );
           }
           requestKeys.add(addr.key);
           break;
         }
         // §8.1/§7.3: input-result transitions are validated; terminal results never change.
-        if (addr.namespace !== INPUT_RESULT_NAMESPACE || !("conversation" in addr.scope) || addr.key === undefined) break;
+        if (addr.namespace !== INPUT_RESULT_NAMESPACE || !("conversation" in addr.scope) || addr.key === undefined)
+          break;
         const id = `${addr.scope.conversation}/${addr.key}`;
         const previous = results.has(id) ? results.get(id) : asInputResult((await storage.getValue(addr))?.value);
         if (write.type === "value.delete") {
@@ -171,8 +190,14 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
         if (entry.head !== undefined) await validateHead(entry, chain, batchEntries, ctx.storage, lookup);
         for (const edit of entry.edits ?? []) {
           const target = await lookup(edit.target);
-          if (target === undefined || target.id >= entry.id || !(await visibleIn(chain, target, batchEntries, storage))) {
-            throw invalid(`entry ${entry.id}: edit target ${edit.target} is not an earlier visible entry of conversation ${entry.conversationId}`);
+          if (
+            target === undefined ||
+            target.id >= entry.id ||
+            !(await visibleIn(chain, target, batchEntries, storage))
+          ) {
+            throw invalid(
+              `entry ${entry.id}: edit target ${edit.target} is not an earlier visible entry of conversation ${entry.conversationId}`,
+            );
           }
           if (isManagedSystem(target)) {
             const baseline = entry.kind === systemKind.kind && isBaseline(entry);
@@ -202,7 +227,12 @@ export async function validateMainBatch(writes: readonly MainWrite[], ctx: Valid
 
 function isBaseline(entry: Entry): boolean {
   const data = entry.data;
-  return data !== null && typeof data === "object" && !Array.isArray(data) && (data as { baseline?: unknown }).baseline === true;
+  return (
+    data !== null &&
+    typeof data === "object" &&
+    !Array.isArray(data) &&
+    (data as { baseline?: unknown }).baseline === true
+  );
 }
 
 async function validateHead(
@@ -225,22 +255,37 @@ async function validateHead(
   // The previous visible head: committed, or earlier in this batch in the same logical transcript.
   let previous: Entry | undefined;
   for (const e of batchEntries.values()) {
-    if (e.head !== undefined && visibleInBatch(chain, e) && (previous === undefined || e.id > previous.id)) previous = e;
+    if (e.head !== undefined && visibleInBatch(chain, e) && (previous === undefined || e.id > previous.id))
+      previous = e;
   }
   if (previous === undefined && committed !== undefined && storage.lastSeq > 0) {
     previous = await storage.newestHead(committed.conversationId, Math.min(storage.lastSeq, committed.cap));
   }
   if (previous?.head !== undefined && head < previous.head) {
-    throw invalid(`entry ${entry.id}: head ${head} would move context back before the previous head's boundary ${previous.head} (§2.1)`);
+    throw invalid(
+      `entry ${entry.id}: head ${head} would move context back before the previous head's boundary ${previous.head} (§2.1)`,
+    );
   }
   // The boundary must not split a tool exchange: the newest assistant with calls before the boundary
   // must have all its results before the boundary too.
   let assistant: Entry | undefined;
   for (const e of batchEntries.values()) {
-    if (e.kind === "assistant" && e.id < head && visibleInBatch(chain, e) && (assistant === undefined || e.id > assistant.id)) assistant = e;
+    if (
+      e.kind === "assistant" &&
+      e.id < head &&
+      visibleInBatch(chain, e) &&
+      (assistant === undefined || e.id > assistant.id)
+    )
+      assistant = e;
   }
   if (assistant === undefined && committed !== undefined && storage.lastSeq > 0) {
-    const page = await storage.scanEntries({ conversationId: committed.conversationId, kind: "assistant", through: committed.cap, before: head, limit: 1 });
+    const page = await storage.scanEntries({
+      conversationId: committed.conversationId,
+      kind: "assistant",
+      through: committed.cap,
+      before: head,
+      limit: 1,
+    });
     assistant = page.items[0];
   }
   const calls = assistant === undefined ? undefined : toolCallIds(assistant);
@@ -251,11 +296,20 @@ async function validateHead(
       if (e.kind === "tool_result" && e.key === callId && e.id < head && visibleInBatch(chain, e)) answered = true;
     }
     if (!answered && committed !== undefined && storage.lastSeq > 0) {
-      const page = await storage.scanEntries({ conversationId: committed.conversationId, kind: "tool_result", key: callId, through: committed.cap, before: head, limit: 1 });
+      const page = await storage.scanEntries({
+        conversationId: committed.conversationId,
+        kind: "tool_result",
+        key: callId,
+        through: committed.cap,
+        before: head,
+        limit: 1,
+      });
       answered = page.items.length > 0;
     }
     if (!answered) {
-      throw invalid(`entry ${entry.id}: head ${head} splits the tool exchange of assistant ${assistant.id} (call ${callId} has no result before it) (§2.1)`);
+      throw invalid(
+        `entry ${entry.id}: head ${head} splits the tool exchange of assistant ${assistant.id} (call ${callId} has no result before it) (§2.1)`,
+      );
     }
   }
 }

@@ -37,17 +37,27 @@ export interface PreviewOutput {
 
 /** What the hub feeds: every durable batch (on the line, in order), preview output, fault and close. */
 export interface HubMember {
-  /** `outputs`: preview ops the harness flushed for this commit (a scratch commit's task, a settled task), delivered with it. */
+  /**
+   * `outputs`: preview ops the harness flushed for this commit (a scratch commit's task, a settled task), delivered
+   * with it.
+   */
   onCommit(commit: CommittedBatch, outputs: readonly PreviewOutput[]): void;
   /** Preview ops published between commits. */
   onOutput(output: PreviewOutput): void;
   fault(error: WatchFault): void;
   close(): void;
   /** Session watches: a hook or task error report. */
-  onReport?(report: { readonly task?: Id; readonly kind?: string; readonly method?: string; readonly error: unknown }): void;
+  onReport?(report: {
+    readonly task?: Id;
+    readonly kind?: string;
+    readonly method?: string;
+    readonly error: unknown;
+  }): void;
 }
 
-type Listener<Out> = { readonly kind: "events"; readonly fn: (event: Out) => void } | { readonly kind: "commits"; readonly fn: (message: WatchMessage<Out>) => void };
+type Listener<Out> =
+  | { readonly kind: "events"; readonly fn: (event: Out) => void }
+  | { readonly kind: "commits"; readonly fn: (message: WatchMessage<Out>) => void };
 
 export interface ChannelHost {
   readonly line: CommitLine;
@@ -58,7 +68,9 @@ export interface ChannelHost {
   listenerError(error: unknown): void;
 }
 
-export abstract class WatchChannel<View extends { readonly readAt: Id }, Fold, Out> implements WatchHandle<View, Out>, HubMember {
+export abstract class WatchChannel<View extends { readonly readAt: Id }, Fold, Out>
+  implements WatchHandle<View, Out>, HubMember
+{
   readonly #host: ChannelHost;
   readonly #maxBacklog: number;
   #view: View | undefined;
@@ -81,7 +93,8 @@ export abstract class WatchChannel<View extends { readonly readAt: Id }, Fold, O
   #epoch = 0;
 
   constructor(host: ChannelHost, maxBacklog: number) {
-    if (!Number.isSafeInteger(maxBacklog) || maxBacklog < 1) throw new RangeError(`maxBacklog must be a positive integer, got ${String(maxBacklog)}`);
+    if (!Number.isSafeInteger(maxBacklog) || maxBacklog < 1)
+      throw new RangeError(`maxBacklog must be a positive integer, got ${String(maxBacklog)}`);
     this.#host = host;
     this.#maxBacklog = maxBacklog;
   }
@@ -185,7 +198,10 @@ export abstract class WatchChannel<View extends { readonly readAt: Id }, Fold, O
     if (this.#backlog > this.#maxBacklog) {
       this.#queue = [];
       this.#backlog = 0;
-      const error: WatchFault = { code: "lagged", message: `the watcher fell more than ${this.#maxBacklog} events behind; call resnapshot` };
+      const error: WatchFault = {
+        code: "lagged",
+        message: `the watcher fell more than ${this.#maxBacklog} events behind; call resnapshot`,
+      };
       const t = this.terminal({ type: "fault", error });
       this.#queue.push({ seq: this.#lastSeq, fold: [t.fold], out: [t.out] });
       this.#lagged = true;
@@ -244,7 +260,14 @@ export abstract class WatchChannel<View extends { readonly readAt: Id }, Fold, O
   }
 
   #schedule(): void {
-    if (this.#scheduled || this.#draining || this.#listener === undefined || this.#holds > 0 || this.#queue.length === 0) return;
+    if (
+      this.#scheduled ||
+      this.#draining ||
+      this.#listener === undefined ||
+      this.#holds > 0 ||
+      this.#queue.length === 0
+    )
+      return;
     this.#scheduled = true;
     queueMicrotask(() => {
       this.#scheduled = false;

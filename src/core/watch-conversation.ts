@@ -67,9 +67,15 @@ abstract class ConversationWatchBase<Out> extends WatchChannel<ConversationView,
   #fold: ContextFold | undefined;
   #context: Id[] = [];
 
-  constructor(host: ChannelHost, sources: WatchSources, conversationId: Id, options: { tail: number; values?: readonly ValueRef<unknown>[]; maxBacklog: number }) {
+  constructor(
+    host: ChannelHost,
+    sources: WatchSources,
+    conversationId: Id,
+    options: { tail: number; values?: readonly ValueRef<unknown>[]; maxBacklog: number },
+  ) {
     super(host, options.maxBacklog);
-    if (!Number.isSafeInteger(options.tail) || options.tail < 0) throw new RangeError(`tail must be a non-negative integer, got ${String(options.tail)}`);
+    if (!Number.isSafeInteger(options.tail) || options.tail < 0)
+      throw new RangeError(`tail must be a non-negative integer, got ${String(options.tail)}`);
     this.#sources = sources;
     this.#id = conversationId;
     this.#tail = options.tail;
@@ -77,7 +83,10 @@ abstract class ConversationWatchBase<Out> extends WatchChannel<ConversationView,
   }
 
   /** What a listener receives for a commit's events (raw watches deliver the commit instead). */
-  protected abstract deliverable(commit: CommittedBatch | undefined, events: readonly ConversationEvent[]): readonly Out[];
+  protected abstract deliverable(
+    commit: CommittedBatch | undefined,
+    events: readonly ConversationEvent[],
+  ): readonly Out[];
 
   protected foldMessage(view: ConversationView, seq: Id, events: readonly ConversationEvent[]): ConversationView {
     return applyMessage(view, { seq, events });
@@ -142,7 +151,10 @@ abstract class ConversationWatchBase<Out> extends WatchChannel<ConversationView,
     this.advance(commit.last);
     this.enqueue(commit.last, events, this.deliverable(commit, events));
     if (broken) {
-      const error: WatchFault = { code: "context", message: `a head in conversation ${this.#id} moved the context boundary backwards; call resnapshot` };
+      const error: WatchFault = {
+        code: "context",
+        message: `a head in conversation ${this.#id} moved the context boundary backwards; call resnapshot`,
+      };
       this.enqueue(commit.last, [{ type: "fault", error }], this.deliverable(undefined, [{ type: "fault", error }]));
       this.suspend();
     }
@@ -155,7 +167,10 @@ abstract class ConversationWatchBase<Out> extends WatchChannel<ConversationView,
     this.enqueue(this.lastSeq, [event], this.deliverable(undefined, [event]));
   }
 
-  #derive(commit: CommittedBatch, outputs: readonly PreviewOutput[]): { events: ConversationEvent[]; deleted: boolean; broken: boolean } {
+  #derive(
+    commit: CommittedBatch,
+    outputs: readonly PreviewOutput[],
+  ): { events: ConversationEvent[]; deleted: boolean; broken: boolean } {
     const events: ConversationEvent[] = [];
     const values = new Map<string, JsonValue | undefined>();
     let inboxOps: InboxOp[] = [];
@@ -209,7 +224,8 @@ abstract class ConversationWatchBase<Out> extends WatchChannel<ConversationView,
           events.push({ type: "task_end", task: { ...previous, role: "terminal", state: write.state } });
           // Settlement retires the task's scratch in the same commit (§4.6).
           for (const [key, addr] of this.#watched) {
-            if ("scratch" in addr.scope && addr.scope.scratch === write.id && this.#values.has(key)) values.set(key, undefined);
+            if ("scratch" in addr.scope && addr.scope.scratch === write.id && this.#values.has(key))
+              values.set(key, undefined);
           }
           break;
         }
@@ -257,7 +273,11 @@ abstract class ConversationWatchBase<Out> extends WatchChannel<ConversationView,
   }
 
   /** Fold one inbox write into this commit's ops (§8.1: an idle same-commit append + remove emits none). */
-  #inboxOp(ops: InboxOp[], write: Extract<CommitBatch["writes"][number], { type: "list.append" | "list.remove" | "list.clear" }>, seq: Id): InboxOp[] {
+  #inboxOp(
+    ops: InboxOp[],
+    write: Extract<CommitBatch["writes"][number], { type: "list.append" | "list.remove" | "list.clear" }>,
+    seq: Id,
+  ): InboxOp[] {
     switch (write.type) {
       case "list.append": {
         const item: Element<QueuedInput> = { id: seq, value: write.value as unknown as QueuedInput };
@@ -290,7 +310,10 @@ abstract class ConversationWatchBase<Out> extends WatchChannel<ConversationView,
 
 /** A conversation watch delivering typed events. */
 export class ConversationWatch extends ConversationWatchBase<ConversationEvent> {
-  protected deliverable(_commit: CommittedBatch | undefined, events: readonly ConversationEvent[]): readonly ConversationEvent[] {
+  protected deliverable(
+    _commit: CommittedBatch | undefined,
+    events: readonly ConversationEvent[],
+  ): readonly ConversationEvent[] {
     return events;
   }
 
@@ -301,7 +324,10 @@ export class ConversationWatch extends ConversationWatchBase<ConversationEvent> 
 
 /** A conversation watch delivering every CommittedBatch itself (`raw: true`); its view is still maintained. */
 export class RawConversationWatch extends ConversationWatchBase<RawWatchEvent> {
-  protected deliverable(commit: CommittedBatch | undefined, events: readonly ConversationEvent[]): readonly RawWatchEvent[] {
+  protected deliverable(
+    commit: CommittedBatch | undefined,
+    events: readonly ConversationEvent[],
+  ): readonly RawWatchEvent[] {
     if (commit !== undefined) return [commit];
     return events.flatMap((e): RawWatchEvent[] => (e.type === "fault" || e.type === "closed" ? [e] : []));
   }
@@ -360,7 +386,12 @@ async function liveTasks(storage: Storage, conversationId: Id): Promise<Task[]> 
   const tasks: Task[] = [];
   let after: Id | undefined;
   for (;;) {
-    const page = await storage.scanTasks({ conversationIds: [conversationId], live: true, limit: PAGE, ...(after === undefined ? {} : { after }) });
+    const page = await storage.scanTasks({
+      conversationIds: [conversationId],
+      live: true,
+      limit: PAGE,
+      ...(after === undefined ? {} : { after }),
+    });
     tasks.push(...page.items);
     if (page.next === undefined) return tasks;
     after = page.next;

@@ -12,7 +12,14 @@ import { applyImmutable } from "@earendil-works/chord/delta";
 import type { Conversation, Element, Entry, Id, JsonValue, Task } from "../storage/records.js";
 import { addressKey } from "../storage/shared.js";
 import type { QueuedInput } from "./inbox.js";
-import type { ConversationEvent, ConversationView, InboxOp, SessionEvent, SessionView, WatchMessage } from "./watch-types.js";
+import type {
+  ConversationEvent,
+  ConversationView,
+  InboxOp,
+  SessionEvent,
+  SessionView,
+  WatchMessage,
+} from "./watch-types.js";
 
 /**
  * True when appending `entry` simply extends the derived context by its id: it is not a head and carries
@@ -75,7 +82,13 @@ export function applyMessage(view: ConversationView, message: WatchMessage<Conve
 export function applySessionEvent(view: SessionView, event: SessionEvent): SessionView {
   switch (event.type) {
     case "conversation":
-      return { ...view, conversations: event.change === "created" ? insertConversation(view.conversations, event.conversation) : view.conversations.filter((c) => c.id !== event.conversation.id) };
+      return {
+        ...view,
+        conversations:
+          event.change === "created"
+            ? insertConversation(view.conversations, event.conversation)
+            : view.conversations.filter((c) => c.id !== event.conversation.id),
+      };
     case "value":
       return { ...view, values: setValue(view.values, addressKey(event.addr), event.value) };
     case "usage":
@@ -100,7 +113,10 @@ export function applySessionMessage(view: SessionView, message: WatchMessage<Ses
 }
 
 /** Apply inbox ops in order (exported for transports that keep only the inbox). */
-export function applyInboxOps(inbox: readonly Element<QueuedInput>[], ops: readonly InboxOp[]): readonly Element<QueuedInput>[] {
+export function applyInboxOps(
+  inbox: readonly Element<QueuedInput>[],
+  ops: readonly InboxOp[],
+): readonly Element<QueuedInput>[] {
   let next = inbox;
   for (const op of ops) {
     switch (op.type) {
@@ -140,7 +156,11 @@ function insertConversation(list: readonly Conversation[], conversation: Convers
   return next;
 }
 
-function setValue(values: Readonly<Record<string, JsonValue>>, key: string, value: JsonValue | undefined): Readonly<Record<string, JsonValue>> {
+function setValue(
+  values: Readonly<Record<string, JsonValue>>,
+  key: string,
+  value: JsonValue | undefined,
+): Readonly<Record<string, JsonValue>> {
   if (value !== undefined) return { ...values, [key]: value };
   if (!Object.hasOwn(values, key)) return values;
   const { [key]: _dropped, ...rest } = values;

@@ -21,7 +21,10 @@ export const USAGE_TOTALS_NAMESPACE = "pi.usage.totals";
 export const SESSION_NAME_NAMESPACE = "pi.session.name";
 
 /** Session values every session watch follows. */
-export const defaultSessionValues: readonly ValueRef<unknown>[] = [sessionValue(USAGE_TOTALS_NAMESPACE), sessionValue(SESSION_NAME_NAMESPACE)];
+export const defaultSessionValues: readonly ValueRef<unknown>[] = [
+  sessionValue(USAGE_TOTALS_NAMESPACE),
+  sessionValue(SESSION_NAME_NAMESPACE),
+];
 
 const DEFAULT_CONVERSATIONS = 100;
 const MAX_CONVERSATIONS = 1000;
@@ -43,7 +46,11 @@ export class SessionWatch extends WatchChannel<SessionView, SessionEvent, Sessio
   #values = new Map<string, JsonValue>();
   readonly #totalsKey = addressKey({ scope: { session: true }, namespace: USAGE_TOTALS_NAMESPACE, rewind: false });
 
-  constructor(host: ChannelHost, sources: WatchSources, options: { values?: readonly ValueRef<unknown>[]; conversations?: number; maxBacklog: number }) {
+  constructor(
+    host: ChannelHost,
+    sources: WatchSources,
+    options: { values?: readonly ValueRef<unknown>[]; conversations?: number; maxBacklog: number },
+  ) {
     super(host, options.maxBacklog);
     const size = options.conversations ?? DEFAULT_CONVERSATIONS;
     if (!Number.isSafeInteger(size) || size < 1 || size > MAX_CONVERSATIONS) {
@@ -133,7 +140,12 @@ export class SessionWatch extends WatchChannel<SessionView, SessionEvent, Sessio
           break;
         }
         case "list.append":
-          if ("session" in write.addr.scope && write.addr.namespace === USAGE_LIST_NAMESPACE && write.addr.key === undefined && isObject(write.value)) {
+          if (
+            "session" in write.addr.scope &&
+            write.addr.namespace === USAGE_LIST_NAMESPACE &&
+            write.addr.key === undefined &&
+            isObject(write.value)
+          ) {
             usage.push(write.value);
           }
           break;

@@ -94,7 +94,13 @@ export type SessionEvent =
   | { readonly type: "conversation"; readonly conversation: Conversation; readonly change: "created" | "deleted" }
   | { readonly type: "value"; readonly addr: Address; readonly value: JsonValue | undefined }
   | { readonly type: "usage"; readonly row: JsonObject; readonly totals: JsonValue | undefined }
-  | { readonly type: "report"; readonly task?: Id; readonly kind?: string; readonly method?: string; readonly error: unknown }
+  | {
+      readonly type: "report";
+      readonly task?: Id;
+      readonly kind?: string;
+      readonly method?: string;
+      readonly error: unknown;
+    }
   | { readonly type: "fault"; readonly error: unknown }
   | { readonly type: "closed" };
 

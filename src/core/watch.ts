@@ -38,10 +38,23 @@ import {
 } from "./watch-types.js";
 
 export * from "./watch-types.js";
-export { applyEvent, applyInboxOps, applyMessage, applySessionEvent, applySessionMessage, extendsContext, previewOf } from "./watch-reduce.js";
+export {
+  applyEvent,
+  applyInboxOps,
+  applyMessage,
+  applySessionEvent,
+  applySessionMessage,
+  extendsContext,
+  previewOf,
+} from "./watch-reduce.js";
 export { PreviewHub } from "./preview.js";
 export type { PreviewOutput } from "./watch-channel.js";
-export { USAGE_LIST_NAMESPACE, USAGE_TOTALS_NAMESPACE, SESSION_NAME_NAMESPACE, type SessionReport } from "./watch-session.js";
+export {
+  USAGE_LIST_NAMESPACE,
+  USAGE_TOTALS_NAMESPACE,
+  SESSION_NAME_NAMESPACE,
+  type SessionReport,
+} from "./watch-session.js";
 export { addressKey } from "../storage/shared.js";
 export { WatchHub, watchHub } from "./watch-hub.js";
 
@@ -77,13 +90,24 @@ export function watchConversation(
   _call: Call,
 ): Promise<WatchHandle<ConversationView, ConversationEvent> | WatchHandle<ConversationView, RawWatchEvent>> {
   const hub = watchHub(harness);
-  const settings = { tail: options.tail, maxBacklog: options.maxBacklog ?? DEFAULT_MAX_BACKLOG, ...(options.values === undefined ? {} : { values: options.values }) };
-  const watch = options.raw === true ? new RawConversationWatch(hub, sources(harness, hub), conversationId, settings) : new ConversationWatch(hub, sources(harness, hub), conversationId, settings);
+  const settings = {
+    tail: options.tail,
+    maxBacklog: options.maxBacklog ?? DEFAULT_MAX_BACKLOG,
+    ...(options.values === undefined ? {} : { values: options.values }),
+  };
+  const watch =
+    options.raw === true
+      ? new RawConversationWatch(hub, sources(harness, hub), conversationId, settings)
+      : new ConversationWatch(hub, sources(harness, hub), conversationId, settings);
   return watch.open();
 }
 
 /** Watch the session (§9.4): conversations, session values, usage, reports, fault and close. */
-export function watchSession(harness: Harness, _call: Call, options: SessionWatchOptions = {}): Promise<WatchHandle<SessionView, SessionEvent>> {
+export function watchSession(
+  harness: Harness,
+  _call: Call,
+  options: SessionWatchOptions = {},
+): Promise<WatchHandle<SessionView, SessionEvent>> {
   const hub = watchHub(harness);
   const watch = new SessionWatch(hub, sources(harness, hub), {
     maxBacklog: options.maxBacklog ?? DEFAULT_MAX_BACKLOG,

@@ -6,7 +6,11 @@ import type { Call } from "../core/call.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import type { Id } from "../storage/records.js";
 
-export async function ownershipChain(runtime: Pick<TaskRuntime, "conversation" | "getTask">, conversationId: Id, call: Call): Promise<Id[]> {
+export async function ownershipChain(
+  runtime: Pick<TaskRuntime, "conversation" | "getTask">,
+  conversationId: Id,
+  call: Call,
+): Promise<Id[]> {
   const chain: Id[] = [];
   let current: Id | undefined = conversationId;
   while (current !== undefined && !chain.includes(current)) {

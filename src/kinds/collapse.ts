@@ -61,7 +61,13 @@ export function createCollapseKind(services: TurnServices) {
       await runtime.commit(async (tx) => {
         if (base.carry !== null) await resolveUnanswered(tx.builder, task.conversationId, base.carry.inputs, "aborted");
         if (task.state.status === "summarizing") {
-          await recordUsage(tx.builder, { conversationId: task.conversationId, taskId: task.id, kind: "collapse", model: base.carry?.config.model ?? "", usage: null });
+          await recordUsage(tx.builder, {
+            conversationId: task.conversationId,
+            taskId: task.id,
+            kind: "collapse",
+            model: base.carry?.config.model ?? "",
+            usage: null,
+          });
         }
         tx.settle(task, "aborted", base);
       }, call);
@@ -90,13 +96,21 @@ export function createCollapseKind(services: TurnServices) {
       if (model === undefined) error = `no summarizer model (${modelId ?? "unset"})`;
       else {
         const instructions = decision.instructions ?? base.instructions ?? SUMMARY_PROMPT;
-        const messages: Message[] = [...requestMessages(prefix), { role: "user", content: instructions, timestamp: runtime.now() }];
+        const messages: Message[] = [
+          ...requestMessages(prefix),
+          { role: "user", content: instructions, timestamp: runtime.now() },
+        ];
         // The history's tool declarations stay (providers need them to read its tool blocks), but the
         // summarizer must answer in text: tool choice none.
-        const answer = await services.models.models.completeSimple(model, { messages }, { signal: call.abortSignal ?? new AbortController().signal, toolChoice: "none" });
+        const answer = await services.models.models.completeSimple(
+          model,
+          { messages },
+          { signal: call.abortSignal ?? new AbortController().signal, toolChoice: "none" },
+        );
         usage = answer.usage;
         const produced = answer.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("");
-        if (answer.stopReason === "error" || answer.stopReason === "aborted" || produced === "") error = answer.errorMessage ?? "the summarizer returned nothing";
+        if (answer.stopReason === "error" || answer.stopReason === "aborted" || produced === "")
+          error = answer.errorMessage ?? "the summarizer returned nothing";
         else text = produced;
       }
       if (text !== undefined) {
@@ -108,7 +122,13 @@ export function createCollapseKind(services: TurnServices) {
     await runtime.commit(async (tx) => {
       const b = tx.builder;
       if (usage !== null || text === undefined) {
-        await recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "collapse", model: modelId ?? "", usage: usage as never });
+        await recordUsage(b, {
+          conversationId: task.conversationId,
+          taskId: task.id,
+          kind: "collapse",
+          model: modelId ?? "",
+          usage: usage as never,
+        });
       }
       // Stale when a head newer than the captured one landed (a competing summary or reset).
       const storage = conversation.harness.storage;
@@ -127,18 +147,31 @@ export function createCollapseKind(services: TurnServices) {
         const config = await captureConfig(b, task.conversationId, services.options).catch(() => undefined);
         if (config === undefined) return null;
         const group = await landIdleInbox(b, task.conversationId, runtime.now());
-        return group.length === 0 ? null : createGeneration(b, task.conversationId, group, config, freshRetry(services.options));
+        return group.length === 0
+          ? null
+          : createGeneration(b, task.conversationId, group, config, freshRetry(services.options));
       };
       if (text === undefined || stale) {
         const reason = stale ? "stale: a newer head landed while summarizing" : (error ?? "no summary");
         const next = await successor();
-        if (next === null && base.carry !== null) await resolveUnanswered(b, task.conversationId, base.carry.inputs, "failed", { detail: reason, placeWrites: true });
+        if (next === null && base.carry !== null)
+          await resolveUnanswered(b, task.conversationId, base.carry.inputs, "failed", {
+            detail: reason,
+            placeWrites: true,
+          });
         tx.settle(task, "failed", { ...base, error: reason, successor: next });
         return;
       }
-      const summary = tx.entry(summaryKind, summaryEntry(text, base.summarizeThrough, base.firstRetained, runtime.now()));
+      const summary = tx.entry(
+        summaryKind,
+        summaryEntry(text, base.summarizeThrough, base.firstRetained, runtime.now()),
+      );
       const next = await successor();
-      if (next === null && base.carry !== null) await resolveUnanswered(b, task.conversationId, base.carry.inputs, "failed", { detail: "attempt budget exhausted", placeWrites: true });
+      if (next === null && base.carry !== null)
+        await resolveUnanswered(b, task.conversationId, base.carry.inputs, "failed", {
+          detail: "attempt budget exhausted",
+          placeWrites: true,
+        });
       tx.settle(task, "done", { ...base, summary, successor: next });
     }, call);
   }
@@ -152,7 +185,11 @@ export function createCollapseKind(services: TurnServices) {
  * came before), never the raw history the head replaced, even when the prefix ends before the head was
  * appended (derivation at `summarizeThrough` alone would predate the head).
  */
-async function summarizedPrefix(conversation: ConversationHandle, base: Pick<CollapseState, "capturedHead" | "summarizeThrough">, call: Call): Promise<DerivedContext> {
+async function summarizedPrefix(
+  conversation: ConversationHandle,
+  base: Pick<CollapseState, "capturedHead" | "summarizeThrough">,
+  call: Call,
+): Promise<DerivedContext> {
   const at = Math.max(base.summarizeThrough, base.capturedHead ?? 0);
   const context = await conversation.contextEntries(at, call);
   const headId = context.head?.id;
@@ -167,7 +204,10 @@ async function summarizedPrefix(conversation: ConversationHandle, base: Pick<Col
 export async function planCollapse(
   b: TxBuilder,
   conversationId: Id,
-  context: { readonly head?: { readonly id: Id }; readonly items: readonly { readonly entry: { readonly id: Id; readonly kind: string } }[] },
+  context: {
+    readonly head?: { readonly id: Id };
+    readonly items: readonly { readonly entry: { readonly id: Id; readonly kind: string } }[];
+  },
   reason: CollapseState["reason"],
   carry: CollapseState["carry"],
   keep: number,
@@ -193,5 +233,8 @@ export async function planCollapse(
     instructions,
     carry,
   };
-  return b.task({ kind: "collapse" }, conversationId, { state, ...(reason === "manual" ? { background: true as const } : {}) });
+  return b.task({ kind: "collapse" }, conversationId, {
+    state,
+    ...(reason === "manual" ? { background: true as const } : {}),
+  });
 }

@@ -19,7 +19,8 @@ export const generationConfig = {
 } as const;
 
 /**
- * What recovery does with a generation a restart interrupted mid-stream (docs/design.md "Alarms and restarts"): "retry" (the
+ * What recovery does with a generation a restart interrupted mid-stream (docs/design.md "Alarms and restarts"): "retry"
+ * (the
  * default) keeps the partial for display only and runs the attempt again within its retry budget, so a
  * deploy does not fail every turn in flight; "fail" settles it failed(interrupted) as §8.2 reads.
  */
@@ -57,7 +58,10 @@ export async function configFrom(
     read(generationConfig.budgetMs),
   ]);
   if (model === undefined || model === "") {
-    throw new PicoError("invalid_commit", `conversation ${conversationId} has no model configured (pi.model); set it before asking for a turn`);
+    throw new PicoError(
+      "invalid_commit",
+      `conversation ${conversationId} has no model configured (pi.model); set it before asking for a turn`,
+    );
   }
   return {
     model,

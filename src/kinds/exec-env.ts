@@ -13,7 +13,17 @@ import type { ExecResult, ShellOutputLimits } from "../core/env.js";
  * (`limits.maxChars`) in its result, with totals over everything the process wrote.
  */
 
-export type { ExecOptions, ExecResult, ExecutionEnv, FileInfo, FileSystem, FileSystemErrorCode, Shell, ShellOutputLimits, ShellOutputMetadata } from "../core/env.js";
+export type {
+  ExecOptions,
+  ExecResult,
+  ExecutionEnv,
+  FileInfo,
+  FileSystem,
+  FileSystemErrorCode,
+  Shell,
+  ShellOutputLimits,
+  ShellOutputMetadata,
+} from "../core/env.js";
 export { FileSystemError, noExecutionEnv } from "../core/env.js";
 
 export const DEFAULT_EXEC_MAX_CHARS = 50_000;

@@ -20,7 +20,14 @@
  * directory relative paths resolve against) created empty; `files` seeds it.
  */
 import type { Clock } from "../core/host.js";
-import { FileSystemError, OutputTail, type ExecOptions, type ExecResult, type ExecutionEnv, type FileInfo } from "./exec-env.js";
+import {
+  FileSystemError,
+  OutputTail,
+  type ExecOptions,
+  type ExecResult,
+  type ExecutionEnv,
+  type FileInfo,
+} from "./exec-env.js";
 
 /** What a script gets: print, sleep on the clock (observing the kill signal), its arguments. */
 export interface ScriptIo {
@@ -77,7 +84,12 @@ export class FakeExecutionEnv implements ExecutionEnv {
   async writeFile(path: string, content: string): Promise<void> {
     const at = resolvePath(path);
     const dir = parentOf(at);
-    if (this.#tree.get(dir) !== null) throw new FileSystemError(this.#tree.has(dir) ? "not_a_directory" : "not_found", dir, `no such directory: ${dir}`);
+    if (this.#tree.get(dir) !== null)
+      throw new FileSystemError(
+        this.#tree.has(dir) ? "not_a_directory" : "not_found",
+        dir,
+        `no such directory: ${dir}`,
+      );
     if (this.#tree.get(at) === null) throw new FileSystemError("not_a_file", at, `${at} is a directory`);
     this.#tree.set(at, content);
   }
@@ -95,7 +107,11 @@ export class FakeExecutionEnv implements ExecutionEnv {
     const entries: FileInfo[] = [];
     for (const [other, content] of this.#tree) {
       if (!other.startsWith(prefix) || other === at || other.slice(prefix.length).includes("/")) continue;
-      entries.push({ name: other.slice(prefix.length), type: content === null ? "directory" : "file", size: content === null ? 0 : new TextEncoder().encode(content).length });
+      entries.push({
+        name: other.slice(prefix.length),
+        type: content === null ? "directory" : "file",
+        size: content === null ? 0 : new TextEncoder().encode(content).length,
+      });
     }
     return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
@@ -108,7 +124,8 @@ export class FakeExecutionEnv implements ExecutionEnv {
     }
     const dir = parentOf(at);
     if (this.#tree.get(dir) !== null) throw new FileSystemError("not_found", dir, `no such directory: ${dir}`);
-    if (this.#tree.has(at)) throw new FileSystemError(this.#tree.get(at) === null ? "failed" : "not_a_directory", at, `${at} exists`);
+    if (this.#tree.has(at))
+      throw new FileSystemError(this.#tree.get(at) === null ? "failed" : "not_a_directory", at, `${at} exists`);
     this.#tree.set(at, null);
   }
 

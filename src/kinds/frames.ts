@@ -13,7 +13,13 @@
  * A flush appends one scratch list element `{ f: Frame[] }`, with consecutive deltas of one block merged,
  * so a burst of tokens is one small scratch row.
  */
-import type { AssistantMessage, AssistantMessageEvent, TextContent, ThinkingContent, ToolCall } from "@earendil-works/pi-ai";
+import type {
+  AssistantMessage,
+  AssistantMessageEvent,
+  TextContent,
+  ThinkingContent,
+  ToolCall,
+} from "@earendil-works/pi-ai";
 import { scratchList } from "../core/state.js";
 import type { JsonValue } from "../storage/records.js";
 
@@ -66,7 +72,12 @@ export function encodeEvent(event: AssistantMessageEvent): Frame[] {
 /** Append frames, merging a delta into the previous frame of the same type and block. */
 export function pushFrame(buffer: Frame[], frame: Frame): void {
   const last = buffer[buffer.length - 1];
-  if (last !== undefined && (frame[0] === "t" || frame[0] === "h" || frame[0] === "a") && last[0] === frame[0] && last[1] === frame[1]) {
+  if (
+    last !== undefined &&
+    (frame[0] === "t" || frame[0] === "h" || frame[0] === "a") &&
+    last[0] === frame[0] &&
+    last[1] === frame[1]
+  ) {
     buffer[buffer.length - 1] = [frame[0], frame[1], (last[2] as string) + frame[2]] as Frame;
     return;
   }
@@ -129,7 +140,8 @@ export function framesAfter(frames: readonly Frame[], kept: readonly Frame[]): F
   const cut = kept[last];
   const whole = frames[last];
   const rest = frames.slice(kept.length);
-  if (cut === undefined || whole === undefined || !isDelta(cut) || !isDelta(whole) || cut[2].length >= whole[2].length) return rest;
+  if (cut === undefined || whole === undefined || !isDelta(cut) || !isDelta(whole) || cut[2].length >= whole[2].length)
+    return rest;
   return [[whole[0], whole[1], whole[2].slice(cut[2].length)] as DeltaFrame, ...rest];
 }
 
@@ -177,7 +189,12 @@ export function assembleContent(batches: readonly FrameBatch[]): (TextContent | 
 }
 
 /** A partial answer rebuilt for display: stopReason "aborted", so requests exclude it (§8.2). */
-export function partialMessage(base: Pick<AssistantMessage, "api" | "provider" | "model">, batches: readonly FrameBatch[], timestamp: number, errorMessage: string): AssistantMessage | undefined {
+export function partialMessage(
+  base: Pick<AssistantMessage, "api" | "provider" | "model">,
+  batches: readonly FrameBatch[],
+  timestamp: number,
+  errorMessage: string,
+): AssistantMessage | undefined {
   const content = assembleContent(batches).filter((block) => block.type !== "toolCall");
   if (content.length === 0) return undefined;
   return {
@@ -194,5 +211,12 @@ export function partialMessage(base: Pick<AssistantMessage, "api" | "provider" |
 }
 
 export function zeroUsage(): AssistantMessage["usage"] {
-  return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+  return {
+    input: 0,
+    output: 0,
+    cacheRead: 0,
+    cacheWrite: 0,
+    totalTokens: 0,
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+  };
 }

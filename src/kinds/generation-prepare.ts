@@ -18,7 +18,9 @@ import { builderOf, type Attempt, type GenerationContext } from "./generation-ty
  * it was to replace. While the head is unchanged (the collapse was declined or failed), the next one
  * waits for the context to grow (§8.2).
  */
-export const thresholdAttempt = conversationValue<{ tokens: number; head: Id | null }>("pi.collapse.threshold", { rewind: true });
+export const thresholdAttempt = conversationValue<{ tokens: number; head: Id | null }>("pi.collapse.threshold", {
+  rewind: true,
+});
 
 /**
  * Threshold collapse before the request (§8.2 execute): C, then G' after [C]. A threshold collapse
@@ -44,10 +46,20 @@ export async function collapseBeforeRequest(ctx: GenerationContext, attempt: Att
         const attempted = b.value(bindTo(thresholdAttempt, task.conversationId));
         const last = await attempted.get();
         if (last !== undefined && last.head === head && tokens < last.tokens + growth) return false;
-        const collapse = await planCollapse(b, task.conversationId, current, "threshold", null, services.options.collapseKeepEntries);
+        const collapse = await planCollapse(
+          b,
+          task.conversationId,
+          current,
+          "threshold",
+          null,
+          services.options.collapseKeepEntries,
+        );
         if (collapse === undefined) return false;
         attempted.set({ tokens, head });
-        const next = b.task({ kind: "generation" }, task.conversationId, { state: { status: "pending", inputs, config, retry }, after: [collapse] });
+        const next = b.task({ kind: "generation" }, task.conversationId, {
+          state: { status: "pending", inputs, config, retry },
+          after: [collapse],
+        });
         tx.settle(task, "done", { inputs, attempt: retry.attempt, assistant: null, successor: next });
         return true;
       }, call);
@@ -69,7 +81,11 @@ export interface PreparedRequest {
 }
 
 /** Preparation: sections and tools outside the line, the system entry and cutoff on the line; then the request. */
-export async function prepareRequest(ctx: GenerationContext, attempt: Attempt, chain: readonly Id[]): Promise<PreparedRequest> {
+export async function prepareRequest(
+  ctx: GenerationContext,
+  attempt: Attempt,
+  chain: readonly Id[],
+): Promise<PreparedRequest> {
   const { services, projections, kind } = ctx;
   const { task, state, runtime, conversation, call } = attempt;
   const { inputs, config, retry } = state;
@@ -77,20 +93,41 @@ export async function prepareRequest(ctx: GenerationContext, attempt: Attempt, c
   // A deferred answer keeps its prepared request's cutoff: no new preparation, poll instead (§8.2).
   let requestThrough: Id | undefined = state.status === "deferred" ? state.requestThrough : undefined;
   for (let round = 0; requestThrough === undefined; round++) {
-    if (round > 5) throw new PicoError("contract", `generation ${task.id}: section state kept changing during preparation`);
+    if (round > 5)
+      throw new PicoError("contract", `generation ${task.id}: section state kept changing during preparation`);
     const tip = storage.lastSeq;
     const seed = await foldSectionState(storage, task.conversationId, tip);
-    const prepared = await prepareSections({ seed, registry: services.sections, hooks: services.hooks, kind, chain, conversationId: task.conversationId, config, call });
+    const prepared = await prepareSections({
+      seed,
+      registry: services.sections,
+      hooks: services.hooks,
+      kind,
+      chain,
+      conversationId: task.conversationId,
+      config,
+      call,
+    });
     requestThrough = await runtime.commit(async (tx) => {
       const context = await conversation.contextEntries(undefined, call);
       const current = await foldSectionState(storage, task.conversationId, storage.lastSeq);
       const projection = projections.of(task.conversationId);
       const folds = { baseline: projection.baseline(context), tools: () => projection.tools(context) };
-      const plan = planSystemEntry({ context, seedCursor: seed.cursor, currentCursor: current.cursor, prepared, timestamp: runtime.now(), folds });
+      const plan = planSystemEntry({
+        context,
+        seedCursor: seed.cursor,
+        currentCursor: current.cursor,
+        prepared,
+        timestamp: runtime.now(),
+        folds,
+      });
       if (plan.stale) return undefined;
       let through: Id | undefined = plan.draft === undefined ? undefined : tx.entry(systemKind, plan.draft);
       if (through === undefined) {
-        const last = await storage.scanEntries({ conversationId: task.conversationId, before: Number.MAX_SAFE_INTEGER, limit: 1 });
+        const last = await storage.scanEntries({
+          conversationId: task.conversationId,
+          before: Number.MAX_SAFE_INTEGER,
+          limit: 1,
+        });
         through = last.items[0]?.id ?? 0;
       }
       tx.patch(task, "streaming", { inputs, config, retry, requestThrough: through });
@@ -103,7 +140,16 @@ export async function prepareRequest(ctx: GenerationContext, attempt: Attempt, c
   const projection = projections.of(task.conversationId);
   let request: Context = { messages: projection.requestMessages(snapshot) };
   // A deferred answer was requested already: polling sends no new request, so nothing to hook.
-  const hooked = state.status === "deferred" ? {} : await services.hooks.run<{ request?: Context }>(kind, "before_request", { request: { messages: [...request.messages] } }, chain, call);
+  const hooked =
+    state.status === "deferred"
+      ? {}
+      : await services.hooks.run<{ request?: Context }>(
+          kind,
+          "before_request",
+          { request: { messages: [...request.messages] } },
+          chain,
+          call,
+        );
   if (hooked.request !== undefined) request = hooked.request;
   if ("systemPrompt" in request || "tools" in request) {
     throw new PicoError("contract", "before_request must keep the request messages-only (no systemPrompt or tools)");

@@ -18,7 +18,13 @@ import type { GenerationState, RetryBudget } from "./states.js";
 import { recordUsage } from "./usage.js";
 import type { PreparedRequest } from "./generation-prepare.js";
 import type { ReceivedAnswer } from "./generation-stream.js";
-import { builderOf, type Attempt, type GenerationContext, type GenerationServices, type GenTask } from "./generation-types.js";
+import {
+  builderOf,
+  type Attempt,
+  type GenerationContext,
+  type GenerationServices,
+  type GenTask,
+} from "./generation-types.js";
 
 /** Exponential backoff with the configured jitter and cap (`model-request.ts`), ms. */
 export function retryDelay(options: GenerationServices["options"], attempt: number): number {
@@ -30,17 +36,47 @@ export function retryDelay(options: GenerationServices["options"], attempt: numb
  * An attempt that ended with nothing to show (interrupted before any output): retry_wait within the
  * retry budget, else fail.
  */
-export async function retryOrFail(services: GenerationServices, task: GenTask, runtime: TaskRuntime, base: Omit<GenerationState & { status: "pending" }, "status">, error: string, call: Call): Promise<void> {
+export async function retryOrFail(
+  services: GenerationServices,
+  task: GenTask,
+  runtime: TaskRuntime,
+  base: Omit<GenerationState & { status: "pending" }, "status">,
+  error: string,
+  call: Call,
+): Promise<void> {
   const attempt = base.retry.attempt + 1;
   await runtime.commit(async (tx) => {
     // The interrupted attempt reached the provider; what it cost is unknown, not zero (§8.2).
-    await recordUsage(builderOf(tx), { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
+    await recordUsage(builderOf(tx), {
+      conversationId: task.conversationId,
+      taskId: task.id,
+      kind: "generation",
+      model: base.config.model,
+      usage: null,
+    });
     if (attempt < base.retry.maxAttempts) {
       const notBefore = runtime.now() + retryDelay(services.options, attempt);
-      tx.patch(task, "retry_wait", { inputs: base.inputs, config: base.config, retry: { ...base.retry, attempt }, notBefore, error });
+      tx.patch(task, "retry_wait", {
+        inputs: base.inputs,
+        config: base.config,
+        retry: { ...base.retry, attempt },
+        notBefore,
+        error,
+      });
     } else {
-      await resolveUnanswered(builderOf(tx), task.conversationId, base.inputs, "failed", { detail: error, placeWrites: true });
-      tx.settle(task, "failed", { inputs: base.inputs, config: base.config, retry: { ...base.retry, attempt }, reason: "error", error, partial: null, successor: null });
+      await resolveUnanswered(builderOf(tx), task.conversationId, base.inputs, "failed", {
+        detail: error,
+        placeWrites: true,
+      });
+      tx.settle(task, "failed", {
+        inputs: base.inputs,
+        config: base.config,
+        retry: { ...base.retry, attempt },
+        reason: "error",
+        error,
+        partial: null,
+        successor: null,
+      });
     }
   }, call);
 }
@@ -50,7 +86,14 @@ export async function retryOrFail(services: GenerationServices, task: GenTask, r
  * answers, `chain` the ownership chain whose on_yield handlers may continue a final answer, `probe` the
  * HTTP exchanges (retry hints).
  */
-export async function settleAnswer(ctx: GenerationContext, attempt: Attempt, answer: ReceivedAnswer, prepared: PreparedRequest, chain: readonly Id[], probe: ExchangeProbe): Promise<void> {
+export async function settleAnswer(
+  ctx: GenerationContext,
+  attempt: Attempt,
+  answer: ReceivedAnswer,
+  prepared: PreparedRequest,
+  chain: readonly Id[],
+  probe: ExchangeProbe,
+): Promise<void> {
   const { services, kind } = ctx;
   const { task, state, runtime, conversation, model, call } = attempt;
   const { inputs, config, retry } = state;
@@ -58,7 +101,13 @@ export async function settleAnswer(ctx: GenerationContext, attempt: Attempt, ans
   const { requestThrough, offered } = prepared;
   const usage = message.usage;
   const attemptRetry: RetryBudget = { ...retry, attempt: retry.attempt + 1 };
-  const row = { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: config.model, usage: usage === undefined ? null : (usage as never) };
+  const row = {
+    conversationId: task.conversationId,
+    taskId: task.id,
+    kind: "generation",
+    model: config.model,
+    usage: usage === undefined ? null : (usage as never),
+  };
 
   // A durable mark wins over any in-band outcome: the commit below rejects and abort runs.
   if (message.stopReason === "aborted" && call.abortSignal?.aborted) throw new TaskCancelled(task.id);
@@ -71,7 +120,14 @@ export async function settleAnswer(ctx: GenerationContext, attempt: Attempt, ans
     await runtime.commit(async (tx) => {
       await recordUsage(builderOf(tx), row);
       const notBefore = runtime.now() + (handle.pollAfterMs ?? services.options.deferredPollMs ?? 30_000);
-      tx.patch(task, "deferred", { inputs, config, retry, requestThrough: through, handle: handle as DeferredHandle & JsonObject, notBefore });
+      tx.patch(task, "deferred", {
+        inputs,
+        config,
+        retry,
+        requestThrough: through,
+        handle: handle as DeferredHandle & JsonObject,
+        notBefore,
+      });
     }, call);
     return;
   }
@@ -79,25 +135,50 @@ export async function settleAnswer(ctx: GenerationContext, attempt: Attempt, ans
   // Overflow, reported as an error or silently: an answer whose input filled the window (a `stop`
   // over it, a `length` stop with no output) was cut by the provider, so it is not answered (§8.2).
   if (isContextOverflow(message, model.contextWindow)) {
-    const error = message.errorMessage ?? `context overflow (${message.stopReason}: ${message.usage.input + message.usage.cacheRead} input tokens, window ${model.contextWindow})`;
+    const error =
+      message.errorMessage ??
+      `context overflow (${message.stopReason}: ${message.usage.input + message.usage.cacheRead} input tokens, window ${model.contextWindow})`;
     // Overflow: settle, hand the retry to a collapse whose settlement creates G' (nothing live waits on it).
     await runtime.commit(async (tx) => {
       const b = builderOf(tx);
       const current = await conversation.contextEntries(undefined, call);
       await recordUsage(b, row);
-      const collapse = await planCollapse(b, task.conversationId, current, "overflow", { inputs, config, retry: attemptRetry }, services.options.collapseKeepEntries);
+      const collapse = await planCollapse(
+        b,
+        task.conversationId,
+        current,
+        "overflow",
+        { inputs, config, retry: attemptRetry },
+        services.options.collapseKeepEntries,
+      );
       if (collapse === undefined) {
-        await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: `context overflow: ${error}`, placeWrites: true });
+        await resolveUnanswered(b, task.conversationId, inputs, "failed", {
+          detail: `context overflow: ${error}`,
+          placeWrites: true,
+        });
       }
-      tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "overflow", error, partial: null, successor: collapse ?? null });
+      tx.settle(task, "failed", {
+        inputs,
+        config,
+        retry: attemptRetry,
+        reason: "overflow",
+        error,
+        partial: null,
+        successor: collapse ?? null,
+      });
     }, call);
     return;
   }
   if (message.stopReason === "error" || message.stopReason === "aborted") {
     const error = message.errorMessage ?? message.stopReason;
-    const decision = message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts
-      ? retryDecision(services.options, attemptRetry.attempt, services.options.retryHonourHints === false ? undefined : retryHintMs(message, probe, runtime.now()))
-      : undefined;
+    const decision =
+      message.stopReason === "error" && isRetryableAssistantError(message) && attemptRetry.attempt < retry.maxAttempts
+        ? retryDecision(
+            services.options,
+            attemptRetry.attempt,
+            services.options.retryHonourHints === false ? undefined : retryHintMs(message, probe, runtime.now()),
+          )
+        : undefined;
     if (decision?.type === "wait") {
       // The wake time is durable in state (§5.3): after an eviction the alarm resumes the sleep.
       await runtime.commit(async (tx) => {
@@ -114,7 +195,15 @@ export async function settleAnswer(ctx: GenerationContext, attempt: Attempt, ans
       if (message.content.length > 0) showUnwritten();
       const shown = message.content.length > 0 ? tx.entry(assistantKind, { model: [message] }) : null;
       await resolveUnanswered(b, task.conversationId, inputs, "failed", { detail: failure, placeWrites: true });
-      tx.settle(task, "failed", { inputs, config, retry: attemptRetry, reason: "error", error: failure, partial: shown, successor: null });
+      tx.settle(task, "failed", {
+        inputs,
+        config,
+        retry: attemptRetry,
+        reason: "error",
+        error: failure,
+        partial: shown,
+        successor: null,
+      });
     }, call);
     return;
   }
@@ -144,7 +233,10 @@ export async function settleAnswer(ctx: GenerationContext, attempt: Attempt, ans
         previous = b.task({ kind: "tool" }, task.conversationId, { state: planned, after });
         tools.push(previous);
       }
-      const post = b.task({ kind: "post_tools" }, task.conversationId, { state: { status: "waiting", assistant, tools, inputs }, after: tools });
+      const post = b.task({ kind: "post_tools" }, task.conversationId, {
+        state: { status: "waiting", assistant, tools, inputs },
+        after: tools,
+      });
       await recordUsage(b, row);
       tx.settle(task, "done", { inputs, attempt: attemptRetry.attempt, assistant, successor: post });
     }, call);
@@ -160,12 +252,26 @@ export async function settleAnswer(ctx: GenerationContext, attempt: Attempt, ans
     await recordUsage(b, row);
     let successor: Id | null = null;
     if (yielded.continue !== undefined) {
-      b.entry({ kind: "user" }, task.conversationId, { model: [{ role: "user", content: yielded.continue, timestamp: runtime.now() }] });
-      successor = createGeneration(b, task.conversationId, inputs, config, { attempt: 0, maxAttempts: retry.maxAttempts });
+      b.entry({ kind: "user" }, task.conversationId, {
+        model: [{ role: "user", content: yielded.continue, timestamp: runtime.now() }],
+      });
+      successor = createGeneration(b, task.conversationId, inputs, config, {
+        attempt: 0,
+        maxAttempts: retry.maxAttempts,
+      });
     } else {
       const next = await landFinalInbox(b, task.conversationId, inputs, assistant, runtime.now(), services.finalAnswer);
-      if (next.length > 0) successor = createGeneration(b, task.conversationId, next, config, { attempt: 0, maxAttempts: retry.maxAttempts });
+      if (next.length > 0)
+        successor = createGeneration(b, task.conversationId, next, config, {
+          attempt: 0,
+          maxAttempts: retry.maxAttempts,
+        });
     }
-    tx.settle(task, "done", { inputs, attempt: attemptRetry.attempt, assistant, ...(successor === null ? {} : { successor }) });
+    tx.settle(task, "done", {
+      inputs,
+      attempt: attemptRetry.attempt,
+      assistant,
+      ...(successor === null ? {} : { successor }),
+    });
   }, call);
 }

@@ -8,13 +8,26 @@ import type { AssistantMessage, Context } from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import type { Id } from "../storage/records.js";
-import { encodeEvent, fitFrames, frameBytes, framesAfter, framesList, pushFrame, type Frame, type FrameBatch } from "./frames.js";
+import {
+  encodeEvent,
+  fitFrames,
+  frameBytes,
+  framesAfter,
+  framesList,
+  pushFrame,
+  type Frame,
+  type FrameBatch,
+} from "./frames.js";
 import { attemptOptions, type ExchangeProbe } from "./model-request.js";
 import type { Attempt, GenerationContext } from "./generation-types.js";
 
 /** What watchers see of a streaming generation: the partial answer's content blocks (§9.4). */
 export interface GenerationPreview {
-  content: ({ type: "text"; text: string } | { type: "thinking"; thinking: string } | { type: "toolCall"; id: string; name: string; arguments: string })[];
+  content: (
+    | { type: "text"; text: string }
+    | { type: "thinking"; thinking: string }
+    | { type: "toolCall"; id: string; name: string; arguments: string }
+  )[];
 }
 
 /** Mutate the tracked preview in place, so a token is one append op, never a recomputed object. */
@@ -74,7 +87,13 @@ export interface ReceivedAnswer {
  * The answer to `request`: polled when the provider deferred it, otherwise streamed with frames to scratch.
  * `chain` is the ownership chain whose hooks may run after the stream; `probe` sees each HTTP exchange.
  */
-export async function receiveAnswer(ctx: GenerationContext, attempt: Attempt, request: Context, chain: readonly Id[], probe: ExchangeProbe): Promise<ReceivedAnswer> {
+export async function receiveAnswer(
+  ctx: GenerationContext,
+  attempt: Attempt,
+  request: Context,
+  chain: readonly Id[],
+  probe: ExchangeProbe,
+): Promise<ReceivedAnswer> {
   const { services } = ctx;
   const { state, runtime, model, call } = attempt;
   const { config, retry } = state;
@@ -82,7 +101,9 @@ export async function receiveAnswer(ctx: GenerationContext, attempt: Attempt, re
   let showUnwritten = (): void => undefined;
   if (state.status === "deferred") {
     // Poll the deferred answer; a provider that is not done yet answers deferred again.
-    message = await services.models.models.fetchDeferred(model, state.handle, { signal: call.abortSignal ?? new AbortController().signal });
+    message = await services.models.models.fetchDeferred(model, state.handle, {
+      signal: call.abortSignal ?? new AbortController().signal,
+    });
   } else {
     // Stream: frames to scratch, coalesced; the partial stays in memory for the preview.
     // A retry must not replay the frames of the attempt before it; a first attempt has none to clear,
@@ -90,15 +111,27 @@ export async function receiveAnswer(ctx: GenerationContext, attempt: Attempt, re
     if (retry.attempt > 0) await runtime.scratch((sc) => sc.list(framesList).clear(), call);
     // The first attempt reuses the preview built at invocation start (one base); a retry cleared the
     // frames above, so its preview starts empty again.
-    const preview = (retry.attempt > 0 ? undefined : runtime.currentPreview<GenerationPreview>()) ?? runtime.preview<GenerationPreview>({ content: [] });
+    const preview =
+      (retry.attempt > 0 ? undefined : runtime.currentPreview<GenerationPreview>()) ??
+      runtime.preview<GenerationPreview>({ content: [] });
     // The producer gets its own signal (§4.6): any early exit of the loop below (a failed scratch
     // commit, a post-mark rejection) cancels it, and the finally joins it, so no provider request
     // keeps running unobserved after this invocation returns.
     const producer = linkedController(call.abortSignal);
-    const stream = services.models.models.streamSimple(model, request, attemptOptions(model, config.thinking, producer.controller.signal, probe));
+    const stream = services.models.models.streamSimple(
+      model,
+      request,
+      attemptOptions(model, config.thinking, producer.controller.signal, probe),
+    );
     // The flusher folds frames into the preview only as a scratch commit writes them (or as the
     // settlement records them): what watchers see is never ahead of what a restart recovers.
-    const flusher = new FrameFlusher(runtime, preview.state, services.options.flushMs, services.options.maxScratchBytes, call);
+    const flusher = new FrameFlusher(
+      runtime,
+      preview.state,
+      services.options.flushMs,
+      services.options.maxScratchBytes,
+      call,
+    );
     showUnwritten = () => flusher.showUnwritten();
     let ended = false;
     try {
@@ -136,7 +169,8 @@ export async function receiveAnswer(ctx: GenerationContext, attempt: Attempt, re
  */
 function settlesNext(ctx: GenerationContext, message: AssistantMessage, chain: readonly Id[], call: Call): boolean {
   if (call.abortSignal?.aborted === true) return false;
-  if (message.stopReason !== "stop" && message.stopReason !== "length" && message.stopReason !== "toolUse") return false;
+  if (message.stopReason !== "stop" && message.stopReason !== "length" && message.stopReason !== "toolUse")
+    return false;
   if (ctx.services.hooks.handlers(ctx.kind.kind, "after_response", chain).length > 0) return false;
   const calls = message.content.some((block) => block.type === "toolCall");
   return calls || ctx.services.hooks.handlers(ctx.kind.kind, "on_yield", chain).length === 0;

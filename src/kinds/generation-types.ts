@@ -31,7 +31,13 @@ export interface GenerationServices extends TurnServices {
 export type GenTask = TypedTask<GenerationState, typeof generationRoles>;
 
 /** The generation kind as `createGenerationKind` defines it. */
-export type GenerationKind = TaskKind<GenerationState, typeof generationRoles, TaskRuntime, GenerationHooks, typeof generationConfig>;
+export type GenerationKind = TaskKind<
+  GenerationState,
+  typeof generationRoles,
+  TaskRuntime,
+  GenerationHooks,
+  typeof generationConfig
+>;
 
 /** What every attempt of the kind closes over: its services, the kind (for its hooks) and the request projections. */
 export interface GenerationContext {

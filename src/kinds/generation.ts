@@ -30,7 +30,14 @@ import { recordUsage } from "./usage.js";
 import { collapseBeforeRequest, prepareRequest } from "./generation-prepare.js";
 import { retryOrFail, settleAnswer } from "./generation-settle.js";
 import { applyFrame, readFrames, receiveAnswer, type GenerationPreview } from "./generation-stream.js";
-import { builderOf, type Attempt, type GenerationContext, type GenerationHooks, type GenerationServices, type GenTask } from "./generation-types.js";
+import {
+  builderOf,
+  type Attempt,
+  type GenerationContext,
+  type GenerationHooks,
+  type GenerationServices,
+  type GenTask,
+} from "./generation-types.js";
 
 export function createGenerationKind(services: GenerationServices) {
   // Request messages and context folds per conversation, extended with new entries (request-cache.ts).
@@ -49,8 +56,10 @@ export function createGenerationKind(services: GenerationServices) {
       async init(scratch, call, task) {
         const preview: GenerationPreview = { content: [] };
         if (task.state.status === "pending") return preview;
-        for (let after: Id | undefined; ; ) {
-          const page = await scratch.list(framesList).read(after === undefined ? { limit: 1000 } : { after, limit: 1000 }, call);
+        for (let after: Id | undefined; ;) {
+          const page = await scratch
+            .list(framesList)
+            .read(after === undefined ? { limit: 1000 } : { after, limit: 1000 }, call);
           for (const element of page.items) for (const frame of element.value.f) applyFrame(preview, frame);
           if (page.next === undefined) return preview;
           after = page.next;
@@ -67,7 +76,8 @@ export function createGenerationKind(services: GenerationServices) {
       }
       // A crash mid-stream (a deploy or an eviction). Frames on disk -> keep the partial for display
       // (stopReason aborted, excluded from requests, §8.2). The session's onInterrupt policy decides the
-      // rest (docs/design.md "Alarms and restarts"): "retry" (default) runs the attempt again within the retry budget; "fail"
+      // rest (docs/design.md "Alarms and restarts"): "retry" (default) runs the attempt again within the retry budget;
+      // "fail"
       // settles without tools/results as §8.2 reads.
       const batches = await readFrames(runtime, call);
       const { status: _status, ...base } = task.state;
@@ -77,7 +87,13 @@ export function createGenerationKind(services: GenerationServices) {
           const b = builderOf(tx);
           const message = partialMessage(modelBase(base.config), batches, runtime.now(), error);
           const partial = message === undefined ? null : tx.entry(assistantKind, { model: [message] });
-          await recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
+          await recordUsage(b, {
+            conversationId: task.conversationId,
+            taskId: task.id,
+            kind: "generation",
+            model: base.config.model,
+            usage: null,
+          });
           const retry = { ...base.retry, attempt: base.retry.attempt + 1 };
           if ((await readOnInterrupt(b)) === "retry" && retry.attempt < retry.maxAttempts) {
             const waiting = { inputs: base.inputs, config: base.config, retry, notBefore: runtime.now(), error };
@@ -100,19 +116,30 @@ export function createGenerationKind(services: GenerationServices) {
       if (task.state.status === "deferred") {
         // Best effort: the provider may stop working on an answer nobody will read.
         const model = services.models.resolve(task.state.config.model);
-        if (model !== undefined) await services.models.models.cancelDeferred(model, task.state.handle, { signal: call.abortSignal ?? new AbortController().signal }).catch(() => undefined);
+        if (model !== undefined)
+          await services.models.models
+            .cancelDeferred(model, task.state.handle, { signal: call.abortSignal ?? new AbortController().signal })
+            .catch(() => undefined);
       }
       const state = task.state;
-      if (state.status === "done") throw new PicoError("contract", `generation ${task.id} is settled (done); nothing to abort`);
+      if (state.status === "done")
+        throw new PicoError("contract", `generation ${task.id} is settled (done); nothing to abort`);
       const batches = await readFrames(runtime, call);
       const { status: _status, ...base } = state;
       await runtime.commit(async (tx) => {
         const b = builderOf(tx);
-        const message = batches.length > 0 ? partialMessage(modelBase(base.config), batches, runtime.now(), "aborted") : undefined;
+        const message =
+          batches.length > 0 ? partialMessage(modelBase(base.config), batches, runtime.now(), "aborted") : undefined;
         const partial = message === undefined ? null : tx.entry(assistantKind, { model: [message] });
         await resolveUnanswered(b, task.conversationId, base.inputs, "aborted");
         if (state.status === "streaming") {
-          await recordUsage(b, { conversationId: task.conversationId, taskId: task.id, kind: "generation", model: base.config.model, usage: null });
+          await recordUsage(b, {
+            conversationId: task.conversationId,
+            taskId: task.id,
+            kind: "generation",
+            model: base.config.model,
+            usage: null,
+          });
         }
         tx.settle(task, "aborted", { ...base, partial });
       }, call);
@@ -128,7 +155,12 @@ export function createGenerationKind(services: GenerationServices) {
 
   async function runAttempt(task: GenTask, runtime: TaskRuntime, call: Call): Promise<void> {
     const state = task.state;
-    if (state.status !== "pending" && state.status !== "retry_wait" && state.status !== "streaming" && state.status !== "deferred") {
+    if (
+      state.status !== "pending" &&
+      state.status !== "retry_wait" &&
+      state.status !== "streaming" &&
+      state.status !== "deferred"
+    ) {
       throw new PicoError("contract", `generation ${task.id} cannot run from ${state.status}`);
     }
     if (state.status === "retry_wait" || state.status === "deferred") await runtime.sleep(state.notBefore, call);
@@ -139,8 +171,19 @@ export function createGenerationKind(services: GenerationServices) {
 
     if (model === undefined) {
       await runtime.commit(async (tx) => {
-        await resolveUnanswered(builderOf(tx), task.conversationId, inputs, "failed", { detail: `unknown model ${config.model}`, placeWrites: true });
-        tx.settle(task, "failed", { inputs, config, retry, reason: "error", error: `unknown model ${config.model}`, partial: null, successor: null });
+        await resolveUnanswered(builderOf(tx), task.conversationId, inputs, "failed", {
+          detail: `unknown model ${config.model}`,
+          placeWrites: true,
+        });
+        tx.settle(task, "failed", {
+          inputs,
+          config,
+          retry,
+          reason: "error",
+          error: `unknown model ${config.model}`,
+          partial: null,
+          successor: null,
+        });
       }, call);
       return;
     }
@@ -155,7 +198,13 @@ export function createGenerationKind(services: GenerationServices) {
     // streamSimple maps the thinking level per provider; the probe sees each HTTP exchange (retry hints).
     const probe = exchangeProbe();
     const answer = await receiveAnswer(ctx, attempt, prepared.request, chain, probe);
-    await services.hooks.run(kind, "after_response", { response: answer.message, usage: answer.message.usage }, chain, call);
+    await services.hooks.run(
+      kind,
+      "after_response",
+      { response: answer.message, usage: answer.message.usage },
+      chain,
+      call,
+    );
     await settleAnswer(ctx, attempt, answer, prepared, chain, probe);
   }
 

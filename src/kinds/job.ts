@@ -42,7 +42,13 @@ export type { JobInput, JobOrigin, JobOutputView, JobState } from "./job-state.j
 /** The working directory of a job whose starter names none (the Sandbox SDK's default workspace). */
 export const DEFAULT_JOB_CWD = "/workspace";
 
-export const jobRoles = { planned: "start", running: "inflight", exited: "terminal", killed: "terminal", lost: "terminal" } as const;
+export const jobRoles = {
+  planned: "start",
+  running: "inflight",
+  exited: "terminal",
+  killed: "terminal",
+  lost: "terminal",
+} as const;
 
 /** The job kind's state witness, for typed reads by name. */
 export const jobDefinition: TaskDefinition<JobState, typeof jobRoles> = { kind: "job", roles: jobRoles };
@@ -74,7 +80,14 @@ export type JobOutcome =
 const NOTICE_TAIL_CHARS = 2000;
 
 /** The notice entry: a built-in `notice` entry with a stored SystemMessage the next generation reads (§2.1, §8.6). */
-export function appendNotice(b: TxBuilder, conversationId: Id, jobId: Id, cmd: string, outcome: JobOutcome, now: number): Id {
+export function appendNotice(
+  b: TxBuilder,
+  conversationId: Id,
+  jobId: Id,
+  cmd: string,
+  outcome: JobOutcome,
+  now: number,
+): Id {
   const what =
     outcome.status === "exited"
       ? `exited with code ${outcome.exitCode}`
@@ -83,9 +96,12 @@ export function appendNotice(b: TxBuilder, conversationId: Id, jobId: Id, cmd: s
         : "was lost in a restart (it was not safe to run again)";
   const text = outcome.status === "lost" ? "" : outputText(outcome.output);
   const tail = text.length > NOTICE_TAIL_CHARS ? text.slice(text.length - NOTICE_TAIL_CHARS) : text;
-  const body = `Job ${jobId} (${cmd}) ${what}.` + (tail === "" ? "" : `\nOutput (last ${tail.length} characters):\n${tail}`);
+  const body =
+    `Job ${jobId} (${cmd}) ${what}.` + (tail === "" ? "" : `\nOutput (last ${tail.length} characters):\n${tail}`);
   const message: SystemMessage = { role: "system", content: body, timestamp: now };
-  const data: JsonObject = { job: { id: jobId, status: outcome.status, ...(outcome.status === "exited" ? { exitCode: outcome.exitCode } : {}) } };
+  const data: JsonObject = {
+    job: { id: jobId, status: outcome.status, ...(outcome.status === "exited" ? { exitCode: outcome.exitCode } : {}) },
+  };
   return conversationTx(b, conversationId).write(noticeKind, noticeEntry(data, message));
 }
 
@@ -93,7 +109,13 @@ export function appendNotice(b: TxBuilder, conversationId: Id, jobId: Id, cmd: s
  * Consume a pending notice request and publish the notice, in the caller's commit. Every terminal path
  * of the job calls this, so a request is never left behind nor published twice.
  */
-export async function consumeNotice(b: TxBuilder, jobId: Id, cmd: string, outcome: JobOutcome, now: number): Promise<boolean> {
+export async function consumeNotice(
+  b: TxBuilder,
+  jobId: Id,
+  cmd: string,
+  outcome: JobOutcome,
+  now: number,
+): Promise<boolean> {
   const addr = noticeRequest(jobId);
   const request = await b.value(addr).get();
   if (request === undefined) return false;
@@ -106,7 +128,13 @@ export async function consumeNotice(b: TxBuilder, jobId: Id, cmd: string, outcom
  * Delegation settlement (§8.3): the job continues without its call. If it is still live, request its
  * completion notice; if it already finished, place the notice now. Either way, one notice.
  */
-export async function delegateNotice(b: TxBuilder, conversationId: Id, jobId: Id, callId: string, now: number): Promise<void> {
+export async function delegateNotice(
+  b: TxBuilder,
+  conversationId: Id,
+  jobId: Id,
+  callId: string,
+  now: number,
+): Promise<void> {
   const job = await conversationTx(b, conversationId).getTask(jobDefinition, jobId);
   if (job === undefined) return;
   const outcome = outcomeOf(job.state);
@@ -164,13 +192,19 @@ export function createJobKind(services: JobServices) {
     sleepsUntil: (state) => (state.status === "planned" ? state.notBefore : undefined),
 
     async execute(task, runtime, call) {
-      if (task.state.status !== "planned") throw new PicoError("contract", `job ${task.id} executes only from planned, not ${task.state.status}`);
+      if (task.state.status !== "planned")
+        throw new PicoError("contract", `job ${task.id} executes only from planned, not ${task.state.status}`);
       const { status: _status, ...input } = task.state;
       if (input.notBefore !== undefined) await runtime.sleep(input.notBefore, call);
       const startedAt = runtime.now();
       // No backlog (§8.6): occurrences that passed while the object slept are recorded, not replayed.
       let skipped = input.skipped;
-      if (input.every !== undefined && input.every > 0 && input.notBefore !== undefined && startedAt >= input.notBefore + input.every) {
+      if (
+        input.every !== undefined &&
+        input.every > 0 &&
+        input.notBefore !== undefined &&
+        startedAt >= input.notBefore + input.every
+      ) {
         skipped = (skipped ?? 0) + Math.floor((startedAt - input.notBefore) / input.every);
       }
       const running = { ...input, ...(skipped === undefined ? {} : { skipped }), startedAt };
@@ -180,7 +214,8 @@ export function createJobKind(services: JobServices) {
     },
 
     async recover(task, runtime, call) {
-      if (task.state.status !== "running") throw new PicoError("contract", `job ${task.id} recovers only from running, not ${task.state.status}`);
+      if (task.state.status !== "running")
+        throw new PicoError("contract", `job ${task.id} recovers only from running, not ${task.state.status}`);
       const { status: _status, ...running } = task.state;
       if (running.rerun === "safe") {
         await run(task, running, runtime, call);
@@ -208,14 +243,25 @@ export function createJobKind(services: JobServices) {
   });
 
   /** One run of the process with the progress bridge, then the run's one commit. */
-  async function run(task: JobTask, running: JobInput & { startedAt: number }, runtime: TaskRuntime, call: Call): Promise<void> {
+  async function run(
+    task: JobTask,
+    running: JobInput & { startedAt: number },
+    runtime: TaskRuntime,
+    call: Call,
+  ): Promise<void> {
     // A recurring or rerun job starts each run with clean scratch (§4.6).
     await runtime.scratch((sc) => {
       sc.list(sinkOps).clear();
       sc.value(sinkCheckpoint).delete();
     }, call);
     const limit = maxChars(running);
-    const sink = new ToolSink({ runtime, call, flushMs: services.flushMs, maxChars: limit, preview: runtime.preview(emptyFold()).state });
+    const sink = new ToolSink({
+      runtime,
+      call,
+      flushMs: services.flushMs,
+      maxChars: limit,
+      preview: runtime.preview(emptyFold()).state,
+    });
     let exitCode: number;
     try {
       const result = await services.env.exec(running.cmd, {
@@ -247,7 +293,12 @@ export function createJobKind(services: JobServices) {
       const now = runtime.now();
       await consumeNotice(b, task.id, input.cmd, { status: "exited", exitCode, output }, now);
       if (input.every !== undefined && input.every > 0) {
-        b.patch(task, "planned", { ...input, notBefore: now + input.every, runs: (input.runs ?? 0) + 1, lastExitCode: exitCode });
+        b.patch(task, "planned", {
+          ...input,
+          notBefore: now + input.every,
+          runs: (input.runs ?? 0) + 1,
+          lastExitCode: exitCode,
+        });
       } else {
         sink.showUnwritten();
         b.settle(task, "exited", { ...input, output, exitCode });
@@ -267,7 +318,6 @@ function stripRunning<T extends JobInput>(state: T & { startedAt?: number }): Jo
   return input;
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Reading a job's output (runtime.jobOutput, the job tool, UIs)
 
@@ -283,7 +333,12 @@ export async function readJobOutput(harness: Harness, jobId: Id, call: Call): Pr
     case "exited":
     case "killed": {
       const text = outputText(state.output);
-      const view = { status: state.status, text, totalChars: state.output.truncation.totalChars, truncated: state.output.truncation.truncated };
+      const view = {
+        status: state.status,
+        text,
+        totalChars: state.output.truncation.totalChars,
+        truncated: state.output.truncation.truncated,
+      };
       return state.status === "exited" ? { ...view, exitCode: state.exitCode } : view;
     }
     case "lost":
@@ -297,7 +352,12 @@ export async function readJobOutput(harness: Harness, jobId: Id, call: Call): Pr
         maxChars(state),
         call,
       );
-      return { status: state.status, text: folded.text, totalChars: folded.totalChars, truncated: folded.totalChars > folded.text.length };
+      return {
+        status: state.status,
+        text: folded.text,
+        totalChars: folded.totalChars,
+        truncated: folded.totalChars > folded.text.length,
+      };
     }
     default: {
       const never: never = state;

@@ -6,7 +6,14 @@
  * `retry-after-ms`, rate-limit reset headers, a "retry in 12s" in the error) or exponential backoff
  * with jitter, whichever is longer, within a configurable cap.
  */
-import type { Api, AssistantMessage, FetchFunction, Model, SimpleStreamOptions, ThinkingLevel } from "@earendil-works/pi-ai";
+import type {
+  Api,
+  AssistantMessage,
+  FetchFunction,
+  Model,
+  SimpleStreamOptions,
+  ThinkingLevel,
+} from "@earendil-works/pi-ai";
 import { clampThinkingLevel } from "@earendil-works/pi-ai";
 
 /** The thinking levels a conversation's `pi.thinking` may hold; "off" (or unset) sends none. */
@@ -54,7 +61,12 @@ export function exchangeProbe(inner: FetchFunction = (input, init) => globalThis
 }
 
 /** The options of one attempt's `streamSimple` call. */
-export function attemptOptions(model: Model<Api>, thinking: string | null, signal: AbortSignal, probe: ExchangeProbe): SimpleStreamOptions {
+export function attemptOptions(
+  model: Model<Api>,
+  thinking: string | null,
+  signal: AbortSignal,
+  probe: ExchangeProbe,
+): SimpleStreamOptions {
   const reasoning = reasoningFor(model, thinking);
   return {
     signal,
@@ -86,7 +98,11 @@ export function backoffMs(policy: RetryPolicy, attempt: number, random: () => nu
 }
 
 /** The wait a provider asked for, ms, from the response headers or the error text; undefined if none. */
-export function retryHintMs(message: AssistantMessage, probe: ExchangeProbe | undefined, now: number): number | undefined {
+export function retryHintMs(
+  message: AssistantMessage,
+  probe: ExchangeProbe | undefined,
+  now: number,
+): number | undefined {
   const headers = probe?.last?.headers;
   if (headers !== undefined && probe?.last !== undefined && probe.last.status >= 400) {
     const ms = headers.get("retry-after-ms");
@@ -100,7 +116,9 @@ export function retryHintMs(message: AssistantMessage, probe: ExchangeProbe | un
     }
     if (probe.last.status === 429) {
       // OpenAI-style reset headers ("1s", "6m0s", "250ms"): wait for the later of the two.
-      const resets = [headers.get("x-ratelimit-reset-requests"), headers.get("x-ratelimit-reset-tokens")].map((v) => (v === null ? undefined : durationMs(v)));
+      const resets = [headers.get("x-ratelimit-reset-requests"), headers.get("x-ratelimit-reset-tokens")].map((v) =>
+        v === null ? undefined : durationMs(v),
+      );
       const known = resets.filter((v): v is number => v !== undefined);
       if (known.length > 0) return Math.max(...known);
     }
@@ -108,24 +126,41 @@ export function retryHintMs(message: AssistantMessage, probe: ExchangeProbe | un
   const text = message.errorMessage ?? "";
   const field = /"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"/.exec(text);
   if (field?.[1] !== undefined) return Number.parseFloat(field[1]) * 1000;
-  const prose = /(?:retry|try again)\s+(?:in|after)\s+(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|seconds?|m|min|minutes?)\b/i.exec(text);
+  const prose =
+    /(?:retry|try again)\s+(?:in|after)\s+(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|seconds?|m|min|minutes?)\b/i.exec(
+      text,
+    );
   if (prose?.[1] !== undefined && prose[2] !== undefined) return Number.parseFloat(prose[1]) * unitMs(prose[2]);
   return undefined;
 }
 
 /** A retry decision: wait this long, or give up because the provider asked for more than the cap. */
-export type RetryDecision = { readonly type: "wait"; readonly delayMs: number; readonly hinted: boolean } | { readonly type: "give_up"; readonly reason: string };
+export type RetryDecision =
+  | { readonly type: "wait"; readonly delayMs: number; readonly hinted: boolean }
+  | { readonly type: "give_up"; readonly reason: string };
 
-export function retryDecision(policy: RetryPolicy, attempt: number, hintMs: number | undefined, random: () => number = Math.random): RetryDecision {
+export function retryDecision(
+  policy: RetryPolicy,
+  attempt: number,
+  hintMs: number | undefined,
+  random: () => number = Math.random,
+): RetryDecision {
   if (hintMs !== undefined && hintMs > policy.retryMaxDelayMs) {
-    return { type: "give_up", reason: `the provider asked to retry in ${Math.ceil(hintMs / 1000)} s, longer than the retry cap of ${Math.ceil(policy.retryMaxDelayMs / 1000)} s` };
+    return {
+      type: "give_up",
+      reason: `the provider asked to retry in ${Math.ceil(hintMs / 1000)} s, longer than the retry cap of ${Math.ceil(policy.retryMaxDelayMs / 1000)} s`,
+    };
   }
   const backoff = backoffMs(policy, attempt, random);
-  return hintMs !== undefined && hintMs >= backoff ? { type: "wait", delayMs: Math.ceil(hintMs), hinted: true } : { type: "wait", delayMs: backoff, hinted: false };
+  return hintMs !== undefined && hintMs >= backoff
+    ? { type: "wait", delayMs: Math.ceil(hintMs), hinted: true }
+    : { type: "wait", delayMs: backoff, hinted: false };
 }
 
 function durationMs(text: string): number | undefined {
-  const parts = /^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$/.exec(text.trim());
+  const parts = /^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$/.exec(
+    text.trim(),
+  );
   if (parts === null || text.trim() === "") return undefined;
   const [, h, m, s, ms] = parts;
   return (Number(h ?? 0) * 3600 + Number(m ?? 0) * 60 + Number(s ?? 0)) * 1000 + Number(ms ?? 0);

@@ -13,8 +13,13 @@ import { pendingAll, pendingHere, type PendingItem, type PendingType } from "./p
  * replace) `add`. A transaction reads stored values, not its own writes, so a commit changes the lists
  * through one call of this.
  */
-export async function updatePending(b: TxBuilder, conversationId: Id, change: { readonly remove?: string; readonly add?: PendingItem }): Promise<void> {
-  const drop = (items: readonly PendingItem[]): PendingItem[] => items.filter((i) => i.id !== change.remove && i.id !== change.add?.id);
+export async function updatePending(
+  b: TxBuilder,
+  conversationId: Id,
+  change: { readonly remove?: string; readonly add?: PendingItem },
+): Promise<void> {
+  const drop = (items: readonly PendingItem[]): PendingItem[] =>
+    items.filter((i) => i.id !== change.remove && i.id !== change.add?.id);
   for (const spec of [pendingAll, bindTo(pendingHere, conversationId)]) {
     const items = (await b.value(spec).get()) ?? [];
     const next = [...drop(items), ...(change.add === undefined ? [] : [change.add])];

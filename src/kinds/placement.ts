@@ -3,7 +3,8 @@
  *
  *   mode      placement                            effect on the answer group
  *   write     next post_tools or final boundary    none; its result is done with no answer
- *   steer     next post_tools or final boundary    joins the active group at post_tools; starts the next group after a final answer
+ *   steer     next post_tools or final boundary    joins the active group at post_tools; starts the next group after a
+ *   final answer
  *   followUp  final-answer boundary                starts the next group
  *   nextRun   next explicit idle accept            joins the group started by that acceptance
  *
@@ -41,13 +42,22 @@ export interface AcceptOptions {
 
 export interface AcceptReceipt {
   readonly inputId: Id;
-  /** "placed": a generation was created for it now; "queued": it waits for a boundary; "duplicate": the request key was used before. */
+  /**
+   * "placed": a generation was created for it now; "queued": it waits for a boundary; "duplicate": the request key was
+   * used before.
+   */
   readonly status: "placed" | "queued" | "duplicate";
   readonly generation?: Id;
 }
 
 /** Create a pending generation owning `inputs` (the group). */
-export function createGeneration(b: TxBuilder, conversationId: Id, inputs: readonly Id[], config: CapturedConfig, retry: RetryBudget): Id {
+export function createGeneration(
+  b: TxBuilder,
+  conversationId: Id,
+  inputs: readonly Id[],
+  config: CapturedConfig,
+  retry: RetryBudget,
+): Id {
   const state: GenerationState = { status: "pending", inputs: [...inputs], config, retry };
   return b.task({ kind: "generation" }, conversationId, { state });
 }
@@ -57,13 +67,22 @@ export function createGeneration(b: TxBuilder, conversationId: Id, inputs: reado
  * group) and create a generation in one commit; busy -> queue as followUp (default) or steer, or reject.
  * A request key names one acceptance for the life of the session (§3.4).
  */
-export async function acceptInput(b: TxBuilder, conversationId: Id, options: AcceptOptions, turn: TurnOptions, now: number): Promise<AcceptReceipt> {
+export async function acceptInput(
+  b: TxBuilder,
+  conversationId: Id,
+  options: AcceptOptions,
+  turn: TurnOptions,
+  now: number,
+): Promise<AcceptReceipt> {
   const prior = await priorAcceptance(b, options.requestId);
   if (prior !== undefined) return { inputId: prior.inputId, status: "duplicate" };
   if (b.inTurn(conversationId)) {
     const whenBusy = options.whenBusy ?? "followUp";
     if (whenBusy === "reject") {
-      throw new PicoError("conflict", `conversation ${conversationId} is busy with a turn and the input asked not to wait (whenBusy: reject)`);
+      throw new PicoError(
+        "conflict",
+        `conversation ${conversationId} is busy with a turn and the input asked not to wait (whenBusy: reject)`,
+      );
     }
     const item: QueuedInput = withRequest({ mode: whenBusy, input: options.input }, options.requestId);
     return { inputId: queueInput(b, conversationId, item), status: "queued" };
@@ -100,7 +119,12 @@ export async function foregroundTurn(b: TxBuilder, conversationId: Id): Promise<
   if (!b.inTurn(conversationId)) return false;
   let after: Id | undefined;
   for (;;) {
-    const page = await b.scanTasks({ conversationIds: [conversationId], live: true, limit: 100, ...(after === undefined ? {} : { after }) });
+    const page = await b.scanTasks({
+      conversationIds: [conversationId],
+      live: true,
+      limit: 100,
+      ...(after === undefined ? {} : { after }),
+    });
     if (page.items.some((t) => t.turn === true && t.background !== true)) return true;
     if (page.next === undefined) return false;
     after = page.next;
@@ -111,7 +135,12 @@ export async function foregroundTurn(b: TxBuilder, conversationId: Id): Promise<
  * The post_tools boundary (§5.5): place queued writes, place queued steering in admission order and
  * extend the group with them. Returns the extended group.
  */
-export async function landPostToolsInbox(b: TxBuilder, conversationId: Id, inputs: readonly Id[], now: number): Promise<Id[]> {
+export async function landPostToolsInbox(
+  b: TxBuilder,
+  conversationId: Id,
+  inputs: readonly Id[],
+  now: number,
+): Promise<Id[]> {
   const group = [...inputs];
   for (const item of await queuedItems(b, conversationId)) {
     if (item.value.mode === "write") {
@@ -131,8 +160,20 @@ export async function landPostToolsInbox(b: TxBuilder, conversationId: Id, input
  * then that input is the new group and the queued items wait for its answer. Returns the new group
  * (empty: no successor needed).
  */
-export async function landFinalInbox(b: TxBuilder, conversationId: Id, inputs: readonly Id[], answer: Id, now: number, extension?: FinalAnswerExtension): Promise<Id[]> {
-  await resolveGroup(b, conversationId, inputs, (placed) => ({ status: "done", entry: placed.entry, answer, ...req(placed) }));
+export async function landFinalInbox(
+  b: TxBuilder,
+  conversationId: Id,
+  inputs: readonly Id[],
+  answer: Id,
+  now: number,
+  extension?: FinalAnswerExtension,
+): Promise<Id[]> {
+  await resolveGroup(b, conversationId, inputs, (placed) => ({
+    status: "done",
+    entry: placed.entry,
+    answer,
+    ...req(placed),
+  }));
   const next: Id[] = [];
   if (extension !== undefined) {
     await extension({
@@ -187,7 +228,8 @@ export async function resolveUnanswered(
   }));
   if (options.placeWrites) {
     for (const item of await queuedItems(b, conversationId)) {
-      if (item.value.mode === "write") placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
+      if (item.value.mode === "write")
+        placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     }
   }
   // Without a final answer nothing places queued steer/followUp (§8.1, §6.4): say that they wait. An
@@ -196,12 +238,18 @@ export async function resolveUnanswered(
 }
 
 /**
- * POST .../continue (docs/api.md "Waiting input"): the explicit user action that places the waiting steer/followUp items
+ * POST .../continue (docs/api.md "Waiting input"): the explicit user action that places the waiting steer/followUp
+ * items
  * (with queued writes and nextRun items, as an idle accept would) into a new group and creates its
  * generation, in one commit. Returns the group and the generation, or undefined when nothing is queued.
  * The caller checks that no turn is live (a live turn places them at its own boundary).
  */
-export async function continueInbox(b: TxBuilder, conversationId: Id, turn: TurnOptions, now: number): Promise<{ inputs: Id[]; generation: Id } | undefined> {
+export async function continueInbox(
+  b: TxBuilder,
+  conversationId: Id,
+  turn: TurnOptions,
+  now: number,
+): Promise<{ inputs: Id[]; generation: Id } | undefined> {
   const group: Id[] = [];
   const queued = await queuedItems(b, conversationId);
   if (!queued.some((item) => item.value.mode === "steer" || item.value.mode === "followUp")) return undefined;
@@ -240,7 +288,8 @@ export async function landIdleInbox(b: TxBuilder, conversationId: Id, now: numbe
 /** Withdraw queued steer/followUp (foreground abort keeps write and nextRun, §6.3). */
 export async function withdrawTurnInputs(b: TxBuilder, conversationId: Id): Promise<void> {
   for (const item of await queuedItems(b, conversationId)) {
-    if (item.value.mode === "steer" || item.value.mode === "followUp") await abortQueuedInput(b, conversationId, item.id);
+    if (item.value.mode === "steer" || item.value.mode === "followUp")
+      await abortQueuedInput(b, conversationId, item.id);
   }
 }
 
@@ -253,7 +302,10 @@ async function resolveGroup(
   for (const inputId of inputs) {
     const result = await b.value(bindResult(conversationId, inputId)).get();
     if (result?.status !== "placed") {
-      throw new PicoError("contract", `input ${inputId} of conversation ${conversationId} is ${result?.status ?? "missing"}, not placed; a group's inputs resolve once`);
+      throw new PicoError(
+        "contract",
+        `input ${inputId} of conversation ${conversationId} is ${result?.status ?? "missing"}, not placed; a group's inputs resolve once`,
+      );
     }
     const resolved = next(result);
     b.value(bindResult(conversationId, inputId)).set(resolved);

@@ -5,8 +5,10 @@
  *
  *   orphaned tool (kind unregistered at open)  -> write an unavailable-tool result for its call
  *   any outcome terminates                     -> group unanswered(terminated), safe writes placed; settle stopped
- *   conflicting handoffs (different messages)  -> group unanswered(failed); settle stopped ("reject rather than pick an order")
- *   no model configured any more               -> group unanswered(failed); settle stopped (a domain outcome, not a fault)
+ *   conflicting handoffs (different messages)  -> group unanswered(failed); settle stopped ("reject rather than pick an
+ *   order")
+ *   no model configured any more               -> group unanswered(failed); settle stopped (a domain outcome, not a
+ *   fault)
  *   otherwise: added tools -> selected tools (rewindable config, written before every entry, §3.2);
  *              handoff -> a handoff head after the exchange; place writes and steering (the group grows);
  *              create the continuation generation (config captured on the line); settle done { successor }
@@ -24,7 +26,13 @@ import type { Id } from "../storage/records.js";
 import { captureConfig, freshRetry, generationConfig } from "./config.js";
 import { createGeneration, landPostToolsInbox, resolveUnanswered } from "./placement.js";
 import type { TurnServices } from "./services.js";
-import { postToolsRoles, type CapturedConfig, type PostToolsState, type ToolResultData, type ToolStates } from "./states.js";
+import {
+  postToolsRoles,
+  type CapturedConfig,
+  type PostToolsState,
+  type ToolResultData,
+  type ToolStates,
+} from "./states.js";
 import { compactToolData, readToolData } from "./stored.js";
 import { errorOutput, resultMessage, toolDefinition } from "./tool.js";
 
@@ -36,7 +44,8 @@ export function createPostToolsKind(services: TurnServices) {
     turn: true,
 
     async execute(task, runtime, call) {
-      if (task.state.status !== "waiting") throw new PicoError("contract", `post_tools ${task.id} executes only from waiting, not ${task.state.status}`);
+      if (task.state.status !== "waiting")
+        throw new PicoError("contract", `post_tools ${task.id} executes only from waiting, not ${task.state.status}`);
       const { assistant, tools, inputs } = task.state;
       const conversationId = task.conversationId;
       await runtime.commitBuilder(async (b) => {
@@ -44,9 +53,15 @@ export function createPostToolsKind(services: TurnServices) {
         const { outcomes, orphaned } = await readTools(tx, task.id, tools);
         const writeOrphans = (): void => {
           for (const toolCall of orphaned) {
-            const output = errorOutput(`Tool "${toolCall.name}" is unavailable: its task kind was not registered when the session reopened.`, "unavailable");
+            const output = errorOutput(
+              `Tool "${toolCall.name}" is unavailable: its task kind was not registered when the session reopened.`,
+              "unavailable",
+            );
             const { content: _content, ...data } = output;
-            tx.entry(toolResultKind, toolResultEntry(resultMessage(toolCall, output, runtime.now()), compactToolData(data)));
+            tx.entry(
+              toolResultKind,
+              toolResultEntry(resultMessage(toolCall, output, runtime.now()), compactToolData(data)),
+            );
           }
         };
 
@@ -89,14 +104,23 @@ export function createPostToolsKind(services: TurnServices) {
         // After the exchange is complete, never inside a tool: a head mid-exchange would cut it in half (§8.3).
         if (handoff !== undefined) tx.entry(handoffKind, handoffEntry(handoff, runtime.now()));
         const group = await landPostToolsInbox(b, conversationId, inputs, runtime.now());
-        const successor = createGeneration(b, conversationId, group, { ...config, tools: selected }, freshRetry(services.options));
+        const successor = createGeneration(
+          b,
+          conversationId,
+          group,
+          { ...config, tools: selected },
+          freshRetry(services.options),
+        );
         tx.settle(task, "done", { assistant, tools, inputs: group, successor });
       }, call);
     },
 
     async recover(task, _runtime, _call) {
       // post_tools has no inflight status; the driver never recovers it.
-      throw new PicoError("contract", `post_tools ${task.id} has no inflight status to recover from (${task.state.status})`);
+      throw new PicoError(
+        "contract",
+        `post_tools ${task.id} has no inflight status to recover from (${task.state.status})`,
+      );
     },
 
     async abort(task, runtime, call) {
@@ -112,13 +136,18 @@ export function createPostToolsKind(services: TurnServices) {
 }
 
 /** The tool tasks in call order: terminal outcomes, and the calls of orphaned ones. A live tool is a contract error. */
-async function readTools(tx: ConversationTx, postTools: Id, ids: readonly Id[]): Promise<{ outcomes: ToolResultData[]; orphaned: ToolCallState[] }> {
+async function readTools(
+  tx: ConversationTx,
+  postTools: Id,
+  ids: readonly Id[],
+): Promise<{ outcomes: ToolResultData[]; orphaned: ToolCallState[] }> {
   const tools = await tx.getTasks(toolDefinition, ids);
   const outcomes: ToolResultData[] = [];
   const orphaned: ToolCallState[] = [];
   for (const id of ids) {
     const t = tools.get(id);
-    if (t === undefined) throw new PicoError("contract", `post_tools ${postTools}: tool task ${id} is missing or not a tool`);
+    if (t === undefined)
+      throw new PicoError("contract", `post_tools ${postTools}: tool task ${id} is missing or not a tool`);
     const state = t.state;
     switch (state.status) {
       case "done":
@@ -131,10 +160,16 @@ async function readTools(tx: ConversationTx, postTools: Id, ids: readonly Id[]):
       case "planned":
       case "parked":
       case "running":
-        throw new PicoError("contract", `post_tools ${postTools}: tool ${id} is still live (${state.status}); dependencies mean terminal (§5.4)`);
+        throw new PicoError(
+          "contract",
+          `post_tools ${postTools}: tool ${id} is still live (${state.status}); dependencies mean terminal (§5.4)`,
+        );
       default: {
         const never: never = state;
-        throw new PicoError("contract", `post_tools ${postTools}: tool ${id} has unknown status ${JSON.stringify(never)}`);
+        throw new PicoError(
+          "contract",
+          `post_tools ${postTools}: tool ${id} has unknown status ${JSON.stringify(never)}`,
+        );
       }
     }
   }

@@ -51,7 +51,8 @@ export interface RemoteCallStart {
   readonly arguments: JsonObject;
 }
 
-export type RemoteErrorCode = "http_status" | "outcome_unknown" | "timeout" | "failed" | "too_large" | "bad_response" | "aborted" | "no_tenant";
+export type RemoteErrorCode =
+  "http_status" | "outcome_unknown" | "timeout" | "failed" | "too_large" | "bad_response" | "aborted" | "no_tenant";
 
 /** How a remote call ended. */
 export type RemoteOutcome =
@@ -98,7 +99,10 @@ export type RemoteReply =
   | { readonly type: "failed"; readonly detail: string; readonly status?: number }
   | { readonly type: "too_large" }
   | { readonly type: "bad_response"; readonly detail: string }
-  /** No answer within the target's timeout (an MCP call: since the last progress) or its total cap: settles `timeout`, never re-sent. */
+  /**
+   * No answer within the target's timeout (an MCP call: since the last progress) or its total cap: settles `timeout`,
+   * never re-sent.
+   */
   | { readonly type: "timed_out"; readonly detail: string };
 
 /** Sends one attempt. Its timeout runs on the injected clock, never on `AbortSignal.timeout`. */

@@ -20,7 +20,9 @@ import type { JsonObject } from "../storage/records.js";
 export type HttpToolDefinition = ToolDefinition & { readonly handler: Extract<ToolHandler, { type: "http" }> };
 
 /** A definition whose calls leave the object: an HTTP tool or an MCP server's tool. */
-export type RemoteToolDefinition = ToolDefinition & { readonly handler: Extract<ToolHandler, { type: "http" | "mcp" }> };
+export type RemoteToolDefinition = ToolDefinition & {
+  readonly handler: Extract<ToolHandler, { type: "http" | "mcp" }>;
+};
 
 /** Is this a definition whose calls run as remote calls? */
 export function isRemoteDefinition(def: ToolDefinition): def is RemoteToolDefinition {
@@ -31,7 +33,14 @@ export function isRemoteDefinition(def: ToolDefinition): def is RemoteToolDefini
 export function remoteTarget(name: string, version: number, handler: RemoteToolDefinition["handler"]): RemoteTarget {
   switch (handler.type) {
     case "http":
-      return { type: "http", tool: name, version, url: handler.url, timeoutMs: handler.timeoutMs, idempotent: handler.idempotent };
+      return {
+        type: "http",
+        tool: name,
+        version,
+        url: handler.url,
+        timeoutMs: handler.timeoutMs,
+        idempotent: handler.idempotent,
+      };
     case "mcp":
       return {
         type: "mcp",
@@ -65,7 +74,10 @@ export function remoteTool(name: string, version: number, def: RemoteToolDefinit
       const budgetMs = sent === undefined ? runtime.budgetMs : Math.max(0, sent + runtime.budgetMs - runtime.now());
       const done = await runtime.waitForTask(id, { budgetMs }, call);
       const view = await runtime.remoteCall(id, call);
-      const mcp: JsonObject = target.type === "mcp" ? { mcp: { server: target.server, tool: target.remoteTool, snapshot: target.snapshot } } : {};
+      const mcp: JsonObject =
+        target.type === "mcp"
+          ? { mcp: { server: target.server, tool: target.remoteTool, snapshot: target.snapshot } }
+          : {};
       if (!done || view.outcome === undefined) {
         out.write(`${name} is still running as remote call ${id}`);
         out.details = { remoteCall: id, status: view.status, ...mcp };
@@ -77,14 +89,20 @@ export function remoteTool(name: string, version: number, def: RemoteToolDefinit
       const text = outcomeText(outcome, target);
       if (outcome.type === "output") {
         const structured = target.type === "mcp" ? structuredOf(outcome.output) : undefined;
-        out.details = { remoteCall: id, ...mcp, ...(structured === undefined ? {} : { structuredContent: structured }) };
+        out.details = {
+          remoteCall: id,
+          ...mcp,
+          ...(structured === undefined ? {} : { structuredContent: structured }),
+        };
         // An error result: the sink records the thrown message as the text.
         if (outcome.isError) throw new Error(text);
         out.replace(text);
         return;
       }
       const http: JsonObject | undefined =
-        outcome.status === undefined ? undefined : { status: outcome.status, ...(outcome.problem === undefined ? {} : { problem: outcome.problem }) };
+        outcome.status === undefined
+          ? undefined
+          : { status: outcome.status, ...(outcome.problem === undefined ? {} : { problem: outcome.problem }) };
       out.details = { error: outcome.code, remoteCall: id, ...mcp, ...(http === undefined ? {} : { http }) };
       throw new Error(text);
     },

@@ -51,7 +51,10 @@ import {
   type RemoteTarget,
 } from "./remote-call-state.js";
 
-export const remoteCallDefinition: TaskDefinition<RemoteCallState, typeof remoteCallRoles> = { kind: "remote_call", roles: remoteCallRoles };
+export const remoteCallDefinition: TaskDefinition<RemoteCallState, typeof remoteCallRoles> = {
+  kind: "remote_call",
+  roles: remoteCallRoles,
+};
 
 type RemoteCallTask = TypedTask<RemoteCallState, typeof remoteCallRoles>;
 
@@ -101,20 +104,43 @@ export function remoteNoticeRequest(id: Id) {
 const NOTICE_TAIL_CHARS = 2000;
 
 /** The notice entry of a finished remote call: a built-in `notice` entry with a stored SystemMessage. */
-function appendRemoteNotice(b: TxBuilder, conversationId: Id, id: Id, name: string, target: RemoteTarget, outcome: RemoteOutcome, now: number): Id {
+function appendRemoteNotice(
+  b: TxBuilder,
+  conversationId: Id,
+  id: Id,
+  name: string,
+  target: RemoteTarget,
+  outcome: RemoteOutcome,
+  now: number,
+): Id {
   const text = outcomeText(outcome, target);
   const tail = text.length > NOTICE_TAIL_CHARS ? text.slice(text.length - NOTICE_TAIL_CHARS) : text;
-  const what = outcome.type === "output" ? (outcome.isError ? "returned an error" : "returned") : `failed (${outcome.code})`;
-  const body = `Remote call ${id} (tool ${name}) ${what}.` + (tail === "" ? "" : `\n${outcome.type === "output" ? "Output" : "Error"}${tail.length < text.length ? ` (last ${tail.length} characters)` : ""}:\n${tail}`);
+  const what =
+    outcome.type === "output" ? (outcome.isError ? "returned an error" : "returned") : `failed (${outcome.code})`;
+  const body =
+    `Remote call ${id} (tool ${name}) ${what}.` +
+    (tail === ""
+      ? ""
+      : `\n${outcome.type === "output" ? "Output" : "Error"}${tail.length < text.length ? ` (last ${tail.length} characters)` : ""}:\n${tail}`);
   const message: SystemMessage = { role: "system", content: body, timestamp: now };
   const data: JsonObject = {
-    remoteCall: { id, tool: name, outcome: outcome.type === "output" ? (outcome.isError ? "error" : "output") : outcome.code },
+    remoteCall: {
+      id,
+      tool: name,
+      outcome: outcome.type === "output" ? (outcome.isError ? "error" : "output") : outcome.code,
+    },
   };
   return conversationTx(b, conversationId).write(noticeKind, noticeEntry(data, message));
 }
 
 /** In a terminal commit of the remote call: consume a pending notice request and publish the notice. */
-async function consumeRemoteNotice(b: TxBuilder, id: Id, input: RemoteCallInput, outcome: RemoteOutcome, now: number): Promise<void> {
+async function consumeRemoteNotice(
+  b: TxBuilder,
+  id: Id,
+  input: RemoteCallInput,
+  outcome: RemoteOutcome,
+  now: number,
+): Promise<void> {
   const addr = remoteNoticeRequest(id);
   const request = await b.value(addr).get();
   if (request === undefined) return;
@@ -126,7 +152,13 @@ async function consumeRemoteNotice(b: TxBuilder, id: Id, input: RemoteCallInput,
  * Delegation settlement of a tool call that waited for remote call `id` past its budget: request the
  * notice if the call is live, place it now if it already ended. Either way, one notice.
  */
-export async function delegateRemoteNotice(b: TxBuilder, conversationId: Id, id: Id, callId: string, now: number): Promise<void> {
+export async function delegateRemoteNotice(
+  b: TxBuilder,
+  conversationId: Id,
+  id: Id,
+  callId: string,
+  now: number,
+): Promise<void> {
   const task = await conversationTx(b, conversationId).getTask(remoteCallDefinition, id);
   if (task === undefined) return;
   const state = task.state;
@@ -159,7 +191,9 @@ export function targetLabel(target: RemoteTarget): string {
 
 /** How a call that may have been delivered is reconciled: HTTP by its Idempotency-Key; MCP has no key. */
 function reconcileHint(target: RemoteTarget, session: string, id: Id): string {
-  return target.type === "http" ? `reconcile with Idempotency-Key ${session}:${id}` : `check with the server whether it ran`;
+  return target.type === "http"
+    ? `reconcile with Idempotency-Key ${session}:${id}`
+    : `check with the server whether it ran`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -178,7 +212,8 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
     sleepsUntil: (state) => (state.status === "retry_wait" ? state.nextAt : undefined),
 
     async execute(task, runtime, call) {
-      if (task.state.status !== "planned") throw new PicoError("contract", `remote call ${task.id} executes only from planned, not ${task.state.status}`);
+      if (task.state.status !== "planned")
+        throw new PicoError("contract", `remote call ${task.id} executes only from planned, not ${task.state.status}`);
       await attempt(task, runtime, undefined, call);
     },
 
@@ -193,10 +228,21 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
           }
           if (state.target.idempotent) {
             if (state.attempt >= maxAttempts) {
-              await settle(task, runtime, "settled", failure("failed", `remote call ${task.id} to ${targetLabel(state.target)} gave no answer in ${state.attempt} attempts (the last was cut short by a restart)`), state.attempt, call);
+              await settle(
+                task,
+                runtime,
+                "settled",
+                failure(
+                  "failed",
+                  `remote call ${task.id} to ${targetLabel(state.target)} gave no answer in ${state.attempt} attempts (the last was cut short by a restart)`,
+                ),
+                state.attempt,
+                call,
+              );
               return;
             }
-            // Sent again (HTTP: under the same key, the product de-duplicates by its Idempotency-Key; MCP: the tool declared itself idempotent).
+            // Sent again (HTTP: under the same key, the product de-duplicates by its Idempotency-Key; MCP: the tool
+            // declared itself idempotent).
             await attempt(task, runtime, { attempt: state.attempt + 1, firstSentAt: state.firstSentAt }, call);
             return;
           }
@@ -226,10 +272,18 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
     async abort(task, runtime, call) {
       const state = task.state;
       if (state.status === "planned") {
-        await settle(task, runtime, "aborted", failure("aborted", `remote call ${task.id} was aborted before it was sent`), 0, call);
+        await settle(
+          task,
+          runtime,
+          "aborted",
+          failure("aborted", `remote call ${task.id} was aborted before it was sent`),
+          0,
+          call,
+        );
         return;
       }
-      if (state.status === "settled" || state.status === "aborted") throw new PicoError("contract", `remote call ${task.id} is already ${state.status}`);
+      if (state.status === "settled" || state.status === "aborted")
+        throw new PicoError("contract", `remote call ${task.id} is already ${state.status}`);
       const message = `remote call ${task.id} was aborted; the request to ${targetLabel(state.target)} may have been delivered`;
       await settle(task, runtime, "aborted", failure("aborted", message), state.attempt, call);
     },
@@ -239,7 +293,12 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
    * R1 and what one reply causes. `progress` undefined: the first attempt. The dispatched mark (and, first,
    * the wait) is durable before the request leaves; an answer already recorded settles instead.
    */
-  async function attempt(task: RemoteCallTask, runtime: TaskRuntime, progress: Progress | undefined, call: Call): Promise<void> {
+  async function attempt(
+    task: RemoteCallTask,
+    runtime: TaskRuntime,
+    progress: Progress | undefined,
+    call: Call,
+  ): Promise<void> {
     const input = inputOf(task.state);
     const n = progress?.attempt ?? 1;
     const where = services?.where();
@@ -287,13 +346,27 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
     } catch (error) {
       if (isCancellation(error, call)) throw error;
       // A transport that throws did not send (it returns `failed` for anything that may have left).
-      await settle(task, runtime, "settled", failure("failed", `remote call ${task.id} could not be sent: ${describe(error)}`), n, call);
+      await settle(
+        task,
+        runtime,
+        "settled",
+        failure("failed", `remote call ${task.id} could not be sent: ${describe(error)}`),
+        n,
+        call,
+      );
       return;
     }
     if (call.abortSignal?.aborted === true) throw new TaskCancelled(task.id);
     switch (reply.type) {
       case "result":
-        await settle(task, runtime, "settled", { type: "output", output: reply.output, isError: reply.isError }, n, call);
+        await settle(
+          task,
+          runtime,
+          "settled",
+          { type: "output", output: reply.output, isError: reply.isError },
+          n,
+          call,
+        );
         return;
       case "accepted": {
         const acceptedAt = runtime.now();
@@ -316,13 +389,37 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
         return;
       }
       case "too_large":
-        await settle(task, runtime, "settled", failure("too_large", `the response of ${targetLabel(input.target)} to remote call ${task.id} is over 1 MB`), n, call);
+        await settle(
+          task,
+          runtime,
+          "settled",
+          failure("too_large", `the response of ${targetLabel(input.target)} to remote call ${task.id} is over 1 MB`),
+          n,
+          call,
+        );
         return;
       case "bad_response":
-        await settle(task, runtime, "settled", failure("bad_response", `${targetLabel(input.target)} answered remote call ${task.id} with a bad response: ${reply.detail}`), n, call);
+        await settle(
+          task,
+          runtime,
+          "settled",
+          failure(
+            "bad_response",
+            `${targetLabel(input.target)} answered remote call ${task.id} with a bad response: ${reply.detail}`,
+          ),
+          n,
+          call,
+        );
         return;
       case "timed_out":
-        await settle(task, runtime, "settled", failure("timeout", `remote call ${task.id} to ${targetLabel(input.target)} timed out: ${reply.detail}`), n, call);
+        await settle(
+          task,
+          runtime,
+          "settled",
+          failure("timeout", `remote call ${task.id} to ${targetLabel(input.target)} timed out: ${reply.detail}`),
+          n,
+          call,
+        );
         return;
       case "failed": {
         if (input.target.idempotent && n < maxAttempts) {
@@ -335,10 +432,21 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
           return;
         }
         const outcome = input.target.idempotent
-          ? failure("failed", `remote call ${task.id} to ${targetLabel(input.target)} failed ${n} times; the last: ${reply.detail}`, reply.status)
+          ? failure(
+              "failed",
+              `remote call ${task.id} to ${targetLabel(input.target)} failed ${n} times; the last: ${reply.detail}`,
+              reply.status,
+            )
           : reply.status === undefined
-            ? failure("outcome_unknown", `remote call task ${task.id} may have reached ${targetLabel(input.target)} (${reply.detail}); it is never re-sent; ${reconcileHint(input.target, where.session, task.id)}`)
-            : failure("failed", `remote call ${task.id} to ${targetLabel(input.target)} failed: ${reply.detail}`, reply.status);
+            ? failure(
+                "outcome_unknown",
+                `remote call task ${task.id} may have reached ${targetLabel(input.target)} (${reply.detail}); it is never re-sent; ${reconcileHint(input.target, where.session, task.id)}`,
+              )
+            : failure(
+                "failed",
+                `remote call ${task.id} to ${targetLabel(input.target)} failed: ${reply.detail}`,
+                reply.status,
+              );
         await settle(task, runtime, "settled", outcome, n, call);
         return;
       }
@@ -350,12 +458,21 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
   }
 
   /** Parked on the result wait until its deadline; then settled with the answer or a timeout. */
-  async function awaitResult(task: RemoteCallTask, runtime: TaskRuntime, until: number, attempts: number, call: Call): Promise<void> {
+  async function awaitResult(
+    task: RemoteCallTask,
+    runtime: TaskRuntime,
+    until: number,
+    attempts: number,
+    call: Call,
+  ): Promise<void> {
     const outcome = await runtime.awaitAnswer(REMOTE_RESULT_KEY, { until }, call);
     const settled: RemoteOutcome =
       outcome.type === "answered"
         ? answerOutcome(outcome.value)
-        : failure("timeout", `remote call ${task.id} was accepted by ${targetLabel(task.state.target)} but no result was posted before its deadline`);
+        : failure(
+            "timeout",
+            `remote call ${task.id} was accepted by ${targetLabel(task.state.target)} but no result was posted before its deadline`,
+          );
     await settle(task, runtime, "settled", settled, attempts, call);
   }
 
@@ -363,7 +480,14 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
 }
 
 /** One terminal commit: the wait ends, a notice request is consumed, the call settles. */
-async function settle(task: RemoteCallTask, runtime: TaskRuntime, status: "settled" | "aborted", outcome: RemoteOutcome, attempts: number, call: Call): Promise<void> {
+async function settle(
+  task: RemoteCallTask,
+  runtime: TaskRuntime,
+  status: "settled" | "aborted",
+  outcome: RemoteOutcome,
+  attempts: number,
+  call: Call,
+): Promise<void> {
   const input = inputOf(task.state);
   await runtime.commitBuilder(async (b) => {
     endWait(b, task.id);
@@ -382,7 +506,13 @@ function answerOutcome(value: JsonValue): RemoteOutcome {
 }
 
 function failure(code: RemoteErrorCode, message: string, status?: number, problem?: JsonObject): RemoteOutcome {
-  return { type: "error", code, message, ...(status === undefined ? {} : { status }), ...(problem === undefined ? {} : { problem }) };
+  return {
+    type: "error",
+    code,
+    message,
+    ...(status === undefined ? {} : { status }),
+    ...(problem === undefined ? {} : { problem }),
+  };
 }
 
 /** The input fields of any state: what the call was created with. */
@@ -390,7 +520,11 @@ function inputOf(state: RemoteCallState): RemoteCallInput {
   return { target: state.target, name: state.name, arguments: state.arguments, origin: state.origin };
 }
 
-async function answeredWait(runtime: TaskRuntime, id: Id, call: Call): Promise<{ readonly value: JsonValue } | undefined> {
+async function answeredWait(
+  runtime: TaskRuntime,
+  id: Id,
+  call: Call,
+): Promise<{ readonly value: JsonValue } | undefined> {
   const wait = await runtime.value(waitValue(id)).get(call);
   return wait?.key === REMOTE_RESULT_KEY ? wait.answer : undefined;
 }
@@ -400,7 +534,14 @@ export async function readRemoteCall(
   harness: Harness,
   id: Id,
   call: Call,
-): Promise<{ readonly status: RemoteCallState["status"] | "orphaned"; readonly outcome?: RemoteOutcome; readonly firstSentAt?: number } | undefined> {
+): Promise<
+  | {
+      readonly status: RemoteCallState["status"] | "orphaned";
+      readonly outcome?: RemoteOutcome;
+      readonly firstSentAt?: number;
+    }
+  | undefined
+> {
   const task = await harness.getTask(remoteCallDefinition, id, call);
   if (task === undefined) return undefined;
   const state = task.state;
@@ -408,7 +549,6 @@ export async function readRemoteCall(
   const sent = state.status === "planned" ? undefined : state.firstSentAt;
   return typeof sent === "number" ? { status: state.status, firstSentAt: sent } : { status: state.status };
 }
-
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

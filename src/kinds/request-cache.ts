@@ -1,5 +1,6 @@
 /**
- * Request building that grows only with new entries (docs/performance.md "Time on Node"; §2.2 "messages", §8.2 preparation).
+ * Request building that grows only with new entries (docs/performance.md "Time on Node"; §2.2 "messages", §8.2
+ * preparation).
  * A generation derives three things from the conversation's context on every request: the request
  * messages (`requestMessages`), the effective tools declared by its system messages (`foldTools`) and
  * its current-epoch baseline (`currentEpochBaseline`). Each is a left fold over the context items, and
@@ -73,7 +74,12 @@ export class ContextProjection {
     }
     const previous = this.#items;
     let from = 0;
-    if (headId === this.#headId && previous.length > 0 && previous.length <= items.length && previous.every((item, i) => items[i] === item)) {
+    if (
+      headId === this.#headId &&
+      previous.length > 0 &&
+      previous.length <= items.length &&
+      previous.every((item, i) => items[i] === item)
+    ) {
       from = previous.length;
       this.#stats.extended++;
     } else {

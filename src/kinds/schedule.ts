@@ -91,7 +91,10 @@ export type ScheduleState =
 
 export const scheduleRoles = { waiting: "start", paused: "start", firing: "inflight", ended: "terminal" } as const;
 
-export const scheduleDefinition: TaskDefinition<ScheduleState, typeof scheduleRoles> = { kind: "schedule", roles: scheduleRoles };
+export const scheduleDefinition: TaskDefinition<ScheduleState, typeof scheduleRoles> = {
+  kind: "schedule",
+  roles: scheduleRoles,
+};
 
 type ScheduleTask = TypedTask<ScheduleState, typeof scheduleRoles>;
 
@@ -128,7 +131,14 @@ export function scheduleEdit(id: Id) {
 export function mergeEdit(pending: ScheduleEdit | undefined, next: ScheduleEdit): ScheduleEdit {
   if (pending === undefined) return next;
   const { every, cron, timezone, ...rest } = pending;
-  const grid: ScheduleEdit = next.every !== undefined || next.cron !== undefined ? {} : { ...(every === undefined ? {} : { every }), ...(cron === undefined ? {} : { cron }), ...(timezone === undefined ? {} : { timezone }) };
+  const grid: ScheduleEdit =
+    next.every !== undefined || next.cron !== undefined
+      ? {}
+      : {
+          ...(every === undefined ? {} : { every }),
+          ...(cron === undefined ? {} : { cron }),
+          ...(timezone === undefined ? {} : { timezone }),
+        };
   return { ...rest, ...grid, ...next };
 }
 
@@ -141,10 +151,15 @@ export function mergeEdit(pending: ScheduleEdit | undefined, next: ScheduleEdit)
 export function applyEdit(spec: ScheduleSpec, edit: ScheduleEdit): ScheduleSpec {
   let grid: Pick<ScheduleSpec, "every" | "cron" | "timezone">;
   if (edit.every !== undefined) {
-    if (edit.timezone !== undefined && edit.timezone !== null) throw new InvalidSchedule("timezone applies to cron schedules only", "timezone");
+    if (edit.timezone !== undefined && edit.timezone !== null)
+      throw new InvalidSchedule("timezone applies to cron schedules only", "timezone");
     grid = { every: edit.every, cron: null, timezone: null };
   } else if (edit.cron !== undefined) {
-    grid = { every: null, cron: edit.cron, timezone: edit.timezone !== undefined ? edit.timezone : spec.cron !== null ? spec.timezone : null };
+    grid = {
+      every: null,
+      cron: edit.cron,
+      timezone: edit.timezone !== undefined ? edit.timezone : spec.cron !== null ? spec.timezone : null,
+    };
   } else if (edit.timezone !== undefined) {
     if (spec.cron === null) {
       if (edit.timezone !== null) throw new InvalidSchedule("timezone applies to cron schedules only", "timezone");
@@ -182,13 +197,20 @@ export function checkEdit(spec: ScheduleSpec, edit: ScheduleEdit, now: number): 
  * `skipped`); otherwise the planned time stays. `undefined` for `next`: an edited cron expression has no
  * occurrence left (the schedule ends).
  */
-export function replan(current: ScheduleBase, wasPaused: boolean, paused: boolean, edit: ScheduleEdit | undefined, now: number): { base: ScheduleBase; ends: boolean } {
+export function replan(
+  current: ScheduleBase,
+  wasPaused: boolean,
+  paused: boolean,
+  edit: ScheduleEdit | undefined,
+  now: number,
+): { base: ScheduleBase; ends: boolean } {
   let spec: ScheduleSpec = specOf(current);
   let nextRunAt = current.nextRunAt;
   try {
     if (edit !== undefined) {
       const edited = applyEdit(spec, edit);
-      if (changesGrid(spec, edited)) nextRunAt = edited.every !== null ? now + edited.every : nextOccurrence(edited, now, now);
+      if (changesGrid(spec, edited))
+        nextRunAt = edited.every !== null ? now + edited.every : nextOccurrence(edited, now, now);
       spec = edited;
     }
     if (wasPaused && !paused && nextRunAt <= now) nextRunAt = nextOccurrence(spec, nextRunAt, now);
@@ -228,7 +250,10 @@ export const SKIPPED_COUNT_CAP = 10_000;
 /** The request field an invalid schedule is refused for. */
 export type ScheduleField = "every" | "cron" | "timezone" | "startAt";
 
-/** A schedule that cannot run: bad interval, cron expression, timezone or start (the wire maps it to 400 naming `field`). */
+/**
+ * A schedule that cannot run: bad interval, cron expression, timezone or start (the wire maps it to 400 naming
+ * `field`).
+ */
 export class InvalidSchedule extends Error {
   override readonly name = "InvalidSchedule";
   constructor(
@@ -244,7 +269,10 @@ function checkTimezone(timezone: string): void {
   try {
     new Intl.DateTimeFormat("en-US", { timeZone: timezone });
   } catch {
-    throw new InvalidSchedule(`unknown timezone ${JSON.stringify(timezone)}: use an IANA time zone such as "Europe/Berlin"`, "timezone");
+    throw new InvalidSchedule(
+      `unknown timezone ${JSON.stringify(timezone)}: use an IANA time zone such as "Europe/Berlin"`,
+      "timezone",
+    );
   }
 }
 
@@ -260,9 +288,15 @@ function gridOf(spec: Pick<ScheduleSpec, "every" | "cron" | "timezone">): Grid {
   // The timezone first: croner reports a bad one only when it computes a time, as a cron error.
   if (spec.timezone !== null) checkTimezone(spec.timezone);
   try {
-    return { type: "cron", cron: new Cron(spec.cron, { ...(spec.timezone === null ? {} : { timezone: spec.timezone }), paused: true }) };
+    return {
+      type: "cron",
+      cron: new Cron(spec.cron, { ...(spec.timezone === null ? {} : { timezone: spec.timezone }), paused: true }),
+    };
   } catch (error) {
-    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`, "cron");
+    throw new InvalidSchedule(
+      `invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`,
+      "cron",
+    );
   }
 }
 
@@ -272,7 +306,10 @@ function cronAfter(cron: Cron, after: number): number | null {
     return cron.nextRun(new Date(after))?.getTime() ?? null;
   } catch (error) {
     // croner checks the timezone only when it computes a time (gridOf checked it before).
-    throw new InvalidSchedule(`invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`, "cron");
+    throw new InvalidSchedule(
+      `invalid cron schedule: ${error instanceof Error ? error.message : String(error)}`,
+      "cron",
+    );
   }
 }
 
@@ -280,7 +317,11 @@ function cronAfter(cron: Cron, after: number): number | null {
  * The first occurrence strictly after `after` (ms). Throws for a cron expression
  * or timezone croner rejects, or one that never fires again: InvalidSchedule.
  */
-export function nextOccurrence(spec: Pick<ScheduleSpec, "every" | "cron" | "timezone">, from: number, after: number): number {
+export function nextOccurrence(
+  spec: Pick<ScheduleSpec, "every" | "cron" | "timezone">,
+  from: number,
+  after: number,
+): number {
   const grid = gridOf(spec);
   switch (grid.type) {
     case "every":
@@ -311,7 +352,11 @@ export interface CatchUp {
  * later occurrences already due are counted arithmetically for `every` (exact), one by one for cron up
  * to SKIPPED_COUNT_CAP, and the next occurrence is computed from now, never by walking the gap.
  */
-export function catchUp(spec: Pick<ScheduleSpec, "every" | "cron" | "timezone" | "catchUp">, occurrence: number, now: number): CatchUp {
+export function catchUp(
+  spec: Pick<ScheduleSpec, "every" | "cron" | "timezone" | "catchUp">,
+  occurrence: number,
+  now: number,
+): CatchUp {
   const policy = spec.catchUp ?? DEFAULT_CATCH_UP;
   // Under "none" the due occurrence counts against the cap too when it turns out to be part of the gap.
   const cap = policy === "none" ? SKIPPED_COUNT_CAP - 1 : SKIPPED_COUNT_CAP;
@@ -321,13 +366,20 @@ export function catchUp(spec: Pick<ScheduleSpec, "every" | "cron" | "timezone" |
       return { fire: true, skipped: later.count, capped: later.capped, next: later.next };
     case "none": {
       const onTime = later.count === 0 && now - occurrence <= ON_TIME_GRACE_MS;
-      return onTime ? { fire: true, skipped: 0, capped: false, next: later.next } : { fire: false, skipped: later.count + 1, capped: later.capped, next: later.next };
+      return onTime
+        ? { fire: true, skipped: 0, capped: false, next: later.next }
+        : { fire: false, skipped: later.count + 1, capped: later.capped, next: later.next };
     }
   }
 }
 
 /** The occurrences in (occurrence, now] (counted up to `cap` for cron) and the first one after both. */
-function laterDue(grid: Grid, occurrence: number, now: number, cap: number): { count: number; capped: boolean; next: number | null } {
+function laterDue(
+  grid: Grid,
+  occurrence: number,
+  now: number,
+  cap: number,
+): { count: number; capped: boolean; next: number | null } {
   switch (grid.type) {
     case "every": {
       const count = now > occurrence ? Math.floor((now - occurrence) / grid.every) : 0;
@@ -360,11 +412,15 @@ export function createScheduleKind(services: ScheduleServices) {
     initialStatus: "waiting",
     // A waiting schedule's execute only sleeps until nextRunAt first (after reading its pause flag and
     // edit request): asleep from its dispatch. A paused one sleeps with no wake time: no alarm.
-    sleepsUntil: (state) => (state.status === "waiting" ? state.nextRunAt : state.status === "paused" ? Number.POSITIVE_INFINITY : undefined),
+    sleepsUntil: (state) =>
+      state.status === "waiting" ? state.nextRunAt : state.status === "paused" ? Number.POSITIVE_INFINITY : undefined,
 
     async execute(task, runtime, call) {
       if (task.state.status !== "waiting" && task.state.status !== "paused") {
-        throw new PicoError("contract", `schedule ${task.id} executes only from waiting or paused, not ${task.state.status}`);
+        throw new PicoError(
+          "contract",
+          `schedule ${task.id} executes only from waiting or paused, not ${task.state.status}`,
+        );
       }
       const { status, ...initial } = task.state;
       let base: ScheduleBase = initial;
@@ -406,7 +462,8 @@ export function createScheduleKind(services: ScheduleServices) {
     },
 
     async recover(task, runtime, call) {
-      if (task.state.status !== "firing") throw new PicoError("contract", `schedule ${task.id} recovers only from firing, not ${task.state.status}`);
+      if (task.state.status !== "firing")
+        throw new PicoError("contract", `schedule ${task.id} recovers only from firing, not ${task.state.status}`);
       const { status: _status, ...firing } = task.state;
       await fire(task, runtime, firing, call);
     },
@@ -427,7 +484,12 @@ export function createScheduleKind(services: ScheduleServices) {
    * skips it as part of a gap, and wait for the next occurrence after now (or end, when a cron
    * expression has none left).
    */
-  async function fire(task: ScheduleTask, runtime: TaskRuntime, firing: ScheduleBase & { occurrence: number }, call: Call): Promise<void> {
+  async function fire(
+    task: ScheduleTask,
+    runtime: TaskRuntime,
+    firing: ScheduleBase & { occurrence: number },
+    call: Call,
+  ): Promise<void> {
     const { occurrence, ...base } = firing;
     await runtime.commitBuilder(async (b) => {
       const now = runtime.now();
@@ -459,7 +521,15 @@ export function createScheduleKind(services: ScheduleServices) {
             const item: QueuedInput = { mode: "nextRun", input: base.input, requestId: key };
             inputId = queueInput(b, base.conversationId, item);
           } else {
-            inputId = (await acceptInput(b, base.conversationId, { input: base.input, requestId: key, whenBusy: base.mode }, services.turn, now)).inputId;
+            inputId = (
+              await acceptInput(
+                b,
+                base.conversationId,
+                { input: base.input, requestId: key, whenBusy: base.mode },
+                services.turn,
+                now,
+              )
+            ).inputId;
           }
           services.accepted?.(b, base.conversationId, inputId);
           runs += 1;
@@ -505,11 +575,30 @@ function stripOccurrence(state: ScheduleBase & { occurrence?: number }): Schedul
 
 /**
  * The initial state of a new schedule (validated: a bad interval, cron, timezone, or a startAt more
- * than MAX_START_AHEAD_MS ahead throws InvalidSchedule naming the field). The catch-up policy is stored explicitly ("one" unless the spec says otherwise).
+ * than MAX_START_AHEAD_MS ahead throws InvalidSchedule naming the field). The catch-up policy is stored explicitly
+ * ("one" unless the spec says otherwise).
  */
 export function newSchedule(spec: ScheduleSpec, now: number, startAt: number | null): ScheduleState {
-  if (startAt !== null && startAt > now + MAX_START_AHEAD_MS) throw new InvalidSchedule(`startAt may be at most ten years ahead (${new Date(now + MAX_START_AHEAD_MS).toISOString()})`, "startAt");
+  if (startAt !== null && startAt > now + MAX_START_AHEAD_MS)
+    throw new InvalidSchedule(
+      `startAt may be at most ten years ahead (${new Date(now + MAX_START_AHEAD_MS).toISOString()})`,
+      "startAt",
+    );
   const from = startAt ?? now;
-  const first = spec.every !== null ? (startAt === null ? now + spec.every : nextOccurrence(spec, from, now - 1)) : nextOccurrence(spec, from, Math.max(now, from - 1));
-  return { status: "waiting", ...spec, catchUp: spec.catchUp ?? DEFAULT_CATCH_UP, nextRunAt: first, runs: 0, skipped: 0, lastRunAt: null, lastInputId: null };
+  const first =
+    spec.every !== null
+      ? startAt === null
+        ? now + spec.every
+        : nextOccurrence(spec, from, now - 1)
+      : nextOccurrence(spec, from, Math.max(now, from - 1));
+  return {
+    status: "waiting",
+    ...spec,
+    catchUp: spec.catchUp ?? DEFAULT_CATCH_UP,
+    nextRunAt: first,
+    runs: 0,
+    skipped: 0,
+    lastRunAt: null,
+    lastInputId: null,
+  };
 }

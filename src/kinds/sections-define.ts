@@ -15,7 +15,10 @@ import type { JsonObject, JsonValue } from "../storage/records.js";
 // (h.sections, §9.6).
 export type { AnySection, SystemSection };
 
-export function defineSystemSection<T extends JsonValue>(def: { key: string; render(value: T): string }): SystemSection<T> {
+export function defineSystemSection<T extends JsonValue>(def: {
+  key: string;
+  render(value: T): string;
+}): SystemSection<T> {
   if (typeof def.key !== "string" || def.key === "") throw new TypeError("a system section needs a non-empty key");
   return Object.freeze({ key: def.key, render: (value: T) => def.render(value) });
 }
@@ -43,7 +46,11 @@ export const systemSections: {
   }),
 });
 
-export const builtinSystemSections: readonly AnySection[] = [systemSections.identity, systemSections.environment, systemSections.skills];
+export const builtinSystemSections: readonly AnySection[] = [
+  systemSections.identity,
+  systemSections.environment,
+  systemSections.skills,
+];
 
 /** What a preparation captures from the registry before running hooks. */
 export interface SectionSnapshot {

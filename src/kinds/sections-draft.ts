@@ -104,7 +104,8 @@ class Draft implements SystemSectionDraft {
     this.#definition(section, "set");
     const copy = jsonCopy(value, section.key);
     const slot = this.#slots.find((s) => s.key === section.key);
-    if (slot === undefined) this.#slots.push({ key: section.key, value: copy, seeded: undefined, touched: true, wrappers: [] });
+    if (slot === undefined)
+      this.#slots.push({ key: section.key, value: copy, seeded: undefined, touched: true, wrappers: [] });
     else {
       slot.value = copy;
       slot.touched = true;
@@ -149,14 +150,20 @@ class Draft implements SystemSectionDraft {
     this.#open(op);
     const definition = this.#definitions.get(section.key);
     if (definition === undefined) {
-      throw new PicoError("not_found", `system section ${section.key} is not registered; ${op} needs a registered definition (delete works by key)`);
+      throw new PicoError(
+        "not_found",
+        `system section ${section.key} is not registered; ${op} needs a registered definition (delete works by key)`,
+      );
     }
     return definition;
   }
 }
 
 function isToolList(value: unknown): value is readonly Tool[] {
-  return Array.isArray(value) && value.every((t) => t !== null && typeof t === "object" && typeof (t as { name?: unknown }).name === "string");
+  return (
+    Array.isArray(value) &&
+    value.every((t) => t !== null && typeof t === "object" && typeof (t as { name?: unknown }).name === "string")
+  );
 }
 
 /**
@@ -193,7 +200,8 @@ export async function prepareSections(args: {
         if (output === undefined || output === null || typeof output !== "object") return;
         const supplied = (output as { tools?: unknown }).tools;
         if (supplied === undefined) return; // omission keeps an earlier handler's list
-        if (!isToolList(supplied)) throw new TypeError("system_instructions: tools must be a list of complete tool definitions");
+        if (!isToolList(supplied))
+          throw new TypeError("system_instructions: tools must be a list of complete tool definitions");
         // Stored as JSON in toolsAdded: keep exactly what JSON keeps (schema libraries' symbol keys drop).
         tools = supplied.map((tool) => JSON.parse(JSON.stringify(tool)) as Tool);
       },

@@ -4,7 +4,8 @@
  * `foldSectionState` reconstructs canonical section state through a fork-visible target from managed
  * system entries only: read backwards (indexed kind scan) to the newest baseline, then fold section
  * records forward; a later fold of the same conversation on the same storage object reads only the
- * system entries since the previous one's target. Heads and projection edits play no part, so an omitted historical message never
+ * system entries since the previous one's target. Heads and projection edits play no part, so an omitted historical
+ * message never
  * erases its persisted payload/rendered text — an unavailable plugin's instructions survive a
  * compaction that dropped its old baseline.
  *
@@ -37,7 +38,11 @@ export interface SectionState {
 /** Backward page size: a baseline is usually close to the tip. */
 const BACK_PAGE = 128;
 
-export const EMPTY_SECTION_STATE: SectionState = Object.freeze({ sections: Object.freeze([]), tools: Object.freeze([]), cursor: 0 });
+export const EMPTY_SECTION_STATE: SectionState = Object.freeze({
+  sections: Object.freeze([]),
+  tools: Object.freeze([]),
+  cursor: 0,
+});
 
 /** The section records of a managed system entry (stored data is trusted after wire validation). */
 export function sectionChanges(entry: Entry): readonly SectionChange[] {
@@ -90,7 +95,10 @@ async function managedSinceBaseline(storage: Storage, conversationId: Id, throug
   // Complete at `through` only if nothing at or below it can still be committed.
   const complete = through <= storage.lastSeq;
   const known = folded.get(storage)?.get(conversationId);
-  const managed = known !== undefined && known.upTo <= through ? await managedAfter(storage, conversationId, known, through) : await walkBack(storage, conversationId, through);
+  const managed =
+    known !== undefined && known.upTo <= through
+      ? await managedAfter(storage, conversationId, known, through)
+      : await walkBack(storage, conversationId, through);
   if (complete) remember(storage, conversationId, { upTo: through, managed: Object.freeze([...managed]) });
   return managed;
 }
@@ -117,7 +125,13 @@ async function walkBack(storage: Storage, conversationId: Id, through: Id): Prom
   const newestFirst: Entry[] = [];
   let before = through + 1;
   for (;;) {
-    const page = await storage.scanEntries({ conversationId, kind: systemKind.kind, through, before, limit: BACK_PAGE });
+    const page = await storage.scanEntries({
+      conversationId,
+      kind: systemKind.kind,
+      through,
+      before,
+      limit: BACK_PAGE,
+    });
     for (let i = page.items.length - 1; i >= 0; i--) {
       const entry = page.items[i] as Entry;
       if (!isManagedSystem(entry)) continue;
@@ -167,12 +181,17 @@ export function foldManaged(entries: readonly Entry[]): SectionState {
     }
     applyToolFields(tools, entry.model ?? []);
   }
-  return Object.freeze({ sections: Object.freeze([...sections.values()]), tools: Object.freeze([...tools.values()]), cursor });
+  return Object.freeze({
+    sections: Object.freeze([...sections.values()]),
+    tools: Object.freeze([...tools.values()]),
+    cursor,
+  });
 }
 
 /** Canonical section state and managed tools of `conversationId` through `through` (inclusive). */
 export async function foldSectionState(storage: Storage, conversationId: Id, through: Id): Promise<SectionState> {
-  if (!Number.isSafeInteger(through) || through < 0) throw new RangeError(`section fold target must be a non-negative integer, got ${String(through)}`);
+  if (!Number.isSafeInteger(through) || through < 0)
+    throw new RangeError(`section fold target must be a non-negative integer, got ${String(through)}`);
   const entries = await managedSinceBaseline(storage, conversationId, through);
   return entries.length === 0 ? EMPTY_SECTION_STATE : foldManaged(entries);
 }

@@ -21,7 +21,8 @@ export function jsonCopy(value: unknown, path = "payload", seen: Set<object> = n
   try {
     if (Array.isArray(value)) return value.map((item, i) => jsonCopy(item, `${path}[${i}]`, seen));
     const proto = Object.getPrototypeOf(value) as unknown;
-    if (proto !== Object.prototype && proto !== null) throw new TypeError(`${path}: only plain objects are JSON-representable`);
+    if (proto !== Object.prototype && proto !== null)
+      throw new TypeError(`${path}: only plain objects are JSON-representable`);
     const out: { [key: string]: JsonValue } = {};
     for (const [key, item] of Object.entries(value)) out[key] = jsonCopy(item, `${path}.${key}`, seen);
     return out;
@@ -39,7 +40,8 @@ export function canonicalJson(value: unknown): string {
     const text = JSON.stringify(value);
     return text === undefined ? "null" : text;
   }
-  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item === undefined ? null : item)).join(",")}]`;
+  if (Array.isArray(value))
+    return `[${value.map((item) => canonicalJson(item === undefined ? null : item)).join(",")}]`;
   const keys = Object.keys(value).sort();
   const parts: string[] = [];
   for (const key of keys) {

@@ -18,7 +18,13 @@
  * Pure: no storage access; the caller supplies the context and the current cursor (`sectionCursor`).
  */
 import type { SystemMessage, Tool } from "@earendil-works/pi-ai";
-import { isManagedSystem, systemEntry, type EntryInput, type SectionChange, type SystemEntry } from "../core/entries.js";
+import {
+  isManagedSystem,
+  systemEntry,
+  type EntryInput,
+  type SectionChange,
+  type SystemEntry,
+} from "../core/entries.js";
 import type { ContextEdit, Id } from "../storage/records.js";
 import type { DerivedContext } from "../core/context.js";
 import { sameJson, type PreparedSections } from "./sections-draft.js";
@@ -26,7 +32,11 @@ import { foldTools, isBaselineEntry } from "./sections-fold.js";
 
 export type SystemPlan =
   | { readonly stale: true }
-  | { readonly stale: false; readonly draft: EntryInput<SystemEntry> | undefined; readonly kind: "none" | "delta" | "baseline" };
+  | {
+      readonly stale: false;
+      readonly draft: EntryInput<SystemEntry> | undefined;
+      readonly kind: "none" | "delta" | "baseline";
+    };
 
 /** The id of the context's current-epoch baseline, or undefined if it has none. */
 export function currentEpochBaseline(context: DerivedContext): Id | undefined {
@@ -43,7 +53,10 @@ interface ToolDiff {
   readonly removed: Tool[];
 }
 
-/** Diff desired tools against effective ones: upserts for new/changed definitions, removals with the previous definition. */
+/**
+ * Diff desired tools against effective ones: upserts for new/changed definitions, removals with the previous
+ * definition.
+ */
 function diffTools(effective: ReadonlyMap<string, Tool>, desired: readonly Tool[]): ToolDiff {
   const wanted = new Set(desired.map((t) => t.name));
   const removed = [...effective.values()].filter((t) => !wanted.has(t.name));
@@ -91,10 +104,16 @@ export function planSystemEntry(args: {
   if (args.currentCursor !== args.seedCursor) return { stale: true };
   const baseline = folds === undefined ? currentEpochBaseline(context) : folds.baseline;
   const effective = folds?.tools ?? ((): ReadonlyMap<string, Tool> => foldTools(context.items.map((i) => i.messages)));
-  return baseline === undefined ? planBaseline(context, prepared, timestamp) : planDelta(effective, prepared, timestamp);
+  return baseline === undefined
+    ? planBaseline(context, prepared, timestamp)
+    : planDelta(effective, prepared, timestamp);
 }
 
-function planDelta(effective: () => ReadonlyMap<string, Tool>, prepared: PreparedSections, timestamp: number): SystemPlan {
+function planDelta(
+  effective: () => ReadonlyMap<string, Tool>,
+  prepared: PreparedSections,
+  timestamp: number,
+): SystemPlan {
   const seed = new Map(prepared.seed.sections.map((s) => [s.key, s]));
   const desiredKeys = new Set(prepared.sections.map((s) => s.key));
   const changes: SectionChange[] = [];
@@ -127,7 +146,10 @@ function planBaseline(context: DerivedContext, prepared: PreparedSections, times
   // What other system messages still declare once the omissions apply.
   const remaining = foldTools(context.items.filter((i) => !omit.has(i.entry.id)).map((i) => i.messages));
   const wanted = new Set(prepared.tools.map((t) => t.name));
-  const tools: ToolDiff = { added: [...prepared.tools], removed: [...remaining.values()].filter((t) => !wanted.has(t.name)) };
+  const tools: ToolDiff = {
+    added: [...prepared.tools],
+    removed: [...remaining.values()].filter((t) => !wanted.has(t.name)),
+  };
 
   const nothing =
     prepared.sections.length === 0 &&
@@ -140,7 +162,12 @@ function planBaseline(context: DerivedContext, prepared: PreparedSections, times
   // projection nor the durable state, so it is not written (the next non-empty desire writes one).
   if (nothing) return { stale: false, draft: undefined, kind: "none" };
 
-  const changes: SectionChange[] = prepared.sections.map((s) => ({ key: s.key, action: "set", value: s.value, rendered: s.rendered }));
+  const changes: SectionChange[] = prepared.sections.map((s) => ({
+    key: s.key,
+    action: "set",
+    value: s.value,
+    rendered: s.rendered,
+  }));
   const texts: Record<string, string | null> = {};
   for (const s of prepared.sections) texts[s.key] = s.rendered;
   const msg = message(texts, tools, timestamp);

@@ -70,7 +70,10 @@ export interface ToolRuntime {
   startRemoteCall(input: RemoteCallStart, call: Call): Promise<Id>;
   /** A remote call's status and, once settled, its outcome. */
   /** `firstSentAt`: when its first request left (absent until then, and once it settled). */
-  remoteCall(id: Id, call: Call): Promise<{ readonly status: string; readonly outcome?: RemoteOutcome; readonly firstSentAt?: number }>;
+  remoteCall(
+    id: Id,
+    call: Call,
+  ): Promise<{ readonly status: string; readonly outcome?: RemoteOutcome; readonly firstSentAt?: number }>;
 }
 
 /** What a tool gives to start a job (§8.6 JobInput without the origin, which the harness fills in). */
@@ -95,7 +98,13 @@ export interface Tool<TParams extends JsonObject = JsonObject, TDetails extends 
   readonly replay?: "safe" | "never";
   /** Run after the previous call of the same response instead of in parallel (§5.5 "Sequential tools"). */
   readonly sequential?: boolean;
-  execute(toolCallId: string, params: TParams, out: ToolOutput<TDetails>, runtime: ToolRuntime, call: Call): Promise<void>;
+  execute(
+    toolCallId: string,
+    params: TParams,
+    out: ToolOutput<TDetails>,
+    runtime: ToolRuntime,
+    call: Call,
+  ): Promise<void>;
 }
 
 export type AnyTool = Tool<JsonObject, JsonValue>;

@@ -320,9 +320,16 @@ export class ToolSink implements ToolOutput<JsonValue> {
 
   capture(metadata: ShellOutputMetadata): void {
     if (!Number.isSafeInteger(metadata.totalChars) || metadata.totalChars < 0) {
-      throw new PicoError("contract", `capture: totalChars must be a non-negative integer, got ${String(metadata.totalChars)}`);
+      throw new PicoError(
+        "contract",
+        `capture: totalChars must be a non-negative integer, got ${String(metadata.totalChars)}`,
+      );
     }
-    this.#op(metadata.spillPath === undefined ? { t: "c", n: metadata.totalChars } : { t: "c", n: metadata.totalChars, p: metadata.spillPath });
+    this.#op(
+      metadata.spillPath === undefined
+        ? { t: "c", n: metadata.totalChars }
+        : { t: "c", n: metadata.totalChars, p: metadata.spillPath },
+    );
   }
 
   diag(severity: "info" | "warn" | "error", message: string, code?: string): void {

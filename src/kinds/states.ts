@@ -41,7 +41,13 @@ export type GenerationState =
   // and `retry` (its `attempt`) instead; nothing reads them. `successor` is absent when there is none
   // (fewer stored bytes); rows written before carry `successor: null`.
   | { inputs: Id[]; status: "done"; attempt: number; assistant: Id | null; successor?: Id | null }
-  | (GenBase & { status: "failed"; reason: "error" | "overflow" | "interrupted"; error: string; partial: Id | null; successor: Id | null })
+  | (GenBase & {
+      status: "failed";
+      reason: "error" | "overflow" | "interrupted";
+      error: string;
+      partial: Id | null;
+      successor: Id | null;
+    })
   | (GenBase & { status: "aborted"; partial: Id | null });
 
 export const generationRoles = {
@@ -142,7 +148,14 @@ export type ToolStates =
   | (ToolBase & { status: "planned"; offered?: boolean; budgetMs?: number; def?: CapturedTool })
   // Waiting for a person or the frontend (an approval, a client tool's output): a durable wait on the
   // task's `pico.wait` record, named by `pending`; `resolved` lists the items it already consumed.
-  | (ToolBase & { status: "parked"; args: JsonObject; def: CapturedTool; budgetMs?: number; pending: PendingRef; resolved?: PendingResolution[] })
+  | (ToolBase & {
+      status: "parked";
+      args: JsonObject;
+      def: CapturedTool;
+      budgetMs?: number;
+      pending: PendingRef;
+      resolved?: PendingResolution[];
+    })
   // jobId / cancelJobOnAbort: the job this call started and whether aborting the call kills it (§8.3).
   // remoteCallId / cancelRemoteOnAbort: the same for the remote call of an HTTP tool.
   | (ToolBase & {
@@ -164,7 +177,13 @@ export type ToolStates =
   | (ToolBase & { status: "done"; output: StoredToolData; result: Id; resolved?: PendingResolution[] })
   | (ToolBase & { status: "aborted"; output: StoredToolData; result: Id; resolved?: PendingResolution[] });
 
-export const toolRoles = { planned: "start", parked: "inflight", running: "inflight", done: "terminal", aborted: "terminal" } as const;
+export const toolRoles = {
+  planned: "start",
+  parked: "inflight",
+  running: "inflight",
+  done: "terminal",
+  aborted: "terminal",
+} as const;
 
 type PostBase = { assistant: Id; tools: Id[]; inputs: Id[] };
 
@@ -207,7 +226,13 @@ export type CollapseState =
   | (CollapseBase & { status: "failed"; error: string; successor: Id | null })
   | (CollapseBase & { status: "aborted" });
 
-export const collapseRoles = { planned: "start", summarizing: "inflight", done: "terminal", failed: "terminal", aborted: "terminal" } as const;
+export const collapseRoles = {
+  planned: "start",
+  summarizing: "inflight",
+  done: "terminal",
+  failed: "terminal",
+  aborted: "terminal",
+} as const;
 
 // ---------------------------------------------------------------------------------------------
 // Usage (§8.2): one row per attempt in the session list pi.usage; totals in pi.usage.totals.

@@ -52,7 +52,18 @@ export function readToolData(stored: StoredToolData): ToolResultData {
   };
 }
 
-const TOOL_DATA_FIELDS: ReadonlySet<string> = new Set(["details", "usage", "addedTools", "terminate", "handoff", "delegated", "diags", "truncation", "chars", "isError"]);
+const TOOL_DATA_FIELDS: ReadonlySet<string> = new Set([
+  "details",
+  "usage",
+  "addedTools",
+  "terminate",
+  "handoff",
+  "delegated",
+  "diags",
+  "truncation",
+  "chars",
+  "isError",
+]);
 
 /**
  * An entry as the service shows it (HTTP API, watch views and events): a tool result entry's `data` is
@@ -77,7 +88,12 @@ const TOOL_TASK_KIND = "tool";
 export function presentTask(task: Task): Task {
   const state = task.state as JsonObject;
   const output = state["output"];
-  if (task.kind !== TOOL_TASK_KIND || (state["status"] !== "done" && state["status"] !== "aborted") || !isObject(output)) return task;
+  if (
+    task.kind !== TOOL_TASK_KIND ||
+    (state["status"] !== "done" && state["status"] !== "aborted") ||
+    !isObject(output)
+  )
+    return task;
   return { ...task, state: { ...task.state, output: presentToolData(output) } };
 }
 
@@ -95,7 +111,8 @@ function isObject(value: JsonValue | undefined): value is JsonObject {
 // Usage elements (§8.2)
 
 /**
- * The stored form of a usage element: `kind` absent when "generation"; the four token counts and the four cost components are absent
+ * The stored form of a usage element: `kind` absent when "generation"; the four token counts and the four cost
+ * components are absent
  * when 0, `totalTokens` when it is the sum of the counts, `cost.total` when it is the sum of the
  * components, and `cost` when nothing of it is left. Any other field (`reasoning`, `cacheWrite1h`,
  * `totalFromProvider`, ...) is kept as the provider reported it.
@@ -138,9 +155,22 @@ function num(value: JsonValue | undefined): number {
 
 function readUsage(s: StoredUsage): Usage & JsonObject {
   const { cost: storedCost, ...rest } = s;
-  const c: JsonObject = storedCost !== undefined && storedCost !== null && typeof storedCost === "object" && !Array.isArray(storedCost) ? (storedCost as JsonObject) : {};
-  const counts = { input: num(s["input"]), output: num(s["output"]), cacheRead: num(s["cacheRead"]), cacheWrite: num(s["cacheWrite"]) };
-  const parts = { input: num(c["input"]), output: num(c["output"]), cacheRead: num(c["cacheRead"]), cacheWrite: num(c["cacheWrite"]) };
+  const c: JsonObject =
+    storedCost !== undefined && storedCost !== null && typeof storedCost === "object" && !Array.isArray(storedCost)
+      ? (storedCost as JsonObject)
+      : {};
+  const counts = {
+    input: num(s["input"]),
+    output: num(s["output"]),
+    cacheRead: num(s["cacheRead"]),
+    cacheWrite: num(s["cacheWrite"]),
+  };
+  const parts = {
+    input: num(c["input"]),
+    output: num(c["output"]),
+    cacheRead: num(c["cacheRead"]),
+    cacheWrite: num(c["cacheWrite"]),
+  };
   const totalTokens = typeof s["totalTokens"] === "number" ? s["totalTokens"] : sum(counts);
   const total = typeof c["total"] === "number" ? c["total"] : sum(parts);
   return { ...rest, ...counts, totalTokens, cost: { ...c, ...parts, total } };

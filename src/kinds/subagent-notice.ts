@@ -41,7 +41,13 @@ const NOTICE_TAIL_CHARS = 2000;
  * Delegation settlement (§8.3) of a subagent call, in the settling commit: if the child's input is still
  * open, request its notice; if it already resolved, place the notice now. Either way, one notice.
  */
-export async function delegateSubagentNotice(b: TxBuilder, conversationId: Id, child: Id, inputId: Id, callId: string): Promise<void> {
+export async function delegateSubagentNotice(
+  b: TxBuilder,
+  conversationId: Id,
+  child: Id,
+  inputId: Id,
+  callId: string,
+): Promise<void> {
   const result = await b.value(bindResult(child, inputId)).get();
   if (result !== undefined && (result.status === "done" || result.status === "unanswered")) {
     await appendSubagentNotice(b, conversationId, child, inputId, result);
@@ -55,7 +61,12 @@ export async function delegateSubagentNotice(b: TxBuilder, conversationId: Id, c
  * call waits for, consume the request and append the notice, in the resolving commit. Only an owned
  * conversation (a subagent) can have a request, so other conversations pay one cached record read.
  */
-export async function consumeSubagentNotice(b: TxBuilder, conversationId: Id, inputId: Id, result: Extract<InputResult, { status: "done" | "unanswered" }>): Promise<void> {
+export async function consumeSubagentNotice(
+  b: TxBuilder,
+  conversationId: Id,
+  inputId: Id,
+  result: Extract<InputResult, { status: "done" | "unanswered" }>,
+): Promise<void> {
   const record = await b.getConversation(conversationId);
   if (record?.owner === undefined) return;
   const addr = subagentNoticeRequest(conversationId);
@@ -93,7 +104,10 @@ async function appendSubagentNotice(
     }
   }
   const message: SystemMessage = { role: "system", content: body, timestamp: b.now() };
-  conversationTx(b, parent).write(noticeKind, noticeEntry({ subagent: { id: child, inputId, status: result.status } }, message));
+  conversationTx(b, parent).write(
+    noticeKind,
+    noticeEntry({ subagent: { id: child, inputId, status: result.status } }, message),
+  );
 }
 
 /** An entry written earlier in this batch (an answer lands in the commit that resolves its input), or committed. */
@@ -109,7 +123,8 @@ export function entryText(entry: Entry): string {
     const content = (message as { content?: unknown }).content;
     if (typeof content === "string") parts.push(content);
     else if (Array.isArray(content)) {
-      for (const part of content as { type?: unknown; text?: unknown }[]) if (part.type === "text" && typeof part.text === "string") parts.push(part.text);
+      for (const part of content as { type?: unknown; text?: unknown }[])
+        if (part.type === "text" && typeof part.text === "string") parts.push(part.text);
     }
   }
   return parts.join("");

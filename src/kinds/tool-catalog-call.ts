@@ -54,16 +54,44 @@ export interface InvokeExtras {
 /** What the tool kind lends a catalog call (its own steps, so both run them the same way). */
 export interface CatalogCallKit {
   /** before_tool as the kind runs it: the arguments to run with, or undefined when it blocked (settled). */
-  beforeTool(task: ToolTask, runtime: TaskRuntime, toolCall: ToolCall, args: JsonObject, revalidate: (args: JsonObject) => JsonObject, call: Call): Promise<JsonObject | undefined>;
-  invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, budgetMs: number | undefined, call: Call, extras: InvokeExtras): Promise<void>;
-  settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "aborted", output: ToolOutputState, call: Call, extras: SettleExtras): Promise<void>;
+  beforeTool(
+    task: ToolTask,
+    runtime: TaskRuntime,
+    toolCall: ToolCall,
+    args: JsonObject,
+    revalidate: (args: JsonObject) => JsonObject,
+    call: Call,
+  ): Promise<JsonObject | undefined>;
+  invoke(
+    task: ToolTask,
+    runtime: TaskRuntime,
+    tool: AnyTool,
+    args: JsonObject,
+    budgetMs: number | undefined,
+    call: Call,
+    extras: InvokeExtras,
+  ): Promise<void>;
+  settle(
+    task: ToolTask,
+    runtime: TaskRuntime,
+    status: "done" | "aborted",
+    output: ToolOutputState,
+    call: Call,
+    extras: SettleExtras,
+  ): Promise<void>;
   errorOutput(message: string, code: string): ToolOutputState;
 }
 
 /** Where a call stands between commits. */
 type Step =
   | { readonly type: "parked"; readonly state: ParkedState }
-  | { readonly type: "invoke"; readonly tool: AnyTool; readonly args: JsonObject; readonly budgetMs: number | undefined; readonly resolved: readonly PendingResolution[] }
+  | {
+      readonly type: "invoke";
+      readonly tool: AnyTool;
+      readonly args: JsonObject;
+      readonly budgetMs: number | undefined;
+      readonly resolved: readonly PendingResolution[];
+    }
   | { readonly type: "settled" };
 
 /** The call's durable facts every next state carries. */
@@ -78,14 +106,35 @@ interface CallBase {
 
 export function catalogCalls(kit: CatalogCallKit) {
   /** execute from planned, for a task whose call captured a catalog definition. */
-  async function execute(task: ToolTask, runtime: TaskRuntime, toolCall: ToolCall, def: CapturedTool, call: Call): Promise<void> {
-    if (task.state.status !== "planned") throw new PicoError("contract", `tool ${task.id} executes only from planned, not ${task.state.status}`);
+  async function execute(
+    task: ToolTask,
+    runtime: TaskRuntime,
+    toolCall: ToolCall,
+    def: CapturedTool,
+    call: Call,
+  ): Promise<void> {
+    if (task.state.status !== "planned")
+      throw new PicoError("contract", `tool ${task.id} executes only from planned, not ${task.state.status}`);
     if (!("definition" in def)) {
-      await kit.settle(task, runtime, "done", kit.errorOutput(`Tool "${toolCall.name}" was removed from the catalog.`, "tool_removed"), call, {});
+      await kit.settle(
+        task,
+        runtime,
+        "done",
+        kit.errorOutput(`Tool "${toolCall.name}" was removed from the catalog.`, "tool_removed"),
+        call,
+        {},
+      );
       return;
     }
     if (task.state.offered === false) {
-      await kit.settle(task, runtime, "done", kit.errorOutput(`Tool "${toolCall.name}" was not offered in this request.`, "not_offered"), call, {});
+      await kit.settle(
+        task,
+        runtime,
+        "done",
+        kit.errorOutput(`Tool "${toolCall.name}" was not offered in this request.`, "not_offered"),
+        call,
+        {},
+      );
       return;
     }
     let args: JsonObject;
@@ -95,10 +144,27 @@ export function catalogCalls(kit: CatalogCallKit) {
       await kit.settle(task, runtime, "done", kit.errorOutput(describe(error), "invalid_arguments"), call, {});
       return;
     }
-    const checked = await kit.beforeTool(task, runtime, toolCall, args, (replaced) => validateCaptured(def, toolCall, replaced), call);
+    const checked = await kit.beforeTool(
+      task,
+      runtime,
+      toolCall,
+      args,
+      (replaced) => validateCaptured(def, toolCall, replaced),
+      call,
+    );
     if (checked === undefined) return;
-    const base: CallBase = { call: task.state.call, assistant: task.state.assistant, args: checked, def, budgetMs: task.state.budgetMs, resolved: [] };
-    const step = await runtime.commitBuilder((b) => next(b, task, runtime, base, def.definition.approval === "always" ? "approval" : "run"), call);
+    const base: CallBase = {
+      call: task.state.call,
+      assistant: task.state.assistant,
+      args: checked,
+      def,
+      budgetMs: task.state.budgetMs,
+      resolved: [],
+    };
+    const step = await runtime.commitBuilder(
+      (b) => next(b, task, runtime, base, def.definition.approval === "always" ? "approval" : "run"),
+      call,
+    );
     await follow(task, runtime, step, call);
   }
 
@@ -115,11 +181,18 @@ export function catalogCalls(kit: CatalogCallKit) {
         case "settled":
           return;
         case "invoke":
-          await kit.invoke(task, runtime, step.tool, step.args, step.budgetMs, call, { diags: resolutionDiags(step.resolved), resolved: step.resolved });
+          await kit.invoke(task, runtime, step.tool, step.args, step.budgetMs, call, {
+            diags: resolutionDiags(step.resolved),
+            resolved: step.resolved,
+          });
           return;
         case "parked": {
           const { pending } = step.state;
-          const outcome = await runtime.awaitAnswer(pending.id, pending.deadline === undefined ? {} : { until: pending.deadline }, call);
+          const outcome = await runtime.awaitAnswer(
+            pending.id,
+            pending.deadline === undefined ? {} : { until: pending.deadline },
+            call,
+          );
           step = await consume(task, runtime, step.state, outcome, call);
           break;
         }
@@ -132,7 +205,13 @@ export function catalogCalls(kit: CatalogCallKit) {
   }
 
   /** ONE commit: end the wait, remove the item, record the resolution and what the answer caused. */
-  async function consume(task: ToolTask, runtime: TaskRuntime, state: ParkedState, outcome: AnswerOutcome, call: Call): Promise<Step> {
+  async function consume(
+    task: ToolTask,
+    runtime: TaskRuntime,
+    state: ParkedState,
+    outcome: AnswerOutcome,
+    call: Call,
+  ): Promise<Step> {
     const ref = state.pending;
     const def = state.def;
     if (!("definition" in def)) throw new PicoError("contract", `tool ${task.id} parked without a live definition`);
@@ -147,7 +226,8 @@ export function catalogCalls(kit: CatalogCallKit) {
       await updatePending(b, task.conversationId, { remove: ref.id });
     };
     const settleWith = async (output: ToolOutputState): Promise<Step> => {
-      // The items consumed before this one were answered so that the call went on (approved, or allowed at its deadline).
+      // The items consumed before this one were answered so that the call went on (approved, or allowed at its
+      // deadline).
       output.diags.push(...resolutionDiags(state.resolved));
       await kit.settle(task, runtime, "done", output, call, { resolved, extra: close });
       return { type: "settled" };
@@ -157,14 +237,30 @@ export function catalogCalls(kit: CatalogCallKit) {
       const answer = outcome.type === "answered" ? approvalAnswer(outcome.value) : undefined;
       if (outcome.type === "answered" && answer?.approve !== true) {
         const reason = answer?.reason;
-        return settleWith(kit.errorOutput(`Tool call denied: ${reason === undefined || reason === "" ? "no reason given" : reason}`, "denied"));
+        return settleWith(
+          kit.errorOutput(
+            `Tool call denied: ${reason === undefined || reason === "" ? "no reason given" : reason}`,
+            "denied",
+          ),
+        );
       }
       if (outcome.type === "deadline" && definition.onTimeout !== "allow") {
         const output = kit.errorOutput(`Tool call not approved in time: it did not run.`, "approval_timeout");
-        output.diags.push({ severity: "error", message: `approval timed out after ${seconds(definition.approvalTimeoutMs)} (onTimeout: deny)`, code: "approval_timeout" });
+        output.diags.push({
+          severity: "error",
+          message: `approval timed out after ${seconds(definition.approvalTimeoutMs)} (onTimeout: deny)`,
+          code: "approval_timeout",
+        });
         return settleWith(output);
       }
-      const base: CallBase = { call: state.call, assistant: state.assistant, args: state.args, def, budgetMs: state.budgetMs, resolved };
+      const base: CallBase = {
+        call: state.call,
+        assistant: state.assistant,
+        args: state.args,
+        def,
+        budgetMs: state.budgetMs,
+        resolved,
+      };
       return runtime.commitBuilder(async (b) => {
         // The client tool's park (if that is next) declares a new wait over this one: end it only otherwise.
         if (definition.handler.type !== "client") endWait(b, task.id);
@@ -174,11 +270,16 @@ export function catalogCalls(kit: CatalogCallKit) {
 
     if (outcome.type === "deadline") {
       const output = kit.errorOutput(`The client did not return the tool's output in time.`, "client_timeout");
-      output.diags.push({ severity: "error", message: `client tool timed out after ${seconds(clientTimeout(definition))}`, code: "client_timeout" });
+      output.diags.push({
+        severity: "error",
+        message: `client tool timed out after ${seconds(clientTimeout(definition))}`,
+        code: "client_timeout",
+      });
       return settleWith(output);
     }
     const answer = clientAnswer(outcome.value);
-    if (answer === undefined) return settleWith(kit.errorOutput("The client's answer holds no output.", "invalid_answer"));
+    if (answer === undefined)
+      return settleWith(kit.errorOutput("The client's answer holds no output.", "invalid_answer"));
     const text = typeof answer.output === "string" ? answer.output : JSON.stringify(answer.output);
     const fold = emptyFold();
     fold.text = text.length > DEFAULT_MAX_OUTPUT_CHARS ? text.slice(text.length - DEFAULT_MAX_OUTPUT_CHARS) : text;
@@ -191,7 +292,14 @@ export function catalogCalls(kit: CatalogCallKit) {
    * tool for its output, or marks an HTTP or MCP tool running (intent before the request, §5.3). `remove`
    * is the item this commit consumes (removed from the lists in the same write).
    */
-  async function next(b: TxBuilder, task: ToolTask, runtime: TaskRuntime, base: CallBase, stage: "approval" | "run", remove?: string): Promise<Step> {
+  async function next(
+    b: TxBuilder,
+    task: ToolTask,
+    runtime: TaskRuntime,
+    base: CallBase,
+    stage: "approval" | "run",
+    remove?: string,
+  ): Promise<Step> {
     const tx = conversationTx(b, task.conversationId);
     const definition = base.def.definition;
     const budget = base.budgetMs === undefined ? {} : { budgetMs: base.budgetMs };
@@ -201,20 +309,59 @@ export function catalogCalls(kit: CatalogCallKit) {
       const type: PendingType = stage === "approval" ? "approval" : "client_tool";
       const now = runtime.now();
       const timeout = type === "approval" ? definition.approvalTimeoutMs : clientTimeout(definition);
-      const pending: PendingRef = { id: pendingId(task.id, type), type, createdAt: now, ...(timeout === undefined ? {} : { deadline: now + timeout }) };
-      const state: ParkedState = { status: "parked", call: base.call, assistant: base.assistant, args: base.args, def: base.def, ...budget, pending, ...resolved };
+      const pending: PendingRef = {
+        id: pendingId(task.id, type),
+        type,
+        createdAt: now,
+        ...(timeout === undefined ? {} : { deadline: now + timeout }),
+      };
+      const state: ParkedState = {
+        status: "parked",
+        call: base.call,
+        assistant: base.assistant,
+        args: base.args,
+        def: base.def,
+        ...budget,
+        pending,
+        ...resolved,
+      };
       tx.patch(task, "parked", withoutStatus(state));
       await updatePending(b, task.conversationId, {
         ...(remove === undefined ? {} : { remove }),
-        add: { ...pending, taskId: task.id, conversationId: task.conversationId, name: base.call.name, arguments: base.args },
+        add: {
+          ...pending,
+          taskId: task.id,
+          conversationId: task.conversationId,
+          name: base.call.name,
+          arguments: base.args,
+        },
       });
-      b.value(waitValue(task.id)).set({ key: pending.id, since: now, ...(pending.deadline === undefined ? {} : { until: pending.deadline }) });
+      b.value(waitValue(task.id)).set({
+        key: pending.id,
+        since: now,
+        ...(pending.deadline === undefined ? {} : { until: pending.deadline }),
+      });
       return { type: "parked", state };
     }
-    if (!isRemoteDefinition(definition)) throw new PicoError("contract", `tool ${task.id}: a ${handler.type} handler does not run remotely`);
+    if (!isRemoteDefinition(definition))
+      throw new PicoError("contract", `tool ${task.id}: a ${handler.type} handler does not run remotely`);
     if (remove !== undefined) await updatePending(b, task.conversationId, { remove });
-    tx.patch(task, "running", { call: base.call, assistant: base.assistant, args: base.args, replay: "safe", ...budget, def: base.def, ...resolved });
-    return { type: "invoke", tool: remoteTool(base.call.name, base.def.version, definition), args: base.args, budgetMs: base.budgetMs, resolved: base.resolved };
+    tx.patch(task, "running", {
+      call: base.call,
+      assistant: base.assistant,
+      args: base.args,
+      replay: "safe",
+      ...budget,
+      def: base.def,
+      ...resolved,
+    });
+    return {
+      type: "invoke",
+      tool: remoteTool(base.call.name, base.def.version, definition),
+      args: base.args,
+      budgetMs: base.budgetMs,
+      resolved: base.resolved,
+    };
   }
 
   return { execute, recover };
@@ -243,7 +390,11 @@ export function abortParked(task: ToolTask, state: ParkedState, at: number): Set
 export function resolutionDiags(resolved: readonly PendingResolution[] | undefined): ToolDiag[] {
   return (resolved ?? [])
     .filter((r) => r.type === "approval" && r.outcome === "timeout")
-    .map(() => ({ severity: "warn", message: "approval timed out; onTimeout allow: ran without approval", code: "approval_timeout_allowed" }));
+    .map(() => ({
+      severity: "warn",
+      message: "approval timed out; onTimeout allow: ran without approval",
+      code: "approval_timeout_allowed",
+    }));
 }
 
 function validateCaptured(def: LiveTool, toolCall: ToolCall, args: JsonObject): JsonObject {

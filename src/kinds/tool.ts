@@ -22,7 +22,14 @@
  * An ordinary tool throw is an error result (isError), not a cancellation; `out.terminate(true); throw`
  * still terminates the turn. Diagnostics are rendered after the data in a `<harness>` block (§9.3).
  */
-import { validateToolArguments, type ImageContent, type TextContent, type ToolCall, type ToolResultMessage, type Usage } from "@earendil-works/pi-ai";
+import {
+  validateToolArguments,
+  type ImageContent,
+  type TextContent,
+  type ToolCall,
+  type ToolResultMessage,
+  type Usage,
+} from "@earendil-works/pi-ai";
 import type { Call } from "../core/call.js";
 import { toolResultEntry, toolResultKind } from "../core/entries.js";
 import { PicoError, TaskCancelled, isInvocationCancellation } from "../core/errors.js";
@@ -34,13 +41,28 @@ import { ownershipChain } from "./chain.js";
 import { DEFAULT_JOB_CWD, delegateNotice, jobDefinition, readJobOutput, type JobState } from "./job.js";
 import type { PendingResolution } from "./pending-types.js";
 import type { AnyTool, ToolRuntime, TurnServices } from "./services.js";
-import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState, readSinkScratch, sinkCheckpoint, sinkOps, ToolSink } from "./sink.js";
+import {
+  DEFAULT_MAX_OUTPUT_CHARS,
+  emptyFold,
+  outputState,
+  readSinkScratch,
+  sinkCheckpoint,
+  sinkOps,
+  ToolSink,
+} from "./sink.js";
 import { toolRoles, type TaskToolCall, type ToolDiag, type ToolOutputState, type ToolStates } from "./states.js";
 import { compactToolData } from "./stored.js";
 import { delegateSubagentNotice } from "./subagent-notice.js";
 import { delegateRemoteNotice, isRemoteCall, readRemoteCall, remoteCallDefinition } from "./remote-call.js";
 import type { RemoteCallState } from "./remote-call-state.js";
-import { abortParked, capturedTool, catalogCalls, resolutionDiags, type InvokeExtras, type SettleExtras } from "./tool-catalog-call.js";
+import {
+  abortParked,
+  capturedTool,
+  catalogCalls,
+  resolutionDiags,
+  type InvokeExtras,
+  type SettleExtras,
+} from "./tool-catalog-call.js";
 import { recordUsage } from "./usage.js";
 
 export interface ToolHooks extends HookPoints {
@@ -67,7 +89,8 @@ export function createToolKind(services: TurnServices) {
     hooks: { before_tool: { failClosed: true }, after_tool: {} },
 
     async execute(task, runtime, call) {
-      if (task.state.status !== "planned") throw new PicoError("contract", `tool ${task.id} executes only from planned, not ${task.state.status}`);
+      if (task.state.status !== "planned")
+        throw new PicoError("contract", `tool ${task.id} executes only from planned, not ${task.state.status}`);
       const toolCall = liveCall(task.id, task.state.call);
       // A catalog tool's call runs from the definition its generation captured (tool-catalog-call.ts).
       if (task.state.def !== undefined && services.tools.get(toolCall.name) === undefined) {
@@ -75,12 +98,24 @@ export function createToolKind(services: TurnServices) {
         return;
       }
       if (task.state.offered === false) {
-        await settle(task, runtime, "done", errorOutput(`Tool "${toolCall.name}" was not offered in this request.`, "not_offered"), call);
+        await settle(
+          task,
+          runtime,
+          "done",
+          errorOutput(`Tool "${toolCall.name}" was not offered in this request.`, "not_offered"),
+          call,
+        );
         return;
       }
       const tool = services.tools.get(toolCall.name);
       if (tool === undefined) {
-        await settle(task, runtime, "done", errorOutput(`Tool "${toolCall.name}" is not available.`, "unavailable"), call);
+        await settle(
+          task,
+          runtime,
+          "done",
+          errorOutput(`Tool "${toolCall.name}" is not available.`, "unavailable"),
+          call,
+        );
         return;
       }
       let args: JsonObject;
@@ -92,14 +127,25 @@ export function createToolKind(services: TurnServices) {
       }
 
       const chain = await ownershipChain(runtime, task.conversationId, call);
-      const checked = await beforeTool(task, runtime, toolCall, args, (replaced) => validate(tool, toolCall, replaced), chain, call);
+      const checked = await beforeTool(
+        task,
+        runtime,
+        toolCall,
+        args,
+        (replaced) => validate(tool, toolCall, replaced),
+        chain,
+        call,
+      );
       if (checked === undefined) return;
       args = checked;
 
       const replay = tool.replay ?? "never";
       // Intent before effects (§5.3): a crash from here on goes through recover.
       const budget = task.state.budgetMs === undefined ? {} : { budgetMs: task.state.budgetMs };
-      await runtime.commit((tx) => tx.patch(task, "running", { call: toolCall, assistant: task.state.assistant, args, replay, ...budget }), call);
+      await runtime.commit(
+        (tx) => tx.patch(task, "running", { call: toolCall, assistant: task.state.assistant, args, replay, ...budget }),
+        call,
+      );
       await invoke(task, runtime, tool, args, task.state.budgetMs, chain, call);
     },
 
@@ -108,7 +154,11 @@ export function createToolKind(services: TurnServices) {
         await catalog.recover(task, runtime, task.state, call);
         return;
       }
-      if (task.state.status !== "running") throw new PicoError("contract", `tool ${task.id} recovers only from running or parked, not ${task.state.status}`);
+      if (task.state.status !== "running")
+        throw new PicoError(
+          "contract",
+          `tool ${task.id} recovers only from running or parked, not ${task.state.status}`,
+        );
       const state = task.state;
       // A catalog tool is rebuilt from its captured definition, never from the live catalog.
       const tool = state.def === undefined ? services.tools.get(state.call.name) : capturedTool(state.def);
@@ -119,19 +169,32 @@ export function createToolKind(services: TurnServices) {
           sc.value(sinkCheckpoint).delete();
         }, call);
         const chain = await ownershipChain(runtime, task.conversationId, call);
-        await invoke(task, runtime, tool, state.args, state.budgetMs, chain, call, { diags: resolutionDiags(state.resolved), ...resolvedOf(state) });
+        await invoke(task, runtime, tool, state.args, state.budgetMs, chain, call, {
+          diags: resolutionDiags(state.resolved),
+          ...resolvedOf(state),
+        });
         return;
       }
       const folded = await readSinkScratch(runtime, tool?.maxOutputChars ?? DEFAULT_MAX_OUTPUT_CHARS, call);
       folded.diags.push(
-        diag("error", `the call was interrupted by a restart and not run again (replay: ${state.replay}); the output above is what was recorded before the interruption`, "interrupted"),
+        diag(
+          "error",
+          `the call was interrupted by a restart and not run again (replay: ${state.replay}); the output above is what was recorded before the interruption`,
+          "interrupted",
+        ),
       );
       // The job this call started is named in its result. A restart is not an abort, so the call's
       // cancel-on-abort policy does not end it; the job's own recovery policy applies (rerun "safe"
       // runs it again, otherwise it settles lost), and the model follows it by id. No delegation: its
       // notice would land inside this still-running turn, between this result and the next request.
       if (state.jobId !== undefined) {
-        folded.diags.push(diag("info", `job ${state.jobId}, which this call started, continues under its own recovery policy (a job not safe to rerun is lost); use job wait / status / stop with id ${state.jobId}`, "job"));
+        folded.diags.push(
+          diag(
+            "info",
+            `job ${state.jobId}, which this call started, continues under its own recovery policy (a job not safe to rerun is lost); use job wait / status / stop with id ${state.jobId}`,
+            "job",
+          ),
+        );
       }
       await settle(task, runtime, "done", outputState(folded, true), call, undefined, resolvedOf(state));
     },
@@ -145,22 +208,43 @@ export function createToolKind(services: TurnServices) {
       if (task.state.status === "running" && task.state.jobId !== undefined && task.state.cancelJobOnAbort === true) {
         await runtime.markIfLive([task.state.jobId], call);
       }
-      if (task.state.status === "running" && task.state.remoteCallId !== undefined && task.state.cancelRemoteOnAbort === true) {
+      if (
+        task.state.status === "running" &&
+        task.state.remoteCallId !== undefined &&
+        task.state.cancelRemoteOnAbort === true
+      ) {
         await runtime.markIfLive([task.state.remoteCallId], call);
       }
       if (task.state.status === "planned" || task.state.status === "parked") {
-        folded.text = task.state.status === "planned" ? "Tool call aborted before it ran." : `Tool call aborted while it waited for ${task.state.pending.type === "approval" ? "an approval" : "the client's output"}.`;
+        folded.text =
+          task.state.status === "planned"
+            ? "Tool call aborted before it ran."
+            : `Tool call aborted while it waited for ${task.state.pending.type === "approval" ? "an approval" : "the client's output"}.`;
         folded.totalChars = folded.text.length;
       }
       folded.diags.push(diag("error", "the call was aborted", "aborted"));
       // A parked call's item leaves the list in the settling commit, its wait ended, resolved "aborted".
-      const extras = task.state.status === "parked" ? abortParked(task, task.state, runtime.now()) : task.state.status === "running" ? resolvedOf(task.state) : {};
+      const extras =
+        task.state.status === "parked"
+          ? abortParked(task, task.state, runtime.now())
+          : task.state.status === "running"
+            ? resolvedOf(task.state)
+            : {};
       await settle(task, runtime, "aborted", outputState(folded, true), call, undefined, extras);
     },
   });
 
   /** Invoke the tool with a fresh sink, drain it, run after_tool, settle done. */
-  async function invoke(task: ToolTask, runtime: TaskRuntime, tool: AnyTool, args: JsonObject, captured: number | undefined, chain: readonly Id[], call: Call, extras: InvokeExtras = {}): Promise<void> {
+  async function invoke(
+    task: ToolTask,
+    runtime: TaskRuntime,
+    tool: AnyTool,
+    args: JsonObject,
+    captured: number | undefined,
+    chain: readonly Id[],
+    call: Call,
+    extras: InvokeExtras = {},
+  ): Promise<void> {
     const toolCall = liveCall(task.id, task.state.call);
     const sink = new ToolSink({
       runtime,
@@ -192,11 +276,20 @@ export function createToolKind(services: TurnServices) {
     // once and would delete it (§4.6), so it is never written: the settlement records it, and watchers
     // get it with the settlement commit, once it is durable (§7.4; a kill before it loses nothing they
     // saw, and an interrupted result holds every line shown).
-    const settlesNext = call.abortSignal?.aborted !== true && services.hooks.handlers(kind.kind, "after_tool", chain).length === 0;
+    const settlesNext =
+      call.abortSignal?.aborted !== true && services.hooks.handlers(kind.kind, "after_tool", chain).length === 0;
     await sink.drain(settlesNext ? "hold" : "flush");
     const output = sink.output(isError);
     await services.hooks.run(kind, "after_tool", { toolCallId: toolCall.id, output }, chain, call);
-    await settle(task, runtime, "done", output, call, () => sink.showUnwritten(), extras.resolved === undefined ? {} : { resolved: extras.resolved });
+    await settle(
+      task,
+      runtime,
+      "done",
+      output,
+      call,
+      () => sink.showUnwritten(),
+      extras.resolved === undefined ? {} : { resolved: extras.resolved },
+    );
   }
 
   /**
@@ -204,17 +297,39 @@ export function createToolKind(services: TurnServices) {
    * hook replaced them), or undefined when the call was blocked or its replaced arguments are invalid
    * (its error result settled).
    */
-  async function beforeTool(task: ToolTask, runtime: TaskRuntime, toolCall: ToolCall, args: JsonObject, revalidate: (args: JsonObject) => JsonObject, chain: readonly Id[], call: Call): Promise<JsonObject | undefined> {
+  async function beforeTool(
+    task: ToolTask,
+    runtime: TaskRuntime,
+    toolCall: ToolCall,
+    args: JsonObject,
+    revalidate: (args: JsonObject) => JsonObject,
+    chain: readonly Id[],
+    call: Call,
+  ): Promise<JsonObject | undefined> {
     let decision: Partial<BeforeToolOutput>;
     try {
-      decision = await services.hooks.run<BeforeToolOutput>(kind, "before_tool", { toolCallId: toolCall.id, toolName: toolCall.name, args }, chain, call);
+      decision = await services.hooks.run<BeforeToolOutput>(
+        kind,
+        "before_tool",
+        { toolCallId: toolCall.id, toolName: toolCall.name, args },
+        chain,
+        call,
+      );
     } catch (error) {
       if (isCancellation(error, call)) throw error;
       // failClosed: a throwing before_tool blocks the tool (§8.7).
-      decision = { block: { reason: `before_tool failed: ${describe(error instanceof PicoError && error.cause !== undefined ? error.cause : error)}` } };
+      decision = {
+        block: {
+          reason: `before_tool failed: ${describe(error instanceof PicoError && error.cause !== undefined ? error.cause : error)}`,
+        },
+      };
     }
     if (decision.block !== undefined) {
-      const output = errorOutput(`Tool call blocked: ${decision.block.reason}`, "blocked", decision.block.terminate === true);
+      const output = errorOutput(
+        `Tool call blocked: ${decision.block.reason}`,
+        "blocked",
+        decision.block.terminate === true,
+      );
       await settle(task, runtime, "done", output, call);
       return undefined;
     }
@@ -222,15 +337,41 @@ export function createToolKind(services: TurnServices) {
     try {
       return revalidate(decision.args);
     } catch (error) {
-      await settle(task, runtime, "done", errorOutput(`before_tool supplied invalid arguments: ${describe(error)}`, "invalid_arguments"), call);
+      await settle(
+        task,
+        runtime,
+        "done",
+        errorOutput(`before_tool supplied invalid arguments: ${describe(error)}`, "invalid_arguments"),
+        call,
+      );
       return undefined;
     }
   }
 
   const catalog = catalogCalls({
-    beforeTool: async (task, runtime, toolCall, args, revalidate, call) => beforeTool(task, runtime, toolCall, args, revalidate, await ownershipChain(runtime, task.conversationId, call), call),
-    invoke: async (task, runtime, tool, args, budgetMs, call, extras) => invoke(task, runtime, tool, args, budgetMs, await ownershipChain(runtime, task.conversationId, call), call, extras),
-    settle: (task, runtime, status, output, call, extras) => settle(task, runtime, status, output, call, undefined, extras),
+    beforeTool: async (task, runtime, toolCall, args, revalidate, call) =>
+      beforeTool(
+        task,
+        runtime,
+        toolCall,
+        args,
+        revalidate,
+        await ownershipChain(runtime, task.conversationId, call),
+        call,
+      ),
+    invoke: async (task, runtime, tool, args, budgetMs, call, extras) =>
+      invoke(
+        task,
+        runtime,
+        tool,
+        args,
+        budgetMs,
+        await ownershipChain(runtime, task.conversationId, call),
+        call,
+        extras,
+      ),
+    settle: (task, runtime, status, output, call, extras) =>
+      settle(task, runtime, status, output, call, undefined, extras),
     errorOutput: (message, code) => errorOutput(message, code),
   });
 
@@ -245,7 +386,15 @@ export function createToolKind(services: TurnServices) {
  * state records the output without its content, which the result entry's message holds. `show` runs in
  * the plan: the live sink's unwritten output joins the preview, published with this commit.
  */
-async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "aborted", output: ToolOutputState, call: Call, show?: () => void, extras: SettleExtras = {}): Promise<void> {
+async function settle(
+  task: ToolTask,
+  runtime: TaskRuntime,
+  status: "done" | "aborted",
+  output: ToolOutputState,
+  call: Call,
+  show?: () => void,
+  extras: SettleExtras = {},
+): Promise<void> {
   const toolCall = task.state.call;
   const assistant = task.state.assistant;
   await runtime.commitBuilder(async (b) => {
@@ -267,12 +416,18 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
     }
     // Delegation settlement (§8.3): the job or subagent continues without this call; its notice is
     // requested, or placed now if it already finished, in this same commit.
-    if (status === "done" && output.delegated !== null) await delegationNotice(b, task.conversationId, output.delegated, toolCall.id, output.details, runtime.now());
+    if (status === "done" && output.delegated !== null)
+      await delegationNotice(b, task.conversationId, output.delegated, toolCall.id, output.details, runtime.now());
     // The call without its arguments and signature (the assistant entry holds them) and its constant type.
-    const settled: TaskToolCall = { id: toolCall.id, name: toolCall.name, ...(toolCall.namespace === undefined ? {} : { namespace: toolCall.namespace }) };
+    const settled: TaskToolCall = {
+      id: toolCall.id,
+      name: toolCall.name,
+      ...(toolCall.namespace === undefined ? {} : { namespace: toolCall.namespace }),
+    };
     await extras.extra?.(b);
     // The pending items the call consumed stay with it, so a late answer is refused with what happened.
-    const resolved = extras.resolved === undefined || extras.resolved.length === 0 ? {} : { resolved: [...extras.resolved] };
+    const resolved =
+      extras.resolved === undefined || extras.resolved.length === 0 ? {} : { resolved: [...extras.resolved] };
     if (status === "done") tx.settle(task, "done", { call: settled, assistant, output: data, result, ...resolved });
     else tx.settle(task, "aborted", { call: settled, assistant, output: data, result, ...resolved });
   }, call);
@@ -282,9 +437,19 @@ async function settle(task: ToolTask, runtime: TaskRuntime, status: "done" | "ab
  * What a delegation settles into (§8.3): a delegated conversation is a subagent whose call names the
  * input it waited for in its details (`inputId`, src/tools/subagent.ts); anything else is a job.
  */
-async function delegationNotice(b: TxBuilder, conversationId: Id, delegated: Id, callId: string, details: JsonValue, now: number): Promise<void> {
+async function delegationNotice(
+  b: TxBuilder,
+  conversationId: Id,
+  delegated: Id,
+  callId: string,
+  details: JsonValue,
+  now: number,
+): Promise<void> {
   if ((await b.getConversation(delegated)) !== undefined) {
-    const inputId = details !== null && typeof details === "object" && !Array.isArray(details) ? (details as JsonObject)["inputId"] : undefined;
+    const inputId =
+      details !== null && typeof details === "object" && !Array.isArray(details)
+        ? (details as JsonObject)["inputId"]
+        : undefined;
     if (typeof inputId === "number") await delegateSubagentNotice(b, conversationId, delegated, inputId, callId);
     return;
   }
@@ -296,7 +461,11 @@ async function delegationNotice(b: TxBuilder, conversationId: Id, delegated: Id,
 }
 
 /** The exact message the model sees: the data first, then the diagnostics in a delimited block (§9.3). */
-export function resultMessage(toolCall: Pick<ToolCall, "id" | "name">, output: ToolOutputState, timestamp: number): ToolResultMessage {
+export function resultMessage(
+  toolCall: Pick<ToolCall, "id" | "name">,
+  output: ToolOutputState,
+  timestamp: number,
+): ToolResultMessage {
   return {
     role: "toolResult",
     toolCallId: toolCall.id,
@@ -353,8 +522,10 @@ function toolRuntime(runtime: TaskRuntime, budgetMs: number, toolCall: ToolCall)
     startJob: (input, call) =>
       runtime.commit(async (tx) => {
         const task = await tx.getTask(toolDefinition, runtime.taskId);
-        if (task?.state.status !== "running") throw new PicoError("contract", `tool ${runtime.taskId} starts a job only while running`);
-        if (task.state.jobId !== undefined) throw new PicoError("conflict", `tool call ${toolCall.id} already started job ${task.state.jobId}`);
+        if (task?.state.status !== "running")
+          throw new PicoError("contract", `tool ${runtime.taskId} starts a job only while running`);
+        if (task.state.jobId !== undefined)
+          throw new PicoError("conflict", `tool call ${toolCall.id} already started job ${task.state.jobId}`);
         const { status: _status, ...payload } = task.state;
         const state: JobState = {
           status: "planned",
@@ -380,10 +551,17 @@ function toolRuntime(runtime: TaskRuntime, budgetMs: number, toolCall: ToolCall)
     startRemoteCall: (input, call) =>
       runtime.commit(async (tx) => {
         const task = await tx.getTask(toolDefinition, runtime.taskId);
-        if (task?.state.status !== "running") throw new PicoError("contract", `tool ${runtime.taskId} starts a remote call only while running`);
+        if (task?.state.status !== "running")
+          throw new PicoError("contract", `tool ${runtime.taskId} starts a remote call only while running`);
         if (task.state.remoteCallId !== undefined) return task.state.remoteCallId;
         const { status: _status, ...payload } = task.state;
-        const state: RemoteCallState = { status: "planned", target: input.target, name: input.name, arguments: input.arguments, origin: { tool: toolCall.name, task: runtime.taskId, callId: toolCall.id } };
+        const state: RemoteCallState = {
+          status: "planned",
+          target: input.target,
+          name: input.name,
+          arguments: input.arguments,
+          origin: { tool: toolCall.name, task: runtime.taskId, callId: toolCall.id },
+        };
         const id = tx.task(remoteCallDefinition, { background: true, state });
         tx.patch(task, "running", { ...payload, remoteCallId: id, cancelRemoteOnAbort: true });
         return id;
@@ -421,14 +599,18 @@ async function markOwnedChildren(task: Task, runtime: TaskRuntime, call: Call): 
   const ids: Id[] = [];
   let after: Id | undefined;
   for (;;) {
-    const page = await storage.scanTasks({ conversationIds: owns, live: true, limit: 1000, ...(after === undefined ? {} : { after }) });
+    const page = await storage.scanTasks({
+      conversationIds: owns,
+      live: true,
+      limit: 1000,
+      ...(after === undefined ? {} : { after }),
+    });
     for (const t of page.items) if (t.background !== true) ids.push(t.id);
     if (page.next === undefined) break;
     after = page.next;
   }
   return ids.length === 0 ? [] : runtime.markIfLive(ids, call);
 }
-
 
 /** The pending items a running call consumed before it ran. */
 function resolvedOf(state: { readonly resolved?: readonly PendingResolution[] }): SettleExtras {

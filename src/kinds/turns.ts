@@ -27,7 +27,14 @@ import { configFrom, freshRetry } from "./config.js";
 import { acceptInput, createGeneration, foregroundTurn } from "./placement.js";
 import { createPostToolsKind } from "./post-tools.js";
 import { SectionRegistry } from "./sections.js";
-import { defaultTurnOptions, modelResolver, ToolRegistry, type AnyTool, type FinalAnswerExtension, type TurnOptions } from "./services.js";
+import {
+  defaultTurnOptions,
+  modelResolver,
+  ToolRegistry,
+  type AnyTool,
+  type FinalAnswerExtension,
+  type TurnOptions,
+} from "./services.js";
 import { createToolKind } from "./tool.js";
 import type { ExecutionEnv } from "./exec-env.js";
 import { FakeExecutionEnv } from "./exec-fake.js";
@@ -49,7 +56,10 @@ export interface TurnSetup {
   readonly env?: ExecutionEnv;
   /** Called in the commit that accepts a schedule's occurrence (the host indexes the input). */
   readonly scheduleAccepted?: ScheduleServices["accepted"];
-  /** Consulted in the commit that records a final answer, before queued items are placed (services.ts FinalAnswerBoundary). */
+  /**
+   * Consulted in the commit that records a final answer, before queued items are placed (services.ts
+   * FinalAnswerBoundary).
+   */
   readonly finalAnswer?: FinalAnswerExtension;
   /** The tenant's tool catalog, answered from memory (catalog-types.ts). */
   readonly catalog?: ToolCatalog;
@@ -86,7 +96,12 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
       setup.reportHookFailure?.(failure);
       if (installed === undefined) return;
       const task = invocationOf(call)?.taskId;
-      watchHub(installed).report({ ...(task === undefined ? {} : { task }), kind: failure.kind, method: failure.point, error: describeError(failure.error) });
+      watchHub(installed).report({
+        ...(task === undefined ? {} : { task }),
+        kind: failure.kind,
+        method: failure.point,
+        error: describeError(failure.error),
+      });
     });
   const tools = new ToolRegistry(setup.tools ?? []);
   const sections = setup.sections ?? new SectionRegistry();
@@ -116,11 +131,22 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
   const collapse = createCollapseKind(services);
   const env = setup.env ?? new FakeExecutionEnv({ clock: systemClock });
   const job = createJobKind({ env, flushMs: options.flushMs });
-  const schedule = createScheduleKind({ turn: options, ...(setup.scheduleAccepted === undefined ? {} : { accepted: setup.scheduleAccepted }) });
+  const schedule = createScheduleKind({
+    turn: options,
+    ...(setup.scheduleAccepted === undefined ? {} : { accepted: setup.scheduleAccepted }),
+  });
   // HTTP tools' requests (remote-call.ts); without remote services a call settles no_tenant.
   const remoteCall = createRemoteCallKind(setup.remote);
   return {
-    kinds: [erase(generation), erase(tool), erase(postTools), erase(collapse), erase(job), erase(schedule), erase(remoteCall)],
+    kinds: [
+      erase(generation),
+      erase(tool),
+      erase(postTools),
+      erase(collapse),
+      erase(job),
+      erase(schedule),
+      erase(remoteCall),
+    ],
     hooks,
     tools,
     sections,
@@ -154,11 +180,18 @@ function describeError(error: unknown): string {
 export function selectedDefinitions(tools: ToolRegistry, selected: readonly string[], catalog?: ToolCatalog): Tool[] {
   return selected.flatMap((name) => {
     const tool = tools.get(name) ?? catalog?.offer(name);
-    return tool === undefined ? [] : [{ name: tool.name, description: tool.description, parameters: tool.parameters } as Tool];
+    return tool === undefined
+      ? []
+      : [{ name: tool.name, description: tool.description, parameters: tool.parameters } as Tool];
   });
 }
 
-function turnApi(harness: Harness, options: TurnOptions, hooks: HookRegistry, generation: TurnApi["generation"]): TurnApi {
+function turnApi(
+  harness: Harness,
+  options: TurnOptions,
+  hooks: HookRegistry,
+  generation: TurnApi["generation"],
+): TurnApi {
   const accept = (conversationId: Id, input: AcceptOptions, call: Call, driving = false): Promise<AcceptReceipt> =>
     harness.commitBound(call, { conversationId }, async (b) => {
       // prompt drives after accepting: a known self-wait rejects before the acceptance (§6.2), on the
@@ -173,7 +206,13 @@ function turnApi(harness: Harness, options: TurnOptions, hooks: HookRegistry, ge
     // A spawned child's first generation (§4.3): its config comes from the values the creating commit
     // wrote, which storage does not see until that commit lands.
     firstGeneration: async (b, conversationId, inputs, initial) =>
-      createGeneration(b, conversationId, inputs, await configFrom(initial, conversationId, options), freshRetry(options)),
+      createGeneration(
+        b,
+        conversationId,
+        inputs,
+        await configFrom(initial, conversationId, options),
+        freshRetry(options),
+      ),
     accept: (conversationId, input, call) => accept(conversationId, input, call),
     async prompt(conversationId, input, call): Promise<Entry | undefined> {
       const { inputId } = await accept(conversationId, input, call, true);
@@ -189,9 +228,20 @@ function turnApi(harness: Harness, options: TurnOptions, hooks: HookRegistry, ge
       if (handle === undefined) throw new PicoError("not_found", `conversation ${conversationId} does not exist`);
       return harness.commitBound(call, { conversationId }, async (b) => {
         const context = await handle.contextEntries(undefined, call);
-        const id = await planCollapse(b, conversationId, context, "manual", null, options.collapseKeepEntries, collapseOptions?.instructions ?? null);
+        const id = await planCollapse(
+          b,
+          conversationId,
+          context,
+          "manual",
+          null,
+          options.collapseKeepEntries,
+          collapseOptions?.instructions ?? null,
+        );
         if (id === undefined) {
-          throw new PicoError("conflict", `nothing to collapse in conversation ${conversationId}: the context is shorter than the retained tail, or a collapse is already running`);
+          throw new PicoError(
+            "conflict",
+            `nothing to collapse in conversation ${conversationId}: the context is shorter than the retained tail, or a collapse is already running`,
+          );
         }
         return id;
       });

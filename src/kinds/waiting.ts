@@ -1,5 +1,6 @@
 /**
- * Waiting input (§8.1; docs/api.md "Waiting input"): when an answer group ends without a final answer (failure, terminate,
+ * Waiting input (§8.1; docs/api.md "Waiting input"): when an answer group ends without a final answer (failure,
+ * terminate,
  * `onInterrupt: "fail"`), queued steer and followUp items are not consumed (§8.1) and reopen creates no
  * work by inference (§6.4), so nothing will place them until someone asks. They are recorded as waiting,
  * so a client can see it and continue explicitly, instead of finding them silently stuck:
@@ -22,11 +23,14 @@ export const waitingConversations = sessionValue<Id[]>("pi.inbox.waiting");
 
 /** The group ended without a final answer: record the queued steer/followUp items as waiting. */
 export async function markWaiting(b: TxBuilder, conversationId: Id): Promise<void> {
-  const ids = (await queuedItems(b, conversationId)).filter((item) => item.value.mode === "steer" || item.value.mode === "followUp").map((item) => item.id);
+  const ids = (await queuedItems(b, conversationId))
+    .filter((item) => item.value.mode === "steer" || item.value.mode === "followUp")
+    .map((item) => item.id);
   if (ids.length === 0) return;
   b.value(bindTo(waitingInputs, conversationId)).set(ids);
   const conversations = (await b.value(waitingConversations).get()) ?? [];
-  if (!conversations.includes(conversationId)) b.value(waitingConversations).set([...conversations, conversationId].sort((x, y) => x - y));
+  if (!conversations.includes(conversationId))
+    b.value(waitingConversations).set([...conversations, conversationId].sort((x, y) => x - y));
 }
 
 /** The conversation's queued items were placed into a group: nothing waits any more. One read when nothing did. */

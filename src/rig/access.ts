@@ -7,15 +7,28 @@ import { RigError } from "./errors.js";
 import { AGENT_ID, MAYOR_ID, RESERVED_NAMES, type Actor, type MailSender } from "./types.js";
 
 export function checkAgentId(agentId: string, field = "agent_id"): void {
-  if (!AGENT_ID.test(agentId)) throw new RigError("rig_invalid", `agent ids are 1-64 characters of a-z 0-9 and -, starting with a letter or digit: ${JSON.stringify(agentId)}`, field);
-  if (RESERVED_NAMES.includes(agentId)) throw new RigError("rig_invalid", `${agentId} is a reserved name (${RESERVED_NAMES.join(", ")}), not an agent id`, field);
+  if (!AGENT_ID.test(agentId))
+    throw new RigError(
+      "rig_invalid",
+      `agent ids are 1-64 characters of a-z 0-9 and -, starting with a letter or digit: ${JSON.stringify(agentId)}`,
+      field,
+    );
+  if (RESERVED_NAMES.includes(agentId))
+    throw new RigError(
+      "rig_invalid",
+      `${agentId} is a reserved name (${RESERVED_NAMES.join(", ")}), not an agent id`,
+      field,
+    );
 }
 
 /** An agent actor acts only under a valid agent id: never under a reserved name such as `mayor`. */
 export function checkActor(actor: Actor): void {
   if (actor.role !== "agent") return;
   if (!AGENT_ID.test(actor.agent) || RESERVED_NAMES.includes(actor.agent)) {
-    throw new RigError("rig_forbidden", `an agent token may not act as ${JSON.stringify(actor.agent)}: ${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`);
+    throw new RigError(
+      "rig_forbidden",
+      `an agent token may not act as ${JSON.stringify(actor.agent)}: ${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`,
+    );
   }
 }
 
@@ -43,7 +56,8 @@ export function checkReader(actor: Actor, agentId: string): void {
     case "operator":
       return;
     case "agent":
-      if (actor.agent !== agentId) throw new RigError("rig_forbidden", `agent ${actor.agent} may not read the hook of agent ${agentId}`);
+      if (actor.agent !== agentId)
+        throw new RigError("rig_forbidden", `agent ${actor.agent} may not read the hook of agent ${agentId}`);
       return;
     case "client":
       throw new RigError("rig_forbidden", "clients do not read hooks");
@@ -73,6 +87,7 @@ export function ownMailbox(actor: Actor): string {
 
 export function checkMailbox(actor: Actor, box: string): void {
   checkActor(actor);
-  if (actor.role === "agent" && actor.agent !== box) throw new RigError("rig_forbidden", `agent ${actor.agent} may read only its own mailbox`);
+  if (actor.role === "agent" && actor.agent !== box)
+    throw new RigError("rig_forbidden", `agent ${actor.agent} may read only its own mailbox`);
   if (actor.role === "client") throw new RigError("rig_forbidden", "clients have no rig mailbox");
 }

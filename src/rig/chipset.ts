@@ -3,7 +3,8 @@
  * `.chipset/state/` tree other Gastown tools read, laid out from session state: `hooks/{agent_id}.json`
  * (the hook file, sorted keys, as the document's `serializeSorted` writes it) and
  * `mail/{owner}/{timestamp}-{from}.json` for every mailbox (the mayor's, the witness's and each registered
- * agent's, every message, read page by page; a second message with the same name gets its id appended). Exported as a POSIX ustar archive, which `tar -x` unpacks.
+ * agent's, every message, read page by page; a second message with the same name gets its id appended). Exported as a
+ * POSIX ustar archive, which `tar -x` unpacks.
  */
 import { RigError } from "./errors.js";
 import { serializeSorted } from "./hooks.js";
@@ -17,12 +18,19 @@ export interface ChipsetFile {
 
 /** Every file of `.chipset/state/` (mayor and operators only). */
 export async function chipsetFiles(rig: Rig, actor: Actor): Promise<ChipsetFile[]> {
-  if (actor.role !== "mayor" && actor.role !== "operator") throw new RigError("rig_forbidden", `only the mayor or an operator exports the rig state (this token's role is ${actor.role})`);
+  if (actor.role !== "mayor" && actor.role !== "operator")
+    throw new RigError(
+      "rig_forbidden",
+      `only the mayor or an operator exports the rig state (this token's role is ${actor.role})`,
+    );
   const files: ChipsetFile[] = [];
   const agents: string[] = [];
   for (const listing of await rig.agents()) {
     agents.push(listing.agent.agent_id);
-    files.push({ path: `.chipset/state/hooks/${listing.agent.agent_id}.json`, content: serializeSorted(listing.hook.hook) });
+    files.push({
+      path: `.chipset/state/hooks/${listing.agent.agent_id}.json`,
+      content: serializeSorted(listing.hook.hook),
+    });
   }
   for (const owner of [MAYOR_ID, WITNESS_ID, ...agents]) {
     const taken = new Set<string>();
@@ -70,7 +78,14 @@ export function tar(files: readonly ChipsetFile[], mtime: number): Uint8Array {
   return out;
 }
 
-function header(encoder: TextEncoder, path: string, size: number, mtime: number, type: "0" | "5", mode: number): Uint8Array {
+function header(
+  encoder: TextEncoder,
+  path: string,
+  size: number,
+  mtime: number,
+  type: "0" | "5",
+  mode: number,
+): Uint8Array {
   const h = new Uint8Array(BLOCK);
   const bytes = encoder.encode(path);
   let name: Uint8Array = bytes;
@@ -79,10 +94,12 @@ function header(encoder: TextEncoder, path: string, size: number, mtime: number,
     const cut = path.lastIndexOf("/", path.length - 2 - Math.max(0, path.length - 101));
     prefix = encoder.encode(path.slice(0, cut));
     name = encoder.encode(path.slice(cut + 1));
-    if (name.length > 100 || prefix.length > 155) throw new RigError("rig_invalid", `path too long for a tar header: ${path}`);
+    if (name.length > 100 || prefix.length > 155)
+      throw new RigError("rig_invalid", `path too long for a tar header: ${path}`);
   }
   const put = (offset: number, value: Uint8Array): void => h.set(value, offset);
-  const octal = (offset: number, length: number, value: number): void => put(offset, encoder.encode(`${value.toString(8).padStart(length - 1, "0")}\0`));
+  const octal = (offset: number, length: number, value: number): void =>
+    put(offset, encoder.encode(`${value.toString(8).padStart(length - 1, "0")}\0`));
   put(0, name);
   octal(100, 8, mode);
   octal(108, 8, 0);
@@ -108,13 +125,15 @@ export function untar(archive: Uint8Array): Map<string, string> {
   while (at + BLOCK <= archive.length) {
     const h = archive.subarray(at, at + BLOCK);
     if (h.every((b) => b === 0)) break;
-    const text = (start: number, length: number): string => decoder.decode(h.subarray(start, start + length)).replace(/\0.*$/s, "");
+    const text = (start: number, length: number): string =>
+      decoder.decode(h.subarray(start, start + length)).replace(/\0.*$/s, "");
     const name = text(0, 100);
     const prefix = text(345, 155);
     const size = parseInt(text(124, 12).trim(), 8);
     const type = text(156, 1);
     at += BLOCK;
-    if (type === "0" || type === "") files.set(prefix === "" ? name : `${prefix}/${name}`, decoder.decode(archive.subarray(at, at + size)));
+    if (type === "0" || type === "")
+      files.set(prefix === "" ? name : `${prefix}/${name}`, decoder.decode(archive.subarray(at, at + size)));
     at += Math.ceil(size / BLOCK) * BLOCK;
   }
   return files;

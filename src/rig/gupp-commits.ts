@@ -53,17 +53,38 @@ export function workInput(work: { readonly bead_id: string; readonly title: stri
  * as the conversation's input; undefined (nothing accepted) when the agent has no conversation or is
  * terminated, the hook has no work item, there is no `accept`, or the conversation is in a turn or gone.
  */
-export async function activateInCommit(tx: Tx, accept: AcceptWork | undefined, agent: AgentRecord, stored: StoredHook, now: string): Promise<StoredHook | undefined> {
+export async function activateInCommit(
+  tx: Tx,
+  accept: AcceptWork | undefined,
+  agent: AgentRecord,
+  stored: StoredHook,
+  now: string,
+): Promise<StoredHook | undefined> {
   const conversationId = agent.conversationId;
-  if (conversationId === undefined || accept === undefined || agent.terminated !== undefined || stored.file.work_item === null) return undefined;
+  if (
+    conversationId === undefined ||
+    accept === undefined ||
+    agent.terminated !== undefined ||
+    stored.file.work_item === null
+  )
+    return undefined;
   if (tx.builder.inTurn(conversationId)) return undefined;
   if ((await tx.getConversation(conversationId)) === undefined) return undefined;
-  const inputId = await accept(tx, conversationId, workInput(stored.file.work_item), guppRequestId(agent.agent_id, conversationId, stored.attempt));
+  const inputId = await accept(
+    tx,
+    conversationId,
+    workInput(stored.file.work_item),
+    guppRequestId(agent.agent_id, conversationId, stored.attempt),
+  );
   return { ...stored, file: nextFile("activate", stored.file, now), input: { conversationId, inputId } };
 }
 
 /** Activate a pending conversation agent's hook if its conversation is idle (one commit); false otherwise. */
-export async function activatePending(harness: Harness, accept: AcceptWork | undefined, agentId: string): Promise<boolean> {
+export async function activatePending(
+  harness: Harness,
+  accept: AcceptWork | undefined,
+  agentId: string,
+): Promise<boolean> {
   return harness.commit(async (tx) => {
     const agent = await tx.value(agentValue(agentId)).get();
     const stored = await tx.value(hookValue(agentId)).get();
@@ -80,7 +101,9 @@ export async function completeAnswered(harness: Harness, agentId: string): Promi
   return harness.commit(async (tx) => {
     const stored = await tx.value(hookValue(agentId)).get();
     if (stored === undefined || stored.file.status !== "active" || stored.input === undefined) return false;
-    const result = await tx.value(bind(inputResult(stored.input.inputId), { conversationId: stored.input.conversationId })).get();
+    const result = await tx
+      .value(bind(inputResult(stored.input.inputId), { conversationId: stored.input.conversationId }))
+      .get();
     if (result?.status !== "done") return false;
     const next: StoredHook = { ...stored, file: nextFile("complete", stored.file, iso(harness.now())) };
     releaseBead(tx, stored);
@@ -103,14 +126,32 @@ export async function settleAtFinalAnswer(boundary: AnswerBoundary): Promise<voi
   const stored = await tx.value(hookValue(agentId)).get();
   if (agent === undefined || stored === undefined) return;
   const now = iso(boundary.now);
-  if (stored.file.status === "active" && stored.input !== undefined && stored.input.conversationId === boundary.conversationId && boundary.inputs.includes(stored.input.inputId)) {
+  if (
+    stored.file.status === "active" &&
+    stored.input !== undefined &&
+    stored.input.conversationId === boundary.conversationId &&
+    boundary.inputs.includes(stored.input.inputId)
+  ) {
     releaseBead(tx, stored);
     setValue(tx, hookValue(agentId), { ...stored, file: nextFile("complete", stored.file, now) });
     return;
   }
-  if (stored.file.status !== "pending" || stored.file.work_item === null || agent.terminated !== undefined || agent.conversationId !== boundary.conversationId) return;
-  const inputId = await boundary.acceptFirst(workInput(stored.file.work_item), guppRequestId(agentId, boundary.conversationId, stored.attempt));
-  setValue(tx, hookValue(agentId), { ...stored, file: nextFile("activate", stored.file, now), input: { conversationId: boundary.conversationId, inputId } });
+  if (
+    stored.file.status !== "pending" ||
+    stored.file.work_item === null ||
+    agent.terminated !== undefined ||
+    agent.conversationId !== boundary.conversationId
+  )
+    return;
+  const inputId = await boundary.acceptFirst(
+    workInput(stored.file.work_item),
+    guppRequestId(agentId, boundary.conversationId, stored.attempt),
+  );
+  setValue(tx, hookValue(agentId), {
+    ...stored,
+    file: nextFile("activate", stored.file, now),
+    input: { conversationId: boundary.conversationId, inputId },
+  });
 }
 
 /** Touch a conversation agent's active hook for its conversation's activity (throttled in the commit). */

@@ -74,7 +74,8 @@ export class Gupp {
 
   #forget(agentId: string): void {
     const conversationId = this.#conversationOf.get(agentId);
-    if (conversationId !== undefined && this.#agents.get(conversationId) === agentId) this.#agents.delete(conversationId);
+    if (conversationId !== undefined && this.#agents.get(conversationId) === agentId)
+      this.#agents.delete(conversationId);
     this.#conversationOf.delete(agentId);
   }
 
@@ -107,11 +108,23 @@ export class Gupp {
       if (write.type === "value.set" && write.addr.namespace === AGENT_NAMESPACE && write.addr.key !== undefined) {
         const agent = write.value as unknown as AgentRecord;
         if (agent.conversationId !== undefined) this.#agent(write.addr.key, agent.conversationId);
-      } else if (write.type === "value.delete" && write.addr.namespace === AGENT_NAMESPACE && write.addr.key !== undefined) {
+      } else if (
+        write.type === "value.delete" &&
+        write.addr.namespace === AGENT_NAMESPACE &&
+        write.addr.key !== undefined
+      ) {
         this.#forget(write.addr.key);
-      } else if (write.type === "value.set" && write.addr.namespace === HOOK_NAMESPACE && write.addr.key !== undefined) {
+      } else if (
+        write.type === "value.set" &&
+        write.addr.namespace === HOOK_NAMESPACE &&
+        write.addr.key !== undefined
+      ) {
         this.#learn(write.addr.key, write.value as unknown as StoredHook);
-      } else if (write.type === "value.set" && write.addr.namespace === INPUT_RESULT_NAMESPACE && write.addr.key !== undefined) {
+      } else if (
+        write.type === "value.set" &&
+        write.addr.namespace === INPUT_RESULT_NAMESPACE &&
+        write.addr.key !== undefined
+      ) {
         if ((write.value as { status?: unknown }).status === "done") answered.push(Number(write.addr.key));
       } else if (write.type === "entry") {
         const agentId = this.#agents.get(write.entry.conversationId);

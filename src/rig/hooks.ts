@@ -28,13 +28,22 @@ export function checkRole(transition: Transition, actor: Actor, agentId: string)
   switch (transition) {
     case "set":
     case "clear":
-      if (actor.role !== "mayor") throw new RigError("rig_forbidden", `only the mayor may ${transition} a hook (this token's role is ${actor.role})`);
+      if (actor.role !== "mayor")
+        throw new RigError(
+          "rig_forbidden",
+          `only the mayor may ${transition} a hook (this token's role is ${actor.role})`,
+        );
       return;
     case "activate":
     case "touch":
     case "complete":
-      if (actor.role !== "agent") throw new RigError("rig_forbidden", `only the owning agent may ${transition} its hook (this token's role is ${actor.role})`);
-      if (actor.agent !== agentId) throw new RigError("rig_forbidden", `agent ${actor.agent} may not ${transition} the hook of agent ${agentId}`);
+      if (actor.role !== "agent")
+        throw new RigError(
+          "rig_forbidden",
+          `only the owning agent may ${transition} its hook (this token's role is ${actor.role})`,
+        );
+      if (actor.agent !== agentId)
+        throw new RigError("rig_forbidden", `agent ${actor.agent} may not ${transition} the hook of agent ${agentId}`);
       return;
     default: {
       const never: never = transition;
@@ -49,17 +58,28 @@ export function checkStatus(transition: Transition, current: HookStatus): void {
   if (current === from) return;
   // The mayor clears a pending or active hook to reassign its work (seed 000: "or decides to reassign").
   if (transition === "clear" && current !== "empty") return;
-  if (transition === "clear") throw new RigError("hook_conflict", "cannot clear: the hook is empty, not pending, active or completed");
+  if (transition === "clear")
+    throw new RigError("hook_conflict", "cannot clear: the hook is empty, not pending, active or completed");
   const why = transition === "set" ? `; clear it before assigning new work` : "";
   throw new RigError("hook_conflict", `cannot ${transition}: the hook is ${current}, not ${from}${why}`);
 }
 
 /** The next hook file after an allowed transition. */
-export function nextFile(transition: Transition, current: HookFile, now: string, work?: { readonly bead_id: string; readonly title: string }): HookFile {
+export function nextFile(
+  transition: Transition,
+  current: HookFile,
+  now: string,
+  work?: { readonly bead_id: string; readonly title: string },
+): HookFile {
   switch (transition) {
     case "set":
       if (work === undefined) throw new TypeError("set needs a work item");
-      return { agent_id: current.agent_id, status: "pending", work_item: { bead_id: work.bead_id, title: work.title, assigned_at: now }, last_activity: now };
+      return {
+        agent_id: current.agent_id,
+        status: "pending",
+        work_item: { bead_id: work.bead_id, title: work.title, assigned_at: now },
+        last_activity: now,
+      };
     case "activate":
       return { ...current, status: "active", last_activity: now };
     case "touch":

@@ -12,7 +12,16 @@ import { checkActor, checkAgentId, checkMailbox, ownMailbox, senderOf } from "./
 import { RigError } from "./errors.js";
 import { iso } from "./hooks.js";
 import { agentValue, mailAck, mailbox, readValue } from "./state.js";
-import { actorName, MAYOR_ID, WITNESS_ID, type Actor, type MailAck, type MailMessage, type MailPayload, type StoredMail } from "./types.js";
+import {
+  actorName,
+  MAYOR_ID,
+  WITNESS_ID,
+  type Actor,
+  type MailAck,
+  type MailMessage,
+  type MailPayload,
+  type StoredMail,
+} from "./types.js";
 
 const call: Call = BACKGROUND_CONTEXT;
 
@@ -33,14 +42,21 @@ export const MAIL_PAGE = 1000;
  * A page of a mailbox as `actor` may read it (an agent its own; the mayor and operators the mayor's or
  * any), by cursor: the messages after `after`, at most `limit` (1-1,000, default 1,000).
  */
-export async function readMail(harness: Harness, actor: Actor, owner?: string, query: { readonly after?: Id; readonly limit?: number } = {}): Promise<MailPage> {
+export async function readMail(
+  harness: Harness,
+  actor: Actor,
+  owner?: string,
+  query: { readonly after?: Id; readonly limit?: number } = {},
+): Promise<MailPage> {
   const box = owner ?? ownMailbox(actor);
   checkMailbox(actor, box);
   const limit = query.limit ?? MAIL_PAGE;
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAIL_PAGE) throw new RigError("rig_invalid", `limit is an integer from 1 to ${MAIL_PAGE}`, "limit");
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAIL_PAGE)
+    throw new RigError("rig_invalid", `limit is an integer from 1 to ${MAIL_PAGE}`, "limit");
   const list = await harness.storage.readList(bind(mailbox(box), {}), { after: query.after ?? 0, limit });
   const messages: MailView[] = [];
-  for (const element of list.items) messages.push(mailView(element.id, element.value, await readValue(harness.storage, mailAck(box, element.id))));
+  for (const element of list.items)
+    messages.push(mailView(element.id, element.value, await readValue(harness.storage, mailAck(box, element.id))));
   return { messages, ...(list.next === undefined ? {} : { next: list.next }) };
 }
 
@@ -61,8 +77,16 @@ export async function sendMail(harness: Harness, actor: Actor, to: string, paylo
   const sender = senderOf(actor);
   if (to !== MAYOR_ID && to !== WITNESS_ID) checkAgentId(to, "to");
   return harness.commit(async (tx) => {
-    if (to !== MAYOR_ID && to !== WITNESS_ID && (await tx.value(agentValue(to)).get()) === undefined) throw new RigError("agent_not_found", `agent ${to} is not registered`, "to");
-    const message: Omit<MailMessage, "id"> = { from: actorName(actor), to, channel: "mail", payload, timestamp: iso(harness.now()), durable: true };
+    if (to !== MAYOR_ID && to !== WITNESS_ID && (await tx.value(agentValue(to)).get()) === undefined)
+      throw new RigError("agent_not_found", `agent ${to} is not registered`, "to");
+    const message: Omit<MailMessage, "id"> = {
+      from: actorName(actor),
+      to,
+      channel: "mail",
+      payload,
+      timestamp: iso(harness.now()),
+      durable: true,
+    };
     const id = tx.list(mailbox(to)).append({ ...message, sender });
     return { id, ...message };
   }, call);
@@ -74,7 +98,8 @@ export async function ackMail(harness: Harness, actor: Actor, id: Id): Promise<M
   return harness.commit(async (tx) => {
     const page = await tx.list(mailbox(box)).read({ after: id - 1, limit: 1 });
     const element = page.items[0];
-    if (element === undefined || element.id !== id) throw new RigError("mail_not_found", `mailbox ${box} has no message ${id}`);
+    if (element === undefined || element.id !== id)
+      throw new RigError("mail_not_found", `mailbox ${box} has no message ${id}`);
     const prior = await tx.value(mailAck(box, id)).get();
     if (prior !== undefined) return mailView(id, element.value, prior);
     const ack: MailAck = { by: actorName(actor), at: iso(harness.now()) };

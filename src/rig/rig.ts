@@ -21,7 +21,15 @@ import type { Tx } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
 import { checkActor, checkAgentId, checkReader } from "./access.js";
 import { RigError } from "./errors.js";
-import { activateInCommit, activatePending, completeAnswered, settleAtFinalAnswer, touchActive, type AcceptWork, type AnswerBoundary } from "./gupp-commits.js";
+import {
+  activateInCommit,
+  activatePending,
+  completeAnswered,
+  settleAtFinalAnswer,
+  touchActive,
+  type AcceptWork,
+  type AnswerBoundary,
+} from "./gupp-commits.js";
 import { checkRole, checkStatus, emptyFile, iso, nextFile } from "./hooks.js";
 import { ackMail, mailboxMessages, readMail, sendMail, type MailPage, type MailView } from "./mail.js";
 import { NudgeBus } from "./nudges.js";
@@ -125,14 +133,32 @@ export class Rig {
   // agents -------------------------------------------------------------------------------------
 
   /** Register an agent with an empty hook (mayor or operator); the same registration again writes nothing. */
-  async register(actor: Actor, agentId: string, request: RegisterRequest): Promise<{ readonly created: boolean; readonly agent: AgentRecord }> {
-    if (actor.role !== "mayor" && actor.role !== "operator") throw new RigError("rig_forbidden", `only the mayor or an operator registers agents (this token's role is ${actor.role})`);
+  async register(
+    actor: Actor,
+    agentId: string,
+    request: RegisterRequest,
+  ): Promise<{ readonly created: boolean; readonly agent: AgentRecord }> {
+    if (actor.role !== "mayor" && actor.role !== "operator")
+      throw new RigError(
+        "rig_forbidden",
+        `only the mayor or an operator registers agents (this token's role is ${actor.role})`,
+      );
     checkAgentId(agentId);
     return this.harness.commit(async (tx) => {
       const existing = await tx.value(agentValue(agentId)).get();
       if (existing !== undefined) {
-        const same = existing.role === request.role && (request.conversation === undefined ? existing.conversationId === undefined : request.conversation === "new" ? existing.conversationId !== undefined : existing.conversationId === request.conversation);
-        if (!same) throw new RigError("agent_conflict", `agent ${agentId} is registered as ${existing.role}${existing.conversationId === undefined ? " (external)" : ` on conversation ${existing.conversationId}`}`);
+        const same =
+          existing.role === request.role &&
+          (request.conversation === undefined
+            ? existing.conversationId === undefined
+            : request.conversation === "new"
+              ? existing.conversationId !== undefined
+              : existing.conversationId === request.conversation);
+        if (!same)
+          throw new RigError(
+            "agent_conflict",
+            `agent ${agentId} is registered as ${existing.role}${existing.conversationId === undefined ? " (external)" : ` on conversation ${existing.conversationId}`}`,
+          );
         return { created: false, agent: existing };
       }
       let conversationId: Id | undefined;
@@ -144,9 +170,15 @@ export class Rig {
           if (value !== undefined) tx.value(bindTo(spec, created)).set(value);
         }
       } else if (request.conversation !== undefined) {
-        if ((await tx.getConversation(request.conversation)) === undefined) throw new RigError("rig_invalid", `conversation ${request.conversation} does not exist`, "conversation");
+        if ((await tx.getConversation(request.conversation)) === undefined)
+          throw new RigError("rig_invalid", `conversation ${request.conversation} does not exist`, "conversation");
         const holder = await tx.value(conversationAgent(request.conversation)).get();
-        if (holder !== undefined) throw new RigError("agent_conflict", `conversation ${request.conversation} already drives agent ${holder}`, "conversation");
+        if (holder !== undefined)
+          throw new RigError(
+            "agent_conflict",
+            `conversation ${request.conversation} already drives agent ${holder}`,
+            "conversation",
+          );
         conversationId = request.conversation;
       }
       const now = iso(this.now());
@@ -185,13 +217,18 @@ export class Rig {
 
   /** Deregister an agent whose hook is empty (mayor); the witness ends with the last agent. */
   async deregister(actor: Actor, agentId: string): Promise<{ readonly deleted: true }> {
-    if (actor.role !== "mayor") throw new RigError("rig_forbidden", `only the mayor deregisters agents (this token's role is ${actor.role})`);
+    if (actor.role !== "mayor")
+      throw new RigError("rig_forbidden", `only the mayor deregisters agents (this token's role is ${actor.role})`);
     checkAgentId(agentId);
     const ended = await this.harness.commit(async (tx) => {
       const agent = await tx.value(agentValue(agentId)).get();
       if (agent === undefined) throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
       const stored = await readHookTx(tx, agentId);
-      if (stored.file.status !== "empty") throw new RigError("agent_conflict", `agent ${agentId}'s hook is ${stored.file.status}; clear it before deregistering`);
+      if (stored.file.status !== "empty")
+        throw new RigError(
+          "agent_conflict",
+          `agent ${agentId}'s hook is ${stored.file.status}; clear it before deregistering`,
+        );
       await this.#dropLegacyIndex(tx);
       tx.value(agentValue(agentId)).delete();
       tx.value(hookValue(agentId)).delete();
@@ -209,9 +246,13 @@ export class Rig {
     return { deleted: true };
   }
 
-  /** Terminate an agent (mayor only): recorded with who did it; a conversation agent's work is aborted; nothing is cleared. */
+  /**
+   * Terminate an agent (mayor only): recorded with who did it; a conversation agent's work is aborted; nothing is
+   * cleared.
+   */
   async terminate(actor: Actor, agentId: string): Promise<AgentRecord> {
-    if (actor.role !== "mayor") throw new RigError("rig_forbidden", `only the mayor terminates agents (this token's role is ${actor.role})`);
+    if (actor.role !== "mayor")
+      throw new RigError("rig_forbidden", `only the mayor terminates agents (this token's role is ${actor.role})`);
     checkAgentId(agentId);
     const agent = await this.harness.commit(async (tx) => {
       const current = await tx.value(agentValue(agentId)).get();
@@ -222,7 +263,8 @@ export class Rig {
       tx.value(agentValue(agentId)).set(next);
       return next;
     }, call);
-    if (agent.conversationId !== undefined) await (await this.harness.conversation(agent.conversationId, call))?.abort(call);
+    if (agent.conversationId !== undefined)
+      await (await this.harness.conversation(agent.conversationId, call))?.abort(call);
     return agent;
   }
 
@@ -235,7 +277,8 @@ export class Rig {
   /** Every agent with its hook, in agent id order (a keyed scan of the agent rows, a page at a time). */
   async agents(): Promise<AgentListing[]> {
     const out: AgentListing[] = [];
-    for await (const agent of scanAgents(this.harness.storage)) out.push({ agent, hook: await this.readHook(agent.agent_id) });
+    for await (const agent of scanAgents(this.harness.storage))
+      out.push({ agent, hook: await this.readHook(agent.agent_id) });
     return out;
   }
 
@@ -250,12 +293,16 @@ export class Rig {
   async readHook(agentId: string): Promise<HookView> {
     const version = await this.harness.storage.getValue(bind(hookValue(agentId), {}));
     if (version === undefined) {
-      if ((await this.#read(agentValue(agentId))) === undefined) throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
+      if ((await this.#read(agentValue(agentId))) === undefined)
+        throw new RigError("agent_not_found", `agent ${agentId} is not registered`);
       throw new Error(`agent ${agentId} has no hook record`);
     }
     const nudged = await this.#read(witnessAgent(agentId));
     const bead = version.value.file.work_item?.bead_id;
-    const nudges = nudged !== undefined && bead !== undefined && nudged.bead_id === bead && nudged.nudges > 0 ? { count: nudged.nudges, lastAt: iso(nudged.last_nudge_at) } : undefined;
+    const nudges =
+      nudged !== undefined && bead !== undefined && nudged.bead_id === bead && nudged.nudges > 0
+        ? { count: nudged.nudges, lastAt: iso(nudged.last_nudge_at) }
+        : undefined;
     return { ...view(version.value, version.seq), ...(nudges === undefined ? {} : { nudges }) };
   }
 
@@ -281,7 +328,12 @@ export class Rig {
   }
 
   /** One transition as one commit: role, If-Match, attempt and status checks, then the write. */
-  async transition(actor: Actor, agentId: string, transition: Transition, request: TransitionRequest = {}): Promise<TransitionResult> {
+  async transition(
+    actor: Actor,
+    agentId: string,
+    transition: Transition,
+    request: TransitionRequest = {},
+  ): Promise<TransitionResult> {
     checkActor(actor);
     checkAgentId(agentId);
     checkRole(transition, actor, agentId);
@@ -293,17 +345,34 @@ export class Rig {
       const current = await readVersion(this, agentId);
       if (current === undefined) throw new Error(`agent ${agentId} has no hook record`);
       if (request.ifMatch !== undefined && request.ifMatch !== current.seq) {
-        throw new RigError("precondition_failed", `If-Match names version ${request.ifMatch}; the hook is at version ${current.seq}`, "if-match");
+        throw new RigError(
+          "precondition_failed",
+          `If-Match names version ${request.ifMatch}; the hook is at version ${current.seq}`,
+          "if-match",
+        );
       }
       // An empty hook has no assignment to compare with: the status check below names it.
-      if (request.attempt !== undefined && transition !== "set" && transition !== "clear" && current.value.file.status !== "empty" && request.attempt !== current.value.attempt) {
-        throw new RigError("stale_attempt", `attempt ${request.attempt} is not the hook's current assignment (attempt ${current.value.attempt})`, "attempt");
+      if (
+        request.attempt !== undefined &&
+        transition !== "set" &&
+        transition !== "clear" &&
+        current.value.file.status !== "empty" &&
+        request.attempt !== current.value.attempt
+      ) {
+        throw new RigError(
+          "stale_attempt",
+          `attempt ${request.attempt} is not the hook's current assignment (attempt ${current.value.attempt})`,
+          "attempt",
+        );
       }
       const stored = current.value;
       // A terminated agent takes no new work and makes no transition of its own; the mayor may still
       // clear its hook to reassign the work.
       if (agent.terminated !== undefined && transition !== "clear") {
-        throw new RigError("agent_terminated", `agent ${agentId} is terminated (by ${agent.terminated.by} at ${agent.terminated.at}); its hook is ${stored.file.status}`);
+        throw new RigError(
+          "agent_terminated",
+          `agent ${agentId} is terminated (by ${agent.terminated.by} at ${agent.terminated.at}); its hook is ${stored.file.status}`,
+        );
       }
       checkStatus(transition, stored.file.status);
       const nowMs = this.now();
@@ -312,7 +381,8 @@ export class Rig {
         const last = Date.parse(stored.file.last_activity);
         const nudged = await tx.value(witnessAgent(agentId)).get();
         const answersNudge = nudged !== undefined && nudged.nudges > 0 && nudged.last_nudge_at >= last;
-        if (!answersNudge && nowMs - last < settings.touchThrottleMs) return { ...view(stored, current.seq), written: false };
+        if (!answersNudge && nowMs - last < settings.touchThrottleMs)
+          return { ...view(stored, current.seq), written: false };
       }
       const now = iso(nowMs);
       let next: StoredHook;
@@ -321,7 +391,12 @@ export class Rig {
           const work = request.work;
           if (work === undefined) throw new RigError("rig_invalid", "set needs bead_id and title", "bead_id");
           const holder = await tx.value(beadValue(work.bead_id)).get();
-          if (holder !== undefined) throw new RigError("bead_already_hooked", `bead ${work.bead_id} is already hooked on agent ${holder.agent_id} (attempt ${holder.attempt})`, "bead_id");
+          if (holder !== undefined)
+            throw new RigError(
+              "bead_already_hooked",
+              `bead ${work.bead_id} is already hooked on agent ${holder.agent_id} (attempt ${holder.attempt})`,
+              "bead_id",
+            );
           next = { file: nextFile("set", stored.file, now, work), attempt: stored.attempt + 1 };
           tx.value(beadValue(work.bead_id)).set({ agent_id: agentId, attempt: next.attempt });
           // GUPP: an idle conversation agent activates and accepts the work in this same commit.
@@ -329,7 +404,11 @@ export class Rig {
           break;
         }
         case "complete": {
-          next = { file: nextFile("complete", stored.file, now), attempt: stored.attempt, ...(request.summary === undefined ? {} : { summary: request.summary }) };
+          next = {
+            file: nextFile("complete", stored.file, now),
+            attempt: stored.attempt,
+            ...(request.summary === undefined ? {} : { summary: request.summary }),
+          };
           releaseBead(tx, stored);
           break;
         }
@@ -339,8 +418,11 @@ export class Rig {
           // A conversation agent's active hook: its work item's input, unless already answered, is aborted
           // after this commit (the reassigned work must not keep running on the old agent).
           if (stored.file.status === "active" && stored.input !== undefined) {
-            const result = await tx.value(bind(inputResult(stored.input.inputId), { conversationId: stored.input.conversationId })).get();
-            if (result === undefined || result.status === "queued" || result.status === "placed") orphan = stored.input.conversationId;
+            const result = await tx
+              .value(bind(inputResult(stored.input.inputId), { conversationId: stored.input.conversationId }))
+              .get();
+            if (result === undefined || result.status === "queued" || result.status === "placed")
+              orphan = stored.input.conversationId;
           }
           break;
         }
@@ -374,7 +456,9 @@ export class Rig {
     return completeAnswered(this.harness, agentId);
   }
 
-  /** GUPP at a conversation agent's final answer, inside the settlement commit that records it (`settleAtFinalAnswer`). */
+  /**
+   * GUPP at a conversation agent's final answer, inside the settlement commit that records it (`settleAtFinalAnswer`).
+   */
   async atFinalAnswer(boundary: AnswerBoundary): Promise<void> {
     return settleAtFinalAnswer(boundary);
   }
@@ -390,7 +474,11 @@ export class Rig {
    * A page of a mailbox as `actor` may read it (an agent its own; the mayor and operators the mayor's or
    * any), by cursor: the messages after `after`, at most `limit` (1-1,000, default 1,000).
    */
-  async mail(actor: Actor, owner?: string, query: { readonly after?: Id; readonly limit?: number } = {}): Promise<MailPage> {
+  async mail(
+    actor: Actor,
+    owner?: string,
+    query: { readonly after?: Id; readonly limit?: number } = {},
+  ): Promise<MailPage> {
     return readMail(this.harness, actor, owner, query);
   }
 
@@ -449,7 +537,12 @@ export class Rig {
       const off = this.harness.onCommit((commit) => {
         if (commit.batch.kind !== "main") return;
         for (const write of commit.batch.writes) {
-          if ((write.type === "value.set" || write.type === "value.delete") && write.addr.namespace === HOOK_NAMESPACE && write.addr.key === agentId) finish(true);
+          if (
+            (write.type === "value.set" || write.type === "value.delete") &&
+            write.addr.namespace === HOOK_NAMESPACE &&
+            write.addr.key === agentId
+          )
+            finish(true);
         }
       });
       const finish = (value: boolean): void => {
@@ -464,10 +557,18 @@ export class Rig {
 }
 
 function view(stored: StoredHook, seq: Id): HookView {
-  return { hook: stored.file, version: seq, attempt: stored.attempt, ...(stored.summary === undefined ? {} : { summary: stored.summary }) };
+  return {
+    hook: stored.file,
+    version: seq,
+    attempt: stored.attempt,
+    ...(stored.summary === undefined ? {} : { summary: stored.summary }),
+  };
 }
 
-async function readVersion(rig: Rig, agentId: string): Promise<{ readonly seq: Id; readonly value: StoredHook } | undefined> {
+async function readVersion(
+  rig: Rig,
+  agentId: string,
+): Promise<{ readonly seq: Id; readonly value: StoredHook } | undefined> {
   return rig.harness.storage.getValue(bind(hookValue(agentId), {}));
 }
 

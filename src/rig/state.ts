@@ -9,7 +9,17 @@ import { bind, sessionList, sessionValue, withKey, type ListSpec, type ValueSpec
 import type { Tx } from "../core/tx.js";
 import type { Id, JsonValue } from "../storage/records.js";
 import type { Storage } from "../storage/storage.js";
-import { DEFAULT_SETTINGS, type AgentRecord, type AgentRole, type MailAck, type RigSettings, type StoredMail, type StoredHook, type WitnessAgentRecord, type WitnessPatrolRecord } from "./types.js";
+import {
+  DEFAULT_SETTINGS,
+  type AgentRecord,
+  type AgentRole,
+  type MailAck,
+  type RigSettings,
+  type StoredMail,
+  type StoredHook,
+  type WitnessAgentRecord,
+  type WitnessPatrolRecord,
+} from "./types.js";
 
 /** One agent in the index: enough for a patrol or a health report without reading the agent record. */
 export interface IndexEntry {
@@ -46,7 +56,12 @@ export async function* scanAgents(storage: AgentScanner, page = AGENT_PAGE): Asy
   const scope = bind(agentValue("-"), {}).scope;
   let after: string | undefined;
   for (;;) {
-    const { items } = await storage.scanValues({ scope, namespace: AGENT_NAMESPACE, ...(after === undefined ? {} : { after }), limit: page });
+    const { items } = await storage.scanValues({
+      scope,
+      namespace: AGENT_NAMESPACE,
+      ...(after === undefined ? {} : { after }),
+      limit: page,
+    });
     for (const item of items) yield item.version.value as unknown as AgentRecord;
     const last = items[items.length - 1];
     if (items.length < page || last === undefined) return;
@@ -114,7 +129,10 @@ export const witnessFocus: ValueSpec<string> = sessionValue("rig.witness.focus")
 /** The witness task's id while one runs. */
 export const witnessTask: ValueSpec<number> = sessionValue("rig.witness.task");
 
-/** A mailbox (`mayor`, `witness` or an agent id): messages without their id (the element id is it), with the sender's role. */
+/**
+ * A mailbox (`mayor`, `witness` or an agent id): messages without their id (the element id is it), with the sender's
+ * role.
+ */
 const mailboxBase = sessionList<StoredMail>(MAIL_NAMESPACE);
 export function mailbox(owner: string): ListSpec<StoredMail> {
   return withKey(mailboxBase, owner);

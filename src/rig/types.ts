@@ -103,11 +103,15 @@ export interface MailMessage {
  */
 export type MailSender = "mayor" | "operator" | "agent" | "witness";
 
-/** A message as a mailbox list stores it: without its id (the element id is it), with its sender's role (absent in rows of earlier versions). */
+/**
+ * A message as a mailbox list stores it: without its id (the element id is it), with its sender's role (absent in rows
+ * of earlier versions).
+ */
 export type StoredMail = Omit<MailMessage, "id"> & { readonly sender?: MailSender };
 
 export type MailPayload = string | { readonly [key: string]: MailPayloadValue };
-export type MailPayloadValue = string | number | boolean | null | readonly MailPayloadValue[] | { readonly [key: string]: MailPayloadValue };
+export type MailPayloadValue =
+  string | number | boolean | null | readonly MailPayloadValue[] | { readonly [key: string]: MailPayloadValue };
 
 export interface MailAck {
   readonly by: string;
@@ -165,7 +169,11 @@ export interface RigHealthReport {
 
 export interface RigHealth extends RigHealthReport {
   readonly pendingAgents: number;
-  readonly notStartedAgents: readonly { readonly agentId: string; readonly beadId: string; readonly pendingMinutes: number }[];
+  readonly notStartedAgents: readonly {
+    readonly agentId: string;
+    readonly beadId: string;
+    readonly pendingMinutes: number;
+  }[];
 }
 
 /** The witness's own record per agent: nudges sent for the current stall and escalations mailed. */

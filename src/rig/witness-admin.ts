@@ -20,8 +20,16 @@ export async function witnessSettings(harness: Harness): Promise<RigSettings> {
 }
 
 /** Change the witness's settings (mayor or operator); answers the settings in force. */
-export async function patchWitnessSettings(harness: Harness, actor: Actor, patch: Partial<RigSettings>): Promise<RigSettings> {
-  if (actor.role !== "mayor" && actor.role !== "operator") throw new RigError("rig_forbidden", `only the mayor or an operator configures the witness (this token's role is ${actor.role})`);
+export async function patchWitnessSettings(
+  harness: Harness,
+  actor: Actor,
+  patch: Partial<RigSettings>,
+): Promise<RigSettings> {
+  if (actor.role !== "mayor" && actor.role !== "operator")
+    throw new RigError(
+      "rig_forbidden",
+      `only the mayor or an operator configures the witness (this token's role is ${actor.role})`,
+    );
   const { settings, witness } = await harness.commit(async (tx) => {
     const current = (await tx.value(settingsValue).get()) ?? {};
     const next = { ...current, ...patch };
@@ -34,11 +42,19 @@ export async function patchWitnessSettings(harness: Harness, actor: Actor, patch
   return settings;
 }
 
-/** The witness document's RigHealthReport (plus pending and not-started agents), read-only; `rig.name` is its `rigName`. */
+/**
+ * The witness document's RigHealthReport (plus pending and not-started agents), read-only; `rig.name` is its `rigName`.
+ */
 export async function rigHealth(rig: { readonly harness: Harness; readonly name: string }): Promise<RigHealth> {
-  const reader = { get: <T>(spec: ValueSpec<T>) => readValue(rig.harness.storage, spec), agents: () => scanAgents(rig.harness.storage) };
+  const reader = {
+    get: <T>(spec: ValueSpec<T>) => readValue(rig.harness.storage, spec),
+    agents: () => scanAgents(rig.harness.storage),
+  };
   const settings = await readSettings(reader);
   // Replies the witness has not read yet count as activity too (it records them at its next patrol).
-  const replies = await unreadReplies(reader, async (after) => (await rig.harness.storage.readList(bind(mailbox(WITNESS_ID), {}), { after, limit: 1000 })).items);
+  const replies = await unreadReplies(
+    reader,
+    async (after) => (await rig.harness.storage.readList(bind(mailbox(WITNESS_ID), {}), { after, limit: 1000 })).items,
+  );
   return (await assess(reader, rig.harness.now(), rig.name, settings, replies, await reader.get(witnessFocus))).health;
 }

@@ -24,7 +24,18 @@ import type { TaskRuntime } from "../core/runtime.js";
 import { PicoError, TaskCancelled } from "../core/errors.js";
 import { iso } from "./hooks.js";
 import type { NudgeBus } from "./nudges.js";
-import { hookValue, mailbox, scanAgents, settingsValue, witnessAgent, witnessFocus, witnessPatrol, witnessReply, witnessTask, type AgentScanner } from "./state.js";
+import {
+  hookValue,
+  mailbox,
+  scanAgents,
+  settingsValue,
+  witnessAgent,
+  witnessFocus,
+  witnessPatrol,
+  witnessReply,
+  witnessTask,
+  type AgentScanner,
+} from "./state.js";
 import {
   AGENT_ID,
   DEFAULT_SETTINGS,
@@ -56,7 +67,11 @@ const witnessRoles = { scheduled: "start", patrolling: "inflight", ended: "termi
 type WitnessTask = TypedTask<WitnessState, typeof witnessRoles>;
 
 /** The document's classification; the alert threshold is the configurable `alertAfterMs` (1 h by default). */
-export function classifyStall(elapsed: number, nudgesSent: number, alertAfterMs = DEFAULT_SETTINGS.alertAfterMs): StallSeverity {
+export function classifyStall(
+  elapsed: number,
+  nudgesSent: number,
+  alertAfterMs = DEFAULT_SETTINGS.alertAfterMs,
+): StallSeverity {
   if (nudgesSent >= 2) return "critical"; // Nudged twice, still stalled
   if (elapsed > alertAfterMs) return "alert"; // Over 1 hour
   return "warning"; // First detection
@@ -143,14 +158,30 @@ export async function assess(
       const record = await reader.get(witnessAgent(agentId));
       const assigned = now - since;
       let replied = responses.get(agentId) ?? 0;
-      if (now - Math.max(assigned, replied) > settings.spawnGraceMs) replied = Math.max(replied, (await reader.get(witnessReply(agentId))) ?? 0);
+      if (now - Math.max(assigned, replied) > settings.spawnGraceMs)
+        replied = Math.max(replied, (await reader.get(witnessReply(agentId))) ?? 0);
       const answered = replied > assigned ? replied : undefined;
-      const responded = record !== undefined && (record.bead_id !== bead || (answered !== undefined && answered > record.last_nudge_at));
+      const responded =
+        record !== undefined &&
+        (record.bead_id !== bead || (answered !== undefined && answered > record.last_nudge_at));
       const effective = responded ? undefined : record;
       const elapsed = answered === undefined ? since : now - answered;
-      polecats.push({ agentId, conversationId: entry.conversationId, hook, record: effective, responded, elapsed, pending: true });
+      polecats.push({
+        agentId,
+        conversationId: entry.conversationId,
+        hook,
+        record: effective,
+        responded,
+        elapsed,
+        pending: true,
+      });
       if (elapsed > settings.spawnGraceMs) {
-        stalledDetails.push({ agentId, beadId: bead, stalledMinutes: Math.floor(since / 60_000), nudgesSent: effective?.nudges ?? 0 });
+        stalledDetails.push({
+          agentId,
+          beadId: bead,
+          stalledMinutes: Math.floor(since / 60_000),
+          nudgesSent: effective?.nudges ?? 0,
+        });
       } else active += 1;
       continue;
     }
@@ -164,13 +195,19 @@ export async function assess(
     // witness records the response as activity"), this patrol's or one an earlier patrol recorded. The
     // recorded reply is read only when the hook alone would be a stall.
     let activity = Math.max(Date.parse(hook.file.last_activity), responses.get(agentId) ?? 0);
-    if (now - activity > settings.stallThresholdMs) activity = Math.max(activity, (await reader.get(witnessReply(agentId))) ?? 0);
+    if (now - activity > settings.stallThresholdMs)
+      activity = Math.max(activity, (await reader.get(witnessReply(agentId))) ?? 0);
     const responded = record !== undefined && (record.bead_id !== bead || activity > record.last_nudge_at);
     const effective = responded ? undefined : record;
     const elapsed = now - activity;
     polecats.push({ agentId, conversationId: entry.conversationId, hook, record: effective, responded, elapsed });
     if (elapsed > settings.stallThresholdMs) {
-      stalledDetails.push({ agentId, beadId: bead, stalledMinutes: Math.floor(elapsed / 60_000), nudgesSent: effective?.nudges ?? 0 });
+      stalledDetails.push({
+        agentId,
+        beadId: bead,
+        stalledMinutes: Math.floor(elapsed / 60_000),
+        nudgesSent: effective?.nudges ?? 0,
+      });
     } else {
       active += 1;
     }
@@ -202,12 +239,18 @@ export interface PatrolOutcome {
  * The agents' replies in the witness's mailbox that no patrol has read yet (after its mail cursor): what
  * a read-only health report adds to the replies the witness recorded.
  */
-export async function unreadReplies(reader: Pick<StateReader, "get">, readList: (after: number) => Promise<readonly { readonly id: number; readonly value: StoredMail }[]>): Promise<Map<string, number>> {
+export async function unreadReplies(
+  reader: Pick<StateReader, "get">,
+  readList: (after: number) => Promise<readonly { readonly id: number; readonly value: StoredMail }[]>,
+): Promise<Map<string, number>> {
   const cursor = (await reader.get(witnessPatrol))?.mail_cursor ?? 0;
   const replies = new Map<string, number>();
   for (const element of await readList(cursor)) {
     if (senderRole(element.value) !== "agent") continue;
-    replies.set(element.value.from, Math.max(replies.get(element.value.from) ?? 0, Date.parse(element.value.timestamp)));
+    replies.set(
+      element.value.from,
+      Math.max(replies.get(element.value.from) ?? 0, Date.parse(element.value.timestamp)),
+    );
   }
   return replies;
 }
@@ -217,9 +260,19 @@ export async function readSettings(reader: Pick<StateReader, "get">): Promise<Ri
 }
 
 /** One patrol inside one commit: reads, classification and the witness's own writes. */
-export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationTx, "value" | "list">, now: number, rigName: string, storage: AgentScanner): Promise<PatrolOutcome> {
+export async function patrol(
+  tx: Pick<Tx, "value" | "list"> | Pick<ConversationTx, "value" | "list">,
+  now: number,
+  rigName: string,
+  storage: AgentScanner,
+): Promise<PatrolOutcome> {
   const reader = txReader(tx, storage);
-  const record: WitnessPatrolRecord = (await reader.get(witnessPatrol)) ?? { last_patrol_at: 0, patrols: 0, health_key: "", mail_cursor: 0 };
+  const record: WitnessPatrolRecord = (await reader.get(witnessPatrol)) ?? {
+    last_patrol_at: 0,
+    patrols: 0,
+    health_key: "",
+    mail_cursor: 0,
+  };
   // The witness's mail: the mayor's instructions, the polecats' replies to nudges.
   let settings = await readSettings(reader);
   const responses = new Map<string, number>();
@@ -281,7 +334,10 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
         from: WITNESS_ID,
         to: MAYOR_ID,
         channel: "mail",
-        payload: p.pending === true ? `STALL_${severity.toUpperCase()}: ${p.agentId} has not started ${bead} after ${minutes}m` : `STALL_${severity.toUpperCase()}: ${p.agentId} idle ${minutes}m on ${bead}`,
+        payload:
+          p.pending === true
+            ? `STALL_${severity.toUpperCase()}: ${p.agentId} has not started ${bead} after ${minutes}m`
+            : `STALL_${severity.toUpperCase()}: ${p.agentId} idle ${minutes}m on ${bead}`,
         timestamp,
         durable: true,
       };
@@ -291,7 +347,13 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
     }
     if (severity === "critical") {
       // The mayor decides now; no further nudges for this stall.
-      if (escalated !== p.record?.escalated || p.responded) tx.value(witnessAgent(p.agentId)).set({ bead_id: bead, nudges: nudgesSent, last_nudge_at: p.record?.last_nudge_at ?? now, escalated });
+      if (escalated !== p.record?.escalated || p.responded)
+        tx.value(witnessAgent(p.agentId)).set({
+          bead_id: bead,
+          nudges: nudgesSent,
+          last_nudge_at: p.record?.last_nudge_at ?? now,
+          escalated,
+        });
       continue;
     }
     nudges.push({
@@ -299,7 +361,10 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
         from: WITNESS_ID,
         to: p.agentId,
         channel: "nudge",
-        payload: p.pending === true ? `HEALTH_CHECK: ${bead} not started after ${minutes}m` : `HEALTH_CHECK: no activity for ${minutes}m on ${bead}`,
+        payload:
+          p.pending === true
+            ? `HEALTH_CHECK: ${bead} not started after ${minutes}m`
+            : `HEALTH_CHECK: no activity for ${minutes}m on ${bead}`,
         timestamp,
         durable: false,
       },
@@ -321,7 +386,12 @@ export async function patrol(tx: Pick<Tx, "value" | "list"> | Pick<ConversationT
     mail.push(summary);
   }
   const nextPatrolAt = now + settings.patrolIntervalMs;
-  tx.value(witnessPatrol).set({ last_patrol_at: now, patrols: record.patrols + 1, health_key: key, mail_cursor: cursor });
+  tx.value(witnessPatrol).set({
+    last_patrol_at: now,
+    patrols: record.patrols + 1,
+    health_key: key,
+    mail_cursor: cursor,
+  });
   return { nudges, mail, health, nextPatrolAt };
 }
 
@@ -349,7 +419,13 @@ function healthKey(health: RigHealth): string {
   ]);
 }
 
-const SETTING_KEYS = ["patrolIntervalMs", "stallThresholdMs", "alertAfterMs", "spawnGraceMs", "touchThrottleMs"] as const;
+const SETTING_KEYS = [
+  "patrolIntervalMs",
+  "stallThresholdMs",
+  "alertAfterMs",
+  "spawnGraceMs",
+  "touchThrottleMs",
+] as const;
 
 /** A mayor's `{ "set": { stallThresholdMs: ... } }` instruction; anything else is ignored. */
 function instruction(payload: MailMessage["payload"]): Partial<RigSettings> | undefined {
@@ -390,8 +466,13 @@ export interface PatrolledRig {
  * The witness task kind. `rigOf` resolves the session's Rig once it exists (the kind is registered when
  * the harness opens, before the Rig is built over it).
  */
-export function createWitnessKind(rigOf: () => PatrolledRig | undefined, report: (error: unknown) => void = () => undefined) {
-  const read = (runtime: TaskRuntime, call: Call): Pick<StateReader, "get"> => ({ get: async (spec) => await runtime.value(spec).get(call) });
+export function createWitnessKind(
+  rigOf: () => PatrolledRig | undefined,
+  report: (error: unknown) => void = () => undefined,
+) {
+  const read = (runtime: TaskRuntime, call: Call): Pick<StateReader, "get"> => ({
+    get: async (spec) => await runtime.value(spec).get(call),
+  });
   /**
    * The next patrol under the current settings: never later than one (possibly new, shorter) interval
    * after the last patrol or, when a settings change interrupted the sleep, after now.

@@ -111,21 +111,29 @@ export function parseFile(file: string, text: string, task: Id | undefined): Par
     } catch {
       throw corrupt(file, line, "not JSON");
     }
-    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw corrupt(file, line, "not a batch object");
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
+      throw corrupt(file, line, "not a batch object");
     const record = parsed as { first?: unknown; task?: unknown; writes?: unknown };
     if (typeof record.first !== "number" || !Number.isSafeInteger(record.first) || record.first < 1) {
       throw corrupt(file, line, "first must be a positive integer");
     }
-    if (!Array.isArray(record.writes) || record.writes.length === 0) throw corrupt(file, line, "writes must be a non-empty array");
-    if (record.task !== task) throw corrupt(file, line, task === undefined ? "a main batch names no task" : `task must be ${task}`);
+    if (!Array.isArray(record.writes) || record.writes.length === 0)
+      throw corrupt(file, line, "writes must be a non-empty array");
+    if (record.task !== task)
+      throw corrupt(file, line, task === undefined ? "a main batch names no task" : `task must be ${task}`);
     const first = record.first;
     const last = first + record.writes.length - 1;
-    if (first <= previous) throw corrupt(file, line, `batch ${first}-${last} does not follow the previous batch (through ${previous})`);
+    if (first <= previous)
+      throw corrupt(file, line, `batch ${first}-${last} does not follow the previous batch (through ${previous})`);
     previous = last;
     const batch: CommitBatch =
       task === undefined
         ? { kind: "main", writes: record.writes as MainWrite[] }
-        : { kind: "scratch", task, writes: record.writes as CommitBatch["writes"] as Extract<CommitBatch, { kind: "scratch" }>["writes"] };
+        : {
+            kind: "scratch",
+            task,
+            writes: record.writes as CommitBatch["writes"] as Extract<CommitBatch, { kind: "scratch" }>["writes"],
+          };
     batches.push({ file, line, first, last, batch });
   }
   return { batches, complete: end, torn: end < text.length };

@@ -75,9 +75,13 @@ export class JsonlStorage extends MemoryStorage {
       } catch {
         stored = undefined;
       }
-      if (typeof stored !== "number" || !Number.isSafeInteger(stored) || stored < 1) throw new StorageError("corrupt", `${name}: not a storage version record`);
+      if (typeof stored !== "number" || !Number.isSafeInteger(stored) || stored < 1)
+        throw new StorageError("corrupt", `${name}: not a storage version record`);
       if (stored > JSONL_STORAGE_VERSION) {
-        throw new StorageError("version", `session storage has version ${stored}, newer than this code's version ${JSONL_STORAGE_VERSION}; deploy the newer code to open it`);
+        throw new StorageError(
+          "version",
+          `session storage has version ${stored}, newer than this code's version ${JSONL_STORAGE_VERSION}; deploy the newer code to open it`,
+        );
       }
       return;
     }
@@ -131,7 +135,11 @@ export class JsonlStorage extends MemoryStorage {
     try {
       await this.#files.unlink(name);
     } catch (error) {
-      this.#report({ type: "unlink_failed", file: name, detail: error instanceof Error ? error.message : String(error) });
+      this.#report({
+        type: "unlink_failed",
+        file: name,
+        detail: error instanceof Error ? error.message : String(error),
+      });
     }
   }
 
@@ -185,7 +193,11 @@ export class JsonlStorage extends MemoryStorage {
     let previous: LoggedBatch | undefined;
     for (const logged of retained) {
       if (previous !== undefined && logged.first <= previous.last) {
-        throw corrupt(logged.file, logged.line, `batch ${logged.first}-${logged.last} overlaps ${previous.file} line ${previous.line} (${previous.first}-${previous.last})`);
+        throw corrupt(
+          logged.file,
+          logged.line,
+          `batch ${logged.first}-${logged.last} overlaps ${previous.file} line ${previous.line} (${previous.first}-${previous.last})`,
+        );
       }
       let checked;
       try {
@@ -201,7 +213,11 @@ export class JsonlStorage extends MemoryStorage {
     // 5. Only now that every retained line is valid: cut torn tails, then drop retired scratch.
     for (const t of torn) {
       await this.#files.truncate(t.file, t.complete);
-      this.#report({ type: "torn_line_discarded", file: t.file, detail: `discarded ${t.length - t.complete} characters after the last complete line` });
+      this.#report({
+        type: "torn_line_discarded",
+        file: t.file,
+        detail: `discarded ${t.length - t.complete} characters after the last complete line`,
+      });
     }
     for (const name of retired) await this.#unlink(name);
   }

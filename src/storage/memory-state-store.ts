@@ -7,7 +7,17 @@
 import type { Address, Element, Id, JsonValue, ListQuery, Page, Scope, StateWrite, Version } from "./records.js";
 import { StorageError } from "./storage.js";
 import type { Segment } from "./shared.js";
-import { addressKey, frozenCopy, historicalReadError, keepsHistory, lowerBound, MAX_PAGE_LIMIT, pageOf, scopeId, scopeTag } from "./shared.js";
+import {
+  addressKey,
+  frozenCopy,
+  historicalReadError,
+  keepsHistory,
+  lowerBound,
+  MAX_PAGE_LIMIT,
+  pageOf,
+  scopeId,
+  scopeTag,
+} from "./shared.js";
 import { pageRuns, type Run } from "./memory-paging.js";
 
 /** A rewindable value's version; `version` undefined is a deletion (absence recorded). */
@@ -138,11 +148,18 @@ export class StateStore {
     return undefined;
   }
 
-  scanValues(scope: Scope, namespace: string, after: string | undefined, limit: number, readAt: Id): Page<{ key: string; version: Version<JsonValue> }> {
+  scanValues(
+    scope: Scope,
+    namespace: string,
+    after: string | undefined,
+    limit: number,
+    readAt: Id,
+  ): Page<{ key: string; version: Version<JsonValue> }> {
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE_LIMIT) {
       throw new StorageError("bad_query", `limit must be an integer from 1 to ${MAX_PAGE_LIMIT}, got ${String(limit)}`);
     }
-    if (after !== undefined && typeof after !== "string") throw new StorageError("bad_query", "after must be a key string");
+    if (after !== undefined && typeof after !== "string")
+      throw new StorageError("bad_query", "after must be a key string");
     const group = this.#groups.get(groupKey(scope, namespace));
     if (group === undefined) return { items: [], readAt };
     let lo = 0;
@@ -154,7 +171,9 @@ export class StateStore {
         else hi = mid;
       }
     }
-    const items = group.order.slice(lo, lo + limit).map(({ key, ak }) => ({ key, version: group.values.get(ak) as Version<JsonValue> }));
+    const items = group.order
+      .slice(lo, lo + limit)
+      .map(({ key, ak }) => ({ key, version: group.values.get(ak) as Version<JsonValue> }));
     return { items, readAt };
   }
 
@@ -178,7 +197,8 @@ export class StateStore {
     const runs: Run<Element<JsonValue>>[] = [];
     for (let k = segments.length - 1; k >= 0; k--) {
       const list = lists[k];
-      if (list !== undefined) runs.push({ items: list.appends, from: cleared + 1, through: (segments[k] as Segment).cap });
+      if (list !== undefined)
+        runs.push({ items: list.appends, from: cleared + 1, through: (segments[k] as Segment).cap });
     }
     const visible = (e: Element<JsonValue>): boolean =>
       segments.every((s, k) => {

@@ -223,7 +223,13 @@ export class MemoryState {
     } else if (q.ownedFrom !== undefined) {
       ids = this.#byOwner.get(q.ownedFrom) ?? [];
     }
-    const page = pageRuns([{ items: ids, from: 0, through: Number.MAX_SAFE_INTEGER }], identity, q, this.#lastSeq, keep);
+    const page = pageRuns(
+      [{ items: ids, from: 0, through: Number.MAX_SAFE_INTEGER }],
+      identity,
+      q,
+      this.#lastSeq,
+      keep,
+    );
     return { ...page, items: page.items.map((id) => this.#record(id).conversation) };
   }
 
@@ -305,7 +311,13 @@ export class MemoryState {
       if (q.abort !== undefined && (t.abort === true) !== q.abort) return false;
       return true;
     };
-    const page = pageRuns([{ items: ids, from: 0, through: Number.MAX_SAFE_INTEGER }], identity, q, this.#lastSeq, keep);
+    const page = pageRuns(
+      [{ items: ids, from: 0, through: Number.MAX_SAFE_INTEGER }],
+      identity,
+      q,
+      this.#lastSeq,
+      keep,
+    );
     return { ...page, items: page.items.map((id) => this.#tasks.get(id) as Task) };
   }
 }

@@ -45,7 +45,10 @@ export class MemoryStorage implements Storage {
   constructor(options: { readonly storageVersion?: number } = {}) {
     const version = options.storageVersion ?? MEMORY_STORAGE_VERSION;
     if (!Number.isSafeInteger(version) || version < 1 || version > MEMORY_STORAGE_VERSION) {
-      throw new StorageError("version", `memory storage version ${version} is not one this code (version ${MEMORY_STORAGE_VERSION}) can open`);
+      throw new StorageError(
+        "version",
+        `memory storage version ${version} is not one this code (version ${MEMORY_STORAGE_VERSION}) can open`,
+      );
     }
     this.storageVersion = version;
   }
@@ -83,7 +86,10 @@ export class MemoryStorage implements Storage {
    */
   protected markFaulted(error: unknown): unknown {
     const detail = error instanceof Error ? error.message : String(error);
-    this.#faulted ??= new StorageError("faulted", `an earlier write's outcome is uncertain (${detail}); this storage refuses every operation: reopen it to recover the last complete batch (§3.3)`);
+    this.#faulted ??= new StorageError(
+      "faulted",
+      `an earlier write's outcome is uncertain (${detail}); this storage refuses every operation: reopen it to recover the last complete batch (§3.3)`,
+    );
     return error;
   }
 

@@ -37,7 +37,9 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
 
 /** The stored schema version; 0 for a database that was never opened (no tables yet). */
 export function storedVersion(host: SqlHost): number {
-  const table = host.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_metadata'").toArray();
+  const table = host.sql
+    .exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_metadata'")
+    .toArray();
   if (table.length === 0) return 0;
   const row = host.sql.exec("SELECT value FROM session_metadata WHERE name = 'schema_version'").toArray()[0];
   const version = row?.["value"];

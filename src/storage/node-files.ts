@@ -28,7 +28,8 @@ export class NodeFiles implements Files {
 
   #path(name: string): string {
     const parts = name.split("/");
-    if (name === "" || parts.some((p) => p === "" || p === "." || p === "..")) throw new Error(`bad file name ${JSON.stringify(name)}`);
+    if (name === "" || parts.some((p) => p === "" || p === "." || p === ".."))
+      throw new Error(`bad file name ${JSON.stringify(name)}`);
     return join(this.#dir, ...parts);
   }
 

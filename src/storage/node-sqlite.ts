@@ -26,7 +26,8 @@ function input(value: SqlValue): SQLInputValue {
 }
 
 function output(value: SQLOutputValue): SqlValue {
-  if (value instanceof Uint8Array) return value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength) as ArrayBuffer;
+  if (value instanceof Uint8Array)
+    return value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength) as ArrayBuffer;
   if (typeof value === "bigint") throw new RangeError(`integer ${value} is outside the safe range`);
   return value;
 }
@@ -105,7 +106,9 @@ export class NodeSqliteHost implements SqlHost {
     // The object is its database's only user, as a Durable Object is: exclusive locking takes the file
     // locks once instead of at every transaction.
     if (path !== ":memory:") {
-      this.db.exec(`PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = ${options.journalMode ?? "WAL"}; PRAGMA synchronous = ${options.synchronous ?? "OFF"};`);
+      this.db.exec(
+        `PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = ${options.journalMode ?? "WAL"}; PRAGMA synchronous = ${options.synchronous ?? "OFF"};`,
+      );
     }
   }
 
@@ -115,7 +118,9 @@ export class NodeSqliteHost implements SqlHost {
 
   /** page_count x page_size, what a Durable Object's `sql.databaseSize` reports. */
   get databaseSize(): number {
-    const size = this.#prepared("SELECT page_count * page_size AS n FROM pragma_page_count(), pragma_page_size()").statement.get();
+    const size = this.#prepared(
+      "SELECT page_count * page_size AS n FROM pragma_page_count(), pragma_page_size()",
+    ).statement.get();
     return Number(size?.["n"] ?? 0);
   }
 

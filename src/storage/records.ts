@@ -82,10 +82,7 @@ export interface Task<State extends TaskStateBase = TaskStateBase> {
 // ---------------------------------------------------------------------------------------------
 // State addresses (§4.1)
 
-export type Scope =
-  | { readonly session: true }
-  | { readonly conversation: Id }
-  | { readonly scratch: Id };
+export type Scope = { readonly session: true } | { readonly conversation: Id } | { readonly scratch: Id };
 
 export interface Address {
   readonly scope: Scope;

@@ -263,7 +263,8 @@ export function checkBatch(batch: CommitBatch, view: BatchView): CheckedBatch {
       if (!conversationExists(scope.conversation)) throw malformed(i, `unknown conversation ${scope.conversation}`);
     } else if ("scratch" in scope) {
       if (batch.kind !== "scratch") throw malformed(i, "a main batch never writes scratch (§4.6)");
-      if (scope.scratch !== batch.task) throw malformed(i, `scratch write for task ${scope.scratch} in task ${batch.task}'s batch`);
+      if (scope.scratch !== batch.task)
+        throw malformed(i, `scratch write for task ${scope.scratch} in task ${batch.task}'s batch`);
       if (addr.rewind) throw malformed(i, "scratch is never rewound; rewind must be false");
     } else {
       throw malformed(i, "unknown scope");
@@ -297,10 +298,14 @@ export function checkBatch(batch: CommitBatch, view: BatchView): CheckedBatch {
       throw new StorageError("malformed_batch", `scratch batch for settled task ${batch.task}: its scratch is retired`);
     }
     batch.writes.forEach((w, i) => {
-      if (!w || !(["value.set", "value.delete", "list.append", "list.remove", "list.clear"] as const).includes(w.type as never)) {
+      if (
+        !w ||
+        !(["value.set", "value.delete", "list.append", "list.remove", "list.clear"] as const).includes(w.type as never)
+      ) {
         throw malformed(i, "a scratch batch carries only state writes");
       }
-      if (!("scratch" in (w.addr?.scope ?? {}))) throw malformed(i, "a scratch batch writes only its task's scratch (§4.6)");
+      if (!("scratch" in (w.addr?.scope ?? {})))
+        throw malformed(i, "a scratch batch writes only its task's scratch (§4.6)");
       payloads.push(checkState(i, first + i, w));
     });
     return { first, last: first + batch.writes.length - 1, payloads };
@@ -322,7 +327,8 @@ export function checkBatch(batch: CommitBatch, view: BatchView): CheckedBatch {
         const c = w.conversation;
         if (c?.id !== seq) throw malformed(i, `conversation id must be its sequence ${seq}`);
         if (c.parent !== undefined) {
-          if (!conversationExists(c.parent.conversationId)) throw malformed(i, `unknown parent ${c.parent.conversationId}`);
+          if (!conversationExists(c.parent.conversationId))
+            throw malformed(i, `unknown parent ${c.parent.conversationId}`);
           if (!Number.isSafeInteger(c.parent.at) || c.parent.at < 0 || c.parent.at >= seq) {
             throw malformed(i, "fork point must be an earlier entry id or 0 (start)");
           }
@@ -346,13 +352,16 @@ export function checkBatch(batch: CommitBatch, view: BatchView): CheckedBatch {
         if (!wellFormed(e.kind) || (e.key !== undefined && !wellFormed(e.key))) {
           throw malformed(i, "entry kind and key must be well-formed UTF-16 (no lone surrogates)");
         }
-        if (e.head !== undefined && (!isPositiveId(e.head) || e.head > seq)) throw malformed(i, "head must be an id at or before the entry");
+        if (e.head !== undefined && (!isPositiveId(e.head) || e.head > seq))
+          throw malformed(i, "head must be an id at or before the entry");
         if (e.model !== undefined && !Array.isArray(e.model)) throw malformed(i, "model must be an array of messages");
         if (e.edits !== undefined) {
           if (!Array.isArray(e.edits)) throw malformed(i, "edits must be an array");
           for (const edit of e.edits) {
-            if (!isPositiveId(edit?.target) || edit.target >= seq) throw malformed(i, "edit targets must be earlier entries");
-            if (edit.action !== "omit" && edit.action !== "replace") throw malformed(i, "edit action is omit or replace");
+            if (!isPositiveId(edit?.target) || edit.target >= seq)
+              throw malformed(i, "edit targets must be earlier entries");
+            if (edit.action !== "omit" && edit.action !== "replace")
+              throw malformed(i, "edit action is omit or replace");
           }
         }
         if (e.byTaskId !== undefined && !isPositiveId(e.byTaskId)) throw malformed(i, "byTaskId must be a task id");
@@ -369,7 +378,8 @@ export function checkBatch(batch: CommitBatch, view: BatchView): CheckedBatch {
         if (typeof t.state?.status !== "string") throw malformed(i, "task state needs a string status");
         if (!Array.isArray(t.after)) throw malformed(i, "after must be an array");
         for (const dep of t.after) {
-          if (!isPositiveId(dep) || dep >= seq || taskOf(dep) === undefined) throw malformed(i, `unknown dependency ${String(dep)}`);
+          if (!isPositiveId(dep) || dep >= seq || taskOf(dep) === undefined)
+            throw malformed(i, `unknown dependency ${String(dep)}`);
         }
         if (t.background !== undefined && t.background !== true) throw malformed(i, "background is true or absent");
         if (t.turn !== undefined && t.turn !== true) throw malformed(i, "turn is true or absent");
@@ -388,7 +398,8 @@ export function checkBatch(batch: CommitBatch, view: BatchView): CheckedBatch {
           throw malformed(i, `${w.type} cannot write role ${String(w.role)}`);
         }
         if (typeof w.state?.status !== "string") throw malformed(i, "task state needs a string status");
-        if (w.type === "patch" && w.abort !== undefined && w.abort !== true) throw malformed(i, "abort is true or absent");
+        if (w.type === "patch" && w.abort !== undefined && w.abort !== true)
+          throw malformed(i, "abort is true or absent");
         if (w.type === "patch" && w.owns !== undefined) {
           if (!Array.isArray(w.owns)) throw malformed(i, "owns must be an array of conversation ids");
           for (const owned of w.owns) pendingOwns.push({ i, id: owned });

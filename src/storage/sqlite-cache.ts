@@ -8,7 +8,13 @@
 import type { Id, Task } from "./records.js";
 import { StorageError } from "./storage.js";
 import { type CountedSql, int, text } from "./sqlite-db.js";
-import { CONVERSATION_COLUMNS, decodeConversation, decodeTask, type StoredConversation, TASK_READ_COLUMNS } from "./sqlite-rows.js";
+import {
+  CONVERSATION_COLUMNS,
+  decodeConversation,
+  decodeTask,
+  type StoredConversation,
+  TASK_READ_COLUMNS,
+} from "./sqlite-rows.js";
 
 /** Conversations kept in memory for fork-chain resolution; older ones are re-read (one row each). */
 const CONVERSATION_CACHE = 4096;

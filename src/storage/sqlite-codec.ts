@@ -75,7 +75,11 @@ function restoreUsage(stored: readonly JsonValue[]): JsonObject {
   const tokens = [at(0), at(1), at(2), at(3)];
   const parts = [at(4), at(5), at(6), at(7)];
   return {
-    input: at(0), output: at(1), cacheRead: at(2), cacheWrite: at(3), totalTokens: sum(tokens),
+    input: at(0),
+    output: at(1),
+    cacheRead: at(2),
+    cacheWrite: at(3),
+    totalTokens: sum(tokens),
     cost: { input: at(4), output: at(5), cacheRead: at(6), cacheWrite: at(7), total: sum(parts) },
   };
 }
@@ -159,7 +163,8 @@ export function encodeState(text: string, status: string): string {
 
 /** The state of a stored `tasks.state` text; `status` (the column) is read only when the text lacks it. */
 export function decodeState(text: string, status: () => string): JsonObject & { readonly status: string } {
-  if (text.startsWith(STATUS_LAST)) return { ...(JSON.parse(text.slice(STATUS_LAST.length)) as JsonObject), status: status() };
+  if (text.startsWith(STATUS_LAST))
+    return { ...(JSON.parse(text.slice(STATUS_LAST.length)) as JsonObject), status: status() };
   const parsed = JSON.parse(text) as JsonObject;
   if (Object.hasOwn(parsed, "status")) return parsed as JsonObject & { readonly status: string };
   return { status: status(), ...parsed };

@@ -8,9 +8,28 @@
  * One concept over 400 lines: the SQLite state store. Its writes, reads and caches share one table
  * layout per scope (current rows, versions, markers), so they stay in one file.
  */
-import type { Address, Element, Id, JsonValue, ListQuery, Page, Scope, StateWrite, ValueQuery, Version } from "./records.js";
+import type {
+  Address,
+  Element,
+  Id,
+  JsonValue,
+  ListQuery,
+  Page,
+  Scope,
+  StateWrite,
+  ValueQuery,
+  Version,
+} from "./records.js";
 import type { Segment } from "./shared.js";
-import { addressKey, frozenCopy, historicalReadError, keepsHistory, MAX_PAGE_LIMIT, pageOf, scopeId } from "./shared.js";
+import {
+  addressKey,
+  frozenCopy,
+  historicalReadError,
+  keepsHistory,
+  MAX_PAGE_LIMIT,
+  pageOf,
+  scopeId,
+} from "./shared.js";
 import { StorageError } from "./storage.js";
 import { checkPosition, type CountedSql, int, text } from "./sqlite-db.js";
 import { pageMerged, pageParts, type Part } from "./sqlite-paging.js";
@@ -149,7 +168,10 @@ export class SqliteState {
           db.run(
             `INSERT INTO scratch (task, namespace, key, keyless, element, seq, value) VALUES (?, ?, ?, ?, 0, ?, ?)
              ON CONFLICT (task, namespace, key, keyless, element) DO UPDATE SET seq = excluded.seq, value = excluded.value`,
-            task, ...address, seq, payload as string,
+            task,
+            ...address,
+            seq,
+            payload as string,
           );
           return;
         case "value.delete":
@@ -158,7 +180,11 @@ export class SqliteState {
         case "list.append":
           db.run(
             "INSERT INTO scratch (task, namespace, key, keyless, element, seq, value) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            task, ...address, seq, seq, payload as string,
+            task,
+            ...address,
+            seq,
+            seq,
+            payload as string,
           );
           this.#stageList(w.addr, seq, payload);
           return;
@@ -187,10 +213,19 @@ export class SqliteState {
         db.run(
           `INSERT INTO "values" (scope, namespace, key, keyless, seq, value) VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (scope, namespace, key, keyless) DO UPDATE SET seq = excluded.seq, value = excluded.value`,
-          owner, ...address, seq, payload as string,
+          owner,
+          ...address,
+          seq,
+          payload as string,
         );
         if (history) {
-          db.run("INSERT INTO value_versions (seq, conversation, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, ?)", seq, owner, ...address, payload as string);
+          db.run(
+            "INSERT INTO value_versions (seq, conversation, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, ?)",
+            seq,
+            owner,
+            ...address,
+            payload as string,
+          );
         }
         return;
       }
@@ -201,35 +236,70 @@ export class SqliteState {
         db.run(`DELETE FROM "values" WHERE scope = ? AND ${ADDRESS}`, owner, ...address);
         // Deleting a rewindable value records absence (§4.2): a fork at an earlier entry still sees it.
         if (history) {
-          db.run("INSERT INTO value_versions (seq, conversation, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, NULL)", seq, owner, ...address);
+          db.run(
+            "INSERT INTO value_versions (seq, conversation, namespace, key, keyless, value) VALUES (?, ?, ?, ?, ?, NULL)",
+            seq,
+            owner,
+            ...address,
+          );
         }
         return;
       }
       case "list.append":
         if (!history) this.#stageList(w.addr, seq, payload);
         if (compactElement(w.addr, payload)) {
-          db.run("INSERT INTO session_elements (namespace, key, keyless, id, value) VALUES (?, ?, ?, ?, ?)", ...address, seq, payload as string);
+          db.run(
+            "INSERT INTO session_elements (namespace, key, keyless, id, value) VALUES (?, ?, ?, ?, ?)",
+            ...address,
+            seq,
+            payload as string,
+          );
           return;
         }
         db.run(
           "INSERT INTO list_elements (id, scope, namespace, key, keyless, rewind, value, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-          seq, owner, ...address, history ? 1 : 0, payload as string, last,
+          seq,
+          owner,
+          ...address,
+          history ? 1 : 0,
+          payload as string,
+          last,
         );
         return;
       case "list.remove":
         if (history) {
-          db.run("INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, ?)", seq, owner, ...address, w.element);
+          db.run(
+            "INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, ?)",
+            seq,
+            owner,
+            ...address,
+            w.element,
+          );
         } else {
           // Sticky state exposes only current contents, so the element is discarded physically (§4.2).
           // A session-list element is in one of two tables (migration 0007): the compact one first.
           this.#stageList(w.addr, w.element, undefined);
-          if ("session" in scope && db.run(`DELETE FROM session_elements WHERE ${ADDRESS} AND id = ?`, ...address, w.element) > 0) return;
-          db.run(`DELETE FROM list_elements WHERE id = ? AND scope = ? AND ${ADDRESS} AND rewind = 0`, w.element, owner, ...address);
+          if (
+            "session" in scope &&
+            db.run(`DELETE FROM session_elements WHERE ${ADDRESS} AND id = ?`, ...address, w.element) > 0
+          )
+            return;
+          db.run(
+            `DELETE FROM list_elements WHERE id = ? AND scope = ? AND ${ADDRESS} AND rewind = 0`,
+            w.element,
+            owner,
+            ...address,
+          );
         }
         return;
       case "list.clear":
         if (history) {
-          db.run("INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, NULL)", seq, owner, ...address);
+          db.run(
+            "INSERT INTO list_markers (seq, conversation, namespace, key, keyless, element) VALUES (?, ?, ?, ?, ?, NULL)",
+            seq,
+            owner,
+            ...address,
+          );
         } else {
           if ("session" in scope) db.run(`DELETE FROM session_elements WHERE ${ADDRESS}`, ...address);
           db.run(`DELETE FROM list_elements WHERE scope = ? AND ${ADDRESS} AND rewind = 0`, owner, ...address);
@@ -331,13 +401,21 @@ export class SqliteState {
     if (!keepsHistory(addr)) {
       if (at !== undefined) throw historicalReadError(addr);
       if ("scratch" in scope) {
-        const row = this.#db.first(`SELECT seq, value FROM scratch WHERE task = ? AND ${ADDRESS} AND element = 0`, scope.scratch, ...address);
+        const row = this.#db.first(
+          `SELECT seq, value FROM scratch WHERE task = ? AND ${ADDRESS} AND element = 0`,
+          scope.scratch,
+          ...address,
+        );
         return row === undefined ? undefined : version(row);
       }
       const key = `s${addressKey(addr)}`;
       const cached = this.#values.get(key);
       if (cached !== undefined) return cached ?? undefined;
-      const row = this.#db.first(`SELECT seq, value FROM "values" WHERE scope = ? AND ${ADDRESS}`, scopeId(scope), ...address);
+      const row = this.#db.first(
+        `SELECT seq, value FROM "values" WHERE scope = ? AND ${ADDRESS}`,
+        scopeId(scope),
+        ...address,
+      );
       const found = row === undefined ? null : version(row);
       this.#remember(key, found);
       return found ?? undefined;
@@ -360,7 +438,9 @@ export class SqliteState {
       if (segment.cap <= segment.conversationId) continue; // its own versions all follow its creation
       const row = this.#db.first(
         `SELECT seq, value FROM value_versions WHERE conversation = ? AND ${ADDRESS} AND seq <= ? ORDER BY seq DESC LIMIT 1`,
-        segment.conversationId, ...address, segment.cap,
+        segment.conversationId,
+        ...address,
+        segment.cap,
       );
       if (row !== undefined) return row["value"] === null ? undefined : version(row);
     }
@@ -369,9 +449,13 @@ export class SqliteState {
 
   scanValues(q: ValueQuery, readAt: Id): Page<{ key: string; version: Version<JsonValue> }> {
     if (!Number.isSafeInteger(q.limit) || q.limit < 1 || q.limit > MAX_PAGE_LIMIT) {
-      throw new StorageError("bad_query", `limit must be an integer from 1 to ${MAX_PAGE_LIMIT}, got ${String(q.limit)}`);
+      throw new StorageError(
+        "bad_query",
+        `limit must be an integer from 1 to ${MAX_PAGE_LIMIT}, got ${String(q.limit)}`,
+      );
     }
-    if (q.after !== undefined && typeof q.after !== "string") throw new StorageError("bad_query", "after must be a key string");
+    if (q.after !== undefined && typeof q.after !== "string")
+      throw new StorageError("bad_query", "after must be a key string");
     const scope: Scope = q.scope;
     const after = q.after === undefined ? "" : "AND key > ?";
     const tail: SqlValue[] = q.after === undefined ? [q.limit] : [keyBlob(q.after), q.limit];
@@ -379,11 +463,15 @@ export class SqliteState {
       "scratch" in scope
         ? this.#db.rows(
             `SELECT key, seq, value FROM scratch WHERE task = ? AND namespace = ? AND element = 0 ${after} ORDER BY key, keyless LIMIT ?`,
-            scope.scratch, q.namespace, ...tail,
+            scope.scratch,
+            q.namespace,
+            ...tail,
           )
         : this.#db.rows(
             `SELECT key, seq, value FROM "values" WHERE scope = ? AND namespace = ? ${after} ORDER BY key, keyless LIMIT ?`,
-            scopeId(scope), q.namespace, ...tail,
+            scopeId(scope),
+            q.namespace,
+            ...tail,
           );
     return { items: rows.map((row) => ({ key: keyText(row["key"]), version: version(row) })), readAt };
   }
@@ -406,7 +494,11 @@ export class SqliteState {
             .rows(
               `SELECT element AS id, value FROM scratch WHERE task = ? AND ${ADDRESS} AND element BETWEEN ? AND ?
                ORDER BY element ${descending ? "DESC" : "ASC"} LIMIT ?`,
-              scope.scratch, ...address, from, through, limit,
+              scope.scratch,
+              ...address,
+              from,
+              through,
+              limit,
             )
             .map(element);
         return pageParts(whole, fetch, elementId, cursor, readAt);
@@ -416,7 +508,11 @@ export class SqliteState {
           .rows(
             `SELECT id, value FROM list_elements WHERE scope = ? AND ${ADDRESS} AND rewind = 0 AND id BETWEEN ? AND ?
              ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
-            scopeId(scope), ...address, from, through, limit,
+            scopeId(scope),
+            ...address,
+            from,
+            through,
+            limit,
           )
           .map(element);
       const compact = (from: Id, through: Id, descending: boolean, limit: number) =>
@@ -424,16 +520,30 @@ export class SqliteState {
           .rows(
             `SELECT id, value FROM session_elements WHERE ${ADDRESS} AND id BETWEEN ? AND ?
              ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
-            ...address, from, through, limit,
+            ...address,
+            from,
+            through,
+            limit,
           )
           .map(element);
       // A session list's elements are in two tables (migration 0007): two ordered ranges merged by id.
       const page =
         "session" in scope
           ? pageMerged([compact, rows], elementId, cursor, readAt)
-          : pageParts(whole, (_: Part, from, through, descending, limit) => rows(from, through, descending, limit), elementId, cursor, readAt);
+          : pageParts(
+              whole,
+              (_: Part, from, through, descending, limit) => rows(from, through, descending, limit),
+              elementId,
+              cursor,
+              readAt,
+            );
       // A first page that holds the whole list: the list is known, and later reads come from memory.
-      if (q.after === undefined && q.before === undefined && page.next === undefined && page.items.length <= LIST_CACHE_ELEMENTS) {
+      if (
+        q.after === undefined &&
+        q.before === undefined &&
+        page.next === undefined &&
+        page.items.length <= LIST_CACHE_ELEMENTS
+      ) {
         this.#rememberList(this.#lists, key, [...page.items]);
       }
       return page;
@@ -448,7 +558,9 @@ export class SqliteState {
       const row = this.#db.first(
         `SELECT seq FROM list_markers INDEXED BY list_clears
          WHERE conversation = ? AND ${ADDRESS} AND element IS NULL AND seq <= ? ORDER BY seq DESC LIMIT 1`,
-        segment.conversationId, ...address, segment.cap,
+        segment.conversationId,
+        ...address,
+        segment.cap,
       );
       if (row !== undefined) {
         cleared = int(row, "seq");
@@ -472,7 +584,11 @@ export class SqliteState {
                WHERE m.namespace = e.namespace AND m.key = e.key AND m.keyless = e.keyless AND m.element = e.id
                  AND m.seq <= CASE m.conversation ${caps} ELSE 0 END)
            ORDER BY e.id ${descending ? "DESC" : "ASC"} LIMIT ?`,
-          part.conversationId, ...address, from, through, limit,
+          part.conversationId,
+          ...address,
+          from,
+          through,
+          limit,
         )
         .map(element);
     return pageParts(parts, fetch, elementId, cursor, readAt);

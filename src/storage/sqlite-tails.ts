@@ -119,10 +119,19 @@ export class EntryTails {
    * Up to `limit` entries of `tail` with ids in [from, through] (all above its floor) matching kind and
    * key, ascending or descending: what the indexed range query would return.
    */
-  read(tail: EntryTail, from: Id, through: Id, kind: number | undefined, key: string | undefined, descending: boolean, limit: number): Entry[] {
+  read(
+    tail: EntryTail,
+    from: Id,
+    through: Id,
+    kind: number | undefined,
+    key: string | undefined,
+    descending: boolean,
+    limit: number,
+  ): Entry[] {
     const out: Entry[] = [];
     const entries = tail.entries;
-    const match = (c: TailEntry): boolean => (kind === undefined || c.kind === kind) && (key === undefined || c.key === key);
+    const match = (c: TailEntry): boolean =>
+      (kind === undefined || c.kind === kind) && (key === undefined || c.key === key);
     if (descending) {
       for (let i = entries.length - 1; i >= 0 && out.length < limit; i--) {
         const c = entries[i] as TailEntry;

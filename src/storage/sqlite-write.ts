@@ -36,7 +36,8 @@ interface Pending {
 /**
  * Which write of a batch carries the commit's last sequence in its row (migration 0006), and whether the
  * batch then needs no last_seq update. Main batch: the last write that inserts an entry, a task or a
- * list_elements row (not an elided write, not a compact session element, migration 0007) carries it (the newest row of its table, read by highWaterMark); a patch leaves it on a
+ * list_elements row (not an elided write, not a compact session element, migration 0007) carries it (the newest row of
+ * its table, read by highWaterMark); a patch leaves it on a
  * task that stays live unless the same batch settles that task later. Scratch batch: its last write
  * leaves a scratch row carrying its own sequence when it is an append or a set.
  */
@@ -57,7 +58,8 @@ function markCarriers(
   for (let i = writes.length - 1; i >= 0; i--) {
     const w = writes[i] as MainWrite;
     if (elided.has(i)) continue;
-    const inserts = w.type === "entry" || w.type === "task" || (w.type === "list.append" && !compactElement(w.addr, payloads[i]));
+    const inserts =
+      w.type === "entry" || w.type === "task" || (w.type === "list.append" && !compactElement(w.addr, payloads[i]));
     if (carrier === -1 && inserts) carrier = i;
     if (w.type === "settle") settled.add(w.id);
     if (w.type === "patch" && !settled.has(w.id)) patched = true;
@@ -172,8 +174,13 @@ export function writeBatch(target: WriteTarget, batch: CommitBatch, checked: Che
       if (marks.carried) return;
       // Compare-and-set: a second storage object over the same database must not move the mark past
       // this one's view (rows of skipped scratch marks may leave it below first - 1).
-      const advanced = target.db.run("UPDATE session_metadata SET value = ? WHERE name = 'last_seq' AND value < ?", last, first);
-      if (advanced !== 1) throw new StorageError("corrupt", `lastSeq moved under this storage object (expected at most ${first - 1})`);
+      const advanced = target.db.run(
+        "UPDATE session_metadata SET value = ? WHERE name = 'last_seq' AND value < ?",
+        last,
+        first,
+      );
+      if (advanced !== 1)
+        throw new StorageError("corrupt", `lastSeq moved under this storage object (expected at most ${first - 1})`);
     });
   } catch (error) {
     target.state.discard();
@@ -218,10 +225,19 @@ function write(
       const c = w.conversation;
       db.run(
         "INSERT INTO conversations (id, parent, parent_at, owner, deleted) VALUES (?, ?, ?, ?, NULL)",
-        seq, c.parent?.conversationId ?? null, c.parent?.at ?? null, c.owner ?? null,
+        seq,
+        c.parent?.conversationId ?? null,
+        c.parent?.at ?? null,
+        c.owner ?? null,
       );
       // Its own entries all follow its creation: every one will be committed here.
-      const row: SqlRow = { id: seq, parent: c.parent?.conversationId ?? null, parent_at: c.parent?.at ?? null, owner: c.owner ?? null, deleted: null };
+      const row: SqlRow = {
+        id: seq,
+        parent: c.parent?.conversationId ?? null,
+        parent_at: c.parent?.at ?? null,
+        owner: c.owner ?? null,
+        deleted: null,
+      };
       changes.push(() => {
         records.cacheConversation(decodeConversation(row));
         tails.tail(seq, seq);
@@ -246,13 +262,28 @@ function write(
         newKinds.set(e.kind, kind);
       }
       const row: SqlRow = {
-        id: seq, conversation: e.conversationId, kind, key: e.key ?? null, by_task: e.byTaskId ?? null, head: e.head ?? null,
-        data: json(e.data), model: e.model === undefined ? null : encodeModel(e.model, JSON.stringify(e.model)), edits: json(e.edits),
+        id: seq,
+        conversation: e.conversationId,
+        kind,
+        key: e.key ?? null,
+        by_task: e.byTaskId ?? null,
+        head: e.head ?? null,
+        data: json(e.data),
+        model: e.model === undefined ? null : encodeModel(e.model, JSON.stringify(e.model)),
+        edits: json(e.edits),
       };
       db.run(
         `INSERT INTO entries (${ENTRY_COLUMNS}, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        row["id"] as Id, row["conversation"] as Id, kind, row["key"] as string | null, row["by_task"] as Id | null, row["head"] as Id | null,
-        row["data"] as string | null, row["model"] as string | null, row["edits"] as string | null, carried,
+        row["id"] as Id,
+        row["conversation"] as Id,
+        kind,
+        row["key"] as string | null,
+        row["by_task"] as Id | null,
+        row["head"] as Id | null,
+        row["data"] as string | null,
+        row["model"] as string | null,
+        row["edits"] as string | null,
+        carried,
       );
       // Every earlier entry of this batch was published before it; none of the conversation's entries
       // at or above the batch's first sequence was committed before this batch.
@@ -268,12 +299,31 @@ function write(
       const owns = json(t.owns);
       db.run(
         `INSERT INTO tasks (${TASK_COLUMNS}, status, settled, last) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        seq, t.conversationId, t.kind, t.role, t.background === true ? 1 : 0, t.turn === true ? 1 : 0, t.abort === true ? 1 : 0,
-        after, owns, stored, t.state.status, t.role === "terminal" ? seq : null, carried,
+        seq,
+        t.conversationId,
+        t.kind,
+        t.role,
+        t.background === true ? 1 : 0,
+        t.turn === true ? 1 : 0,
+        t.abort === true ? 1 : 0,
+        after,
+        owns,
+        stored,
+        t.state.status,
+        t.role === "terminal" ? seq : null,
+        carried,
       );
       const record = decodeTask({
-        id: seq, conversation: t.conversationId, kind: t.kind, role: t.role, background: t.background === true ? 1 : 0,
-        turn: t.turn === true ? 1 : 0, abort: t.abort === true ? 1 : 0, after, owns, state,
+        id: seq,
+        conversation: t.conversationId,
+        kind: t.kind,
+        role: t.role,
+        background: t.background === true ? 1 : 0,
+        turn: t.turn === true ? 1 : 0,
+        abort: t.abort === true ? 1 : 0,
+        after,
+        owns,
+        state,
       });
       tasks.set(seq, record);
       // Every scratch write of a task this object created is committed here (the list cache).
@@ -287,7 +337,13 @@ function write(
       const cached = tasks.has(w.id) ? tasks.get(w.id) : records.cachedTask(w.id);
       db.run(
         "UPDATE tasks SET role = ?, status = ?, state = ?, abort = max(abort, ?), owns = coalesce(?, owns), last = ? WHERE id = ?",
-        w.role, w.state.status, encodeState(payload as string, w.state.status), w.abort === true ? 1 : 0, json(w.owns), last, w.id,
+        w.role,
+        w.state.status,
+        encodeState(payload as string, w.state.status),
+        w.abort === true ? 1 : 0,
+        json(w.owns),
+        last,
+        w.id,
       );
       if (cached === undefined) {
         tasks.set(w.id, undefined);
@@ -307,8 +363,12 @@ function write(
     }
     case "settle": {
       // Leaves the live-task index (settled is its WHERE column); removing index entries is not billed.
-      db.run("UPDATE tasks SET role = 'terminal', status = ?, state = ?, settled = ? WHERE id = ?",
-        w.state.status, encodeState(payload as string, w.state.status), seq, w.id,
+      db.run(
+        "UPDATE tasks SET role = 'terminal', status = ?, state = ?, settled = ? WHERE id = ?",
+        w.state.status,
+        encodeState(payload as string, w.state.status),
+        seq,
+        w.id,
       );
       state.retireScratch(w.id);
       changes.push(() => state.settledTask(w.id));
@@ -317,7 +377,11 @@ function write(
         tasks.set(w.id, undefined);
         return;
       }
-      const record: Task = deepFreeze({ ...cached, role: "terminal", state: JSON.parse(payload as string) as TaskStateBase });
+      const record: Task = deepFreeze({
+        ...cached,
+        role: "terminal",
+        state: JSON.parse(payload as string) as TaskStateBase,
+      });
       tasks.set(w.id, record);
       return;
     }

@@ -38,10 +38,27 @@ import { migrate } from "./migrations.js";
 
 export { migrate, SCHEMA_VERSION } from "./migrations.js";
 import type { SqlHost, SqlRow, SqlValue } from "./sql.js";
-import { checkPosition, chunks, CountedSql, placeholders, type SqlStats, type StatementProfile, storableIds, text } from "./sqlite-db.js";
+import {
+  checkPosition,
+  chunks,
+  CountedSql,
+  placeholders,
+  type SqlStats,
+  type StatementProfile,
+  storableIds,
+  text,
+} from "./sqlite-db.js";
 import { pageMerged, pageParts, type Part } from "./sqlite-paging.js";
 import { SqliteState } from "./sqlite-state.js";
-import { byId, CONVERSATION_COLUMNS, decodeConversation, decodeEntry, decodeTask, ENTRY_COLUMNS, TASK_READ_COLUMNS } from "./sqlite-rows.js";
+import {
+  byId,
+  CONVERSATION_COLUMNS,
+  decodeConversation,
+  decodeEntry,
+  decodeTask,
+  ENTRY_COLUMNS,
+  TASK_READ_COLUMNS,
+} from "./sqlite-rows.js";
 import { RecordCache } from "./sqlite-cache.js";
 import { EntryTails } from "./sqlite-tails.js";
 import { highWaterMark, writeBatch, type WriteTarget } from "./sqlite-write.js";
@@ -78,7 +95,8 @@ export class SqliteStorage implements Storage {
    */
   static open(host: SqlHost, options: SqliteStorageOptions = {}): SqliteStorage {
     const entryCache = options.entryCache ?? ENTRY_CACHE;
-    if (!(Number.isSafeInteger(entryCache) && entryCache >= 0)) throw new StorageError("bad_query", `entryCache must be a non-negative integer, got ${String(entryCache)}`);
+    if (!(Number.isSafeInteger(entryCache) && entryCache >= 0))
+      throw new StorageError("bad_query", `entryCache must be a non-negative integer, got ${String(entryCache)}`);
     migrate(host);
     return new SqliteStorage(host, entryCache);
   }
@@ -147,7 +165,11 @@ export class SqliteStorage implements Storage {
     // Cached conversations (tombstones included) answer without a row; only the rest are read.
     const wanted = storableIds(ids);
     const missing = wanted.filter((id) => this.#records.cachedConversation(id) === undefined);
-    const read = this.#byIds(missing, `SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE deleted IS NULL AND id IN`, (row) => this.#records.cacheConversation(decodeConversation(row)).conversation);
+    const read = this.#byIds(
+      missing,
+      `SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE deleted IS NULL AND id IN`,
+      (row) => this.#records.cacheConversation(decodeConversation(row)).conversation,
+    );
     if (missing.length === wanted.length) return read;
     const found = new Map<Id, Conversation>();
     for (const id of wanted) {
@@ -175,7 +197,10 @@ export class SqliteStorage implements Storage {
         .rows(
           `SELECT ${CONVERSATION_COLUMNS} FROM conversations WHERE ${where.join(" AND ")} AND id BETWEEN ? AND ?
            ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
-          ...params, from, through, limit,
+          ...params,
+          from,
+          through,
+          limit,
         )
         .map((row) => this.#records.cacheConversation(decodeConversation(row)).conversation);
     return pageParts([{ from: 1, through: Number.MAX_SAFE_INTEGER }], fetch, byId, q, this.#lastSeq);
@@ -193,7 +218,9 @@ export class SqliteStorage implements Storage {
     this.#assertOpen();
     const wanted = storableIds(ids);
     const missing = wanted.filter((id) => !this.#tails.has(id));
-    const read = this.#byIds(missing, `SELECT ${ENTRY_COLUMNS} FROM entries WHERE id IN`, (row) => this.#decodeEntry(row));
+    const read = this.#byIds(missing, `SELECT ${ENTRY_COLUMNS} FROM entries WHERE id IN`, (row) =>
+      this.#decodeEntry(row),
+    );
     if (missing.length === wanted.length) return read;
     const found = new Map<Id, Entry>();
     for (const id of wanted) {
@@ -238,7 +265,11 @@ export class SqliteStorage implements Storage {
         .rows(
           `SELECT ${ENTRY_COLUMNS} FROM entries ${index} WHERE conversation = ?${filter} AND id BETWEEN ? AND ?
            ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
-          part.conversationId, ...params, lo, hi, limit,
+          part.conversationId,
+          ...params,
+          lo,
+          hi,
+          limit,
         )
         .map((row) => this.#decodeEntry(row));
     // Ids above a segment's tail floor come from the tail; only the range below it is read.
@@ -248,10 +279,14 @@ export class SqliteStorage implements Storage {
       const cachedFrom = Math.max(lo, tail.floor + 1);
       if (descending) {
         const rows = this.#tails.read(tail, cachedFrom, hi, kindId, q.key, true, limit);
-        return rows.length < limit && lo <= tail.floor ? [...rows, ...stored(part, lo, tail.floor, true, limit - rows.length)] : rows;
+        return rows.length < limit && lo <= tail.floor
+          ? [...rows, ...stored(part, lo, tail.floor, true, limit - rows.length)]
+          : rows;
       }
       const rows = lo <= tail.floor ? stored(part, lo, tail.floor, false, limit) : [];
-      return rows.length < limit ? [...rows, ...this.#tails.read(tail, cachedFrom, hi, kindId, q.key, false, limit - rows.length)] : rows;
+      return rows.length < limit
+        ? [...rows, ...this.#tails.read(tail, cachedFrom, hi, kindId, q.key, false, limit - rows.length)]
+        : rows;
     };
     return pageParts(parts, fetch, byId, q, this.#lastSeq);
   }
@@ -264,7 +299,8 @@ export class SqliteStorage implements Storage {
       const row = this.#db.first(
         `SELECT ${ENTRY_COLUMNS} FROM entries INDEXED BY entries_heads
          WHERE conversation = ? AND head IS NOT NULL AND id <= ? ORDER BY id DESC LIMIT 1`,
-        segment.conversationId, segment.cap,
+        segment.conversationId,
+        segment.cap,
       );
       if (row !== undefined) return this.#decodeEntry(row);
     }
@@ -336,11 +372,17 @@ export class SqliteStorage implements Storage {
         return this.#db
           .rows(
             `SELECT ${TASK_READ_COLUMNS} FROM tasks ${index} WHERE ${clauses.join(" AND ")} ORDER BY id ${descending ? "DESC" : "ASC"} LIMIT ?`,
-            ...bound, from, through, limit,
+            ...bound,
+            from,
+            through,
+            limit,
           )
           .map(decodeTask);
       };
-    const sources = q.conversationIds === undefined ? [source(undefined)] : storableIds(q.conversationIds).map((conversation) => source(conversation));
+    const sources =
+      q.conversationIds === undefined
+        ? [source(undefined)]
+        : storableIds(q.conversationIds).map((conversation) => source(conversation));
     return pageMerged(sources, byId, q, this.#lastSeq);
   }
 

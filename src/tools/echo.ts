@@ -8,7 +8,11 @@ import type { JsonObject } from "../storage/records.js";
 export const echoTool: Tool<JsonObject> = {
   name: "echo",
   description: "Echo the arguments back as JSON text.",
-  parameters: { type: "object", properties: { text: { type: "string", description: "Text to echo." } }, additionalProperties: true },
+  parameters: {
+    type: "object",
+    properties: { text: { type: "string", description: "Text to echo." } },
+    additionalProperties: true,
+  },
   replay: "safe",
   async execute(_toolCallId, params, out) {
     out.write(JSON.stringify(params));

@@ -35,12 +35,20 @@ export const jobTool: Tool<JobParams> = {
   parameters: {
     type: "object",
     properties: {
-      command: { type: "string", enum: ["start", "status", "output", "wait", "stop"], description: "What to do (default start)." },
+      command: {
+        type: "string",
+        enum: ["start", "status", "output", "wait", "stop"],
+        description: "What to do (default start).",
+      },
       cmd: { type: "string", description: "start: the command line." },
       cwd: { type: "string", description: "start: working directory." },
       id: { type: "integer", description: "status/output/wait/stop: the job id." },
       background: { type: "boolean", description: "start: return immediately; the job keeps running." },
-      rerun: { type: "string", enum: ["safe"], description: "start: the command is safe to run again after a restart." },
+      rerun: {
+        type: "string",
+        enum: ["safe"],
+        description: "start: the command is safe to run again after a restart.",
+      },
       every: { type: "integer", minimum: 1000, description: "start: repeat every this many milliseconds." },
     },
     additionalProperties: false,
@@ -59,7 +67,12 @@ export const jobTool: Tool<JobParams> = {
         const id = jobId(params);
         const done = await runtime.waitForTask(id, { budgetMs: runtime.budgetMs }, call);
         report(await runtime.jobOutput(id, call), id, out, true);
-        if (!done) out.diag("info", `job ${id} is still running after the blocking budget; use job wait / status / stop`, "budget");
+        if (!done)
+          out.diag(
+            "info",
+            `job ${id} is still running after the blocking budget; use job wait / status / stop`,
+            "budget",
+          );
         return;
       }
       case "stop": {
@@ -88,7 +101,8 @@ export const jobTool: Tool<JobParams> = {
 
 async function start(params: JobParams, out: ToolOutput, runtime: ToolRuntime, call: Call): Promise<void> {
   if (params.cmd === undefined || params.cmd.trim() === "") throw new Error("start needs cmd");
-  if (params.every !== undefined && (!Number.isSafeInteger(params.every) || params.every < 1000)) throw new Error("every must be an integer of at least 1000 ms");
+  if (params.every !== undefined && (!Number.isSafeInteger(params.every) || params.every < 1000))
+    throw new Error("every must be an integer of at least 1000 ms");
   const detach = params.background === true || params.every !== undefined;
   const id = await runtime.startJob(
     {
@@ -113,7 +127,9 @@ async function start(params: JobParams, out: ToolOutput, runtime: ToolRuntime, c
     out.delegate(id);
     out.diag("info", `still running as job ${id}; use job wait / status / stop`, "budget");
   } else if (view.exitCode !== undefined && view.exitCode !== 0) {
-    throw new Error(`${view.text}${view.text.endsWith("\n") || view.text === "" ? "" : "\n"}exit code ${view.exitCode}`);
+    throw new Error(
+      `${view.text}${view.text.endsWith("\n") || view.text === "" ? "" : "\n"}exit code ${view.exitCode}`,
+    );
   }
 }
 
@@ -132,6 +148,7 @@ function report(view: JobOutputView, id: Id, out: ToolOutput, withText: boolean)
 }
 
 function jobId(params: JobParams): Id {
-  if (params.id === undefined || !Number.isSafeInteger(params.id) || params.id <= 0) throw new Error("this command needs the job id");
+  if (params.id === undefined || !Number.isSafeInteger(params.id) || params.id <= 0)
+    throw new Error("this command needs the job id");
   return params.id;
 }

@@ -17,7 +17,9 @@ export const newContextTool: Tool<NewContextParams> = {
     "Start a fresh context after this exchange. `message` is the handoff: everything the next context needs to continue (goal, state, next steps); the earlier conversation will no longer be visible.",
   parameters: {
     type: "object",
-    properties: { message: { type: "string", minLength: 1, description: "The handoff message the new context starts with." } },
+    properties: {
+      message: { type: "string", minLength: 1, description: "The handoff message the new context starts with." },
+    },
     required: ["message"],
     additionalProperties: false,
   },

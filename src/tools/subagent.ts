@@ -24,7 +24,8 @@
  *   stop    child.abort(call) (§6.3).
  *
  * The child inherits the parent's model and thinking, the blocking budget this call runs with (the
- * generation's captured one), and the parent's selected tools unless `tools` narrows them; a tool the parent has not selected is refused (never widened). `context: "inherit"`
+ * generation's captured one), and the parent's selected tools unless `tools` narrows them; a tool the parent has not
+ * selected is refused (never widened). `context: "inherit"`
  * starts the child from the parent's context at the last complete exchange before the launching one:
  * the prefix before the first entry of the input group whose generation made this call (§8.1). Ids are
  * resolved with runtime.conversation(id); a conversation this conversation's tasks do not own (directly
@@ -65,9 +66,21 @@ export const subagentTool: Tool = {
     properties: {
       command: { type: "string", enum: ["run", "spawn", "send", "status", "wait", "stop"], description: "What to do." },
       prompt: { type: "string", minLength: 1, description: "run/spawn: the subagent's task." },
-      context: { type: "string", enum: ["fresh", "inherit"], description: "run/spawn: start empty (default) or from this conversation's context." },
-      tools: { type: "array", items: { type: "string" }, description: "run/spawn: the subagent's tools, a subset of yours (default: all of yours)." },
-      id: { type: "integer", minimum: 1, description: "send/status/wait/stop: the subagent's id (what spawn returned)." },
+      context: {
+        type: "string",
+        enum: ["fresh", "inherit"],
+        description: "run/spawn: start empty (default) or from this conversation's context.",
+      },
+      tools: {
+        type: "array",
+        items: { type: "string" },
+        description: "run/spawn: the subagent's tools, a subset of yours (default: all of yours).",
+      },
+      id: {
+        type: "integer",
+        minimum: 1,
+        description: "send/status/wait/stop: the subagent's id (what spawn returned).",
+      },
       text: { type: "string", minLength: 1, description: "send: the input for the subagent." },
     },
     required: ["command"],
@@ -99,7 +112,10 @@ export const subagentTool: Tool = {
 // ---------------------------------------------------------------------------------------------
 // input
 
-const FIELDS: Record<SubagentCommand["command"], { readonly required: readonly string[]; readonly optional: readonly string[] }> = {
+const FIELDS: Record<
+  SubagentCommand["command"],
+  { readonly required: readonly string[]; readonly optional: readonly string[] }
+> = {
   run: { required: ["prompt"], optional: ["context", "tools"] },
   spawn: { required: ["prompt"], optional: ["context", "tools"] },
   send: { required: ["id", "text"], optional: [] },
@@ -115,23 +131,31 @@ const FIELDS: Record<SubagentCommand["command"], { readonly required: readonly s
 export function parseSubagentCommand(args: JsonObject): SubagentCommand {
   const command = args["command"];
   if (typeof command !== "string" || !Object.hasOwn(FIELDS, command)) {
-    throw new Error(`command must be one of run, spawn, send, status, wait, stop; got ${JSON.stringify(command ?? null)}`);
+    throw new Error(
+      `command must be one of run, spawn, send, status, wait, stop; got ${JSON.stringify(command ?? null)}`,
+    );
   }
   const name = command as SubagentCommand["command"];
   const fields = FIELDS[name];
   for (const key of Object.keys(args)) {
-    if (key !== "command" && !fields.required.includes(key) && !fields.optional.includes(key)) throw new Error(`${name} takes no ${key}`);
+    if (key !== "command" && !fields.required.includes(key) && !fields.optional.includes(key))
+      throw new Error(`${name} takes no ${key}`);
   }
   for (const key of fields.required) if (args[key] === undefined) throw new Error(`${name} needs ${key}`);
   switch (name) {
     case "run":
     case "spawn": {
       const prompt = args["prompt"];
-      if (typeof prompt !== "string" || prompt.trim() === "") throw new Error(`${name}: prompt must be a non-empty string`);
+      if (typeof prompt !== "string" || prompt.trim() === "")
+        throw new Error(`${name}: prompt must be a non-empty string`);
       const context = args["context"];
-      if (context !== undefined && context !== "fresh" && context !== "inherit") throw new Error(`${name}: context must be "fresh" or "inherit"`);
+      if (context !== undefined && context !== "fresh" && context !== "inherit")
+        throw new Error(`${name}: context must be "fresh" or "inherit"`);
       const tools = args["tools"];
-      if (tools !== undefined && (!Array.isArray(tools) || !tools.every((t): t is string => typeof t === "string" && t !== ""))) {
+      if (
+        tools !== undefined &&
+        (!Array.isArray(tools) || !tools.every((t): t is string => typeof t === "string" && t !== ""))
+      ) {
         throw new Error(`${name}: tools must be a list of tool names`);
       }
       return {
@@ -159,7 +183,8 @@ export function parseSubagentCommand(args: JsonObject): SubagentCommand {
 
 function idOf(args: JsonObject): Id {
   const id = args["id"];
-  if (typeof id !== "number" || !Number.isSafeInteger(id) || id <= 0) throw new Error(`id must be a subagent id (a positive integer), got ${JSON.stringify(id ?? null)}`);
+  if (typeof id !== "number" || !Number.isSafeInteger(id) || id <= 0)
+    throw new Error(`id must be a subagent id (a positive integer), got ${JSON.stringify(id ?? null)}`);
   return id;
 }
 
@@ -211,7 +236,13 @@ async function launch(
     return { conversationId: spawned.conversationId, inputId: spawned.inputId, created: true };
   }, call);
   const id = launched.conversationId;
-  const details: Record<string, JsonValue> = { id, inputId: launched.inputId, command: command.command, context: command.context ?? "fresh", tools: [...tools] };
+  const details: Record<string, JsonValue> = {
+    id,
+    inputId: launched.inputId,
+    command: command.command,
+    context: command.context ?? "fresh",
+    tools: [...tools],
+  };
   if (command.command === "spawn") {
     out.details = { ...details, status: "spawned" };
     out.write(`spawned subagent ${id}; use subagent status / send / wait / stop with id ${id}`);
@@ -233,9 +264,17 @@ async function launch(
  * parent leaves it alone, `stop` cancels it, and a later `wait` returns its answer. Until that commit
  * lands the call is still running and an abort of it marks the child (the tool kind's abort).
  */
-function delegate(id: Id, inputId: Id, details: Record<string, JsonValue>, out: ToolOutput, runtime: ToolRuntime): void {
+function delegate(
+  id: Id,
+  inputId: Id,
+  details: Record<string, JsonValue>,
+  out: ToolOutput,
+  runtime: ToolRuntime,
+): void {
   out.details = { ...details, id, inputId, status: "running" };
-  out.write(`subagent ${id} is still working on input ${inputId} after ${runtime.budgetMs} ms; its answer is not in yet`);
+  out.write(
+    `subagent ${id} is still working on input ${inputId} after ${runtime.budgetMs} ms; its answer is not in yet`,
+  );
   out.delegate(id);
   out.diag("info", `still running as subagent ${id}; use subagent wait / status / stop`, "budget");
 }
@@ -266,7 +305,12 @@ export async function inheritPoint(parent: ConversationHandle, assistant: Id, ca
 // ---------------------------------------------------------------------------------------------
 // send / status / wait / stop
 
-async function send(command: Extract<SubagentCommand, { command: "send" }>, out: ToolOutput, runtime: ToolRuntime, call: Call): Promise<void> {
+async function send(
+  command: Extract<SubagentCommand, { command: "send" }>,
+  out: ToolOutput,
+  runtime: ToolRuntime,
+  call: Call,
+): Promise<void> {
   const child = await resolve(runtime, command.id, call);
   const receipt = await child.accept({ input: command.text, requestId: subagentRequestKey(runtime.taskId) }, call);
   const result = await child.result(receipt.inputId, call);
@@ -282,7 +326,9 @@ async function status(id: Id, out: ToolOutput, runtime: ToolRuntime, call: Call)
   const child = await resolve(runtime, id, call);
   const storage = child.harness.storage;
   const live = (await storage.scanTasks({ conversationIds: [child.id], live: true, limit: 100 })).items;
-  const tail = (await storage.scanEntries({ conversationId: child.id, before: Number.MAX_SAFE_INTEGER, limit: STATUS_TAIL })).items;
+  const tail = (
+    await storage.scanEntries({ conversationId: child.id, before: Number.MAX_SAFE_INTEGER, limit: STATUS_TAIL })
+  ).items;
   const last = await lastInput(child);
   const busy = live.some((task) => task.background !== true);
   out.details = {
@@ -293,7 +339,11 @@ async function status(id: Id, out: ToolOutput, runtime: ToolRuntime, call: Call)
     ...(last === undefined ? {} : { lastInput: { id: last.inputId, status: last.result.status } }),
   };
   const lines = [`subagent ${child.id}: ${busy ? "busy" : "idle"}`];
-  lines.push(live.length === 0 ? "live tasks: none" : `live tasks: ${live.map((task) => `${task.kind} ${task.id} (${String(task.state["status"])})`).join(", ")}`);
+  lines.push(
+    live.length === 0
+      ? "live tasks: none"
+      : `live tasks: ${live.map((task) => `${task.kind} ${task.id} (${String(task.state["status"])})`).join(", ")}`,
+  );
   if (last !== undefined) lines.push(`last input ${last.inputId}: ${last.result.status}`);
   lines.push(tail.length === 0 ? "no entries yet" : "last entries:");
   for (const entry of tail) lines.push(`  ${entry.id} ${entry.kind}: ${clip(entryText(entry))}`);
@@ -330,7 +380,7 @@ async function resolve(runtime: ToolRuntime, id: Id, call: Call): Promise<Conver
   if (child === undefined) throw new Error(`subagent ${id} does not exist`);
   const storage = child.harness.storage;
   const seen = new Set<Id>();
-  for (let conversation = child.record; conversation.owner !== undefined && !seen.has(conversation.id); ) {
+  for (let conversation = child.record; conversation.owner !== undefined && !seen.has(conversation.id);) {
     seen.add(conversation.id);
     const owner = (await storage.getTasks([conversation.owner])).get(conversation.owner);
     if (owner === undefined) break;
@@ -369,7 +419,13 @@ async function lastInput(child: ConversationHandle): Promise<{ inputId: Id; resu
 }
 
 /** After a drive: the input's answer as this call's result, or an error naming why there is none. */
-async function answer(child: ConversationHandle, inputId: Id, details: Record<string, JsonValue>, out: ToolOutput, call: Call): Promise<void> {
+async function answer(
+  child: ConversationHandle,
+  inputId: Id,
+  details: Record<string, JsonValue>,
+  out: ToolOutput,
+  call: Call,
+): Promise<void> {
   const result = await child.result(inputId, call);
   out.details = { ...details, status: result?.status ?? "unknown" };
   switch (result?.status) {
@@ -379,13 +435,17 @@ async function answer(child: ConversationHandle, inputId: Id, details: Record<st
       return;
     }
     case "unanswered":
-      throw new Error(`subagent ${child.id} did not answer input ${inputId}: ${result.reason}${result.detail === undefined ? "" : ` (${result.detail})`}`);
+      throw new Error(
+        `subagent ${child.id} did not answer input ${inputId}: ${result.reason}${result.detail === undefined ? "" : ` (${result.detail})`}`,
+      );
     case "queued":
     case "placed":
     case undefined:
       // The drive returned idle with the input still waiting: a group that ended without an answer
       // leaves queued follow-ups waiting (§6.4: no work by inference).
-      throw new Error(`subagent ${child.id} went idle with input ${inputId} ${result?.status ?? "unknown"}; send it more input or check its status`);
+      throw new Error(
+        `subagent ${child.id} went idle with input ${inputId} ${result?.status ?? "unknown"}; send it more input or check its status`,
+      );
     default: {
       const never: never = result;
       throw new Error(`unknown input result ${JSON.stringify(never)}`);

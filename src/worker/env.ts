@@ -4,7 +4,9 @@
  */
 import type { Sandbox } from "@cloudflare/sandbox";
 
-/** The binding a Worker configures to run jobs in Cloudflare's Sandbox SDK (a Durable Object namespace of `Sandbox`). */
+/**
+ * The binding a Worker configures to run jobs in Cloudflare's Sandbox SDK (a Durable Object namespace of `Sandbox`).
+ */
 export interface SandboxBinding {
   readonly SANDBOX?: DurableObjectNamespace<Sandbox>;
 }
@@ -38,7 +40,9 @@ export interface Env extends SandboxBinding {
   readonly MODEL_PROVIDERS?: string | readonly unknown[];
   /** The model a session gets when its PUT names none (default `echo`). */
   readonly DEFAULT_MODEL?: string;
-  /** The generation retry policy (src/worker/platform/retry-config.ts, docs/operations.md "Configuration and secrets"). */
+  /**
+   * The generation retry policy (src/worker/platform/retry-config.ts, docs/operations.md "Configuration and secrets").
+   */
   readonly MODEL_RETRY_ATTEMPTS?: string | number;
   readonly MODEL_RETRY_BASE_MS?: string | number;
   readonly MODEL_RETRY_MAX_MS?: string | number;
@@ -57,7 +61,9 @@ export interface Env extends SandboxBinding {
   readonly TOKEN_MAX_LIFETIME_SECONDS?: string;
   /** Default lifetime of a watch token, seconds (default 600). */
   readonly WATCH_TOKEN_LIFETIME_SECONDS?: string;
-  /** Events out (src/worker/outbox/sender.ts, docs/operations.md): how long a delivery is retried, ms (default 24 h). */
+  /**
+   * Events out (src/worker/outbox/sender.ts, docs/operations.md): how long a delivery is retried, ms (default 24 h).
+   */
   readonly WEBHOOK_RETRY_WINDOW_MS?: string | number;
   /** How long an endpoint may fail before it is disabled, ms (default 24 h). */
   readonly WEBHOOK_DISABLE_AFTER_MS?: string | number;

@@ -8,7 +8,7 @@
  */
 export type SessionErrorCode =
   /** The session was never created: nothing exists and nothing was written (create it first). */
-  | "not_found";
+  "not_found";
 
 export class SessionError extends Error {
   override readonly name: string = "SessionError";

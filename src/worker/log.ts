@@ -28,7 +28,9 @@ export type LogLine =
       readonly taskId: number;
       readonly kind: string;
       readonly method: string;
-      /** The task's status when the invocation returned (its terminal status if it settled), or `withheld` (quarantine). */
+      /**
+       * The task's status when the invocation returned (its terminal status if it settled), or `withheld` (quarantine).
+       */
       readonly outcome: string;
       readonly durationMs: number;
     };

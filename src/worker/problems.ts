@@ -50,7 +50,10 @@ export class Problem extends Error {
   response(instance?: string): Response {
     return new Response(JSON.stringify(this.body(instance)), {
       status: this.status,
-      headers: { "content-type": "application/problem+json", ...(this.extra.retryAfter === undefined ? {} : { "retry-after": String(this.extra.retryAfter) }) },
+      headers: {
+        "content-type": "application/problem+json",
+        ...(this.extra.retryAfter === undefined ? {} : { "retry-after": String(this.extra.retryAfter) }),
+      },
     });
   }
 }
@@ -71,7 +74,8 @@ export interface ProblemData extends ProblemExtras {
 }
 
 /** What a session RPC returns: a value or a problem (RPC errors lose their class, so none is thrown). */
-export type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly problem: ProblemData };
+export type Outcome<T> =
+  { readonly ok: true; readonly value: T } | { readonly ok: false; readonly problem: ProblemData };
 
 const PICO: Readonly<Record<PicoErrorCode, ProblemCode>> = {
   invalid_commit: "invalid_commit",
@@ -116,13 +120,19 @@ export function toProblem(error: unknown, report?: (error: unknown) => void): Pr
     report?.(error);
     return new Problem("internal", "storage failed");
   }
-  if (sessionErrorCode(error) === "not_found") return new Problem("session_not_found", "this session does not exist; create it with PUT first");
+  if (sessionErrorCode(error) === "not_found")
+    return new Problem("session_not_found", "this session does not exist; create it with PUT first");
   report?.(error);
   return new Problem("internal", "an unexpected error occurred");
 }
 
 export function problemData(problem: Problem): ProblemData {
-  return { code: problem.code, detail: problem.detail, ...(problem.field === undefined ? {} : { field: problem.field }), ...problem.extra };
+  return {
+    code: problem.code,
+    detail: problem.detail,
+    ...(problem.field === undefined ? {} : { field: problem.field }),
+    ...problem.extra,
+  };
 }
 
 export function fromData(data: ProblemData): Problem {

@@ -22,7 +22,10 @@ export function parse<S extends z.ZodType>(schema: S, value: unknown, code: Prob
   const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
   const path = [...issue.path.map(String), ...(keys.length > 0 ? [keys[0] ?? ""] : [])].join(".");
   const field = prefix === undefined ? path : path === "" ? prefix : `${prefix}.${path}`;
-  const what = issue.code === "unrecognized_keys" ? `unknown field ${keys.map((k) => JSON.stringify(k)).join(", ")}` : issue.message;
+  const what =
+    issue.code === "unrecognized_keys"
+      ? `unknown field ${keys.map((k) => JSON.stringify(k)).join(", ")}`
+      : issue.message;
   throw new Problem(code, field === "" ? what : `${field}: ${what}`, field === "" ? undefined : field);
 }
 

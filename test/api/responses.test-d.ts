@@ -15,7 +15,16 @@ import type { problemBody, ProblemBody } from "../../src/api/problems.js";
 import type * as R from "../../src/api/responses.js";
 import type { InputResult, QueuedInput } from "../../src/core/inbox.js";
 import type { UsageRow, UsageTotals } from "../../src/kinds/states.js";
-import type { AgentRecord, HookFile, MailMessage, MailPage, MailView, Nudge, RigHealth, RigSettings } from "../../src/rig/index.js";
+import type {
+  AgentRecord,
+  HookFile,
+  MailMessage,
+  MailPage,
+  MailView,
+  Nudge,
+  RigHealth,
+  RigSettings,
+} from "../../src/rig/index.js";
 import type { Conversation, Element, Entry, JsonValue, Page, Task } from "../../src/storage/records.js";
 import type { DirectoryEntry, DirectoryPage } from "../../src/worker/directory/object.js";
 import type { listModels } from "../../src/worker/platform/models.js";
@@ -29,10 +38,23 @@ type Expect<T extends true> = T;
 type IsJson<T> = [T] extends [JsonValue] ? ([JsonValue] extends [T] ? true : false) : false;
 type KnownKeys<T> = keyof { [K in keyof T as string extends K ? never : number extends K ? never : K]: 0 };
 /** A primitive branded by an object (`string & JsonObject`, from indexing `JsonObject & {...}`) is that primitive. */
-type Primitive<T> = T extends string ? (T extends object ? string : T) : T extends number ? (T extends object ? number : T) : T;
+type Primitive<T> = T extends string
+  ? T extends object
+    ? string
+    : T
+  : T extends number
+    ? T extends object
+      ? number
+      : T
+    : T;
 type WireObject<T> = [KnownKeys<T>] extends [never]
   ? { [key: string]: Wire<T[keyof T]> }
-  : { -readonly [K in KnownKeys<T>]-?: [undefined extends T[K] ? "optional" : "required", Wire<Exclude<T[K], undefined>>] };
+  : {
+      -readonly [K in KnownKeys<T>]-?: [
+        undefined extends T[K] ? "optional" : "required",
+        Wire<Exclude<T[K], undefined>>,
+      ];
+    };
 type WireEach<T> = T extends string | number | boolean | null | undefined
   ? Primitive<T>
   : T extends readonly (infer U)[]
@@ -50,7 +72,11 @@ type Same<S extends z.ZodType, T> = Equal<Wire<z.infer<S>>, Wire<T>>;
 type UsageRowOnWire = { [K in KnownKeys<UsageRow>]: K extends "usage" ? Usage | null : UsageRow[K] };
 
 /** The bodies the routes build themselves (src/worker/routes/*.ts) around the operations' results. */
-type SessionSummaryBody = R.SessionSummary & { readonly session: string; readonly title?: string | null; readonly labels?: readonly string[] };
+type SessionSummaryBody = R.SessionSummary & {
+  readonly session: string;
+  readonly title?: string | null;
+  readonly labels?: readonly string[];
+};
 type AgentRowBody = AgentRecord & {
   readonly hook: HookFile;
   readonly attempt: number;
@@ -76,7 +102,12 @@ export type ResponseSchemasEqualServerTypes = [
   Expect<Same<typeof R.sessionSummaryResponse, SessionSummaryBody>>,
   Expect<Same<typeof R.directoryRow, DirectoryEntry>>,
   Expect<Same<typeof R.sessionsPage, DirectoryPage>>,
-  Expect<Same<typeof R.sessionMetaResponse, { readonly session: string; readonly title: string | null; readonly labels: readonly string[] }>>,
+  Expect<
+    Same<
+      typeof R.sessionMetaResponse,
+      { readonly session: string; readonly title: string | null; readonly labels: readonly string[] }
+    >
+  >,
   Expect<Same<typeof R.acceptResponse, R.AcceptResponse>>,
   Expect<Same<typeof R.acceptResponse, SessionOps["accept"]["result"]>>,
   Expect<Same<typeof R.inputResponse, R.InputResponse>>,
@@ -92,7 +123,12 @@ export type ResponseSchemasEqualServerTypes = [
   Expect<Same<typeof R.resetResponse, SessionOps["reset"]["result"]>>,
   Expect<Same<typeof R.watchTokenResponse, R.WatchTokenResponse>>,
   // usage, tasks, operator
-  Expect<Same<typeof R.usageResponse, { readonly totals: UsageTotals | undefined; readonly rows: Page<Element<UsageRowOnWire>> }>>,
+  Expect<
+    Same<
+      typeof R.usageResponse,
+      { readonly totals: UsageTotals | undefined; readonly rows: Page<Element<UsageRowOnWire>> }
+    >
+  >,
   Expect<Same<typeof R.tasksResponse, SessionOps["tasks"]["result"]>>,
   Expect<Same<typeof R.taskOut, SessionOps["abortTask"]["result"]>>,
   Expect<Same<typeof R.releasedResponse, SessionOps["releaseQuarantine"]["result"]>>,

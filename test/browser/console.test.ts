@@ -1,7 +1,8 @@
 /**
  * Browser tests of the console and of a page on another origin (docs/console.md): Debian's
  * Chromium (/usr/bin/chromium, or $CHROMIUM) driven by playwright-core against `wrangler dev` started
- * here (port 8809, inspector 9309; PICO_BROWSER_PORT moves them). Run by `npm run test:browser` (Node's test runner, type stripping),
+ * here (port 8809, inspector 9309; PICO_BROWSER_PORT moves them). Run by `npm run test:browser` (Node's test runner,
+ * type stripping),
  * never by `npm test`. When no browser starts, the tests fail; they never skip.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -28,7 +29,16 @@ const PROXIED = `http://127.0.0.1:${PROXY_PORT}`;
 const WATCH_TOKEN_SECONDS = 3;
 const SECRET = "browser-test-jwt-secret-not-for-production";
 const CHROMIUM = process.env["CHROMIUM"] ?? "/usr/bin/chromium";
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const FLAGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
 /**
  * `PICO_SCREENSHOTS=1 npm run test:browser` writes the README's screenshots into docs/ (any other value
  * is a directory to write them into), at the viewport below, from the tests that build each scene.
@@ -57,7 +67,10 @@ class DroppingProxy {
       const upstream = connect(PORT, "127.0.0.1");
       this.#sockets.add(client).add(upstream);
       client.on("data", (chunk: Buffer) => {
-        for (const match of chunk.toString("latin1").matchAll(/(?:^|\r\n)(GET|POST|PUT|PATCH|DELETE|OPTIONS) (\S+) HTTP\/1\.1\r\n/g)) this.requests.push({ method: match[1] ?? "", url: match[2] ?? "" });
+        for (const match of chunk
+          .toString("latin1")
+          .matchAll(/(?:^|\r\n)(GET|POST|PUT|PATCH|DELETE|OPTIONS) (\S+) HTTP\/1\.1\r\n/g))
+          this.requests.push({ method: match[1] ?? "", url: match[2] ?? "" });
       });
       client.pipe(upstream).pipe(client);
       const forget = (): void => {
@@ -148,14 +161,17 @@ async function page(): Promise<Page> {
     if (reason !== "net::ERR_ABORTED") problems.push(`request failed: ${request.method()} ${request.url()}: ${reason}`);
   });
   p.on("response", (response) => {
-    if (response.status() >= 400) problems.push(`answered ${response.status()}: ${response.request().method()} ${response.url()}`);
+    if (response.status() >= 400)
+      problems.push(`answered ${response.status()}: ${response.request().method()} ${response.url()}`);
   });
   return p;
 }
 
 afterEach(() => {
   const expected = expectedProblems.splice(0);
-  const seen = problems.splice(0).filter((problem) => !expected.some((texts) => texts.every((text) => problem.includes(text))));
+  const seen = problems
+    .splice(0)
+    .filter((problem) => !expected.some((texts) => texts.every((text) => problem.includes(text))));
   assert.deepEqual(seen, [], `the browser reported:\n${seen.join("\n")}`);
 });
 
@@ -166,26 +182,52 @@ async function signIn(p: Page, base = BASE): Promise<void> {
   await p.waitForSelector("#left:not([hidden])");
 }
 
-before(async () => {
-  wrangler = spawn(
-    "npx",
-    ["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--port", String(PORT), "--inspector-port", String(INSPECTOR), "--var", `JWT_SECRET:${SECRET}`, "--var", "WEBHOOK_MASTER_SECRET:browser-test-webhook-master", "--var", "SECRETS_SEALING_KEY:browser-test-only-secrets-sealing-key-0123", "--var", `WATCH_TOKEN_LIFETIME_SECONDS:${WATCH_TOKEN_SECONDS}`],
-    { stdio: ["ignore", "pipe", "pipe"], detached: true },
-  );
-  wrangler.stdout?.resume();
-  wrangler.stderr?.resume();
-  await waitForHealth(120_000);
-  other = createServer((request, response) => {
-    response.writeHead(200, { "content-type": "text/html" });
-    response.end("<!doctype html><title>other origin</title><p>another origin</p>");
-  });
-  await new Promise<void>((resolve) => other?.listen(OTHER_PORT, "127.0.0.1", resolve));
-  proxy = new DroppingProxy();
-  await proxy.listen();
-  profile = mkdtempSync(join(tmpdir(), "pico-edge-chromium-"));
-  // Throws (and so fails every test) when the browser cannot start.
-  context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS, viewport: VIEWPORT });
-}, { timeout: 180_000 });
+before(
+  async () => {
+    wrangler = spawn(
+      "npx",
+      [
+        "wrangler",
+        "dev",
+        "--local",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        String(PORT),
+        "--inspector-port",
+        String(INSPECTOR),
+        "--var",
+        `JWT_SECRET:${SECRET}`,
+        "--var",
+        "WEBHOOK_MASTER_SECRET:browser-test-webhook-master",
+        "--var",
+        "SECRETS_SEALING_KEY:browser-test-only-secrets-sealing-key-0123",
+        "--var",
+        `WATCH_TOKEN_LIFETIME_SECONDS:${WATCH_TOKEN_SECONDS}`,
+      ],
+      { stdio: ["ignore", "pipe", "pipe"], detached: true },
+    );
+    wrangler.stdout?.resume();
+    wrangler.stderr?.resume();
+    await waitForHealth(120_000);
+    other = createServer((request, response) => {
+      response.writeHead(200, { "content-type": "text/html" });
+      response.end("<!doctype html><title>other origin</title><p>another origin</p>");
+    });
+    await new Promise<void>((resolve) => other?.listen(OTHER_PORT, "127.0.0.1", resolve));
+    proxy = new DroppingProxy();
+    await proxy.listen();
+    profile = mkdtempSync(join(tmpdir(), "pico-edge-chromium-"));
+    // Throws (and so fails every test) when the browser cannot start.
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: FLAGS,
+      viewport: VIEWPORT,
+    });
+  },
+  { timeout: 180_000 },
+);
 
 after(async () => {
   await context?.close().catch(() => undefined);
@@ -207,7 +249,7 @@ void describe("console", { timeout: 120_000 }, () => {
     const p = await page();
     await signIn(p);
     await p.waitForSelector('#sessions li[data-session="shown"]');
-    assert.match(await p.textContent('#sessions li[data-session="shown"]') ?? "", /Shown session/);
+    assert.match((await p.textContent('#sessions li[data-session="shown"]')) ?? "", /Shown session/);
     // The token lives in this tab's sessionStorage: a reload stays signed in, sign-out forgets it.
     assert.ok(await p.evaluate(() => sessionStorage.getItem("pico-edge.token")));
     await p.reload();
@@ -216,7 +258,11 @@ void describe("console", { timeout: 120_000 }, () => {
     // The filter is the directory's q.
     assert.equal((await api("PUT", "/v1/sessions/hidden-by-filter", { title: "Other" })).status, 201);
     await p.fill("#filter", "Shown");
-    await p.waitForFunction(() => document.querySelectorAll("#sessions li").length === 1 && document.querySelector('#sessions li[data-session="shown"]') !== null);
+    await p.waitForFunction(
+      () =>
+        document.querySelectorAll("#sessions li").length === 1 &&
+        document.querySelector('#sessions li[data-session="shown"]') !== null,
+    );
     await p.click("#signout");
     await p.waitForSelector("#signin:not([hidden])");
     assert.equal(await p.evaluate(() => sessionStorage.getItem("pico-edge.token")), null);
@@ -225,10 +271,18 @@ void describe("console", { timeout: 120_000 }, () => {
 
   void it("signs in with a user token: only that user's sessions, a new one from the operator's template, and a conversation in it", async () => {
     // The product's backend: a session template, then one short-lived user token per end user.
-    assert.equal((await api("PUT", "/v1/templates/helpdesk", { model: "echo/echo", userSettable: ["title"] })).status, 201);
-    const mint = async (sub: string): Promise<string> => ((await (await api("POST", "/v1/tokens", { sub, ttlSeconds: 900 })).json()) as { token: string }).token;
+    assert.equal(
+      (await api("PUT", "/v1/templates/helpdesk", { model: "echo/echo", userSettable: ["title"] })).status,
+      201,
+    );
+    const mint = async (sub: string): Promise<string> =>
+      ((await (await api("POST", "/v1/tokens", { sub, ttlSeconds: 900 })).json()) as { token: string }).token;
     const bob = await mint("bob");
-    const bobs = await fetch(`${BASE}/v1/sessions`, { method: "POST", headers: { authorization: `Bearer ${bob}`, "content-type": "application/json" }, body: JSON.stringify({ template: "helpdesk", title: "Bob's" }) });
+    const bobs = await fetch(`${BASE}/v1/sessions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${bob}`, "content-type": "application/json" },
+      body: JSON.stringify({ template: "helpdesk", title: "Bob's" }),
+    });
     assert.equal(bobs.status, 201);
     const bobSession = ((await bobs.json()) as { session: string }).session;
     const p = await page();
@@ -239,18 +293,29 @@ void describe("console", { timeout: 120_000 }, () => {
     assert.match((await p.textContent("#who")) ?? "", /alice \(user\)/);
     // Nothing of the tenant's (other tests' sessions) or of bob's is listed.
     await p.waitForFunction(() => document.querySelector("#sessions") !== null);
-    assert.deepEqual(await p.$$eval("#sessions li", (items) => items.map((item) => item.getAttribute("data-session"))), []);
+    assert.deepEqual(
+      await p.$$eval("#sessions li", (items) => items.map((item) => item.getAttribute("data-session"))),
+      [],
+    );
     // Alice starts a session from the template (POST /v1/sessions: a server-assigned name) and talks in it.
     await p.fill("#new-name", "helpdesk");
     await p.click("#create");
     await p.waitForFunction(() => document.querySelectorAll("#sessions li").length === 1);
-    const [mine] = await p.$$eval("#sessions li", (items) => items.map((item) => item.getAttribute("data-session") ?? ""));
+    const [mine] = await p.$$eval("#sessions li", (items) =>
+      items.map((item) => item.getAttribute("data-session") ?? ""),
+    );
     assert.match(mine ?? "", /^s-/);
     assert.notEqual(mine, bobSession);
     await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
     await p.fill("#input", "hello from alice");
     await p.click("#send");
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("hello from alice")).length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("hello from alice"))
+          .length >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
     // A reload keeps her signed in and still shows only her session.
     await p.reload();
     await p.waitForSelector(`#sessions li[data-session="${mine ?? ""}"]`);
@@ -267,12 +332,29 @@ void describe("console", { timeout: 120_000 }, () => {
     await p.fill("#input", "hello from the browser");
     await p.click("#send");
     // The user's entry and the echo model's answer both arrive through the watch.
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("hello from the browser")).length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].filter((e) =>
+          e.textContent?.includes("hello from the browser"),
+        ).length >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
     await p.waitForSelector("#tree li");
     await p.click("#fork");
-    await p.waitForFunction(() => /conversation \d+/.test(document.querySelector("#title")?.textContent ?? ""), undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () => /conversation \d+/.test(document.querySelector("#title")?.textContent ?? ""),
+      undefined,
+      { timeout: 30_000 },
+    );
     // The fork starts with the source's transcript and shows in the tree.
-    await p.waitForFunction(() => document.querySelectorAll("#transcript .entry").length >= 2 && document.querySelectorAll("#tree li").length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        document.querySelectorAll("#transcript .entry").length >= 2 &&
+        document.querySelectorAll("#tree li").length >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
     await p.close();
   });
 
@@ -280,44 +362,86 @@ void describe("console", { timeout: 120_000 }, () => {
     const name = `tree-${Date.now().toString(36)}`;
     const base = `/v1/sessions/${name}/conversations`;
     assert.equal((await api("PUT", `/v1/sessions/${name}`, { selectedTools: ["echo", "subagent"] })).status, 201);
-    const ran = await api("POST", `${base}/root/inputs?wait=30`, { input: '/call subagent {"command":"run","prompt":"summarize the plan"}' });
+    const ran = await api("POST", `${base}/root/inputs?wait=30`, {
+      input: '/call subagent {"command":"run","prompt":"summarize the plan"}',
+    });
     assert.equal(((await ran.json()) as { result?: { status: string } }).result?.status, "done");
     const children = ((await (await api("GET", `${base}/root`)).json()) as { children: number[] }).children;
     assert.equal(children.length, 1);
     const child = children[0];
-    const fork = ((await (await api("POST", `${base}/root/fork`, { at: "start" })).json()) as { conversationId: number }).conversationId;
-    const forkOfFork = ((await (await api("POST", `${base}/${fork}/fork`, { at: "start" })).json()) as { conversationId: number }).conversationId;
+    const fork = (
+      (await (await api("POST", `${base}/root/fork`, { at: "start" })).json()) as { conversationId: number }
+    ).conversationId;
+    const forkOfFork = (
+      (await (await api("POST", `${base}/${fork}/fork`, { at: "start" })).json()) as { conversationId: number }
+    ).conversationId;
     const p = await page();
     await signIn(p);
     await p.click(`#sessions li[data-session="${name}"]`);
-    await p.waitForSelector(`#tree li[data-conversation="1"] > ul > li[data-conversation="${fork}"] > ul > li[data-conversation="${forkOfFork}"]`, { timeout: 30_000 });
-    await p.waitForSelector(`#tree li[data-conversation="1"] > ul > li[data-conversation="${child}"]`, { timeout: 30_000 });
+    await p.waitForSelector(
+      `#tree li[data-conversation="1"] > ul > li[data-conversation="${fork}"] > ul > li[data-conversation="${forkOfFork}"]`,
+      { timeout: 30_000 },
+    );
+    await p.waitForSelector(`#tree li[data-conversation="1"] > ul > li[data-conversation="${child}"]`, {
+      timeout: 30_000,
+    });
     assert.equal(await p.locator("#tree li").count(), 4);
     assert.match((await p.textContent(`#tree li[data-conversation="${child}"]`)) ?? "", /child/);
     assert.match((await p.textContent(`#tree li[data-conversation="${fork}"]`)) ?? "", /fork/);
     // Opening the child shows its own transcript (the subagent's prompt and answer).
     await p.click(`#tree li[data-conversation="${child}"]`);
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("summarize the plan")).length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].filter((e) =>
+          e.textContent?.includes("summarize the plan"),
+        ).length >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
     await p.close();
   });
 
   void it("shows a populated session: turns, a fork and a subagent's child in the tree, a job's live output", async () => {
     const name = `project-${Date.now().toString(36)}`;
     const root = `/v1/sessions/${name}/conversations/root`;
-    assert.equal((await api("PUT", `/v1/sessions/${name}`, { title: "Console README", labels: ["docs", "demo"], selectedTools: ["echo", "job", "subagent"] })).status, 201);
-    for (const input of ["Draft the console section of the README", '/call subagent {"command":"run","prompt":"list what the console shows"}', '/call job {"cmd":"echo checking links; echo 0 broken"}']) {
+    assert.equal(
+      (
+        await api("PUT", `/v1/sessions/${name}`, {
+          title: "Console README",
+          labels: ["docs", "demo"],
+          selectedTools: ["echo", "job", "subagent"],
+        })
+      ).status,
+      201,
+    );
+    for (const input of [
+      "Draft the console section of the README",
+      '/call subagent {"command":"run","prompt":"list what the console shows"}',
+      '/call job {"cmd":"echo checking links; echo 0 broken"}',
+    ]) {
       const accepted = await api("POST", `${root}/inputs?wait=30`, { input });
       assert.equal(((await accepted.json()) as { result?: { status: string } }).result?.status, "done", input);
     }
     const first = ((await (await api("GET", `${root}/entries?limit=3`)).json()) as { items: { id: number }[] }).items;
-    const fork = ((await (await api("POST", `${root}/fork`, { at: first[first.length - 1]?.id ?? "start" })).json()) as { conversationId: number }).conversationId;
+    const fork = (
+      (await (await api("POST", `${root}/fork`, { at: first[first.length - 1]?.id ?? "start" })).json()) as {
+        conversationId: number;
+      }
+    ).conversationId;
     const p = await page();
     await signIn(p);
     await p.click(`#sessions li[data-session="${name}"]`);
-    await p.waitForSelector(`#tree li[data-conversation="1"] > ul > li[data-conversation="${fork}"]`, { timeout: 30_000 });
+    await p.waitForSelector(`#tree li[data-conversation="1"] > ul > li[data-conversation="${fork}"]`, {
+      timeout: 30_000,
+    });
     await p.waitForSelector('#tree li[data-conversation="1"] > ul > li:has-text("child")', { timeout: 30_000 });
     await compose(p, "accept", '/call job {"cmd":"demo count 60 400"}');
-    await p.waitForFunction(() => [...document.querySelectorAll("#tasks li .preview")].some((preview) => preview.textContent?.includes("4\n")), undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#tasks li .preview")].some((preview) => preview.textContent?.includes("4\n")),
+      undefined,
+      { timeout: 30_000 },
+    );
     assert.match((await p.textContent("#transcript")) ?? "", /0 broken/);
     assert.match((await p.textContent("#transcript")) ?? "", /list what the console shows/);
     await p.waitForFunction(() => /^[1-9]\d* attempts/.test(document.querySelector("#usage")?.textContent ?? ""));
@@ -333,7 +457,10 @@ void describe("console", { timeout: 120_000 }, () => {
     await signIn(p);
     await p.click('#sessions li[data-session="slow"]');
     await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
-    await p.fill("#input", "a long answer that the paced echo model streams slowly enough to abort it midway through the turn");
+    await p.fill(
+      "#input",
+      "a long answer that the paced echo model streams slowly enough to abort it midway through the turn",
+    );
     await p.click("#send");
     await p.waitForSelector("#tasks li", { timeout: 30_000 });
     await p.click("#abort");
@@ -352,19 +479,51 @@ void describe("console rig view", { timeout: 120_000 }, () => {
     const rig = `/v1/sessions/${name}/rig`;
     assert.equal((await api("PUT", `/v1/sessions/${name}`, { title: "A rig" })).status, 201);
     // A witness that calls an active hook stalled after 1 s of silence and patrols every second.
-    assert.equal((await api("PATCH", `${rig}/witness`, { stallThresholdMs: 1000, patrolIntervalMs: 1000 }, "mayor")).status, 200);
-    for (const agent of ["polecat-alpha", "polecat-bravo"]) assert.equal((await api("PUT", `${rig}/agents/${agent}`, { role: "polecat" }, "mayor")).status, 201);
-    assert.equal((await api("PUT", `${rig}/agents/polecat-alpha/hook`, { bead_id: "gt-abc12", title: "Add README section" }, "mayor")).status, 200);
-    assert.equal((await api("PUT", `${rig}/agents/polecat-bravo/hook`, { bead_id: "gt-def34", title: "Fix the parser" }, "mayor")).status, 200);
-    assert.equal((await api("POST", `${rig}/hook/activate`, { attempt: 1 }, { agent: "polecat-alpha", session: name })).status, 200);
-    assert.equal((await api("POST", `${rig}/mail`, { to: "mayor", payload: "alpha: starting on gt-abc12" }, { agent: "polecat-alpha", session: name })).status, 201);
+    assert.equal(
+      (await api("PATCH", `${rig}/witness`, { stallThresholdMs: 1000, patrolIntervalMs: 1000 }, "mayor")).status,
+      200,
+    );
+    for (const agent of ["polecat-alpha", "polecat-bravo"])
+      assert.equal((await api("PUT", `${rig}/agents/${agent}`, { role: "polecat" }, "mayor")).status, 201);
+    assert.equal(
+      (
+        await api(
+          "PUT",
+          `${rig}/agents/polecat-alpha/hook`,
+          { bead_id: "gt-abc12", title: "Add README section" },
+          "mayor",
+        )
+      ).status,
+      200,
+    );
+    assert.equal(
+      (await api("PUT", `${rig}/agents/polecat-bravo/hook`, { bead_id: "gt-def34", title: "Fix the parser" }, "mayor"))
+        .status,
+      200,
+    );
+    assert.equal(
+      (await api("POST", `${rig}/hook/activate`, { attempt: 1 }, { agent: "polecat-alpha", session: name })).status,
+      200,
+    );
+    assert.equal(
+      (
+        await api(
+          "POST",
+          `${rig}/mail`,
+          { to: "mayor", payload: "alpha: starting on gt-abc12" },
+          { agent: "polecat-alpha", session: name },
+        )
+      ).status,
+      201,
+    );
 
     const p = await page();
     await signIn(p);
     await p.click(`#sessions li[data-session="${name}"]`);
     await p.click("#tab-rig");
     await p.waitForSelector('#rig-agents tr[data-agent="polecat-bravo"]');
-    const field = (agent: string, name: string): Promise<string | null> => p.textContent(`#rig-agents tr[data-agent="${agent}"] td[data-field="${name}"]`);
+    const field = (agent: string, name: string): Promise<string | null> =>
+      p.textContent(`#rig-agents tr[data-agent="${agent}"] td[data-field="${name}"]`);
     assert.equal(await field("polecat-bravo", "status"), "pending");
     assert.equal(await field("polecat-bravo", "bead"), "gt-def34");
     assert.equal(await field("polecat-bravo", "attempt"), "1");
@@ -379,8 +538,22 @@ void describe("console rig view", { timeout: 120_000 }, () => {
     assert.match((await p.textContent("#rig-health")) ?? "", /2 agents: 1 active, 1 pending, 1 stalled/);
     assert.match((await p.textContent("#rig-mail")) ?? "", /alpha: starting on gt-abc12/);
     // The witness's patrol found it too: it nudged alpha and mailed the mayor a health summary naming it.
-    await p.waitForFunction(() => /HEALTH: 2 agents, 1 active, 1 stalled \(polecat-alpha\)/.test(document.querySelector("#rig-mail")?.textContent ?? ""), undefined, { timeout: 30_000 });
-    await p.waitForFunction(() => /[1-9]\d* nudges? sent/.test(document.querySelector('#rig-stalls li[data-stalled="polecat-alpha"]')?.textContent ?? ""), undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        /HEALTH: 2 agents, 1 active, 1 stalled \(polecat-alpha\)/.test(
+          document.querySelector("#rig-mail")?.textContent ?? "",
+        ),
+      undefined,
+      { timeout: 30_000 },
+    );
+    await p.waitForFunction(
+      () =>
+        /[1-9]\d* nudges? sent/.test(
+          document.querySelector('#rig-stalls li[data-stalled="polecat-alpha"]')?.textContent ?? "",
+        ),
+      undefined,
+      { timeout: 30_000 },
+    );
     await screenshot(p, "console-rig.png");
     // Back to the conversation: the rig view stops reading.
     await p.click("#tab-conversation");
@@ -423,10 +596,18 @@ void describe("console composer, tasks and operator", { timeout: 180_000 }, () =
     await new Promise<void>((resolve) => receiver.listen(PORT + 30, "127.0.0.1", resolve));
     try {
       const name = `hooks-${Date.now().toString(36)}`;
-      const created = await api("POST", "/v1/webhook-endpoints", { url: `http://127.0.0.1:${PORT + 30}/hook`, events: ["input.completed"], sessions: [name] });
+      const created = await api("POST", "/v1/webhook-endpoints", {
+        url: `http://127.0.0.1:${PORT + 30}/hook`,
+        events: ["input.completed"],
+        sessions: [name],
+      });
       assert.equal(created.status, 201);
       assert.equal((await api("PUT", `/v1/sessions/${name}`, { title: "Hooks" })).status, 201);
-      assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "tell the hook" })).status, 201);
+      assert.equal(
+        (await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "tell the hook" }))
+          .status,
+        201,
+      );
       for (let i = 0; i < 100 && received.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
       assert.equal(received.length, 1);
 
@@ -462,19 +643,31 @@ void describe("console composer, tasks and operator", { timeout: 180_000 }, () =
     // The live generation is listed with its status, and its preview grows as the answer streams.
     await p.waitForSelector("#tasks li", { timeout: 30_000 });
     assert.match((await p.textContent("#tasks li")) ?? "", /generation/);
-    await p.waitForFunction(() => (document.querySelector("#tasks li .preview")?.textContent ?? "").includes("a long answer"), undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () => (document.querySelector("#tasks li .preview")?.textContent ?? "").includes("a long answer"),
+      undefined,
+      { timeout: 30_000 },
+    );
     const firstPreview = (await p.textContent("#tasks li .preview")) ?? "";
     assert.ok(long.startsWith(firstPreview), firstPreview);
     assert.ok(firstPreview.length < long.length, "the first preview is a part of the answer");
     // While it runs, followUp, steer and nextRun queue, and each shows with its mode.
     await compose(p, "followUp", "a follow-up to withdraw");
-    await p.waitForFunction(() => [...document.querySelectorAll("#inbox li")].some((li) => li.textContent?.startsWith("followUp: a follow-up to withdraw")));
+    await p.waitForFunction(() =>
+      [...document.querySelectorAll("#inbox li")].some((li) =>
+        li.textContent?.startsWith("followUp: a follow-up to withdraw"),
+      ),
+    );
     const followUpShown = Date.now() - started;
     await compose(p, "steer", "a steer for the next group");
     await compose(p, "nextRun", "held for the next run");
-    await p.waitForFunction(() => document.querySelectorAll("#inbox li").length === 3, undefined, { timeout: 30_000 }).catch(async (error: unknown) => {
-      assert.fail(`after ${Date.now() - started} ms (the follow-up shown after ${followUpShown} ms): queued: ${JSON.stringify(await queued(p))}, status: ${(await p.textContent("#status")) ?? ""}, transcript: ${(await p.textContent("#transcript"))?.slice(-300) ?? ""}: ${String(error)}`);
-    });
+    await p
+      .waitForFunction(() => document.querySelectorAll("#inbox li").length === 3, undefined, { timeout: 30_000 })
+      .catch(async (error: unknown) => {
+        assert.fail(
+          `after ${Date.now() - started} ms (the follow-up shown after ${followUpShown} ms): queued: ${JSON.stringify(await queued(p))}, status: ${(await p.textContent("#status")) ?? ""}, transcript: ${(await p.textContent("#transcript"))?.slice(-300) ?? ""}: ${String(error)}`,
+        );
+      });
     const modes = (await queued(p)).map((text) => text.split(":")[0]);
     assert.deepEqual(modes, ["followUp", "steer", "nextRun"]);
     assert.ok(await p.isVisible("#tasks li"), "the long answer is still streaming");
@@ -483,23 +676,66 @@ void describe("console composer, tasks and operator", { timeout: 180_000 }, () =
     await p.waitForFunction(() => document.querySelectorAll("#inbox li").length === 2, undefined, { timeout: 30_000 });
     // The long answer ends; the steer starts the next group and is answered; the nextRun waits for the
     // next explicit accept; the withdrawn follow-up is never placed.
-    await p.waitForFunction((text) => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes(text)).length >= 2, long, { timeout: 90_000 });
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("a steer for the next group")).length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      (text) =>
+        [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes(text)).length >= 2,
+      long,
+      { timeout: 90_000 },
+    );
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].filter((e) =>
+          e.textContent?.includes("a steer for the next group"),
+        ).length >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
     await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 30_000 });
-    assert.deepEqual((await queued(p)).map((text) => text.split(":")[0]), ["nextRun"]);
+    assert.deepEqual(
+      (await queued(p)).map((text) => text.split(":")[0]),
+      ["nextRun"],
+    );
     await compose(p, "accept", "now go");
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].some((e) => e.textContent?.includes("now go")) && document.querySelectorAll("#inbox li").length === 0, undefined, { timeout: 30_000 });
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].some((e) => e.textContent?.includes("held for the next run")), undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].some((e) => e.textContent?.includes("now go")) &&
+        document.querySelectorAll("#inbox li").length === 0,
+      undefined,
+      { timeout: 30_000 },
+    );
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].some((e) =>
+          e.textContent?.includes("held for the next run"),
+        ),
+      undefined,
+      { timeout: 30_000 },
+    );
     await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 30_000 });
     assert.equal(await shownWith(p, "a follow-up to withdraw"), 0);
-    const entries = (await (await api("GET", `/v1/sessions/${name}/conversations/root/entries?limit=100`)).json()) as { items: { id: number }[] };
-    assert.deepEqual(await shownEntries(p), entries.items.map((entry) => entry.id));
+    const entries = (await (await api("GET", `/v1/sessions/${name}/conversations/root/entries?limit=100`)).json()) as {
+      items: { id: number }[];
+    };
+    assert.deepEqual(
+      await shownEntries(p),
+      entries.items.map((entry) => entry.id),
+    );
     // Usage: the totals the console shows follow the session's, without a reload.
-    const totals = ((await (await api("GET", `/v1/sessions/${name}/usage?limit=1`)).json()) as { totals: { attempts: number } }).totals;
+    const totals = (
+      (await (await api("GET", `/v1/sessions/${name}/usage?limit=1`)).json()) as { totals: { attempts: number } }
+    ).totals;
     assert.ok(totals.attempts >= 3, JSON.stringify(totals));
-    await p.waitForFunction((n) => (document.querySelector("#usage")?.textContent ?? "").startsWith(`${n} attempts`), totals.attempts, { timeout: 30_000 }).catch(async (error: unknown) => {
-      assert.fail(`usage shows "${(await p.textContent("#usage")) ?? ""}", the session's totals are ${JSON.stringify(totals)}: ${String(error)}`);
-    });
+    await p
+      .waitForFunction(
+        (n) => (document.querySelector("#usage")?.textContent ?? "").startsWith(`${n} attempts`),
+        totals.attempts,
+        { timeout: 30_000 },
+      )
+      .catch(async (error: unknown) => {
+        assert.fail(
+          `usage shows "${(await p.textContent("#usage")) ?? ""}", the session's totals are ${JSON.stringify(totals)}: ${String(error)}`,
+        );
+      });
     await p.close();
   });
 });
@@ -517,24 +753,47 @@ void describe("console composer while a send is in flight", { timeout: 120_000 }
     const held = new Promise<void>((resolve) => (release = resolve));
     let answered: () => void = () => undefined;
     const responded = new Promise<void>((resolve) => (answered = resolve));
-    await p.route("**/conversations/root/inputs", async (route) => {
-      await held;
-      await route.continue();
-      answered();
-    }, { times: 1 });
+    await p.route(
+      "**/conversations/root/inputs",
+      async (route) => {
+        await held;
+        await route.continue();
+        answered();
+      },
+      { times: 1 },
+    );
     await compose(p, "accept", "the first input");
     await p.fill("#input", "typed while the first was sent");
     release();
     await responded;
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("the first input")).length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("the first input"))
+          .length >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
     assert.equal(await p.inputValue("#input"), "typed while the first was sent");
     await p.click("#send");
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("typed while the first was sent")).length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].filter((e) =>
+          e.textContent?.includes("typed while the first was sent"),
+        ).length >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
     // The box empties when the accept's response arrives, which can be after the watch has shown the
     // answer (two connections): wait for it rather than read it once.
-    await p.waitForFunction(() => document.querySelector<HTMLTextAreaElement>("#input")?.value === "", undefined, { timeout: 30_000 }).catch(async (error: unknown) => {
-      assert.fail(`the composer still holds "${await p.inputValue("#input")}" after the sent input was answered: ${String(error)}`);
-    });
+    await p
+      .waitForFunction(() => document.querySelector<HTMLTextAreaElement>("#input")?.value === "", undefined, {
+        timeout: 30_000,
+      })
+      .catch(async (error: unknown) => {
+        assert.fail(
+          `the composer still holds "${await p.inputValue("#input")}" after the sent input was answered: ${String(error)}`,
+        );
+      });
     await p.close();
   });
 });
@@ -549,10 +808,33 @@ void describe("console tasks and operator actions", { timeout: 120_000 }, () => 
     await p.waitForFunction(() => !(document.querySelector("#transcript")?.textContent ?? "").includes("loading"));
     await compose(p, "accept", '/call job {"cmd":"demo count 40 250"}');
     // The job's task shows its scratch output as it grows (1..40, one line every 250 ms), before it ends.
-    await p.waitForFunction(() => [...document.querySelectorAll("#tasks li")].some((li) => li.textContent?.includes(" job ") && (li.querySelector(".preview")?.textContent ?? "").includes("3\n")), undefined, { timeout: 30_000 });
-    const early = (await p.$$eval("#tasks li", (items) => items.filter((li) => li.textContent?.includes(" job ")).map((li) => li.querySelector(".preview")?.textContent ?? "")))[0] ?? "";
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#tasks li")].some(
+          (li) =>
+            li.textContent?.includes(" job ") && (li.querySelector(".preview")?.textContent ?? "").includes("3\n"),
+        ),
+      undefined,
+      { timeout: 30_000 },
+    );
+    const early =
+      (
+        await p.$$eval("#tasks li", (items) =>
+          items
+            .filter((li) => li.textContent?.includes(" job "))
+            .map((li) => li.querySelector(".preview")?.textContent ?? ""),
+        )
+      )[0] ?? "";
     assert.ok(!early.includes("40"), `the output is live, not the final: ${early}`);
-    await p.waitForFunction(() => [...document.querySelectorAll("#tasks li")].some((li) => li.textContent?.includes(" job ") && (li.querySelector(".preview")?.textContent ?? "").includes("12\n")), undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#tasks li")].some(
+          (li) =>
+            li.textContent?.includes(" job ") && (li.querySelector(".preview")?.textContent ?? "").includes("12\n"),
+        ),
+      undefined,
+      { timeout: 30_000 },
+    );
     await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 60_000 });
     await p.close();
   });
@@ -566,7 +848,18 @@ void describe("console tasks and operator actions", { timeout: 120_000 }, () => 
     const p = await page();
     await signIn(p);
     await p.click(`#sessions li[data-session="${name}"]`);
-    const faulted = { start: [], inflight: [], orphaned: [], parked: [], quarantined: [{ id: 42, conversationId: 1, kind: "generation", role: "inflight", state: {}, after: [] }], fault: { at: 1, taskId: 42, kind: "generation", method: "execute", message: "boom: a kind threw" }, kills: [{ taskId: 42, kills: 3, version: "v1" }], killBound: 3, version: "v1", busy: false };
+    const faulted = {
+      start: [],
+      inflight: [],
+      orphaned: [],
+      parked: [],
+      quarantined: [{ id: 42, conversationId: 1, kind: "generation", role: "inflight", state: {}, after: [] }],
+      fault: { at: 1, taskId: 42, kind: "generation", method: "execute", message: "boom: a kind threw" },
+      kills: [{ taskId: 42, kills: 3, version: "v1" }],
+      killBound: 3,
+      version: "v1",
+      busy: false,
+    };
     const healthy = { ...faulted, quarantined: [], fault: undefined, kills: [] };
     let answer: object = faulted;
     const calls: string[] = [];
@@ -587,7 +880,11 @@ void describe("console tasks and operator actions", { timeout: 120_000 }, () => 
     await p.click("#quarantined li button");
     await p.waitForFunction(() => (document.querySelector("#status")?.textContent ?? "") === "");
     await p.click("#clear-fault");
-    await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"fault": null') && document.querySelectorAll("#quarantined li").length === 0);
+    await p.waitForFunction(
+      () =>
+        (document.querySelector("#inspection")?.textContent ?? "").includes('"fault": null') &&
+        document.querySelectorAll("#quarantined li").length === 0,
+    );
     assert.deepEqual(calls, ["POST release", "POST clear"]);
     await p.close();
   });
@@ -602,9 +899,17 @@ void describe("console tasks and operator actions", { timeout: 120_000 }, () => 
     await compose(p, "accept", `a turn to shut down, ${"streamed slowly; ".repeat(40)}`);
     await p.waitForSelector("#tasks li", { timeout: 30_000 });
     await p.click("#inspect");
-    await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"busy": true'), undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () => (document.querySelector("#inspection")?.textContent ?? "").includes('"busy": true'),
+      undefined,
+      { timeout: 30_000 },
+    );
     await p.click("#shutdown");
-    await p.waitForFunction(() => (document.querySelector("#inspection")?.textContent ?? "").includes('"busy": false'), undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () => (document.querySelector("#inspection")?.textContent ?? "").includes('"busy": false'),
+      undefined,
+      { timeout: 30_000 },
+    );
     const tasks = (await (await api("GET", `/v1/sessions/${name}/tasks?live=true`)).json()) as { items: unknown[] };
     assert.deepEqual(tasks.items, []);
     await p.waitForFunction(() => document.querySelectorAll("#tasks li").length === 0, undefined, { timeout: 30_000 });
@@ -626,14 +931,27 @@ void describe("console watches", { timeout: 120_000 }, () => {
     if (proxy === undefined) throw new Error("no proxy");
     const name = `resume-${Date.now().toString(36)}`;
     assert.equal((await api("PUT", `/v1/sessions/${name}`, {})).status, 201);
-    assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "before the drop" })).status, 201);
+    assert.equal(
+      (await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "before the drop" }))
+        .status,
+      201,
+    );
     const p = await page();
     await signIn(p, PROXIED);
     const signedInWith = await p.evaluate(() => sessionStorage.getItem("pico-edge.token") ?? "");
     await p.click(`#sessions li[data-session="${name}"]`);
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("before the drop")).length >= 2, undefined, { timeout: 30_000 });
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("before the drop"))
+          .length >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
     const watchPath = `/v1/sessions/${name}/conversations/root/watch`;
-    const watches = (): URL[] => proxy?.requests.filter((r) => r.method === "GET" && r.url.startsWith(`${watchPath}?`)).map((r) => new URL(r.url, PROXIED)) ?? [];
+    const watches = (): URL[] =>
+      proxy?.requests
+        .filter((r) => r.method === "GET" && r.url.startsWith(`${watchPath}?`))
+        .map((r) => new URL(r.url, PROXIED)) ?? [];
     // One watch so far, or more when the page took longer than a token's life to get here (a loaded
     // machine): the first connection carries a watch token and no resume position.
     assert.ok(watches().length >= 1);
@@ -650,19 +968,42 @@ void describe("console watches", { timeout: 120_000 }, () => {
     // The dropped watch streams end unfinished: the browser reports each (and nothing else may go wrong).
     expectProblems("/watch?access_token=", "net::ERR_INCOMPLETE_CHUNKED_ENCODING");
     proxy.drop();
-    assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "while it was away" })).status, 201);
+    assert.equal(
+      (await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "while it was away" }))
+        .status,
+      201,
+    );
     const deadline = Date.now() + 30_000;
-    const resumedAfterDrop = (): URL | undefined => watches().slice(beforeDrop).find((url) => url.searchParams.get("lastEventId") !== null);
+    const resumedAfterDrop = (): URL | undefined =>
+      watches()
+        .slice(beforeDrop)
+        .find((url) => url.searchParams.get("lastEventId") !== null);
     while (resumedAfterDrop() === undefined) {
       if (Date.now() > deadline) throw new Error(`no resumed watch: ${JSON.stringify(proxy.requests.slice(-10))}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const resumed = resumedAfterDrop();
     assert.notEqual(resumed?.searchParams.get("access_token"), first?.searchParams.get("access_token"));
-    assert.equal((await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "after the reconnect" })).status, 201);
-    await p.waitForFunction(() => [...document.querySelectorAll("#transcript .entry")].filter((e) => e.textContent?.includes("after the reconnect")).length >= 2, undefined, { timeout: 30_000 });
-    const entries = (await (await api("GET", `/v1/sessions/${name}/conversations/root/entries?limit=100`)).json()) as { items: { id: number }[] };
-    assert.deepEqual(await shownEntries(p), entries.items.map((entry) => entry.id));
+    assert.equal(
+      (await api("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, { input: "after the reconnect" }))
+        .status,
+      201,
+    );
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll("#transcript .entry")].filter((e) =>
+          e.textContent?.includes("after the reconnect"),
+        ).length >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
+    const entries = (await (await api("GET", `/v1/sessions/${name}/conversations/root/entries?limit=100`)).json()) as {
+      items: { id: number }[];
+    };
+    assert.deepEqual(
+      await shownEntries(p),
+      entries.items.map((entry) => entry.id),
+    );
     await p.close();
   });
 });
@@ -670,32 +1011,62 @@ void describe("console watches", { timeout: 120_000 }, () => {
 // The product's endpoint (scripts/tool-endpoint.ts) on PORT + 30 checks signatures with this tenant's tool secrets.
 void describe("console pending list", { timeout: 120_000 }, () => {
   void it("approves one, denies one and answers one pending item, reloading in between", async () => {
-    const endpoint = await startToolEndpoint({ port: PORT + 30, tenant, api: BASE, masterSecret: "browser-test-webhook-master", delayMs: 100, holdMs: 0, log: () => undefined });
+    const endpoint = await startToolEndpoint({
+      port: PORT + 30,
+      tenant,
+      api: BASE,
+      masterSecret: "browser-test-webhook-master",
+      delayMs: 100,
+      holdMs: 0,
+      log: () => undefined,
+    });
     try {
       const name = `pending-${Date.now().toString(36)}`;
-      const [params, http] = [{ type: "object", properties: { id: { type: "integer" } }, required: ["id"] }, { type: "http", url: `http://127.0.0.1:${PORT + 30}/lookup` }];
+      const [params, http] = [
+        { type: "object", properties: { id: { type: "integer" } }, required: ["id"] },
+        { type: "http", url: `http://127.0.0.1:${PORT + 30}/lookup` },
+      ];
       const selectedTools = ["pay_invoice", "delete_account", "confirm_address"];
       for (const tool of selectedTools) {
-        const approval = tool === "confirm_address" ? { handler: { type: "client" } } : { handler: http, approval: "always" };
-        assert.equal((await api("PUT", `/v1/tools/${tool}`, { description: `the ${tool} tool`, parameters: params, ...approval })).status, 201);
+        const approval =
+          tool === "confirm_address" ? { handler: { type: "client" } } : { handler: http, approval: "always" };
+        assert.equal(
+          (await api("PUT", `/v1/tools/${tool}`, { description: `the ${tool} tool`, parameters: params, ...approval }))
+            .status,
+          201,
+        );
       }
       assert.equal((await api("PUT", `/v1/sessions/${name}`, { selectedTools })).status, 201);
       const conversations = ["root"]; // one waiting call per conversation (a parked call holds its turn): the root and two forks
       for (let i = 0; i < 2; i++) {
-        const fork = String(((await (await api("POST", `/v1/sessions/${name}/conversations/root/fork`, { at: "start" })).json()) as { conversationId: number }).conversationId);
-        assert.equal((await api("PATCH", `/v1/sessions/${name}/conversations/${fork}/config`, { model: "echo", selectedTools })).status, 200);
+        const fork = String(
+          (
+            (await (await api("POST", `/v1/sessions/${name}/conversations/root/fork`, { at: "start" })).json()) as {
+              conversationId: number;
+            }
+          ).conversationId,
+        );
+        assert.equal(
+          (await api("PATCH", `/v1/sessions/${name}/conversations/${fork}/config`, { model: "echo", selectedTools }))
+            .status,
+          200,
+        );
         conversations.push(fork);
       }
       const inputs: number[] = [];
       for (const [i, tool] of selectedTools.entries()) {
-        const accepted = await api("POST", `/v1/sessions/${name}/conversations/${conversations[i] ?? "root"}/inputs`, { input: `/call ${tool} {"id":${i + 1}}` });
+        const accepted = await api("POST", `/v1/sessions/${name}/conversations/${conversations[i] ?? "root"}/inputs`, {
+          input: `/call ${tool} {"id":${i + 1}}`,
+        });
         inputs.push(((await accepted.json()) as { inputId: number }).inputId);
       }
       const p = await page();
       await signIn(p);
       const open = async (count: number): Promise<void> => {
         await p.click(`#sessions li[data-session="${name}"]`);
-        await p.waitForFunction((n) => document.querySelectorAll("#pending li[data-pending]").length === n, count, { timeout: 30_000 });
+        await p.waitForFunction((n) => document.querySelectorAll("#pending li[data-pending]").length === n, count, {
+          timeout: 30_000,
+        });
       };
       const item = (tool: string): string => `#pending li[data-pending]:has-text("${tool}")`;
       await open(3);
@@ -716,17 +1087,26 @@ void describe("console pending list", { timeout: 120_000 }, () => {
       for (const id of inputs) {
         let result: { status: string; answer?: number } = { status: "queued" };
         for (let tries = 0; result.status !== "done" && tries < 100; tries++) {
-          result = ((await (await api("GET", `/v1/sessions/${name}/inputs/${id}`)).json()) as { result: typeof result }).result;
+          result = ((await (await api("GET", `/v1/sessions/${name}/inputs/${id}`)).json()) as { result: typeof result })
+            .result;
           if (result.status !== "done") await new Promise((resolve) => setTimeout(resolve, 200));
         }
         assert.equal(result.status, "done", `input ${id}`);
-        const entries = (await (await api("GET", `/v1/sessions/${name}/conversations/${conversations[inputs.indexOf(id)] ?? "root"}/entries?limit=100`)).json()) as { items: { id: number }[] };
+        const entries = (await (
+          await api(
+            "GET",
+            `/v1/sessions/${name}/conversations/${conversations[inputs.indexOf(id)] ?? "root"}/entries?limit=100`,
+          )
+        ).json()) as { items: { id: number }[] };
         answers.push(JSON.stringify(entries.items.find((entry) => entry.id === result.answer)));
       }
       assert.match(answers[0] ?? "", /"id\\?":1/);
       assert.match(answers[1] ?? "", /denied.*not without a ticket/);
       assert.match(answers[2] ?? "", /12 Main St/);
-      assert.deepEqual(endpoint.requests.map((r) => r.name), ["pay_invoice"]);
+      assert.deepEqual(
+        endpoint.requests.map((r) => r.name),
+        ["pay_invoice"],
+      );
       await p.close();
     } finally {
       await endpoint.close();
@@ -743,12 +1123,22 @@ void describe("a page on another origin", { timeout: 120_000 }, () => {
         const headers = { authorization: `Bearer ${auth}`, "content-type": "application/json" };
         const name = `cross-${Date.now()}`;
         const created = await fetch(`${base}/v1/sessions/${name}`, { method: "PUT", headers, body: "{}" });
-        const accepted = await fetch(`${base}/v1/sessions/${name}/conversations/root/inputs?wait=10`, { method: "POST", headers, body: JSON.stringify({ input: "over CORS" }) });
+        const accepted = await fetch(`${base}/v1/sessions/${name}/conversations/root/inputs?wait=10`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ input: "over CORS" }),
+        });
         const answer = (await accepted.json()) as { status: string };
-        const tokenResponse = await fetch(`${base}/v1/sessions/${name}/conversations/root/watch-token`, { method: "POST", headers, body: "{}" });
+        const tokenResponse = await fetch(`${base}/v1/sessions/${name}/conversations/root/watch-token`, {
+          method: "POST",
+          headers,
+          body: "{}",
+        });
         const watchToken = ((await tokenResponse.json()) as { token: string }).token;
         const sse = await new Promise<string>((resolve, reject) => {
-          const source = new EventSource(`${base}/v1/sessions/${name}/conversations/root/watch?access_token=${encodeURIComponent(watchToken)}`);
+          const source = new EventSource(
+            `${base}/v1/sessions/${name}/conversations/root/watch?access_token=${encodeURIComponent(watchToken)}`,
+          );
           source.addEventListener("view", (event) => {
             source.close();
             resolve((event as MessageEvent<string>).data);
@@ -759,7 +1149,9 @@ void describe("a page on another origin", { timeout: 120_000 }, () => {
           };
         });
         const ws = await new Promise<string>((resolve, reject) => {
-          const socket = new WebSocket(`${base.replace("http", "ws")}/v1/sessions/${name}/conversations/root/watch?access_token=${encodeURIComponent(watchToken)}`);
+          const socket = new WebSocket(
+            `${base.replace("http", "ws")}/v1/sessions/${name}/conversations/root/watch?access_token=${encodeURIComponent(watchToken)}`,
+          );
           socket.onmessage = (event) => {
             socket.close();
             resolve(String(event.data));

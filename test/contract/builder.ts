@@ -87,7 +87,12 @@ export class MainBuilder extends StateBuilder<MainWrite> {
     };
     return this.push({ type: "task", task });
   }
-  patch(id: Id, role: Exclude<TaskRole, "terminal">, state: TaskStateBase, extra: { abort?: true; owns?: readonly Id[] } = {}): Id {
+  patch(
+    id: Id,
+    role: Exclude<TaskRole, "terminal">,
+    state: TaskStateBase,
+    extra: { abort?: true; owns?: readonly Id[] } = {},
+  ): Id {
     return this.push({ type: "patch", id, role, state, ...extra });
   }
   settle(id: Id, state: TaskStateBase): Id {

@@ -101,7 +101,12 @@ class Recorder {
   }
 
   /** Follow `next` from `start` to the end, recording each page's ids, next and readAt. */
-  async chain<Q extends Cursor, T>(label: string, start: Q, fetch: (cursor: Q) => Promise<Page<T>>, idOf: (item: T) => Id | string): Promise<void> {
+  async chain<Q extends Cursor, T>(
+    label: string,
+    start: Q,
+    fetch: (cursor: Q) => Promise<Page<T>>,
+    idOf: (item: T) => Id | string,
+  ): Promise<void> {
     const pages: unknown[] = [];
     let cursor = start;
     try {
@@ -109,7 +114,10 @@ class Recorder {
         const page = await fetch(cursor);
         pages.push({ items: page.items.map(idOf), next: page.next, readAt: page.readAt });
         if (page.next === undefined) break;
-        cursor = start.before !== undefined && start.after === undefined ? { ...start, before: page.next } : { ...start, after: page.next };
+        cursor =
+          start.before !== undefined && start.after === undefined
+            ? { ...start, before: page.next }
+            : { ...start, after: page.next };
       }
     } catch (error) {
       pages.push({ error: describeError(error) });
@@ -143,7 +151,12 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
   const conversationIds = [...conversations.keys()].sort((a, b) => a - b);
   await r.read("getConversations (missing ids)", () => s.getConversations([0, lastSeq + 1, lastSeq + 1000]));
   await r.chain("scanConversations forward limit=3", { limit: 3 }, (c) => s.scanConversations(c), entryId);
-  await r.chain("scanConversations backward limit=2", { before: MAX, limit: 2 }, (c) => s.scanConversations(c), entryId);
+  await r.chain(
+    "scanConversations backward limit=2",
+    { before: MAX, limit: 2 },
+    (c) => s.scanConversations(c),
+    entryId,
+  );
   await r.read("scanConversations all", () => s.scanConversations({ limit: 1000 }));
   if (conversationIds.length > 2) {
     const window = { after: conversationIds[0], before: conversationIds.at(-1), limit: 1 };
@@ -156,14 +169,28 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
     if (c.owner !== undefined) owners.add(c.owner);
   }
   for (const p of [...parents].sort((a, b) => a - b)) {
-    await r.read(`scanConversations parent=${p}`, () => s.scanConversations({ parent: p, limit: 1000 }), (pg) => pg.items.map(entryId));
+    await r.read(
+      `scanConversations parent=${p}`,
+      () => s.scanConversations({ parent: p, limit: 1000 }),
+      (pg) => pg.items.map(entryId),
+    );
   }
   for (const o of [...owners].sort((a, b) => a - b)) {
-    await r.chain(`scanConversations ownedFrom=${o} limit=1`, { ownedFrom: o, limit: 1 } as Cursor, (c) => s.scanConversations({ ...c, ownedFrom: o }), entryId);
+    await r.chain(
+      `scanConversations ownedFrom=${o} limit=1`,
+      { ownedFrom: o, limit: 1 } as Cursor,
+      (c) => s.scanConversations({ ...c, ownedFrom: o }),
+      entryId,
+    );
   }
 
   // Entries by id: those of live conversations, and separately those of deleted ones.
-  const entries = (await r.read("getEntries (every id, raw)", () => s.getEntries(every), () => "read")) ?? new Map();
+  const entries =
+    (await r.read(
+      "getEntries (every id, raw)",
+      () => s.getEntries(every),
+      () => "read",
+    )) ?? new Map();
   const own = new Map<Id, Entry>();
   const ofDeleted = new Map<Id, Entry>();
   for (const [id, e] of entries) (conversations.has(e.conversationId) ? own : ofDeleted).set(id, e);
@@ -177,50 +204,120 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
   // Per conversation: transcript, pages, filters, heads, contexts, rewindable and sticky state.
   for (const c of conversationIds) {
     const label = `conv=${c}`;
-    const transcript = await r.read(`scanEntries ${label} all`, () => s.scanEntries({ conversationId: c, limit: 1000 }));
+    const transcript = await r.read(`scanEntries ${label} all`, () =>
+      s.scanEntries({ conversationId: c, limit: 1000 }),
+    );
     const ids = transcript?.items.map(entryId) ?? [];
     r.set(`transcript ids ${label}`, ids);
     const scan = (q: EntryQuery) => s.scanEntries(q);
-    await r.chain(`scanEntries ${label} forward limit=2`, { limit: 2 }, (q) => scan({ ...q, conversationId: c }), entryId);
-    await r.chain(`scanEntries ${label} backward limit=3`, { before: MAX, limit: 3 }, (q) => scan({ ...q, conversationId: c }), entryId);
+    await r.chain(
+      `scanEntries ${label} forward limit=2`,
+      { limit: 2 },
+      (q) => scan({ ...q, conversationId: c }),
+      entryId,
+    );
+    await r.chain(
+      `scanEntries ${label} backward limit=3`,
+      { before: MAX, limit: 3 },
+      (q) => scan({ ...q, conversationId: c }),
+      entryId,
+    );
     if (ids.length >= 4) {
       const window = { after: ids[0], before: ids.at(-1), limit: 2 };
       await r.chain(`scanEntries ${label} window limit=2`, window, (q) => scan({ ...q, conversationId: c }), entryId);
       const mid = ids[Math.floor(ids.length / 2)] as Id;
-      await r.chain(`scanEntries ${label} before=${mid} limit=2`, { before: mid, limit: 2 }, (q) => scan({ ...q, conversationId: c }), entryId);
-      await r.chain(`scanEntries ${label} after=${mid} limit=2`, { after: mid, limit: 2 }, (q) => scan({ ...q, conversationId: c }), entryId);
+      await r.chain(
+        `scanEntries ${label} before=${mid} limit=2`,
+        { before: mid, limit: 2 },
+        (q) => scan({ ...q, conversationId: c }),
+        entryId,
+      );
+      await r.chain(
+        `scanEntries ${label} after=${mid} limit=2`,
+        { after: mid, limit: 2 },
+        (q) => scan({ ...q, conversationId: c }),
+        entryId,
+      );
     }
     const positions = positionsOf(ids);
     for (let i = 0; i + 1 < positions.length; i += 2) {
       const from = positions[i] as Id;
       const through = positions[i + 1] as Id;
-      await r.read(`scanEntries ${label} from=${from} through=${through}`, () => scan({ conversationId: c, from, through, limit: 1000 }), (p) => p.items.map(entryId));
-      await r.read(`scanEntries ${label} from=${from + 1} through=${through - 1}`, () => scan({ conversationId: c, from: from + 1, through: through - 1, limit: 1000 }), (p) => p.items.map(entryId));
-      await r.chain(`scanEntries ${label} from=${through} limit=2`, { limit: 2 }, (q) => scan({ ...q, conversationId: c, from: through }), entryId);
-      await r.chain(`scanEntries ${label} through=${through} backward limit=2`, { before: MAX, limit: 2 }, (q) => scan({ ...q, conversationId: c, through }), entryId);
+      await r.read(
+        `scanEntries ${label} from=${from} through=${through}`,
+        () => scan({ conversationId: c, from, through, limit: 1000 }),
+        (p) => p.items.map(entryId),
+      );
+      await r.read(
+        `scanEntries ${label} from=${from + 1} through=${through - 1}`,
+        () => scan({ conversationId: c, from: from + 1, through: through - 1, limit: 1000 }),
+        (p) => p.items.map(entryId),
+      );
+      await r.chain(
+        `scanEntries ${label} from=${through} limit=2`,
+        { limit: 2 },
+        (q) => scan({ ...q, conversationId: c, from: through }),
+        entryId,
+      );
+      await r.chain(
+        `scanEntries ${label} through=${through} backward limit=2`,
+        { before: MAX, limit: 2 },
+        (q) => scan({ ...q, conversationId: c, through }),
+        entryId,
+      );
     }
     for (const kind of ENTRY_KINDS) {
-      await r.read(`scanEntries ${label} kind=${kind}`, () => scan({ conversationId: c, kind, limit: 1000 }), (p) => p.items.map(entryId));
+      await r.read(
+        `scanEntries ${label} kind=${kind}`,
+        () => scan({ conversationId: c, kind, limit: 1000 }),
+        (p) => p.items.map(entryId),
+      );
     }
     for (const key of ENTRY_KEYS) {
-      await r.read(`scanEntries ${label} key=${key}`, () => scan({ conversationId: c, key, limit: 1000 }), (p) => p.items.map(entryId));
-      await r.read(`scanEntries ${label} kind=user key=${key}`, () => scan({ conversationId: c, kind: "user", key, limit: 1000 }), (p) => p.items.map(entryId));
+      await r.read(
+        `scanEntries ${label} key=${key}`,
+        () => scan({ conversationId: c, key, limit: 1000 }),
+        (p) => p.items.map(entryId),
+      );
+      await r.read(
+        `scanEntries ${label} kind=user key=${key}`,
+        () => scan({ conversationId: c, kind: "user", key, limit: 1000 }),
+        (p) => p.items.map(entryId),
+      );
     }
-    await r.chain(`scanEntries ${label} kind=summary backward limit=1`, { before: MAX, limit: 1 }, (q) => scan({ ...q, conversationId: c, kind: "summary" }), entryId);
+    await r.chain(
+      `scanEntries ${label} kind=summary backward limit=1`,
+      { before: MAX, limit: 1 },
+      (q) => scan({ ...q, conversationId: c, kind: "summary" }),
+      entryId,
+    );
     if (positions.length > 2) {
       const through = positions[positions.length - 2] as Id;
-      await r.chain(`scanEntries ${label} kind=assistant through=${through} limit=1`, { limit: 1 }, (q) => scan({ ...q, conversationId: c, kind: "assistant", through }), entryId);
+      await r.chain(
+        `scanEntries ${label} kind=assistant through=${through} limit=1`,
+        { limit: 1 },
+        (q) => scan({ ...q, conversationId: c, kind: "assistant", through }),
+        entryId,
+      );
     }
     for (const at of [...positions, MAX]) {
       const head = await r.read(`newestHead ${label} at=${at}`, () => s.newestHead(c, at));
       if (head?.head !== undefined) {
         // The derived context's transcript range: from the head's boundary through the target (§2.2).
         const from = head.head;
-        await r.read(`context ${label} at=${at}`, () => scan({ conversationId: c, from, through: at, limit: 1000 }), (p) => p.items.map(entryId));
+        await r.read(
+          `context ${label} at=${at}`,
+          () => scan({ conversationId: c, from, through: at, limit: 1000 }),
+          (p) => p.items.map(entryId),
+        );
       }
       // The derived context itself (§10.1): ids and effective messages at this boundary.
       if (at !== MAX) {
-        await r.read(`deriveContext ${label} at=${at}`, () => deriveContext(s, c, at), (d) => ({ ids: d.ids, messages: d.items.map((item) => item.messages) }));
+        await r.read(
+          `deriveContext ${label} at=${at}`,
+          () => deriveContext(s, c, at),
+          (d) => ({ ids: d.ids, messages: d.items.map((item) => item.messages) }),
+        );
       }
     }
     for (const { namespace, key } of addressesOf(REWIND_VALUES)) {
@@ -235,24 +332,48 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
     }
     for (const family of [...REWIND_VALUES, ...STICKY_VALUES]) {
       const scope = { conversation: c };
-      await r.read(`scanValues ${label} ${family.namespace}`, () => s.scanValues({ scope, namespace: family.namespace, limit: 1000 }));
-      await valueChain(r, `scanValues ${label} ${family.namespace} limit=1`, (after) => s.scanValues({ scope, namespace: family.namespace, limit: 1, ...(after === undefined ? {} : { after }) }));
+      await r.read(`scanValues ${label} ${family.namespace}`, () =>
+        s.scanValues({ scope, namespace: family.namespace, limit: 1000 }),
+      );
+      await valueChain(r, `scanValues ${label} ${family.namespace} limit=1`, (after) =>
+        s.scanValues({ scope, namespace: family.namespace, limit: 1, ...(after === undefined ? {} : { after }) }),
+      );
     }
     for (const { namespace, key } of addressesOf(REWIND_LISTS)) {
       const addr = conversationList(c, namespace, key, true);
       await r.read(`readList ${addressLabel(addr)} all`, () => s.readList(addr, { limit: 1000 }));
-      await r.chain(`readList ${addressLabel(addr)} forward limit=2`, { limit: 2 }, (q) => s.readList(addr, q), entryId);
-      await r.chain(`readList ${addressLabel(addr)} backward limit=2`, { before: MAX, limit: 2 }, (q) => s.readList(addr, q), entryId);
+      await r.chain(
+        `readList ${addressLabel(addr)} forward limit=2`,
+        { limit: 2 },
+        (q) => s.readList(addr, q),
+        entryId,
+      );
+      await r.chain(
+        `readList ${addressLabel(addr)} backward limit=2`,
+        { before: MAX, limit: 2 },
+        (q) => s.readList(addr, q),
+        entryId,
+      );
       for (const at of positions) {
         await r.read(`readList ${addressLabel(addr)} at=${at}`, () => s.readList(addr, { at, limit: 1000 }));
       }
       const at = positions.at(-1) ?? 0;
-      await r.chain(`readList ${addressLabel(addr)} at=${at} backward limit=1`, { before: MAX, limit: 1 }, (q) => s.readList(addr, { ...q, at }), entryId);
+      await r.chain(
+        `readList ${addressLabel(addr)} at=${at} backward limit=1`,
+        { before: MAX, limit: 1 },
+        (q) => s.readList(addr, { ...q, at }),
+        entryId,
+      );
     }
     for (const { namespace, key } of addressesOf(STICKY_LISTS)) {
       const addr = conversationList(c, namespace, key, false);
       await r.read(`readList ${addressLabel(addr)} all`, () => s.readList(addr, { limit: 1000 }));
-      await r.chain(`readList ${addressLabel(addr)} forward limit=2`, { limit: 2 }, (q) => s.readList(addr, q), entryId);
+      await r.chain(
+        `readList ${addressLabel(addr)} forward limit=2`,
+        { limit: 2 },
+        (q) => s.readList(addr, q),
+        entryId,
+      );
       await r.read(`readList ${addressLabel(addr)} at=0`, () => s.readList(addr, { at: 0, limit: 1000 }));
     }
   }
@@ -264,14 +385,23 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
   }
   for (const family of SESSION_VALUES) {
     const scope = { session: true } as const;
-    await r.read(`scanValues session ${family.namespace}`, () => s.scanValues({ scope, namespace: family.namespace, limit: 1000 }));
-    await valueChain(r, `scanValues session ${family.namespace} limit=2`, (after) => s.scanValues({ scope, namespace: family.namespace, limit: 2, ...(after === undefined ? {} : { after }) }));
+    await r.read(`scanValues session ${family.namespace}`, () =>
+      s.scanValues({ scope, namespace: family.namespace, limit: 1000 }),
+    );
+    await valueChain(r, `scanValues session ${family.namespace} limit=2`, (after) =>
+      s.scanValues({ scope, namespace: family.namespace, limit: 2, ...(after === undefined ? {} : { after }) }),
+    );
   }
   for (const { namespace, key } of addressesOf(SESSION_LISTS)) {
     const addr = sessionList(namespace, key);
     await r.read(`readList ${addressLabel(addr)} all`, () => s.readList(addr, { limit: 1000 }));
     await r.chain(`readList ${addressLabel(addr)} forward limit=3`, { limit: 3 }, (q) => s.readList(addr, q), entryId);
-    await r.chain(`readList ${addressLabel(addr)} backward limit=2`, { before: MAX, limit: 2 }, (q) => s.readList(addr, q), entryId);
+    await r.chain(
+      `readList ${addressLabel(addr)} backward limit=2`,
+      { before: MAX, limit: 2 },
+      (q) => s.readList(addr, q),
+      entryId,
+    );
   }
 
   // Tasks: every record by id, then every scan filter.
@@ -293,16 +423,29 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
     ["live=true abort=true", { live: true, abort: true }],
     ["conversationIds=[]", { conversationIds: [] }],
     ...TASK_KINDS.map((kind): [string, { kind: string }] => [`kind=${kind}`, { kind }]),
-    ...TASK_KINDS.map((kind): [string, { kind: string; live: boolean }] => [`kind=${kind} live=true`, { kind, live: true }]),
-    ...conversationIds.map((c): [string, { conversationIds: Id[] }] => [`conversationIds=[${c}]`, { conversationIds: [c] }]),
-    ...conversationIds.map((c): [string, { conversationIds: Id[]; live: boolean }] => [`conversationIds=[${c}] live=true`, { conversationIds: [c], live: true }]),
+    ...TASK_KINDS.map((kind): [string, { kind: string; live: boolean }] => [
+      `kind=${kind} live=true`,
+      { kind, live: true },
+    ]),
+    ...conversationIds.map((c): [string, { conversationIds: Id[] }] => [
+      `conversationIds=[${c}]`,
+      { conversationIds: [c] },
+    ]),
+    ...conversationIds.map((c): [string, { conversationIds: Id[]; live: boolean }] => [
+      `conversationIds=[${c}] live=true`,
+      { conversationIds: [c], live: true },
+    ]),
   ];
   if (conversationIds.length >= 2) {
     const pair = [conversationIds.at(-1) as Id, conversationIds[0] as Id];
     filters.push([`conversationIds=[${pair.join(",")}]`, { conversationIds: pair }]);
   }
   for (const [name, filter] of filters) {
-    await r.read(`scanTasks ${name}`, () => s.scanTasks({ ...filter, limit: 1000 }), (p) => ({ ids: p.items.map(entryId), next: p.next, readAt: p.readAt }));
+    await r.read(
+      `scanTasks ${name}`,
+      () => s.scanTasks({ ...filter, limit: 1000 }),
+      (p) => ({ ids: p.items.map(entryId), next: p.next, readAt: p.readAt }),
+    );
   }
 
   // Scratch of every task: live tasks' current scratch, retired (empty) scratch of settled ones.
@@ -312,23 +455,36 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
       await r.read(`getValue ${addressLabel(addr)}`, () => s.getValue(addr));
     }
     for (const family of SCRATCH_VALUES) {
-      await r.read(`scanValues scratch=${t} ${family.namespace}`, () => s.scanValues({ scope: { scratch: t }, namespace: family.namespace, limit: 1000 }));
+      await r.read(`scanValues scratch=${t} ${family.namespace}`, () =>
+        s.scanValues({ scope: { scratch: t }, namespace: family.namespace, limit: 1000 }),
+      );
     }
     for (const { namespace, key } of addressesOf(SCRATCH_LISTS)) {
       const addr = scratchList(t, namespace, key);
       await r.read(`readList ${addressLabel(addr)} all`, () => s.readList(addr, { limit: 1000 }));
-      await r.chain(`readList ${addressLabel(addr)} forward limit=2`, { limit: 2 }, (q) => s.readList(addr, q), entryId);
+      await r.chain(
+        `readList ${addressLabel(addr)} forward limit=2`,
+        { limit: 2 },
+        (q) => s.readList(addr, q),
+        entryId,
+      );
     }
   }
 
-  await r.read("entryKinds (sorted)", () => s.entryKinds(), (kinds) => [...kinds].sort());
+  await r.read(
+    "entryKinds (sorted)",
+    () => s.entryKinds(),
+    (kinds) => [...kinds].sort(),
+  );
   r.set("lastSeq after reads", s.lastSeq);
 
   if (options.probeNext === true) {
     await r.read("next: empty commit", () => s.commit({ kind: "main", writes: [] }));
     r.set("next: lastSeq after empty commit", s.lastSeq);
     const marker = sessionValue("contract.marker");
-    await r.read("next: marker commit", () => s.commit({ kind: "main", writes: [{ type: "value.set", addr: marker, value: "marker" }] }));
+    await r.read("next: marker commit", () =>
+      s.commit({ kind: "main", writes: [{ type: "value.set", addr: marker, value: "marker" }] }),
+    );
     await r.read("next: marker value", () => s.getValue(marker));
     r.set("next: lastSeq after marker", s.lastSeq);
   }
@@ -336,7 +492,11 @@ export async function readDump(storage: Storage, options: DumpOptions = {}): Pro
 }
 
 /** scanValues pages by key: `after` = the last key, until a short page (scanValues never sets `next`). */
-async function valueChain(r: Recorder, label: string, fetch: (after: string | undefined) => Promise<Page<{ key: string }>>): Promise<void> {
+async function valueChain(
+  r: Recorder,
+  label: string,
+  fetch: (after: string | undefined) => Promise<Page<{ key: string }>>,
+): Promise<void> {
   const pages: unknown[] = [];
   let after: string | undefined;
   try {

@@ -43,10 +43,19 @@ const opened = new WeakMap<DurableObjectState, Promise<SqliteStorage>>();
 
 type Outcome<R> =
   | { readonly ok: true; readonly value: R; readonly lastSeq: Id; readonly fresh: boolean }
-  | { readonly ok: false; readonly code: StorageErrorCode; readonly message: string; readonly lastSeq: Id; readonly fresh: boolean };
+  | {
+      readonly ok: false;
+      readonly code: StorageErrorCode;
+      readonly message: string;
+      readonly lastSeq: Id;
+      readonly fresh: boolean;
+    };
 
 function isStorageError(error: unknown): error is StorageError {
-  return error instanceof StorageError || (error instanceof Error && error.name === "StorageError" && typeof (error as StorageError).code === "string");
+  return (
+    error instanceof StorageError ||
+    (error instanceof Error && error.name === "StorageError" && typeof (error as StorageError).code === "string")
+  );
 }
 
 /** Run `op` on the object's storage, inside the object, returning errors as data. */
@@ -64,7 +73,8 @@ function inObject<R>(stub: DurableObjectStub, op: (storage: SqliteStorage) => Pr
       const value = await op(s);
       return { ok: true, value, lastSeq: s.lastSeq, fresh };
     } catch (error) {
-      if (isStorageError(error)) return { ok: false, code: error.code, message: error.message, lastSeq: s.lastSeq, fresh };
+      if (isStorageError(error))
+        return { ok: false, code: error.code, message: error.message, lastSeq: s.lastSeq, fresh };
       throw error;
     }
   });
@@ -152,7 +162,8 @@ export const sqliteDurableObjectBackend: HarnessFactory = () => {
   const evictAndReopen = async (target: DurableObjectStub): Promise<DurableObjectStorageProxy> => {
     await evictDurableObject(target);
     const probe = await inObject(target, (s) => s.lastSeq);
-    if (!probe.fresh) throw new Error("evictDurableObject did not construct a fresh object: the storage was not reopened");
+    if (!probe.fresh)
+      throw new Error("evictDurableObject did not construct a fresh object: the storage was not reopened");
     current = new DurableObjectStorageProxy(target, probe.lastSeq);
     return current;
   };
@@ -163,7 +174,8 @@ export const sqliteDurableObjectBackend: HarnessFactory = () => {
       objects += 1;
       stub = env.SESSIONS.get(env.SESSIONS.idFromName(`storage-contract:${objects}:${crypto.randomUUID()}`));
       const probe = await inObject(stub, (s) => s.lastSeq);
-      if (!probe.fresh || probe.lastSeq !== 0) throw new Error("sqlite (durable object): a new object name must start empty");
+      if (!probe.fresh || probe.lastSeq !== 0)
+        throw new Error("sqlite (durable object): a new object name must start empty");
       current = new DurableObjectStorageProxy(stub, probe.lastSeq);
       return current;
     },

@@ -84,7 +84,12 @@ export function jsonlRows(suffix: string, rig: () => Promise<FilesRig>): void {
 
     const reports: JsonlReport[] = [];
     const reopened = await open(files, reports);
-    expect(reports.filter((r) => r.type === "torn_line_discarded").map((r) => r.file).sort()).toEqual([MAIN, scratchFile(2)].sort());
+    expect(
+      reports
+        .filter((r) => r.type === "torn_line_discarded")
+        .map((r) => r.file)
+        .sort(),
+    ).toEqual([MAIN, scratchFile(2)].sort());
     expect(reopened.lastSeq).toBe(5);
     expect((await reopened.getEntries([3])).get(3)?.data).toEqual({ text: "héllo ✓ 😀" });
     expect(await frameValues(reopened, 2)).toEqual(["ünï 😀", "f5"]);
@@ -93,7 +98,11 @@ export function jsonlRows(suffix: string, rig: () => Promise<FilesRig>): void {
     expect(await files.read(scratchFile(2))).toBe(scratch);
 
     expect(await reopened.commit({ kind: "main", writes: [entry(6, 1)] })).toEqual({ first: 6, last: 6 });
-    await reopened.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "f7" }] });
+    await reopened.commit({
+      kind: "scratch",
+      task: 2,
+      writes: [{ type: "list.append", addr: frames(2), value: "f7" }],
+    });
     await reopened.close();
     const again: JsonlReport[] = [];
     const third = await open(files, again);
@@ -149,7 +158,12 @@ export function jsonlRows(suffix: string, rig: () => Promise<FilesRig>): void {
     await s.commit({ kind: "main", writes: [conv(1), task(2, 1)] });
     await s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "f3" }] });
     files.failUnlink = true;
-    expect(await s.commit({ kind: "main", writes: [{ type: "settle", id: 2, role: "terminal", state: { status: "done" } }] })).toEqual({ first: 4, last: 4 });
+    expect(
+      await s.commit({
+        kind: "main",
+        writes: [{ type: "settle", id: 2, role: "terminal", state: { status: "done" } }],
+      }),
+    ).toEqual({ first: 4, last: 4 });
     expect(reports).toEqual([expect.objectContaining({ type: "unlink_failed", file: scratchFile(2) })]);
     expect(await files.read(scratchFile(2))).toBeDefined();
     expect(await frameValues(s, 2)).toEqual([]);
@@ -181,7 +195,11 @@ export function jsonlRows(suffix: string, rig: () => Promise<FilesRig>): void {
     // A fresh attempt clears, streams frames as small scratch commits, and the last write is a remove.
     await s.commit({ kind: "scratch", task: 100, writes: [{ type: "list.clear", addr: frames(100) }] }); // 101
     for (let seq = 102; seq <= 149; seq++) {
-      await s.commit({ kind: "scratch", task: 100, writes: [{ type: "list.append", addr: frames(100), value: `f${seq}` }] });
+      await s.commit({
+        kind: "scratch",
+        task: 100,
+        writes: [{ type: "list.append", addr: frames(100), value: `f${seq}` }],
+      });
     }
     await s.commit({ kind: "scratch", task: 100, writes: [{ type: "list.remove", addr: frames(100), element: 102 }] }); // 150
     expect(s.lastSeq).toBe(150);

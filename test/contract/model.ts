@@ -55,7 +55,9 @@ function isState(write: MainWrite): write is StateWrite {
 }
 
 function sameScopeAndNamespace(a: Address, b: { scope: Address["scope"]; namespace: string }): boolean {
-  return addressKey({ ...a, key: "" }) === addressKey({ scope: b.scope, namespace: b.namespace, key: "", rewind: false });
+  return (
+    addressKey({ ...a, key: "" }) === addressKey({ scope: b.scope, namespace: b.namespace, key: "", rewind: false })
+  );
 }
 
 /** Paging exactly as the `Cursor` doc in records.ts states it, over items sorted ascending by id. */
@@ -64,12 +66,16 @@ export function naivePage<T>(sorted: readonly T[], idOf: (item: T) => Id, cursor
     throw new StorageError("bad_query", `bad limit ${cursor.limit}`);
   }
   const inRange = sorted.filter(
-    (item) => (cursor.after === undefined || idOf(item) > cursor.after) && (cursor.before === undefined || idOf(item) < cursor.before),
+    (item) =>
+      (cursor.after === undefined || idOf(item) > cursor.after) &&
+      (cursor.before === undefined || idOf(item) < cursor.before),
   );
   if (cursor.before !== undefined && cursor.after === undefined) {
     const items = inRange.slice(Math.max(0, inRange.length - cursor.limit));
     const first = items[0];
-    return inRange.length > items.length && first !== undefined ? { items, next: idOf(first), readAt } : { items, readAt };
+    return inRange.length > items.length && first !== undefined
+      ? { items, next: idOf(first), readAt }
+      : { items, readAt };
   }
   const items = inRange.slice(0, cursor.limit);
   const last = items[items.length - 1];
@@ -144,7 +150,8 @@ export class ModelStorage implements Storage {
   conversations(): Conversation[] {
     const out: Conversation[] = [];
     for (const { write } of this.#log) {
-      if (write.type === "createConversation" && this.conversation(write.conversation.id) !== undefined) out.push(write.conversation);
+      if (write.type === "createConversation" && this.conversation(write.conversation.id) !== undefined)
+        out.push(write.conversation);
     }
     return out;
   }
@@ -162,7 +169,13 @@ export class ModelStorage implements Storage {
         const abort = task.abort === true || write.abort === true;
         const { abort: _a, owns: _o, ...rest } = task;
         const owns = write.owns ?? task.owns;
-        task = { ...rest, role: write.role, state: write.state, ...(owns === undefined ? {} : { owns }), ...(abort ? { abort: true } : {}) };
+        task = {
+          ...rest,
+          role: write.role,
+          state: write.state,
+          ...(owns === undefined ? {} : { owns }),
+          ...(abort ? { abort: true } : {}),
+        };
       }
       if (write.type === "settle" && write.id === id) task = { ...task, role: "terminal", state: write.state };
     }
@@ -200,7 +213,11 @@ export class ModelStorage implements Storage {
     const out: Entry[] = [];
     for (const segment of this.segments(id)) {
       for (const { write } of this.#log) {
-        if (write.type === "entry" && write.entry.conversationId === segment.conversationId && write.entry.id <= segment.cap) {
+        if (
+          write.type === "entry" &&
+          write.entry.conversationId === segment.conversationId &&
+          write.entry.id <= segment.cap
+        ) {
           out.push(write.entry);
         }
       }
@@ -239,7 +256,9 @@ export class ModelStorage implements Storage {
       return last?.write.type === "value.set" ? { seq: last.seq, value: last.write.value } : undefined;
     }
     for (const segment of this.segments(addr.scope.conversation, at ?? INFINITY)) {
-      const own = this.#stateWrites(this.#historyAddress(addr, segment.conversationId), "value.").filter((w) => w.seq <= segment.cap);
+      const own = this.#stateWrites(this.#historyAddress(addr, segment.conversationId), "value.").filter(
+        (w) => w.seq <= segment.cap,
+      );
       const newest = own.at(-1);
       if (newest === undefined) continue;
       return newest.write.type === "value.set" ? { seq: newest.seq, value: newest.write.value } : undefined;
@@ -253,7 +272,9 @@ export class ModelStorage implements Storage {
     let ops: { seq: Id; write: StateWrite }[];
     if (rewindable && "conversation" in addr.scope) {
       ops = this.segments(addr.scope.conversation, at ?? INFINITY).flatMap((segment) =>
-        this.#stateWrites(this.#historyAddress(addr, segment.conversationId), "list.").filter((w) => w.seq <= segment.cap),
+        this.#stateWrites(this.#historyAddress(addr, segment.conversationId), "list.").filter(
+          (w) => w.seq <= segment.cap,
+        ),
       );
     } else {
       ops = this.#scratchRetired(addr) ? [] : this.#stateWrites(addr, "list.");
@@ -266,7 +287,8 @@ export class ModelStorage implements Storage {
     }
     const out: Element<JsonValue>[] = [];
     for (const { seq, write } of ops) {
-      if (write.type === "list.append" && seq > clearedBelow && !removed.has(seq)) out.push({ id: seq, value: write.value });
+      if (write.type === "list.append" && seq > clearedBelow && !removed.has(seq))
+        out.push({ id: seq, value: write.value });
     }
     return out.sort((a, b) => a.id - b.id);
   }
@@ -298,7 +320,9 @@ export class ModelStorage implements Storage {
   async scanConversations(q: ConversationQuery): Promise<Page<Conversation>> {
     this.#open();
     const matching = this.conversations().filter(
-      (c) => (q.parent === undefined || c.parent?.conversationId === q.parent) && (q.ownedFrom === undefined || c.owner === q.ownedFrom),
+      (c) =>
+        (q.parent === undefined || c.parent?.conversationId === q.parent) &&
+        (q.ownedFrom === undefined || c.owner === q.ownedFrom),
     );
     return naivePage(clone(matching), (c) => c.id, q, this.#lastSeq);
   }
@@ -368,7 +392,8 @@ export class ModelStorage implements Storage {
 
   async scanValues(q: ValueQuery): Promise<Page<{ key: string; version: Version<JsonValue> }>> {
     this.#open();
-    if (!Number.isInteger(q.limit) || q.limit < 1 || q.limit > 1000) throw new StorageError("bad_query", `bad limit ${q.limit}`);
+    if (!Number.isInteger(q.limit) || q.limit < 1 || q.limit > 1000)
+      throw new StorageError("bad_query", `bad limit ${q.limit}`);
     const addresses = new Map<string, Address>();
     for (const { write } of this.#log) {
       if (isState(write) && write.type.startsWith("value.") && sameScopeAndNamespace(write.addr, q)) {

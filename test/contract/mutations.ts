@@ -14,7 +14,17 @@
  *
  * The same seed always yields the same stream; the seed is in every test name that uses one.
  */
-import type { Address, CommitBatch, Entry, Id, JsonValue, MainWrite, Message, StateWrite, Task } from "../../src/storage/records.js";
+import type {
+  Address,
+  CommitBatch,
+  Entry,
+  Id,
+  JsonValue,
+  MainWrite,
+  Message,
+  StateWrite,
+  Task,
+} from "../../src/storage/records.js";
 import { MainBuilder, ScratchBuilder, type EntryFields, type StateTx } from "./builder.js";
 import { ModelStorage } from "./model.js";
 import {
@@ -98,7 +108,7 @@ export class Rng {
       case 0:
         return this.int(1000) - 100;
       case 1:
-        return this.pick(["x", "plan", "ünï", "a\"b", "", "line\nbreak"]);
+        return this.pick(["x", "plan", "ünï", 'a"b', "", "line\nbreak"]);
       case 2:
         return this.chance(0.5);
       case 3:
@@ -163,11 +173,7 @@ class Generator {
   // -------------------------------------------------------------------------------------------
   // Writes
 
-  #stateOps(
-    tx: StateTx,
-    value: () => Address,
-    list: () => Address,
-  ): void {
+  #stateOps(tx: StateTx, value: () => Address, list: () => Address): void {
     const rng = this.rng;
     if (rng.chance(0.5)) {
       const addr = value();
@@ -204,7 +210,9 @@ class Generator {
     if (transcript.length > 0 && rng.chance(0.15)) {
       const edits: Entry["edits"] = Array.from({ length: rng.range(1, 2) }, () => {
         const target = rng.pick(transcript).id;
-        return rng.chance(0.5) ? { target, action: "omit" as const } : { target, action: "replace" as const, messages: [message(rng, target)] };
+        return rng.chance(0.5)
+          ? { target, action: "omit" as const }
+          : { target, action: "replace" as const, messages: [message(rng, target)] };
       });
       fields.edits = edits;
     }
@@ -233,10 +241,15 @@ class Generator {
         const parent = inherit === undefined ? undefined : { conversationId: focus, at: inherit.at(-1)?.id ?? 0 };
         const child = tx.conversation(parent === undefined ? { owner: owner.id } : { owner: owner.id, parent });
         // The owner records its child, in the same batch, after the creation (§5.7).
-        tx.patch(owner.id, owner.role === "start" ? "start" : "inflight", { ...owner.state, child }, {
-          // Children deleted since are dropped: an owned conversation must exist (§7.3 structure).
-          owns: [...(owner.owns ?? []).filter((id) => this.model.conversation(id) !== undefined), child],
-        });
+        tx.patch(
+          owner.id,
+          owner.role === "start" ? "start" : "inflight",
+          { ...owner.state, child },
+          {
+            // Children deleted since are dropped: an owned conversation must exist (§7.3 structure).
+            owns: [...(owner.owns ?? []).filter((id) => this.model.conversation(id) !== undefined), child],
+          },
+        );
         focus = child;
       }
       alive = this.#alive();
@@ -281,12 +294,18 @@ class Generator {
       const live = this.#live();
       if (live.length > 0) {
         const t = rng.pick(live);
-        tx.patch(t.id, rng.chance(0.3) ? "start" : "inflight", { status: "running", step: tx.nextSeq }, rng.chance(0.25) ? { abort: true } : {});
+        tx.patch(
+          t.id,
+          rng.chance(0.3) ? "start" : "inflight",
+          { status: "running", step: tx.nextSeq },
+          rng.chance(0.25) ? { abort: true } : {},
+        );
       }
     }
     if (rng.chance(0.25)) {
       const live = this.#live();
-      if (live.length > 0) tx.settle(rng.pick(live).id, { status: rng.pick(["done", "failed", "aborted"]), at: tx.nextSeq });
+      if (live.length > 0)
+        tx.settle(rng.pick(live).id, { status: rng.pick(["done", "failed", "aborted"]), at: tx.nextSeq });
     }
     if (rng.chance(0.4)) {
       for (let i = rng.range(1, 2); i > 0; i--) {
@@ -381,7 +400,8 @@ export function generateStream(seed: number, options: StreamOptions): GeneratedB
   const check = new ModelStorage();
   for (const [i, { batch, first, last }] of out.entries()) {
     const range = check.commitSync(batch);
-    if (range.first !== first || range.last !== last) throw new Error(`generator seed ${seed}: batch ${i} range mismatch`);
+    if (range.first !== first || range.last !== last)
+      throw new Error(`generator seed ${seed}: batch ${i} range mismatch`);
   }
   return out;
 }

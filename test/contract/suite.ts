@@ -19,7 +19,14 @@ import { MainBuilder, ScratchBuilder } from "./builder.js";
 import { diffDumps, readDump, type Dump } from "./compare.js";
 import { ModelStorage } from "./model.js";
 import { generateStream, type GeneratedBatch } from "./mutations.js";
-import { conversationList, conversationValue, scratchList, scratchValue, sessionList, sessionValue } from "./vocabulary.js";
+import {
+  conversationList,
+  conversationValue,
+  scratchList,
+  scratchValue,
+  sessionList,
+  sessionValue,
+} from "./vocabulary.js";
 
 const MAX = Number.MAX_SAFE_INTEGER;
 
@@ -44,7 +51,11 @@ async function replayInto(storage: Storage, batches: readonly CommitBatch[]): Pr
 }
 
 /** Dumps of the memory reference and of the model after `batches` (with the next-sequence probe if asked). */
-function references(batches: readonly CommitBatch[], probeNext: boolean, cacheKey?: string): Promise<{ memory: Dump; model: Dump }> {
+function references(
+  batches: readonly CommitBatch[],
+  probeNext: boolean,
+  cacheKey?: string,
+): Promise<{ memory: Dump; model: Dump }> {
   const build = async () => {
     const memory = new MemoryStorage();
     const model = new ModelStorage();
@@ -133,7 +144,9 @@ export function storageContract(factory: HarnessFactory): void {
       for (const [i, { batch, first, last }] of stream.entries()) {
         const range = await s.commit(batch);
         if (range.first !== first || range.last !== last || s.lastSeq !== last) {
-          throw new Error(`batch ${i}: commit returned ${JSON.stringify(range)}, lastSeq ${s.lastSeq}; expected ${first}..${last}`);
+          throw new Error(
+            `batch ${i}: commit returned ${JSON.stringify(range)}, lastSeq ${s.lastSeq}; expected ${first}..${last}`,
+          );
         }
         log.push(batch);
       }
@@ -149,7 +162,10 @@ export function storageContract(factory: HarnessFactory): void {
       harness.inside === undefined ? readDump(s, options) : harness.inside((storage) => readDump(storage, options));
 
     /** Compare the storage with the memory reference and the model replaying this test's log. */
-    const matchesReferences = async (what: string, options: { probeNext?: boolean; cacheKey?: string } = {}): Promise<void> => {
+    const matchesReferences = async (
+      what: string,
+      options: { probeNext?: boolean; cacheKey?: string } = {},
+    ): Promise<void> => {
       const probeNext = options.probeNext ?? false;
       const refs = await references(log, probeNext, options.cacheKey);
       const actual = await dump({ probeNext });
@@ -174,31 +190,42 @@ export function storageContract(factory: HarnessFactory): void {
       const stream = generateStream(MAIN_STREAM.seed, MAIN_STREAM);
       const third = Math.floor(stream.length / 3);
 
-      it(t(`§10.1 a validated stream (seed ${MAIN_STREAM.seed}) matches the memory reference and the model at every third`), async () => {
-        for (const k of [third, 2 * third, stream.length]) {
-          await replay(stream.slice(log.length, k));
-          await matchesReferences(`after ${k} batches`, { cacheKey: `main:${k}`, probeNext: k === stream.length });
-        }
-      });
+      it(
+        t(
+          `§10.1 a validated stream (seed ${MAIN_STREAM.seed}) matches the memory reference and the model at every third`,
+        ),
+        async () => {
+          for (const k of [third, 2 * third, stream.length]) {
+            await replay(stream.slice(log.length, k));
+            await matchesReferences(`after ${k} batches`, { cacheKey: `main:${k}`, probeNext: k === stream.length });
+          }
+        },
+      );
 
       if (durable) {
-        it(t(`§10.1 a validated stream (seed ${MAIN_STREAM.seed}) survives close+reopen mid-stream and at the end`), async () => {
-          await replay(stream.slice(0, third));
-          await reopen("close");
-          await matchesReferences(`reopened after ${third} batches`, { cacheKey: `main:${third}` });
-          await replay(stream.slice(third));
-          await reopen("close");
-          await matchesReferences(`reopened at the end`, { cacheKey: `main:${stream.length}`, probeNext: true });
-        });
+        it(
+          t(`§10.1 a validated stream (seed ${MAIN_STREAM.seed}) survives close+reopen mid-stream and at the end`),
+          async () => {
+            await replay(stream.slice(0, third));
+            await reopen("close");
+            await matchesReferences(`reopened after ${third} batches`, { cacheKey: `main:${third}` });
+            await replay(stream.slice(third));
+            await reopen("close");
+            await matchesReferences(`reopened at the end`, { cacheKey: `main:${stream.length}`, probeNext: true });
+          },
+        );
 
-        it(t(`§10.1 a validated stream (seed ${MAIN_STREAM.seed}) survives crash+reopen mid-stream and at the end`), async () => {
-          await replay(stream.slice(0, 2 * third));
-          await reopen("crash");
-          await matchesReferences(`crashed after ${2 * third} batches`, { cacheKey: `main:${2 * third}` });
-          await replay(stream.slice(2 * third));
-          await reopen("crash");
-          await matchesReferences(`crashed at the end`, { cacheKey: `main:${stream.length}`, probeNext: true });
-        });
+        it(
+          t(`§10.1 a validated stream (seed ${MAIN_STREAM.seed}) survives crash+reopen mid-stream and at the end`),
+          async () => {
+            await replay(stream.slice(0, 2 * third));
+            await reopen("crash");
+            await matchesReferences(`crashed after ${2 * third} batches`, { cacheKey: `main:${2 * third}` });
+            await replay(stream.slice(2 * third));
+            await reopen("crash");
+            await matchesReferences(`crashed at the end`, { cacheKey: `main:${stream.length}`, probeNext: true });
+          },
+        );
       }
     });
 
@@ -262,94 +289,133 @@ export function storageContract(factory: HarnessFactory): void {
           expect((await s.scanValues({ scope: { conversation: a }, namespace: "plan", limit: 10 })).items).toEqual([
             { key: "", version: { seq: e3 - 1, value: "again" } },
           ]);
-          expect((await s.scanValues({ scope: { conversation: before }, namespace: "plan", limit: 10 })).items).toEqual([]);
-          expect((await s.scanValues({ scope: { conversation: after }, namespace: "plan", limit: 10 })).items).toEqual([]);
+          expect((await s.scanValues({ scope: { conversation: before }, namespace: "plan", limit: 10 })).items).toEqual(
+            [],
+          );
+          expect((await s.scanValues({ scope: { conversation: after }, namespace: "plan", limit: 10 })).items).toEqual(
+            [],
+          );
         });
         await matchesReferences("after the value-delete forks");
       });
 
-      it(t("§10.1 forks before and after a list clear see the elements, then none; clears hide, never erase"), async () => {
-        const a = await main((tx) => tx.conversation());
-        // §4.2: appended at 40 and 50, cleared at 60, appended at 70 reads [A, B] at 55, [] at 65, [C] at 75.
-        const [xA, e1] = await main((tx) => [tx.append(rewindList(a), "A"), tx.entry(a, "user")] as const);
-        const [xB, e2] = await main((tx) => [tx.append(rewindList(a), "B"), tx.entry(a, "user")] as const);
-        const e3 = await main((tx) => {
-          tx.clear(rewindList(a));
-          return tx.entry(a, "user");
-        });
-        const [xC, e4] = await main((tx) => [tx.append(rewindList(a), "C"), tx.entry(a, "user")] as const);
-        const f1 = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e2 } }));
-        const f2 = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e3 } }));
-        const f3 = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e4 } }));
-        // The fork before the clear appends its own element, removes an inherited one, then clears.
-        const [xD, f1e1] = await main((tx) => [tx.append(rewindList(f1), "D"), tx.entry(f1, "user")] as const);
-        const f1e2 = await main((tx) => {
-          tx.remove(rewindList(f1), xA);
-          return tx.entry(f1, "user");
-        });
-        const f1e3 = await main((tx) => {
-          tx.clear(rewindList(f1));
-          return tx.entry(f1, "user");
-        });
-        const f1child = await main((tx) => tx.conversation({ parent: { conversationId: f1, at: f1e1 } }));
-        // The source removes after the fork: the later fork keeps C.
-        await main((tx) => tx.remove(rewindList(a), xC));
+      it(
+        t("§10.1 forks before and after a list clear see the elements, then none; clears hide, never erase"),
+        async () => {
+          const a = await main((tx) => tx.conversation());
+          // §4.2: appended at 40 and 50, cleared at 60, appended at 70 reads [A, B] at 55, [] at 65, [C] at 75.
+          const [xA, e1] = await main((tx) => [tx.append(rewindList(a), "A"), tx.entry(a, "user")] as const);
+          const [xB, e2] = await main((tx) => [tx.append(rewindList(a), "B"), tx.entry(a, "user")] as const);
+          const e3 = await main((tx) => {
+            tx.clear(rewindList(a));
+            return tx.entry(a, "user");
+          });
+          const [xC, e4] = await main((tx) => [tx.append(rewindList(a), "C"), tx.entry(a, "user")] as const);
+          const f1 = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e2 } }));
+          const f2 = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e3 } }));
+          const f3 = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e4 } }));
+          // The fork before the clear appends its own element, removes an inherited one, then clears.
+          const [xD, f1e1] = await main((tx) => [tx.append(rewindList(f1), "D"), tx.entry(f1, "user")] as const);
+          const f1e2 = await main((tx) => {
+            tx.remove(rewindList(f1), xA);
+            return tx.entry(f1, "user");
+          });
+          const f1e3 = await main((tx) => {
+            tx.clear(rewindList(f1));
+            return tx.entry(f1, "user");
+          });
+          const f1child = await main((tx) => tx.conversation({ parent: { conversationId: f1, at: f1e1 } }));
+          // The source removes after the fork: the later fork keeps C.
+          await main((tx) => tx.remove(rewindList(a), xC));
 
-        const read = async (c: Id, at?: Id) => (await s.readList(rewindList(c), at === undefined ? { limit: 100 } : { at, limit: 100 })).items;
-        await durably(async () => {
-          expect(await read(a, e1)).toEqual([{ id: xA, value: "A" }]);
-          expect(await read(a, e2)).toEqual([{ id: xA, value: "A" }, { id: xB, value: "B" }]);
-          expect(await read(a, e3)).toEqual([]);
-          expect(await read(a, e4)).toEqual([{ id: xC, value: "C" }]);
-          expect(await read(a)).toEqual([]);
-          expect(await read(f1, e2)).toEqual([{ id: xA, value: "A" }, { id: xB, value: "B" }]);
-          expect(await read(f1, f1e1)).toEqual([{ id: xA, value: "A" }, { id: xB, value: "B" }, { id: xD, value: "D" }]);
-          expect(await read(f1, f1e2)).toEqual([{ id: xB, value: "B" }, { id: xD, value: "D" }]);
-          expect(await read(f1, f1e3)).toEqual([]);
-          expect(await read(f1)).toEqual([]);
-          expect(await read(f1child)).toEqual([{ id: xA, value: "A" }, { id: xB, value: "B" }, { id: xD, value: "D" }]);
-          expect(await read(f2)).toEqual([]);
-          expect(await read(f3)).toEqual([{ id: xC, value: "C" }]);
-          const page = await s.readList(rewindList(f1child), { limit: 2 });
-          expect({ ids: ids(page.items), next: page.next }).toEqual({ ids: [xA, xB], next: xB });
-          const back = await s.readList(rewindList(f1child), { before: MAX, limit: 2 });
-          expect({ ids: ids(back.items), next: back.next }).toEqual({ ids: [xB, xD], next: xB });
-        });
-        await matchesReferences("after the list-clear forks");
-      });
+          const read = async (c: Id, at?: Id) =>
+            (await s.readList(rewindList(c), at === undefined ? { limit: 100 } : { at, limit: 100 })).items;
+          await durably(async () => {
+            expect(await read(a, e1)).toEqual([{ id: xA, value: "A" }]);
+            expect(await read(a, e2)).toEqual([
+              { id: xA, value: "A" },
+              { id: xB, value: "B" },
+            ]);
+            expect(await read(a, e3)).toEqual([]);
+            expect(await read(a, e4)).toEqual([{ id: xC, value: "C" }]);
+            expect(await read(a)).toEqual([]);
+            expect(await read(f1, e2)).toEqual([
+              { id: xA, value: "A" },
+              { id: xB, value: "B" },
+            ]);
+            expect(await read(f1, f1e1)).toEqual([
+              { id: xA, value: "A" },
+              { id: xB, value: "B" },
+              { id: xD, value: "D" },
+            ]);
+            expect(await read(f1, f1e2)).toEqual([
+              { id: xB, value: "B" },
+              { id: xD, value: "D" },
+            ]);
+            expect(await read(f1, f1e3)).toEqual([]);
+            expect(await read(f1)).toEqual([]);
+            expect(await read(f1child)).toEqual([
+              { id: xA, value: "A" },
+              { id: xB, value: "B" },
+              { id: xD, value: "D" },
+            ]);
+            expect(await read(f2)).toEqual([]);
+            expect(await read(f3)).toEqual([{ id: xC, value: "C" }]);
+            const page = await s.readList(rewindList(f1child), { limit: 2 });
+            expect({ ids: ids(page.items), next: page.next }).toEqual({ ids: [xA, xB], next: xB });
+            const back = await s.readList(rewindList(f1child), { before: MAX, limit: 2 });
+            expect({ ids: ids(back.items), next: back.next }).toEqual({ ids: [xB, xD], next: xB });
+          });
+          await matchesReferences("after the list-clear forks");
+        },
+      );
 
-      it(t("§10.1 a fork before a later summary sees no head; a fork after it sees that head, not later ones"), async () => {
-        const a = await main((tx) => tx.conversation());
-        const [e1, e2, e3] = await main((tx) => [tx.entry(a, "user", user("q")), tx.entry(a, "assistant"), tx.entry(a, "user", user("q2"))] as const);
-        const e4 = await main((tx) => tx.entry(a, "summary", { head: e2, data: { summary: "s1" } }));
-        const e5 = await main((tx) => tx.entry(a, "user"));
-        const early = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e3 } }));
-        const late = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e4 } }));
-        const e6 = await main((tx) => tx.entry(a, "summary", { head: e5 }));
-        const b1 = await main((tx) => tx.entry(early, "summary", { head: e1 }));
-        const lateChild = await main((tx) => tx.conversation({ parent: { conversationId: late, at: e4 } }));
-        const d1 = await main((tx) => tx.entry(lateChild, "summary", { head: tx.nextSeq }));
+      it(
+        t("§10.1 a fork before a later summary sees no head; a fork after it sees that head, not later ones"),
+        async () => {
+          const a = await main((tx) => tx.conversation());
+          const [e1, e2, e3] = await main(
+            (tx) =>
+              [tx.entry(a, "user", user("q")), tx.entry(a, "assistant"), tx.entry(a, "user", user("q2"))] as const,
+          );
+          const e4 = await main((tx) => tx.entry(a, "summary", { head: e2, data: { summary: "s1" } }));
+          const e5 = await main((tx) => tx.entry(a, "user"));
+          const early = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e3 } }));
+          const late = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e4 } }));
+          const e6 = await main((tx) => tx.entry(a, "summary", { head: e5 }));
+          const b1 = await main((tx) => tx.entry(early, "summary", { head: e1 }));
+          const lateChild = await main((tx) => tx.conversation({ parent: { conversationId: late, at: e4 } }));
+          const d1 = await main((tx) => tx.entry(lateChild, "summary", { head: tx.nextSeq }));
 
-        const entry = async (id: Id) => (await s.getEntries([id])).get(id);
-        await durably(async () => {
-          expect(await s.newestHead(a, e3)).toBeUndefined();
-          expect(await s.newestHead(a, e4)).toEqual({ id: e4, conversationId: a, kind: "summary", head: e2, data: { summary: "s1" } });
-          expect((await s.newestHead(a, e5))?.id).toBe(e4);
-          expect((await s.newestHead(a, MAX))?.id).toBe(e6);
-          expect(await s.newestHead(a, MAX)).toEqual(await entry(e6));
-          expect(await s.newestHead(early, e3)).toBeUndefined();
-          expect(await s.newestHead(early, MAX)).toEqual(await entry(b1));
-          expect((await s.newestHead(late, MAX))?.id).toBe(e4);
-          expect((await s.newestHead(late, e3))).toBeUndefined();
-          expect((await s.newestHead(lateChild, e4))?.id).toBe(e4);
-          expect(await s.newestHead(lateChild, MAX)).toEqual(await entry(d1));
-          expect(ids((await s.scanEntries({ conversationId: early, limit: 100 })).items)).toEqual([e1, e2, e3, b1]);
-          expect(ids((await s.scanEntries({ conversationId: late, limit: 100 })).items)).toEqual([e1, e2, e3, e4]);
-          // The derived context of `late`: from its head's boundary through the target.
-          expect(ids((await s.scanEntries({ conversationId: late, from: e2, through: MAX, limit: 100 })).items)).toEqual([e2, e3, e4]);
-        });
-        await matchesReferences("after the summary forks");
-      });
+          const entry = async (id: Id) => (await s.getEntries([id])).get(id);
+          await durably(async () => {
+            expect(await s.newestHead(a, e3)).toBeUndefined();
+            expect(await s.newestHead(a, e4)).toEqual({
+              id: e4,
+              conversationId: a,
+              kind: "summary",
+              head: e2,
+              data: { summary: "s1" },
+            });
+            expect((await s.newestHead(a, e5))?.id).toBe(e4);
+            expect((await s.newestHead(a, MAX))?.id).toBe(e6);
+            expect(await s.newestHead(a, MAX)).toEqual(await entry(e6));
+            expect(await s.newestHead(early, e3)).toBeUndefined();
+            expect(await s.newestHead(early, MAX)).toEqual(await entry(b1));
+            expect((await s.newestHead(late, MAX))?.id).toBe(e4);
+            expect(await s.newestHead(late, e3)).toBeUndefined();
+            expect((await s.newestHead(lateChild, e4))?.id).toBe(e4);
+            expect(await s.newestHead(lateChild, MAX)).toEqual(await entry(d1));
+            expect(ids((await s.scanEntries({ conversationId: early, limit: 100 })).items)).toEqual([e1, e2, e3, b1]);
+            expect(ids((await s.scanEntries({ conversationId: late, limit: 100 })).items)).toEqual([e1, e2, e3, e4]);
+            // The derived context of `late`: from its head's boundary through the target.
+            expect(
+              ids((await s.scanEntries({ conversationId: late, from: e2, through: MAX, limit: 100 })).items),
+            ).toEqual([e2, e3, e4]);
+          });
+          await matchesReferences("after the summary forks");
+        },
+      );
 
       it(t("§10.1 nested source cutoffs: forks of forks at different points carry every ancestor cutoff"), async () => {
         const a = await main((tx) => tx.conversation());
@@ -395,7 +461,9 @@ export function storageContract(factory: HarnessFactory): void {
         const transcript = async (conversationId: Id, q: { from?: Id; through?: Id; key?: string } = {}) =>
           ids((await s.scanEntries({ conversationId, limit: 100, ...q })).items);
         const list = async (conv: Id, at?: Id) =>
-          (await s.readList(rewindList(conv), at === undefined ? { limit: 100 } : { at, limit: 100 })).items.map((x) => x.value);
+          (await s.readList(rewindList(conv), at === undefined ? { limit: 100 } : { at, limit: 100 })).items.map(
+            (x) => x.value,
+          );
         await durably(async () => {
           expect(await transcript(c)).toEqual([a1, a2, a3, b1, c1, late.c]);
           expect(await transcript(d)).toEqual([a1, a2, d1, late.d]);
@@ -409,7 +477,11 @@ export function storageContract(factory: HarnessFactory): void {
           const pages: Id[][] = [];
           let before: Id | undefined = MAX;
           while (before !== undefined) {
-            const page: { items: readonly Entry[]; next?: Id } = await s.scanEntries({ conversationId: g, before, limit: 2 });
+            const page: { items: readonly Entry[]; next?: Id } = await s.scanEntries({
+              conversationId: g,
+              before,
+              limit: 2,
+            });
             pages.push(ids(page.items));
             before = page.next;
           }
@@ -456,11 +528,20 @@ export function storageContract(factory: HarnessFactory): void {
         const fork = await main((tx) => tx.conversation({ parent: { conversationId: a, at: e1 } }));
         const before = await dump();
         const lastSeq = s.lastSeq;
-        const values = [sessionValue("sess.name"), conversationValue(a, "ui.expanded", undefined, false), scratchValue(task, "checkpoint")];
-        const lists = [sessionList("sess.inbox"), conversationList(a, "ui.queue", undefined, false), scratchList(task, "frames")];
+        const values = [
+          sessionValue("sess.name"),
+          conversationValue(a, "ui.expanded", undefined, false),
+          scratchValue(task, "checkpoint"),
+        ];
+        const lists = [
+          sessionList("sess.inbox"),
+          conversationList(a, "ui.queue", undefined, false),
+          scratchList(task, "frames"),
+        ];
         for (const at of [0, e1, lastSeq, MAX]) {
           for (const addr of values) expect(await rejection(s.getValue(addr, at))).toBe("historical_read");
-          for (const addr of lists) expect(await rejection(s.readList(addr, { at, limit: 10 }))).toBe("historical_read");
+          for (const addr of lists)
+            expect(await rejection(s.readList(addr, { at, limit: 10 }))).toBe("historical_read");
           // Historical reads of rewindable state change nothing either.
           await s.getValue(rewindValue(a), at);
           await s.readList(rewindList(a), { at, limit: 10 });
@@ -469,10 +550,15 @@ export function storageContract(factory: HarnessFactory): void {
         expectSameDump(before, await dump(), "after historical reads");
         await durably(async () => {
           expect(await s.getValue(sessionValue("sess.name"))).toEqual({ seq: e1 + 1, value: "session" });
-          expect(await s.getValue(conversationValue(a, "ui.expanded", undefined, false))).toEqual({ seq: e1 + 3, value: true });
+          expect(await s.getValue(conversationValue(a, "ui.expanded", undefined, false))).toEqual({
+            seq: e1 + 3,
+            value: true,
+          });
           // Forks inherit rewindable state and the session's, never sticky conversation state or scratch.
           expect(await s.getValue(conversationValue(fork, "ui.expanded", undefined, false))).toBeUndefined();
-          expect((await s.readList(conversationList(fork, "ui.queue", undefined, false), { limit: 10 })).items).toEqual([]);
+          expect((await s.readList(conversationList(fork, "ui.queue", undefined, false), { limit: 10 })).items).toEqual(
+            [],
+          );
           expect(await s.getValue(rewindValue(fork))).toEqual({ seq: e1 - 1, value: "r" });
           expect((await s.getValue(scratchValue(task, "checkpoint")))?.value).toEqual({ n: 1 });
         });
@@ -480,75 +566,88 @@ export function storageContract(factory: HarnessFactory): void {
       });
     });
 
-    it(t("edge writes agree with the references: removes naming other lists' elements, several writes to one address in a batch, forks at an entry of the same batch"), async () => {
-      const queue = (c: Id) => conversationList(c, "ui.queue", undefined, false);
-      const [a, b, task] = await main((tx) => {
-        const first = tx.conversation();
-        return [first, tx.conversation(), tx.task(first, "job")] as const;
-      });
-      const [x1, y1, s1, e1] = await main((tx) => {
-        const appended = [tx.append(queue(a), "x1"), tx.append(queue(b), "y1"), tx.append(sessionList("sess.inbox"), "s1")] as const;
-        tx.append(rewindList(a), "m1");
-        return [...appended, tx.entry(a, "user")] as const;
-      });
-      // A remove names an element of another list, or no element at all: it hides nothing there.
-      await main((tx) => {
-        tx.remove(queue(b), x1);
-        tx.remove(sessionList("sess.inbox"), y1);
-        tx.remove(queue(a), e1);
-        tx.remove(rewindList(b), s1);
-      });
-      // Several writes to one address in one batch: the last one wins; deleting an absent value is harmless.
-      await main((tx) => {
-        tx.set(sessionValue("sess.name"), 1);
-        tx.delete(sessionValue("sess.name"));
-        tx.delete(sessionValue("sess.name", "a"));
-        tx.set(rewindValue(a), 1);
-        tx.delete(rewindValue(a));
-        tx.set(rewindValue(a, "model"), "m");
-        tx.delete(rewindValue(b));
-      });
-      await main((tx) => {
-        const z = tx.append(sessionList("sess.inbox"), "z");
-        tx.remove(sessionList("sess.inbox"), z);
-        tx.clear(sessionList("sess.inbox"));
-        tx.append(sessionList("sess.inbox"), "after");
-        tx.remove(sessionList("sess.inbox"), s1);
-      });
-      // A fork at an entry minted earlier in the same batch, written to in that batch.
-      const fork = await main((tx) => {
-        const e = tx.entry(a, "user");
-        const f = tx.conversation({ parent: { conversationId: a, at: e } });
-        tx.append(rewindList(f), "fm");
-        tx.entry(f, "summary", { head: e });
-        return f;
-      });
-      await scratch(task, (tx) => {
-        const q = tx.append(scratchList(task, "frames"), 1);
-        tx.remove(scratchList(task, "frames"), x1);
-        tx.clear(scratchList(task, "frames"));
-        tx.clear(scratchList(task, "frames"));
-        tx.append(scratchList(task, "frames"), q);
-      });
-      // A task created, patched with a mark and settled in one batch.
-      await main((tx) => {
-        const t2 = tx.task(b, "job");
-        tx.patch(t2, "inflight", { status: "r" }, { abort: true });
-        tx.settle(t2, { status: "done" });
-        tx.patch(task, "start", { status: "again" });
-      });
-      await durably(async () => {
-        expect((await s.readList(queue(a), { limit: 10 })).items.map((x) => x.value)).toEqual(["x1"]);
-        expect((await s.readList(queue(b), { limit: 10 })).items.map((x) => x.value)).toEqual(["y1"]);
-        expect((await s.readList(sessionList("sess.inbox"), { limit: 10 })).items.map((x) => x.value)).toEqual(["after"]);
-        expect(await s.getValue(sessionValue("sess.name"))).toBeUndefined();
-        expect(await s.getValue(rewindValue(a))).toBeUndefined();
-        expect((await s.readList(rewindList(fork), { limit: 10 })).items.map((x) => x.value)).toEqual(["m1", "fm"]);
-        expect((await s.readList(scratchList(task, "frames"), { limit: 10 })).items.map((x) => x.value)).toEqual([expect.any(Number)]);
-        expect(y1).toBe(x1 + 1);
-      });
-      await matchesReferences("after edge writes", { probeNext: true });
-    });
+    it(
+      t(
+        "edge writes agree with the references: removes naming other lists' elements, several writes to one address in a batch, forks at an entry of the same batch",
+      ),
+      async () => {
+        const queue = (c: Id) => conversationList(c, "ui.queue", undefined, false);
+        const [a, b, task] = await main((tx) => {
+          const first = tx.conversation();
+          return [first, tx.conversation(), tx.task(first, "job")] as const;
+        });
+        const [x1, y1, s1, e1] = await main((tx) => {
+          const appended = [
+            tx.append(queue(a), "x1"),
+            tx.append(queue(b), "y1"),
+            tx.append(sessionList("sess.inbox"), "s1"),
+          ] as const;
+          tx.append(rewindList(a), "m1");
+          return [...appended, tx.entry(a, "user")] as const;
+        });
+        // A remove names an element of another list, or no element at all: it hides nothing there.
+        await main((tx) => {
+          tx.remove(queue(b), x1);
+          tx.remove(sessionList("sess.inbox"), y1);
+          tx.remove(queue(a), e1);
+          tx.remove(rewindList(b), s1);
+        });
+        // Several writes to one address in one batch: the last one wins; deleting an absent value is harmless.
+        await main((tx) => {
+          tx.set(sessionValue("sess.name"), 1);
+          tx.delete(sessionValue("sess.name"));
+          tx.delete(sessionValue("sess.name", "a"));
+          tx.set(rewindValue(a), 1);
+          tx.delete(rewindValue(a));
+          tx.set(rewindValue(a, "model"), "m");
+          tx.delete(rewindValue(b));
+        });
+        await main((tx) => {
+          const z = tx.append(sessionList("sess.inbox"), "z");
+          tx.remove(sessionList("sess.inbox"), z);
+          tx.clear(sessionList("sess.inbox"));
+          tx.append(sessionList("sess.inbox"), "after");
+          tx.remove(sessionList("sess.inbox"), s1);
+        });
+        // A fork at an entry minted earlier in the same batch, written to in that batch.
+        const fork = await main((tx) => {
+          const e = tx.entry(a, "user");
+          const f = tx.conversation({ parent: { conversationId: a, at: e } });
+          tx.append(rewindList(f), "fm");
+          tx.entry(f, "summary", { head: e });
+          return f;
+        });
+        await scratch(task, (tx) => {
+          const q = tx.append(scratchList(task, "frames"), 1);
+          tx.remove(scratchList(task, "frames"), x1);
+          tx.clear(scratchList(task, "frames"));
+          tx.clear(scratchList(task, "frames"));
+          tx.append(scratchList(task, "frames"), q);
+        });
+        // A task created, patched with a mark and settled in one batch.
+        await main((tx) => {
+          const t2 = tx.task(b, "job");
+          tx.patch(t2, "inflight", { status: "r" }, { abort: true });
+          tx.settle(t2, { status: "done" });
+          tx.patch(task, "start", { status: "again" });
+        });
+        await durably(async () => {
+          expect((await s.readList(queue(a), { limit: 10 })).items.map((x) => x.value)).toEqual(["x1"]);
+          expect((await s.readList(queue(b), { limit: 10 })).items.map((x) => x.value)).toEqual(["y1"]);
+          expect((await s.readList(sessionList("sess.inbox"), { limit: 10 })).items.map((x) => x.value)).toEqual([
+            "after",
+          ]);
+          expect(await s.getValue(sessionValue("sess.name"))).toBeUndefined();
+          expect(await s.getValue(rewindValue(a))).toBeUndefined();
+          expect((await s.readList(rewindList(fork), { limit: 10 })).items.map((x) => x.value)).toEqual(["m1", "fm"]);
+          expect((await s.readList(scratchList(task, "frames"), { limit: 10 })).items.map((x) => x.value)).toEqual([
+            expect.any(Number),
+          ]);
+          expect(y1).toBe(x1 + 1);
+        });
+        await matchesReferences("after edge writes", { probeNext: true });
+      },
+    );
 
     // -------------------------------------------------------------------------------------------
     // §10.2 and rejection: a rejected batch writes nothing and consumes no ids
@@ -567,8 +666,16 @@ export function storageContract(factory: HarnessFactory): void {
       return { a, e1, live, settled, gone };
     };
 
-    /** The batch rejects with `code`, and storage, reopened or not, is exactly as before; the next commit reuses the ids. */
-    const rejectsWhole = async (conversation: Id, batch: CommitBatch, code: StorageErrorCode, probe: (lastSeq: Id) => Promise<void>) => {
+    /**
+     * The batch rejects with `code`, and storage, reopened or not, is exactly as before; the next commit reuses the
+     * ids.
+     */
+    const rejectsWhole = async (
+      conversation: Id,
+      batch: CommitBatch,
+      code: StorageErrorCode,
+      probe: (lastSeq: Id) => Promise<void>,
+    ) => {
       const before = await dump();
       const lastSeq = s.lastSeq;
       expect(await rejection(s.commit(batch))).toBe(code);
@@ -610,7 +717,9 @@ export function storageContract(factory: HarnessFactory): void {
         ],
       } as unknown as CommitBatch;
       await rejectsWhole(a, entryInScratch, "malformed_batch", async () => {
-        expect((await s.readList(scratchList(live, "frames"), { limit: 10 })).items.map((x) => x.value)).toEqual(["f1"]);
+        expect((await s.readList(scratchList(live, "frames"), { limit: 10 })).items.map((x) => x.value)).toEqual([
+          "f1",
+        ]);
       });
       for (const addr of [rewindValue(a), sessionValue("sess.name")]) {
         const stateInScratch: CommitBatch = {
@@ -637,30 +746,120 @@ export function storageContract(factory: HarnessFactory): void {
       ];
       const mainOf = (writes: MainWrite[]): CommitBatch => ({ kind: "main", writes });
       const cases: [string, Case, StorageErrorCode?][] = [
-        ["an entry id that is not its sequence", ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "entry", entry: { id: seq(3) + 1, conversationId: a, kind: "user" } }])],
-        ["a task id that is not its sequence", ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "task", task: { id: seq(2), conversationId: a, kind: "job", role: "start", state: { status: "p" }, after: [] } }])],
-        ["a conversation id that is not its sequence", ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "createConversation", conversation: { id: seq(0) } }])],
-        ["an entry in an unknown conversation", ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "entry", entry: { id: seq(3), conversationId: 9999, kind: "user" } }])],
-        ["an entry in a deleted conversation", ({ a, gone }, seq) => mainOf([...okWrites(a, seq), { type: "entry", entry: { id: seq(3), conversationId: gone, kind: "user" } }])],
-        ["state of an unknown conversation", ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "value.set", addr: rewindValue(9999), value: 1 }])],
-        ["a fork of an unknown conversation", ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "createConversation", conversation: { id: seq(3), parent: { conversationId: 9999, at: 0 } } }])],
-        ["a patch of a terminal task", ({ a, settled }, seq) => mainOf([...okWrites(a, seq), { type: "patch", id: settled, role: "inflight", state: { status: "again" } }])],
-        ["a settle of a terminal task", ({ a, settled }, seq) => mainOf([...okWrites(a, seq), { type: "settle", id: settled, role: "terminal", state: { status: "twice" } }])],
-        ["a patch of an unknown task", ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "patch", id: 9999, role: "inflight", state: { status: "x" } }])],
-        ["a list remove of a later element", ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "list.remove", addr: rewindList(a), element: seq(3) }])],
-        ["a scratch batch for a settled task", ({ settled }) => ({ kind: "scratch", task: settled, writes: [{ type: "value.set", addr: scratchValue(settled, "checkpoint"), value: 2 }] })],
-        ["a scratch batch for an unknown task", () => ({ kind: "scratch", task: 9999, writes: [{ type: "value.set", addr: scratchValue(9999, "checkpoint"), value: 2 }] })],
-        ["a scratch batch writing another task's scratch", ({ live, settled }) => ({ kind: "scratch", task: live, writes: [{ type: "value.set", addr: scratchValue(settled, "checkpoint"), value: 2 }] })],
-        ["an oversized payload", ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "value.set", addr: sessionValue("sess.name", "a"), value: "x".repeat(MAX_PAYLOAD_BYTES + 1) }]), "too_large"],
+        [
+          "an entry id that is not its sequence",
+          ({ a }, seq) =>
+            mainOf([
+              ...okWrites(a, seq),
+              { type: "entry", entry: { id: seq(3) + 1, conversationId: a, kind: "user" } },
+            ]),
+        ],
+        [
+          "a task id that is not its sequence",
+          ({ a }, seq) =>
+            mainOf([
+              ...okWrites(a, seq),
+              {
+                type: "task",
+                task: { id: seq(2), conversationId: a, kind: "job", role: "start", state: { status: "p" }, after: [] },
+              },
+            ]),
+        ],
+        [
+          "a conversation id that is not its sequence",
+          ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "createConversation", conversation: { id: seq(0) } }]),
+        ],
+        [
+          "an entry in an unknown conversation",
+          ({ a }, seq) =>
+            mainOf([...okWrites(a, seq), { type: "entry", entry: { id: seq(3), conversationId: 9999, kind: "user" } }]),
+        ],
+        [
+          "an entry in a deleted conversation",
+          ({ a, gone }, seq) =>
+            mainOf([...okWrites(a, seq), { type: "entry", entry: { id: seq(3), conversationId: gone, kind: "user" } }]),
+        ],
+        [
+          "state of an unknown conversation",
+          ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "value.set", addr: rewindValue(9999), value: 1 }]),
+        ],
+        [
+          "a fork of an unknown conversation",
+          ({ a }, seq) =>
+            mainOf([
+              ...okWrites(a, seq),
+              { type: "createConversation", conversation: { id: seq(3), parent: { conversationId: 9999, at: 0 } } },
+            ]),
+        ],
+        [
+          "a patch of a terminal task",
+          ({ a, settled }, seq) =>
+            mainOf([...okWrites(a, seq), { type: "patch", id: settled, role: "inflight", state: { status: "again" } }]),
+        ],
+        [
+          "a settle of a terminal task",
+          ({ a, settled }, seq) =>
+            mainOf([
+              ...okWrites(a, seq),
+              { type: "settle", id: settled, role: "terminal", state: { status: "twice" } },
+            ]),
+        ],
+        [
+          "a patch of an unknown task",
+          ({ a }, seq) =>
+            mainOf([...okWrites(a, seq), { type: "patch", id: 9999, role: "inflight", state: { status: "x" } }]),
+        ],
+        [
+          "a list remove of a later element",
+          ({ a }, seq) => mainOf([...okWrites(a, seq), { type: "list.remove", addr: rewindList(a), element: seq(3) }]),
+        ],
+        [
+          "a scratch batch for a settled task",
+          ({ settled }) => ({
+            kind: "scratch",
+            task: settled,
+            writes: [{ type: "value.set", addr: scratchValue(settled, "checkpoint"), value: 2 }],
+          }),
+        ],
+        [
+          "a scratch batch for an unknown task",
+          () => ({
+            kind: "scratch",
+            task: 9999,
+            writes: [{ type: "value.set", addr: scratchValue(9999, "checkpoint"), value: 2 }],
+          }),
+        ],
+        [
+          "a scratch batch writing another task's scratch",
+          ({ live, settled }) => ({
+            kind: "scratch",
+            task: live,
+            writes: [{ type: "value.set", addr: scratchValue(settled, "checkpoint"), value: 2 }],
+          }),
+        ],
+        [
+          "an oversized payload",
+          ({ a }, seq) =>
+            mainOf([
+              ...okWrites(a, seq),
+              { type: "value.set", addr: sessionValue("sess.name", "a"), value: "x".repeat(MAX_PAYLOAD_BYTES + 1) },
+            ]),
+          "too_large",
+        ],
       ];
       for (const [name, build, code] of cases) {
         it(t(`a malformed batch rejects whole and writes nothing: ${name}`), async () => {
           const ctx = await setup();
           const first = s.lastSeq + 1;
-          await rejectsWhole(ctx.a, build(ctx, (i) => first + i), code ?? "malformed_batch", async (lastSeq) => {
-            expect(await s.getValue(sessionValue("sess.name"))).toBeUndefined();
-            expect((await s.getEntries([lastSeq + 2])).size).toBe(0);
-          });
+          await rejectsWhole(
+            ctx.a,
+            build(ctx, (i) => first + i),
+            code ?? "malformed_batch",
+            async (lastSeq) => {
+              expect(await s.getValue(sessionValue("sess.name"))).toBeUndefined();
+              expect((await s.getEntries([lastSeq + 2])).size).toBe(0);
+            },
+          );
         });
       }
     });
@@ -670,7 +869,10 @@ export function storageContract(factory: HarnessFactory): void {
       const before = await dump();
       const lastSeq = s.lastSeq;
       expect(await s.commit({ kind: "main", writes: [] })).toEqual({ first: lastSeq + 1, last: lastSeq });
-      expect(await s.commit({ kind: "scratch", task: live, writes: [] })).toEqual({ first: lastSeq + 1, last: lastSeq });
+      expect(await s.commit({ kind: "scratch", task: live, writes: [] })).toEqual({
+        first: lastSeq + 1,
+        last: lastSeq,
+      });
       expect(s.lastSeq).toBe(lastSeq);
       await durably(async () => {
         expect(s.lastSeq).toBe(lastSeq);
@@ -698,8 +900,13 @@ export function storageContract(factory: HarnessFactory): void {
       await scratch(t2, (tx) => tx.set(scratchValue(t2, "checkpoint"), "t2"));
       // A patch is not a settlement: scratch survives it.
       await main((tx) => tx.patch(t1, "inflight", { status: "streaming" }));
-      expect((await s.readList(scratchList(t1, "frames"), { limit: 10 })).items.map((x) => x.value)).toEqual(["f1", "f2"]);
-      expect((await s.scanValues({ scope: { scratch: t1 }, namespace: "checkpoint", limit: 10 })).items.map((x) => x.key)).toEqual(["", "a"]);
+      expect((await s.readList(scratchList(t1, "frames"), { limit: 10 })).items.map((x) => x.value)).toEqual([
+        "f1",
+        "f2",
+      ]);
+      expect(
+        (await s.scanValues({ scope: { scratch: t1 }, namespace: "checkpoint", limit: 10 })).items.map((x) => x.key),
+      ).toEqual(["", "a"]);
       const result = await main((tx) => {
         const id = tx.entry(a, "assistant", { data: { frames: 2 } });
         tx.settle(t1, { status: "done", result: id });
@@ -714,155 +921,185 @@ export function storageContract(factory: HarnessFactory): void {
         expect((await s.getTasks([t1])).get(t1)?.state).toEqual({ status: "done", result });
       });
       // A late frame cannot recreate what settle deleted.
-      const late: CommitBatch = { kind: "scratch", task: t1, writes: [{ type: "list.append", addr: scratchList(t1, "frames"), value: "late" }] };
+      const late: CommitBatch = {
+        kind: "scratch",
+        task: t1,
+        writes: [{ type: "list.append", addr: scratchList(t1, "frames"), value: "late" }],
+      };
       expect(await rejection(s.commit(late))).toBe("malformed_batch");
       expect((await s.readList(scratchList(t1, "frames"), { limit: 10 })).items).toEqual([]);
       await matchesReferences("after settlement", { probeNext: true });
     });
 
     if (durable) {
-      it(t("§10.2 Main 100, live scratch through 150, crash: reopen recovers lastSeq=150; next write=151"), async () => {
-        const a = await main((tx) => {
-          const a = tx.conversation();
-          for (let i = 0; i < 98; i++) tx.entry(a, "user");
-          return a;
-        });
-        const task = await main((tx) => tx.task(a, "generation"));
-        expect(task).toBe(100);
-        for (let i = 0; i < 50; i += 10) {
-          // Ten single-append scratch commits at a time keep this quick on every backend.
-          for (let j = 0; j < 10; j++) await scratch(task, (tx) => tx.append(scratchList(task, "frames"), i + j));
-        }
-        expect(s.lastSeq).toBe(150);
-        await reopen("crash");
-        expect(s.lastSeq).toBe(150);
-        const frames = await s.readList(scratchList(task, "frames"), { limit: 100 });
-        expect(frames.items.map((x) => x.id)).toEqual(Array.from({ length: 50 }, (_, i) => 101 + i));
-        expect(await main((tx) => tx.settle(task, { status: "done" }))).toBe(151);
-        await reopen("crash");
-        expect(s.lastSeq).toBe(151);
-        expect((await s.readList(scratchList(task, "frames"), { limit: 100 })).items).toEqual([]);
-        await matchesReferences("after the scratch crash", { probeNext: true });
-      });
+      it(
+        t("§10.2 Main 100, live scratch through 150, crash: reopen recovers lastSeq=150; next write=151"),
+        async () => {
+          const a = await main((tx) => {
+            const a = tx.conversation();
+            for (let i = 0; i < 98; i++) tx.entry(a, "user");
+            return a;
+          });
+          const task = await main((tx) => tx.task(a, "generation"));
+          expect(task).toBe(100);
+          for (let i = 0; i < 50; i += 10) {
+            // Ten single-append scratch commits at a time keep this quick on every backend.
+            for (let j = 0; j < 10; j++) await scratch(task, (tx) => tx.append(scratchList(task, "frames"), i + j));
+          }
+          expect(s.lastSeq).toBe(150);
+          await reopen("crash");
+          expect(s.lastSeq).toBe(150);
+          const frames = await s.readList(scratchList(task, "frames"), { limit: 100 });
+          expect(frames.items.map((x) => x.id)).toEqual(Array.from({ length: 50 }, (_, i) => 101 + i));
+          expect(await main((tx) => tx.settle(task, { status: "done" }))).toBe(151);
+          await reopen("crash");
+          expect(s.lastSeq).toBe(151);
+          expect((await s.readList(scratchList(task, "frames"), { limit: 100 })).items).toEqual([]);
+          await matchesReferences("after the scratch crash", { probeNext: true });
+        },
+      );
     }
 
     // -------------------------------------------------------------------------------------------
     // Tasks (§5.1, §7.3)
 
-    it(t("patch replaces state and role, keeps the abort mark for good and replaces owns; settle keeps the mark"), async () => {
-      const a = await main((tx) => tx.conversation());
-      const [t1, t2] = await main((tx) => {
-        const first = tx.task(a, "generation", { background: true });
-        return [first, tx.task(a, "tool", { after: [first] })] as const;
-      });
-      const child = await main((tx) => {
-        const c = tx.conversation({ owner: t1 });
-        tx.patch(t1, "inflight", { status: "spawned" }, { owns: [c] });
-        return c;
-      });
-      await main((tx) => tx.patch(t1, "inflight", { status: "cancelling" }, { abort: true }));
-      await main((tx) => tx.patch(t1, "start", { status: "retry" }));
-      await durably(async () => {
-        expect((await s.getTasks([t1])).get(t1)).toEqual({
-          id: t1,
-          conversationId: a,
-          kind: "generation",
-          role: "start",
-          state: { status: "retry" },
-          after: [],
-          background: true,
-          owns: [child],
-          abort: true,
+    it(
+      t("patch replaces state and role, keeps the abort mark for good and replaces owns; settle keeps the mark"),
+      async () => {
+        const a = await main((tx) => tx.conversation());
+        const [t1, t2] = await main((tx) => {
+          const first = tx.task(a, "generation", { background: true });
+          return [first, tx.task(a, "tool", { after: [first] })] as const;
         });
-        expect(ids((await s.scanTasks({ abort: true, limit: 10 })).items)).toEqual([t1]);
-        expect(ids((await s.scanTasks({ abort: false, limit: 10 })).items)).toEqual([t2]);
-        expect(ids((await s.scanConversations({ ownedFrom: t1, limit: 10 })).items)).toEqual([child]);
-      });
-      await main((tx) => tx.settle(t1, { status: "aborted" }));
-      await durably(async () => {
-        const settled = (await s.getTasks([t1])).get(t1);
-        expect({ role: settled?.role, state: settled?.state, abort: settled?.abort, owns: settled?.owns }).toEqual({
-          role: "terminal",
-          state: { status: "aborted" },
-          abort: true,
-          owns: [child],
+        const child = await main((tx) => {
+          const c = tx.conversation({ owner: t1 });
+          tx.patch(t1, "inflight", { status: "spawned" }, { owns: [c] });
+          return c;
         });
-        expect(ids((await s.scanTasks({ live: true, limit: 10 })).items)).toEqual([t2]);
-        expect(ids((await s.scanTasks({ live: false, limit: 10 })).items)).toEqual([t1]);
-        expect(ids((await s.scanTasks({ role: "terminal", abort: true, limit: 10 })).items)).toEqual([t1]);
-      });
-      await matchesReferences("after task lifecycles");
-    });
+        await main((tx) => tx.patch(t1, "inflight", { status: "cancelling" }, { abort: true }));
+        await main((tx) => tx.patch(t1, "start", { status: "retry" }));
+        await durably(async () => {
+          expect((await s.getTasks([t1])).get(t1)).toEqual({
+            id: t1,
+            conversationId: a,
+            kind: "generation",
+            role: "start",
+            state: { status: "retry" },
+            after: [],
+            background: true,
+            owns: [child],
+            abort: true,
+          });
+          expect(ids((await s.scanTasks({ abort: true, limit: 10 })).items)).toEqual([t1]);
+          expect(ids((await s.scanTasks({ abort: false, limit: 10 })).items)).toEqual([t2]);
+          expect(ids((await s.scanConversations({ ownedFrom: t1, limit: 10 })).items)).toEqual([child]);
+        });
+        await main((tx) => tx.settle(t1, { status: "aborted" }));
+        await durably(async () => {
+          const settled = (await s.getTasks([t1])).get(t1);
+          expect({ role: settled?.role, state: settled?.state, abort: settled?.abort, owns: settled?.owns }).toEqual({
+            role: "terminal",
+            state: { status: "aborted" },
+            abort: true,
+            owns: [child],
+          });
+          expect(ids((await s.scanTasks({ live: true, limit: 10 })).items)).toEqual([t2]);
+          expect(ids((await s.scanTasks({ live: false, limit: 10 })).items)).toEqual([t1]);
+          expect(ids((await s.scanTasks({ role: "terminal", abort: true, limit: 10 })).items)).toEqual([t1]);
+        });
+        await matchesReferences("after task lifecycles");
+      },
+    );
 
     // -------------------------------------------------------------------------------------------
     // Paging (the Cursor doc in records.ts) and Page.readAt
 
-    it(t("paging follows the Cursor doc: forward by after, backward by before, windows, next only when more match"), async () => {
-      const a = await main((tx) => tx.conversation());
-      const e = await main((tx) => Array.from({ length: 7 }, (_, i) => tx.entry(a, i % 2 === 0 ? "user" : "assistant")));
-      const [tasks, elements] = await main((tx) => [
-        Array.from({ length: 5 }, () => tx.task(a, "job")),
-        Array.from({ length: 5 }, (_, i) => tx.append(rewindList(a), i)),
-      ]);
-      const at = (i: number) => e[i] as Id;
-      const chain = async (fetch: (q: { after?: Id; before?: Id; limit: number }) => Promise<{ items: readonly { id: Id }[]; next?: Id }>, start: { after?: Id; before?: Id; limit: number }) => {
-        const out: { ids: Id[]; next?: Id }[] = [];
-        let q = start;
-        for (;;) {
-          const page = await fetch(q);
-          out.push(page.next === undefined ? { ids: ids(page.items) } : { ids: ids(page.items), next: page.next });
-          if (page.next === undefined) return out;
-          q = start.before !== undefined && start.after === undefined ? { ...start, before: page.next } : { ...start, after: page.next };
+    it(
+      t("paging follows the Cursor doc: forward by after, backward by before, windows, next only when more match"),
+      async () => {
+        const a = await main((tx) => tx.conversation());
+        const e = await main((tx) =>
+          Array.from({ length: 7 }, (_, i) => tx.entry(a, i % 2 === 0 ? "user" : "assistant")),
+        );
+        const [tasks, elements] = await main((tx) => [
+          Array.from({ length: 5 }, () => tx.task(a, "job")),
+          Array.from({ length: 5 }, (_, i) => tx.append(rewindList(a), i)),
+        ]);
+        const at = (i: number) => e[i] as Id;
+        const chain = async (
+          fetch: (q: {
+            after?: Id;
+            before?: Id;
+            limit: number;
+          }) => Promise<{ items: readonly { id: Id }[]; next?: Id }>,
+          start: { after?: Id; before?: Id; limit: number },
+        ) => {
+          const out: { ids: Id[]; next?: Id }[] = [];
+          let q = start;
+          for (;;) {
+            const page = await fetch(q);
+            out.push(page.next === undefined ? { ids: ids(page.items) } : { ids: ids(page.items), next: page.next });
+            if (page.next === undefined) return out;
+            q =
+              start.before !== undefined && start.after === undefined
+                ? { ...start, before: page.next }
+                : { ...start, after: page.next };
+          }
+        };
+        await durably(async () => {
+          const entries = (q: { after?: Id; before?: Id; limit: number }) => s.scanEntries({ conversationId: a, ...q });
+          expect(await chain(entries, { limit: 3 })).toEqual([
+            { ids: [at(0), at(1), at(2)], next: at(2) },
+            { ids: [at(3), at(4), at(5)], next: at(5) },
+            { ids: [at(6)] },
+          ]);
+          expect(await chain(entries, { before: MAX, limit: 3 })).toEqual([
+            { ids: [at(4), at(5), at(6)], next: at(4) },
+            { ids: [at(1), at(2), at(3)], next: at(1) },
+            { ids: [at(0)] },
+          ]);
+          expect(await chain(entries, { limit: 7 })).toEqual([{ ids: e }]);
+          expect(await chain(entries, { before: at(6) + 1, limit: 7 })).toEqual([{ ids: e }]);
+          expect(await chain(entries, { after: at(1), before: at(6), limit: 2 })).toEqual([
+            { ids: [at(2), at(3)], next: at(3) },
+            { ids: [at(4), at(5)] },
+          ]);
+          expect(await chain(entries, { after: at(6), limit: 2 })).toEqual([{ ids: [] }]);
+          expect(await chain(entries, { before: at(0), limit: 2 })).toEqual([{ ids: [] }]);
+          expect(
+            await chain((q) => s.scanEntries({ conversationId: a, kind: "assistant", ...q }), {
+              before: MAX,
+              limit: 2,
+            }),
+          ).toEqual([{ ids: [at(3), at(5)], next: at(3) }, { ids: [at(1)] }]);
+          expect(await chain((q) => s.scanTasks(q), { limit: 2 })).toEqual([
+            { ids: tasks.slice(0, 2), next: tasks[1] },
+            { ids: tasks.slice(2, 4), next: tasks[3] },
+            { ids: tasks.slice(4) },
+          ]);
+          expect(await chain((q) => s.scanTasks(q), { before: MAX, limit: 4 })).toEqual([
+            { ids: tasks.slice(1), next: tasks[1] },
+            { ids: tasks.slice(0, 1) },
+          ]);
+          expect(await chain((q) => s.readList(rewindList(a), q), { after: elements[0], limit: 2 })).toEqual([
+            { ids: elements.slice(1, 3), next: elements[2] },
+            { ids: elements.slice(3) },
+          ]);
+          expect(await chain((q) => s.readList(rewindList(a), q), { before: elements[4], limit: 3 })).toEqual([
+            { ids: elements.slice(1, 4), next: elements[1] },
+            { ids: elements.slice(0, 1) },
+          ]);
+          expect(await chain((q) => s.scanConversations(q), { limit: 1 })).toEqual([{ ids: [a] }]);
+        });
+        for (const limit of [0, -1, 1.5, 1001]) {
+          expect(await rejection(s.scanEntries({ conversationId: a, limit }))).toBe("bad_query");
+          expect(await rejection(s.scanTasks({ limit }))).toBe("bad_query");
+          expect(await rejection(s.readList(rewindList(a), { limit }))).toBe("bad_query");
         }
-      };
-      await durably(async () => {
-        const entries = (q: { after?: Id; before?: Id; limit: number }) => s.scanEntries({ conversationId: a, ...q });
-        expect(await chain(entries, { limit: 3 })).toEqual([
-          { ids: [at(0), at(1), at(2)], next: at(2) },
-          { ids: [at(3), at(4), at(5)], next: at(5) },
-          { ids: [at(6)] },
-        ]);
-        expect(await chain(entries, { before: MAX, limit: 3 })).toEqual([
-          { ids: [at(4), at(5), at(6)], next: at(4) },
-          { ids: [at(1), at(2), at(3)], next: at(1) },
-          { ids: [at(0)] },
-        ]);
-        expect(await chain(entries, { limit: 7 })).toEqual([{ ids: e }]);
-        expect(await chain(entries, { before: at(6) + 1, limit: 7 })).toEqual([{ ids: e }]);
-        expect(await chain(entries, { after: at(1), before: at(6), limit: 2 })).toEqual([
-          { ids: [at(2), at(3)], next: at(3) },
-          { ids: [at(4), at(5)] },
-        ]);
-        expect(await chain(entries, { after: at(6), limit: 2 })).toEqual([{ ids: [] }]);
-        expect(await chain(entries, { before: at(0), limit: 2 })).toEqual([{ ids: [] }]);
-        expect(await chain((q) => s.scanEntries({ conversationId: a, kind: "assistant", ...q }), { before: MAX, limit: 2 })).toEqual([
-          { ids: [at(3), at(5)], next: at(3) },
-          { ids: [at(1)] },
-        ]);
-        expect(await chain((q) => s.scanTasks(q), { limit: 2 })).toEqual([
-          { ids: tasks.slice(0, 2), next: tasks[1] },
-          { ids: tasks.slice(2, 4), next: tasks[3] },
-          { ids: tasks.slice(4) },
-        ]);
-        expect(await chain((q) => s.scanTasks(q), { before: MAX, limit: 4 })).toEqual([{ ids: tasks.slice(1), next: tasks[1] }, { ids: tasks.slice(0, 1) }]);
-        expect(await chain((q) => s.readList(rewindList(a), q), { after: elements[0], limit: 2 })).toEqual([
-          { ids: elements.slice(1, 3), next: elements[2] },
-          { ids: elements.slice(3) },
-        ]);
-        expect(await chain((q) => s.readList(rewindList(a), q), { before: elements[4], limit: 3 })).toEqual([
-          { ids: elements.slice(1, 4), next: elements[1] },
-          { ids: elements.slice(0, 1) },
-        ]);
-        expect(await chain((q) => s.scanConversations(q), { limit: 1 })).toEqual([{ ids: [a] }]);
-      });
-      for (const limit of [0, -1, 1.5, 1001]) {
-        expect(await rejection(s.scanEntries({ conversationId: a, limit }))).toBe("bad_query");
-        expect(await rejection(s.scanTasks({ limit }))).toBe("bad_query");
-        expect(await rejection(s.readList(rewindList(a), { limit }))).toBe("bad_query");
-      }
-      expect(await rejection(s.scanEntries({ conversationId: 9999, limit: 10 }))).toBe("bad_query");
-      await matchesReferences("after paging");
-    });
+        expect(await rejection(s.scanEntries({ conversationId: 9999, limit: 10 }))).toBe("bad_query");
+        await matchesReferences("after paging");
+      },
+    );
 
     it(t("Page.readAt is the storage's lastSeq when the page was read"), async () => {
       const a = await main((tx) => tx.conversation());
@@ -915,7 +1152,12 @@ export function storageContract(factory: HarnessFactory): void {
         const paged: string[][] = [];
         let after: string | undefined;
         for (;;) {
-          const page = await s.scanValues({ scope: { session: true }, namespace: "sess.name", limit: 3, ...(after === undefined ? {} : { after }) });
+          const page = await s.scanValues({
+            scope: { session: true },
+            namespace: "sess.name",
+            limit: 3,
+            ...(after === undefined ? {} : { after }),
+          });
           paged.push(page.items.map((x) => x.key));
           if (page.items.length < 3) break;
           after = page.items.at(-1)?.key;
@@ -936,41 +1178,50 @@ export function storageContract(factory: HarnessFactory): void {
       await matchesReferences("after astral keys");
     });
 
-    it(t("kinds and keys that are not well-formed UTF-16 (lone surrogates) read back unchanged, or the batch is rejected whole"), async () => {
-      // JS strings may hold lone surrogates and JSON can carry them escaped; a backend must not silently
-      // turn them into U+FFFD. Rejecting such a batch (malformed_batch, nothing written) is also acceptable.
-      const odd = "x\uD800y";
-      const a = await main((tx) => tx.conversation());
-      const tx = new MainBuilder(s.lastSeq);
-      const task = tx.task(a, odd);
-      const entry = tx.entry(a, odd, { key: odd });
-      tx.set(sessionValue(odd, odd), 1);
-      const batch = tx.batch();
-      const outcome = await s.commit(batch).then(
-        () => "committed",
-        (error: unknown) => (error instanceof StorageError ? error.code : String(error)),
-      );
-      if (outcome !== "committed") {
-        expect(outcome).toBe("malformed_batch");
-        expect(s.lastSeq).toBe(a);
-        return;
-      }
-      log.push(batch);
-      // Compared as JSON text: JSON.stringify escapes lone surrogates, and a raw one in a failure message
-      // would break the test runner's channel (invalid UTF-8).
-      const esc = (value: unknown): string => JSON.stringify(value) ?? "undefined";
-      await durably(async () => {
-        const stored = (await s.getEntries([entry])).get(entry);
-        expect(esc({ kind: stored?.kind, key: stored?.key })).toBe(esc({ kind: odd, key: odd }));
-        expect(esc((await s.getTasks([task])).get(task)?.kind)).toBe(esc(odd));
-        expect(esc(await s.entryKinds())).toBe(esc([odd]));
-        expect(ids((await s.scanEntries({ conversationId: a, key: odd, kind: odd, limit: 10 })).items)).toEqual([entry]);
-        expect(ids((await s.scanEntries({ conversationId: a, key: "x\uD801y", limit: 10 })).items)).toEqual([]);
-        expect(ids((await s.scanTasks({ kind: odd, limit: 10 })).items)).toEqual([task]);
-        expect(esc((await s.scanValues({ scope: { session: true }, namespace: odd, limit: 10 })).items.map((x) => x.key))).toBe(esc([odd]));
-      });
-      await matchesReferences("after lone surrogates");
-    });
+    it(
+      t(
+        "kinds and keys that are not well-formed UTF-16 (lone surrogates) read back unchanged, or the batch is rejected whole",
+      ),
+      async () => {
+        // JS strings may hold lone surrogates and JSON can carry them escaped; a backend must not silently
+        // turn them into U+FFFD. Rejecting such a batch (malformed_batch, nothing written) is also acceptable.
+        const odd = "x\uD800y";
+        const a = await main((tx) => tx.conversation());
+        const tx = new MainBuilder(s.lastSeq);
+        const task = tx.task(a, odd);
+        const entry = tx.entry(a, odd, { key: odd });
+        tx.set(sessionValue(odd, odd), 1);
+        const batch = tx.batch();
+        const outcome = await s.commit(batch).then(
+          () => "committed",
+          (error: unknown) => (error instanceof StorageError ? error.code : String(error)),
+        );
+        if (outcome !== "committed") {
+          expect(outcome).toBe("malformed_batch");
+          expect(s.lastSeq).toBe(a);
+          return;
+        }
+        log.push(batch);
+        // Compared as JSON text: JSON.stringify escapes lone surrogates, and a raw one in a failure message
+        // would break the test runner's channel (invalid UTF-8).
+        const esc = (value: unknown): string => JSON.stringify(value) ?? "undefined";
+        await durably(async () => {
+          const stored = (await s.getEntries([entry])).get(entry);
+          expect(esc({ kind: stored?.kind, key: stored?.key })).toBe(esc({ kind: odd, key: odd }));
+          expect(esc((await s.getTasks([task])).get(task)?.kind)).toBe(esc(odd));
+          expect(esc(await s.entryKinds())).toBe(esc([odd]));
+          expect(ids((await s.scanEntries({ conversationId: a, key: odd, kind: odd, limit: 10 })).items)).toEqual([
+            entry,
+          ]);
+          expect(ids((await s.scanEntries({ conversationId: a, key: "x\uD801y", limit: 10 })).items)).toEqual([]);
+          expect(ids((await s.scanTasks({ kind: odd, limit: 10 })).items)).toEqual([task]);
+          expect(
+            esc((await s.scanValues({ scope: { session: true }, namespace: odd, limit: 10 })).items.map((x) => x.key)),
+          ).toBe(esc([odd]));
+        });
+        await matchesReferences("after lone surrogates");
+      },
+    );
 
     it(t("Task status round-trips on every backend"), async () => {
       // A status is whatever string the kind chose; a backend that keeps it beside the state (a column)
@@ -1015,7 +1266,9 @@ export function storageContract(factory: HarnessFactory): void {
         const scanned = await s.scanTasks({ conversationIds: [a], limit: 100 });
         expect(esc(scanned.items.map((task) => [task.id, task.state]))).toBe(want);
         const live = await s.scanTasks({ conversationIds: [a], live: true, limit: 100 });
-        expect(esc(live.items.map((task) => [task.id, task.state]))).toBe(esc([...expected.entries()].filter(([id]) => id !== settled)));
+        expect(esc(live.items.map((task) => [task.id, task.state]))).toBe(
+          esc([...expected.entries()].filter(([id]) => id !== settled)),
+        );
       });
       await matchesReferences("after odd statuses");
     });
@@ -1053,7 +1306,12 @@ export function storageContract(factory: HarnessFactory): void {
       tryMutate(() => {
         version.value.nested.n = 9;
       });
-      expect((await s.getEntries([e1])).get(e1)).toEqual({ id: e1, conversationId: a, kind: "user", data: { list: [1, 2] } });
+      expect((await s.getEntries([e1])).get(e1)).toEqual({
+        id: e1,
+        conversationId: a,
+        kind: "user",
+        data: { list: [1, 2] },
+      });
       expect(ids((await s.scanEntries({ conversationId: a, limit: 10 })).items)).toEqual([e1]);
       expect((await s.getTasks([t1])).get(t1)?.state).toEqual({ status: "s", deep: { n: 1 } });
       expect((await s.getValue(sessionValue("sess.name")))?.value).toEqual({ nested: { n: 1 } });

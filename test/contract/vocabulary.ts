@@ -50,10 +50,20 @@ export function sessionValue(namespace: string, key?: string): Value<JsonValue> 
 export function sessionList(namespace: string, key?: string): List<JsonValue> {
   return address(SESSION, namespace, key, false);
 }
-export function conversationValue(conversation: Id, namespace: string, key: string | undefined, rewind: boolean): Value<JsonValue> {
+export function conversationValue(
+  conversation: Id,
+  namespace: string,
+  key: string | undefined,
+  rewind: boolean,
+): Value<JsonValue> {
   return address({ conversation }, namespace, key, rewind);
 }
-export function conversationList(conversation: Id, namespace: string, key: string | undefined, rewind: boolean): List<JsonValue> {
+export function conversationList(
+  conversation: Id,
+  namespace: string,
+  key: string | undefined,
+  rewind: boolean,
+): List<JsonValue> {
   return address({ conversation }, namespace, key, rewind);
 }
 export function scratchValue(task: Id, namespace: string, key?: string): Value<JsonValue> {
@@ -65,6 +75,11 @@ export function scratchList(task: Id, namespace: string, key?: string): List<Jso
 
 /** A short printable name for an address, used in dump labels. */
 export function addressLabel(addr: Address): string {
-  const scope = "session" in addr.scope ? "session" : "conversation" in addr.scope ? `conv=${addr.scope.conversation}` : `scratch=${addr.scope.scratch}`;
+  const scope =
+    "session" in addr.scope
+      ? "session"
+      : "conversation" in addr.scope
+        ? `conv=${addr.scope.conversation}`
+        : `scratch=${addr.scope.scratch}`;
   return `${scope} ${addr.namespace}/${addr.key ?? "-"}${addr.rewind ? " (rewind)" : ""}`;
 }

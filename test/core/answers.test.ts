@@ -15,7 +15,25 @@ function hostOf(task: Partial<Task> | undefined, wait: WaitRecord | undefined) {
   const woken: Id[] = [];
   const host: AnswerHost = {
     storage: {
-      getTasks: (ids) => Promise.resolve(new Map(task === undefined ? [] : ids.map((id) => [id, { id, conversationId: 1, kind: "tool", role: "inflight", state: { status: "parked" }, after: [], ...task } as Task]))),
+      getTasks: (ids) =>
+        Promise.resolve(
+          new Map(
+            task === undefined
+              ? []
+              : ids.map((id) => [
+                  id,
+                  {
+                    id,
+                    conversationId: 1,
+                    kind: "tool",
+                    role: "inflight",
+                    state: { status: "parked" },
+                    after: [],
+                    ...task,
+                  } as Task,
+                ]),
+          ),
+        ),
     },
     commit: async (plan) =>
       plan({
@@ -37,7 +55,11 @@ function hostOf(task: Partial<Task> | undefined, wait: WaitRecord | undefined) {
   return { host, writes, woken };
 }
 
-async function refusal(task: Partial<Task> | undefined, wait: WaitRecord | undefined, value: JsonValue = { approve: true }): Promise<AnswerRefused> {
+async function refusal(
+  task: Partial<Task> | undefined,
+  wait: WaitRecord | undefined,
+  value: JsonValue = { approve: true },
+): Promise<AnswerRefused> {
   const { host, writes, woken } = hostOf(task, wait);
   const error = await recordAnswer(host, 7, "t7-approval", value, BACKGROUND_CONTEXT).then(
     () => undefined,
@@ -53,7 +75,10 @@ describe("refused answers", () => {
   it("nothing waits: not_waiting (code not_found)", async () => {
     expect(await refusal(undefined, undefined)).toMatchObject({ reason: "not_waiting", code: "not_found" });
     expect(await refusal({ role: "terminal" }, undefined)).toMatchObject({ reason: "not_waiting", code: "not_found" });
-    expect(await refusal({}, { key: "t7-client", since: 1 })).toMatchObject({ reason: "not_waiting", code: "not_found" });
+    expect(await refusal({}, { key: "t7-client", since: 1 })).toMatchObject({
+      reason: "not_waiting",
+      code: "not_found",
+    });
   });
 
   it("answered already: answered (code conflict) with the answer recorded first", async () => {
@@ -63,7 +88,10 @@ describe("refused answers", () => {
   });
 
   it("a task marked for abort: aborted (code conflict)", async () => {
-    expect(await refusal({ abort: true }, { key: "t7-approval", since: 1 })).toMatchObject({ reason: "aborted", code: "conflict" });
+    expect(await refusal({ abort: true }, { key: "t7-approval", since: 1 })).toMatchObject({
+      reason: "aborted",
+      code: "conflict",
+    });
   });
 
   it("an answer to a waiting task is recorded once and wakes it", async () => {

@@ -25,12 +25,17 @@ describe("batch observer", () => {
   it("appends in the observed commit, never for a rejected batch, and changes nothing when absent", async () => {
     const views: BatchView[] = [];
     const storage = new MemoryStorage();
-    const h = await Harness.open(storage, {
-      observeBatch: (view, b) => {
-        views.push(view);
-        if (view.writes.some((write) => write.type === "value.set" && write.addr.namespace === "test.counter")) b.list(seen).append({ first: view.first, writes: view.writes.length });
+    const h = await Harness.open(
+      storage,
+      {
+        observeBatch: (view, b) => {
+          views.push(view);
+          if (view.writes.some((write) => write.type === "value.set" && write.addr.namespace === "test.counter"))
+            b.list(seen).append({ first: view.first, writes: view.writes.length });
+        },
       },
-    }, call);
+      call,
+    );
     const before = storage.lastSeq;
     await h.commit((tx) => tx.value(counter).set(1), call);
     // The observer's element is the commit's last write: one commit, first..last.
@@ -59,20 +64,39 @@ describe("batch observer", () => {
 });
 
 /** A builder over storage holding `results` as committed (written without the harness's validation). */
-async function builderWith(results: readonly [number, InputResult][]): Promise<{ storage: MemoryStorage; b: TxBuilder }> {
+async function builderWith(
+  results: readonly [number, InputResult][],
+): Promise<{ storage: MemoryStorage; b: TxBuilder }> {
   const storage = new MemoryStorage();
   await storage.commit({
     kind: "main",
-    writes: [{ type: "createConversation", conversation: { id: 1 } }, ...results.map(([inputId, result]): MainWrite => ({ type: "value.set", addr: bindResult(1, inputId), value: result }))],
+    writes: [
+      { type: "createConversation", conversation: { id: 1 } },
+      ...results.map(([inputId, result]): MainWrite => ({
+        type: "value.set",
+        addr: bindResult(1, inputId),
+        value: result,
+      })),
+    ],
   });
   return { storage, b: new TxBuilder(storage, new TaskKindRegistry([]), {}) };
 }
 
 describe("outbox detectors", () => {
   it("a failed turn's results are input.completed (unanswered) and one turn.failed per conversation", async () => {
-    const { storage, b } = await builderWith([[5, { status: "placed", entry: 5 }], [6, { status: "placed", entry: 6 }]]);
-    const failed = (inputId: number): MainWrite => ({ type: "value.set", addr: bindResult(1, inputId), value: { status: "unanswered", entry: inputId, reason: "failed", detail: "the provider answered 500" } });
-    const events = await detectEvents({ writes: [failed(5), failed(6)], first: storage.lastSeq + 1, origin: undefined }, b);
+    const { storage, b } = await builderWith([
+      [5, { status: "placed", entry: 5 }],
+      [6, { status: "placed", entry: 6 }],
+    ]);
+    const failed = (inputId: number): MainWrite => ({
+      type: "value.set",
+      addr: bindResult(1, inputId),
+      value: { status: "unanswered", entry: inputId, reason: "failed", detail: "the provider answered 500" },
+    });
+    const events = await detectEvents(
+      { writes: [failed(5), failed(6)], first: storage.lastSeq + 1, origin: undefined },
+      b,
+    );
     expect(events).toEqual([
       { type: "input.completed", data: { conversationId: 1, inputId: 5, status: "unanswered", reason: "failed" } },
       { type: "input.completed", data: { conversationId: 1, inputId: 6, status: "unanswered", reason: "failed" } },
@@ -81,7 +105,10 @@ describe("outbox detectors", () => {
   });
 
   it("a write-mode input (queued straight to done) and a result already terminal report nothing", async () => {
-    const { storage, b } = await builderWith([[5, { status: "queued" }], [6, { status: "done", entry: 6, answer: 7 }]]);
+    const { storage, b } = await builderWith([
+      [5, { status: "queued" }],
+      [6, { status: "done", entry: 6, answer: 7 }],
+    ]);
     const writes: MainWrite[] = [
       { type: "value.set", addr: bindResult(1, 5), value: { status: "done", entry: 9 } },
       { type: "value.set", addr: bindResult(1, 6), value: { status: "done", entry: 6, answer: 7 } },
@@ -94,11 +121,34 @@ describe("outbox detectors", () => {
     const mail = (sender: string, payload: string): MainWrite => ({
       type: "list.append",
       addr: bind(mailbox("mayor"), {}),
-      value: { from: sender, to: "mayor", channel: "mail", payload, timestamp: "2026-01-01T00:00:00.000Z", durable: true, sender },
+      value: {
+        from: sender,
+        to: "mayor",
+        channel: "mail",
+        payload,
+        timestamp: "2026-01-01T00:00:00.000Z",
+        durable: true,
+        sender,
+      },
     });
     const first = storage.lastSeq + 1;
-    const events = await detectEvents({ writes: [mail("agent", "STALL_ALERT: not from the witness"), mail("witness", "STALL_CRITICAL: polecat-a idle 30m on gt-1")], first, origin: undefined }, b);
-    expect(events).toEqual([{ type: "rig.escalation", data: { kind: "STALL_CRITICAL", mailId: first + 1, payload: "STALL_CRITICAL: polecat-a idle 30m on gt-1" } }]);
+    const events = await detectEvents(
+      {
+        writes: [
+          mail("agent", "STALL_ALERT: not from the witness"),
+          mail("witness", "STALL_CRITICAL: polecat-a idle 30m on gt-1"),
+        ],
+        first,
+        origin: undefined,
+      },
+      b,
+    );
+    expect(events).toEqual([
+      {
+        type: "rig.escalation",
+        data: { kind: "STALL_CRITICAL", mailId: first + 1, payload: "STALL_CRITICAL: polecat-a idle 30m on gt-1" },
+      },
+    ]);
   });
 
   it("cuts text at a byte bound without splitting a character", () => {

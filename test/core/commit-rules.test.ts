@@ -14,7 +14,18 @@ import type { Entry, Id, Task } from "../../src/storage/records.js";
 import { MemoryFiles } from "../../src/storage/files.js";
 import { JsonlStorage } from "../../src/storage/jsonl.js";
 import { everyBackend } from "./backends.js";
-import { addStep, call, cancellable, Gates, openWith, outcome, settleStep, stepKind, until, type StepKind } from "./driver-fixtures.js";
+import {
+  addStep,
+  call,
+  cancellable,
+  Gates,
+  openWith,
+  outcome,
+  settleStep,
+  stepKind,
+  until,
+  type StepKind,
+} from "./driver-fixtures.js";
 
 const noteKind = defineEntryKind<Entry>("note");
 
@@ -44,7 +55,13 @@ function writerKind(): StepKind {
 function ownedChild(h: Harness, owner: Id): Promise<Id> {
   return h.commit((tx) => {
     const child = tx.createConversation({ owner });
-    tx.builder.push({ type: "patch", id: owner, role: "start", state: { status: "pending", tag: "owner", refs: [] }, owns: [child] });
+    tx.builder.push({
+      type: "patch",
+      id: owner,
+      role: "start",
+      state: { status: "pending", tag: "owner", refs: [] },
+      owns: [child],
+    });
     return child;
   }, call);
 }
@@ -58,7 +75,10 @@ for (const backend of everyBackend) {
         const sourceId = await h.commit((tx) => tx.createConversation({}), call);
         const source = await h.conversation(sourceId, call);
         if (source === undefined) throw new Error("no source");
-        const [u1, u2] = await source.commit((tx) => [tx.entry(userKind, userEntry("one", 0)), tx.entry(userKind, userEntry("two", 0))], call);
+        const [u1, u2] = await source.commit(
+          (tx) => [tx.entry(userKind, userEntry("one", 0)), tx.entry(userKind, userEntry("two", 0))],
+          call,
+        );
         const fork = await source.fork({ at: u1 }, call);
         await h.deleteConversation(sourceId, call);
         expect(await h.conversation(sourceId, call)).toBeUndefined();
@@ -67,7 +87,9 @@ for (const backend of everyBackend) {
         const own = await fork.commit((tx) => tx.entry(userKind, userEntry("three", 0)), call);
         const edit = await fork.commit((tx) => tx.entry(noteKind, { edits: [{ target: u1, action: "omit" }] }), call);
         const seq = storage.lastSeq;
-        const hidden = await outcome(fork.commit((tx) => tx.entry(noteKind, { edits: [{ target: u2, action: "omit" }] }), call));
+        const hidden = await outcome(
+          fork.commit((tx) => tx.entry(noteKind, { edits: [{ target: u2, action: "omit" }] }), call),
+        );
         expect(codeOf(hidden)).toBe("invalid_commit"); // u2 is after the fork point: still not visible
         expect(storage.lastSeq).toBe(seq);
         const reset = await fork.commit((tx) => tx.entry(summaryKind, summaryEntry("summary", u1, u1, 0)), call);
@@ -119,7 +141,9 @@ for (const backend of everyBackend) {
         if (conversation === undefined) throw new Error("no conversation");
         const driving = conversation.drive(call);
         await gates.get("started:p").promise;
-        expect(codeOf(await outcome(root.commit((tx) => tx.builder.deleteConversation(doomed), call)))).toBe("conflict");
+        expect(codeOf(await outcome(root.commit((tx) => tx.builder.deleteConversation(doomed), call)))).toBe(
+          "conflict",
+        );
         expect(storage.lastSeq).toBe(seq);
 
         // A live task in the conversation's ownership subtree (an owned child) keeps it busy too.
@@ -165,12 +189,17 @@ for (const backend of everyBackend) {
           abort: async (task, rt, c) => {
             seqBefore = storage.lastSeq;
             for (const mode of ["nextRun", "followUp", "steer"] as const) {
-              const result = await outcome(rt.commit((tx) => tx.queueInput({ mode, input: `after abort (${mode})` }), c));
+              const result = await outcome(
+                rt.commit((tx) => tx.queueInput({ mode, input: `after abort (${mode})` }), c),
+              );
               refused.push(result.ok ? undefined : result.error);
             }
             // A queued write is a record, not work: cleanup may report what happened with one.
             seqBefore = storage.lastSeq;
-            wrote = await rt.commit((tx) => tx.queueInput({ mode: "write", kind: "notice", entry: { data: { cleanup: true } } }), c);
+            wrote = await rt.commit(
+              (tx) => tx.queueInput({ mode: "write", kind: "notice", entry: { data: { cleanup: true } } }),
+              c,
+            );
             seqBefore += 2; // the write's inbox element and its queued result
             await settleStep(rt, task, "aborted", c);
             gates.open("aborted");
@@ -192,7 +221,9 @@ for (const backend of everyBackend) {
         }
         // The refused commits wrote nothing: the settlement took the next sequence number.
         expect((await stored(h, id)).state.status).toBe("aborted");
-        expect((await h.storage.readList(bindTo(inbox, root.id), { limit: 10 })).items.map((e) => e.id)).toEqual([wrote]);
+        expect((await h.storage.readList(bindTo(inbox, root.id), { limit: 10 })).items.map((e) => e.id)).toEqual([
+          wrote,
+        ]);
         expect(storage.lastSeq).toBe(seqBefore + 1);
         expect(h.fault).toBeUndefined();
         await until(h, () => !h.driver.busy, "abort handler returned");
@@ -217,7 +248,13 @@ for (const backend of everyBackend) {
         // A conversation created in the same batch, owned by a task of the tree, joins the tree.
         await h.commit((tx) => {
           const fresh = tx.createConversation({ owner: inChild });
-          tx.builder.push({ type: "patch", id: inChild, role: "start", state: { status: "pending", tag: "child", refs: [] }, owns: [fresh] });
+          tx.builder.push({
+            type: "patch",
+            id: inChild,
+            role: "start",
+            state: { status: "pending", tag: "child", refs: [] },
+            owns: [fresh],
+          });
           tx.task(step, { conversationId: fresh, state: { status: "pending", tag: "f", refs: [] }, after: [owner] });
         }, call);
 
@@ -238,7 +275,11 @@ for (const backend of everyBackend) {
             () =>
               h.commit((tx) => {
                 const fresh = tx.createConversation({});
-                tx.task(step, { conversationId: fresh, state: { status: "pending", tag: "n", refs: [] }, after: [owner] });
+                tx.task(step, {
+                  conversationId: fresh,
+                  state: { status: "pending", tag: "n", refs: [] },
+                  after: [owner],
+                });
               }, call),
           ],
         ];
@@ -269,7 +310,9 @@ describe("commit rules: uncertain persistence", () => {
     expect(codeOf(await outcome(h.drive(call)))).toBe("faulted");
     // Reopen recovers the uncertain batch (it was complete) and continues after it.
     const reopened = await openWith(await JsonlStorage.open(files), [step]);
-    const texts = (await reopened.entries(reopened.rootId, { limit: 10 }, call)).items.map((e) => (e.model?.[0] as { content: string }).content);
+    const texts = (await reopened.entries(reopened.rootId, { limit: 10 }, call)).items.map(
+      (e) => (e.model?.[0] as { content: string }).content,
+    );
     expect(texts).toEqual(["kept", "uncertain"]);
     await (await reopened.root(call)).commit((tx) => tx.entry(userKind, userEntry("next", 0)), call);
     expect(reopened.fault).toBeUndefined();

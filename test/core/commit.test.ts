@@ -27,14 +27,29 @@ import { conversationList, conversationValue, sessionValue } from "../../src/cor
 import type { Entry } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
 import { coreBackends } from "./backends.js";
-import { assistant, call, fillTo, openHarness, PausableStorage, toolResult, turnKind, user, workKind } from "./fixtures.js";
+import {
+  assistant,
+  call,
+  fillTo,
+  openHarness,
+  PausableStorage,
+  toolResult,
+  turnKind,
+  user,
+  workKind,
+} from "./fixtures.js";
 
 const planMode = conversationValue<boolean>("plugin.plan", { rewind: true });
 const model = conversationValue<string>("pi.model", { rewind: true });
 const expanded = conversationValue<boolean>("ui.expanded", { rewind: false });
 const moves = conversationList<string>("game.moves", { rewind: true });
 
-async function expectNothingWritten(storage: Storage, lastSeq: number, attempt: () => Promise<unknown>, code?: string): Promise<unknown> {
+async function expectNothingWritten(
+  storage: Storage,
+  lastSeq: number,
+  attempt: () => Promise<unknown>,
+  code?: string,
+): Promise<unknown> {
   const error = await attempt().then(
     () => undefined,
     (e: unknown) => e,
@@ -68,7 +83,9 @@ for (const backend of coreBackends) {
         }, call);
         expect(entryId).toBe(101);
         expect(storage.lastSeq).toBe(102);
-        expect((await storage.getValue({ scope: { conversation: root.id }, namespace: "plugin.plan", rewind: true }))?.seq).toBe(100);
+        expect(
+          (await storage.getValue({ scope: { conversation: root.id }, namespace: "plugin.plan", rewind: true }))?.seq,
+        ).toBe(100);
         const task = await h.getTask(workKind, 102, call);
         expect(task?.state).toEqual({ status: "pending", input: 101 });
         expect(task?.role).toBe("start");
@@ -125,7 +142,16 @@ for (const backend of coreBackends) {
             throw new Error("boom");
           }, call),
         );
-        await expectNothingWritten(storage, seq, () => root.commit((tx) => tx.task(workKind, { state: { status: "running", input: 1, attempt: 1 } } as never), call), "invalid_commit");
+        await expectNothingWritten(
+          storage,
+          seq,
+          () =>
+            root.commit(
+              (tx) => tx.task(workKind, { state: { status: "running", input: 1, attempt: 1 } } as never),
+              call,
+            ),
+          "invalid_commit",
+        );
         const id = await root.commit((tx) => tx.entry(userKind, userEntry("b", 0)), call);
         expect(id).toBe(seq + 1);
       }));
@@ -158,7 +184,9 @@ for (const backend of coreBackends) {
         const h = await openHarness(storage);
         const root = await h.root(call);
         const seen: { first: number; last: number; writes: number; lastSeqAtPublish: number }[] = [];
-        h.onCommit((c) => seen.push({ first: c.first, last: c.last, writes: c.batch.writes.length, lastSeqAtPublish: storage.lastSeq }));
+        h.onCommit((c) =>
+          seen.push({ first: c.first, last: c.last, writes: c.batch.writes.length, lastSeqAtPublish: storage.lastSeq }),
+        );
         const base = storage.lastSeq;
         await Promise.all([
           root.commit((tx) => {
@@ -205,10 +233,13 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const h = await openHarness(storage);
         const root = await h.root(call);
-        const [work, turn] = await root.commit((tx) => [
-          tx.task(workKind, { state: { status: "pending", input: 0 } }),
-          tx.task(turnKind, { state: { status: "pending", inputs: [] } }),
-        ], call);
+        const [work, turn] = await root.commit(
+          (tx) => [
+            tx.task(workKind, { state: { status: "pending", input: 0 } }),
+            tx.task(turnKind, { state: { status: "pending", inputs: [] } }),
+          ],
+          call,
+        );
         const t = (await h.getTask(workKind, work, call))!;
         expect(t.role).toBe("start");
         expect(t.turn).toBeUndefined();
@@ -234,7 +265,10 @@ for (const backend of coreBackends) {
         const t = (await h.getTask(workKind, id, call))!;
         const seq = storage.lastSeq;
         const untyped = t as unknown as { id: number; kind: string };
-        type Loose = { patch(task: unknown, status: string, payload: object): void; settle(task: unknown, status: string, payload: object): void };
+        type Loose = {
+          patch(task: unknown, status: string, payload: object): void;
+          settle(task: unknown, status: string, payload: object): void;
+        };
         for (const attempt of [
           (tx: Loose) => tx.patch(untyped, "done", { input: 0, output: "x" }),
           (tx: Loose) => tx.settle(untyped, "running", { input: 0, attempt: 1 }),
@@ -242,22 +276,32 @@ for (const backend of coreBackends) {
           (tx: Loose) => tx.patch(untyped, "exploded", { input: 0 }),
           (tx: Loose) => tx.patch(untyped, "running", { status: "running", input: 0, attempt: 1 }),
         ]) {
-          await expectNothingWritten(storage, seq, () => root.commit((tx) => attempt(tx as unknown as Loose), call), "invalid_commit");
+          await expectNothingWritten(
+            storage,
+            seq,
+            () => root.commit((tx) => attempt(tx as unknown as Loose), call),
+            "invalid_commit",
+          );
         }
         // A settled task never changes again (storage refuses the write whole).
         await root.commit((tx) => tx.settle(t, "failed", { input: 0, error: "x" }), call);
         const settledSeq = storage.lastSeq;
-        await expectNothingWritten(storage, settledSeq, () => root.commit((tx) => tx.settle(t, "done", { input: 0, output: "y" }), call));
+        await expectNothingWritten(storage, settledSeq, () =>
+          root.commit((tx) => tx.settle(t, "done", { input: 0, output: "y" }), call),
+        );
       }));
 
     it(`typed reads return undefined for another kind and batched typed reads omit it (${backend.name})`, () =>
       backend.run(async (storage) => {
         const h = await openHarness(storage);
         const root = await h.root(call);
-        const [a, b] = await root.commit((tx) => [
-          tx.task(workKind, { state: { status: "pending", input: 0 } }),
-          tx.task(turnKind, { state: { status: "pending", inputs: [] } }),
-        ], call);
+        const [a, b] = await root.commit(
+          (tx) => [
+            tx.task(workKind, { state: { status: "pending", input: 0 } }),
+            tx.task(turnKind, { state: { status: "pending", inputs: [] } }),
+          ],
+          call,
+        );
         expect(await h.getTask(turnKind, a, call)).toBeUndefined();
         expect((await h.getTask(a, call))?.kind).toBe("work");
         const typed = await h.getTasks(workKind, [a, b], call);
@@ -272,10 +316,10 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const h = await openHarness(storage);
         const root = await h.root(call);
-        const [u, a] = await root.commit((tx) => [
-          tx.entry(userKind, userEntry("q", 0)),
-          tx.entry(assistantKind, assistantEntry(assistant("a"))),
-        ], call);
+        const [u, a] = await root.commit(
+          (tx) => [tx.entry(userKind, userEntry("q", 0)), tx.entry(assistantKind, assistantEntry(assistant("a")))],
+          call,
+        );
         expect(await h.getEntry(assistantKind, u, call)).toBeUndefined();
         expect((await h.getEntry(userKind, u, call))?.model[0]?.content).toBe("q");
         const any = await h.getEntry(a, call);
@@ -301,7 +345,9 @@ for (const backend of coreBackends) {
         await h.registerEntryKind(noteKind, call);
         await expect(h.registerEntryKind(noteKind, call)).rejects.toMatchObject({ code: "conflict" });
         await h.replaceEntryKind(defineEntryKind<Entry>("note"), call);
-        await expect(h.replaceEntryKind(defineEntryKind<Entry>("other"), call)).rejects.toMatchObject({ code: "not_found" });
+        await expect(h.replaceEntryKind(defineEntryKind<Entry>("other"), call)).rejects.toMatchObject({
+          code: "not_found",
+        });
         const root = await h.root(call);
         const id = await root.commit((tx) => tx.entry(noteKind, { data: 1 }), call);
         await h.removeEntryKind("note", call);
@@ -315,16 +361,25 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const h = await openHarness(storage);
         const root = await h.root(call);
-        const [u1, , u2] = await root.commit((tx) => [
-          tx.entry(userKind, userEntry("a", 0)),
-          tx.entry(assistantKind, assistantEntry(assistant("b"))),
-          tx.entry(userKind, userEntry("c", 0)),
-        ], call);
+        const [u1, , u2] = await root.commit(
+          (tx) => [
+            tx.entry(userKind, userEntry("a", 0)),
+            tx.entry(assistantKind, assistantEntry(assistant("b"))),
+            tx.entry(userKind, userEntry("c", 0)),
+          ],
+          call,
+        );
         const reset = await root.commit((tx) => tx.entry(resetKind, { head: "self" }), call);
         expect((await h.getEntry(reset, call))?.head).toBe(reset);
         const seq = storage.lastSeq;
-        await expectNothingWritten(storage, seq, () =>
-          root.commit((tx) => tx.entry(summaryKind, { data: { summarizedThrough: u1 }, model: [user("s")], head: u2 }), call),
+        await expectNothingWritten(
+          storage,
+          seq,
+          () =>
+            root.commit(
+              (tx) => tx.entry(summaryKind, { data: { summarizedThrough: u1 }, model: [user("s")], head: u2 }),
+              call,
+            ),
           "invalid_commit",
         );
         expect(u1).toBeLessThan(u2);
@@ -336,17 +391,32 @@ for (const backend of coreBackends) {
         const root = await h.root(call);
         const other = await h.commit((tx) => tx.createConversation({}), call);
         const foreign = await h.commit((tx) => tx.entry(userKind, other, userEntry("elsewhere", 0)), call);
-        const [u, a, r1] = await root.commit((tx) => [
-          tx.entry(userKind, userEntry("q", 0)),
-          tx.entry(assistantKind, assistantEntry(assistant("calling", ["c1", "c2"]))),
-          tx.entry(toolResultKind, toolResultEntry(toolResult("c1", "one"), {})),
-        ], call);
+        const [u, a, r1] = await root.commit(
+          (tx) => [
+            tx.entry(userKind, userEntry("q", 0)),
+            tx.entry(assistantKind, assistantEntry(assistant("calling", ["c1", "c2"]))),
+            tx.entry(toolResultKind, toolResultEntry(toolResult("c1", "one"), {})),
+          ],
+          call,
+        );
         const seq = storage.lastSeq;
-        const summary = (head: number) => root.commit((tx) => tx.entry(summaryKind, { data: { summarizedThrough: u }, model: [user("s")], head }), call);
+        const summary = (head: number) =>
+          root.commit(
+            (tx) => tx.entry(summaryKind, { data: { summarizedThrough: u }, model: [user("s")], head }),
+            call,
+          );
         await expectNothingWritten(storage, seq, () => summary(foreign), "invalid_commit");
         await expectNothingWritten(storage, seq, () => summary(r1), "invalid_commit"); // c2 has no result yet
-        await expectNothingWritten(storage, seq, () => root.commit((tx) => tx.entry(resetKind, { head: "self" }), call), "invalid_commit");
-        const r2 = await root.commit((tx) => tx.entry(toolResultKind, toolResultEntry(toolResult("c2", "two"), {})), call);
+        await expectNothingWritten(
+          storage,
+          seq,
+          () => root.commit((tx) => tx.entry(resetKind, { head: "self" }), call),
+          "invalid_commit",
+        );
+        const r2 = await root.commit(
+          (tx) => tx.entry(toolResultKind, toolResultEntry(toolResult("c2", "two"), {})),
+          call,
+        );
         // Now the exchange is complete: a boundary at the assistant or after the results is fine.
         await summary(a);
         const after = await root.commit((tx) => tx.entry(userKind, userEntry("next", 0)), call);
@@ -358,12 +428,18 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const h = await openHarness(storage);
         const root = await h.root(call);
-        const [u1, u2] = await root.commit((tx) => [tx.entry(userKind, userEntry("a", 0)), tx.entry(userKind, userEntry("b", 0))], call);
+        const [u1, u2] = await root.commit(
+          (tx) => [tx.entry(userKind, userEntry("a", 0)), tx.entry(userKind, userEntry("b", 0))],
+          call,
+        );
         const reset = await root.commit((tx) => tx.entry(resetKind, { head: "self" }), call);
-        const [, a] = await root.commit((tx) => [
-          tx.entry(userKind, userEntry("q", 0)),
-          tx.entry(assistantKind, assistantEntry(assistant("calling", ["c1"]))),
-        ], call);
+        const [, a] = await root.commit(
+          (tx) => [
+            tx.entry(userKind, userEntry("q", 0)),
+            tx.entry(assistantKind, assistantEntry(assistant("calling", ["c1"]))),
+          ],
+          call,
+        );
         const seq = storage.lastSeq;
         const forkWithHead = (at: number, head: number) =>
           h.commit((tx) => {
@@ -382,27 +458,65 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const h = await openHarness(storage);
         const root = await h.root(call);
-        const [u, baseline] = await root.commit((tx) => [
-          tx.entry(userKind, userEntry("q", 0)),
-          tx.entry(systemKind, { data: { baseline: true, sections: [] }, model: [{ role: "system", content: "be nice", timestamp: 0 }] }),
-        ], call);
+        const [u, baseline] = await root.commit(
+          (tx) => [
+            tx.entry(userKind, userEntry("q", 0)),
+            tx.entry(systemKind, {
+              data: { baseline: true, sections: [] },
+              model: [{ role: "system", content: "be nice", timestamp: 0 }],
+            }),
+          ],
+          call,
+        );
         const seq = storage.lastSeq;
         const note = defineEntryKind<Entry>("note");
         await expectNothingWritten(storage, seq, () =>
           root.commit((tx) => tx.entry(note, { edits: [{ target: seq + 5, action: "omit" }] }), call),
         );
-        await expectNothingWritten(storage, seq, () => root.commit((tx) => tx.entry(note, { edits: [{ target: baseline, action: "omit" }] }), call), "invalid_commit");
-        await expectNothingWritten(storage, seq, () =>
-          root.commit((tx) => tx.entry(systemKind, { data: { sections: [] }, model: [], edits: [{ target: baseline, action: "omit" }] }), call),
+        await expectNothingWritten(
+          storage,
+          seq,
+          () => root.commit((tx) => tx.entry(note, { edits: [{ target: baseline, action: "omit" }] }), call),
+          "invalid_commit",
+        );
+        await expectNothingWritten(
+          storage,
+          seq,
+          () =>
+            root.commit(
+              (tx) =>
+                tx.entry(systemKind, {
+                  data: { sections: [] },
+                  model: [],
+                  edits: [{ target: baseline, action: "omit" }],
+                }),
+              call,
+            ),
           "invalid_commit",
         );
         // The sole exception: a fresh baseline omitting a superseded managed entry.
-        await root.commit((tx) => tx.entry(systemKind, { data: { baseline: true, sections: [] }, model: [], edits: [{ target: baseline, action: "omit" }] }), call);
-        await root.commit((tx) => tx.entry(note, { edits: [{ target: u, action: "replace", messages: [user("shorter")] }] }), call);
+        await root.commit(
+          (tx) =>
+            tx.entry(systemKind, {
+              data: { baseline: true, sections: [] },
+              model: [],
+              edits: [{ target: baseline, action: "omit" }],
+            }),
+          call,
+        );
+        await root.commit(
+          (tx) => tx.entry(note, { edits: [{ target: u, action: "replace", messages: [user("shorter")] }] }),
+          call,
+        );
         const b = await root.fork({ at: u }, call);
         const later = await root.commit((tx) => tx.entry(userKind, userEntry("later", 0)), call);
         const forkSeq = storage.lastSeq;
-        await expectNothingWritten(storage, forkSeq, () => b.commit((tx) => tx.entry(note, { edits: [{ target: later, action: "omit" }] }), call), "invalid_commit");
+        await expectNothingWritten(
+          storage,
+          forkSeq,
+          () => b.commit((tx) => tx.entry(note, { edits: [{ target: later, action: "omit" }] }), call),
+          "invalid_commit",
+        );
       }));
 
     it(`inTurn: a model-visible entry from outside a live turn rejects naming tx.write; entries without model and turn tasks pass (${backend.name})`, () =>
@@ -411,14 +525,33 @@ for (const backend of coreBackends) {
         const root = await h.root(call);
         const turn = await root.commit((tx) => tx.task(turnKind, { state: { status: "pending", inputs: [] } }), call);
         const seq = storage.lastSeq;
-        const error = await expectNothingWritten(storage, seq, () => root.commit((tx) => tx.entry(userKind, userEntry("interrupt", 0)), call), "in_turn");
+        const error = await expectNothingWritten(
+          storage,
+          seq,
+          () => root.commit((tx) => tx.entry(userKind, userEntry("interrupt", 0)), call),
+          "in_turn",
+        );
         expect(String(error)).toContain("tx.write");
         // An entry without model is never blocked.
         await root.commit((tx) => tx.entry(defineEntryKind<Entry>("note"), { data: "quiet" }), call);
         // The turn task itself writes its exchange.
-        await commitWithOrigin(h, { taskId: turn, turn: true }, { conversationId: root.id }, (b) => conversationTx(b, root.id).entry(assistantKind, assistantEntry(assistant("answer"))), call);
+        await commitWithOrigin(
+          h,
+          { taskId: turn, turn: true },
+          { conversationId: root.id },
+          (b) => conversationTx(b, root.id).entry(assistantKind, assistantEntry(assistant("answer"))),
+          call,
+        );
         // A non-turn task is blocked like the host.
-        await expect(commitWithOrigin(h, { taskId: 99, turn: false }, { conversationId: root.id }, (b) => conversationTx(b, root.id).entry(userKind, userEntry("x", 0)), call)).rejects.toMatchObject({ code: "in_turn" });
+        await expect(
+          commitWithOrigin(
+            h,
+            { taskId: 99, turn: false },
+            { conversationId: root.id },
+            (b) => conversationTx(b, root.id).entry(userKind, userEntry("x", 0)),
+            call,
+          ),
+        ).rejects.toMatchObject({ code: "in_turn" });
         // Another conversation is unaffected.
         const other = await root.fork({ at: "start" }, call);
         await other.commit((tx) => tx.entry(userKind, userEntry("free", 0)), call);
@@ -440,7 +573,12 @@ for (const backend of coreBackends) {
         h.onCommit((batch) => origins.push(batch.origin));
         // Every host path commits with no origin, so a model-visible entry during the turn is refused.
         const seq = storage.lastSeq;
-        await expectNothingWritten(storage, seq, () => root.commit((tx) => tx.entry(assistantKind, assistantEntry(assistant("forged"))), call), "in_turn");
+        await expectNothingWritten(
+          storage,
+          seq,
+          () => root.commit((tx) => tx.entry(assistantKind, assistantEntry(assistant("forged"))), call),
+          "in_turn",
+        );
         await expectNothingWritten(
           storage,
           seq,
@@ -479,7 +617,13 @@ for (const backend of coreBackends) {
         await at(65, (tx) => void tx.entry(note, { data: 65 }));
         await at(70, (tx) => void tx.list(moves).append("C"));
         await at(75, (tx) => void tx.entry(note, { data: 75 }));
-        const read = async (position: number) => (await storage.readList<string>({ scope: { conversation: root.id }, namespace: "game.moves", rewind: true }, { at: position, limit: 10 })).items.map((e) => e.value);
+        const read = async (position: number) =>
+          (
+            await storage.readList<string>(
+              { scope: { conversation: root.id }, namespace: "game.moves", rewind: true },
+              { at: position, limit: 10 },
+            )
+          ).items.map((e) => e.value);
         expect(await read(55)).toEqual(["A", "B"]);
         expect(await read(65)).toEqual([]);
         expect(await read(75)).toEqual(["C"]);
@@ -521,8 +665,18 @@ for (const backend of coreBackends) {
         const u = await root.commit((tx) => tx.entry(userKind, userEntry("q", 0)), call);
         await root.value(model).set("later", call); // after u: a fork at u must not see it (§3.2)
         const seq = storage.lastSeq;
-        await expectNothingWritten(storage, seq, () => root.fork({ at: u, values: { inherit: [model] } }, call), "invalid_commit");
-        await expectNothingWritten(storage, seq, () => root.fork({ at: u, values: { inherit: [sessionValue<string>("s.name")] } }, call), "invalid_commit");
+        await expectNothingWritten(
+          storage,
+          seq,
+          () => root.fork({ at: u, values: { inherit: [model] } }, call),
+          "invalid_commit",
+        );
+        await expectNothingWritten(
+          storage,
+          seq,
+          () => root.fork({ at: u, values: { inherit: [sessionValue<string>("s.name")] } }, call),
+          "invalid_commit",
+        );
         const fork = await root.fork({ at: u }, call);
         expect(await fork.value(model).get(call)).toBeUndefined();
       }));
@@ -531,7 +685,10 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const h = await openHarness(storage);
         const root = await h.root(call);
-        const kind = { kind: "generation", config: { model, thinking: conversationValue<string>("pi.thinking", { rewind: true }) } };
+        const kind = {
+          kind: "generation",
+          config: { model, thinking: conversationValue<string>("pi.thinking", { rewind: true }) },
+        };
         const seq = storage.lastSeq;
         await root.config(kind).set({ model: "m1", thinking: "high" }, call);
         expect(storage.lastSeq).toBe(seq + 2);

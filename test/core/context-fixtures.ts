@@ -2,7 +2,14 @@
  * Fixtures for context tests and benchmarks: pi-ai messages and a history builder that commits
  * entries at exact ids (spec examples use ids like 10, 20, 30) by filling gaps with session writes.
  */
-import type { AssistantMessage, Message, StopReason, SystemMessage, ToolResultMessage, UserMessage } from "@earendil-works/pi-ai";
+import type {
+  AssistantMessage,
+  Message,
+  StopReason,
+  SystemMessage,
+  ToolResultMessage,
+  UserMessage,
+} from "@earendil-works/pi-ai";
 import type { ContextEdit, Entry, Id, MainWrite } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
 
@@ -86,7 +93,10 @@ export class HistoryBuilder {
   async conversation(o: { id?: Id; parent?: { conversationId: Id; at: Id } } = {}): Promise<Id> {
     const id = o.id ?? this.storage.lastSeq + 1;
     const writes = this.fillTo(id);
-    writes.push({ type: "createConversation", conversation: o.parent === undefined ? { id } : { id, parent: o.parent } });
+    writes.push({
+      type: "createConversation",
+      conversation: o.parent === undefined ? { id } : { id, parent: o.parent },
+    });
     await this.storage.commit({ kind: "main", writes });
     return id;
   }

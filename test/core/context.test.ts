@@ -34,7 +34,9 @@ function textOf(message: Message): string {
     case "system":
       return typeof message.content === "string" ? message.content : "(system)";
     case "assistant":
-      return message.content.map((b) => (b.type === "text" ? b.text : b.type === "toolCall" ? `call:${b.id}` : "")).join("|");
+      return message.content
+        .map((b) => (b.type === "text" ? b.text : b.type === "toolCall" ? `call:${b.id}` : ""))
+        .join("|");
     case "toolResult":
       return `result:${message.toolCallId}:${message.content.map((b) => (b.type === "text" ? b.text : "")).join("")}`;
     default: {
@@ -50,7 +52,10 @@ function plain(context: DerivedContext): unknown {
 }
 
 /** A builder on `storage` and a fresh conversation holding `specs`. */
-async function history(storage: Storage, specs: readonly (readonly [Id, EntrySpec])[]): Promise<{ b: HistoryBuilder; conv: Id }> {
+async function history(
+  storage: Storage,
+  specs: readonly (readonly [Id, EntrySpec])[],
+): Promise<{ b: HistoryBuilder; conv: Id }> {
   const b = new HistoryBuilder(storage);
   const conv = await b.conversation();
   await b.appendAll(conv, specs);
@@ -165,7 +170,10 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
         [10, { model: [user("u10")] }],
         [20, { model: [assistant("a20", { calls: ["c1"] })] }],
         [30, { model: [toolResult("c1", "long output")] }],
-        [40, { model: [user("u40")], edits: [{ target: 30, action: "replace", messages: [toolResult("c1", "short")] }] }],
+        [
+          40,
+          { model: [user("u40")], edits: [{ target: 30, action: "replace", messages: [toolResult("c1", "short")] }] },
+        ],
       ]);
       const context = await deriveContext(storage, conv, 40);
       expect(context.ids).toEqual([10, 20, 30, 40]);
@@ -186,7 +194,16 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
         [30, { model: [user("u30")] }],
         [40, { model: [user("summary")], head: 30 }],
         // Before the boundary: an omission of 20 and a replacement of 10 change nothing.
-        [50, { model: [user("u50")], edits: [{ target: 20, action: "omit" }, { target: 10, action: "replace", messages: [user("x")] }] }],
+        [
+          50,
+          {
+            model: [user("u50")],
+            edits: [
+              { target: 20, action: "omit" },
+              { target: 10, action: "replace", messages: [user("x")] },
+            ],
+          },
+        ],
       ]);
       expect((await deriveContext(storage, a, 50)).ids).toEqual([40, 30, 50]);
       // A fork at 20 that edits A's 30 (beyond its fork point): invisible, so a no-op.
@@ -290,9 +307,21 @@ describe.each(backends)("context derivation (%s)", (_name, run) => {
       const context = await deriveContext(storage, fork, 70);
       expect(context.ids).toEqual([10, 20, 30, 70]);
       const messages = requestMessages(context);
-      expect(messages.map(textOf)).toEqual(["u10", "a20|call:c1|call:c2", "result:c1:result c1", `result:c2:${MISSING_TOOL_RESULT}`, "u70"]);
+      expect(messages.map(textOf)).toEqual([
+        "u10",
+        "a20|call:c1|call:c2",
+        "result:c1:result c1",
+        `result:c2:${MISSING_TOOL_RESULT}`,
+        "u70",
+      ]);
       const synthetic = messages[3];
-      expect(synthetic).toMatchObject({ role: "toolResult", toolCallId: "c2", toolName: "tool_c2", isError: true, timestamp: 7 });
+      expect(synthetic).toMatchObject({
+        role: "toolResult",
+        toolCallId: "c2",
+        toolName: "tool_c2",
+        isError: true,
+        timestamp: 7,
+      });
       // Nothing stored changed: the context still has exactly the stored items.
       expect(context.items.flatMap((item) => item.messages).length).toBe(4);
       // A fork at the assistant itself: both results are synthetic.
@@ -404,7 +433,13 @@ async function cold(storage: Storage, conv: Id, through: Id): Promise<readonly I
 }
 
 describe.each(backends)("context cache (%s)", (_name, run) => {
-  async function appendObserved(b: HistoryBuilder, cache: ContextCache, conv: Id, id: Id, spec: Parameters<HistoryBuilder["append"]>[2]): Promise<Entry> {
+  async function appendObserved(
+    b: HistoryBuilder,
+    cache: ContextCache,
+    conv: Id,
+    id: Id,
+    spec: Parameters<HistoryBuilder["append"]>[2],
+  ): Promise<Entry> {
     const { entry, last } = await b.append(conv, id, spec);
     cache.observe([entry], last);
     return entry;
@@ -488,7 +523,10 @@ describe.each(backends)("context cache (%s)", (_name, run) => {
       const snapshot = await cache.contextEntries();
       const saved = plain(snapshot);
       const savedItems = [...snapshot.items];
-      await appendObserved(b, cache, conv, 40, { model: [assistant("a40")], edits: [{ target: 30, action: "replace", messages: [user("changed")] }] });
+      await appendObserved(b, cache, conv, 40, {
+        model: [assistant("a40")],
+        edits: [{ target: 30, action: "replace", messages: [user("changed")] }],
+      });
       await appendObserved(b, cache, conv, 50, { edits: [{ target: 20, action: "omit" }] });
       const mid = await cache.contextEntries();
       await appendObserved(b, cache, conv, 60, { model: [user("summary")], head: 30 });
@@ -616,9 +654,14 @@ describe.each(backends)("context cache (%s)", (_name, run) => {
           boundary = recent[Math.min(recent.length - 1, rand(3) + Math.max(0, recent.length - 4))] ?? boundary;
           await appendObserved(b, cache, conv, id, { model: [user(`summary${id}`)], head: boundary });
         } else if (pick === 1) {
-          await appendObserved(b, cache, conv, id, { edits: [{ target: ids[rand(ids.length)] as Id, action: "omit" }] });
+          await appendObserved(b, cache, conv, id, {
+            edits: [{ target: ids[rand(ids.length)] as Id, action: "omit" }],
+          });
         } else if (pick === 2) {
-          await appendObserved(b, cache, conv, id, { model: [user(`u${id}`)], edits: [{ target, action: "replace", messages: [user(`r${id}`)] }] });
+          await appendObserved(b, cache, conv, id, {
+            model: [user(`u${id}`)],
+            edits: [{ target, action: "replace", messages: [user(`r${id}`)] }],
+          });
         } else {
           await appendObserved(b, cache, conv, id, { model: [rand(2) === 0 ? user(`u${id}`) : assistant(`a${id}`)] });
         }

@@ -84,7 +84,12 @@ export async function outcome<T>(p: Promise<T>): Promise<{ ok: true; value: T } 
 }
 
 /** A call whose signal the test controls; counts listener registration on that signal. */
-export function cancellableCall(): { call: Call; controller: AbortController; added: () => number; removed: () => number } {
+export function cancellableCall(): {
+  call: Call;
+  controller: AbortController;
+  added: () => number;
+  removed: () => number;
+} {
   const controller = new AbortController();
   const signal = controller.signal;
   let added = 0;
@@ -251,7 +256,13 @@ export type StepState =
   | { status: "failed"; tag: string; refs: number[] }
   | { status: "aborted"; tag: string; refs: number[] };
 
-export const stepRoles = { pending: "start", running: "inflight", done: "terminal", failed: "terminal", aborted: "terminal" } as const;
+export const stepRoles = {
+  pending: "start",
+  running: "inflight",
+  done: "terminal",
+  failed: "terminal",
+  aborted: "terminal",
+} as const;
 
 export type StepTask = TypedTask<StepState, typeof stepRoles>;
 export type StepMethod = (task: StepTask, runtime: TaskRuntime, call: Call) => Promise<void>;
@@ -263,7 +274,13 @@ export interface StepMethods {
 }
 
 /** Settle a step task in one of its terminal statuses, keeping its payload (and optionally new refs). */
-export function settleStep(runtime: TaskRuntime, task: StepTask, status: "done" | "failed" | "aborted", call: Call, refs = task.state.refs): Promise<void> {
+export function settleStep(
+  runtime: TaskRuntime,
+  task: StepTask,
+  status: "done" | "failed" | "aborted",
+  call: Call,
+  refs = task.state.refs,
+): Promise<void> {
   const payload = { tag: task.state.tag, refs };
   return runtime.commit((tx) => {
     if (status === "done") tx.settle(task, "done", payload);
@@ -273,7 +290,13 @@ export function settleStep(runtime: TaskRuntime, task: StepTask, status: "done" 
 }
 
 /** Patch a step task to a live status. */
-export function patchStep(runtime: TaskRuntime, task: StepTask, status: "pending" | "running", call: Call, refs = task.state.refs): Promise<void> {
+export function patchStep(
+  runtime: TaskRuntime,
+  task: StepTask,
+  status: "pending" | "running",
+  call: Call,
+  refs = task.state.refs,
+): Promise<void> {
   const payload = { tag: task.state.tag, refs };
   return runtime.commit((tx) => {
     if (status === "pending") tx.patch(task, "pending", payload);
@@ -296,7 +319,11 @@ export function stepKind(name: string, methods: StepMethods = {}, options: { tur
 
 export type StepKind = ReturnType<typeof stepKind>;
 
-export function openWith(storage: Storage, kinds: readonly StepKind[], options: Omit<HarnessOptions, "taskKinds"> & { extraKinds?: readonly AnyTaskKind[] } = {}): Promise<Harness> {
+export function openWith(
+  storage: Storage,
+  kinds: readonly StepKind[],
+  options: Omit<HarnessOptions, "taskKinds"> & { extraKinds?: readonly AnyTaskKind[] } = {},
+): Promise<Harness> {
   const { extraKinds, ...rest } = options;
   return Harness.open(storage, { ...rest, taskKinds: [...kinds.map((k) => erase(k)), ...(extraKinds ?? [])] }, call);
 }
@@ -397,7 +424,11 @@ export function installStepTurns(h: Harness, kind: StepKind): void {
     hooks: new HookRegistry(),
     generation: { kind: kind.kind },
     firstGeneration: (b, conversationId, inputs, initial) =>
-      Promise.resolve(b.task(kind, conversationId, { state: { status: "pending", tag: initial(childTag) ?? "child", refs: [...inputs] } })),
+      Promise.resolve(
+        b.task(kind, conversationId, {
+          state: { status: "pending", tag: initial(childTag) ?? "child", refs: [...inputs] },
+        }),
+      ),
     accept: unsupported,
     prompt: unsupported,
     collapse: unsupported,

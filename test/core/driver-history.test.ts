@@ -55,12 +55,27 @@ async function addFinishedChildren(h: Harness, n: number): Promise<void> {
         const owner = h.storage.lastSeq + b.writes.length + 1;
         b.push({
           type: "task",
-          task: { id: owner, conversationId: h.rootId, kind: "htool", role: "terminal", state: { status: "done", tag: "old", refs: [owner + 1] }, after: [], owns: [owner + 1] },
+          task: {
+            id: owner,
+            conversationId: h.rootId,
+            kind: "htool",
+            role: "terminal",
+            state: { status: "done", tag: "old", refs: [owner + 1] },
+            after: [],
+            owns: [owner + 1],
+          },
         });
         const conversation = b.createConversation({ owner });
         b.push({
           type: "task",
-          task: { id: conversation + 1, conversationId: conversation, kind: "hchild", role: "terminal", state: { status: "done", tag: "old", refs: [] }, after: [] },
+          task: {
+            id: conversation + 1,
+            conversationId: conversation,
+            kind: "hchild",
+            role: "terminal",
+            state: { status: "done", tag: "old", refs: [] },
+            after: [],
+          },
         });
       }
     }, call);
@@ -71,9 +86,16 @@ async function addFinishedChildren(h: Harness, n: number): Promise<void> {
 async function addLivePair(h: Harness): Promise<[Id, Id]> {
   return h.commit((tx) => {
     const next = h.storage.lastSeq + 1;
-    const owner = tx.task(tool, { conversationId: h.rootId, state: { status: "pending", tag: "live", refs: [next + 1] }, owns: [next + 1] });
+    const owner = tx.task(tool, {
+      conversationId: h.rootId,
+      state: { status: "pending", tag: "live", refs: [next + 1] },
+      owns: [next + 1],
+    });
     const conversation = tx.createConversation({ owner });
-    const x = tx.task(child, { conversationId: conversation, state: { status: "pending", tag: "live.child", refs: [] } });
+    const x = tx.task(child, {
+      conversationId: conversation,
+      state: { status: "pending", tag: "live.child", refs: [] },
+    });
     return [owner, x] as [Id, Id];
   }, call);
 }

@@ -35,7 +35,6 @@ import {
   cancellable,
 } from "./driver-fixtures.js";
 
-
 function refs(task: Task | undefined): Id[] {
   return (task?.state as { refs?: Id[] } | undefined)?.refs ?? [];
 }
@@ -57,7 +56,9 @@ function codeOf(r: { ok: true } | { ok: false; error: unknown }): string | undef
 async function spawnChild(h: Harness, owner: StepTask, kind: StepKind, c: Call): Promise<[Id, Id]> {
   return h.commitBound(c, { conversationId: owner.conversationId }, (b) => {
     const conversation = b.createConversation({ owner: owner.id });
-    const child = b.task(kind, conversation, { state: { status: "pending", tag: `${owner.state.tag}.child`, refs: [] } });
+    const child = b.task(kind, conversation, {
+      state: { status: "pending", tag: `${owner.state.tag}.child`, refs: [] },
+    });
     b.push({
       type: "patch",
       id: owner.id,
@@ -126,7 +127,9 @@ for (const backend of coreBackends) {
         await until(h1, () => h1.driver.liveTask(t)?.role === "inflight", "inflight");
         s1.crash();
         const invoked: [Id, InvocationMethod][] = [];
-        const h2 = await openWith(s1.reopen(), [k], { host: { beforeInvoke: (task, method) => (invoked.push([task.id, method]), true) } });
+        const h2 = await openWith(s1.reopen(), [k], {
+          host: { beforeInvoke: (task, method) => (invoked.push([task.id, method]), true) },
+        });
         const seen = await h2.inspect(call);
         expect(seen.inflight.map((x) => x.id)).toEqual([t]);
         expect(seen.start.map((x) => x.id)).toEqual([pending]);
@@ -137,7 +140,13 @@ for (const backend of coreBackends) {
         expect(invoked[0]).toEqual([t, "recover"]);
         // p starts once r is terminal; r's slot may still be unwinding (§6.1), so only the prefix is ordered.
         expect(trace.events.slice(0, 2)).toEqual(["execute:start:r", "recover:start:r"]);
-        expect([...trace.events].sort()).toEqual(["execute:end:p", "execute:start:p", "execute:start:r", "recover:end:r", "recover:start:r"]);
+        expect([...trace.events].sort()).toEqual([
+          "execute:end:p",
+          "execute:start:p",
+          "execute:start:r",
+          "recover:end:r",
+          "recover:start:r",
+        ]);
         expect((await stored(h2, t)).state.status).toBe("done");
         expect((await stored(h2, pending)).state.status).toBe("done");
       }));
@@ -172,7 +181,12 @@ for (const backend of coreBackends) {
   });
 
   describe(`driver fail-stop (${backend.name})`, () => {
-    const cases: { name: string; method: InvocationMethod; body: (task: StepTask, rt: TaskRuntime, c: Call) => Promise<void>; error?: string }[] = [
+    const cases: {
+      name: string;
+      method: InvocationMethod;
+      body: (task: StepTask, rt: TaskRuntime, c: Call) => Promise<void>;
+      error?: string;
+    }[] = [
       { name: "returns without a status transition", method: "execute", body: async () => undefined },
       {
         name: "makes only a state-only patch in the same status",
@@ -249,7 +263,9 @@ for (const backend of coreBackends) {
           // Reopen starts nothing: inspect, then drive with a kind that understands the state.
           const invoked: Id[] = [];
           const s2 = s1.reopen();
-          const h2 = await openWith(s2, [broken, bystander], { host: { beforeInvoke: (task) => (invoked.push(task.id), true) } });
+          const h2 = await openWith(s2, [broken, bystander], {
+            host: { beforeInvoke: (task) => (invoked.push(task.id), true) },
+          });
           const seen = await h2.inspect(call);
           expect(seen.start.map((t) => t.id)).toEqual([by, bad]);
           await flush(h2);
@@ -320,7 +336,11 @@ for (const backend of coreBackends) {
         const fg = await addStep(h1, ghost, h1.rootId, { tag: "fg", refs: [7] });
         const bg = await addStep(h1, ghost, h1.rootId, { tag: "bg", background: true });
         await h1.attach(call);
-        await until(h1, () => h1.driver.liveTask(fg)?.role === "inflight" && h1.driver.liveTask(bg)?.role === "inflight", "inflight");
+        await until(
+          h1,
+          () => h1.driver.liveTask(fg)?.role === "inflight" && h1.driver.liveTask(bg)?.role === "inflight",
+          "inflight",
+        );
         s1.crash();
 
         const s2 = s1.reopen();
@@ -371,13 +391,32 @@ for (const backend of coreBackends) {
               () => rt.value(sessionValue<number>("v")).set(1, c),
               () => rt.abortTask(task.id, c),
             ]) {
-              errors.push(await attempt().then(() => "ok", (e: unknown) => e));
+              errors.push(
+                await attempt().then(
+                  () => "ok",
+                  (e: unknown) => e,
+                ),
+              );
             }
           },
           abort: async (task, rt, c) => {
             // The fresh invocation may write; the stale execute identity may not.
-            staleErrors.push(await (executeRuntime as TaskRuntime).commit(() => undefined, executeCall as Call).then(() => "ok", (e: unknown) => e));
-            staleErrors.push(await rt.commit(() => undefined, executeCall as Call).then(() => "ok", (e: unknown) => e));
+            staleErrors.push(
+              await (executeRuntime as TaskRuntime)
+                .commit(() => undefined, executeCall as Call)
+                .then(
+                  () => "ok",
+                  (e: unknown) => e,
+                ),
+            );
+            staleErrors.push(
+              await rt
+                .commit(() => undefined, executeCall as Call)
+                .then(
+                  () => "ok",
+                  (e: unknown) => e,
+                ),
+            );
             await rt.scratch((sc) => sc.value(progress).set(3), c);
             await settleStep(rt, task, "aborted", c);
           },
@@ -454,7 +493,14 @@ for (const backend of coreBackends) {
         expect(batches.slice(1).every((batch) => batch.writes.every((w) => w.type === "settle"))).toBe(true);
         for (const id of [a, b, c3]) expect((await storedIn(inner, id)).state.status).toBe("aborted");
         expect(trace.count("execute:start:c")).toBe(0);
-        expect((await inner.readList({ scope: { conversation: root.id }, namespace: "test.queue", rewind: false }, { limit: 10 })).items.map((e) => e.value)).toEqual(["waiting"]);
+        expect(
+          (
+            await inner.readList(
+              { scope: { conversation: root.id }, namespace: "test.queue", rewind: false },
+              { limit: 10 },
+            )
+          ).items.map((e) => e.value),
+        ).toEqual(["waiting"]);
         expect(await h.drive(call)).toBe("closed");
       }));
 
@@ -542,9 +588,24 @@ for (const backend of coreBackends) {
         const attempts: unknown[] = [];
         const k = stepKind("k", {
           execute: async (task, rt, c) => {
-            attempts.push(await (h as Harness).shutdown(c).then(() => "ok", (e: unknown) => e));
-            attempts.push(await (h as Harness).close(c).then(() => "ok", (e: unknown) => e));
-            attempts.push(await (h as Harness).drive(c).then(() => "ok", (e: unknown) => e));
+            attempts.push(
+              await (h as Harness).shutdown(c).then(
+                () => "ok",
+                (e: unknown) => e,
+              ),
+            );
+            attempts.push(
+              await (h as Harness).close(c).then(
+                () => "ok",
+                (e: unknown) => e,
+              ),
+            );
+            attempts.push(
+              await (h as Harness).drive(c).then(
+                () => "ok",
+                (e: unknown) => e,
+              ),
+            );
             await settleStep(rt, task, "done", c);
           },
         });
@@ -674,7 +735,11 @@ for (const backend of coreBackends) {
         const t = await addStep(h, tool, container, { tag: "t" });
         void (await h.conversation(container, call))?.drive(call);
         await childSettled.promise;
-        await until(h, () => h?.driver.liveTask(t)?.state.status === "done" || h?.driver.liveTask(t) === undefined, "tool settles");
+        await until(
+          h,
+          () => h?.driver.liveTask(t)?.state.status === "done" || h?.driver.liveTask(t) === undefined,
+          "tool settles",
+        );
         const conversation = refs(await stored(h, t))[0] as Id;
         // The child task is terminal but its invocation still unwinds: its conversation is still busy.
         expect(codeOf(await outcome(h.deleteConversation(conversation, call)))).toBe("conflict");
@@ -707,8 +772,12 @@ for (const backend of coreBackends) {
         const waiter = stepKind("waiter", {
           execute: async (task, rt, c) => {
             const [jobId, dependentId] = task.state.refs as [Id, Id];
-            results.push(await rt.waitForTask(task.id, undefined, c).then(String, (e: unknown) => (e as PicoError).code));
-            results.push(await rt.waitForTask(dependentId, undefined, c).then(String, (e: unknown) => (e as PicoError).code));
+            results.push(
+              await rt.waitForTask(task.id, undefined, c).then(String, (e: unknown) => (e as PicoError).code),
+            );
+            results.push(
+              await rt.waitForTask(dependentId, undefined, c).then(String, (e: unknown) => (e as PicoError).code),
+            );
             const budgeted = rt.waitForTask(jobId, { budgetMs: 1000 }, c);
             waiting.resolve();
             results.push(await budgeted);
@@ -722,8 +791,15 @@ for (const backend of coreBackends) {
         const j = await addStep(h, job, h.rootId, { tag: "job", background: true });
         // The waiter and its dependent are created together: the dependent waits for the waiter.
         const w = await h.commit((tx) => {
-          const wid = tx.task(waiter, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "w", refs: [j, (h?.storage.lastSeq as Id) + 2] } });
-          tx.task(plain, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "d", refs: [] }, after: [wid] });
+          const wid = tx.task(waiter, {
+            conversationId: h?.rootId as Id,
+            state: { status: "pending", tag: "w", refs: [j, (h?.storage.lastSeq as Id) + 2] },
+          });
+          tx.task(plain, {
+            conversationId: h?.rootId as Id,
+            state: { status: "pending", tag: "d", refs: [] },
+            after: [wid],
+          });
           return wid;
         }, call);
         const drive = h.drive(call);
@@ -823,15 +899,25 @@ for (const backend of coreBackends) {
         const busy: boolean[] = [];
         const entered = new Gates();
         const proceed = new Gates();
-        const execute = async (task: Task & { state: { tag: string; refs: number[] } }, rt: TaskRuntime, c: Call): Promise<void> => {
+        const execute = async (
+          task: Task & { state: { tag: string; refs: number[] } },
+          rt: TaskRuntime,
+          c: Call,
+        ): Promise<void> => {
           entered.open(task.state.tag);
           await proceed.get(task.state.tag).promise;
           await rt.sleep(task.state.refs[0] as number, c);
           await settleStep(rt, task as Parameters<typeof settleStep>[1], "done", c);
         };
-        const parker = { ...stepKind("parker", { execute }), sleepsUntil: (state: { status: string; refs: number[] }) => (state.status === "pending" ? state.refs[0] : undefined) };
+        const parker = {
+          ...stepKind("parker", { execute }),
+          sleepsUntil: (state: { status: string; refs: number[] }) =>
+            state.status === "pending" ? state.refs[0] : undefined,
+        };
         const plain = stepKind("plain", { execute });
-        const h = await openWith(inner, [parker, plain], { host: { clock, wakeChanged: (w) => wakes.push(w), busyChanged: (b) => busy.push(b) } });
+        const h = await openWith(inner, [parker, plain], {
+          host: { clock, wakeChanged: (w) => wakes.push(w), busyChanged: (b) => busy.push(b) },
+        });
         await h.attach(call);
         await addStep(h, parker, h.rootId, { tag: "p", refs: [15_000], background: true });
         await entered.get("p").promise;
@@ -860,7 +946,11 @@ for (const backend of coreBackends) {
         expect(h.driver.nextWake).toBe(20_000);
         clock.advance(10_000);
         proceed.open("late");
-        await until(h, () => h.driver.liveCount() === 1 && wakes.at(-1) === 30_000, "the late one ran and only the plain one sleeps");
+        await until(
+          h,
+          () => h.driver.liveCount() === 1 && wakes.at(-1) === 30_000,
+          "the late one ran and only the plain one sleeps",
+        );
         clock.advance(10_000);
         await until(h, () => h.driver.liveCount() === 0, "all ran");
       }));
@@ -872,14 +962,22 @@ for (const backend of coreBackends) {
         const entered = new Gates();
         const proceed = new Gates();
         const outcomes: string[] = [];
-        const execute = async (task: Task & { state: { tag: string; refs: number[] } }, rt: TaskRuntime, c: Call): Promise<void> => {
+        const execute = async (
+          task: Task & { state: { tag: string; refs: number[] } },
+          rt: TaskRuntime,
+          c: Call,
+        ): Promise<void> => {
           entered.open(task.state.tag);
           await proceed.get(task.state.tag).promise;
           await rt.sleep(Number.POSITIVE_INFINITY, c);
           outcomes.push(`${task.state.tag}:woke@${rt.now()}`);
           await settleStep(rt, task as Parameters<typeof settleStep>[1], "done", c);
         };
-        const parker = { ...stepKind("parker", { execute }), sleepsUntil: (state: { status: string }) => (state.status === "pending" ? Number.POSITIVE_INFINITY : undefined) };
+        const parker = {
+          ...stepKind("parker", { execute }),
+          sleepsUntil: (state: { status: string }) =>
+            state.status === "pending" ? Number.POSITIVE_INFINITY : undefined,
+        };
         const h = await openWith(inner, [parker], { host: { clock, wakeChanged: (w) => wakes.push(w) } });
         await h.attach(call);
         // Parked from its dispatch with no wake time: not busy, no wake reported, no reason to wake.
@@ -956,13 +1054,19 @@ for (const backend of coreBackends) {
         const codeOrResult = (p: Promise<unknown>) => p.then(String, (e: unknown) => (e as PicoError).code);
         const child = stepKind("child", {
           execute: async (task, rt, c) => {
-            results.set("child drives root", await codeOrResult((await rt.conversation((h as Harness).rootId, c))!.drive(c)));
+            results.set(
+              "child drives root",
+              await codeOrResult((await rt.conversation((h as Harness).rootId, c))!.drive(c)),
+            );
             await settleStep(rt, task, "done", c);
           },
         });
         const fg = stepKind("fg", {
           execute: async (task, rt, c) => {
-            results.set("own conversation", await codeOrResult((await rt.conversation(task.conversationId, c))!.drive(c)));
+            results.set(
+              "own conversation",
+              await codeOrResult((await rt.conversation(task.conversationId, c))!.drive(c)),
+            );
             results.set("session", await codeOrResult((h as Harness).drive(c)));
             const [conversation] = await spawnChild(h as Harness, task, child, c);
             await (await rt.conversation(conversation, c))?.drive(c);
@@ -973,7 +1077,10 @@ for (const backend of coreBackends) {
         const bg = stepKind("bg", {
           execute: async (task, rt, c) => {
             const target = task.state.refs[0] as Id;
-            results.set("background drives dependent", await codeOrResult((await rt.conversation(target, c))!.drive(c)));
+            results.set(
+              "background drives dependent",
+              await codeOrResult((await rt.conversation(target, c))!.drive(c)),
+            );
             await gate.promise;
             await settleStep(rt, task, "done", c);
           },
@@ -988,11 +1095,19 @@ for (const backend of coreBackends) {
         // in T's ownership tree (owned by a task of the root), as dependencies must be (§5.4).
         const other = await h.commit((tx) => {
           const base = (h as Harness).storage.lastSeq; // ids are minted from lastSeq (§3.1): owner base+1, conversation base+2
-          const owner = tx.task(plain, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "owner", refs: [] }, owns: [base + 2] });
+          const owner = tx.task(plain, {
+            conversationId: h?.rootId as Id,
+            state: { status: "pending", tag: "owner", refs: [] },
+            owns: [base + 2],
+          });
           return tx.createConversation({ owner });
         }, call);
         await h.commit((tx) => {
-          const t = tx.task(bg, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "bg", refs: [other] }, background: true });
+          const t = tx.task(bg, {
+            conversationId: h?.rootId as Id,
+            state: { status: "pending", tag: "bg", refs: [other] },
+            background: true,
+          });
           tx.task(plain, { conversationId: other, state: { status: "pending", tag: "d", refs: [] }, after: [t] });
         }, call);
         await until(h, () => results.has("background drives dependent"), "bg drive");
@@ -1026,12 +1141,24 @@ for (const backend of coreBackends) {
         h = await openWith(inner, [plain, blocker, bg]);
         const other = await h.commit((tx) => {
           const base = (h as Harness).storage.lastSeq;
-          const owner = tx.task(plain, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "owner", refs: [] }, owns: [base + 2] });
+          const owner = tx.task(plain, {
+            conversationId: h?.rootId as Id,
+            state: { status: "pending", tag: "owner", refs: [] },
+            owns: [base + 2],
+          });
           return tx.createConversation({ owner });
         }, call);
-        await h.commit((tx) => tx.task(blocker, { conversationId: other, state: { status: "pending", tag: "g", refs: [] } }), call);
+        await h.commit(
+          (tx) => tx.task(blocker, { conversationId: other, state: { status: "pending", tag: "g", refs: [] } }),
+          call,
+        );
         const t = await h.commit(
-          (tx) => tx.task(bg, { conversationId: h?.rootId as Id, state: { status: "pending", tag: "bg", refs: [other] }, background: true }),
+          (tx) =>
+            tx.task(bg, {
+              conversationId: h?.rootId as Id,
+              state: { status: "pending", tag: "bg", refs: [other] },
+              background: true,
+            }),
           call,
         );
         await h.attach(call);
@@ -1040,7 +1167,11 @@ for (const backend of coreBackends) {
         // T waits for other's foreground; a new foreground task there that depends on T would never start.
         const seq = inner.lastSeq;
         const admitted = await outcome(
-          h.commit((tx) => tx.task(plain, { conversationId: other, state: { status: "pending", tag: "d", refs: [] }, after: [t] }), call),
+          h.commit(
+            (tx) =>
+              tx.task(plain, { conversationId: other, state: { status: "pending", tag: "d", refs: [] }, after: [t] }),
+            call,
+          ),
         );
         expect(codeOf(admitted)).toBe("contract");
         expect(inner.lastSeq).toBe(seq);

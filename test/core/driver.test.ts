@@ -52,18 +52,29 @@ async function stored(h: Harness, id: Id): Promise<Task> {
 
 /** Spawn a child through the public API (§4.3, §9.1) in the owner's commit, which also records the
  * child and its first task in the owner's refs (running). Needs `installStepTurns(h, kind)`. */
-async function spawnThrough(rt: TaskRuntime, owner: StepTask, c: Call, queued: readonly string[] = []): Promise<[Id, Id]> {
+async function spawnThrough(
+  rt: TaskRuntime,
+  owner: StepTask,
+  c: Call,
+  queued: readonly string[] = [],
+): Promise<[Id, Id]> {
   const from = await rt.conversation(owner.conversationId, c);
   if (from === undefined) throw new Error("owner conversation missing");
   return rt.commit(async (tx) => {
-    const spawned = await from.spawnIn(tx.builder, { prompt: `work for ${owner.state.tag}`, values: { set: [[childTag, `${owner.state.tag}.child`]] } });
+    const spawned = await from.spawnIn(tx.builder, {
+      prompt: `work for ${owner.state.tag}`,
+      values: { set: [[childTag, `${owner.state.tag}.child`]] },
+    });
     for (const item of queued) tx.list(bindTo(queue, spawned.conversationId)).append(item);
     tx.patch(owner, "running", { tag: owner.state.tag, refs: [spawned.conversationId, spawned.generation] });
     return [spawned.conversationId, spawned.generation] as [Id, Id];
   }, c);
 }
 
-/** A step kind named `name` whose execute (traced as "execute") opens `started` for its tag, waits for its tag's gate in `gates`, then settles done. */
+/**
+ * A step kind named `name` whose execute (traced as "execute") opens `started` for its tag, waits for its tag's gate in
+ * `gates`, then settles done.
+ */
 function gatedKind(name: string): { trace: Trace; started: Gates; gates: Gates; kind: StepKind } {
   const trace = new Trace();
   const started = new Gates();
@@ -126,7 +137,12 @@ for (const backend of coreBackends) {
         expect(await h.drive(call)).toBe("idle");
         await until(h, () => trace.count("abort:end:a") === 1, "abort a returns");
         expect(settleErrors.get("a")).toBeInstanceOf(TaskCancelled);
-        expect(trace.events.filter((e) => e.endsWith(":a"))).toEqual(["execute:start:a", "execute:threw:a", "abort:start:a", "abort:end:a"]);
+        expect(trace.events.filter((e) => e.endsWith(":a"))).toEqual([
+          "execute:start:a",
+          "execute:threw:a",
+          "abort:start:a",
+          "abort:end:a",
+        ]);
         expect(abortSawReturned.get("a")).toBe(true);
         expect(abortSignalAtStart.get("a")).toBe(false); // a fresh invocation with an active controller
         expect((await stored(h, a)).state.status).toBe("aborted");
@@ -159,7 +175,12 @@ for (const backend of coreBackends) {
         expect(await h.drive(call)).toBe("idle");
         await until(h, () => trace.count("abort:end:c") === 1, "abort c returns");
         expect(settleErrors.get("c")).toBeInstanceOf(TaskCancelled);
-        expect(trace.events.filter((e) => e.endsWith(":c"))).toEqual(["execute:start:c", "execute:threw:c", "abort:start:c", "abort:end:c"]);
+        expect(trace.events.filter((e) => e.endsWith(":c"))).toEqual([
+          "execute:start:c",
+          "execute:threw:c",
+          "abort:start:c",
+          "abort:end:c",
+        ]);
         expect(abortSawReturned.get("c")).toBe(true);
         expect((await stored(h, c3)).state.status).toBe("aborted");
         expect(trace.maxConcurrent).toBe(1);
@@ -277,7 +298,7 @@ for (const backend of coreBackends) {
         const expectContract = (r: { ok: boolean; error?: unknown }) => {
           expect(r.ok).toBe(false);
           expect((r as { error: unknown }).error).toBeInstanceOf(PicoError);
-          expect(((r as { error: PicoError }).error).code).toBe("contract");
+          expect((r as { error: PicoError }).error.code).toBe("contract");
         };
 
         // Order 1: host and sibling status writes while execute owns the task, then the host's mark.
@@ -404,8 +425,12 @@ for (const backend of coreBackends) {
         s1.resume();
         await closing1;
         expect(events).toEqual(["a:first:ok", "a:second:closed", "a:return", "a:closed"]);
-        expect((await inner.getValue({ scope: { session: true }, namespace: "test.close.a.1", rewind: false }))?.value).toBe(1);
-        expect(await inner.getValue({ scope: { session: true }, namespace: "test.close.a.2", rewind: false })).toBeUndefined();
+        expect(
+          (await inner.getValue({ scope: { session: true }, namespace: "test.close.a.1", rewind: false }))?.value,
+        ).toBe(1);
+        expect(
+          await inner.getValue({ scope: { session: true }, namespace: "test.close.a.2", rewind: false }),
+        ).toBeUndefined();
         expect(s1.closed).toBe(true);
 
         // Order 2: close first; the task's later commit rejects and close still joins its return.
@@ -423,7 +448,9 @@ for (const backend of coreBackends) {
         await closing2;
         expect(await d).toBe("closed");
         expect(events.slice(4)).toEqual(["b:first:closed", "b:second:closed", "b:return", "b:closed"]);
-        expect(await inner.getValue({ scope: { session: true }, namespace: "test.close.b.1", rewind: false })).toBeUndefined();
+        expect(
+          await inner.getValue({ scope: { session: true }, namespace: "test.close.b.1", rewind: false }),
+        ).toBeUndefined();
         expect(h2.fault).toBeUndefined();
       }));
 
@@ -461,7 +488,8 @@ for (const backend of coreBackends) {
             await settleStep(rt, task, "aborted", c);
           }),
         });
-        const rootQueue = async (hh: Harness) => (await (await hh.root(call)).list(queue).read(undefined, call)).items.map((e) => e.value);
+        const rootQueue = async (hh: Harness) =>
+          (await (await hh.root(call)).list(queue).read(undefined, call)).items.map((e) => e.value);
         const childQueue = async (hh: Harness, conversation: Id) =>
           (await hh.storage.readList(bindTo(queue, conversation), { limit: 100 })).items.map((e) => e.value);
 
@@ -479,7 +507,11 @@ for (const backend of coreBackends) {
           const before = storage.batches.length;
           void h1.shutdown(call).catch(() => undefined);
           await started.get(tag).promise;
-          await until(h1, () => trace.count(`abort:start:${tag}`) === 1 && trace.count(`abort:start:${tag}.child`) === 1, "abort handlers");
+          await until(
+            h1,
+            () => trace.count(`abort:start:${tag}`) === 1 && trace.count(`abort:start:${tag}.child`) === 1,
+            "abort handlers",
+          );
           // Shutdown committed exactly one marking batch covering both live tasks.
           const marking = storage.batches.slice(before);
           expect(marking).toHaveLength(1);
@@ -549,7 +581,10 @@ for (const backend of coreBackends) {
           execute: async (task, rt, c) => {
             // The job id and the cancellation policy land on the tool's own task in the creating commit.
             await rt.commit((tx) => {
-              const j = tx.task(job, { state: { status: "pending", tag: `${task.state.tag}.job`, refs: [] }, background: true });
+              const j = tx.task(job, {
+                state: { status: "pending", tag: `${task.state.tag}.job`, refs: [] },
+                background: true,
+              });
               tx.patch(task, "running", { tag: task.state.tag, refs: [j] });
             }, c);
             started.open(task.state.tag);
@@ -646,7 +681,9 @@ for (const backend of coreBackends) {
         expect(s1.closed).toBe(false); // joining the bystander before closing
         const later = await outcome(h1.drive(call));
         expect((later as { error: PicoError }).error.code).toBe("faulted");
-        expect((await outcome(h1.commit((tx) => tx.createConversation({}), call)) as { error: PicoError }).error.code).toBe("faulted");
+        expect(
+          ((await outcome(h1.commit((tx) => tx.createConversation({}), call))) as { error: PicoError }).error.code,
+        ).toBe("faulted");
         bystanderGate.resolve();
         await until(h1, () => s1.closed, "storage closed after join");
         expect(bystanderCommit).toEqual(["faulted"]);

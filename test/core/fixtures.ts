@@ -48,7 +48,11 @@ export function user(text: string): UserMessage {
   return { role: "user", content: text, timestamp: 0 };
 }
 
-export function assistant(text: string, calls: readonly string[] = [], stopReason: AssistantMessage["stopReason"] = calls.length > 0 ? "toolUse" : "stop"): AssistantMessage {
+export function assistant(
+  text: string,
+  calls: readonly string[] = [],
+  stopReason: AssistantMessage["stopReason"] = calls.length > 0 ? "toolUse" : "stop",
+): AssistantMessage {
   return {
     role: "assistant",
     content: [
@@ -72,7 +76,14 @@ export function assistant(text: string, calls: readonly string[] = [], stopReaso
 }
 
 export function toolResult(callId: string, text: string): ToolResultMessage {
-  return { role: "toolResult", toolCallId: callId, toolName: "echo", content: [{ type: "text", text }], isError: false, timestamp: 0 };
+  return {
+    role: "toolResult",
+    toolCallId: callId,
+    toolName: "echo",
+    content: [{ type: "text", text }],
+    isError: false,
+    timestamp: 0,
+  };
 }
 
 /** Advance the session sequence to `lastSeq` with session-value writes (fillers for worked examples). */
@@ -81,7 +92,8 @@ export async function fillTo(harness: Harness, lastSeq: number): Promise<void> {
   if (n < 0) throw new Error(`already past ${lastSeq}`);
   if (n === 0) return;
   await harness.commit((tx) => {
-    for (let i = 0; i < n; i++) tx.value({ scope: { session: true }, namespace: "filler", key: String(i), rewind: false }).set(i);
+    for (let i = 0; i < n; i++)
+      tx.value({ scope: { session: true }, namespace: "filler", key: String(i), rewind: false }).set(i);
   }, call);
 }
 

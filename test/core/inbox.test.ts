@@ -19,7 +19,11 @@ for (const backend of coreBackends) {
         const second = await root.queueInput({ mode: "steer", input: "something else", requestId: "req-42" }, call);
         expect(second.inputId).toBe(first.inputId);
         expect(storage.lastSeq).toBe(seq);
-        expect(await h.acceptance("req-42", call)).toEqual({ requestId: "req-42", conversationId: root.id, inputId: first.inputId });
+        expect(await h.acceptance("req-42", call)).toEqual({
+          requestId: "req-42",
+          conversationId: root.id,
+          inputId: first.inputId,
+        });
         expect(await h.acceptance("req-43", call)).toBeUndefined();
         expect(await root.result(first.inputId, call)).toEqual({ status: "queued", requestId: "req-42" });
         // §3.4: the inbox element, its result and the mapping land in one commit, in that order.
@@ -32,8 +36,12 @@ for (const backend of coreBackends) {
         const root = await h.root(call);
         const first = await root.queueInput({ mode: "followUp", input: "hello", requestId: "req-7" }, call);
         const seq = storage.lastSeq;
-        const reuse = () => root.commit((tx) => tx.queueInput({ mode: "nextRun", input: "other", requestId: "req-7" }), call);
-        await expect(reuse()).rejects.toMatchObject({ code: "invalid_commit", message: expect.stringContaining("req-7") });
+        const reuse = () =>
+          root.commit((tx) => tx.queueInput({ mode: "nextRun", input: "other", requestId: "req-7" }), call);
+        await expect(reuse()).rejects.toMatchObject({
+          code: "invalid_commit",
+          message: expect.stringContaining("req-7"),
+        });
         const twice = () =>
           root.commit((tx) => {
             tx.queueInput({ mode: "nextRun", input: "a", requestId: "req-8" });
@@ -41,7 +49,11 @@ for (const backend of coreBackends) {
           }, call);
         await expect(twice()).rejects.toMatchObject({ code: "invalid_commit" });
         expect(storage.lastSeq).toBe(seq);
-        expect(await h.acceptance("req-7", call)).toEqual({ requestId: "req-7", conversationId: root.id, inputId: first.inputId });
+        expect(await h.acceptance("req-7", call)).toEqual({
+          requestId: "req-7",
+          conversationId: root.id,
+          inputId: first.inputId,
+        });
         expect(await h.acceptance("req-8", call)).toBeUndefined();
       }));
 
@@ -90,15 +102,24 @@ for (const backend of coreBackends) {
         const root = await h.root(call);
         const { inputId } = await root.queueInput({ mode: "followUp", input: "x" }, call);
         const seq = storage.lastSeq;
-        await expect(root.commit((tx) => tx.list(bindInbox(root.id)).remove(inputId), call)).rejects.toMatchObject({ code: "invalid_commit" });
+        await expect(root.commit((tx) => tx.list(bindInbox(root.id)).remove(inputId), call)).rejects.toMatchObject({
+          code: "invalid_commit",
+        });
         expect(storage.lastSeq).toBe(seq);
         await root.commit((tx) => {
           tx.list(bindInbox(root.id)).remove(inputId);
           tx.value(inputResult(inputId)).set({ status: "unanswered", reason: "failed" });
         }, call);
-        await expect(root.commit((tx) => tx.value(inputResult(inputId)).set({ status: "queued" }), call)).rejects.toMatchObject({ code: "invalid_commit" });
-        await expect(root.commit((tx) => tx.value(inputResult(inputId)).set({ status: "done", entry: 1 }), call)).rejects.toMatchObject({ code: "invalid_commit" });
-        expect(await root.value(bindTo(inputResult(inputId), root.id)).get(call)).toEqual({ status: "unanswered", reason: "failed" });
+        await expect(
+          root.commit((tx) => tx.value(inputResult(inputId)).set({ status: "queued" }), call),
+        ).rejects.toMatchObject({ code: "invalid_commit" });
+        await expect(
+          root.commit((tx) => tx.value(inputResult(inputId)).set({ status: "done", entry: 1 }), call),
+        ).rejects.toMatchObject({ code: "invalid_commit" });
+        expect(await root.value(bindTo(inputResult(inputId), root.id)).get(call)).toEqual({
+          status: "unanswered",
+          reason: "failed",
+        });
         expect(bindResult(root.id, inputId).namespace).toBe("pi.inputResult");
       }));
 
@@ -106,10 +127,13 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const h = await openHarness(storage);
         const root = await h.root(call);
-        const [fg, bg] = await root.commit((tx) => [
-          tx.task(turnKind, { state: { status: "pending", inputs: [] } }),
-          tx.task(workKind, { state: { status: "pending", input: 0 }, background: true }),
-        ], call);
+        const [fg, bg] = await root.commit(
+          (tx) => [
+            tx.task(turnKind, { state: { status: "pending", inputs: [] } }),
+            tx.task(workKind, { state: { status: "pending", input: 0 }, background: true }),
+          ],
+          call,
+        );
         const steer = await root.queueInput({ mode: "steer", input: "s" }, call);
         const follow = await root.queueInput({ mode: "followUp", input: "f" }, call);
         const next = await root.queueInput({ mode: "nextRun", input: "n" }, call);

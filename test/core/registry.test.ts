@@ -142,13 +142,21 @@ for (const backend of everyBackend) {
         const section = h.sections.register(policy, call);
         const after = addStep(h, late, h.rootId); // queued after it: the kind is there
         await ticks(5);
-        expect([h.entryKinds.has("note"), h.taskKinds.has("late"), h.sections.has("plugin.policy")]).toEqual([false, false, false]);
+        expect([h.entryKinds.has("note"), h.taskKinds.has("late"), h.sections.has("plugin.policy")]).toEqual([
+          false,
+          false,
+          false,
+        ]);
         storage.resume();
         await commit;
         expect(await entry).toBe(noteKind);
         await task;
         await section;
-        expect([h.entryKinds.has("note"), h.taskKinds.has("late"), h.sections.has("plugin.policy")]).toEqual([true, true, true]);
+        expect([h.entryKinds.has("note"), h.taskKinds.has("late"), h.sections.has("plugin.policy")]).toEqual([
+          true,
+          true,
+          true,
+        ]);
         const first = await before;
         expect(first.ok).toBe(false);
         expect((first as { error: unknown }).error).toMatchObject({ code: "not_found" });

@@ -48,9 +48,16 @@ for (const backend of coreBackends) {
           // The other task lives in a conversation nobody drives, so it never runs.
           const other = await h.commit((tx) => {
             const elsewhere = tx.createConversation({});
-            return tx.task(idle, { conversationId: elsewhere, state: { status: "pending", tag: "o", refs: [] }, background: true });
+            return tx.task(idle, {
+              conversationId: elsewhere,
+              state: { status: "pending", tag: "o", refs: [] },
+              background: true,
+            });
           }, call);
-          await h.commit((tx) => tx.task(worker, { conversationId: h.rootId, state: { status: "pending", tag: "w", refs: [] } }), call);
+          await h.commit(
+            (tx) => tx.task(worker, { conversationId: h.rootId, state: { status: "pending", tag: "w", refs: [] } }),
+            call,
+          );
           const driving = (await h.root(call)).drive(call);
           const { rt, c } = await captured.promise;
           // A host call (no invocation) while the invocation runs.
@@ -85,7 +92,10 @@ for (const backend of coreBackends) {
           },
         });
         const h = await openWith(storage, [worker]);
-        await h.commit((tx) => tx.task(worker, { conversationId: h.rootId, state: { status: "pending", tag: "w", refs: [] } }), call);
+        await h.commit(
+          (tx) => tx.task(worker, { conversationId: h.rootId, state: { status: "pending", tag: "w", refs: [] } }),
+          call,
+        );
         expect(await (await h.root(call)).drive(call)).toBe("idle");
         const r = await result.promise;
         expect(r.ok).toBe(false);

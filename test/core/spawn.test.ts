@@ -10,7 +10,17 @@ import { conversationList, conversationValue } from "../../src/core/state.js";
 import type { CommitBatch, Id } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
 import { coreBackends } from "./backends.js";
-import { call, cancellable, childTag, deferred, installStepTurns, openWith, outcome, settleStep, stepKind } from "./driver-fixtures.js";
+import {
+  call,
+  cancellable,
+  childTag,
+  deferred,
+  installStepTurns,
+  openWith,
+  outcome,
+  settleStep,
+  stepKind,
+} from "./driver-fixtures.js";
 
 const model = conversationValue<string>("pi.model", { rewind: true });
 const expanded = conversationValue<boolean>("ui.expanded", { rewind: false });
@@ -35,16 +45,28 @@ for (const backend of coreBackends) {
         const tool = stepKind("tool", {
           execute: async (task, rt, c) => {
             try {
-            const from = await rt.conversation(rt.conversationId, c);
-            const before = batches.length;
-            const id = await from!.spawn(
-              { prompt: "look around", values: { inherit: [model, expanded, conversationValue<string>("pi.thinking", { rewind: true })], set: [[planMode, false], [childTag, "kid"]] } },
-              c,
-            );
-            expect(batches.length - before).toBe(1);
-            await settleStep(rt, task, "done", c, [id]);
-            done.resolve(id);
-            } catch (e) { done.reject(e); throw e; }
+              const from = await rt.conversation(rt.conversationId, c);
+              const before = batches.length;
+              const id = await from!.spawn(
+                {
+                  prompt: "look around",
+                  values: {
+                    inherit: [model, expanded, conversationValue<string>("pi.thinking", { rewind: true })],
+                    set: [
+                      [planMode, false],
+                      [childTag, "kid"],
+                    ],
+                  },
+                },
+                c,
+              );
+              expect(batches.length - before).toBe(1);
+              await settleStep(rt, task, "done", c, [id]);
+              done.resolve(id);
+            } catch (e) {
+              done.reject(e);
+              throw e;
+            }
           },
         });
         const h = await openWith(storage, [tool, child]);
@@ -55,11 +77,16 @@ for (const backend of coreBackends) {
         await root.value(expanded).set(true, call);
         await root.value(planMode).set(true, call);
         await root.list(notes).append("not copied", call);
-        const owner = await root.commit((tx) => tx.task(tool, { state: { status: "pending", tag: "t", refs: [] } }), call);
+        const owner = await root.commit(
+          (tx) => tx.task(tool, { state: { status: "pending", tag: "t", refs: [] } }),
+          call,
+        );
         await h.attach(call);
         const id = await done.promise;
 
-        const creation = batches.find((b) => b.kind === "main" && b.writes.some((w) => w.type === "createConversation" && w.conversation.id === id));
+        const creation = batches.find(
+          (b) => b.kind === "main" && b.writes.some((w) => w.type === "createConversation" && w.conversation.id === id),
+        );
         expect(creation?.writes.map((w) => w.type)).toEqual([
           "createConversation",
           "value.set", // model (copied)
@@ -82,15 +109,22 @@ for (const backend of coreBackends) {
         expect(await handle.value(expanded).get(call)).toBe(true);
         expect(await handle.value(planMode).get(call)).toBe(false);
         // Unselected (and unset) values are absent, lists are not copied; the owned child has no parent (§4.4).
-        expect(await handle.value(conversationValue<string>("pi.thinking", { rewind: true })).get(call)).toBeUndefined();
+        expect(
+          await handle.value(conversationValue<string>("pi.thinking", { rewind: true })).get(call),
+        ).toBeUndefined();
         expect((await handle.list(notes).read(undefined, call)).items).toEqual([]);
         const entries = (await h.entries(id, { limit: 10 }, call)).items;
         expect(entries.map((e) => e.kind)).toEqual(["user"]);
         expect(entries[0]?.model?.[0]).toMatchObject({ role: "user", content: "look around" });
         const first = (await h.storage.scanTasks({ conversationIds: [id], limit: 10 })).items;
-        expect(first.map((t) => [t.kind, t.state])).toEqual([["child", { status: "pending", tag: "kid", refs: [expect.any(Number)] }]]);
+        expect(first.map((t) => [t.kind, t.state])).toEqual([
+          ["child", { status: "pending", tag: "kid", refs: [expect.any(Number)] }],
+        ]);
         const inputId = (first[0]?.state as unknown as { refs: Id[] }).refs[0] as Id;
-        expect(await h.storage.getValue(bindResult(id, inputId)).then((v) => v?.value)).toEqual({ status: "placed", entry: entries[0]?.id });
+        expect(await h.storage.getValue(bindResult(id, inputId)).then((v) => v?.value)).toEqual({
+          status: "placed",
+          entry: entries[0]?.id,
+        });
         await h.close(call);
       }));
 
@@ -107,11 +141,18 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const work = stepKind("work", { execute: () => new Promise<void>(() => undefined) });
         const h = await openWith(storage, [work]);
-        const task = await h.commit((tx) => tx.task(work, { conversationId: h.rootId, state: { status: "pending", tag: "w", refs: [] } }), call);
+        const task = await h.commit(
+          (tx) => tx.task(work, { conversationId: h.rootId, state: { status: "pending", tag: "w", refs: [] } }),
+          call,
+        );
         const other = await h.commit((tx) => tx.createConversation({}), call);
         const stored = async () => (await h.getTask(task, call))!;
         // owner without owns
-        await expectNothingWritten(storage, () => h.commit((tx) => tx.createConversation({ owner: task }), call), "invalid_commit");
+        await expectNothingWritten(
+          storage,
+          () => h.commit((tx) => tx.createConversation({ owner: task }), call),
+          "invalid_commit",
+        );
         // owns of a conversation that names no owner, or another one, or already exists
         await expectNothingWritten(
           storage,
@@ -134,12 +175,24 @@ for (const backend of coreBackends) {
         );
         await expectNothingWritten(
           storage,
-          () => h.commit((tx) => tx.task(work, { conversationId: h.rootId, state: { status: "pending", tag: "x", refs: [] }, owns: [other] }), call),
+          () =>
+            h.commit(
+              (tx) =>
+                tx.task(work, {
+                  conversationId: h.rootId,
+                  state: { status: "pending", tag: "x", refs: [] },
+                  owns: [other],
+                }),
+              call,
+            ),
           "invalid_commit",
         );
         // Both written together are accepted, for a new task and an existing one.
         const fresh = await h.commitInternal((b) => {
-          const id = b.task(work, h.rootId, { state: { status: "pending", tag: "n", refs: [] }, owns: [h.storage.lastSeq + 2] });
+          const id = b.task(work, h.rootId, {
+            state: { status: "pending", tag: "n", refs: [] },
+            owns: [h.storage.lastSeq + 2],
+          });
           b.createConversation({ owner: id });
           return id;
         }, call);

@@ -26,7 +26,12 @@ const toolKind = defineTaskKind<ToolStates>()({
 });
 
 // The literal roles map is inferred, not widened.
-const roles: { readonly planned: "start"; readonly running: "inflight"; readonly done: "terminal"; readonly aborted: "terminal" } = toolKind.roles;
+const roles: {
+  readonly planned: "start";
+  readonly running: "inflight";
+  readonly done: "terminal";
+  readonly aborted: "terminal";
+} = toolKind.roles;
 void roles;
 
 // orphaned carries only the fields common to every variant.

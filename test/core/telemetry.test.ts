@@ -8,9 +8,27 @@
 import { describe, expect, it } from "vitest";
 import { PicoError } from "../../src/core/errors.js";
 import type { Harness } from "../../src/core/harness.js";
-import { currentSpan, type Span, type SpanAttributes, type SpanAttributeValue, type Tracer } from "../../src/core/telemetry.js";
+import {
+  currentSpan,
+  type Span,
+  type SpanAttributes,
+  type SpanAttributeValue,
+  type Tracer,
+} from "../../src/core/telemetry.js";
 import { coreBackends } from "./backends.js";
-import { addStep, call, cancellable, deferred, GateStorage, openWith, outcome, patchStep, settleStep, stepKind, until } from "./driver-fixtures.js";
+import {
+  addStep,
+  call,
+  cancellable,
+  deferred,
+  GateStorage,
+  openWith,
+  outcome,
+  patchStep,
+  settleStep,
+  stepKind,
+  until,
+} from "./driver-fixtures.js";
 
 interface Recorded {
   readonly name: string;
@@ -35,8 +53,18 @@ class FakeTracer implements Tracer {
   }
 
   /** name, task, method-level outcome and invocation number of each span, in start order. */
-  summary(): [string, SpanAttributeValue | undefined, SpanAttributeValue | undefined, SpanAttributeValue | undefined][] {
-    return this.spans.map((s) => [s.name, s.attributes["pico.task.id"], s.attributes["pico.outcome"], s.attributes["pico.invocation"]]);
+  summary(): [
+    string,
+    SpanAttributeValue | undefined,
+    SpanAttributeValue | undefined,
+    SpanAttributeValue | undefined,
+  ][] {
+    return this.spans.map((s) => [
+      s.name,
+      s.attributes["pico.task.id"],
+      s.attributes["pico.outcome"],
+      s.attributes["pico.invocation"],
+    ]);
   }
 }
 

@@ -77,7 +77,9 @@ function bufferedKind(name: string, preview: boolean) {
     kind: name,
     roles: { planned: "start", done: "terminal" },
     initialStatus: "planned",
-    ...(preview ? { preview: { init: async (scratch, c) => ({ text: (await scratch.value(buffer).get(c)) ?? "" }) } } : {}),
+    ...(preview
+      ? { preview: { init: async (scratch, c) => ({ text: (await scratch.value(buffer).get(c)) ?? "" }) } }
+      : {}),
     execute: async (task, runtime, c) => {
       await runtime.scratch((sc) => sc.value(buffer).set(task.state.text), c);
       await initControl.gate.promise;
@@ -135,7 +137,10 @@ async function delivered(h: Harness): Promise<void> {
 }
 
 function countEntry(view: ConversationView, events: readonly ConversationEvent[], id: Id): number {
-  return view.entries.filter((e) => e.id === id).length + events.filter((e) => e.type === "entry" && e.entry.id === id).length;
+  return (
+    view.entries.filter((e) => e.id === id).length +
+    events.filter((e) => e.type === "entry" && e.entry.id === id).length
+  );
 }
 
 function types(events: readonly ConversationEvent[] | readonly SessionEvent[]): string[] {
@@ -201,10 +206,18 @@ for (const backend of coreBackends) {
         }, call);
         await delivered(h);
         expect(messages.map((m) => m.seq)).toEqual([a, running, b]);
-        expect(messages.map((m) => types(m.events))).toEqual([["task_start"], ["task_update"], ["task_end", "task_start"]]);
+        expect(messages.map((m) => types(m.events))).toEqual([
+          ["task_start"],
+          ["task_update"],
+          ["task_end", "task_start"],
+        ]);
         const update = messages[1]?.events[0];
         expect(update?.type === "task_update" && update.previous.state.status).toBe("pending");
-        expect(update?.type === "task_update" && update.task.state).toEqual({ status: "running", input: 1, attempt: 1 });
+        expect(update?.type === "task_update" && update.task.state).toEqual({
+          status: "running",
+          input: 1,
+          attempt: 1,
+        });
         const end = messages[2]?.events[0];
         expect(end?.type === "task_end" && end.task.state).toEqual({ status: "done", input: 1, output: "ok" });
         expect(w.view.tasks.map((t) => t.id)).toEqual([b]);
@@ -260,7 +273,11 @@ for (const backend of coreBackends) {
         expect(w.view.entries).toHaveLength(4);
         expect(w.view.tasks.map((t) => t.state.status)).toEqual(["running"]);
         expect(w.view.inbox.map((e) => e.value.mode)).toEqual(["nextRun"]);
-        expect(w.view.values).toEqual({ [addressKey({ scope: { conversation: root.id }, namespace: "plugin.level", rewind: true })]: 1, [addressKey({ scope: { conversation: root.id }, namespace: "ui.note", rewind: false })]: "note", [addressKey({ scope: { session: true }, namespace: "plugin.budget", rewind: false })]: 3 });
+        expect(w.view.values).toEqual({
+          [addressKey({ scope: { conversation: root.id }, namespace: "plugin.level", rewind: true })]: 1,
+          [addressKey({ scope: { conversation: root.id }, namespace: "ui.note", rewind: false })]: "note",
+          [addressKey({ scope: { session: true }, namespace: "plugin.budget", rewind: false })]: 3,
+        });
         expect(w.view.context).toEqual([...(await deriveContext(storage, root.id, storage.lastSeq)).ids]);
 
         const fresh = await watchConversation(h, root.id, { tail: 4, values: [extra] }, call);
@@ -283,7 +300,12 @@ for (const backend of coreBackends) {
         await root.abortInput(inputId, call);
         await delivered(h);
         expect(messages.slice(1).map((m) => m.events)).toEqual([
-          [{ type: "inbox", ops: [{ type: "append", item: { id: inputId, value: { mode: "followUp", input: "queued" } } }] }],
+          [
+            {
+              type: "inbox",
+              ops: [{ type: "append", item: { id: inputId, value: { mode: "followUp", input: "queued" } } }],
+            },
+          ],
           [{ type: "inbox", ops: [{ type: "remove", id: inputId }] }],
         ]);
         expect(w.view.inbox).toEqual([]);
@@ -312,7 +334,11 @@ for (const backend of coreBackends) {
           { type: "value", addr: bindMode(root.id), value: "plan" },
           { type: "value", addr: { scope: { session: true }, namespace: "plugin.budget", rewind: false }, value: 10 },
           // Folded per commit: the last write of an address wins.
-          { type: "value", addr: { scope: { conversation: root.id }, namespace: "ui.note", rewind: false }, value: "b" },
+          {
+            type: "value",
+            addr: { scope: { conversation: root.id }, namespace: "ui.note", rewind: false },
+            value: "b",
+          },
         ]);
         await root.commit((tx) => tx.value(mode).delete(), call);
         await delivered(h);
@@ -353,7 +379,9 @@ for (const backend of coreBackends) {
           if (e.type === "fault") void w.resnapshot(call).then((v) => views.push(v));
         });
         await delivered(h);
-        expect(events).toEqual([{ type: "fault", error: { code: "lagged", message: expect.stringContaining("resnapshot") } }]);
+        expect(events).toEqual([
+          { type: "fault", error: { code: "lagged", message: expect.stringContaining("resnapshot") } },
+        ]);
         await until(h, () => views.length === 1, "resnapshot");
         expect(views[0]?.faulted).toBe(false);
         expect(views[0]?.entries).toHaveLength(3);
@@ -431,12 +459,23 @@ for (const backend of coreBackends) {
         other.start((e) => {
           if (e.type === "task_output") seen.push(previewOf(other.view, e.task));
         });
-        const taskId = await root.commit((tx) => tx.task(streamKind, { state: { status: "planned", tokens: ["Hel", "lo", "!"] } }), call);
+        const taskId = await root.commit(
+          (tx) => tx.task(streamKind, { state: { status: "planned", tokens: ["Hel", "lo", "!"] } }),
+          call,
+        );
         const driving = root.drive(call);
-        await until(h, () => previewOf(w.view, taskId) !== undefined && (previewOf(w.view, taskId) as { text: string }).text === "Hello!", "preview");
+        await until(
+          h,
+          () =>
+            previewOf(w.view, taskId) !== undefined &&
+            (previewOf(w.view, taskId) as { text: string }).text === "Hello!",
+          "preview",
+        );
         expect(previewOf(remote, taskId)).toEqual({ text: "Hello!" });
         expect(seen).toEqual([{ text: "" }, { text: "Hel" }, { text: "Hello" }, { text: "Hello!" }]);
-        const outputs = messages.flatMap((m) => m.events.filter((e) => e.type === "task_output").map((e) => ({ seq: m.seq, e })));
+        const outputs = messages.flatMap((m) =>
+          m.events.filter((e) => e.type === "task_output").map((e) => ({ seq: m.seq, e })),
+        );
         expect(outputs.map((o) => (o.e.type === "task_output" ? o.e.ops : []))).toEqual([
           [["r", { text: "" }]],
           [["a", ["text"], "Hel"]],
@@ -468,8 +507,14 @@ for (const backend of coreBackends) {
         w.start((e) => {
           if (e.type === "task_output") outputs.push({ task: e.task, ops: e.ops });
         });
-        const plain = await root.commit((tx) => tx.task(plainKind, { state: { status: "planned", text: "quiet" } }), call);
-        const previewed = await root.commit((tx) => tx.task(previewedKind, { state: { status: "planned", text: "kept" } }), call);
+        const plain = await root.commit(
+          (tx) => tx.task(plainKind, { state: { status: "planned", text: "quiet" } }),
+          call,
+        );
+        const previewed = await root.commit(
+          (tx) => tx.task(previewedKind, { state: { status: "planned", text: "kept" } }),
+          call,
+        );
         const driving = root.drive(call);
         await until(h, () => outputs.length > 0, "the previewed kind's base");
         // init ran before execute wrote its scratch: the base is the empty buffer.
@@ -542,7 +587,13 @@ for (const backend of coreBackends) {
         });
         const fork = await root.fork({ at: "start" }, call);
         await h.commit((tx) => {
-          tx.list(sessionList("pi.usage")).append({ conversationId: root.id, taskId: 0, kind: "x", model: "m", usage: null });
+          tx.list(sessionList("pi.usage")).append({
+            conversationId: root.id,
+            taskId: 0,
+            kind: "x",
+            model: "m",
+            usage: null,
+          });
           tx.value(sessionValue<number>("pi.usage.totals")).set(1);
           tx.value(budget).set(5);
         }, call);
@@ -602,8 +653,20 @@ describe("watch reducer", () => {
     faulted: false,
     readAt: 1,
   });
-  const entry = (id: Id, extraFields: Partial<Entry> = {}): Entry => ({ id, conversationId: 1, kind: "user", ...extraFields });
-  const task = (id: Id, status: string): Task => ({ id, conversationId: 1, kind: "work", role: "start", state: { status }, after: [] });
+  const entry = (id: Id, extraFields: Partial<Entry> = {}): Entry => ({
+    id,
+    conversationId: 1,
+    kind: "user",
+    ...extraFields,
+  });
+  const task = (id: Id, status: string): Task => ({
+    id,
+    conversationId: 1,
+    kind: "work",
+    role: "start",
+    state: { status },
+    after: [],
+  });
 
   it("applyEvent is pure, trims entries to the tail and extends the context only for plain entries", () => {
     let view = applyEvent(base, { type: "entry", entry: entry(2) });
@@ -628,7 +691,10 @@ describe("watch reducer", () => {
     expect(previewOf(a, 7)).toEqual({ text: "xy" });
     expect(previewOf(b, 7)).toEqual({ text: "xz" });
     expect(previewOf(shared, 7)).toEqual({ text: "x" });
-    expect(view.tasks.map((t) => [t.id, t.state.status])).toEqual([[5, "a"], [7, "b"]]);
+    expect(view.tasks.map((t) => [t.id, t.state.status])).toEqual([
+      [5, "a"],
+      [7, "b"],
+    ]);
     view = applyEvent(a, { type: "task_end", task: task(7, "done") });
     expect(view.tasks.map((t) => t.id)).toEqual([5]);
     expect(view.previews).toEqual({});

@@ -14,13 +14,26 @@ import { readToolData } from "../../src/kinds/stored.js";
 import type { StoredToolData } from "../../src/kinds/states.js";
 import { coreBackends } from "../core/backends.js";
 import { FakeClock, flush, settleStep, stepKind } from "../core/driver-fixtures.js";
-import { call, isErrorResult, openKit, resultOf, resultText, startExchange, toolCall, type Kit } from "./tool-fixtures.js";
+import {
+  call,
+  isErrorResult,
+  openKit,
+  resultOf,
+  resultText,
+  startExchange,
+  toolCall,
+  type Kit,
+} from "./tool-fixtures.js";
 
 /** A tool over runtime.env's FileSystem half: reads a file, keeps its last `keep` characters, captures the rest. */
 const catTool: AnyTool = {
   name: "cat",
   description: "print the tail of a file, and write a copy next to it",
-  parameters: { type: "object", properties: { path: { type: "string" }, keep: { type: "integer" } }, required: ["path"] },
+  parameters: {
+    type: "object",
+    properties: { path: { type: "string" }, keep: { type: "integer" } },
+    required: ["path"],
+  },
   async execute(_id, params: JsonObject, out, runtime) {
     const path = String(params["path"]);
     const keep = typeof params["keep"] === "number" ? params["keep"] : Number.MAX_SAFE_INTEGER;
@@ -58,7 +71,10 @@ for (const backend of coreBackends) {
         });
         const h = await Harness.open(storage, { taskKinds: [erase(reader)], env }, call);
         const root = await h.root(call);
-        const id = await root.commit((tx) => tx.task(reader, { state: { status: "pending", tag: "r", refs: [] } }), call);
+        const id = await root.commit(
+          (tx) => tx.task(reader, { state: { status: "pending", tag: "r", refs: [] } }),
+          call,
+        );
         await root.drive(call);
         expect(seen).toEqual(["from the env", "shell half\n"]);
         expect(await env.readFile("out.txt")).toBe(`task ${id} was here`);
@@ -86,10 +102,16 @@ for (const backend of coreBackends) {
 
     it(`a tool's runtime.env (§9.3) and out.capture: the truncation totals and spill path reach the result without the text (${backend.name})`, () =>
       backend.run(async (storage) => {
-        const env = new FakeExecutionEnv({ clock: new FakeClock(), files: { "log.txt": "line one\nline two\nline three\n", "short.txt": "ok" } });
+        const env = new FakeExecutionEnv({
+          clock: new FakeClock(),
+          files: { "log.txt": "line one\nline two\nline three\n", "short.txt": "ok" },
+        });
         const kit = await openKit(storage, [catTool], { selected: ["cat"], env });
         await kit.h.attach(call);
-        const ex = await startExchange(kit, [toolCall("cat", { path: "log.txt", keep: 11 }, "c1"), toolCall("cat", { path: "short.txt" }, "c2")]);
+        const ex = await startExchange(kit, [
+          toolCall("cat", { path: "log.txt", keep: 11 }, "c1"),
+          toolCall("cat", { path: "short.txt" }, "c2"),
+        ]);
         const long = await resultWhenSettled(kit, ex.tools[0] as number);
         expect(isErrorResult(long)).toBe(false);
         expect(resultText(long)).toBe(
@@ -101,7 +123,11 @@ for (const backend of coreBackends) {
         // Nothing cut, no spill: no diagnostic, totals as written.
         const short = await resultWhenSettled(kit, ex.tools[1] as number);
         expect(resultText(short)).toBe("ok");
-        expect(readToolData((short.data ?? {}) as StoredToolData).truncation).toEqual({ totalChars: 2, retainedChars: 2, truncated: false });
+        expect(readToolData((short.data ?? {}) as StoredToolData).truncation).toEqual({
+          totalChars: 2,
+          retainedChars: 2,
+          truncated: false,
+        });
         // A missing file is the call's error result, naming the path.
         const missing = await startExchange(kit, [toolCall("cat", { path: "nope.txt" }, "c3")]);
         const failed = await resultWhenSettled(kit, missing.tools[0] as number);

@@ -8,18 +8,46 @@ import { describe, expect, it } from "vitest";
 import { erase } from "../../src/core/task-kind.js";
 import { noExecutionEnv } from "../../src/core/env.js";
 import { FakeExecutionEnv, type Script } from "../../src/kinds/exec-fake.js";
-import { createJobKind, jobDefinition, noticeRequest, readJobOutput, type JobInput, type JobState } from "../../src/kinds/job.js";
+import {
+  createJobKind,
+  jobDefinition,
+  noticeRequest,
+  readJobOutput,
+  type JobInput,
+  type JobState,
+} from "../../src/kinds/job.js";
 import type { AnyTool, ToolOutput, ToolRuntime } from "../../src/kinds/services.js";
 import type { ToolOutputState, ToolStates } from "../../src/kinds/states.js";
 import { bind } from "../../src/core/state.js";
-import { applyEvent, applyMessage, previewOf, watchConversation, type ConversationEvent, type ConversationView } from "../../src/core/watch.js";
+import {
+  applyEvent,
+  applyMessage,
+  previewOf,
+  watchConversation,
+  type ConversationEvent,
+  type ConversationView,
+} from "../../src/core/watch.js";
 import { jobTool } from "../../src/tools/job.js";
 import { newContextTool } from "../../src/tools/new-context.js";
 import type { Entry, Id } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
 import { coreBackends } from "../core/backends.js";
 import { FakeClock, GateStorage } from "../core/driver-fixtures.js";
-import { call, cancellable, flush, Gates, isErrorResult, openKit, resultOf, resultText, startExchange, task, toolCall, transcript, type Kit } from "./tool-fixtures.js";
+import {
+  call,
+  cancellable,
+  flush,
+  Gates,
+  isErrorResult,
+  openKit,
+  resultOf,
+  resultText,
+  startExchange,
+  task,
+  toolCall,
+  transcript,
+  type Kit,
+} from "./tool-fixtures.js";
 
 interface JobRig {
   readonly kit: Kit;
@@ -28,7 +56,16 @@ interface JobRig {
   readonly gates: Gates;
 }
 
-async function openJobs(storage: Storage, options: { env?: FakeExecutionEnv; clock?: FakeClock; gates?: Gates; budgetMs?: number; tools?: readonly AnyTool[] } = {}): Promise<JobRig> {
+async function openJobs(
+  storage: Storage,
+  options: {
+    env?: FakeExecutionEnv;
+    clock?: FakeClock;
+    gates?: Gates;
+    budgetMs?: number;
+    tools?: readonly AnyTool[];
+  } = {},
+): Promise<JobRig> {
   const clock = options.clock ?? new FakeClock();
   const gates = options.gates ?? new Gates();
   const gated: Script = async (io) => {
@@ -51,7 +88,10 @@ async function openJobs(storage: Storage, options: { env?: FakeExecutionEnv; clo
 
 function startJob(rig: JobRig, input: Partial<JobInput> & { cmd: string }): Promise<Id> {
   const state: JobState = { status: "planned", cwd: "/workspace", ...input };
-  return rig.kit.h.commit((tx) => tx.task(jobDefinition, { conversationId: rig.kit.root, background: true, state }), call);
+  return rig.kit.h.commit(
+    (tx) => tx.task(jobDefinition, { conversationId: rig.kit.root, background: true, state }),
+    call,
+  );
 }
 
 async function jobState(rig: JobRig, id: Id): Promise<JobState> {
@@ -69,7 +109,12 @@ async function eventually<T>(rig: JobRig, read: () => Promise<T>, ok: (value: T)
 }
 
 const status = (rig: JobRig, id: Id, wanted: JobState["status"]) =>
-  eventually(rig, () => jobState(rig, id), (s) => s.status === wanted, `job ${id} ${wanted}`);
+  eventually(
+    rig,
+    () => jobState(rig, id),
+    (s) => s.status === wanted,
+    `job ${id} ${wanted}`,
+  );
 
 function outputText(output: ToolOutputState): string {
   return output.content.map((part) => (part as { text?: string }).text ?? "").join("");
@@ -79,8 +124,14 @@ function outputText(output: ToolOutputState): string {
 async function notices(rig: JobRig): Promise<Entry[]> {
   const transcriptEntries = await transcript(rig.kit);
   // None is written as a `system` entry (that kind is the managed section state's, §8.2).
-  expect(transcriptEntries.filter((e) => e.kind === "system" && typeof e.data === "object" && e.data !== null && "job" in e.data)).toEqual([]);
-  return transcriptEntries.filter((e) => e.kind === "notice" && typeof e.data === "object" && e.data !== null && "job" in e.data);
+  expect(
+    transcriptEntries.filter(
+      (e) => e.kind === "system" && typeof e.data === "object" && e.data !== null && "job" in e.data,
+    ),
+  ).toEqual([]);
+  return transcriptEntries.filter(
+    (e) => e.kind === "notice" && typeof e.data === "object" && e.data !== null && "job" in e.data,
+  );
 }
 
 function noticeText(e: Entry): string {
@@ -95,17 +146,32 @@ for (const backend of coreBackends) {
         const rig = await openJobs(storage);
         const id = await startJob(rig, { cmd: "demo count 3 1000; exit 4", limits: { maxChars: 4 } });
         await status(rig, id, "running");
-        const live = await eventually(rig, () => readJobOutput(rig.kit.h, id, call), (v) => v?.text === "1\n", "first line");
+        const live = await eventually(
+          rig,
+          () => readJobOutput(rig.kit.h, id, call),
+          (v) => v?.text === "1\n",
+          "first line",
+        );
         expect(live).toMatchObject({ status: "running", totalChars: 2 });
         rig.clock.advance(1000);
-        await eventually(rig, () => readJobOutput(rig.kit.h, id, call), (v) => v?.totalChars === 4, "second line");
+        await eventually(
+          rig,
+          () => readJobOutput(rig.kit.h, id, call),
+          (v) => v?.totalChars === 4,
+          "second line",
+        );
         rig.clock.advance(1000);
         const done = await status(rig, id, "exited");
         if (done.status !== "exited") throw new Error("unreachable");
         expect(done.exitCode).toBe(4);
         expect(outputText(done.output)).toBe("2\n3\n");
         expect(done.output.truncation).toEqual({ totalChars: 6, retainedChars: 4, truncated: true });
-        expect(await readJobOutput(rig.kit.h, id, call)).toMatchObject({ status: "exited", text: "2\n3\n", exitCode: 4, truncated: true });
+        expect(await readJobOutput(rig.kit.h, id, call)).toMatchObject({
+          status: "exited",
+          text: "2\n3\n",
+          exitCode: 4,
+          truncated: true,
+        });
       }));
 
     it(`output spills to scratch while the job runs: a watcher of its conversation sees it live as task_output, and the preview leaves when it settles (${backend.name})`, () =>
@@ -127,7 +193,12 @@ for (const backend of coreBackends) {
         expect((await jobState(rig, id)).status).toBe("running");
         rig.clock.advance(1000);
         await status(rig, id, "exited");
-        await eventually(rig, async () => previewOf(watch.view, id), (p) => p === undefined, "the preview gone with the settlement");
+        await eventually(
+          rig,
+          async () => previewOf(watch.view, id),
+          (p) => p === undefined,
+          "the preview gone with the settlement",
+        );
         watch.unsubscribe();
       }));
 
@@ -159,9 +230,19 @@ for (const backend of coreBackends) {
         });
         const id = await startJob(rig, { cmd: "demo count 3 1000" });
         await status(rig, id, "running");
-        await eventually(rig, async () => scratchText.join(""), (t) => t.includes("1\\n"), "the first line on scratch");
+        await eventually(
+          rig,
+          async () => scratchText.join(""),
+          (t) => t.includes("1\\n"),
+          "the first line on scratch",
+        );
         rig.clock.advance(1000);
-        await eventually(rig, async () => scratchText.join(""), (t) => t.includes("2\\n"), "the second line on scratch");
+        await eventually(
+          rig,
+          async () => scratchText.join(""),
+          (t) => t.includes("2\\n"),
+          "the second line on scratch",
+        );
         rig.clock.advance(1000);
         const done = await status(rig, id, "exited");
         if (done.status !== "exited") throw new Error("unreachable");
@@ -180,7 +261,12 @@ for (const backend of coreBackends) {
         const id = await startJob(rig, { cmd: "demo count 5 1000" });
         await status(rig, id, "running");
         rig.clock.advance(1000);
-        await eventually(rig, () => readJobOutput(rig.kit.h, id, call), (v) => v?.text === "1\n2\n", "two lines");
+        await eventually(
+          rig,
+          () => readJobOutput(rig.kit.h, id, call),
+          (v) => v?.text === "1\n2\n",
+          "two lines",
+        );
         await rig.kit.h.abortTask(id, call);
         const killed = await status(rig, id, "killed");
         if (killed.status !== "killed") throw new Error("unreachable");
@@ -214,7 +300,10 @@ for (const backend of coreBackends) {
         const id = await startJob(rig, { cmd: "gated l" });
         await status(rig, id, "running");
         // Its call returned early, so a notice was requested.
-        await rig.kit.h.commit((tx) => tx.value(noticeRequest(id)).set({ conversationId: rig.kit.root, callId: "c" }), call);
+        await rig.kit.h.commit(
+          (tx) => tx.value(noticeRequest(id)).set({ conversationId: rig.kit.root, callId: "c" }),
+          call,
+        );
         storage.crash();
         const again = await openJobs(storage.reopen(), { env: rig.env, gates });
         await status(again, id, "lost");
@@ -229,7 +318,12 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const rig = await openJobs(storage);
         const id = await startJob(rig, { cmd: "echo tick", every: 1000, notBefore: rig.clock.now() + 1000 });
-        await eventually(rig, async () => rig.clock.pending, (n) => n > 0, "the sleep");
+        await eventually(
+          rig,
+          async () => rig.clock.pending,
+          (n) => n > 0,
+          "the sleep",
+        );
         await rig.kit.h.abortTask(id, call);
         const killed = await status(rig, id, "killed");
         expect(killed).toMatchObject({ status: "killed", every: 1000 });
@@ -243,7 +337,12 @@ for (const backend of coreBackends) {
         const rig = await openJobs(storage);
         const id = await startJob(rig, { cmd: "gated r", every: 1000 });
         await status(rig, id, "running");
-        await eventually(rig, () => readJobOutput(rig.kit.h, id, call), (v) => v?.text === "working r\n", "output");
+        await eventually(
+          rig,
+          () => readJobOutput(rig.kit.h, id, call),
+          (v) => v?.text === "working r\n",
+          "output",
+        );
         await rig.kit.h.abortTask(id, call);
         const killed = await status(rig, id, "killed");
         if (killed.status !== "killed") throw new Error("unreachable");
@@ -262,17 +361,42 @@ for (const backend of coreBackends) {
         const rig = await openJobs(storage, { clock });
         const t0 = clock.now();
         const id = await startJob(rig, { cmd: "echo tick", every: 1000 });
-        await eventually(rig, () => jobState(rig, id), (s) => s.status === "planned" && s.runs === 1, "first run");
-        expect(await jobState(rig, id)).toMatchObject({ status: "planned", notBefore: t0 + 1000, runs: 1, lastExitCode: 0 });
+        await eventually(
+          rig,
+          () => jobState(rig, id),
+          (s) => s.status === "planned" && s.runs === 1,
+          "first run",
+        );
+        expect(await jobState(rig, id)).toMatchObject({
+          status: "planned",
+          notBefore: t0 + 1000,
+          runs: 1,
+          lastExitCode: 0,
+        });
         clock.advance(1000);
-        await eventually(rig, () => jobState(rig, id), (s) => s.runs === 2, "second run");
+        await eventually(
+          rig,
+          () => jobState(rig, id),
+          (s) => s.runs === 2,
+          "second run",
+        );
         expect(await jobState(rig, id)).toMatchObject({ status: "planned", notBefore: t0 + 2000 });
         // The object sleeps through 3.5 intervals: on wake it runs once, not a backlog.
         storage.crash();
         clock.advance(4500);
         const again = await openJobs(storage.reopen(), { env: rig.env, clock });
-        await eventually(again, () => jobState(again, id), (s) => s.runs === 3, "the run after the sleep");
-        expect(await jobState(again, id)).toMatchObject({ status: "planned", runs: 3, skipped: 3, notBefore: t0 + 6500 });
+        await eventually(
+          again,
+          () => jobState(again, id),
+          (s) => s.runs === 3,
+          "the run after the sleep",
+        );
+        expect(await jobState(again, id)).toMatchObject({
+          status: "planned",
+          runs: 3,
+          skipped: 3,
+          notBefore: t0 + 6500,
+        });
         expect(rig.env.started).toEqual(["echo tick", "echo tick", "echo tick"]);
         await again.kit.h.abortTask(id, call);
         await status(again, id, "killed");
@@ -284,7 +408,12 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const rig = await openJobs(storage);
         const ex = await startExchange(rig.kit, [toolCall("job", { cmd: "echo hello" }, "c1")]);
-        const result = await eventually(rig, () => resultOf(rig.kit, ex.tools[0] as Id).catch(() => undefined), (e) => e !== undefined, "result");
+        const result = await eventually(
+          rig,
+          () => resultOf(rig.kit, ex.tools[0] as Id).catch(() => undefined),
+          (e) => e !== undefined,
+          "result",
+        );
         expect(resultText(result as Entry)).toBe("hello\n");
         expect(await notices(rig)).toHaveLength(0);
       }));
@@ -294,23 +423,46 @@ for (const backend of coreBackends) {
         const rig = await openJobs(storage, { budgetMs: 1000 });
         const ex = await startExchange(rig.kit, [toolCall("job", { cmd: "demo count 3 1000" }, "c1")]);
         const toolId = ex.tools[0] as Id;
-        const jobId = await eventually(rig, async () => ((await task(rig.kit, toolId)).state as { jobId?: Id }).jobId, (j) => j !== undefined, "job id");
-        await eventually(rig, async () => rig.clock.pending, (n) => n >= 2, "the job's sleep and the budget");
+        const jobId = await eventually(
+          rig,
+          async () => ((await task(rig.kit, toolId)).state as { jobId?: Id }).jobId,
+          (j) => j !== undefined,
+          "job id",
+        );
+        await eventually(
+          rig,
+          async () => rig.clock.pending,
+          (n) => n >= 2,
+          "the job's sleep and the budget",
+        );
         rig.clock.advance(1000);
-        const result = await eventually(rig, () => resultOf(rig.kit, toolId).catch(() => undefined), (e) => e !== undefined, "early result");
+        const result = await eventually(
+          rig,
+          () => resultOf(rig.kit, toolId).catch(() => undefined),
+          (e) => e !== undefined,
+          "early result",
+        );
         expect(resultText(result as Entry)).toContain(`still running as job ${jobId}`);
         expect((await task(rig.kit, toolId)).state).toMatchObject({ status: "done", output: { delegated: jobId } });
         expect(await notices(rig)).toHaveLength(0);
         rig.clock.advance(1000);
         await status(rig, jobId as Id, "exited");
-        const found = await eventually(rig, () => notices(rig), (n) => n.length > 0, "the notice");
+        const found = await eventually(
+          rig,
+          () => notices(rig),
+          (n) => n.length > 0,
+          "the notice",
+        );
         expect(found).toHaveLength(1);
         expect(noticeText(found[0] as Entry)).toContain(`Job ${jobId} (demo count 3 1000) exited with code 0`);
         expect(noticeText(found[0] as Entry)).toContain("1\n2\n3\n");
         expect(await rig.kit.h.storage.getValue(bindNotice(jobId as Id))).toBeUndefined();
       }));
 
-    for (const order of ["Delegation settles before the job finishes", "Job finishes before delegation settles"] as const) {
+    for (const order of [
+      "Delegation settles before the job finishes",
+      "Job finishes before delegation settles",
+    ] as const) {
       it(`${order} (${backend.name})`, () =>
         backend.run(async (storage) => {
           const gates = new Gates();
@@ -335,8 +487,15 @@ for (const backend of coreBackends) {
           await status(rig, jobId, "running");
           if (order === "Delegation settles before the job finishes") {
             gates.open("tool");
-            await eventually(rig, async () => (await task(rig.kit, toolId)).state.status, (s) => s === "done", "tool settled");
-            expect(await rig.kit.h.storage.getValue(bindNotice(jobId))).toMatchObject({ value: { conversationId: rig.kit.root, callId: "c1" } });
+            await eventually(
+              rig,
+              async () => (await task(rig.kit, toolId)).state.status,
+              (s) => s === "done",
+              "tool settled",
+            );
+            expect(await rig.kit.h.storage.getValue(bindNotice(jobId))).toMatchObject({
+              value: { conversationId: rig.kit.root, callId: "c1" },
+            });
             expect(await notices(rig)).toHaveLength(0);
             gates.open("d");
             await status(rig, jobId, "exited");
@@ -345,9 +504,19 @@ for (const backend of coreBackends) {
             await status(rig, jobId, "exited");
             expect(await notices(rig)).toHaveLength(0);
             gates.open("tool");
-            await eventually(rig, async () => (await task(rig.kit, toolId)).state.status, (s) => s === "done", "tool settled");
+            await eventually(
+              rig,
+              async () => (await task(rig.kit, toolId)).state.status,
+              (s) => s === "done",
+              "tool settled",
+            );
           }
-          const found = await eventually(rig, () => notices(rig), (n) => n.length > 0, "the notice");
+          const found = await eventually(
+            rig,
+            () => notices(rig),
+            (n) => n.length > 0,
+            "the notice",
+          );
           await flush(rig.kit.h);
           expect(await notices(rig)).toHaveLength(1);
           expect(noticeText(found[0] as Entry)).toContain(`Job ${jobId} (gated d) exited with code 0`);
@@ -380,19 +549,34 @@ for (const backend of coreBackends) {
         gates.open("a");
         await status(rig, jobA, "exited");
         await rig.kit.h.abortTask(toolA, call);
-        await eventually(rig, async () => (await task(rig.kit, toolA)).state.status, (s) => s === "aborted", "tool a aborted");
+        await eventually(
+          rig,
+          async () => (await task(rig.kit, toolA)).state.status,
+          (s) => s === "aborted",
+          "tool a aborted",
+        );
         expect((await jobState(rig, jobA)).status).toBe("exited");
         // Order 2: the job is live: the tool's cleanup kills it; its output is kept.
         const b = await startExchange(rig.kit, [toolCall("starter", { key: "b" }, "cb")]);
         await gates.get("started b").promise;
         const toolB = b.tools[0] as Id;
         const jobB = await jobOf(rig, toolB);
-        await eventually(rig, () => readJobOutput(rig.kit.h, jobB, call), (v) => v?.text === "working b\n", "job b output");
+        await eventually(
+          rig,
+          () => readJobOutput(rig.kit.h, jobB, call),
+          (v) => v?.text === "working b\n",
+          "job b output",
+        );
         await rig.kit.h.abortTask(toolB, call);
         const killed = await status(rig, jobB, "killed");
         if (killed.status !== "killed") throw new Error("unreachable");
         expect(outputText(killed.output)).toBe("working b\n");
-        await eventually(rig, async () => (await task(rig.kit, toolB)).state.status, (s) => s === "aborted", "tool b aborted");
+        await eventually(
+          rig,
+          async () => (await task(rig.kit, toolB)).state.status,
+          (s) => s === "aborted",
+          "tool b aborted",
+        );
         expect(rig.kit.h.driver.fault).toBeUndefined();
       }));
 
@@ -404,7 +588,13 @@ for (const backend of coreBackends) {
         const marks: Id[][] = [];
         let status: "running" | "exited" = "running";
         const runtime = toolRuntimeStub({
-          jobOutput: async () => ({ status, text: "", totalChars: 0, truncated: false, ...(status === "exited" ? { exitCode: 0 } : {}) }),
+          jobOutput: async () => ({
+            status,
+            text: "",
+            totalChars: 0,
+            truncated: false,
+            ...(status === "exited" ? { exitCode: 0 } : {}),
+          }),
           abortTask: async () => {
             throw new Error("task 12 is not live; only live tasks can be marked for abort");
           },
@@ -420,7 +610,13 @@ for (const backend of coreBackends) {
         expect(out.sink.details).toEqual({ job: 12, status: "exited" });
         // A live job: marked, stop requested.
         const live = sinkStub();
-        await jobTool.execute("c2", { command: "stop", id: 13 }, live.sink, toolRuntimeStub({ markIfLive: async (ids) => [...ids] }), call);
+        await jobTool.execute(
+          "c2",
+          { command: "stop", id: 13 },
+          live.sink,
+          toolRuntimeStub({ markIfLive: async (ids) => [...ids] }),
+          call,
+        );
         expect(live.text()).toBe("job 13: stop requested");
       }));
 
@@ -429,10 +625,18 @@ for (const backend of coreBackends) {
         const storage = new GateStorage(inner);
         const gates = new Gates();
         const rig = await openJobs(storage, { gates, budgetMs: 60_000 });
-        const ex = await startExchange(rig.kit, [toolCall("job", { cmd: "gated i", rerun: "safe" }, "c1"), toolCall("job", { cmd: "gated j" }, "c2")]);
+        const ex = await startExchange(rig.kit, [
+          toolCall("job", { cmd: "gated i", rerun: "safe" }, "c1"),
+          toolCall("job", { cmd: "gated j" }, "c2"),
+        ]);
         const [safeCall, lostCall] = ex.tools as [Id, Id];
         const jobOfCall = async (toolId: Id): Promise<Id> =>
-          (await eventually(rig, async () => ((await task(rig.kit, toolId)).state as { jobId?: Id }).jobId, (j) => j !== undefined, "job id")) as Id;
+          (await eventually(
+            rig,
+            async () => ((await task(rig.kit, toolId)).state as { jobId?: Id }).jobId,
+            (j) => j !== undefined,
+            "job id",
+          )) as Id;
         const safe = await jobOfCall(safeCall);
         const lost = await jobOfCall(lostCall);
         await status(rig, safe, "running");
@@ -441,11 +645,21 @@ for (const backend of coreBackends) {
         // an abort, so the job's own recovery policy applies: rerun "safe" runs again, otherwise lost.
         storage.crash();
         const again = await openJobs(storage.reopen(), { env: rig.env, gates, budgetMs: 60_000 });
-        for (const [toolId, jobId] of [[safeCall, safe], [lostCall, lost]] as const) {
-          const result = await eventually(again, () => resultOf(again.kit, toolId).catch(() => undefined), (e) => e !== undefined, "the interrupted result");
+        for (const [toolId, jobId] of [
+          [safeCall, safe],
+          [lostCall, lost],
+        ] as const) {
+          const result = await eventually(
+            again,
+            () => resultOf(again.kit, toolId).catch(() => undefined),
+            (e) => e !== undefined,
+            "the interrupted result",
+          );
           expect(isErrorResult(result as Entry)).toBe(true);
           expect(resultText(result as Entry)).toContain("interrupted by a restart");
-          expect(resultText(result as Entry)).toContain(`job ${jobId}, which this call started, continues under its own recovery policy`);
+          expect(resultText(result as Entry)).toContain(
+            `job ${jobId}, which this call started, continues under its own recovery policy`,
+          );
           expect(resultText(result as Entry)).toContain(`use job wait / status / stop with id ${jobId}`);
         }
         await status(again, lost, "lost");
@@ -459,7 +673,12 @@ for (const backend of coreBackends) {
       backend.run(async (storage) => {
         const rig = await openJobs(storage);
         await startExchange(rig.kit, [toolCall("new_context", { message: "continue with step 2" }, "n1")]);
-        const handoff = await eventually(rig, async () => (await transcript(rig.kit)).find((e) => e.kind === "handoff"), (e) => e !== undefined, "the handoff");
+        const handoff = await eventually(
+          rig,
+          async () => (await transcript(rig.kit)).find((e) => e.kind === "handoff"),
+          (e) => e !== undefined,
+          "the handoff",
+        );
         const kinds = (await transcript(rig.kit)).map((e) => e.kind);
         expect(kinds.indexOf("handoff")).toBeGreaterThan(kinds.indexOf("tool_result"));
         expect(handoff?.data).toEqual({ text: "continue with step 2" });

@@ -17,11 +17,20 @@ import { call, fauxAssistantMessage, fauxToolCall, openTurns } from "./turn-fixt
 const answer: FauxResponseFactory = (context) => {
   const last = context.messages[context.messages.length - 1];
   if (last?.role !== "user") return fauxAssistantMessage("Both echoes came back.");
-  const text = typeof last.content === "string" ? last.content : last.content.map((c) => (c.type === "text" ? c.text : "")).join("");
+  const text =
+    typeof last.content === "string"
+      ? last.content
+      : last.content.map((c) => (c.type === "text" ? c.text : "")).join("");
   if (text === SUMMARY_PROMPT) return fauxAssistantMessage("Summary: echoes.");
-  return fauxAssistantMessage([fauxToolCall("echo", { text: `${text} a` }, { id: `a-${text}` }), fauxToolCall("echo", { text: `${text} b` }, { id: `b-${text}` })], {
-    stopReason: "toolUse",
-  });
+  return fauxAssistantMessage(
+    [
+      fauxToolCall("echo", { text: `${text} a` }, { id: `a-${text}` }),
+      fauxToolCall("echo", { text: `${text} b` }, { id: `b-${text}` }),
+    ],
+    {
+      stopReason: "toolUse",
+    },
+  );
 };
 
 function expectFresh(projection: ContextProjection, context: DerivedContext): void {

@@ -13,12 +13,18 @@ describe("§9.6 sections through the harness", () => {
     const { harness, kit } = await openTurns(new MemoryStorage());
     // The built-ins the kit registered are what the harness sees.
     expect(harness.sections.names()).toEqual(["pi.identity", "pi.environment", "pi.skills"]);
-    const policy = defineSystemSection<{ rules: string[] }>({ key: "plugin.policy", render: (v) => v.rules.join("\n") });
+    const policy = defineSystemSection<{ rules: string[] }>({
+      key: "plugin.policy",
+      render: (v) => v.rules.join("\n"),
+    });
     const registered = await harness.sections.register(policy, call);
     expect(registered.render({ rules: ["a", "b"] })).toBe("a\nb"); // typed token retained
     expect(kit.sections.snapshot().definitions.get("plugin.policy")).toBe(policy);
     await expect(harness.sections.register(policy, call)).rejects.toMatchObject({ code: "conflict" });
-    await harness.sections.replace(defineSystemSection<{ rules: string[] }>({ key: "plugin.policy", render: (v) => v.rules.join(", ") }), call);
+    await harness.sections.replace(
+      defineSystemSection<{ rules: string[] }>({ key: "plugin.policy", render: (v) => v.rules.join(", ") }),
+      call,
+    );
     expect([...kit.sections.snapshot().recompute.keys()]).toEqual(["plugin.policy"]);
     await harness.sections.remove("plugin.policy", call);
     expect(kit.sections.has("plugin.policy")).toBe(false);

@@ -51,17 +51,27 @@ import { assistant, call, fillTo, openHarness, user } from "../core/fixtures.js"
 type Run = (fn: (storage: Storage) => Promise<void>) => Promise<void>;
 const backends: [string, Run][] = coreBackends.map((backend) => [backend.name, (fn) => backend.run(fn)]);
 
-const generationKind: { readonly kind: string; readonly hooks?: HookSpecs<SystemInstructionsHooks> } = { kind: "generation" };
+const generationKind: { readonly kind: string; readonly hooks?: HookSpecs<SystemInstructionsHooks> } = {
+  kind: "generation",
+};
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
 
-const tool = (name: string, description = `${name} a file`, parameters: JsonObject = { type: "object", properties: { path: { type: "string" } } }): Tool => ({
+const tool = (
+  name: string,
+  description = `${name} a file`,
+  parameters: JsonObject = { type: "object", properties: { path: { type: "string" } } },
+): Tool => ({
   name,
   description,
   parameters,
 });
-const catalogue: Record<string, Tool> = { read: tool("read"), write: tool("write"), grep: tool("grep", "search files") };
+const catalogue: Record<string, Tool> = {
+  read: tool("read"),
+  write: tool("write"),
+  grep: tool("grep", "search files"),
+};
 
 const planModeSection = defineSystemSection<boolean>({
   key: "plan_mode",
@@ -92,7 +102,12 @@ class Env {
   }
 
   on(handler: HookHandler<SystemInstructionsInput, SystemInstructionsOutput>, conversationId?: Id): () => void {
-    return this.hooks.on(generationKind, "system_instructions", handler, conversationId === undefined ? {} : { conversationId });
+    return this.hooks.on(
+      generationKind,
+      "system_instructions",
+      handler,
+      conversationId === undefined ? {} : { conversationId },
+    );
   }
 
   /** Commit one entry at exactly `id` (gaps filled with session writes). */
@@ -135,7 +150,9 @@ class Env {
    * One generation's preparation: seed and hooks outside the line, then (at `at`, if given) the plan
    * and its entry in one commit. Returns the plan and the appended entry, if any.
    */
-  async generate(o: { at?: Id; conv?: Id; between?: () => Promise<void> } = {}): Promise<{ plan: SystemPlan; entry?: SystemEntry }> {
+  async generate(
+    o: { at?: Id; conv?: Id; between?: () => Promise<void> } = {},
+  ): Promise<{ plan: SystemPlan; entry?: SystemEntry }> {
     const conv = o.conv ?? this.conv;
     const { seed, prepared } = await this.prepare(conv);
     await o.between?.();
@@ -306,7 +323,14 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       const d31 = await env.generate({ at: 31 });
       expect(d31.plan).toMatchObject({ kind: "delta" });
       expect(d31.entry!.data).toEqual({
-        sections: [{ key: "pi.environment", action: "set", value: { cwd: "/srv/app-b" }, rendered: "<environment>\ncwd: /srv/app-b\n</environment>" }],
+        sections: [
+          {
+            key: "pi.environment",
+            action: "set",
+            value: { cwd: "/srv/app-b" },
+            rendered: "<environment>\ncwd: /srv/app-b\n</environment>",
+          },
+        ],
       });
       await env.at(35, (c) => (tx) => tx.entry(noticeKind, c, noticeEntry({ job: 7 }, user("job 7 finished"))));
       await env.assistant(40);
@@ -322,7 +346,12 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
         baseline: true,
         sections: [
           { key: "pi.identity", action: "set", value: IDENTITY, rendered: IDENTITY },
-          { key: "pi.environment", action: "set", value: { cwd: "/srv/app-b" }, rendered: "<environment>\ncwd: /srv/app-b\n</environment>" },
+          {
+            key: "pi.environment",
+            action: "set",
+            value: { cwd: "/srv/app-b" },
+            rendered: "<environment>\ncwd: /srv/app-b\n</environment>",
+          },
         ],
       });
       expect(messageOf(b81.entry)).toEqual({
@@ -351,7 +380,14 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       text = "two";
       await env.generate({ at: 31 });
       // 32: an unrelated (non-managed) system notice; 33: a job notice.
-      await env.at(32, (c) => (tx) => tx.entry(systemKind, c, { data: { note: "disk almost full" }, model: [{ role: "system", content: "Disk almost full.", timestamp: 0 }] }));
+      await env.at(
+        32,
+        (c) => (tx) =>
+          tx.entry(systemKind, c, {
+            data: { note: "disk almost full" },
+            model: [{ role: "system", content: "Disk almost full.", timestamp: 0 }],
+          }),
+      );
       await env.at(33, (c) => (tx) => tx.entry(noticeKind, c, noticeEntry({ job: 7 }, user("job 7 done"))));
       await env.assistant(40);
       await env.at(50, (c) => (tx) => tx.entry(summaryKind, c, summaryEntry("s", 20, 30, 0)));
@@ -368,7 +404,10 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
   it("§8.2 an unavailable plugin's instructions survive compaction", () =>
     run(async (storage) => {
       const env = await Env.open(storage);
-      const policy = defineSystemSection<{ level: string }>({ key: "plugin.policy", render: (p) => `<policy>level ${p.level}</policy>` });
+      const policy = defineSystemSection<{ level: string }>({
+        key: "plugin.policy",
+        render: (p) => `<policy>level ${p.level}</policy>`,
+      });
       env.registry.register(policy);
       env.on(({ sections }) => void sections.set(systemSections.identity, IDENTITY));
       const dispose = env.on(({ sections }) => void sections.set(policy, { level: "strict" }));
@@ -387,8 +426,16 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       const fresh = await env.generate({ at: 51 });
       expect(fresh.plan).toMatchObject({ kind: "baseline" });
       expect(fresh.entry!.edits).toBeUndefined(); // 11 is outside the retained range
-      expect(fresh.entry!.data.sections).toContainEqual({ key: "plugin.policy", action: "set", value: { level: "strict" }, rendered: "<policy>level strict</policy>" });
-      expect(messageOf(fresh.entry)!.sections).toEqual({ "pi.identity": IDENTITY, "plugin.policy": "<policy>level strict</policy>" });
+      expect(fresh.entry!.data.sections).toContainEqual({
+        key: "plugin.policy",
+        action: "set",
+        value: { level: "strict" },
+        rendered: "<policy>level strict</policy>",
+      });
+      expect(messageOf(fresh.entry)!.sections).toEqual({
+        "pi.identity": IDENTITY,
+        "plugin.policy": "<policy>level strict</policy>",
+      });
       expect(env.problems).toEqual([]);
       expect(env.failures).toEqual([]);
       // And again across a second head: the fresh baseline 51 carries it forward.
@@ -416,7 +463,10 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       await env.assistant(20);
       const state = await foldSectionState(storage, env.conv, 20);
       expect(state).toMatchObject({ cursor: 13, sections: [{ key: "counter", value: 3, rendered: "n=3" }] });
-      expect(await foldSectionState(storage, env.conv, 12)).toMatchObject({ cursor: 12, sections: [{ key: "counter", value: 2 }] });
+      expect(await foldSectionState(storage, env.conv, 12)).toMatchObject({
+        cursor: 12,
+        sections: [{ key: "counter", value: 2 }],
+      });
       expect(await foldSectionState(storage, env.conv, 10)).toMatchObject({ cursor: 0, sections: [] });
       expect(await sectionCursor(storage, env.conv, 20)).toBe(13);
     }));
@@ -431,9 +481,20 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       env.on(({ sections }) => void sections.set(counter, level));
       await env.user(10);
       await env.generate({ at: 11 });
-      const notice = (id: Id) => env.at(id, (c) => (tx) => tx.entry(systemKind, c, { data: { note: `n${id}` }, model: [{ role: "system", content: `notice ${id}`, timestamp: 0 }] }));
+      const notice = (id: Id) =>
+        env.at(
+          id,
+          (c) => (tx) =>
+            tx.entry(systemKind, c, {
+              data: { note: `n${id}` },
+              model: [{ role: "system", content: `notice ${id}`, timestamp: 0 }],
+            }),
+        );
       for (let id = 20; id < 60; id++) await notice(id);
-      expect(await foldSectionState(storage, env.conv, storage.lastSeq)).toMatchObject({ cursor: 11, sections: [{ key: "counter", value: 1 }] });
+      expect(await foldSectionState(storage, env.conv, storage.lastSeq)).toMatchObject({
+        cursor: 11,
+        sections: [{ key: "counter", value: 1 }],
+      });
       for (let id = 60; id < 100; id++) await notice(id);
       level = 2;
       await env.generate({ at: 100 });
@@ -446,7 +507,10 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       // 80 notices back to the baseline at 11.
       expect(storage.reset()).toMatchObject({ scanEntries: 1, rows: 2 });
       // An earlier target than the last fold still folds correctly (read back to its baseline).
-      expect(await foldSectionState(storage, env.conv, 59)).toMatchObject({ cursor: 11, sections: [{ key: "counter", value: 1 }] });
+      expect(await foldSectionState(storage, env.conv, 59)).toMatchObject({
+        cursor: 11,
+        sections: [{ key: "counter", value: 1 }],
+      });
     }));
 
   it("§8.2 durable seed is fork-aware: a fork sees its visible prefix, not the parent's later deltas", () =>
@@ -460,14 +524,19 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       await env.assistant(20);
       mode = true;
       await env.generate({ at: 21 });
-      const fork = await env.harness.commit((tx) => tx.createConversation({ parent: { conversationId: env.conv, at: 20 } }), call);
+      const fork = await env.harness.commit(
+        (tx) => tx.createConversation({ parent: { conversationId: env.conv, at: 20 } }),
+        call,
+      );
       const state = await foldSectionState(storage, fork, storage.lastSeq);
       expect(state).toMatchObject({ cursor: 11, sections: [{ key: "plan_mode", value: false }] });
       // The fork's next preparation writes its own delta against its own seed.
       const delta = await env.generate({ conv: fork });
       expect(delta.plan).toMatchObject({ kind: "delta" });
       expect(delta.entry!.conversationId).toBe(fork);
-      expect(delta.entry!.data).toEqual({ sections: [{ key: "plan_mode", action: "set", value: true, rendered: PLAN_ON }] });
+      expect(delta.entry!.data).toEqual({
+        sections: [{ key: "plan_mode", action: "set", value: true, rendered: PLAN_ON }],
+      });
     }));
 
   it("§8.2 a concurrent managed write since the seed makes the plan stale; a head alone does not", () =>
@@ -481,7 +550,14 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       text = "two";
       const stale = await env.generate({
         between: async () => {
-          await env.harness.commit((tx) => tx.entry(systemKind, env.conv, { data: { sections: [{ key: "other", action: "set", value: 1, rendered: "other" }] }, model: [] }), call);
+          await env.harness.commit(
+            (tx) =>
+              tx.entry(systemKind, env.conv, {
+                data: { sections: [{ key: "other", action: "set", value: 1, rendered: "other" }] },
+                model: [],
+              }),
+            call,
+          );
         },
       });
       expect(stale.plan).toEqual({ stale: true });
@@ -503,7 +579,10 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
   it("§8.2 payload-only change -> data-only entry (model [])", () =>
     run(async (storage) => {
       const env = await Env.open(storage);
-      const envSection = defineSystemSection<{ cwd: string; scannedAt: number }>({ key: "test.env", render: (e) => `cwd: ${e.cwd}` });
+      const envSection = defineSystemSection<{ cwd: string; scannedAt: number }>({
+        key: "test.env",
+        render: (e) => `cwd: ${e.cwd}`,
+      });
       env.registry.register(envSection);
       let scannedAt = 1;
       env.on(({ sections }) => void sections.set(envSection, { cwd: "/w", scannedAt }));
@@ -513,9 +592,13 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       const delta = await env.generate({ at: 12 });
       expect(delta.plan).toMatchObject({ kind: "delta" });
       expect(delta.entry!.model).toEqual([]);
-      expect(delta.entry!.data).toEqual({ sections: [{ key: "test.env", action: "set", value: { cwd: "/w", scannedAt: 2 }, rendered: "cwd: /w" }] });
+      expect(delta.entry!.data).toEqual({
+        sections: [{ key: "test.env", action: "set", value: { cwd: "/w", scannedAt: 2 }, rendered: "cwd: /w" }],
+      });
       expect(await env.context(12)).toEqual([10, 11, 12]);
-      expect(await foldSectionState(storage, env.conv, 12)).toMatchObject({ sections: [{ value: { cwd: "/w", scannedAt: 2 } }] });
+      expect(await foldSectionState(storage, env.conv, 12)).toMatchObject({
+        sections: [{ value: { cwd: "/w", scannedAt: 2 } }],
+      });
     }));
 
   it("§8.2 payload diff ignores object-key order; reorder alone emits nothing", () =>
@@ -627,7 +710,15 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       await env.user(10);
       const first = await env.generate({ at: 11 });
       expect(first.entry!.data.sections).toEqual([
-        { key: "pi.skills", action: "set", value: [{ name: "a", description: "A" }, { name: "c", description: "C" }], rendered: "- a: A\n- c: C" },
+        {
+          key: "pi.skills",
+          action: "set",
+          value: [
+            { name: "a", description: "A" },
+            { name: "c", description: "C" },
+          ],
+          rendered: "- a: A\n- c: C",
+        },
       ]);
       expect((await env.generate()).plan).toMatchObject({ kind: "none" });
       expect((await env.generate()).plan).toMatchObject({ kind: "none" });
@@ -655,12 +746,16 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       env.on(({ sections }) => void (wrapping && sections.wrap(systemSections.identity, (t) => `${t}!`)));
       await env.user(10);
       const first = await env.generate({ at: 11 });
-      expect(first.entry!.data.sections).toEqual([{ key: "pi.identity", action: "set", value: "base", rendered: "<a>base</a>!" }]);
+      expect(first.entry!.data.sections).toEqual([
+        { key: "pi.identity", action: "set", value: "base", rendered: "<a>base</a>!" },
+      ]);
       expect(systemSections.identity.render("base")).toBe("base");
       // Wrappers live only in one draft: without them the same payload renders anew (an instruction update).
       wrapping = false;
       const second = await env.generate({ at: 12 });
-      expect(second.entry!.data).toEqual({ sections: [{ key: "pi.identity", action: "set", value: "base", rendered: "base" }] });
+      expect(second.entry!.data).toEqual({
+        sections: [{ key: "pi.identity", action: "set", value: "base", rendered: "base" }],
+      });
       expect(messageOf(second.entry)!.sections).toEqual({ "pi.identity": "base" });
     }));
 
@@ -675,7 +770,9 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       dispose();
       wrap = true;
       const { prepared } = await env.prepare();
-      expect(prepared.sections).toEqual([{ key: "pi.environment", value: { cwd: "/w" }, rendered: "<ENVIRONMENT>\nCWD: /W\n</ENVIRONMENT>" }]);
+      expect(prepared.sections).toEqual([
+        { key: "pi.environment", value: { cwd: "/w" }, rendered: "<ENVIRONMENT>\nCWD: /W\n</ENVIRONMENT>" },
+      ]);
     }));
 
   it("§8.2 delete by string key removes a section whose renderer is unavailable", () =>
@@ -702,7 +799,12 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       const delta = await env.generate({ at: 12 });
       expect(getError).toMatchObject({ code: "not_found" });
       expect(delta.entry!.data).toEqual({ sections: [{ key: "plugin.gone", action: "remove" }] });
-      expect(messageOf(delta.entry)).toEqual({ role: "system", content: "", sections: { "plugin.gone": null }, timestamp: 7 });
+      expect(messageOf(delta.entry)).toEqual({
+        role: "system",
+        content: "",
+        sections: { "plugin.gone": null },
+        timestamp: 7,
+      });
       expect((await foldSectionState(storage, env.conv, 12)).sections.map((s) => s.key)).toEqual(["pi.identity"]);
     }));
 
@@ -716,7 +818,11 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
         sections.set(systemSections.skills, [{ name: "a", description: "A" }]);
         const copy = sections.get(systemSections.skills)!;
         copy.push({ name: "b", description: "B" }); // does not reach the draft
-        for (const op of [() => sections.set(unregistered, "x"), () => sections.get(unregistered), () => sections.wrap(unregistered, (t) => t)]) {
+        for (const op of [
+          () => sections.set(unregistered, "x"),
+          () => sections.get(unregistered),
+          () => sections.wrap(unregistered, (t) => t),
+        ]) {
           try {
             op();
           } catch (error) {
@@ -726,7 +832,9 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
         leaked = sections;
       });
       const { prepared } = await env.prepare();
-      expect(prepared.sections).toEqual([{ key: "pi.skills", value: [{ name: "a", description: "A" }], rendered: "- a: A" }]);
+      expect(prepared.sections).toEqual([
+        { key: "pi.skills", value: [{ name: "a", description: "A" }], rendered: "- a: A" },
+      ]);
       expect(errors.map((e) => (e as { code?: string }).code)).toEqual(["not_found", "not_found", "not_found"]);
       expect(() => leaked!.set(systemSections.identity, "late")).toThrow(/after preparation/);
       expect(prepared.sections).toHaveLength(1);
@@ -735,8 +843,12 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
   it("§9.6 register rejects duplicate keys; replace marks the section for re-rendering until acknowledged", () =>
     run(async (storage) => {
       const env = await Env.open(storage);
-      expect(() => env.registry.register(defineSystemSection<string>({ key: "pi.identity", render: (t) => t }))).toThrow(/already registered/);
-      expect(() => env.registry.replace(defineSystemSection<string>({ key: "missing", render: (t) => t }))).toThrow(/not registered/);
+      expect(() =>
+        env.registry.register(defineSystemSection<string>({ key: "pi.identity", render: (t) => t })),
+      ).toThrow(/already registered/);
+      expect(() => env.registry.replace(defineSystemSection<string>({ key: "missing", render: (t) => t }))).toThrow(
+        /not registered/,
+      );
       expect(env.registry.keys()).toEqual(["pi.identity", "pi.environment", "pi.skills"]);
       const dispose = env.on(({ sections }) => void sections.set(systemSections.identity, "hi"));
       await env.user(10);
@@ -744,9 +856,13 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       dispose(); // untouched from now on: the stored text stays...
       expect((await env.generate()).plan).toMatchObject({ kind: "none" });
       // ...until the renderer is replaced: the next preparation recomputes it.
-      env.registry.replace(defineSystemSection<string>({ key: "pi.identity", render: (t) => `<identity>${t}</identity>` }));
+      env.registry.replace(
+        defineSystemSection<string>({ key: "pi.identity", render: (t) => `<identity>${t}</identity>` }),
+      );
       const delta = await env.generate({ at: 12 });
-      expect(delta.entry!.data).toEqual({ sections: [{ key: "pi.identity", action: "set", value: "hi", rendered: "<identity>hi</identity>" }] });
+      expect(delta.entry!.data).toEqual({
+        sections: [{ key: "pi.identity", action: "set", value: "hi", rendered: "<identity>hi</identity>" }],
+      });
       expect(env.registry.snapshot().recompute.size).toBe(0); // acknowledged after the commit
       expect((await env.generate()).plan).toMatchObject({ kind: "none" });
     }));
@@ -755,10 +871,13 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
     run(async (storage) => {
       const env = await Env.open(storage);
       let explode = false;
-      const fragile = defineSystemSection<number>({ key: "fragile", render: (n) => {
-        if (explode) throw new Error("boom");
-        return `n=${n}`;
-      } });
+      const fragile = defineSystemSection<number>({
+        key: "fragile",
+        render: (n) => {
+          if (explode) throw new Error("boom");
+          return `n=${n}`;
+        },
+      });
       env.registry.register(fragile);
       let n = 1;
       env.on(({ sections }) => void sections.set(fragile, n));
@@ -786,15 +905,32 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       await env.generate({ at: 11 });
       // Same definitions with object keys in another order: no change.
       tools = [
-        { parameters: { properties: { path: { type: "string" } }, type: "object" }, description: "read a file", name: "read" },
-        { description: "write a file", name: "write", parameters: { type: "object", properties: { path: { type: "string" } } } },
+        {
+          parameters: { properties: { path: { type: "string" } }, type: "object" },
+          description: "read a file",
+          name: "read",
+        },
+        {
+          description: "write a file",
+          name: "write",
+          parameters: { type: "object", properties: { path: { type: "string" } } },
+        },
       ];
       expect((await env.generate()).plan).toMatchObject({ kind: "none" });
-      const read2 = tool("read", "read a file", { type: "object", properties: { path: { type: "string" }, limit: { type: "number" } } });
+      const read2 = tool("read", "read a file", {
+        type: "object",
+        properties: { path: { type: "string" }, limit: { type: "number" } },
+      });
       tools = [read2, catalogue.grep!];
       const delta = await env.generate({ at: 12 });
       expect(delta.entry!.data).toEqual({ sections: [] });
-      expect(messageOf(delta.entry)).toEqual({ role: "system", content: "", toolsAdded: [read2, catalogue.grep], toolsRemoved: [catalogue.write], timestamp: 7 });
+      expect(messageOf(delta.entry)).toEqual({
+        role: "system",
+        content: "",
+        toolsAdded: [read2, catalogue.grep],
+        toolsRemoved: [catalogue.write],
+        timestamp: 7,
+      });
       const state = await foldSectionState(storage, env.conv, 12);
       expect(state.tools).toEqual([read2, catalogue.grep]);
     }));
@@ -812,7 +948,14 @@ describe.each(backends)("system sections (%s)", (_name, run) => {
       await env.assistant(20);
       await env.user(30);
       // A plugin's own (non-managed) system message declares tools inside the retained range.
-      await env.at(31, (c) => (tx) => tx.entry(systemKind, c, { data: { plugin: "x" }, model: [{ role: "system", content: "", toolsAdded: [legacy, catalogue.read!], timestamp: 0 }] }));
+      await env.at(
+        31,
+        (c) => (tx) =>
+          tx.entry(systemKind, c, {
+            data: { plugin: "x" },
+            model: [{ role: "system", content: "", toolsAdded: [legacy, catalogue.read!], timestamp: 0 }],
+          }),
+      );
       // Delta path: read is already effective (identical), legacy is unwanted.
       const delta = await env.generate({ at: 32 });
       expect(messageOf(delta.entry)).toEqual({ role: "system", content: "", toolsRemoved: [legacy], timestamp: 7 });

@@ -22,20 +22,28 @@ for (const backend of coreBackends) {
           async execute(_id, params, out, rt, c) {
             const from = await rt.conversation(rt.conversationId, c);
             const spawned = await rt.commit(
-              (tx) => from!.spawnIn(tx.builder, { prompt: String(params["prompt"]), values: { inherit: [generationConfig.model], set: [[generationConfig.selectedTools, []]] } }),
+              (tx) =>
+                from!.spawnIn(tx.builder, {
+                  prompt: String(params["prompt"]),
+                  values: { inherit: [generationConfig.model], set: [[generationConfig.selectedTools, []]] },
+                }),
               c,
             );
             childId = spawned.conversationId;
             const child = await rt.conversation(spawned.conversationId, c);
             const driven = await child!.drive(c);
             const result = await child!.result(spawned.inputId, c);
-            out.write(`${driven}: ${result?.status ?? "none"} ${result?.status === "done" && result.answer !== undefined ? "with answer" : "without answer"}`);
+            out.write(
+              `${driven}: ${result?.status ?? "none"} ${result?.status === "done" && result.answer !== undefined ? "with answer" : "without answer"}`,
+            );
           },
         };
         const { harness } = await openTurns(storage, {
           tools: [subagent],
           responses: [
-            fauxAssistantMessage([fauxToolCall("subagent", { prompt: "count to two" }, { id: "c1" })], { stopReason: "toolUse" }),
+            fauxAssistantMessage([fauxToolCall("subagent", { prompt: "count to two" }, { id: "c1" })], {
+              stopReason: "toolUse",
+            }),
             fauxAssistantMessage("one, two"),
             fauxAssistantMessage("the child counted"),
           ],
@@ -48,7 +56,10 @@ for (const backend of coreBackends) {
         expect(textOf(toolResult)).toBe("idle: done with answer");
         const child = (await harness.conversation(childId as Id, call))!;
         expect(child.record.owner).toBeDefined();
-        expect(await child.settings.get(call)).toMatchObject({ model: await root.value(generationConfig.model).get(call), selectedTools: [] });
+        expect(await child.settings.get(call)).toMatchObject({
+          model: await root.value(generationConfig.model).get(call),
+          selectedTools: [],
+        });
         const entries = (await harness.entries(child.id, { limit: 20 }, call)).items;
         expect(entries.map((e) => e.kind)).toContain("user");
         expect(textOf(entries.find((e) => e.kind === "assistant"))).toBe("one, two");

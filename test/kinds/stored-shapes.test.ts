@@ -9,7 +9,15 @@ import type { Usage } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import { bind } from "../../src/core/state.js";
 import type { StoredToolData, StoredUsageRow, ToolResultData, UsageRow } from "../../src/kinds/states.js";
-import { compactToolData, compactUsageRow, presentEntry, presentTask, presentUsageEvent, readToolData, readUsageRow } from "../../src/kinds/stored.js";
+import {
+  compactToolData,
+  compactUsageRow,
+  presentEntry,
+  presentTask,
+  presentUsageEvent,
+  readToolData,
+  readUsageRow,
+} from "../../src/kinds/stored.js";
 import { usageList } from "../../src/kinds/usage.js";
 import type { CommitBatch, JsonObject, MainWrite, Task } from "../../src/storage/records.js";
 import type { Storage } from "../../src/storage/storage.js";
@@ -37,11 +45,17 @@ function earlierWriter(inner: Storage): Storage {
           const retry = { ...(at["retry"] as JsonObject), attempt };
           return { ...w, state: { ...rest, config: at["config"] ?? null, retry } };
         }
-        if ("output" in state && at !== undefined) return { ...w, state: { ...state, call: at["call"] ?? null, output: readToolData(state["output"] as StoredToolData) } };
+        if ("output" in state && at !== undefined)
+          return {
+            ...w,
+            state: { ...state, call: at["call"] ?? null, output: readToolData(state["output"] as StoredToolData) },
+          };
         return w;
       }
       case "entry":
-        return w.entry.kind === "tool_result" ? { ...w, entry: { ...w.entry, data: readToolData(w.entry.data as StoredToolData) } } : w;
+        return w.entry.kind === "tool_result"
+          ? { ...w, entry: { ...w.entry, data: readToolData(w.entry.data as StoredToolData) } }
+          : w;
       case "list.append":
         return w.addr.namespace === "pi.usage" ? { ...w, value: readUsageRow(w.value as StoredUsageRow) } : w;
       default:
@@ -50,7 +64,9 @@ function earlierWriter(inner: Storage): Storage {
   };
   return new Proxy(inner, {
     get(target, key) {
-      if (key === "commit") return (batch: CommitBatch) => target.commit(batch.kind === "main" ? { ...batch, writes: batch.writes.map(whole) } : batch);
+      if (key === "commit")
+        return (batch: CommitBatch) =>
+          target.commit(batch.kind === "main" ? { ...batch, writes: batch.writes.map(whole) } : batch);
       const value: unknown = Reflect.get(target, key, target);
       return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },
@@ -60,12 +76,15 @@ function earlierWriter(inner: Storage): Storage {
 /** One turn: a call of echo("ping"), then the answer. */
 async function oneToolTurn(storage: Parameters<Parameters<(typeof everyBackend)[number]["run"]>[0]>[0]) {
   const fixture = await openTurns(storage, {
-    responses: [fauxAssistantMessage([fauxToolCall("echo", { text: "ping" }, { id: "c1" })], { stopReason: "toolUse" }), fauxAssistantMessage("done")],
+    responses: [
+      fauxAssistantMessage([fauxToolCall("echo", { text: "ping" }, { id: "c1" })], { stopReason: "toolUse" }),
+      fauxAssistantMessage("done"),
+    ],
   });
   const root = await fixture.harness.root(call);
   await root.prompt({ input: "go" }, call);
   const tasks: Task[] = [];
-  for (let after: number | undefined; ; ) {
+  for (let after: number | undefined; ;) {
     const page = await fixture.harness.storage.scanTasks({ limit: 100, ...(after === undefined ? {} : { after }) });
     tasks.push(...page.items);
     if (page.next === undefined) break;
@@ -84,7 +103,13 @@ for (const backend of everyBackend) {
         expect(gens).toHaveLength(2);
         for (const g of gens) {
           expect(g.state.status).toBe("done");
-          expect(Object.keys(g.state).sort()).toEqual(["assistant", "attempt", "inputs", "status", ...(g.state["successor"] === undefined ? [] : ["successor"])]);
+          expect(Object.keys(g.state).sort()).toEqual([
+            "assistant",
+            "attempt",
+            "inputs",
+            "status",
+            ...(g.state["successor"] === undefined ? [] : ["successor"]),
+          ]);
           expect(g.state["attempt"]).toBe(1);
         }
       }));
@@ -115,7 +140,9 @@ for (const backend of everyBackend) {
         const tool = tasks.find((t) => t.kind === "tool");
         expect(tool?.state["call"]).toEqual({ id: "c1", name: "echo" });
         const assistant = entries.find((e) => e.id === tool?.state["assistant"]);
-        expect(assistant?.model?.[0]).toMatchObject({ content: [{ type: "toolCall", id: "c1", name: "echo", arguments: { text: "ping" } }] });
+        expect(assistant?.model?.[0]).toMatchObject({
+          content: [{ type: "toolCall", id: "c1", name: "echo", arguments: { text: "ping" } }],
+        });
       }));
 
     it(`a settled tool's call stores no type, which is always "toolCall" (${backend.name})`, () =>
@@ -163,13 +190,26 @@ for (const backend of everyBackend) {
         const gen = tasks.find((t) => t.kind === "generation");
         expect(gen?.state).toMatchObject({ status: "done", config: { tools: ["echo"] }, retry: { attempt: 1 } });
         const tool = tasks.find((t) => t.kind === "tool");
-        expect(tool?.state).toMatchObject({ status: "done", call: { arguments: { text: "ping" } }, output: { terminate: false, truncation: { totalChars: 4 } } });
+        expect(tool?.state).toMatchObject({
+          status: "done",
+          call: { arguments: { text: "ping" } },
+          output: { terminate: false, truncation: { totalChars: 4 } },
+        });
         const usage = (await harness.storage.readList(bind(usageList, {}), { limit: 10 })).items.map((e) => e.value);
         expect(usage.every((u) => u.kind === "generation" && u.usage?.["cacheRead"] === 0)).toBe(true);
         // ... and read: the turn answered (post_tools read the whole outputs), the next one does too.
         const entries = (await harness.entries(root.id, { limit: 50 }, call)).items;
-        expect(entries.map((e) => e.kind).filter((k) => k !== "system")).toEqual(["user", "assistant", "tool_result", "assistant"]);
-        expect(readToolData(entries.find((e) => e.kind === "tool_result")?.data as StoredToolData).truncation).toEqual({ totalChars: 4, retainedChars: 4, truncated: false });
+        expect(entries.map((e) => e.kind).filter((k) => k !== "system")).toEqual([
+          "user",
+          "assistant",
+          "tool_result",
+          "assistant",
+        ]);
+        expect(readToolData(entries.find((e) => e.kind === "tool_result")?.data as StoredToolData).truncation).toEqual({
+          totalChars: 4,
+          retainedChars: 4,
+          truncated: false,
+        });
         expect(usage.map((u) => readUsageRow(u))).toEqual(usage);
         faux.setResponses([fauxAssistantMessage("again")]);
         expect(textOf(await root.prompt({ input: "more" }, call))).toBe("again");
@@ -208,12 +248,19 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
 
   it("presentEntry shows a tool result entry's data whole (§9.3): a compact row filled, an old whole row identical, other kinds and non-object data untouched", () => {
     const base = { id: 7, conversationId: 1, kind: "tool_result", key: "c1" };
-    expect(presentEntry({ ...base, data: { chars: 12 } })).toEqual({ ...base, data: { ...defaults, truncation: { totalChars: 12, retainedChars: 12, truncated: false } } });
+    expect(presentEntry({ ...base, data: { chars: 12 } })).toEqual({
+      ...base,
+      data: { ...defaults, truncation: { totalChars: 12, retainedChars: 12, truncated: false } },
+    });
     expect(presentEntry({ ...base, data: {} })).toEqual({ ...base, data: defaults });
     expect(JSON.stringify(presentEntry({ ...base, data: whole }))).toBe(JSON.stringify({ ...base, data: whole }));
     expect(presentEntry({ ...base, data: compactToolData(whole) })).toEqual({ ...base, data: whole });
     // A field this version does not know is kept; `chars` (the stored form's) is not shown.
-    expect(presentEntry({ ...base, data: { chars: 3, extra: "kept" } }).data).toEqual({ ...defaults, truncation: { totalChars: 3, retainedChars: 3, truncated: false }, extra: "kept" });
+    expect(presentEntry({ ...base, data: { chars: 3, extra: "kept" } }).data).toEqual({
+      ...defaults,
+      truncation: { totalChars: 3, retainedChars: 3, truncated: false },
+      extra: "kept",
+    });
     const user = { id: 8, conversationId: 1, kind: "user", data: { chars: 3 } };
     expect(presentEntry(user)).toBe(user);
     for (const data of [null, "text", [1, 2]]) {
@@ -228,13 +275,37 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
     const call = { id: "c1", name: "echo" };
     const base = { id: 5, conversationId: 1, kind: "tool", role: "terminal" as const, after: [] };
     const done: Task = { ...base, state: { status: "done", call, assistant: 4, output: { chars: 12 }, result: 6 } };
-    expect(presentTask(done)).toEqual({ ...done, state: { ...done.state, output: { ...defaults, truncation: { totalChars: 12, retainedChars: 12, truncated: false } } } });
-    const aborted: Task = { ...base, state: { status: "aborted", call, assistant: 4, output: compactToolData(whole), result: 6 } };
+    expect(presentTask(done)).toEqual({
+      ...done,
+      state: {
+        ...done.state,
+        output: { ...defaults, truncation: { totalChars: 12, retainedChars: 12, truncated: false } },
+      },
+    });
+    const aborted: Task = {
+      ...base,
+      state: { status: "aborted", call, assistant: 4, output: compactToolData(whole), result: 6 },
+    };
     expect(presentTask(aborted)).toEqual({ ...aborted, state: { ...aborted.state, output: whole } });
-    const old: Task = { ...base, state: { status: "done", call: { ...call, type: "toolCall", arguments: { text: "x" } }, assistant: 4, output: whole, result: 6 } };
+    const old: Task = {
+      ...base,
+      state: {
+        status: "done",
+        call: { ...call, type: "toolCall", arguments: { text: "x" } },
+        assistant: 4,
+        output: whole,
+        result: 6,
+      },
+    };
     expect(JSON.stringify(presentTask(old))).toBe(JSON.stringify(old));
-    expect(presentTask({ ...done, state: { ...done.state, output: { chars: 3, extra: "kept" } } }).state["output"]).toEqual({ ...defaults, truncation: { totalChars: 3, retainedChars: 3, truncated: false }, extra: "kept" });
-    const running: Task = { ...base, role: "inflight", state: { status: "running", call, assistant: 4, args: {}, replay: "safe" } };
+    expect(
+      presentTask({ ...done, state: { ...done.state, output: { chars: 3, extra: "kept" } } }).state["output"],
+    ).toEqual({ ...defaults, truncation: { totalChars: 3, retainedChars: 3, truncated: false }, extra: "kept" });
+    const running: Task = {
+      ...base,
+      role: "inflight",
+      state: { status: "running", call, assistant: 4, args: {}, replay: "safe" },
+    };
     expect(presentTask(running)).toBe(running);
     const other: Task = { ...base, kind: "job", state: { status: "done", output: { chars: 3 } } };
     expect(presentTask(other)).toBe(other);
@@ -245,7 +316,11 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
   it("presentUsageEvent shows a session watch usage row whole, as readUsageRow reads it; other events untouched", () => {
     const stored = { conversationId: 1, taskId: 9, model: "p/m", usage: { input: 3 } };
     const totals = { input: 3 };
-    expect(presentUsageEvent({ type: "usage", row: stored, totals })).toEqual({ type: "usage", row: readUsageRow(stored), totals });
+    expect(presentUsageEvent({ type: "usage", row: stored, totals })).toEqual({
+      type: "usage",
+      row: readUsageRow(stored),
+      totals,
+    });
     expect(presentUsageEvent({ type: "usage", row: stored, totals })).toMatchObject({
       row: { kind: "generation", usage: { input: 3, output: 0, totalTokens: 3, cost: { total: 0 } } },
     });
@@ -254,8 +329,22 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
   });
 
   const usage = (over: Partial<Usage>, cost: Partial<Usage["cost"]> = {}): Usage & JsonObject =>
-    ({ input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, ...over, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0, ...cost } }) as Usage & JsonObject;
-  const row = (u: (Usage & JsonObject) | null): UsageRow => ({ conversationId: 1, taskId: 9, kind: "generation", model: "p/m", usage: u });
+    ({
+      input: 0,
+      output: 0,
+      cacheRead: 0,
+      cacheWrite: 0,
+      totalTokens: 0,
+      ...over,
+      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0, ...cost },
+    }) as Usage & JsonObject;
+  const row = (u: (Usage & JsonObject) | null): UsageRow => ({
+    conversationId: 1,
+    taskId: 9,
+    kind: "generation",
+    model: "p/m",
+    usage: u,
+  });
 
   it("readUsageRow reads an old whole usage element unchanged, and every compact one back to what was recorded", () => {
     const cases: UsageRow[] = [
@@ -263,7 +352,12 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
       row(usage({})),
       row(usage({ input: 10, output: 5, totalTokens: 15 })),
       // A provider's total that is not the sum, costs that do not add up exactly in floating point.
-      row(usage({ input: 10, output: 5, cacheRead: 3, cacheWrite: 2, totalTokens: 99 }, { input: 0.1, output: 0.2, total: 0.30000000000000004 })),
+      row(
+        usage(
+          { input: 10, output: 5, cacheRead: 3, cacheWrite: 2, totalTokens: 99 },
+          { input: 0.1, output: 0.2, total: 0.30000000000000004 },
+        ),
+      ),
       row(usage({ input: 1, output: 1, totalTokens: 2 }, { input: 0.1, output: 0.2, total: 0.3 })),
       // Optional fields as the provider reported them, zeros included.
       row(usage({ input: 4, output: 2, totalTokens: 6, reasoning: 0, cacheWrite1h: 0 }, { totalFromProvider: false })),
@@ -277,6 +371,11 @@ describe("stored shapes: readers accept rows written whole before (issue 15)", (
       const tool = { ...r, kind: "tool" };
       expect(readUsageRow(compactUsageRow(tool))).toEqual(tool);
     }
-    expect(compactUsageRow(row(usage({ input: 10, output: 5, totalTokens: 15 })))).toEqual({ conversationId: 1, taskId: 9, model: "p/m", usage: { input: 10, output: 5 } });
+    expect(compactUsageRow(row(usage({ input: 10, output: 5, totalTokens: 15 })))).toEqual({
+      conversationId: 1,
+      taskId: 9,
+      model: "p/m",
+      usage: { input: 10, output: 5 },
+    });
   });
 });

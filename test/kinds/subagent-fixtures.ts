@@ -39,7 +39,10 @@ function lastUserText(context: Context): string {
   return "";
 }
 
-export async function openSubagents(storage: Storage, options: { selected?: string[]; clock?: FakeClock; budgetMs?: number } = {}): Promise<SubagentFixture> {
+export async function openSubagents(
+  storage: Storage,
+  options: { selected?: string[]; clock?: FakeClock; budgetMs?: number } = {},
+): Promise<SubagentFixture> {
   let gate: Deferred<void> = deferred();
   let released = false;
   let held = 0;
@@ -87,7 +90,13 @@ export function subagentCall(args: Record<string, unknown>): string {
 }
 
 export async function tasksOf(harness: Harness, conversationId: Id, kind?: string): Promise<readonly Task[]> {
-  return (await harness.storage.scanTasks({ conversationIds: [conversationId], limit: 1000, ...(kind === undefined ? {} : { kind }) })).items;
+  return (
+    await harness.storage.scanTasks({
+      conversationIds: [conversationId],
+      limit: 1000,
+      ...(kind === undefined ? {} : { kind }),
+    })
+  ).items;
 }
 
 export async function toolResults(harness: Harness, conversationId: Id): Promise<readonly Entry[]> {

@@ -25,7 +25,20 @@ import { readToolData } from "../../src/kinds/stored.js";
 import type { Entry } from "../../src/storage/records.js";
 import { coreBackends } from "../core/backends.js";
 import { FakeClock, flush } from "../core/driver-fixtures.js";
-import { call, detailsOf, eventually, HOLD, openSubagents, ownedBy, resultOf, selectedOf, subagentCall, tasksOf, textOf, toolResults } from "./subagent-fixtures.js";
+import {
+  call,
+  detailsOf,
+  eventually,
+  HOLD,
+  openSubagents,
+  ownedBy,
+  resultOf,
+  selectedOf,
+  subagentCall,
+  tasksOf,
+  textOf,
+  toolResults,
+} from "./subagent-fixtures.js";
 
 /** The result data of a tool result entry (delegated id, diagnostics), defaults filled (stored compact). */
 function dataOf(entry: Entry | undefined): ToolResultData {
@@ -34,10 +47,16 @@ function dataOf(entry: Entry | undefined): ToolResultData {
 
 describe("SubagentCommand input", () => {
   it("parses each command with exactly its fields and refuses the rest with the field named", () => {
-    expect(parseSubagentCommand({ command: "run", prompt: "p", context: "inherit", tools: ["a", "a"] })).toEqual({ command: "run", prompt: "p", context: "inherit", tools: ["a"] });
+    expect(parseSubagentCommand({ command: "run", prompt: "p", context: "inherit", tools: ["a", "a"] })).toEqual({
+      command: "run",
+      prompt: "p",
+      context: "inherit",
+      tools: ["a"],
+    });
     expect(parseSubagentCommand({ command: "spawn", prompt: "p" })).toEqual({ command: "spawn", prompt: "p" });
     expect(parseSubagentCommand({ command: "send", id: 3, text: "t" })).toEqual({ command: "send", id: 3, text: "t" });
-    for (const command of ["status", "wait", "stop"] as const) expect(parseSubagentCommand({ command, id: 7 })).toEqual({ command, id: 7 });
+    for (const command of ["status", "wait", "stop"] as const)
+      expect(parseSubagentCommand({ command, id: 7 })).toEqual({ command, id: 7 });
     expect(() => parseSubagentCommand({ command: "fly" })).toThrow(/command must be one of/);
     expect(() => parseSubagentCommand({ command: "run" })).toThrow(/run needs prompt/);
     expect(() => parseSubagentCommand({ command: "run", prompt: " " })).toThrow(/prompt must be a non-empty string/);
@@ -57,7 +76,8 @@ for (const backend of coreBackends) {
         const { harness } = await openSubagents(storage);
         const creations: number[] = [];
         harness.onCommit((commit) => {
-          if (commit.batch.kind === "main" && commit.batch.writes.some((w) => w.type === "createConversation")) creations.push(commit.batch.writes.length);
+          if (commit.batch.kind === "main" && commit.batch.writes.some((w) => w.type === "createConversation"))
+            creations.push(commit.batch.writes.length);
         });
         const root = await harness.root(call);
         await root.value(generationConfig.thinking).set("low", call);
@@ -75,18 +95,33 @@ for (const backend of coreBackends) {
         // The child: owned by the call, the parent's model and thinking, the parent's tools, its answer.
         const handle = (await harness.conversation(child, call))!;
         expect(handle.record).toEqual({ id: child, owner: tool!.id });
-        expect(await handle.settings.get(call)).toMatchObject({ model: await root.value(generationConfig.model).get(call), thinking: "low", selectedTools: ["subagent", "echo"] });
+        expect(await handle.settings.get(call)).toMatchObject({
+          model: await root.value(generationConfig.model).get(call),
+          thinking: "low",
+          selectedTools: ["subagent", "echo"],
+        });
         const entries = (await harness.entries(child, { limit: 50 }, call)).items.filter((e) => e.kind !== "system");
         expect(entries.map((e) => [e.kind, textOf(e)])).toEqual([
           ["user", "count to two"],
           ["assistant", "count to two"],
         ]);
         // The acceptance is named by the call's request key (§3.4), and the parent lists its child.
-        expect((await harness.storage.getValue(bind(requestKey(subagentRequestKey(tool!.id)), {})))?.value).toMatchObject({ conversationId: child });
-        expect((await harness.storage.readList(bindTo(childrenList, root.id), { limit: 10 })).items.map((e) => e.value)).toEqual([child]);
+        expect(
+          (await harness.storage.getValue(bind(requestKey(subagentRequestKey(tool!.id)), {})))?.value,
+        ).toMatchObject({ conversationId: child });
+        expect(
+          (await harness.storage.readList(bindTo(childrenList, root.id), { limit: 10 })).items.map((e) => e.value),
+        ).toEqual([child]);
         // Usage is attributed to the child and rolls up into the session totals.
-        const rows = (await harness.storage.readList(bindTo(usageList, root.id), { limit: 100 })).items.map((e) => readUsageRow(e.value));
-        expect(rows.filter((r) => r.kind === "generation").map((r) => r.conversationId).sort()).toEqual([root.id, root.id, child].sort());
+        const rows = (await harness.storage.readList(bindTo(usageList, root.id), { limit: 100 })).items.map((e) =>
+          readUsageRow(e.value),
+        );
+        expect(
+          rows
+            .filter((r) => r.kind === "generation")
+            .map((r) => r.conversationId)
+            .sort(),
+        ).toEqual([root.id, root.id, child].sort());
       }));
 
     it(`§8.5 spawn settles at once with the child's id; wait returns its answer; status shows it (${backend.name})`, () =>
@@ -94,7 +129,10 @@ for (const backend of coreBackends) {
         const fx = await openSubagents(storage);
         const { harness } = fx;
         const root = await harness.root(call);
-        const spawned = await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} list the files` }) }, call);
+        const spawned = await root.prompt(
+          { input: subagentCall({ command: "spawn", prompt: `${HOLD} list the files` }) },
+          call,
+        );
         expect(textOf(spawned)).toMatch(/^spawned subagent \d+/);
         const [tool] = await tasksOf(harness, root.id, "tool");
         const child = (await ownedBy(harness, tool!.id))[0] as Id;
@@ -143,7 +181,10 @@ for (const backend of coreBackends) {
         const { harness } = fx;
         const root = await harness.root(call);
         await root.prompt({ input: subagentCall({ command: "spawn", prompt: `${HOLD} first` }) }, call);
-        const child = (await harness.conversation((await ownedBy(harness, (await tasksOf(harness, root.id, "tool"))[0]!.id))[0] as Id, call))!;
+        const child = (await harness.conversation(
+          (await ownedBy(harness, (await tasksOf(harness, root.id, "tool"))[0]!.id))[0] as Id,
+          call,
+        ))!;
         await fx.holding();
         let last: Id = 0;
         for (let i = 0; i < 40; i++) last = (await child.accept({ input: `follow-up ${i}` }, call)).inputId;
@@ -156,7 +197,10 @@ for (const backend of coreBackends) {
         const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child.id }) }, call);
         expect(textOf(waited)).toBe("follow-up 39");
         expect(storage.scanned).toBe(0);
-        expect(detailsOf((await toolResults(harness, root.id)).at(-1))).toMatchObject({ inputId: last, status: "done" });
+        expect(detailsOf((await toolResults(harness, root.id)).at(-1))).toMatchObject({
+          inputId: last,
+          status: "done",
+        });
       }));
 
     it(`§8.5 stop aborts the child's running work (${backend.name})`, () =>
@@ -188,8 +232,13 @@ for (const backend of coreBackends) {
         const child = (await ownedBy(harness, narrow.id))[0] as Id;
         expect(await selectedOf(harness, child)).toEqual(["echo"]);
         const conversations = (await harness.storage.scanConversations({ limit: 100 })).items.length;
-        const widened = await root.prompt({ input: subagentCall({ command: "run", prompt: "widen", tools: ["echo", "job"] }) }, call);
-        expect(textOf(widened)).toContain("a subagent's tools narrow yours and never widen them: job is not selected here (selected: subagent, echo)");
+        const widened = await root.prompt(
+          { input: subagentCall({ command: "run", prompt: "widen", tools: ["echo", "job"] }) },
+          call,
+        );
+        expect(textOf(widened)).toContain(
+          "a subagent's tools narrow yours and never widen them: job is not selected here (selected: subagent, echo)",
+        );
         const results = await toolResults(harness, root.id);
         expect((results[1]?.model?.[0] as { isError?: boolean }).isError).toBe(true);
         expect((await harness.storage.scanConversations({ limit: 100 })).items.length).toBe(conversations);
@@ -211,12 +260,17 @@ for (const backend of coreBackends) {
         const missing = await root.prompt({ input: subagentCall({ command: "wait", id: 99_999 }) }, call);
         expect(textOf(missing)).toContain("subagent 99999 does not exist");
         // A grandchild (owned by a task of a child) belongs to the tree.
-        await root.prompt({ input: subagentCall({ command: "run", prompt: subagentCall({ command: "spawn", prompt: "grandchild" }) }) }, call);
+        await root.prompt(
+          { input: subagentCall({ command: "run", prompt: subagentCall({ command: "spawn", prompt: "grandchild" }) }) },
+          call,
+        );
         const tool = (await tasksOf(harness, root.id, "tool")).at(-1)!;
         const child = (await ownedBy(harness, tool.id))[0] as Id;
         const childTool = (await tasksOf(harness, child, "tool"))[0]!;
         const grandchild = (await ownedBy(harness, childTool.id))[0] as Id;
-        expect(textOf(await root.prompt({ input: subagentCall({ command: "wait", id: grandchild }) }, call))).toBe("grandchild");
+        expect(textOf(await root.prompt({ input: subagentCall({ command: "wait", id: grandchild }) }, call))).toBe(
+          "grandchild",
+        );
       }));
 
     it(`§8.5 context "inherit" gives the child exactly the parent's context at the last complete exchange before the launching one (${backend.name})`, () =>
@@ -227,24 +281,40 @@ for (const backend of coreBackends) {
         await root.prompt({ input: "second question" }, call);
         const entriesBefore = (await harness.entries(root.id, { limit: 100 }, call)).items;
         const boundary = entriesBefore.at(-1)!.id; // the final answer of the second exchange
-        await root.prompt({ input: subagentCall({ command: "run", prompt: "what came before?", context: "inherit" }) }, call);
+        await root.prompt(
+          { input: subagentCall({ command: "run", prompt: "what came before?", context: "inherit" }) },
+          call,
+        );
         const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
         const child = (await harness.conversation((await ownedBy(harness, tool.id))[0] as Id, call))!;
-        expect(child.record).toEqual({ id: child.id, owner: tool.id, parent: { conversationId: root.id, at: boundary } });
+        expect(child.record).toEqual({
+          id: child.id,
+          owner: tool.id,
+          parent: { conversationId: root.id, at: boundary },
+        });
         const parentContext = (await root.contextEntries(boundary, call)).items;
         const childEntries = (await harness.entries(child.id, { limit: 100 }, call)).items;
         // The child's transcript: the parent's entries through the boundary, then its own.
         expect(childEntries.filter((e) => e.id <= boundary).map((e) => e.id)).toEqual(entriesBefore.map((e) => e.id));
         const childContext = (await child.contextEntries(undefined, call)).items;
         // Exactly the parent's context at the boundary (entries and the messages they project), then its own.
-        expect(childContext.slice(0, parentContext.length).map((i) => [i.entry.id, i.messages])).toEqual(parentContext.map((i) => [i.entry.id, i.messages]));
-        const own = childContext.slice(parentContext.length).map((i) => i.entry).filter((e) => e.kind !== "system");
+        expect(childContext.slice(0, parentContext.length).map((i) => [i.entry.id, i.messages])).toEqual(
+          parentContext.map((i) => [i.entry.id, i.messages]),
+        );
+        const own = childContext
+          .slice(parentContext.length)
+          .map((i) => i.entry)
+          .filter((e) => e.kind !== "system");
         expect(own.map((e) => [e.kind, textOf(e)])).toEqual([
           ["user", "what came before?"],
           ["assistant", "what came before?"],
         ]);
-        expect(parentContext.map((i) => textOf(i.entry))).toEqual(expect.arrayContaining(["first question", "second question"]));
-        expect(childContext.map((i) => textOf(i.entry))).not.toContain(subagentCall({ command: "run", prompt: "what came before?", context: "inherit" }));
+        expect(parentContext.map((i) => textOf(i.entry))).toEqual(
+          expect.arrayContaining(["first question", "second question"]),
+        );
+        expect(childContext.map((i) => textOf(i.entry))).not.toContain(
+          subagentCall({ command: "run", prompt: "what came before?", context: "inherit" }),
+        );
       }));
 
     it(`§8.5 aborting the call during run marks the child's foreground tasks only: its queue is kept, the call gets an error result (${backend.name})`, () =>
@@ -286,7 +356,11 @@ for (const backend of coreBackends) {
         const child = (await harness.conversation((await ownedBy(harness, tool.id))[0] as Id, call))!;
         const followUp = await child.accept({ input: "queued follow-up" }, call);
         const steer = await child.accept({ input: "queued steer", whenBusy: "steer" }, call);
-        const write = await child.write(userKind, { model: [{ role: "user", content: "queued write", timestamp: 0 }] }, call);
+        const write = await child.write(
+          userKind,
+          { model: [{ role: "user", content: "queued write", timestamp: 0 }] },
+          call,
+        );
         expect(followUp.status).toBe("queued");
         expect(steer.status).toBe("queued");
         expect(await child.result(write.inputId, call)).toEqual({ status: "queued" });
@@ -326,9 +400,15 @@ for (const backend of coreBackends) {
         const { harness } = fx;
         const root = await harness.root(call);
         const parent = await root.fork({ at: "start" }, call);
-        await parent.settings.set({ model: (await root.value(generationConfig.model).get(call))!, selectedTools: ["subagent", "echo"] }, call);
+        await parent.settings.set(
+          { model: (await root.value(generationConfig.model).get(call))!, selectedTools: ["subagent", "echo"] },
+          call,
+        );
         // parent -> child (a run subagent) -> grandchild (a spawned subagent of the child), all settled.
-        const answer = await parent.prompt({ input: subagentCall({ command: "run", prompt: subagentCall({ command: "spawn", prompt: "grandchild" }) }) }, call);
+        const answer = await parent.prompt(
+          { input: subagentCall({ command: "run", prompt: subagentCall({ command: "spawn", prompt: "grandchild" }) }) },
+          call,
+        );
         expect(textOf(answer)).toMatch(/spawned subagent \d+/);
         const child = (await ownedBy(harness, (await tasksOf(harness, parent.id, "tool"))[0]!.id))[0] as Id;
         const grandchild = (await ownedBy(harness, (await tasksOf(harness, child, "tool"))[0]!.id))[0] as Id;
@@ -339,7 +419,9 @@ for (const backend of coreBackends) {
         // A busy subtree still refuses the delete (§6.4), and nothing is deleted.
         const busy = grandchildHandle.prompt({ input: `${HOLD} busy` }, call);
         await fx.holding();
-        await expect(harness.deleteConversation(parent.id, call)).rejects.toThrow(/live tasks or running invocations in its subtree/);
+        await expect(harness.deleteConversation(parent.id, call)).rejects.toThrow(
+          /live tasks or running invocations in its subtree/,
+        );
         expect(await harness.conversation(grandchild, call)).toBeDefined();
         fx.release();
         await busy;
@@ -352,13 +434,17 @@ for (const backend of coreBackends) {
           if (ids.length > 0) deletes.push(ids);
         });
         await harness.deleteConversation(parent.id, call);
-        expect(deletes.map((ids) => [...ids].sort((a, b) => a - b))).toEqual([[parent.id, child, grandchild].sort((a, b) => a - b)]);
+        expect(deletes.map((ids) => [...ids].sort((a, b) => a - b))).toEqual([
+          [parent.id, child, grandchild].sort((a, b) => a - b),
+        ]);
         for (const id of [parent.id, child, grandchild]) expect(await harness.conversation(id, call)).toBeUndefined();
         // New work in the subtree is refused, through handles held from before too, and writes nothing.
         const before = harness.storage.lastSeq;
         await expect(childHandle.accept({ input: "more" }, call)).rejects.toThrow(/deleted|does not exist/);
         await expect(grandchildHandle.accept({ input: "more" }, call)).rejects.toThrow(/deleted|does not exist/);
-        await expect(childHandle.write(userKind, { model: [{ role: "user", content: "note", timestamp: 0 }] }, call)).rejects.toThrow(/deleted|does not exist/);
+        await expect(
+          childHandle.write(userKind, { model: [{ role: "user", content: "note", timestamp: 0 }] }, call),
+        ).rejects.toThrow(/deleted|does not exist/);
         expect(harness.storage.lastSeq).toBe(before);
         // The root is untouched and keeps working.
         expect(textOf(await root.prompt({ input: "still here" }, call))).toBe("still here");
@@ -415,7 +501,13 @@ for (const backend of coreBackends) {
         const data = dataOf(results[0]);
         expect(data.delegated).toBe(child);
         expect(data.isError).toBe(false);
-        expect(data.diags).toEqual([{ severity: "info", message: `still running as subagent ${child}; use subagent wait / status / stop`, code: "budget" }]);
+        expect(data.diags).toEqual([
+          {
+            severity: "info",
+            message: `still running as subagent ${child}; use subagent wait / status / stop`,
+            code: "budget",
+          },
+        ]);
         expect(detailsOf(results[0])).toMatchObject({ id: child, command: "run", status: "running" });
         expect(textOf(results[0])).toContain(`still running as subagent ${child}`);
         expect(textOf(answer)).toContain(`subagent ${child} is still working`);
@@ -458,7 +550,8 @@ for (const backend of coreBackends) {
         const tool = (await tasksOf(harness, root.id, "tool"))[0]!;
         const child = (await ownedBy(harness, tool.id))[0] as Id;
         const inputId = detailsOf((await toolResults(harness, root.id))[0]).inputId as Id;
-        const notices = async (): Promise<readonly Entry[]> => (await harness.entries(root.id, { limit: 100, kind: "notice" }, call)).items;
+        const notices = async (): Promise<readonly Entry[]> =>
+          (await harness.entries(root.id, { limit: 100, kind: "notice" }, call)).items;
         expect(await notices()).toEqual([]);
         // The child answers after delegation: the parent learns of it without polling (§8.3, §8.6), as a
         // notice entry with a stored SystemMessage the next generation reads, written in the child's
@@ -511,7 +604,10 @@ for (const backend of coreBackends) {
         await root.settings.set({ budgetMs: 1000 }, call);
         // The turn's generation captures budgetMs 1000 when the input is accepted; the conversation's value
         // changes right after, before the call runs. The call keeps the captured budget.
-        const accepted = await root.accept({ input: subagentCall({ command: "run", prompt: `${HOLD} slow work` }) }, call);
+        const accepted = await root.accept(
+          { input: subagentCall({ command: "run", prompt: `${HOLD} slow work` }) },
+          call,
+        );
         await root.settings.set({ budgetMs: 50_000 }, call);
         const driving = root.drive(call);
         await fx.holding();
@@ -534,7 +630,10 @@ for (const backend of coreBackends) {
         const fx = await openSubagents(storage, { clock, budgetMs: 1000 });
         const { harness } = fx;
         const root = await harness.root(call);
-        const prompted = root.prompt({ input: subagentCall({ command: "run", prompt: `${HOLD} never answers` }) }, call);
+        const prompted = root.prompt(
+          { input: subagentCall({ command: "run", prompt: `${HOLD} never answers` }) },
+          call,
+        );
         await fx.holding();
         await eventually(harness, () => clock.pending > 0, "the budget timer");
         clock.advance(1000);
@@ -573,7 +672,13 @@ for (const backend of coreBackends) {
         const data = dataOf(results[1]);
         expect(data.delegated).toBe(child);
         expect(data.isError).toBe(false);
-        expect(data.diags).toEqual([{ severity: "info", message: `still running as subagent ${child}; use subagent wait / status / stop`, code: "budget" }]);
+        expect(data.diags).toEqual([
+          {
+            severity: "info",
+            message: `still running as subagent ${child}; use subagent wait / status / stop`,
+            code: "budget",
+          },
+        ]);
         expect(detailsOf(results[1])).toMatchObject({ id: child, command: "wait", status: "running" });
         expect(textOf(answer)).toContain(`subagent ${child} is still working`);
         const gen = (await tasksOf(harness, child, "generation"))[0]!;
@@ -583,7 +688,9 @@ for (const backend of coreBackends) {
         fx.release();
         const waited = await root.prompt({ input: subagentCall({ command: "wait", id: child }) }, call);
         expect(textOf(waited)).toBe(`${HOLD} long job`);
-        expect((await harness.entries(child, { limit: 50, kind: "assistant" }, call)).items.map(textOf)).toEqual([`${HOLD} long job`]);
+        expect((await harness.entries(child, { limit: 50, kind: "assistant" }, call)).items.map(textOf)).toEqual([
+          `${HOLD} long job`,
+        ]);
         expect((await harness.storage.scanConversations({ limit: 10 })).items).toHaveLength(2);
       }));
   });

@@ -22,7 +22,13 @@ import { conversationTx, type TxBuilder } from "../../src/core/tx.js";
 import { captureConfig, freshRetry, generationConfig } from "../../src/kinds/config.js";
 import { createGeneration, landFinalInbox, resolveUnanswered } from "../../src/kinds/placement.js";
 import { createPostToolsKind } from "../../src/kinds/post-tools.js";
-import { defaultTurnOptions, ToolRegistry, type AnyTool, type TurnOptions, type TurnServices } from "../../src/kinds/services.js";
+import {
+  defaultTurnOptions,
+  ToolRegistry,
+  type AnyTool,
+  type TurnOptions,
+  type TurnServices,
+} from "../../src/kinds/services.js";
 import { generationRoles, type GenerationState, type PostToolsState, type ToolStates } from "../../src/kinds/states.js";
 import { createToolKind } from "../../src/kinds/tool.js";
 import type { Entry, Id, JsonObject, Task } from "../../src/storage/records.js";
@@ -51,7 +57,10 @@ export const finalAnswer: GenMethod = async (task, runtime, c) => {
     const tx = conversationTx(b, task.conversationId);
     const assistant = tx.entry(assistantKind, assistantEntry(fauxAssistantMessage("final answer")));
     const next = await landFinalInbox(b, task.conversationId, base.inputs, assistant, runtime.now());
-    const successor = next.length > 0 ? createGeneration(b, task.conversationId, next, base.config, freshRetry(defaultTurnOptions)) : null;
+    const successor =
+      next.length > 0
+        ? createGeneration(b, task.conversationId, next, base.config, freshRetry(defaultTurnOptions))
+        : null;
     tx.settle(task, "done", { inputs: base.inputs, attempt: base.retry.attempt, assistant, successor });
   }, c);
 };
@@ -62,7 +71,12 @@ export function answerWithCalls(calls: readonly ToolCall[]): GenMethod {
     const base = liveBase(task.state);
     await runtime.commitBuilder((b) => {
       const { assistant, postTools } = publishCalls(b, task.conversationId, base.inputs, calls);
-      conversationTx(b, task.conversationId).settle(task, "done", { inputs: base.inputs, attempt: base.retry.attempt, assistant, successor: postTools });
+      conversationTx(b, task.conversationId).settle(task, "done", {
+        inputs: base.inputs,
+        attempt: base.retry.attempt,
+        assistant,
+        successor: postTools,
+      });
     }, c);
   };
 }
@@ -112,7 +126,15 @@ export interface Kit {
 export async function openKit(
   storage: Storage,
   tools: readonly AnyTool[],
-  options: { turn?: Partial<TurnOptions>; script?: GenScript; selected?: string[]; extraKinds?: readonly AnyTaskKind[]; withoutToolKind?: boolean; host?: DriverHost; env?: ExecutionEnv } = {},
+  options: {
+    turn?: Partial<TurnOptions>;
+    script?: GenScript;
+    selected?: string[];
+    extraKinds?: readonly AnyTaskKind[];
+    withoutToolKind?: boolean;
+    host?: DriverHost;
+    env?: ExecutionEnv;
+  } = {},
 ): Promise<Kit> {
   const hookFailures: HookFailure[] = [];
   const hooks = new HookRegistry((f) => hookFailures.push(f));
@@ -136,8 +158,16 @@ export async function openKit(
   const h = await Harness.open(
     storage,
     {
-      taskKinds: [...(options.withoutToolKind ? [] : [erase(toolKind)]), erase(counted), erase(standInGeneration(script)), ...(options.extraKinds ?? [])],
-      rootValues: [initialValue(generationConfig.model, MODEL), initialValue(generationConfig.selectedTools, options.selected ?? ["echo"])],
+      taskKinds: [
+        ...(options.withoutToolKind ? [] : [erase(toolKind)]),
+        erase(counted),
+        erase(standInGeneration(script)),
+        ...(options.extraKinds ?? []),
+      ],
+      rootValues: [
+        initialValue(generationConfig.model, MODEL),
+        initialValue(generationConfig.selectedTools, options.selected ?? ["echo"]),
+      ],
       ...(options.host === undefined ? {} : { host: options.host }),
       ...(options.env === undefined ? {} : { env: options.env }),
     },
@@ -159,12 +189,21 @@ export function publishCalls(
   calls: readonly ToolCall[],
   options: { sequential?: boolean } = {},
 ): { assistant: Id; tools: Id[]; postTools: Id } {
-  const assistant = b.entry(assistantKind, conversationId, assistantEntry(fauxAssistantMessage([...calls], { stopReason: "toolUse" })));
+  const assistant = b.entry(
+    assistantKind,
+    conversationId,
+    assistantEntry(fauxAssistantMessage([...calls], { stopReason: "toolUse" })),
+  );
   const tools: Id[] = [];
   for (const toolCall of calls) {
     const previous = tools[tools.length - 1];
     const after = options.sequential === true && previous !== undefined ? [previous] : [];
-    tools.push(b.task({ kind: "tool" }, conversationId, { state: { status: "planned", call: toolCall as ToolCall & JsonObject, assistant }, after }));
+    tools.push(
+      b.task({ kind: "tool" }, conversationId, {
+        state: { status: "planned", call: toolCall as ToolCall & JsonObject, assistant },
+        after,
+      }),
+    );
   }
   const state: PostToolsState = { status: "waiting", assistant, tools, inputs: [...inputs] };
   const postTools = b.task({ kind: "post_tools" }, conversationId, { state, after: tools });
@@ -179,7 +218,11 @@ export interface Exchange {
 }
 
 /** From the host, in one commit: a placed user input (the group) and the published exchange. */
-export async function startExchange(kit: Kit, calls: readonly ToolCall[], options: { input?: string; sequential?: boolean } = {}): Promise<Exchange> {
+export async function startExchange(
+  kit: Kit,
+  calls: readonly ToolCall[],
+  options: { input?: string; sequential?: boolean } = {},
+): Promise<Exchange> {
   return kit.h.commitBound(call, { conversationId: kit.root }, (b) => {
     const item = { mode: "followUp" as const, input: options.input ?? "please use tools" };
     const inputId = queueInput(b, kit.root, item);
@@ -270,7 +313,10 @@ export function settledIn(commit: CommittedBatch, id: Id): boolean {
 export { cancellable, Gates };
 
 /** A tool that writes `start <key>`, waits for its gate (cooperatively), then writes ` end <key>`. */
-export function gateTool(gates: Gates, options: { name?: string; replay?: "safe" | "never"; started?: (key: string) => void } = {}): AnyTool {
+export function gateTool(
+  gates: Gates,
+  options: { name?: string; replay?: "safe" | "never"; started?: (key: string) => void } = {},
+): AnyTool {
   return {
     name: options.name ?? "gate",
     description: "waits for a test gate",

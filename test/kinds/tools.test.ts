@@ -71,11 +71,22 @@ for (const backend of coreBackends) {
         backend.run(async (storage) => {
           const gates = new Gates();
           const kit = await openKit(storage, [gateTool(gates)]);
-          const ex = await startExchange(kit, [toolCall("gate", { key: "a" }, "call-a"), toolCall("gate", { key: "b" }, "call-b")]);
+          const ex = await startExchange(kit, [
+            toolCall("gate", { key: "a" }, "call-a"),
+            toolCall("gate", { key: "b" }, "call-b"),
+          ]);
           const driving = kit.h.drive(call);
           const [first, second] = order;
           const idOf = (key: string): Id => (key === "a" ? ex.tools[0] : ex.tools[1]) as Id;
-          await until(kit.h, () => kit.commits.some((c) => c.batch.kind === "main" && c.batch.writes.some((w) => w.type === "patch" && w.id === idOf(second))), "both running");
+          await until(
+            kit.h,
+            () =>
+              kit.commits.some(
+                (c) =>
+                  c.batch.kind === "main" && c.batch.writes.some((w) => w.type === "patch" && w.id === idOf(second)),
+              ),
+            "both running",
+          );
           gates.open(first);
           await until(kit.h, () => kit.commits.some((c) => settledIn(c, idOf(first))), "first settles");
           expect(kit.postToolsStarts).toBe(0);
@@ -144,7 +155,13 @@ for (const backend of coreBackends) {
     it(`before_tool block -> its own error result, the tool never runs, the group continues (${backend.name})`, () =>
       backend.run(async (storage) => {
         let ran = 0;
-        const counting: AnyTool = { ...echo, async execute(_id, params, out) { ran += 1; out.write(String(params["text"])); } };
+        const counting: AnyTool = {
+          ...echo,
+          async execute(_id, params, out) {
+            ran += 1;
+            out.write(String(params["text"]));
+          },
+        };
         const kit = await openKit(storage, [counting]);
         kit.hooks.on(kit.toolKind, "before_tool", () => ({ block: { reason: "denied by policy" } }));
         const ex = await startExchange(kit, [toolCall("echo", { text: "x" }, "c1")]);
@@ -161,7 +178,12 @@ for (const backend of coreBackends) {
     it(`a throwing before_tool blocks the tool (failClosed, §8.7) (${backend.name})`, () =>
       backend.run(async (storage) => {
         let ran = 0;
-        const counting: AnyTool = { ...echo, async execute() { ran += 1; } };
+        const counting: AnyTool = {
+          ...echo,
+          async execute() {
+            ran += 1;
+          },
+        };
         const kit = await openKit(storage, [counting]);
         kit.hooks.on(kit.toolKind, "before_tool", () => {
           throw new Error("approval service down");
@@ -190,11 +212,15 @@ for (const backend of coreBackends) {
     it(`before_tool may replace the arguments; the tool runs with them and they are recorded in running (${backend.name})`, () =>
       backend.run(async (storage) => {
         const kit = await openKit(storage, [echo]);
-        kit.hooks.on(kit.toolKind, "before_tool", ({ args }) => ({ args: { text: `${String(args["text"])} (edited)` } }));
+        kit.hooks.on(kit.toolKind, "before_tool", ({ args }) => ({
+          args: { text: `${String(args["text"])} (edited)` },
+        }));
         const ex = await startExchange(kit, [toolCall("echo", { text: "x" }, "c1")]);
         expect(await kit.h.drive(call)).toBe("idle");
         expect(resultText(await resultOf(kit, ex.tools[0] as Id))).toBe("x (edited)");
-        const running = kit.commits.flatMap((c) => (c.batch.kind === "main" ? c.batch.writes : [])).find((w) => w.type === "patch" && w.id === ex.tools[0] && w.state.status === "running");
+        const running = kit.commits
+          .flatMap((c) => (c.batch.kind === "main" ? c.batch.writes : []))
+          .find((w) => w.type === "patch" && w.id === ex.tools[0] && w.state.status === "running");
         expect(running?.type === "patch" ? running.state["args"] : undefined).toEqual({ text: "x (edited)" });
       }));
 
@@ -214,14 +240,23 @@ for (const backend of coreBackends) {
         expect(results.map(resultText)[2]).toBe('Tool "nope" is not available.');
         expect(results.map((r) => r.key)).toEqual(["good", "invalid", "unknown"]);
         // none of the failed ones ever committed running (no invocation)
-        const runningIds = kit.commits.flatMap((c) => (c.batch.kind === "main" ? c.batch.writes : [])).flatMap((w) => (w.type === "patch" && w.state.status === "running" ? [w.id] : []));
+        const runningIds = kit.commits
+          .flatMap((c) => (c.batch.kind === "main" ? c.batch.writes : []))
+          .flatMap((w) => (w.type === "patch" && w.state.status === "running" ? [w.id] : []));
         expect(runningIds).toEqual([ex.tools[0]]);
         expect(typeof (await successorOf(kit, ex.postTools))).toBe("number");
       }));
 
     it(`an ordinary tool throw is an isError result, not a cancellation or a fault (${backend.name})`, () =>
       backend.run(async (storage) => {
-        const failing: AnyTool = { ...echo, name: "fail", async execute(_id, _p, out) { out.write("partial"); throw new Error("disk full"); } };
+        const failing: AnyTool = {
+          ...echo,
+          name: "fail",
+          async execute(_id, _p, out) {
+            out.write("partial");
+            throw new Error("disk full");
+          },
+        };
         const kit = await openKit(storage, [failing]);
         const ex = await startExchange(kit, [toolCall("fail", { text: "x" }, "c1")]);
         expect(await kit.h.drive(call)).toBe("idle");
@@ -238,12 +273,26 @@ for (const backend of coreBackends) {
 
     it(`terminate stops the group: unanswered(terminated), safe writes placed, queued follow-ups kept, no successor (${backend.name})`, () =>
       backend.run(async (storage) => {
-        const stopper: AnyTool = { ...echo, name: "stop", async execute(_id, _p, out) { out.terminate(true); throw new Error("giving up"); } };
+        const stopper: AnyTool = {
+          ...echo,
+          name: "stop",
+          async execute(_id, _p, out) {
+            out.terminate(true);
+            throw new Error("giving up");
+          },
+        };
         const kit = await openKit(storage, [stopper, echo]);
-        const ex = await startExchange(kit, [toolCall("stop", { text: "x" }, "c1"), toolCall("echo", { text: "y" }, "c2")]);
+        const ex = await startExchange(kit, [
+          toolCall("stop", { text: "x" }, "c1"),
+          toolCall("echo", { text: "y" }, "c2"),
+        ]);
         const conversation = await kit.h.root(call);
         const followUp = await conversation.queueInput({ mode: "followUp", input: "later" }, call);
-        const note = await conversation.write(noticeKind, { data: { n: 1 }, model: [{ role: "user", content: "note", timestamp: 0 }] }, call);
+        const note = await conversation.write(
+          noticeKind,
+          { data: { n: 1 }, model: [{ role: "user", content: "note", timestamp: 0 }] },
+          call,
+        );
         expect(await kit.h.drive(call)).toBe("idle");
         const stopped = await resultOf(kit, ex.tools[0] as Id);
         expect(isErrorResult(stopped)).toBe(true);
@@ -257,9 +306,19 @@ for (const backend of coreBackends) {
 
     it(`a handoff head is written after the exchange, heading itself, before placed steering (${backend.name})`, () =>
       backend.run(async (storage) => {
-        const fresh: AnyTool = { ...echo, name: "new_context", async execute(_id, _p, out) { out.write("ok"); out.handoff("continue from the plan"); } };
+        const fresh: AnyTool = {
+          ...echo,
+          name: "new_context",
+          async execute(_id, _p, out) {
+            out.write("ok");
+            out.handoff("continue from the plan");
+          },
+        };
         const kit = await openKit(storage, [fresh, echo]);
-        const ex = await startExchange(kit, [toolCall("new_context", { text: "x" }, "c1"), toolCall("echo", { text: "y" }, "c2")]);
+        const ex = await startExchange(kit, [
+          toolCall("new_context", { text: "x" }, "c1"),
+          toolCall("echo", { text: "y" }, "c2"),
+        ]);
         expect(await kit.h.drive(call)).toBe("idle");
         const entries = await transcript(kit);
         const handoff = entries.find((e) => e.kind === "handoff");
@@ -274,9 +333,18 @@ for (const backend of coreBackends) {
 
     it(`conflicting handoffs in one turn reject: the group fails, no handoff head, no successor (${backend.name})`, () =>
       backend.run(async (storage) => {
-        const handoffTool: AnyTool = { ...echo, name: "handoff", async execute(_id, p, out) { out.handoff(String(p["text"])); } };
+        const handoffTool: AnyTool = {
+          ...echo,
+          name: "handoff",
+          async execute(_id, p, out) {
+            out.handoff(String(p["text"]));
+          },
+        };
         const kit = await openKit(storage, [handoffTool]);
-        const ex = await startExchange(kit, [toolCall("handoff", { text: "plan A" }, "c1"), toolCall("handoff", { text: "plan B" }, "c2")]);
+        const ex = await startExchange(kit, [
+          toolCall("handoff", { text: "plan A" }, "c1"),
+          toolCall("handoff", { text: "plan B" }, "c2"),
+        ]);
         expect(await kit.h.drive(call)).toBe("idle");
         expect((await transcript(kit)).some((e) => e.kind === "handoff")).toBe(false);
         expect((await task(kit, ex.postTools)).state.status).toBe("stopped");
@@ -286,7 +354,14 @@ for (const backend of coreBackends) {
 
     it(`addTools updates the selected tools (rewindable config, written before the entries) and the continuation's captured config (${backend.name})`, () =>
       backend.run(async (storage) => {
-        const loader: AnyTool = { ...echo, name: "load", async execute(_id, _p, out) { out.addTools(["grep", "echo"]); out.write("loaded"); } };
+        const loader: AnyTool = {
+          ...echo,
+          name: "load",
+          async execute(_id, _p, out) {
+            out.addTools(["grep", "echo"]);
+            out.write("loaded");
+          },
+        };
         const kit = await openKit(storage, [loader, echo]);
         const ex = await startExchange(kit, [toolCall("load", { text: "x" }, "c1")]);
         expect(await kit.h.drive(call)).toBe("idle");
@@ -317,7 +392,10 @@ for (const backend of coreBackends) {
         expect(await driving).toBe("idle");
         const successor = (await successorOf(kit, ex.postTools)) as Id;
         expect((await task(kit, successor)).state).toMatchObject({ inputs: [ex.inputId, steer.inputId] });
-        expect((await task(kit, ex.postTools)).state).toMatchObject({ status: "done", inputs: [ex.inputId, steer.inputId] });
+        expect((await task(kit, ex.postTools)).state).toMatchObject({
+          status: "done",
+          inputs: [ex.inputId, steer.inputId],
+        });
         const answer = (await task(kit, successor)).state as { assistant?: Id };
         expect(await inputResult(kit, ex.inputId)).toMatchObject({ status: "done", answer: answer.assistant });
         expect(await inputResult(kit, steer.inputId)).toMatchObject({ status: "done", answer: answer.assistant });
@@ -376,8 +454,12 @@ for (const backend of coreBackends) {
         // the entry's text below is the kept tail window.
         expect(output).not.toHaveProperty("content");
         expect(output.truncation).toEqual({ totalChars: 35, retainedChars: 10, truncated: true });
-        expect(output.diags).toEqual([{ severity: "warn", message: "output truncated: showing the last 10 of 35 characters", code: "truncated" }]);
-        expect(resultText(await resultOf(kit, ex.tools[0] as Id))).toBe("k3-chunk4-\n<harness>\n[warn] output truncated: showing the last 10 of 35 characters\n</harness>");
+        expect(output.diags).toEqual([
+          { severity: "warn", message: "output truncated: showing the last 10 of 35 characters", code: "truncated" },
+        ]);
+        expect(resultText(await resultOf(kit, ex.tools[0] as Id))).toBe(
+          "k3-chunk4-\n<harness>\n[warn] output truncated: showing the last 10 of 35 characters\n</harness>",
+        );
       }));
 
     it(`sink usage becomes one usage row and updates pi.usage.totals in the settlement commit (${backend.name})`, () =>
@@ -390,18 +472,37 @@ for (const backend of coreBackends) {
           totalTokens: 2 * n,
           cost: { input: 0.001 * n, output: 0.001 * n, cacheRead: 0, cacheWrite: 0, total: 0.002 * n },
         });
-        const paid: AnyTool = { ...echo, name: "paid", async execute(_id, _p, out) { out.usage(usage(10)); out.usage(usage(5)); out.write("ok"); } };
+        const paid: AnyTool = {
+          ...echo,
+          name: "paid",
+          async execute(_id, _p, out) {
+            out.usage(usage(10));
+            out.usage(usage(5));
+            out.write("ok");
+          },
+        };
         const kit = await openKit(storage, [paid, echo]);
-        const ex = await startExchange(kit, [toolCall("paid", { text: "x" }, "c1"), toolCall("echo", { text: "y" }, "c2")]);
+        const ex = await startExchange(kit, [
+          toolCall("paid", { text: "x" }, "c1"),
+          toolCall("echo", { text: "y" }, "c2"),
+        ]);
         expect(await kit.h.drive(call)).toBe("idle");
         const rows = await kit.h.list(usageList).read(undefined, call);
         expect(rows.items.map((e) => readUsageRow(e.value))).toEqual([
-          { conversationId: kit.root, taskId: ex.tools[0], kind: "tool", model: "paid", usage: { ...usage(15), cost: { ...usage(15).cost, total: expect.closeTo(0.03, 10) as unknown as number } } },
+          {
+            conversationId: kit.root,
+            taskId: ex.tools[0],
+            kind: "tool",
+            model: "paid",
+            usage: { ...usage(15), cost: { ...usage(15).cost, total: expect.closeTo(0.03, 10) as unknown as number } },
+          },
         ]);
         const totals = await kit.h.value(usageTotals).get(call);
         expect(totals).toMatchObject({ attempts: 1, unknown: 0, input: 15, output: 15, totalTokens: 30 });
         const settle = kit.commits.find((c) => settledIn(c, ex.tools[0] as Id));
-        expect(settle?.batch.writes.some((w) => w.type === "list.append" && w.addr.namespace === "pi.usage")).toBe(true);
+        expect(settle?.batch.writes.some((w) => w.type === "list.append" && w.addr.namespace === "pi.usage")).toBe(
+          true,
+        );
       }));
 
     it(`the echo tool returns its arguments as JSON text (${backend.name})`, () =>
@@ -415,9 +516,19 @@ for (const backend of coreBackends) {
     it(`sequential tools (B after A) run one after the other and post_tools still starts once (${backend.name})`, () =>
       backend.run(async (storage) => {
         const order: string[] = [];
-        const logged: AnyTool = { ...echo, async execute(_id, p, out) { order.push(`start ${String(p["text"])}`); await Promise.resolve(); order.push(`end ${String(p["text"])}`); out.write("ok"); } };
+        const logged: AnyTool = {
+          ...echo,
+          async execute(_id, p, out) {
+            order.push(`start ${String(p["text"])}`);
+            await Promise.resolve();
+            order.push(`end ${String(p["text"])}`);
+            out.write("ok");
+          },
+        };
         const kit = await openKit(storage, [logged]);
-        await startExchange(kit, [toolCall("echo", { text: "A" }, "c1"), toolCall("echo", { text: "B" }, "c2")], { sequential: true });
+        await startExchange(kit, [toolCall("echo", { text: "A" }, "c1"), toolCall("echo", { text: "B" }, "c2")], {
+          sequential: true,
+        });
         expect(await kit.h.drive(call)).toBe("idle");
         expect(order).toEqual(["start A", "end A", "start B", "end B"]);
         expect(kit.postToolsStarts).toBe(1);
@@ -434,7 +545,11 @@ function scratchOf(c: CommittedBatch, taskId: Id): boolean {
 async function durableSink(kit: Kit, taskId: Id, maxChars = 50_000): Promise<SinkFold> {
   const checkpoint = (await kit.h.storage.getValue(bind(sinkCheckpoint, { taskId })))?.value;
   const page = await kit.h.storage.readList(bind(sinkOps, { taskId }), { limit: 1000 });
-  return fold(page.items.map((e) => e.value), maxChars, checkpoint);
+  return fold(
+    page.items.map((e) => e.value),
+    maxChars,
+    checkpoint,
+  );
 }
 
 /** A crash: the old harness's storage refuses everything; nothing it does later can land. */
@@ -457,7 +572,9 @@ for (const backend of coreBackends) {
         crash(storage, gates, ["k"]);
 
         let started = 0;
-        const kit2 = await openKit(storage.reopen(), [gateTool(new Gates(), { replay: "never", started: () => (started += 1) })]);
+        const kit2 = await openKit(storage.reopen(), [
+          gateTool(new Gates(), { replay: "never", started: () => (started += 1) }),
+        ]);
         expect((await toolState(kit2, toolId)).status).toBe("running");
         expect(await kit2.h.drive(call)).toBe("idle");
         expect(started).toBe(0);
@@ -482,9 +599,15 @@ for (const backend of coreBackends) {
 
         const gates2 = new Gates();
         let started = 0;
-        const kit2 = await openKit(storage.reopen(), [gateTool(gates2, { replay: "safe", started: () => (started += 1) })]);
+        const kit2 = await openKit(storage.reopen(), [
+          gateTool(gates2, { replay: "safe", started: () => (started += 1) }),
+        ]);
         const driving = kit2.h.drive(call);
-        await until(kit2.h, () => kit2.commits.some((c) => scratchOf(c, toolId) && c.batch.writes.some((w) => w.type === "list.append")), "re-run output reached scratch");
+        await until(
+          kit2.h,
+          () => kit2.commits.some((c) => scratchOf(c, toolId) && c.batch.writes.some((w) => w.type === "list.append")),
+          "re-run output reached scratch",
+        );
         // the attempt cleared the previous attempt's scratch: only the re-run's output is on disk
         expect((await durableSink(kit2, toolId)).text).toBe("start k");
         gates2.open("k");
@@ -583,13 +706,31 @@ for (const backend of coreBackends) {
     it(`recordUsage: rows and totals in one commit; unknown usage counts as unknown, not zero; two rows in one commit add up (${backend.name})`, () =>
       backend.run(async (storage) => {
         const kit = await openKit(storage, [echo]);
-        const usage = { input: 3, output: 4, cacheRead: 1, cacheWrite: 0, totalTokens: 8, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0.25 } };
+        const usage = {
+          input: 3,
+          output: 4,
+          cacheRead: 1,
+          cacheWrite: 0,
+          totalTokens: 8,
+          cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0.25 },
+        };
         await kit.h.commitBound(call, {}, async (b) => {
           await recordUsage(b, { conversationId: kit.root, taskId: 1, kind: "generation", model: "m", usage });
           await recordUsage(b, { conversationId: kit.root, taskId: 1, kind: "generation", model: "m", usage: null });
         });
-        await kit.h.commitBound(call, {}, (b) => recordUsage(b, { conversationId: kit.root, taskId: 2, kind: "tool", model: "echo", usage }));
-        expect(await kit.h.value(usageTotals).get(call)).toEqual({ attempts: 3, unknown: 1, input: 6, output: 8, cacheRead: 2, cacheWrite: 0, totalTokens: 16, cost: 0.5 });
+        await kit.h.commitBound(call, {}, (b) =>
+          recordUsage(b, { conversationId: kit.root, taskId: 2, kind: "tool", model: "echo", usage }),
+        );
+        expect(await kit.h.value(usageTotals).get(call)).toEqual({
+          attempts: 3,
+          unknown: 1,
+          input: 6,
+          output: 8,
+          cacheRead: 2,
+          cacheWrite: 0,
+          totalTokens: 16,
+          cost: 0.5,
+        });
         expect((await kit.h.list(usageList).read(undefined, call)).items).toHaveLength(3);
       }));
 
@@ -636,18 +777,32 @@ for (const backend of coreBackends) {
           script: {
             execute: async (t, runtime, c) => {
               const { inputs, config, retry } = liveBase(t.state);
-              await runtime.commit((tx) => tx.patch(t, "streaming", { inputs, config, retry, requestThrough: t.id }), c);
+              await runtime.commit(
+                (tx) => tx.patch(t, "streaming", { inputs, config, retry, requestThrough: t.id }),
+                c,
+              );
               await cancellable(hang.promise, c);
             },
           },
         });
         const { inputId, generation } = await startGeneration(kit);
         void kit.h.drive(call).catch(() => undefined);
-        await until(kit.h, () => kit.commits.some((c) => c.batch.kind === "main" && c.batch.writes.some((w) => w.type === "patch" && w.id === generation && w.state.status === "streaming")), "streaming");
+        await until(
+          kit.h,
+          () =>
+            kit.commits.some(
+              (c) =>
+                c.batch.kind === "main" &&
+                c.batch.writes.some((w) => w.type === "patch" && w.id === generation && w.state.status === "streaming"),
+            ),
+          "streaming",
+        );
         crash(storage);
         hang.resolve();
 
-        const kit2 = await openKit(storage.reopen(), [echo], { script: { recover: answerWithCalls([toolCall("echo", { text: "after restart" }, "c1")]) } });
+        const kit2 = await openKit(storage.reopen(), [echo], {
+          script: { recover: answerWithCalls([toolCall("echo", { text: "after restart" }, "c1")]) },
+        });
         expect((await task(kit2, generation)).role).toBe("inflight");
         expect(await kit2.h.drive(call)).toBe("idle");
         expect((await task(kit2, generation)).state.status).toBe("done");
@@ -660,7 +815,14 @@ for (const backend of coreBackends) {
     it(`§5.5 crash after the generation settles -> assistant, tools and post_tools exist; nothing to repair (${backend.name})`, () =>
       backend.run(async (inner) => {
         const storage = new GateStorage(inner);
-        const kit = await openKit(storage, [echo], { script: { execute: answerWithCalls([toolCall("echo", { text: "one" }, "c1"), toolCall("echo", { text: "two" }, "c2")]) } });
+        const kit = await openKit(storage, [echo], {
+          script: {
+            execute: answerWithCalls([
+              toolCall("echo", { text: "one" }, "c1"),
+              toolCall("echo", { text: "two" }, "c2"),
+            ]),
+          },
+        });
         const { inputId, generation } = await startGeneration(kit);
         kit.h.onCommit((c) => {
           if (settledIn(c, generation)) crash(storage);
@@ -673,7 +835,10 @@ for (const backend of coreBackends) {
         expect(live.start.map((t) => t.kind).sort()).toEqual(["post_tools", "tool", "tool"]);
         expect(live.inflight).toEqual([]);
         expect(await kit2.h.drive(call)).toBe("idle");
-        expect((await transcript(kit2)).filter((e) => e.kind === "tool_result").map(resultText)).toEqual(["one", "two"]);
+        expect((await transcript(kit2)).filter((e) => e.kind === "tool_result").map(resultText)).toEqual([
+          "one",
+          "two",
+        ]);
         expect(kit2.postToolsStarts).toBe(1);
         expect(await inputResult(kit2, inputId)).toMatchObject({ status: "done" });
       }));
@@ -682,7 +847,10 @@ for (const backend of coreBackends) {
       backend.run(async (inner) => {
         const storage = new GateStorage(inner);
         const kit = await openKit(storage, [echo]);
-        const ex = await startExchange(kit, [toolCall("echo", { text: "one" }, "c1"), toolCall("echo", { text: "two" }, "c2")]);
+        const ex = await startExchange(kit, [
+          toolCall("echo", { text: "one" }, "c1"),
+          toolCall("echo", { text: "two" }, "c2"),
+        ]);
         let settled = 0;
         kit.h.onCommit((c) => {
           if (ex.tools.some((id) => settledIn(c, id)) && ++settled === ex.tools.length) crash(storage);
@@ -758,7 +926,15 @@ describe("tool output sink", () => {
     sink.addTools(["grep"]);
     await sink.drain();
     expect(fake.commits).toBe(1);
-    expect(fake.batches).toEqual([{ o: [{ t: "w", s: "abc", n: 3 }, { t: "g", v: { severity: "info", message: "note", code: null } }, { t: "a", v: ["grep"] }] }]);
+    expect(fake.batches).toEqual([
+      {
+        o: [
+          { t: "w", s: "abc", n: 3 },
+          { t: "g", v: { severity: "info", message: "note", code: null } },
+          { t: "a", v: ["grep"] },
+        ],
+      },
+    ]);
     expect(fake.durable(100)).toEqual(sink.state());
   });
 
@@ -769,8 +945,19 @@ describe("tool output sink", () => {
     sink.replace("final");
     (sink.details as { n?: number }).n = 1;
     await sink.drain();
-    expect(fake.batches).toEqual([{ o: [{ t: "r", s: "final" }, { t: "d", v: { n: 1 } }] }]);
-    expect(sink.output(false)).toMatchObject({ content: [{ type: "text", text: "final" }], details: { n: 1 }, truncation: { totalChars: 5, retainedChars: 5, truncated: false } });
+    expect(fake.batches).toEqual([
+      {
+        o: [
+          { t: "r", s: "final" },
+          { t: "d", v: { n: 1 } },
+        ],
+      },
+    ]);
+    expect(sink.output(false)).toMatchObject({
+      content: [{ type: "text", text: "final" }],
+      details: { n: 1 },
+      truncation: { totalChars: 5, retainedChars: 5, truncated: false },
+    });
   });
 
   it("compacts into a checkpoint when ops pass the byte bound, so scratch stays bounded and still folds to the live state", async () => {
@@ -810,7 +997,13 @@ describe("tool output sink", () => {
   it("a real persistence error is reported and rethrown by drain (it faults the invocation)", async () => {
     const fake = new FakeScratch();
     const reported: unknown[] = [];
-    const sink = new ToolSink({ runtime: fake.runtime, call, flushMs: 0, maxChars: 100, report: (e) => reported.push(e) });
+    const sink = new ToolSink({
+      runtime: fake.runtime,
+      call,
+      flushMs: 0,
+      maxChars: 100,
+      report: (e) => reported.push(e),
+    });
     const failure = new Error("disk on fire");
     fake.reject = failure;
     sink.write("x");
@@ -824,12 +1017,22 @@ describe("tool output sink", () => {
     const sink = new ToolSink({ runtime: fake.runtime, call, flushMs: 0, maxChars: 3 });
     sink.write("abcdef");
     sink.image({ type: "image", data: "AAAA", mimeType: "image/png" });
-    const u = { input: 1, output: 2, cacheRead: 0, cacheWrite: 0, totalTokens: 3, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0.5 } };
+    const u = {
+      input: 1,
+      output: 2,
+      cacheRead: 0,
+      cacheWrite: 0,
+      totalTokens: 3,
+      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0.5 },
+    };
     sink.usage(u);
     sink.usage(u);
     await sink.drain();
     const out = sink.output(false);
-    expect(out.content).toEqual([{ type: "text", text: "def" }, { type: "image", data: "AAAA", mimeType: "image/png" }]);
+    expect(out.content).toEqual([
+      { type: "text", text: "def" },
+      { type: "image", data: "AAAA", mimeType: "image/png" },
+    ]);
     expect(out.usage).toMatchObject({ input: 2, output: 4, totalTokens: 6, cost: { total: 1 } });
     expect(fake.durable(3)).toEqual(sink.state());
   });

@@ -7,7 +7,15 @@
 import type { Context, SimpleStreamOptions, SystemMessage } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import { coreBackends } from "../core/backends.js";
-import { answerNewest, call, fauxAssistantMessage, openRig, resultOf, tasksOfKind, type Step } from "./turn-race-fixtures.js";
+import {
+  answerNewest,
+  call,
+  fauxAssistantMessage,
+  openRig,
+  resultOf,
+  tasksOfKind,
+  type Step,
+} from "./turn-race-fixtures.js";
 
 /** A summarizer step that records its request and options, answering `text`. */
 function summarizer(seen: { context: Context; options: SimpleStreamOptions | undefined }[], text: string): Step {
@@ -73,7 +81,10 @@ for (const backend of coreBackends) {
         expect((await rig.harness.getTask(collapse, call))?.state).toMatchObject({ status: "done" });
         // §10.2: the tasks whose exchanges the summary folded away are still there by id, unchanged.
         for (const task of before) expect(await rig.harness.getTask(task.id, call)).toEqual(task);
-        const byId = await rig.harness.getTasks(before.map((t) => t.id), call);
+        const byId = await rig.harness.getTasks(
+          before.map((t) => t.id),
+          call,
+        );
         expect([...byId.keys()].sort((a, b) => a - b)).toEqual(before.map((t) => t.id).sort((a, b) => a - b));
         const generations = (await tasksOfKind(rig, "generation")).map((t) => t.id);
         for (const task of before) expect(generations).toContain(task.id);
@@ -126,9 +137,13 @@ for (const backend of coreBackends) {
     it(`the summarizer keeps the conversation's tools in its request and is called with tool choice none (${backend.name})`, () =>
       backend.run(async (inner) => {
         const seen: { context: Context; options: SimpleStreamOptions | undefined }[] = [];
-        const rig = await openRig(inner, [answerNewest("1"), answerNewest("2"), answerNewest("3"), summarizer(seen, "SUMMARY")], {
-          turn: { collapseKeepEntries: 2 },
-        });
+        const rig = await openRig(
+          inner,
+          [answerNewest("1"), answerNewest("2"), answerNewest("3"), summarizer(seen, "SUMMARY")],
+          {
+            turn: { collapseKeepEntries: 2 },
+          },
+        );
         const root = await rig.harness.root(call);
         for (const word of ["one", "two", "three"]) await root.prompt({ input: word }, call);
         await rig.harness.driver.waitForTask(await root.collapse(undefined, call), undefined, call);

@@ -2,7 +2,13 @@
  * Fixtures for turn tests: a faux pi-ai provider, a turn kit with an echo-like tool, and a harness with
  * a configured root (model, selected tools).
  */
-import { createModels, fauxAssistantMessage, fauxProvider, fauxToolCall, type FauxResponseStep } from "@earendil-works/pi-ai";
+import {
+  createModels,
+  fauxAssistantMessage,
+  fauxProvider,
+  fauxToolCall,
+  type FauxResponseStep,
+} from "@earendil-works/pi-ai";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { Harness, initialValue } from "../../src/core/harness.js";
 import type { DriverHost } from "../../src/core/host.js";
@@ -39,12 +45,19 @@ export async function openTurns(
   const model = faux.getModel();
   const modelId = `${model.provider}/${model.id}`;
   faux.setResponses(options.responses ?? []);
-  const kit = createTurnKit({ models, tools: options.tools ?? [echoTool], options: { retryBaseMs: 10, ...options.turn } });
+  const kit = createTurnKit({
+    models,
+    tools: options.tools ?? [echoTool],
+    options: { retryBaseMs: 10, ...options.turn },
+  });
   const harness = await Harness.open(
     storage,
     {
       taskKinds: kit.kinds,
-      rootValues: [initialValue(generationConfig.model, modelId), initialValue(generationConfig.selectedTools, ["echo"])],
+      rootValues: [
+        initialValue(generationConfig.model, modelId),
+        initialValue(generationConfig.selectedTools, ["echo"]),
+      ],
       ...(options.host === undefined ? {} : { host: options.host }),
     },
     call,
@@ -61,5 +74,9 @@ export function textOf(entry: { readonly model?: readonly unknown[] } | undefine
   const content = message?.content;
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) return "";
-  return content.flatMap((part: { type?: string; text?: string }) => (part.type === "text" && part.text !== undefined ? [part.text] : [])).join("");
+  return content
+    .flatMap((part: { type?: string; text?: string }) =>
+      part.type === "text" && part.text !== undefined ? [part.text] : [],
+    )
+    .join("");
 }

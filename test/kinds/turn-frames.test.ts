@@ -11,14 +11,38 @@
 import type { ToolCall } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import type { GenerationPreview } from "../../src/kinds/generation-stream.js";
-import { applyEvent, applyMessage, previewOf, watchConversation, type ConversationEvent, type ConversationView, type WatchHandle, type WatchMessage } from "../../src/core/watch.js";
+import {
+  applyEvent,
+  applyMessage,
+  previewOf,
+  watchConversation,
+  type ConversationEvent,
+  type ConversationView,
+  type WatchHandle,
+  type WatchMessage,
+} from "../../src/core/watch.js";
 import { fitFrames, frameBytes, framesAfter, type Frame, type FrameBatch } from "../../src/kinds/frames.js";
 import { bind } from "../../src/core/state.js";
 import { fold, sinkOps, type SinkFold } from "../../src/kinds/sink.js";
 import type { Entry, Id } from "../../src/storage/records.js";
 import { coreBackends } from "../core/backends.js";
 import type { AnyTool } from "../../src/kinds/services.js";
-import { call, callsMessage, crashAndReopen, deferred, fauxAssistantMessage, heldStream, liveTasks, openRig, resultOf, tasksOfKind, textOf, transcript, type HeldStream, type TurnRig } from "./turn-race-fixtures.js";
+import {
+  call,
+  callsMessage,
+  crashAndReopen,
+  deferred,
+  fauxAssistantMessage,
+  heldStream,
+  liveTasks,
+  openRig,
+  resultOf,
+  tasksOfKind,
+  textOf,
+  transcript,
+  type HeldStream,
+  type TurnRig,
+} from "./turn-race-fixtures.js";
 
 /** No flush timer fires within a test: frames are written only at the end of a stream, if at all. */
 const END_ONLY = 3_600_000;
@@ -29,12 +53,22 @@ function scratchBatches(rig: TurnRig): number {
 }
 
 async function framesText(rig: TurnRig, task: Id): Promise<string> {
-  const page = await rig.storage.inner.readList<FrameBatch>({ scope: { scratch: task }, namespace: "frames", rewind: false }, { limit: 1000 });
-  return page.items.flatMap((e) => e.value.f).map((f) => (f[0] === "t" ? f[2] : "")).join("");
+  const page = await rig.storage.inner.readList<FrameBatch>(
+    { scope: { scratch: task }, namespace: "frames", rewind: false },
+    { limit: 1000 },
+  );
+  return page.items
+    .flatMap((e) => e.value.f)
+    .map((f) => (f[0] === "t" ? f[2] : ""))
+    .join("");
 }
 
 /** Accept `input` at the root, drive it unawaited, and wait until `held` has streamed: the input and its generation. */
-async function startHeld(rig: TurnRig, held: HeldStream, input: string): Promise<{ readonly inputId: Id; readonly gen: Id }> {
+async function startHeld(
+  rig: TurnRig,
+  held: HeldStream,
+  input: string,
+): Promise<{ readonly inputId: Id; readonly gen: Id }> {
   const root = await rig.harness.root(call);
   const { inputId } = await root.accept({ input }, call);
   void root.drive(call).catch(() => undefined);
@@ -54,13 +88,19 @@ interface RemoteWatch {
 
 /** Fold every message as a remote UI would (through JSON), event by event. */
 function watchRemote(watch: WatchHandle<ConversationView, ConversationEvent>): RemoteWatch {
-  const seen: RemoteWatch = { watch, messages: [], atEnd: new Map(), remote: JSON.parse(JSON.stringify(watch.view)) as ConversationView };
+  const seen: RemoteWatch = {
+    watch,
+    messages: [],
+    atEnd: new Map(),
+    remote: JSON.parse(JSON.stringify(watch.view)) as ConversationView,
+  };
   watch.startCommits((message) => {
     const wire = JSON.parse(JSON.stringify(message)) as WatchMessage<ConversationEvent>;
     seen.messages.push(wire);
     let folding = seen.remote;
     for (const event of wire.events) {
-      if (event.type === "task_end") seen.atEnd.set(event.task.id, { kind: event.task.kind, preview: previewOf(folding, event.task.id) });
+      if (event.type === "task_end")
+        seen.atEnd.set(event.task.id, { kind: event.task.kind, preview: previewOf(folding, event.task.id) });
       folding = applyEvent(folding, event);
     }
     seen.remote = applyMessage(seen.remote, wire);
@@ -81,8 +121,13 @@ function toolPreviewText(view: ConversationView, task: Id): string {
 
 /** What a tool's scratch folds to. */
 async function sinkText(rig: TurnRig, task: Id): Promise<string> {
-  const page = await rig.storage.inner.readList(bind(sinkOps, { conversationId: rig.root, taskId: task }), { limit: 1000 });
-  return fold(page.items.map((e) => e.value), 50_000).text;
+  const page = await rig.storage.inner.readList(bind(sinkOps, { conversationId: rig.root, taskId: task }), {
+    limit: 1000,
+  });
+  return fold(
+    page.items.map((e) => e.value),
+    50_000,
+  ).text;
 }
 
 /** Poll between macrotasks (bounded rounds, no time asserted). */
@@ -106,7 +151,10 @@ for (const backend of coreBackends) {
         await held.streamed.promise;
         const [generation] = await tasksOfKind(rig, "generation");
         // The stream is held after its last delta: only the flusher's timer can persist what is pending.
-        await eventually(async () => (await framesText(rig, generation?.id ?? 0)) === "Hello, wor", "frames flushed while the stream is paused");
+        await eventually(
+          async () => (await framesText(rig, generation?.id ?? 0)) === "Hello, wor",
+          "frames flushed while the stream is paused",
+        );
         held.release.resolve();
         expect(await driving).toBe("idle");
         expect((await root.result(inputId, call))?.status).toBe("done");
@@ -119,7 +167,9 @@ for (const backend of coreBackends) {
     it(`Final frames ride on the settlement: no scratch row is written and watchers see every token (${backend.name})`, () =>
       backend.run(async (inner) => {
         const answer = "the final answer, streamed token by token ".repeat(8).trim();
-        const rig = await openRig(inner, [callsMessage("echo"), fauxAssistantMessage(answer)], { turn: { flushMs: END_ONLY } });
+        const rig = await openRig(inner, [callsMessage("echo"), fauxAssistantMessage(answer)], {
+          turn: { flushMs: END_ONLY },
+        });
         const root = await rig.harness.root(call);
         const seen = watchRemote(await watchConversation(rig.harness, root.id, { tail: 50 }, call));
         const { inputId } = await root.accept({ input: "call echo, then answer" }, call);
@@ -138,16 +188,28 @@ for (const backend of coreBackends) {
         for (const [id, { kind }] of seen.atEnd) {
           if (kind !== "generation" && kind !== "tool") continue;
           const ending = seen.messages.find((m) => m.events.some((e) => e.type === "task_end" && e.task.id === id));
-          const order = ending?.events.flatMap((e) => (e.type === "task_output" && e.task === id ? ["output"] : e.type === "task_end" && e.task.id === id ? ["end"] : []));
+          const order = ending?.events.flatMap((e) =>
+            e.type === "task_output" && e.task === id
+              ? ["output"]
+              : e.type === "task_end" && e.task.id === id
+                ? ["end"]
+                : [],
+          );
           expect(order).toEqual(["output", "end"]);
         }
         const atEnd = seen.atEnd;
-        const generations = [...atEnd.values()].filter((t) => t.kind === "generation").map((t) => t.preview as GenerationPreview | undefined);
+        const generations = [...atEnd.values()]
+          .filter((t) => t.kind === "generation")
+          .map((t) => t.preview as GenerationPreview | undefined);
         expect(generations).toHaveLength(2);
         const call0 = (assistants[0]?.model?.[0] as { content: ToolCall[] }).content.find((b) => b.type === "toolCall");
-        expect(generations[0]?.content).toEqual([{ type: "toolCall", id: call0?.id, name: "echo", arguments: JSON.stringify(call0?.arguments) }]);
+        expect(generations[0]?.content).toEqual([
+          { type: "toolCall", id: call0?.id, name: "echo", arguments: JSON.stringify(call0?.arguments) },
+        ]);
         expect(generations[1]?.content).toEqual([{ type: "text", text: answer }]);
-        const tools = [...atEnd.values()].filter((t) => t.kind === "tool").map((t) => t.preview as SinkFold | undefined);
+        const tools = [...atEnd.values()]
+          .filter((t) => t.kind === "tool")
+          .map((t) => t.preview as SinkFold | undefined);
         // The echo tool returns its arguments' text ("t0", callsMessage).
         expect(tools.map((t) => t?.text)).toEqual(["t0"]);
         // The server's view and the remote fold agree; settled tasks left no preview behind.
@@ -221,12 +283,23 @@ for (const backend of coreBackends) {
         void root2.drive(call).catch(() => undefined);
         await next.streamed.promise;
         const gen2 = (await liveTasks(again)).find((t) => t.kind === "generation")?.id as Id;
-        await eventually(async () => previewText(seen2.remote, gen2) === "Goodbye, ", "the watcher saw the flushed frames");
+        await eventually(
+          async () => previewText(seen2.remote, gen2) === "Goodbye, ",
+          "the watcher saw the flushed frames",
+        );
         next.release.resolve();
         await eventually(async () => (await resultOf(again, input2))?.status === "done", "the answer settled");
         await new Promise((resolve) => setTimeout(resolve, 0));
-        const ending = seen2.messages.findIndex((m) => m.events.some((e) => e.type === "task_end" && e.task.id === gen2));
-        const order = seen2.messages[ending]?.events.flatMap((e) => (e.type === "task_output" && e.task === gen2 ? ["output"] : e.type === "task_end" && e.task.id === gen2 ? ["end"] : []));
+        const ending = seen2.messages.findIndex((m) =>
+          m.events.some((e) => e.type === "task_end" && e.task.id === gen2),
+        );
+        const order = seen2.messages[ending]?.events.flatMap((e) =>
+          e.type === "task_output" && e.task === gen2
+            ? ["output"]
+            : e.type === "task_end" && e.task.id === gen2
+              ? ["end"]
+              : [],
+        );
         expect(order).toEqual(["output", "end"]);
         expect(seen2.atEnd.get(gen2)?.preview).toEqual({ content: [{ type: "text", text: "Goodbye, moon" }] });
         // No message before the settlement's showed the unwritten tail.
@@ -250,7 +323,10 @@ for (const backend of coreBackends) {
             out.write("charged: receipt R-1");
           },
         };
-        const rig = await openRig(inner, [callsMessage("charge"), fauxAssistantMessage("done")], { tools: [charge], turn: { flushMs: 20 } });
+        const rig = await openRig(inner, [callsMessage("charge"), fauxAssistantMessage("done")], {
+          tools: [charge],
+          turn: { flushMs: 20 },
+        });
         const root = await rig.harness.root(call);
         const seen = watchRemote(await watchConversation(rig.harness, root.id, { tail: 50 }, call));
         const { inputId } = await root.accept({ input: "charge it" }, call);
@@ -261,7 +337,10 @@ for (const backend of coreBackends) {
           return tool !== undefined && (await sinkText(rig, tool)) === "charging card\n";
         }, "the first line reached scratch");
         const toolId = tool as Id;
-        await eventually(async () => toolPreviewText(seen.remote, toolId) === "charging card\n", "the watcher saw the first line");
+        await eventually(
+          async () => toolPreviewText(seen.remote, toolId) === "charging card\n",
+          "the watcher saw the first line",
+        );
         // The tool prints its receipt and returns; the next commit (its settlement) is held, and the process dies.
         const arrived = rig.storage.pause();
         charged.resolve();
@@ -296,7 +375,10 @@ for (const backend of coreBackends) {
             await done.promise;
           },
         };
-        const rig = await openRig(inner, [callsMessage("slow"), fauxAssistantMessage("ok")], { tools: [slow], turn: { flushMs: 20 } });
+        const rig = await openRig(inner, [callsMessage("slow"), fauxAssistantMessage("ok")], {
+          tools: [slow],
+          turn: { flushMs: 20 },
+        });
         const root = await rig.harness.root(call);
         const seen = watchRemote(await watchConversation(rig.harness, root.id, { tail: 50 }, call));
         const { inputId } = await root.accept({ input: "go" }, call);
@@ -313,8 +395,14 @@ for (const backend of coreBackends) {
         await new Promise((resolve) => setTimeout(resolve, 0));
         // What the watcher holds is what that commit wrote; "second" comes with the commit that writes it.
         expect(toolPreviewText(seen.remote, tool)).toBe("first\n");
-        await eventually(async () => (await sinkText(rig, tool)) === "first\nsecond\n", "the second line reached scratch");
-        await eventually(async () => toolPreviewText(seen.remote, tool) === "first\nsecond\n", "the watcher saw the second line");
+        await eventually(
+          async () => (await sinkText(rig, tool)) === "first\nsecond\n",
+          "the second line reached scratch",
+        );
+        await eventually(
+          async () => toolPreviewText(seen.remote, tool) === "first\nsecond\n",
+          "the watcher saw the second line",
+        );
         done.resolve();
         await eventually(async () => (await resultOf(rig, inputId))?.status === "done", "the turn answered");
         seen.watch.unsubscribe();
@@ -323,7 +411,9 @@ for (const backend of coreBackends) {
     it(`With an after_response hook the last frames are on disk before the hook runs, and with an after_tool hook the tool's last output is (${backend.name})`, () =>
       backend.run(async (inner) => {
         const answer = "every token on disk before the hook";
-        const rig = await openRig(inner, [callsMessage("echo"), fauxAssistantMessage(answer)], { turn: { flushMs: END_ONLY } });
+        const rig = await openRig(inner, [callsMessage("echo"), fauxAssistantMessage(answer)], {
+          turn: { flushMs: END_ONLY },
+        });
         const seenFrames: string[] = [];
         const seenOutput: string[] = [];
         // Hooks fail open, so an expect inside one would be swallowed: collect, assert below.
@@ -333,8 +423,15 @@ for (const backend of coreBackends) {
         });
         rig.kit.hooks.on(rig.kit.tool, "after_tool", async () => {
           for (const t of (await tasksOfKind(rig, "tool")).filter((x) => x.state.status === "running")) {
-            const page = await rig.storage.inner.readList(bind(sinkOps, { conversationId: rig.root, taskId: t.id }), { limit: 1000 });
-            seenOutput.push(fold(page.items.map((e) => e.value), 50_000).text);
+            const page = await rig.storage.inner.readList(bind(sinkOps, { conversationId: rig.root, taskId: t.id }), {
+              limit: 1000,
+            });
+            seenOutput.push(
+              fold(
+                page.items.map((e) => e.value),
+                50_000,
+              ).text,
+            );
           }
         });
         const root = await rig.harness.root(call);
@@ -349,14 +446,18 @@ for (const backend of coreBackends) {
   });
 }
 
-
 for (const backend of coreBackends) {
   describe(`the scratch budget (${backend.name})`, () => {
     it(`A frame batch over the scratch budget writes the frames that fit, so a kill recovers the answer up to the budget, and a watcher saw no more (${backend.name})`, () =>
       backend.run(async (inner) => {
         const maxScratchBytes = 300;
-        const held: HeldStream = { ...heldStream("a".repeat(100), "b".repeat(100), "c".repeat(100)), after: ["d".repeat(50)] };
-        const rig = await openRig(inner, [held, fauxAssistantMessage("again")], { turn: { flushMs: 20, maxScratchBytes } });
+        const held: HeldStream = {
+          ...heldStream("a".repeat(100), "b".repeat(100), "c".repeat(100)),
+          after: ["d".repeat(50)],
+        };
+        const rig = await openRig(inner, [held, fauxAssistantMessage("again")], {
+          turn: { flushMs: 20, maxScratchBytes },
+        });
         const seen = watchRemote(await watchConversation(rig.harness, rig.root, { tail: 50 }, call));
         const { inputId, gen } = await startHeld(rig, held, "write a lot");
         // One timer flush holds all 300 characters (over the budget): it writes the prefix that fits.
@@ -364,7 +465,10 @@ for (const backend of coreBackends) {
         const written = await framesText(rig, gen);
         const whole = "a".repeat(100) + "b".repeat(100) + "c".repeat(100);
         expect(whole.startsWith(written)).toBe(true);
-        const page = await rig.storage.inner.readList<FrameBatch>({ scope: { scratch: gen }, namespace: "frames", rewind: false }, { limit: 10 });
+        const page = await rig.storage.inner.readList<FrameBatch>(
+          { scope: { scratch: gen }, namespace: "frames", rewind: false },
+          { limit: 10 },
+        );
         expect(page.items).toHaveLength(1);
         const bytes = JSON.stringify(page.items[0]?.value.f).length;
         expect(bytes).toBeLessThanOrEqual(maxScratchBytes);
@@ -392,7 +496,10 @@ for (const backend of coreBackends) {
 
 describe("fitFrames", () => {
   it("keeps whole frames that fit, cuts the next delta to fill the budget, never splits a surrogate pair or cuts a start/end frame", () => {
-    const frames: Frame[] = [["t", 0, "abc"], ["t", 1, "\u{1F600}\u{1F600}xyz"]];
+    const frames: Frame[] = [
+      ["t", 0, "abc"],
+      ["t", 1, "\u{1F600}\u{1F600}xyz"],
+    ];
     expect(fitFrames(frames, frameBytes(frames))).toEqual(frames);
     // Every budget gives a batch within it that is a prefix of the frames' text.
     for (let budget = 0; budget <= frameBytes(frames); budget++) {
@@ -404,7 +511,10 @@ describe("fitFrames", () => {
       expect("abc\u{1F600}\u{1F600}xyz".startsWith(text)).toBe(true);
     }
     // A budget one byte short of the whole batch drops only the last character.
-    expect(fitFrames(frames, frameBytes(frames) - 1)).toEqual([["t", 0, "abc"], ["t", 1, "\u{1F600}\u{1F600}xy"]]);
+    expect(fitFrames(frames, frameBytes(frames) - 1)).toEqual([
+      ["t", 0, "abc"],
+      ["t", 1, "\u{1F600}\u{1F600}xy"],
+    ]);
     // framesAfter gives back what the fit left out: the kept frames then the rest spell every block whole.
     const blocks = (list: readonly Frame[]): string[] => {
       const out: string[] = [];
@@ -416,7 +526,10 @@ describe("fitFrames", () => {
       expect(blocks([...fit, ...framesAfter(frames, fit)])).toEqual(["abc", "\u{1F600}\u{1F600}xyz"]);
     }
     // A tool-call start that does not fit is not cut: the batch ends before it.
-    const call: Frame[] = [["t", 0, "abc"], ["c", 1, "id-1", "echo"]];
+    const call: Frame[] = [
+      ["t", 0, "abc"],
+      ["c", 1, "id-1", "echo"],
+    ];
     expect(fitFrames(call, frameBytes(call) - 1)).toEqual([["t", 0, "abc"]]);
     expect(framesAfter(call, [["t", 0, "abc"]])).toEqual([["c", 1, "id-1", "echo"]]);
   });

@@ -96,7 +96,9 @@ for (const backend of coreBackends) {
         await flush(rig.harness, 2);
         expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "done" });
         const gen = (await tasksOfKind(rig, "generation"))[0]?.id as Id;
-        expect(events.filter((e) => e.type === "report")).toEqual([{ type: "report", task: gen, kind: "generation", method: "after_response", error: "Error: plugin boom" }]);
+        expect(events.filter((e) => e.type === "report")).toEqual([
+          { type: "report", task: gen, kind: "generation", method: "after_response", error: "Error: plugin boom" },
+        ]);
         watch.unsubscribe();
       }));
 
@@ -115,8 +117,22 @@ for (const backend of coreBackends) {
         const gen = (await tasksOfKind(rig, "generation"))[0]?.id as Id;
         void root.drive(call).catch(() => undefined);
         const start = clock.now();
-        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "main" && c.batch.writes.some((w) => w.type === "patch" && w.id === gen && w.state.status === "deferred")), "deferred");
-        const state = (await taskOf(rig, gen)).state as { status: string; handle: { id: string }; notBefore: number; requestThrough: Id };
+        await until(
+          rig.harness,
+          () =>
+            rig.commits.some(
+              (c) =>
+                c.batch.kind === "main" &&
+                c.batch.writes.some((w) => w.type === "patch" && w.id === gen && w.state.status === "deferred"),
+            ),
+          "deferred",
+        );
+        const state = (await taskOf(rig, gen)).state as {
+          status: string;
+          handle: { id: string };
+          notBefore: number;
+          requestThrough: Id;
+        };
         expect(state).toMatchObject({ status: "deferred", handle: { id: "h1" }, notBefore: start + 5000 });
         expect(state.requestThrough).toBeGreaterThan(0);
         await until(rig.harness, () => clock.pending > 0, "the sleep");
@@ -124,9 +140,20 @@ for (const backend of coreBackends) {
         clock.advance(5000);
         // The first poll answers deferred again (a new handle): sleep again.
         await until(rig.harness, () => rig.provider.polls.length === 1, "the first poll");
-        await until(rig.harness, () => ((rig.commits.at(-1)?.batch.kind === "main" ? rig.commits.at(-1)?.batch.writes : []) ?? []).some((w) => w.type === "patch" && w.id === gen), "deferred again");
+        await until(
+          rig.harness,
+          () =>
+            ((rig.commits.at(-1)?.batch.kind === "main" ? rig.commits.at(-1)?.batch.writes : []) ?? []).some(
+              (w) => w.type === "patch" && w.id === gen,
+            ),
+          "deferred again",
+        );
         expect(rig.provider.polls.map((h) => h.id)).toEqual(["h1"]);
-        expect((await taskOf(rig, gen)).state).toMatchObject({ status: "deferred", handle: { id: "h2" }, requestThrough: state.requestThrough });
+        expect((await taskOf(rig, gen)).state).toMatchObject({
+          status: "deferred",
+          handle: { id: "h2" },
+          requestThrough: state.requestThrough,
+        });
         // A restart resumes polling from the stored handle (a start status: execute again).
         const again = await crashAndReopen(rig, { host: { clock } });
         again.provider.push({ raw: fauxAssistantMessage("the late answer") });
@@ -144,10 +171,19 @@ for (const backend of coreBackends) {
     for (const outcome of ["silent", "length-stop"] as const) {
       it(`§8.2 ${outcome} overflow (isContextOverflow on a ${outcome === "silent" ? "stop" : "length"} outcome) takes the overflow path: collapse, then the next generation answers (${backend.name})`, () =>
         backend.run(async (inner) => {
-          const rig = await openRig(inner, [answerNewest("1"), answerNewest("2")], { turn: { collapseKeepEntries: 2 } });
+          const rig = await openRig(inner, [answerNewest("1"), answerNewest("2")], {
+            turn: { collapseKeepEntries: 2 },
+          });
           const window = rig.provider.faux.getModel().contextWindow;
-          const overflowing = fauxAssistantMessage(outcome === "silent" ? "truncated nonsense" : [], { stopReason: outcome === "silent" ? "stop" : "length" });
-          overflowing.usage = { ...overflowing.usage, input: window + (outcome === "silent" ? 10 : 0), output: 0, totalTokens: window + 10 };
+          const overflowing = fauxAssistantMessage(outcome === "silent" ? "truncated nonsense" : [], {
+            stopReason: outcome === "silent" ? "stop" : "length",
+          });
+          overflowing.usage = {
+            ...overflowing.usage,
+            input: window + (outcome === "silent" ? 10 : 0),
+            output: 0,
+            totalTokens: window + 10,
+          };
           rig.provider.push({ raw: overflowing }, fauxAssistantMessage("SUMMARY"), answerNewest("after"));
           const root = await rig.harness.root(call);
           await root.prompt({ input: "one" }, call);

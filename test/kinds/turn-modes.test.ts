@@ -123,7 +123,9 @@ for (const backend of coreBackends) {
         const driving = root.drive(call);
         await generationRunning(rig);
         const seq = rig.storage.lastSeq;
-        await expect(root.accept({ input: "B", whenBusy: "reject", requestId: "r-b" }, call)).rejects.toMatchObject({ code: "conflict" });
+        await expect(root.accept({ input: "B", whenBusy: "reject", requestId: "r-b" }, call)).rejects.toMatchObject({
+          code: "conflict",
+        });
         expect(rig.storage.lastSeq).toBe(seq);
         expect(await queued(rig)).toEqual([]);
         expect(await rig.harness.acceptance("r-b", call)).toBeUndefined();

@@ -5,7 +5,13 @@
  * did not offer never runs, and the generation's hook points carry their §8.7 inputs with the kit's
  * own types (a plugin needs no casts).
  */
-import { fauxAssistantMessage, fauxToolCall, type Context, type FauxResponseStep, type SystemMessage } from "@earendil-works/pi-ai";
+import {
+  fauxAssistantMessage,
+  fauxToolCall,
+  type Context,
+  type FauxResponseStep,
+  type SystemMessage,
+} from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import { generationConfig } from "../../src/kinds/config.js";
 import { systemSections } from "../../src/kinds/sections.js";
@@ -48,7 +54,9 @@ for (const backend of coreBackends) {
         expect(streamed).toHaveLength(1);
         expect(Object.keys(streamed[0]?.context ?? { missing: true })).toEqual(["messages"]);
         const system = request?.messages.find((m) => m.role === "system") as SystemMessage | undefined;
-        expect(system?.toolsAdded).toEqual([{ name: echoTool.name, description: echoTool.description, parameters: echoTool.parameters }]);
+        expect(system?.toolsAdded).toEqual([
+          { name: echoTool.name, description: echoTool.description, parameters: echoTool.parameters },
+        ]);
         // The baseline is a durable system entry before the request cutoff.
         expect((await transcript(rig)).map((e) => e.kind)).toEqual(["user", "system", "assistant"]);
       }));
@@ -69,7 +77,12 @@ for (const backend of coreBackends) {
         const rig = await openRig(
           inner,
           [
-            recording(requests, () => fauxAssistantMessage([fauxToolCall("secret", {}, { id: "c1" }), fauxToolCall("echo", { text: "ok" }, { id: "c2" })], { stopReason: "toolUse" })),
+            recording(requests, () =>
+              fauxAssistantMessage(
+                [fauxToolCall("secret", {}, { id: "c1" }), fauxToolCall("echo", { text: "ok" }, { id: "c2" })],
+                { stopReason: "toolUse" },
+              ),
+            ),
             recording(requests, () => fauxAssistantMessage("done")),
           ],
           { tools: [echoTool, secret] },
@@ -82,7 +95,10 @@ for (const backend of coreBackends) {
         expect(offeredTools(requests[0])).toEqual(["echo"]);
         const results = (await transcript(rig)).filter((e) => e.kind === "tool_result");
         const byKey = new Map(results.map((e) => [e.key, e.model?.[0]]));
-        expect(byKey.get("c1")).toMatchObject({ isError: true, content: [{ type: "text", text: 'Tool "secret" was not offered in this request.' }] });
+        expect(byKey.get("c1")).toMatchObject({
+          isError: true,
+          content: [{ type: "text", text: 'Tool "secret" was not offered in this request.' }],
+        });
         expect(byKey.get("c2")).toMatchObject({ isError: false });
         const tools = await tasksOfKind(rig, "tool");
         expect(tools.map((t) => (t.state as { status: string }).status)).toEqual(["done", "done"]);
@@ -104,7 +120,9 @@ for (const backend of coreBackends) {
         const root = await rig.harness.root(call);
         await root.prompt({ input: "hello" }, call);
         const system = requests[0]?.messages.find((m) => m.role === "system") as SystemMessage | undefined;
-        expect(JSON.stringify(system?.sections ?? system?.content)).toContain(`You are a test agent on ${rig.modelId}.`);
+        expect(JSON.stringify(system?.sections ?? system?.content)).toContain(
+          `You are a test agent on ${rig.modelId}.`,
+        );
         expect(seen).toHaveLength(1);
         expect(seen[0]?.usage).toBe(seen[0]?.responseUsage);
         expect(seen[0]?.usage).toMatchObject({ input: expect.any(Number), output: expect.any(Number) });

@@ -58,12 +58,28 @@ export interface RawStep {
 export type Step = FauxResponseStep | HeldStream | RawStep;
 
 export function heldStream(...deltas: string[]): HeldStream {
-  return { held: true, deltas, after: [], ignoreSignal: false, release: deferred(), streamed: deferred(), ended: deferred() };
+  return {
+    held: true,
+    deltas,
+    after: [],
+    ignoreSignal: false,
+    release: deferred(),
+    streamed: deferred(),
+    ended: deferred(),
+  };
 }
 
 /** A held stream that ignores cancellation and streams `after` once released. */
 export function lateStream(deltas: readonly string[], after: readonly string[]): HeldStream {
-  return { held: true, deltas, after, ignoreSignal: true, release: deferred(), streamed: deferred(), ended: deferred() };
+  return {
+    held: true,
+    deltas,
+    after,
+    ignoreSignal: true,
+    release: deferred(),
+    streamed: deferred(),
+    ended: deferred(),
+  };
 }
 
 function isHeld(step: Step): step is HeldStream {
@@ -112,7 +128,12 @@ export class ScriptedProvider {
       }
       const out = createAssistantMessageEventStream();
       const fullText = [...step.deltas, ...step.after].join("");
-      const message: AssistantMessage = { ...fauxAssistantMessage(fullText), api: model.api, provider: model.provider, model: model.id };
+      const message: AssistantMessage = {
+        ...fauxAssistantMessage(fullText),
+        api: model.api,
+        provider: model.provider,
+        model: model.id,
+      };
       const signal = options?.signal;
       void (async () => {
         const partial: AssistantMessage = { ...message, content: [{ type: "text", text: "" }], stopReason: "stop" };
@@ -188,13 +209,29 @@ function recordingModels(models: Models, sent: SentRequest[]): Models {
 }
 
 /** Stream `raw` as the whole answer: start, then done (or error), with the model's identity. */
-function rawStream(model: { readonly api: string; readonly provider: string; readonly id: string }, raw: AssistantMessage) {
+function rawStream(
+  model: { readonly api: string; readonly provider: string; readonly id: string },
+  raw: AssistantMessage,
+) {
   const out = createAssistantMessageEventStream();
   const message: AssistantMessage = { ...raw, api: model.api, provider: model.provider, model: model.id };
   queueMicrotask(() => {
     out.push({ type: "start", partial: message });
-    if (message.stopReason === "error" || message.stopReason === "aborted") out.push({ type: "error", reason: message.stopReason, error: message });
-    else out.push({ type: "done", reason: message.stopReason === "length" ? "length" : message.stopReason === "toolUse" ? "toolUse" : message.stopReason === "deferred" ? "deferred" : "stop", message });
+    if (message.stopReason === "error" || message.stopReason === "aborted")
+      out.push({ type: "error", reason: message.stopReason, error: message });
+    else
+      out.push({
+        type: "done",
+        reason:
+          message.stopReason === "length"
+            ? "length"
+            : message.stopReason === "toolUse"
+              ? "toolUse"
+              : message.stopReason === "deferred"
+                ? "deferred"
+                : "stop",
+        message,
+      });
     out.end(message);
   });
   return out;
@@ -224,7 +261,11 @@ export interface RigOptions {
  * Open a harness with the turn kit over `inner` (wrapped in a GateStorage), the root configured with the
  * scripted model and the echo tool selected. Reopen over the same data with `reopenRig(rig)`.
  */
-export async function openRig(inner: Storage | GateStorage, steps: readonly Step[] = [], options: RigOptions = {}): Promise<TurnRig> {
+export async function openRig(
+  inner: Storage | GateStorage,
+  steps: readonly Step[] = [],
+  options: RigOptions = {},
+): Promise<TurnRig> {
   const storage = inner instanceof GateStorage ? inner : new GateStorage(inner);
   const provider = options.provider ?? new ScriptedProvider();
   provider.push(...steps);
@@ -233,12 +274,22 @@ export async function openRig(inner: Storage | GateStorage, steps: readonly Step
   const model = provider.faux.getModel();
   const modelId = `${model.provider}/${model.id}`;
   const sent: SentRequest[] = [];
-  const kit = createTurnKit({ models: recordingModels(models, sent), tools: options.tools ?? [echoTool], options: { retryBaseMs: 10, flushMs: 0, ...options.turn } });
+  const kit = createTurnKit({
+    models: recordingModels(models, sent),
+    tools: options.tools ?? [echoTool],
+    options: { retryBaseMs: 10, flushMs: 0, ...options.turn },
+  });
   const harness = await Harness.open(
     storage,
     {
       taskKinds: kit.kinds,
-      rootValues: [initialValue(generationConfig.model, modelId), initialValue(generationConfig.selectedTools, (options.tools ?? [echoTool]).map((t) => t.name))],
+      rootValues: [
+        initialValue(generationConfig.model, modelId),
+        initialValue(
+          generationConfig.selectedTools,
+          (options.tools ?? [echoTool]).map((t) => t.name),
+        ),
+      ],
       ...(options.host === undefined ? {} : { host: options.host }),
     },
     call,
@@ -271,14 +322,18 @@ export async function tasksOfKind(rig: TurnRig, kind: string): Promise<Task[]> {
 
 /** The input group a generation or post_tools task carries. */
 export function inputsOf(task: Task | undefined): Id[] {
-  return ((task?.state as unknown as { inputs?: Id[] } | undefined)?.inputs ?? []);
+  return (task?.state as unknown as { inputs?: Id[] } | undefined)?.inputs ?? [];
 }
 
 export async function liveTasks(rig: TurnRig): Promise<Task[]> {
   return [...(await rig.storage.inner.scanTasks({ live: true, limit: 1000 })).items];
 }
 
-export async function resultOf(rig: TurnRig, inputId: Id, conversationId: Id = rig.root): Promise<InputResult | undefined> {
+export async function resultOf(
+  rig: TurnRig,
+  inputId: Id,
+  conversationId: Id = rig.root,
+): Promise<InputResult | undefined> {
   return (await rig.storage.inner.getValue(bindResult(conversationId, inputId)))?.value;
 }
 
@@ -292,7 +347,9 @@ export async function kinds(rig: TurnRig, conversationId: Id = rig.root): Promis
 }
 
 export async function usageRows(rig: TurnRig): Promise<UsageRow[]> {
-  return (await rig.storage.inner.readList(bind(usageList, {}), { limit: 1000 })).items.map((e) => readUsageRow(e.value));
+  return (await rig.storage.inner.readList(bind(usageList, {}), { limit: 1000 })).items.map((e) =>
+    readUsageRow(e.value),
+  );
 }
 
 export async function totals(rig: TurnRig): Promise<UsageTotals | undefined> {
@@ -315,7 +372,8 @@ export function resultWrites(rig: TurnRig): [Id, string][] {
 
 /** Terminal result writes per input (each must be exactly one). */
 export function terminalWrites(rig: TurnRig, inputId: Id): number {
-  return resultWrites(rig).filter(([id, status]) => id === inputId && (status === "done" || status === "unanswered")).length;
+  return resultWrites(rig).filter(([id, status]) => id === inputId && (status === "done" || status === "unanswered"))
+    .length;
 }
 
 /** Did this commit settle task `id`? */
@@ -354,7 +412,10 @@ export function answerNewest(prefix = "answer"): FauxResponseFactory {
 }
 
 /** A faux step that waits on `gate` before answering `message`. */
-export function deferredStep(gate: Deferred, message: AssistantMessage | (() => AssistantMessage)): FauxResponseFactory {
+export function deferredStep(
+  gate: Deferred,
+  message: AssistantMessage | (() => AssistantMessage),
+): FauxResponseFactory {
   return async () => {
     await gate.promise;
     return typeof message === "function" ? message() : message;

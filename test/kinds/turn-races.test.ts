@@ -83,7 +83,11 @@ for (const backend of coreBackends) {
         const driving = root.drive(call);
         await stream.streamed.promise;
         const gen = await firstOfKind(rig, "generation");
-        const framed = (): string => rig.commits.flatMap((c) => (c.batch.kind === "scratch" && c.batch.task === gen ? c.batch.writes : [])).map((w) => (w.type === "list.append" ? JSON.stringify(w.value) : "")).join("");
+        const framed = (): string =>
+          rig.commits
+            .flatMap((c) => (c.batch.kind === "scratch" && c.batch.task === gen ? c.batch.writes : []))
+            .map((w) => (w.type === "list.append" ? JSON.stringify(w.value) : ""))
+            .join("");
         await until(rig.harness, () => framed().includes("two"), "both frames flushed");
         await rig.harness.abortTask(gen, call);
         const markedAt = rig.commits.length;
@@ -95,12 +99,21 @@ for (const backend of coreBackends) {
         const state = (await taskOf(rig, gen)).state as { status: string; partial: Id | null };
         expect(state.status).toBe("aborted");
         const partial = (await transcript(rig)).find((e) => e.id === state.partial);
-        expect(partial?.model).toMatchObject([{ role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "one two " }] }]);
+        expect(partial?.model).toMatchObject([
+          { role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "one two " }] },
+        ]);
         expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "unanswered", reason: "aborted" });
         expect(await tasksOfKind(rig, "tool")).toEqual([]);
         expect(rig.harness.fault).toBeUndefined();
         // Scratch is retired with the settlement.
-        expect((await rig.storage.inner.readList({ scope: { scratch: gen }, namespace: "frames", rewind: false }, { limit: 10 })).items).toEqual([]);
+        expect(
+          (
+            await rig.storage.inner.readList(
+              { scope: { scratch: gen }, namespace: "frames", rewind: false },
+              { limit: 10 },
+            )
+          ).items,
+        ).toEqual([]);
       }));
 
     it(`§10.2 Post-mark main/scratch write — marked after the stream, before settlement: the final-answer commit rejects before its builder; the input resolves aborted once (${backend.name})`, () =>
@@ -123,7 +136,9 @@ for (const backend of coreBackends) {
         expect(state.status).toBe("aborted");
         // The only assistant entry is the partial for display (aborted), never a settled answer.
         const assistants = (await transcript(rig)).filter((e) => e.kind === "assistant");
-        expect(assistants.map((e) => (e.model?.[0] as { stopReason: string }).stopReason)).toEqual(assistants.length === 0 ? [] : ["aborted"]);
+        expect(assistants.map((e) => (e.model?.[0] as { stopReason: string }).stopReason)).toEqual(
+          assistants.length === 0 ? [] : ["aborted"],
+        );
         expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "unanswered", reason: "aborted" });
         expect(terminalWrites(rig, a.inputId)).toBe(1);
         expect(rig.harness.fault).toBeUndefined();
@@ -155,7 +170,11 @@ for (const backend of coreBackends) {
           parameters: { type: "object", properties: {} },
           async execute(_id, _params, out, runtime, c) {
             const own = await runtime.conversation(runtime.conversationId, c);
-            const code = (p: Promise<unknown>): Promise<string> => p.then(() => "ok", (e: unknown) => String((e as { code?: string }).code));
+            const code = (p: Promise<unknown>): Promise<string> =>
+              p.then(
+                () => "ok",
+                (e: unknown) => String((e as { code?: string }).code),
+              );
             codes["prompt"] = await code(own!.prompt({ input: "again", requestId: "self-prompt" }, c));
             codes["drive"] = await code(own!.drive(c));
             codes["session"] = await code(own!.harness.drive(c));
@@ -182,7 +201,11 @@ for (const backend of coreBackends) {
         // The reply is lost: the process dies right after the accept commit is durable.
         let lost: Id | undefined;
         rig.harness.onCommit((c) => {
-          if (lost === undefined && c.batch.kind === "main" && c.batch.writes.some((w) => w.type === "task" && w.task.kind === "generation")) {
+          if (
+            lost === undefined &&
+            c.batch.kind === "main" &&
+            c.batch.writes.some((w) => w.type === "task" && w.task.kind === "generation")
+          ) {
             lost = c.first;
             rig.storage.crash();
           }
@@ -216,7 +239,11 @@ for (const backend of coreBackends) {
         expect([first.status, second.status]).toEqual(["placed", "duplicate"]);
         expect((await root.prompt({ input: "A", requestId: "req-2" }, call))?.kind).toBe("assistant");
         expect((await tasksOfKind(rig, "generation")).length).toBe(1);
-        expect(await rig.harness.acceptance("req-2", call)).toEqual({ requestId: "req-2", conversationId: rig.root, inputId: first.inputId });
+        expect(await rig.harness.acceptance("req-2", call)).toEqual({
+          requestId: "req-2",
+          conversationId: rig.root,
+          inputId: first.inputId,
+        });
       }));
 
     // -------------------------------------------------------------------------------------------
@@ -260,7 +287,14 @@ for (const backend of coreBackends) {
             expect(await resultOf(rig, b, x)).toMatchObject({ status: "unanswered", reason: "aborted" });
           } else {
             expect(accepted.ok).toBe(false);
-            expect(await rig.storage.inner.getValue({ scope: { session: true }, namespace: "pi.request", key: "b", rewind: false })).toBeUndefined();
+            expect(
+              await rig.storage.inner.getValue({
+                scope: { session: true },
+                namespace: "pi.request",
+                key: "b",
+                rewind: false,
+              }),
+            ).toBeUndefined();
             expect((await tasksOfKind(rig, "generation")).some((t) => t.conversationId === x)).toBe(false);
           }
           expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "unanswered", reason: "aborted" });
@@ -278,7 +312,10 @@ for (const backend of coreBackends) {
           expect(await (await again.harness.conversation(y, call))!.drive(call)).toBe("idle");
           const answer = await resultOf(again, c.inputId, y);
           expect(answer).toMatchObject({ status: "done" });
-          expect(await resultOf(again, n.inputId, y)).toMatchObject({ status: "done", answer: (answer as { answer: Id }).answer });
+          expect(await resultOf(again, n.inputId, y)).toMatchObject({
+            status: "done",
+            answer: (answer as { answer: Id }).answer,
+          });
         }));
     }
 
@@ -287,9 +324,18 @@ for (const backend of coreBackends) {
       it(`§10.2 Summary lands after a competing head/reset — ${order}: ${order === "summary first" ? "the summary lands, the reset follows" : "rejected as stale, no summary entry"} (${backend.name})`, () =>
         backend.run(async (inner) => {
           const gate = deferred();
-          const rig = await openRig(inner, [answerNewest("1"), answerNewest("2"), answerNewest("3"), deferredStep(gate, fauxAssistantMessage("SUMMARY"))], {
-            turn: { collapseKeepEntries: 2 },
-          });
+          const rig = await openRig(
+            inner,
+            [
+              answerNewest("1"),
+              answerNewest("2"),
+              answerNewest("3"),
+              deferredStep(gate, fauxAssistantMessage("SUMMARY")),
+            ],
+            {
+              turn: { collapseKeepEntries: 2 },
+            },
+          );
           const root = await rig.harness.root(call);
           for (const text of ["one", "two", "three"]) await root.prompt({ input: text }, call);
           const collapse = await root.collapse(undefined, call);
@@ -318,7 +364,13 @@ for (const backend of coreBackends) {
         const summaryGate = deferred();
         const rig = await openRig(
           inner,
-          [answerNewest("1"), answerNewest("2"), answerNewest("3"), gated(turnGate, "4"), deferredStep(summaryGate, fauxAssistantMessage("SUMMARY"))],
+          [
+            answerNewest("1"),
+            answerNewest("2"),
+            answerNewest("3"),
+            gated(turnGate, "4"),
+            deferredStep(summaryGate, fauxAssistantMessage("SUMMARY")),
+          ],
           { turn: { collapseKeepEntries: 2 } },
         );
         const root = await rig.harness.root(call);
@@ -329,7 +381,14 @@ for (const backend of coreBackends) {
         const collapse = await root.collapse(undefined, call);
         await until(rig.harness, () => rig.provider.calls === 5, "the summarizer request");
         const target = (await transcript(rig)).find((e) => e.kind === "assistant")?.id as Id;
-        await root.commit((tx) => tx.entry(noticeKind, { data: { note: "edit" }, edits: [{ target, action: "omit" }] } as unknown as EntryInput<NoticeEntry>), call);
+        await root.commit(
+          (tx) =>
+            tx.entry(noticeKind, {
+              data: { note: "edit" },
+              edits: [{ target, action: "omit" }],
+            } as unknown as EntryInput<NoticeEntry>),
+          call,
+        );
         turnGate.resolve();
         expect(await driving).toBe("idle");
         expect(await resultOf(rig, four.inputId)).toMatchObject({ status: "done" });
@@ -391,7 +450,12 @@ for (const backend of coreBackends) {
     }
 
     // -------------------------------------------------------------------------------------------
-    for (const point of ["mark before the generation's calls settlement", "generation settles first", "post_tools settles first", "mark before post_tools"] as const) {
+    for (const point of [
+      "mark before the generation's calls settlement",
+      "generation settles first",
+      "post_tools settles first",
+      "mark before post_tools",
+    ] as const) {
       it(`§10.2 Abort vs generation/post_tools group transfer — ${point}: every active input resolves once; no unmarked owner escapes (${backend.name})`, () =>
         backend.run(async (inner) => {
           const rig = await openRig(inner, [callsMessage("echo", "echo"), answerNewest()]);
@@ -418,7 +482,15 @@ for (const backend of coreBackends) {
               if (point === "generation settles first" && kind === "generation") abort();
               if (point === "post_tools settles first" && kind === "post_tools") abort();
             }
-            if (point === "mark before post_tools" && rig.commits.filter((x) => x.batch.kind === "main" && x.batch.writes.some((w) => w.type === "settle" && kindOf(rig, w.id) === "tool")).length === 2) abort();
+            if (
+              point === "mark before post_tools" &&
+              rig.commits.filter(
+                (x) =>
+                  x.batch.kind === "main" &&
+                  x.batch.writes.some((w) => w.type === "settle" && kindOf(rig, w.id) === "tool"),
+              ).length === 2
+            )
+              abort();
           });
           const n = await root.queueInput({ mode: "nextRun", input: "N" }, call);
           const a = await root.accept({ input: "A" }, call);
@@ -434,7 +506,8 @@ for (const backend of coreBackends) {
           // No owner created after the abort committed escaped the mark: every task created later is marked.
           for (const c of rig.commits.slice(abortedAt)) {
             if (c.batch.kind !== "main") continue;
-            for (const w of c.batch.writes) if (w.type === "task") expect((await taskOf(rig, w.task.id)).abort).toBe(true);
+            for (const w of c.batch.writes)
+              if (w.type === "task") expect((await taskOf(rig, w.task.id)).abort).toBe(true);
           }
           const generations = await tasksOfKind(rig, "generation");
           expect(generations.every((t) => t.state.status !== "done" || t.abort !== true)).toBe(true);
@@ -478,7 +551,10 @@ for (const backend of coreBackends) {
             [
               answerNewest("1"),
               answerNewest("2"),
-              fauxAssistantMessage([], { stopReason: "error", errorMessage: "prompt is too long: 213462 tokens > 200000 maximum" }),
+              fauxAssistantMessage([], {
+                stopReason: "error",
+                errorMessage: "prompt is too long: 213462 tokens > 200000 maximum",
+              }),
               deferredStep(gate, fauxAssistantMessage("SUMMARY")),
               answerNewest("3"),
             ],
@@ -503,7 +579,11 @@ for (const backend of coreBackends) {
             expect(await driving).toBe("idle");
             const state = (await taskOf(rig, collapse)).state as { status: string; successor: Id };
             expect(state.status).toBe("done");
-            expect((await taskOf(rig, state.successor)).state).toMatchObject({ status: "done", inputs: [a.inputId], attempt: 2 });
+            expect((await taskOf(rig, state.successor)).state).toMatchObject({
+              status: "done",
+              inputs: [a.inputId],
+              attempt: 2,
+            });
             expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "done" });
           } else {
             await root.abort(call);

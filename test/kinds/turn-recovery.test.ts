@@ -70,7 +70,12 @@ for (const backend of coreBackends) {
         const a = await root.accept({ input: "A" }, call);
         void root.drive(call).catch(() => undefined);
         await stream.streamed.promise;
-        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")), "frames flushed");
+        await until(
+          rig.harness,
+          () =>
+            rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")),
+          "frames flushed",
+        );
         const f = await root.queueInput({ mode: "followUp", input: "F" }, call);
         const s = await root.queueInput({ mode: "steer", input: "S" }, call);
         const again = await crashAndReopen(rig);
@@ -86,14 +91,21 @@ for (const backend of coreBackends) {
         expect(first).toMatchObject({ status: "done", attempt: 2 }); // the interrupted attempt counts
         // The partial stays in the transcript for display; the retried request does not replay it.
         const entries = await transcript(again);
-        const partial = entries.find((e) => e.kind === "assistant" && JSON.stringify(e.model).includes('"stopReason":"aborted"'));
-        expect(partial?.model).toMatchObject([{ role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "partial answer" }] }]);
+        const partial = entries.find(
+          (e) => e.kind === "assistant" && JSON.stringify(e.model).includes('"stopReason":"aborted"'),
+        );
+        expect(partial?.model).toMatchObject([
+          { role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "partial answer" }] },
+        ]);
         expect(seen[0]?.messages.filter((m) => m.role === "assistant")).toEqual([]);
         // The long input is answered once; the steer and followUp go into the next group after it (§8.1).
         expect(await resultOf(again, a.inputId)).toMatchObject({ status: "done", answer: first.assistant });
         expect(await resultOf(again, s.inputId)).toMatchObject({ status: "done" });
         expect(await resultOf(again, f.inputId)).toMatchObject({ status: "done" });
-        expect((await usageRows(again)).filter((r) => r.taskId === gens[0]?.id).map((r) => r.usage === null)).toEqual([true, false]);
+        expect((await usageRows(again)).filter((r) => r.taskId === gens[0]?.id).map((r) => r.usage === null)).toEqual([
+          true,
+          false,
+        ]);
       }));
 
     it(`preview.init on reopen (§9.4): a generation interrupted mid-stream with frames on scratch, reopened -> before any new token a watcher's view.previews holds the partial text from the frames (${backend.name})`, () =>
@@ -104,7 +116,12 @@ for (const backend of coreBackends) {
         await root.accept({ input: "A" }, call);
         void root.drive(call).catch(() => undefined);
         await stream.streamed.promise;
-        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")), "frames flushed");
+        await until(
+          rig.harness,
+          () =>
+            rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")),
+          "frames flushed",
+        );
         const again = await crashAndReopen(rig);
         stream.release.resolve();
         const [gen] = await generations(again);
@@ -113,7 +130,8 @@ for (const backend of coreBackends) {
         const watch = await watchConversation(again.harness, again.root, { tail: 10 }, call);
         const previews: unknown[] = [];
         watch.start((e) => {
-          if (e.type === "task_output" && e.task === gen?.id) previews.push(JSON.parse(JSON.stringify(previewOf(watch.view, e.task))));
+          if (e.type === "task_output" && e.task === gen?.id)
+            previews.push(JSON.parse(JSON.stringify(previewOf(watch.view, e.task))));
         });
         const driving = (await again.harness.root(call)).drive(call);
         await retried.streamed.promise;
@@ -133,12 +151,25 @@ for (const backend of coreBackends) {
         const a = await root.accept({ input: "A" }, call);
         void root.drive(call).catch(() => undefined);
         await stream.streamed.promise;
-        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")), "frames flushed");
+        await until(
+          rig.harness,
+          () =>
+            rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")),
+          "frames flushed",
+        );
         const again = await crashAndReopen(rig, { turn: { maxAttempts: 1 } });
         stream.release.resolve();
         expect(await (await again.harness.root(call)).drive(call)).toBe("idle");
-        expect((await tasksOfKind(again, "generation"))[0]?.state).toMatchObject({ status: "failed", reason: "interrupted", retry: { attempt: 1 } });
-        expect(await resultOf(again, a.inputId)).toMatchObject({ status: "unanswered", reason: "failed", detail: "interrupted by a restart" });
+        expect((await tasksOfKind(again, "generation"))[0]?.state).toMatchObject({
+          status: "failed",
+          reason: "interrupted",
+          retry: { attempt: 1 },
+        });
+        expect(await resultOf(again, a.inputId)).toMatchObject({
+          status: "unanswered",
+          reason: "failed",
+          detail: "interrupted by a restart",
+        });
         expect(again.provider.calls).toBe(1); // only the interrupted attempt
       }));
 
@@ -151,7 +182,12 @@ for (const backend of coreBackends) {
         const a = await root.accept({ input: "A" }, call);
         void root.drive(call).catch(() => undefined);
         await stream.streamed.promise;
-        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")), "frames flushed");
+        await until(
+          rig.harness,
+          () =>
+            rig.commits.some((c) => c.batch.kind === "scratch" && JSON.stringify(c.batch.writes).includes("answer")),
+          "frames flushed",
+        );
         const seen: Context[] = [];
         const again = await crashAndReopen(rig);
         stream.release.resolve();
@@ -160,7 +196,9 @@ for (const backend of coreBackends) {
         const state = gen?.state as { status: string; reason: string; partial: Id };
         expect(state).toMatchObject({ status: "failed", reason: "interrupted" });
         const partial = (await transcript(again)).find((e) => e.id === state.partial);
-        expect(partial?.model).toMatchObject([{ role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "partial answer" }] }]);
+        expect(partial?.model).toMatchObject([
+          { role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "partial answer" }] },
+        ]);
         expect(await tasksOfKind(again, "tool")).toEqual([]);
         expect(await resultOf(again, a.inputId)).toMatchObject({ status: "unanswered", reason: "failed" });
         // The partial is display-only: the next request does not replay it.
@@ -206,7 +244,8 @@ for (const backend of coreBackends) {
         let settledTools = 0;
         rig.harness.onCommit((c) => {
           if (c.batch.kind !== "main") return;
-          for (const w of c.batch.writes) if (w.type === "settle" && (w.state as { output?: unknown }).output !== undefined) settledTools += 1;
+          for (const w of c.batch.writes)
+            if (w.type === "settle" && (w.state as { output?: unknown }).output !== undefined) settledTools += 1;
           if (settledTools === 2 && !rig.storage.closed) rig.storage.crash();
         });
         const a = await root.accept({ input: "A" }, call);
@@ -227,7 +266,9 @@ for (const backend of coreBackends) {
   describe(`waiting input (DESIGN §3, §8.1) (${backend.name})`, () => {
     it(`a group that ends without a final answer marks its queued steer/followUp waiting (conversation and session values); continue places them into a new group with one commit and clears the marks (${backend.name})`, () =>
       backend.run(async (inner) => {
-        const rig = await openRig(inner, [fauxAssistantMessage([], { stopReason: "error", errorMessage: "400 bad request" })]);
+        const rig = await openRig(inner, [
+          fauxAssistantMessage([], { stopReason: "error", errorMessage: "400 bad request" }),
+        ]);
         const root = await rig.harness.root(call);
         const a = await root.accept({ input: "A" }, call);
         const f = await root.queueInput({ mode: "followUp", input: "F" }, call);
@@ -237,26 +278,39 @@ for (const backend of coreBackends) {
         expect(await resultOf(rig, a.inputId)).toMatchObject({ status: "unanswered", reason: "failed" });
         // Still queued (§8.1: failure does not consume them), and now visibly waiting.
         expect(await resultOf(rig, f.inputId)).toMatchObject({ status: "queued" });
-        expect((await rig.storage.inner.getValue(bindTo(waitingInputs, rig.root)))?.value).toEqual([f.inputId, s.inputId]);
+        expect((await rig.storage.inner.getValue(bindTo(waitingInputs, rig.root)))?.value).toEqual([
+          f.inputId,
+          s.inputId,
+        ]);
         expect((await rig.storage.inner.getValue(bindTo(waitingConversations, rig.root)))?.value).toEqual([rig.root]);
         // Reopen creates no work by inference.
         expect((await rig.harness.inspect(call)).start).toEqual([]);
         rig.provider.push(answerNewest());
         const before = rig.commits.length;
-        const placed = await rig.harness.commitBound(call, { conversationId: rig.root }, (b) => continueInbox(b, rig.root, rig.kit.options, rig.harness.now()));
+        const placed = await rig.harness.commitBound(call, { conversationId: rig.root }, (b) =>
+          continueInbox(b, rig.root, rig.kit.options, rig.harness.now()),
+        );
         expect(rig.commits.length).toBe(before + 1);
         expect(placed?.inputs).toEqual([f.inputId, s.inputId, n.inputId]);
         expect(await rig.storage.inner.getValue(bindTo(waitingInputs, rig.root))).toBeUndefined();
         expect(await rig.storage.inner.getValue(bindTo(waitingConversations, rig.root))).toBeUndefined();
         expect(await root.drive(call)).toBe("idle");
-        for (const id of [f.inputId, s.inputId, n.inputId]) expect(await resultOf(rig, id)).toMatchObject({ status: "done" });
+        for (const id of [f.inputId, s.inputId, n.inputId])
+          expect(await resultOf(rig, id)).toMatchObject({ status: "done" });
         // Nothing queued any more: a second continue has nothing to place.
-        expect(await rig.harness.commitBound(call, { conversationId: rig.root }, (b) => continueInbox(b, rig.root, rig.kit.options, rig.harness.now()))).toBeUndefined();
+        expect(
+          await rig.harness.commitBound(call, { conversationId: rig.root }, (b) =>
+            continueInbox(b, rig.root, rig.kit.options, rig.harness.now()),
+          ),
+        ).toBeUndefined();
       }));
 
     it(`an idle accept after a failed group places the waiting items with it and clears the marks (${backend.name})`, () =>
       backend.run(async (inner) => {
-        const rig = await openRig(inner, [fauxAssistantMessage([], { stopReason: "error", errorMessage: "400 bad request" }), answerNewest()]);
+        const rig = await openRig(inner, [
+          fauxAssistantMessage([], { stopReason: "error", errorMessage: "400 bad request" }),
+          answerNewest(),
+        ]);
         const root = await rig.harness.root(call);
         await root.accept({ input: "A" }, call);
         const f = await root.queueInput({ mode: "followUp", input: "F" }, call);
@@ -274,17 +328,30 @@ for (const backend of coreBackends) {
     it(`a retryable error -> retry_wait with notBefore on the injected clock; the next attempt starts only when the clock reaches it (${backend.name})`, () =>
       backend.run(async (inner) => {
         const clock = new FakeClock();
-        const rig = await openRig(inner, [fauxAssistantMessage([], { stopReason: "error", errorMessage: "503 overloaded" }), answerNewest()], {
-          host: { clock },
-          turn: { retryBaseMs: 1000, retryJitter: 0 },
-        });
+        const rig = await openRig(
+          inner,
+          [fauxAssistantMessage([], { stopReason: "error", errorMessage: "503 overloaded" }), answerNewest()],
+          {
+            host: { clock },
+            turn: { retryBaseMs: 1000, retryJitter: 0 },
+          },
+        );
         const root = await rig.harness.root(call);
         const a = await root.accept({ input: "A" }, call);
         const driving = root.drive(call);
         const gen = (await tasksOfKind(rig, "generation"))[0]?.id as Id;
         const start = clock.now();
         let state: { status: string; notBefore?: number; retry?: { attempt: number } } = { status: "" };
-        await until(rig.harness, () => rig.commits.some((c) => c.batch.kind === "main" && c.batch.writes.some((w) => w.type === "patch" && w.id === gen && w.state.status === "retry_wait")), "retry_wait");
+        await until(
+          rig.harness,
+          () =>
+            rig.commits.some(
+              (c) =>
+                c.batch.kind === "main" &&
+                c.batch.writes.some((w) => w.type === "patch" && w.id === gen && w.state.status === "retry_wait"),
+            ),
+          "retry_wait",
+        );
         state = (await taskOf(rig, gen)).state as typeof state;
         expect(state).toMatchObject({ status: "retry_wait", notBefore: start + 1000, retry: { attempt: 1 } });
         await until(rig.harness, () => clock.pending > 0, "the sleep");
@@ -313,7 +380,10 @@ for (const backend of coreBackends) {
           [
             answerNewest("1"),
             answerNewest("2"),
-            fauxAssistantMessage([], { stopReason: "error", errorMessage: "prompt is too long: 213462 tokens > 200000 maximum" }),
+            fauxAssistantMessage([], {
+              stopReason: "error",
+              errorMessage: "prompt is too long: 213462 tokens > 200000 maximum",
+            }),
             fauxAssistantMessage("SUMMARY OF EARLIER"),
             (context) => {
               requests.push(context);
@@ -365,8 +435,12 @@ for (const backend of coreBackends) {
         // Each row was appended in the commit that updated the totals.
         for (const c of rig.commits) {
           if (c.batch.kind !== "main") continue;
-          const appends = c.batch.writes.filter((w) => w.type === "list.append" && w.addr.namespace === "pi.usage").length;
-          const sets = c.batch.writes.filter((w) => w.type === "value.set" && w.addr.namespace === "pi.usage.totals").length;
+          const appends = c.batch.writes.filter(
+            (w) => w.type === "list.append" && w.addr.namespace === "pi.usage",
+          ).length;
+          const sets = c.batch.writes.filter(
+            (w) => w.type === "value.set" && w.addr.namespace === "pi.usage.totals",
+          ).length;
           expect(sets).toBe(appends > 0 ? 1 : 0);
         }
       }));

@@ -3,7 +3,13 @@
  * at the scratch-commit cadence, folds into view.previews while the task is live, and leaves with it.
  */
 import { describe, expect, it } from "vitest";
-import { applyMessage, watchConversation, type ConversationEvent, type ConversationView, type WatchMessage } from "../../src/core/watch.js";
+import {
+  applyMessage,
+  watchConversation,
+  type ConversationEvent,
+  type ConversationView,
+  type WatchMessage,
+} from "../../src/core/watch.js";
 import { coreBackends } from "../core/backends.js";
 import { call, fauxAssistantMessage, openTurns, textOf } from "./turn-fixtures.js";
 

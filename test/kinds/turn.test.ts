@@ -29,7 +29,8 @@ for (const backend of coreBackends) {
             fauxAssistantMessage([fauxToolCall("echo", { text: "ping" }, { id: "c1" })], { stopReason: "toolUse" }),
             (context) => {
               const last = context.messages[context.messages.length - 1];
-              const text = last?.role === "toolResult" ? last.content.map((c) => (c.type === "text" ? c.text : "")).join("") : "?";
+              const text =
+                last?.role === "toolResult" ? last.content.map((c) => (c.type === "text" ? c.text : "")).join("") : "?";
               return fauxAssistantMessage(`tool said ${text}`);
             },
           ],
@@ -37,9 +38,17 @@ for (const backend of coreBackends) {
         const root = await harness.root(call);
         const answer = await root.prompt({ input: "use the tool" }, call);
         expect(textOf(answer)).toBe("tool said ping");
-        const kinds = (await harness.entries(root.id, { limit: 50 }, call)).items.map((e) => e.kind).filter((k) => k !== "system");
+        const kinds = (await harness.entries(root.id, { limit: 50 }, call)).items
+          .map((e) => e.kind)
+          .filter((k) => k !== "system");
         expect(kinds).toEqual(["user", "assistant", "tool_result", "assistant"]);
-        expect(await harness.getEntry(userKind, (await harness.entries(root.id, { limit: 1 }, call)).items[0]?.id ?? 0, call)).toBeDefined();
+        expect(
+          await harness.getEntry(
+            userKind,
+            (await harness.entries(root.id, { limit: 1 }, call)).items[0]?.id ?? 0,
+            call,
+          ),
+        ).toBeDefined();
         expect(answer === undefined ? false : assistantKind.is(answer)).toBe(true);
       }));
   });

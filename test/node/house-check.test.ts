@@ -65,7 +65,12 @@ describe("the house check", () => {
     const offences = checkHouse(root);
     expect(kinds(offences)).toEqual(["circle"]);
     const [circle] = offences;
-    expect(circle?.kind === "circle" ? circle.files : []).toEqual(["src/kinds/a.ts", "src/kinds/b.ts", "src/kinds/c.ts", "src/kinds/d.ts"]);
+    expect(circle?.kind === "circle" ? circle.files : []).toEqual([
+      "src/kinds/a.ts",
+      "src/kinds/b.ts",
+      "src/kinds/c.ts",
+      "src/kinds/d.ts",
+    ]);
     expect(circle === undefined ? "" : describeOffence(circle)).toContain("import circle of 4 files");
   });
 
@@ -150,12 +155,21 @@ describe("the house check", () => {
 
     it("The house check refuses an import that runs back up between worker folders", async () => {
       const root = await tree(
-        house({ "src/worker/store/db.ts": `import { run } from "../work/run.js";\nexport const db = (): unknown => run;\n` }),
+        house({
+          "src/worker/store/db.ts": `import { run } from "../work/run.js";\nexport const db = (): unknown => run;\n`,
+        }),
       );
       const offences = checkHouse(root, rooms);
       const imports = offences.filter((o) => o.kind === "worker-import");
       expect(imports).toEqual([
-        { kind: "worker-import", file: "src/worker/store/db.ts", line: 1, specifier: "../work/run.js", from: "store", to: "work" },
+        {
+          kind: "worker-import",
+          file: "src/worker/store/db.ts",
+          line: 1,
+          specifier: "../work/run.js",
+          from: "store",
+          to: "work",
+        },
       ]);
       expect(kinds(offences)).toEqual(["worker-import", "worker-circle"]);
       const [first] = imports;
@@ -169,21 +183,25 @@ describe("the house check", () => {
         { folder: "web", mayImport: ["store", "work"] },
       ];
       const root = await tree({ ...house({}), ...readme("work", sideways) });
-      expect(checkHouse(root, sideways).map((o) => (o.kind === "worker-import" ? `${o.from}->${o.to}` : o.kind))).toEqual([
-        "work->store",
-      ]);
+      expect(
+        checkHouse(root, sideways).map((o) => (o.kind === "worker-import" ? `${o.from}->${o.to}` : o.kind)),
+      ).toEqual(["work->store"]);
     });
 
     it("names a circle between rooms", async () => {
       const root = await tree(
-        house({ "src/worker/store/db.ts": `import type { run } from "../web/app.js";\nexport const db = 1 as unknown as typeof run;\n` }),
+        house({
+          "src/worker/store/db.ts": `import type { run } from "../web/app.js";\nexport const db = 1 as unknown as typeof run;\n`,
+        }),
       );
       const circle = checkHouse(root, rooms).find((o) => o.kind === "worker-circle");
       expect(circle).toEqual({ kind: "worker-circle", rooms: ["store", "web", "work"] });
     });
 
     it("refuses a top-level file that is not the entry or a shared module, and a folder that is not a room", async () => {
-      const root = await tree(house({ "src/worker/helpers.ts": `export const h = 1;\n`, "src/worker/misc/x.ts": `export const x = 1;\n` }));
+      const root = await tree(
+        house({ "src/worker/helpers.ts": `export const h = 1;\n`, "src/worker/misc/x.ts": `export const x = 1;\n` }),
+      );
       expect(checkHouse(root, rooms)).toEqual([
         { kind: "worker-file", file: "src/worker/helpers.ts" },
         { kind: "worker-file", file: "src/worker/misc/x.ts" },
@@ -198,7 +216,10 @@ describe("the house check", () => {
         }),
       );
       const found = checkHouse(root, rooms).filter((o) => o.kind === "worker-import");
-      expect(found.map((o) => (o.kind === "worker-import" ? `${o.from}->${o.to}` : ""))).toEqual(["shared->store", "work->entry"]);
+      expect(found.map((o) => (o.kind === "worker-import" ? `${o.from}->${o.to}` : ""))).toEqual([
+        "shared->store",
+        "work->entry",
+      ]);
     });
 
     it("refuses a room without a README, a README whose May import line is not the declaration, and a declaration naming a later room", async () => {
@@ -209,12 +230,14 @@ describe("the house check", () => {
       ];
       const files = house({ "src/worker/web/README.md": "# web\n\nMay import: anything.\n" });
       delete files["src/worker/work/README.md"];
-      const problems = checkHouse(await tree(files), bad).flatMap((o) => (o.kind === "worker-room" ? [`${o.room}: ${o.problem}`] : []));
+      const problems = checkHouse(await tree(files), bad).flatMap((o) =>
+        o.kind === "worker-room" ? [`${o.room}: ${o.problem}`] : [],
+      );
       expect(problems).toEqual([
         "store: declares work, which is not below it in WORKER_ROOMS",
-        "store: README.md lacks the line \"May import: the shared modules, work.\"",
+        'store: README.md lacks the line "May import: the shared modules, work."',
         "work: has no README.md saying what it owns and what it may import",
-        "web: README.md lacks the line \"May import: the shared modules, store, work.\"",
+        'web: README.md lacks the line "May import: the shared modules, store, work."',
       ]);
     });
 

@@ -20,7 +20,17 @@ describe("mcpResultText", () => {
         { type: "text", text: "last" },
       ],
     };
-    expect(mcpResultText(output)).toBe(["first", "[image image/png]", "[audio audio/wav]", "[resource file:///a.txt (a)]", "embedded b", "[resource file:///c.bin]", "last"].join("\n"));
+    expect(mcpResultText(output)).toBe(
+      [
+        "first",
+        "[image image/png]",
+        "[audio audio/wav]",
+        "[resource file:///a.txt (a)]",
+        "embedded b",
+        "[resource file:///c.bin]",
+        "last",
+      ].join("\n"),
+    );
   });
 
   it("reads structured content when there is no content, and anything else as JSON", () => {

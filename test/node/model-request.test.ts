@@ -5,10 +5,36 @@
  */
 import { fauxAssistantMessage, type Api, type Model } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
-import { attemptOptions, backoffMs, exchangeProbe, reasoningFor, retryDecision, retryHintMs, type ExchangeProbe } from "../../src/kinds/model-request.js";
-import { buildProviderModels, CATALOGUE, enabledCatalogue, parseCustomProviders, ProviderConfigError, secretsOf } from "../../src/models/providers.js";
+import {
+  attemptOptions,
+  backoffMs,
+  exchangeProbe,
+  reasoningFor,
+  retryDecision,
+  retryHintMs,
+  type ExchangeProbe,
+} from "../../src/kinds/model-request.js";
+import {
+  buildProviderModels,
+  CATALOGUE,
+  enabledCatalogue,
+  parseCustomProviders,
+  ProviderConfigError,
+  secretsOf,
+} from "../../src/models/providers.js";
 
-const reasoningModel = { id: "m", name: "m", api: "openai-completions", provider: "p", baseUrl: "http://x", reasoning: true, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 1000, maxTokens: 100 } as Model<Api>;
+const reasoningModel = {
+  id: "m",
+  name: "m",
+  api: "openai-completions",
+  provider: "p",
+  baseUrl: "http://x",
+  reasoning: true,
+  input: ["text"],
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+  contextWindow: 1000,
+  maxTokens: 100,
+} as Model<Api>;
 const plainModel = { ...reasoningModel, reasoning: false } as Model<Api>;
 
 function probeWith(status: number, headers: Record<string, string>): ExchangeProbe {
@@ -35,8 +61,16 @@ describe("retry hints", () => {
     const now = Date.parse("2026-01-01T00:00:00Z");
     expect(retryHintMs(failed("429"), probeWith(429, { "retry-after-ms": "1500" }), now)).toBe(1500);
     expect(retryHintMs(failed("429"), probeWith(429, { "retry-after": "30" }), now)).toBe(30_000);
-    expect(retryHintMs(failed("503"), probeWith(503, { "retry-after": "Thu, 01 Jan 2026 00:02:00 GMT" }), now)).toBe(120_000);
-    expect(retryHintMs(failed("429"), probeWith(429, { "x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "6m0s" }), now)).toBe(360_000);
+    expect(retryHintMs(failed("503"), probeWith(503, { "retry-after": "Thu, 01 Jan 2026 00:02:00 GMT" }), now)).toBe(
+      120_000,
+    );
+    expect(
+      retryHintMs(
+        failed("429"),
+        probeWith(429, { "x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "6m0s" }),
+        now,
+      ),
+    ).toBe(360_000);
     expect(retryHintMs(failed("500"), probeWith(500, {}), now)).toBeUndefined();
   });
 
@@ -90,7 +124,10 @@ describe("providers", () => {
     for (const entry of CATALOGUE) {
       const values = Object.fromEntries(entry.secrets.map((name, i) => [name, `value-${i}-of-${entry.id}`]));
       const models = await buildProviderModels(secretsOf(values), []);
-      expect(models.getProviders().map((p) => p.id), entry.id).toContain(entry.id);
+      expect(
+        models.getProviders().map((p) => p.id),
+        entry.id,
+      ).toContain(entry.id);
       // The key goes in `apiKey` or, for AI Gateway, in its `cf-aig-authorization` header; account and
       // gateway ids in the provider's env. Every secret the catalogue requires is one pi-ai reads.
       const auth = JSON.stringify(await models.getAuth(entry.id)) ?? "(no auth resolved)";
@@ -99,8 +136,18 @@ describe("providers", () => {
   }, 60_000);
 
   it("custom endpoints parse from a JSON string; each bad declaration is a typed error naming its path", () => {
-    expect(parseCustomProviders('[{"id":"vllm","baseUrl":"http://h:8000/v1/","api":"openai-completions","keySecret":"VLLM_KEY","models":["a",{"id":"b","reasoning":true}]}]')).toEqual([
-      { id: "vllm", baseUrl: "http://h:8000/v1", api: "openai-completions", keySecret: "VLLM_KEY", models: [{ id: "a" }, { id: "b", reasoning: true }] },
+    expect(
+      parseCustomProviders(
+        '[{"id":"vllm","baseUrl":"http://h:8000/v1/","api":"openai-completions","keySecret":"VLLM_KEY","models":["a",{"id":"b","reasoning":true}]}]',
+      ),
+    ).toEqual([
+      {
+        id: "vllm",
+        baseUrl: "http://h:8000/v1",
+        api: "openai-completions",
+        keySecret: "VLLM_KEY",
+        models: [{ id: "a" }, { id: "b", reasoning: true }],
+      },
     ]);
     expect(parseCustomProviders("")).toEqual([]);
     const bad: [unknown, string][] = [
@@ -111,8 +158,14 @@ describe("providers", () => {
       [[{ id: "x", baseUrl: "ftp://h", api: "openai-completions", models: ["a"] }], "MODEL_PROVIDERS[0].baseUrl"],
       [[{ id: "x", baseUrl: "http://h", api: "grpc", models: ["a"] }], "MODEL_PROVIDERS[0].api"],
       [[{ id: "x", baseUrl: "http://h", api: "openai-completions", models: [] }], "MODEL_PROVIDERS[0].models"],
-      [[{ id: "x", baseUrl: "http://h", api: "openai-completions", models: [{ id: "a", contextWindow: -1 }] }], "MODEL_PROVIDERS[0].models[0].contextWindow"],
-      [[{ id: "x", baseUrl: "http://h", api: "openai-completions", keySecret: "lower", models: ["a"] }], "MODEL_PROVIDERS[0].keySecret"],
+      [
+        [{ id: "x", baseUrl: "http://h", api: "openai-completions", models: [{ id: "a", contextWindow: -1 }] }],
+        "MODEL_PROVIDERS[0].models[0].contextWindow",
+      ],
+      [
+        [{ id: "x", baseUrl: "http://h", api: "openai-completions", keySecret: "lower", models: ["a"] }],
+        "MODEL_PROVIDERS[0].keySecret",
+      ],
     ];
     for (const [raw, path] of bad) {
       let error: unknown;

@@ -42,19 +42,27 @@ describe("NodeSqliteHost", () => {
   it("transactionSync commits, rolls back on a throw, and nests as savepoints whose rollback keeps the outer work (node:sqlite)", () => {
     const host = fileHost();
     host.sql.exec("CREATE TABLE t (v TEXT)");
-    const values = (): unknown[] => host.sql.exec("SELECT v FROM t ORDER BY rowid").toArray().map((r) => r["v"]);
+    const values = (): unknown[] =>
+      host.sql
+        .exec("SELECT v FROM t ORDER BY rowid")
+        .toArray()
+        .map((r) => r["v"]);
     for (let round = 0; round < 2; round++) {
       host.transactionSync(() => host.sql.exec("INSERT INTO t (v) VALUES (?)", `kept${round}`));
-      expect(() => host.transactionSync(() => {
-        host.sql.exec("INSERT INTO t (v) VALUES (?)", "dropped");
-        throw new Error("boom");
-      })).toThrow("boom");
+      expect(() =>
+        host.transactionSync(() => {
+          host.sql.exec("INSERT INTO t (v) VALUES (?)", "dropped");
+          throw new Error("boom");
+        }),
+      ).toThrow("boom");
       host.transactionSync(() => {
         host.sql.exec("INSERT INTO t (v) VALUES (?)", `outer${round}`);
-        expect(() => host.transactionSync(() => {
-          host.sql.exec("INSERT INTO t (v) VALUES (?)", "inner");
-          throw new Error("inner boom");
-        })).toThrow("inner boom");
+        expect(() =>
+          host.transactionSync(() => {
+            host.sql.exec("INSERT INTO t (v) VALUES (?)", "inner");
+            throw new Error("inner boom");
+          }),
+        ).toThrow("inner boom");
       });
     }
     expect(values()).toEqual(["kept0", "outer0", "kept1", "outer1"]);
@@ -64,7 +72,9 @@ describe("NodeSqliteHost", () => {
     const host = fileHost();
     host.sql.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)");
     for (let round = 0; round < 2; round++) {
-      const inserted = host.transactionSync(() => host.sql.exec("INSERT INTO t (v) VALUES (?), (?) RETURNING id", `a${round}`, `b${round}`));
+      const inserted = host.transactionSync(() =>
+        host.sql.exec("INSERT INTO t (v) VALUES (?), (?) RETURNING id", `a${round}`, `b${round}`),
+      );
       expect([inserted.rowsRead, inserted.rowsWritten]).toEqual([2, 2]);
       const updated = host.sql.exec("UPDATE t SET v = v || ? WHERE v LIKE ?", "!", `%${round}`);
       expect([updated.rowsRead, updated.rowsWritten]).toEqual([0, 2]);

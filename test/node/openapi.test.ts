@@ -16,7 +16,9 @@ describe("OpenAPI document", () => {
     expect(result.valid).toBe(true);
     expect(validator.version).toBe("3.1");
     // The validator does catch a broken document (an operation without responses, a parameter without `in`).
-    const broken = structuredClone(openApiDocument()) as { paths: Record<string, Record<string, Record<string, unknown>>> };
+    const broken = structuredClone(openApiDocument()) as {
+      paths: Record<string, Record<string, Record<string, unknown>>>;
+    };
     const operation = broken.paths["/v1/sessions/{session}"]?.["get"];
     if (operation === undefined) throw new Error("no GET session operation");
     operation["parameters"] = [{ name: "session" }];

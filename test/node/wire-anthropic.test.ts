@@ -1,5 +1,6 @@
 /**
- * Anthropic Messages on the wire (docs/models.md "Wire tests"): pi-ai's real Anthropic Messages API against a local fake
+ * Anthropic Messages on the wire (docs/models.md "Wire tests"): pi-ai's real Anthropic Messages API against a local
+ * fake
  * endpoint answering in the documented SSE format, three ways: the catalogue `anthropic` provider,
  * Cloudflare AI Gateway's Anthropic route (the catalogue `cloudflare-ai-gateway` provider) and a custom
  * `anthropic-messages` endpoint declared in configuration (built with createProvider). Request
@@ -7,7 +8,26 @@
  * cut stream.
  */
 import { describe, expect, it } from "vitest";
-import { acceptAndDrive, expectOverflowSettles, expectWaitsExactly, assistants, call, eventually, expectKeylessAnswer, generationState, IDENTITY, jsonError, openRoute, openWire, resultOf, retrySleep, sse, usageRows, useFakeEndpoint, type WireRoute } from "./wire-fixtures.js";
+import {
+  acceptAndDrive,
+  expectOverflowSettles,
+  expectWaitsExactly,
+  assistants,
+  call,
+  eventually,
+  expectKeylessAnswer,
+  generationState,
+  IDENTITY,
+  jsonError,
+  openRoute,
+  openWire,
+  resultOf,
+  retrySleep,
+  sse,
+  usageRows,
+  useFakeEndpoint,
+  type WireRoute,
+} from "./wire-fixtures.js";
 
 /** One way to reach the Messages API: the catalogue provider, or a custom endpoint from configuration. */
 interface Wire extends WireRoute {
@@ -16,7 +36,13 @@ interface Wire extends WireRoute {
 }
 
 const wires: readonly Wire[] = [
-  { name: "Anthropic Messages (catalogue anthropic)", model: "anthropic/claude-sonnet-4-5", secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, path: /^\/v1\/messages(\?|$)/, auth: ["x-api-key", "sk-ant-test"] },
+  {
+    name: "Anthropic Messages (catalogue anthropic)",
+    model: "anthropic/claude-sonnet-4-5",
+    secrets: { ANTHROPIC_API_KEY: "sk-ant-test" },
+    path: /^\/v1\/messages(\?|$)/,
+    auth: ["x-api-key", "sk-ant-test"],
+  },
   {
     // AI Gateway's Anthropic route: the token goes in cf-aig-authorization (never x-api-key), under
     // /v1/{account}/{gateway}/anthropic.
@@ -31,31 +57,79 @@ const wires: readonly Wire[] = [
     model: "company-gw/claude-compatible",
     secrets: { COMPANY_GW_KEY: "gw-key-test" },
     // The Anthropic SDK appends /v1/messages to the base URL, as it does to https://api.anthropic.com.
-    custom: (endpoint) => [{ id: "company-gw", baseUrl: endpoint.url, api: "anthropic-messages", keySecret: "COMPANY_GW_KEY", models: [{ id: "claude-compatible", reasoning: true, contextWindow: 200_000 }] }],
+    custom: (endpoint) => [
+      {
+        id: "company-gw",
+        baseUrl: endpoint.url,
+        api: "anthropic-messages",
+        keySecret: "COMPANY_GW_KEY",
+        models: [{ id: "claude-compatible", reasoning: true, contextWindow: 200_000 }],
+      },
+    ],
     path: /^\/v1\/messages(\?|$)/,
     auth: ["x-api-key", "gw-key-test"],
   },
 ];
 
 function messageStart(input: number) {
-  return ["message_start", { type: "message_start", message: { id: "msg_1", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: input, output_tokens: 1, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 } } }] as const;
+  return [
+    "message_start",
+    {
+      type: "message_start",
+      message: {
+        id: "msg_1",
+        type: "message",
+        role: "assistant",
+        model: "claude-sonnet-4-5",
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: input, output_tokens: 1, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
+      },
+    },
+  ] as const;
 }
 
 function textAnswer(text: string, options: { thinking?: string; input?: number; output?: number } = {}): string[] {
   const events: [string, unknown][] = [[...messageStart(options.input ?? 120)]];
   let index = 0;
   if (options.thinking !== undefined) {
-    events.push(["content_block_start", { type: "content_block_start", index, content_block: { type: "thinking", thinking: "", signature: "" } }]);
-    events.push(["content_block_delta", { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: options.thinking } }]);
-    events.push(["content_block_delta", { type: "content_block_delta", index, delta: { type: "signature_delta", signature: "sig-1" } }]);
+    events.push([
+      "content_block_start",
+      { type: "content_block_start", index, content_block: { type: "thinking", thinking: "", signature: "" } },
+    ]);
+    events.push([
+      "content_block_delta",
+      { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: options.thinking } },
+    ]);
+    events.push([
+      "content_block_delta",
+      { type: "content_block_delta", index, delta: { type: "signature_delta", signature: "sig-1" } },
+    ]);
     events.push(["content_block_stop", { type: "content_block_stop", index }]);
     index += 1;
   }
-  events.push(["content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } }]);
-  events.push(["content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: text.slice(0, 3) } }]);
-  events.push(["content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: text.slice(3) } }]);
+  events.push([
+    "content_block_start",
+    { type: "content_block_start", index, content_block: { type: "text", text: "" } },
+  ]);
+  events.push([
+    "content_block_delta",
+    { type: "content_block_delta", index, delta: { type: "text_delta", text: text.slice(0, 3) } },
+  ]);
+  events.push([
+    "content_block_delta",
+    { type: "content_block_delta", index, delta: { type: "text_delta", text: text.slice(3) } },
+  ]);
   events.push(["content_block_stop", { type: "content_block_stop", index }]);
-  events.push(["message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: options.output ?? 42 } }]);
+  events.push([
+    "message_delta",
+    {
+      type: "message_delta",
+      delta: { stop_reason: "end_turn", stop_sequence: null },
+      usage: { output_tokens: options.output ?? 42 },
+    },
+  ]);
   events.push(["message_stop", { type: "message_stop" }]);
   return sse(events);
 }
@@ -63,12 +137,28 @@ function textAnswer(text: string, options: { thinking?: string; input?: number; 
 function twoToolCalls(): string[] {
   const events: [string, unknown][] = [[...messageStart(200)]];
   ["ping", "pong"].forEach((word, index) => {
-    events.push(["content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: `toolu_${index + 1}`, name: "echo", input: {} } }]);
-    events.push(["content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: '{"text":' } }]);
-    events.push(["content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: `"${word}"}` } }]);
+    events.push([
+      "content_block_start",
+      {
+        type: "content_block_start",
+        index,
+        content_block: { type: "tool_use", id: `toolu_${index + 1}`, name: "echo", input: {} },
+      },
+    ]);
+    events.push([
+      "content_block_delta",
+      { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: '{"text":' } },
+    ]);
+    events.push([
+      "content_block_delta",
+      { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: `"${word}"}` } },
+    ]);
     events.push(["content_block_stop", { type: "content_block_stop", index }]);
   });
-  events.push(["message_delta", { type: "message_delta", delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { output_tokens: 30 } }]);
+  events.push([
+    "message_delta",
+    { type: "message_delta", delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { output_tokens: 30 } },
+  ]);
   events.push(["message_stop", { type: "message_stop" }]);
   return sse(events);
 }
@@ -108,7 +198,9 @@ for (const wire of wires) {
       endpoint.reply({ chunks: textAnswer("plain") });
       const rig = await openWith();
       await (await rig.harness.root(call)).prompt({ input: "hello" }, call);
-      expect((endpoint.requests[0]?.body["thinking"] as { type?: string } | undefined)?.type ?? "disabled").toBe("disabled");
+      expect((endpoint.requests[0]?.body["thinking"] as { type?: string } | undefined)?.type ?? "disabled").toBe(
+        "disabled",
+      );
     });
 
     it("two parallel tool calls: both run, both results go back in the next request, then the answer", async () => {
@@ -131,11 +223,22 @@ for (const wire of wires) {
     });
 
     it("a 429 with retry-after: 30 waits exactly 30 s on the clock (durable notBefore), one request per attempt, then answers", async () => {
-      endpoint.reply(jsonError(429, { type: "error", error: { type: "rate_limit_error", message: "Rate limited, please slow down" } }, { "retry-after": "30" }), { chunks: textAnswer("after the wait") });
+      endpoint.reply(
+        jsonError(
+          429,
+          { type: "error", error: { type: "rate_limit_error", message: "Rate limited, please slow down" } },
+          { "retry-after": "30" },
+        ),
+        { chunks: textAnswer("after the wait") },
+      );
       const rig = await openWith();
       const { start, inputId, driving } = await acceptAndDrive(rig);
       await eventually(async () => (await generationState(rig))?.status === "retry_wait", "retry_wait");
-      expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 30_000, retry: { attempt: 1 } });
+      expect(await generationState(rig)).toMatchObject({
+        status: "retry_wait",
+        notBefore: start + 30_000,
+        retry: { attempt: 1 },
+      });
       await retrySleep(rig, "the sleep");
       await expectWaitsExactly(endpoint, rig, driving, 30_000);
       expect(await resultOf(rig, inputId)).toMatchObject({ status: "done" });
@@ -143,7 +246,10 @@ for (const wire of wires) {
     });
 
     it("a 500 backs off exponentially (base 1 s, no jitter: 1 s then 2 s), one request per attempt", async () => {
-      const overloaded = jsonError(500, { type: "error", error: { type: "api_error", message: "Internal server error" } });
+      const overloaded = jsonError(500, {
+        type: "error",
+        error: { type: "api_error", message: "Internal server error" },
+      });
       endpoint.reply(overloaded, overloaded, { chunks: textAnswer("third time") });
       const rig = await openWith();
       const { start, driving } = await acceptAndDrive(rig);
@@ -152,7 +258,11 @@ for (const wire of wires) {
       expect(endpoint.requests).toHaveLength(1);
       rig.clock.advance(1000);
       await eventually(async () => endpoint.requests.length === 2 && rig.clock.pending > 0, "the second sleep");
-      expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 1000 + 2000, retry: { attempt: 2 } });
+      expect(await generationState(rig)).toMatchObject({
+        status: "retry_wait",
+        notBefore: start + 1000 + 2000,
+        retry: { attempt: 2 },
+      });
       rig.clock.advance(2000);
       expect(await driving).toBe("idle");
       expect(endpoint.requests).toHaveLength(3);
@@ -160,7 +270,12 @@ for (const wire of wires) {
     });
 
     it("a context-overflow error settles the generation failed(overflow) without a retry", async () => {
-      endpoint.reply(jsonError(400, { type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 213462 tokens > 200000 maximum" } }));
+      endpoint.reply(
+        jsonError(400, {
+          type: "error",
+          error: { type: "invalid_request_error", message: "prompt is too long: 213462 tokens > 200000 maximum" },
+        }),
+      );
       const rig = await openWith();
       await expectOverflowSettles(endpoint, rig, wire.path);
       expect(await usageRows(rig)).toHaveLength(1);
@@ -185,15 +300,30 @@ for (const wire of wires) {
 describe("a keyless custom anthropic-messages endpoint (no keySecret) on the wire", () => {
   it("a local endpoint without a key answers (pi-ai refuses a request with no key at all)", async () => {
     endpoint.reply({ chunks: textAnswer("no key needed") });
-    const rig = await openWire({ secrets: {}, model: "local/m", custom: [{ id: "local", baseUrl: endpoint.url, api: "anthropic-messages", models: [{ id: "m" }] }] });
+    const rig = await openWire({
+      secrets: {},
+      model: "local/m",
+      custom: [{ id: "local", baseUrl: endpoint.url, api: "anthropic-messages", models: [{ id: "m" }] }],
+    });
     await expectKeylessAnswer(endpoint, rig, /^\/v1\/messages(\?|$)/, ["x-api-key", "keyless"]);
   });
 });
 
 describe("the retry policy's knobs on the wire (the MODEL_RETRY_* vars set them in a deployment)", () => {
   it("retryHonourHints false: a 429's retry-after: 30 is ignored and the wait is the backoff (base 1 s)", async () => {
-    endpoint.reply(jsonError(429, { type: "error", error: { type: "rate_limit_error", message: "Rate limited" } }, { "retry-after": "30" }), { chunks: textAnswer("after the backoff") });
-    const rig = await openWire({ secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, model: "anthropic/claude-sonnet-4-5", turn: { retryHonourHints: false } });
+    endpoint.reply(
+      jsonError(
+        429,
+        { type: "error", error: { type: "rate_limit_error", message: "Rate limited" } },
+        { "retry-after": "30" },
+      ),
+      { chunks: textAnswer("after the backoff") },
+    );
+    const rig = await openWire({
+      secrets: { ANTHROPIC_API_KEY: "sk-ant-test" },
+      model: "anthropic/claude-sonnet-4-5",
+      turn: { retryHonourHints: false },
+    });
     const { start, inputId, driving } = await acceptAndDrive(rig);
     await retrySleep(rig);
     expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 1000 });
@@ -206,7 +336,11 @@ describe("the retry policy's knobs on the wire (the MODEL_RETRY_* vars set them 
   it("maxAttempts 2 and a retryMaxDelayMs cap: the second 500 fails the input after one capped wait, two requests in all", async () => {
     const failing = jsonError(500, { type: "error", error: { type: "api_error", message: "Internal server error" } });
     endpoint.reply(failing, failing);
-    const rig = await openWire({ secrets: { ANTHROPIC_API_KEY: "sk-ant-test" }, model: "anthropic/claude-sonnet-4-5", turn: { maxAttempts: 2, retryBaseMs: 5000, retryMaxDelayMs: 3000 } });
+    const rig = await openWire({
+      secrets: { ANTHROPIC_API_KEY: "sk-ant-test" },
+      model: "anthropic/claude-sonnet-4-5",
+      turn: { maxAttempts: 2, retryBaseMs: 5000, retryMaxDelayMs: 3000 },
+    });
     const { start, inputId, driving } = await acceptAndDrive(rig);
     await retrySleep(rig);
     expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 3000 });

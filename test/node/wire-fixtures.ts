@@ -79,14 +79,24 @@ export class FakeEndpoint {
     const parts: Buffer[] = [];
     for await (const part of req) parts.push(part as Buffer);
     const text = Buffer.concat(parts).toString("utf8");
-    this.requests.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers, body: text === "" ? {} : (JSON.parse(text) as Record<string, unknown>) });
+    this.requests.push({
+      method: req.method ?? "",
+      path: req.url ?? "",
+      headers: req.headers,
+      body: text === "" ? {} : (JSON.parse(text) as Record<string, unknown>),
+    });
     const reply = this.#replies.shift();
     if (reply === undefined) {
-      res.writeHead(599, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "the fake endpoint has no reply scripted" } }));
+      res
+        .writeHead(599, { "content-type": "application/json" })
+        .end(JSON.stringify({ error: { message: "the fake endpoint has no reply scripted" } }));
       return;
     }
     const status = reply.status ?? 200;
-    res.writeHead(status, { "content-type": status === 200 ? "text/event-stream" : "application/json", ...reply.headers });
+    res.writeHead(status, {
+      "content-type": status === 200 ? "text/event-stream" : "application/json",
+      ...reply.headers,
+    });
     for (const chunk of reply.chunks) {
       res.write(chunk);
       await new Promise((resolve) => setImmediate(resolve));
@@ -101,7 +111,9 @@ export class FakeEndpoint {
 
 /** SSE: `event:` lines when named (Anthropic, Responses), `data:` only otherwise (Chat Completions). */
 export function sse(events: readonly (readonly [string | null, unknown])[], done = false): string[] {
-  const out = events.map(([name, data]) => `${name === null ? "" : `event: ${name}\n`}data: ${JSON.stringify(data)}\n\n`);
+  const out = events.map(
+    ([name, data]) => `${name === null ? "" : `event: ${name}\n`}data: ${JSON.stringify(data)}\n\n`,
+  );
   if (done) out.push("data: [DONE]\n\n");
   return out;
 }
@@ -172,7 +184,11 @@ export async function openWire(options: {
 }): Promise<WireRig> {
   const models = await buildProviderModels(secretsOf(options.secrets), options.custom ?? []);
   const clock = new FakeClock(1_700_000_000_000);
-  const kit = createTurnKit({ models, tools: [echoTool], options: { retryBaseMs: 1000, retryJitter: 0, flushMs: 0, ...options.turn } });
+  const kit = createTurnKit({
+    models,
+    tools: [echoTool],
+    options: { retryBaseMs: 1000, retryJitter: 0, flushMs: 0, ...options.turn },
+  });
   const storage = new MemoryStorage();
   const harness = await Harness.open(
     storage,
@@ -206,12 +222,25 @@ export interface WireRoute {
 }
 
 /** A rig whose model is `route`'s, reached through `endpoint`. */
-export function openRoute(route: WireRoute, endpoint: FakeEndpoint, extra: { thinking?: string } = {}): Promise<WireRig> {
-  return openWire({ secrets: route.secrets, model: route.model, ...(route.custom === undefined ? {} : { custom: route.custom(endpoint) }), ...extra });
+export function openRoute(
+  route: WireRoute,
+  endpoint: FakeEndpoint,
+  extra: { thinking?: string } = {},
+): Promise<WireRig> {
+  return openWire({
+    secrets: route.secrets,
+    model: route.model,
+    ...(route.custom === undefined ? {} : { custom: route.custom(endpoint) }),
+    ...extra,
+  });
 }
 
-/** Accept "hello" on the root and start driving it: the clock's time before the acceptance, its input id and the drive. */
-export async function acceptAndDrive(rig: WireRig): Promise<{ start: number; inputId: Id; driving: Promise<"idle" | "closed"> }> {
+/**
+ * Accept "hello" on the root and start driving it: the clock's time before the acceptance, its input id and the drive.
+ */
+export async function acceptAndDrive(
+  rig: WireRig,
+): Promise<{ start: number; inputId: Id; driving: Promise<"idle" | "closed"> }> {
   const root = await rig.harness.root(call);
   const start = rig.clock.now();
   const { inputId } = await root.accept({ input: "hello" }, call);
@@ -228,8 +257,16 @@ export function retrySleep(rig: WireRig, what = "the retry sleep"): Promise<void
   return eventually(() => rig.clock.pending > 0, what);
 }
 
-/** The drive that waits out a retry: no second request 1 ms before `ms` on the clock; at `ms` the second request answers and the drive ends idle. */
-export async function expectWaitsExactly(endpoint: FakeEndpoint, rig: WireRig, driving: Promise<"idle" | "closed">, ms: number): Promise<void> {
+/**
+ * The drive that waits out a retry: no second request 1 ms before `ms` on the clock; at `ms` the second request answers
+ * and the drive ends idle.
+ */
+export async function expectWaitsExactly(
+  endpoint: FakeEndpoint,
+  rig: WireRig,
+  driving: Promise<"idle" | "closed">,
+  ms: number,
+): Promise<void> {
   expect(endpoint.requests).toHaveLength(1);
   rig.clock.advance(ms - 1);
   await new Promise((resolve) => setTimeout(resolve, 50));
@@ -239,7 +276,10 @@ export async function expectWaitsExactly(endpoint: FakeEndpoint, rig: WireRig, d
   expect(endpoint.requests).toHaveLength(2);
 }
 
-/** Accept "hello" and drive to idle against a scripted context-overflow error: one request on `path`, the generation failed(overflow), the input unanswered. */
+/**
+ * Accept "hello" and drive to idle against a scripted context-overflow error: one request on `path`, the generation
+ * failed(overflow), the input unanswered.
+ */
 export async function expectOverflowSettles(endpoint: FakeEndpoint, rig: WireRig, path: RegExp): Promise<void> {
   const root = await rig.harness.root(call);
   const { inputId } = await root.accept({ input: "hello" }, call);
@@ -250,8 +290,16 @@ export async function expectOverflowSettles(endpoint: FakeEndpoint, rig: WireRig
   expect(await resultOf(rig, inputId)).toMatchObject({ status: "unanswered" });
 }
 
-/** A keyless custom endpoint answered one prompt: one request on `path` carrying `header: value`, the answer and its usage row. */
-export async function expectKeylessAnswer(endpoint: FakeEndpoint, rig: WireRig, path: RegExp, [header, value]: readonly [string, string]): Promise<void> {
+/**
+ * A keyless custom endpoint answered one prompt: one request on `path` carrying `header: value`, the answer and its
+ * usage row.
+ */
+export async function expectKeylessAnswer(
+  endpoint: FakeEndpoint,
+  rig: WireRig,
+  path: RegExp,
+  [header, value]: readonly [string, string],
+): Promise<void> {
   await (await rig.harness.root(call)).prompt({ input: "hello" }, call);
   expect(endpoint.requests).toHaveLength(1);
   expect(endpoint.requests[0]?.path).toMatch(path);
@@ -277,8 +325,18 @@ export async function resultOf(rig: WireRig, inputId: Id): Promise<InputResult |
 }
 
 /** The assistant messages of the transcript (their pi-ai content blocks). */
-export async function assistants(rig: WireRig): Promise<{ content: { type: string; [k: string]: unknown }[]; stopReason: string }[]> {
-  return (await entries(rig)).filter((e) => e.kind === "assistant").map((e) => (e.model as unknown as { content: { type: string }[]; stopReason: string }[])[0] as { content: { type: string; [k: string]: unknown }[]; stopReason: string });
+export async function assistants(
+  rig: WireRig,
+): Promise<{ content: { type: string; [k: string]: unknown }[]; stopReason: string }[]> {
+  return (await entries(rig))
+    .filter((e) => e.kind === "assistant")
+    .map(
+      (e) =>
+        (e.model as unknown as { content: { type: string }[]; stopReason: string }[])[0] as {
+          content: { type: string; [k: string]: unknown }[];
+          stopReason: string;
+        },
+    );
 }
 
 /** Poll real time (the HTTP exchange is real I/O) until `predicate` holds; fails after ~10 s. */

@@ -1,26 +1,69 @@
 /**
- * OpenAI-style APIs on the wire (docs/models.md "Wire tests"): pi-ai's real providers against a local fake endpoint that
+ * OpenAI-style APIs on the wire (docs/models.md "Wire tests"): pi-ai's real providers against a local fake endpoint
+ * that
  * answers in each API's documented streaming format. OpenAI Responses (the catalogue `openai`
  * provider, and a custom `openai-responses` endpoint), Chat Completions (a custom endpoint declared in
  * configuration; both custom ones are built with createProvider) and Cloudflare Workers AI (the
- * catalogue provider: Chat Completions under the account's REST path). Per wire: request bodies (tools, thinking, system), entries, usage rows, retry timing on a fake
+ * catalogue provider: Chat Completions under the account's REST path). Per wire: request bodies (tools, thinking,
+ * system), entries, usage rows, retry timing on a fake
  * clock, a 500, a context overflow and a cut stream.
  */
 import { describe, expect, it } from "vitest";
-import { acceptAndDrive, expectOverflowSettles, expectWaitsExactly, assistants, call, expectKeylessAnswer, generationState, IDENTITY, jsonError, openRoute, openWire, resultOf, retrySleep, sse, usageRows, useFakeEndpoint, type RecordedRequest, type WireRoute } from "./wire-fixtures.js";
+import {
+  acceptAndDrive,
+  expectOverflowSettles,
+  expectWaitsExactly,
+  assistants,
+  call,
+  expectKeylessAnswer,
+  generationState,
+  IDENTITY,
+  jsonError,
+  openRoute,
+  openWire,
+  resultOf,
+  retrySleep,
+  sse,
+  usageRows,
+  useFakeEndpoint,
+  type RecordedRequest,
+  type WireRoute,
+} from "./wire-fixtures.js";
 
 // ---------------------------------------------------------------------------------------------
 // Chat Completions (custom endpoint, Workers AI)
 
 function chunk(delta: Record<string, unknown>, finish: string | null = null): readonly [null, unknown] {
-  return [null, { id: "chatcmpl-1", object: "chat.completion.chunk", created: 1_700_000_000, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] }];
+  return [
+    null,
+    {
+      id: "chatcmpl-1",
+      object: "chat.completion.chunk",
+      created: 1_700_000_000,
+      model: "m",
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    },
+  ];
 }
 
 function usageChunk(input: number, output: number): readonly [null, unknown] {
-  return [null, { id: "chatcmpl-1", object: "chat.completion.chunk", created: 1_700_000_000, model: "m", choices: [], usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output } }];
+  return [
+    null,
+    {
+      id: "chatcmpl-1",
+      object: "chat.completion.chunk",
+      created: 1_700_000_000,
+      model: "m",
+      choices: [],
+      usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+    },
+  ];
 }
 
-function completionsAnswer(text: string, options: { thinking?: string; input?: number; output?: number } = {}): string[] {
+function completionsAnswer(
+  text: string,
+  options: { thinking?: string; input?: number; output?: number } = {},
+): string[] {
   return sse(
     [
       chunk({ role: "assistant", content: "" }),
@@ -53,31 +96,158 @@ function completionsTwoCalls(): string[] {
 // Responses (catalogue OpenAI)
 
 function responsesAnswer(text: string, options: { thinking?: string; input?: number; output?: number } = {}): string[] {
-  const events: [string, unknown][] = [["response.created", { type: "response.created", sequence_number: 0, response: { id: "resp_1", object: "response", status: "in_progress", model: "gpt-5-mini", output: [] } }]];
+  const events: [string, unknown][] = [
+    [
+      "response.created",
+      {
+        type: "response.created",
+        sequence_number: 0,
+        response: { id: "resp_1", object: "response", status: "in_progress", model: "gpt-5-mini", output: [] },
+      },
+    ],
+  ];
   let index = 0;
   if (options.thinking !== undefined) {
-    events.push(["response.output_item.added", { type: "response.output_item.added", output_index: index, item: { type: "reasoning", id: "rs_1", summary: [] } }]);
-    events.push(["response.reasoning_summary_text.delta", { type: "response.reasoning_summary_text.delta", item_id: "rs_1", output_index: index, summary_index: 0, delta: options.thinking }]);
-    events.push(["response.output_item.done", { type: "response.output_item.done", output_index: index, item: { type: "reasoning", id: "rs_1", summary: [{ type: "summary_text", text: options.thinking }] } }]);
+    events.push([
+      "response.output_item.added",
+      { type: "response.output_item.added", output_index: index, item: { type: "reasoning", id: "rs_1", summary: [] } },
+    ]);
+    events.push([
+      "response.reasoning_summary_text.delta",
+      {
+        type: "response.reasoning_summary_text.delta",
+        item_id: "rs_1",
+        output_index: index,
+        summary_index: 0,
+        delta: options.thinking,
+      },
+    ]);
+    events.push([
+      "response.output_item.done",
+      {
+        type: "response.output_item.done",
+        output_index: index,
+        item: { type: "reasoning", id: "rs_1", summary: [{ type: "summary_text", text: options.thinking }] },
+      },
+    ]);
     index += 1;
   }
-  events.push(["response.output_item.added", { type: "response.output_item.added", output_index: index, item: { type: "message", id: "msg_1", role: "assistant", status: "in_progress", content: [] } }]);
-  events.push(["response.output_text.delta", { type: "response.output_text.delta", item_id: "msg_1", output_index: index, content_index: 0, delta: text.slice(0, 3) }]);
-  events.push(["response.output_text.delta", { type: "response.output_text.delta", item_id: "msg_1", output_index: index, content_index: 0, delta: text.slice(3) }]);
-  events.push(["response.output_item.done", { type: "response.output_item.done", output_index: index, item: { type: "message", id: "msg_1", role: "assistant", status: "completed", content: [{ type: "output_text", text, annotations: [] }] } }]);
-  events.push(["response.completed", { type: "response.completed", response: { id: "resp_1", object: "response", status: "completed", model: "gpt-5-mini", output: [], usage: { input_tokens: options.input ?? 120, output_tokens: options.output ?? 42, total_tokens: (options.input ?? 120) + (options.output ?? 42), input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } } } }]);
+  events.push([
+    "response.output_item.added",
+    {
+      type: "response.output_item.added",
+      output_index: index,
+      item: { type: "message", id: "msg_1", role: "assistant", status: "in_progress", content: [] },
+    },
+  ]);
+  events.push([
+    "response.output_text.delta",
+    {
+      type: "response.output_text.delta",
+      item_id: "msg_1",
+      output_index: index,
+      content_index: 0,
+      delta: text.slice(0, 3),
+    },
+  ]);
+  events.push([
+    "response.output_text.delta",
+    {
+      type: "response.output_text.delta",
+      item_id: "msg_1",
+      output_index: index,
+      content_index: 0,
+      delta: text.slice(3),
+    },
+  ]);
+  events.push([
+    "response.output_item.done",
+    {
+      type: "response.output_item.done",
+      output_index: index,
+      item: {
+        type: "message",
+        id: "msg_1",
+        role: "assistant",
+        status: "completed",
+        content: [{ type: "output_text", text, annotations: [] }],
+      },
+    },
+  ]);
+  events.push([
+    "response.completed",
+    {
+      type: "response.completed",
+      response: {
+        id: "resp_1",
+        object: "response",
+        status: "completed",
+        model: "gpt-5-mini",
+        output: [],
+        usage: {
+          input_tokens: options.input ?? 120,
+          output_tokens: options.output ?? 42,
+          total_tokens: (options.input ?? 120) + (options.output ?? 42),
+          input_tokens_details: { cached_tokens: 0 },
+          output_tokens_details: { reasoning_tokens: 0 },
+        },
+      },
+    },
+  ]);
   return sse(events);
 }
 
 function responsesTwoCalls(): string[] {
-  const events: [string, unknown][] = [["response.created", { type: "response.created", response: { id: "resp_2", object: "response", status: "in_progress", model: "gpt-5-mini", output: [] } }]];
+  const events: [string, unknown][] = [
+    [
+      "response.created",
+      {
+        type: "response.created",
+        response: { id: "resp_2", object: "response", status: "in_progress", model: "gpt-5-mini", output: [] },
+      },
+    ],
+  ];
   ["ping", "pong"].forEach((word, index) => {
-    const item = { type: "function_call", id: `fc_${index + 1}`, call_id: `call_${index + 1}`, name: "echo", arguments: "" };
+    const item = {
+      type: "function_call",
+      id: `fc_${index + 1}`,
+      call_id: `call_${index + 1}`,
+      name: "echo",
+      arguments: "",
+    };
     events.push(["response.output_item.added", { type: "response.output_item.added", output_index: index, item }]);
-    events.push(["response.function_call_arguments.delta", { type: "response.function_call_arguments.delta", item_id: item.id, output_index: index, delta: `{"text":"${word}"}` }]);
-    events.push(["response.output_item.done", { type: "response.output_item.done", output_index: index, item: { ...item, arguments: `{"text":"${word}"}`, status: "completed" } }]);
+    events.push([
+      "response.function_call_arguments.delta",
+      {
+        type: "response.function_call_arguments.delta",
+        item_id: item.id,
+        output_index: index,
+        delta: `{"text":"${word}"}`,
+      },
+    ]);
+    events.push([
+      "response.output_item.done",
+      {
+        type: "response.output_item.done",
+        output_index: index,
+        item: { ...item, arguments: `{"text":"${word}"}`, status: "completed" },
+      },
+    ]);
   });
-  events.push(["response.completed", { type: "response.completed", response: { id: "resp_2", object: "response", status: "completed", model: "gpt-5-mini", output: [], usage: { input_tokens: 200, output_tokens: 30, total_tokens: 230, input_tokens_details: { cached_tokens: 0 } } } }]);
+  events.push([
+    "response.completed",
+    {
+      type: "response.completed",
+      response: {
+        id: "resp_2",
+        object: "response",
+        status: "completed",
+        model: "gpt-5-mini",
+        output: [],
+        usage: { input_tokens: 200, output_tokens: 30, total_tokens: 230, input_tokens_details: { cached_tokens: 0 } },
+      },
+    },
+  ]);
   return sse(events);
 }
 
@@ -95,9 +265,12 @@ interface Wire extends WireRoute {
   toolResultIds(request: RecordedRequest | undefined): string[];
 }
 
-const completionsTools = (body: Record<string, unknown>): string[] => ((body["tools"] as { function: { name: string } }[] | undefined) ?? []).map((t) => t.function.name);
+const completionsTools = (body: Record<string, unknown>): string[] =>
+  ((body["tools"] as { function: { name: string } }[] | undefined) ?? []).map((t) => t.function.name);
 const completionsResults = (request: RecordedRequest | undefined): string[] =>
-  ((request?.body["messages"] as { role: string; tool_call_id?: string }[] | undefined) ?? []).filter((m) => m.role === "tool").map((m) => m.tool_call_id ?? "");
+  ((request?.body["messages"] as { role: string; tool_call_id?: string }[] | undefined) ?? [])
+    .filter((m) => m.role === "tool")
+    .map((m) => m.tool_call_id ?? "");
 
 /** What the two Responses wires share: the API's path, stream format and body fields. */
 const responsesApi = {
@@ -106,8 +279,12 @@ const responsesApi = {
   twoCalls: responsesTwoCalls,
   thinkingHigh: (body: Record<string, unknown>) => (body["reasoning"] as { effort?: string } | undefined)?.effort,
   expectedThinking: "high",
-  toolNames: (body: Record<string, unknown>) => ((body["tools"] as { name: string }[] | undefined) ?? []).map((t) => t.name),
-  toolResultIds: (request: RecordedRequest | undefined) => ((request?.body["input"] as { type: string; call_id?: string }[] | undefined) ?? []).filter((i) => i.type === "function_call_output").map((i) => i.call_id ?? ""),
+  toolNames: (body: Record<string, unknown>) =>
+    ((body["tools"] as { name: string }[] | undefined) ?? []).map((t) => t.name),
+  toolResultIds: (request: RecordedRequest | undefined) =>
+    ((request?.body["input"] as { type: string; call_id?: string }[] | undefined) ?? [])
+      .filter((i) => i.type === "function_call_output")
+      .map((i) => i.call_id ?? ""),
 } as const;
 
 /** What the two Chat Completions wires share. */
@@ -132,7 +309,15 @@ const wires: readonly Wire[] = [
     name: "OpenAI Responses (a custom openai-responses endpoint from configuration)",
     model: "company-gw/gpt-compatible",
     secrets: { COMPANY_GW_KEY: "gw-key-test" },
-    custom: (endpoint) => [{ id: "company-gw", baseUrl: `${endpoint.url}/v1`, api: "openai-responses", keySecret: "COMPANY_GW_KEY", models: [{ id: "gpt-compatible", reasoning: true }] }],
+    custom: (endpoint) => [
+      {
+        id: "company-gw",
+        baseUrl: `${endpoint.url}/v1`,
+        api: "openai-responses",
+        keySecret: "COMPANY_GW_KEY",
+        models: [{ id: "gpt-compatible", reasoning: true }],
+      },
+    ],
     ...responsesApi,
     authorization: "Bearer gw-key-test",
   },
@@ -140,7 +325,15 @@ const wires: readonly Wire[] = [
     name: "Chat Completions (a custom endpoint from configuration)",
     model: "local-vllm/qwen3-32b",
     secrets: { LOCAL_VLLM_KEY: "sk-local-test" },
-    custom: (endpoint) => [{ id: "local-vllm", baseUrl: `${endpoint.url}/v1`, api: "openai-completions", keySecret: "LOCAL_VLLM_KEY", models: [{ id: "qwen3-32b", reasoning: true, contextWindow: 32_768 }] }],
+    custom: (endpoint) => [
+      {
+        id: "local-vllm",
+        baseUrl: `${endpoint.url}/v1`,
+        api: "openai-completions",
+        keySecret: "LOCAL_VLLM_KEY",
+        models: [{ id: "qwen3-32b", reasoning: true, contextWindow: 32_768 }],
+      },
+    ],
     path: /^\/v1\/chat\/completions$/,
     authorization: "Bearer sk-local-test",
     ...completionsApi,
@@ -209,17 +402,33 @@ for (const wire of wires) {
     });
 
     it("a 429 with retry-after: 30 waits exactly 30 s on the clock, one request per attempt, then answers", async () => {
-      endpoint.reply(jsonError(429, { error: { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" } }, { "retry-after": "30" }), { chunks: wire.answer("after the wait") });
+      endpoint.reply(
+        jsonError(
+          429,
+          { error: { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" } },
+          { "retry-after": "30" },
+        ),
+        { chunks: wire.answer("after the wait") },
+      );
       const rig = await open();
       const { start, inputId, driving } = await acceptAndDrive(rig);
       await retrySleep(rig);
-      expect(await generationState(rig)).toMatchObject({ status: "retry_wait", notBefore: start + 30_000, retry: { attempt: 1 } });
+      expect(await generationState(rig)).toMatchObject({
+        status: "retry_wait",
+        notBefore: start + 30_000,
+        retry: { attempt: 1 },
+      });
       await expectWaitsExactly(endpoint, rig, driving, 30_000);
       expect(await resultOf(rig, inputId)).toMatchObject({ status: "done" });
     });
 
     it("a 500 backs off 1 s (base 1 s, no jitter), one request per attempt, then answers", async () => {
-      endpoint.reply(jsonError(500, { error: { message: "The server had an error while processing your request", type: "server_error" } }), { chunks: wire.answer("recovered") });
+      endpoint.reply(
+        jsonError(500, {
+          error: { message: "The server had an error while processing your request", type: "server_error" },
+        }),
+        { chunks: wire.answer("recovered") },
+      );
       const rig = await open();
       const { start, driving } = await acceptAndDrive(rig);
       await retrySleep(rig);
@@ -232,13 +441,24 @@ for (const wire of wires) {
     });
 
     it("a context-overflow error settles the generation failed(overflow) without a retry", async () => {
-      endpoint.reply(jsonError(400, { error: { message: "Your input exceeds the context window of this model. Please adjust your input and try again.", type: "invalid_request_error", code: "context_length_exceeded" } }));
+      endpoint.reply(
+        jsonError(400, {
+          error: {
+            message: "Your input exceeds the context window of this model. Please adjust your input and try again.",
+            type: "invalid_request_error",
+            code: "context_length_exceeded",
+          },
+        }),
+      );
       const rig = await open();
       await expectOverflowSettles(endpoint, rig, wire.path);
     });
 
     it("a stream cut mid-answer is not an answer: the attempt records usage and the generation retries", async () => {
-      endpoint.reply({ chunks: wire.answer("never finished").slice(0, 3), cut: true }, { chunks: wire.answer("second try") });
+      endpoint.reply(
+        { chunks: wire.answer("never finished").slice(0, 3), cut: true },
+        { chunks: wire.answer("second try") },
+      );
       const rig = await open();
       const { inputId, driving } = await acceptAndDrive(rig);
       await retrySleep(rig);
@@ -259,7 +479,11 @@ describe("a keyless custom endpoint (no keySecret) on the wire", () => {
   ] as const) {
     it(`${api}: a local endpoint without a key answers (pi-ai refuses a request with no key at all)`, async () => {
       endpoint.reply({ chunks: answer("no key needed") });
-      const rig = await openWire({ secrets: {}, model: "local/m", custom: [{ id: "local", baseUrl: `${endpoint.url}/v1`, api, models: [{ id: "m" }] }] });
+      const rig = await openWire({
+        secrets: {},
+        model: "local/m",
+        custom: [{ id: "local", baseUrl: `${endpoint.url}/v1`, api, models: [{ id: "m" }] }],
+      });
       await expectKeylessAnswer(endpoint, rig, path, ["authorization", "Bearer keyless"]);
     });
   }

@@ -6,7 +6,13 @@
  * harness with the turn kit over the faux provider, without the host's commit-listening fallback (Gupp),
  * except where the conversation's activity touches `last_activity` (throttled, never per token).
  */
-import { createModels, fauxAssistantMessage, fauxProvider, fauxToolCall, type AssistantMessage } from "@earendil-works/pi-ai";
+import {
+  createModels,
+  fauxAssistantMessage,
+  fauxProvider,
+  fauxToolCall,
+  type AssistantMessage,
+} from "@earendil-works/pi-ai";
 import { afterEach, describe, expect, it } from "vitest";
 import { BACKGROUND_CONTEXT } from "../../src/core/call.js";
 import { Harness, initialValue, type CommittedBatch } from "../../src/core/harness.js";
@@ -37,13 +43,20 @@ async function fixture(answers: (string | AssistantMessage)[], options: { clock?
   const model = faux.getModel();
   faux.setResponses(answers.map((answer) => (typeof answer === "string" ? fauxAssistantMessage(answer) : answer)));
   let rig: Rig | undefined;
-  const kit = createTurnKit({ models, tools: [echoTool], finalAnswer: async (boundary) => rig?.atFinalAnswer(boundary) });
+  const kit = createTurnKit({
+    models,
+    tools: [echoTool],
+    finalAnswer: async (boundary) => rig?.atFinalAnswer(boundary),
+  });
   const witness = createWitnessKind(() => rig);
   const harness = await Harness.open(
     new MemoryStorage(),
     {
       taskKinds: [...kit.kinds, erase(witness)],
-      rootValues: [initialValue(generationConfig.model, `${model.provider}/${model.id}`), initialValue(generationConfig.selectedTools, ["echo"])],
+      rootValues: [
+        initialValue(generationConfig.model, `${model.provider}/${model.id}`),
+        initialValue(generationConfig.selectedTools, ["echo"]),
+      ],
       ...(options.clock === undefined ? {} : { host: { clock: options.clock } }),
     },
     call,
@@ -53,7 +66,8 @@ async function fixture(answers: (string | AssistantMessage)[], options: { clock?
   rig = new Rig(harness, {
     witness,
     conversationValues: Object.values(generationConfig),
-    accept: async (tx, conversationId, input, requestId) => (await acceptInput(tx.builder, conversationId, { input, requestId }, kit.options, harness.now())).inputId,
+    accept: async (tx, conversationId, input, requestId) =>
+      (await acceptInput(tx.builder, conversationId, { input, requestId }, kit.options, harness.now())).inputId,
   });
   const commits: CommittedBatch[] = [];
   harness.onCommit((commit) => commits.push(commit));
@@ -71,19 +85,29 @@ function writesOf(commit: CommittedBatch): readonly MainWrite[] {
 
 /** The input's result as this commit leaves it (its last write of it), if the commit writes it. */
 function resultWrite(commit: CommittedBatch, inputId: Id): unknown {
-  const write = writesOf(commit).findLast((w) => w.type === "value.set" && w.addr.namespace === INPUT_RESULT_NAMESPACE && w.addr.key === String(inputId));
+  const write = writesOf(commit).findLast(
+    (w) => w.type === "value.set" && w.addr.namespace === INPUT_RESULT_NAMESPACE && w.addr.key === String(inputId),
+  );
   return write?.type === "value.set" ? write.value : undefined;
 }
 
 type HookWritten = { file: { status: string; last_activity: string }; input?: { inputId: Id } };
 
 function hookWrite(commit: CommittedBatch): HookWritten | undefined {
-  const write = writesOf(commit).find((w) => w.type === "value.set" && w.addr.namespace === HOOK_NAMESPACE && w.addr.key === "polecat-alpha");
+  const write = writesOf(commit).find(
+    (w) => w.type === "value.set" && w.addr.namespace === HOOK_NAMESPACE && w.addr.key === "polecat-alpha",
+  );
   return write?.type === "value.set" ? (write.value as unknown as HookWritten) : undefined;
 }
 
 function userTexts(commits: readonly CommittedBatch[]): string[] {
-  return commits.flatMap((c) => writesOf(c).flatMap((w) => (w.type === "entry" && w.entry.kind === "user" ? [String((w.entry.model?.[0] as { content?: unknown } | undefined)?.content)] : [])));
+  return commits.flatMap((c) =>
+    writesOf(c).flatMap((w) =>
+      w.type === "entry" && w.entry.kind === "user"
+        ? [String((w.entry.model?.[0] as { content?: unknown } | undefined)?.content)]
+        : [],
+    ),
+  );
 }
 
 describe("Pending hook goes ahead of queued followUps", () => {
@@ -99,13 +123,18 @@ describe("Pending hook goes ahead of queued followUps", () => {
     expect(await f.handle.drive(call)).toBe("idle");
 
     // One commit records the question's answer, accepts the work item first and activates the hook.
-    const answered = f.commits.filter((c) => (resultWrite(c, question.inputId) as { status?: string } | undefined)?.status === "done");
+    const answered = f.commits.filter(
+      (c) => (resultWrite(c, question.inputId) as { status?: string } | undefined)?.status === "done",
+    );
     expect(answered).toHaveLength(1);
     const boundary = answered[0] as CommittedBatch;
     const activated = hookWrite(boundary);
     expect(activated?.file.status).toBe("active");
     const workInput = activated?.input?.inputId as Id;
-    expect(resultWrite(boundary, workInput)).toMatchObject({ status: "placed", requestId: guppRequestId("polecat-alpha", f.conversationId, 1) });
+    expect(resultWrite(boundary, workInput)).toMatchObject({
+      status: "placed",
+      requestId: guppRequestId("polecat-alpha", f.conversationId, 1),
+    });
     expect(resultWrite(boundary, followUp.inputId)).toBeUndefined();
     expect(userTexts([boundary])).toEqual(["Work item gt-1: short"]);
     // The work item's group came before the follow-up's: the transcript's user entries in order.
@@ -113,11 +142,15 @@ describe("Pending hook goes ahead of queued followUps", () => {
 
     // The work item's answer completes the hook in the commit that records its `done` result, once;
     // that boundary places the follow-up as the next group.
-    const done = f.commits.filter((c) => (resultWrite(c, workInput) as { status?: string } | undefined)?.status === "done");
+    const done = f.commits.filter(
+      (c) => (resultWrite(c, workInput) as { status?: string } | undefined)?.status === "done",
+    );
     expect(done).toHaveLength(1);
     expect(hookWrite(done[0] as CommittedBatch)?.file.status).toBe("completed");
     expect(resultWrite(done[0] as CommittedBatch, followUp.inputId)).toMatchObject({ status: "placed" });
-    expect(await f.harness.storage.getValue(bindResult(f.conversationId, followUp.inputId))).toMatchObject({ value: { status: "done" } });
+    expect(await f.harness.storage.getValue(bindResult(f.conversationId, followUp.inputId))).toMatchObject({
+      value: { status: "done" },
+    });
     expect(f.commits.filter((c) => hookWrite(c)?.file.status === "completed")).toHaveLength(1);
     expect((await f.rig.readHook("polecat-alpha")).hook.status).toBe("completed");
   });
@@ -151,7 +184,11 @@ describe("the final-answer extension point (kinds)", () => {
         accepted.push(await boundary.acceptFirst("the extension's input", "ext:1"));
       },
     });
-    const harness = await Harness.open(new MemoryStorage(), { taskKinds: kit.kinds, rootValues: [initialValue(generationConfig.model, `${model.provider}/${model.id}`)] }, call);
+    const harness = await Harness.open(
+      new MemoryStorage(),
+      { taskKinds: kit.kinds, rootValues: [initialValue(generationConfig.model, `${model.provider}/${model.id}`)] },
+      call,
+    );
     open.push(harness);
     kit.install(harness);
     const commits: CommittedBatch[] = [];
@@ -171,7 +208,13 @@ describe("conversation activity touches the hook", () => {
   for (const late of [true, false]) {
     it(`commits of the agent's conversation touch last_activity at most once per throttle window (${late ? "31 s after activation: one touch" : "10 s after activation, inside the window: no write"})`, async () => {
       const clock = new FakeClock(Date.parse("2026-03-05T10:00:00Z"));
-      const f = await fixture([fauxAssistantMessage([fauxToolCall("echo", { text: "step" }, { id: "c1" })], { stopReason: "toolUse" }), "the work is done"], { clock, gupp: true });
+      const f = await fixture(
+        [
+          fauxAssistantMessage([fauxToolCall("echo", { text: "step" }, { id: "c1" })], { stopReason: "toolUse" }),
+          "the work is done",
+        ],
+        { clock, gupp: true },
+      );
       const set = await f.rig.transition(mayor, "polecat-alpha", "set", { work: { bead_id: "gt-1", title: "short" } });
       expect(set.hook.status).toBe("active");
       clock.advance(late ? 31_000 : 10_000);

@@ -35,7 +35,9 @@ async function fixture() {
 }
 
 function namespaces(commit: CommittedBatch): string[] {
-  return commit.batch.kind === "main" ? commit.batch.writes.flatMap((w) => ("addr" in w ? [`${w.type} ${w.addr.namespace}`] : [])) : [];
+  return commit.batch.kind === "main"
+    ? commit.batch.writes.flatMap((w) => ("addr" in w ? [`${w.type} ${w.addr.namespace}`] : []))
+    : [];
 }
 
 describe("Agents are rows", () => {
@@ -70,7 +72,14 @@ describe("Agents are rows", () => {
     await first.rig.register(mayor, "polecat-bravo", { role: "polecat", conversation: "new" });
     // What the old code left: the index value beside the rows.
     const bravo = (await first.rig.agent("polecat-bravo")).conversationId;
-    await first.harness.commit((tx) => tx.value(legacyAgentIndex).set({ "polecat-alpha": { role: "polecat" }, "polecat-bravo": { role: "polecat", ...(bravo === undefined ? {} : { conversationId: bravo }) } }), call);
+    await first.harness.commit(
+      (tx) =>
+        tx.value(legacyAgentIndex).set({
+          "polecat-alpha": { role: "polecat" },
+          "polecat-bravo": { role: "polecat", ...(bravo === undefined ? {} : { conversationId: bravo }) },
+        }),
+      call,
+    );
     // The object opened again: a new Rig over the same state.
     const f = { ...first, rig: new Rig(first.harness, { witness: first.witness, name: "scale" }) };
     expect((await f.rig.agents()).map((a) => a.agent.agent_id)).toEqual(["polecat-alpha", "polecat-bravo"]);
@@ -82,7 +91,12 @@ describe("Agents are rows", () => {
     // Checked once: the next register reads and writes no index.
     const before = f.commits.length;
     await f.rig.register(mayor, "polecat-delta", { role: "polecat" });
-    expect(f.commits.slice(before).flatMap(namespaces).filter((w) => w.endsWith(" rig.agents"))).toEqual([]);
+    expect(
+      f.commits
+        .slice(before)
+        .flatMap(namespaces)
+        .filter((w) => w.endsWith(" rig.agents")),
+    ).toEqual([]);
   });
 });
 

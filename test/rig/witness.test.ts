@@ -69,7 +69,8 @@ async function fixture(storage: Storage = new MemoryStorage()): Promise<Fixture>
   const commits: CommittedBatch[] = [];
   harness.onCommit((commit) => commits.push(commit));
   await harness.attach(call);
-  const patrols = async (): Promise<number> => (await harness.storage.getValue(bind(witnessPatrol, {})))?.value.patrols ?? 0;
+  const patrols = async (): Promise<number> =>
+    (await harness.storage.getValue(bind(witnessPatrol, {})))?.value.patrols ?? 0;
   return {
     harness,
     rig,
@@ -91,7 +92,9 @@ async function fixture(storage: Storage = new MemoryStorage()): Promise<Fixture>
 }
 
 async function stallMail(rig: Rig): Promise<string[]> {
-  return (await rig.mail(mayor)).messages.map((m) => m.payload).filter((p): p is string => typeof p === "string" && p.startsWith("STALL_"));
+  return (await rig.mail(mayor)).messages
+    .map((m) => m.payload)
+    .filter((p): p is string => typeof p === "string" && p.startsWith("STALL_"));
 }
 
 async function activePolecat(f: Fixture, id: string, bead: string, conversation?: "new"): Promise<void> {
@@ -111,7 +114,13 @@ describe("Witness escalation ladder", () => {
     f.clock.advance(31 * MIN);
     await f.waitPatrols(1);
     expect(f.live).toHaveLength(1);
-    expect(f.live[0]?.nudge).toMatchObject({ from: "witness", to: "polecat-alpha", channel: "nudge", payload: "HEALTH_CHECK: no activity for 31m on gt-abc12", durable: false });
+    expect(f.live[0]?.nudge).toMatchObject({
+      from: "witness",
+      to: "polecat-alpha",
+      channel: "nudge",
+      payload: "HEALTH_CHECK: no activity for 31m on gt-abc12",
+      durable: false,
+    });
     expect((await bravoNudges).map((n) => n.payload)).toEqual(["HEALTH_CHECK: no activity for 31m on gt-def34"]);
     expect(await stallMail(f.rig)).toEqual([]);
 
@@ -120,7 +129,10 @@ describe("Witness escalation ladder", () => {
     expect(f.live).toHaveLength(2); // second nudge, still no response
     f.clock.advance(5 * MIN);
     await f.waitPatrols(3);
-    expect(await stallMail(f.rig)).toEqual(["STALL_CRITICAL: polecat-alpha idle 41m on gt-abc12", "STALL_CRITICAL: polecat-bravo idle 41m on gt-def34"]);
+    expect(await stallMail(f.rig)).toEqual([
+      "STALL_CRITICAL: polecat-alpha idle 41m on gt-abc12",
+      "STALL_CRITICAL: polecat-bravo idle 41m on gt-def34",
+    ]);
 
     for (let i = 0; i < 10; i++) {
       f.clock.advance(5 * MIN);
@@ -128,7 +140,12 @@ describe("Witness escalation ladder", () => {
     }
     expect(await stallMail(f.rig)).toHaveLength(2);
     const health = await f.rig.health();
-    expect(health.stalledDetails.find((d) => d.agentId === "polecat-alpha")).toEqual({ agentId: "polecat-alpha", beadId: "gt-abc12", stalledMinutes: 91, nudgesSent: 2 });
+    expect(health.stalledDetails.find((d) => d.agentId === "polecat-alpha")).toEqual({
+      agentId: "polecat-alpha",
+      beadId: "gt-abc12",
+      stalledMinutes: 91,
+      nudgesSent: 2,
+    });
 
     // The agent answers the nudge: the touch writes despite the throttle, and the next patrol resolves the stall.
     const touched = await f.rig.transition(agent("polecat-alpha"), "polecat-alpha", "touch");
@@ -138,7 +155,14 @@ describe("Witness escalation ladder", () => {
     expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toBeUndefined();
     const after = await f.rig.health();
     expect(after.stalledDetails.map((d) => d.agentId)).toEqual(["polecat-bravo"]);
-    expect(after).toMatchObject({ rigName: "test-rig", totalAgents: 2, activeAgents: 1, stalledAgents: 1, idleAgents: 0, terminatedAgents: 0 });
+    expect(after).toMatchObject({
+      rigName: "test-rig",
+      totalAgents: 2,
+      activeAgents: 1,
+      stalledAgents: 1,
+      idleAgents: 0,
+      terminatedAgents: 0,
+    });
     expect(await stallMail(f.rig)).toHaveLength(2);
   });
 });
@@ -224,7 +248,9 @@ describe("Failed hook read is not empty", () => {
     fail(true);
     await expect(f.rig.readHook("polecat-alpha")).rejects.toThrow("disk I/O error");
     await expect(f.rig.waitHook(agent("polecat-alpha"), "polecat-alpha", 10)).rejects.toThrow("disk I/O error");
-    await expect(f.rig.transition(agent("polecat-alpha"), "polecat-alpha", "activate")).rejects.toThrow("disk I/O error");
+    await expect(f.rig.transition(agent("polecat-alpha"), "polecat-alpha", "activate")).rejects.toThrow(
+      "disk I/O error",
+    );
     await expect(f.rig.health()).rejects.toThrow("disk I/O error");
     const seq = f.harness.storage.lastSeq;
     f.clock.advance(5 * MIN);
@@ -251,7 +277,10 @@ describe("The witness receives mail", () => {
     await f.waitPatrols(2);
     // 10 min idle is a stall under the mayor's 6 min threshold (the default 30 min would not nudge).
     expect(f.live.map((n) => n.nudge.payload)).toEqual([]); // an external agent nobody listens to: lost
-    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toMatchObject({ bead_id: "gt-1", nudges: 1 });
+    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toMatchObject({
+      bead_id: "gt-1",
+      nudges: 1,
+    });
     const settings = await f.rig.settings();
     expect(settings).toMatchObject({ stallThresholdMs: 6 * MIN, patrolIntervalMs: 2 * MIN, alertAfterMs: 60 * MIN });
     expect(f.harness.driver.nextWake).toBe(f.clock.now() + 2 * MIN);
@@ -261,20 +290,40 @@ describe("The witness receives mail", () => {
     const f = await fixture();
     await activePolecat(f, "polecat-alpha", "gt-1");
     // No agent may carry a reserved name, in the rig's own API either.
-    await expect(f.rig.register(mayor, "mayor", { role: "polecat" })).rejects.toMatchObject({ code: "rig_invalid", field: "agent_id" });
-    await expect(f.rig.send(agent("mayor"), "witness", { set: { stallThresholdMs: 2 * MIN } })).rejects.toMatchObject({ code: "rig_forbidden" });
+    await expect(f.rig.register(mayor, "mayor", { role: "polecat" })).rejects.toMatchObject({
+      code: "rig_invalid",
+      field: "agent_id",
+    });
+    await expect(f.rig.send(agent("mayor"), "witness", { set: { stallThresholdMs: 2 * MIN } })).rejects.toMatchObject({
+      code: "rig_forbidden",
+    });
     await expect(f.rig.mail(agent("mayor"))).rejects.toMatchObject({ code: "rig_forbidden" });
     await expect(f.rig.mail(agent("polecat-alpha"), "mayor")).rejects.toMatchObject({ code: "rig_forbidden" });
     // A message named "mayor" but sent with an agent's role (as a rig before reserved names could hold).
     await f.harness.commit(async (tx) => {
-      tx.list(mailbox("witness")).append({ from: "mayor", sender: "agent", to: "witness", channel: "mail", payload: { set: { stallThresholdMs: 2 * MIN } }, timestamp: new Date(f.clock.now()).toISOString(), durable: true });
+      tx.list(mailbox("witness")).append({
+        from: "mayor",
+        sender: "agent",
+        to: "witness",
+        channel: "mail",
+        payload: { set: { stallThresholdMs: 2 * MIN } },
+        timestamp: new Date(f.clock.now()).toISOString(),
+        durable: true,
+      });
     }, call);
     f.clock.advance(5 * MIN);
     await f.waitPatrols(1);
     expect(await f.rig.settings()).toMatchObject({ stallThresholdMs: 30 * MIN });
     // The mayor's own instruction still works; so does a message of a rig that recorded no role (by name).
     await f.harness.commit(async (tx) => {
-      tx.list(mailbox("witness")).append({ from: "mayor", to: "witness", channel: "mail", payload: { set: { alertAfterMs: 90 * MIN } }, timestamp: new Date(f.clock.now()).toISOString(), durable: true });
+      tx.list(mailbox("witness")).append({
+        from: "mayor",
+        to: "witness",
+        channel: "mail",
+        payload: { set: { alertAfterMs: 90 * MIN } },
+        timestamp: new Date(f.clock.now()).toISOString(),
+        durable: true,
+      });
     }, call);
     await f.rig.send(mayor, "witness", { set: { stallThresholdMs: 20 * MIN } });
     f.clock.advance(5 * MIN);
@@ -307,7 +356,9 @@ describe("The witness receives mail", () => {
     f.clock.advance(5 * MIN);
     await f.waitPatrols(2);
     expect(f.live.map((n) => n.nudge.payload)).toEqual(["HEALTH_CHECK: no activity for 36m on gt-merge"]);
-    expect((await f.rig.health()).stalledDetails).toEqual([{ agentId: "refinery-f5g6h", beadId: "gt-merge", stalledMinutes: 36, nudgesSent: 1 }]);
+    expect((await f.rig.health()).stalledDetails).toEqual([
+      { agentId: "refinery-f5g6h", beadId: "gt-merge", stalledMinutes: 36, nudgesSent: 1 },
+    ]);
     f.clock.advance(5 * MIN);
     await f.waitPatrols(3);
     f.clock.advance(5 * MIN);
@@ -327,14 +378,18 @@ describe("The witness receives mail", () => {
     await activePolecat(f, "polecat-bravo", "gt-2");
     f.clock.advance(31 * MIN);
     await f.waitPatrols(1);
-    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toMatchObject({ nudges: 1 });
+    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toMatchObject({
+      nudges: 1,
+    });
     // polecat-alpha answers by mail; polecat-bravo does not.
     f.clock.advance(1 * MIN);
     await f.rig.send(agent("polecat-alpha"), "witness", "still working: long test run");
     f.clock.advance(4 * MIN);
     await f.waitPatrols(2);
     expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-alpha"), {})))?.value).toBeUndefined();
-    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-bravo"), {})))?.value).toMatchObject({ nudges: 2 });
+    expect((await f.harness.storage.getValue(bind(witnessAgent("polecat-bravo"), {})))?.value).toMatchObject({
+      nudges: 2,
+    });
     f.clock.advance(5 * MIN);
     await f.waitPatrols(3);
     expect(await stallMail(f.rig)).toEqual(["STALL_CRITICAL: polecat-bravo idle 41m on gt-2"]);
@@ -371,7 +426,9 @@ describe("A reply is activity", () => {
     f.clock.advance(5 * MIN);
     await f.waitPatrols(8);
     expect(await record()).toMatchObject({ nudges: 1 });
-    expect((await f.rig.health()).stalledDetails).toEqual([{ agentId: "polecat-alpha", beadId: "gt-1", stalledMinutes: 34, nudgesSent: 1 }]);
+    expect((await f.rig.health()).stalledDetails).toEqual([
+      { agentId: "polecat-alpha", beadId: "gt-1", stalledMinutes: 34, nudgesSent: 1 },
+    ]);
     expect(await stallMail(f.rig)).toEqual([]);
   });
 });
@@ -417,7 +474,9 @@ describe("the witness lives with the rig's agents", () => {
     await f.rig.transition(mayor, "polecat-alpha", "set", { work: { bead_id: "gt-1", title: "work" } });
     const seq = f.harness.storage.lastSeq;
     await expect(f.rig.deregister(mayor, "polecat-alpha")).rejects.toMatchObject({ code: "agent_conflict" });
-    await expect(f.rig.deregister({ role: "operator" }, "polecat-bravo")).rejects.toMatchObject({ code: "rig_forbidden" });
+    await expect(f.rig.deregister({ role: "operator" }, "polecat-bravo")).rejects.toMatchObject({
+      code: "rig_forbidden",
+    });
     expect(f.harness.storage.lastSeq).toBe(seq);
     await f.rig.deregister(mayor, "polecat-bravo");
     expect(await task()).toBe(first);
@@ -452,7 +511,10 @@ describe("The ladder as the seed reads", () => {
     await f.waitPatrols(3);
     f.clock.advance(5 * MIN);
     await f.waitPatrols(4);
-    expect(await stallMail(f.rig)).toEqual(["STALL_ALERT: polecat-alpha idle 180m on gt-1", "STALL_CRITICAL: polecat-alpha idle 190m on gt-1"]);
+    expect(await stallMail(f.rig)).toEqual([
+      "STALL_ALERT: polecat-alpha idle 180m on gt-1",
+      "STALL_CRITICAL: polecat-alpha idle 190m on gt-1",
+    ]);
     expect(f.live).toHaveLength(2);
   });
 
@@ -468,13 +530,28 @@ describe("The ladder as the seed reads", () => {
     f.clock.advance(5 * MIN);
     await f.waitPatrols(1);
     let health = await f.rig.health();
-    expect(health).toMatchObject({ totalAgents: 3, activeAgents: 2, stalledAgents: 0, idleAgents: 1, terminatedAgents: 0, pendingAgents: 2, notStartedAgents: [] });
+    expect(health).toMatchObject({
+      totalAgents: 3,
+      activeAgents: 2,
+      stalledAgents: 0,
+      idleAgents: 1,
+      terminatedAgents: 0,
+      pendingAgents: 2,
+      notStartedAgents: [],
+    });
     f.clock.advance(5 * MIN);
     await f.waitPatrols(2);
     expect((await nudged).map((n) => n.payload)).toEqual(["HEALTH_CHECK: gt-p1 not started after 10m"]);
     health = await f.rig.health();
-    expect(health.activeAgents + health.stalledAgents + health.idleAgents + health.terminatedAgents).toBe(health.totalAgents);
-    expect(health).toMatchObject({ activeAgents: 1, stalledAgents: 1, idleAgents: 1, notStartedAgents: [{ agentId: "polecat-alpha", beadId: "gt-p1", pendingMinutes: 10 }] });
+    expect(health.activeAgents + health.stalledAgents + health.idleAgents + health.terminatedAgents).toBe(
+      health.totalAgents,
+    );
+    expect(health).toMatchObject({
+      activeAgents: 1,
+      stalledAgents: 1,
+      idleAgents: 1,
+      notStartedAgents: [{ agentId: "polecat-alpha", beadId: "gt-p1", pendingMinutes: 10 }],
+    });
     f.clock.advance(5 * MIN);
     await f.waitPatrols(3);
     f.clock.advance(5 * MIN);
@@ -494,10 +571,16 @@ describe("The ladder as the seed reads", () => {
     f.clock.advance(31 * MIN);
     await f.waitPatrols(1);
     const first = f.clock.now();
-    expect((await f.rig.hookFor(agent("polecat-alpha"), "polecat-alpha")).nudges).toEqual({ count: 1, lastAt: new Date(first).toISOString() });
+    expect((await f.rig.hookFor(agent("polecat-alpha"), "polecat-alpha")).nudges).toEqual({
+      count: 1,
+      lastAt: new Date(first).toISOString(),
+    });
     f.clock.advance(5 * MIN);
     await f.waitPatrols(2);
-    expect((await f.rig.hookFor(agent("polecat-alpha"), "polecat-alpha")).nudges).toEqual({ count: 2, lastAt: new Date(first + 5 * MIN).toISOString() });
+    expect((await f.rig.hookFor(agent("polecat-alpha"), "polecat-alpha")).nudges).toEqual({
+      count: 2,
+      lastAt: new Date(first + 5 * MIN).toISOString(),
+    });
     // The agent answers: the record ends with the stall.
     await f.rig.transition(agent("polecat-alpha"), "polecat-alpha", "touch");
     f.clock.advance(5 * MIN);
@@ -509,7 +592,9 @@ describe("The ladder as the seed reads", () => {
     const f = await fixture();
     await activePolecat(f, "polecat-alpha", "gt-1");
     const witness = (await f.harness.storage.getValue(bind(witnessTask, {})))?.value as number;
-    const planned = async (): Promise<number | undefined> => ((await f.harness.storage.getTasks([witness])).get(witness)?.state as { next_patrol_at?: number } | undefined)?.next_patrol_at;
+    const planned = async (): Promise<number | undefined> =>
+      ((await f.harness.storage.getTasks([witness])).get(witness)?.state as { next_patrol_at?: number } | undefined)
+        ?.next_patrol_at;
     const t0 = f.clock.now();
     expect(await planned()).toBe(t0 + 5 * MIN);
     f.clock.advance(MIN);

@@ -99,10 +99,19 @@ describe("directory at scale", () => {
     expect((await call("PUT", "/v1/sessions/busy", { token: auth, body: {} })).status).toBe(201);
     const directory = directoryOf(tenant);
     const version = async (): Promise<number> =>
-      runInDurableObject(directory, (_instance: DirectoryObject, state) => Number(state.storage.sql.exec("SELECT version FROM directory WHERE session = 'busy'").one()["version"]));
+      runInDurableObject(directory, (_instance: DirectoryObject, state) =>
+        Number(state.storage.sql.exec("SELECT version FROM directory WHERE session = 'busy'").one()["version"]),
+      );
     const before = await version();
     for (let i = 0; i < 20; i++) {
-      expect((await call("POST", "/v1/sessions/busy/conversations/root/inputs?wait=10", { token: auth, body: { input: `input ${i}` } })).status).toBe(201);
+      expect(
+        (
+          await call("POST", "/v1/sessions/busy/conversations/root/inputs?wait=10", {
+            token: auth,
+            body: { input: `input ${i}` },
+          })
+        ).status,
+      ).toBe(201);
     }
     // Created a moment ago: the activity of 20 turns waits for the once-a-minute update (the alarm).
     expect(await version()).toBe(before);

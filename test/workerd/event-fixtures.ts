@@ -11,7 +11,12 @@ export interface Received {
   readonly url: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: string;
-  readonly event: { readonly id: string; readonly type: string; readonly timestamp: string; readonly data: Record<string, unknown> };
+  readonly event: {
+    readonly id: string;
+    readonly type: string;
+    readonly timestamp: string;
+    readonly data: Record<string, unknown>;
+  };
   /** What it answered (0: it never answered). */
   readonly status: number;
 }
@@ -29,9 +34,17 @@ export class Receiver {
     const headers: Record<string, string> = {};
     request.headers.forEach((value, key) => (headers[key] = value));
     const reply = this.replies.get(request.url) ?? 200;
-    this.received.push({ url: request.url, headers, body, event: JSON.parse(body) as Received["event"], status: reply === "hang" ? 0 : reply });
+    this.received.push({
+      url: request.url,
+      headers,
+      body,
+      event: JSON.parse(body) as Received["event"],
+      status: reply === "hang" ? 0 : reply,
+    });
     if (reply === "hang") {
-      return new Promise<Response>((_resolve, reject) => request.signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true }));
+      return new Promise<Response>((_resolve, reject) =>
+        request.signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true }),
+      );
     }
     return new Response(reply === 200 ? "ok" : "no", { status: reply });
   };
@@ -48,7 +61,10 @@ export interface Registered {
 }
 
 /** POST /v1/webhook-endpoints as an operator of `tenant`. */
-export async function registerEndpoint(tenant: string, body: { url: string; events: string[]; sessions?: string[]; description?: string }): Promise<Registered> {
+export async function registerEndpoint(
+  tenant: string,
+  body: { url: string; events: string[]; sessions?: string[]; description?: string },
+): Promise<Registered> {
   const response = await call("POST", "/v1/webhook-endpoints", { token: await token(tenant, "operator"), body });
   if (response.status !== 201) throw new Error(`register: ${response.status} ${await response.text()}`);
   const created = await json<{ id: string; secret: string; url: string }>(response);

@@ -19,7 +19,14 @@ import type { SessionConfigBody } from "../../src/api/schemas.js";
 import { requestMessages } from "../../src/core/context.js";
 import type { ConversationHandle } from "../../src/core/conversation.js";
 import type { Harness } from "../../src/core/harness.js";
-import { bindInbox, bindResult, requestKey, type Acceptance, type InputResult, type QueuedInput } from "../../src/core/inbox.js";
+import {
+  bindInbox,
+  bindResult,
+  requestKey,
+  type Acceptance,
+  type InputResult,
+  type QueuedInput,
+} from "../../src/core/inbox.js";
 import { bindTo } from "../../src/core/state.js";
 import { waitingInputs } from "../../src/kinds/waiting.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
@@ -29,7 +36,10 @@ import { call, harnessOf, TestSession } from "./session-fixtures.js";
 export interface Scenario<S, O> {
   /** What the scenario's session is created with. */
   readonly config: SessionConfigBody;
-  /** The tenant a session is created for (as over HTTP, so it has a directory row and its tenant's endpoints); none by default. */
+  /**
+   * The tenant a session is created for (as over HTTP, so it has a directory row and its tenant's endpoints); none by
+   * default.
+   */
   readonly tenant?: string;
   readonly steps: readonly S[];
   /** Submit one step; idempotent, so the step a kill interrupted may be submitted again. */
@@ -42,7 +52,10 @@ export interface Scenario<S, O> {
   checkEnd(session: TestSession): Promise<O>;
   /** Once commit k is durable, right before the abort, with the dying instance. */
   beforeAbort?(instance: SessionObject): void;
-  /** After the kill, before anything reopens the object: reads of its durable rows (a fresh instance's constructor opens and writes nothing). */
+  /**
+   * After the kill, before anything reopens the object: reads of its durable rows (a fresh instance's constructor opens
+   * and writes nothing).
+   */
   inspectKilled?(storage: DurableObjectStorage): void;
   /** After the alarm (or a request) reopened the object, before it quiesces. */
   afterReopen?(session: TestSession): Promise<void>;
@@ -58,9 +71,20 @@ export interface Scenario<S, O> {
  * k-th commit. Returns the scenario's end state and the commits the first instance made (the boundaries
  * a sweep can kill at).
  */
-export async function runScenario<S, O>(scenario: Scenario<S, O>, name: string, killAt?: number): Promise<O & { readonly commits: number }> {
+export async function runScenario<S, O>(
+  scenario: Scenario<S, O>,
+  name: string,
+  killAt?: number,
+): Promise<O & { readonly commits: number }> {
   const session = new TestSession(name);
-  expect((await session.rpc.createSession(scenario.config, scenario.tenant === undefined ? undefined : { tenant: scenario.tenant, session: name })).ok).toBe(true);
+  expect(
+    (
+      await session.rpc.createSession(
+        scenario.config,
+        scenario.tenant === undefined ? undefined : { tenant: scenario.tenant, session: name },
+      )
+    ).ok,
+  ).toBe(true);
   const { commits } = await killAtCommit(session, scenario, killAt);
   return { ...(await scenario.checkEnd(session)), commits };
 }
@@ -72,7 +96,11 @@ export async function runScenario<S, O>(scenario: Scenario<S, O>, name: string, 
  * reopens it (live work must have one; with nothing live and no alarm, a request does), then the
  * scenario's invariants are checked at quiescence and the interrupted step is submitted again.
  */
-async function killAtCommit<S, O>(session: TestSession, run: Scenario<S, O>, killAt: number | undefined): Promise<{ commits: number }> {
+async function killAtCommit<S, O>(
+  session: TestSession,
+  run: Scenario<S, O>,
+  killAt: number | undefined,
+): Promise<{ commits: number }> {
   const { steps } = run;
   const exact = run.exactBoundary !== false;
   const counter: { commits: number; killed: boolean; atKill?: number } = { commits: 0, killed: false };
@@ -121,7 +149,11 @@ async function killAtCommit<S, O>(session: TestSession, run: Scenario<S, O>, kil
           live: state.storage.sql.exec("SELECT count(*) AS n FROM tasks WHERE role != 'terminal'").one()["n"] as number,
         };
       });
-      if (live > 0) expect(armed, `live work has an alarm after the kill at commit ${killAt ?? 0} (step ${index}: ${JSON.stringify(steps[index])})`).not.toBeNull();
+      if (live > 0)
+        expect(
+          armed,
+          `live work has an alarm after the kill at commit ${killAt ?? 0} (step ${index}: ${JSON.stringify(steps[index])})`,
+        ).not.toBeNull();
       if (armed !== null) expect(await runDurableObjectAlarm(session.stub)).toBe(true);
       // With nothing live and no alarm, the next request is what opens it.
       else await session.rpc.inspect();
@@ -149,15 +181,26 @@ export async function acceptanceOf(h: Harness, key: string): Promise<Acceptance 
 
 /** An accepted input's result, if it has one. */
 export async function resultOf(h: Harness, acceptance: Acceptance): Promise<InputResult | undefined> {
-  return (await h.storage.getValue(bindResult(acceptance.conversationId, acceptance.inputId)))?.value as InputResult | undefined;
+  return (await h.storage.getValue(bindResult(acceptance.conversationId, acceptance.inputId)))?.value as
+    InputResult | undefined;
 }
 
-/** An accepted input (`label` names it) has one terminal result, or is `waiting` after a failed group. Returns its result. */
-export async function expectSettled(h: Harness, label: string, acceptance: Acceptance): Promise<InputResult | undefined> {
+/**
+ * An accepted input (`label` names it) has one terminal result, or is `waiting` after a failed group. Returns its
+ * result.
+ */
+export async function expectSettled(
+  h: Harness,
+  label: string,
+  acceptance: Acceptance,
+): Promise<InputResult | undefined> {
   const result = await resultOf(h, acceptance);
   const waiting = (await h.storage.getValue(bindTo(waitingInputs, acceptance.conversationId)))?.value ?? [];
   const terminal = result?.status === "done" || result?.status === "unanswered";
-  expect(terminal || (result?.status === "queued" && waiting.includes(acceptance.inputId)), `input ${label} is ${JSON.stringify(result)}`).toBe(true);
+  expect(
+    terminal || (result?.status === "queued" && waiting.includes(acceptance.inputId)),
+    `input ${label} is ${JSON.stringify(result)}`,
+  ).toBe(true);
   return result;
 }
 
@@ -172,9 +215,21 @@ export async function expectInboxKeysOnce(h: Harness): Promise<void> {
  * A conversation's model-visible context (requestMessages: display-only partials excluded), as JSON
  * without what differs between equal runs (ids, times, usage); `text` rewrites every string in it.
  */
-export async function visibleContext(handle: ConversationHandle, text: (value: string) => string = (value) => value): Promise<string> {
+export async function visibleContext(
+  handle: ConversationHandle,
+  text: (value: string) => string = (value) => value,
+): Promise<string> {
   const messages = requestMessages(await handle.contextEntries(undefined, call));
   return JSON.stringify(messages, (key, value: unknown) =>
-    key === "timestamp" || key === "usage" || key === "responseId" || key === "id" || key === "toolCallId" || key === "durationMs" ? undefined : typeof value === "string" ? text(value) : value,
+    key === "timestamp" ||
+    key === "usage" ||
+    key === "responseId" ||
+    key === "id" ||
+    key === "toolCallId" ||
+    key === "durationMs"
+      ? undefined
+      : typeof value === "string"
+        ? text(value)
+        : value,
   );
 }

@@ -23,13 +23,27 @@ import { acceptInput } from "../../src/kinds/placement.js";
 import { defaultTurnOptions } from "../../src/kinds/services.js";
 import type { Id } from "../../src/storage/records.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
-import { acceptanceOf, expectInboxKeysOnce, expectSettled, resultOf, runScenario, visibleContext, type Scenario } from "./eviction-harness.js";
+import {
+  acceptanceOf,
+  expectInboxKeysOnce,
+  expectSettled,
+  resultOf,
+  runScenario,
+  visibleContext,
+  type Scenario,
+} from "./eviction-harness.js";
 import { call, clockOf, harnessOf, until, type Seams, type TestSession } from "./session-fixtures.js";
 
 /** One step of the script. New features add variants here and cases in `submit`. */
 export type Step =
   /** One commit: accept `input` (a turn) and queue its followUp/steer items behind it. */
-  | { readonly type: "prompt"; readonly key: string; readonly input: string; readonly followUp?: string; readonly steer?: string }
+  | {
+      readonly type: "prompt";
+      readonly key: string;
+      readonly input: string;
+      readonly followUp?: string;
+      readonly steer?: string;
+    }
   /** A webhook delivery: queued by its delivery id (a request key of its own namespace). */
   | { readonly type: "webhook"; readonly key: string; readonly input: string }
   /** Fork the root at its newest entry; later steps of `conversation: "fork"` go there. */
@@ -39,12 +53,16 @@ export type Step =
   /** Abort the root's foreground work (nothing live at a step boundary: withdraws nothing, must not disturb). */
   | { readonly type: "abort" };
 
-/** A deterministic script of `turns` turns mixing tool calls, queued followUps and steers, webhooks, a fork, a collapse and an abort. */
+/**
+ * A deterministic script of `turns` turns mixing tool calls, queued followUps and steers, webhooks, a fork, a collapse
+ * and an abort.
+ */
 export function script(turns: number): Step[] {
   const steps: Step[] = [];
   for (let i = 0; i < turns; i++) {
     const tool = i % 3 === 1 ? `/call echo {"text":"tool ${i}"}` : `turn ${i}`;
-    if (i % 5 === 2) steps.push({ type: "prompt", key: `p${i}`, input: tool, followUp: `follow ${i}`, steer: `steer ${i}` });
+    if (i % 5 === 2)
+      steps.push({ type: "prompt", key: `p${i}`, input: tool, followUp: `follow ${i}`, steer: `steer ${i}` });
     else if (i % 7 === 3) steps.push({ type: "webhook", key: `w${i}`, input: `webhook ${i}` });
     else steps.push({ type: "prompt", key: `p${i}`, input: tool });
     if (i === Math.floor(turns / 3)) steps.push({ type: "fork" });
@@ -69,12 +87,19 @@ export interface RunOutcome {
  * `deploy` (the deploy drill), the instance that reopens after the kill runs that deployed version id:
  * the same checks hold across a version change, and no kill is counted under the old version.
  */
-export async function runScript(seams: Seams, name: string, steps: readonly Step[], killAt?: number, deploy?: string): Promise<RunOutcome> {
+export async function runScript(
+  seams: Seams,
+  name: string,
+  steps: readonly Step[],
+  killAt?: number,
+  deploy?: string,
+): Promise<RunOutcome> {
   const firstVersion = seams.version;
   const scenario: Scenario<Step, Omit<RunOutcome, "commits">> = {
     config: { model: "echo" },
     steps,
-    submit: (session, step, index) => runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step, index, steps)),
+    submit: (session, step, index) =>
+      runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step, index, steps)),
     quiesce: (session) => quiesce(session, seams),
     // The deploy drill: every instance after this kill runs the new deployed version.
     beforeAbort: () => {
@@ -110,8 +135,10 @@ async function submit(h: Harness, step: Step, index: number, steps: readonly Ste
       await h.commitBound(call, { conversationId: root }, async (b) => {
         if ((await priorAcceptance(b, step.key)) !== undefined) return;
         await acceptInput(b, root, { input: step.input, requestId: step.key }, defaultTurnOptions, h.now());
-        if (step.followUp !== undefined) queueInput(b, root, { mode: "followUp", input: step.followUp, requestId: `${step.key}:f` });
-        if (step.steer !== undefined) queueInput(b, root, { mode: "steer", input: step.steer, requestId: `${step.key}:s` });
+        if (step.followUp !== undefined)
+          queueInput(b, root, { mode: "followUp", input: step.followUp, requestId: `${step.key}:f` });
+        if (step.steer !== undefined)
+          queueInput(b, root, { mode: "steer", input: step.steer, requestId: `${step.key}:s` });
       });
       return;
     case "webhook":
@@ -164,7 +191,12 @@ async function quiesce(session: TestSession, seams: Seams): Promise<void> {
     if (inspection.start.length === 0 && inspection.inflight.length === 0) return;
     if (inspection.nextWake === undefined) {
       // Live work that nothing wakes is the bug this sweep hunts; it fails below.
-      await until(async () => (await session.rpc.inspect()).nextWake !== undefined || (await session.rpc.inspect()).start.length + (await session.rpc.inspect()).inflight.length === 0, "a live task without a wake");
+      await until(
+        async () =>
+          (await session.rpc.inspect()).nextWake !== undefined ||
+          (await session.rpc.inspect()).start.length + (await session.rpc.inspect()).inflight.length === 0,
+        "a live task without a wake",
+      );
       continue;
     }
     const wake = inspection.nextWake;
@@ -195,7 +227,9 @@ async function checkInvariants(session: TestSession, submitted: readonly Step[],
     // an extra answer in the visible context, which the end comparison with the uninterrupted run catches.
     for (const [key, answer] of answers) {
       const entry = await h.getEntry(answer, call);
-      expect((entry?.model?.[0] as { stopReason?: string } | undefined)?.stopReason, `answer of ${key}`).not.toBe("aborted");
+      expect((entry?.model?.[0] as { stopReason?: string } | undefined)?.stopReason, `answer of ${key}`).not.toBe(
+        "aborted",
+      );
     }
     await expectInboxKeysOnce(h);
   });
@@ -218,8 +252,10 @@ async function outcome(session: TestSession, steps: readonly Step[]): Promise<Om
         continue;
       }
       const result = await resultOf(h, acceptance);
-      const answer = result?.status === "done" && result.answer !== undefined ? await h.getEntry(result.answer, call) : undefined;
-      results[key] = `${result?.status ?? "missing"}${answer === undefined ? "" : `: ${JSON.stringify(answer.model?.[0] === undefined ? null : (answer.model[0] as { content?: unknown }).content)}`}`;
+      const answer =
+        result?.status === "done" && result.answer !== undefined ? await h.getEntry(result.answer, call) : undefined;
+      results[key] =
+        `${result?.status ?? "missing"}${answer === undefined ? "" : `: ${JSON.stringify(answer.model?.[0] === undefined ? null : (answer.model[0] as { content?: unknown }).content)}`}`;
     }
     return { contexts, results };
   });
@@ -227,5 +263,11 @@ async function outcome(session: TestSession, steps: readonly Step[]): Promise<Om
 
 /** Every request key the steps use, in script order. */
 function keysOf(steps: readonly Step[]): string[] {
-  return steps.flatMap((s) => (s.type === "prompt" ? [s.key, ...(s.followUp === undefined ? [] : [`${s.key}:f`]), ...(s.steer === undefined ? [] : [`${s.key}:s`])] : s.type === "webhook" ? [s.key] : []));
+  return steps.flatMap((s) =>
+    s.type === "prompt"
+      ? [s.key, ...(s.followUp === undefined ? [] : [`${s.key}:f`]), ...(s.steer === undefined ? [] : [`${s.key}:s`])]
+      : s.type === "webhook"
+        ? [s.key]
+        : [],
+  );
 }

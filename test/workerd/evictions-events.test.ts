@@ -31,7 +31,12 @@ let endpoint: Registered;
 beforeEach(async () => {
   receiver = new Receiver();
   time = new ManualTime();
-  setHostSeams({ clock: () => new ManualClock(time), version: () => "v1", report: () => undefined, fetch: receiver.fetch });
+  setHostSeams({
+    clock: () => new ManualClock(time),
+    version: () => "v1",
+    report: () => undefined,
+    fetch: receiver.fetch,
+  });
 });
 
 afterEach(async () => {
@@ -58,7 +63,8 @@ async function submit(h: Harness, step: Step): Promise<void> {
   await h.commitBound(call, { conversationId: h.rootId }, async (b) => {
     if ((await priorAcceptance(b, step.key)) !== undefined) return;
     await acceptInput(b, h.rootId, { input: step.input, requestId: step.key }, defaultTurnOptions, h.now());
-    if (step.followUp !== undefined) queueInput(b, h.rootId, { mode: "followUp", input: step.followUp, requestId: `${step.key}:f` });
+    if (step.followUp !== undefined)
+      queueInput(b, h.rootId, { mode: "followUp", input: step.followUp, requestId: `${step.key}:f` });
   });
 }
 
@@ -71,7 +77,9 @@ function pendingDeliveries(session: TestSession): Promise<number> {
   );
 }
 
-/** Until no task is live and no delivery is pending: sleepers and the outbox are woken by the alarm on the manual clock. */
+/**
+ * Until no task is live and no delivery is pending: sleepers and the outbox are woken by the alarm on the manual clock.
+ */
 async function quiesce(session: TestSession): Promise<void> {
   for (let round = 0; round < 60; round++) {
     await until(async () => !(await session.rpc.inspect()).busy, "no invocation busy");
@@ -101,7 +109,8 @@ function scenario(name: string, kills: { count: number }): Scenario<Step, Outcom
     config: { model: "echo", selectedTools: ["echo"] },
     tenant: TENANT,
     steps: STEPS,
-    submit: (session, step) => runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step)),
+    submit: (session, step) =>
+      runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step)),
     quiesce: (session) => quiesce(session),
     beforeAbort: () => {
       kills.count += 1;
@@ -113,7 +122,9 @@ function scenario(name: string, kills: { count: number }): Scenario<Step, Outcom
     checkEnd: async (session) => {
       return runInDurableObject(session.stub, async (instance: SessionObject) => {
         const h = harnessOf(instance);
-        const outbox = (await h.storage.readList<OutboxEvent>(bind(outboxList, {}), { limit: 1000 })).items.map((item) => item.value);
+        const outbox = (await h.storage.readList<OutboxEvent>(bind(outboxList, {}), { limit: 1000 })).items.map(
+          (item) => item.value,
+        );
         const mine = receiver.received.filter((request) => request.event.data["session"] === name);
         const delivered = new Map<string, number>();
         for (const request of mine) {
@@ -135,7 +146,9 @@ function scenario(name: string, kills: { count: number }): Scenario<Step, Outcom
           expect(acceptance, key).toBeDefined();
           if (acceptance === undefined) continue;
           const result = (await resultOf(h, acceptance)) as InputResult | undefined;
-          const events = outbox.filter((event) => event.type === "input.completed" && event.data["inputId"] === acceptance.inputId);
+          const events = outbox.filter(
+            (event) => event.type === "input.completed" && event.data["inputId"] === acceptance.inputId,
+          );
           expect(events, `input.completed of ${key}`).toHaveLength(1);
           const data = events[0]?.data ?? {};
           expect(data["status"]).toBe(result?.status);
@@ -152,7 +165,18 @@ function scenario(name: string, kills: { count: number }): Scenario<Step, Outcom
 
 describe("events out across evictions", () => {
   it("Events survive eviction at every commit boundary", { timeout: 300_000 }, async () => {
-    endpoint = await registerEndpoint(TENANT, { url: "https://receiver.test/all", events: ["input.completed", "turn.failed", "session.idle", "schedule.fired", "job.finished", "rig.escalation", "delivery.disabled"] });
+    endpoint = await registerEndpoint(TENANT, {
+      url: "https://receiver.test/all",
+      events: [
+        "input.completed",
+        "turn.failed",
+        "session.idle",
+        "schedule.fired",
+        "job.finished",
+        "rig.escalation",
+        "delivery.disabled",
+      ],
+    });
     const baseline = await runScenario(scenario("events-baseline", { count: 0 }), "events-baseline");
     expect(baseline.commits).toBeGreaterThan(5);
     expect(Object.values(baseline.completed)).toEqual(KEYS.map(() => "done"));

@@ -24,7 +24,14 @@ import type { Entry } from "../../src/storage/records.js";
 import { decodeState } from "../../src/storage/sqlite-codec.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
-import { acceptanceOf, expectInboxKeysOnce, expectSettled, resultOf, runScenario, type Scenario } from "./eviction-harness.js";
+import {
+  acceptanceOf,
+  expectInboxKeysOnce,
+  expectSettled,
+  resultOf,
+  runScenario,
+  type Scenario,
+} from "./eviction-harness.js";
 import { call, clockOf, harnessOf, ManualClock, ManualTime, resetSeams, type TestSession } from "./session-fixtures.js";
 import { uniqueSession, until } from "./http-fixtures.js";
 import { createSession, inputDone, registerMcpServer, send, sessionStub } from "./mcp-call-fixtures.js";
@@ -60,7 +67,10 @@ interface Step {
 /** The tool, whose first call the server holds (never answers). */
 function holdOnce(tool: McpTestTool): McpTestTool {
   let calls = 0;
-  return { ...tool, run: (args, progress, extra) => (++calls === 1 ? "hang" : (tool.run?.(args, progress, extra) ?? "hang")) };
+  return {
+    ...tool,
+    run: (args, progress, extra) => (++calls === 1 ? "hang" : (tool.run?.(args, progress, extra) ?? "hang")),
+  };
 }
 
 const STEPS: readonly Step[] = [
@@ -119,7 +129,13 @@ function toolOf(entry: Entry): string {
 async function runTools(
   name: string,
   killAt?: number,
-): Promise<Outcome & { readonly commits: number; readonly dispatchedAtKill: readonly string[]; readonly calls: { readonly charge: number; readonly sync: number } }> {
+): Promise<
+  Outcome & {
+    readonly commits: number;
+    readonly dispatchedAtKill: readonly string[];
+    readonly calls: { readonly charge: number; readonly sync: number };
+  }
+> {
   const time = new ManualTime();
   const server = new McpTestServer("shop", [CHARGE, SYNC]);
   setHostSeams({ clock: () => new ManualClock(time), fetch: mcpFetch(server) });
@@ -189,14 +205,21 @@ async function runTools(
         }
         for (const step of STEPS) {
           const acceptance = await acceptanceOf(h, step.key);
-          expect(acceptance === undefined ? undefined : (await resultOf(h, acceptance))?.status, `input ${step.key}`).toBe("done");
+          expect(
+            acceptance === undefined ? undefined : (await resultOf(h, acceptance))?.status,
+            `input ${step.key}`,
+          ).toBe("done");
         }
         return { results };
       });
     },
   };
   const outcome = await runScenario(scenario, session, killAt);
-  return { ...outcome, dispatchedAtKill, calls: { charge: server.callsOf("charge").length, sync: server.callsOf("sync").length } };
+  return {
+    ...outcome,
+    dispatchedAtKill,
+    calls: { charge: server.callsOf("charge").length, sync: server.callsOf("sync").length },
+  };
 }
 
 describe("MCP calls under eviction", () => {
@@ -229,14 +252,19 @@ describe("MCP calls under eviction", () => {
     await createSession(TENANT, name, ["hold__charge", "hold__sync"]);
     for (const tool of ["charge", "sync"] as const) {
       const accepted = await send(TENANT, name, `/call hold__${tool} {"id":3}`);
-      await until(async () => (held.callsOf(tool).length === 1 ? true : undefined), `the ${tool} call reached the server`);
+      await until(
+        async () => (held.callsOf(tool).length === 1 ? true : undefined),
+        `the ${tool} call reached the server`,
+      );
       await abortAllDurableObjects();
       expect(await runDurableObjectAlarm(sessionStub(TENANT, name))).toBe(true);
       await inputDone(TENANT, name, accepted.inputId);
     }
     const [charged, synced] = await entriesOf(TENANT, name, "tool_result");
     expect(charged?.data?.["details"]).toMatchObject({ error: "outcome_unknown" });
-    expect(textOf(charged)).toContain('may have reached MCP server "hold" (tool charge) before a restart; it is never re-sent');
+    expect(textOf(charged)).toContain(
+      'may have reached MCP server "hold" (tool charge) before a restart; it is never re-sent',
+    );
     expect(textOf(synced).split("\n<harness>")[0]).toBe("synced 2");
     expect(held.callsOf("charge")).toHaveLength(1);
     expect(held.callsOf("sync")).toHaveLength(2);

@@ -14,7 +14,8 @@
  * Checked after the reopen (at quiescence) and at the end: each set hook has attempt 1 and its live
  * bead is held by its agent; every mailbox (mayor, witness, agents) holds each message once; nothing
  * is live but the witness, which has a wake; the conversation agent's hook is completed
- * exactly once and its work item accepted once (one acceptance of `rig:polecat-alpha:{conversation}:1`, one user entry),
+ * exactly once and its work item accepted once (one acceptance of `rig:polecat-alpha:{conversation}:1`, one user
+ * entry),
  * one critical escalation mail, and the witness's records (patrol count, nudge counts, mail cursor), the
  * hooks and the mayor's mailbox equal the uninterrupted run's. The witness is a live task forever, so
  * quiescence here means: no invocation busy and nothing live but the witness. Exactly k commits are
@@ -29,11 +30,29 @@ import { requestMessages } from "../../src/core/context.js";
 import { requestKey } from "../../src/core/inbox.js";
 import { bind, bindTo } from "../../src/core/state.js";
 import { guppRequestId, WITNESS_KIND, type Actor, type StoredHook } from "../../src/rig/index.js";
-import { beadValue, scanAgents, hookValue, mailbox, witnessAgent, witnessPatrol, witnessTask } from "../../src/rig/state.js";
+import {
+  beadValue,
+  scanAgents,
+  hookValue,
+  mailbox,
+  witnessAgent,
+  witnessPatrol,
+  witnessTask,
+} from "../../src/rig/state.js";
 import { MAYOR_ID, WITNESS_ID } from "../../src/rig/types.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
 import { runScenario, type Scenario } from "./eviction-harness.js";
-import { call, clockOf, harnessOf, installSeams, ok, resetSeams, until, type Seams, type TestSession } from "./session-fixtures.js";
+import {
+  call,
+  clockOf,
+  harnessOf,
+  installSeams,
+  ok,
+  resetSeams,
+  until,
+  type Seams,
+  type TestSession,
+} from "./session-fixtures.js";
 
 const MIN = 60_000;
 const mayor: Actor = { role: "mayor" };
@@ -80,7 +99,13 @@ let retried = false;
 
 /** The state with the times a retry's backoff shifts left out: ISO timestamps and the stall's idle minutes. */
 function timeless(state: unknown): unknown {
-  return JSON.parse(JSON.stringify(state, (_key, value: unknown) => (typeof value === "string" ? value.replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, "<time>").replace(/idle \d+m/g, "idle <n>m") : value)));
+  return JSON.parse(
+    JSON.stringify(state, (_key, value: unknown) =>
+      typeof value === "string"
+        ? value.replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, "<time>").replace(/idle \d+m/g, "idle <n>m")
+        : value,
+    ),
+  );
 }
 
 let seams: Seams;
@@ -112,14 +137,25 @@ async function submit(session: TestSession, step: Step): Promise<void> {
   switch (step.type) {
     case "register":
       // The same registration again writes nothing.
-      await ok(session.rpc.op("rigRegister", mayor, step.agent, { role: "polecat", ...(step.conversation ? { conversation: "new" as const } : {}) }));
+      await ok(
+        session.rpc.op("rigRegister", mayor, step.agent, {
+          role: "polecat",
+          ...(step.conversation ? { conversation: "new" as const } : {}),
+        }),
+      );
       return;
     case "settings":
       await ok(session.rpc.op("rigPatchSettings", mayor, { patrolIntervalMs: MIN, stallThresholdMs: 2 * MIN }));
       return;
     case "set":
-      if (((await state()).hook?.attempt ?? 0) < 1) await ok(session.rpc.op("rigTransition", mayor, step.agent, "set", { work: { bead_id: step.bead, title: `work on ${step.bead}` } }));
-      if (step.activate === true && (await state()).hook?.file.status === "pending") await ok(session.rpc.op("rigTransition", agent(step.agent), step.agent, "activate", { attempt: 1 }));
+      if (((await state()).hook?.attempt ?? 0) < 1)
+        await ok(
+          session.rpc.op("rigTransition", mayor, step.agent, "set", {
+            work: { bead_id: step.bead, title: `work on ${step.bead}` },
+          }),
+        );
+      if (step.activate === true && (await state()).hook?.file.status === "pending")
+        await ok(session.rpc.op("rigTransition", agent(step.agent), step.agent, "activate", { attempt: 1 }));
       return;
     case "activate":
       if ((await state()).hook?.file.status !== "pending") return;
@@ -167,7 +203,9 @@ async function quiesce(session: TestSession): Promise<void> {
       const live = await h.storage.scanTasks({ live: true, limit: 100 });
       const witness = live.items.find((task) => task.kind === WITNESS_KIND);
       return {
-        others: live.items.filter((task) => task.kind !== WITNESS_KIND).map((task) => (task.state as { notBefore?: number }).notBefore),
+        others: live.items
+          .filter((task) => task.kind !== WITNESS_KIND)
+          .map((task) => (task.state as { notBefore?: number }).notBefore),
         patrolAt: (witness?.state as { next_patrol_at?: number } | undefined)?.next_patrol_at,
       };
     });
@@ -201,10 +239,14 @@ async function check(session: TestSession): Promise<unknown> {
     const alpha = index["polecat-alpha"]?.conversationId;
     let context: unknown = undefined;
     if (alpha !== undefined) {
-      const acceptance = (await h.storage.getValue(bindTo(requestKey(guppRequestId("polecat-alpha", alpha, 1)), h.rootId)))?.value;
+      const acceptance = (
+        await h.storage.getValue(bindTo(requestKey(guppRequestId("polecat-alpha", alpha, 1)), h.rootId))
+      )?.value;
       const handle = await h.conversation(alpha, call);
       const messages = handle === undefined ? [] : requestMessages(await handle.contextEntries(undefined, call));
-      const work = messages.filter((m) => m.role === "user" && JSON.stringify(m.content).includes("Work item gt-alpha"));
+      const work = messages.filter(
+        (m) => m.role === "user" && JSON.stringify(m.content).includes("Work item gt-alpha"),
+      );
       expect(work.length).toBe(acceptance === undefined ? 0 : 1);
       if ((await hookOf(h, "polecat-alpha"))?.file.status === "completed") {
         expect(messages.filter((m) => m.role === "assistant")).toHaveLength(1);
@@ -219,28 +261,39 @@ async function check(session: TestSession): Promise<unknown> {
       expect(hook.attempt, `${id}: hook set once`).toBe(1);
       const bead = hook.file.work_item?.bead_id;
       const holder = bead === undefined ? undefined : (await h.storage.getValue(bind(beadValue(bead), {})))?.value;
-      if (hook.file.status === "pending" || hook.file.status === "active") expect(holder, `${id}: bead ${bead ?? "-"} held`).toEqual({ agent_id: id, attempt: 1 });
+      if (hook.file.status === "pending" || hook.file.status === "active")
+        expect(holder, `${id}: bead ${bead ?? "-"} held`).toEqual({ agent_id: id, attempt: 1 });
     }
     // Every mailbox (the mayor's, the witness's, each agent's): each message delivered once.
     const boxes: Record<string, unknown[]> = {};
     for (const owner of [MAYOR_ID, WITNESS_ID, ...Object.keys(index).sort()]) {
-      const payloads = (await h.storage.readList(bind(mailbox(owner), {}), { limit: 1000 })).items.map((e) => JSON.stringify(e.value));
+      const payloads = (await h.storage.readList(bind(mailbox(owner), {}), { limit: 1000 })).items.map((e) =>
+        JSON.stringify(e.value),
+      );
       expect(new Set(payloads).size, `mailbox ${owner}: each message once`).toBe(payloads.length);
       boxes[owner] = payloads;
     }
-    const mail = (await h.storage.readList(bind(mailbox("mayor"), {}), { limit: 1000 })).items.map((e) => e.value.payload);
+    const mail = (await h.storage.readList(bind(mailbox("mayor"), {}), { limit: 1000 })).items.map(
+      (e) => e.value.payload,
+    );
     // Escalations are de-duplicated per agent, bead and severity.
     const stalls = mail.filter((p) => typeof p === "string" && p.startsWith("STALL_"));
     expect(new Set(stalls).size).toBe(stalls.length);
     // No live task without a wake: nothing live but the witness, which sleeps until its next patrol.
     const live = (await h.storage.scanTasks({ live: true, limit: 100 })).items;
-    expect(live.map((task) => task.kind), "nothing live but the witness").toEqual(live.length === 0 ? [] : [WITNESS_KIND]);
+    expect(
+      live.map((task) => task.kind),
+      "nothing live but the witness",
+    ).toEqual(live.length === 0 ? [] : [WITNESS_KIND]);
     // The witness task is live with a wake, and the alarm is armed for it.
     const taskId = (await h.storage.getValue(bind(witnessTask, {})))?.value;
     if (taskId !== undefined) {
       const task = (await h.storage.getTasks([taskId])).get(taskId);
       expect(task?.role).not.toBe("terminal");
-      expect((task?.state as { next_patrol_at?: number } | undefined)?.next_patrol_at, "the witness has a wake").toBeTypeOf("number");
+      expect(
+        (task?.state as { next_patrol_at?: number } | undefined)?.next_patrol_at,
+        "the witness has a wake",
+      ).toBeTypeOf("number");
       expect(h.driver.nextWake, "the driver's next wake").toBeTypeOf("number");
     }
     const patrol = (await h.storage.getValue(bind(witnessPatrol, {})))?.value;
@@ -261,7 +314,10 @@ async function run(name: string, start: number, killAt?: number): Promise<Outcom
     quiesce: (session) => quiesce(session),
     // The alarm alone reopened the session (no request): the harness is open before anything asks.
     afterReopen: async (session) => {
-      const opened = await runInDurableObject(session.stub, (instance: SessionObject) => instance.harness !== undefined);
+      const opened = await runInDurableObject(
+        session.stub,
+        (instance: SessionObject) => instance.harness !== undefined,
+      );
       expect(opened, `the alarm reopened the session after the kill at commit ${killAt ?? 0}`).toBe(true);
     },
     checkReopened: async (session) => {
@@ -274,26 +330,39 @@ async function run(name: string, start: number, killAt?: number): Promise<Outcom
 }
 
 describe("eviction at every commit boundary of a rig", () => {
-  it("hook set, GUPP activation and completion, witness nudges and escalation: killed after each commit, reopened by the alarm, ends as the uninterrupted run", { timeout: 120_000 }, async () => {
-    const start = seams.time.now;
-    const baseline = await run("rig-evict-baseline", start);
-    const state = baseline.state as { hooks: Record<string, { file: { status: string } }>; mail: unknown[]; witness: Record<string, unknown> };
-    // The uninterrupted run did what the script says.
-    expect(state.hooks["polecat-alpha"]?.file.status).toBe("completed");
-    expect(state.hooks["polecat-bravo"]?.file.status).toBe("active");
-    expect(state.mail.filter((p) => typeof p === "string" && p.startsWith("STALL_CRITICAL: polecat-bravo"))).toHaveLength(1);
-    expect(state.witness["polecat-bravo"]).toMatchObject({ nudges: 2, escalated: ["critical"] });
-    const tried: number[] = [];
-    const retries: number[] = [];
-    for (let k = 1; k <= baseline.commits; k++) {
-      const killed = await run(`rig-evict-${k}`, start, k);
-      // A kill that interrupted a generation retries it after its backoff: the clock moved, so the
-      // times compare as times (everything else exactly); otherwise the whole state compares exactly.
-      if (killed.retried) expect({ k, state: timeless(killed.state) }).toEqual({ k, state: timeless(baseline.state) });
-      else expect({ k, state: killed.state }).toEqual({ k, state: baseline.state });
-      tried.push(k);
-      if (killed.retried) retries.push(k);
-    }
-    console.log(`rig eviction sweep: ${tried.length} of ${baseline.commits} commit boundaries tried (${tried.join(", ")}); interrupted generation retried after k = ${retries.join(", ") || "none"}`);
-  });
+  it(
+    "hook set, GUPP activation and completion, witness nudges and escalation: killed after each commit, reopened by the alarm, ends as the uninterrupted run",
+    { timeout: 120_000 },
+    async () => {
+      const start = seams.time.now;
+      const baseline = await run("rig-evict-baseline", start);
+      const state = baseline.state as {
+        hooks: Record<string, { file: { status: string } }>;
+        mail: unknown[];
+        witness: Record<string, unknown>;
+      };
+      // The uninterrupted run did what the script says.
+      expect(state.hooks["polecat-alpha"]?.file.status).toBe("completed");
+      expect(state.hooks["polecat-bravo"]?.file.status).toBe("active");
+      expect(
+        state.mail.filter((p) => typeof p === "string" && p.startsWith("STALL_CRITICAL: polecat-bravo")),
+      ).toHaveLength(1);
+      expect(state.witness["polecat-bravo"]).toMatchObject({ nudges: 2, escalated: ["critical"] });
+      const tried: number[] = [];
+      const retries: number[] = [];
+      for (let k = 1; k <= baseline.commits; k++) {
+        const killed = await run(`rig-evict-${k}`, start, k);
+        // A kill that interrupted a generation retries it after its backoff: the clock moved, so the
+        // times compare as times (everything else exactly); otherwise the whole state compares exactly.
+        if (killed.retried)
+          expect({ k, state: timeless(killed.state) }).toEqual({ k, state: timeless(baseline.state) });
+        else expect({ k, state: killed.state }).toEqual({ k, state: baseline.state });
+        tried.push(k);
+        if (killed.retried) retries.push(k);
+      }
+      console.log(
+        `rig eviction sweep: ${tried.length} of ${baseline.commits} commit boundaries tried (${tried.join(", ")}); interrupted generation retried after k = ${retries.join(", ") || "none"}`,
+      );
+    },
+  );
 });

@@ -1,7 +1,8 @@
 /**
  * Eviction at every commit boundary of a short subagent script (§8.5): the turn script of
  * eviction-script.ts on the harness of eviction-harness.ts (kill right after commit k, reopen by the
- * alarm alone, check the invariants, finish, compare with the uninterrupted run) over prompts that make the echo model call `subagent`
+ * alarm alone, check the invariants, finish, compare with the uninterrupted run) over prompts that make the echo model
+ * call `subagent`
  * (run, spawn, run with inherited context). The session's built-in turn kit is replaced through the
  * test seam by the same kit plus a system_instructions handler that also offers `subagent`, because
  * the harness creates its sessions with the default selection (echo). Contexts of every conversation
@@ -26,7 +27,9 @@ beforeEach(() => {
   const models = createModels();
   models.setProvider(echoProvider());
   const kit = createTurnKit({ models, tools: [echoTool, subagentTool] });
-  kit.hooks.on(kit.generation, "system_instructions", ({ config }) => ({ tools: selectedDefinitions(kit.tools, [...new Set([...config.tools, "subagent"])]) }));
+  kit.hooks.on(kit.generation, "system_instructions", ({ config }) => ({
+    tools: selectedDefinitions(kit.tools, [...new Set([...config.tools, "subagent"])]),
+  }));
   registerTestKinds(kit.kinds);
 });
 
@@ -45,18 +48,25 @@ const steps: readonly Step[] = [
 
 function normalized(outcome: RunOutcome): { contexts: string[]; results: Record<string, string> } {
   const strip = (s: string): string => s.replace(/subagent \d+/g, "subagent N").replace(/id \d+/g, "id N");
-  return { contexts: outcome.contexts.map(strip), results: Object.fromEntries(Object.entries(outcome.results).map(([k, v]) => [k, strip(v)])) };
+  return {
+    contexts: outcome.contexts.map(strip),
+    results: Object.fromEntries(Object.entries(outcome.results).map(([k, v]) => [k, strip(v)])),
+  };
 }
 
 describe("eviction at every commit boundary of a subagent script", () => {
-  it("a subagent run, spawn and inheriting run killed after every commit reopen through the alarm and end as the uninterrupted run", { timeout: 120_000 }, async () => {
-    const baseline = await runScript(seams, "subagents-baseline", steps);
-    expect(baseline.contexts.length).toBe(4); // root and three children
-    expect(baseline.results["s0"]).toContain("child one");
-    for (let k = 1; k <= baseline.commits; k++) {
-      const run = await runScript(seams, `subagents-${k}`, steps, k);
-      expect({ k, ...normalized(run) }).toEqual({ k, ...normalized(baseline) });
-    }
-    console.log(`subagent eviction sweep: ${baseline.commits} boundaries`);
-  });
+  it(
+    "a subagent run, spawn and inheriting run killed after every commit reopen through the alarm and end as the uninterrupted run",
+    { timeout: 120_000 },
+    async () => {
+      const baseline = await runScript(seams, "subagents-baseline", steps);
+      expect(baseline.contexts.length).toBe(4); // root and three children
+      expect(baseline.results["s0"]).toContain("child one");
+      for (let k = 1; k <= baseline.commits; k++) {
+        const run = await runScript(seams, `subagents-${k}`, steps, k);
+        expect({ k, ...normalized(run) }).toEqual({ k, ...normalized(baseline) });
+      }
+      console.log(`subagent eviction sweep: ${baseline.commits} boundaries`);
+    },
+  );
 });

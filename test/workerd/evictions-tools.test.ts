@@ -23,7 +23,14 @@ import type { Entry } from "../../src/storage/records.js";
 import { decodeState } from "../../src/storage/sqlite-codec.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
-import { acceptanceOf, expectInboxKeysOnce, expectSettled, resultOf, runScenario, type Scenario } from "./eviction-harness.js";
+import {
+  acceptanceOf,
+  expectInboxKeysOnce,
+  expectSettled,
+  resultOf,
+  runScenario,
+  type Scenario,
+} from "./eviction-harness.js";
 import { call, clockOf, harnessOf, ManualClock, ManualTime, resetSeams, type TestSession } from "./session-fixtures.js";
 import { defineTool, ProductEndpoint } from "./tool-fixtures.js";
 
@@ -93,7 +100,10 @@ function toolOf(entry: Entry): string {
   return (entry.model?.[0] as { toolName?: string } | undefined)?.toolName ?? "";
 }
 
-async function runTools(name: string, killAt?: number): Promise<Outcome & { readonly commits: number; readonly dispatchedAtKill: readonly string[] }> {
+async function runTools(
+  name: string,
+  killAt?: number,
+): Promise<Outcome & { readonly commits: number; readonly dispatchedAtKill: readonly string[] }> {
   const time = new ManualTime();
   const endpoint = new ProductEndpoint(TENANT)
     .reply("charge", () => ({ status: 200, body: { output: { charged: 1 } } }))
@@ -169,7 +179,10 @@ async function runTools(name: string, killAt?: number): Promise<Outcome & { read
         }
         for (const step of STEPS) {
           const acceptance = await acceptanceOf(h, step.key);
-          expect(acceptance === undefined ? undefined : (await resultOf(h, acceptance))?.status, `input ${step.key}`).toBe("done");
+          expect(
+            acceptance === undefined ? undefined : (await resultOf(h, acceptance))?.status,
+            `input ${step.key}`,
+          ).toBe("done");
         }
         return { results };
       });

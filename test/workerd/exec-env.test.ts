@@ -27,7 +27,11 @@ describe("scripted fake ExecutionEnv", () => {
 
   it("keeps only the tail within limits; an unknown command exits 127", async () => {
     const env = new FakeExecutionEnv({ clock: new FakeClock() });
-    expect(await env.exec("repeat 3 abc", { limits: { maxChars: 5 } })).toEqual({ exitCode: 0, output: "\nabc\n", totalChars: 12 });
+    expect(await env.exec("repeat 3 abc", { limits: { maxChars: 5 } })).toEqual({
+      exitCode: 0,
+      output: "\nabc\n",
+      totalChars: 12,
+    });
     expect((await env.exec("frobnicate", {})).exitCode).toBe(127);
   });
 
@@ -47,7 +51,10 @@ describe("scripted fake ExecutionEnv", () => {
 
 describe("the fake's FileSystem half", () => {
   it("an in-memory tree under / with /workspace as the working directory; errors name their code and path", async () => {
-    const env = new FakeExecutionEnv({ clock: new FakeClock(), files: { "notes/todo.md": "- ship", "/etc/motd": "hi" } });
+    const env = new FakeExecutionEnv({
+      clock: new FakeClock(),
+      files: { "notes/todo.md": "- ship", "/etc/motd": "hi" },
+    });
     expect(await env.readFile("/workspace/notes/todo.md")).toBe("- ship");
     expect(await env.readFile("notes/../notes/./todo.md")).toBe("- ship");
     expect(await env.listFiles("/")).toEqual([
@@ -59,7 +66,10 @@ describe("the fake's FileSystem half", () => {
       { name: "done.md", type: "file", size: 5 },
       { name: "todo.md", type: "file", size: 6 },
     ]);
-    await expect(env.writeFile("missing/dir/x", "")).rejects.toMatchObject({ code: "not_found", path: "/workspace/missing/dir" });
+    await expect(env.writeFile("missing/dir/x", "")).rejects.toMatchObject({
+      code: "not_found",
+      path: "/workspace/missing/dir",
+    });
     await expect(env.readFile("notes")).rejects.toMatchObject({ code: "not_a_file" });
     await expect(env.listFiles("notes/todo.md")).rejects.toMatchObject({ code: "not_a_directory" });
     await expect(env.mkdir("a/b")).rejects.toMatchObject({ code: "not_found" });
@@ -72,14 +82,25 @@ describe("the fake's FileSystem half", () => {
 });
 
 describe("Sandbox SDK adapter", () => {
-  function fakeSandbox(script: (options: SdkExecOptions) => Promise<number>): { sandbox: SandboxExec; seen: { command: string; options: SdkExecOptions }[] } {
+  function fakeSandbox(script: (options: SdkExecOptions) => Promise<number>): {
+    sandbox: SandboxExec;
+    seen: { command: string; options: SdkExecOptions }[];
+  } {
     const seen: { command: string; options: SdkExecOptions }[] = [];
     const sandbox: SandboxExec = {
       async exec(command: string, options?: SdkExecOptions): Promise<SdkExecResult> {
         const opts = options ?? {};
         seen.push({ command, options: opts });
         const exitCode = await script(opts);
-        return { success: exitCode === 0, exitCode, stdout: "", stderr: "", command, duration: 1, timestamp: new Date(0).toISOString() };
+        return {
+          success: exitCode === 0,
+          exitCode,
+          stdout: "",
+          stderr: "",
+          command,
+          duration: 1,
+          timestamp: new Date(0).toISOString(),
+        };
       },
       ...sdkFiles(new FakeExecutionEnv({ clock: new FakeClock() })),
     };
@@ -97,7 +118,12 @@ describe("Sandbox SDK adapter", () => {
       }
     };
     return {
-      readFile: (async (path: string) => ({ success: true, path, content: await plain(() => fs.readFile(path)), timestamp })) as SandboxExec["readFile"],
+      readFile: (async (path: string) => ({
+        success: true,
+        path,
+        content: await plain(() => fs.readFile(path)),
+        timestamp,
+      })) as SandboxExec["readFile"],
       writeFile: async (path: string, content: string | ReadableStream<Uint8Array>) => {
         await plain(() => fs.writeFile(path, typeof content === "string" ? content : ""));
         return { success: true, path, timestamp };
@@ -143,7 +169,10 @@ describe("Sandbox SDK adapter", () => {
     expect(await env.listFiles("/workspace/src")).toEqual([{ name: "a.txt", type: "file", size: 5 }]);
     await env.deleteFile("/workspace/src/a.txt");
     expect(await env.exists("/workspace/src/a.txt")).toBe(false);
-    const missing = await env.readFile("/workspace/nope.txt").then(() => undefined, (e: unknown) => e);
+    const missing = await env.readFile("/workspace/nope.txt").then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(missing).toBeInstanceOf(FileSystemError);
     expect(missing).toMatchObject({ code: "not_found", path: "/workspace/nope.txt" });
     await expect(env.listFiles("/workspace/src/..x")).rejects.toMatchObject({ code: "not_found" });
@@ -158,7 +187,12 @@ describe("Sandbox SDK adapter", () => {
     });
     const env = new SandboxExecutionEnv(sandbox);
     const chunks: string[] = [];
-    const result = await env.exec("make test", { cwd: "/workspace/app", env: { CI: "1" }, onUpdate: (c) => chunks.push(c), limits: { maxChars: 8 } });
+    const result = await env.exec("make test", {
+      cwd: "/workspace/app",
+      env: { CI: "1" },
+      onUpdate: (c) => chunks.push(c),
+      limits: { maxChars: 8 },
+    });
     expect(chunks).toEqual(["hello ", "warn ", "world\n"]);
     expect(result).toEqual({ exitCode: 3, output: "n world\n", totalChars: 17 });
     expect(seen).toHaveLength(1);
@@ -176,7 +210,12 @@ describe("Sandbox SDK adapter", () => {
       throw new Error("Operation was aborted");
     });
     const chunks: string[] = [];
-    await expect(new SandboxExecutionEnv(sandbox).exec("sleep 100", { signal: controller.signal, onUpdate: (c) => chunks.push(c) })).rejects.toBe(reason);
+    await expect(
+      new SandboxExecutionEnv(sandbox).exec("sleep 100", {
+        signal: controller.signal,
+        onUpdate: (c) => chunks.push(c),
+      }),
+    ).rejects.toBe(reason);
     expect(seen[0]?.options.signal).toBe(controller.signal);
     expect(chunks).toEqual(["before\n"]);
   });

@@ -31,7 +31,13 @@ describe("authentication", () => {
     const forged = await sign({ tenant: "t", role: "operator" }, "some-other-secret-of-enough-length", "HS256");
     // A token of an identity provider the tenant never registered (docs/users.md "Identity providers").
     const { privateKey } = await generateKeyPair("ES256");
-    const unregistered = await new SignJWT({ tenant: "t", sub: "u" }).setProtectedHeader({ alg: "ES256", kid: "k" }).setIssuer("https://idp.example/").setAudience("pico").setIssuedAt().setExpirationTime("10m").sign(privateKey);
+    const unregistered = await new SignJWT({ tenant: "t", sub: "u" })
+      .setProtectedHeader({ alg: "ES256", kid: "k" })
+      .setIssuer("https://idp.example/")
+      .setAudience("pico")
+      .setIssuedAt()
+      .setExpirationTime("10m")
+      .sign(privateKey);
     for (const route of [...ROUTES, ...TENANT_ROUTES]) {
       for (const jwt of [undefined, forged, "not.a.jwt", unregistered]) {
         const response = await send(route, session, jwt);
@@ -49,7 +55,11 @@ describe("authentication", () => {
   it("an expired token and a token without a tenant or with an unknown role answer 401", async () => {
     const session = uniqueSession("claims");
     const secret = (await import("cloudflare:workers")).env.JWT_SECRET;
-    const expired = await sign({ tenant: "t", role: "client", exp: Math.floor(Date.now() / 1000) - 60 }, secret, "HS256");
+    const expired = await sign(
+      { tenant: "t", role: "client", exp: Math.floor(Date.now() / 1000) - 60 },
+      secret,
+      "HS256",
+    );
     const noTenant = await sign({ role: "client" }, secret, "HS256");
     const badRole = await sign({ tenant: "t", role: "admin" }, secret, "HS256");
     const agentWithoutId = await sign({ tenant: "t", role: "agent" }, secret, "HS256");
@@ -68,7 +78,11 @@ describe("roles", () => {
         // A session nobody created: an allowed route gets past the role check to 404 (PUT creates).
         const session = uniqueSession(`role-${role}`);
         // Agent tokens name the sessions they act in; user tokens their end user.
-        const jwt = await token("roles", role, role === "agent" ? { sessions: [session] } : role === "user" ? { sub: "someone" } : {});
+        const jwt = await token(
+          "roles",
+          role,
+          role === "agent" ? { sessions: [session] } : role === "user" ? { sub: "someone" } : {},
+        );
         const response = await send(route, session, jwt);
         const body = response.status === 101 ? {} : await json(response);
         const allowed = ROLE_CAPABILITIES[role].has(route.capability);
@@ -77,7 +91,9 @@ describe("roles", () => {
           // action is looked at (users-access.test.ts); PUT on a free name would create the user's own
           // session, but a user creates only from a template (docs/users.md "Templates"): 422 naming it.
           expect(response.status, `${role} ${route.name}`).toBe(route.method === "PUT" ? 422 : 404);
-          expect(body[route.method === "PUT" ? "field" : "code"], `${role} ${route.name}`).toBe(route.method === "PUT" ? "template" : "session_not_found");
+          expect(body[route.method === "PUT" ? "field" : "code"], `${role} ${route.name}`).toBe(
+            route.method === "PUT" ? "template" : "session_not_found",
+          );
           expect(await lastSeq("roles", session)).toBe(0);
         } else if (!allowed) {
           expect(response.status, `${role} ${route.name}`).toBe(403);
@@ -93,18 +109,38 @@ describe("roles", () => {
       }
       // The tenant's routes: an allowed role gets past the role check (to its own, empty catalog).
       for (const route of TENANT_ROUTES) {
-        const jwt = await token(`roles-${role}`, role, { ...(role === "agent" ? { sessions: ["rig"] } : role === "user" ? { sub: "someone" } : {}), ...route.claims });
+        const jwt = await token(`roles-${role}`, role, {
+          ...(role === "agent" ? { sessions: ["rig"] } : role === "user" ? { sub: "someone" } : {}),
+          ...route.claims,
+        });
         const response = await send(route, "unused", jwt);
         const body = await json(response);
-        expect(response.status === 403 && body["code"] === "forbidden", `${role} ${route.name}`).toBe(!ROLE_CAPABILITIES[role].has(route.capability));
+        expect(response.status === 403 && body["code"] === "forbidden", `${role} ${route.name}`).toBe(
+          !ROLE_CAPABILITIES[role].has(route.capability),
+        );
       }
     }
     // ~100 requests, each to a fresh object: slow on a loaded machine, so a larger budget than the default.
   }, 60_000);
 
   it("the role table: client and mayor lack the operator routes, operator has all, agent has only the rig's", () => {
-    expect([...ROLE_CAPABILITIES.operator].sort()).toEqual([...new Set([...ROUTES, ...TENANT_ROUTES].map((r) => r.capability))].sort());
-    for (const capability of ["tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "inbound", "tools", "mcp", "limits", "templates", "users"] as const) {
+    expect([...ROLE_CAPABILITIES.operator].sort()).toEqual(
+      [...new Set([...ROUTES, ...TENANT_ROUTES].map((r) => r.capability))].sort(),
+    );
+    for (const capability of [
+      "tasks",
+      "inspect",
+      "shutdown",
+      "fault",
+      "quarantine",
+      "delete",
+      "inbound",
+      "tools",
+      "mcp",
+      "limits",
+      "templates",
+      "users",
+    ] as const) {
       expect(ROLE_CAPABILITIES.client.has(capability)).toBe(false);
       expect(ROLE_CAPABILITIES.user.has(capability)).toBe(false);
     }
@@ -112,8 +148,10 @@ describe("roles", () => {
     expect(ROLE_CAPABILITIES.client.has("rig")).toBe(false);
     expect(ROLE_CAPABILITIES.mayor.has("inbound")).toBe(false);
     // Only operators mint user tokens; users never reach the tenant's configuration.
-    for (const role of ["client", "mayor", "agent", "user"] as const) expect(ROLE_CAPABILITIES[role].has("tokens"), role).toBe(false);
-    for (const capability of ["tools", "webhooks", "inbound", "rig", "delete", "inspect"] as const) expect(ROLE_CAPABILITIES.user.has(capability)).toBe(false);
+    for (const role of ["client", "mayor", "agent", "user"] as const)
+      expect(ROLE_CAPABILITIES[role].has("tokens"), role).toBe(false);
+    for (const capability of ["tools", "webhooks", "inbound", "rig", "delete", "inspect"] as const)
+      expect(ROLE_CAPABILITIES.user.has(capability)).toBe(false);
   });
 });
 
@@ -122,7 +160,10 @@ describe("tenant isolation", () => {
     const session = uniqueSession("iso");
     const owner = await client("tenant-a");
     await owner.session(session).create({});
-    const answered = await owner.session(session).conversation("root").accept("private", { idempotencyKey: "some-key", wait: 10 });
+    const answered = await owner
+      .session(session)
+      .conversation("root")
+      .accept("private", { idempotencyKey: "some-key", wait: 10 });
     expect(answered.status).toBe("done");
     const before = await lastSeq("tenant-a", session);
     const snapshot = JSON.stringify(await owner.session(session).conversation("root").entries({ limit: 100 }));

@@ -17,10 +17,16 @@ afterEach(async () => {
 });
 
 const app = createApp();
-const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined, props: {} } as unknown as ExecutionContext;
+const ctx = {
+  waitUntil: () => undefined,
+  passThroughOnException: () => undefined,
+  props: {},
+} as unknown as ExecutionContext;
 
 /** The app under a different configuration (vars override wrangler.toml's). */
-function withVars(vars: Partial<Record<"ENVIRONMENT" | "CORS_ORIGINS" | "TOKEN_MAX_LIFETIME_SECONDS", string>>): (request: Request) => Promise<Response> {
+function withVars(
+  vars: Partial<Record<"ENVIRONMENT" | "CORS_ORIGINS" | "TOKEN_MAX_LIFETIME_SECONDS", string>>,
+): (request: Request) => Promise<Response> {
   const configured = { ...(env as unknown as Env), ...vars };
   return async (request) => app.fetch(request, configured, ctx);
 }
@@ -28,7 +34,11 @@ function withVars(vars: Partial<Record<"ENVIRONMENT" | "CORS_ORIGINS" | "TOKEN_M
 function preflight(origin: string, path = "/v1/sessions/x/conversations/root/inputs"): Request {
   return new Request(`${BASE}${path}`, {
     method: "OPTIONS",
-    headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type,idempotency-key" },
+    headers: {
+      origin,
+      "access-control-request-method": "POST",
+      "access-control-request-headers": "authorization,content-type,idempotency-key",
+    },
   });
 }
 
@@ -39,18 +49,36 @@ describe("CORS", () => {
       const response = await fetch(preflight(origin));
       expect(response.status, origin).toBe(204);
       expect(response.headers.get("access-control-allow-origin")).toBe(origin);
-      expect(response.headers.get("access-control-allow-headers")?.toLowerCase().split(",")).toEqual(["authorization", "content-type", "idempotency-key", "last-event-id", "if-match", "x-tenant", "mcp-protocol-version"]);
+      expect(response.headers.get("access-control-allow-headers")?.toLowerCase().split(",")).toEqual([
+        "authorization",
+        "content-type",
+        "idempotency-key",
+        "last-event-id",
+        "if-match",
+        "x-tenant",
+        "mcp-protocol-version",
+      ]);
       expect(response.headers.get("access-control-allow-methods")).toContain("PATCH");
     }
     const session = uniqueSession("cors-dev");
     const created = await fetch(
-      new Request(`${BASE}/v1/sessions/${session}`, { method: "PUT", headers: { origin: "http://localhost:5173", authorization: `Bearer ${await token("cors", "client")}` } }),
+      new Request(`${BASE}/v1/sessions/${session}`, {
+        method: "PUT",
+        headers: { origin: "http://localhost:5173", authorization: `Bearer ${await token("cors", "client")}` },
+      }),
     );
     expect(created.status).toBe(201);
     expect(created.headers.get("access-control-allow-origin")).toBe("http://localhost:5173");
-    expect(created.headers.get("access-control-expose-headers")?.toLowerCase().split(",")).toEqual(["etag", "location", "retry-after", "idempotency-key"]);
+    expect(created.headers.get("access-control-expose-headers")?.toLowerCase().split(",")).toEqual([
+      "etag",
+      "location",
+      "retry-after",
+      "idempotency-key",
+    ]);
     // Problems are readable by the page too.
-    const refused = await fetch(new Request(`${BASE}/v1/sessions/${session}`, { headers: { origin: "http://localhost:5173" } }));
+    const refused = await fetch(
+      new Request(`${BASE}/v1/sessions/${session}`, { headers: { origin: "http://localhost:5173" } }),
+    );
     expect(refused.status).toBe(401);
     expect(refused.headers.get("access-control-allow-origin")).toBe("http://localhost:5173");
   });
@@ -61,7 +89,12 @@ describe("CORS", () => {
     const pre = await fetch(preflight(origin));
     for (const [name] of pre.headers) expect(name.startsWith("access-control-"), name).toBe(false);
     const session = uniqueSession("cors-evil");
-    const response = await fetch(new Request(`${BASE}/v1/sessions/${session}`, { method: "PUT", headers: { origin, authorization: `Bearer ${await token("cors", "client")}` } }));
+    const response = await fetch(
+      new Request(`${BASE}/v1/sessions/${session}`, {
+        method: "PUT",
+        headers: { origin, authorization: `Bearer ${await token("cors", "client")}` },
+      }),
+    );
     expect(response.status).toBe(403);
     for (const [name] of response.headers) expect(name.startsWith("access-control-"), name).toBe(false);
     expect(await json(response)).toMatchObject({ code: "origin_not_allowed", field: "origin" });
@@ -69,9 +102,16 @@ describe("CORS", () => {
   });
 
   it("CORS_ORIGINS replaces the default; production without it allows no origin", async () => {
-    const configured = withVars({ ENVIRONMENT: "production", CORS_ORIGINS: "https://app.example.com, https://admin.example.com" });
-    expect((await configured(preflight("https://app.example.com"))).headers.get("access-control-allow-origin")).toBe("https://app.example.com");
-    expect((await configured(preflight("http://localhost:5173"))).headers.get("access-control-allow-origin")).toBeNull();
+    const configured = withVars({
+      ENVIRONMENT: "production",
+      CORS_ORIGINS: "https://app.example.com, https://admin.example.com",
+    });
+    expect((await configured(preflight("https://app.example.com"))).headers.get("access-control-allow-origin")).toBe(
+      "https://app.example.com",
+    );
+    expect(
+      (await configured(preflight("http://localhost:5173"))).headers.get("access-control-allow-origin"),
+    ).toBeNull();
     const production = withVars({ ENVIRONMENT: "production" });
     for (const origin of ["http://localhost:5173", "https://app.example.com"]) {
       const response = await production(preflight(origin));
@@ -100,7 +140,9 @@ describe("watch tokens", () => {
     expect(sse.headers.get("content-type")).toContain("text/event-stream");
     await sse.body?.cancel();
     const { SELF } = await import("cloudflare:test");
-    const ws = await SELF.fetch(`${BASE}/v1/sessions/${session}/conversations/root/watch?access_token=${body.token}`, { headers: { upgrade: "websocket" } });
+    const ws = await SELF.fetch(`${BASE}/v1/sessions/${session}/conversations/root/watch?access_token=${body.token}`, {
+      headers: { upgrade: "websocket" },
+    });
     expect(ws.status).toBe(101);
     ws.webSocket?.accept();
     ws.webSocket?.close();
@@ -120,7 +162,9 @@ describe("watch tokens", () => {
     const mint = await call("POST", `/v1/sessions/${session}/conversations/root/watch-token`, { token: body.token });
     expect(mint.status).toBe(403);
 
-    const sessionToken = await json<{ token: string }>(await call("POST", `/v1/sessions/${session}/watch-token`, { token: jwt, body: { ttlSeconds: 60 } }));
+    const sessionToken = await json<{ token: string }>(
+      await call("POST", `/v1/sessions/${session}/watch-token`, { token: jwt, body: { ttlSeconds: 60 } }),
+    );
     const sessionWatch = await call("GET", `/v1/sessions/${session}/watch?access_token=${sessionToken.token}`);
     expect(sessionWatch.status).toBe(200);
     await sessionWatch.body?.cancel();
@@ -157,7 +201,10 @@ describe("watch tokens", () => {
     const tenant = "browser";
     const session = uniqueSession("wt-bearer");
     await (await client(tenant)).session(session).create({});
-    const response = await call("GET", `/v1/sessions/${session}/conversations/root/watch?access_token=${await token(tenant, "client")}`);
+    const response = await call(
+      "GET",
+      `/v1/sessions/${session}/conversations/root/watch?access_token=${await token(tenant, "client")}`,
+    );
     expect(response.status).toBe(401);
     const problem = await json(response);
     expect(problem).toMatchObject({ code: "unauthorized", field: "access_token" });
@@ -202,9 +249,17 @@ describe("token lifetimes", () => {
     const session = uniqueSession("lifetime");
     const now = Math.floor(Date.now() / 1000);
     const noExp = await sign({ tenant: "life", role: "client", iat: now }, env.JWT_SECRET, "HS256");
-    const tooLong = await sign({ tenant: "life", role: "client", iat: now, exp: now + 25 * 3600 }, env.JWT_SECRET, "HS256");
+    const tooLong = await sign(
+      { tenant: "life", role: "client", iat: now, exp: now + 25 * 3600 },
+      env.JWT_SECRET,
+      "HS256",
+    );
     const noIatTooLong = await sign({ tenant: "life", role: "client", exp: now + 25 * 3600 }, env.JWT_SECRET, "HS256");
-    const fine = await sign({ tenant: "life", role: "client", iat: now, exp: now + 23 * 3600 }, env.JWT_SECRET, "HS256");
+    const fine = await sign(
+      { tenant: "life", role: "client", iat: now, exp: now + 23 * 3600 },
+      env.JWT_SECRET,
+      "HS256",
+    );
     for (const [jwt, field] of [
       [noExp, "token.exp"],
       [tooLong, "token.exp"],
@@ -218,7 +273,9 @@ describe("token lifetimes", () => {
     expect(ok.status).toBe(404);
     await ok.body?.cancel();
     const shorter = withVars({ TOKEN_MAX_LIFETIME_SECONDS: "3600" });
-    const response = await shorter(new Request(`${BASE}/v1/sessions/${session}`, { headers: { authorization: `Bearer ${fine}` } }));
+    const response = await shorter(
+      new Request(`${BASE}/v1/sessions/${session}`, { headers: { authorization: `Bearer ${fine}` } }),
+    );
     expect(response.status).toBe(401);
   });
 });

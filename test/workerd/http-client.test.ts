@@ -82,10 +82,15 @@ function checkingFetch(exchanges: Exchange[], failures: string[]): (request: Req
           failures.push(`${route.operationId} ${response.status}`);
           if (!type.startsWith("application/problem+json")) return `${where} with content-type ${type}`;
           const parsed = problemBody.safeParse(JSON.parse(text));
-          return parsed.success ? undefined : `${where}: the problem does not match its strict schema: ${JSON.stringify(parsed.error.issues)}\n${text}`;
+          return parsed.success
+            ? undefined
+            : `${where}: the problem does not match its strict schema: ${JSON.stringify(parsed.error.issues)}\n${text}`;
         });
     } else if (declared === undefined) {
-      problem = response.clone().text().then((text) => `${where}, not a declared success: ${text}`);
+      problem = response
+        .clone()
+        .text()
+        .then((text) => `${where}, not a declared success: ${text}`);
     } else if ("json" in declared) {
       const schema = declared.json;
       problem = response
@@ -94,10 +99,14 @@ function checkingFetch(exchanges: Exchange[], failures: string[]): (request: Req
         .then((text) => {
           if (!type.startsWith("application/json")) return `${where} with content-type ${type}`;
           const parsed = schema.safeParse(JSON.parse(text));
-          return parsed.success ? undefined : `${where}: the body does not match its strict schema: ${JSON.stringify(parsed.error.issues)}\n${text}`;
+          return parsed.success
+            ? undefined
+            : `${where}: the body does not match its strict schema: ${JSON.stringify(parsed.error.issues)}\n${text}`;
         });
     } else if ("stream" in declared) {
-      problem = Promise.resolve(type.startsWith("text/event-stream") ? undefined : `${where} with content-type ${type}`);
+      problem = Promise.resolve(
+        type.startsWith("text/event-stream") ? undefined : `${where} with content-type ${type}`,
+      );
     } else {
       problem = Promise.resolve(undefined);
     }
@@ -113,7 +122,21 @@ function methodsOf(owner: string, prototype: object): string[] {
     .map(([name]) => `${owner}.${name}`);
 }
 
-const CLASSES: Readonly<Record<string, { prototype: object }>> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, EndUserClient, McpServersClient, LimitsClient, UsersClient, IssuersClient };
+const CLASSES: Readonly<Record<string, { prototype: object }>> = {
+  PicoClient,
+  SessionClient,
+  ConversationClient,
+  RigClient,
+  InboundClient,
+  ToolsClient,
+  WebhookEndpointsClient,
+  DeliveriesClient,
+  EndUserClient,
+  McpServersClient,
+  LimitsClient,
+  UsersClient,
+  IssuersClient,
+};
 
 /** Spy on every client method (calling through) and record which ones ran. */
 function recordCalls(): Set<string> {
@@ -132,13 +155,21 @@ function recordCalls(): Set<string> {
   return called;
 }
 
-async function clientFor(role: "client" | "operator" | "mayor" | "agent", exchanges: Exchange[], failures: string[], agent?: { readonly id: string; readonly session: string }): Promise<PicoClient> {
+async function clientFor(
+  role: "client" | "operator" | "mayor" | "agent",
+  exchanges: Exchange[],
+  failures: string[],
+  agent?: { readonly id: string; readonly session: string },
+): Promise<PicoClient> {
   const jwt = await token(TENANT, role, agent === undefined ? {} : { agent: agent.id, sessions: [agent.session] });
   return new PicoClient({ baseUrl: BASE, token: jwt, fetch: checkingFetch(exchanges, failures) });
 }
 
 /** Run `watch` until `ready` says its view is there, then close it. */
-async function watchUntil<View>(open: (onChange: (view: View) => void) => { close(): void; done: Promise<void> }, ready: (view: View) => boolean): Promise<View> {
+async function watchUntil<View>(
+  open: (onChange: (view: View) => void) => { close(): void; done: Promise<void> },
+  ready: (view: View) => boolean,
+): Promise<View> {
   let resolveView: (view: View) => void = () => undefined;
   const seen = new Promise<View>((resolve) => (resolveView = resolve));
   const watch = open((view) => {
@@ -166,7 +197,11 @@ describe("typed client against the worker", () => {
     expect(models.models.length).toBeGreaterThan(0);
     const session = frontend.session(name);
     expect(await session.create({ title: "Before" })).toMatchObject({ session: name, created: true });
-    expect(await session.patch({ title: "Client tour", labels: ["e2e"] })).toEqual({ session: name, title: "Client tour", labels: ["e2e"] });
+    expect(await session.patch({ title: "Client tour", labels: ["e2e"] })).toEqual({
+      session: name,
+      title: "Client tour",
+      labels: ["e2e"],
+    });
     expect((await session.get()).session).toBe(name);
     expect((await frontend.sessions({ q: name, limit: 5 })).items.map((row) => row.session)).toEqual([name]);
 
@@ -174,18 +209,29 @@ describe("typed client against the worker", () => {
     const root = session.conversation("root");
     const accepted = await root.accept("hello", { idempotencyKey: "tour-1", wait: 10 });
     expect(accepted.status).toBe("done");
-    expect(await session.acceptance("tour-1")).toEqual({ requestKey: "tour-1", conversationId: accepted.conversationId, inputId: accepted.inputId });
+    expect(await session.acceptance("tour-1")).toEqual({
+      requestKey: "tour-1",
+      conversationId: accepted.conversationId,
+      inputId: accepted.inputId,
+    });
     expect((await session.input(accepted.inputId)).result.status).toBe("done");
     // A mistake answers a problem (PicoApiError), whose body parses with the strict problem schema.
-    await expect(session.input(accepted.inputId + 10_000)).rejects.toSatisfy((error) => error instanceof PicoApiError && error.code === "input_not_found");
+    await expect(session.input(accepted.inputId + 10_000)).rejects.toSatisfy(
+      (error) => error instanceof PicoApiError && error.code === "input_not_found",
+    );
     // Nothing waits for an answer (pending.test.ts answers approvals and client tools); an unknown item is 404.
     expect(await session.pending()).toEqual({ items: [] });
     expect(await root.pending()).toEqual({ items: [] });
-    await expect(session.answer("t9999-client", { output: "late" })).rejects.toSatisfy((error) => error instanceof PicoApiError && error.code === "pending_not_found");
+    await expect(session.answer("t9999-client", { output: "late" })).rejects.toSatisfy(
+      (error) => error instanceof PicoApiError && error.code === "pending_not_found",
+    );
 
     // Queue follow-ups while idle: they wait. Withdraw one, continue with the other.
     const withdrawn = await root.accept("never mind", { mode: "followUp" });
-    expect((await session.withdraw(withdrawn.inputId)).result).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect((await session.withdraw(withdrawn.inputId)).result).toMatchObject({
+      status: "unanswered",
+      reason: "aborted",
+    });
     await root.accept("and then?", { mode: "followUp" });
     expect((await root.continue()).inputs).toHaveLength(1);
 
@@ -199,7 +245,10 @@ describe("typed client against the worker", () => {
 
     // Watch a little: the conversation (bearer header) until the second answer is in, the raw frames of one
     // connection, and the session view through watch tokens (as a browser's EventSource connects).
-    const conversationView = await watchUntil<ConversationView>((onChange) => root.watch({ onChange }), (view) => view.entries.length > 0);
+    const conversationView = await watchUntil<ConversationView>(
+      (onChange) => root.watch({ onChange }),
+      (view) => view.entries.length > 0,
+    );
     expect(conversationView.entries.length).toBeGreaterThan(0);
     const connection = new AbortController();
     const frames = root.frames({ signal: connection.signal });
@@ -209,7 +258,10 @@ describe("typed client against the worker", () => {
     expect(first.value).toMatchObject({ event: "view" });
     expect((await root.watchToken(60)).expiresIn).toBe(60);
     expect((await session.watchToken()).token).not.toBe("");
-    const sessionView = await watchUntil<SessionView>((onChange) => session.watch({ onChange, watchToken: true }), () => true);
+    const sessionView = await watchUntil<SessionView>(
+      (onChange) => session.watch({ onChange, watchToken: true }),
+      () => true,
+    );
     expect(sessionView).toBeDefined();
 
     // Fork at the first answer, talk on the fork until there is something to collapse, collapse, reset, abort.
@@ -218,7 +270,8 @@ describe("typed client against the worker", () => {
     const fork = await root.fork({ at: answer });
     expect(fork.conversation.parent).toEqual({ conversationId: accepted.conversationId, at: answer });
     const branch = session.conversation(fork.conversationId);
-    for (let turn = 0; turn < 10; turn++) expect((await branch.accept(`turn ${turn}`, { wait: 10 })).status).toBe("done");
+    for (let turn = 0; turn < 10; turn++)
+      expect((await branch.accept(`turn ${turn}`, { wait: 10 })).status).toBe("done");
     expect((await branch.collapse("keep it short")).taskId).toBeGreaterThan(0);
     expect(await branch.reset()).toEqual({ reset: true });
     expect(await branch.abort()).toEqual({ aborted: true });
@@ -245,7 +298,9 @@ describe("typed client against the worker", () => {
     expect(await ops.clearFault()).toEqual({ cleared: false });
     // Inbound endpoints: point a GitHub sender at the root, and a standard one (its secret shown once).
     const inbound = ops.inbound();
-    expect((await inbound.put("github", { format: "github", secret: "from-github", template: "{{action}}" })).url).toContain(`/v1/inbound/${TENANT}/${name}/github`);
+    expect(
+      (await inbound.put("github", { format: "github", secret: "from-github", template: "{{action}}" })).url,
+    ).toContain(`/v1/inbound/${TENANT}/${name}/github`);
     expect((await inbound.put("ci", { format: "standard" })).secret).toMatch(/^whsec_/);
     expect((await inbound.list()).items.map((item) => item.name)).toEqual(["ci", "github"]);
     expect((await inbound.get("github")).template).toBe("{{action}}");
@@ -254,7 +309,11 @@ describe("typed client against the worker", () => {
     // Events out: an endpoint of the tenant, and the session's deliveries to it.
     const hooks = operator.webhookEndpoints();
     const eventful = `${name}-events`;
-    const hook = await hooks.create({ url: "https://receiver.test/client", events: ["input.completed"], sessions: [eventful] });
+    const hook = await hooks.create({
+      url: "https://receiver.test/client",
+      events: ["input.completed"],
+      sessions: [eventful],
+    });
     expect(hook.secret).toMatch(/^whsec_/);
     expect((await hooks.list()).items.map((item) => item.id)).toContain(hook.id);
     expect((await hooks.get(hook.id)).url).toBe("https://receiver.test/client");
@@ -266,13 +325,25 @@ describe("typed client against the worker", () => {
     await operator.session(eventful).create({});
     await operator.session(eventful).conversation("root").accept("an event", { wait: 10 });
     const deliveries = operator.session(eventful).deliveries();
-    const [delivery] = (await until(async () => ((await deliveries.list({ status: "done" })).items.length > 0 ? await deliveries.list({ status: "done" }) : undefined), "a done delivery")).items;
+    const [delivery] = (
+      await until(
+        async () =>
+          (await deliveries.list({ status: "done" })).items.length > 0
+            ? await deliveries.list({ status: "done" })
+            : undefined,
+        "a done delivery",
+      )
+    ).items;
     expect(delivery).toMatchObject({ endpointId: hook.id, type: "input.completed", status: "done" });
     expect((await deliveries.retry(delivery?.id ?? "")).attempts).toBe(2);
     expect(await hooks.delete(hook.id)).toEqual({ id: hook.id, deleted: true });
     // The tenant's tool catalog (operator).
     const tools = operator.tools();
-    const tool = await tools.put("lookup_order", { description: "Look up an order", parameters: { type: "object", properties: { id: { type: "integer" } } }, handler: { type: "client" } });
+    const tool = await tools.put("lookup_order", {
+      description: "Look up an order",
+      parameters: { type: "object", properties: { id: { type: "integer" } } },
+      handler: { type: "client" },
+    });
     expect((await tools.list()).items.map((item) => item.name)).toContain("lookup_order");
     expect((await tools.get("lookup_order")).version).toBe(tool.version);
     expect((await tools.delete("lookup_order", { ifMatch: tool.version })).deleted).toBe(true);
@@ -281,7 +352,10 @@ describe("typed client against the worker", () => {
     const template = await users.putTemplate("support", { model: "echo/echo", userSettable: ["title"] });
     expect((await users.templates()).items.map((item) => item.name)).toContain("support");
     expect((await users.template("support")).version).toBe(template.version);
-    expect(await users.deleteTemplate("support", { ifMatch: template.version })).toEqual({ name: "support", deleted: true });
+    expect(await users.deleteTemplate("support", { ifMatch: template.version })).toEqual({
+      name: "support",
+      deleted: true,
+    });
     expect(await users.revoke("someone")).toMatchObject({ sub: "someone", sessions: 0, unreached: [] });
     expect(await ops.shutdown()).toEqual({ shutdown: true });
 
@@ -290,7 +364,9 @@ describe("typed client against the worker", () => {
     const rig = mayor.session(name).rig();
     const polecat = agent.session(name).rig();
     expect((await rig.registerAgent("polecat-one", { role: "polecat" })).created).toBe(true);
-    expect((await rig.registerAgent("polecat-two", { role: "polecat", conversation: "new" })).agent.conversationId).toBeGreaterThan(0);
+    expect(
+      (await rig.registerAgent("polecat-two", { role: "polecat", conversation: "new" })).agent.conversationId,
+    ).toBeGreaterThan(0);
     const set = await rig.setHook("polecat-one", { bead_id: "gt-1", title: "Write the tour" });
     expect(set).toMatchObject({ attempt: 1, hook: { status: "pending" } });
     expect((await rig.agentHook("polecat-one")).version).toBe(set.version);
@@ -325,10 +401,14 @@ describe("typed client against the worker", () => {
     expect((await browser.sessions({ q: created.session })).items.map((row) => row.session)).toEqual([created.session]);
 
     // The tenant's MCP servers (operator): a real MCP server behind the host's fetch seam.
-    const mcp = new McpTestServer("tour", [{ name: "lookup", inputSchema: { properties: { id: { type: "integer" } } } }]);
+    const mcp = new McpTestServer("tour", [
+      { name: "lookup", inputSchema: { properties: { id: { type: "integer" } } } },
+    ]);
     setHostSeams({ fetch: mcpFetch(mcp) });
     const servers = new McpServersClient(operator);
-    expect(await servers.put("tour", { url: mcp.url, headers: { authorization: "Bearer tour" } })).toMatchObject({ name: "tour" });
+    expect(await servers.put("tour", { url: mcp.url, headers: { authorization: "Bearer tour" } })).toMatchObject({
+      name: "tour",
+    });
     expect((await servers.list()).items.map((item) => item.name)).toEqual(["tour"]);
     expect(await servers.get("tour")).toMatchObject({ name: "tour" });
     expect(await servers.refresh("tour")).toMatchObject({ name: "tour" });
@@ -336,7 +416,11 @@ describe("typed client against the worker", () => {
 
     // The tenant's identity providers (operator): registering one fetches nothing.
     const issuers = new IssuersClient(operator);
-    const registration = { issuer: "https://tour.idp.test/", jwksUri: "https://tour.idp.test/.well-known/jwks.json", audience: "pico-api" };
+    const registration = {
+      issuer: "https://tour.idp.test/",
+      jwksUri: "https://tour.idp.test/.well-known/jwks.json",
+      audience: "pico-api",
+    };
     expect(await issuers.put("tour", registration)).toMatchObject({ name: "tour", ...registration });
     expect((await issuers.list()).items.map((item) => item.name)).toEqual(["tour"]);
     expect(await issuers.get("tour")).toMatchObject({ name: "tour" });
@@ -353,7 +437,9 @@ describe("typed client against the worker", () => {
     expect(await operator.session(name).delete()).toEqual({ deleted: true });
 
     // Every body parsed with its strict schema (a parse failure fails here, with the route and body).
-    const problems = (await Promise.all(exchanges.map((exchange) => exchange.problem))).filter((problem) => problem !== undefined);
+    const problems = (await Promise.all(exchanges.map((exchange) => exchange.problem))).filter(
+      (problem) => problem !== undefined,
+    );
     expect(problems).toEqual([]);
     expect(failures).toEqual(["getInput 404", "answerPending 404"]);
 
@@ -361,7 +447,9 @@ describe("typed client against the worker", () => {
     const all = Object.entries(CLASSES).flatMap(([owner, constructor]) => methodsOf(owner, constructor.prototype));
     expect([...called].sort()).toEqual(all.sort());
     const reached = new Set(exchanges.map((exchange) => exchange.operationId));
-    const expected = API_ROUTES.map((route) => route.operationId).filter((id) => CLIENT_EXCLUDED_OPERATIONS[id] === undefined);
+    const expected = API_ROUTES.map((route) => route.operationId).filter(
+      (id) => CLIENT_EXCLUDED_OPERATIONS[id] === undefined,
+    );
     expect([...reached].sort()).toEqual(expected.sort());
   });
 });

@@ -12,7 +12,8 @@ afterEach(async () => {
   await abortAllDurableObjects();
 });
 
-const inputs = (session: string, conversation: string | number = "root"): string => `/v1/sessions/${session}/conversations/${conversation}/inputs`;
+const inputs = (session: string, conversation: string | number = "root"): string =>
+  `/v1/sessions/${session}/conversations/${conversation}/inputs`;
 
 describe("Idempotency-Key", () => {
   it("the same key with the same body returns the original acceptance and writes nothing", async () => {
@@ -36,8 +37,14 @@ describe("Idempotency-Key", () => {
     const root = api.session(session).conversation("root");
     await root.accept("hello", { idempotencyKey: "k-body", wait: 10 });
     const seq = await lastSeq(tenant, session);
-    await expect(root.accept("something else", { idempotencyKey: "k-body" })).rejects.toMatchObject({ status: 422, code: "idempotency_key_reused" });
-    await expect(root.accept("hello", { idempotencyKey: "k-body", mode: "followUp" })).rejects.toMatchObject({ status: 422, code: "idempotency_key_reused" });
+    await expect(root.accept("something else", { idempotencyKey: "k-body" })).rejects.toMatchObject({
+      status: 422,
+      code: "idempotency_key_reused",
+    });
+    await expect(root.accept("hello", { idempotencyKey: "k-body", mode: "followUp" })).rejects.toMatchObject({
+      status: 422,
+      code: "idempotency_key_reused",
+    });
     expect(await lastSeq(tenant, session)).toBe(seq);
   });
 
@@ -50,7 +57,11 @@ describe("Idempotency-Key", () => {
     const first = await root.accept("hello", { idempotencyKey: "k-conv", wait: 10 });
     const fork = await root.fork({ at: "start" });
     const seq = await lastSeq(tenant, session);
-    const response = await call("POST", inputs(session, fork.conversationId), { token: await token(tenant, "client"), body: { input: "hello" }, headers: { "idempotency-key": "k-conv" } });
+    const response = await call("POST", inputs(session, fork.conversationId), {
+      token: await token(tenant, "client"),
+      body: { input: "hello" },
+      headers: { "idempotency-key": "k-conv" },
+    });
     expect(response.status).toBe(422);
     expect(await json(response)).toMatchObject({ code: "idempotency_key_reused", field: "idempotency-key" });
     expect(await lastSeq(tenant, session)).toBe(seq);
@@ -65,16 +76,26 @@ describe("Idempotency-Key", () => {
     const jwt = await token(tenant, "client");
     const seq = await lastSeq(tenant, session);
     for (const key of [".", ".."]) {
-      const response = await call("POST", inputs(session), { token: jwt, body: { input: "x" }, headers: { "idempotency-key": key } });
+      const response = await call("POST", inputs(session), {
+        token: jwt,
+        body: { input: "x" },
+        headers: { "idempotency-key": key },
+      });
       expect(response.status, key).toBe(400);
       expect(await json(response)).toMatchObject({ code: "invalid_header", field: "idempotency-key" });
       expect(await lastSeq(tenant, session)).toBe(seq);
     }
     // Keys that merely contain dots are ordinary keys.
-    const dotted = await call("POST", inputs(session), { token: jwt, body: { input: "x" }, headers: { "idempotency-key": "..a.b" } });
+    const dotted = await call("POST", inputs(session), {
+      token: jwt,
+      body: { input: "x" },
+      headers: { "idempotency-key": "..a.b" },
+    });
     expect(dotted.status).toBe(201);
     const seqAfter = await lastSeq(tenant, session);
-    expect((await api.session(session).acceptance("..a.b")).inputId).toBe((await json<{ inputId: number }>(dotted)).inputId);
+    expect((await api.session(session).acceptance("..a.b")).inputId).toBe(
+      (await json<{ inputId: number }>(dotted)).inputId,
+    );
     expect(seqAfter).toBeGreaterThan(seq);
   });
 });
@@ -104,7 +125,10 @@ describe("methods and schemes", () => {
     const session = uniqueSession("scheme");
     const jwt = await token("conv", "client");
     for (const scheme of ["bearer", "BEARER", "BeArEr"]) {
-      const response = await call("PUT", `/v1/sessions/${session}`, { headers: { authorization: `${scheme} ${jwt}` }, body: {} });
+      const response = await call("PUT", `/v1/sessions/${session}`, {
+        headers: { authorization: `${scheme} ${jwt}` },
+        body: {},
+      });
       expect(response.status, scheme).toBeLessThan(300);
       await response.body?.cancel();
     }

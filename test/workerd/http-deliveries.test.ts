@@ -25,7 +25,12 @@ beforeEach(() => {
   receiver = new Receiver();
   time = new ManualTime();
   reports = [];
-  setHostSeams({ clock: () => new ManualClock(time), version: () => "v1", report: (report) => reports.push(report), fetch: receiver.fetch });
+  setHostSeams({
+    clock: () => new ManualClock(time),
+    version: () => "v1",
+    report: (report) => reports.push(report),
+    fetch: receiver.fetch,
+  });
 });
 
 afterEach(async () => {
@@ -51,11 +56,25 @@ describe("deliveries", () => {
     const client = await token(tenant, "client");
     const op = await token(tenant, "operator");
     const stub = stubOf(tenant, session) as unknown as DurableObjectStub<SessionObject>;
-    const advance = (ms: number): Promise<void> => runInDurableObject(stub, (instance: SessionObject) => clockOf(instance).advanceTo(ms));
+    const advance = (ms: number): Promise<void> =>
+      runInDurableObject(stub, (instance: SessionObject) => clockOf(instance).advanceTo(ms));
     const deliveries = async (status?: string): Promise<Delivery[]> =>
-      (await json<{ items: Delivery[] }>(await call("GET", `/v1/sessions/${session}/deliveries${status === undefined ? "" : `?status=${status}`}`, { token: op }))).items;
+      (
+        await json<{ items: Delivery[] }>(
+          await call("GET", `/v1/sessions/${session}/deliveries${status === undefined ? "" : `?status=${status}`}`, {
+            token: op,
+          }),
+        )
+      ).items;
     const input = async (text: string): Promise<void> => {
-      expect((await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: client, body: { input: text } })).status).toBe(201);
+      expect(
+        (
+          await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+            token: client,
+            body: { input: text },
+          })
+        ).status,
+      ).toBe(201);
     };
 
     expect((await call("PUT", `/v1/sessions/${session}`, { token: client, body: {} })).status).toBe(201);
@@ -67,7 +86,13 @@ describe("deliveries", () => {
     await input("first");
     // The first attempt goes out right after the commit, and fails.
     let [pending] = await deliveries("pending");
-    expect(pending).toMatchObject({ endpointId: failing.id, type: "input.completed", status: "pending", attempts: 1, lastStatusCode: 500 });
+    expect(pending).toMatchObject({
+      endpointId: failing.id,
+      type: "input.completed",
+      status: "pending",
+      attempts: 1,
+      lastStatusCode: 500,
+    });
     expect(receiver.to(failing.url)).toHaveLength(1);
 
     // Each wait is the table's step plus at most 20 %, then hourly, until the retry window ends.
@@ -94,19 +119,25 @@ describe("deliveries", () => {
     expect(dead?.attempts).toBe(gaps.length + 1);
     expect(receiver.to(failing.url)).toHaveLength(gaps.length + 1);
 
-    // Failing for the disable window: the endpoint is disabled (by the alarm that comes after), and the watcher hears of it.
+    // Failing for the disable window: the endpoint is disabled (by the alarm that comes after), and the watcher hears
+    // of it.
     for (let i = 0; i < 5 && receiver.to(watcher.url).length === 0; i++) {
       await advance(Math.max(time.now + HOUR, t0 + DAY));
       await runDurableObjectAlarm(stub);
     }
-    const endpoint = await json<{ enabled: boolean; disabledReason?: string }>(await call("GET", `/v1/webhook-endpoints/${failing.id}`, { token: op }));
+    const endpoint = await json<{ enabled: boolean; disabledReason?: string }>(
+      await call("GET", `/v1/webhook-endpoints/${failing.id}`, { token: op }),
+    );
     expect(endpoint.enabled).toBe(false);
     expect(endpoint.disabledReason).toMatch(/failed for 24 h/);
     const notices = receiver.to(watcher.url);
     expect(notices).toHaveLength(1);
     const notice = notices[0]!;
     expect(verifyAt(time.now, watcher.secret, notice)).toEqual(notice.event);
-    expect(notice.event).toMatchObject({ type: "delivery.disabled", data: { session, endpointId: failing.id, lastStatusCode: 500 } });
+    expect(notice.event).toMatchObject({
+      type: "delivery.disabled",
+      data: { session, endpointId: failing.id, lastStatusCode: 500 },
+    });
 
     // A disabled endpoint gets nothing, and its dead delivery cannot be retried until it is enabled.
     const sentBefore = receiver.to(failing.url).length;
@@ -116,14 +147,27 @@ describe("deliveries", () => {
     const refused = await call("POST", `/v1/sessions/${session}/deliveries/${dead?.id}/retry`, { token: op });
     expect(refused.status).toBe(409);
     expect(await json(refused)).toMatchObject({ code: "endpoint_disabled" });
-    expect((await call("POST", `/v1/sessions/${session}/deliveries/${dead?.id}/retry`, { token: client })).status).toBe(403);
-    expect((await call("POST", `/v1/sessions/${session}/deliveries/1.we_aaaaaaaaaaaaaaaa/retry`, { token: op })).status).toBe(404);
+    expect((await call("POST", `/v1/sessions/${session}/deliveries/${dead?.id}/retry`, { token: client })).status).toBe(
+      403,
+    );
+    expect(
+      (await call("POST", `/v1/sessions/${session}/deliveries/1.we_aaaaaaaaaaaaaaaa/retry`, { token: op })).status,
+    ).toBe(404);
 
     // The receiver heals; the operator enables the endpoint and retries the dead delivery.
     receiver.replies.set(failing.url, 200);
-    expect(await json(await call("PATCH", `/v1/webhook-endpoints/${failing.id}`, { token: op, body: { enabled: true } }))).toMatchObject({ enabled: true });
-    const retried = await json<Delivery>(await call("POST", `/v1/sessions/${session}/deliveries/${dead?.id}/retry`, { token: op }));
-    expect(retried).toMatchObject({ id: dead?.id, status: "done", attempts: (dead?.attempts ?? 0) + 1, lastStatusCode: 200 });
+    expect(
+      await json(await call("PATCH", `/v1/webhook-endpoints/${failing.id}`, { token: op, body: { enabled: true } })),
+    ).toMatchObject({ enabled: true });
+    const retried = await json<Delivery>(
+      await call("POST", `/v1/sessions/${session}/deliveries/${dead?.id}/retry`, { token: op }),
+    );
+    expect(retried).toMatchObject({
+      id: dead?.id,
+      status: "done",
+      attempts: (dead?.attempts ?? 0) + 1,
+      lastStatusCode: 200,
+    });
     const redelivered = receiver.to(failing.url).at(-1)!;
     expect(redelivered.event.id).toBe(dead?.eventId);
     expect(verifyAt(time.now, failing.secret, redelivered)).toEqual(redelivered.event);
@@ -143,9 +187,18 @@ describe("deliveries", () => {
     const stub = stubOf(tenant, session) as unknown as DurableObjectStub<SessionObject>;
     const endpoint = await registerEndpoint(tenant, { url: "https://rotate.test/hook", events: ["input.completed"] });
     expect((await call("PUT", `/v1/sessions/${session}`, { token: client, body: {} })).status).toBe(201);
-    const rotated = await json<{ secret: string; previousSecretExpiresAt: string }>(await call("POST", `/v1/webhook-endpoints/${endpoint.id}/rotate-secret`, { token: op }));
+    const rotated = await json<{ secret: string; previousSecretExpiresAt: string }>(
+      await call("POST", `/v1/webhook-endpoints/${endpoint.id}/rotate-secret`, { token: op }),
+    );
     expect(Date.parse(rotated.previousSecretExpiresAt)).toBe(time.now + DAY);
-    expect((await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: client, body: { input: "during" } })).status).toBe(201);
+    expect(
+      (
+        await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+          token: client,
+          body: { input: "during" },
+        })
+      ).status,
+    ).toBe(201);
     const during = receiver.to(endpoint.url).at(-1)!;
     expect(during.headers["webhook-signature"]?.split(" ")).toHaveLength(2);
     expect(verifyAt(time.now, rotated.secret, during)).toEqual(during.event);
@@ -153,7 +206,14 @@ describe("deliveries", () => {
 
     // After 24 h only the new secret signs (the session reads the endpoint again: its copy is stale).
     await runInDurableObject(stub, (instance: SessionObject) => clockOf(instance).advanceTo(time.now + DAY + 1));
-    expect((await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: client, body: { input: "after" } })).status).toBe(201);
+    expect(
+      (
+        await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+          token: client,
+          body: { input: "after" },
+        })
+      ).status,
+    ).toBe(201);
     const after = receiver.to(endpoint.url).at(-1)!;
     expect(after.event.id).not.toBe(during.event.id);
     expect(after.headers["webhook-signature"]?.split(" ")).toHaveLength(1);

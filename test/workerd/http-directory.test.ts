@@ -62,7 +62,8 @@ describe("GET /v1/sessions", () => {
     const rows = await listAll(auth, 37);
     expect(rows.map((r) => r.session).sort()).toEqual(names);
     // Newest activity first.
-    for (let i = 1; i < rows.length; i++) expect(rows[i - 1]!.lastActivityAt).toBeGreaterThanOrEqual(rows[i]!.lastActivityAt);
+    for (let i = 1; i < rows.length; i++)
+      expect(rows[i - 1]!.lastActivityAt).toBeGreaterThanOrEqual(rows[i]!.lastActivityAt);
     const gone = names.filter((_, i) => i % 3 === 0);
     const deleted = await Promise.all(gone.map((name) => call("DELETE", `/v1/sessions/${name}`, { token: auth })));
     expect(deleted.map((r) => r.status)).toEqual(gone.map(() => 200));
@@ -75,7 +76,14 @@ describe("GET /v1/sessions", () => {
   it("pages newest activity first and filters by name, title or label", async () => {
     const tenant = uniqueTenant("page");
     const auth = await token(tenant, "client");
-    expect((await call("PUT", "/v1/sessions/alpha", { token: auth, body: { title: "Quarterly report", labels: ["team:finance"] } })).status).toBe(201);
+    expect(
+      (
+        await call("PUT", "/v1/sessions/alpha", {
+          token: auth,
+          body: { title: "Quarterly report", labels: ["team:finance"] },
+        })
+      ).status,
+    ).toBe(201);
     expect((await call("PUT", "/v1/sessions/beta", { token: auth })).status).toBe(201);
     expect((await call("PUT", "/v1/sessions/gamma", { token: auth, body: { labels: ["urgent"] } })).status).toBe(201);
     const first = await list(auth, "?limit=2");
@@ -111,7 +119,9 @@ describe("GET /v1/sessions", () => {
     expect(await json(cleared)).toEqual({ session: "one", title: null, labels: ["a", "b"] });
     expect((await list(auth)).items[0]!.title).toBeUndefined();
     expect((await call("PATCH", "/v1/sessions/one", { token: auth, body: {} })).status).toBe(400);
-    expect((await call("PATCH", "/v1/sessions/one", { token: auth, body: { labels: ["no spaces"] } })).status).toBe(400);
+    expect((await call("PATCH", "/v1/sessions/one", { token: auth, body: { labels: ["no spaces"] } })).status).toBe(
+      400,
+    );
     expect((await call("PATCH", "/v1/sessions/missing", { token: auth, body: { title: "x" } })).status).toBe(404);
     expect((await list(auth)).items.map((r) => r.session)).toEqual(["one"]);
     const summary = await json(await call("GET", "/v1/sessions/one", { token: auth }));

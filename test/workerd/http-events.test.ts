@@ -29,10 +29,13 @@ afterEach(async () => {
 });
 
 async function outboxRows(tenant: string, session: string): Promise<number> {
-  return runInDurableObject(stubOf(tenant, session) as unknown as DurableObjectStub<SessionObject>, async (instance: SessionObject) => {
-    const h = harnessOf(instance);
-    return (await h.storage.readList(bind(outboxList, {}), { limit: 1000 })).items.length;
-  });
+  return runInDurableObject(
+    stubOf(tenant, session) as unknown as DurableObjectStub<SessionObject>,
+    async (instance: SessionObject) => {
+      const h = harnessOf(instance);
+      return (await h.storage.readList(bind(outboxList, {}), { limit: 1000 })).items.length;
+    },
+  );
 }
 
 describe("events out", () => {
@@ -41,18 +44,32 @@ describe("events out", () => {
     const session = uniqueSession("answer");
     const client = await token(tenant, "client");
     expect((await call("PUT", `/v1/sessions/${session}`, { token: client, body: {} })).status).toBe(201);
-    const endpoint = await registerEndpoint(tenant, { url: "https://receiver.test/hooks", events: ["input.completed"] });
+    const endpoint = await registerEndpoint(tenant, {
+      url: "https://receiver.test/hooks",
+      events: ["input.completed"],
+    });
     expect(endpoint.secret).toMatch(/^whsec_/);
 
-    const res = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: client, body: { input: "hello events" } });
+    const res = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+      token: client,
+      body: { input: "hello events" },
+    });
     expect(res.status).toBe(201);
-    const accepted = await json<{ inputId: number; conversationId: number; result: { status: string; answer?: number }; answer?: { id: number; model: { content: { type: string; text: string }[] }[] } }>(res);
+    const accepted = await json<{
+      inputId: number;
+      conversationId: number;
+      result: { status: string; answer?: number };
+      answer?: { id: number; model: { content: { type: string; text: string }[] }[] };
+    }>(res);
     expect(accepted.result.status).toBe("done");
-    const answerText = (accepted.answer?.model ?? []).flatMap((message) => message.content.filter((part) => part.type === "text").map((part) => part.text)).join("");
+    const answerText = (accepted.answer?.model ?? [])
+      .flatMap((message) => message.content.filter((part) => part.type === "text").map((part) => part.text))
+      .join("");
     expect(answerText).not.toBe("");
     const stub = stubOf(tenant, session);
     await runInDurableObject(stub as unknown as DurableObjectStub<SessionObject>, async () => undefined);
-    for (let i = 0; i < 200 && receiver.received.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let i = 0; i < 200 && receiver.received.length === 0; i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
 
     expect(receiver.received).toHaveLength(1);
     const request = receiver.received[0]!;
@@ -76,10 +93,12 @@ describe("events out", () => {
     // The alarm sends nothing more: the delivery is done.
     await runDurableObjectAlarm(stub as unknown as DurableObjectStub<SessionObject>);
     expect(receiver.received).toHaveLength(1);
-    const deliveries = await json<{ items: { eventId: string; status: string; attempts: number; lastStatusCode: number }[] }>(
-      await call("GET", `/v1/sessions/${session}/deliveries`, { token: await token(tenant, "operator") }),
-    );
-    expect(deliveries.items).toMatchObject([{ eventId: request.event.id, status: "done", attempts: 1, lastStatusCode: 200 }]);
+    const deliveries = await json<{
+      items: { eventId: string; status: string; attempts: number; lastStatusCode: number }[];
+    }>(await call("GET", `/v1/sessions/${session}/deliveries`, { token: await token(tenant, "operator") }));
+    expect(deliveries.items).toMatchObject([
+      { eventId: request.event.id, status: "done", attempts: 1, lastStatusCode: 200 },
+    ]);
   });
 
   it("A tenant without endpoints writes no outbox rows", async () => {
@@ -87,10 +106,21 @@ describe("events out", () => {
       const session = uniqueSession("quiet");
       const client = await token(tenant, "client");
       expect((await call("PUT", `/v1/sessions/${session}`, { token: client, body: {} })).status).toBe(201);
-      expect((await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: client, body: { input: "quiet" } })).status).toBe(201);
+      expect(
+        (
+          await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+            token: client,
+            body: { input: "quiet" },
+          })
+        ).status,
+      ).toBe(201);
       return { seq: await lastSeq(tenant, session), rows: await outboxRows(tenant, session) };
     };
-    await registerEndpoint("events-other", { url: "https://receiver.test/other", events: ["input.completed"], sessions: ["nobody-*"] });
+    await registerEndpoint("events-other", {
+      url: "https://receiver.test/other",
+      events: ["input.completed"],
+      sessions: ["nobody-*"],
+    });
     const none = await run("events-none");
     const other = await run("events-other");
     expect(none).toEqual({ seq: none.seq, rows: 0 });
@@ -117,15 +147,24 @@ describe("events out", () => {
     expect((await call("GET", "/v1/webhook-endpoints", { token: await token(tenant, "client") })).status).toBe(403);
     expect((await call("GET", "/v1/webhook-endpoints/we_aaaaaaaaaaaaaaaa", { token: op })).status).toBe(404);
     const created = await registerEndpoint(tenant, { url: "https://x.test/h", events: ["input.completed"] });
-    const listed = await json<{ items: Record<string, unknown>[] }>(await call("GET", "/v1/webhook-endpoints", { token: op }));
+    const listed = await json<{ items: Record<string, unknown>[] }>(
+      await call("GET", "/v1/webhook-endpoints", { token: op }),
+    );
     expect(listed.items).toHaveLength(1);
     expect(listed.items[0]).not.toHaveProperty("secret");
-    const patched = await json(await call("PATCH", `/v1/webhook-endpoints/${created.id}`, { token: op, body: { enabled: false } }));
+    const patched = await json(
+      await call("PATCH", `/v1/webhook-endpoints/${created.id}`, { token: op, body: { enabled: false } }),
+    );
     expect(patched).toMatchObject({ enabled: false, disabledReason: "disabled by an operator" });
-    const rotated = await json<{ secret: string; previousSecretExpiresAt: string }>(await call("POST", `/v1/webhook-endpoints/${created.id}/rotate-secret`, { token: op }));
+    const rotated = await json<{ secret: string; previousSecretExpiresAt: string }>(
+      await call("POST", `/v1/webhook-endpoints/${created.id}/rotate-secret`, { token: op }),
+    );
     expect(rotated.secret).toMatch(/^whsec_/);
     expect(rotated.secret).not.toBe(created.secret);
-    expect(await json(await call("DELETE", `/v1/webhook-endpoints/${created.id}`, { token: op }))).toEqual({ id: created.id, deleted: true });
+    expect(await json(await call("DELETE", `/v1/webhook-endpoints/${created.id}`, { token: op }))).toEqual({
+      id: created.id,
+      deleted: true,
+    });
     expect((await call("GET", `/v1/webhook-endpoints/${created.id}`, { token: op })).status).toBe(404);
   });
 

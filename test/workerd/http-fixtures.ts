@@ -24,12 +24,19 @@ export function uniqueSession(label: string): string {
 
 export async function token(tenant: string, role: Role, extra: Record<string, unknown> = {}): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return sign({ tenant, role, iat: now, exp: now + 3600, ...(role === "agent" ? { agent: "agent-1" } : {}), ...extra }, env.JWT_SECRET, "HS256");
+  return sign(
+    { tenant, role, iat: now, exp: now + 3600, ...(role === "agent" ? { agent: "agent-1" } : {}), ...extra },
+    env.JWT_SECRET,
+    "HS256",
+  );
 }
 
 /** A watch token for one watch (what `?access_token=` accepts), issued by the API itself. */
 export async function watchToken(tenant: string, session: string, conversation?: string): Promise<string> {
-  const path = conversation === undefined ? `/v1/sessions/${session}/watch-token` : `/v1/sessions/${session}/conversations/${conversation}/watch-token`;
+  const path =
+    conversation === undefined
+      ? `/v1/sessions/${session}/watch-token`
+      : `/v1/sessions/${session}/conversations/${conversation}/watch-token`;
   const response = await call("POST", path, { token: await token(tenant, "client") });
   if (response.status !== 201) throw new Error(`watch-token: ${response.status} ${await response.text()}`);
   return ((await response.json()) as { token: string }).token;

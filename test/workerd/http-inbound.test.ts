@@ -20,7 +20,9 @@ const TENANT = "inbound";
 const encoder = new TextEncoder();
 
 async function hmacHex(secret: string, message: string): Promise<string> {
-  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
   const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, encoder.encode(message)));
   return [...mac].map((byte) => byte.toString(16).padStart(2, "0")).join("");
 }
@@ -34,7 +36,12 @@ async function sessionWith(label: string): Promise<string> {
   return session;
 }
 
-async function putInbound(session: string, name: string, body: unknown, role: "operator" | "client" = "operator"): Promise<Response> {
+async function putInbound(
+  session: string,
+  name: string,
+  body: unknown,
+  role: "operator" | "client" = "operator",
+): Promise<Response> {
   return call("PUT", `/v1/sessions/${session}/inbound/${name}`, { token: await token(TENANT, role), body });
 }
 
@@ -42,7 +49,14 @@ function deliveryPath(session: string, name: string, tenant = TENANT): string {
   return `/v1/inbound/${tenant}/${session}/${name}`;
 }
 
-async function github(session: string, name: string, secret: string, event: string, payload: unknown, options: { delivery?: string; signWith?: string } = {}): Promise<Response> {
+async function github(
+  session: string,
+  name: string,
+  secret: string,
+  event: string,
+  payload: unknown,
+  options: { delivery?: string; signWith?: string } = {},
+): Promise<Response> {
   const body = JSON.stringify(payload);
   return call("POST", deliveryPath(session, name), {
     rawBody: body,
@@ -57,7 +71,13 @@ async function github(session: string, name: string, secret: string, event: stri
   });
 }
 
-async function slack(session: string, name: string, secret: string, body: string, options: { contentType?: string; signature?: string } = {}): Promise<Response> {
+async function slack(
+  session: string,
+  name: string,
+  secret: string,
+  body: string,
+  options: { contentType?: string; signature?: string } = {},
+): Promise<Response> {
   const timestamp = String(nowSeconds());
   return call("POST", deliveryPath(session, name), {
     rawBody: body,
@@ -74,17 +94,31 @@ async function stripe(session: string, name: string, secret: string, payload: un
   const t = nowSeconds();
   return call("POST", deliveryPath(session, name), {
     rawBody: body,
-    headers: { "content-type": "application/json; charset=utf-8", "stripe-signature": `t=${t},v1=${await hmacHex(secret, `${t}.${body}`)}` },
+    headers: {
+      "content-type": "application/json; charset=utf-8",
+      "stripe-signature": `t=${t},v1=${await hmacHex(secret, `${t}.${body}`)}`,
+    },
   });
 }
 
 /** A Standard Webhooks delivery signed by the `standardwebhooks` library, as a real sender signs it. */
-async function standard(session: string, name: string, secret: string, payload: unknown, id = `msg_${crypto.randomUUID()}`): Promise<Response> {
+async function standard(
+  session: string,
+  name: string,
+  secret: string,
+  payload: unknown,
+  id = `msg_${crypto.randomUUID()}`,
+): Promise<Response> {
   const body = JSON.stringify(payload);
   const seconds = nowSeconds();
   return call("POST", deliveryPath(session, name), {
     rawBody: body,
-    headers: { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(seconds), "webhook-signature": new Webhook(secret).sign(id, new Date(seconds * 1000), body) },
+    headers: {
+      "content-type": "application/json",
+      "webhook-id": id,
+      "webhook-timestamp": String(seconds),
+      "webhook-signature": new Webhook(secret).sign(id, new Date(seconds * 1000), body),
+    },
   });
 }
 
@@ -120,7 +154,15 @@ const ISSUE_OPENED = {
     closed_at: null,
     body: "I'm having a problem with this.",
   },
-  repository: { id: 1296269, name: "repo", full_name: "octo/repo", private: false, owner: { login: "octo", id: 1, type: "Organization" }, html_url: "https://github.com/octo/repo", default_branch: "main" },
+  repository: {
+    id: 1296269,
+    name: "repo",
+    full_name: "octo/repo",
+    private: false,
+    owner: { login: "octo", id: 1, type: "Organization" },
+    html_url: "https://github.com/octo/repo",
+    default_branch: "main",
+  },
   sender: { login: "octocat", id: 1, type: "User" },
 };
 
@@ -130,15 +172,26 @@ describe("inbound endpoints", () => {
     const secret = "8f742231b10e8888abcd99yyyzzz85a5";
     expect((await putInbound(session, "slack", { format: "slack", secret })).status).toBe(201);
     const before = await lastSeq(TENANT, session);
-    const challenge = JSON.stringify({ token: "Jhj5dZrVaK7ZwHHjRyZWjbDl", challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", type: "url_verification" });
+    const challenge = JSON.stringify({
+      token: "Jhj5dZrVaK7ZwHHjRyZWjbDl",
+      challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
+      type: "url_verification",
+    });
     const answered = await slack(session, "slack", secret, challenge);
     expect(answered.status).toBe(200);
     expect(await json(answered)).toEqual({ challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" });
-    const unsigned = await call("POST", deliveryPath(session, "slack"), { rawBody: challenge, headers: { "content-type": "application/json" } });
+    const unsigned = await call("POST", deliveryPath(session, "slack"), {
+      rawBody: challenge,
+      headers: { "content-type": "application/json" },
+    });
     expect(unsigned.status).toBe(401);
     expect(await lastSeq(TENANT, session)).toBe(before);
     // An event callback queues input, its delivery id the event's event_id.
-    const event = JSON.stringify({ type: "event_callback", event_id: "Ev08MFMKH6", event: { type: "app_mention", text: "<@U0LAN0Z89> is it everything?" } });
+    const event = JSON.stringify({
+      type: "event_callback",
+      event_id: "Ev08MFMKH6",
+      event: { type: "app_mention", text: "<@U0LAN0Z89> is it everything?" },
+    });
     const queued = await slack(session, "slack", secret, event);
     expect(queued.status).toBe(200);
     expect(await json(queued)).toMatchObject({ duplicate: false });
@@ -147,7 +200,11 @@ describe("inbound endpoints", () => {
   it("A template renders a GitHub issue event", async () => {
     const session = await sessionWith("in-gh");
     const secret = "It's a Secret to Everybody";
-    const put = await putInbound(session, "github", { format: "github", secret, template: "{{action}} on {{repository.full_name}}: {{issue.title}}" });
+    const put = await putInbound(session, "github", {
+      format: "github",
+      secret,
+      template: "{{action}} on {{repository.full_name}}: {{issue.title}}",
+    });
     expect(put.status).toBe(201);
     const delivered = await github(session, "github", secret, "issues", ISSUE_OPENED);
     expect(delivered.status).toBe(200);
@@ -161,7 +218,10 @@ describe("inbound endpoints", () => {
     expect(JSON.parse(attached ?? "")).toEqual(ISSUE_OPENED);
     // Accepted, answered 200, generated after: the input runs to its answer.
     const api = await client(TENANT);
-    await until(async () => ((await api.session(session).input(accepted.inputId)).result.status === "done" ? true : undefined), "the delivery's answer");
+    await until(
+      async () => ((await api.session(session).input(accepted.inputId)).result.status === "done" ? true : undefined),
+      "the delivery's answer",
+    );
   });
 
   it("a GitHub ping answers 200 and queues nothing", async () => {
@@ -169,7 +229,11 @@ describe("inbound endpoints", () => {
     const secret = "ping-secret";
     await putInbound(session, "gh", { format: "github", secret });
     const before = await lastSeq(TENANT, session);
-    const ping = await github(session, "gh", secret, "ping", { zen: "Design for failure.", hook_id: 123456, hook: { type: "Repository", events: ["issues"] } });
+    const ping = await github(session, "gh", secret, "ping", {
+      zen: "Design for failure.",
+      hook_id: 123456,
+      hook: { type: "Repository", events: ["issues"] },
+    });
     expect(ping.status).toBe(200);
     expect(await json(ping)).toMatchObject({ ok: true, event: "ping" });
     expect(await lastSeq(TENANT, session)).toBe(before);
@@ -181,10 +245,15 @@ describe("inbound endpoints", () => {
     const secret = "redeliver-secret";
     await putInbound(session, "gh", { format: "github", secret });
     const delivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958";
-    const first = await json<{ inputId: number; duplicate: boolean }>(await github(session, "gh", secret, "issues", ISSUE_OPENED, { delivery }));
+    const first = await json<{ inputId: number; duplicate: boolean }>(
+      await github(session, "gh", secret, "issues", ISSUE_OPENED, { delivery }),
+    );
     expect(first.duplicate).toBe(false);
     const api = await client(TENANT);
-    await until(async () => ((await api.session(session).input(first.inputId)).result.status === "done" ? true : undefined), "the first delivery's answer");
+    await until(
+      async () => ((await api.session(session).input(first.inputId)).result.status === "done" ? true : undefined),
+      "the first delivery's answer",
+    );
     const before = await lastSeq(TENANT, session);
     const again = await github(session, "gh", secret, "issues", ISSUE_OPENED, { delivery });
     expect(again.status).toBe(200);
@@ -193,7 +262,9 @@ describe("inbound endpoints", () => {
     expect(await userTexts(session)).toHaveLength(1);
     // Delivery ids are per endpoint: the same id on another endpoint is another delivery.
     await putInbound(session, "gh2", { format: "github", secret });
-    const other = await json<{ inputId: number; duplicate: boolean }>(await github(session, "gh2", secret, "issues", ISSUE_OPENED, { delivery }));
+    const other = await json<{ inputId: number; duplicate: boolean }>(
+      await github(session, "gh2", secret, "issues", ISSUE_OPENED, { delivery }),
+    );
     expect(other.duplicate).toBe(false);
     expect(other.inputId).not.toBe(first.inputId);
     // Nor does a Standard Webhooks delivery on the session's own webhook route whose id looks like
@@ -201,10 +272,20 @@ describe("inbound endpoints", () => {
     const body = JSON.stringify({ input: "from the webhook route" });
     const timestamp = nowSeconds();
     const webhookId = `gh:${delivery}`;
-    const signature = await signWebhook(await webhookSecret(env.WEBHOOK_MASTER_SECRET, TENANT, session), webhookId, timestamp, body);
+    const signature = await signWebhook(
+      await webhookSecret(env.WEBHOOK_MASTER_SECRET, TENANT, session),
+      webhookId,
+      timestamp,
+      body,
+    );
     const viaWebhook = await call("POST", `/v1/webhooks/${TENANT}/${session}/root`, {
       rawBody: body,
-      headers: { "content-type": "application/json", "webhook-id": webhookId, "webhook-timestamp": String(timestamp), "webhook-signature": signature },
+      headers: {
+        "content-type": "application/json",
+        "webhook-id": webhookId,
+        "webhook-timestamp": String(timestamp),
+        "webhook-signature": signature,
+      },
     });
     expect(viaWebhook.status).toBe(202);
     expect((await json<{ inputId: number; duplicate: boolean }>(viaWebhook)).inputId).not.toBe(first.inputId);
@@ -214,7 +295,13 @@ describe("inbound endpoints", () => {
     const session = await sessionWith("in-stripe");
     const stripeSecret = "whsec_stripe_test_0123456789";
     expect((await putInbound(session, "stripe", { format: "stripe", secret: stripeSecret })).status).toBe(201);
-    const charge = { id: "evt_1NG8Du2eZvKYlo2CUI79vXWy", object: "event", type: "charge.succeeded", created: 1686089970, data: { object: { id: "ch_3", amount: 2000, currency: "usd" } } };
+    const charge = {
+      id: "evt_1NG8Du2eZvKYlo2CUI79vXWy",
+      object: "event",
+      type: "charge.succeeded",
+      created: 1686089970,
+      data: { object: { id: "ch_3", amount: 2000, currency: "usd" } },
+    };
     const viaStripe = await stripe(session, "stripe", stripeSecret, charge);
     expect(viaStripe.status).toBe(200);
     expect(await json(viaStripe)).toMatchObject({ duplicate: false });
@@ -240,10 +327,15 @@ describe("inbound endpoints", () => {
     const unknown = await github(session, "nosuch", secret, "issues", ISSUE_OPENED);
     expect(unknown.status).toBe(401);
     expect((await json(unknown))["code"]).toBe("invalid_signature");
-    const noSession = await call("POST", deliveryPath(uniqueSession("never"), "gh"), { rawBody: "{}", headers: { "content-type": "application/json" } });
+    const noSession = await call("POST", deliveryPath(uniqueSession("never"), "gh"), {
+      rawBody: "{}",
+      headers: { "content-type": "application/json" },
+    });
     expect(noSession.status).toBe(401);
     expect((await json(noSession))["code"]).toBe("invalid_signature");
-    const form = await slack(session, "slack", secret, "token=gIkuvaNzQIHg97ATvDxqgjtO&command=%2Fweather&text=94070", { contentType: "application/x-www-form-urlencoded" });
+    const form = await slack(session, "slack", secret, "token=gIkuvaNzQIHg97ATvDxqgjtO&command=%2Fweather&text=94070", {
+      contentType: "application/x-www-form-urlencoded",
+    });
     expect(form.status).toBe(415);
     expect((await json(form))["code"]).toBe("unsupported_media_type");
     expect(await lastSeq(TENANT, session)).toBe(before);
@@ -254,13 +346,37 @@ describe("inbound endpoints", () => {
     const before = await lastSeq(TENANT, session);
     const cases: [string, Promise<Response>, number, string, string | undefined][] = [
       ["github without a secret", putInbound(session, "gh", { format: "github" }), 400, "invalid_body", "secret"],
-      ["standard with a secret", putInbound(session, "ci", { format: "standard", secret: "chosen" }), 400, "invalid_body", "secret"],
+      [
+        "standard with a secret",
+        putInbound(session, "ci", { format: "standard", secret: "chosen" }),
+        400,
+        "invalid_body",
+        "secret",
+      ],
       ["bad name", putInbound(session, "Bad.Name", { format: "standard" }), 400, "invalid_id", "name"],
       ["bad format", putInbound(session, "x", { format: "gitlab", secret: "s" }), 400, "invalid_body", "format"],
       ["bad mode", putInbound(session, "x", { format: "standard", mode: "later" }), 400, "invalid_body", "mode"],
-      ["template over 4 KB", putInbound(session, "x", { format: "standard", template: "x".repeat(4097) }), 400, "invalid_body", "template"],
-      ["unknown field", putInbound(session, "x", { format: "standard", url: "https://example.com" }), 400, "invalid_body", "url"],
-      ["missing conversation", putInbound(session, "x", { format: "standard", conversation: 999_999 }), 404, "conversation_not_found", "conversation"],
+      [
+        "template over 4 KB",
+        putInbound(session, "x", { format: "standard", template: "x".repeat(4097) }),
+        400,
+        "invalid_body",
+        "template",
+      ],
+      [
+        "unknown field",
+        putInbound(session, "x", { format: "standard", url: "https://example.com" }),
+        400,
+        "invalid_body",
+        "url",
+      ],
+      [
+        "missing conversation",
+        putInbound(session, "x", { format: "standard", conversation: 999_999 }),
+        404,
+        "conversation_not_found",
+        "conversation",
+      ],
       ["client role", putInbound(session, "x", { format: "standard" }, "client"), 403, "forbidden", undefined],
     ];
     for (const [name, pending, status, code, field] of cases) {
@@ -271,7 +387,11 @@ describe("inbound endpoints", () => {
       if (field !== undefined) expect(body["field"], name).toBe(field);
     }
     const clientToken = await token(TENANT, "client");
-    for (const [method, path] of [["GET", `/v1/sessions/${session}/inbound`], ["GET", `/v1/sessions/${session}/inbound/x`], ["DELETE", `/v1/sessions/${session}/inbound/x`]] as const) {
+    for (const [method, path] of [
+      ["GET", `/v1/sessions/${session}/inbound`],
+      ["GET", `/v1/sessions/${session}/inbound/x`],
+      ["DELETE", `/v1/sessions/${session}/inbound/x`],
+    ] as const) {
       const response = await call(method, path, { token: clientToken });
       expect(response.status, `${method} ${path}`).toBe(403);
     }
@@ -286,7 +406,15 @@ describe("inbound endpoints", () => {
     const operator = await token(TENANT, "operator");
     const created = await putInbound(session, "ci", { format: "standard", template: "build {{build}}" });
     expect(created.status).toBe(201);
-    const first = await json<{ name: string; url: string; format: string; conversationId: number; mode: string; template: string; secret: string }>(created);
+    const first = await json<{
+      name: string;
+      url: string;
+      format: string;
+      conversationId: number;
+      mode: string;
+      template: string;
+      secret: string;
+    }>(created);
     expect(first.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(first).toMatchObject({ name: "ci", format: "standard", mode: "followUp", template: "build {{build}}" });
     expect(first.url).toBe(`https://pico.test/v1/inbound/${TENANT}/${session}/ci`);

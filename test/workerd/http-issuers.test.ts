@@ -60,9 +60,14 @@ async function register(tenant: string, name: string, body: Record<string, unkno
  * "Templates"), so the tenant (the token's `tenant` claim, else X-Tenant) gets one first.
  */
 async function createAsUser(jwt: string, session: string, headers: Record<string, string> = {}): Promise<Response> {
-  const payload = JSON.parse(atob((jwt.split(".")[1] ?? "").replaceAll("-", "+").replaceAll("_", "/"))) as { tenant?: string };
+  const payload = JSON.parse(atob((jwt.split(".")[1] ?? "").replaceAll("-", "+").replaceAll("_", "/"))) as {
+    tenant?: string;
+  };
   const tenant = payload.tenant ?? headers["x-tenant"] ?? headers["X-Tenant"] ?? "";
-  const template = await call("PUT", "/v1/templates/provider-users", { token: await token(tenant, "operator"), body: { model: "echo" } });
+  const template = await call("PUT", "/v1/templates/provider-users", {
+    token: await token(tenant, "operator"),
+    body: { model: "echo" },
+  });
   expect([200, 201], await template.clone().text()).toContain(template.status);
   await template.body?.cancel();
   return call("PUT", `/v1/sessions/${session}`, { token: jwt, body: { template: "provider-users" }, headers });
@@ -105,11 +110,14 @@ describe("identity providers by JWKS", () => {
     const seconds = Math.floor(time.now / 1000);
     const expired = await refusal(await idp.sign(rsa, { ...claims, iat: seconds - 700, exp: seconds - 61 }, time.now));
     expect(expired["field"]).toBe("token.exp");
-    expect(await listStatus(await idp.sign(rsa, { ...claims, iat: seconds - 700, exp: seconds - 30 }, time.now))).toBe(200);
+    expect(await listStatus(await idp.sign(rsa, { ...claims, iat: seconds - 700, exp: seconds - 30 }, time.now))).toBe(
+      200,
+    );
     // alg none, with every claim right.
     await refusal(unsignedToken({ iss: idp.issuer, aud: idp.audience, ...claims, iat: seconds, exp: seconds + 600 }));
     // HS256 with an iss: with this deployment's own secret, and with the provider's public key as the HMAC secret.
-    // (Role user and real time, which hono/jwt checks: the deployment's own path would accept it, were an iss not a provider's.)
+    // (Role user and real time, which hono/jwt checks: the deployment's own path would accept it, were an iss not a
+    // provider's.)
     const real = Math.floor(Date.now() / 1000);
     const hs = { iss: idp.issuer, aud: idp.audience, ...claims, role: "user", iat: real, exp: real + 600 };
     await refusal(await sign(hs, env.JWT_SECRET, "HS256"));
@@ -123,7 +131,11 @@ describe("identity providers by JWKS", () => {
 
     // The provider rotates in a new key: a burst of tokens with the new kid fetches the JWKS once.
     const next = await idp.addKey("k2", "RS256");
-    const burst = await Promise.all(Array.from({ length: 8 }, async (_, i) => listStatus(await idp.sign(next, { ...claims, sub: `user-${i}` }, time.now))));
+    const burst = await Promise.all(
+      Array.from({ length: 8 }, async (_, i) =>
+        listStatus(await idp.sign(next, { ...claims, sub: `user-${i}` }, time.now)),
+      ),
+    );
     expect(burst).toEqual(Array.from({ length: 8 }, () => 200));
     expect(idp.fetches).toBe(2);
 
@@ -168,15 +180,30 @@ describe("identity providers by JWKS", () => {
     await idp.addKey("key-RS256-b", "RS256");
     time.now += UNKNOWN_KID_COOLDOWN_MS + 1000;
     expect(await listStatus(await idp.sign("key-RS256-b", { sub: "no-kid", tenant }, time.now))).toBe(200);
-    expect(await listStatus(await idp.sign("key-RS256-b", { sub: "no-kid", tenant }, time.now, { headerKid: false }))).toBe(200);
+    expect(
+      await listStatus(await idp.sign("key-RS256-b", { sub: "no-kid", tenant }, time.now, { headerKid: false })),
+    ).toBe(200);
     const unknownNoKid = await idp.addKey("unpublished", "RS256", { publish: false });
     await refusal(await idp.sign(unknownNoKid, { sub: "no-kid", tenant }, time.now, { headerKid: false }));
-    // The provider sets the lifetime: past an hour is accepted, past TOKEN_MAX_LIFETIME_SECONDS (24 h) is not; no iat is accepted.
+    // The provider sets the lifetime: past an hour is accepted, past TOKEN_MAX_LIFETIME_SECONDS (24 h) is not; no iat
+    // is accepted.
     const now = Math.floor(time.now / 1000);
-    expect(await listStatus(await idp.sign("key-ES256", { sub: "long", tenant, iat: now, exp: now + 7200 }, time.now))).toBe(200);
-    expect((await refusal(await idp.sign("key-ES256", { sub: "long", tenant, iat: now, exp: now + 86_401 }, time.now)))["field"]).toBe("token.exp");
-    expect(await listStatus(await idp.sign("key-ES256", { sub: "no-iat", tenant, iat: undefined }, time.now))).toBe(200);
-    expect((await refusal(await idp.sign("key-ES256", { sub: "later", tenant, iat: now + 120, exp: now + 600 }, time.now)))["field"]).toBe("token.iat");
+    expect(
+      await listStatus(await idp.sign("key-ES256", { sub: "long", tenant, iat: now, exp: now + 7200 }, time.now)),
+    ).toBe(200);
+    expect(
+      (await refusal(await idp.sign("key-ES256", { sub: "long", tenant, iat: now, exp: now + 86_401 }, time.now)))[
+        "field"
+      ],
+    ).toBe("token.exp");
+    expect(await listStatus(await idp.sign("key-ES256", { sub: "no-iat", tenant, iat: undefined }, time.now))).toBe(
+      200,
+    );
+    expect(
+      (await refusal(await idp.sign("key-ES256", { sub: "later", tenant, iat: now + 120, exp: now + 600 }, time.now)))[
+        "field"
+      ],
+    ).toBe("token.iat");
     // A provider's claim of another role changes nothing.
     const kid = "key-ES256";
     const claimsOperator = await idp.sign(kid, { sub: "mallory", tenant, role: "operator" }, time.now);
@@ -207,7 +234,9 @@ describe("identity providers by JWKS", () => {
     const createdViaHeader = await createAsUser(noClaim, viaHeader, { "x-tenant": tenant });
     expect(createdViaHeader.status).toBe(201);
     await createdViaHeader.body?.cancel();
-    expect((await call("GET", `/v1/sessions/${viaHeader}`, { token: await token(tenant, "operator") })).status).toBe(200);
+    expect((await call("GET", `/v1/sessions/${viaHeader}`, { token: await token(tenant, "operator") })).status).toBe(
+      200,
+    );
 
     // Neither: refused. Both, differing: refused. A tenant that did not register the issuer: refused.
     expect((await refusal(noClaim))["field"]).toBe("x-tenant");
@@ -269,7 +298,9 @@ describe("identity providers by JWKS", () => {
     expect(idp.fetches).toBe(2);
     // A provider that cannot be reached: 401 naming it (no keys were ever held for this one).
     const down = provider("down");
-    expect((await register(tenant, "down", { ...down.registration(), jwksUri: "https://down.idp.test/jwks" })).status).toBe(201);
+    expect(
+      (await register(tenant, "down", { ...down.registration(), jwksUri: "https://down.idp.test/jwks" })).status,
+    ).toBe(201);
     const downKid = await down.addKey("k", "RS256");
     const body = await refusal(await down.sign(downKid, { sub: "u", tenant }, time.now));
     expect(String(body["detail"])).toContain("JWKS answered 404");
@@ -288,7 +319,12 @@ describe("identity providers by JWKS", () => {
     const response = await call("POST", `/v1/sessions/${session}/mcp`, {
       token: jwt,
       headers: { "x-tenant": tenant, accept: "application/json, text/event-stream" },
-      body: { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } },
+      body: {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+      },
     });
     const answer = await json(response);
     expect(response.status, JSON.stringify(answer)).toBe(200);
@@ -314,7 +350,9 @@ describe("identity providers by JWKS", () => {
     const { instance: _b, ...unknownBody } = await json(unknown);
     expect(foreignBody).toEqual(unknownBody);
     // The same sub, minted by the product's backend, is the same user.
-    const minted = await call("GET", `/v1/sessions/${session}`, { token: await token(tenant, "user", { sub: "alice" }) });
+    const minted = await call("GET", `/v1/sessions/${session}`, {
+      token: await token(tenant, "user", { sub: "alice" }),
+    });
     expect(minted.status).toBe(200);
     await minted.body?.cancel();
   });
@@ -324,7 +362,10 @@ describe("identity providers by JWKS", () => {
     const idp = provider("limits");
     const kid = await idp.addKey("k", "RS256");
     expect((await register(tenant, "limits", idp.registration())).status).toBe(201);
-    const limits = await call("PUT", "/v1/limits", { token: await token(tenant, "operator"), body: { user: { requestsPerMinute: 2 } } });
+    const limits = await call("PUT", "/v1/limits", {
+      token: await token(tenant, "operator"),
+      body: { user: { requestsPerMinute: 2 } },
+    });
     expect(limits.status).toBe(200);
     await limits.body?.cancel();
     const busy = await idp.sign(kid, { sub: "busy", tenant }, time.now);
@@ -352,7 +393,9 @@ describe("identity providers by JWKS", () => {
     const minted = await call("POST", `/v1/sessions/${session}/watch-token`, { token: jwt });
     expect(minted.status).toBe(201);
     const watchToken = (await json<{ token: string }>(minted)).token;
-    const stream = await call("GET", `/v1/sessions/${session}/watch?access_token=${watchToken}`, { headers: { accept: "text/event-stream" } });
+    const stream = await call("GET", `/v1/sessions/${session}/watch?access_token=${watchToken}`, {
+      headers: { accept: "text/event-stream" },
+    });
     expect(stream.status, stream.status === 200 ? "" : await stream.clone().text()).toBe(200);
     await stream.body?.cancel();
   });
@@ -362,7 +405,11 @@ describe("issuer registrations", () => {
   it("PUT validates (422 invalid_issuer naming the field, nothing written), GET lists and reads, DELETE removes; unknown is 404", async () => {
     const tenant = uniqueTenant("crud");
     const operator = await token(tenant, "operator");
-    const good = { issuer: "https://login.example/", jwksUri: "https://login.example/.well-known/jwks.json", audience: "pico" };
+    const good = {
+      issuer: "https://login.example/",
+      jwksUri: "https://login.example/.well-known/jwks.json",
+      audience: "pico",
+    };
     const bad: readonly (readonly [string, string, unknown])[] = [
       ["name", "bad_name", good],
       ["name", "x".repeat(33), good],
@@ -395,20 +442,32 @@ describe("issuer registrations", () => {
     const duplicate = await call("PUT", "/v1/issuers/login-2", { token: operator, body: good });
     expect(duplicate.status).toBe(422);
     expect((await json(duplicate))["field"]).toBe("audience");
-    expect((await call("PUT", "/v1/issuers/login-2", { token: operator, body: { ...good, audience: "other" } })).status).toBe(201);
+    expect(
+      (await call("PUT", "/v1/issuers/login-2", { token: operator, body: { ...good, audience: "other" } })).status,
+    ).toBe(201);
 
     // The typed client reads the same.
     const issuers = new IssuersClient(await client(tenant, "operator"));
     expect((await issuers.list()).items.map((item) => item.name)).toEqual(["login", "login-2"]);
     expect(await issuers.get("login")).toMatchObject({ name: "login", subClaim: "email" });
-    expect(await json(await call("DELETE", "/v1/issuers/login", { token: operator }))).toEqual({ name: "login", deleted: true });
-    for (const [method, name] of [["GET", "login"], ["DELETE", "login"], ["GET", "bad_name"], ["DELETE", "nope"]] as const) {
+    expect(await json(await call("DELETE", "/v1/issuers/login", { token: operator }))).toEqual({
+      name: "login",
+      deleted: true,
+    });
+    for (const [method, name] of [
+      ["GET", "login"],
+      ["DELETE", "login"],
+      ["GET", "bad_name"],
+      ["DELETE", "nope"],
+    ] as const) {
       const response = await call(method, `/v1/issuers/${name}`, { token: operator });
       expect(response.status, `${method} ${name}`).toBe(404);
       expect((await json(response))["code"]).toBe("issuer_not_found");
     }
     // Another tenant sees none of them.
-    expect(await json(await call("GET", "/v1/issuers", { token: await token(uniqueTenant("crud-other"), "operator") }))).toEqual({ items: [] });
+    expect(
+      await json(await call("GET", "/v1/issuers", { token: await token(uniqueTenant("crud-other"), "operator") })),
+    ).toEqual({ items: [] });
   });
 
   it("jwksUri is https: outside development", () => {

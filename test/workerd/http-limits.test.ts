@@ -29,7 +29,10 @@ async function userToken(tenant: string, sub: string): Promise<string> {
   return token(tenant, "user", { sub });
 }
 
-/** Create a session with `jwt`: a user token's from the tenant's user template (put by the operator, who is not limited). */
+/**
+ * Create a session with `jwt`: a user token's from the tenant's user template (put by the operator, who is not
+ * limited).
+ */
 async function createSession(tenant: string, jwt: string, config: Record<string, unknown> = {}): Promise<string> {
   const session = uniqueSession("lim");
   if (roleOf(jwt) === "user") await putUserTemplate(tenant);
@@ -56,7 +59,11 @@ interface UsageDay {
   costUsd: number;
 }
 
-async function usage(tenant: string, path: string, jwt?: string): Promise<{ from: string; to: string; items: UsageDay[] }> {
+async function usage(
+  tenant: string,
+  path: string,
+  jwt?: string,
+): Promise<{ from: string; to: string; items: UsageDay[] }> {
   const response = await call("GET", path, { token: jwt ?? (await token(tenant, "operator")) });
   expect(response.status, await response.clone().text()).toBe(200);
   return json(response);
@@ -67,7 +74,10 @@ describe("limits", () => {
     const tenant = uniqueTenant("config");
     const operator = await token(tenant, "operator");
     expect(await json(await call("GET", "/v1/limits", { token: operator }))).toEqual({ user: {}, tenant: {} });
-    const put = await setLimits(tenant, { user: { inputsPerDay: 10, concurrentTurns: 2 }, tenant: { costPerMonthUsd: 12.5 } });
+    const put = await setLimits(tenant, {
+      user: { inputsPerDay: 10, concurrentTurns: 2 },
+      tenant: { costPerMonthUsd: 12.5 },
+    });
     expect(put.status).toBe(200);
     const saved = await json(put);
     expect(saved).toMatchObject({ user: { inputsPerDay: 10, concurrentTurns: 2 }, tenant: { costPerMonthUsd: 12.5 } });
@@ -144,8 +154,14 @@ describe("limits", () => {
     const quota = 4;
     await setLimits(tenant, { user: { inputsPerDay: quota } });
     const alice = await userToken(tenant, "alice");
-    const sessions = [await createSession(tenant, alice), await createSession(tenant, alice), await createSession(tenant, alice)];
-    const responses = await Promise.all(Array.from({ length: 18 }, (_, i) => send(sessions[i % sessions.length] ?? "", alice, `input ${i}`, `race-${i}`)));
+    const sessions = [
+      await createSession(tenant, alice),
+      await createSession(tenant, alice),
+      await createSession(tenant, alice),
+    ];
+    const responses = await Promise.all(
+      Array.from({ length: 18 }, (_, i) => send(sessions[i % sessions.length] ?? "", alice, `input ${i}`, `race-${i}`)),
+    );
     const statuses = responses.map((r) => r.status);
     expect(statuses.filter((s) => s === 201).length).toBe(quota);
     expect(statuses.filter((s) => s === 429).length).toBe(18 - quota);
@@ -154,7 +170,8 @@ describe("limits", () => {
     let accepted = 0;
     for (const session of sessions) {
       for (let i = 0; i < 18; i++) {
-        if ((await call("GET", `/v1/sessions/${session}/acceptances/race-${i}`, { token: alice })).status === 200) accepted += 1;
+        if ((await call("GET", `/v1/sessions/${session}/acceptances/race-${i}`, { token: alice })).status === 200)
+          accepted += 1;
       }
     }
     expect(accepted).toBe(quota);
@@ -186,7 +203,13 @@ describe("limits", () => {
     const alice = await userToken(tenant, "alice");
     const session = await createSession(tenant, alice);
     // Nothing used yet: admitted. The echo model reports usage for its answer.
-    const first = await send(session, alice, "a sentence long enough to cost more than five tokens in and out", undefined, 10);
+    const first = await send(
+      session,
+      alice,
+      "a sentence long enough to cost more than five tokens in and out",
+      undefined,
+      10,
+    );
     expect(first.status).toBe(201);
     expect(await json(first)).toMatchObject({ status: "done" });
     const settled = await until(async () => {
@@ -204,18 +227,26 @@ describe("limits", () => {
     const tenant = uniqueTenant("turns");
     await setLimits(tenant, { user: { concurrentTurns: 1 } });
     const alice = await userToken(tenant, "alice");
-    const slow = await createSession(tenant, alice, { template: await putUserTemplate(tenant, "slow", { model: "echo-slow" }) });
+    const slow = await createSession(tenant, alice, {
+      template: await putUserTemplate(tenant, "slow", { model: "echo-slow" }),
+    });
     const other = await createSession(tenant, alice);
-    expect((await send(slow, alice, "a first input that the paced echo model takes a while to stream back")).status).toBe(201);
+    expect(
+      (await send(slow, alice, "a first input that the paced echo model takes a while to stream back")).status,
+    ).toBe(201);
     const refused = await send(other, alice, "meanwhile", "meanwhile");
     expect(refused.status).toBe(429);
     expect(await json(refused)).toMatchObject({ field: "user.concurrentTurns" });
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     // Once the slow turn is answered, its slot is released (the session's report, not the lease).
-    const accepted = await until(async () => {
-      const response = await send(other, alice, "meanwhile", "meanwhile");
-      return response.status === 201 ? response : undefined;
-    }, "the slot to be released", 600);
+    const accepted = await until(
+      async () => {
+        const response = await send(other, alice, "meanwhile", "meanwhile");
+        return response.status === 201 ? response : undefined;
+      },
+      "the slot to be released",
+      600,
+    );
     expect(await json(accepted)).toMatchObject({ duplicate: false });
   }, 30_000);
 
@@ -234,7 +265,11 @@ describe("limits", () => {
     const all = await until(async () => {
       const page = await usage(tenant, "/v1/usage");
       const users = page.items.filter((d) => d.sub !== null);
-      return users.length === 2 && users.every((d) => d.totalTokens > 0) && (page.items.find((d) => d.sub === null)?.totalTokens ?? 0) > users.reduce((n, d) => n + d.totalTokens, 0) ? page : undefined;
+      return users.length === 2 &&
+        users.every((d) => d.totalTokens > 0) &&
+        (page.items.find((d) => d.sub === null)?.totalTokens ?? 0) > users.reduce((n, d) => n + d.totalTokens, 0)
+        ? page
+        : undefined;
     }, "every turn's usage to settle");
     expect(all.to).toBe(today());
     const byUser = new Map(all.items.map((d) => [d.sub, d]));
@@ -245,8 +280,14 @@ describe("limits", () => {
     expect(alicesOwn.items).toEqual([byUser.get("alice")]);
     expect((await usage(tenant, "/v1/usage?sub=bob")).items).toEqual([byUser.get("bob")]);
     expect((await usage(tenant, `/v1/usage?from=2020-01-01&to=2020-01-31`)).items).toEqual([]);
-    expect(await json(await call("GET", "/v1/usage?from=2026-02-30", { token: await token(tenant, "operator") }))).toMatchObject({ code: "invalid_query", field: "from" });
-    expect(await json(await call("GET", "/v1/usage?from=2026-03-02&to=2026-03-01", { token: await token(tenant, "operator") }))).toMatchObject({ code: "invalid_query", field: "from" });
+    expect(
+      await json(await call("GET", "/v1/usage?from=2026-02-30", { token: await token(tenant, "operator") })),
+    ).toMatchObject({ code: "invalid_query", field: "from" });
+    expect(
+      await json(
+        await call("GET", "/v1/usage?from=2026-03-02&to=2026-03-01", { token: await token(tenant, "operator") }),
+      ),
+    ).toMatchObject({ code: "invalid_query", field: "from" });
     // A token without a user has no usage of its own.
     const anonymous = await call("GET", "/v1/me/usage", { token: await token(tenant, "client") });
     expect(anonymous.status).toBe(403);

@@ -41,7 +41,11 @@ describe("logs", () => {
       route: "/v1/sessions/:session/conversations/:conversation/inputs",
     });
     for (const l of requests) expect(typeof l["requestId"]).toBe("string");
-    expect(parsed.find((l) => l["type"] === "task" && l["kind"] === "generation")).toMatchObject({ method: "execute", tenant, session });
+    expect(parsed.find((l) => l["type"] === "task" && l["kind"] === "generation")).toMatchObject({
+      method: "execute",
+      tenant,
+      session,
+    });
     const text = lines.join("\n");
     for (const forbidden of [secret, jwt, watch, "access_token"]) expect(text).not.toContain(forbidden);
   });
@@ -61,7 +65,9 @@ describe("logs", () => {
     const generation = tasks.find((task) => task.kind === "generation");
     if (generation === undefined) throw new Error("no generation task");
     const line = await until(async () => {
-      const found = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["type"] === "task" && l["taskId"] === generation.id);
+      const found = lines
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((l) => l["type"] === "task" && l["taskId"] === generation.id);
       return found.length > 0 ? found[found.length - 1] : undefined;
     }, "the generation's task line");
     expect(line).toEqual({
@@ -77,8 +83,14 @@ describe("logs", () => {
     });
     expect(generation.role).toBe("terminal");
     // Every task the turn ran has its line, none without tenant and session, and no input text.
-    const taskLines = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["type"] === "task" && l["session"] === session);
-    for (const task of tasks) expect(taskLines.some((l) => l["taskId"] === task.id), `task ${task.id} (${task.kind})`).toBe(true);
+    const taskLines = lines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l["type"] === "task" && l["session"] === session);
+    for (const task of tasks)
+      expect(
+        taskLines.some((l) => l["taskId"] === task.id),
+        `task ${task.id} (${task.kind})`,
+      ).toBe(true);
     expect(lines.join("\n")).not.toContain(secret);
   });
 
@@ -87,7 +99,15 @@ describe("logs", () => {
     const spy = vi.spyOn(console, "log").mockImplementation((line: unknown) => void written.push(line));
     try {
       setLogSink(undefined);
-      const line = { type: "task", conversation: 1, taskId: 1, kind: "generation", method: "execute", outcome: "done", durationMs: 1 } as const;
+      const line = {
+        type: "task",
+        conversation: 1,
+        taskId: 1,
+        kind: "generation",
+        method: "execute",
+        outcome: "done",
+        durationMs: 1,
+      } as const;
       setLogLevel("quiet");
       log(line);
       expect(written).toEqual([]);

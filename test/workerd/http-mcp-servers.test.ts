@@ -57,14 +57,23 @@ async function createSession(tenant: string, name: string, selectedTools: readon
 }
 
 async function say(tenant: string, session: string, input: string): Promise<void> {
-  const response = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: await token(tenant, "client"), body: { input } });
+  const response = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+    token: await token(tenant, "client"),
+    body: { input },
+  });
   expect(response.status).toBe(201);
   expect((await json<{ status: string }>(response)).status).toBe("done");
 }
 
 /** Every entry of the root conversation as text (what the model was offered is in its system entries). */
 async function transcript(tenant: string, session: string): Promise<string> {
-  return JSON.stringify(await json(await call("GET", `/v1/sessions/${session}/conversations/root/entries?limit=1000`, { token: await token(tenant, "client") })));
+  return JSON.stringify(
+    await json(
+      await call("GET", `/v1/sessions/${session}/conversations/root/entries?limit=1000`, {
+        token: await token(tenant, "client"),
+      }),
+    ),
+  );
 }
 
 /**
@@ -73,13 +82,22 @@ async function transcript(tenant: string, session: string): Promise<string> {
  */
 function pagingServer(pages: number, perPage: number): (request: Request) => Promise<Response> {
   return async (request) => {
-    const server = new Server({ name: "paging", version: "1.0.0" }, { capabilities: { tools: {} }, jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
+    const server = new Server(
+      { name: "paging", version: "1.0.0" },
+      { capabilities: { tools: {} }, jsonSchemaValidator: new CfWorkerJsonSchemaValidator() },
+    );
     server.setRequestHandler(ListToolsRequestSchema, (list) => {
       const page = Number(list.params?.cursor ?? "0");
-      const tools = Array.from({ length: perPage }, (_, i) => ({ name: `t${page}_${i}`, inputSchema: { type: "object" as const } }));
+      const tools = Array.from({ length: perPage }, (_, i) => ({
+        name: `t${page}_${i}`,
+        inputSchema: { type: "object" as const },
+      }));
       return { tools, ...(page + 1 < pages ? { nextCursor: String(page + 1) } : {}) };
     });
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
     await server.connect(transport);
     return transport.handleRequest(request);
   };
@@ -99,13 +117,19 @@ describe("MCP servers as tool sources", () => {
     const apiKey = `key-${crypto.randomUUID()}`;
     // A server that echoes the request's headers in its refusal (as some do): the problem must not.
     const echoing = async (request: Request): Promise<Response> =>
-      request.url.startsWith("https://echo.example.test/") ? new Response(`unauthorized: ${request.headers.get("authorization")} ${request.headers.get("x-api-key")}`, { status: 401 }) : mcpFetch(server)(request);
+      request.url.startsWith("https://echo.example.test/")
+        ? new Response(`unauthorized: ${request.headers.get("authorization")} ${request.headers.get("x-api-key")}`, {
+            status: 401,
+          })
+        : mcpFetch(server)(request);
     setHostSeams({ fetch: echoing });
     setLogLevel("info");
     const logged: string[] = [];
     for (const method of ["log", "info", "warn", "error", "debug"] as const) {
       vi.spyOn(console, method).mockImplementation((...args: unknown[]) => {
-        logged.push(args.map((arg) => (typeof arg === "string" ? arg : JSON.stringify(arg) ?? String(arg))).join(" "));
+        logged.push(
+          args.map((arg) => (typeof arg === "string" ? arg : (JSON.stringify(arg) ?? String(arg)))).join(" "),
+        );
       });
     }
     const seen: string[] = [];
@@ -114,7 +138,10 @@ describe("MCP servers as tool sources", () => {
       const response = await app.fetch(
         new Request(`${BASE}${path}`, {
           method,
-          headers: { authorization: `Bearer ${jwt}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+          headers: {
+            authorization: `Bearer ${jwt}`,
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+          },
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         }),
         { ...workerEnv, LOG_LEVEL: "info" },
@@ -133,7 +160,11 @@ describe("MCP servers as tool sources", () => {
     expect(created.headers.get("etag")).toBeNull();
     // The server did receive them, on every request.
     expect(server.requests.length).toBeGreaterThan(0);
-    expect(server.requests.every((r) => r.headers["authorization"] === `Bearer ${secret}` && r.headers["x-api-key"] === apiKey)).toBe(true);
+    expect(
+      server.requests.every(
+        (r) => r.headers["authorization"] === `Bearer ${secret}` && r.headers["x-api-key"] === apiKey,
+      ),
+    ).toBe(true);
 
     expect((await send("GET", `/v1/mcp-servers/${server.name}`)).status).toBe(200);
     expect((await send("GET", "/v1/mcp-servers")).status).toBe(200);
@@ -141,7 +172,10 @@ describe("MCP servers as tool sources", () => {
     expect((await send("PUT", `/v1/mcp-servers/${server.name}`, registration)).status).toBe(200);
     expect((await send("GET", "/v1/openapi.json")).status).toBe(200);
     // Error bodies: a refused header beside a secret one, and a server that echoes the headers back.
-    const refused = await send("PUT", `/v1/mcp-servers/${server.name}`, { ...registration, headers: { ...registration.headers, "Content-Type": secret } });
+    const refused = await send("PUT", `/v1/mcp-servers/${server.name}`, {
+      ...registration,
+      headers: { ...registration.headers, "Content-Type": secret },
+    });
     expect(refused.status).toBe(422);
     expect((await json(refused))["field"]).toBe("headers.Content-Type");
     const echoed = await send("PUT", "/v1/mcp-servers/echo", { ...registration, url: "https://echo.example.test/mcp" });
@@ -151,9 +185,14 @@ describe("MCP servers as tool sources", () => {
     // What sessions read of the catalog, and what the directory stores.
     const catalog = JSON.stringify(await directoryStub(workerEnv, tenant).catalog());
     expect(catalog).toContain(`${server.name}__search_issues`);
-    const directory = workerEnv.DIRECTORY.get(workerEnv.DIRECTORY.idFromName(tenant)) as DurableObjectStub<DirectoryObject>;
+    const directory = workerEnv.DIRECTORY.get(
+      workerEnv.DIRECTORY.idFromName(tenant),
+    ) as DurableObjectStub<DirectoryObject>;
     const stored = await runInDurableObject(directory, (_instance: DirectoryObject, state) =>
-      JSON.stringify([...state.storage.sql.exec("SELECT * FROM mcp_servers").toArray(), ...state.storage.sql.exec("SELECT * FROM mcp_tools").toArray()]),
+      JSON.stringify([
+        ...state.storage.sql.exec("SELECT * FROM mcp_servers").toArray(),
+        ...state.storage.sql.exec("SELECT * FROM mcp_tools").toArray(),
+      ]),
     );
     expect(stored).toContain("authorization");
 
@@ -163,7 +202,10 @@ describe("MCP servers as tool sources", () => {
       expect(text).not.toContain(apiKey);
     }
     // The call path opens them, for the tenant's own server only.
-    expect(await mcpEndpoint(workerEnv, tenant, server.name)).toEqual({ url: server.url, headers: { authorization: `Bearer ${secret}`, "x-api-key": apiKey } });
+    expect(await mcpEndpoint(workerEnv, tenant, server.name)).toEqual({
+      url: server.url,
+      headers: { authorization: `Bearer ${secret}`, "x-api-key": apiKey },
+    });
     expect(await mcpEndpoint(workerEnv, fresh("other"), server.name)).toBeUndefined();
   });
 
@@ -200,7 +242,9 @@ describe("MCP servers as tool sources", () => {
     expect(await json(await call("GET", "/v1/mcp-servers", { token: await operator(tenant) }))).toEqual({ items: [] });
     expect((await catalogOf(tenant)).version).toBe(0);
     // A name no PUT accepts names no server.
-    expect(await json(await call("GET", "/v1/mcp-servers/under_score", { token: await operator(tenant) }))).toMatchObject({ code: "mcp_server_not_found" });
+    expect(
+      await json(await call("GET", "/v1/mcp-servers/under_score", { token: await operator(tenant) })),
+    ).toMatchObject({ code: "mcp_server_not_found" });
     expect((await call("POST", "/v1/mcp-servers/valid/refresh", { token: await operator(tenant) })).status).toBe(404);
     expect((await call("DELETE", "/v1/mcp-servers/valid", { token: await operator(tenant) })).status).toBe(404);
   });
@@ -210,10 +254,16 @@ describe("MCP servers as tool sources", () => {
     const server = new McpTestServer(fresh("plain"), [search]);
     const plain = server.url.replace("https:", "http:");
     // The seam serves the plain URL as the test server.
-    setHostSeams({ fetch: async (request) => server.fetch(new Request(request.url.replace("http:", "https:"), request)) });
+    setHostSeams({
+      fetch: async (request) => server.fetch(new Request(request.url.replace("http:", "https:"), request)),
+    });
     const put = async (environment: string): Promise<Response> =>
       app.fetch(
-        new Request(`${BASE}/v1/mcp-servers/local`, { method: "PUT", headers: { authorization: `Bearer ${await operator(tenant)}`, "content-type": "application/json" }, body: JSON.stringify({ url: plain }) }),
+        new Request(`${BASE}/v1/mcp-servers/local`, {
+          method: "PUT",
+          headers: { authorization: `Bearer ${await operator(tenant)}`, "content-type": "application/json" },
+          body: JSON.stringify({ url: plain }),
+        }),
         { ...workerEnv, ENVIRONMENT: environment },
         createExecutionContext(),
       );
@@ -257,7 +307,8 @@ describe("MCP servers as tool sources", () => {
     let down = true;
     setHostSeams({
       fetch: async (request) => {
-        if (request.url.startsWith("https://html.example.test/")) return new Response("<html>hello</html>", { status: 200, headers: { "content-type": "text/html" } });
+        if (request.url.startsWith("https://html.example.test/"))
+          return new Response("<html>hello</html>", { status: 200, headers: { "content-type": "text/html" } });
         return down ? new Response("bad gateway", { status: 502 }) : server.fetch(request);
       },
     });
@@ -277,7 +328,9 @@ describe("MCP servers as tool sources", () => {
     const refresh = await call("POST", "/v1/mcp-servers/flaky/refresh", { token: await operator(tenant) });
     expect(refresh.status).toBe(502);
     expect(await json(refresh)).toMatchObject({ code: "mcp_server_unreachable" });
-    const kept = await json<McpServerResponse>(await call("GET", "/v1/mcp-servers/flaky", { token: await operator(tenant) }));
+    const kept = await json<McpServerResponse>(
+      await call("GET", "/v1/mcp-servers/flaky", { token: await operator(tenant) }),
+    );
     expect(kept).toEqual(created);
     expect(await catalogOf(tenant)).toEqual(before);
   });
@@ -285,10 +338,15 @@ describe("MCP servers as tool sources", () => {
   it("a PUT follows nextCursor through every page of the tool list, within its limits", async () => {
     const tenant = fresh("pages");
     setHostSeams({ fetch: pagingServer(3, 2) });
-    const record = await json<McpServerResponse>(await putServer(tenant, "paged", { url: "https://paged.example.test/mcp" }));
+    const record = await json<McpServerResponse>(
+      await putServer(tenant, "paged", { url: "https://paged.example.test/mcp" }),
+    );
     expect(record.tools.map((tool) => tool.name)).toEqual(["t0_0", "t0_1", "t1_0", "t1_1", "t2_0", "t2_1"]);
     expect([...(await catalogOf(tenant)).names.keys()]).toHaveLength(6);
-    for (const [pages, perPage] of [[Infinity, 1], [2, 300]] as const) {
+    for (const [pages, perPage] of [
+      [Infinity, 1],
+      [2, 300],
+    ] as const) {
       setHostSeams({ fetch: pagingServer(pages, perPage) });
       const refused = await putServer(tenant, "endless", { url: "https://paged.example.test/mcp" });
       expect(refused.status, `${pages} pages of ${perPage}`).toBe(422);
@@ -310,7 +368,9 @@ describe("MCP servers as tool sources", () => {
     const stale = await stub.refreshMcpServer("race", read?.revision ?? 0, { tools: [], snapshot: "0".repeat(64) });
     expect(stale).toMatchObject({ type: "superseded", record: { snapshot: replaced.snapshot } });
     expect(await json(await call("GET", "/v1/mcp-servers/race", { token: await operator(tenant) }))).toEqual(replaced);
-    expect(await stub.refreshMcpServer("gone", 1, { tools: [], snapshot: "0".repeat(64) })).toEqual({ type: "not_found" });
+    expect(await stub.refreshMcpServer("gone", 1, { tools: [], snapshot: "0".repeat(64) })).toEqual({
+      type: "not_found",
+    });
   });
 
   it("a combined name that breaks the tool-name rule is listed with the reason but not selectable", async () => {
@@ -323,7 +383,10 @@ describe("MCP servers as tool sources", () => {
       { name: "not_allowed", inputSchema: {} },
     ]);
     setHostSeams({ fetch: mcpFetch(server) });
-    const response = await putServer(tenant, name, { url: server.url, allowedTools: ["search_issues", "x".repeat(40), "dotted.name"] });
+    const response = await putServer(tenant, name, {
+      url: server.url,
+      allowedTools: ["search_issues", "x".repeat(40), "dotted.name"],
+    });
     expect(response.status).toBe(201);
     const record = await json<McpServerResponse>(response);
     const byName = new Map(record.tools.map((tool) => [tool.name, tool]));
@@ -336,7 +399,9 @@ describe("MCP servers as tool sources", () => {
     expect(byName.get("not_allowed")).toMatchObject({ reason: "not in allowedTools" });
     expect([...(await catalogOf(tenant)).names.keys()]).toEqual([`${name}__search_issues`]);
     // The listed name is what GET /v1/mcp-servers answers too.
-    const listed = await json<{ items: McpServerResponse[] }>(await call("GET", "/v1/mcp-servers", { token: await operator(tenant) }));
+    const listed = await json<{ items: McpServerResponse[] }>(
+      await call("GET", "/v1/mcp-servers", { token: await operator(tenant) }),
+    );
     expect(listed.items).toEqual([record]);
     const refused = await createSession(tenant, uniqueSession("mcp-names"), [`${name}__dotted.name`]);
     expect(refused.status).toBe(422);
@@ -346,28 +411,61 @@ describe("MCP servers as tool sources", () => {
 
   it("a refresh changes the snapshot hash and the next session turn offers the new schema", async () => {
     const tenant = fresh("refresh");
-    const server = new McpTestServer(fresh("gh"), [search, { name: "close_issue", description: "Close an issue", inputSchema: { properties: { number: { type: "integer" } } } }]);
+    const server = new McpTestServer(fresh("gh"), [
+      search,
+      {
+        name: "close_issue",
+        description: "Close an issue",
+        inputSchema: { properties: { number: { type: "integer" } } },
+      },
+    ]);
     setHostSeams({ fetch: mcpFetch(server), catalogTtlMs: 0 });
     const first = await json<McpServerResponse>(await putServer(tenant, server.name, { url: server.url }));
     expect(first.snapshot).toMatch(/^[0-9a-f]{64}$/);
     const session = uniqueSession("mcp-refresh");
-    expect((await createSession(tenant, session, ["echo", `${server.name}__search_issues`, `${server.name}__close_issue`])).status).toBe(201);
+    expect(
+      (await createSession(tenant, session, ["echo", `${server.name}__search_issues`, `${server.name}__close_issue`]))
+        .status,
+    ).toBe(201);
     await say(tenant, session, "first");
     expect(await transcript(tenant, session)).toContain("Search the issues of a repository");
 
     // The server changes its list; the snapshot is pinned until a refresh.
-    server.setTools([{ ...search, description: "Search issues, version two", inputSchema: { properties: { query: { type: "string" }, label_filter: { type: "string" } } } }]);
+    server.setTools([
+      {
+        ...search,
+        description: "Search issues, version two",
+        inputSchema: { properties: { query: { type: "string" }, label_filter: { type: "string" } } },
+      },
+    ]);
     await say(tenant, session, "second");
     expect(await transcript(tenant, session)).not.toContain("label_filter");
 
     // The same list answers the same hash however often it is read, and in whatever order of tools and keys.
-    server.setTools([{ inputSchema: { properties: { number: { type: "integer" } } }, description: "Close an issue", name: "close_issue" }, { ...search, inputSchema: { required: ["query"], properties: { query: { type: "string" } } } }]);
-    const same = await json<McpServerResponse>(await call("POST", `/v1/mcp-servers/${server.name}/refresh`, { token: await operator(tenant) }));
+    server.setTools([
+      {
+        inputSchema: { properties: { number: { type: "integer" } } },
+        description: "Close an issue",
+        name: "close_issue",
+      },
+      { ...search, inputSchema: { required: ["query"], properties: { query: { type: "string" } } } },
+    ]);
+    const same = await json<McpServerResponse>(
+      await call("POST", `/v1/mcp-servers/${server.name}/refresh`, { token: await operator(tenant) }),
+    );
     expect(same.snapshot).toBe(first.snapshot);
     expect(same.version).toBe(first.version);
 
-    server.setTools([{ ...search, description: "Search issues, version two", inputSchema: { properties: { query: { type: "string" }, label_filter: { type: "string" } } } }]);
-    const refreshed = await json<McpServerResponse>(await call("POST", `/v1/mcp-servers/${server.name}/refresh`, { token: await operator(tenant) }));
+    server.setTools([
+      {
+        ...search,
+        description: "Search issues, version two",
+        inputSchema: { properties: { query: { type: "string" }, label_filter: { type: "string" } } },
+      },
+    ]);
+    const refreshed = await json<McpServerResponse>(
+      await call("POST", `/v1/mcp-servers/${server.name}/refresh`, { token: await operator(tenant) }),
+    );
     expect(refreshed.snapshot).not.toBe(first.snapshot);
     expect(refreshed.version).toBeGreaterThan(first.version);
     await say(tenant, session, "third");
@@ -380,7 +478,15 @@ describe("MCP servers as tool sources", () => {
     expect(catalog.names.get(`${server.name}__search_issues`)).toBe(false);
     const captured = await directoryStub(workerEnv, tenant).catalog();
     const live = captured.records?.find((r) => r.name === `${server.name}__search_issues`);
-    expect(live?.definition?.handler).toEqual({ type: "mcp", server: server.name, tool: "search_issues", url: server.url, timeoutMs: 60_000, idempotent: true, snapshot: refreshed.snapshot });
+    expect(live?.definition?.handler).toEqual({
+      type: "mcp",
+      server: server.name,
+      tool: "search_issues",
+      url: server.url,
+      timeoutMs: 60_000,
+      idempotent: true,
+      snapshot: refreshed.snapshot,
+    });
   });
 
   it("a session selecting {server}__{tool} is accepted and an unknown one is refused like unknown catalog tools", async () => {
@@ -388,14 +494,18 @@ describe("MCP servers as tool sources", () => {
     const server = new McpTestServer("github", [search]);
     setHostSeams({ fetch: mcpFetch(server) });
     expect((await putServer(tenant, "github", { url: server.url })).status).toBe(201);
-    expect((await createSession(tenant, uniqueSession("mcp-select"), ["echo", "github__search_issues"])).status).toBe(201);
+    expect((await createSession(tenant, uniqueSession("mcp-select"), ["echo", "github__search_issues"])).status).toBe(
+      201,
+    );
     for (const unknown of ["github__nope", "gitlab__search_issues"]) {
       const refused = await createSession(tenant, uniqueSession("mcp-unknown"), ["echo", unknown]);
       expect(refused.status, unknown).toBe(422);
       expect(await json(refused)).toMatchObject({ code: "unknown_tool", field: "selectedTools.1" });
     }
     // Another tenant's server is not this tenant's.
-    expect((await createSession(fresh("select-other"), uniqueSession("mcp-other"), ["github__search_issues"])).status).toBe(422);
+    expect(
+      (await createSession(fresh("select-other"), uniqueSession("mcp-other"), ["github__search_issues"])).status,
+    ).toBe(422);
     // A deleted server's tools stay selectable (their new calls fail), like a deleted catalog tool.
     const deleted = await json(await call("DELETE", "/v1/mcp-servers/github", { token: await operator(tenant) }));
     expect(deleted).toMatchObject({ name: "github", deleted: true });
@@ -416,8 +526,17 @@ describe("MCP servers as tool sources", () => {
     const server = new McpTestServer(fresh("sdk"), [search]);
     setHostSeams({ fetch: mcpFetch(server) });
     const servers = new McpServersClient(await client(tenant, "operator"));
-    const record = await servers.put("sdk", { url: server.url, headers: { authorization: "Bearer t" }, approval: "always" });
-    expect(record).toMatchObject({ name: "sdk", approval: "always", headers: ["authorization"], tools: [{ name: "search_issues", selectableAs: "sdk__search_issues" }] });
+    const record = await servers.put("sdk", {
+      url: server.url,
+      headers: { authorization: "Bearer t" },
+      approval: "always",
+    });
+    expect(record).toMatchObject({
+      name: "sdk",
+      approval: "always",
+      headers: ["authorization"],
+      tools: [{ name: "search_issues", selectableAs: "sdk__search_issues" }],
+    });
     expect((await servers.list()).items.map((item) => item.name)).toEqual(["sdk"]);
     expect(await servers.get("sdk")).toEqual(record);
     expect((await servers.refresh("sdk")).snapshot).toBe(record.snapshot);
@@ -427,7 +546,16 @@ describe("MCP servers as tool sources", () => {
     expect(captured.records?.find((r) => r.name === "sdk__search_issues")?.deleted).toBe(true);
     // The server's approval is its tools' approval.
     await servers.put("sdk", { url: server.url, approval: "always" });
-    const revived = (await directoryStub(workerEnv, tenant).catalog()).records?.find((r) => r.name === "sdk__search_issues");
-    expect(revived).toMatchObject({ deleted: false, definition: { approval: "always", description: search.description, parameters: { type: "object", ...search.inputSchema } } });
+    const revived = (await directoryStub(workerEnv, tenant).catalog()).records?.find(
+      (r) => r.name === "sdk__search_issues",
+    );
+    expect(revived).toMatchObject({
+      deleted: false,
+      definition: {
+        approval: "always",
+        description: search.description,
+        parameters: { type: "object", ...search.inputSchema },
+      },
+    });
   });
 });

@@ -21,11 +21,15 @@ describe("GET /v1/models", () => {
   it("lists the echo models for a client; no token is 401, an agent token 403", async () => {
     const response = await call("GET", "/v1/models", { token: await token("models", "client") });
     expect(response.status).toBe(200);
-    const body = await json<{ defaultModel: string; providers: string[]; models: { id: string; api: string }[] }>(response);
+    const body = await json<{ defaultModel: string; providers: string[]; models: { id: string; api: string }[] }>(
+      response,
+    );
     expect(body.defaultModel).toBe("echo");
     expect(body.models.map((m) => m.id)).toEqual(expect.arrayContaining(["echo/echo", "echo/echo-slow"]));
     expect((await call("GET", "/v1/models")).status).toBe(401);
-    expect((await call("GET", "/v1/models", { token: await token("models", "agent", { sessions: ["any"] }) })).status).toBe(403);
+    expect(
+      (await call("GET", "/v1/models", { token: await token("models", "agent", { sessions: ["any"] }) })).status,
+    ).toBe(403);
     expect((await call("GET", "/v1/models?x=1", { token: await token("models", "client") })).status).toBe(400);
   });
 
@@ -33,22 +37,43 @@ describe("GET /v1/models", () => {
     const listed = await listModels({
       ...base,
       GROQ_API_KEY: "gsk-test",
-      MODEL_PROVIDERS: JSON.stringify([{ id: "vllm", baseUrl: "http://10.0.0.5:8000/v1", api: "openai-completions", keySecret: "VLLM_KEY", models: [{ id: "qwen3-32b", reasoning: true }] }]),
+      MODEL_PROVIDERS: JSON.stringify([
+        {
+          id: "vllm",
+          baseUrl: "http://10.0.0.5:8000/v1",
+          api: "openai-completions",
+          keySecret: "VLLM_KEY",
+          models: [{ id: "qwen3-32b", reasoning: true }],
+        },
+      ]),
     } as Env);
     expect(listed.providers).toEqual(expect.arrayContaining(["echo", "groq", "vllm"]));
-    expect(listed.models).toEqual(expect.arrayContaining([expect.objectContaining({ id: "vllm/qwen3-32b", api: "openai-completions", reasoning: true })]));
+    expect(listed.models).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ id: "vllm/qwen3-32b", api: "openai-completions", reasoning: true }),
+      ]),
+    );
     expect(listed.models.some((m) => m.provider === "groq")).toBe(true);
     expect(listed.providers).not.toContain("anthropic");
-    const bad = listModels({ ...base, MODEL_PROVIDERS: JSON.stringify([{ id: "x", baseUrl: "http://h", api: "grpc", models: ["a"] }]) } as Env);
+    const bad = listModels({
+      ...base,
+      MODEL_PROVIDERS: JSON.stringify([{ id: "x", baseUrl: "http://h", api: "grpc", models: ["a"] }]),
+    } as Env);
     await expect(bad).rejects.toBeInstanceOf(Problem);
-    await expect(bad).rejects.toMatchObject({ code: "misconfigured", detail: expect.stringContaining("MODEL_PROVIDERS[0].api") });
+    await expect(bad).rejects.toMatchObject({
+      code: "misconfigured",
+      detail: expect.stringContaining("MODEL_PROVIDERS[0].api"),
+    });
   });
 });
 
 describe("thinking at the boundary", () => {
   it("a thinking level that is not one of pi-ai's is 400 naming the field and creates nothing", async () => {
     const name = uniqueSession("thinking");
-    const response = await call("PUT", `/v1/sessions/${name}`, { token: await token("models", "client"), body: { thinking: "loud" } });
+    const response = await call("PUT", `/v1/sessions/${name}`, {
+      token: await token("models", "client"),
+      body: { thinking: "loud" },
+    });
     expect(response.status).toBe(400);
     expect(await json(response)).toMatchObject({ code: "invalid_body", field: "thinking" });
     expect(await exists("models", name)).toBe(false);
@@ -64,8 +89,20 @@ describe("the retry policy from configuration (MODEL_RETRY_* vars)", () => {
       retryJitter: defaultTurnOptions.retryJitter,
       retryHonourHints: true,
     });
-    const configured = retryOptions({ MODEL_RETRY_ATTEMPTS: "3", MODEL_RETRY_BASE_MS: 500, MODEL_RETRY_MAX_MS: " 60000 ", MODEL_RETRY_JITTER: "0", MODEL_RETRY_HONOUR_HINTS: "false" });
-    expect(configured).toEqual({ maxAttempts: 3, retryBaseMs: 500, retryMaxDelayMs: 60_000, retryJitter: 0, retryHonourHints: false });
+    const configured = retryOptions({
+      MODEL_RETRY_ATTEMPTS: "3",
+      MODEL_RETRY_BASE_MS: 500,
+      MODEL_RETRY_MAX_MS: " 60000 ",
+      MODEL_RETRY_JITTER: "0",
+      MODEL_RETRY_HONOUR_HINTS: "false",
+    });
+    expect(configured).toEqual({
+      maxAttempts: 3,
+      retryBaseMs: 500,
+      retryMaxDelayMs: 60_000,
+      retryJitter: 0,
+      retryHonourHints: false,
+    });
     const kit = sessionTurnKit(await buildModels(base), { turn: configured });
     expect(kit.options).toMatchObject(configured);
     expect(kit.options.flushMs).toBe(defaultTurnOptions.flushMs);
@@ -92,7 +129,10 @@ describe("the retry policy from configuration (MODEL_RETRY_* vars)", () => {
         thrown = error;
       }
       expect(thrown, JSON.stringify(vars)).toBeInstanceOf(Problem);
-      expect(thrown, JSON.stringify(vars)).toMatchObject({ code: "misconfigured", detail: expect.stringContaining(`${name} is invalid`) });
+      expect(thrown, JSON.stringify(vars)).toMatchObject({
+        code: "misconfigured",
+        detail: expect.stringContaining(`${name} is invalid`),
+      });
       expect((thrown as Problem).detail, JSON.stringify(vars)).toContain(expected);
     }
   });
@@ -104,8 +144,15 @@ describe("the retry policy from configuration (MODEL_RETRY_* vars)", () => {
     await runInDurableObject(stub, async (instance: SessionObject, state) => {
       Object.defineProperty(instance, "env", { value: { ...base, MODEL_RETRY_ATTEMPTS: "0" } });
       const outcome = await instance.createSession({});
-      expect(outcome).toMatchObject({ ok: false, problem: { code: "misconfigured", detail: expect.stringContaining("MODEL_RETRY_ATTEMPTS") } });
-      expect([...state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\' AND name <> 'sqlite_sequence'")]).toEqual([]);
+      expect(outcome).toMatchObject({
+        ok: false,
+        problem: { code: "misconfigured", detail: expect.stringContaining("MODEL_RETRY_ATTEMPTS") },
+      });
+      expect([
+        ...state.storage.sql.exec(
+          "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\' AND name <> 'sqlite_sequence'",
+        ),
+      ]).toEqual([]);
     });
     expect(await exists("models", name)).toBe(false);
   });

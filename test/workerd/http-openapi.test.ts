@@ -28,10 +28,13 @@ function template(path: string): string {
 
 describe("OpenAPI", () => {
   it("every route the app serves is in the document and every documented route is served", () => {
-    const served = servedRoutes(app).map((route) => `${route.method} ${template(route.path)}`).sort();
+    const served = servedRoutes(app)
+      .map((route) => `${route.method} ${template(route.path)}`)
+      .sort();
     const documented: string[] = [];
     const paths = openApiDocument()["paths"] as Record<string, Record<string, unknown>>;
-    for (const [path, operations] of Object.entries(paths)) for (const method of Object.keys(operations)) documented.push(`${method.toUpperCase()} ${path}`);
+    for (const [path, operations] of Object.entries(paths))
+      for (const method of Object.keys(operations)) documented.push(`${method.toUpperCase()} ${path}`);
     documented.sort();
     expect(served.length).toBeGreaterThan(20);
     expect(served.filter((route) => !documented.includes(route))).toEqual([]);
@@ -47,17 +50,37 @@ describe("OpenAPI", () => {
     expect(document["openapi"]).toBe("3.1.0");
     const components = document["components"] as { securitySchemes: Record<string, unknown> };
     expect(Object.keys(components.securitySchemes).sort()).toEqual(["bearer", "watchToken"]);
-    const accept = (document["paths"] as Record<string, Record<string, { responses: Record<string, unknown> }>>)["/v1/sessions/{session}/conversations/{conversation}/inputs"]?.["post"];
-    expect(Object.keys(accept?.responses ?? {})).toEqual(expect.arrayContaining(["200", "201", "400", "401", "403", "404", "409", "413", "422"]));
+    const accept = (document["paths"] as Record<string, Record<string, { responses: Record<string, unknown> }>>)[
+      "/v1/sessions/{session}/conversations/{conversation}/inputs"
+    ]?.["post"];
+    expect(Object.keys(accept?.responses ?? {})).toEqual(
+      expect.arrayContaining(["200", "201", "400", "401", "403", "404", "409", "413", "422"]),
+    );
   });
 
   it("every API route has a typed-client method or a documented exclusion, and each named method exists", () => {
-    const classes: Record<string, { prototype: object }> = { PicoClient, SessionClient, ConversationClient, RigClient, InboundClient, ToolsClient, WebhookEndpointsClient, DeliveriesClient, McpServersClient, LimitsClient, EndUserClient, UsersClient, IssuersClient };
+    const classes: Record<string, { prototype: object }> = {
+      PicoClient,
+      SessionClient,
+      ConversationClient,
+      RigClient,
+      InboundClient,
+      ToolsClient,
+      WebhookEndpointsClient,
+      DeliveriesClient,
+      McpServersClient,
+      LimitsClient,
+      EndUserClient,
+      UsersClient,
+      IssuersClient,
+    };
     for (const route of API_ROUTES) {
       const method = CLIENT_OPERATIONS[route.operationId];
       const excluded = CLIENT_EXCLUDED_OPERATIONS[route.operationId];
       expect(method === undefined ? excluded : method, route.operationId).toBeTypeOf("string");
-      expect(method !== undefined && excluded !== undefined, `${route.operationId} is both covered and excluded`).toBe(false);
+      expect(method !== undefined && excluded !== undefined, `${route.operationId} is both covered and excluded`).toBe(
+        false,
+      );
       if (method === undefined) continue;
       const [owner, name] = method.split(".");
       const prototype = classes[owner ?? ""]?.prototype as Record<string, unknown> | undefined;
@@ -67,9 +90,17 @@ describe("OpenAPI", () => {
     // health (a load balancer's liveness probe), openapi (the description tools read), webhook,
     // inboundDelivery and toolResult (authenticated by the sender's signature, never a bearer token),
     // mcp (spoken by an MCP client).
-    expect(Object.keys(CLIENT_EXCLUDED_OPERATIONS).sort()).toEqual(["health", "inboundDelivery", "mcp", "openapi", "toolResult", "webhook"]);
+    expect(Object.keys(CLIENT_EXCLUDED_OPERATIONS).sort()).toEqual([
+      "health",
+      "inboundDelivery",
+      "mcp",
+      "openapi",
+      "toolResult",
+      "webhook",
+    ]);
     const operations = new Set(API_ROUTES.map((route) => route.operationId));
-    for (const id of [...Object.keys(CLIENT_OPERATIONS), ...Object.keys(CLIENT_EXCLUDED_OPERATIONS)]) expect(operations.has(id), id).toBe(true);
+    for (const id of [...Object.keys(CLIENT_OPERATIONS), ...Object.keys(CLIENT_EXCLUDED_OPERATIONS)])
+      expect(operations.has(id), id).toBe(true);
   });
 
   it("the client's directory methods answer bodies that match their response schemas", async () => {

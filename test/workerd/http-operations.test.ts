@@ -18,7 +18,9 @@ describe("conversation routes", () => {
     const s = api.session(name);
     await s.create({ model: "echo-slow" });
     const root = s.conversation("root");
-    const accepted = await root.accept("a long answer that the paced echo model streams slowly enough to abort it midway");
+    const accepted = await root.accept(
+      "a long answer that the paced echo model streams slowly enough to abort it midway",
+    );
     expect(accepted.status).toBe("placed");
     await root.abort();
     const result = await until(async () => {
@@ -70,7 +72,10 @@ describe("conversation routes", () => {
     expect(await root.config()).toMatchObject({ model: "echo", thinking: "low", selectedTools: ["echo"] });
     const answer = await root.accept("hi", { wait: 10 });
     const fork = await root.fork({ at: answer.answer?.id ?? 0 });
-    expect(await root.patchConfig({ model: "echo-slow", thinking: "high" })).toMatchObject({ model: "echo-slow", thinking: "high" });
+    expect(await root.patchConfig({ model: "echo-slow", thinking: "high" })).toMatchObject({
+      model: "echo-slow",
+      thinking: "high",
+    });
     expect(await s.conversation(fork.conversationId).config()).toMatchObject({ model: "echo", thinking: "low" });
   });
 

@@ -27,7 +27,8 @@ interface Watch {
 async function wsWatch(path: string, watchToken: string): Promise<Watch> {
   const response = await SELF.fetch(`${BASE}${path}?access_token=${watchToken}`, { headers: { upgrade: "websocket" } });
   const ws = response.webSocket;
-  if (ws === null) return { status: response.status, closed: () => undefined, received: () => 0, close: () => undefined };
+  if (ws === null)
+    return { status: response.status, closed: () => undefined, received: () => 0, close: () => undefined };
   ws.accept();
   let closed: { code: number; reason: string } | undefined;
   let received = 0;
@@ -76,13 +77,19 @@ async function waitFor(check: () => boolean, what: string, ms = 10_000): Promise
 async function userSession(tenant: string, sub: string, userToken?: string): Promise<string> {
   await call("PUT", "/v1/templates/chat", { token: await token(tenant, "operator"), body: { model: "echo/echo" } });
   const name = uniqueSession(`${sub}-session`);
-  const created = await call("PUT", `/v1/sessions/${name}`, { token: userToken ?? (await token(tenant, "user", { sub })), body: { template: "chat" } });
+  const created = await call("PUT", `/v1/sessions/${name}`, {
+    token: userToken ?? (await token(tenant, "user", { sub })),
+    body: { template: "chat" },
+  });
   if (created.status !== 201) throw new Error(`create: ${created.status} ${await created.text()}`);
   return name;
 }
 
 async function mintWatchToken(session: string, userToken: string, ttlSeconds?: number): Promise<string> {
-  const response = await call("POST", `/v1/sessions/${session}/conversations/root/watch-token`, { token: userToken, ...(ttlSeconds === undefined ? {} : { body: { ttlSeconds } }) });
+  const response = await call("POST", `/v1/sessions/${session}/conversations/root/watch-token`, {
+    token: userToken,
+    ...(ttlSeconds === undefined ? {} : { body: { ttlSeconds } }),
+  });
   if (response.status !== 201) throw new Error(`watch-token: ${response.status} ${await response.text()}`);
   return (await json<{ token: string }>(response)).token;
 }
@@ -121,7 +128,9 @@ describe("user watches", () => {
     expect(sse.closed()?.reason).toBe("ended");
     const again = await wsWatch(watchPath(expiring), shortWatchToken);
     expect(again.status).toBe(401);
-    expect(await runInDurableObject(stubOf(tenant, expiring), (_instance, state) => state.getWebSockets().length)).toBe(0);
+    expect(await runInDurableObject(stubOf(tenant, expiring), (_instance, state) => state.getWebSockets().length)).toBe(
+      0,
+    );
 
     // Revocation: bob's watches (WebSocket and SSE, on two sessions) close at once; carol's on the same
     // session stays open; bob's older tokens are refused everywhere, a new one works.
@@ -142,7 +151,10 @@ describe("user watches", () => {
     expect(revoked.status).toBe(200);
     const body = await json<{ sub: string; revokedAt: number; sessions: number; unreached: string[] }>(revoked);
     expect(body).toMatchObject({ sub: "bob", sessions: 2, unreached: [] });
-    await waitFor(() => bobWs.closed() !== undefined && bobSse.closed() !== undefined && bobSecond.closed() !== undefined, "bob's watches to close");
+    await waitFor(
+      () => bobWs.closed() !== undefined && bobSse.closed() !== undefined && bobSecond.closed() !== undefined,
+      "bob's watches to close",
+    );
     expect(bobWs.closed()).toEqual({ code: WATCH_CLOSE_CODE, reason: "the user's tokens were revoked" });
     expect(bobSecond.closed()).toEqual({ code: WATCH_CLOSE_CODE, reason: "the user's tokens were revoked" });
     expect(carolWs.closed()).toBeUndefined();
@@ -177,7 +189,9 @@ describe("user watches", () => {
     const session = await userSession(tenant, "erin", erin);
     const watchToken = await mintWatchToken(session, erin);
     // Revoked in the directory alone (another isolate's revocation): this isolate's cache still says no.
-    const directory = env.DIRECTORY.get(env.DIRECTORY.idFromName(tenant)) as unknown as { revokeUser(sub: string, at: number): Promise<unknown> };
+    const directory = env.DIRECTORY.get(env.DIRECTORY.idFromName(tenant)) as unknown as {
+      revokeUser(sub: string, at: number): Promise<unknown>;
+    };
     await directory.revokeUser("erin", Math.floor(Date.now() / 1000) + 1);
     expect((await call("GET", `/v1/sessions/${session}`, { token: erin })).status).toBe(200);
     // Opening a watch asks the directory: refused.

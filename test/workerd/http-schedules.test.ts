@@ -62,27 +62,56 @@ describe("schedules over HTTP", () => {
   it("an interval schedule accepts its input at each occurrence; GET shows next and last run; PATCH pauses and resumes; DELETE ends it", async () => {
     const r = await rig("interval");
     const t0 = seams.time.now;
-    const created = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: 60_000 } });
+    const created = await call("POST", `/v1/sessions/${r.name}/schedules`, {
+      token: r.token,
+      body: { input: "tick", every: 60_000 },
+    });
     expect(created.status).toBe(201);
     const view = await json<ScheduleView>(created);
-    expect(view).toMatchObject({ conversationId: 1, input: "tick", mode: "followUp", every: 60_000, cron: null, status: "active", nextRunAt: t0 + 60_000, runs: 0, lastRunAt: null });
-    const list = await json<{ items: ScheduleView[] }>(await call("GET", `/v1/sessions/${r.name}/schedules`, { token: r.token }));
+    expect(view).toMatchObject({
+      conversationId: 1,
+      input: "tick",
+      mode: "followUp",
+      every: 60_000,
+      cron: null,
+      status: "active",
+      nextRunAt: t0 + 60_000,
+      runs: 0,
+      lastRunAt: null,
+    });
+    const list = await json<{ items: ScheduleView[] }>(
+      await call("GET", `/v1/sessions/${r.name}/schedules`, { token: r.token }),
+    );
     expect(list.items.map((s) => s.id)).toEqual([view.id]);
 
     await advanceTo(r, t0 + 60_000);
     await until(async () => (await schedule(r, view.id)).runs === 1, "first occurrence");
     const first = await schedule(r, view.id);
     expect(first).toMatchObject({ lastRunAt: t0 + 60_000, nextRunAt: t0 + 120_000, skipped: 0 });
-    const input = await json<{ result: { status: string } }>(await call("GET", `/v1/sessions/${r.name}/inputs/${first.lastInputId}`, { token: r.token }));
+    const input = await json<{ result: { status: string } }>(
+      await call("GET", `/v1/sessions/${r.name}/inputs/${first.lastInputId}`, { token: r.token }),
+    );
     expect(["placed", "done"]).toContain(input.result.status);
     expect(await userTexts(r)).toEqual(["tick"]);
 
-    const paused = await call("PATCH", `/v1/sessions/${r.name}/schedules/${view.id}`, { token: r.token, body: { paused: true } });
+    const paused = await call("PATCH", `/v1/sessions/${r.name}/schedules/${view.id}`, {
+      token: r.token,
+      body: { paused: true },
+    });
     expect(await json<ScheduleView>(paused)).toMatchObject({ status: "paused", nextRunAt: null });
     await advanceTo(r, t0 + 120_000);
     // Paused: the occurrence's time passes and nothing runs (the schedule sleeps with no wake time).
-    expect(await schedule(r, view.id)).toMatchObject({ runs: 1, lastRunAt: t0 + 60_000, status: "paused", nextRunAt: null, skipped: 0 });
-    const resumed = await call("PATCH", `/v1/sessions/${r.name}/schedules/${view.id}`, { token: r.token, body: { paused: false } });
+    expect(await schedule(r, view.id)).toMatchObject({
+      runs: 1,
+      lastRunAt: t0 + 60_000,
+      status: "paused",
+      nextRunAt: null,
+      skipped: 0,
+    });
+    const resumed = await call("PATCH", `/v1/sessions/${r.name}/schedules/${view.id}`, {
+      token: r.token,
+      body: { paused: false },
+    });
     expect(await json<ScheduleView>(resumed)).toMatchObject({ status: "active", nextRunAt: t0 + 180_000, skipped: 0 });
     await advanceTo(r, t0 + 180_000);
     await until(async () => (await schedule(r, view.id)).runs === 2, "occurrence after resume");
@@ -90,20 +119,38 @@ describe("schedules over HTTP", () => {
 
     const deleted = await call("DELETE", `/v1/sessions/${r.name}/schedules/${view.id}`, { token: r.token });
     expect(await json<ScheduleView>(deleted)).toMatchObject({ status: "ended", nextRunAt: null });
-    expect((await json<{ items: ScheduleView[] }>(await call("GET", `/v1/sessions/${r.name}/schedules`, { token: r.token }))).items).toEqual([]);
-    expect((await json<{ items: ScheduleView[] }>(await call("GET", `/v1/sessions/${r.name}/schedules?all=true`, { token: r.token }))).items).toHaveLength(1);
+    expect(
+      (await json<{ items: ScheduleView[] }>(await call("GET", `/v1/sessions/${r.name}/schedules`, { token: r.token })))
+        .items,
+    ).toEqual([]);
+    expect(
+      (
+        await json<{ items: ScheduleView[] }>(
+          await call("GET", `/v1/sessions/${r.name}/schedules?all=true`, { token: r.token }),
+        )
+      ).items,
+    ).toHaveLength(1);
     await advanceTo(r, t0 + 400_000);
     expect(await userTexts(r)).toEqual(["tick", "tick"]);
   });
 
   it("a cron schedule in a timezone runs at cron's next time", async () => {
     const r = await rig("cron");
-    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "standup", cron: "0 9 * * 1-5", timezone: "Europe/Berlin" } });
+    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, {
+      token: r.token,
+      body: { input: "standup", cron: "0 9 * * 1-5", timezone: "Europe/Berlin" },
+    });
     expect(res.status).toBe(201);
     const view = await json<ScheduleView>(res);
     const next = new Date(view.nextRunAt as number);
     expect(next.getTime()).toBeGreaterThan(seams.time.now);
-    const berlin = new Intl.DateTimeFormat("en-GB", { timeZone: "Europe/Berlin", hour: "2-digit", minute: "2-digit", weekday: "short", hour12: false }).format(next);
+    const berlin = new Intl.DateTimeFormat("en-GB", {
+      timeZone: "Europe/Berlin",
+      hour: "2-digit",
+      minute: "2-digit",
+      weekday: "short",
+      hour12: false,
+    }).format(next);
     expect(berlin).toMatch(/^(Mon|Tue|Wed|Thu|Fri) 09:00$/);
     await advanceTo(r, view.nextRunAt as number);
     await until(async () => (await schedule(r, view.id)).runs === 1, "the cron occurrence");
@@ -128,7 +175,14 @@ describe("schedules over HTTP", () => {
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect((await json<{ field?: string }>(res)).field).toBe(field);
     }
-    expect((await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "x", every: 5000, conversation: 999 } })).status).toBe(404);
+    expect(
+      (
+        await call("POST", `/v1/sessions/${r.name}/schedules`, {
+          token: r.token,
+          body: { input: "x", every: 5000, conversation: 999 },
+        })
+      ).status,
+    ).toBe(404);
     expect((await call("GET", `/v1/sessions/${r.name}/schedules/999`, { token: r.token })).status).toBe(404);
     expect(await lastSeq(TENANT, r.name)).toBe(before);
   });
@@ -136,22 +190,38 @@ describe("schedules over HTTP", () => {
   it("A schedule aimed at a conversation with no model is refused and writes nothing; the session keeps working", async () => {
     const r = await rig("no-model");
     // A fork at the start has no config of its own: no model until one is set.
-    const fork = await call("POST", `/v1/sessions/${r.name}/conversations/root/fork`, { token: r.token, body: { at: "start" } });
+    const fork = await call("POST", `/v1/sessions/${r.name}/conversations/root/fork`, {
+      token: r.token,
+      body: { at: "start" },
+    });
     expect(fork.status).toBe(201);
     const id = (await json<{ conversationId: number }>(fork)).conversationId;
     const before = await lastSeq(TENANT, r.name);
-    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: 60_000, conversation: id } });
+    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, {
+      token: r.token,
+      body: { input: "tick", every: 60_000, conversation: id },
+    });
     expect(res.status).toBe(400);
     const problem = await json<{ field?: string; detail?: string }>(res);
     expect(problem.field).toBe("conversation");
     expect(problem.detail).toMatch(/no model/);
     expect(await lastSeq(TENANT, r.name)).toBe(before);
     // Once the fork has a model, the same schedule is accepted and fires.
-    expect((await call("PATCH", `/v1/sessions/${r.name}/conversations/${id}/config`, { token: r.token, body: { model: "echo" } })).status).toBe(200);
-    const created = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: 60_000, conversation: id } });
+    expect(
+      (
+        await call("PATCH", `/v1/sessions/${r.name}/conversations/${id}/config`, {
+          token: r.token,
+          body: { model: "echo" },
+        })
+      ).status,
+    ).toBe(200);
+    const created = await call("POST", `/v1/sessions/${r.name}/schedules`, {
+      token: r.token,
+      body: { input: "tick", every: 60_000, conversation: id },
+    });
     expect(created.status).toBe(201);
     const view = await json<ScheduleView>(created);
-    await advanceTo(r, (view.nextRunAt as number));
+    await advanceTo(r, view.nextRunAt as number);
     await until(async () => (await schedule(r, view.id)).runs === 1, "the occurrence on the fork");
     expect((await call("GET", `/v1/sessions/${r.name}`, { token: r.token })).status).toBe(200);
   });
@@ -179,7 +249,10 @@ describe("schedules over HTTP", () => {
     }
     expect(await lastSeq(TENANT, r.name)).toBe(before);
     // Exactly ten years ahead is accepted.
-    const far = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "x", every: 60_000, startAt: now + MAX_START_AHEAD_MS } });
+    const far = await call("POST", `/v1/sessions/${r.name}/schedules`, {
+      token: r.token,
+      body: { input: "x", every: 60_000, startAt: now + MAX_START_AHEAD_MS },
+    });
     expect(far.status).toBe(201);
     expect(await json<ScheduleView>(far)).toMatchObject({ nextRunAt: now + MAX_START_AHEAD_MS });
   });
@@ -187,16 +260,25 @@ describe("schedules over HTTP", () => {
   it("Six-field crons: the leading field is seconds, seven fields add a year", async () => {
     const r = await rig("six-fields");
     const t0 = seams.time.now;
-    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "sec", cron: "*/10 * * * * *" } });
+    const res = await call("POST", `/v1/sessions/${r.name}/schedules`, {
+      token: r.token,
+      body: { input: "sec", cron: "*/10 * * * * *" },
+    });
     expect(res.status).toBe(201);
     const view = await json<ScheduleView>(res);
     expect(view.cron).toBe("*/10 * * * * *");
     expect(view.nextRunAt).toBe(Math.floor(t0 / 10_000) * 10_000 + 10_000);
     await advanceTo(r, view.nextRunAt as number);
     await until(async () => (await schedule(r, view.id)).runs === 1, "the six-field occurrence");
-    expect(await schedule(r, view.id)).toMatchObject({ lastRunAt: view.nextRunAt, nextRunAt: (view.nextRunAt as number) + 10_000 });
+    expect(await schedule(r, view.id)).toMatchObject({
+      lastRunAt: view.nextRunAt,
+      nextRunAt: (view.nextRunAt as number) + 10_000,
+    });
     const year = new Date(t0).getUTCFullYear() + 2;
-    const seven = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "y", cron: `30 0 12 1 6 * ${year}` } });
+    const seven = await call("POST", `/v1/sessions/${r.name}/schedules`, {
+      token: r.token,
+      body: { input: "y", cron: `30 0 12 1 6 * ${year}` },
+    });
     expect(seven.status).toBe(201);
     expect(await json<ScheduleView>(seven)).toMatchObject({ nextRunAt: Date.UTC(year, 5, 1, 12, 0, 30) });
   });
@@ -204,12 +286,22 @@ describe("schedules over HTTP", () => {
   it("after downtime the next occurrence runs once and the missed ones are recorded, not replayed; a second alarm accepts nothing more", async () => {
     const r = await rig("downtime");
     const t0 = seams.time.now;
-    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: 60_000 } }));
+    const view = await json<ScheduleView>(
+      await call("POST", `/v1/sessions/${r.name}/schedules`, {
+        token: r.token,
+        body: { input: "tick", every: 60_000 },
+      }),
+    );
     await abortAllDurableObjects();
     seams.time.now = t0 + 60_000 * 4 + 30_000; // asleep through four occurrences
     expect(await runDurableObjectAlarm(r.stub)).toBe(true);
     await until(async () => (await schedule(r, view.id)).runs === 1, "the occurrence after the downtime");
-    expect(await schedule(r, view.id)).toMatchObject({ runs: 1, skipped: 3, lastRunAt: t0 + 60_000, nextRunAt: t0 + 300_000 });
+    expect(await schedule(r, view.id)).toMatchObject({
+      runs: 1,
+      skipped: 3,
+      lastRunAt: t0 + 60_000,
+      nextRunAt: t0 + 300_000,
+    });
     // Alarms are at-least-once: another delivery changes nothing.
     await runDurableObjectAlarm(r.stub);
     await runDurableObjectAlarm(r.stub);
@@ -235,7 +327,10 @@ describe("schedules after long downtime", () => {
   }
   /** The driver's earliest task wake (the schedule's reason to wake) and the object's alarm. */
   const wakesOf = (r: Rig) =>
-    runInDurableObject(stubOf(r), async (instance: SessionObject, state) => ({ task: harnessOf(instance).driver.nextWake, alarm: await state.storage.getAlarm() }));
+    runInDurableObject(stubOf(r), async (instance: SessionObject, state) => ({
+      task: harnessOf(instance).driver.nextWake,
+      alarm: await state.storage.getAlarm(),
+    }));
   /**
    * Wake the evicted object by its alarm only; wait until the schedule has moved past `before`'s
    * nextRunAt and sleeps to its new one, and the alarm wakes it by then (the alarm may be earlier: the
@@ -243,9 +338,15 @@ describe("schedules after long downtime", () => {
    */
   async function wake(r: Rig, before: ScheduleView): Promise<ScheduleView> {
     expect(await runDurableObjectAlarm(stubOf(r))).toBe(true);
-    await until(async () => (await schedule(r, before.id)).nextRunAt !== before.nextRunAt, `schedule ${before.id} moved on`);
+    await until(
+      async () => (await schedule(r, before.id)).nextRunAt !== before.nextRunAt,
+      `schedule ${before.id} moved on`,
+    );
     const after = await schedule(r, before.id);
-    await until(async () => (await wakesOf(r)).task === after.nextRunAt, `schedule ${before.id} asleep until its next run`);
+    await until(
+      async () => (await wakesOf(r)).task === after.nextRunAt,
+      `schedule ${before.id} asleep until its next run`,
+    );
     const { alarm } = await wakesOf(r);
     expect(alarm).not.toBeNull();
     expect(alarm).toBeLessThanOrEqual(after.nextRunAt as number);
@@ -279,10 +380,18 @@ describe("schedules after long downtime", () => {
 
     // catchUp "one": one run for the whole gap (the first missed occurrence's), the other 719 counted exactly.
     const afterOne = await wake(one, hourlyOne);
-    expect(afterOne).toMatchObject({ status: "active", runs: 1, lastRunAt: t0 + HOUR, skipped: 719, skippedCapped: false, nextRunAt: t0 + 721 * HOUR });
+    expect(afterOne).toMatchObject({
+      status: "active",
+      runs: 1,
+      lastRunAt: t0 + HOUR,
+      skipped: 719,
+      skippedCapped: false,
+      nextRunAt: t0 + 721 * HOUR,
+    });
     expect(afterOne.nextRunAt).toBeGreaterThan(late);
     expect(await userTexts(one)).toEqual(["hourly"]);
-    // Once the directory's activity update is out (it is due a minute after the occurrence's commits), the alarm is the schedule's next run.
+    // Once the directory's activity update is out (it is due a minute after the occurrence's commits), the alarm is the
+    // schedule's next run.
     await runInDurableObject(stubOf(one), (instance: SessionObject) => clockOf(instance).advanceTo(late + 2 * MIN));
     await runDurableObjectAlarm(stubOf(one));
     await until(async () => (await wakesOf(one)).alarm === afterOne.nextRunAt, "the alarm at the next run");
@@ -291,14 +400,27 @@ describe("schedules after long downtime", () => {
 
     // catchUp "none": the gap fires nothing, all 720 are counted; the next occurrence on time runs.
     const afterNone = await wake(none, hourlyNone);
-    expect(afterNone).toMatchObject({ status: "active", runs: 0, lastRunAt: null, lastInputId: null, skipped: 720, skippedCapped: false, nextRunAt: t0 + 721 * HOUR });
+    expect(afterNone).toMatchObject({
+      status: "active",
+      runs: 0,
+      lastRunAt: null,
+      lastInputId: null,
+      skipped: 720,
+      skippedCapped: false,
+      nextRunAt: t0 + 721 * HOUR,
+    });
     expect(await userTexts(none)).toEqual([]);
     await redeliver(none, afterNone);
     expect(await userTexts(none)).toEqual([]);
     // (The object is up: its sleeping invocation wakes on its clock at the due time.)
     await runInDurableObject(stubOf(none), (instance: SessionObject) => clockOf(instance).advanceTo(t0 + 721 * HOUR));
     await until(async () => (await schedule(none, hourlyNone.id)).runs === 1, "the on-time occurrence after the gap");
-    expect(await schedule(none, hourlyNone.id)).toMatchObject({ runs: 1, lastRunAt: t0 + 721 * HOUR, skipped: 720, nextRunAt: t0 + 722 * HOUR });
+    expect(await schedule(none, hourlyNone.id)).toMatchObject({
+      runs: 1,
+      lastRunAt: t0 + 721 * HOUR,
+      skipped: 720,
+      nextRunAt: t0 + 722 * HOUR,
+    });
     expect(await userTexts(none)).toEqual(["hourly"]);
 
     // A minutely cron asleep for 100 days (144,000 occurrences): one run, the count stops at 10,000 and
@@ -308,7 +430,14 @@ describe("schedules after long downtime", () => {
     seams.time.now = later;
     const afterCron = await wake(minutely, cron);
     const nextMinute = Math.floor(later / MIN) * MIN + MIN;
-    expect(afterCron).toMatchObject({ status: "active", runs: 1, lastRunAt: cron.nextRunAt, skipped: 10_000, skippedCapped: true, nextRunAt: nextMinute });
+    expect(afterCron).toMatchObject({
+      status: "active",
+      runs: 1,
+      lastRunAt: cron.nextRunAt,
+      skipped: 10_000,
+      skippedCapped: true,
+      nextRunAt: nextMinute,
+    });
     expect(await userTexts(minutely)).toEqual(["minutely"]);
     await redeliver(minutely, afterCron);
     expect(await userTexts(minutely)).toEqual(["minutely"]);
@@ -317,20 +446,52 @@ describe("schedules after long downtime", () => {
   it("A stored schedule whose conversation has no model skips its occurrence; the session does not fault", async () => {
     const r = await rig("no-model-stored");
     const t0 = seams.time.now;
-    const fork = await call("POST", `/v1/sessions/${r.name}/conversations/root/fork`, { token: r.token, body: { at: "start" } });
+    const fork = await call("POST", `/v1/sessions/${r.name}/conversations/root/fork`, {
+      token: r.token,
+      body: { at: "start" },
+    });
     const forkId = (await json<{ conversationId: number }>(fork)).conversationId;
     // Stored before creation checked the model (the route refuses it now): aimed at the model-less fork.
     const id = await runInDurableObject(stubOf(r), async (instance: SessionObject) => {
       const h = harnessOf(instance);
-      const state = newSchedule({ conversationId: forkId, input: "tick", mode: "followUp", every: HOUR, cron: null, timezone: null, catchUp: "one" }, t0, null);
-      return h.commit((tx) => tx.task(scheduleDefinition, { conversationId: forkId, background: true, state }), BACKGROUND_CONTEXT);
+      const state = newSchedule(
+        {
+          conversationId: forkId,
+          input: "tick",
+          mode: "followUp",
+          every: HOUR,
+          cron: null,
+          timezone: null,
+          catchUp: "one",
+        },
+        t0,
+        null,
+      );
+      return h.commit(
+        (tx) => tx.task(scheduleDefinition, { conversationId: forkId, background: true, state }),
+        BACKGROUND_CONTEXT,
+      );
     });
     await advanceTo(r, t0 + HOUR);
     await until(async () => (await schedule(r, id)).nextRunAt === t0 + 2 * HOUR, "the occurrence without a model");
     expect(await schedule(r, id)).toMatchObject({ status: "active", runs: 0, skipped: 1, lastInputId: null });
     // The session still works: root answers, and once the fork has a model the next occurrence runs.
-    expect((await call("POST", `/v1/sessions/${r.name}/conversations/root/inputs?wait=5`, { token: r.token, body: { input: "still here" } })).status).toBe(201);
-    expect((await call("PATCH", `/v1/sessions/${r.name}/conversations/${forkId}/config`, { token: r.token, body: { model: "echo" } })).status).toBe(200);
+    expect(
+      (
+        await call("POST", `/v1/sessions/${r.name}/conversations/root/inputs?wait=5`, {
+          token: r.token,
+          body: { input: "still here" },
+        })
+      ).status,
+    ).toBe(201);
+    expect(
+      (
+        await call("PATCH", `/v1/sessions/${r.name}/conversations/${forkId}/config`, {
+          token: r.token,
+          body: { model: "echo" },
+        })
+      ).status,
+    ).toBe(200);
     await advanceTo(r, t0 + 2 * HOUR);
     await until(async () => (await schedule(r, id)).runs === 1, "the occurrence once a model is set");
     expect(await schedule(r, id)).toMatchObject({ status: "active", runs: 1, skipped: 1, nextRunAt: t0 + 3 * HOUR });
@@ -341,15 +502,29 @@ describe("schedules after long downtime", () => {
     const t0 = seams.time.now;
     const id = await runInDurableObject(stubOf(r), async (instance: SessionObject) => {
       const h = harnessOf(instance);
-      const { catchUp: _catchUp, ...stored } = newSchedule({ conversationId: h.rootId, input: "stored", mode: "followUp", every: HOUR, cron: null, timezone: null }, t0, null);
-      return h.commit((tx) => tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state: stored }), BACKGROUND_CONTEXT);
+      const { catchUp: _catchUp, ...stored } = newSchedule(
+        { conversationId: h.rootId, input: "stored", mode: "followUp", every: HOUR, cron: null, timezone: null },
+        t0,
+        null,
+      );
+      return h.commit(
+        (tx) => tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state: stored }),
+        BACKGROUND_CONTEXT,
+      );
     });
     const before = await schedule(r, id);
     expect(before).toMatchObject({ catchUp: "one", skippedCapped: false, nextRunAt: t0 + HOUR });
     await abortAllDurableObjects();
     seams.time.now = t0 + 3 * DAY + 10 * MIN; // 72 hourly occurrences due
     const after = await wake(r, before);
-    expect(after).toMatchObject({ catchUp: "one", runs: 1, lastRunAt: t0 + HOUR, skipped: 71, skippedCapped: false, nextRunAt: t0 + 73 * HOUR });
+    expect(after).toMatchObject({
+      catchUp: "one",
+      runs: 1,
+      lastRunAt: t0 + HOUR,
+      skipped: 71,
+      skippedCapped: false,
+      nextRunAt: t0 + 73 * HOUR,
+    });
     expect(await userTexts(r)).toEqual(["stored"]);
   });
 
@@ -361,8 +536,17 @@ describe("schedules after long downtime", () => {
     await abortAllDurableObjects();
     seams.time.now = Date.UTC(year, 0, 1) + DAY;
     expect(await runDurableObjectAlarm(stubOf(r))).toBe(true);
-    await until(async () => (await schedule(r, view.id)).status === "ended", "the schedule ended after its last occurrence");
-    expect(await schedule(r, view.id)).toMatchObject({ status: "ended", nextRunAt: null, runs: 1, lastRunAt: Date.UTC(year, 0, 1), skipped: 0 });
+    await until(
+      async () => (await schedule(r, view.id)).status === "ended",
+      "the schedule ended after its last occurrence",
+    );
+    expect(await schedule(r, view.id)).toMatchObject({
+      status: "ended",
+      nextRunAt: null,
+      runs: 1,
+      lastRunAt: Date.UTC(year, 0, 1),
+      skipped: 0,
+    });
     expect(await userTexts(r)).toEqual(["new year"]);
     const inspect = await call("GET", `/v1/sessions/${r.name}/inspect`, { token: await token(TENANT, "operator") });
     expect(inspect.status).toBe(200);
@@ -379,19 +563,31 @@ describe("pausing and editing a schedule", () => {
   const driverOf = (r: Rig) =>
     runInDurableObject(stubOf(r), async (instance: SessionObject, state) => {
       const driver = harnessOf(instance).driver;
-      return { nextWake: driver.nextWake, busy: driver.busy, live: driver.liveCount(), alarm: await state.storage.getAlarm() };
+      return {
+        nextWake: driver.nextWake,
+        busy: driver.busy,
+        live: driver.liveCount(),
+        alarm: await state.storage.getAlarm(),
+      };
     });
   async function patch(r: Rig, id: number, body: Record<string, unknown>): Promise<ScheduleView> {
     const res = await call("PATCH", `/v1/sessions/${r.name}/schedules/${id}`, { token: r.token, body });
     expect(res.status, JSON.stringify(body)).toBe(200);
     return json<ScheduleView>(res);
   }
-  const stored = (r: Rig, id: number) => runInDurableObject(stubOf(r), async (instance: SessionObject) => (await harnessOf(instance).storage.getTasks([id])).get(id)?.state as ScheduleState);
+  const stored = (r: Rig, id: number) =>
+    runInDurableObject(
+      stubOf(r),
+      async (instance: SessionObject) =>
+        (await harnessOf(instance).storage.getTasks([id])).get(id)?.state as ScheduleState,
+    );
 
   it("A paused schedule does not wake the object: it sleeps with no wake time, no alarm is armed for it, and a resume plans its next occurrence from now", async () => {
     const r = await rig("paused-sleeps");
     const t0 = seams.time.now;
-    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: MIN } }));
+    const view = await json<ScheduleView>(
+      await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: MIN } }),
+    );
     await until(async () => (await driverOf(r)).nextWake === t0 + MIN, "asleep until the first occurrence");
     expect(await patch(r, view.id, { paused: true })).toMatchObject({ status: "paused", nextRunAt: null });
     // The schedule applied the pause in its own commit and sleeps with no wake time.
@@ -430,7 +626,9 @@ describe("pausing and editing a schedule", () => {
   it("Pause and resume reach a schedule that has not yet slept: a resume right after a reopen is not lost", async () => {
     const r = await rig("paused-reopen");
     const t0 = seams.time.now;
-    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: MIN } }));
+    const view = await json<ScheduleView>(
+      await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "tick", every: MIN } }),
+    );
     await patch(r, view.id, { paused: true });
     await abortAllDurableObjects();
     seams.time.now = t0 + 5 * MIN + 1000;
@@ -443,13 +641,29 @@ describe("pausing and editing a schedule", () => {
   it("PATCH edits a schedule's every, cron, timezone and input; the schedule applies the edit in its own commit and keeps its id", async () => {
     const r = await rig("edit");
     const t0 = seams.time.now;
-    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "a", every: MIN } }));
+    const view = await json<ScheduleView>(
+      await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "a", every: MIN } }),
+    );
     await until(async () => (await driverOf(r)).nextWake === t0 + MIN, "asleep until the first occurrence");
 
     // A new interval and input: the first occurrence of the new grid is one interval from now.
     const edited = await patch(r, view.id, { every: 2 * MIN, input: "b" });
-    expect(edited).toMatchObject({ id: view.id, status: "active", every: 2 * MIN, cron: null, timezone: null, input: "b", nextRunAt: t0 + 2 * MIN, runs: 0 });
-    expect(await stored(r, view.id)).toMatchObject({ status: "waiting", every: 2 * MIN, input: "b", nextRunAt: t0 + 2 * MIN });
+    expect(edited).toMatchObject({
+      id: view.id,
+      status: "active",
+      every: 2 * MIN,
+      cron: null,
+      timezone: null,
+      input: "b",
+      nextRunAt: t0 + 2 * MIN,
+      runs: 0,
+    });
+    expect(await stored(r, view.id)).toMatchObject({
+      status: "waiting",
+      every: 2 * MIN,
+      input: "b",
+      nextRunAt: t0 + 2 * MIN,
+    });
     await until(async () => (await driverOf(r)).nextWake === t0 + 2 * MIN, "asleep until the edited occurrence");
     await advanceTo(r, t0 + MIN);
     expect(await schedule(r, view.id)).toMatchObject({ runs: 0 });
@@ -459,8 +673,18 @@ describe("pausing and editing a schedule", () => {
 
     // To a cron expression in a timezone, then only the timezone.
     const cron = await patch(r, view.id, { cron: "0 9 * * *", timezone: "Europe/Berlin" });
-    expect(cron).toMatchObject({ id: view.id, every: null, cron: "0 9 * * *", timezone: "Europe/Berlin", runs: 1, lastRunAt: t0 + 2 * MIN });
-    const at = (zone: string, ms: number) => new Intl.DateTimeFormat("en-GB", { timeZone: zone, hour: "2-digit", minute: "2-digit", hour12: false }).format(new Date(ms));
+    expect(cron).toMatchObject({
+      id: view.id,
+      every: null,
+      cron: "0 9 * * *",
+      timezone: "Europe/Berlin",
+      runs: 1,
+      lastRunAt: t0 + 2 * MIN,
+    });
+    const at = (zone: string, ms: number) =>
+      new Intl.DateTimeFormat("en-GB", { timeZone: zone, hour: "2-digit", minute: "2-digit", hour12: false }).format(
+        new Date(ms),
+      );
     expect(at("Europe/Berlin", cron.nextRunAt as number)).toBe("09:00");
     expect(cron.nextRunAt as number).toBeGreaterThan(seams.time.now);
     const zone = await patch(r, view.id, { timezone: "America/New_York" });
@@ -470,9 +694,21 @@ describe("pausing and editing a schedule", () => {
 
     // An edit while paused applies and the schedule stays paused; the resume runs on the edited grid.
     await patch(r, view.id, { paused: true });
-    expect(await patch(r, view.id, { every: 5 * MIN, mode: "nextRun", catchUp: "none" })).toMatchObject({ status: "paused", every: 5 * MIN, cron: null, timezone: null, mode: "nextRun", catchUp: "none", nextRunAt: null });
+    expect(await patch(r, view.id, { every: 5 * MIN, mode: "nextRun", catchUp: "none" })).toMatchObject({
+      status: "paused",
+      every: 5 * MIN,
+      cron: null,
+      timezone: null,
+      mode: "nextRun",
+      catchUp: "none",
+      nextRunAt: null,
+    });
     const now = seams.time.now;
-    expect(await patch(r, view.id, { paused: false })).toMatchObject({ status: "active", every: 5 * MIN, nextRunAt: now + 5 * MIN });
+    expect(await patch(r, view.id, { paused: false })).toMatchObject({
+      status: "active",
+      every: 5 * MIN,
+      nextRunAt: now + 5 * MIN,
+    });
 
     // Bad edits are refused naming the field and write nothing.
     const before = await lastSeq(TENANT, r.name);
@@ -492,43 +728,61 @@ describe("pausing and editing a schedule", () => {
       expect((await json<{ field?: string }>(res)).field, JSON.stringify(body)).toBe(field);
     }
     expect(await lastSeq(TENANT, r.name)).toBe(before);
-    const list = await json<{ items: ScheduleView[] }>(await call("GET", `/v1/sessions/${r.name}/schedules?all=true`, { token: r.token }));
+    const list = await json<{ items: ScheduleView[] }>(
+      await call("GET", `/v1/sessions/${r.name}/schedules?all=true`, { token: r.token }),
+    );
     expect(list.items.map((s) => s.id)).toEqual([view.id]);
   });
 });
 
 describe("one pending occurrence per schedule", () => {
   async function inbox(name: string, t: string): Promise<{ id: number; waiting: boolean }[]> {
-    const snapshot = await json<{ inbox: { id: number; waiting: boolean }[] }>(await call("GET", `/v1/sessions/${name}/conversations/root`, { token: t }));
+    const snapshot = await json<{ inbox: { id: number; waiting: boolean }[] }>(
+      await call("GET", `/v1/sessions/${name}/conversations/root`, { token: t }),
+    );
     return snapshot.inbox;
   }
 
-  it("A schedule queues at most one pending occurrence: behind a turn that does not end, later occurrences are counted skipped", { timeout: 60_000 }, async () => {
-    const name = uniqueSession("pending-busy");
-    const t = await token(TENANT, "client");
-    // echo-slow paces its answer in real time: the first turn stays live while the clock passes occurrences.
-    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
-    const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
-    const r: Rig = { name, token: t, stub: ns.get(ns.idFromName(`${TENANT}:${name}`)) };
-    const t0 = seams.time.now;
-    const long = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, { token: t, body: { input: "a long answer that streams for a while so that the turn stays live. ".repeat(20) } });
-    expect(long.status).toBeLessThan(300);
-    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${name}/schedules`, { token: t, body: { input: "tick", every: 60_000 } }));
-    for (let k = 1; k <= 4; k++) {
-      await advanceTo(r, t0 + k * 60_000);
-      await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + (k + 1) * 60_000, `occurrence ${k}`);
-    }
-    // The first occurrence is queued behind the turn; the three after it found it still pending.
-    const after = await schedule(r, view.id);
-    expect(after).toMatchObject({ runs: 1, skipped: 3, lastRunAt: t0 + 60_000 });
-    expect((await inbox(name, t)).map((item) => item.id)).toEqual([after.lastInputId]);
-    await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t, body: {} });
-  });
+  it(
+    "A schedule queues at most one pending occurrence: behind a turn that does not end, later occurrences are counted skipped",
+    { timeout: 60_000 },
+    async () => {
+      const name = uniqueSession("pending-busy");
+      const t = await token(TENANT, "client");
+      // echo-slow paces its answer in real time: the first turn stays live while the clock passes occurrences.
+      expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+      const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
+      const r: Rig = { name, token: t, stub: ns.get(ns.idFromName(`${TENANT}:${name}`)) };
+      const t0 = seams.time.now;
+      const long = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, {
+        token: t,
+        body: { input: "a long answer that streams for a while so that the turn stays live. ".repeat(20) },
+      });
+      expect(long.status).toBeLessThan(300);
+      const view = await json<ScheduleView>(
+        await call("POST", `/v1/sessions/${name}/schedules`, { token: t, body: { input: "tick", every: 60_000 } }),
+      );
+      for (let k = 1; k <= 4; k++) {
+        await advanceTo(r, t0 + k * 60_000);
+        await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + (k + 1) * 60_000, `occurrence ${k}`);
+      }
+      // The first occurrence is queued behind the turn; the three after it found it still pending.
+      const after = await schedule(r, view.id);
+      expect(after).toMatchObject({ runs: 1, skipped: 3, lastRunAt: t0 + 60_000 });
+      expect((await inbox(name, t)).map((item) => item.id)).toEqual([after.lastInputId]);
+      await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t, body: {} });
+    },
+  );
 
   it("A nextRun schedule keeps one queued input, not one per occurrence; once it is placed the next occurrence queues again", async () => {
     const r = await rig("pending-next-run");
     const t0 = seams.time.now;
-    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "later", every: 60_000, mode: "nextRun" } }));
+    const view = await json<ScheduleView>(
+      await call("POST", `/v1/sessions/${r.name}/schedules`, {
+        token: r.token,
+        body: { input: "later", every: 60_000, mode: "nextRun" },
+      }),
+    );
     for (let k = 1; k <= 3; k++) {
       await advanceTo(r, t0 + k * 60_000);
       await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + (k + 1) * 60_000, `occurrence ${k}`);
@@ -537,7 +791,10 @@ describe("one pending occurrence per schedule", () => {
     expect(first).toMatchObject({ runs: 1, skipped: 2, lastRunAt: t0 + 60_000 });
     expect((await inbox(r.name, r.token)).map((item) => item.id)).toEqual([first.lastInputId]);
     // An explicit accept places the queued nextRun input: the next occurrence queues one again.
-    const accepted = await call("POST", `/v1/sessions/${r.name}/conversations/root/inputs`, { token: r.token, body: { input: "now" } });
+    const accepted = await call("POST", `/v1/sessions/${r.name}/conversations/root/inputs`, {
+      token: r.token,
+      body: { input: "now" },
+    });
     expect(accepted.status).toBeLessThan(300);
     await until(async () => (await inbox(r.name, r.token)).length === 0, "the nextRun input placed");
     await advanceTo(r, t0 + 4 * 60_000);
@@ -549,49 +806,69 @@ describe("one pending occurrence per schedule", () => {
 });
 
 describe("schedules: delete mid-run", () => {
-  it("DELETE while an occurrence's input is being answered ends the schedule; that input is answered once; no further occurrence fires, even when the alarm is delivered again", { timeout: 60_000 }, async () => {
-    const name = uniqueSession("delete-mid-run");
-    const t = await token(TENANT, "client");
-    // echo-slow paces its answer in real time (~200 ms per 16 characters): the occurrence's turn stays live for seconds.
-    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
-    const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
-    const r: { -readonly [K in keyof Rig]: Rig[K] } = { name, token: t, stub: ns.get(ns.idFromName(`${TENANT}:${name}`)) };
-    const t0 = seams.time.now;
-    const text = "a scheduled question whose answer takes a while to stream: ".repeat(5);
-    const view = await json<ScheduleView>(await call("POST", `/v1/sessions/${name}/schedules`, { token: t, body: { input: text, every: 60_000 } }));
+  it(
+    "DELETE while an occurrence's input is being answered ends the schedule; that input is answered once; no further occurrence fires, even when the alarm is delivered again",
+    { timeout: 60_000 },
+    async () => {
+      const name = uniqueSession("delete-mid-run");
+      const t = await token(TENANT, "client");
+      // echo-slow paces its answer in real time (~200 ms per 16 characters): the occurrence's turn stays live for
+      // seconds.
+      expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+      const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
+      const r: { -readonly [K in keyof Rig]: Rig[K] } = {
+        name,
+        token: t,
+        stub: ns.get(ns.idFromName(`${TENANT}:${name}`)),
+      };
+      const t0 = seams.time.now;
+      const text = "a scheduled question whose answer takes a while to stream: ".repeat(5);
+      const view = await json<ScheduleView>(
+        await call("POST", `/v1/sessions/${name}/schedules`, { token: t, body: { input: text, every: 60_000 } }),
+      );
 
-    await advanceTo(r, t0 + 60_000);
-    await until(async () => (await schedule(r, view.id)).runs === 1, "the first occurrence accepted");
-    const { lastInputId } = await schedule(r, view.id);
-    const result = async () => (await json<{ result: { status: string; answer?: number } }>(await call("GET", `/v1/sessions/${name}/inputs/${lastInputId}`, { token: t }))).result;
-    expect((await result()).status).toBe("placed"); // being answered
+      await advanceTo(r, t0 + 60_000);
+      await until(async () => (await schedule(r, view.id)).runs === 1, "the first occurrence accepted");
+      const { lastInputId } = await schedule(r, view.id);
+      const result = async () =>
+        (
+          await json<{ result: { status: string; answer?: number } }>(
+            await call("GET", `/v1/sessions/${name}/inputs/${lastInputId}`, { token: t }),
+          )
+        ).result;
+      expect((await result()).status).toBe("placed"); // being answered
 
-    const deleted = await call("DELETE", `/v1/sessions/${name}/schedules/${view.id}`, { token: t });
-    expect(deleted.status).toBe(200);
-    expect(await json<ScheduleView>(deleted)).toMatchObject({ status: "ended", nextRunAt: null, runs: 1 });
-    // The schedule ended while its occurrence's turn was still running: that turn is the conversation's,
-    // not the schedule's, and runs on.
-    expect((await result()).status).toBe("placed");
-    for (let i = 0; i < 400 && ["queued", "placed"].includes((await result()).status); i++) await new Promise((resolve) => setTimeout(resolve, 50));
-    expect((await result()).status).toBe("done");
-    const answers = await json<{ items: { id: number; model?: { content: unknown }[] }[] }>(
-      await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=assistant&limit=100`, { token: t }),
-    );
-    expect(answers.items).toHaveLength(1);
-    expect(answers.items[0]?.id).toBe((await result()).answer);
+      const deleted = await call("DELETE", `/v1/sessions/${name}/schedules/${view.id}`, { token: t });
+      expect(deleted.status).toBe(200);
+      expect(await json<ScheduleView>(deleted)).toMatchObject({ status: "ended", nextRunAt: null, runs: 1 });
+      // The schedule ended while its occurrence's turn was still running: that turn is the conversation's,
+      // not the schedule's, and runs on.
+      expect((await result()).status).toBe("placed");
+      for (let i = 0; i < 400 && ["queued", "placed"].includes((await result()).status); i++)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect((await result()).status).toBe("done");
+      const answers = await json<{ items: { id: number; model?: { content: unknown }[] }[] }>(
+        await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=assistant&limit=100`, { token: t }),
+      );
+      expect(answers.items).toHaveLength(1);
+      expect(answers.items[0]?.id).toBe((await result()).answer);
 
-    // Later occurrences: the clock passes them and the alarm is delivered (twice); nothing is accepted.
-    await advanceTo(r, t0 + 240_000);
-    await runDurableObjectAlarm(r.stub);
-    await abortAllDurableObjects();
-    seams.time.now = t0 + 400_000;
-    r.stub = ns.get(ns.idFromName(`${TENANT}:${name}`)); // a fresh instance, opened by the alarm
-    await runDurableObjectAlarm(r.stub);
-    expect(await userTexts(r)).toEqual([text]);
-    expect(await schedule(r, view.id)).toMatchObject({ status: "ended", runs: 1, nextRunAt: null });
-    const live = await runInDurableObject(r.stub, (_i, state) => state.storage.sql.exec("SELECT count(*) AS n FROM tasks WHERE role != 'terminal'").one()["n"]);
-    expect(live).toBe(0);
-  });
+      // Later occurrences: the clock passes them and the alarm is delivered (twice); nothing is accepted.
+      await advanceTo(r, t0 + 240_000);
+      await runDurableObjectAlarm(r.stub);
+      await abortAllDurableObjects();
+      seams.time.now = t0 + 400_000;
+      r.stub = ns.get(ns.idFromName(`${TENANT}:${name}`)); // a fresh instance, opened by the alarm
+      await runDurableObjectAlarm(r.stub);
+      expect(await userTexts(r)).toEqual([text]);
+      expect(await schedule(r, view.id)).toMatchObject({ status: "ended", runs: 1, nextRunAt: null });
+      const live = await runInDurableObject(
+        r.stub,
+        (_i, state) => state.storage.sql.exec("SELECT count(*) AS n FROM tasks WHERE role != 'terminal'").one()["n"],
+      );
+      expect(live).toBe(0);
+    },
+  );
 });
 
 describe("schedules share the one alarm", () => {
@@ -618,7 +895,11 @@ describe("schedules share the one alarm", () => {
       const h = harnessOf(instance);
       await h.commit((tx) => {
         for (let i = 0; i < 990; i++) {
-          const state = newSchedule({ conversationId: h.rootId, input: `s${i}`, mode: "nextRun", every: 3_600_000, cron: null, timezone: null }, t0, bulkFirst + i * 1000);
+          const state = newSchedule(
+            { conversationId: h.rootId, input: `s${i}`, mode: "nextRun", every: 3_600_000, cron: null, timezone: null },
+            t0,
+            bulkFirst + i * 1000,
+          );
           tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state });
         }
       }, BACKGROUND_CONTEXT);
@@ -629,7 +910,10 @@ describe("schedules share the one alarm", () => {
 
     // Five schedules over HTTP, each earlier than all before it: the earliest changes five times, five writes.
     const post = async (startAt: number): Promise<void> => {
-      const res = await call("POST", `/v1/sessions/${r.name}/schedules`, { token: r.token, body: { input: "p", every: 3_600_000, startAt, mode: "nextRun" } });
+      const res = await call("POST", `/v1/sessions/${r.name}/schedules`, {
+        token: r.token,
+        body: { input: "p", every: 3_600_000, startAt, mode: "nextRun" },
+      });
       expect(res.status).toBe(201);
     };
     for (let k = 1; k <= 5; k++) {
@@ -642,7 +926,11 @@ describe("schedules share the one alarm", () => {
     for (const startAt of [bulkFirst + 500, bulkFirst - 4_500, bulkFirst + 9_000, t0 + 3_600_000, t0 + 86_400_000]) {
       await post(startAt);
     }
-    const parked = () => runInDurableObject(r.stub, (instance: SessionObject) => ({ live: harnessOf(instance).driver.liveCount(), busy: harnessOf(instance).driver.busy }));
+    const parked = () =>
+      runInDurableObject(r.stub, (instance: SessionObject) => ({
+        live: harnessOf(instance).driver.liveCount(),
+        busy: harnessOf(instance).driver.busy,
+      }));
     await until(async () => (await parked()).live === 1000 && !(await parked()).busy, "all 1,000 schedules asleep");
     expect(await alarm()).toBe(bulkFirst - 5000);
     expect(await stats()).toEqual(earlier);
@@ -658,7 +946,13 @@ describe("schedules share the one alarm", () => {
     expect(after.sets).toBe(after.changes);
   };
 
-  it("1,000 schedules in one session: one alarm at the earliest due time, setAlarm only when the earliest changes", thousand("thousand", 20_000));
+  it(
+    "1,000 schedules in one session: one alarm at the earliest due time, setAlarm only when the earliest changes",
+    thousand("thousand", 20_000),
+  );
   // 45 s: beyond the 30 s heartbeat, before the directory's activity update (a minute after creation).
-  it("1,000 schedules due beyond the heartbeat interval: setAlarm only when the earliest changes", thousand("thousand-far", 45_000));
+  it(
+    "1,000 schedules due beyond the heartbeat interval: setAlarm only when the earliest changes",
+    thousand("thousand-far", 45_000),
+  );
 });

@@ -60,7 +60,11 @@ describe("templates: the operator's routes", () => {
     const list = await call("GET", "/v1/templates", { token: op });
     expect(await json(list)).toEqual({ items: [] });
     // Not JSON at all is the body's problem, not the template's.
-    const raw = await call("PUT", "/v1/templates/ok", { token: op, rawBody: "{", headers: { "content-type": "application/json" } });
+    const raw = await call("PUT", "/v1/templates/ok", {
+      token: op,
+      rawBody: "{",
+      headers: { "content-type": "application/json" },
+    });
     expect(raw.status).toBe(400);
     expect((await json(raw))["code"]).toBe("invalid_json");
   });
@@ -75,14 +79,26 @@ describe("templates: the operator's routes", () => {
     const etag = created.headers.get("etag");
     expect(etag).toBe(`"${String(record["version"])}"`);
 
-    const replaced = await call("PUT", "/v1/templates/support", { token: op, body: { ...SUPPORT, thinking: "high" }, headers: { "if-match": etag ?? "" } });
+    const replaced = await call("PUT", "/v1/templates/support", {
+      token: op,
+      body: { ...SUPPORT, thinking: "high" },
+      headers: { "if-match": etag ?? "" },
+    });
     expect(replaced.status).toBe(200);
     const current = replaced.headers.get("etag") ?? "";
     expect(current).not.toBe(etag);
-    const stale = await call("PUT", "/v1/templates/support", { token: op, body: SUPPORT, headers: { "if-match": etag ?? "" } });
+    const stale = await call("PUT", "/v1/templates/support", {
+      token: op,
+      body: SUPPORT,
+      headers: { "if-match": etag ?? "" },
+    });
     expect(stale.status).toBe(412);
     expect((await json(stale))["code"]).toBe("precondition_failed");
-    const absent = await call("PUT", "/v1/templates/nobody", { token: op, body: SUPPORT, headers: { "if-match": "*" } });
+    const absent = await call("PUT", "/v1/templates/nobody", {
+      token: op,
+      body: SUPPORT,
+      headers: { "if-match": "*" },
+    });
     expect(absent.status).toBe(412);
 
     const got = await call("GET", "/v1/templates/support", { token: op });
@@ -90,11 +106,15 @@ describe("templates: the operator's routes", () => {
     expect(got.headers.get("etag")).toBe(current);
     expect((await json(got))["thinking"]).toBe("high");
     await call("PUT", "/v1/templates/minimal", { token: op, body: {} });
-    const list = await json<{ items: { name: string; userSettable: string[] }[] }>(await call("GET", "/v1/templates", { token: op }));
+    const list = await json<{ items: { name: string; userSettable: string[] }[] }>(
+      await call("GET", "/v1/templates", { token: op }),
+    );
     expect(list.items.map((t) => t.name)).toEqual(["minimal", "support"]);
     expect(list.items[0]?.userSettable).toEqual([]);
 
-    expect((await call("DELETE", "/v1/templates/support", { token: op, headers: { "if-match": etag ?? "" } })).status).toBe(412);
+    expect(
+      (await call("DELETE", "/v1/templates/support", { token: op, headers: { "if-match": etag ?? "" } })).status,
+    ).toBe(412);
     const deleted = await call("DELETE", "/v1/templates/support", { token: op, headers: { "if-match": current } });
     expect(deleted.status).toBe(200);
     expect(await json(deleted)).toEqual({ name: "support", deleted: true });
@@ -109,7 +129,10 @@ describe("templates: the operator's routes", () => {
     }
     // A session from a template that does not exist: 404 template_not_found, nothing created.
     const name = uniqueSession("from-nothing");
-    const refused = await call("PUT", `/v1/sessions/${name}`, { token: await user(tenant, "alice"), body: { template: "support" } });
+    const refused = await call("PUT", `/v1/sessions/${name}`, {
+      token: await user(tenant, "alice"),
+      body: { template: "support" },
+    });
     expect(refused.status).toBe(404);
     expect((await json(refused))["code"]).toBe("template_not_found");
     expect(await exists(tenant, name)).toBe(false);
@@ -121,7 +144,10 @@ describe("templates: the tools they name", () => {
     const tenant = uniqueSession("tpl-tools");
     const op = await operator(tenant);
     const put = (name: string, selectedTools: readonly string[]): Promise<Response> =>
-      call("PUT", `/v1/templates/${name}`, { token: op, body: { model: "echo/echo", selectedTools, userSettable: ["title"] } });
+      call("PUT", `/v1/templates/${name}`, {
+        token: op,
+        body: { model: "echo/echo", selectedTools, userSettable: ["title"] },
+      });
 
     // Neither built in nor in the catalog: 422 naming the field, and no template is written.
     for (const [tools, field] of [
@@ -157,7 +183,10 @@ describe("templates: the tools they name", () => {
     // users still create sessions from it (the call would settle tool_removed).
     expect((await call("DELETE", "/v1/tools/lookup_order", { token: op })).status).toBe(200);
     const session = uniqueSession("tpl-tools-user");
-    const created = await call("PUT", `/v1/sessions/${session}`, { token: await user(tenant, "ann"), body: { template: "orders" } });
+    const created = await call("PUT", `/v1/sessions/${session}`, {
+      token: await user(tenant, "ann"),
+      body: { template: "orders" },
+    });
     expect(created.status, await created.clone().text()).toBe(201);
     // A template put now naming the deleted tool is refused: nothing can call it.
     const late = await put("late", ["lookup_order"]);
@@ -185,18 +214,37 @@ describe("templates: what users may set", () => {
       ["thinking", "max"],
       ["onInterrupt", "fail"],
     ] as const) {
-      const response = await call("PUT", `/v1/sessions/${name}`, { token: alice, body: { template: "support", [field]: value } });
+      const response = await call("PUT", `/v1/sessions/${name}`, {
+        token: alice,
+        body: { template: "support", [field]: value },
+      });
       expect(response.status, field).toBe(403);
       expect(await json(response), field).toMatchObject({ code: "forbidden", field });
     }
     expect(await exists(tenant, name)).toBe(false);
 
-    const created = await call("PUT", `/v1/sessions/${name}`, { token: alice, body: { template: "support", title: "mine", budgetMs: 60_000 } });
+    const created = await call("PUT", `/v1/sessions/${name}`, {
+      token: alice,
+      body: { template: "support", title: "mine", budgetMs: 60_000 },
+    });
     expect(created.status).toBe(201);
-    expect((await json<{ config: Record<string, unknown> }>(created)).config).toMatchObject({ model: "echo/echo", selectedTools: ["echo"], profile: "support-agent", thinking: "low", budgetMs: 60_000 });
+    expect((await json<{ config: Record<string, unknown> }>(created)).config).toMatchObject({
+      model: "echo/echo",
+      selectedTools: ["echo"],
+      profile: "support-agent",
+      thinking: "low",
+      budgetMs: 60_000,
+    });
 
     // The operator later lets users pick the model: sessions keep what their template said when created.
-    expect((await call("PUT", "/v1/templates/support", { token: op, body: { ...SUPPORT, userSettable: [...SUPPORT.userSettable, "model", "selectedTools"] } })).status).toBe(200);
+    expect(
+      (
+        await call("PUT", "/v1/templates/support", {
+          token: op,
+          body: { ...SUPPORT, userSettable: [...SUPPORT.userSettable, "model", "selectedTools"] },
+        })
+      ).status,
+    ).toBe(200);
 
     const config = `/v1/sessions/${name}/conversations/root/config`;
     const before = await json(await call("GET", config, { token: alice }));
@@ -221,7 +269,9 @@ describe("templates: what users may set", () => {
     const budget = await call("PATCH", config, { token: alice, body: { budgetMs: 5_000 } });
     expect(budget.status).toBe(200);
     expect((await json(budget))["budgetMs"]).toBe(5_000);
-    expect((await call("PATCH", `/v1/sessions/${name}`, { token: alice, body: { title: "renamed" } })).status).toBe(200);
+    expect((await call("PATCH", `/v1/sessions/${name}`, { token: alice, body: { title: "renamed" } })).status).toBe(
+      200,
+    );
 
     // Operators keep today's behaviour on the same session.
     const byOperator = await call("PATCH", config, { token: op, body: { model: "echo/echo-slow" } });
@@ -230,10 +280,15 @@ describe("templates: what users may set", () => {
 
     // A session created without a template lets a user set nothing, even one a grant lets reach it.
     const plain = uniqueSession("plain");
-    expect((await call("PUT", `/v1/sessions/${plain}`, { token: await token(tenant, "client"), body: {} })).status).toBe(201);
+    expect(
+      (await call("PUT", `/v1/sessions/${plain}`, { token: await token(tenant, "client"), body: {} })).status,
+    ).toBe(201);
     const granted = await token(tenant, "user", { sub: "alice", sessions: [plain] });
     expect((await call("GET", `/v1/sessions/${plain}`, { token: granted })).status).toBe(200);
-    const noTemplate = await call("PATCH", `/v1/sessions/${plain}/conversations/root/config`, { token: granted, body: { budgetMs: 5_000 } });
+    const noTemplate = await call("PATCH", `/v1/sessions/${plain}/conversations/root/config`, {
+      token: granted,
+      body: { budgetMs: 5_000 },
+    });
     expect(noTemplate.status).toBe(403);
     expect(await json(noTemplate)).toMatchObject({ code: "forbidden", field: "budgetMs" });
     const retitled = await call("PATCH", `/v1/sessions/${plain}`, { token: granted, body: { title: "mine now" } });
@@ -246,8 +301,15 @@ describe("templates: what users may set", () => {
     const op = await operator(tenant);
     await call("PUT", "/v1/templates/support", { token: op, body: SUPPORT });
     const name = uniqueSession("client-session");
-    const response = await call("PUT", `/v1/sessions/${name}`, { token: await token(tenant, "client"), body: { template: "support", model: "echo/echo-slow" } });
+    const response = await call("PUT", `/v1/sessions/${name}`, {
+      token: await token(tenant, "client"),
+      body: { template: "support", model: "echo/echo-slow" },
+    });
     expect(response.status).toBe(201);
-    expect((await json<{ config: Record<string, unknown> }>(response)).config).toMatchObject({ model: "echo/echo-slow", profile: "support-agent", thinking: "low" });
+    expect((await json<{ config: Record<string, unknown> }>(response)).config).toMatchObject({
+      model: "echo/echo-slow",
+      profile: "support-agent",
+      thinking: "low",
+    });
   });
 });

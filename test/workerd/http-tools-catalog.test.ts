@@ -36,7 +36,12 @@ async function operator(tenant: string): Promise<string> {
   return token(tenant, "operator");
 }
 
-async function putTool(tenant: string, name: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+async function putTool(
+  tenant: string,
+  name: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Response> {
   return call("PUT", `/v1/tools/${name}`, { token: await operator(tenant), body, headers });
 }
 
@@ -62,14 +67,23 @@ async function createSession(tenant: string, name: string, selectedTools: readon
 }
 
 async function say(tenant: string, session: string, input: string): Promise<void> {
-  const response = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: await token(tenant, "client"), body: { input } });
+  const response = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+    token: await token(tenant, "client"),
+    body: { input },
+  });
   expect(response.status).toBe(201);
   expect((await json<{ status: string }>(response)).status).toBe("done");
 }
 
 /** Every entry of the root conversation as text (what the model was offered is in its system entries). */
 async function transcript(tenant: string, session: string): Promise<string> {
-  return JSON.stringify(await json(await call("GET", `/v1/sessions/${session}/conversations/root/entries?limit=1000`, { token: await token(tenant, "client") })));
+  return JSON.stringify(
+    await json(
+      await call("GET", `/v1/sessions/${session}/conversations/root/entries?limit=1000`, {
+        token: await token(tenant, "client"),
+      }),
+    ),
+  );
 }
 
 describe("the tool catalog's routes", () => {
@@ -83,11 +97,23 @@ describe("the tool catalog's routes", () => {
       version: 1,
       updatedAt: expect.any(Number),
       deleted: false,
-      definition: { ...lookup, handler: { ...lookup.handler, timeoutMs: 30_000, idempotent: false }, approval: "never", onTimeout: "deny" },
+      definition: {
+        ...lookup,
+        handler: { ...lookup.handler, timeoutMs: 30_000, idempotent: false },
+        approval: "never",
+        onTimeout: "deny",
+      },
     });
     expect(created.headers.get("etag")).toBe('"1"');
 
-    const client = await putTool(tenant, "confirm", { description: "Ask the user", parameters: { type: "object" }, handler: { type: "client" }, approval: "always", approvalTimeoutMs: 60_000, onTimeout: "allow" });
+    const client = await putTool(tenant, "confirm", {
+      description: "Ask the user",
+      parameters: { type: "object" },
+      handler: { type: "client" },
+      approval: "always",
+      approvalTimeoutMs: 60_000,
+      onTimeout: "allow",
+    });
     expect(client.status).toBe(201);
     expect((await json<{ definition: unknown }>(client)).definition).toEqual({
       description: "Ask the user",
@@ -98,19 +124,29 @@ describe("the tool catalog's routes", () => {
       onTimeout: "allow",
     });
 
-    const replaced = await putTool(tenant, "lookup", { ...lookup, handler: { ...lookup.handler, timeoutMs: 5_000, idempotent: true } });
+    const replaced = await putTool(tenant, "lookup", {
+      ...lookup,
+      handler: { ...lookup.handler, timeoutMs: 5_000, idempotent: true },
+    });
     expect(replaced.status).toBe(200);
     expect(replaced.headers.get("etag")).toBe('"3"');
 
     const got = await call("GET", "/v1/tools/lookup", { token: await operator(tenant) });
     expect(got.status).toBe(200);
     expect(got.headers.get("etag")).toBe('"3"');
-    expect((await json<{ definition: { handler: unknown } }>(got)).definition.handler).toEqual({ type: "http", url: lookup.handler.url, timeoutMs: 5_000, idempotent: true });
+    expect((await json<{ definition: { handler: unknown } }>(got)).definition.handler).toEqual({
+      type: "http",
+      url: lookup.handler.url,
+      timeoutMs: 5_000,
+      idempotent: true,
+    });
 
     const list = await call("GET", "/v1/tools", { token: await operator(tenant) });
     expect(list.status).toBe(200);
     expect(list.headers.get("etag")).toBe('"3"');
-    expect((await json<{ items: { name: string; version: number }[] }>(list)).items.map((item) => [item.name, item.version])).toEqual([
+    expect(
+      (await json<{ items: { name: string; version: number }[] }>(list)).items.map((item) => [item.name, item.version]),
+    ).toEqual([
       ["confirm", 2],
       ["lookup", 3],
     ]);
@@ -134,7 +170,9 @@ describe("the tool catalog's routes", () => {
     expect((await call("GET", "/v1/tools/never", { token: await operator(tenant) })).status).toBe(404);
 
     // The tombstone stays in the catalog sessions read (a deleted tool stays selectable).
-    expect((await snapshot(tenant)).records).toEqual([{ name: "lookup", version: 2, updatedAt: expect.any(Number), deleted: true }]);
+    expect((await snapshot(tenant)).records).toEqual([
+      { name: "lookup", version: 2, updatedAt: expect.any(Number), deleted: true },
+    ]);
 
     const revived = await putTool(tenant, "lookup", lookup);
     expect(revived.status).toBe(201);
@@ -153,25 +191,39 @@ describe("the tool catalog's routes", () => {
     const stale = await putTool(tenant, "lookup", { ...lookup, description: "changed" }, { "if-match": '"7"' });
     expect(stale.status).toBe(412);
     expect((await json(stale))["detail"]).toContain("version 1");
-    const staleDelete = await call("DELETE", "/v1/tools/lookup", { token: await operator(tenant), headers: { "if-match": '"7"' } });
+    const staleDelete = await call("DELETE", "/v1/tools/lookup", {
+      token: await operator(tenant),
+      headers: { "if-match": '"7"' },
+    });
     expect(staleDelete.status).toBe(412);
-    expect(await snapshot(tenant)).toMatchObject({ version: 1, records: [{ name: "lookup", version: 1, deleted: false, definition: { description: lookup.description } }] });
+    expect(await snapshot(tenant)).toMatchObject({
+      version: 1,
+      records: [{ name: "lookup", version: 1, deleted: false, definition: { description: lookup.description } }],
+    });
 
-    const bad = await putTool(tenant, "lookup", lookup, { "if-match": "W/\"1\"" });
+    const bad = await putTool(tenant, "lookup", lookup, { "if-match": 'W/"1"' });
     expect(bad.status).toBe(400);
     expect((await json(bad))["code"]).toBe("invalid_header");
 
     const current = await putTool(tenant, "lookup", { ...lookup, description: "changed" }, { "if-match": '"1"' });
     expect(current.status).toBe(200);
     expect(current.headers.get("etag")).toBe('"2"');
-    expect((await call("DELETE", "/v1/tools/lookup", { token: await operator(tenant), headers: { "if-match": "*" } })).status).toBe(200);
+    expect(
+      (await call("DELETE", "/v1/tools/lookup", { token: await operator(tenant), headers: { "if-match": "*" } }))
+        .status,
+    ).toBe(200);
   });
 
   it("refuses a client or agent token (403) and a request without a token (401)", async () => {
     const tenant = freshTenant("auth");
     for (const role of ["client", "agent"] as const) {
       const who = await token(tenant, role, role === "agent" ? { sessions: ["rig"] } : {});
-      for (const [method, path, body] of [["PUT", "/v1/tools/lookup", lookup], ["GET", "/v1/tools", undefined], ["GET", "/v1/tools/lookup", undefined], ["DELETE", "/v1/tools/lookup", undefined]] as const) {
+      for (const [method, path, body] of [
+        ["PUT", "/v1/tools/lookup", lookup],
+        ["GET", "/v1/tools", undefined],
+        ["GET", "/v1/tools/lookup", undefined],
+        ["DELETE", "/v1/tools/lookup", undefined],
+      ] as const) {
         const response = await call(method, path, { token: who, ...(body === undefined ? {} : { body }) });
         expect(response.status, `${role} ${method} ${path}`).toBe(403);
       }
@@ -193,12 +245,24 @@ describe("the tool catalog's routes", () => {
       { body: { ...lookup, description: "x".repeat(4097) }, field: "description" },
       { body: { ...lookup, parameters: { type: "array" } }, field: "parameters" },
       { body: { ...lookup, parameters: "object" }, field: "parameters" },
-      { body: { ...lookup, parameters: { type: "object", properties: { a: { type: "string", pattern: "(" } } } }, field: "parameters" },
-      { body: { ...lookup, parameters: { type: "object", properties: { a: { $ref: "#/$defs/missing" } } } }, field: "parameters" },
+      {
+        body: { ...lookup, parameters: { type: "object", properties: { a: { type: "string", pattern: "(" } } } },
+        field: "parameters",
+      },
+      {
+        body: { ...lookup, parameters: { type: "object", properties: { a: { $ref: "#/$defs/missing" } } } },
+        field: "parameters",
+      },
       { body: { ...lookup, handler: { type: "http", url: "ftp://products.example/x" } }, field: "handler.url" },
       { body: { ...lookup, handler: { type: "http", url: "not a url" } }, field: "handler.url" },
-      { body: { ...lookup, handler: { type: "http", url: lookup.handler.url, timeoutMs: 999 } }, field: "handler.timeoutMs" },
-      { body: { ...lookup, handler: { type: "http", url: lookup.handler.url, timeoutMs: 600_001 } }, field: "handler.timeoutMs" },
+      {
+        body: { ...lookup, handler: { type: "http", url: lookup.handler.url, timeoutMs: 999 } },
+        field: "handler.timeoutMs",
+      },
+      {
+        body: { ...lookup, handler: { type: "http", url: lookup.handler.url, timeoutMs: 600_001 } },
+        field: "handler.timeoutMs",
+      },
       { body: { ...lookup, handler: { type: "client", timeoutMs: 604_800_001 } }, field: "handler.timeoutMs" },
       { body: { ...lookup, handler: { type: "client", timeoutMs: 999 } }, field: "handler.timeoutMs" },
       { body: { ...lookup, handler: { type: "mcp" } }, field: "handler.type" },
@@ -212,9 +276,16 @@ describe("the tool catalog's routes", () => {
       const name = refused.name ?? "lookup";
       const response = await putTool(tenant, encodeURIComponent(name), refused.body);
       const problem = await json(response);
-      expect([response.status, problem["code"], problem["field"]], `${name} ${JSON.stringify(refused.body).slice(0, 120)}`).toEqual([422, "invalid_tool", refused.field]);
+      expect(
+        [response.status, problem["code"], problem["field"]],
+        `${name} ${JSON.stringify(refused.body).slice(0, 120)}`,
+      ).toEqual([422, "invalid_tool", refused.field]);
     }
-    const notJson = await call("PUT", "/v1/tools/lookup", { token: await operator(tenant), rawBody: "{", headers: { "content-type": "application/json" } });
+    const notJson = await call("PUT", "/v1/tools/lookup", {
+      token: await operator(tenant),
+      rawBody: "{",
+      headers: { "content-type": "application/json" },
+    });
     expect(notJson.status).toBe(400);
     expect((await snapshot(tenant)).version).toBe(0);
   });
@@ -224,8 +295,16 @@ describe("the tool catalog's routes", () => {
     const body = { ...lookup, handler: { type: "http", url: "http://localhost:8788/tools" } };
     expect(workerEnv.ENVIRONMENT).toBe("development");
     const request = async (): Promise<Request> =>
-      new Request(`${BASE}/v1/tools/local`, { method: "PUT", headers: { authorization: `Bearer ${await operator(tenant)}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-    const production = await app.fetch(await request(), { ...workerEnv, ENVIRONMENT: "production" }, createExecutionContext());
+      new Request(`${BASE}/v1/tools/local`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${await operator(tenant)}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const production = await app.fetch(
+      await request(),
+      { ...workerEnv, ENVIRONMENT: "production" },
+      createExecutionContext(),
+    );
     expect(production.status).toBe(422);
     expect((await json(production))["field"]).toBe("handler.url");
     expect((await snapshot(tenant)).version).toBe(0);
@@ -240,9 +319,16 @@ describe("the tool catalog's routes", () => {
     expect(tooLarge.status).toBe(422);
     expect((await json(tooLarge))["field"]).toBe("parameters");
     const stub = directoryStub(workerEnv, tenant);
-    const directory = workerEnv.DIRECTORY.get(workerEnv.DIRECTORY.idFromName(tenant)) as DurableObjectStub<DirectoryObject>;
+    const directory = workerEnv.DIRECTORY.get(
+      workerEnv.DIRECTORY.idFromName(tenant),
+    ) as DurableObjectStub<DirectoryObject>;
     await runInDurableObject(directory, (instance: DirectoryObject) => {
-      const definition: ToolDefinition = { ...lookup, handler: { type: "http", url: lookup.handler.url, timeoutMs: 30_000, idempotent: false }, approval: "never", onTimeout: "deny" };
+      const definition: ToolDefinition = {
+        ...lookup,
+        handler: { type: "http", url: lookup.handler.url, timeoutMs: 30_000, idempotent: false },
+        approval: "never",
+        onTimeout: "deny",
+      };
       for (let i = 0; i < 200; i++) instance.putTool(`t${i}`, definition);
     });
     expect((await stub.listTools()).items).toHaveLength(200);
@@ -262,14 +348,21 @@ describe("the tool catalog's routes", () => {
     expect(record).toMatchObject({ name: "lookup", version: 1, deleted: false, definition: { approval: "never" } });
     expect((await tools.list()).items.map((item) => item.name)).toEqual(["lookup"]);
     expect(await tools.get("lookup")).toEqual(record);
-    const replaced = await tools.put("lookup", { ...lookup, description: "v2" } as Parameters<typeof tools.put>[1], { ifMatch: record.version });
+    const replaced = await tools.put("lookup", { ...lookup, description: "v2" } as Parameters<typeof tools.put>[1], {
+      ifMatch: record.version,
+    });
     expect(replaced.version).toBe(2);
     await expect(tools.delete("lookup", { ifMatch: 1 })).rejects.toMatchObject({ status: 412 });
     expect(await tools.delete("lookup", { ifMatch: 2 })).toEqual({ name: "lookup", deleted: true, version: 3 });
     const missing = await tools.get("lookup").catch((error: unknown) => error);
     expect(missing).toBeInstanceOf(PicoApiError);
     expect((missing as PicoApiError).status).toBe(404);
-    const forbidden = await (await client(tenant, "client")).tools().list().catch((error: unknown) => error);
+    const forbidden = await (
+      await client(tenant, "client")
+    )
+      .tools()
+      .list()
+      .catch((error: unknown) => error);
     expect((forbidden as PicoApiError).status).toBe(403);
   });
 });
@@ -287,11 +380,20 @@ describe("sessions and the catalog", () => {
     expect(await json(unknown)).toMatchObject({ code: "unknown_tool", field: "selectedTools.1" });
 
     const patch = async (selectedTools: readonly string[]): Promise<Response> =>
-      call("PATCH", `/v1/sessions/${name}/conversations/root/config`, { token: await token(tenant, "client"), body: { selectedTools } });
+      call("PATCH", `/v1/sessions/${name}/conversations/root/config`, {
+        token: await token(tenant, "client"),
+        body: { selectedTools },
+      });
     const refused = await patch(["lookup", "nope"]);
     expect(refused.status).toBe(422);
     expect(await json(refused)).toMatchObject({ code: "unknown_tool", field: "selectedTools.1" });
-    expect((await json<{ selectedTools: string[] }>(await call("GET", `/v1/sessions/${name}/conversations/root/config`, { token: await token(tenant, "client") }))).selectedTools).toEqual(["echo", "lookup"]);
+    expect(
+      (
+        await json<{ selectedTools: string[] }>(
+          await call("GET", `/v1/sessions/${name}/conversations/root/config`, { token: await token(tenant, "client") }),
+        )
+      ).selectedTools,
+    ).toEqual(["echo", "lookup"]);
     expect((await patch(["lookup"])).status).toBe(200);
     // Another tenant's tool of the same name is not this tenant's.
     const other = freshTenant("select-other");
@@ -306,7 +408,10 @@ describe("sessions and the catalog", () => {
     expect((await createSession(tenant, name, ["first"])).status).toBe(201);
     // The session's copy is fresh for an hour, yet a name it does not know makes it read again.
     await putTool(tenant, "second", lookup);
-    const patched = await call("PATCH", `/v1/sessions/${name}/conversations/root/config`, { token: await token(tenant, "client"), body: { selectedTools: ["first", "second"] } });
+    const patched = await call("PATCH", `/v1/sessions/${name}/conversations/root/config`, {
+      token: await token(tenant, "client"),
+      body: { selectedTools: ["first", "second"] },
+    });
     expect(patched.status).toBe(200);
     expect((await json<{ selectedTools: string[] }>(patched)).selectedTools).toEqual(["first", "second"]);
   });
@@ -338,7 +443,10 @@ describe("sessions and the catalog", () => {
     expect((await createSession(tenant, builtin, ["echo", "job"])).status).toBe(201);
     await say(tenant, builtin, "hello");
     await say(tenant, builtin, "again");
-    const patched = await call("PATCH", `/v1/sessions/${builtin}/conversations/root/config`, { token: await token(tenant, "client"), body: { selectedTools: ["echo"] } });
+    const patched = await call("PATCH", `/v1/sessions/${builtin}/conversations/root/config`, {
+      token: await token(tenant, "client"),
+      body: { selectedTools: ["echo"] },
+    });
     expect(patched.status).toBe(200);
     expect(reads).not.toHaveBeenCalled();
 
@@ -351,13 +459,25 @@ describe("sessions and the catalog", () => {
 });
 
 describe("CatalogCache", () => {
-  const definition: ToolDefinition = { description: "d", parameters: { type: "object" }, handler: { type: "client", timeoutMs: 1_000 }, approval: "never", onTimeout: "deny" };
+  const definition: ToolDefinition = {
+    description: "d",
+    parameters: { type: "object" },
+    handler: { type: "client", timeoutMs: 1_000 },
+    approval: "never",
+    onTimeout: "deny",
+  };
 
   it("reads at most once per TTL unless forced, sends its version, keeps its copy when the read fails or the version is unchanged", async () => {
     const time = new ManualTime();
     const asked: (number | undefined)[] = [];
     const reported: unknown[] = [];
-    let answer: () => Promise<CatalogSnapshot> = async () => ({ version: 2, records: [{ name: "a", version: 1, updatedAt: 0, deleted: false, definition }, { name: "b", version: 2, updatedAt: 0, deleted: true }] });
+    let answer: () => Promise<CatalogSnapshot> = async () => ({
+      version: 2,
+      records: [
+        { name: "a", version: 1, updatedAt: 0, deleted: false, definition },
+        { name: "b", version: 2, updatedAt: 0, deleted: true },
+      ],
+    });
     let tenant: string | undefined;
     const cache = new CatalogCache({
       tenant: () => tenant,
@@ -395,4 +515,3 @@ describe("CatalogCache", () => {
     expect(cache.capture("a")).toEqual({ name: "a", version: 1, definition });
   });
 });
-

@@ -23,28 +23,53 @@ afterEach(async () => {
 });
 
 /** Install the endpoint (and optionally a manual clock) for the next sessions and define the tenant's HTTP tools. */
-async function install(endpoint: Pick<ProductEndpoint, "fetch">, tools: Record<string, { idempotent?: boolean; timeoutMs?: number }>, time?: ManualTime): Promise<void> {
+async function install(
+  endpoint: Pick<ProductEndpoint, "fetch">,
+  tools: Record<string, { idempotent?: boolean; timeoutMs?: number }>,
+  time?: ManualTime,
+): Promise<void> {
   setHostSeams({ fetch: endpoint.fetch, ...(time === undefined ? {} : { clock: () => new ManualClock(time) }) });
   for (const [name, options] of Object.entries(tools)) await defineTool(TENANT, name, options);
 }
 
-async function createSession(name: string, tools: readonly string[], extra: Record<string, unknown> = {}): Promise<void> {
-  const response = await call("PUT", `/v1/sessions/${name}`, { token: await token(TENANT, "client"), body: { model: "echo", selectedTools: tools, ...extra } });
+async function createSession(
+  name: string,
+  tools: readonly string[],
+  extra: Record<string, unknown> = {},
+): Promise<void> {
+  const response = await call("PUT", `/v1/sessions/${name}`, {
+    token: await token(TENANT, "client"),
+    body: { model: "echo", selectedTools: tools, ...extra },
+  });
   expect(response.status, await response.clone().text()).toBe(201);
 }
 
-async function send(name: string, input: string, wait?: number): Promise<{ inputId: number; result: { status: string } }> {
-  const response = await call("POST", `/v1/sessions/${name}/conversations/root/inputs${wait === undefined ? "" : `?wait=${wait}`}`, { token: await token(TENANT, "client"), body: { input } });
+async function send(
+  name: string,
+  input: string,
+  wait?: number,
+): Promise<{ inputId: number; result: { status: string } }> {
+  const response = await call(
+    "POST",
+    `/v1/sessions/${name}/conversations/root/inputs${wait === undefined ? "" : `?wait=${wait}`}`,
+    { token: await token(TENANT, "client"), body: { input } },
+  );
   expect([201, 202]).toContain(response.status);
   return json(response);
 }
 
 async function inputDone(name: string, inputId: number): Promise<void> {
   const t = await token(TENANT, "client");
-  await until(async () => {
-    const view = await json<{ result: { status: string } }>(await call("GET", `/v1/sessions/${name}/inputs/${inputId}`, { token: t }));
-    return view.result.status === "done" ? true : undefined;
-  }, `input ${inputId} done`, 1000);
+  await until(
+    async () => {
+      const view = await json<{ result: { status: string } }>(
+        await call("GET", `/v1/sessions/${name}/inputs/${inputId}`, { token: t }),
+      );
+      return view.result.status === "done" ? true : undefined;
+    },
+    `input ${inputId} done`,
+    1000,
+  );
 }
 
 function stubOf(name: string): DurableObjectStub<SessionObject> {
@@ -53,7 +78,10 @@ function stubOf(name: string): DurableObjectStub<SessionObject> {
 
 describe("HTTP tools", () => {
   it("HTTP tool is called once with the task's idempotency key", async () => {
-    const endpoint = new ProductEndpoint(TENANT).reply("lookup", () => ({ status: 200, body: { output: { id: 1, name: "Ada" } } }));
+    const endpoint = new ProductEndpoint(TENANT).reply("lookup", () => ({
+      status: 200,
+      body: { output: { id: 1, name: "Ada" } },
+    }));
     await install(endpoint, { lookup: { idempotent: false } });
     const name = uniqueSession("http-tool");
     await createSession(name, ["lookup"]);
@@ -61,7 +89,11 @@ describe("HTTP tools", () => {
     expect(accepted.result.status).toBe("done");
 
     const [rc] = await tasksOf(TENANT, name, "remote_call");
-    expect(rc?.state).toMatchObject({ status: "settled", attempts: 1, outcome: { type: "output", output: { id: 1, name: "Ada" }, isError: false } });
+    expect(rc?.state).toMatchObject({
+      status: "settled",
+      attempts: 1,
+      outcome: { type: "output", output: { id: 1, name: "Ada" }, isError: false },
+    });
     const seen = endpoint.seen("lookup");
     expect(seen).toHaveLength(1);
     const request = seen[0];
@@ -92,7 +124,10 @@ describe("HTTP tools", () => {
     const name = uniqueSession("uncertain");
     await createSession(name, ["charge"]);
     const accepted = await send(name, '/call charge {"id":7}');
-    await until(async () => (endpoint.seen("charge").length === 1 ? true : undefined), "the request reached the endpoint");
+    await until(
+      async () => (endpoint.seen("charge").length === 1 ? true : undefined),
+      "the request reached the endpoint",
+    );
     const [dispatched] = await tasksOf(TENANT, name, "remote_call");
     expect(dispatched?.state.status).toBe("dispatched");
 
@@ -110,7 +145,9 @@ describe("HTTP tools", () => {
     expect(textOf(results[0])).toContain(`remote call task ${rc?.id} may have reached`);
     expect(textOf(results[0])).toContain(`Idempotency-Key ${name}:${rc?.id}`);
     expect(endpoint.seen("charge")).toHaveLength(1);
-    const inspection = await json<{ quarantined: unknown[] }>(await call("GET", `/v1/sessions/${name}/inspect`, { token: await token(TENANT, "operator") }));
+    const inspection = await json<{ quarantined: unknown[] }>(
+      await call("GET", `/v1/sessions/${name}/inspect`, { token: await token(TENANT, "operator") }),
+    );
     expect(inspection.quarantined).toEqual([]);
   });
 
@@ -121,7 +158,10 @@ describe("HTTP tools", () => {
     const name = uniqueSession("late");
     await createSession(name, ["report"], { budgetMs: 1000 });
     const accepted = await send(name, '/call report {"id":3}');
-    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "accepted" ? true : undefined), "the call was accepted");
+    await until(
+      async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "accepted" ? true : undefined),
+      "the call was accepted",
+    );
     const [rc] = await tasksOf(TENANT, name, "remote_call");
     const rcId = rc?.id ?? 0;
 
@@ -137,7 +177,10 @@ describe("HTTP tools", () => {
 
     // A result signed for another task's id is refused, writing nothing.
     const before = await lastSeq(TENANT, name);
-    expect((await postToolResult(TENANT, name, rcId, "report", { output: "forged" }, { webhookId: `${name}:${rcId + 1}` })).status).toBe(401);
+    expect(
+      (await postToolResult(TENANT, name, rcId, "report", { output: "forged" }, { webhookId: `${name}:${rcId + 1}` }))
+        .status,
+    ).toBe(401);
     expect((await postToolResult(TENANT, name, rcId + 1000, "report", { output: "unknown" })).status).toBe(401);
     // Signed with another tool's secret.
     expect((await postToolResult(TENANT, name, rcId, "other", { output: "forged" })).status).toBe(401);
@@ -146,7 +189,10 @@ describe("HTTP tools", () => {
     const first = await postToolResult(TENANT, name, rcId, "report", { output: { rows: 3 } });
     expect(first.status).toBe(200);
     expect(await json(first)).toMatchObject({ taskId: rcId, recordedAt: expect.any(Number) });
-    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "settled" ? true : undefined), "the call settled");
+    await until(
+      async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "settled" ? true : undefined),
+      "the call settled",
+    );
     await until(async () => ((await entriesOf(TENANT, name, "notice")).length === 1 ? true : undefined), "the notice");
 
     const settled = await lastSeq(TENANT, name);
@@ -164,7 +210,10 @@ describe("HTTP tools", () => {
 
   it("an idempotent tool answering 500 is retried on the clock with backoff, up to 8 attempts", async () => {
     const time = new ManualTime();
-    const endpoint = new ProductEndpoint(TENANT).reply("sync", () => ({ status: 500, body: { detail: "the database is down" } }));
+    const endpoint = new ProductEndpoint(TENANT).reply("sync", () => ({
+      status: 500,
+      body: { detail: "the database is down" },
+    }));
     await install(endpoint, { sync: { idempotent: true } }, time);
     const name = uniqueSession("retry");
     await createSession(name, ["sync"], { budgetMs: 3_600_000 });
@@ -180,10 +229,17 @@ describe("HTTP tools", () => {
       expect(remoteBackoffMs(attempt, waiting.id)).toBeGreaterThanOrEqual(1000 * 2 ** (attempt - 1));
       expect(remoteBackoffMs(attempt, waiting.id)).toBeLessThanOrEqual(1250 * 2 ** (attempt - 1));
       // Nothing is sent before the wake.
-      await runInDurableObject(stubOf(name), (instance: SessionObject) => clockOf(instance).advanceTo((waiting.state["nextAt"] as number) - 1));
+      await runInDurableObject(stubOf(name), (instance: SessionObject) =>
+        clockOf(instance).advanceTo((waiting.state["nextAt"] as number) - 1),
+      );
       expect(endpoint.seen("sync")).toHaveLength(attempt);
-      await runInDurableObject(stubOf(name), (instance: SessionObject) => clockOf(instance).advanceTo(waiting.state["nextAt"] as number));
-      await until(async () => (endpoint.seen("sync").length === attempt + 1 ? true : undefined), `attempt ${attempt + 1}`);
+      await runInDurableObject(stubOf(name), (instance: SessionObject) =>
+        clockOf(instance).advanceTo(waiting.state["nextAt"] as number),
+      );
+      await until(
+        async () => (endpoint.seen("sync").length === attempt + 1 ? true : undefined),
+        `attempt ${attempt + 1}`,
+      );
     }
     await inputDone(name, accepted.inputId);
     const [rc] = await tasksOf(TENANT, name, "remote_call");
@@ -243,9 +299,18 @@ describe("HTTP tools", () => {
     const name = uniqueSession("aborted");
     await createSession(name, ["report"]);
     await send(name, '/call report {"id":6}');
-    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "accepted" ? true : undefined), "the call was accepted");
-    expect((await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: await token(TENANT, "client") })).status).toBe(200);
-    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.role === "terminal" ? true : undefined), "the remote call ended");
+    await until(
+      async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "accepted" ? true : undefined),
+      "the call was accepted",
+    );
+    expect(
+      (await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: await token(TENANT, "client") }))
+        .status,
+    ).toBe(200);
+    await until(
+      async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.role === "terminal" ? true : undefined),
+      "the remote call ended",
+    );
     const [rc] = await tasksOf(TENANT, name, "remote_call");
     expect(rc?.state).toMatchObject({ status: "aborted", outcome: { type: "error", code: "aborted" } });
     const late = await postToolResult(TENANT, name, rc?.id ?? 0, "report", { output: "too late" });
@@ -260,7 +325,10 @@ describe("HTTP tools", () => {
     const name = uniqueSession("restarts");
     await createSession(name, ["report"], { budgetMs: 1000 });
     const accepted = await send(name, '/call report {"id":8}');
-    await until(async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "accepted" ? true : undefined), "the call was accepted");
+    await until(
+      async () => ((await tasksOf(TENANT, name, "remote_call"))[0]?.state.status === "accepted" ? true : undefined),
+      "the call was accepted",
+    );
     await runInDurableObject(stubOf(name), (instance: SessionObject) => clockOf(instance).advanceTo(time.now + 1001));
     await inputDone(name, accepted.inputId);
     const operator = await token(TENANT, "operator");
@@ -268,9 +336,19 @@ describe("HTTP tools", () => {
     for (let restart = 0; restart < 5; restart++) {
       await abortAllDurableObjects();
       expect(await runDurableObjectAlarm(stubOf(name))).toBe(true);
-      await until(async () => ((await json<{ busy: boolean }>(await call("GET", `/v1/sessions/${name}/inspect`, { token: operator }))).busy ? undefined : true), "parked again");
+      await until(
+        async () =>
+          (await json<{ busy: boolean }>(await call("GET", `/v1/sessions/${name}/inspect`, { token: operator }))).busy
+            ? undefined
+            : true,
+        "parked again",
+      );
     }
-    const inspection = await json<{ kills: unknown[]; quarantined: unknown[]; inflight: { state: { status: string } }[] }>(await call("GET", `/v1/sessions/${name}/inspect`, { token: operator }));
+    const inspection = await json<{
+      kills: unknown[];
+      quarantined: unknown[];
+      inflight: { state: { status: string } }[];
+    }>(await call("GET", `/v1/sessions/${name}/inspect`, { token: operator }));
     expect(inspection.kills).toEqual([]);
     expect(inspection.quarantined).toEqual([]);
     expect(inspection.inflight.map((t) => t.state.status)).toEqual(["accepted"]);
@@ -286,8 +364,21 @@ describe("HTTP tools", () => {
     // Created over RPC, with no tenant: no catalog, and nowhere its remote calls could be signed for.
     const session = new TestSession("no-tenant");
     expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
-    const target = { type: "http" as const, tool: "lookup", version: 1, url: "https://product.test/lookup", timeoutMs: 30_000, idempotent: true };
-    const id = await addTask(session, remoteCallDefinition, { status: "planned", target, name: "lookup", arguments: { id: 1 }, origin: { tool: "lookup", task: 1, callId: "call_1" } });
+    const target = {
+      type: "http" as const,
+      tool: "lookup",
+      version: 1,
+      url: "https://product.test/lookup",
+      timeoutMs: 30_000,
+      idempotent: true,
+    };
+    const id = await addTask(session, remoteCallDefinition, {
+      status: "planned",
+      target,
+      name: "lookup",
+      arguments: { id: 1 },
+      origin: { tool: "lookup", task: 1, callId: "call_1" },
+    });
     const settled = await until(async () => {
       const task = await taskOf(session, id);
       return task?.role === "terminal" ? task : undefined;

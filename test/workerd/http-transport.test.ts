@@ -19,17 +19,31 @@ const REQUEST: RemoteRequest = {
   session: "demo",
   conversationId: 1,
   toolCallId: "call_1",
-  target: { type: "http", tool: "lookup", version: 3, url: "https://product.test/lookup", timeoutMs: 5000, idempotent: false },
+  target: {
+    type: "http",
+    tool: "lookup",
+    version: 3,
+    url: "https://product.test/lookup",
+    timeoutMs: 5000,
+    idempotent: false,
+  },
   name: "lookup",
   arguments: { id: 1 },
 };
 
-function transport(fetch: (request: Request) => Promise<Response>, clock = new ManualClock(new ManualTime())): HttpTransport {
+function transport(
+  fetch: (request: Request) => Promise<Response>,
+  clock = new ManualClock(new ManualTime()),
+): HttpTransport {
   return new HttpTransport({ fetch, clock, secret: (tenant, tool) => toolSecret(MASTER, tenant, tool) });
 }
 
-const answer = (status: number, body?: string, type = "application/json") => () =>
-  Promise.resolve(new Response(body ?? null, { status, headers: body === undefined ? {} : { "content-type": type } }));
+const answer =
+  (status: number, body?: string, type = "application/json") =>
+  () =>
+    Promise.resolve(
+      new Response(body ?? null, { status, headers: body === undefined ? {} : { "content-type": type } }),
+    );
 
 describe("HTTP transport", () => {
   it("POSTs the call signed with the tool's secret, keyed by session and task", async () => {
@@ -46,7 +60,14 @@ describe("HTTP transport", () => {
     expect(request.headers.get("idempotency-key")).toBe("demo:42");
     expect(request.headers.get("webhook-id")).toBe("demo:42");
     const text = await request.text();
-    expect(JSON.parse(text)).toEqual({ session: "demo", conversationId: 1, taskId: 42, toolCallId: "call_1", name: "lookup", arguments: { id: 1 } });
+    expect(JSON.parse(text)).toEqual({
+      session: "demo",
+      conversationId: 1,
+      taskId: 42,
+      toolCallId: "call_1",
+      name: "lookup",
+      arguments: { id: 1 },
+    });
     new Webhook(await toolSecret(MASTER, "acme", "lookup")).verify(text, Object.fromEntries(request.headers));
     await expect(toolSecret(MASTER, "acme", "other")).resolves.not.toBe(await toolSecret(MASTER, "acme", "lookup"));
     // What `WEBHOOK_MASTER_SECRET=<MASTER> npm run tool-secret -- --tenant acme --tool lookup` prints.
@@ -54,19 +75,31 @@ describe("HTTP transport", () => {
   });
 
   it("reads each kind of answer", async () => {
-    expect(await transport(answer(200, JSON.stringify({ output: { n: 1 }, isError: true }))).send(REQUEST, undefined)).toEqual({ type: "result", output: { n: 1 }, isError: true });
+    expect(
+      await transport(answer(200, JSON.stringify({ output: { n: 1 }, isError: true }))).send(REQUEST, undefined),
+    ).toEqual({ type: "result", output: { n: 1 }, isError: true });
     expect(await transport(answer(202)).send(REQUEST, undefined)).toEqual({ type: "accepted" });
     expect(await transport(answer(200, "not json")).send(REQUEST, undefined)).toMatchObject({ type: "bad_response" });
-    expect(await transport(answer(200, JSON.stringify({ result: 1 }))).send(REQUEST, undefined)).toMatchObject({ type: "bad_response" });
-    expect(await transport(answer(200, JSON.stringify({ output: 1, isError: "yes" }))).send(REQUEST, undefined)).toMatchObject({ type: "bad_response" });
+    expect(await transport(answer(200, JSON.stringify({ result: 1 }))).send(REQUEST, undefined)).toMatchObject({
+      type: "bad_response",
+    });
+    expect(
+      await transport(answer(200, JSON.stringify({ output: 1, isError: "yes" }))).send(REQUEST, undefined),
+    ).toMatchObject({ type: "bad_response" });
     const problem = { type: "about:blank", title: "Bad Request", status: 400, detail: "id must be positive" };
-    expect(await transport(answer(400, JSON.stringify(problem), "application/problem+json")).send(REQUEST, undefined)).toEqual({
+    expect(
+      await transport(answer(400, JSON.stringify(problem), "application/problem+json")).send(REQUEST, undefined),
+    ).toEqual({
       type: "rejected",
       status: 400,
       detail: "id must be positive",
       problem,
     });
-    expect(await transport(answer(503, "overloaded", "text/plain")).send(REQUEST, undefined)).toEqual({ type: "failed", status: 503, detail: "HTTP 503: overloaded" });
+    expect(await transport(answer(503, "overloaded", "text/plain")).send(REQUEST, undefined)).toEqual({
+      type: "failed",
+      status: 503,
+      detail: "HTTP 503: overloaded",
+    });
     expect(await transport(() => Promise.reject(new TypeError("connection reset"))).send(REQUEST, undefined)).toEqual({
       type: "failed",
       detail: "the request failed: connection reset",
@@ -114,7 +147,10 @@ describe("HTTP transport", () => {
   it("the caller's cancellation ends the attempt with its reason", async () => {
     const controller = new AbortController();
     const pending = transport(
-      (request) => new Promise<Response>((_resolve, reject) => request.signal.addEventListener("abort", () => reject(new Error("aborted")))),
+      (request) =>
+        new Promise<Response>((_resolve, reject) =>
+          request.signal.addEventListener("abort", () => reject(new Error("aborted"))),
+        ),
     ).send(REQUEST, controller.signal);
     await new Promise((resolve) => setTimeout(resolve, 10));
     const reason = new Error("the task was cancelled");

@@ -31,8 +31,14 @@ describe("HTTP walkthrough", () => {
 
     const again = await root.accept("hello there", { idempotencyKey: "k-1" });
     expect(again).toMatchObject({ inputId: first.inputId, duplicate: true, status: "done" });
-    await expect(root.accept("something else", { idempotencyKey: "k-1" })).rejects.toMatchObject({ status: 422, code: "idempotency_key_reused" });
-    expect(await session.acceptance("k-1")).toMatchObject({ inputId: first.inputId, conversationId: first.conversationId });
+    await expect(root.accept("something else", { idempotencyKey: "k-1" })).rejects.toMatchObject({
+      status: 422,
+      code: "idempotency_key_reused",
+    });
+    expect(await session.acceptance("k-1")).toMatchObject({
+      inputId: first.inputId,
+      conversationId: first.conversationId,
+    });
     expect((await session.input(first.inputId)).result.status).toBe("done");
 
     const tool = await root.accept('/call echo {"text":"ping"}', { wait: 10 });
@@ -45,7 +51,9 @@ describe("HTTP walkthrough", () => {
     const fork = await root.fork({ at: first.answer?.id ?? 0 });
     const forked = session.conversation(fork.conversationId);
     const forkEntries = await forked.entries({ limit: 100 });
-    expect(forkEntries.items.map((e) => e.id)).toEqual(entries.items.filter((e) => e.id <= (first.answer?.id ?? 0)).map((e) => e.id));
+    expect(forkEntries.items.map((e) => e.id)).toEqual(
+      entries.items.filter((e) => e.id <= (first.answer?.id ?? 0)).map((e) => e.id),
+    );
 
     await root.abort();
     const summary = await session.get();

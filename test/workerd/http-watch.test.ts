@@ -10,7 +10,13 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { PicoClient } from "../../src/client/client.js";
 import { readSse, type SseFrame } from "../../src/client/sse.js";
-import type { ConversationEvent, ConversationView, SessionEvent, SessionView, WatchMessage } from "../../src/core/watch.js";
+import type {
+  ConversationEvent,
+  ConversationView,
+  SessionEvent,
+  SessionView,
+  WatchMessage,
+} from "../../src/core/watch.js";
 import { applyMessage, applySessionMessage } from "../../src/core/watch.js";
 import { decodeState } from "../../src/storage/sqlite-codec.js";
 import { openSseStreams, setWatchSeams } from "../../src/worker/watch/transport.js";
@@ -36,7 +42,11 @@ class Frames {
   async next(ms = 5000): Promise<SseFrame> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no frame within ${ms} ms (seen ${this.seen.map((f) => `${f.event}:${f.id}`).join(",")})`)), ms);
+      timer = setTimeout(
+        () =>
+          reject(new Error(`no frame within ${ms} ms (seen ${this.seen.map((f) => `${f.event}:${f.id}`).join(",")})`)),
+        ms,
+      );
     });
     try {
       const result = await Promise.race([this.#iterator.next(), timeout]);
@@ -67,7 +77,10 @@ class Frames {
 async function open(tenant: string, session: string, lastEventId?: string): Promise<Frames> {
   const api = await client(tenant);
   const controller = new AbortController();
-  const iterator = api.session(session).conversation("root").frames({ signal: controller.signal, ...(lastEventId === undefined ? {} : { lastEventId }) });
+  const iterator = api
+    .session(session)
+    .conversation("root")
+    .frames({ signal: controller.signal, ...(lastEventId === undefined ? {} : { lastEventId }) });
   return new Frames(iterator, controller);
 }
 
@@ -87,13 +100,20 @@ function sessionStub(tenant: string, name: string) {
 }
 
 /** Read `reference` up to the commit that carries the conversation's newest entry; returns the commit frames read. */
-async function untilNewest(reference: Frames, root: Awaited<ReturnType<typeof createdSession>>["root"]): Promise<SseFrame[]> {
+async function untilNewest(
+  reference: Frames,
+  root: Awaited<ReturnType<typeof createdSession>>["root"],
+): Promise<SseFrame[]> {
   const newest = (await root.entries({ before: Number.MAX_SAFE_INTEGER, limit: 1 })).items[0]?.id;
   return reference.until((m) => m.events.some((e) => e.type === "entry" && e.entry.id === newest));
 }
 
-const answered = (inputText: string) => (message: WatchMessage<ConversationEvent>): boolean =>
-  message.events.some((e) => e.type === "entry" && e.entry.kind === "assistant" && JSON.stringify(e.entry).includes(inputText));
+const answered =
+  (inputText: string) =>
+  (message: WatchMessage<ConversationEvent>): boolean =>
+    message.events.some(
+      (e) => e.type === "entry" && e.entry.kind === "assistant" && JSON.stringify(e.entry).includes(inputText),
+    );
 
 function message(frame: SseFrame): WatchMessage<ConversationEvent> {
   return JSON.parse(frame.data) as WatchMessage<ConversationEvent>;
@@ -164,7 +184,9 @@ describe("SSE watch", () => {
         expect(got.map((f) => f.data)).toEqual(missed.map((f) => f.data));
         // Every entry committed after the resume point arrives exactly once.
         const entries = await root.entries({ after: Number(lastSeen), limit: 100 });
-        const delivered = got.flatMap((f) => message(f).events.flatMap((e) => (e.type === "entry" ? [e.entry.id] : [])));
+        const delivered = got.flatMap((f) =>
+          message(f).events.flatMap((e) => (e.type === "entry" ? [e.entry.id] : [])),
+        );
         expect(delivered).toEqual(entries.items.map((e) => e.id));
       } finally {
         resumed.close();
@@ -286,9 +308,11 @@ describe("SSE watch", () => {
     const watch = root.watch();
     try {
       await root.accept("folded", { wait: 10 });
-      for (let i = 0; i < 200 && !JSON.stringify(watch.view?.entries ?? []).includes('"folded"') ; i++) await new Promise((r) => setTimeout(r, 10));
+      for (let i = 0; i < 200 && !JSON.stringify(watch.view?.entries ?? []).includes('"folded"'); i++)
+        await new Promise((r) => setTimeout(r, 10));
       const entries = await root.entries({ limit: 100 });
-      for (let i = 0; i < 200 && (watch.view?.entries.length ?? 0) < entries.items.length; i++) await new Promise((r) => setTimeout(r, 10));
+      for (let i = 0; i < 200 && (watch.view?.entries.length ?? 0) < entries.items.length; i++)
+        await new Promise((r) => setTimeout(r, 10));
       expect(watch.view?.entries.map((e) => e.id)).toEqual(entries.items.map((e) => e.id));
       expect(watch.views).toBe(1);
     } finally {
@@ -303,7 +327,10 @@ describe("SSE stream lifecycle and the session watch", () => {
     setWatchSeams({ keepAliveMs: 20 });
     const { name, api } = await createdSession("keepalive");
     const controller = new AbortController();
-    const response = await api.send("GET", `/v1/sessions/${name}/conversations/root/watch`, { headers: { accept: "text/event-stream" }, signal: controller.signal });
+    const response = await api.send("GET", `/v1/sessions/${name}/conversations/root/watch`, {
+      headers: { accept: "text/event-stream" },
+      signal: controller.signal,
+    });
     expect(response.headers.get("content-type")).toContain("text/event-stream");
     const reader = (response.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
     let text = "";
@@ -354,7 +381,10 @@ describe("SSE stream lifecycle and the session watch", () => {
     const controller = new AbortController();
     const frames = new Frames(
       (async function* () {
-        const response = await api.send("GET", `/v1/sessions/${name}/watch`, { headers: { accept: "text/event-stream" }, signal: controller.signal });
+        const response = await api.send("GET", `/v1/sessions/${name}/watch`, {
+          headers: { accept: "text/event-stream" },
+          signal: controller.signal,
+        });
         const { readSse } = await import("../../src/client/sse.js");
         yield* readSse(response.body as ReadableStream<Uint8Array>);
       })(),
@@ -363,11 +393,18 @@ describe("SSE stream lifecycle and the session watch", () => {
     try {
       const first = await frames.next();
       expect(first.event).toBe("view");
-      expect((JSON.parse(first.data) as { conversations: { id: number }[] }).conversations.map((c) => c.id)).toEqual([answer.conversationId]);
-      const fork = await api.session(name).conversation("root").fork({ at: answer.answer?.id ?? 0 });
+      expect((JSON.parse(first.data) as { conversations: { id: number }[] }).conversations.map((c) => c.id)).toEqual([
+        answer.conversationId,
+      ]);
+      const fork = await api
+        .session(name)
+        .conversation("root")
+        .fork({ at: answer.answer?.id ?? 0 });
       for (;;) {
         const frame = await frames.next();
-        const events = (JSON.parse(frame.data) as { events: { type: string; change?: string; conversation?: { id: number } }[] }).events;
+        const events = (
+          JSON.parse(frame.data) as { events: { type: string; change?: string; conversation?: { id: number } }[] }
+        ).events;
         const created = events.find((e) => e.type === "conversation" && e.change === "created");
         if (created !== undefined) {
           expect(created.conversation?.id).toBe(fork.conversationId);
@@ -383,7 +420,12 @@ describe("SSE stream lifecycle and the session watch", () => {
 describe("WebSocket watch", () => {
   it("a WebSocket watcher still receives events after the object hibernates", async () => {
     const { tenant, name, api } = await createdSession("ws");
-    const { response, ws, received } = await openWs<{ type: string; id: string; view?: ConversationView; events?: ConversationEvent[] }>(tenant, name);
+    const { response, ws, received } = await openWs<{
+      type: string;
+      id: string;
+      view?: ConversationView;
+      events?: ConversationEvent[];
+    }>(tenant, name);
     expect(response.status).toBe(101);
     try {
       await waitFor(() => received.length >= 1);
@@ -392,7 +434,14 @@ describe("WebSocket watch", () => {
       await evictDurableObject(sessionStub(tenant, name), { webSockets: "hibernate" });
 
       await api.session(name).conversation("root").accept("after hibernation", { wait: 10 });
-      await waitFor(() => received.some((m) => m.type === "commit" && JSON.stringify(m.events).includes("after hibernation") && m.events?.some((e) => e.type === "entry" && e.entry.kind === "assistant") === true));
+      await waitFor(() =>
+        received.some(
+          (m) =>
+            m.type === "commit" &&
+            JSON.stringify(m.events).includes("after hibernation") &&
+            m.events?.some((e) => e.type === "entry" && e.entry.kind === "assistant") === true,
+        ),
+      );
       // Re-registered on wake: a fresh view, then the commits.
       const views = received.filter((m) => m.type === "view");
       expect(views.length).toBe(2);
@@ -403,7 +452,15 @@ describe("WebSocket watch", () => {
 });
 
 /** A fresh session of `tenant` watched over a WebSocket on root, once its first frame (the view) arrived. */
-async function watchedSession(tenant: string, prefix: string): Promise<{ name: string; api: Awaited<ReturnType<typeof client>>; ws: WebSocket; closed: () => { code: number; reason: string } | undefined }> {
+async function watchedSession(
+  tenant: string,
+  prefix: string,
+): Promise<{
+  name: string;
+  api: Awaited<ReturnType<typeof client>>;
+  ws: WebSocket;
+  closed: () => { code: number; reason: string } | undefined;
+}> {
   const name = uniqueSession(prefix);
   const api = await client(tenant);
   await api.session(name).create({});
@@ -489,10 +546,19 @@ async function fetchWs(url: string): Promise<Response> {
   return SELF.fetch(url, { headers: { upgrade: "websocket" } });
 }
 
-/** A WebSocket watch of root with a fresh watch token (resuming after `lastEventId` when given), accepted; `received` collects its parsed messages. */
-async function openWs<M>(tenant: string, name: string, lastEventId?: string): Promise<{ response: Response; ws: WebSocket; received: M[] }> {
+/**
+ * A WebSocket watch of root with a fresh watch token (resuming after `lastEventId` when given), accepted; `received`
+ * collects its parsed messages.
+ */
+async function openWs<M>(
+  tenant: string,
+  name: string,
+  lastEventId?: string,
+): Promise<{ response: Response; ws: WebSocket; received: M[] }> {
   const jwt = await watchToken(tenant, name, "root");
-  const response = await fetchWs(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}${lastEventId === undefined ? "" : `&lastEventId=${lastEventId}`}`);
+  const response = await fetchWs(
+    `${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}${lastEventId === undefined ? "" : `&lastEventId=${lastEventId}`}`,
+  );
   const ws = response.webSocket;
   if (ws === null) throw new Error("no websocket");
   const received: M[] = [];
@@ -526,7 +592,9 @@ describe("watch-token reconnect", () => {
       const missed = await untilNewest(reference, root);
       const jwt = await watchToken(tenant, name, "root");
       const { SELF } = await import("cloudflare:test");
-      const response = await SELF.fetch(`${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}&lastEventId=${view.id}`);
+      const response = await SELF.fetch(
+        `${BASE}/v1/sessions/${name}/conversations/root/watch?access_token=${jwt}&lastEventId=${view.id}`,
+      );
       expect(response.status).toBe(200);
       const body = response.body;
       if (body === null) throw new Error("no body");
@@ -552,9 +620,14 @@ describe("watch-token reconnect", () => {
     const seen: { method: string; url: URL; authorization: string | null }[] = [];
     let streams = 0;
     const dropping = async (request: Request): Promise<Response> => {
-      seen.push({ method: request.method, url: new URL(request.url), authorization: request.headers.get("authorization") });
+      seen.push({
+        method: request.method,
+        url: new URL(request.url),
+        authorization: request.headers.get("authorization"),
+      });
       const response = await workerFetch(request);
-      if (request.method !== "GET" || !request.url.includes("/watch?") || response.body === null || ++streams > 1) return response;
+      if (request.method !== "GET" || !request.url.includes("/watch?") || response.body === null || ++streams > 1)
+        return response;
       const reader = response.body.getReader();
       let text = "";
       const cut = new ReadableStream<Uint8Array>({
@@ -574,7 +647,10 @@ describe("watch-token reconnect", () => {
     const watcher = new PicoClient({ baseUrl: BASE, token: await token(tenant, "client"), fetch: dropping });
     // Three seconds: short enough to let the first token expire, long enough that the fresh one minted on
     // the reconnect is still valid when it is used on a loaded machine (one second failed under load).
-    const watch = watcher.session(name).conversation("root").watch({ watchToken: { ttlSeconds: 3 } });
+    const watch = watcher
+      .session(name)
+      .conversation("root")
+      .watch({ watchToken: { ttlSeconds: 3 } });
     try {
       await waitFor(() => watch.view !== undefined);
       // Let the first watch token expire: the reconnect must mint a fresh one (reusing it would be 401).
@@ -654,14 +730,19 @@ describe("tool result data on the wire", () => {
       const resumed = await open(tenant, name, first.id);
       try {
         const replayed = await untilNewest(resumed, root);
-        const again = replayed.flatMap((f) => (f.event === "commit" ? message(f).events : [])).flatMap((e) => (e.type === "entry" && e.entry.id === resultId ? [e.entry] : []));
+        const again = replayed
+          .flatMap((f) => (f.event === "commit" ? message(f).events : []))
+          .flatMap((e) => (e.type === "entry" && e.entry.id === resultId ? [e.entry] : []));
         expect(again.map((e) => e.data)).toEqual([WHOLE_ECHO_DATA]);
       } finally {
         resumed.close();
       }
 
       // The stored row stays compact (fewer stored bytes).
-      const stored = await runInDurableObject(sessionStub(tenant, name), (_instance, state) => state.storage.sql.exec("SELECT data FROM entries WHERE id = ?", resultId).one()["data"]);
+      const stored = await runInDurableObject(
+        sessionStub(tenant, name),
+        (_instance, state) => state.storage.sql.exec("SELECT data FROM entries WHERE id = ?", resultId).one()["data"],
+      );
       expect(JSON.parse(stored as string)).toEqual({ chars: 15 });
     } finally {
       frames.close();
@@ -674,7 +755,10 @@ function openSessionWatch(api: PicoClient, name: string): Frames {
   const controller = new AbortController();
   return new Frames(
     (async function* () {
-      const response = await api.send("GET", `/v1/sessions/${name}/watch`, { headers: { accept: "text/event-stream" }, signal: controller.signal });
+      const response = await api.send("GET", `/v1/sessions/${name}/watch`, {
+        headers: { accept: "text/event-stream" },
+        signal: controller.signal,
+      });
       yield* readSse(response.body as ReadableStream<Uint8Array>);
     })(),
     controller,
@@ -697,7 +781,8 @@ describe("usage rows and task output on the wire", () => {
       while (rows.length < report.rows.items.length) {
         const frame = await frames.next();
         seen.push(frame);
-        for (const event of (JSON.parse(frame.data) as WatchMessage<SessionEvent>).events) if (event.type === "usage") rows.push(event.row);
+        for (const event of (JSON.parse(frame.data) as WatchMessage<SessionEvent>).events)
+          if (event.type === "usage") rows.push(event.row);
       }
       // Every field GET /usage shows (zero counts and costs, the generation kind) is in the event's row.
       expect(rows).toEqual(report.rows.items.map((element) => element.value));
@@ -706,7 +791,8 @@ describe("usage rows and task output on the wire", () => {
       expect(typeof generation.usage?.input).toBe("number");
       expect(typeof generation.usage?.cost?.total).toBe("number");
       // Folding the presented events onto the first view gives a fresh view.
-      for (const frame of seen) folded = applySessionMessage(folded, JSON.parse(frame.data) as WatchMessage<SessionEvent>);
+      for (const frame of seen)
+        folded = applySessionMessage(folded, JSON.parse(frame.data) as WatchMessage<SessionEvent>);
       const fresh = openSessionWatch(api, name);
       try {
         const view = await fresh.next();
@@ -738,7 +824,9 @@ describe("usage rows and task output on the wire", () => {
       const toolId = tool?.id as number;
       expect((tool?.state as { output?: unknown }).output).toEqual(WHOLE_ECHO_DATA);
       const settled = await operator.tasks({ live: false, limit: 100 });
-      expect((settled.items.find((t) => t.id === toolId)?.state as { output?: unknown }).output).toEqual(WHOLE_ECHO_DATA);
+      expect((settled.items.find((t) => t.id === toolId)?.state as { output?: unknown }).output).toEqual(
+        WHOLE_ECHO_DATA,
+      );
 
       // The watch's task events carry it whole too (the settle is a task_end).
       const ended = commits

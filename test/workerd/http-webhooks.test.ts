@@ -50,7 +50,12 @@ describe("webhooks", () => {
     const id = `msg_${crypto.randomUUID()}`;
     const timestamp = Math.floor(Date.now() / 1000);
     const signature = await signWebhook(await endpointSecret(tenant, first), id, timestamp, body);
-    const headers = { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(timestamp), "webhook-signature": signature };
+    const headers = {
+      "content-type": "application/json",
+      "webhook-id": id,
+      "webhook-timestamp": String(timestamp),
+      "webhook-signature": signature,
+    };
     const delivered = await call("POST", `/v1/webhooks/${tenant}/${first}/root`, { rawBody: body, headers });
     expect(delivered.status).toBe(202);
     const before = await lastSeq(tenant, second);
@@ -87,8 +92,13 @@ describe("webhooks", () => {
     const session = uniqueSession("ns");
     const api = await client(tenant);
     await api.session(session).create({});
-    const viaKey = await api.session(session).conversation("root").accept("by key", { idempotencyKey: "same", wait: 10 });
-    const viaHook = await json<{ inputId: number; duplicate: boolean }>(await deliver(tenant, session, { input: "by hook", mode: "followUp" }, { id: "same" }));
+    const viaKey = await api
+      .session(session)
+      .conversation("root")
+      .accept("by key", { idempotencyKey: "same", wait: 10 });
+    const viaHook = await json<{ inputId: number; duplicate: boolean }>(
+      await deliver(tenant, session, { input: "by hook", mode: "followUp" }, { id: "same" }),
+    );
     expect(viaHook.duplicate).toBe(false);
     expect(viaHook.inputId).not.toBe(viaKey.inputId);
     expect((await api.session(session).acceptance("same")).inputId).toBe(viaKey.inputId);
@@ -102,13 +112,43 @@ describe("webhooks", () => {
     const before = await lastSeq(tenant, session);
     const now = Math.floor(Date.now() / 1000);
     const cases: [string, Promise<Response>, number, string][] = [
-      ["forged signature", deliver(tenant, session, { input: "x" }, { signature: "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" }), 401, "invalid_signature"],
-      ["other tenant's secret", deliver(tenant, session, { input: "x" }, { secretTenant: "someone-else" }), 401, "invalid_signature"],
-      ["too old", deliver(tenant, session, { input: "x" }, { timestamp: now - WEBHOOK_SKEW_SECONDS - 60 }), 401, "stale_webhook"],
-      ["from the future", deliver(tenant, session, { input: "x" }, { timestamp: now + WEBHOOK_SKEW_SECONDS + 60 }), 401, "stale_webhook"],
+      [
+        "forged signature",
+        deliver(tenant, session, { input: "x" }, { signature: "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" }),
+        401,
+        "invalid_signature",
+      ],
+      [
+        "other tenant's secret",
+        deliver(tenant, session, { input: "x" }, { secretTenant: "someone-else" }),
+        401,
+        "invalid_signature",
+      ],
+      [
+        "too old",
+        deliver(tenant, session, { input: "x" }, { timestamp: now - WEBHOOK_SKEW_SECONDS - 60 }),
+        401,
+        "stale_webhook",
+      ],
+      [
+        "from the future",
+        deliver(tenant, session, { input: "x" }, { timestamp: now + WEBHOOK_SKEW_SECONDS + 60 }),
+        401,
+        "stale_webhook",
+      ],
       ["no webhook-id", deliver(tenant, session, { input: "x" }, { omit: "webhook-id" }), 400, "invalid_header"],
-      ["no webhook-timestamp", deliver(tenant, session, { input: "x" }, { omit: "webhook-timestamp" }), 400, "invalid_header"],
-      ["no webhook-signature", deliver(tenant, session, { input: "x" }, { omit: "webhook-signature" }), 400, "invalid_header"],
+      [
+        "no webhook-timestamp",
+        deliver(tenant, session, { input: "x" }, { omit: "webhook-timestamp" }),
+        400,
+        "invalid_header",
+      ],
+      [
+        "no webhook-signature",
+        deliver(tenant, session, { input: "x" }, { omit: "webhook-signature" }),
+        400,
+        "invalid_header",
+      ],
       ["signed but malformed body", deliver(tenant, session, { input: 5 }), 400, "invalid_body"],
       ["signed but unknown field", deliver(tenant, session, { input: "x", extra: true }), 400, "invalid_body"],
     ];

@@ -4,13 +4,25 @@
  * payload attached pretty-printed; the input the accept op takes.
  */
 import { describe, expect, it } from "vitest";
-import { CUT_MARKER, INBOUND_INPUT_LIMIT, inboundInput, payloadText, renderTemplate } from "../../src/worker/inbound/template.js";
+import {
+  CUT_MARKER,
+  INBOUND_INPUT_LIMIT,
+  inboundInput,
+  payloadText,
+  renderTemplate,
+} from "../../src/worker/inbound/template.js";
 import { userInput } from "../../src/api/schemas.js";
 import type { JsonValue } from "../../src/storage/records.js";
 
 const issueEvent: JsonValue = {
   action: "opened",
-  issue: { number: 42, title: "Crash on start", labels: [{ name: "bug" }, { name: "p1" }], locked: false, assignee: null },
+  issue: {
+    number: 42,
+    title: "Crash on start",
+    labels: [{ name: "bug" }, { name: "p1" }],
+    locked: false,
+    assignee: null,
+  },
   repository: { full_name: "acme/app", stars: 3 },
   commits: [{ id: "abc123" }],
 };
@@ -19,25 +31,35 @@ const bytes = (text: string): number => new TextEncoder().encode(text).length;
 
 describe("inbound templates", () => {
   it("renders scalar and nested paths", () => {
-    expect(renderTemplate("{{action}} on {{repository.full_name}}: {{issue.title}}", issueEvent)).toBe("opened on acme/app: Crash on start");
-    expect(renderTemplate("#{{issue.number}} locked={{issue.locked}} stars={{repository.stars}}", issueEvent)).toBe("#42 locked=false stars=3");
+    expect(renderTemplate("{{action}} on {{repository.full_name}}: {{issue.title}}", issueEvent)).toBe(
+      "opened on acme/app: Crash on start",
+    );
+    expect(renderTemplate("#{{issue.number}} locked={{issue.locked}} stars={{repository.stars}}", issueEvent)).toBe(
+      "#42 locked=false stars=3",
+    );
     expect(renderTemplate("no placeholders", issueEvent)).toBe("no placeholders");
   });
 
   it("indexes arrays by number", () => {
     expect(renderTemplate("{{issue.labels.1.name}} / {{commits.0.id}}", issueEvent)).toBe("p1 / abc123");
-    expect(renderTemplate("[{{issue.labels.9.name}}][{{issue.labels.x}}][{{issue.labels.01.name}}]", issueEvent)).toBe("[][][]");
+    expect(renderTemplate("[{{issue.labels.9.name}}][{{issue.labels.x}}][{{issue.labels.01.name}}]", issueEvent)).toBe(
+      "[][][]",
+    );
     expect(renderTemplate("{{0}}", ["first", "second"])).toBe("first");
   });
 
   it("renders a missing path, null and an empty path as nothing", () => {
-    expect(renderTemplate("[{{nope}}][{{issue.nope.deeper}}][{{issue.title.length}}][{{issue.assignee}}][{{}}]", issueEvent)).toBe("[][][][][]");
+    expect(
+      renderTemplate("[{{nope}}][{{issue.nope.deeper}}][{{issue.title.length}}][{{issue.assignee}}][{{}}]", issueEvent),
+    ).toBe("[][][][][]");
     expect(renderTemplate("[{{a}}]", "a string payload")).toBe("[]");
     expect(renderTemplate("[{{constructor}}][{{__proto__}}][{{toString}}]", issueEvent)).toBe("[][][]");
   });
 
   it("allows whitespace inside the braces and keeps other text as written", () => {
-    expect(renderTemplate("{{ action }}|{{  issue.title\t}}|{{\nrepository.full_name }}", issueEvent)).toBe("opened|Crash on start|acme/app");
+    expect(renderTemplate("{{ action }}|{{  issue.title\t}}|{{\nrepository.full_name }}", issueEvent)).toBe(
+      "opened|Crash on start|acme/app",
+    );
     expect(renderTemplate("{ {{action}} } {{ unclosed", issueEvent)).toBe("{ opened } {{ unclosed");
   });
 

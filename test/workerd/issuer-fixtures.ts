@@ -35,13 +35,23 @@ export class LocalProvider {
     return kid;
   }
 
-  /** A token signed with `kid` (named in its header unless `headerKid: false`): iss, aud, iat and a 10-minute exp unless `claims` say otherwise. */
-  async sign(kid: string, claims: Record<string, unknown>, now: number, options: { readonly headerKid?: boolean } = {}): Promise<string> {
+  /**
+   * A token signed with `kid` (named in its header unless `headerKid: false`): iss, aud, iat and a 10-minute exp unless
+   * `claims` say otherwise.
+   */
+  async sign(
+    kid: string,
+    claims: Record<string, unknown>,
+    now: number,
+    options: { readonly headerKid?: boolean } = {},
+  ): Promise<string> {
     const key = this.#keys.get(kid);
     if (key === undefined) throw new Error(`no key ${kid}`);
     const seconds = Math.floor(now / 1000);
     const header = options.headerKid === false ? { alg: key.alg } : { alg: key.alg, kid };
-    return new SignJWT({ iss: this.issuer, aud: this.audience, iat: seconds, exp: seconds + 600, ...claims }).setProtectedHeader(header).sign(key.privateKey);
+    return new SignJWT({ iss: this.issuer, aud: this.audience, iat: seconds, exp: seconds + 600, ...claims })
+      .setProtectedHeader(header)
+      .sign(key.privateKey);
   }
 
   /** What the fetch seam answers for this provider's JWKS, or undefined for another URL. */
@@ -70,6 +80,7 @@ export function providerFetch(list: readonly LocalProvider[]): (request: Request
 
 /** A JWT with `alg: none` and no signature. */
 export function unsignedToken(claims: Record<string, unknown>): string {
-  const part = (value: unknown): string => btoa(JSON.stringify(value)).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
+  const part = (value: unknown): string =>
+    btoa(JSON.stringify(value)).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
   return `${part({ alg: "none", typ: "JWT" })}.${part(claims)}.`;
 }

@@ -58,9 +58,15 @@ describe("JsonlStorage over MemoryFiles", () => {
     expect(await reopened.commit({ kind: "main", writes: [entry(3, 1)] })).toEqual({ first: 3, last: 3 });
     // A first scratch append that fails leaves a torn file; the next open cuts it and the scratch goes on.
     files.failNextAppendAfter = 5;
-    expect(await rejection(reopened.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "a" }] }))).toBeInstanceOf(Error);
+    expect(
+      await rejection(
+        reopened.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "a" }] }),
+      ),
+    ).toBeInstanceOf(Error);
     const third = await JsonlStorage.open(files);
-    expect(await third.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "b" }] })).toEqual({ first: 4, last: 4 });
+    expect(
+      await third.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "b" }] }),
+    ).toEqual({ first: 4, last: 4 });
     const last = await JsonlStorage.open(files);
     expect(last.lastSeq).toBe(4);
     expect((await last.readList(frames(2), { limit: 5 })).items).toEqual([{ id: 4, value: "b" }]);
@@ -74,7 +80,9 @@ describe("JsonlStorage over MemoryFiles", () => {
     files.failNextAppendAfter = Number.MAX_SAFE_INTEGER;
     expect(await rejection(s.commit({ kind: "main", writes: [entry(3, 1)] }))).toBeInstanceOf(Error);
     // The handle stops: a scratch commit would otherwise reuse sequence 3 in another file; reads stop too.
-    const refused = await rejection(s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "a" }] }));
+    const refused = await rejection(
+      s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "a" }] }),
+    );
     expect((refused as StorageError).code).toBe("faulted");
     expect(((await rejection(s.getEntries([3]))) as StorageError).code).toBe("faulted");
     expect(await files.read("session.scratch/2")).toBeUndefined();
@@ -83,11 +91,19 @@ describe("JsonlStorage over MemoryFiles", () => {
     const reopened = await JsonlStorage.open(files);
     expect(reopened.lastSeq).toBe(3);
     expect((await reopened.getEntries([3])).get(3)?.conversationId).toBe(1);
-    expect(await reopened.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "b" }] })).toEqual({ first: 4, last: 4 });
+    expect(
+      await reopened.commit({
+        kind: "scratch",
+        task: 2,
+        writes: [{ type: "list.append", addr: frames(2), value: "b" }],
+      }),
+    ).toEqual({ first: 4, last: 4 });
     // A torn append (only some bytes landed) stops the handle as well; reopen discards the torn line.
     files.failNextAppendAfter = 10;
     expect(await rejection(reopened.commit({ kind: "main", writes: [entry(5, 1)] }))).toBeInstanceOf(Error);
-    expect(((await rejection(reopened.commit({ kind: "main", writes: [entry(5, 1)] }))) as StorageError).code).toBe("faulted");
+    expect(((await rejection(reopened.commit({ kind: "main", writes: [entry(5, 1)] }))) as StorageError).code).toBe(
+      "faulted",
+    );
     const again = await JsonlStorage.open(files);
     expect(again.lastSeq).toBe(4);
     expect((await again.readList(frames(2), { limit: 5 })).items).toEqual([{ id: 4, value: "b" }]);
@@ -102,9 +118,13 @@ describe("JsonlStorage over MemoryFiles", () => {
     const appends = files.log.length;
     expect(await s.commit({ kind: "main", writes: [] })).toEqual({ first: 2, last: 1 });
     const big = "x".repeat(MAX_PAYLOAD_BYTES);
-    const error = await rejection(s.commit({ kind: "main", writes: [entry(2, 1), { type: "value.set", addr: plan(1), value: big }] }));
+    const error = await rejection(
+      s.commit({ kind: "main", writes: [entry(2, 1), { type: "value.set", addr: plan(1), value: big }] }),
+    );
     expect((error as StorageError).code).toBe("too_large");
-    expect((await rejection(s.commit({ kind: "main", writes: [entry(7, 1)] })) as StorageError).code).toBe("malformed_batch");
+    expect(((await rejection(s.commit({ kind: "main", writes: [entry(7, 1)] }))) as StorageError).code).toBe(
+      "malformed_batch",
+    );
     expect(files.log.length).toBe(appends);
     expect(s.lastSeq).toBe(1);
   });
@@ -112,11 +132,28 @@ describe("JsonlStorage over MemoryFiles", () => {
   it("replays interleaved main and scratch files by sequence into the same state (jsonl, memory files)", async () => {
     const files = new MemoryFiles();
     const s = await JsonlStorage.open(files);
-    await s.commit({ kind: "main", writes: [conv(1), task(2, 1), task(3, 1), { type: "list.append", addr: moves(1), value: "m4" }, entry(5, 1)] });
+    await s.commit({
+      kind: "main",
+      writes: [conv(1), task(2, 1), task(3, 1), { type: "list.append", addr: moves(1), value: "m4" }, entry(5, 1)],
+    });
     await s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames(2), value: "f6" }] });
-    await s.commit({ kind: "main", writes: [conv(7, { conversationId: 1, at: 5 }), { type: "value.set", addr: plan(1), value: "p8" }] });
-    await s.commit({ kind: "scratch", task: 3, writes: [{ type: "value.set", addr: { scope: { scratch: 3 }, namespace: "memo", rewind: false }, value: "x" }] });
-    await s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.remove", addr: frames(2), element: 6 }, { type: "list.append", addr: frames(2), value: "f11" }] });
+    await s.commit({
+      kind: "main",
+      writes: [conv(7, { conversationId: 1, at: 5 }), { type: "value.set", addr: plan(1), value: "p8" }],
+    });
+    await s.commit({
+      kind: "scratch",
+      task: 3,
+      writes: [{ type: "value.set", addr: { scope: { scratch: 3 }, namespace: "memo", rewind: false }, value: "x" }],
+    });
+    await s.commit({
+      kind: "scratch",
+      task: 2,
+      writes: [
+        { type: "list.remove", addr: frames(2), element: 6 },
+        { type: "list.append", addr: frames(2), value: "f11" },
+      ],
+    });
     await s.commit({
       kind: "main",
       writes: [
@@ -157,7 +194,10 @@ describe("JsonlStorage over MemoryFiles", () => {
     const s = await JsonlStorage.open(files);
     await s.commit({ kind: "main", writes: [conv(1), task(2, 1)] });
     await s.commit({ kind: "main", writes: [entry(3, 1)] });
-    files.setRaw("session.scratch/2", `{"first":3,"task":2,"writes":[{"type":"list.clear","addr":{"scope":{"scratch":2},"namespace":"frames","rewind":false}}]}\n`);
+    files.setRaw(
+      "session.scratch/2",
+      `{"first":3,"task":2,"writes":[{"type":"list.clear","addr":{"scope":{"scratch":2},"namespace":"frames","rewind":false}}]}\n`,
+    );
     const error = (await rejection(JsonlStorage.open(files))) as StorageError;
     expect(error).toBeInstanceOf(StorageError);
     expect(error.code).toBe("corrupt");
@@ -192,7 +232,9 @@ describe("JsonlStorage over MemoryFiles", () => {
     const s = await JsonlStorage.open(files);
     expect(s.storageVersion).toBe(JSONL_STORAGE_VERSION);
     await s.commit({ kind: "main", writes: [conv(1)] });
-    expect(JSON.parse((await files.read("session.version")) ?? "null")).toEqual({ storageVersion: JSONL_STORAGE_VERSION });
+    expect(JSON.parse((await files.read("session.version")) ?? "null")).toEqual({
+      storageVersion: JSONL_STORAGE_VERSION,
+    });
     await s.close();
     expect((await JsonlStorage.open(files)).lastSeq).toBe(1);
     // Written by newer code: refused, and nothing is touched.

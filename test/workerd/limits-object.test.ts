@@ -18,7 +18,9 @@ afterEach(async () => {
 let tenants = 0;
 function limitsOf(label: string): LimitsRpc {
   tenants += 1;
-  return env.LIMITS.get(env.LIMITS.idFromName(`limits-object-${label}-${Date.now().toString(36)}-${tenants}`)) as unknown as LimitsRpc;
+  return env.LIMITS.get(
+    env.LIMITS.idFromName(`limits-object-${label}-${Date.now().toString(36)}-${tenants}`),
+  ) as unknown as LimitsRpc;
 }
 
 describe("LimitsObject", () => {
@@ -26,7 +28,8 @@ describe("LimitsObject", () => {
     const seams = installSeams();
     const limits = limitsOf("lease");
     await limits.setLimits({ user: { concurrentTurns: 1 } });
-    const reserve = (key: string): ReturnType<LimitsRpc["admitInput"]> => limits.admitInput({ key: `s1\n${key}`, session: "s1", sub: "alice", keyed: true, leaseMs: 60_000 });
+    const reserve = (key: string): ReturnType<LimitsRpc["admitInput"]> =>
+      limits.admitInput({ key: `s1\n${key}`, session: "s1", sub: "alice", keyed: true, leaseMs: 60_000 });
     expect(await reserve("idem:a")).toEqual({ ok: true, reserved: true });
     const refused = await reserve("idem:b");
     expect(refused).toMatchObject({ ok: false, refusal: { field: "user.concurrentTurns", limit: 1 } });
@@ -37,7 +40,10 @@ describe("LimitsObject", () => {
     expect(await reserve("idem:b")).toEqual({ ok: true, reserved: true });
     // A report of b's final result releases its slot before its lease ends.
     expect(await reserve("idem:c")).toMatchObject({ ok: false });
-    expect(await limits.settle({ session: "s1", usage: [], finished: [{ requestId: "idem:b" }] })).toEqual({ settled: 0, released: 1 });
+    expect(await limits.settle({ session: "s1", usage: [], finished: [{ requestId: "idem:b" }] })).toEqual({
+      settled: 0,
+      released: 1,
+    });
     expect(await reserve("idem:c")).toEqual({ ok: true, reserved: true });
   });
 
@@ -45,8 +51,14 @@ describe("LimitsObject", () => {
     installSeams();
     const limits = limitsOf("settle");
     await limits.setLimits({ tenant: { tokensPerDay: 1_000 } });
-    expect(await limits.admitInput({ key: "s1\n~x", session: "s1", sub: "alice", keyed: false, leaseMs: 60_000 })).toEqual({ ok: true, reserved: true });
-    const report = { session: "s1", usage: [{ key: "s1\n7", input: 10, output: 5, totalTokens: 15, cost: 0.5 }], finished: [{}] };
+    expect(
+      await limits.admitInput({ key: "s1\n~x", session: "s1", sub: "alice", keyed: false, leaseMs: 60_000 }),
+    ).toEqual({ ok: true, reserved: true });
+    const report = {
+      session: "s1",
+      usage: [{ key: "s1\n7", input: 10, output: 5, totalTokens: 15, cost: 0.5 }],
+      finished: [{}],
+    };
     expect(await limits.settle(report)).toEqual({ settled: 1, released: 1 });
     expect(await limits.settle(report)).toEqual({ settled: 0, released: 0 });
     const days = await limits.usage({ from: "1970-01-01", to: "2999-12-31" });

@@ -16,7 +16,14 @@ import { MCP_CALL_MAX_MS } from "../../src/worker/remote/mcp-transport.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
 import { ElicitResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { call as httpCall, json, token, uniqueSession, until } from "./http-fixtures.js";
-import { createSession, inputDone, refreshMcpServer, registerMcpServer, send, sessionStub } from "./mcp-call-fixtures.js";
+import {
+  createSession,
+  inputDone,
+  refreshMcpServer,
+  registerMcpServer,
+  send,
+  sessionStub,
+} from "./mcp-call-fixtures.js";
 import { McpTestServer, mcpFetch, type McpTestTool } from "./mcp-fixtures.js";
 import { call as background, clockOf, harnessOf, ManualClock, ManualTime, resetSeams } from "./session-fixtures.js";
 import { entriesOf, tasksOf, textOf } from "./tool-fixtures.js";
@@ -62,7 +69,8 @@ function longTool(name: string, steps: Steps): McpTestTool {
     inputSchema: {},
     run: async (_args, progress) => {
       for (let n = 0; ; n++) {
-        if ((await steps.next()) === "done") return { content: [{ type: "text", text: `${name} finished after ${n} progress notifications` }] };
+        if ((await steps.next()) === "done")
+          return { content: [{ type: "text", text: `${name} finished after ${n} progress notifications` }] };
         await progress(n + 1);
       }
     },
@@ -86,7 +94,12 @@ async function advance(tenant: string, name: string, time: ManualTime, ms: numbe
 /** Until something in the session sleeps until exactly `at` (the MCP call's deadline, once its progress arrived). */
 async function sleeperAt(tenant: string, name: string, at: number): Promise<void> {
   await until(
-    async () => ((await runInDurableObject(sessionStub(tenant, name), (instance: SessionObject) => clockOf(instance).sleeping())).includes(at) ? true : undefined),
+    async () =>
+      (
+        await runInDurableObject(sessionStub(tenant, name), (instance: SessionObject) => clockOf(instance).sleeping())
+      ).includes(at)
+        ? true
+        : undefined,
     `a sleeper until ${at}`,
   );
 }
@@ -137,7 +150,10 @@ describe("MCP calls", () => {
     await acceptThenEvict(sessionStub(TENANT, name), `/call ${tool} {"id":2}`, "after-wake");
     const seen = server.requests.length;
     expect(await runDurableObjectAlarm(sessionStub(TENANT, name))).toBe(true);
-    await until(async () => ((await entriesOf(TENANT, name, "tool_result")).length === 2 ? true : undefined), "the second call's result");
+    await until(
+      async () => ((await entriesOf(TENANT, name, "tool_result")).length === 2 ? true : undefined),
+      "the second call's result",
+    );
 
     const results = await entriesOf(TENANT, name, "tool_result");
     expect(results.map((r) => [textOf(r).split("\n<harness>")[0], r.model?.[0]?.isError])).toEqual([
@@ -158,7 +174,15 @@ describe("MCP calls", () => {
     expect(second).toMatchObject({
       status: "settled",
       attempts: 1,
-      target: { type: "mcp", tool, server: "wake", remoteTool: "lookup", url: server.url, idempotent: false, snapshot: registered.snapshot },
+      target: {
+        type: "mcp",
+        tool,
+        server: "wake",
+        remoteTool: "lookup",
+        url: server.url,
+        idempotent: false,
+        snapshot: registered.snapshot,
+      },
       outcome: { type: "output", output: { content: [{ type: "text", text: "record 2" }] }, isError: false },
     });
   });
@@ -176,7 +200,8 @@ describe("MCP calls", () => {
     const name = uniqueSession("mcp-progress");
     await createSession(TENANT, name, [tool], { budgetMs: budget });
 
-    // Progress at two thirds of the timeout, four times, keeps the call alive past twice its timeout, within the blocking budget.
+    // Progress at two thirds of the timeout, four times, keeps the call alive past twice its timeout, within the
+    // blocking budget.
     const start = time.now;
     const step = (timeout * 2) / 3;
     const first = await send(TENANT, name, `/call ${tool} {}`);
@@ -198,7 +223,10 @@ describe("MCP calls", () => {
     // turn goes on), and the call ends at its cap as a timeout, whose notice is the late result.
     const second = time.now;
     const late = await send(TENANT, name, `/call ${tool} {}`);
-    await until(async () => (server.callsOf("build").length === 2 ? true : undefined), "the second call reached the server");
+    await until(
+      async () => (server.callsOf("build").length === 2 ? true : undefined),
+      "the second call reached the server",
+    );
     await sleeperAt(TENANT, name, second + timeout);
     let at = second;
     for (let n = 1; at + timeout / 2 < second + MCP_CALL_MAX_MS; n++) {
@@ -219,7 +247,10 @@ describe("MCP calls", () => {
     }
     expect(await entriesOf(TENANT, name, "notice")).toHaveLength(0);
     await advance(TENANT, name, time, second + MCP_CALL_MAX_MS);
-    await until(async () => ((await entriesOf(TENANT, name, "notice")).length === 1 ? true : undefined), "the late result's notice");
+    await until(
+      async () => ((await entriesOf(TENANT, name, "notice")).length === 1 ? true : undefined),
+      "the late result's notice",
+    );
     const [rc] = (await tasksOf(TENANT, name, "remote_call")).slice(1);
     expect(rc?.state).toMatchObject({ status: "settled", attempts: 1, outcome: { type: "error", code: "timeout" } });
     const [notice] = await entriesOf(TENANT, name, "notice");
@@ -236,7 +267,8 @@ describe("MCP calls", () => {
       name: "lookup",
       inputSchema: { properties: { id: { type: "integer" } }, required: ["id"], additionalProperties: false },
       annotations: { idempotentHint: true },
-      run: async (args) => ((await steps.next()) === "done" ? { content: [{ type: "text", text: `v1 ${JSON.stringify(args)}` }] } : "hang"),
+      run: async (args) =>
+        (await steps.next()) === "done" ? { content: [{ type: "text", text: `v1 ${JSON.stringify(args)}` }] } : "hang",
     };
     const after: McpTestTool = {
       name: "lookup",
@@ -262,7 +294,13 @@ describe("MCP calls", () => {
     const [running] = await tasksOf(TENANT, name, "tool");
     expect(running?.state).toMatchObject({
       status: "running",
-      def: { name: tool, definition: { parameters: { type: "object", ...before.inputSchema }, handler: { type: "mcp", snapshot: s1, idempotent: true } } },
+      def: {
+        name: tool,
+        definition: {
+          parameters: { type: "object", ...before.inputSchema },
+          handler: { type: "mcp", snapshot: s1, idempotent: true },
+        },
+      },
     });
 
     // The object dies with the call in flight; the alarm alone brings it back and the call is replayed
@@ -282,7 +320,9 @@ describe("MCP calls", () => {
 
     // What the model was given: the first snapshot's schema for the call it made; the refreshed one
     // from the next request on (a system entry lists each tool as it was offered).
-    const offered = (await entriesOf(TENANT, name, "system")).flatMap((e) => (e.model?.[0] as { toolsAdded?: { name: string; parameters: unknown }[] } | undefined)?.toolsAdded ?? []);
+    const offered = (await entriesOf(TENANT, name, "system")).flatMap(
+      (e) => (e.model?.[0] as { toolsAdded?: { name: string; parameters: unknown }[] } | undefined)?.toolsAdded ?? [],
+    );
     expect(offered[0]).toMatchObject({ name: tool, parameters: { type: "object", ...before.inputSchema } });
     expect(offered.at(-1)).toMatchObject({ name: tool, parameters: { type: "object", ...after.inputSchema } });
     const [replayedResult] = await entriesOf(TENANT, name, "tool_result");
@@ -304,7 +344,11 @@ describe("MCP calls", () => {
     expect(server.callsOf("lookup").map((c) => c.arguments)).toEqual([{ id: 1 }, { id: 1 }, { key: "k" }]);
     const calls = await tasksOf(TENANT, name, "remote_call");
     expect(calls).toHaveLength(2);
-    expect(calls[1]?.state).toMatchObject({ attempts: 1, target: { snapshot: s2, idempotent: false }, arguments: { key: "k" } });
+    expect(calls[1]?.state).toMatchObject({
+      attempts: 1,
+      target: { snapshot: s2, idempotent: false },
+      arguments: { key: "k" },
+    });
   });
 
   it("an MCP server with approval always parks each call on the pending list until it is approved or denied", async () => {
@@ -317,7 +361,11 @@ describe("MCP calls", () => {
     const client = await token(TENANT, "client");
     const pendingItem = async (): Promise<{ id: string; type: string; name: string; arguments: unknown }> =>
       until(async () => {
-        const items = (await json<{ items: { id: string; type: string; name: string; arguments: unknown }[] }>(await httpCall("GET", `/v1/sessions/${name}/pending`, { token: client }))).items;
+        const items = (
+          await json<{ items: { id: string; type: string; name: string; arguments: unknown }[] }>(
+            await httpCall("GET", `/v1/sessions/${name}/pending`, { token: client }),
+          )
+        ).items;
         return items[0];
       }, "the approval");
 
@@ -325,14 +373,24 @@ describe("MCP calls", () => {
     const item = await pendingItem();
     expect(item).toMatchObject({ type: "approval", name: tool, arguments: { id: 5 } });
     expect(server.calls).toHaveLength(0);
-    expect((await httpCall("POST", `/v1/sessions/${name}/pending/${item.id}`, { token: client, body: { approve: true } })).status).toBe(200);
+    expect(
+      (await httpCall("POST", `/v1/sessions/${name}/pending/${item.id}`, { token: client, body: { approve: true } }))
+        .status,
+    ).toBe(200);
     await inputDone(TENANT, name, first.inputId);
     expect(server.callsOf("lookup").map((c) => c.arguments)).toEqual([{ id: 5 }]);
     expect(textOf((await entriesOf(TENANT, name, "tool_result"))[0]).split("\n<harness>")[0]).toBe("record 5");
 
     const second = await send(TENANT, name, `/call ${tool} {"id":6}`);
     const denied = await pendingItem();
-    expect((await httpCall("POST", `/v1/sessions/${name}/pending/${denied.id}`, { token: client, body: { approve: false, reason: "not now" } })).status).toBe(200);
+    expect(
+      (
+        await httpCall("POST", `/v1/sessions/${name}/pending/${denied.id}`, {
+          token: client,
+          body: { approve: false, reason: "not now" },
+        })
+      ).status,
+    ).toBe(200);
     await inputDone(TENANT, name, second.inputId);
     expect(textOf((await entriesOf(TENANT, name, "tool_result"))[1])).toContain("Tool call denied: not now");
     expect(server.calls).toHaveLength(1);
@@ -340,14 +398,28 @@ describe("MCP calls", () => {
 
   it("tool errors, JSON-RPC errors, HTTP errors and an elicitation are error results the model reads", async () => {
     const tools: McpTestTool[] = [
-      { name: "fails", inputSchema: {}, run: () => ({ content: [{ type: "text", text: "no such order" }], isError: true }) },
+      {
+        name: "fails",
+        inputSchema: {},
+        run: () => ({ content: [{ type: "text", text: "no such order" }], isError: true }),
+      },
       { name: "structured", inputSchema: {}, run: () => ({ content: [], structuredContent: { total: 3 } }) },
-      { name: "throws", inputSchema: {}, run: () => Promise.reject(new McpError(ErrorCode.InvalidParams, "order must be positive")) },
+      {
+        name: "throws",
+        inputSchema: {},
+        run: () => Promise.reject(new McpError(ErrorCode.InvalidParams, "order must be positive")),
+      },
       {
         name: "asks",
         inputSchema: {},
         run: async (_args, _progress, extra) => {
-          await extra.sendRequest({ method: "elicitation/create", params: { message: "Which account?", requestedSchema: { type: "object", properties: {} } } }, ElicitResultSchema);
+          await extra.sendRequest(
+            {
+              method: "elicitation/create",
+              params: { message: "Which account?", requestedSchema: { type: "object", properties: {} } },
+            },
+            ElicitResultSchema,
+          );
           return { content: [{ type: "text", text: "answered" }] };
         },
       },
@@ -359,7 +431,8 @@ describe("MCP calls", () => {
     let failing = false;
     setHostSeams({
       fetch: async (request) => {
-        if (failing && refusing.serves(request)) return new Response(JSON.stringify({ error: "forbidden" }), { status: 403 });
+        if (failing && refusing.serves(request))
+          return new Response(JSON.stringify({ error: "forbidden" }), { status: 403 });
         if (failing && broken.serves(request)) return new Response("bad gateway", { status: 502 });
         return mcpFetch(server, refusing, broken)(request);
       },
@@ -369,17 +442,25 @@ describe("MCP calls", () => {
     const names = [...tools.map((t) => `odd__${t.name}`), "refusing__lookup", "broken__lookup"];
     const name = uniqueSession("mcp-errors");
     await createSession(TENANT, name, names);
-    for (const tool of names) expect((await send(TENANT, name, `/call ${tool} ${tool.endsWith("lookup") ? '{"id":1}' : "{}"}`, 10)).result.status).toBe("done");
+    for (const tool of names)
+      expect(
+        (await send(TENANT, name, `/call ${tool} ${tool.endsWith("lookup") ? '{"id":1}' : "{}"}`, 10)).result.status,
+      ).toBe("done");
     const results = await entriesOf(TENANT, name, "tool_result");
     const seen = results.map((r) => [r.model?.[0]?.isError, textOf(r).split("\n<harness>")[0]]);
     expect(seen[0]).toEqual([true, "no such order"]);
     expect(seen[1]).toEqual([false, '{"total":3}']);
-    expect(results[1]?.data?.["details"]).toMatchObject({ structuredContent: { total: 3 }, mcp: { server: "odd", tool: "structured", snapshot: expect.any(String) } });
+    expect(results[1]?.data?.["details"]).toMatchObject({
+      structuredContent: { total: 3 },
+      mcp: { server: "odd", tool: "structured", snapshot: expect.any(String) },
+    });
     expect(seen[2]?.[0]).toBe(true);
     expect(seen[2]?.[1]).toContain(`The MCP server "odd" answered with an error (code ${ErrorCode.InvalidParams})`);
     expect(seen[2]?.[1]).toContain("order must be positive");
     expect(seen[3]?.[0]).toBe(true);
-    expect(seen[3]?.[1]).toContain('The MCP server "odd" asked for user input during the call (elicitation/create), which this service declines');
+    expect(seen[3]?.[1]).toContain(
+      'The MCP server "odd" asked for user input during the call (elicitation/create), which this service declines',
+    );
     expect(seen[4]?.[0]).toBe(true);
     expect(seen[4]?.[1]).toContain('MCP server "refusing" (tool lookup) refused remote call');
     expect(seen[4]?.[1]).toContain("HTTP 403");

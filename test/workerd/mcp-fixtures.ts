@@ -11,7 +11,13 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type ServerNotification, type ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ListToolsRequestSchema,
+  type CallToolResult,
+  type ServerNotification,
+  type ServerRequest,
+} from "@modelcontextprotocol/sdk/types.js";
 import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
 
 export const MCP_ORIGIN = "https://mcp.example.test";
@@ -22,8 +28,15 @@ export interface McpTestTool {
   readonly description?: string;
   /** JSON Schema of the arguments (`type: "object"`). */
   readonly inputSchema: Record<string, unknown>;
-  readonly annotations?: { readonly idempotentHint?: boolean; readonly readOnlyHint?: boolean; readonly destructiveHint?: boolean };
-  /** The result; `"hang"` never answers (until the request is aborted). `extra` is the SDK's request context (to send the client a request). */
+  readonly annotations?: {
+    readonly idempotentHint?: boolean;
+    readonly readOnlyHint?: boolean;
+    readonly destructiveHint?: boolean;
+  };
+  /**
+   * The result; `"hang"` never answers (until the request is aborted). `extra` is the SDK's request context (to send
+   * the client a request).
+   */
   readonly run?: (
     args: Record<string, unknown>,
     progress: (value: number, total?: number) => Promise<void>,
@@ -41,7 +54,11 @@ export interface SeenCall {
 export class McpTestServer {
   readonly name: string;
   /** Every HTTP request (method and JSON-RPC method, when there is one). */
-  readonly requests: { readonly method: string; readonly rpc: string | undefined; readonly headers: Record<string, string> }[] = [];
+  readonly requests: {
+    readonly method: string;
+    readonly rpc: string | undefined;
+    readonly headers: Record<string, string>;
+  }[] = [];
   readonly calls: SeenCall[] = [];
   #tools = new Map<string, McpTestTool>();
   /** Answer `application/json` instead of an SSE stream (progress needs the stream). */
@@ -78,11 +95,17 @@ export class McpTestServer {
     let body: unknown;
     if (request.method === "POST") {
       body = await request.json();
-      rpc = !Array.isArray(body) && typeof body === "object" && body !== null && "method" in body ? String((body as { method: unknown }).method) : undefined;
+      rpc =
+        !Array.isArray(body) && typeof body === "object" && body !== null && "method" in body
+          ? String((body as { method: unknown }).method)
+          : undefined;
     }
     this.requests.push({ method: request.method, rpc, headers });
     const server = this.#server(headers);
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: this.json });
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: this.json,
+    });
     await server.connect(transport);
     return transport.handleRequest(request, { parsedBody: body });
   };
@@ -109,9 +132,16 @@ export class McpTestServer {
       const token = request.params._meta?.progressToken;
       const progress = async (value: number, total?: number): Promise<void> => {
         if (token === undefined) return;
-        await extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: value, ...(total === undefined ? {} : { total }) } });
+        await extra.sendNotification({
+          method: "notifications/progress",
+          params: { progressToken: token, progress: value, ...(total === undefined ? {} : { total }) },
+        });
       };
-      const result = await (tool.run ?? (() => ({ content: [{ type: "text" as const, text: JSON.stringify(args) }] })))(args, progress, extra);
+      const result = await (tool.run ?? (() => ({ content: [{ type: "text" as const, text: JSON.stringify(args) }] })))(
+        args,
+        progress,
+        extra,
+      );
       if (result === "hang") {
         return new Promise<CallToolResult>((_resolve, reject) => {
           extra.signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true });

@@ -22,7 +22,10 @@ async function connect(session: string, jwt: string): Promise<Client> {
     fetch: (url, init) => SELF.fetch(new Request(url, init)),
     requestInit: { headers: { authorization: `Bearer ${jwt}` } },
   });
-  const client = new Client({ name: "mcp-serve-test", version: "1" }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
+  const client = new Client(
+    { name: "mcp-serve-test", version: "1" },
+    { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() },
+  );
   await client.connect(transport);
   return client;
 }
@@ -48,7 +51,12 @@ async function initialize(session: string, jwt: string): Promise<Response> {
   return call("POST", `/v1/sessions/${session}/mcp`, {
     token: jwt,
     headers: { accept: "application/json, text/event-stream" },
-    body: { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } },
+    body: {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+    },
   });
 }
 
@@ -59,11 +67,18 @@ describe("every session as an MCP server", () => {
     const operator = await token(tenant, "operator");
     const defined = await call("PUT", "/v1/tools/ask_user", {
       token: operator,
-      body: { description: "Ask the user", parameters: { type: "object", properties: { q: { type: "string" } } }, handler: { type: "client" } },
+      body: {
+        description: "Ask the user",
+        parameters: { type: "object", properties: { q: { type: "string" } } },
+        handler: { type: "client" },
+      },
     });
     expect(defined.status, await defined.clone().text()).toBe(201);
     const jwt = await token(tenant, "client");
-    const created = await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: { model: "echo", selectedTools: ["ask_user"] } });
+    const created = await call("PUT", `/v1/sessions/${session}`, {
+      token: jwt,
+      body: { model: "echo", selectedTools: ["ask_user"] },
+    });
     expect(created.status).toBe(201);
 
     const client = await connect(session, jwt);
@@ -96,23 +111,37 @@ describe("every session as an MCP server", () => {
     expect(asked.structured["answer"]).toBeUndefined();
     const askedId = asked.structured["inputId"];
     expect(asked.text).toContain(`get_result with input_id ${String(askedId)}`);
-    const item = await until(async () => {
-      const items = (await tool(client, "list_pending")).structured["items"] as { id: string; name: string }[];
-      return items.find((i) => i.name === "ask_user");
-    }, "the client tool's pending item", 1_000);
+    const item = await until(
+      async () => {
+        const items = (await tool(client, "list_pending")).structured["items"] as { id: string; name: string }[];
+        return items.find((i) => i.name === "ask_user");
+      },
+      "the client tool's pending item",
+      1_000,
+    );
     const pending = await tool(client, "get_result", { input_id: askedId });
     expect(pending.structured["status"]).not.toBe("done");
-    const answered = await tool(client, "respond_pending", { id: item.id, output: "forty-two", request_key: "answer-1" });
+    const answered = await tool(client, "respond_pending", {
+      id: item.id,
+      output: "forty-two",
+      request_key: "answer-1",
+    });
     expect(answered).toMatchObject({ isError: false, structured: { id: item.id, duplicate: false } });
     // The same answer again with a key is a duplicate; without one it is the route's 409.
-    expect(await tool(client, "respond_pending", { id: item.id, output: "forty-two", request_key: "answer-1" })).toMatchObject({ isError: false, structured: { duplicate: true } });
+    expect(
+      await tool(client, "respond_pending", { id: item.id, output: "forty-two", request_key: "answer-1" }),
+    ).toMatchObject({ isError: false, structured: { duplicate: true } });
     const twice = await tool(client, "respond_pending", { id: item.id, output: "forty-two" });
     expect(twice.isError).toBe(true);
     expect(twice.text).toMatch(/^already_answered: /);
-    const done = await until(async () => {
-      const result = await tool(client, "get_result", { input_id: askedId });
-      return result.structured["status"] === "done" ? result : undefined;
-    }, "the answer after the client tool", 1_000);
+    const done = await until(
+      async () => {
+        const result = await tool(client, "get_result", { input_id: askedId });
+        return result.structured["status"] === "done" ? result : undefined;
+      },
+      "the answer after the client tool",
+      1_000,
+    );
     expect(done.text).toBe("forty-two");
 
     // The transcript, by cursor.
@@ -146,7 +175,10 @@ describe("every session as an MCP server", () => {
     expect(raw.headers.get("mcp-session-id")).toBeNull();
     await raw.body?.cancel();
     for (const method of ["GET", "DELETE"]) {
-      const response = await call(method, `/v1/sessions/${session}/mcp`, { token: jwt, headers: { accept: "text/event-stream" } });
+      const response = await call(method, `/v1/sessions/${session}/mcp`, {
+        token: jwt,
+        headers: { accept: "text/event-stream" },
+      });
       expect(response.status, method).toBe(405);
       expect(response.headers.get("allow")).toBe("POST");
       await response.body?.cancel();
@@ -158,7 +190,9 @@ describe("every session as an MCP server", () => {
     const owner = await token("mcp-owner", "client");
     expect((await call("PUT", `/v1/sessions/${session}`, { token: owner, body: { model: "echo" } })).status).toBe(201);
     const ownerClient = await connect(session, owner);
-    expect((await tool(ownerClient, "send_message", { input: "a secret of the owner", wait_seconds: 10 })).text).toBe("a secret of the owner");
+    expect((await tool(ownerClient, "send_message", { input: "a secret of the owner", wait_seconds: 10 })).text).toBe(
+      "a secret of the owner",
+    );
     await ownerClient.close();
     const seq = await lastSeq("mcp-owner", session);
 
@@ -171,7 +205,10 @@ describe("every session as an MCP server", () => {
     expect(foreign.status).toBe(404);
     const foreignBody = await foreign.text();
     expect(foreignBody).toBe(await unknown.text());
-    expect(JSON.parse(foreignBody)).toMatchObject({ code: "session_not_found", instance: `/v1/sessions/${session}/mcp` });
+    expect(JSON.parse(foreignBody)).toMatchObject({
+      code: "session_not_found",
+      instance: `/v1/sessions/${session}/mcp`,
+    });
     expect(foreignBody).not.toContain("mcp-owner");
     expect(foreignBody).not.toContain("secret");
     // A tool call without initialize (the server is stateless) is refused the same way, and writes nothing.

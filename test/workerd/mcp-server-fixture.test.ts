@@ -11,8 +11,15 @@ import { withMcpClient } from "../../src/worker/remote/mcp-connect.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 
 async function connect(server: McpTestServer): Promise<Client> {
-  const client = new Client({ name: "fixture-test", version: "1.0.0" }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
-  await client.connect(new StreamableHTTPClientTransport(new URL(server.url), { fetch: (input, init) => server.fetch(new Request(input, init)) }));
+  const client = new Client(
+    { name: "fixture-test", version: "1.0.0" },
+    { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() },
+  );
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(server.url), {
+      fetch: (input, init) => server.fetch(new Request(input, init)),
+    }),
+  );
   return client;
 }
 
@@ -34,7 +41,10 @@ describe("MCP test server", () => {
     const listed = await client.listTools();
     expect(listed.tools.map((t) => [t.name, t.annotations?.idempotentHint])).toEqual([["slow_sum", true]]);
     const seen: number[] = [];
-    const result = await client.callTool({ name: "slow_sum", arguments: { a: 2, b: 3 } }, undefined, { onprogress: (p) => seen.push(p.progress), resetTimeoutOnProgress: true });
+    const result = await client.callTool({ name: "slow_sum", arguments: { a: 2, b: 3 } }, undefined, {
+      onprogress: (p) => seen.push(p.progress),
+      resetTimeoutOnProgress: true,
+    });
     expect(result.content).toEqual([{ type: "text", text: "5" }]);
     expect(seen).toEqual([1, 2]);
     expect(server.callsOf("slow_sum")).toHaveLength(1);
@@ -47,7 +57,10 @@ describe("MCP test server", () => {
     const server = new McpTestServer("seam", [{ name: "echo", inputSchema: {} }]);
     setHostSeams({ fetch: mcpFetch(server) });
     try {
-      const names = await withMcpClient({ url: server.url, headers: { authorization: "Bearer s3cret" } }, async (client) => (await client.listTools()).tools.map((t) => t.name));
+      const names = await withMcpClient(
+        { url: server.url, headers: { authorization: "Bearer s3cret" } },
+        async (client) => (await client.listTools()).tools.map((t) => t.name),
+      );
       expect(names).toEqual(["echo"]);
       expect(server.requests.map((r) => r.rpc)).toContain("initialize");
       expect(server.requests.every((r) => r.headers["authorization"] === "Bearer s3cret")).toBe(true);

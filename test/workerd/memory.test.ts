@@ -21,8 +21,16 @@ const task = (id: number, conversationId: number, extra: Partial<Task> = {}): Ma
   type: "task",
   task: { id, conversationId, kind: "generation", role: "start", state: { status: "pending" }, after: [], ...extra },
 });
-const rewindList = (conversation: number): List<string> => ({ scope: { conversation }, namespace: "moves", rewind: true });
-const rewindValue = (conversation: number): Value<string> => ({ scope: { conversation }, namespace: "plan", rewind: true });
+const rewindList = (conversation: number): List<string> => ({
+  scope: { conversation },
+  namespace: "moves",
+  rewind: true,
+});
+const rewindValue = (conversation: number): Value<string> => ({
+  scope: { conversation },
+  namespace: "plan",
+  rewind: true,
+});
 
 async function filler(s: MemoryStorage, conversationId: number, through: number): Promise<void> {
   const writes: MainWrite[] = [];
@@ -136,7 +144,12 @@ describe("MemoryStorage", () => {
     const s = new MemoryStorage();
     await s.commit({
       kind: "main",
-      writes: [conv(1), entry(2, 1), { type: "value.set", addr: rewindValue(1), value: "v3" }, entry(4, 1, { head: 2 })],
+      writes: [
+        conv(1),
+        entry(2, 1),
+        { type: "value.set", addr: rewindValue(1), value: "v3" },
+        entry(4, 1, { head: 2 }),
+      ],
     });
     await s.commit({ kind: "main", writes: [conv(5, { conversationId: 1, at: 4 }), entry(6, 5)] });
     await s.commit({ kind: "main", writes: [{ type: "deleteConversation", id: 1 }] });
@@ -160,13 +173,19 @@ describe("MemoryStorage", () => {
       kind: "main",
       writes: [conv(1), { type: "value.set", addr: rewindValue(1), value: "a2" }, entry(3, 1)],
     });
-    await s.commit({ kind: "main", writes: [{ type: "value.set", addr: rewindValue(1), value: "a4" }, conv(5, { conversationId: 1, at: 3 })] });
+    await s.commit({
+      kind: "main",
+      writes: [{ type: "value.set", addr: rewindValue(1), value: "a4" }, conv(5, { conversationId: 1, at: 3 })],
+    });
     expect(await s.getValue(rewindValue(5))).toEqual({ seq: 2, value: "a2" });
     expect(await s.getValue(rewindValue(1))).toEqual({ seq: 4, value: "a4" });
     await s.commit({ kind: "main", writes: [{ type: "value.delete", addr: rewindValue(5) }, entry(7, 5)] });
     expect(await s.getValue(rewindValue(5))).toBeUndefined();
     expect(await s.getValue(rewindValue(5), 5)).toEqual({ seq: 2, value: "a2" });
-    await s.commit({ kind: "main", writes: [conv(8, { conversationId: 5, at: 7 }), conv(9, { conversationId: 5, at: 5 })] });
+    await s.commit({
+      kind: "main",
+      writes: [conv(8, { conversationId: 5, at: 7 }), conv(9, { conversationId: 5, at: 5 })],
+    });
     expect(await s.getValue(rewindValue(8))).toBeUndefined();
     expect(await s.getValue(rewindValue(9))).toEqual({ seq: 2, value: "a2" });
     expect(await s.getValue(rewindValue(1), 3)).toEqual({ seq: 2, value: "a2" });
@@ -182,7 +201,12 @@ describe("MemoryStorage", () => {
     const stickyList: List<string> = { scope: { conversation: 1 }, namespace: "ui.list", rewind: false };
     await s.commit({
       kind: "main",
-      writes: [conv(1), { type: "value.set", addr: sticky, value: "x" }, { type: "value.set", addr: session, value: "n" }, task(4, 1)],
+      writes: [
+        conv(1),
+        { type: "value.set", addr: sticky, value: "x" },
+        { type: "value.set", addr: session, value: "n" },
+        task(4, 1),
+      ],
     });
     await s.commit({ kind: "main", writes: [{ type: "list.append", addr: stickyList, value: "e" }] });
     const scratch: Value<string> = { scope: { scratch: 4 }, namespace: "memo", rewind: false };
@@ -211,7 +235,13 @@ describe("MemoryStorage", () => {
       ],
     });
     expect((await s.readList(list, { limit: 5 })).items).toEqual([{ id: 2, value: 2 }]);
-    await s.commit({ kind: "main", writes: [{ type: "list.clear", addr: list }, { type: "list.append", addr: list, value: 5 }] });
+    await s.commit({
+      kind: "main",
+      writes: [
+        { type: "list.clear", addr: list },
+        { type: "list.append", addr: list, value: 5 },
+      ],
+    });
     expect((await s.readList(list, { limit: 5 })).items).toEqual([{ id: 5, value: 5 }]);
   });
 
@@ -232,41 +262,74 @@ describe("MemoryStorage", () => {
     });
     await s.commit({ kind: "scratch", task: 3, writes: [{ type: "value.set", addr: other, value: "o" }] });
     expect((await s.readList(frames, { limit: 5 })).items.map((e) => e.value)).toEqual(["f1"]);
-    expect((await s.scanValues({ scope: { scratch: 2 }, namespace: "memo", limit: 5 })).items.map((i) => i.key)).toEqual(["k"]);
+    expect(
+      (await s.scanValues({ scope: { scratch: 2 }, namespace: "memo", limit: 5 })).items.map((i) => i.key),
+    ).toEqual(["k"]);
     await s.commit({ kind: "main", writes: [{ type: "settle", id: 2, role: "terminal", state: { status: "done" } }] });
     expect((await s.readList(frames, { limit: 5 })).items).toEqual([]);
     expect(await s.getValue(memo)).toBeUndefined();
     expect((await s.scanValues({ scope: { scratch: 2 }, namespace: "memo", limit: 5 })).items).toEqual([]);
     expect((await s.getValue(other))?.value).toBe("o");
     const seq = s.lastSeq;
-    await rejects(s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames, value: "late" }] }), "malformed_batch");
+    await rejects(
+      s.commit({ kind: "scratch", task: 2, writes: [{ type: "list.append", addr: frames, value: "late" }] }),
+      "malformed_batch",
+    );
     expect(s.lastSeq).toBe(seq);
     // A main batch never writes scratch.
-    await rejects(s.commit({ kind: "main", writes: [{ type: "value.set", addr: other, value: "x" }] }), "malformed_batch");
+    await rejects(
+      s.commit({ kind: "main", writes: [{ type: "value.set", addr: other, value: "x" }] }),
+      "malformed_batch",
+    );
   });
 
   it("never clears the durable abort mark; owns is replaced only when given (memory)", async () => {
     const s = new MemoryStorage();
     await s.commit({ kind: "main", writes: [conv(1), task(2, 1), conv(3, undefined, 2)] });
-    await s.commit({ kind: "main", writes: [{ type: "patch", id: 2, role: "inflight", state: { status: "running" }, owns: [3] }] });
-    await s.commit({ kind: "main", writes: [{ type: "patch", id: 2, role: "inflight", state: { status: "running" }, abort: true }] });
-    await s.commit({ kind: "main", writes: [{ type: "patch", id: 2, role: "inflight", state: { status: "stopping" } }] });
+    await s.commit({
+      kind: "main",
+      writes: [{ type: "patch", id: 2, role: "inflight", state: { status: "running" }, owns: [3] }],
+    });
+    await s.commit({
+      kind: "main",
+      writes: [{ type: "patch", id: 2, role: "inflight", state: { status: "running" }, abort: true }],
+    });
+    await s.commit({
+      kind: "main",
+      writes: [{ type: "patch", id: 2, role: "inflight", state: { status: "stopping" } }],
+    });
     let t = (await s.getTasks([2])).get(2);
     expect(t?.abort).toBe(true);
     expect(t?.owns).toEqual([3]);
     expect(t?.state).toEqual({ status: "stopping" });
     expect((await s.scanTasks({ abort: true, limit: 5 })).items.map((x) => x.id)).toEqual([2]);
-    await s.commit({ kind: "main", writes: [{ type: "settle", id: 2, role: "terminal", state: { status: "aborted" } }] });
+    await s.commit({
+      kind: "main",
+      writes: [{ type: "settle", id: 2, role: "terminal", state: { status: "aborted" } }],
+    });
     t = (await s.getTasks([2])).get(2);
     expect(t?.abort).toBe(true);
     expect(t?.role).toBe("terminal");
     expect((await s.scanConversations({ ownedFrom: 2, limit: 5 })).items.map((c) => c.id)).toEqual([3]);
-    await rejects(s.commit({ kind: "main", writes: [{ type: "patch", id: 2, role: "inflight", state: { status: "again" } }] }), "malformed_batch");
+    await rejects(
+      s.commit({ kind: "main", writes: [{ type: "patch", id: 2, role: "inflight", state: { status: "again" } }] }),
+      "malformed_batch",
+    );
   });
 
   it("scans live tasks through the live index, with filters before the limit (memory)", async () => {
     const s = new MemoryStorage();
-    await s.commit({ kind: "main", writes: [conv(1), conv(2), task(3, 1), task(4, 2), task(5, 1, { kind: "tool" }), task(6, 2, { role: "terminal", state: { status: "done" } })] });
+    await s.commit({
+      kind: "main",
+      writes: [
+        conv(1),
+        conv(2),
+        task(3, 1),
+        task(4, 2),
+        task(5, 1, { kind: "tool" }),
+        task(6, 2, { role: "terminal", state: { status: "done" } }),
+      ],
+    });
     await s.commit({ kind: "main", writes: [{ type: "settle", id: 3, role: "terminal", state: { status: "done" } }] });
     const live = await s.scanTasks({ live: true, limit: 1 });
     expect(live.items.map((t) => t.id)).toEqual([4]);
@@ -274,7 +337,9 @@ describe("MemoryStorage", () => {
     expect((await s.scanTasks({ live: true, after: 4, limit: 1 })).items.map((t) => t.id)).toEqual([5]);
     expect((await s.scanTasks({ live: true, conversationIds: [2], limit: 5 })).items.map((t) => t.id)).toEqual([4]);
     expect((await s.scanTasks({ live: false, limit: 5 })).items.map((t) => t.id)).toEqual([3, 6]);
-    expect((await s.scanTasks({ conversationIds: [1, 2], kind: "generation", limit: 5 })).items.map((t) => t.id)).toEqual([3, 4, 6]);
+    expect(
+      (await s.scanTasks({ conversationIds: [1, 2], kind: "generation", limit: 5 })).items.map((t) => t.id),
+    ).toEqual([3, 4, 6]);
     expect((await s.scanTasks({ role: "start", before: 5, limit: 5 })).items.map((t) => t.id)).toEqual([4]);
     expect((await s.scanTasks({ conversationIds: [], limit: 5 })).items).toEqual([]);
   });
@@ -292,7 +357,10 @@ describe("MemoryStorage", () => {
     await s.commit({ kind: "main", writes: [conv(1)] });
     const big = "x".repeat(MAX_PAYLOAD_BYTES);
     const addr: Value<string> = { scope: { conversation: 1 }, namespace: "big", rewind: true };
-    await rejects(s.commit({ kind: "main", writes: [entry(2, 1), { type: "value.set", addr, value: big }] }), "too_large");
+    await rejects(
+      s.commit({ kind: "main", writes: [entry(2, 1), { type: "value.set", addr, value: big }] }),
+      "too_large",
+    );
     expect(s.lastSeq).toBe(1);
     expect((await s.getEntries([2])).size).toBe(0);
     expect(await s.getValue(addr)).toBeUndefined();
@@ -303,9 +371,22 @@ describe("MemoryStorage", () => {
     const s = new MemoryStorage();
     await s.commit({
       kind: "main",
-      writes: [conv(1), entry(2, 1), entry(3, 1, { kind: "assistant", key: "k" }), entry(4, 1, { head: 2 }), entry(5, 1, { kind: "assistant" })],
+      writes: [
+        conv(1),
+        entry(2, 1),
+        entry(3, 1, { kind: "assistant", key: "k" }),
+        entry(4, 1, { head: 2 }),
+        entry(5, 1, { kind: "assistant" }),
+      ],
     });
-    await s.commit({ kind: "main", writes: [conv(6, { conversationId: 1, at: 4 }), entry(7, 6, { kind: "assistant", key: "k" }), entry(8, 6, { head: 7 })] });
+    await s.commit({
+      kind: "main",
+      writes: [
+        conv(6, { conversationId: 1, at: 4 }),
+        entry(7, 6, { kind: "assistant", key: "k" }),
+        entry(8, 6, { head: 7 }),
+      ],
+    });
     const page = (q: Omit<Parameters<MemoryStorage["scanEntries"]>[0], "conversationId">) =>
       s.scanEntries({ conversationId: 6, ...q }).then((p) => ({ ids: p.items.map((e) => e.id), next: p.next }));
     expect(await page({ limit: 10 })).toEqual({ ids: [2, 3, 4, 7, 8], next: undefined });
@@ -317,7 +398,7 @@ describe("MemoryStorage", () => {
     expect(await page({ limit: 10, from: 3, through: 7 })).toEqual({ ids: [3, 4, 7], next: undefined });
     expect((await s.newestHead(6, 7))?.id).toBe(4);
     expect((await s.newestHead(6, 8))?.id).toBe(8);
-    expect((await s.newestHead(6, 3))).toBeUndefined();
+    expect(await s.newestHead(6, 3)).toBeUndefined();
     expect(await s.entryKinds()).toEqual(["assistant", "user"]);
     await rejects(s.scanEntries({ conversationId: 99, limit: 1 }), "bad_query");
     await rejects(s.scanEntries({ conversationId: 6, limit: 0 }), "bad_query");
@@ -333,7 +414,11 @@ describe("MemoryStorage", () => {
         { type: "value.set", addr: at("a"), value: 1 },
         { type: "value.set", addr: at("c"), value: 3 },
         { type: "value.delete", addr: at("b") },
-        { type: "value.set", addr: { scope: { session: true }, namespace: "other", key: "a", rewind: false }, value: 9 },
+        {
+          type: "value.set",
+          addr: { scope: { session: true }, namespace: "other", key: "a", rewind: false },
+          value: 9,
+        },
       ],
     });
     const page = await s.scanValues({ scope: { session: true }, namespace: "n", limit: 10 });
@@ -342,7 +427,9 @@ describe("MemoryStorage", () => {
       { key: "c", version: { seq: 3, value: 3 } },
     ]);
     expect(page.next).toBeUndefined();
-    expect((await s.scanValues({ scope: { session: true }, namespace: "n", after: "a", limit: 1 })).items.map((i) => i.key)).toEqual(["c"]);
+    expect(
+      (await s.scanValues({ scope: { session: true }, namespace: "n", after: "a", limit: 1 })).items.map((i) => i.key),
+    ).toEqual(["c"]);
   });
 
   it("returns frozen records and rejects reads and commits after close (memory)", async () => {

@@ -1,5 +1,6 @@
 /**
- * A parked wait costs nothing (docs/design.md "Alarms and restarts"): a generation sleeping in retry_wait until a durable wake time
+ * A parked wait costs nothing (docs/design.md "Alarms and restarts"): a generation sleeping in retry_wait until a
+ * durable wake time
  * is not busy, so no 30 s heartbeat keeps the object awake; the one alarm is set at the wake time, and
  * after an eviction that alarm alone reopens the session and brings the generation back (§5.3: execute
  * sleeps only the remainder). The turn kit runs over a scripted faux model through the test seam.
@@ -30,11 +31,18 @@ afterEach(async () => {
 
 describe("a parked wait costs nothing", () => {
   it("a retry waiting 10 minutes lets the object be evicted, and the alarm brings the generation back", async () => {
-    const provider = new ScriptedProvider([fauxAssistantMessage([], { stopReason: "error", errorMessage: "503 overloaded" }), answerNewest()]);
+    const provider = new ScriptedProvider([
+      fauxAssistantMessage([], { stopReason: "error", errorMessage: "503 overloaded" }),
+      answerNewest(),
+    ]);
     const models = createModels();
     models.setProvider(provider.provider());
     const model = provider.faux.getModel();
-    const kit = createTurnKit({ models, tools: [echoTool], options: { flushMs: 0, retryBaseMs: TEN_MINUTES, retryMaxDelayMs: 2 * TEN_MINUTES, retryJitter: 0 } });
+    const kit = createTurnKit({
+      models,
+      tools: [echoTool],
+      options: { flushMs: 0, retryBaseMs: TEN_MINUTES, retryMaxDelayMs: 2 * TEN_MINUTES, retryJitter: 0 },
+    });
     registerTestKinds(kit.kinds);
 
     const session = new TestSession("parked-wait");
@@ -49,12 +57,18 @@ describe("a parked wait costs nothing", () => {
       return { inputId: receipt.inputId, generation: gen };
     });
     const stateOf = () =>
-      runInDurableObject(session.stub, async (instance: SessionObject) => (await harnessOf(instance).storage.getTasks([generation])).get(generation)?.state);
+      runInDurableObject(
+        session.stub,
+        async (instance: SessionObject) =>
+          (await harnessOf(instance).storage.getTasks([generation])).get(generation)?.state,
+      );
     await until(async () => (await stateOf())?.status === "retry_wait", "retry_wait");
     expect(await stateOf()).toMatchObject({ status: "retry_wait", notBefore: t0 + TEN_MINUTES });
     // Sleeping is not busy: the alarm is the wake time, not a heartbeat 30 s ahead.
     await until(async () => !(await session.rpc.inspect()).busy, "not busy while parked");
-    expect(await runInDurableObject(session.stub, (_instance, state) => state.storage.getAlarm())).toBe(t0 + TEN_MINUTES);
+    expect(await runInDurableObject(session.stub, (_instance, state) => state.storage.getAlarm())).toBe(
+      t0 + TEN_MINUTES,
+    );
     expect(provider.calls).toBe(1);
 
     // Evicted while parked; ten minutes later only the alarm runs.

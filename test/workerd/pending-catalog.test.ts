@@ -28,7 +28,9 @@ afterEach(async () => {
 });
 
 async function tasks(session: string): Promise<TaskView[]> {
-  const response = await call("GET", `/v1/sessions/${session}/tasks?limit=200`, { token: await token(TENANT, "operator") });
+  const response = await call("GET", `/v1/sessions/${session}/tasks?limit=200`, {
+    token: await token(TENANT, "operator"),
+  });
   expect(response.status).toBe(200);
   return (await json<{ items: TaskView[] }>(response)).items;
 }
@@ -50,12 +52,27 @@ describe("catalog capture", () => {
     expect(v1Response.status, await v1Response.clone().text()).toBe(201);
     const v1 = (await json<{ version: number }>(v1Response)).version;
 
-    expect((await call("PUT", `/v1/sessions/${session}`, { token: client, body: { selectedTools: ["refund"] } })).status).toBe(201);
-    const first = await json<{ inputId: number }>(await call("POST", `/v1/sessions/${session}/conversations/root/inputs`, { token: client, body: { input: '/call refund {"id":7}' } }));
-    const [item] = await until(async () => {
-      const items = (await json<{ items: { id: string; taskId: number }[] }>(await call("GET", `/v1/sessions/${session}/pending`, { token: client }))).items;
-      return items.length > 0 ? items : undefined;
-    }, "the approval", 1_000);
+    expect(
+      (await call("PUT", `/v1/sessions/${session}`, { token: client, body: { selectedTools: ["refund"] } })).status,
+    ).toBe(201);
+    const first = await json<{ inputId: number }>(
+      await call("POST", `/v1/sessions/${session}/conversations/root/inputs`, {
+        token: client,
+        body: { input: '/call refund {"id":7}' },
+      }),
+    );
+    const [item] = await until(
+      async () => {
+        const items = (
+          await json<{ items: { id: string; taskId: number }[] }>(
+            await call("GET", `/v1/sessions/${session}/pending`, { token: client }),
+          )
+        ).items;
+        return items.length > 0 ? items : undefined;
+      },
+      "the approval",
+      1_000,
+    );
     expect(item).toBeDefined();
 
     // v2: another URL, other parameters, no approval; then the session's copy of the catalog expires.
@@ -69,22 +86,44 @@ describe("catalog capture", () => {
     expect(v2).toBeGreaterThan(v1);
     time.now += TTL_MS + 1_000;
     // A turn in a fork reads the catalog again (its copy expired), so the session's copy is v2 now.
-    const fork = await json<{ conversationId: number }>(await call("POST", `/v1/sessions/${session}/conversations/root/fork`, { token: client, body: { at: "start" } }));
-    const forkConfig = await call("PATCH", `/v1/sessions/${session}/conversations/${fork.conversationId}/config`, { token: client, body: { model: "echo", selectedTools: ["refund"] } });
+    const fork = await json<{ conversationId: number }>(
+      await call("POST", `/v1/sessions/${session}/conversations/root/fork`, { token: client, body: { at: "start" } }),
+    );
+    const forkConfig = await call("PATCH", `/v1/sessions/${session}/conversations/${fork.conversationId}/config`, {
+      token: client,
+      body: { model: "echo", selectedTools: ["refund"] },
+    });
     expect(forkConfig.status, await forkConfig.clone().text()).toBe(200);
-    const other = await call("POST", `/v1/sessions/${session}/conversations/${fork.conversationId}/inputs?wait=10`, { token: client, body: { input: "anything new?" } });
+    const other = await call("POST", `/v1/sessions/${session}/conversations/${fork.conversationId}/inputs?wait=10`, {
+      token: client,
+      body: { input: "anything new?" },
+    });
     expect((await json<{ status: string }>(other)).status).toBe("done");
 
     const parked = (await tasks(session)).find((t) => t.id === item?.taskId);
-    expect(parked?.state).toMatchObject({ status: "parked", def: { name: "refund", version: v1, definition: { handler: { url: URL_A } } } });
+    expect(parked?.state).toMatchObject({
+      status: "parked",
+      def: { name: "refund", version: v1, definition: { handler: { url: URL_A } } },
+    });
 
     // Approve: the call runs the definition it was created with.
-    const approved = await call("POST", `/v1/sessions/${session}/pending/${item?.id ?? ""}`, { token: client, body: { approve: true } });
+    const approved = await call("POST", `/v1/sessions/${session}/pending/${item?.id ?? ""}`, {
+      token: client,
+      body: { approve: true },
+    });
     expect(approved.status, await approved.clone().text()).toBe(200);
-    await until(async () => {
-      const r = (await json<{ result: { status: string } }>(await call("GET", `/v1/sessions/${session}/inputs/${first.inputId}`, { token: client }))).result;
-      return r.status === "done" ? r : undefined;
-    }, "the first call's answer", 1_000);
+    await until(
+      async () => {
+        const r = (
+          await json<{ result: { status: string } }>(
+            await call("GET", `/v1/sessions/${session}/inputs/${first.inputId}`, { token: client }),
+          )
+        ).result;
+        return r.status === "done" ? r : undefined;
+      },
+      "the first call's answer",
+      1_000,
+    );
     expect(endpoint.requests.map((r) => r.url)).toEqual([URL_A]);
     expect(endpoint.requests[0]?.body.arguments).toEqual({ id: 7 });
     const firstRemote = (await tasks(session)).filter((t) => t.kind === "remote_call");
@@ -92,7 +131,10 @@ describe("catalog capture", () => {
     expect(firstRemote[0]?.state).toMatchObject({ target: { type: "http", tool: "refund", version: v1, url: URL_A } });
 
     // A new call uses v2: its URL, its parameters, no approval.
-    const second = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: client, body: { input: '/call refund {"order":"A-7"}' } });
+    const second = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+      token: client,
+      body: { input: '/call refund {"order":"A-7"}' },
+    });
     expect((await json<{ status: string }>(second)).status).toBe("done");
     expect(endpoint.requests.map((r) => r.url)).toEqual([URL_A, URL_B]);
     expect(endpoint.requests[1]?.body.arguments).toEqual({ order: "A-7" });

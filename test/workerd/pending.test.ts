@@ -25,7 +25,11 @@ let TENANT = "pending-tools";
 /** The tenant's tool catalog: tools an operator defines over HTTP, as a product does. */
 const catalog = {
   async define(name: string, definition: { handler: JsonObject; parameters?: JsonObject } & JsonObject): Promise<void> {
-    const body = { description: `${name} (test)`, parameters: { type: "object", properties: { id: { type: "integer" } } }, ...definition };
+    const body = {
+      description: `${name} (test)`,
+      parameters: { type: "object", properties: { id: { type: "integer" } } },
+      ...definition,
+    };
     const response = await call("PUT", `/v1/tools/${name}`, { token: await token(TENANT, "operator"), body });
     expect(response.status, await response.clone().text()).toBe(201);
   },
@@ -62,7 +66,11 @@ interface Item {
 interface Entry {
   readonly kind: string;
   readonly model?: { role: string; content: unknown; isError?: boolean }[];
-  readonly data?: { details?: { error?: string }; diags?: { severity: string; message: string; code: string | null }[]; isError?: boolean };
+  readonly data?: {
+    details?: { error?: string };
+    diags?: { severity: string; message: string; code: string | null }[];
+    isError?: boolean;
+  };
 }
 
 /** A fresh stub of the session's Durable Object. */
@@ -86,7 +94,10 @@ async function send(name: string, t: string, input: string): Promise<number> {
 }
 
 async function pending(name: string, t: string, conversation?: string): Promise<Item[]> {
-  const path = conversation === undefined ? `/v1/sessions/${name}/pending` : `/v1/sessions/${name}/conversations/${conversation}/pending`;
+  const path =
+    conversation === undefined
+      ? `/v1/sessions/${name}/pending`
+      : `/v1/sessions/${name}/conversations/${conversation}/pending`;
   const response = await call("GET", path, { token: t });
   expect(response.status).toBe(200);
   return (await json<{ items: Item[] }>(response)).items;
@@ -101,15 +112,27 @@ function answer(name: string, t: string, id: string, body: unknown): Promise<Res
 }
 
 async function inputStatus(name: string, t: string, inputId: number): Promise<string> {
-  return (await json<{ result: { status: string } }>(await call("GET", `/v1/sessions/${name}/inputs/${inputId}`, { token: t }))).result.status;
+  return (
+    await json<{ result: { status: string } }>(
+      await call("GET", `/v1/sessions/${name}/inputs/${inputId}`, { token: t }),
+    )
+  ).result.status;
 }
 
 function untilAnswered(name: string, t: string, inputId: number): Promise<true> {
-  return until(async () => ((await inputStatus(name, t, inputId)) === "done" ? true : undefined), `input ${inputId} answered`, 500);
+  return until(
+    async () => ((await inputStatus(name, t, inputId)) === "done" ? true : undefined),
+    `input ${inputId} answered`,
+    500,
+  );
 }
 
 async function toolResults(name: string, t: string): Promise<Entry[]> {
-  return (await json<{ items: Entry[] }>(await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=tool_result`, { token: t }))).items;
+  return (
+    await json<{ items: Entry[] }>(
+      await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=tool_result`, { token: t }),
+    )
+  ).items;
 }
 
 function text(entry: Entry | undefined): string {
@@ -119,12 +142,18 @@ function text(entry: Entry | undefined): string {
 }
 
 async function taskState(name: string, taskId: number): Promise<Record<string, unknown> | undefined> {
-  return runInDurableObject(objectOf(name), async (instance: SessionObject) => (await harnessOf(instance).storage.getTasks([taskId])).get(taskId)?.state);
+  return runInDurableObject(
+    objectOf(name),
+    async (instance: SessionObject) => (await harnessOf(instance).storage.getTasks([taskId])).get(taskId)?.state,
+  );
 }
 
 function killRows(name: string): Promise<{ task: number; kills: number }[]> {
   return runInDurableObject(objectOf(name), (_instance, state) =>
-    state.storage.sql.exec("SELECT task, kills FROM host_kills ORDER BY task").toArray().map((row) => ({ task: Number(row["task"]), kills: Number(row["kills"]) })),
+    state.storage.sql
+      .exec("SELECT task, kills FROM host_kills ORDER BY task")
+      .toArray()
+      .map((row) => ({ task: Number(row["task"]), kills: Number(row["kills"]) })),
   );
 }
 
@@ -157,17 +186,33 @@ function productSeam(output: string): string[] {
 }
 
 async function notBusy(name: string): Promise<void> {
-  await until(async () => (!(await runInDurableObject(objectOf(name), (instance: SessionObject) => harnessOf(instance).driver.busy)) ? true : undefined), "not busy");
+  await until(
+    async () =>
+      !(await runInDurableObject(objectOf(name), (instance: SessionObject) => harnessOf(instance).driver.busy))
+        ? true
+        : undefined,
+    "not busy",
+  );
 }
 
 /** The first frame of the conversation's (or the session's) watch: its view. */
-async function watchView(name: string, of: "conversation" | "session" = "conversation"): Promise<{ values: Record<string, unknown> }> {
+async function watchView(
+  name: string,
+  of: "conversation" | "session" = "conversation",
+): Promise<{ values: Record<string, unknown> }> {
   const api = await client(TENANT);
   const controller = new AbortController();
   const frames =
     of === "conversation"
       ? api.session(name).conversation("root").frames({ signal: controller.signal })
-      : readSse((await call("GET", `/v1/sessions/${name}/watch`, { token: await token(TENANT, "client"), headers: { accept: "text/event-stream" } })).body as ReadableStream<Uint8Array>);
+      : readSse(
+          (
+            await call("GET", `/v1/sessions/${name}/watch`, {
+              token: await token(TENANT, "client"),
+              headers: { accept: "text/event-stream" },
+            })
+          ).body as ReadableStream<Uint8Array>,
+        );
   try {
     const first = await frames.next();
     if (first.done === true || first.value.event !== "view") throw new Error("the watch sent no view first");
@@ -185,7 +230,13 @@ describe("the pending list", () => {
     const inputId = await send(name, t, '/call deploy {"id":7}');
 
     const item = await untilItem(name, t, "approval");
-    expect(item).toMatchObject({ id: `t${item.taskId}-approval`, type: "approval", name: "deploy", arguments: { id: 7 }, conversationId: expect.any(Number) });
+    expect(item).toMatchObject({
+      id: `t${item.taskId}-approval`,
+      type: "approval",
+      name: "deploy",
+      arguments: { id: 7 },
+      conversationId: expect.any(Number),
+    });
     expect(item.deadline).toBeUndefined();
     expect(await pending(name, t, "root")).toEqual([item]);
     // The conversation watch carries the list (a sticky value: its changes are value events).
@@ -203,10 +254,15 @@ describe("the pending list", () => {
       expect(await pending(name, t)).toEqual([item]);
       await notBusy(name);
       expect(await killRows(name)).toEqual([]);
-      expect(await taskState(name, item.taskId)).toMatchObject({ status: "parked", pending: { id: item.id, type: "approval" } });
+      expect(await taskState(name, item.taskId)).toMatchObject({
+        status: "parked",
+        pending: { id: item.id, type: "approval" },
+      });
       expect(await alarmOf(name)).toBeNull();
     }
-    const inspection = await json<{ quarantined: unknown[] }>(await call("GET", `/v1/sessions/${name}/inspect`, { token: await token(TENANT, "operator") }));
+    const inspection = await json<{ quarantined: unknown[] }>(
+      await call("GET", `/v1/sessions/${name}/inspect`, { token: await token(TENANT, "operator") }),
+    );
     expect(inspection.quarantined).toEqual([]);
 
     // Approved: the call proceeds (a client tool next waits for its output), then settles.
@@ -214,7 +270,12 @@ describe("the pending list", () => {
     expect(approved.status).toBe(200);
     expect(await json(approved)).toMatchObject({ id: item.id, answer: { approve: true }, at: expect.any(Number) });
     const output = await untilItem(name, t, "client_tool");
-    expect(output).toMatchObject({ id: `t${item.taskId}-client`, taskId: item.taskId, name: "deploy", arguments: { id: 7 } });
+    expect(output).toMatchObject({
+      id: `t${item.taskId}-client`,
+      taskId: item.taskId,
+      name: "deploy",
+      arguments: { id: 7 },
+    });
     expect((await answer(name, t, output.id, { output: "deployed 7" })).status).toBe(200);
     await untilAnswered(name, t, inputId);
     expect(await pending(name, t)).toEqual([]);
@@ -240,7 +301,10 @@ describe("the pending list", () => {
     expect((await answer(other.name, other.t, approval.id, { approve: true, reason: "ok" })).status).toBe(200);
     await untilAnswered(other.name, other.t, shipped);
     expect(await pending(other.name, other.t)).toEqual([]);
-    expect(await taskState(other.name, approval.taskId)).toMatchObject({ status: "done", resolved: [{ id: approval.id, outcome: "answered", answer: { approve: true, reason: "ok" } }] });
+    expect(await taskState(other.name, approval.taskId)).toMatchObject({
+      status: "done",
+      resolved: [{ id: approval.id, outcome: "answered", answer: { approve: true, reason: "ok" } }],
+    });
     const [shippedResult] = await toolResults(other.name, other.t);
     expect(shippedResult?.data?.details?.error).not.toBe("denied");
     expect(text(shippedResult)).toContain("shipped");
@@ -253,7 +317,10 @@ describe("the pending list", () => {
     const inputId = await send(name, t, '/call pick_color {"id":1}');
     const item = await untilItem(name, t, "client_tool");
 
-    const [a, b] = await Promise.all([answer(name, t, item.id, { output: "red" }), answer(name, t, item.id, { output: { color: "blue" }, isError: false })]);
+    const [a, b] = await Promise.all([
+      answer(name, t, item.id, { output: "red" }),
+      answer(name, t, item.id, { output: { color: "blue" }, isError: false }),
+    ]);
     const statuses = [a.status, b.status].sort();
     expect(statuses).toEqual([200, 409]);
     const [won, lost] = a.status === 200 ? [a, b] : [b, a];
@@ -269,11 +336,19 @@ describe("the pending list", () => {
     const results = await toolResults(name, t);
     expect(results).toHaveLength(1);
     const expected = winner.answer as { output: unknown };
-    expect(text(results[0])).toBe(typeof expected.output === "string" ? expected.output : JSON.stringify(expected.output));
+    expect(text(results[0])).toBe(
+      typeof expected.output === "string" ? expected.output : JSON.stringify(expected.output),
+    );
 
     // An answer that does not fit the item's type, or an unknown item, writes nothing.
-    expect(await json(await answer(name, t, item.id, { approve: true }))).toMatchObject({ code: "invalid_body", field: "output" });
-    expect(await json(await answer(name, t, `t${item.taskId}-approval`, { output: 1 }))).toMatchObject({ code: "invalid_body", field: "approve" });
+    expect(await json(await answer(name, t, item.id, { approve: true }))).toMatchObject({
+      code: "invalid_body",
+      field: "output",
+    });
+    expect(await json(await answer(name, t, `t${item.taskId}-approval`, { output: 1 }))).toMatchObject({
+      code: "invalid_body",
+      field: "approve",
+    });
     const unknown = await answer(name, t, "t9999-client", { output: 1 });
     expect(unknown.status).toBe(404);
     expect(await json(unknown)).toMatchObject({ code: "pending_not_found" });
@@ -294,7 +369,12 @@ describe("the pending list", () => {
 
     // onTimeout deny: an error result, and a late answer is refused with how the item closed.
     {
-      await catalog.define("risky", { handler: client_(), approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "deny" });
+      await catalog.define("risky", {
+        handler: client_(),
+        approval: "always",
+        approvalTimeoutMs: 10 * MIN,
+        onTimeout: "deny",
+      });
       const { name, t } = await sessionWith(["risky"]);
       const inputId = await send(name, t, '/call risky {"id":1}');
       const item = await untilItem(name, t, "approval");
@@ -314,7 +394,12 @@ describe("the pending list", () => {
 
     // onTimeout allow, a client tool: it parks for its output, and its result says it ran without approval.
     {
-      await catalog.define("lenient", { handler: client_(), approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "allow" });
+      await catalog.define("lenient", {
+        handler: client_(),
+        approval: "always",
+        approvalTimeoutMs: 10 * MIN,
+        onTimeout: "allow",
+      });
       const { name, t } = await sessionWith(["lenient"]);
       const inputId = await send(name, t, '/call lenient {"id":2}');
       const item = await untilItem(name, t, "approval");
@@ -327,13 +412,21 @@ describe("the pending list", () => {
       expect(text(result)).toContain("ran");
       expect(text(result)).toContain("approval timed out; onTimeout allow: ran without approval");
       expect(result?.model?.[0]?.isError).toBe(false);
-      expect(await json(await answer(name, t, item.id, { approve: false }))).toMatchObject({ code: "pending_closed", outcome: "timeout" });
+      expect(await json(await answer(name, t, item.id, { approve: false }))).toMatchObject({
+        code: "pending_closed",
+        outcome: "timeout",
+      });
     }
 
     // onTimeout allow, an HTTP tool: the call goes on to the HTTP path (the product answers on the fetch seam).
     {
       const product = productSeam("found 3");
-      await catalog.define("lookup_later", { handler: http_, approval: "always", approvalTimeoutMs: 10 * MIN, onTimeout: "allow" });
+      await catalog.define("lookup_later", {
+        handler: http_,
+        approval: "always",
+        approvalTimeoutMs: 10 * MIN,
+        onTimeout: "allow",
+      });
       const { name, t } = await sessionWith(["lookup_later"]);
       const inputId = await send(name, t, '/call lookup_later {"id":3}');
       const item = await untilItem(name, t, "approval");
@@ -343,7 +436,10 @@ describe("the pending list", () => {
       // The call reached the HTTP tool (whatever its transport answered), never a denial.
       expect(result?.data?.details?.error).not.toBe("approval_timeout");
       expect(text(result)).toContain("approval timed out; onTimeout allow: ran without approval");
-      expect(await taskState(name, item.taskId)).toMatchObject({ status: "done", resolved: [{ id: item.id, outcome: "timeout" }] });
+      expect(await taskState(name, item.taskId)).toMatchObject({
+        status: "done",
+        resolved: [{ id: item.id, outcome: "timeout" }],
+      });
       expect(text(result)).toContain("found 3");
       expect(product.length).toBe(1);
     }
@@ -360,14 +456,23 @@ describe("the pending list", () => {
       const [result] = await toolResults(name, t);
       expect(result?.model?.[0]?.isError).toBe(true);
       expect(result?.data?.diags?.map((d) => d.code)).toContain("client_timeout");
-      expect(await json(await answer(name, t, item.id, { output: "late" }))).toMatchObject({ code: "pending_closed", outcome: "timeout" });
+      expect(await json(await answer(name, t, item.id, { output: "late" }))).toMatchObject({
+        code: "pending_closed",
+        outcome: "timeout",
+      });
     }
   });
 
   it("Invalid arguments are a tool error, not a failed turn", async () => {
-    await catalog.define("lookup", { handler: http_, parameters: { type: "object", properties: { id: { type: "integer" } }, required: ["id"] } });
+    await catalog.define("lookup", {
+      handler: http_,
+      parameters: { type: "object", properties: { id: { type: "integer" } }, required: ["id"] },
+    });
     const { name, t } = await sessionWith(["lookup"]);
-    const response = await call("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=20`, { token: t, body: { input: '/call lookup {"id":"x"}' } });
+    const response = await call("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=20`, {
+      token: t,
+      body: { input: '/call lookup {"id":"x"}' },
+    });
     expect(response.status).toBe(201);
     const accepted = await json<{ result: { status: string; answer?: unknown } }>(response);
     expect(accepted.result.status).toBe("done");
@@ -378,7 +483,9 @@ describe("the pending list", () => {
     expect(results[0]?.data?.details?.error).toBe("invalid_arguments");
     expect(await pending(name, t)).toEqual([]);
     // Nothing parked or ran: the task settled from planned.
-    const tasks = await json<{ items: { kind: string; state: { status: string; resolved?: unknown } }[] }>(await call("GET", `/v1/sessions/${name}/tasks`, { token: await token(TENANT, "operator") }));
+    const tasks = await json<{ items: { kind: string; state: { status: string; resolved?: unknown } }[] }>(
+      await call("GET", `/v1/sessions/${name}/tasks`, { token: await token(TENANT, "operator") }),
+    );
     expect(tasks.items.filter((task) => task.kind === "tool").map((task) => task.state.status)).toEqual(["done"]);
   });
 
@@ -389,8 +496,14 @@ describe("the pending list", () => {
     const item = await untilItem(name, t, "approval");
     await notBusy(name);
     expect((await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t })).status).toBe(200);
-    await until(async () => ((await taskState(name, item.taskId))?.["status"] === "aborted" ? true : undefined), "the call aborted");
-    expect(await taskState(name, item.taskId)).toMatchObject({ status: "aborted", resolved: [{ id: item.id, type: "approval", outcome: "aborted" }] });
+    await until(
+      async () => ((await taskState(name, item.taskId))?.["status"] === "aborted" ? true : undefined),
+      "the call aborted",
+    );
+    expect(await taskState(name, item.taskId)).toMatchObject({
+      status: "aborted",
+      resolved: [{ id: item.id, type: "approval", outcome: "aborted" }],
+    });
     expect(await pending(name, t)).toEqual([]);
     expect(await pending(name, t, "root")).toEqual([]);
     const late = await answer(name, t, item.id, { approve: true });

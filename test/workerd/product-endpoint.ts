@@ -31,7 +31,13 @@ export type Reply = (seen: SeenRequest) => Response | Promise<Response>;
 
 /** `whsec_` + base64(HMAC-SHA256(master, "pico-edge tool:" + tenant + "/" + tool)), as docs/tools.md says. */
 export async function toolSecretOf(tenant: string, tool: string): Promise<string> {
-  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(env.WEBHOOK_MASTER_SECRET), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(env.WEBHOOK_MASTER_SECRET),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
   return `whsec_${base64(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`pico-edge tool:${tenant}/${tool}`)))}`;
 }
 
@@ -51,14 +57,24 @@ export class ProductEndpoint {
   readonly fetch = async (request: Request): Promise<Response> => {
     const text = await request.text();
     const body = JSON.parse(text) as SeenRequest["body"];
-    const headers = { "webhook-id": request.headers.get("webhook-id") ?? "", "webhook-timestamp": request.headers.get("webhook-timestamp") ?? "", "webhook-signature": request.headers.get("webhook-signature") ?? "" };
+    const headers = {
+      "webhook-id": request.headers.get("webhook-id") ?? "",
+      "webhook-timestamp": request.headers.get("webhook-timestamp") ?? "",
+      "webhook-signature": request.headers.get("webhook-signature") ?? "",
+    };
     try {
       new Webhook(await toolSecretOf(this.#tenant, body.name)).verify(text, headers);
     } catch (error) {
       this.refused.push(`${request.url}: ${error instanceof Error ? error.message : String(error)}`);
       return Response.json({ title: "Invalid signature" }, { status: 401 });
     }
-    const seen: SeenRequest = { url: request.url, path: new URL(request.url).pathname, key: request.headers.get("idempotency-key") ?? "", webhookId: headers["webhook-id"], body };
+    const seen: SeenRequest = {
+      url: request.url,
+      path: new URL(request.url).pathname,
+      key: request.headers.get("idempotency-key") ?? "",
+      webhookId: headers["webhook-id"],
+      body,
+    };
     this.requests.push(seen);
     return this.#reply(seen);
   };
@@ -69,14 +85,27 @@ export class ProductEndpoint {
   }
 
   /** The product's backend posts the result of a 202'd call, signed with the tool's secret. */
-  async postResult(seen: SeenRequest, result: { readonly output: unknown; readonly isError?: boolean }, options: { readonly webhookId?: string } = {}): Promise<Response> {
+  async postResult(
+    seen: SeenRequest,
+    result: { readonly output: unknown; readonly isError?: boolean },
+    options: { readonly webhookId?: string } = {},
+  ): Promise<Response> {
     const body = JSON.stringify(result);
     const id = options.webhookId ?? seen.webhookId;
     const seconds = Math.floor(Date.now() / 1000);
-    const signature = new Webhook(await toolSecretOf(this.#tenant, seen.body.name)).sign(id, new Date(seconds * 1000), body);
+    const signature = new Webhook(await toolSecretOf(this.#tenant, seen.body.name)).sign(
+      id,
+      new Date(seconds * 1000),
+      body,
+    );
     return call("POST", `/v1/tool-results/${this.#tenant}/${seen.body.session}/${seen.body.taskId}`, {
       rawBody: body,
-      headers: { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(seconds), "webhook-signature": signature },
+      headers: {
+        "content-type": "application/json",
+        "webhook-id": id,
+        "webhook-timestamp": String(seconds),
+        "webhook-signature": signature,
+      },
     });
   }
 }

@@ -32,7 +32,11 @@ describe("Patrol after downtime", () => {
     await session.rpc.create();
     const t0 = seams.time.now;
     await ok(session.rpc.op("rigRegister", mayor, "polecat-alpha", { role: "polecat" }));
-    await ok(session.rpc.op("rigTransition", mayor, "polecat-alpha", "set", { work: { bead_id: "gt-abc12", title: "Add README section" } }));
+    await ok(
+      session.rpc.op("rigTransition", mayor, "polecat-alpha", "set", {
+        work: { bead_id: "gt-abc12", title: "Add README section" },
+      }),
+    );
     await ok(session.rpc.op("rigTransition", polecat, "polecat-alpha", "activate", {}));
 
     const witness = () =>
@@ -41,7 +45,10 @@ describe("Patrol after downtime", () => {
         const taskId = (await h.storage.getValue(bind(witnessTask, {})))?.value;
         const task = taskId === undefined ? undefined : (await h.storage.getTasks([taskId])).get(taskId);
         const patrol = (await h.storage.getValue(bind(witnessPatrol, {})))?.value;
-        return { state: task?.state as { status: string; next_patrol_at: number } | undefined, patrols: patrol?.patrols ?? 0 };
+        return {
+          state: task?.state as { status: string; next_patrol_at: number } | undefined,
+          patrols: patrol?.patrols ?? 0,
+        };
       });
     const alarm = () => runInDurableObject(session.stub, (_instance, state) => state.storage.getAlarm());
     // The witness sleeps to its first patrol: the session's one alarm is that wake time, not a heartbeat.
@@ -59,7 +66,9 @@ describe("Patrol after downtime", () => {
     expect(after).toMatchObject({ state: { status: "patrolling", next_patrol_at: late + 5 * MIN }, patrols: 1 });
     // One stall, classified by its real age: one mail, no flood.
     const mail = (await ok(session.rpc.op("rigMail", mayor, {}))).messages;
-    expect(mail.map((m) => m.payload).filter((p) => typeof p === "string" && p.startsWith("STALL_"))).toEqual(["STALL_ALERT: polecat-alpha idle 180m on gt-abc12"]);
+    expect(mail.map((m) => m.payload).filter((p) => typeof p === "string" && p.startsWith("STALL_"))).toEqual([
+      "STALL_ALERT: polecat-alpha idle 180m on gt-abc12",
+    ]);
     // A second run of the same alarm (at-least-once delivery) at the same time patrols nothing more.
     await runDurableObjectAlarm(session.stub);
     expect((await witness()).patrols).toBe(1);

@@ -39,7 +39,12 @@ async function setup(label: string): Promise<Setup> {
   const user = await token(TENANT, "client");
   const path = (rest: string): string => `/v1/sessions/${name}${rest}`;
   expect((await call("PUT", path(""), { token: user, body: { model: "echo-slow" } })).status).toBe(201);
-  const registered = await json<{ agent: { conversationId: number } }>(await call("PUT", path("/rig/agents/polecat-alpha"), { token: mayor, body: { role: "polecat", conversation: "new" } }));
+  const registered = await json<{ agent: { conversationId: number } }>(
+    await call("PUT", path("/rig/agents/polecat-alpha"), {
+      token: mayor,
+      body: { role: "polecat", conversation: "new" },
+    }),
+  );
   const conversationId = registered.agent.conversationId;
   return {
     name,
@@ -49,12 +54,18 @@ async function setup(label: string): Promise<Setup> {
     conversationId,
     hook: async () => json(await call("GET", path("/rig/agents/polecat-alpha/hook"), { token: mayor })),
     workInputs: async () => {
-      const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(await call("GET", path(`/conversations/${conversationId}/entries?limit=100`), { token: user }));
+      const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(
+        await call("GET", path(`/conversations/${conversationId}/entries?limit=100`), { token: user }),
+      );
       return page.items.filter((e) => e.kind === "user" && JSON.stringify(e.model).includes("Work item gt-1")).length;
     },
     userTexts: async () => {
-      const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(await call("GET", path(`/conversations/${conversationId}/entries?limit=100`), { token: user }));
-      return page.items.filter((e) => e.kind === "user").map((e) => (typeof e.model?.[0]?.content === "string" ? e.model[0].content : JSON.stringify(e.model)));
+      const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(
+        await call("GET", path(`/conversations/${conversationId}/entries?limit=100`), { token: user }),
+      );
+      return page.items
+        .filter((e) => e.kind === "user")
+        .map((e) => (typeof e.model?.[0]?.content === "string" ? e.model[0].content : JSON.stringify(e.model)));
     },
   };
 }
@@ -62,23 +73,38 @@ async function setup(label: string): Promise<Setup> {
 describe("GUPP on a busy conversation", () => {
   it("an idle conversation agent's hook is activated and its work accepted in the setting commit, and the answer completes it", async () => {
     const s = await setup("idle");
-    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } });
+    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), {
+      token: s.mayor,
+      body: { bead_id: "gt-1", title: "short" },
+    });
     const body = await json(set);
     expect(body, JSON.stringify(body)).toMatchObject({ status: "active" });
-    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "the hook completed by the answer", 1000);
+    await until(
+      async () => ((await s.hook()).status === "completed" ? true : undefined),
+      "the hook completed by the answer",
+      1000,
+    );
     expect(await s.workInputs()).toBe(1);
   });
 
   it("pending while the agent's conversation answers a user; activated right after; completed once", async () => {
     const s = await setup("busy");
-    const accepted = await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: LONG } });
+    const accepted = await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), {
+      token: s.user,
+      body: { input: LONG },
+    });
     expect(accepted.status).toBe(201);
-    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } });
+    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), {
+      token: s.mayor,
+      body: { bead_id: "gt-1", title: "short" },
+    });
     expect(await json(set)).toMatchObject({ status: "pending" });
     expect(await s.workInputs()).toBe(0);
     await until(async () => ((await s.hook()).status !== "pending" ? true : undefined), "activation", 1000);
     // The user's input was answered first; then the work item was accepted.
-    const input = await json<{ result: { status: string } }>(await call("GET", s.path(`/inputs/${(await json<{ inputId: number }>(accepted)).inputId}`), { token: s.user }));
+    const input = await json<{ result: { status: string } }>(
+      await call("GET", s.path(`/inputs/${(await json<{ inputId: number }>(accepted)).inputId}`), { token: s.user }),
+    );
     expect(input.result.status).toBe("done");
     await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "completion", 1000);
     expect(await s.workInputs()).toBe(1);
@@ -86,11 +112,29 @@ describe("GUPP on a busy conversation", () => {
 
   it("the object evicted between set and activation: activated once, accepted once", async () => {
     const s = await setup("evict");
-    expect((await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: LONG } })).status).toBe(201);
-    expect(await json(await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } }))).toMatchObject({ status: "pending" });
+    expect(
+      (
+        await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), {
+          token: s.user,
+          body: { input: LONG },
+        })
+      ).status,
+    ).toBe(201);
+    expect(
+      await json(
+        await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), {
+          token: s.mayor,
+          body: { bead_id: "gt-1", title: "short" },
+        }),
+      ),
+    ).toMatchObject({ status: "pending" });
     await abortAllDurableObjects();
     // The next request reopens the object: the interrupted turn is retried, then the pending hook activates.
-    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "activation and completion after the restart", 1000);
+    await until(
+      async () => ((await s.hook()).status === "completed" ? true : undefined),
+      "activation and completion after the restart",
+      1000,
+    );
     expect(await s.workInputs()).toBe(1);
     const hook = await call("GET", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor });
     expect(hook.headers.get("hook-attempt")).toBe("1");
@@ -100,14 +144,31 @@ describe("GUPP on a busy conversation", () => {
 describe("Pending hook goes ahead of queued followUps", () => {
   it("at the final answer of the user's turn the hook's work item is placed as the next group before the queued followUp, and completes once", async () => {
     const s = await setup("ahead");
-    const first = await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: LONG } });
+    const first = await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), {
+      token: s.user,
+      body: { input: LONG },
+    });
     expect(first.status).toBe(201);
-    expect(await json(await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } }))).toMatchObject({ status: "pending" });
-    const followUp = await json<{ inputId: number; status: string }>(await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: "a queued follow-up" } }));
+    expect(
+      await json(
+        await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), {
+          token: s.mayor,
+          body: { bead_id: "gt-1", title: "short" },
+        }),
+      ),
+    ).toMatchObject({ status: "pending" });
+    const followUp = await json<{ inputId: number; status: string }>(
+      await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), {
+        token: s.user,
+        body: { input: "a queued follow-up" },
+      }),
+    );
     expect(followUp.status).toBe("queued");
     await until(
       async () => {
-        const input = await json<{ result: { status: string } }>(await call("GET", s.path(`/inputs/${followUp.inputId}`), { token: s.user }));
+        const input = await json<{ result: { status: string } }>(
+          await call("GET", s.path(`/inputs/${followUp.inputId}`), { token: s.user }),
+        );
         return input.result.status === "done" && (await s.hook()).status === "completed" ? true : undefined;
       },
       "the follow-up answered and the hook completed",
@@ -123,22 +184,50 @@ describe("Pending hook goes ahead of queued followUps", () => {
 describe("GUPP after replacement", () => {
   it("GUPP places the work of a replaced agent", async () => {
     const s = await setup("replaced");
-    expect(await json(await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } }))).toMatchObject({ status: "active" });
-    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "the first work completed", 1000);
+    expect(
+      await json(
+        await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), {
+          token: s.mayor,
+          body: { bead_id: "gt-1", title: "short" },
+        }),
+      ),
+    ).toMatchObject({ status: "active" });
+    await until(
+      async () => ((await s.hook()).status === "completed" ? true : undefined),
+      "the first work completed",
+      1000,
+    );
     expect((await call("DELETE", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor })).status).toBe(200);
     expect((await call("DELETE", s.path("/rig/agents/polecat-alpha"), { token: s.mayor })).status).toBe(200);
 
     // The replacement: the same agent id on a new conversation.
-    const registered = await json<{ agent: { conversationId: number } }>(await call("PUT", s.path("/rig/agents/polecat-alpha"), { token: s.mayor, body: { role: "polecat", conversation: "new" } }));
+    const registered = await json<{ agent: { conversationId: number } }>(
+      await call("PUT", s.path("/rig/agents/polecat-alpha"), {
+        token: s.mayor,
+        body: { role: "polecat", conversation: "new" },
+      }),
+    );
     const conversationId = registered.agent.conversationId;
     expect(conversationId).not.toBe(s.conversationId);
-    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-2", title: "again" } });
+    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), {
+      token: s.mayor,
+      body: { bead_id: "gt-2", title: "again" },
+    });
     expect(set.headers.get("hook-attempt")).toBe("2");
     expect(await json(set)).toMatchObject({ status: "active", work_item: { bead_id: "gt-2" } });
-    // Its work item is placed on the new conversation (not answered as a duplicate of the old input) and its answer completes the hook.
-    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "the replacement's work completed", 1000);
-    const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(await call("GET", s.path(`/conversations/${conversationId}/entries?limit=100`), { token: s.user }));
-    expect(page.items.filter((e) => e.kind === "user").map((e) => JSON.stringify(e.model))).toEqual([expect.stringContaining("Work item gt-2: again")]);
+    // Its work item is placed on the new conversation (not answered as a duplicate of the old input) and its answer
+    // completes the hook.
+    await until(
+      async () => ((await s.hook()).status === "completed" ? true : undefined),
+      "the replacement's work completed",
+      1000,
+    );
+    const page = await json<{ items: { kind: string; model?: { content: unknown }[] }[] }>(
+      await call("GET", s.path(`/conversations/${conversationId}/entries?limit=100`), { token: s.user }),
+    );
+    expect(page.items.filter((e) => e.kind === "user").map((e) => JSON.stringify(e.model))).toEqual([
+      expect.stringContaining("Work item gt-2: again"),
+    ]);
     expect(await s.workInputs()).toBe(1);
   }, 30_000);
 });
@@ -146,21 +235,29 @@ describe("GUPP after replacement", () => {
 describe("GUPP and a reassigned hook", () => {
   it("Clearing an active conversation agent's hook aborts its work item: no orphan input runs, its answer completes nothing, the next work is placed", async () => {
     const s = await setup("reassigned");
-    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: LONG } });
+    const set = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), {
+      token: s.mayor,
+      body: { bead_id: "gt-1", title: LONG },
+    });
     expect(await json(set)).toMatchObject({ status: "active" });
     // The work item's input, as the hook record keeps it.
-    const accepted = await runInDurableObject(stubOf(TENANT, s.name) as unknown as DurableObjectStub<SessionObject>, async (instance: SessionObject) => {
-      const stored = (await harnessOf(instance).storage.getValue(bind(hookValue("polecat-alpha"), {})))?.value;
-      if (stored?.input === undefined) throw new Error("the active hook records no input");
-      return { inputId: stored.input.inputId };
-    });
+    const accepted = await runInDurableObject(
+      stubOf(TENANT, s.name) as unknown as DurableObjectStub<SessionObject>,
+      async (instance: SessionObject) => {
+        const stored = (await harnessOf(instance).storage.getValue(bind(hookValue("polecat-alpha"), {})))?.value;
+        if (stored?.input === undefined) throw new Error("the active hook records no input");
+        return { inputId: stored.input.inputId };
+      },
+    );
     // The mayor reassigns the work while the agent's conversation is still answering it.
     const cleared = await call("DELETE", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor });
     expect(cleared.status).toBe(200);
     expect(await json(cleared)).toMatchObject({ status: "empty", work_item: null });
     const result = await until(
       async () => {
-        const input = await json<{ result: { status: string; reason?: string } }>(await call("GET", s.path(`/inputs/${accepted.inputId}`), { token: s.user }));
+        const input = await json<{ result: { status: string; reason?: string } }>(
+          await call("GET", s.path(`/inputs/${accepted.inputId}`), { token: s.user }),
+        );
         return input.result.status === "queued" || input.result.status === "placed" ? undefined : input.result;
       },
       "the work item's input ended",
@@ -169,9 +266,16 @@ describe("GUPP and a reassigned hook", () => {
     expect(result).toMatchObject({ status: "unanswered", reason: "aborted" });
     expect(await s.hook()).toMatchObject({ status: "empty", work_item: null });
     // The agent is not terminated: its next work is placed on the idle conversation and completes its hook.
-    const next = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-2", title: "short" } });
+    const next = await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), {
+      token: s.mayor,
+      body: { bead_id: "gt-2", title: "short" },
+    });
     expect(next.headers.get("hook-attempt")).toBe("2");
-    await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "the next work completed", 1000);
+    await until(
+      async () => ((await s.hook()).status === "completed" ? true : undefined),
+      "the next work completed",
+      1000,
+    );
     expect(await s.hook()).toMatchObject({ status: "completed", work_item: { bead_id: "gt-2" } });
   }, 30_000);
 });
@@ -183,11 +287,23 @@ describe("GUPP and the session fault", () => {
       registerTestKinds([erase(contractKind(true))]);
       const s = await setup("fault");
       const operator = await token(TENANT, "operator");
-      await runInDurableObject(stubOf(TENANT, s.name) as unknown as DurableObjectStub<SessionObject>, async (instance: SessionObject) => {
-        const root = await harnessOf(instance).root(background);
-        await root.commit((tx) => tx.task(contractKind(true), { state: { status: "pending", note: "" } }), background);
-      });
-      await until(async () => ((await json(await call("GET", s.path("/inspect"), { token: operator })))["fault"] !== undefined ? true : undefined), "the fault");
+      await runInDurableObject(
+        stubOf(TENANT, s.name) as unknown as DurableObjectStub<SessionObject>,
+        async (instance: SessionObject) => {
+          const root = await harnessOf(instance).root(background);
+          await root.commit(
+            (tx) => tx.task(contractKind(true), { state: { status: "pending", note: "" } }),
+            background,
+          );
+        },
+      );
+      await until(
+        async () =>
+          (await json(await call("GET", s.path("/inspect"), { token: operator })))["fault"] !== undefined
+            ? true
+            : undefined,
+        "the fault",
+      );
       // The operator deploys a fixed kind; the object restarts faulted (opened, not driven), then the fault is cleared.
       registerTestKinds([erase(contractKind(false))]);
       await abortAllDurableObjects();
@@ -195,10 +311,30 @@ describe("GUPP and the session fault", () => {
 
       // The agent's conversation is busy, so the hook stays pending; the user's turn is aborted (no final
       // answer): only GUPP's host side activates the hook once the conversation is idle.
-      expect((await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), { token: s.user, body: { input: LONG } })).status).toBe(201);
-      expect(await json(await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), { token: s.mayor, body: { bead_id: "gt-1", title: "short" } }))).toMatchObject({ status: "pending" });
-      expect((await call("POST", s.path(`/conversations/${s.conversationId}/abort`), { token: s.user })).status).toBe(200);
-      await until(async () => ((await s.hook()).status !== "pending" ? true : undefined), "activation after the fault was cleared", 1000);
+      expect(
+        (
+          await call("POST", s.path(`/conversations/${s.conversationId}/inputs`), {
+            token: s.user,
+            body: { input: LONG },
+          })
+        ).status,
+      ).toBe(201);
+      expect(
+        await json(
+          await call("PUT", s.path("/rig/agents/polecat-alpha/hook"), {
+            token: s.mayor,
+            body: { bead_id: "gt-1", title: "short" },
+          }),
+        ),
+      ).toMatchObject({ status: "pending" });
+      expect((await call("POST", s.path(`/conversations/${s.conversationId}/abort`), { token: s.user })).status).toBe(
+        200,
+      );
+      await until(
+        async () => ((await s.hook()).status !== "pending" ? true : undefined),
+        "activation after the fault was cleared",
+        1000,
+      );
       await until(async () => ((await s.hook()).status === "completed" ? true : undefined), "completion", 1000);
       expect(await s.workInputs()).toBe(1);
     } finally {

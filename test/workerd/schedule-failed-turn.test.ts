@@ -19,7 +19,17 @@ import type { Id } from "../../src/storage/records.js";
 import { registerTestKinds } from "../../src/worker/session/kinds.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
 import { echoTool, fauxAssistantMessage, heldStream, ScriptedProvider } from "../kinds/turn-race-fixtures.js";
-import { call, clockOf, harnessOf, installSeams, resetSeams, taskOf, TestSession, until, type Seams } from "./session-fixtures.js";
+import {
+  call,
+  clockOf,
+  harnessOf,
+  installSeams,
+  resetSeams,
+  taskOf,
+  TestSession,
+  until,
+  type Seams,
+} from "./session-fixtures.js";
 
 const MIN = 60_000;
 let seams: Seams;
@@ -56,7 +66,11 @@ describe("a schedule into a failed conversation", () => {
         tx.value(turnPolicy.onInterrupt).set("fail");
       }, call);
       await root.accept({ input: "tell me" }, call);
-      const state = newSchedule({ conversationId: h.rootId, input: "tick", mode: "followUp", every: MIN, cron: null, timezone: null }, t0, null);
+      const state = newSchedule(
+        { conversationId: h.rootId, input: "tick", mode: "followUp", every: MIN, cron: null, timezone: null },
+        t0,
+        null,
+      );
       return h.commit((tx) => tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state }), call);
     });
     await stream.streamed.promise;
@@ -89,7 +103,13 @@ describe("a schedule into a failed conversation", () => {
       await runInDurableObject(session.stub, (instance: SessionObject) => clockOf(instance).advanceTo(t0 + k * MIN));
       await until(async () => (await schedule()).nextRunAt === t0 + (k + 1) * MIN, `occurrence ${k}`);
     }
-    expect(await schedule()).toMatchObject({ status: "waiting", runs: 1, skipped: 3, lastRunAt: t0 + MIN, lastInputId: pending });
+    expect(await schedule()).toMatchObject({
+      status: "waiting",
+      runs: 1,
+      skipped: 3,
+      lastRunAt: t0 + MIN,
+      lastInputId: pending,
+    });
     expect(await waiting()).toMatchObject({ waiting: [pending], inbox: [pending], result: "queued", generations: 1 });
   });
 });

@@ -108,7 +108,9 @@ describe("sealed secrets", () => {
       const sealed = await sealSecret(withKeys(KEY_A), context, PLAINTEXT);
       expect((await problemOf(openSecret(keys, context, sealed))).detail).toContain("SECRETS_SEALING_KEY is not set");
     }
-    const shortPrevious = await problemOf(openSecret(withKeys(KEY_B, "short"), context, await sealSecret(withKeys(KEY_A), context, PLAINTEXT)));
+    const shortPrevious = await problemOf(
+      openSecret(withKeys(KEY_B, "short"), context, await sealSecret(withKeys(KEY_A), context, PLAINTEXT)),
+    );
     expect(shortPrevious.detail).toContain("SECRETS_SEALING_KEY_PREVIOUS is not set");
   });
 
@@ -117,7 +119,8 @@ describe("sealed secrets", () => {
     const sealed = await sealSecret(keys, context, PLAINTEXT);
     const blob = JSON.stringify(sealed);
     expect(Object.keys(sealed).sort()).toEqual(["ct", "iv", "kid", "v"]);
-    for (const fragment of ["Secret", "Everybody", btoa(PLAINTEXT).slice(0, 12), KEY_A.slice(0, 12)]) expect(blob).not.toContain(fragment);
+    for (const fragment of ["Secret", "Everybody", btoa(PLAINTEXT).slice(0, 12), KEY_A.slice(0, 12)])
+      expect(blob).not.toContain(fragment);
     const failures = [
       await problemOf(openSecret(keys, { ...context, field: "other" }, sealed)),
       await problemOf(openSecret(withKeys(KEY_B), context, sealed)),

@@ -12,7 +12,13 @@ import { BACKGROUND_CONTEXT, type Call } from "../../src/core/call.js";
 import type { Harness } from "../../src/core/harness.js";
 import type { Clock, InvocationMethod } from "../../src/core/host.js";
 import type { TaskRuntime } from "../../src/core/runtime.js";
-import { defineTaskKind, erase, type AnyTaskKind, type TaskDefinition, type TaskRoles } from "../../src/core/task-kind.js";
+import {
+  defineTaskKind,
+  erase,
+  type AnyTaskKind,
+  type TaskDefinition,
+  type TaskRoles,
+} from "../../src/core/task-kind.js";
 import type { Id, Task, TaskStateBase } from "../../src/storage/records.js";
 import { setHostSeams, type HostReport } from "../../src/worker/platform/host-config.js";
 import { registerTestKinds, resetTestKinds } from "../../src/worker/session/kinds.js";
@@ -141,7 +147,9 @@ export async function waitForCalls(taskId: Id, count: number): Promise<LoggedCal
 }
 
 /** The value of an RPC result, or its problem's detail thrown: for steps a test expects to succeed. */
-export async function ok<T>(outcome: Promise<{ ok: true; value: T } | { ok: false; problem: { detail: string } }>): Promise<T> {
+export async function ok<T>(
+  outcome: Promise<{ ok: true; value: T } | { ok: false; problem: { detail: string } }>,
+): Promise<T> {
   const result = await outcome;
   if (!result.ok) throw new Error(result.problem.detail);
   return result.value;
@@ -360,5 +368,7 @@ export function addTask<S extends TaskStateBase, R extends TaskRoles<S>>(
 
 /** The stored task, read through the instance's open harness. */
 export function taskOf(session: TestSession, id: Id): Promise<Task | undefined> {
-  return runInDurableObject(session.stub, async (instance: SessionObject) => (await harnessOf(instance).storage.getTasks([id])).get(id));
+  return runInDurableObject(session.stub, async (instance: SessionObject) =>
+    (await harnessOf(instance).storage.getTasks([id])).get(id),
+  );
 }

@@ -36,7 +36,6 @@ import {
   type Seams,
 } from "./session-fixtures.js";
 
-
 let seams: Seams;
 
 beforeEach(() => {
@@ -51,7 +50,8 @@ afterEach(async () => {
   resetSeams();
 });
 
-const userTables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\' ORDER BY name";
+const userTables =
+  "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\' ORDER BY name";
 
 function alarmOf(session: TestSession): Promise<number | null> {
   return runInDurableObject(session.stub, (_instance, state) => state.storage.getAlarm());
@@ -111,9 +111,14 @@ describe("SessionObject creation", () => {
       const root = await harnessOf(instance).root(call);
       expect(await root.value(greeting).get(call)).toBe("hello");
       expect(harnessOf(instance).storage.lastSeq).toBe(2);
-      const tables = state.storage.sql.exec(userTables).toArray().map((row) => row["name"]);
+      const tables = state.storage.sql
+        .exec(userTables)
+        .toArray()
+        .map((row) => row["name"]);
       expect(tables).toEqual(expect.arrayContaining(["entries", "tasks", "host_kills", "host_fault"]));
-      expect(state.storage.sql.exec("SELECT value FROM session_metadata WHERE name = 'schema_version'").one()["value"]).toBe(SCHEMA_VERSION);
+      expect(
+        state.storage.sql.exec("SELECT value FROM session_metadata WHERE name = 'schema_version'").one()["value"],
+      ).toBe(SCHEMA_VERSION);
     });
     const inspection = await session.rpc.inspect();
     expect(inspection.start).toEqual([]);
@@ -131,16 +136,25 @@ describe("SessionObject creation", () => {
       state.storage.sql.exec("DROP INDEX entries_by_kind");
       state.storage.sql.exec("DROP INDEX tasks_live");
       state.storage.sql.exec("ALTER TABLE tasks DROP COLUMN settled");
-      for (const table of ["entries", "tasks", "list_elements"]) state.storage.sql.exec(`ALTER TABLE ${table} DROP COLUMN last`);
+      for (const table of ["entries", "tasks", "list_elements"])
+        state.storage.sql.exec(`ALTER TABLE ${table} DROP COLUMN last`);
       state.storage.sql.exec("UPDATE session_metadata SET value = 1 WHERE name = 'schema_version'");
     });
     await abortAllDurableObjects();
     expect((await session.rpc.inspect()).kills).toEqual([]);
     await runInDurableObject(session.stub, (_instance, state) => {
-      expect(state.storage.sql.exec("SELECT value FROM session_metadata WHERE name = 'schema_version'").one()["value"]).toBe(SCHEMA_VERSION);
-      const tables = state.storage.sql.exec(userTables).toArray().map((row) => row["name"]);
+      expect(
+        state.storage.sql.exec("SELECT value FROM session_metadata WHERE name = 'schema_version'").one()["value"],
+      ).toBe(SCHEMA_VERSION);
+      const tables = state.storage.sql
+        .exec(userTables)
+        .toArray()
+        .map((row) => row["name"]);
       expect(tables).toEqual(expect.arrayContaining(["host_kills", "host_fault", "session_elements"]));
-      const indexes = state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'index'").toArray().map((row) => row["name"]);
+      const indexes = state.storage.sql
+        .exec("SELECT name FROM sqlite_master WHERE type = 'index'")
+        .toArray()
+        .map((row) => row["name"]);
       expect(indexes).toContain("entries_by_kind");
     });
   });
@@ -221,7 +235,10 @@ describe("SessionObject alarm", () => {
     // B sleeps until t0+20s: the earliest wake is unchanged, so nothing is written.
     const b = await addTask(session, retryKind, { status: "pending", delayMs: 20_000 });
     await untilStatus(session, b, "retry_wait");
-    await until(async () => (await session.rpc.inspect()).nextWake === t0 + 10_000 && (await stats()).sets === 2, "B asleep");
+    await until(
+      async () => (await session.rpc.inspect()).nextWake === t0 + 10_000 && (await stats()).sets === 2,
+      "B asleep",
+    );
     expect(await stats()).toMatchObject({ sets: 2, clears: 0, changes: 2 });
 
     // A wakes: B's t0+20s is earliest. B wakes: its heartbeat t0+50s (a sleeper is not busy, so no
@@ -270,7 +287,12 @@ describe("SessionObject quarantine", () => {
     expect(inspection.kills).toEqual([{ taskId: id, kills: DEFAULT_KILL_BOUND, version: "v1" }]);
     expect(inspection.busy).toBe(false);
     expect(calls(id).map((c) => c.method)).toEqual(["execute", "recover", "recover"]);
-    expect(seams.reports).toContainEqual({ type: "quarantined", taskId: id, kind: "test.stuck", kills: DEFAULT_KILL_BOUND });
+    expect(seams.reports).toContainEqual({
+      type: "quarantined",
+      taskId: id,
+      kind: "test.stuck",
+      kills: DEFAULT_KILL_BOUND,
+    });
     expect(await alarmOf(session)).toBeNull(); // a quarantined task does not keep waking the object
 
     await session.rpc.abortTask(id);
@@ -398,4 +420,3 @@ describe("SessionObject shutdown", () => {
     expect(await alarmOf(session)).toBeNull();
   });
 });
-

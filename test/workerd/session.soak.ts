@@ -1,5 +1,6 @@
 /**
- * The soak test (docs/operations.md "Soak test"): one session in a real session Durable Object, run for simulated days with
+ * The soak test (docs/operations.md "Soak test"): one session in a real session Durable Object, run for simulated days
+ * with
  * everything that sleeps at once, killed hundreds of times, and checked against oracles that do not
  * come from the code under test. `npm run test:soak` (SOAK_PROFILE=short|full, default full; SOAK_SEED
  * replays a run, SOAK_START fixes its simulated start). Not part of `npm test`; CI runs the short profile.
@@ -134,7 +135,13 @@ const SCHEDULES: readonly ScheduleSpec[] = [
   { name: "every minute", conversation: "minute", text: "minute tick", every: MINUTE },
   { name: "cron * * * * *", conversation: "minute", text: "minute note", cron: "* * * * *", mode: "nextRun" },
   { name: "cron 0 * * * *", conversation: "hourly", text: "hourly tick", cron: "0 * * * *" },
-  { name: "cron 30 2 * * * Europe/Berlin", conversation: "daily", text: "daily tick", cron: "30 2 * * *", timezone: "Europe/Berlin" },
+  {
+    name: "cron 30 2 * * * Europe/Berlin",
+    conversation: "daily",
+    text: "daily tick",
+    cron: "30 2 * * *",
+    timezone: "Europe/Berlin",
+  },
 ];
 
 const mayor: Actor = { role: "mayor" };
@@ -145,7 +152,13 @@ type RigOp = "register" | "set" | "activate" | "touch" | "complete" | "clear" | 
 type Action =
   | { readonly type: "webhook"; readonly id: string; readonly text: string }
   | { readonly type: "slow"; readonly key: string; readonly text: string }
-  | { readonly type: "rig"; readonly op: RigOp; readonly agent: string; readonly bead?: string; readonly last?: boolean };
+  | {
+      readonly type: "rig";
+      readonly op: RigOp;
+      readonly agent: string;
+      readonly bead?: string;
+      readonly last?: boolean;
+    };
 
 interface Scripted {
   at: number;
@@ -242,7 +255,8 @@ interface Observation {
 
 function wakeOf(task: Task): number | undefined {
   const state = task.state as { status: string; nextRunAt?: unknown; notBefore?: unknown; next_patrol_at?: unknown };
-  if (task.kind === "schedule") return state.status === "waiting" && typeof state.nextRunAt === "number" ? state.nextRunAt : undefined;
+  if (task.kind === "schedule")
+    return state.status === "waiting" && typeof state.nextRunAt === "number" ? state.nextRunAt : undefined;
   if (task.kind === WITNESS_KIND) return typeof state.next_patrol_at === "number" ? state.next_patrol_at : undefined;
   return typeof state.notBefore === "number" ? state.notBefore : undefined;
 }
@@ -251,7 +265,13 @@ function wakeOf(task: Task): number | undefined {
 const roster = new Set<string>();
 
 /** Read what the checks need (through the open harness's storage, or a fresh one over the object's rows). */
-async function observe(state: DurableObjectState, instance: SessionObject, quiet: boolean, at: number, mailCursor: Id): Promise<Observation> {
+async function observe(
+  state: DurableObjectState,
+  instance: SessionObject,
+  quiet: boolean,
+  at: number,
+  mailCursor: Id,
+): Promise<Observation> {
   const wasPaused = meter.paused;
   meter.paused = true;
   try {
@@ -270,7 +290,9 @@ async function observe(state: DurableObjectState, instance: SessionObject, quiet
       if (record !== undefined) records[agent] = record;
     }
     const patrol = (await storage.getValue(bind(witnessPatrol, {})))?.value;
-    const mail = (await storage.readList(bind(mailbox(MAYOR_ID), {}), { after: mailCursor, limit: 1000 })).items.map((e) => ({ id: e.id, payload: e.value.payload as unknown, timestamp: e.value.timestamp }));
+    const mail = (await storage.readList(bind(mailbox(MAYOR_ID), {}), { after: mailCursor, limit: 1000 })).items.map(
+      (e) => ({ id: e.id, payload: e.value.payload as unknown, timestamp: e.value.timestamp }),
+    );
     return {
       at,
       quiet,
@@ -309,7 +331,9 @@ async function settle(instance: SessionObject): Promise<boolean> {
     if (stable >= 3) return true;
   }
   const live = instance.harness?.driver.inspect();
-  throw new Error(`the session never became quiet: ${JSON.stringify({ start: live?.start.map((t) => [t.id, t.kind, t.state]), inflight: live?.inflight.map((t) => [t.id, t.kind, t.state]) })}`);
+  throw new Error(
+    `the session never became quiet: ${JSON.stringify({ start: live?.start.map((t) => [t.id, t.kind, t.state]), inflight: live?.inflight.map((t) => [t.id, t.kind, t.state]) })}`,
+  );
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -333,8 +357,10 @@ function startOf(profile: SoakProfile): number {
   const raw = env.SOAK_START ?? "";
   if (raw !== "") {
     const parsed = Date.parse(raw);
-    if (!Number.isFinite(parsed) || parsed % DAY !== 0) throw new Error(`SOAK_START must be an ISO date at a UTC midnight, got ${raw}`);
-    if (parsed < Date.now() + DAY) throw new Error(`SOAK_START must lie more than a day ahead of the real clock, got ${raw}`);
+    if (!Number.isFinite(parsed) || parsed % DAY !== 0)
+      throw new Error(`SOAK_START must be an ISO date at a UTC midnight, got ${raw}`);
+    if (parsed < Date.now() + DAY)
+      throw new Error(`SOAK_START must lie more than a day ahead of the real clock, got ${raw}`);
     return parsed;
   }
   const change = nextBerlinChange(Date.now() + (profile.daysBeforeChange + 2) * DAY);
@@ -345,7 +371,8 @@ function entryText(e: Entry): string {
   const message = e.model?.[0] as { content?: unknown } | undefined;
   const content = message?.content;
   if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((c: { type?: string; text?: string }) => (c.type === "text" ? (c.text ?? "") : "")).join("");
+  if (Array.isArray(content))
+    return content.map((c: { type?: string; text?: string }) => (c.type === "text" ? (c.text ?? "") : "")).join("");
   return "";
 }
 
@@ -431,7 +458,9 @@ describe("soak", () => {
     const seed = seedOf();
     const start = startOf(profile);
     const end = start + profile.hours * HOUR;
-    console.log(`soak: profile ${profile.name} (${profile.hours} simulated hours from ${iso(start)}), seed ${seed}; replay: SOAK_PROFILE=${profile.name} SOAK_SEED=${seed} SOAK_START=${iso(start)} npm run test:soak`);
+    console.log(
+      `soak: profile ${profile.name} (${profile.hours} simulated hours from ${iso(start)}), seed ${seed}; replay: SOAK_PROFILE=${profile.name} SOAK_SEED=${seed} SOAK_START=${iso(start)} npm run test:soak`,
+    );
     const wall = Date.now();
     const rng = new Rng(seed);
     const findings = new Findings();
@@ -450,7 +479,10 @@ describe("soak", () => {
     registerTestKinds([perHarnessGeneration(() => sessionTurnKit(models, { turn: { retryMaxDelayMs: 6 * HOUR } }))]);
 
     const session = new SoakSession(seed);
-    const ok = async <T,>(what: string, outcome: Promise<{ ok: true; value: T } | { ok: false; problem: { detail: string } }>): Promise<T> => {
+    const ok = async <T>(
+      what: string,
+      outcome: Promise<{ ok: true; value: T } | { ok: false; problem: { detail: string } }>,
+    ): Promise<T> => {
       const result = await outcome;
       if (!result.ok) throw new Error(`${what}: ${result.problem.detail}`);
       return result.value;
@@ -461,10 +493,12 @@ describe("soak", () => {
 
     await runInDurableObject(session.stub, (_instance, state) => instrument(state));
     await ok("create", session.rpc.createSession({ model: "echo", selectedTools: ["echo", "job"] }));
-    const fork = async (): Promise<Id> => (await ok("fork", session.rpc.op("fork", "root", { at: "start" }))).conversationId;
+    const fork = async (): Promise<Id> =>
+      (await ok("fork", session.rpc.op("fork", "root", { at: "start" }))).conversationId;
     const conv = { minute: await fork(), hourly: await fork(), daily: await fork(), slow: await fork() };
     // A fork at the start has no values of its own.
-    for (const id of [conv.minute, conv.hourly, conv.daily]) await ok("config", session.rpc.op("patchConfig", id, { model: "echo", selectedTools: ["echo"] }));
+    for (const id of [conv.minute, conv.hourly, conv.daily])
+      await ok("config", session.rpc.op("patchConfig", id, { model: "echo", selectedTools: ["echo"] }));
     await runInDurableObject(session.stub, async (instance: SessionObject) => {
       const handle = await instance.harness?.conversation(conv.slow, call);
       if (handle === undefined) throw new Error("no slow conversation");
@@ -487,7 +521,10 @@ describe("soak", () => {
     }
     const nameOf = (id: Id): string => schedules.get(id)?.name ?? `schedule ${id}`;
     const jobCall = `/call job ${JSON.stringify({ cmd: JOB_CMD, every: JOB_EVERY, rerun: "safe", background: true })}`;
-    await ok("job", session.rpc.op("accept", "root", { input: jobCall, source: { type: "idempotency", key: "recurring-job" } }));
+    await ok(
+      "job",
+      session.rpc.op("accept", "root", { input: jobCall, source: { type: "idempotency", key: "recurring-job" } }),
+    );
 
     // ---------------------------------------------------------------------------------------------
     // The script: every input, with its time
@@ -514,19 +551,41 @@ describe("soak", () => {
           for (const m of touches) add(at + m * MINUTE + s, { type: "rig", op: "touch", agent });
           add(at + COMPLETE_AT * MINUTE + s, { type: "rig", op: "complete", agent });
           add(at + CLEAR_AT * MINUTE + s, { type: "rig", op: "clear", agent });
-          if (at + CLEAR_AT * MINUTE + s < end) episodes.push({ agent, bead, silent: silent(i), from: at + MINUTE + s, to: at + touches[0] * MINUTE + s, until: at + CLEAR_AT * MINUTE + s });
+          if (at + CLEAR_AT * MINUTE + s < end)
+            episodes.push({
+              agent,
+              bead,
+              silent: silent(i),
+              from: at + MINUTE + s,
+              to: at + touches[0] * MINUTE + s,
+              until: at + CLEAR_AT * MINUTE + s,
+            });
         });
       }
-      agents.forEach((agent, i) => add(day + TEARDOWN_HOUR * HOUR + i * 1000, { type: "rig", op: "deregister", agent, last: i === agents.length - 1 }));
-      agents.forEach((agent, i) => add(day + TEARDOWN_HOUR * HOUR + 30 * MINUTE + i * 1000, { type: "rig", op: "register", agent }));
+      agents.forEach((agent, i) =>
+        add(day + TEARDOWN_HOUR * HOUR + i * 1000, {
+          type: "rig",
+          op: "deregister",
+          agent,
+          last: i === agents.length - 1,
+        }),
+      );
+      agents.forEach((agent, i) =>
+        add(day + TEARDOWN_HOUR * HOUR + 30 * MINUTE + i * 1000, { type: "rig", op: "register", agent }),
+      );
       for (const hour of SLOW_HOURS) {
         const at = day + hour * HOUR;
         // Inputs near the end would still be waiting out their retry when the run stops.
-        if (at < end - (RETRY_AFTER_MINUTES + 60) * MINUTE) add(at, { type: "slow", key: `slow-${d}-${hour}`, text: `slow question ${d}-${hour}` });
+        if (at < end - (RETRY_AFTER_MINUTES + 60) * MINUTE)
+          add(at, { type: "slow", key: `slow-${d}-${hour}`, text: `slow question ${d}-${hour}` });
       }
     }
     const webhooks: string[] = [];
-    for (let t = start + 10 * MINUTE + rng.exponential(profile.webhookEveryMs); t < end - HOUR; t += rng.exponential(profile.webhookEveryMs)) {
+    for (
+      let t = start + 10 * MINUTE + rng.exponential(profile.webhookEveryMs);
+      t < end - HOUR;
+      t += rng.exponential(profile.webhookEveryMs)
+    ) {
       const id = `msg_${seed.toString(36)}_${webhooks.length}`;
       const at = Math.floor(t / 1000) * 1000;
       add(at, { type: "webhook", id, text: `webhook ${id}` });
@@ -540,7 +599,8 @@ describe("soak", () => {
     // Kills and gaps: Poisson processes in simulated time, from the first hour on.
     const poisson = (perDay: number): number[] => {
       const out: number[] = [];
-      for (let t = start + HOUR + rng.exponential(DAY / perDay); t < end; t += rng.exponential(DAY / perDay)) out.push(t);
+      for (let t = start + HOUR + rng.exponential(DAY / perDay); t < end; t += rng.exponential(DAY / perDay))
+        out.push(t);
       return out;
     };
     const idleKills = poisson(profile.idleKillsPerDay);
@@ -578,18 +638,36 @@ describe("soak", () => {
         const delta = s.runs - (before.schedules.find((b) => b.id === s.id)?.runs ?? 0);
         if (delta > 1) {
           const afterGap = gaps.some((g) => g.to === stepAt);
-          findings.add(afterGap ? "every schedule fired at most once per downtime gap" : "every schedule fired exactly once per due occurrence while up", `${nameOf(s.id)} fired ${delta} times in one wake at ${iso(stepAt)}${afterGap ? " (the end of a downtime gap)" : ""}, the last for ${iso(s.lastRunAt ?? 0)}`);
+          findings.add(
+            afterGap
+              ? "every schedule fired at most once per downtime gap"
+              : "every schedule fired exactly once per due occurrence while up",
+            `${nameOf(s.id)} fired ${delta} times in one wake at ${iso(stepAt)}${afterGap ? " (the end of a downtime gap)" : ""}, the last for ${iso(s.lastRunAt ?? 0)}`,
+          );
         }
         for (let i = 1; i < delta; i++) fires.push({ schedule: nameOf(s.id), occurrence: undefined, at: stepAt });
-        if (delta >= 1 && s.lastRunAt !== null) fires.push({ schedule: nameOf(s.id), occurrence: s.lastRunAt, at: stepAt });
+        if (delta >= 1 && s.lastRunAt !== null)
+          fires.push({ schedule: nameOf(s.id), occurrence: s.lastRunAt, at: stepAt });
       }
       const jobDelta = (after.job?.runs ?? 0) - (before.job?.runs ?? 0);
-      if (jobDelta > 1) findings.add("the recurring job ran once per interval", `the job ran ${jobDelta} times in one wake at ${iso(stepAt)}`);
+      if (jobDelta > 1)
+        findings.add(
+          "the recurring job ran once per interval",
+          `the job ran ${jobDelta} times in one wake at ${iso(stepAt)}`,
+        );
       for (let i = 0; i < jobDelta; i++) jobRuns.push(stepAt);
       const patrolDelta = after.patrol.patrols - before.patrol.patrols;
-      if (patrolDelta > 1) findings.add("the witness never patrolled twice (one witness per rig)", `${patrolDelta} patrols in one wake at ${iso(stepAt)}`);
+      if (patrolDelta > 1)
+        findings.add(
+          "the witness never patrolled twice (one witness per rig)",
+          `${patrolDelta} patrols in one wake at ${iso(stepAt)}`,
+        );
       for (let i = 0; i < patrolDelta; i++) patrols.push(after.patrol.last);
-      if (patrolDelta > 0 && registered.size === 0) findings.add("the witness never patrolled twice (one witness per rig)", `${iso(after.patrol.last)}: a witness patrolled a rig with no agent registered`);
+      if (patrolDelta > 0 && registered.size === 0)
+        findings.add(
+          "the witness never patrolled twice (one witness per rig)",
+          `${iso(after.patrol.last)}: a witness patrolled a rig with no agent registered`,
+        );
       for (const [agent, was] of Object.entries(before.records)) {
         const record = after.records[agent];
         if (record === undefined || record.bead_id !== was.bead_id) stalls.set(agent, (stalls.get(agent) ?? 0) + 1);
@@ -597,14 +675,35 @@ describe("soak", () => {
       for (const [agent, record] of Object.entries(after.records)) {
         const was = before.records[agent];
         const previous = was !== undefined && was.bead_id === record.bead_id ? was.nudges : 0;
-        if (record.nudges - previous > 1) findings.add("each stall escalated once per the ladder", `${agent} nudged ${record.nudges - previous} times in one wake at ${iso(stepAt)} (${record.bead_id})`);
-        if (record.nudges > previous) ladder.push({ agent, bead: record.bead_id, stall: stalls.get(agent) ?? 0, what: "nudge", at: record.last_nudge_at });
+        if (record.nudges - previous > 1)
+          findings.add(
+            "each stall escalated once per the ladder",
+            `${agent} nudged ${record.nudges - previous} times in one wake at ${iso(stepAt)} (${record.bead_id})`,
+          );
+        if (record.nudges > previous)
+          ladder.push({
+            agent,
+            bead: record.bead_id,
+            stall: stalls.get(agent) ?? 0,
+            what: "nudge",
+            at: record.last_nudge_at,
+          });
       }
       for (const m of after.mail) {
         mailCursor = Math.max(mailCursor, m.id);
-        const match = typeof m.payload === "string" ? /^STALL_(WARNING|ALERT|CRITICAL): (\S+) idle \d+m on (\S+)$/.exec(m.payload) : null;
+        const match =
+          typeof m.payload === "string"
+            ? /^STALL_(WARNING|ALERT|CRITICAL): (\S+) idle \d+m on (\S+)$/.exec(m.payload)
+            : null;
         const agent = match?.[2] ?? "";
-        if (match !== null) ladder.push({ agent, bead: match[3] ?? "", stall: stalls.get(agent) ?? 0, what: (match[1] ?? "").toLowerCase() as LadderEvent["what"], at: Date.parse(m.timestamp) });
+        if (match !== null)
+          ladder.push({
+            agent,
+            bead: match[3] ?? "",
+            stall: stalls.get(agent) ?? 0,
+            what: (match[1] ?? "").toLowerCase() as LadderEvent["what"],
+            at: Date.parse(m.timestamp),
+          });
       }
       const reports = seams.reports.filter((r) => r.type === "quarantined" || r.type === "session_faulted");
       for (const r of reports.slice(reportsSeen)) {
@@ -618,12 +717,20 @@ describe("soak", () => {
     const checkQuiet = (o: Observation): void => {
       // The rig's membership as the script made it; unknown while a kill left a registration undelivered.
       const pending = script[next];
-      const rigKnown = !(pending?.retry === true && pending.action.type === "rig" && (pending.action.op === "register" || pending.action.op === "deregister"));
+      const rigKnown = !(
+        pending?.retry === true &&
+        pending.action.type === "rig" &&
+        (pending.action.op === "register" || pending.action.op === "deregister")
+      );
       const now = o.at;
       let earliest: number | undefined;
       for (const t of o.live) {
         if (t.wake === undefined) {
-          findings.add("live work always has a wake and an armed alarm", `${iso(now)}: live ${t.kind} ${t.id} is ${t.status} with no wake while the object is quiet`, `nowake ${t.id} ${t.status}`);
+          findings.add(
+            "live work always has a wake and an armed alarm",
+            `${iso(now)}: live ${t.kind} ${t.id} is ${t.status} with no wake while the object is quiet`,
+            `nowake ${t.id} ${t.status}`,
+          );
           continue;
         }
         if (t.wake > now) {
@@ -632,13 +739,18 @@ describe("soak", () => {
         }
         const what = `${iso(now)}: ${t.kind} ${t.id} (${t.status}) was due at ${iso(t.wake)} and did not run`;
         const key = `overdue ${t.id} ${t.wake}`;
-        if (t.kind === "schedule") findings.add("every schedule fired exactly once per due occurrence while up", what, key);
+        if (t.kind === "schedule")
+          findings.add("every schedule fired exactly once per due occurrence while up", what, key);
         else if (t.kind === WITNESS_KIND) findings.add("the witness patrolled at every interval", what, key);
         else if (t.kind === "job") findings.add("the recurring job ran once per interval", what, key);
         else findings.add("live work always has a wake and an armed alarm", what, key);
       }
       if (earliest !== undefined && (o.alarm === null || o.alarm > earliest)) {
-        findings.add("live work always has a wake and an armed alarm", `${iso(now)}: the earliest wake is ${iso(earliest)} but the alarm is ${o.alarm === null ? "not set" : iso(o.alarm)}`, `alarm ${earliest}`);
+        findings.add(
+          "live work always has a wake and an armed alarm",
+          `${iso(now)}: the earliest wake is ${iso(earliest)} but the alarm is ${o.alarm === null ? "not set" : iso(o.alarm)}`,
+          `alarm ${earliest}`,
+        );
       }
       // One witness per rig: while agents are registered the registered witness is live; any other live
       // witness (a kill between the rig's end and the witness's abort leaves one) must end by its next
@@ -647,13 +759,22 @@ describe("soak", () => {
       const witnesses = o.live.filter((t) => t.kind === WITNESS_KIND);
       const one = "the witness never patrolled twice (one witness per rig)";
       if (registered.size > 0 && !witnesses.some((w) => w.id === o.registeredWitness)) {
-        findings.add("the witness patrolled at every interval", `${iso(now)}: ${registered.size} agents registered and the registered witness (${o.registeredWitness ?? "none"}) is not live (live: ${witnesses.map((w) => w.id).join(", ") || "none"})`, `nowitness ${o.registeredWitness ?? "-"}`);
+        findings.add(
+          "the witness patrolled at every interval",
+          `${iso(now)}: ${registered.size} agents registered and the registered witness (${o.registeredWitness ?? "none"}) is not live (live: ${witnesses.map((w) => w.id).join(", ") || "none"})`,
+          `nowitness ${o.registeredWitness ?? "-"}`,
+        );
       }
       for (const w of witnesses) {
         if (registered.size > 0 && w.id === o.registeredWitness) continue;
         const wake = orphans.get(w.id) ?? w.wake ?? now;
         orphans.set(w.id, wake);
-        if (now >= wake) findings.add(one, `${iso(now)}: witness ${w.id} is still live past its wake at ${iso(wake)} though it is not the rig's witness (${registered.size === 0 ? "no agent is registered" : `the registered one is ${o.registeredWitness ?? "none"}`})`, `orphan ${w.id}`);
+        if (now >= wake)
+          findings.add(
+            one,
+            `${iso(now)}: witness ${w.id} is still live past its wake at ${iso(wake)} though it is not the rig's witness (${registered.size === 0 ? "no agent is registered" : `the registered one is ${o.registeredWitness ?? "none"}`})`,
+            `orphan ${w.id}`,
+          );
       }
     };
 
@@ -666,7 +787,8 @@ describe("soak", () => {
           instrument(state);
           // After a kill the runtime delivers the interrupted request again, to a fresh instance (the
           // alarm, at least once; or the input): let it open the session before looking.
-          for (let i = 0; afterKill && instance.harness === undefined && i < 50; i++) await new Promise<void>((resolve) => setTimeout(resolve, 0));
+          for (let i = 0; afterKill && instance.harness === undefined && i < 50; i++)
+            await new Promise<void>((resolve) => setTimeout(resolve, 0));
           const quiet = instance.harness !== undefined ? await settle(instance) : false;
           if (!quiet && kill.hanging) return undefined;
           return observe(state, instance, quiet, seams.time.now, mailCursor);
@@ -678,7 +800,8 @@ describe("soak", () => {
     };
     /** Until a kill under way has landed (the abort is called once its commit is durable). */
     const landed = async (): Promise<void> => {
-      for (let i = 0; i < 10_000 && kill.hanging && !kill.landed; i++) await new Promise<void>((resolve) => setTimeout(resolve, 1));
+      for (let i = 0; i < 10_000 && kill.hanging && !kill.landed; i++)
+        await new Promise<void>((resolve) => setTimeout(resolve, 1));
       if (kill.hanging && !kill.landed) throw new Error("a kill never landed");
     };
 
@@ -694,19 +817,34 @@ describe("soak", () => {
             const response = await SELF.fetch(
               new Request(`https://pico.test/v1/webhooks/${TENANT}/${session.name}/root`, {
                 method: "POST",
-                headers: { "content-type": "application/json", "webhook-id": action.id, "webhook-timestamp": String(timestamp), "webhook-signature": signature },
+                headers: {
+                  "content-type": "application/json",
+                  "webhook-id": action.id,
+                  "webhook-timestamp": String(timestamp),
+                  "webhook-signature": signature,
+                },
                 body,
               }),
             );
             const text = await response.text();
             if (response.status === 202 || response.status === 200) return "done";
             if (kill.hanging || response.status >= 500) return "retry";
-            findings.add("every input has exactly one terminal result", `webhook ${action.id} refused: ${response.status} ${text}`);
+            findings.add(
+              "every input has exactly one terminal result",
+              `webhook ${action.id} refused: ${response.status} ${text}`,
+            );
             return "done";
           }
           case "slow": {
-            const outcome = await session.rpc.op("accept", conv.slow, { input: action.text, source: { type: "idempotency", key: action.key } });
-            if (!outcome.ok) findings.add("every input has exactly one terminal result", `slow input ${action.key} refused: ${outcome.problem.detail}`);
+            const outcome = await session.rpc.op("accept", conv.slow, {
+              input: action.text,
+              source: { type: "idempotency", key: action.key },
+            });
+            if (!outcome.ok)
+              findings.add(
+                "every input has exactly one terminal result",
+                `slow input ${action.key} refused: ${outcome.problem.detail}`,
+              );
             return "done";
           }
           case "rig": {
@@ -718,12 +856,15 @@ describe("soak", () => {
                 : action.op === "deregister"
                   ? await rpc.op("rigDeregister", mayor, agent)
                   : action.op === "set"
-                    ? await rpc.op("rigTransition", mayor, agent, "set", { work: { bead_id: action.bead ?? "", title: `work on ${action.bead ?? ""}` } })
+                    ? await rpc.op("rigTransition", mayor, agent, "set", {
+                        work: { bead_id: action.bead ?? "", title: `work on ${action.bead ?? ""}` },
+                      })
                     : action.op === "clear"
                       ? await rpc.op("rigTransition", mayor, agent, "clear", {})
                       : await rpc.op("rigTransition", agentActor(agent), agent, action.op, {});
             // A delivery again after a kill may find its transition made: that is the durable outcome.
-            if (!outcome.ok && !retry) throw new Error(`rig ${action.op} ${agent} at ${iso(seams.time.now)} refused: ${outcome.problem.detail}`);
+            if (!outcome.ok && !retry)
+              throw new Error(`rig ${action.op} ${agent} at ${iso(seams.time.now)} refused: ${outcome.problem.detail}`);
             if (action.op === "register") {
               registered.add(agent);
               roster.add(agent);
@@ -777,7 +918,11 @@ describe("soak", () => {
       let after = kill.hanging ? undefined : await look();
       if (kill.hanging) {
         await landed();
-        kills.push({ at, how: "commit", during: input === undefined ? "a wake by the alarm" : describeAction(input.action) });
+        kills.push({
+          at,
+          how: "commit",
+          during: input === undefined ? "a wake by the alarm" : describeAction(input.action),
+        });
         disarmKill();
         after = await look(true);
       }
@@ -786,7 +931,10 @@ describe("soak", () => {
       account(prev, after, at);
       if (after.quiet) checkQuiet(after);
       else if (after.live.length > 0 && after.alarm === null) {
-        findings.add("live work always has a wake and an armed alarm", `${iso(at)}: killed with live work (${after.live.map((l) => `${l.kind}:${l.status}`).join(", ")}) and no alarm`);
+        findings.add(
+          "live work always has a wake and an armed alarm",
+          `${iso(at)}: killed with live work (${after.live.map((l) => `${l.kind}:${l.status}`).join(", ")}) and no alarm`,
+        );
       }
       alive = after.quiet;
       prev = after;
@@ -810,7 +958,11 @@ describe("soak", () => {
         const alarm = prev.alarm;
         const wake = Math.min(alarm ?? Number.POSITIVE_INFINITY, input?.at ?? Number.POSITIVE_INFINITY);
         if (wake === Number.POSITIVE_INFINITY) {
-          if (prev.live.length > 0) findings.add("live work always has a wake and an armed alarm", `${iso(seams.time.now)}: live work and no alarm, nothing left to wake it`);
+          if (prev.live.length > 0)
+            findings.add(
+              "live work always has a wake and an armed alarm",
+              `${iso(seams.time.now)}: live work and no alarm, nothing left to wake it`,
+            );
           return;
         }
         const at = Math.max(seams.time.now, wake);
@@ -827,7 +979,10 @@ describe("soak", () => {
         }
         if (withKills && alive && gapStarts[0] !== undefined && gapStarts[0] <= at) {
           while (gapStarts[0] !== undefined && gapStarts[0] <= at) gapStarts.shift();
-          const to = Math.min(until - MINUTE, seams.time.now + rng.int(profile.gapHours[0] * 60, profile.gapHours[1] * 60) * MINUTE + 17_000);
+          const to = Math.min(
+            until - MINUTE,
+            seams.time.now + rng.int(profile.gapHours[0] * 60, profile.gapHours[1] * 60) * MINUTE + 17_000,
+          );
           if (to > at) {
             await gap(to);
             continue;
@@ -842,7 +997,13 @@ describe("soak", () => {
         const how = alarm !== null && alarm <= at ? "alarm" : "input";
         const scripted = how === "input" ? script[next] : undefined;
         // The end of the rig (its last deregistration: the witness ends) is rare in time: a hot spot.
-        const hot = withKills && scripted?.action.type === "rig" && scripted.action.last === true && scripted.action.op === "deregister" && !scripted.retry && rng.next() < 0.5;
+        const hot =
+          withKills &&
+          scripted?.action.type === "rig" &&
+          scripted.action.last === true &&
+          scripted.action.op === "deregister" &&
+          !scripted.retry &&
+          rng.next() < 0.5;
         let killAfter: number | undefined;
         if (hot) killAfter = 1;
         else if (withKills && commitKills[0] !== undefined && commitKills[0] <= at) {
@@ -865,8 +1026,16 @@ describe("soak", () => {
     // Over the whole run
 
     const inspection = await session.rpc.inspect();
-    if (inspection.quarantined.length > 0) findings.add("no task quarantined, no session fault", `inspect() at the end: quarantined ${inspection.quarantined.map((t) => `${t.kind} ${t.id} (${t.state.status})`).join(", ")}; kill counters ${JSON.stringify(inspection.kills)}`);
-    if (inspection.fault !== undefined) findings.add("no task quarantined, no session fault", `inspect() at the end: session fault ${JSON.stringify(inspection.fault)}`);
+    if (inspection.quarantined.length > 0)
+      findings.add(
+        "no task quarantined, no session fault",
+        `inspect() at the end: quarantined ${inspection.quarantined.map((t) => `${t.kind} ${t.id} (${t.state.status})`).join(", ")}; kill counters ${JSON.stringify(inspection.kills)}`,
+      );
+    if (inspection.fault !== undefined)
+      findings.add(
+        "no task quarantined, no session fault",
+        `inspect() at the end: session fault ${JSON.stringify(inspection.fault)}`,
+      );
 
     // Schedules: each due occurrence while up fired once, on time; each gap at most once.
     for (const [, spec] of schedules) {
@@ -881,34 +1050,66 @@ describe("soak", () => {
       const due = [...occurrences(start, outageFrom), ...occurrences(outageFrom + OUTAGE, finalAt)];
       const mine = fires.filter((f) => f.schedule === spec.name);
       const byOccurrence = new Map<number, Fire[]>();
-      for (const f of mine) if (f.occurrence !== undefined) byOccurrence.set(f.occurrence, [...(byOccurrence.get(f.occurrence) ?? []), f]);
+      for (const f of mine)
+        if (f.occurrence !== undefined) byOccurrence.set(f.occurrence, [...(byOccurrence.get(f.occurrence) ?? []), f]);
       const all = new Set([...due, ...gaps.flatMap((g) => (g.to - g.from > 7 * DAY ? [] : occurrences(g.from, g.to)))]);
       for (const f of mine) {
         const o = f.occurrence;
         if (o === undefined) continue;
         const g = inGap(o);
         const known = all.has(o) || (g !== undefined && g.to - g.from > 7 * DAY && occurrences(o - 1, o).includes(o));
-        if (!known) findings.add("every schedule fired exactly once per due occurrence while up", `${spec.name} fired for ${iso(o)}, which is no occurrence of it (at ${iso(f.at)})`);
+        if (!known)
+          findings.add(
+            "every schedule fired exactly once per due occurrence while up",
+            `${spec.name} fired for ${iso(o)}, which is no occurrence of it (at ${iso(f.at)})`,
+          );
       }
       for (const o of due) {
         if (inGap(o) !== undefined) continue;
         const got = byOccurrence.get(o) ?? [];
-        if (got.length !== 1) findings.add("every schedule fired exactly once per due occurrence while up", `${spec.name}: the occurrence ${iso(o)} fired ${got.length} times`);
-        else if ((got[0]?.at ?? 0) > o + LATE_MS) findings.add("every schedule fired exactly once per due occurrence while up", `${spec.name}: the occurrence ${iso(o)} fired late, at ${iso(got[0]?.at ?? 0)}`);
+        if (got.length !== 1)
+          findings.add(
+            "every schedule fired exactly once per due occurrence while up",
+            `${spec.name}: the occurrence ${iso(o)} fired ${got.length} times`,
+          );
+        else if ((got[0]?.at ?? 0) > o + LATE_MS)
+          findings.add(
+            "every schedule fired exactly once per due occurrence while up",
+            `${spec.name}: the occurrence ${iso(o)} fired late, at ${iso(got[0]?.at ?? 0)}`,
+          );
       }
       for (const g of gaps) {
         // Fires for occurrences in the gap, and the unnamed extra fires of the wake that ended it.
-        const inside = mine.filter((f) => (f.occurrence === undefined ? f.at >= g.to && f.at <= g.to + LATE_MS : f.occurrence > g.from && f.occurrence <= g.to));
-        if (inside.length > 1) findings.add("every schedule fired at most once per downtime gap", `${spec.name}: ${inside.length} fires for the gap ${iso(g.from)}..${iso(g.to)} (for ${inside.slice(0, 3).map((f) => (f.occurrence === undefined ? "an earlier occurrence" : iso(f.occurrence))).join(", ")}${inside.length > 3 ? ", ..." : ""})`);
+        const inside = mine.filter((f) =>
+          f.occurrence === undefined
+            ? f.at >= g.to && f.at <= g.to + LATE_MS
+            : f.occurrence > g.from && f.occurrence <= g.to,
+        );
+        if (inside.length > 1)
+          findings.add(
+            "every schedule fired at most once per downtime gap",
+            `${spec.name}: ${inside.length} fires for the gap ${iso(g.from)}..${iso(g.to)} (for ${inside
+              .slice(0, 3)
+              .map((f) => (f.occurrence === undefined ? "an earlier occurrence" : iso(f.occurrence)))
+              .join(", ")}${inside.length > 3 ? ", ..." : ""})`,
+          );
       }
     }
-    const dailyFires = fires.flatMap((f) => (f.schedule === "cron 30 2 * * * Europe/Berlin" && f.occurrence !== undefined ? [`${iso(f.occurrence)}${inGap(f.occurrence) === undefined ? "" : " (after a gap)"}`] : []));
+    const dailyFires = fires.flatMap((f) =>
+      f.schedule === "cron 30 2 * * * Europe/Berlin" && f.occurrence !== undefined
+        ? [`${iso(f.occurrence)}${inGap(f.occurrence) === undefined ? "" : " (after a gap)"}`]
+        : [],
+    );
 
     // The recurring job: never twice within an interval (after a gap it runs once, then every interval).
     for (let i = 1; i < jobRuns.length; i++) {
       const a = jobRuns[i - 1] ?? 0;
       const b = jobRuns[i] ?? 0;
-      if (b - a < JOB_EVERY) findings.add("the recurring job ran once per interval", `runs at ${iso(a)} and ${iso(b)}, less than ${JOB_EVERY / MINUTE} minutes apart`);
+      if (b - a < JOB_EVERY)
+        findings.add(
+          "the recurring job ran once per interval",
+          `runs at ${iso(a)} and ${iso(b)}, less than ${JOB_EVERY / MINUTE} minutes apart`,
+        );
     }
 
     // The witness: patrols at least an interval apart (two witnesses patrol out of step).
@@ -916,7 +1117,11 @@ describe("soak", () => {
     for (let i = 1; i < sortedPatrols.length; i++) {
       const a = sortedPatrols[i - 1] ?? 0;
       const b = sortedPatrols[i] ?? 0;
-      if (b - a < PATROL) findings.add("the witness never patrolled twice (one witness per rig)", `patrols at ${iso(a)} and ${iso(b)}, ${Math.round((b - a) / 1000)} s apart (the interval is ${PATROL / MINUTE} minutes)`);
+      if (b - a < PATROL)
+        findings.add(
+          "the witness never patrolled twice (one witness per rig)",
+          `patrols at ${iso(a)} and ${iso(b)}, ${Math.round((b - a) / 1000)} s apart (the interval is ${PATROL / MINUTE} minutes)`,
+        );
     }
 
     // The ladder, per stall (an agent, a bead, until it answers): at most two nudges, each severity
@@ -925,33 +1130,60 @@ describe("soak", () => {
     // nudges and one critical mail, a healthy agent nothing.
     const ladderFinding = "each stall escalated once per the ladder";
     for (const episode of episodes) {
-      const events = ladder.filter((e) => e.agent === episode.agent && e.bead === episode.bead).sort((a, b) => a.at - b.at);
+      const events = ladder
+        .filter((e) => e.agent === episode.agent && e.bead === episode.bead)
+        .sort((a, b) => a.at - b.at);
       const disturbed = gaps.some((g) => g.from < episode.until + PATROL && g.to > episode.from);
       const label = `${episode.agent} on ${episode.bead} (${episode.silent ? "silent" : "healthy"}, no activity ${iso(episode.from)}..${iso(episode.to)}${disturbed ? ", downtime during the bead" : ""})`;
       for (const stall of new Set(events.map((e) => e.stall))) {
         const mine = events.filter((e) => e.stall === stall);
         const count = (what: LadderEvent["what"]): number => mine.filter((e) => e.what === what).length;
-        for (const what of ["warning", "alert", "critical"] as const) if (count(what) > 1) findings.add(ladderFinding, `${label}: ${count(what)} ${what} mails in one stall`);
+        for (const what of ["warning", "alert", "critical"] as const)
+          if (count(what) > 1) findings.add(ladderFinding, `${label}: ${count(what)} ${what} mails in one stall`);
         if (count("nudge") > 2) findings.add(ladderFinding, `${label}: ${count("nudge")} nudges in one stall`);
         const times = [...new Set(mine.map((e) => e.at))];
         for (let i = 1; i < times.length; i++) {
           const a = times[i - 1] ?? 0;
           const b = times[i] ?? 0;
-          const what = (t: number): string => mine.filter((e) => e.at === t).map((e) => e.what).join("+");
-          if (b - a < PATROL) findings.add(ladderFinding, `${label}: ${what(a)} at ${iso(a)}, then ${what(b)} at ${iso(b)}: the ladder ran faster than the patrol interval`);
+          const what = (t: number): string =>
+            mine
+              .filter((e) => e.at === t)
+              .map((e) => e.what)
+              .join("+");
+          if (b - a < PATROL)
+            findings.add(
+              ladderFinding,
+              `${label}: ${what(a)} at ${iso(a)}, then ${what(b)} at ${iso(b)}: the ladder ran faster than the patrol interval`,
+            );
         }
       }
       if (disturbed) continue;
       const count = (what: LadderEvent["what"]): number => events.filter((e) => e.what === what).length;
       if (episode.silent && (count("nudge") !== 2 || count("critical") !== 1 || count("alert") !== 0)) {
-        findings.add(ladderFinding, `${label}: ${count("nudge")} nudges, ${count("critical")} critical and ${count("alert")} alert mails (the ladder: 2, 1, 0)`);
+        findings.add(
+          ladderFinding,
+          `${label}: ${count("nudge")} nudges, ${count("critical")} critical and ${count("alert")} alert mails (the ladder: 2, 1, 0)`,
+        );
       }
-      if (!episode.silent && events.length > 0) findings.add(ladderFinding, `${label}: a healthy agent got ${events.map((e) => `${e.what} at ${iso(e.at)}`).join(", ")}`);
+      if (!episode.silent && events.length > 0)
+        findings.add(
+          ladderFinding,
+          `${label}: a healthy agent got ${events.map((e) => `${e.what} at ${iso(e.at)}`).join(", ")}`,
+        );
     }
 
     // Every input: accepted once, one terminal result.
     const inputKeys = [
-      ...fires.flatMap((f) => (f.occurrence === undefined ? [] : [{ key: occurrenceKey([...schedules].find(([, s]) => s.name === f.schedule)?.[0] ?? 0, f.occurrence), at: f.at }])),
+      ...fires.flatMap((f) =>
+        f.occurrence === undefined
+          ? []
+          : [
+              {
+                key: occurrenceKey([...schedules].find(([, s]) => s.name === f.schedule)?.[0] ?? 0, f.occurrence),
+                at: f.at,
+              },
+            ],
+      ),
       ...webhooks.map((id) => ({ key: `webhook:${id}`, at: start })),
       ...slowInputs.map((s) => ({ key: `idem:${s.key}`, at: start })),
       { key: "idem:recurring-job", at: start },
@@ -962,14 +1194,22 @@ describe("soak", () => {
       const statuses: { key: string; at: number; status: string }[] = [];
       for (const { key, at } of inputKeys) {
         const acceptance = (await h.storage.getValue(bind(requestKey(key), {})))?.value;
-        const result: InputResult | undefined = acceptance === undefined ? undefined : (await h.storage.getValue(bindResult(acceptance.conversationId, acceptance.inputId)))?.value;
+        const result: InputResult | undefined =
+          acceptance === undefined
+            ? undefined
+            : (await h.storage.getValue(bindResult(acceptance.conversationId, acceptance.inputId)))?.value;
         statuses.push({ key, at, status: result?.status ?? "never accepted" });
       }
       const users = async (conversationId: Id): Promise<Map<string, number>> => {
         const counts = new Map<string, number>();
         let after: Id | undefined;
         for (;;) {
-          const page = await h.storage.scanEntries({ conversationId, kind: "user", limit: 1000, ...(after === undefined ? {} : { after }) });
+          const page = await h.storage.scanEntries({
+            conversationId,
+            kind: "user",
+            limit: 1000,
+            ...(after === undefined ? {} : { after }),
+          });
           for (const e of page.items) counts.set(entryText(e), (counts.get(entryText(e)) ?? 0) + 1);
           if (page.next === undefined || page.items.length === 0) break;
           after = page.next;
@@ -977,7 +1217,8 @@ describe("soak", () => {
         return counts;
       };
       const userEntries: Record<string, number> = {};
-      for (const [id, spec] of schedules) userEntries[`schedule ${id}`] = (await users(spec.conversationId)).get(spec.text) ?? 0;
+      for (const [id, spec] of schedules)
+        userEntries[`schedule ${id}`] = (await users(spec.conversationId)).get(spec.text) ?? 0;
       const root = await users(h.rootId);
       for (const id of webhooks) userEntries[`webhook:${id}`] = root.get(`webhook ${id}`) ?? 0;
       const slowUsers = await users(conv.slow);
@@ -987,41 +1228,60 @@ describe("soak", () => {
     for (const { key, at, status } of seen.statuses) {
       // A nextRun input of the last minutes may still wait for the next turn.
       const young = at > finalAt - 2 * MINUTE && status === "queued";
-      if (status !== "done" && status !== "unanswered" && !young) findings.add("every input has exactly one terminal result", `${key}: ${status}`);
+      if (status !== "done" && status !== "unanswered" && !young)
+        findings.add("every input has exactly one terminal result", `${key}: ${status}`);
     }
     const final = prev;
     for (const s of final.schedules) {
       const users = seen.userEntries[`schedule ${s.id}`] ?? 0;
       // Queued nextRun input has no user entry until its turn.
       if (users !== s.runs && !(schedules.get(s.id)?.mode === "nextRun" && s.runs - users <= 1)) {
-        findings.add("every input has exactly one terminal result", `${nameOf(s.id)}: ${s.runs} runs but ${users} user entries`);
+        findings.add(
+          "every input has exactly one terminal result",
+          `${nameOf(s.id)}: ${s.runs} runs but ${users} user entries`,
+        );
       }
     }
     for (const [key, n] of Object.entries(seen.userEntries)) {
-      if (!key.startsWith("schedule ") && n !== 1) findings.add("every input has exactly one terminal result", `${key}: accepted as ${n} user entries`);
+      if (!key.startsWith("schedule ") && n !== 1)
+        findings.add("every input has exactly one terminal result", `${key}: accepted as ${n} user entries`);
     }
 
     // Rows written per idle hour: every full hour of the run proper with no input and no gap in it.
     flushRows();
     const idle: { hour: number; rows: number }[] = [];
-    for (let h = 1; h < hourOf(outageFrom); h++) if (!busyHours.has(h)) idle.push({ hour: h, rows: meter.rowsByHour[h] ?? 0 });
+    for (let h = 1; h < hourOf(outageFrom); h++)
+      if (!busyHours.has(h)) idle.push({ hour: h, rows: meter.rowsByHour[h] ?? 0 });
     for (const { hour, rows } of idle) {
       const evictions = kills.filter((k) => hourOf(k.at) === hour).length;
-      const bound = 61 * ROWS_PER_TURN + 60 * ROWS_PER_QUEUED + (HOUR / JOB_EVERY) * ROWS_PER_JOB_RUN + (HOUR / PATROL) * ROWS_PER_PATROL + (1 + evictions) * ROWS_PER_WAKE;
-      if (rows > bound) findings.add("rows written per idle simulated hour are bounded", `the hour from ${iso(start + hour * HOUR)} wrote ${rows} rows (bound ${bound} with ${evictions} evictions)`);
+      const bound =
+        61 * ROWS_PER_TURN +
+        60 * ROWS_PER_QUEUED +
+        (HOUR / JOB_EVERY) * ROWS_PER_JOB_RUN +
+        (HOUR / PATROL) * ROWS_PER_PATROL +
+        (1 + evictions) * ROWS_PER_WAKE;
+      if (rows > bound)
+        findings.add(
+          "rows written per idle simulated hour are bounded",
+          `the hour from ${iso(start + hour * HOUR)} wrote ${rows} rows (bound ${bound} with ${evictions} evictions)`,
+        );
     }
     const mean = (xs: readonly number[]): number => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
     const firstDay = idle.filter((i) => i.hour < 24).map((i) => i.rows);
     const lastDay = idle.filter((i) => i.hour >= hourOf(outageFrom) - 24).map((i) => i.rows);
     if (profile.hours > 48 && firstDay.length > 0 && lastDay.length > 0 && mean(lastDay) > mean(firstDay) * 1.25 + 50) {
-      findings.add("rows written per idle simulated hour are bounded", `idle hours write more as history grows: ${mean(firstDay).toFixed(0)} rows per hour on the first day, ${mean(lastDay).toFixed(0)} on the last`);
+      findings.add(
+        "rows written per idle simulated hour are bounded",
+        `idle hours write more as history grows: ${mean(firstDay).toFixed(0)} rows per hour on the first day, ${mean(lastDay).toFixed(0)} on the last`,
+      );
     }
 
     // ---------------------------------------------------------------------------------------------
     // The report
 
     const idleRows = idle.map((i) => i.rows);
-    const killsOf = (how: Kill["how"], inDay: (t: number) => boolean = () => true): number => kills.filter((k) => k.how === how && inDay(k.at)).length;
+    const killsOf = (how: Kill["how"], inDay: (t: number) => boolean = () => true): number =>
+      kills.filter((k) => k.how === how && inDay(k.at)).length;
     const atTheEnd = kills.filter((k) => k.during?.includes("(the last agent)") === true);
     const lines: string[] = [
       `soak ${profile.name}: ${profile.hours} simulated hours (then a ${Math.round(OUTAGE / DAY)}-day outage and one hour), seed ${seed}, ${profile.agents} agents, ` +
@@ -1050,19 +1310,28 @@ describe("soak", () => {
           String(ladder.filter((e) => e.what === "nudge" && inDay(e.at)).length).padStart(6),
           String(ladder.filter((e) => e.what !== "nudge" && inDay(e.at)).length).padStart(11),
           `${killsOf("idle", inDay)}/${killsOf("commit", inDay)}/${killsOf("gap", inDay)}`.padStart(21),
-          gaps.filter((g) => inDay(g.from) && g.to - g.from < OUTAGE).reduce((a, g) => a + (g.to - g.from) / HOUR, 0).toFixed(1).padStart(5),
+          gaps
+            .filter((g) => inDay(g.from) && g.to - g.from < OUTAGE)
+            .reduce((a, g) => a + (g.to - g.from) / HOUR, 0)
+            .toFixed(1)
+            .padStart(5),
           String(dayIdle.length).padStart(6),
           `${mean(dayIdle).toFixed(0)} (max ${Math.max(0, ...dayIdle)})`.padStart(11),
         ].join(" | "),
       );
     }
     const after = fires.filter((f) => f.at > outageFrom);
-    lines.push(`after the ${Math.round(OUTAGE / DAY)}-day outage: ${SCHEDULES.map((s) => `${s.name} fired ${after.filter((f) => f.schedule === s.name && f.at === outageFrom + OUTAGE).length}x at the wake`).join(", ")}`);
+    lines.push(
+      `after the ${Math.round(OUTAGE / DAY)}-day outage: ${SCHEDULES.map((s) => `${s.name} fired ${after.filter((f) => f.schedule === s.name && f.at === outageFrom + OUTAGE).length}x at the wake`).join(", ")}`,
+    );
     for (const category of CATEGORIES) {
       const { count, examples } = findings.of(category);
-      lines.push(`${count === 0 ? "ok  " : "FAIL"} ${category}${count === 0 ? "" : `: ${count} findings, e.g.\n       ${examples.join("\n       ")}`}`);
+      lines.push(
+        `${count === 0 ? "ok  " : "FAIL"} ${category}${count === 0 ? "" : `: ${count} findings, e.g.\n       ${examples.join("\n       ")}`}`,
+      );
     }
     console.log(lines.join("\n"));
-    for (const category of CATEGORIES) expect.soft(findings.of(category).examples, `${category} (seed ${seed})`).toEqual([]);
+    for (const category of CATEGORIES)
+      expect.soft(findings.of(category).examples, `${category} (seed ${seed})`).toEqual([]);
   });
 });

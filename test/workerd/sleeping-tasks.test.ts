@@ -24,7 +24,24 @@ import { witnessPatrol, witnessTask } from "../../src/rig/state.js";
 import type { Id, JsonValue } from "../../src/storage/records.js";
 import { DEFAULT_KILL_BOUND } from "../../src/worker/platform/host-config.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
-import { addTask, call, calls, clearLog, clockOf, harnessOf, installKinds, installSeams, logCall, ok, resetSeams, taskOf, TestSession, until, waitForCalls, type Seams } from "./session-fixtures.js";
+import {
+  addTask,
+  call,
+  calls,
+  clearLog,
+  clockOf,
+  harnessOf,
+  installKinds,
+  installSeams,
+  logCall,
+  ok,
+  resetSeams,
+  taskOf,
+  TestSession,
+  until,
+  waitForCalls,
+  type Seams,
+} from "./session-fixtures.js";
 
 const MIN = 60_000;
 const mayor: Actor = { role: "mayor" };
@@ -47,7 +64,10 @@ function alarmOf(session: TestSession): Promise<number | null> {
 /** The host's kill rows, read raw (without opening the session). */
 function killRows(session: TestSession): Promise<{ task: number; kills: number }[]> {
   return runInDurableObject(session.stub, (_instance, state) =>
-    state.storage.sql.exec("SELECT task, kills FROM host_kills ORDER BY task").toArray().map((row) => ({ task: Number(row["task"]), kills: Number(row["kills"]) })),
+    state.storage.sql
+      .exec("SELECT task, kills FROM host_kills ORDER BY task")
+      .toArray()
+      .map((row) => ({ task: Number(row["task"]), kills: Number(row["kills"]) })),
   );
 }
 
@@ -75,7 +95,11 @@ describe("sleeping is not dying", () => {
     expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
     const scheduleId = await runInDurableObject(session.stub, async (instance: SessionObject) => {
       const h = harnessOf(instance);
-      const state = newSchedule({ conversationId: h.rootId, input: "hourly report", mode: "followUp", every: MIN, cron: null, timezone: null }, h.now(), null);
+      const state = newSchedule(
+        { conversationId: h.rootId, input: "hourly report", mode: "followUp", every: MIN, cron: null, timezone: null },
+        h.now(),
+        null,
+      );
       return h.commit((tx) => tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state }), call);
     });
     const schedule = async (): Promise<ScheduleState> => (await taskOf(session, scheduleId))?.state as ScheduleState;
@@ -100,7 +124,11 @@ describe("sleeping is not dying", () => {
     await session.rpc.create();
     await ok(session.rpc.op("rigRegister", mayor, "polecat-alpha", { role: "polecat" }));
     const patrols = () =>
-      runInDurableObject(session.stub, async (instance: SessionObject) => (await harnessOf(instance).storage.getValue(bind(witnessPatrol, {})))?.value?.patrols ?? 0);
+      runInDurableObject(
+        session.stub,
+        async (instance: SessionObject) =>
+          (await harnessOf(instance).storage.getValue(bind(witnessPatrol, {})))?.value?.patrols ?? 0,
+      );
     const EVICTIONS = DEFAULT_KILL_BOUND * 3;
     for (let round = 1; round <= EVICTIONS; round += 1) {
       const wake = await untilParked(session);
@@ -134,7 +162,12 @@ describe("sleeping is not dying", () => {
     expect(inspection.quarantined.map((task) => task.id)).toEqual([id]);
     expect(inspection.kills).toEqual([{ taskId: id, kills: DEFAULT_KILL_BOUND, version: "v1" }]);
     expect(calls(id).map((c) => c.method)).toEqual(["execute", "recover", "recover"]);
-    expect(seams.reports).toContainEqual({ type: "quarantined", taskId: id, kind: "test.napper", kills: DEFAULT_KILL_BOUND });
+    expect(seams.reports).toContainEqual({
+      type: "quarantined",
+      taskId: id,
+      kind: "test.napper",
+      kills: DEFAULT_KILL_BOUND,
+    });
   });
 });
 
@@ -143,7 +176,10 @@ describe("one witness per rig", () => {
     const session = new TestSession("one-witness");
     await session.rpc.create();
     await ok(session.rpc.op("rigRegister", mayor, "polecat-alpha", { role: "polecat" }));
-    const first = await runInDurableObject(session.stub, async (instance: SessionObject) => (await harnessOf(instance).storage.getValue(bind(witnessTask, {})))?.value);
+    const first = await runInDurableObject(
+      session.stub,
+      async (instance: SessionObject) => (await harnessOf(instance).storage.getValue(bind(witnessTask, {})))?.value,
+    );
     expect(first).toBeDefined();
 
     // Deregister the last agent, and kill the object once that commit is durable, before the abort of
@@ -163,7 +199,11 @@ describe("one witness per rig", () => {
           .catch(() => undefined);
       });
     });
-    await expect(runInDurableObject(session.stub, (instance: SessionObject) => instance.op("rigDeregister", mayor, "polecat-alpha"))).rejects.toThrow();
+    await expect(
+      runInDurableObject(session.stub, (instance: SessionObject) =>
+        instance.op("rigDeregister", mayor, "polecat-alpha"),
+      ),
+    ).rejects.toThrow();
     const alarm = await alarmOf(session);
     expect(alarm).not.toBeNull();
     expect(await runDurableObjectAlarm(session.stub)).toBe(true);
@@ -175,11 +215,18 @@ describe("one witness per rig", () => {
     // The orphan is still live (its abort never ran); registering again starts a new witness.
     expect(await witnesses()).toEqual([first]);
     await ok(session.rpc.op("rigRegister", mayor, "polecat-bravo", { role: "polecat" }));
-    const second = await runInDurableObject(session.stub, async (instance: SessionObject) => (await harnessOf(instance).storage.getValue(bind(witnessTask, {})))?.value);
+    const second = await runInDurableObject(
+      session.stub,
+      async (instance: SessionObject) => (await harnessOf(instance).storage.getValue(bind(witnessTask, {})))?.value,
+    );
     expect(second).not.toBe(first);
 
     const patrols = () =>
-      runInDurableObject(session.stub, async (instance: SessionObject) => (await harnessOf(instance).storage.getValue(bind(witnessPatrol, {})))?.value?.patrols ?? 0);
+      runInDurableObject(
+        session.stub,
+        async (instance: SessionObject) =>
+          (await harnessOf(instance).storage.getValue(bind(witnessPatrol, {})))?.value?.patrols ?? 0,
+      );
     const start = seams.time.now;
     // Three patrol intervals: exactly one patrol per interval, by the registered witness only.
     for (let interval = 1; interval <= 3; interval += 1) {
@@ -212,7 +259,10 @@ describe("a wait for an external answer", () => {
     // Evicted while waiting, more often than the kill bound; each reopen parks it again.
     for (let round = 0; round < DEFAULT_KILL_BOUND + 1; round += 1) {
       await abortAllDurableObjects();
-      await until(async () => !(await session.rpc.inspect()).busy && calls(id).length === round + 2, `reopen ${round}: waiting again`);
+      await until(
+        async () => !(await session.rpc.inspect()).busy && calls(id).length === round + 2,
+        `reopen ${round}: waiting again`,
+      );
       expect(await killRows(session)).toEqual([]);
     }
     // A wrong key or an unknown task writes nothing.
@@ -223,7 +273,11 @@ describe("a wait for an external answer", () => {
       await h.answer(id, "approve", { approved: true, by: "ops" }, call);
     });
     await until(async () => (await taskOf(session, id))?.state.status === "done", "answered");
-    expect((await taskOf(session, id))?.state).toEqual({ status: "done", deadlineMs: null, outcome: { type: "answered", value: { approved: true, by: "ops" } } });
+    expect((await taskOf(session, id))?.state).toEqual({
+      status: "done",
+      deadlineMs: null,
+      outcome: { type: "answered", value: { approved: true, by: "ops" } },
+    });
     await runInDurableObject(session.stub, async (instance: SessionObject) => {
       const h = harnessOf(instance);
       // Answered once: the task settled and ended its wait in that commit.
@@ -242,13 +296,19 @@ describe("a wait for an external answer", () => {
     const session = new TestSession("answer-twice");
     await session.rpc.create();
     const id = await addTask(session, approvalKind, { status: "pending", deadlineMs: null });
-    await until(async () => (await taskOf(session, id))?.state.status === "asking" && !(await session.rpc.inspect()).busy, "asking");
+    await until(
+      async () => (await taskOf(session, id))?.state.status === "asking" && !(await session.rpc.inspect()).busy,
+      "asking",
+    );
     // Evict, then reopen: the answers race the reopened invocation's own wait.
     await abortAllDurableObjects();
     await session.rpc.inspect();
     await runInDurableObject(session.stub, async (instance: SessionObject) => {
       const h = harnessOf(instance);
-      const results = await Promise.allSettled([h.answer(id, "approve", "first", call), h.answer(id, "approve", "second", call)]);
+      const results = await Promise.allSettled([
+        h.answer(id, "approve", "first", call),
+        h.answer(id, "approve", "second", call),
+      ]);
       expect(results.map((r) => r.status).sort()).toEqual(["fulfilled", "rejected"]);
       const refused = results.find((r) => r.status === "rejected");
       expect((refused as PromiseRejectedResult).reason).toMatchObject({ code: "conflict" });
@@ -268,7 +328,11 @@ describe("a wait for an external answer", () => {
     expect(await killRows(session)).toEqual([]);
     await evictIdleAndWakeAt(session, wake);
     await until(async () => (await taskOf(session, id))?.state.status === "done", "deadline");
-    expect((await taskOf(session, id))?.state).toEqual({ status: "done", deadlineMs: 30 * MIN, outcome: { type: "deadline" } });
+    expect((await taskOf(session, id))?.state).toEqual({
+      status: "done",
+      deadlineMs: 30 * MIN,
+      outcome: { type: "deadline" },
+    });
     expect((await session.rpc.inspect()).kills).toEqual([]);
   });
 });
@@ -301,14 +365,20 @@ const napperKind = defineTaskKind<NapperState, TaskRuntime>()({
 });
 
 function hang(c: { readonly abortSignal?: AbortSignal }): Promise<never> {
-  return new Promise<never>((_resolve, reject) => c.abortSignal?.addEventListener("abort", () => reject(c.abortSignal?.reason), { once: true }));
+  return new Promise<never>((_resolve, reject) =>
+    c.abortSignal?.addEventListener("abort", () => reject(c.abortSignal?.reason), { once: true }),
+  );
 }
 
 /** Asks for an approval and settles with the answer or the deadline, ending the wait in that commit. */
 type ApprovalState =
   | { status: "pending"; deadlineMs: number | null }
   | { status: "asking"; deadlineMs: number | null; until: number | null }
-  | { status: "done"; deadlineMs: number | null; outcome: { type: "answered"; value: JsonValue } | { type: "deadline" } }
+  | {
+      status: "done";
+      deadlineMs: number | null;
+      outcome: { type: "answered"; value: JsonValue } | { type: "deadline" };
+    }
   | { status: "aborted"; deadlineMs: number | null };
 
 const approvalKind = defineTaskKind<ApprovalState, TaskRuntime>()({
@@ -320,12 +390,28 @@ const approvalKind = defineTaskKind<ApprovalState, TaskRuntime>()({
     if (task.state.status !== "pending") return;
     const until = task.state.deadlineMs === null ? null : runtime.now() + task.state.deadlineMs;
     await runtime.commit((tx) => tx.patch(task, "asking", { deadlineMs: task.state.deadlineMs, until }), c);
-    await ask(task.id, task.state.deadlineMs, until, runtime, c, (settle) => runtime.commit((tx) => settle(tx), c), task);
+    await ask(
+      task.id,
+      task.state.deadlineMs,
+      until,
+      runtime,
+      c,
+      (settle) => runtime.commit((tx) => settle(tx), c),
+      task,
+    );
   },
   async recover(task, runtime, c) {
     logCall("test.approval", task, "recover");
     if (task.state.status !== "asking") return;
-    await ask(task.id, task.state.deadlineMs, task.state.until, runtime, c, (settle) => runtime.commit((tx) => settle(tx), c), task);
+    await ask(
+      task.id,
+      task.state.deadlineMs,
+      task.state.until,
+      runtime,
+      c,
+      (settle) => runtime.commit((tx) => settle(tx), c),
+      task,
+    );
   },
   async abort(task, runtime, c) {
     logCall("test.approval", task, "abort");
@@ -348,6 +434,9 @@ async function ask(
   const outcome = await runtime.awaitAnswer("approve", until === null ? undefined : { until }, c);
   await commit((tx) => {
     endWait(tx, id);
-    tx.settle(task, "done", { deadlineMs, outcome: outcome.type === "answered" ? { type: "answered", value: outcome.value } : { type: "deadline" } });
+    tx.settle(task, "done", {
+      deadlineMs,
+      outcome: outcome.type === "answered" ? { type: "answered", value: outcome.value } : { type: "deadline" },
+    });
   });
 }

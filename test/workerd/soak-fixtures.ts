@@ -9,7 +9,14 @@
  * them: the instrumentation patches the object's own `ctx.storage` (the same object every time the
  * instance is reached) and the SqliteStorage class, before the object opens its session.
  */
-import { createFauxCore, createProvider, fauxAssistantMessage, type AssistantMessage, type Message, type Provider } from "@earendil-works/pi-ai";
+import {
+  createFauxCore,
+  createProvider,
+  fauxAssistantMessage,
+  type AssistantMessage,
+  type Message,
+  type Provider,
+} from "@earendil-works/pi-ai";
 import type { Call } from "../../src/core/call.js";
 import type { Harness } from "../../src/core/harness.js";
 import type { TaskRuntime } from "../../src/core/runtime.js";
@@ -82,8 +89,28 @@ export const DAY = 24 * HOUR;
  * full: 14 simulated days, the change on the fourth.
  */
 export const PROFILES: Readonly<Record<SoakProfile["name"], SoakProfile>> = {
-  short: { name: "short", hours: 30, daysBeforeChange: 1, agents: 20, idleKillsPerDay: 15, commitKillsPerDay: 15, gapsPerDay: 1.5, gapHours: [1, 3], webhookEveryMs: 2 * HOUR },
-  full: { name: "full", hours: 14 * 24, daysBeforeChange: 3, agents: 20, idleKillsPerDay: 15, commitKillsPerDay: 15, gapsPerDay: 1, gapHours: [1, 6], webhookEveryMs: 2 * HOUR },
+  short: {
+    name: "short",
+    hours: 30,
+    daysBeforeChange: 1,
+    agents: 20,
+    idleKillsPerDay: 15,
+    commitKillsPerDay: 15,
+    gapsPerDay: 1.5,
+    gapHours: [1, 3],
+    webhookEveryMs: 2 * HOUR,
+  },
+  full: {
+    name: "full",
+    hours: 14 * 24,
+    daysBeforeChange: 3,
+    agents: 20,
+    idleKillsPerDay: 15,
+    commitKillsPerDay: 15,
+    gapsPerDay: 1,
+    gapHours: [1, 6],
+    webhookEveryMs: 2 * HOUR,
+  },
 };
 
 // -------------------------------------------------------------------------------------------------
@@ -161,7 +188,10 @@ function countRows(storage: DurableObjectStorage): void {
   instrumented.add(storage);
   const sql = storage.sql;
   const exec = sql.exec.bind(sql);
-  const counted = <T extends Record<string, SqlStorageValue>>(query: string, ...bindings: SqlStorageValue[]): SqlStorageCursor<T> => {
+  const counted = <T extends Record<string, SqlStorageValue>>(
+    query: string,
+    ...bindings: SqlStorageValue[]
+  ): SqlStorageCursor<T> => {
     flushRows();
     const cursor = exec<T>(query, ...bindings);
     if (!meter.paused) pending.push({ cursor, hour: Math.floor((meter.now() - meter.start) / HOUR) });
@@ -199,7 +229,10 @@ export function installCommitHook(): void {
     hosts.set(storage, host);
     return storage;
   };
-  SqliteStorage.prototype.commit = function (this: SqliteStorage, batch: CommitBatch): Promise<{ first: number; last: number }> {
+  SqliteStorage.prototype.commit = function (
+    this: SqliteStorage,
+    batch: CommitBatch,
+  ): Promise<{ first: number; last: number }> {
     const host = hosts.get(this);
     if (host !== undefined && dying.has(host)) return new Promise<never>(() => undefined);
     const before = this.lastSeq;
@@ -208,7 +241,13 @@ export function installCommitHook(): void {
     if (this.lastSeq === before || meter.paused) return result;
     meter.commits += 1;
     const state = kill.state;
-    if (kill.at !== undefined && meter.commits >= kill.at && !kill.hanging && state !== undefined && host === state.storage) {
+    if (
+      kill.at !== undefined &&
+      meter.commits >= kill.at &&
+      !kill.hanging &&
+      state !== undefined &&
+      host === state.storage
+    ) {
       kill.hanging = true;
       dying.add(state.storage);
       // Killed once commit k is durable: an abort before that would take the commit with it.
@@ -246,12 +285,23 @@ export function hourlyOccurrences(from: number, to: number): number[] {
   return out;
 }
 
-const berlin = new Intl.DateTimeFormat("en-CA", { timeZone: "Europe/Berlin", year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+const berlin = new Intl.DateTimeFormat("en-CA", {
+  timeZone: "Europe/Berlin",
+  year: "numeric",
+  month: "2-digit",
+  day: "2-digit",
+  hour: "2-digit",
+  minute: "2-digit",
+  hourCycle: "h23",
+});
 
 /** The wall clock in Europe/Berlin at `t`: "YYYY-MM-DD" and minutes since local midnight. */
 export function berlinWall(t: number): { readonly date: string; readonly minutes: number } {
   const parts = Object.fromEntries(berlin.formatToParts(new Date(t)).map((p) => [p.type, p.value]));
-  return { date: `${parts["year"]}-${parts["month"]}-${parts["day"]}`, minutes: Number(parts["hour"]) * 60 + Number(parts["minute"]) };
+  return {
+    date: `${parts["year"]}-${parts["month"]}-${parts["day"]}`,
+    minutes: Number(parts["hour"]) * 60 + Number(parts["minute"]),
+  };
 }
 
 /**
@@ -318,14 +368,27 @@ export class SlowProvider {
     const core = createFauxCore({
       api: "soak",
       provider: SLOW_PROVIDER,
-      models: [{ id: SLOW_MODEL, name: "Soak: slow to answer", reasoning: false, input: ["text"], contextWindow: 1_000_000, maxTokens: 100_000 }],
+      models: [
+        {
+          id: SLOW_MODEL,
+          name: "Soak: slow to answer",
+          reasoning: false,
+          input: ["text"],
+          contextWindow: 1_000_000,
+          maxTokens: 100_000,
+        },
+      ],
       tokenSize: { min: 4, max: 4 },
     });
     const reply = (messages: readonly Message[]): AssistantMessage => {
       const text = lastUserText(messages);
       const n = this.calls.get(text) ?? 0;
       this.calls.set(text, n + 1);
-      if (n === 0) return fauxAssistantMessage([], { stopReason: "error", errorMessage: `429 Too Many Requests: rate limited, retry in ${RETRY_AFTER_MINUTES} minutes` });
+      if (n === 0)
+        return fauxAssistantMessage([], {
+          stopReason: "error",
+          errorMessage: `429 Too Many Requests: rate limited, retry in ${RETRY_AFTER_MINUTES} minutes`,
+        });
       return fauxAssistantMessage(`answer: ${text}`);
     };
     return createProvider({
@@ -370,8 +433,11 @@ export function perHarnessGeneration(makeKit: () => TurnKit): AnyTaskKind {
     kind: template.kind,
     roles: template.roles,
     initialStatus: template.initialStatus,
-    execute: async (task, runtime, call) => (await kindFor(task, runtime as TaskRuntime, call)).execute(task, runtime, call),
-    recover: async (task, runtime, call) => (await kindFor(task, runtime as TaskRuntime, call)).recover(task, runtime, call),
-    abort: async (task, runtime, call) => (await kindFor(task, runtime as TaskRuntime, call)).abort(task, runtime, call),
+    execute: async (task, runtime, call) =>
+      (await kindFor(task, runtime as TaskRuntime, call)).execute(task, runtime, call),
+    recover: async (task, runtime, call) =>
+      (await kindFor(task, runtime as TaskRuntime, call)).recover(task, runtime, call),
+    abort: async (task, runtime, call) =>
+      (await kindFor(task, runtime as TaskRuntime, call)).abort(task, runtime, call),
   };
 }

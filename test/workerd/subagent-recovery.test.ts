@@ -99,7 +99,10 @@ async function open(label: string, budgetMs?: number): Promise<{ session: TestSe
 }
 
 function accept(session: TestSession, input: string): Promise<Id> {
-  return runInDurableObject(session.stub, async (instance: SessionObject) => (await (await harnessOf(instance).root(call)).accept({ input }, call)).inputId);
+  return runInDurableObject(
+    session.stub,
+    async (instance: SessionObject) => (await (await harnessOf(instance).root(call)).accept({ input }, call)).inputId,
+  );
 }
 
 interface Outcome {
@@ -117,7 +120,11 @@ async function outcome(session: TestSession, root: Id): Promise<Outcome> {
     const tools = (await h.storage.scanTasks({ kind: "tool", conversationIds: [root], limit: 100 })).items;
     const conversations = (await h.storage.scanConversations({ limit: 100 })).items;
     const owned = new Map<Id, Id[]>();
-    for (const tool of tools) owned.set(tool.id, (await h.storage.scanConversations({ ownedFrom: tool.id, limit: 100 })).items.map((c) => c.id));
+    for (const tool of tools)
+      owned.set(
+        tool.id,
+        (await h.storage.scanConversations({ ownedFrom: tool.id, limit: 100 })).items.map((c) => c.id),
+      );
     const child = conversations.find((c) => c.owner !== undefined)?.id;
     const entries = async (id: Id, kind: string) => (await h.entries(id, { limit: 100, kind }, call)).items;
     return {
@@ -134,7 +141,9 @@ async function outcome(session: TestSession, root: Id): Promise<Outcome> {
 function text(entry: Entry | undefined): string {
   const content = (entry?.model?.[0] as { content?: unknown } | undefined)?.content;
   if (typeof content === "string") return content;
-  return Array.isArray(content) ? content.map((p: { type?: string; text?: string }) => (p.type === "text" ? (p.text ?? "") : "")).join("") : "";
+  return Array.isArray(content)
+    ? content.map((p: { type?: string; text?: string }) => (p.type === "text" ? (p.text ?? "") : "")).join("")
+    : "";
 }
 
 /** Kill the object, re-arm nothing, reopen it with its alarm, and wait until every task settled. */
@@ -184,7 +193,10 @@ describe("subagent recovery in a session Durable Object", () => {
       if (point !== "answered") await held.reached.promise;
       const child = await runInDurableObject(session.stub, async (instance: SessionObject) => {
         const h = harnessOf(instance);
-        await until(async () => (await h.storage.scanTasks({ kind: "tool", role: "terminal", limit: 10 })).items.length === 1, "spawn settled");
+        await until(
+          async () => (await h.storage.scanTasks({ kind: "tool", role: "terminal", limit: 10 })).items.length === 1,
+          "spawn settled",
+        );
         return (await h.storage.scanConversations({ limit: 10 })).items.find((c) => c.owner !== undefined)?.id as Id;
       });
       const holdWait = point === "answered" ? arm("answered") : held;
@@ -192,7 +204,10 @@ describe("subagent recovery in a session Durable Object", () => {
       // The wait call is running (driving the child) when the object dies.
       await runInDurableObject(session.stub, async (instance: SessionObject) => {
         const h = harnessOf(instance);
-        await until(async () => (await h.storage.scanTasks({ kind: "tool", role: "inflight", limit: 10 })).items.length === 1, "wait running");
+        await until(
+          async () => (await h.storage.scanTasks({ kind: "tool", role: "inflight", limit: 10 })).items.length === 1,
+          "wait running",
+        );
       });
       await holdWait.reached.promise;
       await killAndRecover(session);

@@ -4,7 +4,17 @@
  * while none is installed; a session's turn reports one span per task invocation through it.
  */
 import { abortAllDurableObjects } from "cloudflare:test";
-import { INVALID_SPAN_CONTEXT, SpanStatusCode, trace, type Span, type SpanAttributes, type SpanOptions, type SpanStatus, type Tracer, type TracerProvider } from "@opentelemetry/api";
+import {
+  INVALID_SPAN_CONTEXT,
+  SpanStatusCode,
+  trace,
+  type Span,
+  type SpanAttributes,
+  type SpanOptions,
+  type SpanStatus,
+  type Tracer,
+  type TracerProvider,
+} from "@opentelemetry/api";
 import { afterEach, describe, expect, it } from "vitest";
 import { openTelemetryTracer, TRACER_NAME } from "../../src/worker/platform/telemetry.js";
 import { client, uniqueSession, until } from "./http-fixtures.js";
@@ -26,11 +36,18 @@ class FakeProvider implements TracerProvider {
     const spans = this.spans;
     return {
       startSpan(name: string, options?: SpanOptions): Span {
-        const rec: FakeSpan = { scope, name, attributes: { ...options?.attributes }, status: undefined, exceptions: [], ends: 0 };
+        const rec: FakeSpan = {
+          scope,
+          name,
+          attributes: { ...options?.attributes },
+          status: undefined,
+          exceptions: [],
+          ends: 0,
+        };
         spans.push(rec);
         const span: Span = {
           spanContext: () => INVALID_SPAN_CONTEXT,
-          setAttribute: (key, value) => ((rec.attributes as Record<string, unknown>)[key] = value, span),
+          setAttribute: (key, value) => (((rec.attributes as Record<string, unknown>)[key] = value), span),
           setAttributes: (attributes) => (Object.assign(rec.attributes, attributes), span),
           addEvent: () => span,
           addLink: () => span,

@@ -58,7 +58,13 @@ export class ProductEndpoint {
       verified = false;
     }
     const body = JSON.parse(text) as Record<string, unknown>;
-    this.requests.push({ tool, key: request.headers.get("idempotency-key"), id: request.headers.get("webhook-id"), body, verified });
+    this.requests.push({
+      tool,
+      key: request.headers.get("idempotency-key"),
+      id: request.headers.get("webhook-id"),
+      body,
+      verified,
+    });
     const script = this.#replies.get(tool);
     const reply: Reply = script === undefined ? { status: 404 } : script(this.seen(tool).length, body);
     if (reply === "hang") {
@@ -74,19 +80,39 @@ export class ProductEndpoint {
 }
 
 /** An HTTP tool definition at `${PRODUCT}/<name>` with one integer parameter `id`. */
-export function httpDefinition(name: string, options: { readonly idempotent?: boolean; readonly timeoutMs?: number } = {}): HttpToolDefinition {
+export function httpDefinition(
+  name: string,
+  options: { readonly idempotent?: boolean; readonly timeoutMs?: number } = {},
+): HttpToolDefinition {
   return {
     description: `Looks up a record (${name})`,
-    parameters: { type: "object", properties: { id: { type: "integer" } }, required: ["id"], additionalProperties: false },
-    handler: { type: "http", url: `${PRODUCT}/${name}`, timeoutMs: options.timeoutMs ?? 30_000, idempotent: options.idempotent ?? false },
+    parameters: {
+      type: "object",
+      properties: { id: { type: "integer" } },
+      required: ["id"],
+      additionalProperties: false,
+    },
+    handler: {
+      type: "http",
+      url: `${PRODUCT}/${name}`,
+      timeoutMs: options.timeoutMs ?? 30_000,
+      idempotent: options.idempotent ?? false,
+    },
     approval: "never",
     onTimeout: "deny",
   };
 }
 
 /** Define (or replace) an HTTP tool in the tenant's catalog, as an operator does. */
-export async function defineTool(tenant: string, name: string, options: { readonly idempotent?: boolean; readonly timeoutMs?: number } = {}): Promise<void> {
-  const response = await call("PUT", `/v1/tools/${name}`, { token: await token(tenant, "operator"), body: httpDefinition(name, options) });
+export async function defineTool(
+  tenant: string,
+  name: string,
+  options: { readonly idempotent?: boolean; readonly timeoutMs?: number } = {},
+): Promise<void> {
+  const response = await call("PUT", `/v1/tools/${name}`, {
+    token: await token(tenant, "operator"),
+    body: httpDefinition(name, options),
+  });
   expect([200, 201], await response.clone().text()).toContain(response.status);
 }
 
@@ -105,7 +131,12 @@ export async function postToolResult(
   const signature = new Webhook(await toolSecret(env.WEBHOOK_MASTER_SECRET, tenant, tool)).sign(id, now, body);
   return call("POST", `/v1/tool-results/${tenant}/${session}/${taskId}`, {
     rawBody: body,
-    headers: { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(Math.floor(now.getTime() / 1000)), "webhook-signature": signature },
+    headers: {
+      "content-type": "application/json",
+      "webhook-id": id,
+      "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+      "webhook-signature": signature,
+    },
   });
 }
 
@@ -118,7 +149,9 @@ export interface TaskView {
 
 /** The session's tasks of one kind (operator route). */
 export async function tasksOf(tenant: string, session: string, kind: string): Promise<TaskView[]> {
-  const response = await call("GET", `/v1/sessions/${session}/tasks?limit=100`, { token: await token(tenant, "operator") });
+  const response = await call("GET", `/v1/sessions/${session}/tasks?limit=100`, {
+    token: await token(tenant, "operator"),
+  });
   return (await json<{ items: TaskView[] }>(response)).items.filter((task) => task.kind === kind);
 }
 
@@ -131,7 +164,9 @@ export interface EntryView {
 
 /** The root conversation's entries of one kind. */
 export async function entriesOf(tenant: string, session: string, kind: string): Promise<EntryView[]> {
-  const response = await call("GET", `/v1/sessions/${session}/conversations/root/entries?kind=${kind}&limit=100`, { token: await token(tenant, "client") });
+  const response = await call("GET", `/v1/sessions/${session}/conversations/root/entries?kind=${kind}&limit=100`, {
+    token: await token(tenant, "client"),
+  });
   return (await json<{ items: EntryView[] }>(response)).items;
 }
 

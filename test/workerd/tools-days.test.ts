@@ -41,19 +41,27 @@ function random(seed: number): () => number {
 }
 
 describe("tools and events over simulated days", () => {
-  it("Over two simulated days with evictions at random points, waiting tool calls and event deliveries count no crash and all settle once", { timeout: 240_000 }, async () => {
-    const replay = (env as { TOOLS_DAYS_SEED?: string }).TOOLS_DAYS_SEED ?? "";
-    const seed = replay === "" ? Math.floor(Math.random() * 2 ** 31) : Number(replay);
-    console.log(`tools over simulated days: seed ${seed}; replay with TOOLS_DAYS_SEED=${seed}`);
-    await overDays(seed);
-  });
+  it(
+    "Over two simulated days with evictions at random points, waiting tool calls and event deliveries count no crash and all settle once",
+    { timeout: 240_000 },
+    async () => {
+      const replay = (env as { TOOLS_DAYS_SEED?: string }).TOOLS_DAYS_SEED ?? "";
+      const seed = replay === "" ? Math.floor(Math.random() * 2 ** 31) : Number(replay);
+      console.log(`tools over simulated days: seed ${seed}; replay with TOOLS_DAYS_SEED=${seed}`);
+      await overDays(seed);
+    },
+  );
 
   // A seed that once quarantined the idempotent HTTP tool: evicted three times in a row while it blocked
   // on its retried remote call, each restart began a fresh blocking budget, so it never delegated. The
   // budget now runs from the call's first send (src/kinds/remote-call-tool.ts).
-  it("replays seed 1377417824: a tool blocked on a retried remote call and evicted three times in a row is not quarantined", { timeout: 240_000 }, async () => {
-    await overDays(1_377_417_824);
-  });
+  it(
+    "replays seed 1377417824: a tool blocked on a retried remote call and evicted three times in a row is not quarantined",
+    { timeout: 240_000 },
+    async () => {
+      await overDays(1_377_417_824);
+    },
+  );
 });
 
 async function overDays(seed: number): Promise<void> {
@@ -69,7 +77,8 @@ async function overDays(seed: number): Promise<void> {
       clock: () => new ManualClock(time),
       version: () => "v1",
       report: (report) => reports.push(report),
-      fetch: (request) => (new URL(request.url).host === "receiver.test" ? receiver.fetch(request) : product.fetch(request)),
+      fetch: (request) =>
+        new URL(request.url).host === "receiver.test" ? receiver.fetch(request) : product.fetch(request),
     });
     const operator = await token(tenant, "operator");
     const client = await token(tenant, "client");
@@ -79,16 +88,27 @@ async function overDays(seed: number): Promise<void> {
     };
     const parameters = { type: "object", properties: { id: { type: "integer" } } };
     // An approval nobody answers: at its deadline (12 h) `allow` runs the HTTP call without it.
-    await define("refund", { ...httpDefinition("refund"), approval: "always", approvalTimeoutMs: 12 * HOUR, onTimeout: "allow" });
+    await define("refund", {
+      ...httpDefinition("refund"),
+      approval: "always",
+      approvalTimeoutMs: 12 * HOUR,
+      onTimeout: "allow",
+    });
     product.reply("refund", () => ({ status: 200, body: { output: "refunded" } }));
     // A client tool nobody answers: its own deadline (20 h) settles it as a tool error.
-    await define("ask_colour", { description: "Ask the user for a colour", parameters, handler: { type: "client", timeoutMs: 20 * HOUR } });
+    await define("ask_colour", {
+      description: "Ask the user for a colour",
+      parameters,
+      handler: { type: "client", timeoutMs: 20 * HOUR },
+    });
     // A client tool the user answers after some hours (default deadline 24 h).
     await define("ask_size", { description: "Ask the user for a size", parameters, handler: { type: "client" } });
     // An idempotent HTTP tool that fails six times, then answers: retried on the alarm with backoff (past the
     // blocking budget, so its result arrives as a notice).
     await define("flaky", { ...httpDefinition("flaky", { idempotent: true }) });
-    product.reply("flaky", (n) => (n <= 6 ? { status: 503, body: { error: "busy" } } : { status: 200, body: { output: "steady" } }));
+    product.reply("flaky", (n) =>
+      n <= 6 ? { status: 503, body: { error: "busy" } } : { status: 200, body: { output: "steady" } },
+    );
     // An HTTP tool that answers 202; its result is posted later, signed with the tool's secret.
     await define("later", { ...httpDefinition("later", { timeoutMs: 10 * MIN }) });
     product.reply("later", () => ({ status: 202 }));
@@ -108,13 +128,20 @@ async function overDays(seed: number): Promise<void> {
     const sessions: { name: string; tool: string; inputId: number }[] = [];
     for (const script of scripts) {
       const name = uniqueSession(script.tool.replace("_", "-"));
-      const created = await call("PUT", `/v1/sessions/${name}`, { token: client, body: { selectedTools: [script.tool] } });
+      const created = await call("PUT", `/v1/sessions/${name}`, {
+        token: client,
+        body: { selectedTools: [script.tool] },
+      });
       expect(created.status, await created.clone().text()).toBe(201);
-      const accepted = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, { token: client, body: { input: script.input } });
+      const accepted = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, {
+        token: client,
+        body: { input: script.input },
+      });
       expect(accepted.status).toBe(201);
       sessions.push({ name, tool: script.tool, inputId: (await json<{ inputId: number }>(accepted)).inputId });
     }
-    const stub = (name: string) => env.SESSIONS.get(env.SESSIONS.idFromName(`${tenant}:${name}`)) as unknown as DurableObjectStub<SessionObject>;
+    const stub = (name: string) =>
+      env.SESSIONS.get(env.SESSIONS.idFromName(`${tenant}:${name}`)) as unknown as DurableObjectStub<SessionObject>;
 
     const start = time.now;
     let evictions = 0;
@@ -127,9 +154,20 @@ async function overDays(seed: number): Promise<void> {
       // the result of each 202 it has seen.
       if (!sizeAnswered && time.now >= start + 6 * HOUR) {
         const size = sessions.find((s) => s.tool === "ask_size")!;
-        const items = (await json<{ items: { id: string }[] }>(await call("GET", `/v1/sessions/${size.name}/pending`, { token: client }))).items;
+        const items = (
+          await json<{ items: { id: string }[] }>(
+            await call("GET", `/v1/sessions/${size.name}/pending`, { token: client }),
+          )
+        ).items;
         expect(items).toHaveLength(1);
-        expect((await call("POST", `/v1/sessions/${size.name}/pending/${items[0]!.id}`, { token: client, body: { output: "large" } })).status).toBe(200);
+        expect(
+          (
+            await call("POST", `/v1/sessions/${size.name}/pending/${items[0]!.id}`, {
+              token: client,
+              body: { output: "large" },
+            })
+          ).status,
+        ).toBe(200);
         sizeAnswered = true;
       }
       for (const request of product.seen("later")) {
@@ -159,16 +197,23 @@ async function overDays(seed: number): Promise<void> {
         }
       }
     }
-    console.log(`tools over simulated days: ${steps} steps, ${evictions} evictions of every object, ${product.requests.length} product requests, ${receiver.received.length} event deliveries`);
+    console.log(
+      `tools over simulated days: ${steps} steps, ${evictions} evictions of every object, ${product.requests.length} product requests, ${receiver.received.length} event deliveries`,
+    );
     expect(evictions).toBeGreaterThan(3);
 
     // Nothing counted as a crash.
     expect(reports.filter((r) => r.type === "quarantined" || r.type === "session_faulted")).toEqual([]);
     for (const { name, tool, inputId } of sessions) {
-      const result = await json<{ result: { status: string } }>(await call("GET", `/v1/sessions/${name}/inputs/${inputId}`, { token: client }));
+      const result = await json<{ result: { status: string } }>(
+        await call("GET", `/v1/sessions/${name}/inputs/${inputId}`, { token: client }),
+      );
       expect(result.result.status, `${tool}: the input is answered`).toBe("done");
       const calls = await tasksOf(tenant, name, "tool");
-      expect(calls.map((task) => task.state.status), `${tool}: one call, settled`).toEqual(["done"]);
+      expect(
+        calls.map((task) => task.state.status),
+        `${tool}: one call, settled`,
+      ).toEqual(["done"]);
       const results = await entriesOf(tenant, name, "tool_result");
       expect(results, `${tool}: one result entry`).toHaveLength(1);
       const text = textOf(results[0]);
@@ -196,9 +241,13 @@ async function overDays(seed: number): Promise<void> {
           expect(text).toContain("done later");
           break;
       }
-      const items = (await json<{ items: unknown[] }>(await call("GET", `/v1/sessions/${name}/pending`, { token: client }))).items;
+      const items = (
+        await json<{ items: unknown[] }>(await call("GET", `/v1/sessions/${name}/pending`, { token: client }))
+      ).items;
       expect(items, `${tool}: nothing left pending`).toEqual([]);
-      const kills = await runInDurableObject(stub(name), (_instance, state) => state.storage.sql.exec("SELECT task, kills FROM host_kills WHERE kills > 0").toArray());
+      const kills = await runInDurableObject(stub(name), (_instance, state) =>
+        state.storage.sql.exec("SELECT task, kills FROM host_kills WHERE kills > 0").toArray(),
+      );
       expect(kills, `${tool}: no kill counted`).toEqual([]);
     }
     // The idempotent call was sent seven times under one key; each other call once.
@@ -210,7 +259,8 @@ async function overDays(seed: number): Promise<void> {
 
     // Every event reached the endpoint once it recovered: five answers, and each pending item created and resolved.
     const delivered = new Map<string, string>();
-    for (const request of receiver.to(hook)) if (request.status === 200) delivered.set(request.event.id, request.event.type);
+    for (const request of receiver.to(hook))
+      if (request.status === 200) delivered.set(request.event.id, request.event.type);
     const failedIds = new Set(receiver.to(hook).map((request) => request.event.id));
     for (const id of failedIds) expect(delivered.has(id), `event ${id} delivered`).toBe(true);
     const types = [...delivered.values()];

@@ -58,7 +58,10 @@ describe("turn kill mid-stream in a session Durable Object", () => {
     await until(
       () =>
         runInDurableObject(session.stub, async (instance: SessionObject) => {
-          const frames = await harnessOf(instance).storage.readList({ scope: { scratch: generation }, namespace: "frames", rewind: false }, { limit: 100 });
+          const frames = await harnessOf(instance).storage.readList(
+            { scope: { scratch: generation }, namespace: "frames", rewind: false },
+            { limit: 100 },
+          );
           return JSON.stringify(frames.items).includes("answer so far");
         }),
       "frames in scratch",
@@ -87,11 +90,23 @@ describe("turn kill mid-stream in a session Durable Object", () => {
       expect(task?.state).toMatchObject({ status: "failed", reason: "interrupted" });
       const partialId = (task?.state as unknown as { partial: Id }).partial;
       const partial = (await h.storage.getEntries([partialId])).get(partialId);
-      expect(partial?.model).toMatchObject([{ role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "the partial answer so far" }] }]);
+      expect(partial?.model).toMatchObject([
+        { role: "assistant", stopReason: "aborted", content: [{ type: "text", text: "the partial answer so far" }] },
+      ]);
       expect((await h.storage.scanTasks({ kind: "tool", limit: 10 })).items).toEqual([]);
-      expect((await h.storage.getValue(bindResult(h.rootId, inputId)))?.value).toMatchObject({ status: "unanswered", reason: "failed" });
+      expect((await h.storage.getValue(bindResult(h.rootId, inputId)))?.value).toMatchObject({
+        status: "unanswered",
+        reason: "failed",
+      });
       // Scratch retired with the settlement.
-      expect((await h.storage.readList({ scope: { scratch: generation }, namespace: "frames", rewind: false }, { limit: 10 })).items).toEqual([]);
+      expect(
+        (
+          await h.storage.readList(
+            { scope: { scratch: generation }, namespace: "frames", rewind: false },
+            { limit: 10 },
+          )
+        ).items,
+      ).toEqual([]);
       // Excluded from later requests.
       const root = await h.root(call);
       const answer = await root.prompt({ input: "again" }, call);

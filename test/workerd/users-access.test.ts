@@ -41,13 +41,26 @@ async function create(jwt: string, session: string, body: Record<string, unknown
   return session;
 }
 
-/** `/v1/sessions/:session/...` with every parameter filled in (the session's by `session`, the rest with plausible values). */
+/**
+ * `/v1/sessions/:session/...` with every parameter filled in (the session's by `session`, the rest with plausible
+ * values).
+ */
 function concrete(path: string, session: string): string {
-  const values: Record<string, string> = { session, conversation: "root", requestKey: "some-key", pendingId: "t3-client", deliveryId: "3.we_aaaaaaaaaaaaaaaa", name: "github" };
+  const values: Record<string, string> = {
+    session,
+    conversation: "root",
+    requestKey: "some-key",
+    pendingId: "t3-client",
+    deliveryId: "3.we_aaaaaaaaaaaaaaaa",
+    name: "github",
+  };
   return path.replace(/:([A-Za-z]+)/g, (_, param: string) => values[param] ?? "2");
 }
 
-/** A problem body as text with its `instance` (the request's path) blanked: what "byte-identical apart from instance" compares. */
+/**
+ * A problem body as text with its `instance` (the request's path) blanked: what "byte-identical apart from instance"
+ * compares.
+ */
 async function withoutInstance(response: Response): Promise<string> {
   const text = await response.text();
   const instance = (JSON.parse(text) as { instance?: unknown }).instance;
@@ -59,17 +72,29 @@ async function stateOf(jwt: string, session: string): Promise<string> {
   const summary = await call("GET", `/v1/sessions/${session}`, { token: jwt });
   const entries = await call("GET", `/v1/sessions/${session}/conversations/root/entries?limit=100`, { token: jwt });
   const listed = await call("GET", `/v1/sessions?q=${session}`, { token: jwt });
-  return JSON.stringify([summary.status, await summary.json(), entries.status, await entries.json(), await listed.json()]);
+  return JSON.stringify([
+    summary.status,
+    await summary.json(),
+    entries.status,
+    await entries.json(),
+    await listed.json(),
+  ]);
 }
 
-const SESSION_ROUTES = servedRoutes(app).filter((route) => route.path === "/v1/sessions/:session" || route.path.startsWith("/v1/sessions/:session/"));
+const SESSION_ROUTES = servedRoutes(app).filter(
+  (route) => route.path === "/v1/sessions/:session" || route.path.startsWith("/v1/sessions/:session/"),
+);
 
 describe("end users: ownership", () => {
   it("User A is refused on every route of user B's session", async () => {
     const alice = await user("alice");
     const bob = await user("bob");
     const theirs = await create(bob, name("bob"), { title: "Bob's" });
-    const accepted = await call("POST", `/v1/sessions/${theirs}/conversations/root/inputs?wait=10`, { token: bob, body: { input: "private" }, headers: { "idempotency-key": "bob-key" } });
+    const accepted = await call("POST", `/v1/sessions/${theirs}/conversations/root/inputs?wait=10`, {
+      token: bob,
+      body: { input: "private" },
+      headers: { "idempotency-key": "bob-key" },
+    });
     expect(accepted.status).toBe(201);
     const seq = await lastSeq(TENANT, theirs);
     const before = await stateOf(bob, theirs);
@@ -80,7 +105,10 @@ describe("end users: ownership", () => {
       const unknown = name("nobody");
       // The session PUT names the template, so on a free name it creates: B's name is refused for being B's.
       const putSession = route.method === "PUT" && route.path === "/v1/sessions/:session";
-      const options = { token: alice, ...(route.method === "GET" || route.method === "DELETE" ? {} : { body: putSession ? fromTemplate() : {} }) };
+      const options = {
+        token: alice,
+        ...(route.method === "GET" || route.method === "DELETE" ? {} : { body: putSession ? fromTemplate() : {} }),
+      };
       const refused = await call(route.method, concrete(route.path, theirs), options);
       const missing = await call(route.method, concrete(route.path, unknown), options);
       const label = `${route.method} ${route.path}`;
@@ -113,7 +141,10 @@ describe("end users: ownership", () => {
     const postedName = (await json<{ session: string }>(posted)).session;
     expect(posted.headers.get("location")).toBe(`/v1/sessions/${postedName}`);
     mine.push(postedName);
-    const bobs = [await create(bob, name("b"), { title: `${tag} b0` }), await create(bob, name("b"), { title: `${tag} b1` })];
+    const bobs = [
+      await create(bob, name("b"), { title: `${tag} b0` }),
+      await create(bob, name("b"), { title: `${tag} b1` }),
+    ];
     const shared = await create(tenantWide, name("c"), { title: `${tag} c0` });
 
     async function pages(jwt: string, q: string): Promise<{ readonly sessions: string[]; readonly cursors: string[] }> {
@@ -121,7 +152,11 @@ describe("end users: ownership", () => {
       const cursors: string[] = [];
       let cursor: string | undefined;
       do {
-        const response = await call("GET", `/v1/sessions?limit=1&q=${encodeURIComponent(q)}${cursor === undefined ? "" : `&cursor=${cursor}`}`, { token: jwt });
+        const response = await call(
+          "GET",
+          `/v1/sessions?limit=1&q=${encodeURIComponent(q)}${cursor === undefined ? "" : `&cursor=${cursor}`}`,
+          { token: jwt },
+        );
         expect(response.status).toBe(200);
         const page = await json<{ items: { session: string; owner?: string }[]; cursor?: string }>(response);
         sessions.push(...page.items.map((row) => row.session));
@@ -141,7 +176,9 @@ describe("end users: ownership", () => {
     // The operator and tenant-wide client tokens still see everything.
     expect((await pages(operator, tag)).sessions.sort()).toEqual([...mine, ...bobs, shared].sort());
     expect((await pages(tenantWide, tag)).sessions.sort()).toEqual([...mine, ...bobs, shared].sort());
-    const listed = await json<{ items: { session: string; owner?: string }[] }>(await call("GET", `/v1/sessions?q=${encodeURIComponent(tag)}`, { token: operator }));
+    const listed = await json<{ items: { session: string; owner?: string }[] }>(
+      await call("GET", `/v1/sessions?q=${encodeURIComponent(tag)}`, { token: operator }),
+    );
     expect(Object.fromEntries(listed.items.map((row) => [row.session, row.owner ?? null]))).toEqual({
       ...Object.fromEntries(mine.map((s) => [s, "alice"])),
       ...Object.fromEntries(bobs.map((s) => [s, "bob"])),
@@ -157,7 +194,9 @@ describe("end users: ownership", () => {
       [operator, alicePages.cursors[0] ?? ""],
       [alice, operatorCursor],
     ] as const) {
-      const response = await call("GET", `/v1/sessions?limit=1&q=${encodeURIComponent(tag)}&cursor=${cursor}`, { token: jwt });
+      const response = await call("GET", `/v1/sessions?limit=1&q=${encodeURIComponent(tag)}&cursor=${cursor}`, {
+        token: jwt,
+      });
       expect(response.status).toBe(400);
       expect((await json(response))["code"]).toBe("invalid_cursor");
     }
@@ -180,7 +219,9 @@ describe("end users: ownership", () => {
     }
     // A client token's session is the tenant's: no user owns it, whatever the body said.
     expect((await call("GET", `/v1/sessions/${byClient}`, { token: bob })).status).toBe(404);
-    const rows = await json<{ items: { session: string; owner?: string }[] }>(await call("GET", `/v1/sessions?limit=200`, { token: operator }));
+    const rows = await json<{ items: { session: string; owner?: string }[] }>(
+      await call("GET", `/v1/sessions?limit=200`, { token: operator }),
+    );
     const owners = Object.fromEntries(rows.items.map((row) => [row.session, row.owner ?? null]));
     expect([owners[put], owners[postedName], owners[byClient]]).toEqual(["alice", "alice", null]);
   });
@@ -189,13 +230,25 @@ describe("end users: ownership", () => {
     const full = await user("reader");
     const readOnly = await user("reader", { act: ["read"] });
     const session = await create(full, name("ro"));
-    const answered = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, { token: full, body: { input: "hello" } });
+    const answered = await call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+      token: full,
+      body: { input: "hello" },
+    });
     expect(answered.status).toBe(201);
     const seq = await lastSeq(TENANT, session);
     const s = `/v1/sessions/${session}`;
     const c = `${s}/conversations/root`;
     // Reads pass.
-    for (const path of [s, c, `${c}/entries?limit=5`, `${s}/usage`, `${s}/pending`, `${s}/tasks`, `${c}/config`, "/v1/sessions"]) {
+    for (const path of [
+      s,
+      c,
+      `${c}/entries?limit=5`,
+      `${s}/usage`,
+      `${s}/pending`,
+      `${s}/tasks`,
+      `${c}/config`,
+      "/v1/sessions",
+    ]) {
       const response = await call("GET", path, { token: readOnly });
       expect(response.status, path).toBe(200);
       await response.body?.cancel();
@@ -234,12 +287,23 @@ describe("end users: the session's MCP endpoint", () => {
     const session = await create(full, name("mcp"));
     const headers = { accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" };
     const rpc = async (jwt: string, method: string, params: Record<string, unknown>): Promise<Response> =>
-      call("POST", `/v1/sessions/${session}/mcp`, { token: jwt, headers, body: { jsonrpc: "2.0", id: 1, method, params } });
-    const initialized = await rpc(readOnly, "initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } });
+      call("POST", `/v1/sessions/${session}/mcp`, {
+        token: jwt,
+        headers,
+        body: { jsonrpc: "2.0", id: 1, method, params },
+      });
+    const initialized = await rpc(readOnly, "initialize", {
+      protocolVersion: "2025-06-18",
+      capabilities: {},
+      clientInfo: { name: "raw", version: "1" },
+    });
     expect(initialized.status).toBe(200);
     await initialized.body?.cancel();
     const send = async (jwt: string): Promise<{ isError?: boolean; content?: { text?: string }[] } | undefined> => {
-      const sent = await rpc(jwt, "tools/call", { name: "send_message", arguments: { input: "hello", wait_seconds: 10 } });
+      const sent = await rpc(jwt, "tools/call", {
+        name: "send_message",
+        arguments: { input: "hello", wait_seconds: 10 },
+      });
       expect(sent.status).toBe(200);
       return (await json<{ result?: { isError?: boolean; content?: { text?: string }[] } }>(sent)).result;
     };
@@ -264,14 +328,24 @@ describe("end users: grants", () => {
     const patterned = await create(tenantWide, `${prefix}-room-1`);
     const bobs = await create(await user("bob"), `${prefix}-room-2`);
     const granted = await user("carol", { sessions: [exact, `${prefix}-room-*`], act: ["read"] });
-    for (const session of [exact, patterned, bobs]) expect((await call("GET", `/v1/sessions/${session}`, { token: granted })).status, session).toBe(200);
+    for (const session of [exact, patterned, bobs])
+      expect((await call("GET", `/v1/sessions/${session}`, { token: granted })).status, session).toBe(200);
     // Not granted, not owned: the unknown-session answer.
     const other = await create(tenantWide, `${prefix}-other`);
     expect((await call("GET", `/v1/sessions/${other}`, { token: granted })).status).toBe(404);
     // A grant reaches, `act` still limits.
-    expect((await call("POST", `/v1/sessions/${patterned}/conversations/root/inputs`, { token: granted, body: { input: "x" } })).status).toBe(403);
+    expect(
+      (
+        await call("POST", `/v1/sessions/${patterned}/conversations/root/inputs`, {
+          token: granted,
+          body: { input: "x" },
+        })
+      ).status,
+    ).toBe(403);
     // Grants are not listed: the list is the user's own sessions.
-    expect((await json<{ items: unknown[] }>(await call("GET", `/v1/sessions?q=${prefix}`, { token: granted }))).items).toEqual([]);
+    expect(
+      (await json<{ items: unknown[] }>(await call("GET", `/v1/sessions?q=${prefix}`, { token: granted }))).items,
+    ).toEqual([]);
     const tooMany = await user("carol", { sessions: Array.from({ length: 21 }, (_, i) => `s${i}`) });
     expect((await call("GET", "/v1/sessions", { token: tooMany })).status).toBe(401);
     const patternedClient = await token(TENANT, "client", { sessions: [`${prefix}-*`] });
@@ -282,9 +356,17 @@ describe("end users: grants", () => {
 describe("end users: tokens", () => {
   it("User token past one hour is refused", async () => {
     const now = Math.floor(Date.now() / 1000);
-    const long = await sign({ tenant: TENANT, role: "user", sub: "alice", iat: now, exp: now + 3601 }, env.JWT_SECRET, "HS256");
+    const long = await sign(
+      { tenant: TENANT, role: "user", sub: "alice", iat: now, exp: now + 3601 },
+      env.JWT_SECRET,
+      "HS256",
+    );
     const noIat = await sign({ tenant: TENANT, role: "user", sub: "alice", exp: now + 7200 }, env.JWT_SECRET, "HS256");
-    const hour = await sign({ tenant: TENANT, role: "user", sub: "alice", iat: now, exp: now + 3600 }, env.JWT_SECRET, "HS256");
+    const hour = await sign(
+      { tenant: TENANT, role: "user", sub: "alice", iat: now, exp: now + 3600 },
+      env.JWT_SECRET,
+      "HS256",
+    );
     for (const jwt of [long, noIat]) {
       for (const path of ["/v1/sessions", `/v1/sessions/${name("x")}`]) {
         const response = await call("GET", path, { token: jwt });
@@ -298,16 +380,30 @@ describe("end users: tokens", () => {
     const tooLong = await call("POST", "/v1/tokens", { token: operator, body: { sub: "alice", ttlSeconds: 3601 } });
     expect(tooLong.status).toBe(400);
     expect((await json(tooLong))["code"]).toBe("invalid_body");
-    const minted = await call("POST", "/v1/tokens", { token: operator, body: { sub: "alice", act: ["read", "create"], sessions: ["shared-*"] } });
+    const minted = await call("POST", "/v1/tokens", {
+      token: operator,
+      body: { sub: "alice", act: ["read", "create"], sessions: ["shared-*"] },
+    });
     expect(minted.status).toBe(201);
     const { token: userToken, expiresAt } = await json<{ token: string; expiresAt: string }>(minted);
-    const payload = JSON.parse(atob(userToken.split(".")[1]?.replaceAll("-", "+").replaceAll("_", "/") ?? "")) as Record<string, unknown>;
-    expect(payload).toMatchObject({ tenant: TENANT, role: "user", sub: "alice", act: ["read", "create"], sessions: ["shared-*"] });
+    const payload = JSON.parse(
+      atob(userToken.split(".")[1]?.replaceAll("-", "+").replaceAll("_", "/") ?? ""),
+    ) as Record<string, unknown>;
+    expect(payload).toMatchObject({
+      tenant: TENANT,
+      role: "user",
+      sub: "alice",
+      act: ["read", "create"],
+      sessions: ["shared-*"],
+    });
     expect(Number(payload["exp"]) - Number(payload["iat"])).toBe(3600);
     expect(new Date(expiresAt).getTime()).toBe(Number(payload["exp"]) * 1000);
     expect((await call("GET", "/v1/sessions", { token: userToken })).status).toBe(200);
     // Only operators mint.
-    for (const role of ["client", "mayor"] as const) expect((await call("POST", "/v1/tokens", { token: await token(TENANT, role), body: { sub: "x" } })).status).toBe(403);
+    for (const role of ["client", "mayor"] as const)
+      expect((await call("POST", "/v1/tokens", { token: await token(TENANT, role), body: { sub: "x" } })).status).toBe(
+        403,
+      );
     expect((await call("POST", "/v1/tokens", { token: userToken, body: { sub: "x" } })).status).toBe(403);
   });
 
@@ -316,11 +412,27 @@ describe("end users: tokens", () => {
     const alice = await user("alice");
     const mine = await create(alice, name("mine"));
     const theirs = await create(await user("bob"), name("theirs"));
-    const expired = await sign({ tenant: TENANT, role: "user", sub: "alice", iat: now - 120, exp: now - 60 }, env.JWT_SECRET, "HS256");
-    const readOnlyExpired = await sign({ tenant: TENANT, role: "user", sub: "alice", act: ["read"], iat: now - 120, exp: now - 60 }, env.JWT_SECRET, "HS256");
-    const forged = await sign({ tenant: TENANT, role: "user", sub: "alice", iat: now, exp: now + 600 }, "another-secret-of-enough-length", "HS256");
+    const expired = await sign(
+      { tenant: TENANT, role: "user", sub: "alice", iat: now - 120, exp: now - 60 },
+      env.JWT_SECRET,
+      "HS256",
+    );
+    const readOnlyExpired = await sign(
+      { tenant: TENANT, role: "user", sub: "alice", act: ["read"], iat: now - 120, exp: now - 60 },
+      env.JWT_SECRET,
+      "HS256",
+    );
+    const forged = await sign(
+      { tenant: TENANT, role: "user", sub: "alice", iat: now, exp: now + 600 },
+      "another-secret-of-enough-length",
+      "HS256",
+    );
     const noSub = await sign({ tenant: TENANT, role: "user", iat: now, exp: now + 600 }, env.JWT_SECRET, "HS256");
-    const agentPattern = await sign({ tenant: TENANT, role: "agent", agent: "a1", sessions: ["x-*"], iat: now, exp: now + 600 }, env.JWT_SECRET, "HS256");
+    const agentPattern = await sign(
+      { tenant: TENANT, role: "agent", agent: "a1", sessions: ["x-*"], iat: now, exp: now + 600 },
+      env.JWT_SECRET,
+      "HS256",
+    );
     // Every bearer route, on the user's own session, another user's, and routes a user may never use.
     const bearer = API_ROUTES.filter((route) => route.auth.type === "bearer" || route.auth.type === "watch");
     expect(bearer.length).toBeGreaterThan(40);
@@ -328,7 +440,10 @@ describe("end users: tokens", () => {
       for (const session of [mine, theirs]) {
         const path = concrete(route.path.replace(/\{([A-Za-z]+)\}/g, ":$1"), session);
         for (const jwt of [expired, readOnlyExpired, forged, noSub, agentPattern]) {
-          const response = await call(route.method.toUpperCase(), path, { token: jwt, ...(route.method === "get" || route.method === "delete" ? {} : { body: {} }) });
+          const response = await call(route.method.toUpperCase(), path, {
+            token: jwt,
+            ...(route.method === "get" || route.method === "delete" ? {} : { body: {} }),
+          });
           expect(response.status, `${route.method} ${route.path}`).toBe(401);
           expect((await json(response))["code"]).toBe("unauthorized");
         }
@@ -347,7 +462,9 @@ describe("end users: tokens", () => {
     const minted = await call("POST", `/v1/sessions/${mine}/watch-token`, { token: alice });
     expect(minted.status).toBe(201);
     const watchToken = (await json<{ token: string }>(minted)).token;
-    const claims = JSON.parse(atob(watchToken.split(".")[1]?.replaceAll("-", "+").replaceAll("_", "/") ?? "")) as Record<string, unknown>;
+    const claims = JSON.parse(
+      atob(watchToken.split(".")[1]?.replaceAll("-", "+").replaceAll("_", "/") ?? ""),
+    ) as Record<string, unknown>;
     expect(claims).toMatchObject({ role: "user", sub: "alice", scope: "watch" });
     const bobsWatch = await sign({ ...watch, sub: "bob", iat: now, exp: now + 60 }, env.JWT_SECRET, "HS256");
     const refused = await call("GET", `/v1/sessions/${mine}/watch?access_token=${bobsWatch}`);

@@ -9,17 +9,31 @@ import { call, token } from "./http-fixtures.js";
 export const USER_TEMPLATE = "end-user";
 
 /** The echo model, with the title and labels left to users. */
-export const USER_TEMPLATE_BODY: Readonly<Record<string, unknown>> = { model: "echo", userSettable: ["title", "labels"] };
+export const USER_TEMPLATE_BODY: Readonly<Record<string, unknown>> = {
+  model: "echo",
+  userSettable: ["title", "labels"],
+};
 
 /** Put (create or replace) `name` in `tenant` as the operator; answers its name. */
-export async function putUserTemplate(tenant: string, name = USER_TEMPLATE, definition: Readonly<Record<string, unknown>> = USER_TEMPLATE_BODY): Promise<string> {
-  const response = await call("PUT", `/v1/templates/${name}`, { token: await token(tenant, "operator"), body: definition });
-  if (response.status !== 200 && response.status !== 201) throw new Error(`template ${name}: ${response.status} ${await response.text()}`);
+export async function putUserTemplate(
+  tenant: string,
+  name = USER_TEMPLATE,
+  definition: Readonly<Record<string, unknown>> = USER_TEMPLATE_BODY,
+): Promise<string> {
+  const response = await call("PUT", `/v1/templates/${name}`, {
+    token: await token(tenant, "operator"),
+    body: definition,
+  });
+  if (response.status !== 200 && response.status !== 201)
+    throw new Error(`template ${name}: ${response.status} ${await response.text()}`);
   return name;
 }
 
 /** A user's create body: `body` from `template`. */
-export function fromTemplate(body: Readonly<Record<string, unknown>> = {}, template = USER_TEMPLATE): Record<string, unknown> {
+export function fromTemplate(
+  body: Readonly<Record<string, unknown>> = {},
+  template = USER_TEMPLATE,
+): Record<string, unknown> {
   return { template, ...body };
 }
 
@@ -30,6 +44,10 @@ export function roleOf(jwt: string): unknown {
 }
 
 /** The body a create sends with `jwt`: a user token's names the template, others' are `body` as is. */
-export function createBody(jwt: string, body: Readonly<Record<string, unknown>> = {}, template = USER_TEMPLATE): Record<string, unknown> {
+export function createBody(
+  jwt: string,
+  body: Readonly<Record<string, unknown>> = {},
+  template = USER_TEMPLATE,
+): Record<string, unknown> {
   return roleOf(jwt) === "user" ? fromTemplate(body, template) : { ...body };
 }

@@ -11,7 +11,16 @@ import { describe, expect, it } from "vitest";
 import { toolResultEntry, toolResultKind, userEntry, userKind } from "../../src/core/entries.js";
 import type { Harness } from "../../src/core/harness.js";
 import { bind } from "../../src/core/state.js";
-import { applyMessage, applySessionMessage, watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../../src/core/watch.js";
+import {
+  applyMessage,
+  applySessionMessage,
+  watchConversation,
+  watchSession,
+  type ConversationEvent,
+  type ConversationView,
+  type SessionEvent,
+  type SessionView,
+} from "../../src/core/watch.js";
 import { compactToolData, readUsageRow } from "../../src/kinds/stored.js";
 import { usageList } from "../../src/kinds/usage.js";
 import type { FeedOut } from "../../src/worker/watch/feed.js";
@@ -25,7 +34,14 @@ import { fauxAssistantMessage, fauxToolCall, openTurns } from "../kinds/turn-fix
 const whole = untruncatedToolData;
 
 function resultMessage(id: string, text: string): ToolResultMessage {
-  return { role: "toolResult", toolCallId: id, toolName: "echo", content: [{ type: "text", text }], isError: false, timestamp: 0 };
+  return {
+    role: "toolResult",
+    toolCallId: id,
+    toolName: "echo",
+    content: [{ type: "text", text }],
+    isError: false,
+    timestamp: 0,
+  };
 }
 
 /** Line round trips interleaved with macrotask yields: deliveries settle. */
@@ -40,7 +56,10 @@ type Out = FeedOut<ConversationView, ConversationEvent>;
 
 function subscribe(feed: WatchFeed<ConversationView, ConversationEvent>, lastEventId?: string): Out[] {
   const received: Out[] = [];
-  feed.subscribe({ send: (out) => received.push(JSON.parse(JSON.stringify(out)) as Out), end: () => undefined }, lastEventId);
+  feed.subscribe(
+    { send: (out) => received.push(JSON.parse(JSON.stringify(out)) as Out), end: () => undefined },
+    lastEventId,
+  );
   return received;
 }
 
@@ -52,13 +71,27 @@ for (const backend of coreBackends) {
         const root = await h.root(call);
         // One tool result written before the watch (in the view), one after (in a commit message); one
         // stored whole as an earlier version wrote it.
-        await root.commit((tx) => tx.entry(toolResultKind, toolResultEntry(resultMessage("a", "ping"), compactToolData(whole(4)))), call);
+        await root.commit(
+          (tx) => tx.entry(toolResultKind, toolResultEntry(resultMessage("a", "ping"), compactToolData(whole(4)))),
+          call,
+        );
         const handle = await watchConversation(h, root.id, { tail: 10 }, call);
-        const feed = new WatchFeed<ConversationView, ConversationEvent>(handle, 16, () => undefined, conversationPresenter());
+        const feed = new WatchFeed<ConversationView, ConversationEvent>(
+          handle,
+          16,
+          () => undefined,
+          conversationPresenter(),
+        );
         const first = subscribe(feed);
         await root.commit((tx) => tx.entry(userKind, userEntry("more", 0)), call);
-        const late = await root.commit((tx) => tx.entry(toolResultKind, toolResultEntry(resultMessage("b", "pong!"), compactToolData(whole(5)))), call);
-        const old = await root.commit((tx) => tx.entry(toolResultKind, toolResultEntry(resultMessage("c", "old"), whole(3))), call);
+        const late = await root.commit(
+          (tx) => tx.entry(toolResultKind, toolResultEntry(resultMessage("b", "pong!"), compactToolData(whole(5)))),
+          call,
+        );
+        const old = await root.commit(
+          (tx) => tx.entry(toolResultKind, toolResultEntry(resultMessage("c", "old"), whole(3))),
+          call,
+        );
         await flush(h);
 
         expect(first[0]?.type).toBe("view");
@@ -66,7 +99,9 @@ for (const backend of coreBackends) {
         expect(folded.entries.filter((e) => e.kind === "tool_result").map((e) => e.data)).toEqual([whole(4)]);
         const commits = first.slice(1).flatMap((out) => (out.type === "commit" ? [out] : []));
         for (const out of commits) folded = applyMessage(folded, { seq: out.seq, events: out.events });
-        const appended = commits.flatMap((out) => out.events).flatMap((e) => (e.type === "entry" && e.entry.kind === "tool_result" ? [e.entry] : []));
+        const appended = commits
+          .flatMap((out) => out.events)
+          .flatMap((e) => (e.type === "entry" && e.entry.kind === "tool_result" ? [e.entry] : []));
         expect(appended.map((e) => [e.id, e.data])).toEqual([
           [late, whole(5)],
           [old, whole(3)],
@@ -91,7 +126,10 @@ type SessionOut = FeedOut<SessionView, SessionEvent>;
 
 function subscribeSession(feed: WatchFeed<SessionView, SessionEvent>, lastEventId?: string): SessionOut[] {
   const received: SessionOut[] = [];
-  feed.subscribe({ send: (out) => received.push(JSON.parse(JSON.stringify(out)) as SessionOut), end: () => undefined }, lastEventId);
+  feed.subscribe(
+    { send: (out) => received.push(JSON.parse(JSON.stringify(out)) as SessionOut), end: () => undefined },
+    lastEventId,
+  );
   return received;
 }
 
@@ -105,12 +143,25 @@ for (const backend of coreBackends) {
     it(`a settled tool task's output is whole in the conversation feed's task events and the session feed's usage rows are whole; folding the presented messages onto the first presented view equals a fresh presented view (${backend.name})`, () =>
       backend.run(async (storage) => {
         const { harness: h } = await openTurns(storage, {
-          responses: [fauxAssistantMessage([fauxToolCall("echo", { text: "ping" }, { id: "c1" })], { stopReason: "toolUse" }), fauxAssistantMessage("done")],
+          responses: [
+            fauxAssistantMessage([fauxToolCall("echo", { text: "ping" }, { id: "c1" })], { stopReason: "toolUse" }),
+            fauxAssistantMessage("done"),
+          ],
         });
         const root = await h.root(call);
-        const conversation = new WatchFeed<ConversationView, ConversationEvent>(await watchConversation(h, root.id, { tail: 10 }, call), 64, () => undefined, conversationPresenter());
+        const conversation = new WatchFeed<ConversationView, ConversationEvent>(
+          await watchConversation(h, root.id, { tail: 10 }, call),
+          64,
+          () => undefined,
+          conversationPresenter(),
+        );
         const sessionHandle = await watchSession(h, call);
-        const session = new WatchFeed<SessionView, SessionEvent>(sessionHandle, 64, () => undefined, sessionPresenter());
+        const session = new WatchFeed<SessionView, SessionEvent>(
+          sessionHandle,
+          64,
+          () => undefined,
+          sessionPresenter(),
+        );
         const conversationOut = subscribe(conversation);
         const sessionOut = subscribeSession(session);
         await root.prompt({ input: "go" }, call);
@@ -119,7 +170,9 @@ for (const backend of coreBackends) {
         // The conversation feed: the tool task settles with its output whole.
         let folded = viewOf(conversationOut[0]);
         const commits = conversationOut.slice(1).flatMap((out) => (out.type === "commit" ? [out] : []));
-        const ended = commits.flatMap((out) => out.events).flatMap((e) => (e.type === "task_end" && e.task.kind === "tool" ? [e.task] : []));
+        const ended = commits
+          .flatMap((out) => out.events)
+          .flatMap((e) => (e.type === "task_end" && e.task.kind === "tool" ? [e.task] : []));
         expect(ended.length).toBe(1);
         expect((ended[0]?.state as { output?: unknown }).output).toEqual(whole(4));
         for (const out of commits) folded = applyMessage(folded, { seq: out.seq, events: out.events });
@@ -134,7 +187,8 @@ for (const backend of coreBackends) {
         const rows = sessionCommits.flatMap((out) => out.events).flatMap((e) => (e.type === "usage" ? [e.row] : []));
         expect(rows).toEqual(stored.map((s) => readUsageRow(s)));
         expect(rows.every((r) => r["kind"] === "generation")).toBe(true);
-        for (const out of sessionCommits) foldedSession = applySessionMessage(foldedSession, { seq: out.seq, events: out.events });
+        for (const out of sessionCommits)
+          foldedSession = applySessionMessage(foldedSession, { seq: out.seq, events: out.events });
         expect(viewOf(subscribeSession(session)[0])).toEqual(foldedSession);
         expect(subscribeSession(session, sessionOut[0]?.id)).toEqual(sessionCommits);
 

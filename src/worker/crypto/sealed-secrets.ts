@@ -53,7 +53,11 @@ function hex(bytes: ArrayBuffer): string {
 
 async function derive(source: string): Promise<SealingKey> {
   const material = await crypto.subtle.importKey("raw", encoder.encode(source), "HKDF", false, ["deriveBits"]);
-  const bits = await crypto.subtle.deriveBits({ name: "HKDF", hash: "SHA-256", salt: HKDF_SALT, info: HKDF_INFO }, material, 256);
+  const bits = await crypto.subtle.deriveBits(
+    { name: "HKDF", hash: "SHA-256", salt: HKDF_SALT, info: HKDF_INFO },
+    material,
+    256,
+  );
   const kid = hex(await crypto.subtle.digest("SHA-256", bits)).slice(0, 8);
   const key = await crypto.subtle.importKey("raw", bits, { name: "AES-GCM" }, false, ["encrypt", "decrypt"]);
   return { kid, key };
@@ -97,7 +101,11 @@ function doesNotOpen(): Problem {
 export async function sealSecret(env: Env, context: SealContext, plaintext: string): Promise<SealedSecret> {
   const { kid, key } = await sealingKey(keySources(env).current);
   const iv = crypto.getRandomValues(new Uint8Array(12));
-  const ct = await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: additionalData(context) }, key, encoder.encode(plaintext));
+  const ct = await crypto.subtle.encrypt(
+    { name: "AES-GCM", iv, additionalData: additionalData(context) },
+    key,
+    encoder.encode(plaintext),
+  );
   return { v: 1, kid, iv: base64(iv), ct: base64(new Uint8Array(ct)) };
 }
 
@@ -117,7 +125,11 @@ export async function openSecret(env: Env, context: SealContext, sealed: SealedS
   try {
     const iv = unbase64(sealed.iv);
     if (iv.length !== 12) throw doesNotOpen();
-    const plain = await crypto.subtle.decrypt({ name: "AES-GCM", iv, additionalData: additionalData(context) }, match.key, unbase64(sealed.ct));
+    const plain = await crypto.subtle.decrypt(
+      { name: "AES-GCM", iv, additionalData: additionalData(context) },
+      match.key,
+      unbase64(sealed.ct),
+    );
     return decoder.decode(plain);
   } catch {
     throw doesNotOpen();

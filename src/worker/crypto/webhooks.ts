@@ -4,11 +4,13 @@
  * the signed content is `${id}.${timestamp}.${body}`, HMAC-SHA256 with the endpoint's secret. Each
  * endpoint's (tenant and session) secret is derived from the one master secret, so nothing is stored:
  *
- *   endpoint secret = "whsec_" + base64(HMAC-SHA256(WEBHOOK_MASTER_SECRET, "pico-edge webhook:" + tenant + "/" + session))
+ *   endpoint secret = "whsec_" + base64(HMAC-SHA256(WEBHOOK_MASTER_SECRET, "pico-edge webhook:" + tenant + "/" +
+ *   session))
  *
  * which is the format the `standardwebhooks` libraries take (`npm run webhook-secret -- --tenant T
  * --session S` prints it). A catalog tool's secret (`toolSecret`) is derived the same way from
- * "pico-edge tool:" + tenant + "/" + tool. The delivery id becomes the request key `webhook:<id>`, so a redelivery runs once.
+ * "pico-edge tool:" + tenant + "/" + tool. The delivery id becomes the request key `webhook:<id>`, so a redelivery runs
+ * once.
  */
 import type { Env } from "../env.js";
 import { Problem } from "../problems.js";
@@ -45,13 +47,21 @@ export async function toolSecret(masterSecret: string, tenant: string, tool: str
 export function masterSecret(env: Env): string {
   const secret = env.WEBHOOK_MASTER_SECRET;
   if (secret === undefined || secret.length < 16) {
-    throw new Problem("misconfigured", "WEBHOOK_MASTER_SECRET is not set (wrangler secret put WEBHOOK_MASTER_SECRET; .dev.vars in development)");
+    throw new Problem(
+      "misconfigured",
+      "WEBHOOK_MASTER_SECRET is not set (wrangler secret put WEBHOOK_MASTER_SECRET; .dev.vars in development)",
+    );
   }
   return secret;
 }
 
 /** Sign a payload (senders, tests and the client): the `webhook-signature` header value. */
-export async function signWebhook(secret: string, id: string, timestamp: number | string, body: string): Promise<string> {
+export async function signWebhook(
+  secret: string,
+  id: string,
+  timestamp: number | string,
+  body: string,
+): Promise<string> {
   const key = unbase64(secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret);
   return `v1,${base64(await hmac(key, `${id}.${timestamp}.${body}`))}`;
 }
@@ -74,17 +84,30 @@ export interface WebhookHeaders {
  * Verify a delivery; returns its id. Missing or malformed headers are 400 naming the header; a bad
  * signature is 401 `invalid_signature`; a timestamp outside the skew is 401 `stale_webhook`.
  */
-export async function verifyWebhook(secret: string, headers: WebhookHeaders, body: string, nowMs: number): Promise<string> {
+export async function verifyWebhook(
+  secret: string,
+  headers: WebhookHeaders,
+  body: string,
+  nowMs: number,
+): Promise<string> {
   const { id, timestamp, signature } = headers;
-  if (id === undefined || !/^[\x21-\x7e]{1,190}$/.test(id)) throw new Problem("invalid_header", "webhook-id must be 1-190 visible ASCII characters", "webhook-id");
-  if (timestamp === undefined || !/^[0-9]{1,12}$/.test(timestamp)) throw new Problem("invalid_header", "webhook-timestamp must be Unix seconds", "webhook-timestamp");
-  if (signature === undefined || signature.trim() === "") throw new Problem("invalid_header", "webhook-signature is required", "webhook-signature");
+  if (id === undefined || !/^[\x21-\x7e]{1,190}$/.test(id))
+    throw new Problem("invalid_header", "webhook-id must be 1-190 visible ASCII characters", "webhook-id");
+  if (timestamp === undefined || !/^[0-9]{1,12}$/.test(timestamp))
+    throw new Problem("invalid_header", "webhook-timestamp must be Unix seconds", "webhook-timestamp");
+  if (signature === undefined || signature.trim() === "")
+    throw new Problem("invalid_header", "webhook-signature is required", "webhook-signature");
   const seconds = Number(timestamp);
   if (Math.abs(nowMs / 1000 - seconds) > WEBHOOK_SKEW_SECONDS) {
-    throw new Problem("stale_webhook", `webhook-timestamp is more than ${WEBHOOK_SKEW_SECONDS} s from the server's clock`, "webhook-timestamp");
+    throw new Problem(
+      "stale_webhook",
+      `webhook-timestamp is more than ${WEBHOOK_SKEW_SECONDS} s from the server's clock`,
+      "webhook-timestamp",
+    );
   }
   const expected = await signWebhook(secret, id, timestamp, body);
   const offered = signature.split(" ").filter((part) => part.startsWith("v1,"));
-  if (!offered.some((candidate) => equal(candidate, expected))) throw new Problem("invalid_signature", "no v1 signature in webhook-signature matches", "webhook-signature");
+  if (!offered.some((candidate) => equal(candidate, expected)))
+    throw new Problem("invalid_signature", "no v1 signature in webhook-signature matches", "webhook-signature");
   return id;
 }

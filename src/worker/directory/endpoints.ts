@@ -46,16 +46,20 @@ export interface SessionEndpoint extends EndpointRecord {
 }
 
 /** How a sealed endpoint secret is bound (crypto/sealed-secrets.ts). */
-export function endpointSealContext(tenant: string, endpointId: string): { tenant: string; owner: string; field: string } {
+export function endpointSealContext(
+  tenant: string,
+  endpointId: string,
+): { tenant: string; owner: string; field: string } {
   return { tenant, owner: `endpoint:${endpointId}`, field: "secret" };
 }
 
 /** Does an endpoint's `sessions` filter take this session name? */
 export function sessionMatches(patterns: readonly string[] | undefined, session: string): boolean {
   if (patterns === undefined) return true;
-  return patterns.some((pattern) => (pattern.endsWith("*") ? session.startsWith(pattern.slice(0, -1)) : pattern === session));
+  return patterns.some((pattern) =>
+    pattern.endsWith("*") ? session.startsWith(pattern.slice(0, -1)) : pattern === session,
+  );
 }
-
 
 /** Endpoints one tenant may register. */
 export const MAX_ENDPOINTS = 50;
@@ -125,7 +129,10 @@ export class EndpointStore {
   }
 
   list(): EndpointRecord[] {
-    return this.#sql.exec("SELECT * FROM webhook_endpoints ORDER BY created_at, id").toArray().map((row) => record(row));
+    return this.#sql
+      .exec("SELECT * FROM webhook_endpoints ORDER BY created_at, id")
+      .toArray()
+      .map((row) => record(row));
   }
 
   get(id: string): EndpointRecord | undefined {
@@ -137,8 +144,14 @@ export class EndpointStore {
     const row = this.#row(id);
     if (row === undefined) return undefined;
     const current = record(row);
-    const sessions = patch.sessions === undefined ? current.sessions : patch.sessions === null ? undefined : patch.sessions;
-    const description = patch.description === undefined ? current.description : patch.description === null ? undefined : patch.description;
+    const sessions =
+      patch.sessions === undefined ? current.sessions : patch.sessions === null ? undefined : patch.sessions;
+    const description =
+      patch.description === undefined
+        ? current.description
+        : patch.description === null
+          ? undefined
+          : patch.description;
     const enabled = patch.enabled ?? current.enabled;
     const reenabled = enabled && !current.enabled;
     const disabled = !enabled && current.enabled;
@@ -191,12 +204,22 @@ export class EndpointStore {
    */
   disable(id: string, failingSince: number, reason: string, now: number): { readonly disabled: boolean } {
     const row = this.#row(id);
-    if (row === undefined || Number(row["enabled"]) !== 1 || Number(row["enabled_at"]) > failingSince) return { disabled: false };
-    this.#sql.exec("UPDATE webhook_endpoints SET enabled = 0, disabled_at = ?, disabled_reason = ?, updated_at = ? WHERE id = ?", now, reason, now, id);
+    if (row === undefined || Number(row["enabled"]) !== 1 || Number(row["enabled_at"]) > failingSince)
+      return { disabled: false };
+    this.#sql.exec(
+      "UPDATE webhook_endpoints SET enabled = 0, disabled_at = ?, disabled_reason = ?, updated_at = ? WHERE id = ?",
+      now,
+      reason,
+      now,
+      id,
+    );
     return { disabled: true };
   }
 
-  /** Every endpoint whose `sessions` filter takes `session` (disabled ones too: their pending deliveries die), with secrets. */
+  /**
+   * Every endpoint whose `sessions` filter takes `session` (disabled ones too: their pending deliveries die), with
+   * secrets.
+   */
   forSession(session: string): SessionEndpoint[] {
     const out: SessionEndpoint[] = [];
     for (const row of this.#sql.exec("SELECT * FROM webhook_endpoints ORDER BY created_at, id").toArray()) {

@@ -51,10 +51,16 @@ export class IssuerStore {
   put(name: string, input: IssuerInput, limit: number, now: number): PutIssuerOutcome {
     const current = this.get(name);
     const clash = this.#sql
-      .exec("SELECT name FROM issuers WHERE issuer = ? AND audience = ? AND name <> ? LIMIT 1", input.issuer, input.audience, name)
+      .exec(
+        "SELECT name FROM issuers WHERE issuer = ? AND audience = ? AND name <> ? LIMIT 1",
+        input.issuer,
+        input.audience,
+        name,
+      )
       .toArray()[0];
     if (clash !== undefined) return { type: "duplicate", other: String(clash["name"]) };
-    if (current === undefined && Number(this.#sql.exec("SELECT count(*) AS n FROM issuers").one()["n"]) >= limit) return { type: "too_many", limit };
+    if (current === undefined && Number(this.#sql.exec("SELECT count(*) AS n FROM issuers").one()["n"]) >= limit)
+      return { type: "too_many", limit };
     this.#sql.exec(
       `INSERT INTO issuers (name, issuer, jwks_uri, audience, sub_claim, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (name) DO UPDATE SET issuer = excluded.issuer, jwks_uri = excluded.jwks_uri, audience = excluded.audience,

@@ -23,7 +23,9 @@ export interface SnapshotTool {
   readonly annotations?: JsonObject;
 }
 
-/** What a registration stores besides its sealed header values (and what the routes answer, less the tools' selection). */
+/**
+ * What a registration stores besides its sealed header values (and what the routes answer, less the tools' selection).
+ */
 export interface McpServerRecord {
   readonly name: string;
   readonly url: string;
@@ -119,11 +121,15 @@ export function selectTools(server: McpServerRecord): McpToolSelection[] {
     if (!SELECTABLE_NAME.test(name)) {
       return { tool, reason: `${JSON.stringify(name)} is not a valid tool name (1-64 characters of a-z A-Z 0-9 _ -)` };
     }
-    if (tool.inputSchema["type"] !== "object") return { tool, reason: 'inputSchema is not a JSON Schema with "type": "object"' };
+    if (tool.inputSchema["type"] !== "object")
+      return { tool, reason: 'inputSchema is not a JSON Schema with "type": "object"' };
     try {
       compile(tool.inputSchema, { formats, coerce: true });
     } catch (error) {
-      return { tool, reason: `inputSchema does not compile: ${error instanceof Error ? error.message : String(error)}` };
+      return {
+        tool,
+        reason: `inputSchema does not compile: ${error instanceof Error ? error.message : String(error)}`,
+      };
     }
     const definition: ToolDefinition = {
       description: tool.description ?? tool.title ?? `${tool.name} (MCP server ${server.name})`,
@@ -141,7 +147,8 @@ export function selectTools(server: McpServerRecord): McpToolSelection[] {
       onTimeout: "deny",
     };
     const bytes = new TextEncoder().encode(JSON.stringify(definition)).length;
-    if (bytes > MCP_DEFINITION_BYTES) return { tool, reason: `its definition is ${bytes} bytes of JSON; at most ${MCP_DEFINITION_BYTES}` };
+    if (bytes > MCP_DEFINITION_BYTES)
+      return { tool, reason: `its definition is ${bytes} bytes of JSON; at most ${MCP_DEFINITION_BYTES}` };
     return { tool, name, definition };
   });
 }

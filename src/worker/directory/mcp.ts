@@ -42,7 +42,9 @@ export interface McpServerSecrets {
   readonly revision: number;
 }
 
-export type PutMcpServerOutcome = { readonly type: "stored"; readonly created: boolean; readonly record: McpServerRecord } | { readonly type: "too_many"; readonly limit: number };
+export type PutMcpServerOutcome =
+  | { readonly type: "stored"; readonly created: boolean; readonly record: McpServerRecord }
+  | { readonly type: "too_many"; readonly limit: number };
 
 export type RefreshMcpServerOutcome =
   /** `changed`: the hash differs (the catalog version moved); otherwise only `refreshedAt` did. */
@@ -51,7 +53,8 @@ export type RefreshMcpServerOutcome =
   | { readonly type: "superseded"; readonly record: McpServerRecord }
   | { readonly type: "not_found" };
 
-export type DeleteMcpServerOutcome = { readonly type: "deleted"; readonly name: string; readonly version: number } | { readonly type: "not_found" };
+export type DeleteMcpServerOutcome =
+  { readonly type: "deleted"; readonly name: string; readonly version: number } | { readonly type: "not_found" };
 
 type Row = Record<string, SqlStorageValue>;
 
@@ -90,7 +93,8 @@ export class McpServerStore {
   /** Register or replace a server (its headers, filter and snapshot all replaced). */
   put(input: McpServerWrite, now: number): PutMcpServerOutcome {
     const current = this.#row(input.name);
-    if (current === undefined && this.#count() >= MCP_SERVER_LIMITS.servers) return { type: "too_many", limit: MCP_SERVER_LIMITS.servers };
+    if (current === undefined && this.#count() >= MCP_SERVER_LIMITS.servers)
+      return { type: "too_many", limit: MCP_SERVER_LIMITS.servers };
     const version = this.#bump();
     this.#sql.exec(
       `INSERT INTO mcp_servers (name, url, headers, allowed_tools, approval, tools, snapshot, version, revision, created_at, updated_at, refreshed_at)
@@ -158,12 +162,19 @@ export class McpServerStore {
   secrets(name: string): McpServerSecrets | undefined {
     const row = this.#row(name);
     if (row === undefined) return undefined;
-    return { url: String(row["url"]), headers: JSON.parse(String(row["headers"])) as Record<string, SealedSecret>, revision: Number(row["revision"]) };
+    return {
+      url: String(row["url"]),
+      headers: JSON.parse(String(row["headers"])) as Record<string, SealedSecret>,
+      revision: Number(row["revision"]),
+    };
   }
 
   /** Every MCP tool record, tombstones too (the catalog's `catalog(version)` adds them to its own). */
   records(): CatalogRecord[] {
-    return this.#sql.exec("SELECT name, version, deleted, definition, updated_at FROM mcp_tools ORDER BY name").toArray().map(toolRecord);
+    return this.#sql
+      .exec("SELECT name, version, deleted, definition, updated_at FROM mcp_tools ORDER BY name")
+      .toArray()
+      .map(toolRecord);
   }
 
   /** Write the server's selectable tools as live rows at `version`, and tombstone the rest. */
@@ -193,7 +204,12 @@ export class McpServerStore {
     for (const row of this.#sql.exec("SELECT name FROM mcp_tools WHERE server = ? AND deleted = 0", server).toArray()) {
       const tool = String(row["name"]);
       if (keep.has(tool)) continue;
-      this.#sql.exec("UPDATE mcp_tools SET version = ?, deleted = 1, definition = NULL, updated_at = ? WHERE name = ?", version, now, tool);
+      this.#sql.exec(
+        "UPDATE mcp_tools SET version = ?, deleted = 1, definition = NULL, updated_at = ? WHERE name = ?",
+        version,
+        now,
+        tool,
+      );
     }
   }
 
@@ -237,7 +253,9 @@ export function toolRecord(row: Row): CatalogRecord {
     version: Number(row["version"]),
     updatedAt: Number(row["updated_at"]),
     deleted,
-    ...(deleted || row["definition"] === null ? {} : { definition: JSON.parse(String(row["definition"])) as ToolDefinition }),
+    ...(deleted || row["definition"] === null
+      ? {}
+      : { definition: JSON.parse(String(row["definition"])) as ToolDefinition }),
   };
 }
 

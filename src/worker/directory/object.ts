@@ -16,8 +16,20 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.js";
-import { EndpointStore, type EndpointInput, type EndpointPatch, type EndpointRecord, type SessionEndpoint } from "./endpoints.js";
-import { UserStore, type DeleteTemplateOutcome, type PutTemplateOutcome, type Revocation, type TemplateIfMatch } from "./users.js";
+import {
+  EndpointStore,
+  type EndpointInput,
+  type EndpointPatch,
+  type EndpointRecord,
+  type SessionEndpoint,
+} from "./endpoints.js";
+import {
+  UserStore,
+  type DeleteTemplateOutcome,
+  type PutTemplateOutcome,
+  type Revocation,
+  type TemplateIfMatch,
+} from "./users.js";
 import type { TemplateDefinition, TemplateRecord } from "../../api/templates.js";
 import { IssuerStore, type IssuerInput, type IssuerRecord, type PutIssuerOutcome } from "./issuers.js";
 import type { SealedSecret } from "../crypto/sealed-secrets.js";
@@ -49,7 +61,10 @@ export interface DirectoryQuery {
   readonly q?: string;
   /** Only this end user's sessions (a user token's listing). */
   readonly owner?: string;
-  /** What the next page's cursor is bound to (identity/user-access.ts `cursorBinding`): the route refuses a cursor bound to another. */
+  /**
+   * What the next page's cursor is bound to (identity/user-access.ts `cursorBinding`): the route refuses a cursor bound
+   * to another.
+   */
   readonly binding?: string;
 }
 
@@ -96,7 +111,9 @@ export function encodeCursor(lastActivityAt: number, session: string, binding?: 
   return btoa(JSON.stringify(value)).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
 }
 
-export function decodeCursor(cursor: string): { readonly lastActivityAt: number; readonly session: string; readonly binding: string | undefined } | undefined {
+export function decodeCursor(
+  cursor: string,
+): { readonly lastActivityAt: number; readonly session: string; readonly binding: string | undefined } | undefined {
   try {
     const padded = cursor.replaceAll("-", "+").replaceAll("_", "/");
     const value: unknown = JSON.parse(atob(padded + "=".repeat((4 - (padded.length % 4)) % 4)));
@@ -129,12 +146,21 @@ export class DirectoryObject extends DurableObject<Env> {
       last_activity_at INTEGER NOT NULL,
       live_tasks INTEGER NOT NULL
     )`);
-    ctx.storage.sql.exec("CREATE INDEX IF NOT EXISTS directory_activity ON directory (deleted, last_activity_at DESC, session)");
+    ctx.storage.sql.exec(
+      "CREATE INDEX IF NOT EXISTS directory_activity ON directory (deleted, last_activity_at DESC, session)",
+    );
     // The owner column came later: a directory created before it gains it (NULL: the tenant's sessions).
-    if (!ctx.storage.sql.exec("PRAGMA table_info(directory)").toArray().some((column) => column["name"] === "owner")) {
+    if (
+      !ctx.storage.sql
+        .exec("PRAGMA table_info(directory)")
+        .toArray()
+        .some((column) => column["name"] === "owner")
+    ) {
       ctx.storage.sql.exec("ALTER TABLE directory ADD COLUMN owner TEXT");
     }
-    ctx.storage.sql.exec("CREATE INDEX IF NOT EXISTS directory_owner ON directory (owner, deleted, last_activity_at DESC, session)");
+    ctx.storage.sql.exec(
+      "CREATE INDEX IF NOT EXISTS directory_owner ON directory (owner, deleted, last_activity_at DESC, session)",
+    );
     createCatalogTables(ctx.storage.sql);
   }
 
@@ -191,13 +217,16 @@ export class DirectoryObject extends DurableObject<Env> {
       params.push(query.owner);
     }
     if (after !== undefined) {
-      // The first term bounds the index range, so a deep page starts at the cursor instead of reading every row before it.
+      // The first term bounds the index range, so a deep page starts at the cursor instead of reading every row before
+      // it.
       where.push("last_activity_at <= ? AND (last_activity_at < ? OR session > ?)");
       params.push(after.lastActivityAt, after.lastActivityAt, after.session);
     }
     if (query.q !== undefined && query.q !== "") {
       const pattern = `%${query.q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      where.push("(lower(session) LIKE ? ESCAPE '\\' OR lower(coalesce(title, '')) LIKE ? ESCAPE '\\' OR lower(labels) LIKE ? ESCAPE '\\')");
+      where.push(
+        "(lower(session) LIKE ? ESCAPE '\\' OR lower(coalesce(title, '')) LIKE ? ESCAPE '\\' OR lower(labels) LIKE ? ESCAPE '\\')",
+      );
       params.push(pattern, pattern, pattern);
     }
     const rows = this.ctx.storage.sql
@@ -218,7 +247,9 @@ export class DirectoryObject extends DurableObject<Env> {
       liveTasks: Number(row["live_tasks"]),
     }));
     const last = items[items.length - 1];
-    return rows.length > query.limit && last !== undefined ? { items, cursor: encodeCursor(last.lastActivityAt, last.session, query.binding) } : { items };
+    return rows.length > query.limit && last !== undefined
+      ? { items, cursor: encodeCursor(last.lastActivityAt, last.session, query.binding) }
+      : { items };
   }
 
   // Webhook endpoints (events out; directory/endpoints.ts) ------------------------------------------
@@ -331,7 +362,8 @@ export class DirectoryObject extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     const current = toolRow(sql, name);
     const live = current !== undefined && !current.deleted;
-    if (ifMatch !== undefined && !matches(current, ifMatch)) return { type: "precondition", ...(live ? { current: current.version } : {}) };
+    if (ifMatch !== undefined && !matches(current, ifMatch))
+      return { type: "precondition", ...(live ? { current: current.version } : {}) };
     const text = JSON.stringify(definition);
     const bytes = new TextEncoder().encode(text).length;
     if (bytes > MAX_DEFINITION_BYTES) return { type: "too_large", bytes, limit: MAX_DEFINITION_BYTES };
@@ -358,7 +390,9 @@ export class DirectoryObject extends DurableObject<Env> {
   /** The live tools by name, and the catalog version. */
   listTools(): { readonly version: number; readonly items: readonly CatalogRecord[] } {
     const sql = this.ctx.storage.sql;
-    const rows = sql.exec("SELECT name, version, deleted, definition, updated_at FROM tools WHERE deleted = 0 ORDER BY name").toArray();
+    const rows = sql
+      .exec("SELECT name, version, deleted, definition, updated_at FROM tools WHERE deleted = 0 ORDER BY name")
+      .toArray();
     return { version: catalogVersion(sql), items: rows.map(toolRecord) };
   }
 
@@ -369,7 +403,12 @@ export class DirectoryObject extends DurableObject<Env> {
     if (current === undefined || current.deleted) return { type: "not_found" };
     if (ifMatch !== undefined && !matches(current, ifMatch)) return { type: "precondition", current: current.version };
     const version = bumpCatalog(sql);
-    sql.exec("UPDATE tools SET version = ?, deleted = 1, definition = NULL, updated_at = ? WHERE name = ?", version, Date.now(), name);
+    sql.exec(
+      "UPDATE tools SET version = ?, deleted = 1, definition = NULL, updated_at = ? WHERE name = ?",
+      version,
+      Date.now(),
+      name,
+    );
     return { type: "deleted", name, version };
   }
 
@@ -485,7 +524,10 @@ function catalogVersion(sql: SqlStorage): number {
 
 function bumpCatalog(sql: SqlStorage): number {
   const version = catalogVersion(sql) + 1;
-  sql.exec("INSERT INTO catalog (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version", version);
+  sql.exec(
+    "INSERT INTO catalog (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+    version,
+  );
   return version;
 }
 
@@ -494,7 +536,9 @@ function liveToolCount(sql: SqlStorage): number {
 }
 
 function toolRow(sql: SqlStorage, name: string): CatalogRecord | undefined {
-  const row = sql.exec("SELECT name, version, deleted, definition, updated_at FROM tools WHERE name = ?", name).toArray()[0];
+  const row = sql
+    .exec("SELECT name, version, deleted, definition, updated_at FROM tools WHERE name = ?", name)
+    .toArray()[0];
   return row === undefined ? undefined : toolRecord(row);
 }
 

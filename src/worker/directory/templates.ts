@@ -42,7 +42,10 @@ function templateFields(record: TemplateRecord): Omit<SessionConfigBody, "templa
   return out as Omit<SessionConfigBody, "template">;
 }
 
-/** 403 naming the first field a user may not set under `binding` (none: a session from no template lets users set nothing). */
+/**
+ * 403 naming the first field a user may not set under `binding` (none: a session from no template lets users set
+ * nothing).
+ */
 export function refuseUserFields(binding: TemplateBinding | undefined, fields: readonly string[]): void {
   const allowed = new Set<string>(binding?.userSettable ?? []);
   for (const field of fields) {
@@ -63,15 +66,29 @@ export function refuseUserFields(binding: TemplateBinding | undefined, fields: r
  * template's values for the rest; other roles get the template's values under their own fields.
  * An unknown template is 404 `template_not_found`. Nothing is written.
  */
-export async function resolveTemplateForUser(env: Env, claims: Claims, body: SessionConfigBody): Promise<ResolvedConfig> {
+export async function resolveTemplateForUser(
+  env: Env,
+  claims: Claims,
+  body: SessionConfigBody,
+): Promise<ResolvedConfig> {
   const { template, ...fields } = body;
   if (template === undefined) {
-    if (claims.role === "user") throw new Problem("invalid_template", "template: a user token creates sessions from a template ({ template: name })", "template");
+    if (claims.role === "user")
+      throw new Problem(
+        "invalid_template",
+        "template: a user token creates sessions from a template ({ template: name })",
+        "template",
+      );
     return { config: fields };
   }
   const record = await directoryStub(env, claims.tenant).getTemplate(template);
-  if (record === undefined) throw new Problem("template_not_found", `the tenant has no template ${JSON.stringify(template)}`, "template");
-  const binding: TemplateBinding = { name: record.name, version: record.version, userSettable: [...record.userSettable] };
+  if (record === undefined)
+    throw new Problem("template_not_found", `the tenant has no template ${JSON.stringify(template)}`, "template");
+  const binding: TemplateBinding = {
+    name: record.name,
+    version: record.version,
+    userSettable: [...record.userSettable],
+  };
   if (claims.role === "user") refuseUserFields(binding, setFields(fields));
   return { config: { ...templateFields(record), ...fields }, binding };
 }
@@ -89,5 +106,8 @@ export async function refuseUserPatch(
   if (claims.role !== "user") return;
   const state = await stub.templateBinding();
   if (!state.exists) return;
-  refuseUserFields(state.binding, Object.keys(patch).filter((field) => patch[field] !== undefined));
+  refuseUserFields(
+    state.binding,
+    Object.keys(patch).filter((field) => patch[field] !== undefined),
+  );
 }

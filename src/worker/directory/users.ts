@@ -23,7 +23,10 @@ export type PutTemplateOutcome =
   | { readonly type: "precondition"; readonly current?: number }
   | { readonly type: "too_many"; readonly limit: number };
 
-export type DeleteTemplateOutcome = { readonly type: "deleted" } | { readonly type: "not_found" } | { readonly type: "precondition"; readonly current: number };
+export type DeleteTemplateOutcome =
+  | { readonly type: "deleted" }
+  | { readonly type: "not_found" }
+  | { readonly type: "precondition"; readonly current: number };
 
 /** What a revocation answers: the time, and the sessions that may hold that user's open watches. */
 export interface Revocation {
@@ -44,19 +47,31 @@ export class UserStore {
       definition TEXT NOT NULL,
       updated_at INTEGER NOT NULL
     )`);
-    sql.exec("CREATE TABLE IF NOT EXISTS template_counter (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS template_counter (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+    );
     sql.exec("CREATE TABLE IF NOT EXISTS user_revocations (sub TEXT PRIMARY KEY, revoked_at INTEGER NOT NULL)");
-    sql.exec("CREATE TABLE IF NOT EXISTS user_watches (sub TEXT NOT NULL, session TEXT NOT NULL, until INTEGER NOT NULL, PRIMARY KEY (sub, session))");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS user_watches (sub TEXT NOT NULL, session TEXT NOT NULL, until INTEGER NOT NULL, PRIMARY KEY (sub, session))",
+    );
   }
 
   // Templates ---------------------------------------------------------------------------------------
 
-  putTemplate(name: string, definition: TemplateDefinition, now: number, ifMatch?: TemplateIfMatch): PutTemplateOutcome {
+  putTemplate(
+    name: string,
+    definition: TemplateDefinition,
+    now: number,
+    ifMatch?: TemplateIfMatch,
+  ): PutTemplateOutcome {
     const current = this.getTemplate(name);
     if (ifMatch !== undefined && (current === undefined || (ifMatch !== "*" && ifMatch !== current.version))) {
       return { type: "precondition", ...(current === undefined ? {} : { current: current.version }) };
     }
-    if (current === undefined && Number(this.#sql.exec("SELECT count(*) AS n FROM templates").one()["n"]) >= MAX_TEMPLATES) {
+    if (
+      current === undefined &&
+      Number(this.#sql.exec("SELECT count(*) AS n FROM templates").one()["n"]) >= MAX_TEMPLATES
+    ) {
       return { type: "too_many", limit: MAX_TEMPLATES };
     }
     const version = this.#bump();
@@ -68,7 +83,11 @@ export class UserStore {
       JSON.stringify(definition),
       now,
     );
-    return { type: "stored", created: current === undefined, record: { ...definition, userSettable: [...definition.userSettable], name, version, updatedAt: now } };
+    return {
+      type: "stored",
+      created: current === undefined,
+      record: { ...definition, userSettable: [...definition.userSettable], name, version, updatedAt: now },
+    };
   }
 
   getTemplate(name: string): TemplateRecord | undefined {
@@ -83,7 +102,8 @@ export class UserStore {
   deleteTemplate(name: string, ifMatch?: TemplateIfMatch): DeleteTemplateOutcome {
     const current = this.getTemplate(name);
     if (current === undefined) return { type: "not_found" };
-    if (ifMatch !== undefined && ifMatch !== "*" && ifMatch !== current.version) return { type: "precondition", current: current.version };
+    if (ifMatch !== undefined && ifMatch !== "*" && ifMatch !== current.version)
+      return { type: "precondition", current: current.version };
     this.#bump();
     this.#sql.exec("DELETE FROM templates WHERE name = ?", name);
     return { type: "deleted" };
@@ -92,7 +112,10 @@ export class UserStore {
   #bump(): number {
     const row = this.#sql.exec("SELECT version FROM template_counter WHERE id = 1").toArray()[0];
     const version = (row === undefined ? 0 : Number(row["version"])) + 1;
-    this.#sql.exec("INSERT INTO template_counter (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version", version);
+    this.#sql.exec(
+      "INSERT INTO template_counter (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+      version,
+    );
     return version;
   }
 
@@ -106,9 +129,16 @@ export class UserStore {
 
   /** Refuse `sub`'s tokens issued before `at`; answers the sessions that may hold its open watches. */
   revoke(sub: string, at: number): Revocation {
-    this.#sql.exec("INSERT INTO user_revocations (sub, revoked_at) VALUES (?, ?) ON CONFLICT (sub) DO UPDATE SET revoked_at = max(revoked_at, excluded.revoked_at)", sub, at);
+    this.#sql.exec(
+      "INSERT INTO user_revocations (sub, revoked_at) VALUES (?, ?) ON CONFLICT (sub) DO UPDATE SET revoked_at = max(revoked_at, excluded.revoked_at)",
+      sub,
+      at,
+    );
     this.#prune(at);
-    const sessions = this.#sql.exec("SELECT session FROM user_watches WHERE sub = ? ORDER BY session", sub).toArray().map((row) => String(row["session"]));
+    const sessions = this.#sql
+      .exec("SELECT session FROM user_watches WHERE sub = ? ORDER BY session", sub)
+      .toArray()
+      .map((row) => String(row["session"]));
     return { revokedAt: this.revokedAt(sub) ?? at, sessions };
   }
 
@@ -134,5 +164,11 @@ export class UserStore {
 
 function templateRecord(row: Row): TemplateRecord {
   const definition = JSON.parse(String(row["definition"])) as TemplateDefinition;
-  return { ...definition, userSettable: [...definition.userSettable], name: String(row["name"]), version: Number(row["version"]), updatedAt: Number(row["updated_at"]) };
+  return {
+    ...definition,
+    userSettable: [...definition.userSettable],
+    name: String(row["name"]),
+    version: Number(row["version"]),
+    updatedAt: Number(row["updated_at"]),
+  };
 }

@@ -8,7 +8,8 @@
  *   http/routes/watch.ts          SSE / WebSocket watch of a conversation or the session
  *   http/routes/webhooks.ts       signed webhooks (no bearer token)
  *   http/routes/tool-results.ts   an HTTP tool's late result, signed with the tool's secret (no bearer token)
- *   http/routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe or Standard Webhooks format (no bearer token)
+ *   http/routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe
+ *   or Standard Webhooks format (no bearer token)
  *   http/routes/pending.ts        the pending list: approvals and client tools waiting for an answer
  *   http/routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
  *   http/routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
@@ -74,7 +75,8 @@ export function createApp(): Hono<AppEnv> {
   // What this deployment can use (the echo models, each enabled catalogue provider, custom endpoints):
   // the config capability, since these are the values a config may name.
   app.get("/v1/models", requires("config"), async (c) => {
-    if (Object.keys(c.req.queries()).length > 0) throw new Problem("invalid_query", "this route takes no query parameters");
+    if (Object.keys(c.req.queries()).length > 0)
+      throw new Problem("invalid_query", "this route takes no query parameters");
     return c.json(await listModels(c.env));
   });
 
@@ -87,7 +89,10 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", pendingRoutes);
   app.route("/v1/sessions", deliveryRoutes);
   // Its tools call the routes of this app with the caller's token.
-  app.route("/v1/sessions", mcpRoutes((request, env, ctx) => app.fetch(request, env, ctx)));
+  app.route(
+    "/v1/sessions",
+    mcpRoutes((request, env, ctx) => app.fetch(request, env, ctx)),
+  );
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
   app.route("/v1/tool-results", toolResultRoutes);
@@ -105,13 +110,18 @@ export function createApp(): Hono<AppEnv> {
     const path = new URL(c.req.url).pathname;
     const allow = allowedMethods(app, path);
     if (allow.length > 0) {
-      const response = new Problem("method_not_allowed", `${c.req.method} is not allowed on ${path}; allowed: ${allow.join(", ")}`).response();
+      const response = new Problem(
+        "method_not_allowed",
+        `${c.req.method} is not allowed on ${path}; allowed: ${allow.join(", ")}`,
+      ).response();
       response.headers.set("allow", allow.join(", "));
       return response;
     }
     return new Problem("route_not_found", `no route ${c.req.method} ${path}`).response();
   });
-  app.onError((error, c) => toProblem(error, (report) => hostReport({ type: "harness", report })).response(new URL(c.req.url).pathname));
+  app.onError((error, c) =>
+    toProblem(error, (report) => hostReport({ type: "harness", report })).response(new URL(c.req.url).pathname),
+  );
   return app;
 }
 

@@ -15,7 +15,15 @@ import type { Env } from "../env.js";
 import { Problem } from "../problems.js";
 
 /** Request headers a browser may send (the preflight's Access-Control-Allow-Headers). */
-export const CORS_ALLOW_HEADERS = ["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID", "If-Match", "X-Tenant", "Mcp-Protocol-Version"] as const;
+export const CORS_ALLOW_HEADERS = [
+  "Authorization",
+  "Content-Type",
+  "Idempotency-Key",
+  "Last-Event-ID",
+  "If-Match",
+  "X-Tenant",
+  "Mcp-Protocol-Version",
+] as const;
 /** Response headers a page may read. */
 export const CORS_EXPOSE_HEADERS = ["ETag", "Location", "Retry-After", "Idempotency-Key"] as const;
 export const CORS_ALLOW_METHODS = ["GET", "HEAD", "PUT", "POST", "PATCH", "DELETE"] as const;
@@ -24,7 +32,8 @@ const DEVELOPMENT_ORIGINS = "http://localhost:*,http://127.0.0.1:*";
 
 /** The configured origin patterns: exact origins, or `scheme://host:*` for any port of that host. */
 export function allowedOrigins(env: Env): readonly string[] {
-  const configured = env.CORS_ORIGINS ?? ((env.ENVIRONMENT ?? "development") === "development" ? DEVELOPMENT_ORIGINS : "");
+  const configured =
+    env.CORS_ORIGINS ?? ((env.ENVIRONMENT ?? "development") === "development" ? DEVELOPMENT_ORIGINS : "");
   return configured
     .split(",")
     .map((origin) => origin.trim())
@@ -58,7 +67,11 @@ export function corsMiddleware(): MiddlewareHandler<AppEnv> {
     const origin = c.req.header("origin");
     if (origin === undefined) return next();
     if (!originAllowed(origin, allowedOrigins(c.env))) {
-      return new Problem("origin_not_allowed", `origin ${origin} is not allowed to call this API (CORS_ORIGINS)`, "origin").response();
+      return new Problem(
+        "origin_not_allowed",
+        `origin ${origin} is not allowed to call this API (CORS_ORIGINS)`,
+        "origin",
+      ).response();
     }
     return corsHeaders(c, next);
   };

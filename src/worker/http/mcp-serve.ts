@@ -37,9 +37,16 @@ const requestKey = z
   .min(1)
   .max(200)
   .optional()
-  .describe("An idempotency key: a retry with the same key is answered with the first acceptance and writes nothing (the HTTP Idempotency-Key header)");
+  .describe(
+    "An idempotency key: a retry with the same key is answered with the first acceptance and writes nothing (the HTTP Idempotency-Key header)",
+  );
 
-type Problem = { readonly code?: string; readonly detail?: string; readonly status?: number; readonly answer?: JsonValue };
+type Problem = {
+  readonly code?: string;
+  readonly detail?: string;
+  readonly status?: number;
+  readonly answer?: JsonValue;
+};
 
 function problemResult(problem: Problem, status: number): CallToolResult {
   const code = problem.code ?? `http_${status}`;
@@ -55,7 +62,12 @@ function success(value: Record<string, unknown>, text?: string): CallToolResult 
 }
 
 /** A route's JSON body, or its problem as a tool error result. */
-async function read<T>(response: Response): Promise<{ readonly ok: true; readonly value: T } | { readonly ok: false; readonly problem: Problem; readonly result: CallToolResult }> {
+async function read<T>(
+  response: Response,
+): Promise<
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly problem: Problem; readonly result: CallToolResult }
+> {
   const text = await response.text();
   let body: unknown;
   try {
@@ -117,7 +129,13 @@ export function sessionMcpServer(session: string, call: RouteCall): McpServer {
       inputSchema: {
         conversation,
         input: z.string().min(1).describe("The user input"),
-        wait_seconds: z.number().int().min(0).max(MAX_WAIT_SECONDS).optional().describe("How long to wait for the answer, seconds"),
+        wait_seconds: z
+          .number()
+          .int()
+          .min(0)
+          .max(MAX_WAIT_SECONDS)
+          .optional()
+          .describe("How long to wait for the answer, seconds"),
         request_key: requestKey,
       },
     },
@@ -155,18 +173,27 @@ export function sessionMcpServer(session: string, call: RouteCall): McpServer {
       const { inputId, conversationId, result } = found.value;
       let answer: string | undefined;
       if (result.status === "done" && result.answer !== undefined) {
-        const page = await read<Page<Entry>>(await call("GET", `/conversations/${conversationId}/entries?after=${result.answer - 1}&limit=1`));
+        const page = await read<Page<Entry>>(
+          await call("GET", `/conversations/${conversationId}/entries?after=${result.answer - 1}&limit=1`),
+        );
         if (!page.ok) return page.result;
         answer = answerText(page.value.items.find((entry) => entry.id === result.answer));
       }
-      return inputResult({ inputId, conversationId, status: result.status, result: result as unknown as JsonValue, ...(answer === undefined ? {} : { answer }) });
+      return inputResult({
+        inputId,
+        conversationId,
+        status: result.status,
+        result: result as unknown as JsonValue,
+        ...(answer === undefined ? {} : { answer }),
+      });
     },
   );
 
   server.registerTool(
     "get_transcript",
     {
-      description: "A page of a conversation's transcript entries, oldest first after the cursor; `next` is the cursor of the following page.",
+      description:
+        "A page of a conversation's transcript entries, oldest first after the cursor; `next` is the cursor of the following page.",
       inputSchema: {
         conversation,
         after: z.number().int().min(0).optional().describe("Entries after this entry id"),
@@ -177,14 +204,19 @@ export function sessionMcpServer(session: string, call: RouteCall): McpServer {
       const query = new URLSearchParams();
       if (args.after !== undefined) query.set("after", String(args.after));
       query.set("limit", String(args.limit ?? 100));
-      const page = await read<Record<string, unknown>>(await call("GET", `/conversations/${args.conversation ?? "root"}/entries?${query.toString()}`));
+      const page = await read<Record<string, unknown>>(
+        await call("GET", `/conversations/${args.conversation ?? "root"}/entries?${query.toString()}`),
+      );
       return page.ok ? success(page.value) : page.result;
     },
   );
 
   server.registerTool(
     "list_pending",
-    { description: "What waits for an answer in this session: approvals before a tool runs, and client tools waiting for their output." },
+    {
+      description:
+        "What waits for an answer in this session: approvals before a tool runs, and client tools waiting for their output.",
+    },
     async () => {
       const list = await read<Record<string, unknown>>(await call("GET", "/pending"));
       return list.ok ? success(list.value) : list.result;
@@ -194,23 +226,36 @@ export function sessionMcpServer(session: string, call: RouteCall): McpServer {
   server.registerTool(
     "respond_pending",
     {
-      description: "Answer one pending item once: an approval with { approve, reason? }, a client tool with { output, isError? }.",
+      description:
+        "Answer one pending item once: an approval with { approve, reason? }, a client tool with { output, isError? }.",
       inputSchema: {
         id: z.string().min(1).describe("The pending item's id, e.g. t12-approval or t12-client"),
         approve: z.boolean().optional().describe("An approval: approve (true) or deny (false)"),
         reason: z.string().optional().describe("An approval: the reason the model sees on a denial"),
         output: z.unknown().optional().describe("A client tool: its output (a string is the text)"),
         isError: z.boolean().optional().describe("A client tool: whether the output is an error"),
-        request_key: requestKey.describe("With a key, a retry whose answer equals the recorded one is answered as a duplicate instead of already_answered"),
+        request_key: requestKey.describe(
+          "With a key, a retry whose answer equals the recorded one is answered as a duplicate instead of already_answered",
+        ),
       },
     },
     async (args) => {
       const { id, request_key: key, ...rest } = args;
-      const body = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as Record<string, JsonValue>;
-      const answered = await read<Record<string, unknown>>(await call("POST", `/pending/${encodeURIComponent(id)}`, { body }));
+      const body = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as Record<
+        string,
+        JsonValue
+      >;
+      const answered = await read<Record<string, unknown>>(
+        await call("POST", `/pending/${encodeURIComponent(id)}`, { body }),
+      );
       if (answered.ok) return success({ ...answered.value, duplicate: false });
       // The item's id already makes an answer once-only; a keyed retry of the same answer is not an error.
-      if (key !== undefined && answered.problem.code === "already_answered" && answered.problem.answer !== undefined && canonical(answered.problem.answer) === canonical(body)) {
+      if (
+        key !== undefined &&
+        answered.problem.code === "already_answered" &&
+        answered.problem.answer !== undefined &&
+        canonical(answered.problem.answer) === canonical(body)
+      ) {
         return success({ id, answer: answered.problem.answer, duplicate: true });
       }
       return answered.result;
@@ -227,7 +272,10 @@ export function sessionMcpServer(session: string, call: RouteCall): McpServer {
 /** Answer one MCP request (a POST of JSON-RPC messages) for `session`. */
 export async function serveMcp(request: Request, session: string, call: RouteCall): Promise<Response> {
   const server = sessionMcpServer(session, call);
-  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: true,
+  });
   await server.connect(transport);
   try {
     return await transport.handleRequest(request);

@@ -10,6 +10,7 @@ export * from "../../api/rig.js";
 export function ifMatch(header: string | undefined): number | undefined {
   if (header === undefined || header.trim() === "*") return undefined;
   const match = /^"([1-9][0-9]{0,15})"$/.exec(header.trim());
-  if (match === null) throw new Problem("invalid_header", 'If-Match is a hook ETag this server sent ("<version>")', "if-match");
+  if (match === null)
+    throw new Problem("invalid_header", 'If-Match is a hook ETag this server sent ("<version>")', "if-match");
   return Number(match[1]);
 }

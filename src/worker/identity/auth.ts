@@ -1,6 +1,7 @@
 /**
  * Bearer-token auth and the role table (docs/api.md "Authentication and roles"). Every API route except /health and the
- * signed webhooks and inbound deliveries needs an HS256 JWT (verified with `hono/jwt`) carrying `tenant` and `role`; the key is
+ * signed webhooks and inbound deliveries needs an HS256 JWT (verified with `hono/jwt`) carrying `tenant` and `role`;
+ * the key is
  * the `JWT_SECRET` wrangler secret. Every token carries `exp`, and a lifetime above
  * TOKEN_MAX_LIFETIME_SECONDS (default 24 h) is refused. Watch routes also take a short-lived watch token
  * (`POST .../watch-token`) as `?access_token=` because browsers cannot set headers on EventSource or
@@ -8,7 +9,8 @@
  * `iss`, is a tenant's identity provider's (identity/issuer-tokens.ts): always role `user`.
  *
  * A `user` token (an end user's browser, docs/users.md) is held to its own rules: `sub`, at most an hour,
- * and instead of the role table `checkUserAccess` (identity/user-access.ts): only its user's sessions, only its actions.
+ * and instead of the role table `checkUserAccess` (identity/user-access.ts): only its user's sessions, only its
+ * actions.
  *
  * Tenancy is not a check here: the session Durable Object's name is `${tenant}:${session}`, so a token
  * of another tenant addresses a different (never created) object and gets 404, never 403.
@@ -20,7 +22,15 @@ import { Problem } from "../problems.js";
 import { admitRequest } from "../limits/admission.js";
 import { RESERVED_NAMES } from "../../rig/types.js";
 import { routePath } from "hono/route";
-import { claims as claimsSchema, MAX_USER_GRANTS, parse, USER_TOKEN_MAX_SECONDS, type Claims, type Role, type WatchScope } from "../schemas.js";
+import {
+  claims as claimsSchema,
+  MAX_USER_GRANTS,
+  parse,
+  USER_TOKEN_MAX_SECONDS,
+  type Claims,
+  type Role,
+  type WatchScope,
+} from "../schemas.js";
 import { checkUserAccess } from "./user-access.js";
 import { refuseRevoked } from "./revocation.js";
 import { isIssuerToken, TENANT_HEADER, verifyIssuerToken } from "./issuer-tokens.js";
@@ -63,7 +73,16 @@ export type Capability =
   /** End-user administration: revoking a user's tokens (docs/users.md "Revocation"). */
   | "users";
 
-const CLIENT: readonly Capability[] = ["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"];
+const CLIENT: readonly Capability[] = [
+  "session.create",
+  "session.read",
+  "conversation",
+  "input",
+  "watch",
+  "config",
+  "usage",
+  "pending",
+];
 
 /**
  * The role table. `client` creates sessions and uses conversations, inputs, watch and config;
@@ -74,7 +93,25 @@ const CLIENT: readonly Capability[] = ["session.create", "session.read", "conver
  */
 export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> = {
   client: new Set(CLIENT),
-  operator: new Set<Capability>([...CLIENT, "tasks", "inspect", "shutdown", "fault", "quarantine", "delete", "rig", "inbound", "tools", "webhooks", "mcp", "limits", "tokens", "templates", "users", "issuers"]),
+  operator: new Set<Capability>([
+    ...CLIENT,
+    "tasks",
+    "inspect",
+    "shutdown",
+    "fault",
+    "quarantine",
+    "delete",
+    "rig",
+    "inbound",
+    "tools",
+    "webhooks",
+    "mcp",
+    "limits",
+    "tokens",
+    "templates",
+    "users",
+    "issuers",
+  ]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
   /**
@@ -82,7 +119,16 @@ export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> 
    * (identity/user-access.ts USER_ROUTE_ACTIONS), in the sessions it owns or is granted, within its `act`
    * (which also lets it read, never abort, a session's tasks).
    */
-  user: new Set<Capability>(["session.create", "session.read", "conversation", "input", "watch", "config", "usage", "pending"]),
+  user: new Set<Capability>([
+    "session.create",
+    "session.read",
+    "conversation",
+    "input",
+    "watch",
+    "config",
+    "usage",
+    "pending",
+  ]),
 };
 
 export interface AuthVariables {
@@ -95,14 +141,18 @@ function bearer(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   // The scheme name is case-insensitive (RFC 7235 §2.1).
   const match = /^Bearer +([A-Za-z0-9_.~+/=-]+)$/i.exec(header.trim());
-  if (match === null) throw new Problem("unauthorized", "the Authorization header must be `Bearer <token>`", "authorization");
+  if (match === null)
+    throw new Problem("unauthorized", "the Authorization header must be `Bearer <token>`", "authorization");
   return match[1];
 }
 
 export function jwtSecret(env: Env): string {
   const secret = env.JWT_SECRET;
   if (secret === undefined || secret.length < 16) {
-    throw new Problem("misconfigured", "JWT_SECRET is not set (wrangler secret put JWT_SECRET; .dev.vars in development)");
+    throw new Problem(
+      "misconfigured",
+      "JWT_SECRET is not set (wrangler secret put JWT_SECRET; .dev.vars in development)",
+    );
   }
   return secret;
 }
@@ -111,7 +161,8 @@ export function jwtSecret(env: Env): string {
 function secondsVar(value: string | undefined, fallback: number, name: string): number {
   if (value === undefined || value === "") return fallback;
   const n = Number(value);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new Problem("misconfigured", `${name} must be a positive whole number of seconds`);
+  if (!Number.isSafeInteger(n) || n <= 0)
+    throw new Problem("misconfigured", `${name} must be a positive whole number of seconds`);
   return n;
 }
 
@@ -132,24 +183,47 @@ export async function verifyToken(token: string, env: Env, field: string): Promi
     payload = await verify(token, jwtSecret(env), "HS256");
   } catch (error) {
     if (error instanceof Problem) throw error;
-    throw new Problem("unauthorized", `the token does not verify: ${error instanceof Error ? error.message : "invalid token"}`, field);
+    throw new Problem(
+      "unauthorized",
+      `the token does not verify: ${error instanceof Error ? error.message : "invalid token"}`,
+      field,
+    );
   }
   const claims = parse(claimsSchema, payload, "unauthorized", "token");
-  if (claims.role === "agent" && claims.agent === undefined) throw new Problem("unauthorized", "an agent token carries its agent id", "token.agent");
+  if (claims.role === "agent" && claims.agent === undefined)
+    throw new Problem("unauthorized", "an agent token carries its agent id", "token.agent");
   if (claims.role === "agent" && claims.agent !== undefined && RESERVED_NAMES.includes(claims.agent)) {
-    throw new Problem("unauthorized", `an agent token may not be named ${claims.agent}: ${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`, "token.agent");
+    throw new Problem(
+      "unauthorized",
+      `an agent token may not be named ${claims.agent}: ${RESERVED_NAMES.join(", ")} are reserved names, not agent ids`,
+      "token.agent",
+    );
   }
   if (claims.role === "agent" && (claims.sessions === undefined || claims.sessions.length === 0)) {
-    throw new Problem("unauthorized", "an agent token carries the sessions it may act in (a sessions claim: a list of session names)", "token.sessions");
+    throw new Problem(
+      "unauthorized",
+      "an agent token carries the sessions it may act in (a sessions claim: a list of session names)",
+      "token.sessions",
+    );
   }
   if (claims.role === "user") checkUserClaims(claims);
   else if (claims.sessions?.some((grant) => grant.endsWith("*")) === true) {
-    throw new Problem("unauthorized", "only a user token's sessions claim may hold patterns (prefix-*); this token names sessions", "token.sessions");
+    throw new Problem(
+      "unauthorized",
+      "only a user token's sessions claim may hold patterns (prefix-*); this token names sessions",
+      "token.sessions",
+    );
   }
   const max = maxTokenLifetime(env);
   const lifetime = claims.exp - (claims.iat ?? Math.floor(Date.now() / 1000));
-  if (lifetime > max) throw new Problem("unauthorized", `the token's lifetime (${lifetime} s) is above the maximum of ${max} s; sign a shorter-lived token`, "token.exp");
-  if ((claims.scope === "watch") !== (claims.watch !== undefined)) throw new Problem("unauthorized", "a watch token carries scope and watch together", "token.watch");
+  if (lifetime > max)
+    throw new Problem(
+      "unauthorized",
+      `the token's lifetime (${lifetime} s) is above the maximum of ${max} s; sign a shorter-lived token`,
+      "token.exp",
+    );
+  if ((claims.scope === "watch") !== (claims.watch !== undefined))
+    throw new Problem("unauthorized", "a watch token carries scope and watch together", "token.watch");
   return claims;
 }
 
@@ -158,12 +232,18 @@ export async function verifyToken(token: string, env: Env, field: string): Promi
  * (exp - iat; iat absent counts from now), and grants at most MAX_USER_GRANTS sessions. Refused: 401.
  */
 function checkUserClaims(claims: Claims): void {
-  if (claims.sub === undefined) throw new Problem("unauthorized", "a user token carries its end user (a sub claim, 1-128 characters)", "token.sub");
+  if (claims.sub === undefined)
+    throw new Problem("unauthorized", "a user token carries its end user (a sub claim, 1-128 characters)", "token.sub");
   const lifetime = claims.exp - (claims.iat ?? Math.floor(Date.now() / 1000));
   if (lifetime > USER_TOKEN_MAX_SECONDS) {
-    throw new Problem("unauthorized", `a user token lives at most ${USER_TOKEN_MAX_SECONDS} s (this one ${lifetime} s); mint a shorter-lived one`, "token.exp");
+    throw new Problem(
+      "unauthorized",
+      `a user token lives at most ${USER_TOKEN_MAX_SECONDS} s (this one ${lifetime} s); mint a shorter-lived one`,
+      "token.exp",
+    );
   }
-  if ((claims.sessions?.length ?? 0) > MAX_USER_GRANTS) throw new Problem("unauthorized", `a user token grants at most ${MAX_USER_GRANTS} sessions`, "token.sessions");
+  if ((claims.sessions?.length ?? 0) > MAX_USER_GRANTS)
+    throw new Problem("unauthorized", `a user token grants at most ${MAX_USER_GRANTS} sessions`, "token.sessions");
 }
 
 /** Which watch a route serves (its path's session and, for a conversation watch, the `{conversation}` ref). */
@@ -192,7 +272,8 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   const fromHeader = bearer(c.req.header("authorization"));
   const fromQuery = options.watch && fromHeader === undefined ? c.req.query("access_token") : undefined;
   const token = fromHeader ?? fromQuery;
-  if (token === undefined) throw new Problem("unauthorized", "a bearer token is required (Authorization: Bearer <token>)", "authorization");
+  if (token === undefined)
+    throw new Problem("unauthorized", "a bearer token is required (Authorization: Bearer <token>)", "authorization");
   // A token of a tenant's identity provider (identity/issuer-tokens.ts) comes in the header only, never in a URL.
   const claims =
     fromHeader !== undefined && isIssuerToken(fromHeader)
@@ -210,8 +291,17 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   // A token that names its sessions acts in no other (agent tokens always name theirs).
   // (A user token's sessions are grants, checked with ownership: identity/user-access.ts.)
   const session = c.req.param("session");
-  if (claims.role !== "user" && claims.sessions !== undefined && session !== undefined && !claims.sessions.includes(session)) {
-    throw new Problem("unauthorized", `this token may act only in the sessions it names (${claims.sessions.join(", ")}), not in ${session}`, "token.sessions");
+  if (
+    claims.role !== "user" &&
+    claims.sessions !== undefined &&
+    session !== undefined &&
+    !claims.sessions.includes(session)
+  ) {
+    throw new Problem(
+      "unauthorized",
+      `this token may act only in the sessions it names (${claims.sessions.join(", ")}), not in ${session}`,
+      "token.sessions",
+    );
   }
   if (claims.watch !== undefined) {
     const here = watchOf(c);
@@ -227,11 +317,18 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
  * A user token is checked by `checkUserAccess` instead (identity/user-access.ts): the session must be the user's
  * (404 as for an unknown one otherwise), and the route's action must be in its `act` (403).
  */
-export function requires(capability: Capability, options: { readonly watch?: boolean } = {}): MiddlewareHandler<AppEnv> {
+export function requires(
+  capability: Capability,
+  options: { readonly watch?: boolean } = {},
+): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const claims = await authenticate(c, { watch: options.watch === true });
     if (claims.role === "user") {
-      await checkUserAccess(c.env, claims, { method: c.req.method, route: routePath(c), session: c.req.param("session") });
+      await checkUserAccess(c.env, claims, {
+        method: c.req.method,
+        route: routePath(c),
+        session: c.req.param("session"),
+      });
     } else if (!ROLE_CAPABILITIES[claims.role].has(capability)) {
       throw new Problem("forbidden", `role ${claims.role} may not use this route (needs ${capability})`);
     }

@@ -143,13 +143,21 @@ export class JwksUnavailable extends Error {
 async function fetchJwks(jwksUri: string): Promise<{ readonly jwks: JSONWebKeySet; readonly maxAge: number }> {
   let response: Response;
   try {
-    response = await hostFetch()(new Request(jwksUri, { headers: { accept: "application/json" }, signal: AbortSignal.timeout(JWKS_FETCH_TIMEOUT_MS) }));
+    response = await hostFetch()(
+      new Request(jwksUri, {
+        headers: { accept: "application/json" },
+        signal: AbortSignal.timeout(JWKS_FETCH_TIMEOUT_MS),
+      }),
+    );
   } catch (error) {
-    throw new JwksUnavailable(`the identity provider's keys could not be fetched: ${error instanceof Error ? error.message : String(error)}`);
+    throw new JwksUnavailable(
+      `the identity provider's keys could not be fetched: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
   const text = await response.text();
   if (response.status !== 200) throw new JwksUnavailable(`the identity provider's JWKS answered ${response.status}`);
-  if (new TextEncoder().encode(text).length > MAX_JWKS_BYTES) throw new JwksUnavailable(`the identity provider's JWKS is over ${MAX_JWKS_BYTES} bytes`);
+  if (new TextEncoder().encode(text).length > MAX_JWKS_BYTES)
+    throw new JwksUnavailable(`the identity provider's JWKS is over ${MAX_JWKS_BYTES} bytes`);
   const jwks = jwksOf(text);
   if (jwks === undefined) throw new JwksUnavailable("the identity provider's JWKS is not a JSON Web Key Set");
   return { jwks, maxAge: maxAgeOf(response.headers.get("cache-control")) };
@@ -158,7 +166,8 @@ async function fetchJwks(jwksUri: string): Promise<{ readonly jwks: JSONWebKeySe
 function jwksOf(text: string): JSONWebKeySet | undefined {
   try {
     const value: unknown = JSON.parse(text);
-    if (typeof value !== "object" || value === null || !Array.isArray((value as { keys?: unknown }).keys)) return undefined;
+    if (typeof value !== "object" || value === null || !Array.isArray((value as { keys?: unknown }).keys))
+      return undefined;
     const jwks = value as JSONWebKeySet;
     createLocalJWKSet(jwks);
     return jwks;
@@ -180,7 +189,10 @@ function cache(): Cache | undefined {
   return typeof caches === "undefined" ? undefined : caches.default;
 }
 
-async function fromCache(jwksUri: string, now: number): Promise<{ readonly jwks: JSONWebKeySet; readonly expiresAt: number } | undefined> {
+async function fromCache(
+  jwksUri: string,
+  now: number,
+): Promise<{ readonly jwks: JSONWebKeySet; readonly expiresAt: number } | undefined> {
   try {
     const response = await cache()?.match(jwksUri);
     if (response === undefined) return undefined;
@@ -198,7 +210,13 @@ async function toCache(jwksUri: string, jwks: JSONWebKeySet, maxAge: number, exp
   try {
     await cache()?.put(
       jwksUri,
-      new Response(JSON.stringify(jwks), { headers: { "content-type": "application/json", "cache-control": `max-age=${maxAge}`, [EXPIRES_HEADER]: String(expiresAt) } }),
+      new Response(JSON.stringify(jwks), {
+        headers: {
+          "content-type": "application/json",
+          "cache-control": `max-age=${maxAge}`,
+          [EXPIRES_HEADER]: String(expiresAt),
+        },
+      }),
     );
   } catch {
     // As above: a failed put costs a later isolate one fetch.

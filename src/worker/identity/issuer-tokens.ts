@@ -42,7 +42,10 @@ export const TENANT_HEADER = "x-tenant";
 
 const FIELD = "authorization";
 
-/** Whether a bearer token goes to the identity-provider path (not HS256, or an `iss`); a token that does not decode stays ours. */
+/**
+ * Whether a bearer token goes to the identity-provider path (not HS256, or an `iss`); a token that does not decode
+ * stays ours.
+ */
 export function isIssuerToken(token: string): boolean {
   try {
     if (decodeProtectedHeader(token).alg !== "HS256") return true;
@@ -63,7 +66,12 @@ function refused(detail: string, field = FIELD): Problem {
 }
 
 /** Verify an identity provider's token and answer a user token's claims (401 for anything wrong). */
-export async function verifyIssuerToken(token: string, env: Env, tenantHeader: string | undefined, maxLifetimeSeconds: number): Promise<Claims> {
+export async function verifyIssuerToken(
+  token: string,
+  env: Env,
+  tenantHeader: string | undefined,
+  maxLifetimeSeconds: number,
+): Promise<Claims> {
   let alg: unknown;
   let unverified: JWTPayload;
   try {
@@ -78,7 +86,8 @@ export async function verifyIssuerToken(token: string, env: Env, tenantHeader: s
   if (typeof unverified.iss !== "string") throw refused("an identity provider's token carries iss", "token.iss");
   // Refused before anything is read for it (the signature is checked later, with the registration's keys).
   if (typeof unverified.exp !== "number") throw refused("an identity provider's token carries exp", "token.exp");
-  if (unverified.exp + CLOCK_SKEW_SECONDS < hostClock().now() / 1000) throw refused("the token has expired", "token.exp");
+  if (unverified.exp + CLOCK_SKEW_SECONDS < hostClock().now() / 1000)
+    throw refused("the token has expired", "token.exp");
   const tenant = tenantOf(unverified, tenantHeader);
   const registration = chooseRegistration(await registrationsOf(env, tenant), unverified, tenant);
   const payload = await verifySignature(token, registration, {
@@ -91,12 +100,16 @@ export async function verifyIssuerToken(token: string, env: Env, tenantHeader: s
   });
   const sub = payload[registration.subClaim];
   if (typeof sub !== "string" || sub.length < 1 || sub.length > 128) {
-    throw refused(`the token's ${registration.subClaim} claim names the end user: a string of 1-128 characters`, `token.${registration.subClaim}`);
+    throw refused(
+      `the token's ${registration.subClaim} claim names the end user: a string of 1-128 characters`,
+      `token.${registration.subClaim}`,
+    );
   }
   const exp = Math.floor(Number(payload.exp));
   const iat = typeof payload.iat === "number" ? Math.floor(payload.iat) : exp - maxLifetimeSeconds;
   // An iat ahead of now would put the token after a revocation that came before it.
-  if (iat > hostClock().now() / 1000 + CLOCK_SKEW_SECONDS) throw refused("the token's iat is in the future", "token.iat");
+  if (iat > hostClock().now() / 1000 + CLOCK_SKEW_SECONDS)
+    throw refused("the token's iat is in the future", "token.iat");
   if (exp - iat > maxLifetimeSeconds) {
     throw refused(`the token's lifetime (${exp - iat} s) is above the maximum of ${maxLifetimeSeconds} s`, "token.exp");
   }
@@ -106,35 +119,53 @@ export async function verifyIssuerToken(token: string, env: Env, tenantHeader: s
 /** The `tenant` claim, else the X-Tenant header; both, naming different tenants, is refused. */
 function tenantOf(payload: JWTPayload, header: string | undefined): string {
   const claim = payload["tenant"];
-  if (claim !== undefined && typeof claim !== "string") throw refused("the token's tenant claim is a tenant name", "token.tenant");
+  if (claim !== undefined && typeof claim !== "string")
+    throw refused("the token's tenant claim is a tenant name", "token.tenant");
   if (claim !== undefined && header !== undefined && header !== claim) {
-    throw refused(`the token's tenant claim (${shown(claim)}) and the X-Tenant header (${shown(header)}) differ`, TENANT_HEADER);
+    throw refused(
+      `the token's tenant claim (${shown(claim)}) and the X-Tenant header (${shown(header)}) differ`,
+      TENANT_HEADER,
+    );
   }
   const tenant = claim ?? header;
   if (tenant === undefined) {
-    throw refused("an identity provider's token names its tenant: a tenant claim, or the X-Tenant header", TENANT_HEADER);
+    throw refused(
+      "an identity provider's token names its tenant: a tenant claim, or the X-Tenant header",
+      TENANT_HEADER,
+    );
   }
-  if (!tenantName.safeParse(tenant).success) throw refused(`${shown(tenant)} is not a tenant name`, claim === undefined ? TENANT_HEADER : "token.tenant");
+  if (!tenantName.safeParse(tenant).success)
+    throw refused(`${shown(tenant)} is not a tenant name`, claim === undefined ? TENANT_HEADER : "token.tenant");
   return tenant;
 }
 
 /** The registration of the token's `iss` whose audience the token's `aud` names. */
 function chooseRegistration(registrations: readonly IssuerRecord[], payload: JWTPayload, tenant: string): IssuerRecord {
   const ofIssuer = registrations.filter((registration) => registration.issuer === payload.iss);
-  if (ofIssuer.length === 0) throw refused(`the issuer ${shown(payload.iss)} is not registered for tenant ${tenant}`, "token.iss");
+  if (ofIssuer.length === 0)
+    throw refused(`the issuer ${shown(payload.iss)} is not registered for tenant ${tenant}`, "token.iss");
   const audiences = typeof payload.aud === "string" ? [payload.aud] : Array.isArray(payload.aud) ? payload.aud : [];
   const chosen = ofIssuer.find((registration) => audiences.includes(registration.audience));
-  if (chosen === undefined) throw refused(`the token's aud names no audience registered for ${shown(payload.iss)}`, "token.aud");
+  if (chosen === undefined)
+    throw refused(`the token's aud names no audience registered for ${shown(payload.iss)}`, "token.aud");
   return chosen;
 }
 
 /** The signature and claims, with the provider's keys (one refetch for an unknown `kid`). */
-async function verifySignature(token: string, registration: IssuerRecord, options: JWTVerifyOptions): Promise<JWTPayload> {
+async function verifySignature(
+  token: string,
+  registration: IssuerRecord,
+  options: JWTVerifyOptions,
+): Promise<JWTPayload> {
   let keys: KeySet;
   try {
     keys = await keySet(registration.jwksUri);
   } catch (error) {
-    throw refused(error instanceof JwksUnavailable ? error.message : `the identity provider's keys could not be read: ${messageOf(error)}`);
+    throw refused(
+      error instanceof JwksUnavailable
+        ? error.message
+        : `the identity provider's keys could not be read: ${messageOf(error)}`,
+    );
   }
   try {
     return await verifyWith(token, keys, options);
@@ -145,10 +176,16 @@ async function verifySignature(token: string, registration: IssuerRecord, option
   try {
     fresher = await keySetAfterUnknownKid(registration.jwksUri, keys);
   } catch (error) {
-    throw refused(error instanceof JwksUnavailable ? error.message : `the identity provider's keys could not be read: ${messageOf(error)}`);
+    throw refused(
+      error instanceof JwksUnavailable
+        ? error.message
+        : `the identity provider's keys could not be read: ${messageOf(error)}`,
+    );
   }
   if (fresher === undefined) {
-    throw refused(`no key of the identity provider's JWKS matches the token's kid (the keys are fetched again at most every ${UNKNOWN_KID_COOLDOWN_MS / 1000} s)`);
+    throw refused(
+      `no key of the identity provider's JWKS matches the token's kid (the keys are fetched again at most every ${UNKNOWN_KID_COOLDOWN_MS / 1000} s)`,
+    );
   }
   try {
     return await verifyWith(token, fresher, options);
@@ -177,7 +214,8 @@ async function verifyWith(token: string, keys: KeySet, options: JWTVerifyOptions
 function refusal(error: unknown): Problem {
   if (error instanceof Problem) return error;
   if (error instanceof errors.JWTExpired) return refused("the token has expired", "token.exp");
-  if (error instanceof errors.JWKSNoMatchingKey) return refused("no key of the identity provider's JWKS matches the token's kid");
+  if (error instanceof errors.JWKSNoMatchingKey)
+    return refused("no key of the identity provider's JWKS matches the token's kid");
   return refused(`the token does not verify: ${messageOf(error)}`);
 }
 
@@ -200,7 +238,10 @@ let epoch = 0;
 /** Tenants one isolate keeps (the oldest is dropped beyond this). */
 const MAX_TENANTS = 1_000;
 
-/** The tenant's registrations: this isolate's copy while younger than REGISTRATIONS_TTL_MS, else one read shared by concurrent callers. */
+/**
+ * The tenant's registrations: this isolate's copy while younger than REGISTRATIONS_TTL_MS, else one read shared by
+ * concurrent callers.
+ */
 export async function registrationsOf(env: Env, tenant: string): Promise<readonly IssuerRecord[]> {
   const copy = registrations.get(tenant);
   if (copy !== undefined && copy.until > hostClock().now()) return copy.items;
@@ -226,7 +267,9 @@ export async function registrationsOf(env: Env, tenant: string): Promise<readonl
   return read;
 }
 
-/** Drop this isolate's copy of a tenant's registrations (after a PUT or DELETE; other isolates see it within the TTL). */
+/**
+ * Drop this isolate's copy of a tenant's registrations (after a PUT or DELETE; other isolates see it within the TTL).
+ */
 export function forgetRegistrations(tenant: string): void {
   epoch += 1;
   registrations.delete(tenant);

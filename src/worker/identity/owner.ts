@@ -20,7 +20,9 @@ export function sessionObjectName(tenant: string, session: string): string {
   return `${tenant}:${session}`;
 }
 
-/** The owner check as a session stub serves it (SessionObject.reaches), typed here so auth needs nothing of the object. */
+/**
+ * The owner check as a session stub serves it (SessionObject.reaches), typed here so auth needs nothing of the object.
+ */
 export interface OwnerCheck {
   reaches(sub: string, creating: boolean): Promise<boolean>;
 }

@@ -55,6 +55,10 @@ export async function refuseRevoked(env: Env, claims: Claims): Promise<void> {
   if (claims.role !== "user" || claims.sub === undefined) return;
   const at = await revokedAt(env, claims.tenant, claims.sub);
   if (isRevoked(claims.iat, at)) {
-    throw new Problem("unauthorized", `the tokens of user ${claims.sub} issued before ${new Date((at ?? 0) * 1000).toISOString()} were revoked; get a new token`, "token.iat");
+    throw new Problem(
+      "unauthorized",
+      `the tokens of user ${claims.sub} issued before ${new Date((at ?? 0) * 1000).toISOString()} were revoked; get a new token`,
+      "token.iat",
+    );
   }
 }

@@ -101,18 +101,31 @@ export async function checkUserAccess(env: Env, claims: Claims, request: UserReq
   if (request.session !== undefined) {
     const name = parse(sessionName, request.session, "invalid_id", "session");
     if (!grantMatches(principal.grants, name)) {
-      const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(claims.tenant, name))) as unknown as OwnerCheck;
+      const stub = env.SESSIONS.get(
+        env.SESSIONS.idFromName(sessionObjectName(claims.tenant, name)),
+      ) as unknown as OwnerCheck;
       const reaches = await stub.reaches(principal.sub, action === "create");
       if (!reaches) throw new SessionNotFound();
     }
   }
-  if (action === undefined) throw new Problem("forbidden", `a user token may not use ${request.method.toUpperCase()} ${request.route} (docs/users.md)`);
+  if (action === undefined)
+    throw new Problem(
+      "forbidden",
+      `a user token may not use ${request.method.toUpperCase()} ${request.route} (docs/users.md)`,
+    );
   if (!principal.act.includes(action)) {
-    throw new Problem("forbidden", `this user token lacks the ${action} action (it has: ${principal.act.join(", ") || "none"})`, "token.act");
+    throw new Problem(
+      "forbidden",
+      `this user token lacks the ${action} action (it has: ${principal.act.join(", ") || "none"})`,
+      "token.act",
+    );
   }
 }
 
-/** The owner a create records: the user's `sub` for a user token (with whether a grant reaches the name), nothing otherwise. */
+/**
+ * The owner a create records: the user's `sub` for a user token (with whether a grant reaches the name), nothing
+ * otherwise.
+ */
 export function creator(claims: Claims, session: string): { readonly owner?: string; readonly granted?: boolean } {
   if (claims.role !== "user") return {};
   const principal = userPrincipal(claims);
@@ -125,12 +138,20 @@ export function creator(claims: Claims, session: string): { readonly owner?: str
  */
 export async function cursorBinding(claims: Claims): Promise<string | undefined> {
   if (claims.role !== "user") return undefined;
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${claims.tenant}\n${claims.sub ?? ""}`));
-  return btoa(String.fromCharCode(...new Uint8Array(digest).slice(0, 12))).replaceAll("+", "-").replaceAll("/", "_");
+  const digest = await crypto.subtle.digest(
+    "SHA-256",
+    new TextEncoder().encode(`${claims.tenant}\n${claims.sub ?? ""}`),
+  );
+  return btoa(String.fromCharCode(...new Uint8Array(digest).slice(0, 12)))
+    .replaceAll("+", "-")
+    .replaceAll("/", "_");
 }
 
 /** A server-assigned session name (POST /v1/sessions): `s-` and 22 characters of 128 random bits. */
 export function newSessionName(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
-  return `s-${btoa(String.fromCharCode(...bytes)).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "")}`;
+  return `s-${btoa(String.fromCharCode(...bytes))
+    .replaceAll("+", "-")
+    .replaceAll("/", "_")
+    .replaceAll("=", "")}`;
 }

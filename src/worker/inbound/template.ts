@@ -31,7 +31,10 @@ function utf8Length(codePoint: number): number {
   return 4;
 }
 
-/** `text` unchanged when it fits in INBOUND_INPUT_LIMIT bytes, else its longest prefix (whole characters) and the marker. */
+/**
+ * `text` unchanged when it fits in INBOUND_INPUT_LIMIT bytes, else its longest prefix (whole characters) and the
+ * marker.
+ */
 function cut(text: string): string {
   if (encoder.encode(text).length <= INBOUND_INPUT_LIMIT) return text;
   const room = INBOUND_INPUT_LIMIT - encoder.encode(CUT_MARKER).length;

@@ -36,7 +36,9 @@ export const INBOUND_TOLERANCE_SECONDS = WEBHOOK_SKEW_SECONDS;
 const encoder = new TextEncoder();
 
 async function hmacHex(secret: string, message: string): Promise<string> {
-  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
   const mac = await crypto.subtle.sign("HMAC", key, encoder.encode(message));
   return Array.from(new Uint8Array(mac), (byte) => byte.toString(16).padStart(2, "0")).join("");
 }
@@ -70,7 +72,11 @@ function badSignature(detail: string, header: string): Problem {
 
 function checkFresh(seconds: number, nowMs: number, header: string): void {
   if (Math.abs(nowMs / 1000 - seconds) > INBOUND_TOLERANCE_SECONDS) {
-    throw new Problem("stale_webhook", `the timestamp is more than ${INBOUND_TOLERANCE_SECONDS} s from the server's clock`, header);
+    throw new Problem(
+      "stale_webhook",
+      `the timestamp is more than ${INBOUND_TOLERANCE_SECONDS} s from the server's clock`,
+      header,
+    );
   }
 }
 
@@ -91,7 +97,10 @@ function jsonPayload(contentType: string | undefined, body: string): JsonValue {
   try {
     return JSON.parse(body) as JsonValue;
   } catch (error) {
-    throw new Problem("invalid_json", `the body is not JSON: ${error instanceof Error ? error.message : "parse error"}`);
+    throw new Problem(
+      "invalid_json",
+      `the body is not JSON: ${error instanceof Error ? error.message : "parse error"}`,
+    );
   }
 }
 
@@ -111,16 +120,27 @@ function bodyId(payload: JsonValue, key: string): string {
   return id;
 }
 
-async function github(secret: string, header: (name: string) => string | undefined, contentType: string | undefined, body: string): Promise<InboundVerdict> {
+async function github(
+  secret: string,
+  header: (name: string) => string | undefined,
+  contentType: string | undefined,
+  body: string,
+): Promise<InboundVerdict> {
   const offered = header("x-hub-signature-256");
-  if (offered === undefined || offered.trim() === "") throw badSignature("X-Hub-Signature-256 is required", "x-hub-signature-256");
+  if (offered === undefined || offered.trim() === "")
+    throw badSignature("X-Hub-Signature-256 is required", "x-hub-signature-256");
   if (!equal(offered.trim().toLowerCase(), await githubSignature(secret, body))) {
     throw badSignature("X-Hub-Signature-256 does not match the body", "x-hub-signature-256");
   }
   const payload = jsonPayload(contentType, body);
   if (header("x-github-event") === "ping") return { type: "reply", body: { ok: true, event: "ping" } };
   const id = header("x-github-delivery");
-  if (id === undefined || !DELIVERY_ID.test(id)) throw new Problem("invalid_header", "X-GitHub-Delivery must be 1-190 visible ASCII characters", "x-github-delivery");
+  if (id === undefined || !DELIVERY_ID.test(id))
+    throw new Problem(
+      "invalid_header",
+      "X-GitHub-Delivery must be 1-190 visible ASCII characters",
+      "x-github-delivery",
+    );
   return { type: "delivery", deliveryId: id, payload };
 }
 
@@ -136,7 +156,8 @@ async function slack(
   if (timestamp === undefined || !/^[0-9]{1,12}$/.test(timestamp)) {
     throw badSignature("X-Slack-Request-Timestamp must be Unix seconds", "x-slack-request-timestamp");
   }
-  if (offered === undefined || offered.trim() === "") throw badSignature("X-Slack-Signature is required", "x-slack-signature");
+  if (offered === undefined || offered.trim() === "")
+    throw badSignature("X-Slack-Signature is required", "x-slack-signature");
   if (!equal(offered.trim().toLowerCase(), await slackSignature(secret, timestamp, body))) {
     throw badSignature("X-Slack-Signature does not match the timestamp and body", "x-slack-signature");
   }
@@ -144,7 +165,8 @@ async function slack(
   const payload = jsonPayload(contentType, body);
   if (member(payload, "type") === "url_verification") {
     const challenge = member(payload, "challenge");
-    if (typeof challenge !== "string") throw new Problem("invalid_body", "a url_verification body needs a string challenge", "challenge");
+    if (typeof challenge !== "string")
+      throw new Problem("invalid_body", "a url_verification body needs a string challenge", "challenge");
     return { type: "reply", body: { challenge } };
   }
   return { type: "delivery", deliveryId: bodyId(payload, "event_id"), payload };
@@ -173,12 +195,15 @@ async function stripe(
   nowMs: number,
 ): Promise<InboundVerdict> {
   const value = header("stripe-signature");
-  if (value === undefined || value.trim() === "") throw badSignature("Stripe-Signature is required", "stripe-signature");
+  if (value === undefined || value.trim() === "")
+    throw badSignature("Stripe-Signature is required", "stripe-signature");
   const { t, v1 } = stripeHeader(value);
-  if (t === undefined || !/^[0-9]{1,12}$/.test(t)) throw badSignature("Stripe-Signature has no t=<Unix seconds>", "stripe-signature");
+  if (t === undefined || !/^[0-9]{1,12}$/.test(t))
+    throw badSignature("Stripe-Signature has no t=<Unix seconds>", "stripe-signature");
   if (v1.length === 0) throw badSignature("Stripe-Signature has no v1 signature", "stripe-signature");
   const expected = await stripeSignature(secret, t, body);
-  if (!v1.some((candidate) => equal(candidate, expected))) throw badSignature("no v1 signature in Stripe-Signature matches", "stripe-signature");
+  if (!v1.some((candidate) => equal(candidate, expected)))
+    throw badSignature("no v1 signature in Stripe-Signature matches", "stripe-signature");
   checkFresh(Number(t), nowMs, "stripe-signature");
   const payload = jsonPayload(contentType, body);
   return { type: "delivery", deliveryId: bodyId(payload, "id"), payload };

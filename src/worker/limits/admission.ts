@@ -56,7 +56,12 @@ export function principal(claims: Claims): string | undefined {
 }
 
 export function refused(refusal: Refusal): Problem {
-  return new Problem("rate_limited", `${refusal.field} (${refusal.limit}) is reached; retry after ${refusal.retryAfter} s`, refusal.field, { retryAfter: refusal.retryAfter });
+  return new Problem(
+    "rate_limited",
+    `${refusal.field} (${refusal.limit}) is reached; retry after ${refusal.retryAfter} s`,
+    refusal.field,
+    { retryAfter: refusal.retryAfter },
+  );
 }
 
 function admitted(admission: Admission): boolean {
@@ -69,7 +74,11 @@ export async function admitRequest(env: Env, claims: Claims): Promise<void> {
   if (claims.role === "operator") return;
   const limits = await limitsOf(env, claims.tenant);
   const sub = principal(claims);
-  if (limits.tenant.requestsPerMinute === undefined && (sub === undefined || limits.user.requestsPerMinute === undefined)) return;
+  if (
+    limits.tenant.requestsPerMinute === undefined &&
+    (sub === undefined || limits.user.requestsPerMinute === undefined)
+  )
+    return;
   admitted(await limitsStub(env, claims.tenant).admitRequest(sub));
 }
 
@@ -82,13 +91,26 @@ export interface Reserved {
  * Reserve one input (and one turn slot) before a session accepts it; throws 429 over a limit. Undefined
  * when the tenant limits nothing, or when the request key was reserved before (a retry).
  */
-export async function reserveInput(env: Env, claims: Claims, session: string, requestId: string | undefined): Promise<Reserved | undefined> {
+export async function reserveInput(
+  env: Env,
+  claims: Claims,
+  session: string,
+  requestId: string | undefined,
+): Promise<Reserved | undefined> {
   const limits = await limitsOf(env, claims.tenant);
   if (!limited(limits)) return undefined;
   const stub = limitsStub(env, claims.tenant);
   const sub = principal(claims);
   const key = `${session}\n${requestId ?? `~${crypto.randomUUID()}`}`;
-  const reserved = admitted(await stub.admitInput({ key, session, keyed: requestId !== undefined, leaseMs: TURN_LEASE_MS, ...(sub === undefined ? {} : { sub }) }));
+  const reserved = admitted(
+    await stub.admitInput({
+      key,
+      session,
+      keyed: requestId !== undefined,
+      leaseMs: TURN_LEASE_MS,
+      ...(sub === undefined ? {} : { sub }),
+    }),
+  );
   if (!reserved) return undefined;
   return {
     cancel: async () => {

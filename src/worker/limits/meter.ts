@@ -29,10 +29,17 @@ export function settledBy(commit: CommittedBatch, session: string): SettleReport
     if (write.type === "list.append" && write.addr.namespace === usageList.namespace) {
       const row = readUsageRow(write.value as unknown as StoredUsageRow);
       if (row.usage === null) return;
-      usage.push({ key: `${session}\n${commit.first + index}`, input: row.usage.input, output: row.usage.output, totalTokens: row.usage.totalTokens, cost: row.usage.cost.total });
+      usage.push({
+        key: `${session}\n${commit.first + index}`,
+        input: row.usage.input,
+        output: row.usage.output,
+        totalTokens: row.usage.totalTokens,
+        cost: row.usage.cost.total,
+      });
     } else if (write.type === "value.set" && write.addr.namespace === INPUT_RESULT_NAMESPACE) {
       const result = write.value as unknown as InputResult;
-      if (result.status === "done" || result.status === "unanswered") finished.push(result.requestId === undefined ? {} : { requestId: result.requestId });
+      if (result.status === "done" || result.status === "unanswered")
+        finished.push(result.requestId === undefined ? {} : { requestId: result.requestId });
     }
   });
   return usage.length === 0 && finished.length === 0 ? undefined : { session, usage, finished };

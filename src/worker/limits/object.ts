@@ -29,7 +29,8 @@ export interface Refusal {
   readonly retryAfter: number;
 }
 
-export type Admission = { readonly ok: true; readonly reserved: boolean } | { readonly ok: false; readonly refusal: Refusal };
+export type Admission =
+  { readonly ok: true; readonly reserved: boolean } | { readonly ok: false; readonly refusal: Refusal };
 
 export interface InputReservation {
   /** `${session}\n${requestId}`: the session's request key when the request had one, else unique. */
@@ -46,7 +47,13 @@ export interface InputReservation {
 export interface SettleReport {
   readonly session: string;
   /** Usage elements, each keyed so a repeated report counts once. */
-  readonly usage: readonly { readonly key: string; readonly input: number; readonly output: number; readonly totalTokens: number; readonly cost: number }[];
+  readonly usage: readonly {
+    readonly key: string;
+    readonly input: number;
+    readonly output: number;
+    readonly totalTokens: number;
+    readonly cost: number;
+  }[];
   /** Inputs whose result became final: by request id (absent: an input accepted without one). */
   readonly finished: readonly { readonly requestId?: string }[];
 }
@@ -97,12 +104,16 @@ export class LimitsObject extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     const sql = ctx.storage.sql;
-    sql.exec("CREATE TABLE IF NOT EXISTS limits_config (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL, updated_at INTEGER NOT NULL)");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS limits_config (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL, updated_at INTEGER NOT NULL)",
+    );
     sql.exec(`CREATE TABLE IF NOT EXISTS usage_days (
       scope TEXT NOT NULL, day TEXT NOT NULL, inputs INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,
       output_tokens INTEGER NOT NULL DEFAULT 0, total_tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,
       PRIMARY KEY (scope, day))`);
-    sql.exec("CREATE TABLE IF NOT EXISTS minutes (scope TEXT NOT NULL, minute INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (scope, minute))");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS minutes (scope TEXT NOT NULL, minute INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (scope, minute))",
+    );
     sql.exec(`CREATE TABLE IF NOT EXISTS reservations (
       key TEXT PRIMARY KEY, scope TEXT NOT NULL, session TEXT NOT NULL, keyed INTEGER NOT NULL, day TEXT NOT NULL,
       active INTEGER NOT NULL, created_at INTEGER NOT NULL, lease_until INTEGER NOT NULL)`);
@@ -139,11 +150,23 @@ export class LimitsObject extends DurableObject<Env> {
     const counted = scopes.filter((s) => s.set.requestsPerMinute !== undefined);
     for (const { scope, set, who } of counted) {
       const limit = set.requestsPerMinute ?? 0;
-      const count = Number(this.ctx.storage.sql.exec("SELECT count FROM minutes WHERE scope = ? AND minute = ?", scope, minute).toArray()[0]?.["count"] ?? 0);
-      if (count >= limit) return { ok: false, refusal: { field: `${who}.requestsPerMinute`, limit, retryAfter: secondsUntil((minute + 1) * 60_000, now) } };
+      const count = Number(
+        this.ctx.storage.sql
+          .exec("SELECT count FROM minutes WHERE scope = ? AND minute = ?", scope, minute)
+          .toArray()[0]?.["count"] ?? 0,
+      );
+      if (count >= limit)
+        return {
+          ok: false,
+          refusal: { field: `${who}.requestsPerMinute`, limit, retryAfter: secondsUntil((minute + 1) * 60_000, now) },
+        };
     }
     for (const { scope } of counted) {
-      this.ctx.storage.sql.exec("INSERT INTO minutes (scope, minute, count) VALUES (?, ?, 1) ON CONFLICT (scope, minute) DO UPDATE SET count = count + 1", scope, minute);
+      this.ctx.storage.sql.exec(
+        "INSERT INTO minutes (scope, minute, count) VALUES (?, ?, 1) ON CONFLICT (scope, minute) DO UPDATE SET count = count + 1",
+        scope,
+        minute,
+      );
     }
     this.#prune(now);
     return { ok: true, reserved: counted.length > 0 };
@@ -152,7 +175,8 @@ export class LimitsObject extends DurableObject<Env> {
   admitInput(reservation: InputReservation): Admission {
     const sql = this.ctx.storage.sql;
     const now = hostClock().now();
-    if (sql.exec("SELECT 1 AS found FROM reservations WHERE key = ?", reservation.key).toArray().length > 0) return { ok: true, reserved: false };
+    if (sql.exec("SELECT 1 AS found FROM reservations WHERE key = ?", reservation.key).toArray().length > 0)
+      return { ok: true, reserved: false };
     const day = dayOf(now);
     const { user, tenant } = this.limits();
     const checks: { scope: string; set: LimitSet; who: "user" | "tenant" }[] = [];
@@ -175,7 +199,11 @@ export class LimitsObject extends DurableObject<Env> {
     );
     for (const s of scope === "" ? [TENANT] : [TENANT, scope]) this.#add(s, day, { inputs: 1 });
     if (reservation.sub !== undefined) {
-      sql.exec("INSERT INTO session_users (session, sub) VALUES (?, ?) ON CONFLICT (session) DO UPDATE SET sub = excluded.sub", reservation.session, reservation.sub);
+      sql.exec(
+        "INSERT INTO session_users (session, sub) VALUES (?, ?) ON CONFLICT (session) DO UPDATE SET sub = excluded.sub",
+        reservation.session,
+        reservation.sub,
+      );
     }
     this.#prune(now);
     return { ok: true, reserved: true };
@@ -202,18 +230,26 @@ export class LimitsObject extends DurableObject<Env> {
     for (const item of report.usage) {
       if (sql.exec("SELECT 1 AS found FROM settled WHERE key = ?", item.key).toArray().length > 0) continue;
       sql.exec("INSERT INTO settled (key, at) VALUES (?, ?)", item.key, now);
-      for (const scope of scopes) this.#add(scope, day, { input: item.input, output: item.output, total: item.totalTokens, cost: item.cost });
+      for (const scope of scopes)
+        this.#add(scope, day, { input: item.input, output: item.output, total: item.totalTokens, cost: item.cost });
       settled += 1;
     }
     let released = 0;
     for (const input of report.finished) {
       if (input.requestId !== undefined) {
-        released += sql.exec("UPDATE reservations SET active = 0 WHERE key = ? AND active = 1 RETURNING key", `${report.session}\n${input.requestId}`).toArray().length;
+        released += sql
+          .exec(
+            "UPDATE reservations SET active = 0 WHERE key = ? AND active = 1 RETURNING key",
+            `${report.session}\n${input.requestId}`,
+          )
+          .toArray().length;
       } else {
-        released += sql.exec(
-          "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1) RETURNING key",
-          report.session,
-        ).toArray().length;
+        released += sql
+          .exec(
+            "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1) RETURNING key",
+            report.session,
+          )
+          .toArray().length;
       }
     }
     return { settled, released };
@@ -223,8 +259,17 @@ export class LimitsObject extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     const rows =
       range.sub === undefined
-        ? sql.exec("SELECT * FROM usage_days WHERE day >= ? AND day <= ? ORDER BY day, scope", range.from, range.to).toArray()
-        : sql.exec("SELECT * FROM usage_days WHERE scope = ? AND day >= ? AND day <= ? ORDER BY day", `u:${range.sub}`, range.from, range.to).toArray();
+        ? sql
+            .exec("SELECT * FROM usage_days WHERE day >= ? AND day <= ? ORDER BY day, scope", range.from, range.to)
+            .toArray()
+        : sql
+            .exec(
+              "SELECT * FROM usage_days WHERE scope = ? AND day >= ? AND day <= ? ORDER BY day",
+              `u:${range.sub}`,
+              range.from,
+              range.to,
+            )
+            .toArray();
     return rows.map((row) => {
       const scope = String(row["scope"]);
       return {
@@ -242,7 +287,9 @@ export class LimitsObject extends DurableObject<Env> {
   /** The first limit of `set` the scope has reached (user checks come before the tenant's). */
   #check(scope: string, set: LimitSet, who: "user" | "tenant", now: number, day: string): Refusal | undefined {
     const sql = this.ctx.storage.sql;
-    const today = sql.exec("SELECT inputs, total_tokens FROM usage_days WHERE scope = ? AND day = ?", scope, day).toArray()[0];
+    const today = sql
+      .exec("SELECT inputs, total_tokens FROM usage_days WHERE scope = ? AND day = ?", scope, day)
+      .toArray()[0];
     if (set.inputsPerDay !== undefined && Number(today?.["inputs"] ?? 0) >= set.inputsPerDay) {
       return { field: `${who}.inputsPerDay`, limit: set.inputsPerDay, retryAfter: secondsUntil(nextDay(now), now) };
     }
@@ -251,23 +298,48 @@ export class LimitsObject extends DurableObject<Env> {
     }
     if (set.costPerMonthUsd !== undefined) {
       const month = `${day.slice(0, 7)}-00`;
-      const spent = Number(sql.exec("SELECT coalesce(sum(cost), 0) AS spent FROM usage_days WHERE scope = ? AND day > ? AND day <= ?", scope, month, day).one()["spent"]);
-      if (spent >= set.costPerMonthUsd) return { field: `${who}.costPerMonthUsd`, limit: set.costPerMonthUsd, retryAfter: secondsUntil(nextMonth(now), now) };
+      const spent = Number(
+        sql
+          .exec(
+            "SELECT coalesce(sum(cost), 0) AS spent FROM usage_days WHERE scope = ? AND day > ? AND day <= ?",
+            scope,
+            month,
+            day,
+          )
+          .one()["spent"],
+      );
+      if (spent >= set.costPerMonthUsd)
+        return {
+          field: `${who}.costPerMonthUsd`,
+          limit: set.costPerMonthUsd,
+          retryAfter: secondsUntil(nextMonth(now), now),
+        };
     }
     if (set.concurrentTurns !== undefined) {
       const live = sql
-        .exec(`SELECT count(*) AS n, min(lease_until) AS first FROM reservations WHERE active = 1 AND lease_until > ?${scope === TENANT ? "" : " AND scope = ?"}`, ...(scope === TENANT ? [now] : [now, scope]))
+        .exec(
+          `SELECT count(*) AS n, min(lease_until) AS first FROM reservations WHERE active = 1 AND lease_until > ?${scope === TENANT ? "" : " AND scope = ?"}`,
+          ...(scope === TENANT ? [now] : [now, scope]),
+        )
         .one();
       if (Number(live["n"]) >= set.concurrentTurns) {
         // A slot frees when a turn ends (unknown) or at the latest when the oldest lease expires.
         const first = live["first"] === null ? now + 1000 : Number(live["first"]);
-        return { field: `${who}.concurrentTurns`, limit: set.concurrentTurns, retryAfter: Math.min(30, secondsUntil(first, now)) };
+        return {
+          field: `${who}.concurrentTurns`,
+          limit: set.concurrentTurns,
+          retryAfter: Math.min(30, secondsUntil(first, now)),
+        };
       }
     }
     return undefined;
   }
 
-  #add(scope: string, day: string, delta: { inputs?: number; input?: number; output?: number; total?: number; cost?: number }): void {
+  #add(
+    scope: string,
+    day: string,
+    delta: { inputs?: number; input?: number; output?: number; total?: number; cost?: number },
+  ): void {
     this.ctx.storage.sql.exec(
       `INSERT INTO usage_days (scope, day, inputs, input_tokens, output_tokens, total_tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (scope, day) DO UPDATE SET inputs = inputs + excluded.inputs, input_tokens = input_tokens + excluded.input_tokens,

@@ -76,7 +76,8 @@ export function deliveryView(row: DeliveryRow): DeliveryView {
     status: row.status,
     attempts: row.attempts,
     lastStatusCode: row.lastStatus ?? null,
-    nextAttemptAt: row.status === "pending" && row.nextAttemptAt !== undefined ? new Date(row.nextAttemptAt).toISOString() : null,
+    nextAttemptAt:
+      row.status === "pending" && row.nextAttemptAt !== undefined ? new Date(row.nextAttemptAt).toISOString() : null,
     ...(row.lastError === undefined ? {} : { lastError: row.lastError }),
   };
 }
@@ -92,7 +93,9 @@ export class OutboxBook {
   /** Whether this session ever materialized an event (the tables exist). Reads only. */
   get present(): boolean {
     if (!this.#present) {
-      this.#present = this.#host.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'host_outbox'").toArray().length > 0;
+      this.#present =
+        this.#host.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'host_outbox'").toArray()
+          .length > 0;
     }
     return this.#present;
   }
@@ -134,7 +137,11 @@ export class OutboxBook {
   due(now: number, limit: number): DeliveryRow[] {
     if (!this.present) return [];
     return this.#host.sql
-      .exec("SELECT * FROM host_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY event, endpoint LIMIT ?", now, limit)
+      .exec(
+        "SELECT * FROM host_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY event, endpoint LIMIT ?",
+        now,
+        limit,
+      )
       .toArray()
       .map(deliveryRow);
   }
@@ -142,13 +149,17 @@ export class OutboxBook {
   /** The earliest pending attempt (undefined: nothing pending). */
   earliest(): number | undefined {
     if (!this.present) return undefined;
-    const row = this.#host.sql.exec("SELECT min(next_attempt_at) AS at FROM host_deliveries WHERE status = 'pending'").one();
+    const row = this.#host.sql
+      .exec("SELECT min(next_attempt_at) AS at FROM host_deliveries WHERE status = 'pending'")
+      .one();
     return optionalNumber(row["at"]);
   }
 
   get(event: Id, endpoint: string): DeliveryRow | undefined {
     if (!this.present) return undefined;
-    const row = this.#host.sql.exec("SELECT * FROM host_deliveries WHERE event = ? AND endpoint = ?", event, endpoint).toArray()[0];
+    const row = this.#host.sql
+      .exec("SELECT * FROM host_deliveries WHERE event = ? AND endpoint = ?", event, endpoint)
+      .toArray()[0];
     return row === undefined ? undefined : deliveryRow(row);
   }
 
@@ -166,10 +177,16 @@ export class OutboxBook {
       params.push(query.endpoint);
     }
     const clause = where.length === 0 ? "" : `WHERE ${where.join(" AND ")}`;
-    return this.#host.sql.exec(`SELECT * FROM host_deliveries ${clause} ORDER BY event DESC, endpoint LIMIT ?`, ...params, query.limit).toArray().map(deliveryRow);
+    return this.#host.sql
+      .exec(`SELECT * FROM host_deliveries ${clause} ORDER BY event DESC, endpoint LIMIT ?`, ...params, query.limit)
+      .toArray()
+      .map(deliveryRow);
   }
 
-  /** Before a send: the attempt counts even if the object dies during it (the output gate holds the fetch until this is durable). */
+  /**
+   * Before a send: the attempt counts even if the object dies during it (the output gate holds the fetch until this is
+   * durable).
+   */
   attempting(event: Id, endpoint: string, now: number): void {
     this.#host.sql.exec(
       "UPDATE host_deliveries SET attempts = attempts + 1, first_attempt_at = coalesce(first_attempt_at, ?) WHERE event = ? AND endpoint = ?",
@@ -191,7 +208,14 @@ export class OutboxBook {
   }
 
   /** A failed attempt: retried at `next`, or dead when `next` is undefined. */
-  failed(event: Id, endpoint: string, status: number | undefined, error: string, next: number | undefined, now: number): void {
+  failed(
+    event: Id,
+    endpoint: string,
+    status: number | undefined,
+    error: string,
+    next: number | undefined,
+    now: number,
+  ): void {
     this.#host.sql.exec(
       `UPDATE host_deliveries SET last_status = ?, last_error = ?, status = ?, next_attempt_at = ?, finished_at = ? WHERE event = ? AND endpoint = ?`,
       status ?? null,
@@ -213,14 +237,21 @@ export class OutboxBook {
   /** Since when `endpoint` has been failing (undefined: its last attempt succeeded, or none failed). */
   failing(endpoint: string): { readonly since: number; readonly lastStatus: number | undefined } | undefined {
     if (!this.present) return undefined;
-    const row = this.#host.sql.exec("SELECT failing_since, last_status FROM host_endpoint_health WHERE endpoint = ?", endpoint).toArray()[0];
-    return row === undefined ? undefined : { since: Number(row["failing_since"]), lastStatus: optionalNumber(row["last_status"]) };
+    const row = this.#host.sql
+      .exec("SELECT failing_since, last_status FROM host_endpoint_health WHERE endpoint = ?", endpoint)
+      .toArray()[0];
+    return row === undefined
+      ? undefined
+      : { since: Number(row["failing_since"]), lastStatus: optionalNumber(row["last_status"]) };
   }
 
   /** Endpoints with a failing streak. */
   failingEndpoints(): string[] {
     if (!this.present) return [];
-    return this.#host.sql.exec("SELECT endpoint FROM host_endpoint_health ORDER BY endpoint").toArray().map((row) => String(row["endpoint"]));
+    return this.#host.sql
+      .exec("SELECT endpoint FROM host_endpoint_health ORDER BY endpoint")
+      .toArray()
+      .map((row) => String(row["endpoint"]));
   }
 
   /** The endpoint was re-enabled after its streak began: its streak starts again now. */
@@ -259,7 +290,9 @@ export class OutboxBook {
   /** When the oldest done or dead row finished (undefined: none waits to be pruned). */
   oldestFinished(): number | undefined {
     if (!this.present) return undefined;
-    return optionalNumber(this.#host.sql.exec("SELECT min(finished_at) AS at FROM host_deliveries WHERE status != 'pending'").one()["at"]);
+    return optionalNumber(
+      this.#host.sql.exec("SELECT min(finished_at) AS at FROM host_deliveries WHERE status != 'pending'").one()["at"],
+    );
   }
 
   /** When the last prune ran. */
@@ -277,13 +310,23 @@ export class OutboxBook {
     if (!this.present) return [];
     this.#host.sql.exec("UPDATE host_outbox SET pruned_at = ? WHERE id = 1", now);
     const old = this.#host.sql
-      .exec("SELECT DISTINCT event FROM host_deliveries WHERE status != 'pending' AND finished_at < ? ORDER BY event LIMIT ?", before, limit)
+      .exec(
+        "SELECT DISTINCT event FROM host_deliveries WHERE status != 'pending' AND finished_at < ? ORDER BY event LIMIT ?",
+        before,
+        limit,
+      )
       .toArray()
       .map((row) => Number(row["event"]));
     const gone: Id[] = [];
     for (const event of old) {
-      this.#host.sql.exec("DELETE FROM host_deliveries WHERE event = ? AND status != 'pending' AND finished_at < ?", event, before);
-      const left = Number(this.#host.sql.exec("SELECT count(*) AS n FROM host_deliveries WHERE event = ?", event).one()["n"]);
+      this.#host.sql.exec(
+        "DELETE FROM host_deliveries WHERE event = ? AND status != 'pending' AND finished_at < ?",
+        event,
+        before,
+      );
+      const left = Number(
+        this.#host.sql.exec("SELECT count(*) AS n FROM host_deliveries WHERE event = ?", event).one()["n"],
+      );
       if (left === 0) gone.push(event);
     }
     return gone;

@@ -46,7 +46,12 @@ export function cutUtf8(text: string, bytes: number): string {
 
 /** The events `batch` reports, in a fixed order of types. */
 export async function detectEvents(batch: BatchView, b: TxBuilder): Promise<DetectedEvent[]> {
-  return [...(await inputEvents(batch.writes, b)), ...(await taskEvents(batch.writes, b)), ...mailEvents(batch), ...(await pendingEvents(batch.writes, b))];
+  return [
+    ...(await inputEvents(batch.writes, b)),
+    ...(await taskEvents(batch.writes, b)),
+    ...mailEvents(batch),
+    ...(await pendingEvents(batch.writes, b)),
+  ];
 }
 
 async function entryInBatch(writes: readonly MainWrite[], b: TxBuilder, id: Id): Promise<Entry | undefined> {
@@ -58,9 +63,19 @@ async function inputEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<
   // The latest result per input in the batch, in first-write order.
   const latest = new Map<string, { conversationId: Id; inputId: Id; result: InputResult }>();
   for (const write of writes) {
-    if (write.type !== "value.set" || write.addr.namespace !== INPUT_RESULT_NAMESPACE || !("conversation" in write.addr.scope) || write.addr.key === undefined) continue;
+    if (
+      write.type !== "value.set" ||
+      write.addr.namespace !== INPUT_RESULT_NAMESPACE ||
+      !("conversation" in write.addr.scope) ||
+      write.addr.key === undefined
+    )
+      continue;
     const conversationId = write.addr.scope.conversation;
-    latest.set(`${conversationId}/${write.addr.key}`, { conversationId, inputId: Number(write.addr.key), result: write.value as unknown as InputResult });
+    latest.set(`${conversationId}/${write.addr.key}`, {
+      conversationId,
+      inputId: Number(write.addr.key),
+      result: write.value as unknown as InputResult,
+    });
   }
   const out: DetectedEvent[] = [];
   const failed = new Map<Id, { inputIds: Id[]; detail?: string }>();
@@ -89,7 +104,14 @@ async function inputEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<
     out.push({ type: "input.completed", data });
   }
   for (const [conversationId, group] of failed) {
-    out.push({ type: "turn.failed", data: { conversationId, inputIds: group.inputIds, ...(group.detail === undefined ? {} : { detail: cutUtf8(group.detail, EVENT_PAYLOAD_BYTES) }) } });
+    out.push({
+      type: "turn.failed",
+      data: {
+        conversationId,
+        inputIds: group.inputIds,
+        ...(group.detail === undefined ? {} : { detail: cutUtf8(group.detail, EVENT_PAYLOAD_BYTES) }),
+      },
+    });
   }
   return out;
 }
@@ -97,7 +119,10 @@ async function inputEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<
 const JOB_ENDS: ReadonlySet<string> = new Set(["exited", "killed", "lost"]);
 
 async function taskEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<DetectedEvent[]> {
-  const touched = writes.filter((write): write is Extract<MainWrite, { type: "patch" | "settle" }> => write.type === "patch" || write.type === "settle");
+  const touched = writes.filter(
+    (write): write is Extract<MainWrite, { type: "patch" | "settle" }> =>
+      write.type === "patch" || write.type === "settle",
+  );
   if (touched.length === 0) return [];
   const before = await b.getTasks(touched.map((write) => write.id));
   const out: DetectedEvent[] = [];
@@ -107,7 +132,15 @@ async function taskEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<D
     if (task === undefined) continue;
     if (task.kind === "job" && write.type === "settle" && JOB_ENDS.has(write.state.status)) {
       const exitCode = write.state["exitCode"];
-      out.push({ type: "job.finished", data: { jobId: task.id, conversationId: task.conversationId, status: write.state.status, ...(typeof exitCode === "number" ? { exitCode } : {}) } });
+      out.push({
+        type: "job.finished",
+        data: {
+          jobId: task.id,
+          conversationId: task.conversationId,
+          status: write.state.status,
+          ...(typeof exitCode === "number" ? { exitCode } : {}),
+        },
+      });
     }
     if (task.kind === "schedule" && task.state.status === "firing") {
       const runs = write.state["runs"];
@@ -117,11 +150,17 @@ async function taskEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<D
       if (typeof runs === "number" && typeof previousRuns === "number" && runs > previousRuns) {
         out.push({
           type: "schedule.fired",
-          data: { scheduleId: task.id, conversationId: task.conversationId, ...(typeof occurrence === "number" ? { occurrence } : {}), ...(typeof inputId === "number" ? { inputId } : {}) },
+          data: {
+            scheduleId: task.id,
+            conversationId: task.conversationId,
+            ...(typeof occurrence === "number" ? { occurrence } : {}),
+            ...(typeof inputId === "number" ? { inputId } : {}),
+          },
         });
       }
     }
-    if (write.type === "settle" && foregroundTurn(task) && task.role !== "terminal") idleConversation = task.conversationId;
+    if (write.type === "settle" && foregroundTurn(task) && task.role !== "terminal")
+      idleConversation = task.conversationId;
   }
   if (idleConversation !== undefined && (await liveForegroundTurnsAfter(writes, b)) === 0) {
     out.push({ type: "session.idle", data: { conversationId: idleConversation } });
@@ -137,7 +176,8 @@ function foregroundTurn(task: Task): boolean {
 async function liveForegroundTurnsAfter(writes: readonly MainWrite[], b: TxBuilder): Promise<number> {
   const settled = new Set(writes.filter((write) => write.type === "settle").map((write) => (write as { id: Id }).id));
   let n = 0;
-  for (const write of writes) if (write.type === "task" && foregroundTurn(write.task) && write.task.role !== "terminal") n += 1;
+  for (const write of writes)
+    if (write.type === "task" && foregroundTurn(write.task) && write.task.role !== "terminal") n += 1;
   const live = await b.scanTasks({ live: true, limit: 1000 });
   for (const task of live.items) if (foregroundTurn(task) && !settled.has(task.id)) n += 1;
   return n;
@@ -151,7 +191,10 @@ function mailEvents(batch: BatchView): DetectedEvent[] {
     if (mail.sender !== "witness") return;
     const payload = typeof mail.payload === "string" ? mail.payload : JSON.stringify(mail.payload);
     const kind = /^[A-Z_]+/.exec(payload)?.[0] ?? "NOTICE";
-    out.push({ type: "rig.escalation", data: { kind, mailId: batch.first + index, payload: cutUtf8(payload, EVENT_PAYLOAD_BYTES) } });
+    out.push({
+      type: "rig.escalation",
+      data: { kind, mailId: batch.first + index, payload: cutUtf8(payload, EVENT_PAYLOAD_BYTES) },
+    });
   });
   return out;
 }
@@ -164,7 +207,12 @@ async function pendingEvents(writes: readonly MainWrite[], b: TxBuilder): Promis
   let after: PendingItem[] | undefined;
   let touched = false;
   for (const write of writes) {
-    if ((write.type !== "value.set" && write.type !== "value.delete") || write.addr.namespace !== pendingAll.namespace || !("session" in write.addr.scope)) continue;
+    if (
+      (write.type !== "value.set" && write.type !== "value.delete") ||
+      write.addr.namespace !== pendingAll.namespace ||
+      !("session" in write.addr.scope)
+    )
+      continue;
     touched = true;
     after = write.type === "value.set" ? (write.value as unknown as PendingItem[]) : [];
   }
@@ -180,11 +228,15 @@ async function pendingEvents(writes: readonly MainWrite[], b: TxBuilder): Promis
     name: item.name,
     ...(item.deadline === undefined ? {} : { deadline: item.deadline }),
   });
-  for (const item of now) if (!before.some((old) => old.id === item.id)) out.push({ type: "pending.created", data: summary(item) });
+  for (const item of now)
+    if (!before.some((old) => old.id === item.id)) out.push({ type: "pending.created", data: summary(item) });
   for (const item of before) {
     if (now.some((kept) => kept.id === item.id)) continue;
     const resolution = resolutionIn(writes, item);
-    out.push({ type: "pending.resolved", data: { ...summary(item), ...(resolution === undefined ? {} : { outcome: resolution.outcome }) } });
+    out.push({
+      type: "pending.resolved",
+      data: { ...summary(item), ...(resolution === undefined ? {} : { outcome: resolution.outcome }) },
+    });
   }
   return out;
 }

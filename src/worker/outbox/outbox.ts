@@ -27,7 +27,14 @@ import { deliveryView, OutboxBook } from "./book.js";
 import { detectEvents } from "./events.js";
 import { OutboxSender, outboxTiming, type OutboxTiming } from "./sender.js";
 import { endpointSealContext, type EventType, type SessionEndpoint } from "../directory/endpoints.js";
-import { outboxList, parseDeliveryId, type DeliveryStatus, type DeliveryView, type OutboxEvent, type OutboxSessionOps } from "./types.js";
+import {
+  outboxList,
+  parseDeliveryId,
+  type DeliveryStatus,
+  type DeliveryView,
+  type OutboxEvent,
+  type OutboxSessionOps,
+} from "./types.js";
 
 /** A session reads its tenant's endpoints again after this long. */
 export const ENDPOINTS_TTL_MS = 30_000;
@@ -45,7 +52,12 @@ export interface OutboxDeps {
   readonly objectId: string;
   readonly where: () => { readonly tenant: string; readonly session: string } | undefined;
   readonly endpoints: (tenant: string, session: string) => Promise<SessionEndpoint[]>;
-  readonly disable: (tenant: string, endpoint: string, failingSince: number, reason: string) => Promise<{ readonly disabled: boolean }>;
+  readonly disable: (
+    tenant: string,
+    endpoint: string,
+    failingSince: number,
+    reason: string,
+  ) => Promise<{ readonly disabled: boolean }>;
   readonly fetch: (request: Request) => Promise<Response>;
   /** When the sender next has something to do (undefined: nothing). */
   readonly due: (at: number | undefined) => void;
@@ -94,7 +106,8 @@ export class Outbox {
     const key = `${where.tenant}/${where.session}`;
     const now = this.#deps.clock.now();
     const known = this.#known;
-    if (!force && known !== undefined && known.key === key && now - known.checkedAt < ENDPOINTS_TTL_MS) return known.endpoints;
+    if (!force && known !== undefined && known.key === key && now - known.checkedAt < ENDPOINTS_TTL_MS)
+      return known.endpoints;
     const cap = new AbortController();
     try {
       const read = this.#deps.endpoints(where.tenant, where.session);
@@ -120,19 +133,32 @@ export class Outbox {
       const endpoints = (await this.endpoints()).filter((endpoint) => endpoint.enabled);
       if (endpoints.length === 0) return;
       const detected = await detectEvents(batch, b);
-      const events = detected.map((event) => ({ ...event, to: endpoints.filter((endpoint) => endpoint.events.includes(event.type)).map((endpoint) => endpoint.id) })).filter((event) => event.to.length > 0);
+      const events = detected
+        .map((event) => ({
+          ...event,
+          to: endpoints.filter((endpoint) => endpoint.events.includes(event.type)).map((endpoint) => endpoint.id),
+        }))
+        .filter((event) => event.to.length > 0);
       if (events.length === 0) return;
       const seq = batch.first + batch.writes.length + events.length - 1;
       const now = b.now();
       events.forEach((event, index) => {
-        b.list(outboxList).append(this.#event(event.type, event.data, event.to, now, seq, batch.first + batch.writes.length + index));
+        b.list(outboxList).append(
+          this.#event(event.type, event.data, event.to, now, seq, batch.first + batch.writes.length + index),
+        );
       });
     };
   }
 
   #event(type: EventType, data: JsonObject, to: readonly string[], now: number, seq: Id, element: Id): OutboxEvent {
     const session = this.#where()?.session ?? "";
-    return { id: `evt_${this.#deps.objectId.slice(0, 12)}${now.toString(36)}_${element}`, type, timestamp: now, data: { session, seq, ...data }, to };
+    return {
+      id: `evt_${this.#deps.objectId.slice(0, 12)}${now.toString(36)}_${element}`,
+      type,
+      timestamp: now,
+      data: { session, seq, ...data },
+      to,
+    };
   }
 
   /** Commit listener: rows for the events this commit appended, and the alarm for them, in the commit's turn. */
@@ -140,7 +166,8 @@ export class Outbox {
     if (commit.batch.kind !== "main") return;
     const events: { element: Id; event: OutboxEvent }[] = [];
     commit.batch.writes.forEach((write, index) => {
-      if (write.type === "list.append" && write.addr.namespace === outboxList.namespace) events.push({ element: commit.first + index, event: write.value as unknown as OutboxEvent });
+      if (write.type === "list.append" && write.addr.namespace === outboxList.namespace)
+        events.push({ element: commit.first + index, event: write.value as unknown as OutboxEvent });
     });
     if (events.length === 0) return;
     this.book.materialize(events, this.#deps.clock.now());
@@ -219,8 +246,14 @@ export class Outbox {
     const harness = this.#harness;
     if (harness === undefined) return;
     for (;;) {
-      const page = await harness.storage.readList<OutboxEvent>(bind(outboxList, {}), { after: this.book.cursor(), limit: 100 });
-      this.book.materialize(page.items.map((item) => ({ element: item.id, event: item.value })), this.#deps.clock.now());
+      const page = await harness.storage.readList<OutboxEvent>(bind(outboxList, {}), {
+        after: this.book.cursor(),
+        limit: 100,
+      });
+      this.book.materialize(
+        page.items.map((item) => ({ element: item.id, event: item.value })),
+        this.#deps.clock.now(),
+      );
       if (page.items.length < 100) return;
     }
   }
@@ -238,7 +271,10 @@ export class Outbox {
       clock: this.#deps.clock,
       timing: this.#config,
       fetch: this.#deps.fetch,
-      event: async (element) => (await harness.storage.readList<OutboxEvent>(bind(outboxList, {}), { after: element - 1, limit: 1 })).items.find((item) => item.id === element)?.value,
+      event: async (element) =>
+        (
+          await harness.storage.readList<OutboxEvent>(bind(outboxList, {}), { after: element - 1, limit: 1 })
+        ).items.find((item) => item.id === element)?.value,
       secrets: (endpoint) => this.#secrets(where.tenant, endpoint),
     });
     await sender.round(byId);
@@ -260,7 +296,10 @@ export class Outbox {
       return opened;
     };
     const current = await open(endpoint.secret);
-    const previous = endpoint.previousSecret !== undefined && (endpoint.previousSecretExpiresAt ?? 0) > this.#deps.clock.now() ? await open(endpoint.previousSecret) : undefined;
+    const previous =
+      endpoint.previousSecret !== undefined && (endpoint.previousSecretExpiresAt ?? 0) > this.#deps.clock.now()
+        ? await open(endpoint.previousSecret)
+        : undefined;
     return previous === undefined ? [current] : [current, previous];
   }
 
@@ -282,7 +321,12 @@ export class Outbox {
       if (failing === undefined || now - failing.since < this.#config.disableAfterMs) continue;
       const hours = Math.round(this.#config.disableAfterMs / HOUR_MS);
       this.#disableTriedAt = now;
-      const { disabled } = await this.#deps.disable(tenant, id, failing.since, `deliveries failed for ${hours} h (last status ${failing.lastStatus ?? "none"})`);
+      const { disabled } = await this.#deps.disable(
+        tenant,
+        id,
+        failing.since,
+        `deliveries failed for ${hours} h (last status ${failing.lastStatus ?? "none"})`,
+      );
       const fresh = await this.endpoints(true);
       const after = fresh.find((other) => other.id === id);
       if (after?.enabled === true) {
@@ -291,9 +335,15 @@ export class Outbox {
       }
       this.book.abandon(id, after === undefined ? "endpoint deleted" : "endpoint disabled", this.#deps.clock.now());
       if (!disabled) continue;
-      const to = fresh.filter((other) => other.enabled && other.id !== id && other.events.includes("delivery.disabled")).map((other) => other.id);
+      const to = fresh
+        .filter((other) => other.enabled && other.id !== id && other.events.includes("delivery.disabled"))
+        .map((other) => other.id);
       if (to.length === 0) continue;
-      const data: JsonObject = { endpointId: id, failingSince: new Date(failing.since).toISOString(), lastStatusCode: failing.lastStatus ?? null };
+      const data: JsonObject = {
+        endpointId: id,
+        failingSince: new Date(failing.since).toISOString(),
+        lastStatusCode: failing.lastStatus ?? null,
+      };
       await harness
         .commit((tx) => {
           const element = harness.storage.lastSeq + 1;
@@ -307,7 +357,8 @@ export class Outbox {
   async #prune(harness: Harness): Promise<void> {
     const now = this.#deps.clock.now();
     const oldest = this.book.oldestFinished();
-    if (oldest === undefined || oldest + this.#config.retentionMs > now || now - this.book.prunedAt() < PRUNE_EVERY_MS) return;
+    if (oldest === undefined || oldest + this.#config.retentionMs > now || now - this.book.prunedAt() < PRUNE_EVERY_MS)
+      return;
     const gone = this.book.prune(now - this.#config.retentionMs, PRUNE_BATCH, now);
     if (gone.length === 0) return;
     await harness
@@ -319,7 +370,11 @@ export class Outbox {
 
   // Operator operations ---------------------------------------------------------------------------
 
-  async deliveries(query: { readonly status?: DeliveryStatus; readonly endpoint?: string; readonly limit: number }): Promise<DeliveryView[]> {
+  async deliveries(query: {
+    readonly status?: DeliveryStatus;
+    readonly endpoint?: string;
+    readonly limit: number;
+  }): Promise<DeliveryView[]> {
     await this.#scan();
     return this.book.list(query).map(deliveryView);
   }
@@ -327,10 +382,17 @@ export class Outbox {
   async retry(id: string): Promise<DeliveryView> {
     const parsed = parseDeliveryId(id);
     const row = parsed === undefined ? undefined : this.book.get(parsed.element, parsed.endpoint);
-    if (parsed === undefined || row === undefined) throw new Problem("delivery_not_found", `this session has no delivery ${id}`, "id");
+    if (parsed === undefined || row === undefined)
+      throw new Problem("delivery_not_found", `this session has no delivery ${id}`, "id");
     const endpoint = (await this.endpoints(true)).find((candidate) => candidate.id === parsed.endpoint);
-    if (endpoint === undefined) throw new Problem("endpoint_not_found", `endpoint ${parsed.endpoint} was deleted`, "id");
-    if (!endpoint.enabled) throw new Problem("endpoint_disabled", `endpoint ${endpoint.id} is disabled; PATCH it with enabled: true first`, "id");
+    if (endpoint === undefined)
+      throw new Problem("endpoint_not_found", `endpoint ${parsed.endpoint} was deleted`, "id");
+    if (!endpoint.enabled)
+      throw new Problem(
+        "endpoint_disabled",
+        `endpoint ${endpoint.id} is disabled; PATCH it with enabled: true first`,
+        "id",
+      );
     this.book.retry(parsed.element, parsed.endpoint, this.#deps.clock.now());
     this.#deps.due(this.#deps.clock.now());
     this.kick();
@@ -340,8 +402,12 @@ export class Outbox {
   }
 }
 
-
-export function outboxOps<S>(outbox: () => Outbox): { readonly [K in keyof OutboxSessionOps]: (session: S, ...args: OutboxSessionOps[K]["args"]) => Promise<OutboxSessionOps[K]["result"]> } {
+export function outboxOps<S>(outbox: () => Outbox): {
+  readonly [K in keyof OutboxSessionOps]: (
+    session: S,
+    ...args: OutboxSessionOps[K]["args"]
+  ) => Promise<OutboxSessionOps[K]["result"]>;
+} {
   return {
     deliveries: (_s, query) => outbox().deliveries(query),
     retryDelivery: (_s, id) => outbox().retry(id),
@@ -349,7 +415,13 @@ export function outboxOps<S>(outbox: () => Outbox): { readonly [K in keyof Outbo
 }
 
 /** The outbox of a session object: its storage, its tenant's directory, the host's fetch and reports. */
-export function objectOutbox(ctx: DurableObjectState, env: Env, clock: Clock, where: OutboxDeps["where"], due: OutboxDeps["due"]): Outbox {
+export function objectOutbox(
+  ctx: DurableObjectState,
+  env: Env,
+  clock: Clock,
+  where: OutboxDeps["where"],
+  due: OutboxDeps["due"],
+): Outbox {
   return new Outbox({
     env,
     clock,

@@ -46,11 +46,21 @@ export function outboxTiming(bindings: Readonly<Partial<Record<(typeof OUTBOX_VA
   const read = (name: (typeof OUTBOX_VARS)[number], fallback: number): number => {
     const raw = bindings[name];
     if (raw === undefined || raw === "") return fallback;
-    const value = typeof raw === "number" ? raw : typeof raw === "string" && /^[0-9]{1,12}$/.test(raw.trim()) ? Number(raw.trim()) : NaN;
-    if (!Number.isSafeInteger(value) || value < 1_000) throw new Problem("misconfigured", `${name} must be a whole number of milliseconds, at least 1000`);
+    const value =
+      typeof raw === "number"
+        ? raw
+        : typeof raw === "string" && /^[0-9]{1,12}$/.test(raw.trim())
+          ? Number(raw.trim())
+          : NaN;
+    if (!Number.isSafeInteger(value) || value < 1_000)
+      throw new Problem("misconfigured", `${name} must be a whole number of milliseconds, at least 1000`);
     return value;
   };
-  return { retryWindowMs: read("WEBHOOK_RETRY_WINDOW_MS", DAY_MS), disableAfterMs: read("WEBHOOK_DISABLE_AFTER_MS", DAY_MS), retentionMs: read("OUTBOX_RETENTION_MS", 7 * DAY_MS) };
+  return {
+    retryWindowMs: read("WEBHOOK_RETRY_WINDOW_MS", DAY_MS),
+    disableAfterMs: read("WEBHOOK_DISABLE_AFTER_MS", DAY_MS),
+    retentionMs: read("OUTBOX_RETENTION_MS", 7 * DAY_MS),
+  };
 }
 
 /** FNV-1a of `text`, as a fraction in [0, 1). */
@@ -71,7 +81,12 @@ export function backoffMs(attempts: number, id: string): number {
 
 /** The request body of an event (the Standard Webhooks envelope). */
 export function eventBody(event: OutboxEvent): string {
-  return JSON.stringify({ id: event.id, type: event.type, timestamp: new Date(event.timestamp).toISOString(), data: event.data });
+  return JSON.stringify({
+    id: event.id,
+    type: event.type,
+    timestamp: new Date(event.timestamp).toISOString(),
+    data: event.data,
+  });
 }
 
 export interface SenderDeps {
@@ -138,7 +153,14 @@ export class OutboxSender {
     const attempts = row.attempts + 1;
     const next = now + backoffMs(attempts, `${row.event}.${row.endpoint}`);
     const first = row.firstAttemptAt ?? started;
-    book.failed(row.event, row.endpoint, outcome.status, outcome.error, next > first + timing.retryWindowMs ? undefined : next, now);
+    book.failed(
+      row.event,
+      row.endpoint,
+      outcome.status,
+      outcome.error,
+      next > first + timing.retryWindowMs ? undefined : next,
+      now,
+    );
   }
 
   async #send(event: OutboxEvent, endpoint: SessionEndpoint, now: number): Promise<SendOutcome> {

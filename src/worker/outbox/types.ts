@@ -1,7 +1,8 @@
 /**
  * Events out (docs/integrations.md "Events out"): the shapes shared by the session's event capture
  * (outbox/events.ts), its sender (outbox/sender.ts) and its delivery book (outbox/book.ts); the event
- * types and endpoint records are the tenant registry's (directory/endpoints.ts). An event is one element of the session list `edge.outbox`, written in the commit
+ * types and endpoint records are the tenant registry's (directory/endpoints.ts). An event is one element of the session
+ * list `edge.outbox`, written in the commit
  * it reports; its deliveries (one per matching endpoint) are host bookkeeping (outbox/book.ts).
  */
 import type { Id, JsonObject } from "../../storage/records.js";
@@ -50,6 +51,9 @@ export function parseDeliveryId(id: string): { readonly element: Id; readonly en
 
 /** The outbox operations of the session's op table (session/ops.ts): arguments and results. */
 export interface OutboxSessionOps {
-  deliveries: { readonly args: [query: { readonly status?: DeliveryStatus; readonly endpoint?: string; readonly limit: number }]; readonly result: DeliveryView[] };
+  deliveries: {
+    readonly args: [query: { readonly status?: DeliveryStatus; readonly endpoint?: string; readonly limit: number }];
+    readonly result: DeliveryView[];
+  };
   retryDelivery: { readonly args: [id: string]; readonly result: DeliveryView };
 }

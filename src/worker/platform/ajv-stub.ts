@@ -6,5 +6,7 @@
  * the bundle (docs/mcp.md "What MCP adds to the bundle"); if anything ever reaches for it, it fails loudly.
  */
 export default function ajvIsNotBundled(): never {
-  throw new Error("AJV is not part of this Worker's bundle: pass the SDK's CfWorkerJsonSchemaValidator (@modelcontextprotocol/sdk/validation/cfworker)");
+  throw new Error(
+    "AJV is not part of this Worker's bundle: pass the SDK's CfWorkerJsonSchemaValidator (@modelcontextprotocol/sdk/validation/cfworker)",
+  );
 }

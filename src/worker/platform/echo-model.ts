@@ -52,7 +52,8 @@ export function echoReply(context: { readonly messages: readonly Message[] }): A
     return fauxAssistantMessage(textOf(last) === "" ? `${last.toolName} returned nothing` : textOf(last));
   }
   let user: Message | undefined;
-  for (let i = messages.length - 1; i >= 0 && user === undefined; i--) if (messages[i]?.role === "user") user = messages[i];
+  for (let i = messages.length - 1; i >= 0 && user === undefined; i--)
+    if (messages[i]?.role === "user") user = messages[i];
   const text = user === undefined ? "" : textOf(user);
   const call = CALL.exec(text);
   if (call === null) return fauxAssistantMessage(text === "" ? "(nothing to echo)" : text);
@@ -66,7 +67,8 @@ export function echoReply(context: { readonly messages: readonly Message[] }): A
       return fauxAssistantMessage(`echo: the arguments of /call ${name} are not JSON: ${raw}`);
     }
   }
-  if (args === null || typeof args !== "object" || Array.isArray(args)) return fauxAssistantMessage(`echo: the arguments of /call ${name} must be a JSON object`);
+  if (args === null || typeof args !== "object" || Array.isArray(args))
+    return fauxAssistantMessage(`echo: the arguments of /call ${name} must be a JSON object`);
   // A deterministic call id: the position of the request in the transcript.
   const toolCall = fauxToolCall(name, args as JsonObject, { id: `echo_call_${messages.length}` });
   return fauxAssistantMessage([fauxText(`Calling ${name}.`), toolCall], { stopReason: "toolUse" });
@@ -81,9 +83,21 @@ const SLOW_TOKENS_PER_SECOND = 20;
  * it by hand (README walkthrough, busy and abort tests).
  */
 export function echoProvider(): Provider {
-  const definition = (id: string, name: string) => ({ id, name, reasoning: false, input: ["text", "image"] as ("text" | "image")[], contextWindow: 1_000_000, maxTokens: 100_000 });
+  const definition = (id: string, name: string) => ({
+    id,
+    name,
+    reasoning: false,
+    input: ["text", "image"] as ("text" | "image")[],
+    contextWindow: 1_000_000,
+    maxTokens: 100_000,
+  });
   // Fixed chunk sizes: the same text always streams in the same deltas.
-  const fast = createFauxCore({ api: "echo", provider: ECHO_PROVIDER, models: [definition(ECHO_MODEL, "Echo (built-in, deterministic)")], tokenSize: { min: 4, max: 4 } });
+  const fast = createFauxCore({
+    api: "echo",
+    provider: ECHO_PROVIDER,
+    models: [definition(ECHO_MODEL, "Echo (built-in, deterministic)")],
+    tokenSize: { min: 4, max: 4 },
+  });
   const slow = createFauxCore({
     api: "echo",
     provider: ECHO_PROVIDER,

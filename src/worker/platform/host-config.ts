@@ -22,7 +22,13 @@ export type HostReport =
   | { readonly type: "directory_update_failed"; readonly error: unknown }
   /** A session's read of its tenant's tool catalog failed: it keeps its last copy (session/tool-catalog.ts). */
   | { readonly type: "catalog_read_failed"; readonly error: unknown }
-  | { readonly type: "session_faulted"; readonly taskId?: number; readonly kind?: string; readonly method?: string; readonly message: string }
+  | {
+      readonly type: "session_faulted";
+      readonly taskId?: number;
+      readonly kind?: string;
+      readonly method?: string;
+      readonly message: string;
+    }
   | { readonly type: "quarantined"; readonly taskId: number; readonly kind: string; readonly kills: number }
   | { readonly type: "harness"; readonly report: unknown };
 
@@ -83,5 +89,9 @@ export function hostReport(report: HostReport): void {
     seams.report(report);
     return;
   }
-  console.error(JSON.stringify(report, (_key, value: unknown) => (value instanceof Error ? `${value.name}: ${value.message}` : value)));
+  console.error(
+    JSON.stringify(report, (_key, value: unknown) =>
+      value instanceof Error ? `${value.name}: ${value.message}` : value,
+    ),
+  );
 }

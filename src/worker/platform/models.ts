@@ -9,7 +9,13 @@
  * session gets when its PUT names none. `GET /v1/models` lists what a deployment can use.
  */
 import type { Api, Model, Models } from "@earendil-works/pi-ai";
-import { buildProviderModels, parseCustomProviders, ProviderConfigError, secretsOf, type CustomProviderConfig } from "../../models/providers.js";
+import {
+  buildProviderModels,
+  parseCustomProviders,
+  ProviderConfigError,
+  secretsOf,
+  type CustomProviderConfig,
+} from "../../models/providers.js";
 import { echoProvider, ECHO_MODEL } from "./echo-model.js";
 import type { Env } from "../env.js";
 import { Problem } from "../problems.js";
@@ -23,7 +29,8 @@ export function customProviders(env: Env): CustomProviderConfig[] {
   try {
     return parseCustomProviders(bindings(env)["MODEL_PROVIDERS"] ?? []);
   } catch (error) {
-    if (error instanceof ProviderConfigError) throw new Problem("misconfigured", `MODEL_PROVIDERS is invalid: ${error.message}`);
+    if (error instanceof ProviderConfigError)
+      throw new Problem("misconfigured", `MODEL_PROVIDERS is invalid: ${error.message}`);
     throw error;
   }
 }
@@ -62,7 +69,9 @@ export function listing(model: Model<Api>): ModelListing {
 }
 
 /** Every chat model of every provider this deployment has configured, the default first in its provider. */
-export async function listModels(env: Env): Promise<{ defaultModel: string; providers: string[]; models: ModelListing[] }> {
+export async function listModels(
+  env: Env,
+): Promise<{ defaultModel: string; providers: string[]; models: ModelListing[] }> {
   const models = await buildModels(env);
   const all = models.getModels().map(listing);
   return { defaultModel: defaultModel(env), providers: models.getProviders().map((p) => p.id), models: all };

@@ -19,9 +19,18 @@ import { defaultTurnOptions, type TurnOptions } from "../../kinds/services.js";
 import { Problem } from "../problems.js";
 
 /** The retry fields of the turn options this module sets. */
-export type RetryOptions = Pick<TurnOptions, "maxAttempts" | "retryBaseMs" | "retryMaxDelayMs" | "retryJitter" | "retryHonourHints">;
+export type RetryOptions = Pick<
+  TurnOptions,
+  "maxAttempts" | "retryBaseMs" | "retryMaxDelayMs" | "retryJitter" | "retryHonourHints"
+>;
 
-export const RETRY_VARS = ["MODEL_RETRY_ATTEMPTS", "MODEL_RETRY_BASE_MS", "MODEL_RETRY_MAX_MS", "MODEL_RETRY_JITTER", "MODEL_RETRY_HONOUR_HINTS"] as const;
+export const RETRY_VARS = [
+  "MODEL_RETRY_ATTEMPTS",
+  "MODEL_RETRY_BASE_MS",
+  "MODEL_RETRY_MAX_MS",
+  "MODEL_RETRY_JITTER",
+  "MODEL_RETRY_HONOUR_HINTS",
+] as const;
 export type RetryVar = (typeof RETRY_VARS)[number];
 
 const DAY_MS = 86_400_000;
@@ -47,7 +56,10 @@ function misconfigured(name: RetryVar, detail: string): Problem {
 }
 
 /** The var's value, or undefined when unset or blank. */
-function raw(bindings: Readonly<Partial<Record<RetryVar, unknown>>>, name: RetryVar): string | number | boolean | undefined {
+function raw(
+  bindings: Readonly<Partial<Record<RetryVar, unknown>>>,
+  name: RetryVar,
+): string | number | boolean | undefined {
   const value = bindings[name];
   if (value === undefined || value === null) return undefined;
   if (typeof value === "string") return value.trim() === "" ? undefined : value.trim();
@@ -55,19 +67,32 @@ function raw(bindings: Readonly<Partial<Record<RetryVar, unknown>>>, name: Retry
   throw misconfigured(name, `expected a string or number, got ${typeof value}`);
 }
 
-function integer(bindings: Readonly<Partial<Record<RetryVar, unknown>>>, name: RetryVar, min: number, max: number): number | undefined {
+function integer(
+  bindings: Readonly<Partial<Record<RetryVar, unknown>>>,
+  name: RetryVar,
+  min: number,
+  max: number,
+): number | undefined {
   const value = raw(bindings, name);
   if (value === undefined) return undefined;
-  const n = typeof value === "number" ? value : typeof value === "string" && /^\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) throw misconfigured(name, `expected a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
+  const n =
+    typeof value === "number" ? value : typeof value === "string" && /^\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max)
+    throw misconfigured(name, `expected a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
   return n;
 }
 
 function fraction(bindings: Readonly<Partial<Record<RetryVar, unknown>>>, name: RetryVar): number | undefined {
   const value = raw(bindings, name);
   if (value === undefined) return undefined;
-  const n = typeof value === "number" ? value : typeof value === "string" && /^\d+(\.\d+)?$/.test(value) ? Number(value) : Number.NaN;
-  if (!Number.isFinite(n) || n < 0 || n > 1) throw misconfigured(name, `expected a number from 0 to 1, got ${JSON.stringify(value)}`);
+  const n =
+    typeof value === "number"
+      ? value
+      : typeof value === "string" && /^\d+(\.\d+)?$/.test(value)
+        ? Number(value)
+        : Number.NaN;
+  if (!Number.isFinite(n) || n < 0 || n > 1)
+    throw misconfigured(name, `expected a number from 0 to 1, got ${JSON.stringify(value)}`);
   return n;
 }
 

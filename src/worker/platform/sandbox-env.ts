@@ -13,11 +13,21 @@
  * the binding never evaluates it.
  */
 import type { ExecOptions as SdkExecOptions, ExecResult as SdkExecResult, ISandbox } from "@cloudflare/sandbox";
-import { FileSystemError, OutputTail, type ExecOptions, type ExecResult, type ExecutionEnv, type FileInfo } from "../../kinds/exec-env.js";
+import {
+  FileSystemError,
+  OutputTail,
+  type ExecOptions,
+  type ExecResult,
+  type ExecutionEnv,
+  type FileInfo,
+} from "../../kinds/exec-env.js";
 import type { SandboxBinding } from "../env.js";
 
 /** The part of a sandbox the adapter calls: exec for the Shell half, the file calls for the FileSystem half. */
-export type SandboxExec = Pick<ISandbox, "exec" | "readFile" | "writeFile" | "exists" | "listFiles" | "mkdir" | "deleteFile">;
+export type SandboxExec = Pick<
+  ISandbox,
+  "exec" | "readFile" | "writeFile" | "exists" | "listFiles" | "mkdir" | "deleteFile"
+>;
 
 export class SandboxExecutionEnv implements ExecutionEnv {
   readonly name = "sandbox";
@@ -81,7 +91,9 @@ export class SandboxExecutionEnv implements ExecutionEnv {
 
   async mkdir(path: string, options?: { readonly recursive?: boolean }): Promise<void> {
     const sandbox = await this.#sandbox();
-    await this.#fs(sandbox, path, () => sandbox.mkdir(path, options?.recursive === undefined ? {} : { recursive: options.recursive }));
+    await this.#fs(sandbox, path, () =>
+      sandbox.mkdir(path, options?.recursive === undefined ? {} : { recursive: options.recursive }),
+    );
   }
 
   async deleteFile(path: string): Promise<void> {
@@ -94,9 +106,17 @@ export class SandboxExecutionEnv implements ExecutionEnv {
     try {
       return await op();
     } catch (error) {
-      const found = await sandbox.exists(path).then((r) => r.exists, () => true);
+      const found = await sandbox.exists(path).then(
+        (r) => r.exists,
+        () => true,
+      );
       const message = error instanceof Error ? error.message : String(error);
-      throw new FileSystemError(found ? "failed" : "not_found", path, found ? `${path}: ${message}` : `no such file or directory: ${path}`, { cause: error });
+      throw new FileSystemError(
+        found ? "failed" : "not_found",
+        path,
+        found ? `${path}: ${message}` : `no such file or directory: ${path}`,
+        { cause: error },
+      );
     }
   }
 }

@@ -18,7 +18,11 @@ export function openTelemetryTracer(name = TRACER_NAME): Tracer {
       return {
         setAttribute: (key, value) => void span.setAttribute(key, value),
         setStatus: (status, message) =>
-          void span.setStatus(status === "ok" ? { code: SpanStatusCode.OK } : { code: SpanStatusCode.ERROR, ...(message === undefined ? {} : { message }) }),
+          void span.setStatus(
+            status === "ok"
+              ? { code: SpanStatusCode.OK }
+              : { code: SpanStatusCode.ERROR, ...(message === undefined ? {} : { message }) },
+          ),
         recordError: (error) => void span.recordException(error instanceof Error ? error : String(error)),
         end: () => span.end(),
       };

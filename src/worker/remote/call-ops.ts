@@ -38,7 +38,9 @@ const call: Call = BACKGROUND_CONTEXT;
 async function toolOf(harness: Harness, taskId: Id): Promise<{ readonly tool: string } | null> {
   const task = await harness.getTask(remoteCallDefinition, taskId, call);
   // Only an HTTP tool's call takes a posted result; an MCP call answers in its own response.
-  return task === undefined || task.state.status === "orphaned" || task.state.target.type !== "http" ? null : { tool: task.state.target.tool };
+  return task === undefined || task.state.status === "orphaned" || task.state.target.type !== "http"
+    ? null
+    : { tool: task.state.target.tool };
 }
 
 async function answer(harness: Harness, taskId: Id, result: ToolResultPost): Promise<ToolResultRecord> {
@@ -51,13 +53,15 @@ async function answer(harness: Harness, taskId: Id, result: ToolResultPost): Pro
   }
   // Refused (nothing written): say why from what is committed.
   const wait = await readWait(harness.storage, taskId);
-  if (wait?.key === REMOTE_RESULT_KEY && wait.answer !== undefined) return { type: "already_answered", answer: asPost(wait.answer.value) };
+  if (wait?.key === REMOTE_RESULT_KEY && wait.answer !== undefined)
+    return { type: "already_answered", answer: asPost(wait.answer.value) };
   const task = await harness.getTask(remoteCallDefinition, taskId, call);
   const state = task?.state;
   if (state === undefined || state.status === "orphaned") return { type: "unknown" };
   if (state.status === "settled" || state.status === "aborted") {
     const outcome = state.outcome;
-    if (state.status === "settled" && outcome.type === "output") return { type: "already_answered", answer: { output: outcome.output, isError: outcome.isError } };
+    if (state.status === "settled" && outcome.type === "output")
+      return { type: "already_answered", answer: { output: outcome.output, isError: outcome.isError } };
     return { type: "closed", outcome: outcome.type === "error" ? outcome.code : state.status };
   }
   return { type: "closed", outcome: "not_waiting" };
@@ -69,14 +73,20 @@ function recorded(result: ToolResultPost): JsonObject {
 
 function asPost(value: JsonValue): ToolResultPost {
   if (value !== null && typeof value === "object" && !Array.isArray(value) && "output" in value) {
-    return { output: value["output"] ?? null, ...(typeof value["isError"] === "boolean" ? { isError: value["isError"] } : {}) };
+    return {
+      output: value["output"] ?? null,
+      ...(typeof value["isError"] === "boolean" ? { isError: value["isError"] } : {}),
+    };
   }
   return { output: value };
 }
 
 /** The remote-call entries of the SessionObject's op table, over the open session's harness. */
 export function remoteCallOps<S extends { readonly harness: Harness }>(): {
-  readonly [K in keyof RemoteCallSessionOps]: (session: S, ...args: RemoteCallSessionOps[K]["args"]) => Promise<RemoteCallSessionOps[K]["result"]>;
+  readonly [K in keyof RemoteCallSessionOps]: (
+    session: S,
+    ...args: RemoteCallSessionOps[K]["args"]
+  ) => Promise<RemoteCallSessionOps[K]["result"]>;
 } {
   return {
     remoteCallTool: (s, taskId) => toolOf(s.harness, taskId),

@@ -98,7 +98,10 @@ export class HttpTransport implements RemoteTransport {
       if (signal?.aborted === true) throw signal.reason;
       if (timedOut) return { type: "failed", detail: `no answer within ${target.timeoutMs} ms` };
       if (error instanceof TooLarge) return { type: "too_large" };
-      return { type: "failed", detail: `the request failed: ${error instanceof Error ? error.message : String(error)}` };
+      return {
+        type: "failed",
+        detail: `the request failed: ${error instanceof Error ? error.message : String(error)}`,
+      };
     } finally {
       timer.abort();
       signal?.removeEventListener("abort", onAbort);
@@ -125,13 +128,19 @@ async function reply(response: Response, signal: AbortSignal): Promise<RemoteRep
       return { type: "bad_response", detail: `HTTP ${status}: the body must be an object { output, isError? }` };
     }
     const { output, isError } = json as { output: JsonValue; isError?: unknown };
-    if (isError !== undefined && typeof isError !== "boolean") return { type: "bad_response", detail: `HTTP ${status}: isError must be a boolean` };
+    if (isError !== undefined && typeof isError !== "boolean")
+      return { type: "bad_response", detail: `HTTP ${status}: isError must be a boolean` };
     return { type: "result", output, isError: isError === true };
   }
   if (status >= 400 && status < 500) {
     const text = await readCapped(response, signal);
     const problem = objectOf(text);
-    const detail = typeof problem?.["detail"] === "string" ? problem["detail"] : typeof problem?.["title"] === "string" ? problem["title"] : text.slice(0, DETAIL_CHARS);
+    const detail =
+      typeof problem?.["detail"] === "string"
+        ? problem["detail"]
+        : typeof problem?.["title"] === "string"
+          ? problem["title"]
+          : text.slice(0, DETAIL_CHARS);
     return { type: "rejected", status, detail, ...(problem === undefined ? {} : { problem }) };
   }
   if (status >= 500) {
@@ -184,7 +193,11 @@ function objectOf(text: string): JsonObject | undefined {
  * MCP targets over a fresh MCP client per attempt (remote/mcp-transport.ts), and the session's tenant and name
  * from its directory link (none: a session not created over HTTP, whose remote calls settle `no_tenant`).
  */
-export function remoteCallServices(env: Env, clock: Clock, where: () => { readonly tenant: string; readonly session: string } | undefined): RemoteCallServices {
+export function remoteCallServices(
+  env: Env,
+  clock: Clock,
+  where: () => { readonly tenant: string; readonly session: string } | undefined,
+): RemoteCallServices {
   const transport = new HttpTransport({
     fetch: (request) => hostFetch()(request),
     clock,

@@ -23,12 +23,22 @@ export const MCP_CLIENT_INFO = { name: "pico-edge", version: "1.0.0" } as const;
  * Open a client to `endpoint`, run `use`, and close it whatever happens. `signal` aborts the
  * connection's requests (the initialize handshake included).
  */
-export async function withMcpClient<T>(endpoint: McpEndpoint, use: (client: Client) => Promise<T>, signal?: AbortSignal): Promise<T> {
+export async function withMcpClient<T>(
+  endpoint: McpEndpoint,
+  use: (client: Client) => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
   const fetchVia = hostFetch();
   const client = new Client(MCP_CLIENT_INFO, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
   const transport = new StreamableHTTPClientTransport(new URL(endpoint.url), {
     requestInit: { headers: { ...endpoint.headers } },
-    fetch: (input, init) => fetchVia(new Request(input, signal === undefined ? init : { ...init, signal: anySignal(signal, init?.signal ?? undefined) })),
+    fetch: (input, init) =>
+      fetchVia(
+        new Request(
+          input,
+          signal === undefined ? init : { ...init, signal: anySignal(signal, init?.signal ?? undefined) },
+        ),
+      ),
   });
   try {
     await client.connect(transport, signal === undefined ? undefined : { signal });

@@ -26,16 +26,28 @@ export function mcpSealContext(tenant: string, server: string, header: string): 
 }
 
 /** Seal each header value (names lower-cased). */
-export async function sealHeaders(env: Env, tenant: string, server: string, headers: Readonly<Record<string, string>>): Promise<Record<string, SealedSecret>> {
+export async function sealHeaders(
+  env: Env,
+  tenant: string,
+  server: string,
+  headers: Readonly<Record<string, string>>,
+): Promise<Record<string, SealedSecret>> {
   const out: Record<string, SealedSecret> = {};
-  for (const [name, value] of Object.entries(headers)) out[name.toLowerCase()] = await sealSecret(env, mcpSealContext(tenant, server, name), value);
+  for (const [name, value] of Object.entries(headers))
+    out[name.toLowerCase()] = await sealSecret(env, mcpSealContext(tenant, server, name), value);
   return out;
 }
 
 /** Open sealed header values (a blob that does not open is 500 `misconfigured`, never naming a value). */
-export async function openHeaders(env: Env, tenant: string, server: string, sealed: Readonly<Record<string, SealedSecret>>): Promise<Record<string, string>> {
+export async function openHeaders(
+  env: Env,
+  tenant: string,
+  server: string,
+  sealed: Readonly<Record<string, SealedSecret>>,
+): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  for (const [name, blob] of Object.entries(sealed)) out[name] = await openSecret(env, mcpSealContext(tenant, server, name), blob);
+  for (const [name, blob] of Object.entries(sealed))
+    out[name] = await openSecret(env, mcpSealContext(tenant, server, name), blob);
   return out;
 }
 
@@ -69,12 +81,20 @@ export async function readToolList(endpoint: McpEndpoint): Promise<ToolList> {
     listed = await withMcpClient(endpoint, listAll, AbortSignal.timeout(MCP_LIST_TIMEOUT_MS));
   } catch (error) {
     if (error instanceof Problem) throw error;
-    throw new Problem("mcp_server_unreachable", `the server at ${endpoint.url} did not answer as an MCP server: ${describe(error, endpoint.headers)}`, "url");
+    throw new Problem(
+      "mcp_server_unreachable",
+      `the server at ${endpoint.url} did not answer as an MCP server: ${describe(error, endpoint.headers)}`,
+      "url",
+    );
   }
   const tools = sortedTools(listed);
   const bytes = new TextEncoder().encode(JSON.stringify(tools)).length;
   if (bytes > MCP_SERVER_LIMITS.snapshotBytes) {
-    throw new Problem("invalid_mcp_server", `url: the server's tool list is ${bytes} bytes of JSON; at most ${MCP_SERVER_LIMITS.snapshotBytes}`, "url");
+    throw new Problem(
+      "invalid_mcp_server",
+      `url: the server's tool list is ${bytes} bytes of JSON; at most ${MCP_SERVER_LIMITS.snapshotBytes}`,
+      "url",
+    );
   }
   return { tools, snapshot: await snapshotHash(tools) };
 }
@@ -86,12 +106,20 @@ async function listAll(client: Client): Promise<SnapshotTool[]> {
     const result = await client.listTools(cursor === undefined ? undefined : { cursor });
     tools.push(...result.tools.map(snapshotTool));
     if (tools.length > MCP_SERVER_LIMITS.tools) {
-      throw new Problem("invalid_mcp_server", `url: the server lists more than ${MCP_SERVER_LIMITS.tools} tools`, "url");
+      throw new Problem(
+        "invalid_mcp_server",
+        `url: the server lists more than ${MCP_SERVER_LIMITS.tools} tools`,
+        "url",
+      );
     }
     cursor = result.nextCursor;
     if (cursor === undefined) return tools;
   }
-  throw new Problem("invalid_mcp_server", `url: the server's tool list has more than ${MCP_SERVER_LIMITS.pages} pages`, "url");
+  throw new Problem(
+    "invalid_mcp_server",
+    `url: the server's tool list has more than ${MCP_SERVER_LIMITS.pages} pages`,
+    "url",
+  );
 }
 
 /** The error's text, every header value redacted before it is shortened (so no cut value survives). */

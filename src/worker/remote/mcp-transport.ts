@@ -23,7 +23,13 @@
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { CallToolResultSchema, ErrorCode, McpError, type CallToolResult, type JSONRPCRequest } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolResultSchema,
+  ErrorCode,
+  McpError,
+  type CallToolResult,
+  type JSONRPCRequest,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { Clock } from "../../core/host.js";
 import type { RemoteReply, RemoteRequest, RemoteTarget, RemoteTransport } from "../../kinds/remote-call-state.js";
 import type { JsonObject, JsonValue } from "../../storage/records.js";
@@ -98,7 +104,8 @@ export class McpTransport implements RemoteTransport {
       clock.sleep(at, mine).then(
         () => {
           if (mine.aborted) return;
-          timedOut = at >= capAt ? `still running after its cap of ${capMs} ms` : `no answer or progress within ${timeoutMs} ms`;
+          timedOut =
+            at >= capAt ? `still running after its cap of ${capMs} ms` : `no answer or progress within ${timeoutMs} ms`;
           (sent ? calling : connecting).abort(new McpError(ErrorCode.RequestTimeout, timedOut));
         },
         () => undefined,
@@ -169,12 +176,17 @@ function errorReply(error: unknown, sent: boolean, target: McpTarget, clean: (te
     if (error.code === ErrorCode.RequestTimeout) return { type: "timed_out", detail: error.message };
     if (error.code !== ErrorCode.ConnectionClosed) {
       if (!sent) return { type: "bad_response", detail: `initialize failed: ${error.message}` };
-      return { type: "result", output: `The MCP server "${target.server}" answered with an error (code ${error.code}): ${error.message}`, isError: true };
+      return {
+        type: "result",
+        output: `The MCP server "${target.server}" answered with an error (code ${error.code}): ${error.message}`,
+        isError: true,
+      };
     }
   }
   const detail = error instanceof Error ? error.message : String(error);
   // A result that is not a CallToolResult (the SDK's schema refused it).
-  if (sent && error instanceof Error && error.name === "ZodError") return { type: "bad_response", detail: `not a tool result: ${detail}` };
+  if (sent && error instanceof Error && error.name === "ZodError")
+    return { type: "bad_response", detail: `not a tool result: ${detail}` };
   if (!sent) throw new NotSent(clean(`could not connect to MCP server "${target.server}": ${detail}`));
   return { type: "failed", detail: `the call failed: ${detail}` };
 }
@@ -212,6 +224,11 @@ function redacted(reply: RemoteReply, clean: (text: string) => string): RemoteRe
 function declineElicitation(client: Client, onRequest: (method: string) => void): void {
   client.fallbackRequestHandler = (request: JSONRPCRequest) => {
     onRequest(request.method);
-    return Promise.reject(new McpError(ErrorCode.MethodNotFound, `this client does not support ${request.method} (elicitation is declined)`));
+    return Promise.reject(
+      new McpError(
+        ErrorCode.MethodNotFound,
+        `this client does not support ${request.method} (elicitation is declined)`,
+      ),
+    );
   };
 }

@@ -1,5 +1,6 @@
 /**
- * One alarm, many reasons to wake (docs/design.md "Alarms and restarts"). A Durable Object has a single alarm; the plan keeps the
+ * One alarm, many reasons to wake (docs/design.md "Alarms and restarts"). A Durable Object has a single alarm; the plan
+ * keeps the
  * reasons present so far — the earliest sleeping task's wake time and, while invocations are in flight,
  * a heartbeat — and writes the alarm only when their minimum changes, because every `setAlarm` and
  * `deleteAlarm` is a billed storage write. Used by SessionHost (driver notifications) and the
@@ -143,7 +144,10 @@ export class AlarmPlan {
 
   /** The earliest reason to wake, or undefined. */
   get desired(): number | undefined {
-    return minimum(minimum(minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory), this.#outbox), this.#watches);
+    return minimum(
+      minimum(minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory), this.#outbox),
+      this.#watches,
+    );
   }
 
   #apply(now: number): void {

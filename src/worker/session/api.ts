@@ -30,7 +30,15 @@ import type { ToolCatalog } from "../../kinds/catalog-types.js";
 import { selectableTools } from "./tool-catalog.js";
 import { checkConfig, createConfigValue, storedConfig } from "./config.js";
 
-export type { AcceptResponse, ConfigValues, ConversationSnapshot, SessionConfig, SessionSummary, UsageReport, WaitingElement } from "../../api/responses.js";
+export type {
+  AcceptResponse,
+  ConfigValues,
+  ConversationSnapshot,
+  SessionConfig,
+  SessionSummary,
+  UsageReport,
+  WaitingElement,
+} from "../../api/responses.js";
 
 export type ConversationRef = "root" | Id;
 
@@ -70,7 +78,8 @@ export class SessionApi {
   async conversation(ref: ConversationRef): Promise<ConversationHandle> {
     const id = ref === "root" ? this.#harness.rootId : ref;
     const handle = await this.#harness.conversation(id, call);
-    if (handle === undefined) throw new Problem("conversation_not_found", `conversation ${id} does not exist`, "conversation");
+    if (handle === undefined)
+      throw new Problem("conversation_not_found", `conversation ${id} does not exist`, "conversation");
     // A deleted conversation's cached handle must not answer.
     const record = (await this.#harness.storage.getConversations([id])).get(id);
     if (record === undefined) {
@@ -89,7 +98,10 @@ export class SessionApi {
     const tasks = await storage.scanTasks({ conversationIds: [handle.id], live: true, limit: 1000 });
     const inbox = await storage.readList<QueuedInput>(bindInbox(handle.id), { limit: 1000 });
     const waiting = new Set((await storage.getValue(bindTo(waitingInputs, handle.id)))?.value ?? []);
-    const ownerTask = conversation.owner === undefined ? undefined : (await storage.getTasks([conversation.owner])).get(conversation.owner);
+    const ownerTask =
+      conversation.owner === undefined
+        ? undefined
+        : (await storage.getTasks([conversation.owner])).get(conversation.owner);
     const children = await storage.readList<Id>(bindTo(childrenList, handle.id), { limit: 1000 });
     return {
       conversation,
@@ -112,16 +124,26 @@ export class SessionApi {
     const conversationId = handle.id;
     return this.#harness.commitBound(call, { conversationId }, async (b) => {
       if (b.inTurn(conversationId)) {
-        throw new Problem("in_turn", `conversation ${conversationId} has a live turn; its queued inputs are placed at that turn's next boundary`);
+        throw new Problem(
+          "in_turn",
+          `conversation ${conversationId} has a live turn; its queued inputs are placed at that turn's next boundary`,
+        );
       }
       const placed = await continueInbox(b, conversationId, this.#kit.options, this.#harness.now());
-      if (placed === undefined) throw new Problem("nothing_waiting", `conversation ${conversationId} has no queued steer or followUp input to continue with`);
+      if (placed === undefined)
+        throw new Problem(
+          "nothing_waiting",
+          `conversation ${conversationId} has no queued steer or followUp input to continue with`,
+        );
       return placed;
     });
   }
 
   /** A transcript page as clients see it: tool result data whole (`presentEntry`, §9.3), stored compact. */
-  async entries(ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }): Promise<Page<Entry>> {
+  async entries(
+    ref: ConversationRef,
+    query: { before?: Id; after?: Id; limit?: number; kind?: string },
+  ): Promise<Page<Entry>> {
     const handle = await this.conversation(ref);
     const page = await this.#harness.storage.scanEntries({
       conversationId: handle.id,
@@ -145,22 +167,40 @@ export class SessionApi {
   async deleteConversation(ref: ConversationRef): Promise<{ deleted: Id[] }> {
     const handle = await this.conversation(ref);
     if (handle.id === this.#harness.rootId) {
-      throw new Problem("conflict", "the root conversation is deleted with its session (DELETE /v1/sessions/{session})", "conversation");
+      throw new Problem(
+        "conflict",
+        "the root conversation is deleted with its session (DELETE /v1/sessions/{session})",
+        "conversation",
+      );
     }
     if (this.#harness.driver.subtreeBusy(handle.id)) {
-      throw new Problem("busy", `conversation ${handle.id} has running work in its subtree (it or a conversation it owns); abort it or wait until it settles`, "conversation");
+      throw new Problem(
+        "busy",
+        `conversation ${handle.id} has running work in its subtree (it or a conversation it owns); abort it or wait until it settles`,
+        "conversation",
+      );
     }
     const deleted = await this.#harness.deleteConversation(handle.id, call);
     return { deleted };
   }
 
-  async fork(ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }): Promise<{ conversationId: Id; conversation: Conversation }> {
+  async fork(
+    ref: ConversationRef,
+    options: { at: Id | "start"; abort?: boolean },
+  ): Promise<{ conversationId: Id; conversation: Conversation }> {
     const handle = await this.conversation(ref);
     if (options.at !== "start") {
       const entry = await this.#harness.getEntry(options.at, call);
       if (entry === undefined) throw new Problem("entry_not_found", `entry ${options.at} does not exist`, "at");
     }
-    const child = await handle.fork({ at: options.at, ...(options.abort === undefined ? {} : { abort: options.abort }), values: { inherit: [generationConfig.budgetMs] } }, call);
+    const child = await handle.fork(
+      {
+        at: options.at,
+        ...(options.abort === undefined ? {} : { abort: options.abort }),
+        values: { inherit: [generationConfig.budgetMs] },
+      },
+      call,
+    );
     return { conversationId: child.id, conversation: await child.snapshot(call) };
   }
 
@@ -176,7 +216,8 @@ export class SessionApi {
 
   async config(id: Id): Promise<ConfigValues> {
     const storage = this.#harness.storage;
-    const read = async <T>(spec: ValueSpec<T>): Promise<T | undefined> => (await storage.getValue(bindTo(spec, id)))?.value;
+    const read = async <T>(spec: ValueSpec<T>): Promise<T | undefined> =>
+      (await storage.getValue(bindTo(spec, id)))?.value;
     const [model, thinking, selectedTools, profile, budgetMs] = await Promise.all([
       read(generationConfig.model),
       read(generationConfig.thinking),
@@ -200,7 +241,11 @@ export class SessionApi {
 
   async patchConfig(ref: ConversationRef, patch: ConfigValues): Promise<ConfigValues> {
     const handle = await this.conversation(ref);
-    checkConfig(this.#models, await selectableTools(this.#kit.tools.names(), this.#catalog, patch.selectedTools), patch);
+    checkConfig(
+      this.#models,
+      await selectableTools(this.#kit.tools.names(), this.#catalog, patch.selectedTools),
+      patch,
+    );
     await handle.commit((tx) => {
       if (patch.model !== undefined) tx.value(generationConfig.model).set(patch.model);
       if (patch.thinking !== undefined) tx.value(generationConfig.thinking).set(patch.thinking);
@@ -214,8 +259,14 @@ export class SessionApi {
   // tasks and usage ----------------------------------------------------------------------------------
 
   /** A page of tasks as clients see them: a settled tool task's output whole (`presentTask`, §9.3), stored compact. */
-  async tasks(query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }): Promise<Page<Task>> {
-    const conversationIds = query.conversation === undefined ? undefined : [(await this.conversation(query.conversation)).id];
+  async tasks(query: {
+    live?: boolean;
+    conversation?: ConversationRef;
+    after?: Id;
+    limit?: number;
+  }): Promise<Page<Task>> {
+    const conversationIds =
+      query.conversation === undefined ? undefined : [(await this.conversation(query.conversation)).id];
     const page = await this.#harness.storage.scanTasks({
       limit: query.limit ?? 100,
       ...(query.live === undefined ? {} : { live: query.live }),
@@ -233,7 +284,8 @@ export class SessionApi {
 
   async abortTask(id: Id): Promise<Task> {
     const task = await this.task(id);
-    if (task.role !== "start" && task.role !== "inflight") throw new Problem("conflict", `task ${id} is already ${task.role}`);
+    if (task.role !== "start" && task.role !== "inflight")
+      throw new Problem("conflict", `task ${id} is already ${task.role}`);
     await this.#harness.abortTask(id, call);
     return this.task(id);
   }
@@ -242,7 +294,10 @@ export class SessionApi {
     const storage = this.#harness.storage;
     const root = this.#harness.rootId;
     const totals = (await storage.getValue(bindTo(usageTotals, root)))?.value;
-    const page = await storage.readList(bindTo(usageList, root), { limit: query.limit ?? 100, ...(query.after === undefined ? {} : { after: query.after }) });
+    const page = await storage.readList(bindTo(usageList, root), {
+      limit: query.limit ?? 100,
+      ...(query.after === undefined ? {} : { after: query.after }),
+    });
     const rows = { ...page, items: page.items.map((e): Element<UsageRow> => ({ ...e, value: readUsageRow(e.value) })) };
     return { totals, rows };
   }

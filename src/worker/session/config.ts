@@ -15,7 +15,9 @@ import { Problem } from "../problems.js";
 import type { SessionConfigBody } from "../schemas.js";
 
 /** A stored create config; sessions created before `onInterrupt` existed have the default. */
-export function storedConfig(stored: Omit<SessionConfig, "onInterrupt"> & { readonly onInterrupt?: OnInterrupt }): SessionConfig {
+export function storedConfig(
+  stored: Omit<SessionConfig, "onInterrupt"> & { readonly onInterrupt?: OnInterrupt },
+): SessionConfig {
   return { ...stored, onInterrupt: stored.onInterrupt ?? "retry" };
 }
 
@@ -50,14 +52,25 @@ export function normalizeConfig(body: SessionConfigBody, model: string): Session
 export function checkConfig(models: Models, toolNames: readonly string[], config: ConfigValues): void {
   if (config.model !== undefined && modelResolver(models).resolve(config.model) === undefined) {
     const known = models.getModels().map((m) => `${m.provider}/${m.id}`);
-    throw new Problem("unknown_model", `model ${config.model} is not available here (known: ${known.slice(0, 20).join(", ")}${known.length > 20 ? ", ..." : ""})`, "model");
+    throw new Problem(
+      "unknown_model",
+      `model ${config.model} is not available here (known: ${known.slice(0, 20).join(", ")}${known.length > 20 ? ", ..." : ""})`,
+      "model",
+    );
   }
   for (const [i, name] of (config.selectedTools ?? []).entries()) {
-    if (!toolNames.includes(name)) throw new Problem("unknown_tool", `tool ${name} is not registered (registered: ${toolNames.join(", ")})`, `selectedTools.${i}`);
+    if (!toolNames.includes(name))
+      throw new Problem(
+        "unknown_tool",
+        `tool ${name} is not registered (registered: ${toolNames.join(", ")})`,
+        `selectedTools.${i}`,
+      );
   }
 }
 
-/** The creating commit's root values: the create config (for a later PUT to compare) and the root conversation's config. */
+/**
+ * The creating commit's root values: the create config (for a later PUT to compare) and the root conversation's config.
+ */
 export function createValues(config: SessionConfig): InitialValue[] {
   return [
     { spec: createConfigValue, value: config as unknown as JsonValue },

@@ -74,7 +74,13 @@ export class DirectoryLink {
   }
 
   /** A session was created: remember its row and announce it now. */
-  created(row: { tenant: string; session: string; owner?: string | undefined; title?: string; labels?: readonly string[] }): Promise<void> {
+  created(row: {
+    tenant: string;
+    session: string;
+    owner?: string | undefined;
+    title?: string;
+    labels?: readonly string[];
+  }): Promise<void> {
     const now = this.#deps.clock.now();
     this.#put({
       tenant: row.tenant,
@@ -96,7 +102,9 @@ export class DirectoryLink {
   /** Title and labels as stored (undefined when the session has no directory row, e.g. created by RPC). */
   meta(): { readonly title?: string; readonly labels: readonly string[] } | undefined {
     const state = this.#state();
-    return state === undefined ? undefined : { ...(state.title === undefined ? {} : { title: state.title }), labels: state.labels };
+    return state === undefined
+      ? undefined
+      : { ...(state.title === undefined ? {} : { title: state.title }), labels: state.labels };
   }
 
   /** Change title and/or labels (`null` title clears it) and announce now. */
@@ -105,7 +113,12 @@ export class DirectoryLink {
     if (state === undefined || state.deleted) return Promise.resolve();
     const { title: _old, ...rest } = state;
     const title = change.title === undefined ? state.title : change.title === null ? undefined : change.title;
-    this.#put({ ...rest, ...(title === undefined ? {} : { title }), labels: change.labels ?? state.labels, edit: state.edit + 1 });
+    this.#put({
+      ...rest,
+      ...(title === undefined ? {} : { title }),
+      labels: change.labels ?? state.labels,
+      edit: state.edit + 1,
+    });
     return this.flush();
   }
 
@@ -194,7 +207,13 @@ export class DirectoryLink {
       }
       const dueAt = edited ? now : this.#activity !== undefined ? now + ACTIVITY_INTERVAL_MS : undefined;
       const { dueAt: _due, ...rest } = current;
-      this.#put({ ...rest, lastActivityAt: Math.max(current.lastActivityAt, state.lastActivityAt), lastSentAt: now, attempt: 0, ...(dueAt === undefined ? {} : { dueAt }) });
+      this.#put({
+        ...rest,
+        lastActivityAt: Math.max(current.lastActivityAt, state.lastActivityAt),
+        lastSentAt: now,
+        attempt: 0,
+        ...(dueAt === undefined ? {} : { dueAt }),
+      });
       this.#deps.due(dueAt);
     };
     const sending = run();

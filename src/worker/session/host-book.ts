@@ -17,12 +17,9 @@ import type { FaultRecord, KillCount } from "../../api/responses.js";
 
 export type { FaultRecord, KillCount } from "../../api/responses.js";
 
-
-
 /** The decision before an execute/recover starts. */
 export type StartDecision =
-  | { readonly type: "start"; readonly kills: number }
-  | { readonly type: "quarantined"; readonly kills: number };
+  { readonly type: "start"; readonly kills: number } | { readonly type: "quarantined"; readonly kills: number };
 
 const METHODS: ReadonlySet<string> = new Set<InvocationMethod>(["execute", "recover", "abort"]);
 

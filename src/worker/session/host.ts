@@ -6,7 +6,14 @@
  * The host never settles a task (§6.1): quarantine only withholds execute/recover, so an operator's
  * abort still runs the kind's abort handler, and a replaced kind (a new deployed version) recovers it.
  */
-import type { Clock, DriverHost, FaultReport, InvocationMethod, InvocationStart, WorkStretch } from "../../core/host.js";
+import type {
+  Clock,
+  DriverHost,
+  FaultReport,
+  InvocationMethod,
+  InvocationStart,
+  WorkStretch,
+} from "../../core/host.js";
 import type { Telemetry } from "../../core/telemetry.js";
 import type { Id, Task } from "../../storage/records.js";
 import type { AlarmPlan } from "./alarm-plan.js";
@@ -34,7 +41,10 @@ export class SessionHost implements DriverHost {
   readonly telemetry: Telemetry | undefined;
   readonly #options: SessionHostOptions;
   /** Invocations started in this instance: for the `task` log line when they return. */
-  readonly #started = new Map<Id, { readonly kind: string; readonly conversation: Id; readonly method: InvocationMethod; readonly at: number }>();
+  readonly #started = new Map<
+    Id,
+    { readonly kind: string; readonly conversation: Id; readonly method: InvocationMethod; readonly at: number }
+  >();
 
   constructor(options: SessionHostOptions) {
     this.#options = options;
@@ -61,7 +71,16 @@ export class SessionHost implements DriverHost {
           return true;
         }
         this.#options.report({ type: "quarantined", taskId: task.id, kind: task.kind, kills: decision.kills });
-        log({ type: "task", ...this.#where(), conversation: task.conversationId, taskId: task.id, kind: task.kind, method, outcome: "withheld", durationMs: 0 });
+        log({
+          type: "task",
+          ...this.#where(),
+          conversation: task.conversationId,
+          taskId: task.id,
+          kind: task.kind,
+          method,
+          outcome: "withheld",
+          durationMs: 0,
+        });
         return false;
       }
       default: {

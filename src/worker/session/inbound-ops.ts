@@ -17,7 +17,10 @@ import { Problem } from "../problems.js";
 import type { SealedSecret } from "../crypto/sealed-secrets.js";
 import type { ConversationRef, SessionApi } from "./api.js";
 
-/** What a delivery does when the conversation is busy: followUp (default) and steer as an accept's `whenBusy`; nextRun is queued for the next explicit input. */
+/**
+ * What a delivery does when the conversation is busy: followUp (default) and steer as an accept's `whenBusy`; nextRun
+ * is queued for the next explicit input.
+ */
 export type InboundMode = "followUp" | "steer" | "nextRun";
 
 /** An endpoint as stored. */
@@ -53,7 +56,10 @@ export const MAX_INBOUND_ENDPOINTS = 100;
 
 /** The inbound operations of the session's op table (session/ops.ts): arguments and results. */
 export interface InboundSessionOps {
-  inboundPut: { readonly args: [name: string, request: InboundPut]; readonly result: { readonly created: boolean; readonly secretStored: boolean; readonly config: InboundConfig } };
+  inboundPut: {
+    readonly args: [name: string, request: InboundPut];
+    readonly result: { readonly created: boolean; readonly secretStored: boolean; readonly config: InboundConfig };
+  };
   inboundList: { readonly args: []; readonly result: InboundConfig[] };
   inboundGet: { readonly args: [name: string]; readonly result: InboundConfig };
   /** The stored endpoint with its sealed secret, for the delivery route; null when there is none. */
@@ -82,14 +88,27 @@ async function stored(api: SessionApi, name: string): Promise<InboundRecord | un
   return (await api.harness.storage.getValue(bind(inboundValue(name), {})))?.value;
 }
 
-async function put(api: SessionApi, name: string, request: InboundPut): Promise<InboundSessionOps["inboundPut"]["result"]> {
+async function put(
+  api: SessionApi,
+  name: string,
+  request: InboundPut,
+): Promise<InboundSessionOps["inboundPut"]["result"]> {
   const handle = await api.conversation(request.conversation);
   return api.harness.commit(async (tx) => {
     const value = tx.value(inboundValue(name));
     const prior = await value.get();
     if (prior === undefined) {
-      const { items } = await api.harness.storage.scanValues({ scope: { session: true }, namespace: NAMESPACE, limit: MAX_INBOUND_ENDPOINTS });
-      if (items.length >= MAX_INBOUND_ENDPOINTS) throw new Problem("conflict", `a session has at most ${MAX_INBOUND_ENDPOINTS} inbound endpoints; delete one first`, "name");
+      const { items } = await api.harness.storage.scanValues({
+        scope: { session: true },
+        namespace: NAMESPACE,
+        limit: MAX_INBOUND_ENDPOINTS,
+      });
+      if (items.length >= MAX_INBOUND_ENDPOINTS)
+        throw new Problem(
+          "conflict",
+          `a session has at most ${MAX_INBOUND_ENDPOINTS} inbound endpoints; delete one first`,
+          "name",
+        );
     }
     // A standard endpoint keeps its secret across PUTs; a new one, or one of another format, takes the offered secret.
     const keep = request.generated && prior !== undefined && prior.format === request.format;
@@ -106,7 +125,11 @@ async function put(api: SessionApi, name: string, request: InboundPut): Promise<
 }
 
 async function list(api: SessionApi): Promise<InboundConfig[]> {
-  const { items } = await api.harness.storage.scanValues({ scope: { session: true }, namespace: NAMESPACE, limit: MAX_INBOUND_ENDPOINTS });
+  const { items } = await api.harness.storage.scanValues({
+    scope: { session: true },
+    namespace: NAMESPACE,
+    limit: MAX_INBOUND_ENDPOINTS,
+  });
   return items.map((item) => present(item.key, item.version.value as unknown as InboundRecord));
 }
 
@@ -120,7 +143,12 @@ async function remove(api: SessionApi, name: string): Promise<{ readonly deleted
 }
 
 /** The inbound entries of the SessionObject's op table, over the open session's SessionApi. */
-export function inboundOps<S extends { readonly api: SessionApi }>(): { readonly [K in keyof InboundSessionOps]: (session: S, ...args: InboundSessionOps[K]["args"]) => Promise<InboundSessionOps[K]["result"]> } {
+export function inboundOps<S extends { readonly api: SessionApi }>(): {
+  readonly [K in keyof InboundSessionOps]: (
+    session: S,
+    ...args: InboundSessionOps[K]["args"]
+  ) => Promise<InboundSessionOps[K]["result"]>;
+} {
   return {
     inboundPut: (s, name, request) => put(s.api, name, request),
     inboundList: (s) => list(s.api),

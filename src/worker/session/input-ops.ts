@@ -11,7 +11,15 @@
 import { BACKGROUND_CONTEXT, type Call } from "../../core/call.js";
 import type { UserInput } from "../../core/entries.js";
 import type { TxBuilder } from "../../core/tx.js";
-import { bindResult, isTerminalResult, priorAcceptance, queueInput, type Acceptance, type InputResult, type QueuedInput } from "../../core/inbox.js";
+import {
+  bindResult,
+  isTerminalResult,
+  priorAcceptance,
+  queueInput,
+  type Acceptance,
+  type InputResult,
+  type QueuedInput,
+} from "../../core/inbox.js";
 import { bindTo, sessionValue, withKey, type ValueSpec } from "../../core/state.js";
 import { acceptInput, type WhenBusy } from "../../kinds/placement.js";
 import { presentEntry } from "../../kinds/stored.js";
@@ -93,13 +101,26 @@ const call: Call = BACKGROUND_CONTEXT;
  * with another body, throws before anything is written. An acceptance indexed without a hash (before
  * hashes were kept) is matched on the conversation only.
  */
-async function checkReuse(b: TxBuilder, prior: Acceptance, conversationId: Id, requestHash: string | undefined): Promise<void> {
+async function checkReuse(
+  b: TxBuilder,
+  prior: Acceptance,
+  conversationId: Id,
+  requestHash: string | undefined,
+): Promise<void> {
   if (prior.conversationId !== conversationId) {
-    throw new Problem("idempotency_key_reused", `this Idempotency-Key was used on conversation ${prior.conversationId}; use a new key for a new request`, "idempotency-key");
+    throw new Problem(
+      "idempotency_key_reused",
+      `this Idempotency-Key was used on conversation ${prior.conversationId}; use a new key for a new request`,
+      "idempotency-key",
+    );
   }
   const indexed = await b.value(inputIndex(prior.inputId)).get();
   if (requestHash !== undefined && indexed?.requestHash !== undefined && indexed.requestHash !== requestHash) {
-    throw new Problem("idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key for a new request", "idempotency-key");
+    throw new Problem(
+      "idempotency_key_reused",
+      "this Idempotency-Key was used with a different body; use a new key for a new request",
+      "idempotency-key",
+    );
   }
 }
 
@@ -119,23 +140,37 @@ async function accept(api: SessionApi, ref: ConversationRef, request: AcceptRequ
       const accepted = await acceptInput(
         b,
         conversationId,
-        { input: request.input, ...(key === undefined ? {} : { requestId: key }), ...(request.whenBusy === undefined ? {} : { whenBusy: request.whenBusy }) },
+        {
+          input: request.input,
+          ...(key === undefined ? {} : { requestId: key }),
+          ...(request.whenBusy === undefined ? {} : { whenBusy: request.whenBusy }),
+        },
         api.kit.options,
         harness.now(),
       );
       inputId = accepted.inputId;
     } else {
-      const item: QueuedInput = { mode: request.mode, input: request.input, ...(key === undefined ? {} : { requestId: key }) };
+      const item: QueuedInput = {
+        mode: request.mode,
+        input: request.input,
+        ...(key === undefined ? {} : { requestId: key }),
+      };
       inputId = queueInput(b, conversationId, item);
     }
-    b.value(inputIndex(inputId)).set({ conversationId, ...(request.requestHash === undefined ? {} : { requestHash: request.requestHash }) });
+    b.value(inputIndex(inputId)).set({
+      conversationId,
+      ...(request.requestHash === undefined ? {} : { requestHash: request.requestHash }),
+    });
     return { inputId, conversationId, duplicate: false };
   });
   let result = await readResult(api, receipt.conversationId, receipt.inputId);
   if (request.waitSeconds !== undefined && request.waitSeconds > 0 && !isTerminalResult(result)) {
     result = await waitResult(api, receipt.conversationId, receipt.inputId, request.waitSeconds * 1000);
   }
-  const stored = request.waitSeconds !== undefined && result?.status === "done" && result.answer !== undefined ? await harness.getEntry(result.answer, call) : undefined;
+  const stored =
+    request.waitSeconds !== undefined && result?.status === "done" && result.answer !== undefined
+      ? await harness.getEntry(result.answer, call)
+      : undefined;
   const answer = stored === undefined ? undefined : presentEntry(stored);
   return {
     inputId: receipt.inputId,
@@ -150,22 +185,29 @@ async function accept(api: SessionApi, ref: ConversationRef, request: AcceptRequ
 async function input(api: SessionApi, inputId: Id): Promise<InputView> {
   const conversationId = await inputConversation(api, inputId);
   const result = conversationId === undefined ? undefined : await readResult(api, conversationId, inputId);
-  if (conversationId === undefined || result === undefined) throw new Problem("input_not_found", `input ${inputId} does not exist`, "inputId");
+  if (conversationId === undefined || result === undefined)
+    throw new Problem("input_not_found", `input ${inputId} does not exist`, "inputId");
   return { inputId, conversationId, result };
 }
 
 async function withdraw(api: SessionApi, inputId: Id): Promise<InputView> {
   const { conversationId, result } = await input(api, inputId);
-  if (result.status !== "queued") throw new Problem("input_not_queued", `input ${inputId} is ${result.status}, not queued; only a queued input can be withdrawn`);
+  if (result.status !== "queued")
+    throw new Problem(
+      "input_not_queued",
+      `input ${inputId} is ${result.status}, not queued; only a queued input can be withdrawn`,
+    );
   const handle = await api.conversation(conversationId);
   const outcome = await handle.abortInput(inputId, call);
-  if (outcome === "not_found") throw new Problem("input_not_queued", `input ${inputId} was placed before it could be withdrawn`);
+  if (outcome === "not_found")
+    throw new Problem("input_not_queued", `input ${inputId} was placed before it could be withdrawn`);
   return input(api, inputId);
 }
 
 async function acceptance(api: SessionApi, source: RequestSource): Promise<Acceptance> {
   const found = await api.harness.acceptance(requestId(source), call);
-  if (found === undefined) throw new Problem("acceptance_not_found", "no input was accepted with this request key", "requestKey");
+  if (found === undefined)
+    throw new Problem("acceptance_not_found", "no input was accepted with this request key", "requestKey");
   return found;
 }
 
@@ -218,14 +260,22 @@ function waitResult(api: SessionApi, conversationId: Id, inputId: Id, ms: number
         },
       );
     };
-    const timer = setTimeout(() => void readResult(api, conversationId, inputId).then(finish, () => finish(undefined)), ms);
+    const timer = setTimeout(
+      () => void readResult(api, conversationId, inputId).then(finish, () => finish(undefined)),
+      ms,
+    );
     const stop = api.harness.onCommit(() => check());
     check();
   });
 }
 
 /** The input entries of the SessionObject's op table, over the open session's SessionApi. */
-export function inputOps<S extends { readonly api: SessionApi }>(): { readonly [K in keyof InputSessionOps]: (session: S, ...args: InputSessionOps[K]["args"]) => Promise<InputSessionOps[K]["result"]> } {
+export function inputOps<S extends { readonly api: SessionApi }>(): {
+  readonly [K in keyof InputSessionOps]: (
+    session: S,
+    ...args: InputSessionOps[K]["args"]
+  ) => Promise<InputSessionOps[K]["result"]>;
+} {
   return {
     accept: (s, ref, request) => accept(s.api, ref, request),
     input: (s, id) => input(s.api, id),

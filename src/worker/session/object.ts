@@ -105,9 +105,21 @@ export class SessionObject extends DurableObject<Env> {
       due: (at) => this.#alarms.directory(at, this.#clock.now()),
       report: (error) => hostReport({ type: "directory_update_failed", error }),
     });
-    this.#outbox = objectOutbox(ctx, env, this.#clock, () => this.#directory.where, (at) => this.#alarms.outbox(at, this.#clock.now()));
+    this.#outbox = objectOutbox(
+      ctx,
+      env,
+      this.#clock,
+      () => this.#directory.where,
+      (at) => this.#alarms.outbox(at, this.#clock.now()),
+    );
     this.#catalog = sessionCatalog(env, this.#clock, () => this.#directory.where?.tenant ?? this.#creatingFor);
-    this.#watches = new SessionWatches(ctx, env, this.#clock, (at) => this.#alarms.watches(at, this.#clock.now()), () => this.#acquire());
+    this.#watches = new SessionWatches(
+      ctx,
+      env,
+      this.#clock,
+      (at) => this.#alarms.watches(at, this.#clock.now()),
+      () => this.#acquire(),
+    );
   }
 
   // RPC ---------------------------------------------------------------------------------------------
@@ -193,17 +205,25 @@ export class SessionObject extends DurableObject<Env> {
    * Nothing is written unless the session is created now. With `where` (the HTTP layer's tenant and
    * name), a created session is announced to its tenant's directory with the body's title and labels.
    */
-  createSession(body: SessionConfigBody, where?: SessionWhere, template?: TemplateBinding): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
+  createSession(
+    body: SessionConfigBody,
+    where?: SessionWhere,
+    template?: TemplateBinding,
+  ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
         const config = normalizeConfig(body, defaultModel(this.env));
         if (sessionCreated(this.ctx.storage)) {
           // Another user's session answers as an unknown one does, and nothing changes (identity/user-access.ts).
-          if (where?.owner !== undefined && where.granted !== true && readOwner(this.ctx.storage.kv) !== where.owner) throw new SessionNotFound();
+          if (where?.owner !== undefined && where.granted !== true && readOwner(this.ctx.storage.kv) !== where.owner)
+            throw new SessionNotFound();
           const session = await this.#acquireNow();
           const stored = (await session.api.summary()).config;
           if (stored !== undefined && canonical(stored) !== canonical(config)) {
-            throw new Problem("session_config_conflict", `the session exists with config ${canonical(stored)}; this request asks for ${canonical(config)}`);
+            throw new Problem(
+              "session_config_conflict",
+              `the session exists with config ${canonical(stored)}; this request asks for ${canonical(config)}`,
+            );
           }
           return { created: false, config: stored ?? config };
         }
@@ -215,7 +235,13 @@ export class SessionObject extends DurableObject<Env> {
         await this.#open(createValues(config));
         if (template !== undefined) this.ctx.storage.kv.put(TEMPLATE_KEY, template);
         if (where !== undefined) {
-          await this.#directory.created({ tenant: where.tenant, session: where.session, owner: where.owner, ...(body.title === undefined ? {} : { title: body.title }), ...(body.labels === undefined ? {} : { labels: body.labels }) });
+          await this.#directory.created({
+            tenant: where.tenant,
+            session: where.session,
+            owner: where.owner,
+            ...(body.title === undefined ? {} : { title: body.title }),
+            ...(body.labels === undefined ? {} : { labels: body.labels }),
+          });
         }
         return { created: true, config };
       }),
@@ -226,22 +252,32 @@ export class SessionObject extends DurableObject<Env> {
   op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>> {
     return this.#outcome(async () => {
       const session = await this.#acquire();
-      const handler = this.#ops[name] as (session: OpenSession, ...args: SessionOps[K]["args"]) => Promise<SessionOps[K]["result"]>;
+      const handler = this.#ops[name] as (
+        session: OpenSession,
+        ...args: SessionOps[K]["args"]
+      ) => Promise<SessionOps[K]["result"]>;
       return handler(session, ...args);
     });
   }
 
   /** PATCH /v1/sessions/{session}: change the directory title and/or labels (`null` title clears it). */
-  relabel(change: { readonly title?: string | null; readonly labels?: readonly string[] }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>> {
+  relabel(change: {
+    readonly title?: string | null;
+    readonly labels?: readonly string[];
+  }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>> {
     return this.#outcome(async () => {
       await this.#acquire();
-      if (this.#directory.meta() === undefined) throw new Problem("conflict", "this session has no directory entry (it was not created over HTTP)");
+      if (this.#directory.meta() === undefined)
+        throw new Problem("conflict", "this session has no directory entry (it was not created over HTTP)");
       await this.#directory.relabel(change);
       return this.#directory.meta() ?? { labels: [] };
     });
   }
 
-  /** Whether end user `sub` reaches this session (it owns it, or `creating` and nobody created it): identity/user-access.ts. */
+  /**
+   * Whether end user `sub` reaches this session (it owns it, or `creating` and nobody created it):
+   * identity/user-access.ts.
+   */
   reaches(sub: string, creating: boolean): boolean {
     return ownerReaches(this.ctx.storage.kv, sessionCreated(this.ctx.storage), sub, creating);
   }
@@ -253,7 +289,9 @@ export class SessionObject extends DurableObject<Env> {
 
   /** The template this session was created from (what its users may set), and whether it exists. */
   templateBinding(): { readonly exists: boolean; readonly binding?: TemplateBinding } {
-    const binding = sessionCreated(this.ctx.storage) ? this.ctx.storage.kv.get<TemplateBinding>(TEMPLATE_KEY) : undefined;
+    const binding = sessionCreated(this.ctx.storage)
+      ? this.ctx.storage.kv.get<TemplateBinding>(TEMPLATE_KEY)
+      : undefined;
     return { exists: sessionCreated(this.ctx.storage), ...(binding === undefined ? {} : { binding }) };
   }
 
@@ -274,7 +312,9 @@ export class SessionObject extends DurableObject<Env> {
         this.#session = undefined;
         if (current !== undefined) {
           current.feeds.close();
-          await current.harness.close(BACKGROUND_CONTEXT).catch((error: unknown) => hostReport({ type: "harness", report: error }));
+          await current.harness
+            .close(BACKGROUND_CONTEXT)
+            .catch((error: unknown) => hostReport({ type: "harness", report: error }));
         }
         this.#watches.forget();
         this.#outbox.closed();
@@ -372,7 +412,9 @@ export class SessionObject extends DurableObject<Env> {
       this.#watches.forget();
       // Join the old harness's calls before a new one takes the same storage (close is shared and safe
       // after a fault or shutdown).
-      await current.harness.close(BACKGROUND_CONTEXT).catch((error: unknown) => hostReport({ type: "harness", report: error }));
+      await current.harness
+        .close(BACKGROUND_CONTEXT)
+        .catch((error: unknown) => hostReport({ type: "harness", report: error }));
     }
     if (!sessionCreated(this.ctx.storage)) throw new SessionNotFound();
     return this.#open(undefined);

@@ -17,7 +17,12 @@ import { RigOps } from "./rig-ops.js";
 import { scheduleOps } from "./schedule-ops.js";
 
 /** Each operation of the table as a function of the open session. */
-export type OpTable = { readonly [K in keyof SessionOps]: (session: OpenSession, ...args: SessionOps[K]["args"]) => Promise<SessionOps[K]["result"]> };
+export type OpTable = {
+  readonly [K in keyof SessionOps]: (
+    session: OpenSession,
+    ...args: SessionOps[K]["args"]
+  ) => Promise<SessionOps[K]["result"]>;
+};
 
 /** The operator operations the table reaches on the object itself (its RPC methods). */
 export interface OperatorOps {
@@ -28,12 +33,22 @@ export interface OperatorOps {
 }
 
 /** The rig's operations as entries of the SessionObject's op table. */
-function bindRig(table: ReturnType<typeof RigOps.table>): { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
+function bindRig(table: ReturnType<typeof RigOps.table>): {
+  readonly [K in keyof RigSessionOps]: (
+    session: OpenSession,
+    ...args: RigSessionOps[K]["args"]
+  ) => Promise<RigSessionOps[K]["result"]>;
+} {
   const out: Record<string, (session: OpenSession, ...args: never[]) => Promise<unknown>> = {};
   for (const [name, run] of Object.entries(table) as [string, (ops: RigOps, ...args: never[]) => Promise<unknown>][]) {
     out[name] = (session, ...args) => run(session.rig, ...args);
   }
-  return out as unknown as { readonly [K in keyof RigSessionOps]: (session: OpenSession, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> };
+  return out as unknown as {
+    readonly [K in keyof RigSessionOps]: (
+      session: OpenSession,
+      ...args: RigSessionOps[K]["args"]
+    ) => Promise<RigSessionOps[K]["result"]>;
+  };
 }
 
 /** The table over `object` (the operator operations) and the object's outbox. */

@@ -74,7 +74,10 @@ export interface OpeningDeps {
  * Open storage (running any newer migrations), the host and the harness; attach unless faulted.
  * `rootValues` is given only by create (empty storage gets its root then).
  */
-export async function openSession(deps: OpeningDeps, rootValues: readonly InitialValue[] | undefined): Promise<OpenSession> {
+export async function openSession(
+  deps: OpeningDeps,
+  rootValues: readonly InitialValue[] | undefined,
+): Promise<OpenSession> {
   const { ctx, clock, alarms, directory, outbox } = deps;
   // A misconfigured retry policy refuses the open before anything touches storage.
   const retry = retryOptions(deps.env);
@@ -153,7 +156,16 @@ export async function openSession(deps: OpeningDeps, rootValues: readonly Initia
     },
   });
   const gupp = new Gupp(rig, (error) => hostReport({ type: "harness", report: error }));
-  const session: OpenSession = { harness, book, kit, api: new SessionApi(harness, kit, models, deps.catalog), feeds, rig: new RigOps(rig, feeds), gupp, stale: false };
+  const session: OpenSession = {
+    harness,
+    book,
+    kit,
+    api: new SessionApi(harness, kit, models, deps.catalog),
+    feeds,
+    rig: new RigOps(rig, feeds),
+    gupp,
+    stale: false,
+  };
   // Watchers that survived hibernation (or a reopen) are registered before any new commit.
   await deps.opened(session);
   // Keep the session attached whenever it is open and not faulted, so accepted work always runs; a

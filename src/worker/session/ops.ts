@@ -38,13 +38,24 @@ import type { ConfigValues, ConversationRef, ConversationSnapshot, SessionSummar
 export type Op<Args extends readonly unknown[], Result> = { readonly args: Args; readonly result: Result };
 
 /** Every HTTP operation on a session: its arguments and its result. */
-export interface SessionOps extends InputSessionOps, ScheduleSessionOps, RigSessionOps, InboundSessionOps, PendingSessionOps, OutboxSessionOps, RemoteCallSessionOps {
+export interface SessionOps
+  extends
+    InputSessionOps,
+    ScheduleSessionOps,
+    RigSessionOps,
+    InboundSessionOps,
+    PendingSessionOps,
+    OutboxSessionOps,
+    RemoteCallSessionOps {
   summary: Op<[], SessionSummary>;
   snapshot: Op<[ref: ConversationRef], ConversationSnapshot>;
   entries: Op<[ref: ConversationRef, query: { before?: Id; after?: Id; limit?: number; kind?: string }], Page<Entry>>;
   abort: Op<[ref: ConversationRef], { aborted: true }>;
   deleteConversation: Op<[ref: ConversationRef], { deleted: Id[] }>;
-  fork: Op<[ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }], { conversationId: Id; conversation: Conversation }>;
+  fork: Op<
+    [ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }],
+    { conversationId: Id; conversation: Conversation }
+  >;
   continue: Op<[ref: ConversationRef], { inputs: Id[]; generation: Id }>;
   collapse: Op<[ref: ConversationRef, instructions: string | undefined], { taskId: Id }>;
   reset: Op<[ref: ConversationRef, handoff: string | undefined], { reset: true }>;
@@ -59,17 +70,22 @@ export interface SessionOps extends InputSessionOps, ScheduleSessionOps, RigSess
   releaseQuarantine: Op<[taskId: Id], { released: true }>;
   /** The storage's last sequence (tests check that a refused request wrote nothing). */
   lastSeq: Op<[], Id>;
-
 }
 
 /** Every rig operation: its arguments and its result. */
 export interface RigSessionOps {
-  rigRegister: Op<[actor: Actor, agentId: string, request: RegisterRequest], { readonly created: boolean; readonly agent: AgentRecord }>;
+  rigRegister: Op<
+    [actor: Actor, agentId: string, request: RegisterRequest],
+    { readonly created: boolean; readonly agent: AgentRecord }
+  >;
   rigAgents: Op<[actor: Actor], AgentListing[]>;
   rigDeregister: Op<[actor: Actor, agentId: string], { readonly deleted: true }>;
   rigTerminate: Op<[actor: Actor, agentId: string], AgentRecord>;
   rigHook: Op<[actor: Actor, agentId: string, waitMs: number], HookView>;
-  rigTransition: Op<[actor: Actor, agentId: string, transition: Transition, request: TransitionRequest], TransitionResult>;
+  rigTransition: Op<
+    [actor: Actor, agentId: string, transition: Transition, request: TransitionRequest],
+    TransitionResult
+  >;
   rigMail: Op<[actor: Actor, query: { readonly after?: Id; readonly limit?: number }], MailPage>;
   rigSend: Op<[actor: Actor, to: string, payload: MailPayload], MailMessage>;
   rigAck: Op<[actor: Actor, id: Id], MailView>;

@@ -14,7 +14,13 @@ import { AnswerRefused } from "../../core/answers.js";
 import { BACKGROUND_CONTEXT, type Call } from "../../core/call.js";
 import { bind, bindTo } from "../../core/state.js";
 import { answerFits } from "../../kinds/pending.js";
-import { parsePendingId, pendingAll, pendingHere, type PendingItem, type PendingResolution } from "../../kinds/pending-types.js";
+import {
+  parsePendingId,
+  pendingAll,
+  pendingHere,
+  type PendingItem,
+  type PendingResolution,
+} from "../../kinds/pending-types.js";
 import type { JsonValue } from "../../storage/records.js";
 import { Problem } from "../problems.js";
 import type { ConversationRef, SessionApi } from "./api.js";
@@ -49,16 +55,32 @@ function notFound(id: string): Problem {
 function closed(id: string, resolution: PendingResolution | undefined): Problem | undefined {
   if (resolution === undefined) return undefined;
   if (resolution.outcome === "answered") {
-    return new Problem("already_answered", `${id} was already answered`, undefined, resolution.answer === undefined ? {} : { answer: resolution.answer });
+    return new Problem(
+      "already_answered",
+      `${id} was already answered`,
+      undefined,
+      resolution.answer === undefined ? {} : { answer: resolution.answer },
+    );
   }
-  return new Problem("pending_closed", `${id} is closed: ${resolution.outcome === "timeout" ? "its deadline passed" : "its call was aborted"}`, undefined, { outcome: resolution.outcome });
+  return new Problem(
+    "pending_closed",
+    `${id} is closed: ${resolution.outcome === "timeout" ? "its deadline passed" : "its call was aborted"}`,
+    undefined,
+    { outcome: resolution.outcome },
+  );
 }
 
 async function answer(api: SessionApi, id: string, value: JsonValue): Promise<PendingAnswered> {
   const parsed = parsePendingId(id);
   if (parsed === undefined) throw notFound(id);
   if (!answerFits(parsed.type, value)) {
-    throw new Problem("invalid_body", parsed.type === "approval" ? "an approval is answered with { approve, reason? }" : "a client tool is answered with { output, isError? }", parsed.type === "approval" ? "approve" : "output");
+    throw new Problem(
+      "invalid_body",
+      parsed.type === "approval"
+        ? "an approval is answered with { approve, reason? }"
+        : "a client tool is answered with { output, isError? }",
+      parsed.type === "approval" ? "approve" : "output",
+    );
   }
   try {
     const { at } = await api.harness.answer(parsed.taskId, id, value, call);
@@ -67,13 +89,26 @@ async function answer(api: SessionApi, id: string, value: JsonValue): Promise<Pe
     if (!(error instanceof AnswerRefused)) throw error;
     switch (error.reason) {
       case "answered":
-        throw new Problem("already_answered", `${id} was already answered`, undefined, error.current === undefined ? {} : { answer: error.current.value });
+        throw new Problem(
+          "already_answered",
+          `${id} was already answered`,
+          undefined,
+          error.current === undefined ? {} : { answer: error.current.value },
+        );
       case "aborted":
-        throw new Problem("pending_closed", `${id} is closed: its call is being aborted`, undefined, { outcome: "aborted" });
+        throw new Problem("pending_closed", `${id} is closed: its call is being aborted`, undefined, {
+          outcome: "aborted",
+        });
       case "not_waiting": {
         const task = (await api.harness.storage.getTasks([parsed.taskId])).get(parsed.taskId);
-        const resolved = task?.kind === "tool" ? (task.state["resolved"] as PendingResolution[] | undefined) : undefined;
-        throw closed(id, resolved?.find((r) => r.id === id)) ?? notFound(id);
+        const resolved =
+          task?.kind === "tool" ? (task.state["resolved"] as PendingResolution[] | undefined) : undefined;
+        throw (
+          closed(
+            id,
+            resolved?.find((r) => r.id === id),
+          ) ?? notFound(id)
+        );
       }
       default: {
         const never: never = error.reason;
@@ -84,7 +119,12 @@ async function answer(api: SessionApi, id: string, value: JsonValue): Promise<Pe
 }
 
 /** The pending entries of the SessionObject's op table, over the open session's SessionApi. */
-export function pendingOps<S extends { readonly api: SessionApi }>(): { readonly [K in keyof PendingSessionOps]: (session: S, ...args: PendingSessionOps[K]["args"]) => Promise<PendingSessionOps[K]["result"]> } {
+export function pendingOps<S extends { readonly api: SessionApi }>(): {
+  readonly [K in keyof PendingSessionOps]: (
+    session: S,
+    ...args: PendingSessionOps[K]["args"]
+  ) => Promise<PendingSessionOps[K]["result"]>;
+} {
   return {
     pending: (s, ref) => list(s.api, ref),
     answerPending: (s, id, value) => answer(s.api, id, value),

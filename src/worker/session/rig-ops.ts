@@ -38,13 +38,19 @@ export class RigOps {
   }
 
   /** The table the SessionObject's `op` dispatches to. */
-  static table(): { readonly [K in keyof RigSessionOps]: (ops: RigOps, ...args: RigSessionOps[K]["args"]) => Promise<RigSessionOps[K]["result"]> } {
+  static table(): {
+    readonly [K in keyof RigSessionOps]: (
+      ops: RigOps,
+      ...args: RigSessionOps[K]["args"]
+    ) => Promise<RigSessionOps[K]["result"]>;
+  } {
     return {
       rigRegister: (o, actor, agentId, request) => o.rig.register(actor, agentId, request),
       rigAgents: (o) => o.rig.agents(),
       rigDeregister: (o, actor, agentId) => o.rig.deregister(actor, agentId),
       rigTerminate: (o, actor, agentId) => o.rig.terminate(actor, agentId),
-      rigHook: (o, actor, agentId, waitMs) => (waitMs > 0 ? o.rig.waitHook(actor, agentId, waitMs) : o.rig.hookFor(actor, agentId)),
+      rigHook: (o, actor, agentId, waitMs) =>
+        waitMs > 0 ? o.rig.waitHook(actor, agentId, waitMs) : o.rig.hookFor(actor, agentId),
       rigTransition: (o, actor, agentId, transition, request) => o.rig.transition(actor, agentId, transition, request),
       rigMail: (o, actor, query) => o.rig.mail(actor, undefined, query),
       rigSend: (o, actor, to, payload) => o.rig.send(actor, to, payload),

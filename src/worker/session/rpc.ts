@@ -36,8 +36,14 @@ export interface SessionRpc {
   templateBinding(): Promise<{ readonly exists: boolean; readonly binding?: TemplateBinding }>;
   /** Close `sub`'s watches issued before `before` (Unix seconds): a revocation (watch/guard.ts). */
   closeWatches(sub: string, before: number): Promise<{ readonly closed: number }>;
-  relabel(change: { readonly title?: string | null; readonly labels?: readonly string[] }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>>;
-  /** Whether end user `sub` reaches this session: it owns it, or (`creating`) nobody created it yet (identity/user-access.ts). */
+  relabel(change: {
+    readonly title?: string | null;
+    readonly labels?: readonly string[];
+  }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>>;
+  /**
+   * Whether end user `sub` reaches this session: it owns it, or (`creating`) nobody created it yet
+   * (identity/user-access.ts).
+   */
   reaches(sub: string, creating: boolean): Promise<boolean>;
   directoryMeta(): Promise<{ readonly title?: string; readonly labels: readonly string[] } | undefined>;
   op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>>;

@@ -64,7 +64,10 @@ export interface SchedulePatch extends ScheduleEdit {
 /** The schedule operations of the session's op table (session/ops.ts): arguments and results. */
 export interface ScheduleSessionOps {
   createSchedule: { readonly args: [request: ScheduleRequest]; readonly result: ScheduleView };
-  schedules: { readonly args: [query: { after?: Id; limit?: number; all?: boolean }]; readonly result: Page<ScheduleView> };
+  schedules: {
+    readonly args: [query: { after?: Id; limit?: number; all?: boolean }];
+    readonly result: Page<ScheduleView>;
+  };
   schedule: { readonly args: [id: Id]; readonly result: ScheduleView };
   deleteSchedule: { readonly args: [id: Id]; readonly result: ScheduleView };
   patchSchedule: { readonly args: [id: Id, patch: SchedulePatch]; readonly result: ScheduleView };
@@ -83,7 +86,11 @@ async function createSchedule(api: SessionApi, request: ScheduleRequest): Promis
   // A conversation's model can be set but never unset over HTTP, so the check holds for its life.
   const model = (await harness.storage.getValue(bindTo(generationConfig.model, handle.id)))?.value;
   if (model === undefined || model === "") {
-    throw new Problem("invalid_body", `conversation ${handle.id} has no model configured (pi.model); set one with PATCH .../config before scheduling inputs into it`, "conversation");
+    throw new Problem(
+      "invalid_body",
+      `conversation ${handle.id} has no model configured (pi.model); set one with PATCH .../config before scheduling inputs into it`,
+      "conversation",
+    );
   }
   const spec: ScheduleSpec = {
     conversationId: handle.id,
@@ -101,11 +108,17 @@ async function createSchedule(api: SessionApi, request: ScheduleRequest): Promis
     if (error instanceof InvalidSchedule) throw new Problem("invalid_body", error.message, error.field);
     throw error;
   }
-  const id = await harness.commit((tx) => tx.task(scheduleDefinition, { conversationId: handle.id, background: true, state }), call);
+  const id = await harness.commit(
+    (tx) => tx.task(scheduleDefinition, { conversationId: handle.id, background: true, state }),
+    call,
+  );
   return schedule(api, id);
 }
 
-async function schedules(api: SessionApi, query: { after?: Id; limit?: number; all?: boolean }): Promise<Page<ScheduleView>> {
+async function schedules(
+  api: SessionApi,
+  query: { after?: Id; limit?: number; all?: boolean },
+): Promise<Page<ScheduleView>> {
   const page = await api.harness.storage.scanTasks({
     kind: scheduleDefinition.kind,
     limit: query.limit ?? 100,
@@ -118,7 +131,8 @@ async function schedules(api: SessionApi, query: { after?: Id; limit?: number; a
 
 async function schedule(api: SessionApi, id: Id): Promise<ScheduleView> {
   const task = await api.harness.getTask(id, call);
-  if (task === undefined || task.kind !== scheduleDefinition.kind) throw new Problem("schedule_not_found", `schedule ${id} does not exist`, "scheduleId");
+  if (task === undefined || task.kind !== scheduleDefinition.kind)
+    throw new Problem("schedule_not_found", `schedule ${id} does not exist`, "scheduleId");
   return scheduleView(api, task);
 }
 
@@ -206,7 +220,22 @@ async function scheduleView(api: SessionApi, task: Task): Promise<ScheduleView> 
   const state = task.state as ScheduleState | { status: "orphaned" };
   if (state.status === "orphaned") throw new Problem("conflict", `schedule ${task.id} is orphaned`);
   const paused = (await api.harness.storage.getValue(bind(schedulePaused(task.id), {})))?.value === true;
-  const { status, conversationId, input, mode, every, cron, timezone, catchUp, nextRunAt, lastRunAt, runs, skipped, skippedCapped, lastInputId } = state;
+  const {
+    status,
+    conversationId,
+    input,
+    mode,
+    every,
+    cron,
+    timezone,
+    catchUp,
+    nextRunAt,
+    lastRunAt,
+    runs,
+    skipped,
+    skippedCapped,
+    lastInputId,
+  } = state;
   return {
     id: task.id,
     conversationId,
@@ -229,7 +258,12 @@ async function scheduleView(api: SessionApi, task: Task): Promise<ScheduleView> 
 }
 
 /** The schedule entries of the SessionObject's op table, over the open session's SessionApi. */
-export function scheduleOps<S extends { readonly api: SessionApi }>(): { readonly [K in keyof ScheduleSessionOps]: (session: S, ...args: ScheduleSessionOps[K]["args"]) => Promise<ScheduleSessionOps[K]["result"]> } {
+export function scheduleOps<S extends { readonly api: SessionApi }>(): {
+  readonly [K in keyof ScheduleSessionOps]: (
+    session: S,
+    ...args: ScheduleSessionOps[K]["args"]
+  ) => Promise<ScheduleSessionOps[K]["result"]>;
+} {
   return {
     createSchedule: (s, request) => createSchedule(s.api, request),
     schedules: (s, query) => schedules(s.api, query),

@@ -54,7 +54,9 @@ export class CatalogCache implements ToolCatalog {
 
   offer(name: string): OfferedTool | undefined {
     const definition = this.#copy?.records.get(name)?.definition;
-    return definition === undefined ? undefined : { name, description: definition.description, parameters: definition.parameters };
+    return definition === undefined
+      ? undefined
+      : { name, description: definition.description, parameters: definition.parameters };
   }
 
   names(): readonly string[] {
@@ -81,7 +83,10 @@ export class CatalogCache implements ToolCatalog {
     const before = this.#copy;
     try {
       const snapshot = await this.#deps.read(tenant, before?.version);
-      const records = snapshot.records === undefined ? before?.records : new Map(snapshot.records.map((record) => [record.name, record]));
+      const records =
+        snapshot.records === undefined
+          ? before?.records
+          : new Map(snapshot.records.map((record) => [record.name, record]));
       this.#copy = { version: snapshot.version, fetchedAt: this.#deps.clock.now(), records: records ?? new Map() };
     } catch (error) {
       this.#deps.report(error);
@@ -94,7 +99,11 @@ export class CatalogCache implements ToolCatalog {
  * naming a tool neither knows reads the catalog first (forced), so a tool defined a moment ago is
  * selectable at once; one of built-in tools only never reads it.
  */
-export async function selectableTools(builtins: readonly string[], catalog: ToolCatalog | undefined, selected: readonly string[] = []): Promise<readonly string[]> {
+export async function selectableTools(
+  builtins: readonly string[],
+  catalog: ToolCatalog | undefined,
+  selected: readonly string[] = [],
+): Promise<readonly string[]> {
   if (catalog === undefined) return builtins;
   const known = (name: string): boolean => builtins.includes(name) || catalog.names().includes(name);
   if (!selected.every(known)) await catalog.refresh({ force: true });

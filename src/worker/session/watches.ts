@@ -12,7 +12,15 @@ import { hostReport } from "../platform/host-config.js";
 import { Problem, toProblem } from "../problems.js";
 import type { FeedSubscriber } from "../watch/feed.js";
 import { objectWatchGuard, watcherFromHeaders, type WatchGuard } from "../watch/guard.js";
-import { readAttachment, sendableCloseCode, socketSubscriber, sseResponse, type AnyFeed, type Watcher, type WatchTarget } from "../watch/transport.js";
+import {
+  readAttachment,
+  sendableCloseCode,
+  socketSubscriber,
+  sseResponse,
+  type AnyFeed,
+  type Watcher,
+  type WatchTarget,
+} from "../watch/transport.js";
 import type { OpenSession } from "./opening.js";
 
 export class SessionWatches {
@@ -26,7 +34,13 @@ export class SessionWatches {
   readonly #app: Hono;
 
   /** `due`: when the guard next needs the alarm (its earliest expiry). */
-  constructor(ctx: DurableObjectState, env: Env, clock: Clock, due: (at: number | undefined) => void, acquire: () => Promise<OpenSession>) {
+  constructor(
+    ctx: DurableObjectState,
+    env: Env,
+    clock: Clock,
+    due: (at: number | undefined) => void,
+    acquire: () => Promise<OpenSession>,
+  ) {
     this.#ctx = ctx;
     this.#acquire = acquire;
     // Hibernated sockets answer pings without waking the object.
@@ -106,7 +120,9 @@ export class SessionWatches {
     const registered = this.#sockets.get(ws);
     if (registered === undefined) return;
     this.#sockets.delete(ws);
-    (registered.feed as AnyFeed & { unsubscribe(s: FeedSubscriber<unknown, unknown>): void }).unsubscribe(registered.subscriber);
+    (registered.feed as AnyFeed & { unsubscribe(s: FeedSubscriber<unknown, unknown>): void }).unsubscribe(
+      registered.subscriber,
+    );
   }
 
   async #feedOf(session: OpenSession, target: WatchTarget): Promise<AnyFeed> {
@@ -114,12 +130,21 @@ export class SessionWatches {
     return session.feeds.target(target);
   }
 
-  async #watchSocket(session: OpenSession, ws: WebSocket, target: WatchTarget, lastEventId: string | undefined, watcher?: Watcher): Promise<void> {
+  async #watchSocket(
+    session: OpenSession,
+    ws: WebSocket,
+    target: WatchTarget,
+    lastEventId: string | undefined,
+    watcher?: Watcher,
+  ): Promise<void> {
     const feed = await this.#feedOf(session, target);
     const subscriber = socketSubscriber(ws, target, watcher);
     this.#sockets.set(ws, { feed, subscriber });
     ws.serializeAttachment({ target, lastEventId, ...(watcher === undefined ? {} : { watcher }) });
-    (feed as AnyFeed & { subscribe(s: FeedSubscriber<unknown, unknown>, id: string | undefined): void }).subscribe(subscriber, lastEventId);
+    (feed as AnyFeed & { subscribe(s: FeedSubscriber<unknown, unknown>, id: string | undefined): void }).subscribe(
+      subscriber,
+      lastEventId,
+    );
   }
 
   /** The object's internal watch routes (the Worker authenticated and validated the request). */
@@ -136,7 +161,10 @@ export class SessionWatches {
       let target: WatchTarget;
       try {
         session = await this.#acquire();
-        target = raw === "session" ? { type: "session" } : { type: "conversation", id: raw === "root" ? session.harness.rootId : Number(raw) };
+        target =
+          raw === "session"
+            ? { type: "session" }
+            : { type: "conversation", id: raw === "root" ? session.harness.rootId : Number(raw) };
         feed = await this.#feedOf(session, target);
       } catch (error) {
         return toProblem(error, (report) => hostReport({ type: "harness", report })).response();
@@ -149,7 +177,12 @@ export class SessionWatches {
         this.#guard.schedule();
         return new Response(null, { status: 101, webSocket: client });
       }
-      return sseResponse(c, feed, lastEventId, watcher === undefined ? undefined : (end) => this.#guard.stream(watcher, end));
+      return sseResponse(
+        c,
+        feed,
+        lastEventId,
+        watcher === undefined ? undefined : (end) => this.#guard.stream(watcher, end),
+      );
     });
     app.notFound(() => new Problem("route_not_found", "no such watch route").response());
     return app;

@@ -66,7 +66,12 @@ export class WatchFeed<View extends { readonly readAt: Id }, Event extends FeedE
   #ended = false;
   #resyncing = false;
 
-  constructor(handle: WatchHandle<View, Event>, capacity: number, onEnd: () => void, present?: FeedPresenter<View, Event>) {
+  constructor(
+    handle: WatchHandle<View, Event>,
+    capacity: number,
+    onEnd: () => void,
+    present?: FeedPresenter<View, Event>,
+  ) {
     this.#handle = handle;
     this.#capacity = capacity;
     this.#onEnd = onEnd;

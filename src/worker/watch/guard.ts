@@ -67,7 +67,12 @@ export class WatchGuard {
   refusal(watcher: Watcher | undefined): Problem | undefined {
     if (watcher === undefined) return undefined;
     if (watcher.exp * 1000 <= this.#host.now()) return new Problem("unauthorized", "the token expired", "token.exp");
-    if (this.#revoked(watcher)) return new Problem("unauthorized", `the tokens of user ${watcher.sub} were revoked; get a new token`, "token.iat");
+    if (this.#revoked(watcher))
+      return new Problem(
+        "unauthorized",
+        `the tokens of user ${watcher.sub} were revoked; get a new token`,
+        "token.iat",
+      );
     return undefined;
   }
 
@@ -87,7 +92,8 @@ export class WatchGuard {
     const kv = this.#host.storage.kv;
     const nowSeconds = Math.floor(this.#host.now() / 1000);
     const kept: Record<string, number> = {};
-    for (const [who, at] of Object.entries(this.#revocations())) if (at + this.#host.horizonSeconds > nowSeconds) kept[who] = at;
+    for (const [who, at] of Object.entries(this.#revocations()))
+      if (at + this.#host.horizonSeconds > nowSeconds) kept[who] = at;
     kept[sub] = Math.max(kept[sub] ?? 0, before);
     kv.put(REVOKED_KEY, kept);
     return { closed: this.sweep() };
@@ -125,7 +131,8 @@ export class WatchGuard {
     const consider = (watcher: Watcher | undefined): void => {
       if (watcher !== undefined && (earliest === undefined || watcher.exp < earliest)) earliest = watcher.exp;
     };
-    for (const ws of this.#host.getWebSockets()) if (ws.readyState === WebSocket.OPEN) consider(readAttachment(ws)?.watcher);
+    for (const ws of this.#host.getWebSockets())
+      if (ws.readyState === WebSocket.OPEN) consider(readAttachment(ws)?.watcher);
     for (const stream of this.#streams) consider(stream.watcher);
     this.#host.due(earliest === undefined ? undefined : earliest * 1000);
   }
@@ -147,8 +154,21 @@ export class WatchGuard {
 }
 
 /** The guard of a session object: its storage and sockets, its clock, its alarm's `watches` reason. */
-export function objectWatchGuard(ctx: DurableObjectState, env: Env, clock: Clock, due: (at: number | undefined) => void, closed: (ws: WebSocket) => void): WatchGuard {
-  const guard = new WatchGuard({ storage: ctx.storage, getWebSockets: () => ctx.getWebSockets(), now: () => clock.now(), due, closed, horizonSeconds: maxTokenLifetime(env) });
+export function objectWatchGuard(
+  ctx: DurableObjectState,
+  env: Env,
+  clock: Clock,
+  due: (at: number | undefined) => void,
+  closed: (ws: WebSocket) => void,
+): WatchGuard {
+  const guard = new WatchGuard({
+    storage: ctx.storage,
+    getWebSockets: () => ctx.getWebSockets(),
+    now: () => clock.now(),
+    due,
+    closed,
+    horizonSeconds: maxTokenLifetime(env),
+  });
   // After hibernation the plan does not know the sockets' expiries yet: learned before it first writes.
   guard.schedule();
   return guard;

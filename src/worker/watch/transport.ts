@@ -13,7 +13,14 @@ import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { BACKGROUND_CONTEXT } from "../../core/call.js";
 import type { Harness } from "../../core/harness.js";
-import { watchConversation, watchSession, type ConversationEvent, type ConversationView, type SessionEvent, type SessionView } from "../../core/watch.js";
+import {
+  watchConversation,
+  watchSession,
+  type ConversationEvent,
+  type ConversationView,
+  type SessionEvent,
+  type SessionView,
+} from "../../core/watch.js";
 import type { Id } from "../../storage/records.js";
 import { presentEntry, presentTask, presentUsageEvent } from "../../kinds/stored.js";
 import { pendingAll, pendingHere } from "../../kinds/pending-types.js";
@@ -27,7 +34,10 @@ export type AnyFeed = ConversationFeed | SessionFeed;
 /** What a watch transport watches: a conversation id or the session. */
 export type WatchTarget = { readonly type: "conversation"; readonly id: Id } | { readonly type: "session" };
 
-/** Who holds a watch opened with a user's token: the user, the token's issue time and expiry (Unix seconds; watch/guard.ts). */
+/**
+ * Who holds a watch opened with a user's token: the user, the token's issue time and expiry (Unix seconds;
+ * watch/guard.ts).
+ */
 export interface Watcher {
   readonly sub: string;
   readonly iat?: number;
@@ -37,7 +47,8 @@ export interface Watcher {
 export function watcherOf(value: unknown): Watcher | undefined {
   if (value === null || typeof value !== "object") return undefined;
   const { sub, iat, exp } = value as { sub?: unknown; iat?: unknown; exp?: unknown };
-  if (typeof sub !== "string" || typeof exp !== "number" || (iat !== undefined && typeof iat !== "number")) return undefined;
+  if (typeof sub !== "string" || typeof exp !== "number" || (iat !== undefined && typeof iat !== "number"))
+    return undefined;
   return { sub, exp, ...(iat === undefined ? {} : { iat }) };
 }
 
@@ -91,7 +102,8 @@ export function conversationPresenter(): FeedPresenter<ConversationView, Convers
   let last: { readonly raw: ConversationView; readonly shown: ConversationView } | undefined;
   return {
     view(raw) {
-      if (last?.raw !== raw) last = { raw, shown: { ...raw, entries: raw.entries.map(presentEntry), tasks: raw.tasks.map(presentTask) } };
+      if (last?.raw !== raw)
+        last = { raw, shown: { ...raw, entries: raw.entries.map(presentEntry), tasks: raw.tasks.map(presentTask) } };
       return last.shown;
     },
     event(event) {
@@ -141,15 +153,32 @@ export class FeedBook {
 
   conversation(id: Id): Promise<ConversationFeed> {
     return this.#get(`c${id}`, async (onEnd) => {
-      const handle = await watchConversation(this.#harness, id, { tail: seams.tail ?? VIEW_TAIL, values: [waitingInputs, pendingHere] }, BACKGROUND_CONTEXT);
-      return new WatchFeed<ConversationView, ConversationEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd, conversationPresenter());
+      const handle = await watchConversation(
+        this.#harness,
+        id,
+        { tail: seams.tail ?? VIEW_TAIL, values: [waitingInputs, pendingHere] },
+        BACKGROUND_CONTEXT,
+      );
+      return new WatchFeed<ConversationView, ConversationEvent>(
+        handle,
+        seams.bufferSize ?? DEFAULT_FEED_BUFFER,
+        onEnd,
+        conversationPresenter(),
+      );
     }) as Promise<ConversationFeed>;
   }
 
   session(): Promise<SessionFeed> {
     return this.#get("s", async (onEnd) => {
-      const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT, { values: [waitingConversations, pendingAll] });
-      return new WatchFeed<SessionView, SessionEvent>(handle, seams.bufferSize ?? DEFAULT_FEED_BUFFER, onEnd, sessionPresenter());
+      const handle = await watchSession(this.#harness, BACKGROUND_CONTEXT, {
+        values: [waitingConversations, pendingAll],
+      });
+      return new WatchFeed<SessionView, SessionEvent>(
+        handle,
+        seams.bufferSize ?? DEFAULT_FEED_BUFFER,
+        onEnd,
+        sessionPresenter(),
+      );
     }) as Promise<SessionFeed>;
   }
 
@@ -167,7 +196,11 @@ export class FeedBook {
   /** End every feed (the harness is being replaced). */
   close(): void {
     this.#closed = true;
-    for (const feed of this.#feeds.values()) void feed.then((f) => f.close(), () => undefined);
+    for (const feed of this.#feeds.values())
+      void feed.then(
+        (f) => f.close(),
+        () => undefined,
+      );
     this.#feeds.clear();
     this.#ready.clear();
   }
@@ -182,11 +215,17 @@ export class FeedBook {
       }
     });
     this.#feeds.set(key, created);
-    void created.then((feed) => {
-      if (this.#feeds.get(key) === created) this.#ready.set(key, feed);
-    }, () => undefined);
+    void created.then(
+      (feed) => {
+        if (this.#feeds.get(key) === created) this.#ready.set(key, feed);
+      },
+      () => undefined,
+    );
     created.catch(() => this.#feeds.delete(key));
-    void created.then(() => this.#trim(key), () => undefined);
+    void created.then(
+      () => this.#trim(key),
+      () => undefined,
+    );
     return created;
   }
 
@@ -217,8 +256,16 @@ function payload<V, E>(out: FeedOut<V, E>): string {
   }
 }
 
-/** An SSE response for one subscriber of `feed`; `track` registers how to end it early (a user's watch at expiry or revocation). */
-export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | undefined, track?: (end: () => void) => () => void): Response {
+/**
+ * An SSE response for one subscriber of `feed`; `track` registers how to end it early (a user's watch at expiry or
+ * revocation).
+ */
+export function sseResponse(
+  c: Context,
+  feed: AnyFeed,
+  lastEventId: string | undefined,
+  track?: (end: () => void) => () => void,
+): Response {
   return streamSSE(c, async (stream) => {
     const queue: (FeedOut<unknown, unknown> | "keep-alive")[] = [];
     let ended = false;
@@ -245,7 +292,10 @@ export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | und
         notify();
       },
     };
-    (feed as WatchFeed<{ readAt: Id }, { type: string }>).subscribe(subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>, lastEventId);
+    (feed as WatchFeed<{ readAt: Id }, { type: string }>).subscribe(
+      subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>,
+      lastEventId,
+    );
     openStreams += 1;
     const untrack = track?.(() => subscriber.end());
     stream.onAbort(() => {
@@ -272,23 +322,38 @@ export function sseResponse(c: Context, feed: AnyFeed, lastEventId: string | und
       openStreams -= 1;
       untrack?.();
       clearInterval(timer);
-      (feed as WatchFeed<{ readAt: Id }, { type: string }>).unsubscribe(subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>);
+      (feed as WatchFeed<{ readAt: Id }, { type: string }>).unsubscribe(
+        subscriber as FeedSubscriber<{ readAt: Id }, { type: string }>,
+      );
     }
   });
 }
 
 /** A close code a server may send back (1005, 1006 and 1015 are reserved for reporting, never sent). */
 export function sendableCloseCode(code: number): number {
-  return code === 1000 || (code >= 1001 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999) ? code : 1000;
+  return code === 1000 ||
+    (code >= 1001 && code <= 1003) ||
+    (code >= 1007 && code <= 1014) ||
+    (code >= 3000 && code <= 4999)
+    ? code
+    : 1000;
 }
 
 /** A feed subscriber that writes to a (hibernatable) WebSocket and records the last id sent. */
-export function socketSubscriber(ws: WebSocket, target: WatchTarget, watcher?: Watcher): FeedSubscriber<unknown, unknown> {
+export function socketSubscriber(
+  ws: WebSocket,
+  target: WatchTarget,
+  watcher?: Watcher,
+): FeedSubscriber<unknown, unknown> {
   return {
     send(out) {
       try {
         ws.send(JSON.stringify(out));
-        ws.serializeAttachment({ target, lastEventId: out.id, ...(watcher === undefined ? {} : { watcher }) } satisfies SocketAttachment);
+        ws.serializeAttachment({
+          target,
+          lastEventId: out.id,
+          ...(watcher === undefined ? {} : { watcher }),
+        } satisfies SocketAttachment);
       } catch {
         // The socket is gone; its close handler unsubscribes.
       }
@@ -311,8 +376,17 @@ export function readAttachment(ws: WebSocket): SocketAttachment | undefined {
   const lastEventId = (value as { lastEventId?: unknown }).lastEventId;
   const type = (target as { type?: unknown }).type;
   const id = (target as { id?: unknown }).id;
-  const parsed: WatchTarget | undefined = type === "session" ? { type: "session" } : type === "conversation" && typeof id === "number" ? { type: "conversation", id } : undefined;
+  const parsed: WatchTarget | undefined =
+    type === "session"
+      ? { type: "session" }
+      : type === "conversation" && typeof id === "number"
+        ? { type: "conversation", id }
+        : undefined;
   if (parsed === undefined) return undefined;
   const watcher = watcherOf((value as { watcher?: unknown }).watcher);
-  return { target: parsed, lastEventId: typeof lastEventId === "string" ? lastEventId : undefined, ...(watcher === undefined ? {} : { watcher }) };
+  return {
+    target: parsed,
+    lastEventId: typeof lastEventId === "string" ? lastEventId : undefined,
+    ...(watcher === undefined ? {} : { watcher }),
+  };
 }

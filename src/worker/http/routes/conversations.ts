@@ -1,6 +1,7 @@
 /**
  * Conversation routes: accept input (Idempotency-Key, ?wait), snapshot, entries paging, abort, delete
- * (a non-root conversation with its ownership subtree), fork, collapse, reset and config. `{conversation}` is an id or `root`.
+ * (a non-root conversation with its ownership subtree), fork, collapse, reset and config. `{conversation}` is an id or
+ * `root`.
  */
 import { Hono } from "hono";
 import { requires, type AppEnv } from "../../identity/auth.js";
@@ -9,7 +10,20 @@ import { canonical } from "../../session/config.js";
 import { requestId } from "../../session/input-ops.js";
 import { reserveInput, unreserveOnFailure } from "../../limits/admission.js";
 import { refuseUserPatch } from "../../directory/templates.js";
-import { type AcceptBody, acceptBody, acceptQuery, collapseBody, configPatch, emptyBody, entriesQuery, forkBody, noQuery, parse, requestKey, resetBody } from "../../schemas.js";
+import {
+  type AcceptBody,
+  acceptBody,
+  acceptQuery,
+  collapseBody,
+  configPatch,
+  emptyBody,
+  entriesQuery,
+  forkBody,
+  noQuery,
+  parse,
+  requestKey,
+  resetBody,
+} from "../../schemas.js";
 import { body, conversationParam, query, run, session } from "./shared.js";
 
 export const conversationRoutes = new Hono<AppEnv>();
@@ -30,14 +44,22 @@ conversationRoutes.post(`${base}/inputs`, requires("input"), async (c) => {
   const key = header === undefined ? undefined : parse(requestKey, header, "invalid_header", "idempotency-key");
   const input = await body(c, acceptBody);
   // Quotas (limits/admission.ts): reserved before the session sees the input, undone when it does not accept it.
-  const reserved = await reserveInput(c.env, c.get("claims"), c.req.param("session") ?? "", key === undefined ? undefined : requestId({ type: "idempotency", key }));
-  const response = await unreserveOnFailure(reserved, stub.op("accept", ref, {
+  const reserved = await reserveInput(
+    c.env,
+    c.get("claims"),
+    c.req.param("session") ?? "",
+    key === undefined ? undefined : requestId({ type: "idempotency", key }),
+  );
+  const response = await unreserveOnFailure(
+    reserved,
+    stub.op("accept", ref, {
       input: input.input,
       ...(input.mode === undefined ? {} : { mode: input.mode }),
       ...(input.whenBusy === undefined ? {} : { whenBusy: input.whenBusy }),
       ...(key === undefined ? {} : { source: { type: "idempotency", key }, requestHash: await requestHash(input) }),
       ...(wait === undefined ? {} : { waitSeconds: wait }),
-  }));
+    }),
+  );
   if (response.duplicate) await reserved?.cancel();
   return c.json(response, response.duplicate ? 200 : 201);
 });
@@ -79,7 +101,12 @@ conversationRoutes.post(`${base}/fork`, requires("conversation"), async (c) => {
   const ref = conversationParam(c);
   query(c, noQuery);
   const options = await body(c, forkBody);
-  return c.json(await run(stub.op("fork", ref, options.abort === undefined ? { at: options.at } : { at: options.at, abort: options.abort })), 201);
+  return c.json(
+    await run(
+      stub.op("fork", ref, options.abort === undefined ? { at: options.at } : { at: options.at, abort: options.abort }),
+    ),
+    201,
+  );
 });
 
 conversationRoutes.post(`${base}/continue`, requires("conversation"), async (c) => {

@@ -32,7 +32,8 @@ import { body, query, run, session, sessionStub, type AppContext } from "./share
 
 /** The wire's formats are the verifier's (a compile-time check: the two lists cannot drift apart). */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-export const inboundFormatsAgree: Same<InboundFormat, (typeof INBOUND_FORMATS)[number]> & Same<InboundFormat, InboundFormatName> = true;
+export const inboundFormatsAgree: Same<InboundFormat, (typeof INBOUND_FORMATS)[number]> &
+  Same<InboundFormat, InboundFormatName> = true;
 
 /** A standard endpoint's secret: `whsec_` and 32 random bytes in base64 (what Standard Webhooks libraries take). */
 function generatedSecret(): string {
@@ -113,7 +114,10 @@ inboundRoutes.delete("/:session/inbound/:name", requires("inbound"), async (c) =
   return c.json(await run(stub.op("inboundDelete", name)));
 });
 
-/** What an accept of a delivery asks for: nextRun is queued; followUp and steer say what to do when the conversation is busy. */
+/**
+ * What an accept of a delivery asks for: nextRun is queued; followUp and steer say what to do when the conversation is
+ * busy.
+ */
 function acceptMode(mode: InboundMode): Pick<AcceptRequest, "mode" | "whenBusy"> {
   switch (mode) {
     case "nextRun":
@@ -128,7 +132,8 @@ function acceptMode(mode: InboundMode): Pick<AcceptRequest, "mode" | "whenBusy">
   }
 }
 
-const unknownEndpoint = (): Problem => new Problem("invalid_signature", "the signature does not verify for this endpoint");
+const unknownEndpoint = (): Problem =>
+  new Problem("invalid_signature", "the signature does not verify for this endpoint");
 
 export const inboundDeliveryRoutes = new Hono<AppEnv>();
 
@@ -145,7 +150,14 @@ inboundDeliveryRoutes.post("/:tenant/:session/:name", async (c) => {
   const endpoint = unwrap(found);
   if (endpoint === null) throw unknownEndpoint();
   const secret = await openSecret(c.env, sealContext(tenant, sessionId, name), endpoint.secret);
-  const verdict = await verifyInbound(endpoint.format, secret, (header) => c.req.header(header), c.req.header("content-type"), text, Date.now());
+  const verdict = await verifyInbound(
+    endpoint.format,
+    secret,
+    (header) => c.req.header(header),
+    c.req.header("content-type"),
+    text,
+    Date.now(),
+  );
   if (verdict.type === "reply") return c.json(verdict.body, 200);
   const accepted = await run(
     stub.op("accept", endpoint.conversationId, {

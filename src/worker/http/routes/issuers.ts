@@ -31,7 +31,11 @@ function view(record: IssuerRecord): IssuerResponse {
 /** `jwksUri` is https:, or http: where ENVIRONMENT is development (`npm start`, the tests). */
 export function checkJwksUri(jwksUri: string, environment: string | undefined): void {
   if (new URL(jwksUri).protocol !== "https:" && environment !== "development") {
-    throw new Problem("invalid_issuer", "jwksUri: an https: URL (plain http: only where ENVIRONMENT is development)", "jwksUri");
+    throw new Problem(
+      "invalid_issuer",
+      "jwksUri: an https: URL (plain http: only where ENVIRONMENT is development)",
+      "jwksUri",
+    );
   }
 }
 
@@ -54,13 +58,21 @@ issuerRoutes.put("/:issuer", requires("issuers"), async (c) => {
   const b = parse(issuerBody, await body(c, z.unknown()), "invalid_issuer");
   checkJwksUri(b.jwksUri, c.env.ENVIRONMENT);
   const tenant = c.get("claims").tenant;
-  const outcome = await directoryStub(c.env, tenant).putIssuer(name, { issuer: b.issuer, jwksUri: b.jwksUri, audience: b.audience, subClaim: b.subClaim ?? "sub" }, MAX_ISSUERS);
+  const outcome = await directoryStub(c.env, tenant).putIssuer(
+    name,
+    { issuer: b.issuer, jwksUri: b.jwksUri, audience: b.audience, subClaim: b.subClaim ?? "sub" },
+    MAX_ISSUERS,
+  );
   switch (outcome.type) {
     case "stored":
       forgetRegistrations(tenant);
       return c.json(view(outcome.record), outcome.created ? 201 : 200);
     case "duplicate":
-      throw new Problem("invalid_issuer", `audience: identity provider ${outcome.other} already accepts this issuer and audience`, "audience");
+      throw new Problem(
+        "invalid_issuer",
+        `audience: identity provider ${outcome.other} already accepts this issuer and audience`,
+        "audience",
+      );
     case "too_many":
       throw new Problem("conflict", `a tenant has at most ${outcome.limit} identity providers; delete one first`);
     default: {

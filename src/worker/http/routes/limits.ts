@@ -40,14 +40,18 @@ function range(from: string | undefined, to: string | undefined): { from: string
   const start = from ?? dayOf(Date.parse(`${end}T00:00:00Z`) - 29 * 86_400_000);
   if (start > end) throw new Problem("invalid_query", "from is after to", "from");
   const days = (Date.parse(`${end}T00:00:00Z`) - Date.parse(`${start}T00:00:00Z`)) / 86_400_000 + 1;
-  if (days > USAGE_MAX_DAYS) throw new Problem("invalid_query", `a range covers at most ${USAGE_MAX_DAYS} days`, "from");
+  if (days > USAGE_MAX_DAYS)
+    throw new Problem("invalid_query", `a range covers at most ${USAGE_MAX_DAYS} days`, "from");
   return { from: start, to: end };
 }
 
 limitRoutes.get("/usage", requires("limits"), async (c) => {
   const q = query(c, usageQuery);
   const days = range(q.from, q.to);
-  const items = await limitsStub(c.env, c.get("claims").tenant).usage({ ...days, ...(q.sub === undefined ? {} : { sub: q.sub }) });
+  const items = await limitsStub(c.env, c.get("claims").tenant).usage({
+    ...days,
+    ...(q.sub === undefined ? {} : { sub: q.sub }),
+  });
   return c.json({ ...days, items });
 });
 
@@ -56,7 +60,11 @@ limitRoutes.get("/me/usage", requires("usage"), async (c) => usageOfMe(c));
 async function usageOfMe(c: AppContext): Promise<Response> {
   const q = query(c, meUsageQuery);
   const sub = c.get("claims").sub;
-  if (sub === undefined) throw new Problem("forbidden", "only a token with a sub (a user token) has usage of its own; operators read GET /v1/usage");
+  if (sub === undefined)
+    throw new Problem(
+      "forbidden",
+      "only a token with a sub (a user token) has usage of its own; operators read GET /v1/usage",
+    );
   const days = range(q.from, q.to);
   const items = await limitsStub(c.env, c.get("claims").tenant).usage({ ...days, sub });
   return c.json({ ...days, items });

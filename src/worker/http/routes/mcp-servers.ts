@@ -42,7 +42,11 @@ function nameParam(c: AppContext): string {
 /** Plain `http:` only where ENVIRONMENT is development (`npm start`). */
 function checkUrl(c: AppContext, url: string): void {
   if (new URL(url).protocol !== "https:" && c.env.ENVIRONMENT !== "development") {
-    throw new Problem("invalid_mcp_server", "url: an https: URL (plain http: only where ENVIRONMENT is development)", "url");
+    throw new Problem(
+      "invalid_mcp_server",
+      "url: an https: URL (plain http: only where ENVIRONMENT is development)",
+      "url",
+    );
   }
 }
 
@@ -74,7 +78,9 @@ mcpServerRoutes.put("/:server", requires("mcp"), async (c) => {
   const input = parse(mcpServerBody, await body(c, z.unknown()), "invalid_mcp_server");
   checkUrl(c, input.url);
   const tenant = c.get("claims").tenant;
-  const headers = Object.fromEntries(Object.entries(input.headers ?? {}).map(([key, value]) => [key.toLowerCase(), value]));
+  const headers = Object.fromEntries(
+    Object.entries(input.headers ?? {}).map(([key, value]) => [key.toLowerCase(), value]),
+  );
   const sealed = await sealHeaders(c.env, tenant, name, headers);
   const list = await readToolList({ url: input.url, headers });
   const outcome = await directory(c).putMcpServer({
@@ -90,7 +96,11 @@ mcpServerRoutes.put("/:server", requires("mcp"), async (c) => {
     case "stored":
       return c.json(mcpServerView(outcome.record), outcome.created ? 201 : 200);
     case "too_many":
-      throw new Problem("invalid_mcp_server", `name: the tenant registers at most ${outcome.limit} MCP servers; delete one first`, "name");
+      throw new Problem(
+        "invalid_mcp_server",
+        `name: the tenant registers at most ${outcome.limit} MCP servers; delete one first`,
+        "name",
+      );
     default: {
       const never: never = outcome;
       return never;
@@ -134,7 +144,10 @@ mcpServerRoutes.post("/:server/refresh", requires("mcp"), async (c) => {
   const secrets = await stub.mcpServerSecrets(name);
   if (secrets === undefined) throw notFound(name);
   const tenant = c.get("claims").tenant;
-  const list = await readToolList({ url: secrets.url, headers: await openHeaders(c.env, tenant, name, secrets.headers) });
+  const list = await readToolList({
+    url: secrets.url,
+    headers: await openHeaders(c.env, tenant, name, secrets.headers),
+  });
   const outcome = await stub.refreshMcpServer(name, secrets.revision, list);
   switch (outcome.type) {
     case "refreshed":

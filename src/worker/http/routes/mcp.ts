@@ -20,7 +20,11 @@ import { noQuery, parse, sessionName } from "../../schemas.js";
 import { query } from "./shared.js";
 
 /** The app's own fetch, for requests to its routes (given by http/app.ts, which this module cannot import). */
-export type AppFetch = (request: Request, env: Env, ctx: HonoExecutionContext | undefined) => Response | Promise<Response>;
+export type AppFetch = (
+  request: Request,
+  env: Env,
+  ctx: HonoExecutionContext | undefined,
+) => Response | Promise<Response>;
 
 type HonoExecutionContext = Context<AppEnv>["executionCtx"];
 
@@ -47,14 +51,21 @@ export function mcpRoutes(appFetch: AppFetch): Hono<AppEnv> {
       const headers = new Headers({ authorization, [TENANT_HEADER]: c.get("claims").tenant });
       if (options.idempotencyKey !== undefined) headers.set("idempotency-key", options.idempotencyKey);
       if (options.body !== undefined) headers.set("content-type", "application/json");
-      const request = new Request(`${base.href}${path}`, { method, headers, ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }) });
+      const request = new Request(`${base.href}${path}`, {
+        method,
+        headers,
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+      });
       return appFetch(request, c.env, ctx);
     };
     const visible = await call("GET", "");
     if (!visible.ok) {
       // The session route's own problem (404 session_not_found for an unknown or foreign session), at this path.
       const problem = (await visible.json()) as Record<string, unknown>;
-      return new Response(JSON.stringify({ ...problem, instance: new URL(c.req.url).pathname }), { status: visible.status, headers: { "content-type": "application/problem+json" } });
+      return new Response(JSON.stringify({ ...problem, instance: new URL(c.req.url).pathname }), {
+        status: visible.status,
+        headers: { "content-type": "application/problem+json" },
+      });
     }
     await visible.body?.cancel();
     return serveMcp(c.req.raw, name, call);

@@ -8,7 +8,18 @@ import { Hono } from "hono";
 import type { Actor, HookView, Transition } from "../../../rig/index.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { Problem } from "../../problems.js";
-import { agentId, attemptBody, completeBody, ifMatch, mailBody, mailQuery, registerBody, setHookBody, waitQuery, witnessPatch } from "../rig-schemas.js";
+import {
+  agentId,
+  attemptBody,
+  completeBody,
+  ifMatch,
+  mailBody,
+  mailQuery,
+  registerBody,
+  setHookBody,
+  waitQuery,
+  witnessPatch,
+} from "../rig-schemas.js";
 import { emptyBody, idString, noQuery, parse } from "../../schemas.js";
 import { body, query, run, session, type AppContext } from "./shared.js";
 
@@ -18,7 +29,8 @@ function actor(c: AppContext): Actor {
   const claims = c.get("claims");
   switch (claims.role) {
     case "agent":
-      if (claims.agent === undefined) throw new Problem("unauthorized", "an agent token carries its agent id", "token.agent");
+      if (claims.agent === undefined)
+        throw new Problem("unauthorized", "an agent token carries its agent id", "token.agent");
       return { role: "agent", agent: claims.agent };
     case "mayor":
     case "operator":
@@ -40,7 +52,8 @@ function agentParam(c: AppContext): string {
 /** The agent an agent token names (the `.../rig/hook` routes act on the caller's own hook). */
 function ownAgent(c: AppContext): string {
   const who = actor(c);
-  if (who.role !== "agent") throw new Problem("forbidden", `${who.role} tokens have no own hook: use .../rig/agents/{agent_id}/hook`);
+  if (who.role !== "agent")
+    throw new Problem("forbidden", `${who.role} tokens have no own hook: use .../rig/agents/{agent_id}/hook`);
   return parse(agentId, who.agent, "invalid_id", "token.agent");
 }
 
@@ -58,7 +71,12 @@ function hookReadResponse(c: AppContext, view: HookView): Response {
   return c.json(view.nudges === undefined ? view.hook : { ...view.hook, nudges: view.nudges }, 200);
 }
 
-async function transition(c: AppContext, agent: string, name: Transition, request: { attempt?: number; summary?: string; work?: { bead_id: string; title: string } }): Promise<Response> {
+async function transition(
+  c: AppContext,
+  agent: string,
+  name: Transition,
+  request: { attempt?: number; summary?: string; work?: { bead_id: string; title: string } },
+): Promise<Response> {
   const stub = session(c);
   const condition = ifMatch(c.req.header("if-match"));
   const result = await run(
@@ -83,7 +101,8 @@ rigRoutes.get("/:session/rig/agents", requires("rig"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const who = actor(c);
-  if (who.role === "agent") throw new Problem("forbidden", "agents read their own hook (GET .../rig/hook), not the agent list");
+  if (who.role === "agent")
+    throw new Problem("forbidden", "agents read their own hook (GET .../rig/hook), not the agent list");
   const agents = await run(stub.op("rigAgents", who));
   const health = await run(stub.op("rigHealth", c.req.param("session")));
   const stalled = new Map(health.stalledDetails.map((d) => [d.agentId, d]));
@@ -94,7 +113,16 @@ rigRoutes.get("/:session/rig/agents", requires("rig"), async (c) => {
       attempt: a.hook.attempt,
       version: a.hook.version,
       ...(a.hook.summary === undefined ? {} : { summary: a.hook.summary }),
-      health: a.agent.terminated !== undefined ? "terminated" : stalled.has(a.agent.agent_id) ? "stalled" : a.hook.hook.status === "active" ? "active" : a.hook.hook.status === "pending" ? "pending" : "idle",
+      health:
+        a.agent.terminated !== undefined
+          ? "terminated"
+          : stalled.has(a.agent.agent_id)
+            ? "stalled"
+            : a.hook.hook.status === "active"
+              ? "active"
+              : a.hook.hook.status === "pending"
+                ? "pending"
+                : "idle",
     })),
   });
 });
@@ -155,13 +183,23 @@ rigRoutes.post("/:session/rig/hook/complete", requires("rig"), async (c) => {
   query(c, noQuery);
   const id = ownAgent(c);
   const request = await body(c, completeBody, { optional: true });
-  return transition(c, id, "complete", { attempt: request.attempt, ...(request.summary === undefined ? {} : { summary: request.summary }) });
+  return transition(c, id, "complete", {
+    attempt: request.attempt,
+    ...(request.summary === undefined ? {} : { summary: request.summary }),
+  });
 });
 
 rigRoutes.get("/:session/rig/mail", requires("rig"), async (c) => {
   const stub = session(c);
   const q = query(c, mailQuery);
-  return c.json(await run(stub.op("rigMail", actor(c), { ...(q.after === undefined ? {} : { after: q.after }), ...(q.limit === undefined ? {} : { limit: q.limit }) })));
+  return c.json(
+    await run(
+      stub.op("rigMail", actor(c), {
+        ...(q.after === undefined ? {} : { after: q.after }),
+        ...(q.limit === undefined ? {} : { limit: q.limit }),
+      }),
+    ),
+  );
 });
 
 rigRoutes.post("/:session/rig/mail", requires("rig"), async (c) => {
@@ -221,5 +259,8 @@ rigRoutes.get("/:session/rig/chipset/state", requires("rig"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const archive = await run(stub.op("rigExport", actor(c)));
-  return c.body(archive as Uint8Array<ArrayBuffer>, 200, { "content-type": "application/x-tar", "content-disposition": 'attachment; filename="chipset-state.tar"' });
+  return c.body(archive as Uint8Array<ArrayBuffer>, 200, {
+    "content-type": "application/x-tar",
+    "content-disposition": 'attachment; filename="chipset-state.tar"',
+  });
 });

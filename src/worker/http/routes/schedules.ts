@@ -3,10 +3,12 @@
  * session that accepts `input` into a conversation at every occurrence (`every` ms, or `cron` in a
  * `timezone`), with a request key per occurrence so a redelivered alarm accepts once.
  *
- *   POST   /:session/schedules            create      { conversation?, input, every? | cron?, timezone?, startAt?, mode?, catchUp? }
+ *   POST   /:session/schedules            create      { conversation?, input, every? | cron?, timezone?, startAt?,
+ *   mode?, catchUp? }
  *   GET    /:session/schedules            list        ?all=true includes ended ones; after, limit
  *   GET    /:session/schedules/:id        one
- *   PATCH  /:session/schedules/:id        pause / resume / edit { paused?, input?, mode?, catchUp?, every? | cron?, timezone? }
+ *   PATCH  /:session/schedules/:id        pause / resume / edit { paused?, input?, mode?, catchUp?, every? | cron?,
+ *   timezone? }
  *   DELETE /:session/schedules/:id        end it
  */
 import { Hono } from "hono";

@@ -6,7 +6,18 @@ import { Hono } from "hono";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { decodeCursor, directoryStub } from "../../directory/object.js";
 import { Problem } from "../../problems.js";
-import { emptyBody, noQuery, parse, requestKey, sessionConfig, sessionName, sessionPatch, sessionsQuery, tasksQuery, entriesQuery } from "../../schemas.js";
+import {
+  emptyBody,
+  noQuery,
+  parse,
+  requestKey,
+  sessionConfig,
+  sessionName,
+  sessionPatch,
+  sessionsQuery,
+  tasksQuery,
+  entriesQuery,
+} from "../../schemas.js";
 import type { SessionConfig } from "../../session/api.js";
 import { creator, cursorBinding, newSessionName } from "../../identity/user-access.js";
 import { body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
@@ -39,12 +50,21 @@ sessionRoutes.get("/", requires("session.read"), async (c) => {
 });
 
 /** Create `name` with the body's config (an `owner` in the body is ignored: a user token's `sub` owns it). */
-async function createNamed(c: AppContext, name: string): Promise<{ readonly created: boolean; readonly config: SessionConfig }> {
+async function createNamed(
+  c: AppContext,
+  name: string,
+): Promise<{ readonly created: boolean; readonly config: SessionConfig }> {
   const { owner: _ignored, ...fields } = await body(c, sessionConfig, { optional: true });
   const claims = c.get("claims");
   // A user creates from an operator's template and may set only what it marks user-settable (directory/templates.ts).
   const resolved = await resolveTemplateForUser(c.env, claims, fields);
-  return run(sessionStub(c.env, claims.tenant, name).createSession(resolved.config, { tenant: claims.tenant, session: name, ...creator(claims, name) }, resolved.binding));
+  return run(
+    sessionStub(c.env, claims.tenant, name).createSession(
+      resolved.config,
+      { tenant: claims.tenant, session: name, ...creator(claims, name) },
+      resolved.binding,
+    ),
+  );
 }
 
 sessionRoutes.put("/:session", requires("session.create"), async (c) => {
@@ -71,7 +91,11 @@ sessionRoutes.get("/:session", requires("session.read"), async (c) => {
   query(c, noQuery);
   const summary = await run(stub.op("summary"));
   const meta = await stub.directoryMeta();
-  return c.json({ session: c.req.param("session"), ...summary, ...(meta === undefined ? {} : { title: meta.title ?? null, labels: meta.labels }) });
+  return c.json({
+    session: c.req.param("session"),
+    ...summary,
+    ...(meta === undefined ? {} : { title: meta.title ?? null, labels: meta.labels }),
+  });
 });
 
 sessionRoutes.patch("/:session", requires("session.create"), async (c) => {

@@ -18,7 +18,11 @@ export type AppContext = Context<AppEnv>;
 /** The session object of `tenant`: its name is tenant-scoped, so other tenants cannot address it. */
 export function sessionStub(env: Env, tenant: string, session: string): SessionRpc {
   const namespace = env.SESSIONS;
-  return sessionRpc(namespace.get(namespace.idFromName(sessionObjectName(tenant, session))) as unknown as DurableObjectStub<SessionObject>);
+  return sessionRpc(
+    namespace.get(
+      namespace.idFromName(sessionObjectName(tenant, session)),
+    ) as unknown as DurableObjectStub<SessionObject>,
+  );
 }
 
 /** The validated `:session` parameter and the caller's stub. */
@@ -41,12 +45,21 @@ export function query<S extends z.ZodType>(c: AppContext, schema: S): z.output<S
 }
 
 /** A JSON body parsed with `schema`; with `optional`, an empty body means `{}`. */
-export async function body<S extends z.ZodType>(c: AppContext, schema: S, options: { readonly optional?: boolean } = {}): Promise<z.output<S>> {
+export async function body<S extends z.ZodType>(
+  c: AppContext,
+  schema: S,
+  options: { readonly optional?: boolean } = {},
+): Promise<z.output<S>> {
   const text = await c.req.text();
   return parseBody(c.req.header("content-type"), text, schema, options);
 }
 
-export function parseBody<S extends z.ZodType>(contentType: string | undefined, text: string, schema: S, options: { readonly optional?: boolean } = {}): z.output<S> {
+export function parseBody<S extends z.ZodType>(
+  contentType: string | undefined,
+  text: string,
+  schema: S,
+  options: { readonly optional?: boolean } = {},
+): z.output<S> {
   if (text.trim() === "") {
     if (options.optional === true) return parse(schema, {}, "invalid_body");
     throw new Problem("invalid_body", "a JSON body is required");
@@ -58,7 +71,10 @@ export function parseBody<S extends z.ZodType>(contentType: string | undefined, 
   try {
     json = JSON.parse(text);
   } catch (error) {
-    throw new Problem("invalid_json", `the body is not JSON: ${error instanceof Error ? error.message : "parse error"}`);
+    throw new Problem(
+      "invalid_json",
+      `the body is not JSON: ${error instanceof Error ? error.message : "parse error"}`,
+    );
   }
   return parse(schema, json, "invalid_body");
 }

@@ -1,7 +1,8 @@
 /**
  * Session templates and user revocation (docs/users.md), kept by the tenant's DirectoryObject:
  *
- *   PUT    /v1/templates/:template     (operator) the session PUT's fields + userSettable -> 201 / 200, the record, ETag
+ *   PUT    /v1/templates/:template     (operator) the session PUT's fields + userSettable -> 201 / 200, the record,
+ *   ETag
  *   GET    /v1/templates            (operator) { items }
  *   GET    /v1/templates/:template     (operator) the record, ETag; 404 template_not_found
  *   DELETE /v1/templates/:template     (operator) { name, deleted: true }; 404
@@ -47,12 +48,19 @@ function ifMatch(c: AppContext): TemplateIfMatch | undefined {
   if (header === undefined) return undefined;
   if (header.trim() === "*") return "*";
   const match = /^"([1-9][0-9]{0,15})"$/.exec(header.trim());
-  if (match === null) throw new Problem("invalid_header", 'If-Match is a template ETag this server sent ("<version>") or *', "if-match");
+  if (match === null)
+    throw new Problem("invalid_header", 'If-Match is a template ETag this server sent ("<version>") or *', "if-match");
   return Number(match[1]);
 }
 
 function precondition(name: string, current: number | undefined): Problem {
-  return new Problem("precondition_failed", current === undefined ? `If-Match: the tenant has no template ${JSON.stringify(name)}` : `If-Match: template ${name} is at version ${current}`, "if-match");
+  return new Problem(
+    "precondition_failed",
+    current === undefined
+      ? `If-Match: the tenant has no template ${JSON.stringify(name)}`
+      : `If-Match: template ${name} is at version ${current}`,
+    "if-match",
+  );
 }
 
 function recordResponse(c: AppContext, record: TemplateRecord, status: 200 | 201 = 200): Response {
@@ -70,7 +78,9 @@ async function checkTools(c: AppContext, selected: readonly string[] | undefined
     if (builtin.has(name)) return;
     const record = catalog.get(name);
     if (record === undefined) {
-      const where = name.includes("__") ? "neither built in, in the tenant's catalog nor in a registered MCP server's pinned tool list" : "neither built in nor in the tenant's catalog";
+      const where = name.includes("__")
+        ? "neither built in, in the tenant's catalog nor in a registered MCP server's pinned tool list"
+        : "neither built in nor in the tenant's catalog";
       throw new Problem("invalid_template", `tool ${name} is ${where}; define it first`, `selectedTools.${i}`);
     }
     if (record.deleted || record.definition === undefined) {
@@ -94,7 +104,11 @@ templateRoutes.put("/:template", requires("templates"), async (c) => {
     case "precondition":
       throw precondition(name, outcome.current);
     case "too_many":
-      throw new Problem("invalid_template", `the tenant holds at most ${outcome.limit} templates; delete one first`, "name");
+      throw new Problem(
+        "invalid_template",
+        `the tenant holds at most ${outcome.limit} templates; delete one first`,
+        "name",
+      );
     default: {
       const never: never = outcome;
       return never;
@@ -148,7 +162,9 @@ userRoutes.post("/:sub/revoke", requires("users"), async (c) => {
   const tenant = c.get("claims").tenant;
   const { revokedAt, sessions } = await directory(c).revokeUser(sub, Math.floor(Date.now() / 1000) + 1);
   noteRevocation(tenant, sub, revokedAt);
-  const results = await Promise.allSettled(sessions.map((session) => sessionStub(c.env, tenant, session).closeWatches(sub, revokedAt)));
+  const results = await Promise.allSettled(
+    sessions.map((session) => sessionStub(c.env, tenant, session).closeWatches(sub, revokedAt)),
+  );
   const unreached = sessions.filter((_, i) => results[i]?.status === "rejected");
   return c.json({ sub, revokedAt, sessions: sessions.length, unreached });
 });

@@ -16,7 +16,8 @@ tokenRoutes.post("/", requires("tokens"), async (c) => {
   query(c, noQuery);
   const wanted = await body(c, mintTokenBody);
   const now = Math.floor(Date.now() / 1000);
-  const exp = now + Math.min(wanted.ttlSeconds ?? USER_TOKEN_MAX_SECONDS, USER_TOKEN_MAX_SECONDS, maxTokenLifetime(c.env));
+  const exp =
+    now + Math.min(wanted.ttlSeconds ?? USER_TOKEN_MAX_SECONDS, USER_TOKEN_MAX_SECONDS, maxTokenLifetime(c.env));
   const claims = {
     tenant: c.get("claims").tenant,
     role: "user",

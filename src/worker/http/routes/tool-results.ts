@@ -28,7 +28,11 @@ toolResultRoutes.post("/:tenant/:session/:taskId", async (c) => {
   const taskId = parse(idString, c.req.param("taskId"), "invalid_id", "taskId");
   query(c, noQuery);
   const text = await c.req.text();
-  const headers = { id: c.req.header("webhook-id"), timestamp: c.req.header("webhook-timestamp"), signature: c.req.header("webhook-signature") };
+  const headers = {
+    id: c.req.header("webhook-id"),
+    timestamp: c.req.header("webhook-timestamp"),
+    signature: c.req.header("webhook-signature"),
+  };
   const master = masterSecret(c.env);
   if (headers.id !== `${name}:${taskId}`) throw unsigned();
   const stub = sessionStub(c.env, tenant, name);
@@ -37,14 +41,26 @@ toolResultRoutes.post("/:tenant/:session/:taskId", async (c) => {
   if (!found.ok || found.value === null) throw unsigned();
   await verifyWebhook(await toolSecret(master, tenant, found.value.tool), headers, text, Date.now());
   const result = parseBody(c.req.header("content-type"), text, toolResultBody);
-  const recorded = await run(stub.op("answerRemoteCall", taskId, { output: result.output, ...(result.isError === undefined ? {} : { isError: result.isError }) }));
+  const recorded = await run(
+    stub.op("answerRemoteCall", taskId, {
+      output: result.output,
+      ...(result.isError === undefined ? {} : { isError: result.isError }),
+    }),
+  );
   switch (recorded.type) {
     case "recorded":
       return c.json({ taskId, recordedAt: recorded.at }, 200);
     case "already_answered":
-      throw new Problem("already_answered", `remote call ${taskId} already has its result`, undefined, { answer: { ...recorded.answer } });
+      throw new Problem("already_answered", `remote call ${taskId} already has its result`, undefined, {
+        answer: { ...recorded.answer },
+      });
     case "closed":
-      throw new Problem("pending_closed", `remote call ${taskId} ended without a posted result (${recorded.outcome})`, undefined, { outcome: recorded.outcome });
+      throw new Problem(
+        "pending_closed",
+        `remote call ${taskId} ended without a posted result (${recorded.outcome})`,
+        undefined,
+        { outcome: recorded.outcome },
+      );
     case "unknown":
       throw unsigned();
     default: {

@@ -42,7 +42,12 @@ function nameParam(c: AppContext): string {
 /** The `:tool` a PUT defines: the provider-safe rule, no `__`, not a built-in tool's name. */
 function definedName(c: AppContext): string {
   const name = parse(toolName, c.req.param("tool") ?? "", "invalid_tool", "name");
-  if (BUILTIN_NAMES.has(name)) throw new Problem("invalid_tool", `name: ${name} is a built-in tool (built-in: ${[...BUILTIN_NAMES].join(", ")})`, "name");
+  if (BUILTIN_NAMES.has(name))
+    throw new Problem(
+      "invalid_tool",
+      `name: ${name} is a built-in tool (built-in: ${[...BUILTIN_NAMES].join(", ")})`,
+      "name",
+    );
   return name;
 }
 
@@ -56,12 +61,19 @@ function ifMatch(c: AppContext): IfMatch | undefined {
   if (header === undefined) return undefined;
   if (header.trim() === "*") return "*";
   const match = /^"([1-9][0-9]{0,15})"$/.exec(header.trim());
-  if (match === null) throw new Problem("invalid_header", 'If-Match is a tool ETag this server sent ("<version>") or *', "if-match");
+  if (match === null)
+    throw new Problem("invalid_header", 'If-Match is a tool ETag this server sent ("<version>") or *', "if-match");
   return Number(match[1]);
 }
 
 function precondition(name: string, current: number | undefined): Problem {
-  return new Problem("precondition_failed", current === undefined ? `If-Match: the catalog has no tool ${JSON.stringify(name)}` : `If-Match: tool ${name} is at version ${current}`, "if-match");
+  return new Problem(
+    "precondition_failed",
+    current === undefined
+      ? `If-Match: the catalog has no tool ${JSON.stringify(name)}`
+      : `If-Match: tool ${name} is at version ${current}`,
+    "if-match",
+  );
 }
 
 /**
@@ -72,12 +84,20 @@ function precondition(name: string, current: number | undefined): Problem {
 export function checkDefinition(env: Env, definition: ToolDefinition): void {
   const handler = definition.handler;
   if (handler.type === "http" && new URL(handler.url).protocol !== "https:" && env.ENVIRONMENT !== "development") {
-    throw new Problem("invalid_tool", "handler.url: an https: URL (plain http: only where ENVIRONMENT is development)", "handler.url");
+    throw new Problem(
+      "invalid_tool",
+      "handler.url: an https: URL (plain http: only where ENVIRONMENT is development)",
+      "handler.url",
+    );
   }
   try {
     compile(definition.parameters, { formats, coerce: true });
   } catch (error) {
-    throw new Problem("invalid_tool", `parameters: the schema does not compile: ${error instanceof Error ? error.message : String(error)}`, "parameters");
+    throw new Problem(
+      "invalid_tool",
+      `parameters: the schema does not compile: ${error instanceof Error ? error.message : String(error)}`,
+      "parameters",
+    );
   }
 }
 
@@ -101,7 +121,11 @@ toolRoutes.put("/:tool", requires("tools"), async (c) => {
     case "precondition":
       throw precondition(name, outcome.current);
     case "too_large":
-      throw new Problem("invalid_tool", `the definition is ${outcome.bytes} bytes of JSON; at most ${outcome.limit}`, "parameters");
+      throw new Problem(
+        "invalid_tool",
+        `the definition is ${outcome.bytes} bytes of JSON; at most ${outcome.limit}`,
+        "parameters",
+      );
     case "too_many":
       throw new Problem("invalid_tool", `the catalog holds at most ${outcome.limit} tools; delete one first`, "name");
     default: {

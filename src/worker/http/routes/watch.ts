@@ -3,7 +3,8 @@
  * `GET /v1/sessions/{session}/watch`, as Server-Sent Events or, with `Upgrade: websocket`, a
  * hibernatable WebSocket; and `POST .../watch-token`, which issues the short-lived watch token that
  * `?access_token=` accepts (EventSource and WebSocket cannot set headers; a normal bearer token in a URL
- * is refused, see identity/auth.ts); the resume position is `Last-Event-ID` (or `?lastEventId=` for WebSocket clients). After
+ * is refused, see identity/auth.ts); the resume position is `Last-Event-ID` (or `?lastEventId=` for WebSocket clients).
+ * After
  * auth and validation the request is forwarded to the session object, which streams.
  */
 import { Hono } from "hono";
@@ -28,15 +29,25 @@ async function issueWatchToken(c: AppContext, scope: WatchScope): Promise<Respon
   const options = await body(c, watchTokenBody, { optional: true });
   const claims = c.get("claims");
   const now = Math.floor(Date.now() / 1000);
-  const ttl = Math.max(1, Math.min(options.ttlSeconds ?? watchTokenLifetime(c.env), maxTokenLifetime(c.env), claims.exp - now));
+  const ttl = Math.max(
+    1,
+    Math.min(options.ttlSeconds ?? watchTokenLifetime(c.env), maxTokenLifetime(c.env), claims.exp - now),
+  );
   const exp = now + ttl;
   const token = await sign(
     {
       tenant: claims.tenant,
       role: claims.role,
       ...(claims.agent === undefined ? {} : { agent: claims.agent }),
-      // A user's watch token is that user's: it opens the watch only while the session is theirs (identity/user-access.ts).
-      ...(claims.role === "user" ? { sub: claims.sub, ...(claims.act === undefined ? {} : { act: claims.act }), ...(claims.sessions === undefined ? {} : { sessions: claims.sessions }) } : {}),
+      // A user's watch token is that user's: it opens the watch only while the session is theirs
+      // (identity/user-access.ts).
+      ...(claims.role === "user"
+        ? {
+            sub: claims.sub,
+            ...(claims.act === undefined ? {} : { act: claims.act }),
+            ...(claims.sessions === undefined ? {} : { sessions: claims.sessions }),
+          }
+        : {}),
       scope: "watch",
       watch: scope,
       iat: now,
@@ -63,7 +74,11 @@ watchRoutes.post("/:session/conversations/:conversation/watch-token", requires("
   const stub = session(c);
   const { conversation } = await run(stub.op("snapshot", ref));
   const { rootConversationId } = await run(stub.op("summary"));
-  return issueWatchToken(c, { session: name, conversation: String(conversation.id), ...(conversation.id === rootConversationId ? { root: true as const } : {}) });
+  return issueWatchToken(c, {
+    session: name,
+    conversation: String(conversation.id),
+    ...(conversation.id === rootConversationId ? { root: true as const } : {}),
+  });
 });
 
 /**
@@ -75,9 +90,15 @@ async function userWatcher(c: AppContext): Promise<Watcher | undefined> {
   const claims = c.get("claims");
   if (claims.role !== "user" || claims.sub === undefined) return undefined;
   const now = Math.floor(Date.now() / 1000);
-  const revoked = await directoryStub(c.env, claims.tenant).userWatching(claims.sub, parse(sessionName, c.req.param("session"), "invalid_id", "session"), claims.exp, now);
+  const revoked = await directoryStub(c.env, claims.tenant).userWatching(
+    claims.sub,
+    parse(sessionName, c.req.param("session"), "invalid_id", "session"),
+    claims.exp,
+    now,
+  );
   if (revoked !== undefined) noteRevocation(claims.tenant, claims.sub, revoked);
-  if (isRevoked(claims.iat, revoked)) throw new Problem("unauthorized", `the tokens of user ${claims.sub} were revoked; get a new token`, "token.iat");
+  if (isRevoked(claims.iat, revoked))
+    throw new Problem("unauthorized", `the tokens of user ${claims.sub} were revoked; get a new token`, "token.iat");
   return { sub: claims.sub, exp: claims.exp, ...(claims.iat === undefined ? {} : { iat: claims.iat }) };
 }
 
@@ -86,7 +107,11 @@ async function forward(c: AppContext, target: string): Promise<Response> {
   const q = query(c, watchQuery);
   const header = c.req.header("last-event-id");
   const lastEventId =
-    header !== undefined ? parse(eventId, header, "invalid_cursor", "last-event-id") : q.lastEventId !== undefined ? parse(eventId, q.lastEventId, "invalid_cursor", "lastEventId") : undefined;
+    header !== undefined
+      ? parse(eventId, header, "invalid_cursor", "last-event-id")
+      : q.lastEventId !== undefined
+        ? parse(eventId, q.lastEventId, "invalid_cursor", "lastEventId")
+        : undefined;
   const headers = new Headers();
   if (lastEventId !== undefined) headers.set("last-event-id", lastEventId);
   const upgrade = c.req.header("upgrade");

@@ -2,7 +2,8 @@
  * Events out (docs/integrations.md "Events out"): the tenant's webhook endpoints, kept in its
  * DirectoryObject (directory/endpoints.ts), and each session's deliveries (outbox/outbox.ts).
  *
- *   POST   /v1/webhook-endpoints                    (operator) { url, events, sessions?, description? } -> 201 with secret
+ *   POST   /v1/webhook-endpoints                    (operator) { url, events, sessions?, description? } -> 201 with
+ *   secret
  *   GET    /v1/webhook-endpoints                    (operator) { items } (never a secret)
  *   GET    /v1/webhook-endpoints/:id                (operator)
  *   PATCH  /v1/webhook-endpoints/:id                (operator) { url?, events?, sessions?, description?, enabled? }
@@ -16,7 +17,14 @@
  * once. Sessions learn of changes within ENDPOINTS_TTL_MS (outbox/outbox.ts).
  */
 import { Hono } from "hono";
-import { deliveriesQuery, endpointBody, endpointId, endpointPatchBody, EVENT_TYPE_NAMES, type EndpointResponse } from "../../../api/webhook-endpoints.js";
+import {
+  deliveriesQuery,
+  endpointBody,
+  endpointId,
+  endpointPatchBody,
+  EVENT_TYPE_NAMES,
+  type EndpointResponse,
+} from "../../../api/webhook-endpoints.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub } from "../../directory/object.js";
 import { Problem } from "../../problems.js";
@@ -61,7 +69,12 @@ function view(record: EndpointRecord, secret?: string): EndpointResponse {
 export function checkEndpointUrl(url: string | undefined, environment: string | undefined): void {
   if (url === undefined) return;
   const development = (environment ?? "development") === "development";
-  if (new URL(url).protocol === "http:" && !development) throw new Problem("invalid_endpoint", "url must be https: (plain http: only when ENVIRONMENT is development)", "url");
+  if (new URL(url).protocol === "http:" && !development)
+    throw new Problem(
+      "invalid_endpoint",
+      "url must be https: (plain http: only when ENVIRONMENT is development)",
+      "url",
+    );
 }
 
 function checkUrl(c: AppContext, url: string | undefined): void {
@@ -74,7 +87,8 @@ async function endpointBodyOf<S extends z.ZodType>(c: AppContext, schema: S): Pr
 
 function idOf(c: AppContext): string {
   const id = c.req.param("endpointId") ?? "";
-  if (!endpointId.safeParse(id).success) throw new Problem("endpoint_not_found", `the tenant has no webhook endpoint ${id}`, "id");
+  if (!endpointId.safeParse(id).success)
+    throw new Problem("endpoint_not_found", `the tenant has no webhook endpoint ${id}`, "id");
   return id;
 }
 
@@ -94,10 +108,16 @@ webhookEndpointRoutes.post("/", requires("webhooks"), async (c) => {
   const sealed = await sealSecret(c.env, endpointSealContext(tenant, id), secret);
   const created = await directoryStub(c.env, tenant).createEndpoint(
     id,
-    { url: b.url, events: b.events, ...(b.sessions === undefined ? {} : { sessions: b.sessions }), ...(b.description === undefined ? {} : { description: b.description }) },
+    {
+      url: b.url,
+      events: b.events,
+      ...(b.sessions === undefined ? {} : { sessions: b.sessions }),
+      ...(b.description === undefined ? {} : { description: b.description }),
+    },
     sealed,
   );
-  if (created === undefined) throw new Problem("conflict", `a tenant has at most ${MAX_ENDPOINTS} webhook endpoints; delete one first`);
+  if (created === undefined)
+    throw new Problem("conflict", `a tenant has at most ${MAX_ENDPOINTS} webhook endpoints; delete one first`);
   return c.json(view(created, secret), 201);
 });
 
@@ -145,7 +165,10 @@ webhookEndpointRoutes.post("/:endpointId/rotate-secret", requires("webhooks"), a
   const directory = directoryStub(c.env, tenant);
   if ((await directory.getEndpoint(id)) === undefined) throw notFound(id);
   const secret = newSecret();
-  const record = await directory.rotateEndpointSecret(id, await sealSecret(c.env, endpointSealContext(tenant, id), secret));
+  const record = await directory.rotateEndpointSecret(
+    id,
+    await sealSecret(c.env, endpointSealContext(tenant, id), secret),
+  );
   if (record === undefined) throw notFound(id);
   return c.json(view(record, secret));
 });
@@ -156,7 +179,13 @@ export const deliveryRoutes = new Hono<AppEnv>();
 deliveryRoutes.get("/:session/deliveries", requires("webhooks"), async (c) => {
   const stub = session(c);
   const q = query(c, deliveriesQuery);
-  const items = await run(stub.op("deliveries", { limit: q.limit ?? 50, ...(q.status === undefined ? {} : { status: q.status }), ...(q.endpoint === undefined ? {} : { endpoint: q.endpoint }) }));
+  const items = await run(
+    stub.op("deliveries", {
+      limit: q.limit ?? 50,
+      ...(q.status === undefined ? {} : { status: q.status }),
+      ...(q.endpoint === undefined ? {} : { endpoint: q.endpoint }),
+    }),
+  );
   return c.json({ items });
 });
 

@@ -1,7 +1,8 @@
 /**
  * `POST /v1/webhooks/{tenant}/{session}/{conversation}`: queue input from a signed webhook (Standard
  * Webhooks; src/worker/crypto/webhooks.ts). No bearer token: the signature with the endpoint's derived secret
- * (tenant and session) authenticates the sender for this one session. The delivery id is the request key (namespace `webhook:`), so a redelivery
+ * (tenant and session) authenticates the sender for this one session. The delivery id is the request key (namespace
+ * `webhook:`), so a redelivery
  * returns the first acceptance (200) and writes nothing.
  */
 import { Hono } from "hono";
@@ -21,14 +22,22 @@ webhookRoutes.post("/:tenant/:session/:conversation", async (c) => {
   const secret = await webhookSecret(masterSecret(c.env), tenant, name);
   const deliveryId = await verifyWebhook(
     secret,
-    { id: c.req.header("webhook-id"), timestamp: c.req.header("webhook-timestamp"), signature: c.req.header("webhook-signature") },
+    {
+      id: c.req.header("webhook-id"),
+      timestamp: c.req.header("webhook-timestamp"),
+      signature: c.req.header("webhook-signature"),
+    },
     text,
     Date.now(),
   );
   const input = parseBody(c.req.header("content-type"), text, webhookBody);
   const stub = sessionStub(c.env, tenant, name);
   const response = await run(
-    stub.op("accept", ref, { input: input.input, ...(input.mode === undefined ? {} : { mode: input.mode }), source: { type: "webhook", id: deliveryId } }),
+    stub.op("accept", ref, {
+      input: input.input,
+      ...(input.mode === undefined ? {} : { mode: input.mode }),
+      source: { type: "webhook", id: deliveryId },
+    }),
   );
   return c.json(response, response.duplicate ? 200 : 202);
 });
