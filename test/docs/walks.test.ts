@@ -12,10 +12,11 @@
  *
  * Port 8787 must be free (stop your own `npm start`); the walks also use 8788 (tool endpoint), 8789 (MCP
  * endpoint) and 9000 (webhook receiver). PICO_DOCS_TIMEOUT_S bounds each doc file (default 300 s);
- * PICO_DOCS_ONLY=README.md,docs/jobs.md runs only those files.
+ * PICO_DOCS_ONLY=README.md,docs/jobs.md runs only those files; PICO_DOCS_LOGS=DIR keeps each file's walk
+ * output and server log there.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -30,6 +31,7 @@ const BASE = `http://127.0.0.1:${PORT}`;
 const DOC_TIMEOUT_MS = Number(process.env["PICO_DOCS_TIMEOUT_S"] ?? "300") * 1000;
 const START_TIMEOUT_MS = 120_000;
 const ONLY = process.env["PICO_DOCS_ONLY"]?.split(",").map((s) => s.trim());
+const LOGS = process.env["PICO_DOCS_LOGS"];
 const PATH = `${join(ROOT, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`;
 const NODE = join(ROOT, "node_modules/.bin/node");
 
@@ -221,6 +223,12 @@ async function runDoc(t: TestContext, path: string): Promise<void> {
         serverLog = tail(server.log, 25);
       }
       for (const file of written) rmSync(file, { force: true });
+      if (LOGS !== undefined) {
+        mkdirSync(LOGS, { recursive: true });
+        for (const name of ["walks.log", "wrangler.log"]) {
+          if (existsSync(join(dir, name))) copyFileSync(join(dir, name), join(LOGS, `${path.replaceAll("/", "_")}.${name}`));
+        }
+      }
       rmSync(dir, { recursive: true, force: true });
     }
     while (await listening(PORT)) await sleep(200);
