@@ -263,9 +263,9 @@ async function runDoc(t: TestContext, path: string): Promise<void> {
   }
 }
 
-describe("Every doc walk runs as written", () => {
+void describe("Every doc walk runs as written", () => {
   for (const path of docPaths()) {
-    it(path, async (t) => runDoc(t, path));
+    void it(path, async (t) => runDoc(t, path));
   }
 });
 
