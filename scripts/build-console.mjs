@@ -1,5 +1,6 @@
 // Builds the console's script (console/main.ts -> public/console/app.js) with esbuild, which wrangler
-// already brings. Run by `npm run build:console` (and before start, test and test:browser).
+// already brings. Run by wrangler itself before it bundles (wrangler.toml `[build]`: every deploy, dry run
+// and `wrangler dev`), and by `npm run build:console`, `npm start` and `npm run test:browser`.
 import { build } from "esbuild";
 
 const result = await build({
