@@ -36,11 +36,14 @@ export function parseExpectation(text: string): Expectation {
     if (status === undefined) throw new Error("`# =>` needs a status, a JSON body, or both");
     return { status, json: undefined };
   }
-  if (!rest.startsWith("{") && !rest.startsWith("[")) throw new Error(`\`# => ${text.trim()}\`: after the status comes nothing or a JSON object or array`);
+  if (!rest.startsWith("{") && !rest.startsWith("["))
+    throw new Error(`\`# => ${text.trim()}\`: after the status comes nothing or a JSON object or array`);
   try {
     return { status, json: JSON.parse(rest) as Json };
   } catch (error) {
-    throw new Error(`\`# => ${text.trim()}\` is not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+    throw new Error(
+      `\`# => ${text.trim()}\` is not valid JSON: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
 }
 
@@ -60,7 +63,9 @@ export function subsetMismatch(expected: Json, actual: unknown, path = "$"): str
     if (!Array.isArray(actual)) return `${path}: expected an array, got ${show(actual)}`;
     const used = new Set<number>();
     for (const [i, item] of (expected as readonly Json[]).entries()) {
-      const found = actual.findIndex((candidate: unknown, j) => !used.has(j) && subsetMismatch(item, candidate, `${path}[${j}]`) === undefined);
+      const found = actual.findIndex(
+        (candidate: unknown, j) => !used.has(j) && subsetMismatch(item, candidate, `${path}[${j}]`) === undefined,
+      );
       if (found < 0) return `${path}: no item matches ${path}[${i}] ${show(item)} (got ${show(actual)})`;
       used.add(found);
     }

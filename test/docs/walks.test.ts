@@ -16,7 +16,18 @@
  * output and server log there.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -100,16 +111,23 @@ interface Server {
 
 /** `npm start` (prestart, then wrangler dev --local) with empty state on PORT; resolves once it answers. */
 async function startServer(dir: string): Promise<Server> {
-  if (await listening(PORT)) throw new Error(`port ${PORT} is in use: stop whatever listens there (your own npm start?) before npm run test:docs`);
+  if (await listening(PORT))
+    throw new Error(
+      `port ${PORT} is in use: stop whatever listens there (your own npm start?) before npm run test:docs`,
+    );
   const state = join(dir, "state");
   const log = join(dir, "wrangler.log");
   const out = openSync(log, "w");
-  const child = spawn("npm", ["start", "--", "--port", String(PORT), "--inspector-port", String(INSPECTOR_PORT), "--persist-to", state], {
-    cwd: ROOT,
-    stdio: ["ignore", out, out],
-    detached: true,
-    env: { ...process.env, PATH, WRANGLER_SEND_METRICS: "false" },
-  });
+  const child = spawn(
+    "npm",
+    ["start", "--", "--port", String(PORT), "--inspector-port", String(INSPECTOR_PORT), "--persist-to", state],
+    {
+      cwd: ROOT,
+      stdio: ["ignore", out, out],
+      detached: true,
+      env: { ...process.env, PATH, WRANGLER_SEND_METRICS: "false" },
+    },
+  );
   closeSync(out);
   let exited = false;
   child.once("exit", () => (exited = true));
@@ -123,7 +141,9 @@ async function startServer(dir: string): Promise<Server> {
     await sleep(300);
   }
   await stopGroup(child);
-  throw new Error(`npm start did not answer on ${BASE}/health within ${START_TIMEOUT_MS / 1000} s${exited ? " (it exited)" : ""}:\n${tail(log, 30)}`);
+  throw new Error(
+    `npm start did not answer on ${BASE}/health within ${START_TIMEOUT_MS / 1000} s${exited ? " (it exited)" : ""}:\n${tail(log, 30)}`,
+  );
 }
 
 interface Outcome {
@@ -138,7 +158,10 @@ interface Outcome {
 }
 
 /** Run a doc's walks in one bash shell from the repository root; stops at the first failure. */
-async function runWalks(doc: Doc, dir: string): Promise<{ outcome: Outcome; steps: ReturnType<typeof script>["steps"] }> {
+async function runWalks(
+  doc: Doc,
+  dir: string,
+): Promise<{ outcome: Outcome; steps: ReturnType<typeof script>["steps"] }> {
   const walkDir = join(dir, "walk");
   const generated = script(doc, join(ROOT, "test/docs/expect.ts"), NODE);
   for (const [name, text] of generated.files) {
@@ -149,7 +172,12 @@ async function runWalks(doc: Doc, dir: string): Promise<{ outcome: Outcome; step
   writeFileSync(scriptPath, generated.text);
   const log = join(dir, "walks.log");
   const out = openSync(log, "w");
-  const child = spawn("bash", [scriptPath], { cwd: ROOT, stdio: ["ignore", out, out], detached: true, env: { ...process.env, PATH, WALK_DIR: walkDir } });
+  const child = spawn("bash", [scriptPath], {
+    cwd: ROOT,
+    stdio: ["ignore", out, out],
+    detached: true,
+    env: { ...process.env, PATH, WALK_DIR: walkDir },
+  });
   closeSync(out);
   let timedOut = false;
   await new Promise<void>((resolve) => {
@@ -164,7 +192,8 @@ async function runWalks(doc: Doc, dir: string): Promise<{ outcome: Outcome; step
   });
   // Whatever the walks left running in the background (endpoints, receivers, watches) goes too.
   await stopGroup(child);
-  const read = (name: string): string => (existsSync(join(walkDir, name)) ? readFileSync(join(walkDir, name), "utf8") : "");
+  const read = (name: string): string =>
+    existsSync(join(walkDir, name)) ? readFileSync(join(walkDir, name), "utf8") : "";
   const failures = new Map<number, string>();
   for (const line of read("failures").split("\n")) {
     const tab = line.indexOf("\t");
@@ -173,7 +202,13 @@ async function runWalks(doc: Doc, dir: string): Promise<{ outcome: Outcome; step
     if (!failures.has(n)) failures.set(n, line.slice(tab + 1));
   }
   return {
-    outcome: { reached: Number(read("reached").trim() || "0"), failures, finished: read("finished").trim() === "ok", timedOut, log: tail(log, 40) },
+    outcome: {
+      reached: Number(read("reached").trim() || "0"),
+      failures,
+      finished: read("finished").trim() === "ok",
+      timedOut,
+      log: tail(log, 40),
+    },
     steps: generated.steps,
   };
 }
@@ -183,7 +218,10 @@ function writeDocFiles(doc: Doc): string[] {
   const written: string[] = [];
   for (const file of doc.files) {
     const path = join(ROOT, file.name);
-    if (existsSync(path) && readFileSync(path, "utf8") !== file.text) throw new Error(`${doc.path}:${file.line} names ${file.name}, which exists in the repository root with other content: move it away first`);
+    if (existsSync(path) && readFileSync(path, "utf8") !== file.text)
+      throw new Error(
+        `${doc.path}:${file.line} names ${file.name}, which exists in the repository root with other content: move it away first`,
+      );
     if (!existsSync(path)) {
       writeFileSync(path, file.text);
       written.push(path);
@@ -226,7 +264,8 @@ async function runDoc(t: TestContext, path: string): Promise<void> {
       if (LOGS !== undefined) {
         mkdirSync(LOGS, { recursive: true });
         for (const name of ["walks.log", "wrangler.log"]) {
-          if (existsSync(join(dir, name))) copyFileSync(join(dir, name), join(LOGS, `${path.replaceAll("/", "_")}.${name}`));
+          if (existsSync(join(dir, name)))
+            copyFileSync(join(dir, name), join(LOGS, `${path.replaceAll("/", "_")}.${name}`));
         }
       }
       rmSync(dir, { recursive: true, force: true });
@@ -256,8 +295,15 @@ async function runDoc(t: TestContext, path: string): Promise<void> {
         const n = failed ?? run.reached;
         const step = steps[n - 1]?.step;
         const where = step === undefined ? `${path}:${walk.line}` : `${path}:${step.line} \`${firstLine(step.text)}\``;
-        const why = failed !== undefined ? run.failures.get(failed) : run.timedOut ? `still running after ${DOC_TIMEOUT_MS / 1000} s` : "the walk stopped here";
-        throw new Error(`${where}: ${why}\n--- the walk's output (last lines) ---\n${run.log}\n--- npm start (last lines) ---\n${serverLog}`);
+        const why =
+          failed !== undefined
+            ? run.failures.get(failed)
+            : run.timedOut
+              ? `still running after ${DOC_TIMEOUT_MS / 1000} s`
+              : "the walk stopped here";
+        throw new Error(
+          `${where}: ${why}\n--- the walk's output (last lines) ---\n${run.log}\n--- npm start (last lines) ---\n${serverLog}`,
+        );
       }
     });
   }
@@ -272,5 +318,6 @@ void describe("Every doc walk runs as written", () => {
 // The server's console bundle and .dev.vars come from npm start's prestart, run by each start; nothing
 // else to prepare. Fail early, with a clear message, when bash or curl is missing.
 for (const tool of ["bash", "curl"]) {
-  if (spawnSync(tool, ["--version"], { stdio: "ignore" }).status !== 0) throw new Error(`test:docs needs ${tool} on the PATH`);
+  if (spawnSync(tool, ["--version"], { stdio: "ignore" }).status !== 0)
+    throw new Error(`test:docs needs ${tool} on the PATH`);
 }
