@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 
-/** The event types an endpoint can subscribe to (the same list as src/worker/outbox/types.ts). */
+/** The event types an endpoint can subscribe to (the same list as src/worker/directory/endpoints.ts, checked at compile time). */
 export const EVENT_TYPE_NAMES = [
   "input.completed",
   "turn.failed",

@@ -2,7 +2,7 @@
  * A tenant's webhook endpoints (docs/integrations.md "Events out"), kept in its DirectoryObject's
  * SQLite next to the session directory: synchronous SQL only, so each call is one atomic step of the
  * object. The routes (http/routes/webhook-endpoints.ts) validate bodies and seal secrets; sessions read the
- * endpoints that match them (`forSession`, cached for TENANT_ENDPOINTS_TTL_MS by outbox-endpoints.ts)
+ * endpoints that match them (`forSession`, cached for ENDPOINTS_TTL_MS by outbox/outbox.ts)
  * and disable an endpoint that kept failing (`disable`). The event types and endpoint shapes are defined
  * here, where endpoints are kept; the session's outbox (outbox/outbox.ts) reads them.
  */
