@@ -68,7 +68,7 @@ async function submit(h: Harness, step: Step): Promise<void> {
   });
 }
 
-/** Deliveries of the session still pending (host bookkeeping, outbox-book.ts). */
+/** Deliveries of the session still pending (host bookkeeping, src/worker/outbox/book.ts). */
 function pendingDeliveries(session: TestSession): Promise<number> {
   return runInDurableObject(session.stub, (_instance, state) =>
     state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'host_deliveries'").toArray().length === 0
