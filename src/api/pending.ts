@@ -6,10 +6,16 @@
 import { z } from "zod";
 import { jsonValue } from "./responses.js";
 
-/** An item's id names its task and type: `t12-approval`, `t12-client`. */
+/**
+ * An item's id names its task, type and the session's incarnation: `t12-approval-{incarnation}`, `t12-client-{incarnation}`
+ * (`t12-approval` in a session created before incarnations).
+ */
 export const pendingIdParam = z
   .string()
-  .regex(/^t[1-9][0-9]{0,15}-(approval|client)$/, "a pending item's id is t<task>-approval or t<task>-client");
+  .regex(
+    /^t[1-9][0-9]{0,15}-(approval|client)(-[0-9a-v]{10})?$/,
+    "a pending item's id is t<task>-approval-<incarnation> or t<task>-client-<incarnation>",
+  );
 
 /** The answer to an approval: approve or deny, with an optional reason the model sees on a denial. */
 export const approvalAnswerBody = z.strictObject({

@@ -272,6 +272,11 @@ export const claims = z.looseObject({
     .array(z.union([sessionName, sessionPattern]))
     .max(100)
     .optional(),
+  /**
+   * On a `user` token: it reaches only the sessions its `sessions` grants name, never its user's other sessions, and
+   * creates none under a server-assigned name. Set when the minting token names its sessions (docs/users.md).
+   */
+  bounded: z.literal(true).optional(),
   /** The end user a `user` token acts for (required on user tokens): sessions it creates are owned by it. */
   sub: z.string().min(1).max(128).optional(),
   /** A `user` token's actions (absent: all); see `userActions`. */

@@ -35,7 +35,11 @@ const ms = (limits: { readonly min: number; readonly max: number }, what: string
 const handlerUrl = z
   .string({ error: "handler.url is a string" })
   .max(2048, "handler.url is at most 2,048 characters")
-  .refine((url) => ["https:", "http:"].includes(protocolOf(url) ?? ""), "handler.url is an absolute https: URL");
+  .refine((url) => ["https:", "http:"].includes(protocolOf(url) ?? ""), "handler.url is an absolute https: URL")
+  .refine(
+    (url) => protocolOf(url) === undefined || (new URL(url).username === "" && new URL(url).password === ""),
+    "handler.url carries no credentials (user:password@ would be answered back on GET)",
+  );
 
 function protocolOf(url: string): string | undefined {
   try {

@@ -46,14 +46,24 @@ export type PendingAnswer =
 export const pendingAll = sessionValue<PendingItem[]>("pi.pending");
 export const pendingHere = conversationValue<PendingItem[]>("pi.pending", { rewind: false });
 
-/** An item's id names its task and type: `t12-approval`, `t12-client`. */
-export function pendingId(taskId: Id, type: PendingType): string {
-  return `t${taskId}-${type === "approval" ? "approval" : "client"}`;
+/**
+ * An item's id names its task, type and the session's incarnation (incarnation.ts): `t12-approval-{incarnation}`,
+ * `t12-client-{incarnation}`; a session without an incarnation (created before them) has `t12-approval`.
+ */
+export function pendingId(taskId: Id, type: PendingType, incarnation: string | undefined): string {
+  const id = `t${taskId}-${type === "approval" ? "approval" : "client"}`;
+  return incarnation === undefined ? id : `${id}-${incarnation}`;
 }
 
-/** The task and type an item id names; undefined for anything else. */
-export function parsePendingId(id: string): { readonly taskId: Id; readonly type: PendingType } | undefined {
-  const match = /^t([1-9][0-9]{0,15})-(approval|client)$/.exec(id);
+/** The task, type and incarnation an item id names; undefined for anything else. */
+export function parsePendingId(
+  id: string,
+): { readonly taskId: Id; readonly type: PendingType; readonly incarnation?: string } | undefined {
+  const match = /^t([1-9][0-9]{0,15})-(approval|client)(?:-([0-9a-v]{10}))?$/.exec(id);
   if (match === null) return undefined;
-  return { taskId: Number(match[1]), type: match[2] === "approval" ? "approval" : "client_tool" };
+  return {
+    taskId: Number(match[1]),
+    type: match[2] === "approval" ? "approval" : "client_tool",
+    ...(match[3] === undefined ? {} : { incarnation: match[3] }),
+  };
 }

@@ -3,7 +3,8 @@
  * (an HTTP tool's request; an MCP server's tool call). The request is marked `dispatched` in a commit
  * before it leaves, so a restart knows it may have been delivered: an idempotent target is sent again
  * under the same key, anything else settles `outcome_unknown` naming the task. The task id is the
- * request's identity everywhere (`Idempotency-Key: {session}:{taskId}`, the result route's path).
+ * request's identity everywhere with the session's incarnation (`Idempotency-Key: {session}:{incarnation}:{taskId}`,
+ * incarnation.ts; the result route's path and webhook-id).
  */
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
 
@@ -84,6 +85,8 @@ export interface RemoteRequest {
   readonly attempt: number;
   readonly tenant: string;
   readonly session: string;
+  /** The session's incarnation (incarnation.ts); undefined: a session created before incarnations. */
+  readonly incarnation?: string;
   readonly conversationId: Id;
   readonly toolCallId: string;
   readonly target: RemoteTarget;
@@ -113,8 +116,11 @@ export interface RemoteTransport {
 /** What the remote_call kind is built with (the host supplies it; none: remote calls settle `no_tenant`). */
 export interface RemoteCallServices {
   transport(target: RemoteTarget): RemoteTransport | undefined;
-  /** The session's tenant and name (undefined: a session without a directory entry). */
-  where(): { readonly tenant: string; readonly session: string } | undefined;
+  /**
+   * The session's tenant, name and incarnation (undefined: a session without a directory entry; no incarnation: a
+   * session created before incarnations).
+   */
+  where(): { readonly tenant: string; readonly session: string; readonly incarnation?: string } | undefined;
   /** Attempts of an idempotent call, the first included. Default 8. */
   readonly maxAttempts?: number;
 }

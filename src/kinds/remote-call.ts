@@ -1,8 +1,9 @@
 /**
  * The `remote_call` task kind: one background task per request that leaves the object (an HTTP tool's
- * call, or a call of a registered MCP server's tool). Its id is the request's identity everywhere: for
- * HTTP, `Idempotency-Key` and `webhook-id` are `{session}:{taskId}`, and a late result is posted to
- * `/v1/tool-results/{tenant}/{session}/{taskId}`; an MCP call answers in its own response (never 202).
+ * call, or a call of a registered MCP server's tool). Its id, with the session's incarnation, is the request's
+ * identity everywhere: for HTTP, `Idempotency-Key` and `webhook-id` are `{session}:{incarnation}:{taskId}`
+ * (incarnation.ts), and a late result is posted to `/v1/tool-results/{tenant}/{session}/{taskId}` under that
+ * webhook-id; an MCP call answers in its own response (never 202).
  *
  *   planned -> dispatched { attempt n, firstSentAt, until } -> settled { outcome } | aborted { outcome }
  *                  |  ^                \-> accepted (202) -> settled (the posted result, or timeout)
@@ -39,6 +40,7 @@ import { sessionValue, withKey } from "../core/state.js";
 import { defineTaskKind, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
 import { conversationTx, type TxBuilder } from "../core/tx.js";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
+import { remoteCallKey } from "./incarnation.js";
 import { mcpResultText } from "./mcp-result.js";
 import {
   remoteCallRoles,
@@ -190,9 +192,9 @@ export function targetLabel(target: RemoteTarget): string {
 }
 
 /** How a call that may have been delivered is reconciled: HTTP by its Idempotency-Key; MCP has no key. */
-function reconcileHint(target: RemoteTarget, session: string, id: Id): string {
+function reconcileHint(target: RemoteTarget, session: string, incarnation: string | undefined, id: Id): string {
   return target.type === "http"
-    ? `reconcile with Idempotency-Key ${session}:${id}`
+    ? `reconcile with Idempotency-Key ${remoteCallKey(session, incarnation, id)}`
     : `check with the server whether it ran`;
 }
 
@@ -246,8 +248,8 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
             await attempt(task, runtime, { attempt: state.attempt + 1, firstSentAt: state.firstSentAt }, call);
             return;
           }
-          const session = services?.where()?.session ?? "<session>";
-          const message = `remote call task ${task.id} may have reached ${targetLabel(state.target)} before a restart; it is never re-sent; ${reconcileHint(state.target, session, task.id)}`;
+          const where = services?.where();
+          const message = `remote call task ${task.id} may have reached ${targetLabel(state.target)} before a restart; it is never re-sent; ${reconcileHint(state.target, where?.session ?? "<session>", where?.incarnation, task.id)}`;
           await settle(task, runtime, "settled", failure("outcome_unknown", message), state.attempt, call);
           return;
         }
@@ -335,6 +337,7 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
           attempt: n,
           tenant: where.tenant,
           session: where.session,
+          ...(where.incarnation === undefined ? {} : { incarnation: where.incarnation }),
           conversationId: task.conversationId,
           toolCallId: input.origin.callId,
           target: input.target,
@@ -440,7 +443,7 @@ export function createRemoteCallKind(services: RemoteCallServices | undefined) {
           : reply.status === undefined
             ? failure(
                 "outcome_unknown",
-                `remote call task ${task.id} may have reached ${targetLabel(input.target)} (${reply.detail}); it is never re-sent; ${reconcileHint(input.target, where.session, task.id)}`,
+                `remote call task ${task.id} may have reached ${targetLabel(input.target)} (${reply.detail}); it is never re-sent; ${reconcileHint(input.target, where.session, where.incarnation, task.id)}`,
               )
             : failure(
                 "failed",

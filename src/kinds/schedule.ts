@@ -21,8 +21,9 @@
  * gap, then a lower bound marked by `skippedCapped`), and the next occurrence is found from now in
  * bounded time, so the nextRunAt stored after a wake is always in the future. A schedule has at most
  * one pending occurrence: while its last accepted input is still queued (behind a turn that does not
- * end, among a failed group's waiting items, a nextRun no accept has placed), a due occurrence is
- * counted in `skipped` instead of queueing another input behind it.
+ * end, among a failed group's waiting items), a due occurrence is counted in `skipped` instead of
+ * queueing another input behind it. A nextRun input waits for the next accept by design, so a nextRun
+ * schedule's due occurrence runs and its input replaces the earlier one still waiting (withdrawn).
  *
  * Pausing and editing: the host may not patch a task's state (§6.1, §10.2), so PATCH /schedules/{id}
  * commits sticky session values keyed by schedule id — the pause flag (`pi.schedule.paused`) and an
@@ -42,7 +43,14 @@
 import { Cron } from "croner";
 import type { Call } from "../core/call.js";
 import { PicoError } from "../core/errors.js";
-import { bindResult, priorAcceptance, queueInput, type QueuedInput } from "../core/inbox.js";
+import {
+  abortQueuedInput,
+  bindInbox,
+  bindResult,
+  priorAcceptance,
+  queueInput,
+  type QueuedInput,
+} from "../core/inbox.js";
 import type { TaskRuntime } from "../core/runtime.js";
 import { bindTo, sessionValue, withKey } from "../core/state.js";
 import { defineTaskKind, type TaskDefinition, type TypedTask } from "../core/task-kind.js";
@@ -504,9 +512,17 @@ export function createScheduleKind(services: ScheduleServices) {
         const prior = await priorAcceptance(b, key);
         if (prior !== undefined) {
           inputId = prior.inputId;
+        } else if (base.mode === "nextRun" && (await waitingNextRun(b, base.conversationId, base.lastInputId))) {
+          // A nextRun input waits for the next accept by design, not behind a stuck conversation: this
+          // occurrence runs and its input takes the waiting one's place (withdrawn, unanswered `aborted`),
+          // so the schedule still holds one pending input and the next run answers the latest occurrence.
+          if (base.lastInputId !== null) await abortQueuedInput(b, base.conversationId, base.lastInputId);
+          inputId = queueInput(b, base.conversationId, { mode: "nextRun", input: base.input, requestId: key });
+          services.accepted?.(b, base.conversationId, inputId);
+          runs += 1;
         } else if (await stillQueued(b, base.conversationId, base.lastInputId)) {
           // One pending occurrence per schedule: while the last one's input waits in the queue (behind a
-          // turn that does not end, a failed group's waiting items, a nextRun no accept has placed yet),
+          // turn that does not end, a failed group's waiting items, a nextRun queued before an edit),
           // this occurrence is skipped, not queued behind it.
           runsNow = false;
           pendingSkip = 1;
@@ -566,6 +582,14 @@ async function hasModel(b: TxBuilder, conversationId: Id): Promise<boolean> {
 async function stillQueued(b: TxBuilder, conversationId: Id, inputId: Id | null): Promise<boolean> {
   if (inputId === null) return false;
   return (await b.value(bindResult(conversationId, inputId)).get())?.status === "queued";
+}
+
+/** Is the schedule's last input a nextRun item still queued (waiting for the next accept to place it)? */
+async function waitingNextRun(b: TxBuilder, conversationId: Id, inputId: Id | null): Promise<boolean> {
+  if (inputId === null || !(await stillQueued(b, conversationId, inputId))) return false;
+  const page = await b.list(bindInbox(conversationId)).read({ after: inputId - 1, limit: 1 });
+  const item = page.items[0];
+  return item !== undefined && item.id === inputId && item.value.mode === "nextRun";
 }
 
 function stripOccurrence(state: ScheduleBase & { occurrence?: number }): ScheduleBase {

@@ -251,4 +251,6 @@ export interface TurnServices {
   readonly catalog?: ToolCatalog;
   /** What remote calls leave the object through; none: they settle `no_tenant`. */
   readonly remote?: RemoteCallServices;
+  /** The session's incarnation (incarnation.ts), named in pending ids; none: ids without it. */
+  readonly incarnation?: () => string | undefined;
 }

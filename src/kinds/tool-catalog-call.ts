@@ -80,6 +80,8 @@ export interface CatalogCallKit {
     extras: SettleExtras,
   ): Promise<void>;
   errorOutput(message: string, code: string): ToolOutputState;
+  /** The session's incarnation, named in pending ids (incarnation.ts); undefined: a session without one. */
+  incarnation(): string | undefined;
 }
 
 /** Where a call stands between commits. */
@@ -310,7 +312,7 @@ export function catalogCalls(kit: CatalogCallKit) {
       const now = runtime.now();
       const timeout = type === "approval" ? definition.approvalTimeoutMs : clientTimeout(definition);
       const pending: PendingRef = {
-        id: pendingId(task.id, type),
+        id: pendingId(task.id, type, kit.incarnation()),
         type,
         createdAt: now,
         ...(timeout === undefined ? {} : { deadline: now + timeout }),

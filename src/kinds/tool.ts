@@ -373,6 +373,7 @@ export function createToolKind(services: TurnServices) {
     settle: (task, runtime, status, output, call, extras) =>
       settle(task, runtime, status, output, call, undefined, extras),
     errorOutput: (message, code) => errorOutput(message, code),
+    incarnation: () => services.incarnation?.(),
   });
 
   return kind;

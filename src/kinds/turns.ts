@@ -65,6 +65,8 @@ export interface TurnSetup {
   readonly catalog?: ToolCatalog;
   /** Where remote calls leave the object (remote-call-state.ts). */
   readonly remote?: RemoteCallServices;
+  /** The session's incarnation (incarnation.ts), named in pending ids. */
+  readonly incarnation?: () => string | undefined;
 }
 
 export interface TurnKit {
@@ -114,6 +116,7 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
     ...(setup.finalAnswer === undefined ? {} : { finalAnswer: setup.finalAnswer }),
     ...(setup.catalog === undefined ? {} : { catalog: setup.catalog }),
     ...(setup.remote === undefined ? {} : { remote: setup.remote }),
+    ...(setup.incarnation === undefined ? {} : { incarnation: setup.incarnation }),
   };
   const generation = createGenerationKind(services);
   // Tool registration never selects tools (§9.5), and no supplied list means no desired tools (§8.2):

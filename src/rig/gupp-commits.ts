@@ -12,7 +12,7 @@ import { inputResult } from "../core/inbox.js";
 import { bind } from "../core/state.js";
 import { sessionTx, type Tx, type TxBuilder } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
-import { iso, nextFile } from "./hooks.js";
+import { iso, nextFile, touchWindow } from "./hooks.js";
 import { agentValue, conversationAgent, hookValue, releaseBead, setValue, settingsTx } from "./state.js";
 import type { AgentRecord, StoredHook } from "./types.js";
 
@@ -161,7 +161,7 @@ export async function touchActive(harness: Harness, agentId: string): Promise<vo
     if (stored === undefined || stored.file.status !== "active") return;
     const settings = await settingsTx(tx);
     const nowMs = harness.now();
-    if (nowMs - Date.parse(stored.file.last_activity) < settings.touchThrottleMs) return;
+    if (nowMs - Date.parse(stored.file.last_activity) < touchWindow(settings)) return;
     setValue(tx, hookValue(agentId), { ...stored, file: nextFile("touch", stored.file, iso(nowMs)) });
   }, call);
 }

@@ -13,7 +13,7 @@
  *                                     worker's later transitions name a cleared or older attempt)
  */
 import { RigError } from "./errors.js";
-import type { Actor, HookFile, HookStatus, Transition } from "./types.js";
+import type { Actor, HookFile, HookStatus, RigSettings, Transition } from "./types.js";
 
 const FROM: Readonly<Record<Transition, HookStatus>> = {
   set: "empty",
@@ -62,6 +62,17 @@ export function checkStatus(transition: Transition, current: HookStatus): void {
     throw new RigError("hook_conflict", "cannot clear: the hook is empty, not pending, active or completed");
   const why = transition === "set" ? `; clear it before assigning new work` : "";
   throw new RigError("hook_conflict", `cannot ${transition}: the hook is ${current}, not ${from}${why}`);
+}
+
+/**
+ * How long after the hook's recorded activity a touch writes nothing (the touch throttle): `touchThrottleMs`,
+ * but never more than half the stall threshold. A touch the throttle swallows leaves the recorded activity
+ * where it was, so the window must end well before that activity becomes a stall: a touch always writes
+ * once the recorded activity is half a threshold old, so right after any touch the agent is never stalled,
+ * and an agent touching at least every half threshold is never reported stalled.
+ */
+export function touchWindow(settings: Pick<RigSettings, "touchThrottleMs" | "stallThresholdMs">): number {
+  return Math.min(settings.touchThrottleMs, Math.floor(settings.stallThresholdMs / 2));
 }
 
 /** The next hook file after an allowed transition. */

@@ -30,7 +30,7 @@ import {
   type AcceptWork,
   type AnswerBoundary,
 } from "./gupp-commits.js";
-import { checkRole, checkStatus, emptyFile, iso, nextFile } from "./hooks.js";
+import { checkRole, checkStatus, emptyFile, iso, nextFile, touchWindow } from "./hooks.js";
 import { ackMail, mailboxMessages, readMail, sendMail, type MailPage, type MailView } from "./mail.js";
 import { NudgeBus } from "./nudges.js";
 import type { WitnessKind } from "./witness.js";
@@ -381,7 +381,7 @@ export class Rig {
         const last = Date.parse(stored.file.last_activity);
         const nudged = await tx.value(witnessAgent(agentId)).get();
         const answersNudge = nudged !== undefined && nudged.nudges > 0 && nudged.last_nudge_at >= last;
-        if (!answersNudge && nowMs - last < settings.touchThrottleMs)
+        if (!answersNudge && nowMs - last < touchWindow(settings))
           return { ...view(stored, current.seq), written: false };
       }
       const now = iso(nowMs);

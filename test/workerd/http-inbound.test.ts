@@ -456,3 +456,43 @@ describe("inbound endpoints", () => {
     expect(again.status).toBe(404);
   });
 });
+
+describe("signed routes without a token", () => {
+  it("Unauthenticated signed routes answer alike for known and unknown names", async () => {
+    const session = await sessionWith("in-alike");
+    expect((await putInbound(session, "ci", { format: "standard" })).status).toBe(201);
+    expect((await putInbound(session, "gh", { format: "github", secret: "a-github-secret-of-length" })).status).toBe(
+      201,
+    );
+    const body = JSON.stringify({ hello: "world" });
+    const fresh = String(nowSeconds());
+    const variants: Record<string, Record<string, string>> = {
+      "no signature headers": {},
+      "a malformed timestamp": { "webhook-id": "msg_1", "webhook-timestamp": "yesterday", "webhook-signature": "v1,x" },
+      "a wrong signature": { "webhook-id": "msg_1", "webhook-timestamp": fresh, "webhook-signature": "v1,AAAA" },
+      "a stale timestamp": { "webhook-id": "msg_1", "webhook-timestamp": "1000", "webhook-signature": "v1,AAAA" },
+      "a wrong GitHub signature": { "x-hub-signature-256": "sha256=00", "x-github-delivery": "d-1" },
+    };
+    /** The answer without its `instance` (the request's own path). */
+    const answer = async (path: string, headers: Record<string, string>): Promise<unknown> => {
+      const response = await call("POST", path, {
+        rawBody: body,
+        headers: { "content-type": "application/json", ...headers },
+      });
+      const { instance: _path, ...rest } = await json(response);
+      return { status: response.status, ...rest };
+    };
+    for (const [what, headers] of Object.entries(variants)) {
+      const known = [
+        await answer(deliveryPath(session, "ci"), headers),
+        await answer(deliveryPath(session, "gh"), headers),
+      ];
+      const unknown = [
+        await answer(deliveryPath(session, "nope"), headers),
+        await answer(deliveryPath(uniqueSession("never"), "ci"), headers),
+      ];
+      for (const one of [...known, ...unknown]) expect(one, what).toEqual(unknown[0]);
+      expect(unknown[0], what).toMatchObject({ status: 401, code: "invalid_signature" });
+    }
+  });
+});

@@ -4,10 +4,46 @@
  * reservations keyed by the Idempotency-Key, tokens settled from the model's usage, turn slots released
  * when a turn ends, and the metered figures of GET /v1/usage and GET /v1/me/usage.
  */
-import { abortAllDurableObjects } from "cloudflare:test";
+import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
 import { call, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 import { createBody, putUserTemplate, roleOf } from "./users-fixtures.js";
+import type { Env } from "../../src/worker/env.js";
+import { sessionObjectName } from "../../src/worker/identity/owner.js";
+import type { LimitsObject, SettleReport } from "../../src/worker/limits/object.js";
+
+function sessionObject(tenant: string, session: string): DurableObjectStub {
+  const namespace = (env as unknown as Env).SESSIONS;
+  return namespace.get(namespace.idFromName(sessionObjectName(tenant, session)));
+}
+
+/**
+ * The tenant's LimitsObject answers every report with a failure while `failing()` says so (a lost report).
+ * RPC finds methods on the class, so the seam wraps the prototype's `settle` (for this tenant's object only);
+ * the returned function restores it.
+ */
+async function failReports(tenant: string, failing: () => boolean): Promise<() => void> {
+  const namespace = (env as unknown as Env).LIMITS;
+  const id = namespace.idFromName(tenant);
+  return runInDurableObject(namespace.get(id) as DurableObjectStub<LimitsObject>, (instance: LimitsObject, state) => {
+    const prototype = Object.getPrototypeOf(instance) as LimitsObject;
+    const settle = prototype.settle;
+    prototype.settle = function (this: LimitsObject, report: SettleReport) {
+      if (state.id.equals(id) && failing()) throw new Error("the report was lost");
+      return settle.call(this, report);
+    };
+    return () => {
+      prototype.settle = settle;
+    };
+  });
+}
+
+/** Kill the session object (the platform's own reset: nothing of the instance survives). */
+async function killSession(tenant: string, session: string): Promise<void> {
+  await runInDurableObject(sessionObject(tenant, session), (_instance, state) => {
+    state.abort("killed by the test");
+  }).catch(() => undefined);
+}
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -197,6 +233,37 @@ describe("limits", () => {
     expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([2]);
   });
 
+  it("An accepted input stays counted when its request fails", async () => {
+    const tenant = uniqueTenant("failed");
+    await setLimits(tenant, { user: { inputsPerDay: 1 } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice, {
+      template: await putUserTemplate(tenant, "slow", { model: "echo-slow" }),
+    });
+    // The request waits for the turn; the session accepts the input, then its object restarts mid-wait.
+    const waiting = send(session, alice, "an input the paced echo model takes a while to stream back", "kept", 30);
+    await until(
+      async () =>
+        (await call("GET", `/v1/sessions/${session}/acceptances/kept`, { token: alice })).status === 200
+          ? true
+          : undefined,
+      "the input to be accepted",
+      600,
+    );
+    await killSession(tenant, session);
+    const failed = await waiting;
+    expect(failed.status, await failed.clone().text()).not.toBe(201);
+    // The session accepted it, so it stays counted: the day's one input is used.
+    expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([1]);
+    const next = await send(session, alice, "another", "next");
+    expect(next.status).toBe(429);
+    expect(await json(next)).toMatchObject({ code: "rate_limited", field: "user.inputsPerDay" });
+    // A retry of the accepted request still answers its acceptance.
+    expect(
+      (await send(session, alice, "an input the paced echo model takes a while to stream back", "kept")).status,
+    ).toBe(200);
+  }, 30_000);
+
   it("tokensPerDay settles from model usage", async () => {
     const tenant = uniqueTenant("tokens");
     await setLimits(tenant, { user: { tokensPerDay: 5 } });
@@ -222,6 +289,72 @@ describe("limits", () => {
     expect(refused.status).toBe(429);
     expect(await json(refused)).toMatchObject({ code: "rate_limited", field: "user.tokensPerDay" });
   });
+
+  it("A failed usage report is retried until acknowledged", async () => {
+    const tenant = uniqueTenant("report");
+    await setLimits(tenant, { user: { tokensPerDay: 5 } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    let failing = true;
+    const restore = await failReports(tenant, () => failing);
+    try {
+      const first = await send(
+        session,
+        alice,
+        "a sentence long enough to cost more than five tokens in and out",
+        undefined,
+        10,
+      );
+      expect(await json(first)).toMatchObject({ status: "done" });
+      // The report failed: nothing is metered yet.
+      expect((await usage(tenant, "/v1/me/usage", alice)).items.every((d) => d.totalTokens === 0)).toBe(true);
+      failing = false;
+      // The session's alarm resends what was not acknowledged.
+      const settled = await until(async () => {
+        await runDurableObjectAlarm(sessionObject(tenant, session));
+        const days = (await usage(tenant, "/v1/me/usage", alice)).items;
+        return days[0] !== undefined && days[0].totalTokens > 0 ? days[0] : undefined;
+      }, "the failed report to be resent");
+      expect(settled.totalTokens).toBeGreaterThan(5);
+      const refused = await send(session, alice, "more");
+      expect(refused.status).toBe(429);
+      expect(await json(refused)).toMatchObject({ code: "rate_limited", field: "user.tokensPerDay" });
+    } finally {
+      restore();
+    }
+  });
+
+  it("Collapse and fork are admitted and counted by limits", async () => {
+    const tenant = uniqueTenant("work");
+    // Enough turns that a collapse has something to collapse, and exactly the day's inputs.
+    const turns = 11;
+    await setLimits(tenant, { user: { inputsPerDay: turns } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    const root = `/v1/sessions/${session}/conversations/root`;
+    for (let i = 0; i < turns; i++)
+      expect(
+        await json(await send(session, alice, `turn ${i} long enough to cost some tokens`, undefined, 10)),
+      ).toMatchObject({ status: "done" });
+    await until(async () => {
+      const days = (await usage(tenant, "/v1/me/usage", alice)).items;
+      return days[0] !== undefined && days[0].totalTokens > 5 ? true : undefined;
+    }, "the turns' usage to settle");
+    expect((await send(session, alice, "one more")).status).toBe(429);
+    // At the day's inputs, a collapse is still admitted: it counts toward no input.
+    expect((await call("POST", `${root}/collapse`, { token: alice, body: {} })).status).toBe(202);
+    // Over tokensPerDay, a collapse (a model call) is refused like an input, and so is a continue.
+    await setLimits(tenant, { user: { tokensPerDay: 5 } });
+    const collapse = await call("POST", `${root}/collapse`, { token: alice, body: {} });
+    expect(collapse.status).toBe(429);
+    expect(await json(collapse)).toMatchObject({ code: "rate_limited", field: "user.tokensPerDay" });
+    const resumed = await call("POST", `${root}/continue`, { token: alice, body: {} });
+    expect(resumed.status).toBe(429);
+    expect(await json(resumed)).toMatchObject({ code: "rate_limited", field: "user.tokensPerDay" });
+    // A fork makes no model call: tokensPerDay does not refuse it (requestsPerMinute counts it, as every request).
+    expect((await call("POST", `${root}/fork`, { token: alice, body: { at: "start" } })).status).toBe(201);
+    expect((await usage(tenant, "/v1/usage?sub=alice")).items.map((d) => d.inputs)).toEqual([turns]);
+  }, 60_000);
 
   it("concurrentTurns holds a slot while a turn runs and releases it when the turn ends", async () => {
     const tenant = uniqueTenant("turns");

@@ -774,7 +774,7 @@ describe("one pending occurrence per schedule", () => {
     },
   );
 
-  it("A nextRun schedule keeps one queued input, not one per occurrence; once it is placed the next occurrence queues again", async () => {
+  it("A nextRun schedule keeps one queued input, not one per occurrence: each occurrence runs and its input replaces the waiting one; once it is placed the next occurrence queues again", async () => {
     const r = await rig("pending-next-run");
     const t0 = seams.time.now;
     const view = await json<ScheduleView>(
@@ -788,7 +788,7 @@ describe("one pending occurrence per schedule", () => {
       await until(async () => (await schedule(r, view.id)).nextRunAt === t0 + (k + 1) * 60_000, `occurrence ${k}`);
     }
     const first = await schedule(r, view.id);
-    expect(first).toMatchObject({ runs: 1, skipped: 2, lastRunAt: t0 + 60_000 });
+    expect(first).toMatchObject({ runs: 3, skipped: 0, lastRunAt: t0 + 3 * 60_000 });
     expect((await inbox(r.name, r.token)).map((item) => item.id)).toEqual([first.lastInputId]);
     // An explicit accept places the queued nextRun input: the next occurrence queues one again.
     const accepted = await call("POST", `/v1/sessions/${r.name}/conversations/root/inputs`, {
@@ -798,9 +798,9 @@ describe("one pending occurrence per schedule", () => {
     expect(accepted.status).toBeLessThan(300);
     await until(async () => (await inbox(r.name, r.token)).length === 0, "the nextRun input placed");
     await advanceTo(r, t0 + 4 * 60_000);
-    await until(async () => (await schedule(r, view.id)).runs === 2, "the occurrence after the placement");
+    await until(async () => (await schedule(r, view.id)).runs === 4, "the occurrence after the placement");
     const second = await schedule(r, view.id);
-    expect(second).toMatchObject({ runs: 2, skipped: 2, lastRunAt: t0 + 4 * 60_000 });
+    expect(second).toMatchObject({ runs: 4, skipped: 0, lastRunAt: t0 + 4 * 60_000 });
     expect((await inbox(r.name, r.token)).map((item) => item.id)).toEqual([second.lastInputId]);
   });
 });

@@ -255,6 +255,11 @@ describe("the tool catalog's routes", () => {
       },
       { body: { ...lookup, handler: { type: "http", url: "ftp://products.example/x" } }, field: "handler.url" },
       { body: { ...lookup, handler: { type: "http", url: "not a url" } }, field: "handler.url" },
+      // Credentials in the URL would be answered back on GET: refused as webhook endpoints and MCP servers refuse them.
+      {
+        body: { ...lookup, handler: { type: "http", url: "https://svc:pass@products.example/x" } },
+        field: "handler.url",
+      },
       {
         body: { ...lookup, handler: { type: "http", url: lookup.handler.url, timeoutMs: 999 } },
         field: "handler.timeoutMs",

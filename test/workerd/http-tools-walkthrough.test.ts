@@ -108,7 +108,8 @@ describe("docs/tools.md walk", () => {
     const first = endpoint.requests[0] as SeenRequest;
     expect(first.path).toBe("/lookup");
     expect(first.body).toMatchObject({ session: SESSION, name: "lookup", arguments: { id: 1 } });
-    expect(first.key).toBe(`${SESSION}:${first.body.taskId}`);
+    // {session}:{incarnation}:{taskId} (docs/tools.md "HTTP tools").
+    expect(first.key).toMatch(new RegExp(`^${SESSION}:[0-9a-v]{10}:${first.body.taskId}$`));
     expect(first.webhookId).toBe(first.key);
 
     // 2. An approval, whose endpoint answers 202 and posts the result later.
@@ -129,7 +130,7 @@ describe("docs/tools.md walk", () => {
       1_000,
     );
     expect(approval).toMatchObject({
-      id: `t${String(approval?.taskId)}-approval`,
+      id: expect.stringMatching(new RegExp(`^t${String(approval?.taskId)}-approval-[0-9a-v]{10}$`)),
       type: "approval",
       name: "refund",
       arguments: { id: 1 },
@@ -183,7 +184,7 @@ describe("docs/tools.md walk", () => {
       1_000,
     );
     expect(client).toMatchObject({
-      id: `t${String(client?.taskId)}-client`,
+      id: expect.stringMatching(new RegExp(`^t${String(client?.taskId)}-client-[0-9a-v]{10}$`)),
       type: "client_tool",
       name: "confirm",
       arguments: { question: "Refund order 1?" },

@@ -97,7 +97,8 @@ describe("HTTP tools", () => {
     const seen = endpoint.seen("lookup");
     expect(seen).toHaveLength(1);
     const request = seen[0];
-    expect(request?.key).toBe(`${name}:${rc?.id}`);
+    // {session}:{incarnation}:{taskId} (docs/tools.md "HTTP tools").
+    expect(request?.key).toMatch(new RegExp(`^${name}:[0-9a-v]{10}:${rc?.id}$`));
     expect(request?.id).toBe(request?.key);
     expect(request?.verified).toBe(true);
     const [toolTask] = await tasksOf(TENANT, name, "tool");
@@ -143,7 +144,7 @@ describe("HTTP tools", () => {
     expect(results[0]?.model?.[0]?.isError).toBe(true);
     expect(results[0]?.data?.["details"]).toMatchObject({ error: "outcome_unknown" });
     expect(textOf(results[0])).toContain(`remote call task ${rc?.id} may have reached`);
-    expect(textOf(results[0])).toContain(`Idempotency-Key ${name}:${rc?.id}`);
+    expect(textOf(results[0])).toContain(`Idempotency-Key ${endpoint.seen("charge")[0]?.key}`);
     expect(endpoint.seen("charge")).toHaveLength(1);
     const inspection = await json<{ quarantined: unknown[] }>(
       await call("GET", `/v1/sessions/${name}/inspect`, { token: await token(TENANT, "operator") }),
@@ -178,8 +179,18 @@ describe("HTTP tools", () => {
     // A result signed for another task's id is refused, writing nothing.
     const before = await lastSeq(TENANT, name);
     expect(
-      (await postToolResult(TENANT, name, rcId, "report", { output: "forged" }, { webhookId: `${name}:${rcId + 1}` }))
-        .status,
+      (
+        await postToolResult(
+          TENANT,
+          name,
+          rcId,
+          "report",
+          { output: "forged" },
+          {
+            webhookId: (endpoint.seen("report")[0]?.key ?? "").replace(/:[0-9]+$/, `:${rcId + 1}`),
+          },
+        )
+      ).status,
     ).toBe(401);
     expect((await postToolResult(TENANT, name, rcId + 1000, "report", { output: "unknown" })).status).toBe(401);
     // Signed with another tool's secret.
@@ -245,7 +256,8 @@ describe("HTTP tools", () => {
     const [rc] = await tasksOf(TENANT, name, "remote_call");
     expect(rc?.state).toMatchObject({ status: "settled", attempts: 8, outcome: { type: "error", code: "failed" } });
     const keys = new Set(endpoint.seen("sync").map((r) => r.key));
-    expect([...keys]).toEqual([`${name}:${rc?.id}`]);
+    expect([...keys]).toHaveLength(1);
+    expect([...keys][0]).toMatch(new RegExp(`^${name}:[0-9a-v]{10}:${rc?.id}$`));
     expect(endpoint.seen("sync")).toHaveLength(8);
     const results = await entriesOf(TENANT, name, "tool_result");
     expect(results).toHaveLength(1);
@@ -276,7 +288,12 @@ describe("HTTP tools", () => {
       {
         fetch: async (request) => {
           const body = (await request.clone().json()) as { taskId: number };
-          posted.push((await postToolResult(TENANT, name, body.taskId, "report", { output: "early result" })).status);
+          // Under the key the request carries (the endpoint has not recorded it yet).
+          const webhookId = request.headers.get("webhook-id") ?? "";
+          posted.push(
+            (await postToolResult(TENANT, name, body.taskId, "report", { output: "early result" }, { webhookId }))
+              .status,
+          );
           return early.fetch(request);
         },
       },

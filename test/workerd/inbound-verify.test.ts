@@ -385,7 +385,11 @@ describe("inbound signatures", () => {
       expect(await refused(deliver({ timestamp: NOW - 301 }))).toMatchObject({ code: "stale_webhook", status: 401 });
       // Missing headers: 400 naming the header, as on /v1/webhooks (src/worker/crypto/webhooks.ts).
       for (const name of ["webhook-id", "webhook-timestamp", "webhook-signature"]) {
-        expect(await refused(deliver({ omit: name }))).toEqual({ code: "invalid_header", status: 400, field: name });
+        expect(await refused(deliver({ omit: name }))).toEqual({
+          code: "invalid_signature",
+          status: 401,
+          field: "webhook-signature",
+        });
       }
     });
   });

@@ -231,7 +231,8 @@ describe("the pending list", () => {
 
     const item = await untilItem(name, t, "approval");
     expect(item).toMatchObject({
-      id: `t${item.taskId}-approval`,
+      // t{task}-approval-{incarnation} (docs/api.md "Pending").
+      id: expect.stringMatching(new RegExp(`^t${item.taskId}-approval-[0-9a-v]{10}$`)),
       type: "approval",
       name: "deploy",
       arguments: { id: 7 },
@@ -271,7 +272,7 @@ describe("the pending list", () => {
     expect(await json(approved)).toMatchObject({ id: item.id, answer: { approve: true }, at: expect.any(Number) });
     const output = await untilItem(name, t, "client_tool");
     expect(output).toMatchObject({
-      id: `t${item.taskId}-client`,
+      id: item.id.replace("-approval-", "-client-"),
       taskId: item.taskId,
       name: "deploy",
       arguments: { id: 7 },
@@ -345,7 +346,7 @@ describe("the pending list", () => {
       code: "invalid_body",
       field: "output",
     });
-    expect(await json(await answer(name, t, `t${item.taskId}-approval`, { output: 1 }))).toMatchObject({
+    expect(await json(await answer(name, t, item.id.replace("-client-", "-approval-"), { output: 1 }))).toMatchObject({
       code: "invalid_body",
       field: "approve",
     });

@@ -110,7 +110,8 @@ describe("SessionObject creation", () => {
     await runInDurableObject(session.stub, async (instance: SessionObject, state) => {
       const root = await harnessOf(instance).root(call);
       expect(await root.value(greeting).get(call)).toBe("hello");
-      expect(harnessOf(instance).storage.lastSeq).toBe(2);
+      // The root conversation, its greeting and the session's incarnation (src/kinds/incarnation.ts).
+      expect(harnessOf(instance).storage.lastSeq).toBe(3);
       const tables = state.storage.sql
         .exec(userTables)
         .toArray()

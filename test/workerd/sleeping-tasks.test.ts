@@ -13,11 +13,12 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { endWait } from "../../src/core/answers.js";
+import { bindInbox, bindResult } from "../../src/core/inbox.js";
 import { PicoError } from "../../src/core/errors.js";
 import type { TaskRuntime } from "../../src/core/runtime.js";
 import { bind } from "../../src/core/state.js";
 import { defineTaskKind, erase } from "../../src/core/task-kind.js";
-import { newSchedule, scheduleDefinition, type ScheduleState } from "../../src/kinds/schedule.js";
+import { newSchedule, occurrenceKey, scheduleDefinition, type ScheduleState } from "../../src/kinds/schedule.js";
 import type { Actor } from "../../src/rig/index.js";
 import { WITNESS_KIND } from "../../src/rig/index.js";
 import { witnessPatrol, witnessTask } from "../../src/rig/state.js";
@@ -117,6 +118,52 @@ describe("sleeping is not dying", () => {
     expect(inspection.quarantined).toEqual([]);
     expect(inspection.kills).toEqual([]);
     expect(await schedule()).toMatchObject({ status: "waiting", runs: EVICTIONS, skipped: 0 });
+  });
+
+  it("An alarm-woken every-schedule runs each due occurrence", async () => {
+    // A nextRun schedule every 5 min into an idle conversation nobody types in: each occurrence's input
+    // waits for the next accept. The object is evicted between occurrences and only its alarm wakes it.
+    const session = new TestSession("alarm-woken-next-run");
+    expect((await session.rpc.createSession({ model: "echo" })).ok).toBe(true);
+    const scheduleId = await runInDurableObject(session.stub, async (instance: SessionObject) => {
+      const h = harnessOf(instance);
+      const state = newSchedule(
+        { conversationId: h.rootId, input: "status", mode: "nextRun", every: 5 * MIN, cron: null, timezone: null },
+        h.now(),
+        null,
+      );
+      return h.commit((tx) => tx.task(scheduleDefinition, { conversationId: h.rootId, background: true, state }), call);
+    });
+    const schedule = async (): Promise<ScheduleState> => (await taskOf(session, scheduleId))?.state as ScheduleState;
+    const queued = () =>
+      runInDurableObject(session.stub, async (instance: SessionObject) => {
+        const h = harnessOf(instance);
+        return (await h.storage.readList(bindInbox(h.rootId), { after: 0, limit: 100 })).items.map((item) => ({
+          mode: item.value.mode,
+          requestId: "requestId" in item.value ? item.value.requestId : undefined,
+        }));
+      });
+    const resultOf = (inputId: number) =>
+      runInDurableObject(session.stub, async (instance: SessionObject) => {
+        const h = harnessOf(instance);
+        return (await h.storage.getValue(bindResult(h.rootId, inputId)))?.value;
+      });
+    const occurrences: number[] = [];
+    for (let round = 1; round <= 3; round += 1) {
+      const previous = (await schedule()).lastInputId;
+      const wake = await untilParked(session);
+      expect(wake).toBe((await schedule()).nextRunAt);
+      occurrences.push(wake);
+      await evictIdleAndWakeAt(session, wake);
+      await until(async () => (await schedule()).runs === round, `occurrence ${round} ran`);
+      // The due occurrence ran: its own input waits for the next run, and it is the schedule's only one.
+      expect(await schedule()).toMatchObject({ status: "waiting", runs: round, skipped: 0, lastRunAt: wake });
+      expect(await queued()).toEqual([{ mode: "nextRun", requestId: occurrenceKey(scheduleId, wake) }]);
+      // The earlier occurrence's input, still waiting, gave its place to this one's.
+      if (previous !== null)
+        expect(await resultOf(previous)).toMatchObject({ status: "unanswered", reason: "aborted" });
+    }
+    expect(new Set(occurrences).size).toBe(3);
   });
 
   it("A sleeping witness survives idle evictions", async () => {

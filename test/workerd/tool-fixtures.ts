@@ -26,6 +26,12 @@ export interface SeenRequest {
   readonly verified: boolean;
 }
 
+/**
+ * The Idempotency-Key (= webhook-id) each remote call was last sent with, by `${session}/${taskId}`: what a
+ * product's backend answers a 202 under (it includes the session's incarnation, so tests never build it).
+ */
+const sentKeys = new Map<string, string>();
+
 /** A product's tool endpoints: `${PRODUCT}/<tool>`, one per catalog tool. */
 export class ProductEndpoint {
   readonly requests: SeenRequest[] = [];
@@ -65,6 +71,8 @@ export class ProductEndpoint {
       body,
       verified,
     });
+    const key = request.headers.get("idempotency-key");
+    if (key !== null) sentKeys.set(`${String(body["session"])}/${String(body["taskId"])}`, key);
     const script = this.#replies.get(tool);
     const reply: Reply = script === undefined ? { status: 404 } : script(this.seen(tool).length, body);
     if (reply === "hang") {
@@ -116,7 +124,10 @@ export async function defineTool(
   expect([200, 201], await response.clone().text()).toContain(response.status);
 }
 
-/** POST a result to /v1/tool-results, signed by `standardwebhooks` with the tool's secret. */
+/**
+ * POST a result to /v1/tool-results, signed by `standardwebhooks` with the tool's secret; its webhook-id is the
+ * key the call was sent with (`options.webhookId` overrides it; a call never sent gets `{session}:{taskId}`).
+ */
 export async function postToolResult(
   tenant: string,
   session: string,
@@ -126,7 +137,7 @@ export async function postToolResult(
   options: { readonly webhookId?: string } = {},
 ): Promise<Response> {
   const body = JSON.stringify(payload);
-  const id = options.webhookId ?? `${session}:${taskId}`;
+  const id = options.webhookId ?? sentKeys.get(`${session}/${taskId}`) ?? `${session}:${taskId}`;
   const now = new Date();
   const signature = new Webhook(await toolSecret(env.WEBHOOK_MASTER_SECRET, tenant, tool)).sign(id, now, body);
   return call("POST", `/v1/tool-results/${tenant}/${session}/${taskId}`, {

@@ -171,9 +171,10 @@ async function overDays(seed: number): Promise<void> {
         sizeAnswered = true;
       }
       for (const request of product.seen("later")) {
-        const [session, taskId] = (request.key ?? "").split(":");
-        if (session === undefined || taskId === undefined || posted.has(request.key ?? "")) continue;
-        const response = await postToolResult(tenant, session, Number(taskId), "later", { output: "done later" });
+        const session = request.body["session"];
+        const taskId = request.body["taskId"];
+        if (typeof session !== "string" || typeof taskId !== "number" || posted.has(request.key ?? "")) continue;
+        const response = await postToolResult(tenant, session, taskId, "later", { output: "done later" });
         expect(response.status, await response.clone().text()).toBe(200);
         posted.add(request.key ?? "");
       }

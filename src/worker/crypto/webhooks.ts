@@ -81,8 +81,9 @@ export interface WebhookHeaders {
 }
 
 /**
- * Verify a delivery; returns its id. Missing or malformed headers are 400 naming the header; a bad
- * signature is 401 `invalid_signature`; a timestamp outside the skew is 401 `stale_webhook`.
+ * Verify a delivery; returns its id. Everything that fails before the signature is known to be genuine (missing or
+ * malformed headers, a signature that does not match) is 401 `invalid_signature`, so the answer tells an unsigned
+ * sender nothing; only a genuine delivery with a timestamp outside the skew is 401 `stale_webhook`.
  */
 export async function verifyWebhook(
   secret: string,
@@ -91,23 +92,23 @@ export async function verifyWebhook(
   nowMs: number,
 ): Promise<string> {
   const { id, timestamp, signature } = headers;
-  if (id === undefined || !/^[\x21-\x7e]{1,190}$/.test(id))
-    throw new Problem("invalid_header", "webhook-id must be 1-190 visible ASCII characters", "webhook-id");
-  if (timestamp === undefined || !/^[0-9]{1,12}$/.test(timestamp))
-    throw new Problem("invalid_header", "webhook-timestamp must be Unix seconds", "webhook-timestamp");
-  if (signature === undefined || signature.trim() === "")
-    throw new Problem("invalid_header", "webhook-signature is required", "webhook-signature");
-  const seconds = Number(timestamp);
-  if (Math.abs(nowMs / 1000 - seconds) > WEBHOOK_SKEW_SECONDS) {
+  const unsigned = new Problem(
+    "invalid_signature",
+    "webhook-id (1-190 visible ASCII characters), webhook-timestamp (Unix seconds) and a matching v1 webhook-signature are required",
+    "webhook-signature",
+  );
+  if (id === undefined || !/^[\x21-\x7e]{1,190}$/.test(id)) throw unsigned;
+  if (timestamp === undefined || !/^[0-9]{1,12}$/.test(timestamp)) throw unsigned;
+  if (signature === undefined || signature.trim() === "") throw unsigned;
+  const expected = await signWebhook(secret, id, timestamp, body);
+  const offered = signature.split(" ").filter((part) => part.startsWith("v1,"));
+  if (!offered.some((candidate) => equal(candidate, expected))) throw unsigned;
+  if (Math.abs(nowMs / 1000 - Number(timestamp)) > WEBHOOK_SKEW_SECONDS) {
     throw new Problem(
       "stale_webhook",
       `webhook-timestamp is more than ${WEBHOOK_SKEW_SECONDS} s from the server's clock`,
       "webhook-timestamp",
     );
   }
-  const expected = await signWebhook(secret, id, timestamp, body);
-  const offered = signature.split(" ").filter((part) => part.startsWith("v1,"));
-  if (!offered.some((candidate) => equal(candidate, expected)))
-    throw new Problem("invalid_signature", "no v1 signature in webhook-signature matches", "webhook-signature");
   return id;
 }

@@ -61,6 +61,8 @@ export interface DirectoryQuery {
   readonly q?: string;
   /** Only this end user's sessions (a user token's listing). */
   readonly owner?: string;
+  /** Only these sessions (a token's sessions claim; at most 100 names). */
+  readonly names?: readonly string[];
   /**
    * What the next page's cursor is bound to (identity/user-access.ts `cursorBinding`): the route refuses a cursor bound
    * to another.
@@ -215,6 +217,10 @@ export class DirectoryObject extends DurableObject<Env> {
     if (query.owner !== undefined) {
       where.push("owner = ?");
       params.push(query.owner);
+    }
+    if (query.names !== undefined) {
+      where.push(`session IN (${query.names.map(() => "?").join(", ") || "NULL"})`);
+      params.push(...query.names);
     }
     if (after !== undefined) {
       // The first term bounds the index range, so a deep page starts at the cursor instead of reading every row before

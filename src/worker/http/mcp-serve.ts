@@ -229,7 +229,10 @@ export function sessionMcpServer(session: string, call: RouteCall): McpServer {
       description:
         "Answer one pending item once: an approval with { approve, reason? }, a client tool with { output, isError? }.",
       inputSchema: {
-        id: z.string().min(1).describe("The pending item's id, e.g. t12-approval or t12-client"),
+        id: z
+          .string()
+          .min(1)
+          .describe("The pending item's id, e.g. t12-approval-{incarnation} or t12-client-{incarnation}"),
         approve: z.boolean().optional().describe("An approval: approve (true) or deny (false)"),
         reason: z.string().optional().describe("An approval: the reason the model sees on a denial"),
         output: z.unknown().optional().describe("A client tool: its output (a string is the text)"),

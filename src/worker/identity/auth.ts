@@ -246,6 +246,31 @@ function checkUserClaims(claims: Claims): void {
     throw new Problem("unauthorized", `a user token grants at most ${MAX_USER_GRANTS} sessions`, "token.sessions");
 }
 
+/**
+ * The sessions a non-user token is held to (its `sessions` claim), or undefined when it names none. Every route holds
+ * to it: a path's `:session` (authenticate), the tenant's listing (filtered to them), a body naming sessions, a create
+ * under a server-assigned name (never one of them), and minting (identity/user-access.ts `mintedGrants`).
+ */
+export function claimedSessions(claims: Claims): readonly string[] | undefined {
+  return claims.role === "user" ? undefined : claims.sessions;
+}
+
+/**
+ * Refuse (401, `token.sessions`, as for a path) a request of a token that names its sessions when it names others;
+ * `names` undefined means "every session of the tenant" (a body without a sessions filter, a server-assigned name).
+ */
+export function refuseOutsideClaim(claims: Claims, names: readonly string[] | undefined): void {
+  const claimed = claimedSessions(claims);
+  if (claimed === undefined) return;
+  const outside = names === undefined ? "other sessions" : names.filter((name) => !claimed.includes(name)).join(", ");
+  if (outside === "") return;
+  throw new Problem(
+    "unauthorized",
+    `this token may act only in the sessions it names (${claimed.join(", ")}), not in ${outside}`,
+    "token.sessions",
+  );
+}
+
 /** Which watch a route serves (its path's session and, for a conversation watch, the `{conversation}` ref). */
 function watchOf(c: Context<AppEnv>): { readonly session: string; readonly conversation: string | undefined } {
   return { session: c.req.param("session") ?? "", conversation: c.req.param("conversation") };
@@ -291,18 +316,7 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   // A token that names its sessions acts in no other (agent tokens always name theirs).
   // (A user token's sessions are grants, checked with ownership: identity/user-access.ts.)
   const session = c.req.param("session");
-  if (
-    claims.role !== "user" &&
-    claims.sessions !== undefined &&
-    session !== undefined &&
-    !claims.sessions.includes(session)
-  ) {
-    throw new Problem(
-      "unauthorized",
-      `this token may act only in the sessions it names (${claims.sessions.join(", ")}), not in ${session}`,
-      "token.sessions",
-    );
-  }
+  if (session !== undefined) refuseOutsideClaim(claims, [session]);
   if (claims.watch !== undefined) {
     const here = watchOf(c);
     if (!options.watch || claims.watch.session !== here.session || !sameConversation(claims.watch, here.conversation)) {

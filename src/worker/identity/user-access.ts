@@ -7,6 +7,9 @@
  * a route that is in no action's list (the operator's routes, schedules, inbound endpoints, deliveries,
  * the rig, and every route added later until it is listed here) is refused with 403.
  *
+ * A `bounded` user token (minted by a token that names its sessions) reaches only its grants: its user's other
+ * sessions answer as unknown ones, and it creates no session under a server-assigned name (403).
+ *
  * The owner is stored in the session's own object (identity/owner.ts), so the check is one read in the
  * object the request goes to anyway, never a directory read: the directory is not on the accept path.
  * `checkUserAccess` is the one entry point (identity/auth.ts calls it for every user-token request).
@@ -14,7 +17,7 @@
 import type { Env } from "../env.js";
 import { SessionNotFound } from "../errors.js";
 import { Problem } from "../problems.js";
-import { userActions, parse, sessionName, type Claims, type UserAction } from "../schemas.js";
+import { MAX_USER_GRANTS, userActions, parse, sessionName, type Claims, type UserAction } from "../schemas.js";
 import { sessionObjectName, type OwnerCheck } from "./owner.js";
 
 /** Who a user-token request acts for: the end user, its actions, and its session grants. */
@@ -101,12 +104,20 @@ export async function checkUserAccess(env: Env, claims: Claims, request: UserReq
   if (request.session !== undefined) {
     const name = parse(sessionName, request.session, "invalid_id", "session");
     if (!grantMatches(principal.grants, name)) {
+      if (claims.bounded === true) throw new SessionNotFound();
       const stub = env.SESSIONS.get(
         env.SESSIONS.idFromName(sessionObjectName(claims.tenant, name)),
       ) as unknown as OwnerCheck;
       const reaches = await stub.reaches(principal.sub, action === "create");
       if (!reaches) throw new SessionNotFound();
     }
+  }
+  if (request.session === undefined && action === "create" && claims.bounded === true) {
+    throw new Problem(
+      "forbidden",
+      "this user token reaches only the sessions it was granted; it creates none under a new name",
+      "token.bounded",
+    );
   }
   if (action === undefined)
     throw new Problem(
@@ -120,6 +131,62 @@ export async function checkUserAccess(env: Env, claims: Claims, request: UserReq
       "token.act",
     );
   }
+}
+
+/**
+ * Refuse (403, `token.act`) a user token lacking `action` for a part of a request that needs more than its route does
+ * (a fork that aborts the running turn needs `write`, as the abort route does). Other roles pass.
+ */
+export function requireUserAction(claims: Claims, action: UserAction, what: string): void {
+  if (claims.role !== "user") return;
+  const act = userPrincipal(claims).act;
+  if (!act.includes(action)) {
+    throw new Problem(
+      "forbidden",
+      `${what} needs the ${action} action; this user token has: ${act.join(", ") || "none"}`,
+      "token.act",
+    );
+  }
+}
+
+/**
+ * The sessions a user token minted by `minter` grants, within the minter's own reach: a minter that names its sessions
+ * grants only those (each asked-for grant must be one of them, 403 naming `sessions` otherwise; none asked: all of
+ * them) and the token is `bounded` to them (it reaches none of its user's other sessions). Any other minter grants what
+ * is asked.
+ */
+export function mintedGrants(
+  minter: Claims,
+  wanted: readonly string[] | undefined,
+): { readonly sessions?: readonly string[]; readonly bounded?: true } {
+  const claimed = minter.role === "user" ? undefined : minter.sessions;
+  if (claimed === undefined) return wanted === undefined ? {} : { sessions: wanted };
+  const outside = (wanted ?? []).filter((grant) => !claimed.includes(grant));
+  if (outside.length > 0) {
+    throw new Problem(
+      "forbidden",
+      `this token names its sessions (${claimed.join(", ")}) and may grant only those, not ${outside.join(", ")}`,
+      "sessions",
+    );
+  }
+  const sessions = wanted ?? claimed;
+  if (sessions.length > MAX_USER_GRANTS) {
+    throw new Problem(
+      "forbidden",
+      `a user token grants at most ${MAX_USER_GRANTS} sessions: name which of this token's sessions to grant`,
+      "sessions",
+    );
+  }
+  return { sessions, bounded: true };
+}
+
+/**
+ * The sessions a listing holds to: a non-user token's `sessions` claim, a bounded user token's grants (exact names,
+ * since its minter's were), or undefined (no filter besides a user's ownership).
+ */
+export function listedSessions(claims: Claims): readonly string[] | undefined {
+  if (claims.role !== "user") return claims.sessions;
+  return claims.bounded === true ? (claims.sessions ?? []) : undefined;
 }
 
 /**

@@ -82,6 +82,18 @@ export async function admitRequest(env: Env, claims: Claims): Promise<void> {
   admitted(await limitsStub(env, claims.tenant).admitRequest(sub));
 }
 
+/**
+ * Admit work that calls the model without a new input (collapse, continue): 429 over tokensPerDay,
+ * costPerMonthUsd or a full concurrentTurns (user, then tenant); it counts no input and holds no slot.
+ * Its requests were counted against requestsPerMinute by authentication, like every request.
+ */
+export async function admitWork(env: Env, claims: Claims): Promise<void> {
+  if (claims.role === "operator") return;
+  const limits = await limitsOf(env, claims.tenant);
+  if (!limited(limits)) return;
+  admitted(await limitsStub(env, claims.tenant).admitWork(principal(claims)));
+}
+
 /** A reserved input: `cancel` undoes it when the session does not accept the input after all. */
 export interface Reserved {
   cancel(): Promise<void>;
@@ -89,16 +101,19 @@ export interface Reserved {
 
 /**
  * Reserve one input (and one turn slot) before a session accepts it; throws 429 over a limit. Undefined
- * when the tenant limits nothing, or when the request key was reserved before (a retry).
+ * when the tenant limits nothing, or when the request key was reserved before (a retry). `sessionKey`:
+ * the session's key (`{session}:{incarnation}`, src/kinds/incarnation.ts), asked only when something is
+ * limited, so an Idempotency-Key of a deleted incarnation of the session is a new key.
  */
 export async function reserveInput(
   env: Env,
   claims: Claims,
-  session: string,
+  sessionKey: () => Promise<string>,
   requestId: string | undefined,
 ): Promise<Reserved | undefined> {
   const limits = await limitsOf(env, claims.tenant);
   if (!limited(limits)) return undefined;
+  const session = await sessionKey();
   const stub = limitsStub(env, claims.tenant);
   const sub = principal(claims);
   const key = `${session}\n${requestId ?? `~${crypto.randomUUID()}`}`;
@@ -119,13 +134,29 @@ export async function reserveInput(
   };
 }
 
-/** The session's outcome; a refused input's reservation is undone before the problem is thrown. */
-export async function unreserveOnFailure<T>(reserved: Reserved | undefined, outcome: Promise<Outcome<T>>): Promise<T> {
+/**
+ * Whether the session accepted the input, looked up by its request key once the request failed: true or
+ * false when the session answered, undefined when it cannot say (no request key, or the lookup failed).
+ */
+export type AcceptedLookup = () => Promise<boolean | undefined>;
+
+/**
+ * The session's outcome. A reservation is given back only when the session refused the input (an
+ * outcome that is not ok), or when the request failed (it threw: the object restarted mid-`?wait`) and
+ * the session confirms by the request key that it never accepted it. Otherwise the input may have been
+ * accepted, and it stays counted.
+ */
+export async function unreserveOnFailure<T>(
+  reserved: Reserved | undefined,
+  outcome: Promise<Outcome<T>>,
+  accepted?: AcceptedLookup,
+): Promise<T> {
   let result: Outcome<T>;
   try {
     result = await outcome;
   } catch (error) {
-    await reserved?.cancel();
+    if (reserved !== undefined && accepted !== undefined && (await accepted().catch(() => undefined)) === false)
+      await reserved.cancel();
     throw error;
   }
   if (!result.ok) await reserved?.cancel();

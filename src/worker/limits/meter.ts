@@ -1,13 +1,16 @@
 /**
- * A session's side of its tenant's limits (docs/users.md "Limits and usage"): a commit listener that
- * reports to the tenant's LimitsObject what each durable commit settled — the model usage rows it
- * appended (tokens and cost, each keyed by its element's seq so a repeated report counts once) and the
- * inputs whose result became final (their turn slot is released). It reads nothing from the session and
- * writes nothing to it.
+ * A session's side of its tenant's limits (docs/users.md "Limits and usage"): after each durable commit
+ * it reports to the tenant's LimitsObject what the commit settled — the model usage rows it appended
+ * (tokens and cost, each keyed by its element's seq so a repeated report counts once) and the inputs
+ * whose result became final (their turn slot is released).
+ *
+ * Reports are durable until acknowledged: each is kept in the session object's KV storage, sent at once,
+ * and deleted only when the LimitsObject answers; one that fails stays and is resent from the session's
+ * alarm (backing off up to RETRY_MAX_MS), and on the next open. The LimitsObject de-duplicates usage by
+ * key, so a resend counts nothing twice.
  *
  * A session created over RPC (no tenant), a commit with neither, and a tenant without limits (the
- * isolate's copy, limits/admission.ts) report nothing. The report is sent after the commit, not in it: one a crash
- * loses is not retried (its turn slot then expires with its lease, limits/object.ts).
+ * isolate's copy, limits/admission.ts) report nothing.
  */
 import type { CommittedBatch } from "../../core/session-types.js";
 import { INPUT_RESULT_NAMESPACE, type InputResult } from "../../core/inbox.js";
@@ -18,7 +21,8 @@ import { hostReport } from "../platform/host-config.js";
 import { limited, limitsOf } from "./admission.js";
 import { limitsStub, type SettleReport } from "./object.js";
 
-type Where = () => { readonly tenant: string; readonly session: string } | undefined;
+/** Where the session stands: its tenant and its session key (`{session}:{incarnation}`). */
+export type MeterWhere = { readonly tenant: string; readonly session: string } | undefined;
 
 /** What one commit settled (pure; exported for tests). */
 export function settledBy(commit: CommittedBatch, session: string): SettleReport | undefined {
@@ -45,16 +49,89 @@ export function settledBy(commit: CommittedBatch, session: string): SettleReport
   return usage.length === 0 && finished.length === 0 ? undefined : { session, usage, finished };
 }
 
-/** The commit listener a session object registers (`harness.onCommit`). */
-export function limitsMeter(env: Env, where: Where): (commit: CommittedBatch) => void {
-  return (commit) => {
-    const at = where();
+const PREFIX = "edge.limits.report.";
+export const RETRY_FIRST_MS = 1_000;
+export const RETRY_MAX_MS = 60_000;
+
+/** A report kept until the tenant's LimitsObject acknowledges it. */
+interface PendingReport {
+  readonly tenant: string;
+  readonly report: SettleReport;
+}
+
+export interface MeterDeps {
+  readonly env: Env;
+  /** The session object's synchronous KV storage: pending reports live there. */
+  readonly kv: SyncKvStorage;
+  readonly now: () => number;
+  /** When pending reports are next due (undefined: none pending): arm the alarm for it. */
+  readonly due: (at: number | undefined) => void;
+}
+
+/** The session's usage reports to its tenant's limits, durable until acknowledged. */
+export class LimitsMeter {
+  readonly #deps: MeterDeps;
+  #sending: Promise<void> | undefined;
+  #attempt = 0;
+  #dueAt: number | undefined;
+
+  constructor(deps: MeterDeps) {
+    this.#deps = deps;
+  }
+
+  /** When a failed report is next resent (undefined: nothing waits). */
+  get dueAt(): number | undefined {
+    return this.#dueAt;
+  }
+
+  /** The commit listener (`harness.onCommit`): keep what the commit settled, then send it. */
+  committed(commit: CommittedBatch, at: MeterWhere): void {
     if (at === undefined) return;
     const report = settledBy(commit, at.session);
     if (report === undefined) return;
-    void (async () => {
-      if (!limited(await limitsOf(env, at.tenant))) return;
-      await limitsStub(env, at.tenant).settle(report);
-    })().catch((error: unknown) => hostReport({ type: "harness", report: error }));
-  };
+    const pending: PendingReport = { tenant: at.tenant, report };
+    this.#deps.kv.put(`${PREFIX}${String(commit.first).padStart(16, "0")}`, pending);
+    void this.flush();
+  }
+
+  /** The session opened: resend what a failure or a restart left unacknowledged. */
+  opened(): void {
+    if (this.#pending().length > 0) void this.flush();
+  }
+
+  /** The alarm fired: resend pending reports once due. */
+  async alarm(): Promise<void> {
+    if (this.#dueAt !== undefined && this.#dueAt <= this.#deps.now()) await this.flush();
+  }
+
+  /** Send every pending report in order; stop at the first failure and retry it later. One send at a time. */
+  flush(): Promise<void> {
+    const run = async (): Promise<void> => {
+      if (this.#sending !== undefined) await this.#sending.catch(() => undefined);
+      for (const [key, pending] of this.#pending()) {
+        try {
+          if (limited(await limitsOf(this.#deps.env, pending.tenant)))
+            await limitsStub(this.#deps.env, pending.tenant).settle(pending.report);
+        } catch (error) {
+          hostReport({ type: "harness", report: error });
+          const delay = Math.min(RETRY_FIRST_MS * 2 ** this.#attempt, RETRY_MAX_MS);
+          this.#attempt += 1;
+          this.#dueAt = this.#deps.now() + delay;
+          this.#deps.due(this.#dueAt);
+          return;
+        }
+        this.#deps.kv.delete(key);
+      }
+      this.#attempt = 0;
+      this.#dueAt = undefined;
+      this.#deps.due(undefined);
+    };
+    const sending = run();
+    this.#sending = sending;
+    return sending;
+  }
+
+  #pending(): [string, PendingReport][] {
+    return [...this.#deps.kv.list<PendingReport>({ prefix: PREFIX })];
+  }
 }

@@ -7,6 +7,8 @@
  *   admitInput     inputsPerDay, tokensPerDay, costPerMonthUsd, concurrentTurns: reserve one input and
  *                  one turn slot, keyed by the session's request key (a retried request with the same
  *                  Idempotency-Key finds its reservation and reserves nothing more)
+ *   admitWork      tokensPerDay, costPerMonthUsd, concurrentTurns without taking anything: a model call
+ *                  that is not a new input (collapse, continue) is refused once over them, counts nothing
  *   cancel         the session did not accept the input after all: the reservation is undone
  *   settle         a session reports model usage (tokens and cost, each element once, keyed) and the
  *                  inputs whose turn ended (their turn slot is released)
@@ -33,7 +35,10 @@ export type Admission =
   { readonly ok: true; readonly reserved: boolean } | { readonly ok: false; readonly refusal: Refusal };
 
 export interface InputReservation {
-  /** `${session}\n${requestId}`: the session's request key when the request had one, else unique. */
+  /**
+   * `${session}\n${requestId}`: the session's request key when the request had one, else unique. `session` is the
+   * session key `{name}:{incarnation}` (src/kinds/incarnation.ts), as in the session's reports.
+   */
   readonly key: string;
   readonly session: string;
   /** The user (a user token's `sub`); undefined: tenant limits only. */
@@ -69,6 +74,7 @@ export interface LimitsRpc {
   setLimits(limits: LimitsBody): Promise<LimitsResponse>;
   admitRequest(sub: string | undefined): Promise<Admission>;
   admitInput(reservation: InputReservation): Promise<Admission>;
+  admitWork(sub: string | undefined): Promise<Admission>;
   cancel(key: string): Promise<{ readonly cancelled: boolean }>;
   settle(report: SettleReport): Promise<{ readonly settled: number; readonly released: number }>;
   usage(range: UsageRange): Promise<readonly UsageDay[]>;
@@ -207,6 +213,25 @@ export class LimitsObject extends DurableObject<Env> {
     }
     this.#prune(now);
     return { ok: true, reserved: true };
+  }
+
+  /**
+   * Work that calls the model without a new input (collapse, continue): refused over tokensPerDay,
+   * costPerMonthUsd or a full concurrentTurns, like an input, but it counts no input and takes no slot.
+   */
+  admitWork(sub: string | undefined): Admission {
+    const now = hostClock().now();
+    const day = dayOf(now);
+    const { user, tenant } = this.limits();
+    const checks: { scope: string; set: LimitSet; who: "user" | "tenant" }[] = [];
+    if (sub !== undefined) checks.push({ scope: `u:${sub}`, set: user, who: "user" });
+    checks.push({ scope: TENANT, set: tenant, who: "tenant" });
+    for (const check of checks) {
+      const { inputsPerDay: _notAnInput, ...set } = check.set;
+      const refusal = this.#check(check.scope, set, check.who, now, day);
+      if (refusal !== undefined) return { ok: false, refusal };
+    }
+    return { ok: true, reserved: false };
   }
 
   cancel(key: string): { readonly cancelled: boolean } {

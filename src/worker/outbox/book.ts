@@ -4,6 +4,11 @@
  * state like HostBook's (synchronous SQL on the object's storage, not commits): a send attempt writes
  * no seq, feeds no watcher and works while the session is faulted.
  *
+ * Two more tables carry what must survive a kill across a call to the tenant's directory: the events
+ * committed while the directory could not be read (`host_unresolved`: their endpoints are resolved
+ * when it answers), and an endpoint being disabled (`host_disabling`: recorded before the directory is
+ * asked, ended by the `delivery.disabled` event's commit or by the answer that nothing is to be sent).
+ *
  * The tables are created with the first event this session ever materializes, so a session whose
  * tenant has no endpoints never has them (and `present` answers without writing).
  */
@@ -11,6 +16,12 @@ import type { Id } from "../../storage/records.js";
 import type { SqlHost } from "../../storage/sql.js";
 import type { EventType } from "../directory/endpoints.js";
 import type { DeliveryStatus, DeliveryView, OutboxEvent } from "./types.js";
+
+/** Tables added after the first ones: created (if missing) when a session with the first ones is opened. */
+const LATER_SCHEMA = [
+  "CREATE TABLE IF NOT EXISTS host_unresolved (event INTEGER PRIMARY KEY)",
+  "CREATE TABLE IF NOT EXISTS host_disabling (endpoint TEXT PRIMARY KEY, failing_since INTEGER NOT NULL, last_status INTEGER, reason TEXT NOT NULL, disabled INTEGER) WITHOUT ROWID",
+];
 
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS host_deliveries (
@@ -30,7 +41,18 @@ const SCHEMA = [
   "CREATE INDEX IF NOT EXISTS host_deliveries_due ON host_deliveries (status, next_attempt_at)",
   "CREATE TABLE IF NOT EXISTS host_outbox (id INTEGER PRIMARY KEY CHECK (id = 1), cursor INTEGER NOT NULL, pruned_at INTEGER NOT NULL)",
   "CREATE TABLE IF NOT EXISTS host_endpoint_health (endpoint TEXT PRIMARY KEY, failing_since INTEGER NOT NULL, last_status INTEGER) WITHOUT ROWID",
+  ...LATER_SCHEMA,
 ];
+
+/** An endpoint being disabled: what the directory was (or is to be) asked, and its answer once known. */
+export interface Disabling {
+  readonly endpoint: string;
+  readonly since: number;
+  readonly lastStatus: number | undefined;
+  readonly reason: string;
+  /** The directory's answer (undefined: not known; the call failed, or the object died during it). */
+  readonly disabled: boolean | undefined;
+}
 
 /** A delivery row as the sender needs it. */
 export interface DeliveryRow {
@@ -96,6 +118,8 @@ export class OutboxBook {
       this.#present =
         this.#host.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'host_outbox'").toArray()
           .length > 0;
+      // A session whose tables predate the later ones gets them (writes nothing when they exist).
+      if (this.#present) for (const statement of LATER_SCHEMA) this.#host.sql.exec(statement);
     }
     return this.#present;
   }
@@ -112,25 +136,58 @@ export class OutboxBook {
     return row === undefined ? 0 : Number(row["cursor"]);
   }
 
-  /** One pending row per event and endpoint (idempotent), then the cursor moves past them. */
+  /**
+   * One pending row per event and endpoint (idempotent), then the cursor moves past them. An event
+   * committed while the endpoints were not known is recorded unresolved; a `delivery.disabled` event
+   * ends the disabling it reports.
+   */
   materialize(events: readonly { readonly element: Id; readonly event: OutboxEvent }[], now: number): void {
     if (events.length === 0) return;
     this.#ensure(now);
     let cursor = this.cursor();
     for (const { element, event } of events) {
-      for (const endpoint of event.to) {
-        this.#host.sql.exec(
-          "INSERT OR IGNORE INTO host_deliveries (event, endpoint, event_id, type, status, attempts, next_attempt_at) VALUES (?, ?, ?, ?, 'pending', 0, ?)",
-          element,
-          endpoint,
-          event.id,
-          event.type,
-          event.timestamp,
-        );
-      }
+      if (event.unresolved === true)
+        this.#host.sql.exec("INSERT OR IGNORE INTO host_unresolved (event) VALUES (?)", element);
+      const disabled = event.data["endpointId"];
+      if (event.type === "delivery.disabled" && typeof disabled === "string")
+        this.#host.sql.exec("DELETE FROM host_disabling WHERE endpoint = ?", disabled);
+      this.#insert(element, event.id, event.type, event.to, event.timestamp);
       cursor = Math.max(cursor, element);
     }
     this.#host.sql.exec("UPDATE host_outbox SET cursor = ? WHERE id = 1", cursor);
+  }
+
+  #insert(element: Id, eventId: string, type: EventType, to: readonly string[], at: number): void {
+    for (const endpoint of to) {
+      this.#host.sql.exec(
+        "INSERT OR IGNORE INTO host_deliveries (event, endpoint, event_id, type, status, attempts, next_attempt_at) VALUES (?, ?, ?, ?, 'pending', 0, ?)",
+        element,
+        endpoint,
+        eventId,
+        type,
+        at,
+      );
+    }
+  }
+
+  /** Events committed while the endpoints were not known, oldest first. */
+  unresolved(limit: number): Id[] {
+    if (!this.present) return [];
+    return this.#host.sql
+      .exec("SELECT event FROM host_unresolved ORDER BY event LIMIT ?", limit)
+      .toArray()
+      .map((row) => Number(row["event"]));
+  }
+
+  /** An unresolved event's endpoints are known: its pending rows (due `now`), and it is resolved. */
+  resolve(element: Id, event: OutboxEvent, to: readonly string[], now: number): void {
+    this.#insert(element, event.id, event.type, to, now);
+    this.#host.sql.exec("DELETE FROM host_unresolved WHERE event = ?", element);
+  }
+
+  /** Unresolved events that are gone or matched no endpoint (their elements were removed). */
+  dropUnresolved(elements: readonly Id[]): void {
+    for (const element of elements) this.#host.sql.exec("DELETE FROM host_unresolved WHERE event = ?", element);
   }
 
   /** Pending rows due at `now`, in commit order. */
@@ -303,33 +360,73 @@ export class OutboxBook {
   }
 
   /**
-   * Delete done and dead rows finished before `before` (at most `limit` events); returns the events left
-   * with no row, whose `edge.outbox` elements can go.
+   * Events whose every row is done or dead and finished before `before` (at most `limit`, oldest
+   * first): their `edge.outbox` elements can go, and then their rows (`forgetEvents`). Marks the prune run.
    */
-  prune(before: number, limit: number, now: number): Id[] {
+  prunable(before: number, limit: number, now: number): Id[] {
     if (!this.present) return [];
     this.#host.sql.exec("UPDATE host_outbox SET pruned_at = ? WHERE id = 1", now);
-    const old = this.#host.sql
+    return this.#host.sql
       .exec(
-        "SELECT DISTINCT event FROM host_deliveries WHERE status != 'pending' AND finished_at < ? ORDER BY event LIMIT ?",
+        "SELECT event FROM host_deliveries GROUP BY event HAVING sum(status = 'pending') = 0 AND max(finished_at) < ? ORDER BY event LIMIT ?",
         before,
         limit,
       )
       .toArray()
       .map((row) => Number(row["event"]));
-    const gone: Id[] = [];
-    for (const event of old) {
-      this.#host.sql.exec(
-        "DELETE FROM host_deliveries WHERE event = ? AND status != 'pending' AND finished_at < ?",
-        event,
-        before,
-      );
-      const left = Number(
-        this.#host.sql.exec("SELECT count(*) AS n FROM host_deliveries WHERE event = ?", event).one()["n"],
-      );
-      if (left === 0) gone.push(event);
-    }
-    return gone;
+  }
+
+  /** The rows of events whose elements were removed (after the removal committed: a kill between repeats it). */
+  forgetEvents(elements: readonly Id[]): void {
+    for (const element of elements) this.#host.sql.exec("DELETE FROM host_deliveries WHERE event = ?", element);
+  }
+
+  // Disabling -------------------------------------------------------------------------------------
+
+  /** Record, before the directory is asked, that `endpoint` is being disabled. */
+  disabling(endpoint: string, since: number, lastStatus: number | undefined, reason: string): Disabling {
+    this.#host.sql.exec(
+      "INSERT OR IGNORE INTO host_disabling (endpoint, failing_since, last_status, reason, disabled) VALUES (?, ?, ?, ?, NULL)",
+      endpoint,
+      since,
+      lastStatus ?? null,
+      reason,
+    );
+    return this.disablingOf(endpoint) ?? { endpoint, since, lastStatus, reason, disabled: undefined };
+  }
+
+  disablingOf(endpoint: string): Disabling | undefined {
+    if (!this.present) return undefined;
+    const row = this.#host.sql.exec("SELECT * FROM host_disabling WHERE endpoint = ?", endpoint).toArray()[0];
+    if (row === undefined) return undefined;
+    const disabled = optionalNumber(row["disabled"]);
+    return {
+      endpoint,
+      since: Number(row["failing_since"]),
+      lastStatus: optionalNumber(row["last_status"]),
+      reason: String(row["reason"]),
+      disabled: disabled === undefined ? undefined : disabled === 1,
+    };
+  }
+
+  /** Endpoints being disabled. */
+  disablingEndpoints(): string[] {
+    if (!this.present) return [];
+    return this.#host.sql
+      .exec("SELECT endpoint FROM host_disabling ORDER BY endpoint")
+      .toArray()
+      .map((row) => String(row["endpoint"]));
+  }
+
+  /** The directory's answer about disabling `endpoint`. */
+  disabledAnswer(endpoint: string, disabled: boolean): void {
+    this.#host.sql.exec("UPDATE host_disabling SET disabled = ? WHERE endpoint = ?", disabled ? 1 : 0, endpoint);
+  }
+
+  /** Nothing more is to be done for disabling `endpoint` (no event is sent, or it is committed). */
+  disablingDone(endpoint: string): void {
+    if (!this.present) return;
+    this.#host.sql.exec("DELETE FROM host_disabling WHERE endpoint = ?", endpoint);
   }
 
   #ensure(now: number): void {

@@ -4,10 +4,12 @@
  * - the tenant's endpoints as this session knows them: a memory copy read from the tenant's
  *   DirectoryObject at most every ENDPOINTS_TTL_MS, and only by a session created over HTTP (it has a
  *   tenant). A stale copy is read again before the next commit is observed, so a commit never uses a
- *   copy older than the TTL;
+ *   copy older than the TTL. A read that fails keeps the copy; without one the endpoints are unknown
+ *   (never "none"), and asked again after ENDPOINTS_RETRY_MS;
  * - the batch observer (outbox/events.ts) that appends one `edge.outbox` element per event in the very
  *   batch that reports it, only when an enabled endpoint of the copy subscribes to the event (no
- *   endpoint: no read, no write);
+ *   endpoint: no read, no write), or, while the endpoints are unknown, every event unresolved (its
+ *   endpoints are resolved when the directory answers);
  * - the sender (outbox/sender.ts) over the host book (outbox/book.ts), kicked after such a commit, at
  *   open and on the alarm (`AlarmPlan.outbox`);
  * - the operator's deliveries list and retry (`outboxOps`).
@@ -40,8 +42,15 @@ import {
 export const ENDPOINTS_TTL_MS = 30_000;
 /** A read of the endpoints that takes longer than this (injected clock) keeps the copy it has. */
 export const ENDPOINTS_READ_CAP_MS = 1_000;
+/** After a failed read and without a copy, the endpoints are asked again this soon (the alarm retries). */
+export const ENDPOINTS_RETRY_MS = 10_000;
 const PRUNE_EVERY_MS = 3_600_000;
+/** Events removed per commit when pruning. */
 const PRUNE_BATCH = 500;
+/** Commits per prune round; a backlog beyond them goes on at the next alarm, at once. */
+const PRUNE_BATCHES = 100;
+/** A directory call that failed (disabling an endpoint) is tried again this much later. */
+const DISABLE_RETRY_MS = 60_000;
 const HOUR_MS = 3_600_000;
 
 export interface OutboxDeps {
@@ -50,7 +59,9 @@ export interface OutboxDeps {
   readonly host: SqlHost;
   /** The Durable Object id (hex): event ids start with part of it. */
   readonly objectId: string;
-  readonly where: () => { readonly tenant: string; readonly session: string } | undefined;
+  /** The session's tenant and name, and its incarnation (src/kinds/incarnation.ts) once the session is open. */
+  readonly where: () =>
+    { readonly tenant: string; readonly session: string; readonly incarnation?: string } | undefined;
   readonly endpoints: (tenant: string, session: string) => Promise<SessionEndpoint[]>;
   readonly disable: (
     tenant: string,
@@ -66,8 +77,16 @@ export interface OutboxDeps {
 
 interface Known {
   readonly key: string;
-  readonly endpoints: readonly SessionEndpoint[];
+  /** undefined: the directory could not be read and there was no copy (unknown, not none). */
+  readonly endpoints: readonly SessionEndpoint[] | undefined;
   readonly checkedAt: number;
+}
+
+/** Test only: the outbox timing instead of its vars (each instance reads it when it first needs it). */
+let timingSeam: Partial<OutboxTiming> | undefined;
+
+export function setOutboxTimingSeam(timing: Partial<OutboxTiming> | undefined): void {
+  timingSeam = timing;
 }
 
 export class Outbox {
@@ -78,6 +97,10 @@ export class Outbox {
   #harness: Harness | undefined;
   #running: Promise<void> | undefined;
   #again = false;
+  /** The last prune stopped at PRUNE_BATCHES with more to go. */
+  #pruneBacklog = false;
+  /** When resolving unresolved events last failed (tried again ENDPOINTS_RETRY_MS later, not at once). */
+  #resolveFailedAt = 0;
   /** When a disable was last tried (a failing directory call is tried again a minute later, not at once). */
   #disableTriedAt = 0;
   readonly #opened = new Map<string, Promise<string>>();
@@ -90,7 +113,7 @@ export class Outbox {
   }
 
   get #config(): OutboxTiming {
-    this.#timing ??= outboxTiming(this.#deps.env);
+    this.#timing ??= { ...outboxTiming(this.#deps.env), ...timingSeam };
     return this.#timing;
   }
 
@@ -99,61 +122,85 @@ export class Outbox {
     return this.#whereKnown;
   }
 
-  /** The endpoints that match this session (fresh within the TTL, or read now; `force` reads now). */
-  async endpoints(force = false): Promise<readonly SessionEndpoint[]> {
+  /**
+   * The endpoints that match this session (fresh within the TTL, or read now; `force` reads now).
+   * undefined: unknown (the read failed and this instance has no copy); never an empty answer for an outage.
+   */
+  async endpoints(force = false): Promise<readonly SessionEndpoint[] | undefined> {
     const where = this.#where();
     if (where === undefined) return [];
     const key = `${where.tenant}/${where.session}`;
     const now = this.#deps.clock.now();
-    const known = this.#known;
-    if (!force && known !== undefined && known.key === key && now - known.checkedAt < ENDPOINTS_TTL_MS)
-      return known.endpoints;
+    const known = this.#known?.key === key ? this.#known : undefined;
+    const ttl = known?.endpoints === undefined ? ENDPOINTS_RETRY_MS : ENDPOINTS_TTL_MS;
+    if (!force && known !== undefined && now - known.checkedAt < ttl) return known.endpoints;
+    try {
+      return await this.#refresh(where);
+    } catch (error) {
+      this.#deps.report(error);
+      this.#known = { key, endpoints: known?.endpoints, checkedAt: now };
+      return known?.endpoints;
+    }
+  }
+
+  /** Read the endpoints now and keep the copy; a failure or a read slower than the cap throws. */
+  async #refresh(where: { readonly tenant: string; readonly session: string }): Promise<SessionEndpoint[]> {
+    const now = this.#deps.clock.now();
     const cap = new AbortController();
     try {
       const read = this.#deps.endpoints(where.tenant, where.session);
       const late = this.#deps.clock.sleep(now + ENDPOINTS_READ_CAP_MS, cap.signal).then(() => undefined);
       const endpoints = await Promise.race([read, late]);
       if (endpoints === undefined) throw new Error("the tenant's endpoints did not answer in time");
-      this.#known = { key, endpoints, checkedAt: now };
+      this.#known = { key: `${where.tenant}/${where.session}`, endpoints, checkedAt: now };
       return endpoints;
-    } catch (error) {
-      this.#deps.report(error);
-      const kept = known?.key === key ? known.endpoints : [];
-      this.#known = { key, endpoints: kept, checkedAt: now };
-      return kept;
     } finally {
       cap.abort();
     }
+  }
+
+  /** Whether the endpoints are unknown (the directory could not be read), and when to ask again. */
+  #unreadableUntil(): number | undefined {
+    const known = this.#known;
+    return known !== undefined && known.endpoints === undefined ? known.checkedAt + ENDPOINTS_RETRY_MS : undefined;
   }
 
   /** The harness option: events of each batch, appended to it. */
   observer(): BatchObserver {
     return async (batch, b) => {
       if (this.#where() === undefined) return;
-      const endpoints = (await this.endpoints()).filter((endpoint) => endpoint.enabled);
-      if (endpoints.length === 0) return;
+      const endpoints = (await this.endpoints())?.filter((endpoint) => endpoint.enabled);
+      if (endpoints?.length === 0) return;
       const detected = await detectEvents(batch, b);
-      const events = detected
-        .map((event) => ({
-          ...event,
-          to: endpoints.filter((endpoint) => endpoint.events.includes(event.type)).map((endpoint) => endpoint.id),
-        }))
-        .filter((event) => event.to.length > 0);
+      // Endpoints unknown (the directory cannot be read): every event is written, resolved when it answers.
+      const events =
+        endpoints === undefined
+          ? detected.map((event) => ({ ...event, to: [] as string[], unresolved: true }))
+          : detected
+              .map((event) => ({
+                ...event,
+                to: endpoints.filter((endpoint) => endpoint.events.includes(event.type)).map((endpoint) => endpoint.id),
+                unresolved: false,
+              }))
+              .filter((event) => event.to.length > 0);
       if (events.length === 0) return;
       const seq = batch.first + batch.writes.length + events.length - 1;
       const now = b.now();
       events.forEach((event, index) => {
-        b.list(outboxList).append(
-          this.#event(event.type, event.data, event.to, now, seq, batch.first + batch.writes.length + index),
-        );
+        const element = batch.first + batch.writes.length + index;
+        const stored = this.#event(event.type, event.data, event.to, now, seq, element);
+        b.list(outboxList).append(event.unresolved ? { ...stored, unresolved: true } : stored);
       });
     };
   }
 
   #event(type: EventType, data: JsonObject, to: readonly string[], now: number, seq: Id, element: Id): OutboxEvent {
     const session = this.#where()?.session ?? "";
+    // The incarnation keeps a re-created session's event ids new whatever its clock says (the object id is the
+    // same); asked each time, as it is known only once the session is open.
+    const incarnation = this.#deps.where()?.incarnation;
     return {
-      id: `evt_${this.#deps.objectId.slice(0, 12)}${now.toString(36)}_${element}`,
+      id: `evt_${incarnation ?? this.#deps.objectId.slice(0, 12)}${now.toString(36)}_${element}`,
       type,
       timestamp: now,
       data: { session, seq, ...data },
@@ -178,7 +225,7 @@ export class Outbox {
   /** The session opened: pick up events a kill left unmaterialized, and go on sending. */
   opened(harness: Harness): void {
     this.#harness = harness;
-    this.#deps.due(this.book.earliest());
+    this.#deps.due(this.#nextDue());
     if (this.#where() !== undefined) this.kick();
   }
 
@@ -230,15 +277,27 @@ export class Outbox {
     } catch {
       return this.book.earliest();
     }
-    // A failing endpoint is checked for disabling when its window ends; pruning runs when the oldest
-    // finished row is past retention, at most hourly.
+    const now = this.#deps.clock.now();
+    // A failing endpoint is checked for disabling when its window ends (a disabling under way at once,
+    // a failed call a minute later); unresolved events as soon as the directory may answer. While it
+    // cannot be read, nothing that needs it is due before the next read.
     const failing = this.book.failingSince();
-    const oldest = this.book.oldestFinished();
-    const candidates = [
+    const directory = [
       this.book.earliest(),
-      failing === undefined ? undefined : Math.max(failing + timing.disableAfterMs, this.#disableTriedAt + 60_000),
-      oldest === undefined ? undefined : Math.max(this.book.prunedAt() + PRUNE_EVERY_MS, oldest + timing.retentionMs),
+      failing === undefined
+        ? undefined
+        : Math.max(failing + timing.disableAfterMs, this.#disableTriedAt + DISABLE_RETRY_MS),
+      this.book.disablingEndpoints().length === 0 ? undefined : this.#disableTriedAt + DISABLE_RETRY_MS,
+      this.book.unresolved(1).length === 0 ? undefined : Math.max(now, this.#resolveFailedAt + ENDPOINTS_RETRY_MS),
     ].filter((at): at is number => at !== undefined);
+    const unreadable = this.#unreadableUntil();
+    const candidates = directory.map((at) => Math.max(at, unreadable ?? at));
+    // Pruning runs when the oldest finished row is past retention, at most hourly (at once with a backlog).
+    const oldest = this.book.oldestFinished();
+    if (oldest !== undefined)
+      candidates.push(
+        this.#pruneBacklog ? now : Math.max(this.book.prunedAt() + PRUNE_EVERY_MS, oldest + timing.retentionMs),
+      );
     return candidates.length === 0 ? undefined : Math.min(...candidates);
   }
 
@@ -264,24 +323,64 @@ export class Outbox {
     if (harness === undefined || where === undefined) return;
     await this.#scan();
     if (!this.book.present) return;
+    await this.#prune(harness);
     const endpoints = await this.endpoints();
+    // An unreadable directory is an outage, not "no endpoints": every row stays, the alarm asks again.
+    if (endpoints === undefined) return;
+    await this.#resolve(harness, endpoints);
     const byId = new Map(endpoints.map((endpoint) => [endpoint.id, endpoint]));
     const sender = new OutboxSender({
       book: this.book,
       clock: this.#deps.clock,
       timing: this.#config,
       fetch: this.#deps.fetch,
-      event: async (element) =>
-        (
-          await harness.storage.readList<OutboxEvent>(bind(outboxList, {}), { after: element - 1, limit: 1 })
-        ).items.find((item) => item.id === element)?.value,
+      event: (element) => this.#eventAt(harness, element),
       secrets: (endpoint) => this.#secrets(where.tenant, endpoint),
     });
     await sender.round(byId);
     await this.#disableFailing(harness, where.tenant, endpoints);
-    await this.#prune(harness);
     const next = this.book.earliest();
     if (next !== undefined && next <= this.#deps.clock.now()) this.#again = true;
+  }
+
+  async #eventAt(harness: Harness, element: Id): Promise<OutboxEvent | undefined> {
+    const page = await harness.storage.readList<OutboxEvent>(bind(outboxList, {}), { after: element - 1, limit: 1 });
+    return page.items.find((item) => item.id === element)?.value;
+  }
+
+  /**
+   * Events committed while the endpoints were unknown get the rows of the endpoints matching now; one
+   * that matches none is removed (the removal commits before its record goes: a kill between repeats it).
+   */
+  async #resolve(harness: Harness, endpoints: readonly SessionEndpoint[]): Promise<void> {
+    const enabled = endpoints.filter((endpoint) => endpoint.enabled);
+    for (;;) {
+      const elements = this.book.unresolved(100);
+      if (elements.length === 0) return;
+      const none: Id[] = [];
+      for (const element of elements) {
+        const event = await this.#eventAt(harness, element);
+        const to =
+          event === undefined
+            ? []
+            : enabled.filter((endpoint) => endpoint.events.includes(event.type)).map((endpoint) => endpoint.id);
+        if (event === undefined || to.length === 0) none.push(element);
+        else this.book.resolve(element, event, to, this.#deps.clock.now());
+      }
+      if (none.length > 0) {
+        try {
+          await harness.commit((tx) => {
+            for (const element of none) tx.list(outboxList).remove(element);
+          }, BACKGROUND_CONTEXT);
+        } catch (error) {
+          this.#deps.report(error);
+          this.#resolveFailedAt = this.#deps.clock.now();
+          return;
+        }
+        this.book.dropUnresolved(none);
+      }
+      if (elements.length < 100) return;
+    }
   }
 
   async #secrets(tenant: string, endpoint: SessionEndpoint): Promise<string[]> {
@@ -305,45 +404,72 @@ export class Outbox {
 
   /**
    * Endpoints failing for the disable window: disabled in the directory, their rows here die, and
-   * `delivery.disabled` is recorded. An endpoint disabled or deleted elsewhere ends its rows here; one
-   * re-enabled since its streak began starts a new streak.
+   * `delivery.disabled` is committed for the endpoints subscribed to it. The disabling is recorded
+   * before the directory is asked and ends with that commit (or with the answer that nothing is to be
+   * sent), so a kill anywhere between picks it up again; an answer a kill or a failed call lost is
+   * re-derived from the endpoint as the directory shows it (disabled, for this reason, since the streak
+   * began). An endpoint disabled or deleted elsewhere ends its rows here; one re-enabled since its
+   * streak began starts a new streak.
    */
   async #disableFailing(harness: Harness, tenant: string, endpoints: readonly SessionEndpoint[]): Promise<void> {
     const byId = new Map(endpoints.map((endpoint) => [endpoint.id, endpoint]));
-    for (const id of this.book.failingEndpoints()) {
+    const ids = new Set([...this.book.failingEndpoints(), ...this.book.disablingEndpoints()]);
+    for (const id of ids) {
       const now = this.#deps.clock.now();
       const endpoint = byId.get(id);
-      const failing = this.book.failing(id);
-      if (endpoint === undefined || !endpoint.enabled) {
-        this.book.abandon(id, endpoint === undefined ? "endpoint deleted" : "endpoint disabled", now);
-        continue;
+      let intent = this.book.disablingOf(id);
+      const again = intent !== undefined;
+      if (intent === undefined) {
+        const failing = this.book.failing(id);
+        if (endpoint === undefined || !endpoint.enabled) {
+          this.book.abandon(id, endpoint === undefined ? "endpoint deleted" : "endpoint disabled", now);
+          continue;
+        }
+        if (failing === undefined || now - failing.since < this.#config.disableAfterMs) continue;
+        const hours = Math.round(this.#config.disableAfterMs / HOUR_MS);
+        const reason = `deliveries failed for ${hours} h (last status ${failing.lastStatus ?? "none"})`;
+        intent = this.book.disabling(id, failing.since, failing.lastStatus, reason);
       }
-      if (failing === undefined || now - failing.since < this.#config.disableAfterMs) continue;
-      const hours = Math.round(this.#config.disableAfterMs / HOUR_MS);
-      this.#disableTriedAt = now;
-      const { disabled } = await this.#deps.disable(
-        tenant,
-        id,
-        failing.since,
-        `deliveries failed for ${hours} h (last status ${failing.lastStatus ?? "none"})`,
-      );
-      const fresh = await this.endpoints(true);
+      let disabled = intent.disabled;
+      let fresh: readonly SessionEndpoint[] | undefined;
+      if (disabled === undefined) {
+        this.#disableTriedAt = now;
+        let answer: boolean;
+        try {
+          answer = (await this.#deps.disable(tenant, id, intent.since, intent.reason)).disabled;
+        } catch (error) {
+          this.#deps.report(error);
+          continue;
+        }
+        if (answer) this.book.disabledAnswer(id, true);
+        fresh = await this.endpoints(true);
+        if (fresh === undefined) continue;
+        if (!answer && again) answer = disabledFor(fresh, intent);
+        if (!answer) this.book.disabledAnswer(id, false);
+        disabled = answer;
+      }
+      fresh ??= await this.endpoints(true);
+      if (fresh === undefined) continue;
       const after = fresh.find((other) => other.id === id);
       if (after?.enabled === true) {
         this.book.restartStreak(id, this.#deps.clock.now());
+        this.book.disablingDone(id);
         continue;
       }
       this.book.abandon(id, after === undefined ? "endpoint deleted" : "endpoint disabled", this.#deps.clock.now());
-      if (!disabled) continue;
       const to = fresh
         .filter((other) => other.enabled && other.id !== id && other.events.includes("delivery.disabled"))
         .map((other) => other.id);
-      if (to.length === 0) continue;
+      if (!disabled || to.length === 0) {
+        this.book.disablingDone(id);
+        continue;
+      }
       const data: JsonObject = {
         endpointId: id,
-        failingSince: new Date(failing.since).toISOString(),
-        lastStatusCode: failing.lastStatus ?? null,
+        failingSince: new Date(intent.since).toISOString(),
+        lastStatusCode: intent.lastStatus ?? null,
       };
+      // Its materializing (committed, or the scan after a kill) ends the disabling.
       await harness
         .commit((tx) => {
           const element = harness.storage.lastSeq + 1;
@@ -353,19 +479,36 @@ export class Outbox {
     }
   }
 
-  /** At most hourly: done and dead rows past retention go, with the events left without rows. */
+  /**
+   * At most hourly (at once while a backlog remains): events whose every row is done or dead past
+   * retention go, in commits of PRUNE_BATCH, each removal committed before the rows are deleted (a kill
+   * between removes them again, harmlessly), up to PRUNE_BATCHES commits a round.
+   */
   async #prune(harness: Harness): Promise<void> {
     const now = this.#deps.clock.now();
     const oldest = this.book.oldestFinished();
-    if (oldest === undefined || oldest + this.#config.retentionMs > now || now - this.book.prunedAt() < PRUNE_EVERY_MS)
+    if (
+      oldest === undefined ||
+      oldest + this.#config.retentionMs > now ||
+      (!this.#pruneBacklog && now - this.book.prunedAt() < PRUNE_EVERY_MS)
+    )
       return;
-    const gone = this.book.prune(now - this.#config.retentionMs, PRUNE_BATCH, now);
-    if (gone.length === 0) return;
-    await harness
-      .commit((tx) => {
-        for (const element of gone) tx.list(outboxList).remove(element);
-      }, BACKGROUND_CONTEXT)
-      .catch((error: unknown) => this.#deps.report(error));
+    this.#pruneBacklog = false;
+    for (let batch = 0; batch < PRUNE_BATCHES; batch++) {
+      const gone = this.book.prunable(now - this.#config.retentionMs, PRUNE_BATCH, now);
+      if (gone.length === 0) return;
+      try {
+        await harness.commit((tx) => {
+          for (const element of gone) tx.list(outboxList).remove(element);
+        }, BACKGROUND_CONTEXT);
+      } catch (error) {
+        this.#deps.report(error);
+        return;
+      }
+      this.book.forgetEvents(gone);
+      if (gone.length < PRUNE_BATCH) return;
+    }
+    this.#pruneBacklog = true;
   }
 
   // Operator operations ---------------------------------------------------------------------------
@@ -384,7 +527,10 @@ export class Outbox {
     const row = parsed === undefined ? undefined : this.book.get(parsed.element, parsed.endpoint);
     if (parsed === undefined || row === undefined)
       throw new Problem("delivery_not_found", `this session has no delivery ${id}`, "id");
-    const endpoint = (await this.endpoints(true)).find((candidate) => candidate.id === parsed.endpoint);
+    // A read that fails is answered as the failure it is (never "deleted").
+    const where = this.#where();
+    const endpoints = where === undefined ? [] : await this.#refresh(where);
+    const endpoint = endpoints.find((candidate) => candidate.id === parsed.endpoint);
     if (endpoint === undefined)
       throw new Problem("endpoint_not_found", `endpoint ${parsed.endpoint} was deleted`, "id");
     if (!endpoint.enabled)
@@ -400,6 +546,20 @@ export class Outbox {
     const after = this.book.get(parsed.element, parsed.endpoint);
     return deliveryView(after ?? row);
   }
+}
+
+/** Whether the directory shows `intent`'s endpoint disabled for its reason since its streak began (an answer a kill lost). */
+function disabledFor(
+  endpoints: readonly SessionEndpoint[],
+  intent: { readonly endpoint: string; readonly since: number; readonly reason: string },
+): boolean {
+  const endpoint = endpoints.find((other) => other.id === intent.endpoint);
+  return (
+    endpoint !== undefined &&
+    !endpoint.enabled &&
+    endpoint.disabledReason === intent.reason &&
+    (endpoint.disabledAt ?? 0) >= intent.since
+  );
 }
 
 export function outboxOps<S>(outbox: () => Outbox): {

@@ -11,7 +11,10 @@ import type { EventType } from "../directory/endpoints.js";
 
 /** One event as the session stores it (element of `edge.outbox`). */
 export interface OutboxEvent {
-  /** `evt_...`: stable across retries (the `webhook-id`) and unique across re-creations of the session. */
+  /**
+   * `evt_{incarnation}{time}_{element}`: stable across retries (the `webhook-id`) and unique across re-creations of
+   * the session (src/kinds/incarnation.ts).
+   */
   readonly id: string;
   readonly type: EventType;
   /** When it was committed (ms, the session's clock). */
@@ -20,6 +23,11 @@ export interface OutboxEvent {
   readonly data: JsonObject;
   /** The endpoint ids it goes to (those matching when it was committed). */
   readonly to: readonly string[];
+  /**
+   * Committed while the tenant's directory could not be read (`to` is empty): its endpoints are the
+   * ones matching when the directory answers again.
+   */
+  readonly unresolved?: true;
 }
 
 /** The session list the events are kept in until their deliveries are done and pruned. */

@@ -43,6 +43,8 @@ export interface HostSeams {
   readonly fetch?: (request: Request) => Promise<Response>;
   /** How long a session's copy of its tenant's tool catalog is used before it is read again, ms. */
   readonly catalogTtlMs?: number;
+  /** Runs right after a session's creating commit, before its template binding and directory link: a throw cuts the create there. */
+  readonly afterCreateCommit?: () => void;
 }
 
 let seams: HostSeams = {};
@@ -74,6 +76,11 @@ export const DEFAULT_CATALOG_TTL_MS = 30_000;
 
 export function catalogTtlMs(): number {
   return seams.catalogTtlMs ?? DEFAULT_CATALOG_TTL_MS;
+}
+
+/** The cut point of a create (test only; nothing in production). */
+export function afterCreateCommit(): void {
+  seams.afterCreateCommit?.();
 }
 
 export function killBound(): number {

@@ -1,7 +1,8 @@
 /**
  * The session side of `POST /v1/tool-results/{tenant}/{session}/{taskId}` (http/routes/tool-results.ts): which
- * tool a remote call serves (so the Worker can check the delivery's signature with that tool's secret),
- * and recording a posted result once as the remote call's answer (`pico.wait/<taskId>`, key "result").
+ * tool a remote call serves (so the Worker can check the delivery's signature with that tool's secret) and
+ * the session's incarnation (the delivery's webhook-id must name it), and recording a posted result once as
+ * the remote call's answer (`pico.wait/<taskId>`, key "result"); a result of another incarnation is unknown.
  * The route never patches the task: the remote call consumes its answer in its own commit.
  */
 import { BACKGROUND_CONTEXT, type Call } from "../../core/call.js";
@@ -28,23 +29,43 @@ export type ToolResultRecord =
 
 /** The remote-call operations of the session's op table (session/ops.ts): arguments and results. */
 export interface RemoteCallSessionOps {
-  /** The catalog tool remote call `taskId` serves; null when there is no such remote call. */
-  remoteCallTool: { readonly args: [taskId: Id]; readonly result: { readonly tool: string } | null };
-  answerRemoteCall: { readonly args: [taskId: Id, result: ToolResultPost]; readonly result: ToolResultRecord };
+  /**
+   * The catalog tool remote call `taskId` serves, and the session's incarnation (none: a session created before
+   * incarnations); null when there is no such remote call.
+   */
+  remoteCallTool: {
+    readonly args: [taskId: Id];
+    readonly result: { readonly tool: string; readonly incarnation: string | null } | null;
+  };
+  /** Record the result of remote call `taskId` of incarnation `incarnation`: another incarnation's is unknown. */
+  answerRemoteCall: {
+    readonly args: [taskId: Id, incarnation: string | null, result: ToolResultPost];
+    readonly result: ToolResultRecord;
+  };
 }
 
 const call: Call = BACKGROUND_CONTEXT;
 
-async function toolOf(harness: Harness, taskId: Id): Promise<{ readonly tool: string } | null> {
+async function toolOf(
+  harness: Harness,
+  taskId: Id,
+  incarnation: string | undefined,
+): Promise<{ readonly tool: string; readonly incarnation: string | null } | null> {
   const task = await harness.getTask(remoteCallDefinition, taskId, call);
   // Only an HTTP tool's call takes a posted result; an MCP call answers in its own response.
   return task === undefined || task.state.status === "orphaned" || task.state.target.type !== "http"
     ? null
-    : { tool: task.state.target.tool };
+    : { tool: task.state.target.tool, incarnation: incarnation ?? null };
 }
 
-async function answer(harness: Harness, taskId: Id, result: ToolResultPost): Promise<ToolResultRecord> {
-  if ((await harness.getTask(remoteCallDefinition, taskId, call)) === undefined) return { type: "unknown" };
+async function answer(
+  harness: Harness,
+  taskId: Id,
+  current: boolean,
+  result: ToolResultPost,
+): Promise<ToolResultRecord> {
+  // A result for a deleted incarnation's call names no call of this session, whatever its task id.
+  if (!current || (await harness.getTask(remoteCallDefinition, taskId, call)) === undefined) return { type: "unknown" };
   try {
     const { at } = await harness.answer(taskId, REMOTE_RESULT_KEY, recorded(result), call);
     return { type: "recorded", at };
@@ -82,14 +103,15 @@ function asPost(value: JsonValue): ToolResultPost {
 }
 
 /** The remote-call entries of the SessionObject's op table, over the open session's harness. */
-export function remoteCallOps<S extends { readonly harness: Harness }>(): {
+export function remoteCallOps<S extends { readonly harness: Harness; readonly incarnation: string | undefined }>(): {
   readonly [K in keyof RemoteCallSessionOps]: (
     session: S,
     ...args: RemoteCallSessionOps[K]["args"]
   ) => Promise<RemoteCallSessionOps[K]["result"]>;
 } {
   return {
-    remoteCallTool: (s, taskId) => toolOf(s.harness, taskId),
-    answerRemoteCall: (s, taskId, result) => answer(s.harness, taskId, result),
+    remoteCallTool: (s, taskId) => toolOf(s.harness, taskId, s.incarnation),
+    answerRemoteCall: (s, taskId, incarnation, result) =>
+      answer(s.harness, taskId, (incarnation ?? undefined) === s.incarnation, result),
   };
 }

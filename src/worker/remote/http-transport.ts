@@ -4,18 +4,21 @@
  *
  *   POST <url>
  *   content-type: application/json
- *   idempotency-key: {session}:{taskId}      the same on every attempt (the product de-duplicates by it)
- *   webhook-id: {session}:{taskId}           Standard Webhooks, signed with the tool's secret (toolSecret)
+ *   idempotency-key: {session}:{incarnation}:{taskId}   the same on every attempt (the product de-duplicates
+ *                                                        by it); the incarnation (src/kinds/incarnation.ts)
+ *                                                        keeps a re-created session's keys new
+ *   webhook-id: the same key                 Standard Webhooks, signed with the tool's secret (toolSecret)
  *   webhook-timestamp, webhook-signature
  *   { session, conversationId, taskId, toolCallId, name, arguments }
  *
  * The product answers 200 `{ output, isError? }`, or 202 and later posts the same body, signed, to
- * `/v1/tool-results/{tenant}/{session}/{taskId}`. 4xx is a refusal (its problem detail is kept); 5xx, a
+ * `/v1/tool-results/{tenant}/{session}/{taskId}` under the same webhook-id. 4xx is a refusal (its problem detail is kept); 5xx, a
  * network error or no answer within the tool's timeout is a failure the kind may retry. The timeout runs
  * on the host's clock (never AbortSignal.timeout), and a body is read counting its bytes: over 1 MB is
  * `too_large`. A transport that throws has sent nothing (a missing master secret).
  */
 import type { Clock } from "../../core/host.js";
+import { remoteCallKey } from "../../kinds/incarnation.js";
 import type { RemoteCallServices, RemoteReply, RemoteRequest, RemoteTransport } from "../../kinds/remote-call-state.js";
 import type { JsonObject, JsonValue } from "../../storage/records.js";
 import type { Env } from "../env.js";
@@ -50,7 +53,7 @@ export class HttpTransport implements RemoteTransport {
 
   async send(request: RemoteRequest, signal: AbortSignal | undefined): Promise<RemoteReply> {
     const { target } = request;
-    const id = `${request.session}:${request.taskId}`;
+    const id = remoteCallKey(request.session, request.incarnation, request.taskId);
     const body = JSON.stringify({
       session: request.session,
       conversationId: request.conversationId,
@@ -196,7 +199,7 @@ function objectOf(text: string): JsonObject | undefined {
 export function remoteCallServices(
   env: Env,
   clock: Clock,
-  where: () => { readonly tenant: string; readonly session: string } | undefined,
+  where: () => { readonly tenant: string; readonly session: string; readonly incarnation?: string } | undefined,
 ): RemoteCallServices {
   const transport = new HttpTransport({
     fetch: (request) => hostFetch()(request),

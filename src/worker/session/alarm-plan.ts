@@ -39,6 +39,8 @@ export class AlarmPlan {
   #outbox: number | undefined;
   /** The earliest expiry of a user's open watch (watch/guard.ts). */
   #watches: number | undefined;
+  /** A usage report to the tenant's limits not yet acknowledged (limits/meter.ts). */
+  #limits: number | undefined;
   #busy = false;
   /** Live work committed but neither dispatched (busy) nor asleep (wake) yet: a kill in that gap must still wake it. */
   #guard: number | undefined;
@@ -114,6 +116,12 @@ export class AlarmPlan {
     this.#apply(now);
   }
 
+  /** When an unacknowledged usage report is resent (undefined: none pending). */
+  limits(at: number | undefined, now: number): void {
+    this.#limits = at;
+    this.#apply(now);
+  }
+
   /** The storage was wiped (session deleted): nothing is scheduled and no task reason remains. */
   cleared(now: number): void {
     this.#armed = undefined;
@@ -124,6 +132,7 @@ export class AlarmPlan {
     this.#guard = undefined;
     this.#outbox = undefined;
     this.#watches = undefined;
+    this.#limits = undefined;
     this.#apply(now);
   }
 
@@ -145,8 +154,11 @@ export class AlarmPlan {
   /** The earliest reason to wake, or undefined. */
   get desired(): number | undefined {
     return minimum(
-      minimum(minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory), this.#outbox),
-      this.#watches,
+      minimum(
+        minimum(minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory), this.#outbox),
+        this.#watches,
+      ),
+      this.#limits,
     );
   }
 

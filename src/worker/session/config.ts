@@ -24,6 +24,19 @@ export function storedConfig(
 /** The create config, stored in the creating commit so a later PUT can be compared with it. */
 export const createConfigValue: ValueSpec<SessionConfig> = sessionValue<SessionConfig>("edge.session.config");
 
+/**
+ * The session's incarnation (src/kinds/incarnation.ts): minted for the creating commit and stored in it, so it
+ * is durable with the session, the same after every restart, and gone with it when the session is deleted.
+ */
+export const incarnationValue: ValueSpec<string> = sessionValue<string>("edge.session.incarnation");
+
+const INCARNATION_DIGITS = "0123456789abcdefghijklmnopqrstuv";
+
+/** A new incarnation: 10 characters of 0-9 a-v, 50 random bits. */
+export function mintIncarnation(): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(10)), (byte) => INCARNATION_DIGITS[byte & 31]).join("");
+}
+
 /** Canonical JSON (sorted keys), for comparing configs. */
 export function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;

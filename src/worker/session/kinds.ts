@@ -37,6 +37,7 @@ export function sessionTurnKit(models: Models, options: SessionKitOptions = {}):
     ...(options.finalAnswer === undefined ? {} : { finalAnswer: options.finalAnswer }),
     ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
     ...(options.remote === undefined ? {} : { remote: options.remote }),
+    ...(options.incarnation === undefined ? {} : { incarnation: options.incarnation }),
     // A schedule's accepted input is indexed like one accepted over HTTP, so GET /inputs/{id} finds it.
     scheduleAccepted: (b, conversationId, inputId) => b.value(inputIndex(inputId)).set({ conversationId }),
   });
@@ -53,6 +54,8 @@ export interface SessionKitOptions {
   readonly catalog?: ToolCatalog;
   /** Where remote calls (HTTP tools) leave the object. */
   readonly remote?: RemoteCallServices;
+  /** The session's incarnation (src/kinds/incarnation.ts), named in pending ids. */
+  readonly incarnation?: () => string | undefined;
 }
 
 /** The built-in tools every session registers (selectable by name in selectedTools). */

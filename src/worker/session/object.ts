@@ -30,7 +30,7 @@ import { ownerReaches, readOwner, recordOwner, type SessionWhere } from "../iden
 import type { Env } from "../env.js";
 import { SessionNotFound } from "../errors.js";
 import type { SessionInspection } from "../../api/responses.js";
-import { deployedVersion, HEARTBEAT_MS, hostClock, hostReport } from "../platform/host-config.js";
+import { afterCreateCommit, deployedVersion, HEARTBEAT_MS, hostClock, hostReport } from "../platform/host-config.js";
 import { setLogLevel } from "../log.js";
 import { sessionTurnKit } from "./kinds.js";
 import { buildModels, defaultModel } from "../platform/models.js";
@@ -45,6 +45,7 @@ import { openSession, type OpenSession } from "./opening.js";
 import { SessionWatches } from "./watches.js";
 import { TEMPLATE_KEY, type TemplateBinding } from "../directory/templates.js";
 import { objectOutbox, type Outbox } from "../outbox/outbox.js";
+import { LimitsMeter } from "../limits/meter.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
 
 /**
@@ -72,6 +73,8 @@ export class SessionObject extends DurableObject<Env> {
   readonly #directory: DirectoryLink;
   /** Events out: capture in the commit, delivery on the alarm (outbox/outbox.ts). */
   readonly #outbox: Outbox;
+  /** Usage reports to the tenant's limits, kept until acknowledged and resent on the alarm (limits/meter.ts). */
+  readonly #meter: LimitsMeter;
   /** The tenant's tool catalog as this instance knows it (memory only; session/tool-catalog.ts). */
   readonly #catalog: CatalogCache;
   /** The tenant a session is being created for (before its directory link knows it). */
@@ -109,9 +112,19 @@ export class SessionObject extends DurableObject<Env> {
       ctx,
       env,
       this.#clock,
-      () => this.#directory.where,
+      () => {
+        const where = this.#directory.where;
+        const incarnation = this.#session?.incarnation;
+        return where === undefined || incarnation === undefined ? where : { ...where, incarnation };
+      },
       (at) => this.#alarms.outbox(at, this.#clock.now()),
     );
+    this.#meter = new LimitsMeter({
+      env,
+      kv: ctx.storage.kv,
+      now: () => this.#clock.now(),
+      due: (at) => this.#alarms.limits(at, this.#clock.now()),
+    });
     this.#catalog = sessionCatalog(env, this.#clock, () => this.#directory.where?.tenant ?? this.#creatingFor);
     this.#watches = new SessionWatches(
       ctx,
@@ -138,6 +151,15 @@ export class SessionObject extends DurableObject<Env> {
 
   exists(): boolean {
     return sessionCreated(this.ctx.storage);
+  }
+
+  /**
+   * The session's incarnation (src/kinds/incarnation.ts), minted by its creating commit: what the Worker keys
+   * this session's limits reservations by. Undefined when the session does not exist or predates incarnations.
+   */
+  async incarnation(): Promise<string | undefined> {
+    if (!sessionCreated(this.ctx.storage)) return undefined;
+    return (await this.#acquire()).incarnation;
   }
 
   async inspect(): Promise<SessionInspection> {
@@ -225,6 +247,8 @@ export class SessionObject extends DurableObject<Env> {
               `the session exists with config ${canonical(stored)}; this request asks for ${canonical(config)}`,
             );
           }
+          // A create cut after its commit (the object died) left its binding or link unwritten: the retry repairs them.
+          await this.#completeCreate(body, where, template);
           return { created: false, config: stored ?? config };
         }
         const models = await this.#modelsOf();
@@ -233,19 +257,29 @@ export class SessionObject extends DurableObject<Env> {
         recordOwner(this.ctx.storage.kv, where?.owner);
         checkConfig(models, await selectableTools(kit.tools.names(), this.#catalog, config.selectedTools), config);
         await this.#open(createValues(config));
-        if (template !== undefined) this.ctx.storage.kv.put(TEMPLATE_KEY, template);
-        if (where !== undefined) {
-          await this.#directory.created({
-            tenant: where.tenant,
-            session: where.session,
-            owner: where.owner,
-            ...(body.title === undefined ? {} : { title: body.title }),
-            ...(body.labels === undefined ? {} : { labels: body.labels }),
-          });
-        }
+        afterCreateCommit();
+        await this.#completeCreate(body, where, template);
         return { created: true, config };
       }),
     );
+  }
+
+  /**
+   * After the creating commit: write the template binding and the directory link, each unless it is
+   * already written (so a retried create repairs what a create cut after its commit left missing).
+   */
+  async #completeCreate(body: SessionConfigBody, where?: SessionWhere, template?: TemplateBinding): Promise<void> {
+    if (template !== undefined && this.ctx.storage.kv.get(TEMPLATE_KEY) === undefined)
+      this.ctx.storage.kv.put(TEMPLATE_KEY, template);
+    if (where !== undefined && this.#directory.where === undefined) {
+      await this.#directory.created({
+        tenant: where.tenant,
+        session: where.session,
+        owner: where.owner,
+        ...(body.title === undefined ? {} : { title: body.title }),
+        ...(body.labels === undefined ? {} : { labels: body.labels }),
+      });
+    }
   }
 
   /** One API operation (see SessionOps); a never-created session is `session_not_found` and writes nothing. */
@@ -373,6 +407,8 @@ export class SessionObject extends DurableObject<Env> {
       // A directory update not yet acknowledged (also a deleted session's tombstone) is retried.
       await this.#directory.alarm();
       await this.#outbox.alarm();
+      // A usage report the tenant's limits have not acknowledged is resent.
+      await this.#meter.alarm();
     } catch (error) {
       hostReport({ type: "alarm_failed", error });
     }
@@ -434,6 +470,7 @@ export class SessionObject extends DurableObject<Env> {
         alarms: this.#alarms,
         directory: this.#directory,
         outbox: this.#outbox,
+        meter: this.#meter,
         catalog: this.#catalog,
         models: () => this.#modelsOf(),
         faulted: (harness) => {

@@ -9,13 +9,15 @@
  */
 import type { Models } from "@earendil-works/pi-ai";
 import { BACKGROUND_CONTEXT } from "../../core/call.js";
-import { Harness, type InitialValue } from "../../core/harness.js";
+import { Harness, initialValue, type InitialValue } from "../../core/harness.js";
+import { bind } from "../../core/state.js";
 import type { Clock } from "../../core/host.js";
 import { erase } from "../../core/task-kind.js";
 import { SqliteStorage } from "../../storage/sqlite.js";
 import { FakeExecutionEnv } from "../../kinds/exec-fake.js";
 import { generationConfig } from "../../kinds/config.js";
 import { acceptInput } from "../../kinds/placement.js";
+import { sessionKey } from "../../kinds/incarnation.js";
 import type { TurnKit } from "../../kinds/turns.js";
 import { createWitnessKind, Gupp, Rig } from "../../rig/index.js";
 import type { Env } from "../env.js";
@@ -25,10 +27,11 @@ import { retryOptions } from "../platform/retry-config.js";
 import { openTelemetryTracer } from "../platform/telemetry.js";
 import { remoteCallServices } from "../remote/http-transport.js";
 import type { Outbox } from "../outbox/outbox.js";
-import { limitsMeter } from "../limits/meter.js";
+import type { LimitsMeter } from "../limits/meter.js";
 import { FeedBook } from "../watch/transport.js";
 import type { AlarmPlan } from "./alarm-plan.js";
 import { SessionApi } from "./api.js";
+import { incarnationValue, mintIncarnation } from "./config.js";
 import type { DirectoryLink } from "./directory-link.js";
 import { HostBook } from "./host-book.js";
 import { SessionHost } from "./host.js";
@@ -48,6 +51,11 @@ export interface OpenSession {
   readonly rig: RigOps;
   /** GUPP's host side: opened with the attach (at open, or when an operator clears the fault). */
   readonly gupp: Gupp;
+  /**
+   * The session's incarnation (src/kinds/incarnation.ts), minted by its creating commit; undefined: a session
+   * created before incarnations. Named in every key that leaves the object.
+   */
+  readonly incarnation: string | undefined;
   /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
   stale: boolean;
 }
@@ -61,6 +69,8 @@ export interface OpeningDeps {
   readonly alarms: AlarmPlan;
   readonly directory: DirectoryLink;
   readonly outbox: Outbox;
+  /** Usage reports to the tenant's limits, durable until acknowledged. */
+  readonly meter: LimitsMeter;
   readonly catalog: CatalogCache;
   /** The session's models (built once per instance; a misconfiguration throws). */
   readonly models: () => Promise<Models>;
@@ -95,6 +105,14 @@ export async function openSession(
     onFault: () => deps.faulted(harness),
   });
   const models = await deps.models();
+  // The incarnation is read from storage once the harness opened (before anything runs: the attach is last);
+  // a create mints it into the creating commit's root values.
+  let incarnation: string | undefined;
+  const where = ():
+    { readonly tenant: string; readonly session: string; readonly incarnation?: string } | undefined => {
+    const at = directory.where;
+    return at === undefined ? undefined : { ...at, ...(incarnation === undefined ? {} : { incarnation }) };
+  };
   // Jobs run in the session's sandbox when the SANDBOX binding is configured, else on the scripted fake.
   const env = sandboxEnvFor(deps.env, ctx.id.toString()) ?? new FakeExecutionEnv({ clock });
   // The witness kind and the turn kit's final-answer extension are registered at open; the Rig they
@@ -106,8 +124,9 @@ export async function openSession(
   const kit = sessionTurnKit(models, {
     env,
     turn: retry,
-    remote: remoteCallServices(deps.env, clock, () => directory.where),
+    remote: remoteCallServices(deps.env, clock, where),
     catalog: deps.catalog,
+    incarnation: () => incarnation,
     finalAnswer: async (boundary) => {
       await rig?.atFinalAnswer({
         ...boundary,
@@ -132,10 +151,13 @@ export async function openSession(
       // The same env the job kind runs on: tasks and tools reach it as runtime.env (§5.2, §9.3).
       env,
       observeBatch: outbox.observer(),
-      ...(rootValues === undefined ? {} : { rootValues }),
+      ...(rootValues === undefined
+        ? {}
+        : { rootValues: [...rootValues, initialValue(incarnationValue, mintIncarnation())] }),
     },
     BACKGROUND_CONTEXT,
   );
+  incarnation = (await harness.storage.getValue(bind(incarnationValue, {})))?.value;
   kit.install(harness);
   // Registered first, so the guard alarm is written in the same turn as a commit that created work.
   // The driver's wake already counts work this commit dispatched asleep (a schedule waiting for its
@@ -143,7 +165,14 @@ export async function openSession(
   harness.onCommit(() => alarms.live(harness.driver.hasLiveToWake, clock.now(), harness.driver.nextWake));
   harness.onCommit(() => directory.activity());
   harness.onCommit((commit) => outbox.committed(commit));
-  harness.onCommit(limitsMeter(deps.env, () => directory.where));
+  // Usage is keyed by the session key (`{session}:{incarnation}`), as the input routes' reservations are.
+  harness.onCommit((commit) => {
+    const at = where();
+    deps.meter.committed(
+      commit,
+      at === undefined ? undefined : { tenant: at.tenant, session: sessionKey(at.session, at.incarnation) },
+    );
+  });
   const feeds = new FeedBook(harness);
   rig = new Rig(harness, {
     witness,
@@ -164,6 +193,7 @@ export async function openSession(
     feeds,
     rig: new RigOps(rig, feeds),
     gupp,
+    incarnation,
     stale: false,
   };
   // Watchers that survived hibernation (or a reopen) are registered before any new commit.
@@ -181,6 +211,7 @@ export async function openSession(
     // first write instead of causing a clear and a set.
     alarms.directory(directory.dueAt, clock.now());
     outbox.opened(harness);
+    deps.meter.opened();
     alarms.known(armed ?? undefined, clock.now());
   }
   return session;

@@ -8,7 +8,8 @@
  * A refused answer writes nothing: an answer already recorded (`already_answered`, with that answer),
  * an item whose call was aborted or timed out (`pending_closed`, with how), an unknown item
  * (`pending_not_found`). A consumed item is looked up in its task's `resolved` list (the id names the
- * task), so a late answer is refused with what happened, not as unknown.
+ * task), so a late answer is refused with what happened, not as unknown. The id also names the session's
+ * incarnation (src/kinds/incarnation.ts): an id of a deleted incarnation is unknown to the new one.
  */
 import { AnswerRefused } from "../../core/answers.js";
 import { BACKGROUND_CONTEXT, type Call } from "../../core/call.js";
@@ -70,9 +71,16 @@ function closed(id: string, resolution: PendingResolution | undefined): Problem 
   );
 }
 
-async function answer(api: SessionApi, id: string, value: JsonValue): Promise<PendingAnswered> {
+async function answer(
+  api: SessionApi,
+  incarnation: string | undefined,
+  id: string,
+  value: JsonValue,
+): Promise<PendingAnswered> {
   const parsed = parsePendingId(id);
-  if (parsed === undefined) throw notFound(id);
+  // An id of another incarnation (the session was deleted and created again: its task ids started over) names
+  // nothing here, whatever its task.
+  if (parsed === undefined || parsed.incarnation !== incarnation) throw notFound(id);
   if (!answerFits(parsed.type, value)) {
     throw new Problem(
       "invalid_body",
@@ -119,7 +127,7 @@ async function answer(api: SessionApi, id: string, value: JsonValue): Promise<Pe
 }
 
 /** The pending entries of the SessionObject's op table, over the open session's SessionApi. */
-export function pendingOps<S extends { readonly api: SessionApi }>(): {
+export function pendingOps<S extends { readonly api: SessionApi; readonly incarnation: string | undefined }>(): {
   readonly [K in keyof PendingSessionOps]: (
     session: S,
     ...args: PendingSessionOps[K]["args"]
@@ -127,6 +135,6 @@ export function pendingOps<S extends { readonly api: SessionApi }>(): {
 } {
   return {
     pending: (s, ref) => list(s.api, ref),
-    answerPending: (s, id, value) => answer(s.api, id, value),
+    answerPending: (s, id, value) => answer(s.api, s.incarnation, id, value),
   };
 }

@@ -22,6 +22,8 @@ import type { TemplateBinding } from "../directory/templates.js";
 export interface SessionRpc {
   create(config?: CreateConfig): Promise<{ readonly created: boolean }>;
   exists(): Promise<boolean>;
+  /** The session's incarnation (src/kinds/incarnation.ts); undefined: no such session, or one from before them. */
+  incarnation(): Promise<string | undefined>;
   inspect(): Promise<SessionInspection>;
   abortTask(taskId: Id): Promise<void>;
   shutdown(): Promise<void>;

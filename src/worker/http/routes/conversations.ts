@@ -8,8 +8,10 @@ import { requires, type AppEnv } from "../../identity/auth.js";
 import { Problem } from "../../problems.js";
 import { canonical } from "../../session/config.js";
 import { requestId } from "../../session/input-ops.js";
-import { reserveInput, unreserveOnFailure } from "../../limits/admission.js";
+import { admitWork, reserveInput, unreserveOnFailure } from "../../limits/admission.js";
+import { sessionKey } from "../../../kinds/incarnation.js";
 import { refuseUserPatch } from "../../directory/templates.js";
+import { requireUserAction } from "../../identity/user-access.js";
 import {
   type AcceptBody,
   acceptBody,
@@ -47,7 +49,7 @@ conversationRoutes.post(`${base}/inputs`, requires("input"), async (c) => {
   const reserved = await reserveInput(
     c.env,
     c.get("claims"),
-    c.req.param("session") ?? "",
+    async () => sessionKey(c.req.param("session") ?? "", await stub.incarnation()),
     key === undefined ? undefined : requestId({ type: "idempotency", key }),
   );
   const response = await unreserveOnFailure(
@@ -59,6 +61,14 @@ conversationRoutes.post(`${base}/inputs`, requires("input"), async (c) => {
       ...(key === undefined ? {} : { source: { type: "idempotency", key }, requestHash: await requestHash(input) }),
       ...(wait === undefined ? {} : { waitSeconds: wait }),
     }),
+    // A failed request gives its reservation back only when the session says it never accepted the input.
+    key === undefined
+      ? undefined
+      : async () => {
+          const found = await stub.op("acceptance", { type: "idempotency", key });
+          if (found.ok) return true;
+          return found.problem.code === "acceptance_not_found" ? false : undefined;
+        },
   );
   if (response.duplicate) await reserved?.cancel();
   return c.json(response, response.duplicate ? 200 : 201);
@@ -101,6 +111,8 @@ conversationRoutes.post(`${base}/fork`, requires("conversation"), async (c) => {
   const ref = conversationParam(c);
   query(c, noQuery);
   const options = await body(c, forkBody);
+  // Aborting the running turn is an abort, whatever route carries it: it needs `write`.
+  if (options.abort === true) requireUserAction(c.get("claims"), "write", "a fork that aborts the running turn");
   return c.json(
     await run(
       stub.op("fork", ref, options.abort === undefined ? { at: options.at } : { at: options.at, abort: options.abort }),
@@ -114,6 +126,8 @@ conversationRoutes.post(`${base}/continue`, requires("conversation"), async (c) 
   const ref = conversationParam(c);
   query(c, noQuery);
   await body(c, emptyBody, { optional: true });
+  // A new turn over inputs already counted when accepted: admitted like one, counted as none (limits/admission.ts).
+  await admitWork(c.env, c.get("claims"));
   return c.json(await run(stub.op("continue", ref)));
 });
 
@@ -122,6 +136,8 @@ conversationRoutes.post(`${base}/collapse`, requires("conversation"), async (c) 
   const ref = conversationParam(c);
   query(c, noQuery);
   const options = await body(c, collapseBody, { optional: true });
+  // A model call: admitted like an input, counted as none (its tokens settle like any turn's).
+  await admitWork(c.env, c.get("claims"));
   return c.json(await run(stub.op("collapse", ref, options.instructions)), 202);
 });
 

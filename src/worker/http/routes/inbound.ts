@@ -21,7 +21,7 @@ import { inboundBody, inboundName, type InboundFormatName } from "../../../api/i
 import type { InboundResponse } from "../../../api/responses.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { inboundInput } from "../../inbound/template.js";
-import { INBOUND_FORMATS, verifyInbound, type InboundFormat } from "../../inbound/verify.js";
+import { INBOUND_FORMATS, verifyInbound, type InboundFormat, type InboundVerdict } from "../../inbound/verify.js";
 import type { InboundConfig, InboundMode } from "../../session/inbound-ops.js";
 import { Problem, unwrap } from "../../problems.js";
 import { noQuery, parse, sessionName, tenantName } from "../../schemas.js";
@@ -132,8 +132,12 @@ function acceptMode(mode: InboundMode): Pick<AcceptRequest, "mode" | "whenBusy">
   }
 }
 
+/** The one answer to every request that does not authenticate, whether or not the endpoint exists. */
 const unknownEndpoint = (): Problem =>
   new Problem("invalid_signature", "the signature does not verify for this endpoint");
+
+/** What an unknown endpoint's signature is computed against (no delivery can match it). */
+const STAND_IN_KEY = `whsec_${"A".repeat(43)}=`;
 
 export const inboundDeliveryRoutes = new Hono<AppEnv>();
 
@@ -146,18 +150,26 @@ inboundDeliveryRoutes.post("/:tenant/:session/:name", async (c) => {
   const stub = sessionStub(c.env, tenant, sessionId);
   const found = await stub.op("inboundEndpoint", name);
   // A session that was never created has no endpoints: the same answer as a missing one.
-  if (!found.ok && found.problem.code === "session_not_found") throw unknownEndpoint();
-  const endpoint = unwrap(found);
+  const endpoint = !found.ok && found.problem.code === "session_not_found" ? null : unwrap(found);
+  // The signature is checked before anything is answered: an unknown name against a stand-in key (so it computes the
+  // HMAC as a known one does), and every failure to authenticate gives the one answer.
+  const secret =
+    endpoint === null ? STAND_IN_KEY : await openSecret(c.env, sealContext(tenant, sessionId, name), endpoint.secret);
+  let verdict: InboundVerdict;
+  try {
+    verdict = await verifyInbound(
+      endpoint?.format ?? "standard",
+      secret,
+      (header) => c.req.header(header),
+      c.req.header("content-type"),
+      text,
+      Date.now(),
+    );
+  } catch (error) {
+    if (error instanceof Problem && error.code === "invalid_signature") throw unknownEndpoint();
+    throw error;
+  }
   if (endpoint === null) throw unknownEndpoint();
-  const secret = await openSecret(c.env, sealContext(tenant, sessionId, name), endpoint.secret);
-  const verdict = await verifyInbound(
-    endpoint.format,
-    secret,
-    (header) => c.req.header(header),
-    c.req.header("content-type"),
-    text,
-    Date.now(),
-  );
   if (verdict.type === "reply") return c.json(verdict.body, 200);
   const accepted = await run(
     stub.op("accept", endpoint.conversationId, {

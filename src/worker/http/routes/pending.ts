@@ -6,11 +6,12 @@
  *   GET  /:session/conversations/:conversation/pending  one conversation's items
  *   POST /:session/pending/:pendingId                   answer one: { approve, reason? } or { output, isError? }
  *
- * The body must fit the item's type, which its id names (`t12-approval`, `t12-client`); a body that
+ * The body must fit the item's type, which its id names (`t12-approval-{incarnation}`, `t12-client-{incarnation}`); a body that
  * does not is 400 `invalid_body` naming the field, and writes nothing.
  */
 import { Hono } from "hono";
 import { approvalAnswerBody, clientAnswerBody, pendingIdParam } from "../../../api/pending.js";
+import { parsePendingId } from "../../../kinds/pending-types.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { Problem } from "../../problems.js";
 import { noQuery } from "../../schemas.js";
@@ -37,6 +38,7 @@ pendingRoutes.post("/:session/pending/:pendingId", requires("pending"), async (c
   const id = pendingIdParam.safeParse(raw).success ? raw : undefined;
   if (id === undefined) throw new Problem("pending_not_found", `nothing is pending under ${raw}`, "pendingId");
   query(c, noQuery);
-  const answer = id.endsWith("-approval") ? await body(c, approvalAnswerBody) : await body(c, clientAnswerBody);
+  const answer =
+    parsePendingId(id)?.type === "approval" ? await body(c, approvalAnswerBody) : await body(c, clientAnswerBody);
   return c.json(await run(stub.op("answerPending", id, answer)));
 });

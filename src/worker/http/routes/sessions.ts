@@ -3,7 +3,7 @@
  * key, usage, and the operator's tasks, inspect, shutdown, fault and quarantine routes.
  */
 import { Hono } from "hono";
-import { requires, type AppEnv } from "../../identity/auth.js";
+import { refuseOutsideClaim, requires, type AppEnv } from "../../identity/auth.js";
 import { decodeCursor, directoryStub } from "../../directory/object.js";
 import { Problem } from "../../problems.js";
 import {
@@ -19,7 +19,7 @@ import {
   entriesQuery,
 } from "../../schemas.js";
 import type { SessionConfig } from "../../session/api.js";
-import { creator, cursorBinding, newSessionName } from "../../identity/user-access.js";
+import { creator, cursorBinding, listedSessions, newSessionName } from "../../identity/user-access.js";
 import { body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
 import { refuseUserPatch, resolveTemplateForUser } from "../../directory/templates.js";
 
@@ -28,12 +28,14 @@ export const sessionRoutes = new Hono<AppEnv>();
 /**
  * The caller's tenant's sessions from its directory, newest activity first; a user token sees only its
  * own sessions (the owner filter is in the directory's query, so every page and filter keeps it), and
- * its cursors are bound to it (another caller's cursor is invalid_cursor).
+ * its cursors are bound to it (another caller's cursor is invalid_cursor). A token naming its sessions lists only
+ * those (the filter is in the query too).
  */
 sessionRoutes.get("/", requires("session.read"), async (c) => {
   const q = query(c, sessionsQuery);
   const claims = c.get("claims");
   const binding = await cursorBinding(claims);
+  const names = listedSessions(claims);
   const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
   // Unreadable, or bound to another caller's listing: a cursor is only good for the listing it came from.
   if (q.cursor !== undefined && (after === undefined || after.binding !== binding)) {
@@ -44,6 +46,7 @@ sessionRoutes.get("/", requires("session.read"), async (c) => {
     ...(q.cursor === undefined ? {} : { cursor: q.cursor }),
     ...(q.q === undefined ? {} : { q: q.q }),
     ...(claims.role === "user" ? { owner: claims.sub ?? "" } : {}),
+    ...(names === undefined ? {} : { names }),
     ...(binding === undefined ? {} : { binding }),
   });
   return c.json(page);
@@ -80,6 +83,8 @@ sessionRoutes.put("/:session", requires("session.create"), async (c) => {
  */
 sessionRoutes.post("/", requires("session.create"), async (c) => {
   query(c, noQuery);
+  // A token naming its sessions creates none under a new name (a name it could not then use).
+  refuseOutsideClaim(c.get("claims"), undefined);
   const name = newSessionName();
   const result = await createNamed(c, name);
   c.header("location", `/v1/sessions/${name}`);

@@ -2,12 +2,14 @@
  * `POST /v1/tokens` (operator): mint a `user` token for one of the product's end users (docs/users.md):
  * `{ sub, act?, sessions?, ttlSeconds? }` → 201 `{ token, expiresAt }`, HS256 with JWT_SECRET, the
  * operator's tenant, a lifetime of `ttlSeconds` (default and maximum one hour, never past the
- * deployment's maximum token lifetime).
+ * deployment's maximum token lifetime). Minting never grants more than the minting token reaches: an operator token
+ * naming its sessions mints tokens bounded to them (identity/user-access.ts `mintedGrants`).
  */
 import { Hono } from "hono";
 import { sign } from "hono/jwt";
 import { jwtSecret, maxTokenLifetime, requires, type AppEnv } from "../../identity/auth.js";
 import { mintTokenBody, noQuery, USER_TOKEN_MAX_SECONDS } from "../../schemas.js";
+import { mintedGrants } from "../../identity/user-access.js";
 import { body, query } from "./shared.js";
 
 export const tokenRoutes = new Hono<AppEnv>();
@@ -15,6 +17,7 @@ export const tokenRoutes = new Hono<AppEnv>();
 tokenRoutes.post("/", requires("tokens"), async (c) => {
   query(c, noQuery);
   const wanted = await body(c, mintTokenBody);
+  const grants = mintedGrants(c.get("claims"), wanted.sessions);
   const now = Math.floor(Date.now() / 1000);
   const exp =
     now + Math.min(wanted.ttlSeconds ?? USER_TOKEN_MAX_SECONDS, USER_TOKEN_MAX_SECONDS, maxTokenLifetime(c.env));
@@ -23,7 +26,7 @@ tokenRoutes.post("/", requires("tokens"), async (c) => {
     role: "user",
     sub: wanted.sub,
     ...(wanted.act === undefined ? {} : { act: [...new Set(wanted.act)] }),
-    ...(wanted.sessions === undefined ? {} : { sessions: wanted.sessions }),
+    ...grants,
     iat: now,
     exp,
   };

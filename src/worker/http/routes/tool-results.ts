@@ -1,10 +1,14 @@
 /**
  * `POST /v1/tool-results/{tenant}/{session}/{taskId}`: an HTTP tool's late result (after it answered 202).
  * No bearer token: the delivery is signed (Standard Webhooks) with the tool's own secret
- * (`toolSecret(master, tenant, tool)`), and its `webhook-id` must be `{session}:{taskId}`, the id the
- * request to the tool carried, so a signed result cannot be replayed against another session or call.
- * An unknown task, or one that is not a remote call, is refused like a bad signature (401), so the route
- * reveals nothing. The body `{ output, isError? }` is recorded once as the remote call's answer:
+ * (`toolSecret(master, tenant, tool)`), and its `webhook-id` must be `{session}:{incarnation}:{taskId}`
+ * (src/kinds/incarnation.ts), the id the request to the tool carried, so a signed result cannot be replayed
+ * against another session or call. An unknown session or task, or one that is not a remote call, is refused
+ * exactly like a bad signature (401 `invalid_signature`, after computing the HMAC against a stand-in key), and so
+ * is every other failure to authenticate (missing or malformed headers, another call's id), so the route reveals
+ * nothing. A verified delivery for a call of a deleted incarnation of the session (deleted and created again under
+ * its name: the task ids started over) is an unknown call: 404 `not_found`, and nothing is written. The body
+ * `{ output, isError? }` is recorded once as the remote call's answer:
  * 200 `{ taskId, recordedAt }`; again → 409 `already_answered` with the committed result; after the call
  * ended without one → 409 `pending_closed`. A refusal writes nothing.
  */
@@ -12,14 +16,23 @@ import { Hono } from "hono";
 import type { AppEnv } from "../../identity/auth.js";
 import { idString, noQuery, parse, sessionName, tenantName, toolResultBody } from "../../schemas.js";
 import { Problem } from "../../problems.js";
+import { parseRemoteCallKey } from "../../../kinds/incarnation.js";
 import { masterSecret, toolSecret, verifyWebhook } from "../../crypto/webhooks.js";
 import { parseBody, query, run, sessionStub } from "./shared.js";
 
 export const toolResultRoutes = new Hono<AppEnv>();
 
+/** What an unknown task's signature is computed against: no tool has this name (tool names hold no spaces). */
+const STAND_IN_TOOL = "no tool";
+
 /** Every refusal of who sent it looks the same. */
 function unsigned(): Problem {
   return new Problem("invalid_signature", "the delivery is not signed for this tool call", "webhook-signature");
+}
+
+/** A signed delivery for a call this session does not have (one of a deleted incarnation). */
+function unknownCall(key: string): Problem {
+  return new Problem("not_found", `no remote call ${key} in this session`, "webhook-id");
 }
 
 toolResultRoutes.post("/:tenant/:session/:taskId", async (c) => {
@@ -34,15 +47,31 @@ toolResultRoutes.post("/:tenant/:session/:taskId", async (c) => {
     signature: c.req.header("webhook-signature"),
   };
   const master = masterSecret(c.env);
-  if (headers.id !== `${name}:${taskId}`) throw unsigned();
   const stub = sessionStub(c.env, tenant, name);
-  // A session that does not exist, or a task that is not a remote call: the same 401.
+  // A session that does not exist, or a task that is not a remote call: the same 401, after the same HMAC (against a
+  // stand-in key), so no answer tells which names exist; every failure to authenticate is that one answer.
   const found = await stub.op("remoteCallTool", taskId);
-  if (!found.ok || found.value === null) throw unsigned();
-  await verifyWebhook(await toolSecret(master, tenant, found.value.tool), headers, text, Date.now());
+  const tool = found.ok && found.value !== null ? found.value.tool : undefined;
+  const verified = await verifyWebhook(
+    await toolSecret(master, tenant, tool ?? STAND_IN_TOOL),
+    headers,
+    text,
+    Date.now(),
+  ).then(
+    () => true,
+    (error: unknown) => {
+      if (error instanceof Problem && error.code === "invalid_signature") return false;
+      throw error;
+    },
+  );
+  const key = parseRemoteCallKey(headers.id ?? "");
+  if (!verified || !found.ok || found.value === null || key === undefined) throw unsigned();
+  if (key.session !== name || key.taskId !== taskId) throw unsigned();
+  const incarnation = key.incarnation ?? null;
+  if (incarnation !== found.value.incarnation) throw unknownCall(headers.id ?? "");
   const result = parseBody(c.req.header("content-type"), text, toolResultBody);
   const recorded = await run(
-    stub.op("answerRemoteCall", taskId, {
+    stub.op("answerRemoteCall", taskId, incarnation, {
       output: result.output,
       ...(result.isError === undefined ? {} : { isError: result.isError }),
     }),

@@ -25,7 +25,7 @@ import {
   EVENT_TYPE_NAMES,
   type EndpointResponse,
 } from "../../../api/webhook-endpoints.js";
-import { requires, type AppEnv } from "../../identity/auth.js";
+import { refuseOutsideClaim, requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub } from "../../directory/object.js";
 import { Problem } from "../../problems.js";
 import { noQuery, parse } from "../../schemas.js";
@@ -102,6 +102,8 @@ webhookEndpointRoutes.post("/", requires("webhooks"), async (c) => {
   query(c, noQuery);
   const b = await endpointBodyOf(c, endpointBody);
   checkUrl(c, b.url);
+  // A token naming its sessions registers endpoints for those only (no filter would mean every session).
+  refuseOutsideClaim(c.get("claims"), b.sessions);
   const tenant = c.get("claims").tenant;
   const id = newId();
   const secret = newSecret();
@@ -140,6 +142,7 @@ webhookEndpointRoutes.patch("/:endpointId", requires("webhooks"), async (c) => {
   const id = idOf(c);
   const b = await endpointBodyOf(c, endpointPatchBody);
   checkUrl(c, b.url);
+  if (b.sessions !== undefined) refuseOutsideClaim(c.get("claims"), b.sessions ?? undefined);
   const record = await directoryStub(c.env, c.get("claims").tenant).patchEndpoint(id, {
     ...(b.url === undefined ? {} : { url: b.url }),
     ...(b.events === undefined ? {} : { events: b.events }),
