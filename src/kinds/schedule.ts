@@ -407,10 +407,24 @@ function laterDue(
   }
 }
 
+/** What the tenant's limits say of one occurrence's input (the host asks them before the occurrence's commit). */
+export type ScheduleAdmission =
+  | {
+      readonly type: "admitted";
+      /** Gives the input back when the occurrence accepts none after all (skipped, paused, still queued). */
+      readonly release?: () => Promise<void>;
+    }
+  | { readonly type: "refused"; readonly limit: string };
+
 export interface ScheduleServices {
   readonly turn: TurnOptions;
   /** Called in the accepting commit (the host indexes inputs for point reads). */
   readonly accepted?: (b: TxBuilder, conversationId: Id, inputId: Id) => void;
+  /**
+   * Admits an occurrence's input by its request key, before the commit that accepts it (absent: nothing is
+   * limited). A refused occurrence accepts nothing and is counted in `skipped`, like one that could not run.
+   */
+  readonly admit?: (requestId: string) => Promise<ScheduleAdmission>;
 }
 
 export function createScheduleKind(services: ScheduleServices) {
@@ -499,7 +513,10 @@ export function createScheduleKind(services: ScheduleServices) {
     call: Call,
   ): Promise<void> {
     const { occurrence, ...base } = firing;
-    await runtime.commitBuilder(async (b) => {
+    const key = occurrenceKey(task.id, occurrence);
+    // Asked outside the commit (it leaves the object); a retried fire finds its reservation by the same key.
+    const admission = services.admit === undefined ? undefined : await services.admit(key);
+    const accepted = await runtime.commitBuilder(async (b) => {
       const now = runtime.now();
       const decision = catchUp(base, occurrence, now);
       const paused = (await b.value(schedulePaused(task.id)).get()) === true;
@@ -508,10 +525,13 @@ export function createScheduleKind(services: ScheduleServices) {
       let runsNow = decision.fire && !paused;
       let pendingSkip = 0;
       if (runsNow) {
-        const key = occurrenceKey(task.id, occurrence);
         const prior = await priorAcceptance(b, key);
         if (prior !== undefined) {
           inputId = prior.inputId;
+        } else if (admission?.type === "refused") {
+          // Over a limit of the tenant's: the occurrence accepts nothing.
+          runsNow = false;
+          pendingSkip = 1;
         } else if (base.mode === "nextRun" && (await waitingNextRun(b, base.conversationId, base.lastInputId))) {
           // A nextRun input waits for the next accept by design, not behind a stuck conversation: this
           // occurrence runs and its input takes the waiting one's place (withdrawn, unanswered `aborted`),
@@ -563,10 +583,12 @@ export function createScheduleKind(services: ScheduleServices) {
         b.value(schedulePaused(task.id)).delete();
         b.value(scheduleEdit(task.id)).delete();
         b.settle(task, "ended", after);
-        return;
+      } else {
+        b.patch(task, "waiting", { ...after, nextRunAt: decision.next });
       }
-      b.patch(task, "waiting", { ...after, nextRunAt: decision.next });
+      return runsNow;
     }, call);
+    if (!accepted && admission?.type === "admitted") await admission.release?.();
   }
 
   return kind;

@@ -56,6 +56,8 @@ export interface TurnSetup {
   readonly env?: ExecutionEnv;
   /** Called in the commit that accepts a schedule's occurrence (the host indexes the input). */
   readonly scheduleAccepted?: ScheduleServices["accepted"];
+  /** Asked before a schedule's occurrence accepts its input (the tenant's limits). */
+  readonly scheduleAdmit?: ScheduleServices["admit"];
   /**
    * Consulted in the commit that records a final answer, before queued items are placed (services.ts
    * FinalAnswerBoundary).
@@ -137,6 +139,7 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
   const schedule = createScheduleKind({
     turn: options,
     ...(setup.scheduleAccepted === undefined ? {} : { accepted: setup.scheduleAccepted }),
+    ...(setup.scheduleAdmit === undefined ? {} : { admit: setup.scheduleAdmit }),
   });
   // HTTP tools' requests (remote-call.ts); without remote services a call settles no_tenant.
   const remoteCall = createRemoteCallKind(setup.remote);

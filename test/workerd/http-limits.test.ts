@@ -4,9 +4,14 @@
  * reservations keyed by the Idempotency-Key, tokens settled from the model's usage, turn slots released
  * when a turn ends, and the metered figures of GET /v1/usage and GET /v1/me/usage.
  */
-import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { SELF, abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
+import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
+import { signWebhook, webhookSecret } from "../../src/worker/crypto/webhooks.js";
+import { BASE, call, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 import { createBody, putUserTemplate, roleOf } from "./users-fixtures.js";
 import type { Env } from "../../src/worker/env.js";
 import { sessionObjectName } from "../../src/worker/identity/owner.js";
@@ -354,6 +359,100 @@ describe("limits", () => {
     // A fork makes no model call: tokensPerDay does not refuse it (requestsPerMinute counts it, as every request).
     expect((await call("POST", `${root}/fork`, { token: alice, body: { at: "start" } })).status).toBe(201);
     expect((await usage(tenant, "/v1/usage?sub=alice")).items.map((d) => d.inputs)).toEqual([turns]);
+  }, 60_000);
+
+  it("Continue, signed webhooks, inbound deliveries and send_message are admitted and counted as inputs", async () => {
+    const tenant = uniqueTenant("inputs");
+    await setLimits(tenant, { user: { inputsPerDay: 1 }, tenant: { inputsPerDay: 4 } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    const root = `/v1/sessions/${session}/conversations/root`;
+    // A continue the session refuses (nothing waits) gives its reservation back: nothing is counted.
+    const nothing = await call("POST", `${root}/continue`, { token: alice, body: {} });
+    expect(nothing.status).toBe(409);
+    const counted = (await usage(tenant, "/v1/usage?sub=alice")).items;
+    expect(counted.reduce((sum, day) => sum + day.inputs, 0)).toBe(0);
+    // The session MCP server's send_message posts an input: counted, then refused over the user's day.
+    const mcp = new Client(
+      { name: "limits-test", version: "1" },
+      { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() },
+    );
+    await mcp.connect(
+      new StreamableHTTPClientTransport(new URL(`${BASE}/v1/sessions/${session}/mcp`), {
+        fetch: (url, init) => SELF.fetch(new Request(url, init)),
+        requestInit: { headers: { authorization: `Bearer ${alice}` } },
+      }),
+    );
+    const sent = await mcp.callTool({ name: "send_message", arguments: { input: "via MCP", wait_seconds: 10 } });
+    expect(sent.isError).not.toBe(true);
+    const over = await mcp.callTool({ name: "send_message", arguments: { input: "one too many" } });
+    expect(over.isError).toBe(true);
+    expect(JSON.stringify(over.content)).toContain("user.inputsPerDay");
+    await mcp.close();
+    // A continue is an input: over the user's day it is refused before the session is asked.
+    const resumed = await call("POST", `${root}/continue`, { token: alice, body: {} });
+    expect(resumed.status).toBe(429);
+    expect(await json(resumed)).toMatchObject({ code: "rate_limited", field: "user.inputsPerDay" });
+    expect((await usage(tenant, "/v1/usage?sub=alice")).items.map((d) => d.inputs)).toEqual([1]);
+
+    // Signed deliveries carry no user: they count for the tenant (its day has 3 inputs left).
+    const operator = await token(tenant, "operator");
+    const hooks = uniqueSession("lim-hooks");
+    expect((await call("PUT", `/v1/sessions/${hooks}`, { token: operator, body: {} })).status).toBe(201);
+    const endpoint = await call("PUT", `/v1/sessions/${hooks}/inbound/ci`, {
+      token: operator,
+      body: { format: "standard" },
+    });
+    expect(endpoint.status).toBe(201);
+    const { secret } = await json<{ secret: string }>(endpoint);
+    const inbound = (id: string): Promise<Response> => {
+      const body = JSON.stringify({ build: id });
+      const seconds = Math.floor(Date.now() / 1000);
+      return call("POST", `/v1/inbound/${tenant}/${hooks}/ci`, {
+        rawBody: body,
+        headers: {
+          "content-type": "application/json",
+          "webhook-id": id,
+          "webhook-timestamp": String(seconds),
+          "webhook-signature": new Webhook(secret).sign(id, new Date(seconds * 1000), body),
+        },
+      });
+    };
+    const webhook = async (id: string): Promise<Response> => {
+      const body = JSON.stringify({ input: `webhook ${id}` });
+      const seconds = Math.floor(Date.now() / 1000);
+      const signature = await signWebhook(
+        await webhookSecret((env as unknown as Env).WEBHOOK_MASTER_SECRET ?? "", tenant, hooks),
+        id,
+        seconds,
+        body,
+      );
+      return call("POST", `/v1/webhooks/${tenant}/${hooks}/root`, {
+        rawBody: body,
+        headers: {
+          "content-type": "application/json",
+          "webhook-id": id,
+          "webhook-timestamp": String(seconds),
+          "webhook-signature": signature,
+        },
+      });
+    };
+    expect((await inbound("msg_in_1")).status).toBe(200);
+    expect((await webhook("msg_wh_1")).status).toBe(202);
+    expect((await webhook("msg_wh_2")).status).toBe(202);
+    const seq = await lastSeq(tenant, hooks);
+    // The tenant's day is used up: a new delivery of either kind is 429 with Retry-After (its sender retries) and
+    // writes nothing; a redelivery of an accepted one is still answered as the duplicate it is.
+    for (const refused of [await inbound("msg_in_2"), await webhook("msg_wh_3")]) {
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+      expect(await json(refused)).toMatchObject({ code: "rate_limited", field: "tenant.inputsPerDay" });
+    }
+    expect(await lastSeq(tenant, hooks)).toBe(seq);
+    expect(await json(await inbound("msg_in_1"))).toMatchObject({ duplicate: true });
+    expect(await json(await webhook("msg_wh_1"))).toMatchObject({ duplicate: true });
+    const days = (await usage(tenant, "/v1/usage")).items;
+    expect(days.find((d) => d.sub === null)?.inputs).toBe(4);
   }, 60_000);
 
   it("concurrentTurns holds a slot while a turn runs and releases it when the turn ends", async () => {

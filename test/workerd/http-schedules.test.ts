@@ -33,12 +33,12 @@ interface Rig {
   readonly stub: DurableObjectStub<SessionObject>;
 }
 
-async function rig(label: string): Promise<Rig> {
+async function rig(label: string, tenant = TENANT): Promise<Rig> {
   const name = uniqueSession(label);
-  const t = await token(TENANT, "client");
+  const t = await token(tenant, "client");
   expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: {} })).status).toBe(201);
   const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
-  return { name, token: t, stub: ns.get(ns.idFromName(`${TENANT}:${name}`)) };
+  return { name, token: t, stub: ns.get(ns.idFromName(`${tenant}:${name}`)) };
 }
 
 async function schedule(r: Rig, id: number): Promise<ScheduleView> {
@@ -155,6 +155,43 @@ describe("schedules over HTTP", () => {
     await advanceTo(r, view.nextRunAt as number);
     await until(async () => (await schedule(r, view.id)).runs === 1, "the cron occurrence");
     expect(await userTexts(r)).toEqual(["standup"]);
+  });
+
+  it("A schedule's occurrences are admitted and counted by limits", async () => {
+    // A tenant of its own: limits are the tenant's, and other tests here must not meet them.
+    const tenant = `sched-limits-${Date.now().toString(36)}`;
+    const operator = await token(tenant, "operator");
+    const limit = (inputsPerDay: number): Promise<Response> =>
+      call("PUT", "/v1/limits", { token: operator, body: { tenant: { inputsPerDay } } });
+    expect((await limit(1)).status).toBe(200);
+    const r = await rig("limited", tenant);
+    const t0 = seams.time.now;
+    const created = await call("POST", `/v1/sessions/${r.name}/schedules`, {
+      token: r.token,
+      body: { input: "tick", every: 60_000 },
+    });
+    const view = await json<ScheduleView>(created);
+    await advanceTo(r, t0 + 60_000);
+    await until(async () => (await schedule(r, view.id)).runs === 1, "the first occurrence");
+    // The day's one input is used: the next occurrence is refused, accepts nothing and is counted as skipped.
+    await advanceTo(r, t0 + 120_000);
+    await until(async () => (await schedule(r, view.id)).skipped === 1, "the refused occurrence");
+    expect(await schedule(r, view.id)).toMatchObject({ runs: 1, lastRunAt: t0 + 60_000, nextRunAt: t0 + 180_000 });
+    expect(await userTexts(r)).toEqual(["tick"]);
+    const day = new Date(seams.time.now).toISOString().slice(0, 10);
+    const counted = async (): Promise<number | undefined> =>
+      (
+        await json<{ items: { sub: string | null; inputs: number }[] }>(
+          await call("GET", `/v1/usage?from=${day}&to=${day}`, { token: operator }),
+        )
+      ).items.find((d) => d.sub === null)?.inputs;
+    expect(await counted()).toBe(1);
+    // With room again, the next occurrence runs and is counted.
+    expect((await limit(5)).status).toBe(200);
+    await advanceTo(r, t0 + 180_000);
+    await until(async () => (await schedule(r, view.id)).runs === 2, "the occurrence after the limit was raised");
+    expect(await userTexts(r)).toEqual(["tick", "tick"]);
+    expect(await counted()).toBe(2);
   });
 
   it("bad schedules are refused with a clear error and write nothing", async () => {

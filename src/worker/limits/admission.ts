@@ -12,6 +12,9 @@ import type { Env } from "../env.js";
 import { limitsStub, type Admission, type Refusal } from "./object.js";
 import { Problem, unwrap, type Outcome } from "../problems.js";
 import type { Claims } from "../schemas.js";
+import { sessionKey } from "../../kinds/incarnation.js";
+import type { ScheduleAdmission } from "../../kinds/schedule.js";
+import { hostReport } from "../platform/host-config.js";
 
 /** How long an isolate uses its copy of a tenant's limits before it reads them again, ms. */
 export const LIMITS_TTL_MS = 10_000;
@@ -83,7 +86,7 @@ export async function admitRequest(env: Env, claims: Claims): Promise<void> {
 }
 
 /**
- * Admit work that calls the model without a new input (collapse, continue): 429 over tokensPerDay,
+ * Admit work that calls the model without a new input (collapse): 429 over tokensPerDay,
  * costPerMonthUsd or a full concurrentTurns (user, then tenant); it counts no input and holds no slot.
  * Its requests were counted against requestsPerMinute by authentication, like every request.
  */
@@ -99,31 +102,45 @@ export interface Reserved {
   cancel(): Promise<void>;
 }
 
+/** Whose limits an input counts against: the tenant's, and a user's when a user token sent it. */
+export interface Payer {
+  readonly tenant: string;
+  readonly sub?: string;
+}
+
+/** The payer of a request made with `claims` (signed deliveries have no token: `{ tenant }` only). */
+export function payerOf(claims: Claims): Payer {
+  const sub = principal(claims);
+  return sub === undefined ? { tenant: claims.tenant } : { tenant: claims.tenant, sub };
+}
+
 /**
  * Reserve one input (and one turn slot) before a session accepts it; throws 429 over a limit. Undefined
  * when the tenant limits nothing, or when the request key was reserved before (a retry). `sessionKey`:
  * the session's key (`{session}:{incarnation}`, src/kinds/incarnation.ts), asked only when something is
- * limited, so an Idempotency-Key of a deleted incarnation of the session is a new key.
+ * limited, so an Idempotency-Key of a deleted incarnation of the session is a new key. With `slot: false`
+ * the input is admitted by every limit (a full `concurrentTurns` included) and counted for the day, but
+ * holds no turn slot: `continue` starts a turn the session reports under no request key.
  */
 export async function reserveInput(
   env: Env,
-  claims: Claims,
+  payer: Payer,
   sessionKey: () => Promise<string>,
   requestId: string | undefined,
+  options: { readonly slot?: boolean } = {},
 ): Promise<Reserved | undefined> {
-  const limits = await limitsOf(env, claims.tenant);
+  const limits = await limitsOf(env, payer.tenant);
   if (!limited(limits)) return undefined;
   const session = await sessionKey();
-  const stub = limitsStub(env, claims.tenant);
-  const sub = principal(claims);
+  const stub = limitsStub(env, payer.tenant);
   const key = `${session}\n${requestId ?? `~${crypto.randomUUID()}`}`;
   const reserved = admitted(
     await stub.admitInput({
       key,
       session,
       keyed: requestId !== undefined,
-      leaseMs: TURN_LEASE_MS,
-      ...(sub === undefined ? {} : { sub }),
+      leaseMs: options.slot === false ? 0 : TURN_LEASE_MS,
+      ...(payer.sub === undefined ? {} : { sub: payer.sub }),
     }),
   );
   if (!reserved) return undefined;
@@ -161,4 +178,36 @@ export async function unreserveOnFailure<T>(
   }
   if (!result.ok) await reserved?.cancel();
   return unwrap(result);
+}
+
+/**
+ * The admission of a schedule's occurrences (docs/users.md "Limits and usage"): an input of the session's
+ * owner (tenant limits only for a session without one), reserved under the occurrence's request key in this
+ * incarnation. Unreachable limits do not cost the occurrence: it runs unadmitted and the outage is reported
+ * (its tokens are still metered by the session's durable reports).
+ */
+export function scheduleAdmission(
+  env: Env,
+  where: () => { readonly tenant: string; readonly session: string; readonly incarnation?: string } | undefined,
+  owner: () => string | undefined,
+): (requestId: string) => Promise<ScheduleAdmission> {
+  return async (requestId) => {
+    const at = where();
+    if (at === undefined) return { type: "admitted" };
+    const sub = owner();
+    try {
+      const reserved = await reserveInput(
+        env,
+        sub === undefined ? { tenant: at.tenant } : { tenant: at.tenant, sub },
+        async () => sessionKey(at.session, at.incarnation),
+        requestId,
+      );
+      return reserved === undefined ? { type: "admitted" } : { type: "admitted", release: () => reserved.cancel() };
+    } catch (error) {
+      if (error instanceof Problem && error.code === "rate_limited")
+        return { type: "refused", limit: error.field ?? "" };
+      hostReport({ type: "admission_failed", error });
+      return { type: "admitted" };
+    }
+  };
 }

@@ -8,7 +8,7 @@
  *                  one turn slot, keyed by the session's request key (a retried request with the same
  *                  Idempotency-Key finds its reservation and reserves nothing more)
  *   admitWork      tokensPerDay, costPerMonthUsd, concurrentTurns without taking anything: a model call
- *                  that is not a new input (collapse, continue) is refused once over them, counts nothing
+ *                  that is not a new input (collapse) is refused once over them, counts nothing
  *   cancel         the session did not accept the input after all: the reservation is undone
  *   settle         a session reports model usage (tokens and cost, each element once, keyed) and the
  *                  inputs whose turn ended (their turn slot is released)
@@ -216,7 +216,7 @@ export class LimitsObject extends DurableObject<Env> {
   }
 
   /**
-   * Work that calls the model without a new input (collapse, continue): refused over tokensPerDay,
+   * Work that calls the model without a new input (collapse): refused over tokensPerDay,
    * costPerMonthUsd or a full concurrentTurns, like an input, but it counts no input and takes no slot.
    */
   admitWork(sub: string | undefined): Admission {

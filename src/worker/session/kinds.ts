@@ -18,6 +18,7 @@ import { newContextTool } from "../../tools/new-context.js";
 import { subagentTool } from "../../tools/subagent.js";
 import type { ExecutionEnv } from "../../kinds/exec-env.js";
 import type { AnyTool, FinalAnswerExtension, TurnOptions } from "../../kinds/services.js";
+import type { ScheduleServices } from "../../kinds/schedule.js";
 import { inputIndex } from "./input-ops.js";
 import type { ToolCatalog } from "../../kinds/catalog-types.js";
 import type { RemoteCallServices } from "../../kinds/remote-call-state.js";
@@ -38,6 +39,7 @@ export function sessionTurnKit(models: Models, options: SessionKitOptions = {}):
     ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
     ...(options.remote === undefined ? {} : { remote: options.remote }),
     ...(options.incarnation === undefined ? {} : { incarnation: options.incarnation }),
+    ...(options.scheduleAdmit === undefined ? {} : { scheduleAdmit: options.scheduleAdmit }),
     // A schedule's accepted input is indexed like one accepted over HTTP, so GET /inputs/{id} finds it.
     scheduleAccepted: (b, conversationId, inputId) => b.value(inputIndex(inputId)).set({ conversationId }),
   });
@@ -56,6 +58,8 @@ export interface SessionKitOptions {
   readonly remote?: RemoteCallServices;
   /** The session's incarnation (src/kinds/incarnation.ts), named in pending ids. */
   readonly incarnation?: () => string | undefined;
+  /** Admits a schedule's occurrence by the tenant's limits (limits/admission.ts). */
+  readonly scheduleAdmit?: ScheduleServices["admit"];
 }
 
 /** The built-in tools every session registers (selectable by name in selectedTools). */

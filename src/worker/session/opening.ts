@@ -28,6 +28,8 @@ import { openTelemetryTracer } from "../platform/telemetry.js";
 import { remoteCallServices } from "../remote/http-transport.js";
 import type { Outbox } from "../outbox/outbox.js";
 import type { LimitsMeter } from "../limits/meter.js";
+import { scheduleAdmission } from "../limits/admission.js";
+import { readOwner } from "../identity/owner.js";
 import { FeedBook } from "../watch/transport.js";
 import type { AlarmPlan } from "./alarm-plan.js";
 import { SessionApi } from "./api.js";
@@ -127,6 +129,7 @@ export async function openSession(
     remote: remoteCallServices(deps.env, clock, where),
     catalog: deps.catalog,
     incarnation: () => incarnation,
+    scheduleAdmit: scheduleAdmission(deps.env, where, () => readOwner(ctx.storage.kv)),
     finalAnswer: async (boundary) => {
       await rig?.atFinalAnswer({
         ...boundary,

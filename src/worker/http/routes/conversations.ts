@@ -7,8 +7,8 @@ import { Hono } from "hono";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { Problem } from "../../problems.js";
 import { canonical } from "../../session/config.js";
-import { requestId } from "../../session/input-ops.js";
-import { admitWork, reserveInput, unreserveOnFailure } from "../../limits/admission.js";
+import { admitWork, payerOf, reserveInput, unreserveOnFailure } from "../../limits/admission.js";
+import { acceptedBy } from "./accepting.js";
 import { sessionKey } from "../../../kinds/incarnation.js";
 import { refuseUserPatch } from "../../directory/templates.js";
 import { requireUserAction } from "../../identity/user-access.js";
@@ -26,7 +26,7 @@ import {
   requestKey,
   resetBody,
 } from "../../schemas.js";
-import { body, conversationParam, query, run, session } from "./shared.js";
+import { body, conversationParam, query, run, session, sessionParam } from "./shared.js";
 
 export const conversationRoutes = new Hono<AppEnv>();
 
@@ -45,32 +45,13 @@ conversationRoutes.post(`${base}/inputs`, requires("input"), async (c) => {
   const header = c.req.header("idempotency-key");
   const key = header === undefined ? undefined : parse(requestKey, header, "invalid_header", "idempotency-key");
   const input = await body(c, acceptBody);
-  // Quotas (limits/admission.ts): reserved before the session sees the input, undone when it does not accept it.
-  const reserved = await reserveInput(
-    c.env,
-    c.get("claims"),
-    async () => sessionKey(c.req.param("session") ?? "", await stub.incarnation()),
-    key === undefined ? undefined : requestId({ type: "idempotency", key }),
-  );
-  const response = await unreserveOnFailure(
-    reserved,
-    stub.op("accept", ref, {
-      input: input.input,
-      ...(input.mode === undefined ? {} : { mode: input.mode }),
-      ...(input.whenBusy === undefined ? {} : { whenBusy: input.whenBusy }),
-      ...(key === undefined ? {} : { source: { type: "idempotency", key }, requestHash: await requestHash(input) }),
-      ...(wait === undefined ? {} : { waitSeconds: wait }),
-    }),
-    // A failed request gives its reservation back only when the session says it never accepted the input.
-    key === undefined
-      ? undefined
-      : async () => {
-          const found = await stub.op("acceptance", { type: "idempotency", key });
-          if (found.ok) return true;
-          return found.problem.code === "acceptance_not_found" ? false : undefined;
-        },
-  );
-  if (response.duplicate) await reserved?.cancel();
+  const response = await acceptedBy(c.env, payerOf(c.get("claims")), stub, sessionParam(c), ref, {
+    input: input.input,
+    ...(input.mode === undefined ? {} : { mode: input.mode }),
+    ...(input.whenBusy === undefined ? {} : { whenBusy: input.whenBusy }),
+    ...(key === undefined ? {} : { source: { type: "idempotency", key }, requestHash: await requestHash(input) }),
+    ...(wait === undefined ? {} : { waitSeconds: wait }),
+  });
   return c.json(response, response.duplicate ? 200 : 201);
 });
 
@@ -126,9 +107,15 @@ conversationRoutes.post(`${base}/continue`, requires("conversation"), async (c) 
   const ref = conversationParam(c);
   query(c, noQuery);
   await body(c, emptyBody, { optional: true });
-  // A new turn over inputs already counted when accepted: admitted like one, counted as none (limits/admission.ts).
-  await admitWork(c.env, c.get("claims"));
-  return c.json(await run(stub.op("continue", ref)));
+  // A new turn: admitted and counted as an input (every limit), holding no turn slot (limits/admission.ts).
+  const reserved = await reserveInput(
+    c.env,
+    payerOf(c.get("claims")),
+    async () => sessionKey(sessionParam(c), await stub.incarnation()),
+    undefined,
+    { slot: false },
+  );
+  return c.json(await unreserveOnFailure(reserved, stub.op("continue", ref)));
 });
 
 conversationRoutes.post(`${base}/collapse`, requires("conversation"), async (c) => {

@@ -29,6 +29,7 @@ import { openSecret, sealSecret, type SealContext } from "../../crypto/sealed-se
 import type { AcceptRequest } from "../../session/input-ops.js";
 import { base64 } from "../../crypto/base64.js";
 import { body, query, run, session, sessionStub, type AppContext } from "./shared.js";
+import { acceptedBy } from "./accepting.js";
 
 /** The wire's formats are the verifier's (a compile-time check: the two lists cannot drift apart). */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -171,12 +172,11 @@ inboundDeliveryRoutes.post("/:tenant/:session/:name", async (c) => {
   }
   if (endpoint === null) throw unknownEndpoint();
   if (verdict.type === "reply") return c.json(verdict.body, 200);
-  const accepted = await run(
-    stub.op("accept", endpoint.conversationId, {
-      input: inboundInput(endpoint.template, verdict.payload),
-      ...acceptMode(endpoint.mode),
-      source: { type: "inbound", endpoint: name, id: verdict.deliveryId },
-    }),
-  );
+  // Admitted by the tenant's limits like any input (429 with Retry-After: every platform retries it later).
+  const accepted = await acceptedBy(c.env, { tenant }, stub, sessionId, endpoint.conversationId, {
+    input: inboundInput(endpoint.template, verdict.payload),
+    ...acceptMode(endpoint.mode),
+    source: { type: "inbound", endpoint: name, id: verdict.deliveryId },
+  });
   return c.json({ inputId: accepted.inputId, duplicate: accepted.duplicate }, 200);
 });

@@ -25,10 +25,14 @@ export function sessionStub(env: Env, tenant: string, session: string): SessionR
   );
 }
 
+/** The validated `:session` parameter. */
+export function sessionParam(c: AppContext): string {
+  return parse(sessionName, c.req.param("session"), "invalid_id", "session");
+}
+
 /** The validated `:session` parameter and the caller's stub. */
 export function session(c: AppContext): SessionRpc {
-  const name = parse(sessionName, c.req.param("session"), "invalid_id", "session");
-  return sessionStub(c.env, c.get("claims").tenant, name);
+  return sessionStub(c.env, c.get("claims").tenant, sessionParam(c));
 }
 
 export function conversationParam(c: AppContext): ConversationRef {

@@ -9,7 +9,8 @@ import { Hono } from "hono";
 import type { AppEnv } from "../../identity/auth.js";
 import { conversationRef, parse, sessionName, tenantName, webhookBody, noQuery } from "../../schemas.js";
 import { masterSecret, verifyWebhook, webhookSecret } from "../../crypto/webhooks.js";
-import { parseBody, query, run, sessionStub } from "./shared.js";
+import { parseBody, query, sessionStub } from "./shared.js";
+import { acceptedBy } from "./accepting.js";
 
 export const webhookRoutes = new Hono<AppEnv>();
 
@@ -32,12 +33,11 @@ webhookRoutes.post("/:tenant/:session/:conversation", async (c) => {
   );
   const input = parseBody(c.req.header("content-type"), text, webhookBody);
   const stub = sessionStub(c.env, tenant, name);
-  const response = await run(
-    stub.op("accept", ref, {
-      input: input.input,
-      ...(input.mode === undefined ? {} : { mode: input.mode }),
-      source: { type: "webhook", id: deliveryId },
-    }),
-  );
+  // Admitted by the tenant's limits like any input (429 with Retry-After: the sender retries later).
+  const response = await acceptedBy(c.env, { tenant }, stub, name, ref, {
+    input: input.input,
+    ...(input.mode === undefined ? {} : { mode: input.mode }),
+    source: { type: "webhook", id: deliveryId },
+  });
   return c.json(response, response.duplicate ? 200 : 202);
 });
