@@ -68,6 +68,12 @@ const LEAKY_TOOLS: McpTestTool[] = [
     run: () => ({ content: [{ type: "text", text: echo() }], structuredContent: { note: echo() } }),
   },
   { name: "tool_error", inputSchema: {}, run: () => ({ content: [{ type: "text", text: echo() }], isError: true }) },
+  {
+    // A long error whose 500th character falls inside the token: cut first, its start would survive.
+    name: "long_error",
+    inputSchema: {},
+    run: () => Promise.reject(new McpError(ErrorCode.InternalError, `${"x".repeat(490)}${BEARER}${"y".repeat(2000)}`)),
+  },
 ];
 
 async function putTool(name: string, url: string): Promise<void> {
@@ -137,7 +143,7 @@ describe("redaction", () => {
     });
     await putServer(server, server.url, { authorization: `Bearer ${BEARER}`, "x-upstream": `Basic ${BASIC}` });
     await putTool("leaky", `${PRODUCT}/leaky`);
-    const tools = ["vault__rpc_error", "vault__reply", "vault__tool_error", "leaky"];
+    const tools = ["vault__rpc_error", "vault__reply", "vault__tool_error", "vault__long_error", "leaky"];
     const name = uniqueSession("sealed");
     await createSession(TENANT, name, tools);
     const user = await userToken(name);
@@ -149,7 +155,7 @@ describe("redaction", () => {
         ).toBe("done");
       await send(TENANT, name, "all-calls-done", 10);
     });
-    expect(server.calls).toHaveLength(3);
+    expect(server.calls).toHaveLength(4);
     expect(product.seen("leaky")).toHaveLength(3);
 
     const operator = await token(TENANT, "operator");
@@ -167,6 +173,10 @@ describe("redaction", () => {
     expect(entries).toContain(`MCP server \\"vault\\" answered with an error (code ${ErrorCode.InvalidParams})`);
     expect(entries).toContain("[redacted]");
     expect(entries).toContain('HTTP tool \\"leaky\\"');
+    // A server's error text is a detail of at most 500 characters.
+    const long = /answered with an error \(code -32603\): (x*\[redacted\]y*)(\.\.\.)?/.exec(entries);
+    expect(long?.[1]).toHaveLength(500);
+    expect(long?.[2]).toBe("...");
     expect(watched).toContain("[redacted]");
     for (const [where, text] of Object.entries(texts))
       for (const secret of secretsOf(httpSecret)) expect(text, `${where} holds ${secret}`).not.toContain(secret);

@@ -57,7 +57,7 @@ export function redactor(source: RedactionSource): Redactor {
 /** A value and its parts: after an auth scheme the credential; for Basic the decoded `user:pass` and its halves. */
 export function secretParts(value: string): string[] {
   const parts = [value];
-  const scheme = /^([A-Za-z][A-Za-z0-9_-]*)\s+(\S.*)$/.exec(value.trim());
+  const scheme = /^([A-Za-z][A-Za-z0-9_-]*)\s+(\S+)$/.exec(value.trim());
   const credential = scheme?.[2]?.trim();
   if (credential !== undefined) parts.push(credential);
   if (credential !== undefined && scheme?.[1]?.toLowerCase() === "basic") {
