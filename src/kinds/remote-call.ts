@@ -186,9 +186,14 @@ export function outcomeText(outcome: RemoteOutcome, target: RemoteTarget): strin
   return typeof outcome.output === "string" ? outcome.output : JSON.stringify(outcome.output);
 }
 
-/** How messages name where a call goes: the HTTP tool's URL, or the MCP server and its tool. */
+/**
+ * How messages name where a call goes: the HTTP tool by its name, or the MCP server and its tool; never a
+ * URL (an operator's setting, perhaps with a key in its query: messages reach the model and users).
+ */
 export function targetLabel(target: RemoteTarget): string {
-  return target.type === "http" ? target.url : `MCP server "${target.server}" (tool ${target.remoteTool})`;
+  return target.type === "http"
+    ? `HTTP tool "${target.tool}"`
+    : `MCP server "${target.server}" (tool ${target.remoteTool})`;
 }
 
 /** How a call that may have been delivered is reconciled: HTTP by its Idempotency-Key; MCP has no key. */

@@ -4,7 +4,8 @@
  * (§8.2, `pi.usage`). Writers store fields at their defaults as absent; readers fill the defaults back,
  * so every reader sees the full shape, and rows written before (every field present) read the same.
  * `presentEntry`, `presentTask` and `presentUsageEvent` do the same for what leaves the service (HTTP API,
- * watch): a tool result entry's data, a settled tool task's output, a session watch's usage row.
+ * watch): a tool result entry's data, a settled tool task's output, a session watch's usage row;
+ * `presentTaskToUser` is a task as an end user sees it (no remote call's URL).
  */
 import type { Usage } from "@earendil-works/pi-ai";
 import { toolResultKind } from "../core/entries.js";
@@ -95,6 +96,44 @@ export function presentTask(task: Task): Task {
   )
     return task;
   return { ...task, state: { ...task.state, output: presentToolData(output) } };
+}
+
+/**
+ * A task as an end user's token sees it (GET .../tasks, a conversation's snapshot and watch): `presentTask`'s
+ * view without any remote target's URL (an operator's setting, perhaps with a key in its query): a remote
+ * call's `target` and a running tool call's captured definition (`handler`) keep their `type` and name the
+ * tool (`target.tool`, the task's tool name), never `url`. Operator and client tokens see `presentTask`'s view.
+ */
+export function presentTaskToUser(task: Task): Task {
+  const shown = presentTask(task);
+  const state = withoutRemoteUrls(shown.state as JsonObject);
+  return state === shown.state ? shown : { ...shown, state: state as Task["state"] };
+}
+
+/** The kinds of remote target (remote-call-state.ts `RemoteTarget`, catalog-types.ts handlers) that carry a URL. */
+const REMOTE_TYPES: ReadonlySet<JsonValue> = new Set<JsonValue>(["http", "mcp"]);
+
+/** `value` with the `url` of every remote target or handler in it removed (the same object when there is none). */
+function withoutRemoteUrls(value: JsonValue): JsonValue {
+  if (value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) {
+    const items = value.map(withoutRemoteUrls);
+    return items.some((item, i) => item !== value[i]) ? items : value;
+  }
+  const object = value as JsonObject;
+  const remote = REMOTE_TYPES.has(object["type"] ?? null);
+  let changed = false;
+  const out: JsonObject = {};
+  for (const [key, item] of Object.entries(object)) {
+    if (key === "url" && remote) {
+      changed = true;
+      continue;
+    }
+    const shown = item === undefined ? item : withoutRemoteUrls(item);
+    if (shown !== item) changed = true;
+    if (shown !== undefined) out[key] = shown;
+  }
+  return changed ? out : object;
 }
 
 function presentToolData(data: JsonObject): JsonObject {

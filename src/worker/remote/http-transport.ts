@@ -15,7 +15,9 @@
  * `/v1/tool-results/{tenant}/{session}/{taskId}` under the same webhook-id. 4xx is a refusal (its problem detail is kept); 5xx, a
  * network error or no answer within the tool's timeout is a failure the kind may retry. The timeout runs
  * on the host's clock (never AbortSignal.timeout), and a body is read counting its bytes: over 1 MB is
- * `too_large`. A transport that throws has sent nothing (a missing master secret).
+ * `too_large`. A transport that throws has sent nothing (a missing master secret). Every reply is redacted
+ * (remote/redaction.ts): the tool's secret and URL never reach a result, a detail or a problem, and a
+ * detail is cut to 500 characters.
  */
 import type { Clock } from "../../core/host.js";
 import { remoteCallKey } from "../../kinds/incarnation.js";
@@ -24,13 +26,11 @@ import type { JsonObject, JsonValue } from "../../storage/records.js";
 import type { Env } from "../env.js";
 import { hostFetch } from "../platform/host-config.js";
 import { mcpEndpoints, McpTransport } from "./mcp-transport.js";
+import { redactor, redactReply } from "./redaction.js";
 import { masterSecret, signWebhook, toolSecret } from "../crypto/webhooks.js";
 
 /** The largest response body a remote call reads. */
 export const MAX_REMOTE_RESPONSE_BYTES = 1_000_000;
-
-/** Characters of a refusal's or failure's body kept in its message. */
-const DETAIL_CHARS = 500;
 
 class TooLarge extends Error {}
 class TimedOut extends Error {}
@@ -63,6 +63,8 @@ export class HttpTransport implements RemoteTransport {
       arguments: request.arguments,
     });
     const secret = await this.#options.secret(request.tenant, target.tool);
+    // A product may echo its secret or the tool's URL (an operator's setting, perhaps with a key in its query).
+    const clean = redactor({ secrets: [secret], urls: [target.url] });
     const timestamp = this.#options.timestamp?.() ?? Math.floor(Date.now() / 1000);
     const signature = await signWebhook(secret, id, timestamp, body);
     signal?.throwIfAborted();
@@ -96,15 +98,13 @@ export class HttpTransport implements RemoteTransport {
           signal: controller.signal,
         }),
       );
-      return await reply(response, controller.signal);
+      return redactReply(await reply(response, controller.signal), clean);
     } catch (error) {
       if (signal?.aborted === true) throw signal.reason;
       if (timedOut) return { type: "failed", detail: `no answer within ${target.timeoutMs} ms` };
       if (error instanceof TooLarge) return { type: "too_large" };
-      return {
-        type: "failed",
-        detail: `the request failed: ${error instanceof Error ? error.message : String(error)}`,
-      };
+      const detail = `the request failed: ${error instanceof Error ? error.message : String(error)}`;
+      return redactReply({ type: "failed", detail }, clean);
     } finally {
       timer.abort();
       signal?.removeEventListener("abort", onAbort);
@@ -112,7 +112,7 @@ export class HttpTransport implements RemoteTransport {
   }
 }
 
-/** What one response means. */
+/** What one response means (its details whole: `redactReply` redacts, then bounds them). */
 async function reply(response: Response, signal: AbortSignal): Promise<RemoteReply> {
   const status = response.status;
   if (status === 202) {
@@ -143,13 +143,13 @@ async function reply(response: Response, signal: AbortSignal): Promise<RemoteRep
         ? problem["detail"]
         : typeof problem?.["title"] === "string"
           ? problem["title"]
-          : text.slice(0, DETAIL_CHARS);
+          : text;
     return { type: "rejected", status, detail, ...(problem === undefined ? {} : { problem }) };
   }
   if (status >= 500) {
     const text = await readCapped(response, signal).catch(() => "");
     const problem = objectOf(text);
-    const detail = typeof problem?.["detail"] === "string" ? problem["detail"] : text.slice(0, DETAIL_CHARS);
+    const detail = typeof problem?.["detail"] === "string" ? problem["detail"] : text;
     return { type: "failed", status, detail: `HTTP ${status}${detail === "" ? "" : `: ${detail}`}` };
   }
   await response.body?.cancel().catch(() => undefined);

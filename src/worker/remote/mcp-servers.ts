@@ -6,7 +6,7 @@
  * / the header's lower-case name, stored sealed in the tenant's DirectoryObject, and opened only here,
  * when a request to the server is about to be made (`mcpEndpoint`, for the call path; a refresh). No
  * answer, problem detail or log line carries a value: a failure reaching the server is reported with
- * every header value redacted from the error's text.
+ * every header value (and the parts of one, remote/redaction.ts) redacted from the error's text.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { MCP_SERVER_LIMITS } from "../../api/mcp-servers.js";
@@ -15,6 +15,7 @@ import type { Env } from "../env.js";
 import { withMcpClient, type McpEndpoint } from "./mcp-connect.js";
 import { snapshotHash, snapshotTool, sortedTools, type SnapshotTool } from "../directory/mcp-snapshot.js";
 import { Problem } from "../problems.js";
+import { redactedDetail, redactor } from "./redaction.js";
 import { openSecret, sealSecret, type SealContext, type SealedSecret } from "../crypto/sealed-secrets.js";
 
 /** How long a PUT or refresh waits for the server's whole tool list. */
@@ -122,18 +123,8 @@ async function listAll(client: Client): Promise<SnapshotTool[]> {
   );
 }
 
-/** The error's text, every header value redacted before it is shortened (so no cut value survives). */
+/** The error's text, every header value (and part of one) redacted before it is shortened (so no cut value survives). */
 function describe(error: unknown, headers: Readonly<Record<string, string>>): string {
-  const text = redact(error instanceof Error ? `${error.name}: ${error.message}` : String(error), headers);
-  return text.length > 300 ? `${text.slice(0, 300)}...` : text;
-}
-
-/** `text` with every header value replaced by `[redacted]`. */
-export function redact(text: string, headers: Readonly<Record<string, string>>): string {
-  let out = text;
-  for (const value of Object.values(headers)) {
-    if (value === "") continue;
-    out = out.split(value).join("[redacted]");
-  }
-  return out;
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return redactedDetail(text, redactor({ secrets: Object.values(headers) }), 300);
 }

@@ -36,6 +36,7 @@ import type { JsonObject, JsonValue } from "../../storage/records.js";
 import type { Env } from "../env.js";
 import { withMcpClient, type McpEndpoint } from "./mcp-connect.js";
 import { mcpEndpoint } from "./mcp-servers.js";
+import { redactedDetail, redactor, redactReply, type Redactor } from "./redaction.js";
 
 /** An MCP call's target. */
 export type McpTarget = Extract<RemoteTarget, { type: "mcp" }>;
@@ -82,6 +83,8 @@ export class McpTransport implements RemoteTransport {
     const { target } = request;
     if (target.type !== "mcp") throw new NotSent(`the MCP transport does not send ${target.type} calls`);
     const endpoint = await this.#options.endpoint(request.tenant, target);
+    // What the server may echo (its header values, its URL) never reaches a result or an error's text.
+    const clean = redactor({ secrets: Object.values(endpoint.headers), urls: [endpoint.url, target.url] });
     signal?.throwIfAborted();
     const { clock } = this.#options;
     const timeoutMs = target.timeoutMs;
@@ -136,19 +139,18 @@ export class McpTransport implements RemoteTransport {
         },
         connection,
       );
-      return resultReply(result as CallToolResult);
+      return redactReply(resultReply(result as CallToolResult), clean);
     } catch (error) {
       if (signal?.aborted === true) throw signal.reason;
       if (elicited !== undefined) {
         return {
           type: "result",
-          output: `The MCP server "${target.server}" asked for user input during the call (${elicited}), which this service declines; the call was cancelled.`,
+          output: `The MCP server "${target.server}" asked for user input during the call (${redactedDetail(elicited, clean, 100)}), which this service declines; the call was cancelled.`,
           isError: true,
         };
       }
       if (timedOut !== undefined) return { type: "timed_out", detail: timedOut };
-      const clean = redactor(endpoint.headers);
-      return redacted(errorReply(error, sent, target, clean), clean);
+      return redactReply(errorReply(error, sent, target, clean), clean);
     } finally {
       timer.abort();
     }
@@ -166,7 +168,7 @@ function resultReply(result: CallToolResult): RemoteReply {
 }
 
 /** What a failure means, by where it happened: before `tools/call` nothing was sent. */
-function errorReply(error: unknown, sent: boolean, target: McpTarget, clean: (text: string) => string): RemoteReply {
+function errorReply(error: unknown, sent: boolean, target: McpTarget, clean: Redactor): RemoteReply {
   if (error instanceof StreamableHTTPError && typeof error.code === "number" && error.code >= 400) {
     const detail = error.message.replace(/^Streamable HTTP error: /, "");
     if (error.code < 500) return { type: "rejected", status: error.code, detail };
@@ -176,9 +178,11 @@ function errorReply(error: unknown, sent: boolean, target: McpTarget, clean: (te
     if (error.code === ErrorCode.RequestTimeout) return { type: "timed_out", detail: error.message };
     if (error.code !== ErrorCode.ConnectionClosed) {
       if (!sent) return { type: "bad_response", detail: `initialize failed: ${error.message}` };
+      // A code and a bounded, redacted detail: never the server's raw text.
+      const detail = redactedDetail(error.message.replace(/^(MCP error -?\d+: )+/, ""), clean);
       return {
         type: "result",
-        output: `The MCP server "${target.server}" answered with an error (code ${error.code}): ${error.message}`,
+        output: `The MCP server "${target.server}" answered with an error (code ${error.code}): ${detail}`,
         isError: true,
       };
     }
@@ -187,34 +191,8 @@ function errorReply(error: unknown, sent: boolean, target: McpTarget, clean: (te
   // A result that is not a CallToolResult (the SDK's schema refused it).
   if (sent && error instanceof Error && error.name === "ZodError")
     return { type: "bad_response", detail: `not a tool result: ${detail}` };
-  if (!sent) throw new NotSent(clean(`could not connect to MCP server "${target.server}": ${detail}`));
+  if (!sent) throw new NotSent(redactedDetail(`could not connect to MCP server "${target.server}": ${detail}`, clean));
   return { type: "failed", detail: `the call failed: ${detail}` };
-}
-
-/** Every header value (a secret) in a text replaced by `[redacted]`. */
-function redactor(headers: Readonly<Record<string, string>>): (text: string) => string {
-  const secrets = Object.values(headers).filter((value) => value.length >= 4);
-  return (text) => secrets.reduce((out, secret) => out.split(secret).join("[redacted]"), text);
-}
-
-/** A header secret never reaches an error's text (a server may echo what it was sent). */
-function redacted(reply: RemoteReply, clean: (text: string) => string): RemoteReply {
-  switch (reply.type) {
-    case "result":
-      return typeof reply.output === "string" ? { ...reply, output: clean(reply.output) } : reply;
-    case "rejected":
-    case "failed":
-    case "bad_response":
-    case "timed_out":
-      return { ...reply, detail: clean(reply.detail) };
-    case "accepted":
-    case "too_large":
-      return reply;
-    default: {
-      const never: never = reply;
-      return never;
-    }
-  }
 }
 
 /**

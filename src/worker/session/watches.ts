@@ -17,6 +17,7 @@ import {
   sendableCloseCode,
   socketSubscriber,
   sseResponse,
+  userPresenter,
   type AnyFeed,
   type Watcher,
   type WatchTarget,
@@ -182,6 +183,8 @@ export class SessionWatches {
         feed,
         lastEventId,
         watcher === undefined ? undefined : (end) => this.#guard.stream(watcher, end),
+        // A user's watch shows the user's view of tasks (no remote call's URL).
+        watcher === undefined ? undefined : userPresenter(target),
       );
     });
     app.notFound(() => new Problem("route_not_found", "no such watch route").response());

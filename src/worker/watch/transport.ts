@@ -22,7 +22,7 @@ import {
   type SessionView,
 } from "../../core/watch.js";
 import type { Id } from "../../storage/records.js";
-import { presentEntry, presentTask, presentUsageEvent } from "../../kinds/stored.js";
+import { presentEntry, presentTask, presentTaskToUser, presentUsageEvent } from "../../kinds/stored.js";
 import { pendingAll, pendingHere } from "../../kinds/pending-types.js";
 import { waitingConversations, waitingInputs } from "../../kinds/waiting.js";
 import { DEFAULT_FEED_BUFFER, WatchFeed, type FeedOut, type FeedPresenter, type FeedSubscriber } from "./feed.js";
@@ -129,6 +129,54 @@ export function conversationPresenter(): FeedPresenter<ConversationView, Convers
       }
     },
   };
+}
+
+/** What a watch shows one subscriber of a feed (a user's watch sees less than the feed carries). */
+export type OutPresenter = (out: FeedOut<unknown, unknown>) => FeedOut<unknown, unknown>;
+
+/**
+ * What a user's watch of `target` sees: a conversation's tasks (in its view and its `task_*` events) as
+ * `presentTaskToUser` shows them, no remote call's URL; the session view and events hold no task.
+ */
+export function userPresenter(target: WatchTarget): OutPresenter {
+  if (target.type === "session") return (out) => out;
+  return (raw) => {
+    const out = raw as FeedOut<ConversationView, ConversationEvent>;
+    switch (out.type) {
+      case "view":
+        return { ...out, view: { ...out.view, tasks: out.view.tasks.map(presentTaskToUser) } };
+      case "commit":
+        return { ...out, events: out.events.map(userEvent) };
+      case "nudge":
+        return out;
+      default: {
+        const never: never = out;
+        return never;
+      }
+    }
+  };
+}
+
+function userEvent(event: ConversationEvent): ConversationEvent {
+  switch (event.type) {
+    case "task_start":
+    case "task_end":
+      return { ...event, task: presentTaskToUser(event.task) };
+    case "task_update":
+      return { ...event, task: presentTaskToUser(event.task), previous: presentTaskToUser(event.previous) };
+    case "entry":
+    case "task_output":
+    case "value":
+    case "inbox":
+    case "context":
+    case "fault":
+    case "closed":
+      return event;
+    default: {
+      const never: never = event;
+      return never;
+    }
+  }
 }
 
 /**
@@ -265,6 +313,7 @@ export function sseResponse(
   feed: AnyFeed,
   lastEventId: string | undefined,
   track?: (end: () => void) => () => void,
+  present: OutPresenter = (out) => out,
 ): Response {
   return streamSSE(c, async (stream) => {
     const queue: (FeedOut<unknown, unknown> | "keep-alive")[] = [];
@@ -311,7 +360,7 @@ export function sseResponse(
         while (queue.length > 0 && !stream.aborted) {
           const out = queue.shift() as FeedOut<unknown, unknown> | "keep-alive";
           if (out === "keep-alive") await stream.write(": keep-alive\n\n");
-          else await stream.writeSSE({ event: out.type, id: out.id, data: payload(out) });
+          else await stream.writeSSE({ event: out.type, id: out.id, data: payload(present(out)) });
         }
         if (ended || stream.aborted) break;
         await new Promise<void>((resolve) => {
@@ -339,16 +388,20 @@ export function sendableCloseCode(code: number): number {
     : 1000;
 }
 
-/** A feed subscriber that writes to a (hibernatable) WebSocket and records the last id sent. */
+/**
+ * A feed subscriber that writes to a (hibernatable) WebSocket and records the last id sent; a user's socket
+ * gets the user's view (`userPresenter`).
+ */
 export function socketSubscriber(
   ws: WebSocket,
   target: WatchTarget,
   watcher?: Watcher,
 ): FeedSubscriber<unknown, unknown> {
+  const present = watcher === undefined ? undefined : userPresenter(target);
   return {
     send(out) {
       try {
-        ws.send(JSON.stringify(out));
+        ws.send(JSON.stringify(present === undefined ? out : present(out)));
         ws.serializeAttachment({
           target,
           lastEventId: out.id,

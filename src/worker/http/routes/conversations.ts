@@ -27,6 +27,7 @@ import {
   resetBody,
 } from "../../schemas.js";
 import { body, conversationParam, query, run, session, sessionParam } from "./shared.js";
+import { presentTaskToUser } from "../../../kinds/stored.js";
 
 export const conversationRoutes = new Hono<AppEnv>();
 
@@ -59,7 +60,11 @@ conversationRoutes.get(base, requires("conversation"), async (c) => {
   const stub = session(c);
   const ref = conversationParam(c);
   query(c, noQuery);
-  return c.json(await run(stub.op("snapshot", ref)));
+  const snapshot = await run(stub.op("snapshot", ref));
+  // A user token sees each remote call's tool, never its URL.
+  return c.json(
+    c.get("claims").role === "user" ? { ...snapshot, tasks: snapshot.tasks.map(presentTaskToUser) } : snapshot,
+  );
 });
 
 conversationRoutes.get(`${base}/entries`, requires("conversation"), async (c) => {

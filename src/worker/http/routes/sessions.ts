@@ -21,6 +21,7 @@ import {
 import type { SessionConfig } from "../../session/api.js";
 import { creator, cursorBinding, listedSessions, newSessionName } from "../../identity/user-access.js";
 import { body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
+import { presentTaskToUser } from "../../../kinds/stored.js";
 import { refuseUserPatch, resolveTemplateForUser } from "../../directory/templates.js";
 
 export const sessionRoutes = new Hono<AppEnv>();
@@ -147,19 +148,19 @@ sessionRoutes.get("/:session/usage", requires("usage"), async (c) => {
   return c.json(await run(stub.op("usage", q)));
 });
 
+/** The session's tasks; a user token sees each remote call's tool, never its URL (`presentTaskToUser`). */
 sessionRoutes.get("/:session/tasks", requires("tasks"), async (c) => {
   const stub = session(c);
   const q = query(c, tasksQuery);
-  return c.json(
-    await run(
-      stub.op("tasks", {
-        ...(q.live === undefined ? {} : { live: q.live === "true" }),
-        ...(q.conversation === undefined ? {} : { conversation: q.conversation }),
-        ...(q.after === undefined ? {} : { after: q.after }),
-        ...(q.limit === undefined ? {} : { limit: q.limit }),
-      }),
-    ),
+  const page = await run(
+    stub.op("tasks", {
+      ...(q.live === undefined ? {} : { live: q.live === "true" }),
+      ...(q.conversation === undefined ? {} : { conversation: q.conversation }),
+      ...(q.after === undefined ? {} : { after: q.after }),
+      ...(q.limit === undefined ? {} : { limit: q.limit }),
+    }),
   );
+  return c.json(c.get("claims").role === "user" ? { ...page, items: page.items.map(presentTaskToUser) } : page);
 });
 
 sessionRoutes.post("/:session/tasks/:taskId/abort", requires("tasks"), async (c) => {

@@ -18,6 +18,7 @@ import { idString, noQuery, parse, sessionName, tenantName, toolResultBody } fro
 import { Problem } from "../../problems.js";
 import { parseRemoteCallKey } from "../../../kinds/incarnation.js";
 import { masterSecret, toolSecret, verifyWebhook } from "../../crypto/webhooks.js";
+import { redactJson, redactor } from "../../remote/redaction.js";
 import { parseBody, query, run, sessionStub } from "./shared.js";
 
 export const toolResultRoutes = new Hono<AppEnv>();
@@ -52,12 +53,8 @@ toolResultRoutes.post("/:tenant/:session/:taskId", async (c) => {
   // stand-in key), so no answer tells which names exist; every failure to authenticate is that one answer.
   const found = await stub.op("remoteCallTool", taskId);
   const tool = found.ok && found.value !== null ? found.value.tool : undefined;
-  const verified = await verifyWebhook(
-    await toolSecret(master, tenant, tool ?? STAND_IN_TOOL),
-    headers,
-    text,
-    Date.now(),
-  ).then(
+  const secret = await toolSecret(master, tenant, tool ?? STAND_IN_TOOL);
+  const verified = await verifyWebhook(secret, headers, text, Date.now()).then(
     () => true,
     (error: unknown) => {
       if (error instanceof Problem && error.code === "invalid_signature") return false;
@@ -72,7 +69,8 @@ toolResultRoutes.post("/:tenant/:session/:taskId", async (c) => {
   const result = parseBody(c.req.header("content-type"), text, toolResultBody);
   const recorded = await run(
     stub.op("answerRemoteCall", taskId, incarnation, {
-      output: result.output,
+      // A product that echoes its secret: the secret never reaches the transcript (remote/redaction.ts).
+      output: redactJson(result.output, redactor({ secrets: [secret] })),
       ...(result.isError === undefined ? {} : { isError: result.isError }),
     }),
   );
