@@ -409,6 +409,9 @@ export class SessionObject extends DurableObject<Env> {
       await this.#outbox.alarm();
       // A usage report the tenant's limits have not acknowledged is resent.
       await this.#meter.alarm();
+      // Expired GitHub signatures go without waiting for the next delivery (session/replays.ts).
+      const session = this.#session;
+      if (session !== undefined && !session.stale) await session.replays.alarm();
     } catch (error) {
       hostReport({ type: "alarm_failed", error });
     }
