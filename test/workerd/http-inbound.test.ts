@@ -5,14 +5,19 @@
  * WebCrypto exactly as each platform documents them, independently of the server's verifier. A refused
  * request (bad signature, unknown endpoint, form-encoded Slack payload, bad config) writes nothing.
  */
-import { abortAllDurableObjects } from "cloudflare:test";
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it } from "vitest";
 import { signWebhook, webhookSecret } from "../../src/worker/crypto/webhooks.js";
-import { call, client, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import { REPLAY_NAMESPACE, REPLAY_WINDOW_MS } from "../../src/worker/session/replays.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
+import { call, client, json, lastSeq, stubOf, token, uniqueSession, until } from "./http-fixtures.js";
+import { clockOf, ManualClock, ManualTime } from "./session-fixtures.js";
 
 afterEach(async () => {
+  setHostSeams({});
   await abortAllDurableObjects();
 });
 
@@ -494,5 +499,108 @@ describe("signed routes without a token", () => {
       for (const one of [...known, ...unknown]) expect(one, what).toEqual(unknown[0]);
       expect(unknown[0], what).toMatchObject({ status: 401, code: "invalid_signature" });
     }
+  });
+});
+
+describe("GitHub replays", () => {
+  it("A replayed GitHub delivery with a new delivery id is a duplicate", async () => {
+    const session = await sessionWith("in-replay");
+    const secret = "replay-secret";
+    await putInbound(session, "gh", { format: "github", secret });
+    const first = await json<{ inputId: number; duplicate: boolean }>(
+      await github(session, "gh", secret, "issues", ISSUE_OPENED, { delivery: "d-first" }),
+    );
+    expect(first.duplicate).toBe(false);
+    const api = await client(TENANT);
+    await until(
+      async () => ((await api.session(session).input(first.inputId)).result.status === "done" ? true : undefined),
+      "the first delivery's answer",
+    );
+    const before = await lastSeq(TENANT, session);
+    // A captured delivery posted again under a delivery id of the attacker's choosing: the signature gives it away.
+    const replayed = await github(session, "gh", secret, "issues", ISSUE_OPENED, { delivery: "d-replayed" });
+    expect(replayed.status).toBe(200);
+    expect(await json(replayed)).toEqual({ inputId: first.inputId, duplicate: true });
+    expect(await lastSeq(TENANT, session)).toBe(before);
+    expect(await userTexts(session)).toHaveLength(1);
+    // Signatures are per endpoint, as delivery ids are: the same signed body on another endpoint is another delivery.
+    await putInbound(session, "gh2", { format: "github", secret });
+    const other = await json<{ inputId: number; duplicate: boolean }>(
+      await github(session, "gh2", secret, "issues", ISSUE_OPENED, { delivery: "d-other" }),
+    );
+    expect(other.duplicate).toBe(false);
+    expect(other.inputId).not.toBe(first.inputId);
+  });
+
+  it("A GitHub replay is caught for 7 days, and its signature is pruned after them, by a delivery or the alarm", async () => {
+    const time = new ManualTime();
+    setHostSeams({ clock: () => new ManualClock(time) });
+    const session = await sessionWith("in-replay-days");
+    const secret = "replay-days-secret";
+    await putInbound(session, "gh", { format: "github", secret });
+    const stub = stubOf(TENANT, session) as unknown as DurableObjectStub<SessionObject>;
+    const advance = (ms: number): Promise<void> =>
+      runInDurableObject(stub, (instance: SessionObject) => clockOf(instance).advanceTo(ms));
+    const recorded = (): Promise<number> =>
+      runInDurableObject(stub, async (instance: SessionObject) => {
+        const harness = instance.harness;
+        if (harness === undefined) throw new Error("the session is not open");
+        const { items } = await harness.storage.scanValues({
+          scope: { session: true },
+          namespace: REPLAY_NAMESPACE,
+          limit: 100,
+        });
+        return items.length;
+      });
+    const alarmAt = (): Promise<number | null> =>
+      runInDurableObject(stub, (_instance: SessionObject, state) => state.storage.getAlarm());
+    const api = await client(TENANT);
+    const settle = (inputId: number): Promise<true> =>
+      until(
+        async () => ((await api.session(session).input(inputId)).result.status === "done" ? true : undefined),
+        "the delivery's answer",
+      );
+    const t0 = time.now;
+    const first = await json<{ inputId: number; duplicate: boolean }>(
+      await github(session, "gh", secret, "issues", ISSUE_OPENED),
+    );
+    expect(first.duplicate).toBe(false);
+    await settle(first.inputId);
+    expect(await recorded()).toBe(1);
+    // Caught until the last moment of the seventh day.
+    await advance(t0 + REPLAY_WINDOW_MS - 1);
+    expect(await json(await github(session, "gh", secret, "issues", ISSUE_OPENED))).toEqual({
+      inputId: first.inputId,
+      duplicate: true,
+    });
+    // Seven days on, the next accepted delivery prunes the expired signature in its own commit.
+    await advance(t0 + REPLAY_WINDOW_MS);
+    expect(await recorded()).toBe(1);
+    const t1 = time.now;
+    const next = await json<{ inputId: number; duplicate: boolean }>(
+      await github(session, "gh", secret, "issues", { ...ISSUE_OPENED, action: "closed" }),
+    );
+    expect(next.duplicate).toBe(false);
+    await settle(next.inputId);
+    expect(await recorded()).toBe(1);
+    // A replay older than the window is not caught (GitHub signs no timestamp).
+    const late = await json<{ inputId: number; duplicate: boolean }>(
+      await github(session, "gh", secret, "issues", ISSUE_OPENED),
+    );
+    expect(late.duplicate).toBe(false);
+    expect(late.inputId).not.toBe(first.inputId);
+    await settle(late.inputId);
+    expect(await recorded()).toBe(2);
+    // Without traffic the alarm empties the table: it is set for the oldest expiry (once earlier reasons ran).
+    for (let i = 0; i < 20; i++) {
+      const at = await alarmAt();
+      if (at === null || at >= t1 + REPLAY_WINDOW_MS) break;
+      await advance(at);
+      await runDurableObjectAlarm(stub);
+    }
+    expect(await alarmAt()).toBe(t1 + REPLAY_WINDOW_MS);
+    await advance(t1 + REPLAY_WINDOW_MS);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await recorded()).toBe(0);
   });
 });

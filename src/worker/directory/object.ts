@@ -79,6 +79,11 @@ export interface DirectoryPage {
 /** The RPC surface as callers see it through a stub. */
 export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc {
   apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }>;
+  /**
+   * Unlink a session the directory lists but whose object no longer holds it (a delete cut between its wipe and its
+   * tombstone): a tombstone newer than the row and `version`. Whether it was listed.
+   */
+  unlinkOrphan(session: string, version: number): Promise<{ readonly unlinked: boolean }>;
   list(query: DirectoryQuery): Promise<DirectoryPage>;
   // Webhook endpoints (events out) ---------------------------------------------------------------
   createEndpoint(id: string, input: EndpointInput, secret: SealedSecret): Promise<EndpointRecord | undefined>;
@@ -131,8 +136,8 @@ export function decodeCursor(
 
 export class DirectoryObject extends DurableObject<Env> {
   /**
-   * Test access (through runInDurableObject, never RPC): while above zero, each `apply` is refused and
-   * counts this down, so tests can see a session retry an unacknowledged update from its alarm.
+   * Test access (through runInDurableObject, never RPC): while above zero, each `apply` and `unlinkOrphan` is
+   * refused and counts this down, so tests can see a session retry an unacknowledged update from its alarm.
    */
   refusing = 0;
 
@@ -207,6 +212,22 @@ export class DirectoryObject extends DurableObject<Env> {
       }
     }
     return { acknowledged: true };
+  }
+
+  unlinkOrphan(session: string, version: number): { readonly unlinked: boolean } {
+    if (this.refusing > 0) {
+      this.refusing -= 1;
+      throw new Error("the directory refuses updates (test fault injection)");
+    }
+    const sql = this.ctx.storage.sql;
+    const row = sql.exec("SELECT version, deleted FROM directory WHERE session = ?", session).toArray()[0];
+    if (row === undefined || Number(row["deleted"]) === 1) return { unlinked: false };
+    sql.exec(
+      "UPDATE directory SET version = ?, deleted = 1, owner = NULL, title = NULL, labels = '[]' WHERE session = ?",
+      Math.max(version, Number(row["version"]) + 1),
+      session,
+    );
+    return { unlinked: true };
   }
 
   /** Newest activity first (ties by session name); `q` matches the name, title or a label (case-insensitive). */

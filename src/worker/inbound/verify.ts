@@ -5,7 +5,8 @@
  *   - `standard`: Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`;
  *     src/worker/crypto/webhooks.ts); the delivery id is `webhook-id`.
  *   - `github`: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, raw body)>`; the delivery id is
- *     `X-GitHub-Delivery`; an `X-GitHub-Event: ping` is answered and queues nothing.
+ *     `X-GitHub-Delivery`; an `X-GitHub-Event: ping` is answered and queues nothing. The signature comes back
+ *     with the delivery: GitHub signs no timestamp and not the delivery id, so it is de-duplicated on too.
  *   - `slack`: `X-Slack-Signature: v0=<hex HMAC-SHA256(secret, "v0:" + X-Slack-Request-Timestamp + ":" + body)>`
  *     within 5 minutes; a `url_verification` body is answered with its `challenge`; otherwise the
  *     delivery id is the body's `event_id`.
@@ -27,7 +28,16 @@ export const INBOUND_FORMATS: readonly InboundFormat[] = ["standard", "github", 
 
 /** What a verified request asks for: queue a delivery, or answer with a body and queue nothing. */
 export type InboundVerdict =
-  | { readonly type: "delivery"; readonly deliveryId: string; readonly payload: JsonValue }
+  | {
+      readonly type: "delivery";
+      readonly deliveryId: string;
+      readonly payload: JsonValue;
+      /**
+       * GitHub's signature, normalized: it signs the body but not the delivery id, so the session de-duplicates on it
+       * too (session/replays.ts). The other formats sign their id, or a timestamp that bounds a replay.
+       */
+      readonly signature?: string;
+    }
   | { readonly type: "reply"; readonly body: JsonValue };
 
 /** How far a Slack or Stripe timestamp may be from the server's clock (the platforms' documented 5 minutes). */
@@ -141,7 +151,7 @@ async function github(
       "X-GitHub-Delivery must be 1-190 visible ASCII characters",
       "x-github-delivery",
     );
-  return { type: "delivery", deliveryId: id, payload };
+  return { type: "delivery", deliveryId: id, payload, signature: offered.trim().toLowerCase() };
 }
 
 async function slack(

@@ -47,6 +47,8 @@ export interface HostSeams {
   readonly catalogTtlMs?: number;
   /** Runs right after a session's creating commit, before its template binding and directory link: a throw cuts the create there. */
   readonly afterCreateCommit?: () => void;
+  /** Runs right after a delete wiped the session's storage, before its directory unlink: a throw cuts the delete there. */
+  readonly afterDeleteWipe?: () => void;
 }
 
 let seams: HostSeams = {};
@@ -83,6 +85,11 @@ export function catalogTtlMs(): number {
 /** The cut point of a create (test only; nothing in production). */
 export function afterCreateCommit(): void {
   seams.afterCreateCommit?.();
+}
+
+/** The cut point of a delete (test only; nothing in production). */
+export function afterDeleteWipe(): void {
+  seams.afterDeleteWipe?.();
 }
 
 export function killBound(): number {

@@ -8,7 +8,8 @@
  *
  * More reasons (the rig's witness patrol) join as further inputs of `#desired`. The tenant directory's
  * pending update (session/directory-link.ts) is one: it is retried from the alarm until acknowledged; the
- * earliest expiry of a user's open watch (watch/guard.ts) is another.
+ * earliest expiry of a user's open watch (watch/guard.ts) is another, and the oldest expiry of a recorded GitHub
+ * signature (session/replays.ts) one more.
  */
 
 export interface AlarmSink {
@@ -41,6 +42,8 @@ export class AlarmPlan {
   #watches: number | undefined;
   /** A usage report to the tenant's limits not yet acknowledged (limits/meter.ts). */
   #limits: number | undefined;
+  /** The oldest expiry of a recorded GitHub signature (session/replays.ts). */
+  #replays: number | undefined;
   #busy = false;
   /** Live work committed but neither dispatched (busy) nor asleep (wake) yet: a kill in that gap must still wake it. */
   #guard: number | undefined;
@@ -122,6 +125,12 @@ export class AlarmPlan {
     this.#apply(now);
   }
 
+  /** When the oldest recorded GitHub signature expires (undefined: none recorded). */
+  replays(at: number | undefined, now: number): void {
+    this.#replays = at;
+    this.#apply(now);
+  }
+
   /** The storage was wiped (session deleted): nothing is scheduled and no task reason remains. */
   cleared(now: number): void {
     this.#armed = undefined;
@@ -133,6 +142,7 @@ export class AlarmPlan {
     this.#outbox = undefined;
     this.#watches = undefined;
     this.#limits = undefined;
+    this.#replays = undefined;
     this.#apply(now);
   }
 
@@ -153,13 +163,15 @@ export class AlarmPlan {
 
   /** The earliest reason to wake, or undefined. */
   get desired(): number | undefined {
-    return minimum(
-      minimum(
-        minimum(minimum(minimum(minimum(this.#wake, this.#heartbeat), this.#guard), this.#directory), this.#outbox),
-        this.#watches,
-      ),
+    return [
+      this.#heartbeat,
+      this.#guard,
+      this.#directory,
+      this.#outbox,
+      this.#watches,
       this.#limits,
-    );
+      this.#replays,
+    ].reduce(minimum, this.#wake);
   }
 
   #apply(now: number): void {

@@ -45,6 +45,8 @@ export interface DirectoryLinkDeps {
   readonly clock: Clock;
   /** Send one update to the tenant's directory; resolves when acknowledged. */
   readonly send: (tenant: string, update: DirectoryUpdate) => Promise<unknown>;
+  /** Ask the tenant's directory to unlink a session it lists (versioned by `version`); whether it did. */
+  readonly unlink: (tenant: string, session: string, version: number) => Promise<{ readonly unlinked: boolean }>;
   /** The session's live task count (0 when it is not open). */
   readonly liveTasks: () => Promise<number>;
   /** The pending update's due time changed (undefined: nothing pending): arm the alarm for it. */
@@ -141,6 +143,16 @@ export class DirectoryLink {
     if (state === undefined) return Promise.resolve();
     this.#put({ ...state, deleted: true, dueAt: this.#deps.clock.now(), attempt: 0, edit: state.edit + 1 });
     return this.flush();
+  }
+
+  /**
+   * A delete of a session this object does not hold: if the directory still lists it (a delete was cut between its
+   * wipe and its tombstone), unlink it now. Whether it was listed; throws when the directory cannot answer, because
+   * then nobody can tell an orphan from an unknown name.
+   */
+  async orphaned(where: { readonly tenant: string; readonly session: string }): Promise<boolean> {
+    const { unlinked } = await this.#deps.unlink(where.tenant, where.session, this.#deps.clock.now());
+    return unlinked;
   }
 
   /** Read the state before `deleteAll` wipes it (then pass it to `deleted`). */

@@ -27,6 +27,7 @@ import type { Id } from "../../storage/records.js";
 import type { AcceptResponse } from "../../api/responses.js";
 import { Problem } from "../problems.js";
 import type { ConversationRef, SessionApi } from "./api.js";
+import type { ReplayKey, Replays } from "./replays.js";
 
 /**
  * The worker's acceptance index: which conversation an input accepted over HTTP went to, so
@@ -75,6 +76,12 @@ export interface AcceptRequest {
    * another hash, or on another conversation, is 422 `idempotency_key_reused` (IETF Idempotency-Key).
    */
   readonly requestHash?: string;
+  /**
+   * With an inbound source: the delivery's signature where it alone tells a replay (GitHub's signs no timestamp and
+   * not the delivery id). A signature the endpoint accepted within the replay window is a duplicate of that input
+   * (session/replays.ts).
+   */
+  readonly signature?: string;
   /** Wait up to this many seconds for a terminal result. */
   readonly waitSeconds?: number;
 }
@@ -124,17 +131,33 @@ async function checkReuse(
   }
 }
 
-async function accept(api: SessionApi, ref: ConversationRef, request: AcceptRequest): Promise<AcceptResponse> {
+/** The signature an accept de-duplicates on besides its request key: an inbound delivery's, when it has one. */
+function replayKey(request: AcceptRequest): ReplayKey | undefined {
+  const { source, signature } = request;
+  return source?.type === "inbound" && signature !== undefined ? { endpoint: source.endpoint, signature } : undefined;
+}
+
+async function accept(
+  api: SessionApi,
+  replays: Replays,
+  ref: ConversationRef,
+  request: AcceptRequest,
+): Promise<AcceptResponse> {
   const harness = api.harness;
   const handle = await api.conversation(ref);
   const conversationId = handle.id;
   const key = request.source === undefined ? undefined : requestId(request.source);
+  const replay = replayKey(request);
   const receipt = await harness.commitBound(call, { conversationId }, async (b) => {
     const prior = await priorAcceptance(b, key);
     if (prior !== undefined) {
       if (request.source?.type === "idempotency") await checkReuse(b, prior, conversationId, request.requestHash);
       return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
     }
+    // A replay under a new delivery id is answered as a redelivery is, and writes nothing.
+    const replayed = replay === undefined ? undefined : await replays.seen(b, replay);
+    if (replayed !== undefined)
+      return { inputId: replayed.inputId, conversationId: replayed.conversationId, duplicate: true };
     let inputId: Id;
     if (request.mode === undefined) {
       const accepted = await acceptInput(
@@ -161,8 +184,10 @@ async function accept(api: SessionApi, ref: ConversationRef, request: AcceptRequ
       conversationId,
       ...(request.requestHash === undefined ? {} : { requestHash: request.requestHash }),
     });
+    if (replay !== undefined) await replays.record(b, replay, { inputId, conversationId });
     return { inputId, conversationId, duplicate: false };
   });
+  if (replay !== undefined && !receipt.duplicate) await replays.settled();
   let result = await readResult(api, receipt.conversationId, receipt.inputId);
   if (request.waitSeconds !== undefined && request.waitSeconds > 0 && !isTerminalResult(result)) {
     result = await waitResult(api, receipt.conversationId, receipt.inputId, request.waitSeconds * 1000);
@@ -270,14 +295,14 @@ function waitResult(api: SessionApi, conversationId: Id, inputId: Id, ms: number
 }
 
 /** The input entries of the SessionObject's op table, over the open session's SessionApi. */
-export function inputOps<S extends { readonly api: SessionApi }>(): {
+export function inputOps<S extends { readonly api: SessionApi; readonly replays: Replays }>(): {
   readonly [K in keyof InputSessionOps]: (
     session: S,
     ...args: InputSessionOps[K]["args"]
   ) => Promise<InputSessionOps[K]["result"]>;
 } {
   return {
-    accept: (s, ref, request) => accept(s.api, ref, request),
+    accept: (s, ref, request) => accept(s.api, s.replays, ref, request),
     input: (s, id) => input(s.api, id),
     withdraw: (s, id) => withdraw(s.api, id),
     acceptance: (s, source) => acceptance(s.api, source),

@@ -30,7 +30,14 @@ import { ownerReaches, readOwner, recordOwner, type SessionWhere } from "../iden
 import type { Env } from "../env.js";
 import { SessionNotFound } from "../errors.js";
 import type { SessionInspection } from "../../api/responses.js";
-import { afterCreateCommit, deployedVersion, HEARTBEAT_MS, hostClock, hostReport } from "../platform/host-config.js";
+import {
+  afterCreateCommit,
+  afterDeleteWipe,
+  deployedVersion,
+  HEARTBEAT_MS,
+  hostClock,
+  hostReport,
+} from "../platform/host-config.js";
 import { setLogLevel } from "../log.js";
 import { sessionTurnKit } from "./kinds.js";
 import { buildModels, defaultModel } from "../platform/models.js";
@@ -100,6 +107,7 @@ export class SessionObject extends DurableObject<Env> {
       kv: ctx.storage.kv,
       clock: this.#clock,
       send: (tenant, update) => directoryStub(env, tenant).apply(update),
+      unlink: (tenant, session, version) => directoryStub(env, tenant).unlinkOrphan(session, version),
       liveTasks: async () => {
         const session = this.#session;
         if (session === undefined || session.stale) return 0;
@@ -334,11 +342,19 @@ export class SessionObject extends DurableObject<Env> {
     return sessionCreated(this.ctx.storage) ? this.#watches.revoke(sub, before) : { closed: 0 };
   }
 
-  /** DELETE /v1/sessions/{session}: close the harness, end watchers, delete every row and the alarm. */
-  destroy(): Promise<Outcome<{ readonly deleted: true }>> {
+  /**
+   * DELETE /v1/sessions/{session}: close the harness, end watchers, delete every row and the alarm, then send the
+   * directory its tombstone. With `where` (the HTTP layer's tenant and name), a session this object does not hold but
+   * the directory still lists (a delete cut between its wipe and its tombstone) is unlinked and answers deleted; the
+   * directory is asked on the lifecycle queue, so no create of the name runs in between.
+   */
+  destroy(where?: { readonly tenant: string; readonly session: string }): Promise<Outcome<{ readonly deleted: true }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
-        if (!sessionCreated(this.ctx.storage)) throw new SessionNotFound();
+        if (!sessionCreated(this.ctx.storage)) {
+          if (where !== undefined && (await this.#directory.orphaned(where))) return { deleted: true as const };
+          throw new SessionNotFound();
+        }
         // Every watcher gets its close frame before DELETE answers (and before its feed would end it as
         // "the session closed").
         this.#watches.endAll("the session was deleted");
@@ -356,6 +372,7 @@ export class SessionObject extends DurableObject<Env> {
         await this.ctx.storage.deleteAlarm();
         await this.ctx.storage.deleteAll();
         this.#alarms.cleared(this.#clock.now());
+        afterDeleteWipe();
         // The tombstone stays in KV (and on the alarm) until the directory acknowledges it.
         await this.#directory.deleted(row);
         return { deleted: true as const };
@@ -409,6 +426,9 @@ export class SessionObject extends DurableObject<Env> {
       await this.#outbox.alarm();
       // A usage report the tenant's limits have not acknowledged is resent.
       await this.#meter.alarm();
+      // Expired GitHub signatures go without waiting for the next delivery (session/replays.ts).
+      const session = this.#session;
+      if (session !== undefined && !session.stale) await session.replays.alarm();
     } catch (error) {
       hostReport({ type: "alarm_failed", error });
     }

@@ -39,6 +39,7 @@ import { HostBook } from "./host-book.js";
 import { SessionHost } from "./host.js";
 import { inputIndex } from "./input-ops.js";
 import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
+import { Replays } from "./replays.js";
 import { RigOps } from "./rig-ops.js";
 import type { CatalogCache } from "./tool-catalog.js";
 
@@ -58,6 +59,8 @@ export interface OpenSession {
    * created before incarnations. Named in every key that leaves the object.
    */
   readonly incarnation: string | undefined;
+  /** GitHub deliveries' signatures, de-duplicated for a week (session/replays.ts). */
+  readonly replays: Replays;
   /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
   stale: boolean;
 }
@@ -188,6 +191,8 @@ export async function openSession(
     },
   });
   const gupp = new Gupp(rig, (error) => hostReport({ type: "harness", report: error }));
+  const replays = new Replays(harness, clock, (at) => alarms.replays(at, clock.now()));
+  await replays.settled();
   const session: OpenSession = {
     harness,
     book,
@@ -196,6 +201,7 @@ export async function openSession(
     feeds,
     rig: new RigOps(rig, feeds),
     gupp,
+    replays,
     incarnation,
     stale: false,
   };

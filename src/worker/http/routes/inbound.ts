@@ -11,8 +11,9 @@
  * The Worker seals an endpoint's secret before the session stores it and opens it to verify a
  * delivery (crypto/sealed-secrets.ts); the session never holds it in the clear. A delivery is verified exactly as
  * its platform documents (inbound/verify.ts), then accepted with the request key
- * `webhook:{name}:{delivery id}`, so a redelivery answers the first acceptance and writes nothing, and
- * two endpoints' ids never collide. It answers as soon as the input is accepted (the turn runs after),
+ * `inbound:{name}:{delivery id}`, so a redelivery answers the first acceptance and writes nothing, and
+ * two endpoints' ids never collide. A GitHub delivery is also de-duplicated on its signature for 7 days
+ * (session/replays.ts), because GitHub signs no timestamp and not the delivery id. It answers as soon as the input is accepted (the turn runs after),
  * well inside Slack's 3 s. An endpoint that does not exist is 401 `invalid_signature`, like a bad
  * signature: the URL reveals nothing.
  */
@@ -177,6 +178,7 @@ inboundDeliveryRoutes.post("/:tenant/:session/:name", async (c) => {
     input: inboundInput(endpoint.template, verdict.payload),
     ...acceptMode(endpoint.mode),
     source: { type: "inbound", endpoint: name, id: verdict.deliveryId },
+    ...(verdict.signature === undefined ? {} : { signature: verdict.signature }),
   });
   return c.json({ inputId: accepted.inputId, duplicate: accepted.duplicate }, 200);
 });

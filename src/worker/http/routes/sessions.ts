@@ -113,10 +113,15 @@ sessionRoutes.patch("/:session", requires("session.create"), async (c) => {
   return c.json({ session: c.req.param("session"), title: meta.title ?? null, labels: meta.labels });
 });
 
+/**
+ * A retried delete repairs a cut one: a name the tenant's directory still lists but no object holds is unlinked and
+ * answers deleted; a name neither holds is 404, and a directory that cannot answer is 500, never 404.
+ */
 sessionRoutes.delete("/:session", requires("delete"), async (c) => {
+  const name = parse(sessionName, c.req.param("session"), "invalid_id", "session");
   const stub = session(c);
   query(c, noQuery);
-  const deleted = await run(stub.destroy());
+  const deleted = await run(stub.destroy({ tenant: c.get("claims").tenant, session: name }));
   return c.json(deleted);
 });
 
