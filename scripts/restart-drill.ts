@@ -540,8 +540,9 @@ async function toolsAfterResume(
     `drill_http reached the endpoint ${http.length} times, not once or twice`,
   );
   check(
-    new Set(http.map((r) => r.key)).size === 1 && http.every((r) => r.key === `${SESSION}:${r.taskId}`),
-    `drill_http was sent under keys ${JSON.stringify(http.map((r) => r.key))}, not one {session}:{taskId}`,
+    new Set(http.map((r) => r.key)).size === 1 &&
+      http.every((r) => new RegExp(`^${SESSION}:[0-9a-v]{10}:${r.taskId}$`).test(r.key)),
+    `drill_http was sent under keys ${JSON.stringify(http.map((r) => r.key))}, not one {session}:{incarnation}:{taskId}`,
   );
   check(approve.length === 1, `drill_approve reached the endpoint ${approve.length} times, not once`);
   const reports = calls.mcp.calls.filter((c) => c.tool === "slow_report").length;

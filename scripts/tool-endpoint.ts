@@ -29,7 +29,7 @@ import { devSecret, flags } from "./dev-secrets.ts";
 export interface SeenRequest {
   readonly path: string;
   readonly at: number;
-  /** The Idempotency-Key header: `{session}:{taskId}`, the same on every retry of one call. */
+  /** The Idempotency-Key header: `{session}:{incarnation}:{taskId}`, the same on every retry of one call. */
   readonly key: string;
   readonly webhookId: string;
   readonly name: string;

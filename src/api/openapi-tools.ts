@@ -20,7 +20,10 @@ export const TOOL_RESULT_ROUTES: readonly ApiRoute[] = [
     summary: "An HTTP tool's late result (after its 202), signed with the tool's secret; recorded once",
     auth: { type: "webhook" },
     headers: {
-      "webhook-id": { schema: z.string(), description: "{session}:{taskId}, the id of the request to the tool" },
+      "webhook-id": {
+        schema: z.string(),
+        description: "{session}:{incarnation}:{taskId}, the id of the request to the tool",
+      },
       "webhook-timestamp": { schema: z.string(), description: "Unix seconds" },
       "webhook-signature": {
         schema: z.string(),
