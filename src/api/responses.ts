@@ -40,6 +40,8 @@ export interface AcceptResponse {
   readonly result: InputResult | undefined;
   /** With a wait and a done result: the answer entry. */
   readonly answer?: Entry;
+  /** With a done result: the text parts of the final answer entry, joined. */
+  readonly outputText?: string;
 }
 
 export interface SessionSummary {
@@ -118,6 +120,8 @@ export interface InputResponse {
   readonly inputId: Id;
   readonly conversationId: Id;
   readonly result: InputResult;
+  /** With a done result: the text parts of the final answer entry, joined. */
+  readonly outputText?: string;
 }
 
 /** `GET /acceptances/{requestKey}`. */
@@ -312,6 +316,9 @@ export const toolResultRecorded = z.strictObject({
   recordedAt: z.number().describe("When the result was recorded (ms since the epoch)"),
 });
 export const deletedResponse = z.strictObject({ deleted: z.literal(true) });
+const outputText = z
+  .string()
+  .describe("With a done result: the text parts of the final answer entry, joined (absent for any other status)");
 export const acceptResponse = z.strictObject({
   inputId: id,
   conversationId: id,
@@ -319,8 +326,14 @@ export const acceptResponse = z.strictObject({
   duplicate: z.boolean(),
   result: inputResultOut.optional(),
   answer: entryOut.optional(),
+  outputText: outputText.optional(),
 });
-export const inputResponse = z.strictObject({ inputId: id, conversationId: id, result: inputResultOut });
+export const inputResponse = z.strictObject({
+  inputId: id,
+  conversationId: id,
+  result: inputResultOut,
+  outputText: outputText.optional(),
+});
 export const acceptanceResponse = z.strictObject({ requestKey: z.string(), conversationId: id, inputId: id });
 export const queuedInputOut = z.discriminatedUnion("mode", [
   z.strictObject({ mode: z.enum(["steer", "followUp", "nextRun"]), input: userInputOut, requestId }),

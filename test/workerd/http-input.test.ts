@@ -32,6 +32,51 @@ describe("accept", () => {
     expect((await api.session(session).acceptance("order-42")).inputId).toBe(responses[0]?.inputId);
   });
 
+  it("The input result carries the answer's text", async () => {
+    const tenant = "inputs";
+    const session = uniqueSession("output");
+    const jwt = await token(tenant, "client");
+    expect((await call("PUT", `/v1/sessions/${session}`, { token: jwt, body: {} })).status).toBe(201);
+    const inputs = `/v1/sessions/${session}/conversations/root/inputs`;
+    const waited = await json<{ inputId: number; status: string; outputText?: string; result: { answer?: number } }>(
+      await call("POST", `${inputs}?wait=10`, { token: jwt, body: { input: "say something back" } }),
+    );
+    expect(waited.status).toBe("done");
+    // The text parts of the final answer entry, as the transcript holds them.
+    const page = await json<{
+      items: { id: number; model?: { role: string; content: { type: string; text?: string }[] }[] }[];
+    }>(
+      await call(
+        "GET",
+        `/v1/sessions/${session}/conversations/root/entries?after=${(waited.result.answer ?? 1) - 1}&limit=1`,
+        {
+          token: jwt,
+        },
+      ),
+    );
+    const text = (page.items[0]?.model ?? [])
+      .filter((m) => m.role === "assistant")
+      .flatMap((m) => m.content.filter((b) => b.type === "text").map((b) => b.text ?? ""))
+      .join("");
+    expect(text.length).toBeGreaterThan(0);
+    expect(waited.outputText).toBe(text);
+    // One request is enough later too: GET /inputs/{id} carries it.
+    const read = await json<{ outputText?: string }>(
+      await call("GET", `/v1/sessions/${session}/inputs/${waited.inputId}`, { token: jwt }),
+    );
+    expect(read.outputText).toBe(text);
+    // Absent while the input is not done: a queued (nextRun) input has no answer yet.
+    const queued = await json<Record<string, unknown>>(
+      await call("POST", inputs, { token: jwt, body: { input: "later", mode: "nextRun" } }),
+    );
+    expect(queued["status"]).toBe("queued");
+    expect(queued).not.toHaveProperty("outputText");
+    const queuedRead = await json<Record<string, unknown>>(
+      await call("GET", `/v1/sessions/${session}/inputs/${String(queued["inputId"])}`, { token: jwt }),
+    );
+    expect(queuedRead).not.toHaveProperty("outputText");
+  });
+
   it("a queued input can be read and withdrawn once; unknown inputs are 404", async () => {
     const tenant = "inputs";
     const session = uniqueSession("withdraw");

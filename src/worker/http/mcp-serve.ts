@@ -80,17 +80,6 @@ async function read<T>(
   return { ok: false, problem, result: problemResult(problem, response.status) };
 }
 
-/** The text of an answer entry: its assistant message's text blocks. */
-export function answerText(entry: Entry | undefined): string | undefined {
-  if (entry?.model === undefined) return undefined;
-  const parts: string[] = [];
-  for (const message of entry.model) {
-    if (message.role !== "assistant") continue;
-    for (const block of message.content) if (block.type === "text") parts.push(block.text);
-  }
-  return parts.join("");
-}
-
 interface InputView {
   readonly inputId: number;
   readonly conversationId: number;
@@ -149,7 +138,7 @@ export function sessionMcpServer(session: string, call: RouteCall): McpServer {
       );
       if (!accepted.ok) return accepted.result;
       const value = accepted.value;
-      const answer = answerText(value.answer);
+      const answer = value.outputText;
       return inputResult({
         inputId: value.inputId,
         conversationId: value.conversationId,
@@ -170,15 +159,7 @@ export function sessionMcpServer(session: string, call: RouteCall): McpServer {
     async (args) => {
       const found = await read<InputResponse>(await call("GET", `/inputs/${args.input_id}`));
       if (!found.ok) return found.result;
-      const { inputId, conversationId, result } = found.value;
-      let answer: string | undefined;
-      if (result.status === "done" && result.answer !== undefined) {
-        const page = await read<Page<Entry>>(
-          await call("GET", `/conversations/${conversationId}/entries?after=${result.answer - 1}&limit=1`),
-        );
-        if (!page.ok) return page.result;
-        answer = answerText(page.value.items.find((entry) => entry.id === result.answer));
-      }
+      const { inputId, conversationId, result, outputText: answer } = found.value;
       return inputResult({
         inputId,
         conversationId,

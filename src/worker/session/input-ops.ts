@@ -23,7 +23,7 @@ import {
 import { bindTo, sessionValue, withKey, type ValueSpec } from "../../core/state.js";
 import { acceptInput, type WhenBusy } from "../../kinds/placement.js";
 import { presentEntry } from "../../kinds/stored.js";
-import type { Id } from "../../storage/records.js";
+import type { Entry, Id } from "../../storage/records.js";
 import type { AcceptResponse } from "../../api/responses.js";
 import { Problem } from "../problems.js";
 import type { ConversationRef, SessionApi } from "./api.js";
@@ -91,6 +91,26 @@ export interface InputView {
   inputId: Id;
   conversationId: Id;
   result: InputResult;
+  /** With a done result: the answer's text (outputTextOf). */
+  outputText?: string;
+}
+
+/** The text of an answer entry: the text blocks of its assistant messages, joined (undefined: no model messages). */
+export function outputTextOf(entry: Entry | undefined): string | undefined {
+  if (entry?.model === undefined) return undefined;
+  const parts: string[] = [];
+  for (const message of entry.model) {
+    if (message.role !== "assistant") continue;
+    for (const block of message.content) if (block.type === "text") parts.push(block.text);
+  }
+  return parts.join("");
+}
+
+/** A done result's answer entry as the API shows it (undefined for any other status). */
+async function answerOf(api: SessionApi, result: InputResult | undefined): Promise<Entry | undefined> {
+  if (result?.status !== "done" || result.answer === undefined) return undefined;
+  const stored = await api.harness.getEntry(result.answer, call);
+  return stored === undefined ? undefined : presentEntry(stored);
 }
 
 /** The input operations of the session's op table (session/ops.ts): arguments and results. */
@@ -192,18 +212,16 @@ async function accept(
   if (request.waitSeconds !== undefined && request.waitSeconds > 0 && !isTerminalResult(result)) {
     result = await waitResult(api, receipt.conversationId, receipt.inputId, request.waitSeconds * 1000);
   }
-  const stored =
-    request.waitSeconds !== undefined && result?.status === "done" && result.answer !== undefined
-      ? await harness.getEntry(result.answer, call)
-      : undefined;
-  const answer = stored === undefined ? undefined : presentEntry(stored);
+  const answer = await answerOf(api, result);
+  const outputText = outputTextOf(answer);
   return {
     inputId: receipt.inputId,
     conversationId: receipt.conversationId,
     status: result?.status ?? "queued",
     duplicate: receipt.duplicate,
     result,
-    ...(answer === undefined ? {} : { answer }),
+    ...(answer === undefined || request.waitSeconds === undefined ? {} : { answer }),
+    ...(outputText === undefined ? {} : { outputText }),
   };
 }
 
@@ -212,7 +230,8 @@ async function input(api: SessionApi, inputId: Id): Promise<InputView> {
   const result = conversationId === undefined ? undefined : await readResult(api, conversationId, inputId);
   if (conversationId === undefined || result === undefined)
     throw new Problem("input_not_found", `input ${inputId} does not exist`, "inputId");
-  return { inputId, conversationId, result };
+  const outputText = outputTextOf(await answerOf(api, result));
+  return { inputId, conversationId, result, ...(outputText === undefined ? {} : { outputText }) };
 }
 
 async function withdraw(api: SessionApi, inputId: Id): Promise<InputView> {
