@@ -21,7 +21,7 @@ import {
   type SessionEvent,
   type SessionView,
 } from "../../core/watch.js";
-import type { Id } from "../../storage/records.js";
+import type { Id, Task } from "../../storage/records.js";
 import { presentEntry, presentTask, presentTaskToUser, presentUsageEvent } from "../../kinds/stored.js";
 import { pendingAll, pendingHere } from "../../kinds/pending-types.js";
 import { waitingConversations, waitingInputs } from "../../kinds/waiting.js";
@@ -107,26 +107,7 @@ export function conversationPresenter(): FeedPresenter<ConversationView, Convers
       return last.shown;
     },
     event(event) {
-      switch (event.type) {
-        case "entry":
-          return { ...event, entry: presentEntry(event.entry) };
-        case "task_start":
-        case "task_end":
-          return { ...event, task: presentTask(event.task) };
-        case "task_update":
-          return { ...event, task: presentTask(event.task), previous: presentTask(event.previous) };
-        case "task_output":
-        case "value":
-        case "inbox":
-        case "context":
-        case "fault":
-        case "closed":
-          return event;
-        default: {
-          const never: never = event;
-          return never;
-        }
-      }
+      return event.type === "entry" ? { ...event, entry: presentEntry(event.entry) } : withTasks(event, presentTask);
     },
   };
 }
@@ -146,7 +127,7 @@ export function userPresenter(target: WatchTarget): OutPresenter {
       case "view":
         return { ...out, view: { ...out.view, tasks: out.view.tasks.map(presentTaskToUser) } };
       case "commit":
-        return { ...out, events: out.events.map(userEvent) };
+        return { ...out, events: out.events.map((event) => withTasks(event, presentTaskToUser)) };
       case "nudge":
         return out;
       default: {
@@ -157,13 +138,14 @@ export function userPresenter(target: WatchTarget): OutPresenter {
   };
 }
 
-function userEvent(event: ConversationEvent): ConversationEvent {
+/** `event` with the tasks it carries shown by `present` (every other event as it is). */
+function withTasks(event: ConversationEvent, present: (task: Task) => Task): ConversationEvent {
   switch (event.type) {
     case "task_start":
     case "task_end":
-      return { ...event, task: presentTaskToUser(event.task) };
+      return { ...event, task: present(event.task) };
     case "task_update":
-      return { ...event, task: presentTaskToUser(event.task), previous: presentTaskToUser(event.previous) };
+      return { ...event, task: present(event.task), previous: present(event.previous) };
     case "entry":
     case "task_output":
     case "value":
