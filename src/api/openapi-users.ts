@@ -1,6 +1,7 @@
 /**
  * OpenAPI route declarations (src/api/openapi.ts) for users and identity (docs/users.md): the tenant's
- * identity providers, limits and metered usage, session templates and user revocation.
+ * identity providers, limits and metered usage, session templates and user revocation, and the profiles
+ * sessions and templates name (docs/api.md "Profiles").
  */
 import { emptyBody, noQuery } from "./schemas.js";
 import { limitsBody, limitsResponse, meUsageQuery, usageQuery, usageResponse as meteredUsage } from "./limits.js";
@@ -12,6 +13,7 @@ import {
   templateRecordOut,
   templatesListResponse,
 } from "./templates.js";
+import { profileBody, profileDeletedResponse, profileRecordOut, profilesListResponse } from "./profiles.js";
 import { body, client, ifMatchHeader, ok, type ApiRoute } from "./openapi-route.js";
 
 /** The tenant's identity providers (docs/users.md "Identity providers"). */
@@ -146,5 +148,49 @@ export const TEMPLATE_ROUTES: readonly ApiRoute[] = [
     query: noQuery,
     body: body(emptyBody, false),
     responses: { 200: ok(revokeResponse) },
+  },
+];
+
+/** The tenant's profiles (docs/api.md "Profiles"): what the agent is, named by sessions and templates. */
+export const PROFILE_ROUTES: readonly ApiRoute[] = [
+  {
+    method: "put",
+    path: "/v1/profiles/{profile}",
+    operationId: "putProfile",
+    summary:
+      "Define a profile or make its next version: ordered sections { id, text } (ETag: its version; If-Match makes it conditional; 422 invalid_profile names the field)",
+    auth: client("profiles"),
+    query: noQuery,
+    headers: ifMatchHeader,
+    body: body(profileBody),
+    responses: { 201: ok(profileRecordOut, "Created"), 200: ok(profileRecordOut, "A new version") },
+  },
+  {
+    method: "get",
+    path: "/v1/profiles",
+    operationId: "listProfiles",
+    summary: "The tenant's live profiles, each at its latest version",
+    auth: client("profiles"),
+    query: noQuery,
+    responses: { 200: ok(profilesListResponse) },
+  },
+  {
+    method: "get",
+    path: "/v1/profiles/{profile}",
+    operationId: "getProfile",
+    summary: "A profile's latest version (ETag: its version); a deleted profile is 404",
+    auth: client("profiles"),
+    query: noQuery,
+    responses: { 200: ok(profileRecordOut) },
+  },
+  {
+    method: "delete",
+    path: "/v1/profiles/{profile}",
+    operationId: "deleteProfile",
+    summary: "Delete a profile; 409 profile_in_use while a session template names it",
+    auth: client("profiles"),
+    query: noQuery,
+    headers: ifMatchHeader,
+    responses: { 200: ok(profileDeletedResponse) },
   },
 ];

@@ -19,6 +19,7 @@ import { toolName } from "./tools.js";
 import { issuerName } from "./issuers.js";
 import { mcpServerName } from "./mcp-servers.js";
 import { templateName, userSub } from "./templates.js";
+import { profileName } from "./profiles.js";
 import { agentId } from "./rig.js";
 import { jsonValue } from "./responses.js";
 import { ok, type ApiRoute, type RouteAuth, type RouteResponse } from "./openapi-route.js";
@@ -40,7 +41,7 @@ import {
   TOOL_CATALOG_ROUTES,
   TOOL_RESULT_ROUTES,
 } from "./openapi-tools.js";
-import { ISSUER_ROUTES, LIMITS_ROUTES, TEMPLATE_ROUTES } from "./openapi-users.js";
+import { ISSUER_ROUTES, LIMITS_ROUTES, PROFILE_ROUTES, TEMPLATE_ROUTES } from "./openapi-users.js";
 import { RIG_ROUTES } from "./openapi-rig.js";
 
 /** Path parameters by name: their schemas (every `{name}` in a path must be listed). */
@@ -62,6 +63,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   tool: toolName,
   server: mcpServerName,
   template: templateName,
+  profile: profileName,
   sub: userSub,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
@@ -104,6 +106,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...LIMITS_ROUTES,
   ...MCP_SERVER_ROUTES,
   ...TEMPLATE_ROUTES,
+  ...PROFILE_ROUTES,
   ...MODEL_ROUTES,
   ...WAITING_INPUT_ROUTES,
   ...SCHEDULE_ROUTES,

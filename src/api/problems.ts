@@ -60,6 +60,8 @@ export type ProblemCode =
   | "endpoint_disabled"
   | "mcp_server_not_found"
   | "template_not_found"
+  | "profile_not_found"
+  | "profile_in_use"
   | "issuer_not_found"
   // 429
   | "rate_limited"
@@ -74,6 +76,8 @@ export type ProblemCode =
   | "idempotency_key_reused"
   | "invalid_mcp_server"
   | "invalid_template"
+  | "invalid_profile"
+  | "unknown_profile"
   | "invalid_issuer"
   | "invalid_limits"
   // 5xx
@@ -129,6 +133,8 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   endpoint_disabled: 409,
   mcp_server_not_found: 404,
   template_not_found: 404,
+  profile_not_found: 404,
+  profile_in_use: 409,
   issuer_not_found: 404,
   rate_limited: 429,
   payload_too_large: 413,
@@ -141,6 +147,8 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   idempotency_key_reused: 422,
   invalid_mcp_server: 422,
   invalid_template: 422,
+  invalid_profile: 422,
+  unknown_profile: 422,
   invalid_issuer: 422,
   invalid_limits: 422,
   mcp_server_unreachable: 502,
@@ -201,10 +209,14 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   endpoint_disabled: "The webhook endpoint is disabled",
   mcp_server_not_found: "The tenant has no such MCP server",
   template_not_found: "The tenant has no such session template",
+  profile_not_found: "The tenant has no such profile",
+  profile_in_use: "A session template names the profile",
   issuer_not_found: "The tenant has no such identity provider",
   rate_limited: "A configured limit is reached",
   invalid_mcp_server: "The MCP server registration is invalid",
   invalid_template: "The session template is invalid",
+  invalid_profile: "The profile is invalid",
+  unknown_profile: "The tenant has no profile of that name",
   invalid_issuer: "The identity provider registration is invalid",
   invalid_limits: "The limits are invalid",
   mcp_server_unreachable: "The MCP server did not answer as an MCP server",

@@ -75,6 +75,9 @@ export interface ConfigValues {
   readonly budgetMs?: number;
 }
 
+/** A config PATCH: the fields to change; `profile: null` clears the profile. */
+export type ConfigPatch = Omit<ConfigValues, "profile"> & { readonly profile?: string | null };
+
 export interface UsageReport {
   readonly totals: UsageTotals | undefined;
   readonly rows: Page<Element<UsageRow>>;

@@ -7,6 +7,7 @@
  */
 import { z } from "zod";
 import { jsonValue } from "./responses.js";
+import { profileName } from "./profiles.js";
 
 /** Bodies larger than this are refused with 413 before they are read (a stored row holds at most 2 MB). */
 export const MAX_BODY_BYTES = 1_000_000;
@@ -64,7 +65,8 @@ const generationConfigBody = z.strictObject({
   model: z.string().min(1).max(200).optional(),
   thinking: z.enum(THINKING_LEVELS, { error: `thinking must be one of ${THINKING_LEVELS.join(", ")}` }).optional(),
   selectedTools: z.array(z.string().min(1).max(100)).max(100).optional(),
-  profile: z.string().min(1).max(100).optional(),
+  /** A profile of the tenant's (docs/api.md "Profiles"; an unknown one is 422 `unknown_profile`); null: none. */
+  profile: profileName.nullable().optional(),
   budgetMs: z.number().int().min(1).max(3_600_000).optional(),
 });
 

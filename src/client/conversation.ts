@@ -14,6 +14,7 @@ import type {
   AbortedResponse,
   AcceptResponse,
   CollapseResponse,
+  ConfigPatch,
   ConfigValues,
   ContinueResponse,
   ConversationDeletedResponse,
@@ -124,7 +125,7 @@ export class ConversationClient {
     return (await this.#client.request<ConfigValues>("GET", `${this.path}/config`)).body;
   }
 
-  async patchConfig(patch: ConfigValues): Promise<ConfigValues> {
+  async patchConfig(patch: ConfigPatch): Promise<ConfigValues> {
     return (await this.#client.request<ConfigValues>("PATCH", `${this.path}/config`, { body: patch })).body;
   }
 

@@ -1,8 +1,10 @@
 /**
  * The typed client's end-user administration (docs/users.md; operator): session templates, which fix
- * what the agent is for the sessions users create from them, and revoking a user's tokens. Reached
+ * what the agent is for the sessions users create from them, the profiles they and sessions name
+ * (docs/api.md "Profiles"), and revoking a user's tokens. Reached
  * from the client: `client.users()`. A template record carries its `version`; pass it as `ifMatch` to
- * change or delete only the version you read (a mismatch throws PicoApiError 412 `precondition_failed`).
+ * change or delete only the version you read (a mismatch throws PicoApiError 412 `precondition_failed`);
+ * so does a profile record.
  *
  * @example
  * const users = client.users();
@@ -11,6 +13,7 @@
  * await users.revoke("user-42");
  */
 import type { RevokeResponse, TemplateBody, TemplateRecord } from "../api/templates.js";
+import type { ProfileBody, ProfileDeletedResponse, ProfileRecord } from "../api/profiles.js";
 
 /** What the users client needs of PicoClient (its `request`), so this file does not import the client's. */
 export interface UsersRequester {
@@ -32,6 +35,10 @@ export const USERS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listTemplates: "UsersClient.templates",
   getTemplate: "UsersClient.template",
   deleteTemplate: "UsersClient.deleteTemplate",
+  putProfile: "UsersClient.putProfile",
+  listProfiles: "UsersClient.profiles",
+  getProfile: "UsersClient.profile",
+  deleteProfile: "UsersClient.deleteProfile",
   revokeUser: "UsersClient.revoke",
 };
 
@@ -73,6 +80,35 @@ export class UsersClient {
         `/v1/templates/${encodeURIComponent(name)}`,
         { headers: conditional(options) },
       )
+    ).body;
+  }
+
+  /** The tenant's live profiles, each at its latest version, by name. */
+  async profiles(): Promise<{ readonly items: readonly ProfileRecord[] }> {
+    return (await this.#client.request<{ items: ProfileRecord[] }>("GET", "/v1/profiles")).body;
+  }
+
+  /** A profile's latest version (an unknown or deleted one throws 404 `profile_not_found`). */
+  async profile(name: string): Promise<ProfileRecord> {
+    return (await this.#client.request<ProfileRecord>("GET", `/v1/profiles/${encodeURIComponent(name)}`)).body;
+  }
+
+  /** Define a profile, or make its next version. */
+  async putProfile(name: string, profile: ProfileBody, options: TemplateWriteOptions = {}): Promise<ProfileRecord> {
+    return (
+      await this.#client.request<ProfileRecord>("PUT", `/v1/profiles/${encodeURIComponent(name)}`, {
+        body: profile,
+        headers: conditional(options),
+      })
+    ).body;
+  }
+
+  /** Delete a profile (409 `profile_in_use` while a template names it). */
+  async deleteProfile(name: string, options: TemplateWriteOptions = {}): Promise<ProfileDeletedResponse> {
+    return (
+      await this.#client.request<ProfileDeletedResponse>("DELETE", `/v1/profiles/${encodeURIComponent(name)}`, {
+        headers: conditional(options),
+      })
     ).body;
   }
 

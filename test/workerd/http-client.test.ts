@@ -356,6 +356,14 @@ describe("typed client against the worker", () => {
       name: "support",
       deleted: true,
     });
+    const profile = await users.putProfile("support", { sections: [{ id: "role", text: "You help {{customer}}." }] });
+    expect((await users.profiles()).items.map((item) => item.name)).toContain("support");
+    expect((await users.profile("support")).version).toBe(profile.version);
+    expect(await users.deleteProfile("support", { ifMatch: profile.version })).toEqual({
+      name: "support",
+      deleted: true,
+      version: 1,
+    });
     expect(await users.revoke("someone")).toMatchObject({ sub: "someone", sessions: 0, unreached: [] });
     expect(await ops.shutdown()).toEqual({ shutdown: true });
 

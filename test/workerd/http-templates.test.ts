@@ -26,8 +26,17 @@ const SUPPORT = {
   userSettable: ["title", "labels", "budgetMs"],
 } as const;
 
+/** The operator's token for `tenant`, with the profiles the tests name defined (a session or template may name only those). */
 async function operator(tenant: string): Promise<string> {
-  return token(tenant, "operator");
+  const op = await token(tenant, "operator");
+  for (const profile of ["support-agent", "pirate"]) {
+    const response = await call("PUT", `/v1/profiles/${profile}`, {
+      token: op,
+      body: { sections: [{ id: "role", text: `You are ${profile}.` }] },
+    });
+    expect(response.status).toBe(201);
+  }
+  return op;
 }
 
 async function user(tenant: string, sub: string): Promise<string> {

@@ -11,8 +11,8 @@
  * It also keeps the tenant's tool catalog (docs/tools.md; the block at the end of this file): the
  * `/v1/tools` routes write it, and sessions read it through `catalog(version)`; and the tenant's MCP
  * servers (docs/mcp.md; directory/mcp.ts), whose selectable tools `catalog(version)` answers too.
- * Its webhook endpoints (directory/endpoints.ts) and identity providers (directory/issuers.ts) are
- * small stores of their own in the same SQLite.
+ * Its webhook endpoints (directory/endpoints.ts), identity providers (directory/issuers.ts) and profiles
+ * (directory/profiles.ts) are small stores of their own in the same SQLite.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.js";
@@ -37,6 +37,14 @@ import { hostClock } from "../platform/host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../../kinds/catalog-types.js";
 import { McpServerStore, toolRecord, type McpServerRpc, type McpServerWrite, type McpSnapshotWrite } from "./mcp.js";
 import type { McpServerRecord } from "./mcp-snapshot.js";
+import {
+  ProfileStore,
+  type DeleteProfileOutcome,
+  type ProfileIfMatch,
+  type ProfileRpc,
+  type PutProfileOutcome,
+} from "./profiles.js";
+import type { ProfileRecord, ProfileSection } from "../../api/profiles.js";
 
 /** One session's row as the directory lists it. */
 export interface DirectoryEntry {
@@ -77,7 +85,7 @@ export interface DirectoryPage {
 }
 
 /** The RPC surface as callers see it through a stub. */
-export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc {
+export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }>;
   /**
    * Unlink a session the directory lists but whose object no longer holds it (a delete cut between its wipe and its
@@ -329,7 +337,10 @@ export class DirectoryObject extends DurableObject<Env> {
     return this.#userStore;
   }
 
+  /** A template naming a profile the tenant does not hold is refused here, in the step that writes it. */
   putTemplate(name: string, definition: TemplateDefinition, ifMatch?: TemplateIfMatch): PutTemplateOutcome {
+    if (typeof definition.profile === "string" && !this.#profiles.has(definition.profile))
+      return { type: "unknown_profile", profile: definition.profile };
     return this.#users.putTemplate(name, definition, Date.now(), ifMatch);
   }
 
@@ -355,6 +366,44 @@ export class DirectoryObject extends DurableObject<Env> {
 
   userWatching(sub: string, session: string, until: number, now: number): number | undefined {
     return this.#users.watching(sub, session, until, now);
+  }
+
+  // Profiles (docs/api.md "Profiles"; directory/profiles.ts) ---------------------------------------
+
+  #profileStore: ProfileStore | undefined;
+
+  get #profiles(): ProfileStore {
+    this.#profileStore ??= new ProfileStore(this.ctx.storage.sql);
+    return this.#profileStore;
+  }
+
+  putProfile(name: string, sections: readonly ProfileSection[], ifMatch?: ProfileIfMatch): PutProfileOutcome {
+    return this.#profiles.put(name, sections, Date.now(), ifMatch);
+  }
+
+  getProfile(name: string): ProfileRecord | undefined {
+    return this.#profiles.get(name);
+  }
+
+  getProfileVersion(name: string, version: number): ProfileRecord | undefined {
+    return this.#profiles.version(name, version);
+  }
+
+  hasProfile(name: string): boolean {
+    return this.#profiles.has(name);
+  }
+
+  listProfiles(): ProfileRecord[] {
+    return this.#profiles.list();
+  }
+
+  /** Refused while a template names the profile (checked in the same step as the delete). */
+  deleteProfile(name: string, ifMatch?: ProfileIfMatch): DeleteProfileOutcome {
+    const naming = this.#users
+      .listTemplates()
+      .filter((template) => template.profile === name)
+      .map((template) => template.name);
+    return this.#profiles.delete(name, naming, ifMatch);
   }
 
   // Identity providers (docs/users.md; directory/issuers.ts) --------------------------------------

@@ -4,7 +4,8 @@
  * template marks user-settable, and later PATCHes (config, title, labels) only those. Operators and
  * clients may name a template and override any field. The session keeps the template's name, version
  * and user-settable fields from its creation (`TemplateBinding`), so a later change or deletion of the
- * template does not change what its users may do.
+ * template does not change what its users may do. A profile a create or PATCH names must be in the tenant's
+ * catalog (`refuseUnknownProfile`).
  */
 import type { TemplateField, TemplateRecord } from "../../api/templates.js";
 import { TEMPLATE_FIELDS } from "../../api/templates.js";
@@ -91,6 +92,28 @@ export async function resolveTemplateForUser(
   };
   if (claims.role === "user") refuseUserFields(binding, setFields(fields));
   return { config: { ...templateFields(record), ...fields }, binding };
+}
+
+/**
+ * 422 `unknown_profile` naming `profile` when `profile` names no live profile of the tenant's
+ * (docs/api.md "Profiles"); absent or null (none) passes. Asked before anything is written.
+ */
+export async function refuseUnknownProfile(
+  env: Env,
+  tenant: string,
+  profile: string | null | undefined,
+): Promise<void> {
+  if (profile === undefined || profile === null) return;
+  if (await directoryStub(env, tenant).hasProfile(profile)) return;
+  throw unknownProfile(profile);
+}
+
+export function unknownProfile(profile: string): Problem {
+  return new Problem(
+    "unknown_profile",
+    `profile: the tenant has no profile ${JSON.stringify(profile)}; define it first (PUT /v1/profiles/${profile})`,
+    "profile",
+  );
 }
 
 /**

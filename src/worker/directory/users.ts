@@ -21,7 +21,9 @@ export type TemplateIfMatch = number | "*";
 export type PutTemplateOutcome =
   | { readonly type: "stored"; readonly record: TemplateRecord; readonly created: boolean }
   | { readonly type: "precondition"; readonly current?: number }
-  | { readonly type: "too_many"; readonly limit: number };
+  | { readonly type: "too_many"; readonly limit: number }
+  /** The template names a profile the tenant does not hold (decided by the DirectoryObject). */
+  | { readonly type: "unknown_profile"; readonly profile: string };
 
 export type DeleteTemplateOutcome =
   | { readonly type: "deleted" }

@@ -70,6 +70,8 @@ export type Capability =
   | "tokens"
   /** The tenant's session templates (docs/users.md "Templates"). */
   | "templates"
+  /** The tenant's profiles: what the agent is (docs/api.md "Profiles"). */
+  | "profiles"
   /** End-user administration: revoking a user's tokens (docs/users.md "Revocation"). */
   | "users";
 
@@ -109,6 +111,7 @@ export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> 
     "limits",
     "tokens",
     "templates",
+    "profiles",
     "users",
     "issuers",
   ]),

@@ -24,7 +24,13 @@ import type { TurnKit } from "../../kinds/turns.js";
 import { readUsageRow, usageList, usageTotals } from "../../kinds/usage.js";
 import { presentEntry, presentTask } from "../../kinds/stored.js";
 import type { Conversation, Element, Entry, Id, JsonValue, Page, Task } from "../../storage/records.js";
-import type { ConfigValues, ConversationSnapshot, SessionSummary, UsageReport } from "../../api/responses.js";
+import type {
+  ConfigPatch,
+  ConfigValues,
+  ConversationSnapshot,
+  SessionSummary,
+  UsageReport,
+} from "../../api/responses.js";
 import { Problem } from "../problems.js";
 import type { ToolCatalog } from "../../kinds/catalog-types.js";
 import { selectableTools } from "./tool-catalog.js";
@@ -32,6 +38,7 @@ import { checkConfig, createConfigValue, storedConfig } from "./config.js";
 
 export type {
   AcceptResponse,
+  ConfigPatch,
   ConfigValues,
   ConversationSnapshot,
   SessionConfig,
@@ -239,7 +246,8 @@ export class SessionApi {
     return this.config(handle.id);
   }
 
-  async patchConfig(ref: ConversationRef, patch: ConfigValues): Promise<ConfigValues> {
+  /** `profile: null` clears the conversation's profile. */
+  async patchConfig(ref: ConversationRef, patch: ConfigPatch): Promise<ConfigValues> {
     const handle = await this.conversation(ref);
     checkConfig(
       this.#models,
@@ -250,7 +258,8 @@ export class SessionApi {
       if (patch.model !== undefined) tx.value(generationConfig.model).set(patch.model);
       if (patch.thinking !== undefined) tx.value(generationConfig.thinking).set(patch.thinking);
       if (patch.selectedTools !== undefined) tx.value(generationConfig.selectedTools).set([...patch.selectedTools]);
-      if (patch.profile !== undefined) tx.value(generationConfig.profile).set(patch.profile);
+      if (patch.profile === null) tx.value(generationConfig.profile).delete();
+      else if (patch.profile !== undefined) tx.value(generationConfig.profile).set(patch.profile);
       if (patch.budgetMs !== undefined) tx.value(generationConfig.budgetMs).set(patch.budgetMs);
     }, call);
     return this.config(handle.id);

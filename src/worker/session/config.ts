@@ -55,14 +55,19 @@ export function normalizeConfig(body: SessionConfigBody, model: string): Session
     model: body.model ?? model,
     selectedTools: body.selectedTools ?? ["echo"],
     ...(body.thinking === undefined ? {} : { thinking: body.thinking }),
-    ...(body.profile === undefined ? {} : { profile: body.profile }),
+    // `profile: null` names none (over a template's profile), the same as leaving it out.
+    ...(body.profile === undefined || body.profile === null ? {} : { profile: body.profile }),
     ...(body.budgetMs === undefined ? {} : { budgetMs: body.budgetMs }),
     onInterrupt: body.onInterrupt ?? "retry",
   };
 }
 
 /** Check that a model id resolves and tools are registered (before anything is written). */
-export function checkConfig(models: Models, toolNames: readonly string[], config: ConfigValues): void {
+export function checkConfig(
+  models: Models,
+  toolNames: readonly string[],
+  config: Pick<ConfigValues, "model" | "selectedTools">,
+): void {
   if (config.model !== undefined && modelResolver(models).resolve(config.model) === undefined) {
     const known = models.getModels().map((m) => `${m.provider}/${m.id}`);
     throw new Problem(

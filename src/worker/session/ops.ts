@@ -32,7 +32,14 @@ import type { PendingSessionOps } from "./pending-ops.js";
 import type { OutboxSessionOps } from "../outbox/types.js";
 import type { InputSessionOps } from "./input-ops.js";
 import type { ScheduleSessionOps } from "./schedule-ops.js";
-import type { ConfigValues, ConversationRef, ConversationSnapshot, SessionSummary, UsageReport } from "./api.js";
+import type {
+  ConfigPatch,
+  ConfigValues,
+  ConversationRef,
+  ConversationSnapshot,
+  SessionSummary,
+  UsageReport,
+} from "./api.js";
 
 /** One operation of the table: its arguments and its result. */
 export type Op<Args extends readonly unknown[], Result> = { readonly args: Args; readonly result: Result };
@@ -60,7 +67,7 @@ export interface SessionOps
   collapse: Op<[ref: ConversationRef, instructions: string | undefined], { taskId: Id }>;
   reset: Op<[ref: ConversationRef, handoff: string | undefined], { reset: true }>;
   getConfig: Op<[ref: ConversationRef], ConfigValues>;
-  patchConfig: Op<[ref: ConversationRef, patch: ConfigValues], ConfigValues>;
+  patchConfig: Op<[ref: ConversationRef, patch: ConfigPatch], ConfigValues>;
   tasks: Op<[query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }], Page<Task>>;
   abortTask: Op<[taskId: Id], Task>;
   usage: Op<[query: { after?: Id; limit?: number }], UsageReport>;

@@ -10,7 +10,7 @@ import { canonical } from "../../session/config.js";
 import { admitWork, payerOf, reserveInput, unreserveOnFailure } from "../../limits/admission.js";
 import { acceptedBy } from "./accepting.js";
 import { sessionKey } from "../../../kinds/incarnation.js";
-import { refuseUserPatch } from "../../directory/templates.js";
+import { refuseUnknownProfile, refuseUserPatch } from "../../directory/templates.js";
 import { requireUserAction } from "../../identity/user-access.js";
 import {
   type AcceptBody,
@@ -154,5 +154,6 @@ conversationRoutes.patch(`${base}/config`, requires("config"), async (c) => {
   query(c, noQuery);
   const patch = await body(c, configPatch);
   await refuseUserPatch(c.get("claims"), stub, patch);
+  await refuseUnknownProfile(c.env, c.get("claims").tenant, patch.profile);
   return c.json(await run(stub.op("patchConfig", ref, patch)));
 });

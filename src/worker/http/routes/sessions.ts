@@ -22,7 +22,7 @@ import type { SessionConfig } from "../../session/api.js";
 import { creator, cursorBinding, listedSessions, newSessionName } from "../../identity/user-access.js";
 import { body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
 import { presentTaskToUser } from "../../../kinds/stored.js";
-import { refuseUserPatch, resolveTemplateForUser } from "../../directory/templates.js";
+import { refuseUnknownProfile, refuseUserPatch, resolveTemplateForUser } from "../../directory/templates.js";
 
 export const sessionRoutes = new Hono<AppEnv>();
 
@@ -62,6 +62,7 @@ async function createNamed(
   const claims = c.get("claims");
   // A user creates from an operator's template and may set only what it marks user-settable (directory/templates.ts).
   const resolved = await resolveTemplateForUser(c.env, claims, fields);
+  await refuseUnknownProfile(c.env, claims.tenant, resolved.config.profile);
   return run(
     sessionStub(c.env, claims.tenant, name).createSession(
       resolved.config,

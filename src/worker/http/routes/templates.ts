@@ -13,7 +13,9 @@
  * are 422 `invalid_template` naming the field, and so is a tool a session could not select: each of
  * `selectedTools` is built in, or a live tool of the tenant's catalog (`{server}__{tool}`: in the
  * registered server's pinned list). A tool deleted after the put leaves a tombstone, so the template
- * stays valid and a call of it settles `tool_removed`. Every refusal is decided before anything is written.
+ * stays valid and a call of it settles `tool_removed`. A `profile` the tenant does not hold is 422
+ * `unknown_profile` naming `profile` (decided in the directory's write step, so a profile cannot be deleted
+ * between the check and the write). Every refusal is decided before anything is written.
  * Sessions keep what their template said when they were created (directory/templates.ts).
  */
 import { Hono } from "hono";
@@ -22,6 +24,7 @@ import { templateBody, templateName, userSub, type TemplateRecord } from "../../
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub } from "../../directory/object.js";
 import type { TemplateIfMatch } from "../../directory/users.js";
+import { unknownProfile } from "../../directory/templates.js";
 import { Problem } from "../../problems.js";
 import { builtinTools } from "../../session/kinds.js";
 import { noteRevocation } from "../../identity/revocation.js";
@@ -109,6 +112,8 @@ templateRoutes.put("/:template", requires("templates"), async (c) => {
         `the tenant holds at most ${outcome.limit} templates; delete one first`,
         "name",
       );
+    case "unknown_profile":
+      throw unknownProfile(outcome.profile);
     default: {
       const never: never = outcome;
       return never;
