@@ -34,6 +34,32 @@ function bytes(text: string): number {
   return utf8.encode(text).length;
 }
 
+/** Variables a session may hold, and the longest value, bytes of UTF-8. */
+export const MAX_VARIABLES = 32;
+export const MAX_VARIABLE_BYTES = 1024;
+
+/** A variable's name: what a `{{name}}` placeholder names. */
+export const variableName = z
+  .string()
+  .regex(/^[a-z0-9_]{1,64}$/, "a variable name is 1-64 characters of a-z 0-9 _ (what {{name}} names)");
+
+const variableValue = z
+  .string()
+  .refine(
+    (text) => bytes(text) <= MAX_VARIABLE_BYTES,
+    `a variable's value is at most ${MAX_VARIABLE_BYTES} bytes of UTF-8`,
+  );
+
+/** A session's variables at create (and a template's defaults): at most 32 names, 1 KiB each. */
+export const profileVariables = z
+  .record(variableName, variableValue)
+  .refine((vars) => Object.keys(vars).length <= MAX_VARIABLES, `at most ${MAX_VARIABLES} variables`);
+
+/** A PATCH of variables: a value sets a name, null removes it. */
+export const variablesPatch = z
+  .record(variableName, variableValue.nullable())
+  .refine((vars) => Object.keys(vars).length <= MAX_VARIABLES, `at most ${MAX_VARIABLES} variables`);
+
 /** `{{name}}` with a name of `a-z 0-9 _`; anything else in braces is literal text. */
 const PLACEHOLDER = /\{\{([a-z0-9_]+)\}\}/g;
 

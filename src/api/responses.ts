@@ -73,10 +73,15 @@ export interface ConfigValues {
   readonly selectedTools?: readonly string[];
   readonly profile?: string;
   readonly budgetMs?: number;
+  /**
+   * GET .../config only: the profile and version the conversation's instructions were last prepared from
+   * (a system entry is not proof of delivery, §8.2); absent when none were.
+   */
+  readonly preparedProfile?: { readonly name: string; readonly version: number };
 }
 
 /** A config PATCH: the fields to change; `profile: null` clears the profile. */
-export type ConfigPatch = Omit<ConfigValues, "profile"> & { readonly profile?: string | null };
+export type ConfigPatch = Omit<ConfigValues, "profile" | "preparedProfile"> & { readonly profile?: string | null };
 
 export interface UsageReport {
   readonly totals: UsageTotals | undefined;
@@ -204,6 +209,10 @@ export const configValuesOut = z.strictObject({
   selectedTools: z.array(z.string()).optional(),
   profile: z.string().optional(),
   budgetMs: z.number().int().optional(),
+  preparedProfile: z
+    .strictObject({ name: z.string(), version: z.number().int() })
+    .optional()
+    .describe("GET .../config only: the profile and version the instructions were last prepared from"),
 });
 
 export const contextEditOut = z.discriminatedUnion("action", [

@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import { jsonValue } from "./responses.js";
-import { profileName } from "./profiles.js";
+import { profileName, profileVariables, variableName, variablesPatch } from "./profiles.js";
 
 /** Bodies larger than this are refused with 413 before they are read (a stored row holds at most 2 MB). */
 export const MAX_BODY_BYTES = 1_000_000;
@@ -96,7 +96,18 @@ export const sessionFields = generationConfigBody.extend({
   labels: labels().optional(),
   /** Ignored: a session is owned by the user whose token created it (docs/users.md), never by a body's say-so. */
   owner: z.unknown().optional(),
+  /**
+   * The values of the profile's `{{name}}` placeholders (docs/users.md "Instructions"): a sticky session value.
+   * A template's are defaults; a user sets only the names its `userVariables` lists.
+   */
+  variables: profileVariables.optional(),
 });
+
+/** The variable names a template lets users set at create. */
+export const userVariables = z
+  .array(variableName)
+  .max(32)
+  .refine((names) => new Set(names).size === names.length, "userVariables names each variable at most once");
 
 /**
  * PUT session: the root's generation config plus session-wide policy (`onInterrupt`: what a restart does to a
@@ -108,8 +119,16 @@ export const sessionConfig = sessionFields.extend({ template: templateName.optio
 
 /** PATCH session: the directory title (null clears it) and labels. */
 export const sessionPatch = z
-  .strictObject({ title: title().nullable().optional(), labels: labels().optional() })
-  .refine((body) => body.title !== undefined || body.labels !== undefined, "a session patch sets title or labels");
+  .strictObject({
+    title: title().nullable().optional(),
+    labels: labels().optional(),
+    /** Operators and clients only: a value sets a variable, null removes it (docs/users.md "Instructions"). */
+    variables: variablesPatch.optional(),
+  })
+  .refine(
+    (body) => body.title !== undefined || body.labels !== undefined || body.variables !== undefined,
+    "a session patch sets title, labels or variables",
+  );
 
 export type SessionPatch = z.input<typeof sessionPatch>;
 

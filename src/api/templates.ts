@@ -6,7 +6,7 @@
  * names the fields a user token may still set at create or PATCH.
  */
 import { z } from "zod";
-import { sessionFields, templateName } from "./schemas.js";
+import { sessionFields, templateName, userVariables } from "./schemas.js";
 
 export { templateName };
 
@@ -32,6 +32,8 @@ export const templateBody = sessionFields.extend({
     .max(TEMPLATE_FIELDS.length)
     .refine((fields) => new Set(fields).size === fields.length, "userSettable names each field at most once")
     .optional(),
+  /** The variables a user may set at create (default: none); `variables` holds the defaults. */
+  userVariables: userVariables.optional(),
 });
 export type TemplateBody = z.infer<typeof templateBody>;
 

@@ -68,8 +68,15 @@ export async function configFrom(
     thinking: thinking ?? null,
     tools: tools ?? [],
     profile: profile ?? null,
+    ...profileVersionOf(profile, options),
     budgetMs: budgetMs ?? options.toolBudgetMs,
   };
+}
+
+/** The captured version of the named profile, when the host knows one (TurnOptions.profileVersion). */
+function profileVersionOf(profile: string | undefined, options: TurnOptions): { profileVersion?: number } {
+  const version = profile === undefined ? undefined : options.profileVersion?.(profile);
+  return version === undefined ? {} : { profileVersion: version };
 }
 
 export function freshRetry(options: TurnOptions): RetryBudget {

@@ -167,6 +167,12 @@ export function modelResolver(models: Models): ModelResolver {
 export interface TurnOptions {
   /** Attempts per generation, shared across retries (§8.2). Default 8 (about 4 minutes of backoff). */
   readonly maxAttempts: number;
+  /**
+   * The version of a named profile a generation created now captures (§8.2 "create"), from the host's copy
+   * of its profiles; undefined (or no function): none captured, the host's system_instructions handler
+   * decides when it prepares.
+   */
+  readonly profileVersion?: (name: string) => number | undefined;
   /** Base delay of the exponential retry backoff, ms (attempt n waits base * 2^(n-1)). Default 2,000. */
   readonly retryBaseMs: number;
   /** Poll interval of a deferred answer when the provider's handle names none (§8.2). Default 30,000. */

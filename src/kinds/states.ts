@@ -12,14 +12,21 @@ import type { PendingRef, PendingResolution } from "./pending-types.js";
 // Generation (§8.2)
 
 /** Config captured at creation so a retry uses what the attempt used (§8.2 "create"). */
-export interface CapturedConfig extends JsonObject {
+// A type literal (not an interface) so it is a JsonObject with an optional field.
+export type CapturedConfig = {
   /** "provider/model" or a bare model id the model resolver knows. */
   model: string;
   thinking: string | null;
   tools: string[];
   profile: string | null;
+  /**
+   * The version of `profile` the host knew when the generation was created (TurnOptions.profileVersion), so
+   * a retry prepares the instructions the attempt prepared; absent: none known, the host decides at
+   * preparation.
+   */
+  profileVersion?: number;
   budgetMs: number;
-}
+};
 
 /** Retry policy and the shared attempt budget carried in state (§8.2). */
 export interface RetryBudget extends JsonObject {

@@ -9,6 +9,7 @@
  */
 import type { TemplateField, TemplateRecord } from "../../api/templates.js";
 import { TEMPLATE_FIELDS } from "../../api/templates.js";
+import { placeholders } from "../../api/profiles.js";
 import { directoryStub } from "./object.js";
 import type { Env } from "../env.js";
 import { Problem } from "../problems.js";
@@ -90,8 +91,29 @@ export async function resolveTemplateForUser(
     version: record.version,
     userSettable: [...record.userSettable],
   };
-  if (claims.role === "user") refuseUserFields(binding, setFields(fields));
-  return { config: { ...templateFields(record), ...fields }, binding };
+  if (claims.role === "user") {
+    refuseUserFields(binding, setFields(fields));
+    refuseUserVariables(record, fields.variables);
+  }
+  // The template's variables are defaults under the body's.
+  const variables = { ...record.variables, ...fields.variables };
+  return {
+    config: { ...templateFields(record), ...fields, ...(Object.keys(variables).length === 0 ? {} : { variables }) },
+    binding,
+  };
+}
+
+/** 403 naming the first variable a user may not set: the template's `userVariables` lists those it may. */
+function refuseUserVariables(record: TemplateRecord, variables: Readonly<Record<string, string>> | undefined): void {
+  const allowed = new Set(record.userVariables ?? []);
+  for (const name of Object.keys(variables ?? {})) {
+    if (allowed.has(name)) continue;
+    throw new Problem(
+      "forbidden",
+      `a user may not set the variable ${name}: template ${record.name} does not list it in userVariables (${[...allowed].join(", ") || "none"})`,
+      `variables.${name}`,
+    );
+  }
 }
 
 /**
@@ -106,6 +128,32 @@ export async function refuseUnknownProfile(
   if (profile === undefined || profile === null) return;
   if (await directoryStub(env, tenant).hasProfile(profile)) return;
   throw unknownProfile(profile);
+}
+
+/**
+ * At create: 422 `unknown_profile` as above, and 422 `missing_variable` naming `variables.{name}` for the
+ * first placeholder of the profile's latest version that `variables` gives no value (docs/users.md
+ * "Instructions"). Asked before anything is written.
+ */
+export async function refuseProfileAtCreate(
+  env: Env,
+  tenant: string,
+  profile: string | null | undefined,
+  variables: Readonly<Record<string, string>> | undefined,
+): Promise<void> {
+  if (profile === undefined || profile === null) return;
+  const record = await directoryStub(env, tenant).getProfile(profile);
+  if (record === undefined) throw unknownProfile(profile);
+  for (const section of record.sections) {
+    for (const name of placeholders(section.text)) {
+      if (variables?.[name] !== undefined) continue;
+      throw new Problem(
+        "missing_variable",
+        `variables.${name}: profile ${profile} (version ${record.version}) uses {{${name}}} in section ${section.id}; give it a value`,
+        `variables.${name}`,
+      );
+    }
+  }
 }
 
 export function unknownProfile(profile: string): Problem {

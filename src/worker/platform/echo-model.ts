@@ -3,7 +3,9 @@
  * without an API key) and end-to-end tests need no network. It answers with the text of the last user
  * message. When that text starts with `/call NAME {json}`, it first answers with a tool call of NAME
  * with those arguments (stopReason `toolUse`); on the next request, whose last message is the tool
- * result, it answers with the result's text.
+ * result, it answers with the result's text. When that text is `/instructions`, it answers with the
+ * instructions its request carried: the system messages' sections folded in order (a later message
+ * replaces a section by name, null removes it), each section's text separated by a blank line.
  *
  * Built from pi-ai's public parts: the faux provider's core streams a message the way real providers
  * do (start, deltas, done), fed one response factory per request; `createProvider` wraps it. A second
@@ -44,6 +46,22 @@ function textOf(message: Message): string {
   }
 }
 
+/** The instructions a request carried: the system messages' content and sections, folded in order. */
+export function instructionsOf(messages: readonly Message[]): string {
+  const sections = new Map<string, string>();
+  const texts: string[] = [];
+  for (const message of messages) {
+    if (message.role !== "system") continue;
+    const content = typeof message.content === "string" ? message.content : contentText(message.content);
+    if (content !== "") texts.push(content);
+    for (const [name, text] of Object.entries(message.sections ?? {})) {
+      if (text === null) sections.delete(name);
+      else sections.set(name, text);
+    }
+  }
+  return [...texts, ...sections.values()].join("\n\n");
+}
+
 /** The echo model's answer to a transcript (pure; exported for tests). */
 export function echoReply(context: { readonly messages: readonly Message[] }): AssistantMessage {
   const messages = context.messages;
@@ -55,6 +73,10 @@ export function echoReply(context: { readonly messages: readonly Message[] }): A
   for (let i = messages.length - 1; i >= 0 && user === undefined; i--)
     if (messages[i]?.role === "user") user = messages[i];
   const text = user === undefined ? "" : textOf(user);
+  if (text.trim() === "/instructions") {
+    const instructions = instructionsOf(messages);
+    return fauxAssistantMessage(instructions === "" ? "(no instructions)" : instructions);
+  }
   const call = CALL.exec(text);
   if (call === null) return fauxAssistantMessage(text === "" ? "(nothing to echo)" : text);
   const name = call[1] ?? "";

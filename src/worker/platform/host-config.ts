@@ -22,6 +22,7 @@ export type HostReport =
   | { readonly type: "directory_update_failed"; readonly error: unknown }
   /** A session's read of its tenant's tool catalog failed: it keeps its last copy (session/tool-catalog.ts). */
   | { readonly type: "catalog_read_failed"; readonly error: unknown }
+  | { readonly type: "profile_read_failed"; readonly error: unknown }
   /** A schedule's occurrence could not ask the tenant's limits: it ran unadmitted (limits/admission.ts). */
   | { readonly type: "admission_failed"; readonly error: unknown }
   | {

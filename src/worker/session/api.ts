@@ -35,6 +35,8 @@ import { Problem } from "../problems.js";
 import type { ToolCatalog } from "../../kinds/catalog-types.js";
 import { selectableTools } from "./tool-catalog.js";
 import { checkConfig, createConfigValue, storedConfig } from "./config.js";
+import { preparedProfile, profileVariables, type ProfileCache } from "./profiles.js";
+import { MAX_VARIABLES } from "../../api/profiles.js";
 
 export type {
   AcceptResponse,
@@ -57,12 +59,25 @@ export class SessionApi {
   readonly #models: Models;
   /** The tenant's tool catalog (session/tool-catalog.ts): a selection may name its tools. */
   readonly #catalog: ToolCatalog | undefined;
+  /** The tenant's profiles this session names (session/profiles.ts). */
+  readonly #profiles: ProfileCache | undefined;
 
-  constructor(harness: Harness, kit: TurnKit, models: Models, catalog?: ToolCatalog) {
+  constructor(harness: Harness, kit: TurnKit, models: Models, catalog?: ToolCatalog, profiles?: ProfileCache) {
     this.#harness = harness;
     this.#kit = kit;
     this.#models = models;
     this.#catalog = catalog;
+    this.#profiles = profiles;
+  }
+
+  /**
+   * Before an accept: read the latest version of the conversation's profile, so the generation the accept
+   * creates captures it (an edit is seen by the next input). Sessions without a profile read nothing.
+   */
+  async readProfile(conversationId: Id): Promise<void> {
+    if (this.#profiles === undefined) return;
+    const name = (await this.#harness.storage.getValue(bindTo(generationConfig.profile, conversationId)))?.value;
+    if (name !== undefined) await this.#profiles.refresh(name, 0);
   }
 
   get harness(): Harness {
@@ -241,9 +256,11 @@ export class SessionApi {
     };
   }
 
+  /** The config values and the profile version the instructions were last prepared from. */
   async getConfig(ref: ConversationRef): Promise<ConfigValues> {
     const handle = await this.conversation(ref);
-    return this.config(handle.id);
+    const [values, prepared] = await Promise.all([this.config(handle.id), preparedProfile(this.#harness, handle.id)]);
+    return { ...values, ...(prepared === undefined ? {} : { preparedProfile: prepared }) };
   }
 
   /** `profile: null` clears the conversation's profile. */
@@ -263,6 +280,26 @@ export class SessionApi {
       if (patch.budgetMs !== undefined) tx.value(generationConfig.budgetMs).set(patch.budgetMs);
     }, call);
     return this.config(handle.id);
+  }
+
+  /**
+   * Set or remove (null) variables in one commit on the root (a session value: sticky, every conversation
+   * sees it); the next generation renders them (session/profiles.ts).
+   */
+  async setVariables(patch: Readonly<Record<string, string | null>>): Promise<{ variables: Record<string, string> }> {
+    const root = await this.conversation("root");
+    let variables: Record<string, string> = {};
+    await root.commit(async (tx) => {
+      variables = { ...((await tx.value(profileVariables).get()) ?? {}) };
+      for (const [name, value] of Object.entries(patch)) {
+        if (value === null) delete variables[name];
+        else variables[name] = value;
+      }
+      if (Object.keys(variables).length > MAX_VARIABLES)
+        throw new Problem("invalid_body", `variables: at most ${MAX_VARIABLES} variables`, "variables");
+      tx.value(profileVariables).set(variables);
+    }, call);
+    return { variables };
   }
 
   // tasks and usage ----------------------------------------------------------------------------------

@@ -168,6 +168,7 @@ async function accept(
   const conversationId = handle.id;
   const key = request.source === undefined ? undefined : requestId(request.source);
   const replay = replayKey(request);
+  await api.readProfile(conversationId);
   const receipt = await harness.commitBound(call, { conversationId }, async (b) => {
     const prior = await priorAcceptance(b, key);
     if (prior !== undefined) {

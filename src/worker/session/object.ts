@@ -18,7 +18,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Models } from "@earendil-works/pi-ai";
 import { BACKGROUND_CONTEXT } from "../../core/call.js";
 import { CommitLine } from "../../core/line.js";
-import type { Harness, InitialValue } from "../../core/harness.js";
+import { initialValue, type Harness, type InitialValue } from "../../core/harness.js";
 import type { Clock } from "../../core/host.js";
 import type { Id, Task } from "../../storage/records.js";
 import { storedVersion } from "../../storage/migrations.js";
@@ -54,6 +54,8 @@ import { TEMPLATE_KEY, type TemplateBinding } from "../directory/templates.js";
 import { objectOutbox, type Outbox } from "../outbox/outbox.js";
 import { LimitsMeter } from "../limits/meter.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
+import { profileVariables, type ProfileCache } from "./profiles.js";
+import { sessionProfiles } from "./profile-source.js";
 
 /**
  * Whether the session was created: its schema exists and the creating commit (root conversation and
@@ -84,6 +86,8 @@ export class SessionObject extends DurableObject<Env> {
   readonly #meter: LimitsMeter;
   /** The tenant's tool catalog as this instance knows it (memory only; session/tool-catalog.ts). */
   readonly #catalog: CatalogCache;
+  /** The tenant's profiles this session names, as this instance knows them (memory only; session/profiles.ts). */
+  readonly #profiles: ProfileCache;
   /** The tenant a session is being created for (before its directory link knows it). */
   #creatingFor: string | undefined;
   /** The watch transports, their sockets and the guard that closes users' watches (session/watches.ts). */
@@ -134,6 +138,7 @@ export class SessionObject extends DurableObject<Env> {
       due: (at) => this.#alarms.limits(at, this.#clock.now()),
     });
     this.#catalog = sessionCatalog(env, this.#clock, () => this.#directory.where?.tenant ?? this.#creatingFor);
+    this.#profiles = sessionProfiles(env, this.#clock, () => this.#directory.where?.tenant ?? this.#creatingFor);
     this.#watches = new SessionWatches(
       ctx,
       env,
@@ -264,7 +269,10 @@ export class SessionObject extends DurableObject<Env> {
         this.#creatingFor = where?.tenant;
         recordOwner(this.ctx.storage.kv, where?.owner);
         checkConfig(models, await selectableTools(kit.tools.names(), this.#catalog, config.selectedTools), config);
-        await this.#open(createValues(config));
+        await this.#open([
+          ...createValues(config),
+          ...(body.variables === undefined ? [] : [initialValue(profileVariables, body.variables)]),
+        ]);
         afterCreateCommit();
         await this.#completeCreate(body, where, template);
         return { created: true, config };
@@ -492,6 +500,7 @@ export class SessionObject extends DurableObject<Env> {
         outbox: this.#outbox,
         meter: this.#meter,
         catalog: this.#catalog,
+        profiles: this.#profiles,
         models: () => this.#modelsOf(),
         faulted: (harness) => {
           if (this.#session?.harness === harness) this.#session.stale = true;

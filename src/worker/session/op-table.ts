@@ -72,6 +72,7 @@ export function sessionOpTable(object: OperatorOps, outbox: () => Outbox): OpTab
     },
     getConfig: (s, ref) => s.api.getConfig(ref),
     patchConfig: (s, ref, patch) => s.api.patchConfig(ref, patch),
+    setVariables: (s, patch) => s.api.setVariables(patch),
     tasks: (s, query) => s.api.tasks(query),
     abortTask: (s, id) => s.api.abortTask(id),
     usage: (s, query) => s.api.usage(query),

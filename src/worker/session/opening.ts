@@ -42,6 +42,7 @@ import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
 import { Replays } from "./replays.js";
 import { RigOps } from "./rig-ops.js";
 import type { CatalogCache } from "./tool-catalog.js";
+import { installProfiles, registerProfileSection, type ProfileCache } from "./profiles.js";
 
 /** The harness this instance opened, with its host bookkeeping. */
 export interface OpenSession {
@@ -77,6 +78,8 @@ export interface OpeningDeps {
   /** Usage reports to the tenant's limits, durable until acknowledged. */
   readonly meter: LimitsMeter;
   readonly catalog: CatalogCache;
+  /** The tenant's profiles this session names (session/profiles.ts). */
+  readonly profiles: ProfileCache;
   /** The session's models (built once per instance; a misconfiguration throws). */
   readonly models: () => Promise<Models>;
   /** The host saw a fault on `harness`: its session goes stale if it is still the open one. */
@@ -128,7 +131,8 @@ export async function openSession(
   // like an input accepted over HTTP, so GET /inputs/{id} finds it).
   const kit = sessionTurnKit(models, {
     env,
-    turn: retry,
+    // A generation captures the version of its profile the session last read (session/profiles.ts).
+    turn: { ...retry, profileVersion: (name) => deps.profiles.head(name) },
     remote: remoteCallServices(deps.env, clock, where),
     catalog: deps.catalog,
     incarnation: () => incarnation,
@@ -164,7 +168,9 @@ export async function openSession(
     BACKGROUND_CONTEXT,
   );
   incarnation = (await harness.storage.getValue(bind(incarnationValue, {})))?.value;
+  registerProfileSection(kit.sections);
   kit.install(harness);
+  installProfiles(kit, harness, deps.profiles);
   // Registered first, so the guard alarm is written in the same turn as a commit that created work.
   // The driver's wake already counts work this commit dispatched asleep (a schedule waiting for its
   // due time): that is the reason to wake, and no guard is needed for it.
@@ -197,7 +203,7 @@ export async function openSession(
     harness,
     book,
     kit,
-    api: new SessionApi(harness, kit, models, deps.catalog),
+    api: new SessionApi(harness, kit, models, deps.catalog, deps.profiles),
     feeds,
     rig: new RigOps(rig, feeds),
     gupp,

@@ -68,6 +68,8 @@ export interface SessionOps
   reset: Op<[ref: ConversationRef, handoff: string | undefined], { reset: true }>;
   getConfig: Op<[ref: ConversationRef], ConfigValues>;
   patchConfig: Op<[ref: ConversationRef, patch: ConfigPatch], ConfigValues>;
+  /** Set (a value) or remove (null) the session's variables; answers them all. */
+  setVariables: Op<[patch: Readonly<Record<string, string | null>>], { variables: Record<string, string> }>;
   tasks: Op<[query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }], Page<Task>>;
   abortTask: Op<[taskId: Id], Task>;
   usage: Op<[query: { after?: Id; limit?: number }], UsageReport>;

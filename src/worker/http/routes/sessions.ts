@@ -22,7 +22,7 @@ import type { SessionConfig } from "../../session/api.js";
 import { creator, cursorBinding, listedSessions, newSessionName } from "../../identity/user-access.js";
 import { body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
 import { presentTaskToUser } from "../../../kinds/stored.js";
-import { refuseUnknownProfile, refuseUserPatch, resolveTemplateForUser } from "../../directory/templates.js";
+import { refuseProfileAtCreate, refuseUserPatch, resolveTemplateForUser } from "../../directory/templates.js";
 
 export const sessionRoutes = new Hono<AppEnv>();
 
@@ -62,7 +62,7 @@ async function createNamed(
   const claims = c.get("claims");
   // A user creates from an operator's template and may set only what it marks user-settable (directory/templates.ts).
   const resolved = await resolveTemplateForUser(c.env, claims, fields);
-  await refuseUnknownProfile(c.env, claims.tenant, resolved.config.profile);
+  await refuseProfileAtCreate(c.env, claims.tenant, resolved.config.profile, resolved.config.variables);
   return run(
     sessionStub(c.env, claims.tenant, name).createSession(
       resolved.config,
@@ -108,10 +108,23 @@ sessionRoutes.get("/:session", requires("session.read"), async (c) => {
 sessionRoutes.patch("/:session", requires("session.create"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
-  const change = await body(c, sessionPatch);
-  await refuseUserPatch(c.get("claims"), stub, change);
-  const meta = await run(stub.relabel(change));
-  return c.json({ session: c.req.param("session"), title: meta.title ?? null, labels: meta.labels });
+  const { variables, ...change } = await body(c, sessionPatch);
+  const claims = c.get("claims");
+  // Variables are the operator's and the product's (clients): a user or agent token sets none.
+  if (variables !== undefined && claims.role !== "operator" && claims.role !== "client")
+    throw new Problem("forbidden", `a ${claims.role} token may not set variables`, "variables");
+  await refuseUserPatch(claims, stub, change);
+  const set = variables === undefined ? undefined : await run(stub.op("setVariables", variables));
+  const meta =
+    change.title === undefined && change.labels === undefined
+      ? await stub.directoryMeta()
+      : await run(stub.relabel(change));
+  return c.json({
+    session: c.req.param("session"),
+    title: meta?.title ?? null,
+    labels: meta?.labels ?? [],
+    ...(set === undefined ? {} : { variables: set.variables }),
+  });
 });
 
 /**
