@@ -211,7 +211,10 @@ describe("profiles: naming one", () => {
     // PATCH .../config: the conversation's config and log unchanged.
     expect((await put(op, "support", SUPPORT)).status).toBe(201);
     const session = uniqueSession("unknown-patch");
-    const created = await call("PUT", `/v1/sessions/${session}`, { token: client, body: { profile: "support" } });
+    const created = await call("PUT", `/v1/sessions/${session}`, {
+      token: client,
+      body: { profile: "support", variables: { company: "Acme" } },
+    });
     expect(created.status).toBe(201);
     const config = `/v1/sessions/${session}/conversations/root/config`;
     const before = await json(await call("GET", config, { token: client }));
@@ -252,7 +255,7 @@ describe("profiles: naming one", () => {
       (
         await call("PUT", "/v1/templates/helpdesk", {
           token: op,
-          body: { model: "echo/echo", profile: "support", userSettable: ["profile"] },
+          body: { model: "echo/echo", profile: "support", variables: { company: "Acme" }, userSettable: ["profile"] },
         })
       ).status,
     ).toBe(201);
