@@ -3,7 +3,9 @@
  * the way an operator would (an env file of wrangler vars and secrets: MODEL_PROVIDERS, its key
  * secret, DEFAULT_MODEL), served by `wrangler dev --local` (what `npm start` runs), pointing at a local
  * fake Chat Completions endpoint. Over HTTP: GET /v1/models lists the model, a session created with it
- * answers an input with the endpoint's streamed text, and the endpoint saw the key and the request.
+ * answers an input with the endpoint's streamed text, and the endpoint saw the key and the request; a
+ * profile defined over HTTP (docs/users.md "Instructions") reaches the endpoint as the request's leading
+ * system (or developer) message, with its variable filled in.
  * Offline; prints one line and exits non-zero on failure. Run by Node directly (type stripping).
  */
 import { spawn } from "node:child_process";
@@ -19,7 +21,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const JWT_SECRET = "e2e-only-jwt-secret-0123456789abcdef";
 const KEY = "sk-e2e-custom-provider";
 
-const seen: { path: string; authorization: string | undefined; body: { model?: string; stream?: boolean } }[] = [];
+type SeenBody = { model?: string; stream?: boolean; messages?: { role: string; content: unknown }[] };
+const seen: { path: string; authorization: string | undefined; body: SeenBody }[] = [];
 
 function chunk(delta: Record<string, unknown>, finish: string | null = null): string {
   return `data: ${JSON.stringify({ id: "chatcmpl-e2e", object: "chat.completion.chunk", created: 1, model: "fake-chat", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
@@ -36,7 +39,7 @@ const fake = createServer((req, res) => {
     seen.push({
       path: req.url ?? "",
       authorization: req.headers.authorization,
-      body: text === "" ? {} : (JSON.parse(text) as { model?: string }),
+      body: text === "" ? {} : (JSON.parse(text) as SeenBody),
     });
     res.writeHead(200, { "content-type": "text/event-stream" });
     res.write(chunk({ role: "assistant", content: "" }));
@@ -176,8 +179,35 @@ try {
     seen[0]?.body.model === "fake-chat" && seen[0]?.body.stream === true,
     `request body ${JSON.stringify(seen[0]?.body)}`,
   );
+
+  // Instructions: a profile named at create is the request's leading system or developer message.
+  const operator = await sign({ tenant: "e2e", role: "operator", iat: now, exp: now + 600 }, JWT_SECRET, "HS256");
+  const profile = await fetch(`${base}/v1/profiles/e2e-agent`, {
+    method: "PUT",
+    headers: { ...headers, authorization: `Bearer ${operator}` },
+    body: JSON.stringify({ sections: [{ id: "role", text: "You are the E2E agent of {{company}}." }] }),
+  });
+  check(profile.status === 201, `PUT profile: ${profile.status} ${await profile.text()}`);
+  const instructed = await fetch(`${base}/v1/sessions/e2e-instructed`, {
+    method: "PUT",
+    headers,
+    body: JSON.stringify({ profile: "e2e-agent", variables: { company: "Acme" } }),
+  });
+  check(instructed.status === 201, `PUT instructed session: ${instructed.status} ${await instructed.text()}`);
+  const asked = await fetch(`${base}/v1/sessions/e2e-instructed/conversations/root/inputs?wait=30`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ input: "who are you?" }),
+  });
+  check(((await asked.json()) as { status?: string }).status === "done", "the instructed input was not answered");
+  const lead = seen[1]?.body.messages?.[0];
+  check(
+    (lead?.role === "system" || lead?.role === "developer") &&
+      JSON.stringify(lead.content).includes("You are the E2E agent of Acme."),
+    `the request's leading message is not the profile's text: ${JSON.stringify(seen[1]?.body.messages?.slice(0, 2))}`,
+  );
   console.log(
-    "e2e custom provider: ok (GET /v1/models, PUT, accept -> answered by the fake endpoint over wrangler dev)",
+    "e2e custom provider: ok (GET /v1/models, PUT, accept -> answered by the fake endpoint over wrangler dev; a profile is the system message)",
   );
 } catch (error) {
   failed = error;

@@ -120,7 +120,8 @@ export const SESSION_ROUTES: readonly ApiRoute[] = [
     method: "patch",
     path: S,
     operationId: "patchSession",
-    summary: "Change the session's directory title and labels",
+    summary:
+      "Change the session's directory title and labels, or (operators and clients) its variables: a value sets one, null removes it",
     auth: client("session.create"),
     body: body(sessionPatch),
     responses: { 200: ok(sessionMetaResponse) },

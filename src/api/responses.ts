@@ -322,6 +322,10 @@ export const sessionMetaResponse = z.strictObject({
   session: z.string(),
   title: z.string().nullable(),
   labels: z.array(z.string()),
+  variables: z
+    .record(z.string(), z.string())
+    .optional()
+    .describe("When the PATCH set variables: all of the session's variables after it"),
 });
 export const toolResultRecorded = z.strictObject({
   taskId: id,

@@ -144,7 +144,7 @@ export class SessionClient {
     return (await this.#client.request<CreateSessionResponse>("PUT", this.path, { body: config })).body;
   }
 
-  /** Change the directory title (null clears it) and labels. */
+  /** Change the directory title (null clears it) and labels, or (operators and clients) the variables (null removes one). */
   async patch(patch: SessionPatch): Promise<SessionMeta> {
     return (await this.#client.request<SessionMeta>("PATCH", this.path, { body: patch })).body;
   }

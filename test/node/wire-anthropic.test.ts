@@ -18,6 +18,7 @@ import {
   expectKeylessAnswer,
   generationState,
   IDENTITY,
+  useProfile,
   jsonError,
   openRoute,
   openWire,
@@ -192,6 +193,17 @@ for (const wire of wires) {
       const rows = await usageRows(rig);
       expect(rows).toHaveLength(1);
       expect(rows[0]?.usage).toMatchObject({ input: 120, output: 42 });
+    });
+
+    it("a profile's text reaches Anthropic's `system` with the variables filled in", async () => {
+      endpoint.reply({ chunks: textAnswer("Hi") });
+      const rig = await openWith();
+      await useProfile(rig, "You are the support agent of {{company}}.", { company: "Acme" });
+      const root = await rig.harness.root(call);
+      await root.prompt({ input: "hello" }, call);
+      const system = JSON.stringify(endpoint.requests[0]?.body["system"]);
+      expect(system).toContain("You are the support agent of Acme.");
+      expect(system).toContain(IDENTITY);
     });
 
     it("without a thinking level the body asks for no thinking", async () => {

@@ -17,6 +17,7 @@ import { generationConfig } from "../../src/kinds/config.js";
 import type { AnyTool, TurnOptions } from "../../src/kinds/services.js";
 import type { UsageRow } from "../../src/kinds/states.js";
 import { systemSections } from "../../src/kinds/sections.js";
+import { ProfileCache, profileHandler, registerProfileSection } from "../../src/worker/session/profiles.js";
 import { createTurnKit, type TurnKit } from "../../src/kinds/turns.js";
 import { readUsageRow, usageList } from "../../src/kinds/usage.js";
 import { buildProviderModels, secretsOf, type CustomProviderConfig } from "../../src/models/providers.js";
@@ -209,6 +210,25 @@ export async function openWire(options: {
     sections.set(systemSections.identity, IDENTITY);
   });
   return { harness, kit, storage, clock, root: harness.rootId };
+}
+
+/**
+ * Give the rig's root the profile `support` of one section, rendered by the session host's handler
+ * (src/worker/session/profiles.ts) with `variables`, as a session object installs it.
+ */
+export async function useProfile(rig: WireRig, text: string, variables: Record<string, string>): Promise<void> {
+  const profile = { name: "support", version: 1, sections: [{ id: "role", text }], createdAt: 0 };
+  const cache = new ProfileCache(
+    { latest: async () => profile, version: async (_name, version) => (version === 1 ? profile : undefined) },
+    rig.clock,
+    (error) => {
+      throw error;
+    },
+  );
+  registerProfileSection(rig.kit.sections);
+  profileHandler(rig.kit.hooks, rig.kit.generation, cache, async () => variables);
+  const root = await rig.harness.root(call);
+  await root.commit((tx) => tx.value(generationConfig.profile).set("support"), call);
 }
 
 /** One way to reach an API: a catalogue provider, or a custom endpoint declared in configuration. */

@@ -18,6 +18,7 @@ import {
   expectKeylessAnswer,
   generationState,
   IDENTITY,
+  useProfile,
   jsonError,
   openRoute,
   openWire,
@@ -374,6 +375,18 @@ for (const wire of wires) {
       const rows = await usageRows(rig);
       expect(rows).toHaveLength(1);
       expect(rows[0]?.usage).toMatchObject({ input: 120, output: 42 });
+    });
+
+    it("a profile's text is the request's leading system or developer message, its variables filled in", async () => {
+      endpoint.reply({ chunks: wire.answer("Hi") });
+      const rig = await open();
+      await useProfile(rig, "You are the support agent of {{company}}.", { company: "Acme" });
+      await (await rig.harness.root(call)).prompt({ input: "hello" }, call);
+      const body = endpoint.requests[0]?.body ?? {};
+      const items = (body["messages"] ?? body["input"]) as { role?: string }[];
+      const lead = items[0];
+      expect(["system", "developer"]).toContain(lead?.role);
+      expect(JSON.stringify(lead)).toContain("You are the support agent of Acme.");
     });
 
     it("without a thinking level the body asks for no reasoning effort", async () => {
