@@ -105,7 +105,12 @@ export type ResponseSchemasEqualServerTypes = [
   Expect<
     Same<
       typeof R.sessionMetaResponse,
-      { readonly session: string; readonly title: string | null; readonly labels: readonly string[] }
+      {
+        readonly session: string;
+        readonly title: string | null;
+        readonly labels: readonly string[];
+        readonly variables?: Readonly<Record<string, string>>;
+      }
     >
   >,
   Expect<Same<typeof R.acceptResponse, R.AcceptResponse>>,
