@@ -175,12 +175,37 @@ function entryText(entry: Entry): string {
   const parts: string[] = [];
   for (const message of entry.model ?? []) {
     parts.push(...contentText((message as { content?: unknown }).content));
+    for (const [name, text] of Object.entries(sectionsOf(message)))
+      parts.push(text === null ? `(${name} removed)` : `(${name}) ${text}`);
     const added = (message as { toolsAdded?: { name?: string }[] }).toolsAdded;
     if (Array.isArray(added) && added.length > 0)
       parts.push(`(tools: ${added.map((tool) => tool.name ?? "?").join(", ")})`);
   }
   if (parts.length === 0 && entry.data !== undefined) parts.push(JSON.stringify(entry.data));
   return parts.join("\n");
+}
+
+/** A system message's sections (name -> text, null: removed); none for other messages. */
+function sectionsOf(message: unknown): Record<string, string | null> {
+  const sections = (message as { sections?: unknown }).sections;
+  return sections !== null && typeof sections === "object" ? (sections as Record<string, string | null>) : {};
+}
+
+/**
+ * The instructions last prepared in the shown transcript: its system entries' sections folded in order (a
+ * later entry replaces a section by name, null removes it), each section's text under its name.
+ */
+function instructionsText(entries: readonly Entry[]): string {
+  const folded = new Map<string, string>();
+  for (const entry of entries) {
+    if (entry.kind !== "system") continue;
+    for (const message of entry.model ?? [])
+      for (const [name, text] of Object.entries(sectionsOf(message))) {
+        if (text === null) folded.delete(name);
+        else folded.set(name, text);
+      }
+  }
+  return [...folded].map(([name, text]) => `[${name}]\n${text}`).join("\n\n") || "(none prepared yet)";
 }
 
 /** Text parts of message content (a string, or parts: text, thinking, tool calls). */
@@ -393,6 +418,7 @@ function renderConversation(): void {
     previews.replaceChildren();
     return;
   }
+  $("instructions").textContent = instructionsText(view.entries);
   transcript.replaceChildren(
     ...view.entries.map((entry) => {
       const row = el("div", "", { class: "entry", "data-entry": String(entry.id), "data-kind": entry.kind });

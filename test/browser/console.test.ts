@@ -270,9 +270,12 @@ void describe("console", { timeout: 120_000 }, () => {
   });
 
   void it("signs in with a user token: only that user's sessions, a new one from the operator's template, and a conversation in it", async () => {
-    // The product's backend: a session template, then one short-lived user token per end user.
+    // The product's backend: a profile and a session template, then one short-lived user token per end user.
+    const profile = { sections: [{ id: "role", text: "You are the helpdesk of Acme." }] };
+    assert.equal((await api("PUT", "/v1/profiles/helpdesk", profile)).status, 201);
     assert.equal(
-      (await api("PUT", "/v1/templates/helpdesk", { model: "echo/echo", userSettable: ["title"] })).status,
+      (await api("PUT", "/v1/templates/helpdesk", { model: "echo/echo", profile: "helpdesk", userSettable: ["title"] }))
+        .status,
       201,
     );
     const mint = async (sub: string): Promise<string> =>
@@ -315,6 +318,12 @@ void describe("console", { timeout: 120_000 }, () => {
           .length >= 2,
       undefined,
       { timeout: 30_000 },
+    );
+    // The instructions the request was prepared with: the profile's text.
+    await p.waitForFunction(() =>
+      (document.querySelector("#instructions")?.textContent ?? "").includes(
+        "[edge.profile]\nYou are the helpdesk of Acme.",
+      ),
     );
     // A reload keeps her signed in and still shows only her session.
     await p.reload();
