@@ -139,6 +139,7 @@ describe("roles", () => {
       "mcp",
       "limits",
       "templates",
+      "profiles",
       "users",
     ] as const) {
       expect(ROLE_CAPABILITIES.client.has(capability)).toBe(false);

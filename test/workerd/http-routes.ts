@@ -193,5 +193,15 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
     body: { model: "echo/echo", userSettable: ["title"] },
     capability: "templates",
   },
+  { name: "GET profiles", method: "GET", path: () => "/v1/profiles", capability: "profiles" },
+  { name: "GET profile", method: "GET", path: () => "/v1/profiles/support", capability: "profiles" },
+  { name: "DELETE profile", method: "DELETE", path: () => "/v1/profiles/support", capability: "profiles" },
+  {
+    name: "PUT profile",
+    method: "PUT",
+    path: () => "/v1/profiles/support",
+    body: { sections: [{ id: "role", text: "You answer questions." }] },
+    capability: "profiles",
+  },
   { name: "POST user revoke", method: "POST", path: () => "/v1/users/someone/revoke", capability: "users" },
 ];
