@@ -79,9 +79,7 @@ export class SessionApi {
     const stored = (await storage.getValue(bindTo(createConfigValue, this.#harness.rootId)))?.value;
     // A session created before model ids were stored canonically reports its bare alias in `provider/model` form.
     const config =
-      stored === undefined
-        ? undefined
-        : storedConfig({ ...stored, model: canonicalModel(this.#models, stored.model) });
+      stored === undefined ? undefined : storedConfig({ ...stored, model: canonicalModel(this.#models, stored.model) });
     const live = await storage.scanTasks({ live: true, limit: 1000 });
     return { config, rootConversationId: this.#harness.rootId, lastSeq: storage.lastSeq, liveTasks: live.items.length };
   }
