@@ -252,7 +252,7 @@ async function main(): Promise<void> {
     const put = await api("PUT", "/v1/limits", operator, limits);
     if (put.status !== 200) throw new Error(`PUT /v1/limits: ${put.status} ${JSON.stringify(put.json)}`);
     // A user token creates sessions only from one of the tenant's templates (docs/users.md "Templates").
-    const template = await api("PUT", "/v1/templates/load", operator, { model: "echo" });
+    const template = await api("PUT", "/v1/templates/load", operator, { model: "echo/echo" });
     if (template.status !== 200 && template.status !== 201)
       throw new Error(`PUT /v1/templates/load: ${template.status} ${JSON.stringify(template.json)}`);
 

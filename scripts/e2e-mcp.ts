@@ -122,7 +122,7 @@ try {
   const created = await fetch(`${base}/v1/sessions/${SESSION}`, {
     method: "PUT",
     headers: { authorization: `Bearer ${owner}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "echo" }),
+    body: JSON.stringify({ model: "echo/echo" }),
   });
   check(created.status === 201, `PUT session: ${created.status} ${await created.text()}`);
 
@@ -141,7 +141,7 @@ try {
   const tooled = await fetch(`${base}/v1/sessions/e2e-mcp-tools`, {
     method: "PUT",
     headers: { authorization: `Bearer ${owner}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "echo", selectedTools: ["demo__search_issues"] }),
+    body: JSON.stringify({ model: "echo/echo", selectedTools: ["demo__search_issues"] }),
   });
   check(tooled.status === 201, `PUT session with demo__search_issues: ${tooled.status} ${await tooled.text()}`);
   const asked = await fetch(`${base}/v1/sessions/e2e-mcp-tools/conversations/root/inputs?wait=30`, {

@@ -423,7 +423,7 @@ async function toolsBeforeKill(
       await fetch(`${api}/conversations/${c}/config`, {
         method: "PATCH",
         headers,
-        body: JSON.stringify({ model: "echo", selectedTools }),
+        body: JSON.stringify({ model: "echo/echo", selectedTools }),
       }),
       200,
       "PATCH the fork's config",
@@ -585,7 +585,7 @@ async function drill(mode: Mode, closeCheck: boolean): Promise<string[]> {
     };
 
     await json(
-      await fetch(api, { method: "PUT", headers, body: JSON.stringify({ model: "echo-slow" }) }),
+      await fetch(api, { method: "PUT", headers, body: JSON.stringify({ model: "echo/echo-slow" }) }),
       201,
       "PUT session",
     );

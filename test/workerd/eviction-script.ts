@@ -96,7 +96,8 @@ export async function runScript(
 ): Promise<RunOutcome> {
   const firstVersion = seams.version;
   const scenario: Scenario<Step, Omit<RunOutcome, "commits">> = {
-    config: { model: "echo" },
+    // The script calls the echo tool (`/call echo`), selected by name.
+    config: { model: "echo", selectedTools: ["echo"] },
     steps,
     submit: (session, step, index) =>
       runInDurableObject(session.stub, (instance: SessionObject) => submit(harnessOf(instance), step, index, steps)),

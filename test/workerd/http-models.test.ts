@@ -24,7 +24,7 @@ describe("GET /v1/models", () => {
     const body = await json<{ defaultModel: string; providers: string[]; models: { id: string; api: string }[] }>(
       response,
     );
-    expect(body.defaultModel).toBe("echo");
+    expect(body.defaultModel).toBe("echo/echo");
     expect(body.models.map((m) => m.id)).toEqual(expect.arrayContaining(["echo/echo", "echo/echo-slow"]));
     expect((await call("GET", "/v1/models")).status).toBe(401);
     expect(
@@ -55,6 +55,8 @@ describe("GET /v1/models", () => {
     );
     expect(listed.models.some((m) => m.provider === "groq")).toBe(true);
     expect(listed.providers).not.toContain("anthropic");
+    // DEFAULT_MODEL may name a bare alias; the listing reports it as `provider/model`.
+    expect((await listModels({ ...base, DEFAULT_MODEL: "echo-slow" } as Env)).defaultModel).toBe("echo/echo-slow");
     const bad = listModels({
       ...base,
       MODEL_PROVIDERS: JSON.stringify([{ id: "x", baseUrl: "http://h", api: "grpc", models: ["a"] }]),

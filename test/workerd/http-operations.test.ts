@@ -69,14 +69,17 @@ describe("conversation routes", () => {
     const s = api.session(name);
     await s.create({ thinking: "low" });
     const root = s.conversation("root");
-    expect(await root.config()).toMatchObject({ model: "echo", thinking: "low", selectedTools: ["echo"] });
+    // No selectedTools selects none; the default model reads back as `provider/model`.
+    expect(await root.config()).toEqual({ model: "echo/echo", thinking: "low", selectedTools: [] });
     const answer = await root.accept("hi", { wait: 10 });
     const fork = await root.fork({ at: answer.answer?.id ?? 0 });
+    // A bare alias is accepted and stored as its `provider/model` id.
     expect(await root.patchConfig({ model: "echo-slow", thinking: "high" })).toMatchObject({
-      model: "echo-slow",
+      model: "echo/echo-slow",
       thinking: "high",
     });
-    expect(await s.conversation(fork.conversationId).config()).toMatchObject({ model: "echo", thinking: "low" });
+    expect(await root.config()).toMatchObject({ model: "echo/echo-slow" });
+    expect(await s.conversation(fork.conversationId).config()).toMatchObject({ model: "echo/echo", thinking: "low" });
   });
 
   it("reset writes a reset head and collapse starts a collapse task or says there is nothing to collapse", async () => {

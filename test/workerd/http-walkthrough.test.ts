@@ -16,10 +16,12 @@ describe("HTTP walkthrough", () => {
     const api = await client("acme");
     const name = uniqueSession("walk");
     const session = api.session(name);
-    const created = await session.create({});
+    // The echo tool is selected by name: a session created without selectedTools selects none.
+    const created = await session.create({ selectedTools: ["echo"] });
     expect(created.created).toBe(true);
-    expect(created.config.model).toBe("echo");
-    expect((await session.create({})).created).toBe(false);
+    expect(created.config.model).toBe("echo/echo");
+    // A bare alias names the same model, so the same config: created: false.
+    expect((await session.create({ model: "echo", selectedTools: ["echo"] })).created).toBe(false);
     await expect(session.create({ model: "echo", thinking: "high" })).rejects.toMatchObject({ status: 409 });
 
     const root = session.conversation("root");

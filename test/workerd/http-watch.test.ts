@@ -84,12 +84,12 @@ async function open(tenant: string, session: string, lastEventId?: string): Prom
   return new Frames(iterator, controller);
 }
 
-/** A fresh session of the "watchers" tenant, created with the default config; `root` is its root conversation. */
+/** A fresh session of the "watchers" tenant, created with the echo tool selected; `root` is its root conversation. */
 async function createdSession(prefix: string) {
   const tenant = "watchers";
   const name = uniqueSession(prefix);
   const api = await client(tenant);
-  await api.session(name).create({});
+  await api.session(name).create({ selectedTools: ["echo"] });
   return { tenant, name, api, root: api.session(name).conversation("root") };
 }
 

@@ -5,8 +5,9 @@
  * the "Providers" table of docs/models.md says which secret enables which provider).
  *
  * Providers read their keys through an auth context over the Worker's bindings (not `process.env`).
- * The model a session uses is its `model` config value; `DEFAULT_MODEL` (else `echo`) is what a
- * session gets when its PUT names none. `GET /v1/models` lists what a deployment can use.
+ * The model a session uses is its `model` config value; `DEFAULT_MODEL` (else `echo/echo`) is what a
+ * session gets when its PUT names none. `GET /v1/models` lists what a deployment can use. Model ids are
+ * reported in one form, `provider/model`; a bare id (`echo`) is accepted on input as an alias.
  */
 import type { Api, Model, Models } from "@earendil-works/pi-ai";
 import {
@@ -16,7 +17,8 @@ import {
   secretsOf,
   type CustomProviderConfig,
 } from "../../models/providers.js";
-import { echoProvider, ECHO_MODEL } from "./echo-model.js";
+import { echoProvider, ECHO_MODEL, ECHO_PROVIDER } from "./echo-model.js";
+import { modelResolver } from "../../kinds/services.js";
 import type { Env } from "../env.js";
 import { Problem } from "../problems.js";
 
@@ -39,8 +41,9 @@ export async function buildModels(env: Env): Promise<Models> {
   return buildProviderModels(secretsOf(bindings(env)), customProviders(env), [echoProvider()]);
 }
 
+/** The deployment's default model as configured: `DEFAULT_MODEL` (maybe a bare alias), else `echo/echo`. */
 export function defaultModel(env: Env): string {
-  return present(env.DEFAULT_MODEL) ? (env.DEFAULT_MODEL as string) : ECHO_MODEL;
+  return present(env.DEFAULT_MODEL) ? (env.DEFAULT_MODEL as string) : `${ECHO_PROVIDER}/${ECHO_MODEL}`;
 }
 
 /** One row of `GET /v1/models`: the id a session config names, and what the model can do. */
@@ -74,7 +77,11 @@ export async function listModels(
 ): Promise<{ defaultModel: string; providers: string[]; models: ModelListing[] }> {
   const models = await buildModels(env);
   const all = models.getModels().map(listing);
-  return { defaultModel: defaultModel(env), providers: models.getProviders().map((p) => p.id), models: all };
+  // In the `provider/model` form the listing uses, whether `DEFAULT_MODEL` names it so or by a bare alias.
+  const configured = defaultModel(env);
+  const model = modelResolver(models).resolve(configured);
+  const shown = model === undefined ? configured : `${model.provider}/${model.id}`;
+  return { defaultModel: shown, providers: models.getProviders().map((p) => p.id), models: all };
 }
 
 function present(value: string | undefined): boolean {

@@ -34,7 +34,7 @@ import type {
 import { Problem } from "../problems.js";
 import type { ToolCatalog } from "../../kinds/catalog-types.js";
 import { selectableTools } from "./tool-catalog.js";
-import { checkConfig, createConfigValue, storedConfig } from "./config.js";
+import { canonicalModel, checkConfig, createConfigValue, storedConfig } from "./config.js";
 import { preparedProfile, profileVariables, type ProfileCache } from "./profiles.js";
 import { MAX_VARIABLES } from "../../api/profiles.js";
 
@@ -92,7 +92,9 @@ export class SessionApi {
   async summary(): Promise<SessionSummary> {
     const storage = this.#harness.storage;
     const stored = (await storage.getValue(bindTo(createConfigValue, this.#harness.rootId)))?.value;
-    const config = stored === undefined ? undefined : storedConfig(stored);
+    // A session created before model ids were stored canonically reports its bare alias in `provider/model` form.
+    const config =
+      stored === undefined ? undefined : storedConfig({ ...stored, model: canonicalModel(this.#models, stored.model) });
     const live = await storage.scanTasks({ live: true, limit: 1000 });
     return { config, rootConversationId: this.#harness.rootId, lastSeq: storage.lastSeq, liveTasks: live.items.length };
   }
@@ -248,7 +250,7 @@ export class SessionApi {
       read(generationConfig.budgetMs),
     ]);
     return {
-      ...(model === undefined ? {} : { model }),
+      ...(model === undefined ? {} : { model: canonicalModel(this.#models, model) }),
       ...(thinking === undefined ? {} : { thinking }),
       ...(selectedTools === undefined ? {} : { selectedTools }),
       ...(profile === undefined ? {} : { profile }),
@@ -272,7 +274,8 @@ export class SessionApi {
       patch,
     );
     await handle.commit((tx) => {
-      if (patch.model !== undefined) tx.value(generationConfig.model).set(patch.model);
+      // A bare alias (`echo`) is stored as its `provider/model` id, so what is read back is canonical.
+      if (patch.model !== undefined) tx.value(generationConfig.model).set(canonicalModel(this.#models, patch.model));
       if (patch.thinking !== undefined) tx.value(generationConfig.thinking).set(patch.thinking);
       if (patch.selectedTools !== undefined) tx.value(generationConfig.selectedTools).set([...patch.selectedTools]);
       if (patch.profile === null) tx.value(generationConfig.profile).delete();

@@ -49,11 +49,24 @@ export function canonical(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** A create's config with the defaults filled in (`model`: the deployment's default model). */
-export function normalizeConfig(body: SessionConfigBody, model: string): SessionConfig {
+/**
+ * A model id as the service stores and reports it: `provider/model`, as `GET /v1/models` lists it. A bare
+ * alias (`echo`) is accepted on input and resolves to its model's id (`echo/echo`); an id that resolves to
+ * no model is returned as given (checkConfig rejects it).
+ */
+export function canonicalModel(models: Models, id: string): string {
+  const model = modelResolver(models).resolve(id);
+  return model === undefined ? id : `${model.provider}/${model.id}`;
+}
+
+/**
+ * A create's config with the defaults filled in (`model`: the deployment's default model, in its
+ * `provider/model` form; `selectedTools`: none).
+ */
+export function normalizeConfig(body: SessionConfigBody, model: string, models: Models): SessionConfig {
   return {
-    model: body.model ?? model,
-    selectedTools: body.selectedTools ?? ["echo"],
+    model: canonicalModel(models, body.model ?? model),
+    selectedTools: body.selectedTools ?? [],
     ...(body.thinking === undefined ? {} : { thinking: body.thinking }),
     // `profile: null` names none (over a template's profile), the same as leaving it out.
     ...(body.profile === undefined || body.profile === null ? {} : { profile: body.profile }),

@@ -247,7 +247,8 @@ export class SessionObject extends DurableObject<Env> {
   ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
-        const config = normalizeConfig(body, defaultModel(this.env));
+        const models = await this.#modelsOf();
+        const config = normalizeConfig(body, defaultModel(this.env), models);
         if (sessionCreated(this.ctx.storage)) {
           // Another user's session answers as an unknown one does, and nothing changes (identity/user-access.ts).
           if (where?.owner !== undefined && where.granted !== true && readOwner(this.ctx.storage.kv) !== where.owner)
@@ -264,7 +265,6 @@ export class SessionObject extends DurableObject<Env> {
           await this.#completeCreate(body, where, template);
           return { created: false, config: stored ?? config };
         }
-        const models = await this.#modelsOf();
         const kit = sessionTurnKit(models, { turn: retryOptions(this.env) });
         this.#creatingFor = where?.tenant;
         recordOwner(this.ctx.storage.kv, where?.owner);
