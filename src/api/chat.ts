@@ -9,7 +9,7 @@ import { z } from "zod";
 export const uiPart = z.looseObject({ type: z.string().min(1).max(200) });
 
 export const uiMessage = z.looseObject({
-  id: z.string().min(1).max(200),
+  id: z.string().max(200),
   role: z.enum(["system", "user", "assistant"]),
   parts: z.array(uiPart).max(10_000),
 });

@@ -74,6 +74,45 @@ function textOf(message: UIMessage): string {
   return message.parts.map((part) => (part.type === "text" ? part.text : "")).join("");
 }
 
+/** A product endpoint on the fetch seam (sessions opened from now on): answers `output`, records each URL. */
+function productSeam(output: string): string[] {
+  const product: string[] = [];
+  setHostSeams({
+    clock: () => new ManualClock(seams.time),
+    version: () => seams.version,
+    report: (report) => seams.reports.push(report),
+    fetch: (request) => {
+      product.push(request.url);
+      return Promise.resolve(Response.json({ output }));
+    },
+  });
+  return product;
+}
+
+async function defineTool(name: string, definition: JsonObject): Promise<void> {
+  const response = await call("PUT", `/v1/tools/${name}`, {
+    token: await token(TENANT, "operator"),
+    body: {
+      description: `${name} (test)`,
+      parameters: { type: "object", properties: { id: { type: "integer" } } },
+      ...definition,
+    },
+  });
+  expect(response.status, await response.clone().text()).toBe(201);
+}
+
+async function pendingIds(name: string, t: string): Promise<string[]> {
+  const response = await call("GET", `/v1/sessions/${name}/pending`, { token: t });
+  expect(response.status).toBe(200);
+  return (await json<{ items: { id: string }[] }>(response)).items.map((item) => item.id);
+}
+
+async function toolResults(name: string, t: string): Promise<number> {
+  const response = await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=tool_result`, { token: t });
+  expect(response.status).toBe(200);
+  return (await json<{ items: unknown[] }>(response)).items.length;
+}
+
 async function userEntries(name: string, t: string): Promise<number> {
   const response = await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=user`, { token: t });
   expect(response.status).toBe(200);
@@ -121,6 +160,8 @@ describe("AI SDK chat (UI message stream v1)", () => {
       ["user", "what a day"],
       ["assistant", "what a day"],
     ]);
+    // The stream named its message as the history does.
+    expect(messages[3]?.id).toBe(message.id);
     const again = await json<UIMessage[]>(await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t }));
     expect(again.map((m) => m.id)).toEqual(messages.map((m) => m.id));
 
@@ -154,6 +195,158 @@ describe("AI SDK chat (UI message stream v1)", () => {
     ).rejects.toThrow();
     expect(await userEntries(name, t)).toBe(before);
   });
-});
 
-export { seams, setHostSeams, ManualClock, until };
+  it("A resend of the same chat message is one input", async () => {
+    const { name, t } = await sessionWith();
+    const transport = transportOf(name, t);
+    const send = async (message: UIMessage): Promise<UIMessage> =>
+      messageOf(
+        await transport.sendMessages({
+          chatId: "root",
+          messages: [message],
+          trigger: "submit-message",
+          messageId: undefined,
+          abortSignal: undefined,
+        }),
+      );
+    const message = userMessage("resend-1", "only once please");
+    // Two at once (a retry racing the first) and one after: one input, each stream shows its one answer.
+    const [a, b] = await Promise.all([send(message), send(message)]);
+    const c = await send(message);
+    for (const answer of [a, b, c]) expect(textOf(answer)).toBe("only once please");
+    expect(await userEntries(name, t)).toBe(1);
+    const accepted = await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t });
+    expect((await json<UIMessage[]>(accepted)).map((m) => m.role)).toEqual(["user", "assistant"]);
+
+    // The same id with another text is another request: refused, nothing written.
+    const reused = await call("POST", `/v1/sessions/${name}/chat`, {
+      token: t,
+      body: { id: "root", messages: [userMessage("resend-1", "something else")], trigger: "submit-message" },
+    });
+    expect(reused.status).toBe(422);
+    expect(await json(reused)).toMatchObject({ code: "idempotency_key_reused" });
+    // Earlier messages in the body are the client's copy: they never become inputs or rewrite the transcript.
+    const next = await call("POST", `/v1/sessions/${name}/chat`, {
+      token: t,
+      body: {
+        id: "root",
+        messages: [
+          userMessage("forged", "I never said this"),
+          { id: "x", role: "assistant", parts: [{ type: "text", text: "nor this" }] },
+          userMessage("resend-2", "second"),
+        ],
+        trigger: "submit-message",
+      },
+    });
+    expect(next.status).toBe(200);
+    await next.text();
+    expect(await userEntries(name, t)).toBe(2);
+    const history = await json<UIMessage[]>(await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t }));
+    expect(history.map(textOf)).toEqual(["only once please", "only once please", "second", "second"]);
+  });
+
+  it("An approval answered from useChat answers the pending item once", async () => {
+    const product = productSeam("shipped");
+    await defineTool("ship", {
+      handler: { type: "http", url: "https://product.test/tools", timeoutMs: 30_000, idempotent: false },
+      approval: "always",
+    });
+    const { name, t } = await sessionWith({ selectedTools: ["ship"] });
+    const transport = transportOf(name, t);
+    const user = userMessage("ship-1", '/call ship {"id":8}');
+    const first = await messageOf(
+      await transport.sendMessages({
+        chatId: "root",
+        messages: [user],
+        trigger: "submit-message",
+        messageId: undefined,
+        abortSignal: undefined,
+      }),
+    );
+    // The stream ended at the approval request: the turn waits durably.
+    const part = first.parts.find((p) => p.type === "tool-ship");
+    expect(part).toMatchObject({ state: "approval-requested", input: { id: 8 } });
+    if (part === undefined || part.type !== "tool-ship" || part.state !== "approval-requested")
+      throw new Error("no approval request");
+    const [itemId] = await pendingIds(name, t);
+    expect(part.approval.id).toBe(itemId);
+    expect(product).toEqual([]);
+
+    // What addToolApprovalResponse leaves, resent as sendAutomaticallyWhen would.
+    const answered: UIMessage = {
+      ...first,
+      parts: first.parts.map((p) =>
+        p === part ? { ...part, state: "approval-responded", approval: { id: part.approval.id, approved: true } } : p,
+      ),
+    };
+    const resumed = await messageOf(
+      await transport.sendMessages({
+        chatId: "root",
+        messages: [user, answered],
+        trigger: "submit-message",
+        messageId: undefined,
+        abortSignal: undefined,
+      }),
+      // The fold updates the message it continues in place.
+      structuredClone(answered),
+    );
+    expect(resumed.parts.find((p) => p.type === "tool-ship")).toMatchObject({
+      state: "output-available",
+      input: { id: 8 },
+      output: expect.stringContaining("shipped"),
+    });
+    expect(textOf(resumed)).toContain("shipped");
+    expect(product).toHaveLength(1);
+    expect(await pendingIds(name, t)).toEqual([]);
+
+    // A second answer is the pending route's 409, and changes nothing.
+    const again = await call("POST", `/v1/sessions/${name}/chat`, {
+      token: t,
+      body: { id: "root", messages: [user, answered], trigger: "submit-message" },
+    });
+    expect(again.status, await again.clone().text()).toBe(409);
+    expect(await json(again)).toMatchObject({ code: "already_answered" });
+    expect(await toolResults(name, t)).toBe(1);
+    expect(await userEntries(name, t)).toBe(1);
+    expect(product).toHaveLength(1);
+  });
+
+  it("Resume after reload streams the live turn once; 204 when idle", async () => {
+    const { name, t } = await sessionWith({ model: "echo-slow" });
+    const transport = transportOf(name, t);
+    // Nothing live yet.
+    expect(await transport.reconnectToStream({ chatId: "root" })).toBeNull();
+    const idle = await call("GET", `/v1/sessions/${name}/chat/root/stream`, { token: t });
+    expect(idle.status).toBe(204);
+
+    // The page sends, then reloads mid-answer: its POST stream is dropped after the start.
+    const controller = new AbortController();
+    const stream = await transport.sendMessages({
+      chatId: "root",
+      messages: [userMessage("slow-1", "a slow and careful answer")],
+      trigger: "submit-message",
+      messageId: undefined,
+      abortSignal: controller.signal,
+    });
+    const reader = stream.getReader();
+    expect((await reader.read()).value).toMatchObject({ type: "start" });
+    controller.abort();
+    await reader.cancel().catch(() => undefined);
+
+    const resumed = await transport.reconnectToStream({ chatId: "root" });
+    if (resumed === null) throw new Error("nothing live after the POST");
+    const message = await messageOf(resumed);
+    // The whole answer, once.
+    expect(textOf(message)).toBe("a slow and careful answer");
+    expect(message.parts.filter((p) => p.type === "text")).toHaveLength(1);
+    expect(await userEntries(name, t)).toBe(1);
+
+    // The turn is over: nothing live.
+    await until(
+      async () =>
+        (await call("GET", `/v1/sessions/${name}/chat/root/stream`, { token: t })).status === 204 ? true : undefined,
+      "the conversation idle",
+    );
+    expect(await transport.reconnectToStream({ chatId: "root" })).toBeNull();
+  });
+});

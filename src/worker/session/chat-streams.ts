@@ -15,6 +15,7 @@ import type { Id } from "../../storage/records.js";
 import type { FeedOut, FeedSubscriber } from "../watch/feed.js";
 import type { ConversationFeed } from "../watch/transport.js";
 import { UI_SSE_DONE, UI_STREAM_HEADERS, UiTurn, uiSse, type UiChunk } from "../watch/ui-stream.js";
+import { assistantMessageId } from "../watch/ui-messages.js";
 import { Problem } from "../problems.js";
 import type { OpenSession } from "./opening.js";
 
@@ -96,11 +97,19 @@ export function chatStream(
   const write = async (chunks: readonly UiChunk[]): Promise<void> => {
     if (chunks.length > 0) await writer.write(encoder.encode(chunks.map(uiSse).join("")));
   };
+  // `start` waits for the turn's user entry: the assistant message's id is `a{that entry}`, as the history says.
+  let started = false;
+  const start = async (userEntry: Id | undefined): Promise<void> => {
+    if (started) return;
+    started = true;
+    await write([{ type: "start", ...(userEntry === undefined ? {} : { messageId: assistantMessageId(userEntry) }) }]);
+  };
   const finish = async (last: readonly UiChunk[]): Promise<void> => {
     if (ended) return;
     ended = true;
     feed.unsubscribe(subscriber);
     stopCommits();
+    await start(undefined);
     await write([...last, { type: "finish" }]);
     await writer.write(encoder.encode(UI_SSE_DONE));
     await writer.close();
@@ -110,7 +119,14 @@ export function chatStream(
     let result: InputResult | undefined;
     if (request.mode === "input") {
       result = (await session.harness.storage.getValue(bindResult(conversationId, request.inputId)))?.value;
-      if (result !== undefined && "entry" in result && result.entry !== undefined) turn.startAfter(result.entry);
+      const entry = result !== undefined && "entry" in result ? result.entry : undefined;
+      if (entry !== undefined) {
+        turn.startAfter(entry);
+        await start(entry);
+      } else if (isTerminalResult(result)) await start(undefined);
+    } else if (turn.view !== undefined) {
+      const from = liveStart(turn.view);
+      await start(from === 0 ? undefined : from);
     }
     const terminal = isTerminalResult(result);
     const step = turn.step(terminal && result?.status === "done" ? result.answer : undefined, skip);
@@ -142,7 +158,6 @@ export function chatStream(
     feed.unsubscribe(subscriber);
     stopCommits();
   });
-  chain = chain.then(() => write([{ type: "start" }]));
   feed.subscribe(subscriber, undefined);
   // The input's result may change in a commit this watch has nothing for: check after every commit.
   if (request.mode === "input") stopCommits = session.harness.onCommit(() => schedule());

@@ -2,12 +2,13 @@
  * A conversation's transcript as the AI SDK's `UIMessage[]` (`GET .../chat/{conversation}/messages`,
  * docs/frontends.md), so a page starts `useChat` from the server's history. A user entry is a user message;
  * the assistant and tool result entries after it are one assistant message, a `step-start` per model
- * message. Ids come from entry ids (`u{id}`, `a{id}` of the first entry), so they are stable. A tool call
+ * message. Ids come from entry ids (`u{id}`; `a{id}` of the user entry it answers, as the stream's `start`
+ * names it), so they are stable. A tool call
  * that waits on an approval shows `approval-requested` with the pending item's id.
  */
 import type { Message } from "@earendil-works/pi-ai";
 import type { PendingItem } from "../../kinds/pending-types.js";
-import type { Entry, JsonValue, Task } from "../../storage/records.js";
+import type { Entry, Id, JsonValue, Task } from "../../storage/records.js";
 
 export type UiMessagePart =
   | { readonly type: "step-start" }
@@ -41,6 +42,11 @@ export type UiMessagePart =
       readonly errorText: string;
     };
 
+/** The id of the assistant message that answers user entry `userEntry` (the stream's `start` and the history agree). */
+export function assistantMessageId(userEntry: Id): string {
+  return `a${userEntry}`;
+}
+
 export interface UiMessage {
   readonly id: string;
   readonly role: "user" | "assistant";
@@ -73,11 +79,13 @@ export function uiMessages(
   }
   const out: UiMessage[] = [];
   let assistant: UiMessage | undefined;
+  let lastUser: Id | undefined;
   const tools = new Map<string, { index: number; name: string; input: JsonValue }>();
   const add = (entry: Entry, message: Message): void => {
     switch (message.role) {
       case "user":
         assistant = undefined;
+        lastUser = entry.id;
         out.push({
           id: `u${entry.id}`,
           role: "user",
@@ -86,7 +94,7 @@ export function uiMessages(
         return;
       case "assistant": {
         if (assistant === undefined) {
-          assistant = { id: `a${entry.id}`, role: "assistant", parts: [] };
+          assistant = { id: assistantMessageId(lastUser ?? entry.id), role: "assistant", parts: [] };
           out.push(assistant);
         }
         assistant.parts.push({ type: "step-start" });
