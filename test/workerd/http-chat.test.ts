@@ -9,7 +9,7 @@ import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessa
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/storage/records.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
-import { BASE, call, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { BASE, call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
 import { installSeams, ManualClock, resetSeams, type Seams } from "./session-fixtures.js";
 
 let seams: Seams;
@@ -162,7 +162,7 @@ describe("AI SDK chat (UI message stream v1)", () => {
     ]);
     // The stream named its message as the history does.
     expect(messages[3]?.id).toBe(message.id);
-    const again = await json<UIMessage[]>(await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t }));
+    const again = await (await client(TENANT)).session(name).conversation("root").chatMessages();
     expect(again.map((m) => m.id)).toEqual(messages.map((m) => m.id));
 
     // Bad input is a typed problem and writes nothing.
