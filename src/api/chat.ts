@@ -4,6 +4,7 @@
  * messages and parts this service reads, and `GET .../chat/{conversation}/messages`' answer.
  */
 import { z } from "zod";
+import { jsonValue } from "./responses.js";
 
 /** A part of a UI message: its `type`, everything else as the page sent it. */
 export const uiPart = z.looseObject({ type: z.string().min(1).max(200) });
@@ -34,6 +35,22 @@ export const approvalRespondedPart = z.looseObject({
     reason: z.string().max(4096).optional(),
   }),
 });
+
+/** A tool part the page added an output to (`addToolOutput`): a client tool's answer. */
+export const toolOutputPart = z.discriminatedUnion("state", [
+  z.looseObject({
+    type: z.string().regex(/^(tool-.+|dynamic-tool)$/),
+    toolCallId: z.string().min(1).max(200),
+    state: z.literal("output-available"),
+    output: jsonValue,
+  }),
+  z.looseObject({
+    type: z.string().regex(/^(tool-.+|dynamic-tool)$/),
+    toolCallId: z.string().min(1).max(200),
+    state: z.literal("output-error"),
+    errorText: z.string().max(100_000),
+  }),
+]);
 
 /** A text part of a user message. */
 export const textPart = z.looseObject({ type: z.literal("text"), text: z.string() });

@@ -311,6 +311,50 @@ describe("AI SDK chat (UI message stream v1)", () => {
     expect(product).toHaveLength(1);
   });
 
+  it("A client tool's output added from useChat answers its pending item", async () => {
+    await defineTool("confirm", { handler: { type: "client", timeoutMs: 86_400_000 } });
+    const { name, t } = await sessionWith({ selectedTools: ["confirm"] });
+    const transport = transportOf(name, t);
+    const user = userMessage("confirm-1", '/call confirm {"id":3}');
+    const send = (messages: UIMessage[]): Promise<ReadableStream<UIMessageChunk>> =>
+      transport.sendMessages({
+        chatId: "root",
+        messages,
+        trigger: "submit-message",
+        messageId: undefined,
+        abortSignal: undefined,
+      });
+    const first = await messageOf(await send([user]));
+    // The stream ends with the call the page must answer.
+    const part = first.parts.find((p) => p.type === "tool-confirm");
+    expect(part).toMatchObject({ state: "input-available", input: { id: 3 } });
+    if (part === undefined || part.type !== "tool-confirm") throw new Error("no client tool call");
+    expect(await pendingIds(name, t)).toHaveLength(1);
+    // What addToolOutput leaves, resent.
+    const answered: UIMessage = {
+      ...first,
+      parts: first.parts.map((p) =>
+        p === part
+          ? {
+              type: "tool-confirm",
+              toolCallId: part.toolCallId,
+              state: "output-available",
+              input: { id: 3 },
+              output: "yes",
+            }
+          : p,
+      ),
+    };
+    const resumed = await messageOf(await send([user, answered]), structuredClone(answered));
+    expect(resumed.parts.find((p) => p.type === "tool-confirm")).toMatchObject({
+      state: "output-available",
+      output: "yes",
+    });
+    expect(textOf(resumed)).toContain("yes");
+    expect(await pendingIds(name, t)).toEqual([]);
+    expect(await toolResults(name, t)).toBe(1);
+  });
+
   it("Resume after reload streams the live turn once; 204 when idle", async () => {
     const { name, t } = await sessionWith({ model: "echo-slow" });
     const transport = transportOf(name, t);

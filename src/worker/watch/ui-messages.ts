@@ -58,8 +58,8 @@ function textOf(content: string | readonly { readonly type: string; readonly tex
   return content.map((block) => (block.type === "text" ? (block.text ?? "") : "")).join("");
 }
 
-/** The tool call id of a pending item's task (`state.call.id`). */
-function callIdOf(task: Task | undefined): string | undefined {
+/** The tool call id a tool task holds (`state.call.id`): how a pending item meets its tool part. */
+export function callIdOf(task: Task | undefined): string | undefined {
   const call = task?.state["call"];
   if (call === null || call === undefined || typeof call !== "object" || Array.isArray(call)) return undefined;
   const id = (call as Readonly<Record<string, JsonValue | undefined>>)["id"];

@@ -13,6 +13,7 @@ import { bindTo } from "../../core/state.js";
 import { pendingHere, type PendingItem } from "../../kinds/pending-types.js";
 import type { Entry, Id, JsonValue } from "../../storage/records.js";
 import type { FeedOut } from "./feed.js";
+import { callIdOf } from "./ui-messages.js";
 
 /** The chunks this service sends (a subset of `ai`'s `UIMessageChunk`, field for field). */
 export type UiChunk =
@@ -140,13 +141,9 @@ export function pendingOf(view: ConversationView): readonly PendingItem[] {
   return Array.isArray(value) ? (value as unknown as PendingItem[]) : [];
 }
 
-/** The tool call id a pending item's tool task holds (its `call.id`), when the view has the task. */
+/** The tool call id a pending item's tool task holds, when the view has the task. */
 function toolCallIdOf(view: ConversationView, item: PendingItem): string | undefined {
-  const task = view.tasks.find((t) => t.id === item.taskId);
-  const call = task?.state["call"];
-  if (call === null || call === undefined || typeof call !== "object" || Array.isArray(call)) return undefined;
-  const id = (call as Readonly<Record<string, JsonValue | undefined>>)["id"];
-  return typeof id === "string" ? id : undefined;
+  return callIdOf(view.tasks.find((t) => t.id === item.taskId));
 }
 
 /** Where a turn's stream stands after a fold. */

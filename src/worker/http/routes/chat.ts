@@ -8,21 +8,22 @@
  *
  * The POST's `id` (the chat id) names the conversation. The newest user message is the input, accepted
  * like `POST .../inputs` (limits admitted and counted, accepting.ts) under its message id as the request key
- * (a resend is the same input). Tool parts the page answered (`approval-responded`) after that message
- * answer their pending items through the pending answer path, once each, checked against the durable list.
+ * (a resend is the same input). Tool parts the page answered after that message (`approval-responded`, or a
+ * client tool's output) answer their pending items through the pending answer path, once each, checked
+ * against the durable list.
  * Everything is validated before anything is written; the session's transcript is the truth and the
  * body's earlier messages never rewrite it. The stream itself comes from the session object
  * (session/chat-streams.ts).
  */
 import { Hono } from "hono";
-import { approvalRespondedPart, chatBody, textPart, type UiMessageBody } from "../../../api/chat.js";
-import type { Id } from "../../../storage/records.js";
+import { approvalRespondedPart, chatBody, textPart, toolOutputPart, type UiMessageBody } from "../../../api/chat.js";
+import type { Id, JsonValue } from "../../../storage/records.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { payerOf } from "../../limits/admission.js";
 import { Problem } from "../../problems.js";
 import { conversationRef, noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
 import type { SessionRpc } from "../../session/rpc.js";
-import { uiMessages } from "../../watch/ui-messages.js";
+import { callIdOf, uiMessages } from "../../watch/ui-messages.js";
 import { acceptedBy } from "./accepting.js";
 import { body, conversationParam, query, run, session, sessionParam, type AppContext } from "./shared.js";
 
@@ -34,6 +35,20 @@ interface Approval {
   readonly approve: boolean;
   readonly reason?: string;
   readonly toolCallId: string;
+}
+
+/** An answer to one pending item: an approval's, or a client tool's output. */
+interface Answer {
+  readonly id: string;
+  readonly answer: JsonValue;
+  readonly toolCallId: string;
+}
+
+/** A tool output the page added (`addToolOutput`) after the newest user message. */
+interface ToolOutput {
+  readonly toolCallId: string;
+  readonly output: JsonValue;
+  readonly isError: boolean;
 }
 
 /** SHA-256 of the input text: a resend of a message id with another text is 422 idempotency_key_reused. */
@@ -79,6 +94,51 @@ function answeredApprovals(messages: readonly UiMessageBody[], after: number): A
   return out;
 }
 
+/** The tool outputs the page added in the assistant messages after the newest user message. */
+function toolOutputs(messages: readonly UiMessageBody[], after: number): ToolOutput[] {
+  const out: ToolOutput[] = [];
+  for (const [m, message] of messages.entries()) {
+    if (m <= after || message.role !== "assistant") continue;
+    for (const part of message.parts) {
+      const state = "state" in part ? part["state"] : undefined;
+      if (state !== "output-available" && state !== "output-error") continue;
+      const parsed = parse(toolOutputPart, part, "invalid_body", `messages[${m}].parts`);
+      out.push(
+        parsed.state === "output-available"
+          ? { toolCallId: parsed.toolCallId, output: parsed.output, isError: false }
+          : { toolCallId: parsed.toolCallId, output: parsed.errorText, isError: true },
+      );
+    }
+  }
+  return out;
+}
+
+/**
+ * The client tools among `outputs` that wait in this conversation's pending list (matched by their task's
+ * tool call id): their answers. Any other output (a server tool's, one answered before) is the page's copy.
+ */
+async function clientAnswers(
+  stub: SessionRpc,
+  ref: ConversationRef,
+  outputs: readonly ToolOutput[],
+): Promise<Answer[]> {
+  if (outputs.length === 0) return [];
+  const items = (await run(stub.op("pending", ref))).filter((item) => item.type === "client_tool");
+  if (items.length === 0) return [];
+  const { tasks } = await run(stub.op("snapshot", ref));
+  const answers: Answer[] = [];
+  for (const output of outputs) {
+    const item = items.find((i) => callIdOf(tasks.find((task) => task.id === i.taskId)) === output.toolCallId);
+    if (item !== undefined)
+      answers.push({
+        id: item.id,
+        toolCallId: output.toolCallId,
+        answer: output.isError ? { output: output.output, isError: true } : { output: output.output },
+      });
+  }
+  return answers;
+}
+
 /**
  * Check each approval against the durable pending list: one of this conversation's items is answered; one
  * that left every list goes to the answer path too, which answers what happened to it (409
@@ -107,18 +167,21 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   const ref = parse(conversationRef, chat.id, "invalid_body", "id");
   const user = newestUserMessage(chat.messages);
   const approvals = answeredApprovals(chat.messages, user.index);
+  const outputs = toolOutputs(chat.messages, user.index);
   await checkApprovals(stub, ref, approvals);
+  const answers: Answer[] = [
+    ...approvals.map((approval) => ({
+      id: approval.id,
+      toolCallId: approval.toolCallId,
+      answer: { approve: approval.approve, ...(approval.reason === undefined ? {} : { reason: approval.reason }) },
+    })),
+    ...(await clientAnswers(stub, ref, outputs)),
+  ];
   // Entries committed after this belong to the continuation an answer lets run.
   let after: Id | undefined;
-  if (approvals.length > 0) {
+  if (answers.length > 0) {
     after = (await run(stub.op("summary"))).lastSeq;
-    for (const approval of approvals)
-      await run(
-        stub.op("answerPending", approval.id, {
-          approve: approval.approve,
-          ...(approval.reason === undefined ? {} : { reason: approval.reason }),
-        }),
-      );
+    for (const answer of answers) await run(stub.op("answerPending", answer.id, answer.answer));
   }
   const accepted = await acceptedBy(c.env, payerOf(c.get("claims")), stub, sessionParam(c), ref, {
     input: user.text,
@@ -132,8 +195,8 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
         mode: "input",
         inputId: accepted.inputId,
         ...(after === undefined ? {} : { after }),
-        skip: approvals.map((approval) => approval.id),
-        known: approvals.map((approval) => approval.toolCallId),
+        skip: answers.map((answer) => answer.id),
+        known: answers.map((answer) => answer.toolCallId),
       }),
       signal: c.req.raw.signal,
     }),
