@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/storage/records.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { BASE, call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { fromTemplate, putUserTemplate } from "./users-fixtures.js";
 import { installSeams, ManualClock, resetSeams, type Seams } from "./session-fixtures.js";
 
 let seams: Seams;
@@ -194,6 +195,60 @@ describe("AI SDK chat (UI message stream v1)", () => {
       }),
     ).rejects.toThrow();
     expect(await userEntries(name, t)).toBe(before);
+  });
+
+  it("A user token chats in its own session, within its act", async () => {
+    await putUserTemplate(TENANT);
+    const limits = await call("PUT", "/v1/limits", {
+      token: await token(TENANT, "operator"),
+      body: { user: { inputsPerDay: 1 } },
+    });
+    expect(limits.status, await limits.clone().text()).toBe(200);
+    const alice = await token(TENANT, "user", { sub: "alice" });
+    const reader = await token(TENANT, "user", { sub: "alice", act: ["read"] });
+    const bob = await token(TENANT, "user", { sub: "bob" });
+    const name = uniqueSession("chat-user");
+    const created = await call("PUT", `/v1/sessions/${name}`, { token: alice, body: fromTemplate() });
+    expect(created.status, await created.clone().text()).toBe(201);
+    const body = { id: "root", messages: [userMessage("u-1", "mine")], trigger: "submit-message" };
+
+    const readOnly = await call("POST", `/v1/sessions/${name}/chat`, { token: reader, body });
+    expect(readOnly.status).toBe(403);
+    expect(await json(readOnly)).toMatchObject({ code: "forbidden", field: "token.act" });
+    const theirs = await call("POST", `/v1/sessions/${name}/chat`, { token: bob, body });
+    expect(theirs.status).toBe(404);
+    expect((await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: bob })).status).toBe(404);
+    expect((await call("GET", `/v1/sessions/${name}/chat/root/stream`, { token: bob })).status).toBe(404);
+    expect(await userEntries(name, alice)).toBe(0);
+
+    expect(
+      textOf(
+        await messageOf(
+          await transportOf(name, alice).sendMessages({
+            chatId: "root",
+            messages: [userMessage("u-1", "mine")],
+            trigger: "submit-message",
+            messageId: undefined,
+            abortSignal: undefined,
+          }),
+        ),
+      ),
+    ).toBe("mine");
+    // Limits: a chat message is an input, admitted and counted; a resend is not counted again.
+    const resend = await call("POST", `/v1/sessions/${name}/chat`, { token: alice, body });
+    expect(resend.status).toBe(200);
+    await resend.text();
+    const over = await call("POST", `/v1/sessions/${name}/chat`, {
+      token: alice,
+      body: { ...body, messages: [userMessage("u-2", "more")] },
+    });
+    expect(over.status).toBe(429);
+    expect(await json(over)).toMatchObject({ code: "rate_limited", field: "user.inputsPerDay" });
+    expect(await userEntries(name, alice)).toBe(1);
+
+    const history = await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: reader });
+    expect(history.status).toBe(200);
+    expect((await json<UIMessage[]>(history)).map(textOf)).toEqual(["mine", "mine"]);
   });
 
   it("A resend of the same chat message is one input", async () => {
