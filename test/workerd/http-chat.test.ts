@@ -434,7 +434,19 @@ describe("AI SDK chat (UI message stream v1)", () => {
 
     const resumed = await transport.reconnectToStream({ chatId: "root" });
     if (resumed === null) throw new Error("nothing live after the POST");
-    const message = await messageOf(resumed);
+    const chunks = await chunksOf(resumed);
+    // The answer streamed while it was generated (the generation's committed preview), not only at its end.
+    const deltas = chunks.filter((c) => c.type === "text-delta");
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas.map((c) => c.delta).join("")).toBe("a slow and careful answer");
+    const message = await messageOf(
+      new ReadableStream<UIMessageChunk>({
+        start(controller) {
+          for (const chunk of chunks) controller.enqueue(chunk);
+          controller.close();
+        },
+      }),
+    );
     // The whole answer, once.
     expect(textOf(message)).toBe("a slow and careful answer");
     expect(message.parts.filter((p) => p.type === "text")).toHaveLength(1);

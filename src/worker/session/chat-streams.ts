@@ -110,7 +110,7 @@ export function chatStream(
     feed.unsubscribe(subscriber);
     stopCommits();
     await start(undefined);
-    await write([...last, { type: "finish" }]);
+    await write([...turn.close(), ...last, { type: "finish" }]);
     await writer.write(encoder.encode(UI_SSE_DONE));
     await writer.close();
   };

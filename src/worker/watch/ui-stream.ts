@@ -2,138 +2,22 @@
  * The AI SDK's UI message stream, protocol v1 (docs/frontends.md; `ai` 7's `UIMessageChunk`): what a
  * conversation's committed transcript and pending list look like to `useChat`. A `UiTurn` follows one turn of
  * a conversation feed (feed.ts) from a starting entry: it folds the feed's view and per-commit messages
- * and answers the chunks they add. Text comes only from committed entries (§9.4: a page never shows a token
- * the session did not commit). The SSE framing is `uiSse` (`data: {json}` per chunk, `data: [DONE]` last).
- *
- * Also the transcript as `UIMessage[]` (`uiMessages`), with ids derived from entry ids so they are stable.
+ * and answers the chunks they add: a live generation's text as its preview grows (ui-previews.ts), each
+ * committed entry (ui-stream-chunks.ts), the pending items it waits on. Text comes only from what was
+ * committed (§9.4: a page never shows a token the session did not commit). The SSE framing is `uiSse`
+ * (`data: {json}` per chunk, `data: [DONE]` last).
  */
-import type { Message } from "@earendil-works/pi-ai";
 import { applyEvent, addressKey, type ConversationEvent, type ConversationView } from "../../core/watch.js";
 import { bindTo } from "../../core/state.js";
 import { pendingHere, type PendingItem } from "../../kinds/pending-types.js";
 import type { Entry, Id, JsonValue } from "../../storage/records.js";
 import type { FeedOut } from "./feed.js";
+import { PreviewStreams } from "./ui-previews.js";
+import { entryChunks, type UiChunk } from "./ui-stream-chunks.js";
+
 import { callIdOf } from "./ui-messages.js";
 
-/** The chunks this service sends (a subset of `ai`'s `UIMessageChunk`, field for field). */
-export type UiChunk =
-  | { readonly type: "start"; readonly messageId?: string }
-  | { readonly type: "start-step" }
-  | { readonly type: "finish-step" }
-  | { readonly type: "text-start"; readonly id: string }
-  | { readonly type: "text-delta"; readonly id: string; readonly delta: string }
-  | { readonly type: "text-end"; readonly id: string }
-  | { readonly type: "reasoning-start"; readonly id: string }
-  | { readonly type: "reasoning-delta"; readonly id: string; readonly delta: string }
-  | { readonly type: "reasoning-end"; readonly id: string }
-  | {
-      readonly type: "tool-input-available";
-      readonly toolCallId: string;
-      readonly toolName: string;
-      readonly input: JsonValue;
-    }
-  | { readonly type: "tool-output-available"; readonly toolCallId: string; readonly output: JsonValue }
-  | { readonly type: "tool-output-error"; readonly toolCallId: string; readonly errorText: string }
-  | { readonly type: "tool-approval-request"; readonly approvalId: string; readonly toolCallId: string }
-  | { readonly type: "error"; readonly errorText: string }
-  | { readonly type: "abort"; readonly reason?: string }
-  | { readonly type: "finish"; readonly finishReason?: "stop" | "error" | "tool-calls" | "other" };
-
-export const UI_STREAM_HEADERS: Readonly<Record<string, string>> = {
-  "content-type": "text/event-stream",
-  "cache-control": "no-cache",
-  connection: "keep-alive",
-  "x-vercel-ai-ui-message-stream": "v1",
-  "x-accel-buffering": "no",
-};
-
-/** One chunk as an SSE event. */
-export function uiSse(chunk: UiChunk): string {
-  return `data: ${JSON.stringify(chunk)}\n\n`;
-}
-export const UI_SSE_DONE = "data: [DONE]\n\n";
-
-/** The text of a message's content (a string, or its text blocks joined). */
-function contentText(content: string | readonly { readonly type: string; readonly text?: string }[]): string {
-  if (typeof content === "string") return content;
-  return content.map((block) => (block.type === "text" ? (block.text ?? "") : "")).join("");
-}
-
-/** The chunks of one committed entry: a step per assistant message, a tool output per tool result. */
-export function entryChunks(entry: Entry, seen: Set<string>): UiChunk[] {
-  const out: UiChunk[] = [];
-  for (const [m, message] of (entry.model ?? []).entries())
-    out.push(...messageChunks(`e${entry.id}-${m}`, message, seen));
-  return out;
-}
-
-function messageChunks(prefix: string, message: Message, seen: Set<string>): UiChunk[] {
-  switch (message.role) {
-    case "assistant": {
-      const out: UiChunk[] = [{ type: "start-step" }];
-      for (const [b, block] of message.content.entries()) {
-        const id = `${prefix}-${b}`;
-        switch (block.type) {
-          case "text":
-            if (block.text !== "")
-              out.push(
-                { type: "text-start", id },
-                { type: "text-delta", id, delta: block.text },
-                { type: "text-end", id },
-              );
-            break;
-          case "thinking":
-            if (block.redacted !== true && block.thinking !== "")
-              out.push(
-                { type: "reasoning-start", id },
-                { type: "reasoning-delta", id, delta: block.thinking },
-                { type: "reasoning-end", id },
-              );
-            break;
-          case "toolCall":
-            seen.add(block.id);
-            out.push({
-              type: "tool-input-available",
-              toolCallId: block.id,
-              toolName: block.name,
-              input: block.arguments,
-            });
-            break;
-          default:
-            break;
-        }
-      }
-      out.push({ type: "finish-step" });
-      return out;
-    }
-    case "toolResult": {
-      const out: UiChunk[] = [];
-      if (!seen.has(message.toolCallId)) {
-        seen.add(message.toolCallId);
-        out.push({
-          type: "tool-input-available",
-          toolCallId: message.toolCallId,
-          toolName: message.toolName,
-          input: {},
-        });
-      }
-      const text = contentText(message.content);
-      out.push(
-        message.isError
-          ? { type: "tool-output-error", toolCallId: message.toolCallId, errorText: text }
-          : { type: "tool-output-available", toolCallId: message.toolCallId, output: text },
-      );
-      return out;
-    }
-    case "user":
-    case "system":
-      return [];
-    default: {
-      const never: never = message;
-      return never;
-    }
-  }
-}
+export { UI_SSE_DONE, UI_STREAM_HEADERS, uiSse, type UiChunk } from "./ui-stream-chunks.js";
 
 /** The pending items of a conversation view (its `pi.pending` value). */
 export function pendingOf(view: ConversationView): readonly PendingItem[] {
@@ -163,6 +47,7 @@ export class UiTurn {
   readonly #sent = new Set<Id>();
   readonly #seenCalls = new Set<string>();
   readonly #sentPending = new Set<string>();
+  readonly #previews = new PreviewStreams();
 
   /** `known`: tool calls the page already shows (their inputs are not sent again). */
   constructor(after?: Id, known: readonly string[] = []) {
@@ -177,6 +62,11 @@ export class UiTurn {
   /** Set where the turn starts (once its input is placed). */
   startAfter(after: Id): void {
     if (this.#after === undefined) this.#after = after;
+  }
+
+  /** End the parts still streaming (the stream ends before their entry commits). */
+  close(): UiChunk[] {
+    return this.#previews.close();
   }
 
   fold(out: FeedOut<ConversationView, ConversationEvent>): void {
@@ -216,8 +106,11 @@ export class UiTurn {
       const entry = this.#entries.get(id);
       this.#sent.add(id);
       this.#entries.delete(id);
-      if (entry !== undefined) chunks.push(...entryChunks(entry, this.#seenCalls));
+      if (entry !== undefined)
+        chunks.push(...(this.#previews.settle(entry, this.#seenCalls) ?? entryChunks(entry, this.#seenCalls)));
     }
+    // A live generation's committed text as it grows (none once the turn's result is in: `through`).
+    if (through === undefined) chunks.push(...this.#previews.advance(view));
     let waiting = false;
     for (const item of pendingOf(view)) {
       if (this.#sentPending.has(item.id) || skip.has(item.id)) continue;
