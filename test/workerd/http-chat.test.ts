@@ -9,6 +9,7 @@ import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessa
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/storage/records.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import { setWatchSeams } from "../../src/worker/watch/transport.js";
 import { BASE, call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
 import { fromTemplate, putUserTemplate } from "./users-fixtures.js";
 import { installSeams, ManualClock, resetSeams, type Seams } from "./session-fixtures.js";
@@ -25,6 +26,7 @@ beforeEach(() => {
 
 afterEach(() => {
   resetSeams();
+  setWatchSeams({});
 });
 
 async function sessionWith(config: JsonObject = {}): Promise<{ name: string; t: string }> {
@@ -416,6 +418,8 @@ describe("AI SDK chat (UI message stream v1)", () => {
 
   it("The abort route stops a chat turn: its stream ends with abort and finish", async () => {
     const { name, t } = await sessionWith({ model: "echo-slow" });
+    // Keep-alive comments (every 5 ms here) keep a quiet stream open; the AI SDK's parser skips them.
+    setWatchSeams({ keepAliveMs: 5 });
     const response = await call("POST", `/v1/sessions/${name}/chat`, {
       token: t,
       body: { id: "root", messages: [userMessage("stop-1", "a long answer to stop")], trigger: "submit-message" },
@@ -429,6 +433,7 @@ describe("AI SDK chat (UI message stream v1)", () => {
       .filter((line) => line.startsWith("data: {"))
       .map((line) => JSON.parse(line.slice(6)) as { type: string });
     expect(parts.slice(-2).map((p) => p.type)).toEqual(["abort", "finish"]);
+    expect(await body).toContain(": keep-alive\n\n");
     expect(parts[0]?.type).toBe("start");
   });
 

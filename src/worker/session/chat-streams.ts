@@ -13,7 +13,7 @@ import { bindResult, isTerminalResult, type InputResult } from "../../core/inbox
 import type { ConversationEvent, ConversationView } from "../../core/watch.js";
 import type { Id } from "../../storage/records.js";
 import type { FeedOut, FeedSubscriber } from "../watch/feed.js";
-import type { ConversationFeed } from "../watch/transport.js";
+import { keepAliveMs, type ConversationFeed } from "../watch/transport.js";
 import { UI_SSE_DONE, UI_STREAM_HEADERS, UiTurn, uiSse, type UiChunk } from "../watch/ui-stream.js";
 import { assistantMessageId } from "../watch/ui-messages.js";
 import { Problem } from "../problems.js";
@@ -104,11 +104,19 @@ export function chatStream(
     started = true;
     await write([{ type: "start", ...(userEntry === undefined ? {} : { messageId: assistantMessageId(userEntry) }) }]);
   };
-  const finish = async (last: readonly UiChunk[]): Promise<void> => {
-    if (ended) return;
+  // An SSE comment now and then keeps proxies from closing a quiet stream (a queued input, a parked call).
+  const keepAlive = setInterval(() => {
+    if (!ended) void writer.write(encoder.encode(": keep-alive\n\n")).catch(() => stop());
+  }, keepAliveMs());
+  const stop = (): void => {
     ended = true;
+    clearInterval(keepAlive);
     feed.unsubscribe(subscriber);
     stopCommits();
+  };
+  const finish = async (last: readonly UiChunk[]): Promise<void> => {
+    if (ended) return;
+    stop();
     await start(undefined);
     await write([...turn.close(), ...last, { type: "finish" }]);
     await writer.write(encoder.encode(UI_SSE_DONE));
@@ -137,9 +145,8 @@ export function chatStream(
   };
   const schedule = (): void => {
     chain = chain.then(process).catch(() => {
-      ended = true;
-      feed.unsubscribe(subscriber);
-      stopCommits();
+      // The page went away (a write failed) or a read failed: stop; the turn goes on, a resume finds it.
+      stop();
       void writer.abort().catch(() => undefined);
     });
   };
@@ -150,14 +157,12 @@ export function chatStream(
       schedule();
     },
     end() {
-      chain = chain.then(() => finish([{ type: "error", errorText: "the session closed; resume the stream" }]));
+      chain = chain
+        .then(() => finish([{ type: "error", errorText: "the session closed; resume the stream" }]))
+        .catch(() => stop());
     },
   };
-  signal.addEventListener("abort", () => {
-    ended = true;
-    feed.unsubscribe(subscriber);
-    stopCommits();
-  });
+  signal.addEventListener("abort", stop);
   feed.subscribe(subscriber, undefined);
   // The input's result may change in a commit this watch has nothing for: check after every commit.
   if (request.mode === "input") stopCommits = session.harness.onCommit(() => schedule());
