@@ -74,6 +74,7 @@ export type ProblemCode =
   | "invalid_endpoint"
   | "invalid_commit"
   | "idempotency_key_reused"
+  | "unsupported_trigger"
   | "invalid_mcp_server"
   | "invalid_template"
   | "invalid_profile"
@@ -146,6 +147,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   invalid_endpoint: 422,
   invalid_commit: 422,
   idempotency_key_reused: 422,
+  unsupported_trigger: 422,
   invalid_mcp_server: 422,
   invalid_template: 422,
   invalid_profile: 422,
@@ -225,6 +227,7 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   mcp_server_unreachable: "The MCP server did not answer as an MCP server",
   invalid_commit: "The operation would break a session rule",
   idempotency_key_reused: "The Idempotency-Key was used with a different request",
+  unsupported_trigger: "This chat trigger is not supported",
   closed: "The session is closing",
   misconfigured: "The service is misconfigured",
   internal: "Internal error",

@@ -295,6 +295,9 @@ export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
     "sent by an integration (GitHub, Slack, Stripe, a Standard Webhooks sender) and authenticated by its signature with the endpoint's secret, never a bearer token",
   toolResult:
     "sent by an HTTP tool's endpoint and authenticated by a Standard Webhooks signature with the tool's secret, never a bearer token",
+  chat: "spoken by the AI SDK's useChat through its DefaultChatTransport (docs/frontends.md), not by this REST client",
+  chatResume:
+    "spoken by the AI SDK's DefaultChatTransport (reconnectToStream, docs/frontends.md), not by this REST client",
   mcp: "spoken by an MCP client (the MCP SDK's Client over its streamable-HTTP transport, docs/mcp.md), not by this REST client",
 };
 

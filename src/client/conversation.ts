@@ -24,6 +24,7 @@ import type {
   WatchTokenResponse,
 } from "../api/responses.js";
 import type { AcceptBody } from "../api/schemas.js";
+import type { UiMessageBody } from "../api/chat.js";
 import type { Entry, Id, Page } from "../storage/records.js";
 import { listPending, type PendingListResponse } from "./pending.js";
 import type { SseFrame } from "./sse.js";
@@ -53,6 +54,7 @@ export const CONVERSATION_CLIENT_OPERATIONS: Readonly<Record<string, string>> = 
   patchConfig: "ConversationClient.patchConfig",
   conversationWatchToken: "ConversationClient.watchToken",
   watchConversation: "ConversationClient.watch",
+  chatMessages: "ConversationClient.chatMessages",
 };
 
 export class ConversationClient {
@@ -85,6 +87,12 @@ export class ConversationClient {
 
   async entries(query: { before?: Id; after?: Id; limit?: number; kind?: string } = {}): Promise<Page<Entry>> {
     return (await this.#client.request<Page<Entry>>("GET", `${this.path}/entries${queryString(query)}`)).body;
+  }
+
+  /** The transcript as the AI SDK's `UIMessage[]` (docs/frontends.md): a page starts `useChat` from it. */
+  async chatMessages(): Promise<UiMessageBody[]> {
+    const path = `${this.path.replace("/conversations/", "/chat/")}/messages`;
+    return (await this.#client.request<UiMessageBody[]>("GET", path)).body;
   }
 
   async abort(): Promise<AbortedResponse> {

@@ -39,6 +39,7 @@ import { scheduleRoutes } from "./routes/schedules.js";
 import { rigRoutes } from "./routes/rig.js";
 import { sessionRoutes } from "./routes/sessions.js";
 import { watchRoutes } from "./routes/watch.js";
+import { chatRoutes } from "./routes/chat.js";
 import { webhookRoutes } from "./routes/webhooks.js";
 import { toolResultRoutes } from "./routes/tool-results.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
@@ -88,6 +89,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", scheduleRoutes);
   app.route("/v1/sessions", inboundRoutes);
   app.route("/v1/sessions", pendingRoutes);
+  app.route("/v1/sessions", chatRoutes);
   app.route("/v1/sessions", deliveryRoutes);
   // Its tools call the routes of this app with the caller's token.
   app.route(

@@ -60,6 +60,10 @@ export const USER_ROUTE_ACTIONS: Readonly<Record<string, UserAction>> = {
   [`GET ${S}/pending`]: "read",
   [`POST ${S}/pending/:pendingId`]: "write",
   [`GET ${S}/watch`]: "watch",
+  // The AI SDK chat routes (docs/frontends.md): a POST accepts an input and may answer approvals.
+  [`POST ${S}/chat`]: "write",
+  [`GET ${S}/chat/:conversation/stream`]: "read",
+  [`GET ${S}/chat/:conversation/messages`]: "read",
   [`POST ${S}/watch-token`]: "watch",
   // The session's MCP endpoint: each tool call goes through its own route and is checked there again.
   [`POST ${S}/mcp`]: "read",

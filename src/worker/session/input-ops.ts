@@ -47,6 +47,8 @@ export function inputIndex(inputId: Id): ValueSpec<InputIndexEntry> {
 /** Request keys from different sources live in separate namespaces (§3.4, docs/api.md "Idempotency-Key"). */
 export type RequestSource =
   | { readonly type: "idempotency"; readonly key: string }
+  /** A chat message's id (http/routes/chat.ts): a resend of the message is the same input. */
+  | { readonly type: "chat"; readonly id: string }
   | { readonly type: "webhook"; readonly id: string }
   | { readonly type: "inbound"; readonly endpoint: string; readonly id: string };
 
@@ -54,6 +56,8 @@ export function requestId(source: RequestSource): string {
   switch (source.type) {
     case "idempotency":
       return `idem:${source.key}`;
+    case "chat":
+      return `chat:${source.id}`;
     case "webhook":
       return `webhook:${source.id}`;
     case "inbound":
@@ -172,7 +176,8 @@ async function accept(
   const receipt = await harness.commitBound(call, { conversationId }, async (b) => {
     const prior = await priorAcceptance(b, key);
     if (prior !== undefined) {
-      if (request.source?.type === "idempotency") await checkReuse(b, prior, conversationId, request.requestHash);
+      if (request.source?.type === "idempotency" || request.source?.type === "chat")
+        await checkReuse(b, prior, conversationId, request.requestHash);
       return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
     }
     // A replay under a new delivery id is answered as a redelivery is, and writes nothing.

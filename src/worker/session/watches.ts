@@ -19,10 +19,12 @@ import {
   sseResponse,
   userPresenter,
   type AnyFeed,
+  type ConversationFeed,
   type Watcher,
   type WatchTarget,
 } from "../watch/transport.js";
 import type { OpenSession } from "./opening.js";
+import { chatStream, chatStreamRequest } from "./chat-streams.js";
 
 export class SessionWatches {
   readonly #ctx: DurableObjectState;
@@ -151,6 +153,19 @@ export class SessionWatches {
   /** The object's internal watch routes (the Worker authenticated and validated the request). */
   #buildApp(): Hono {
     const app = new Hono();
+    // The AI SDK UI message stream of one turn (session/chat-streams.ts); the Worker accepted and answered.
+    app.post("/chat/:conversation", async (c) => {
+      try {
+        const request = chatStreamRequest(await c.req.json<unknown>());
+        const session = await this.#acquire();
+        const raw = c.req.param("conversation");
+        const id = raw === "root" ? session.harness.rootId : Number(raw);
+        const feed = (await this.#feedOf(session, { type: "conversation", id })) as ConversationFeed;
+        return chatStream(session, feed, id, request, c.req.raw.signal);
+      } catch (error) {
+        return toProblem(error, (report) => hostReport({ type: "harness", report })).response();
+      }
+    });
     app.get("/watch/:target", async (c) => {
       const raw = c.req.param("target");
       const lastEventId = c.req.header("last-event-id") ?? undefined;
