@@ -33,6 +33,7 @@ import {
   WAITING_INPUT_ROUTES,
 } from "./openapi-sessions.js";
 import { WATCH_ROUTES } from "./openapi-watch.js";
+import { AG_UI_ROUTES } from "./openapi-ag-ui.js";
 import { EVENTS_OUT_ROUTES, INBOUND_ROUTES, WEBHOOK_INPUT_ROUTES } from "./openapi-integrations.js";
 import {
   MCP_SERVER_ROUTES,
@@ -99,6 +100,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...TOOL_RESULT_ROUTES,
   ...INBOUND_ROUTES,
   ...PENDING_ROUTES,
+  ...AG_UI_ROUTES,
   ...SESSION_MCP_ROUTES,
   ...EVENTS_OUT_ROUTES,
   ...TOOL_CATALOG_ROUTES,

@@ -296,6 +296,8 @@ export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
   toolResult:
     "sent by an HTTP tool's endpoint and authenticated by a Standard Webhooks signature with the tool's secret, never a bearer token",
   mcp: "spoken by an MCP client (the MCP SDK's Client over its streamable-HTTP transport, docs/mcp.md), not by this REST client",
+  runAgUi:
+    "spoken by an AG-UI client (@ag-ui/client's HttpAgent, or any AG-UI 1.0 frontend), which folds its events into its own messages",
 };
 
 /** Each covered operation and the client method that calls it (`Class.method`). */

@@ -89,12 +89,13 @@ describe("OpenAPI", () => {
     // What stays outside the client, and why (the reasons live beside the list in src/client/client.ts):
     // health (a load balancer's liveness probe), openapi (the description tools read), webhook,
     // inboundDelivery and toolResult (authenticated by the sender's signature, never a bearer token),
-    // mcp (spoken by an MCP client).
+    // mcp (spoken by an MCP client), runAgUi (spoken by an AG-UI client).
     expect(Object.keys(CLIENT_EXCLUDED_OPERATIONS).sort()).toEqual([
       "health",
       "inboundDelivery",
       "mcp",
       "openapi",
+      "runAgUi",
       "toolResult",
       "webhook",
     ]);

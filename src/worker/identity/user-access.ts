@@ -59,6 +59,7 @@ export const USER_ROUTE_ACTIONS: Readonly<Record<string, UserAction>> = {
   [`GET ${S}/tasks`]: "read",
   [`GET ${S}/pending`]: "read",
   [`POST ${S}/pending/:pendingId`]: "write",
+  [`POST ${S}/ag-ui`]: "write",
   [`GET ${S}/watch`]: "watch",
   [`POST ${S}/watch-token`]: "watch",
   // The session's MCP endpoint: each tool call goes through its own route and is checked there again.
