@@ -66,11 +66,22 @@ function agentOf(name: string, t: string, threadId = "root", initialMessages: Me
     initialMessages,
     fetch: async (url, init) => {
       const response = await workerFetch(new Request(url, init));
-      const copy = response.clone();
       const run: unknown[] = [];
       wire.push(run);
-      void copy.text().then((text) => run.push(...dataOf(text)));
-      return response;
+      if (response.body === null) return response;
+      // Record the bytes as they pass (a clone's tee would hold the agent's copy back until the end).
+      const decoder = new TextDecoder();
+      let text = "";
+      const recorder = new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          text += decoder.decode(chunk, { stream: true });
+          controller.enqueue(chunk);
+        },
+        flush() {
+          run.push(...dataOf(text));
+        },
+      });
+      return new Response(response.body.pipeThrough(recorder), response);
     },
   });
   return { agent, wire };
@@ -235,6 +246,43 @@ describe("AG-UI over HTTP + SSE", () => {
     expect(textOf(third.sent)).toBe("deployed 7");
     expect(finished(third.sent)["outcome"]).toEqual({ type: "success" });
     expect(await userEntries(name, t)).toBe(1);
+  });
+
+  it("streams a live turn's committed tokens as they come, and ends cancelled after an abort", async () => {
+    const name = uniqueSession("ag-ui-slow");
+    const t = await token(TENANT, "client");
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+    const { agent, wire } = agentOf(name, t);
+    const words = "one two three four five six seven eight";
+    agent.addMessage({ id: "u-slow", role: "user", content: words });
+    const live = await runOnce(agent, wire);
+    validateAll(live.sent);
+    // Several deltas, each a piece of the answer as it was committed, together the whole answer once.
+    expect(typesOf(live.sent).filter((type) => type === "TEXT_MESSAGE_CONTENT").length).toBeGreaterThan(1);
+    expect(textOf(live.sent)).toBe(words);
+
+    // A long answer aborted from the abort route once its first token arrived: the run ends cancelled, its text
+    // a prefix of the answer.
+    const long = Array.from({ length: 200 }, (_, i) => `w${i}`).join(" ");
+    agent.addMessage({ id: "u-long", role: "user", content: long });
+    let aborted: Promise<Response> | undefined;
+    const events: BaseEvent[] = [];
+    await agent.runAgent(
+      {},
+      {
+        onEvent: ({ event }) => void events.push(event),
+        onTextMessageContentEvent: () => {
+          aborted ??= call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t });
+        },
+      },
+    );
+    expect((await aborted)?.status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const sent = wire[wire.length - 1] ?? [];
+    validateAll(sent);
+    expect(finished(sent)["outcome"]).toEqual({ type: "cancelled" });
+    expect(long.startsWith(textOf(sent))).toBe(true);
+    expect(textOf(sent).length).toBeLessThan(long.length);
   });
 
   it("refuses a page tool named like a selected tool, and an unknown thread, writing nothing", async () => {
