@@ -34,6 +34,7 @@ import {
 } from "./openapi-sessions.js";
 import { WATCH_ROUTES } from "./openapi-watch.js";
 import { CHAT_ROUTES } from "./openapi-chat.js";
+import { AG_UI_ROUTES } from "./openapi-ag-ui.js";
 import { EVENTS_OUT_ROUTES, INBOUND_ROUTES, WEBHOOK_INPUT_ROUTES } from "./openapi-integrations.js";
 import {
   MCP_SERVER_ROUTES,
@@ -101,6 +102,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...INBOUND_ROUTES,
   ...PENDING_ROUTES,
   ...CHAT_ROUTES,
+  ...AG_UI_ROUTES,
   ...SESSION_MCP_ROUTES,
   ...EVENTS_OUT_ROUTES,
   ...TOOL_CATALOG_ROUTES,

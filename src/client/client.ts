@@ -299,6 +299,8 @@ export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
   chatResume:
     "spoken by the AI SDK's DefaultChatTransport (reconnectToStream, docs/frontends.md), not by this REST client",
   mcp: "spoken by an MCP client (the MCP SDK's Client over its streamable-HTTP transport, docs/mcp.md), not by this REST client",
+  runAgUi:
+    "spoken by an AG-UI client (@ag-ui/client's HttpAgent, or any AG-UI 1.0 frontend), which folds its events into its own messages",
 };
 
 /** Each covered operation and the client method that calls it (`Class.method`). */

@@ -89,7 +89,8 @@ describe("OpenAPI", () => {
     // What stays outside the client, and why (the reasons live beside the list in src/client/client.ts):
     // health (a load balancer's liveness probe), openapi (the description tools read), webhook,
     // inboundDelivery and toolResult (authenticated by the sender's signature, never a bearer token),
-    // mcp (spoken by an MCP client), chat and chatResume (spoken by the AI SDK's DefaultChatTransport).
+    // mcp (spoken by an MCP client), chat and chatResume (spoken by the AI SDK's DefaultChatTransport),
+    // runAgUi (spoken by an AG-UI client).
     expect(Object.keys(CLIENT_EXCLUDED_OPERATIONS).sort()).toEqual([
       "chat",
       "chatResume",
@@ -97,6 +98,7 @@ describe("OpenAPI", () => {
       "inboundDelivery",
       "mcp",
       "openapi",
+      "runAgUi",
       "toolResult",
       "webhook",
     ]);

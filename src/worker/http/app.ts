@@ -44,6 +44,7 @@ import { webhookRoutes } from "./routes/webhooks.js";
 import { toolResultRoutes } from "./routes/tool-results.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
 import { pendingRoutes } from "./routes/pending.js";
+import { agUiRoutes } from "./routes/ag-ui.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { toolRoutes } from "./routes/tools.js";
 import { issuerRoutes } from "./routes/issuers.js";
@@ -90,6 +91,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/sessions", inboundRoutes);
   app.route("/v1/sessions", pendingRoutes);
   app.route("/v1/sessions", chatRoutes);
+  app.route("/v1/sessions", agUiRoutes);
   app.route("/v1/sessions", deliveryRoutes);
   // Its tools call the routes of this app with the caller's token.
   app.route(

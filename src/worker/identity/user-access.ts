@@ -59,6 +59,7 @@ export const USER_ROUTE_ACTIONS: Readonly<Record<string, UserAction>> = {
   [`GET ${S}/tasks`]: "read",
   [`GET ${S}/pending`]: "read",
   [`POST ${S}/pending/:pendingId`]: "write",
+  [`POST ${S}/ag-ui`]: "write",
   [`GET ${S}/watch`]: "watch",
   // The AI SDK chat routes (docs/frontends.md): a POST accepts an input and may answer approvals.
   [`POST ${S}/chat`]: "write",

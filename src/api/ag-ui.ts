@@ -1,0 +1,67 @@
+/**
+ * The AG-UI 1.0 wire (docs/api.md "AG-UI"): the `RunAgentInput` body `POST /v1/sessions/{session}/ag-ui` takes,
+ * read as this server needs it. Fields AG-UI clients send that the server does not use (`state`, `context`,
+ * `forwardedProps`, a message's `metadata`) are allowed and ignored; the ones it uses are checked strictly.
+ */
+import { z } from "zod";
+
+const id = z.string().min(1).max(200);
+
+const textPart = z.object({ type: z.literal("text"), text: z.string() });
+/** Content as AG-UI carries it: a string, or parts (only text parts are accepted here). */
+const content = z.union([z.string(), z.array(textPart)]);
+
+const toolCall = z.object({
+  id,
+  type: z.literal("function"),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
+
+export const agUiMessage = z.discriminatedUnion("role", [
+  z.object({ id, role: z.literal("user"), content }),
+  z.object({
+    id,
+    role: z.literal("assistant"),
+    content: z.string().optional(),
+    toolCalls: z.array(toolCall).optional(),
+  }),
+  z.object({ id, role: z.literal("tool"), toolCallId: id, content, error: z.string().optional() }),
+  z.object({ id, role: z.literal("system") }),
+  z.object({ id, role: z.literal("developer") }),
+  z.object({ id, role: z.literal("reasoning") }),
+  z.object({ id, role: z.literal("activity") }),
+]);
+export type AgUiMessage = z.output<typeof agUiMessage>;
+
+/** A tool the page offers for this run. */
+export const agUiTool = z.object({
+  name: z.string().min(1).max(128),
+  description: z.string(),
+  parameters: z.unknown(),
+});
+
+/**
+ * An answer to an interrupt of a previous run: the interrupt id is the pending approval's id. `resolved` with
+ * `{ approve, reason? }` answers it (as `POST .../pending/{id}` does); `cancelled` denies it.
+ */
+export const agUiResume = z.object({
+  interruptId: id,
+  status: z.enum(["resolved", "cancelled"]),
+  payload: z.object({ approve: z.boolean(), reason: z.string().max(2000).optional() }).optional(),
+});
+export type AgUiResume = z.output<typeof agUiResume>;
+
+/** `RunAgentInput` (AG-UI 1.0): `threadId` names the conversation, `root` or its id. */
+export const runAgentInput = z.object({
+  threadId: z.string().min(1),
+  runId: id,
+  parentRunId: z.string().optional(),
+  protocolVersion: z.string().optional(),
+  state: z.unknown().optional(),
+  messages: z.array(agUiMessage).max(10_000),
+  tools: z.array(agUiTool).max(128),
+  context: z.array(z.object({ description: z.string(), value: z.string() })),
+  forwardedProps: z.unknown().optional(),
+  resume: z.array(agUiResume).max(128).optional(),
+});
+export type RunAgentInputBody = z.output<typeof runAgentInput>;

@@ -1,0 +1,304 @@
+/**
+ * AG-UI 1.0 over HTTP + SSE (docs/api.md "AG-UI"): `POST /v1/sessions/{session}/ag-ui` takes `RunAgentInput` and
+ * streams the run's AG-UI events. `threadId` names the conversation (`root` or its id). The new input is the last
+ * user message of `messages`, accepted once under its message id (a run sent again is the same input, never a
+ * second turn: it streams what the page does not hold yet). `resume[]` answers the pending approvals a previous
+ * run's `interrupt` outcome named; a tool message answers a pending client tool by its tool call id. Everything
+ * is checked before anything is written: the conversation, the page's tools (a name a selected tool has is 422
+ * `invalid_tool`), the answers against the durable pending list (a second answer is its 409 `already_answered`).
+ *
+ * The events come from the conversation's durable watch (the session object's SSE watch, folded with the core
+ * reducer; ag-ui-events.ts), so every token sent was committed; the run ends with `RUN_FINISHED` (`success`;
+ * `interrupt` while an approval waits; `success` with `pendingToolCallIds` while a client tool waits; `cancelled`
+ * after an abort) or `RUN_ERROR` (the turn failed).
+ */
+import { Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import type { SSEStreamingApi } from "hono/streaming";
+import { applyMessage } from "../../../core/watch-reduce.js";
+import type { ConversationEvent, ConversationView } from "../../../core/watch-types.js";
+import { bindTo } from "../../../core/state.js";
+import type { InputResult } from "../../../core/inbox.js";
+import { addressKey } from "../../../storage/shared.js";
+import { parsePendingId, pendingHere, type PendingItem } from "../../../kinds/pending-types.js";
+import { runAgentInput, type AgUiMessage, type RunAgentInputBody } from "../../../api/ag-ui.js";
+import { requires, ROLE_CAPABILITIES, type AppEnv } from "../../identity/auth.js";
+import { payerOf } from "../../limits/admission.js";
+import { Problem } from "../../problems.js";
+import { conversationRef, noQuery, parse } from "../../schemas.js";
+import type { JsonValue, Task } from "../../../storage/records.js";
+import type { SessionRpc } from "../../session/rpc.js";
+import { AgUiTurn, type AgUiEvent, type AgUiInterrupt, type AgUiOutcome, type Held } from "../ag-ui-events.js";
+import { readSseMessages } from "../ag-ui-sse.js";
+import { acceptedBy } from "./accepting.js";
+import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
+
+export const agUiRoutes = new Hono<AppEnv>();
+
+/** The request key of an AG-UI user message: a space keeps it apart from every Idempotency-Key (visible ASCII). */
+function messageKey(messageId: string): string {
+  return `ag-ui ${messageId}`;
+}
+
+function textOf(content: string | readonly { readonly text: string }[]): string {
+  return typeof content === "string" ? content : content.map((part) => part.text).join("");
+}
+
+async function sha256(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return btoa(String.fromCharCode(...new Uint8Array(digest)));
+}
+
+/** What the page holds: its messages' ids, tool calls and tool results. */
+function heldOf(messages: readonly AgUiMessage[]): Held {
+  const ids = new Set<string>();
+  const calls = new Set<string>();
+  const results = new Set<string>();
+  for (const message of messages) {
+    ids.add(message.id);
+    if (message.role === "assistant") for (const call of message.toolCalls ?? []) calls.add(call.id);
+    if (message.role === "tool") results.add(message.toolCallId);
+  }
+  return { messages: ids, toolCalls: calls, toolResults: results };
+}
+
+/** The tool call id of a pending item's tool task (its state's `call`, kinds/states.ts). */
+function callIdOf(tasks: readonly Task[], item: PendingItem): string | undefined {
+  const task = tasks.find((t) => t.id === item.taskId);
+  const call = task?.state["call"];
+  if (call === null || typeof call !== "object" || Array.isArray(call)) return undefined;
+  const id = (call as { id?: unknown }).id;
+  return typeof id === "string" ? id : undefined;
+}
+
+interface PlannedAnswer {
+  readonly id: string;
+  readonly answer: JsonValue;
+}
+
+/**
+ * The answers this run carries, checked against the conversation's pending list (read only): each resume entry must
+ * name a pending approval; a tool message answers the pending client tool of its tool call id (a tool message for
+ * anything else is the page's copy of a settled result, and is ignored).
+ */
+async function plannedAnswers(
+  stub: SessionRpc,
+  input: RunAgentInputBody,
+  ref: "root" | number,
+): Promise<readonly PlannedAnswer[]> {
+  const resume = input.resume ?? [];
+  const tools = input.messages.filter((m) => m.role === "tool");
+  if (resume.length === 0 && tools.length === 0) return [];
+  const items = await run(stub.op("pending", ref));
+  const out: PlannedAnswer[] = [];
+  resume.forEach((entry, index) => {
+    // An approval no longer listed is still answered through the pending list, which refuses it with what
+    // happened (409 `already_answered` with the first answer, `pending_closed`) and writes nothing.
+    const listed = items.some((i) => i.id === entry.interruptId);
+    if (!listed && parsePendingId(entry.interruptId)?.type !== "approval")
+      throw new Problem(
+        "pending_not_found",
+        `no approval is pending under ${entry.interruptId}`,
+        `resume.${index}.interruptId`,
+      );
+    const approve = entry.status === "resolved" && (entry.payload?.approve ?? true);
+    const reason = entry.status === "cancelled" ? "cancelled by the page" : entry.payload?.reason;
+    out.push({ id: entry.interruptId, answer: reason === undefined ? { approve } : { approve, reason } });
+  });
+  const clients = items.filter((i) => i.type === "client_tool");
+  if (clients.length === 0 || tools.length === 0) return out;
+  const { tasks } = await run(stub.op("snapshot", ref));
+  for (const item of clients) {
+    const callId = callIdOf(tasks, item);
+    const message = tools.find((m) => m.role === "tool" && m.toolCallId === callId);
+    if (callId === undefined || message === undefined || message.role !== "tool") continue;
+    const output = textOf(message.content);
+    out.push({ id: item.id, answer: message.error === undefined ? { output } : { output, isError: true } });
+  }
+  return out;
+}
+
+agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
+  const stub = session(c);
+  query(c, noQuery);
+  const input = await body(c, runAgentInput);
+  const ref = parse(conversationRef, input.threadId, "invalid_body", "threadId");
+  const claims = c.get("claims");
+  // The conversation must exist (404 otherwise); the page's tools may not shadow a selected tool.
+  const config = await run(stub.op("getConfig", ref));
+  const selected = new Set(config.selectedTools ?? []);
+  input.tools.forEach((tool, index) => {
+    if (selected.has(tool.name))
+      throw new Problem(
+        "invalid_tool",
+        `the session selects a tool named ${tool.name}; a page tool needs another name`,
+        `tools.${index}.name`,
+      );
+  });
+  const users = input.messages.filter((m) => m.role === "user");
+  const user = users[users.length - 1];
+  if (user === undefined || user.role !== "user")
+    throw new Problem("invalid_body", "messages: a run needs a user message", "messages");
+  const answers = await plannedAnswers(stub, input, ref);
+  if (answers.length > 0 && claims.role !== "user" && !ROLE_CAPABILITIES[claims.role].has("pending"))
+    throw new Problem("forbidden", `role ${claims.role} may not answer pending items (needs pending)`);
+  for (const answer of answers) await run(stub.op("answerPending", answer.id, answer.answer));
+  const text = textOf(user.content);
+  const accepted = await acceptedBy(c.env, payerOf(claims), stub, sessionParam(c), ref, {
+    input: text,
+    source: { type: "idempotency", key: messageKey(user.id) },
+    requestHash: await sha256(JSON.stringify({ input: text })),
+  });
+  const upstream = await stub.fetch(
+    new Request(`https://session.internal/watch/${accepted.conversationId}`, { signal: c.req.raw.signal }),
+  );
+  if (!upstream.ok || upstream.body === null) return upstream;
+  const source = upstream.body;
+  const answered = new Set(answers.map((a) => a.id));
+  return streamSSE(c, async (stream) => {
+    const reader = source.getReader();
+    stream.onAbort(() => void reader.cancel().catch(() => undefined));
+    const send = (event: AgUiEvent): Promise<void> => stream.writeSSE({ data: JSON.stringify(event) });
+    await send({ type: "RUN_STARTED", threadId: input.threadId, runId: input.runId });
+    try {
+      const end = await follow(stub, reader, accepted.inputId, heldOf(input.messages), answered, stream, send);
+      await send(
+        end.type === "error"
+          ? { type: "RUN_ERROR", message: end.message, code: end.code }
+          : { type: "RUN_FINISHED", threadId: input.threadId, runId: input.runId, outcome: end.outcome },
+      );
+    } catch (error) {
+      if (!stream.aborted)
+        await send({ type: "RUN_ERROR", message: error instanceof Error ? error.message : "the run failed" });
+    } finally {
+      await reader.cancel().catch(() => undefined);
+    }
+  });
+});
+
+type RunEnd =
+  | { readonly type: "finished"; readonly outcome: AgUiOutcome }
+  | { readonly type: "error"; readonly message: string; readonly code: string };
+
+/** The pending items of the watched conversation, as its view holds them. */
+function pendingOf(view: ConversationView): readonly PendingItem[] {
+  const value = view.values[addressKey(bindTo(pendingHere, view.conversation.id))];
+  return Array.isArray(value) ? (value as unknown as PendingItem[]) : [];
+}
+
+function interruptOf(view: ConversationView, item: PendingItem): AgUiInterrupt {
+  const callId = callIdOf(view.tasks, item);
+  return {
+    id: item.id,
+    reason: "tool_approval",
+    message: `approve the call of ${item.name}?`,
+    ...(callId === undefined ? {} : { toolCallId: callId }),
+    responseSchema: {
+      type: "object",
+      properties: { approve: { type: "boolean" }, reason: { type: "string" } },
+      required: ["approve"],
+    },
+    ...(item.deadline === undefined ? {} : { expiresAt: new Date(item.deadline).toISOString() }),
+  };
+}
+
+/** How a terminal input result ends the run. */
+function endOf(result: InputResult): RunEnd | undefined {
+  switch (result.status) {
+    case "queued":
+    case "placed":
+      return undefined;
+    case "done":
+      return { type: "finished", outcome: { type: "success" } };
+    case "unanswered":
+      switch (result.reason) {
+        case "aborted":
+          return { type: "finished", outcome: { type: "cancelled" } };
+        case "terminated":
+          return { type: "finished", outcome: { type: "success" } };
+        case "failed":
+          return { type: "error", message: result.detail ?? "the turn failed", code: "turn_failed" };
+        default: {
+          const never: never = result.reason;
+          return never;
+        }
+      }
+    default: {
+      const never: never = result;
+      return never;
+    }
+  }
+}
+
+/** Whether the view has caught up with a terminal result: its answer entry, or no turn task left. */
+function caughtUp(view: ConversationView, result: InputResult): boolean {
+  if (result.status === "done" && result.answer !== undefined) {
+    const answer = result.answer;
+    return view.entries.some((entry) => entry.id >= answer);
+  }
+  return view.tasks.every((task) => task.turn !== true);
+}
+
+/**
+ * Follow the conversation's watch until the input's run ends: send the events each folded message adds, and answer
+ * how it ended. The input's result is read again after each commit that may change it (not after preview output).
+ */
+async function follow(
+  stub: SessionRpc,
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  inputId: number,
+  held: Held,
+  answered: ReadonlySet<string>,
+  stream: SSEStreamingApi,
+  send: (event: AgUiEvent) => Promise<void>,
+): Promise<RunEnd> {
+  const turn = new AgUiTurn(held);
+  let view: ConversationView | undefined;
+  let result: InputResult | undefined;
+  for await (const message of readSseMessages(reader)) {
+    if (stream.aborted) return { type: "error", message: "the page went away", code: "disconnected" };
+    if (message.type === "comment") {
+      await stream.write(": keep-alive\n\n");
+      continue;
+    }
+    let check = false;
+    if (message.event === "view") {
+      view = JSON.parse(message.data) as ConversationView;
+      check = true;
+    } else if (message.event === "commit" && view !== undefined) {
+      const commit = JSON.parse(message.data) as { seq: number; events: ConversationEvent[] };
+      view = applyMessage(view, commit);
+      check = commit.events.some((event) => event.type !== "task_output");
+    }
+    if (view === undefined) continue;
+    if (check || result === undefined) {
+      result = (await run(stub.op("input", inputId))).result;
+      if (result.status === "placed") turn.placed(result.entry);
+      if (result.status === "done") turn.placed(result.entry, result.answer);
+      if (result.status === "unanswered" && result.entry !== undefined) turn.placed(result.entry);
+    }
+    for (const event of turn.update(view)) await send(event);
+    const end = endOf(result);
+    if (end !== undefined) {
+      if (!caughtUp(view, result)) continue;
+      for (const event of turn.close()) await send(event);
+      return end;
+    }
+    const waiting = pendingOf(view).filter((item) => !answered.has(item.id));
+    if (check && waiting.length > 0) {
+      for (const event of turn.close()) await send(event);
+      const approvals = waiting.filter((item) => item.type === "approval");
+      if (approvals.length > 0)
+        return {
+          type: "finished",
+          outcome: {
+            type: "interrupt",
+            interrupts: approvals.map((item) => interruptOf(view as ConversationView, item)),
+          },
+        };
+      const ids = waiting.flatMap((item) => callIdOf(view?.tasks ?? [], item) ?? []);
+      return { type: "finished", outcome: { type: "success", pendingToolCallIds: ids } };
+    }
+  }
+  return { type: "error", message: "the session closed the watch", code: "watch_closed" };
+}

@@ -1,0 +1,304 @@
+/**
+ * AG-UI 1.0 over HTTP + SSE (docs/api.md "AG-UI"): `POST /v1/sessions/{s}/ag-ui` driven by the real
+ * `@ag-ui/client` HttpAgent, whose fetch goes to the Worker (SELF). Every event on the wire is validated with
+ * `@ag-ui/core`'s schemas; a run sent again is the same input; an approval ends the run with an `interrupt`
+ * outcome that `resume[]` answers, and a client tool ends it with `pendingToolCallIds`, answered by a tool message.
+ */
+import { HttpAgent } from "@ag-ui/client";
+import { EventSchemas } from "@ag-ui/core/schemas";
+import type { BaseEvent, Message } from "@ag-ui/core";
+import { abortAllDurableObjects } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { JsonObject } from "../../src/storage/records.js";
+import { BASE, call, json, token, uniqueSession, workerFetch } from "./http-fixtures.js";
+import { installSeams, resetSeams } from "./session-fixtures.js";
+
+let tenants = 0;
+let TENANT = "ag-ui";
+
+beforeEach(() => {
+  installSeams();
+  tenants += 1;
+  TENANT = `ag-ui-${tenants}-${Date.now().toString(36)}`;
+});
+
+afterEach(async () => {
+  await abortAllDurableObjects();
+  resetSeams();
+});
+
+async function defineTool(name: string, definition: JsonObject): Promise<void> {
+  const body = {
+    description: `${name} (test)`,
+    parameters: { type: "object", properties: { id: { type: "integer" } } },
+    ...definition,
+  };
+  const response = await call("PUT", `/v1/tools/${name}`, { token: await token(TENANT, "operator"), body });
+  expect(response.status, await response.clone().text()).toBe(201);
+}
+
+async function newSession(selectedTools?: string[]): Promise<{ name: string; t: string }> {
+  const name = uniqueSession("ag-ui");
+  const t = await token(TENANT, "client");
+  const created = await call("PUT", `/v1/sessions/${name}`, {
+    token: t,
+    body: selectedTools === undefined ? {} : { selectedTools },
+  });
+  expect(created.status, await created.clone().text()).toBe(201);
+  return { name, t };
+}
+
+/** Every `data:` payload of an SSE body, parsed. */
+function dataOf(text: string): unknown[] {
+  return text
+    .split(/\n\n/)
+    .flatMap((block) => block.split("\n").filter((line) => line.startsWith("data:")))
+    .map((line) => JSON.parse(line.slice(5).trim()) as unknown);
+}
+
+/** An HttpAgent on the session's AG-UI route; `wire` collects every event the server sent, as sent. */
+function agentOf(name: string, t: string, threadId = "root", initialMessages: Message[] = []) {
+  const wire: unknown[][] = [];
+  const agent = new HttpAgent({
+    url: `${BASE}/v1/sessions/${name}/ag-ui`,
+    headers: { authorization: `Bearer ${t}` },
+    threadId,
+    initialMessages,
+    fetch: async (url, init) => {
+      const response = await workerFetch(new Request(url, init));
+      const run: unknown[] = [];
+      wire.push(run);
+      if (response.body === null) return response;
+      // Record the bytes as they pass (a clone's tee would hold the agent's copy back until the end).
+      const decoder = new TextDecoder();
+      let text = "";
+      const recorder = new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          text += decoder.decode(chunk, { stream: true });
+          controller.enqueue(chunk);
+        },
+        flush() {
+          run.push(...dataOf(text));
+        },
+      });
+      return new Response(response.body.pipeThrough(recorder), response);
+    },
+  });
+  return { agent, wire };
+}
+
+/** Run once; the events the agent saw, and the run's wire events once the body has been read. */
+async function runOnce(
+  agent: HttpAgent,
+  wire: unknown[][],
+  parameters: Parameters<HttpAgent["runAgent"]>[0] = {},
+): Promise<{ events: BaseEvent[]; sent: unknown[] }> {
+  const events: BaseEvent[] = [];
+  await agent.runAgent(parameters, { onEvent: ({ event }) => void events.push(event) });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const sent = wire[wire.length - 1] ?? [];
+  return { events, sent };
+}
+
+function validateAll(sent: readonly unknown[]): void {
+  expect(sent.length).toBeGreaterThan(1);
+  for (const event of sent) {
+    const parsed = EventSchemas.safeParse(event);
+    expect(parsed.success, `${JSON.stringify(event)}: ${parsed.error?.message ?? ""}`).toBe(true);
+  }
+}
+
+type Wire = { type: string } & Record<string, unknown>;
+
+function typesOf(sent: readonly unknown[]): string[] {
+  return sent.map((event) => (event as Wire).type);
+}
+
+function finished(sent: readonly unknown[]): Wire {
+  const last = sent[sent.length - 1] as Wire;
+  expect(last.type).toBe("RUN_FINISHED");
+  return last;
+}
+
+function textOf(sent: readonly unknown[]): string {
+  return sent
+    .filter((event) => (event as Wire).type === "TEXT_MESSAGE_CONTENT")
+    .map((event) => String((event as Wire)["delta"]))
+    .join("");
+}
+
+async function userEntries(name: string, t: string): Promise<number> {
+  const entries = await json<{ items: { kind: string }[] }>(
+    await call("GET", `/v1/sessions/${name}/conversations/root/entries`, { token: t }),
+  );
+  return entries.items.filter((entry) => entry.kind === "user").length;
+}
+
+describe("AG-UI over HTTP + SSE", () => {
+  it("Every AG-UI event validates against @ag-ui/core", async () => {
+    const { name, t } = await newSession();
+    const { agent, wire } = agentOf(name, t);
+    agent.addMessage({ id: "u-1", role: "user", content: "hello from a page" });
+    const first = await runOnce(agent, wire);
+    validateAll(first.sent);
+    expect(typesOf(first.sent)).toEqual([
+      "RUN_STARTED",
+      "TEXT_MESSAGE_START",
+      ...typesOf(first.sent).filter((type) => type === "TEXT_MESSAGE_CONTENT"),
+      "TEXT_MESSAGE_END",
+      "RUN_FINISHED",
+    ]);
+    expect(textOf(first.sent)).toBe("hello from a page");
+    expect(finished(first.sent)["outcome"]).toEqual({ type: "success" });
+    // The agent folded the events into an assistant message.
+    expect(agent.messages.map((m) => [m.role, m.content])).toEqual([
+      ["user", "hello from a page"],
+      ["assistant", "hello from a page"],
+    ]);
+
+    // The same run sent again (the page lost the answer): the same input, its answer once, no second turn.
+    const again = agentOf(name, t, "root", [{ id: "u-1", role: "user", content: "hello from a page" }]);
+    const resent = await runOnce(again.agent, again.wire);
+    validateAll(resent.sent);
+    expect(textOf(resent.sent)).toBe("hello from a page");
+    expect(await userEntries(name, t)).toBe(1);
+    // With the answer held, nothing is sent again.
+    const held = await runOnce(agent, wire);
+    expect(typesOf(held.sent)).toEqual(["RUN_STARTED", "RUN_FINISHED"]);
+    expect(await userEntries(name, t)).toBe(1);
+
+    // A new user message is a new input, on the same thread.
+    agent.addMessage({ id: "u-2", role: "user", content: "and again" });
+    const next = await runOnce(agent, wire);
+    validateAll(next.sent);
+    expect(textOf(next.sent)).toBe("and again");
+    expect(await userEntries(name, t)).toBe(2);
+  });
+
+  it("An AG-UI run that waits on approval finishes with outcome interrupt and resumes with resume[]", async () => {
+    await defineTool("deploy", { handler: { type: "client", timeoutMs: 86_400_000 }, approval: "always" });
+    const { name, t } = await newSession(["deploy"]);
+    const { agent, wire } = agentOf(name, t);
+    agent.addMessage({ id: "u-deploy", role: "user", content: '/call deploy {"id":7}' });
+
+    // 1. The model calls deploy; its approval waits: the run ends with an interrupt naming the pending item.
+    const first = await runOnce(agent, wire);
+    validateAll(first.sent);
+    const start = first.sent.find((event) => (event as Wire).type === "TOOL_CALL_START") as Wire;
+    expect(start).toMatchObject({ toolCallName: "deploy" });
+    const args = first.sent
+      .filter((event) => (event as Wire).type === "TOOL_CALL_ARGS")
+      .map((event) => String((event as Wire)["delta"]))
+      .join("");
+    expect(JSON.parse(args)).toEqual({ id: 7 });
+    const outcome = finished(first.sent)["outcome"] as {
+      type: string;
+      interrupts: { id: string; toolCallId: string }[];
+    };
+    expect(outcome.type).toBe("interrupt");
+    const pending = await json<{ items: { id: string; type: string }[] }>(
+      await call("GET", `/v1/sessions/${name}/pending`, { token: t }),
+    );
+    expect(pending.items).toEqual([expect.objectContaining({ type: "approval" })]);
+    expect(outcome.interrupts).toEqual([
+      expect.objectContaining({ id: pending.items[0]?.id, toolCallId: start["toolCallId"] }),
+    ]);
+
+    // The client refuses to run on without answering the interrupt.
+    await expect(agent.runAgent()).rejects.toThrow(/pending interrupt/);
+
+    // 2. resume[] approves: the call runs, and, a client tool, waits for the page's output.
+    const second = await runOnce(agent, wire, {
+      resume: [{ interruptId: outcome.interrupts[0]?.id ?? "", status: "resolved", payload: { approve: true } }],
+    });
+    validateAll(second.sent);
+    expect(finished(second.sent)["outcome"]).toEqual({
+      type: "success",
+      pendingToolCallIds: [start["toolCallId"]],
+    });
+    // Already held by the page: the tool call is not sent again.
+    expect(typesOf(second.sent)).toEqual(["RUN_STARTED", "RUN_FINISHED"]);
+
+    // A second answer to the same approval is refused with the first (the durable pending list decides).
+    const twice = await call("POST", `/v1/sessions/${name}/ag-ui`, {
+      token: t,
+      body: {
+        threadId: "root",
+        runId: "again",
+        messages: [{ id: "u-deploy", role: "user", content: '/call deploy {"id":7}' }],
+        tools: [],
+        context: [],
+        resume: [{ interruptId: outcome.interrupts[0]?.id, status: "resolved", payload: { approve: false } }],
+      },
+    });
+    expect(twice.status).toBe(409);
+    expect(await json(twice)).toMatchObject({ code: "already_answered", answer: { approve: true } });
+
+    // 3. A tool message answers the client tool; the turn ends with the model's answer.
+    agent.addMessage({
+      id: "tool-1",
+      role: "tool",
+      toolCallId: String(start["toolCallId"]),
+      content: "deployed 7",
+    });
+    const third = await runOnce(agent, wire);
+    validateAll(third.sent);
+    expect(textOf(third.sent)).toBe("deployed 7");
+    expect(finished(third.sent)["outcome"]).toEqual({ type: "success" });
+    expect(await userEntries(name, t)).toBe(1);
+  });
+
+  it("streams a live turn's committed tokens as they come, and ends cancelled after an abort", async () => {
+    const name = uniqueSession("ag-ui-slow");
+    const t = await token(TENANT, "client");
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+    const { agent, wire } = agentOf(name, t);
+    const words = "one two three four five six seven eight";
+    agent.addMessage({ id: "u-slow", role: "user", content: words });
+    const live = await runOnce(agent, wire);
+    validateAll(live.sent);
+    // Several deltas, each a piece of the answer as it was committed, together the whole answer once.
+    expect(typesOf(live.sent).filter((type) => type === "TEXT_MESSAGE_CONTENT").length).toBeGreaterThan(1);
+    expect(textOf(live.sent)).toBe(words);
+
+    // A long answer aborted from the abort route once its first token arrived: the run ends cancelled, its text
+    // a prefix of the answer.
+    const long = Array.from({ length: 200 }, (_, i) => `w${i}`).join(" ");
+    agent.addMessage({ id: "u-long", role: "user", content: long });
+    let aborted: Promise<Response> | undefined;
+    const events: BaseEvent[] = [];
+    await agent.runAgent(
+      {},
+      {
+        onEvent: ({ event }) => void events.push(event),
+        onTextMessageContentEvent: () => {
+          aborted ??= call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t });
+        },
+      },
+    );
+    expect((await aborted)?.status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const sent = wire[wire.length - 1] ?? [];
+    validateAll(sent);
+    expect(finished(sent)["outcome"]).toEqual({ type: "cancelled" });
+    expect(long.startsWith(textOf(sent))).toBe(true);
+    expect(textOf(sent).length).toBeLessThan(long.length);
+  });
+
+  it("refuses a page tool named like a selected tool, and an unknown thread, writing nothing", async () => {
+    const { name, t } = await newSession(["echo"]);
+    const base = { runId: "r", messages: [{ id: "u", role: "user", content: "hi" }], context: [] };
+    const clash = await call("POST", `/v1/sessions/${name}/ag-ui`, {
+      token: t,
+      body: { ...base, threadId: "root", tools: [{ name: "echo", description: "mine", parameters: {} }] },
+    });
+    expect(clash.status).toBe(422);
+    expect(await json(clash)).toMatchObject({ code: "invalid_tool", field: "tools.0.name" });
+    const unknown = await call("POST", `/v1/sessions/${name}/ag-ui`, {
+      token: t,
+      body: { ...base, threadId: "99999", tools: [] },
+    });
+    expect(unknown.status).toBe(404);
+    expect(await userEntries(name, t)).toBe(0);
+  });
+});
