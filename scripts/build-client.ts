@@ -10,6 +10,9 @@
  * server's own watches fold with, so a page and the server compute the same view; what it needs of
  * src/storage/shared.ts (`addressKey`); and Chord's delta apply (`@earendil-works/chord/delta`, MIT).
  *
+ * The declarations mirror src/ under `types/` (the client's, and the src/api, src/core and src/storage types
+ * they name); they import types from TYPE_PEERS, which the manifest lists as optional peer dependencies.
+ *
  * `build-inputs.json` in OUT_DIR lists the source files the module holds (for the test; not packed).
  */
 import { build } from "esbuild";
@@ -30,6 +33,9 @@ export const RUNTIME_ALLOWED: readonly string[] = [
   "node_modules/@earendil-works/chord/dist/delta/",
 ];
 
+/** The packages the declarations import types from (the wire schema's zod, the core's pi-ai and Chord). */
+export const TYPE_PEERS: readonly string[] = ["zod", "@earendil-works/pi-ai", "@earendil-works/chord"];
+
 /** The inputs outside RUNTIME_ALLOWED (paths relative to the root; a symlinked node_modules counts as its own). */
 export function disallowedInputs(inputs: readonly string[]): string[] {
   return inputs.filter((input) => {
@@ -49,7 +55,10 @@ export interface ClientBuild {
 export async function buildClient(root: string, outDir: string): Promise<ClientBuild> {
   rmSync(outDir, { recursive: true, force: true });
   mkdirSync(outDir, { recursive: true });
-  const version = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }).version;
+  const own = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+    version: string;
+    dependencies: Record<string, string>;
+  };
 
   const result = await build({
     absWorkingDir: root,
@@ -74,7 +83,7 @@ export async function buildClient(root: string, outDir: string): Promise<ClientB
 
   const manifest = {
     name: CLIENT_PACKAGE_NAME,
-    version,
+    version: own.version,
     description: "Typed HTTP client for pico-edge: routes, problem+json errors, live watches with resume",
     type: "module",
     main: "./index.js",
@@ -82,6 +91,10 @@ export async function buildClient(root: string, outDir: string): Promise<ClientB
     exports: { ".": { types: "./types/client/index.d.ts", import: "./index.js", default: "./index.js" } },
     files: ["index.js", "types"],
     sideEffects: false,
+    // Nothing at runtime; the declarations name these packages' types. Optional: a page installs them (as
+    // dev dependencies) for the full types, and without them those types are unresolved.
+    peerDependencies: Object.fromEntries(TYPE_PEERS.map((name) => [name, own.dependencies[name] ?? "*"])),
+    peerDependenciesMeta: Object.fromEntries(TYPE_PEERS.map((name) => [name, { optional: true }])),
   };
   writeFileSync(join(outDir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
 

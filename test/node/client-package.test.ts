@@ -5,12 +5,21 @@
  * without a network and constructs a client there.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { CLIENT_PACKAGE_NAME, RUNTIME_ALLOWED } from "../../scripts/build-client.js";
+import { CLIENT_PACKAGE_NAME, RUNTIME_ALLOWED, TYPE_PEERS } from "../../scripts/build-client.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const tmp = mkdtempSync(join(tmpdir(), "pico-client-package-"));
@@ -85,5 +94,43 @@ describe("client package", () => {
       seen: ["GET https://pico.example/v1/sessions?limit=5 Bearer t0k"],
       types: ["function", "function"],
     });
+
+    // Its declarations type a page's code once the optional type peers are there (linked from this repository).
+    for (const peer of TYPE_PEERS) {
+      mkdirSync(dirname(join(app, "node_modules", peer)), { recursive: true });
+      symlinkSync(realpathSync(join(root, "node_modules", peer)), join(app, "node_modules", peer), "dir");
+    }
+    writeFileSync(
+      join(app, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "ES2023",
+          module: "ES2022",
+          moduleResolution: "Bundler",
+          lib: ["ES2023", "DOM"],
+          types: [],
+          strict: true,
+          skipLibCheck: true,
+          noEmit: true,
+        },
+        files: ["page.ts"],
+      }),
+    );
+    writeFileSync(
+      join(app, "page.ts"),
+      [
+        `import { PicoClient, type ConversationView } from "${CLIENT_PACKAGE_NAME}";`,
+        `const client = new PicoClient({ baseUrl: "https://pico.example", token: "t0k" });`,
+        `export async function start(render: (view: ConversationView) => void): Promise<string> {`,
+        `  // @ts-expect-error a model is a string (an unresolved type would let this through)`,
+        `  await client.session("s").create({ model: 42 });`,
+        `  client.session("s").conversation("root").watch({ onChange: render });`,
+        `  const { session } = await client.session("s").create({});`,
+        `  return session;`,
+        `}`,
+      ].join("\n"),
+    );
+    const tsc = join(root, "node_modules/typescript/bin/tsc");
+    expect(() => execFileSync(process.execPath, [tsc, "-p", app], { cwd: app, encoding: "utf8" })).not.toThrow();
   });
 });
