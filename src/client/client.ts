@@ -16,7 +16,8 @@
  * const { inputId } = await s.conversation("root").accept("hello", { idempotencyKey: "k1", wait: 10 });
  * const watch = s.conversation("root").watch({ onChange: (view) => render(view) });
  */
-import { applySessionMessage, type SessionEvent, type SessionView } from "../core/watch.js";
+import { applySessionMessage } from "../core/watch-reduce.js";
+import type { SessionEvent, SessionView } from "../core/watch-types.js";
 import type { ProblemBody } from "../api/problems.js";
 import type {
   AcceptanceResponse,

@@ -9,7 +9,8 @@
  * const watch = root.watch({ onChange: (view) => render(view) });
  */
 import type { UserInput } from "../core/entries.js";
-import { applyMessage, type ConversationEvent, type ConversationView } from "../core/watch.js";
+import { applyMessage } from "../core/watch-reduce.js";
+import type { ConversationEvent, ConversationView } from "../core/watch-types.js";
 import type {
   AbortedResponse,
   AcceptResponse,

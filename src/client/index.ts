@@ -16,5 +16,11 @@ export * from "./end-users.js";
 export * from "./mcp-servers.js";
 export * from "./users.js";
 export * from "./sse.js";
-export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch.js";
-export type { ConversationEvent, ConversationView, SessionEvent, SessionView, WatchMessage } from "../core/watch.js";
+export { applyEvent, applyMessage, applySessionEvent, applySessionMessage } from "../core/watch-reduce.js";
+export type {
+  ConversationEvent,
+  ConversationView,
+  SessionEvent,
+  SessionView,
+  WatchMessage,
+} from "../core/watch-types.js";

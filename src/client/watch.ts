@@ -4,7 +4,7 @@
  * disconnect (or, with `watchToken`, connects as EventSource does: a fresh watch token and
  * `?lastEventId=` per connection, no bearer token on the stream). Sessions and conversations share it.
  */
-import type { WatchMessage } from "../core/watch.js";
+import type { WatchMessage } from "../core/watch-types.js";
 import type { ProblemBody } from "../api/problems.js";
 import type { WatchTokenResponse } from "../api/responses.js";
 import { readSse, type SseFrame } from "./sse.js";
