@@ -82,5 +82,38 @@ for (const backend of coreBackends) {
           expect.objectContaining({ role: "system", sections: { "edge.profile": "You are version two." } }),
         ]);
       }));
+
+    it(`A profile the directory cannot read for a moment reaches the first request once it answers (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const catalog = new Catalog();
+        catalog.put("You are the agent.");
+        let outage = 2;
+        const reported: unknown[] = [];
+        const source = catalog.source();
+        const cache = new ProfileCache(
+          {
+            latest: async (name) => {
+              if (outage-- > 0) throw new Error("directory unavailable");
+              return source.latest(name);
+            },
+            version: source.version,
+          },
+          systemClock,
+          (error) => reported.push(error),
+        );
+        const rig = await openRig(inner, [answerNewest()], {
+          turn: { profileVersion: (name) => cache.head(name) },
+        });
+        registerProfileSection(rig.kit.sections);
+        profileHandler(rig.kit.hooks, rig.kit.generation, cache, async () => ({}));
+        const root = await rig.harness.root(call);
+        await root.commit((tx) => tx.value(generationConfig.profile).set("support"), call);
+        await cache.refresh("support", 0);
+        expect(cache.failing("support")).toBe(true);
+        await root.accept({ input: "A" }, call);
+        expect(await root.drive(call)).toBe("idle");
+        expect(reported).toHaveLength(2);
+        expect(rig.sent.map((sent) => instructions(sent.context))).toEqual(["You are the agent."]);
+      }));
   });
 }

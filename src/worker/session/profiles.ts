@@ -70,11 +70,18 @@ export class ProfileCache {
   readonly #heads = new Map<string, Head>();
   readonly #versions = new Map<string, ProfileRecord>();
   readonly #reading = new Map<string, Promise<void>>();
+  /** Names whose last read failed (cleared by the next read that answers). */
+  readonly #failing = new Set<string>();
 
   constructor(source: ProfileSource, clock: Clock, report: (error: unknown) => void) {
     this.#source = source;
     this.#clock = clock;
     this.#report = report;
+  }
+
+  /** Whether the last read of `name` (its latest version or one version) failed. */
+  failing(name: string): boolean {
+    return this.#failing.has(name);
   }
 
   /** The latest version of `name` as last read; undefined when never read or not a live profile. */
@@ -100,9 +107,11 @@ export class ProfileCache {
     if (kept !== undefined) return kept;
     try {
       const record = await this.#source.version(name, version);
+      this.#failing.delete(name);
       if (record !== undefined) this.#keep(record);
       return record;
     } catch (error) {
+      this.#failing.add(name);
       this.#report(error);
       return undefined;
     }
@@ -113,9 +122,11 @@ export class ProfileCache {
       const latest = this.#source.latest(name);
       if (latest === undefined) return;
       const record = await latest;
+      this.#failing.delete(name);
       this.#heads.set(name, { version: record?.version, at: this.#clock.now() });
       if (record !== undefined) this.#keep(record);
     } catch (error) {
+      this.#failing.add(name);
       this.#report(error);
     }
   }
@@ -137,6 +148,9 @@ export class ProfileCache {
  * an accept (which read it) does not read it again, a later one (after tools) does.
  */
 const PREPARE_MAX_AGE_MS = 1_000;
+
+/** How long a first preparation waits between reads of a profile the directory did not answer for. */
+const UNREAD_WAITS_MS = [250, 1_000, 3_000] as const;
 
 /**
  * Register the `edge.profile` section and the handler that fills it. Registered after the kit's own
@@ -163,11 +177,20 @@ export function profileHandler(
       sections.delete(profileSection);
       return;
     }
-    await cache.refresh(name, PREPARE_MAX_AGE_MS);
-    const version = config.profileVersion ?? cache.head(name);
-    if (version === undefined) return;
-    const record = await cache.record(name, version);
-    if (record === undefined) return;
+    // A profile that cannot be read keeps the instructions last prepared; a conversation with none yet
+    // waits a few seconds for the directory before its request goes out without them (reported).
+    const waits = sections.get(profileSection) === undefined ? [...UNREAD_WAITS_MS] : [];
+    let record: ProfileRecord | undefined;
+    let version: number | undefined;
+    for (;;) {
+      await cache.refresh(name, PREPARE_MAX_AGE_MS);
+      version = config.profileVersion ?? cache.head(name);
+      record = version === undefined ? undefined : await cache.record(name, version);
+      const wait = waits.shift();
+      if (record !== undefined || !cache.failing(name) || wait === undefined) break;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+    if (record === undefined || version === undefined) return;
     const values = await variables();
     sections.set(profileSection, {
       name,
