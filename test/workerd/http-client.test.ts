@@ -240,6 +240,8 @@ describe("typed client against the worker", () => {
     expect(snapshot.conversation.id).toBe(accepted.conversationId);
     const entries = await root.entries({ limit: 50 });
     expect(entries.items.length).toBeGreaterThan(0);
+    const messages = await root.chatMessages();
+    expect(messages.map((message) => message.role)).toContain("assistant");
     expect(await root.patchConfig({ budgetMs: 120_000 })).toMatchObject({ budgetMs: 120_000 });
     expect((await root.config()).budgetMs).toBe(120_000);
 
