@@ -5,7 +5,14 @@ import tseslint from "typescript-eslint";
 export default tseslint.config(
   { ignores: ["node_modules/**", ".wrangler/**", "dist/**"] },
   {
-    files: ["src/**/*.ts", "test/**/*.ts", "bench/**/*.ts", "console/**/*.ts", "scripts/build-client.ts"],
+    files: [
+      "src/**/*.ts",
+      "test/**/*.ts",
+      "test/**/*.tsx",
+      "bench/**/*.ts",
+      "console/**/*.ts",
+      "scripts/build-client.ts",
+    ],
     languageOptions: {
       parser: tseslint.parser,
       parserOptions: {

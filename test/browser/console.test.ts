@@ -1,9 +1,9 @@
 /**
- * Browser tests of the console and of a page on another origin (docs/console.md): Debian's
- * Chromium (/usr/bin/chromium, or $CHROMIUM) driven by playwright-core against `wrangler dev` started
- * here (port 8809, inspector 9309; PICO_BROWSER_PORT moves them). Run by `npm run test:browser` (Node's test runner,
- * type stripping),
- * never by `npm test`. When no browser starts, the tests fail; they never skip.
+ * Browser tests of the console, of a page on another origin, and of a React page with useChat there
+ * (docs/console.md, docs/frontends.md): Debian's Chromium (/usr/bin/chromium, or $CHROMIUM) driven by
+ * playwright-core against `wrangler dev` started here (port 8809, inspector 9309; PICO_BROWSER_PORT moves
+ * them). Run by `npm run test:browser` (Node's test runner, type stripping), never by `npm test`. When no
+ * browser starts, the tests fail; they never skip.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -15,6 +15,7 @@ import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { sign } from "hono/jwt";
+import { build } from "esbuild";
 import { startToolEndpoint } from "../../scripts/tool-endpoint.ts";
 
 // PICO_BROWSER_PORT moves every port (engineers sharing a machine): wrangler dev on it, its inspector on
@@ -182,6 +183,23 @@ async function signIn(p: Page, base = BASE): Promise<void> {
   await p.waitForSelector("#left:not([hidden])");
 }
 
+/** test/browser/use-chat-page.tsx and what it imports (react, @ai-sdk/react, ai), as one ES module. */
+async function bundleUseChatPage(): Promise<Uint8Array> {
+  const result = await build({
+    entryPoints: [join(import.meta.dirname, "use-chat-page.tsx")],
+    bundle: true,
+    format: "esm",
+    target: "es2022",
+    jsx: "automatic",
+    define: { "process.env.NODE_ENV": '"production"' },
+    write: false,
+    logLevel: "warning",
+  });
+  const [output] = result.outputFiles;
+  if (output === undefined) throw new Error("esbuild wrote no bundle of use-chat-page.tsx");
+  return output.contents;
+}
+
 before(
   async () => {
     wrangler = spawn(
@@ -210,9 +228,22 @@ before(
     wrangler.stdout?.resume();
     wrangler.stderr?.resume();
     await waitForHealth(120_000);
+    // The other origin also serves the React page (test/browser/use-chat-page.tsx), bundled here.
+    const useChatScript = await bundleUseChatPage();
     other = createServer((request, response) => {
-      response.writeHead(200, { "content-type": "text/html" });
-      response.end("<!doctype html><title>other origin</title><p>another origin</p>");
+      const path = new URL(request.url ?? "/", "http://other.invalid").pathname;
+      if (path === "/use-chat/app.js") {
+        response.writeHead(200, { "content-type": "text/javascript" });
+        response.end(useChatScript);
+      } else if (path === "/use-chat/") {
+        response.writeHead(200, { "content-type": "text/html" });
+        response.end(
+          '<!doctype html><title>useChat</title><div id="root"></div><script type="module" src="app.js"></script>',
+        );
+      } else {
+        response.writeHead(200, { "content-type": "text/html" });
+        response.end("<!doctype html><title>other origin</title><p>another origin</p>");
+      }
     });
     await new Promise<void>((resolve) => other?.listen(OTHER_PORT, "127.0.0.1", resolve));
     proxy = new DroppingProxy();
@@ -1175,6 +1206,73 @@ void describe("a page on another origin", { timeout: 120_000 }, () => {
     assert.equal(result.answer, "done");
     assert.match(result.sse, /over CORS/);
     assert.match(result.ws, /"type":"view"/);
+    await p.close();
+  });
+});
+
+/** The texts of the messages the React page shows, as `role: text` in order. */
+async function chatShown(p: Page): Promise<string[]> {
+  return p.$$eval("#messages li", (items) =>
+    items.map(
+      (item) =>
+        `${item.getAttribute("data-role") ?? ""}: ${[...item.querySelectorAll(".text")].map((t) => t.textContent).join("")}`,
+    ),
+  );
+}
+
+void describe("a React page with useChat", { timeout: 120_000 }, () => {
+  void it("A React page with useChat talks to a session in Chromium", async () => {
+    const name = `react-${Date.now().toString(36)}`;
+    assert.equal((await api("PUT", `/v1/sessions/${name}`, { model: "echo/echo" })).status, 201);
+    // The product's backend mints the page a user token that reaches this session.
+    const minted = await api("POST", "/v1/tokens", { sub: "dana", sessions: [name], ttlSeconds: 900 });
+    assert.equal(minted.status, 201);
+    const userToken = ((await minted.json()) as { token: string }).token;
+    const fragment = new URLSearchParams({ base: BASE, session: name, token: userToken }).toString();
+    const url = `http://127.0.0.1:${OTHER_PORT}/use-chat/#${fragment}`;
+    const p = await page();
+    const chatRequests: string[] = [];
+    p.on("request", (request) => {
+      if (request.url().includes(`/v1/sessions/${name}/chat`))
+        chatRequests.push(`${request.method()} ${new URL(request.url()).pathname}`);
+    });
+    await p.goto(url);
+    // An empty history, and nothing live to resume (the stream route's 204).
+    await p.waitForSelector('#status[data-status="ready"]');
+    await p.waitForFunction(() => document.querySelector("#send") !== null);
+    assert.deepEqual(await chatShown(p), []);
+    await p.fill("#input", "hello from React");
+    await p.click("#send");
+    // The echo model's answer, rendered by React from the assistant message's text part.
+    await p.waitForFunction(
+      () =>
+        [...document.querySelectorAll('#messages li[data-role="assistant"] .text')].some(
+          (t) => t.textContent === "hello from React",
+        ),
+      undefined,
+      { timeout: 30_000 },
+    );
+    await p.waitForSelector('#status[data-status="ready"]', { timeout: 30_000 });
+    assert.deepEqual(await chatShown(p), ["user: hello from React", "assistant: hello from React"]);
+    assert.ok(chatRequests.includes(`POST /v1/sessions/${name}/chat`), chatRequests.join("\n"));
+    // The session holds the exchange once.
+    const history = (await (await api("GET", `/v1/sessions/${name}/chat/root/messages`)).json()) as {
+      role: string;
+    }[];
+    assert.deepEqual(
+      history.map((message) => message.role),
+      ["user", "assistant"],
+    );
+    // A reload starts from the server's history (GET .../chat/root/messages): both messages, once each.
+    chatRequests.length = 0;
+    await p.reload();
+    await p.waitForFunction(() => document.querySelectorAll("#messages li").length >= 2, undefined, {
+      timeout: 30_000,
+    });
+    await p.waitForSelector('#status[data-status="ready"]');
+    assert.deepEqual(await chatShown(p), ["user: hello from React", "assistant: hello from React"]);
+    assert.ok(chatRequests.includes(`GET /v1/sessions/${name}/chat/root/messages`), chatRequests.join("\n"));
+    assert.ok(chatRequests.includes(`GET /v1/sessions/${name}/chat/root/stream`), chatRequests.join("\n"));
     await p.close();
   });
 });
