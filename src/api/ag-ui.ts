@@ -4,6 +4,8 @@
  * `forwardedProps`, a message's `metadata`) are allowed and ignored; the ones it uses are checked strictly.
  */
 import { z } from "zod";
+import { jsonValue } from "./responses.js";
+import { TOOL_LIMITS, toolName } from "./tools.js";
 
 const id = z.string().min(1).max(200);
 
@@ -33,11 +35,23 @@ export const agUiMessage = z.discriminatedUnion("role", [
 ]);
 export type AgUiMessage = z.output<typeof agUiMessage>;
 
-/** A tool the page offers for this run. */
+/**
+ * A tool the page offers for this run: a client tool of the run's turn. Its name follows the catalog's rule
+ * (every provider accepts it), its parameters are a JSON Schema object (`"type": "object"`).
+ */
 export const agUiTool = z.object({
-  name: z.string().min(1).max(128),
-  description: z.string(),
-  parameters: z.unknown(),
+  name: toolName,
+  description: z
+    .string()
+    .max(TOOL_LIMITS.descriptionChars, `description is at most ${TOOL_LIMITS.descriptionChars} characters`),
+  /** Absent or `{}`: no arguments (`{ "type": "object", "properties": {} }`). */
+  parameters: z
+    .record(z.string(), jsonValue, { error: 'parameters is a JSON Schema object with "type": "object"' })
+    .refine(
+      (schema) => Object.keys(schema).length === 0 || schema["type"] === "object",
+      'parameters is a JSON Schema with "type": "object"',
+    )
+    .optional(),
 });
 
 /**

@@ -25,6 +25,7 @@ import {
   type GenerationServices,
   type GenTask,
 } from "./generation-types.js";
+import { runToolCapture, runToolOf, withRunTools } from "./run-tools.js";
 
 /** Exponential backoff with the configured jitter and cap (`model-request.ts`), ms. */
 export function retryDelay(options: GenerationServices["options"], attempt: number): number {
@@ -219,8 +220,15 @@ export async function settleAnswer(
       for (const toolCall of calls) {
         const tool = services.tools.get(toolCall.name);
         const after = tool?.sequential && previous !== undefined ? [previous] : [];
-        // A catalog tool's definition is captured with the call: recovery never reads the live catalog.
-        const def = tool === undefined ? services.catalog?.capture(toolCall.name) : undefined;
+        // A catalog tool's definition is captured with the call: recovery never reads the live catalog. A page
+        // tool of this turn (run-tools.ts) is captured the same way, as a client tool.
+        const runTool = tool === undefined ? runToolOf(config, toolCall.name) : undefined;
+        const def =
+          tool !== undefined
+            ? undefined
+            : runTool !== undefined
+              ? runToolCapture(runTool)
+              : services.catalog?.capture(toolCall.name);
         const planned = {
           status: "planned" as const,
           call: toolCall as ToolCall & JsonObject,
@@ -234,7 +242,13 @@ export async function settleAnswer(
         tools.push(previous);
       }
       const post = b.task({ kind: "post_tools" }, task.conversationId, {
-        state: { status: "waiting", assistant, tools, inputs },
+        state: {
+          status: "waiting",
+          assistant,
+          tools,
+          inputs,
+          ...(config.runTools ? { runTools: config.runTools } : {}),
+        },
         after: tools,
       });
       await recordUsage(b, row);
@@ -261,8 +275,9 @@ export async function settleAnswer(
       });
     } else {
       const next = await landFinalInbox(b, task.conversationId, inputs, assistant, runtime.now(), services.finalAnswer);
+      // A new group: the page tools of this one are not offered to it (run-tools.ts).
       if (next.length > 0)
-        successor = createGeneration(b, task.conversationId, next, config, {
+        successor = createGeneration(b, task.conversationId, next, withRunTools(config, undefined), {
           attempt: 0,
           maxAttempts: retry.maxAttempts,
         });

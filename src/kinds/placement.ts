@@ -28,6 +28,8 @@ import type { TxBuilder } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
 import { captureConfig, freshRetry } from "./config.js";
 import type { FinalAnswerExtension, TurnOptions } from "./services.js";
+import type { OfferedTool } from "./catalog-types.js";
+import { withRunTools } from "./run-tools.js";
 import type { CapturedConfig, GenerationState, RetryBudget } from "./states.js";
 import { clearWaiting, markWaiting } from "./waiting.js";
 import { consumeSubagentNotice } from "./subagent-notice.js";
@@ -38,6 +40,11 @@ export interface AcceptOptions {
   readonly input: UserInput;
   readonly requestId?: string;
   readonly whenBusy?: WhenBusy;
+  /**
+   * Client tools the page offers for this input's turn only (run-tools.ts). They belong to a turn this input
+   * starts, so an input offering them is refused while the conversation is busy rather than queued.
+   */
+  readonly runTools?: readonly OfferedTool[];
 }
 
 export interface AcceptReceipt {
@@ -78,6 +85,12 @@ export async function acceptInput(
   if (prior !== undefined) return { inputId: prior.inputId, status: "duplicate" };
   if (b.inTurn(conversationId)) {
     const whenBusy = options.whenBusy ?? "followUp";
+    if (options.runTools !== undefined && options.runTools.length > 0) {
+      throw new PicoError(
+        "conflict",
+        `conversation ${conversationId} is busy with a turn; an input that offers its own tools starts a turn of its own, so send it when the turn has ended`,
+      );
+    }
     if (whenBusy === "reject") {
       throw new PicoError(
         "conflict",
@@ -87,7 +100,7 @@ export async function acceptInput(
     const item: QueuedInput = withRequest({ mode: whenBusy, input: options.input }, options.requestId);
     return { inputId: queueInput(b, conversationId, item), status: "queued" };
   }
-  const config = await captureConfig(b, conversationId, turn);
+  const config = withRunTools(await captureConfig(b, conversationId, turn), options.runTools);
   // Queued items that land at an explicit idle accept: nextRun joins the new group; writes are placed.
   // A steer or followUp still queued while the conversation is idle missed its boundary (it was queued
   // while only a background turn task ran, or its group failed, which does not consume it): it joins

@@ -25,6 +25,7 @@ import { conversationTx, type ConversationTx } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
 import { captureConfig, freshRetry, generationConfig } from "./config.js";
 import { createGeneration, landPostToolsInbox, resolveUnanswered } from "./placement.js";
+import { withRunTools } from "./run-tools.js";
 import type { TurnServices } from "./services.js";
 import {
   postToolsRoles,
@@ -46,7 +47,7 @@ export function createPostToolsKind(services: TurnServices) {
     async execute(task, runtime, call) {
       if (task.state.status !== "waiting")
         throw new PicoError("contract", `post_tools ${task.id} executes only from waiting, not ${task.state.status}`);
-      const { assistant, tools, inputs } = task.state;
+      const { assistant, tools, inputs, runTools } = task.state;
       const conversationId = task.conversationId;
       await runtime.commitBuilder(async (b) => {
         const tx = conversationTx(b, conversationId);
@@ -108,7 +109,7 @@ export function createPostToolsKind(services: TurnServices) {
           b,
           conversationId,
           group,
-          { ...config, tools: selected },
+          withRunTools({ ...config, tools: selected }, runTools),
           freshRetry(services.options),
         );
         tx.settle(task, "done", { assistant, tools, inputs: group, successor });

@@ -5,7 +5,7 @@
  */
 import type { DeferredHandle, ToolCall, Usage } from "@earendil-works/pi-ai";
 import type { Id, JsonObject, JsonValue } from "../storage/records.js";
-import type { CapturedTool } from "./catalog-types.js";
+import type { CapturedTool, OfferedTool } from "./catalog-types.js";
 import type { PendingRef, PendingResolution } from "./pending-types.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -26,6 +26,8 @@ export type CapturedConfig = {
    */
   profileVersion?: number;
   budgetMs: number;
+  /** Tools the page offered for this group's turn (run-tools.ts); absent: none. */
+  runTools?: OfferedTool[];
 };
 
 /** Retry policy and the shared attempt budget carried in state (§8.2). */
@@ -192,7 +194,8 @@ export const toolRoles = {
   aborted: "terminal",
 } as const;
 
-type PostBase = { assistant: Id; tools: Id[]; inputs: Id[] };
+/** `runTools`: the page tools of the group (run-tools.ts), handed to the next generation; absent: none. */
+type PostBase = { assistant: Id; tools: Id[]; inputs: Id[]; runTools?: OfferedTool[] };
 
 export type PostToolsState =
   | (PostBase & { status: "waiting" })

@@ -129,7 +129,10 @@ export function createTurnKit(setup: TurnSetup): TurnKit {
   hooks.on(generation, "system_instructions", async ({ config }) => {
     const catalog = setup.catalog;
     if (catalog !== undefined && config.tools.some((name) => tools.get(name) === undefined)) await catalog.refresh({});
-    return { tools: selectedDefinitions(tools, config.tools, catalog) };
+    const selected = selectedDefinitions(tools, config.tools, catalog);
+    // The page's tools for this turn (run-tools.ts) after the selection; a selected name is never shadowed.
+    const page = (config.runTools ?? []).filter((tool) => !selected.some((s) => s.name === tool.name));
+    return { tools: [...selected, ...page.map((tool) => ({ ...tool }) as Tool)] };
   });
   const tool = createToolKind(services);
   const postTools = createPostToolsKind(services);

@@ -104,6 +104,37 @@ for (const backend of coreBackends) {
         expect(tools.map((t) => (t.state as { status: string }).status)).toEqual(["done", "done"]);
       }));
 
+    it(`a page's run tools are offered to every request of the input's turn, and not to the next turn (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const requests: Context[] = [];
+        const rig = await openRig(inner, [
+          recording(requests, () =>
+            fauxAssistantMessage([fauxToolCall("echo", { text: "ok" }, { id: "c1" })], { stopReason: "toolUse" }),
+          ),
+          recording(requests, () => fauxAssistantMessage("done")),
+          recording(requests, () => fauxAssistantMessage("later")),
+        ]);
+        const root = await rig.harness.root(call);
+        const pick = {
+          name: "pick_color",
+          description: "ask the page",
+          parameters: { type: "object", properties: {} },
+        };
+        // The kinds' accept options (placement.ts) carry the run tools; the core's type does not name them.
+        const withTools = { input: "go", runTools: [pick] };
+        const turns = rig.harness.turns;
+        if (turns === undefined) throw new Error("the kit installs the turn API");
+        await turns.accept(root.id, withTools, call);
+        expect(await root.drive(call)).toBe("idle");
+        expect(offeredTools(requests[0])).toEqual(["echo", "pick_color"]);
+        // After the tool result, the same turn's next request still offers it.
+        expect(offeredTools(requests[1])).toEqual(["echo", "pick_color"]);
+        await root.prompt({ input: "next" }, call);
+        expect(offeredTools(requests[2])).toEqual(["echo"]);
+        const generations = await tasksOfKind(rig, "generation");
+        expect(generations).toHaveLength(3);
+      }));
+
     it(`system_instructions on the kit's generation kind gets the typed draft; after_response gets the attempt's usage (${backend.name})`, () =>
       backend.run(async (inner) => {
         const requests: Context[] = [];

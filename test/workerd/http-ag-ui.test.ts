@@ -285,6 +285,85 @@ describe("AG-UI over HTTP + SSE", () => {
     expect(textOf(sent).length).toBeLessThan(long.length);
   });
 
+  it("A page tool is offered to the model for its run only, and the page's tool message answers it", async () => {
+    const { name, t } = await newSession();
+    const { agent, wire } = agentOf(name, t);
+    const pickColor = {
+      name: "pick_color",
+      description: "Ask the person at the page to pick a colour",
+      parameters: { type: "object", properties: { hint: { type: "string" } }, required: ["hint"] },
+    };
+    agent.addMessage({ id: "u-pick", role: "user", content: '/call pick_color {"hint":"warm"}' });
+
+    // 1. The model calls the page's tool: the run ends waiting for the page, naming the call.
+    const first = await runOnce(agent, wire, { tools: [pickColor] });
+    validateAll(first.sent);
+    const start = first.sent.find((event) => (event as Wire).type === "TOOL_CALL_START") as Wire;
+    expect(start).toMatchObject({ toolCallName: "pick_color" });
+    expect(finished(first.sent)["outcome"]).toEqual({ type: "success", pendingToolCallIds: [start["toolCallId"]] });
+    const pending = await json<{ items: { type: string; name: string }[] }>(
+      await call("GET", `/v1/sessions/${name}/pending`, { token: t }),
+    );
+    expect(pending.items).toEqual([expect.objectContaining({ type: "client_tool", name: "pick_color" })]);
+
+    // 2. The page's tool message answers it; the model answers with the result.
+    agent.addMessage({ id: "tool-pick", role: "tool", toolCallId: String(start["toolCallId"]), content: "amber" });
+    const second = await runOnce(agent, wire, { tools: [pickColor] });
+    validateAll(second.sent);
+    expect(textOf(second.sent)).toBe("amber");
+    expect(finished(second.sent)["outcome"]).toEqual({ type: "success" });
+
+    // 3. A later run that does not offer it: the model's call of it is refused as not offered, and nothing waits.
+    agent.addMessage({ id: "u-again", role: "user", content: '/call pick_color {"hint":"cold"}' });
+    const third = await runOnce(agent, wire);
+    validateAll(third.sent);
+    expect(textOf(third.sent)).toMatch(/Tool "pick_color" was not offered in this request\.$/);
+    expect(finished(third.sent)["outcome"]).toEqual({ type: "success" });
+    const after = await json<{ items: unknown[] }>(await call("GET", `/v1/sessions/${name}/pending`, { token: t }));
+    expect(after.items).toEqual([]);
+  });
+
+  it("refuses page tools that would shadow a tool or run beside a live turn, writing nothing", async () => {
+    const name = uniqueSession("ag-ui-busy");
+    const t = await token(TENANT, "client");
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+    const base = { threadId: "root", runId: "r", context: [] };
+    const tool = { name: "pick_color", description: "pick", parameters: {} };
+    const run = (id: string, tools: unknown[]) =>
+      call("POST", `/v1/sessions/${name}/ag-ui`, {
+        token: t,
+        body: { ...base, messages: [{ id, role: "user", content: "hi" }], tools },
+      });
+    for (const [tools, field] of [
+      [[{ ...tool, name: "echo" }], "tools.0.name"],
+      [[tool, tool], "tools.1.name"],
+    ] as const) {
+      const refused = await run("u-refused", [...tools]);
+      expect(refused.status, await refused.clone().text()).toBe(422);
+      expect(await json(refused)).toMatchObject({ code: "invalid_tool", field });
+    }
+    const badSchema = await run("u-refused", [{ ...tool, parameters: { type: "string" } }]);
+    expect(badSchema.status, await badSchema.clone().text()).toBe(400);
+    expect(await json(badSchema)).toMatchObject({ code: "invalid_body", field: "tools.0.parameters" });
+    const uncompilable = await run("u-refused", [
+      { ...tool, parameters: { type: "object", properties: { a: { $ref: "#/nowhere" } } } },
+    ]);
+    expect(uncompilable.status, await uncompilable.clone().text()).toBe(422);
+    expect(await json(uncompilable)).toMatchObject({ code: "invalid_tool", field: "tools.0.parameters" });
+
+    // A live turn: an input that offers its own tools starts a turn of its own, so it is refused, not queued.
+    const long = Array.from({ length: 200 }, (_, i) => `w${i}`).join(" ");
+    const busy = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, {
+      token: t,
+      body: { input: long },
+    });
+    expect(busy.status).toBe(201);
+    const refused = await run("u-busy", [tool]);
+    expect(refused.status).toBe(409);
+    expect(await userEntries(name, t)).toBe(1);
+    expect((await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t })).status).toBe(200);
+  });
+
   it("refuses a page tool named like a selected tool, and an unknown thread, writing nothing", async () => {
     const { name, t } = await newSession(["echo"]);
     const base = { runId: "r", messages: [{ id: "u", role: "user", content: "hi" }], context: [] };

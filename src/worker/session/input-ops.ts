@@ -28,6 +28,7 @@ import type { AcceptResponse } from "../../api/responses.js";
 import { Problem } from "../problems.js";
 import type { ConversationRef, SessionApi } from "./api.js";
 import type { ReplayKey, Replays } from "./replays.js";
+import type { OfferedTool } from "../../kinds/catalog-types.js";
 
 /**
  * The worker's acceptance index: which conversation an input accepted over HTTP went to, so
@@ -88,6 +89,8 @@ export interface AcceptRequest {
   readonly signature?: string;
   /** Wait up to this many seconds for a terminal result. */
   readonly waitSeconds?: number;
+  /** Client tools the page offers for this input's turn only (an AG-UI run's `tools`, kinds/run-tools.ts). */
+  readonly runTools?: readonly OfferedTool[];
 }
 
 /** An input as `GET .../inputs/{id}` answers it. */
@@ -193,6 +196,7 @@ async function accept(
           input: request.input,
           ...(key === undefined ? {} : { requestId: key }),
           ...(request.whenBusy === undefined ? {} : { whenBusy: request.whenBusy }),
+          ...(request.runTools === undefined ? {} : { runTools: request.runTools }),
         },
         api.kit.options,
         harness.now(),

@@ -3,8 +3,9 @@
  * streams the run's AG-UI events. `threadId` names the conversation (`root` or its id). The new input is the last
  * user message of `messages`, accepted once under its message id (a run sent again is the same input, never a
  * second turn: it streams what the page does not hold yet). `resume[]` answers the pending approvals a previous
- * run's `interrupt` outcome named; a tool message answers a pending client tool by its tool call id. Everything
- * is checked before anything is written: the conversation, the page's tools (a name a selected tool has is 422
+ * run's `interrupt` outcome named; a tool message answers a pending client tool by its tool call id. The page's
+ * `tools` are client tools of the turn the input starts (kinds/run-tools.ts). Everything is checked before
+ * anything is written: the conversation, the page's tools (a name a selected or built-in tool has is 422
  * `invalid_tool`), the answers against the durable pending list (a second answer is its 409 `already_answered`).
  *
  * The events come from the conversation's durable watch (the session object's SSE watch, folded with the core
@@ -13,6 +14,8 @@
  * after an abort) or `RUN_ERROR` (the turn failed).
  */
 import { Hono } from "hono";
+import { compile } from "@earendil-works/pi-schema";
+import { formats } from "@earendil-works/pi-schema/formats";
 import { streamSSE } from "hono/streaming";
 import type { SSEStreamingApi } from "hono/streaming";
 import { applyMessage } from "../../../core/watch-reduce.js";
@@ -26,7 +29,9 @@ import { requires, ROLE_CAPABILITIES, type AppEnv } from "../../identity/auth.js
 import { payerOf } from "../../limits/admission.js";
 import { Problem } from "../../problems.js";
 import { conversationRef, noQuery, parse } from "../../schemas.js";
-import type { JsonValue, Task } from "../../../storage/records.js";
+import type { JsonObject, JsonValue, Task } from "../../../storage/records.js";
+import type { OfferedTool } from "../../../kinds/catalog-types.js";
+import { builtinTools } from "../../session/kinds.js";
 import type { SessionRpc } from "../../session/rpc.js";
 import { AgUiTurn, type AgUiEvent, type AgUiInterrupt, type AgUiOutcome, type Held } from "../ag-ui-events.js";
 import { readSseMessages } from "../ag-ui-sse.js";
@@ -118,6 +123,42 @@ async function plannedAnswers(
   return out;
 }
 
+const BUILTIN_NAMES = new Set(builtinTools.map((tool) => tool.name));
+
+/**
+ * The page's tools as client tools of the run's turn (kinds/run-tools.ts): a name the session selects or a built-in
+ * tool has is 422 `invalid_tool` (a page tool never shadows one), as is a name given twice or parameters that do not
+ * compile with the validator the call's arguments are checked with.
+ */
+function pageTools(input: RunAgentInputBody, selected: ReadonlySet<string>): OfferedTool[] {
+  const seen = new Set<string>();
+  return input.tools.map((tool, index) => {
+    const at = `tools.${index}.name`;
+    if (selected.has(tool.name) || BUILTIN_NAMES.has(tool.name))
+      throw new Problem(
+        "invalid_tool",
+        `the session has a tool named ${tool.name}; a page tool needs another name`,
+        at,
+      );
+    if (seen.has(tool.name)) throw new Problem("invalid_tool", `the page offers ${tool.name} twice`, at);
+    seen.add(tool.name);
+    const parameters: JsonObject =
+      tool.parameters === undefined || Object.keys(tool.parameters).length === 0
+        ? { type: "object", properties: {} }
+        : (tool.parameters as JsonObject);
+    try {
+      compile(parameters, { formats, coerce: true });
+    } catch (error) {
+      throw new Problem(
+        "invalid_tool",
+        `parameters: the schema does not compile: ${error instanceof Error ? error.message : String(error)}`,
+        `tools.${index}.parameters`,
+      );
+    }
+    return { name: tool.name, description: tool.description, parameters };
+  });
+}
+
 agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
@@ -126,15 +167,7 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
   const claims = c.get("claims");
   // The conversation must exist (404 otherwise); the page's tools may not shadow a selected tool.
   const config = await run(stub.op("getConfig", ref));
-  const selected = new Set(config.selectedTools ?? []);
-  input.tools.forEach((tool, index) => {
-    if (selected.has(tool.name))
-      throw new Problem(
-        "invalid_tool",
-        `the session selects a tool named ${tool.name}; a page tool needs another name`,
-        `tools.${index}.name`,
-      );
-  });
+  const runTools = pageTools(input, new Set(config.selectedTools ?? []));
   const users = input.messages.filter((m) => m.role === "user");
   const user = users[users.length - 1];
   if (user === undefined || user.role !== "user")
@@ -148,6 +181,7 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
     input: text,
     source: { type: "idempotency", key: messageKey(user.id) },
     requestHash: await sha256(JSON.stringify({ input: text })),
+    ...(runTools.length === 0 ? {} : { runTools }),
   });
   const upstream = await stub.fetch(
     new Request(`https://session.internal/watch/${accepted.conversationId}`, { signal: c.req.raw.signal }),
