@@ -12,6 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/storage/records.js";
 import { BASE, call, json, token, uniqueSession, workerFetch } from "./http-fixtures.js";
 import { installSeams, resetSeams } from "./session-fixtures.js";
+import { fromTemplate, putUserTemplate } from "./users-fixtures.js";
 
 let tenants = 0;
 let TENANT = "ag-ui";
@@ -362,6 +363,48 @@ describe("AG-UI over HTTP + SSE", () => {
     expect(refused.status).toBe(409);
     expect(await userEntries(name, t)).toBe(1);
     expect((await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t })).status).toBe(200);
+  });
+
+  it("A user token runs AG-UI in its own session, within its act and its limits", async () => {
+    await putUserTemplate(TENANT);
+    const limits = await call("PUT", "/v1/limits", {
+      token: await token(TENANT, "operator"),
+      body: { user: { inputsPerDay: 1 } },
+    });
+    expect(limits.status, await limits.clone().text()).toBe(200);
+    const alice = await token(TENANT, "user", { sub: "alice" });
+    const reader = await token(TENANT, "user", { sub: "alice", act: ["read"] });
+    const bob = await token(TENANT, "user", { sub: "bob" });
+    const name = uniqueSession("ag-ui-user");
+    const created = await call("PUT", `/v1/sessions/${name}`, { token: alice, body: fromTemplate() });
+    expect(created.status, await created.clone().text()).toBe(201);
+    const body = (id: string) => ({
+      threadId: "root",
+      runId: `run-${id}`,
+      messages: [{ id, role: "user", content: "mine" }],
+      tools: [],
+      context: [],
+    });
+    const readOnly = await call("POST", `/v1/sessions/${name}/ag-ui`, { token: reader, body: body("u-1") });
+    expect(readOnly.status).toBe(403);
+    expect(await json(readOnly)).toMatchObject({ code: "forbidden", field: "token.act" });
+    const theirs = await call("POST", `/v1/sessions/${name}/ag-ui`, { token: bob, body: body("u-1") });
+    expect(theirs.status).toBe(404);
+    expect(await userEntries(name, alice)).toBe(0);
+
+    const { agent, wire } = agentOf(name, alice);
+    agent.addMessage({ id: "u-1", role: "user", content: "mine" });
+    const first = await runOnce(agent, wire);
+    validateAll(first.sent);
+    expect(textOf(first.sent)).toBe("mine");
+    // Limits: the run's input was admitted and counted; the same run again is not counted, a new one is refused.
+    const again = await call("POST", `/v1/sessions/${name}/ag-ui`, { token: alice, body: body("u-1") });
+    expect(again.status).toBe(200);
+    await again.text();
+    const over = await call("POST", `/v1/sessions/${name}/ag-ui`, { token: alice, body: body("u-2") });
+    expect(over.status).toBe(429);
+    expect(await json(over)).toMatchObject({ code: "rate_limited", field: "user.inputsPerDay" });
+    expect(await userEntries(name, alice)).toBe(1);
   });
 
   it("refuses a page tool named like a selected tool, and an unknown thread, writing nothing", async () => {

@@ -203,6 +203,34 @@ describe("AI SDK chat (UI message stream v1)", () => {
     expect(await userEntries(name, t)).toBe(before);
   });
 
+  it("A chat message sent while another turn runs streams its own turn when it runs", async () => {
+    const { name, t } = await sessionWith({ model: "echo-slow" });
+    const first = "one two three four five six";
+    const busy = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, {
+      token: t,
+      body: { input: first },
+    });
+    expect(busy.status).toBe(201);
+    const stream = await transportOf(name, t).sendMessages({
+      chatId: "root",
+      messages: [userMessage("m-queued", "after that")],
+      trigger: "submit-message",
+      messageId: undefined,
+      abortSignal: undefined,
+    });
+    const message = await messageOf(stream);
+    // Only its own answer: nothing of the turn it waited behind.
+    expect(textOf(message)).toBe("after that");
+    const history = await json<UIMessage[]>(await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t }));
+    expect(history.map((m) => [m.role, textOf(m)])).toEqual([
+      ["user", first],
+      ["assistant", first],
+      ["user", "after that"],
+      ["assistant", "after that"],
+    ]);
+    expect(history[3]?.id).toBe(message.id);
+  });
+
   it("A user token chats in its own session, within its act", async () => {
     await putUserTemplate(TENANT);
     const limits = await call("PUT", "/v1/limits", {
