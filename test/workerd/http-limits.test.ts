@@ -16,6 +16,7 @@ import { createBody, putUserTemplate, roleOf } from "./users-fixtures.js";
 import type { Env } from "../../src/worker/env.js";
 import { sessionObjectName } from "../../src/worker/identity/owner.js";
 import type { LimitsObject, SettleReport } from "../../src/worker/limits/object.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 
 function sessionObject(tenant: string, session: string): DurableObjectStub {
   const namespace = (env as unknown as Env).SESSIONS;
@@ -236,6 +237,37 @@ describe("limits", () => {
     await setLimits(tenant, { user: { inputsPerDay: 3 } });
     expect((await send(session, alice, "a different body", "other")).status).toBe(422);
     expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([2]);
+  });
+
+  it("A retry of an accepted input makes no limits call", async () => {
+    const tenant = uniqueTenant("retry-calls");
+    await setLimits(tenant, { user: { inputsPerDay: 5 } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    // What the Worker asks the tenant's LimitsObject while a request is served (the session's own usage
+    // reports, `settle`, follow its commits, not a request).
+    const calls: string[] = [];
+    setHostSeams({ limitsCall: (t, method) => void (t === tenant && method !== "settle" && calls.push(method)) });
+    try {
+      const first = await send(session, alice, "one", "same", 5);
+      expect(first.status, await first.clone().text()).toBe(201);
+      expect(await json(first)).toMatchObject({ status: "done", duplicate: false });
+      expect(calls).toContain("admitInput");
+      calls.length = 0;
+      for (const wait of [undefined, 5]) {
+        const retried = await send(session, alice, "one", "same", wait);
+        expect(retried.status).toBe(200);
+        expect(await json(retried)).toMatchObject({ status: "done", duplicate: true, outputText: "one" });
+      }
+      expect(calls).toEqual([]);
+      // A new key is admitted and counted as before; a reused key with another body is still refused.
+      expect((await send(session, alice, "two", "other")).status).toBe(201);
+      expect(calls).toContain("admitInput");
+      expect((await send(session, alice, "not one", "same")).status).toBe(422);
+      expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([2]);
+    } finally {
+      setHostSeams({});
+    }
   });
 
   it("An accepted input stays counted when its request fails", async () => {

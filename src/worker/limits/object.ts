@@ -22,7 +22,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { LimitName, LimitSet, LimitsBody, LimitsResponse, UsageDay } from "../../api/limits.js";
 import type { Env } from "../env.js";
-import { hostClock } from "../platform/host-config.js";
+import { hostClock, limitsCallSeam } from "../platform/host-config.js";
 
 /** A refusal: which limit, and how many seconds until it may pass. */
 export interface Refusal {
@@ -390,8 +390,21 @@ export class LimitsObject extends DurableObject<Env> {
   }
 }
 
-/** The tenant's LimitsObject. */
+/** The tenant's LimitsObject (each call seen by a test's `limitsCall` seam, when one is set). */
 export function limitsStub(env: Env, tenant: string): LimitsRpc {
   const namespace = env.LIMITS;
-  return namespace.get(namespace.idFromName(tenant)) as unknown as LimitsRpc;
+  const stub = namespace.get(namespace.idFromName(tenant)) as unknown as LimitsRpc;
+  const seen = limitsCallSeam();
+  if (seen === undefined) return stub;
+  return new Proxy(stub, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property);
+      if (typeof value !== "function" || typeof property !== "string") return value;
+      return (...args: unknown[]) => {
+        seen(tenant, property);
+        // Reflect.apply: an RPC method's own `apply` would be another remote method.
+        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+      };
+    },
+  });
 }

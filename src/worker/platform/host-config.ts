@@ -50,6 +50,8 @@ export interface HostSeams {
   readonly afterCreateCommit?: () => void;
   /** Runs right after a delete wiped the session's storage, before its directory unlink: a throw cuts the delete there. */
   readonly afterDeleteWipe?: () => void;
+  /** Sees each call the Worker makes on a tenant's LimitsObject (tests count them). */
+  readonly limitsCall?: (tenant: string, method: string) => void;
 }
 
 let seams: HostSeams = {};
@@ -69,6 +71,11 @@ export function hostClock(): Clock {
  */
 export function deployedVersion(env: Env): string {
   return seams.version?.() ?? env.CF_VERSION_METADATA?.id ?? "unversioned";
+}
+
+/** The observer of LimitsObject calls, when a test set one. */
+export function limitsCallSeam(): ((tenant: string, method: string) => void) | undefined {
+  return seams.limitsCall;
 }
 
 /** The fetch remote calls use. */

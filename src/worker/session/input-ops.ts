@@ -126,6 +126,17 @@ export interface InputSessionOps {
   input: { readonly args: [inputId: Id]; readonly result: InputView };
   withdraw: { readonly args: [inputId: Id]; readonly result: InputView };
   acceptance: { readonly args: [source: RequestSource]; readonly result: Acceptance };
+  acceptIfKnown: {
+    readonly args: [ref: ConversationRef, request: AcceptRequest & { readonly source: RequestSource }];
+    readonly result: AcceptResponse | Unknown;
+  };
+}
+
+/** `acceptIfKnown` on a request key this session never accepted: nothing was written. */
+export interface Unknown {
+  readonly known: false;
+  /** The session's incarnation (what limits reservations are keyed by); undefined: it predates incarnations. */
+  readonly incarnation: string | undefined;
 }
 
 const call: Call = BACKGROUND_CONTEXT;
@@ -324,7 +335,9 @@ function waitResult(api: SessionApi, conversationId: Id, inputId: Id, ms: number
 }
 
 /** The input entries of the SessionObject's op table, over the open session's SessionApi. */
-export function inputOps<S extends { readonly api: SessionApi; readonly replays: Replays }>(): {
+export function inputOps<
+  S extends { readonly api: SessionApi; readonly replays: Replays; readonly incarnation: string | undefined },
+>(): {
   readonly [K in keyof InputSessionOps]: (
     session: S,
     ...args: InputSessionOps[K]["args"]
@@ -335,5 +348,9 @@ export function inputOps<S extends { readonly api: SessionApi; readonly replays:
     input: (s, id) => input(s.api, id),
     withdraw: (s, id) => withdraw(s.api, id),
     acceptance: (s, source) => acceptance(s.api, source),
+    acceptIfKnown: async (s, ref, request) =>
+      (await s.api.harness.acceptance(requestId(request.source), call)) === undefined
+        ? { known: false, incarnation: s.incarnation }
+        : accept(s.api, s.replays, ref, request),
   };
 }
