@@ -106,6 +106,8 @@ function nextMonth(now: number): number {
 
 export class LimitsObject extends DurableObject<Env> {
   #prunedAt = 0;
+  /** The limits as stored (limits()); undefined until read, and after setLimits writes them. */
+  #config: LimitsResponse | undefined;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -129,11 +131,17 @@ export class LimitsObject extends DurableObject<Env> {
     sql.exec("CREATE TABLE IF NOT EXISTS session_users (session TEXT PRIMARY KEY, sub TEXT NOT NULL)");
   }
 
+  /**
+   * The tenant's limits, read from storage once per instance: this object is their only writer (setLimits), so its
+   * memory copy is exact and every admission reads no row and parses nothing for them.
+   */
   limits(): LimitsResponse {
+    if (this.#config !== undefined) return this.#config;
     const row = this.ctx.storage.sql.exec("SELECT body, updated_at FROM limits_config WHERE id = 1").toArray()[0];
-    if (row === undefined) return { user: {}, tenant: {} };
+    if (row === undefined) return (this.#config = { user: {}, tenant: {} });
     const body = JSON.parse(String(row["body"])) as LimitsBody;
-    return { user: body.user ?? {}, tenant: body.tenant ?? {}, updatedAt: Number(row["updated_at"]) };
+    this.#config = { user: body.user ?? {}, tenant: body.tenant ?? {}, updatedAt: Number(row["updated_at"]) };
+    return this.#config;
   }
 
   setLimits(limits: LimitsBody): LimitsResponse {
@@ -143,6 +151,7 @@ export class LimitsObject extends DurableObject<Env> {
       JSON.stringify(body),
       hostClock().now(),
     );
+    this.#config = undefined;
     return this.limits();
   }
 
