@@ -29,6 +29,7 @@ import { Problem } from "../problems.js";
 import type { ConversationRef, SessionApi } from "./api.js";
 import type { ReplayKey, Replays } from "./replays.js";
 import type { OfferedTool } from "../../kinds/catalog-types.js";
+import { addressKey } from "../../storage/shared.js";
 
 /**
  * The worker's acceptance index: which conversation an input accepted over HTTP went to, so
@@ -292,11 +293,12 @@ async function readResult(api: SessionApi, conversationId: Id, inputId: Id): Pro
   return (await api.harness.storage.getValue(bindResult(conversationId, inputId)))?.value;
 }
 
-/** Re-read the result after each commit until it is terminal or the time is up. */
+/**
+ * Wait for the result: read it once, then look only at commits that write it (their own write carries the value, so a
+ * commit that does not touch it costs no read), until it is terminal or the time is up.
+ */
 function waitResult(api: SessionApi, conversationId: Id, inputId: Id, ms: number): Promise<InputResult | undefined> {
   return new Promise((resolve) => {
-    let checking = false;
-    let again = false;
     let done = false;
     const finish = (result: InputResult | undefined): void => {
       if (done) return;
@@ -305,32 +307,26 @@ function waitResult(api: SessionApi, conversationId: Id, inputId: Id, ms: number
       stop();
       resolve(result);
     };
-    const check = (): void => {
-      if (checking) {
-        again = true;
-        return;
-      }
-      checking = true;
-      void readResult(api, conversationId, inputId).then(
-        (result) => {
-          checking = false;
-          if (isTerminalResult(result)) finish(result);
-          else if (again) {
-            again = false;
-            check();
-          }
-        },
-        () => {
-          checking = false;
-        },
-      );
-    };
     const timer = setTimeout(
       () => void readResult(api, conversationId, inputId).then(finish, () => finish(undefined)),
       ms,
     );
-    const stop = api.harness.onCommit(() => check());
-    check();
+    const target = addressKey(bindResult(conversationId, inputId));
+    const stop = api.harness.onCommit((commit) => {
+      if (commit.batch.kind !== "main") return;
+      for (const write of commit.batch.writes) {
+        if (write.type !== "value.set" || addressKey(write.addr) !== target) continue;
+        const result = write.value as unknown as InputResult;
+        if (isTerminalResult(result)) finish(result);
+      }
+    });
+    // A result that became terminal before the listener was added is in storage.
+    void readResult(api, conversationId, inputId).then(
+      (result) => {
+        if (isTerminalResult(result)) finish(result);
+      },
+      () => undefined,
+    );
   });
 }
 
