@@ -86,6 +86,38 @@ const SESSION_ROUTES = servedRoutes(app).filter(
 );
 
 describe("end users: ownership", () => {
+  it("A well-formed input to another user's session is refused as an unknown session, uncounted, with or without limits", async () => {
+    const alice = await user("alice");
+    const bob = await user("bob");
+    const theirs = await create(bob, name("bob"));
+    const seq = await lastSeq(TENANT, theirs);
+    // The owner check rides the accept itself on this route (no call of its own): it must still refuse first.
+    for (const limits of [{}, { user: { inputsPerDay: 10 } }]) {
+      expect((await call("PUT", "/v1/limits", { token: await token(TENANT, "operator"), body: limits })).status).toBe(
+        200,
+      );
+      for (const headers of [{}, { "idempotency-key": "alice-key" }] as Record<string, string>[]) {
+        const send = (session: string) =>
+          call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=1`, {
+            token: alice,
+            body: { input: "let me in" },
+            headers,
+          });
+        const refused = await send(theirs);
+        const missing = await send(name("nobody"));
+        expect(refused.status).toBe(404);
+        expect(await withoutInstance(refused)).toBe(await withoutInstance(missing));
+        const read = await call("GET", `/v1/sessions/${theirs}/inputs/1`, { token: alice });
+        expect(read.status).toBe(404);
+        expect(await json(read)).toMatchObject({ code: "session_not_found" });
+      }
+    }
+    expect(await lastSeq(TENANT, theirs)).toBe(seq);
+    const usage = await call("GET", "/v1/usage?sub=alice", { token: await token(TENANT, "operator") });
+    expect((await json<{ items: { inputs: number }[] }>(usage)).items.map((day) => day.inputs)).toEqual([]);
+    expect((await call("PUT", "/v1/limits", { token: await token(TENANT, "operator"), body: {} })).status).toBe(200);
+  });
+
   it("User A is refused on every route of user B's session", async () => {
     const alice = await user("alice");
     const bob = await user("bob");

@@ -136,6 +136,11 @@ export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> 
 
 export interface AuthVariables {
   claims: Claims;
+  /**
+   * A user token's `sub` whose ownership of the session is checked by the route's session calls rather than by
+   * the middleware (identity/user-access.ts OWNER_IN_OP; http/routes/shared.ts `session`).
+   */
+  ownerInOp?: string;
 }
 
 export type AppEnv = { Bindings: Env; Variables: AuthVariables };
@@ -341,11 +346,12 @@ export function requires(
   return async (c, next) => {
     const claims = await authenticate(c, { watch: options.watch === true });
     if (claims.role === "user") {
-      await checkUserAccess(c.env, claims, {
+      const access = await checkUserAccess(c.env, claims, {
         method: c.req.method,
         route: routePath(c),
         session: c.req.param("session"),
       });
+      if (access.ownerInOp !== undefined) c.set("ownerInOp", access.ownerInOp);
     } else if (!ROLE_CAPABILITIES[claims.role].has(capability)) {
       throw new Problem("forbidden", `role ${claims.role} may not use this route (needs ${capability})`);
     }

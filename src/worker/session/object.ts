@@ -310,6 +310,19 @@ export class SessionObject extends DurableObject<Env> {
     });
   }
 
+  /**
+   * `op` for end user `sub`, with the owner check in the same call (identity/user-access.ts OWNER_IN_OP): a session
+   * the user does not reach answers `session_not_found`, as an unknown one does.
+   */
+  opAs<K extends keyof SessionOps>(
+    sub: string,
+    name: K,
+    ...args: SessionOps[K]["args"]
+  ): Promise<Outcome<SessionOps[K]["result"]>> {
+    if (!this.reaches(sub, false)) return this.#outcome(() => Promise.reject(new SessionNotFound()));
+    return this.op(name, ...args);
+  }
+
   /** PATCH /v1/sessions/{session}: change the directory title and/or labels (`null` title clears it). */
   relabel(change: {
     readonly title?: string | null;

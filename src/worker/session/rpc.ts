@@ -49,6 +49,12 @@ export interface SessionRpc {
   reaches(sub: string, creating: boolean): Promise<boolean>;
   directoryMeta(): Promise<{ readonly title?: string; readonly labels: readonly string[] } | undefined>;
   op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>>;
+  /** `op` for end user `sub`: `session_not_found` when the user does not reach the session (user-access.ts). */
+  opAs<K extends keyof SessionOps>(
+    sub: string,
+    name: K,
+    ...args: SessionOps[K]["args"]
+  ): Promise<Outcome<SessionOps[K]["result"]>>;
   /** With `where`, a name the directory still lists but this object no longer holds is unlinked (object.ts). */
   destroy(where?: { readonly tenant: string; readonly session: string }): Promise<Outcome<{ readonly deleted: true }>>;
   fetch(request: Request): Promise<Response>;

@@ -26,7 +26,7 @@ import {
   requestKey,
   resetBody,
 } from "../../schemas.js";
-import { body, conversationParam, query, run, session, sessionParam } from "./shared.js";
+import { beforeSession, body, conversationParam, query, run, session, sessionParam } from "./shared.js";
 import { presentTaskToUser } from "../../../kinds/stored.js";
 
 export const conversationRoutes = new Hono<AppEnv>();
@@ -41,11 +41,15 @@ const base = "/:session/conversations/:conversation";
 
 conversationRoutes.post(`${base}/inputs`, requires("input"), async (c) => {
   const stub = session(c);
-  const ref = conversationParam(c);
-  const { wait } = query(c, acceptQuery);
-  const header = c.req.header("idempotency-key");
-  const key = header === undefined ? undefined : parse(requestKey, header, "invalid_header", "idempotency-key");
-  const input = await body(c, acceptBody);
+  const { ref, wait, key, input } = await beforeSession(c, async () => {
+    const header = c.req.header("idempotency-key");
+    return {
+      ref: conversationParam(c),
+      wait: query(c, acceptQuery).wait,
+      key: header === undefined ? undefined : parse(requestKey, header, "invalid_header", "idempotency-key"),
+      input: await body(c, acceptBody),
+    };
+  });
   const response = await acceptedBy(c.env, payerOf(c.get("claims")), stub, sessionParam(c), ref, {
     input: input.input,
     ...(input.mode === undefined ? {} : { mode: input.mode }),

@@ -20,7 +20,7 @@ import {
 } from "../../schemas.js";
 import type { SessionConfig } from "../../session/api.js";
 import { creator, cursorBinding, listedSessions, newSessionName } from "../../identity/user-access.js";
-import { body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
+import { beforeSession, body, idParam, query, run, session, sessionStub, type AppContext } from "./shared.js";
 import { presentTaskToUser } from "../../../kinds/stored.js";
 import { refuseProfileAtCreate, refuseUserPatch, resolveTemplateForUser } from "../../directory/templates.js";
 
@@ -141,8 +141,11 @@ sessionRoutes.delete("/:session", requires("delete"), async (c) => {
 
 sessionRoutes.get("/:session/inputs/:inputId", requires("input"), async (c) => {
   const stub = session(c);
-  const inputId = idParam(c, "inputId");
-  query(c, noQuery);
+  const inputId = await beforeSession(c, () => {
+    const id = idParam(c, "inputId");
+    query(c, noQuery);
+    return id;
+  });
   return c.json(await run(stub.op("input", inputId)));
 });
 

@@ -12,6 +12,7 @@ import { conversationRef, idString, parse, queryObject, sessionName, type Conver
 import type { SessionObject } from "../../session/object.js";
 import { sessionObjectName } from "../../identity/owner.js";
 import { sessionRpc, type SessionRpc } from "../../session/rpc.js";
+import { SessionNotFound } from "../../errors.js";
 
 export type AppContext = Context<AppEnv>;
 
@@ -31,8 +32,56 @@ export function sessionParam(c: AppContext): string {
 }
 
 /** The validated `:session` parameter and the caller's stub. */
+/**
+ * The request's session. When the middleware left a user's ownership to the session calls (`ownerInOp`,
+ * identity/user-access.ts), each `op` carries it (SessionObject.opAs: a session the user does not reach answers
+ * `session_not_found` as an unknown one does), and any other method checks `reaches` once before it runs.
+ */
 export function session(c: AppContext): SessionRpc {
-  return sessionStub(c.env, c.get("claims").tenant, sessionParam(c));
+  const stub = sessionStub(c.env, c.get("claims").tenant, sessionParam(c));
+  const owner = c.get("ownerInOp");
+  return owner === undefined ? stub : ownedBy(stub, owner);
+}
+
+/**
+ * Run a route's checks that come before its first session call. When the owner check rides that call
+ * (`ownerInOp`), a refusal here is answered only once the user is known to reach the session: to a user who does
+ * not, every route answers 404 first, whatever else is wrong with the request.
+ */
+export async function beforeSession<T>(c: AppContext, checks: () => Promise<T> | T): Promise<T> {
+  try {
+    return await checks();
+  } catch (error) {
+    const owner = c.get("ownerInOp");
+    if (
+      owner !== undefined &&
+      !(await sessionStub(c.env, c.get("claims").tenant, sessionParam(c)).reaches(owner, false))
+    )
+      throw new SessionNotFound();
+    throw error;
+  }
+}
+
+function ownedBy(stub: SessionRpc, owner: string): SessionRpc {
+  let reached: Promise<void> | undefined;
+  const reach = (): Promise<void> =>
+    (reached ??= stub.reaches(owner, false).then((reaches) => {
+      if (!reaches) throw new SessionNotFound();
+    }));
+  return new Proxy(stub, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property);
+      if (typeof value !== "function" || typeof property !== "string") return value;
+      if (property === "op")
+        return (...args: unknown[]) =>
+          Reflect.apply(target.opAs as (...a: unknown[]) => unknown, target, [owner, ...args]);
+      return async (...args: unknown[]) => {
+        await reach();
+        // Reflect.apply: an RPC method's own `apply` would be another remote method.
+        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+      };
+    },
+  });
 }
 
 export function conversationParam(c: AppContext): ConversationRef {
