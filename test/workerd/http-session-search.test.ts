@@ -11,7 +11,7 @@ import { erase } from "../../src/core/task-kind.js";
 import { sessionObjectName } from "../../src/worker/identity/owner.js";
 import { registerTestKinds } from "../../src/worker/session/kinds.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
-import { call, json, lastSeq, token, until } from "./http-fixtures.js";
+import { call, client, json, lastSeq, token, until } from "./http-fixtures.js";
 import {
   call as BACKGROUND,
   contractKind,
@@ -260,6 +260,12 @@ describe("GET /v1/sessions filters", () => {
     expect(await names(op, "?metadata.tier=gold")).toEqual(["blue-gold", "red-gold"]);
     expect(await names(op, "?metadata.team=blue&metadata.tier=gold")).toEqual(["blue-gold"]);
     expect(await names(op, "?metadata.team=red&metadata.tier=free")).toEqual([]);
+    // The typed client sends the pairs as metadata.{key} parameters.
+    const typed = await client(tenant, "operator");
+    const page = await typed.sessions({ metadata: { team: "blue", tier: "gold" }, status: "idle" });
+    expect(page.items.map((item) => [item.session, item.metadata])).toEqual([
+      ["blue-gold", { team: "blue", tier: "gold" }],
+    ]);
     // Values match exactly (no prefix or case folding).
     expect(await names(op, "?metadata.team=Blue")).toEqual([]);
     expect(await names(op, "?metadata.team=blu")).toEqual([]);
