@@ -10,11 +10,17 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { erase } from "../../src/core/task-kind.js";
 import { sessionObjectName } from "../../src/worker/identity/owner.js";
 import { registerTestKinds } from "../../src/worker/session/kinds.js";
+import { DEFAULT_KILL_BOUND } from "../../src/worker/platform/host-config.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
+import type { DirectoryObject } from "../../src/worker/directory/object.js";
+import { DIRECTORY_SCHEMA_VERSION, migrateDirectory } from "../../src/worker/directory/sessions.js";
 import { call, client, json, lastSeq, token, until } from "./http-fixtures.js";
 import {
   call as BACKGROUND,
+  clearLog,
   contractKind,
+  stuckKind,
+  waitForCalls,
   harnessOf,
   installSeams,
   resetSeams,
@@ -333,6 +339,31 @@ describe("GET /v1/sessions filters", () => {
     expect(await problem(badStatus)).toMatchObject({ status: 400, code: "invalid_query", field: "status" });
   });
 
+  it("status: a quarantined task lists its session as faulted at once; once the task is aborted, idle", async () => {
+    const op = await operator();
+    clearLog();
+    registerTestKinds([erase(stuckKind)]);
+    await create(op, "stuck");
+    const id = await runInDurableObject(sessionObject("stuck"), async (instance: SessionObject) => {
+      const root = await harnessOf(instance).root(BACKGROUND);
+      return root.commit((tx) => tx.task(stuckKind, { state: { status: "pending", recovers: false } }), BACKGROUND);
+    });
+    await waitForCalls(id, 1);
+    // Each kill while it works counts; at the bound its recover is withheld: quarantined.
+    for (let kill = 1; kill <= DEFAULT_KILL_BOUND; kill += 1) {
+      await abortAllDurableObjects();
+      expect(await runDurableObjectAlarm(sessionObject("stuck"))).toBe(true);
+    }
+    await untilListed("?status=faulted", ["stuck"]);
+
+    const aborted = await call("POST", `/v1/sessions/stuck/tasks/${id}/abort`, { token: op });
+    expect(aborted.status).toBe(200);
+    await waitForCalls(id, DEFAULT_KILL_BOUND + 1);
+    await nextMinute("stuck");
+    await untilListed("?status=idle", ["stuck"]);
+    expect(await names(op, "?status=faulted")).toEqual([]);
+  });
+
   it("activity range: activeSince and activeBefore select by the directory's lastActivityAt (epoch ms or ISO 8601)", async () => {
     const op = await operator();
     const start = Math.floor(seams.time.now / 60_000) * 60_000 + 60_000;
@@ -381,5 +412,59 @@ describe("GET /v1/sessions filters", () => {
     const first = await list(op, "?metadata.team=blue&limit=2");
     const foreign = await call("GET", `/v1/sessions?limit=2&cursor=${first.cursor!}`, { token: await user("u9") });
     expect(await problem(foreign)).toMatchObject({ status: 400, code: "invalid_cursor" });
+  });
+});
+
+describe("the directory's schema", () => {
+  it("a directory written before versions gains metadata and status, keeping its rows; a newer schema refuses to open", async () => {
+    const stub = env.DIRECTORY.get(env.DIRECTORY.idFromName(tenant));
+    await runInDurableObject(stub, (instance: DirectoryObject, state) => {
+      const sql = state.storage.sql;
+      // The layout before versions: no schema row, no metadata or status.
+      sql.exec("DROP TABLE directory");
+      sql.exec("DROP TABLE directory_metadata");
+      sql.exec("DELETE FROM directory_schema");
+      sql.exec(`CREATE TABLE directory (session TEXT PRIMARY KEY, version INTEGER NOT NULL, deleted INTEGER NOT NULL,
+        title TEXT, labels TEXT NOT NULL, created_at INTEGER NOT NULL, last_activity_at INTEGER NOT NULL,
+        live_tasks INTEGER NOT NULL, owner TEXT)`);
+      sql.exec("INSERT INTO directory VALUES ('old', 5, 0, 'Old', '[\"x\"]', 1000, 2000, 0, 'u1')");
+      migrateDirectory(state.storage);
+      expect(sql.exec("SELECT version FROM directory_schema").one()["version"]).toBe(DIRECTORY_SCHEMA_VERSION);
+      expect(instance.list({ limit: 10 }).items).toEqual([
+        {
+          session: "old",
+          owner: "u1",
+          title: "Old",
+          labels: ["x"],
+          metadata: {},
+          status: "idle",
+          createdAt: 1000,
+          lastActivityAt: 2000,
+          liveTasks: 0,
+        },
+      ]);
+      // The row's next update indexes its metadata.
+      instance.apply({
+        type: "upsert",
+        version: 6,
+        session: "old",
+        owner: "u1",
+        title: "Old",
+        labels: ["x"],
+        metadata: { team: "blue" },
+        status: "busy",
+        createdAt: 1000,
+        lastActivityAt: 3000,
+        liveTasks: 1,
+      });
+      expect(
+        instance.list({ limit: 10, metadata: { team: "blue" }, status: "busy" }).items.map((r) => r.session),
+      ).toEqual(["old"]);
+      // Running it again changes nothing; a version from newer code refuses.
+      migrateDirectory(state.storage);
+      sql.exec("UPDATE directory_schema SET version = ?", DIRECTORY_SCHEMA_VERSION + 1);
+      expect(() => migrateDirectory(state.storage)).toThrow(/newer than this code/);
+      sql.exec("UPDATE directory_schema SET version = ?", DIRECTORY_SCHEMA_VERSION);
+    });
   });
 });
