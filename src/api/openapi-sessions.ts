@@ -93,7 +93,8 @@ export const SESSION_ROUTES: readonly ApiRoute[] = [
     method: "get",
     path: "/v1/sessions",
     operationId: "listSessions",
-    summary: "The tenant's sessions (directory), newest activity first",
+    summary:
+      "The tenant's sessions (directory), newest activity first; filters combine: owner, status, activeSince/activeBefore, q, and metadata.{key}={value} (one parameter per key, every pair must match)",
     auth: client("session.read"),
     query: sessionsQuery,
     responses: { 200: ok(sessionsPage) },
@@ -121,7 +122,7 @@ export const SESSION_ROUTES: readonly ApiRoute[] = [
     path: S,
     operationId: "patchSession",
     summary:
-      "Change the session's directory title and labels, or (operators and clients) its variables: a value sets one, null removes it",
+      "Change the session's directory title, labels and metadata (merged: a value sets a key, null deletes it), or (operators and clients) its variables: a value sets one, null removes it",
     auth: client("session.create"),
     body: body(sessionPatch),
     responses: { 200: ok(sessionMetaResponse) },

@@ -80,6 +80,7 @@ export type ProblemCode =
   | "invalid_profile"
   | "unknown_profile"
   | "missing_variable"
+  | "invalid_metadata"
   | "invalid_issuer"
   | "invalid_limits"
   // 5xx
@@ -153,6 +154,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   invalid_profile: 422,
   unknown_profile: 422,
   missing_variable: 422,
+  invalid_metadata: 422,
   invalid_issuer: 422,
   invalid_limits: 422,
   mcp_server_unreachable: 502,
@@ -222,6 +224,7 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   invalid_profile: "The profile is invalid",
   unknown_profile: "The tenant has no profile of that name",
   missing_variable: "The profile uses a variable the session gives no value",
+  invalid_metadata: "The session metadata is invalid or over its limits",
   invalid_issuer: "The identity provider registration is invalid",
   invalid_limits: "The limits are invalid",
   mcp_server_unreachable: "The MCP server did not answer as an MCP server",

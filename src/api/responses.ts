@@ -300,6 +300,7 @@ export const sessionSummaryResponse = z.strictObject({
     .optional()
     .describe("The directory title (null: none); absent before the directory knows the session"),
   labels: z.array(z.string()).optional(),
+  metadata: z.record(z.string(), z.string()).optional(),
 });
 /** One row of the tenant's directory (GET /v1/sessions). */
 export const directoryRow = z.strictObject({
@@ -310,6 +311,10 @@ export const directoryRow = z.strictObject({
     .describe("The end user who created it with a user token (docs/users.md); absent: the tenant's"),
   title: z.string().optional(),
   labels: z.array(z.string()),
+  metadata: z.record(z.string(), z.string()),
+  status: z
+    .enum(["idle", "busy", "faulted"])
+    .describe("idle: no live turn; busy: a live turn; faulted: a session fault or a quarantined task"),
   createdAt: z.number().int(),
   lastActivityAt: z.number().int(),
   liveTasks: z.number().int().nonnegative(),
@@ -322,6 +327,7 @@ export const sessionMetaResponse = z.strictObject({
   session: z.string(),
   title: z.string().nullable(),
   labels: z.array(z.string()),
+  metadata: z.record(z.string(), z.string()),
   variables: z
     .record(z.string(), z.string())
     .optional()

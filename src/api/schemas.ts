@@ -84,6 +84,24 @@ const labels = (): z.ZodArray<z.ZodString> =>
     )
     .max(20);
 
+/** A session's metadata (docs/api.md "Search and metadata"): a flat map of string values the directory indexes. */
+export const MAX_METADATA_KEYS = 32;
+export const MAX_METADATA_VALUE = 256;
+const METADATA_KEY = /^[A-Za-z0-9_.-]{1,64}$/;
+const metadataKey = z.string().regex(METADATA_KEY, "a metadata key is 1-64 characters of A-Z a-z 0-9 _ . -");
+const metadataValue = z
+  .string()
+  .max(MAX_METADATA_VALUE, `a metadata value is at most ${MAX_METADATA_VALUE} characters`);
+const metadataKeyCount = (map: Readonly<Record<string, unknown>>): boolean =>
+  Object.keys(map).length <= MAX_METADATA_KEYS;
+export const metadata = z
+  .record(metadataKey, metadataValue)
+  .refine(metadataKeyCount, `metadata holds at most ${MAX_METADATA_KEYS} keys`);
+/** A PATCH of metadata: merged into the session's; a value sets a key, null deletes it. */
+export const metadataPatch = z
+  .record(metadataKey, metadataValue.nullable())
+  .refine(metadataKeyCount, `metadata holds at most ${MAX_METADATA_KEYS} keys`);
+
 /** A session template's name (docs/users.md "Templates"). */
 export const templateName = z
   .string()
@@ -94,6 +112,8 @@ export const sessionFields = generationConfigBody.extend({
   onInterrupt: z.enum(["retry", "fail"], { error: 'onInterrupt is "retry" or "fail"' }).optional(),
   title: title().optional(),
   labels: labels().optional(),
+  /** Flat string map the directory indexes for `GET /v1/sessions?metadata.{key}=`. */
+  metadata: metadata.optional(),
   /** Ignored: a session is owned by the user whose token created it (docs/users.md), never by a body's say-so. */
   owner: z.unknown().optional(),
   /**
@@ -117,22 +137,54 @@ export const userVariables = z
  */
 export const sessionConfig = sessionFields.extend({ template: templateName.optional() });
 
-/** PATCH session: the directory title (null clears it) and labels. */
+/** PATCH session: the directory title (null clears it), labels and metadata (merged; null deletes a key). */
 export const sessionPatch = z
   .strictObject({
     title: title().nullable().optional(),
     labels: labels().optional(),
+    metadata: metadataPatch.optional(),
     /** Operators and clients only: a value sets a variable, null removes it (docs/users.md "Instructions"). */
     variables: variablesPatch.optional(),
   })
   .refine(
-    (body) => body.title !== undefined || body.labels !== undefined || body.variables !== undefined,
-    "a session patch sets title, labels or variables",
+    (body) =>
+      body.title !== undefined ||
+      body.labels !== undefined ||
+      body.metadata !== undefined ||
+      body.variables !== undefined,
+    "a session patch sets title, labels, metadata or variables",
   );
 
 export type SessionPatch = z.input<typeof sessionPatch>;
 
-/** GET /v1/sessions: the tenant's directory, newest activity first. */
+/** What the directory records of a session's work: `faulted` is a session fault or a quarantined task. */
+export const SESSION_STATUSES = ["idle", "busy", "faulted"] as const;
+export type SessionStatus = (typeof SESSION_STATUSES)[number];
+
+/** An activity bound: epoch ms, or an ISO 8601 time with an offset. */
+const activityTime = z.union(
+  [
+    z
+      .string()
+      .regex(/^[0-9]{1,16}$/)
+      .transform(Number),
+    z.iso.datetime({ offset: true }).transform((s) => Date.parse(s)),
+  ],
+  { error: "a time is epoch milliseconds or an ISO 8601 time with an offset" },
+);
+
+/** The prefix of a metadata filter's query parameter: `?metadata.team=blue`. */
+export const METADATA_PARAM = "metadata.";
+
+/** The `metadata.{key}` parameters of GET /v1/sessions: every pair must match (at most 8). */
+export const metadataFilters = z
+  .record(metadataKey, metadataValue)
+  .refine((map) => Object.keys(map).length <= 8, "at most 8 metadata filters");
+
+/**
+ * GET /v1/sessions: the tenant's directory, newest activity first. Besides these, `metadata.{key}={value}`
+ * parameters filter by metadata (`metadataFilters`; the route takes them out before this strict parse).
+ */
 export const sessionsQuery = z.strictObject({
   limit: z
     .string()
@@ -145,6 +197,18 @@ export const sessionsQuery = z.strictObject({
     .regex(/^[A-Za-z0-9_-]{1,400}$/, "a cursor is what a previous page returned")
     .optional(),
   q: z.string().min(1).max(200).optional(),
+  owner: z
+    .string()
+    .min(1)
+    .max(128)
+    .optional()
+    .describe("Only this end user's sessions (a user token may name only itself: 403 otherwise)"),
+  status: z
+    .enum(SESSION_STATUSES, { error: `status is one of ${SESSION_STATUSES.join(", ")}` })
+    .optional()
+    .describe("idle: no live turn; busy: a live turn; faulted: a session fault or a quarantined task"),
+  activeSince: activityTime.optional().describe("Only sessions whose lastActivityAt is at or after this time"),
+  activeBefore: activityTime.optional().describe("Only sessions whose lastActivityAt is before this time"),
 });
 export type SessionConfigBody = z.infer<typeof sessionConfig>;
 

@@ -20,6 +20,7 @@ export const TEMPLATE_FIELDS = [
   "onInterrupt",
   "title",
   "labels",
+  "metadata",
 ] as const;
 export type TemplateField = (typeof TEMPLATE_FIELDS)[number];
 

@@ -38,7 +38,7 @@ import type {
   WatchTokenResponse,
 } from "../api/responses.js";
 import type { z } from "zod";
-import type { scheduleBody, SessionConfigBody, SessionPatch } from "../api/schemas.js";
+import type { scheduleBody, SessionConfigBody, SessionPatch, SessionStatus } from "../api/schemas.js";
 import type { Id, Page, Task } from "../storage/records.js";
 import { ConversationClient, CONVERSATION_CLIENT_OPERATIONS } from "./conversation.js";
 import { InboundClient } from "./inbound.js";
@@ -71,9 +71,25 @@ export class PicoClient {
     return new SessionClient(this, `/v1/sessions/${encodeURIComponent(name)}`);
   }
 
-  /** The tenant's sessions from its directory, newest activity first (`cursor` pages on). */
-  async sessions(query: { limit?: number; cursor?: string; q?: string } = {}): Promise<SessionsPage> {
-    return (await this.request<SessionsPage>("GET", `/v1/sessions${queryString(query)}`)).body;
+  /**
+   * The tenant's sessions from its directory, newest activity first (`cursor` pages on); `metadata` pairs all match,
+   * the activity bounds are epoch ms (docs/api.md "Search and metadata").
+   */
+  async sessions(
+    query: {
+      limit?: number;
+      cursor?: string;
+      q?: string;
+      owner?: string;
+      status?: SessionStatus;
+      activeSince?: number;
+      activeBefore?: number;
+      metadata?: Readonly<Record<string, string>>;
+    } = {},
+  ): Promise<SessionsPage> {
+    const { metadata, ...rest } = query;
+    const pairs = Object.fromEntries(Object.entries(metadata ?? {}).map(([key, value]) => [`metadata.${key}`, value]));
+    return (await this.request<SessionsPage>("GET", `/v1/sessions${queryString({ ...rest, ...pairs })}`)).body;
   }
 
   /** The tenant's webhook endpoints (operator; src/client/webhook-endpoints.ts). */

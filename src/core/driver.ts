@@ -98,6 +98,16 @@ export class Driver {
     return this.#s.live.size;
   }
 
+  /**
+   * Is some live task not a background task (a turn, or work a turn started)? A schedule or the witness waiting
+   * for its next run is live but not work anyone waits on. Read from the live map, which a commit updates before
+   * its listeners run.
+   */
+  get hasForegroundWork(): boolean {
+    for (const lt of this.#s.live.values()) if (lt.task.background !== true) return true;
+    return false;
+  }
+
   /** Ownership links held in memory (bounded by live work, not by history). */
   get ancestrySize(): number {
     return this.#s.links.size;

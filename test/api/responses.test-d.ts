@@ -76,6 +76,7 @@ type SessionSummaryBody = R.SessionSummary & {
   readonly session: string;
   readonly title?: string | null;
   readonly labels?: readonly string[];
+  readonly metadata?: Readonly<Record<string, string>>;
 };
 type AgentRowBody = AgentRecord & {
   readonly hook: HookFile;
@@ -109,6 +110,7 @@ export type ResponseSchemasEqualServerTypes = [
         readonly session: string;
         readonly title: string | null;
         readonly labels: readonly string[];
+        readonly metadata: Readonly<Record<string, string>>;
         readonly variables?: Readonly<Record<string, string>>;
       }
     >

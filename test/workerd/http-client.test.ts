@@ -197,10 +197,11 @@ describe("typed client against the worker", () => {
     expect(models.models.length).toBeGreaterThan(0);
     const session = frontend.session(name);
     expect(await session.create({ title: "Before" })).toMatchObject({ session: name, created: true });
-    expect(await session.patch({ title: "Client tour", labels: ["e2e"] })).toEqual({
+    expect(await session.patch({ title: "Client tour", labels: ["e2e"], metadata: { tour: "1" } })).toEqual({
       session: name,
       title: "Client tour",
       labels: ["e2e"],
+      metadata: { tour: "1" },
     });
     expect((await session.get()).session).toBe(name);
     expect((await frontend.sessions({ q: name, limit: 5 })).items.map((row) => row.session)).toEqual([name]);

@@ -113,10 +113,10 @@ describe("GET /v1/sessions", () => {
     expect((await call("PUT", "/v1/sessions/one", { token: auth, body: { title: "First" } })).status).toBe(201);
     const patched = await call("PATCH", "/v1/sessions/one", { token: auth, body: { labels: ["a", "b"] } });
     expect(patched.status).toBe(200);
-    expect(await json(patched)).toEqual({ session: "one", title: "First", labels: ["a", "b"] });
+    expect(await json(patched)).toEqual({ session: "one", title: "First", labels: ["a", "b"], metadata: {} });
     expect((await list(auth)).items[0]).toMatchObject({ session: "one", title: "First", labels: ["a", "b"] });
     const cleared = await call("PATCH", "/v1/sessions/one", { token: auth, body: { title: null } });
-    expect(await json(cleared)).toEqual({ session: "one", title: null, labels: ["a", "b"] });
+    expect(await json(cleared)).toEqual({ session: "one", title: null, labels: ["a", "b"], metadata: {} });
     expect((await list(auth)).items[0]!.title).toBeUndefined();
     expect((await call("PATCH", "/v1/sessions/one", { token: auth, body: {} })).status).toBe(400);
     expect((await call("PATCH", "/v1/sessions/one", { token: auth, body: { labels: ["no spaces"] } })).status).toBe(

@@ -1,7 +1,7 @@
 /**
  * DirectoryObject: one Durable Object per tenant listing that tenant's sessions (docs/api.md
- * "Directory"). Session objects send it full-row updates (create, activity at most once a
- * minute, title/labels changes, delete) and retry an update from their alarm until this object
+ * "Directory"; the rows, their search indexes and their schema are directory/sessions.ts). Session objects send it
+ * full-row updates (create, activity at most once a minute, a status change, title/labels/metadata changes, delete) and retry an update from their alarm until this object
  * acknowledges it (session/directory-link.ts). `GET /v1/sessions` reads `list`.
  *
  * Every update carries a version (the sender's clock, strictly increasing per session): an update older
@@ -45,44 +45,16 @@ import {
   type PutProfileOutcome,
 } from "./profiles.js";
 import type { ProfileRecord, ProfileSection } from "../../api/profiles.js";
+import {
+  migrateDirectory,
+  SessionDirectory,
+  type DirectoryPage,
+  type DirectoryQuery,
+  type DirectoryUpdate,
+} from "./sessions.js";
 
-/** One session's row as the directory lists it. */
-export interface DirectoryEntry {
-  readonly session: string;
-  /** The end user who owns it (docs/users.md); undefined: the tenant's (created by a client or operator). */
-  readonly owner: string | undefined;
-  readonly title: string | undefined;
-  readonly labels: readonly string[];
-  readonly createdAt: number;
-  readonly lastActivityAt: number;
-  readonly liveTasks: number;
-}
-
-/** What a session object sends: its whole row, or its deletion. */
-export type DirectoryUpdate =
-  | ({ readonly type: "upsert"; readonly version: number } & DirectoryEntry)
-  | { readonly type: "delete"; readonly version: number; readonly session: string };
-
-export interface DirectoryQuery {
-  readonly limit: number;
-  readonly cursor?: string;
-  readonly q?: string;
-  /** Only this end user's sessions (a user token's listing). */
-  readonly owner?: string;
-  /** Only these sessions (a token's sessions claim; at most 100 names). */
-  readonly names?: readonly string[];
-  /**
-   * What the next page's cursor is bound to (identity/user-access.ts `cursorBinding`): the route refuses a cursor bound
-   * to another.
-   */
-  readonly binding?: string;
-}
-
-export interface DirectoryPage {
-  readonly items: readonly DirectoryEntry[];
-  /** Pass as `cursor` for the next page; absent on the last page. */
-  readonly cursor?: string;
-}
+export { decodeCursor, encodeCursor } from "./sessions.js";
+export type { DirectoryEntry, DirectoryPage, DirectoryQuery, DirectoryUpdate } from "./sessions.js";
 
 /** The RPC surface as callers see it through a stub. */
 export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
@@ -117,31 +89,6 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   deleteIssuer(name: string): Promise<boolean>;
 }
 
-/**
- * A cursor is the last row's (lastActivityAt, session) position, opaque to clients, and for a user's
- * listing the binding of that user (so the route refuses it on anyone else's listing).
- */
-export function encodeCursor(lastActivityAt: number, session: string, binding?: string): string {
-  const value = binding === undefined ? [lastActivityAt, session] : [lastActivityAt, session, binding];
-  return btoa(JSON.stringify(value)).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
-}
-
-export function decodeCursor(
-  cursor: string,
-): { readonly lastActivityAt: number; readonly session: string; readonly binding: string | undefined } | undefined {
-  try {
-    const padded = cursor.replaceAll("-", "+").replaceAll("_", "/");
-    const value: unknown = JSON.parse(atob(padded + "=".repeat((4 - (padded.length % 4)) % 4)));
-    if (!Array.isArray(value) || value.length < 2 || value.length > 3) return undefined;
-    const [at, session, binding] = value as unknown[];
-    if (typeof at !== "number" || !Number.isFinite(at) || typeof session !== "string") return undefined;
-    if (binding !== undefined && typeof binding !== "string") return undefined;
-    return { lastActivityAt: at, session, binding };
-  } catch {
-    return undefined;
-  }
-}
-
 export class DirectoryObject extends DurableObject<Env> {
   /**
    * Test access (through runInDurableObject, never RPC): while above zero, each `apply` and `unlinkOrphan` is
@@ -149,33 +96,13 @@ export class DirectoryObject extends DurableObject<Env> {
    */
   refusing = 0;
 
+  /** The session rows (directory/sessions.ts). */
+  readonly #sessions: SessionDirectory;
+
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS directory (
-      session TEXT PRIMARY KEY,
-      version INTEGER NOT NULL,
-      deleted INTEGER NOT NULL,
-      title TEXT,
-      labels TEXT NOT NULL,
-      created_at INTEGER NOT NULL,
-      last_activity_at INTEGER NOT NULL,
-      live_tasks INTEGER NOT NULL
-    )`);
-    ctx.storage.sql.exec(
-      "CREATE INDEX IF NOT EXISTS directory_activity ON directory (deleted, last_activity_at DESC, session)",
-    );
-    // The owner column came later: a directory created before it gains it (NULL: the tenant's sessions).
-    if (
-      !ctx.storage.sql
-        .exec("PRAGMA table_info(directory)")
-        .toArray()
-        .some((column) => column["name"] === "owner")
-    ) {
-      ctx.storage.sql.exec("ALTER TABLE directory ADD COLUMN owner TEXT");
-    }
-    ctx.storage.sql.exec(
-      "CREATE INDEX IF NOT EXISTS directory_owner ON directory (owner, deleted, last_activity_at DESC, session)",
-    );
+    migrateDirectory(ctx.storage);
+    this.#sessions = new SessionDirectory(ctx.storage.sql);
     createCatalogTables(ctx.storage.sql);
   }
 
@@ -184,41 +111,7 @@ export class DirectoryObject extends DurableObject<Env> {
       this.refusing -= 1;
       throw new Error("the directory refuses updates (test fault injection)");
     }
-    const sql = this.ctx.storage.sql;
-    const row = sql.exec("SELECT version FROM directory WHERE session = ?", update.session).toArray()[0];
-    if (row !== undefined && Number(row["version"]) >= update.version) return { acknowledged: true };
-    switch (update.type) {
-      case "upsert":
-        sql.exec(
-          `INSERT INTO directory (session, version, deleted, owner, title, labels, created_at, last_activity_at, live_tasks)
-           VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?)
-           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 0, owner = excluded.owner, title = excluded.title,
-             labels = excluded.labels, created_at = excluded.created_at, last_activity_at = excluded.last_activity_at,
-             live_tasks = excluded.live_tasks`,
-          update.session,
-          update.version,
-          update.owner ?? null,
-          update.title ?? null,
-          JSON.stringify(update.labels),
-          update.createdAt,
-          update.lastActivityAt,
-          update.liveTasks,
-        );
-        break;
-      case "delete":
-        sql.exec(
-          `INSERT INTO directory (session, version, deleted, title, labels, created_at, last_activity_at, live_tasks)
-           VALUES (?, ?, 1, NULL, '[]', 0, 0, 0)
-           ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 1, owner = NULL, title = NULL, labels = '[]'`,
-          update.session,
-          update.version,
-        );
-        break;
-      default: {
-        const never: never = update;
-        return never;
-      }
-    }
+    this.#sessions.apply(update);
     return { acknowledged: true };
   }
 
@@ -227,64 +120,12 @@ export class DirectoryObject extends DurableObject<Env> {
       this.refusing -= 1;
       throw new Error("the directory refuses updates (test fault injection)");
     }
-    const sql = this.ctx.storage.sql;
-    const row = sql.exec("SELECT version, deleted FROM directory WHERE session = ?", session).toArray()[0];
-    if (row === undefined || Number(row["deleted"]) === 1) return { unlinked: false };
-    sql.exec(
-      "UPDATE directory SET version = ?, deleted = 1, owner = NULL, title = NULL, labels = '[]' WHERE session = ?",
-      Math.max(version, Number(row["version"]) + 1),
-      session,
-    );
-    return { unlinked: true };
+    return { unlinked: this.#sessions.unlink(session, version) };
   }
 
-  /** Newest activity first (ties by session name); `q` matches the name, title or a label (case-insensitive). */
+  /** Newest activity first (ties by session name); the filters of `GET /v1/sessions` (directory/sessions.ts). */
   list(query: DirectoryQuery): DirectoryPage {
-    const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
-    const where: string[] = ["deleted = 0"];
-    const params: (string | number)[] = [];
-    if (query.owner !== undefined) {
-      where.push("owner = ?");
-      params.push(query.owner);
-    }
-    if (query.names !== undefined) {
-      where.push(`session IN (${query.names.map(() => "?").join(", ") || "NULL"})`);
-      params.push(...query.names);
-    }
-    if (after !== undefined) {
-      // The first term bounds the index range, so a deep page starts at the cursor instead of reading every row before
-      // it.
-      where.push("last_activity_at <= ? AND (last_activity_at < ? OR session > ?)");
-      params.push(after.lastActivityAt, after.lastActivityAt, after.session);
-    }
-    if (query.q !== undefined && query.q !== "") {
-      const pattern = `%${query.q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      where.push(
-        "(lower(session) LIKE ? ESCAPE '\\' OR lower(coalesce(title, '')) LIKE ? ESCAPE '\\' OR lower(labels) LIKE ? ESCAPE '\\')",
-      );
-      params.push(pattern, pattern, pattern);
-    }
-    const rows = this.ctx.storage.sql
-      .exec(
-        `SELECT session, owner, title, labels, created_at, last_activity_at, live_tasks FROM directory WHERE ${where.join(" AND ")}
-         ORDER BY last_activity_at DESC, session ASC LIMIT ?`,
-        ...params,
-        query.limit + 1,
-      )
-      .toArray();
-    const items: DirectoryEntry[] = rows.slice(0, query.limit).map((row) => ({
-      session: String(row["session"]),
-      owner: row["owner"] === null ? undefined : String(row["owner"]),
-      title: row["title"] === null ? undefined : String(row["title"]),
-      labels: JSON.parse(String(row["labels"])) as string[],
-      createdAt: Number(row["created_at"]),
-      lastActivityAt: Number(row["last_activity_at"]),
-      liveTasks: Number(row["live_tasks"]),
-    }));
-    const last = items[items.length - 1];
-    return rows.length > query.limit && last !== undefined
-      ? { items, cursor: encodeCursor(last.lastActivityAt, last.session, query.binding) }
-      : { items };
+    return this.#sessions.list(query);
   }
 
   // Webhook endpoints (events out; directory/endpoints.ts) ------------------------------------------

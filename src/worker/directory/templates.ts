@@ -1,7 +1,7 @@
 /**
  * Session templates at the session routes (docs/users.md "Templates"): a create with `{ template }`
  * starts from the template's fields; a user token must name one and may set only the fields the
- * template marks user-settable, and later PATCHes (config, title, labels) only those. Operators and
+ * template marks user-settable, and later PATCHes (config, title, labels, metadata) only those. Operators and
  * clients may name a template and override any field. The session keeps the template's name, version
  * and user-settable fields from its creation (`TemplateBinding`), so a later change or deletion of the
  * template does not change what its users may do. A profile a create or PATCH names must be in the tenant's
@@ -13,7 +13,7 @@ import { placeholders } from "../../api/profiles.js";
 import { directoryStub } from "./object.js";
 import type { Env } from "../env.js";
 import { Problem } from "../problems.js";
-import type { Claims, SessionConfigBody } from "../schemas.js";
+import { MAX_METADATA_KEYS, type Claims, type SessionConfigBody } from "../schemas.js";
 
 /** Where a session keeps its TemplateBinding (its object's KV; written when it is created). */
 export const TEMPLATE_KEY = "edge.session.template";
@@ -95,10 +95,22 @@ export async function resolveTemplateForUser(
     refuseUserFields(binding, setFields(fields));
     refuseUserVariables(record, fields.variables);
   }
-  // The template's variables are defaults under the body's.
+  // The template's variables and metadata are defaults under the body's.
   const variables = { ...record.variables, ...fields.variables };
+  const metadata = { ...record.metadata, ...fields.metadata };
+  if (Object.keys(metadata).length > MAX_METADATA_KEYS)
+    throw new Problem(
+      "invalid_metadata",
+      `metadata: with template ${record.name}'s keys the session would hold ${Object.keys(metadata).length}; at most ${MAX_METADATA_KEYS}`,
+      "metadata",
+    );
   return {
-    config: { ...templateFields(record), ...fields, ...(Object.keys(variables).length === 0 ? {} : { variables }) },
+    config: {
+      ...templateFields(record),
+      ...fields,
+      ...(Object.keys(variables).length === 0 ? {} : { variables }),
+      ...(Object.keys(metadata).length === 0 ? {} : { metadata }),
+    },
     binding,
   };
 }

@@ -1,8 +1,11 @@
 /**
  * The session object's side of the tenant directory (docs/api.md "Directory"): it keeps the
- * session's directory row (name, owner, title, labels, createdAt) in the object's synchronous KV storage and
- * sends the whole row to the tenant's DirectoryObject on create, on title/labels changes, on delete, and
- * on activity at most once per ACTIVITY_INTERVAL_MS. An update the directory does not acknowledge stays
+ * session's directory row (name, owner, title, labels, metadata, status, createdAt) in the object's synchronous KV
+ * storage and sends the whole row to the tenant's DirectoryObject on create, on title/labels/metadata changes, on
+ * delete, and on activity at most once per ACTIVITY_INTERVAL_MS. The status (idle, busy, faulted) rides the activity
+ * update: a turn's busy and idle are commits, so they go out with the activity they are part of, and a turn costs no
+ * send of its own. A change no commit carries (a fault, a quarantine, an operator's clear, what an open finds) is
+ * sent at once, and only when the status differs from the one recorded. An update the directory does not acknowledge stays
  * pending in KV and is retried from the session's alarm (backing off up to RETRY_MAX_MS) until it is,
  * so a session created once and never used again still appears.
  *
@@ -10,6 +13,7 @@
  */
 import type { Clock } from "../../core/host.js";
 import type { DirectoryUpdate } from "../directory/object.js";
+import type { SessionStatus } from "../schemas.js";
 
 /** Activity updates per session are at most this frequent. */
 export const ACTIVITY_INTERVAL_MS = 60_000;
@@ -27,6 +31,10 @@ interface LinkState {
   readonly owner?: string;
   readonly title?: string;
   readonly labels: readonly string[];
+  /** Absent in rows written before metadata: none. */
+  readonly metadata?: Readonly<Record<string, string>>;
+  /** The status last sent or being sent (absent in rows written before it: idle). */
+  readonly status?: SessionStatus;
   readonly deleted: boolean;
   /** The last update's version (sender clock, strictly increasing). */
   readonly version: number;
@@ -36,7 +44,7 @@ interface LinkState {
   /** A pending update is due at this time (absent: nothing pending). */
   readonly dueAt?: number;
   readonly attempt: number;
-  /** Bumped by every change of the row's fields (title, labels, deletion): a send acknowledges one edit. */
+  /** Bumped by every change of the row's fields (title, labels, metadata, status, deletion): a send acknowledges one edit. */
   readonly edit: number;
 }
 
@@ -54,11 +62,37 @@ export interface DirectoryLinkDeps {
   readonly report: (error: unknown) => void;
 }
 
+/** What `GET /v1/sessions/{s}` and PATCH answer of the directory row. */
+export interface DirectoryMeta {
+  readonly title?: string;
+  readonly labels: readonly string[];
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+/**
+ * `current` with `patch` merged in (a value sets a key, null deletes it); undefined `patch`: unchanged. The caller
+ * checks the result's size before anything is written.
+ */
+export function mergeMetadata(
+  current: Readonly<Record<string, string>>,
+  patch: Readonly<Record<string, string | null>> | undefined,
+): Readonly<Record<string, string>> {
+  if (patch === undefined) return current;
+  const out: Record<string, string> = { ...current };
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete out[key];
+    else out[key] = value;
+  }
+  return out;
+}
+
 export class DirectoryLink {
   readonly #deps: DirectoryLinkDeps;
   #sending: Promise<void> | undefined;
   /** The latest commit's time in this instance (undefined: none since the last send). */
   #activity: number | undefined;
+  /** The status after the latest commit, when it differs from the row's (memory only, like `#activity`). */
+  #status: SessionStatus | undefined;
 
   constructor(deps: DirectoryLinkDeps) {
     this.#deps = deps;
@@ -82,6 +116,7 @@ export class DirectoryLink {
     owner?: string | undefined;
     title?: string;
     labels?: readonly string[];
+    metadata?: Readonly<Record<string, string>>;
   }): Promise<void> {
     const now = this.#deps.clock.now();
     this.#put({
@@ -91,6 +126,8 @@ export class DirectoryLink {
       ...(row.owner === undefined ? {} : { owner: row.owner }),
       ...(row.title === undefined ? {} : { title: row.title }),
       labels: row.labels ?? [],
+      metadata: row.metadata ?? {},
+      status: "idle",
       deleted: false,
       version: 0,
       lastSentAt: 0,
@@ -101,16 +138,30 @@ export class DirectoryLink {
     return this.flush();
   }
 
-  /** Title and labels as stored (undefined when the session has no directory row, e.g. created by RPC). */
-  meta(): { readonly title?: string; readonly labels: readonly string[] } | undefined {
+  /** Title, labels and metadata as stored (undefined when the session has no directory row, e.g. created by RPC). */
+  meta(): DirectoryMeta | undefined {
     const state = this.#state();
     return state === undefined
       ? undefined
-      : { ...(state.title === undefined ? {} : { title: state.title }), labels: state.labels };
+      : {
+          ...(state.title === undefined ? {} : { title: state.title }),
+          labels: state.labels,
+          metadata: state.metadata ?? {},
+        };
   }
 
-  /** Change title and/or labels (`null` title clears it) and announce now. */
-  relabel(change: { title?: string | null; labels?: readonly string[] }): Promise<void> {
+  /** The status the directory was last given or is about to be (undefined: no row). */
+  get recordedStatus(): SessionStatus | undefined {
+    const state = this.#state();
+    return state === undefined ? undefined : (this.#status ?? state.status ?? "idle");
+  }
+
+  /** Change title, labels and/or metadata (`null` title clears it; `metadata` is the whole new map) and announce now. */
+  relabel(change: {
+    title?: string | null;
+    labels?: readonly string[];
+    metadata?: Readonly<Record<string, string>>;
+  }): Promise<void> {
     const state = this.#state();
     if (state === undefined || state.deleted) return Promise.resolve();
     const { title: _old, ...rest } = state;
@@ -119,18 +170,35 @@ export class DirectoryLink {
       ...rest,
       ...(title === undefined ? {} : { title }),
       labels: change.labels ?? state.labels,
+      metadata: change.metadata ?? state.metadata ?? {},
       edit: state.edit + 1,
     });
     return this.flush();
   }
 
-  /** A commit happened: send at once if the last activity update is a minute old, else schedule it. */
-  activity(): void {
+  /**
+   * The session's status changed without a commit to carry it (a fault, a quarantine, an operator's clear, an open):
+   * send it now if it differs from the recorded one. One KV write and one send per change, never per commit.
+   */
+  status(next: SessionStatus): void {
+    const state = this.#state();
+    if (state === undefined || state.deleted || this.recordedStatus === next) return;
+    this.#status = undefined;
+    this.#put({ ...state, status: next, dueAt: this.#deps.clock.now(), edit: state.edit + 1 });
+    void this.flush();
+  }
+
+  /**
+   * A commit happened, after which the session's status is `status`: send at once if the last activity update is a
+   * minute old, else schedule it; the status goes with it.
+   */
+  activity(status?: SessionStatus): void {
     const state = this.#state();
     if (state === undefined || state.deleted) return;
     const now = this.#deps.clock.now();
-    // While an update is pending, activity is kept in memory (no write per commit); the send takes it.
+    // While an update is pending, activity and status are kept in memory (no write per commit); the send takes them.
     this.#activity = now;
+    if (status !== undefined) this.#status = status === (state.status ?? "idle") ? undefined : status;
     if (state.dueAt !== undefined) return;
     const next = state.lastSentAt + ACTIVITY_INTERVAL_MS;
     this.#put({ ...state, lastActivityAt: now, dueAt: Math.max(next, now) });
@@ -177,8 +245,13 @@ export class DirectoryLink {
       // Re-read after the await: the row is sent and versioned as it is now.
       const read = this.#state();
       if (read === undefined) return;
-      const state = { ...read, lastActivityAt: Math.max(read.lastActivityAt, this.#activity ?? 0) };
+      const state = {
+        ...read,
+        lastActivityAt: Math.max(read.lastActivityAt, this.#activity ?? 0),
+        status: this.#status ?? read.status ?? "idle",
+      };
       this.#activity = undefined;
+      this.#status = undefined;
       const now = this.#deps.clock.now();
       const version = Math.max(now, state.version + 1);
       const update: DirectoryUpdate = state.deleted
@@ -190,6 +263,8 @@ export class DirectoryLink {
             owner: state.owner,
             title: state.title,
             labels: state.labels,
+            metadata: state.metadata ?? {},
+            status: state.status ?? "idle",
             createdAt: state.createdAt,
             lastActivityAt: state.lastActivityAt,
             liveTasks,

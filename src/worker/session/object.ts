@@ -25,7 +25,7 @@ import { storedVersion } from "../../storage/migrations.js";
 import type { SqlHost } from "../../storage/sql.js";
 import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
 import { directoryStub } from "../directory/object.js";
-import { DirectoryLink } from "./directory-link.js";
+import { DirectoryLink, mergeMetadata, type DirectoryMeta } from "./directory-link.js";
 import { ownerReaches, readOwner, recordOwner, type SessionWhere } from "../identity/owner.js";
 import type { Env } from "../env.js";
 import { SessionNotFound } from "../errors.js";
@@ -43,7 +43,7 @@ import { sessionTurnKit } from "./kinds.js";
 import { buildModels, defaultModel } from "../platform/models.js";
 import { retryOptions } from "../platform/retry-config.js";
 import { Problem, problemData, toProblem, type Outcome } from "../problems.js";
-import type { SessionConfigBody } from "../schemas.js";
+import { MAX_METADATA_KEYS, type SessionConfigBody } from "../schemas.js";
 import type { SessionConfig } from "./api.js";
 import { canonical, checkConfig, createValues, normalizeConfig } from "./config.js";
 import type { CreateConfig, SessionOps } from "./ops.js";
@@ -221,6 +221,7 @@ export class SessionObject extends DurableObject<Env> {
         // The session was opened faulted, so GUPP was not: pending and answered hooks are re-checked now.
         await session.gupp.open();
       }
+      this.#directory.status(session.status(true));
       return { cleared };
     });
   }
@@ -230,6 +231,7 @@ export class SessionObject extends DurableObject<Env> {
     const session = await this.#acquire();
     session.book.release(taskId);
     await session.harness.driver.release(taskId);
+    this.#directory.status(session.status(true));
   }
 
   // HTTP API (src/worker/http/app.ts) ---------------------------------------------------------------------
@@ -294,6 +296,7 @@ export class SessionObject extends DurableObject<Env> {
         owner: where.owner,
         ...(body.title === undefined ? {} : { title: body.title }),
         ...(body.labels === undefined ? {} : { labels: body.labels }),
+        ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
       });
     }
   }
@@ -323,17 +326,33 @@ export class SessionObject extends DurableObject<Env> {
     return this.op(name, ...args);
   }
 
-  /** PATCH /v1/sessions/{session}: change the directory title and/or labels (`null` title clears it). */
+  /**
+   * PATCH /v1/sessions/{session}: change the directory title, labels and/or metadata (`null` title clears it; metadata
+   * merges, a null value deleting its key). Metadata over MAX_METADATA_KEYS after the merge is 422 and writes nothing.
+   */
   relabel(change: {
     readonly title?: string | null;
     readonly labels?: readonly string[];
-  }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>> {
+    readonly metadata?: Readonly<Record<string, string | null>>;
+  }): Promise<Outcome<DirectoryMeta>> {
     return this.#outcome(async () => {
       await this.#acquire();
-      if (this.#directory.meta() === undefined)
+      const meta = this.#directory.meta();
+      if (meta === undefined)
         throw new Problem("conflict", "this session has no directory entry (it was not created over HTTP)");
-      await this.#directory.relabel(change);
-      return this.#directory.meta() ?? { labels: [] };
+      const metadata = mergeMetadata(meta.metadata, change.metadata);
+      if (Object.keys(metadata).length > MAX_METADATA_KEYS)
+        throw new Problem(
+          "invalid_metadata",
+          `metadata: the session would hold ${Object.keys(metadata).length} keys after this patch; at most ${MAX_METADATA_KEYS} (null deletes a key)`,
+          "metadata",
+        );
+      await this.#directory.relabel({
+        ...(change.title === undefined ? {} : { title: change.title }),
+        ...(change.labels === undefined ? {} : { labels: change.labels }),
+        ...(change.metadata === undefined ? {} : { metadata }),
+      });
+      return this.#directory.meta() ?? { labels: [], metadata: {} };
     });
   }
 
@@ -345,8 +364,8 @@ export class SessionObject extends DurableObject<Env> {
     return ownerReaches(this.ctx.storage.kv, sessionCreated(this.ctx.storage), sub, creating);
   }
 
-  /** The directory title and labels (undefined: not created over HTTP). */
-  directoryMeta(): { readonly title?: string; readonly labels: readonly string[] } | undefined {
+  /** The directory title, labels and metadata (undefined: not created over HTTP). */
+  directoryMeta(): DirectoryMeta | undefined {
     return this.#directory.meta();
   }
 

@@ -22,6 +22,7 @@ import type { TurnKit } from "../../kinds/turns.js";
 import { createWitnessKind, Gupp, Rig } from "../../rig/index.js";
 import type { Env } from "../env.js";
 import { hostReport, killBound } from "../platform/host-config.js";
+import type { SessionStatus } from "../schemas.js";
 import { sandboxEnvFor } from "../platform/sandbox-env.js";
 import { retryOptions } from "../platform/retry-config.js";
 import { openTelemetryTracer } from "../platform/telemetry.js";
@@ -62,6 +63,12 @@ export interface OpenSession {
   readonly incarnation: string | undefined;
   /** GitHub deliveries' signatures, de-duplicated for a week (session/replays.ts). */
   readonly replays: Replays;
+  /**
+   * The status the directory lists (docs/api.md "Search and metadata"): faulted (a fault record, or a live task
+   * quarantined), busy (a live foreground task) or idle. The fault and quarantine rows are read when `full`, or while
+   * the directory was last told faulted; otherwise it is a look at the driver's live map (no storage read per commit).
+   */
+  readonly status: (full: boolean) => SessionStatus;
   /** Faulted, shut down or closed: the next operation reopens (reopen starts nothing, §6.4). */
   stale: boolean;
 }
@@ -108,9 +115,16 @@ export async function openSession(
     clock,
     version: deps.version,
     telemetry: { tracer: openTelemetryTracer(), session: ctx.id.toString() },
-    report: hostReport,
+    report: (report) => {
+      hostReport(report);
+      // A withheld task makes the session faulted in the directory at once (not at its next commit).
+      if (report.type === "quarantined") directory.status("faulted");
+    },
     where: () => directory.where,
-    onFault: () => deps.faulted(harness),
+    onFault: () => {
+      deps.faulted(harness);
+      directory.status("faulted");
+    },
   });
   const models = await deps.models();
   // The incarnation is read from storage once the harness opened (before anything runs: the attach is last);
@@ -175,7 +189,14 @@ export async function openSession(
   // The driver's wake already counts work this commit dispatched asleep (a schedule waiting for its
   // due time): that is the reason to wake, and no guard is needed for it.
   harness.onCommit(() => alarms.live(harness.driver.hasLiveToWake, clock.now(), harness.driver.nextWake));
-  harness.onCommit(() => directory.activity());
+  const status = (full: boolean): SessionStatus => {
+    if (full || directory.recordedStatus === "faulted") {
+      if (book.fault() !== undefined) return "faulted";
+      if (book.quarantined(deps.version).some((id) => harness.driver.liveTask(id) !== undefined)) return "faulted";
+    }
+    return harness.driver.hasForegroundWork ? "busy" : "idle";
+  };
+  harness.onCommit(() => directory.activity(status(false)));
   harness.onCommit((commit) => outbox.committed(commit));
   // Usage is keyed by the session key (`{session}:{incarnation}`), as the input routes' reservations are.
   harness.onCommit((commit) => {
@@ -209,6 +230,7 @@ export async function openSession(
     gupp,
     replays,
     incarnation,
+    status,
     stale: false,
   };
   // Watchers that survived hibernation (or a reopen) are registered before any new commit.
@@ -224,6 +246,9 @@ export async function openSession(
   } finally {
     // Learn the scheduled alarm after attaching, so the work attach dispatched is counted in the
     // first write instead of causing a clear and a set.
+    // What the directory lists may have changed while no instance ran (a fault before a restart; a deploy that
+    // lifted a quarantine): recorded at open, a send only when it differs.
+    directory.status(status(true));
     alarms.directory(directory.dueAt, clock.now());
     outbox.opened(harness);
     deps.meter.opened();

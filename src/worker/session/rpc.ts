@@ -18,6 +18,7 @@ import type { CreateConfig, SessionOps } from "./ops.js";
 import type { SessionObject } from "./object.js";
 import type { SessionWhere } from "../identity/owner.js";
 import type { TemplateBinding } from "../directory/templates.js";
+import type { DirectoryMeta } from "./directory-link.js";
 
 export interface SessionRpc {
   create(config?: CreateConfig): Promise<{ readonly created: boolean }>;
@@ -41,13 +42,14 @@ export interface SessionRpc {
   relabel(change: {
     readonly title?: string | null;
     readonly labels?: readonly string[];
-  }): Promise<Outcome<{ readonly title?: string; readonly labels: readonly string[] }>>;
+    readonly metadata?: Readonly<Record<string, string | null>>;
+  }): Promise<Outcome<DirectoryMeta>>;
   /**
    * Whether end user `sub` reaches this session: it owns it, or (`creating`) nobody created it yet
    * (identity/user-access.ts).
    */
   reaches(sub: string, creating: boolean): Promise<boolean>;
-  directoryMeta(): Promise<{ readonly title?: string; readonly labels: readonly string[] } | undefined>;
+  directoryMeta(): Promise<DirectoryMeta | undefined>;
   op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>>;
   /** `op` for end user `sub`: `session_not_found` when the user does not reach the session (user-access.ts). */
   opAs<K extends keyof SessionOps>(

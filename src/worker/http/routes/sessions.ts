@@ -6,10 +6,14 @@ import { Hono } from "hono";
 import { refuseOutsideClaim, requires, type AppEnv } from "../../identity/auth.js";
 import { decodeCursor, directoryStub } from "../../directory/object.js";
 import { Problem } from "../../problems.js";
+import type { z } from "zod";
 import {
   emptyBody,
+  METADATA_PARAM,
+  metadataFilters,
   noQuery,
   parse,
+  queryObject,
   requestKey,
   sessionConfig,
   sessionName,
@@ -28,13 +32,17 @@ export const sessionRoutes = new Hono<AppEnv>();
 
 /**
  * The caller's tenant's sessions from its directory, newest activity first; a user token sees only its
- * own sessions (the owner filter is in the directory's query, so every page and filter keeps it), and
- * its cursors are bound to it (another caller's cursor is invalid_cursor). A token naming its sessions lists only
- * those (the filter is in the query too).
+ * own sessions (the owner filter is in the directory's query, so every page and filter keeps it; an `owner`
+ * naming anyone else is 403), and its cursors are bound to it (another caller's cursor is invalid_cursor). A token
+ * naming its sessions lists only those (the filter is in the query too). `owner`, `status`, `activeSince`,
+ * `activeBefore` and `metadata.{key}` filter in the directory's own indexes: no session object is asked.
  */
 sessionRoutes.get("/", requires("session.read"), async (c) => {
-  const q = query(c, sessionsQuery);
+  const { metadata, rest } = splitMetadataParams(queryObject(new URL(c.req.url)));
+  const q = parse(sessionsQuery, rest, "invalid_query");
   const claims = c.get("claims");
+  if (claims.role === "user" && q.owner !== undefined && q.owner !== claims.sub)
+    throw new Problem("forbidden", "owner: a user token lists only its own sessions", "owner");
   const binding = await cursorBinding(claims);
   const names = listedSessions(claims);
   const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
@@ -42,23 +50,54 @@ sessionRoutes.get("/", requires("session.read"), async (c) => {
   if (q.cursor !== undefined && (after === undefined || after.binding !== binding)) {
     throw new Problem("invalid_cursor", "the cursor is not one a previous page of this listing returned", "cursor");
   }
+  const owner = claims.role === "user" ? (claims.sub ?? "") : q.owner;
   const page = await directoryStub(c.env, claims.tenant).list({
     limit: q.limit ?? 50,
     ...(q.cursor === undefined ? {} : { cursor: q.cursor }),
     ...(q.q === undefined ? {} : { q: q.q }),
-    ...(claims.role === "user" ? { owner: claims.sub ?? "" } : {}),
+    ...(owner === undefined ? {} : { owner }),
     ...(names === undefined ? {} : { names }),
+    ...(metadata === undefined ? {} : { metadata }),
+    ...(q.status === undefined ? {} : { status: q.status }),
+    ...(q.activeSince === undefined ? {} : { activeSince: q.activeSince }),
+    ...(q.activeBefore === undefined ? {} : { activeBefore: q.activeBefore }),
     ...(binding === undefined ? {} : { binding }),
   });
   return c.json(page);
 });
+
+/** The `metadata.{key}` parameters (validated: 400 naming `metadata.{key}`), and the others. */
+function splitMetadataParams(params: Readonly<Record<string, string>>): {
+  readonly metadata: Readonly<Record<string, string>> | undefined;
+  readonly rest: Readonly<Record<string, string>>;
+} {
+  const pairs: Record<string, string> = {};
+  const rest: Record<string, string> = {};
+  for (const [name, value] of Object.entries(params)) {
+    if (name.startsWith(METADATA_PARAM)) pairs[name.slice(METADATA_PARAM.length)] = value;
+    else rest[name] = value;
+  }
+  if (Object.keys(pairs).length === 0) return { metadata: undefined, rest };
+  return { metadata: parse(metadataFilters, pairs, "invalid_query", "metadata"), rest };
+}
+
+/** A body whose metadata is invalid (key, value or count) is 422 `invalid_metadata` naming the field. */
+async function bodyOf<S extends z.ZodType>(c: AppContext, schema: S, optional = false): Promise<z.output<S>> {
+  try {
+    return await body(c, schema, { optional });
+  } catch (error) {
+    if (error instanceof Problem && error.code === "invalid_body" && error.field?.split(".")[0] === "metadata")
+      throw new Problem("invalid_metadata", error.detail, error.field);
+    throw error;
+  }
+}
 
 /** Create `name` with the body's config (an `owner` in the body is ignored: a user token's `sub` owns it). */
 async function createNamed(
   c: AppContext,
   name: string,
 ): Promise<{ readonly created: boolean; readonly config: SessionConfig }> {
-  const { owner: _ignored, ...fields } = await body(c, sessionConfig, { optional: true });
+  const { owner: _ignored, ...fields } = await bodyOf(c, sessionConfig, true);
   const claims = c.get("claims");
   // A user creates from an operator's template and may set only what it marks user-settable (directory/templates.ts).
   const resolved = await resolveTemplateForUser(c.env, claims, fields);
@@ -101,28 +140,31 @@ sessionRoutes.get("/:session", requires("session.read"), async (c) => {
   return c.json({
     session: c.req.param("session"),
     ...summary,
-    ...(meta === undefined ? {} : { title: meta.title ?? null, labels: meta.labels }),
+    ...(meta === undefined ? {} : { title: meta.title ?? null, labels: meta.labels, metadata: meta.metadata }),
   });
 });
 
 sessionRoutes.patch("/:session", requires("session.create"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
-  const { variables, ...change } = await body(c, sessionPatch);
+  const { variables, ...change } = await bodyOf(c, sessionPatch);
   const claims = c.get("claims");
   // Variables are the operator's and the product's (clients): a user or agent token sets none.
   if (variables !== undefined && claims.role !== "operator" && claims.role !== "client")
     throw new Problem("forbidden", `a ${claims.role} token may not set variables`, "variables");
   await refuseUserPatch(claims, stub, change);
-  const set = variables === undefined ? undefined : await run(stub.op("setVariables", variables));
+  // The directory row first: its metadata limit is checked against the session's current keys, and a refusal must
+  // leave the variables unwritten too.
   const meta =
-    change.title === undefined && change.labels === undefined
+    change.title === undefined && change.labels === undefined && change.metadata === undefined
       ? await stub.directoryMeta()
       : await run(stub.relabel(change));
+  const set = variables === undefined ? undefined : await run(stub.op("setVariables", variables));
   return c.json({
     session: c.req.param("session"),
     title: meta?.title ?? null,
     labels: meta?.labels ?? [],
+    metadata: meta?.metadata ?? {},
     ...(set === undefined ? {} : { variables: set.variables }),
   });
 });
