@@ -20,7 +20,9 @@
  * original acceptance) until its result is final (answer latency, from the first POST). Over that measured
  * phase it reads utime + stime (/proc/<pid>/stat) of the workerd process that runs the Worker and its
  * objects (not wrangler's proxy, another workerd, shown apart) and prints CPU ms per input beside accepts/s
- * and p50/p99: CPU time, not wall time, because the machine is shared.
+ * and p50/p99: CPU time, not wall time, because the machine is shared. Beside it, for where the time goes:
+ * the CPU of one more ?wait request for an input already answered (200 of them, after the measured phase)
+ * and of creating a session.
  *
  * Checks, after the measured phase: every input accepted once and answered `done`; every session holds each of
  * its inputs exactly once (pico-edge: its transcript's user entries; the floor: its rows, each with one
@@ -82,6 +84,8 @@ interface Outcome {
   readonly answerMs: number;
   /** "done", or what went wrong. */
   readonly result: string;
+  /** ?wait requests sent. */
+  readonly waits: number;
 }
 
 interface Row {
@@ -93,7 +97,12 @@ interface Row {
   readonly answer: [number, number];
   readonly workerCpuMsPerInput: number;
   readonly proxyCpuMsPerInput: number;
+  /** Creating a session (PUT), after the first `concurrency` of them. */
   readonly setupCpuMsPerSession: number;
+  /** The ?wait request again for an input already answered (a duplicate): the cost of a request alone. */
+  readonly repeatCpuMsPerRequest: number;
+  /** ?wait requests per input in the measured phase (at least 1). */
+  readonly waitsPerInput: number;
   readonly failures: readonly string[];
 }
 
@@ -139,12 +148,14 @@ async function send(dev: Dev, setup: Setup, planned: Planned): Promise<Outcome> 
   const acceptMs = Date.now() - sent;
   if (accepted.status !== 201) {
     const result = `accept answered ${accepted.status} ${JSON.stringify(accepted.json).slice(0, 200)}`;
-    return { planned, acceptMs, answerMs: acceptMs, result };
+    return { planned, acceptMs, answerMs: acceptMs, result, waits: 0 };
   }
   const inputId = Number(accepted.json["inputId"]);
   let result = "";
+  let waits = 0;
   // Every input is waited for at least once, even one already answered (the floor answers at once).
   while (result !== "done" && result !== "unanswered") {
+    waits += 1;
     const waited = await api(
       dev.base,
       "POST",
@@ -160,7 +171,7 @@ async function send(dev: Dev, setup: Setup, planned: Planned): Promise<Outcome> 
     result = String(waited.json["status"]);
     if (result === "done" && typeof waited.json["outputText"] !== "string") result = "done without outputText";
   }
-  return { planned, acceptMs, answerMs: Date.now() - sent, result };
+  return { planned, acceptMs, answerMs: Date.now() - sent, result, waits };
 }
 
 async function drive(dev: Dev, setup: Setup, plan: readonly Planned[], concurrency: number): Promise<Outcome[]> {
@@ -228,6 +239,7 @@ async function measure(
   const body = run === "floor" ? {} : run === "operator" ? { model: "echo/echo" } : { template: "load" };
   let runtime: Runtime | undefined;
   let setupCpu = Number.NaN;
+  let measuredSessions = 0;
   for (let i = 0; i <= sessions; i += concurrency) {
     await Promise.all(
       Array.from({ length: Math.min(concurrency, sessions + 1 - i) }, async (_, j) => {
@@ -240,7 +252,7 @@ async function measure(
       // An object exists now, so the runtime holds its SQLite file open.
       runtime = findRuntime(dev);
       setupCpu = cpuMs(runtime.worker);
-    }
+    } else measuredSessions += Math.min(concurrency, sessions + 1 - i);
   }
   if (runtime === undefined) throw new Error("no sessions");
   setupCpu = cpuMs(runtime.worker) - setupCpu;
@@ -268,6 +280,30 @@ async function measure(
   const runMs = Date.now() - started;
   const cpu = cpuMs(runtime.worker) - cpuBefore;
   const proxy = cpuMs(runtime.proxy) - proxyBefore;
+  // The same ?wait request again for inputs already answered: what one request costs without a turn.
+  const repeats = plan.slice(0, Math.min(plan.length, 200));
+  const repeatBefore = cpuMs(runtime.worker);
+  let repeatNext = 0;
+  let repeatBad = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (repeatNext < repeats.length) {
+        const planned = repeats[repeatNext++];
+        if (planned === undefined) break;
+        const again = await api(
+          dev.base,
+          "POST",
+          `/v1/sessions/${sessionName(planned.session)}/conversations/root/inputs?wait=30`,
+          setup.tokenOf(planned.session),
+          { input: planned.text },
+          { "idempotency-key": planned.key },
+        );
+        if (again.status !== 200 || again.json["status"] !== "done") repeatBad += 1;
+      }
+    }),
+  );
+  const repeatCpu = cpuMs(runtime.worker) - repeatBefore;
+  if (repeatBad > 0) failures.push(`${repeatBad} repeated requests not answered 200 done`);
   process.stderr.write(
     `${run}: workerd ${runtime.worker} (${runtime.how}), wrangler's proxy ${runtime.proxy ?? "not found"}\n`,
   );
@@ -310,7 +346,9 @@ async function measure(
     answer: [percentile(answerLatency, 50), percentile(answerLatency, 99)],
     workerCpuMsPerInput: cpu / outcomes.length,
     proxyCpuMsPerInput: proxy / outcomes.length,
-    setupCpuMsPerSession: setupCpu / (sessions + 1),
+    setupCpuMsPerSession: setupCpu / measuredSessions,
+    repeatCpuMsPerRequest: repeatCpu / repeats.length,
+    waitsPerInput: outcomes.reduce((n, o) => n + o.waits, 0) / outcomes.length,
     failures: failures.map((f) => `${run}: ${f}`),
   };
 }
@@ -366,8 +404,10 @@ async function cost(): Promise<void> {
     "answer p50 / p99 ms",
     "workerd CPU ms/input",
     "x floor",
+    "waits/input",
+    "repeat CPU ms/request",
+    "PUT session CPU ms",
     "proxy CPU ms/input",
-    "setup CPU ms/session",
   ];
   const table = rows.map((row) => [
     LABELS[row.run],
@@ -376,8 +416,10 @@ async function cost(): Promise<void> {
     `${row.answer[0]} / ${row.answer[1]}`,
     row.workerCpuMsPerInput.toFixed(2),
     floor === undefined ? "" : (row.workerCpuMsPerInput / floor.workerCpuMsPerInput).toFixed(1),
-    row.proxyCpuMsPerInput.toFixed(2),
+    row.waitsPerInput.toFixed(2),
+    row.repeatCpuMsPerRequest.toFixed(2),
     row.setupCpuMsPerSession.toFixed(1),
+    row.proxyCpuMsPerInput.toFixed(2),
   ]);
   const widths = header.map((h, c) => Math.max(h.length, ...table.map((r) => (r[c] ?? "").length)));
   const line = (cells: readonly string[]): string =>
@@ -393,6 +435,12 @@ async function cost(): Promise<void> {
       "",
       line(header),
       ...table.map(line),
+      "",
+      "workerd CPU ms/input: the Worker's workerd over the measured phase (each input's accept, its ?wait requests,",
+      "  and whatever the objects did meanwhile), per input; x floor: against the floor's",
+      "waits/input: ?wait requests per input; repeat CPU ms/request: the ?wait request again for up to 200 inputs",
+      "  already answered (a duplicate: one request without a turn); PUT session CPU ms: creating one session (after",
+      "  the first batch); proxy CPU ms/input: wrangler dev's own proxy workerd on the public port, not the Worker's",
       "",
     ].join("\n"),
   );
