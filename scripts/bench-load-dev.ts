@@ -16,7 +16,20 @@ export const JWT_SECRET = "bench-load-only-jwt-secret-0123456789";
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-export function freePort(): Promise<number> {
+/** Ports handed out already: a port just closed may be handed out again. */
+const handedOut = new Set<number>();
+
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await anyPort();
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
+
+function anyPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
@@ -46,6 +59,18 @@ export interface Dev {
  * The env file gives it JWT_SECRET (and a webhook master secret); LOG_LEVEL quiet writes no request log.
  */
 export async function startDev(config?: string): Promise<Dev> {
+  // Another process may take a free port between its choice and wrangler's listen: try again on new ports.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startDevOnce(config);
+    } catch (error) {
+      if (attempt >= 3 || !(error instanceof Error) || !error.message.includes("Address already in use")) throw error;
+      process.stderr.write(`wrangler dev: address already in use, again on other ports\n`);
+    }
+  }
+}
+
+async function startDevOnce(config?: string): Promise<Dev> {
   const dir = mkdtempSync(join(tmpdir(), "pico-bench-load-"));
   const envFile = join(dir, "bench.env");
   writeFileSync(

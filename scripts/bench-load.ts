@@ -418,7 +418,7 @@ async function cost(): Promise<void> {
     floor === undefined ? "" : (row.workerCpuMsPerInput / floor.workerCpuMsPerInput).toFixed(1),
     row.waitsPerInput.toFixed(2),
     row.repeatCpuMsPerRequest.toFixed(2),
-    row.setupCpuMsPerSession.toFixed(1),
+    Number.isNaN(row.setupCpuMsPerSession) ? "-" : row.setupCpuMsPerSession.toFixed(1),
     row.proxyCpuMsPerInput.toFixed(2),
   ]);
   const widths = header.map((h, c) => Math.max(h.length, ...table.map((r) => (r[c] ?? "").length)));
