@@ -3,8 +3,8 @@
  * (docs/performance.md "Per-input cost against a floor"); `--product` runs the product scenario instead
  * (scripts/bench-load-product.ts, docs/operations.md "Load").
  *
- * Four runs, one after another in one invocation, each under its own `wrangler dev --local` (a free port, a
- * fresh persisted directory, its own JWT secret):
+ * Four runs, one after another in one invocation, under two `wrangler dev --local` (each on a free port, with a
+ * fresh persisted directory and its own JWT secret), one for the floor and one for pico-edge:
  *
  *   floor     bench/floor/worker.ts: Hono, an HS256 JWT, one SQLite Durable Object per session that stores
  *             the input and an echo answer in one transaction (operator token);
@@ -29,8 +29,9 @@
  * answer); with limits, GET /v1/usage meters exactly the inputs sent per user. Prints the table, the load
  * average, the commit, and PASS or FAIL (exit 1).
  *
- * Flags: --sessions 50 --inputs 1000 --concurrency 16 --warmup 20; --floor runs only the floor; --only
- * floor,operator,template,limits picks runs. Offline; run by Node directly (type stripping), importing
+ * Flags: --sessions 50 --inputs 1000 --concurrency 16 --warmup 20 --rounds 1 (more: the runs again, in order,
+ * each round in new tenants with both Workers kept up; the table shows medians and each round's CPU);
+ * --floor runs only the floor; --only floor,operator,template,limits picks runs. Offline; run by Node directly (type stripping), importing
  * nothing from src/. Takes about ten minutes on two cores.
  */
 import { execFileSync } from "node:child_process";
@@ -114,8 +115,8 @@ interface Setup {
   readonly operator: string;
 }
 
-async function setUp(dev: Dev, run: RunName, sessions: number): Promise<Setup> {
-  const tenant = `cost-${run}`;
+async function setUp(dev: Dev, run: RunName, round: number, sessions: number): Promise<Setup> {
+  const tenant = `cost-${run}-${round}`;
   const operator = await token(tenant, { role: "operator" });
   const users = run === "template" || run === "limits";
   const tokens = users
@@ -230,12 +231,13 @@ async function stored(dev: Dev, run: RunName, setup: Setup, i: number): Promise<
 async function measure(
   dev: Dev,
   run: RunName,
+  round: number,
   sessions: number,
   inputs: number,
   concurrency: number,
   warmup: number,
 ): Promise<Row> {
-  const setup = await setUp(dev, run, sessions);
+  const setup = await setUp(dev, run, round, sessions);
   const body = run === "floor" ? {} : run === "operator" ? { model: "echo/echo" } : { template: "load" };
   let runtime: Runtime | undefined;
   let setupCpu = Number.NaN;
@@ -362,6 +364,7 @@ async function cost(): Promise<void> {
   const inputs = int("inputs", 1000);
   const concurrency = Math.max(1, int("concurrency", 16));
   const warmup = int("warmup", 20);
+  const rounds = Math.max(1, int("rounds", 1));
   const only = switches.has("floor") ? ["floor"] : (args.get("only")?.split(",") ?? [...RUNS]);
   const unknown = only.filter((name) => !(RUNS as readonly string[]).includes(name));
   if (unknown.length > 0) throw new Error(`--only takes ${RUNS.join(",")}, not ${unknown.join(",")}`);
@@ -375,28 +378,40 @@ async function cost(): Promise<void> {
   const loadBefore = loadavg();
   const rows: Row[] = [];
   const devs: string[] = [];
-  if (runs.includes("floor")) {
-    const dev = await startDev(join(root, "bench/floor/wrangler.jsonc"));
-    devs.push(`floor ${(dev.upMs / 1000).toFixed(1)} s`);
-    try {
-      rows.push(await measure(dev, "floor", sessions, inputs, concurrency, warmup));
-    } finally {
-      await stopDev(dev);
+  // Both Workers stay up through every round (only the one measured is busy), so rounds interleave.
+  let floorDev: Dev | undefined;
+  let picoDev: Dev | undefined;
+  try {
+    if (runs.includes("floor")) {
+      floorDev = await startDev(join(root, "bench/floor/wrangler.jsonc"));
+      devs.push(`floor ${(floorDev.upMs / 1000).toFixed(1)} s`);
     }
-  }
-  const paths = runs.filter((name) => name !== "floor");
-  if (paths.length > 0) {
-    const dev = await startDev();
-    devs.push(`pico-edge ${(dev.upMs / 1000).toFixed(1)} s`);
-    try {
-      for (const run of paths) rows.push(await measure(dev, run, sessions, inputs, concurrency, warmup));
-    } finally {
-      await stopDev(dev);
+    if (runs.some((name) => name !== "floor")) {
+      picoDev = await startDev();
+      devs.push(`pico-edge ${(picoDev.upMs / 1000).toFixed(1)} s`);
     }
+    for (let round = 1; round <= rounds; round++) {
+      for (const run of runs) {
+        const dev = run === "floor" ? floorDev : picoDev;
+        if (dev === undefined) throw new Error(`no wrangler dev for ${run}`);
+        rows.push(await measure(dev, run, round, sessions, inputs, concurrency, warmup));
+      }
+    }
+  } finally {
+    if (floorDev !== undefined) await stopDev(floorDev);
+    if (picoDev !== undefined) await stopDev(picoDev);
   }
   const loadAfter = loadavg();
 
-  const floor = rows.find((row) => row.run === "floor");
+  // One line per run: with several rounds, the median of each figure over the rounds, and each round's CPU.
+  const median = (values: readonly number[]): number => {
+    const sorted = [...values].sort((x, y) => x - y);
+    const half = Math.floor(sorted.length / 2);
+    return sorted.length % 2 === 1 ? (sorted[half] ?? Number.NaN) : ((sorted[half - 1] ?? 0) + (sorted[half] ?? 0)) / 2;
+  };
+  const of = (run: RunName): Row[] => rows.filter((row) => row.run === run);
+  const cpuOf = (run: RunName): number => median(of(run).map((row) => row.workerCpuMsPerInput));
+  const floorCpu = runs.includes("floor") ? cpuOf("floor") : undefined;
   const header = [
     "run",
     "accepts/s",
@@ -404,23 +419,30 @@ async function cost(): Promise<void> {
     "answer p50 / p99 ms",
     "workerd CPU ms/input",
     "x floor",
+    ...(rounds > 1 ? ["CPU ms/input by round"] : []),
     "waits/input",
     "repeat CPU ms/request",
     "PUT session CPU ms",
     "proxy CPU ms/input",
   ];
-  const table = rows.map((row) => [
-    LABELS[row.run],
-    row.acceptsPerSecond.toFixed(1),
-    `${row.accept[0]} / ${row.accept[1]}`,
-    `${row.answer[0]} / ${row.answer[1]}`,
-    row.workerCpuMsPerInput.toFixed(2),
-    floor === undefined ? "" : (row.workerCpuMsPerInput / floor.workerCpuMsPerInput).toFixed(1),
-    row.waitsPerInput.toFixed(2),
-    row.repeatCpuMsPerRequest.toFixed(2),
-    Number.isNaN(row.setupCpuMsPerSession) ? "-" : row.setupCpuMsPerSession.toFixed(1),
-    row.proxyCpuMsPerInput.toFixed(2),
-  ]);
+  const table = runs.map((run) => {
+    const mine = of(run);
+    const m = (pick: (row: Row) => number): number => median(mine.map(pick));
+    const setupCpu = m((row) => row.setupCpuMsPerSession);
+    return [
+      LABELS[run],
+      m((row) => row.acceptsPerSecond).toFixed(1),
+      `${m((row) => row.accept[0])} / ${m((row) => row.accept[1])}`,
+      `${m((row) => row.answer[0])} / ${m((row) => row.answer[1])}`,
+      cpuOf(run).toFixed(2),
+      floorCpu === undefined ? "" : (cpuOf(run) / floorCpu).toFixed(1),
+      ...(rounds > 1 ? [mine.map((row) => row.workerCpuMsPerInput.toFixed(2)).join(" ")] : []),
+      m((row) => row.waitsPerInput).toFixed(2),
+      m((row) => row.repeatCpuMsPerRequest).toFixed(2),
+      Number.isNaN(setupCpu) ? "-" : setupCpu.toFixed(1),
+      m((row) => row.proxyCpuMsPerInput).toFixed(2),
+    ];
+  });
   const widths = header.map((h, c) => Math.max(h.length, ...table.map((r) => (r[c] ?? "").length)));
   const line = (cells: readonly string[]): string =>
     cells.map((cell, c) => (c === 0 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0))).join("  ");
@@ -430,6 +452,7 @@ async function cost(): Promise<void> {
       "",
       `bench:load: per-input cost against a floor (wrangler dev --local, echo model), commit ${commit}`,
       `${sessions} sessions, ${inputs} inputs, concurrency ${concurrency}, ${warmup} warm-up inputs per run (not measured); each input accepted, then waited for with ?wait=30`,
+      ...(rounds > 1 ? [`${rounds} rounds, interleaved (the runs in order, then again): medians over the rounds`] : []),
       `wrangler dev up: ${devs.join(", ")}; CPU: utime + stime of the Worker's workerd process (/proc/<pid>/stat, CLK_TCK ${CLK_TCK}) over the measured phase`,
       `load average (1, 5, 15 min): ${loadBefore} before, ${loadAfter} after`,
       "",
