@@ -1,445 +1,472 @@
 /**
- * Load bench (docs/operations.md "Load"): `npm run bench:load [-- flags]` starts `wrangler dev --local`
- * on a free port with a fresh persisted directory and its own JWT secret, and drives it like a product
- * with end users in browsers:
+ * Load bench: `npm run bench:load [-- flags]`. Its default is the per-input cost against a floor
+ * (docs/performance.md "Per-input cost against a floor"); `--product` runs the product scenario instead
+ * (scripts/bench-load-product.ts, docs/operations.md "Load").
  *
- * 1. an operator token sets the tenant's limits (default: every user 36 inputs a day, so each user's
- *    40th..37th inputs are refused: the 429 column is expected, `--quota 0` limits nothing);
- * 2. the operator puts a session template `load` (the echo model); 50 users (user tokens: role user,
- *    their own sub) create 200 sessions (4 each) from it (`{ template: "load" }`: users create only so);
- * 3. `--watches` session watches (SSE) stay open through the run and count the commit events they get;
- * 4. 2,000 inputs (40 per user, each with its own Idempotency-Key) are sent at `--concurrency`: each
- *    worker POSTs one input (accept latency), then sends the same request again with `?wait=30` (a
- *    retry: the original acceptance, no second reservation) until its result is final (answer latency:
- *    from the first POST), then takes the next;
- * 5. checks: every accepted input's result is `done` with an answer; every session's transcript holds
- *    each accepted input exactly once and no refused one; GET /v1/usage counts exactly the accepted
- *    inputs per user; each user got exactly `40 - quota` refusals, each `user.inputsPerDay`.
+ * Four runs, one after another in one invocation, under two `wrangler dev --local` (each on a free port, with a
+ * fresh persisted directory and its own JWT secret), one for the floor and one for pico-edge:
  *
- * Prints a plain table (accepts/s, p50/p99 accept and answer latency, 429s, watch events) and PASS or
- * FAIL; exits non-zero on failure. Flags: --users 50 --sessions 200 --inputs 2000 --concurrency 16
- * --watches 20 --quota 36. Offline; run by Node directly (type stripping), importing nothing from src/.
- * Its default run takes a few minutes on two cores, most of it wrangler dev starting.
+ *   floor     bench/floor/worker.ts: Hono, an HS256 JWT, one SQLite Durable Object per session that stores
+ *             the input and an echo answer in one transaction (operator token);
+ *   operator  pico-edge, an operator token, sessions created with the echo model;
+ *   template  pico-edge, user tokens (one user per session), sessions created from a template (echo model);
+ *   limits    the same with the tenant's limits set (every user 1,000,000 inputs a day: nothing is refused,
+ *             every input is reserved and settled at the tenant's LimitsObject).
+ *
+ * pico-edge's three runs share one wrangler dev, each in a tenant of its own. Each run creates `--sessions`
+ * sessions (not measured), answers `--warmup` inputs on one more session (not measured), then sends
+ * `--inputs` inputs at `--concurrency`, spread round-robin over the sessions: each is POSTed with its own
+ * Idempotency-Key (accept latency, 201), then the same request is sent again with `?wait=30` (200, the
+ * original acceptance) until its result is final (answer latency, from the first POST). Over that measured
+ * phase it reads utime + stime (/proc/<pid>/stat) of the workerd process that runs the Worker and its
+ * objects (not wrangler's proxy, another workerd, shown apart) and prints CPU ms per input beside accepts/s
+ * and p50/p99: CPU time, not wall time, because the machine is shared. Beside it, for where the time goes:
+ * the CPU of one more ?wait request for an input already answered (200 of them, after the measured phase)
+ * and of creating a session.
+ *
+ * Checks, after the measured phase: every input accepted once and answered `done`; every session holds each of
+ * its inputs exactly once (pico-edge: its transcript's user entries; the floor: its rows, each with one
+ * answer); with limits, GET /v1/usage meters exactly the inputs sent per user. Prints the table, the load
+ * average, the commit, and PASS or FAIL (exit 1).
+ *
+ * Flags: --sessions 50 --inputs 1000 --concurrency 16 --warmup 20 --rounds 1 (more: the runs again, in order,
+ * each round in new tenants with both Workers kept up; the table shows medians and each round's CPU);
+ * --floor runs only the floor; --only floor,operator,template,limits picks runs. Offline; run by Node directly (type stripping), importing
+ * nothing from src/. Takes about ten minutes on two cores.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { sign } from "hono/jwt";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  api,
+  CLK_TCK,
+  cpuMs,
+  findRuntime,
+  percentile,
+  root,
+  startDev,
+  stopDev,
+  token,
+  type Dev,
+  type Runtime,
+} from "./bench-load-dev.ts";
 import { flags } from "./dev-secrets.ts";
+import { product } from "./bench-load-product.ts";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const JWT_SECRET = "bench-load-only-jwt-secret-0123456789";
-const TENANT = "bench-load";
+const SWITCHES = ["floor", "product"];
+const argv = process.argv.slice(2);
+const switches = new Set(argv.filter((arg) => SWITCHES.includes(arg.slice(2))).map((arg) => arg.slice(2)));
+const args = flags(argv.filter((arg) => !SWITCHES.includes(arg.slice(2))));
 
-const args = flags(process.argv.slice(2));
-const int = (name: string, fallback: number): number => {
+const RUNS = ["floor", "operator", "template", "limits"] as const;
+type RunName = (typeof RUNS)[number];
+const LABELS: Record<RunName, string> = {
+  floor: "floor (Hono, HS256 JWT, SQLite DO)",
+  operator: "pico-edge: operator token",
+  template: "pico-edge: user tokens, template",
+  limits: "pico-edge: user tokens, template, limits",
+};
+
+function int(name: string, fallback: number): number {
   const value = Number(args.get(name) ?? fallback);
   if (!Number.isSafeInteger(value) || value < 0) throw new Error(`--${name} is a whole number`);
   return value;
-};
-const USERS = int("users", 50);
-const SESSIONS = int("sessions", 200);
-const INPUTS = int("inputs", 2000);
-const CONCURRENCY = Math.max(1, int("concurrency", 16));
-const WATCHES = int("watches", 20);
-const QUOTA = int("quota", 36);
-const PER_USER = Math.ceil(INPUTS / USERS);
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-interface Dev {
-  readonly child: ChildProcess;
-  tail: string;
-  exited: boolean;
-}
-
-function startDev(port: number, inspector: number, persist: string, envFile: string): Dev {
-  const child = spawn(
-    join(root, "node_modules/.bin/wrangler"),
-    [
-      "dev",
-      "--local",
-      "--persist-to",
-      persist,
-      "--env-file",
-      envFile,
-      "--port",
-      String(port),
-      "--inspector-port",
-      String(inspector),
-      "--ip",
-      "127.0.0.1",
-      "--var",
-      "LOG_LEVEL:quiet",
-    ],
-    {
-      cwd: root,
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
-      env: {
-        ...process.env,
-        PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
-        WRANGLER_SEND_METRICS: "false",
-        CLOUDFLARE_CF_FETCH_ENABLED: "false",
-      },
-    },
-  );
-  const dev: Dev = { child, tail: "", exited: false };
-  const keep = (d: Buffer): void => {
-    dev.tail = (dev.tail + d.toString()).slice(-8_000);
-  };
-  child.stdout?.on("data", keep);
-  child.stderr?.on("data", keep);
-  child.on("exit", () => (dev.exited = true));
-  return dev;
-}
-
-async function stopDev(dev: Dev): Promise<void> {
-  const pid = dev.child.pid;
-  if (pid === undefined) return;
-  const alive = (): boolean => {
-    try {
-      process.kill(-pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  try {
-    process.kill(-pid, "SIGTERM");
-  } catch {
-    return;
-  }
-  const started = Date.now();
-  while (alive() && Date.now() - started < 10_000) await sleep(100);
-  if (alive()) process.kill(-pid, "SIGKILL");
-}
-
-async function token(claims: Record<string, unknown>): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  return sign({ tenant: TENANT, iat: now, exp: now + 3600, ...claims }, JWT_SECRET, "HS256");
-}
-
-let base = "";
-
-async function api(
-  method: string,
-  path: string,
-  jwt: string,
-  body?: unknown,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const response = await fetch(`${base}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${jwt}`,
-          ...(body === undefined ? {} : { "content-type": "application/json" }),
-          ...headers,
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-      const text = await response.text();
-      return {
-        status: response.status,
-        json: text === "" ? {} : (JSON.parse(text) as Record<string, unknown>),
-        headers: response.headers,
-      };
-    } catch (error) {
-      // A connection reset under load: the same request again (inputs carry an Idempotency-Key).
-      if (attempt >= 3) throw error;
-      await sleep(200 * (attempt + 1));
-    }
-  }
-}
-
-function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
 }
 
 interface Planned {
-  readonly user: number;
-  readonly session: string;
+  readonly session: number;
   readonly text: string;
   readonly key: string;
 }
 
 interface Outcome {
   readonly planned: Planned;
-  readonly status: number;
   readonly acceptMs: number;
-  readonly answerMs?: number;
-  readonly inputId?: number;
-  readonly result?: string;
-  readonly field?: string;
-  readonly retryAfter?: string | null;
+  readonly answerMs: number;
+  /** "done", or what went wrong. */
+  readonly result: string;
+  /** ?wait requests sent. */
+  readonly waits: number;
 }
 
-/** One open session watch: counts the SSE events it reads until closed. */
-function openWatch(session: string, jwt: string): { events: () => number; close: () => void } {
-  const controller = new AbortController();
-  let events = 0;
-  void (async () => {
-    try {
-      const response = await fetch(`${base}/v1/sessions/${session}/watch`, {
-        headers: { authorization: `Bearer ${jwt}`, accept: "text/event-stream" },
-        signal: controller.signal,
-      });
-      const reader = response.body?.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      while (reader !== undefined) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        const frames = buffer.split("\n\n");
-        buffer = frames.pop() ?? "";
-        events += frames.filter((frame) => frame.includes("data:")).length;
-      }
-    } catch {
-      // closed
-    }
-  })();
-  return { events: () => events, close: () => controller.abort() };
+interface Row {
+  readonly run: RunName;
+  readonly inputs: number;
+  readonly runMs: number;
+  readonly acceptsPerSecond: number;
+  readonly accept: [number, number];
+  readonly answer: [number, number];
+  readonly workerCpuMsPerInput: number;
+  readonly proxyCpuMsPerInput: number;
+  /** Creating a session (PUT), after the first `concurrency` of them. */
+  readonly setupCpuMsPerSession: number;
+  /** The ?wait request again for an input already answered (a duplicate): the cost of a request alone. */
+  readonly repeatCpuMsPerRequest: number;
+  /** ?wait requests per input in the measured phase (at least 1). */
+  readonly waitsPerInput: number;
+  readonly failures: readonly string[];
 }
 
-async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), "pico-bench-load-"));
-  const envFile = join(dir, "bench.env");
-  writeFileSync(
-    envFile,
-    [`JWT_SECRET=${JWT_SECRET}`, "WEBHOOK_MASTER_SECRET=bench-load-only-webhook-master-secret", ""].join("\n"),
-  );
-  const port = await freePort();
-  const inspector = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  const startedDev = Date.now();
-  const dev = startDev(port, inspector, join(dir, "state"), envFile);
-  const failures: string[] = [];
-  try {
-    while (!dev.exited) {
-      try {
-        if ((await fetch(`${base}/health`)).ok) break;
-      } catch {
-        // not up yet
-      }
-      if (Date.now() - startedDev > 180_000) throw new Error("wrangler dev did not come up in 180 s");
-      await sleep(250);
-    }
-    if (dev.exited) throw new Error(`wrangler dev exited:\n${dev.tail}`);
-    const devUpMs = Date.now() - startedDev;
+/** One run's tenant: how its sessions are created and who sends each session's inputs. */
+interface Setup {
+  readonly tenant: string;
+  /** The token that sends session `i`'s inputs (and created it). */
+  readonly tokenOf: (session: number) => string;
+  readonly operator: string;
+}
 
-    const operator = await token({ role: "operator" });
-    const limits = QUOTA === 0 ? {} : { user: { inputsPerDay: QUOTA } };
-    const put = await api("PUT", "/v1/limits", operator, limits);
+async function setUp(dev: Dev, run: RunName, round: number, sessions: number): Promise<Setup> {
+  const tenant = `cost-${run}-${round}`;
+  const operator = await token(tenant, { role: "operator" });
+  const users = run === "template" || run === "limits";
+  const tokens = users
+    ? await Promise.all(
+        Array.from({ length: sessions + 1 }, (_, i) => token(tenant, { role: "user", sub: `user-${i}` })),
+      )
+    : [];
+  if (run === "limits") {
+    const put = await api(dev.base, "PUT", "/v1/limits", operator, { user: { inputsPerDay: 1_000_000 } });
     if (put.status !== 200) throw new Error(`PUT /v1/limits: ${put.status} ${JSON.stringify(put.json)}`);
-    // A user token creates sessions only from one of the tenant's templates (docs/users.md "Templates").
-    const template = await api("PUT", "/v1/templates/load", operator, { model: "echo/echo" });
+  }
+  if (users) {
+    const template = await api(dev.base, "PUT", "/v1/templates/load", operator, { model: "echo/echo" });
     if (template.status !== 200 && template.status !== 201)
       throw new Error(`PUT /v1/templates/load: ${template.status} ${JSON.stringify(template.json)}`);
+  }
+  const tokenOf = (session: number): string => (users ? (tokens[session] ?? "") : operator);
+  return { tenant, tokenOf, operator };
+}
 
-    const users = await Promise.all(Array.from({ length: USERS }, (_, u) => token({ role: "user", sub: `user-${u}` })));
-    const sessionsOf: string[][] = users.map(() => []);
-    const createStart = Date.now();
-    const creates = Array.from({ length: SESSIONS }, (_, i) => ({ user: i % USERS, session: `load-${i}` }));
-    for (let i = 0; i < creates.length; i += CONCURRENCY) {
-      await Promise.all(
-        creates.slice(i, i + CONCURRENCY).map(async ({ user, session }) => {
-          const created = await api("PUT", `/v1/sessions/${session}`, users[user] ?? "", { template: "load" });
-          if (created.status !== 201)
-            throw new Error(`PUT ${session}: ${created.status} ${JSON.stringify(created.json)}`);
-          sessionsOf[user]?.push(session);
-        }),
-      );
+/** Session `i` of a run (`i === sessions`: the warm-up session). */
+const sessionName = (i: number): string => `cost-${i}`;
+
+/** One input: POST it, then the same request with ?wait=30 until its result is final. */
+async function send(dev: Dev, setup: Setup, planned: Planned): Promise<Outcome> {
+  const path = `/v1/sessions/${sessionName(planned.session)}/conversations/root/inputs`;
+  const jwt = setup.tokenOf(planned.session);
+  const sent = Date.now();
+  const accepted = await api(dev.base, "POST", path, jwt, { input: planned.text }, { "idempotency-key": planned.key });
+  const acceptMs = Date.now() - sent;
+  if (accepted.status !== 201) {
+    const result = `accept answered ${accepted.status} ${JSON.stringify(accepted.json).slice(0, 200)}`;
+    return { planned, acceptMs, answerMs: acceptMs, result, waits: 0 };
+  }
+  const inputId = Number(accepted.json["inputId"]);
+  let result = "";
+  let waits = 0;
+  // Every input is waited for at least once, even one already answered (the floor answers at once).
+  while (result !== "done" && result !== "unanswered") {
+    waits += 1;
+    const waited = await api(
+      dev.base,
+      "POST",
+      `${path}?wait=30`,
+      jwt,
+      { input: planned.text },
+      { "idempotency-key": planned.key },
+    );
+    if (waited.status !== 200 || waited.json["duplicate"] !== true || Number(waited.json["inputId"]) !== inputId) {
+      result = `retry answered ${waited.status} ${JSON.stringify(waited.json).slice(0, 200)}`;
+      break;
     }
-    const createMs = Date.now() - createStart;
+    result = String(waited.json["status"]);
+    if (result === "done" && typeof waited.json["outputText"] !== "string") result = "done without outputText";
+  }
+  return { planned, acceptMs, answerMs: Date.now() - sent, result, waits };
+}
 
-    const watches = Array.from({ length: Math.min(WATCHES, SESSIONS) }, (_, i) => {
-      const { user, session } = creates[i] ?? { user: 0, session: "" };
-      return openWatch(session, users[user] ?? "");
-    });
-
-    // Each user's inputs spread over its sessions; interleaved across users so every user is active throughout.
-    const plan: Planned[] = [];
-    for (let n = 0; n < PER_USER; n++) {
-      for (let u = 0; u < USERS && plan.length < INPUTS; u++) {
-        const own = sessionsOf[u] ?? [];
-        plan.push({ user: u, session: own[n % own.length] ?? "", text: `input ${n} of user ${u}`, key: `u${u}-n${n}` });
+async function drive(dev: Dev, setup: Setup, plan: readonly Planned[], concurrency: number): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < plan.length) {
+        const planned = plan[next++];
+        if (planned === undefined) break;
+        outcomes.push(await send(dev, setup, planned));
       }
+    }),
+  );
+  return outcomes;
+}
+
+/** The texts stored in session `i`: for each, how many times (and, on the floor, any with other than one answer). */
+async function stored(dev: Dev, run: RunName, setup: Setup, i: number): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  const jwt = setup.tokenOf(i);
+  if (run === "floor") {
+    const page = await api(dev.base, "GET", `/v1/sessions/${sessionName(i)}/inputs`, jwt);
+    for (const item of (page.json["items"] as { text: string; answers: number }[] | undefined) ?? []) {
+      const text = item.answers === 1 ? item.text : `${item.text} (${item.answers} answers)`;
+      counts.set(text, (counts.get(text) ?? 0) + 1);
     }
-    const outcomes: Outcome[] = [];
-    let next = 0;
-    const runStart = Date.now();
+    return counts;
+  }
+  let after = 0;
+  for (;;) {
+    const page = await api(
+      dev.base,
+      "GET",
+      `/v1/sessions/${sessionName(i)}/conversations/root/entries?kind=user&limit=1000&after=${after}`,
+      jwt,
+    );
+    const items = (page.json["items"] as { id: number; model?: { content?: unknown }[] }[] | undefined) ?? [];
+    for (const entry of items) {
+      const content = entry.model?.[0]?.content;
+      const text =
+        typeof content === "string"
+          ? content
+          : Array.isArray(content)
+            ? content.map((b: { text?: string }) => b.text ?? "").join("")
+            : "";
+      counts.set(text, (counts.get(text) ?? 0) + 1);
+    }
+    const cursor = page.json["next"];
+    if (typeof cursor !== "number") break;
+    after = cursor;
+  }
+  return counts;
+}
+
+async function measure(
+  dev: Dev,
+  run: RunName,
+  round: number,
+  sessions: number,
+  inputs: number,
+  concurrency: number,
+  warmup: number,
+): Promise<Row> {
+  const setup = await setUp(dev, run, round, sessions);
+  const body = run === "floor" ? {} : run === "operator" ? { model: "echo/echo" } : { template: "load" };
+  let runtime: Runtime | undefined;
+  let setupCpu = Number.NaN;
+  let measuredSessions = 0;
+  for (let i = 0; i <= sessions; i += concurrency) {
     await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (next < plan.length) {
-          const planned = plan[next++];
-          if (planned === undefined) break;
-          const jwt = users[planned.user] ?? "";
-          const sent = Date.now();
-          const accepted = await api(
-            "POST",
-            `/v1/sessions/${planned.session}/conversations/root/inputs`,
-            jwt,
-            { input: planned.text },
-            { "idempotency-key": planned.key },
-          );
-          const acceptMs = Date.now() - sent;
-          if (accepted.status !== 201) {
-            outcomes.push({
-              planned,
-              status: accepted.status,
-              acceptMs,
-              field: String(accepted.json["field"] ?? accepted.json["code"] ?? ""),
-              retryAfter: accepted.headers.get("retry-after"),
-            });
-            continue;
-          }
-          const inputId = Number(accepted.json["inputId"]);
-          let result = String(accepted.json["status"]);
-          // The answer: the same request again (its Idempotency-Key: the original acceptance, no second
-          // reservation) waiting on the server for the result, so no client polls.
-          while (result !== "done" && result !== "unanswered") {
-            const waited = await api(
-              "POST",
-              `/v1/sessions/${planned.session}/conversations/root/inputs?wait=30`,
-              jwt,
-              { input: planned.text },
-              { "idempotency-key": planned.key },
-            );
-            if (
-              waited.status !== 200 ||
-              waited.json["duplicate"] !== true ||
-              Number(waited.json["inputId"]) !== inputId
-            ) {
-              result = `retry answered ${waited.status} ${JSON.stringify(waited.json).slice(0, 200)}`;
-              break;
-            }
-            result = String(waited.json["status"]);
-          }
-          outcomes.push({ planned, status: 201, acceptMs, answerMs: Date.now() - sent, inputId, result });
-        }
+      Array.from({ length: Math.min(concurrency, sessions + 1 - i) }, async (_, j) => {
+        const created = await api(dev.base, "PUT", `/v1/sessions/${sessionName(i + j)}`, setup.tokenOf(i + j), body);
+        if (created.status !== 201)
+          throw new Error(`${run}: PUT ${sessionName(i + j)}: ${created.status} ${JSON.stringify(created.json)}`);
       }),
     );
-    const runMs = Date.now() - runStart;
-    await sleep(500);
-    const watchEvents = watches.reduce((n, w) => n + w.events(), 0);
-    for (const watch of watches) watch.close();
+    if (i === 0) {
+      // An object exists now, so the runtime holds its SQLite file open.
+      runtime = findRuntime(dev);
+      setupCpu = cpuMs(runtime.worker);
+    } else measuredSessions += Math.min(concurrency, sessions + 1 - i);
+  }
+  if (runtime === undefined) throw new Error("no sessions");
+  setupCpu = cpuMs(runtime.worker) - setupCpu;
 
-    // Checks --------------------------------------------------------------------------------------
-    const accepted = outcomes.filter((o) => o.status === 201);
-    const refused = outcomes.filter((o) => o.status === 429);
-    const other = outcomes.filter((o) => o.status !== 201 && o.status !== 429);
-    if (outcomes.length !== plan.length) failures.push(`${plan.length} inputs planned, ${outcomes.length} sent`);
-    if (other.length > 0)
-      failures.push(
-        `${other.length} inputs answered neither 201 nor 429 (first: ${other[0]?.status} ${other[0]?.field})`,
-      );
-    const notDone = accepted.filter((o) => o.result !== "done");
-    if (notDone.length > 0)
-      failures.push(`${notDone.length} accepted inputs did not end done (first: ${notDone[0]?.result})`);
-    if (refused.some((o) => o.field !== "user.inputsPerDay" || o.retryAfter === null))
-      failures.push("a 429 did not name user.inputsPerDay or had no Retry-After");
-    const expectedRefusals = QUOTA === 0 ? 0 : Math.max(0, PER_USER - QUOTA) * USERS;
-    if (refused.length !== expectedRefusals) failures.push(`${refused.length} refusals, expected ${expectedRefusals}`);
+  const warm = await drive(
+    dev,
+    setup,
+    Array.from({ length: warmup }, (_, n) => ({ session: sessions, text: `warm-up ${n}`, key: `warm-${n}` })),
+    Math.min(concurrency, 4),
+  );
+  const failures: string[] = warm
+    .filter((o) => o.result !== "done")
+    .map((o) => `warm-up: ${o.result}`)
+    .slice(0, 1);
 
-    // Every accepted input exactly once in its session's transcript, no refused one at all.
-    const texts = new Map<string, Map<string, number>>();
-    for (const { user, session } of creates) {
-      const counts = new Map<string, number>();
-      let after = 0;
-      for (;;) {
-        const page = await api(
-          "GET",
-          `/v1/sessions/${session}/conversations/root/entries?kind=user&limit=1000&after=${after}`,
-          users[user] ?? "",
+  const plan: Planned[] = Array.from({ length: inputs }, (_, n) => {
+    const session = n % sessions;
+    const turn = Math.floor(n / sessions);
+    return { session, text: `input ${turn} of session ${session}`, key: `s${session}-n${turn}` };
+  });
+  const cpuBefore = cpuMs(runtime.worker);
+  const proxyBefore = cpuMs(runtime.proxy);
+  const started = Date.now();
+  const outcomes = await drive(dev, setup, plan, concurrency);
+  const runMs = Date.now() - started;
+  const cpu = cpuMs(runtime.worker) - cpuBefore;
+  const proxy = cpuMs(runtime.proxy) - proxyBefore;
+  // The same ?wait request again for inputs already answered: what one request costs without a turn.
+  const repeats = plan.slice(0, Math.min(plan.length, 200));
+  const repeatBefore = cpuMs(runtime.worker);
+  let repeatNext = 0;
+  let repeatBad = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (repeatNext < repeats.length) {
+        const planned = repeats[repeatNext++];
+        if (planned === undefined) break;
+        const again = await api(
+          dev.base,
+          "POST",
+          `/v1/sessions/${sessionName(planned.session)}/conversations/root/inputs?wait=30`,
+          setup.tokenOf(planned.session),
+          { input: planned.text },
+          { "idempotency-key": planned.key },
         );
-        const items =
-          (page.json["items"] as { id: number; kind: string; model?: { content?: unknown }[] }[] | undefined) ?? [];
-        for (const entry of items) {
-          const content = entry.model?.[0]?.content;
-          const text =
-            typeof content === "string"
-              ? content
-              : Array.isArray(content)
-                ? content.map((b: { text?: string }) => b.text ?? "").join("")
-                : "";
-          counts.set(text, (counts.get(text) ?? 0) + 1);
-        }
-        const next = page.json["next"];
-        if (typeof next !== "number") break;
-        after = next;
+        if (again.status !== 200 || again.json["status"] !== "done") repeatBad += 1;
       }
-      texts.set(session, counts);
-    }
-    const seen = (o: Outcome): number => texts.get(o.planned.session)?.get(o.planned.text) ?? 0;
-    const wrongAccepted = accepted.filter((o) => seen(o) !== 1);
-    const wrongRefused = refused.filter((o) => seen(o) !== 0);
-    if (wrongAccepted.length > 0)
-      failures.push(
-        `${wrongAccepted.length} accepted inputs are not exactly once in their transcript (first: ${wrongAccepted[0]?.planned.text}: ${wrongAccepted[0] === undefined ? 0 : seen(wrongAccepted[0])})`,
-      );
-    if (wrongRefused.length > 0) failures.push(`${wrongRefused.length} refused inputs are in a transcript`);
+    }),
+  );
+  const repeatCpu = cpuMs(runtime.worker) - repeatBefore;
+  if (repeatBad > 0) failures.push(`${repeatBad} repeated requests not answered 200 done`);
+  process.stderr.write(
+    `${run}: workerd ${runtime.worker} (${runtime.how}), wrangler's proxy ${runtime.proxy ?? "not found"}\n`,
+  );
 
-    // Metering agrees with what was accepted, per user.
-    const usage = await api("GET", "/v1/usage", operator);
+  // Checks, not measured ----------------------------------------------------------------------------
+  const bad = outcomes.filter((o) => o.result !== "done");
+  if (outcomes.length !== plan.length) failures.push(`${plan.length} inputs planned, ${outcomes.length} sent`);
+  if (bad.length > 0) failures.push(`${bad.length} inputs not answered done (first: ${bad[0]?.result})`);
+  const wrong: string[] = [];
+  for (let i = 0; i < sessions; i++) {
+    const counts = await stored(dev, run, setup, i);
+    const expected = plan.filter((p) => p.session === i).map((p) => p.text);
+    for (const text of expected) if (counts.get(text) !== 1) wrong.push(`${text}: ${counts.get(text) ?? 0}`);
+    const extra = [...counts.keys()].filter((text) => !expected.includes(text));
+    wrong.push(...extra.map((text) => `unexpected ${text}`));
+  }
+  if (wrong.length > 0) failures.push(`${wrong.length} inputs not stored exactly once (first: ${wrong[0]})`);
+  if (run === "limits") {
+    const usage = await api(dev.base, "GET", "/v1/usage", setup.operator);
     const metered = new Map<string, number>();
     for (const day of (usage.json["items"] as { sub: string | null; inputs: number }[] | undefined) ?? [])
       metered.set(day.sub ?? "(tenant)", (metered.get(day.sub ?? "(tenant)") ?? 0) + day.inputs);
-    if (QUOTA !== 0) {
-      for (let u = 0; u < USERS; u++) {
-        const mine = accepted.filter((o) => o.planned.user === u).length;
-        if ((metered.get(`user-${u}`) ?? 0) !== mine)
-          failures.push(`user-${u}: ${mine} accepted, ${metered.get(`user-${u}`) ?? 0} metered`);
-      }
-      if ((metered.get("(tenant)") ?? 0) !== accepted.length)
-        failures.push(`tenant: ${accepted.length} accepted, ${metered.get("(tenant)") ?? 0} metered`);
+    for (let i = 0; i <= sessions; i++) {
+      const sent = i === sessions ? warmup : plan.filter((p) => p.session === i).length;
+      if ((metered.get(`user-${i}`) ?? 0) !== sent)
+        failures.push(`user-${i}: ${sent} inputs, ${metered.get(`user-${i}`) ?? 0} metered`);
     }
-
-    // The table ------------------------------------------------------------------------------------
-    const acceptLatency = outcomes.map((o) => o.acceptMs);
-    const answerLatency = accepted.flatMap((o) => (o.answerMs === undefined ? [] : [o.answerMs]));
-    const rows: [string, string][] = [
-      ["wrangler dev up", `${(devUpMs / 1000).toFixed(1)} s`],
-      ["users / sessions", `${USERS} / ${SESSIONS} (created in ${(createMs / 1000).toFixed(1)} s)`],
-      ["inputs / concurrency", `${plan.length} / ${CONCURRENCY}`],
-      ["limits", QUOTA === 0 ? "none" : `user.inputsPerDay ${QUOTA}`],
-      ["run", `${(runMs / 1000).toFixed(1)} s`],
-      ["accepted (201)", String(accepted.length)],
-      ["refused (429)", String(refused.length)],
-      ["other statuses", String(other.length)],
-      ["accepts/s", (accepted.length / (runMs / 1000)).toFixed(1)],
-      ["accept p50 / p99", `${percentile(acceptLatency, 50)} / ${percentile(acceptLatency, 99)} ms`],
-      ["answer p50 / p99", `${percentile(answerLatency, 50)} / ${percentile(answerLatency, 99)} ms`],
-      ["open watches / events", `${watches.length} / ${watchEvents}`],
-      ["each input one result", failures.length === 0 ? "yes" : "NO"],
-    ];
-    const width = Math.max(...rows.map(([name]) => name.length));
-    process.stdout.write(
-      `\nbench:load (wrangler dev --local, echo model)\n${rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`).join("\n")}\n`,
-    );
-  } finally {
-    await stopDev(dev);
-    rmSync(dir, { recursive: true, force: true });
+    if ((metered.get("(tenant)") ?? 0) !== inputs + warmup)
+      failures.push(`tenant: ${inputs + warmup} inputs, ${metered.get("(tenant)") ?? 0} metered`);
   }
+
+  const acceptLatency = outcomes.map((o) => o.acceptMs);
+  const answerLatency = outcomes.map((o) => o.answerMs);
+  return {
+    run,
+    inputs: outcomes.length,
+    runMs,
+    acceptsPerSecond: (outcomes.length - bad.length) / (runMs / 1000),
+    accept: [percentile(acceptLatency, 50), percentile(acceptLatency, 99)],
+    answer: [percentile(answerLatency, 50), percentile(answerLatency, 99)],
+    workerCpuMsPerInput: cpu / outcomes.length,
+    proxyCpuMsPerInput: proxy / outcomes.length,
+    setupCpuMsPerSession: setupCpu / measuredSessions,
+    repeatCpuMsPerRequest: repeatCpu / repeats.length,
+    waitsPerInput: outcomes.reduce((n, o) => n + o.waits, 0) / outcomes.length,
+    failures: failures.map((f) => `${run}: ${f}`),
+  };
+}
+
+function loadavg(): string {
+  return readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+}
+
+async function cost(): Promise<void> {
+  const sessions = Math.max(1, int("sessions", 50));
+  const inputs = int("inputs", 1000);
+  const concurrency = Math.max(1, int("concurrency", 16));
+  const warmup = int("warmup", 20);
+  const rounds = Math.max(1, int("rounds", 1));
+  const only = switches.has("floor") ? ["floor"] : (args.get("only")?.split(",") ?? [...RUNS]);
+  const unknown = only.filter((name) => !(RUNS as readonly string[]).includes(name));
+  if (unknown.length > 0) throw new Error(`--only takes ${RUNS.join(",")}, not ${unknown.join(",")}`);
+  const runs = RUNS.filter((name) => only.includes(name));
+  let commit = "unknown";
+  try {
+    commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).trim();
+  } catch {
+    // not a checkout
+  }
+  const loadBefore = loadavg();
+  const rows: Row[] = [];
+  const devs: string[] = [];
+  // Both Workers stay up through every round (only the one measured is busy), so rounds interleave.
+  let floorDev: Dev | undefined;
+  let picoDev: Dev | undefined;
+  try {
+    if (runs.includes("floor")) {
+      floorDev = await startDev(join(root, "bench/floor/wrangler.jsonc"));
+      devs.push(`floor ${(floorDev.upMs / 1000).toFixed(1)} s`);
+    }
+    if (runs.some((name) => name !== "floor")) {
+      picoDev = await startDev();
+      devs.push(`pico-edge ${(picoDev.upMs / 1000).toFixed(1)} s`);
+    }
+    for (let round = 1; round <= rounds; round++) {
+      for (const run of runs) {
+        const dev = run === "floor" ? floorDev : picoDev;
+        if (dev === undefined) throw new Error(`no wrangler dev for ${run}`);
+        rows.push(await measure(dev, run, round, sessions, inputs, concurrency, warmup));
+      }
+    }
+  } finally {
+    if (floorDev !== undefined) await stopDev(floorDev);
+    if (picoDev !== undefined) await stopDev(picoDev);
+  }
+  const loadAfter = loadavg();
+
+  // One line per run: with several rounds, the median of each figure over the rounds, and each round's CPU.
+  const median = (values: readonly number[]): number => {
+    const sorted = [...values].sort((x, y) => x - y);
+    const half = Math.floor(sorted.length / 2);
+    return sorted.length % 2 === 1 ? (sorted[half] ?? Number.NaN) : ((sorted[half - 1] ?? 0) + (sorted[half] ?? 0)) / 2;
+  };
+  const of = (run: RunName): Row[] => rows.filter((row) => row.run === run);
+  const cpuOf = (run: RunName): number => median(of(run).map((row) => row.workerCpuMsPerInput));
+  const floorCpu = runs.includes("floor") ? cpuOf("floor") : undefined;
+  const header = [
+    "run",
+    "accepts/s",
+    "accept p50 / p99 ms",
+    "answer p50 / p99 ms",
+    "workerd CPU ms/input",
+    "x floor",
+    ...(rounds > 1 ? ["CPU ms/input by round"] : []),
+    "waits/input",
+    "repeat CPU ms/request",
+    "PUT session CPU ms",
+    "proxy CPU ms/input",
+  ];
+  const table = runs.map((run) => {
+    const mine = of(run);
+    const m = (pick: (row: Row) => number): number => median(mine.map(pick));
+    const setupCpu = m((row) => row.setupCpuMsPerSession);
+    return [
+      LABELS[run],
+      m((row) => row.acceptsPerSecond).toFixed(1),
+      `${m((row) => row.accept[0])} / ${m((row) => row.accept[1])}`,
+      `${m((row) => row.answer[0])} / ${m((row) => row.answer[1])}`,
+      cpuOf(run).toFixed(2),
+      floorCpu === undefined ? "" : (cpuOf(run) / floorCpu).toFixed(1),
+      ...(rounds > 1 ? [mine.map((row) => row.workerCpuMsPerInput.toFixed(2)).join(" ")] : []),
+      m((row) => row.waitsPerInput).toFixed(2),
+      m((row) => row.repeatCpuMsPerRequest).toFixed(2),
+      Number.isNaN(setupCpu) ? "-" : setupCpu.toFixed(1),
+      m((row) => row.proxyCpuMsPerInput).toFixed(2),
+    ];
+  });
+  const widths = header.map((h, c) => Math.max(h.length, ...table.map((r) => (r[c] ?? "").length)));
+  const line = (cells: readonly string[]): string =>
+    cells.map((cell, c) => (c === 0 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0))).join("  ");
+  const failures = rows.flatMap((row) => row.failures);
+  process.stdout.write(
+    [
+      "",
+      `bench:load: per-input cost against a floor (wrangler dev --local, echo model), commit ${commit}`,
+      `${sessions} sessions, ${inputs} inputs, concurrency ${concurrency}, ${warmup} warm-up inputs per run (not measured); each input accepted, then waited for with ?wait=30`,
+      ...(rounds > 1 ? [`${rounds} rounds, interleaved (the runs in order, then again): medians over the rounds`] : []),
+      `wrangler dev up: ${devs.join(", ")}; CPU: utime + stime of the Worker's workerd process (/proc/<pid>/stat, CLK_TCK ${CLK_TCK}) over the measured phase`,
+      `load average (1, 5, 15 min): ${loadBefore} before, ${loadAfter} after`,
+      "",
+      line(header),
+      ...table.map(line),
+      "",
+      "workerd CPU ms/input: the Worker's workerd over the measured phase (each input's accept, its ?wait requests,",
+      "  and whatever the objects did meanwhile), per input; x floor: against the floor's",
+      "waits/input: ?wait requests per input; repeat CPU ms/request: the ?wait request again for up to 200 inputs",
+      "  already answered (a duplicate: one request without a turn); PUT session CPU ms: creating one session (after",
+      "  the first batch); proxy CPU ms/input: wrangler dev's own proxy workerd on the public port, not the Worker's",
+      "",
+    ].join("\n"),
+  );
   if (failures.length > 0) {
     process.stdout.write(`FAIL\n${failures.map((f) => `  ${f}`).join("\n")}\n`);
     process.exit(1);
@@ -447,7 +474,7 @@ async function main(): Promise<void> {
   process.stdout.write("PASS\n");
 }
 
-main().catch((error: unknown) => {
+(switches.has("product") ? product(args) : cost()).catch((error: unknown) => {
   process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exit(1);
 });
