@@ -23,7 +23,7 @@
  * once commit k is durable; later commits of the dying instance never land; the runtime then delivers
  * the interrupted request again, to a fresh instance, as the platform retries an alarm), or for a
  * downtime gap (killed, then hours pass with its alarms withheld and inputs held back; then the alarm
- * runs once). After the run proper comes one long outage (70 days: more missed occurrences than any cap
+ * runs once; kills and gaps that fell due while it was down are dropped). After the run proper comes one long outage (70 days: more missed occurrences than any cap
  * on counting them) and one more hour.
  *
  * What is checked (each a soft assertion, so one run reports every kind of failure):
@@ -949,6 +949,10 @@ describe("soak", () => {
       gaps.push({ from, to });
       for (let h = hourOf(from); h <= hourOf(to); h++) busyHours.add(h);
       for (let i = next; i < script.length && (script[i]?.at ?? to) < to; i++) (script[i] as Scripted).at = to;
+      // Kills and gaps that fell due while the object was down did not happen (it was down): they are
+      // dropped, not stacked onto the first wake after the gap, where every sleeper wakes at once.
+      for (const times of [idleKills, commitKills, gapStarts])
+        while (times[0] !== undefined && times[0] <= to) times.shift();
       seams.time.now = to;
     };
 
