@@ -219,6 +219,49 @@ describe("limits", () => {
     expect(accepted).toBe(quota);
   }, 60_000);
 
+  it("Per-user limits stay exact under concurrent inputs from many users", async () => {
+    const tenant = uniqueTenant("many");
+    const quota = 3;
+    await setLimits(tenant, { user: { inputsPerDay: quota } });
+    const users = ["ann", "bo", "cy", "di", "ed", "fay"];
+    const jwts = new Map<string, string>();
+    const sessions = new Map<string, string[]>();
+    for (const sub of users) {
+      const jwt = await userToken(tenant, sub);
+      jwts.set(sub, jwt);
+      sessions.set(sub, [await createSession(tenant, jwt), await createSession(tenant, jwt)]);
+    }
+    // Every user's inputs interleaved with everyone else's, all in flight at once: 7 per user against a quota of 3.
+    const sends = Array.from({ length: 7 }, (_, i) =>
+      users.map((sub) => ({ sub, i, session: sessions.get(sub)?.[i % 2] ?? "" })),
+    ).flat();
+    const responses = await Promise.all(
+      sends.map(({ sub, i, session }) => send(session, jwts.get(sub) ?? "", `${sub} ${i}`, `${sub}-${i}`)),
+    );
+    for (const sub of users) {
+      const statuses = responses.filter((_, k) => sends[k]?.sub === sub).map((r) => r.status);
+      expect(statuses.filter((s) => s === 201).length, sub).toBe(quota);
+      expect(statuses.filter((s) => s === 429).length, sub).toBe(7 - quota);
+      expect(
+        (await usage(tenant, `/v1/usage?sub=${sub}`)).items.map((d) => d.inputs),
+        sub,
+      ).toEqual([quota]);
+      // The sessions hold exactly the admitted inputs: none admitted without being counted, none counted twice.
+      let accepted = 0;
+      for (const { i, session } of sends.filter((s) => s.sub === sub)) {
+        const seen = await call("GET", `/v1/sessions/${session}/acceptances/${sub}-${i}`, {
+          token: jwts.get(sub) ?? "",
+        });
+        if (seen.status === 200) accepted += 1;
+      }
+      expect(accepted, sub).toBe(quota);
+    }
+    // A user at the quota does not hold back another: a new user still has the whole quota.
+    const late = await userToken(tenant, "gus");
+    const lateSession = await createSession(tenant, late);
+    expect((await send(lateSession, late, "first", "gus-0")).status).toBe(201);
+  }, 90_000);
+
   it("a retried request with the same Idempotency-Key does not reserve twice", async () => {
     const tenant = uniqueTenant("retry");
     await setLimits(tenant, { user: { inputsPerDay: 2 } });
