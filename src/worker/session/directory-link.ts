@@ -208,7 +208,10 @@ export class DirectoryLink {
 
   /** The session is being deleted: its storage goes, then the tombstone is sent (and kept until acknowledged). */
   deleted(state: LinkState | undefined): Promise<void> {
-    if (state === undefined) return Promise.resolve();
+    if (state === undefined) {
+      this.#cached = null;
+      return Promise.resolve();
+    }
     this.#put({ ...state, deleted: true, dueAt: this.#deps.clock.now(), attempt: 0, edit: state.edit + 1 });
     return this.flush();
   }
@@ -289,6 +292,7 @@ export class DirectoryLink {
       const edited = current.edit !== state.edit;
       if (current.deleted && !edited) {
         this.#deps.kv.delete(KEY);
+        this.#cached = undefined;
         this.#deps.due(undefined);
         return;
       }
@@ -308,11 +312,20 @@ export class DirectoryLink {
     return sending;
   }
 
+  /**
+   * The row as last read or written by this instance (`null`: not read yet). Every write of the key goes through
+   * this class, and the object's own `deleteAll` is followed by `deleted` (which writes the tombstone), so the copy
+   * is the stored row and a commit's `activity` reads no storage.
+   */
+  #cached: LinkState | undefined | null = null;
+
   #state(): LinkState | undefined {
-    return this.#deps.kv.get<LinkState>(KEY);
+    if (this.#cached === null) this.#cached = this.#deps.kv.get<LinkState>(KEY);
+    return this.#cached;
   }
 
   #put(state: LinkState): void {
     this.#deps.kv.put(KEY, state);
+    this.#cached = state;
   }
 }
