@@ -301,6 +301,13 @@ export const sessionSummaryResponse = z.strictObject({
     .describe("The directory title (null: none); absent before the directory knows the session"),
   labels: z.array(z.string()).optional(),
   metadata: z.record(z.string(), z.string()).optional(),
+  retention: z
+    .strictObject({
+      deleteAfterDays: z.number().int(),
+      expiresAt: z.number().int().describe("Epoch ms: last activity + deleteAfterDays"),
+    })
+    .optional()
+    .describe("Absent: the session never expires (docs/operations.md Retention)"),
 });
 /** One row of the tenant's directory (GET /v1/sessions). */
 export const directoryRow = z.strictObject({

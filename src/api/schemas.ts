@@ -107,6 +107,19 @@ export const templateName = z
   .string()
   .regex(/^[a-zA-Z0-9-]{1,32}$/, "a template name is 1-32 characters of A-Z a-z 0-9 -");
 
+/**
+ * A session's retention (docs/operations.md "Retention"): it is deleted `deleteAfterDays` days after its last
+ * activity, unless it has live work then. Set by a template or the tenant's default; captured at create.
+ */
+export const retention = z.strictObject({
+  deleteAfterDays: z
+    .number({ error: "deleteAfterDays is a whole number of days, 1-3650" })
+    .int("deleteAfterDays is a whole number of days, 1-3650")
+    .min(1, "deleteAfterDays is a whole number of days, 1-3650")
+    .max(3650, "deleteAfterDays is a whole number of days, 1-3650"),
+});
+export type Retention = z.infer<typeof retention>;
+
 /** The fields a session PUT sets: what a template (src/api/templates.ts) holds and marks user-settable. */
 export const sessionFields = generationConfigBody.extend({
   onInterrupt: z.enum(["retry", "fail"], { error: 'onInterrupt is "retry" or "fail"' }).optional(),

@@ -6,7 +6,7 @@
  * names the fields a user token may still set at create or PATCH.
  */
 import { z } from "zod";
-import { sessionFields, templateName, userVariables } from "./schemas.js";
+import { retention, sessionFields, templateName, userVariables } from "./schemas.js";
 
 export { templateName };
 
@@ -35,6 +35,8 @@ export const templateBody = sessionFields.extend({
     .optional(),
   /** The variables a user may set at create (default: none); `variables` holds the defaults. */
   userVariables: userVariables.optional(),
+  /** Sessions created from it are deleted this long after their last activity (docs/operations.md "Retention"). */
+  retention: retention.optional(),
 });
 export type TemplateBody = z.infer<typeof templateBody>;
 

@@ -15,6 +15,7 @@ export const EVENT_TYPE_NAMES = [
   "rig.escalation",
   "pending.created",
   "pending.resolved",
+  "session.expired",
   "delivery.disabled",
 ] as const;
 

@@ -30,6 +30,7 @@ import type { DirectoryEntry, DirectoryPage } from "../../src/worker/directory/o
 import type { listModels } from "../../src/worker/platform/models.js";
 import type { ScheduleView } from "../../src/worker/session/schedule-ops.js";
 import type { RigSessionOps, SessionOps } from "../../src/worker/session/ops.js";
+import type { RetentionView } from "../../src/worker/session/retention.js";
 
 /** True when A and B are the same type (not merely assignable to each other). */
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -77,6 +78,7 @@ type SessionSummaryBody = R.SessionSummary & {
   readonly title?: string | null;
   readonly labels?: readonly string[];
   readonly metadata?: Readonly<Record<string, string>>;
+  readonly retention?: RetentionView;
 };
 type AgentRowBody = AgentRecord & {
   readonly hook: HookFile;

@@ -17,6 +17,7 @@ export const EVENT_TYPES = [
   "rig.escalation",
   "pending.created",
   "pending.resolved",
+  "session.expired",
   "delivery.disabled",
 ] as const;
 

@@ -10,6 +10,7 @@
 import type { TemplateField, TemplateRecord } from "../../api/templates.js";
 import { TEMPLATE_FIELDS } from "../../api/templates.js";
 import { placeholders } from "../../api/profiles.js";
+import type { Retention } from "../../api/schemas.js";
 import { directoryStub } from "./object.js";
 import type { Env } from "../env.js";
 import { Problem } from "../problems.js";
@@ -29,6 +30,8 @@ export interface TemplateBinding {
 export interface ResolvedConfig {
   readonly config: Omit<SessionConfigBody, "template">;
   readonly binding?: TemplateBinding;
+  /** The template's retention, which the session captures at create (docs/operations.md "Retention"). */
+  readonly retention?: Retention;
 }
 
 const FIELDS: ReadonlySet<string> = new Set(TEMPLATE_FIELDS);
@@ -112,6 +115,7 @@ export async function resolveTemplateForUser(
       ...(Object.keys(metadata).length === 0 ? {} : { metadata }),
     },
     binding,
+    ...(record.retention === undefined ? {} : { retention: record.retention }),
   };
 }
 

@@ -12,6 +12,7 @@
  *   rig.escalation   the witness mailed the mayor (STALL_ALERT, STALL_CRITICAL, HEALTH, ...)
  *   pending.created  an item joined the session's pending list (an approval, a client tool's call)
  *   pending.resolved an item left it (answered, its deadline passed, or its call was aborted)
+ *   session.expired  the session's retention ran out (the batch records its expiry; it is deleted after)
  *
  * `delivery.disabled` is appended by the sender (outbox/sender.ts), never detected.
  */
@@ -23,6 +24,7 @@ import { entryText } from "../../kinds/subagent-notice.js";
 import { MAIL_NAMESPACE } from "../../rig/state.js";
 import { MAYOR_ID, type StoredMail } from "../../rig/types.js";
 import type { EventType } from "../directory/endpoints.js";
+import { expiryMark, type ExpiryRecord } from "./types.js";
 import { pendingAll, type PendingItem, type PendingResolution } from "../../kinds/pending-types.js";
 
 /** An answer's text in `input.completed` is cut at this many UTF-8 bytes. */
@@ -51,7 +53,16 @@ export async function detectEvents(batch: BatchView, b: TxBuilder): Promise<Dete
     ...(await taskEvents(batch.writes, b)),
     ...mailEvents(batch),
     ...(await pendingEvents(batch.writes, b)),
+    ...expiryEvents(batch.writes),
   ];
+}
+
+function expiryEvents(writes: readonly MainWrite[]): DetectedEvent[] {
+  const out: DetectedEvent[] = [];
+  for (const write of writes)
+    if (write.type === "value.set" && write.addr.namespace === expiryMark.namespace && "session" in write.addr.scope)
+      out.push({ type: "session.expired", data: { ...(write.value as unknown as ExpiryRecord) } });
+  return out;
 }
 
 async function entryInBatch(writes: readonly MainWrite[], b: TxBuilder, id: Id): Promise<Entry | undefined> {

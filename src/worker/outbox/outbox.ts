@@ -265,6 +265,11 @@ export class Outbox {
     this.#running = run();
   }
 
+  /** Whether an event is still to be delivered: a pending delivery, or one whose endpoints are not known yet. */
+  undelivered(): boolean {
+    return this.book.earliest() !== undefined || this.book.unresolved(1).length > 0;
+  }
+
   /** Wait for the round in flight (tests, the deliveries list). */
   async settled(): Promise<void> {
     await this.#running;

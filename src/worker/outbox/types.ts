@@ -6,7 +6,7 @@
  * it reports; its deliveries (one per matching endpoint) are host bookkeeping (outbox/book.ts).
  */
 import type { Id, JsonObject } from "../../storage/records.js";
-import { sessionList } from "../../core/state.js";
+import { sessionList, sessionValue } from "../../core/state.js";
 import type { EventType } from "../directory/endpoints.js";
 
 /** One event as the session stores it (element of `edge.outbox`). */
@@ -29,6 +29,18 @@ export interface OutboxEvent {
    */
   readonly unresolved?: true;
 }
+
+/**
+ * A session's retention ran out (session/retention.ts): the commit that records it reports `session.expired`, and the
+ * session is deleted once its outbox holds nothing undelivered.
+ */
+export interface ExpiryRecord {
+  readonly deleteAfterDays: number;
+  readonly lastActivityAt: number;
+  readonly expiredAt: number;
+}
+
+export const expiryMark = sessionValue<ExpiryRecord>("edge.retention.expired");
 
 /** The session list the events are kept in until their deliveries are done and pruned. */
 export const outboxList = sessionList<OutboxEvent>("edge.outbox");

@@ -9,7 +9,7 @@
  * More reasons (the rig's witness patrol) join as further inputs of `#desired`. The tenant directory's
  * pending update (session/directory-link.ts) is one: it is retried from the alarm until acknowledged; the
  * earliest expiry of a user's open watch (watch/guard.ts) is another, and the oldest expiry of a recorded GitHub
- * signature (session/replays.ts) one more.
+ * signature (session/replays.ts) one more, and the session's retention expiry (session/retention.ts) another.
  */
 
 export interface AlarmSink {
@@ -44,6 +44,8 @@ export class AlarmPlan {
   #limits: number | undefined;
   /** The oldest expiry of a recorded GitHub signature (session/replays.ts). */
   #replays: number | undefined;
+  /** When the session's retention is next looked at (session/retention.ts). */
+  #retention: number | undefined;
   #busy = false;
   /** Live work committed but neither dispatched (busy) nor asleep (wake) yet: a kill in that gap must still wake it. */
   #guard: number | undefined;
@@ -131,6 +133,12 @@ export class AlarmPlan {
     this.#apply(now);
   }
 
+  /** When the session's retention is next looked at (undefined: it has none). */
+  retention(at: number | undefined, now: number): void {
+    this.#retention = at;
+    this.#apply(now);
+  }
+
   /** The storage was wiped (session deleted): nothing is scheduled and no task reason remains. */
   cleared(now: number): void {
     this.#armed = undefined;
@@ -143,6 +151,7 @@ export class AlarmPlan {
     this.#watches = undefined;
     this.#limits = undefined;
     this.#replays = undefined;
+    this.#retention = undefined;
     this.#apply(now);
   }
 
@@ -171,6 +180,7 @@ export class AlarmPlan {
       this.#watches,
       this.#limits,
       this.#replays,
+      this.#retention,
     ].reduce(minimum, this.#wake);
   }
 

@@ -104,6 +104,12 @@ export class DirectoryLink {
     return state === undefined ? undefined : { tenant: state.tenant, session: state.session };
   }
 
+  /** The last activity the row holds (a commit at most ACTIVITY_INTERVAL_MS later may be in memory only). */
+  get lastActivityAt(): number | undefined {
+    const state = this.#state();
+    return state === undefined || state.deleted ? undefined : Math.max(state.lastActivityAt, this.#activity ?? 0);
+  }
+
   /** The pending due time, if any (the alarm plan's directory reason). */
   get dueAt(): number | undefined {
     return this.#state()?.dueAt;

@@ -56,6 +56,10 @@ import { LimitsMeter } from "../limits/meter.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
 import { profileVariables, type ProfileCache } from "./profiles.js";
 import { sessionProfiles } from "./profile-source.js";
+import { liveWork, SessionRetention, type RetentionView } from "./retention.js";
+import { expiryMark } from "../outbox/types.js";
+import { bind } from "../../core/state.js";
+import type { Retention } from "../../api/schemas.js";
 
 /**
  * Whether the session was created: its schema exists and the creating commit (root conversation and
@@ -88,6 +92,8 @@ export class SessionObject extends DurableObject<Env> {
   readonly #catalog: CatalogCache;
   /** The tenant's profiles this session names, as this instance knows them (memory only; session/profiles.ts). */
   readonly #profiles: ProfileCache;
+  /** The retention the session was created with, on its own alarm (session/retention.ts). */
+  readonly #retention: SessionRetention;
   /** The tenant a session is being created for (before its directory link knows it). */
   #creatingFor: string | undefined;
   /** The watch transports, their sockets and the guard that closes users' watches (session/watches.ts). */
@@ -119,6 +125,12 @@ export class SessionObject extends DurableObject<Env> {
       },
       due: (at) => this.#alarms.directory(at, this.#clock.now()),
       report: (error) => hostReport({ type: "directory_update_failed", error }),
+    });
+    this.#retention = new SessionRetention({
+      kv: ctx.storage.kv,
+      clock: this.#clock,
+      lastActivity: () => this.#directory.lastActivityAt,
+      due: (at) => this.#alarms.retention(at, this.#clock.now()),
     });
     this.#outbox = objectOutbox(
       ctx,
@@ -246,6 +258,7 @@ export class SessionObject extends DurableObject<Env> {
     body: SessionConfigBody,
     where?: SessionWhere,
     template?: TemplateBinding,
+    retention?: Retention,
   ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
@@ -264,7 +277,7 @@ export class SessionObject extends DurableObject<Env> {
             );
           }
           // A create cut after its commit (the object died) left its binding or link unwritten: the retry repairs them.
-          await this.#completeCreate(body, where, template);
+          await this.#completeCreate(body, where, template, retention);
           return { created: false, config: stored ?? config };
         }
         const kit = sessionTurnKit(models, { turn: retryOptions(this.env) });
@@ -276,17 +289,22 @@ export class SessionObject extends DurableObject<Env> {
           ...(body.variables === undefined ? [] : [initialValue(profileVariables, body.variables)]),
         ]);
         afterCreateCommit();
-        await this.#completeCreate(body, where, template);
+        await this.#completeCreate(body, where, template, retention);
         return { created: true, config };
       }),
     );
   }
 
   /**
-   * After the creating commit: write the template binding and the directory link, each unless it is
+   * After the creating commit: write the template binding, the directory link and the retention, each unless it is
    * already written (so a retried create repairs what a create cut after its commit left missing).
    */
-  async #completeCreate(body: SessionConfigBody, where?: SessionWhere, template?: TemplateBinding): Promise<void> {
+  async #completeCreate(
+    body: SessionConfigBody,
+    where?: SessionWhere,
+    template?: TemplateBinding,
+    retention?: Retention,
+  ): Promise<void> {
     if (template !== undefined && this.ctx.storage.kv.get(TEMPLATE_KEY) === undefined)
       this.ctx.storage.kv.put(TEMPLATE_KEY, template);
     if (where !== undefined && this.#directory.where === undefined) {
@@ -299,6 +317,8 @@ export class SessionObject extends DurableObject<Env> {
         ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
       });
     }
+    // Only a session with a directory row has a last activity to count from.
+    if (where !== undefined) this.#retention.capture(retention);
   }
 
   /** One API operation (see SessionOps); a never-created session is `session_not_found` and writes nothing. */
@@ -369,6 +389,13 @@ export class SessionObject extends DurableObject<Env> {
     return this.#directory.meta();
   }
 
+  /** GET /v1/sessions/{session}: the directory title, labels and metadata, and the retention (undefined: none). */
+  details(): { readonly meta?: DirectoryMeta; readonly retention?: RetentionView } {
+    const meta = this.#directory.meta();
+    const retention = sessionCreated(this.ctx.storage) ? this.#retention.view() : undefined;
+    return { ...(meta === undefined ? {} : { meta }), ...(retention === undefined ? {} : { retention }) };
+  }
+
   /** The template this session was created from (what its users may set), and whether it exists. */
   templateBinding(): { readonly exists: boolean; readonly binding?: TemplateBinding } {
     const binding = sessionCreated(this.ctx.storage)
@@ -412,6 +439,7 @@ export class SessionObject extends DurableObject<Env> {
         await this.ctx.storage.deleteAlarm();
         await this.ctx.storage.deleteAll();
         this.#alarms.cleared(this.#clock.now());
+        this.#retention.cleared();
         afterDeleteWipe();
         // The tombstone stays in KV (and on the alarm) until the directory acknowledges it.
         await this.#directory.deleted(row);
@@ -469,9 +497,47 @@ export class SessionObject extends DurableObject<Env> {
       // Expired GitHub signatures go without waiting for the next delivery (session/replays.ts).
       const session = this.#session;
       if (session !== undefined && !session.stale) await session.replays.alarm();
+      await this.#expire();
     } catch (error) {
       hostReport({ type: "alarm_failed", error });
     }
+  }
+
+  /**
+   * Retention on the alarm (session/retention.ts): an idle session past its expiry commits its expiry (reported as
+   * `session.expired`), then is deleted as DELETE deletes it once its outbox holds nothing undelivered. Live work
+   * keeps it; live work that came after the expiry was committed cancels the expiry (a commit removes it).
+   */
+  async #expire(): Promise<void> {
+    const session = this.#session;
+    const where = this.#directory.where;
+    // A mark is only ever committed under a retention, so a session without one reads nothing here.
+    if (session === undefined || session.stale || where === undefined || this.#retention.setting === undefined) return;
+    const harness = session.harness;
+    const now = this.#clock.now();
+    const marked = (await harness.storage.getValue(bind(expiryMark, {}))) !== undefined;
+    if (!marked && !this.#retention.due(now)) return;
+    if (await liveWork(harness)) {
+      if (marked) await harness.commit((tx) => tx.value(expiryMark).delete(), BACKGROUND_CONTEXT);
+      this.#retention.keep(now);
+      return;
+    }
+    if (!marked) {
+      const setting = this.#retention.setting;
+      const lastActivityAt = this.#retention.lastActivityAt;
+      if (setting === undefined || lastActivityAt === undefined) return;
+      await harness.commit((tx) => {
+        tx.value(expiryMark).set({ deleteAfterDays: setting.deleteAfterDays, lastActivityAt, expiredAt: now });
+      }, BACKGROUND_CONTEXT);
+      // The commit kicked a send round: its event may be out at once.
+      await this.#outbox.settled();
+    }
+    if (this.#outbox.undelivered()) {
+      this.#retention.waiting(now);
+      return;
+    }
+    const outcome = await this.destroy(where);
+    if (!outcome.ok) hostReport({ type: "alarm_failed", error: outcome.problem });
   }
 
   // Test access (through runInDurableObject, never RPC) ------------------------------------------------
@@ -539,6 +605,8 @@ export class SessionObject extends DurableObject<Env> {
         },
         opened: async (session) => {
           this.#session = session;
+          session.harness.onCommit(() => this.#retention.committed());
+          this.#retention.opened();
           await this.#watches.rewatch(session);
         },
       },

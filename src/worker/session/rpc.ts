@@ -19,6 +19,8 @@ import type { SessionObject } from "./object.js";
 import type { SessionWhere } from "../identity/owner.js";
 import type { TemplateBinding } from "../directory/templates.js";
 import type { DirectoryMeta } from "./directory-link.js";
+import type { Retention } from "../../api/schemas.js";
+import type { RetentionView } from "./retention.js";
 
 export interface SessionRpc {
   create(config?: CreateConfig): Promise<{ readonly created: boolean }>;
@@ -34,6 +36,7 @@ export interface SessionRpc {
     body: SessionConfigBody,
     where?: SessionWhere,
     template?: TemplateBinding,
+    retention?: Retention,
   ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>>;
   /** The template the session was created from (directory/templates.ts), and whether it exists. */
   templateBinding(): Promise<{ readonly exists: boolean; readonly binding?: TemplateBinding }>;
@@ -50,6 +53,8 @@ export interface SessionRpc {
    */
   reaches(sub: string, creating: boolean): Promise<boolean>;
   directoryMeta(): Promise<DirectoryMeta | undefined>;
+  /** The directory title, labels and metadata, and the retention with its expiry (session/retention.ts). */
+  details(): Promise<{ readonly meta?: DirectoryMeta; readonly retention?: RetentionView }>;
   op<K extends keyof SessionOps>(name: K, ...args: SessionOps[K]["args"]): Promise<Outcome<SessionOps[K]["result"]>>;
   /** `op` for end user `sub`: `session_not_found` when the user does not reach the session (user-access.ts). */
   opAs<K extends keyof SessionOps>(

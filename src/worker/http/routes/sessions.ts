@@ -107,6 +107,7 @@ async function createNamed(
       resolved.config,
       { tenant: claims.tenant, session: name, ...creator(claims, name) },
       resolved.binding,
+      resolved.retention,
     ),
   );
 }
@@ -136,11 +137,12 @@ sessionRoutes.get("/:session", requires("session.read"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const summary = await run(stub.op("summary"));
-  const meta = await stub.directoryMeta();
+  const { meta, retention } = await stub.details();
   return c.json({
     session: c.req.param("session"),
     ...summary,
     ...(meta === undefined ? {} : { title: meta.title ?? null, labels: meta.labels, metadata: meta.metadata }),
+    ...(retention === undefined ? {} : { retention }),
   });
 });
 
