@@ -3,7 +3,7 @@
  * identity providers, limits and metered usage, session templates and user revocation, and the profiles
  * sessions and templates name (docs/api.md "Profiles").
  */
-import { emptyBody, noQuery } from "./schemas.js";
+import { emptyBody, noQuery, tenantRetention } from "./schemas.js";
 import { limitsBody, limitsResponse, meUsageQuery, usageQuery, usageResponse as meteredUsage } from "./limits.js";
 import { issuerBody, issuerDeleted, issuerList, issuerOut } from "./issuers.js";
 import {
@@ -101,6 +101,26 @@ export const LIMITS_ROUTES: readonly ApiRoute[] = [
 
 /** Session templates and users (docs/users.md). */
 export const TEMPLATE_ROUTES: readonly ApiRoute[] = [
+  {
+    method: "get",
+    path: "/v1/retention",
+    operationId: "getRetention",
+    summary:
+      "The tenant's default retention (null: none): sessions created without a template's own are deleted that many days after their last activity",
+    auth: client("templates"),
+    query: noQuery,
+    responses: { 200: ok(tenantRetention) },
+  },
+  {
+    method: "put",
+    path: "/v1/retention",
+    operationId: "putRetention",
+    summary: "Set (null: clear) the tenant's default retention; existing sessions keep what they were created with",
+    auth: client("templates"),
+    query: noQuery,
+    body: body(tenantRetention),
+    responses: { 200: ok(tenantRetention) },
+  },
   {
     method: "put",
     path: "/v1/templates/{template}",

@@ -120,6 +120,9 @@ export const retention = z.strictObject({
 });
 export type Retention = z.infer<typeof retention>;
 
+/** `PUT /v1/retention` and its answer (and GET's): the tenant's default retention (null: none). */
+export const tenantRetention = z.strictObject({ retention: retention.nullable() });
+
 /** The fields a session PUT sets: what a template (src/api/templates.ts) holds and marks user-settable. */
 export const sessionFields = generationConfigBody.extend({
   onInterrupt: z.enum(["retry", "fail"], { error: 'onInterrupt is "retry" or "fail"' }).optional(),

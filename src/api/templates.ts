@@ -35,8 +35,11 @@ export const templateBody = sessionFields.extend({
     .optional(),
   /** The variables a user may set at create (default: none); `variables` holds the defaults. */
   userVariables: userVariables.optional(),
-  /** Sessions created from it are deleted this long after their last activity (docs/operations.md "Retention"). */
-  retention: retention.optional(),
+  /**
+   * Sessions created from it are deleted this long after their last activity (docs/operations.md "Retention");
+   * null: they never are, whatever the tenant's default; absent: the tenant's default.
+   */
+  retention: retention.nullable().optional(),
 });
 export type TemplateBody = z.infer<typeof templateBody>;
 

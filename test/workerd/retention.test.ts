@@ -222,6 +222,83 @@ describe("retention", () => {
     }
   });
 
+  it("the tenant's default applies to sessions without a template's own; a template's null opts out", async () => {
+    const t0 = time.now;
+    const op = await operator();
+    expect(await json(await call("GET", "/v1/retention", { token: op }))).toEqual({ retention: null });
+    const refused = await call("PUT", "/v1/retention", { token: op, body: { retention: { deleteAfterDays: 0 } } });
+    expect(refused.status).toBe(400);
+    expect(await json(refused)).toMatchObject({ code: "invalid_body", field: "retention.deleteAfterDays" });
+    const byClient = await call("PUT", "/v1/retention", {
+      token: await token(TENANT, "client"),
+      body: { retention: { deleteAfterDays: 2 } },
+    });
+    expect(byClient.status).toBe(403);
+    const set = await call("PUT", "/v1/retention", { token: op, body: { retention: { deleteAfterDays: 2 } } });
+    expect(set.status).toBe(200);
+    expect(await json(set)).toEqual({ retention: { deleteAfterDays: 2 } });
+    expect(await json(await call("GET", "/v1/retention", { token: op }))).toEqual({
+      retention: { deleteAfterDays: 2 },
+    });
+
+    expect((await putTemplate("never", { retention: null })).status).toBe(201);
+    expect((await putTemplate("five", { retention: { deleteAfterDays: 5 } })).status).toBe(201);
+    expect((await putTemplate("plain", {})).status).toBe(201);
+    const bare = await create("bare", {});
+    const never = await create("never", { template: "never" });
+    const five = await create("five", { template: "five" });
+    const plain = await create("plain", { template: "plain" });
+    expect((await summary(bare.name, bare.t)).body.retention).toEqual({
+      deleteAfterDays: 2,
+      expiresAt: t0 + 2 * DAY_MS,
+    });
+    expect((await summary(never.name, never.t)).body.retention).toBeUndefined();
+    expect((await summary(five.name, five.t)).body.retention).toEqual({
+      deleteAfterDays: 5,
+      expiresAt: t0 + 5 * DAY_MS,
+    });
+    expect((await summary(plain.name, plain.t)).body.retention?.deleteAfterDays).toBe(2);
+
+    // Clearing the default changes no session that exists.
+    expect((await call("PUT", "/v1/retention", { token: op, body: { retention: null } })).status).toBe(200);
+    await advance(bare.name, t0 + 2 * DAY_MS + 5_000);
+    for (const s of [bare, never, five, plain]) await alarm(s.name);
+    expect((await summary(bare.name, bare.t)).status).toBe(404);
+    expect((await summary(plain.name, plain.t)).status).toBe(404);
+    expect((await summary(never.name, never.t)).status).toBe(200);
+    expect((await summary(five.name, five.t)).status).toBe(200);
+    // A session created now has none.
+    const later = await create("later", {});
+    expect((await summary(later.name, later.t)).body.retention).toBeUndefined();
+  });
+
+  it("an expired session is deleted only once its session.expired is delivered", async () => {
+    const t0 = time.now;
+    const url = "https://receiver.test/failing";
+    receiver.replies.set(url, 503);
+    await registerEndpoint(TENANT, { url, events: ["session.expired"] });
+    expect((await putTemplate("day", { retention: { deleteAfterDays: 1 } })).status).toBe(201);
+    const s = await create("undelivered", { template: "day" });
+    await advance(s.name, t0 + DAY_MS + 5_000);
+    expect(await alarm(s.name)).toBe(true);
+    expect(receiver.to(url).map((request) => request.event.type)).toEqual(["session.expired"]);
+    // Not delivered: the session stays (its expiry committed), and GET still answers.
+    expect((await summary(s.name, s.t)).status).toBe(200);
+    expect(await listed()).toContain(s.name);
+    // The endpoint answers again: the next attempt delivers, and the session goes.
+    receiver.replies.set(url, 200);
+    for (let round = 0; round < 5 && (await summary(s.name, s.t)).status === 200; round += 1) {
+      await advance(s.name, time.now + 10 * 60_000);
+      await alarm(s.name);
+    }
+    expect((await summary(s.name, s.t)).status).toBe(404);
+    const sent = receiver.to(url);
+    expect(sent.at(-1)?.status).toBe(200);
+    // One event, retried under the same id.
+    expect(new Set(sent.map((request) => request.event.id)).size).toBe(1);
+    expect(await listed()).not.toContain(s.name);
+  });
+
   it("refuses bad retention values, naming the field, and writes nothing", async () => {
     for (const retention of [
       { deleteAfterDays: 0 },

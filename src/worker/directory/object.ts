@@ -52,6 +52,10 @@ import {
   type DirectoryQuery,
   type DirectoryUpdate,
 } from "./sessions.js";
+import type { Retention } from "../../api/schemas.js";
+
+/** Where the tenant's default retention is kept (the directory's KV; docs/operations.md "Retention"). */
+const RETENTION_KEY = "directory.retention";
 
 export { decodeCursor, encodeCursor } from "./sessions.js";
 export type { DirectoryEntry, DirectoryPage, DirectoryQuery, DirectoryUpdate } from "./sessions.js";
@@ -77,6 +81,11 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   // End users (docs/users.md; directory/users.ts) ---------------------------------------------------
   putTemplate(name: string, definition: TemplateDefinition, ifMatch?: TemplateIfMatch): Promise<PutTemplateOutcome>;
   getTemplate(name: string): Promise<TemplateRecord | undefined>;
+  /** At a session create: the named template (if any) and the tenant's default retention, in one call. */
+  sessionDefaults(template?: string): Promise<{ readonly template?: TemplateRecord; readonly retention?: Retention }>;
+  /** The tenant's default retention (docs/operations.md "Retention"); null clears it. */
+  setRetention(retention: Retention | null): Promise<Retention | undefined>;
+  retention(): Promise<Retention | undefined>;
   listTemplates(): Promise<TemplateRecord[]>;
   deleteTemplate(name: string, ifMatch?: TemplateIfMatch): Promise<DeleteTemplateOutcome>;
   revokedAt(sub: string): Promise<number | undefined>;
@@ -187,6 +196,22 @@ export class DirectoryObject extends DurableObject<Env> {
 
   getTemplate(name: string): TemplateRecord | undefined {
     return this.#users.getTemplate(name);
+  }
+
+  sessionDefaults(template?: string): { readonly template?: TemplateRecord; readonly retention?: Retention } {
+    const record = template === undefined ? undefined : this.#users.getTemplate(template);
+    const retention = this.retention();
+    return { ...(record === undefined ? {} : { template: record }), ...(retention === undefined ? {} : { retention }) };
+  }
+
+  setRetention(retention: Retention | null): Retention | undefined {
+    if (retention === null) this.ctx.storage.kv.delete(RETENTION_KEY);
+    else this.ctx.storage.kv.put(RETENTION_KEY, { deleteAfterDays: retention.deleteAfterDays });
+    return this.retention();
+  }
+
+  retention(): Retention | undefined {
+    return this.ctx.storage.kv.get<Retention>(RETENTION_KEY);
   }
 
   listTemplates(): TemplateRecord[] {

@@ -77,16 +77,17 @@ export async function resolveTemplateForUser(
   body: SessionConfigBody,
 ): Promise<ResolvedConfig> {
   const { template, ...fields } = body;
-  if (template === undefined) {
-    if (claims.role === "user")
-      throw new Problem(
-        "invalid_template",
-        "template: a user token creates sessions from a template ({ template: name })",
-        "template",
-      );
-    return { config: fields };
-  }
-  const record = await directoryStub(env, claims.tenant).getTemplate(template);
+  if (template === undefined && claims.role === "user")
+    throw new Problem(
+      "invalid_template",
+      "template: a user token creates sessions from a template ({ template: name })",
+      "template",
+    );
+  // One call for the template and the tenant's default retention (a template's own, even null, wins).
+  const defaults = await directoryStub(env, claims.tenant).sessionDefaults(template);
+  if (template === undefined)
+    return { config: fields, ...(defaults.retention === undefined ? {} : { retention: defaults.retention }) };
+  const record = defaults.template;
   if (record === undefined)
     throw new Problem("template_not_found", `the tenant has no template ${JSON.stringify(template)}`, "template");
   const binding: TemplateBinding = {
@@ -115,8 +116,17 @@ export async function resolveTemplateForUser(
       ...(Object.keys(metadata).length === 0 ? {} : { metadata }),
     },
     binding,
-    ...(record.retention === undefined ? {} : { retention: record.retention }),
+    ...retentionOf(record.retention, defaults.retention),
   };
+}
+
+/** A template's retention wins over the tenant's default; a template's null means none. */
+function retentionOf(
+  own: Retention | null | undefined,
+  tenant: Retention | undefined,
+): { readonly retention?: Retention } {
+  const retention = own === undefined ? tenant : own === null ? undefined : own;
+  return retention === undefined ? {} : { retention };
 }
 
 /** 403 naming the first variable a user may not set: the template's `userVariables` lists those it may. */

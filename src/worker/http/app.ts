@@ -52,6 +52,7 @@ import { limitRoutes } from "./routes/limits.js";
 import { tokenRoutes } from "./routes/tokens.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
 import { templateRoutes, userRoutes } from "./routes/templates.js";
+import { retentionRoutes } from "./routes/retention.js";
 import { profileRoutes } from "./routes/profiles.js";
 import { mcpRoutes } from "./routes/mcp.js";
 import { MAX_BODY_BYTES } from "../schemas.js";
@@ -109,6 +110,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/tokens", tokenRoutes);
   app.route("/v1/mcp-servers", mcpServerRoutes);
   app.route("/v1/templates", templateRoutes);
+  app.route("/v1/retention", retentionRoutes);
   app.route("/v1/profiles", profileRoutes);
   app.route("/v1/users", userRoutes);
 
