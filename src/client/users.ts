@@ -2,7 +2,8 @@
  * The typed client's end-user administration (docs/users.md; operator): session templates, which fix
  * what the agent is for the sessions users create from them, the profiles they and sessions name
  * (docs/api.md "Profiles"), and revoking a user's tokens. Reached
- * from the client: `client.users()`. A template record carries its `version`; pass it as `ifMatch` to
+ * from the client: `client.users()`. It also reads and sets the tenant's default retention (docs/operations.md
+ * "Retention"). A template record carries its `version`; pass it as `ifMatch` to
  * change or delete only the version you read (a mismatch throws PicoApiError 412 `precondition_failed`);
  * so does a profile record.
  *
@@ -14,6 +15,7 @@
  */
 import type { RevokeResponse, TemplateBody, TemplateRecord } from "../api/templates.js";
 import type { ProfileBody, ProfileDeletedResponse, ProfileRecord } from "../api/profiles.js";
+import type { Retention } from "../api/schemas.js";
 
 /** What the users client needs of PicoClient (its `request`), so this file does not import the client's. */
 export interface UsersRequester {
@@ -40,6 +42,8 @@ export const USERS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   getProfile: "UsersClient.profile",
   deleteProfile: "UsersClient.deleteProfile",
   revokeUser: "UsersClient.revoke",
+  getRetention: "UsersClient.retention",
+  putRetention: "UsersClient.putRetention",
 };
 
 export class UsersClient {
@@ -109,6 +113,21 @@ export class UsersClient {
       await this.#client.request<ProfileDeletedResponse>("DELETE", `/v1/profiles/${encodeURIComponent(name)}`, {
         headers: conditional(options),
       })
+    ).body;
+  }
+
+  /** The tenant's default retention (null: none). */
+  async retention(): Promise<{ readonly retention: Retention | null }> {
+    return (await this.#client.request<{ retention: Retention | null }>("GET", "/v1/retention")).body;
+  }
+
+  /**
+   * Set the tenant's default retention (null clears it): sessions created from then on without a template's own are
+   * deleted that many days after their last activity; existing sessions keep theirs.
+   */
+  async putRetention(retention: Retention | null): Promise<{ readonly retention: Retention | null }> {
+    return (
+      await this.#client.request<{ retention: Retention | null }>("PUT", "/v1/retention", { body: { retention } })
     ).body;
   }
 

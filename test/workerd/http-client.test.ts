@@ -368,6 +368,11 @@ describe("typed client against the worker", () => {
       version: 1,
     });
     expect(await users.revoke("someone")).toMatchObject({ sub: "someone", sessions: 0, unreached: [] });
+    // The tenant's default retention (operator).
+    expect(await users.retention()).toEqual({ retention: null });
+    expect(await users.putRetention({ deleteAfterDays: 30 })).toEqual({ retention: { deleteAfterDays: 30 } });
+    expect(await users.retention()).toEqual({ retention: { deleteAfterDays: 30 } });
+    expect(await users.putRetention(null)).toEqual({ retention: null });
     expect(await ops.shutdown()).toEqual({ shutdown: true });
 
     // The rig: the mayor registers an external agent and hooks a bead on it; the agent long-polls its hook,

@@ -11,6 +11,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import type { SessionObject } from "../../src/worker/session/object.js";
+import type { DirectoryObject } from "../../src/worker/directory/object.js";
 import { DAY_MS } from "../../src/worker/session/retention.js";
 import { call, json, token, uniqueSession, until } from "./http-fixtures.js";
 import { clockOf, ManualClock, ManualTime } from "./session-fixtures.js";
@@ -227,8 +228,13 @@ describe("retention", () => {
     const op = await operator();
     expect(await json(await call("GET", "/v1/retention", { token: op }))).toEqual({ retention: null });
     const refused = await call("PUT", "/v1/retention", { token: op, body: { retention: { deleteAfterDays: 0 } } });
-    expect(refused.status).toBe(400);
-    expect(await json(refused)).toMatchObject({ code: "invalid_body", field: "retention.deleteAfterDays" });
+    expect(refused.status).toBe(422);
+    expect(await json(refused)).toMatchObject({ code: "invalid_retention", field: "retention.deleteAfterDays" });
+    const unknownField = await call("PUT", "/v1/retention", { token: op, body: { retention: { days: 2 } } });
+    expect(unknownField.status).toBe(422);
+    expect(await json(unknownField)).toMatchObject({ code: "invalid_retention", field: "retention.deleteAfterDays" });
+    // Refused, it wrote nothing.
+    expect(await json(await call("GET", "/v1/retention", { token: op }))).toEqual({ retention: null });
     const byClient = await call("PUT", "/v1/retention", {
       token: await token(TENANT, "client"),
       body: { retention: { deleteAfterDays: 2 } },
@@ -272,6 +278,40 @@ describe("retention", () => {
     expect((await summary(later.name, later.t)).body.retention).toBeUndefined();
   });
 
+  it("a session created without a template keeps the tenant's default the directory acknowledges its row with", async () => {
+    const t0 = time.now;
+    const op = await operator();
+    const set = await call("PUT", "/v1/retention", { token: op, body: { retention: { deleteAfterDays: 2 } } });
+    expect(set.status).toBe(200);
+    // The directory refuses the new session's first row: the create asked it nothing before, so the default is
+    // not known yet, and the session does not expire meanwhile.
+    const directory = env.DIRECTORY.get(env.DIRECTORY.idFromName(TENANT));
+    await runInDurableObject(directory, (instance: DirectoryObject) => {
+      instance.refusing = 1;
+    });
+    const bare = await create("unacknowledged", {});
+    expect((await summary(bare.name, bare.t)).body.retention).toBeUndefined();
+    expect(await listed()).not.toContain(bare.name);
+    // The retry from the session's alarm is acknowledged with the default.
+    await advance(bare.name, t0 + 2_000);
+    expect(await alarm(bare.name)).toBe(true);
+    expect(await listed()).toContain(bare.name);
+    expect((await summary(bare.name, bare.t)).body.retention).toEqual({
+      deleteAfterDays: 2,
+      expiresAt: t0 + 2 * DAY_MS,
+    });
+    // A later default changes it no more, whatever the directory acknowledges afterwards.
+    expect(
+      (await call("PUT", "/v1/retention", { token: op, body: { retention: { deleteAfterDays: 9 } } })).status,
+    ).toBe(200);
+    const relabelled = await call("PATCH", `/v1/sessions/${bare.name}`, { token: bare.t, body: { title: "later" } });
+    expect(relabelled.status).toBe(200);
+    expect((await summary(bare.name, bare.t)).body.retention?.deleteAfterDays).toBe(2);
+    await advance(bare.name, t0 + 2 * DAY_MS + 5_000);
+    expect(await alarm(bare.name)).toBe(true);
+    expect((await summary(bare.name, bare.t)).status).toBe(404);
+  });
+
   it("an expired session is deleted only once its session.expired is delivered", async () => {
     const t0 = time.now;
     const url = "https://receiver.test/failing";
@@ -297,6 +337,44 @@ describe("retention", () => {
     // One event, retried under the same id.
     expect(new Set(sent.map((request) => request.event.id)).size).toBe(1);
     expect(await listed()).not.toContain(s.name);
+  });
+
+  it("activity after the expiry is committed, while its event waits for delivery, keeps the session", async () => {
+    const t0 = time.now;
+    const url = "https://receiver.test/down";
+    receiver.replies.set(url, 503);
+    await registerEndpoint(TENANT, { url, events: ["session.expired"] });
+    expect((await putTemplate("brief", { retention: { deleteAfterDays: 1 } })).status).toBe(201);
+    const s = await create("revived", { template: "brief" });
+    await advance(s.name, t0 + DAY_MS + 5_000);
+    expect(await alarm(s.name)).toBe(true);
+    expect(receiver.to(url).map((request) => request.event.type)).toEqual(["session.expired"]);
+    // The user comes back before the event is delivered: an answered input.
+    const sent = await call("POST", `/v1/sessions/${s.name}/conversations/root/inputs?wait=20`, {
+      token: s.t,
+      body: { input: "still here" },
+    });
+    expect(sent.status).toBe(201);
+    // The endpoint answers again; the event goes out, but the session stays, with a new expiry.
+    receiver.replies.set(url, 200);
+    for (let round = 0; round < 5; round += 1) {
+      await advance(s.name, time.now + 10 * 60_000);
+      await alarm(s.name);
+    }
+    expect(receiver.to(url).at(-1)?.status).toBe(200);
+    const kept = await summary(s.name, s.t);
+    expect(kept.status).toBe(200);
+    expect(kept.body.retention?.expiresAt).toBeGreaterThan(t0 + 2 * DAY_MS);
+    expect(await listed()).toContain(s.name);
+    // Idle again past the new expiry, it goes.
+    const next = kept.body.retention?.expiresAt ?? 0;
+    await advance(s.name, next + 5_000);
+    expect(await alarm(s.name)).toBe(true);
+    for (let round = 0; round < 3 && (await summary(s.name, s.t)).status === 200; round += 1) {
+      await advance(s.name, time.now + 2 * 60_000);
+      await alarm(s.name);
+    }
+    expect((await summary(s.name, s.t)).status).toBe(404);
   });
 
   it("refuses bad retention values, naming the field, and writes nothing", async () => {

@@ -62,7 +62,11 @@ export type { DirectoryEntry, DirectoryPage, DirectoryQuery, DirectoryUpdate } f
 
 /** The RPC surface as callers see it through a stub. */
 export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
-  apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }>;
+  /**
+   * A session's row or tombstone. The answer carries the tenant's default retention, so a session created without a
+   * template learns it from the acknowledgment of its first row, with no call of its own (docs/operations.md).
+   */
+  apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true; readonly retention?: Retention }>;
   /**
    * Unlink a session the directory lists but whose object no longer holds it (a delete cut between its wipe and its
    * tombstone): a tombstone newer than the row and `version`. Whether it was listed.
@@ -82,7 +86,7 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   putTemplate(name: string, definition: TemplateDefinition, ifMatch?: TemplateIfMatch): Promise<PutTemplateOutcome>;
   getTemplate(name: string): Promise<TemplateRecord | undefined>;
   /** At a session create: the named template (if any) and the tenant's default retention, in one call. */
-  sessionDefaults(template?: string): Promise<{ readonly template?: TemplateRecord; readonly retention?: Retention }>;
+  sessionDefaults(template: string): Promise<{ readonly template?: TemplateRecord; readonly retention?: Retention }>;
   /** The tenant's default retention (docs/operations.md "Retention"); null clears it. */
   setRetention(retention: Retention | null): Promise<Retention | undefined>;
   retention(): Promise<Retention | undefined>;
@@ -107,6 +111,11 @@ export class DirectoryObject extends DurableObject<Env> {
 
   /** The session rows (directory/sessions.ts). */
   readonly #sessions: SessionDirectory;
+  /**
+   * Memory copy of the tenant's default retention (null: not read yet). This object is the only writer of its key
+   * (setRetention), so an `apply` answers it without reading a row.
+   */
+  #retention: Retention | undefined | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -121,7 +130,8 @@ export class DirectoryObject extends DurableObject<Env> {
       throw new Error("the directory refuses updates (test fault injection)");
     }
     this.#sessions.apply(update);
-    return { acknowledged: true };
+    const retention = this.retention();
+    return { acknowledged: true, ...(retention === undefined ? {} : { retention }) };
   }
 
   unlinkOrphan(session: string, version: number): { readonly unlinked: boolean } {
@@ -198,8 +208,8 @@ export class DirectoryObject extends DurableObject<Env> {
     return this.#users.getTemplate(name);
   }
 
-  sessionDefaults(template?: string): { readonly template?: TemplateRecord; readonly retention?: Retention } {
-    const record = template === undefined ? undefined : this.#users.getTemplate(template);
+  sessionDefaults(template: string): { readonly template?: TemplateRecord; readonly retention?: Retention } {
+    const record = this.#users.getTemplate(template);
     const retention = this.retention();
     return { ...(record === undefined ? {} : { template: record }), ...(retention === undefined ? {} : { retention }) };
   }
@@ -207,11 +217,13 @@ export class DirectoryObject extends DurableObject<Env> {
   setRetention(retention: Retention | null): Retention | undefined {
     if (retention === null) this.ctx.storage.kv.delete(RETENTION_KEY);
     else this.ctx.storage.kv.put(RETENTION_KEY, { deleteAfterDays: retention.deleteAfterDays });
+    this.#retention = null;
     return this.retention();
   }
 
   retention(): Retention | undefined {
-    return this.ctx.storage.kv.get<Retention>(RETENTION_KEY);
+    if (this.#retention === null) this.#retention = this.ctx.storage.kv.get<Retention>(RETENTION_KEY);
+    return this.#retention;
   }
 
   listTemplates(): TemplateRecord[] {

@@ -26,12 +26,19 @@ export interface TemplateBinding {
   readonly userSettable: readonly TemplateField[];
 }
 
+/**
+ * Where a new session's retention comes from (docs/operations.md "Retention"); undefined: it has none. `tenant`: the
+ * tenant's default, which the session learns from the directory's acknowledgment of its first row (a create without
+ * a template asks the directory nothing before it).
+ */
+export type RetentionSource = { readonly type: "set"; readonly retention: Retention } | { readonly type: "tenant" };
+
 /** A create's config after its template: the fields to create with, and the binding to keep. */
 export interface ResolvedConfig {
   readonly config: Omit<SessionConfigBody, "template">;
   readonly binding?: TemplateBinding;
-  /** The template's retention, which the session captures at create (docs/operations.md "Retention"). */
-  readonly retention?: Retention;
+  /** The retention the session captures at create (undefined: none). */
+  readonly retention?: RetentionSource;
 }
 
 const FIELDS: ReadonlySet<string> = new Set(TEMPLATE_FIELDS);
@@ -83,10 +90,10 @@ export async function resolveTemplateForUser(
       "template: a user token creates sessions from a template ({ template: name })",
       "template",
     );
-  // One call for the template and the tenant's default retention (a template's own, even null, wins).
+  // Without a template, no directory call: the session learns the tenant's default retention from its first row's
+  // acknowledgment. With one, one call for the template and the default (a template's own, even null, wins).
+  if (template === undefined) return { config: fields, retention: { type: "tenant" } };
   const defaults = await directoryStub(env, claims.tenant).sessionDefaults(template);
-  if (template === undefined)
-    return { config: fields, ...(defaults.retention === undefined ? {} : { retention: defaults.retention }) };
   const record = defaults.template;
   if (record === undefined)
     throw new Problem("template_not_found", `the tenant has no template ${JSON.stringify(template)}`, "template");
@@ -124,9 +131,9 @@ export async function resolveTemplateForUser(
 function retentionOf(
   own: Retention | null | undefined,
   tenant: Retention | undefined,
-): { readonly retention?: Retention } {
+): { readonly retention?: RetentionSource } {
   const retention = own === undefined ? tenant : own === null ? undefined : own;
-  return retention === undefined ? {} : { retention };
+  return retention === undefined ? {} : { retention: { type: "set", retention } };
 }
 
 /** 403 naming the first variable a user may not set: the template's `userVariables` lists those it may. */

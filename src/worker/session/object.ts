@@ -50,7 +50,7 @@ import type { CreateConfig, SessionOps } from "./ops.js";
 import { sessionOpTable } from "./op-table.js";
 import { openSession, type OpenSession } from "./opening.js";
 import { SessionWatches } from "./watches.js";
-import { TEMPLATE_KEY, type TemplateBinding } from "../directory/templates.js";
+import { TEMPLATE_KEY, type RetentionSource, type TemplateBinding } from "../directory/templates.js";
 import { objectOutbox, type Outbox } from "../outbox/outbox.js";
 import { LimitsMeter } from "../limits/meter.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
@@ -59,7 +59,6 @@ import { sessionProfiles } from "./profile-source.js";
 import { liveWork, SessionRetention, type RetentionView } from "./retention.js";
 import { expiryMark } from "../outbox/types.js";
 import { bind } from "../../core/state.js";
-import type { Retention } from "../../api/schemas.js";
 
 /**
  * Whether the session was created: its schema exists and the creating commit (root conversation and
@@ -116,7 +115,12 @@ export class SessionObject extends DurableObject<Env> {
     this.#directory = new DirectoryLink({
       kv: ctx.storage.kv,
       clock: this.#clock,
-      send: (tenant, update) => directoryStub(env, tenant).apply(update),
+      send: async (tenant, update) => {
+        const answer = await directoryStub(env, tenant).apply(update);
+        // The acknowledgment carries the tenant's default retention: a session created without a template keeps it.
+        if (update.type === "upsert") this.#retention.tenantDefault(answer.retention);
+        return answer;
+      },
       unlink: (tenant, session, version) => directoryStub(env, tenant).unlinkOrphan(session, version),
       liveTasks: async () => {
         const session = this.#session;
@@ -258,7 +262,7 @@ export class SessionObject extends DurableObject<Env> {
     body: SessionConfigBody,
     where?: SessionWhere,
     template?: TemplateBinding,
-    retention?: Retention,
+    retention?: RetentionSource,
   ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
@@ -303,10 +307,13 @@ export class SessionObject extends DurableObject<Env> {
     body: SessionConfigBody,
     where?: SessionWhere,
     template?: TemplateBinding,
-    retention?: Retention,
+    retention?: RetentionSource,
   ): Promise<void> {
     if (template !== undefined && this.ctx.storage.kv.get(TEMPLATE_KEY) === undefined)
       this.ctx.storage.kv.put(TEMPLATE_KEY, template);
+    // Only a session with a directory row has a last activity to count from. Kept before the link is written, so
+    // the acknowledgment of its first row can settle a tenant default (session/retention.ts).
+    if (where !== undefined) this.#retention.capture(retention);
     if (where !== undefined && this.#directory.where === undefined) {
       await this.#directory.created({
         tenant: where.tenant,
@@ -317,8 +324,7 @@ export class SessionObject extends DurableObject<Env> {
         ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
       });
     }
-    // Only a session with a directory row has a last activity to count from.
-    if (where !== undefined) this.#retention.capture(retention);
+    if (where !== undefined) this.#retention.arm();
   }
 
   /** One API operation (see SessionOps); a never-created session is `session_not_found` and writes nothing. */
@@ -506,7 +512,8 @@ export class SessionObject extends DurableObject<Env> {
   /**
    * Retention on the alarm (session/retention.ts): an idle session past its expiry commits its expiry (reported as
    * `session.expired`), then is deleted as DELETE deletes it once its outbox holds nothing undelivered. Live work
-   * keeps it; live work that came after the expiry was committed cancels the expiry (a commit removes it).
+   * keeps it; live work, or any commit, that came after the expiry was committed cancels the expiry (the mark is
+   * deleted and the alarm armed for the next expiry).
    */
   async #expire(): Promise<void> {
     const session = this.#session;
@@ -518,8 +525,17 @@ export class SessionObject extends DurableObject<Env> {
     const marked = (await harness.storage.getValue(bind(expiryMark, {}))) !== undefined;
     if (!marked && !this.#retention.due(now)) return;
     if (await liveWork(harness)) {
-      if (marked) await harness.commit((tx) => tx.value(expiryMark).delete(), BACKGROUND_CONTEXT);
+      if (marked) {
+        await harness.commit((tx) => tx.value(expiryMark).delete(), BACKGROUND_CONTEXT);
+        this.#retention.revived();
+      }
       this.#retention.keep(now);
+      return;
+    }
+    // Activity after the expiry was committed (an input answered while its event waited for delivery) cancels it.
+    if (marked && this.#retention.activeSinceExpiry(harness.storage.lastSeq)) {
+      await harness.commit((tx) => tx.value(expiryMark).delete(), BACKGROUND_CONTEXT);
+      this.#retention.revived();
       return;
     }
     if (!marked) {
@@ -529,6 +545,7 @@ export class SessionObject extends DurableObject<Env> {
       await harness.commit((tx) => {
         tx.value(expiryMark).set({ deleteAfterDays: setting.deleteAfterDays, lastActivityAt, expiredAt: now });
       }, BACKGROUND_CONTEXT);
+      this.#retention.expired(harness.storage.lastSeq);
       // The commit kicked a send round: its event may be out at once.
       await this.#outbox.settled();
     }

@@ -21,10 +21,20 @@ import type { Harness } from "../../core/harness.js";
 import { bind } from "../../core/state.js";
 import { schedulePaused } from "../../kinds/schedule.js";
 import type { Retention } from "../../api/schemas.js";
+import type { RetentionSource } from "../directory/templates.js";
 
 /** Where a session keeps the retention it was created with (its object's KV). */
 export const RETENTION_KEY = "edge.session.retention";
+
+/**
+ * What the KV holds: a retention, none, or the tenant's default not known yet (a create without a template, until
+ * the directory acknowledges the session's first row; meanwhile the session does not expire).
+ */
+type StoredRetention =
+  { readonly type: "set"; readonly deleteAfterDays: number } | { readonly type: "none" } | { readonly type: "tenant" };
 export const DAY_MS = 86_400_000;
+/** The commit sequence that recorded the expiry (the object's KV): a later commit is activity that cancels it. */
+export const EXPIRY_SEQ_KEY = "edge.session.retention.expiredSeq";
 /** While an expired session waits for its events to be delivered, the alarm looks again this often. */
 export const EXPIRY_POLL_MS = 60_000;
 
@@ -51,24 +61,63 @@ export class SessionRetention {
   /** The time retention gave the alarm plan (undefined: none). */
   #armed: number | undefined;
   /** Memory copy of the KV setting (null: not read yet). */
-  #setting: Retention | undefined | null = null;
+  #stored: StoredRetention | undefined | null = null;
 
   constructor(deps: RetentionDeps) {
     this.#deps = deps;
   }
 
-  /** The retention this session was created with (undefined: none, it never expires). */
+  /** The retention this session was created with (undefined: none, or the tenant's default not known yet). */
   get setting(): Retention | undefined {
-    if (this.#setting === null) this.#setting = this.#deps.kv.get<Retention>(RETENTION_KEY);
-    return this.#setting;
+    const stored = this.#read();
+    if (stored === undefined) return undefined;
+    switch (stored.type) {
+      case "set":
+        return { deleteAfterDays: stored.deleteAfterDays };
+      case "none":
+      case "tenant":
+        return undefined;
+      default: {
+        const never: never = stored;
+        throw new Error(`unknown stored retention ${JSON.stringify(never)}`);
+      }
+    }
   }
 
-  /** At create (or a retried one): keep the retention unless it is already kept, and arm for it. */
-  capture(retention: Retention | undefined): void {
-    if (retention !== undefined && this.#deps.kv.get(RETENTION_KEY) === undefined) {
-      this.#deps.kv.put(RETENTION_KEY, { deleteAfterDays: retention.deleteAfterDays });
-      this.#setting = null;
+  /**
+   * At create (or a retried one), before the directory link is written: keep where the retention comes from unless
+   * it is already kept. Nothing is armed yet (the link gives the last activity); `arm` after it.
+   */
+  capture(source: RetentionSource | undefined): void {
+    if (source === undefined || this.#read() !== undefined) return;
+    switch (source.type) {
+      case "set":
+        this.#write({ type: "set", deleteAfterDays: source.retention.deleteAfterDays });
+        return;
+      case "tenant":
+        this.#write({ type: "tenant" });
+        return;
+      default: {
+        const never: never = source;
+        throw new Error(`unknown retention source ${JSON.stringify(never)}`);
+      }
     }
+  }
+
+  /**
+   * The directory acknowledged a row and said the tenant's default (undefined: none): a session waiting for it
+   * keeps it, and arms for its expiry. Every later acknowledgment changes nothing.
+   */
+  tenantDefault(retention: Retention | undefined): void {
+    if (this.#read()?.type !== "tenant") return;
+    this.#write(
+      retention === undefined ? { type: "none" } : { type: "set", deleteAfterDays: retention.deleteAfterDays },
+    );
+    this.#arm(this.expiresAt);
+  }
+
+  /** After create: arm for the expiry. */
+  arm(): void {
     this.#arm(this.expiresAt);
   }
 
@@ -118,6 +167,26 @@ export class SessionRetention {
     this.#arm(setting === undefined ? undefined : now + setting.deleteAfterDays * DAY_MS);
   }
 
+  /** The expiry was committed at `seq`. */
+  expired(seq: number): void {
+    this.#deps.kv.put(EXPIRY_SEQ_KEY, seq);
+  }
+
+  /**
+   * Whether the session committed anything after its expiry (`lastSeq`: its latest commit). Unknown (the object died
+   * between the expiry's commit and this record) counts as activity: the session is kept, never deleted on a guess.
+   */
+  activeSinceExpiry(lastSeq: number): boolean {
+    const seq = this.#deps.kv.get<number>(EXPIRY_SEQ_KEY);
+    return seq === undefined || lastSeq > seq;
+  }
+
+  /** The expiry was cancelled (activity or live work came after it): arm for the next one. */
+  revived(): void {
+    this.#deps.kv.delete(EXPIRY_SEQ_KEY);
+    this.#arm(this.expiresAt);
+  }
+
   /** The expiry is committed; its events are not all delivered yet. */
   waiting(now: number): void {
     this.#arm(now + EXPIRY_POLL_MS);
@@ -127,7 +196,17 @@ export class SessionRetention {
   cleared(): void {
     this.#last = undefined;
     this.#armed = undefined;
-    this.#setting = null;
+    this.#stored = null;
+  }
+
+  #read(): StoredRetention | undefined {
+    if (this.#stored === null) this.#stored = this.#deps.kv.get<StoredRetention>(RETENTION_KEY);
+    return this.#stored;
+  }
+
+  #write(stored: StoredRetention): void {
+    this.#deps.kv.put(RETENTION_KEY, stored);
+    this.#stored = stored;
   }
 
   #arm(at: number | undefined): void {

@@ -17,9 +17,8 @@ import type { SessionConfig } from "./api.js";
 import type { CreateConfig, SessionOps } from "./ops.js";
 import type { SessionObject } from "./object.js";
 import type { SessionWhere } from "../identity/owner.js";
-import type { TemplateBinding } from "../directory/templates.js";
+import type { RetentionSource, TemplateBinding } from "../directory/templates.js";
 import type { DirectoryMeta } from "./directory-link.js";
-import type { Retention } from "../../api/schemas.js";
 import type { RetentionView } from "./retention.js";
 
 export interface SessionRpc {
@@ -36,7 +35,7 @@ export interface SessionRpc {
     body: SessionConfigBody,
     where?: SessionWhere,
     template?: TemplateBinding,
-    retention?: Retention,
+    retention?: RetentionSource,
   ): Promise<Outcome<{ readonly created: boolean; readonly config: SessionConfig }>>;
   /** The template the session was created from (directory/templates.ts), and whether it exists. */
   templateBinding(): Promise<{ readonly exists: boolean; readonly binding?: TemplateBinding }>;
