@@ -11,8 +11,9 @@ import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { otlpConfig, type OtlpTracesRequest } from "../../src/worker/platform/otlp.js";
 import { sessionTracer } from "../../src/worker/platform/session-tracer.js";
 import { InMemorySpanExporter, type FinishedSpan } from "../../src/worker/platform/span-recorder.js";
-import { client, uniqueSession, until } from "./http-fixtures.js";
+import { call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
 import { resetSeams } from "./session-fixtures.js";
+import { httpDefinition, ProductEndpoint } from "./tool-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -103,6 +104,65 @@ describe("§6.5 traces", () => {
       expect(span.endTimeMs).toBeGreaterThanOrEqual(span.startTimeMs);
       expect(span.startTimeMs).toBeGreaterThanOrEqual(agent.startTimeMs);
     }
+  });
+
+  it("an approval wait is a span of its own under the tool call's invocation", async () => {
+    const exporter = new InMemorySpanExporter();
+    const tenant = `traces-approval-${Date.now().toString(36)}`;
+    const endpoint = new ProductEndpoint(tenant).reply("gate", () => ({ status: 200, body: { output: "opened" } }));
+    setHostSeams({ spanExporter: () => exporter, fetch: endpoint.fetch });
+    const operator = await token(tenant, "operator");
+    const defined = await call("PUT", "/v1/tools/gate", {
+      token: operator,
+      body: { ...httpDefinition("gate"), approval: "always" },
+    });
+    expect([200, 201], await defined.clone().text()).toContain(defined.status);
+    const user = await token(tenant, "client");
+    const name = uniqueSession("approval");
+    const created = await call("PUT", `/v1/sessions/${name}`, {
+      token: user,
+      body: { model: "echo", selectedTools: ["gate"] },
+    });
+    expect(created.status, await created.clone().text()).toBe(201);
+    const accepted = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, {
+      token: user,
+      body: { input: '/call gate {"id":1}' },
+    });
+    expect(accepted.status, await accepted.clone().text()).toBe(201);
+    const item = await until(async () => {
+      const response = await call("GET", `/v1/sessions/${name}/pending`, { token: user });
+      return (await json<{ items: { id: string }[] }>(response)).items[0];
+    }, "the approval");
+    // Nothing is exported while the turn waits: its root has not ended.
+    expect(exporter.spans.filter((s) => s.name === "invoke_agent")).toEqual([]);
+    const answered = await call("POST", `/v1/sessions/${name}/pending/${item.id}`, {
+      token: user,
+      body: { approve: true },
+    });
+    expect(answered.status, await answered.clone().text()).toBe(200);
+
+    const spans = await until(
+      () =>
+        Promise.resolve(
+          exporter.spans.some((s) => s.name === "invoke_agent") &&
+            exporter.spans.some((s) => s.name === "pico.pending approval")
+            ? exporter.spans
+            : undefined,
+        ),
+      "the exported approval wait and turn",
+    );
+    const wait = one(spans, "pico.pending approval");
+    expect(wait.attributes).toMatchObject({
+      "pico.pending.type": "approval",
+      "pico.pending.id": item.id,
+      "pico.pending.outcome": "answered",
+      "gen_ai.tool.name": "gate",
+    });
+    expect(wait.status).toEqual({ code: "ok" });
+    const toolTask = spans.find((s) => s.spanId === wait.parentSpanId);
+    expect(toolTask).toMatchObject({ name: "pico.task.execute", attributes: { "pico.task.kind": "tool" } });
+    const agent = one(spans, "invoke_agent");
+    expect(toolTask!.parentSpanId).toBe(agent.spanId);
   });
 
   it("the OTLP exporter POSTs the spans as OTLP/HTTP JSON to the configured endpoint, in waitUntil", async () => {
