@@ -10,7 +10,8 @@ import type { Id } from "../storage/records.js";
 import { BACKGROUND_CONTEXT, withAbortSignal, withContextValue, type Call } from "./call.js";
 import { PicoError, TaskCancelled } from "./errors.js";
 import type { InvocationMethod } from "./host.js";
-import { invocationSpanKey, noopTracer, type InvocationOutcome, type Span } from "./telemetry.js";
+import { invocationSpanKey, invocationTracerKey, noopTracer, type InvocationOutcome, type Span } from "./telemetry.js";
+import { endTurnIfOver, turnSpanOf } from "./driver-turn-spans.js";
 import { describeError, invocationKey, type Action, type Invocation } from "./driver-types.js";
 import type { DriverState } from "./driver-state.js";
 import { checkWaiters } from "./driver-waiters.js";
@@ -110,10 +111,12 @@ export function reconsider(s: DriverState, ids: Iterable<Id>): Action {
 /** After the line: run a reserved invocation outside it; its completion re-enters the line. */
 function dispatch(s: DriverState, inv: Invocation): void {
   const span = startSpan(s, inv);
+  const base = withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT));
+  const tracer = s.host.telemetry?.tracer;
   const call = withContextValue(
     invocationSpanKey,
     span,
-    withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT)),
+    tracer === undefined ? base : withContextValue(invocationTracerKey, tracer, base),
   );
   // The runtime is made, its preview started and the method run by the harness's wiring (runtime.ts).
   void s.wiring
@@ -124,9 +127,13 @@ function dispatch(s: DriverState, inv: Invocation): void {
     )
     // The span ends exactly once, here, whichever way the invocation and its completion went.
     .then(
-      (outcome) => endSpan(span, outcome.outcome, outcome.error),
+      (outcome) => {
+        endSpan(span, outcome.outcome, outcome.error);
+        endTurnIfOver(s, inv.conversationId);
+      },
       (error: unknown) => {
         endSpan(span, "failed", error);
+        endTurnIfOver(s, inv.conversationId);
         throw error;
       },
     )
@@ -135,20 +142,28 @@ function dispatch(s: DriverState, inv: Invocation): void {
     .finally(() => s.finish.get(inv)?.());
 }
 
-/** One span per invocation (§6.5), through the host's tracer; a throwing tracer degrades to no-op. */
+/**
+ * One span per invocation (§6.5), through the host's tracer, a child of its turn's `invoke_agent` span for
+ * a turn task (driver-turn-spans.ts); a throwing tracer degrades to no-op.
+ */
 function startSpan(s: DriverState, inv: Invocation): Span {
   const telemetry = s.host.telemetry;
+  const turn = turnSpanOf(s, inv);
   try {
-    return (telemetry?.tracer ?? noopTracer).startSpan(`pico.task.${inv.method}`, {
-      ...(telemetry?.session === undefined ? {} : { "pico.session": telemetry.session }),
-      "pico.conversation": inv.conversationId,
-      "pico.task.id": inv.taskId,
-      "pico.task.kind": inv.task.kind,
-      "pico.task.status": inv.task.state.status,
-      "pico.method": inv.method,
-      "pico.phase": s.phase,
-      "pico.invocation": inv.number,
-    });
+    return (telemetry?.tracer ?? noopTracer).startSpan(
+      `pico.task.${inv.method}`,
+      {
+        ...(telemetry?.session === undefined ? {} : { "pico.session": telemetry.session }),
+        "pico.conversation": inv.conversationId,
+        "pico.task.id": inv.taskId,
+        "pico.task.kind": inv.task.kind,
+        "pico.task.status": inv.task.state.status,
+        "pico.method": inv.method,
+        "pico.phase": s.phase,
+        "pico.invocation": inv.number,
+      },
+      turn,
+    );
   } catch (error) {
     s.session.report({ type: "listener_error", error });
     return noopTracer.startSpan("", {});

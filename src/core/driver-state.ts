@@ -10,6 +10,7 @@ import type { Id, MainWrite, Task } from "../storage/records.js";
 import { PicoError } from "./errors.js";
 import { systemClock, type Clock, type DriverHost, type FaultReport, type WorkStretch } from "./host.js";
 import type { AnyTaskKind } from "./task-kind-types.js";
+import type { Span } from "./telemetry.js";
 import type { Action, DriverSession, DriverWiring, Invocation, Phase } from "./driver-types.js";
 
 export interface LiveTask {
@@ -77,6 +78,8 @@ export class DriverState {
   readonly arrived = new Set<Id>();
   /** Invocations started per live task in this process (telemetry's invocation number). */
   readonly invocations = new Map<Id, number>();
+  /** The open `invoke_agent` span per conversation in a turn (driver-turn-spans.ts). */
+  readonly turnSpans = new Map<Id, Span>();
   phase: Phase = "open";
   /** A host bookkeeping failure met while reserving; the reservation round fail-stops on it. */
   hostFailure: FaultReport | undefined;

@@ -27,6 +27,9 @@ import { resolveUnanswered } from "./placement.js";
 import { ProjectionCache } from "./request-cache.js";
 import { generationRoles, type CapturedConfig, type GenerationState } from "./states.js";
 import { recordUsage } from "./usage.js";
+import { startChildSpan } from "../core/telemetry.js";
+import { chatSpanName } from "../core/telemetry-genai.js";
+import { chatRequestAttributes, endChatSpan } from "./generation-spans.js";
 import { collapseBeforeRequest, prepareRequest } from "./generation-prepare.js";
 import { retryOrFail, settleAnswer } from "./generation-settle.js";
 import { applyFrame, readFrames, receiveAnswer, type GenerationPreview } from "./generation-stream.js";
@@ -197,7 +200,18 @@ export function createGenerationKind(services: GenerationServices) {
 
     // streamSimple maps the thinking level per provider; the probe sees each HTTP exchange (retry hints).
     const probe = exchangeProbe();
-    const answer = await receiveAnswer(ctx, attempt, prepared.request, chain, probe);
+    // One `chat {model}` span per model request (GenAI conventions, src/core/telemetry-genai.ts).
+    const span = startChildSpan(call, chatSpanName(model.id), chatRequestAttributes(model));
+    let answer: Awaited<ReturnType<typeof receiveAnswer>>;
+    try {
+      answer = await receiveAnswer(ctx, attempt, prepared.request, chain, probe);
+      endChatSpan(span, answer.message);
+    } catch (error) {
+      span.recordError(error);
+      span.setStatus("error", error instanceof Error ? error.message : String(error));
+      span.end();
+      throw error;
+    }
     await services.hooks.run(
       kind,
       "after_response",

@@ -31,6 +31,8 @@ import { isRemoteDefinition, remoteTool } from "./remote-call-tool.js";
 import type { AnyTool } from "./services.js";
 import { DEFAULT_MAX_OUTPUT_CHARS, emptyFold, outputState } from "./sink.js";
 import type { TaskToolCall, ToolDiag, ToolOutputState, toolRoles, ToolStates } from "./states.js";
+import { withChildSpan } from "../core/telemetry.js";
+import { GenAiAttr, pendingSpanName } from "../core/telemetry-genai.js";
 
 type ToolTask = TypedTask<ToolStates, typeof toolRoles>;
 type ParkedState = Extract<ToolStates, { status: "parked" }>;
@@ -190,10 +192,25 @@ export function catalogCalls(kit: CatalogCallKit) {
           return;
         case "parked": {
           const { pending } = step.state;
-          const outcome = await runtime.awaitAnswer(
-            pending.id,
-            pending.deadline === undefined ? {} : { until: pending.deadline },
+          // The wait for a person or a frontend is a span of its own (src/core/telemetry-genai.ts).
+          const outcome = await withChildSpan(
             call,
+            pendingSpanName(pending.type),
+            {
+              "pico.pending.type": pending.type,
+              "pico.pending.id": pending.id,
+              [GenAiAttr.toolName]: step.state.call.name,
+              [GenAiAttr.toolCallId]: step.state.call.id,
+            },
+            async (span) => {
+              const answered = await runtime.awaitAnswer(
+                pending.id,
+                pending.deadline === undefined ? {} : { until: pending.deadline },
+                call,
+              );
+              span.setAttribute("pico.pending.outcome", answered.type);
+              return answered;
+            },
           );
           step = await consume(task, runtime, step.state, outcome, call);
           break;

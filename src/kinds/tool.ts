@@ -64,6 +64,8 @@ import {
   type SettleExtras,
 } from "./tool-catalog-call.js";
 import { recordUsage } from "./usage.js";
+import { startChildSpan } from "../core/telemetry.js";
+import { executeToolSpanName, GenAiAttr } from "../core/telemetry-genai.js";
 
 export interface ToolHooks extends HookPoints {
   before_tool: {
@@ -257,19 +259,34 @@ export function createToolKind(services: TurnServices) {
     const budgetMs = captured ?? services.options.toolBudgetMs;
     for (const d of extras.diags ?? []) sink.diag(d.severity, d.message, d.code ?? undefined);
     let isError = false;
+    // One `execute_tool {name}` span per execution (GenAI conventions, src/core/telemetry-genai.ts).
+    const span = startChildSpan(call, executeToolSpanName(toolCall.name), {
+      [GenAiAttr.operationName]: "execute_tool",
+      [GenAiAttr.toolName]: toolCall.name,
+      [GenAiAttr.toolCallId]: toolCall.id,
+      [GenAiAttr.toolType]: "function",
+    });
     try {
       await tool.execute(toolCall.id, args, sink, toolRuntime(runtime, budgetMs, toolCall), call);
+      span.setStatus("ok");
     } catch (error) {
+      span.recordError(error);
       if (isCancellation(error, call)) {
+        span.setStatus("error", "cancelled");
+        span.setAttribute(GenAiAttr.errorType, "cancelled");
+        span.end();
         await sink.drain().catch(() => undefined);
         throw error;
       }
       // An ordinary throw is the call's error result; terminate set before it still counts.
       isError = true;
       const message = describe(error);
+      span.setStatus("error", message);
+      span.setAttribute(GenAiAttr.errorType, error instanceof Error ? error.name : "tool_error");
       if (sink.state().text === "") sink.replace(message);
       else sink.write(`\n${message}`);
     }
+    span.end();
     // The sink's scratch promises are joined before anything else; a real persistence error faults.
     // Its last output is written only when after_tool runs before the settlement (it may block on the
     // world, §8.7) or the call was cancelled (abort reads scratch); otherwise the settlement follows at

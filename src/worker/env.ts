@@ -69,6 +69,15 @@ export interface Env extends SandboxBinding {
   readonly WEBHOOK_DISABLE_AFTER_MS?: string | number;
   /** How long done and dead deliveries (and their events) are kept, ms (default 7 days). */
   readonly OUTBOX_RETENTION_MS?: string | number;
+  /**
+   * Traces out over OTLP/HTTP JSON (src/worker/platform/otlp.ts, docs/operations.md "Stats and traces"): the
+   * collector's base URL (spans go to `{base}/v1/traces`) or the full traces URL, its headers
+   * (`key=value,...`, a secret when it holds an API key) and the resource's `service.name`.
+   */
+  readonly OTEL_EXPORTER_OTLP_ENDPOINT?: string;
+  readonly OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?: string;
+  readonly OTEL_EXPORTER_OTLP_HEADERS?: string;
+  readonly OTEL_SERVICE_NAME?: string;
   /** `info` (default): one JSON log line per request and task invocation; `quiet`: none (tests). */
   readonly LOG_LEVEL?: string;
 }

@@ -6,6 +6,7 @@
 import { abortAllDurableObjects } from "cloudflare:test";
 import {
   INVALID_SPAN_CONTEXT,
+  type Context,
   SpanStatusCode,
   trace,
   type Span,
@@ -116,6 +117,43 @@ describe("§6.5 OpenTelemetry adapter", () => {
     trace.disable();
     before.startSpan("pico.task.execute", {}).end();
     expect(provider.spans).toHaveLength(1);
+  });
+
+  it("§6.5 the OpenTelemetry adapter passes a span's parent as the API's context", () => {
+    const provider = new FakeProvider();
+    const parents = new Map<string, string | undefined>();
+    const names = new WeakMap<Span, string>();
+    trace.setGlobalTracerProvider({
+      getTracer: (scope) => {
+        const inner = provider.getTracer(scope);
+        return {
+          ...inner,
+          startSpan: (name: string, options?: SpanOptions, ctx?: Context) => {
+            const parent = ctx === undefined ? undefined : trace.getSpan(ctx);
+            parents.set(name, parent === undefined ? undefined : names.get(parent));
+            const span = inner.startSpan(name, options, ctx);
+            names.set(span, name);
+            return span;
+          },
+        };
+      },
+    });
+    const tracer = openTelemetryTracer();
+    const root = tracer.startSpan("invoke_agent", {});
+    const task = tracer.startSpan("pico.task.execute", {}, root);
+    const chat = tracer.startSpan("chat echo", { "gen_ai.response.finish_reasons": ["stop"] }, task);
+    // A span another tracer made is not ours to parent under: the child starts a root of its own.
+    const foreign = tracer.startSpan("orphan", {}, { setAttribute() {}, setStatus() {}, recordError() {}, end() {} });
+    for (const span of [foreign, chat, task, root]) span.end();
+    expect(Object.fromEntries(parents)).toEqual({
+      invoke_agent: undefined,
+      "pico.task.execute": "invoke_agent",
+      "chat echo": "pico.task.execute",
+      orphan: undefined,
+    });
+    expect(provider.spans.find((s) => s.name === "chat echo")!.attributes).toEqual({
+      "gen_ai.response.finish_reasons": ["stop"],
+    });
   });
 
   it("§6.5 a session's turn reports one span per task invocation through the installed provider", async () => {

@@ -8,6 +8,7 @@
  */
 import { systemClock, type Clock } from "../../core/host.js";
 import type { Env } from "../env.js";
+import type { SpanExporter } from "./span-recorder.js";
 
 /** Consecutive kills of one task's execute/recover after which the host quarantines it (docs/operations.md). */
 export const DEFAULT_KILL_BOUND = 3;
@@ -33,6 +34,8 @@ export type HostReport =
       readonly message: string;
     }
   | { readonly type: "quarantined"; readonly taskId: number; readonly kind: string; readonly kills: number }
+  /** A batch of spans could not be sent to the OTLP endpoint: it is dropped (platform/span-recorder.ts). */
+  | { readonly type: "trace_export_failed"; readonly error: unknown }
   | { readonly type: "harness"; readonly report: unknown };
 
 export interface HostSeams {
@@ -52,6 +55,8 @@ export interface HostSeams {
   readonly afterDeleteWipe?: () => void;
   /** Sees each call the Worker makes on a tenant's LimitsObject (tests count them). */
   readonly limitsCall?: (tenant: string, method: string) => void;
+  /** Where a session's spans go instead of the configured tracer (tests collect them in memory). */
+  readonly spanExporter?: () => SpanExporter;
 }
 
 let seams: HostSeams = {};
@@ -76,6 +81,11 @@ export function deployedVersion(env: Env): string {
 /** The observer of LimitsObject calls, when a test set one. */
 export function limitsCallSeam(): ((tenant: string, method: string) => void) | undefined {
   return seams.limitsCall;
+}
+
+/** The span exporter a test installed, if any. */
+export function spanExporterSeam(): SpanExporter | undefined {
+  return seams.spanExporter?.();
 }
 
 /** The fetch remote calls use. */

@@ -25,7 +25,7 @@ import { hostReport, killBound } from "../platform/host-config.js";
 import type { SessionStatus } from "../schemas.js";
 import { sandboxEnvFor } from "../platform/sandbox-env.js";
 import { retryOptions } from "../platform/retry-config.js";
-import { openTelemetryTracer } from "../platform/telemetry.js";
+import { sessionTracer } from "../platform/session-tracer.js";
 import { remoteCallServices } from "../remote/http-transport.js";
 import type { Outbox } from "../outbox/outbox.js";
 import type { LimitsMeter } from "../limits/meter.js";
@@ -106,6 +106,8 @@ export async function openSession(
   const { ctx, clock, alarms, directory, outbox } = deps;
   // A misconfigured retry policy refuses the open before anything touches storage.
   const retry = retryOptions(deps.env);
+  // So does a bad OTLP variable: traces are configured, or not, never silently lost.
+  const tracer = sessionTracer(deps.env, (exported) => ctx.waitUntil(exported));
   const armed = await ctx.storage.getAlarm();
   const storage = SqliteStorage.open(ctx.storage);
   const book = new HostBook(ctx.storage, killBound());
@@ -114,7 +116,7 @@ export async function openSession(
     alarms,
     clock,
     version: deps.version,
-    telemetry: { tracer: openTelemetryTracer(), session: ctx.id.toString() },
+    telemetry: { tracer, session: ctx.id.toString(), incarnation: () => incarnation },
     report: (report) => {
       hostReport(report);
       // A withheld task makes the session faulted in the directory at once (not at its next commit).
