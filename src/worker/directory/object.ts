@@ -50,11 +50,19 @@ import {
   SessionDirectory,
   type DirectoryPage,
   type DirectoryQuery,
+  type DirectoryStats,
   type DirectoryUpdate,
 } from "./sessions.js";
 
 export { decodeCursor, encodeCursor } from "./sessions.js";
-export type { DirectoryEntry, DirectoryPage, DirectoryQuery, DirectoryUpdate } from "./sessions.js";
+export type {
+  DirectoryEntry,
+  DirectoryPage,
+  DirectoryQuery,
+  DirectoryStats,
+  DirectoryUpdate,
+  SessionCounters,
+} from "./sessions.js";
 
 /** The RPC surface as callers see it through a stub. */
 export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
@@ -65,6 +73,8 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
    */
   unlinkOrphan(session: string, version: number): Promise<{ readonly unlinked: boolean }>;
   list(query: DirectoryQuery): Promise<DirectoryPage>;
+  /** The tenant's totals over the sessions' pushed counters (GET /v1/stats). */
+  stats(): Promise<DirectoryStats>;
   // Webhook endpoints (events out) ---------------------------------------------------------------
   createEndpoint(id: string, input: EndpointInput, secret: SealedSecret): Promise<EndpointRecord | undefined>;
   listEndpoints(): Promise<EndpointRecord[]>;
@@ -126,6 +136,11 @@ export class DirectoryObject extends DurableObject<Env> {
   /** Newest activity first (ties by session name); the filters of `GET /v1/sessions` (directory/sessions.ts). */
   list(query: DirectoryQuery): DirectoryPage {
     return this.#sessions.list(query);
+  }
+
+  /** The tenant's totals over the sessions' pushed counters (directory/sessions.ts). */
+  stats(): DirectoryStats {
+    return this.#sessions.stats();
   }
 
   // Webhook endpoints (events out; directory/endpoints.ts) ------------------------------------------
