@@ -86,11 +86,28 @@ export const usageDay = z.strictObject({
 });
 export type UsageDay = z.infer<typeof usageDay>;
 
+/** One user's (or, with `sub: null`, the whole tenant's) model calls, tokens and cost with one model on one UTC day. */
+export const usageModelDay = z.strictObject({
+  sub: z.string().nullable(),
+  day: z.string(),
+  /** The model as the session's profile names it (`unknown` for usage metered before models were). */
+  model: z.string(),
+  /** Model calls whose usage was reported (attempts with no report are not counted: unknown cost, not zero). */
+  calls: z.number().int(),
+  inputTokens: z.number().int(),
+  outputTokens: z.number().int(),
+  totalTokens: z.number().int(),
+  costUsd: z.number(),
+});
+export type UsageModelDay = z.infer<typeof usageModelDay>;
+
 export const usageResponse = z.strictObject({
   from: z.string(),
   to: z.string(),
   /** By day, then user; `sub: null` rows are the tenant's totals (every user, and requests without one). */
   items: z.array(usageDay),
+  /** Tokens and cost by day, user and model; `sub: null` rows are the tenant's totals per model. */
+  models: z.array(usageModelDay),
 });
 export type UsageResponse = z.infer<typeof usageResponse>;
 

@@ -4,6 +4,7 @@
  * sessions and templates name (docs/api.md "Profiles").
  */
 import { emptyBody, noQuery, tenantRetention } from "./schemas.js";
+import { statsResponse } from "./stats.js";
 import { limitsBody, limitsResponse, meUsageQuery, usageQuery, usageResponse as meteredUsage } from "./limits.js";
 import { issuerBody, issuerDeleted, issuerList, issuerOut } from "./issuers.js";
 import {
@@ -83,7 +84,8 @@ export const LIMITS_ROUTES: readonly ApiRoute[] = [
     method: "get",
     path: "/v1/usage",
     operationId: "getUsage",
-    summary: "Inputs, tokens and cost by user and UTC day (one user with ?sub=)",
+    summary:
+      "Inputs, tokens and cost by user and UTC day, and by model (one user with ?sub=); metered with or without limits",
     auth: client("limits"),
     query: usageQuery,
     responses: { 200: ok(meteredUsage) },
@@ -96,6 +98,16 @@ export const LIMITS_ROUTES: readonly ApiRoute[] = [
     auth: client("usage"),
     query: meUsageQuery,
     responses: { 200: ok(meteredUsage) },
+  },
+  {
+    method: "get",
+    path: "/v1/stats",
+    operationId: "getStats",
+    summary:
+      "Operator signals: sessions by status, live and quarantined tasks, outbox backlog and dead deliveries, pending items and their earliest deadline, from the counters sessions push to the directory (at most stalenessMs old)",
+    auth: client("inspect"),
+    query: noQuery,
+    responses: { 200: ok(statsResponse) },
   },
 ];
 

@@ -10,6 +10,7 @@
  * const { items } = await limits.usage({ sub: "user-42", from: "2026-12-01" });
  */
 import type { LimitsBody, LimitsResponse, UsageResponse } from "../api/limits.js";
+import type { StatsResponse } from "../api/stats.js";
 
 /** What the limits client needs of PicoClient (its `request`), so this file does not import the client's. */
 export interface LimitsRequester {
@@ -54,6 +55,11 @@ export class LimitsClient {
     ).body;
   }
 
+  /** The tenant's operator signals (operator; docs/operations.md "Stats"): sessions by status, tasks, outbox, pending. */
+  async stats(): Promise<StatsResponse> {
+    return (await this.#client.request<StatsResponse>("GET", "/v1/stats")).body;
+  }
+
   /** The token's own user's usage (a user token). */
   async mine(range: UsageRange = {}): Promise<UsageResponse> {
     return (
@@ -68,4 +74,5 @@ export const LIMITS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   getLimits: "LimitsClient.get",
   getUsage: "LimitsClient.usage",
   getMyUsage: "LimitsClient.mine",
+  getStats: "LimitsClient.stats",
 };

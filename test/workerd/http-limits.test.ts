@@ -101,11 +101,22 @@ interface UsageDay {
   costUsd: number;
 }
 
+interface UsageModelDay {
+  sub: string | null;
+  day: string;
+  model: string;
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  totalTokens: number;
+  costUsd: number;
+}
+
 async function usage(
   tenant: string,
   path: string,
   jwt?: string,
-): Promise<{ from: string; to: string; items: UsageDay[] }> {
+): Promise<{ from: string; to: string; items: UsageDay[]; models: UsageModelDay[] }> {
   const response = await call("GET", path, { token: jwt ?? (await token(tenant, "operator")) });
   expect(response.status, await response.clone().text()).toBe(200);
   return json(response);
@@ -598,6 +609,56 @@ describe("limits", () => {
     // A token without a user has no usage of its own.
     const anonymous = await call("GET", "/v1/me/usage", { token: await token(tenant, "client") });
     expect(anonymous.status).toBe(403);
+  });
+});
+
+describe("metering", () => {
+  it("Metering runs without limits", async () => {
+    const tenant = uniqueTenant("meter");
+    // No PUT /v1/limits: nothing is limited, and usage is metered all the same.
+    expect(await json(await call("GET", "/v1/limits", { token: await token(tenant, "operator") }))).toEqual({
+      user: {},
+      tenant: {},
+    });
+    const alice = await userToken(tenant, "alice");
+    const as = await createSession(tenant, alice);
+    const client = await token(tenant, "client");
+    const cs = await createSession(tenant, client);
+    // What the Worker and the sessions ask the tenant's LimitsObject while inputs are served and settled (the test's
+    // own GET /v1/usage reads aside).
+    const calls: string[] = [];
+    setHostSeams({ limitsCall: (t, method) => void (t === tenant && method !== "usage" && calls.push(method)) });
+    try {
+      for (const text of ["one", "two"]) expect((await send(as, alice, text, undefined, 10)).status).toBe(201);
+      expect((await send(cs, client, "three", undefined, 10)).status).toBe(201);
+      const page = await until(async () => {
+        const read = await usage(tenant, "/v1/usage");
+        const total = read.items.find((d) => d.sub === null);
+        return total?.inputs === 3 && read.items.find((d) => d.sub === "alice")?.inputs === 2 ? read : undefined;
+      }, "every turn's usage to be metered");
+      // Nothing limited: no admission call; the sessions' settle reports (what already followed their commits
+      // under a limit) are the only calls, one per input here (its usage and its final result share a commit).
+      expect(calls).toEqual(["settle", "settle", "settle"]);
+      const byUser = new Map(page.items.map((d) => [d.sub, d]));
+      const tenantDay = byUser.get(null);
+      const aliceDay = byUser.get("alice");
+      expect(tenantDay).toMatchObject({ day: today(), inputs: 3 });
+      expect(aliceDay).toMatchObject({ day: today(), inputs: 2 });
+      expect(aliceDay?.totalTokens).toBeGreaterThan(0);
+      expect(tenantDay?.totalTokens).toBeGreaterThan(aliceDay?.totalTokens ?? 0);
+      // Tokens and cost per model add up to the day's totals, for the tenant and for the user.
+      for (const sub of [null, "alice"]) {
+        const models = page.models.filter((m) => m.sub === sub);
+        expect(models.length).toBeGreaterThan(0);
+        expect(models.every((m) => m.model !== "" && m.model !== "unknown" && m.calls > 0)).toBe(true);
+        const day = byUser.get(sub);
+        expect(models.reduce((n, m) => n + m.totalTokens, 0)).toBe(day?.totalTokens);
+        expect(models.reduce((n, m) => n + m.costUsd, 0)).toBeCloseTo(day?.costUsd ?? -1);
+      }
+      expect((await usage(tenant, "/v1/me/usage", alice)).models).toEqual(page.models.filter((m) => m.sub === "alice"));
+    } finally {
+      setHostSeams({});
+    }
   });
 });
 

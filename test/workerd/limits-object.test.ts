@@ -62,7 +62,7 @@ describe("LimitsObject", () => {
     expect(await limits.settle(report)).toEqual({ settled: 1, released: 1 });
     expect(await limits.settle(report)).toEqual({ settled: 0, released: 0 });
     const days = await limits.usage({ from: "1970-01-01", to: "2999-12-31" });
-    expect(days.map((d) => [d.sub, d.inputs, d.totalTokens, d.costUsd])).toEqual([
+    expect(days.items.map((d) => [d.sub, d.inputs, d.totalTokens, d.costUsd])).toEqual([
       [null, 1, 15, 0.5],
       ["alice", 1, 15, 0.5],
     ]);

@@ -50,6 +50,7 @@ import {
   SessionDirectory,
   type DirectoryPage,
   type DirectoryQuery,
+  type DirectoryStats,
   type DirectoryUpdate,
 } from "./sessions.js";
 import type { Retention } from "../../api/schemas.js";
@@ -58,7 +59,14 @@ import type { Retention } from "../../api/schemas.js";
 const RETENTION_KEY = "directory.retention";
 
 export { decodeCursor, encodeCursor } from "./sessions.js";
-export type { DirectoryEntry, DirectoryPage, DirectoryQuery, DirectoryUpdate } from "./sessions.js";
+export type {
+  DirectoryEntry,
+  DirectoryPage,
+  DirectoryQuery,
+  DirectoryStats,
+  DirectoryUpdate,
+  SessionCounters,
+} from "./sessions.js";
 
 /** The RPC surface as callers see it through a stub. */
 export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
@@ -73,6 +81,8 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
    */
   unlinkOrphan(session: string, version: number): Promise<{ readonly unlinked: boolean }>;
   list(query: DirectoryQuery): Promise<DirectoryPage>;
+  /** The tenant's totals over the sessions' pushed counters (GET /v1/stats). */
+  stats(): Promise<DirectoryStats>;
   // Webhook endpoints (events out) ---------------------------------------------------------------
   createEndpoint(id: string, input: EndpointInput, secret: SealedSecret): Promise<EndpointRecord | undefined>;
   listEndpoints(): Promise<EndpointRecord[]>;
@@ -145,6 +155,11 @@ export class DirectoryObject extends DurableObject<Env> {
   /** Newest activity first (ties by session name); the filters of `GET /v1/sessions` (directory/sessions.ts). */
   list(query: DirectoryQuery): DirectoryPage {
     return this.#sessions.list(query);
+  }
+
+  /** The tenant's totals over the sessions' pushed counters (directory/sessions.ts). */
+  stats(): DirectoryStats {
+    return this.#sessions.stats();
   }
 
   // Webhook endpoints (events out; directory/endpoints.ts) ------------------------------------------

@@ -25,9 +25,39 @@ export interface DirectoryEntry {
   readonly liveTasks: number;
 }
 
+/** What a session counts of itself for `GET /v1/stats` (sent with its directory row). */
+export interface SessionCounters {
+  /** Live tasks the host withholds after repeated kills (quarantined). */
+  readonly quarantinedTasks: number;
+  /** Outbox deliveries still to be sent (pending, retrying included). */
+  readonly outboxBacklog: number;
+  /** Outbox deliveries that gave up (dead), until pruned. */
+  readonly deadDeliveries: number;
+  /** Items on the pending list (approvals, client tools). */
+  readonly pendingItems: number;
+  /** The earliest deadline among them (epoch ms; null: none has one). */
+  readonly pendingDeadline: number | null;
+}
+
+/** The tenant's totals over its directory rows (GET /v1/stats). */
+export interface DirectoryStats {
+  readonly sessions: Readonly<Record<SessionStatus, number>>;
+  readonly liveTasks: number;
+  readonly quarantinedTasks: number;
+  readonly outboxBacklog: number;
+  readonly deadDeliveries: number;
+  readonly pendingItems: number;
+  readonly earliestPendingDeadline: number | null;
+}
+
 /** What a session object sends: its whole row, or its deletion. */
 export type DirectoryUpdate =
-  | ({ readonly type: "upsert"; readonly version: number } & DirectoryEntry)
+  | ({
+      readonly type: "upsert";
+      readonly version: number;
+      /** The operator's counters (GET /v1/stats) as of this update; absent in updates sent before them. */
+      readonly counters?: SessionCounters;
+    } & DirectoryEntry)
   | { readonly type: "delete"; readonly version: number; readonly session: string };
 
 export interface DirectoryQuery {
@@ -118,6 +148,12 @@ const SCHEMA: readonly ((sql: SqlStorage) => void)[] = [
     ) WITHOUT ROWID`);
     sql.exec("CREATE INDEX IF NOT EXISTS directory_metadata_pair ON directory_metadata (key, value, session)");
   },
+  // 3: the operator's counters (GET /v1/stats). Rows from before count zero until their session's next update.
+  (sql) => {
+    for (const column of ["quarantined_tasks", "outbox_backlog", "dead_deliveries", "pending_items"])
+      sql.exec(`ALTER TABLE directory ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
+    sql.exec("ALTER TABLE directory ADD COLUMN pending_deadline INTEGER");
+  },
 ];
 
 /** The directory schema version this code writes. */
@@ -172,11 +208,15 @@ export class SessionDirectory {
     switch (update.type) {
       case "upsert":
         sql.exec(
-          `INSERT INTO directory (session, version, deleted, owner, title, labels, metadata, status, created_at, last_activity_at, live_tasks)
-           VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)
+          `INSERT INTO directory (session, version, deleted, owner, title, labels, metadata, status, created_at, last_activity_at, live_tasks,
+             quarantined_tasks, outbox_backlog, dead_deliveries, pending_items, pending_deadline)
+           VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 0, owner = excluded.owner, title = excluded.title,
              labels = excluded.labels, metadata = excluded.metadata, status = excluded.status, created_at = excluded.created_at,
-             last_activity_at = excluded.last_activity_at, live_tasks = excluded.live_tasks`,
+             last_activity_at = excluded.last_activity_at, live_tasks = excluded.live_tasks,
+             quarantined_tasks = excluded.quarantined_tasks, outbox_backlog = excluded.outbox_backlog,
+             dead_deliveries = excluded.dead_deliveries, pending_items = excluded.pending_items,
+             pending_deadline = excluded.pending_deadline`,
           update.session,
           update.version,
           update.owner ?? null,
@@ -187,6 +227,11 @@ export class SessionDirectory {
           update.createdAt,
           update.lastActivityAt,
           update.liveTasks,
+          update.counters?.quarantinedTasks ?? 0,
+          update.counters?.outboxBacklog ?? 0,
+          update.counters?.deadDeliveries ?? 0,
+          update.counters?.pendingItems ?? 0,
+          update.counters?.pendingDeadline ?? null,
         );
         this.#indexMetadata(update.session, before, update.metadata);
         return;
@@ -195,7 +240,8 @@ export class SessionDirectory {
           `INSERT INTO directory (session, version, deleted, title, labels, created_at, last_activity_at, live_tasks)
            VALUES (?, ?, 1, NULL, '[]', 0, 0, 0)
            ON CONFLICT (session) DO UPDATE SET version = excluded.version, deleted = 1, owner = NULL, title = NULL, labels = '[]',
-             metadata = '{}', status = 'idle'`,
+             metadata = '{}', status = 'idle', live_tasks = 0, quarantined_tasks = 0, outbox_backlog = 0, dead_deliveries = 0,
+             pending_items = 0, pending_deadline = NULL`,
           update.session,
           update.version,
         );
@@ -214,7 +260,9 @@ export class SessionDirectory {
     const row = sql.exec("SELECT version, deleted, metadata FROM directory WHERE session = ?", session).toArray()[0];
     if (row === undefined || Number(row["deleted"]) === 1) return false;
     sql.exec(
-      "UPDATE directory SET version = ?, deleted = 1, owner = NULL, title = NULL, labels = '[]', metadata = '{}', status = 'idle' WHERE session = ?",
+      `UPDATE directory SET version = ?, deleted = 1, owner = NULL, title = NULL, labels = '[]', metadata = '{}', status = 'idle',
+         live_tasks = 0, quarantined_tasks = 0, outbox_backlog = 0, dead_deliveries = 0, pending_items = 0, pending_deadline = NULL
+       WHERE session = ?`,
       Math.max(version, Number(row["version"]) + 1),
       session,
     );
@@ -291,6 +339,38 @@ export class SessionDirectory {
     return rows.length > query.limit && last !== undefined
       ? { items, cursor: encodeCursor(last.lastActivityAt, last.session, query.binding) }
       : { items };
+  }
+
+  /**
+   * The tenant's totals, summed over the rows the sessions pushed (no session is opened). One pass over the live rows
+   * when asked: an operator's occasional read costs rows read (cheap), where totals kept up to date would cost a row
+   * written on every session update (billed a thousand times more).
+   */
+  stats(): DirectoryStats {
+    const sessions: Record<SessionStatus, number> = { idle: 0, busy: 0, faulted: 0 };
+    for (const row of this.#sql
+      .exec("SELECT status, count(*) AS n FROM directory WHERE deleted = 0 GROUP BY status")
+      .toArray()) {
+      const status = String(row["status"]);
+      if (status === "idle" || status === "busy" || status === "faulted") sessions[status] = Number(row["n"]);
+    }
+    const sums = this.#sql
+      .exec(
+        `SELECT coalesce(sum(live_tasks), 0) AS live, coalesce(sum(quarantined_tasks), 0) AS quarantined,
+           coalesce(sum(outbox_backlog), 0) AS backlog, coalesce(sum(dead_deliveries), 0) AS dead,
+           coalesce(sum(pending_items), 0) AS pending, min(pending_deadline) AS deadline
+         FROM directory WHERE deleted = 0`,
+      )
+      .one();
+    return {
+      sessions,
+      liveTasks: Number(sums["live"]),
+      quarantinedTasks: Number(sums["quarantined"]),
+      outboxBacklog: Number(sums["backlog"]),
+      deadDeliveries: Number(sums["dead"]),
+      pendingItems: Number(sums["pending"]),
+      earliestPendingDeadline: sums["deadline"] === null ? null : Number(sums["deadline"]),
+    };
   }
 
   /** Make the index rows of `session` say `next`, writing only the pairs that changed (rows written are billed). */

@@ -49,6 +49,7 @@ import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoint
 import { toolRoutes } from "./routes/tools.js";
 import { issuerRoutes } from "./routes/issuers.js";
 import { limitRoutes } from "./routes/limits.js";
+import { statsRoutes } from "./routes/stats.js";
 import { tokenRoutes } from "./routes/tokens.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
 import { templateRoutes, userRoutes } from "./routes/templates.js";
@@ -107,6 +108,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/tools", toolRoutes);
   app.route("/v1/issuers", issuerRoutes);
   app.route("/v1", limitRoutes);
+  app.route("/v1", statsRoutes);
   app.route("/v1/tokens", tokenRoutes);
   app.route("/v1/mcp-servers", mcpServerRoutes);
   app.route("/v1/templates", templateRoutes);

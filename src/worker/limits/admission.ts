@@ -3,9 +3,9 @@
  * tenant's limits (read at most every `LIMITS_TTL_MS`; the isolate that serves `PUT /v1/limits` updates
  * its copy at once), the admission checks the routes call, and the refusal they throw.
  *
- * A tenant with no limits configured pays nothing beyond that periodic read: no request is counted, no
- * input reserved, no usage reported (and so nothing is metered). Operator tokens are never counted, so
- * an operator can always change the limits.
+ * A tenant with no limits configured pays nothing here beyond that periodic read: no request is counted
+ * and no input reserved. Metering still runs: the sessions' usage reports (meter.ts) count inputs, tokens
+ * and cost after the fact. Operator tokens are never counted, so an operator can always change the limits.
  */
 import type { LimitsResponse } from "../../api/limits.js";
 import type { Env } from "../env.js";
@@ -25,7 +25,7 @@ export const TURN_LEASE_MS = 15 * 60_000;
 const copies = new Map<string, { readonly limits: LimitsResponse; readonly at: number }>();
 const reading = new Map<string, Promise<LimitsResponse>>();
 
-/** Whether anything is limited (then requests and inputs are counted and usage is metered). */
+/** Whether anything is limited (then requests and inputs are counted and reserved at admission). */
 export function limited(limits: LimitsResponse): boolean {
   return Object.keys(limits.user).length > 0 || Object.keys(limits.tenant).length > 0;
 }

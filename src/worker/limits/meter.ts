@@ -9,8 +9,10 @@
  * alarm (backing off up to RETRY_MAX_MS), and on the next open. The LimitsObject de-duplicates usage by
  * key, so a resend counts nothing twice.
  *
- * A session created over RPC (no tenant), a commit with neither, and a tenant without limits (the
- * isolate's copy, limits/admission.ts) report nothing.
+ * Metering always runs: a tenant without limits is reported to as well (its usage by user, day and model is what
+ * `GET /v1/usage` reads). A commit reports only when it settled something, so an input costs the reports its turn's
+ * settling commits make and no call of its own. A session created over RPC (no tenant) and a commit with neither
+ * report nothing.
  */
 import type { CommittedBatch } from "../../core/session-types.js";
 import { INPUT_RESULT_NAMESPACE, type InputResult } from "../../core/inbox.js";
@@ -18,11 +20,14 @@ import { readUsageRow, usageList } from "../../kinds/usage.js";
 import type { StoredUsageRow } from "../../kinds/states.js";
 import type { Env } from "../env.js";
 import { hostReport } from "../platform/host-config.js";
-import { limited, limitsOf } from "./admission.js";
 import { limitsStub, type SettleReport } from "./object.js";
 
-/** Where the session stands: its tenant and its session key (`{session}:{incarnation}`). */
-export type MeterWhere = { readonly tenant: string; readonly session: string } | undefined;
+/**
+ * Where the session stands: its tenant, its session key (`{session}:{incarnation}`) and the end user who owns it
+ * (usage of a session no input reservation names is attributed to its owner).
+ */
+export type MeterWhere =
+  { readonly tenant: string; readonly session: string; readonly owner: () => string | undefined } | undefined;
 
 /** What one commit settled (pure; exported for tests). */
 export function settledBy(commit: CommittedBatch, session: string): SettleReport | undefined {
@@ -35,6 +40,7 @@ export function settledBy(commit: CommittedBatch, session: string): SettleReport
       if (row.usage === null) return;
       usage.push({
         key: `${session}\n${commit.first + index}`,
+        model: row.model,
         input: row.usage.input,
         output: row.usage.output,
         totalTokens: row.usage.totalTokens,
@@ -43,10 +49,14 @@ export function settledBy(commit: CommittedBatch, session: string): SettleReport
     } else if (write.type === "value.set" && write.addr.namespace === INPUT_RESULT_NAMESPACE) {
       const result = write.value as unknown as InputResult;
       if (result.status === "done" || result.status === "unanswered")
-        finished.push(result.requestId === undefined ? {} : { requestId: result.requestId });
+        finished.push({
+          key: `${session}\n${commit.first + index}`,
+          ...(result.requestId === undefined ? {} : { requestId: result.requestId }),
+        });
     }
   });
-  return usage.length === 0 && finished.length === 0 ? undefined : { session, usage, finished };
+  if (usage.length === 0 && finished.length === 0) return undefined;
+  return { session, usage, finished };
 }
 
 const PREFIX = "edge.limits.report.";
@@ -87,8 +97,11 @@ export class LimitsMeter {
   /** The commit listener (`harness.onCommit`): keep what the commit settled, then send it. */
   committed(commit: CommittedBatch, at: MeterWhere): void {
     if (at === undefined) return;
-    const report = settledBy(commit, at.session);
-    if (report === undefined) return;
+    const settled = settledBy(commit, at.session);
+    if (settled === undefined) return;
+    // The owner is read only for a commit that reports (a KV read, not one per commit).
+    const owner = at.owner();
+    const report = owner === undefined ? settled : { ...settled, owner };
     const pending: PendingReport = { tenant: at.tenant, report };
     this.#deps.kv.put(`${PREFIX}${String(commit.first).padStart(16, "0")}`, pending);
     void this.flush();
@@ -110,8 +123,7 @@ export class LimitsMeter {
       if (this.#sending !== undefined) await this.#sending.catch(() => undefined);
       for (const [key, pending] of this.#pending()) {
         try {
-          if (limited(await limitsOf(this.#deps.env, pending.tenant)))
-            await limitsStub(this.#deps.env, pending.tenant).settle(pending.report);
+          await limitsStub(this.#deps.env, pending.tenant).settle(pending.report);
         } catch (error) {
           hostReport({ type: "harness", report: error });
           const delay = Math.min(RETRY_FIRST_MS * 2 ** this.#attempt, RETRY_MAX_MS);

@@ -10,17 +10,18 @@
  *   admitWork      tokensPerDay, costPerMonthUsd, concurrentTurns without taking anything: a model call
  *                  that is not a new input (collapse) is refused once over them, counts nothing
  *   cancel         the session did not accept the input after all: the reservation is undone
- *   settle         a session reports model usage (tokens and cost, each element once, keyed) and the
- *                  inputs whose turn ended (their turn slot is released)
- *   usage          the counts by user and day (GET /v1/usage, GET /v1/me/usage)
+ *   settle         a session reports model usage (tokens and cost by model, each element once, keyed) and the
+ *                  inputs whose turn ended (their turn slot is released; an input no reservation counted,
+ *                  because nothing was limited when it came, is counted here: metering always runs)
+ *   usage          the counts by user and day, and by model (GET /v1/usage, GET /v1/me/usage)
  *
  * A turn slot is a lease: it is released when the session reports the input's result, and expires on
  * its own after `leaseMs` if no report ever comes (a crash between the commit and the report), so a
  * reservation never holds a slot forever. Tokens and cost are attributed to the user who last sent
- * input to the session (for a user's own session: that user).
+ * input to the session under a limit (a reservation names them), else to the session's owner.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { LimitName, LimitSet, LimitsBody, LimitsResponse, UsageDay } from "../../api/limits.js";
+import type { LimitName, LimitSet, LimitsBody, LimitsResponse, UsageDay, UsageModelDay } from "../../api/limits.js";
 import type { Env } from "../env.js";
 import { hostClock, limitsCallSeam } from "../platform/host-config.js";
 
@@ -51,16 +52,29 @@ export interface InputReservation {
 /** What a session reports after a commit. */
 export interface SettleReport {
   readonly session: string;
+  /** The session's owner (an end user): usage of a session no reservation names counts for them. */
+  readonly owner?: string;
   /** Usage elements, each keyed so a repeated report counts once. */
   readonly usage: readonly {
     readonly key: string;
+    /** The model (absent in reports written before models were metered). */
+    readonly model?: string;
     readonly input: number;
     readonly output: number;
     readonly totalTokens: number;
     readonly cost: number;
   }[];
-  /** Inputs whose result became final: by request id (absent: an input accepted without one). */
-  readonly finished: readonly { readonly requestId?: string }[];
+  /**
+   * Inputs whose result became final: by request id (absent: an input accepted without one), keyed like usage so a
+   * repeated report counts and releases once (absent in reports written before the key).
+   */
+  readonly finished: readonly { readonly key?: string; readonly requestId?: string }[];
+}
+
+/** What `usage` answers: counts by user and day, and tokens and cost by user, day and model. */
+export interface UsageCounts {
+  readonly items: readonly UsageDay[];
+  readonly models: readonly UsageModelDay[];
 }
 
 export interface UsageRange {
@@ -77,7 +91,7 @@ export interface LimitsRpc {
   admitWork(sub: string | undefined): Promise<Admission>;
   cancel(key: string): Promise<{ readonly cancelled: boolean }>;
   settle(report: SettleReport): Promise<{ readonly settled: number; readonly released: number }>;
-  usage(range: UsageRange): Promise<readonly UsageDay[]>;
+  usage(range: UsageRange): Promise<UsageCounts>;
 }
 
 /** The scope of the tenant's own counts (a user's scope is `u:${sub}`). */
@@ -129,6 +143,9 @@ export class LimitsObject extends DurableObject<Env> {
     sql.exec("CREATE INDEX IF NOT EXISTS reservations_session ON reservations (session, keyed, active, created_at)");
     sql.exec("CREATE TABLE IF NOT EXISTS settled (key TEXT PRIMARY KEY, at INTEGER NOT NULL)");
     sql.exec("CREATE TABLE IF NOT EXISTS session_users (session TEXT PRIMARY KEY, sub TEXT NOT NULL)");
+    sql.exec(`CREATE TABLE IF NOT EXISTS usage_models (
+      scope TEXT NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL, calls INTEGER NOT NULL, input_tokens INTEGER NOT NULL,
+      output_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL, cost REAL NOT NULL, PRIMARY KEY (scope, day, model))`);
   }
 
   /**
@@ -258,64 +275,110 @@ export class LimitsObject extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     const now = hostClock().now();
     const day = dayOf(now);
-    const owner = sql.exec("SELECT sub FROM session_users WHERE session = ?", report.session).toArray()[0];
-    const scopes = owner === undefined ? [TENANT] : [TENANT, `u:${String(owner["sub"])}`];
+    const named = sql.exec("SELECT sub FROM session_users WHERE session = ?", report.session).toArray()[0];
+    const sub = named === undefined ? report.owner : String(named["sub"]);
+    const scopes = sub === undefined ? [TENANT] : [TENANT, `u:${sub}`];
     let settled = 0;
     for (const item of report.usage) {
-      if (sql.exec("SELECT 1 AS found FROM settled WHERE key = ?", item.key).toArray().length > 0) continue;
-      sql.exec("INSERT INTO settled (key, at) VALUES (?, ?)", item.key, now);
-      for (const scope of scopes)
+      if (this.#seen(item.key, now)) continue;
+      for (const scope of scopes) {
         this.#add(scope, day, { input: item.input, output: item.output, total: item.totalTokens, cost: item.cost });
+        this.#addModel(scope, day, item.model ?? "unknown", item);
+      }
       settled += 1;
     }
     let released = 0;
     for (const input of report.finished) {
-      if (input.requestId !== undefined) {
-        released += sql
-          .exec(
-            "UPDATE reservations SET active = 0 WHERE key = ? AND active = 1 RETURNING key",
-            `${report.session}\n${input.requestId}`,
-          )
-          .toArray().length;
-      } else {
-        released += sql
-          .exec(
-            "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1) RETURNING key",
-            report.session,
-          )
-          .toArray().length;
-      }
+      if (input.key !== undefined && this.#seen(input.key, now)) continue;
+      const key = input.requestId === undefined ? undefined : `${report.session}\n${input.requestId}`;
+      const freed =
+        key !== undefined
+          ? sql.exec("UPDATE reservations SET active = 0 WHERE key = ? AND active = 1 RETURNING key", key).toArray()
+              .length
+          : sql
+              .exec(
+                "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1) RETURNING key",
+                report.session,
+              )
+              .toArray().length;
+      released += freed;
+      // An input no reservation counted (nothing was limited when it came) is metered now, once (by its key).
+      const reserved =
+        freed > 0 ||
+        (key !== undefined && sql.exec("SELECT 1 AS found FROM reservations WHERE key = ?", key).toArray().length > 0);
+      if (!reserved && input.key !== undefined) for (const scope of scopes) this.#add(scope, day, { inputs: 1 });
     }
     return { settled, released };
   }
 
-  usage(range: UsageRange): UsageDay[] {
+  /** Whether a report's element was counted before; if not, remember it now (kept KEEP_MS). */
+  #seen(key: string, now: number): boolean {
     const sql = this.ctx.storage.sql;
-    const rows =
+    if (sql.exec("SELECT 1 AS found FROM settled WHERE key = ?", key).toArray().length > 0) return true;
+    sql.exec("INSERT INTO settled (key, at) VALUES (?, ?)", key, now);
+    return false;
+  }
+
+  usage(range: UsageRange): UsageCounts {
+    const sql = this.ctx.storage.sql;
+    const read = (table: "usage_days" | "usage_models"): Record<string, SqlStorageValue>[] =>
       range.sub === undefined
         ? sql
-            .exec("SELECT * FROM usage_days WHERE day >= ? AND day <= ? ORDER BY day, scope", range.from, range.to)
+            .exec(`SELECT * FROM ${table} WHERE day >= ? AND day <= ? ORDER BY day, scope`, range.from, range.to)
             .toArray()
         : sql
             .exec(
-              "SELECT * FROM usage_days WHERE scope = ? AND day >= ? AND day <= ? ORDER BY day",
+              `SELECT * FROM ${table} WHERE scope = ? AND day >= ? AND day <= ? ORDER BY day`,
               `u:${range.sub}`,
               range.from,
               range.to,
             )
             .toArray();
-    return rows.map((row) => {
+    const subOf = (row: Record<string, SqlStorageValue>): string | null => {
       const scope = String(row["scope"]);
-      return {
-        sub: scope === TENANT ? null : scope.slice(2),
-        day: String(row["day"]),
-        inputs: Number(row["inputs"]),
-        inputTokens: Number(row["input_tokens"]),
-        outputTokens: Number(row["output_tokens"]),
-        totalTokens: Number(row["total_tokens"]),
-        costUsd: Number(row["cost"]),
-      };
-    });
+      return scope === TENANT ? null : scope.slice(2);
+    };
+    const items = read("usage_days").map((row) => ({
+      sub: subOf(row),
+      day: String(row["day"]),
+      inputs: Number(row["inputs"]),
+      inputTokens: Number(row["input_tokens"]),
+      outputTokens: Number(row["output_tokens"]),
+      totalTokens: Number(row["total_tokens"]),
+      costUsd: Number(row["cost"]),
+    }));
+    const models = read("usage_models").map((row) => ({
+      sub: subOf(row),
+      day: String(row["day"]),
+      model: String(row["model"]),
+      calls: Number(row["calls"]),
+      inputTokens: Number(row["input_tokens"]),
+      outputTokens: Number(row["output_tokens"]),
+      totalTokens: Number(row["total_tokens"]),
+      costUsd: Number(row["cost"]),
+    }));
+    return { items, models };
+  }
+
+  #addModel(
+    scope: string,
+    day: string,
+    model: string,
+    item: { readonly input: number; readonly output: number; readonly totalTokens: number; readonly cost: number },
+  ): void {
+    this.ctx.storage.sql.exec(
+      `INSERT INTO usage_models (scope, day, model, calls, input_tokens, output_tokens, total_tokens, cost) VALUES (?, ?, ?, 1, ?, ?, ?, ?)
+       ON CONFLICT (scope, day, model) DO UPDATE SET calls = calls + 1, input_tokens = input_tokens + excluded.input_tokens,
+         output_tokens = output_tokens + excluded.output_tokens, total_tokens = total_tokens + excluded.total_tokens,
+         cost = cost + excluded.cost`,
+      scope,
+      day,
+      model,
+      item.input,
+      item.output,
+      item.totalTokens,
+      item.cost,
+    );
   }
 
   /** The first limit of `set` the scope has reached (user checks come before the tenant's). */

@@ -203,6 +203,17 @@ export class OutboxBook {
       .map(deliveryRow);
   }
 
+  /** Deliveries still to send (pending) and given up (dead, until pruned): the session's counters for GET /v1/stats. */
+  counts(): { readonly backlog: number; readonly dead: number } {
+    if (!this.present) return { backlog: 0, dead: 0 };
+    const row = this.#host.sql
+      .exec(
+        "SELECT coalesce(sum(status = 'pending'), 0) AS backlog, coalesce(sum(status = 'dead'), 0) AS dead FROM host_deliveries",
+      )
+      .one();
+    return { backlog: Number(row["backlog"]), dead: Number(row["dead"]) };
+  }
+
   /** The earliest pending attempt (undefined: nothing pending). */
   earliest(): number | undefined {
     if (!this.present) return undefined;

@@ -5,14 +5,18 @@
  * delete, and on activity at most once per ACTIVITY_INTERVAL_MS. The status (idle, busy, faulted) rides the activity
  * update: a turn's busy and idle are commits, so they go out with the activity they are part of, and a turn costs no
  * send of its own. A change no commit carries (a fault, a quarantine, an operator's clear, what an open finds) is
- * sent at once, and only when the status differs from the one recorded. An update the directory does not acknowledge stays
+ * sent at once, and only when the status differs from the one recorded. Every upsert carries the session's counters
+ * for `GET /v1/stats` (live and quarantined tasks, outbox backlog and dead deliveries, pending items and their earliest
+ * deadline), read when it is sent: what commits change goes out with the activity update, and an outbox delivery round
+ * (no commit) asks for an update the same way (`counted`), so the directory's counters are at most ACTIVITY_INTERVAL_MS
+ * behind the session, plus the retry backoff while the directory cannot be reached. An update the directory does not acknowledge stays
  * pending in KV and is retried from the session's alarm (backing off up to RETRY_MAX_MS) until it is,
  * so a session created once and never used again still appears.
  *
  * Nothing here knows Hono; the SessionObject wires it to its alarm plan and its commits.
  */
 import type { Clock } from "../../core/host.js";
-import type { DirectoryUpdate } from "../directory/object.js";
+import type { DirectoryUpdate, SessionCounters } from "../directory/object.js";
 import type { SessionStatus } from "../schemas.js";
 
 /** Activity updates per session are at most this frequent. */
@@ -57,6 +61,8 @@ export interface DirectoryLinkDeps {
   readonly unlink: (tenant: string, session: string, version: number) => Promise<{ readonly unlinked: boolean }>;
   /** The session's live task count (0 when it is not open). */
   readonly liveTasks: () => Promise<number>;
+  /** The session's counters for GET /v1/stats (undefined when it is not open: the update then carries none). */
+  readonly counters: () => Promise<SessionCounters | undefined>;
   /** The pending update's due time changed (undefined: nothing pending): arm the alarm for it. */
   readonly due: (at: number | undefined) => void;
   readonly report: (error: unknown) => void;
@@ -212,6 +218,20 @@ export class DirectoryLink {
     else this.#deps.due(next);
   }
 
+  /**
+   * Something the counters count changed without a commit (an outbox delivery round): send an update with the next
+   * activity update, at most once per ACTIVITY_INTERVAL_MS, without moving the session's activity time.
+   */
+  counted(): void {
+    const state = this.#state();
+    if (state === undefined || state.deleted || state.dueAt !== undefined) return;
+    const now = this.#deps.clock.now();
+    const next = state.lastSentAt + ACTIVITY_INTERVAL_MS;
+    this.#put({ ...state, dueAt: Math.max(next, now) });
+    if (next <= now) void this.flush();
+    else this.#deps.due(next);
+  }
+
   /** The session is being deleted: its storage goes, then the tombstone is sent (and kept until acknowledged). */
   deleted(state: LinkState | undefined): Promise<void> {
     if (state === undefined) {
@@ -251,6 +271,7 @@ export class DirectoryLink {
       const before = this.#state();
       if (before === undefined) return;
       const liveTasks = before.deleted ? 0 : await this.#deps.liveTasks();
+      const counters = before.deleted ? undefined : await this.#deps.counters();
       // Re-read after the await: the row is sent and versioned as it is now.
       const read = this.#state();
       if (read === undefined) return;
@@ -277,6 +298,7 @@ export class DirectoryLink {
             createdAt: state.createdAt,
             lastActivityAt: state.lastActivityAt,
             liveTasks,
+            ...(counters === undefined ? {} : { counters }),
           };
       this.#put({ ...state, version });
       try {

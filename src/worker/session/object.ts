@@ -40,6 +40,8 @@ import {
 } from "../platform/host-config.js";
 import { setLogLevel } from "../log.js";
 import { sessionTurnKit } from "./kinds.js";
+import { bind } from "../../core/state.js";
+import { pendingAll } from "../../kinds/pending-types.js";
 import { buildModels, defaultModel } from "../platform/models.js";
 import { retryOptions } from "../platform/retry-config.js";
 import { Problem, problemData, toProblem, type Outcome } from "../problems.js";
@@ -58,7 +60,6 @@ import { profileVariables, type ProfileCache } from "./profiles.js";
 import { sessionProfiles } from "./profile-source.js";
 import { liveWork, SessionRetention, type RetentionView } from "./retention.js";
 import { expiryMark } from "../outbox/types.js";
-import { bind } from "../../core/state.js";
 
 /**
  * Whether the session was created: its schema exists and the creating commit (root conversation and
@@ -85,6 +86,8 @@ export class SessionObject extends DurableObject<Env> {
   readonly #directory: DirectoryLink;
   /** Events out: capture in the commit, delivery on the alarm (outbox/outbox.ts). */
   readonly #outbox: Outbox;
+  /** The outbox counters (`backlog/dead`) this instance last sent the directory (undefined: none yet). */
+  #outboxCounted: string | undefined;
   /** Usage reports to the tenant's limits, kept until acknowledged and resent on the alarm (limits/meter.ts). */
   readonly #meter: LimitsMeter;
   /** The tenant's tool catalog as this instance knows it (memory only; session/tool-catalog.ts). */
@@ -127,6 +130,24 @@ export class SessionObject extends DurableObject<Env> {
         if (session === undefined || session.stale) return 0;
         return (await session.harness.storage.scanTasks({ live: true, limit: 1000 })).items.length;
       },
+      counters: async () => {
+        const session = this.#session;
+        if (session === undefined || session.stale) return undefined;
+        const quarantined = session.book
+          .quarantined(this.#version)
+          .filter((id) => session.harness.driver.liveTask(id) !== undefined);
+        const outbox = this.#outbox.book.counts();
+        this.#outboxCounted = `${outbox.backlog}/${outbox.dead}`;
+        const pending = (await session.harness.storage.getValue(bind(pendingAll, {})))?.value ?? [];
+        const deadlines = pending.flatMap((item) => (item.deadline === undefined ? [] : [item.deadline]));
+        return {
+          quarantinedTasks: quarantined.length,
+          outboxBacklog: outbox.backlog,
+          deadDeliveries: outbox.dead,
+          pendingItems: pending.length,
+          pendingDeadline: deadlines.length === 0 ? null : Math.min(...deadlines),
+        };
+      },
       due: (at) => this.#alarms.directory(at, this.#clock.now()),
       report: (error) => hostReport({ type: "directory_update_failed", error }),
     });
@@ -145,7 +166,13 @@ export class SessionObject extends DurableObject<Env> {
         const incarnation = this.#session?.incarnation;
         return where === undefined || incarnation === undefined ? where : { ...where, incarnation };
       },
-      (at) => this.#alarms.outbox(at, this.#clock.now()),
+      (at) => {
+        this.#alarms.outbox(at, this.#clock.now());
+        // A delivery round changes the outbox counters without a commit: the directory hears of it (batched), only
+        // when they differ from what it was last sent (else an idle session would send, and wake, every minute).
+        const counts = this.#outbox.book.counts();
+        if (`${counts.backlog}/${counts.dead}` !== (this.#outboxCounted ?? "0/0")) this.#directory.counted();
+      },
     );
     this.#meter = new LimitsMeter({
       env,

@@ -205,7 +205,13 @@ export async function openSession(
     const at = where();
     deps.meter.committed(
       commit,
-      at === undefined ? undefined : { tenant: at.tenant, session: sessionKey(at.session, at.incarnation) },
+      at === undefined
+        ? undefined
+        : {
+            tenant: at.tenant,
+            session: sessionKey(at.session, at.incarnation),
+            owner: () => readOwner(ctx.storage.kv),
+          },
     );
   });
   const feeds = new FeedBook(harness);

@@ -3,7 +3,7 @@
  *
  *   PUT /v1/limits     (operator) `{ user?, tenant? }` replaces the limits; 422 invalid_limits naming the field
  *   GET /v1/limits     (operator) the limits (`{ user: {}, tenant: {} }` when none)
- *   GET /v1/usage      (operator) `?sub=&from=&to=`: inputs, tokens and cost by user and UTC day
+ *   GET /v1/usage      (operator) `?sub=&from=&to=`: inputs, tokens and cost by user and UTC day, and by model
  *   GET /v1/me/usage   (a token with `sub`) the same for the token's own user
  */
 import { Hono } from "hono";
@@ -48,11 +48,11 @@ function range(from: string | undefined, to: string | undefined): { from: string
 limitRoutes.get("/usage", requires("limits"), async (c) => {
   const q = query(c, usageQuery);
   const days = range(q.from, q.to);
-  const items = await limitsStub(c.env, c.get("claims").tenant).usage({
+  const counts = await limitsStub(c.env, c.get("claims").tenant).usage({
     ...days,
     ...(q.sub === undefined ? {} : { sub: q.sub }),
   });
-  return c.json({ ...days, items });
+  return c.json({ ...days, items: counts.items, models: counts.models });
 });
 
 limitRoutes.get("/me/usage", requires("usage"), async (c) => usageOfMe(c));
@@ -66,6 +66,6 @@ async function usageOfMe(c: AppContext): Promise<Response> {
       "only a token with a sub (a user token) has usage of its own; operators read GET /v1/usage",
     );
   const days = range(q.from, q.to);
-  const items = await limitsStub(c.env, c.get("claims").tenant).usage({ ...days, sub });
-  return c.json({ ...days, items });
+  const counts = await limitsStub(c.env, c.get("claims").tenant).usage({ ...days, sub });
+  return c.json({ ...days, items: counts.items, models: counts.models });
 }
