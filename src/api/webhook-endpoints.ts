@@ -16,6 +16,7 @@ export const EVENT_TYPE_NAMES = [
   "pending.created",
   "pending.resolved",
   "delivery.disabled",
+  "user.erased",
 ] as const;
 
 export const MAX_ENDPOINT_SESSIONS = 100;

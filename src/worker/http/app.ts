@@ -51,7 +51,7 @@ import { issuerRoutes } from "./routes/issuers.js";
 import { limitRoutes } from "./routes/limits.js";
 import { tokenRoutes } from "./routes/tokens.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
-import { templateRoutes, userRoutes } from "./routes/templates.js";
+import { erasureRoutes, templateRoutes, userRoutes } from "./routes/templates.js";
 import { profileRoutes } from "./routes/profiles.js";
 import { mcpRoutes } from "./routes/mcp.js";
 import { MAX_BODY_BYTES } from "../schemas.js";
@@ -111,6 +111,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/templates", templateRoutes);
   app.route("/v1/profiles", profileRoutes);
   app.route("/v1/users", userRoutes);
+  app.route("/v1/erasures", erasureRoutes);
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;
