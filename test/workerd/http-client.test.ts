@@ -368,6 +368,9 @@ describe("typed client against the worker", () => {
       version: 1,
     });
     expect(await users.revoke("someone")).toMatchObject({ sub: "someone", sessions: 0, unreached: [] });
+    const erasure = await users.erase("someone-else");
+    expect(erasure).toMatchObject({ sessionsFound: 0, sessionsRemaining: 0 });
+    expect((await users.erasure(erasure.id)).id).toBe(erasure.id);
     expect(await ops.shutdown()).toEqual({ shutdown: true });
 
     // The rig: the mayor registers an external agent and hooks a bead on it; the agent long-polls its hook,
