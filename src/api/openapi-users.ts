@@ -8,6 +8,7 @@ import { statsResponse } from "./stats.js";
 import { limitsBody, limitsResponse, meUsageQuery, usageQuery, usageResponse as meteredUsage } from "./limits.js";
 import { issuerBody, issuerDeleted, issuerList, issuerOut } from "./issuers.js";
 import {
+  erasureResponse,
   revokeResponse,
   templateBody,
   templateDeletedResponse,
@@ -180,6 +181,26 @@ export const TEMPLATE_ROUTES: readonly ApiRoute[] = [
     query: noQuery,
     body: body(emptyBody, false),
     responses: { 200: ok(revokeResponse) },
+  },
+  {
+    method: "post",
+    path: "/v1/users/{sub}/erase",
+    operationId: "eraseUser",
+    summary:
+      "Erase a user: delete its sessions (with their outbox rows), usage and directory rows, refuse its tokens issued before now and its creates while it runs; durable, ends with a signed user.erased event (202; 200: its erasure already running)",
+    auth: client("users"),
+    query: noQuery,
+    body: body(emptyBody, false),
+    responses: { 202: ok(erasureResponse, "Started"), 200: ok(erasureResponse, "Already running") },
+  },
+  {
+    method: "get",
+    path: "/v1/erasures/{erasure}",
+    operationId: "getErasure",
+    summary: "Where an erasure stands: sessions found, deleted, remaining (404 erasure_not_found)",
+    auth: client("users"),
+    query: noQuery,
+    responses: { 200: ok(erasureResponse) },
   },
 ];
 

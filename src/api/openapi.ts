@@ -18,7 +18,7 @@ import { endpointId } from "./webhook-endpoints.js";
 import { toolName } from "./tools.js";
 import { issuerName } from "./issuers.js";
 import { mcpServerName } from "./mcp-servers.js";
-import { templateName, userSub } from "./templates.js";
+import { erasureId, templateName, userSub } from "./templates.js";
 import { profileName } from "./profiles.js";
 import { agentId } from "./rig.js";
 import { jsonValue } from "./responses.js";
@@ -67,6 +67,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   template: templateName,
   profile: profileName,
   sub: userSub,
+  erasure: erasureId,
   file: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}\.json$/, "{agent_id}.json"),
 };
 

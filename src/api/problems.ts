@@ -62,6 +62,8 @@ export type ProblemCode =
   | "template_not_found"
   | "profile_not_found"
   | "profile_in_use"
+  | "erasure_not_found"
+  | "user_erasing"
   | "issuer_not_found"
   // 429
   | "rate_limited"
@@ -139,6 +141,8 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   template_not_found: 404,
   profile_not_found: 404,
   profile_in_use: 409,
+  erasure_not_found: 404,
+  user_erasing: 409,
   issuer_not_found: 404,
   rate_limited: 429,
   payload_too_large: 413,
@@ -219,6 +223,8 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   template_not_found: "The tenant has no such session template",
   profile_not_found: "The tenant has no such profile",
   profile_in_use: "A session template names the profile",
+  erasure_not_found: "The tenant has no such erasure",
+  user_erasing: "The user is being erased",
   issuer_not_found: "The tenant has no such identity provider",
   rate_limited: "A configured limit is reached",
   invalid_mcp_server: "The MCP server registration is invalid",

@@ -74,3 +74,23 @@ export const revokeResponse = z.strictObject({
     ),
 });
 export type RevokeResponse = z.infer<typeof revokeResponse>;
+
+/** An erasure id (`er_` and 32 hex digits), as `POST /v1/users/{sub}/erase` answers it. */
+export const erasureId = z.string().regex(/^er_[0-9a-f]{32}$/, "erasure is an erasure id (er_ and 32 hex digits)");
+
+/** `POST /v1/users/{sub}/erase` and `GET /v1/erasures/{id}`: where a user's erasure stands (never the sub). */
+export const erasureResponse = z.strictObject({
+  id: z.string().describe("The erasure's id (never reused)"),
+  subHash: z.string().describe("SHA-256 of the user's sub, hex: the only trace of who was erased"),
+  status: z.enum(["running", "done"]),
+  phase: z
+    .enum(["sessions", "usage", "directory", "done"])
+    .describe("What it is deleting: the user's sessions, then its usage rows, then its directory rows"),
+  cutoff: z.number().int().describe("Unix seconds: the user's tokens with an earlier iat (or none) are refused"),
+  sessionsFound: z.number().int().describe("Sessions of the user found so far"),
+  sessionsDeleted: z.number().int(),
+  sessionsRemaining: z.number().int(),
+  startedAt: z.number().int().describe("Epoch ms"),
+  finishedAt: z.number().int().optional().describe("Epoch ms, once done"),
+});
+export type ErasureResponse = z.infer<typeof erasureResponse>;

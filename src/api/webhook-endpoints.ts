@@ -17,6 +17,7 @@ export const EVENT_TYPE_NAMES = [
   "pending.resolved",
   "session.expired",
   "delivery.disabled",
+  "user.erased",
 ] as const;
 
 export const MAX_ENDPOINT_SESSIONS = 100;

@@ -1,7 +1,7 @@
 /**
  * The typed client's end-user administration (docs/users.md; operator): session templates, which fix
  * what the agent is for the sessions users create from them, the profiles they and sessions name
- * (docs/api.md "Profiles"), and revoking a user's tokens. Reached
+ * (docs/api.md "Profiles"), revoking a user's tokens and erasing a user. Reached
  * from the client: `client.users()`. It also reads and sets the tenant's default retention (docs/operations.md
  * "Retention"). A template record carries its `version`; pass it as `ifMatch` to
  * change or delete only the version you read (a mismatch throws PicoApiError 412 `precondition_failed`);
@@ -13,7 +13,7 @@
  * ["title"] });
  * await users.revoke("user-42");
  */
-import type { RevokeResponse, TemplateBody, TemplateRecord } from "../api/templates.js";
+import type { ErasureResponse, RevokeResponse, TemplateBody, TemplateRecord } from "../api/templates.js";
 import type { ProfileBody, ProfileDeletedResponse, ProfileRecord } from "../api/profiles.js";
 import type { Retention } from "../api/schemas.js";
 
@@ -44,6 +44,8 @@ export const USERS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   revokeUser: "UsersClient.revoke",
   getRetention: "UsersClient.retention",
   putRetention: "UsersClient.putRetention",
+  eraseUser: "UsersClient.erase",
+  getErasure: "UsersClient.erasure",
 };
 
 export class UsersClient {
@@ -136,6 +138,21 @@ export class UsersClient {
     return (
       await this.#client.request<RevokeResponse>("POST", `/v1/users/${encodeURIComponent(sub)}/revoke`, { body: {} })
     ).body;
+  }
+
+  /**
+   * Erase a user (docs/operations.md "Deleting a user's data"): its sessions, usage and directory rows; its older
+   * tokens are refused at once. Answers the erasure (the one already running for the user, if any).
+   */
+  async erase(sub: string): Promise<ErasureResponse> {
+    return (
+      await this.#client.request<ErasureResponse>("POST", `/v1/users/${encodeURIComponent(sub)}/erase`, { body: {} })
+    ).body;
+  }
+
+  /** Where an erasure stands: sessions found, deleted, remaining (an unknown one throws 404 `erasure_not_found`). */
+  async erasure(id: string): Promise<ErasureResponse> {
+    return (await this.#client.request<ErasureResponse>("GET", `/v1/erasures/${encodeURIComponent(id)}`)).body;
   }
 }
 

@@ -81,3 +81,12 @@ export interface Env extends SandboxBinding {
   /** `info` (default): one JSON log line per request and task invocation; `quiet`: none (tests). */
   readonly LOG_LEVEL?: string;
 }
+
+/**
+ * The session object's name in `SESSIONS`: tenant-scoped, so another tenant's token addresses a different object.
+ * Here, with the binding it names, for every room that addresses sessions (the HTTP routes, identity, and the
+ * directory's erasures).
+ */
+export function sessionObjectName(tenant: string, session: string): string {
+  return `${tenant}:${session}`;
+}

@@ -373,6 +373,9 @@ describe("typed client against the worker", () => {
     expect(await users.putRetention({ deleteAfterDays: 30 })).toEqual({ retention: { deleteAfterDays: 30 } });
     expect(await users.retention()).toEqual({ retention: { deleteAfterDays: 30 } });
     expect(await users.putRetention(null)).toEqual({ retention: null });
+    const erasure = await users.erase("someone-else");
+    expect(erasure).toMatchObject({ sessionsFound: 0, sessionsRemaining: 0 });
+    expect((await users.erasure(erasure.id)).id).toBe(erasure.id);
     expect(await ops.shutdown()).toEqual({ shutdown: true });
 
     // The rig: the mayor registers an external agent and hooks a bead on it; the agent long-polls its hook,

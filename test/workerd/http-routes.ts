@@ -204,4 +204,11 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
     capability: "profiles",
   },
   { name: "POST user revoke", method: "POST", path: () => "/v1/users/someone/revoke", capability: "users" },
+  { name: "POST user erase", method: "POST", path: () => "/v1/users/someone/erase", capability: "users" },
+  {
+    name: "GET erasure",
+    method: "GET",
+    path: () => `/v1/erasures/er_${"0".repeat(32)}`,
+    capability: "users",
+  },
 ];

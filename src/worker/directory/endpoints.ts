@@ -19,6 +19,7 @@ export const EVENT_TYPES = [
   "pending.resolved",
   "session.expired",
   "delivery.disabled",
+  "user.erased",
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -226,6 +227,22 @@ export class EndpointStore {
     for (const row of this.#sql.exec("SELECT * FROM webhook_endpoints ORDER BY created_at, id").toArray()) {
       const base = record(row);
       if (!sessionMatches(base.sessions, session)) continue;
+      const previous = row["previous_secret"];
+      out.push({
+        ...base,
+        secret: JSON.parse(String(row["secret"])) as SealedSecret,
+        ...(typeof previous === "string" ? { previousSecret: JSON.parse(previous) as SealedSecret } : {}),
+      });
+    }
+    return out;
+  }
+
+  /** The enabled endpoints subscribed to a tenant-wide event (`user.erased`), with secrets; no sessions filter applies. */
+  subscribed(type: EventType): SessionEndpoint[] {
+    const out: SessionEndpoint[] = [];
+    for (const row of this.#sql.exec("SELECT * FROM webhook_endpoints ORDER BY created_at, id").toArray()) {
+      const base = record(row);
+      if (!base.enabled || !base.events.includes(type)) continue;
       const previous = row["previous_secret"];
       out.push({
         ...base,

@@ -45,6 +45,8 @@ import {
   type PutProfileOutcome,
 } from "./profiles.js";
 import type { ProfileRecord, ProfileSection } from "../../api/profiles.js";
+import { ErasureStore, subHash, type ErasureRecord, type StartOutcome } from "./erasures.js";
+import { ERASE_BATCH, eraseRound } from "./erasure-run.js";
 import {
   migrateDirectory,
   SessionDirectory,
@@ -103,6 +105,10 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   listTemplates(): Promise<TemplateRecord[]>;
   deleteTemplate(name: string, ifMatch?: TemplateIfMatch): Promise<DeleteTemplateOutcome>;
   revokedAt(sub: string): Promise<number | undefined>;
+  // User erasures (docs/operations.md "Deleting a user's data"; directory/erasures.ts) --------------------
+  eraseUser(sub: string, tenant: string): Promise<StartOutcome>;
+  erasure(id: string): Promise<ErasureRecord | undefined>;
+  erasing(sub: string): Promise<boolean>;
   revokeUser(sub: string, at: number): Promise<Revocation>;
   userWatching(sub: string, session: string, until: number, now: number): Promise<number | undefined>;
   // Identity providers (directory/issuers.ts) ------------------------------------------------------
@@ -132,6 +138,8 @@ export class DirectoryObject extends DurableObject<Env> {
     migrateDirectory(ctx.storage);
     this.#sessions = new SessionDirectory(ctx.storage.sql);
     createCatalogTables(ctx.storage.sql);
+    // A kill can land between an erasure's step and its re-arm: every new instance arms what is still due.
+    void ctx.blockConcurrencyWhile(() => this.#arm());
   }
 
   apply(update: DirectoryUpdate): { readonly acknowledged: true } {
@@ -249,16 +257,81 @@ export class DirectoryObject extends DurableObject<Env> {
     return this.#users.deleteTemplate(name, ifMatch);
   }
 
-  revokedAt(sub: string): number | undefined {
-    return this.#users.revokedAt(sub);
+  /** The later of the user's revocation and its erasures' cutoffs (an erasure keeps only the sub's hash). */
+  async revokedAt(sub: string): Promise<number | undefined> {
+    const hash = await subHash(sub);
+    const revoked = this.#users.revokedAt(sub);
+    const erased = this.#erasures.cutoffFor(hash);
+    return revoked === undefined ? erased : erased === undefined ? revoked : Math.max(revoked, erased);
   }
 
   revokeUser(sub: string, at: number): Revocation {
     return this.#users.revoke(sub, at);
   }
 
-  userWatching(sub: string, session: string, until: number, now: number): number | undefined {
-    return this.#users.watching(sub, session, until, now);
+  async userWatching(sub: string, session: string, until: number, now: number): Promise<number | undefined> {
+    const hash = await subHash(sub);
+    const revoked = this.#users.watching(sub, session, until, now);
+    const erased = this.#erasures.cutoffFor(hash);
+    return revoked === undefined ? erased : erased === undefined ? revoked : Math.max(revoked, erased);
+  }
+
+  // User erasures (docs/operations.md "Deleting a user's data"; directory/erasures.ts, erasure-run.ts) ---
+
+  /** Test access (through runInDurableObject): sessions deleted per erasure per alarm round. */
+  eraseBatch = ERASE_BATCH;
+  /**
+   * Test access: when set, alarm rounds left to run; at zero the alarm runs none and does not re-arm (a test then
+   * kills the object mid-erasure; the next instance re-arms).
+   */
+  eraseRoundsLeft: number | undefined;
+
+  #erasureStore: ErasureStore | undefined;
+
+  get #erasures(): ErasureStore {
+    // The user tables first: an erasure's last step deletes from them.
+    void this.#users;
+    this.#erasureStore ??= new ErasureStore(this.ctx.storage.sql);
+    return this.#erasureStore;
+  }
+
+  /**
+   * Start erasing `sub` (or answer its erasure already running): the record, the cutoff its older tokens are refused
+   * by, and the sessions the directory lists for it, in one step; the alarm does the rest.
+   */
+  async eraseUser(sub: string, tenant: string): Promise<StartOutcome> {
+    const hash = await subHash(sub);
+    const now = hostClock().now();
+    const id = `er_${crypto.randomUUID().replaceAll("-", "")}`;
+    const outcome = this.#erasures.start(id, sub, hash, tenant, Math.floor(now / 1000) + 1, now);
+    if (outcome.type === "started") await this.#arm();
+    return outcome;
+  }
+
+  erasure(id: string): ErasureRecord | undefined {
+    return this.#erasures.get(id);
+  }
+
+  /** Whether an erasure of `sub` is running (its creates are refused). */
+  async erasing(sub: string): Promise<boolean> {
+    return this.#erasures.running(await subHash(sub));
+  }
+
+  /** Erasures are the only reason this object wakes: one round, then the alarm at the next due time. */
+  override async alarm(): Promise<void> {
+    if (this.eraseRoundsLeft !== undefined) {
+      if (this.eraseRoundsLeft <= 0) return;
+      this.eraseRoundsLeft -= 1;
+    }
+    await eraseRound({ env: this.env, store: this.#erasures, endpoints: this.#endpoints, batch: this.eraseBatch });
+    await this.#arm();
+  }
+
+  async #arm(): Promise<void> {
+    const next = this.#erasures.nextDue();
+    if (next === undefined) return;
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || current > next) await this.ctx.storage.setAlarm(next);
   }
 
   // Profiles (docs/api.md "Profiles"; directory/profiles.ts) ---------------------------------------

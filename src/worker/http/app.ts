@@ -52,7 +52,7 @@ import { limitRoutes } from "./routes/limits.js";
 import { statsRoutes } from "./routes/stats.js";
 import { tokenRoutes } from "./routes/tokens.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
-import { templateRoutes, userRoutes } from "./routes/templates.js";
+import { erasureRoutes, templateRoutes, userRoutes } from "./routes/templates.js";
 import { retentionRoutes } from "./routes/retention.js";
 import { profileRoutes } from "./routes/profiles.js";
 import { mcpRoutes } from "./routes/mcp.js";
@@ -115,6 +115,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/retention", retentionRoutes);
   app.route("/v1/profiles", profileRoutes);
   app.route("/v1/users", userRoutes);
+  app.route("/v1/erasures", erasureRoutes);
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;

@@ -15,10 +15,7 @@ export interface SessionWhere {
   readonly granted?: boolean;
 }
 
-/** The session object's name: tenant-scoped, so another tenant's token addresses a different object. */
-export function sessionObjectName(tenant: string, session: string): string {
-  return `${tenant}:${session}`;
-}
+export { sessionObjectName } from "../env.js";
 
 /**
  * The owner check as a session stub serves it (SessionObject.reaches), typed here so auth needs nothing of the object.

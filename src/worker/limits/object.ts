@@ -92,6 +92,7 @@ export interface LimitsRpc {
   cancel(key: string): Promise<{ readonly cancelled: boolean }>;
   settle(report: SettleReport): Promise<{ readonly settled: number; readonly released: number }>;
   usage(range: UsageRange): Promise<UsageCounts>;
+  eraseUser(sub: string): Promise<{ readonly rows: number }>;
 }
 
 /** The scope of the tenant's own counts (a user's scope is `u:${sub}`). */
@@ -379,6 +380,34 @@ export class LimitsObject extends DurableObject<Env> {
       item.totalTokens,
       item.cost,
     );
+  }
+
+  /**
+   * Erase a user (docs/operations.md "Deleting a user's data"): its usage days, per-model usage and request minutes, its
+   * reservations, the sessions it was counted for and those sessions' settled keys. The tenant's own totals keep
+   * their sums (they name no user). Idempotent: a second call finds nothing.
+   */
+  eraseUser(sub: string): { readonly rows: number } {
+    const sql = this.ctx.storage.sql;
+    const scope = `u:${sub}`;
+    let rows = 0;
+    const sessions = sql
+      .exec("SELECT session FROM session_users WHERE sub = ?", sub)
+      .toArray()
+      .map((row) => String(row["session"]));
+    for (const session of sessions) {
+      // Settled keys are `${session}\n${seq}`: the range of keys that start with the session key and a newline.
+      rows += sql
+        .exec("DELETE FROM settled WHERE key >= ? AND key < ? RETURNING key", `${session}\n`, `${session}\u000b`)
+        .toArray().length;
+      rows += sql.exec("DELETE FROM reservations WHERE session = ? RETURNING key", session).toArray().length;
+    }
+    rows += sql.exec("DELETE FROM reservations WHERE scope = ? RETURNING key", scope).toArray().length;
+    rows += sql.exec("DELETE FROM session_users WHERE sub = ? RETURNING session", sub).toArray().length;
+    rows += sql.exec("DELETE FROM usage_days WHERE scope = ? RETURNING day", scope).toArray().length;
+    rows += sql.exec("DELETE FROM usage_models WHERE scope = ? RETURNING day", scope).toArray().length;
+    rows += sql.exec("DELETE FROM minutes WHERE scope = ? RETURNING minute", scope).toArray().length;
+    return { rows };
   }
 
   /** The first limit of `set` the scope has reached (user checks come before the tenant's). */

@@ -99,6 +99,13 @@ async function createNamed(
 ): Promise<{ readonly created: boolean; readonly config: SessionConfig }> {
   const { owner: _ignored, ...fields } = await bodyOf(c, sessionConfig, true);
   const claims = c.get("claims");
+  // While the user is being erased, its sessions are being deleted: a new one would outlive the erasure.
+  if (
+    claims.role === "user" &&
+    claims.sub !== undefined &&
+    (await directoryStub(c.env, claims.tenant).erasing(claims.sub))
+  )
+    throw new Problem("user_erasing", `user ${claims.sub} is being erased; create sessions once its erasure is done`);
   // A user creates from an operator's template and may set only what it marks user-settable (directory/templates.ts).
   const resolved = await resolveTemplateForUser(c.env, claims, fields);
   await refuseProfileAtCreate(c.env, claims.tenant, resolved.config.profile, resolved.config.variables);

@@ -7,6 +7,8 @@
  *   GET    /v1/templates/:template     (operator) the record, ETag; 404 template_not_found
  *   DELETE /v1/templates/:template     (operator) { name, deleted: true }; 404
  *   POST   /v1/users/:sub/revoke    (operator) refuse the user's tokens issued before now; close its open watches
+ *   POST   /v1/users/:sub/erase     (operator) erase the user (directory/erasure-run.ts) -> 202 / 200, the erasure
+ *   GET    /v1/erasures/:erasure    (operator) where an erasure stands; 404 erasure_not_found
  *
  * `If-Match: "<version>"` (or `*`: the template exists) makes a PUT or DELETE conditional (412
  * `precondition_failed` otherwise). A body that is not a valid template, and a name a PUT may not use,
@@ -20,7 +22,15 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { templateBody, templateName, userSub, type TemplateRecord } from "../../../api/templates.js";
+import {
+  erasureId,
+  templateBody,
+  templateName,
+  userSub,
+  type ErasureResponse,
+  type TemplateRecord,
+} from "../../../api/templates.js";
+import type { ErasureRecord } from "../../directory/erasures.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub } from "../../directory/object.js";
 import type { TemplateIfMatch } from "../../directory/users.js";
@@ -173,3 +183,34 @@ userRoutes.post("/:sub/revoke", requires("users"), async (c) => {
   const unreached = sessions.filter((_, i) => results[i]?.status === "rejected");
   return c.json({ sub, revokedAt, sessions: sessions.length, unreached });
 });
+
+/**
+ * Erase a user (docs/operations.md "Deleting a user's data"): one directory step records the erasure (only the sub's
+ * hash), the cutoff that refuses the user's older tokens, and the sessions it owns; the directory's alarm deletes
+ * them, then the user's usage and directory rows, and sends `user.erased`. 202 with the erasure; 200 with the one
+ * already running for the user.
+ */
+userRoutes.post("/:sub/erase", requires("users"), async (c) => {
+  query(c, noQuery);
+  await body(c, emptyBody, { optional: true });
+  const sub = parse(userSub, c.req.param("sub"), "invalid_id", "sub");
+  const tenant = c.get("claims").tenant;
+  const outcome = await directory(c).eraseUser(sub, tenant);
+  noteRevocation(tenant, sub, outcome.record.cutoff);
+  c.header("location", `/v1/erasures/${outcome.record.id}`);
+  return c.json(erasureOut(outcome.record), outcome.type === "started" ? 202 : 200);
+});
+
+export const erasureRoutes = new Hono<AppEnv>();
+
+erasureRoutes.get("/:erasure", requires("users"), async (c) => {
+  query(c, noQuery);
+  const id = parse(erasureId, c.req.param("erasure"), "invalid_id", "erasure");
+  const record = await directory(c).erasure(id);
+  if (record === undefined) throw new Problem("erasure_not_found", `the tenant has no erasure ${id}`);
+  return c.json(erasureOut(record));
+});
+
+function erasureOut(record: ErasureRecord): ErasureResponse {
+  return { ...record };
+}

@@ -1,0 +1,283 @@
+/**
+ * User erasures as the tenant's DirectoryObject keeps them (docs/operations.md "Deleting a user's data"):
+ * synchronous SQL only, so each call is one atomic step of the object. The runner (directory/erasure-run.ts)
+ * drives a running erasure from the object's alarm; this store records where it stands, so a kill at any
+ * point resumes from the last recorded step.
+ *
+ *   erasures          the record: id, the sub's hash, the cutoff, the phase and the counts (never the sub)
+ *   erasure_work      the sub of a running erasure (the runner needs it to find the user's rows elsewhere);
+ *                     deleted in the step that ends the erasure
+ *   erasure_sessions  the sessions found, each pending until its delete is acknowledged
+ *   erasure_events    the `user.erased` deliveries, one per subscribed endpoint
+ *
+ * A finished erasure's cutoff still refuses the user's older tokens: `cutoffFor(hash)` is read with the
+ * revocation time (identity/revocation.ts), so no row keeps the sub once the erasure is done.
+ */
+
+/** Where a running erasure is: its sessions, then its usage rows, then the directory's own rows. */
+export type ErasurePhase = "sessions" | "usage" | "directory" | "done";
+
+/** An erasure as `GET /v1/erasures/{id}` shows it. */
+export interface ErasureRecord {
+  readonly id: string;
+  /** SHA-256 of the sub, hex: the only trace of who it was. */
+  readonly subHash: string;
+  readonly status: "running" | "done";
+  readonly phase: ErasurePhase;
+  /** Tokens of the user issued before this time (Unix seconds) are refused. */
+  readonly cutoff: number;
+  readonly sessionsFound: number;
+  readonly sessionsDeleted: number;
+  readonly sessionsRemaining: number;
+  readonly startedAt: number;
+  readonly finishedAt?: number;
+}
+
+/** What the runner works on next for one running erasure. */
+export interface ErasureWork {
+  readonly id: string;
+  readonly sub: string;
+  readonly tenant: string;
+  readonly phase: Exclude<ErasurePhase, "done">;
+}
+
+/** A pending `user.erased` delivery. */
+export interface ErasureDelivery {
+  readonly erasure: string;
+  readonly tenant: string;
+  readonly endpoint: string;
+  readonly attempts: number;
+  readonly firstAttemptAt: number | undefined;
+}
+
+export type StartOutcome =
+  | { readonly type: "started"; readonly record: ErasureRecord }
+  /** The user's erasure already running: the same record (a repeated POST starts nothing). */
+  | { readonly type: "running"; readonly record: ErasureRecord };
+
+type Row = Record<string, SqlStorageValue>;
+
+/** SHA-256 of `sub`, hex. */
+export async function subHash(sub: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(sub));
+  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
+export class ErasureStore {
+  readonly #sql: SqlStorage;
+
+  constructor(sql: SqlStorage) {
+    this.#sql = sql;
+    sql.exec(`CREATE TABLE IF NOT EXISTS erasures (
+      id TEXT PRIMARY KEY,
+      sub_hash TEXT NOT NULL,
+      phase TEXT NOT NULL,
+      cutoff INTEGER NOT NULL,
+      found INTEGER NOT NULL,
+      deleted INTEGER NOT NULL,
+      started_at INTEGER NOT NULL,
+      finished_at INTEGER
+    )`);
+    sql.exec("CREATE INDEX IF NOT EXISTS erasures_sub ON erasures (sub_hash, phase)");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS erasure_work (id TEXT PRIMARY KEY, sub TEXT NOT NULL, tenant TEXT NOT NULL, next_at INTEGER NOT NULL)",
+    );
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS erasure_sessions (id TEXT NOT NULL, session TEXT NOT NULL, PRIMARY KEY (id, session)) WITHOUT ROWID",
+    );
+    sql.exec(`CREATE TABLE IF NOT EXISTS erasure_events (
+      erasure TEXT NOT NULL, endpoint TEXT NOT NULL, tenant TEXT NOT NULL, attempts INTEGER NOT NULL, first_attempt_at INTEGER,
+      next_at INTEGER NOT NULL, PRIMARY KEY (erasure, endpoint)) WITHOUT ROWID`);
+  }
+
+  /**
+   * Start erasing `sub` (one step): the record, its work row, and the sessions the directory lists for the owner.
+   * A running erasure of the same user is answered instead.
+   */
+  start(id: string, sub: string, hash: string, tenant: string, cutoff: number, now: number): StartOutcome {
+    const running = this.#sql
+      .exec("SELECT * FROM erasures WHERE sub_hash = ? AND phase != 'done' ORDER BY started_at LIMIT 1", hash)
+      .toArray()[0];
+    if (running !== undefined) return { type: "running", record: this.#record(running) };
+    this.#sql.exec(
+      "INSERT INTO erasures (id, sub_hash, phase, cutoff, found, deleted, started_at) VALUES (?, ?, 'sessions', ?, 0, 0, ?)",
+      id,
+      hash,
+      cutoff,
+      now,
+    );
+    this.#sql.exec("INSERT INTO erasure_work (id, sub, tenant, next_at) VALUES (?, ?, ?, ?)", id, sub, tenant, now);
+    this.collect(id, sub);
+    const record = this.get(id);
+    if (record === undefined) throw new Error(`erasure ${id} was not recorded`);
+    return { type: "started", record };
+  }
+
+  /** Add the sessions the directory lists for `sub` that the erasure does not hold yet (found counts them). */
+  collect(id: string, sub: string): number {
+    const added = this.#sql
+      .exec(
+        `INSERT INTO erasure_sessions (id, session)
+         SELECT ?, session FROM directory WHERE owner = ? AND deleted = 0
+         ON CONFLICT (id, session) DO NOTHING RETURNING session`,
+        id,
+        sub,
+      )
+      .toArray().length;
+    if (added > 0) this.#sql.exec("UPDATE erasures SET found = found + ? WHERE id = ?", added, id);
+    return added;
+  }
+
+  get(id: string): ErasureRecord | undefined {
+    const row = this.#sql.exec("SELECT * FROM erasures WHERE id = ?", id).toArray()[0];
+    return row === undefined ? undefined : this.#record(row);
+  }
+
+  /** Whether an erasure of the user with this hash is running (its creates are refused). */
+  running(hash: string): boolean {
+    return (
+      this.#sql.exec("SELECT 1 AS found FROM erasures WHERE sub_hash = ? AND phase != 'done' LIMIT 1", hash).toArray()
+        .length > 0
+    );
+  }
+
+  /** The latest cutoff of the user's erasures (Unix seconds), if any. */
+  cutoffFor(hash: string): number | undefined {
+    const row = this.#sql.exec("SELECT max(cutoff) AS cutoff FROM erasures WHERE sub_hash = ?", hash).one();
+    return row["cutoff"] === null ? undefined : Number(row["cutoff"]);
+  }
+
+  /** The running erasures due at `now`, oldest first. */
+  due(now: number): ErasureWork[] {
+    return this.#sql
+      .exec(
+        `SELECT w.id, w.sub, w.tenant, e.phase FROM erasure_work w JOIN erasures e ON e.id = w.id
+         WHERE w.next_at <= ? ORDER BY e.started_at, w.id`,
+        now,
+      )
+      .toArray()
+      .map((row) => ({
+        id: String(row["id"]),
+        sub: String(row["sub"]),
+        tenant: String(row["tenant"]),
+        phase: String(row["phase"]) as ErasureWork["phase"],
+      }));
+  }
+
+  /** The sessions of an erasure still to delete, at most `limit`. */
+  pendingSessions(id: string, limit: number): string[] {
+    return this.#sql
+      .exec("SELECT session FROM erasure_sessions WHERE id = ? ORDER BY session LIMIT ?", id, limit)
+      .toArray()
+      .map((row) => String(row["session"]));
+  }
+
+  /** The owner the directory lists for `session` now (undefined: not listed). */
+  ownerOf(session: string): string | undefined {
+    const row = this.#sql.exec("SELECT owner FROM directory WHERE session = ? AND deleted = 0", session).toArray()[0];
+    return row === undefined || row["owner"] === null ? undefined : String(row["owner"]);
+  }
+
+  /** A session's delete was acknowledged (or it is gone, or now someone else's): it counts as done. */
+  sessionDone(id: string, session: string, deleted: boolean): void {
+    const removed = this.#sql
+      .exec("DELETE FROM erasure_sessions WHERE id = ? AND session = ? RETURNING session", id, session)
+      .toArray().length;
+    if (removed === 0) return;
+    if (deleted) this.#sql.exec("UPDATE erasures SET deleted = deleted + 1 WHERE id = ?", id);
+    else this.#sql.exec("UPDATE erasures SET found = found - 1 WHERE id = ?", id);
+  }
+
+  advance(id: string, phase: Exclude<ErasurePhase, "done">): void {
+    this.#sql.exec("UPDATE erasures SET phase = ? WHERE id = ?", phase, id);
+  }
+
+  /** Something did not answer: try the erasure again at `at`. */
+  retryAt(id: string, at: number): void {
+    this.#sql.exec("UPDATE erasure_work SET next_at = ? WHERE id = ?", at, id);
+  }
+
+  /**
+   * The last step: the directory's rows of the user (revocation, watches) and the work row with the sub go, the record
+   * is done, and a `user.erased` delivery is queued for each endpoint in `endpoints`. One step, so none of it is
+   * half done.
+   */
+  finish(id: string, sub: string, tenant: string, endpoints: readonly string[], now: number): void {
+    this.#sql.exec("DELETE FROM user_revocations WHERE sub = ?", sub);
+    this.#sql.exec("DELETE FROM user_watches WHERE sub = ?", sub);
+    this.#sql.exec("DELETE FROM erasure_sessions WHERE id = ?", id);
+    this.#sql.exec("DELETE FROM erasure_work WHERE id = ?", id);
+    this.#sql.exec("UPDATE erasures SET phase = 'done', finished_at = ? WHERE id = ?", now, id);
+    for (const endpoint of endpoints)
+      this.#sql.exec(
+        "INSERT INTO erasure_events (erasure, endpoint, tenant, attempts, next_at) VALUES (?, ?, ?, 0, ?) ON CONFLICT DO NOTHING",
+        id,
+        endpoint,
+        tenant,
+        now,
+      );
+  }
+
+  /** Deliveries due at `now`. */
+  dueEvents(now: number, limit: number): ErasureDelivery[] {
+    return this.#sql
+      .exec("SELECT * FROM erasure_events WHERE next_at <= ? ORDER BY next_at LIMIT ?", now, limit)
+      .toArray()
+      .map((row) => ({
+        erasure: String(row["erasure"]),
+        tenant: String(row["tenant"]),
+        endpoint: String(row["endpoint"]),
+        attempts: Number(row["attempts"]),
+        firstAttemptAt: typeof row["first_attempt_at"] === "number" ? row["first_attempt_at"] : undefined,
+      }));
+  }
+
+  /** Counted before the send (a kill during it still counts the attempt). */
+  attempting(delivery: ErasureDelivery, now: number, retryAt: number): void {
+    this.#sql.exec(
+      "UPDATE erasure_events SET attempts = attempts + 1, first_attempt_at = coalesce(first_attempt_at, ?), next_at = ? WHERE erasure = ? AND endpoint = ?",
+      now,
+      retryAt,
+      delivery.erasure,
+      delivery.endpoint,
+    );
+  }
+
+  /** Delivered, or given up on: the row goes. */
+  delivered(delivery: ErasureDelivery): void {
+    this.#sql.exec(
+      "DELETE FROM erasure_events WHERE erasure = ? AND endpoint = ?",
+      delivery.erasure,
+      delivery.endpoint,
+    );
+  }
+
+  /** The earliest time anything is due (for the alarm). */
+  nextDue(): number | undefined {
+    const row = this.#sql
+      .exec(
+        "SELECT min(at) AS at FROM (SELECT min(next_at) AS at FROM erasure_work UNION ALL SELECT min(next_at) AS at FROM erasure_events)",
+      )
+      .one();
+    return row["at"] === null ? undefined : Number(row["at"]);
+  }
+
+  #record(row: Row): ErasureRecord {
+    const phase = String(row["phase"]) as ErasurePhase;
+    const found = Number(row["found"]);
+    const deleted = Number(row["deleted"]);
+    const finishedAt = row["finished_at"];
+    return {
+      id: String(row["id"]),
+      subHash: String(row["sub_hash"]),
+      status: phase === "done" ? "done" : "running",
+      phase,
+      cutoff: Number(row["cutoff"]),
+      sessionsFound: found,
+      sessionsDeleted: deleted,
+      sessionsRemaining: Math.max(0, found - deleted),
+      startedAt: Number(row["started_at"]),
+      ...(typeof finishedAt === "number" ? { finishedAt } : {}),
+    };
+  }
+}

@@ -1,0 +1,206 @@
+/**
+ * Erasing a user (docs/operations.md "Deleting a user's data"): `POST /v1/users/{sub}/erase` deletes the
+ * sessions the user owns (their outbox rows with them), its usage and metering rows and its directory rows,
+ * refuses its older tokens and its creates while it runs, survives a kill of the tenant's directory mid-way,
+ * shows its progress at `GET /v1/erasures/{id}` and ends with a signed `user.erased` event; the record
+ * keeps only a hash of the sub.
+ */
+import { abortAllDurableObjects, env, runInDurableObject } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { DirectoryObject } from "../../src/worker/directory/object.js";
+import type { LimitsObject } from "../../src/worker/limits/object.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import { Receiver, registerEndpoint, verifyAt } from "./event-fixtures.js";
+import { call, exists, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { putUserTemplate, USER_TEMPLATE } from "./users-fixtures.js";
+
+let receiver: Receiver;
+
+beforeEach(() => {
+  receiver = new Receiver();
+  setHostSeams({ fetch: receiver.fetch });
+});
+
+afterEach(async () => {
+  setHostSeams({});
+  await abortAllDurableObjects();
+});
+
+interface Erasure {
+  id: string;
+  subHash: string;
+  status: "running" | "done";
+  phase: string;
+  cutoff: number;
+  sessionsFound: number;
+  sessionsDeleted: number;
+  sessionsRemaining: number;
+}
+
+function directoryOf(tenant: string): DurableObjectStub<DirectoryObject> {
+  return env.DIRECTORY.get(env.DIRECTORY.idFromName(tenant)) as DurableObjectStub<DirectoryObject>;
+}
+
+function limitsOf(tenant: string): DurableObjectStub<LimitsObject> {
+  return env.LIMITS.get(env.LIMITS.idFromName(tenant)) as DurableObjectStub<LimitsObject>;
+}
+
+/** Every row of every table of an object's SQLite, as text (to search for what must be gone). */
+function everyRow(sql: SqlStorage): string {
+  const tables = sql
+    .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%'")
+    .toArray()
+    .map((row) => String(row["name"]));
+  return tables.map((table) => JSON.stringify(sql.exec(`SELECT * FROM "${table}"`).toArray())).join("\n");
+}
+
+async function sha256(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
+async function createAs(jwt: string): Promise<string> {
+  const name = uniqueSession("er");
+  const created = await call("PUT", `/v1/sessions/${name}`, { token: jwt, body: { template: USER_TEMPLATE } });
+  expect(created.status, await created.clone().text()).toBe(201);
+  return name;
+}
+
+describe("user erasure", () => {
+  it("Erasing a user leaves nothing readable and survives a kill", async () => {
+    const tenant = `erase-${Date.now().toString(36)}`;
+    const sub = `u${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    const operator = await token(tenant, "operator");
+    await putUserTemplate(tenant);
+    expect((await call("PUT", "/v1/limits", { token: operator, body: { user: { inputsPerDay: 100 } } })).status).toBe(
+      200,
+    );
+    const hook = await registerEndpoint(tenant, {
+      url: "https://receiver.test/erased",
+      events: ["user.erased", "input.completed"],
+    });
+    const issued = Math.floor(Date.now() / 1000) - 5;
+    const old = await token(tenant, "user", { sub, iat: issued, exp: issued + 3000 });
+    const sessions = [await createAs(old), await createAs(old), await createAs(old)];
+    // One answered input: usage rows in the tenant's limits and an outbox row in the session.
+    const sent = await call("POST", `/v1/sessions/${sessions[0]}/conversations/root/inputs?wait=10`, {
+      token: old,
+      body: { input: "remember me" },
+      headers: { "idempotency-key": "erase-k1" },
+    });
+    expect(sent.status).toBe(201);
+    await until(
+      async () => (receiver.to(hook.url).some((r) => r.event.type === "input.completed") ? true : undefined),
+      "the input's event",
+    );
+    const usageBefore = await json<{ items: unknown[] }>(
+      await call("GET", `/v1/usage?sub=${sub}`, { token: operator }),
+    );
+    expect(usageBefore.items.length).toBe(1);
+    const bob = await token(tenant, "user", { sub: `b${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}` });
+    const bobs = await createAs(bob);
+
+    // One round of one session, then the directory stops until it is killed.
+    await runInDurableObject(directoryOf(tenant), (instance: DirectoryObject) => {
+      instance.eraseBatch = 1;
+      instance.eraseRoundsLeft = 1;
+    });
+    const started = await call("POST", `/v1/users/${sub}/erase`, { token: operator });
+    expect(started.status).toBe(202);
+    const erasure = await json<Erasure>(started);
+    expect(started.headers.get("location")).toBe(`/v1/erasures/${erasure.id}`);
+    expect(erasure).toMatchObject({ status: "running", subHash: await sha256(sub), sessionsFound: 3 });
+    const progress = (): Promise<Erasure> =>
+      call("GET", `/v1/erasures/${erasure.id}`, { token: operator }).then((r) => json<Erasure>(r));
+    const midway = await until(
+      async () => ((await progress()).sessionsDeleted === 1 ? progress() : undefined),
+      "the first round",
+    );
+    expect(midway).toMatchObject({ status: "running", sessionsFound: 3, sessionsDeleted: 1, sessionsRemaining: 2 });
+
+    // While it runs: a repeat answers the same erasure, older tokens are refused, and so are the user's creates.
+    const again = await call("POST", `/v1/users/${sub}/erase`, { token: operator });
+    expect(again.status).toBe(200);
+    expect((await json<Erasure>(again)).id).toBe(erasure.id);
+    const refusedOld = await call("GET", "/v1/sessions", { token: old });
+    expect(refusedOld.status).toBe(401);
+    await until(async () => (Date.now() >= erasure.cutoff * 1000 ? true : undefined), "the cutoff", 300);
+    const fresh = await token(tenant, "user", { sub, iat: erasure.cutoff });
+    const refusedCreate = await call("PUT", `/v1/sessions/${uniqueSession("er")}`, {
+      token: fresh,
+      body: { template: USER_TEMPLATE },
+    });
+    expect(refusedCreate.status).toBe(409);
+    expect(await json(refusedCreate)).toMatchObject({ code: "user_erasing" });
+
+    // The kill: the directory's next instance resumes from what it recorded.
+    await abortAllDurableObjects();
+    const done = await until(
+      async () => {
+        const now = await progress();
+        return now.status === "done" ? now : undefined;
+      },
+      "the erasure to finish after the kill",
+      500,
+    );
+    expect(done).toMatchObject({ phase: "done", sessionsFound: 3, sessionsDeleted: 3, sessionsRemaining: 0 });
+    expect(JSON.stringify(done)).not.toContain(sub);
+
+    // Nothing of the user is readable: its sessions, its listing, its usage.
+    for (const session of sessions) {
+      expect(await exists(tenant, session)).toBe(false);
+      expect((await call("GET", `/v1/sessions/${session}`, { token: operator })).status).toBe(404);
+      expect((await call("GET", `/v1/sessions/${session}/deliveries`, { token: operator })).status).toBe(404);
+    }
+    expect(await json(await call("GET", `/v1/sessions?owner=${sub}`, { token: operator }))).toEqual({ items: [] });
+    expect(await json(await call("GET", `/v1/usage?sub=${sub}`, { token: operator }))).toMatchObject({ items: [] });
+    // Nor kept anywhere: no row of the tenant's directory or limits holds the sub.
+    expect(await runInDurableObject(directoryOf(tenant), (_i, state) => everyRow(state.storage.sql))).not.toContain(
+      sub,
+    );
+    const limitsRows = await runInDurableObject(limitsOf(tenant), (_i, state) => everyRow(state.storage.sql));
+    expect(limitsRows).not.toContain(sub);
+    for (const session of sessions) expect(limitsRows).not.toContain(session);
+
+    // The signed event, once, naming the hash only.
+    const erased = await until(
+      async () => {
+        const got = receiver.to(hook.url).filter((r) => r.event.type === "user.erased");
+        return got.length > 0 ? got : undefined;
+      },
+      "the user.erased event",
+      500,
+    );
+    expect(erased.length).toBe(1);
+    expect(verifyAt(undefined, hook.secret, erased[0] as (typeof erased)[number])).toMatchObject({
+      type: "user.erased",
+      data: { erasure: erasure.id, subHash: erasure.subHash, sessionsDeleted: 3 },
+    });
+    expect(erased[0]?.body).not.toContain(sub);
+
+    // The old token stays refused; a token issued after the cutoff works, and the same sub starts clean.
+    expect((await call("GET", "/v1/sessions", { token: old })).status).toBe(401);
+    const mine = await createAs(fresh);
+    const listed = await json<{ items: { session: string }[] }>(await call("GET", "/v1/sessions", { token: fresh }));
+    expect(listed.items.map((item) => item.session)).toEqual([mine]);
+    expect(await json(await call("GET", "/v1/me/usage", { token: fresh }))).toMatchObject({ items: [] });
+    // Another user's session is untouched.
+    expect((await call("GET", `/v1/sessions/${bobs}`, { token: bob })).status).toBe(200);
+  });
+
+  it("An erasure answers 404 erasure_not_found for an unknown id and 400 for a malformed one", async () => {
+    const tenant = `erase-ids-${Date.now().toString(36)}`;
+    const operator = await token(tenant, "operator");
+    const unknown = await call("GET", `/v1/erasures/er_${"0".repeat(32)}`, { token: operator });
+    expect(unknown.status).toBe(404);
+    expect(await json(unknown)).toMatchObject({ code: "erasure_not_found" });
+    const malformed = await call("GET", "/v1/erasures/nope", { token: operator });
+    expect(malformed.status).toBe(400);
+    expect(await json(malformed)).toMatchObject({ code: "invalid_id", field: "erasure" });
+    const client = await token(tenant, "client");
+    expect((await call("POST", "/v1/users/someone/erase", { token: client })).status).toBe(403);
+    const bad = await call("POST", `/v1/users/${"x".repeat(129)}/erase`, { token: operator });
+    expect(bad.status).toBe(400);
+    expect(await json(bad)).toMatchObject({ code: "invalid_id", field: "sub" });
+  });
+});
