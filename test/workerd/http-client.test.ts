@@ -451,6 +451,7 @@ describe("typed client against the worker", () => {
     expect(await limits.get()).toMatchObject({ user: { inputsPerDay: 1000 } });
     expect((await limits.usage({ sub: "tour-user" })).items).toEqual([]);
     expect((await new LimitsClient(browser).mine()).items).toEqual([]);
+    expect((await limits.stats()).sessions).toMatchObject({ idle: expect.any(Number) });
 
     // Finally the session goes.
     expect(await operator.session(name).delete()).toEqual({ deleted: true });
