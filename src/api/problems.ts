@@ -83,6 +83,7 @@ export type ProblemCode =
   | "invalid_metadata"
   | "invalid_issuer"
   | "invalid_limits"
+  | "invalid_import"
   // 5xx
   | "mcp_server_unreachable"
   | "closed"
@@ -157,6 +158,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   invalid_metadata: 422,
   invalid_issuer: 422,
   invalid_limits: 422,
+  invalid_import: 422,
   mcp_server_unreachable: 502,
   closed: 503,
   misconfigured: 500,
@@ -227,6 +229,7 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   invalid_metadata: "The session metadata is invalid or over its limits",
   invalid_issuer: "The identity provider registration is invalid",
   invalid_limits: "The limits are invalid",
+  invalid_import: "A line of the import is invalid",
   mcp_server_unreachable: "The MCP server did not answer as an MCP server",
   invalid_commit: "The operation would break a session rule",
   idempotency_key_reused: "The Idempotency-Key was used with a different request",
@@ -252,6 +255,8 @@ export interface ProblemBody {
   readonly outcome?: string;
   /** Extension member of `rate_limited`: seconds until the limit may pass (also the Retry-After header). */
   readonly retryAfter?: number;
+  /** Extension member of `invalid_import`: the 1-based number of the line that was refused. */
+  readonly line?: number;
 }
 
 /** Every problem code, in table order. */
@@ -276,4 +281,9 @@ export const problemBody = z.strictObject({
     .int()
     .optional()
     .meta({ description: "rate_limited: seconds until the limit may pass (also the Retry-After header)" }),
+  line: z
+    .number()
+    .int()
+    .optional()
+    .meta({ description: "invalid_import: the 1-based number of the line that was refused" }),
 });

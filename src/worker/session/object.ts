@@ -45,7 +45,7 @@ import { retryOptions } from "../platform/retry-config.js";
 import { Problem, problemData, toProblem, type Outcome } from "../problems.js";
 import { MAX_METADATA_KEYS, type SessionConfigBody } from "../schemas.js";
 import type { SessionConfig } from "./api.js";
-import { canonical, checkConfig, createValues, normalizeConfig } from "./config.js";
+import { canonical, checkConfig, createValues, mintIncarnation, normalizeConfig } from "./config.js";
 import type { CreateConfig, SessionOps } from "./ops.js";
 import { sessionOpTable } from "./op-table.js";
 import { openSession, type OpenSession } from "./opening.js";
@@ -56,6 +56,12 @@ import { LimitsMeter } from "../limits/meter.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
 import { profileVariables, type ProfileCache } from "./profiles.js";
 import { sessionProfiles } from "./profile-source.js";
+import { SqliteStorage } from "../../storage/sqlite.js";
+import { EXPORT_FORMAT, EXPORT_VERSION, type ExportHeader, type ImportResponse } from "../../api/transfer.js";
+import { exportStream, settleImported, stageImport, type ImportSettlement } from "./transfer.js";
+
+/** KV flag while an import stages (session/transfer.ts): a leftover means an import died midway. */
+const IMPORT_STAGING_KEY = "edge.import.staging";
 
 /**
  * Whether the session was created: its schema exists and the creating commit (root conversation and
@@ -416,6 +422,90 @@ export class SessionObject extends DurableObject<Env> {
         // The tombstone stays in KV (and on the alarm) until the directory acknowledges it.
         await this.#directory.deleted(row);
         return { deleted: true as const };
+      }),
+    );
+  }
+
+  /**
+   * GET /v1/sessions/{session}/export: the session as JSONL (session/transfer.ts), streamed. `redacted`: a user's
+   * export (tasks as `presentTaskToUser` shows them; not importable).
+   */
+  exportSession(name: string, redacted: boolean): Promise<Outcome<ReadableStream<Uint8Array>>> {
+    return this.#outcome(async () => {
+      const session = await this.#acquire();
+      const meta = this.#directory.meta();
+      const owner = readOwner(this.ctx.storage.kv);
+      const template = this.ctx.storage.kv.get<TemplateBinding>(TEMPLATE_KEY);
+      const profile = (await session.api.summary()).config?.profile;
+      const header: ExportHeader = {
+        format: EXPORT_FORMAT,
+        version: EXPORT_VERSION,
+        session: name,
+        ...(session.incarnation === undefined ? {} : { incarnation: session.incarnation }),
+        lastSeq: session.harness.storage.lastSeq,
+        redacted,
+        ...(owner === undefined ? {} : { owner }),
+        ...(meta?.title === undefined ? {} : { title: meta.title }),
+        labels: meta?.labels ?? [],
+        metadata: meta?.metadata ?? {},
+        ...(template === undefined ? {} : { template }),
+        ...(profile === undefined ? {} : { profile }),
+      };
+      return exportStream(this.ctx.storage, header);
+    });
+  }
+
+  /**
+   * POST /v1/sessions/{session}/import: stage `body` (an export) into this object, which must hold no session;
+   * only when every line validated are the owner, template and directory link written and the session opened,
+   * its live work settled (session/transfer.ts). A bad line is `invalid_import` naming it, and the object is
+   * wiped: nothing is left behind.
+   */
+  importSession(
+    where: { readonly tenant: string; readonly session: string },
+    body: ReadableStream<Uint8Array>,
+  ): Promise<Outcome<ImportResponse>> {
+    return this.#outcome(() =>
+      this.#lifecycle.run(async () => {
+        const kv = this.ctx.storage.kv;
+        // An import cut short by an eviction left its staging behind: nobody links or opens it, so it goes.
+        if (kv.get(IMPORT_STAGING_KEY) !== undefined) await this.ctx.storage.deleteAll();
+        if (sessionCreated(this.ctx.storage))
+          throw new Problem("conflict", `session ${where.session} exists: import into a new name, or delete it first`);
+        kv.put(IMPORT_STAGING_KEY, true);
+        const incarnation = mintIncarnation();
+        const storage = SqliteStorage.open(this.ctx.storage);
+        let header: ExportHeader;
+        let settlement: ImportSettlement;
+        try {
+          header = await stageImport(storage, body, incarnation);
+          settlement = await settleImported(storage);
+        } catch (error) {
+          await storage.close();
+          await this.ctx.storage.deleteAll();
+          throw error;
+        }
+        await storage.close();
+        this.#creatingFor = where.tenant;
+        recordOwner(kv, header.owner);
+        if (header.template !== undefined) kv.put(TEMPLATE_KEY, header.template);
+        kv.delete(IMPORT_STAGING_KEY);
+        await this.#open(undefined);
+        await this.#directory.created({
+          tenant: where.tenant,
+          session: where.session,
+          owner: header.owner,
+          ...(header.title === undefined ? {} : { title: header.title }),
+          labels: header.labels,
+          metadata: header.metadata,
+        });
+        return {
+          session: where.session,
+          incarnation,
+          lastSeq: storage.lastSeq,
+          aborted: [...settlement.aborted],
+          paused: [...settlement.paused],
+        };
       }),
     );
   }
