@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { JsonlStorage } from "../../src/storage/jsonl.js";
 import { MemoryFiles } from "../../src/storage/files.js";
 import type { Entry } from "../../src/storage/records.js";
-import { call, client, exists, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
+import { call, client, exists, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -151,6 +151,59 @@ describe("Export and import", () => {
     expect(await json(header)).toMatchObject({ code: "invalid_import", line: 1 });
     expect(await exists(TENANT, copy)).toBe(false);
     expect((await imported(copy, all.join("\n") + "\n")).status).toBe(201);
+  });
+
+  it("Live work is imported settled: a running turn is aborted and a schedule comes back paused", async () => {
+    const api = await client(TENANT, "operator");
+    const source = uniqueSession("export-live");
+    const s = api.session(source);
+    await s.create({ model: "echo-slow" });
+    const scheduled = await call("POST", `/v1/sessions/${source}/schedules`, {
+      token: await token(TENANT, "operator"),
+      body: { input: "tick", every: 3_600_000 },
+    });
+    expect(scheduled.status).toBe(201);
+    const schedule = (await json<{ id: number }>(scheduled)).id;
+    const accepted = await s
+      .conversation("root")
+      .accept("a long answer that the paced echo model streams slowly, long enough to be exported while running");
+    expect(accepted.status).toBe("placed");
+    const text = (await exported(source)).text;
+
+    const copy = uniqueSession("export-live-copy");
+    const response = await imported(copy, text);
+    expect(response.status).toBe(201);
+    const answer = await json<{ aborted: number[]; paused: number[] }>(response);
+    expect(answer.paused).toEqual([schedule]);
+    expect(answer.aborted.length).toBeGreaterThan(0);
+    expect(answer.aborted).not.toContain(schedule);
+    // The copy's turn ends aborted, not answered: its model is never called again.
+    const result = await until(async () => {
+      const r = (await api.session(copy).input(accepted.inputId)).result;
+      return r.status === "queued" || r.status === "placed" ? undefined : r;
+    }, "the imported input's result");
+    expect(result).toMatchObject({ status: "unanswered", reason: "aborted" });
+    const schedules = await call("GET", `/v1/sessions/${copy}/schedules`, { token: await token(TENANT, "operator") });
+    expect(await json(schedules)).toMatchObject({ items: [{ id: schedule, status: "paused", nextRunAt: null }] });
+    // The source runs on untouched.
+    const original = await until(async () => {
+      const r = (await s.input(accepted.inputId)).result;
+      return r.status === "done" ? r : undefined;
+    }, "the source's answer");
+    expect(original.status).toBe("done");
+  });
+
+  it("A user exports their own session redacted, and a redacted export is not importable", async () => {
+    const source = await answeredSession("export-user");
+    const user = await token(TENANT, "user", { sub: "reader", sessions: [source], act: ["read"] });
+    const mine = await exported(source, user);
+    expect(mine.status).toBe(200);
+    const [headerLine] = lines(mine.text);
+    expect(JSON.parse(headerLine ?? "")).toMatchObject({ session: source, redacted: true });
+    const other = await token(TENANT, "user", { sub: "stranger", sessions: ["someone-else"], act: ["read"] });
+    expect((await exported(source, other)).status).toBe(404);
+    const response = await imported(uniqueSession("export-user-copy"), mine.text);
+    expect(await json(response)).toMatchObject({ code: "invalid_import", line: 1 });
   });
 
   it("importing onto an existing session is a conflict and changes nothing", async () => {
