@@ -5,7 +5,7 @@
  * session's export route pulls it, one line at a time, keeping none. Prints the CPU time, the peak JS heap and
  * RSS growth over the export, lines and bytes. Asserts only that the export is whole (its last sequence).
  *
- * Run: npm run bench:export (BENCH_EXPORT_ENTRIES=N for another size)
+ * Run: npm run bench:export (BENCH_EXPORT_ENTRIES=N for another size; also part of npm run bench:node, which runs bench/time)
  */
 import { expect, it } from "vitest";
 import { NodeSqliteHost } from "../../src/storage/node-sqlite.js";
