@@ -19,7 +19,9 @@ export type RouteAuth =
 
 /** A response: a JSON body with its schema, a stream, or plain text. */
 export type RouteResponse = { readonly description: string } & (
-  { readonly json: z.ZodType } | { readonly stream: "text/event-stream" } | { readonly text: true }
+  | { readonly json: z.ZodType }
+  | { readonly stream: "text/event-stream" | "application/jsonl" }
+  | { readonly text: true }
 );
 
 /** One route, declared once. */

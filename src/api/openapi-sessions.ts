@@ -24,6 +24,7 @@ import {
   schedulesQuery,
   noQuery,
 } from "./schemas.js";
+import { importResponse, MAX_IMPORT_BYTES } from "./transfer.js";
 import {
   abortedResponse,
   conversationDeletedResponse,
@@ -271,6 +272,25 @@ export const OPERATOR_ROUTES: readonly ApiRoute[] = [
     auth: client("usage"),
     query: entriesQuery.pick({ after: true, limit: true }),
     responses: { 200: ok(usageResponse) },
+  },
+  {
+    method: "get",
+    path: `${S}/export`,
+    operationId: "exportSession",
+    summary:
+      "The session as JSONL: a header line, then its batches in sequence order (an operator's whole, a user's redacted)",
+    auth: client("export"),
+    query: noQuery,
+    responses: { 200: { description: "JSONL, streamed", stream: "application/jsonl" } },
+  },
+  {
+    method: "post",
+    path: `${S}/import`,
+    operationId: "importSession",
+    summary: `Import an export (application/jsonl, at most ${MAX_IMPORT_BYTES} bytes) as this new session (operator)`,
+    auth: client("import"),
+    query: noQuery,
+    responses: { 201: ok(importResponse, "Imported") },
   },
   {
     method: "get",

@@ -86,6 +86,7 @@ export type ProblemCode =
   | "invalid_issuer"
   | "invalid_limits"
   | "invalid_retention"
+  | "invalid_import"
   // 5xx
   | "mcp_server_unreachable"
   | "closed"
@@ -163,6 +164,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   invalid_issuer: 422,
   invalid_limits: 422,
   invalid_retention: 422,
+  invalid_import: 422,
   mcp_server_unreachable: 502,
   closed: 503,
   misconfigured: 500,
@@ -236,6 +238,7 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   invalid_issuer: "The identity provider registration is invalid",
   invalid_limits: "The limits are invalid",
   invalid_retention: "The retention is invalid",
+  invalid_import: "A line of the import is invalid",
   mcp_server_unreachable: "The MCP server did not answer as an MCP server",
   invalid_commit: "The operation would break a session rule",
   idempotency_key_reused: "The Idempotency-Key was used with a different request",
@@ -261,6 +264,8 @@ export interface ProblemBody {
   readonly outcome?: string;
   /** Extension member of `rate_limited`: seconds until the limit may pass (also the Retry-After header). */
   readonly retryAfter?: number;
+  /** Extension member of `invalid_import`: the 1-based number of the line that was refused. */
+  readonly line?: number;
 }
 
 /** Every problem code, in table order. */
@@ -285,4 +290,9 @@ export const problemBody = z.strictObject({
     .int()
     .optional()
     .meta({ description: "rate_limited: seconds until the limit may pass (also the Retry-After header)" }),
+  line: z
+    .number()
+    .int()
+    .optional()
+    .meta({ description: "invalid_import: the 1-based number of the line that was refused" }),
 });

@@ -490,3 +490,7 @@ export const schedulesQuery = z.strictObject({
   after: cursorId.optional(),
   limit: limit.optional(),
 });
+
+/** The directory title and labels schemas, for the export header (src/api/transfer.ts). */
+export const sessionTitle = title;
+export const sessionLabels = labels;

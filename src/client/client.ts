@@ -19,6 +19,7 @@
 import { applySessionMessage } from "../core/watch-reduce.js";
 import type { SessionEvent, SessionView } from "../core/watch-types.js";
 import type { ProblemBody } from "../api/problems.js";
+import type { ImportResponse } from "../api/transfer.js";
 import type {
   AcceptanceResponse,
   ClearFaultResponse,
@@ -129,15 +130,24 @@ export class PicoClient {
   send(
     method: string,
     path: string,
-    options: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; bearer?: boolean } = {},
+    options: {
+      body?: unknown;
+      /** A body sent as it is (not JSON): its content type goes in `headers`. */
+      raw?: string | ReadableStream<Uint8Array>;
+      headers?: Record<string, string>;
+      signal?: AbortSignal;
+      bearer?: boolean;
+    } = {},
   ): Promise<Response> {
     const headers = new Headers(options.headers);
     if (options.bearer !== false) headers.set("authorization", `Bearer ${this.#options.token}`);
     if (options.body !== undefined) headers.set("content-type", "application/json");
+    const body = options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
     const request = new Request(`${this.#options.baseUrl}${path}`, {
       method,
       headers,
-      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+      ...(body === undefined ? {} : { body }),
+      ...(typeof options.raw === "object" ? { duplex: "half" } : {}),
       ...(options.signal === undefined ? {} : { signal: options.signal }),
     });
     return (this.#options.fetch ?? fetch)(request);
@@ -203,6 +213,27 @@ export class SessionClient {
         `${this.path}/acceptances/${encodeURIComponent(requestKey)}`,
       )
     ).body;
+  }
+
+  /**
+   * The session as JSONL (docs/operations.md "Export and import"): a header line, then its batches. An operator's
+   * export is whole; a user's is redacted (and cannot be imported).
+   */
+  async export(): Promise<ReadableStream<Uint8Array>> {
+    const response = await this.#client.send("GET", `${this.path}/export`);
+    if (!response.ok) throw new PicoApiError(response.status, (await response.json()) as ProblemBody);
+    return response.body ?? new ReadableStream<Uint8Array>();
+  }
+
+  /** Import an export (operator) as this session, which must not exist; a bad line throws `invalid_import`. */
+  async import(jsonl: string | ReadableStream<Uint8Array>): Promise<ImportResponse> {
+    const response = await this.#client.send("POST", `${this.path}/import`, {
+      raw: jsonl,
+      headers: { "content-type": "application/jsonl" },
+    });
+    const parsed: unknown = await response.json();
+    if (!response.ok) throw new PicoApiError(response.status, parsed as ProblemBody);
+    return parsed as ImportResponse;
   }
 
   async usage(query: { after?: Id; limit?: number } = {}): Promise<UsageReport> {
@@ -331,6 +362,8 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   withdrawInput: "SessionClient.withdraw",
   getAcceptance: "SessionClient.acceptance",
   usage: "SessionClient.usage",
+  exportSession: "SessionClient.export",
+  importSession: "SessionClient.import",
   listTasks: "SessionClient.tasks",
   abortTask: "SessionClient.abortTask",
   releaseTask: "SessionClient.releaseTask",

@@ -44,6 +44,7 @@ export class Problem extends Error {
       ...(this.extra.answer === undefined ? {} : { answer: this.extra.answer }),
       ...(this.extra.outcome === undefined ? {} : { outcome: this.extra.outcome }),
       ...(this.extra.retryAfter === undefined ? {} : { retryAfter: this.extra.retryAfter }),
+      ...(this.extra.line === undefined ? {} : { line: this.extra.line }),
     };
   }
 
@@ -64,6 +65,8 @@ export interface ProblemExtras {
   readonly outcome?: string;
   /** rate_limited: seconds until the limit may pass (also the Retry-After header). */
   readonly retryAfter?: number;
+  /** invalid_import: the 1-based number of the refused line. */
+  readonly line?: number;
 }
 
 /** A problem as plain data, for the RPC boundary. */

@@ -104,9 +104,7 @@ function checkingFetch(exchanges: Exchange[], failures: string[]): (request: Req
             : `${where}: the body does not match its strict schema: ${JSON.stringify(parsed.error.issues)}\n${text}`;
         });
     } else if ("stream" in declared) {
-      problem = Promise.resolve(
-        type.startsWith("text/event-stream") ? undefined : `${where} with content-type ${type}`,
-      );
+      problem = Promise.resolve(type.startsWith(declared.stream) ? undefined : `${where} with content-type ${type}`);
     } else {
       problem = Promise.resolve(undefined);
     }
@@ -299,6 +297,10 @@ describe("typed client against the worker", () => {
     expect(inspection.fault).toBeUndefined();
     expect(await ops.releaseTask(live.id)).toEqual({ released: true });
     expect(await ops.clearFault()).toEqual({ cleared: false });
+    // Export and import: the session as JSONL, imported under another name.
+    const jsonl = await new Response(await ops.export()).text();
+    expect(jsonl.split("\n")[0]).toContain('"format":"pico-edge.session-export"');
+    expect((await operator.session(`${name}-copy`).import(jsonl)).session).toBe(`${name}-copy`);
     // Inbound endpoints: point a GitHub sender at the root, and a standard one (its secret shown once).
     const inbound = ops.inbound();
     expect(

@@ -56,6 +56,7 @@ import { erasureRoutes, templateRoutes, userRoutes } from "./routes/templates.js
 import { retentionRoutes } from "./routes/retention.js";
 import { profileRoutes } from "./routes/profiles.js";
 import { mcpRoutes } from "./routes/mcp.js";
+import { isImport, transferRoutes } from "./routes/transfer.js";
 import { MAX_BODY_BYTES } from "../schemas.js";
 
 export function createApp(): Hono<AppEnv> {
@@ -69,13 +70,12 @@ export function createApp(): Hono<AppEnv> {
   let document: ReturnType<typeof openApiDocument> | undefined;
   app.get("/v1/openapi.json", (c) => c.json((document ??= openApiDocument())));
 
-  app.use(
-    "/v1/*",
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: () => new Problem("payload_too_large", `bodies are limited to ${MAX_BODY_BYTES} bytes`).response(),
-    }),
-  );
+  const limitBody = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () => new Problem("payload_too_large", `bodies are limited to ${MAX_BODY_BYTES} bytes`).response(),
+  });
+  // An import streams its body to the session object, which enforces MAX_IMPORT_BYTES (routes/transfer.ts).
+  app.use("/v1/*", (c, next) => (isImport(c.req.method, c.req.path) ? next() : limitBody(c, next)));
 
   // What this deployment can use (the echo models, each enabled catalogue provider, custom endpoints):
   // the config capability, since these are the values a config may name.
@@ -100,6 +100,7 @@ export function createApp(): Hono<AppEnv> {
     "/v1/sessions",
     mcpRoutes((request, env, ctx) => app.fetch(request, env, ctx)),
   );
+  app.route("/v1/sessions", transferRoutes);
   app.route("/v1/sessions", sessionRoutes);
   app.route("/v1/webhooks", webhookRoutes);
   app.route("/v1/tool-results", toolResultRoutes);

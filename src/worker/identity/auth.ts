@@ -73,7 +73,11 @@ export type Capability =
   /** The tenant's profiles: what the agent is (docs/api.md "Profiles"). */
   | "profiles"
   /** End-user administration: revoking a user's tokens (docs/users.md "Revocation"). */
-  | "users";
+  | "users"
+  /** A session's export as JSONL (docs/operations.md "Export and import"); users export their own (`read`). */
+  | "export"
+  /** Importing an export into a new session (docs/operations.md "Export and import"). */
+  | "import";
 
 const CLIENT: readonly Capability[] = [
   "session.create",
@@ -114,6 +118,8 @@ export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> 
     "profiles",
     "users",
     "issuers",
+    "export",
+    "import",
   ]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
@@ -131,6 +137,7 @@ export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> 
     "config",
     "usage",
     "pending",
+    "export",
   ]),
 };
 

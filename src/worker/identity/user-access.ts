@@ -56,6 +56,8 @@ export const USER_ROUTE_ACTIONS: Readonly<Record<string, UserAction>> = {
   [`DELETE ${S}/inputs/:inputId`]: "write",
   [`GET ${S}/acceptances/:requestKey`]: "read",
   [`GET ${S}/usage`]: "read",
+  // A user's export is redacted as the user's task views are (docs/operations.md "Export and import").
+  [`GET ${S}/export`]: "read",
   [`GET ${S}/tasks`]: "read",
   [`GET ${S}/pending`]: "read",
   [`POST ${S}/pending/:pendingId`]: "write",

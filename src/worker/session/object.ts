@@ -20,7 +20,7 @@ import { BACKGROUND_CONTEXT } from "../../core/call.js";
 import { CommitLine } from "../../core/line.js";
 import { initialValue, type Harness, type InitialValue } from "../../core/harness.js";
 import type { Clock } from "../../core/host.js";
-import type { Id, Task } from "../../storage/records.js";
+import type { Id } from "../../storage/records.js";
 import { storedVersion } from "../../storage/migrations.js";
 import type { SqlHost } from "../../storage/sql.js";
 import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
@@ -51,6 +51,7 @@ import { canonical, checkConfig, createValues, normalizeConfig } from "./config.
 import type { CreateConfig, SessionOps } from "./ops.js";
 import { sessionOpTable } from "./op-table.js";
 import { openSession, type OpenSession } from "./opening.js";
+import { inspectSession } from "./inspection.js";
 import { SessionWatches } from "./watches.js";
 import { TEMPLATE_KEY, type RetentionSource, type TemplateBinding } from "../directory/templates.js";
 import { objectOutbox, type Outbox } from "../outbox/outbox.js";
@@ -58,8 +59,9 @@ import { LimitsMeter } from "../limits/meter.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
 import { profileVariables, type ProfileCache } from "./profiles.js";
 import { sessionProfiles } from "./profile-source.js";
-import { liveWork, SessionRetention, type RetentionView } from "./retention.js";
-import { expiryMark } from "../outbox/types.js";
+import { expireIdle, SessionRetention, type RetentionView } from "./retention.js";
+import type { ImportResponse } from "../../api/transfer.js";
+import { exportStream, importInto, sessionExportHeader } from "./transfer.js";
 
 /**
  * Whether the session was created: its schema exists and the creating commit (root conversation and
@@ -219,23 +221,7 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async inspect(): Promise<SessionInspection> {
-    const session = await this.#acquire();
-    const result = await session.harness.inspect(BACKGROUND_CONTEXT);
-    // The driver knows the tasks it withheld in this instance; the book also knows those whose count
-    // reached the bound under this version but were not tried yet since the object started.
-    const counted = new Set(session.book.quarantined(this.#version));
-    for (const task of result.quarantined) counted.add(task.id);
-    const quarantined = [...result.start, ...result.inflight].filter((task: Task) => counted.has(task.id));
-    return {
-      ...result,
-      quarantined,
-      fault: session.book.fault(),
-      kills: session.book.kills(),
-      killBound: session.book.bound,
-      version: this.#version,
-      busy: session.harness.driver.busy,
-      nextWake: session.harness.driver.nextWake,
-    };
+    return inspectSession(await this.#acquire(), this.#version);
   }
 
   /** Mark a live task for abort (§6.3); its abort handler runs even when it is quarantined. */
@@ -481,6 +467,53 @@ export class SessionObject extends DurableObject<Env> {
     );
   }
 
+  /**
+   * GET /v1/sessions/{session}/export: the session as JSONL (session/transfer.ts), streamed. `redacted`: a user's
+   * export (tasks as `presentTaskToUser` shows them; not importable).
+   */
+  exportSession(name: string, redacted: boolean): Promise<Outcome<ReadableStream<Uint8Array>>> {
+    return this.#outcome(async () => {
+      const session = await this.#acquire();
+      const header = sessionExportHeader(this.ctx.storage.kv, {
+        name,
+        redacted,
+        incarnation: session.incarnation,
+        lastSeq: session.harness.storage.lastSeq,
+        meta: this.#directory.meta(),
+        profile: (await session.api.summary()).config?.profile,
+      });
+      return exportStream(this.ctx.storage, header);
+    });
+  }
+
+  /**
+   * POST /v1/sessions/{session}/import: stage `body` (an export) into this object, which must hold no session;
+   * only when every line validated are the owner, template and directory link written and the session opened,
+   * its live work settled (session/transfer.ts). A bad line is `invalid_import` naming it, and the object is
+   * wiped: nothing is left behind.
+   */
+  importSession(
+    where: { readonly tenant: string; readonly session: string },
+    body: ReadableStream<Uint8Array>,
+  ): Promise<Outcome<ImportResponse>> {
+    return this.#outcome(() =>
+      this.#lifecycle.run(async () => {
+        return importInto(this.ctx.storage, where.session, body, sessionCreated, async (header) => {
+          this.#creatingFor = where.tenant;
+          await this.#open(undefined);
+          await this.#directory.created({
+            tenant: where.tenant,
+            session: where.session,
+            owner: header.owner,
+            ...(header.title === undefined ? {} : { title: header.title }),
+            labels: header.labels,
+            metadata: header.metadata,
+          });
+        });
+      }),
+    );
+  }
+
   /** Watch transports: SSE and WebSocket upgrades forwarded by the Worker after auth (watch routes). */
   override async fetch(request: Request): Promise<Response> {
     return this.#watches.fetch(request);
@@ -545,43 +578,17 @@ export class SessionObject extends DurableObject<Env> {
   async #expire(): Promise<void> {
     const session = this.#session;
     const where = this.#directory.where;
-    // A mark is only ever committed under a retention, so a session without one reads nothing here.
-    if (session === undefined || session.stale || where === undefined || this.#retention.setting === undefined) return;
-    const harness = session.harness;
-    const now = this.#clock.now();
-    const marked = (await harness.storage.getValue(bind(expiryMark, {}))) !== undefined;
-    if (!marked && !this.#retention.due(now)) return;
-    if (await liveWork(harness)) {
-      if (marked) {
-        await harness.commit((tx) => tx.value(expiryMark).delete(), BACKGROUND_CONTEXT);
-        this.#retention.revived();
-      }
-      this.#retention.keep(now);
-      return;
-    }
-    // Activity after the expiry was committed (an input answered while its event waited for delivery) cancels it.
-    if (marked && this.#retention.activeSinceExpiry(harness.storage.lastSeq)) {
-      await harness.commit((tx) => tx.value(expiryMark).delete(), BACKGROUND_CONTEXT);
-      this.#retention.revived();
-      return;
-    }
-    if (!marked) {
-      const setting = this.#retention.setting;
-      const lastActivityAt = this.#retention.lastActivityAt;
-      if (setting === undefined || lastActivityAt === undefined) return;
-      await harness.commit((tx) => {
-        tx.value(expiryMark).set({ deleteAfterDays: setting.deleteAfterDays, lastActivityAt, expiredAt: now });
-      }, BACKGROUND_CONTEXT);
-      this.#retention.expired(harness.storage.lastSeq);
-      // The commit kicked a send round: its event may be out at once.
-      await this.#outbox.settled();
-    }
-    if (this.#outbox.undelivered()) {
-      this.#retention.waiting(now);
-      return;
-    }
-    const outcome = await this.destroy(where);
-    if (!outcome.ok) hostReport({ type: "alarm_failed", error: outcome.problem });
+    if (session === undefined || session.stale || where === undefined) return;
+    await expireIdle({
+      harness: session.harness,
+      retention: this.#retention,
+      now: this.#clock.now(),
+      outbox: this.#outbox,
+      destroy: async () => {
+        const outcome = await this.destroy(where);
+        if (!outcome.ok) hostReport({ type: "alarm_failed", error: outcome.problem });
+      },
+    });
   }
 
   // Test access (through runInDurableObject, never RPC) ------------------------------------------------

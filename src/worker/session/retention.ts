@@ -19,6 +19,8 @@
 import type { Clock } from "../../core/host.js";
 import type { Harness } from "../../core/harness.js";
 import { bind } from "../../core/state.js";
+import { BACKGROUND_CONTEXT } from "../../core/call.js";
+import { expiryMark } from "../outbox/types.js";
 import { schedulePaused } from "../../kinds/schedule.js";
 import type { Retention } from "../../api/schemas.js";
 import type { RetentionSource } from "../directory/templates.js";
@@ -230,4 +232,58 @@ export async function liveWork(harness: Harness): Promise<boolean> {
     return true;
   }
   return false;
+}
+
+/** What `expireIdle` needs of the session object. */
+export interface ExpiryDeps {
+  readonly harness: Harness;
+  readonly retention: SessionRetention;
+  readonly now: number;
+  readonly outbox: { undelivered(): boolean; settled(): Promise<void> };
+  /** Delete the session as DELETE deletes it. */
+  readonly destroy: () => Promise<void>;
+}
+
+/**
+ * Retention on the alarm: an idle session past its expiry commits its expiry (reported as `session.expired`),
+ * then is deleted (`destroy`) once its outbox holds nothing undelivered. Live work keeps it; live work, or any
+ * commit, that came after the expiry was committed cancels the expiry (the mark is deleted and the alarm armed
+ * for the next expiry).
+ */
+export async function expireIdle(deps: ExpiryDeps): Promise<void> {
+  const { harness, retention, now } = deps;
+  // A mark is only ever committed under a retention, so a session without one reads nothing here.
+  if (retention.setting === undefined) return;
+  const marked = (await harness.storage.getValue(bind(expiryMark, {}))) !== undefined;
+  if (!marked && !retention.due(now)) return;
+  if (await liveWork(harness)) {
+    if (marked) {
+      await harness.commit((tx) => tx.value(expiryMark).delete(), BACKGROUND_CONTEXT);
+      retention.revived();
+    }
+    retention.keep(now);
+    return;
+  }
+  // Activity after the expiry was committed (an input answered while its event waited for delivery) cancels it.
+  if (marked && retention.activeSinceExpiry(harness.storage.lastSeq)) {
+    await harness.commit((tx) => tx.value(expiryMark).delete(), BACKGROUND_CONTEXT);
+    retention.revived();
+    return;
+  }
+  if (!marked) {
+    const setting = retention.setting;
+    const lastActivityAt = retention.lastActivityAt;
+    if (lastActivityAt === undefined) return;
+    await harness.commit((tx) => {
+      tx.value(expiryMark).set({ deleteAfterDays: setting.deleteAfterDays, lastActivityAt, expiredAt: now });
+    }, BACKGROUND_CONTEXT);
+    retention.expired(harness.storage.lastSeq);
+    // The commit kicked a send round: its event may be out at once.
+    await deps.outbox.settled();
+  }
+  if (deps.outbox.undelivered()) {
+    retention.waiting(now);
+    return;
+  }
+  await deps.destroy();
 }

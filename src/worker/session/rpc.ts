@@ -20,6 +20,7 @@ import type { SessionWhere } from "../identity/owner.js";
 import type { RetentionSource, TemplateBinding } from "../directory/templates.js";
 import type { DirectoryMeta } from "./directory-link.js";
 import type { RetentionView } from "./retention.js";
+import type { ImportResponse } from "../../api/transfer.js";
 
 export interface SessionRpc {
   create(config?: CreateConfig): Promise<{ readonly created: boolean }>;
@@ -64,6 +65,13 @@ export interface SessionRpc {
   /** With `where`, a name the directory still lists but this object no longer holds is unlinked (object.ts). */
   destroy(where?: { readonly tenant: string; readonly session: string }): Promise<Outcome<{ readonly deleted: true }>>;
   fetch(request: Request): Promise<Response>;
+  /** The session as JSONL (session/transfer.ts); `redacted` for a user's export. */
+  exportSession(name: string, redacted: boolean): Promise<Outcome<ReadableStream<Uint8Array>>>;
+  /** Stage an export into this (empty) object, then link and open it (session/transfer.ts). */
+  importSession(
+    where: { readonly tenant: string; readonly session: string },
+    body: ReadableStream<Uint8Array>,
+  ): Promise<Outcome<ImportResponse>>;
 }
 
 /** The typed RPC view of a session stub. */
