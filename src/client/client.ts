@@ -219,14 +219,14 @@ export class SessionClient {
    * The session as JSONL (docs/operations.md "Export and import"): a header line, then its batches. An operator's
    * export is whole; a user's is redacted (and cannot be imported).
    */
-  async export(): Promise<ReadableStream<Uint8Array>> {
+  async exportJsonl(): Promise<ReadableStream<Uint8Array>> {
     const response = await this.#client.send("GET", `${this.path}/export`);
     if (!response.ok) throw new PicoApiError(response.status, (await response.json()) as ProblemBody);
     return response.body ?? new ReadableStream<Uint8Array>();
   }
 
   /** Import an export (operator) as this session, which must not exist; a bad line throws `invalid_import`. */
-  async import(jsonl: string | ReadableStream<Uint8Array>): Promise<ImportResponse> {
+  async importJsonl(jsonl: string | ReadableStream<Uint8Array>): Promise<ImportResponse> {
     const response = await this.#client.send("POST", `${this.path}/import`, {
       raw: jsonl,
       headers: { "content-type": "application/jsonl" },
@@ -362,8 +362,8 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   withdrawInput: "SessionClient.withdraw",
   getAcceptance: "SessionClient.acceptance",
   usage: "SessionClient.usage",
-  exportSession: "SessionClient.export",
-  importSession: "SessionClient.import",
+  exportSession: "SessionClient.exportJsonl",
+  importSession: "SessionClient.importJsonl",
   listTasks: "SessionClient.tasks",
   abortTask: "SessionClient.abortTask",
   releaseTask: "SessionClient.releaseTask",

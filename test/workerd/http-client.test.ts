@@ -298,9 +298,9 @@ describe("typed client against the worker", () => {
     expect(await ops.releaseTask(live.id)).toEqual({ released: true });
     expect(await ops.clearFault()).toEqual({ cleared: false });
     // Export and import: the session as JSONL, imported under another name.
-    const jsonl = await new Response(await ops.export()).text();
+    const jsonl = await new Response(await ops.exportJsonl()).text();
     expect(jsonl.split("\n")[0]).toContain('"format":"pico-edge.session-export"');
-    expect((await operator.session(`${name}-copy`).import(jsonl)).session).toBe(`${name}-copy`);
+    expect((await operator.session(`${name}-copy`).importJsonl(jsonl)).session).toBe(`${name}-copy`);
     // Inbound endpoints: point a GitHub sender at the root, and a standard one (its secret shown once).
     const inbound = ops.inbound();
     expect(

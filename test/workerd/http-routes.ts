@@ -22,6 +22,7 @@ export const ROUTES: readonly RouteCase[] = [
   { name: "PUT session", method: "PUT", path: s, body: {}, capability: "session.create" },
   { name: "GET session", method: "GET", path: s, capability: "session.read" },
   { name: "DELETE session", method: "DELETE", path: s, capability: "delete" },
+  { name: "GET export", method: "GET", path: (x) => `${s(x)}/export`, capability: "export" },
   {
     name: "POST inputs",
     method: "POST",
@@ -205,6 +206,13 @@ export const TENANT_ROUTES: readonly RouteCase[] = [
   },
   { name: "POST user revoke", method: "POST", path: () => "/v1/users/someone/revoke", capability: "users" },
   { name: "POST user erase", method: "POST", path: () => "/v1/users/someone/erase", capability: "users" },
+  {
+    name: "POST import",
+    method: "POST",
+    path: (x) => `/v1/sessions/${x === "unused" ? "rig" : x}/import`,
+    body: {},
+    capability: "import",
+  },
   {
     name: "GET erasure",
     method: "GET",
