@@ -34,9 +34,9 @@ async function failReports(tenant: string, failing: () => boolean): Promise<() =
   return runInDurableObject(namespace.get(id) as DurableObjectStub<LimitsObject>, (instance: LimitsObject, state) => {
     const prototype = Object.getPrototypeOf(instance) as LimitsObject;
     const settle = prototype.settle;
-    prototype.settle = function (this: LimitsObject, report: SettleReport) {
+    prototype.settle = function (this: LimitsObject, reports: readonly SettleReport[]) {
       if (state.id.equals(id) && failing()) throw new Error("the report was lost");
-      return settle.call(this, report);
+      return settle.call(this, reports);
     };
     return () => {
       prototype.settle = settle;
@@ -636,9 +636,12 @@ describe("metering", () => {
         const total = read.items.find((d) => d.sub === null);
         return total?.inputs === 3 && read.items.find((d) => d.sub === "alice")?.inputs === 2 ? read : undefined;
       }, "every turn's usage to be metered");
-      // Nothing limited: no admission call; the sessions' settle reports (what already followed their commits
-      // under a limit) are the only calls, one per input here (its usage and its final result share a commit).
-      expect(calls).toEqual(["settle", "settle", "settle"]);
+      // Nothing limited: no admission call; the sessions' settle reports are the only calls, batched: a session sends
+      // what its turns settled at most once per batch window (limits/meter.ts), so never more calls than inputs, and at
+      // least one per session.
+      expect(calls.every((method) => method === "settle")).toBe(true);
+      expect(calls.length).toBeGreaterThanOrEqual(2);
+      expect(calls.length).toBeLessThanOrEqual(3);
       const byUser = new Map(page.items.map((d) => [d.sub, d]));
       const tenantDay = byUser.get(null);
       const aliceDay = byUser.get("alice");
@@ -656,6 +659,32 @@ describe("metering", () => {
         expect(models.reduce((n, m) => n + m.costUsd, 0)).toBeCloseTo(day?.costUsd ?? -1);
       }
       expect((await usage(tenant, "/v1/me/usage", alice)).models).toEqual(page.models.filter((m) => m.sub === "alice"));
+    } finally {
+      setHostSeams({});
+    }
+  });
+
+  it("An input's reservation carries its session's pending usage", async () => {
+    const tenant = uniqueTenant("carry");
+    await setLimits(tenant, { user: { inputsPerDay: 10 } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    const calls: string[] = [];
+    // A batch window longer than the test: a report is sent only when an admission carries it.
+    setHostSeams({
+      meterBatchMs: 600_000,
+      limitsCall: (t, method) => void (t === tenant && method !== "usage" && calls.push(method)),
+    });
+    try {
+      expect((await send(session, alice, "one", "k1", 10)).status).toBe(201);
+      // The first turn's usage waits in the session: nothing settled it yet.
+      expect((await usage(tenant, "/v1/usage?sub=alice")).items.map((d) => d.totalTokens)).toEqual([0]);
+      expect((await send(session, alice, "two", "k2", 10)).status).toBe(201);
+      // The second input's one call settled the first turn: its tokens are counted, the second's still wait.
+      const days = (await usage(tenant, "/v1/usage?sub=alice")).items;
+      expect(days.map((d) => d.inputs)).toEqual([2]);
+      expect(days[0]?.totalTokens).toBeGreaterThan(0);
+      expect(calls).toEqual(["admitInput", "admitInput"]);
     } finally {
       setHostSeams({});
     }

@@ -30,21 +30,21 @@ describe("LimitsObject", () => {
     await limits.setLimits({ user: { concurrentTurns: 1 } });
     const reserve = (key: string): ReturnType<LimitsRpc["admitInput"]> =>
       limits.admitInput({ key: `s1\n${key}`, session: "s1", sub: "alice", keyed: true, leaseMs: 60_000 });
-    expect(await reserve("idem:a")).toEqual({ ok: true, reserved: true });
+    expect(await reserve("idem:a")).toEqual({ ok: true, reserved: true, slot: true });
     const refused = await reserve("idem:b");
     expect(refused).toMatchObject({ ok: false, refusal: { field: "user.concurrentTurns", limit: 1 } });
     // The session that took the slot crashed before reporting: the slot is held until the lease ends.
     seams.time.now += 59_000;
     expect(await reserve("idem:b")).toMatchObject({ ok: false });
     seams.time.now += 1_000;
-    expect(await reserve("idem:b")).toEqual({ ok: true, reserved: true });
+    expect(await reserve("idem:b")).toEqual({ ok: true, reserved: true, slot: true });
     // A report of b's final result releases its slot before its lease ends.
     expect(await reserve("idem:c")).toMatchObject({ ok: false });
-    expect(await limits.settle({ session: "s1", usage: [], finished: [{ requestId: "idem:b" }] })).toEqual({
+    expect(await limits.settle([{ session: "s1", usage: [], finished: [{ requestId: "idem:b" }] }])).toEqual({
       settled: 0,
       released: 1,
     });
-    expect(await reserve("idem:c")).toEqual({ ok: true, reserved: true });
+    expect(await reserve("idem:c")).toEqual({ ok: true, reserved: true, slot: true });
   });
 
   it("a usage element reported twice counts once", async () => {
@@ -59,8 +59,8 @@ describe("LimitsObject", () => {
       usage: [{ key: "s1\n7", input: 10, output: 5, totalTokens: 15, cost: 0.5 }],
       finished: [{}],
     };
-    expect(await limits.settle(report)).toEqual({ settled: 1, released: 1 });
-    expect(await limits.settle(report)).toEqual({ settled: 0, released: 0 });
+    expect(await limits.settle([report])).toEqual({ settled: 1, released: 1 });
+    expect(await limits.settle([report])).toEqual({ settled: 0, released: 0 });
     const days = await limits.usage({ from: "1970-01-01", to: "2999-12-31" });
     expect(days.items.map((d) => [d.sub, d.inputs, d.totalTokens, d.costUsd])).toEqual([
       [null, 1, 15, 0.5],

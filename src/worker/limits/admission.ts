@@ -1,7 +1,9 @@
 /**
- * The Worker's side of a tenant's limits (docs/users.md "Limits and usage"): a per-isolate copy of each
- * tenant's limits (read at most every `LIMITS_TTL_MS`; the isolate that serves `PUT /v1/limits` updates
- * its copy at once), the admission checks the routes call, and the refusal they throw.
+ * Admission under a tenant's limits (docs/users.md "Limits and usage"): a per-isolate copy of each tenant's limits
+ * (read at most every `LIMITS_TTL_MS`; the isolate that serves `PUT /v1/limits` updates its copy at once), the
+ * admission checks the routes call, the refusal they throw, and the input reservations a session makes for the
+ * inputs it accepts (the Worker passes the payer along; the session reserves inside the accept, carrying its pending
+ * usage reports, so an accepted input costs one LimitsObject call with its settlement included).
  *
  * A tenant with no limits configured pays nothing here beyond that periodic read: no request is counted
  * and no input reserved. Metering still runs: the sessions' usage reports (meter.ts) count inputs, tokens
@@ -10,11 +12,11 @@
 import type { LimitsResponse } from "../../api/limits.js";
 import type { Env } from "../env.js";
 import { limitsStub, type Admission, type Refusal } from "./object.js";
-import { Problem, unwrap, type Outcome } from "../problems.js";
+import { Problem } from "../problems.js";
 import type { Claims } from "../schemas.js";
-import { sessionKey } from "../../kinds/incarnation.js";
 import type { ScheduleAdmission } from "../../kinds/schedule.js";
 import { hostReport } from "../platform/host-config.js";
+import type { LimitsMeter } from "./meter.js";
 
 /** How long an isolate uses its copy of a tenant's limits before it reads them again, ms. */
 export const LIMITS_TTL_MS = 10_000;
@@ -115,80 +117,70 @@ export function payerOf(claims: Claims): Payer {
 }
 
 /**
- * Reserve one input (and one turn slot) before a session accepts it; throws 429 over a limit. Undefined
- * when the tenant limits nothing, or when the request key was reserved before (a retry). `sessionKey`:
- * the session's key (`{session}:{incarnation}`, src/kinds/incarnation.ts), asked only when something is
- * limited, so an Idempotency-Key of a deleted incarnation of the session is a new key. With `slot: false`
- * the input is admitted by every limit (a full `concurrentTurns` included) and counted for the day, but
- * holds no turn slot: `continue` starts a turn the session reports under no request key.
+ * Reserve one input (and one turn slot) for the session whose key (`{session}:{incarnation}`,
+ * src/kinds/incarnation.ts) is `session`, so an Idempotency-Key of a deleted incarnation is a new key; throws 429
+ * over a limit.
+ * Undefined when the tenant limits nothing, or when the request key was reserved before (a retry). With `slot:
+ * false` the input is admitted by every limit (a full `concurrentTurns` included) and counted for the day, but holds
+ * no turn slot: `continue` starts a turn the session reports under no request key.
  */
-export async function reserveInput(
-  env: Env,
+export type ReserveInput = (
+  session: string,
   payer: Payer,
-  sessionKey: () => Promise<string>,
   requestId: string | undefined,
-  options: { readonly slot?: boolean } = {},
-): Promise<Reserved | undefined> {
-  const limits = await limitsOf(env, payer.tenant);
-  if (!limited(limits)) return undefined;
-  const session = await sessionKey();
-  const stub = limitsStub(env, payer.tenant);
-  const key = `${session}\n${requestId ?? `~${crypto.randomUUID()}`}`;
-  const reserved = admitted(
-    await stub.admitInput({
-      key,
-      session,
-      keyed: requestId !== undefined,
-      leaseMs: options.slot === false ? 0 : TURN_LEASE_MS,
-      ...(payer.sub === undefined ? {} : { sub: payer.sub }),
-    }),
-  );
-  if (!reserved) return undefined;
-  return {
-    cancel: async () => {
-      await stub.cancel(key);
-    },
+  options?: { readonly slot?: boolean },
+) => Promise<Reserved | undefined>;
+
+/**
+ * The session's reservations (it reserves its own inputs, so the call carries its pending usage reports: one call to
+ * the LimitsObject per accepted input settles the session's turns too, limits/meter.ts).
+ */
+export function sessionReservations(env: Env, meter: LimitsMeter): ReserveInput {
+  return async (at, payer, requestId, options = {}) => {
+    const limits = await limitsOf(env, payer.tenant);
+    if (!limited(limits)) return undefined;
+    const stub = limitsStub(env, payer.tenant);
+    const key = `${at}\n${requestId ?? `~${crypto.randomUUID()}`}`;
+    const carried = meter.carry(payer.tenant);
+    const admission = await stub.admitInput(
+      {
+        key,
+        session: at,
+        keyed: requestId !== undefined,
+        leaseMs: options.slot === false ? 0 : TURN_LEASE_MS,
+        ...(payer.sub === undefined ? {} : { sub: payer.sub }),
+      },
+      carried.reports,
+    );
+    if (admission.carried === true) meter.carried(carried);
+    if (!admitted(admission)) return undefined;
+    if (admission.ok && admission.slot === true) meter.heldSlot();
+    return {
+      cancel: async () => {
+        await stub.cancel(key);
+      },
+    };
   };
 }
 
 /**
- * Whether the session accepted the input, looked up by its request key once the request failed: true or
- * false when the session answered, undefined when it cannot say (no request key, or the lookup failed).
+ * Give back a reservation the session never used: its key in this incarnation, when limits are set (the Worker asks
+ * for it when the request failed before the session answered, and the session confirms it never accepted the input).
  */
-export type AcceptedLookup = () => Promise<boolean | undefined>;
-
-/**
- * The session's outcome. A reservation is given back only when the session refused the input (an
- * outcome that is not ok), or when the request failed (it threw: the object restarted mid-`?wait`) and
- * the session confirms by the request key that it never accepted it. Otherwise the input may have been
- * accepted, and it stays counted.
- */
-export async function unreserveOnFailure<T>(
-  reserved: Reserved | undefined,
-  outcome: Promise<Outcome<T>>,
-  accepted?: AcceptedLookup,
-): Promise<T> {
-  let result: Outcome<T>;
-  try {
-    result = await outcome;
-  } catch (error) {
-    if (reserved !== undefined && accepted !== undefined && (await accepted().catch(() => undefined)) === false)
-      await reserved.cancel();
-    throw error;
-  }
-  if (!result.ok) await reserved?.cancel();
-  return unwrap(result);
+export async function releaseReservation(env: Env, payer: Payer, session: string, requestId: string): Promise<boolean> {
+  if (!limited(await limitsOf(env, payer.tenant))) return false;
+  return (await limitsStub(env, payer.tenant).cancel(`${session}\n${requestId}`)).cancelled;
 }
 
 /**
  * The admission of a schedule's occurrences (docs/users.md "Limits and usage"): an input of the session's
  * owner (tenant limits only for a session without one), reserved under the occurrence's request key in this
- * incarnation. Unreachable limits do not cost the occurrence: it runs unadmitted and the outage is reported
+ * incarnation (`where().session`: the session key). Unreachable limits do not cost the occurrence: it runs unadmitted and the outage is reported
  * (its tokens are still metered by the session's durable reports).
  */
 export function scheduleAdmission(
-  env: Env,
-  where: () => { readonly tenant: string; readonly session: string; readonly incarnation?: string } | undefined,
+  reserve: ReserveInput,
+  where: () => { readonly tenant: string; readonly session: string } | undefined,
   owner: () => string | undefined,
 ): (requestId: string) => Promise<ScheduleAdmission> {
   return async (requestId) => {
@@ -196,12 +188,8 @@ export function scheduleAdmission(
     if (at === undefined) return { type: "admitted" };
     const sub = owner();
     try {
-      const reserved = await reserveInput(
-        env,
-        sub === undefined ? { tenant: at.tenant } : { tenant: at.tenant, sub },
-        async () => sessionKey(at.session, at.incarnation),
-        requestId,
-      );
+      const payer = sub === undefined ? { tenant: at.tenant } : { tenant: at.tenant, sub };
+      const reserved = await reserve(at.session, payer, requestId);
       return reserved === undefined ? { type: "admitted" } : { type: "admitted", release: () => reserved.cancel() };
     } catch (error) {
       if (error instanceof Problem && error.code === "rate_limited")

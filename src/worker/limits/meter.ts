@@ -4,22 +4,24 @@
  * (tokens and cost, each keyed by its element's seq so a repeated report counts once) and the inputs
  * whose result became final (their turn slot is released).
  *
- * Reports are durable until acknowledged: each is kept in the session object's KV storage, sent at once,
- * and deleted only when the LimitsObject answers; one that fails stays and is resent from the session's
- * alarm (backing off up to RETRY_MAX_MS), and on the next open. The LimitsObject de-duplicates usage by
- * key, so a resend counts nothing twice.
+ * Reports are durable until acknowledged: each is kept in the session object's KV storage and deleted only when the
+ * LimitsObject answers. They are batched: a report rides the session's next input reservation (`carry`: the
+ * admission call settles them first, so a session that keeps receiving inputs settles its turns without a call of its
+ * own), or is sent with every other pending report in one `settle` call once BATCH_MS passed without one. A report
+ * that releases a turn slot a `concurrentTurns` limit counts is sent at once (a user waiting for a slot does not wait
+ * for the batch). A send that fails is retried from the session's alarm (backing off up to RETRY_MAX_MS), and on the
+ * next open. The LimitsObject de-duplicates usage by key, so a resend counts nothing twice.
  *
  * Metering always runs: a tenant without limits is reported to as well (its usage by user, day and model is what
- * `GET /v1/usage` reads). A commit reports only when it settled something, so an input costs the reports its turn's
- * settling commits make and no call of its own. A session created over RPC (no tenant) and a commit with neither
- * report nothing.
+ * `GET /v1/usage` reads, at most BATCH_MS behind). A commit reports only when it settled something. A session created
+ * over RPC (no tenant) and a commit with neither report nothing.
  */
 import type { CommittedBatch } from "../../core/session-types.js";
 import { INPUT_RESULT_NAMESPACE, type InputResult } from "../../core/inbox.js";
 import { readUsageRow, usageList } from "../../kinds/usage.js";
 import type { StoredUsageRow } from "../../kinds/states.js";
 import type { Env } from "../env.js";
-import { hostReport } from "../platform/host-config.js";
+import { hostReport, meterBatchMs } from "../platform/host-config.js";
 import { limitsStub, type SettleReport } from "./object.js";
 
 /**
@@ -62,11 +64,19 @@ export function settledBy(commit: CommittedBatch, session: string): SettleReport
 const PREFIX = "edge.limits.report.";
 export const RETRY_FIRST_MS = 1_000;
 export const RETRY_MAX_MS = 60_000;
+/** How long a report waits for an input reservation to carry it before it is sent on its own, ms. */
+export const BATCH_MS = 1_000;
 
 /** A report kept until the tenant's LimitsObject acknowledges it. */
 interface PendingReport {
   readonly tenant: string;
   readonly report: SettleReport;
+}
+
+/** Reports an admission call carries: acknowledge them with `carried` once the LimitsObject settled them. */
+export interface Carried {
+  readonly reports: readonly SettleReport[];
+  readonly keys: readonly string[];
 }
 
 export interface MeterDeps {
@@ -84,17 +94,20 @@ export class LimitsMeter {
   #sending: Promise<void> | undefined;
   #attempt = 0;
   #dueAt: number | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  /** Reservations of this instance that hold a counted turn slot and were not released yet. */
+  #slots = 0;
 
   constructor(deps: MeterDeps) {
     this.#deps = deps;
   }
 
-  /** When a failed report is next resent (undefined: nothing waits). */
+  /** When pending reports are next sent (undefined: nothing waits). */
   get dueAt(): number | undefined {
     return this.#dueAt;
   }
 
-  /** The commit listener (`harness.onCommit`): keep what the commit settled, then send it. */
+  /** The commit listener (`harness.onCommit`): keep what the commit settled, then send it (now or batched). */
   committed(commit: CommittedBatch, at: MeterWhere): void {
     if (at === undefined) return;
     const settled = settledBy(commit, at.session);
@@ -104,7 +117,34 @@ export class LimitsMeter {
     const report = owner === undefined ? settled : { ...settled, owner };
     const pending: PendingReport = { tenant: at.tenant, report };
     this.#deps.kv.put(`${PREFIX}${String(commit.first).padStart(16, "0")}`, pending);
-    void this.flush();
+    if (this.#slots > 0 && settled.finished.length > 0) {
+      this.#slots = Math.max(0, this.#slots - settled.finished.length);
+      void this.flush();
+    } else this.#batch();
+  }
+
+  /** An admission of this session reserved a turn slot a `concurrentTurns` limit counts: its release goes at once. */
+  heldSlot(): void {
+    this.#slots += 1;
+  }
+
+  /** The pending reports to `tenant` an admission call may carry (none while a send is under way). */
+  carry(tenant: string): Carried {
+    if (this.#sending !== undefined) return { reports: [], keys: [] };
+    const reports: SettleReport[] = [];
+    const keys: string[] = [];
+    for (const [key, pending] of this.#pending()) {
+      if (pending.tenant !== tenant) continue;
+      reports.push(pending.report);
+      keys.push(key);
+    }
+    return { reports, keys };
+  }
+
+  /** The LimitsObject settled what an admission carried: forget those reports. */
+  carried(carried: Carried): void {
+    for (const key of carried.keys) this.#deps.kv.delete(key);
+    if (this.#pending().length === 0) this.#settledAll();
   }
 
   /** The session opened: resend what a failure or a restart left unacknowledged. */
@@ -112,35 +152,72 @@ export class LimitsMeter {
     if (this.#pending().length > 0) void this.flush();
   }
 
-  /** The alarm fired: resend pending reports once due. */
+  /** The alarm fired: send pending reports once due. */
   async alarm(): Promise<void> {
     if (this.#dueAt !== undefined && this.#dueAt <= this.#deps.now()) await this.flush();
   }
 
-  /** Send every pending report in order; stop at the first failure and retry it later. One send at a time. */
+  /** Send every pending report, one call per tenant; a failure is retried later. One send at a time. */
   flush(): Promise<void> {
     const run = async (): Promise<void> => {
       if (this.#sending !== undefined) await this.#sending.catch(() => undefined);
+      const byTenant = new Map<string, { keys: string[]; reports: SettleReport[] }>();
       for (const [key, pending] of this.#pending()) {
+        const batch = byTenant.get(pending.tenant) ?? { keys: [], reports: [] };
+        batch.keys.push(key);
+        batch.reports.push(pending.report);
+        byTenant.set(pending.tenant, batch);
+      }
+      for (const [tenant, batch] of byTenant) {
         try {
-          await limitsStub(this.#deps.env, pending.tenant).settle(pending.report);
+          await limitsStub(this.#deps.env, tenant).settle(batch.reports);
         } catch (error) {
           hostReport({ type: "harness", report: error });
           const delay = Math.min(RETRY_FIRST_MS * 2 ** this.#attempt, RETRY_MAX_MS);
           this.#attempt += 1;
-          this.#dueAt = this.#deps.now() + delay;
-          this.#deps.due(this.#dueAt);
+          this.#due(this.#deps.now() + delay);
           return;
         }
-        this.#deps.kv.delete(key);
+        for (const key of batch.keys) this.#deps.kv.delete(key);
       }
       this.#attempt = 0;
-      this.#dueAt = undefined;
-      this.#deps.due(undefined);
+      if (this.#pending().length === 0) this.#settledAll();
     };
-    const sending = run();
+    this.#clearTimer();
+    const sending = run().finally(() => {
+      if (this.#sending === sending) this.#sending = undefined;
+    });
     this.#sending = sending;
     return sending;
+  }
+
+  /** Send within BATCH_MS unless an admission carries the reports first (a timer; the alarm if the object sleeps). */
+  #batch(): void {
+    if (this.#timer !== undefined) return;
+    const wait = meterBatchMs(BATCH_MS);
+    const at = this.#deps.now() + wait;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.flush();
+    }, wait);
+    if (this.#dueAt === undefined || this.#dueAt > at) this.#due(at);
+  }
+
+  #due(at: number): void {
+    this.#dueAt = at;
+    this.#deps.due(at);
+  }
+
+  #settledAll(): void {
+    this.#clearTimer();
+    this.#dueAt = undefined;
+    this.#deps.due(undefined);
+  }
+
+  #clearTimer(): void {
+    if (this.#timer === undefined) return;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
   }
 
   #pending(): [string, PendingReport][] {

@@ -32,8 +32,14 @@ export interface Refusal {
   readonly retryAfter: number;
 }
 
-export type Admission =
-  { readonly ok: true; readonly reserved: boolean } | { readonly ok: false; readonly refusal: Refusal };
+/**
+ * An admission's answer. `slot`: the reservation holds a turn slot some `concurrentTurns` limit counts (its release
+ * should reach this object at once). `carried`: the usage reports the call carried were settled (admitInput).
+ */
+export type Admission = (
+  | { readonly ok: true; readonly reserved: boolean; readonly slot?: boolean }
+  | { readonly ok: false; readonly refusal: Refusal }
+) & { readonly carried?: boolean };
 
 export interface InputReservation {
   /**
@@ -87,10 +93,10 @@ export interface LimitsRpc {
   limits(): Promise<LimitsResponse>;
   setLimits(limits: LimitsBody): Promise<LimitsResponse>;
   admitRequest(sub: string | undefined): Promise<Admission>;
-  admitInput(reservation: InputReservation): Promise<Admission>;
+  admitInput(reservation: InputReservation, reports?: readonly SettleReport[]): Promise<Admission>;
   admitWork(sub: string | undefined): Promise<Admission>;
   cancel(key: string): Promise<{ readonly cancelled: boolean }>;
-  settle(report: SettleReport): Promise<{ readonly settled: number; readonly released: number }>;
+  settle(reports: readonly SettleReport[]): Promise<{ readonly settled: number; readonly released: number }>;
   usage(range: UsageRange): Promise<UsageCounts>;
   eraseUser(sub: string): Promise<{ readonly rows: number }>;
 }
@@ -100,6 +106,8 @@ const TENANT = "t";
 /** How long released reservations and settled keys are kept (a retry within this window is recognized). */
 const KEEP_MS = 2 * 86_400_000;
 const PRUNE_EVERY_MS = 3_600_000;
+/** At most this many sessions' users are kept in memory (then the map starts again). */
+const SESSION_USERS_KEPT = 10_000;
 
 export function dayOf(at: number): string {
   return new Date(at).toISOString().slice(0, 10);
@@ -121,6 +129,8 @@ function nextMonth(now: number): number {
 
 export class LimitsObject extends DurableObject<Env> {
   #prunedAt = 0;
+  /** session -> the user its usage counts for (null: none), as `session_users` holds it. */
+  readonly #sessionUsers = new Map<string, string | null>();
   /** The limits as stored (limits()); undefined until read, and after setLimits writes them. */
   #config: LimitsResponse | undefined;
 
@@ -205,7 +215,27 @@ export class LimitsObject extends DurableObject<Env> {
     return { ok: true, reserved: counted.length > 0 };
   }
 
-  admitInput(reservation: InputReservation): Admission {
+  /**
+   * Reserve one input. `reports`: the session's usage reports not yet acknowledged, carried by the call (settled first,
+   * so the checks see them; `carried` says whether they were): a session that sends inputs settles its turns without a
+   * call of its own (limits/meter.ts).
+   */
+  admitInput(reservation: InputReservation, reports: readonly SettleReport[] = []): Admission {
+    const carried = reports.length > 0 && this.#carry(reports);
+    const admission = this.#admitInput(reservation);
+    return carried ? { ...admission, carried } : admission;
+  }
+
+  #carry(reports: readonly SettleReport[]): boolean {
+    try {
+      this.settle(reports);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #admitInput(reservation: InputReservation): Admission {
     const sql = this.ctx.storage.sql;
     const now = hostClock().now();
     if (sql.exec("SELECT 1 AS found FROM reservations WHERE key = ?", reservation.key).toArray().length > 0)
@@ -231,15 +261,33 @@ export class LimitsObject extends DurableObject<Env> {
       now + reservation.leaseMs,
     );
     for (const s of scope === "" ? [TENANT] : [TENANT, scope]) this.#add(s, day, { inputs: 1 });
-    if (reservation.sub !== undefined) {
+    if (reservation.sub !== undefined && this.#sessionUser(reservation.session) !== reservation.sub) {
       sql.exec(
         "INSERT INTO session_users (session, sub) VALUES (?, ?) ON CONFLICT (session) DO UPDATE SET sub = excluded.sub",
         reservation.session,
         reservation.sub,
       );
+      this.#sessionUsers.set(reservation.session, reservation.sub);
     }
     this.#prune(now);
-    return { ok: true, reserved: true };
+    const slot =
+      reservation.leaseMs > 0 &&
+      (tenant.concurrentTurns !== undefined || (reservation.sub !== undefined && user.concurrentTurns !== undefined));
+    return slot ? { ok: true, reserved: true, slot } : { ok: true, reserved: true };
+  }
+
+  /**
+   * The user a session's usage counts for (null: none named), from memory after one read: this object is the only
+   * writer of `session_users` (bounded: the map is dropped when it grows past SESSION_USERS_KEPT).
+   */
+  #sessionUser(session: string): string | null {
+    const known = this.#sessionUsers.get(session);
+    if (known !== undefined) return known;
+    const row = this.ctx.storage.sql.exec("SELECT sub FROM session_users WHERE session = ?", session).toArray()[0];
+    const sub = row === undefined ? null : String(row["sub"]);
+    if (this.#sessionUsers.size >= SESSION_USERS_KEPT) this.#sessionUsers.clear();
+    this.#sessionUsers.set(session, sub);
+    return sub;
   }
 
   /**
@@ -272,12 +320,23 @@ export class LimitsObject extends DurableObject<Env> {
     return { cancelled: true };
   }
 
-  settle(report: SettleReport): { readonly settled: number; readonly released: number } {
+  /** Settle a session's reports, in order (one call for every report the session had not sent: limits/meter.ts). */
+  settle(reports: readonly SettleReport[]): { readonly settled: number; readonly released: number } {
+    let settled = 0;
+    let released = 0;
+    for (const report of reports) {
+      const one = this.#settleOne(report);
+      settled += one.settled;
+      released += one.released;
+    }
+    return { settled, released };
+  }
+
+  #settleOne(report: SettleReport): { readonly settled: number; readonly released: number } {
     const sql = this.ctx.storage.sql;
     const now = hostClock().now();
     const day = dayOf(now);
-    const named = sql.exec("SELECT sub FROM session_users WHERE session = ?", report.session).toArray()[0];
-    const sub = named === undefined ? report.owner : String(named["sub"]);
+    const sub = this.#sessionUser(report.session) ?? report.owner;
     const scopes = sub === undefined ? [TENANT] : [TENANT, `u:${sub}`];
     let settled = 0;
     for (const item of report.usage) {
@@ -404,6 +463,7 @@ export class LimitsObject extends DurableObject<Env> {
     }
     rows += sql.exec("DELETE FROM reservations WHERE scope = ? RETURNING key", scope).toArray().length;
     rows += sql.exec("DELETE FROM session_users WHERE sub = ? RETURNING session", sub).toArray().length;
+    this.#sessionUsers.clear();
     rows += sql.exec("DELETE FROM usage_days WHERE scope = ? RETURNING day", scope).toArray().length;
     rows += sql.exec("DELETE FROM usage_models WHERE scope = ? RETURNING day", scope).toArray().length;
     rows += sql.exec("DELETE FROM minutes WHERE scope = ? RETURNING minute", scope).toArray().length;
@@ -412,6 +472,13 @@ export class LimitsObject extends DurableObject<Env> {
 
   /** The first limit of `set` the scope has reached (user checks come before the tenant's). */
   #check(scope: string, set: LimitSet, who: "user" | "tenant", now: number, day: string): Refusal | undefined {
+    if (
+      set.inputsPerDay === undefined &&
+      set.tokensPerDay === undefined &&
+      set.costPerMonthUsd === undefined &&
+      set.concurrentTurns === undefined
+    )
+      return undefined;
     const sql = this.ctx.storage.sql;
     const today = sql
       .exec("SELECT inputs, total_tokens FROM usage_days WHERE scope = ? AND day = ?", scope, day)

@@ -53,6 +53,8 @@ export interface HostSeams {
   readonly afterCreateCommit?: () => void;
   /** Runs right after a delete wiped the session's storage, before its directory unlink: a throw cuts the delete there. */
   readonly afterDeleteWipe?: () => void;
+  /** How long a session's usage report waits to be batched before it is sent on its own, ms (limits/meter.ts). */
+  readonly meterBatchMs?: number;
   /** Sees each call the Worker makes on a tenant's LimitsObject (tests count them). */
   readonly limitsCall?: (tenant: string, method: string) => void;
   /** Where a session's spans go instead of the configured tracer (tests collect them in memory). */
@@ -81,6 +83,11 @@ export function deployedVersion(env: Env): string {
 /** The observer of LimitsObject calls, when a test set one. */
 export function limitsCallSeam(): ((tenant: string, method: string) => void) | undefined {
   return seams.limitsCall;
+}
+
+/** How long a usage report waits for a reservation to carry it (limits/meter.ts). */
+export function meterBatchMs(fallback: number): number {
+  return seams.meterBatchMs ?? fallback;
 }
 
 /** The span exporter a test installed, if any. */

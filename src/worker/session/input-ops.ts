@@ -30,6 +30,9 @@ import type { ConversationRef, SessionApi } from "./api.js";
 import type { ReplayKey, Replays } from "./replays.js";
 import type { OfferedTool } from "../../kinds/catalog-types.js";
 import { addressKey } from "../../storage/shared.js";
+import { sessionKey } from "../../kinds/incarnation.js";
+import type { Payer, Reserved, ReserveInput } from "../limits/admission.js";
+import { hostReport } from "../platform/host-config.js";
 
 /**
  * The worker's acceptance index: which conversation an input accepted over HTTP went to, so
@@ -121,23 +124,39 @@ async function answerOf(api: SessionApi, result: InputResult | undefined): Promi
   return stored === undefined ? undefined : presentEntry(stored);
 }
 
+/**
+ * Who pays for an input when the tenant limits something (the Worker passes it only then): the payer, and the
+ * session's name (with the incarnation, the key its reservations are made under: limits/admission.ts).
+ */
+export interface InputAdmission {
+  readonly payer: Payer;
+  readonly session: string;
+}
+
 /** The input operations of the session's op table (session/ops.ts): arguments and results. */
 export interface InputSessionOps {
-  accept: { readonly args: [ref: ConversationRef, request: AcceptRequest]; readonly result: AcceptResponse };
+  accept: {
+    readonly args: [ref: ConversationRef, request: AcceptRequest, admission?: InputAdmission];
+    readonly result: AcceptResponse;
+  };
   input: { readonly args: [inputId: Id]; readonly result: InputView };
   withdraw: { readonly args: [inputId: Id]; readonly result: InputView };
   acceptance: { readonly args: [source: RequestSource]; readonly result: Acceptance };
-  acceptIfKnown: {
-    readonly args: [ref: ConversationRef, request: AcceptRequest & { readonly source: RequestSource }];
-    readonly result: AcceptResponse | Unknown;
+  /**
+   * A request failed before the session answered (its object restarted): give its reservation back when this session
+   * never accepted the request key.
+   */
+  unreserve: {
+    readonly args: [source: RequestSource, admission: InputAdmission];
+    readonly result: { readonly released: boolean };
   };
 }
 
-/** `acceptIfKnown` on a request key this session never accepted: nothing was written. */
-export interface Unknown {
-  readonly known: false;
-  /** The session's incarnation (what limits reservations are keyed by); undefined: it predates incarnations. */
-  readonly incarnation: string | undefined;
+/** What the input operations need of the open session besides its API: its limits reservations. */
+export interface InputLimits {
+  readonly reserve: ReserveInput;
+  /** Cancel the reservation of `requestId` under session key `session` (false: there was none). */
+  readonly unreserve: (session: string, payer: Payer, requestId: string) => Promise<boolean>;
 }
 
 const call: Call = BACKGROUND_CONTEXT;
@@ -176,19 +195,44 @@ function replayKey(request: AcceptRequest): ReplayKey | undefined {
   return source?.type === "inbound" && signature !== undefined ? { endpoint: source.endpoint, signature } : undefined;
 }
 
+/**
+ * Reserve the input under the tenant's limits when the Worker says something is limited (`admission`): not for a
+ * request key this session accepted before (a retry: it was admitted when it was accepted, and makes no limits call).
+ */
+async function reserveFor(
+  session: AcceptSession,
+  key: string | undefined,
+  admission: InputAdmission | undefined,
+): Promise<Reserved | undefined> {
+  if (admission === undefined) return undefined;
+  if (key !== undefined && (await session.api.harness.acceptance(key, call)) !== undefined) return undefined;
+  return session.limits.reserve(sessionKey(admission.session, session.incarnation), admission.payer, key);
+}
+
+/** What an accept needs of the open session. */
+interface AcceptSession {
+  readonly api: SessionApi;
+  readonly replays: Replays;
+  readonly incarnation: string | undefined;
+  readonly limits: InputLimits;
+}
+
 async function accept(
-  api: SessionApi,
-  replays: Replays,
+  session: AcceptSession,
   ref: ConversationRef,
   request: AcceptRequest,
+  admission: InputAdmission | undefined,
 ): Promise<AcceptResponse> {
+  const { api, replays } = session;
   const harness = api.harness;
   const handle = await api.conversation(ref);
   const conversationId = handle.id;
   const key = request.source === undefined ? undefined : requestId(request.source);
   const replay = replayKey(request);
   await api.readProfile(conversationId);
-  const receipt = await harness.commitBound(call, { conversationId }, async (b) => {
+  const reserved = await reserveFor(session, key, admission);
+  let replayed = false;
+  const accepting = harness.commitBound(call, { conversationId }, async (b) => {
     const prior = await priorAcceptance(b, key);
     if (prior !== undefined) {
       if (request.source?.type === "idempotency" || request.source?.type === "chat")
@@ -196,9 +240,9 @@ async function accept(
       return { inputId: prior.inputId, conversationId: prior.conversationId, duplicate: true };
     }
     // A replay under a new delivery id is answered as a redelivery is, and writes nothing.
-    const replayed = replay === undefined ? undefined : await replays.seen(b, replay);
-    if (replayed !== undefined)
-      return { inputId: replayed.inputId, conversationId: replayed.conversationId, duplicate: true };
+    const seen = replay === undefined ? undefined : await replays.seen(b, replay);
+    replayed = seen !== undefined;
+    if (seen !== undefined) return { inputId: seen.inputId, conversationId: seen.conversationId, duplicate: true };
     let inputId: Id;
     if (request.mode === undefined) {
       const accepted = await acceptInput(
@@ -229,6 +273,13 @@ async function accept(
     if (replay !== undefined) await replays.record(b, replay, { inputId, conversationId });
     return { inputId, conversationId, duplicate: false };
   });
+  // A refused input gives its reservation back, and so does a replay (not a new input). A duplicate by request key
+  // keeps it: a concurrent request with the key reserved it (once) and was accepted.
+  const receipt = await accepting.catch(async (error: unknown) => {
+    await giveBack(reserved);
+    throw error;
+  });
+  if (replayed) await giveBack(reserved);
   if (replay !== undefined && !receipt.duplicate) await replays.settled();
   let result = await readResult(api, receipt.conversationId, receipt.inputId);
   if (request.waitSeconds !== undefined && request.waitSeconds > 0 && !isTerminalResult(result)) {
@@ -245,6 +296,10 @@ async function accept(
     ...(answer === undefined || request.waitSeconds === undefined ? {} : { answer }),
     ...(outputText === undefined ? {} : { outputText }),
   };
+}
+
+async function giveBack(reserved: Reserved | undefined): Promise<void> {
+  await reserved?.cancel().catch((error: unknown) => hostReport({ type: "admission_failed", error }));
 }
 
 async function input(api: SessionApi, inputId: Id): Promise<InputView> {
@@ -331,22 +386,23 @@ function waitResult(api: SessionApi, conversationId: Id, inputId: Id, ms: number
 }
 
 /** The input entries of the SessionObject's op table, over the open session's SessionApi. */
-export function inputOps<
-  S extends { readonly api: SessionApi; readonly replays: Replays; readonly incarnation: string | undefined },
->(): {
+export function inputOps<S extends AcceptSession>(): {
   readonly [K in keyof InputSessionOps]: (
     session: S,
     ...args: InputSessionOps[K]["args"]
   ) => Promise<InputSessionOps[K]["result"]>;
 } {
   return {
-    accept: (s, ref, request) => accept(s.api, s.replays, ref, request),
+    accept: (s, ref, request, admission) => accept(s, ref, request, admission),
     input: (s, id) => input(s.api, id),
     withdraw: (s, id) => withdraw(s.api, id),
     acceptance: (s, source) => acceptance(s.api, source),
-    acceptIfKnown: async (s, ref, request) =>
-      (await s.api.harness.acceptance(requestId(request.source), call)) === undefined
-        ? { known: false, incarnation: s.incarnation }
-        : accept(s.api, s.replays, ref, request),
+    unreserve: async (s, source, admission) => {
+      const key = requestId(source);
+      if ((await s.api.harness.acceptance(key, call)) !== undefined) return { released: false };
+      return {
+        released: await s.limits.unreserve(sessionKey(admission.session, s.incarnation), admission.payer, key),
+      };
+    },
   };
 }

@@ -5,6 +5,7 @@
  * from their modules (inputs, schedules, rig, inbound endpoints, remote calls, pending answers, outbox).
  */
 import type { Id } from "../../storage/records.js";
+import { sessionKey } from "../../kinds/incarnation.js";
 import type { SessionInspection } from "../../api/responses.js";
 import { outboxOps, type Outbox } from "../outbox/outbox.js";
 import { remoteCallOps } from "../remote/call-ops.js";
@@ -64,7 +65,20 @@ export function sessionOpTable(object: OperatorOps, outbox: () => Outbox): OpTab
     },
     deleteConversation: (s, ref) => s.api.deleteConversation(ref),
     fork: (s, ref, options) => s.api.fork(ref, options),
-    continue: (s, ref) => s.api.continue(ref),
+    continue: async (s, ref, admission) => {
+      const reserved =
+        admission === undefined
+          ? undefined
+          : await s.limits.reserve(sessionKey(admission.session, s.incarnation), admission.payer, undefined, {
+              slot: false,
+            });
+      try {
+        return await s.api.continue(ref);
+      } catch (error) {
+        await reserved?.cancel();
+        throw error;
+      }
+    },
     collapse: (s, ref, instructions) => s.api.collapse(ref, instructions),
     reset: async (s, ref, handoff) => {
       await s.api.reset(ref, handoff);

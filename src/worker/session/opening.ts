@@ -29,7 +29,7 @@ import { sessionTracer } from "../platform/session-tracer.js";
 import { remoteCallServices } from "../remote/http-transport.js";
 import type { Outbox } from "../outbox/outbox.js";
 import type { LimitsMeter } from "../limits/meter.js";
-import { scheduleAdmission } from "../limits/admission.js";
+import { releaseReservation, scheduleAdmission, sessionReservations } from "../limits/admission.js";
 import { readOwner } from "../identity/owner.js";
 import { FeedBook } from "../watch/transport.js";
 import type { AlarmPlan } from "./alarm-plan.js";
@@ -38,7 +38,7 @@ import { incarnationValue, mintIncarnation } from "./config.js";
 import type { DirectoryLink } from "./directory-link.js";
 import { HostBook } from "./host-book.js";
 import { SessionHost } from "./host.js";
-import { inputIndex } from "./input-ops.js";
+import { inputIndex, type InputLimits } from "./input-ops.js";
 import { sessionTaskKinds, sessionTurnKit } from "./kinds.js";
 import { Replays } from "./replays.js";
 import { RigOps } from "./rig-ops.js";
@@ -63,6 +63,8 @@ export interface OpenSession {
   readonly incarnation: string | undefined;
   /** GitHub deliveries' signatures, de-duplicated for a week (session/replays.ts). */
   readonly replays: Replays;
+  /** The session's input reservations under its tenant's limits (limits/admission.ts). */
+  readonly limits: InputLimits;
   /**
    * The status the directory lists (docs/api.md "Search and metadata"): faulted (a fault record, or a live task
    * quarantined), busy (a live foreground task) or idle. The fault and quarantine rows are read when `full`, or while
@@ -137,6 +139,7 @@ export async function openSession(
     const at = directory.where;
     return at === undefined ? undefined : { ...at, ...(incarnation === undefined ? {} : { incarnation }) };
   };
+  const reserve = sessionReservations(deps.env, deps.meter);
   // Jobs run in the session's sandbox when the SANDBOX binding is configured, else on the scripted fake.
   const env = sandboxEnvFor(deps.env, ctx.id.toString()) ?? new FakeExecutionEnv({ clock });
   // The witness kind and the turn kit's final-answer extension are registered at open; the Rig they
@@ -152,7 +155,14 @@ export async function openSession(
     remote: remoteCallServices(deps.env, clock, where),
     catalog: deps.catalog,
     incarnation: () => incarnation,
-    scheduleAdmit: scheduleAdmission(deps.env, where, () => readOwner(ctx.storage.kv)),
+    scheduleAdmit: scheduleAdmission(
+      reserve,
+      () => {
+        const at = where();
+        return at === undefined ? undefined : { tenant: at.tenant, session: sessionKey(at.session, at.incarnation) };
+      },
+      () => readOwner(ctx.storage.kv),
+    ),
     finalAnswer: async (boundary) => {
       await rig?.atFinalAnswer({
         ...boundary,
@@ -237,6 +247,10 @@ export async function openSession(
     rig: new RigOps(rig, feeds),
     gupp,
     replays,
+    limits: {
+      reserve,
+      unreserve: (key, payer, requestId) => releaseReservation(deps.env, payer, key, requestId),
+    },
     incarnation,
     status,
     stale: false,

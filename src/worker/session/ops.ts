@@ -30,7 +30,7 @@ import type { InboundSessionOps } from "./inbound-ops.js";
 import type { RemoteCallSessionOps } from "../remote/call-ops.js";
 import type { PendingSessionOps } from "./pending-ops.js";
 import type { OutboxSessionOps } from "../outbox/types.js";
-import type { InputSessionOps } from "./input-ops.js";
+import type { InputAdmission, InputSessionOps } from "./input-ops.js";
 import type { ScheduleSessionOps } from "./schedule-ops.js";
 import type {
   ConfigPatch,
@@ -63,7 +63,8 @@ export interface SessionOps
     [ref: ConversationRef, options: { at: Id | "start"; abort?: boolean }],
     { conversationId: Id; conversation: Conversation }
   >;
-  continue: Op<[ref: ConversationRef], { inputs: Id[]; generation: Id }>;
+  /** With `admission` (something is limited): the new turn is reserved as an input holding no turn slot. */
+  continue: Op<[ref: ConversationRef, admission?: InputAdmission], { inputs: Id[]; generation: Id }>;
   collapse: Op<[ref: ConversationRef, instructions: string | undefined], { taskId: Id }>;
   reset: Op<[ref: ConversationRef, handoff: string | undefined], { reset: true }>;
   getConfig: Op<[ref: ConversationRef], ConfigValues>;

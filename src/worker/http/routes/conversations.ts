@@ -7,7 +7,7 @@ import { Hono } from "hono";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { Problem } from "../../problems.js";
 import { canonical } from "../../session/config.js";
-import { admitWork, payerOf, reserveInput, unreserveOnFailure } from "../../limits/admission.js";
+import { admitWork, limited, limitsOf, payerOf } from "../../limits/admission.js";
 import { acceptedBy } from "./accepting.js";
 import { sessionKey } from "../../../kinds/incarnation.js";
 import { refuseUnknownProfile, refuseUserPatch } from "../../directory/templates.js";
@@ -116,15 +116,11 @@ conversationRoutes.post(`${base}/continue`, requires("conversation"), async (c) 
   const ref = conversationParam(c);
   query(c, noQuery);
   await body(c, emptyBody, { optional: true });
-  // A new turn: admitted and counted as an input (every limit), holding no turn slot (limits/admission.ts).
-  const reserved = await reserveInput(
-    c.env,
-    payerOf(c.get("claims")),
-    async () => sessionKey(sessionParam(c), await stub.incarnation()),
-    undefined,
-    { slot: false },
-  );
-  return c.json(await unreserveOnFailure(reserved, stub.op("continue", ref)));
+  // A new turn: admitted and counted as an input (every limit), holding no turn slot; the session reserves it
+  // (limits/admission.ts) and gives it back when it refuses (409 nothing_waiting).
+  const payer = payerOf(c.get("claims"));
+  const admission = limited(await limitsOf(c.env, payer.tenant)) ? { payer, session: sessionParam(c) } : undefined;
+  return c.json(await run(stub.op("continue", ref, admission)));
 });
 
 conversationRoutes.post(`${base}/collapse`, requires("conversation"), async (c) => {
