@@ -45,6 +45,8 @@ export interface Dev {
   readonly child: ChildProcess;
   readonly base: string;
   readonly port: number;
+  /** wrangler dev's --inspector-port (the Worker's DevTools protocol: bench-load-profile.ts). */
+  readonly inspector: number;
   /** The --persist-to directory (under `dir`). */
   readonly persist: string;
   readonly dir: string;
@@ -58,11 +60,11 @@ export interface Dev {
  * Starts `wrangler dev --local` (pico-edge's wrangler.toml, or `config`) and waits until /health answers.
  * The env file gives it JWT_SECRET (and a webhook master secret); LOG_LEVEL quiet writes no request log.
  */
-export async function startDev(config?: string): Promise<Dev> {
+export async function startDev(config?: string, extra: readonly string[] = []): Promise<Dev> {
   // Another process may take a free port between its choice and wrangler's listen: try again on new ports.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startDevOnce(config);
+      return await startDevOnce(config, extra);
     } catch (error) {
       if (attempt >= 3 || !(error instanceof Error) || !error.message.includes("Address already in use")) throw error;
       process.stderr.write(`wrangler dev: address already in use, again on other ports\n`);
@@ -70,7 +72,7 @@ export async function startDev(config?: string): Promise<Dev> {
   }
 }
 
-async function startDevOnce(config?: string): Promise<Dev> {
+async function startDevOnce(config: string | undefined, extra: readonly string[]): Promise<Dev> {
   const dir = mkdtempSync(join(tmpdir(), "pico-bench-load-"));
   const envFile = join(dir, "bench.env");
   writeFileSync(
@@ -99,6 +101,7 @@ async function startDevOnce(config?: string): Promise<Dev> {
       "127.0.0.1",
       "--var",
       "LOG_LEVEL:quiet",
+      ...extra,
     ],
     {
       cwd: root,
@@ -112,7 +115,17 @@ async function startDevOnce(config?: string): Promise<Dev> {
       },
     },
   );
-  const dev: Dev = { child, base: `http://127.0.0.1:${port}`, port, persist, dir, upMs: 0, tail: "", exited: false };
+  const dev: Dev = {
+    child,
+    base: `http://127.0.0.1:${port}`,
+    port,
+    inspector,
+    persist,
+    dir,
+    upMs: 0,
+    tail: "",
+    exited: false,
+  };
   const keep = (d: Buffer): void => {
     dev.tail = (dev.tail + d.toString()).slice(-8_000);
   };

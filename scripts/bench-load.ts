@@ -31,11 +31,13 @@
  *
  * Flags: --sessions 50 --inputs 1000 --concurrency 16 --warmup 20 --rounds 1 (more: the runs again, in order,
  * each round in new tenants with both Workers kept up; the table shows medians and each round's CPU);
- * --floor runs only the floor; --only floor,operator,template,limits picks runs. Offline; run by Node directly (type stripping), importing
+ * --floor runs only the floor; --only floor,operator,template,limits picks runs; --profile samples the Worker's isolate
+ * over each measured phase through wrangler dev's inspector and prints where its time went (bench-load-profile.ts). Offline; run by Node directly (type stripping), importing
  * nothing from src/. Takes about ten minutes on two cores.
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   api,
@@ -52,8 +54,9 @@ import {
 } from "./bench-load-dev.ts";
 import { flags } from "./dev-secrets.ts";
 import { product } from "./bench-load-product.ts";
+import { startProfile, summarize, type Profiling } from "./bench-load-profile.ts";
 
-const SWITCHES = ["floor", "product"];
+const SWITCHES = ["floor", "product", "profile"];
 const argv = process.argv.slice(2);
 const switches = new Set(argv.filter((arg) => SWITCHES.includes(arg.slice(2))).map((arg) => arg.slice(2)));
 const args = flags(argv.filter((arg) => !SWITCHES.includes(arg.slice(2))));
@@ -228,6 +231,9 @@ async function stored(dev: Dev, run: RunName, setup: Setup, i: number): Promise<
   return counts;
 }
 
+/** --profile: each run's profile summary, printed after the table. */
+const profiles: string[] = [];
+
 async function measure(
   dev: Dev,
   run: RunName,
@@ -275,6 +281,8 @@ async function measure(
     const turn = Math.floor(n / sessions);
     return { session, text: `input ${turn} of session ${session}`, key: `s${session}-n${turn}` };
   });
+  // --profile: sample the Worker's isolate over the measured phase (the sampling costs CPU: its figures are apart).
+  const profiling: Profiling | undefined = switches.has("profile") ? await startProfile(dev.inspector) : undefined;
   const cpuBefore = cpuMs(runtime.worker);
   const proxyBefore = cpuMs(runtime.proxy);
   const started = Date.now();
@@ -282,6 +290,10 @@ async function measure(
   const runMs = Date.now() - started;
   const cpu = cpuMs(runtime.worker) - cpuBefore;
   const proxy = cpuMs(runtime.proxy) - proxyBefore;
+  if (profiling !== undefined) {
+    const path = join(tmpdir(), `pico-bench-load-${run}-${round + 1}.cpuprofile`);
+    profiles.push(summarize(await profiling.stop(), path, `${run} (round ${round + 1})`));
+  }
   // The same ?wait request again for inputs already answered: what one request costs without a turn.
   const repeats = plan.slice(0, Math.min(plan.length, 200));
   const repeatBefore = cpuMs(runtime.worker);
@@ -387,7 +399,8 @@ async function cost(): Promise<void> {
       devs.push(`floor ${(floorDev.upMs / 1000).toFixed(1)} s`);
     }
     if (runs.some((name) => name !== "floor")) {
-      picoDev = await startDev();
+      // --profile: unminified, so the profile names functions (minifying changes parse time only).
+      picoDev = await startDev(undefined, switches.has("profile") ? ["--minify=false"] : []);
       devs.push(`pico-edge ${(picoDev.upMs / 1000).toFixed(1)} s`);
     }
     for (let round = 1; round <= rounds; round++) {
@@ -465,6 +478,13 @@ async function cost(): Promise<void> {
       "  already answered (a duplicate: one request without a turn); PUT session CPU ms: creating one session (after",
       "  the first batch); proxy CPU ms/input: wrangler dev's own proxy workerd on the public port, not the Worker's",
       "",
+      ...(profiles.length === 0
+        ? []
+        : [
+            "--profile: the Worker's isolate sampled over each measured phase (CPU figures above include the sampling)",
+            ...profiles,
+            "",
+          ]),
     ].join("\n"),
   );
   if (failures.length > 0) {

@@ -415,6 +415,64 @@ describe("limits", () => {
     }
   });
 
+  it("Usage reports waiting in a session survive its restart, including ones kept one per key", async () => {
+    const tenant = uniqueTenant("kept");
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    // A batch window longer than the test: the turn's report waits in the session's storage.
+    setHostSeams({ meterBatchMs: 600_000 });
+    try {
+      expect((await send(session, alice, "one", undefined, 10)).status).toBe(201);
+      // A report kept the way sessions kept them before batching (one KV key each) is waiting too.
+      await runInDurableObject(sessionObject(tenant, session), (_instance, state) => {
+        state.storage.kv.put("edge.limits.report.0000000000000001", {
+          tenant,
+          report: {
+            session: "an-older-incarnation",
+            owner: "alice",
+            usage: [
+              { key: "an-older-incarnation\n1", model: "echo/echo", input: 3, output: 4, totalTokens: 7, cost: 0 },
+            ],
+            finished: [],
+          },
+        });
+      });
+      expect((await usage(tenant, "/v1/usage?sub=alice")).items).toEqual([]);
+      await killSession(tenant, session);
+    } finally {
+      setHostSeams({});
+    }
+    // The next open sends both: the turn's input and tokens, and the older report's 7 tokens.
+    expect((await call("GET", `/v1/sessions/${session}`, { token: alice })).status).toBe(200);
+    const day = await until(
+      async () => {
+        const read = (await usage(tenant, "/v1/usage?sub=alice")).items[0];
+        return read !== undefined && read.inputs === 1 && read.totalTokens > 7 ? read : undefined;
+      },
+      "the waiting reports to be sent",
+      500,
+    );
+    // The session's own totals: what its turns recorded.
+    const recorded = async (): Promise<number> =>
+      (
+        await json<{ totals?: { totalTokens: number } }>(
+          await call("GET", `/v1/sessions/${session}/usage`, { token: await token(tenant, "operator") }),
+        )
+      ).totals?.totalTokens ?? -1;
+    expect(day.totalTokens).toBe(7 + (await recorded()));
+    // Sent once: a later turn adds only its own.
+    expect((await send(session, alice, "two", undefined, 10)).status).toBe(201);
+    const after = await until(
+      async () => {
+        const read = (await usage(tenant, "/v1/usage?sub=alice")).items[0];
+        return read?.inputs === 2 ? read : undefined;
+      },
+      "the second turn to be metered",
+      500,
+    );
+    expect(after.totalTokens).toBe(7 + (await recorded()));
+  });
+
   it("Collapse and fork are admitted and counted by limits", async () => {
     const tenant = uniqueTenant("work");
     // Enough turns that a collapse has something to collapse, and exactly the day's inputs.

@@ -191,11 +191,40 @@ export function watchTokenLifetime(env: Env): number {
   return secondsVar(env.WATCH_TOKEN_LIFETIME_SECONDS, 600, "WATCH_TOKEN_LIFETIME_SECONDS");
 }
 
+/**
+ * Tokens whose signature this isolate verified, with their payload: a client sends the same token with many requests,
+ * and the HMAC check (and the key import before it) is the same answer every time for the same token and secret.
+ * Time-bound claims are checked again on every use (an expired token falls through to `verify`, which refuses it);
+ * everything else is a pure function of the token. Bounded; emptied when the secret changes.
+ */
+const verified = new Map<string, { readonly payload: unknown; readonly exp?: number; readonly nbf?: number }>();
+let verifiedWith: string | undefined;
+const VERIFIED_KEPT = 4_096;
+
+async function verifiedPayload(token: string, secret: string): Promise<unknown> {
+  if (verifiedWith !== secret) {
+    verified.clear();
+    verifiedWith = secret;
+  }
+  const now = Math.floor(Date.now() / 1000);
+  const known = verified.get(token);
+  if (
+    known !== undefined &&
+    (known.exp === undefined || known.exp > now) &&
+    (known.nbf === undefined || known.nbf <= now)
+  )
+    return known.payload;
+  const payload = await verify(token, secret, "HS256");
+  if (verified.size >= VERIFIED_KEPT) verified.clear();
+  verified.set(token, { payload, exp: payload.exp, nbf: payload.nbf });
+  return payload;
+}
+
 /** Verify a token: signature, expiry, claims, and a lifetime within the configured maximum. */
 export async function verifyToken(token: string, env: Env, field: string): Promise<Claims> {
   let payload: unknown;
   try {
-    payload = await verify(token, jwtSecret(env), "HS256");
+    payload = await verifiedPayload(token, jwtSecret(env));
   } catch (error) {
     if (error instanceof Problem) throw error;
     throw new Problem(

@@ -61,7 +61,16 @@ export function settledBy(commit: CommittedBatch, session: string): SettleReport
   return { session, usage, finished };
 }
 
-const PREFIX = "edge.limits.report.";
+/** Pending reports live in KV blocks `edge.limits.batch.{n}` of at most BLOCK_SIZE each (one put per report). */
+const PREFIX = "edge.limits.batch.";
+/** Reports written before the blocks, one per key: read once at construction, then kept in blocks like the rest. */
+const OLD_PREFIX = "edge.limits.report.";
+const BLOCK_SIZE = 64;
+
+/** A block's key: numbered in order, padded so KV lists blocks in that order. */
+function blockKey(n: number): string {
+  return `${PREFIX}${String(n).padStart(10, "0")}`;
+}
 export const RETRY_FIRST_MS = 1_000;
 export const RETRY_MAX_MS = 60_000;
 /** How long a report waits for an input reservation to carry it before it is sent on its own, ms. */
@@ -76,7 +85,8 @@ interface PendingReport {
 /** Reports an admission call carries: acknowledge them with `carried` once the LimitsObject settled them. */
 export interface Carried {
   readonly reports: readonly SettleReport[];
-  readonly keys: readonly string[];
+  /** The pending reports carried (acknowledged by identity). */
+  readonly pending: readonly PendingReport[];
 }
 
 export interface MeterDeps {
@@ -97,6 +107,12 @@ export class LimitsMeter {
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** Reservations of this instance that hold a counted turn slot and were not released yet. */
   #slots = 0;
+  /**
+   * The pending reports, in commit order, by block: the object's memory copy of its KV blocks (the meter is their only
+   * writer, so they are listed from storage once per instance, not per send).
+   */
+  #blocks: Map<number, PendingReport[]> | undefined;
+  #nextBlock = 0;
 
   constructor(deps: MeterDeps) {
     this.#deps = deps;
@@ -115,8 +131,7 @@ export class LimitsMeter {
     // The owner is read only for a commit that reports (a KV read, not one per commit).
     const owner = at.owner();
     const report = owner === undefined ? settled : { ...settled, owner };
-    const pending: PendingReport = { tenant: at.tenant, report };
-    this.#deps.kv.put(`${PREFIX}${String(commit.first).padStart(16, "0")}`, pending);
+    this.#add({ tenant: at.tenant, report });
     if (this.#slots > 0 && settled.finished.length > 0) {
       this.#slots = Math.max(0, this.#slots - settled.finished.length);
       void this.flush();
@@ -130,21 +145,14 @@ export class LimitsMeter {
 
   /** The pending reports to `tenant` an admission call may carry (none while a send is under way). */
   carry(tenant: string): Carried {
-    if (this.#sending !== undefined) return { reports: [], keys: [] };
-    const reports: SettleReport[] = [];
-    const keys: string[] = [];
-    for (const [key, pending] of this.#pending()) {
-      if (pending.tenant !== tenant) continue;
-      reports.push(pending.report);
-      keys.push(key);
-    }
-    return { reports, keys };
+    if (this.#sending !== undefined) return { reports: [], pending: [] };
+    const pending = this.#pending().filter((p) => p.tenant === tenant);
+    return { reports: pending.map((p) => p.report), pending };
   }
 
   /** The LimitsObject settled what an admission carried: forget those reports. */
   carried(carried: Carried): void {
-    for (const key of carried.keys) this.#deps.kv.delete(key);
-    if (this.#pending().length === 0) this.#settledAll();
+    this.#acknowledge(new Set(carried.pending));
   }
 
   /** The session opened: resend what a failure or a restart left unacknowledged. */
@@ -161,16 +169,15 @@ export class LimitsMeter {
   flush(): Promise<void> {
     const run = async (): Promise<void> => {
       if (this.#sending !== undefined) await this.#sending.catch(() => undefined);
-      const byTenant = new Map<string, { keys: string[]; reports: SettleReport[] }>();
-      for (const [key, pending] of this.#pending()) {
-        const batch = byTenant.get(pending.tenant) ?? { keys: [], reports: [] };
-        batch.keys.push(key);
-        batch.reports.push(pending.report);
+      const byTenant = new Map<string, PendingReport[]>();
+      for (const pending of this.#pending()) {
+        const batch = byTenant.get(pending.tenant) ?? [];
+        batch.push(pending);
         byTenant.set(pending.tenant, batch);
       }
       for (const [tenant, batch] of byTenant) {
         try {
-          await limitsStub(this.#deps.env, tenant).settle(batch.reports);
+          await limitsStub(this.#deps.env, tenant).settle(batch.map((p) => p.report));
         } catch (error) {
           hostReport({ type: "harness", report: error });
           const delay = Math.min(RETRY_FIRST_MS * 2 ** this.#attempt, RETRY_MAX_MS);
@@ -178,10 +185,9 @@ export class LimitsMeter {
           this.#due(this.#deps.now() + delay);
           return;
         }
-        for (const key of batch.keys) this.#deps.kv.delete(key);
+        this.#acknowledge(new Set(batch));
       }
       this.#attempt = 0;
-      if (this.#pending().length === 0) this.#settledAll();
     };
     this.#clearTimer();
     const sending = run().finally(() => {
@@ -220,7 +226,66 @@ export class LimitsMeter {
     this.#timer = undefined;
   }
 
-  #pending(): [string, PendingReport][] {
-    return [...this.#deps.kv.list<PendingReport>({ prefix: PREFIX })];
+  /** Keep a report: appended to the newest block (a new block when it is full), one KV put. */
+  #add(pending: PendingReport): void {
+    const blocks = this.#loaded();
+    let block = blocks.get(this.#nextBlock - 1);
+    if (block === undefined || block.length >= BLOCK_SIZE) {
+      block = [];
+      blocks.set(this.#nextBlock, block);
+      this.#nextBlock += 1;
+    }
+    block.push(pending);
+    this.#deps.kv.put(blockKey(this.#nextBlock - 1), block);
+  }
+
+  /** Forget acknowledged reports: a block left empty is deleted, one that shrank is written again. */
+  #acknowledge(done: ReadonlySet<PendingReport>): void {
+    const blocks = this.#loaded();
+    for (const [n, block] of blocks) {
+      const kept = block.filter((p) => !done.has(p));
+      if (kept.length === block.length) continue;
+      if (kept.length === 0) {
+        blocks.delete(n);
+        this.#deps.kv.delete(blockKey(n));
+      } else {
+        blocks.set(n, kept);
+        this.#deps.kv.put(blockKey(n), kept);
+      }
+    }
+    if (blocks.size === 0) {
+      this.#nextBlock = 0;
+      this.#settledAll();
+    }
+  }
+
+  /** The session's storage was wiped (deleted): nothing is pending any more. */
+  cleared(): void {
+    this.#blocks = new Map();
+    this.#nextBlock = 0;
+    this.#slots = 0;
+    this.#settledAll();
+  }
+
+  #pending(): PendingReport[] {
+    return [...this.#loaded().values()].flat();
+  }
+
+  /** The blocks, listed from KV on first use in this instance (reports of one key each are moved into a block). */
+  #loaded(): Map<number, PendingReport[]> {
+    if (this.#blocks !== undefined) return this.#blocks;
+    const blocks = new Map<number, PendingReport[]>();
+    for (const [key, block] of this.#deps.kv.list<PendingReport[]>({ prefix: PREFIX })) {
+      const n = Number(key.slice(PREFIX.length));
+      blocks.set(n, block);
+      this.#nextBlock = Math.max(this.#nextBlock, n + 1);
+    }
+    this.#blocks = blocks;
+    const old = [...this.#deps.kv.list<PendingReport>({ prefix: OLD_PREFIX })];
+    for (const [key, pending] of old) {
+      this.#add(pending);
+      this.#deps.kv.delete(key);
+    }
+    return blocks;
   }
 }

@@ -322,20 +322,20 @@ export class LimitsObject extends DurableObject<Env> {
 
   /** Settle a session's reports, in order (one call for every report the session had not sent: limits/meter.ts). */
   settle(reports: readonly SettleReport[]): { readonly settled: number; readonly released: number } {
+    const now = hostClock().now();
+    const day = dayOf(now);
     let settled = 0;
     let released = 0;
     for (const report of reports) {
-      const one = this.#settleOne(report);
+      const one = this.#settleOne(report, now, day);
       settled += one.settled;
       released += one.released;
     }
     return { settled, released };
   }
 
-  #settleOne(report: SettleReport): { readonly settled: number; readonly released: number } {
+  #settleOne(report: SettleReport, now: number, day: string): { readonly settled: number; readonly released: number } {
     const sql = this.ctx.storage.sql;
-    const now = hostClock().now();
-    const day = dayOf(now);
     const sub = this.#sessionUser(report.session) ?? report.owner;
     const scopes = sub === undefined ? [TENANT] : [TENANT, `u:${sub}`];
     let settled = 0;
@@ -373,10 +373,12 @@ export class LimitsObject extends DurableObject<Env> {
 
   /** Whether a report's element was counted before; if not, remember it now (kept KEEP_MS). */
   #seen(key: string, now: number): boolean {
-    const sql = this.ctx.storage.sql;
-    if (sql.exec("SELECT 1 AS found FROM settled WHERE key = ?", key).toArray().length > 0) return true;
-    sql.exec("INSERT INTO settled (key, at) VALUES (?, ?)", key, now);
-    return false;
+    // One statement: the row is inserted (and returned) only when the key is new.
+    return (
+      this.ctx.storage.sql
+        .exec("INSERT INTO settled (key, at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key", key, now)
+        .toArray().length === 0
+    );
   }
 
   usage(range: UsageRange): UsageCounts {

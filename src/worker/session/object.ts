@@ -459,6 +459,7 @@ export class SessionObject extends DurableObject<Env> {
         await this.ctx.storage.deleteAll();
         this.#alarms.cleared(this.#clock.now());
         this.#retention.cleared();
+        this.#meter.cleared();
         afterDeleteWipe();
         // The tombstone stays in KV (and on the alarm) until the directory acknowledges it.
         await this.#directory.deleted(row);
