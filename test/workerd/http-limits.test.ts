@@ -17,6 +17,8 @@ import type { Env } from "../../src/worker/env.js";
 import { sessionObjectName } from "../../src/worker/identity/owner.js";
 import type { LimitsObject, SettleReport } from "../../src/worker/limits/object.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import type { AlarmStats } from "../../src/worker/session/alarm-plan.js";
+import type { SessionObject } from "../../src/worker/session/object.js";
 
 function sessionObject(tenant: string, session: string): DurableObjectStub {
   const namespace = (env as unknown as Env).SESSIONS;
@@ -471,6 +473,37 @@ describe("limits", () => {
       500,
     );
     expect(after.totalTokens).toBe(7 + (await recorded()));
+  });
+
+  it("Batched usage reports write the alarm once, not per batch", async () => {
+    const tenant = uniqueTenant("alarm");
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    const stats = (): Promise<AlarmStats> =>
+      runInDurableObject(sessionObject(tenant, session), (instance: SessionObject) => ({ ...instance.alarmStats }));
+    // A short batch window: every turn's report is sent on its own batch.
+    setHostSeams({ meterBatchMs: 1 });
+    try {
+      expect((await send(session, alice, "turn 0", undefined, 10)).status).toBe(201);
+      await until(
+        async () => ((await usage(tenant, "/v1/usage?sub=alice")).items[0]?.inputs === 1 ? true : undefined),
+        "turn 0 metered",
+      );
+      const before = await stats();
+      for (let i = 1; i <= 5; i++) {
+        expect((await send(session, alice, `turn ${i}`, undefined, 10)).status).toBe(201);
+        await until(
+          async () => ((await usage(tenant, "/v1/usage?sub=alice")).items[0]?.inputs === i + 1 ? true : undefined),
+          `turn ${i} metered`,
+        );
+      }
+      const after = await stats();
+      // Five batches sent. A turn writes the alarm twice itself (its heartbeat while it runs, set then cleared); the
+      // batches' backstop was armed when the first waited and left armed since: no write of its own per batch.
+      expect(after.sets + after.clears - (before.sets + before.clears)).toBeLessThanOrEqual(2 * 5);
+    } finally {
+      setHostSeams({});
+    }
   });
 
   it("Collapse and fork are admitted and counted by limits", async () => {

@@ -75,6 +75,12 @@ export const RETRY_FIRST_MS = 1_000;
 export const RETRY_MAX_MS = 60_000;
 /** How long a report waits for an input reservation to carry it before it is sent on its own, ms. */
 export const BATCH_MS = 1_000;
+/**
+ * The batch is sent by a timer; the alarm is only its backstop (an instance that ends before its timer fires), armed
+ * this long ahead when reports start waiting and left armed while they keep coming: at most one alarm write and one
+ * wake a minute, not two writes a batch.
+ */
+export const BACKSTOP_MS = 60_000;
 
 /** A report kept until the tenant's LimitsObject acknowledges it. */
 interface PendingReport {
@@ -160,9 +166,12 @@ export class LimitsMeter {
     if (this.#pending().length > 0) void this.flush();
   }
 
-  /** The alarm fired: send pending reports once due. */
+  /** The alarm fired: send pending reports once due (the backstop, or a failed send's retry). */
   async alarm(): Promise<void> {
-    if (this.#dueAt !== undefined && this.#dueAt <= this.#deps.now()) await this.flush();
+    if (this.#dueAt === undefined || this.#dueAt > this.#deps.now()) return;
+    this.#dueAt = undefined;
+    this.#deps.due(undefined);
+    if (this.#pending().length > 0) await this.flush();
   }
 
   /** Send every pending report, one call per tenant; a failure is retried later. One send at a time. */
@@ -197,16 +206,15 @@ export class LimitsMeter {
     return sending;
   }
 
-  /** Send within BATCH_MS unless an admission carries the reports first (a timer; the alarm if the object sleeps). */
+  /** Send within BATCH_MS unless an admission carries the reports first; the alarm is the backstop. */
   #batch(): void {
     if (this.#timer !== undefined) return;
     const wait = meterBatchMs(BATCH_MS);
-    const at = this.#deps.now() + wait;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       void this.flush();
     }, wait);
-    if (this.#dueAt === undefined || this.#dueAt > at) this.#due(at);
+    if (this.#dueAt === undefined) this.#due(this.#deps.now() + Math.max(wait, BACKSTOP_MS));
   }
 
   #due(at: number): void {
@@ -214,10 +222,9 @@ export class LimitsMeter {
     this.#deps.due(at);
   }
 
+  /** Nothing is pending: the timer stops; an armed alarm stays (it finds nothing when it fires: no write now). */
   #settledAll(): void {
     this.#clearTimer();
-    this.#dueAt = undefined;
-    this.#deps.due(undefined);
   }
 
   #clearTimer(): void {
@@ -264,7 +271,9 @@ export class LimitsMeter {
     this.#blocks = new Map();
     this.#nextBlock = 0;
     this.#slots = 0;
-    this.#settledAll();
+    this.#attempt = 0;
+    this.#clearTimer();
+    this.#dueAt = undefined;
   }
 
   #pending(): PendingReport[] {
