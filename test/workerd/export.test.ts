@@ -193,6 +193,57 @@ describe("Export and import", () => {
     expect(original.status).toBe("done");
   });
 
+  it("Each task an import aborts carries the abort reason imported", async () => {
+    const api = await client(TENANT, "operator");
+    const source = uniqueSession("export-reason");
+    const s = api.session(source);
+    await s.create({ model: "echo-slow" });
+    const accepted = await s
+      .conversation("root")
+      .accept("a long answer that the paced echo model streams slowly, long enough to be exported while running");
+    expect(accepted.status).toBe("placed");
+    const text = (await exported(source)).text;
+    const copy = uniqueSession("export-reason-copy");
+    const response = await imported(copy, text);
+    expect(response.status).toBe(201);
+    const answer = await json<{ aborted: number[] }>(response);
+    expect(answer.aborted.length).toBeGreaterThan(0);
+    await until(async () => {
+      const r = (await api.session(copy).input(accepted.inputId)).result;
+      return r.status === "queued" || r.status === "placed" ? undefined : r;
+    }, "the imported input's result");
+
+    // Settled by their abort handlers, each aborted task says why: the import, not an operator or a user.
+    const operator = await token(TENANT, "operator");
+    const listed = await call("GET", `/v1/sessions/${copy}/tasks?conversation=root&limit=100`, { token: operator });
+    expect(listed.status).toBe(200);
+    const tasks = (await json<{ items: { id: number; role: string; abort?: true; abortReason?: string }[] }>(listed))
+      .items;
+    for (const id of answer.aborted) {
+      expect(tasks.find((t) => t.id === id)).toMatchObject({
+        id,
+        role: "terminal",
+        abort: true,
+        abortReason: "imported",
+      });
+    }
+    // Tasks the import did not abort carry no reason; nor does the source's own task list.
+    for (const task of tasks.filter((t) => !answer.aborted.includes(t.id))) expect(task.abortReason).toBeUndefined();
+    const original = await call("GET", `/v1/sessions/${source}/tasks?conversation=root&limit=100`, { token: operator });
+    for (const task of (await json<{ items: { abortReason?: string }[] }>(original)).items)
+      expect(task.abortReason).toBeUndefined();
+
+    // A task aborted by an operator on the copy afterwards has no import reason.
+    const next = await api.session(copy).conversation("root").accept("another slow answer to abort by hand");
+    expect(next.status).toBe("placed");
+    const live = await call("GET", `/v1/sessions/${copy}/tasks?live=true`, { token: operator });
+    const running = (await json<{ items: { id: number }[] }>(live)).items[0];
+    expect(running).toBeDefined();
+    const aborted = await call("POST", `/v1/sessions/${copy}/tasks/${running!.id}/abort`, { token: operator });
+    expect(aborted.status).toBe(200);
+    expect((await json<{ abort?: true; abortReason?: string }>(aborted)).abortReason).toBeUndefined();
+  });
+
   it("A user exports their own session redacted, and a redacted export is not importable", async () => {
     const source = await answeredSession("export-user");
     const user = await token(TENANT, "user", { sub: "reader", sessions: [source], act: ["read"] });

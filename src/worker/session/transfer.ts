@@ -13,7 +13,8 @@
  * commit's incarnation is replaced by a new one (keys that leave the object never repeat the old
  * session's). Then one settling commit brings live work back settled: every live task but a schedule is
  * marked for abort (the patch `Driver.mark` writes; its kind's abort handler settles it once the session
- * opens), every schedule gets its pause flag, and an `edge.session.imported` value records both. Nothing
+ * opens) with the abort reason `imported` on the task (session/abort-reasons.ts), every schedule gets its
+ * pause flag, and an `edge.session.imported` value records both. Nothing
  * of the outbox, usage reports or limits is carried, so nothing external is sent again.
  */
 import { bind } from "../../core/state.js";
@@ -39,6 +40,7 @@ import { TEMPLATE_KEY, type TemplateBinding } from "../directory/templates.js";
 import type { DirectoryMeta } from "./directory-link.js";
 import type { ImportResponse } from "../../api/transfer.js";
 import { SqliteStorage } from "../../storage/sqlite.js";
+import { abortReasonValue } from "./abort-reasons.js";
 
 export { EXPORT_FORMAT, EXPORT_VERSION };
 
@@ -201,8 +203,10 @@ export async function settleImported(storage: SqliteStorage): Promise<ImportSett
         writes.push({ type: "value.set", addr: bind(schedulePaused(task.id), {}), value: true });
       } else {
         aborted.push(task.id);
-        if (task.abort !== true)
-          writes.push({ type: "patch", id: task.id, role: liveRole(task), state: task.state, abort: true });
+        // A task marked before the export (an operator's or a user's abort) keeps that mark, with no reason.
+        if (task.abort === true) continue;
+        writes.push({ type: "patch", id: task.id, role: liveRole(task), state: task.state, abort: true });
+        writes.push({ type: "value.set", addr: abortReasonValue(task.id), value: "imported" });
       }
     }
     if (page.next === undefined) break;
