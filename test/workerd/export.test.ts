@@ -9,7 +9,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import { JsonlStorage } from "../../src/storage/jsonl.js";
 import { MemoryFiles } from "../../src/storage/files.js";
 import type { Entry } from "../../src/storage/records.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { call, client, exists, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
+import { resetSeams } from "./session-fixtures.js";
+import { defineTool, PRODUCT, ProductEndpoint } from "./tool-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -255,6 +258,73 @@ describe("Export and import", () => {
     expect((await exported(source, other)).status).toBe(404);
     const response = await imported(uniqueSession("export-user-copy"), mine.text);
     expect(await json(response)).toMatchObject({ code: "invalid_import", line: 1 });
+  });
+
+  it("A user's export holds no remote error text: an operator's export does", async () => {
+    const tenant = `export-remote-${Date.now().toString(36)}`;
+    const secretText = "ledger row 4471 locked by nightly-reconcile on db-7.internal";
+    const endpoint = new ProductEndpoint(tenant).reply("ledger", () => ({
+      status: 422,
+      body: { error: secretText },
+    }));
+    setHostSeams({ fetch: endpoint.fetch });
+    try {
+      await defineTool(tenant, "ledger");
+      const operator = await token(tenant, "operator");
+      const name = uniqueSession("export-remote");
+      const created = await call("PUT", `/v1/sessions/${name}`, {
+        token: operator,
+        body: { selectedTools: ["ledger"] },
+      });
+      expect(created.status).toBe(201);
+      const accepted = await call("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, {
+        token: operator,
+        body: { input: '/call ledger {"id":1}' },
+      });
+      expect(await json(accepted)).toMatchObject({ status: "done" });
+      expect(endpoint.seen("ledger")).toHaveLength(1);
+
+      // The operator's export holds the server's text (in the remote call's outcome and the tool result).
+      const whole = await exported(name, operator);
+      expect(whole.status).toBe(200);
+      expect(whole.text).toContain(secretText);
+      expect(whole.text).toContain(PRODUCT);
+
+      // The user's holds neither it nor the tool's URL; the failure itself, and the tool's name, stay.
+      const user = await token(tenant, "user", { sub: "reader", sessions: [name], act: ["read"] });
+      const mine = await exported(name, user);
+      expect(mine.status).toBe(200);
+      expect(mine.text).not.toContain(PRODUCT);
+      const [, ...batches] = lines(mine.text);
+      const writes = batches.flatMap((line) => (JSON.parse(line) as { writes: Record<string, unknown>[] }).writes);
+      // The echo model answers with the tool result's text it was given: that answer is the model's own text, shown
+      // to the user as the turn's answer anyway. Everything else of the export holds none of the server's words.
+      const answers = writes.filter(
+        (w) => w["type"] === "entry" && (w["entry"] as { kind: string }).kind === "assistant",
+      );
+      expect(JSON.stringify(answers)).toContain("4471");
+      const rest = JSON.stringify(writes.filter((w) => !answers.includes(w)));
+      expect(rest).not.toContain("4471");
+      expect(rest).not.toContain("nightly-reconcile");
+      expect(rest).toContain('"ledger"');
+      const result = writes.find(
+        (w) => w["type"] === "entry" && (w["entry"] as { kind: string }).kind === "tool_result",
+      ) as { entry: { data: Record<string, unknown>; model: { content: { text: string }[]; isError: boolean }[] } };
+      expect(result.entry.data).toMatchObject({
+        isError: true,
+        details: { error: "http_status", http: { status: 422 } },
+      });
+      expect(result.entry.model[0]).toMatchObject({ isError: true });
+      expect(result.entry.model[0]!.content[0]!.text).toContain('tool "ledger" failed (http_status, HTTP 422)');
+      const remote = writes.find(
+        (w) => w["type"] === "task" && (w["task"] as { kind: string }).kind === "remote_call",
+      ) as { task: { state: { status: string; outcome: Record<string, unknown> } } } | undefined;
+      expect(remote?.task.state).toMatchObject({ status: "settled", outcome: { type: "error", code: "http_status" } });
+      // The line count and sequence numbers are the operator's: only texts change.
+      expect(lines(mine.text).length).toBe(lines(whole.text).length);
+    } finally {
+      resetSeams();
+    }
   });
 
   it("importing onto an existing session is a conflict and changes nothing", async () => {
