@@ -12,6 +12,7 @@ import type { Entry } from "../../src/storage/records.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { call, client, exists, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
 import { resetSeams } from "./session-fixtures.js";
+import { UserExportRedactor, WITHHELD } from "../../src/worker/session/user-export.js";
 import { defineTool, PRODUCT, ProductEndpoint } from "./tool-fixtures.js";
 
 afterEach(async () => {
@@ -325,6 +326,33 @@ describe("Export and import", () => {
     } finally {
       resetSeams();
     }
+  });
+
+  it("a user's export withholds a late remote call's error in its notice, and keeps an answered call's output", () => {
+    const redactor = new UserExportRedactor();
+    const notice = (id: number, outcome: string, body: string) => ({
+      type: "entry",
+      entry: {
+        id,
+        conversationId: 1,
+        kind: "notice",
+        data: { remoteCall: { id: 40 + id, tool: "ledger", outcome } },
+        model: [{ role: "system", content: body, timestamp: 1 }],
+      },
+    });
+    const line = JSON.stringify({
+      first: 1,
+      writes: [
+        notice(1, "http_status", "Remote call 41 (tool ledger) failed (http_status).\nError:\nrow 4471 is locked"),
+        notice(2, "error", "Remote call 42 (tool ledger) returned an error.\nOutput:\nrow 4471 is locked"),
+        notice(3, "output", "Remote call 43 (tool ledger) returned.\nOutput:\nrow 4471 found"),
+      ],
+    });
+    const shown = JSON.parse(redactor.line(line)) as { writes: { entry: { model: { content: string }[] } }[] };
+    const texts = shown.writes.map((w) => w.entry.model[0]!.content);
+    expect(texts[0]).toBe(`Remote call 41 (tool ledger) failed (http_status). ${WITHHELD}`);
+    expect(texts[1]).toBe(`Remote call 42 (tool ledger) returned an error. ${WITHHELD}`);
+    expect(texts[2]).toContain("row 4471 found");
   });
 
   it("importing onto an existing session is a conflict and changes nothing", async () => {

@@ -10,6 +10,7 @@
  *                                                an error result's output -> WITHHELD; retry_wait's lastError -> WITHHELD
  *   a tool task's output and its `tool_result`   details of a failed remote call keep error, remoteCall, mcp and
  *   entry (remote-call-tool.ts)                  http.status; the result's text -> our own sentence
+ *   a late result's notice of an error           its first sentence (ours), then WITHHELD
  * The line count, sequences and ids are the operator's export's: only texts change.
  * A redactor is made per export: a settle write names no kind, so it remembers the remote calls it has seen (a
  * task is exported at its creating sequence, before its settle).
@@ -44,7 +45,8 @@ export class UserExportRedactor {
       case "settle":
         return { ...w, state: this.#state(w.id, shownState(w.id, w.state)) };
       case "entry":
-        return w.entry.kind === "tool_result" ? { ...w, entry: { ...w.entry, ...toolResult(w.entry) } } : w;
+        if (w.entry.kind === "tool_result") return { ...w, entry: { ...w.entry, ...toolResult(w.entry) } };
+        return w.entry.kind === "notice" ? { ...w, entry: { ...w.entry, ...remoteNotice(w.entry) } } : w;
       case "value.set":
       case "value.delete":
       case "list.append":
@@ -133,6 +135,23 @@ function toolResult(entry: Extract<MainWrite, { type: "entry" }>["entry"]): Part
             message.role === "toolResult" ? { ...message, content: [{ type: "text" as const, text }] } : message,
           ),
         }),
+  };
+}
+
+/**
+ * A remote call's late-result notice (remote-call.ts `appendRemoteNotice`) of an error or an error result: its first
+ * sentence (ours: which call, which tool, how it ended) without the server's text after it.
+ */
+function remoteNotice(entry: Extract<MainWrite, { type: "entry" }>["entry"]): Partial<typeof entry> {
+  const data = entry.data;
+  const remote = isObject(data) ? data["remoteCall"] : undefined;
+  if (!isObject(remote) || remote["outcome"] === "output" || entry.model === undefined) return {};
+  return {
+    model: entry.model.map((message) => {
+      if (message.role !== "system" || typeof message.content !== "string") return message;
+      const stop = message.content.indexOf("\n");
+      return { ...message, content: `${stop < 0 ? message.content : message.content.slice(0, stop)} ${WITHHELD}` };
+    }),
   };
 }
 
