@@ -58,7 +58,7 @@ export interface ConversationSnapshot {
   /** Conversations created by this conversation's tasks (subagents, §8.5), oldest first; at most 1,000. */
   readonly children: readonly Id[];
   readonly config: ConfigValues;
-  readonly tasks: readonly Task[];
+  readonly tasks: readonly ShownTask[];
   /** Queued inputs; `waiting: true` marks steer/followUp items that no live turn will place (a group
    * ended without a final answer): POST .../continue places them. */
   readonly inbox: readonly WaitingElement[];
@@ -236,7 +236,16 @@ export const entryOut = z
     edits: z.array(contextEditOut).optional(),
   })
   .meta({ description: "A transcript entry (§2.2)" });
-export const taskOut = z
+/**
+ * Why the host marked a task for abort, when it did for a reason of its own: `imported`, the import of its session
+ * settled it (docs/operations.md "Export and import"). An operator's or a user's abort carries none.
+ */
+export type AbortReason = "imported";
+
+/** A task as the API shows it: the stored task and, for a host's abort mark, its reason. */
+export type ShownTask = Task & { readonly abortReason?: AbortReason };
+
+export const storedTaskOut = z
   .strictObject({
     id,
     conversationId: id,
@@ -254,6 +263,15 @@ export const taskOut = z
     turn: z.literal(true).optional(),
     owns: z.array(id).optional(),
     abort: z.literal(true).optional(),
+  })
+  .meta({ description: "A durable task (§5), as stored" });
+/** A task as the task routes and a conversation's snapshot show it: stored, with the host's abort reason. */
+export const taskOut = storedTaskOut
+  .extend({
+    abortReason: z
+      .enum(["imported"])
+      .optional()
+      .describe("Why the host marked the task for abort: imported (its session's import settled it); absent otherwise"),
   })
   .meta({ description: "A durable task (§5)" });
 export const conversationOut = z
@@ -454,11 +472,11 @@ export const faultRecordOut = z.strictObject({
   message: z.string(),
 });
 export const inspectResponse = z.strictObject({
-  start: z.array(taskOut),
-  inflight: z.array(taskOut),
-  orphaned: z.array(taskOut),
-  parked: z.array(taskOut),
-  quarantined: z.array(taskOut),
+  start: z.array(storedTaskOut),
+  inflight: z.array(storedTaskOut),
+  orphaned: z.array(storedTaskOut),
+  parked: z.array(storedTaskOut),
+  quarantined: z.array(storedTaskOut),
   fault: faultRecordOut.optional(),
   kills: z.array(z.strictObject({ taskId: id, kills: z.number().int(), version: z.string() })),
   killBound: z.number().int(),

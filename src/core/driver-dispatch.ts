@@ -111,6 +111,10 @@ export function reconsider(s: DriverState, ids: Iterable<Id>): Action {
 /** After the line: run a reserved invocation outside it; its completion re-enters the line. */
 function dispatch(s: DriverState, inv: Invocation): void {
   const span = startSpan(s, inv);
+  s.invocationSpans.set(inv.taskId, span);
+  const ended = (): void => {
+    if (s.invocationSpans.get(inv.taskId) === span) s.invocationSpans.delete(inv.taskId);
+  };
   const base = withContextValue(invocationKey, inv, withAbortSignal(inv.controller.signal, BACKGROUND_CONTEXT));
   const tracer = s.host.telemetry?.tracer;
   const call = withContextValue(
@@ -128,10 +132,12 @@ function dispatch(s: DriverState, inv: Invocation): void {
     // The span ends exactly once, here, whichever way the invocation and its completion went.
     .then(
       (outcome) => {
+        ended();
         endSpan(span, outcome.outcome, outcome.error);
         endTurnIfOver(s, inv.conversationId);
       },
       (error: unknown) => {
+        ended();
         endSpan(span, "failed", error);
         endTurnIfOver(s, inv.conversationId);
         throw error;

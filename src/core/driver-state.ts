@@ -80,6 +80,11 @@ export class DriverState {
   readonly invocations = new Map<Id, number>();
   /** The open `invoke_agent` span per conversation in a turn (driver-turn-spans.ts). */
   readonly turnSpans = new Map<Id, Span>();
+  /**
+   * The span of each running invocation, by task: the parent of a turn span in a conversation that task
+   * owns (a subagent's turn nests under the tool call that runs it, driver-turn-spans.ts).
+   */
+  readonly invocationSpans = new Map<Id, Span>();
   phase: Phase = "open";
   /** A host bookkeeping failure met while reserving; the reservation round fail-stops on it. */
   hostFailure: FaultReport | undefined;

@@ -6,6 +6,11 @@
  * the conversation with no live turn task, or when the session stops running (closing, closed, faulted).
  * Spans live in memory only: a turn that outlives its object instance (an eviction, a deploy) continues
  * under a new `invoke_agent` span in the next instance.
+ *
+ * A turn of a conversation owned by a task (a subagent's child, §8.5) that starts while an invocation of
+ * its owner runs is a child of that invocation's span (the tool call running `subagent`): one trace from
+ * the parent's turn down through the child's invocations and model calls. A turn that starts with no
+ * invocation of its owner running (a later `send` to a spawned child) is a root of its own.
  */
 import type { Id } from "../storage/records.js";
 import type { DriverState } from "./driver-state.js";
@@ -26,15 +31,21 @@ export function turnSpanOf(s: DriverState, inv: Invocation): Span | undefined {
   if (open !== undefined) return open;
   const telemetry = s.host.telemetry;
   const key = conversationKey(s, inv.conversationId);
+  const owner = s.links.get(inv.conversationId)?.owner;
+  const parent = owner === undefined ? undefined : s.invocationSpans.get(owner);
   let span: Span;
   try {
-    span = (telemetry?.tracer ?? noopTracer).startSpan(INVOKE_AGENT_SPAN, {
-      [GenAiAttr.operationName]: "invoke_agent",
-      [GenAiAttr.agentName]: AGENT_NAME,
-      ...(key === undefined ? {} : { [GenAiAttr.conversationId]: key }),
-      ...(telemetry?.session === undefined ? {} : { "pico.session": telemetry.session }),
-      "pico.conversation": inv.conversationId,
-    });
+    span = (telemetry?.tracer ?? noopTracer).startSpan(
+      INVOKE_AGENT_SPAN,
+      {
+        [GenAiAttr.operationName]: "invoke_agent",
+        [GenAiAttr.agentName]: AGENT_NAME,
+        ...(key === undefined ? {} : { [GenAiAttr.conversationId]: key }),
+        ...(telemetry?.session === undefined ? {} : { "pico.session": telemetry.session }),
+        "pico.conversation": inv.conversationId,
+      },
+      parent,
+    );
   } catch (error) {
     s.session.report({ type: "listener_error", error });
     return undefined;

@@ -92,7 +92,7 @@ export type ResponseSchemasEqualServerTypes = [
   // records of the core
   Expect<Same<typeof R.conversationOut, Conversation>>,
   Expect<Same<typeof R.entryOut, Entry>>,
-  Expect<Same<typeof R.taskOut, Task>>,
+  Expect<Same<typeof R.taskOut, R.ShownTask>>,
   Expect<Same<typeof R.inputResultOut, InputResult>>,
   Expect<Same<typeof R.queuedInputOut, QueuedInput>>,
   Expect<Same<typeof R.usageTotalsOut, UsageTotals>>,

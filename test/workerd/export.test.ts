@@ -9,7 +9,11 @@ import { afterEach, describe, expect, it } from "vitest";
 import { JsonlStorage } from "../../src/storage/jsonl.js";
 import { MemoryFiles } from "../../src/storage/files.js";
 import type { Entry } from "../../src/storage/records.js";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { call, client, exists, json, lastSeq, token, uniqueSession, until } from "./http-fixtures.js";
+import { resetSeams } from "./session-fixtures.js";
+import { UserExportRedactor, WITHHELD } from "../../src/worker/session/user-export.js";
+import { defineTool, PRODUCT, ProductEndpoint } from "./tool-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -193,6 +197,57 @@ describe("Export and import", () => {
     expect(original.status).toBe("done");
   });
 
+  it("Each task an import aborts carries the abort reason imported", async () => {
+    const api = await client(TENANT, "operator");
+    const source = uniqueSession("export-reason");
+    const s = api.session(source);
+    await s.create({ model: "echo-slow" });
+    const accepted = await s
+      .conversation("root")
+      .accept("a long answer that the paced echo model streams slowly, long enough to be exported while running");
+    expect(accepted.status).toBe("placed");
+    const text = (await exported(source)).text;
+    const copy = uniqueSession("export-reason-copy");
+    const response = await imported(copy, text);
+    expect(response.status).toBe(201);
+    const answer = await json<{ aborted: number[] }>(response);
+    expect(answer.aborted.length).toBeGreaterThan(0);
+    await until(async () => {
+      const r = (await api.session(copy).input(accepted.inputId)).result;
+      return r.status === "queued" || r.status === "placed" ? undefined : r;
+    }, "the imported input's result");
+
+    // Settled by their abort handlers, each aborted task says why: the import, not an operator or a user.
+    const operator = await token(TENANT, "operator");
+    const listed = await call("GET", `/v1/sessions/${copy}/tasks?conversation=root&limit=100`, { token: operator });
+    expect(listed.status).toBe(200);
+    const tasks = (await json<{ items: { id: number; role: string; abort?: true; abortReason?: string }[] }>(listed))
+      .items;
+    for (const id of answer.aborted) {
+      expect(tasks.find((t) => t.id === id)).toMatchObject({
+        id,
+        role: "terminal",
+        abort: true,
+        abortReason: "imported",
+      });
+    }
+    // Tasks the import did not abort carry no reason; nor does the source's own task list.
+    for (const task of tasks.filter((t) => !answer.aborted.includes(t.id))) expect(task.abortReason).toBeUndefined();
+    const original = await call("GET", `/v1/sessions/${source}/tasks?conversation=root&limit=100`, { token: operator });
+    for (const task of (await json<{ items: { abortReason?: string }[] }>(original)).items)
+      expect(task.abortReason).toBeUndefined();
+
+    // A task aborted by an operator on the copy afterwards has no import reason.
+    const next = await api.session(copy).conversation("root").accept("another slow answer to abort by hand");
+    expect(next.status).toBe("placed");
+    const live = await call("GET", `/v1/sessions/${copy}/tasks?live=true`, { token: operator });
+    const running = (await json<{ items: { id: number }[] }>(live)).items[0];
+    expect(running).toBeDefined();
+    const aborted = await call("POST", `/v1/sessions/${copy}/tasks/${running!.id}/abort`, { token: operator });
+    expect(aborted.status).toBe(200);
+    expect((await json<{ abort?: true; abortReason?: string }>(aborted)).abortReason).toBeUndefined();
+  });
+
   it("A user exports their own session redacted, and a redacted export is not importable", async () => {
     const source = await answeredSession("export-user");
     const user = await token(TENANT, "user", { sub: "reader", sessions: [source], act: ["read"] });
@@ -204,6 +259,100 @@ describe("Export and import", () => {
     expect((await exported(source, other)).status).toBe(404);
     const response = await imported(uniqueSession("export-user-copy"), mine.text);
     expect(await json(response)).toMatchObject({ code: "invalid_import", line: 1 });
+  });
+
+  it("A user's export holds no remote error text: an operator's export does", async () => {
+    const tenant = `export-remote-${Date.now().toString(36)}`;
+    const secretText = "ledger row 4471 locked by nightly-reconcile on db-7.internal";
+    const endpoint = new ProductEndpoint(tenant).reply("ledger", () => ({
+      status: 422,
+      body: { error: secretText },
+    }));
+    setHostSeams({ fetch: endpoint.fetch });
+    try {
+      await defineTool(tenant, "ledger");
+      const operator = await token(tenant, "operator");
+      const name = uniqueSession("export-remote");
+      const created = await call("PUT", `/v1/sessions/${name}`, {
+        token: operator,
+        body: { selectedTools: ["ledger"] },
+      });
+      expect(created.status).toBe(201);
+      const accepted = await call("POST", `/v1/sessions/${name}/conversations/root/inputs?wait=10`, {
+        token: operator,
+        body: { input: '/call ledger {"id":1}' },
+      });
+      expect(await json(accepted)).toMatchObject({ status: "done" });
+      expect(endpoint.seen("ledger")).toHaveLength(1);
+
+      // The operator's export holds the server's text (in the remote call's outcome and the tool result).
+      const whole = await exported(name, operator);
+      expect(whole.status).toBe(200);
+      expect(whole.text).toContain(secretText);
+      expect(whole.text).toContain(PRODUCT);
+
+      // The user's holds neither it nor the tool's URL; the failure itself, and the tool's name, stay.
+      const user = await token(tenant, "user", { sub: "reader", sessions: [name], act: ["read"] });
+      const mine = await exported(name, user);
+      expect(mine.status).toBe(200);
+      expect(mine.text).not.toContain(PRODUCT);
+      const [, ...batches] = lines(mine.text);
+      const writes = batches.flatMap((line) => (JSON.parse(line) as { writes: Record<string, unknown>[] }).writes);
+      // The echo model answers with the tool result's text it was given: that answer is the model's own text, shown
+      // to the user as the turn's answer anyway. Everything else of the export holds none of the server's words.
+      const answers = writes.filter(
+        (w) => w["type"] === "entry" && (w["entry"] as { kind: string }).kind === "assistant",
+      );
+      expect(JSON.stringify(answers)).toContain("4471");
+      const rest = JSON.stringify(writes.filter((w) => !answers.includes(w)));
+      expect(rest).not.toContain("4471");
+      expect(rest).not.toContain("nightly-reconcile");
+      expect(rest).toContain('"ledger"');
+      const result = writes.find(
+        (w) => w["type"] === "entry" && (w["entry"] as { kind: string }).kind === "tool_result",
+      ) as { entry: { data: Record<string, unknown>; model: { content: { text: string }[]; isError: boolean }[] } };
+      expect(result.entry.data).toMatchObject({
+        isError: true,
+        details: { error: "http_status", http: { status: 422 } },
+      });
+      expect(result.entry.model[0]).toMatchObject({ isError: true });
+      expect(result.entry.model[0]!.content[0]!.text).toContain('tool "ledger" failed (http_status, HTTP 422)');
+      const remote = writes.find(
+        (w) => w["type"] === "task" && (w["task"] as { kind: string }).kind === "remote_call",
+      ) as { task: { state: { status: string; outcome: Record<string, unknown> } } } | undefined;
+      expect(remote?.task.state).toMatchObject({ status: "settled", outcome: { type: "error", code: "http_status" } });
+      // The line count and sequence numbers are the operator's: only texts change.
+      expect(lines(mine.text).length).toBe(lines(whole.text).length);
+    } finally {
+      resetSeams();
+    }
+  });
+
+  it("a user's export withholds a late remote call's error in its notice, and keeps an answered call's output", () => {
+    const redactor = new UserExportRedactor();
+    const notice = (id: number, outcome: string, body: string) => ({
+      type: "entry",
+      entry: {
+        id,
+        conversationId: 1,
+        kind: "notice",
+        data: { remoteCall: { id: 40 + id, tool: "ledger", outcome } },
+        model: [{ role: "system", content: body, timestamp: 1 }],
+      },
+    });
+    const line = JSON.stringify({
+      first: 1,
+      writes: [
+        notice(1, "http_status", "Remote call 41 (tool ledger) failed (http_status).\nError:\nrow 4471 is locked"),
+        notice(2, "error", "Remote call 42 (tool ledger) returned an error.\nOutput:\nrow 4471 is locked"),
+        notice(3, "output", "Remote call 43 (tool ledger) returned.\nOutput:\nrow 4471 found"),
+      ],
+    });
+    const shown = JSON.parse(redactor.line(line)) as { writes: { entry: { model: { content: string }[] } }[] };
+    const texts = shown.writes.map((w) => w.entry.model[0]!.content);
+    expect(texts[0]).toBe(`Remote call 41 (tool ledger) failed (http_status). ${WITHHELD}`);
+    expect(texts[1]).toBe(`Remote call 42 (tool ledger) returned an error. ${WITHHELD}`);
+    expect(texts[2]).toContain("row 4471 found");
   });
 
   it("importing onto an existing session is a conflict and changes nothing", async () => {

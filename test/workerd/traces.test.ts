@@ -10,7 +10,7 @@ import { GENAI_SCHEMA_URL } from "../../src/core/telemetry-genai.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { otlpConfig, type OtlpTracesRequest } from "../../src/worker/platform/otlp.js";
 import { sessionTracer } from "../../src/worker/platform/session-tracer.js";
-import { InMemorySpanExporter, type FinishedSpan } from "../../src/worker/platform/span-recorder.js";
+import { InMemorySpanExporter, RecordingTracer, type FinishedSpan } from "../../src/worker/platform/span-recorder.js";
 import { call, client, json, token, uniqueSession, until } from "./http-fixtures.js";
 import { resetSeams } from "./session-fixtures.js";
 import { httpDefinition, ProductEndpoint } from "./tool-fixtures.js";
@@ -163,6 +163,77 @@ describe("§6.5 traces", () => {
     expect(toolTask).toMatchObject({ name: "pico.task.execute", attributes: { "pico.task.kind": "tool" } });
     const agent = one(spans, "invoke_agent");
     expect(toolTask!.parentSpanId).toBe(agent.spanId);
+  });
+
+  it("a subagent's spans nest under the parent turn's span that started it, in one trace", async () => {
+    const exporter = new InMemorySpanExporter();
+    setHostSeams({ spanExporter: () => exporter });
+    const api = await client("traces");
+    const session = api.session(uniqueSession("subagent"));
+    await session.create({ selectedTools: ["subagent"] });
+    const prompt = JSON.stringify({ command: "run", prompt: "hello from the child" });
+    const answer = await session.conversation("root").accept(`/call subagent ${prompt}`, { wait: 30 });
+    expect(answer.status).toBe("done");
+
+    // The parent's turn is the only root: the child's turn is exported with it, when it ends.
+    const spans = await until(
+      () =>
+        Promise.resolve(
+          exporter.spans.filter((s) => s.name === "invoke_agent").length === 2 ? exporter.spans : undefined,
+        ),
+      "both exported invoke_agent spans",
+    );
+    const agents = spans.filter((s) => s.name === "invoke_agent");
+    const parent = agents.find((s) => s.parentSpanId === undefined);
+    const child = agents.find((s) => s.parentSpanId !== undefined);
+    expect(parent, "the parent's turn is a root span").toBeDefined();
+    expect(child, "the child's turn has a parent span").toBeDefined();
+    expect(child!.attributes["pico.conversation"]).not.toBe(parent!.attributes["pico.conversation"]);
+
+    // One trace; the child's turn hangs under the invocation of the tool task that ran `subagent`.
+    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([parent!.traceId]));
+    const spawning = spans.find((s) => s.spanId === child!.parentSpanId);
+    expect(spawning).toMatchObject({
+      name: "pico.task.execute",
+      attributes: { "pico.task.kind": "tool", "pico.conversation": parent!.attributes["pico.conversation"] },
+    });
+    expect(spawning!.parentSpanId).toBe(parent!.spanId);
+    const executeTool = one(spans, "execute_tool subagent");
+    expect(executeTool.parentSpanId).toBe(spawning!.spanId);
+
+    // The child's own invocations and model call are under its turn.
+    const childTasks = spans.filter(
+      (s) =>
+        s.name === "pico.task.execute" && s.attributes["pico.conversation"] === child!.attributes["pico.conversation"],
+    );
+    expect(childTasks.map((s) => s.attributes["pico.task.kind"])).toContain("generation");
+    for (const task of childTasks) expect(task.parentSpanId).toBe(child!.spanId);
+    const childChats = spans.filter(
+      (s) => s.name === "chat echo" && childTasks.some((t) => t.spanId === s.parentSpanId),
+    );
+    expect(childChats.length).toBeGreaterThan(0);
+    // The root ends last.
+    expect(spans.indexOf(parent!)).toBe(spans.length - 1);
+  });
+
+  it("a span that ends after its parent is sent when it ends, not held for a root that already left", async () => {
+    const exporter = new InMemorySpanExporter();
+    const scheduled: Promise<void>[] = [];
+    const tracer = new RecordingTracer({ exporter, schedule: (p) => scheduled.push(p), failed: () => undefined });
+    const root = tracer.startSpan("root", {});
+    const spawn = tracer.startSpan("spawn", {}, root);
+    const late = tracer.startSpan("late turn", {}, spawn);
+    spawn.end();
+    root.end();
+    await Promise.all(scheduled);
+    expect(exporter.spans.map((s) => s.name)).toEqual(["spawn", "root"]);
+    late.end();
+    await Promise.all(scheduled);
+    expect(exporter.spans.map((s) => s.name)).toEqual(["spawn", "root", "late turn"]);
+    expect(exporter.spans[2]).toMatchObject({
+      traceId: exporter.spans[1]!.traceId,
+      parentSpanId: exporter.spans[0]!.spanId,
+    });
   });
 
   it("the OTLP exporter POSTs the spans as OTLP/HTTP JSON to the configured endpoint, in waitUntil", async () => {

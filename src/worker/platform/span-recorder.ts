@@ -2,7 +2,8 @@
  * A small tracer of our own (§6.5): core's `Tracer` recording finished spans with W3C trace and span ids
  * and parentage, handed in batches to a `SpanExporter` (the OTLP/HTTP exporter of otlp.ts, or the
  * in-memory one tests read). A batch leaves when a root span ends (a turn's `invoke_agent`, or an
- * invocation of a task outside any turn) or when `MAX_BATCH` spans wait; the export promise is handed to
+ * invocation of a task outside any turn), when a span whose parent already ended ends (a subagent's turn
+ * that outlives the tool call that started it: nothing above it would send it), or when `MAX_BATCH` spans wait; the export promise is handed to
  * `schedule`, which the session object points at `ctx.waitUntil`, so the export outlives the event that
  * ended the span. A failed export is reported and its spans dropped: traces are best effort and never
  * hold a session's work (a span is never stored in session data). Spans an instance never ended (it was
@@ -66,6 +67,7 @@ interface Identity {
 export class RecordingTracer implements Tracer {
   readonly #options: RecordingTracerOptions;
   readonly #ids = new WeakMap<Span, Identity>();
+  readonly #ended = new WeakSet<Span>();
   #batch: FinishedSpan[] = [];
 
   constructor(options: RecordingTracerOptions) {
@@ -103,6 +105,7 @@ export class RecordingTracer implements Tracer {
       end: () => {
         if (ended) return;
         ended = true;
+        this.#ended.add(span);
         this.#finished(
           {
             traceId,
@@ -115,7 +118,7 @@ export class RecordingTracer implements Tracer {
             status,
             events,
           },
-          parentIds === undefined,
+          parent === undefined || parentIds === undefined || this.#ended.has(parent),
         );
       },
     };

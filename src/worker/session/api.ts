@@ -37,6 +37,7 @@ import { selectableTools } from "./tool-catalog.js";
 import { canonicalModel, checkConfig, createConfigValue, storedConfig } from "./config.js";
 import { preparedProfile, profileVariables, type ProfileCache } from "./profiles.js";
 import { MAX_VARIABLES } from "../../api/profiles.js";
+import { withAbortReasons, type ShownTask } from "./abort-reasons.js";
 
 export type {
   AcceptResponse,
@@ -132,7 +133,7 @@ export class SessionApi {
       owner: ownerTask === undefined ? null : { taskId: ownerTask.id, conversationId: ownerTask.conversationId },
       children: children.items.map((element) => element.value),
       config: await this.config(handle.id),
-      tasks: tasks.items.map(presentTask),
+      tasks: await withAbortReasons(storage, tasks.items.map(presentTask)),
       inbox: inbox.items.map((element) => ({ ...element, waiting: waiting.has(element.id) })),
       readAt: storage.lastSeq,
     };
@@ -307,13 +308,16 @@ export class SessionApi {
 
   // tasks and usage ----------------------------------------------------------------------------------
 
-  /** A page of tasks as clients see them: a settled tool task's output whole (`presentTask`, §9.3), stored compact. */
+  /**
+   * A page of tasks as clients see them: a settled tool task's output whole (`presentTask`, §9.3), stored compact,
+   * and the host's reason for an abort mark (`abortReason`, session/abort-reasons.ts).
+   */
   async tasks(query: {
     live?: boolean;
     conversation?: ConversationRef;
     after?: Id;
     limit?: number;
-  }): Promise<Page<Task>> {
+  }): Promise<Page<ShownTask>> {
     const conversationIds =
       query.conversation === undefined ? undefined : [(await this.conversation(query.conversation)).id];
     const page = await this.#harness.storage.scanTasks({
@@ -322,16 +326,17 @@ export class SessionApi {
       ...(conversationIds === undefined ? {} : { conversationIds }),
       ...(query.after === undefined ? {} : { after: query.after }),
     });
-    return { ...page, items: page.items.map(presentTask) };
+    return { ...page, items: await withAbortReasons(this.#harness.storage, page.items.map(presentTask)) };
   }
 
-  async task(id: Id): Promise<Task> {
+  async task(id: Id): Promise<ShownTask> {
     const task = await this.#harness.getTask(id, call);
     if (task === undefined) throw new Problem("task_not_found", `task ${id} does not exist`, "taskId");
-    return presentTask(task);
+    const [shown] = await withAbortReasons(this.#harness.storage, [presentTask(task)]);
+    return shown ?? presentTask(task);
   }
 
-  async abortTask(id: Id): Promise<Task> {
+  async abortTask(id: Id): Promise<ShownTask> {
     const task = await this.task(id);
     if (task.role !== "start" && task.role !== "inflight")
       throw new Problem("conflict", `task ${id} is already ${task.role}`);

@@ -25,7 +25,7 @@ import type {
   TransitionRequest,
   TransitionResult,
 } from "../../rig/index.js";
-import type { SessionInspection } from "../../api/responses.js";
+import type { SessionInspection, ShownTask } from "../../api/responses.js";
 import type { InboundSessionOps } from "./inbound-ops.js";
 import type { RemoteCallSessionOps } from "../remote/call-ops.js";
 import type { PendingSessionOps } from "./pending-ops.js";
@@ -71,8 +71,8 @@ export interface SessionOps
   patchConfig: Op<[ref: ConversationRef, patch: ConfigPatch], ConfigValues>;
   /** Set (a value) or remove (null) the session's variables; answers them all. */
   setVariables: Op<[patch: Readonly<Record<string, string | null>>], { variables: Record<string, string> }>;
-  tasks: Op<[query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }], Page<Task>>;
-  abortTask: Op<[taskId: Id], Task>;
+  tasks: Op<[query: { live?: boolean; conversation?: ConversationRef; after?: Id; limit?: number }], Page<ShownTask>>;
+  abortTask: Op<[taskId: Id], ShownTask>;
   usage: Op<[query: { after?: Id; limit?: number }], UsageReport>;
   inspect: Op<[], SessionInspection>;
   shutdown: Op<[], { shutdown: true }>;

@@ -5,7 +5,7 @@
  * The export is JSONL: one header line (`exportHeader`, src/api/transfer.ts) with the product data pico
  * storage does not hold, then the §7.3 batches storage/sqlite-export.ts rebuilds from SQLite in sequence
  * order, pulled one line at a time into a ReadableStream (never the whole session in memory). A user's
- * export shows tasks as `presentTaskToUser` does (no remote URL), and is marked `redacted`.
+ * export is marked `redacted`: no remote URL and no remote server's text (session/user-export.ts).
  *
  * The import stages into a fresh object: each line is parsed, checked against the wire schema and
  * committed through `SqliteStorage` (which checks ids, references and structure, §7.3), so the ids of
@@ -13,12 +13,12 @@
  * commit's incarnation is replaced by a new one (keys that leave the object never repeat the old
  * session's). Then one settling commit brings live work back settled: every live task but a schedule is
  * marked for abort (the patch `Driver.mark` writes; its kind's abort handler settles it once the session
- * opens), every schedule gets its pause flag, and an `edge.session.imported` value records both. Nothing
+ * opens) with the abort reason `imported` on the task (session/abort-reasons.ts), every schedule gets its
+ * pause flag, and an `edge.session.imported` value records both. Nothing
  * of the outbox, usage reports or limits is carried, so nothing external is sent again.
  */
 import { bind } from "../../core/state.js";
 import { sessionValue } from "../../core/state.js";
-import { presentTaskToUser } from "../../kinds/stored.js";
 import { schedulePaused } from "../../kinds/schedule.js";
 import type { Address, CommitBatch, Id, JsonObject, MainWrite, Task } from "../../storage/records.js";
 import type { SqlHost } from "../../storage/sql.js";
@@ -39,6 +39,8 @@ import { TEMPLATE_KEY, type TemplateBinding } from "../directory/templates.js";
 import type { DirectoryMeta } from "./directory-link.js";
 import type { ImportResponse } from "../../api/transfer.js";
 import { SqliteStorage } from "../../storage/sqlite.js";
+import { abortReasonValue } from "./abort-reasons.js";
+import { UserExportRedactor } from "./user-export.js";
 
 export { EXPORT_FORMAT, EXPORT_VERSION };
 
@@ -55,6 +57,7 @@ export const importedValue = sessionValue<ImportSettlement>("edge.session.import
 export function exportStream(host: SqlHost, header: ExportHeader): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   let lines: Generator<string, void, undefined> | undefined;
+  const user = header.redacted ? new UserExportRedactor() : undefined;
   return new ReadableStream<Uint8Array>({
     pull(controller) {
       if (lines === undefined) {
@@ -64,27 +67,12 @@ export function exportStream(host: SqlHost, header: ExportHeader): ReadableStrea
       }
       const next = lines.next();
       if (next.done === true) controller.close();
-      else controller.enqueue(encoder.encode(header.redacted ? redactLine(next.value) : next.value));
+      else controller.enqueue(encoder.encode(user === undefined ? next.value : user.line(next.value)));
     },
     cancel() {
       lines?.return();
     },
   });
-}
-
-/** A batch line as a user sees its tasks: `presentTaskToUser` (no remote target's URL). */
-function redactLine(line: string): string {
-  const batch = JSON.parse(line) as { first: number; writes: MainWrite[] };
-  const writes = batch.writes.map((w): MainWrite => {
-    if (w.type === "task") return { ...w, task: presentTaskToUser(w.task) };
-    if (w.type === "settle") {
-      // Only the state is written here; shown as a non-tool task's state, its URLs go, its shape stays.
-      const shown: Task = { id: w.id, conversationId: 0, kind: "settle", role: "terminal", state: w.state, after: [] };
-      return { ...w, state: presentTaskToUser(shown).state };
-    }
-    return w;
-  });
-  return `${JSON.stringify({ first: batch.first, writes })}\n`;
 }
 
 function refused(line: number, detail: string): Problem {
@@ -201,8 +189,10 @@ export async function settleImported(storage: SqliteStorage): Promise<ImportSett
         writes.push({ type: "value.set", addr: bind(schedulePaused(task.id), {}), value: true });
       } else {
         aborted.push(task.id);
-        if (task.abort !== true)
-          writes.push({ type: "patch", id: task.id, role: liveRole(task), state: task.state, abort: true });
+        // A task marked before the export (an operator's or a user's abort) keeps that mark, with no reason.
+        if (task.abort === true) continue;
+        writes.push({ type: "patch", id: task.id, role: liveRole(task), state: task.state, abort: true });
+        writes.push({ type: "value.set", addr: abortReasonValue(task.id), value: "imported" });
       }
     }
     if (page.next === undefined) break;
