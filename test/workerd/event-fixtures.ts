@@ -3,7 +3,10 @@
  * endpoint (installed as the host's fetch seam, so no network is used), an operator's endpoint
  * registration over HTTP, and verification with the `standardwebhooks` library.
  */
+import { abortAllDurableObjects } from "cloudflare:test";
 import { Webhook } from "standardwebhooks";
+import { afterEach, beforeEach } from "vitest";
+import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { call, json, token } from "./http-fixtures.js";
 
 /** One request a receiver got. */
@@ -52,6 +55,23 @@ export class Receiver {
   to(url: string): Received[] {
     return this.received.filter((request) => request.url === url);
   }
+}
+
+/**
+ * A fresh Receiver as the host's fetch seam before each test of the calling file; after each, the seams are reset and
+ * every object is aborted (nothing a test left running reaches the next). Answers the current test's receiver.
+ */
+export function receiverPerTest(): () => Receiver {
+  let receiver = new Receiver();
+  beforeEach(() => {
+    receiver = new Receiver();
+    setHostSeams({ fetch: receiver.fetch });
+  });
+  afterEach(async () => {
+    setHostSeams({});
+    await abortAllDurableObjects();
+  });
+  return () => receiver;
 }
 
 export interface Registered {

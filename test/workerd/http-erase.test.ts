@@ -5,26 +5,18 @@
  * shows its progress at `GET /v1/erasures/{id}` and ends with a signed `user.erased` event; the record
  * keeps only a hash of the sub.
  */
-import { abortAllDurableObjects, env, runInDurableObject } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { abortAllDurableObjects, env, runInDurableObject, SELF } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
 import type { DirectoryObject } from "../../src/worker/directory/object.js";
 import type { LimitsObject } from "../../src/worker/limits/object.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
-import { Receiver, registerEndpoint, verifyAt } from "./event-fixtures.js";
-import { call, exists, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { receiverPerTest, registerEndpoint, verifyAt } from "./event-fixtures.js";
+import { BASE, call, exists, json, token, uniqueSession, until } from "./http-fixtures.js";
+import { mintWatchToken, sseOf, sseWatch, waitFor, wsWatch } from "./watch-fixtures.js";
+import { WATCH_CLOSE_CODE } from "../../src/worker/watch/guard.js";
 import { putUserTemplate, USER_TEMPLATE } from "./users-fixtures.js";
 
-let receiver: Receiver;
-
-beforeEach(() => {
-  receiver = new Receiver();
-  setHostSeams({ fetch: receiver.fetch });
-});
-
-afterEach(async () => {
-  setHostSeams({});
-  await abortAllDurableObjects();
-});
+const receiver = receiverPerTest();
 
 interface Erasure {
   id: string;
@@ -90,7 +82,12 @@ describe("user erasure", () => {
     });
     expect(sent.status).toBe(201);
     await until(
-      async () => (receiver.to(hook.url).some((r) => r.event.type === "input.completed") ? true : undefined),
+      async () =>
+        receiver()
+          .to(hook.url)
+          .some((r) => r.event.type === "input.completed")
+          ? true
+          : undefined,
       "the input's event",
     );
     const usageBefore = await json<{ items: unknown[] }>(
@@ -165,7 +162,9 @@ describe("user erasure", () => {
     // The signed event, once, naming the hash only.
     const erased = await until(
       async () => {
-        const got = receiver.to(hook.url).filter((r) => r.event.type === "user.erased");
+        const got = receiver()
+          .to(hook.url)
+          .filter((r) => r.event.type === "user.erased");
         return got.length > 0 ? got : undefined;
       },
       "the user.erased event",
@@ -187,6 +186,127 @@ describe("user erasure", () => {
     // Another user's session is untouched.
     expect((await call("GET", `/v1/sessions/${bobs}`, { token: bob })).status).toBe(200);
   });
+
+  it("A session created just before the erasure whose directory row lands after it finished is erased too", async () => {
+    const tenant = `erase-late-${Date.now().toString(36)}`;
+    const sub = `u${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    const operator = await token(tenant, "operator");
+    await putUserTemplate(tenant);
+    const issued = Math.floor(Date.now() / 1000) - 5;
+    const old = await token(tenant, "user", { sub, iat: issued, exp: issued + 3000 });
+    const listed = await createAs(old);
+    // The late one: created before the erasure, its first directory row refused (it retries from its alarm).
+    await runInDurableObject(directoryOf(tenant), (instance: DirectoryObject) => {
+      instance.refusing = 1;
+    });
+    const late = await createAs(old);
+    expect(await runInDurableObject(directoryOf(tenant), (instance: DirectoryObject) => instance.refusing)).toBe(0);
+    const bob = await token(tenant, "user", { sub: `b${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}` });
+    const bobs = await createAs(bob);
+
+    const started = await call("POST", `/v1/users/${sub}/erase`, { token: operator });
+    expect(started.status).toBe(202);
+    const erasure = await json<Erasure>(started);
+    // Only the listed session was found: the late one's row has not landed yet.
+    expect(erasure.sessionsFound).toBe(1);
+    const progress = (): Promise<Erasure> =>
+      call("GET", `/v1/erasures/${erasure.id}`, { token: operator }).then((r) => json<Erasure>(r));
+    await until(async () => ((await progress()).status === "done" ? true : undefined), "the erasure to finish", 500);
+    expect(await exists(tenant, listed)).toBe(false);
+
+    // The late row lands (the session's retry) after the erasure finished: the session is deleted, never listed.
+    await until(async () => ((await exists(tenant, late)) ? undefined : true), "the late session to be deleted", 1_000);
+    expect((await call("GET", `/v1/sessions/${late}`, { token: operator })).status).toBe(404);
+    expect(await json(await call("GET", `/v1/sessions?owner=${sub}`, { token: operator }))).toEqual({ items: [] });
+    const after = await until(
+      async () => {
+        const now = await progress();
+        return now.sessionsDeleted === 2 ? now : undefined;
+      },
+      "the late session to be counted",
+      500,
+    );
+    expect(after).toMatchObject({ status: "done", sessionsFound: 2, sessionsDeleted: 2, sessionsRemaining: 0 });
+    // Other users' sessions, and the user's own sessions made after the cutoff, are not touched.
+    await until(async () => (Date.now() >= erasure.cutoff * 1000 ? true : undefined), "the cutoff", 300);
+    const fresh = await token(tenant, "user", { sub, iat: erasure.cutoff });
+    const mine = await createAs(fresh);
+    expect((await call("GET", `/v1/sessions/${mine}`, { token: fresh })).status).toBe(200);
+    expect((await call("GET", `/v1/sessions/${bobs}`, { token: bob })).status).toBe(200);
+    const listing = await json<{ items: { session: string }[] }>(await call("GET", "/v1/sessions", { token: fresh }));
+    expect(listing.items.map((item) => item.session)).toEqual([mine]);
+  }, 30_000);
+
+  it("Erasing a user ends its open watches at once, on sessions it owns and sessions it was granted", async () => {
+    const tenant = `erase-watch-${Date.now().toString(36)}`;
+    const sub = `u${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    const operator = await token(tenant, "operator");
+    // A tool whose product never answers keeps bob's turn live, so a chat resume stays open on it.
+    const product: string[] = [];
+    const hanging = (request: Request): Promise<Response> => {
+      if (!request.url.startsWith("https://product.test/")) return receiver().fetch(request);
+      product.push(request.url);
+      return new Promise<Response>((_resolve, reject) =>
+        request.signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true }),
+      );
+    };
+    setHostSeams({ fetch: hanging });
+    const tool = await call("PUT", "/v1/tools/wait", {
+      token: operator,
+      body: {
+        description: "waits (test)",
+        parameters: { type: "object", properties: { id: { type: "integer" } } },
+        handler: { type: "http", url: "https://product.test/tools", timeoutMs: 60_000, idempotent: false },
+      },
+    });
+    expect(tool.status, await tool.clone().text()).toBe(201);
+    await putUserTemplate(tenant, USER_TEMPLATE, { model: "echo", userSettable: [], selectedTools: ["wait"] });
+    const bob = await token(tenant, "user", { sub: `b${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}` });
+    const bobs = await createAs(bob);
+    const issued = Math.floor(Date.now() / 1000) - 5;
+    const old = await token(tenant, "user", { sub, iat: issued, exp: issued + 3000, sessions: [bobs] });
+    const own = await createAs(old);
+    const watchPath = (session: string): string => `/v1/sessions/${session}/conversations/root/watch`;
+    const ownSse = await sseWatch(watchPath(own), await mintWatchToken(own, old));
+    const grantedWs = await wsWatch(watchPath(bobs), await mintWatchToken(bobs, old));
+    const grantedSse = await sseWatch(watchPath(bobs), await mintWatchToken(bobs, old));
+    // Bob's turn waits on the tool: the user's chat resume on bob's session stays open.
+    const sent = await call("POST", `/v1/sessions/${bobs}/conversations/root/inputs`, {
+      token: bob,
+      body: { input: '/call wait {"id":1}' },
+    });
+    expect(sent.status, await sent.clone().text()).toBe(201);
+    await until(async () => (product.length > 0 ? true : undefined), "the tool call", 500);
+    const controller = new AbortController();
+    const chat = sseOf(
+      await SELF.fetch(`${BASE}/v1/sessions/${bobs}/chat/root/stream`, {
+        headers: { authorization: `Bearer ${old}` },
+        signal: controller.signal,
+      }),
+      controller,
+    );
+    expect([ownSse.status, grantedWs.status, grantedSse.status, chat.status]).toEqual([200, 101, 200, 200]);
+    await waitFor(
+      () => [ownSse, grantedWs, grantedSse, chat].every((watch) => watch.received() > 0),
+      "the watches' first messages",
+    );
+    // Bob's own watch stays open.
+    const bobWs = await wsWatch(watchPath(bobs), await mintWatchToken(bobs, bob));
+    await waitFor(() => bobWs.received() > 0, "bob's view");
+
+    const started = await call("POST", `/v1/users/${sub}/erase`, { token: operator });
+    expect(started.status).toBe(202);
+    await waitFor(
+      () => [ownSse, grantedWs, grantedSse, chat].every((watch) => watch.closed() !== undefined),
+      "the user's watches to end",
+      5_000,
+    );
+    expect(grantedWs.closed()).toEqual({ code: WATCH_CLOSE_CODE, reason: "the user's tokens were revoked" });
+    expect(bobWs.closed()).toBeUndefined();
+    // A new request with the old token is refused.
+    expect((await call("GET", `/v1/sessions/${bobs}`, { token: old })).status).toBe(401);
+    bobWs.close();
+  }, 30_000);
 
   it("An erasure answers 404 erasure_not_found for an unknown id and 400 for a malformed one", async () => {
     const tenant = `erase-ids-${Date.now().toString(36)}`;

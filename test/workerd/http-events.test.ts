@@ -5,8 +5,7 @@
  * typed problem naming the field and write nothing; a tenant without endpoints writes no event rows.
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { setHostSeams } from "../../src/worker/platform/host-config.js";
+import { describe, expect, it } from "vitest";
 import { bind } from "../../src/core/state.js";
 import { outboxList } from "../../src/worker/outbox/types.js";
 import { Problem } from "../../src/worker/problems.js";
@@ -14,19 +13,9 @@ import { checkEndpointUrl } from "../../src/worker/http/routes/webhook-endpoints
 import type { SessionObject } from "../../src/worker/session/object.js";
 import { harnessOf } from "./session-fixtures.js";
 import { call, json, lastSeq, stubOf, token, uniqueSession } from "./http-fixtures.js";
-import { Receiver, registerEndpoint, verifyAt } from "./event-fixtures.js";
+import { receiverPerTest, registerEndpoint, verifyAt } from "./event-fixtures.js";
 
-let receiver: Receiver;
-
-beforeEach(() => {
-  receiver = new Receiver();
-  setHostSeams({ fetch: receiver.fetch });
-});
-
-afterEach(async () => {
-  setHostSeams({});
-  await abortAllDurableObjects();
-});
+const receiver = receiverPerTest();
 
 async function outboxRows(tenant: string, session: string): Promise<number> {
   return runInDurableObject(
@@ -68,11 +57,11 @@ describe("events out", () => {
     expect(answerText).not.toBe("");
     const stub = stubOf(tenant, session);
     await runInDurableObject(stub as unknown as DurableObjectStub<SessionObject>, async () => undefined);
-    for (let i = 0; i < 200 && receiver.received.length === 0; i++)
+    for (let i = 0; i < 200 && receiver().received.length === 0; i++)
       await new Promise((resolve) => setTimeout(resolve, 10));
 
-    expect(receiver.received).toHaveLength(1);
-    const request = receiver.received[0]!;
+    expect(receiver().received).toHaveLength(1);
+    const request = receiver().received[0]!;
     expect(request.url).toBe("https://receiver.test/hooks");
     expect(verifyAt(undefined, endpoint.secret, request)).toEqual(request.event);
     expect(request.headers["webhook-id"]).toBe(request.event.id);
@@ -92,7 +81,7 @@ describe("events out", () => {
 
     // The alarm sends nothing more: the delivery is done.
     await runDurableObjectAlarm(stub as unknown as DurableObjectStub<SessionObject>);
-    expect(receiver.received).toHaveLength(1);
+    expect(receiver().received).toHaveLength(1);
     const deliveries = await json<{
       items: { eventId: string; status: string; attempts: number; lastStatusCode: number }[];
     }>(await call("GET", `/v1/sessions/${session}/deliveries`, { token: await token(tenant, "operator") }));
@@ -125,7 +114,7 @@ describe("events out", () => {
     const other = await run("events-other");
     expect(none).toEqual({ seq: none.seq, rows: 0 });
     expect(other).toEqual(none);
-    expect(receiver.received).toHaveLength(0);
+    expect(receiver().received).toHaveLength(0);
   });
 
   it("endpoint routes refuse bad bodies naming the field, write nothing, and are for operators only", async () => {

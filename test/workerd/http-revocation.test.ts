@@ -5,73 +5,16 @@
  * ends); `POST /v1/users/{sub}/revoke` refuses that user's older tokens on every route and closes its
  * open watches at once, and no other user's.
  */
-import { abortAllDurableObjects, evictDurableObject, runInDurableObject, SELF } from "cloudflare:test";
+import { abortAllDurableObjects, evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { WATCH_CLOSE_CODE } from "../../src/worker/watch/guard.js";
-import { BASE, call, json, token, uniqueSession } from "./http-fixtures.js";
+import { call, json, token, uniqueSession } from "./http-fixtures.js";
+import { mintWatchToken, sseWatch, waitFor, wsWatch } from "./watch-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
 });
-
-interface Watch {
-  readonly status: number;
-  /** The WebSocket's close (code and reason), or the SSE stream's end. */
-  closed(): { readonly code: number; readonly reason: string } | undefined;
-  /** Messages (WebSocket) or bytes of text (SSE) received so far. */
-  received(): number;
-  close(): void;
-}
-
-async function wsWatch(path: string, watchToken: string): Promise<Watch> {
-  const response = await SELF.fetch(`${BASE}${path}?access_token=${watchToken}`, { headers: { upgrade: "websocket" } });
-  const ws = response.webSocket;
-  if (ws === null)
-    return { status: response.status, closed: () => undefined, received: () => 0, close: () => undefined };
-  ws.accept();
-  let closed: { code: number; reason: string } | undefined;
-  let received = 0;
-  ws.addEventListener("message", () => {
-    received += 1;
-  });
-  ws.addEventListener("close", (event) => {
-    closed = { code: event.code, reason: event.reason };
-  });
-  return { status: response.status, closed: () => closed, received: () => received, close: () => ws.close() };
-}
-
-async function sseWatch(path: string, watchToken: string): Promise<Watch> {
-  const controller = new AbortController();
-  const response = await SELF.fetch(`${BASE}${path}?access_token=${watchToken}`, { signal: controller.signal });
-  let closed: { code: number; reason: string } | undefined;
-  let received = 0;
-  const reader = response.body?.getReader();
-  if (response.status === 200 && reader !== undefined) {
-    void (async () => {
-      try {
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          received += value.byteLength;
-        }
-        closed = { code: 0, reason: "ended" };
-      } catch {
-        closed = { code: -1, reason: "aborted" };
-      }
-    })();
-  } else {
-    await response.body?.cancel();
-  }
-  return { status: response.status, closed: () => closed, received: () => received, close: () => controller.abort() };
-}
-
-async function waitFor(check: () => boolean, what: string, ms = 10_000): Promise<void> {
-  for (let waited = 0; !check(); waited += 20) {
-    if (waited > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /** A template users may create sessions from, and a session `sub` created from it. */
 async function userSession(tenant: string, sub: string, userToken?: string): Promise<string> {
@@ -83,15 +26,6 @@ async function userSession(tenant: string, sub: string, userToken?: string): Pro
   });
   if (created.status !== 201) throw new Error(`create: ${created.status} ${await created.text()}`);
   return name;
-}
-
-async function mintWatchToken(session: string, userToken: string, ttlSeconds?: number): Promise<string> {
-  const response = await call("POST", `/v1/sessions/${session}/conversations/root/watch-token`, {
-    token: userToken,
-    ...(ttlSeconds === undefined ? {} : { body: { ttlSeconds } }),
-  });
-  if (response.status !== 201) throw new Error(`watch-token: ${response.status} ${await response.text()}`);
-  return (await json<{ token: string }>(response)).token;
 }
 
 function stubOf(tenant: string, session: string): DurableObjectStub {

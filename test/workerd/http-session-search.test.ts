@@ -448,7 +448,7 @@ describe("GET /v1/sessions filters", () => {
 describe("the directory's schema", () => {
   it("a directory written before versions gains metadata and status, keeping its rows; a newer schema refuses to open", async () => {
     const stub = env.DIRECTORY.get(env.DIRECTORY.idFromName(tenant));
-    await runInDurableObject(stub, (instance: DirectoryObject, state) => {
+    await runInDurableObject(stub, async (instance: DirectoryObject, state) => {
       const sql = state.storage.sql;
       // The layout before versions: no schema row, no metadata or status.
       sql.exec("DROP TABLE directory");
@@ -474,7 +474,7 @@ describe("the directory's schema", () => {
         },
       ]);
       // The row's next update indexes its metadata.
-      instance.apply({
+      await instance.apply({
         type: "upsert",
         version: 6,
         session: "old",

@@ -76,19 +76,19 @@ describe("stats", () => {
     const tenant = uniqueTenant("count");
     // Rows pushed for sessions no object holds: a stats read that opened a session could not see them.
     const deadline = Date.UTC(2030, 0, 1, 12);
-    await runInDurableObject(directoryOf(tenant), (instance: DirectoryObject) => {
-      instance.apply(
+    await runInDurableObject(directoryOf(tenant), async (instance: DirectoryObject) => {
+      await instance.apply(
         upsert("a", 1, "busy", 2, { ...none, outboxBacklog: 3, pendingItems: 1, pendingDeadline: deadline }),
       );
-      instance.apply(upsert("b", 1, "busy", 1, { ...none, pendingItems: 2, pendingDeadline: deadline - 60_000 }));
-      instance.apply(upsert("c", 1, "faulted", 1, { ...none, quarantinedTasks: 1, deadDeliveries: 4 }));
-      instance.apply(upsert("d", 1, "idle", 0, none));
+      await instance.apply(upsert("b", 1, "busy", 1, { ...none, pendingItems: 2, pendingDeadline: deadline - 60_000 }));
+      await instance.apply(upsert("c", 1, "faulted", 1, { ...none, quarantinedTasks: 1, deadDeliveries: 4 }));
+      await instance.apply(upsert("d", 1, "idle", 0, none));
       // A later update replaces a session's counters; a late retry of an older one changes nothing.
-      instance.apply(upsert("d", 3, "idle", 0, { ...none, outboxBacklog: 1 }));
-      instance.apply(upsert("d", 2, "busy", 5, { ...none, outboxBacklog: 9 }));
+      await instance.apply(upsert("d", 3, "idle", 0, { ...none, outboxBacklog: 1 }));
+      await instance.apply(upsert("d", 2, "busy", 5, { ...none, outboxBacklog: 9 }));
       // A deleted session counts nothing.
-      instance.apply(upsert("e", 1, "busy", 7, { ...none, pendingItems: 7, pendingDeadline: 1 }));
-      instance.apply({ type: "delete", version: 2, session: "e" });
+      await instance.apply(upsert("e", 1, "busy", 7, { ...none, pendingItems: 7, pendingDeadline: 1 }));
+      await instance.apply({ type: "delete", version: 2, session: "e" });
     });
     expect(await stats(tenant)).toEqual({
       sessions: { idle: 1, busy: 2, faulted: 1 },

@@ -2,12 +2,17 @@
  * The runner of user erasures (docs/operations.md "Deleting a user's data"), on the tenant's DirectoryObject's
  * alarm. Each round takes every due erasure one recorded step further:
  *
- *   sessions   delete each session the user owns through the session's own delete (the same path as
+ *   sessions   delete each session of the erasure through the session's own delete (the same path as
  *              DELETE /v1/sessions/{session}: every row, its outbox and its incarnation go, and the directory
- *              gets its tombstone); sessions listed for the user since are collected each round
+ *              gets its tombstone), which the session refuses unless it is the erased user's and was created
+ *              before the cutoff (a name deleted and created again by someone else keeps its session); a session
+ *              whose directory row lands after the start is claimed by the directory (ErasureStore.claim)
  *   usage      the user's usage and metering rows in the tenant's LimitsObject
- *   directory  one step: the user's revocation and watch rows and the work row holding the sub go, the
- *              record is done, and a signed `user.erased` event is queued for each subscribed endpoint
+ *   directory  the user's watches on sessions it does not own end (closeWatches, as a revocation's), then one
+ *              step: the user's revocation and watch rows and the work row holding the sealed sub go, the record
+ *              is done, and a signed `user.erased` event is queued for each subscribed endpoint
+ *
+ * and deletes the late sessions of finished erasures (rows that landed after the end) the same way.
  *
  * A call that fails is an outage, not an answer: the erasure stays where it is and is tried again after
  * RETRY_MS. Every step is recorded before the next begins, so a kill resumes where it stopped; deleting a
@@ -15,11 +20,11 @@
  */
 import { sessionObjectName, type Env } from "../env.js";
 import type { Outcome } from "../problems.js";
-import { openSecret } from "../crypto/sealed-secrets.js";
+import { openSecret, type SealContext } from "../crypto/sealed-secrets.js";
 import { signWebhook } from "../crypto/webhooks.js";
 import { hostClock, hostFetch } from "../platform/host-config.js";
 import { endpointSealContext, type EndpointStore, type SessionEndpoint } from "./endpoints.js";
-import type { ErasureDelivery, ErasureStore, ErasureWork } from "./erasures.js";
+import type { ErasedOwner, ErasureDelivery, ErasureStore, ErasureWork } from "./erasures.js";
 
 /** A failed step is tried again after this long. */
 export const RETRY_MS = 10_000;
@@ -29,9 +34,13 @@ export const ERASE_BATCH = 25;
 export const EVENT_RETRY_WINDOW_MS = 24 * 3_600_000;
 const SEND_TIMEOUT_MS = 10_000;
 
-/** The session object's delete as the runner calls it (SessionObject.destroy). */
-interface SessionDelete {
-  destroy(where: { readonly tenant: string; readonly session: string }): Promise<Outcome<{ readonly deleted: true }>>;
+/** The session object's calls as the runner makes them (SessionObject.eraseFor, SessionObject.closeWatches). */
+interface SessionErase {
+  eraseFor(
+    where: { readonly tenant: string; readonly session: string },
+    erased: ErasedOwner,
+  ): Promise<Outcome<{ readonly deleted: boolean }>>;
+  closeWatches(sub: string, before: number): Promise<{ readonly closed: number }>;
 }
 
 /** The LimitsObject's erase as the runner calls it (LimitsObject.eraseUser). */
@@ -46,7 +55,10 @@ export interface ErasureRunDeps {
   readonly batch: number;
 }
 
-/** One round: every due erasure one phase on (or until a call fails), then the due `user.erased` deliveries. */
+/**
+ * One round: every due erasure one phase on (or until a call fails), the due late sessions, then the due `user.erased`
+ * deliveries.
+ */
 export async function eraseRound(deps: ErasureRunDeps): Promise<void> {
   for (const work of deps.store.due(hostClock().now())) {
     try {
@@ -56,47 +68,70 @@ export async function eraseRound(deps: ErasureRunDeps): Promise<void> {
       deps.store.retryAt(work.id, hostClock().now() + RETRY_MS);
     }
   }
+  for (const late of deps.store.dueLate(hostClock().now(), deps.batch)) {
+    const erased = { subHash: late.subHash, createdBefore: late.cutoff * 1000 };
+    try {
+      deps.store.lateDone(late, await eraseSession(deps.env, late.tenant, late.session, erased));
+    } catch {
+      deps.store.lateRetryAt(late, hostClock().now() + RETRY_MS);
+    }
+  }
   await sendEvents(deps);
+}
+
+function sessionOf(env: Env, tenant: string, session: string): SessionErase {
+  return env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(tenant, session))) as unknown as SessionErase;
+}
+
+/** Delete one session of an erasure: whether it went (or was gone); false: it is not the erased user's. */
+async function eraseSession(env: Env, tenant: string, session: string, erased: ErasedOwner): Promise<boolean> {
+  const outcome = await sessionOf(env, tenant, session).eraseFor({ tenant, session }, erased);
+  if (outcome.ok) return outcome.value.deleted;
+  if (outcome.problem.code === "session_not_found") return true;
+  throw new Error(`session ${session} was not deleted: ${outcome.problem.detail}`);
+}
+
+/** The erasure's sub, opened from its seal (a row written before sealing holds it in clear). */
+async function subOf(env: Env, work: ErasureWork): Promise<string> {
+  switch (work.sub.type) {
+    case "clear":
+      return work.sub.sub;
+    case "sealed":
+      return openSecret(env, erasureSealContext(work.tenant, work.id), work.sub.sealed);
+    default: {
+      const never: never = work.sub;
+      return never;
+    }
+  }
 }
 
 async function runErasure(deps: ErasureRunDeps, work: ErasureWork): Promise<void> {
   const { store, env } = deps;
-  let phase = work.phase;
-  if (phase === "sessions") {
-    store.collect(work.id, work.sub);
-    const pending = store.pendingSessions(work.id, deps.batch);
-    for (const session of pending) {
-      // A name the directory now lists for someone else was deleted and created again by another owner: not theirs.
-      if (store.ownerOf(session) !== undefined && store.ownerOf(session) !== work.sub) {
-        store.sessionDone(work.id, session, false);
-        continue;
-      }
-      const stub = env.SESSIONS.get(
-        env.SESSIONS.idFromName(sessionObjectName(work.tenant, session)),
-      ) as unknown as SessionDelete;
-      const outcome = await stub.destroy({ tenant: work.tenant, session });
-      if (!outcome.ok && outcome.problem.code !== "session_not_found")
-        throw new Error(`session ${session} was not deleted: ${outcome.problem.detail}`);
-      store.sessionDone(work.id, session, true);
-    }
-    // More to delete (this batch's, or listed since): the next round goes on at once.
-    if (pending.length === deps.batch || store.collect(work.id, work.sub) > 0) return;
-    store.advance(work.id, "usage");
-    phase = "usage";
+  const erased = { subHash: work.subHash, createdBefore: work.cutoff * 1000 };
+  if (work.phase === "sessions") {
+    for (const session of store.pendingSessions(work.id, deps.batch))
+      store.sessionDone(work.id, session, await eraseSession(env, work.tenant, session, erased));
+    // More to delete (the rest of the batch, or claimed meanwhile): the next round goes on at once.
+    if (store.pendingSessions(work.id, 1).length > 0 || !store.advance(work.id, "sessions", "usage")) return;
   }
-  if (phase === "usage") {
+  const sub = await subOf(env, work);
+  if (work.phase !== "directory") {
     const limits = env.LIMITS.get(env.LIMITS.idFromName(work.tenant)) as unknown as UsageErase;
-    await limits.eraseUser(work.sub);
-    store.advance(work.id, "directory");
-    phase = "directory";
+    await limits.eraseUser(sub);
+    if (!store.advance(work.id, "usage", "directory")) return;
   }
-  // A session listed for the user after its sessions phase (a directory update that came late) sends it back.
-  if (store.collect(work.id, work.sub) > 0) {
-    store.advance(work.id, "sessions");
-    return;
-  }
+  // The user's watches on sessions it does not own (a grant) end now, as a revocation's do; its own went with them.
+  for (const session of store.watchedSessions(sub))
+    await sessionOf(env, work.tenant, session).closeWatches(sub, work.cutoff);
+  // A session claimed during these calls sent the erasure back: the next round deletes it first.
+  if (store.get(work.id)?.phase !== "directory") return;
   const endpoints = deps.endpoints.subscribed("user.erased").map((endpoint) => endpoint.id);
-  store.finish(work.id, work.sub, work.tenant, endpoints, hostClock().now());
+  store.finish(work.id, sub, work.tenant, endpoints, hostClock().now());
+}
+
+/** What an erasure's sealed sub is bound to: it opens for this tenant and erasure only. */
+export function erasureSealContext(tenant: string, erasure: string): SealContext {
+  return { tenant, owner: erasure, field: "erasure.sub" };
 }
 
 async function sendEvents(deps: ErasureRunDeps): Promise<void> {

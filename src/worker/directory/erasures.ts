@@ -4,15 +4,24 @@
  * drives a running erasure from the object's alarm; this store records where it stands, so a kill at any
  * point resumes from the last recorded step.
  *
- *   erasures          the record: id, the sub's hash, the cutoff, the phase and the counts (never the sub)
- *   erasure_work      the sub of a running erasure (the runner needs it to find the user's rows elsewhere);
- *                     deleted in the step that ends the erasure
- *   erasure_sessions  the sessions found, each pending until its delete is acknowledged
+ *   erasures          the record: id, the sub's hash, the cutoff, the phase, the counts and the tenant (never the sub)
+ *   erasure_work      a running erasure's sub, sealed (crypto/sealed-secrets.ts, bound to the tenant and the erasure):
+ *                     the limits' usage rows and the directory's revocation and watch rows are keyed by the sub, so
+ *                     the runner needs it until its last step, which deletes the row. A row written before sealing
+ *                     holds the sub in `sub` (its `sealed` is null); new rows leave `sub` empty.
+ *   erasure_sessions  the sessions of a running erasure, each pending until its delete is answered
+ *   erasure_late      sessions of a finished erasure whose directory row landed after it ended, pending the same way
  *   erasure_events    the `user.erased` deliveries, one per subscribed endpoint
+ *
+ * A session of the user created before the cutoff whose directory row lands after the start (its create raced the
+ * erasure, or its update was retried) is never listed: `claim` takes it into the erasure instead, running or done, and
+ * the runner deletes it through the session's own delete, which checks again that the session is the erased user's
+ * (its owner's hash) and was created before the cutoff, so no other user's session, and none the user made after, goes.
  *
  * A finished erasure's cutoff still refuses the user's older tokens: `cutoffFor(hash)` is read with the
  * revocation time (identity/revocation.ts), so no row keeps the sub once the erasure is done.
  */
+import type { SealedSecret } from "../crypto/sealed-secrets.js";
 
 /** Where a running erasure is: its sessions, then its usage rows, then the directory's own rows. */
 export type ErasurePhase = "sessions" | "usage" | "directory" | "done";
@@ -36,9 +45,30 @@ export interface ErasureRecord {
 /** What the runner works on next for one running erasure. */
 export interface ErasureWork {
   readonly id: string;
-  readonly sub: string;
+  /** The sub, sealed; or in clear in a row written before sealing. */
+  readonly sub:
+    { readonly type: "sealed"; readonly sealed: SealedSecret } | { readonly type: "clear"; readonly sub: string };
+  readonly subHash: string;
+  /** Unix seconds: only sessions created before it are the erasure's. */
+  readonly cutoff: number;
   readonly tenant: string;
   readonly phase: Exclude<ErasurePhase, "done">;
+}
+
+/** A session of a finished erasure still to delete (its row landed late). */
+export interface LateSession {
+  readonly id: string;
+  readonly session: string;
+  readonly subHash: string;
+  readonly cutoff: number;
+  readonly tenant: string;
+}
+
+/** What a session checks before an erasure deletes it (SessionObject.eraseFor): its owner's hash and its creation. */
+export interface ErasedOwner {
+  readonly subHash: string;
+  /** Epoch ms: only a session created before it is the erasure's. */
+  readonly createdBefore: number;
 }
 
 /** A pending `user.erased` delivery. */
@@ -79,8 +109,13 @@ export class ErasureStore {
       finished_at INTEGER
     )`);
     sql.exec("CREATE INDEX IF NOT EXISTS erasures_sub ON erasures (sub_hash, phase)");
+    if (!hasColumn(sql, "erasures", "tenant")) sql.exec("ALTER TABLE erasures ADD COLUMN tenant TEXT");
     sql.exec(
       "CREATE TABLE IF NOT EXISTS erasure_work (id TEXT PRIMARY KEY, sub TEXT NOT NULL, tenant TEXT NOT NULL, next_at INTEGER NOT NULL)",
+    );
+    if (!hasColumn(sql, "erasure_work", "sealed")) sql.exec("ALTER TABLE erasure_work ADD COLUMN sealed TEXT");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS erasure_late (id TEXT NOT NULL, session TEXT NOT NULL, next_at INTEGER NOT NULL, PRIMARY KEY (id, session)) WITHOUT ROWID",
     );
     sql.exec(
       "CREATE TABLE IF NOT EXISTS erasure_sessions (id TEXT NOT NULL, session TEXT NOT NULL, PRIMARY KEY (id, session)) WITHOUT ROWID",
@@ -91,26 +126,111 @@ export class ErasureStore {
   }
 
   /**
-   * Start erasing `sub` (one step): the record, its work row, and the sessions the directory lists for the owner.
-   * A running erasure of the same user is answered instead.
+   * Start erasing `sub` (one step): the record, its work row (the sub sealed as `sealed`), and the sessions the directory
+   * lists for the owner. A running erasure of the same user is answered instead.
    */
-  start(id: string, sub: string, hash: string, tenant: string, cutoff: number, now: number): StartOutcome {
+  start(
+    id: string,
+    sub: string,
+    sealed: SealedSecret,
+    hash: string,
+    tenant: string,
+    cutoff: number,
+    now: number,
+  ): StartOutcome {
     const running = this.#sql
       .exec("SELECT * FROM erasures WHERE sub_hash = ? AND phase != 'done' ORDER BY started_at LIMIT 1", hash)
       .toArray()[0];
     if (running !== undefined) return { type: "running", record: this.#record(running) };
     this.#sql.exec(
-      "INSERT INTO erasures (id, sub_hash, phase, cutoff, found, deleted, started_at) VALUES (?, ?, 'sessions', ?, 0, 0, ?)",
+      "INSERT INTO erasures (id, sub_hash, phase, cutoff, found, deleted, started_at, tenant) VALUES (?, ?, 'sessions', ?, 0, 0, ?, ?)",
       id,
       hash,
       cutoff,
       now,
+      tenant,
     );
-    this.#sql.exec("INSERT INTO erasure_work (id, sub, tenant, next_at) VALUES (?, ?, ?, ?)", id, sub, tenant, now);
+    this.#sql.exec(
+      "INSERT INTO erasure_work (id, sub, sealed, tenant, next_at) VALUES (?, '', ?, ?, ?)",
+      id,
+      JSON.stringify(sealed),
+      tenant,
+      now,
+    );
     this.collect(id, sub);
     const record = this.get(id);
     if (record === undefined) throw new Error(`erasure ${id} was not recorded`);
     return { type: "started", record };
+  }
+
+  /**
+   * A directory row of `session`, owned by the user with this hash and created at `createdAt` (epoch ms), is landing:
+   * when an erasure of that user has a later cutoff, the session is the erasure's (pending its delete, counted as
+   * found) and the row must not be listed. A running erasure goes back to its sessions phase and runs at once; a
+   * finished one takes it as a late session. Whether the erasure took it.
+   */
+  claim(hash: string, session: string, createdAt: number, now: number): boolean {
+    const row = this.#sql
+      .exec("SELECT id, phase, cutoff, tenant FROM erasures WHERE sub_hash = ? ORDER BY cutoff DESC LIMIT 1", hash)
+      .toArray()[0];
+    if (row === undefined || createdAt >= Number(row["cutoff"]) * 1000) return false;
+    // A record written before erasures kept their tenant cannot address the session: the row is listed as before.
+    if (row["tenant"] === null) return false;
+    const id = String(row["id"]);
+    const running = row["phase"] !== "done";
+    const added = this.#sql
+      .exec(
+        running
+          ? "INSERT INTO erasure_sessions (id, session) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING session"
+          : "INSERT INTO erasure_late (id, session, next_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING session",
+        ...(running ? [id, session] : [id, session, now]),
+      )
+      .toArray().length;
+    if (added === 0) return true;
+    this.#sql.exec("UPDATE erasures SET found = found + 1 WHERE id = ?", id);
+    if (running) {
+      this.#sql.exec("UPDATE erasures SET phase = 'sessions' WHERE id = ?", id);
+      this.#sql.exec("UPDATE erasure_work SET next_at = min(next_at, ?) WHERE id = ?", now, id);
+    }
+    return true;
+  }
+
+  /** Late sessions of finished erasures due at `now`, at most `limit`. */
+  dueLate(now: number, limit: number): LateSession[] {
+    return this.#sql
+      .exec(
+        `SELECT l.id, l.session, e.sub_hash, e.cutoff, e.tenant FROM erasure_late l JOIN erasures e ON e.id = l.id
+         WHERE l.next_at <= ? ORDER BY l.next_at, l.id, l.session LIMIT ?`,
+        now,
+        limit,
+      )
+      .toArray()
+      .map((row) => ({
+        id: String(row["id"]),
+        session: String(row["session"]),
+        subHash: String(row["sub_hash"]),
+        cutoff: Number(row["cutoff"]),
+        tenant: String(row["tenant"]),
+      }));
+  }
+
+  /** A late session's delete was answered: it counts as deleted (or, `deleted` false, as not the erasure's). */
+  lateDone(late: LateSession, deleted: boolean): void {
+    const removed = this.#sql
+      .exec("DELETE FROM erasure_late WHERE id = ? AND session = ? RETURNING session", late.id, late.session)
+      .toArray().length;
+    if (removed === 0) return;
+    this.#sql.exec(
+      deleted
+        ? "UPDATE erasures SET deleted = deleted + 1 WHERE id = ?"
+        : "UPDATE erasures SET found = found - 1 WHERE id = ?",
+      late.id,
+    );
+  }
+
+  /** A late session's delete did not answer: tried again at `at`. */
+  lateRetryAt(late: LateSession, at: number): void {
+    this.#sql.exec("UPDATE erasure_late SET next_at = ? WHERE id = ? AND session = ?", at, late.id, late.session);
   }
 
   /** Add the sessions the directory lists for `sub` that the erasure does not hold yet (found counts them). */
@@ -151,14 +271,19 @@ export class ErasureStore {
   due(now: number): ErasureWork[] {
     return this.#sql
       .exec(
-        `SELECT w.id, w.sub, w.tenant, e.phase FROM erasure_work w JOIN erasures e ON e.id = w.id
+        `SELECT w.id, w.sub, w.sealed, w.tenant, e.phase, e.sub_hash, e.cutoff FROM erasure_work w JOIN erasures e ON e.id = w.id
          WHERE w.next_at <= ? ORDER BY e.started_at, w.id`,
         now,
       )
       .toArray()
       .map((row) => ({
         id: String(row["id"]),
-        sub: String(row["sub"]),
+        sub:
+          row["sealed"] === null
+            ? { type: "clear" as const, sub: String(row["sub"]) }
+            : { type: "sealed" as const, sealed: JSON.parse(String(row["sealed"])) as SealedSecret },
+        subHash: String(row["sub_hash"]),
+        cutoff: Number(row["cutoff"]),
         tenant: String(row["tenant"]),
         phase: String(row["phase"]) as ErasureWork["phase"],
       }));
@@ -172,13 +297,7 @@ export class ErasureStore {
       .map((row) => String(row["session"]));
   }
 
-  /** The owner the directory lists for `session` now (undefined: not listed). */
-  ownerOf(session: string): string | undefined {
-    const row = this.#sql.exec("SELECT owner FROM directory WHERE session = ? AND deleted = 0", session).toArray()[0];
-    return row === undefined || row["owner"] === null ? undefined : String(row["owner"]);
-  }
-
-  /** A session's delete was acknowledged (or it is gone, or now someone else's): it counts as done. */
+  /** A session's delete was answered: deleted (or gone), or `deleted` false: not the erasure's (someone else's now). */
   sessionDone(id: string, session: string, deleted: boolean): void {
     const removed = this.#sql
       .exec("DELETE FROM erasure_sessions WHERE id = ? AND session = ? RETURNING session", id, session)
@@ -188,13 +307,25 @@ export class ErasureStore {
     else this.#sql.exec("UPDATE erasures SET found = found - 1 WHERE id = ?", id);
   }
 
-  advance(id: string, phase: Exclude<ErasurePhase, "done">): void {
-    this.#sql.exec("UPDATE erasures SET phase = ? WHERE id = ?", phase, id);
+  /** From phase `from` to `to`, unless a claim sent the erasure back meanwhile. Whether it moved. */
+  advance(id: string, from: Exclude<ErasurePhase, "done">, to: Exclude<ErasurePhase, "done">): boolean {
+    return (
+      this.#sql.exec("UPDATE erasures SET phase = ? WHERE id = ? AND phase = ? RETURNING id", to, id, from).toArray()
+        .length > 0
+    );
   }
 
   /** Something did not answer: try the erasure again at `at`. */
   retryAt(id: string, at: number): void {
     this.#sql.exec("UPDATE erasure_work SET next_at = ? WHERE id = ?", at, id);
+  }
+
+  /** The sessions that may hold the user's open watches (the directory's watch rows). */
+  watchedSessions(sub: string): string[] {
+    return this.#sql
+      .exec("SELECT session FROM user_watches WHERE sub = ? ORDER BY session", sub)
+      .toArray()
+      .map((row) => String(row["session"]));
   }
 
   /**
@@ -256,7 +387,8 @@ export class ErasureStore {
   nextDue(): number | undefined {
     const row = this.#sql
       .exec(
-        "SELECT min(at) AS at FROM (SELECT min(next_at) AS at FROM erasure_work UNION ALL SELECT min(next_at) AS at FROM erasure_events)",
+        `SELECT min(at) AS at FROM (SELECT min(next_at) AS at FROM erasure_work UNION ALL SELECT min(next_at) AS at FROM erasure_events
+           UNION ALL SELECT min(next_at) AS at FROM erasure_late)`,
       )
       .one();
     return row["at"] === null ? undefined : Number(row["at"]);
@@ -280,4 +412,11 @@ export class ErasureStore {
       ...(typeof finishedAt === "number" ? { finishedAt } : {}),
     };
   }
+}
+
+function hasColumn(sql: SqlStorage, table: string, column: string): boolean {
+  return sql
+    .exec(`PRAGMA table_info(${table})`)
+    .toArray()
+    .some((row) => row["name"] === column);
 }

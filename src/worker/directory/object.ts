@@ -32,7 +32,7 @@ import {
 } from "./users.js";
 import type { TemplateDefinition, TemplateRecord } from "../../api/templates.js";
 import { IssuerStore, type IssuerInput, type IssuerRecord, type PutIssuerOutcome } from "./issuers.js";
-import type { SealedSecret } from "../crypto/sealed-secrets.js";
+import { sealSecret, type SealedSecret } from "../crypto/sealed-secrets.js";
 import { hostClock } from "../platform/host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../../kinds/catalog-types.js";
 import { McpServerStore, toolRecord, type McpServerRpc, type McpServerWrite, type McpSnapshotWrite } from "./mcp.js";
@@ -46,7 +46,7 @@ import {
 } from "./profiles.js";
 import type { ProfileRecord, ProfileSection } from "../../api/profiles.js";
 import { ErasureStore, subHash, type ErasureRecord, type StartOutcome } from "./erasures.js";
-import { ERASE_BATCH, eraseRound } from "./erasure-run.js";
+import { ERASE_BATCH, eraseRound, erasureSealContext } from "./erasure-run.js";
 import {
   migrateDirectory,
   SessionDirectory,
@@ -107,6 +107,8 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   revokedAt(sub: string): Promise<number | undefined>;
   // User erasures (docs/operations.md "Deleting a user's data"; directory/erasures.ts) --------------------
   eraseUser(sub: string, tenant: string): Promise<StartOutcome>;
+  /** The sessions that may hold `sub`'s open watches (an erasure closes them at once, as a revocation does). */
+  watchedSessions(sub: string): Promise<string[]>;
   erasure(id: string): Promise<ErasureRecord | undefined>;
   erasing(sub: string): Promise<boolean>;
   revokeUser(sub: string, at: number): Promise<Revocation>;
@@ -142,12 +144,28 @@ export class DirectoryObject extends DurableObject<Env> {
     void ctx.blockConcurrencyWhile(() => this.#arm());
   }
 
-  apply(update: DirectoryUpdate): { readonly acknowledged: true } {
+  /**
+   * A row of a user's session created before that user's erasure cutoff is not listed: the erasure takes the session
+   * and deletes it (directory/erasures.ts `claim`), whether it is still running or finished before the row came.
+   */
+  apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }> {
     if (this.refusing > 0) {
       this.refusing -= 1;
       throw new Error("the directory refuses updates (test fault injection)");
     }
-    this.#sessions.apply(update);
+    return this.#apply(update);
+  }
+
+  async #apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }> {
+    // Hashed before anything is read: the rest is one synchronous step.
+    const hash = update.type === "upsert" && update.owner !== undefined ? await subHash(update.owner) : undefined;
+    const claimed =
+      hash !== undefined &&
+      update.type === "upsert" &&
+      this.#sessions.newer(update) &&
+      this.#erasures.claim(hash, update.session, update.createdAt, hostClock().now());
+    if (claimed) await this.#arm();
+    else this.#sessions.apply(update);
     const retention = this.retention();
     return { acknowledged: true, ...(retention === undefined ? {} : { retention }) };
   }
@@ -301,11 +319,16 @@ export class DirectoryObject extends DurableObject<Env> {
    */
   async eraseUser(sub: string, tenant: string): Promise<StartOutcome> {
     const hash = await subHash(sub);
-    const now = hostClock().now();
     const id = `er_${crypto.randomUUID().replaceAll("-", "")}`;
-    const outcome = this.#erasures.start(id, sub, hash, tenant, Math.floor(now / 1000) + 1, now);
+    const sealed = await sealSecret(this.env, erasureSealContext(tenant, id), sub);
+    const now = hostClock().now();
+    const outcome = this.#erasures.start(id, sub, sealed, hash, tenant, Math.floor(now / 1000) + 1, now);
     if (outcome.type === "started") await this.#arm();
     return outcome;
+  }
+
+  watchedSessions(sub: string): string[] {
+    return this.#erasures.watchedSessions(sub);
   }
 
   erasure(id: string): ErasureRecord | undefined {

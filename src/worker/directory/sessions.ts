@@ -199,6 +199,12 @@ export class SessionDirectory {
     this.#sql = sql;
   }
 
+  /** Whether `update` is newer than the row (a late retry is not, and is ignored). */
+  newer(update: DirectoryUpdate): boolean {
+    const row = this.#sql.exec("SELECT version FROM directory WHERE session = ?", update.session).toArray()[0];
+    return row === undefined || Number(row["version"]) < update.version;
+  }
+
   /** Apply an update unless the row holds a newer version (then it is ignored: a late retry). */
   apply(update: DirectoryUpdate): void {
     const sql = this.#sql;

@@ -4,6 +4,8 @@
  * the owner it was created for; a session without one (created by a client or operator token) is the
  * tenant's, and no user token reaches it except through a grant. `deleteAll` removes it with the rest.
  */
+import { subHash, type ErasedOwner } from "../directory/erasures.js";
+
 /**
  * Where the HTTP layer creates a session: its tenant and name, and for a user token the owner it records
  * (`granted`: a grant of the token reaches the name, so an existing session of another owner is not refused).
@@ -13,6 +15,12 @@ export interface SessionWhere {
   readonly session: string;
   readonly owner?: string;
   readonly granted?: boolean;
+}
+
+/** A session by its tenant and name. */
+export interface SessionAt {
+  readonly tenant: string;
+  readonly session: string;
 }
 
 export { sessionObjectName } from "../env.js";
@@ -33,6 +41,21 @@ export function readOwner(kv: SyncKvStorage): string | undefined {
 export function recordOwner(kv: SyncKvStorage, owner: string | undefined): void {
   if (owner === undefined) kv.delete(KEY);
   else kv.put(KEY, owner);
+}
+
+/**
+ * Whether a user erasure may delete the session: its owner is the erased user (by the sub's hash) and it was created
+ * (`createdAt`, epoch ms; undefined: not over HTTP) before the erasure's cutoff. A name deleted and created again by
+ * another user, or by the same user after the cutoff, is not the erasure's.
+ */
+export async function isErasedOwner(
+  kv: SyncKvStorage,
+  createdAt: number | undefined,
+  erased: ErasedOwner,
+): Promise<boolean> {
+  const owner = readOwner(kv);
+  if (owner === undefined || createdAt === undefined || createdAt >= erased.createdBefore) return false;
+  return (await subHash(owner)) === erased.subHash;
 }
 
 /** Whether end user `sub` reaches the session: it owns it, or it does not exist yet and is being created. */

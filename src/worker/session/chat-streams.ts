@@ -74,12 +74,17 @@ function liveStart(view: ConversationView): Id {
   return start;
 }
 
+/**
+ * `track`: a user's stream is held by the watch guard (watch/guard.ts), which calls its `end` at the token's expiry or
+ * the user's revocation (an erasure's too); it answers the function that releases the stream when it ends on its own.
+ */
 export function chatStream(
   session: OpenSession,
   feed: ConversationFeed,
   conversationId: Id,
   request: ChatStreamRequest,
   signal: AbortSignal,
+  track?: (end: () => void) => () => void,
 ): Response {
   if (request.mode === "live" && currentView(feed)?.tasks.length === 0) return new Response(null, { status: 204 });
   const turn = new UiTurn(
@@ -93,6 +98,7 @@ export function chatStream(
   let ended = false;
   let chain: Promise<void> = Promise.resolve();
   let stopCommits: () => void = () => undefined;
+  let untrack: () => void = () => undefined;
 
   const write = async (chunks: readonly UiChunk[]): Promise<void> => {
     if (chunks.length > 0) await writer.write(encoder.encode(chunks.map(uiSse).join("")));
@@ -113,6 +119,7 @@ export function chatStream(
     clearInterval(keepAlive);
     feed.unsubscribe(subscriber);
     stopCommits();
+    untrack();
   };
   const finish = async (last: readonly UiChunk[]): Promise<void> => {
     if (ended) return;
@@ -163,6 +170,12 @@ export function chatStream(
     },
   };
   signal.addEventListener("abort", stop);
+  if (track !== undefined)
+    untrack = track(() => {
+      chain = chain
+        .then(() => finish([{ type: "error", errorText: "the token expired or was revoked; get a new token" }]))
+        .catch(() => stop());
+    });
   feed.subscribe(subscriber, undefined);
   // The input's result may change in a commit this watch has nothing for: check after every commit.
   if (request.mode === "input") stopCommits = session.harness.onCommit(() => schedule());

@@ -116,6 +116,12 @@ export class DirectoryLink {
     return state === undefined || state.deleted ? undefined : Math.max(state.lastActivityAt, this.#activity ?? 0);
   }
 
+  /** When the session was created over HTTP (epoch ms; undefined: it was not, or it is deleted). */
+  get createdAt(): number | undefined {
+    const state = this.#state();
+    return state === undefined || state.deleted ? undefined : state.createdAt;
+  }
+
   /** The pending due time, if any (the alarm plan's directory reason). */
   get dueAt(): number | undefined {
     return this.#state()?.dueAt;

@@ -26,7 +26,15 @@ import type { SqlHost } from "../../storage/sql.js";
 import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
 import { directoryStub } from "../directory/object.js";
 import { DirectoryLink, mergeMetadata, type DirectoryMeta } from "./directory-link.js";
-import { ownerReaches, readOwner, recordOwner, type SessionWhere } from "../identity/owner.js";
+import {
+  isErasedOwner,
+  ownerReaches,
+  readOwner,
+  recordOwner,
+  type SessionAt,
+  type SessionWhere,
+} from "../identity/owner.js";
+import type { ErasedOwner } from "../directory/erasures.js";
 import type { Env } from "../env.js";
 import { SessionNotFound } from "../errors.js";
 import type { SessionInspection } from "../../api/responses.js";
@@ -40,8 +48,6 @@ import {
 } from "../platform/host-config.js";
 import { setLogLevel } from "../log.js";
 import { sessionTurnKit } from "./kinds.js";
-import { bind } from "../../core/state.js";
-import { pendingAll } from "../../kinds/pending-types.js";
 import { buildModels, defaultModel } from "../platform/models.js";
 import { retryOptions } from "../platform/retry-config.js";
 import { Problem, problemData, toProblem, type Outcome } from "../problems.js";
@@ -51,7 +57,7 @@ import { canonical, checkConfig, createValues, normalizeConfig } from "./config.
 import type { CreateConfig, SessionOps } from "./ops.js";
 import { sessionOpTable } from "./op-table.js";
 import { openSession, type OpenSession } from "./opening.js";
-import { inspectSession } from "./inspection.js";
+import { inspectSession, sessionCounters } from "./inspection.js";
 import { SessionWatches } from "./watches.js";
 import { TEMPLATE_KEY, type RetentionSource, type TemplateBinding } from "../directory/templates.js";
 import { objectOutbox, type Outbox } from "../outbox/outbox.js";
@@ -135,20 +141,9 @@ export class SessionObject extends DurableObject<Env> {
       counters: async () => {
         const session = this.#session;
         if (session === undefined || session.stale) return undefined;
-        const quarantined = session.book
-          .quarantined(this.#version)
-          .filter((id) => session.harness.driver.liveTask(id) !== undefined);
         const outbox = this.#outbox.book.counts();
         this.#outboxCounted = `${outbox.backlog}/${outbox.dead}`;
-        const pending = (await session.harness.storage.getValue(bind(pendingAll, {})))?.value ?? [];
-        const deadlines = pending.flatMap((item) => (item.deadline === undefined ? [] : [item.deadline]));
-        return {
-          quarantinedTasks: quarantined.length,
-          outboxBacklog: outbox.backlog,
-          deadDeliveries: outbox.dead,
-          pendingItems: pending.length,
-          pendingDeadline: deadlines.length === 0 ? null : Math.min(...deadlines),
-        };
+        return sessionCounters(session, this.#version, outbox);
       },
       due: (at) => this.#alarms.directory(at, this.#clock.now()),
       report: (error) => hostReport({ type: "directory_update_failed", error }),
@@ -434,13 +429,25 @@ export class SessionObject extends DurableObject<Env> {
    * the directory still lists (a delete cut between its wipe and its tombstone) is unlinked and answers deleted; the
    * directory is asked on the lifecycle queue, so no create of the name runs in between.
    */
-  destroy(where?: { readonly tenant: string; readonly session: string }): Promise<Outcome<{ readonly deleted: true }>> {
+  destroy(where?: SessionAt): Promise<Outcome<{ readonly deleted: boolean }>> {
+    return this.#destroy(where);
+  }
+
+  /** A user erasure's delete (directory/erasure-run.ts): `destroy`, only if the session is `erased`'s (else kept). */
+  eraseFor(where: SessionAt, erased: ErasedOwner): Promise<Outcome<{ readonly deleted: boolean }>> {
+    return this.#destroy(where, erased);
+  }
+
+  #destroy(where?: SessionAt, erased?: ErasedOwner): Promise<Outcome<{ readonly deleted: boolean }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
         if (!sessionCreated(this.ctx.storage)) {
-          if (where !== undefined && (await this.#directory.orphaned(where))) return { deleted: true as const };
+          if (where !== undefined && (await this.#directory.orphaned(where))) return { deleted: true };
           throw new SessionNotFound();
         }
+        // Checked on the lifecycle queue, so no delete and create of the name runs between the check and the wipe.
+        if (erased !== undefined && !(await isErasedOwner(this.ctx.storage.kv, this.#directory.createdAt, erased)))
+          return { deleted: false };
         // Every watcher gets its close frame before DELETE answers (and before its feed would end it as
         // "the session closed").
         this.#watches.endAll("the session was deleted");
@@ -463,7 +470,7 @@ export class SessionObject extends DurableObject<Env> {
         afterDeleteWipe();
         // The tombstone stays in KV (and on the alarm) until the directory acknowledges it.
         await this.#directory.deleted(row);
-        return { deleted: true as const };
+        return { deleted: true };
       }),
     );
   }

@@ -155,13 +155,18 @@ export class SessionWatches {
     const app = new Hono();
     // The AI SDK UI message stream of one turn (session/chat-streams.ts); the Worker accepted and answered.
     app.post("/chat/:conversation", async (c) => {
+      const watcher = watcherFromHeaders(c.req.raw.headers);
+      const refused = this.#guard.refusal(watcher);
+      if (refused !== undefined) return refused.response();
       try {
         const request = chatStreamRequest(await c.req.json<unknown>());
         const session = await this.#acquire();
         const raw = c.req.param("conversation");
         const id = raw === "root" ? session.harness.rootId : Number(raw);
         const feed = (await this.#feedOf(session, { type: "conversation", id })) as ConversationFeed;
-        return chatStream(session, feed, id, request, c.req.raw.signal);
+        // A user's resume is a watch: it ends at its token's expiry or the user's revocation (watch/guard.ts).
+        const track = watcher === undefined ? undefined : (end: () => void) => this.#guard.stream(watcher, end);
+        return chatStream(session, feed, id, request, c.req.raw.signal, track);
       } catch (error) {
         return toProblem(error, (report) => hostReport({ type: "harness", report })).response();
       }

@@ -24,8 +24,10 @@ import { Problem } from "../../problems.js";
 import { conversationRef, noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
 import type { SessionRpc } from "../../session/rpc.js";
 import { callIdOf, uiMessages } from "../../watch/ui-messages.js";
+import { WATCHER_HEADER } from "../../watch/guard.js";
 import { acceptedBy } from "./accepting.js";
 import { body, conversationParam, query, run, session, sessionParam, type AppContext } from "./shared.js";
+import { userWatcher } from "./watch.js";
 
 export const chatRoutes = new Hono<AppEnv>();
 
@@ -208,14 +210,20 @@ async function conversationId(c: AppContext): Promise<Id> {
   return (await run(session(c).op("snapshot", conversationParam(c)))).conversation.id;
 }
 
+/**
+ * A resume is a watch of the live turn: a user's is recorded with the directory like a watch's (http/routes/watch.ts
+ * `userWatcher`), so it ends at its token's expiry and when the user's tokens are revoked or the user is erased.
+ */
 chatRoutes.get("/:session/chat/:conversation/stream", requires("conversation"), async (c) => {
   query(c, noQuery);
   const id = await conversationId(c);
+  const watcher = await userWatcher(c);
   return session(c).fetch(
     new Request(`https://session.internal/chat/${id}`, {
       method: "POST",
       body: JSON.stringify({ mode: "live" }),
       signal: c.req.raw.signal,
+      ...(watcher === undefined ? {} : { headers: { [WATCHER_HEADER]: JSON.stringify(watcher) } }),
     }),
   );
 });

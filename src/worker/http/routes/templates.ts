@@ -186,8 +186,8 @@ userRoutes.post("/:sub/revoke", requires("users"), async (c) => {
 
 /**
  * Erase a user (docs/operations.md "Deleting a user's data"): one directory step records the erasure (only the sub's
- * hash), the cutoff that refuses the user's older tokens, and the sessions it owns; the directory's alarm deletes
- * them, then the user's usage and directory rows, and sends `user.erased`. 202 with the erasure; 200 with the one
+ * hash), the cutoff that refuses the user's older tokens, and the sessions it owns; the user's open watches end at
+ * once; the directory's alarm deletes the sessions, then the user's usage and directory rows, and sends `user.erased`. 202 with the erasure; 200 with the one
  * already running for the user.
  */
 userRoutes.post("/:sub/erase", requires("users"), async (c) => {
@@ -197,6 +197,11 @@ userRoutes.post("/:sub/erase", requires("users"), async (c) => {
   const tenant = c.get("claims").tenant;
   const outcome = await directory(c).eraseUser(sub, tenant);
   noteRevocation(tenant, sub, outcome.record.cutoff);
+  // The user's open watches end now, as a revocation's do; one not reached here ends in the erasure's last phase.
+  const watched = await directory(c).watchedSessions(sub);
+  await Promise.allSettled(
+    watched.map((session) => sessionStub(c.env, tenant, session).closeWatches(sub, outcome.record.cutoff)),
+  );
   c.header("location", `/v1/erasures/${outcome.record.id}`);
   return c.json(erasureOut(outcome.record), outcome.type === "started" ? 202 : 200);
 });

@@ -86,7 +86,7 @@ watchRoutes.post("/:session/conversations/:conversation/watch-token", requires("
  * that this session may hold the user's watch until then (so a revocation reaches it) and answers the
  * user's revocation time, which refuses a token the isolate's cache still let through.
  */
-async function userWatcher(c: AppContext): Promise<Watcher | undefined> {
+export async function userWatcher(c: AppContext): Promise<Watcher | undefined> {
   const claims = c.get("claims");
   if (claims.role !== "user" || claims.sub === undefined) return undefined;
   const now = Math.floor(Date.now() / 1000);
