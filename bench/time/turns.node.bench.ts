@@ -26,7 +26,7 @@ import { MemoryStorage } from "../../src/storage/memory.js";
 import { NodeSqliteHost } from "../../src/storage/node-sqlite.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
 import { StatementTrace, type TracedRun } from "../turns/trace.js";
-import { openWorkload, type RunFigures, type Window } from "../turns/workload.js";
+import { openWorkload, turnWindows, type RunFigures, type Window } from "../turns/workload.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -41,10 +41,7 @@ const TURNS = inject("benchTurns");
 const RUNS = inject("benchRuns");
 const DO_TRACE = inject("benchDoTrace");
 const PROBE_TURN = Math.floor(TURNS / 10);
-const WINDOWS = [
-  [1, 100],
-  [TURNS - 99, TURNS],
-] as const;
+const WINDOWS = turnWindows(TURNS);
 const now = (): number => performance.now();
 
 setFlagsFromString("--expose-gc");
@@ -167,7 +164,7 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
       "total s".padStart(7),
       "ms/turn all".padStart(11),
       "ms/turn 1-100".padStart(13),
-      `ms/turn ${WINDOWS[1][0]}-${WINDOWS[1][1]}`.padStart(17),
+      `ms/turn ${WINDOWS[1]?.[0] ?? "-"}-${WINDOWS[1]?.[1] ?? "-"}`.padStart(17),
       "of which provider serialization 1-100 / late".padStart(44),
       "late excl. serialization".padStart(24),
       "heap MB".padStart(7),
