@@ -16,7 +16,7 @@
  */
 import type { Tool } from "@earendil-works/pi-ai";
 import type { ContextItem, DerivedContext } from "../core/context.js";
-import { isReplayable, normalizeToolExchanges } from "../core/context.js";
+import { extendsItems, isReplayable, normalizeToolExchanges } from "../core/context.js";
 import type { Id, Message } from "../storage/records.js";
 import { applyToolFields, isBaselineEntry } from "./sections-fold.js";
 
@@ -92,7 +92,7 @@ export class ContextProjection {
       headId === this.#headId &&
       previous.length > 0 &&
       previous.length <= items.length &&
-      previous.every((item, i) => items[i] === item)
+      (extendsItems(previous, items) || previous.every((item, i) => items[i] === item))
     ) {
       from = previous.length;
       this.#stats.extended++;
