@@ -60,7 +60,7 @@ try {
   }
   const node = spawnSync(
     "vitest",
-    ["run", "--config", "bench/vitest.bench.config.ts", "--project", "bench-node", "bench/time"],
+    ["run", "--config", "bench/vitest.bench.config.ts", "--project", "bench-node", "bench/time/turns.node.bench.ts"],
     {
       stdio: "inherit",
       env: { ...env, BENCH_DO_TRACE: traceFile },

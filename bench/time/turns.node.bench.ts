@@ -7,7 +7,9 @@
  * harness ms/turn
  * over the whole run and over turns 1-100 and 1901-2000, the provider's own request serialization inside
  * them, JS heap after a forced GC with the harness still open, database bytes (pages, and files with
- * the WAL), and the two ratios docs/performance.md tracks.
+ * the WAL), and the two ratios docs/performance.md tracks. Before each round, the raw-SQLite floor
+ * (bench/turns/floor.ts) on node:sqlite: its late ms/turn (median) beside each configuration's late
+ * window timed whole, and the ratio.
  *
  * Rows: `node:sqlite` cannot count billed rows, so one more (untimed) SQLite run of each configuration
  * records a statement digest per window (bench/turns/trace.ts). Given the Durable Object run's digests
@@ -25,8 +27,9 @@ import { expect, inject, it } from "vitest";
 import { MemoryStorage } from "../../src/storage/memory.js";
 import { NodeSqliteHost } from "../../src/storage/node-sqlite.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
+import { SqlFloor } from "../turns/floor.js";
 import { StatementTrace, type TracedRun } from "../turns/trace.js";
-import { openWorkload, type RunFigures, type Window } from "../turns/workload.js";
+import { openWorkload, turnWindows, type RunFigures, type Window } from "../turns/workload.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -41,10 +44,7 @@ const TURNS = inject("benchTurns");
 const RUNS = inject("benchRuns");
 const DO_TRACE = inject("benchDoTrace");
 const PROBE_TURN = Math.floor(TURNS / 10);
-const WINDOWS = [
-  [1, 100],
-  [TURNS - 99, TURNS],
-] as const;
+const WINDOWS = turnWindows(TURNS);
 const now = (): number => performance.now();
 
 setFlagsFromString("--expose-gc");
@@ -119,6 +119,31 @@ async function once(backend: Backend, threshold: number, trace: boolean, turns: 
   }
 }
 
+/**
+ * The raw-SQLite floor (bench/turns/floor.ts) on node:sqlite, a file database opened as the harness's:
+ * ms per turn of each window, timed whole.
+ */
+function floorOnce(): number[] {
+  const dir = mkdtempSync(join(tmpdir(), "pico-bench-floor-"));
+  const host = new NodeSqliteHost({ path: join(dir, "session.sqlite") });
+  try {
+    const floor = new SqlFloor(host);
+    const perTurn: number[] = [];
+    let started = 0;
+    for (let turn = 1; turn <= TURNS; turn++) {
+      if (WINDOWS.some(([from]) => from === turn)) started = now();
+      floor.turn(turn);
+      WINDOWS.forEach(([from, to], i) => {
+        if (to === turn) perTurn[i] = (now() - started) / (to - from + 1);
+      });
+    }
+    return perTurn;
+  } finally {
+    host.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
@@ -155,8 +180,11 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
     { label: `sqlite (node:sqlite), threshold ${threshold} tok`, backend: "sqlite", collapse: true, runs: [] },
   ];
   // Interleaved, so a burst of load on the shared machine hits every configuration alike.
-  for (let r = 0; r < RUNS; r++)
+  const floors: number[][] = [];
+  for (let r = 0; r < RUNS; r++) {
+    floors.push(floorOnce());
     for (const c of configs) c.runs.push(await once(c.backend, c.collapse ? threshold : 0, false));
+  }
 
   const m = (c: Config, v: (x: Measured) => number): number => median(c.runs.map(v));
   const f2 = (n: number): string => (Number.isFinite(n) ? n.toFixed(2) : "-");
@@ -167,7 +195,7 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
       "total s".padStart(7),
       "ms/turn all".padStart(11),
       "ms/turn 1-100".padStart(13),
-      `ms/turn ${WINDOWS[1][0]}-${WINDOWS[1][1]}`.padStart(17),
+      `ms/turn ${WINDOWS[1]?.[0] ?? "-"}-${WINDOWS[1]?.[1] ?? "-"}`.padStart(17),
       "of which provider serialization 1-100 / late".padStart(44),
       "late excl. serialization".padStart(24),
       "heap MB".padStart(7),
@@ -201,6 +229,16 @@ it(`bench/time: ${TURNS} faux turns on Node (memory and node:sqlite), medians of
     `SQLite vs memory harness ms/turn, with collapse: whole run ${ratio(sqlCol, memCol, (x) => harnessPerTurn(x.figures))}, late window ${ratio(sqlCol, memCol, (x) => perTurn(late(x.figures), (w) => w.harnessMs))} (target <= 1.3x); no collapse: whole run ${ratio(sqlNo, memNo, (x) => harnessPerTurn(x.figures))}`,
     `harness ms/turn growth, late vs 1-100, no collapse: sqlite ${growth(sqlNo, (w) => w.harnessMs)} (excluding the provider's serialization ${growth(sqlNo, (w) => w.harnessMs - w.serializationMs)}; target <= 1.5x), memory ${growth(memNo, (w) => w.harnessMs)} (excl. ${growth(memNo, (w) => w.harnessMs - w.serializationMs)}); with collapse: sqlite ${growth(sqlCol, (w) => w.harnessMs)}, memory ${growth(memCol, (w) => w.harnessMs)}`,
     `provider serialization = the faux provider's prompt text for its usage estimate (from the factory's return to the first stream event); heap = heapUsed after gc with the harness open, minus before`,
+  );
+  // The floor, a run of it before each round: late ms/turn against each configuration's late window
+  // timed whole (provider factory included, as the floor comparison of bench/turns does).
+  const floorLate = median(floors.map((f) => f[1] ?? NaN));
+  lines.push(
+    `raw-SQLite floor (bench/turns/floor.ts on node:sqlite, the same rows in the same 10 transactions a turn, no harness), medians of ${RUNS}: ms/turn 1-100 ${f2(median(floors.map((f) => f[0] ?? NaN)))}, late ${f2(floorLate)} (runs: ${floors.map((f) => f2(f[1] ?? NaN)).join(", ")})`,
+    ...configs.map((c) => {
+      const lateMs = m(c, (x) => perTurn(late(x.figures), (w) => w.windowMs));
+      return `  ${c.label}: late ms/turn (whole window) ${f2(lateMs)} = ${(lateMs / floorLate).toFixed(1)}x the floor; 1-100 ${f2(m(c, (x) => perTurn(early(x.figures), (w) => w.windowMs)))}`;
+    }),
   );
   console.log(lines.join("\n"));
 

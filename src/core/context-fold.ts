@@ -35,6 +35,25 @@ export interface DerivedContext {
 
 const NO_MESSAGES: readonly Message[] = Object.freeze([]);
 
+/**
+ * The lineage of each selection array a fold handed out: a token the fold replaces whenever its
+ * selection changes other than by appending (a new head, an edit), and the array's length. Two arrays
+ * of one lineage are prefix-related: the shorter one's items are the longer one's first items, the
+ * same objects.
+ */
+const lineages = new WeakMap<readonly ContextItem[], { readonly token: object; readonly length: number }>();
+
+/**
+ * True when `next` is known, without comparing items, to start with exactly the items of `previous`
+ * (same objects, same order): both came from one context fold with only appends between them. False
+ * means unknown (compare the items), not different.
+ */
+export function extendsItems(previous: readonly ContextItem[], next: readonly ContextItem[]): boolean {
+  const a = lineages.get(previous);
+  const b = lineages.get(next);
+  return a !== undefined && b !== undefined && a.token === b.token && a.length <= b.length;
+}
+
 /** What `add` did: `"rewind"` means a new head moved the boundary backwards and the fold is unusable. */
 export type FoldResult = "ok" | "rewind";
 
@@ -55,6 +74,8 @@ export class ContextFold {
   readonly #selectedIds: Id[] = [];
   /** Memoized frozen selection, dropped by any change; shared by snapshots because it is frozen. */
   #selection: { readonly items: readonly ContextItem[]; readonly ids: readonly Id[] } | undefined;
+  /** This fold's current lineage (see `lineages`); replaced by every change that is not an append. */
+  #lineage: object = {};
 
   /** Start a fold at the newest visible head `head` (none: from the transcript start). */
   constructor(head?: Entry) {
@@ -126,6 +147,7 @@ export class ContextFold {
     this.#selectedIds.splice(0, drop);
     for (const target of [...this.#edits.keys()]) if (target < from) this.#edits.delete(target);
     this.#selection = undefined;
+    this.#lineage = {};
   }
 
   #foldEdits(entry: Entry): void {
@@ -145,6 +167,7 @@ export class ContextFold {
     if (target === this.#head?.id) {
       this.#headItem = edit.action === "omit" ? undefined : itemOf(this.#head, edit);
       this.#selection = undefined;
+      this.#lineage = {};
       return;
     }
     const c = lowerBound(this.#candidates, (e) => e.id, target);
@@ -172,6 +195,7 @@ export class ContextFold {
       }
     }
     this.#selection = undefined;
+    this.#lineage = {};
   }
 
   #select(): { readonly items: readonly ContextItem[]; readonly ids: readonly Id[] } {
@@ -181,6 +205,7 @@ export class ContextFold {
     const items = head === undefined ? this.#selected.slice() : [head, ...this.#selected];
     const ids = head === undefined ? this.#selectedIds.slice() : [head.entry.id, ...this.#selectedIds];
     this.#selection = Object.freeze({ items: Object.freeze(items), ids: Object.freeze(ids) });
+    lineages.set(this.#selection.items, { token: this.#lineage, length: items.length });
     return this.#selection;
   }
 }

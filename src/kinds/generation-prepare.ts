@@ -9,7 +9,6 @@ import { PicoError } from "../core/errors.js";
 import { bindTo, conversationValue } from "../core/state.js";
 import type { Id } from "../storage/records.js";
 import { planCollapse } from "./collapse.js";
-import { estimateTokensCached } from "./request-cache.js";
 import { foldSectionState, foldTools, planSystemEntry, prepareSections } from "./sections.js";
 import { builderOf, type Attempt, type GenerationContext } from "./generation-types.js";
 
@@ -37,7 +36,7 @@ export async function collapseBeforeRequest(ctx: GenerationContext, attempt: Att
   const threshold = services.options.collapseThresholdTokens;
   if (threshold > 0 && state.status !== "deferred") {
     const current = await conversation.contextEntries(undefined, call);
-    const tokens = estimateTokensCached(projections.of(task.conversationId).requestMessages(current));
+    const tokens = projections.of(task.conversationId).estimateTokens(current);
     if (tokens > threshold && current.items.length > services.options.collapseKeepEntries + 1) {
       const growth = services.options.collapseRetryGrowthTokens ?? Math.ceil(threshold / 10);
       const head = current.head?.id ?? null;

@@ -176,6 +176,14 @@ function settlesNext(ctx: GenerationContext, message: AssistantMessage, chain: r
   return calls || ctx.services.hooks.handlers(ctx.kind.kind, "on_yield", chain).length === 0;
 }
 
+/**
+ * The reason `cancel` aborts a stream's signal with: the AbortError a reasonless `abort()` would
+ * create (same name and message), made once. Building a DOMException captures a stack, twice a turn
+ * on the hot path (docs/performance.md); readers compare a reason by name or with their own signal's
+ * reason, never by its stack.
+ */
+const STREAM_LEFT = new DOMException("This operation was aborted", "AbortError");
+
 /** An AbortController that follows `parent` until `cancel` (which also aborts it and unlinks). */
 function linkedController(parent: AbortSignal | undefined): { readonly controller: AbortController; cancel(): void } {
   const controller = new AbortController();
@@ -186,7 +194,7 @@ function linkedController(parent: AbortSignal | undefined): { readonly controlle
     controller,
     cancel() {
       parent?.removeEventListener("abort", follow);
-      controller.abort();
+      controller.abort(STREAM_LEFT);
     },
   };
 }

@@ -16,7 +16,7 @@
  */
 import type { Tool } from "@earendil-works/pi-ai";
 import type { ContextItem, DerivedContext } from "../core/context.js";
-import { isReplayable, normalizeToolExchanges } from "../core/context.js";
+import { extendsItems, isReplayable, normalizeToolExchanges } from "../core/context.js";
 import type { Id, Message } from "../storage/records.js";
 import { applyToolFields, isBaselineEntry } from "./sections-fold.js";
 
@@ -35,6 +35,8 @@ export class ContextProjection {
   #headId: Id | undefined;
   /** Normalized request messages of the finished segments. */
   #done: Message[] = [];
+  /** Sum of `contentChars` over #done: finished segments are never normalized again, so it only grows. */
+  #doneChars = 0;
   /** Flat messages of the open segment (from the newest replayable assistant, or the preamble). */
   #open: Message[] = [];
   #messages: readonly Message[] | undefined;
@@ -51,6 +53,18 @@ export class ContextProjection {
     this.#sync(context);
     if (this.#messages === undefined) this.#messages = this.#done.concat(normalizeToolExchanges(this.#open));
     return this.#messages.slice();
+  }
+
+  /**
+   * `estimateTokensCached(this.requestMessages(context))` without walking the whole request: the
+   * estimate is a sum over messages, the finished segments' part is kept as they close, and only the
+   * open segment's messages are counted per call.
+   */
+  estimateTokens(context: DerivedContext): number {
+    this.#sync(context);
+    let chars = this.#doneChars;
+    for (const m of normalizeToolExchanges(this.#open)) chars += messageChars(m);
+    return Math.ceil(chars / 4);
   }
 
   /** `foldTools(context.items.map((i) => i.messages))`; a fresh map. */
@@ -78,12 +92,13 @@ export class ContextProjection {
       headId === this.#headId &&
       previous.length > 0 &&
       previous.length <= items.length &&
-      previous.every((item, i) => items[i] === item)
+      (extendsItems(previous, items) || previous.every((item, i) => items[i] === item))
     ) {
       from = previous.length;
       this.#stats.extended++;
     } else {
       this.#done = [];
+      this.#doneChars = 0;
       this.#open = [];
       this.#tools.clear();
       this.#baseline = undefined;
@@ -102,7 +117,10 @@ export class ContextProjection {
       if (message.role === "assistant") {
         if (!isReplayable(message)) continue;
         // A replayable assistant closes the open segment: nothing later can change its normalization.
-        this.#done.push(...normalizeToolExchanges(this.#open));
+        for (const closed of normalizeToolExchanges(this.#open)) {
+          this.#done.push(closed);
+          this.#doneChars += messageChars(closed);
+        }
         this.#open = [message];
       } else {
         this.#open.push(message);
@@ -143,16 +161,19 @@ export function estimateTokens(messages: readonly Message[]): number {
 /** Characters of each message's JSON content (the threshold estimate's unit), memoized per frozen message. */
 const contentChars = new WeakMap<Message, number>();
 
+/** One message's share of `estimateTokens` (characters of its JSON content), memoized when frozen. */
+function messageChars(m: Message): number {
+  let n = contentChars.get(m);
+  if (n === undefined) {
+    n = JSON.stringify(m.content ?? "").length;
+    if (Object.isFrozen(m)) contentChars.set(m, n);
+  }
+  return n;
+}
+
 /** `estimateTokens` with each message's JSON length computed once. */
 export function estimateTokensCached(messages: readonly Message[]): number {
   let chars = 0;
-  for (const m of messages) {
-    let n = contentChars.get(m);
-    if (n === undefined) {
-      n = JSON.stringify(m.content ?? "").length;
-      if (Object.isFrozen(m)) contentChars.set(m, n);
-    }
-    chars += n;
-  }
+  for (const m of messages) chars += messageChars(m);
   return Math.ceil(chars / 4);
 }

@@ -38,6 +38,7 @@ function expectFresh(projection: ContextProjection, context: DerivedContext): vo
   expect([...projection.tools(context)]).toEqual([...foldTools(context.items.map((i) => i.messages))]);
   expect(projection.baseline(context)).toBe(currentEpochBaseline(context));
   expect(estimateTokensCached(projection.requestMessages(context))).toBe(estimateTokens(requestMessages(context)));
+  expect(projection.estimateTokens(context)).toBe(estimateTokens(requestMessages(context)));
 }
 
 describe("request building (issue 15)", () => {
