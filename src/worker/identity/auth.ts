@@ -197,11 +197,19 @@ export function watchTokenLifetime(env: Env): number {
  * Time-bound claims are checked again on every use (an expired token falls through to `verify`, which refuses it);
  * everything else is a pure function of the token. Bounded; emptied when the secret changes.
  */
-const verified = new Map<string, { readonly payload: unknown; readonly exp?: number; readonly nbf?: number }>();
+interface Verified {
+  readonly payload: unknown;
+  readonly exp?: number;
+  readonly nbf?: number;
+  /** The claims `verifyToken` accepted, under the lifetime maximum it checked them against. */
+  accepted?: { readonly claims: Claims; readonly max: number };
+}
+const verified = new Map<string, Verified>();
 let verifiedWith: string | undefined;
 const VERIFIED_KEPT = 4_096;
 
-async function verifiedPayload(token: string, secret: string): Promise<unknown> {
+/** The token's entry when its signature was verified with `secret` and it is within exp and nbf now. */
+function verifiedNow(token: string, secret: string): Verified | undefined {
   if (verifiedWith !== secret) {
     verified.clear();
     verifiedWith = secret;
@@ -213,18 +221,39 @@ async function verifiedPayload(token: string, secret: string): Promise<unknown> 
     (known.exp === undefined || known.exp > now) &&
     (known.nbf === undefined || known.nbf <= now)
   )
-    return known.payload;
+    return known;
+  return undefined;
+}
+
+async function verifiedPayload(token: string, secret: string): Promise<unknown> {
+  const known = verifiedNow(token, secret);
+  if (known !== undefined) return known.payload;
   const payload = await verify(token, secret, "HS256");
   if (verified.size >= VERIFIED_KEPT) verified.clear();
   verified.set(token, { payload, exp: payload.exp, nbf: payload.nbf });
   return payload;
 }
 
-/** Verify a token: signature, expiry, claims, and a lifetime within the configured maximum. */
+/**
+ * Verify a token: signature, expiry, claims, and a lifetime within the configured maximum. Claims this isolate accepted
+ * before for the same token, secret and maximum are answered again while exp and nbf hold: every other check is a
+ * pure function of the token, or (a lifetime counted from now when iat is absent) only grows easier with time.
+ */
 export async function verifyToken(token: string, env: Env, field: string): Promise<Claims> {
+  const secret = jwtSecret(env);
+  const max = maxTokenLifetime(env);
+  const known = verifiedNow(token, secret)?.accepted;
+  if (known !== undefined && known.max === max) return known.claims;
+  const claims = await checkedClaims(token, secret, max, field);
+  const entry = verified.get(token);
+  if (entry !== undefined) entry.accepted = { claims, max };
+  return claims;
+}
+
+async function checkedClaims(token: string, secret: string, max: number, field: string): Promise<Claims> {
   let payload: unknown;
   try {
-    payload = await verifiedPayload(token, jwtSecret(env));
+    payload = await verifiedPayload(token, secret);
   } catch (error) {
     if (error instanceof Problem) throw error;
     throw new Problem(
@@ -258,7 +287,6 @@ export async function verifyToken(token: string, env: Env, field: string): Promi
       "token.sessions",
     );
   }
-  const max = maxTokenLifetime(env);
   const lifetime = claims.exp - (claims.iat ?? Math.floor(Date.now() / 1000));
   if (lifetime > max)
     throw new Problem(
