@@ -400,24 +400,25 @@ export class LimitsObject extends DurableObject<Env> {
       const scope = String(row["scope"]);
       return scope === TENANT ? null : scope.slice(2);
     };
-    const items = read("usage_days").map((row) => ({
-      sub: subOf(row),
-      day: String(row["day"]),
-      inputs: Number(row["inputs"]),
+    // What a day's row and a model's row share after their own fields: tokens and cost (fields keep their order).
+    const spent = (row: Record<string, SqlStorageValue>) => ({
       inputTokens: Number(row["input_tokens"]),
       outputTokens: Number(row["output_tokens"]),
       totalTokens: Number(row["total_tokens"]),
       costUsd: Number(row["cost"]),
+    });
+    const items = read("usage_days").map((row) => ({
+      sub: subOf(row),
+      day: String(row["day"]),
+      inputs: Number(row["inputs"]),
+      ...spent(row),
     }));
     const models = read("usage_models").map((row) => ({
       sub: subOf(row),
       day: String(row["day"]),
       model: String(row["model"]),
       calls: Number(row["calls"]),
-      inputTokens: Number(row["input_tokens"]),
-      outputTokens: Number(row["output_tokens"]),
-      totalTokens: Number(row["total_tokens"]),
-      costUsd: Number(row["cost"]),
+      ...spent(row),
     }));
     return { items, models };
   }
