@@ -9,6 +9,7 @@ import { abortAllDurableObjects, env, runInDurableObject, SELF } from "cloudflar
 import { describe, expect, it } from "vitest";
 import type { DirectoryObject } from "../../src/worker/directory/object.js";
 import type { LimitsObject } from "../../src/worker/limits/object.js";
+import { shardOf } from "../../src/worker/limits/shards.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { receiverPerTest, registerEndpoint, verifyAt } from "./event-fixtures.js";
 import { BASE, call, exists, json, token, uniqueSession, until } from "./http-fixtures.js";
@@ -155,9 +156,12 @@ describe("user erasure", () => {
     expect(await runInDurableObject(directoryOf(tenant), (_i, state) => everyRow(state.storage.sql))).not.toContain(
       sub,
     );
-    const limitsRows = await runInDurableObject(limitsOf(tenant), (_i, state) => everyRow(state.storage.sql));
-    expect(limitsRows).not.toContain(sub);
-    for (const session of sessions) expect(limitsRows).not.toContain(session);
+    // The tenant's limits object and the user's shard (where its inputs were admitted and counted) alike.
+    for (const limits of [limitsOf(tenant), limitsOf(`${tenant}\n${shardOf(tenant, sub, undefined).key}`)]) {
+      const limitsRows = await runInDurableObject(limits, (_i, state) => everyRow(state.storage.sql));
+      expect(limitsRows).not.toContain(sub);
+      for (const session of sessions) expect(limitsRows).not.toContain(session);
+    }
 
     // The signed event, once, naming the hash only.
     const erased = await until(

@@ -8,6 +8,8 @@ import { abortAllDurableObjects } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import type { LimitsRpc } from "../../src/worker/limits/object.js";
+import { shardOf, shardStub, type ShardRef } from "../../src/worker/limits/shards.js";
+import type { Env } from "../../src/worker/env.js";
 import { installSeams, resetSeams } from "./session-fixtures.js";
 
 afterEach(async () => {
@@ -16,20 +18,25 @@ afterEach(async () => {
 });
 
 let tenants = 0;
-function limitsOf(label: string): LimitsRpc {
+/** A new tenant's own object, and alice's shard of it. */
+function limitsOf(label: string): { tenant: LimitsRpc; shard: LimitsRpc; at: ShardRef } {
   tenants += 1;
-  return env.LIMITS.get(
-    env.LIMITS.idFromName(`limits-object-${label}-${Date.now().toString(36)}-${tenants}`),
-  ) as unknown as LimitsRpc;
+  const name = `limits-object-${label}-${Date.now().toString(36)}-${tenants}`;
+  const at = shardOf(name, "alice", undefined);
+  return {
+    tenant: env.LIMITS.get(env.LIMITS.idFromName(name)) as unknown as LimitsRpc,
+    shard: shardStub(env as unknown as Env, at),
+    at,
+  };
 }
 
 describe("LimitsObject", () => {
   it("a turn slot nobody releases expires with its lease; a report releases it at once", async () => {
     const seams = installSeams();
-    const limits = limitsOf("lease");
-    await limits.setLimits({ user: { concurrentTurns: 1 } });
+    const { tenant, shard, at } = limitsOf("lease");
+    const limits = await tenant.setLimits({ user: { concurrentTurns: 1 } });
     const reserve = (key: string): ReturnType<LimitsRpc["admitInput"]> =>
-      limits.admitInput({ key: `s1\n${key}`, session: "s1", sub: "alice", keyed: true, leaseMs: 60_000 });
+      shard.admitInput(at, { key: `s1\n${key}`, session: "s1", sub: "alice", keyed: true, leaseMs: 60_000 }, limits);
     expect(await reserve("idem:a")).toEqual({ ok: true, reserved: true, slot: true });
     const refused = await reserve("idem:b");
     expect(refused).toMatchObject({ ok: false, refusal: { field: "user.concurrentTurns", limit: 1 } });
@@ -40,7 +47,7 @@ describe("LimitsObject", () => {
     expect(await reserve("idem:b")).toEqual({ ok: true, reserved: true, slot: true });
     // A report of b's final result releases its slot before its lease ends.
     expect(await reserve("idem:c")).toMatchObject({ ok: false });
-    expect(await limits.settle([{ session: "s1", usage: [], finished: [{ requestId: "idem:b" }] }])).toEqual({
+    expect(await shard.settle([{ session: "s1", usage: [], finished: [{ requestId: "idem:b" }] }], at)).toEqual({
       settled: 0,
       released: 1,
     });
@@ -49,19 +56,21 @@ describe("LimitsObject", () => {
 
   it("a usage element reported twice counts once", async () => {
     installSeams();
-    const limits = limitsOf("settle");
-    await limits.setLimits({ tenant: { tokensPerDay: 1_000 } });
+    const { tenant, shard, at } = limitsOf("settle");
+    const limits = await tenant.setLimits({ tenant: { tokensPerDay: 1_000 } });
     expect(
-      await limits.admitInput({ key: "s1\n~x", session: "s1", sub: "alice", keyed: false, leaseMs: 60_000 }),
+      await shard.admitInput(at, { key: "s1\n~x", session: "s1", sub: "alice", keyed: false, leaseMs: 60_000 }, limits),
     ).toEqual({ ok: true, reserved: true });
     const report = {
       session: "s1",
       usage: [{ key: "s1\n7", input: 10, output: 5, totalTokens: 15, cost: 0.5 }],
       finished: [{}],
     };
-    expect(await limits.settle([report])).toEqual({ settled: 1, released: 1 });
-    expect(await limits.settle([report])).toEqual({ settled: 0, released: 0 });
-    const days = await limits.usage({ from: "1970-01-01", to: "2999-12-31" });
+    expect(await shard.settle([report], at)).toEqual({ settled: 1, released: 1 });
+    expect(await shard.settle([report], at)).toEqual({ settled: 0, released: 0 });
+    // The shard's counts reach the tenant's object when it forwards them.
+    await shard.flush();
+    const days = await tenant.usage({ from: "1970-01-01", to: "2999-12-31" });
     expect(days.items.map((d) => [d.sub, d.inputs, d.totalTokens, d.costUsd])).toEqual([
       [null, 1, 15, 0.5],
       ["alice", 1, 15, 0.5],

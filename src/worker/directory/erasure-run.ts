@@ -43,9 +43,9 @@ interface SessionErase {
   closeWatches(sub: string, before: number): Promise<{ readonly closed: number }>;
 }
 
-/** The LimitsObject's erase as the runner calls it (LimitsObject.eraseUser). */
+/** The LimitsObject's erase as the runner calls it on the tenant's object (LimitsObject.eraseUser: the user's shard too). */
 interface UsageErase {
-  eraseUser(sub: string): Promise<{ readonly rows: number }>;
+  eraseUser(sub: string, tenant: string): Promise<{ readonly rows: number }>;
 }
 
 export interface ErasureRunDeps {
@@ -117,7 +117,7 @@ async function runErasure(deps: ErasureRunDeps, work: ErasureWork): Promise<void
   const sub = await subOf(env, work);
   if (work.phase !== "directory") {
     const limits = env.LIMITS.get(env.LIMITS.idFromName(work.tenant)) as unknown as UsageErase;
-    await limits.eraseUser(sub);
+    await limits.eraseUser(sub, work.tenant);
     if (!store.advance(work.id, "usage", "directory")) return;
   }
   // The user's watches on sessions it does not own (a grant) end now, as a revocation's do; its own went with them.

@@ -11,7 +11,8 @@
  */
 import type { LimitsResponse } from "../../api/limits.js";
 import type { Env } from "../env.js";
-import { limitsStub, type Admission, type Refusal } from "./object.js";
+import type { Admission, Refusal } from "./object.js";
+import { limitsStub, shardOf, shardStub } from "./shards.js";
 import { Problem } from "../problems.js";
 import type { Claims } from "../schemas.js";
 import type { ScheduleAdmission } from "../../kinds/schedule.js";
@@ -84,7 +85,8 @@ export async function admitRequest(env: Env, claims: Claims): Promise<void> {
     (sub === undefined || limits.user.requestsPerMinute === undefined)
   )
     return;
-  admitted(await limitsStub(env, claims.tenant).admitRequest(sub));
+  const at = shardOf(claims.tenant, sub, undefined);
+  admitted(await shardStub(env, at).admitRequest(at, sub, limits));
 }
 
 /**
@@ -96,7 +98,9 @@ export async function admitWork(env: Env, claims: Claims): Promise<void> {
   if (claims.role === "operator") return;
   const limits = await limitsOf(env, claims.tenant);
   if (!limited(limits)) return;
-  admitted(await limitsStub(env, claims.tenant).admitWork(principal(claims)));
+  const sub = principal(claims);
+  const at = shardOf(claims.tenant, sub, undefined);
+  admitted(await shardStub(env, at).admitWork(at, sub, limits));
 }
 
 /** A reserved input: `cancel` undoes it when the session does not accept the input after all. */
@@ -133,16 +137,20 @@ export type ReserveInput = (
 
 /**
  * The session's reservations (it reserves its own inputs, so the call carries its pending usage reports: one call to
- * the LimitsObject per accepted input settles the session's turns too, limits/meter.ts).
+ * a LimitsObject per accepted input settles the session's turns too, limits/meter.ts). An input goes to its user's
+ * shard (limits/shards.ts), else to the shard of the session's owner, else to the session's own anonymous shard.
  */
-export function sessionReservations(env: Env, meter: LimitsMeter): ReserveInput {
+export function sessionReservations(env: Env, meter: LimitsMeter, owner: () => string | undefined): ReserveInput {
   return async (at, payer, requestId, options = {}) => {
     const limits = await limitsOf(env, payer.tenant);
     if (!limited(limits)) return undefined;
-    const stub = limitsStub(env, payer.tenant);
+    const home = owner();
+    const shard = { tenant: payer.tenant, key: meter.shardFor(payer.tenant, payer.sub, at, home) };
+    const stub = shardStub(env, shard);
     const key = `${at}\n${requestId ?? `~${crypto.randomUUID()}`}`;
-    const carried = meter.carry(payer.tenant);
+    const carried = meter.carry(payer.tenant, shard.key);
     const admission = await stub.admitInput(
+      shard,
       {
         key,
         session: at,
@@ -150,14 +158,17 @@ export function sessionReservations(env: Env, meter: LimitsMeter): ReserveInput 
         leaseMs: options.slot === false ? 0 : TURN_LEASE_MS,
         ...(payer.sub === undefined ? {} : { sub: payer.sub }),
       },
+      limits,
       carried.reports,
     );
     if (admission.carried === true) meter.carried(carried);
     if (!admitted(admission)) return undefined;
+    meter.reserved({ tenant: payer.tenant, session: at, owner: home }, shard.key, requestId, payer.sub);
     if (admission.ok && admission.slot === true) meter.heldSlot();
     return {
       cancel: async () => {
         await stub.cancel(key);
+        meter.unreserved(shard.key, requestId);
       },
     };
   };
@@ -167,9 +178,19 @@ export function sessionReservations(env: Env, meter: LimitsMeter): ReserveInput 
  * Give back a reservation the session never used: its key in this incarnation, when limits are set (the Worker asks
  * for it when the request failed before the session answered, and the session confirms it never accepted the input).
  */
-export async function releaseReservation(env: Env, payer: Payer, session: string, requestId: string): Promise<boolean> {
+export async function releaseReservation(
+  env: Env,
+  meter: LimitsMeter,
+  payer: Payer,
+  session: string,
+  requestId: string,
+  owner: string | undefined,
+): Promise<boolean> {
   if (!limited(await limitsOf(env, payer.tenant))) return false;
-  return (await limitsStub(env, payer.tenant).cancel(`${session}\n${requestId}`)).cancelled;
+  const shard = meter.shardFor(payer.tenant, payer.sub, session, owner);
+  const { cancelled } = await shardStub(env, { tenant: payer.tenant, key: shard }).cancel(`${session}\n${requestId}`);
+  if (cancelled) meter.unreserved(shard, requestId);
+  return cancelled;
 }
 
 /**

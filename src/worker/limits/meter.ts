@@ -22,7 +22,8 @@ import { readUsageRow, usageList } from "../../kinds/usage.js";
 import type { StoredUsageRow } from "../../kinds/states.js";
 import type { Env } from "../env.js";
 import { hostReport, meterBatchMs } from "../platform/host-config.js";
-import { limitsStub, type SettleReport } from "./object.js";
+import type { SettleReport } from "./object.js";
+import { limitsStub, shardOf, shardStub } from "./shards.js";
 
 /**
  * Where the session stands: its tenant, its session key (`{session}:{incarnation}`) and the end user who owns it
@@ -82,11 +83,30 @@ export const BATCH_MS = 1_000;
  */
 export const BACKSTOP_MS = 60_000;
 
-/** A report kept until the tenant's LimitsObject acknowledges it. */
+/**
+ * A report kept until its LimitsObject acknowledges it: the shard that reserved the inputs it names, or that its usage
+ * counts for (limits/shards.ts); absent in reports kept from before shards (they go to the tenant's object).
+ */
 interface PendingReport {
   readonly tenant: string;
+  readonly shard?: string;
   readonly report: SettleReport;
 }
+
+/**
+ * Where a session's reports go besides its home shard (its owner's, or its own anonymous one): the user its usage
+ * counts for when that is not the owner (the last user who sent input under a limit), and the shards that reserved
+ * inputs not reserved at home (a granted user's), by request id, or in order for inputs without one. Kept in KV only
+ * while something is away from home: a session only its owner (or no user) sends to writes nothing for it.
+ */
+interface Route {
+  readonly payer?: string;
+  readonly keyed: Readonly<Record<string, string>>;
+  readonly unkeyed: readonly string[];
+}
+
+const ROUTE_KEY = "edge.limits.route";
+const HOME: Route = { keyed: {}, unkeyed: [] };
 
 /** Reports an admission call carries: acknowledge them with `carried` once the LimitsObject settled them. */
 export interface Carried {
@@ -136,12 +156,101 @@ export class LimitsMeter {
     if (settled === undefined) return;
     // The owner is read only for a commit that reports (a KV read, not one per commit).
     const owner = at.owner();
-    const report = owner === undefined ? settled : { ...settled, owner };
-    this.#add({ tenant: at.tenant, report });
+    for (const pending of this.#routed(at.tenant, owner === undefined ? settled : { ...settled, owner }))
+      this.#add(pending);
     if (this.#slots > 0 && settled.finished.length > 0) {
       this.#slots = Math.max(0, this.#slots - settled.finished.length);
       void this.flush();
     } else this.#batch();
+  }
+
+  /** The shard a reservation of `sub` (absent: no user) goes to: the user's, else the session's home shard. */
+  shardFor(tenant: string, sub: string | undefined, session: string, owner: string | undefined): string {
+    return shardOf(tenant, sub ?? owner, session).key;
+  }
+
+  /**
+   * `shard` reserved an input of `sub` (request id `requestId`; absent: none): remember where its report goes when
+   * that is not home, and whom the session's usage counts for now.
+   */
+  reserved(
+    at: { readonly tenant: string; readonly session: string; readonly owner: string | undefined },
+    shard: string,
+    requestId: string | undefined,
+    sub: string | undefined,
+  ): void {
+    const route = this.#route();
+    const home = this.shardFor(at.tenant, undefined, at.session, at.owner);
+    let keyed = route.keyed;
+    let unkeyed = route.unkeyed;
+    if (requestId !== undefined && shard !== home) keyed = { ...keyed, [requestId]: shard };
+    if (requestId === undefined && (shard !== home || unkeyed.length > 0)) unkeyed = [...unkeyed, shard];
+    const payer = sub === undefined ? route.payer : sub === at.owner ? undefined : sub;
+    if (keyed === route.keyed && unkeyed === route.unkeyed && payer === route.payer) return;
+    this.#keepRoute({ ...(payer === undefined ? {} : { payer }), keyed, unkeyed });
+  }
+
+  /** A reservation was given back: its input never reaches a report (forget where it would have gone). */
+  unreserved(shard: string, requestId: string | undefined): void {
+    const route = this.#route();
+    if (requestId !== undefined) {
+      if (route.keyed[requestId] === undefined) return;
+      const { [requestId]: _gone, ...keyed } = route.keyed;
+      this.#keepRoute({ ...route, keyed });
+      return;
+    }
+    const last = route.unkeyed.lastIndexOf(shard);
+    if (last >= 0) this.#keepRoute({ ...route, unkeyed: route.unkeyed.filter((_, i) => i !== last) });
+  }
+
+  #routeCache: Route | undefined;
+
+  #route(): Route {
+    return (this.#routeCache ??= this.#deps.kv.get<Route>(ROUTE_KEY) ?? HOME);
+  }
+
+  #keepRoute(route: Route): void {
+    this.#routeCache = route;
+    if (route.payer === undefined && Object.keys(route.keyed).length === 0 && route.unkeyed.length === 0)
+      this.#deps.kv.delete(ROUTE_KEY);
+    else this.#deps.kv.put(ROUTE_KEY, route);
+  }
+
+  /**
+   * A commit's report, split by where it goes: usage to the shard of the user it counts for, each finished input to
+   * the shard that reserved it (home unless the route says otherwise).
+   */
+  #routed(tenant: string, report: SettleReport): PendingReport[] {
+    const route = this.#route();
+    const home = this.shardFor(tenant, undefined, report.session, report.owner);
+    const byShard = new Map<
+      string,
+      { usage: SettleReport["usage"][number][]; finished: SettleReport["finished"][number][] }
+    >();
+    const part = (shard: string) => {
+      let one = byShard.get(shard);
+      if (one === undefined) byShard.set(shard, (one = { usage: [], finished: [] }));
+      return one;
+    };
+    const payer = route.payer === undefined ? home : this.shardFor(tenant, route.payer, report.session, undefined);
+    if (report.usage.length > 0) part(payer).usage.push(...report.usage);
+    let keyed = route.keyed;
+    const unkeyed = [...route.unkeyed];
+    for (const input of report.finished) {
+      let shard = home;
+      if (input.requestId !== undefined && keyed[input.requestId] !== undefined) {
+        shard = keyed[input.requestId] ?? home;
+        const { [input.requestId]: _done, ...rest } = keyed;
+        keyed = rest;
+      } else if (input.requestId === undefined && unkeyed.length > 0) shard = unkeyed.shift() ?? home;
+      part(shard).finished.push(input);
+    }
+    if (keyed !== route.keyed || unkeyed.length !== route.unkeyed.length) this.#keepRoute({ ...route, keyed, unkeyed });
+    return [...byShard].map(([shard, one]) => ({
+      tenant,
+      shard,
+      report: { ...report, usage: one.usage, finished: one.finished },
+    }));
   }
 
   /** An admission of this session reserved a turn slot a `concurrentTurns` limit counts: its release goes at once. */
@@ -149,10 +258,10 @@ export class LimitsMeter {
     this.#slots += 1;
   }
 
-  /** The pending reports to `tenant` an admission call may carry (none while a send is under way). */
-  carry(tenant: string): Carried {
+  /** The pending reports to `shard` of `tenant` an admission call may carry (none while a send is under way). */
+  carry(tenant: string, shard: string): Carried {
     if (this.#sending !== undefined) return { reports: [], pending: [] };
-    const pending = this.#pending().filter((p) => p.tenant === tenant);
+    const pending = this.#pending().filter((p) => p.tenant === tenant && p.shard === shard);
     return { reports: pending.map((p) => p.report), pending };
   }
 
@@ -174,19 +283,27 @@ export class LimitsMeter {
     if (this.#pending().length > 0) await this.flush();
   }
 
-  /** Send every pending report, one call per tenant; a failure is retried later. One send at a time. */
+  /** Send every pending report, one call per shard; a failure is retried later. One send at a time. */
   flush(): Promise<void> {
     const run = async (): Promise<void> => {
       if (this.#sending !== undefined) await this.#sending.catch(() => undefined);
-      const byTenant = new Map<string, PendingReport[]>();
+      const byShard = new Map<string, PendingReport[]>();
       for (const pending of this.#pending()) {
-        const batch = byTenant.get(pending.tenant) ?? [];
+        const to = `${pending.tenant}\n${pending.shard ?? ""}`;
+        const batch = byShard.get(to) ?? [];
         batch.push(pending);
-        byTenant.set(pending.tenant, batch);
+        byShard.set(to, batch);
       }
-      for (const [tenant, batch] of byTenant) {
+      for (const batch of byShard.values()) {
+        const first = batch[0];
+        if (first === undefined) continue;
+        const reports = batch.map((p) => p.report);
         try {
-          await limitsStub(this.#deps.env, tenant).settle(batch.map((p) => p.report));
+          if (first.shard === undefined) await limitsStub(this.#deps.env, first.tenant).settle(reports);
+          else {
+            const at = { tenant: first.tenant, key: first.shard };
+            await shardStub(this.#deps.env, at).settle(reports, at);
+          }
         } catch (error) {
           hostReport({ type: "harness", report: error });
           const delay = Math.min(RETRY_FIRST_MS * 2 ** this.#attempt, RETRY_MAX_MS);
@@ -272,6 +389,7 @@ export class LimitsMeter {
     this.#nextBlock = 0;
     this.#slots = 0;
     this.#attempt = 0;
+    this.#routeCache = HOME;
     this.#clearTimer();
     this.#dueAt = undefined;
   }

@@ -1,9 +1,14 @@
 /**
- * LimitsObject: one Durable Object per tenant holding its limits and the counts they are checked
- * against (docs/users.md "Limits and usage"). Every check-and-count is one synchronous run of SQL in
- * the object's single thread, so concurrent requests cannot both take the last unit of a quota.
+ * LimitsObject (docs/users.md "Limits and usage"): a tenant's limits and the counts they are checked against, spread
+ * over objects of one class in two roles.
  *
- *   admitRequest   requestsPerMinute: a fixed one-minute window per user and for the tenant
+ * The tenant's object (named by the tenant) holds the limits (`limits`, `setLimits`), the tenant-wide totals every
+ * shard forwards to it (`forward`, read by `usage`), and the leases of the tenant-wide counted limits (`lease`,
+ * limits/lease.ts). A shard (limits/shards.ts: one per user, a few for inputs no user sent) admits: every
+ * check-and-count is one synchronous run of SQL in its single thread, so concurrent requests cannot both take the last
+ * unit of a quota; a user's counts are exact because all of that user's inputs pass through that user's shard.
+ *
+ *   admitRequest   requestsPerMinute: a fixed one-minute window per user, and the tenant's leased to shards
  *   admitInput     inputsPerDay, tokensPerDay, costPerMonthUsd, concurrentTurns: reserve one input and
  *                  one turn slot, keyed by the session's request key (a retried request with the same
  *                  Idempotency-Key finds its reservation and reserves nothing more)
@@ -18,12 +23,19 @@
  * A turn slot is a lease: it is released when the session reports the input's result, and expires on
  * its own after `leaseMs` if no report ever comes (a crash between the commit and the report), so a
  * reservation never holds a slot forever. Tokens and cost are attributed to the user who last sent
- * input to the session under a limit (a reservation names them), else to the session's owner.
+ * input to the session under a limit (a reservation names them), else to the session's owner. The
+ * tenant-wide tokensPerDay and costPerMonthUsd are checked against the tenant's totals as the shard last heard them
+ * (at most TOTALS_MS old) plus what the shard added since.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { LimitName, LimitSet, LimitsBody, LimitsResponse, UsageDay, UsageModelDay } from "../../api/limits.js";
 import type { Env } from "../env.js";
-import { hostClock, limitsCallSeam } from "../platform/host-config.js";
+import { hostClock, hostReport, meterBatchMs } from "../platform/host-config.js";
+import { costRefusal, Counts, dayOf, dayRefusal, nextDay, secondsUntil, TENANT, type CountRow } from "./counts.js";
+import { Held, IDLE_MS, Pool, type LeaseAnswer, type LeaseKind, type LeaseReturn, type TenantTotals } from "./lease.js";
+import { limitsStub, shardOf, shardStub, type ShardRef } from "./shards.js";
+
+export { dayOf } from "./counts.js";
 
 /** A refusal: which limit, and how many seconds until it may pass. */
 export interface Refusal {
@@ -89,50 +101,73 @@ export interface UsageRange {
   readonly to: string;
 }
 
+/** What a shard forwards to its tenant's object: counts added since the last batch, and leased units given back. */
+export interface ForwardBatch {
+  readonly seq: number;
+  readonly rows: readonly CountRow[];
+  readonly back: readonly LeaseReturn[];
+}
+
 export interface LimitsRpc {
   limits(): Promise<LimitsResponse>;
   setLimits(limits: LimitsBody): Promise<LimitsResponse>;
-  admitRequest(sub: string | undefined): Promise<Admission>;
-  admitInput(reservation: InputReservation, reports?: readonly SettleReport[]): Promise<Admission>;
-  admitWork(sub: string | undefined): Promise<Admission>;
+  admitRequest(at: ShardRef, sub: string | undefined, limits: LimitsResponse): Promise<Admission>;
+  admitInput(
+    at: ShardRef,
+    reservation: InputReservation,
+    limits: LimitsResponse,
+    reports?: readonly SettleReport[],
+  ): Promise<Admission>;
+  admitWork(at: ShardRef, sub: string | undefined, limits: LimitsResponse): Promise<Admission>;
   cancel(key: string): Promise<{ readonly cancelled: boolean }>;
-  settle(reports: readonly SettleReport[]): Promise<{ readonly settled: number; readonly released: number }>;
+  /** `at`: the shard's own reports; absent on the tenant's object (reports kept from before shards). */
+  settle(
+    reports: readonly SettleReport[],
+    at?: ShardRef,
+  ): Promise<{ readonly settled: number; readonly released: number }>;
   usage(range: UsageRange): Promise<UsageCounts>;
-  eraseUser(sub: string): Promise<{ readonly rows: number }>;
+  eraseUser(sub: string, tenant?: string): Promise<{ readonly rows: number }>;
+  /** A shard forwards what it counted now (a read of one user's usage waits for it). */
+  flush(): Promise<void>;
+  lease(shard: string, kind: LeaseKind, period: string, want: number, limit: number): Promise<LeaseAnswer>;
+  forward(shard: string, batch: ForwardBatch): Promise<TenantTotals>;
+  totals(): Promise<TenantTotals>;
 }
 
-/** The scope of the tenant's own counts (a user's scope is `u:${sub}`). */
-const TENANT = "t";
-/** How long released reservations and settled keys are kept (a retry within this window is recognized). */
-const KEEP_MS = 2 * 86_400_000;
-const PRUNE_EVERY_MS = 3_600_000;
-/** At most this many sessions' users are kept in memory (then the map starts again). */
-const SESSION_USERS_KEPT = 10_000;
+/** How old the tenant's totals a shard checks tokensPerDay and costPerMonthUsd against may be, ms. */
+export const TOTALS_MS = 10_000;
+/** How long a shard refuses without asking again after the tenant granted nothing, ms. */
+const DRY_MS = 1_000;
+const RETRY_MAX_MS = 60_000;
 
-export function dayOf(at: number): string {
-  return new Date(at).toISOString().slice(0, 10);
-}
+/** What a shard needs from the tenant's object before it can decide. */
+type Need = { readonly kind: LeaseKind; readonly period: string; readonly limit: number } | { readonly kind: "totals" };
 
-function secondsUntil(at: number, now: number): number {
-  return Math.max(1, Math.ceil((at - now) / 1000));
-}
+type Step =
+  | { readonly type: "pass"; readonly take: readonly { readonly kind: LeaseKind; readonly period: string }[] }
+  | { readonly type: "refuse"; readonly refusal: Refusal }
+  | { readonly type: "need"; readonly need: Need };
 
-function nextDay(now: number): number {
-  const d = new Date(now);
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1);
-}
-
-function nextMonth(now: number): number {
-  const d = new Date(now);
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-}
+/** What is being admitted: a request, an input (with or without a turn slot), or model work that counts nothing. */
+type Asked = "request" | "input" | "work";
 
 export class LimitsObject extends DurableObject<Env> {
-  #prunedAt = 0;
-  /** session -> the user its usage counts for (null: none), as `session_users` holds it. */
-  readonly #sessionUsers = new Map<string, string | null>();
+  readonly #counts: Counts;
+  readonly #held: Held;
+  readonly #pool: Pool;
   /** The limits as stored (limits()); undefined until read, and after setLimits writes them. */
   #config: LimitsResponse | undefined;
+  /** A shard: which one (read from storage; written by the first call that names it). */
+  #self: ShardRef | undefined;
+  #totals: (TenantTotals & { readonly at: number }) | undefined;
+  /** The tenant scope's tokens and cost in the batch being forwarded (not yet in `#totals`). */
+  #inFlight = { tokens: 0, cost: 0 };
+  readonly #dry = new Map<string, { readonly until: number; readonly refusal: Refusal }>();
+  readonly #obtaining = new Map<string, Promise<void>>();
+  #forwarding: Promise<void> | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #alarmAt: number | undefined;
+  #attempt = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -140,23 +175,19 @@ export class LimitsObject extends DurableObject<Env> {
     sql.exec(
       "CREATE TABLE IF NOT EXISTS limits_config (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL, updated_at INTEGER NOT NULL)",
     );
-    sql.exec(`CREATE TABLE IF NOT EXISTS usage_days (
-      scope TEXT NOT NULL, day TEXT NOT NULL, inputs INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,
-      output_tokens INTEGER NOT NULL DEFAULT 0, total_tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,
-      PRIMARY KEY (scope, day))`);
     sql.exec(
-      "CREATE TABLE IF NOT EXISTS minutes (scope TEXT NOT NULL, minute INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (scope, minute))",
+      "CREATE TABLE IF NOT EXISTS shard (id INTEGER PRIMARY KEY CHECK (id = 1), tenant TEXT NOT NULL, key TEXT NOT NULL)",
     );
-    sql.exec(`CREATE TABLE IF NOT EXISTS reservations (
-      key TEXT PRIMARY KEY, scope TEXT NOT NULL, session TEXT NOT NULL, keyed INTEGER NOT NULL, day TEXT NOT NULL,
-      active INTEGER NOT NULL, created_at INTEGER NOT NULL, lease_until INTEGER NOT NULL)`);
-    sql.exec("CREATE INDEX IF NOT EXISTS reservations_live ON reservations (active, lease_until)");
-    sql.exec("CREATE INDEX IF NOT EXISTS reservations_session ON reservations (session, keyed, active, created_at)");
-    sql.exec("CREATE TABLE IF NOT EXISTS settled (key TEXT PRIMARY KEY, at INTEGER NOT NULL)");
-    sql.exec("CREATE TABLE IF NOT EXISTS session_users (session TEXT PRIMARY KEY, sub TEXT NOT NULL)");
-    sql.exec(`CREATE TABLE IF NOT EXISTS usage_models (
-      scope TEXT NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL, calls INTEGER NOT NULL, input_tokens INTEGER NOT NULL,
-      output_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL, cost REAL NOT NULL, PRIMARY KEY (scope, day, model))`);
+    sql.exec("CREATE TABLE IF NOT EXISTS forward_sent (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)");
+    sql.exec("CREATE TABLE IF NOT EXISTS forwarded (shard TEXT PRIMARY KEY, seq INTEGER NOT NULL)");
+    this.#counts = new Counts(sql);
+    this.#held = new Held(sql);
+    this.#pool = new Pool(sql);
+    const self = sql.exec("SELECT tenant, key FROM shard WHERE id = 1").toArray()[0];
+    if (self !== undefined) {
+      this.#self = { tenant: String(self["tenant"]), key: String(self["key"]) };
+      this.#counts.forwarding = true;
+    }
   }
 
   /**
@@ -183,36 +214,16 @@ export class LimitsObject extends DurableObject<Env> {
     return this.limits();
   }
 
-  admitRequest(sub: string | undefined): Admission {
-    const now = hostClock().now();
-    const minute = Math.floor(now / 60_000);
-    const { user, tenant } = this.limits();
-    const scopes: { scope: string; set: LimitSet; who: "user" | "tenant" }[] = [];
-    if (sub !== undefined) scopes.push({ scope: `u:${sub}`, set: user, who: "user" });
-    scopes.push({ scope: TENANT, set: tenant, who: "tenant" });
-    const counted = scopes.filter((s) => s.set.requestsPerMinute !== undefined);
-    for (const { scope, set, who } of counted) {
-      const limit = set.requestsPerMinute ?? 0;
-      const count = Number(
-        this.ctx.storage.sql
-          .exec("SELECT count FROM minutes WHERE scope = ? AND minute = ?", scope, minute)
-          .toArray()[0]?.["count"] ?? 0,
-      );
-      if (count >= limit)
-        return {
-          ok: false,
-          refusal: { field: `${who}.requestsPerMinute`, limit, retryAfter: secondsUntil((minute + 1) * 60_000, now) },
-        };
-    }
-    for (const { scope } of counted) {
-      this.ctx.storage.sql.exec(
-        "INSERT INTO minutes (scope, minute, count) VALUES (?, ?, 1) ON CONFLICT (scope, minute) DO UPDATE SET count = count + 1",
-        scope,
-        minute,
-      );
-    }
-    this.#prune(now);
-    return { ok: true, reserved: counted.length > 0 };
+  // ---------------------------------------------------------------------------------------------
+  // A shard's admissions.
+
+  async admitRequest(at: ShardRef, sub: string | undefined, limits: LimitsResponse): Promise<Admission> {
+    this.#bind(at);
+    return this.#gate(limits, "request", sub, (now) => {
+      if (sub !== undefined && limits.user.requestsPerMinute !== undefined) this.#counts.countRequest(`u:${sub}`, now);
+      this.#counts.prune(now);
+      return { ok: true, reserved: true };
+    });
   }
 
   /**
@@ -220,362 +231,376 @@ export class LimitsObject extends DurableObject<Env> {
    * so the checks see them; `carried` says whether they were): a session that sends inputs settles its turns without a
    * call of its own (limits/meter.ts).
    */
-  admitInput(reservation: InputReservation, reports: readonly SettleReport[] = []): Admission {
+  async admitInput(
+    at: ShardRef,
+    reservation: InputReservation,
+    limits: LimitsResponse,
+    reports: readonly SettleReport[] = [],
+  ): Promise<Admission> {
+    this.#bind(at);
     const carried = reports.length > 0 && this.#carry(reports);
-    const admission = this.#admitInput(reservation);
+    const admission = this.#counts.reserved(reservation.key)
+      ? ({ ok: true, reserved: false } as const)
+      : await this.#gate(limits, "input", reservation.sub, (now) => {
+          // Checked again after every wait: a concurrent admission may have reserved the same key meanwhile.
+          if (this.#counts.reserved(reservation.key)) return { ok: true, reserved: false };
+          const scope = reservation.sub === undefined ? "" : `u:${reservation.sub}`;
+          this.#counts.reserve({ ...reservation, scope }, reservation.sub, now);
+          const slot =
+            reservation.leaseMs > 0 &&
+            (limits.tenant.concurrentTurns !== undefined ||
+              (reservation.sub !== undefined && limits.user.concurrentTurns !== undefined));
+          return slot ? { ok: true, reserved: true, slot } : { ok: true, reserved: true };
+        });
+    this.#changed();
     return carried ? { ...admission, carried } : admission;
   }
 
   #carry(reports: readonly SettleReport[]): boolean {
     try {
-      this.settle(reports);
+      this.#settle(reports);
       return true;
     } catch {
       return false;
     }
   }
 
-  #admitInput(reservation: InputReservation): Admission {
-    const sql = this.ctx.storage.sql;
-    const now = hostClock().now();
-    if (sql.exec("SELECT 1 AS found FROM reservations WHERE key = ?", reservation.key).toArray().length > 0)
-      return { ok: true, reserved: false };
-    const day = dayOf(now);
-    const { user, tenant } = this.limits();
-    const checks: { scope: string; set: LimitSet; who: "user" | "tenant" }[] = [];
-    if (reservation.sub !== undefined) checks.push({ scope: `u:${reservation.sub}`, set: user, who: "user" });
-    checks.push({ scope: TENANT, set: tenant, who: "tenant" });
-    for (const check of checks) {
-      const refusal = this.#check(check.scope, check.set, check.who, now, day);
-      if (refusal !== undefined) return { ok: false, refusal };
-    }
-    const scope = reservation.sub === undefined ? "" : `u:${reservation.sub}`;
-    sql.exec(
-      "INSERT INTO reservations (key, scope, session, keyed, day, active, created_at, lease_until) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
-      reservation.key,
-      scope,
-      reservation.session,
-      reservation.keyed ? 1 : 0,
-      day,
-      now,
-      now + reservation.leaseMs,
-    );
-    for (const s of scope === "" ? [TENANT] : [TENANT, scope]) this.#add(s, day, { inputs: 1 });
-    if (reservation.sub !== undefined && this.#sessionUser(reservation.session) !== reservation.sub) {
-      sql.exec(
-        "INSERT INTO session_users (session, sub) VALUES (?, ?) ON CONFLICT (session) DO UPDATE SET sub = excluded.sub",
-        reservation.session,
-        reservation.sub,
-      );
-      this.#sessionUsers.set(reservation.session, reservation.sub);
-    }
-    this.#prune(now);
-    const slot =
-      reservation.leaseMs > 0 &&
-      (tenant.concurrentTurns !== undefined || (reservation.sub !== undefined && user.concurrentTurns !== undefined));
-    return slot ? { ok: true, reserved: true, slot } : { ok: true, reserved: true };
-  }
-
-  /**
-   * The user a session's usage counts for (null: none named), from memory after one read: this object is the only
-   * writer of `session_users` (bounded: the map is dropped when it grows past SESSION_USERS_KEPT).
-   */
-  #sessionUser(session: string): string | null {
-    const known = this.#sessionUsers.get(session);
-    if (known !== undefined) return known;
-    const row = this.ctx.storage.sql.exec("SELECT sub FROM session_users WHERE session = ?", session).toArray()[0];
-    const sub = row === undefined ? null : String(row["sub"]);
-    if (this.#sessionUsers.size >= SESSION_USERS_KEPT) this.#sessionUsers.clear();
-    this.#sessionUsers.set(session, sub);
-    return sub;
-  }
-
   /**
    * Work that calls the model without a new input (collapse): refused over tokensPerDay,
    * costPerMonthUsd or a full concurrentTurns, like an input, but it counts no input and takes no slot.
    */
-  admitWork(sub: string | undefined): Admission {
-    const now = hostClock().now();
-    const day = dayOf(now);
-    const { user, tenant } = this.limits();
-    const checks: { scope: string; set: LimitSet; who: "user" | "tenant" }[] = [];
-    if (sub !== undefined) checks.push({ scope: `u:${sub}`, set: user, who: "user" });
-    checks.push({ scope: TENANT, set: tenant, who: "tenant" });
-    for (const check of checks) {
-      const { inputsPerDay: _notAnInput, ...set } = check.set;
-      const refusal = this.#check(check.scope, set, check.who, now, day);
-      if (refusal !== undefined) return { ok: false, refusal };
+  async admitWork(at: ShardRef, sub: string | undefined, limits: LimitsResponse): Promise<Admission> {
+    this.#bind(at);
+    return this.#gate(limits, "work", sub, () => ({ ok: true, reserved: false }));
+  }
+
+  /**
+   * Decide with what this shard holds, asking the tenant's object for a lease or its totals when that is not enough,
+   * then decide again (nothing is taken across a wait). `admit` runs in the same synchronous step as the last checks.
+   */
+  async #gate(
+    limits: LimitsResponse,
+    asked: Asked,
+    sub: string | undefined,
+    admit: (now: number) => Admission,
+  ): Promise<Admission> {
+    for (let round = 0; ; round += 1) {
+      const now = hostClock().now();
+      const step = this.#step(limits, asked, sub, now);
+      switch (step.type) {
+        case "refuse":
+          return { ok: false, refusal: step.refusal };
+        case "pass": {
+          const admission = admit(now);
+          if (admission.ok && admission.reserved) for (const t of step.take) this.#held.take(t.kind, t.period, now);
+          if (step.take.length > 0) this.#arm(now + IDLE_MS);
+          return admission;
+        }
+        case "need":
+          if (round >= 4) return { ok: false, refusal: this.#needRefusal(step.need, limits, now) };
+          await this.#obtain(step.need, now);
+          break;
+        default: {
+          const never: never = step;
+          return never;
+        }
+      }
     }
-    return { ok: true, reserved: false };
+  }
+
+  #step(limits: LimitsResponse, asked: Asked, sub: string | undefined, now: number): Step {
+    const day = dayOf(now);
+    const minute = String(Math.floor(now / 60_000));
+    const { user, tenant } = limits;
+    if (sub !== undefined) {
+      const scope = `u:${sub}`;
+      if (asked === "request") {
+        const limit = user.requestsPerMinute;
+        if (limit !== undefined && this.#counts.requests(scope, now) >= limit)
+          return { type: "refuse", refusal: minuteRefusal("user", limit, now) };
+      } else {
+        const { inputsPerDay: _notAnInput, ...work } = user;
+        const set: LimitSet = asked === "input" ? user : work;
+        const refusal = this.#counts.check(scope, set, "user", now, day);
+        if (refusal !== undefined) return { type: "refuse", refusal };
+      }
+    }
+    const take: { kind: LeaseKind; period: string }[] = [];
+    const leased = (kind: LeaseKind, period: string, limit: number): Step | undefined => {
+      const dry = this.#dry.get(`${kind}\n${period}`);
+      const held = this.#held.available(kind, period);
+      const live = kind === "slots" ? this.#counts.liveSlots(now) : 0;
+      if (held - live > 0) {
+        take.push({ kind, period });
+        return undefined;
+      }
+      if (dry !== undefined && dry.until > now) return { type: "refuse", refusal: dry.refusal };
+      return { type: "need", need: { kind, period, limit } };
+    };
+    if (asked === "request") {
+      if (tenant.requestsPerMinute !== undefined) {
+        const step = leased("requests", minute, tenant.requestsPerMinute);
+        if (step !== undefined) return step;
+      }
+      return { type: "pass", take };
+    }
+    if (tenant.tokensPerDay !== undefined || tenant.costPerMonthUsd !== undefined) {
+      const totals = this.#totals;
+      if (totals === undefined || totals.day !== day || now - totals.at >= TOTALS_MS)
+        return { type: "need", need: { kind: "totals" } };
+      const gained = this.#counts.gained;
+      const tokens = totals.tokens + this.#inFlight.tokens + gained.tokens;
+      const cost = totals.cost + this.#inFlight.cost + gained.cost;
+      if (tenant.tokensPerDay !== undefined && tokens >= tenant.tokensPerDay)
+        return { type: "refuse", refusal: dayRefusal("tenant", "tokensPerDay", tenant.tokensPerDay, now) };
+      if (tenant.costPerMonthUsd !== undefined && cost >= tenant.costPerMonthUsd)
+        return { type: "refuse", refusal: costRefusal("tenant", tenant.costPerMonthUsd, now) };
+    }
+    if (tenant.concurrentTurns !== undefined) {
+      const step = leased("slots", "", tenant.concurrentTurns);
+      if (step !== undefined) return step;
+    }
+    if (asked === "input" && tenant.inputsPerDay !== undefined) {
+      const step = leased("inputs", day, tenant.inputsPerDay);
+      if (step !== undefined) return step;
+    }
+    return { type: "pass", take };
+  }
+
+  /** Ask the tenant's object for what `need` names (one request at a time for each). */
+  #obtain(need: Need, now: number): Promise<void> {
+    const key = need.kind === "totals" ? "totals" : `${need.kind}\n${need.period}`;
+    const running = this.#obtaining.get(key);
+    if (running !== undefined) return running;
+    const self = this.#self;
+    if (self === undefined) return Promise.resolve();
+    const tenant = limitsStub(this.env, self.tenant);
+    const run = async (): Promise<void> => {
+      if (need.kind === "totals") {
+        this.#heard(await tenant.totals(), now);
+        return;
+      }
+      const live = need.kind === "slots" ? this.#counts.liveSlots(now) : 0;
+      const lack = need.kind === "slots" ? live + 1 - this.#held.available("slots", "") : 1;
+      const want = this.#held.want(need.kind, need.period, lack);
+      const answer = await tenant.lease(self.key, need.kind, need.period, want, need.limit);
+      this.#heard(answer.totals, now);
+      if (answer.granted > 0) this.#held.granted(need.kind, need.period, answer.granted, hostClock().now());
+      else this.#dry.set(key, { until: hostClock().now() + DRY_MS, refusal: this.#needRefusal(need, undefined, now) });
+    };
+    const promise = run().finally(() => this.#obtaining.delete(key));
+    this.#obtaining.set(key, promise);
+    return promise;
+  }
+
+  #needRefusal(need: Need, limits: LimitsResponse | undefined, now: number): Refusal {
+    switch (need.kind) {
+      case "totals":
+        return { field: "tenant.tokensPerDay", limit: limits?.tenant.tokensPerDay ?? 0, retryAfter: 1 };
+      case "inputs":
+        // Other shards may give back what they hold unused (after IDLE_MS): worth a try before the day ends.
+        return {
+          field: "tenant.inputsPerDay",
+          limit: need.limit,
+          retryAfter: Math.min(secondsUntil(nextDay(now), now), Math.ceil(IDLE_MS / 1000) + 1),
+        };
+      case "requests":
+        return minuteRefusal("tenant", need.limit, now);
+      case "slots":
+        return { field: "tenant.concurrentTurns", limit: need.limit, retryAfter: 2 };
+      default: {
+        const never: never = need;
+        return never;
+      }
+    }
+  }
+
+  #heard(totals: TenantTotals, now: number): void {
+    this.#totals = { ...totals, at: now };
   }
 
   cancel(key: string): { readonly cancelled: boolean } {
-    const sql = this.ctx.storage.sql;
-    const row = sql.exec("SELECT scope, day FROM reservations WHERE key = ?", key).toArray()[0];
-    if (row === undefined) return { cancelled: false };
-    sql.exec("DELETE FROM reservations WHERE key = ?", key);
-    const scope = String(row["scope"]);
-    const day = String(row["day"]);
-    for (const s of scope === "" ? [TENANT] : [TENANT, scope]) this.#add(s, day, { inputs: -1 });
+    const day = this.#counts.cancel(key);
+    if (day === undefined) return { cancelled: false };
+    // The tenant's unit it took (when inputsPerDay was leased) is this shard's again.
+    this.#held.untake("inputs", day);
+    this.#changed();
     return { cancelled: true };
   }
 
   /** Settle a session's reports, in order (one call for every report the session had not sent: limits/meter.ts). */
-  settle(reports: readonly SettleReport[]): { readonly settled: number; readonly released: number } {
+  settle(reports: readonly SettleReport[], at?: ShardRef): { readonly settled: number; readonly released: number } {
+    if (at !== undefined) this.#bind(at);
+    const result = this.#settle(reports);
+    this.#changed();
+    return result;
+  }
+
+  #settle(reports: readonly SettleReport[]): { readonly settled: number; readonly released: number } {
     const now = hostClock().now();
     const day = dayOf(now);
     let settled = 0;
     let released = 0;
     for (const report of reports) {
-      const one = this.#settleOne(report, now, day);
+      const one = this.#counts.settle(report, now, day);
       settled += one.settled;
       released += one.released;
     }
     return { settled, released };
   }
 
-  #settleOne(report: SettleReport, now: number, day: string): { readonly settled: number; readonly released: number } {
-    const sql = this.ctx.storage.sql;
-    const sub = this.#sessionUser(report.session) ?? report.owner;
-    const scopes = sub === undefined ? [TENANT] : [TENANT, `u:${sub}`];
-    let settled = 0;
-    for (const item of report.usage) {
-      if (this.#seen(item.key, now)) continue;
-      for (const scope of scopes) {
-        this.#add(scope, day, { input: item.input, output: item.output, total: item.totalTokens, cost: item.cost });
-        this.#addModel(scope, day, item.model ?? "unknown", item);
-      }
-      settled += 1;
-    }
-    let released = 0;
-    for (const input of report.finished) {
-      if (input.key !== undefined && this.#seen(input.key, now)) continue;
-      const key = input.requestId === undefined ? undefined : `${report.session}\n${input.requestId}`;
-      const freed =
-        key !== undefined
-          ? sql.exec("UPDATE reservations SET active = 0 WHERE key = ? AND active = 1 RETURNING key", key).toArray()
-              .length
-          : sql
-              .exec(
-                "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1) RETURNING key",
-                report.session,
-              )
-              .toArray().length;
-      released += freed;
-      // An input no reservation counted (nothing was limited when it came) is metered now, once (by its key).
-      const reserved =
-        freed > 0 ||
-        (key !== undefined && sql.exec("SELECT 1 AS found FROM reservations WHERE key = ?", key).toArray().length > 0);
-      if (!reserved && input.key !== undefined) for (const scope of scopes) this.#add(scope, day, { inputs: 1 });
-    }
-    return { settled, released };
-  }
-
-  /** Whether a report's element was counted before; if not, remember it now (kept KEEP_MS). */
-  #seen(key: string, now: number): boolean {
-    // One statement: the row is inserted (and returned) only when the key is new.
-    return (
-      this.ctx.storage.sql
-        .exec("INSERT INTO settled (key, at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key", key, now)
-        .toArray().length === 0
-    );
-  }
-
   usage(range: UsageRange): UsageCounts {
-    const sql = this.ctx.storage.sql;
-    const read = (table: "usage_days" | "usage_models"): Record<string, SqlStorageValue>[] =>
-      range.sub === undefined
-        ? sql
-            .exec(`SELECT * FROM ${table} WHERE day >= ? AND day <= ? ORDER BY day, scope`, range.from, range.to)
-            .toArray()
-        : sql
-            .exec(
-              `SELECT * FROM ${table} WHERE scope = ? AND day >= ? AND day <= ? ORDER BY day`,
-              `u:${range.sub}`,
-              range.from,
-              range.to,
-            )
-            .toArray();
-    const subOf = (row: Record<string, SqlStorageValue>): string | null => {
-      const scope = String(row["scope"]);
-      return scope === TENANT ? null : scope.slice(2);
-    };
-    // What a day's row and a model's row share after their own fields: tokens and cost (fields keep their order).
-    const spent = (row: Record<string, SqlStorageValue>) => ({
-      inputTokens: Number(row["input_tokens"]),
-      outputTokens: Number(row["output_tokens"]),
-      totalTokens: Number(row["total_tokens"]),
-      costUsd: Number(row["cost"]),
-    });
-    const items = read("usage_days").map((row) => ({
-      sub: subOf(row),
-      day: String(row["day"]),
-      inputs: Number(row["inputs"]),
-      ...spent(row),
-    }));
-    const models = read("usage_models").map((row) => ({
-      sub: subOf(row),
-      day: String(row["day"]),
-      model: String(row["model"]),
-      calls: Number(row["calls"]),
-      ...spent(row),
-    }));
-    return { items, models };
-  }
-
-  #addModel(
-    scope: string,
-    day: string,
-    model: string,
-    item: { readonly input: number; readonly output: number; readonly totalTokens: number; readonly cost: number },
-  ): void {
-    this.ctx.storage.sql.exec(
-      `INSERT INTO usage_models (scope, day, model, calls, input_tokens, output_tokens, total_tokens, cost) VALUES (?, ?, ?, 1, ?, ?, ?, ?)
-       ON CONFLICT (scope, day, model) DO UPDATE SET calls = calls + 1, input_tokens = input_tokens + excluded.input_tokens,
-         output_tokens = output_tokens + excluded.output_tokens, total_tokens = total_tokens + excluded.total_tokens,
-         cost = cost + excluded.cost`,
-      scope,
-      day,
-      model,
-      item.input,
-      item.output,
-      item.totalTokens,
-      item.cost,
-    );
+    return this.#counts.usage(range);
   }
 
   /**
-   * Erase a user (docs/operations.md "Deleting a user's data"): its usage days, per-model usage and request minutes, its
-   * reservations, the sessions it was counted for and those sessions' settled keys. The tenant's own totals keep
-   * their sums (they name no user). Idempotent: a second call finds nothing.
+   * Erase a user (docs/operations.md "Deleting a user's data"): its usage days, per-model usage and request minutes,
+   * its reservations, the sessions it was counted for and those sessions' settled keys. The tenant's own totals keep
+   * their sums (they name no user). Idempotent: a second call finds nothing. On the tenant's object (`tenant` given), the
+   * user's shard is erased first; on a shard, a forward under way ends first, and a batch waiting to be resent loses
+   * the user's rows (so none reaches the tenant's object after it).
    */
-  eraseUser(sub: string): { readonly rows: number } {
-    const sql = this.ctx.storage.sql;
-    const scope = `u:${sub}`;
+  async eraseUser(sub: string, tenant?: string): Promise<{ readonly rows: number }> {
     let rows = 0;
-    const sessions = sql
-      .exec("SELECT session FROM session_users WHERE sub = ?", sub)
-      .toArray()
-      .map((row) => String(row["session"]));
-    for (const session of sessions) {
-      // Settled keys are `${session}\n${seq}`: the range of keys that start with the session key and a newline.
-      rows += sql
-        .exec("DELETE FROM settled WHERE key >= ? AND key < ? RETURNING key", `${session}\n`, `${session}\u000b`)
-        .toArray().length;
-      rows += sql.exec("DELETE FROM reservations WHERE session = ? RETURNING key", session).toArray().length;
+    if (tenant !== undefined) rows += (await shardStub(this.env, shardOf(tenant, sub, undefined)).eraseUser(sub)).rows;
+    await this.#forwarding?.catch(() => undefined);
+    rows += this.#counts.erase(sub);
+    const sql = this.ctx.storage.sql;
+    for (const row of sql.exec("SELECT seq, body FROM forward_sent").toArray()) {
+      const batch = JSON.parse(String(row["body"])) as ForwardBatch;
+      const kept = batch.rows.filter((r) => r.scope !== `u:${sub}`);
+      if (kept.length === batch.rows.length) continue;
+      rows += batch.rows.length - kept.length;
+      sql.exec("UPDATE forward_sent SET body = ? WHERE seq = ?", JSON.stringify({ ...batch, rows: kept }), row["seq"]);
     }
-    rows += sql.exec("DELETE FROM reservations WHERE scope = ? RETURNING key", scope).toArray().length;
-    rows += sql.exec("DELETE FROM session_users WHERE sub = ? RETURNING session", sub).toArray().length;
-    this.#sessionUsers.clear();
-    rows += sql.exec("DELETE FROM usage_days WHERE scope = ? RETURNING day", scope).toArray().length;
-    rows += sql.exec("DELETE FROM usage_models WHERE scope = ? RETURNING day", scope).toArray().length;
-    rows += sql.exec("DELETE FROM minutes WHERE scope = ? RETURNING minute", scope).toArray().length;
     return { rows };
   }
 
-  /** The first limit of `set` the scope has reached (user checks come before the tenant's). */
-  #check(scope: string, set: LimitSet, who: "user" | "tenant", now: number, day: string): Refusal | undefined {
-    if (
-      set.inputsPerDay === undefined &&
-      set.tokensPerDay === undefined &&
-      set.costPerMonthUsd === undefined &&
-      set.concurrentTurns === undefined
-    )
-      return undefined;
+  // ---------------------------------------------------------------------------------------------
+  // The tenant's object: leases and forwarded counts.
+
+  lease(shard: string, kind: LeaseKind, period: string, want: number, limit: number): LeaseAnswer {
+    const now = hostClock().now();
+    const granted = this.#pool.lease(shard, kind, period, want, limit, now);
+    return { granted, totals: this.totals() };
+  }
+
+  forward(shard: string, batch: ForwardBatch): TenantTotals {
     const sql = this.ctx.storage.sql;
-    const today = sql
-      .exec("SELECT inputs, total_tokens FROM usage_days WHERE scope = ? AND day = ?", scope, day)
-      .toArray()[0];
-    if (set.inputsPerDay !== undefined && Number(today?.["inputs"] ?? 0) >= set.inputsPerDay) {
-      return { field: `${who}.inputsPerDay`, limit: set.inputsPerDay, retryAfter: secondsUntil(nextDay(now), now) };
-    }
-    if (set.tokensPerDay !== undefined && Number(today?.["total_tokens"] ?? 0) >= set.tokensPerDay) {
-      return { field: `${who}.tokensPerDay`, limit: set.tokensPerDay, retryAfter: secondsUntil(nextDay(now), now) };
-    }
-    if (set.costPerMonthUsd !== undefined) {
-      const month = `${day.slice(0, 7)}-00`;
-      const spent = Number(
-        sql
-          .exec(
-            "SELECT coalesce(sum(cost), 0) AS spent FROM usage_days WHERE scope = ? AND day > ? AND day <= ?",
-            scope,
-            month,
-            day,
-          )
-          .one()["spent"],
+    const now = hostClock().now();
+    const last = Number(sql.exec("SELECT seq FROM forwarded WHERE shard = ?", shard).toArray()[0]?.["seq"] ?? -1);
+    if (batch.seq > last) {
+      for (const row of batch.rows) this.#counts.apply(row);
+      this.#pool.returned(shard, batch.back, now);
+      sql.exec(
+        "INSERT INTO forwarded (shard, seq) VALUES (?, ?) ON CONFLICT (shard) DO UPDATE SET seq = excluded.seq",
+        shard,
+        batch.seq,
       );
-      if (spent >= set.costPerMonthUsd)
-        return {
-          field: `${who}.costPerMonthUsd`,
-          limit: set.costPerMonthUsd,
-          retryAfter: secondsUntil(nextMonth(now), now),
-        };
     }
-    if (set.concurrentTurns !== undefined) {
-      const live = sql
-        .exec(
-          `SELECT count(*) AS n, min(lease_until) AS first FROM reservations WHERE active = 1 AND lease_until > ?${scope === TENANT ? "" : " AND scope = ?"}`,
-          ...(scope === TENANT ? [now] : [now, scope]),
-        )
-        .one();
-      if (Number(live["n"]) >= set.concurrentTurns) {
-        // A slot frees when a turn ends (unknown) or at the latest when the oldest lease expires.
-        const first = live["first"] === null ? now + 1000 : Number(live["first"]);
-        return {
-          field: `${who}.concurrentTurns`,
-          limit: set.concurrentTurns,
-          retryAfter: Math.min(30, secondsUntil(first, now)),
-        };
-      }
-    }
-    return undefined;
+    this.#counts.prune(now);
+    this.#pool.prune(dayOf(now), Math.floor(now / 60_000));
+    return this.totals();
   }
 
-  #add(
-    scope: string,
-    day: string,
-    delta: { inputs?: number; input?: number; output?: number; total?: number; cost?: number },
-  ): void {
-    this.ctx.storage.sql.exec(
-      `INSERT INTO usage_days (scope, day, inputs, input_tokens, output_tokens, total_tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (scope, day) DO UPDATE SET inputs = inputs + excluded.inputs, input_tokens = input_tokens + excluded.input_tokens,
-         output_tokens = output_tokens + excluded.output_tokens, total_tokens = total_tokens + excluded.total_tokens, cost = cost + excluded.cost`,
-      scope,
-      day,
-      delta.inputs ?? 0,
-      delta.input ?? 0,
-      delta.output ?? 0,
-      delta.total ?? 0,
-      delta.cost ?? 0,
-    );
+  totals(): TenantTotals {
+    return this.#counts.spent(hostClock().now());
   }
 
-  /** At most hourly: forget old minutes, released or expired reservations and settled keys past the retry window. */
-  #prune(now: number): void {
-    if (now - this.#prunedAt < PRUNE_EVERY_MS) return;
-    this.#prunedAt = now;
+  // ---------------------------------------------------------------------------------------------
+  // A shard's forwarding.
+
+  #bind(at: ShardRef): void {
+    if (this.#self !== undefined) return;
+    this.ctx.storage.sql.exec("INSERT INTO shard (id, tenant, key) VALUES (1, ?, ?)", at.tenant, at.key);
+    this.#self = at;
+    this.#counts.forwarding = true;
+  }
+
+  /** Counts changed: forward them within the batch window (the alarm is the backstop). */
+  #changed(): void {
+    if (this.#self === undefined || this.#timer !== undefined) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.flush();
+    }, meterBatchMs(1_000));
+    this.#arm(hostClock().now() + IDLE_MS);
+  }
+
+  /** Arm the alarm for `at` unless it fires before then (one write while it stays armed). */
+  #arm(at: number): void {
+    if (this.#alarmAt !== undefined && this.#alarmAt <= at) return;
+    this.#alarmAt = at;
+    void this.ctx.storage.setAlarm(at);
+  }
+
+  override async alarm(): Promise<void> {
+    this.#alarmAt = undefined;
+    await this.flush();
     const sql = this.ctx.storage.sql;
-    sql.exec("DELETE FROM minutes WHERE minute < ?", Math.floor(now / 60_000) - 1);
-    sql.exec("DELETE FROM reservations WHERE created_at < ? AND (active = 0 OR lease_until <= ?)", now - KEEP_MS, now);
-    sql.exec("DELETE FROM settled WHERE at < ?", now - KEEP_MS);
+    const pending =
+      sql.exec("SELECT 1 AS found FROM outbox LIMIT 1").toArray().length > 0 ||
+      sql.exec("SELECT 1 AS found FROM forward_sent LIMIT 1").toArray().length > 0;
+    if (pending || this.#held.holding()) this.#arm(hostClock().now() + (pending ? this.#retryMs() : IDLE_MS));
+  }
+
+  #retryMs(): number {
+    return Math.min(1_000 * 2 ** Math.max(0, this.#attempt - 1), RETRY_MAX_MS);
+  }
+
+  /** Forward what this shard counted, and give back what it holds idle: one batch at a time, resent until answered. */
+  flush(): Promise<void> {
+    const run = async (): Promise<void> => {
+      if (this.#forwarding !== undefined) await this.#forwarding.catch(() => undefined);
+      const self = this.#self;
+      if (self === undefined) return;
+      const sql = this.ctx.storage.sql;
+      const now = hostClock().now();
+      let row = sql.exec("SELECT seq, body FROM forward_sent ORDER BY seq LIMIT 1").toArray()[0];
+      if (row === undefined) {
+        const rows = this.#counts.takeOutbox();
+        const periods = { day: dayOf(now), minute: String(Math.floor(now / 60_000)) };
+        const back = this.#held.idle(now, periods, this.#counts.liveSlots(now));
+        if (rows.length === 0 && back.length === 0) return;
+        const seq = Number(
+          sql.exec("SELECT coalesce(max(seq), 0) + 1 AS seq FROM forwarded WHERE shard = ''").one()["seq"],
+        );
+        const body = JSON.stringify({ seq, rows, back } satisfies ForwardBatch);
+        sql.exec("INSERT INTO forward_sent (seq, body) VALUES (?, ?)", seq, body);
+        sql.exec(
+          "INSERT INTO forwarded (shard, seq) VALUES ('', ?) ON CONFLICT (shard) DO UPDATE SET seq = excluded.seq",
+          seq,
+        );
+        this.#inFlight = this.#counts.taken();
+        row = { seq, body };
+      }
+      const batch = JSON.parse(String(row["body"])) as ForwardBatch;
+      try {
+        const totals = await limitsStub(this.env, self.tenant).forward(self.key, batch);
+        sql.exec("DELETE FROM forward_sent WHERE seq = ?", batch.seq);
+        this.#inFlight = { tokens: 0, cost: 0 };
+        this.#heard(totals, hostClock().now());
+        this.#attempt = 0;
+      } catch (error) {
+        hostReport({ type: "harness", report: error });
+        this.#attempt += 1;
+        this.#arm(hostClock().now() + this.#retryMs());
+        return;
+      }
+      // Counted while the batch was under way: the next batch.
+      if (sql.exec("SELECT 1 AS found FROM outbox LIMIT 1").toArray().length > 0) this.#changed();
+    };
+    const sending = run().finally(() => {
+      if (this.#forwarding === sending) this.#forwarding = undefined;
+    });
+    this.#forwarding = sending;
+    return sending;
   }
 }
 
-/** The tenant's LimitsObject (each call seen by a test's `limitsCall` seam, when one is set). */
-export function limitsStub(env: Env, tenant: string): LimitsRpc {
-  const namespace = env.LIMITS;
-  const stub = namespace.get(namespace.idFromName(tenant)) as unknown as LimitsRpc;
-  const seen = limitsCallSeam();
-  if (seen === undefined) return stub;
-  return new Proxy(stub, {
-    get(target, property) {
-      const value: unknown = Reflect.get(target, property);
-      if (typeof value !== "function" || typeof property !== "string") return value;
-      return (...args: unknown[]) => {
-        seen(tenant, property);
-        // Reflect.apply: an RPC method's own `apply` would be another remote method.
-        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
-      };
-    },
-  });
+function minuteRefusal(who: "user" | "tenant", limit: number, now: number): Refusal {
+  const minute = Math.floor(now / 60_000);
+  return { field: `${who}.requestsPerMinute`, limit, retryAfter: secondsUntil((minute + 1) * 60_000, now) };
 }
+
+export { TENANT };

@@ -55,8 +55,8 @@ export interface HostSeams {
   readonly afterDeleteWipe?: () => void;
   /** How long a session's usage report waits to be batched before it is sent on its own, ms (limits/meter.ts). */
   readonly meterBatchMs?: number;
-  /** Sees each call the Worker makes on a tenant's LimitsObject (tests count them). */
-  readonly limitsCall?: (tenant: string, method: string) => void;
+  /** Sees each call made on a tenant's LimitsObjects: its own (`shard` undefined) and its shards' (tests count them). */
+  readonly limitsCall?: (tenant: string, method: string, shard: string | undefined) => void;
   /** Where a session's spans go instead of the configured tracer (tests collect them in memory). */
   readonly spanExporter?: () => SpanExporter;
 }
@@ -81,7 +81,7 @@ export function deployedVersion(env: Env): string {
 }
 
 /** The observer of LimitsObject calls, when a test set one. */
-export function limitsCallSeam(): ((tenant: string, method: string) => void) | undefined {
+export function limitsCallSeam(): ((tenant: string, method: string, shard: string | undefined) => void) | undefined {
   return seams.limitsCall;
 }
 

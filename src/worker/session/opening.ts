@@ -139,7 +139,7 @@ export async function openSession(
     const at = directory.where;
     return at === undefined ? undefined : { ...at, ...(incarnation === undefined ? {} : { incarnation }) };
   };
-  const reserve = sessionReservations(deps.env, deps.meter);
+  const reserve = sessionReservations(deps.env, deps.meter, () => readOwner(ctx.storage.kv));
   // Jobs run in the session's sandbox when the SANDBOX binding is configured, else on the scripted fake.
   const env = sandboxEnvFor(deps.env, ctx.id.toString()) ?? new FakeExecutionEnv({ clock });
   // The witness kind and the turn kit's final-answer extension are registered at open; the Rig they
@@ -249,7 +249,8 @@ export async function openSession(
     replays,
     limits: {
       reserve,
-      unreserve: (key, payer, requestId) => releaseReservation(deps.env, payer, key, requestId),
+      unreserve: (key, payer, requestId) =>
+        releaseReservation(deps.env, deps.meter, payer, key, requestId, readOwner(ctx.storage.kv)),
     },
     incarnation,
     status,

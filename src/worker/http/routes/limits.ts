@@ -10,7 +10,9 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { limitsBody, meUsageQuery, USAGE_MAX_DAYS, usageQuery } from "../../../api/limits.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
-import { limitsStub, dayOf } from "../../limits/object.js";
+import { dayOf, type UsageCounts, type UsageRange } from "../../limits/object.js";
+import { limitsStub, shardOf, shardStub } from "../../limits/shards.js";
+import type { Env } from "../../env.js";
 import { remember } from "../../limits/admission.js";
 import { Problem } from "../../problems.js";
 import { noQuery, parse } from "../../schemas.js";
@@ -48,7 +50,7 @@ function range(from: string | undefined, to: string | undefined): { from: string
 limitRoutes.get("/usage", requires("limits"), async (c) => {
   const q = query(c, usageQuery);
   const days = range(q.from, q.to);
-  const counts = await limitsStub(c.env, c.get("claims").tenant).usage({
+  const counts = await usageOf(c.env, c.get("claims").tenant, {
     ...days,
     ...(q.sub === undefined ? {} : { sub: q.sub }),
   });
@@ -66,6 +68,15 @@ async function usageOfMe(c: AppContext): Promise<Response> {
       "only a token with a sub (a user token) has usage of its own; operators read GET /v1/usage",
     );
   const days = range(q.from, q.to);
-  const counts = await limitsStub(c.env, c.get("claims").tenant).usage({ ...days, sub });
+  const counts = await usageOf(c.env, c.get("claims").tenant, { ...days, sub });
   return c.json({ ...days, items: counts.items, models: counts.models });
+}
+
+/**
+ * The tenant's counts, as its object holds them (every shard forwards within about a second); one user's include what
+ * that user's shard counted up to now (it forwards first).
+ */
+async function usageOf(env: Env, tenant: string, range: UsageRange): Promise<UsageCounts> {
+  if (range.sub !== undefined) await shardStub(env, shardOf(tenant, range.sub, undefined)).flush();
+  return limitsStub(env, tenant).usage(range);
 }

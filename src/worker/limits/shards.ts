@@ -1,0 +1,60 @@
+/**
+ * Where a tenant's admissions go (docs/users.md "Limits and usage"): a user's inputs, requests and usage to that user's
+ * shard (one LimitsObject per user, named by a hash of the sub, so one user's counts are exact and no object sees
+ * every user's traffic); what no user sent to one of ANON_SHARDS shards by its session; the tenant's limits, leases
+ * and totals stay with the tenant's own object (named by the tenant alone, as before shards).
+ */
+import { createHash } from "node:crypto";
+import type { Env } from "../env.js";
+import { limitsCallSeam } from "../platform/host-config.js";
+import type { LimitsRpc } from "./object.js";
+
+/** How many shards share the inputs no user sent (a webhook's, an operator's, a client token's). */
+export const ANON_SHARDS = 16;
+
+/** A shard: its tenant, and its key within the tenant (`u.{hash of sub}` or `s.{n}`). */
+export interface ShardRef {
+  readonly tenant: string;
+  readonly key: string;
+}
+
+/** The shard of user `sub`; without one, the shard of session key `session` (any shard when there is none). */
+export function shardOf(tenant: string, sub: string | undefined, session: string | undefined): ShardRef {
+  if (sub !== undefined)
+    return { tenant, key: `u.${createHash("sha256").update(sub).digest("base64url").slice(0, 22)}` };
+  let h = 0x811c9dc5;
+  const text = session ?? crypto.randomUUID();
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return { tenant, key: `s.${h % ANON_SHARDS}` };
+}
+
+/** The tenant's own LimitsObject (each call seen by a test's `limitsCall` seam, when one is set). */
+export function limitsStub(env: Env, tenant: string): LimitsRpc {
+  return seen(env, tenant, tenant, undefined);
+}
+
+/** A shard's LimitsObject (seen by the seam like the tenant's, with the shard's key). */
+export function shardStub(env: Env, shard: ShardRef): LimitsRpc {
+  return seen(env, `${shard.tenant}\n${shard.key}`, shard.tenant, shard.key);
+}
+
+function seen(env: Env, name: string, tenant: string, shard: string | undefined): LimitsRpc {
+  const namespace = env.LIMITS;
+  const stub = namespace.get(namespace.idFromName(name)) as unknown as LimitsRpc;
+  const seam = limitsCallSeam();
+  if (seam === undefined) return stub;
+  return new Proxy(stub, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property);
+      if (typeof value !== "function" || typeof property !== "string") return value;
+      return (...args: unknown[]) => {
+        seam(tenant, property, shard);
+        // Reflect.apply: an RPC method's own `apply` would be another remote method.
+        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+      };
+    },
+  });
+}
