@@ -284,6 +284,56 @@ describe("limits", () => {
     expect((await send(lateSession, late, "first", "gus-0")).status).toBe(201);
   }, 90_000);
 
+  it("A tenant's inputs are admitted by its users' shards, not by the tenant's object", async () => {
+    const tenant = uniqueTenant("spread");
+    await setLimits(tenant, { user: { inputsPerDay: 100 }, tenant: { inputsPerDay: 1_000, concurrentTurns: 500 } });
+    const users = ["ann", "bo", "cy", "di", "ed", "fay", "gus", "hal"];
+    const sessions = new Map<string, { jwt: string; session: string }>();
+    for (const sub of users) {
+      const jwt = await userToken(tenant, sub);
+      sessions.set(sub, { jwt, session: await createSession(tenant, jwt) });
+    }
+    // Which object each call reached: a shard (by key) or the tenant's own (`tenant`).
+    const calls: { method: string; shard: string }[] = [];
+    setHostSeams({
+      limitsCall: (t, method, shard) => void (t === tenant && calls.push({ method, shard: shard ?? "tenant" })),
+    });
+    try {
+      const sends = users.flatMap((sub) => Array.from({ length: 6 }, (_, i) => ({ sub, i })));
+      const responses = await Promise.all(
+        sends.map(({ sub, i }) => {
+          const { jwt, session } = sessions.get(sub) ?? { jwt: "", session: "" };
+          return send(session, jwt, `${sub} ${i}`, `${sub}-${i}`);
+        }),
+      );
+      expect(responses.map((r) => r.status)).toEqual(sends.map(() => 201));
+    } finally {
+      setHostSeams({});
+    }
+    const admissions = calls.filter((c) => c.method === "admitInput");
+    expect(admissions.length).toBe(48);
+    // Every input was admitted by its user's shard: eight shards, six each; none by the tenant's object.
+    const byShard = new Map<string, number>();
+    for (const { shard } of admissions) byShard.set(shard, (byShard.get(shard) ?? 0) + 1);
+    expect([...byShard.keys()]).not.toContain("tenant");
+    expect([...byShard.values()]).toEqual(users.map(() => 6));
+    // The tenant's object only leased: one call leases inputs and slots together, and each shard's chunk doubles
+    // (1, 2, 4 covers six inputs), so at most three calls a shard, half the inputs.
+    const leases = calls.filter((c) => c.shard === "tenant" && c.method === "lease").length;
+    expect(leases).toBeGreaterThan(0);
+    expect(leases).toBeLessThanOrEqual(users.length * 3);
+    expect(calls.filter((c) => c.shard === "tenant" && c.method.startsWith("admit"))).toEqual([]);
+    // And the tenant's totals are the shards' forwarded counts.
+    await until(
+      async () => {
+        const days = (await usage(tenant, "/v1/usage")).items;
+        return days.find((d) => d.sub === null)?.inputs === 48 ? days : undefined;
+      },
+      "the shards' counts to reach the tenant's totals",
+      600,
+    );
+  }, 60_000);
+
   it("a retried request with the same Idempotency-Key does not reserve twice", async () => {
     const tenant = uniqueTenant("retry");
     await setLimits(tenant, { user: { inputsPerDay: 2 } });

@@ -4,7 +4,7 @@
  * its slot when the lease runs out; a report releases it before that; a settlement counts each usage
  * element once however often it is reported.
  */
-import { abortAllDurableObjects } from "cloudflare:test";
+import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import type { LimitsRpc } from "../../src/worker/limits/object.js";
@@ -18,15 +18,16 @@ afterEach(async () => {
 });
 
 let tenants = 0;
-/** A new tenant's own object, and alice's shard of it. */
-function limitsOf(label: string): { tenant: LimitsRpc; shard: LimitsRpc; at: ShardRef } {
+/** A new tenant's own object, and the shard of its user `sub` (alice unless named). */
+function limitsOf(label: string, sub = "alice"): { tenant: LimitsRpc; shard: LimitsRpc; at: ShardRef; name: string } {
   tenants += 1;
   const name = `limits-object-${label}-${Date.now().toString(36)}-${tenants}`;
-  const at = shardOf(name, "alice", undefined);
+  const at = shardOf(name, sub, undefined);
   return {
     tenant: env.LIMITS.get(env.LIMITS.idFromName(name)) as unknown as LimitsRpc,
     shard: shardStub(env as unknown as Env, at),
     at,
+    name,
   };
 }
 
@@ -74,6 +75,47 @@ describe("LimitsObject", () => {
     expect(days.items.map((d) => [d.sub, d.inputs, d.totalTokens, d.costUsd])).toEqual([
       [null, 1, 15, 0.5],
       ["alice", 1, 15, 0.5],
+    ]);
+  });
+
+  it("A tenant-wide quota leased to shards is never exceeded, and units a shard holds idle go back", async () => {
+    const seams = installSeams();
+    const { tenant, name } = limitsOf("pool");
+    const limits = await tenant.setLimits({ tenant: { inputsPerDay: 5 } });
+    const shards = new Map(
+      ["alice", "bob"].map((sub) => {
+        const at = shardOf(name, sub, undefined);
+        return [sub, { at, stub: shardStub(env as unknown as Env, at) }] as const;
+      }),
+    );
+    let n = 0;
+    const admit = async (sub: string) => {
+      const shard = shards.get(sub);
+      if (shard === undefined) throw new Error(sub);
+      n += 1;
+      const key = `s-${sub}\n~${n}`;
+      return shard.stub.admitInput(shard.at, { key, session: `s-${sub}`, sub, keyed: false, leaseMs: 0 }, limits);
+    };
+    // Alice's shard leases 1, then 2 (it holds one unit unused); bob's leases 1, then the last 1 of the five.
+    expect((await admit("alice")).ok).toBe(true);
+    expect((await admit("alice")).ok).toBe(true);
+    expect((await admit("bob")).ok).toBe(true);
+    expect((await admit("bob")).ok).toBe(true);
+    // Nothing is left to lease: bob is refused while alice holds a unit, so the tenant never passes its five.
+    expect(await admit("bob")).toMatchObject({ ok: false, refusal: { field: "tenant.inputsPerDay", limit: 5 } });
+    // Alice's shard goes idle: its alarm gives the unit back, and bob's next input takes it; then the day is full.
+    seams.time.now += 11_000;
+    await runDurableObjectAlarm(shards.get("alice")?.stub as unknown as DurableObjectStub);
+    expect((await admit("bob")).ok).toBe(true);
+    expect(await admit("bob")).toMatchObject({ ok: false, refusal: { field: "tenant.inputsPerDay" } });
+    expect(await admit("alice")).toMatchObject({ ok: false, refusal: { field: "tenant.inputsPerDay" } });
+    for (const shard of shards.values()) await shard.stub.flush();
+    const day = new Date(seams.time.now).toISOString().slice(0, 10);
+    const days = await tenant.usage({ from: day, to: day });
+    expect(days.items.map((d) => [d.sub, d.inputs])).toEqual([
+      [null, 5],
+      ["alice", 2],
+      ["bob", 3],
     ]);
   });
 });

@@ -117,9 +117,17 @@ export class Held {
   }
 }
 
-/** What the tenant's object answers a shard: what it granted, and the tenant's totals for tokens and cost. */
+/** A shard asks for up to `want` units of `kind` in `period`, under `limit` in all. */
+export interface LeaseAsk {
+  readonly kind: LeaseKind;
+  readonly period: string;
+  readonly want: number;
+  readonly limit: number;
+}
+
+/** What the tenant's object answers a shard: what it granted of each ask, and the tenant's totals for tokens and cost. */
 export interface LeaseAnswer {
-  readonly granted: number;
+  readonly granted: readonly number[];
   readonly totals: TenantTotals;
 }
 

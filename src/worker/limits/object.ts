@@ -32,7 +32,16 @@ import type { LimitName, LimitSet, LimitsBody, LimitsResponse, UsageDay, UsageMo
 import type { Env } from "../env.js";
 import { hostClock, hostReport, meterBatchMs } from "../platform/host-config.js";
 import { costRefusal, Counts, dayOf, dayRefusal, nextDay, secondsUntil, TENANT, type CountRow } from "./counts.js";
-import { Held, IDLE_MS, Pool, type LeaseAnswer, type LeaseKind, type LeaseReturn, type TenantTotals } from "./lease.js";
+import {
+  Held,
+  IDLE_MS,
+  Pool,
+  type LeaseAnswer,
+  type LeaseAsk,
+  type LeaseKind,
+  type LeaseReturn,
+  type TenantTotals,
+} from "./lease.js";
 import { limitsStub, shardOf, shardStub, type ShardRef } from "./shards.js";
 
 export { dayOf } from "./counts.js";
@@ -129,9 +138,9 @@ export interface LimitsRpc {
   eraseUser(sub: string, tenant?: string): Promise<{ readonly rows: number }>;
   /** A shard forwards what it counted now (a read of one user's usage waits for it). */
   flush(): Promise<void>;
-  lease(shard: string, kind: LeaseKind, period: string, want: number, limit: number): Promise<LeaseAnswer>;
+  /** Lease units of the tenant's limits to `shard` (none asked: the tenant's totals only). */
+  lease(shard: string, asks: readonly LeaseAsk[]): Promise<LeaseAnswer>;
   forward(shard: string, batch: ForwardBatch): Promise<TenantTotals>;
-  totals(): Promise<TenantTotals>;
 }
 
 /** How old the tenant's totals a shard checks tokensPerDay and costPerMonthUsd against may be, ms. */
@@ -139,14 +148,20 @@ export const TOTALS_MS = 10_000;
 /** How long a shard refuses without asking again after the tenant granted nothing, ms. */
 const DRY_MS = 1_000;
 const RETRY_MAX_MS = 60_000;
+/**
+ * How often one admission may wait for a lease before it is refused: every wait that ends in a grant serves some
+ * admission of this shard (concurrent ones share each lease call), so only a shard under heavy contention gets here.
+ */
+const MAX_ROUNDS = 32;
 
-/** What a shard needs from the tenant's object before it can decide. */
-type Need = { readonly kind: LeaseKind; readonly period: string; readonly limit: number } | { readonly kind: "totals" };
+/** A leased limit a shard holds too little of to decide. */
+type Ask = { readonly kind: LeaseKind; readonly period: string; readonly limit: number };
 
 type Step =
   | { readonly type: "pass"; readonly take: readonly { readonly kind: LeaseKind; readonly period: string }[] }
   | { readonly type: "refuse"; readonly refusal: Refusal }
-  | { readonly type: "need"; readonly need: Need };
+  /** Lease `asks` (none: only the tenant's totals are too old), in one call to the tenant's object, then decide again. */
+  | { readonly type: "need"; readonly asks: readonly Ask[] };
 
 /** What is being admitted: a request, an input (with or without a turn slot), or model work that counts nothing. */
 type Asked = "request" | "input" | "work";
@@ -163,7 +178,7 @@ export class LimitsObject extends DurableObject<Env> {
   /** The tenant scope's tokens and cost in the batch being forwarded (not yet in `#totals`). */
   #inFlight = { tokens: 0, cost: 0 };
   readonly #dry = new Map<string, { readonly until: number; readonly refusal: Refusal }>();
-  readonly #obtaining = new Map<string, Promise<void>>();
+  #leasing: Promise<void> | undefined;
   #forwarding: Promise<void> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #alarmAt: number | undefined;
@@ -297,8 +312,8 @@ export class LimitsObject extends DurableObject<Env> {
           return admission;
         }
         case "need":
-          if (round >= 4) return { ok: false, refusal: this.#needRefusal(step.need, limits, now) };
-          await this.#obtain(step.need, now);
+          if (round >= MAX_ROUNDS) return { ok: false, refusal: this.#refusal(step.asks[0], limits, now) };
+          await this.#lease(step.asks, now);
           break;
         default: {
           const never: never = step;
@@ -326,28 +341,29 @@ export class LimitsObject extends DurableObject<Env> {
       }
     }
     const take: { kind: LeaseKind; period: string }[] = [];
-    const leased = (kind: LeaseKind, period: string, limit: number): Step | undefined => {
-      const dry = this.#dry.get(`${kind}\n${period}`);
+    const asks: Ask[] = [];
+    let dry: Refusal | undefined;
+    const leased = (kind: LeaseKind, period: string, limit: number): void => {
       const held = this.#held.available(kind, period);
       const live = kind === "slots" ? this.#counts.liveSlots(now) : 0;
-      if (held - live > 0) {
-        take.push({ kind, period });
-        return undefined;
+      if (held - live > 0) take.push({ kind, period });
+      else {
+        const refused = this.#dry.get(`${kind}\n${period}`);
+        if (refused !== undefined && refused.until > now) dry ??= refused.refusal;
+        asks.push({ kind, period, limit });
       }
-      if (dry !== undefined && dry.until > now) return { type: "refuse", refusal: dry.refusal };
-      return { type: "need", need: { kind, period, limit } };
     };
     if (asked === "request") {
-      if (tenant.requestsPerMinute !== undefined) {
-        const step = leased("requests", minute, tenant.requestsPerMinute);
-        if (step !== undefined) return step;
-      }
-      return { type: "pass", take };
+      if (tenant.requestsPerMinute !== undefined) leased("requests", minute, tenant.requestsPerMinute);
+      if (dry !== undefined) return { type: "refuse", refusal: dry };
+      return asks.length > 0 ? { type: "need", asks } : { type: "pass", take };
     }
+    if (tenant.concurrentTurns !== undefined) leased("slots", "", tenant.concurrentTurns);
+    if (asked === "input" && tenant.inputsPerDay !== undefined) leased("inputs", day, tenant.inputsPerDay);
+    if (dry !== undefined) return { type: "refuse", refusal: dry };
     if (tenant.tokensPerDay !== undefined || tenant.costPerMonthUsd !== undefined) {
       const totals = this.#totals;
-      if (totals === undefined || totals.day !== day || now - totals.at >= TOTALS_MS)
-        return { type: "need", need: { kind: "totals" } };
+      if (totals === undefined || totals.day !== day || now - totals.at >= TOTALS_MS) return { type: "need", asks };
       const gained = this.#counts.gained;
       const tokens = totals.tokens + this.#inFlight.tokens + gained.tokens;
       const cost = totals.cost + this.#inFlight.cost + gained.cost;
@@ -356,44 +372,46 @@ export class LimitsObject extends DurableObject<Env> {
       if (tenant.costPerMonthUsd !== undefined && cost >= tenant.costPerMonthUsd)
         return { type: "refuse", refusal: costRefusal("tenant", tenant.costPerMonthUsd, now) };
     }
-    if (tenant.concurrentTurns !== undefined) {
-      const step = leased("slots", "", tenant.concurrentTurns);
-      if (step !== undefined) return step;
-    }
-    if (asked === "input" && tenant.inputsPerDay !== undefined) {
-      const step = leased("inputs", day, tenant.inputsPerDay);
-      if (step !== undefined) return step;
-    }
-    return { type: "pass", take };
+    return asks.length > 0 ? { type: "need", asks } : { type: "pass", take };
   }
 
-  /** Ask the tenant's object for what `need` names (one request at a time for each). */
-  #obtain(need: Need, now: number): Promise<void> {
-    const key = need.kind === "totals" ? "totals" : `${need.kind}\n${need.period}`;
-    const running = this.#obtaining.get(key);
-    if (running !== undefined) return running;
+  /**
+   * Lease what `asks` names, and hear the tenant's totals, in one call to the tenant's object (one at a time: an
+   * admission that finds one under way waits for it and decides again).
+   */
+  #lease(asks: readonly Ask[], now: number): Promise<void> {
+    if (this.#leasing !== undefined) return this.#leasing;
     const self = this.#self;
     if (self === undefined) return Promise.resolve();
-    const tenant = limitsStub(this.env, self.tenant);
     const run = async (): Promise<void> => {
-      if (need.kind === "totals") {
-        this.#heard(await tenant.totals(), now);
-        return;
-      }
-      const live = need.kind === "slots" ? this.#counts.liveSlots(now) : 0;
-      const lack = need.kind === "slots" ? live + 1 - this.#held.available("slots", "") : 1;
-      const want = this.#held.want(need.kind, need.period, lack);
-      const answer = await tenant.lease(self.key, need.kind, need.period, want, need.limit);
+      const live = this.#counts.liveSlots(now);
+      const wants = asks.map((ask) => {
+        const lack = ask.kind === "slots" ? live + 1 - this.#held.available("slots", "") : 1;
+        return { ...ask, want: this.#held.want(ask.kind, ask.period, lack) };
+      });
+      const answer = await limitsStub(this.env, self.tenant).lease(self.key, wants);
+      const at = hostClock().now();
       this.#heard(answer.totals, now);
-      if (answer.granted > 0) this.#held.granted(need.kind, need.period, answer.granted, hostClock().now());
-      else this.#dry.set(key, { until: hostClock().now() + DRY_MS, refusal: this.#needRefusal(need, undefined, now) });
+      asks.forEach((ask, i) => {
+        const granted = answer.granted[i] ?? 0;
+        if (granted > 0) this.#held.granted(ask.kind, ask.period, granted, at);
+        else
+          this.#dry.set(`${ask.kind}\n${ask.period}`, {
+            until: at + DRY_MS,
+            refusal: this.#refusal(ask, undefined, at),
+          });
+      });
     };
-    const promise = run().finally(() => this.#obtaining.delete(key));
-    this.#obtaining.set(key, promise);
+    const promise = run().finally(() => {
+      if (this.#leasing === promise) this.#leasing = undefined;
+    });
+    this.#leasing = promise;
     return promise;
   }
 
-  #needRefusal(need: Need, limits: LimitsResponse | undefined, now: number): Refusal {
+  /** The refusal of an admission `ask` could not be leased for (undefined: the tenant's totals could not be heard). */
+  #refusal(ask: Ask | undefined, limits: LimitsResponse | undefined, now: number): Refusal {
+    const need = ask ?? { kind: "totals" as const };
     switch (need.kind) {
       case "totals":
         return { field: "tenant.tokensPerDay", limit: limits?.tenant.tokensPerDay ?? 0, retryAfter: 1 };
@@ -479,10 +497,10 @@ export class LimitsObject extends DurableObject<Env> {
   // ---------------------------------------------------------------------------------------------
   // The tenant's object: leases and forwarded counts.
 
-  lease(shard: string, kind: LeaseKind, period: string, want: number, limit: number): LeaseAnswer {
+  lease(shard: string, asks: readonly LeaseAsk[]): LeaseAnswer {
     const now = hostClock().now();
-    const granted = this.#pool.lease(shard, kind, period, want, limit, now);
-    return { granted, totals: this.totals() };
+    const granted = asks.map((ask) => this.#pool.lease(shard, ask.kind, ask.period, ask.want, ask.limit, now));
+    return { granted, totals: this.#totalsNow() };
   }
 
   forward(shard: string, batch: ForwardBatch): TenantTotals {
@@ -500,10 +518,10 @@ export class LimitsObject extends DurableObject<Env> {
     }
     this.#counts.prune(now);
     this.#pool.prune(dayOf(now), Math.floor(now / 60_000));
-    return this.totals();
+    return this.#totalsNow();
   }
 
-  totals(): TenantTotals {
+  #totalsNow(): TenantTotals {
     return this.#counts.spent(hostClock().now());
   }
 
