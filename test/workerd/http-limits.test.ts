@@ -334,6 +334,39 @@ describe("limits", () => {
     );
   }, 60_000);
 
+  it("A granted user's input counts against that user and releases that user's turn slot", async () => {
+    const tenant = uniqueTenant("granted");
+    await setLimits(tenant, { user: { concurrentTurns: 1, inputsPerDay: 10 } });
+    const alice = await userToken(tenant, "alice");
+    const shared = await createSession(tenant, alice);
+    // Bob may use alice's session (a grant in his token) and has one of his own.
+    const bob = await token(tenant, "user", { sub: "bob", sessions: [shared] });
+    const own = await createSession(tenant, await userToken(tenant, "bob"));
+    const first = await send(shared, bob, "bob in alice's session", "bob-1", 10);
+    expect(await json(first)).toMatchObject({ status: "done" });
+    // The input was bob's: his slot was taken in his own shard, and the turn's end released it there.
+    const mine = await until(
+      async () => {
+        const response = await send(own, bob, "bob in his own session", "bob-2");
+        return response.status === 201 ? response : undefined;
+      },
+      "bob's turn slot to be released",
+      600,
+    );
+    expect(await json(mine)).toMatchObject({ duplicate: false });
+    // Alice's own limits are untouched by bob's inputs.
+    expect((await send(shared, alice, "alice", "alice-1")).status).toBe(201);
+    const days = async (sub: string): Promise<UsageDay[]> => (await usage(tenant, `/v1/usage?sub=${sub}`)).items;
+    expect((await days("bob")).map((d) => d.inputs)).toEqual([2]);
+    expect((await days("alice")).map((d) => d.inputs)).toEqual([1]);
+    // The tokens of bob's turn in alice's session count for bob.
+    await until(
+      async () => ((await days("bob"))[0]?.totalTokens ?? 0) > 0 || undefined,
+      "bob's tokens to be counted",
+      600,
+    );
+  }, 30_000);
+
   it("a retried request with the same Idempotency-Key does not reserve twice", async () => {
     const tenant = uniqueTenant("retry");
     await setLimits(tenant, { user: { inputsPerDay: 2 } });

@@ -18,10 +18,21 @@ export interface ShardRef {
   readonly key: string;
 }
 
+/** Users' shard keys this isolate computed (a hash each), at most KEYS_KEPT (then the map starts again). */
+const userKeys = new Map<string, string>();
+const KEYS_KEPT = 10_000;
+
 /** The shard of user `sub`; without one, the shard of session key `session` (any shard when there is none). */
 export function shardOf(tenant: string, sub: string | undefined, session: string | undefined): ShardRef {
-  if (sub !== undefined)
-    return { tenant, key: `u.${createHash("sha256").update(sub).digest("base64url").slice(0, 22)}` };
+  if (sub !== undefined) {
+    let key = userKeys.get(sub);
+    if (key === undefined) {
+      key = `u.${createHash("sha256").update(sub).digest("base64url").slice(0, 22)}`;
+      if (userKeys.size >= KEYS_KEPT) userKeys.clear();
+      userKeys.set(sub, key);
+    }
+    return { tenant, key };
+  }
   let h = 0x811c9dc5;
   const text = session ?? crypto.randomUUID();
   for (let i = 0; i < text.length; i++) {
