@@ -336,10 +336,16 @@ async function measure(
   }
   if (wrong.length > 0) failures.push(`${wrong.length} inputs not stored exactly once (first: ${wrong[0]})`);
   if (run === "limits") {
-    const usage = await api(dev.base, "GET", "/v1/usage", setup.operator);
+    // The tenant's usage is what its shards forwarded (each at most FORWARD_MS behind): read until it holds every
+    // input, for at most 30 s.
     const metered = new Map<string, number>();
-    for (const day of (usage.json["items"] as { sub: string | null; inputs: number }[] | undefined) ?? [])
-      metered.set(day.sub ?? "(tenant)", (metered.get(day.sub ?? "(tenant)") ?? 0) + day.inputs);
+    for (let tries = 0; tries < 60 && (metered.get("(tenant)") ?? 0) < inputs + warmup; tries++) {
+      if (tries > 0) await new Promise((resolve) => setTimeout(resolve, 500));
+      const usage = await api(dev.base, "GET", "/v1/usage", setup.operator);
+      metered.clear();
+      for (const day of (usage.json["items"] as { sub: string | null; inputs: number }[] | undefined) ?? [])
+        metered.set(day.sub ?? "(tenant)", (metered.get(day.sub ?? "(tenant)") ?? 0) + day.inputs);
+    }
     for (let i = 0; i <= sessions; i++) {
       const sent = i === sessions ? warmup : plan.filter((p) => p.session === i).length;
       if ((metered.get(`user-${i}`) ?? 0) !== sent)

@@ -330,7 +330,7 @@ describe("limits", () => {
         return days.find((d) => d.sub === null)?.inputs === 48 ? days : undefined;
       },
       "the shards' counts to reach the tenant's totals",
-      600,
+      1_000,
     );
   }, 60_000);
 
@@ -723,11 +723,15 @@ describe("limits", () => {
     expect(await lastSeq(tenant, hooks)).toBe(seq);
     expect(await json(await inbound("msg_in_1"))).toMatchObject({ duplicate: true });
     expect(await json(await webhook("msg_wh_1"))).toMatchObject({ duplicate: true });
-    // The tenant's totals are its shards' forwarded counts (about a second behind them).
-    await until(async () => {
-      const days = (await usage(tenant, "/v1/usage")).items;
-      return days.find((d) => d.sub === null)?.inputs === 4 ? days : undefined;
-    }, "the shards' counts to reach the tenant's totals");
+    // The tenant's totals are its shards' forwarded counts (at most a few seconds behind them).
+    await until(
+      async () => {
+        const days = (await usage(tenant, "/v1/usage")).items;
+        return days.find((d) => d.sub === null)?.inputs === 4 ? days : undefined;
+      },
+      "the shards' counts to reach the tenant's totals",
+      1_000,
+    );
   }, 60_000);
 
   it("concurrentTurns holds a slot while a turn runs and releases it when the turn ends", async () => {
@@ -769,15 +773,19 @@ describe("limits", () => {
     // A client token (no user) counts for the tenant only.
     const clientSession = await createSession(tenant, await token(tenant, "client"));
     expect((await send(clientSession, await token(tenant, "client"), "four", undefined, 10)).status).toBe(201);
-    const all = await until(async () => {
-      const page = await usage(tenant, "/v1/usage");
-      const users = page.items.filter((d) => d.sub !== null);
-      return users.length === 2 &&
-        users.every((d) => d.totalTokens > 0) &&
-        (page.items.find((d) => d.sub === null)?.totalTokens ?? 0) > users.reduce((n, d) => n + d.totalTokens, 0)
-        ? page
-        : undefined;
-    }, "every turn's usage to settle");
+    const all = await until(
+      async () => {
+        const page = await usage(tenant, "/v1/usage");
+        const users = page.items.filter((d) => d.sub !== null);
+        return users.length === 2 &&
+          users.every((d) => d.totalTokens > 0) &&
+          (page.items.find((d) => d.sub === null)?.totalTokens ?? 0) > users.reduce((n, d) => n + d.totalTokens, 0)
+          ? page
+          : undefined;
+      },
+      "every turn's usage to settle",
+      1_000,
+    );
     expect(all.to).toBe(today());
     const byUser = new Map(all.items.map((d) => [d.sub, d]));
     expect(byUser.get("alice")).toMatchObject({ day: today(), inputs: 2 });
@@ -820,11 +828,15 @@ describe("metering", () => {
     try {
       for (const text of ["one", "two"]) expect((await send(as, alice, text, undefined, 10)).status).toBe(201);
       expect((await send(cs, client, "three", undefined, 10)).status).toBe(201);
-      const page = await until(async () => {
-        const read = await usage(tenant, "/v1/usage");
-        const total = read.items.find((d) => d.sub === null);
-        return total?.inputs === 3 && read.items.find((d) => d.sub === "alice")?.inputs === 2 ? read : undefined;
-      }, "every turn's usage to be metered");
+      const page = await until(
+        async () => {
+          const read = await usage(tenant, "/v1/usage");
+          const total = read.items.find((d) => d.sub === null);
+          return total?.inputs === 3 && read.items.find((d) => d.sub === "alice")?.inputs === 2 ? read : undefined;
+        },
+        "every turn's usage to be metered",
+        1_000,
+      );
       // Nothing limited: no admission call; the sessions' settle reports are the only calls, batched: a session sends
       // what its turns settled at most once per batch window (limits/meter.ts), so never more calls than inputs, and at
       // least one per session.

@@ -133,10 +133,14 @@ describe("session incarnations", () => {
     };
 
     const firstPendingId = await run();
-    const firstUsage = await until(async () => {
-      const usage = await tenantUsage(tenant);
-      return usage.totalTokens > 0 ? usage : undefined;
-    }, "the first incarnation's usage");
+    const firstUsage = await until(
+      async () => {
+        const usage = await tenantUsage(tenant);
+        return usage.totalTokens > 0 ? usage : undefined;
+      },
+      "the first incarnation's usage",
+      1_000,
+    );
     expect(firstUsage.inputs).toBe(1);
     await remove(tenant, name);
 
@@ -154,10 +158,14 @@ describe("session incarnations", () => {
     expect(secondPendingId).not.toBe(firstPendingId);
     // The Idempotency-Key `same` was the old incarnation's: a new key here, counted; and the new
     // incarnation's model usage is metered on top of the old one's.
-    const secondUsage = await until(async () => {
-      const usage = await tenantUsage(tenant);
-      return usage.totalTokens > firstUsage.totalTokens ? usage : undefined;
-    }, "the second incarnation's usage");
+    const secondUsage = await until(
+      async () => {
+        const usage = await tenantUsage(tenant);
+        return usage.totalTokens > firstUsage.totalTokens ? usage : undefined;
+      },
+      "the second incarnation's usage",
+      1_000,
+    );
     expect(secondUsage.inputs).toBe(2);
     expect(secondUsage.totalTokens).toBe(2 * firstUsage.totalTokens);
   });

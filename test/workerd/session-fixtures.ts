@@ -156,8 +156,8 @@ export async function ok<T>(
 }
 
 /** Poll `predicate` between macrotasks; fails (without asserting any time) after many rounds. */
-export async function until(predicate: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  for (let round = 0; round < 2000; round += 1) {
+export async function until(predicate: () => boolean | Promise<boolean>, what: string, rounds = 2000): Promise<void> {
+  for (let round = 0; round < rounds; round += 1) {
     if (await predicate()) return;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, 2);

@@ -30,7 +30,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { LimitName, LimitSet, LimitsBody, LimitsResponse, UsageDay, UsageModelDay } from "../../api/limits.js";
 import type { Env } from "../env.js";
-import { hostClock, hostReport, meterBatchMs } from "../platform/host-config.js";
+import { hostClock, hostReport } from "../platform/host-config.js";
 import { costRefusal, Counts, dayOf, dayRefusal, nextDay, secondsUntil, TENANT, type CountRow } from "./counts.js";
 import {
   Held,
@@ -115,6 +115,8 @@ export interface ForwardBatch {
   readonly seq: number;
   readonly rows: readonly CountRow[];
   readonly back: readonly LeaseReturn[];
+  /** The shard checks the tenant's tokensPerDay or costPerMonthUsd: answer with the tenant's totals. */
+  readonly totals?: true;
 }
 
 export interface LimitsRpc {
@@ -140,9 +142,14 @@ export interface LimitsRpc {
   flush(): Promise<void>;
   /** Lease units of the tenant's limits to `shard` (none asked: the tenant's totals only). */
   lease(shard: string, asks: readonly LeaseAsk[]): Promise<LeaseAnswer>;
-  forward(shard: string, batch: ForwardBatch): Promise<TenantTotals>;
+  forward(shard: string, batch: ForwardBatch): Promise<TenantTotals | undefined>;
 }
 
+/**
+ * How long a shard's counts wait to be forwarded to the tenant's object, ms: a busy shard sends one batch per window,
+ * so the tenant's object hears from each active shard at most once per window, not once per input.
+ */
+export const FORWARD_MS = 5_000;
 /** How old the tenant's totals a shard checks tokensPerDay and costPerMonthUsd against may be, ms. */
 export const TOTALS_MS = 10_000;
 /** How long a shard refuses without asking again after the tenant granted nothing, ms. */
@@ -183,6 +190,9 @@ export class LimitsObject extends DurableObject<Env> {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #alarmAt: number | undefined;
   #attempt = 0;
+  #poolPrunedAt = 0;
+  /** Whether this shard checks the tenant's tokensPerDay or costPerMonthUsd (its forwards then ask for the totals). */
+  #checksTotals = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -361,7 +371,8 @@ export class LimitsObject extends DurableObject<Env> {
     if (tenant.concurrentTurns !== undefined) leased("slots", "", tenant.concurrentTurns);
     if (asked === "input" && tenant.inputsPerDay !== undefined) leased("inputs", day, tenant.inputsPerDay);
     if (dry !== undefined) return { type: "refuse", refusal: dry };
-    if (tenant.tokensPerDay !== undefined || tenant.costPerMonthUsd !== undefined) {
+    this.#checksTotals = tenant.tokensPerDay !== undefined || tenant.costPerMonthUsd !== undefined;
+    if (this.#checksTotals) {
       const totals = this.#totals;
       if (totals === undefined || totals.day !== day || now - totals.at >= TOTALS_MS) return { type: "need", asks };
       const gained = this.#counts.gained;
@@ -503,7 +514,8 @@ export class LimitsObject extends DurableObject<Env> {
     return { granted, totals: this.#totalsNow() };
   }
 
-  forward(shard: string, batch: ForwardBatch): TenantTotals {
+  /** Add a shard's batch (once: batches are numbered); the tenant's totals when the shard checks against them. */
+  forward(shard: string, batch: ForwardBatch): TenantTotals | undefined {
     const sql = this.ctx.storage.sql;
     const now = hostClock().now();
     const last = Number(sql.exec("SELECT seq FROM forwarded WHERE shard = ?", shard).toArray()[0]?.["seq"] ?? -1);
@@ -516,9 +528,12 @@ export class LimitsObject extends DurableObject<Env> {
         batch.seq,
       );
     }
-    this.#counts.prune(now);
-    this.#pool.prune(dayOf(now), Math.floor(now / 60_000));
-    return this.#totalsNow();
+    if (now - this.#poolPrunedAt >= 3_600_000) {
+      this.#poolPrunedAt = now;
+      this.#counts.prune(now);
+      this.#pool.prune(dayOf(now), Math.floor(now / 60_000));
+    }
+    return batch.totals === true ? this.#totalsNow() : undefined;
   }
 
   #totalsNow(): TenantTotals {
@@ -541,7 +556,7 @@ export class LimitsObject extends DurableObject<Env> {
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       void this.flush();
-    }, meterBatchMs(1_000));
+    }, FORWARD_MS);
     this.#arm(hostClock().now() + IDLE_MS);
   }
 
@@ -583,7 +598,12 @@ export class LimitsObject extends DurableObject<Env> {
         const seq = Number(
           sql.exec("SELECT coalesce(max(seq), 0) + 1 AS seq FROM forwarded WHERE shard = ''").one()["seq"],
         );
-        const body = JSON.stringify({ seq, rows, back } satisfies ForwardBatch);
+        const body = JSON.stringify({
+          seq,
+          rows,
+          back,
+          ...(this.#checksTotals ? { totals: true } : {}),
+        } satisfies ForwardBatch);
         sql.exec("INSERT INTO forward_sent (seq, body) VALUES (?, ?)", seq, body);
         sql.exec(
           "INSERT INTO forwarded (shard, seq) VALUES ('', ?) ON CONFLICT (shard) DO UPDATE SET seq = excluded.seq",
@@ -597,7 +617,7 @@ export class LimitsObject extends DurableObject<Env> {
         const totals = await limitsStub(this.env, self.tenant).forward(self.key, batch);
         sql.exec("DELETE FROM forward_sent WHERE seq = ?", batch.seq);
         this.#inFlight = { tokens: 0, cost: 0 };
-        this.#heard(totals, hostClock().now());
+        if (totals !== undefined) this.#heard(totals, hostClock().now());
         this.#attempt = 0;
       } catch (error) {
         hostReport({ type: "harness", report: error });
