@@ -21,8 +21,6 @@ import { CommitLine } from "../../core/line.js";
 import { initialValue, type Harness, type InitialValue } from "../../core/harness.js";
 import type { Clock } from "../../core/host.js";
 import type { Id } from "../../storage/records.js";
-import { storedVersion } from "../../storage/migrations.js";
-import type { SqlHost } from "../../storage/sql.js";
 import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
 import { directoryStub } from "../directory/object.js";
 import { DirectoryLink, mergeMetadata, type DirectoryMeta } from "./directory-link.js";
@@ -68,21 +66,13 @@ import { sessionProfiles } from "./profile-source.js";
 import { expireIdle, SessionRetention, type RetentionView } from "./retention.js";
 import type { ImportResponse } from "../../api/transfer.js";
 import { exportStream, importInto, sessionExportHeader } from "./transfer.js";
-
-/**
- * Whether the session was created: its schema exists and the creating commit (root conversation and
- * initial values, one atomic batch) is durable, so a conversation row exists (conversations are only
- * ever tombstoned, never removed). Reads only, so asking writes nothing.
- */
-export function sessionCreated(host: SqlHost): boolean {
-  if (storedVersion(host) === 0) return false;
-  return host.sql.exec("SELECT 1 AS found FROM conversations LIMIT 1").toArray().length > 0;
-}
+import { CreatedCheck, sessionCreated } from "./created.js";
 
 export class SessionObject extends DurableObject<Env> {
   readonly #clock: Clock;
   readonly #version: string;
   readonly #alarms: AlarmPlan;
+  readonly #created: CreatedCheck;
   /**
    * Opening, creating and reopening run one at a time (two creates must not both write a root). A FIFO
    * of its own, not the harness's line: the harness does not exist yet while it is being opened.
@@ -116,6 +106,7 @@ export class SessionObject extends DurableObject<Env> {
     setLogLevel(env.LOG_LEVEL);
     this.#clock = hostClock();
     this.#version = deployedVersion(env);
+    this.#created = new CreatedCheck(ctx.storage);
     this.#alarms = new AlarmPlan(
       {
         set: (at) => this.#alarmWrite(ctx.storage.setAlarm(at)),
@@ -196,14 +187,14 @@ export class SessionObject extends DurableObject<Env> {
    */
   create(config: CreateConfig = {}): Promise<{ readonly created: boolean }> {
     return this.#lifecycle.run(async () => {
-      if (sessionCreated(this.ctx.storage)) return { created: false };
+      if (this.#created.created) return { created: false };
       await this.#open(config.rootValues ?? []);
       return { created: true };
     });
   }
 
   exists(): boolean {
-    return sessionCreated(this.ctx.storage);
+    return this.#created.created;
   }
 
   /**
@@ -211,7 +202,7 @@ export class SessionObject extends DurableObject<Env> {
    * this session's limits reservations by. Undefined when the session does not exist or predates incarnations.
    */
   async incarnation(): Promise<string | undefined> {
-    if (!sessionCreated(this.ctx.storage)) return undefined;
+    if (!this.#created.created) return undefined;
     return (await this.#acquire()).incarnation;
   }
 
@@ -276,7 +267,7 @@ export class SessionObject extends DurableObject<Env> {
       this.#lifecycle.run(async () => {
         const models = await this.#modelsOf();
         const config = normalizeConfig(body, defaultModel(this.env), models);
-        if (sessionCreated(this.ctx.storage)) {
+        if (this.#created.created) {
           // Another user's session answers as an unknown one does, and nothing changes (identity/user-access.ts).
           if (where?.owner !== undefined && where.granted !== true && readOwner(this.ctx.storage.kv) !== where.owner)
             throw new SessionNotFound();
@@ -395,7 +386,7 @@ export class SessionObject extends DurableObject<Env> {
    * identity/user-access.ts.
    */
   reaches(sub: string, creating: boolean): boolean {
-    return ownerReaches(this.ctx.storage.kv, sessionCreated(this.ctx.storage), sub, creating);
+    return ownerReaches(this.ctx.storage.kv, this.#created.created, sub, creating);
   }
 
   /** The directory title, labels and metadata (undefined: not created over HTTP). */
@@ -406,21 +397,19 @@ export class SessionObject extends DurableObject<Env> {
   /** GET /v1/sessions/{session}: the directory title, labels and metadata, and the retention (undefined: none). */
   details(): { readonly meta?: DirectoryMeta; readonly retention?: RetentionView } {
     const meta = this.#directory.meta();
-    const retention = sessionCreated(this.ctx.storage) ? this.#retention.view() : undefined;
+    const retention = this.#created.created ? this.#retention.view() : undefined;
     return { ...(meta === undefined ? {} : { meta }), ...(retention === undefined ? {} : { retention }) };
   }
 
   /** The template this session was created from (what its users may set), and whether it exists. */
   templateBinding(): { readonly exists: boolean; readonly binding?: TemplateBinding } {
-    const binding = sessionCreated(this.ctx.storage)
-      ? this.ctx.storage.kv.get<TemplateBinding>(TEMPLATE_KEY)
-      : undefined;
-    return { exists: sessionCreated(this.ctx.storage), ...(binding === undefined ? {} : { binding }) };
+    const binding = this.#created.created ? this.ctx.storage.kv.get<TemplateBinding>(TEMPLATE_KEY) : undefined;
+    return { exists: this.#created.created, ...(binding === undefined ? {} : { binding }) };
   }
 
   /** A revocation from the tenant's directory: close `sub`'s watches issued before `before` (Unix seconds). */
   closeWatches(sub: string, before: number): { readonly closed: number } {
-    return sessionCreated(this.ctx.storage) ? this.#watches.revoke(sub, before) : { closed: 0 };
+    return this.#created.created ? this.#watches.revoke(sub, before) : { closed: 0 };
   }
 
   /**
@@ -441,7 +430,7 @@ export class SessionObject extends DurableObject<Env> {
   #destroy(where?: SessionAt, erased?: ErasedOwner): Promise<Outcome<{ readonly deleted: boolean }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
-        if (!sessionCreated(this.ctx.storage)) {
+        if (!this.#created.created) {
           if (where !== undefined && (await this.#directory.orphaned(where))) return { deleted: true };
           throw new SessionNotFound();
         }
@@ -464,6 +453,7 @@ export class SessionObject extends DurableObject<Env> {
         const row = this.#directory.snapshot();
         await this.ctx.storage.deleteAlarm();
         await this.ctx.storage.deleteAll();
+        this.#created.wiped();
         this.#alarms.cleared(this.#clock.now());
         this.#retention.cleared();
         this.#meter.cleared();
@@ -506,7 +496,8 @@ export class SessionObject extends DurableObject<Env> {
   ): Promise<Outcome<ImportResponse>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
-        return importInto(this.ctx.storage, where.session, body, sessionCreated, async (header) => {
+        // Staged rows may be seen (and remembered) as a created session until the import ends or wipes them.
+        const imported = importInto(this.ctx.storage, where.session, body, sessionCreated, async (header) => {
           this.#creatingFor = where.tenant;
           await this.#open(undefined);
           await this.#directory.created({
@@ -518,6 +509,7 @@ export class SessionObject extends DurableObject<Env> {
             metadata: header.metadata,
           });
         });
+        return imported.finally(() => this.#created.wiped());
       }),
     );
   }
@@ -559,7 +551,7 @@ export class SessionObject extends DurableObject<Env> {
       // The runtime consumed the alarm that fired; a heartbeat moves on while work is in flight.
       this.#alarms.fired(this.#clock.now());
       this.#watches.sweep();
-      if (sessionCreated(this.ctx.storage)) {
+      if (this.#created.created) {
         // Opening attaches unless the durable fault record says not to auto-drive the session.
         await this.#acquire();
       }
@@ -637,7 +629,7 @@ export class SessionObject extends DurableObject<Env> {
         .close(BACKGROUND_CONTEXT)
         .catch((error: unknown) => hostReport({ type: "harness", report: error }));
     }
-    if (!sessionCreated(this.ctx.storage)) throw new SessionNotFound();
+    if (!this.#created.created) throw new SessionNotFound();
     return this.#open(undefined);
   }
 
