@@ -78,6 +78,27 @@ describe("LimitsObject", () => {
     ]);
   });
 
+  it("a user erased before its shard forwarded still counts in the tenant's totals, and nowhere by name", async () => {
+    installSeams();
+    const { tenant, shard, at } = limitsOf("erase");
+    const limits = await tenant.setLimits({ user: { inputsPerDay: 10 } });
+    const usage = [{ key: "s1\n3", input: 4, output: 2, totalTokens: 6, cost: 0.25 }];
+    // One input forwarded, then one more and its usage counted but not forwarded when the user is erased.
+    expect(
+      await shard.admitInput(at, { key: "s1\na", session: "s1", sub: "alice", keyed: true, leaseMs: 60_000 }, limits),
+    ).toMatchObject({ ok: true, reserved: true });
+    await shard.flush();
+    expect(
+      await shard.admitInput(at, { key: "s1\nb", session: "s1", sub: "alice", keyed: true, leaseMs: 60_000 }, limits),
+    ).toMatchObject({ ok: true, reserved: true });
+    expect(await shard.settle([{ session: "s1", usage, finished: [] }], at)).toEqual({ settled: 1, released: 0 });
+    expect((await tenant.eraseUser("alice", at.tenant)).rows).toBeGreaterThan(0);
+    await shard.flush();
+    const read = await tenant.usage({ from: "1970-01-01", to: "2999-12-31" });
+    expect(read.items.map((d) => [d.sub, d.inputs, d.totalTokens, d.costUsd])).toEqual([[null, 2, 6, 0.25]]);
+    expect(read.models.map((m) => [m.sub, m.calls, m.totalTokens])).toEqual([[null, 1, 6]]);
+  });
+
   it("A tenant-wide quota leased to shards is never exceeded, and units a shard holds idle go back", async () => {
     const seams = installSeams();
     const { tenant, name } = limitsOf("pool");

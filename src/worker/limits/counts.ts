@@ -103,6 +103,16 @@ export class Counts {
       PRIMARY KEY (scope, day, model))`);
   }
 
+  /**
+   * The scopes what `scope` (a user's; "": none) counts in. In a shard, a user's rows stand for the tenant's too (the
+   * tenant's object adds a forwarded user row to both: `apply`), so a shard writes the tenant's rows only for what no
+   * user counts; the tenant's object (legacy reports) writes both.
+   */
+  #scopes(scope: string): readonly string[] {
+    if (scope === "") return [TENANT];
+    return this.forwarding ? [scope] : [TENANT, scope];
+  }
+
   /** Whether the reservation `key` exists (a retried request finds it and reserves nothing more). */
   reserved(key: string): boolean {
     return this.#sql.exec("SELECT 1 AS found FROM reservations WHERE key = ?", key).toArray().length > 0;
@@ -121,7 +131,7 @@ export class Counts {
       now,
       now + reservation.leaseMs,
     );
-    for (const s of reservation.scope === "" ? [TENANT] : [TENANT, reservation.scope]) this.add(s, day, { inputs: 1 });
+    for (const s of this.#scopes(reservation.scope)) this.add(s, day, { inputs: 1 });
     if (sub !== undefined && this.#sessionUser(reservation.session) !== sub) {
       this.#sql.exec(
         "INSERT INTO session_users (session, sub) VALUES (?, ?) ON CONFLICT (session) DO UPDATE SET sub = excluded.sub",
@@ -139,7 +149,7 @@ export class Counts {
     if (row === undefined) return undefined;
     const scope = String(row["scope"]);
     const day = String(row["day"]);
-    for (const s of scope === "" ? [TENANT] : [TENANT, scope]) this.add(s, day, { inputs: -1 });
+    for (const s of this.#scopes(scope)) this.add(s, day, { inputs: -1 });
     return day;
   }
 
@@ -187,7 +197,7 @@ export class Counts {
   settle(report: SettleReport, now: number, day: string): { readonly settled: number; readonly released: number } {
     const sql = this.#sql;
     const sub = this.#sessionUser(report.session) ?? report.owner;
-    const scopes = sub === undefined ? [TENANT] : [TENANT, `u:${sub}`];
+    const scopes = this.#scopes(sub === undefined ? "" : `u:${sub}`);
     let settled = 0;
     for (const item of report.usage) {
       if (this.#seen(item.key, now)) continue;
@@ -324,16 +334,20 @@ export class Counts {
     );
     if (!this.forwarding) return;
     this.#keep(scope, day, "", { calls: 0, ...delta });
-    if (scope === TENANT) {
-      this.#gained.tokens += delta.total ?? 0;
-      this.#gained.cost += delta.cost ?? 0;
-    }
+    // Every row a shard writes is also the tenant's (#scopes).
+    this.#gained.tokens += delta.total ?? 0;
+    this.#gained.cost += delta.cost ?? 0;
   }
 
-  /** Add what a forwarded row carries (the tenant's object: limits/object.ts `forward`). */
-  apply(row: CountRow): void {
-    if (row.model === "") this.add(row.scope, row.day, row);
-    else this.addModel(row.scope, row.day, row.model, { ...row, totalTokens: row.total });
+  /**
+   * Add what a forwarded row carries (the tenant's object: limits/object.ts `forward`); `implied`: a user's row counts
+   * for the tenant too (batches forwarded before shards wrote no tenant rows for users carry their own).
+   */
+  apply(row: CountRow, implied: boolean): void {
+    for (const scope of implied && row.scope !== TENANT ? [row.scope, TENANT] : [row.scope]) {
+      if (row.model === "") this.add(scope, row.day, row);
+      else this.addModel(scope, row.day, row.model, { ...row, totalTokens: row.total });
+    }
   }
 
   /** Keep what was added for the next forward. */
@@ -405,6 +419,15 @@ export class Counts {
     rows += sql.exec("DELETE FROM reservations WHERE scope = ? RETURNING key", scope).toArray().length;
     rows += sql.exec("DELETE FROM session_users WHERE sub = ? RETURNING session", sub).toArray().length;
     this.#sessionUsers.clear();
+    // What the user counted here and was not forwarded yet stays the tenant's (its sums name no user).
+    sql.exec(
+      `INSERT INTO outbox SELECT ?, day, model, calls, inputs, input_tokens, output_tokens, total_tokens, cost FROM outbox WHERE scope = ?
+       ON CONFLICT (scope, day, model) DO UPDATE SET calls = calls + excluded.calls, inputs = inputs + excluded.inputs,
+         input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens,
+         total_tokens = total_tokens + excluded.total_tokens, cost = cost + excluded.cost`,
+      TENANT,
+      scope,
+    );
     for (const table of ["usage_days", "usage_models", "minutes", "outbox"])
       rows += sql.exec(`DELETE FROM ${table} WHERE scope = ? RETURNING scope`, scope).toArray().length;
     return rows;

@@ -1,19 +1,19 @@
 /**
  * A session's side of its tenant's limits (docs/users.md "Limits and usage"): after each durable commit
- * it reports to the tenant's LimitsObject what the commit settled — the model usage rows it appended
- * (tokens and cost, each keyed by its element's seq so a repeated report counts once) and the inputs
- * whose result became final (their turn slot is released).
+ * it reports to a limits shard what the commit settled — the model usage rows it appended (tokens and cost, each
+ * keyed by its element's seq so a repeated report counts once) to the shard of the user who pays, and the inputs whose
+ * result became final (their turn slot is released) to the shard that reserved them.
  *
  * Reports are durable until acknowledged: each is kept in the session object's KV storage and deleted only when the
- * LimitsObject answers. They are batched: a report rides the session's next input reservation (`carry`: the
+ * shard answers. They are batched: a report rides the session's next input reservation (`carry`: the
  * admission call settles them first, so a session that keeps receiving inputs settles its turns without a call of its
  * own), or is sent with every other pending report in one `settle` call once BATCH_MS passed without one. A report
  * that releases a turn slot a `concurrentTurns` limit counts is sent at once (a user waiting for a slot does not wait
  * for the batch). A send that fails is retried from the session's alarm (backing off up to RETRY_MAX_MS), and on the
- * next open. The LimitsObject de-duplicates usage by key, so a resend counts nothing twice.
+ * next open. The shard de-duplicates usage by key, so a resend counts nothing twice.
  *
  * Metering always runs: a tenant without limits is reported to as well (its usage by user, day and model is what
- * `GET /v1/usage` reads, at most BATCH_MS behind). A commit reports only when it settled something. A session created
+ * `GET /v1/usage` reads once the shards forward it). A commit reports only when it settled something. A session created
  * over RPC (no tenant) and a commit with neither report nothing.
  */
 import type { CommittedBatch } from "../../core/session-types.js";

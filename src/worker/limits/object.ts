@@ -117,6 +117,8 @@ export interface ForwardBatch {
   readonly back: readonly LeaseReturn[];
   /** The shard checks the tenant's tokensPerDay or costPerMonthUsd: answer with the tenant's totals. */
   readonly totals?: true;
+  /** A user's row counts for the tenant too (the shard wrote no tenant row for it); absent in older batches. */
+  readonly implied?: true;
 }
 
 export interface LimitsRpc {
@@ -497,9 +499,13 @@ export class LimitsObject extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     for (const row of sql.exec("SELECT seq, body FROM forward_sent").toArray()) {
       const batch = JSON.parse(String(row["body"])) as ForwardBatch;
-      const kept = batch.rows.filter((r) => r.scope !== `u:${sub}`);
-      if (kept.length === batch.rows.length) continue;
-      rows += batch.rows.length - kept.length;
+      // The user's rows go; in a batch whose user rows count for the tenant too, they stay the tenant's.
+      const gone = batch.rows.filter((r) => r.scope === `u:${sub}`).length;
+      if (gone === 0) continue;
+      rows += gone;
+      const kept = batch.rows.flatMap((r) =>
+        r.scope !== `u:${sub}` ? [r] : batch.implied === true ? [{ ...r, scope: TENANT }] : [],
+      );
       sql.exec("UPDATE forward_sent SET body = ? WHERE seq = ?", JSON.stringify({ ...batch, rows: kept }), row["seq"]);
     }
     return { rows };
@@ -520,7 +526,7 @@ export class LimitsObject extends DurableObject<Env> {
     const now = hostClock().now();
     const last = Number(sql.exec("SELECT seq FROM forwarded WHERE shard = ?", shard).toArray()[0]?.["seq"] ?? -1);
     if (batch.seq > last) {
-      for (const row of batch.rows) this.#counts.apply(row);
+      for (const row of batch.rows) this.#counts.apply(row, batch.implied === true);
       this.#pool.returned(shard, batch.back, now);
       sql.exec(
         "INSERT INTO forwarded (shard, seq) VALUES (?, ?) ON CONFLICT (shard) DO UPDATE SET seq = excluded.seq",
@@ -602,6 +608,7 @@ export class LimitsObject extends DurableObject<Env> {
           seq,
           rows,
           back,
+          implied: true,
           ...(this.#checksTotals ? { totals: true } : {}),
         } satisfies ForwardBatch);
         sql.exec("INSERT INTO forward_sent (seq, body) VALUES (?, ?)", seq, body);
