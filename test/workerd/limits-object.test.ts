@@ -78,6 +78,37 @@ describe("LimitsObject", () => {
     ]);
   });
 
+  it("one call's reports count each element once, by day and by model, and the same call again counts nothing", async () => {
+    installSeams();
+    const { tenant, shard, at } = limitsOf("batch");
+    await tenant.setLimits({});
+    const usage = (seq: number, model: string, totalTokens: number) => ({
+      key: `s1\n${seq}`,
+      model,
+      input: totalTokens - 1,
+      output: 1,
+      totalTokens,
+      cost: totalTokens / 100,
+    });
+    const reports = [
+      { session: "s1", usage: [usage(3, "m1", 10), usage(4, "m2", 20)], finished: [{ key: "s1\n5", requestId: "a" }] },
+      // The second report repeats element 4 (a resend riding with newer ones): it counts once.
+      { session: "s1", usage: [usage(4, "m2", 20), usage(6, "m1", 30)], finished: [{ key: "s1\n7", requestId: "b" }] },
+    ];
+    expect(await shard.settle(reports, at)).toEqual({ settled: 3, released: 0 });
+    expect(await shard.settle(reports, at)).toEqual({ settled: 0, released: 0 });
+    await shard.flush();
+    const read = await tenant.usage({ from: "1970-01-01", to: "2999-12-31" });
+    expect(read.items.map((d) => [d.sub, d.inputs, d.inputTokens, d.outputTokens, d.totalTokens])).toEqual([
+      [null, 2, 57, 3, 60],
+    ]);
+    expect(read.items[0]?.costUsd).toBeCloseTo(0.6, 10);
+    expect(read.models.map((m) => [m.model, m.calls, m.totalTokens])).toEqual([
+      ["m1", 2, 40],
+      ["m2", 1, 20],
+    ]);
+  });
+
   it("a user erased before its shard forwarded still counts in the tenant's totals, and nowhere by name", async () => {
     installSeams();
     const { tenant, shard, at } = limitsOf("erase");

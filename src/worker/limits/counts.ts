@@ -35,6 +35,23 @@ function nextMonth(now: number): number {
   return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
 }
 
+/** Settled keys told per statement (two bound parameters each; SQLite binds at most 100). */
+const KEYS_PER_STATEMENT = 50;
+
+/** What a call's new elements add to a scope's day, or to a scope's model. */
+interface Sum {
+  calls: number;
+  inputs: number;
+  input: number;
+  output: number;
+  total: number;
+  cost: number;
+}
+
+function zero(): Sum {
+  return { calls: 0, inputs: 0, input: 0, output: 0, total: 0, cost: 0 };
+}
+
 /** What one usage element or input adds to a scope's day. */
 export interface Delta {
   readonly inputs?: number;
@@ -193,50 +210,89 @@ export class Counts {
     );
   }
 
-  /** Settle one session's report: usage once per key, finished inputs release their reservation. */
-  settle(report: SettleReport, now: number, day: string): { readonly settled: number; readonly released: number } {
+  /**
+   * Settle sessions' reports: usage once per key, finished inputs release their reservation. The keys are told in one
+   * statement (per KEYS_PER_STATEMENT), and what the new elements add is summed first, so a call writes each scope's
+   * day, and each scope's model, once however many reports it carries.
+   */
+  settle(
+    reports: readonly SettleReport[],
+    now: number,
+    day: string,
+  ): { readonly settled: number; readonly released: number } {
     const sql = this.#sql;
-    const sub = this.#sessionUser(report.session) ?? report.owner;
-    const scopes = this.#scopes(sub === undefined ? "" : `u:${sub}`);
+    const fresh = this.#fresh(
+      reports.flatMap((r) => [...r.usage.map((u) => u.key), ...r.finished.flatMap((f) => f.key ?? [])]),
+      now,
+    );
+    const days = new Map<string, Sum>();
+    const models = new Map<string, Sum & { readonly scope: string; readonly model: string }>();
+    const sum = <T extends Sum>(map: Map<string, T>, key: string, start: () => T): T => {
+      let one = map.get(key);
+      if (one === undefined) map.set(key, (one = start()));
+      return one;
+    };
     let settled = 0;
-    for (const item of report.usage) {
-      if (this.#seen(item.key, now)) continue;
-      for (const scope of scopes) {
-        this.add(scope, day, { input: item.input, output: item.output, total: item.totalTokens, cost: item.cost });
-        this.addModel(scope, day, item.model ?? "unknown", { calls: 1, ...item });
-      }
-      settled += 1;
-    }
     let released = 0;
-    for (const input of report.finished) {
-      if (input.key !== undefined && this.#seen(input.key, now)) continue;
-      const key = input.requestId === undefined ? undefined : `${report.session}\n${input.requestId}`;
-      const freed =
-        key !== undefined
-          ? sql.exec("UPDATE reservations SET active = 0 WHERE key = ? AND active = 1 RETURNING key", key).toArray()
-              .length
-          : sql
-              .exec(
-                "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1) RETURNING key",
-                report.session,
-              )
-              .toArray().length;
-      released += freed;
-      // An input no reservation counted (nothing was limited when it came) is metered now, once (by its key).
-      const reserved = freed > 0 || (key !== undefined && this.reserved(key));
-      if (!reserved && input.key !== undefined) for (const scope of scopes) this.add(scope, day, { inputs: 1 });
+    for (const report of reports) {
+      const sub = this.#sessionUser(report.session) ?? report.owner;
+      const scopes = this.#scopes(sub === undefined ? "" : `u:${sub}`);
+      for (const item of report.usage) {
+        if (!fresh.delete(item.key)) continue;
+        const model = item.model ?? "unknown";
+        for (const scope of scopes) {
+          for (const one of [
+            sum(days, scope, zero),
+            sum(models, `${scope}\n${model}`, () => ({ ...zero(), scope, model })),
+          ]) {
+            one.calls += 1;
+            one.input += item.input;
+            one.output += item.output;
+            one.total += item.totalTokens;
+            one.cost += item.cost;
+          }
+        }
+        settled += 1;
+      }
+      for (const input of report.finished) {
+        if (input.key !== undefined && !fresh.delete(input.key)) continue;
+        const key = input.requestId === undefined ? undefined : `${report.session}\n${input.requestId}`;
+        const freed =
+          key !== undefined
+            ? sql.exec("UPDATE reservations SET active = 0 WHERE key = ? AND active = 1 RETURNING key", key).toArray()
+                .length
+            : sql
+                .exec(
+                  "UPDATE reservations SET active = 0 WHERE key = (SELECT key FROM reservations WHERE session = ? AND keyed = 0 AND active = 1 ORDER BY created_at LIMIT 1) RETURNING key",
+                  report.session,
+                )
+                .toArray().length;
+        released += freed;
+        // An input no reservation counted (nothing was limited when it came) is metered now, once (by its key).
+        const reserved = freed > 0 || (key !== undefined && this.reserved(key));
+        if (!reserved && input.key !== undefined) for (const scope of scopes) sum(days, scope, zero).inputs += 1;
+      }
     }
+    for (const [scope, one] of days) this.add(scope, day, one);
+    for (const one of models.values()) this.addModel(one.scope, day, one.model, { ...one, totalTokens: one.total });
     return { settled, released };
   }
 
-  /** Whether a report's element was counted before; if not, remember it now (kept KEEP_MS). */
-  #seen(key: string, now: number): boolean {
-    // One statement: the row is inserted (and returned) only when the key is new.
-    return (
-      this.#sql
-        .exec("INSERT INTO settled (key, at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key", key, now)
-        .toArray().length === 0
-    );
+  /** Which of `keys` were not counted before (each then remembered, kept KEEP_MS). */
+  #fresh(keys: readonly string[], now: number): Set<string> {
+    const fresh = new Set<string>();
+    for (let i = 0; i < keys.length; i += KEYS_PER_STATEMENT) {
+      const chunk = keys.slice(i, i + KEYS_PER_STATEMENT);
+      // A row is inserted (and returned) only when its key is new.
+      const rows = this.#sql
+        .exec(
+          `INSERT INTO settled (key, at) VALUES ${chunk.map(() => "(?, ?)").join(", ")} ON CONFLICT (key) DO NOTHING RETURNING key`,
+          ...chunk.flatMap((key) => [key, now]),
+        )
+        .toArray();
+      for (const row of rows) fresh.add(String(row["key"]));
+    }
+    return fresh;
   }
 
   usage(range: UsageRange): UsageCounts {
@@ -333,7 +389,7 @@ export class Counts {
       delta.cost ?? 0,
     );
     if (!this.forwarding) return;
-    this.#keep(scope, day, "", { calls: 0, ...delta });
+    this.#keep(scope, day, "", { ...delta, calls: 0 });
     // Every row a shard writes is also the tenant's (#scopes).
     this.#gained.tokens += delta.total ?? 0;
     this.#gained.cost += delta.cost ?? 0;

@@ -469,15 +469,7 @@ export class LimitsObject extends DurableObject<Env> {
 
   #settle(reports: readonly SettleReport[]): { readonly settled: number; readonly released: number } {
     const now = hostClock().now();
-    const day = dayOf(now);
-    let settled = 0;
-    let released = 0;
-    for (const report of reports) {
-      const one = this.#counts.settle(report, now, day);
-      settled += one.settled;
-      released += one.released;
-    }
-    return { settled, released };
+    return this.#counts.settle(reports, now, dayOf(now));
   }
 
   usage(range: UsageRange): UsageCounts {
