@@ -4,7 +4,7 @@
  * connection reset, percentiles, and the CPU time of the workerd process that runs the Worker under test.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -53,6 +53,8 @@ export interface Dev {
   /** How long wrangler dev took to answer /health. */
   upMs: number;
   tail: string;
+  /** wrangler dev's whole output (errors the Worker reported among it), kept after the run in the temp directory. */
+  readonly log: string;
   exited: boolean;
 }
 
@@ -124,10 +126,12 @@ async function startDevOnce(config: string | undefined, extra: readonly string[]
     dir,
     upMs: 0,
     tail: "",
+    log: `${dir}.log`,
     exited: false,
   };
   const keep = (d: Buffer): void => {
     dev.tail = (dev.tail + d.toString()).slice(-8_000);
+    appendFileSync(dev.log, d);
   };
   child.stdout?.on("data", keep);
   child.stderr?.on("data", keep);

@@ -399,15 +399,19 @@ async function cost(): Promise<void> {
   // Both Workers stay up through every round (only the one measured is busy), so rounds interleave.
   let floorDev: Dev | undefined;
   let picoDev: Dev | undefined;
+  let floorLog: string | undefined;
+  let picoLog: string | undefined;
   try {
     if (runs.includes("floor")) {
       floorDev = await startDev(join(root, "bench/floor/wrangler.jsonc"));
       devs.push(`floor ${(floorDev.upMs / 1000).toFixed(1)} s`);
+      floorLog = floorDev.log;
     }
     if (runs.some((name) => name !== "floor")) {
       // --profile: unminified, so the profile names functions (minifying changes parse time only).
       picoDev = await startDev(undefined, switches.has("profile") ? ["--minify=false"] : []);
       devs.push(`pico-edge ${(picoDev.upMs / 1000).toFixed(1)} s`);
+      picoLog = picoDev.log;
     }
     for (let round = 1; round <= rounds; round++) {
       for (const run of runs) {
@@ -494,7 +498,8 @@ async function cost(): Promise<void> {
     ].join("\n"),
   );
   if (failures.length > 0) {
-    process.stdout.write(`FAIL\n${failures.map((f) => `  ${f}`).join("\n")}\n`);
+    const logs = [floorLog, picoLog].flatMap((log) => (log === undefined ? [] : [`  wrangler dev's output: ${log}`]));
+    process.stdout.write(`FAIL\n${[...failures.map((f) => `  ${f}`), ...logs].join("\n")}\n`);
     process.exit(1);
   }
   process.stdout.write("PASS\n");

@@ -421,6 +421,36 @@ describe("limits", () => {
     }
   });
 
+  it("A failed read of the tenant's limits keeps the copy the isolate has: inputs are still admitted by it", async () => {
+    const tenant = uniqueTenant("limits-read");
+    await setLimits(tenant, { user: { inputsPerDay: 2 } });
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    const reports: unknown[] = [];
+    // Every admission reads the limits again, and every read fails.
+    setHostSeams({
+      limitsTtlMs: 0,
+      limitsCall: (t, method) => {
+        if (t === tenant && method === "limits") throw new Error("the tenant's limits are unreachable (test)");
+      },
+      report: (report) => reports.push(report),
+    });
+    try {
+      expect((await send(session, alice, "one", "a")).status).toBe(201);
+      expect((await send(session, alice, "two", "b")).status).toBe(201);
+      // Still limited by the copy: not "nothing limited".
+      const third = await send(session, alice, "three", "c");
+      expect(third.status).toBe(429);
+      expect(await json(third)).toMatchObject({ field: "user.inputsPerDay" });
+      expect(reports.map((r) => String((r as { report?: unknown }).report))).toContain(
+        "Error: the tenant's limits are unreachable (test)",
+      );
+    } finally {
+      setHostSeams({});
+    }
+    expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([2]);
+  });
+
   it("An accepted input stays counted when its request fails", async () => {
     const tenant = uniqueTenant("failed");
     await setLimits(tenant, { user: { inputsPerDay: 1 } });

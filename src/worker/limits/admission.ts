@@ -16,7 +16,7 @@ import { limitsStub, shardOf, shardStub } from "./shards.js";
 import { Problem } from "../problems.js";
 import type { Claims } from "../schemas.js";
 import type { ScheduleAdmission } from "../../kinds/schedule.js";
-import { hostReport } from "../platform/host-config.js";
+import { hostReport, limitsTtlMs } from "../platform/host-config.js";
 import type { LimitsMeter } from "./meter.js";
 
 /** How long an isolate uses its copy of a tenant's limits before it reads them again, ms. */
@@ -33,19 +33,31 @@ export function limited(limits: LimitsResponse): boolean {
   return Object.keys(limits.user).length > 0 || Object.keys(limits.tenant).length > 0;
 }
 
-/** The tenant's limits as this isolate knows them (one read in flight per tenant). */
+/** After a failed read, how long the isolate uses the copy it has before it reads again, ms. */
+const RETRY_READ_MS = 1_000;
+
+/**
+ * The tenant's limits as this isolate knows them (one read in flight per tenant). A read that fails is an outage, not
+ * "nothing limited": the isolate keeps using the copy it has (reporting the failure, reading again after
+ * RETRY_READ_MS); only without any copy does the request fail.
+ */
 export async function limitsOf(env: Env, tenant: string): Promise<LimitsResponse> {
   const copy = copies.get(tenant);
-  if (copy !== undefined && Date.now() - copy.at < LIMITS_TTL_MS) return copy.limits;
+  if (copy !== undefined && Date.now() - copy.at < limitsTtlMs(LIMITS_TTL_MS)) return copy.limits;
   let read = reading.get(tenant);
   if (read === undefined) {
-    read = limitsStub(env, tenant)
-      .limits()
-      .then((limits) => {
+    read = (async () => {
+      try {
+        const limits = await limitsStub(env, tenant).limits();
         remember(tenant, limits);
         return limits;
-      })
-      .finally(() => reading.delete(tenant));
+      } catch (error) {
+        if (copy === undefined) throw error;
+        hostReport({ type: "harness", report: error });
+        copies.set(tenant, { limits: copy.limits, at: Date.now() - limitsTtlMs(LIMITS_TTL_MS) + RETRY_READ_MS });
+        return copy.limits;
+      }
+    })().finally(() => reading.delete(tenant));
     reading.set(tenant, read);
   }
   return read;

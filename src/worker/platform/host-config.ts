@@ -49,6 +49,8 @@ export interface HostSeams {
   readonly fetch?: (request: Request) => Promise<Response>;
   /** How long a session's copy of its tenant's tool catalog is used before it is read again, ms. */
   readonly catalogTtlMs?: number;
+  /** How long an isolate's copy of a tenant's limits is used before it is read again, ms (limits/admission.ts). */
+  readonly limitsTtlMs?: number;
   /** Runs right after a session's creating commit, before its template binding and directory link: a throw cuts the create there. */
   readonly afterCreateCommit?: () => void;
   /** Runs right after a delete wiped the session's storage, before its directory unlink: a throw cuts the delete there. */
@@ -83,6 +85,11 @@ export function deployedVersion(env: Env): string {
 /** The observer of LimitsObject calls, when a test set one. */
 export function limitsCallSeam(): ((tenant: string, method: string, shard: string | undefined) => void) | undefined {
   return seams.limitsCall;
+}
+
+/** How long an isolate's copy of a tenant's limits is used (`fallback` unless a test set it). */
+export function limitsTtlMs(fallback: number): number {
+  return seams.limitsTtlMs ?? fallback;
 }
 
 /** How long a usage report waits for a reservation to carry it (limits/meter.ts). */
