@@ -24,6 +24,11 @@
  * the CPU of one more ?wait request for an input already answered (200 of them, after the measured phase)
  * and of creating a session.
  *
+ * Deferred work: what a run leaves for later (a session's usage-report backstop alarm a minute on, which wakes it;
+ * a limits shard's idle give-back and forwards) would otherwise land in the next run's figures. After its checks
+ * each run waits, sending nothing, until DRAIN_MS after its measured phase, and prints the Worker's CPU over that
+ * wait per input ("deferred") and the ratio to the floor with it counted (--no-drain skips the wait).
+ *
  * Checks, after the measured phase: every input accepted once and answered `done`; every session holds each of
  * its inputs exactly once (pico-edge: its transcript's user entries; the floor: its rows, each with one
  * answer); with limits, GET /v1/usage meters exactly the inputs sent per user. Prints the table, the load
@@ -56,7 +61,9 @@ import { flags } from "./dev-secrets.ts";
 import { product } from "./bench-load-product.ts";
 import { startProfile, summarize, type Profiling } from "./bench-load-profile.ts";
 
-const SWITCHES = ["floor", "product", "profile"];
+const SWITCHES = ["floor", "product", "profile", "no-drain"];
+/** How long after its measured phase a run's deferred work is counted: the session meter's one-minute backstop, and 5 s. */
+const DRAIN_MS = 65_000;
 const argv = process.argv.slice(2);
 const switches = new Set(argv.filter((arg) => SWITCHES.includes(arg.slice(2))).map((arg) => arg.slice(2)));
 const args = flags(argv.filter((arg) => !SWITCHES.includes(arg.slice(2))));
@@ -100,6 +107,8 @@ interface Row {
   readonly accept: [number, number];
   readonly answer: [number, number];
   readonly workerCpuMsPerInput: number;
+  /** The Worker's CPU while the run's deferred work ran (nothing sent), per input; NaN with --no-drain. */
+  readonly deferredCpuMsPerInput: number;
   readonly proxyCpuMsPerInput: number;
   /** Creating a session (PUT), after the first `concurrency` of them. */
   readonly setupCpuMsPerSession: number;
@@ -355,6 +364,14 @@ async function measure(
       failures.push(`tenant: ${inputs + warmup} inputs, ${metered.get("(tenant)") ?? 0} metered`);
   }
 
+  // The run's deferred work, while nothing is sent (from after the checks to DRAIN_MS after the measured phase).
+  let deferred = Number.NaN;
+  if (!switches.has("no-drain")) {
+    const before = cpuMs(runtime.worker);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + runMs + DRAIN_MS - Date.now())));
+    deferred = cpuMs(runtime.worker) - before;
+  }
+
   const acceptLatency = outcomes.map((o) => o.acceptMs);
   const answerLatency = outcomes.map((o) => o.answerMs);
   return {
@@ -365,6 +382,7 @@ async function measure(
     accept: [percentile(acceptLatency, 50), percentile(acceptLatency, 99)],
     answer: [percentile(answerLatency, 50), percentile(answerLatency, 99)],
     workerCpuMsPerInput: cpu / outcomes.length,
+    deferredCpuMsPerInput: deferred / outcomes.length,
     proxyCpuMsPerInput: proxy / outcomes.length,
     setupCpuMsPerSession: setupCpu / measuredSessions,
     repeatCpuMsPerRequest: repeatCpu / repeats.length,
@@ -435,6 +453,10 @@ async function cost(): Promise<void> {
   const of = (run: RunName): Row[] => rows.filter((row) => row.run === run);
   const cpuOf = (run: RunName): number => median(of(run).map((row) => row.workerCpuMsPerInput));
   const floorCpu = runs.includes("floor") ? cpuOf("floor") : undefined;
+  const drained = !switches.has("no-drain");
+  const withDeferredOf = (run: RunName): number =>
+    median(of(run).map((row) => row.workerCpuMsPerInput + row.deferredCpuMsPerInput));
+  const floorWithDeferred = runs.includes("floor") ? withDeferredOf("floor") : undefined;
   const header = [
     "run",
     "accepts/s",
@@ -443,6 +465,7 @@ async function cost(): Promise<void> {
     "workerd CPU ms/input",
     "x floor",
     ...(rounds > 1 ? ["CPU ms/input by round"] : []),
+    ...(drained ? ["deferred CPU ms/input", "x floor with deferred"] : []),
     "waits/input",
     "repeat CPU ms/request",
     "PUT session CPU ms",
@@ -460,6 +483,12 @@ async function cost(): Promise<void> {
       cpuOf(run).toFixed(2),
       floorCpu === undefined ? "" : (cpuOf(run) / floorCpu).toFixed(1),
       ...(rounds > 1 ? [mine.map((row) => row.workerCpuMsPerInput.toFixed(2)).join(" ")] : []),
+      ...(drained
+        ? [
+            m((row) => row.deferredCpuMsPerInput).toFixed(2),
+            floorWithDeferred === undefined ? "" : (withDeferredOf(run) / floorWithDeferred).toFixed(1),
+          ]
+        : []),
       m((row) => row.waitsPerInput).toFixed(2),
       m((row) => row.repeatCpuMsPerRequest).toFixed(2),
       Number.isNaN(setupCpu) ? "-" : setupCpu.toFixed(1),
@@ -484,6 +513,12 @@ async function cost(): Promise<void> {
       "",
       "workerd CPU ms/input: the Worker's workerd over the measured phase (each input's accept, its ?wait requests,",
       "  and whatever the objects did meanwhile), per input; x floor: against the floor's",
+      ...(drained
+        ? [
+            `deferred CPU ms/input: the Worker's workerd while the run's deferred work ran, nothing sent (from its checks to`,
+            `  ${DRAIN_MS / 1000} s after its measured phase: alarms, forwards), per input; x floor with deferred: both counted`,
+          ]
+        : []),
       "waits/input: ?wait requests per input; repeat CPU ms/request: the ?wait request again for up to 200 inputs",
       "  already answered (a duplicate: one request without a turn); PUT session CPU ms: creating one session (after",
       "  the first batch); proxy CPU ms/input: wrangler dev's own proxy workerd on the public port, not the Worker's",
