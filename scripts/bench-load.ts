@@ -38,7 +38,7 @@
  * each round in new tenants with both Workers kept up; the table shows medians and each round's CPU);
  * --floor runs only the floor; --only floor,operator,template,limits picks runs; --profile samples the Worker's isolate
  * over each measured phase through wrangler dev's inspector and prints where its time went (bench-load-profile.ts). Offline; run by Node directly (type stripping), importing
- * nothing from src/. Takes about ten minutes on two cores.
+ * nothing from src/. Takes about six minutes a round on two cores.
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
