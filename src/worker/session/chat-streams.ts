@@ -170,11 +170,19 @@ export function chatStream(
     },
   };
   signal.addEventListener("abort", stop);
+  // Revoked means gone: the stream ends now, not after what the chain still has to send (a page that reads slowly
+  // keeps it waiting on writes). The writer keeps order: what was written before stays before the error.
+  const cut = async (errorText: string): Promise<void> => {
+    if (ended) return;
+    stop();
+    await start(undefined);
+    await write([{ type: "error", errorText }, { type: "finish" }]);
+    await writer.write(encoder.encode(UI_SSE_DONE));
+    await writer.close();
+  };
   if (track !== undefined)
     untrack = track(() => {
-      chain = chain
-        .then(() => finish([{ type: "error", errorText: "the token expired or was revoked; get a new token" }]))
-        .catch(() => stop());
+      void cut("the token expired or was revoked; get a new token").catch(() => undefined);
     });
   feed.subscribe(subscriber, undefined);
   // The input's result may change in a commit this watch has nothing for: check after every commit.

@@ -293,6 +293,9 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
     since = (await run(stub.op("summary"))).lastSeq;
     for (const answer of answers) await run(stub.op("answerPending", answer.id, answer.answer));
   }
+  // A user's stream is held like a watch (http/routes/watch.ts `userWatcher`): a revocation or an erasure ends it at
+  // once, its token's expiry too; the turn goes on.
+  const watcher = await userWatcher(c);
   return stub.fetch(
     new Request(`https://session.internal/chat/${conversation}`, {
       method: "POST",
@@ -308,6 +311,7 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
             },
       ),
       signal: c.req.raw.signal,
+      ...(watcher === undefined ? {} : { headers: { [WATCHER_HEADER]: JSON.stringify(watcher) } }),
     }),
   );
 });
