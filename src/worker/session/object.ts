@@ -353,16 +353,27 @@ export class SessionObject extends DurableObject<Env> {
 
   /**
    * PATCH /v1/sessions/{session}: change the directory title, labels and/or metadata (`null` title clears it; metadata
-   * merges, a null value deleting its key). Metadata over MAX_METADATA_KEYS after the merge is 422 and writes nothing.
+   * merges, a null value deleting its key), and the session's variables (`variables`; null removes one). Refused means
+   * nothing written: metadata over MAX_METADATA_KEYS after the merge is 422 before anything is written, the variables
+   * commit (which refuses more than MAX_VARIABLES after its merge, on the commit line) comes next, and only then the
+   * directory change, which nothing refuses once checked.
    */
-  relabel(change: {
-    readonly title?: string | null;
-    readonly labels?: readonly string[];
-    readonly metadata?: Readonly<Record<string, string | null>>;
-  }): Promise<Outcome<DirectoryMeta>> {
+  relabel(
+    change: {
+      readonly title?: string | null;
+      readonly labels?: readonly string[];
+      readonly metadata?: Readonly<Record<string, string | null>>;
+    },
+    variables?: Readonly<Record<string, string | null>>,
+  ): Promise<Outcome<{ readonly meta?: DirectoryMeta; readonly variables?: Record<string, string> }>> {
     return this.#outcome(async () => {
-      await this.#acquire();
+      const session = await this.#acquire();
       const meta = this.#directory.meta();
+      const relabels = change.title !== undefined || change.labels !== undefined || change.metadata !== undefined;
+      if (!relabels) {
+        const set = variables === undefined ? undefined : await session.api.setVariables(variables);
+        return { ...(meta === undefined ? {} : { meta }), ...(set === undefined ? {} : { variables: set.variables }) };
+      }
       if (meta === undefined)
         throw new Problem("conflict", "this session has no directory entry (it was not created over HTTP)");
       const metadata = mergeMetadata(meta.metadata, change.metadata);
@@ -372,12 +383,16 @@ export class SessionObject extends DurableObject<Env> {
           `metadata: the session would hold ${Object.keys(metadata).length} keys after this patch; at most ${MAX_METADATA_KEYS} (null deletes a key)`,
           "metadata",
         );
+      const set = variables === undefined ? undefined : await session.api.setVariables(variables);
       await this.#directory.relabel({
         ...(change.title === undefined ? {} : { title: change.title }),
         ...(change.labels === undefined ? {} : { labels: change.labels }),
         ...(change.metadata === undefined ? {} : { metadata }),
       });
-      return this.#directory.meta() ?? { labels: [], metadata: {} };
+      return {
+        meta: this.#directory.meta() ?? { labels: [], metadata: {} },
+        ...(set === undefined ? {} : { variables: set.variables }),
+      };
     });
   }
 
