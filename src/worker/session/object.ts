@@ -442,7 +442,16 @@ export class SessionObject extends DurableObject<Env> {
     return this.#destroy(where, erased);
   }
 
-  #destroy(where?: SessionAt, erased?: ErasedOwner): Promise<Outcome<{ readonly deleted: boolean }>> {
+  /**
+   * `expiry` (retention's delete): whether the open session is still expired and idle, decided in this step, on the
+   * lifecycle queue; the decision's last commit is kept, and a commit that lands after it (before the harness closes)
+   * is activity that cancels the delete (`{ deleted: false }`; the session reopens on its next call).
+   */
+  #destroy(
+    where?: SessionAt,
+    erased?: ErasedOwner,
+    expiry?: (session: OpenSession) => Promise<boolean>,
+  ): Promise<Outcome<{ readonly deleted: boolean }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
         if (!this.#created.created) {
@@ -452,16 +461,26 @@ export class SessionObject extends DurableObject<Env> {
         // Checked on the lifecycle queue, so no delete and create of the name runs between the check and the wipe.
         if (erased !== undefined && !(await isErasedOwner(this.ctx.storage.kv, this.#directory.createdAt, erased)))
           return { deleted: false };
+        const current = this.#session;
+        let decided: number | undefined;
+        if (expiry !== undefined) {
+          if (current === undefined || current.stale || !(await expiry(current))) return { deleted: false };
+          decided = current.harness.storage.lastSeq;
+        }
         // Every watcher gets its close frame before DELETE answers (and before its feed would end it as
         // "the session closed").
         this.#watches.endAll("the session was deleted");
-        const current = this.#session;
         this.#session = undefined;
         if (current !== undefined) {
           current.feeds.close();
           await current.harness
             .close(BACKGROUND_CONTEXT)
             .catch((error: unknown) => hostReport({ type: "harness", report: error }));
+          // A commit after the decision (one already on the line when it was taken) cancels the expiry's delete.
+          if (decided !== undefined && current.harness.storage.lastSeq !== decided) {
+            this.#watches.forget();
+            return { deleted: false };
+          }
         }
         this.#watches.forget();
         this.#outbox.closed();
@@ -599,9 +618,15 @@ export class SessionObject extends DurableObject<Env> {
       retention: this.#retention,
       now: this.#clock.now(),
       outbox: this.#outbox,
-      destroy: async () => {
-        const outcome = await this.destroy(where);
-        if (!outcome.ok) hostReport({ type: "alarm_failed", error: outcome.problem });
+      destroy: async (stillExpired) => {
+        const outcome = await this.#destroy(where, undefined, (open) => stillExpired(open.harness));
+        if (!outcome.ok) {
+          hostReport({ type: "alarm_failed", error: outcome.problem });
+          return "failed";
+        }
+        if (outcome.value.deleted) return "deleted";
+        // Kept: revived on this harness while it is open, else on the next alarm (which reopens the session).
+        return this.#session === session ? "kept" : "closed";
       },
     });
   }
