@@ -962,6 +962,46 @@ describe("metering", () => {
     }
   });
 
+  it("A deleted session's last turn is metered", async () => {
+    const tenant = uniqueTenant("delete-meter");
+    const alice = await userToken(tenant, "alice");
+    const operator = await token(tenant, "operator");
+    // Reports wait in the session (a batch window longer than the test): a delete right after a turn finds them there.
+    // While `failing`, every report the session sends is lost before it reaches the shard (reported, not thrown).
+    let failing = false;
+    setHostSeams({
+      meterBatchMs: 600_000,
+      report: () => undefined,
+      limitsCall: (t, method) => {
+        if (t === tenant && method === "settle" && failing) throw new Error("the report was lost (test)");
+      },
+    });
+    try {
+      const first = await createSession(tenant, alice);
+      expect((await send(first, alice, "the last turn", undefined, 10)).status).toBe(201);
+      // The shard does not acknowledge: the delete answers 503 and deletes nothing.
+      failing = true;
+      const refused = await call("DELETE", `/v1/sessions/${first}`, { token: operator });
+      expect(refused.status, await refused.clone().text()).toBe(503);
+      expect(await json(refused)).toMatchObject({ code: "metering_unavailable" });
+      expect((await call("GET", `/v1/sessions/${first}`, { token: alice })).status).toBe(200);
+      // It answers again: the delete hands the report over, then deletes.
+      failing = false;
+      expect((await call("DELETE", `/v1/sessions/${first}`, { token: operator })).status).toBe(200);
+      expect((await call("GET", `/v1/sessions/${first}`, { token: alice })).status).toBe(404);
+      // A second session's turn, deleted at once.
+      const second = await createSession(tenant, alice);
+      expect((await send(second, alice, "another last turn", undefined, 10)).status).toBe(201);
+      expect((await call("DELETE", `/v1/sessions/${second}`, { token: operator })).status).toBe(200);
+    } finally {
+      setHostSeams({});
+    }
+    // Both turns are metered: their inputs and their tokens.
+    const days = (await usage(tenant, "/v1/usage?sub=alice")).items;
+    expect(days.map((d) => d.inputs)).toEqual([2]);
+    expect(days[0]?.totalTokens).toBeGreaterThan(0);
+  });
+
   it("An input's reservation carries its session's pending usage", async () => {
     const tenant = uniqueTenant("carry");
     await setLimits(tenant, { user: { inputsPerDay: 10 } });

@@ -467,6 +467,8 @@ export class SessionObject extends DurableObject<Env> {
           if (current === undefined || current.stale || !(await expiry(current))) return { deleted: false };
           decided = current.harness.storage.lastSeq;
         }
+        // The usage the session has not reported yet (its last turn's) goes to the limits before anything is touched.
+        await this.#handOverUsage();
         // Every watcher gets its close frame before DELETE answers (and before its feed would end it as
         // "the session closed").
         this.#watches.endAll("the session was deleted");
@@ -483,6 +485,8 @@ export class SessionObject extends DurableObject<Env> {
           }
         }
         this.#watches.forget();
+        // And what commits made while the harness closed reported (nothing is wiped unreported).
+        await this.#handOverUsage();
         this.#outbox.closed();
         const row = this.#directory.snapshot();
         await this.ctx.storage.deleteAlarm();
@@ -496,6 +500,18 @@ export class SessionObject extends DurableObject<Env> {
         await this.#directory.deleted(row);
         return { deleted: true };
       }),
+    );
+  }
+
+  /**
+   * Hand the session's pending usage reports to its tenant's limits before a wipe. Not acknowledged: 503
+   * `metering_unavailable`, and nothing is deleted (the storage still holds them; an erasure tries again on its alarm).
+   */
+  async #handOverUsage(): Promise<void> {
+    if (await this.#meter.handOver()) return;
+    throw new Problem(
+      "metering_unavailable",
+      "the tenant's limits did not acknowledge this session's usage reports; nothing was deleted, try again",
     );
   }
 
