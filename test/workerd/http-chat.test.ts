@@ -523,4 +523,110 @@ describe("AI SDK chat (UI message stream v1)", () => {
     );
     expect(await transport.reconnectToStream({ chatId: "root" })).toBeNull();
   });
+
+  it("Chunks and events have the shapes the libraries define", async () => {
+    await defineTool("confirm", { handler: { type: "client", timeoutMs: 86_400_000 } });
+    await defineTool("erase", { handler: { type: "client", timeoutMs: 86_400_000 }, approval: "always" });
+    const { name, t } = await sessionWith({ selectedTools: ["confirm", "erase"] });
+    const post = async (body: Record<string, unknown>): Promise<{ status: number; chunks: JsonObject[] }> => {
+      const response = await call("POST", `/v1/sessions/${name}/chat`, { token: t, body: { id: "root", ...body } });
+      const text = await response.text();
+      if (response.status !== 200) return { status: response.status, chunks: [JSON.parse(text) as JsonObject] };
+      const chunks = text
+        .split("\n\n")
+        .filter((line) => line.startsWith("data: {"))
+        .map((line) => JSON.parse(line.slice(6)) as JsonObject);
+      return { status: response.status, chunks };
+    };
+
+    // A tool call streams its input (start, delta, available); finish says why and carries the message metadata.
+    const confirm = userMessage("shape-1", '/call confirm {"id":3}');
+    const first = await post({ messages: [confirm] });
+    expect(first.status).toBe(200);
+    const types = first.chunks.map((chunk) => chunk["type"]);
+    expect(types.indexOf("tool-input-start")).toBeGreaterThan(-1);
+    expect(types.indexOf("tool-input-start")).toBeLessThan(types.indexOf("tool-input-delta"));
+    expect(types.indexOf("tool-input-delta")).toBeLessThan(types.indexOf("tool-input-available"));
+    const delta = first.chunks.find((chunk) => chunk["type"] === "tool-input-delta");
+    expect(JSON.parse(String(delta?.["inputTextDelta"]))).toEqual({ id: 3 });
+    expect(first.chunks.at(-1)).toMatchObject({ type: "finish", finishReason: "tool-calls" });
+    const available = first.chunks.find((chunk) => chunk["type"] === "tool-input-available");
+    const callId = String(available?.["toolCallId"]);
+
+    // A client tool's object output comes back as the object, not as a JSON string.
+    const answered = {
+      id: "a",
+      role: "assistant",
+      parts: [
+        { type: "tool-confirm", toolCallId: callId, state: "output-available", input: { id: 3 }, output: { ok: true } },
+      ],
+    };
+    const second = await post({ messages: [confirm, answered] });
+    expect(second.chunks.find((chunk) => chunk["type"] === "tool-output-available")).toMatchObject({
+      toolCallId: callId,
+      output: { ok: true },
+    });
+    const finish = second.chunks.at(-1);
+    expect(finish).toMatchObject({
+      type: "finish",
+      finishReason: "stop",
+      messageMetadata: { model: expect.any(String), createdAt: expect.any(Number), usage: expect.any(Object) },
+    });
+    const history = await json<UIMessage[]>(await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t }));
+    expect(history[1]?.parts.find((part) => part.type === "tool-confirm")).toMatchObject({ output: { ok: true } });
+
+    // A denied approval is tool-output-denied.
+    const erase = userMessage("shape-2", '/call erase {"id":4}');
+    const asked = await post({ messages: [erase] });
+    const request = asked.chunks.find((chunk) => chunk["type"] === "tool-approval-request");
+    if (request === undefined) throw new Error("no approval request");
+    const denied = await post({
+      messages: [
+        erase,
+        {
+          id: "b",
+          role: "assistant",
+          parts: [
+            {
+              type: "tool-erase",
+              toolCallId: request["toolCallId"],
+              state: "approval-responded",
+              input: { id: 4 },
+              approval: { id: request["approvalId"], approved: false },
+            },
+          ],
+        },
+      ],
+    });
+    expect(denied.chunks).toContainEqual({ type: "tool-output-denied", toolCallId: request["toolCallId"] });
+    expect(denied.chunks.some((chunk) => chunk["type"] === "tool-output-error")).toBe(false);
+
+    // A file part is refused naming it, never dropped; nothing is written.
+    const before = await userEntries(name, t);
+    const withFile = await post({
+      messages: [
+        {
+          id: "shape-3",
+          role: "user",
+          parts: [
+            { type: "text", text: "look" },
+            { type: "file", mediaType: "application/pdf", url: "https://example.test/a.pdf" },
+          ],
+        },
+      ],
+    });
+    expect(withFile.status).toBe(415);
+    expect(withFile.chunks[0]).toMatchObject({ code: "unsupported_media_type", field: "messages[0].parts[1]" });
+    // A long history (over 1 MB) is accepted: the page resends it with every message; `{ id, message }` too.
+    const long = await post({
+      messages: [
+        { id: "old", role: "assistant", parts: [{ type: "text", text: "x".repeat(1_500_000) }] },
+        userMessage("shape-4", "after a long history"),
+      ],
+    });
+    expect(long.status).toBe(200);
+    const alone = await post({ message: userMessage("shape-5", "only the last message") });
+    expect(alone.status).toBe(200);
+    expect(await userEntries(name, t)).toBe(before + 2);
+  });
 });

@@ -15,6 +15,7 @@ import type { Id } from "../../storage/records.js";
 import type { FeedOut, FeedSubscriber } from "../watch/feed.js";
 import { keepAliveMs, type ConversationFeed } from "../watch/transport.js";
 import { UI_SSE_DONE, UI_STREAM_HEADERS, UiTurn, uiSse, type UiChunk } from "../watch/ui-stream.js";
+import type { UiFinishReason } from "../watch/ui-stream-chunks.js";
 import { assistantMessageId } from "../watch/ui-messages.js";
 import { Problem } from "../problems.js";
 import type { OpenSession } from "./opening.js";
@@ -121,11 +122,16 @@ export function chatStream(
     stopCommits();
     untrack();
   };
-  const finish = async (last: readonly UiChunk[]): Promise<void> => {
+  const finish = async (last: readonly UiChunk[], finishReason: UiFinishReason): Promise<void> => {
     if (ended) return;
     stop();
     await start(undefined);
-    await write([...turn.close(), ...last, { type: "finish" }]);
+    const metadata = turn.metadata;
+    await write([
+      ...turn.close(),
+      ...last,
+      { type: "finish", finishReason, ...(metadata === undefined ? {} : { messageMetadata: metadata }) },
+    ]);
     await writer.write(encoder.encode(UI_SSE_DONE));
     await writer.close();
   };
@@ -146,9 +152,14 @@ export function chatStream(
     const terminal = isTerminalResult(result);
     const step = turn.step(terminal && result?.status === "done" ? result.answer : undefined, skip);
     await write(step.chunks);
-    if (step.waiting) await finish([]);
-    else if (terminal && result !== undefined) await finish(result.status === "unanswered" ? [unanswered(result)] : []);
-    else if (request.mode === "live" && turn.view !== undefined && turn.view.tasks.length === 0) await finish([]);
+    if (step.waiting) await finish([], "tool-calls");
+    else if (terminal && result !== undefined)
+      await finish(
+        result.status === "unanswered" ? [unanswered(result)] : [],
+        result.status === "unanswered" ? (result.reason === "aborted" ? "other" : "error") : "stop",
+      );
+    else if (request.mode === "live" && turn.view !== undefined && turn.view.tasks.length === 0)
+      await finish([], "stop");
   };
   const schedule = (): void => {
     chain = chain.then(process).catch(() => {
@@ -165,7 +176,7 @@ export function chatStream(
     },
     end() {
       chain = chain
-        .then(() => finish([{ type: "error", errorText: "the session closed; resume the stream" }]))
+        .then(() => finish([{ type: "error", errorText: "the session closed; resume the stream" }], "other"))
         .catch(() => stop());
     },
   };
@@ -176,7 +187,10 @@ export function chatStream(
     if (ended) return;
     stop();
     await start(undefined);
-    await write([{ type: "error", errorText }, { type: "finish" }]);
+    await write([
+      { type: "error", errorText },
+      { type: "finish", finishReason: "other" },
+    ]);
     await writer.write(encoder.encode(UI_SSE_DONE));
     await writer.close();
   };

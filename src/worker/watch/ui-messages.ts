@@ -9,6 +9,7 @@
 import type { Message } from "@earendil-works/pi-ai";
 import type { PendingItem } from "../../kinds/pending-types.js";
 import type { Entry, Id, JsonValue, Task } from "../../storage/records.js";
+import { toolOutputOf } from "./ui-stream-chunks.js";
 
 export type UiMessagePart =
   | { readonly type: "step-start" }
@@ -138,7 +139,7 @@ export function uiMessages(
               toolCallId: message.toolCallId,
               state: "output-available",
               input: call.input,
-              output: text,
+              output: toolOutputOf(text),
             };
         return;
       }

@@ -13,7 +13,7 @@ import { pendingHere, type PendingItem } from "../../kinds/pending-types.js";
 import type { Entry, Id, JsonValue } from "../../storage/records.js";
 import type { FeedOut } from "./feed.js";
 import { PreviewStreams } from "./ui-previews.js";
-import { entryChunks, type UiChunk } from "./ui-stream-chunks.js";
+import { entryChunks, type UiChunk, type UiMessageMetadata } from "./ui-stream-chunks.js";
 
 import { callIdOf } from "./ui-messages.js";
 
@@ -48,11 +48,18 @@ export class UiTurn {
   readonly #seenCalls = new Set<string>();
   readonly #sentPending = new Set<string>();
   readonly #previews = new PreviewStreams();
+  /** The turn's newest model message sent: `finish`'s `messageMetadata`. */
+  #metadata: UiMessageMetadata | undefined;
 
   /** `known`: tool calls the page already shows (their inputs are not sent again). */
   constructor(after?: Id, known: readonly string[] = []) {
     this.#after = after;
     for (const id of known) this.#seenCalls.add(id);
+  }
+
+  /** `finish`'s `messageMetadata`: the newest model message of the turn (when, which model, its usage). */
+  get metadata(): UiMessageMetadata | undefined {
+    return this.#metadata;
   }
 
   get view(): ConversationView | undefined {
@@ -106,6 +113,15 @@ export class UiTurn {
       const entry = this.#entries.get(id);
       this.#sent.add(id);
       this.#entries.delete(id);
+      for (const message of entry?.model ?? [])
+        if (message.role === "assistant") {
+          const { input, output } = message.usage;
+          this.#metadata = {
+            createdAt: message.timestamp,
+            model: message.model,
+            usage: { inputTokens: input, outputTokens: output, totalTokens: input + output },
+          };
+        }
       if (entry !== undefined)
         chunks.push(...(this.#previews.settle(entry, this.#seenCalls) ?? entryChunks(entry, this.#seenCalls)));
     }

@@ -71,6 +71,15 @@ function newestUserMessage(
   const message = messages[index];
   if (message === undefined) return undefined;
   const id = parse(requestKey, message.id, "invalid_body", `messages[${index}].id`);
+  // A file part is refused, never dropped without a word: this route passes text only.
+  message.parts.forEach((part, p) => {
+    if (part.type === "file")
+      throw new Problem(
+        "unsupported_media_type",
+        "file parts are not accepted on this route yet; send the text alone",
+        `messages[${index}].parts[${p}]`,
+      );
+  });
   const text = message.parts
     .map((part) => {
       const parsed = textPart.safeParse(part);
