@@ -147,32 +147,48 @@ describe("Frontend requests: refused and revoked", () => {
     // Issued a few seconds ago: a revocation refuses tokens issued before its second.
     const now = Math.floor(Date.now() / 1000);
     const bob = await token(tenant, "user", { sub: "bob", iat: now - 5, exp: now + 600 });
-    const chat = uniqueSession("revoked-chat");
-    const created = await call("PUT", `/v1/sessions/${chat}`, { token: bob, body: { template: "slow" } });
-    expect(created.status, await created.clone().text()).toBe(201);
-    // A long answer: echo-slow streams it for many seconds, so the turn is live when the revocation comes.
+    const sessionFor = async (label: string): Promise<string> => {
+      const name = uniqueSession(label);
+      const created = await call("PUT", `/v1/sessions/${name}`, { token: bob, body: { template: "slow" } });
+      expect(created.status, await created.clone().text()).toBe(201);
+      return name;
+    };
+    // A long answer: echo-slow streams it for many seconds, so both turns are live when the revocation comes.
     const long = "a long answer that keeps streaming ".repeat(60);
+    const chat = await sessionFor("revoked-chat");
+    const agui = await sessionFor("revoked-agui");
     const chatStream = await call("POST", `/v1/sessions/${chat}/chat`, {
       token: bob,
       body: { id: "root", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: long }] }] },
     });
-    expect(chatStream.status).toBe(200);
-    if (chatStream.body === null) throw new Error("no stream");
+    const runStream = await call("POST", `/v1/sessions/${agui}/ag-ui`, {
+      token: bob,
+      body: { threadId: "root", runId: "r1", messages: [{ id: "u1", role: "user", content: long }] },
+    });
+    expect([chatStream.status, runStream.status]).toEqual([200, 200]);
+    if (chatStream.body === null || runStream.body === null) throw new Error("no stream");
     const chatBody = chatStream.body;
+    const runBody = runStream.body;
     expect(await readUntil(chatBody, (text) => text.includes('"text-delta"'))).toContain("text-delta");
+    expect(await readUntil(runBody, (text) => text.includes("TEXT_MESSAGE_CONTENT"))).toContain("TEXT_MESSAGE_CONTENT");
 
     const revoked = await call("POST", "/v1/users/bob/revoke", { token: await token(tenant, "operator") });
     expect(revoked.status).toBe(200);
     const chatRest = await readUntil(chatBody, () => false);
+    const runRest = await readUntil(runBody, () => false);
     expect(chatRest).toContain("revoked");
     expect(chatRest.trim().endsWith("data: [DONE]")).toBe(true);
+    expect(runRest).toContain("RUN_ERROR");
+    expect(runRest).not.toContain("RUN_FINISHED");
 
-    // The turn goes on: the stream ended, not the work.
+    // The turns go on: the streams ended, not the work.
     const operator = await token(tenant, "operator");
-    const snapshot = await json<{ tasks: unknown[] }>(
-      await call("GET", `/v1/sessions/${chat}/conversations/root`, { token: operator }),
-    );
-    expect(snapshot.tasks.length).toBeGreaterThan(0);
-    await call("POST", `/v1/sessions/${chat}/conversations/root/abort`, { token: operator });
+    for (const name of [chat, agui]) {
+      const snapshot = await json<{ tasks: unknown[] }>(
+        await call("GET", `/v1/sessions/${name}/conversations/root`, { token: operator }),
+      );
+      expect(snapshot.tasks.length, name).toBeGreaterThan(0);
+      await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: operator });
+    }
   }, 30_000);
 });
