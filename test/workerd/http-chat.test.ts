@@ -580,6 +580,13 @@ describe("AI SDK chat (UI message stream v1)", () => {
     const asked = await post({ messages: [erase] });
     const request = asked.chunks.find((chunk) => chunk["type"] === "tool-approval-request");
     if (request === undefined) throw new Error("no approval request");
+    // The approval request arrives inside its step, before that step's finish-step.
+    const askedTypes = asked.chunks.map((chunk) => chunk["type"]);
+    expect(askedTypes.slice(askedTypes.indexOf("tool-approval-request"))).toEqual([
+      "tool-approval-request",
+      "finish-step",
+      "finish",
+    ]);
     const denied = await post({
       messages: [
         erase,

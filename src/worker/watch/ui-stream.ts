@@ -48,6 +48,11 @@ export class UiTurn {
   readonly #seenCalls = new Set<string>();
   readonly #sentPending = new Set<string>();
   readonly #previews = new PreviewStreams();
+  /**
+   * A step's `finish-step` is held until the next step starts or the stream ends, so what the step's tool calls lead
+   * to (a `tool-approval-request`, a client tool's wait, a tool's output) arrives inside the step, as `ai` streams it.
+   */
+  #stepOpen = false;
   /** The turn's newest model message sent: `finish`'s `messageMetadata`. */
   #metadata: UiMessageMetadata | undefined;
 
@@ -73,7 +78,31 @@ export class UiTurn {
 
   /** End the parts still streaming (the stream ends before their entry commits). */
   close(): UiChunk[] {
-    return this.#previews.close();
+    return this.#steps(
+      [...this.#previews.close(), ...(this.#stepOpen ? [{ type: "finish-step" } as const] : [])],
+      true,
+    );
+  }
+
+  /** `chunks` with each `finish-step` held until the next `start-step` (`end`: nothing follows, close the last). */
+  #steps(chunks: readonly UiChunk[], end = false): UiChunk[] {
+    const out: UiChunk[] = [];
+    for (const chunk of chunks) {
+      if (chunk.type === "finish-step") {
+        this.#stepOpen = true;
+        continue;
+      }
+      if (chunk.type === "start-step" && this.#stepOpen) {
+        out.push({ type: "finish-step" });
+        this.#stepOpen = false;
+      }
+      out.push(chunk);
+    }
+    if (end && this.#stepOpen) {
+      out.push({ type: "finish-step" });
+      this.#stepOpen = false;
+    }
+    return out;
   }
 
   fold(out: FeedOut<ConversationView, ConversationEvent>): void {
@@ -139,6 +168,6 @@ export class UiTurn {
       if (item.type === "approval") chunks.push({ type: "tool-approval-request", approvalId: item.id, toolCallId });
       waiting = true;
     }
-    return { chunks, waiting };
+    return { chunks: this.#steps(chunks), waiting };
   }
 }
