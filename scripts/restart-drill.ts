@@ -112,6 +112,8 @@ function startDev(mode: Mode, persist: string, envFile: string): Dev {
     [
       "dev",
       "--local",
+      "--env",
+      "dev",
       "--persist-to",
       persist,
       "--env-file",

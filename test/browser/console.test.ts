@@ -208,6 +208,8 @@ before(
         "wrangler",
         "dev",
         "--local",
+        "--env",
+        "dev",
         "--ip",
         "127.0.0.1",
         "--port",

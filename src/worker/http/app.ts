@@ -33,6 +33,7 @@ import { listModels } from "../platform/models.js";
 import { corsMiddleware } from "./cors.js";
 import { hostReport } from "../platform/host-config.js";
 import { requestLog } from "./request-log.js";
+import { refusePublicSecrets } from "./refuse-public-secrets.js";
 import { Problem, toProblem } from "../problems.js";
 import { conversationRoutes } from "./routes/conversations.js";
 import { scheduleRoutes } from "./routes/schedules.js";
@@ -63,6 +64,8 @@ export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.use("*", requestLog());
+  // Outside development, nothing is served while a secret holds a public development value.
+  app.use("*", refusePublicSecrets());
   // CORS before the routes, so preflights and refused origins never reach one.
   app.use("*", corsMiddleware());
 
