@@ -33,6 +33,8 @@ export interface DevOptions {
   readonly envFile: string;
   /** `--env NAME` (the development environment), or none for a config whose top level is development. */
   readonly env?: string;
+  /** `--config FILE` (relative to `root`): another wrangler config than wrangler.toml. */
+  readonly config?: string;
   /** `--var NAME:VALUE` each. */
   readonly vars?: Readonly<Record<string, string>>;
 }
@@ -49,6 +51,7 @@ export function startDev(options: DevOptions): Dev {
     [
       "dev",
       "--local",
+      ...(options.config === undefined ? [] : ["--config", options.config]),
       ...(options.env === undefined ? [] : ["--env", options.env]),
       "--persist-to",
       options.persist,
@@ -203,4 +206,52 @@ export async function expectJson<T>(
     `${what}: ${response.status} ${text}`,
   );
   return (text === "" ? undefined : JSON.parse(text)) as T;
+}
+
+export function git(cwd: string, args: readonly string[]): string {
+  return execFileSync("git", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+}
+
+/** Milliseconds as seconds with one decimal. */
+export const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+/** The previous release: a worktree at `.ci/upgrade-from` with its own `npm ci`. */
+export interface PreviousRelease {
+  readonly commit: string;
+  readonly tree: string;
+  /** Made by this run (removed after it), or given with --previous. */
+  readonly own: boolean;
+}
+
+export function previousRelease(root: string, dir: string, note: (line: string) => void): PreviousRelease {
+  const named = readFileSync(join(root, ".ci/upgrade-from"), "utf8").trim();
+  let commit: string;
+  try {
+    commit = git(root, ["rev-parse", "--verify", "--quiet", `${named}^{commit}`]);
+  } catch {
+    throw new DrillFailure(
+      `.ci/upgrade-from names ${named}, which is not a commit of this clone (fetch it: git fetch origin ${named})`,
+    );
+  }
+  // --previous DIR: a worktree already built at that commit (to run the drill again without the build).
+  const given = process.argv.indexOf("--previous");
+  if (given >= 0) {
+    const tree = process.argv[given + 1] ?? "";
+    check(git(tree, ["rev-parse", "HEAD"]) === commit, `--previous ${tree} is not at ${commit}`);
+    note(`previous release ${commit.slice(0, 7)} (.ci/upgrade-from): the worktree at --previous`);
+    return { commit, tree, own: false };
+  }
+  const tree = join(dir, "previous");
+  git(root, ["worktree", "add", "--detach", tree, commit]);
+  const started = Date.now();
+  try {
+    execFileSync("npm", ["ci", "--no-audit", "--no-fund"], { cwd: tree, stdio: ["ignore", "pipe", "pipe"] });
+  } catch (error) {
+    const e = error as { stderr?: Buffer };
+    throw new DrillFailure(`npm ci of the previous release failed: ${e.stderr?.toString().slice(-2000) ?? ""}`);
+  }
+  note(
+    `previous release ${commit.slice(0, 7)} (.ci/upgrade-from): worktree and npm ci ${seconds(Date.now() - started)}`,
+  );
+  return { commit, tree, own: true };
 }

@@ -21,7 +21,6 @@
  * receiver comes back before the third attempt. Ports 8814 (inspector 8914), fakes on 8815-8816.
  * Prints one PASS/FAIL line; `npm run drill:upgrade`; .ci/run runs it after the restart drill. Offline.
  */
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
@@ -34,6 +33,8 @@ import {
   devEnvOf,
   DrillFailure,
   expectJson,
+  git,
+  previousRelease,
   runScript,
   sleep,
   startDev,
@@ -79,49 +80,11 @@ const note = (line: string): void => {
 };
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 
-function git(args: readonly string[], cwd = root): string {
-  return execFileSync("git", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
-}
-
 function token(role: string, extra: readonly string[] = []): string {
   return runScript(root, "token.ts", ["--tenant", TENANT, "--role", role, "--ttl", "1800", ...extra], {
     JWT_SECRET,
     WEBHOOK_MASTER_SECRET,
   });
-}
-
-/** The previous release: a worktree at `.ci/upgrade-from` with its own `npm ci`. */
-function buildPrevious(dir: string): { commit: string; tree: string; own: boolean } {
-  const named = readFileSync(join(root, ".ci/upgrade-from"), "utf8").trim();
-  let commit: string;
-  try {
-    commit = git(["rev-parse", "--verify", "--quiet", `${named}^{commit}`]);
-  } catch {
-    throw new DrillFailure(
-      `.ci/upgrade-from names ${named}, which is not a commit of this clone (fetch it: git fetch origin ${named})`,
-    );
-  }
-  // --previous DIR: a worktree already built at that commit (to run the drill again without the build).
-  const given = process.argv.indexOf("--previous");
-  if (given >= 0) {
-    const tree = process.argv[given + 1] ?? "";
-    check(git(["rev-parse", "HEAD"], tree) === commit, `--previous ${tree} is not at ${commit}`);
-    note(`previous release ${commit.slice(0, 7)} (.ci/upgrade-from): the worktree at --previous`);
-    return { commit, tree, own: false };
-  }
-  const tree = join(dir, "previous");
-  git(["worktree", "add", "--detach", tree, commit]);
-  const started = Date.now();
-  try {
-    execFileSync("npm", ["ci", "--no-audit", "--no-fund"], { cwd: tree, stdio: ["ignore", "pipe", "pipe"] });
-  } catch (error) {
-    const e = error as { stderr?: Buffer };
-    throw new DrillFailure(`npm ci of the previous release failed: ${e.stderr?.toString().slice(-2000) ?? ""}`);
-  }
-  note(
-    `previous release ${commit.slice(0, 7)} (.ci/upgrade-from): worktree and npm ci ${seconds(Date.now() - started)}`,
-  );
-  return { commit, tree, own: true };
 }
 
 /** A webhook receiver that answers 503 (down) until `up`, recording every attempt. */
@@ -826,7 +789,7 @@ async function drill(): Promise<void> {
   let receiver: Receiver | undefined;
   const t0 = Date.now();
   try {
-    previous = buildPrevious(dir);
+    previous = previousRelease(root, dir, note);
     tools = await startToolEndpoint({
       port: TOOLS_PORT,
       tenant: TENANT,
@@ -909,14 +872,14 @@ async function drill(): Promise<void> {
     await receiver?.close();
     if (previous?.own === true) {
       try {
-        git(["worktree", "remove", "--force", previous.tree]);
+        git(root, ["worktree", "remove", "--force", previous.tree]);
       } catch {
         // removed with the directory below; `git worktree prune` forgets it
       }
     }
     rmSync(dir, { recursive: true, force: true });
     try {
-      git(["worktree", "prune"]);
+      git(root, ["worktree", "prune"]);
     } catch {
       // nothing to prune
     }
