@@ -255,3 +255,14 @@ export function previousRelease(root: string, dir: string, note: (line: string) 
   );
   return { commit, tree, own: true };
 }
+
+/**
+ * Delete `dir` (a drill's state and the previous release's worktree inside it) after this process ends, then let
+ * git forget the worktree: a detached `rm -rf`, so the drill's time is not the minute a busy disk takes.
+ */
+export function removeInBackground(root: string, dir: string): void {
+  spawn("sh", ["-c", 'rm -rf "$1"; git -C "$2" worktree prune', "sh", dir, root], {
+    detached: true,
+    stdio: "ignore",
+  }).unref();
+}

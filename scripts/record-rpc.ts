@@ -10,7 +10,7 @@
  *
  * `node scripts/record-rpc.ts [--previous DIR]`; port 8817 (inspector 8917). Offline.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,8 +18,8 @@ import {
   check,
   devEnvOf,
   expectJson,
-  git,
   previousRelease,
+  removeInBackground,
   runScript,
   sleep,
   startDev,
@@ -264,8 +264,7 @@ async function main(): Promise<void> {
     process.exitCode = 1;
   } finally {
     if (dev !== undefined) await stopDev(dev, "SIGTERM", 10_000);
-    if (previous?.own === true) git(root, ["worktree", "remove", "--force", previous.tree]);
-    rmSync(dir, { recursive: true, force: true });
+    removeInBackground(root, dir);
   }
 }
 

@@ -21,7 +21,7 @@
  * receiver comes back before the third attempt. Ports 8814 (inspector 8914), fakes on 8815-8816.
  * Prints one PASS/FAIL line; `npm run drill:upgrade`; .ci/run runs it after the restart drill. Offline.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -33,8 +33,8 @@ import {
   devEnvOf,
   DrillFailure,
   expectJson,
-  git,
   previousRelease,
+  removeInBackground,
   runScript,
   sleep,
   startDev,
@@ -870,19 +870,8 @@ async function drill(): Promise<void> {
     if (dev !== undefined) await stopDev(dev, "SIGTERM", 10_000);
     await tools?.close();
     await receiver?.close();
-    if (previous?.own === true) {
-      try {
-        git(root, ["worktree", "remove", "--force", previous.tree]);
-      } catch {
-        // removed with the directory below; `git worktree prune` forgets it
-      }
-    }
-    rmSync(dir, { recursive: true, force: true });
-    try {
-      git(root, ["worktree", "prune"]);
-    } catch {
-      // nothing to prune
-    }
+    // The previous release's node_modules take a minute to delete on a busy machine: deleted after the drill.
+    removeInBackground(root, dir);
   }
 }
 
