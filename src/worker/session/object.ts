@@ -23,7 +23,7 @@ import type { Clock } from "../../core/host.js";
 import type { Id } from "../../storage/records.js";
 import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
 import { directoryStub } from "../directory/object.js";
-import { DirectoryLink, mergeMetadata, type DirectoryMeta } from "./directory-link.js";
+import { DirectoryLink, mergeMetadata, type DirectoryMeta, type RelabelAnswer } from "./directory-link.js";
 import {
   isErasedOwner,
   ownerReaches,
@@ -365,14 +365,15 @@ export class SessionObject extends DurableObject<Env> {
       readonly metadata?: Readonly<Record<string, string | null>>;
     },
     variables?: Readonly<Record<string, string | null>>,
-  ): Promise<Outcome<{ readonly meta?: DirectoryMeta; readonly variables?: Record<string, string> }>> {
+  ): Promise<Outcome<RelabelAnswer>> {
     return this.#outcome(async () => {
       const session = await this.#acquire();
       const meta = this.#directory.meta();
       const relabels = change.title !== undefined || change.labels !== undefined || change.metadata !== undefined;
       if (!relabels) {
         const set = variables === undefined ? undefined : await session.api.setVariables(variables);
-        return { ...(meta === undefined ? {} : { meta }), ...(set === undefined ? {} : { variables: set.variables }) };
+        const kept = meta === undefined ? {} : { ...meta, meta };
+        return { ...kept, ...(set === undefined ? {} : { variables: set.variables }) };
       }
       if (meta === undefined)
         throw new Problem("conflict", "this session has no directory entry (it was not created over HTTP)");
@@ -389,10 +390,8 @@ export class SessionObject extends DurableObject<Env> {
         ...(change.labels === undefined ? {} : { labels: change.labels }),
         ...(change.metadata === undefined ? {} : { metadata }),
       });
-      return {
-        meta: this.#directory.meta() ?? { labels: [], metadata: {} },
-        ...(set === undefined ? {} : { variables: set.variables }),
-      };
+      const after = this.#directory.meta() ?? { labels: [], metadata: {} };
+      return { ...after, meta: after, ...(set === undefined ? {} : { variables: set.variables }) };
     });
   }
 
