@@ -43,7 +43,7 @@ import {
   TOOL_CATALOG_ROUTES,
   TOOL_RESULT_ROUTES,
 } from "./openapi-tools.js";
-import { ISSUER_ROUTES, LIMITS_ROUTES, PROFILE_ROUTES, TEMPLATE_ROUTES } from "./openapi-users.js";
+import { API_KEY_ROUTES, ISSUER_ROUTES, LIMITS_ROUTES, PROFILE_ROUTES, TEMPLATE_ROUTES } from "./openapi-users.js";
 import { RIG_ROUTES } from "./openapi-rig.js";
 
 /** Path parameters by name: their schemas (every `{name}` in a path must be listed). */
@@ -108,6 +108,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...EVENTS_OUT_ROUTES,
   ...TOOL_CATALOG_ROUTES,
   ...ISSUER_ROUTES,
+  ...API_KEY_ROUTES,
   ...LIMITS_ROUTES,
   ...MCP_SERVER_ROUTES,
   ...TEMPLATE_ROUTES,

@@ -11,8 +11,8 @@
  * It also keeps the tenant's tool catalog (docs/tools.md; the block at the end of this file): the
  * `/v1/tools` routes write it, and sessions read it through `catalog(version)`; and the tenant's MCP
  * servers (docs/mcp.md; directory/mcp.ts), whose selectable tools `catalog(version)` answers too.
- * Its webhook endpoints (directory/endpoints.ts), identity providers (directory/issuers.ts) and profiles
- * (directory/profiles.ts) are small stores of their own in the same SQLite.
+ * Its webhook endpoints (directory/endpoints.ts), identity providers (directory/issuers.ts), API keys
+ * (directory/api-keys.ts) and profiles (directory/profiles.ts) are small stores of their own in the same SQLite.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.js";
@@ -32,6 +32,7 @@ import {
 } from "./users.js";
 import type { TemplateDefinition, TemplateRecord } from "../../api/templates.js";
 import { IssuerStore, type IssuerInput, type IssuerRecord, type PutIssuerOutcome } from "./issuers.js";
+import { ApiKeyStore, type ApiKeyInput, type ApiKeyRecord, type CreateApiKeyOutcome } from "./api-keys.js";
 import { sealSecret, type SealedSecret } from "../crypto/sealed-secrets.js";
 import { hostClock } from "../platform/host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../../kinds/catalog-types.js";
@@ -118,6 +119,12 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   listIssuers(): Promise<IssuerRecord[]>;
   getIssuer(name: string): Promise<IssuerRecord | undefined>;
   deleteIssuer(name: string): Promise<boolean>;
+  // API keys (directory/api-keys.ts) ----------------------------------------------------------------
+  createApiKey(id: string, input: ApiKeyInput, limit: number): Promise<CreateApiKeyOutcome>;
+  listApiKeys(): Promise<ApiKeyRecord[]>;
+  deleteApiKey(id: string): Promise<boolean>;
+  /** The key when `hash` is its secret's and it has not expired; its last use recorded at most hourly. */
+  verifyApiKey(id: string, hash: string): Promise<ApiKeyRecord | undefined>;
 }
 
 export class DirectoryObject extends DurableObject<Env> {
@@ -418,6 +425,31 @@ export class DirectoryObject extends DurableObject<Env> {
 
   deleteIssuer(name: string): boolean {
     return this.#issuers.delete(name);
+  }
+
+  // API keys (docs/users.md "API keys"; directory/api-keys.ts) ----------------------------------------
+
+  #apiKeyStore: ApiKeyStore | undefined;
+
+  get #apiKeys(): ApiKeyStore {
+    this.#apiKeyStore ??= new ApiKeyStore(this.ctx.storage.sql);
+    return this.#apiKeyStore;
+  }
+
+  createApiKey(id: string, input: ApiKeyInput, limit: number): CreateApiKeyOutcome {
+    return this.#apiKeys.create(id, input, limit, hostClock().now());
+  }
+
+  listApiKeys(): ApiKeyRecord[] {
+    return this.#apiKeys.list();
+  }
+
+  deleteApiKey(id: string): boolean {
+    return this.#apiKeys.delete(id);
+  }
+
+  verifyApiKey(id: string, hash: string): ApiKeyRecord | undefined {
+    return this.#apiKeys.verify(id, hash, hostClock().now());
   }
 
   // The tenant's tool catalog (docs/tools.md) ------------------------------------------------------
