@@ -37,7 +37,10 @@ async function directoryText(tenant: string): Promise<string> {
     const cells = tables.flatMap((table) =>
       table.startsWith("_cf_") || table.startsWith("sqlite_")
         ? []
-        : sql.exec(`SELECT * FROM "${table}"`).toArray().map((row) => JSON.stringify(row)),
+        : sql
+            .exec(`SELECT * FROM "${table}"`)
+            .toArray()
+            .map((row) => JSON.stringify(row)),
     );
     void instance;
     return cells.join("\n");
