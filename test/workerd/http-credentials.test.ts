@@ -37,7 +37,7 @@ function withSecrets(
   return (path, bearer, init = {}) => {
     const headers = new Headers(init.headers);
     headers.set("authorization", `Bearer ${bearer}`);
-    return app.fetch(new Request(`${BASE}${path}`, { ...init, headers }), configured, ctx);
+    return Promise.resolve(app.fetch(new Request(`${BASE}${path}`, { ...init, headers }), configured, ctx));
   };
 }
 
