@@ -43,6 +43,7 @@ import {
   TOOL_CATALOG_ROUTES,
   TOOL_RESULT_ROUTES,
 } from "./openapi-tools.js";
+import { apiKeyId } from "./api-keys.js";
 import { API_KEY_ROUTES, ISSUER_ROUTES, LIMITS_ROUTES, PROFILE_ROUTES, TEMPLATE_ROUTES } from "./openapi-users.js";
 import { RIG_ROUTES } from "./openapi-rig.js";
 
@@ -59,6 +60,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   mailId: idString,
   name: inboundName,
   issuer: issuerName,
+  key: apiKeyId,
   pendingId: pendingIdParam,
   endpointId,
   deliveryId: z.string().describe("{event element}.{endpoint id}"),

@@ -16,7 +16,6 @@ import type { Env } from "../env.js";
 import { Problem } from "../problems.js";
 import { tenantName, type Claims } from "../schemas.js";
 import { API_KEY_PREFIX } from "../../api/api-keys.js";
-import { base64 } from "../crypto/base64.js";
 import { hostClock } from "../platform/host-config.js";
 
 /** How long an isolate trusts a key it verified, ms. */
@@ -35,15 +34,20 @@ const cache = new Map<string, Known>();
 
 const encoder = new TextEncoder();
 
-function base64url(bytes: Uint8Array | ArrayBuffer): string {
-  return base64(bytes).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+function base64url(bytes: Uint8Array): string {
+  return btoa(String.fromCharCode(...bytes))
+    .replaceAll("+", "-")
+    .replaceAll("/", "_")
+    .replace(/=+$/, "");
 }
 
 function unbase64url(text: string): string | undefined {
   try {
     const padded = text.replaceAll("-", "+").replaceAll("_", "/");
     const binary = atob(padded + "=".repeat((4 - (padded.length % 4)) % 4));
-    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(Uint8Array.from(binary, (char) => char.charCodeAt(0)));
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(
+      Uint8Array.from(binary, (char) => char.charCodeAt(0)),
+    );
   } catch {
     return undefined;
   }
