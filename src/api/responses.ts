@@ -383,7 +383,12 @@ export const inputResponse = z.strictObject({
 });
 export const acceptanceResponse = z.strictObject({ requestKey: z.string(), conversationId: id, inputId: id });
 export const queuedInputOut = z.discriminatedUnion("mode", [
-  z.strictObject({ mode: z.enum(["steer", "followUp", "nextRun"]), input: userInputOut, requestId }),
+  z.strictObject({
+    mode: z.enum(["steer", "followUp", "nextRun"]),
+    input: userInputOut,
+    requestId,
+    data: jsonValue.optional().describe("The user entry's data it becomes (an inbound delivery's payload and source)"),
+  }),
   z.strictObject({
     mode: z.literal("write"),
     kind: z.string(),
@@ -627,6 +632,11 @@ export const inboundOut = z.strictObject({
   conversationId: id,
   mode: z.enum(["followUp", "steer", "nextRun"]),
   template: z.string().optional(),
+  events: z.array(z.string()).optional(),
+  when: z.array(z.record(z.string(), jsonValue)).optional(),
+  ignore: z.array(z.string()).optional(),
+  self: z.string().optional(),
+  fields: z.array(z.string()).optional(),
   secret: z
     .string()
     .optional()
@@ -639,6 +649,7 @@ export const inboundListResponse = z.strictObject({ items: z.array(inboundOut) }
  */
 export const inboundDeliveryResponse = z.union([
   z.strictObject({ inputId: id, duplicate: z.boolean() }),
+  z.strictObject({ ignored: z.literal(true), reason: z.string() }).describe("A delivery its filters ignore"),
   z.record(z.string(), jsonValue),
 ]);
 

@@ -25,7 +25,7 @@ import {
   type QueuedInput,
 } from "../core/inbox.js";
 import type { TxBuilder } from "../core/tx.js";
-import type { Id } from "../storage/records.js";
+import type { Id, JsonValue } from "../storage/records.js";
 import { captureConfig, freshRetry } from "./config.js";
 import type { FinalAnswerExtension, TurnOptions } from "./services.js";
 import type { OfferedTool } from "./catalog-types.js";
@@ -38,6 +38,8 @@ export type WhenBusy = "followUp" | "steer" | "reject";
 
 export interface AcceptOptions {
   readonly input: UserInput;
+  /** The user entry's `data` (never model input): an inbound delivery's payload and source. */
+  readonly data?: JsonValue;
   readonly requestId?: string;
   readonly whenBusy?: WhenBusy;
   /**
@@ -97,7 +99,10 @@ export async function acceptInput(
         `conversation ${conversationId} is busy with a turn and the input asked not to wait (whenBusy: reject)`,
       );
     }
-    const item: QueuedInput = withRequest({ mode: whenBusy, input: options.input }, options.requestId);
+    const item: QueuedInput = withRequest(
+      { mode: whenBusy, input: options.input, ...(options.data === undefined ? {} : { data: options.data }) },
+      options.requestId,
+    );
     return { inputId: queueInput(b, conversationId, item), status: "queued" };
   }
   const config = withRunTools(await captureConfig(b, conversationId, turn), options.runTools);
@@ -109,16 +114,19 @@ export async function acceptInput(
   const group: Id[] = [];
   for (const item of queued) {
     if (item.value.mode === "nextRun" || item.value.mode === "steer" || item.value.mode === "followUp") {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       group.push(item.id);
     } else if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     }
   }
   if (group.length > 0) await clearWaiting(b, conversationId);
-  const item: QueuedInput = withRequest({ mode: "followUp" as const, input: options.input }, options.requestId);
+  const item: QueuedInput = withRequest(
+    { mode: "followUp" as const, input: options.input, ...(options.data === undefined ? {} : { data: options.data }) },
+    options.requestId,
+  );
   const inputId = queueInput(b, conversationId, item);
-  placeInput(b, conversationId, inputId, item, userDraft(options.input, now));
+  placeInput(b, conversationId, inputId, item, userDraft(options.input, now, options.data));
   group.push(inputId);
   const generation = createGeneration(b, conversationId, group, config, freshRetry(turn));
   return { inputId, status: "placed", generation };
@@ -159,7 +167,7 @@ export async function landPostToolsInbox(
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     } else if (item.value.mode === "steer") {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       group.push(item.id);
     }
   }
@@ -214,7 +222,7 @@ export async function landFinalInbox(
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     } else if (!ahead && (item.value.mode === "steer" || item.value.mode === "followUp")) {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       next.push(item.id);
     }
   }
@@ -271,7 +279,7 @@ export async function continueInbox(
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     } else {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       group.push(item.id);
     }
   }
@@ -291,7 +299,7 @@ export async function landIdleInbox(b: TxBuilder, conversationId: Id, now: numbe
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     } else if (item.value.mode === "steer" || item.value.mode === "followUp") {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       next.push(item.id);
     }
   }
