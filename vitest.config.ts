@@ -14,7 +14,7 @@ export default defineConfig({
       {
         plugins: [
           cloudflareTest({
-            wrangler: { configPath: "./wrangler.toml" },
+            wrangler: { configPath: "./wrangler.toml", environment: "dev" },
             // Test-only secrets (the HTTP tests sign tokens and webhooks with them; see .dev.vars.example).
             // LOG_LEVEL quiet: the JSON log lines would flood the test output (tests that read them capture them).
             // TOOLS_DAYS_SEED replays a run of the tools-over-days test (it prints its seed).

@@ -13,7 +13,7 @@ export default defineConfig({
       {
         plugins: [
           cloudflareTest({
-            wrangler: { configPath: `${root}/wrangler.toml` },
+            wrangler: { configPath: `${root}/wrangler.toml`, environment: "dev" },
             miniflare: { bindings: { ...TEST_SECRETS, SWEEP_SHARD: process.env.SWEEP_SHARD ?? "0/1" } },
           }),
         ],

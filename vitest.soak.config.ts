@@ -14,7 +14,7 @@ export default defineConfig({
       {
         plugins: [
           cloudflareTest({
-            wrangler: { configPath: `${root}/wrangler.toml` },
+            wrangler: { configPath: `${root}/wrangler.toml`, environment: "dev" },
             miniflare: {
               bindings: {
                 ...TEST_SECRETS,

@@ -35,7 +35,7 @@ export default defineConfig({
     testTimeout: 300_000,
     projects: [
       {
-        plugins: [cloudflareTest({ wrangler: { configPath: `${root}/wrangler.toml` } })],
+        plugins: [cloudflareTest({ wrangler: { configPath: `${root}/wrangler.toml`, environment: "dev" } })],
         test: {
           name: "bench-workerd",
           include: ["bench/**/*.bench.ts"],

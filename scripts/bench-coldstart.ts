@@ -80,7 +80,18 @@ async function once(n: number): Promise<Run> {
   const t0 = performance.now();
   const child = spawn(
     "wrangler",
-    ["dev", "--local", "--port", String(PORT), "--inspector-port", String(INSPECTOR), "--persist-to", state],
+    [
+      "dev",
+      "--local",
+      "--env",
+      "dev",
+      "--port",
+      String(PORT),
+      "--inspector-port",
+      String(INSPECTOR),
+      "--persist-to",
+      state,
+    ],
     {
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],

@@ -89,7 +89,7 @@ async function startDevOnce(config: string | undefined, extra: readonly string[]
     join(root, "node_modules/.bin/wrangler"),
     [
       "dev",
-      ...(config === undefined ? [] : ["--config", config]),
+      ...(config === undefined ? ["--env", "dev"] : ["--config", config]),
       "--local",
       "--persist-to",
       persist,

@@ -111,6 +111,8 @@ const wrangler = spawn(
   [
     "dev",
     "--local",
+    "--env",
+    "dev",
     "--env-file",
     envFile,
     "--port",

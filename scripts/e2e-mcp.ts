@@ -75,6 +75,8 @@ const wrangler = spawn(
   [
     "dev",
     "--local",
+    "--env",
+    "dev",
     "--env-file",
     envFile,
     "--port",

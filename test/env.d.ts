@@ -15,3 +15,9 @@ declare namespace Cloudflare {
     SOAK_START?: string;
   }
 }
+
+/** A file's text, imported with Vite's `?raw` suffix (docs read by tests). */
+declare module "*.md?raw" {
+  const text: string;
+  export default text;
+}

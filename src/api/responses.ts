@@ -388,6 +388,8 @@ export const queuedInputOut = z.discriminatedUnion("mode", [
     input: userInputOut,
     requestId,
     data: jsonValue.optional().describe("The user entry's data it becomes (an inbound delivery's payload and source)"),
+    /** The id the sender shows the message under (a chat message's id). */
+    messageId: z.string().optional(),
   }),
   z.strictObject({
     mode: z.literal("write"),

@@ -28,6 +28,8 @@ export type QueuedInput =
       readonly requestId?: string;
       /** Stored as the user entry's `data` (never model input, §2.1): what the input came from, for operators. */
       readonly data?: JsonValue;
+      /** The id the sender shows this message under (a chat message's id): the user entry's key when placed. */
+      readonly messageId?: string;
     }
   | { readonly mode: "write"; readonly kind: string; readonly entry: EntryDraft; readonly requestId?: string };
 
@@ -137,7 +139,8 @@ export function placeInput(
   item: QueuedInput,
   entry: EntryDraft & { readonly kind: string },
 ): Id {
-  const entryId = b.entry({ kind: entry.kind }, conversationId, entry);
+  const keyed = item.mode !== "write" && item.messageId !== undefined ? { ...entry, key: item.messageId } : entry;
+  const entryId = b.entry({ kind: entry.kind }, conversationId, keyed);
   b.list(bindInbox(conversationId)).remove(inputId);
   const result: InputResult =
     item.mode === "write"

@@ -41,6 +41,8 @@ export interface AcceptOptions {
   /** The user entry's `data` (never model input): an inbound delivery's payload and source. */
   readonly data?: JsonValue;
   readonly requestId?: string;
+  /** The id the sender shows the message under (a chat message's id): the user entry's key. */
+  readonly messageId?: string;
   readonly whenBusy?: WhenBusy;
   /**
    * Client tools the page offers for this input's turn only (run-tools.ts). They belong to a turn this input
@@ -99,9 +101,12 @@ export async function acceptInput(
         `conversation ${conversationId} is busy with a turn and the input asked not to wait (whenBusy: reject)`,
       );
     }
-    const item: QueuedInput = withRequest(
-      { mode: whenBusy, input: options.input, ...(options.data === undefined ? {} : { data: options.data }) },
-      options.requestId,
+    const item: QueuedInput = withMessage(
+      withRequest(
+        { mode: whenBusy, input: options.input, ...(options.data === undefined ? {} : { data: options.data }) },
+        options.requestId,
+      ),
+      options.messageId,
     );
     return { inputId: queueInput(b, conversationId, item), status: "queued" };
   }
@@ -121,9 +126,16 @@ export async function acceptInput(
     }
   }
   if (group.length > 0) await clearWaiting(b, conversationId);
-  const item: QueuedInput = withRequest(
-    { mode: "followUp" as const, input: options.input, ...(options.data === undefined ? {} : { data: options.data }) },
-    options.requestId,
+  const item: QueuedInput = withMessage(
+    withRequest(
+      {
+        mode: "followUp" as const,
+        input: options.input,
+        ...(options.data === undefined ? {} : { data: options.data }),
+      },
+      options.requestId,
+    ),
+    options.messageId,
   );
   const inputId = queueInput(b, conversationId, item);
   placeInput(b, conversationId, inputId, item, userDraft(options.input, now, options.data));
@@ -337,6 +349,10 @@ async function resolveGroup(
 
 function req(result: InputResult): { requestId?: string } {
   return result.requestId === undefined ? {} : { requestId: result.requestId };
+}
+
+function withMessage<T extends object>(value: T, messageId: string | undefined): T & { messageId?: string } {
+  return messageId === undefined ? value : { ...value, messageId };
 }
 
 function withRequest<T extends object>(value: T, requestId: string | undefined): T & { requestId?: string } {

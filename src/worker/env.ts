@@ -55,7 +55,10 @@ export interface Env extends SandboxBinding {
   readonly MODEL_RETRY_HONOUR_HINTS?: string | boolean;
   /** A Durable Object binding to `@cloudflare/sandbox`'s `Sandbox` class: jobs run there (docs/jobs.md). */
   readonly SANDBOX?: SandboxBinding["SANDBOX"];
-  /** `development`, `staging` or `production` (wrangler.toml vars per environment). */
+  /**
+   * `development` (`[env.dev]`: `npm start`, the tests), `staging` or `production` (wrangler.toml vars per
+   * environment). Unset means production: only `development` relaxes anything (isDevelopment).
+   */
   readonly ENVIRONMENT?: string;
   /**
    * Origins browsers may call from, comma-separated (`https://app.example.com,http://localhost:*`). Unset:
@@ -94,4 +97,12 @@ export interface Env extends SandboxBinding {
  */
 export function sessionObjectName(tenant: string, session: string): string {
   return `${tenant}:${session}`;
+}
+
+/**
+ * Whether a deployment is development (`ENVIRONMENT=development`, wrangler.toml's `[env.dev]`): only there are
+ * localhost CORS and plain `http:` tool, MCP, webhook and key URLs allowed. Unset, or any other value, is production.
+ */
+export function isDevelopment(environment: string | undefined): boolean {
+  return environment === "development";
 }

@@ -23,7 +23,7 @@ export class SessionError extends Error {
 export class SessionNotFound extends SessionError {
   override readonly name = "SessionNotFound";
   constructor() {
-    super("not_found", "this session does not exist; create it first");
+    super("not_found", "no session of this name");
   }
 }
 

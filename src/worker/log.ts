@@ -33,7 +33,9 @@ export type LogLine =
        */
       readonly outcome: string;
       readonly durationMs: number;
-    };
+    }
+  /** The Worker refuses to serve: a secret holds a public development value (http/public-secrets.ts). */
+  | { readonly type: "misconfigured"; readonly secret: string; readonly message: string };
 
 /** `LOG_LEVEL`: `info` (the default) writes every line; `quiet` writes none (the vitest config sets it). */
 export type LogLevel = "info" | "quiet";

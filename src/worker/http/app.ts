@@ -34,6 +34,7 @@ import { listModels } from "../platform/models.js";
 import { corsMiddleware } from "./cors.js";
 import { hostReport } from "../platform/host-config.js";
 import { requestLog } from "./request-log.js";
+import { refusePublicSecrets } from "./refuse-public-secrets.js";
 import { Problem, toProblem } from "../problems.js";
 import { conversationRoutes } from "./routes/conversations.js";
 import { scheduleRoutes } from "./routes/schedules.js";
@@ -61,10 +62,20 @@ import { mcpRoutes } from "./routes/mcp.js";
 import { isImport, transferRoutes } from "./routes/transfer.js";
 import { MAX_BODY_BYTES } from "../schemas.js";
 
+/** The body limit of `POST .../chat` and `POST .../ag-ui` (8 MiB): a page's whole history. */
+const MAX_FRONTEND_BODY_BYTES = 8 * 1024 * 1024;
+
+/** `POST /v1/sessions/{session}/chat` or `.../ag-ui`. */
+function isFrontendPost(method: string, path: string): boolean {
+  return method === "POST" && /^\/v1\/sessions\/[^/]+\/(chat|ag-ui)$/.test(path);
+}
+
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.use("*", requestLog());
+  // Outside development, nothing is served while a secret holds a public development value.
+  app.use("*", refusePublicSecrets());
   // CORS before the routes, so preflights and refused origins never reach one.
   app.use("*", corsMiddleware());
 
@@ -76,8 +87,23 @@ export function createApp(): Hono<AppEnv> {
     maxSize: MAX_BODY_BYTES,
     onError: () => new Problem("payload_too_large", `bodies are limited to ${MAX_BODY_BYTES} bytes`).response(),
   });
+  // A chat or AG-UI page resends its whole history with every message: those bodies may be larger.
+  const limitFrontendBody = bodyLimit({
+    maxSize: MAX_FRONTEND_BODY_BYTES,
+    onError: () =>
+      new Problem(
+        "payload_too_large",
+        `chat and AG-UI bodies are limited to ${MAX_FRONTEND_BODY_BYTES} bytes`,
+      ).response(),
+  });
   // An import streams its body to the session object, which enforces MAX_IMPORT_BYTES (routes/transfer.ts).
-  app.use("/v1/*", (c, next) => (isImport(c.req.method, c.req.path) ? next() : limitBody(c, next)));
+  app.use("/v1/*", (c, next) =>
+    isImport(c.req.method, c.req.path)
+      ? next()
+      : isFrontendPost(c.req.method, c.req.path)
+        ? limitFrontendBody(c, next)
+        : limitBody(c, next),
+  );
 
   // What this deployment can use (the echo models, each enabled catalogue provider, custom endpoints):
   // the config capability, since these are the values a config may name.

@@ -11,7 +11,7 @@
 import type { MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
 import type { AppEnv } from "../identity/auth.js";
-import type { Env } from "../env.js";
+import { isDevelopment, type Env } from "../env.js";
 import { Problem } from "../problems.js";
 
 /** Request headers a browser may send (the preflight's Access-Control-Allow-Headers). */
@@ -32,8 +32,7 @@ const DEVELOPMENT_ORIGINS = "http://localhost:*,http://127.0.0.1:*";
 
 /** The configured origin patterns: exact origins, or `scheme://host:*` for any port of that host. */
 export function allowedOrigins(env: Env): readonly string[] {
-  const configured =
-    env.CORS_ORIGINS ?? ((env.ENVIRONMENT ?? "development") === "development" ? DEVELOPMENT_ORIGINS : "");
+  const configured = env.CORS_ORIGINS ?? (isDevelopment(env.ENVIRONMENT) ? DEVELOPMENT_ORIGINS : "");
   return configured
     .split(",")
     .map((origin) => origin.trim())

@@ -18,7 +18,7 @@ import type { CreateConfig, SessionOps } from "./ops.js";
 import type { SessionObject } from "./object.js";
 import type { SessionWhere } from "../identity/owner.js";
 import type { RetentionSource, TemplateBinding } from "../directory/templates.js";
-import type { DirectoryMeta } from "./directory-link.js";
+import type { DirectoryMeta, RelabelAnswer } from "./directory-link.js";
 import type { RetentionView } from "./retention.js";
 import type { ImportResponse } from "../../api/transfer.js";
 
@@ -42,11 +42,15 @@ export interface SessionRpc {
   templateBinding(): Promise<{ readonly exists: boolean; readonly binding?: TemplateBinding }>;
   /** Close `sub`'s watches issued before `before` (Unix seconds): a revocation (watch/guard.ts). */
   closeWatches(sub: string, before: number): Promise<{ readonly closed: number }>;
-  relabel(change: {
-    readonly title?: string | null;
-    readonly labels?: readonly string[];
-    readonly metadata?: Readonly<Record<string, string | null>>;
-  }): Promise<Outcome<DirectoryMeta>>;
+  /** The directory's title, labels and metadata, and the variables (`variables`), refused as one (nothing written). */
+  relabel(
+    change: {
+      readonly title?: string | null;
+      readonly labels?: readonly string[];
+      readonly metadata?: Readonly<Record<string, string | null>>;
+    },
+    variables?: Readonly<Record<string, string | null>>,
+  ): Promise<Outcome<RelabelAnswer>>;
   /**
    * Whether end user `sub` reaches this session: it owns it, or (`creating`) nobody created it yet
    * (identity/user-access.ts).

@@ -19,6 +19,7 @@ import type { IssuerRecord } from "../../directory/issuers.js";
 import { directoryStub } from "../../directory/object.js";
 import { forgetRegistrations } from "../../identity/issuer-tokens.js";
 import { Problem } from "../../problems.js";
+import { isDevelopment } from "../../env.js";
 import { noQuery, parse } from "../../schemas.js";
 import { body, query, type AppContext } from "./shared.js";
 
@@ -30,7 +31,7 @@ function view(record: IssuerRecord): IssuerResponse {
 
 /** `jwksUri` is https:, or http: where ENVIRONMENT is development (`npm start`, the tests). */
 export function checkJwksUri(jwksUri: string, environment: string | undefined): void {
-  if (new URL(jwksUri).protocol !== "https:" && environment !== "development") {
+  if (new URL(jwksUri).protocol !== "https:" && !isDevelopment(environment)) {
     throw new Problem(
       "invalid_issuer",
       "jwksUri: an https: URL (plain http: only where ENVIRONMENT is development)",

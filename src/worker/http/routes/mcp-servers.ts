@@ -21,6 +21,7 @@ import { directoryStub } from "../../directory/object.js";
 import { openHeaders, readToolList, sealHeaders } from "../../remote/mcp-servers.js";
 import { selectTools, type McpServerRecord } from "../../directory/mcp-snapshot.js";
 import { Problem } from "../../problems.js";
+import { isDevelopment } from "../../env.js";
 import { noQuery, parse } from "../../schemas.js";
 import { body, query, type AppContext } from "./shared.js";
 
@@ -41,7 +42,7 @@ function nameParam(c: AppContext): string {
 
 /** Plain `http:` only where ENVIRONMENT is development (`npm start`). */
 function checkUrl(c: AppContext, url: string): void {
-  if (new URL(url).protocol !== "https:" && c.env.ENVIRONMENT !== "development") {
+  if (new URL(url).protocol !== "https:" && !isDevelopment(c.env.ENVIRONMENT)) {
     throw new Problem(
       "invalid_mcp_server",
       "url: an https: URL (plain http: only where ENVIRONMENT is development)",

@@ -29,7 +29,7 @@ import { hostClock } from "../../platform/host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../../../kinds/catalog-types.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub, type IfMatch } from "../../directory/object.js";
-import type { Env } from "../../env.js";
+import { isDevelopment, type Env } from "../../env.js";
 import { builtinTools } from "../../session/kinds.js";
 import { Problem } from "../../problems.js";
 import { noQuery, parse } from "../../schemas.js";
@@ -95,7 +95,7 @@ function precondition(name: string, current: number | undefined): Problem {
  */
 export function checkDefinition(env: Env, definition: ToolDefinition): void {
   const handler = definition.handler;
-  if (handler.type === "http" && new URL(handler.url).protocol !== "https:" && env.ENVIRONMENT !== "development") {
+  if (handler.type === "http" && new URL(handler.url).protocol !== "https:" && !isDevelopment(env.ENVIRONMENT)) {
     throw new Problem(
       "invalid_tool",
       "handler.url: an https: URL (plain http: only where ENVIRONMENT is development)",

@@ -28,6 +28,7 @@ import {
 import { refuseOutsideClaim, requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub } from "../../directory/object.js";
 import { Problem } from "../../problems.js";
+import { isDevelopment } from "../../env.js";
 import { noQuery, parse } from "../../schemas.js";
 import { sealSecret } from "../../crypto/sealed-secrets.js";
 import { base64 } from "../../crypto/base64.js";
@@ -65,11 +66,10 @@ function view(record: EndpointRecord, secret?: string): EndpointResponse {
   };
 }
 
-/** An endpoint's URL is https:, or http: when ENVIRONMENT is development (unset counts as development, as for CORS). */
+/** An endpoint's URL is https:, or http: when ENVIRONMENT is development (unset counts as production). */
 export function checkEndpointUrl(url: string | undefined, environment: string | undefined): void {
   if (url === undefined) return;
-  const development = (environment ?? "development") === "development";
-  if (new URL(url).protocol === "http:" && !development)
+  if (new URL(url).protocol === "http:" && !isDevelopment(environment))
     throw new Problem(
       "invalid_endpoint",
       "url must be https: (plain http: only when ENVIRONMENT is development)",
