@@ -22,6 +22,28 @@ export const inboundName = z
     "an inbound endpoint's name is 1-64 characters of a-z 0-9 _ - starting with a letter or digit",
   );
 
+/** A payload path: dot-separated names, a number indexes an array (`issue.number`, `commits.0.id`). */
+const payloadPath = z
+  .string()
+  .regex(/^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+){0,15}$/, "a path is dot-separated names (issue.number, commits.0.id)");
+
+/** One condition of `when`: the payload's value at `path` equals a value, is one of a list, or exists (or not). */
+export const inboundCondition = z.union([
+  z.strictObject({ path: payloadPath, equals: z.union([z.string(), z.number(), z.boolean(), z.null()]) }),
+  z.strictObject({
+    path: payloadPath,
+    in: z
+      .array(z.union([z.string(), z.number(), z.boolean()]))
+      .min(1)
+      .max(50),
+  }),
+  z.strictObject({ path: payloadPath, exists: z.boolean() }),
+]);
+export type InboundCondition = z.infer<typeof inboundCondition>;
+
+/** What a delivery's filters may name (each list at most this long). */
+export const INBOUND_FILTER_MAX = 50;
+
 /**
  * PUT an inbound endpoint: its sender's `format`, where deliveries go (`conversation`, default the root),
  * what a delivery does when the conversation is busy (`mode`, default followUp), an optional `template`
@@ -42,6 +64,16 @@ export const inboundBody = z
       )
       .optional(),
     secret: z.string().min(1, "secret must not be empty").max(1000).optional(),
+    /** Only these event types (GitHub's X-GitHub-Event, Slack's event.type, Stripe's and Standard's type). */
+    events: z.array(z.string().min(1).max(100)).min(1).max(INBOUND_FILTER_MAX).optional(),
+    /** Conditions on the payload that must all hold. */
+    when: z.array(inboundCondition).min(1).max(INBOUND_FILTER_MAX).optional(),
+    /** Senders whose deliveries are ignored (GitHub sender.login, Slack event.user or event.bot_id). */
+    ignore: z.array(z.string().min(1).max(200)).min(1).max(INBOUND_FILTER_MAX).optional(),
+    /** The integration's own user (its bot): its deliveries are always ignored, so its replies never loop. */
+    self: z.string().min(1).max(200).optional(),
+    /** Payload values `input.completed` and `turn.failed` carry in `source.fields` (issue.number, ...). */
+    fields: z.array(payloadPath).min(1).max(20).optional(),
   })
   .refine((body) => body.format === "standard" || body.secret !== undefined, {
     message: "a github, slack or stripe endpoint needs the signing secret its platform shows (secret)",

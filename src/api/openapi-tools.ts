@@ -6,7 +6,14 @@
 import { z } from "zod";
 import { toolResultBody, noQuery } from "./schemas.js";
 import { pendingAnswerBody, pendingAnsweredResponse, pendingListResponse } from "./pending.js";
-import { toolDefinitionBody, toolDeletedResponse, toolRecordOut, toolsListResponse } from "./tools.js";
+import {
+  toolDefinitionBody,
+  toolDeletedResponse,
+  toolPutResponse,
+  toolRecordOut,
+  toolSecretRotated,
+  toolsListResponse,
+} from "./tools.js";
 import { mcpServerBody, mcpServerDeleted, mcpServerList, mcpServerOut } from "./mcp-servers.js";
 import { toolResultRecorded } from "./responses.js";
 import { S, C, body, client, ifMatchHeader, ok, type ApiRoute } from "./openapi-route.js";
@@ -107,7 +114,17 @@ export const TOOL_CATALOG_ROUTES: readonly ApiRoute[] = [
     auth: client("tools"),
     headers: ifMatchHeader,
     body: body(toolDefinitionBody),
-    responses: { 201: ok(toolRecordOut, "Created"), 200: ok(toolRecordOut, "Replaced") },
+    responses: { 201: ok(toolPutResponse, "Created"), 200: ok(toolPutResponse, "Replaced") },
+  },
+  {
+    method: "post",
+    path: "/v1/tools/{tool}/rotate-secret",
+    operationId: "rotateToolSecret",
+    summary:
+      "Rotate an HTTP tool's signing secret: new calls sign with the next generation (answered once); the previous one verifies late results for 7 days",
+    auth: client("tools"),
+    query: noQuery,
+    responses: { 200: ok(toolSecretRotated) },
   },
   {
     method: "get",

@@ -7,6 +7,7 @@ import { emptyBody, noQuery, tenantRetention } from "./schemas.js";
 import { statsResponse } from "./stats.js";
 import { limitsBody, limitsResponse, meUsageQuery, usageQuery, usageResponse as meteredUsage } from "./limits.js";
 import { issuerBody, issuerDeleted, issuerList, issuerOut } from "./issuers.js";
+import { apiKeyBody, apiKeyCreated, apiKeyDeleted, apiKeyList } from "./api-keys.js";
 import {
   erasureResponse,
   revokeResponse,
@@ -57,6 +58,39 @@ export const ISSUER_ROUTES: readonly ApiRoute[] = [
     auth: client("issuers"),
     query: noQuery,
     responses: { 200: ok(issuerDeleted) },
+  },
+];
+
+/** The tenant's API keys (docs/users.md "API keys"). */
+export const API_KEY_ROUTES: readonly ApiRoute[] = [
+  {
+    method: "post",
+    path: "/v1/api-keys",
+    operationId: "createApiKey",
+    summary:
+      "Create an API key: a long-lived bearer credential of role operator or client; its secret is answered this once",
+    auth: client("keys"),
+    query: noQuery,
+    body: body(apiKeyBody),
+    responses: { 201: ok(apiKeyCreated, "Created") },
+  },
+  {
+    method: "get",
+    path: "/v1/api-keys",
+    operationId: "listApiKeys",
+    summary: "The tenant's API keys (never a secret): prefix, role, scope, created, last used, expires",
+    auth: client("keys"),
+    query: noQuery,
+    responses: { 200: ok(apiKeyList) },
+  },
+  {
+    method: "delete",
+    path: "/v1/api-keys/{key}",
+    operationId: "deleteApiKey",
+    summary: "Delete an API key: refused at once where deleted, within 5 s everywhere; 404 not_found",
+    auth: client("keys"),
+    query: noQuery,
+    responses: { 200: ok(apiKeyDeleted) },
   },
 ];
 

@@ -43,7 +43,8 @@ import {
   TOOL_CATALOG_ROUTES,
   TOOL_RESULT_ROUTES,
 } from "./openapi-tools.js";
-import { ISSUER_ROUTES, LIMITS_ROUTES, PROFILE_ROUTES, TEMPLATE_ROUTES } from "./openapi-users.js";
+import { apiKeyId } from "./api-keys.js";
+import { API_KEY_ROUTES, ISSUER_ROUTES, LIMITS_ROUTES, PROFILE_ROUTES, TEMPLATE_ROUTES } from "./openapi-users.js";
 import { RIG_ROUTES } from "./openapi-rig.js";
 
 /** Path parameters by name: their schemas (every `{name}` in a path must be listed). */
@@ -59,6 +60,7 @@ export const PATH_PARAMETERS: Readonly<Record<string, z.ZodType>> = {
   mailId: idString,
   name: inboundName,
   issuer: issuerName,
+  key: apiKeyId,
   pendingId: pendingIdParam,
   endpointId,
   deliveryId: z.string().describe("{event element}.{endpoint id}"),
@@ -108,6 +110,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...EVENTS_OUT_ROUTES,
   ...TOOL_CATALOG_ROUTES,
   ...ISSUER_ROUTES,
+  ...API_KEY_ROUTES,
   ...LIMITS_ROUTES,
   ...MCP_SERVER_ROUTES,
   ...TEMPLATE_ROUTES,

@@ -387,6 +387,7 @@ export const queuedInputOut = z.discriminatedUnion("mode", [
     mode: z.enum(["steer", "followUp", "nextRun"]),
     input: userInputOut,
     requestId,
+    data: jsonValue.optional().describe("The user entry's data it becomes (an inbound delivery's payload and source)"),
     /** The id the sender shows the message under (a chat message's id). */
     messageId: z.string().optional(),
   }),
@@ -633,6 +634,11 @@ export const inboundOut = z.strictObject({
   conversationId: id,
   mode: z.enum(["followUp", "steer", "nextRun"]),
   template: z.string().optional(),
+  events: z.array(z.string()).optional(),
+  when: z.array(z.record(z.string(), jsonValue)).optional(),
+  ignore: z.array(z.string()).optional(),
+  self: z.string().optional(),
+  fields: z.array(z.string()).optional(),
   secret: z
     .string()
     .optional()
@@ -645,6 +651,7 @@ export const inboundListResponse = z.strictObject({ items: z.array(inboundOut) }
  */
 export const inboundDeliveryResponse = z.union([
   z.strictObject({ inputId: id, duplicate: z.boolean() }),
+  z.strictObject({ ignored: z.literal(true), reason: z.string() }).describe("A delivery its filters ignore"),
   z.record(z.string(), jsonValue),
 ]);
 

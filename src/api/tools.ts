@@ -110,7 +110,17 @@ const toolDefinitionOut = z.strictObject({
   description: z.string(),
   parameters: z.record(z.string(), jsonValue).describe('The JSON Schema of the arguments ("type": "object")'),
   handler: z.union([
-    z.strictObject({ type: z.literal("http"), url: z.string(), timeoutMs: z.number().int(), idempotent: z.boolean() }),
+    z.strictObject({
+      type: z.literal("http"),
+      url: z.string(),
+      timeoutMs: z.number().int(),
+      idempotent: z.boolean(),
+      secretGeneration: z
+        .number()
+        .int()
+        .optional()
+        .describe("The generation of the signing secret new calls use (absent: 1; POST .../rotate-secret moves it)"),
+    }),
     z.strictObject({ type: z.literal("client"), timeoutMs: z.number().int() }),
   ]),
   approval: z.enum(["never", "always"]),
@@ -129,6 +139,21 @@ export const toolRecordOut = z.strictObject({
   deleted: z.literal(false),
   definition: toolDefinitionOut,
 });
+/** What `PUT /v1/tools/{tool}` answers: the record, and the first time it is an HTTP tool its signing secret. */
+export const toolPutResponse = toolRecordOut.extend({
+  secret: z
+    .string()
+    .optional()
+    .describe("An HTTP tool's signing secret (whsec_...), answered the first time the tool is an HTTP tool"),
+});
+/** What `POST /v1/tools/{tool}/rotate-secret` answers: the new secret, answered this once. */
+export const toolSecretRotated = z.strictObject({
+  name: z.string(),
+  version: z.number().int(),
+  secretGeneration: z.number().int(),
+  secret: z.string(),
+  previousSecretExpiresAt: z.string().describe("ISO 8601: until then the previous secret still verifies late results"),
+});
 export const toolsListResponse = z.strictObject({ items: z.array(toolRecordOut) });
 export const toolDeletedResponse = z.strictObject({
   name: z.string(),
@@ -138,4 +163,6 @@ export const toolDeletedResponse = z.strictObject({
 
 export type ToolRecordResponse = z.infer<typeof toolRecordOut>;
 export type ToolsListResponse = z.infer<typeof toolsListResponse>;
+export type ToolPutResponse = z.infer<typeof toolPutResponse>;
+export type ToolSecretRotatedResponse = z.infer<typeof toolSecretRotated>;
 export type ToolDeletedResponse = z.infer<typeof toolDeletedResponse>;

@@ -55,6 +55,7 @@ import { RigClient, RIG_CLIENT_OPERATIONS } from "./rig.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
 import { ISSUER_CLIENT_OPERATIONS } from "./issuers.js";
+import { API_KEY_CLIENT_OPERATIONS } from "./api-keys.js";
 import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
 import { END_USER_CLIENT_OPERATIONS } from "./end-users.js";
 import { UsersClient, USERS_CLIENT_OPERATIONS } from "./users.js";
@@ -391,4 +392,5 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   ...LIMITS_CLIENT_OPERATIONS,
   ...USERS_CLIENT_OPERATIONS,
   ...ISSUER_CLIENT_OPERATIONS,
+  ...API_KEY_CLIENT_OPERATIONS,
 };

@@ -11,6 +11,7 @@ export * from "./pending.js";
 export * from "./webhook-endpoints.js";
 export * from "./tools.js";
 export * from "./issuers.js";
+export * from "./api-keys.js";
 export * from "./limits.js";
 export * from "./end-users.js";
 export * from "./mcp-servers.js";

@@ -9,7 +9,14 @@
  * await tools.put("lookup_order", { description: "Look up an order", parameters: { type: "object", properties: { id: {
  * type: "integer" } } }, handler: { type: "http", url: "https://example.com/tools" } });
  */
-import type { ToolDefinitionBody, ToolDeletedResponse, ToolRecordResponse, ToolsListResponse } from "../api/tools.js";
+import type {
+  ToolDefinitionBody,
+  ToolDeletedResponse,
+  ToolPutResponse,
+  ToolRecordResponse,
+  ToolSecretRotatedResponse,
+  ToolsListResponse,
+} from "../api/tools.js";
 import { MCP_SERVER_CLIENT_OPERATIONS } from "./mcp-servers.js";
 
 /**
@@ -21,6 +28,7 @@ export const TOOLS_CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   listTools: "ToolsClient.list",
   getTool: "ToolsClient.get",
   deleteTool: "ToolsClient.delete",
+  rotateToolSecret: "ToolsClient.rotateSecret",
   ...MCP_SERVER_CLIENT_OPERATIONS,
 };
 
@@ -56,13 +64,26 @@ export class ToolsClient {
     return (await this.#client.request<ToolRecordResponse>("GET", `${this.path}/${encodeURIComponent(name)}`)).body;
   }
 
-  /** Define or replace a tool; the answer is the stored record, every default filled in. */
-  async put(name: string, definition: ToolDefinitionBody, options: ToolWriteOptions = {}): Promise<ToolRecordResponse> {
+  /**
+   * Define or replace a tool; the answer is the stored record, every default filled in, and the first time it is an
+   * HTTP tool its signing secret (`secret`).
+   */
+  async put(name: string, definition: ToolDefinitionBody, options: ToolWriteOptions = {}): Promise<ToolPutResponse> {
     return (
-      await this.#client.request<ToolRecordResponse>("PUT", `${this.path}/${encodeURIComponent(name)}`, {
+      await this.#client.request<ToolPutResponse>("PUT", `${this.path}/${encodeURIComponent(name)}`, {
         body: definition,
         headers: conditional(options),
       })
+    ).body;
+  }
+
+  /** Rotate an HTTP tool's signing secret: the new one (answered this once); the previous verifies late results 7 days. */
+  async rotateSecret(name: string): Promise<ToolSecretRotatedResponse> {
+    return (
+      await this.#client.request<ToolSecretRotatedResponse>(
+        "POST",
+        `${this.path}/${encodeURIComponent(name)}/rotate-secret`,
+      )
     ).body;
   }
 

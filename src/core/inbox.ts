@@ -4,7 +4,7 @@
  * value that says what became of it. A request key maps, in session state, to one acceptance for the
  * life of the session. Placement at turn boundaries (post_tools, final answers) lives with the turn kinds.
  */
-import type { Entry, Id, JsonObject, List, Value } from "../storage/records.js";
+import type { Entry, Id, JsonObject, JsonValue, List, Value } from "../storage/records.js";
 import type { EntryDraft, UserInput } from "./entries.js";
 import { invalid } from "./errors.js";
 import {
@@ -26,6 +26,8 @@ export type QueuedInput =
       readonly mode: "steer" | "followUp" | "nextRun";
       readonly input: UserInput;
       readonly requestId?: string;
+      /** Stored as the user entry's `data` (never model input, §2.1): what the input came from, for operators. */
+      readonly data?: JsonValue;
       /** The id the sender shows this message under (a chat message's id): the user entry's key when placed. */
       readonly messageId?: string;
     }
@@ -217,10 +219,14 @@ export function bindResult(conversationId: Id, inputId: Id): Value<InputResult> 
   return bindTo(inputResult(inputId), conversationId);
 }
 
-/** The entry draft a turn-asking input becomes (a user message). */
-export function userDraft(input: UserInput, timestamp: number): EntryDraft & { readonly kind: string } {
+/** The entry draft a turn-asking input becomes (a user message, and its `data` when the input carries one). */
+export function userDraft(
+  input: UserInput,
+  timestamp: number,
+  data?: JsonValue,
+): EntryDraft & { readonly kind: string } {
   const content = typeof input === "string" ? input : [...input];
-  return { kind: "user", model: [{ role: "user", content, timestamp }] };
+  return { kind: "user", model: [{ role: "user", content, timestamp }], ...(data === undefined ? {} : { data }) };
 }
 
 /** Data type guard for stored results. */

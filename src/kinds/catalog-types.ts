@@ -14,7 +14,14 @@ import type { JsonObject } from "../storage/records.js";
  * list it came from; `idempotent` its `idempotentHint` annotation (only then is a cut call re-sent).
  */
 export type ToolHandler =
-  | { readonly type: "http"; readonly url: string; readonly timeoutMs: number; readonly idempotent: boolean }
+  | {
+      readonly type: "http";
+      readonly url: string;
+      readonly timeoutMs: number;
+      readonly idempotent: boolean;
+      /** The generation of the tool's signing secret its calls are signed with (absent: 1; docs/tools.md). */
+      readonly secretGeneration?: number;
+    }
   | { readonly type: "client"; readonly timeoutMs: number }
   | {
       readonly type: "mcp";

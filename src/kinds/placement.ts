@@ -25,7 +25,7 @@ import {
   type QueuedInput,
 } from "../core/inbox.js";
 import type { TxBuilder } from "../core/tx.js";
-import type { Id } from "../storage/records.js";
+import type { Id, JsonValue } from "../storage/records.js";
 import { captureConfig, freshRetry } from "./config.js";
 import type { FinalAnswerExtension, TurnOptions } from "./services.js";
 import type { OfferedTool } from "./catalog-types.js";
@@ -38,6 +38,8 @@ export type WhenBusy = "followUp" | "steer" | "reject";
 
 export interface AcceptOptions {
   readonly input: UserInput;
+  /** The user entry's `data` (never model input): an inbound delivery's payload and source. */
+  readonly data?: JsonValue;
   readonly requestId?: string;
   /** The id the sender shows the message under (a chat message's id): the user entry's key. */
   readonly messageId?: string;
@@ -100,7 +102,10 @@ export async function acceptInput(
       );
     }
     const item: QueuedInput = withMessage(
-      withRequest({ mode: whenBusy, input: options.input }, options.requestId),
+      withRequest(
+        { mode: whenBusy, input: options.input, ...(options.data === undefined ? {} : { data: options.data }) },
+        options.requestId,
+      ),
       options.messageId,
     );
     return { inputId: queueInput(b, conversationId, item), status: "queued" };
@@ -114,7 +119,7 @@ export async function acceptInput(
   const group: Id[] = [];
   for (const item of queued) {
     if (item.value.mode === "nextRun" || item.value.mode === "steer" || item.value.mode === "followUp") {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       group.push(item.id);
     } else if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
@@ -122,11 +127,18 @@ export async function acceptInput(
   }
   if (group.length > 0) await clearWaiting(b, conversationId);
   const item: QueuedInput = withMessage(
-    withRequest({ mode: "followUp" as const, input: options.input }, options.requestId),
+    withRequest(
+      {
+        mode: "followUp" as const,
+        input: options.input,
+        ...(options.data === undefined ? {} : { data: options.data }),
+      },
+      options.requestId,
+    ),
     options.messageId,
   );
   const inputId = queueInput(b, conversationId, item);
-  placeInput(b, conversationId, inputId, item, userDraft(options.input, now));
+  placeInput(b, conversationId, inputId, item, userDraft(options.input, now, options.data));
   group.push(inputId);
   const generation = createGeneration(b, conversationId, group, config, freshRetry(turn));
   return { inputId, status: "placed", generation };
@@ -167,7 +179,7 @@ export async function landPostToolsInbox(
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     } else if (item.value.mode === "steer") {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       group.push(item.id);
     }
   }
@@ -222,7 +234,7 @@ export async function landFinalInbox(
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     } else if (!ahead && (item.value.mode === "steer" || item.value.mode === "followUp")) {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       next.push(item.id);
     }
   }
@@ -279,7 +291,7 @@ export async function continueInbox(
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     } else {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       group.push(item.id);
     }
   }
@@ -299,7 +311,7 @@ export async function landIdleInbox(b: TxBuilder, conversationId: Id, now: numbe
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     } else if (item.value.mode === "steer" || item.value.mode === "followUp") {
-      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now));
+      placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       next.push(item.id);
     }
   }

@@ -18,6 +18,8 @@ export type RemoteTarget =
       readonly url: string;
       readonly timeoutMs: number;
       readonly idempotent: boolean;
+      /** The generation of the tool's secret the request is signed with (absent: 1). */
+      readonly secretGeneration?: number;
     } & JsonObject)
   | ({
       readonly type: "mcp";

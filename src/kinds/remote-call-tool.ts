@@ -40,6 +40,7 @@ export function remoteTarget(name: string, version: number, handler: RemoteToolD
         url: handler.url,
         timeoutMs: handler.timeoutMs,
         idempotent: handler.idempotent,
+        ...(handler.secretGeneration === undefined ? {} : { secretGeneration: handler.secretGeneration }),
       };
     case "mcp":
       return {

@@ -21,6 +21,11 @@ export interface Env extends SandboxBinding {
   readonly CF_VERSION_METADATA?: WorkerVersionMetadata;
   /** HS256 key of the API's bearer tokens (a wrangler secret; `.dev.vars` in development). */
   readonly JWT_SECRET?: string;
+  /**
+   * The key JWT_SECRET had before a rotation (optional): tokens it signed still verify, nothing is signed with it
+   * (docs/operations.md "Rotating JWT_SECRET").
+   */
+  readonly JWT_SECRET_PREVIOUS?: string;
   /** Master secret the per-tenant webhook secrets are derived from (a wrangler secret). */
   readonly WEBHOOK_MASTER_SECRET?: string;
   /**

@@ -23,6 +23,7 @@ import { EndUserClient } from "../../src/client/end-users.js";
 import { McpServersClient } from "../../src/client/mcp-servers.js";
 import { LimitsClient } from "../../src/client/limits.js";
 import { IssuersClient } from "../../src/client/issuers.js";
+import { ApiKeysClient } from "../../src/client/api-keys.js";
 import { McpTestServer, mcpFetch } from "./mcp-fixtures.js";
 import { UsersClient } from "../../src/client/users.js";
 import type { ConversationView, SessionView } from "../../src/client/index.js";
@@ -134,6 +135,7 @@ const CLASSES: Readonly<Record<string, { prototype: object }>> = {
   LimitsClient,
   UsersClient,
   IssuersClient,
+  ApiKeysClient,
 };
 
 /** Spy on every client method (calling through) and record which ones ran. */
@@ -352,6 +354,20 @@ describe("typed client against the worker", () => {
     expect((await tools.list()).items.map((item) => item.name)).toContain("lookup_order");
     expect((await tools.get("lookup_order")).version).toBe(tool.version);
     expect((await tools.delete("lookup_order", { ifMatch: tool.version })).deleted).toBe(true);
+    // An HTTP tool's secret: answered by its first PUT, rotated to the next generation.
+    const http = await tools.put("notify", {
+      description: "Notify",
+      parameters: { type: "object" },
+      handler: { type: "http", url: "https://product.test/notify" },
+    });
+    expect(http.secret).toMatch(/^whsec_/);
+    expect(await tools.rotateSecret("notify")).toMatchObject({ name: "notify", secretGeneration: 2 });
+    // The tenant's API keys (operator).
+    const apiKeys = new ApiKeysClient(operator);
+    const key = await apiKeys.create({ name: "tour-backend", role: "client" });
+    expect(key.secret).toMatch(/^pe_live_/);
+    expect((await apiKeys.list()).items.map((item) => item.id)).toContain(key.id);
+    expect(await apiKeys.delete(key.id)).toEqual({ id: key.id, deleted: true });
     // Session templates and user revocation (operator).
     const users = operator.users();
     const template = await users.putTemplate("support", { model: "echo/echo", userSettable: ["title"] });

@@ -218,9 +218,8 @@ describe("inbound endpoints", () => {
     expect(accepted.inputId).toBeGreaterThan(0);
     const users = await userTexts(session);
     expect(users).toHaveLength(1);
-    const [text, attached] = users[0] ?? [];
-    expect(text).toBe("opened on octo/repo: Found a bug");
-    expect(JSON.parse(attached ?? "")).toEqual(ISSUE_OPENED);
+    // The model gets the rendered text alone; the payload is in the user entry's data.
+    expect(users[0]).toEqual(["opened on octo/repo: Found a bug"]);
     // Accepted, answered 200, generated after: the input runs to its answer.
     const api = await client(TENANT);
     await until(

@@ -14,6 +14,7 @@ import { RigClient } from "../../src/client/rig.js";
 import { InboundClient } from "../../src/client/inbound.js";
 import { ToolsClient } from "../../src/client/tools.js";
 import { IssuersClient } from "../../src/client/issuers.js";
+import { ApiKeysClient } from "../../src/client/api-keys.js";
 import { LimitsClient } from "../../src/client/limits.js";
 import { EndUserClient } from "../../src/client/end-users.js";
 import { McpServersClient } from "../../src/client/mcp-servers.js";
@@ -73,6 +74,7 @@ describe("OpenAPI", () => {
       EndUserClient,
       UsersClient,
       IssuersClient,
+      ApiKeysClient,
     };
     for (const route of API_ROUTES) {
       const method = CLIENT_OPERATIONS[route.operationId];

@@ -103,6 +103,8 @@ describe("the tool catalog's routes", () => {
         approval: "never",
         onTimeout: "deny",
       },
+      // An HTTP tool's signing secret, answered by the PUT that creates it (docs/tools.md "Secrets").
+      secret: expect.stringMatching(/^whsec_/),
     });
     expect(created.headers.get("etag")).toBe('"1"');
 
@@ -352,7 +354,9 @@ describe("the tool catalog's routes", () => {
     const record = await tools.put("lookup", lookup as Parameters<typeof tools.put>[1]);
     expect(record).toMatchObject({ name: "lookup", version: 1, deleted: false, definition: { approval: "never" } });
     expect((await tools.list()).items.map((item) => item.name)).toEqual(["lookup"]);
-    expect(await tools.get("lookup")).toEqual(record);
+    const { secret, ...stored } = record;
+    expect(secret).toMatch(/^whsec_/);
+    expect(await tools.get("lookup")).toEqual(stored);
     const replaced = await tools.put("lookup", { ...lookup, description: "v2" } as Parameters<typeof tools.put>[1], {
       ifMatch: record.version,
     });

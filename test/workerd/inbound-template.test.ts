@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import {
   CUT_MARKER,
   INBOUND_INPUT_LIMIT,
+  EMPTY_RENDER,
   inboundInput,
   payloadText,
   renderTemplate,
@@ -92,16 +93,13 @@ describe("inbound templates", () => {
     expect(big.endsWith("\n… (cut at 16 KB)")).toBe(true);
   });
 
-  it("makes the input the accept op takes: the rendered text and the payload, or the payload alone", () => {
+  it("makes the input the accept op takes: the rendered text alone, or without a template the payload", () => {
     const templated = inboundInput("{{action}}: {{issue.title}}", issueEvent);
-    expect(templated).toEqual([
-      { type: "text", text: "opened: Crash on start" },
-      { type: "text", text: payloadText(issueEvent) },
-    ]);
+    expect(templated).toBe("opened: Crash on start");
     const plain = inboundInput(undefined, issueEvent);
     expect(plain).toBe(payloadText(issueEvent));
-    // A template that renders empty leaves only the payload (providers refuse empty text parts).
-    expect(inboundInput("{{missing}}  ", issueEvent)).toEqual([{ type: "text", text: payloadText(issueEvent) }]);
+    // A template that renders empty says so (providers refuse empty text); the payload still stays out.
+    expect(inboundInput("{{missing}}  ", issueEvent)).toBe(EMPTY_RENDER);
     for (const input of [templated, plain, inboundInput("{{missing}}", issueEvent), inboundInput(undefined, null)]) {
       expect(userInput.safeParse(input).success).toBe(true);
     }

@@ -9,7 +9,7 @@
  *
  * which is the format the `standardwebhooks` libraries take (`npm run webhook-secret -- --tenant T
  * --session S` prints it). A catalog tool's secret (`toolSecret`) is derived the same way from
- * "pico-edge tool:" + tenant + "/" + tool. The delivery id becomes the request key `webhook:<id>`, so a redelivery runs
+ * "pico-edge tool:" + tenant + "/" + tool (generation 1; a rotated tool's generation g adds "#" + g). The delivery id becomes the request key `webhook:<id>`, so a redelivery runs
  * once.
  */
 import type { Env } from "../env.js";
@@ -36,12 +36,16 @@ export async function webhookSecret(masterSecret: string, tenant: string, sessio
 }
 
 /**
- * The signing secret of one catalog tool of a tenant (`whsec_...`): requests to the tool's endpoint are
- * signed with it, and a late result posted to `/v1/tool-results` must be. Per tool, so a tool's endpoint
- * cannot post results for another tool's calls (`npm run tool-secret -- --tenant T --tool NAME`).
+ * The signing secret of one catalog tool of a tenant (`whsec_...`) at a generation: requests to the tool's endpoint
+ * are signed with it, and a late result posted to `/v1/tool-results` must be. Per tool, so a tool's endpoint
+ * cannot post results for another tool's calls; per generation, so a rotation (`POST /v1/tools/{tool}/rotate-secret`)
+ * gives a new one. Generation 1 is the secret tools had before rotations existed (tool names hold no `#`).
+ * `npm run tool-secret -- --tenant T --tool NAME --generation G` prints it.
  */
-export async function toolSecret(masterSecret: string, tenant: string, tool: string): Promise<string> {
-  return `whsec_${base64(await hmac(encoder.encode(masterSecret), `pico-edge tool:${tenant}/${tool}`))}`;
+export async function toolSecret(masterSecret: string, tenant: string, tool: string, generation = 1): Promise<string> {
+  const label =
+    generation === 1 ? `pico-edge tool:${tenant}/${tool}` : `pico-edge tool:${tenant}/${tool}#${generation}`;
+  return `whsec_${base64(await hmac(encoder.encode(masterSecret), label))}`;
 }
 
 export function masterSecret(env: Env): string {

@@ -11,8 +11,8 @@
  * It also keeps the tenant's tool catalog (docs/tools.md; the block at the end of this file): the
  * `/v1/tools` routes write it, and sessions read it through `catalog(version)`; and the tenant's MCP
  * servers (docs/mcp.md; directory/mcp.ts), whose selectable tools `catalog(version)` answers too.
- * Its webhook endpoints (directory/endpoints.ts), identity providers (directory/issuers.ts) and profiles
- * (directory/profiles.ts) are small stores of their own in the same SQLite.
+ * Its webhook endpoints (directory/endpoints.ts), identity providers (directory/issuers.ts), API keys
+ * (directory/api-keys.ts) and profiles (directory/profiles.ts) are small stores of their own in the same SQLite.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.js";
@@ -32,10 +32,30 @@ import {
 } from "./users.js";
 import type { TemplateDefinition, TemplateRecord } from "../../api/templates.js";
 import { IssuerStore, type IssuerInput, type IssuerRecord, type PutIssuerOutcome } from "./issuers.js";
+import { ApiKeyStore, type ApiKeyInput, type ApiKeyRecord, type CreateApiKeyOutcome } from "./api-keys.js";
 import { sealSecret, type SealedSecret } from "../crypto/sealed-secrets.js";
 import { hostClock } from "../platform/host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../../kinds/catalog-types.js";
 import { McpServerStore, toolRecord, type McpServerRpc, type McpServerWrite, type McpSnapshotWrite } from "./mcp.js";
+import {
+  bumpCatalog,
+  catalogVersion,
+  createCatalogTables,
+  liveToolCount,
+  matches,
+  MAX_DEFINITION_BYTES,
+  MAX_LIVE_TOOLS,
+  secretGenerations,
+  toolRow,
+  withGeneration,
+  type CatalogSnapshot,
+  type DeleteToolOutcome,
+  type IfMatch,
+  type PutToolOutcome,
+  type RotateToolSecretOutcome,
+  type SecretGenerations,
+  type ToolCatalogRpc,
+} from "./catalog.js";
 import type { McpServerRecord } from "./mcp-snapshot.js";
 import {
   ProfileStore,
@@ -61,6 +81,16 @@ import type { Retention } from "../../api/schemas.js";
 const RETENTION_KEY = "directory.retention";
 
 export { decodeCursor, encodeCursor } from "./sessions.js";
+export { MAX_DEFINITION_BYTES, MAX_LIVE_TOOLS } from "./catalog.js";
+export type {
+  CatalogSnapshot,
+  DeleteToolOutcome,
+  IfMatch,
+  PutToolOutcome,
+  RotateToolSecretOutcome,
+  SecretGenerations,
+  ToolCatalogRpc,
+} from "./catalog.js";
 export type {
   DirectoryEntry,
   DirectoryPage,
@@ -118,6 +148,12 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   listIssuers(): Promise<IssuerRecord[]>;
   getIssuer(name: string): Promise<IssuerRecord | undefined>;
   deleteIssuer(name: string): Promise<boolean>;
+  // API keys (directory/api-keys.ts) ----------------------------------------------------------------
+  createApiKey(id: string, input: ApiKeyInput, limit: number): Promise<CreateApiKeyOutcome>;
+  listApiKeys(): Promise<ApiKeyRecord[]>;
+  deleteApiKey(id: string): Promise<boolean>;
+  /** The key when `hash` is its secret's and it has not expired; its last use recorded at most hourly. */
+  verifyApiKey(id: string, hash: string): Promise<ApiKeyRecord | undefined>;
 }
 
 export class DirectoryObject extends DurableObject<Env> {
@@ -420,6 +456,31 @@ export class DirectoryObject extends DurableObject<Env> {
     return this.#issuers.delete(name);
   }
 
+  // API keys (docs/users.md "API keys"; directory/api-keys.ts) ----------------------------------------
+
+  #apiKeyStore: ApiKeyStore | undefined;
+
+  get #apiKeys(): ApiKeyStore {
+    this.#apiKeyStore ??= new ApiKeyStore(this.ctx.storage.sql);
+    return this.#apiKeyStore;
+  }
+
+  createApiKey(id: string, input: ApiKeyInput, limit: number): CreateApiKeyOutcome {
+    return this.#apiKeys.create(id, input, limit, hostClock().now());
+  }
+
+  listApiKeys(): ApiKeyRecord[] {
+    return this.#apiKeys.list();
+  }
+
+  deleteApiKey(id: string): boolean {
+    return this.#apiKeys.delete(id);
+  }
+
+  verifyApiKey(id: string, hash: string): ApiKeyRecord | undefined {
+    return this.#apiKeys.verify(id, hash, hostClock().now());
+  }
+
   // The tenant's tool catalog (docs/tools.md) ------------------------------------------------------
 
   /** Create or replace a tool (a tombstone is revived); bumps the catalog version. */
@@ -433,6 +494,8 @@ export class DirectoryObject extends DurableObject<Env> {
     const bytes = new TextEncoder().encode(text).length;
     if (bytes > MAX_DEFINITION_BYTES) return { type: "too_large", bytes, limit: MAX_DEFINITION_BYTES };
     if (!live && liveToolCount(sql) >= MAX_LIVE_TOOLS) return { type: "too_many", limit: MAX_LIVE_TOOLS };
+    // An HTTP tool's calls sign with its secret's current generation (a replaced definition keeps it).
+    const stored = withGeneration(definition, secretGenerations(sql, name).current);
     const version = bumpCatalog(sql);
     const updatedAt = Date.now();
     sql.exec(
@@ -440,10 +503,51 @@ export class DirectoryObject extends DurableObject<Env> {
        ON CONFLICT (name) DO UPDATE SET version = excluded.version, deleted = 0, definition = excluded.definition, updated_at = excluded.updated_at`,
       name,
       version,
-      text,
+      JSON.stringify(stored),
       updatedAt,
     );
-    return { type: "stored", created: !live, record: { name, version, updatedAt, deleted: false, definition } };
+    const wasHttp = live && current.definition?.handler.type === "http";
+    return {
+      type: "stored",
+      created: !live,
+      firstSecret: stored.handler.type === "http" && !wasHttp,
+      record: { name, version, updatedAt, deleted: false, definition: stored },
+    };
+  }
+
+  /**
+   * Rotate a live HTTP tool's signing secret: the next generation signs its new calls (the definition is stamped with
+   * it, so the catalog version moves and sessions capture it), and the one before verifies late results until
+   * `previousUntil`.
+   */
+  rotateToolSecret(name: string, previousUntil: number): RotateToolSecretOutcome {
+    const sql = this.ctx.storage.sql;
+    const current = toolRow(sql, name);
+    if (current === undefined || current.deleted || current.definition === undefined) return { type: "not_found" };
+    if (current.definition.handler.type !== "http") return { type: "not_http" };
+    const generation = secretGenerations(sql, name).current + 1;
+    sql.exec(
+      `INSERT INTO tool_secrets (name, generation, previous_until) VALUES (?, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET generation = excluded.generation, previous_until = excluded.previous_until`,
+      name,
+      generation,
+      previousUntil,
+    );
+    const version = bumpCatalog(sql);
+    const definition = withGeneration(current.definition, generation);
+    sql.exec(
+      "UPDATE tools SET version = ?, definition = ?, updated_at = ? WHERE name = ?",
+      version,
+      JSON.stringify(definition),
+      Date.now(),
+      name,
+    );
+    return { type: "rotated", version, generation, previousUntil };
+  }
+
+  /** The generations of a tool's secret a late result may be signed with (a tombstone's too: its calls may wait). */
+  toolSecretGenerations(name: string): SecretGenerations {
+    return secretGenerations(this.ctx.storage.sql, name);
   }
 
   /** A live tool (a tombstone is not found). */
@@ -528,87 +632,4 @@ export class DirectoryObject extends DurableObject<Env> {
 export function directoryStub(env: Env, tenant: string): DirectoryRpc {
   const namespace = env.DIRECTORY;
   return namespace.get(namespace.idFromName(tenant)) as unknown as DirectoryRpc;
-}
-
-// ---------------------------------------------------------------------------------------------------
-// The tenant's tool catalog (docs/tools.md): operators define tools over `/v1/tools`; sessions keep a
-// memory copy (src/worker/session/tool-catalog.ts) that reads `catalog(version)` at most once per its TTL.
-// One counter versions the whole catalog: every PUT and DELETE bumps it and stamps the row with it, so
-// a row's version is its ETag and the counter is the list's.
-
-/** Live tools a tenant may define. */
-export const MAX_LIVE_TOOLS = 200;
-/** A stored definition's largest size, bytes of JSON (UTF-8). */
-export const MAX_DEFINITION_BYTES = 65_536;
-
-/** An `If-Match` condition: a version the caller saw, or `*` (the tool exists). */
-export type IfMatch = number | "*";
-
-export type PutToolOutcome =
-  | { readonly type: "stored"; readonly record: CatalogRecord; readonly created: boolean }
-  /** `If-Match` names another version (`current`), or the tool does not exist (no `current`). */
-  | { readonly type: "precondition"; readonly current?: number }
-  | { readonly type: "too_large"; readonly bytes: number; readonly limit: number }
-  | { readonly type: "too_many"; readonly limit: number };
-
-export type DeleteToolOutcome =
-  | { readonly type: "deleted"; readonly name: string; readonly version: number }
-  | { readonly type: "not_found" }
-  | { readonly type: "precondition"; readonly current: number };
-
-/** The catalog version, and every record (tombstones too) when it changed since the version asked about. */
-export interface CatalogSnapshot {
-  readonly version: number;
-  readonly records?: readonly CatalogRecord[];
-}
-
-/** The catalog's RPC surface as callers see it through a stub. */
-export interface ToolCatalogRpc {
-  putTool(name: string, definition: ToolDefinition, ifMatch?: IfMatch): Promise<PutToolOutcome>;
-  getTool(name: string): Promise<CatalogRecord | undefined>;
-  listTools(): Promise<{ readonly version: number; readonly items: readonly CatalogRecord[] }>;
-  deleteTool(name: string, ifMatch?: IfMatch): Promise<DeleteToolOutcome>;
-  catalog(since?: number): Promise<CatalogSnapshot>;
-}
-
-function createCatalogTables(sql: SqlStorage): void {
-  sql.exec(`CREATE TABLE IF NOT EXISTS tools (
-    name TEXT PRIMARY KEY,
-    version INTEGER NOT NULL,
-    deleted INTEGER NOT NULL,
-    definition TEXT,
-    updated_at INTEGER NOT NULL
-  )`);
-  sql.exec("CREATE TABLE IF NOT EXISTS catalog (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)");
-}
-
-function catalogVersion(sql: SqlStorage): number {
-  const row = sql.exec("SELECT version FROM catalog WHERE id = 1").toArray()[0];
-  return row === undefined ? 0 : Number(row["version"]);
-}
-
-function bumpCatalog(sql: SqlStorage): number {
-  const version = catalogVersion(sql) + 1;
-  sql.exec(
-    "INSERT INTO catalog (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version",
-    version,
-  );
-  return version;
-}
-
-function liveToolCount(sql: SqlStorage): number {
-  return Number(sql.exec("SELECT count(*) AS n FROM tools WHERE deleted = 0").one()["n"]);
-}
-
-function toolRow(sql: SqlStorage, name: string): CatalogRecord | undefined {
-  const row = sql
-    .exec("SELECT name, version, deleted, definition, updated_at FROM tools WHERE name = ?", name)
-    .toArray()[0];
-  return row === undefined ? undefined : toolRecord(row);
-}
-
-/** `If-Match` holds: the tool is live and `*` or its version was named. */
-function matches(current: CatalogRecord | undefined, ifMatch: IfMatch): boolean {
-  if (current === undefined || current.deleted) return false;
-  return ifMatch === "*" || ifMatch === current.version;
 }

@@ -17,6 +17,7 @@
  *   http/routes/issuers.ts        the tenant's identity providers (operator)
  *   http/routes/limits.ts         the tenant's limits (operator) and usage (operator; a user's own)
  *   http/routes/tokens.ts         minting end users' tokens (operator; docs/users.md)
+ *   http/routes/api-keys.ts       the tenant's API keys: long-lived, revocable credentials (operator; docs/users.md)
  *   http/routes/mcp-servers.ts    the tenant's remote MCP servers as tool sources (operator)
  *   http/routes/templates.ts      session templates and user revocation (operator; docs/users.md)
  *   http/routes/mcp.ts            the session as an MCP server (streamable HTTP, JSON responses, stateless)
@@ -52,6 +53,7 @@ import { issuerRoutes } from "./routes/issuers.js";
 import { limitRoutes } from "./routes/limits.js";
 import { statsRoutes } from "./routes/stats.js";
 import { tokenRoutes } from "./routes/tokens.js";
+import { apiKeyRoutes } from "./routes/api-keys.js";
 import { mcpServerRoutes } from "./routes/mcp-servers.js";
 import { erasureRoutes, templateRoutes, userRoutes } from "./routes/templates.js";
 import { retentionRoutes } from "./routes/retention.js";
@@ -137,6 +139,7 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1", limitRoutes);
   app.route("/v1", statsRoutes);
   app.route("/v1/tokens", tokenRoutes);
+  app.route("/v1/api-keys", apiKeyRoutes);
   app.route("/v1/mcp-servers", mcpServerRoutes);
   app.route("/v1/templates", templateRoutes);
   app.route("/v1/retention", retentionRoutes);

@@ -8,6 +8,11 @@
  * WebSocket; a normal bearer token in a URL is refused. A header token that is not HS256, or carries an
  * `iss`, is a tenant's identity provider's (identity/issuer-tokens.ts): always role `user`.
  *
+ * During a rotation of `JWT_SECRET`, `JWT_SECRET_PREVIOUS` verifies too (docs/operations.md "Rotating JWT_SECRET");
+ * nothing is ever signed with it. A bearer credential starting `pe_live_` is an API key (identity/api-keys.ts): it
+ * acts as a token of its role. No refusal repeats the credential or any part of it: a verification error of
+ * `hono/jwt` (whose messages quote the token) becomes a detail of its own.
+ *
  * A `user` token (an end user's browser, docs/users.md) is held to its own rules: `sub`, at most an hour,
  * and instead of the role table `checkUserAccess` (identity/user-access.ts): only its user's sessions, only its
  * actions.
@@ -34,6 +39,7 @@ import {
 import { checkUserAccess } from "./user-access.js";
 import { refuseRevoked } from "./revocation.js";
 import { isIssuerToken, TENANT_HEADER, verifyIssuerToken } from "./issuer-tokens.js";
+import { isApiKey, verifyApiKey } from "./api-keys.js";
 
 /** What a route needs; roles grant sets of these. */
 export type Capability =
@@ -77,7 +83,9 @@ export type Capability =
   /** A session's export as JSONL (docs/operations.md "Export and import"); users export their own (`read`). */
   | "export"
   /** Importing an export into a new session (docs/operations.md "Export and import"). */
-  | "import";
+  | "import"
+  /** The tenant's API keys (docs/users.md "API keys"). */
+  | "keys";
 
 const CLIENT: readonly Capability[] = [
   "session.create",
@@ -120,6 +128,7 @@ export const ROLE_CAPABILITIES: Readonly<Record<Role, ReadonlySet<Capability>>> 
     "issuers",
     "export",
     "import",
+    "keys",
   ]),
   mayor: new Set<Capability>([...CLIENT, "rig"]),
   agent: new Set<Capability>(["rig"]),
@@ -172,6 +181,24 @@ export function jwtSecret(env: Env): string {
   return secret;
 }
 
+/**
+ * The secret `JWT_SECRET` had before a rotation (`JWT_SECRET_PREVIOUS`, optional): tokens it signed still verify until
+ * it is removed. It never signs.
+ */
+export function previousJwtSecret(env: Env): string | undefined {
+  const secret = env.JWT_SECRET_PREVIOUS;
+  if (secret === undefined || secret === "") return undefined;
+  if (secret.length < 16)
+    throw new Problem("misconfigured", "JWT_SECRET_PREVIOUS is shorter than 16 characters (remove it or set it right)");
+  return secret;
+}
+
+/** The secrets a token may be signed with: the current one, and the previous one during a rotation. */
+interface JwtSecrets {
+  readonly current: string;
+  readonly previous?: string;
+}
+
 /** A positive whole number of seconds from a var, or the default. */
 function secondsVar(value: string | undefined, fallback: number, name: string): number {
   if (value === undefined || value === "") return fallback;
@@ -208,11 +235,12 @@ const verified = new Map<string, Verified>();
 let verifiedWith: string | undefined;
 const VERIFIED_KEPT = 4_096;
 
-/** The token's entry when its signature was verified with `secret` and it is within exp and nbf now. */
-function verifiedNow(token: string, secret: string): Verified | undefined {
-  if (verifiedWith !== secret) {
+/** The token's entry when its signature was verified with `secrets` and it is within exp and nbf now. */
+function verifiedNow(token: string, secrets: JwtSecrets): Verified | undefined {
+  const key = `${secrets.current}\u0000${secrets.previous ?? ""}`;
+  if (verifiedWith !== key) {
     verified.clear();
-    verifiedWith = secret;
+    verifiedWith = key;
   }
   const now = Math.floor(Date.now() / 1000);
   const known = verified.get(token);
@@ -225,10 +253,18 @@ function verifiedNow(token: string, secret: string): Verified | undefined {
   return undefined;
 }
 
-async function verifiedPayload(token: string, secret: string): Promise<unknown> {
-  const known = verifiedNow(token, secret);
+async function verifiedPayload(token: string, secrets: JwtSecrets): Promise<unknown> {
+  const known = verifiedNow(token, secrets);
   if (known !== undefined) return known.payload;
-  const payload = await verify(token, secret, "HS256");
+  let payload: Awaited<ReturnType<typeof verify>>;
+  try {
+    payload = await verify(token, secrets.current, "HS256");
+  } catch (error) {
+    // Signed before the rotation: the previous secret verifies it (and only a signature mismatch is tried again).
+    if (secrets.previous === undefined || !(error instanceof Error) || error.name !== "JwtTokenSignatureMismatched")
+      throw error;
+    payload = await verify(token, secrets.previous, "HS256");
+  }
   if (verified.size >= VERIFIED_KEPT) verified.clear();
   verified.set(token, { payload, exp: payload.exp, nbf: payload.nbf });
   return payload;
@@ -240,27 +276,47 @@ async function verifiedPayload(token: string, secret: string): Promise<unknown> 
  * pure function of the token, or (a lifetime counted from now when iat is absent) only grows easier with time.
  */
 export async function verifyToken(token: string, env: Env, field: string): Promise<Claims> {
-  const secret = jwtSecret(env);
+  const previous = previousJwtSecret(env);
+  const secrets: JwtSecrets = { current: jwtSecret(env), ...(previous === undefined ? {} : { previous }) };
   const max = maxTokenLifetime(env);
-  const known = verifiedNow(token, secret)?.accepted;
+  const known = verifiedNow(token, secrets)?.accepted;
   if (known !== undefined && known.max === max) return known.claims;
-  const claims = await checkedClaims(token, secret, max, field);
+  const claims = await checkedClaims(token, secrets, max, field);
   const entry = verified.get(token);
   if (entry !== undefined) entry.accepted = { claims, max };
   return claims;
 }
 
-async function checkedClaims(token: string, secret: string, max: number, field: string): Promise<Claims> {
+/**
+ * Why `hono/jwt` refused a token, in words of our own: its messages quote the token (`token (<jwt>) expired`), and a
+ * problem's detail ends up in clients' and proxies' logs.
+ */
+function refusalOf(error: unknown): string {
+  const name = error instanceof Error ? error.name : "";
+  switch (name) {
+    case "JwtTokenExpired":
+      return "the token has expired (exp); get a new one";
+    case "JwtTokenNotBefore":
+      return "the token is not valid yet (nbf)";
+    case "JwtTokenIssuedAt":
+      return "the token's iat is in the future";
+    case "JwtTokenSignatureMismatched":
+      return "the token's signature does not verify with this deployment's secret";
+    case "JwtAlgorithmMismatch":
+    case "JwtAlgorithmNotImplemented":
+      return "the token is not signed with HS256";
+    default:
+      return "the token is not a well-formed JWT";
+  }
+}
+
+async function checkedClaims(token: string, secrets: JwtSecrets, max: number, field: string): Promise<Claims> {
   let payload: unknown;
   try {
-    payload = await verifiedPayload(token, secret);
+    payload = await verifiedPayload(token, secrets);
   } catch (error) {
     if (error instanceof Problem) throw error;
-    throw new Problem(
-      "unauthorized",
-      `the token does not verify: ${error instanceof Error ? error.message : "invalid token"}`,
-      field,
-    );
+    throw new Problem("unauthorized", `the token does not verify: ${refusalOf(error)}`, field);
   }
   const claims = parse(claimsSchema, payload, "unauthorized", "token");
   if (claims.role === "agent" && claims.agent === undefined)
@@ -359,6 +415,14 @@ function sameConversation(scope: WatchScope, ref: string | undefined): boolean {
   return scope.conversation === ref;
 }
 
+function inUrl(): Problem {
+  return new Problem(
+    "unauthorized",
+    "a bearer token in the URL is refused: URLs are kept in logs and browser histories. Get a short-lived watch token with POST .../watch-token and pass that as ?access_token=",
+    "access_token",
+  );
+}
+
 /**
  * Verify the request's token and return its claims. The header carries a normal bearer token; in the
  * URL (`?access_token=`, watch routes only) only a watch token is accepted, because URLs are kept in
@@ -371,20 +435,18 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
   const token = fromHeader ?? fromQuery;
   if (token === undefined)
     throw new Problem("unauthorized", "a bearer token is required (Authorization: Bearer <token>)", "authorization");
-  // A token of a tenant's identity provider (identity/issuer-tokens.ts) comes in the header only, never in a URL.
+  // An API key (identity/api-keys.ts) and a token of a tenant's identity provider (identity/issuer-tokens.ts) come in
+  // the header only, never in a URL.
+  if (fromQuery !== undefined && isApiKey(fromQuery)) throw inUrl();
   const claims =
-    fromHeader !== undefined && isIssuerToken(fromHeader)
-      ? await verifyIssuerToken(fromHeader, c.env, c.req.header(TENANT_HEADER), maxTokenLifetime(c.env))
-      : await verifyToken(token, c.env, fromHeader === undefined ? "access_token" : "authorization");
+    fromHeader !== undefined && isApiKey(fromHeader)
+      ? await verifyApiKey(fromHeader, c.env, maxTokenLifetime(c.env))
+      : fromHeader !== undefined && isIssuerToken(fromHeader)
+        ? await verifyIssuerToken(fromHeader, c.env, c.req.header(TENANT_HEADER), maxTokenLifetime(c.env))
+        : await verifyToken(token, c.env, fromHeader === undefined ? "access_token" : "authorization");
   // A user's tokens issued before its revocation are refused (identity/revocation.ts).
   await refuseRevoked(c.env, claims);
-  if (fromQuery !== undefined && claims.scope !== "watch") {
-    throw new Problem(
-      "unauthorized",
-      "a bearer token in the URL is refused: URLs are kept in logs and browser histories. Get a short-lived watch token with POST .../watch-token and pass that as ?access_token=",
-      "access_token",
-    );
-  }
+  if (fromQuery !== undefined && claims.scope !== "watch") throw inUrl();
   // A token that names its sessions acts in no other (agent tokens always name theirs).
   // (A user token's sessions are grants, checked with ownership: identity/user-access.ts.)
   const session = c.req.param("session");

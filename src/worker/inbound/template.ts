@@ -1,7 +1,7 @@
 /**
- * What an inbound delivery becomes as input: the endpoint's template
- * rendered with the payload, with the payload itself attached as JSON; without a template, the payload
- * pretty-printed.
+ * What an inbound delivery becomes as input: the endpoint's template rendered with the payload (the model sees that
+ * text, never the payload: the payload is kept in the user entry's data for operators, `inboundData`); without a
+ * template, the payload pretty-printed.
  *
  * Template syntax, deliberately small (no code, no helpers, no conditions or loops):
  *
@@ -57,7 +57,8 @@ function isObject(value: JsonValue): value is JsonObject {
   return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
-function lookup(payload: JsonValue, path: string): JsonValue | undefined {
+/** The value at a dot-separated path of the payload (a number indexes an array); undefined when absent. */
+export function lookup(payload: JsonValue, path: string): JsonValue | undefined {
   if (path === "") return undefined;
   let value: JsonValue | undefined = payload;
   for (const segment of path.split(".")) {
@@ -89,18 +90,34 @@ export function payloadText(payload: JsonValue): string {
   return cut(JSON.stringify(payload, null, 2));
 }
 
+/** What a template that renders nothing becomes (providers refuse empty text). */
+export const EMPTY_RENDER = "(the endpoint's template rendered nothing for this delivery)";
+
 /**
- * The input a delivery queues: with a template, the rendered text and then the payload as JSON (two
- * text parts; the rendered part is left out when it renders empty, since providers refuse empty text);
+ * The input a delivery queues: with a template, the rendered text alone (the payload never reaches the model);
  * without a template, the payload as JSON.
  */
 export function inboundInput(template: string | undefined, payload: JsonValue): UserInput {
-  const attached = payloadText(payload);
-  if (template === undefined) return attached;
+  if (template === undefined) return payloadText(payload);
   const rendered = renderTemplate(template, payload);
-  if (rendered.trim() === "") return [{ type: "text", text: attached }];
-  return [
-    { type: "text", text: rendered },
-    { type: "text", text: attached },
-  ];
+  return rendered.trim() === "" ? EMPTY_RENDER : rendered;
+}
+
+/** The largest payload a user entry's data keeps whole, bytes of JSON; a larger one is kept as its cut text. */
+export const INBOUND_DATA_PAYLOAD_BYTES = 64 * 1024;
+
+/**
+ * The user entry's `data` of a delivery (never model input, §2.1): where it came from (`source`, what the input's
+ * events carry) and its payload, whole when its JSON fits INBOUND_DATA_PAYLOAD_BYTES, else pretty-printed and cut.
+ */
+export function inboundData(source: JsonObject, payload: JsonValue): JsonObject {
+  const bytes = encoder.encode(JSON.stringify(payload)).length;
+  return {
+    inbound: {
+      source,
+      ...(bytes <= INBOUND_DATA_PAYLOAD_BYTES
+        ? { payload }
+        : { payloadText: payloadText(payload), payloadBytes: bytes }),
+    },
+  };
 }

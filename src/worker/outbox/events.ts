@@ -6,6 +6,7 @@
  *   input.completed  an input's result becomes done (answered) or unanswered; write-mode inputs (queued
  *                    straight to done) report nothing
  *   turn.failed      the same results with reason "failed", one event per conversation per batch
+ *                    (both carry `source` for an input from an inbound delivery: its user entry's data.inbound.source)
  *   session.idle     the batch settles the last live foreground turn task of the session
  *   schedule.fired   a firing schedule occurrence accepted its input (runs went up)
  *   job.finished     a job task settled exited, killed or lost
@@ -19,7 +20,7 @@
 import type { BatchView } from "../../core/session-types.js";
 import type { TxBuilder } from "../../core/tx-builder.js";
 import { bindResult, INPUT_RESULT_NAMESPACE, type InputResult } from "../../core/inbox.js";
-import type { Entry, Id, JsonObject, MainWrite, Task } from "../../storage/records.js";
+import type { Entry, Id, JsonObject, JsonValue, MainWrite, Task } from "../../storage/records.js";
 import { entryText } from "../../kinds/subagent-notice.js";
 import { MAIL_NAMESPACE } from "../../rig/state.js";
 import { MAYOR_ID, type StoredMail } from "../../rig/types.js";
@@ -70,6 +71,16 @@ async function entryInBatch(writes: readonly MainWrite[], b: TxBuilder, id: Id):
   return b.getEntry(id);
 }
 
+/** The `source` an inbound delivery's user entry keeps in its data (inbound/template.ts `inboundData`). */
+function inboundSource(entry: Entry | undefined): JsonObject | undefined {
+  const data = entry?.data;
+  if (data === null || typeof data !== "object" || Array.isArray(data)) return undefined;
+  const inbound = (data as JsonObject)["inbound"];
+  if (inbound === null || typeof inbound !== "object" || Array.isArray(inbound)) return undefined;
+  const source = (inbound as JsonObject)["source"];
+  return source !== null && typeof source === "object" && !Array.isArray(source) ? (source as JsonObject) : undefined;
+}
+
 async function inputEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<DetectedEvent[]> {
   // The latest result per input in the batch, in first-write order.
   const latest = new Map<string, { conversationId: Id; inputId: Id; result: InputResult }>();
@@ -89,14 +100,17 @@ async function inputEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<
     });
   }
   const out: DetectedEvent[] = [];
-  const failed = new Map<Id, { inputIds: Id[]; detail?: string }>();
+  const failed = new Map<Id, { inputIds: Id[]; detail?: string; source?: JsonObject }>();
   for (const { conversationId, inputId, result } of latest.values()) {
     if (result.status !== "done" && result.status !== "unanswered") continue;
     const previous = (await b.value(bindResult(conversationId, inputId)).get())?.status;
     if (previous === "done" || previous === "unanswered") continue;
     // A write-mode input goes from queued straight to done: it had no turn and reports nothing.
     if (result.status === "done" && previous !== "placed") continue;
-    const data: Record<string, string | number> = { conversationId, inputId, status: result.status };
+    const data: Record<string, JsonValue> = { conversationId, inputId, status: result.status };
+    // An inbound delivery's input: where it came from, so a receiver can answer there with no further call.
+    const source = result.entry === undefined ? undefined : inboundSource(await entryInBatch(writes, b, result.entry));
+    if (source !== undefined) data["source"] = source;
     if (result.status === "done") {
       if (result.answer !== undefined) {
         data["answerEntryId"] = result.answer;
@@ -109,6 +123,7 @@ async function inputEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<
         const group = failed.get(conversationId) ?? { inputIds: [] };
         group.inputIds.push(inputId);
         if (result.detail !== undefined) group.detail ??= result.detail;
+        if (source !== undefined) group.source ??= source;
         failed.set(conversationId, group);
       }
     }
@@ -121,6 +136,7 @@ async function inputEvents(writes: readonly MainWrite[], b: TxBuilder): Promise<
         conversationId,
         inputIds: group.inputIds,
         ...(group.detail === undefined ? {} : { detail: cutUtf8(group.detail, EVENT_PAYLOAD_BYTES) }),
+        ...(group.source === undefined ? {} : { source: group.source }),
       },
     });
   }

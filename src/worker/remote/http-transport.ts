@@ -38,10 +38,15 @@ class TimedOut extends Error {}
 export interface HttpTransportOptions {
   readonly fetch: (request: Request) => Promise<Response>;
   readonly clock: Clock;
-  /** The signing secret of a tenant's tool; throws when it cannot be derived (nothing is sent). */
-  secret(tenant: string, tool: string): Promise<string>;
+  /** The signing secret of a tenant's tool at a generation; throws when it cannot be derived (nothing is sent). */
+  secret(tenant: string, tool: string, generation: number): Promise<string>;
   /** Unix seconds for `webhook-timestamp` (the receiver compares it with its own clock). */
   readonly timestamp?: () => number;
+}
+
+/** A target's secret generation (absent, from a call captured before rotations existed: 1). */
+function generationOf(value: unknown): number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 1 ? value : 1;
 }
 
 export class HttpTransport implements RemoteTransport {
@@ -62,7 +67,8 @@ export class HttpTransport implements RemoteTransport {
       name: request.name,
       arguments: request.arguments,
     });
-    const secret = await this.#options.secret(request.tenant, target.tool);
+    // The generation the call captured with its definition: a rotation after it does not change what it signs with.
+    const secret = await this.#options.secret(request.tenant, target.tool, generationOf(target.secretGeneration));
     // A product may echo its secret or the tool's URL (an operator's setting, perhaps with a key in its query).
     const clean = redactor({ secrets: [secret], urls: [target.url] });
     const timestamp = this.#options.timestamp?.() ?? Math.floor(Date.now() / 1000);
@@ -204,7 +210,7 @@ export function remoteCallServices(
   const transport = new HttpTransport({
     fetch: (request) => hostFetch()(request),
     clock,
-    secret: (tenant, tool) => toolSecret(masterSecret(env), tenant, tool),
+    secret: (tenant, tool, generation) => toolSecret(masterSecret(env), tenant, tool, generation),
   });
   const mcp = new McpTransport({ clock, endpoint: mcpEndpoints(env) });
   return {

@@ -16,6 +16,7 @@ import type { InboundFormat } from "../inbound/verify.js";
 import { Problem } from "../problems.js";
 import type { SealedSecret } from "../crypto/sealed-secrets.js";
 import type { ConversationRef, SessionApi } from "./api.js";
+import { filtersOf, type InboundFilters } from "../inbound/filters.js";
 
 /**
  * What a delivery does when the conversation is busy: followUp (default) and steer as an accept's `whenBusy`; nextRun
@@ -24,7 +25,7 @@ import type { ConversationRef, SessionApi } from "./api.js";
 export type InboundMode = "followUp" | "steer" | "nextRun";
 
 /** An endpoint as stored. */
-export interface InboundRecord {
+export interface InboundRecord extends InboundFilters {
   readonly format: InboundFormat;
   readonly conversationId: Id;
   readonly mode: InboundMode;
@@ -33,7 +34,7 @@ export interface InboundRecord {
 }
 
 /** An endpoint as an operator sees it (never its secret). */
-export interface InboundConfig {
+export interface InboundConfig extends InboundFilters {
   readonly name: string;
   readonly format: InboundFormat;
   readonly conversationId: Id;
@@ -42,7 +43,7 @@ export interface InboundConfig {
 }
 
 /** A PUT, validated by the Worker; `secret` sealed, `generated` when the Worker made it (standard). */
-export interface InboundPut {
+export interface InboundPut extends InboundFilters {
   readonly format: InboundFormat;
   readonly conversation: ConversationRef;
   readonly mode: InboundMode;
@@ -77,7 +78,7 @@ const call: Call = BACKGROUND_CONTEXT;
 
 function present(name: string, record: InboundRecord): InboundConfig {
   const { format, conversationId, mode, template } = record;
-  return { name, format, conversationId, mode, ...(template === undefined ? {} : { template }) };
+  return { name, format, conversationId, mode, ...(template === undefined ? {} : { template }), ...filtersOf(record) };
 }
 
 function notFound(name: string): Problem {
@@ -117,6 +118,7 @@ async function put(
       conversationId: handle.id,
       mode: request.mode,
       ...(request.template === undefined ? {} : { template: request.template }),
+      ...filtersOf(request),
       secret: keep ? prior.secret : request.secret,
     };
     value.set(record);

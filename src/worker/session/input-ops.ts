@@ -23,7 +23,7 @@ import {
 import { bindTo, sessionValue, withKey, type ValueSpec } from "../../core/state.js";
 import { acceptInput, type WhenBusy } from "../../kinds/placement.js";
 import { presentEntry } from "../../kinds/stored.js";
-import type { Entry, Id } from "../../storage/records.js";
+import type { Entry, Id, JsonValue } from "../../storage/records.js";
 import type { AcceptResponse } from "../../api/responses.js";
 import { Problem } from "../problems.js";
 import type { ConversationRef, SessionApi } from "./api.js";
@@ -77,6 +77,8 @@ export function requestId(source: RequestSource): string {
 
 export interface AcceptRequest {
   readonly input: UserInput;
+  /** The user entry's `data` (never model input, §2.1): an inbound delivery's payload and source. */
+  readonly data?: JsonValue;
   readonly mode?: "steer" | "followUp" | "nextRun";
   readonly whenBusy?: WhenBusy;
   readonly source?: RequestSource;
@@ -283,6 +285,7 @@ async function accept(
         conversationId,
         {
           input: request.input,
+          ...(request.data === undefined ? {} : { data: request.data }),
           ...(key === undefined ? {} : { requestId: key }),
           ...(request.messageId === undefined ? {} : { messageId: request.messageId }),
           ...(request.whenBusy === undefined ? {} : { whenBusy: request.whenBusy }),
@@ -296,6 +299,7 @@ async function accept(
       const item: QueuedInput = {
         mode: request.mode,
         input: request.input,
+        ...(request.data === undefined ? {} : { data: request.data }),
         ...(key === undefined ? {} : { requestId: key }),
         ...(request.messageId === undefined ? {} : { messageId: request.messageId }),
       };

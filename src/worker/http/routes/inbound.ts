@@ -2,7 +2,8 @@
  * Inbound endpoints (docs/integrations.md "Events in"): a sender that speaks its own format (GitHub,
  * Slack, Stripe, or Standard Webhooks) posts to a URL that carries the tenant, so it needs no token.
  *
- *   PUT    /v1/sessions/:session/inbound/:name   (operator) { format, conversation?, mode?, template?, secret? }
+ *   PUT    /v1/sessions/:session/inbound/:name   (operator) { format, conversation?, mode?, template?, secret?,
+ *                                                            events?, when?, ignore?, self?, fields? }
  *   GET    /v1/sessions/:session/inbound         (operator) { items } (never a secret)
  *   GET    /v1/sessions/:session/inbound/:name   (operator)
  *   DELETE /v1/sessions/:session/inbound/:name   (operator)
@@ -21,7 +22,8 @@ import { Hono } from "hono";
 import { inboundBody, inboundName, type InboundFormatName } from "../../../api/inbound.js";
 import type { InboundResponse } from "../../../api/responses.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
-import { inboundInput } from "../../inbound/template.js";
+import { inboundData, inboundInput } from "../../inbound/template.js";
+import { eventOf, fieldValues, filtersOf, ignoredBecause, sendersOf } from "../../inbound/filters.js";
 import { INBOUND_FORMATS, verifyInbound, type InboundFormat, type InboundVerdict } from "../../inbound/verify.js";
 import type { InboundConfig, InboundMode } from "../../session/inbound-ops.js";
 import { Problem, unwrap } from "../../problems.js";
@@ -58,6 +60,7 @@ function deliveryUrl(c: AppContext, session: string, name: string): string {
 
 function view(c: AppContext, session: string, config: InboundConfig, secret?: string): InboundResponse {
   const { name, format, conversationId, mode, template } = config;
+  const filters = filtersOf(config);
   return {
     name,
     url: deliveryUrl(c, session, name),
@@ -65,6 +68,11 @@ function view(c: AppContext, session: string, config: InboundConfig, secret?: st
     conversationId,
     mode,
     ...(template === undefined ? {} : { template }),
+    ...(filters.self === undefined ? {} : { self: filters.self }),
+    ...(filters.when === undefined ? {} : { when: filters.when.map((condition) => ({ ...condition })) }),
+    ...(filters.events === undefined ? {} : { events: [...filters.events] }),
+    ...(filters.ignore === undefined ? {} : { ignore: [...filters.ignore] }),
+    ...(filters.fields === undefined ? {} : { fields: [...filters.fields] }),
     ...(secret === undefined ? {} : { secret }),
   };
 }
@@ -85,6 +93,7 @@ inboundRoutes.put("/:session/inbound/:name", requires("inbound"), async (c) => {
       conversation: b.conversation ?? "root",
       mode: b.mode ?? "followUp",
       ...(b.template === undefined ? {} : { template: b.template }),
+      ...filtersOf(b),
       secret: sealed,
       generated: b.secret === undefined,
     }),
@@ -173,9 +182,22 @@ inboundDeliveryRoutes.post("/:tenant/:session/:name", async (c) => {
   }
   if (endpoint === null) throw unknownEndpoint();
   if (verdict.type === "reply") return c.json(verdict.body, 200);
+  // Filters and the loop guard (inbound/filters.ts): a delivery they leave out answers 200 and writes nothing.
+  const event = eventOf(endpoint.format, (header) => c.req.header(header), verdict.payload);
+  const ignored = ignoredBecause(endpoint, event, sendersOf(endpoint.format, verdict.payload), verdict.payload);
+  if (ignored !== undefined) return c.json({ ignored: true as const, reason: ignored }, 200);
+  // What the input's events carry back (source), kept with the payload in the user entry's data, never model input.
+  const source = {
+    kind: endpoint.format,
+    endpoint: name,
+    deliveryId: verdict.deliveryId,
+    ...(event === undefined ? {} : { event }),
+    fields: fieldValues(endpoint, verdict.payload),
+  };
   // Admitted by the tenant's limits like any input (429 with Retry-After: every platform retries it later).
   const accepted = await acceptedBy(c.env, { tenant }, stub, sessionId, endpoint.conversationId, {
     input: inboundInput(endpoint.template, verdict.payload),
+    data: inboundData(source, verdict.payload),
     ...acceptMode(endpoint.mode),
     source: { type: "inbound", endpoint: name, id: verdict.deliveryId },
     ...(verdict.signature === undefined ? {} : { signature: verdict.signature }),

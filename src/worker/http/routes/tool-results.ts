@@ -1,7 +1,8 @@
 /**
  * `POST /v1/tool-results/{tenant}/{session}/{taskId}`: an HTTP tool's late result (after it answered 202).
  * No bearer token: the delivery is signed (Standard Webhooks) with the tool's own secret
- * (`toolSecret(master, tenant, tool)`), and its `webhook-id` must be `{session}:{incarnation}:{taskId}`
+ * (`toolSecret(master, tenant, tool, generation)`: the tool's current generation, or the one before for 7 days after a
+ * rotation, http/routes/tools.ts), and its `webhook-id` must be `{session}:{incarnation}:{taskId}`
  * (src/kinds/incarnation.ts), the id the request to the tool carried, so a signed result cannot be replayed
  * against another session or call. An unknown session or task, or one that is not a remote call, is refused
  * exactly like a bad signature (401 `invalid_signature`, after computing the HMAC against a stand-in key), and so
@@ -19,6 +20,8 @@ import { Problem } from "../../problems.js";
 import { parseRemoteCallKey } from "../../../kinds/incarnation.js";
 import { masterSecret, toolSecret, verifyWebhook } from "../../crypto/webhooks.js";
 import { redactJson, redactor } from "../../remote/redaction.js";
+import { directoryStub } from "../../directory/object.js";
+import { hostClock } from "../../platform/host-config.js";
 import { parseBody, query, run, sessionStub } from "./shared.js";
 
 export const toolResultRoutes = new Hono<AppEnv>();
@@ -53,14 +56,27 @@ toolResultRoutes.post("/:tenant/:session/:taskId", async (c) => {
   // stand-in key), so no answer tells which names exist; every failure to authenticate is that one answer.
   const found = await stub.op("remoteCallTool", taskId);
   const tool = found.ok && found.value !== null ? found.value.tool : undefined;
-  const secret = await toolSecret(master, tenant, tool ?? STAND_IN_TOOL);
-  const verified = await verifyWebhook(secret, headers, text, Date.now()).then(
-    () => true,
-    (error: unknown) => {
-      if (error instanceof Problem && error.code === "invalid_signature") return false;
-      throw error;
-    },
-  );
+  // The generations that verify: the tool's current one, and the one before while its overlap lasts.
+  const generations = await directoryStub(c.env, tenant).toolSecretGenerations(tool ?? STAND_IN_TOOL);
+  const candidates = [
+    generations.current,
+    ...(generations.previous !== undefined && generations.previous.until > hostClock().now()
+      ? [generations.previous.generation]
+      : []),
+  ];
+  let secret = "";
+  let verified = false;
+  for (const generation of candidates) {
+    secret = await toolSecret(master, tenant, tool ?? STAND_IN_TOOL, generation);
+    verified = await verifyWebhook(secret, headers, text, Date.now()).then(
+      () => true,
+      (error: unknown) => {
+        if (error instanceof Problem && error.code === "invalid_signature") return false;
+        throw error;
+      },
+    );
+    if (verified) break;
+  }
   const key = parseRemoteCallKey(headers.id ?? "");
   if (!verified || !found.ok || found.value === null || key === undefined) throw unsigned();
   if (key.session !== name || key.taskId !== taskId) throw unsigned();

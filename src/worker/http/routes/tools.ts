@@ -5,6 +5,13 @@
  *   GET    /v1/tools         (operator) { items }: the live tools; ETag: the catalog version
  *   GET    /v1/tools/:tool   (operator) the record, ETag; 404 tool_not_found (also a deleted tool)
  *   DELETE /v1/tools/:tool   (operator) { name, deleted: true, version }; 404
+ *   POST   /v1/tools/:tool/rotate-secret  (operator) an HTTP tool's next secret generation, answered once
+ *
+ * An HTTP tool's signing secret stays derived from WEBHOOK_MASTER_SECRET (crypto/webhooks.ts `toolSecret`: the
+ * tenant, the tool's name and a generation), never stored: the PUT that makes a tool an HTTP tool answers it
+ * (`secret`), and a rotation answers the next generation's. New calls sign with the current generation; a late result
+ * verifies with it, or with the one before for TOOL_SECRET_OVERLAP_MS (7 days, the longest a call waits) after the
+ * rotation (http/routes/tool-results.ts).
  *
  * `If-Match: "<version>"` (or `*`: the tool exists) makes a PUT or DELETE conditional: 412
  * `precondition_failed` otherwise. A body that is not JSON is 400 (`invalid_body`, `invalid_json`, 415);
@@ -16,7 +23,9 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { compile } from "@earendil-works/pi-schema";
 import { formats } from "@earendil-works/pi-schema/formats";
-import { toolDefinitionBody, toolName, withToolDefaults } from "../../../api/tools.js";
+import { toolDefinitionBody, toolName, withToolDefaults, type ToolSecretRotatedResponse } from "../../../api/tools.js";
+import { masterSecret, toolSecret } from "../../crypto/webhooks.js";
+import { hostClock } from "../../platform/host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../../../kinds/catalog-types.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub, type IfMatch } from "../../directory/object.js";
@@ -27,6 +36,9 @@ import { noQuery, parse } from "../../schemas.js";
 import { body, query, type AppContext } from "./shared.js";
 
 const BUILTIN_NAMES = new Set(builtinTools.map((tool) => tool.name));
+
+/** How long the secret before a rotation still verifies late results: 7 days, the longest an HTTP tool's call waits. */
+export const TOOL_SECRET_OVERLAP_MS = 7 * 86_400_000;
 
 function catalog(c: AppContext): ReturnType<typeof directoryStub> {
   return directoryStub(c.env, c.get("claims").tenant);
@@ -114,10 +126,19 @@ toolRoutes.put("/:tool", requires("tools"), async (c) => {
   const condition = ifMatch(c);
   const definition = withToolDefaults(parse(toolDefinitionBody, await body(c, z.unknown()), "invalid_tool"));
   checkDefinition(c.env, definition);
+  // Derivable before anything is written: a deployment without the master secret refuses the PUT, writing nothing.
+  const master = definition.handler.type === "http" ? masterSecret(c.env) : undefined;
   const outcome = await catalog(c).putTool(name, definition, condition);
   switch (outcome.type) {
-    case "stored":
-      return recordResponse(c, outcome.record, outcome.created ? 201 : 200);
+    case "stored": {
+      const handler = outcome.record.definition?.handler;
+      if (!outcome.firstSecret || master === undefined || handler?.type !== "http")
+        return recordResponse(c, outcome.record, outcome.created ? 201 : 200);
+      const secret = await toolSecret(master, c.get("claims").tenant, name, handler.secretGeneration ?? 1);
+      const answer = { ...outcome.record, secret };
+      c.header("ETag", `"${outcome.record.version}"`);
+      return c.json(answer, outcome.created ? 201 : 200);
+    }
     case "precondition":
       throw precondition(name, outcome.current);
     case "too_large":
@@ -128,6 +149,35 @@ toolRoutes.put("/:tool", requires("tools"), async (c) => {
       );
     case "too_many":
       throw new Problem("invalid_tool", `the catalog holds at most ${outcome.limit} tools; delete one first`, "name");
+    default: {
+      const never: never = outcome;
+      return never;
+    }
+  }
+});
+
+toolRoutes.post("/:tool/rotate-secret", requires("tools"), async (c) => {
+  query(c, noQuery);
+  const name = nameParam(c);
+  const master = masterSecret(c.env);
+  const previousUntil = hostClock().now() + TOOL_SECRET_OVERLAP_MS;
+  const outcome = await catalog(c).rotateToolSecret(name, previousUntil);
+  switch (outcome.type) {
+    case "rotated": {
+      const answer: ToolSecretRotatedResponse = {
+        name,
+        version: outcome.version,
+        secretGeneration: outcome.generation,
+        secret: await toolSecret(master, c.get("claims").tenant, name, outcome.generation),
+        previousSecretExpiresAt: new Date(outcome.previousUntil).toISOString(),
+      };
+      c.header("ETag", `"${outcome.version}"`);
+      return c.json(answer);
+    }
+    case "not_found":
+      throw notFound(name);
+    case "not_http":
+      throw new Problem("conflict", `tool ${name} is a client tool: it has no signing secret`, "name");
     default: {
       const never: never = outcome;
       return never;
