@@ -90,6 +90,7 @@ export type ProblemCode =
   // 5xx
   | "mcp_server_unreachable"
   | "closed"
+  | "metering_unavailable"
   | "misconfigured"
   | "internal";
 
@@ -167,6 +168,7 @@ export const STATUS: Readonly<Record<ProblemCode, number>> = {
   invalid_import: 422,
   mcp_server_unreachable: 502,
   closed: 503,
+  metering_unavailable: 503,
   misconfigured: 500,
   internal: 500,
 };
@@ -244,6 +246,7 @@ export const TITLES: Readonly<Record<ProblemCode, string>> = {
   idempotency_key_reused: "The Idempotency-Key was used with a different request",
   unsupported_trigger: "This chat trigger is not supported",
   closed: "The session is closing",
+  metering_unavailable: "The tenant's limits did not acknowledge the session's usage; nothing was deleted, retry",
   misconfigured: "The service is misconfigured",
   internal: "Internal error",
 };

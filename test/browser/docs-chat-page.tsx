@@ -1,19 +1,33 @@
-// A React page with useChat. `token`: a user token (docs/users.md) of the session it names.
+// A React page with useChat. `getToken`: the page's current user token (docs/users.md) of the session it names,
+// fetched again from the product's backend when it is about to expire (user tokens last at most an hour).
 import { useChat } from "@ai-sdk/react";
-import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
+import { APICallError, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
 import { useState } from "react";
 
-export function Chat({ base, session, token }: { base: string; session: string; token: string }) {
+/** What to tell the person: the problem's `detail` (a 429 says when to try again), or the error's message. */
+function problemText(error: Error): string {
+  if (!APICallError.isInstance(error)) return error.message;
+  try {
+    const problem = JSON.parse(error.responseBody ?? "") as { detail?: string };
+    return problem.detail ?? error.message;
+  } catch {
+    return error.message;
+  }
+}
+
+export function Chat({ base, session, getToken }: { base: string; session: string; getToken: () => Promise<string> }) {
   const [text, setText] = useState("");
-  const { messages, sendMessage, addToolApprovalResponse, status } = useChat({
+  const { messages, sendMessage, addToolApprovalResponse, status, error, clearError } = useChat({
     id: "root", // the conversation: `root` or a conversation id
     resume: true, // after a reload: GET .../chat/root/stream (204 when nothing is live)
     transport: new DefaultChatTransport({
       api: `${base}/v1/sessions/${session}/chat`,
-      headers: { authorization: `Bearer ${token}` },
+      // A function: every request (send, resume, approval) asks for the current token.
+      headers: async () => ({ authorization: `Bearer ${await getToken()}` }),
     }),
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
   });
+  const busy = status === "submitted" || status === "streaming";
   return (
     <div>
       {messages.map((m) => (
@@ -30,8 +44,15 @@ export function Chat({ base, session, token }: { base: string; session: string; 
           )}
         </p>
       ))}
-      <form onSubmit={(e) => (e.preventDefault(), sendMessage({ text }), setText(""))}>
-        <input value={text} onChange={(e) => setText(e.target.value)} disabled={status !== "ready"} />
+      {error === undefined ? null : (
+        // A refusal (429 over a limit, 401 an expired or revoked token) wrote nothing: show it, then let the
+        // person send again (the next request asks getToken for a fresh token).
+        <p role="alert">
+          {problemText(error)} <button onClick={clearError}>Dismiss</button>
+        </p>
+      )}
+      <form onSubmit={(e) => (e.preventDefault(), clearError(), sendMessage({ text }), setText(""))}>
+        <input value={text} onChange={(e) => setText(e.target.value)} disabled={busy} />
       </form>
     </div>
   );

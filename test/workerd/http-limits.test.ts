@@ -47,6 +47,38 @@ async function failReports(tenant: string, failing: () => boolean, sub = "alice"
   });
 }
 
+/**
+ * The shard of the tenant's user `sub` holds the answer of its first `admitInput` (after admitting it: `gate.reached`)
+ * until `gate.released`, looking every few ms (the shard's own timer: a promise of the test's request context could not
+ * be awaited there). RPC finds methods on the class, so the seam wraps the prototype's `admitInput` (for that shard's
+ * object only); the returned function restores it.
+ */
+async function holdFirstAdmission(
+  tenant: string,
+  sub: string,
+  gate: { reached: boolean; released: boolean },
+): Promise<() => void> {
+  const namespace = (env as unknown as Env).LIMITS;
+  const id = namespace.idFromName(`${tenant}\n${shardOf(tenant, sub, undefined).key}`);
+  return runInDurableObject(namespace.get(id) as DurableObjectStub<LimitsObject>, (instance: LimitsObject, state) => {
+    const prototype = Object.getPrototypeOf(instance) as LimitsObject;
+    const admitInput = prototype.admitInput;
+    let held = false;
+    prototype.admitInput = async function (this: LimitsObject, ...args: Parameters<LimitsObject["admitInput"]>) {
+      const answer = await admitInput.apply(this, args);
+      if (state.id.equals(id) && !held) {
+        held = true;
+        gate.reached = true;
+        while (!gate.released) await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      return answer;
+    };
+    return () => {
+      prototype.admitInput = admitInput;
+    };
+  });
+}
+
 /** Kill the session object (the platform's own reset: nothing of the instance survives). */
 async function killSession(tenant: string, session: string): Promise<void> {
   await runInDurableObject(sessionObject(tenant, session), (_instance, state) => {
@@ -384,6 +416,41 @@ describe("limits", () => {
     // A request the session refuses (another body under a used key: 422) gives its reservation back.
     await setLimits(tenant, { user: { inputsPerDay: 3 } });
     expect((await send(session, alice, "a different body", "other")).status).toBe(422);
+    expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([2]);
+  });
+
+  it("Concurrent requests with one key and different bodies keep the quota exact", async () => {
+    const tenant = uniqueTenant("same-key");
+    await setLimits(tenant, { user: { inputsPerDay: 2 } });
+    const alice = await userToken(tenant, "alice");
+    // A paced model: the accepted input's turn still runs when the next inputs come (its report, which would count an
+    // input no reservation holds, has not reached the shard).
+    const session = await createSession(tenant, alice, {
+      template: await putUserTemplate(tenant, "slow", { model: "echo-slow" }),
+    });
+    const long = "an input the paced echo model takes a while to stream back, long enough to outlast the next inputs";
+    // The first request reserves the key at alice's shard, but its answer is held there until the second request (the
+    // same key, another body) was admitted on that reservation and accepted; the first is then refused (422).
+    const gate = { reached: false, released: false };
+    const restore = await holdFirstAdmission(tenant, "alice", gate);
+    try {
+      const first = send(session, alice, "the first body", "shared");
+      await until(async () => (gate.reached ? true : undefined), "the first admission at the shard");
+      const second = await send(session, alice, long, "shared");
+      expect(second.status, await second.clone().text()).toBe(201);
+      gate.released = true;
+      const refused = await first;
+      expect(refused.status, await refused.clone().text()).toBe(422);
+      expect(await json(refused)).toMatchObject({ code: "idempotency_key_reused" });
+    } finally {
+      gate.released = true;
+      restore();
+    }
+    // The refusal gave back nothing of the accepted input's: one more input fits the day's two, a third does not.
+    expect((await send(session, alice, "two", "next")).status).toBe(201);
+    const over = await send(session, alice, "three", "over");
+    expect(over.status).toBe(429);
+    expect(await json(over)).toMatchObject({ field: "user.inputsPerDay" });
     expect((await usage(tenant, `/v1/usage?sub=alice`)).items.map((d) => d.inputs)).toEqual([2]);
   });
 
@@ -893,6 +960,46 @@ describe("metering", () => {
     } finally {
       setHostSeams({});
     }
+  });
+
+  it("A deleted session's last turn is metered", async () => {
+    const tenant = uniqueTenant("delete-meter");
+    const alice = await userToken(tenant, "alice");
+    const operator = await token(tenant, "operator");
+    // Reports wait in the session (a batch window longer than the test): a delete right after a turn finds them there.
+    // While `failing`, every report the session sends is lost before it reaches the shard (reported, not thrown).
+    let failing = false;
+    setHostSeams({
+      meterBatchMs: 600_000,
+      report: () => undefined,
+      limitsCall: (t, method) => {
+        if (t === tenant && method === "settle" && failing) throw new Error("the report was lost (test)");
+      },
+    });
+    try {
+      const first = await createSession(tenant, alice);
+      expect((await send(first, alice, "the last turn", undefined, 10)).status).toBe(201);
+      // The shard does not acknowledge: the delete answers 503 and deletes nothing.
+      failing = true;
+      const refused = await call("DELETE", `/v1/sessions/${first}`, { token: operator });
+      expect(refused.status, await refused.clone().text()).toBe(503);
+      expect(await json(refused)).toMatchObject({ code: "metering_unavailable" });
+      expect((await call("GET", `/v1/sessions/${first}`, { token: alice })).status).toBe(200);
+      // It answers again: the delete hands the report over, then deletes.
+      failing = false;
+      expect((await call("DELETE", `/v1/sessions/${first}`, { token: operator })).status).toBe(200);
+      expect((await call("GET", `/v1/sessions/${first}`, { token: alice })).status).toBe(404);
+      // A second session's turn, deleted at once.
+      const second = await createSession(tenant, alice);
+      expect((await send(second, alice, "another last turn", undefined, 10)).status).toBe(201);
+      expect((await call("DELETE", `/v1/sessions/${second}`, { token: operator })).status).toBe(200);
+    } finally {
+      setHostSeams({});
+    }
+    // Both turns are metered: their inputs and their tokens.
+    const days = (await usage(tenant, "/v1/usage?sub=alice")).items;
+    expect(days.map((d) => d.inputs)).toEqual([2]);
+    expect(days[0]?.totalTokens).toBeGreaterThan(0);
   });
 
   it("An input's reservation carries its session's pending usage", async () => {

@@ -377,6 +377,57 @@ describe("retention", () => {
     expect((await summary(s.name, s.t)).status).toBe(404);
   });
 
+  it("Retention never deletes an input accepted during the expiry", async () => {
+    const t0 = time.now;
+    const url = "https://receiver.test/slow";
+    await registerEndpoint(TENANT, { url, events: ["session.expired"] });
+    expect((await putTemplate("short", { retention: { deleteAfterDays: 1 } })).status).toBe(201);
+    // The receiver holds the delivery of session.expired until the test lets it answer (looking every few ms: the
+    // session's own timer waits, not a promise of the test's).
+    const gate = { reached: false, released: false };
+    setHostSeams({
+      clock: () => new ManualClock(time),
+      version: () => "v1",
+      report: () => undefined,
+      fetch: async (request) => {
+        if (request.url === url) {
+          gate.reached = true;
+          while (!gate.released) await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+        return receiver.fetch(request);
+      },
+    });
+    const s = await create("during", { template: "short" });
+    await advance(s.name, t0 + DAY_MS + 5_000);
+    const expiring = alarm(s.name);
+    await until(async () => (gate.reached ? true : undefined), "session.expired on its way");
+    // The user comes back while the event is being delivered: the input is accepted and answered.
+    const sent = await call("POST", `/v1/sessions/${s.name}/conversations/root/inputs?wait=20`, {
+      token: s.t,
+      body: { input: "still here" },
+    });
+    expect(sent.status, await sent.clone().text()).toBe(201);
+    const answered = await json<{ inputId: number; status: string }>(sent);
+    expect(answered.status).toBe("done");
+    gate.released = true;
+    await expiring;
+    expect(receiver.to(url).map((request) => [request.event.type, request.status])).toEqual([["session.expired", 200]]);
+    // The session and its answered input stay, with a new expiry from that activity.
+    const kept = await summary(s.name, s.t);
+    expect(kept.status).toBe(200);
+    const input = await call("GET", `/v1/sessions/${s.name}/inputs/${answered.inputId}`, { token: s.t });
+    expect(input.status).toBe(200);
+    expect(await json(input)).toMatchObject({ outputText: "still here" });
+    expect(await listed()).toContain(s.name);
+    // Later alarms keep it too (the expiry was cancelled, not merely put off).
+    for (let round = 0; round < 3; round += 1) {
+      await advance(s.name, time.now + 10 * 60_000);
+      await alarm(s.name);
+    }
+    expect((await summary(s.name, s.t)).status).toBe(200);
+    expect((await summary(s.name, s.t)).body.retention?.expiresAt).toBeGreaterThan(t0 + DAY_MS + 5_000);
+  });
+
   it("refuses bad retention values, naming the field, and writes nothing", async () => {
     for (const retention of [
       { deleteAfterDays: 0 },

@@ -9,7 +9,7 @@
  */
 import type { TemplateField, TemplateRecord } from "../../api/templates.js";
 import { TEMPLATE_FIELDS } from "../../api/templates.js";
-import { placeholders } from "../../api/profiles.js";
+import { MAX_VARIABLES, placeholders } from "../../api/profiles.js";
 import type { Retention } from "../../api/schemas.js";
 import { directoryStub } from "./object.js";
 import type { Env } from "../env.js";
@@ -108,6 +108,13 @@ export async function resolveTemplateForUser(
   }
   // The template's variables and metadata are defaults under the body's.
   const variables = { ...record.variables, ...fields.variables };
+  // The cap counts the merged set: the body's 32 and a default of the template's are 33.
+  if (Object.keys(variables).length > MAX_VARIABLES)
+    throw new Problem(
+      "invalid_body",
+      `variables: with template ${record.name}'s defaults the session would hold ${Object.keys(variables).length}; at most ${MAX_VARIABLES}`,
+      "variables",
+    );
   const metadata = { ...record.metadata, ...fields.metadata };
   if (Object.keys(metadata).length > MAX_METADATA_KEYS)
     throw new Problem(

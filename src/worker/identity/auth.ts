@@ -399,6 +399,36 @@ export async function authenticate(c: Context<AppEnv>, options: { readonly watch
 }
 
 /**
+ * The capabilities of routes without a `:session` that a `sessions` claim holds by itself: the listing (filtered to
+ * the claim), a create (refused: its name is not one of them), the models a config may name, and minting (bounded to
+ * the claim). Every other route without a `:session` is tenant-level (the tenant's catalog, limits, usage, users,
+ * erasures, stats ...): a token that names its sessions reaches none of them. A new route is tenant-level unless
+ * its capability is listed here.
+ */
+const HELD_WITHOUT_SESSION: ReadonlySet<Capability> = new Set<Capability>([
+  "session.create",
+  "session.read",
+  "config",
+  "tokens",
+]);
+
+/** Whether a route needing `capability` on `session` (undefined: no `:session` in its path) is tenant-level. */
+export function tenantLevel(capability: Capability, session: string | undefined): boolean {
+  return session === undefined && !HELD_WITHOUT_SESSION.has(capability);
+}
+
+/** Refuse a tenant-level route to a token that names its sessions (401, `token.sessions`, as for another session). */
+function refuseTenantLevel(claims: Claims): void {
+  const claimed = claimedSessions(claims);
+  if (claimed === undefined) return;
+  throw new Problem(
+    "unauthorized",
+    `this token may act only in the sessions it names (${claimed.join(", ")}), not on the tenant's own routes`,
+    "token.sessions",
+  );
+}
+
+/**
  * Middleware: authenticate and require one capability (401 without a valid token, 403 without the role).
  * A user token is checked by `checkUserAccess` instead (identity/user-access.ts): the session must be the user's
  * (404 as for an unknown one otherwise), and the route's action must be in its `act` (403).
@@ -418,7 +448,7 @@ export function requires(
       if (access.ownerInOp !== undefined) c.set("ownerInOp", access.ownerInOp);
     } else if (!ROLE_CAPABILITIES[claims.role].has(capability)) {
       throw new Problem("forbidden", `role ${claims.role} may not use this route (needs ${capability})`);
-    }
+    } else if (tenantLevel(capability, c.req.param("session"))) refuseTenantLevel(claims);
     c.set("claims", claims);
     // requestsPerMinute (docs/users.md "Limits and usage"): nothing is read or counted for a tenant without it.
     await admitRequest(c.env, claims);

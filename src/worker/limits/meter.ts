@@ -323,6 +323,16 @@ export class LimitsMeter {
     return sending;
   }
 
+  /**
+   * Before the session's storage is wiped (a delete, an erasure, an expiry): send every pending report and answer
+   * whether each was acknowledged (false: some are still pending, and the delete must not wipe them).
+   */
+  async handOver(): Promise<boolean> {
+    if (this.#pending().length === 0) return true;
+    await this.flush();
+    return this.#pending().length === 0;
+  }
+
   /** Send within BATCH_MS unless an admission carries the reports first; the alarm is the backstop. */
   #batch(): void {
     if (this.#timer !== undefined) return;

@@ -217,6 +217,24 @@ interface AcceptSession {
   readonly limits: InputLimits;
 }
 
+/**
+ * The reservation of a request key, shared by the requests of this instance that carry the key: a shard reserves a key
+ * once (the first of them gets `Reserved`, the others ride on it), and it counts whichever of them the session
+ * accepts. A refused request gives it back only when no acceptance holds the key and no other request with the key is
+ * still under way (the last one to leave gives it back, whoever reserved it).
+ */
+interface KeyHold {
+  requests: number;
+  reserved: Reserved | undefined;
+}
+const keyHolds = new WeakMap<InputLimits, Map<string, KeyHold>>();
+
+function holdsOf(limits: InputLimits): Map<string, KeyHold> {
+  let holds = keyHolds.get(limits);
+  if (holds === undefined) keyHolds.set(limits, (holds = new Map()));
+  return holds;
+}
+
 async function accept(
   session: AcceptSession,
   ref: ConversationRef,
@@ -230,7 +248,20 @@ async function accept(
   const key = request.source === undefined ? undefined : requestId(request.source);
   const replay = replayKey(request);
   await api.readProfile(conversationId);
-  const reserved = await reserveFor(session, key, admission);
+  const holds = holdsOf(session.limits);
+  const hold = key === undefined ? undefined : (holds.get(key) ?? { requests: 0, reserved: undefined });
+  if (key !== undefined && hold !== undefined) {
+    hold.requests += 1;
+    holds.set(key, hold);
+  }
+  let reserved: Reserved | undefined;
+  try {
+    reserved = await reserveFor(session, key, admission);
+  } catch (error) {
+    leave(holds, key, hold);
+    throw error;
+  }
+  if (hold !== undefined && reserved !== undefined) hold.reserved = reserved;
   let replayed = false;
   const accepting = harness.commitBound(call, { conversationId }, async (b) => {
     const prior = await priorAcceptance(b, key);
@@ -273,12 +304,20 @@ async function accept(
     if (replay !== undefined) await replays.record(b, replay, { inputId, conversationId });
     return { inputId, conversationId, duplicate: false };
   });
-  // A refused input gives its reservation back, and so does a replay (not a new input). A duplicate by request key
-  // keeps it: a concurrent request with the key reserved it (once) and was accepted.
+  // A refused input gives back what it reserved, and so does a replay (not a new input). A reservation of a request
+  // key is the key's: a duplicate keeps it (a concurrent request with the key reserved it once and was accepted), and a
+  // refusal gives it back only when no acceptance holds the key and it is the last request with the key under way.
   const receipt = await accepting.catch(async (error: unknown) => {
-    await giveBack(reserved);
+    if (hold === undefined || key === undefined) await giveBack(reserved);
+    else if (leave(holds, key, hold) && (await harness.acceptance(key, call)) === undefined)
+      await giveBack(hold.reserved);
     throw error;
   });
+  if (hold !== undefined && key !== undefined) {
+    // Accepted (or a duplicate): the reservation counts the key's accepted input.
+    hold.reserved = undefined;
+    leave(holds, key, hold);
+  }
   if (replayed) await giveBack(reserved);
   if (replay !== undefined && !receipt.duplicate) await replays.settled();
   let result = await readResult(api, receipt.conversationId, receipt.inputId);
@@ -296,6 +335,15 @@ async function accept(
     ...(answer === undefined || request.waitSeconds === undefined ? {} : { answer }),
     ...(outputText === undefined ? {} : { outputText }),
   };
+}
+
+/** A request with `key` ended: whether it was the last one under way (then the key's hold is forgotten). */
+function leave(holds: Map<string, KeyHold>, key: string | undefined, hold: KeyHold | undefined): boolean {
+  if (key === undefined || hold === undefined) return true;
+  hold.requests -= 1;
+  if (hold.requests > 0) return false;
+  if (holds.get(key) === hold) holds.delete(key);
+  return true;
 }
 
 async function giveBack(reserved: Reserved | undefined): Promise<void> {

@@ -353,16 +353,27 @@ export class SessionObject extends DurableObject<Env> {
 
   /**
    * PATCH /v1/sessions/{session}: change the directory title, labels and/or metadata (`null` title clears it; metadata
-   * merges, a null value deleting its key). Metadata over MAX_METADATA_KEYS after the merge is 422 and writes nothing.
+   * merges, a null value deleting its key), and the session's variables (`variables`; null removes one). Refused means
+   * nothing written: metadata over MAX_METADATA_KEYS after the merge is 422 before anything is written, the variables
+   * commit (which refuses more than MAX_VARIABLES after its merge, on the commit line) comes next, and only then the
+   * directory change, which nothing refuses once checked.
    */
-  relabel(change: {
-    readonly title?: string | null;
-    readonly labels?: readonly string[];
-    readonly metadata?: Readonly<Record<string, string | null>>;
-  }): Promise<Outcome<DirectoryMeta>> {
+  relabel(
+    change: {
+      readonly title?: string | null;
+      readonly labels?: readonly string[];
+      readonly metadata?: Readonly<Record<string, string | null>>;
+    },
+    variables?: Readonly<Record<string, string | null>>,
+  ): Promise<Outcome<{ readonly meta?: DirectoryMeta; readonly variables?: Record<string, string> }>> {
     return this.#outcome(async () => {
-      await this.#acquire();
+      const session = await this.#acquire();
       const meta = this.#directory.meta();
+      const relabels = change.title !== undefined || change.labels !== undefined || change.metadata !== undefined;
+      if (!relabels) {
+        const set = variables === undefined ? undefined : await session.api.setVariables(variables);
+        return { ...(meta === undefined ? {} : { meta }), ...(set === undefined ? {} : { variables: set.variables }) };
+      }
       if (meta === undefined)
         throw new Problem("conflict", "this session has no directory entry (it was not created over HTTP)");
       const metadata = mergeMetadata(meta.metadata, change.metadata);
@@ -372,12 +383,16 @@ export class SessionObject extends DurableObject<Env> {
           `metadata: the session would hold ${Object.keys(metadata).length} keys after this patch; at most ${MAX_METADATA_KEYS} (null deletes a key)`,
           "metadata",
         );
+      const set = variables === undefined ? undefined : await session.api.setVariables(variables);
       await this.#directory.relabel({
         ...(change.title === undefined ? {} : { title: change.title }),
         ...(change.labels === undefined ? {} : { labels: change.labels }),
         ...(change.metadata === undefined ? {} : { metadata }),
       });
-      return this.#directory.meta() ?? { labels: [], metadata: {} };
+      return {
+        meta: this.#directory.meta() ?? { labels: [], metadata: {} },
+        ...(set === undefined ? {} : { variables: set.variables }),
+      };
     });
   }
 
@@ -427,7 +442,16 @@ export class SessionObject extends DurableObject<Env> {
     return this.#destroy(where, erased);
   }
 
-  #destroy(where?: SessionAt, erased?: ErasedOwner): Promise<Outcome<{ readonly deleted: boolean }>> {
+  /**
+   * `expiry` (retention's delete): whether the open session is still expired and idle, decided in this step, on the
+   * lifecycle queue; the decision's last commit is kept, and a commit that lands after it (before the harness closes)
+   * is activity that cancels the delete (`{ deleted: false }`; the session reopens on its next call).
+   */
+  #destroy(
+    where?: SessionAt,
+    erased?: ErasedOwner,
+    expiry?: (session: OpenSession) => Promise<boolean>,
+  ): Promise<Outcome<{ readonly deleted: boolean }>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
         if (!this.#created.created) {
@@ -437,18 +461,32 @@ export class SessionObject extends DurableObject<Env> {
         // Checked on the lifecycle queue, so no delete and create of the name runs between the check and the wipe.
         if (erased !== undefined && !(await isErasedOwner(this.ctx.storage.kv, this.#directory.createdAt, erased)))
           return { deleted: false };
+        const current = this.#session;
+        let decided: number | undefined;
+        if (expiry !== undefined) {
+          if (current === undefined || current.stale || !(await expiry(current))) return { deleted: false };
+          decided = current.harness.storage.lastSeq;
+        }
+        // The usage the session has not reported yet (its last turn's) goes to the limits before anything is touched.
+        await this.#handOverUsage();
         // Every watcher gets its close frame before DELETE answers (and before its feed would end it as
         // "the session closed").
         this.#watches.endAll("the session was deleted");
-        const current = this.#session;
         this.#session = undefined;
         if (current !== undefined) {
           current.feeds.close();
           await current.harness
             .close(BACKGROUND_CONTEXT)
             .catch((error: unknown) => hostReport({ type: "harness", report: error }));
+          // A commit after the decision (one already on the line when it was taken) cancels the expiry's delete.
+          if (decided !== undefined && current.harness.storage.lastSeq !== decided) {
+            this.#watches.forget();
+            return { deleted: false };
+          }
         }
         this.#watches.forget();
+        // And what commits made while the harness closed reported (nothing is wiped unreported).
+        await this.#handOverUsage();
         this.#outbox.closed();
         const row = this.#directory.snapshot();
         await this.ctx.storage.deleteAlarm();
@@ -462,6 +500,18 @@ export class SessionObject extends DurableObject<Env> {
         await this.#directory.deleted(row);
         return { deleted: true };
       }),
+    );
+  }
+
+  /**
+   * Hand the session's pending usage reports to its tenant's limits before a wipe. Not acknowledged: 503
+   * `metering_unavailable`, and nothing is deleted (the storage still holds them; an erasure tries again on its alarm).
+   */
+  async #handOverUsage(): Promise<void> {
+    if (await this.#meter.handOver()) return;
+    throw new Problem(
+      "metering_unavailable",
+      "the tenant's limits did not acknowledge this session's usage reports; nothing was deleted, try again",
     );
   }
 
@@ -584,9 +634,15 @@ export class SessionObject extends DurableObject<Env> {
       retention: this.#retention,
       now: this.#clock.now(),
       outbox: this.#outbox,
-      destroy: async () => {
-        const outcome = await this.destroy(where);
-        if (!outcome.ok) hostReport({ type: "alarm_failed", error: outcome.problem });
+      destroy: async (stillExpired) => {
+        const outcome = await this.#destroy(where, undefined, (open) => stillExpired(open.harness));
+        if (!outcome.ok) {
+          hostReport({ type: "alarm_failed", error: outcome.problem });
+          return "failed";
+        }
+        if (outcome.value.deleted) return "deleted";
+        // Kept: revived on this harness while it is open, else on the next alarm (which reopens the session).
+        return this.#session === session ? "kept" : "closed";
       },
     });
   }

@@ -240,8 +240,19 @@ export interface ExpiryDeps {
   readonly retention: SessionRetention;
   readonly now: number;
   readonly outbox: { undelivered(): boolean; settled(): Promise<void> };
-  /** Delete the session as DELETE deletes it. */
-  readonly destroy: () => Promise<void>;
+  /**
+   * Delete the session as DELETE deletes it, if `stillExpired` (asked in the delete's own step, on `harness`: no
+   * activity since the expiry committed and no live work) holds then and no commit lands after it: "kept" (on this
+   * harness, still open), "closed" (kept, but the harness closed: it is revived once reopened), "failed" (reported).
+   */
+  readonly destroy: (
+    stillExpired: (harness: Harness) => Promise<boolean>,
+  ) => Promise<"deleted" | "kept" | "closed" | "failed">;
+}
+
+/** Whether the session is still expired and idle: nothing committed since its expiry, and no live work. */
+async function stillExpired(harness: Harness, retention: SessionRetention): Promise<boolean> {
+  return !retention.activeSinceExpiry(harness.storage.lastSeq) && !(await liveWork(harness));
 }
 
 /**
@@ -285,5 +296,24 @@ export async function expireIdle(deps: ExpiryDeps): Promise<void> {
     retention.waiting(now);
     return;
   }
-  await deps.destroy();
+  // The delete decides again in its own step (an input may have been accepted while the event was delivered), and a
+  // commit after that decision cancels it: the expiry is revived.
+  const outcome = await deps.destroy((open) => stillExpired(open, retention));
+  switch (outcome) {
+    case "deleted":
+    case "failed":
+      return;
+    case "kept":
+      await harness.commit((tx) => tx.value(expiryMark).delete(), BACKGROUND_CONTEXT);
+      retention.revived();
+      return;
+    case "closed":
+      // The mark stays with the activity after it: the next alarm reopens the session and revives it.
+      retention.waiting(now);
+      return;
+    default: {
+      const never: never = outcome;
+      throw new Error(`unknown delete outcome ${String(never)}`);
+    }
+  }
 }

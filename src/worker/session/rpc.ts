@@ -42,11 +42,15 @@ export interface SessionRpc {
   templateBinding(): Promise<{ readonly exists: boolean; readonly binding?: TemplateBinding }>;
   /** Close `sub`'s watches issued before `before` (Unix seconds): a revocation (watch/guard.ts). */
   closeWatches(sub: string, before: number): Promise<{ readonly closed: number }>;
-  relabel(change: {
-    readonly title?: string | null;
-    readonly labels?: readonly string[];
-    readonly metadata?: Readonly<Record<string, string | null>>;
-  }): Promise<Outcome<DirectoryMeta>>;
+  /** The directory's title, labels and metadata, and the variables (`variables`), refused as one (nothing written). */
+  relabel(
+    change: {
+      readonly title?: string | null;
+      readonly labels?: readonly string[];
+      readonly metadata?: Readonly<Record<string, string | null>>;
+    },
+    variables?: Readonly<Record<string, string | null>>,
+  ): Promise<Outcome<{ readonly meta?: DirectoryMeta; readonly variables?: Record<string, string> }>>;
   /**
    * Whether end user `sub` reaches this session: it owns it, or (`creating`) nobody created it yet
    * (identity/user-access.ts).

@@ -61,12 +61,11 @@ limitRoutes.get("/me/usage", requires("usage"), async (c) => usageOfMe(c));
 
 async function usageOfMe(c: AppContext): Promise<Response> {
   const q = query(c, meUsageQuery);
-  const sub = c.get("claims").sub;
+  const claims = c.get("claims");
+  // Only a user token is a user: a sub on another role's token names nobody whose usage it may read.
+  const sub = claims.role === "user" ? claims.sub : undefined;
   if (sub === undefined)
-    throw new Problem(
-      "forbidden",
-      "only a token with a sub (a user token) has usage of its own; operators read GET /v1/usage",
-    );
+    throw new Problem("forbidden", "only a user token has usage of its own (its sub); operators read GET /v1/usage");
   const days = range(q.from, q.to);
   const counts = await usageOf(c.env, c.get("claims").tenant, { ...days, sub });
   return c.json({ ...days, items: counts.items, models: counts.models });

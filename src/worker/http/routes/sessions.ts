@@ -162,19 +162,21 @@ sessionRoutes.patch("/:session", requires("session.create"), async (c) => {
   if (variables !== undefined && claims.role !== "operator" && claims.role !== "client")
     throw new Problem("forbidden", `a ${claims.role} token may not set variables`, "variables");
   await refuseUserPatch(claims, stub, change);
-  // The directory row first: its metadata limit is checked against the session's current keys, and a refusal must
-  // leave the variables unwritten too.
-  const meta =
-    change.title === undefined && change.labels === undefined && change.metadata === undefined
-      ? await stub.directoryMeta()
-      : await run(stub.relabel(change));
-  const set = variables === undefined ? undefined : await run(stub.op("setVariables", variables));
+  // One session call checks both (the metadata limit against the session's keys, the variable cap after the merge)
+  // before it writes either: a refused PATCH writes nothing.
+  const { meta, variables: set } =
+    change.title === undefined &&
+    change.labels === undefined &&
+    change.metadata === undefined &&
+    variables === undefined
+      ? { meta: await stub.directoryMeta(), variables: undefined }
+      : await run(stub.relabel(change, variables));
   return c.json({
     session: c.req.param("session"),
     title: meta?.title ?? null,
     labels: meta?.labels ?? [],
     metadata: meta?.metadata ?? {},
-    ...(set === undefined ? {} : { variables: set.variables }),
+    ...(set === undefined ? {} : { variables: set }),
   });
 });
 
