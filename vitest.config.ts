@@ -14,12 +14,15 @@ const AJV_STUB = fileURLToPath(new URL("./src/worker/platform/ajv-stub.ts", impo
  *     handles the rejection (cloudflare/workers-sdk#14736): the directory faults the tests inject, and the not
  *     found of a never-created session's RPC methods (session-object.test.ts checks each answers not_found).
  *   - A test resets every Durable Object after it (`abortAllDurableObjects()`), which workerd reports.
+ *   - A test drops a streamed response on purpose (a watch stream cut to test reconnecting): workerd reports the
+ *     pipe its reader aborted, as the plugin already hides for its other "disconnected:" lines.
  */
 const INJECTED_FAULTS = [
   /^uncaught exception; exception = workerd\/api\/actor-state\.c\+\+:\d+: failed: broken\.outputGateBroken; jsg\.Error: (killed by the test|eviction sweep|killed between deregister and abort)(\n|$)/,
   /^uncaught exception; source = Uncaught \(in promise\); stack = Error: (the directory refuses updates \(test fault injection\)|the directory is overloaded|the connection was lost)(\n|$)/,
   /^uncaught exception; source = Uncaught \(in promise\); stack = SessionNotFound: not_found: no session of this name\n {4}at #acquireNow /,
   /^\s*exception = workerd\/api\/unsafe\.c\+\+:\d+: failed: jsg\.Error: Application called abortAllDurableObjects\(\)\.(\n|$)/,
+  /^exception = kj\/async-io\.c\+\+:\d+: disconnected: read end of pipe was aborted(\n|$)/,
 ];
 for (const stream of [process.stdout, process.stderr]) {
   const write = stream.write.bind(stream);
