@@ -1,3 +1,4 @@
+-- additive: no (the first schema: there is no earlier version to read it)
 -- pico-edge session schema, version 1 (pico v3 §7.5, DESIGN §2).
 --
 -- One session per Durable Object, so no table carries a session id. Ids are session sequence numbers

@@ -1,3 +1,4 @@
+-- additive: yes (new tables only; code of version 1 never reads them)
 -- pico-edge session schema, version 2: the session host's own bookkeeping (DESIGN §3). The core never
 -- reads these tables; the SessionObject writes them synchronously through ctx.storage.sql.
 

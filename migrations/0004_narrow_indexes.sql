@@ -1,3 +1,4 @@
+-- additive: no (drops commit_boundaries, which version 3 writes on every commit, and rebuilds scratch)
 -- pico-edge session schema, version 4: fewer and narrower indexes, no per-commit boundary row (issue 15,
 -- §7.5, DESIGN §2). Written to apply over any earlier shape (IF EXISTS), so a re-run is harmless.
 -- Durable Object SQLite bills every row written, and every index entry inserted is one: measured, an

@@ -1,3 +1,4 @@
+-- additive: no (live tasks are keyed on `settled`, which version 4 never sets: tasks it settles would stay live)
 -- pico-edge session schema, version 5: one task index (issue 15, §5.1, §7.5). Every index entry a row
 -- enters is a billed row written, and an UPDATE that sets a column of a partial index's WHERE re-enters it.
 -- `settled` (the settlement's sequence, NULL while the task is live) is set once, by the settlement, so

@@ -1,3 +1,4 @@
+-- additive: no (version 5 reads the high-water mark from last_seq alone, which version 6 commits skip)
 -- pico-edge session schema, version 6: the commit high-water mark rides on rows a commit writes anyway
 -- (issue 15, §3.3, §7.4 recovery rule 4, §7.5). Updating session_metadata's last_seq cost one billed row
 -- per commit. Now the newest row of entries, tasks and list_elements carries its commit's last sequence

@@ -1,3 +1,4 @@
+-- additive: no (version 6 never reads session_elements: the session-list elements stored there would vanish)
 -- pico-edge session schema, version 7: small session-list elements clustered on their address (issue 15,
 -- §4, §7.5, §8.2). A list_elements row costs two billed rows (the row and list_elements_by_address); a
 -- row of this WITHOUT ROWID table is its own index entry, so one. Only session lists' elements whose

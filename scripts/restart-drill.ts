@@ -34,13 +34,27 @@
  * it after the e2e check. Offline. Run by Node directly (type stripping); tokens and the webhook secret
  * come from scripts/token.ts and scripts/webhook-secret.ts with the drill's own secrets.
  */
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import {
+  check,
+  DrillFailure,
+  runScript,
+  sleep,
+  startDev as startWranglerDev,
+  stopDev,
+  textOf,
+  waitHealthy,
+  logLines,
+  type Dev,
+  type Entry,
+  type InputResult,
+  type LogLine,
+} from "./drill-kit.ts";
 import { startMcpEndpoint, type McpEndpoint } from "./mcp-endpoint.ts";
 import { startToolEndpoint, type ToolEndpoint } from "./tool-endpoint.ts";
 
@@ -72,162 +86,13 @@ const PORTS: Record<Mode, { port: number; inspector: number; tools: number; mcp:
 /** The product endpoint holds drill_http's first request this long, so the kill lands while the call is dispatched. */
 const HOLD_MS = 20_000;
 
-interface Dev {
-  readonly child: ChildProcess;
-  log: string;
-  exited: boolean;
-  readonly exit: Promise<void>;
-}
-
-interface ContentBlock {
-  readonly type: string;
-  readonly text?: string;
-}
-interface Entry {
-  readonly id: number;
-  readonly kind: string;
-  readonly model?: readonly {
-    readonly role: string;
-    readonly content?: string | readonly ContentBlock[];
-    readonly stopReason?: string;
-  }[];
-}
-type InputResult =
-  | { readonly status: "queued" | "placed" }
-  | { readonly status: "done"; readonly answer?: number; readonly entry: number }
-  | { readonly status: "unanswered"; readonly reason: string; readonly detail?: string };
-
-class DrillFailure extends Error {}
-
-function check(condition: boolean, message: string): asserts condition {
-  if (!condition) throw new DrillFailure(message);
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 function startDev(mode: Mode, persist: string, envFile: string): Dev {
   const { port, inspector } = PORTS[mode];
-  const child = spawn(
-    join(root, "node_modules/.bin/wrangler"),
-    [
-      "dev",
-      "--local",
-      "--env",
-      "dev",
-      "--persist-to",
-      persist,
-      "--env-file",
-      envFile,
-      "--port",
-      String(port),
-      "--inspector-port",
-      String(inspector),
-      "--ip",
-      "127.0.0.1",
-    ],
-    {
-      cwd: root,
-      stdio: ["ignore", "pipe", "pipe"],
-      // Its own process group: the kill takes wrangler and workerd together, like a machine going away.
-      detached: true,
-      env: {
-        ...process.env,
-        PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
-        WRANGLER_SEND_METRICS: "false",
-        CLOUDFLARE_CF_FETCH_ENABLED: "false",
-      },
-    },
-  );
-  const dev: Dev = {
-    child,
-    log: "",
-    exited: false,
-    exit: new Promise((resolve) => child.on("exit", () => resolve())),
-  };
-  void dev.exit.then(() => (dev.exited = true));
-  child.stdout?.on("data", (d: Buffer) => (dev.log += d.toString()));
-  child.stderr?.on("data", (d: Buffer) => (dev.log += d.toString()));
-  return dev;
-}
-
-function signalGroup(dev: Dev, signal: NodeJS.Signals): void {
-  if (dev.child.pid === undefined) return;
-  try {
-    process.kill(-dev.child.pid, signal);
-  } catch {
-    // already gone
-  }
-}
-
-/** Whether any process of the group is still alive. */
-function groupAlive(dev: Dev): boolean {
-  if (dev.child.pid === undefined) return false;
-  try {
-    process.kill(-dev.child.pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function stopDev(dev: Dev, signal: NodeJS.Signals, graceMs: number): Promise<{ ms: number; forced: boolean }> {
-  const started = Date.now();
-  signalGroup(dev, signal);
-  while (groupAlive(dev) && Date.now() - started < graceMs) await sleep(50);
-  const forced = groupAlive(dev);
-  if (forced) signalGroup(dev, "SIGKILL");
-  while (groupAlive(dev)) await sleep(50);
-  return { ms: Date.now() - started, forced };
-}
-
-async function waitHealthy(dev: Dev, base: string, deadlineMs: number): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  while (Date.now() < deadline && !dev.exited) {
-    try {
-      if ((await fetch(`${base}/health`)).ok) return;
-    } catch {
-      // not up yet
-    }
-    await sleep(250);
-  }
-  throw new DrillFailure(`${base}/health did not come up${dev.exited ? " (wrangler dev exited)" : ""}`);
-}
-
-/** The Worker's JSON log lines (src/worker/log.ts) in wrangler dev's output. */
-interface LogLine {
-  readonly type: string;
-  readonly kind?: string;
-  readonly method?: string;
-  readonly session?: string;
-  readonly durationMs?: number;
-}
-function logLines(dev: Dev): LogLine[] {
-  const out: LogLine[] = [];
-  for (const line of dev.log.split("\n")) {
-    const start = line.indexOf('{"type":');
-    if (start < 0) continue;
-    try {
-      out.push(JSON.parse(line.slice(start)) as { type: string });
-    } catch {
-      // not one of ours
-    }
-  }
-  return out;
+  return startWranglerDev({ root, port, inspector, persist, envFile, env: "dev" });
 }
 
 function script(name: string, args: readonly string[]): string {
-  return execFileSync(process.execPath, [join(root, "scripts", name), ...args], {
-    cwd: root,
-    env: { ...process.env, JWT_SECRET, WEBHOOK_MASTER_SECRET },
-    encoding: "utf8",
-  }).trim();
-}
-
-function textOf(entry: Entry): string {
-  const message = entry.model?.[0];
-  if (message === undefined) return "";
-  if (typeof message.content === "string") return message.content;
-  return (message.content ?? []).map((b) => (b.type === "text" ? (b.text ?? "") : "")).join("");
+  return runScript(root, name, args, { JWT_SECRET, WEBHOOK_MASTER_SECRET });
 }
 
 /**

@@ -55,26 +55,27 @@ export const agUiTool = z.object({
 });
 
 /**
- * An answer to an interrupt of a previous run: the interrupt id is the pending approval's id. `resolved` with
- * `{ approve, reason? }` answers it (as `POST .../pending/{id}` does); `cancelled` denies it.
+ * An answer to an interrupt of a previous run: the interrupt id is the pending approval's id. `resolved` answers it
+ * with its payload: `true`/`false`, `{ approve, reason? }`, or any other value (an approval: anything but `false` or
+ * `{ approve: false }` approves); absent approves. `cancelled` denies it.
  */
 export const agUiResume = z.object({
   interruptId: id,
   status: z.enum(["resolved", "cancelled"]),
-  payload: z.object({ approve: z.boolean(), reason: z.string().max(2000).optional() }).optional(),
+  payload: jsonValue.optional(),
 });
 export type AgUiResume = z.output<typeof agUiResume>;
 
-/** `RunAgentInput` (AG-UI 1.0): `threadId` names the conversation, `root` or its id. */
+/** `RunAgentInput` (AG-UI 1.0): `threadId` names a chat (a pointer to a branch, docs/frontends.md). `tools`, `context` optional. */
 export const runAgentInput = z.object({
-  threadId: z.string().min(1),
+  threadId: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "a thread id is 1-128 characters A-Z a-z 0-9 _ -"),
   runId: id,
   parentRunId: z.string().optional(),
   protocolVersion: z.string().optional(),
   state: z.unknown().optional(),
   messages: z.array(agUiMessage).max(10_000),
-  tools: z.array(agUiTool).max(128),
-  context: z.array(z.object({ description: z.string(), value: z.string() })),
+  tools: z.array(agUiTool).max(128).default([]),
+  context: z.array(z.object({ description: z.string(), value: z.string() })).default([]),
   forwardedProps: z.unknown().optional(),
   resume: z.array(agUiResume).max(128).optional(),
 });

@@ -16,13 +16,23 @@ export const uiMessage = z.looseObject({
 });
 export type UiMessageBody = z.output<typeof uiMessage>;
 
-/** `POST /v1/sessions/{session}/chat`: the chat id names the conversation (`root` or its id). */
-export const chatBody = z.looseObject({
-  id: z.string().min(1).max(40),
-  messages: z.array(uiMessage).min(1, "messages holds at least the new user message").max(10_000),
-  trigger: z.enum(["submit-message", "regenerate-message"]),
-  messageId: z.string().max(200).optional(),
-});
+/**
+ * `POST /v1/sessions/{session}/chat`: the chat id names a pointer to a branch (docs/frontends.md): any 1-128
+ * characters `A-Z a-z 0-9 _ -`. `messages` is the page's history; `message` alone is the AI SDK's "send only the
+ * last message" form.
+ */
+export const chatBody = z
+  .looseObject({
+    id: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "a chat id is 1-128 characters A-Z a-z 0-9 _ -"),
+    messages: z.array(uiMessage).min(1, "messages holds at least one message").max(10_000).optional(),
+    message: uiMessage.optional(),
+    trigger: z.enum(["submit-message", "regenerate-message"]).default("submit-message"),
+    messageId: z.string().max(200).optional(),
+  })
+  .refine((body) => body.messages !== undefined || body.message !== undefined, {
+    message: "the body holds messages (or message)",
+    path: ["messages"],
+  });
 
 /** A tool part the page answered with `addToolApprovalResponse`. */
 export const approvalRespondedPart = z.looseObject({

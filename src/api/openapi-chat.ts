@@ -17,7 +17,7 @@ export const CHAT_ROUTES: readonly ApiRoute[] = [
     path: `${S}/chat`,
     operationId: "chat",
     summary:
-      "useChat's POST: the chat id names the conversation; the newest user message is the input (idempotent on its id); answered approvals answer their pending items; regenerate-message is 422 unsupported_trigger",
+      "useChat's POST: the chat id names a pointer to a branch; the newest user message is the input (a message the chat accepted is a continuation; the same id with another text is an edit, on a fork the chat moves to); regenerate-message runs an answer again on a fork; answered approvals answer their pending items",
     auth: client("input"),
     body: body(chatBody),
     responses: { 200: uiStream },
@@ -26,7 +26,7 @@ export const CHAT_ROUTES: readonly ApiRoute[] = [
     method: "get",
     path: `${S}/chat/{conversation}/stream`,
     operationId: "chatResume",
-    summary: "Resume: the live turn's UI message stream from its start; 204 when nothing is live",
+    summary: "Resume: the live turn of the branch the chat points at, from its start; 204 when nothing is live",
     auth: client("conversation"),
     responses: { 200: uiStream, 204: { description: "Nothing is live", text: true } },
   },
@@ -34,7 +34,8 @@ export const CHAT_ROUTES: readonly ApiRoute[] = [
     method: "get",
     path: `${S}/chat/{conversation}/messages`,
     operationId: "chatMessages",
-    summary: "The transcript as UIMessage[] (stable ids), to start useChat from the server's history",
+    summary:
+      "The branch the chat points at as UIMessage[] (the ids the client gave its messages); [] for a chat with no message yet",
     auth: client("conversation"),
     responses: { 200: ok(chatMessagesResponse) },
   },

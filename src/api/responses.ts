@@ -383,7 +383,13 @@ export const inputResponse = z.strictObject({
 });
 export const acceptanceResponse = z.strictObject({ requestKey: z.string(), conversationId: id, inputId: id });
 export const queuedInputOut = z.discriminatedUnion("mode", [
-  z.strictObject({ mode: z.enum(["steer", "followUp", "nextRun"]), input: userInputOut, requestId }),
+  z.strictObject({
+    mode: z.enum(["steer", "followUp", "nextRun"]),
+    input: userInputOut,
+    requestId,
+    /** The id the sender shows the message under (a chat message's id). */
+    messageId: z.string().optional(),
+  }),
   z.strictObject({
     mode: z.literal("write"),
     kind: z.string(),

@@ -69,7 +69,13 @@ export interface ForkOptions {
   /** An entry visible in this conversation, or "start" for an empty prefix. */
   readonly at: Id | "start";
   /** Sticky conversation values to copy from this conversation's current state (§4.3). */
-  readonly values?: { readonly inherit?: readonly ValueSpec<unknown>[] };
+  readonly values?: {
+    readonly inherit?: readonly ValueSpec<unknown>[];
+    /** Conversation values the fork starts with, written in its creating commit (a fork at "start"'s config, §4.3). */
+    readonly set?: readonly (readonly [ValueSpec<unknown>, JsonValue])[];
+  };
+  /** More writes for the creating commit, given the fork's id (a host's pointer to the new branch). */
+  readonly also?: (b: TxBuilder, child: Id) => void;
 }
 
 export class ConversationHandle {
@@ -235,6 +241,12 @@ export class ConversationHandle {
       }
       const child = b.createConversation({ parent: { conversationId: this.id, at } });
       for (const [spec, value] of copies) b.value(bind(spec, { conversationId: child })).set(value);
+      for (const [spec, value] of options.values?.set ?? []) {
+        if (spec.scopeKind !== "conversation")
+          throw invalid(`a fork sets only conversation values; ${spec.namespace} is not`);
+        b.value(bind(spec, { conversationId: child })).set(value);
+      }
+      options.also?.(b, child);
       if (options.abort === true) {
         // "Go back to that point": the source's foreground set is marked in the creating commit (§9.1).
         this.harness.driver.markWrites(b, this.harness.driver.foregroundClosure(this.id).tasks, { ifLive: true });

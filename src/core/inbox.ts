@@ -22,7 +22,13 @@ export type InputMode = "steer" | "followUp" | "nextRun" | "write";
 
 /** A queued input; a write carries its entry kind's name and the draft tx.entry would take. */
 export type QueuedInput =
-  | { readonly mode: "steer" | "followUp" | "nextRun"; readonly input: UserInput; readonly requestId?: string }
+  | {
+      readonly mode: "steer" | "followUp" | "nextRun";
+      readonly input: UserInput;
+      readonly requestId?: string;
+      /** The id the sender shows this message under (a chat message's id): the user entry's key when placed. */
+      readonly messageId?: string;
+    }
   | { readonly mode: "write"; readonly kind: string; readonly entry: EntryDraft; readonly requestId?: string };
 
 export type InputResult =
@@ -131,7 +137,8 @@ export function placeInput(
   item: QueuedInput,
   entry: EntryDraft & { readonly kind: string },
 ): Id {
-  const entryId = b.entry({ kind: entry.kind }, conversationId, entry);
+  const keyed = item.mode !== "write" && item.messageId !== undefined ? { ...entry, key: item.messageId } : entry;
+  const entryId = b.entry({ kind: entry.kind }, conversationId, keyed);
   b.list(bindInbox(conversationId)).remove(inputId);
   const result: InputResult =
     item.mode === "write"

@@ -39,6 +39,8 @@ export type WhenBusy = "followUp" | "steer" | "reject";
 export interface AcceptOptions {
   readonly input: UserInput;
   readonly requestId?: string;
+  /** The id the sender shows the message under (a chat message's id): the user entry's key. */
+  readonly messageId?: string;
   readonly whenBusy?: WhenBusy;
   /**
    * Client tools the page offers for this input's turn only (run-tools.ts). They belong to a turn this input
@@ -97,7 +99,10 @@ export async function acceptInput(
         `conversation ${conversationId} is busy with a turn and the input asked not to wait (whenBusy: reject)`,
       );
     }
-    const item: QueuedInput = withRequest({ mode: whenBusy, input: options.input }, options.requestId);
+    const item: QueuedInput = withMessage(
+      withRequest({ mode: whenBusy, input: options.input }, options.requestId),
+      options.messageId,
+    );
     return { inputId: queueInput(b, conversationId, item), status: "queued" };
   }
   const config = withRunTools(await captureConfig(b, conversationId, turn), options.runTools);
@@ -116,7 +121,10 @@ export async function acceptInput(
     }
   }
   if (group.length > 0) await clearWaiting(b, conversationId);
-  const item: QueuedInput = withRequest({ mode: "followUp" as const, input: options.input }, options.requestId);
+  const item: QueuedInput = withMessage(
+    withRequest({ mode: "followUp" as const, input: options.input }, options.requestId),
+    options.messageId,
+  );
   const inputId = queueInput(b, conversationId, item);
   placeInput(b, conversationId, inputId, item, userDraft(options.input, now));
   group.push(inputId);
@@ -329,6 +337,10 @@ async function resolveGroup(
 
 function req(result: InputResult): { requestId?: string } {
   return result.requestId === undefined ? {} : { requestId: result.requestId };
+}
+
+function withMessage<T extends object>(value: T, messageId: string | undefined): T & { messageId?: string } {
+  return messageId === undefined ? value : { ...value, messageId };
 }
 
 function withRequest<T extends object>(value: T, requestId: string | undefined): T & { requestId?: string } {

@@ -123,8 +123,7 @@ export function toProblem(error: unknown, report?: (error: unknown) => void): Pr
     report?.(error);
     return new Problem("internal", "storage failed");
   }
-  if (sessionErrorCode(error) === "not_found")
-    return new Problem("session_not_found", "no session of this name");
+  if (sessionErrorCode(error) === "not_found") return new Problem("session_not_found", "no session of this name");
   report?.(error);
   return new Problem("internal", "an unexpected error occurred");
 }

@@ -1277,4 +1277,89 @@ void describe("a React page with useChat", { timeout: 120_000 }, () => {
     assert.ok(chatRequests.includes(`GET /v1/sessions/${name}/chat/root/stream`), chatRequests.join("\n"));
     await p.close();
   });
+
+  void it("A useChat page reloads mid-approval, approves, and sees one answer", async () => {
+    const endpoint = await startToolEndpoint({
+      port: PORT + 31,
+      tenant,
+      api: BASE,
+      masterSecret: "browser-test-webhook-master",
+      delayMs: 0,
+      holdMs: 0,
+      log: () => undefined,
+    });
+    try {
+      const tool = {
+        description: "ships an order",
+        parameters: { type: "object", properties: { id: { type: "integer" } }, required: ["id"] },
+        handler: { type: "http", url: `http://127.0.0.1:${PORT + 31}/lookup` },
+        approval: "always",
+      };
+      assert.equal((await api("PUT", "/v1/tools/ship_order", tool)).status, 201);
+      const name = `react-approve-${Date.now().toString(36)}`;
+      assert.equal(
+        (await api("PUT", `/v1/sessions/${name}`, { model: "echo/echo", selectedTools: ["ship_order"] })).status,
+        201,
+      );
+      const minted = await api("POST", "/v1/tokens", { sub: "dana", sessions: [name], ttlSeconds: 900 });
+      assert.equal(minted.status, 201);
+      const userToken = ((await minted.json()) as { token: string }).token;
+      const fragment = new URLSearchParams({ base: BASE, session: name, token: userToken }).toString();
+      const p = await page();
+      await p.goto(`http://127.0.0.1:${OTHER_PORT}/use-chat/#${fragment}`);
+      await p.waitForSelector('#status[data-status="ready"]');
+      await p.fill("#input", '/call ship_order {"id":8}');
+      await p.click("#send");
+      await p.waitForSelector('.tool[data-state="approval-requested"] .approve', { timeout: 30_000 });
+
+      // The reload: the page starts again from the server's history, the approval still asked.
+      await p.reload();
+      await p.waitForSelector('.tool[data-state="approval-requested"] .approve', { timeout: 30_000 });
+      await p.waitForSelector('#status[data-status="ready"]');
+      await p.click(".approve");
+      await p.waitForSelector('.tool[data-state="output-available"]', { state: "attached", timeout: 30_000 });
+      await p.waitForSelector('#status[data-status="ready"]', { timeout: 30_000 });
+      const shown = await chatShown(p);
+      assert.equal(shown.length, 2, shown.join("\n"));
+      assert.equal(shown[0], 'user: /call ship_order {"id":8}');
+      // One input, one call, one answer: nothing asks again.
+      const entries = async (kind: string): Promise<number> =>
+        (
+          (await (await api("GET", `/v1/sessions/${name}/conversations/root/entries?kind=${kind}`)).json()) as {
+            items: unknown[];
+          }
+        ).items.length;
+      assert.equal(await entries("user"), 1);
+      assert.equal(await entries("tool_result"), 1);
+      assert.equal(await p.$$eval(".approve", (buttons) => buttons.length), 0);
+
+      // Edit: the newest user message gets another text; the chat follows the fork and shows its answer.
+      await p.fill("#input", "an edited message");
+      await p.click("#edit");
+      await p.waitForFunction(
+        () =>
+          [...document.querySelectorAll('#messages li[data-role="assistant"] .text')].some(
+            (t) => t.textContent === "an edited message",
+          ),
+        undefined,
+        { timeout: 30_000 },
+      );
+      await p.waitForSelector('#status[data-status="ready"]', { timeout: 30_000 });
+      assert.deepEqual(await chatShown(p), ["user: an edited message", "assistant: an edited message"]);
+      // Regenerate: the answer runs again on a fork; still one exchange on the page, and after a reload.
+      await p.click("#regenerate");
+      await p.waitForSelector('#status[data-status="ready"]', { timeout: 30_000 });
+      assert.deepEqual(await chatShown(p), ["user: an edited message", "assistant: an edited message"]);
+      await p.reload();
+      await p.waitForFunction(() => document.querySelectorAll("#messages li").length >= 2, undefined, {
+        timeout: 30_000,
+      });
+      assert.deepEqual(await chatShown(p), ["user: an edited message", "assistant: an edited message"]);
+      // The first branch is a conversation of its own, unchanged.
+      assert.equal(await entries("user"), 1);
+      await p.close();
+    } finally {
+      await endpoint.close();
+    }
+  });
 });

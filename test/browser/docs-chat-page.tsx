@@ -18,7 +18,7 @@ function problemText(error: Error): string {
 export function Chat({ base, session, getToken }: { base: string; session: string; getToken: () => Promise<string> }) {
   const [text, setText] = useState("");
   const { messages, sendMessage, addToolApprovalResponse, status, error, clearError } = useChat({
-    id: "root", // the conversation: `root` or a conversation id
+    id: "root", // the chat: `root`, a conversation id, or any id the page makes up (see "A chat is a pointer")
     resume: true, // after a reload: GET .../chat/root/stream (204 when nothing is live)
     transport: new DefaultChatTransport({
       api: `${base}/v1/sessions/${session}/chat`,

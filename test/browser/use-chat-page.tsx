@@ -3,10 +3,12 @@
  * as docs/frontends.md shows it. Bundled with esbuild by test/browser/console.test.ts and served from
  * another origin than the API. The page reads `base`, `session` and `token` (a user token of the session)
  * from its URL's fragment, so the token never reaches the page's server, starts from the conversation's
- * history (`GET .../chat/root/messages`) and resumes a live turn (`GET .../chat/root/stream`).
+ * history (`GET .../chat/root/messages`) and resumes a live turn (`GET .../chat/root/stream`). A tool call
+ * waiting for approval shows an Approve button (the answer is sent automatically); Edit sends the input's text as
+ * the newest user message's new text, Regenerate runs the last answer again.
  */
 import { useChat } from "@ai-sdk/react";
-import { DefaultChatTransport, type UIMessage } from "ai";
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type UIMessage } from "ai";
 import { useState } from "react";
 import { createRoot } from "react-dom/client";
 
@@ -19,7 +21,7 @@ interface Props {
 
 function Chat({ base, session, token, history }: Props) {
   const [text, setText] = useState("");
-  const { messages, sendMessage, status, error } = useChat({
+  const { messages, sendMessage, regenerate, addToolApprovalResponse, status, error } = useChat({
     id: "root",
     messages: history,
     resume: true,
@@ -27,7 +29,9 @@ function Chat({ base, session, token, history }: Props) {
       api: `${base}/v1/sessions/${session}/chat`,
       headers: { authorization: `Bearer ${token}` },
     }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
   });
+  const lastUser = [...messages].reverse().find((message) => message.role === "user");
   return (
     <main>
       <ol id="messages">
@@ -38,6 +42,18 @@ function Chat({ base, session, token, history }: Props) {
               part.type === "text" ? (
                 <span key={i} className="text">
                   {part.text}
+                </span>
+              ) : part.type.startsWith("tool-") && "state" in part ? (
+                <span key={i} className="tool" data-state={part.state}>
+                  {part.state === "approval-requested" && "approval" in part && part.approval !== undefined ? (
+                    <button
+                      className="approve"
+                      type="button"
+                      onClick={() => void addToolApprovalResponse({ id: part.approval.id, approved: true })}
+                    >
+                      Approve
+                    </button>
+                  ) : null}
                 </span>
               ) : null,
             )}
@@ -55,6 +71,20 @@ function Chat({ base, session, token, history }: Props) {
         <input id="input" value={text} onChange={(event) => setText(event.target.value)} />
         <button id="send" type="submit" disabled={status !== "ready" || text === ""}>
           Send
+        </button>
+        <button
+          id="edit"
+          type="button"
+          disabled={status !== "ready" || text === "" || lastUser === undefined}
+          onClick={() => {
+            if (lastUser !== undefined) void sendMessage({ text, messageId: lastUser.id });
+            setText("");
+          }}
+        >
+          Edit
+        </button>
+        <button id="regenerate" type="button" disabled={status !== "ready"} onClick={() => void regenerate()}>
+          Regenerate
         </button>
       </form>
       <p id="status" data-status={status}>

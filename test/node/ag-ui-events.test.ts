@@ -77,7 +77,6 @@ describe("AgUiTurn", () => {
       { type: "REASONING_MESSAGE_END", messageId: "r7-0" },
       { type: "REASONING_END", messageId: "r7-0" },
       { type: "TOOL_CALL_START", toolCallId: "c1", toolCallName: "deploy", parentMessageId: "m7" },
-      { type: "TOOL_CALL_ARGS", toolCallId: "c1", delta: '{"id":' },
     ]);
     // The generation settled: its entry holds the whole message (the arguments as an object), then the result.
     const assistant: Entry = {
@@ -113,7 +112,7 @@ describe("AgUiTurn", () => {
     const third = turn.update(view({ entries: [user, assistant, result] }));
     valid(third);
     expect(third).toEqual([
-      { type: "TOOL_CALL_ARGS", toolCallId: "c1", delta: "7}" },
+      { type: "TOOL_CALL_ARGS", toolCallId: "c1", delta: '{"id":7}' },
       { type: "TOOL_CALL_END", toolCallId: "c1" },
       { type: "TOOL_CALL_RESULT", messageId: "result-c1", toolCallId: "c1", content: "deployed", role: "tool" },
     ]);
@@ -137,5 +136,42 @@ describe("AgUiTurn", () => {
     expect(turn.update(view({ entries: [user, answer, later, other] }))).toEqual([]);
     // Not placed yet (queued): nothing.
     expect(new AgUiTurn(none).update(view({ entries: [user, answer] }))).toEqual([]);
+  });
+
+  it("Every AG-UI tool call's argument deltas join into its final arguments", () => {
+    // A provider streams the arguments one way and settles them spelled another: the deltas still join into JSON
+    // that parses to the settled arguments (they are held until the entry settles them).
+    const turn = new AgUiTurn(none);
+    turn.placed(10);
+    const streamed = (args: string): ConversationView =>
+      view({
+        entries: [user],
+        tasks: [generation],
+        previews: { "7": { content: [{ type: "toolCall", id: "c1", name: "place", arguments: args }] } },
+      });
+    const events: AgUiEvent[] = [
+      ...turn.update(streamed('{"region": "eu')),
+      ...turn.update(streamed('{"region": "eu-w')),
+    ];
+    const settled: Entry = {
+      id: 11,
+      conversationId: 1,
+      kind: "assistant",
+      byTaskId: 7,
+      model: [
+        {
+          role: "assistant",
+          content: [{ type: "toolCall", id: "c1", name: "place", arguments: { region: "eu-west" } }],
+        } as unknown as NonNullable<Entry["model"]>[number],
+      ],
+    };
+    events.push(...turn.update(view({ entries: [user, settled] })), ...turn.close());
+    valid(events);
+    const joined = events
+      .flatMap((event) => (event.type === "TOOL_CALL_ARGS" && event.toolCallId === "c1" ? [event.delta] : []))
+      .join("");
+    expect(JSON.parse(joined)).toEqual({ region: "eu-west" });
+    expect(events.filter((event) => event.type === "TOOL_CALL_START")).toHaveLength(1);
+    expect(events.filter((event) => event.type === "TOOL_CALL_END")).toHaveLength(1);
   });
 });

@@ -366,6 +366,8 @@ describe("AG-UI over HTTP + SSE", () => {
   });
 
   it("A user token runs AG-UI in its own session, within its act and its limits", async () => {
+    // A user's run is held like a watch, until its token's expiry by the object's clock: keep it at the real time.
+    installSeams().time.now = Date.now();
     await putUserTemplate(TENANT);
     const limits = await call("PUT", "/v1/limits", {
       token: await token(TENANT, "operator"),
@@ -421,6 +423,40 @@ describe("AG-UI over HTTP + SSE", () => {
       body: { ...base, threadId: "99999", tools: [] },
     });
     expect(unknown.status).toBe(404);
+    expect(await userEntries(name, t)).toBe(0);
+  });
+
+  it("An AG-UI run without a new message answers the thread's messages", async () => {
+    const { name, t } = await newSession();
+    // A thread id the client made up (HttpAgent's default is a uuid) names its own conversation.
+    const threadId = "8f14e45f-ceea-467a-9af7-3c2b5d6e1a90";
+    const run = async (body: Record<string, unknown>): Promise<unknown[]> => {
+      const response = await call("POST", `/v1/sessions/${name}/ag-ui`, {
+        token: t,
+        body: { threadId, runId: crypto.randomUUID(), ...body },
+      });
+      expect(response.status, await response.clone().text()).toBe(200);
+      return dataOf(await response.text());
+    };
+    const first = await run({ messages: [{ id: "page-1", role: "user", content: "remember me" }] });
+    validateAll(first);
+    expect(first[0]).toMatchObject({ type: "RUN_STARTED", threadId, protocolVersion: "1.0" });
+    expect(textOf(first)).toBe("remember me");
+    // The root holds nothing: the thread has a conversation of its own.
+    expect(await userEntries(name, t)).toBe(0);
+
+    // A page loading its thread sends no message (and no tools or context): the thread's messages come back.
+    const loaded = await run({ messages: [] });
+    validateAll(loaded);
+    expect(typesOf(loaded)).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
+    const snapshot = loaded[1] as { messages: { id: string; role: string; content?: string }[] };
+    expect(snapshot.messages).toEqual([
+      { id: "page-1", role: "user", content: "remember me" },
+      expect.objectContaining({ role: "assistant", content: "remember me" }),
+    ]);
+    expect(finished(loaded)["outcome"]).toEqual({ type: "success" });
+    // Nothing was written: the same again answers the same.
+    expect(typesOf(await run({ messages: [] }))).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
     expect(await userEntries(name, t)).toBe(0);
   });
 });

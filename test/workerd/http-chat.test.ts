@@ -178,8 +178,8 @@ describe("AI SDK chat (UI message stream v1)", () => {
       token: t,
       body: { id: "root", messages: [userMessage("m-2", "again")], trigger: "regenerate-message", messageId: "x" },
     });
-    expect(regenerate.status).toBe(422);
-    expect(await json(regenerate)).toMatchObject({ code: "unsupported_trigger", field: "trigger" });
+    expect(regenerate.status).toBe(400);
+    expect(await json(regenerate)).toMatchObject({ code: "invalid_body", field: "messageId" });
     const unknown = await call("POST", `/v1/sessions/${name}/chat`, {
       token: t,
       body: { id: "999999", messages: [userMessage("m-3", "hi")], trigger: "submit-message" },
@@ -193,7 +193,7 @@ describe("AI SDK chat (UI message stream v1)", () => {
     expect(await json(noUser)).toMatchObject({ code: "invalid_body", field: "messages" });
     await expect(
       transport.sendMessages({
-        chatId: "nope",
+        chatId: "no such id!",
         messages: [userMessage("m-4", "hi")],
         trigger: "submit-message",
         messageId: undefined,
@@ -232,6 +232,8 @@ describe("AI SDK chat (UI message stream v1)", () => {
   });
 
   it("A user token chats in its own session, within its act", async () => {
+    // A user's stream is held like a watch, until its token's expiry by the object's clock: keep it at the real time.
+    seams.time.now = Date.now();
     await putUserTemplate(TENANT);
     const limits = await call("PUT", "/v1/limits", {
       token: await token(TENANT, "operator"),
@@ -307,13 +309,6 @@ describe("AI SDK chat (UI message stream v1)", () => {
     const accepted = await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t });
     expect((await json<UIMessage[]>(accepted)).map((m) => m.role)).toEqual(["user", "assistant"]);
 
-    // The same id with another text is another request: refused, nothing written.
-    const reused = await call("POST", `/v1/sessions/${name}/chat`, {
-      token: t,
-      body: { id: "root", messages: [userMessage("resend-1", "something else")], trigger: "submit-message" },
-    });
-    expect(reused.status).toBe(422);
-    expect(await json(reused)).toMatchObject({ code: "idempotency_key_reused" });
     // Earlier messages in the body are the client's copy: they never become inputs or rewrite the transcript.
     const next = await call("POST", `/v1/sessions/${name}/chat`, {
       token: t,
@@ -388,13 +383,26 @@ describe("AI SDK chat (UI message stream v1)", () => {
     expect(product).toHaveLength(1);
     expect(await pendingIds(name, t)).toEqual([]);
 
-    // A second answer is the pending route's 409, and changes nothing.
+    // The same answer sent again (a dropped connection) is 200 with what was recorded, and changes nothing;
+    // another answer is the pending route's 409.
     const again = await call("POST", `/v1/sessions/${name}/chat`, {
       token: t,
       body: { id: "root", messages: [user, answered], trigger: "submit-message" },
     });
-    expect(again.status, await again.clone().text()).toBe(409);
-    expect(await json(again)).toMatchObject({ code: "already_answered" });
+    expect(again.status, await again.clone().text()).toBe(200);
+    await again.text();
+    const denied: UIMessage = {
+      ...first,
+      parts: first.parts.map((p) =>
+        p === part ? { ...part, state: "approval-responded", approval: { id: part.approval.id, approved: false } } : p,
+      ),
+    };
+    const other = await call("POST", `/v1/sessions/${name}/chat`, {
+      token: t,
+      body: { id: "root", messages: [user, denied], trigger: "submit-message" },
+    });
+    expect(other.status, await other.clone().text()).toBe(409);
+    expect(await json(other)).toMatchObject({ code: "already_answered", answer: { approve: true } });
     expect(await toolResults(name, t)).toBe(1);
     expect(await userEntries(name, t)).toBe(1);
     expect(product).toHaveLength(1);
@@ -514,5 +522,118 @@ describe("AI SDK chat (UI message stream v1)", () => {
       "the conversation idle",
     );
     expect(await transport.reconnectToStream({ chatId: "root" })).toBeNull();
+  });
+
+  it("Chunks and events have the shapes the libraries define", async () => {
+    await defineTool("confirm", { handler: { type: "client", timeoutMs: 86_400_000 } });
+    await defineTool("erase", { handler: { type: "client", timeoutMs: 86_400_000 }, approval: "always" });
+    const { name, t } = await sessionWith({ selectedTools: ["confirm", "erase"] });
+    const post = async (body: Record<string, unknown>): Promise<{ status: number; chunks: JsonObject[] }> => {
+      const response = await call("POST", `/v1/sessions/${name}/chat`, { token: t, body: { id: "root", ...body } });
+      const text = await response.text();
+      if (response.status !== 200) return { status: response.status, chunks: [JSON.parse(text) as JsonObject] };
+      const chunks = text
+        .split("\n\n")
+        .filter((line) => line.startsWith("data: {"))
+        .map((line) => JSON.parse(line.slice(6)) as JsonObject);
+      return { status: response.status, chunks };
+    };
+
+    // A tool call streams its input (start, delta, available); finish says why and carries the message metadata.
+    const confirm = userMessage("shape-1", '/call confirm {"id":3}');
+    const first = await post({ messages: [confirm] });
+    expect(first.status).toBe(200);
+    const types = first.chunks.map((chunk) => chunk["type"]);
+    expect(types.indexOf("tool-input-start")).toBeGreaterThan(-1);
+    expect(types.indexOf("tool-input-start")).toBeLessThan(types.indexOf("tool-input-delta"));
+    expect(types.indexOf("tool-input-delta")).toBeLessThan(types.indexOf("tool-input-available"));
+    const delta = first.chunks.find((chunk) => chunk["type"] === "tool-input-delta");
+    expect(JSON.parse(String(delta?.["inputTextDelta"]))).toEqual({ id: 3 });
+    expect(first.chunks.at(-1)).toMatchObject({ type: "finish", finishReason: "tool-calls" });
+    const available = first.chunks.find((chunk) => chunk["type"] === "tool-input-available");
+    const callId = String(available?.["toolCallId"]);
+
+    // A client tool's object output comes back as the object, not as a JSON string.
+    const answered = {
+      id: "a",
+      role: "assistant",
+      parts: [
+        { type: "tool-confirm", toolCallId: callId, state: "output-available", input: { id: 3 }, output: { ok: true } },
+      ],
+    };
+    const second = await post({ messages: [confirm, answered] });
+    expect(second.chunks.find((chunk) => chunk["type"] === "tool-output-available")).toMatchObject({
+      toolCallId: callId,
+      output: { ok: true },
+    });
+    const finish = second.chunks.at(-1);
+    expect(finish).toMatchObject({
+      type: "finish",
+      finishReason: "stop",
+      messageMetadata: { model: expect.any(String), createdAt: expect.any(Number), usage: expect.any(Object) },
+    });
+    const history = await json<UIMessage[]>(await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t }));
+    expect(history[1]?.parts.find((part) => part.type === "tool-confirm")).toMatchObject({ output: { ok: true } });
+
+    // A denied approval is tool-output-denied.
+    const erase = userMessage("shape-2", '/call erase {"id":4}');
+    const asked = await post({ messages: [erase] });
+    const request = asked.chunks.find((chunk) => chunk["type"] === "tool-approval-request");
+    if (request === undefined) throw new Error("no approval request");
+    // The approval request arrives inside its step, before that step's finish-step.
+    const askedTypes = asked.chunks.map((chunk) => chunk["type"]);
+    expect(askedTypes.slice(askedTypes.indexOf("tool-approval-request"))).toEqual([
+      "tool-approval-request",
+      "finish-step",
+      "finish",
+    ]);
+    const denied = await post({
+      messages: [
+        erase,
+        {
+          id: "b",
+          role: "assistant",
+          parts: [
+            {
+              type: "tool-erase",
+              toolCallId: request["toolCallId"],
+              state: "approval-responded",
+              input: { id: 4 },
+              approval: { id: request["approvalId"], approved: false },
+            },
+          ],
+        },
+      ],
+    });
+    expect(denied.chunks).toContainEqual({ type: "tool-output-denied", toolCallId: request["toolCallId"] });
+    expect(denied.chunks.some((chunk) => chunk["type"] === "tool-output-error")).toBe(false);
+
+    // A file part is refused naming it, never dropped; nothing is written.
+    const before = await userEntries(name, t);
+    const withFile = await post({
+      messages: [
+        {
+          id: "shape-3",
+          role: "user",
+          parts: [
+            { type: "text", text: "look" },
+            { type: "file", mediaType: "application/pdf", url: "https://example.test/a.pdf" },
+          ],
+        },
+      ],
+    });
+    expect(withFile.status).toBe(415);
+    expect(withFile.chunks[0]).toMatchObject({ code: "unsupported_media_type", field: "messages[0].parts[1]" });
+    // A long history (over 1 MB) is accepted: the page resends it with every message; `{ id, message }` too.
+    const long = await post({
+      messages: [
+        { id: "old", role: "assistant", parts: [{ type: "text", text: "x".repeat(1_500_000) }] },
+        userMessage("shape-4", "after a long history"),
+      ],
+    });
+    expect(long.status).toBe(200);
+    const alone = await post({ message: userMessage("shape-5", "only the last message") });
+    expect(alone.status).toBe(200);
+    expect(await userEntries(name, t)).toBe(before + 2);
   });
 });

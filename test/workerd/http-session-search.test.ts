@@ -490,9 +490,9 @@ describe("the directory's schema", () => {
       expect(
         instance.list({ limit: 10, metadata: { team: "blue" }, status: "busy" }).items.map((r) => r.session),
       ).toEqual(["old"]);
-      // Running it again changes nothing; a version from newer code refuses.
+      // Running it again changes nothing; a version from newer code refuses unless it is one ahead and additive.
       migrateDirectory(state.storage);
-      sql.exec("UPDATE directory_schema SET version = ?", DIRECTORY_SCHEMA_VERSION + 1);
+      sql.exec("UPDATE directory_schema SET version = ?, additive = 0", DIRECTORY_SCHEMA_VERSION + 1);
       expect(() => migrateDirectory(state.storage)).toThrow(/newer than this code/);
       sql.exec("UPDATE directory_schema SET version = ?", DIRECTORY_SCHEMA_VERSION);
     });

@@ -141,12 +141,13 @@ describe("SqliteStorage schema (sqlite)", () => {
     });
   });
 
-  it("records the schema version and lastSeq in session_metadata (sqlite)", async () => {
+  it("records the schema version, its additive mark and lastSeq in session_metadata (sqlite)", async () => {
     await inObject("version-recorded", async (host) => {
       const storage = SqliteStorage.open(host);
       const rows = host.sql.exec("SELECT name, value FROM session_metadata ORDER BY name").toArray();
       expect(rows).toEqual([
         { name: "last_seq", value: 0 },
+        { name: "schema_additive", value: MIGRATIONS[SCHEMA_VERSION - 1]?.additive === true ? 1 : 0 },
         { name: "schema_version", value: SCHEMA_VERSION },
       ]);
       await newConversation(storage);

@@ -113,11 +113,21 @@ export function decodeCursor(
   }
 }
 
-/** The schema steps, in order; step i brings the directory to version i + 1. Append only. */
-const SCHEMA: readonly ((sql: SqlStorage) => void)[] = [
+/**
+ * The schema steps, in order; step i brings the directory to version i + 1. Append only. `additive`: code of
+ * the version before the step can read and write a directory it migrated (docs/operations.md "Upgrading").
+ */
+export interface DirectoryStep {
+  readonly additive: boolean;
+  readonly run: (sql: SqlStorage) => void;
+}
+const SCHEMA: readonly DirectoryStep[] = [
   // 1: the directory as it was before versions (a directory created then already has it: every statement is a no-op).
-  (sql) => {
-    sql.exec(`CREATE TABLE IF NOT EXISTS directory (
+  // Not additive: the first version.
+  {
+    additive: false,
+    run: (sql) => {
+      sql.exec(`CREATE TABLE IF NOT EXISTS directory (
       session TEXT PRIMARY KEY,
       version INTEGER NOT NULL,
       deleted INTEGER NOT NULL,
@@ -127,32 +137,41 @@ const SCHEMA: readonly ((sql: SqlStorage) => void)[] = [
       last_activity_at INTEGER NOT NULL,
       live_tasks INTEGER NOT NULL
     )`);
-    sql.exec("CREATE INDEX IF NOT EXISTS directory_activity ON directory (deleted, last_activity_at DESC, session)");
-    if (!hasColumn(sql, "directory", "owner")) sql.exec("ALTER TABLE directory ADD COLUMN owner TEXT");
-    sql.exec(
-      "CREATE INDEX IF NOT EXISTS directory_owner ON directory (owner, deleted, last_activity_at DESC, session)",
-    );
+      sql.exec("CREATE INDEX IF NOT EXISTS directory_activity ON directory (deleted, last_activity_at DESC, session)");
+      if (!hasColumn(sql, "directory", "owner")) sql.exec("ALTER TABLE directory ADD COLUMN owner TEXT");
+      sql.exec(
+        "CREATE INDEX IF NOT EXISTS directory_owner ON directory (owner, deleted, last_activity_at DESC, session)",
+      );
+    },
   },
   // 2: metadata and status (search). Rows from before list as idle with no metadata until their next update.
-  (sql) => {
-    sql.exec("ALTER TABLE directory ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'");
-    sql.exec("ALTER TABLE directory ADD COLUMN status TEXT NOT NULL DEFAULT 'idle'");
-    sql.exec(
-      "CREATE INDEX IF NOT EXISTS directory_status ON directory (status, deleted, last_activity_at DESC, session)",
-    );
-    sql.exec(`CREATE TABLE IF NOT EXISTS directory_metadata (
+  // Additive: columns with defaults, a table and indexes that version 1 ignores.
+  {
+    additive: true,
+    run: (sql) => {
+      sql.exec("ALTER TABLE directory ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'");
+      sql.exec("ALTER TABLE directory ADD COLUMN status TEXT NOT NULL DEFAULT 'idle'");
+      sql.exec(
+        "CREATE INDEX IF NOT EXISTS directory_status ON directory (status, deleted, last_activity_at DESC, session)",
+      );
+      sql.exec(`CREATE TABLE IF NOT EXISTS directory_metadata (
       session TEXT NOT NULL,
       key TEXT NOT NULL,
       value TEXT NOT NULL,
       PRIMARY KEY (session, key)
     ) WITHOUT ROWID`);
-    sql.exec("CREATE INDEX IF NOT EXISTS directory_metadata_pair ON directory_metadata (key, value, session)");
+      sql.exec("CREATE INDEX IF NOT EXISTS directory_metadata_pair ON directory_metadata (key, value, session)");
+    },
   },
   // 3: the operator's counters (GET /v1/stats). Rows from before count zero until their session's next update.
-  (sql) => {
-    for (const column of ["quarantined_tasks", "outbox_backlog", "dead_deliveries", "pending_items"])
-      sql.exec(`ALTER TABLE directory ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
-    sql.exec("ALTER TABLE directory ADD COLUMN pending_deadline INTEGER");
+  // Additive: columns with defaults that version 2 ignores (its upserts leave them as they were).
+  {
+    additive: true,
+    run: (sql) => {
+      for (const column of ["quarantined_tasks", "outbox_backlog", "dead_deliveries", "pending_items"])
+        sql.exec(`ALTER TABLE directory ADD COLUMN ${column} INTEGER NOT NULL DEFAULT 0`);
+      sql.exec("ALTER TABLE directory ADD COLUMN pending_deadline INTEGER");
+    },
   },
 ];
 
@@ -166,27 +185,46 @@ function hasColumn(sql: SqlStorage, table: string, column: string): boolean {
     .some((row) => row["name"] === column);
 }
 
-/** Bring the directory's session tables to this code's version (each step once, with its version bump). */
-export function migrateDirectory(storage: DurableObjectStorage): void {
+/**
+ * Bring the directory's session tables to this code's version (each step once, with its version bump and its
+ * additive mark) and return the version it is open at. A stored version one ahead that is marked additive opens
+ * as it is (nothing written); any other newer version refuses. `extra`: steps past this code's, for tests that
+ * play a newer release.
+ */
+export function migrateDirectory(storage: DurableObjectStorage, extra: readonly DirectoryStep[] = []): number {
   const sql = storage.sql;
+  const steps = [...SCHEMA, ...extra];
   sql.exec(
     "CREATE TABLE IF NOT EXISTS directory_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
   );
-  const row = sql.exec("SELECT version FROM directory_schema WHERE id = 1").toArray()[0];
+  // The mark beside the version: a column the code before it never names (its statements read and write `version` only).
+  if (!hasColumn(sql, "directory_schema", "additive"))
+    sql.exec("ALTER TABLE directory_schema ADD COLUMN additive INTEGER NOT NULL DEFAULT 0");
+  const row = sql.exec("SELECT version, additive FROM directory_schema WHERE id = 1").toArray()[0];
   const stored = row === undefined ? 0 : Number(row["version"]);
-  if (stored > SCHEMA.length)
+  if (stored > steps.length) {
+    if (stored === steps.length + 1 && row?.["additive"] === 1) return stored;
     throw new Error(
-      `the tenant directory's schema is version ${stored}, newer than this code's ${SCHEMA.length}: deploy the newer code`,
+      `the tenant directory's schema is version ${stored}, newer than this code's ${steps.length}${
+        stored === steps.length + 1
+          ? " and not marked additive"
+          : ` by ${stored - steps.length} (only one additive version ahead opens)`
+      }: deploy the newer code`,
     );
-  for (let version = stored; version < SCHEMA.length; version++) {
+  }
+  for (let version = stored; version < steps.length; version++) {
+    const step = steps[version];
+    if (step === undefined) continue;
     storage.transactionSync(() => {
-      SCHEMA[version]?.(sql);
+      step.run(sql);
       sql.exec(
-        "INSERT INTO directory_schema (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+        "INSERT INTO directory_schema (id, version, additive) VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version, additive = excluded.additive",
         version + 1,
+        step.additive ? 1 : 0,
       );
     });
   }
+  return steps.length;
 }
 
 const COLUMNS = "session, owner, title, labels, metadata, status, created_at, last_activity_at, live_tasks";

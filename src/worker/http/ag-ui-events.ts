@@ -7,12 +7,20 @@
  * from the model's call ids, so a run sent again skips what the page already holds (its `messages`) and a
  * preview and the entry that settles it are one message.
  */
+import type { AgUiMessageOut } from "./ag-ui-messages.js";
 import type { ConversationView } from "../../core/watch-types.js";
 import type { Entry, Id } from "../../storage/records.js";
 
 /** The AG-UI 1.0 events this server sends (no state events). */
 export type AgUiEvent =
-  | { readonly type: "RUN_STARTED"; readonly threadId: string; readonly runId: string }
+  | {
+      readonly type: "RUN_STARTED";
+      readonly threadId: string;
+      readonly runId: string;
+      readonly protocolVersion?: string;
+      readonly parentRunId?: string;
+    }
+  | { readonly type: "MESSAGES_SNAPSHOT"; readonly messages: readonly AgUiMessageOut[] }
   | {
       readonly type: "RUN_FINISHED";
       readonly threadId: string;
@@ -174,7 +182,9 @@ export class AgUiTurn {
       if (task.kind !== "generation") continue;
       const preview = view.previews[String(task.id)];
       const blocks = blocksOf(preview);
-      blocks.forEach((block, index) => this.#block(String(task.id), index, block, index < blocks.length - 1, out));
+      blocks.forEach((block, index) =>
+        this.#block(String(task.id), index, block, index < blocks.length - 1, false, out),
+      );
     }
     return out;
   }
@@ -191,7 +201,7 @@ export class AgUiTurn {
       if (message.role === "assistant") {
         const task = String(entry.byTaskId ?? `e${entry.id}`);
         const blocks = blocksOf(message);
-        blocks.forEach((block, index) => this.#block(task, index, block, true, out));
+        blocks.forEach((block, index) => this.#block(task, index, block, true, true, out));
       } else if (message.role === "toolResult") {
         const callId = message.toolCallId;
         if (this.#held.toolResults.has(callId) || this.#results.has(callId)) continue;
@@ -209,8 +219,13 @@ export class AgUiTurn {
     }
   }
 
-  /** Send what `block` adds; `complete`: nothing more comes (a later block started, or its entry settled it). */
-  #block(task: string, index: number, block: Block, complete: boolean, out: AgUiEvent[]): void {
+  /**
+   * Send what `block` adds; `complete`: nothing more comes (a later block started, or its entry settled it);
+   * `settled`: the block comes from its entry. A tool call's arguments are held until then: a provider may stream
+   * JSON it later spells otherwise (`{"region": "eu` settling as `{"region":"eu-west"}`), and the `TOOL_CALL_ARGS`
+   * deltas must join into exactly the call's final arguments.
+   */
+  #block(task: string, index: number, block: Block, complete: boolean, settled: boolean, out: AgUiEvent[]): void {
     const key = `${task}:${index}`;
     let sent = this.#sent.get(key);
     if (sent === undefined) {
@@ -218,8 +233,8 @@ export class AgUiTurn {
       this.#sent.set(key, sent);
     }
     if (sent.kind === "held") return;
+    if (sent.kind === "toolCall" && !settled) return;
     const text = textOf(block);
-    // A tool call's settled arguments may be spelled otherwise than the streamed JSON: only an extension is sent.
     if (text.length > sent.text.length && text.startsWith(sent.text) && sent.open) {
       const delta = text.slice(sent.text.length);
       sent.text = text;

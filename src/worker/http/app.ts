@@ -60,6 +60,14 @@ import { mcpRoutes } from "./routes/mcp.js";
 import { isImport, transferRoutes } from "./routes/transfer.js";
 import { MAX_BODY_BYTES } from "../schemas.js";
 
+/** The body limit of `POST .../chat` and `POST .../ag-ui` (8 MiB): a page's whole history. */
+const MAX_FRONTEND_BODY_BYTES = 8 * 1024 * 1024;
+
+/** `POST /v1/sessions/{session}/chat` or `.../ag-ui`. */
+function isFrontendPost(method: string, path: string): boolean {
+  return method === "POST" && /^\/v1\/sessions\/[^/]+\/(chat|ag-ui)$/.test(path);
+}
+
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
@@ -77,8 +85,23 @@ export function createApp(): Hono<AppEnv> {
     maxSize: MAX_BODY_BYTES,
     onError: () => new Problem("payload_too_large", `bodies are limited to ${MAX_BODY_BYTES} bytes`).response(),
   });
+  // A chat or AG-UI page resends its whole history with every message: those bodies may be larger.
+  const limitFrontendBody = bodyLimit({
+    maxSize: MAX_FRONTEND_BODY_BYTES,
+    onError: () =>
+      new Problem(
+        "payload_too_large",
+        `chat and AG-UI bodies are limited to ${MAX_FRONTEND_BODY_BYTES} bytes`,
+      ).response(),
+  });
   // An import streams its body to the session object, which enforces MAX_IMPORT_BYTES (routes/transfer.ts).
-  app.use("/v1/*", (c, next) => (isImport(c.req.method, c.req.path) ? next() : limitBody(c, next)));
+  app.use("/v1/*", (c, next) =>
+    isImport(c.req.method, c.req.path)
+      ? next()
+      : isFrontendPost(c.req.method, c.req.path)
+        ? limitFrontendBody(c, next)
+        : limitBody(c, next),
+  );
 
   // What this deployment can use (the echo models, each enabled catalogue provider, custom endpoints):
   // the config capability, since these are the values a config may name.

@@ -22,6 +22,7 @@ import { readUsageRow, usageList } from "../../kinds/usage.js";
 import type { StoredUsageRow } from "../../kinds/states.js";
 import type { Env } from "../env.js";
 import { hostReport, meterBatchMs } from "../platform/host-config.js";
+import { Problem } from "../problems.js";
 import type { SettleReport } from "./object.js";
 import { limitsStub, shardOf, shardStub } from "./shards.js";
 
@@ -331,6 +332,15 @@ export class LimitsMeter {
     if (this.#pending().length === 0) return true;
     await this.flush();
     return this.#pending().length === 0;
+  }
+
+  /** `handOver`, refusing the wipe when a report was not acknowledged: 503 `metering_unavailable`, nothing deleted. */
+  async handOverOrRefuse(): Promise<void> {
+    if (await this.handOver()) return;
+    throw new Problem(
+      "metering_unavailable",
+      "the tenant's limits did not acknowledge this session's usage reports; nothing was deleted, try again",
+    );
   }
 
   /** Send within BATCH_MS unless an admission carries the reports first; the alarm is the backstop. */

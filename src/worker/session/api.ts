@@ -15,6 +15,7 @@ import type { ConversationHandle } from "../../core/conversation.js";
 import type { Harness } from "../../core/harness.js";
 import { bindInbox, type QueuedInput } from "../../core/inbox.js";
 import { bindTo, type ValueSpec } from "../../core/state.js";
+import type { TxBuilder } from "../../core/tx.js";
 import { childrenList } from "../../core/spawn.js";
 import { generationConfig } from "../../kinds/config.js";
 import { continueInbox } from "../../kinds/placement.js";
@@ -209,24 +210,56 @@ export class SessionApi {
     return { deleted };
   }
 
+  /**
+   * Fork (§2.4, §4.3). A fork at "start" sees no history, so its creating commit also sets the source's config as it
+   * stood before the source's first entry (model, thinking, tools, profile): a template's config is set then, and a
+   * fork at "start" of a template-made session has a model. Config committed later is never copied.
+   * `also`: more writes for the creating commit (a chat's pointer, session/chat-ops.ts).
+   */
   async fork(
     ref: ConversationRef,
     options: { at: Id | "start"; abort?: boolean },
+    also?: (b: TxBuilder, child: Id) => void,
   ): Promise<{ conversationId: Id; conversation: Conversation }> {
     const handle = await this.conversation(ref);
     if (options.at !== "start") {
       const entry = await this.#harness.getEntry(options.at, call);
       if (entry === undefined) throw new Problem("entry_not_found", `entry ${options.at} does not exist`, "at");
     }
+    const set = options.at === "start" ? await this.#configAtStart(handle.id) : [];
     const child = await handle.fork(
       {
         at: options.at,
         ...(options.abort === undefined ? {} : { abort: options.abort }),
-        values: { inherit: [generationConfig.budgetMs] },
+        values: { inherit: [generationConfig.budgetMs], set },
+        ...(also === undefined ? {} : { also }),
       },
       call,
     );
     return { conversationId: child.id, conversation: await child.snapshot(call) };
+  }
+
+  /** The rewindable config values of `id` as they stood before its first entry (all current ones when it has none). */
+  async #configAtStart(id: Id): Promise<[ValueSpec<unknown>, JsonValue][]> {
+    const storage = this.#harness.storage;
+    const first = (await storage.scanEntries({ conversationId: id, limit: 1 })).items[0];
+    const specs: ValueSpec<JsonValue>[] = [
+      generationConfig.model,
+      generationConfig.thinking,
+      generationConfig.selectedTools,
+      generationConfig.profile,
+    ];
+    const out: [ValueSpec<unknown>, JsonValue][] = [];
+    for (const spec of specs) {
+      const version =
+        first === undefined
+          ? await storage.getValue(bindTo(spec, id))
+          : first.id <= 1
+            ? undefined
+            : await storage.getValue(bindTo(spec, id), first.id - 1);
+      if (version?.value !== undefined) out.push([spec, version.value]);
+    }
+    return out;
   }
 
   async collapse(ref: ConversationRef, instructions: string | undefined): Promise<{ taskId: Id }> {

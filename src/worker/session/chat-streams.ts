@@ -15,6 +15,7 @@ import type { Id } from "../../storage/records.js";
 import type { FeedOut, FeedSubscriber } from "../watch/feed.js";
 import { keepAliveMs, type ConversationFeed } from "../watch/transport.js";
 import { UI_SSE_DONE, UI_STREAM_HEADERS, UiTurn, uiSse, type UiChunk } from "../watch/ui-stream.js";
+import type { UiFinishReason } from "../watch/ui-stream-chunks.js";
 import { assistantMessageId } from "../watch/ui-messages.js";
 import { Problem } from "../problems.js";
 import type { OpenSession } from "./opening.js";
@@ -121,11 +122,16 @@ export function chatStream(
     stopCommits();
     untrack();
   };
-  const finish = async (last: readonly UiChunk[]): Promise<void> => {
+  const finish = async (last: readonly UiChunk[], finishReason: UiFinishReason): Promise<void> => {
     if (ended) return;
     stop();
     await start(undefined);
-    await write([...turn.close(), ...last, { type: "finish" }]);
+    const metadata = turn.metadata;
+    await write([
+      ...turn.close(),
+      ...last,
+      { type: "finish", finishReason, ...(metadata === undefined ? {} : { messageMetadata: metadata }) },
+    ]);
     await writer.write(encoder.encode(UI_SSE_DONE));
     await writer.close();
   };
@@ -146,9 +152,14 @@ export function chatStream(
     const terminal = isTerminalResult(result);
     const step = turn.step(terminal && result?.status === "done" ? result.answer : undefined, skip);
     await write(step.chunks);
-    if (step.waiting) await finish([]);
-    else if (terminal && result !== undefined) await finish(result.status === "unanswered" ? [unanswered(result)] : []);
-    else if (request.mode === "live" && turn.view !== undefined && turn.view.tasks.length === 0) await finish([]);
+    if (step.waiting) await finish([], "tool-calls");
+    else if (terminal && result !== undefined)
+      await finish(
+        result.status === "unanswered" ? [unanswered(result)] : [],
+        result.status === "unanswered" ? (result.reason === "aborted" ? "other" : "error") : "stop",
+      );
+    else if (request.mode === "live" && turn.view !== undefined && turn.view.tasks.length === 0)
+      await finish([], "stop");
   };
   const schedule = (): void => {
     chain = chain.then(process).catch(() => {
@@ -165,16 +176,27 @@ export function chatStream(
     },
     end() {
       chain = chain
-        .then(() => finish([{ type: "error", errorText: "the session closed; resume the stream" }]))
+        .then(() => finish([{ type: "error", errorText: "the session closed; resume the stream" }], "other"))
         .catch(() => stop());
     },
   };
   signal.addEventListener("abort", stop);
+  // Revoked means gone: the stream ends now, not after what the chain still has to send (a page that reads slowly
+  // keeps it waiting on writes). The writer keeps order: what was written before stays before the error.
+  const cut = async (errorText: string): Promise<void> => {
+    if (ended) return;
+    stop();
+    await start(undefined);
+    await write([
+      { type: "error", errorText },
+      { type: "finish", finishReason: "other" },
+    ]);
+    await writer.write(encoder.encode(UI_SSE_DONE));
+    await writer.close();
+  };
   if (track !== undefined)
     untrack = track(() => {
-      chain = chain
-        .then(() => finish([{ type: "error", errorText: "the token expired or was revoked; get a new token" }]))
-        .catch(() => stop());
+      void cut("the token expired or was revoked; get a new token").catch(() => undefined);
     });
   feed.subscribe(subscriber, undefined);
   // The input's result may change in a commit this watch has nothing for: check after every commit.

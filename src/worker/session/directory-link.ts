@@ -363,3 +363,13 @@ export class DirectoryLink {
     this.#cached = state;
   }
 }
+
+/**
+ * What `relabel` answers: `meta` and `variables`, and the directory meta's own fields beside them as well, which is
+ * what the previous release's Worker reads (its `relabel` answered the meta itself): during a rollout a Worker of
+ * either version calls this object (docs/operations.md "Version skew").
+ */
+export type RelabelAnswer = Partial<DirectoryMeta> & {
+  readonly meta?: DirectoryMeta;
+  readonly variables?: Record<string, string>;
+};

@@ -80,6 +80,8 @@ export interface AcceptRequest {
   readonly mode?: "steer" | "followUp" | "nextRun";
   readonly whenBusy?: WhenBusy;
   readonly source?: RequestSource;
+  /** The id the sender shows the message under (a chat message's id): its user entry's key. */
+  readonly messageId?: string;
   /**
    * With an idempotency source: the hash of the request body. A prior acceptance of the same key with
    * another hash, or on another conversation, is 422 `idempotency_key_reused` (IETF Idempotency-Key).
@@ -282,6 +284,7 @@ async function accept(
         {
           input: request.input,
           ...(key === undefined ? {} : { requestId: key }),
+          ...(request.messageId === undefined ? {} : { messageId: request.messageId }),
           ...(request.whenBusy === undefined ? {} : { whenBusy: request.whenBusy }),
           ...(request.runTools === undefined ? {} : { runTools: request.runTools }),
         },
@@ -294,6 +297,7 @@ async function accept(
         mode: request.mode,
         input: request.input,
         ...(key === undefined ? {} : { requestId: key }),
+        ...(request.messageId === undefined ? {} : { messageId: request.messageId }),
       };
       inputId = queueInput(b, conversationId, item);
     }

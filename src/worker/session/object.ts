@@ -23,7 +23,8 @@ import type { Clock } from "../../core/host.js";
 import type { Id } from "../../storage/records.js";
 import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
 import { directoryStub } from "../directory/object.js";
-import { DirectoryLink, mergeMetadata, type DirectoryMeta } from "./directory-link.js";
+import { DirectoryLink, type DirectoryMeta, type RelabelAnswer } from "./directory-link.js";
+import { relabelSession, type RelabelChange } from "./relabel.js";
 import {
   isErasedOwner,
   ownerReaches,
@@ -351,49 +352,9 @@ export class SessionObject extends DurableObject<Env> {
     return this.op(name, ...args);
   }
 
-  /**
-   * PATCH /v1/sessions/{session}: change the directory title, labels and/or metadata (`null` title clears it; metadata
-   * merges, a null value deleting its key), and the session's variables (`variables`; null removes one). Refused means
-   * nothing written: metadata over MAX_METADATA_KEYS after the merge is 422 before anything is written, the variables
-   * commit (which refuses more than MAX_VARIABLES after its merge, on the commit line) comes next, and only then the
-   * directory change, which nothing refuses once checked.
-   */
-  relabel(
-    change: {
-      readonly title?: string | null;
-      readonly labels?: readonly string[];
-      readonly metadata?: Readonly<Record<string, string | null>>;
-    },
-    variables?: Readonly<Record<string, string | null>>,
-  ): Promise<Outcome<{ readonly meta?: DirectoryMeta; readonly variables?: Record<string, string> }>> {
-    return this.#outcome(async () => {
-      const session = await this.#acquire();
-      const meta = this.#directory.meta();
-      const relabels = change.title !== undefined || change.labels !== undefined || change.metadata !== undefined;
-      if (!relabels) {
-        const set = variables === undefined ? undefined : await session.api.setVariables(variables);
-        return { ...(meta === undefined ? {} : { meta }), ...(set === undefined ? {} : { variables: set.variables }) };
-      }
-      if (meta === undefined)
-        throw new Problem("conflict", "this session has no directory entry (it was not created over HTTP)");
-      const metadata = mergeMetadata(meta.metadata, change.metadata);
-      if (Object.keys(metadata).length > MAX_METADATA_KEYS)
-        throw new Problem(
-          "invalid_metadata",
-          `metadata: the session would hold ${Object.keys(metadata).length} keys after this patch; at most ${MAX_METADATA_KEYS} (null deletes a key)`,
-          "metadata",
-        );
-      const set = variables === undefined ? undefined : await session.api.setVariables(variables);
-      await this.#directory.relabel({
-        ...(change.title === undefined ? {} : { title: change.title }),
-        ...(change.labels === undefined ? {} : { labels: change.labels }),
-        ...(change.metadata === undefined ? {} : { metadata }),
-      });
-      return {
-        meta: this.#directory.meta() ?? { labels: [], metadata: {} },
-        ...(set === undefined ? {} : { variables: set.variables }),
-      };
-    });
+  /** PATCH /v1/sessions/{session}: the directory title, labels and metadata, and the variables (session/relabel.ts). */
+  relabel(change: RelabelChange, variables?: Readonly<Record<string, string | null>>): Promise<Outcome<RelabelAnswer>> {
+    return this.#outcome(async () => relabelSession(await this.#acquire(), this.#directory, change, variables));
   }
 
   /**
@@ -468,7 +429,7 @@ export class SessionObject extends DurableObject<Env> {
           decided = current.harness.storage.lastSeq;
         }
         // The usage the session has not reported yet (its last turn's) goes to the limits before anything is touched.
-        await this.#handOverUsage();
+        await this.#meter.handOverOrRefuse();
         // Every watcher gets its close frame before DELETE answers (and before its feed would end it as
         // "the session closed").
         this.#watches.endAll("the session was deleted");
@@ -486,7 +447,7 @@ export class SessionObject extends DurableObject<Env> {
         }
         this.#watches.forget();
         // And what commits made while the harness closed reported (nothing is wiped unreported).
-        await this.#handOverUsage();
+        await this.#meter.handOverOrRefuse();
         this.#outbox.closed();
         const row = this.#directory.snapshot();
         await this.ctx.storage.deleteAlarm();
@@ -500,18 +461,6 @@ export class SessionObject extends DurableObject<Env> {
         await this.#directory.deleted(row);
         return { deleted: true };
       }),
-    );
-  }
-
-  /**
-   * Hand the session's pending usage reports to its tenant's limits before a wipe. Not acknowledged: 503
-   * `metering_unavailable`, and nothing is deleted (the storage still holds them; an erasure tries again on its alarm).
-   */
-  async #handOverUsage(): Promise<void> {
-    if (await this.#meter.handOver()) return;
-    throw new Problem(
-      "metering_unavailable",
-      "the tenant's limits did not acknowledge this session's usage reports; nothing was deleted, try again",
     );
   }
 

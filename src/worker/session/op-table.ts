@@ -11,6 +11,7 @@ import { outboxOps, type Outbox } from "../outbox/outbox.js";
 import { remoteCallOps } from "../remote/call-ops.js";
 import { inboundOps } from "./inbound-ops.js";
 import { inputOps } from "./input-ops.js";
+import { chatOps } from "./chat-ops.js";
 import type { OpenSession } from "./opening.js";
 import type { RigSessionOps, SessionOps } from "./ops.js";
 import { pendingOps } from "./pending-ops.js";
@@ -57,6 +58,7 @@ export function sessionOpTable(object: OperatorOps, outbox: () => Outbox): OpTab
   return {
     summary: (s) => s.api.summary(),
     ...inputOps<OpenSession>(),
+    ...chatOps<OpenSession>(),
     snapshot: (s, ref) => s.api.snapshot(ref),
     entries: (s, ref, query) => s.api.entries(ref, query),
     abort: async (s, ref) => {

@@ -29,6 +29,7 @@ import type { SessionInspection, ShownTask } from "../../api/responses.js";
 import type { InboundSessionOps } from "./inbound-ops.js";
 import type { RemoteCallSessionOps } from "../remote/call-ops.js";
 import type { PendingSessionOps } from "./pending-ops.js";
+import type { ChatSessionOps } from "./chat-ops.js";
 import type { OutboxSessionOps } from "../outbox/types.js";
 import type { InputAdmission, InputSessionOps } from "./input-ops.js";
 import type { ScheduleSessionOps } from "./schedule-ops.js";
@@ -48,6 +49,7 @@ export type Op<Args extends readonly unknown[], Result> = { readonly args: Args;
 export interface SessionOps
   extends
     InputSessionOps,
+    ChatSessionOps,
     ScheduleSessionOps,
     RigSessionOps,
     InboundSessionOps,

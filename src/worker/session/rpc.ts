@@ -18,7 +18,7 @@ import type { CreateConfig, SessionOps } from "./ops.js";
 import type { SessionObject } from "./object.js";
 import type { SessionWhere } from "../identity/owner.js";
 import type { RetentionSource, TemplateBinding } from "../directory/templates.js";
-import type { DirectoryMeta } from "./directory-link.js";
+import type { DirectoryMeta, RelabelAnswer } from "./directory-link.js";
 import type { RetentionView } from "./retention.js";
 import type { ImportResponse } from "../../api/transfer.js";
 
@@ -50,7 +50,7 @@ export interface SessionRpc {
       readonly metadata?: Readonly<Record<string, string | null>>;
     },
     variables?: Readonly<Record<string, string | null>>,
-  ): Promise<Outcome<{ readonly meta?: DirectoryMeta; readonly variables?: Record<string, string> }>>;
+  ): Promise<Outcome<RelabelAnswer>>;
   /**
    * Whether end user `sub` reaches this session: it owns it, or (`creating`) nobody created it yet
    * (identity/user-access.ts).

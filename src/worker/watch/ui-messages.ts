@@ -2,13 +2,14 @@
  * A conversation's transcript as the AI SDK's `UIMessage[]` (`GET .../chat/{conversation}/messages`,
  * docs/frontends.md), so a page starts `useChat` from the server's history. A user entry is a user message;
  * the assistant and tool result entries after it are one assistant message, a `step-start` per model
- * message. Ids come from entry ids (`u{id}`; `a{id}` of the user entry it answers, as the stream's `start`
- * names it), so they are stable. A tool call
+ * message. A user message keeps the id the client gave it (its entry's key, docs/frontends.md), else `u{entry}`;
+ * an assistant message is `a{id}` of the user entry it answers, as the stream's `start` names it, so ids are stable. A tool call
  * that waits on an approval shows `approval-requested` with the pending item's id.
  */
 import type { Message } from "@earendil-works/pi-ai";
 import type { PendingItem } from "../../kinds/pending-types.js";
 import type { Entry, Id, JsonValue, Task } from "../../storage/records.js";
+import { toolOutputOf } from "./ui-stream-chunks.js";
 
 export type UiMessagePart =
   | { readonly type: "step-start" }
@@ -87,7 +88,7 @@ export function uiMessages(
         assistant = undefined;
         lastUser = entry.id;
         out.push({
-          id: `u${entry.id}`,
+          id: entry.key ?? `u${entry.id}`,
           role: "user",
           parts: [{ type: "text", text: textOf(message.content), state: "done" }],
         });
@@ -138,7 +139,7 @@ export function uiMessages(
               toolCallId: message.toolCallId,
               state: "output-available",
               input: call.input,
-              output: text,
+              output: toolOutputOf(text),
             };
         return;
       }

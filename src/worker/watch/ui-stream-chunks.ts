@@ -16,6 +16,8 @@ export type UiChunk =
   | { readonly type: "reasoning-start"; readonly id: string }
   | { readonly type: "reasoning-delta"; readonly id: string; readonly delta: string }
   | { readonly type: "reasoning-end"; readonly id: string }
+  | { readonly type: "tool-input-start"; readonly toolCallId: string; readonly toolName: string }
+  | { readonly type: "tool-input-delta"; readonly toolCallId: string; readonly inputTextDelta: string }
   | {
       readonly type: "tool-input-available";
       readonly toolCallId: string;
@@ -24,10 +26,48 @@ export type UiChunk =
     }
   | { readonly type: "tool-output-available"; readonly toolCallId: string; readonly output: JsonValue }
   | { readonly type: "tool-output-error"; readonly toolCallId: string; readonly errorText: string }
+  | { readonly type: "tool-output-denied"; readonly toolCallId: string }
   | { readonly type: "tool-approval-request"; readonly approvalId: string; readonly toolCallId: string }
   | { readonly type: "error"; readonly errorText: string }
   | { readonly type: "abort"; readonly reason?: string }
-  | { readonly type: "finish"; readonly finishReason?: "stop" | "error" | "tool-calls" | "other" };
+  | {
+      readonly type: "finish";
+      readonly finishReason?: UiFinishReason;
+      readonly messageMetadata?: UiMessageMetadata;
+    };
+
+/** Why a stream's message finished (`ai`'s `FinishReason`, the ones this service tells). */
+export type UiFinishReason = "stop" | "error" | "tool-calls" | "other";
+
+/** The `messageMetadata` of `finish`: when the answer's last model message was made, by which model, its usage. */
+export interface UiMessageMetadata {
+  readonly createdAt?: number;
+  readonly model?: string;
+  readonly usage?: { readonly inputTokens: number; readonly outputTokens: number; readonly totalTokens: number };
+}
+
+/**
+ * A tool result's output as the page gets it: the JSON value its text spells when it is a JSON object or array (a
+ * client tool's object output comes back as the object), else the text.
+ */
+export function toolOutputOf(text: string): JsonValue {
+  const trimmed = text.trim();
+  if (!trimmed.startsWith("{") && !trimmed.startsWith("[")) return text;
+  try {
+    return JSON.parse(trimmed) as JsonValue;
+  } catch {
+    return text;
+  }
+}
+
+/** Whether a tool result entry records a denied approval (its data's `details.error`, kinds/tool.ts `errorOutput`). */
+export function isDenial(entry: Entry): boolean {
+  const data = entry.data;
+  if (data === null || typeof data !== "object" || Array.isArray(data)) return false;
+  const details = (data as Readonly<Record<string, JsonValue | undefined>>)["details"];
+  if (details === null || typeof details !== "object" || Array.isArray(details)) return false;
+  return (details as Readonly<Record<string, JsonValue | undefined>>)["error"] === "denied";
+}
 
 export const UI_STREAM_HEADERS: Readonly<Record<string, string>> = {
   "content-type": "text/event-stream",
@@ -53,11 +93,12 @@ function contentText(content: string | readonly { readonly type: string; readonl
 export function entryChunks(entry: Entry, seen: Set<string>): UiChunk[] {
   const out: UiChunk[] = [];
   for (const [m, message] of (entry.model ?? []).entries())
-    out.push(...messageChunks(`e${entry.id}-${m}`, message, seen));
+    out.push(...messageChunks(`e${entry.id}-${m}`, message, seen, isDenial(entry)));
   return out;
 }
 
-export function messageChunks(prefix: string, message: Message, seen: Set<string>): UiChunk[] {
+/** `denied`: a tool result of a denied approval (`tool-output-denied`). */
+export function messageChunks(prefix: string, message: Message, seen: Set<string>, denied = false): UiChunk[] {
   switch (message.role) {
     case "assistant": {
       const out: UiChunk[] = [{ type: "start-step" }];
@@ -82,6 +123,10 @@ export function messageChunks(prefix: string, message: Message, seen: Set<string
             break;
           case "toolCall":
             seen.add(block.id);
+            out.push(
+              { type: "tool-input-start", toolCallId: block.id, toolName: block.name },
+              { type: "tool-input-delta", toolCallId: block.id, inputTextDelta: JSON.stringify(block.arguments) },
+            );
             out.push({
               type: "tool-input-available",
               toolCallId: block.id,
@@ -109,9 +154,11 @@ export function messageChunks(prefix: string, message: Message, seen: Set<string
       }
       const text = contentText(message.content);
       out.push(
-        message.isError
-          ? { type: "tool-output-error", toolCallId: message.toolCallId, errorText: text }
-          : { type: "tool-output-available", toolCallId: message.toolCallId, output: text },
+        denied
+          ? { type: "tool-output-denied", toolCallId: message.toolCallId }
+          : message.isError
+            ? { type: "tool-output-error", toolCallId: message.toolCallId, errorText: text }
+            : { type: "tool-output-available", toolCallId: message.toolCallId, output: toolOutputOf(text) },
       );
       return out;
     }

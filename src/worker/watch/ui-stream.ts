@@ -13,7 +13,7 @@ import { pendingHere, type PendingItem } from "../../kinds/pending-types.js";
 import type { Entry, Id, JsonValue } from "../../storage/records.js";
 import type { FeedOut } from "./feed.js";
 import { PreviewStreams } from "./ui-previews.js";
-import { entryChunks, type UiChunk } from "./ui-stream-chunks.js";
+import { entryChunks, type UiChunk, type UiMessageMetadata } from "./ui-stream-chunks.js";
 
 import { callIdOf } from "./ui-messages.js";
 
@@ -48,11 +48,23 @@ export class UiTurn {
   readonly #seenCalls = new Set<string>();
   readonly #sentPending = new Set<string>();
   readonly #previews = new PreviewStreams();
+  /**
+   * A step's `finish-step` is held until the next step starts or the stream ends, so what the step's tool calls lead
+   * to (a `tool-approval-request`, a client tool's wait, a tool's output) arrives inside the step, as `ai` streams it.
+   */
+  #stepOpen = false;
+  /** The turn's newest model message sent: `finish`'s `messageMetadata`. */
+  #metadata: UiMessageMetadata | undefined;
 
   /** `known`: tool calls the page already shows (their inputs are not sent again). */
   constructor(after?: Id, known: readonly string[] = []) {
     this.#after = after;
     for (const id of known) this.#seenCalls.add(id);
+  }
+
+  /** `finish`'s `messageMetadata`: the newest model message of the turn (when, which model, its usage). */
+  get metadata(): UiMessageMetadata | undefined {
+    return this.#metadata;
   }
 
   get view(): ConversationView | undefined {
@@ -66,7 +78,31 @@ export class UiTurn {
 
   /** End the parts still streaming (the stream ends before their entry commits). */
   close(): UiChunk[] {
-    return this.#previews.close();
+    return this.#steps(
+      [...this.#previews.close(), ...(this.#stepOpen ? [{ type: "finish-step" } as const] : [])],
+      true,
+    );
+  }
+
+  /** `chunks` with each `finish-step` held until the next `start-step` (`end`: nothing follows, close the last). */
+  #steps(chunks: readonly UiChunk[], end = false): UiChunk[] {
+    const out: UiChunk[] = [];
+    for (const chunk of chunks) {
+      if (chunk.type === "finish-step") {
+        this.#stepOpen = true;
+        continue;
+      }
+      if (chunk.type === "start-step" && this.#stepOpen) {
+        out.push({ type: "finish-step" });
+        this.#stepOpen = false;
+      }
+      out.push(chunk);
+    }
+    if (end && this.#stepOpen) {
+      out.push({ type: "finish-step" });
+      this.#stepOpen = false;
+    }
+    return out;
   }
 
   fold(out: FeedOut<ConversationView, ConversationEvent>): void {
@@ -106,6 +142,15 @@ export class UiTurn {
       const entry = this.#entries.get(id);
       this.#sent.add(id);
       this.#entries.delete(id);
+      for (const message of entry?.model ?? [])
+        if (message.role === "assistant") {
+          const { input, output } = message.usage;
+          this.#metadata = {
+            createdAt: message.timestamp,
+            model: message.model,
+            usage: { inputTokens: input, outputTokens: output, totalTokens: input + output },
+          };
+        }
       if (entry !== undefined)
         chunks.push(...(this.#previews.settle(entry, this.#seenCalls) ?? entryChunks(entry, this.#seenCalls)));
     }
@@ -123,6 +168,6 @@ export class UiTurn {
       if (item.type === "approval") chunks.push({ type: "tool-approval-request", approvalId: item.id, toolCallId });
       waiting = true;
     }
-    return { chunks, waiting };
+    return { chunks: this.#steps(chunks), waiting };
   }
 }

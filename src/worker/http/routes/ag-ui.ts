@@ -24,18 +24,21 @@ import { bindTo } from "../../../core/state.js";
 import type { InputResult } from "../../../core/inbox.js";
 import { addressKey } from "../../../storage/shared.js";
 import { parsePendingId, pendingHere, type PendingItem } from "../../../kinds/pending-types.js";
-import { runAgentInput, type AgUiMessage, type RunAgentInputBody } from "../../../api/ag-ui.js";
+import { runAgentInput, type AgUiMessage, type AgUiResume, type RunAgentInputBody } from "../../../api/ag-ui.js";
 import { requires, ROLE_CAPABILITIES, type AppEnv } from "../../identity/auth.js";
 import { payerOf } from "../../limits/admission.js";
 import { Problem } from "../../problems.js";
-import { conversationRef, noQuery, parse } from "../../schemas.js";
-import type { JsonObject, JsonValue, Task } from "../../../storage/records.js";
+import { noQuery } from "../../schemas.js";
+import type { Entry, JsonObject, JsonValue, Task } from "../../../storage/records.js";
 import type { OfferedTool } from "../../../kinds/catalog-types.js";
 import { builtinTools } from "../../session/kinds.js";
 import type { SessionRpc } from "../../session/rpc.js";
 import { AgUiTurn, type AgUiEvent, type AgUiInterrupt, type AgUiOutcome, type Held } from "../ag-ui-events.js";
 import { readSseMessages } from "../ag-ui-sse.js";
+import { agUiMessages } from "../ag-ui-messages.js";
 import { acceptedBy } from "./accepting.js";
+import { userWatcher } from "./watch.js";
+import { WATCHER_HEADER } from "../../watch/guard.js";
 import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
 
 export const agUiRoutes = new Hono<AppEnv>();
@@ -96,20 +99,32 @@ async function plannedAnswers(
   if (resume.length === 0 && tools.length === 0) return [];
   const items = await run(stub.op("pending", ref));
   const out: PlannedAnswer[] = [];
-  resume.forEach((entry, index) => {
+  const elsewhere =
+    resume.length === 0 ? new Set<string>() : new Set((await run(stub.op("pending", null))).map((item) => item.id));
+  for (const [index, entry] of resume.entries()) {
     // An approval no longer listed is still answered through the pending list, which refuses it with what
-    // happened (409 `already_answered` with the first answer, `pending_closed`) and writes nothing.
+    // happened (409 `already_answered` with the first answer, `pending_closed`) and writes nothing; one waiting in
+    // another conversation is not this thread's to answer.
     const listed = items.some((i) => i.id === entry.interruptId);
-    if (!listed && parsePendingId(entry.interruptId)?.type !== "approval")
+    if (!listed && (parsePendingId(entry.interruptId)?.type !== "approval" || elsewhere.has(entry.interruptId)))
       throw new Problem(
         "pending_not_found",
-        `no approval is pending under ${entry.interruptId}`,
+        `no approval of this thread is pending under ${entry.interruptId}`,
         `resume.${index}.interruptId`,
       );
-    const approve = entry.status === "resolved" && (entry.payload?.approve ?? true);
-    const reason = entry.status === "cancelled" ? "cancelled by the page" : entry.payload?.reason;
-    out.push({ id: entry.interruptId, answer: reason === undefined ? { approve } : { approve, reason } });
-  });
+    const answer = resumeAnswer(entry);
+    if (!listed) {
+      // Left the list: the same answer again is a resend (left out); another is the answer path's refusal.
+      try {
+        await run(stub.op("answerPending", entry.interruptId, answer));
+      } catch (error) {
+        if (error instanceof Problem && error.code === "already_answered" && sameAnswer(error.extra["answer"], answer))
+          continue;
+        throw error;
+      }
+    }
+    out.push({ id: entry.interruptId, answer });
+  }
   const clients = items.filter((i) => i.type === "client_tool");
   if (clients.length === 0 || tools.length === 0) return out;
   const { tasks } = await run(stub.op("snapshot", ref));
@@ -121,6 +136,24 @@ async function plannedAnswers(
     out.push({ id: item.id, answer: message.error === undefined ? { output } : { output, isError: true } });
   }
   return out;
+}
+
+function isRecord(value: unknown): value is Readonly<Record<string, unknown>> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+/** An approval's answer from a resume entry: any payload but `false` or `{ approve: false }` approves. */
+function resumeAnswer(entry: AgUiResume): JsonValue {
+  if (entry.status === "cancelled") return { approve: false, reason: "cancelled by the page" };
+  const payload = entry.payload;
+  const approve = payload !== false && !(isRecord(payload) && payload["approve"] === false);
+  const reason =
+    isRecord(payload) && typeof payload["reason"] === "string" ? payload["reason"].slice(0, 2000) : undefined;
+  return reason === undefined ? { approve } : { approve, reason };
+}
+
+function sameAnswer(recorded: unknown, answer: JsonValue): boolean {
+  return isRecord(recorded) && isRecord(answer) && recorded["approve"] === answer["approve"];
 }
 
 const BUILTIN_NAMES = new Set(builtinTools.map((tool) => tool.name));
@@ -159,32 +192,51 @@ function pageTools(input: RunAgentInputBody, selected: ReadonlySet<string>): Off
   });
 }
 
+/** The AG-UI protocol version this route speaks (`RUN_STARTED.protocolVersion`). */
+export const AG_UI_PROTOCOL_VERSION = "1.0";
+
 agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const input = await body(c, runAgentInput);
-  const ref = parse(conversationRef, input.threadId, "invalid_body", "threadId");
   const claims = c.get("claims");
-  // The conversation must exist (404 otherwise); the page's tools may not shadow a selected tool.
-  const config = await run(stub.op("getConfig", ref));
+  // The thread id names a chat: a pointer to a branch (session/chat-ops.ts); a new one has no conversation yet.
+  let branch = (await run(stub.op("chatBranch", input.threadId))).conversationId;
+  // The conversation's config (404 for a conversation that does not exist); the page's tools may not shadow a
+  // selected tool.
+  const config = await run(stub.op("getConfig", branch ?? "root"));
   const runTools = pageTools(input, new Set(config.selectedTools ?? []));
   const users = input.messages.filter((m) => m.role === "user");
   const user = users[users.length - 1];
-  if (user === undefined || user.role !== "user")
-    throw new Problem("invalid_body", "messages: a run needs a user message", "messages");
-  const answers = await plannedAnswers(stub, input, ref);
+  if (user === undefined || user.role !== "user") {
+    // A page loading its thread: what the thread holds, and how the last run stands.
+    if ((input.resume ?? []).length > 0 || input.messages.some((m) => m.role === "tool"))
+      throw new Problem("invalid_body", "messages: answers need the run's user message", "messages");
+    return snapshotRun(c, stub, input, branch);
+  }
+  const answers = branch === undefined ? [] : await plannedAnswers(stub, input, branch);
   if (answers.length > 0 && claims.role !== "user" && !ROLE_CAPABILITIES[claims.role].has("pending"))
     throw new Problem("forbidden", `role ${claims.role} may not answer pending items (needs pending)`);
-  for (const answer of answers) await run(stub.op("answerPending", answer.id, answer.answer));
   const text = textOf(user.content);
-  const accepted = await acceptedBy(c.env, payerOf(claims), stub, sessionParam(c), ref, {
+  if (branch === undefined)
+    branch = (await run(stub.op("chatFork", input.threadId, "root", "start", null))).conversationId;
+  // The input first: admitted (limits, key, busy) before any answer it carries is recorded, so a refusal records none.
+  const accepted = await acceptedBy(c.env, payerOf(claims), stub, sessionParam(c), branch, {
     input: text,
     source: { type: "idempotency", key: messageKey(user.id) },
+    messageId: user.id,
     requestHash: await sha256(JSON.stringify({ input: text })),
     ...(runTools.length === 0 ? {} : { runTools }),
   });
+  for (const answer of answers) await run(stub.op("answerPending", answer.id, answer.answer));
+  // A user's run is held like a watch (http/routes/watch.ts `userWatcher`): a revocation or an erasure ends the
+  // upstream watch at once, and with it the run (RUN_ERROR); the turn goes on.
+  const watcher = await userWatcher(c);
   const upstream = await stub.fetch(
-    new Request(`https://session.internal/watch/${accepted.conversationId}`, { signal: c.req.raw.signal }),
+    new Request(`https://session.internal/watch/${accepted.conversationId}`, {
+      signal: c.req.raw.signal,
+      ...(watcher === undefined ? {} : { headers: { [WATCHER_HEADER]: JSON.stringify(watcher) } }),
+    }),
   );
   if (!upstream.ok || upstream.body === null) return upstream;
   const source = upstream.body;
@@ -193,7 +245,7 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
     const reader = source.getReader();
     stream.onAbort(() => void reader.cancel().catch(() => undefined));
     const send = (event: AgUiEvent): Promise<void> => stream.writeSSE({ data: JSON.stringify(event) });
-    await send({ type: "RUN_STARTED", threadId: input.threadId, runId: input.runId });
+    await send(runStarted(input));
     try {
       const end = await follow(stub, reader, accepted.inputId, heldOf(input.messages), answered, stream, send);
       await send(
@@ -210,6 +262,62 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
   });
 });
 
+function runStarted(input: RunAgentInputBody): AgUiEvent {
+  return {
+    type: "RUN_STARTED",
+    threadId: input.threadId,
+    runId: input.runId,
+    protocolVersion: AG_UI_PROTOCOL_VERSION,
+    ...(input.parentRunId === undefined ? {} : { parentRunId: input.parentRunId }),
+  };
+}
+
+/** Entries read per page for a snapshot. */
+const PAGE = 200;
+
+/**
+ * A run without a new user message (a page loading its thread): `RUN_STARTED`, `MESSAGES_SNAPSHOT` of the thread's
+ * branch, and `RUN_FINISHED` (`interrupt` naming the approvals that wait, else `success`). Writes nothing.
+ */
+async function snapshotRun(
+  c: AppContext,
+  stub: SessionRpc,
+  input: RunAgentInputBody,
+  branch: number | undefined,
+): Promise<Response> {
+  const entries: Entry[] = [];
+  let pending: PendingItem[] = [];
+  let tasks: readonly Task[] = [];
+  if (branch !== undefined) {
+    let cursor: number | undefined;
+    for (;;) {
+      const page = await run(
+        stub.op("entries", branch, { limit: PAGE, ...(cursor === undefined ? {} : { after: cursor }) }),
+      );
+      entries.push(...page.items);
+      if (page.next === undefined) break;
+      cursor = page.next;
+    }
+    pending = await run(stub.op("pending", branch));
+    tasks = (await run(stub.op("snapshot", branch))).tasks;
+  }
+  const approvals = pending.filter((item) => item.type === "approval");
+  return streamSSE(c, async (stream) => {
+    const send = (event: AgUiEvent): Promise<void> => stream.writeSSE({ data: JSON.stringify(event) });
+    await send(runStarted(input));
+    await send({ type: "MESSAGES_SNAPSHOT", messages: agUiMessages(entries) });
+    await send({
+      type: "RUN_FINISHED",
+      threadId: input.threadId,
+      runId: input.runId,
+      outcome:
+        approvals.length > 0
+          ? { type: "interrupt", interrupts: approvals.map((item) => interruptOfTasks(tasks, item)) }
+          : { type: "success" },
+    });
+  });
+}
+
 type RunEnd =
   | { readonly type: "finished"; readonly outcome: AgUiOutcome }
   | { readonly type: "error"; readonly message: string; readonly code: string };
@@ -221,7 +329,11 @@ function pendingOf(view: ConversationView): readonly PendingItem[] {
 }
 
 function interruptOf(view: ConversationView, item: PendingItem): AgUiInterrupt {
-  const callId = callIdOf(view.tasks, item);
+  return interruptOfTasks(view.tasks, item);
+}
+
+function interruptOfTasks(tasks: readonly Task[], item: PendingItem): AgUiInterrupt {
+  const callId = callIdOf(tasks, item);
   return {
     id: item.id,
     reason: "tool_approval",
@@ -249,7 +361,7 @@ function endOf(result: InputResult): RunEnd | undefined {
         case "aborted":
           return { type: "finished", outcome: { type: "cancelled" } };
         case "terminated":
-          return { type: "finished", outcome: { type: "success" } };
+          return { type: "error", message: result.detail ?? "the turn was terminated", code: "turn_terminated" };
         case "failed":
           return { type: "error", message: result.detail ?? "the turn failed", code: "turn_failed" };
         default: {

@@ -2,18 +2,20 @@
  * The AI SDK chat routes (docs/frontends.md, docs/api.md "Chat"), what `useChat` with
  * `DefaultChatTransport({ api: ".../v1/sessions/{session}/chat" })` reaches:
  *
- *   POST /:session/chat                              accept the newest user message, stream its turn
- *   GET  /:session/chat/:conversation/stream         resume: the live turn from its start; 204 when idle
- *   GET  /:session/chat/:conversation/messages       the transcript as UIMessage[]
+ *   POST /:session/chat                        accept the newest user message (or continue), stream its turn
+ *   GET  /:session/chat/:conversation/stream   resume: the live turn of the chat's branch; 204 when idle
+ *   GET  /:session/chat/:conversation/messages the chat's branch as UIMessage[] ([] for a chat with no message yet)
  *
- * The POST's `id` (the chat id) names the conversation. The newest user message is the input, accepted
- * like `POST .../inputs` (limits admitted and counted, accepting.ts) under its message id as the request key
- * (a resend is the same input). Tool parts the page answered after that message (`approval-responded`, or a
- * client tool's output) answer their pending items through the pending answer path, once each, checked
- * against the durable list.
- * Everything is validated before anything is written; the session's transcript is the truth and the
- * body's earlier messages never rewrite it. The stream itself comes from the session object
- * (session/chat-streams.ts).
+ * The chat id names a pointer to a branch (session/chat-ops.ts). The newest user message is matched by its id
+ * against the branch: one the chat holds with the same text is a continuation (no new input), with another text an
+ * edit (a fork just before it, the pointer moved); a new one is an input, accepted like `POST .../inputs` (limits
+ * admitted and counted, accepting.ts) under its message id as the request key. `regenerate-message` forks just
+ * before the answered message and accepts it again. Tool parts the page answered after that message
+ * (`approval-responded`, or a client tool's output) answer their pending items through the pending answer path,
+ * once each, checked against the durable list before anything is written, and recorded after the input was
+ * admitted, so a refused input records none.
+ * The session's transcript is the truth and the body's earlier messages never rewrite it. The stream itself comes
+ * from the session object (session/chat-streams.ts).
  */
 import { Hono } from "hono";
 import { approvalRespondedPart, chatBody, textPart, toolOutputPart, type UiMessageBody } from "../../../api/chat.js";
@@ -21,12 +23,13 @@ import type { Id, JsonValue } from "../../../storage/records.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { payerOf } from "../../limits/admission.js";
 import { Problem } from "../../problems.js";
-import { conversationRef, noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
+import { noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
 import type { SessionRpc } from "../../session/rpc.js";
 import { callIdOf, uiMessages } from "../../watch/ui-messages.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
 import { acceptedBy } from "./accepting.js";
-import { body, conversationParam, query, run, session, sessionParam, type AppContext } from "./shared.js";
+import { forkMessageKey } from "../../session/chat-ops.js";
+import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
 import { userWatcher } from "./watch.js";
 
 export const chatRoutes = new Hono<AppEnv>();
@@ -59,13 +62,24 @@ async function textHash(text: string): Promise<string> {
   return btoa(String.fromCharCode(...new Uint8Array(digest)));
 }
 
-/** The newest user message: its index, request key and text (400 naming the field when it has none). */
-function newestUserMessage(messages: readonly UiMessageBody[]): { index: number; key: string; text: string } {
+/** The newest user message, if the body has one: its index, id and text (400 naming the field when it has no text). */
+function newestUserMessage(
+  messages: readonly UiMessageBody[],
+): { index: number; id: string; text: string } | undefined {
   let index = messages.length - 1;
   while (index >= 0 && messages[index]?.role !== "user") index -= 1;
   const message = messages[index];
-  if (message === undefined) throw new Problem("invalid_body", "messages holds no user message", "messages");
-  const key = parse(requestKey, message.id, "invalid_body", `messages[${index}].id`);
+  if (message === undefined) return undefined;
+  const id = parse(requestKey, message.id, "invalid_body", `messages[${index}].id`);
+  // A file part is refused, never dropped without a word: this route passes text only.
+  message.parts.forEach((part, p) => {
+    if (part.type === "file")
+      throw new Problem(
+        "unsupported_media_type",
+        "file parts are not accepted on this route yet; send the text alone",
+        `messages[${index}].parts[${p}]`,
+      );
+  });
   const text = message.parts
     .map((part) => {
       const parsed = textPart.safeParse(part);
@@ -74,7 +88,7 @@ function newestUserMessage(messages: readonly UiMessageBody[]): { index: number;
     .join("");
   if (text.trim() === "")
     throw new Problem("invalid_body", "the user message has no text part", `messages[${index}].parts`);
-  return { index, key, text };
+  return { index, id, text };
 }
 
 /** The approvals answered in the assistant messages after the newest user message. */
@@ -141,73 +155,179 @@ async function clientAnswers(
   return answers;
 }
 
+/** Two answers to an approval are the same answer when they approve alike (a reason may differ in wording). */
+function sameApproval(recorded: unknown, approval: Approval): boolean {
+  return (
+    recorded !== null &&
+    typeof recorded === "object" &&
+    !Array.isArray(recorded) &&
+    (recorded as Record<string, unknown>)["approve"] === approval.approve
+  );
+}
+
 /**
- * Check each approval against the durable pending list: one of this conversation's items is answered; one
- * that left every list goes to the answer path too, which answers what happened to it (409
- * already_answered or pending_closed, 404 for an id never issued); another conversation's item is 404.
+ * Check each approval against the durable pending list before anything is written: one of this conversation's
+ * items is answered; one that left every list is asked of the answer path, which refuses without writing (the item
+ * is not waiting) and says what happened to it: the same answer recorded before is a resend, left out (200); another
+ * answer is 409 already_answered, a closed item 409 pending_closed, an id never issued 404; another conversation's
+ * item is 404. Answers the approvals still to be recorded.
  */
-async function checkApprovals(stub: SessionRpc, ref: ConversationRef, approvals: readonly Approval[]): Promise<void> {
-  if (approvals.length === 0) return;
+async function checkApprovals(
+  stub: SessionRpc,
+  ref: ConversationRef,
+  approvals: readonly Approval[],
+): Promise<Approval[]> {
+  if (approvals.length === 0) return [];
   const here = new Set((await run(stub.op("pending", ref))).map((item) => item.id));
-  if (approvals.every((approval) => here.has(approval.id))) return;
+  if (approvals.every((approval) => here.has(approval.id))) return [...approvals];
   const elsewhere = new Set((await run(stub.op("pending", null))).map((item) => item.id));
-  for (const approval of approvals)
-    if (!here.has(approval.id) && elsewhere.has(approval.id))
+  const out: Approval[] = [];
+  for (const approval of approvals) {
+    if (here.has(approval.id)) {
+      out.push(approval);
+      continue;
+    }
+    if (elsewhere.has(approval.id))
       throw new Problem("pending_not_found", `${approval.id} is not pending in this conversation`, "messages");
+    try {
+      await run(stub.op("answerPending", approval.id, approvalAnswer(approval)));
+      out.push(approval);
+    } catch (error) {
+      if (
+        error instanceof Problem &&
+        error.code === "already_answered" &&
+        sameApproval(error.extra["answer"], approval)
+      )
+        continue;
+      throw error;
+    }
+  }
+  return out;
+}
+
+function approvalAnswer(approval: Approval): JsonValue {
+  return { approve: approval.approve, ...(approval.reason === undefined ? {} : { reason: approval.reason }) };
+}
+
+/** What a chat POST does with its newest user message. */
+type Plan =
+  /** Already accepted on this branch (or no user message): answers only, then the turn's stream. */
+  | { readonly kind: "continue"; readonly inputId?: Id }
+  /** A new input on the branch. */
+  | { readonly kind: "input"; readonly text: string; readonly messageId: string }
+  /** An edit or a regeneration: fork the branch before `before`, accept `text` there, move the pointer. */
+  | { readonly kind: "fork"; readonly before: Id | "start"; readonly text: string; readonly messageId: string };
+
+async function planOf(
+  stub: SessionRpc,
+  branch: Id | undefined,
+  trigger: "submit-message" | "regenerate-message",
+  user: { readonly id: string; readonly text: string } | undefined,
+): Promise<Plan> {
+  const found = branch === undefined || user === undefined ? null : await run(stub.op("chatMessage", branch, user.id));
+  if (trigger === "regenerate-message") {
+    if (user === undefined || found === null || found.entry === undefined)
+      throw new Problem(
+        "invalid_body",
+        "regenerate-message runs again the answer to a user message this chat holds; none was found",
+        "messageId",
+      );
+    return { kind: "fork", before: found.entry, text: found.text ?? user.text, messageId: user.id };
+  }
+  if (user === undefined) return { kind: "continue" };
+  if (found === null) return { kind: "input", text: user.text, messageId: user.id };
+  if (found.text === undefined || found.text === user.text)
+    return { kind: "continue", ...(found.inputId === undefined ? {} : { inputId: found.inputId }) };
+  if (found.entry === undefined)
+    throw new Problem(
+      "idempotency_key_reused",
+      "this message is still queued with another text; wait until it is placed to edit it",
+      "messages",
+    );
+  return { kind: "fork", before: found.entry, text: user.text, messageId: user.id };
 }
 
 chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const chat = await body(c, chatBody);
-  if (chat.trigger === "regenerate-message")
-    throw new Problem(
-      "unsupported_trigger",
-      "regenerating a message is not supported yet; send a new message (or fork the conversation)",
-      "trigger",
-    );
-  const ref = parse(conversationRef, chat.id, "invalid_body", "id");
-  const user = newestUserMessage(chat.messages);
-  const approvals = answeredApprovals(chat.messages, user.index);
-  const outputs = toolOutputs(chat.messages, user.index);
-  await checkApprovals(stub, ref, approvals);
+  const messages = chat.messages ?? (chat.message === undefined ? [] : [chat.message]);
+  let branch = (await run(stub.op("chatBranch", chat.id))).conversationId;
+  const user = newestUserMessage(messages);
+  const plan = await planOf(stub, branch, chat.trigger, user);
+  if (plan.kind === "continue" && branch === undefined)
+    throw new Problem("invalid_body", "messages holds no user message", "messages");
+  // Answers belong to the branch as it is; an edit or a regeneration leaves them behind with the old branch.
+  const answering = plan.kind === "fork" || branch === undefined ? [] : messages;
+  const after = user?.index ?? -1;
+  const approvals = branch === undefined ? [] : await checkApprovals(stub, branch, answeredApprovals(answering, after));
   const answers: Answer[] = [
     ...approvals.map((approval) => ({
       id: approval.id,
       toolCallId: approval.toolCallId,
-      answer: { approve: approval.approve, ...(approval.reason === undefined ? {} : { reason: approval.reason }) },
+      answer: approvalAnswer(approval),
     })),
-    ...(await clientAnswers(stub, ref, outputs)),
+    ...(branch === undefined ? [] : await clientAnswers(stub, branch, toolOutputs(answering, after))),
   ];
+  if (user === undefined && answers.length === 0)
+    throw new Problem("invalid_body", "messages holds no user message and answers nothing", "messages");
+  const payer = payerOf(c.get("claims"));
+  let inputId: Id | undefined;
+  let conversation: Id;
+  if (plan.kind === "continue") {
+    conversation = branch ?? 0;
+    inputId = plan.inputId;
+  } else {
+    // A new chat starts its own conversation (a fork of the root at "start"); an edit or a regeneration forks the
+    // branch just before the user entry it replaces. The fork's creating commit moves the pointer.
+    let key = plan.messageId;
+    if (branch === undefined || plan.kind === "fork") {
+      const source = branch ?? "root";
+      const before = plan.kind === "fork" ? plan.before : "start";
+      branch = (await run(stub.op("chatFork", chat.id, source, before, branch ?? null))).conversationId;
+      if (plan.kind === "fork") key = forkMessageKey(plan.messageId, branch);
+    }
+    const accepted = await acceptedBy(c.env, payer, stub, sessionParam(c), branch, {
+      input: plan.text,
+      source: { type: "chat", id: key },
+      messageId: plan.messageId,
+      requestHash: await textHash(plan.text),
+    });
+    conversation = accepted.conversationId;
+    inputId = accepted.inputId;
+  }
   // Entries committed after this belong to the continuation an answer lets run.
-  let after: Id | undefined;
+  let since: Id | undefined;
   if (answers.length > 0) {
-    after = (await run(stub.op("summary"))).lastSeq;
+    since = (await run(stub.op("summary"))).lastSeq;
     for (const answer of answers) await run(stub.op("answerPending", answer.id, answer.answer));
   }
-  const accepted = await acceptedBy(c.env, payerOf(c.get("claims")), stub, sessionParam(c), ref, {
-    input: user.text,
-    source: { type: "chat", id: user.key },
-    requestHash: await textHash(user.text),
-  });
+  // A user's stream is held like a watch (http/routes/watch.ts `userWatcher`): a revocation or an erasure ends it at
+  // once, its token's expiry too; the turn goes on.
+  const watcher = await userWatcher(c);
   return stub.fetch(
-    new Request(`https://session.internal/chat/${accepted.conversationId}`, {
+    new Request(`https://session.internal/chat/${conversation}`, {
       method: "POST",
-      body: JSON.stringify({
-        mode: "input",
-        inputId: accepted.inputId,
-        ...(after === undefined ? {} : { after }),
-        skip: answers.map((answer) => answer.id),
-        known: answers.map((answer) => answer.toolCallId),
-      }),
+      body: JSON.stringify(
+        inputId === undefined
+          ? { mode: "live" }
+          : {
+              mode: "input",
+              inputId,
+              ...(since === undefined ? {} : { after: since }),
+              skip: answers.map((answer) => answer.id),
+              known: answers.map((answer) => answer.toolCallId),
+            },
+      ),
       signal: c.req.raw.signal,
+      ...(watcher === undefined ? {} : { headers: { [WATCHER_HEADER]: JSON.stringify(watcher) } }),
     }),
   );
 });
 
-/** The conversation's id in the session object's terms (404 for an unknown one). */
-async function conversationId(c: AppContext): Promise<Id> {
-  return (await run(session(c).op("snapshot", conversationParam(c)))).conversation.id;
+/** The conversation the path's chat id points at (undefined: a chat with no message yet). */
+async function pointedAt(c: AppContext): Promise<Id | undefined> {
+  return (await run(session(c).op("chatBranch", c.req.param("conversation") ?? ""))).conversationId;
 }
 
 /**
@@ -216,7 +336,8 @@ async function conversationId(c: AppContext): Promise<Id> {
  */
 chatRoutes.get("/:session/chat/:conversation/stream", requires("conversation"), async (c) => {
   query(c, noQuery);
-  const id = await conversationId(c);
+  const id = await pointedAt(c);
+  if (id === undefined) return c.body(null, 204);
   const watcher = await userWatcher(c);
   return session(c).fetch(
     new Request(`https://session.internal/chat/${id}`, {
@@ -233,8 +354,9 @@ const PAGE = 200;
 
 chatRoutes.get("/:session/chat/:conversation/messages", requires("conversation"), async (c) => {
   const stub = session(c);
-  const ref = conversationParam(c);
   query(c, noQuery);
+  const ref = await pointedAt(c);
+  if (ref === undefined) return c.json([]);
   const snapshot = await run(stub.op("snapshot", ref));
   const entries = [];
   let cursor: Id | undefined;

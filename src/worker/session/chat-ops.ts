@@ -1,0 +1,174 @@
+/**
+ * Chats as named pointers to branches (docs/frontends.md "A chat is a pointer"), inside the session object: the
+ * operations the AI SDK chat routes and the AG-UI route use to find the conversation a chat id points at, to find a
+ * message the chat already accepted, and to move the pointer to a fork (an edit, a regeneration, a new chat's first
+ * message).
+ *
+ * The pointer is a sticky session value per chat id (`edge.chat`, additive). `root` and a decimal conversation id
+ * point at that conversation until they move; any other id points nowhere until its first message, which starts a
+ * conversation for it: a fork of the root at "start". A fork's creating commit moves the pointer, so a pointer never
+ * names a conversation that does not exist. Transcripts are never rewritten: the old branch stays a conversation.
+ *
+ * Request keys are session-wide for life (§3.4): a message accepted on a fork the chat moved to is keyed
+ * `chat:{messageId}@{fork}`, and its user entry keeps the client's message id as its key, so history shows that id.
+ */
+import { BACKGROUND_CONTEXT, type Call } from "../../core/call.js";
+import { bindResult, type InputResult } from "../../core/inbox.js";
+import { bind, sessionValue, withKey, type ValueSpec } from "../../core/state.js";
+import { visibleEntry } from "../../core/validate.js";
+import type { Entry, Id } from "../../storage/records.js";
+import { Problem } from "../problems.js";
+import type { ConversationRef, SessionApi } from "./api.js";
+import { requestId } from "./input-ops.js";
+
+/** Where a chat id points. */
+export interface ChatPointer {
+  readonly conversationId: Id;
+}
+
+const pointerBase = sessionValue<ChatPointer>("edge.chat");
+function pointer(chatId: string): ValueSpec<ChatPointer> {
+  return withKey(pointerBase, chatId);
+}
+
+/** A chat id: 1-128 characters `A-Z a-z 0-9 _ -` (an AG-UI thread id too). */
+export const CHAT_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** The request key's id of a message accepted on fork `conversationId` of a chat (the original keeps its own id). */
+export function forkMessageKey(messageId: string, conversationId: Id): string {
+  return `${messageId}@${conversationId}`;
+}
+
+/** A user message the chat's branch already holds: its entry (absent while it is queued) and its text. */
+export interface ChatMessage {
+  readonly inputId?: Id;
+  readonly entry?: Id;
+  readonly text?: string;
+  /** The key it was accepted under (the id a continuation resends under). */
+  readonly key?: string;
+}
+
+export interface ChatSessionOps {
+  /** The conversation chat `chatId` points at; `conversationId` absent: a new chat, nothing yet. */
+  chatBranch: { readonly args: [chatId: string]; readonly result: { readonly conversationId?: Id } };
+  /** The user message `messageId` (a client id, or a history id `u{entry}`) visible on conversation `conversationId`. */
+  chatMessage: { readonly args: [conversationId: Id, messageId: string]; readonly result: ChatMessage | null };
+  /**
+   * Fork `source` just before its entry `before` ("start": at its start) and point `chatId` at the fork, in the fork's
+   * creating commit. `expect`: where the pointer must still point (a concurrent move makes this a 409 conflict).
+   */
+  chatFork: {
+    readonly args: [chatId: string, source: ConversationRef, before: Id | "start", expect: Id | null];
+    readonly result: { readonly conversationId: Id };
+  };
+}
+
+const call: Call = BACKGROUND_CONTEXT;
+
+function defaultTarget(api: SessionApi, chatId: string): Id | undefined {
+  if (chatId === "root") return api.harness.rootId;
+  if (/^[0-9]{1,15}$/.test(chatId)) return Number(chatId);
+  return undefined;
+}
+
+async function branch(api: SessionApi, chatId: string): Promise<{ conversationId?: Id }> {
+  if (!CHAT_ID.test(chatId)) throw new Problem("invalid_body", "a chat id is 1-128 characters A-Z a-z 0-9 _ -", "id");
+  const stored = (await api.harness.storage.getValue(bind(pointer(chatId), {})))?.value;
+  const target = stored?.conversationId ?? defaultTarget(api, chatId);
+  if (target === undefined) return {};
+  // A conversation that does not exist (a decimal id never made, a deleted branch) is 404, as the routes say.
+  const handle = await api.conversation(target);
+  return { conversationId: handle.id };
+}
+
+function userText(entry: Entry | undefined): string | undefined {
+  if (entry?.kind !== "user") return undefined;
+  const parts: string[] = [];
+  for (const message of entry.model ?? []) {
+    if (message.role !== "user") continue;
+    if (typeof message.content === "string") parts.push(message.content);
+    else for (const block of message.content) if (block.type === "text") parts.push(block.text);
+  }
+  return parts.join("");
+}
+
+function entryOf(result: InputResult | undefined): Id | undefined {
+  return result !== undefined && "entry" in result ? result.entry : undefined;
+}
+
+/** The conversation and its sources, nearest first (fork depth, never unrelated history). */
+async function lineage(api: SessionApi, conversationId: Id): Promise<Id[]> {
+  const out: Id[] = [];
+  let id: Id | undefined = conversationId;
+  while (id !== undefined && out.length < 64) {
+    out.push(id);
+    const record = (await api.harness.storage.getConversations([id])).get(id);
+    id = record?.parent?.conversationId;
+  }
+  return out;
+}
+
+async function message(api: SessionApi, conversationId: Id, messageId: string): Promise<ChatMessage | null> {
+  const storage = api.harness.storage;
+  const byEntry = /^u([0-9]{1,15})$/.exec(messageId);
+  if (byEntry !== null) {
+    const entry = Number(byEntry[1]);
+    if (await visibleEntry(storage, conversationId, entry)) {
+      const stored = await api.harness.getEntry(entry, call);
+      const text = userText(stored);
+      if (text !== undefined) return { entry, text, ...(stored?.key === undefined ? {} : { key: stored.key }) };
+    }
+  }
+  const keys = [...(await lineage(api, conversationId)).map((id) => forkMessageKey(messageId, id)), messageId];
+  for (const key of keys) {
+    const acceptance = await api.harness.acceptance(requestId({ type: "chat", id: key }), call);
+    if (acceptance === undefined) continue;
+    const result = (await storage.getValue(bindResult(acceptance.conversationId, acceptance.inputId)))?.value;
+    const entry = entryOf(result);
+    if (entry === undefined) {
+      // Still queued: it belongs to this branch only if it was accepted on it.
+      if (acceptance.conversationId === conversationId) return { inputId: acceptance.inputId, key };
+      continue;
+    }
+    if (!(await visibleEntry(storage, conversationId, entry))) continue;
+    const text = userText(await api.harness.getEntry(entry, call));
+    return { inputId: acceptance.inputId, entry, key, ...(text === undefined ? {} : { text }) };
+  }
+  return null;
+}
+
+async function fork(
+  api: SessionApi,
+  chatId: string,
+  source: ConversationRef,
+  before: Id | "start",
+  expect: Id | null,
+): Promise<{ conversationId: Id }> {
+  const sourceId = (await api.conversation(source)).id;
+  let at: Id | "start" = "start";
+  if (before !== "start") {
+    const previous = await api.harness.storage.scanEntries({ conversationId: sourceId, before, limit: 1 });
+    at = previous.items[0]?.id ?? "start";
+  }
+  const current = await branch(api, chatId);
+  if ((current.conversationId ?? null) !== expect)
+    throw new Problem("conflict", `chat ${chatId} moved while this request ran; reload it and send again`, "id");
+  const { conversationId } = await api.fork(sourceId, { at }, (b, child) => {
+    b.value(bind(pointer(chatId), {})).set({ conversationId: child });
+  });
+  return { conversationId };
+}
+
+/** The chat entries of the SessionObject's op table, over the open session's SessionApi. */
+export function chatOps<S extends { readonly api: SessionApi }>(): {
+  readonly [K in keyof ChatSessionOps]: (
+    session: S,
+    ...args: ChatSessionOps[K]["args"]
+  ) => Promise<ChatSessionOps[K]["result"]>;
+} {
+  return {
+    chatBranch: (s, chatId) => branch(s.api, chatId),
+    chatMessage: (s, conversationId, messageId) => message(s.api, conversationId, messageId),
+    chatFork: (s, chatId, source, before, expect) => fork(s.api, chatId, source, before, expect),
+  };
+}

@@ -1,0 +1,194 @@
+/**
+ * Refused means nothing happened, and revoked means gone, on the frontend protocols (docs/frontends.md): a chat or
+ * AG-UI request refused for its input (429 over a limit) records none of the approvals it carries, and a user's
+ * revocation ends that user's POST chat and AG-UI streams at once, as it ends watches, while the turn goes on.
+ * Real clock (no seams): a user's stream is held until its token's expiry by the object's clock.
+ */
+import { abortAllDurableObjects } from "cloudflare:test";
+import { afterEach, describe, expect, it } from "vitest";
+import { call, json, token, uniqueSession } from "./http-fixtures.js";
+
+afterEach(async () => {
+  await abortAllDurableObjects();
+});
+
+interface Pending {
+  readonly items: readonly { readonly id: string; readonly type: string }[];
+}
+
+async function pendingOf(name: string, t: string): Promise<Pending["items"]> {
+  return (await json<Pending>(await call("GET", `/v1/sessions/${name}/pending`, { token: t }))).items;
+}
+
+async function toolResults(name: string, t: string): Promise<number> {
+  const response = await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=tool_result`, { token: t });
+  return (await json<{ items: unknown[] }>(response)).items.length;
+}
+
+/** A client tool `ship` that always asks for approval (a client tool: nothing is called over the network). */
+async function shipTool(tenant: string): Promise<void> {
+  const response = await call("PUT", "/v1/tools/ship", {
+    token: await token(tenant, "operator"),
+    body: {
+      description: "ship (test)",
+      parameters: { type: "object", properties: { id: { type: "integer" } } },
+      handler: { type: "client", timeoutMs: 86_400_000 },
+      approval: "always",
+    },
+  });
+  expect(response.status, await response.clone().text()).toBe(201);
+}
+
+/** Read an SSE body until `done(text so far)` or its end; answers the text. */
+async function readUntil(body: ReadableStream<Uint8Array>, done: (text: string) => boolean): Promise<string> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  for (;;) {
+    const next = await reader.read();
+    if (next.done) return text;
+    text += decoder.decode(next.value, { stream: true });
+    if (done(text)) {
+      reader.releaseLock();
+      return text;
+    }
+  }
+}
+
+describe("Frontend requests: refused and revoked", () => {
+  it("A refused chat or AG-UI request records none of the answers it carries", async () => {
+    const tenant = uniqueSession("refused");
+    await shipTool(tenant);
+    const t = await token(tenant, "client");
+    const limits = await call("PUT", "/v1/limits", {
+      token: await token(tenant, "operator"),
+      body: { tenant: { inputsPerDay: 2 } },
+    });
+    expect(limits.status, await limits.clone().text()).toBe(200);
+    const sessionFor = async (label: string): Promise<string> => {
+      const name = uniqueSession(label);
+      const created = await call("PUT", `/v1/sessions/${name}`, { token: t, body: { selectedTools: ["ship"] } });
+      expect(created.status, await created.clone().text()).toBe(201);
+      return name;
+    };
+
+    // Chat: the turn waits on ship's approval (one input of two).
+    const chat = await sessionFor("refused-chat");
+    const user = { id: "m1", role: "user", parts: [{ type: "text", text: '/call ship {"id":1}' }] };
+    const first = await call("POST", `/v1/sessions/${chat}/chat`, { token: t, body: { id: "root", messages: [user] } });
+    expect(first.status).toBe(200);
+    await first.text();
+    const [item] = await pendingOf(chat, t);
+    if (item === undefined) throw new Error("nothing pending");
+
+    // AG-UI: the same on another session (the second input of two).
+    const agui = await sessionFor("refused-agui");
+    const run = {
+      threadId: "root",
+      runId: "r1",
+      messages: [{ id: "u1", role: "user", content: '/call ship {"id":2}' }],
+      tools: [],
+      context: [],
+    };
+    const firstRun = await call("POST", `/v1/sessions/${agui}/ag-ui`, { token: t, body: run });
+    expect(firstRun.status).toBe(200);
+    await firstRun.text();
+    const [interrupt] = await pendingOf(agui, t);
+    if (interrupt === undefined) throw new Error("nothing pending");
+
+    // Each carries an approval and a new message over the limit: 429, and the approval stays unanswered.
+    const answeredChat = await call("POST", `/v1/sessions/${chat}/chat`, {
+      token: t,
+      body: {
+        id: "root",
+        messages: [
+          user,
+          { id: "m2", role: "user", parts: [{ type: "text", text: "one more" }] },
+          {
+            id: "a",
+            role: "assistant",
+            parts: [
+              {
+                type: "tool-ship",
+                toolCallId: "call",
+                state: "approval-responded",
+                input: { id: 1 },
+                approval: { id: item.id, approved: true },
+              },
+            ],
+          },
+        ],
+      },
+    });
+    expect(answeredChat.status, await answeredChat.clone().text()).toBe(429);
+    const answeredRun = await call("POST", `/v1/sessions/${agui}/ag-ui`, {
+      token: t,
+      body: {
+        ...run,
+        runId: "r2",
+        messages: [...run.messages, { id: "u2", role: "user", content: "one more" }],
+        resume: [{ interruptId: interrupt.id, status: "resolved", payload: { approve: true } }],
+      },
+    });
+    expect(answeredRun.status, await answeredRun.clone().text()).toBe(429);
+    expect(await pendingOf(chat, t)).toEqual([expect.objectContaining({ id: item.id, type: "approval" })]);
+    expect(await pendingOf(agui, t)).toEqual([expect.objectContaining({ id: interrupt.id, type: "approval" })]);
+    expect(await toolResults(chat, t)).toBe(0);
+    expect(await toolResults(agui, t)).toBe(0);
+  });
+
+  it("A revoked or erased user's POST chat and AG-UI streams end at once", async () => {
+    const tenant = uniqueSession("revoked");
+    const template = await call("PUT", "/v1/templates/slow", {
+      token: await token(tenant, "operator"),
+      body: { model: "echo/echo-slow" },
+    });
+    expect(template.status, await template.clone().text()).toBe(201);
+    // Issued a few seconds ago: a revocation refuses tokens issued before its second.
+    const now = Math.floor(Date.now() / 1000);
+    const bob = await token(tenant, "user", { sub: "bob", iat: now - 5, exp: now + 600 });
+    const sessionFor = async (label: string): Promise<string> => {
+      const name = uniqueSession(label);
+      const created = await call("PUT", `/v1/sessions/${name}`, { token: bob, body: { template: "slow" } });
+      expect(created.status, await created.clone().text()).toBe(201);
+      return name;
+    };
+    // A long answer: echo-slow streams it for many seconds, so both turns are live when the revocation comes.
+    const long = "a long answer that keeps streaming ".repeat(60);
+    const chat = await sessionFor("revoked-chat");
+    const agui = await sessionFor("revoked-agui");
+    const chatStream = await call("POST", `/v1/sessions/${chat}/chat`, {
+      token: bob,
+      body: { id: "root", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: long }] }] },
+    });
+    const runStream = await call("POST", `/v1/sessions/${agui}/ag-ui`, {
+      token: bob,
+      body: { threadId: "root", runId: "r1", messages: [{ id: "u1", role: "user", content: long }] },
+    });
+    expect([chatStream.status, runStream.status]).toEqual([200, 200]);
+    if (chatStream.body === null || runStream.body === null) throw new Error("no stream");
+    const chatBody = chatStream.body;
+    const runBody = runStream.body;
+    expect(await readUntil(chatBody, (text) => text.includes('"text-delta"'))).toContain("text-delta");
+    expect(await readUntil(runBody, (text) => text.includes("TEXT_MESSAGE_CONTENT"))).toContain("TEXT_MESSAGE_CONTENT");
+
+    const revoked = await call("POST", "/v1/users/bob/revoke", { token: await token(tenant, "operator") });
+    expect(revoked.status).toBe(200);
+    const chatRest = await readUntil(chatBody, () => false);
+    const runRest = await readUntil(runBody, () => false);
+    expect(chatRest).toContain("revoked");
+    expect(chatRest.trim().endsWith("data: [DONE]")).toBe(true);
+    expect(runRest).toContain("RUN_ERROR");
+    expect(runRest).not.toContain("RUN_FINISHED");
+
+    // The turns go on: the streams ended, not the work.
+    const operator = await token(tenant, "operator");
+    for (const name of [chat, agui]) {
+      const snapshot = await json<{ tasks: unknown[] }>(
+        await call("GET", `/v1/sessions/${name}/conversations/root`, { token: operator }),
+      );
+      expect(snapshot.tasks.length, name).toBeGreaterThan(0);
+      await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: operator });
+    }
+  }, 30_000);
+});
