@@ -12,6 +12,7 @@ export default tseslint.config(
       "bench/**/*.ts",
       "console/**/*.ts",
       "scripts/build-client.ts",
+      "scripts/test.ts",
     ],
     languageOptions: {
       parser: tseslint.parser,
