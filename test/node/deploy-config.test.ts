@@ -68,7 +68,6 @@ describe("deploy configuration", () => {
     for (const file of [
       "scripts/e2e-custom-provider.ts",
       "scripts/e2e-mcp.ts",
-      "scripts/restart-drill.ts",
       "scripts/bench-load-dev.ts",
       "scripts/bench-coldstart.ts",
       "test/browser/console.test.ts",
@@ -76,6 +75,11 @@ describe("deploy configuration", () => {
       const text = readFileSync(`${root}${file}`, "utf8");
       expect(text, file).toMatch(/"--env",\s*"dev"/);
     }
+    // The drills start wrangler dev through drill-kit.ts, which passes the environment they name.
+    expect(readFileSync(`${root}scripts/drill-kit.ts`, "utf8")).toMatch(/"--env", options\.env/);
+    expect(readFileSync(`${root}scripts/restart-drill.ts`, "utf8")).toMatch(/env: "dev"/);
+    // The upgrade drill runs the current tree under its `[env.dev]` (devEnvOf) and the previous release as it was.
+    expect(readFileSync(`${root}scripts/upgrade-drill.ts`, "utf8")).toMatch(/devEnvOf\(/);
     for (const file of [
       "vitest.config.ts",
       "vitest.evictions.config.ts",

@@ -58,6 +58,18 @@ async function userTexts(r: Rig): Promise<string[]> {
   return page.items.map((e) => String(e.model?.[0]?.content));
 }
 
+/**
+ * A conversation with no model: a fork of the root at the start made with the core API. The fork route copies the
+ * root's config as it stood before its first entry, so over HTTP every conversation has a model.
+ */
+async function modelLessFork(name: string): Promise<number> {
+  const ns = env.SESSIONS as DurableObjectNamespace<SessionObject>;
+  return runInDurableObject(ns.get(ns.idFromName(`${TENANT}:${name}`)), async (instance: SessionObject) => {
+    const root = await harnessOf(instance).root(BACKGROUND_CONTEXT);
+    return (await root.fork({ at: "start" }, BACKGROUND_CONTEXT)).id;
+  });
+}
+
 describe("schedules over HTTP", () => {
   it("an interval schedule accepts its input at each occurrence; GET shows next and last run; PATCH pauses and resumes; DELETE ends it", async () => {
     const r = await rig("interval");
@@ -227,13 +239,8 @@ describe("schedules over HTTP", () => {
 
   it("A schedule aimed at a conversation with no model is refused and writes nothing; the session keeps working", async () => {
     const r = await rig("no-model");
-    // A fork at the start has no config of its own: no model until one is set.
-    const fork = await call("POST", `/v1/sessions/${r.name}/conversations/root/fork`, {
-      token: r.token,
-      body: { at: "start" },
-    });
-    expect(fork.status).toBe(201);
-    const id = (await json<{ conversationId: number }>(fork)).conversationId;
+    // A conversation with no config of its own: no model until one is set.
+    const id = await modelLessFork(r.name);
     const before = await lastSeq(TENANT, r.name);
     const res = await call("POST", `/v1/sessions/${r.name}/schedules`, {
       token: r.token,
@@ -484,11 +491,7 @@ describe("schedules after long downtime", () => {
   it("A stored schedule whose conversation has no model skips its occurrence; the session does not fault", async () => {
     const r = await rig("no-model-stored");
     const t0 = seams.time.now;
-    const fork = await call("POST", `/v1/sessions/${r.name}/conversations/root/fork`, {
-      token: r.token,
-      body: { at: "start" },
-    });
-    const forkId = (await json<{ conversationId: number }>(fork)).conversationId;
+    const forkId = await modelLessFork(r.name);
     // Stored before creation checked the model (the route refuses it now): aimed at the model-less fork.
     const id = await runInDurableObject(stubOf(r), async (instance: SessionObject) => {
       const h = harnessOf(instance);
