@@ -9,7 +9,10 @@
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { Webhook } from "standardwebhooks";
 import type { SessionObject } from "../../src/worker/session/object.js";
+import type { DirectoryObject } from "../../src/worker/directory/object.js";
+import { putUserTemplate, USER_TEMPLATE } from "./users-fixtures.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { splitLines, type SplitStats } from "../../src/worker/session/import-lines.js";
 import { exportLines } from "../../src/storage/sqlite-export.js";
@@ -242,5 +245,251 @@ describe("Import lines", () => {
       }
       await storage.close();
     });
+  });
+});
+
+describe("An imported session's identity, retention, rig and charge", () => {
+  it("An imported session gets a fresh incarnation, the tenant's retention, paused hooks and no new charge", async () => {
+    const tenant = freshTenant("fresh");
+    const operator = await token(tenant, "operator");
+    const mayor = await token(tenant, "mayor");
+    const path = (session: string, rest = "") => `/v1/sessions/${session}${rest}`;
+    expect(
+      (await call("PUT", "/v1/retention", { token: operator, body: { retention: { deleteAfterDays: 2 } } })).status,
+    ).toBe(200);
+    expect(
+      (
+        await call("PUT", "/v1/templates/weekly", {
+          token: operator,
+          body: { model: "echo-slow", retention: { deleteAfterDays: 7 } },
+        })
+      ).status,
+    ).toBe(201);
+
+    // A rig whose agent's hook is pending while its conversation answers a slow turn.
+    const source = uniqueSession("fresh-source");
+    expect((await call("PUT", path(source), { token: operator, body: { template: "weekly" } })).status).toBe(201);
+    const registered = await json<{ agent: { conversationId: number } }>(
+      await call("PUT", path(source, "/rig/agents/polecat-alpha"), {
+        token: mayor,
+        body: { role: "polecat", conversation: "new" },
+      }),
+    );
+    const agentConversation = registered.agent.conversationId;
+    const busy = await call("POST", path(source, `/conversations/${agentConversation}/inputs`), {
+      token: operator,
+      body: { input: LONG },
+    });
+    expect(busy.status).toBe(201);
+    const hookSet = await call("PUT", path(source, "/rig/agents/polecat-alpha/hook"), {
+      token: mayor,
+      body: { bead_id: "gt-1", title: "short" },
+    });
+    expect(await json(hookSet)).toMatchObject({ status: "pending" });
+    const text = await exportOf(tenant, source);
+
+    const copy = uniqueSession("fresh-copy");
+    const imported = await importInto(tenant, copy, text);
+    expect(imported.status, await imported.clone().text()).toBe(201);
+    const answer = await json<{ incarnation: string; aborted: number[] }>(imported);
+    expect(answer.aborted.length).toBeGreaterThan(0);
+    // The template's retention, captured and armed.
+    const details = await until(async () => {
+      const got = await json<{ retention?: { deleteAfterDays: number; expiresAt: number } }>(
+        await call("GET", path(copy), { token: operator }),
+      );
+      return got.retention;
+    }, "the copy's retention");
+    expect(details.deleteAfterDays).toBe(7);
+    // The copy's slow turn ends aborted: its conversation is idle, and the pending hook stays pending (GUPP waits).
+    const busyId = (await json<{ inputId: number }>(busy)).inputId;
+    await until(async () => {
+      const r = await json<{ result: { status: string } }>(
+        await call("GET", path(copy, `/inputs/${busyId}`), { token: operator }),
+      );
+      return r.result.status === "queued" || r.result.status === "placed" ? undefined : r;
+    }, "the copy's aborted turn");
+    // A commit after the abort: any activation GUPP had queued on the commit line would be committed by now.
+    expect(await ask(tenant, copy, "are you there?")).toMatchObject({ status: "done" });
+    const hook = async (session: string) =>
+      json<{ status: string }>(await call("GET", path(session, "/rig/agents/polecat-alpha/hook"), { token: mayor }));
+    expect((await hook(copy)).status).toBe("pending");
+    const workItems = async (session: string) =>
+      (
+        await json<{ items: { kind: string; model?: unknown }[] }>(
+          await call("GET", path(session, `/conversations/${agentConversation}/entries?limit=100`), {
+            token: operator,
+          }),
+        )
+      ).items.filter((e) => e.kind === "user" && JSON.stringify(e.model).includes("Work item gt-1")).length;
+    expect(await workItems(copy)).toBe(0);
+    // An operator resumes the rig: GUPP activates the hook and accepts its work item.
+    const resumed = await call("POST", path(copy, "/rig/resume"), { token: operator });
+    expect(await json(resumed)).toEqual({ resumed: true });
+    await until(
+      async () => ((await hook(copy)).status !== "pending" ? true : undefined),
+      "the copy's hook activated",
+      1000,
+    );
+    expect(await workItems(copy)).toBe(1);
+    expect(await json(await call("POST", path(copy, "/rig/resume"), { token: operator }))).toEqual({ resumed: false });
+
+    // An export made before incarnations (none in it) imports with a fresh one, and again after a delete, another.
+    const bare = await answeredPlain(tenant, "fresh-bare");
+    const old = (await exportOf(tenant, bare))
+      .replace(/,"incarnation":"[a-z0-9]+"/, "")
+      .replace(
+        /\{"type":"value\.set","addr":\{"scope":\{"session":true\},"namespace":"edge\.session\.incarnation","rewind":false\},"value":"[a-z0-9]+"\}/,
+        GAP,
+      );
+    expect(old).not.toContain("edge.session.incarnation");
+    const again = uniqueSession("fresh-again");
+    const first = await json<{ incarnation: string }>(await importInto(tenant, again, old));
+    expect(await stubOf(tenant, again).incarnation()).toBe(first.incarnation);
+    // The tenant's default retention, for a copy without a template.
+    const bareDetails = await until(async () => {
+      const got = await json<{ retention?: { deleteAfterDays: number } }>(
+        await call("GET", path(again), { token: operator }),
+      );
+      return got.retention;
+    }, "the bare copy's retention");
+    expect(bareDetails.deleteAfterDays).toBe(2);
+    expect((await call("DELETE", path(again), { token: operator })).status).toBe(200);
+    const second = await json<{ incarnation: string }>(await importInto(tenant, again, old));
+    expect(second.incarnation).not.toBe(first.incarnation);
+    expect(await stubOf(tenant, again).incarnation()).toBe(second.incarnation);
+
+    await importedInputNotMetered();
+  });
+});
+
+async function answeredPlain(tenant: string, label: string): Promise<string> {
+  const name = uniqueSession(label);
+  expect((await call("PUT", `/v1/sessions/${name}`, { token: await token(tenant, "operator"), body: {} })).status).toBe(
+    201,
+  );
+  expect(await ask(tenant, name, "hello")).toMatchObject({ status: "done" });
+  return name;
+}
+
+/** No new charge: an imported input's end (its abort on the copy) is never metered as a new input. */
+async function importedInputNotMetered(): Promise<void> {
+  const tenant = freshTenant("charge");
+  const operator = await token(tenant, "operator");
+  const source = uniqueSession("charge-source");
+  expect((await call("PUT", `/v1/sessions/${source}`, { token: operator, body: { model: "echo-slow" } })).status).toBe(
+    201,
+  );
+  const placed = await ask(tenant, source, LONG, false);
+  const text = await exportOf(tenant, source);
+  const copy = uniqueSession("charge-copy");
+  expect((await importInto(tenant, copy, text)).status).toBe(201);
+  const final = async (session: string) =>
+    until(
+      async () => {
+        const r = await json<{ result: { status: string } }>(
+          await call("GET", `/v1/sessions/${session}/inputs/${String(placed["inputId"])}`, { token: operator }),
+        );
+        return r.result.status === "queued" || r.result.status === "placed" ? undefined : r.result;
+      },
+      `${session}'s input`,
+      1000,
+    );
+  expect(await final(copy)).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(await final(source)).toMatchObject({ status: "done" });
+  // The copy's own turn: its reports follow the abort's, so once its model call is counted, the abort's is too.
+  expect(await ask(tenant, copy, "hello")).toMatchObject({ status: "done" });
+  const usage = await until(
+    async () => {
+      const read = await json<{ items: { inputs: number }[]; models: { calls: number }[] }>(
+        await call("GET", "/v1/usage", { token: operator }),
+      );
+      const calls = read.models.reduce((sum, m) => sum + m.calls, 0);
+      const inputs = read.items.reduce((sum, d) => sum + d.inputs, 0);
+      return calls >= 2 && inputs >= 2 ? { calls, inputs } : undefined;
+    },
+    "both sessions' turns metered",
+    1000,
+  );
+  // Two inputs: the source's and the copy's own; the imported one's abort is not a third.
+  expect(usage).toEqual({ calls: 2, inputs: 2 });
+}
+
+/** A Standard Webhooks delivery to an inbound endpoint, signed as a real sender signs it. */
+async function deliver(tenant: string, session: string, name: string, secret: string): Promise<Response> {
+  const id = `msg_${crypto.randomUUID()}`;
+  const body = JSON.stringify({ build: 7 });
+  const seconds = Math.floor(Date.now() / 1000);
+  return call("POST", `/v1/inbound/${tenant}/${session}/${name}`, {
+    rawBody: body,
+    headers: {
+      "content-type": "application/json",
+      "webhook-id": id,
+      "webhook-timestamp": String(seconds),
+      "webhook-signature": new Webhook(secret).sign(id, new Date(seconds * 1000), body),
+    },
+  });
+}
+
+describe("Owners and erasures", () => {
+  // Covered here: inbound endpoints left out of an import (and named in its answer), a user's export without the
+  // operator's inbound configuration or sealed secrets, and 409 user_erasing on an import for a user being erased.
+  it("Imports and exports respect owners and erasures", async () => {
+    const tenant = freshTenant("owners");
+    const operator = await token(tenant, "operator");
+    await putUserTemplate(tenant);
+    const sub = `u${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    const alice = await token(tenant, "user", { sub });
+    const source = uniqueSession("owners-source");
+    expect(
+      (await call("PUT", `/v1/sessions/${source}`, { token: alice, body: { template: USER_TEMPLATE } })).status,
+    ).toBe(201);
+    expect(
+      (
+        await call("POST", `/v1/sessions/${source}/conversations/root/inputs?wait=10`, {
+          token: alice,
+          body: { input: "hello" },
+        })
+      ).status,
+    ).toBe(201);
+    const put = await call("PUT", `/v1/sessions/${source}/inbound/ci`, {
+      token: operator,
+      body: { format: "standard" },
+    });
+    expect(put.status).toBe(201);
+    const secret = (await json<{ secret: string }>(put)).secret;
+    expect((await deliver(tenant, source, "ci", secret)).status).toBe(200);
+
+    // The user's export holds none of the operator's inbound configuration: no endpoint, no sealed secret.
+    const mine = await exportOf(tenant, source, alice);
+    expect(mine).not.toContain("edge.inbound");
+    expect(mine).not.toContain('"kid"');
+    expect(mine).not.toContain("edge.replay");
+    const whole = await exportOf(tenant, source);
+    expect(whole).toContain("edge.inbound");
+
+    // The import leaves the inbound endpoint out and says so; a delivery to the copy's name finds no endpoint (the
+    // answer to any unknown endpoint), where a carried one would fail to open its secret (500).
+    const copy = uniqueSession("owners-copy");
+    const imported = await importInto(tenant, copy, whole);
+    expect(imported.status, await imported.clone().text()).toBe(201);
+    expect(await json(imported)).toMatchObject({ omitted: { inbound: ["ci"] }, rigPaused: false });
+    expect(await json(await call("GET", `/v1/sessions/${copy}/inbound`, { token: operator }))).toEqual({ items: [] });
+    expect((await deliver(tenant, copy, "ci", secret)).status).toBe(401);
+    // The copy keeps its owner: alice reads it.
+    expect((await call("GET", `/v1/sessions/${copy}`, { token: alice })).status).toBe(200);
+
+    // While alice's erasure runs, an import of her session is refused as her creates are, and nothing is created.
+    const directory = env.DIRECTORY.get(env.DIRECTORY.idFromName(tenant)) as DurableObjectStub<DirectoryObject>;
+    await runInDurableObject(directory, (instance: DirectoryObject) => {
+      instance.eraseRoundsLeft = 0;
+    });
+    expect((await call("POST", `/v1/users/${sub}/erase`, { token: operator })).status).toBe(202);
+    const during = uniqueSession("owners-during");
+    const refused = await importInto(tenant, during, whole);
+    expect(refused.status).toBe(409);
+    expect(await json(refused)).toMatchObject({ code: "user_erasing" });
+    expect(await stubOf(tenant, during).exists()).toBe(false);
+    expect((await call("GET", `/v1/sessions/${during}`, { token: operator })).status).toBe(404);
   });
 });
