@@ -24,7 +24,7 @@ import {
   schedulesQuery,
   noQuery,
 } from "./schemas.js";
-import { importResponse, MAX_IMPORT_BYTES } from "./transfer.js";
+import { importResponse, MAX_IMPORT_BYTES, rigResumeResponse } from "./transfer.js";
 import {
   abortedResponse,
   conversationDeletedResponse,
@@ -291,6 +291,15 @@ export const OPERATOR_ROUTES: readonly ApiRoute[] = [
     auth: client("import"),
     query: noQuery,
     responses: { 201: ok(importResponse, "Imported") },
+  },
+  {
+    method: "post",
+    path: `${S}/rig/resume`,
+    operationId: "resumeRig",
+    summary: "Resume the rig an import paused: GUPP and the witness run again (operator)",
+    auth: client("import"),
+    body: body(emptyBody, false),
+    responses: { 200: ok(rigResumeResponse) },
   },
   {
     method: "get",

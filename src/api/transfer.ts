@@ -73,5 +73,13 @@ export const importResponse = z.strictObject({
   aborted: z.array(z.number().int()),
   /** Schedules that come back paused. */
   paused: z.array(z.number().int()),
+  /** Whether the rig came back paused (GUPP and the witness wait for `POST .../rig/resume`). */
+  rigPaused: z.boolean(),
+  /** What the export held that the import left out: inbound endpoints by name (their secrets are sealed for the source). */
+  omitted: z.strictObject({ inbound: z.array(z.string()) }),
 });
 export type ImportResponse = z.infer<typeof importResponse>;
+
+/** POST /v1/sessions/{session}/rig/resume: whether the rig was paused (an import pauses a copy's rig). */
+export const rigResumeResponse = z.strictObject({ resumed: z.boolean() });
+export type RigResumeResponse = z.infer<typeof rigResumeResponse>;

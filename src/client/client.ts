@@ -19,7 +19,7 @@
 import { applySessionMessage } from "../core/watch-reduce.js";
 import type { SessionEvent, SessionView } from "../core/watch-types.js";
 import type { ProblemBody } from "../api/problems.js";
-import type { ImportResponse } from "../api/transfer.js";
+import type { ImportResponse, RigResumeResponse } from "../api/transfer.js";
 import type {
   AcceptanceResponse,
   ClearFaultResponse,
@@ -268,6 +268,11 @@ export class SessionClient {
     return (await this.#client.request<ClearFaultResponse>("POST", `${this.path}/fault/clear`)).body;
   }
 
+  /** Resume the rig an import paused (operator): GUPP and the witness run again; whether it was paused. */
+  async resumeRig(): Promise<RigResumeResponse> {
+    return (await this.#client.request<RigResumeResponse>("POST", `${this.path}/rig/resume`)).body;
+  }
+
   /** A recurring input (§8.6): `every` ms or `cron` (with `timezone`); answers the schedule. */
   async createSchedule(schedule: ScheduleRequestBody): Promise<ScheduleViewResponse> {
     return (await this.#client.request<ScheduleViewResponse>("POST", `${this.path}/schedules`, { body: schedule }))
@@ -371,6 +376,7 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   inspect: "SessionClient.inspect",
   shutdown: "SessionClient.shutdown",
   clearFault: "SessionClient.clearFault",
+  resumeRig: "SessionClient.resumeRig",
   sessionWatchToken: "SessionClient.watchToken",
   watchSession: "SessionClient.watch",
   ...CONVERSATION_CLIENT_OPERATIONS,

@@ -13,7 +13,7 @@ import { bind } from "../core/state.js";
 import { sessionTx, type Tx, type TxBuilder } from "../core/tx.js";
 import type { Id } from "../storage/records.js";
 import { iso, nextFile, touchWindow } from "./hooks.js";
-import { agentValue, conversationAgent, hookValue, releaseBead, setValue, settingsTx } from "./state.js";
+import { agentValue, conversationAgent, hookValue, releaseBead, rigPaused, setValue, settingsTx } from "./state.js";
 import type { AgentRecord, StoredHook } from "./types.js";
 
 const call: Call = BACKGROUND_CONTEXT;
@@ -51,7 +51,8 @@ export function workInput(work: { readonly bead_id: string; readonly title: stri
 /**
  * Inside a running commit: an idle conversation agent's hook activates and `accept` takes its work item
  * as the conversation's input; undefined (nothing accepted) when the agent has no conversation or is
- * terminated, the hook has no work item, there is no `accept`, or the conversation is in a turn or gone.
+ * terminated, the hook has no work item, there is no `accept`, the conversation is in a turn or gone, or the rig is
+ * paused.
  */
 export async function activateInCommit(
   tx: Tx,
@@ -69,6 +70,8 @@ export async function activateInCommit(
   )
     return undefined;
   if (tx.builder.inTurn(conversationId)) return undefined;
+  // A paused rig (an imported copy) accepts no work until an operator resumes it: the hook stays pending.
+  if ((await tx.value(rigPaused).get()) !== undefined) return undefined;
   if ((await tx.getConversation(conversationId)) === undefined) return undefined;
   const inputId = await accept(
     tx,
@@ -101,6 +104,7 @@ export async function completeAnswered(harness: Harness, agentId: string): Promi
   return harness.commit(async (tx) => {
     const stored = await tx.value(hookValue(agentId)).get();
     if (stored === undefined || stored.file.status !== "active" || stored.input === undefined) return false;
+    if ((await tx.value(rigPaused).get()) !== undefined) return false;
     const result = await tx
       .value(bind(inputResult(stored.input.inputId), { conversationId: stored.input.conversationId }))
       .get();
@@ -120,6 +124,8 @@ export async function completeAnswered(harness: Harness, agentId: string): Promi
  */
 export async function settleAtFinalAnswer(boundary: AnswerBoundary): Promise<void> {
   const tx = sessionTx(boundary.builder);
+  // A paused rig (an imported copy) completes and accepts nothing until an operator resumes it.
+  if ((await tx.value(rigPaused).get()) !== undefined) return;
   const agentId = await tx.value(conversationAgent(boundary.conversationId)).get();
   if (agentId === undefined) return;
   const agent = await tx.value(agentValue(agentId)).get();

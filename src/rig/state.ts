@@ -130,6 +130,17 @@ export const witnessFocus: ValueSpec<string> = sessionValue("rig.witness.focus")
 export const witnessTask: ValueSpec<number> = sessionValue("rig.witness.task");
 
 /**
+ * Why the rig is paused, and since when (ms): set by an import (the copy must not start the work its source runs),
+ * cleared by an operator (`POST /v1/sessions/{session}/rig/resume`). While it is set GUPP accepts and completes
+ * nothing and the witness patrols nothing; hooks keep their statuses.
+ */
+export interface RigPause {
+  readonly reason: "imported";
+  readonly at: number;
+}
+export const rigPaused: ValueSpec<RigPause> = sessionValue("rig.paused");
+
+/**
  * A mailbox (`mayor`, `witness` or an agent id): messages without their id (the element id is it), with the sender's
  * role.
  */

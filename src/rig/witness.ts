@@ -34,6 +34,7 @@ import {
   witnessPatrol,
   witnessReply,
   witnessTask,
+  rigPaused,
   type AgentScanner,
 } from "./state.js";
 import {
@@ -513,6 +514,12 @@ export function createWitnessKind(
           if ((await tx.value(witnessTask).get()) !== task.id) {
             tx.settle(task, "ended", { next_patrol_at: next });
             return undefined;
+          }
+          // A paused rig (an imported copy) is not patrolled: the witness sleeps on until an operator resumes it.
+          if ((await tx.value(rigPaused).get()) !== undefined) {
+            const nextPatrolAt = now + (await readSettings({ get: (spec) => tx.value(spec).get() })).patrolIntervalMs;
+            tx.patch(task, "patrolling", { next_patrol_at: nextPatrolAt });
+            return { nudges: [], nextPatrolAt };
           }
           const result = await patrol(tx, now, rig.name, rig.harness.storage);
           tx.patch(task, "patrolling", { next_patrol_at: result.nextPatrolAt });

@@ -35,13 +35,33 @@ export const GAP_NAMESPACE = "pico.export.gap";
 
 /** Sequences read per window. */
 const WINDOW = 512;
-/** A line closes at a gap-free boundary once it holds this many writes. */
+/** A line closes at a gap-free boundary once it holds this many writes... */
 const LINE_WRITES = 256;
+/**
+ * ...or before a write that would take its writes past this many bytes (UTF-8): a line holds at most 1 MiB of writes,
+ * or one write alone when that write is larger, so an importer never parses a line much larger than a row.
+ */
+export const LINE_BYTES = 1024 * 1024;
 
 const GAP: MainWrite = {
   type: "value.delete",
   addr: { scope: { session: true }, namespace: GAP_NAMESPACE, rewind: false },
 };
+
+/** The UTF-8 length of `text` (one pass, no copy). */
+function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x80) continue;
+    if (code < 0x800) bytes += 1;
+    else if (code >= 0xd800 && code <= 0xdbff) {
+      bytes += 2; // a surrogate pair: 4 bytes for 2 UTF-16 units
+      i += 1;
+    } else bytes += 2;
+  }
+  return bytes;
+}
 
 function keyText(blob: SqlValue | undefined): string {
   if (!(blob instanceof ArrayBuffer)) throw new StorageError("corrupt", "a state key is not a BLOB");
@@ -74,9 +94,14 @@ function parsed(row: SqlRow, column: string): JsonValue {
  * The export's lines (each ending in "\n"), lazily: the caller pulls one at a time. They hold sequences
  * 1..`through` (default: the last committed one); commits after `through` are left out, so a session may
  * keep committing while its export streams (a row a later commit changed is exported as it was at
- * `through`, or as a gap when it no longer says what it was then).
+ * `through`, or as a gap when it no longer says what it was then). A write whose address `omit` names is exported as
+ * a gap (what an export does not carry). Lines close at LINE_WRITES writes or LINE_BYTES bytes of writes.
  */
-export function* exportLines(host: SqlHost, through?: Id): Generator<string, void, undefined> {
+export function* exportLines(
+  host: SqlHost,
+  through?: Id,
+  omit?: (addr: Address) => boolean,
+): Generator<string, void, undefined> {
   const db = new CountedSql(host);
   const lastSeq = through ?? highWaterMark(db);
   const kinds = new Map<number, string>();
@@ -104,6 +129,7 @@ export function* exportLines(host: SqlHost, through?: Id): Generator<string, voi
     compact.set(int(row, "id"), [row["namespace"] ?? null, row["key"] ?? null, row["keyless"] ?? null, int(row, "id")]);
 
   let line: string[] = [];
+  let lineBytes = 0;
   let lineFirst = 1;
   /** The line must reach this sequence: a task write's owned conversations are checked at its batch's end. */
   let mustReach = 0;
@@ -191,12 +217,24 @@ export function* exportLines(host: SqlHost, through?: Id): Generator<string, voi
     }
 
     for (let seq = lo; seq <= hi; seq++) {
-      const w = writes.get(seq) ?? GAP;
+      const found = writes.get(seq) ?? GAP;
+      const w = omit !== undefined && "addr" in found && omit(found.addr) ? GAP : found;
+      const text = JSON.stringify(w);
+      const bytes = utf8Length(text);
+      // Closed before a write that would take it past LINE_BYTES (unless the line must reach further).
+      if (line.length > 0 && lineBytes + bytes > LINE_BYTES && seq - 1 >= mustReach) {
+        yield `{"first":${lineFirst},"writes":[${line.join(",")}]}\n`;
+        line = [];
+        lineBytes = 0;
+        lineFirst = seq;
+      }
       if (w.type === "task") for (const owned of w.task.owns ?? []) mustReach = Math.max(mustReach, owned);
-      line.push(JSON.stringify(w));
+      line.push(text);
+      lineBytes += bytes;
       if (line.length >= LINE_WRITES && seq >= mustReach) {
         yield `{"first":${lineFirst},"writes":[${line.join(",")}]}\n`;
         line = [];
+        lineBytes = 0;
         lineFirst = seq + 1;
       }
     }

@@ -134,6 +134,22 @@ export async function resolveTemplateForUser(
   };
 }
 
+/**
+ * The retention an imported session captures: its template's (by the binding's name, as the template is now), else
+ * the tenant's default (learned from the directory's acknowledgment of the session's first row, as a create without
+ * a template does). One directory call when the export names a template.
+ */
+export async function importRetention(
+  env: Env,
+  tenant: string,
+  binding: TemplateBinding | undefined,
+): Promise<RetentionSource | undefined> {
+  if (binding === undefined) return { type: "tenant" };
+  const defaults = await directoryStub(env, tenant).sessionDefaults(binding.name);
+  if (defaults.template === undefined) return retentionOf(undefined, defaults.retention).retention;
+  return retentionOf(defaults.template.retention, defaults.retention).retention;
+}
+
 /** A template's retention wins over the tenant's default; a template's null means none. */
 function retentionOf(
   own: Retention | null | undefined,

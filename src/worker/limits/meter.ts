@@ -31,10 +31,20 @@ import { limitsStub, shardOf, shardStub } from "./shards.js";
  * (usage of a session no input reservation names is attributed to its owner).
  */
 export type MeterWhere =
-  { readonly tenant: string; readonly session: string; readonly owner: () => string | undefined } | undefined;
+  | {
+      readonly tenant: string;
+      readonly session: string;
+      readonly owner: () => string | undefined;
+      /** An imported session's last imported sequence: inputs up to it were accepted (and metered) by its source. */
+      readonly importedThrough?: number;
+    }
+  | undefined;
 
-/** What one commit settled (pure; exported for tests). */
-export function settledBy(commit: CommittedBatch, session: string): SettleReport | undefined {
+/**
+ * What one commit settled (pure; exported for tests). An input whose id is at most `importedThrough` came with an
+ * import: its source accepted it, so its end (an imported turn aborted on the copy) is no new input of the copy's.
+ */
+export function settledBy(commit: CommittedBatch, session: string, importedThrough = 0): SettleReport | undefined {
   if (commit.batch.kind !== "main") return undefined;
   const usage: SettleReport["usage"][number][] = [];
   const finished: SettleReport["finished"][number][] = [];
@@ -52,6 +62,7 @@ export function settledBy(commit: CommittedBatch, session: string): SettleReport
       });
     } else if (write.type === "value.set" && write.addr.namespace === INPUT_RESULT_NAMESPACE) {
       const result = write.value as unknown as InputResult;
+      if (Number(write.addr.key) <= importedThrough) return;
       if (result.status === "done" || result.status === "unanswered")
         finished.push({
           key: `${session}\n${commit.first + index}`,
@@ -153,7 +164,7 @@ export class LimitsMeter {
   /** The commit listener (`harness.onCommit`): keep what the commit settled, then send it (now or batched). */
   committed(commit: CommittedBatch, at: MeterWhere): void {
     if (at === undefined) return;
-    const settled = settledBy(commit, at.session);
+    const settled = settledBy(commit, at.session, at.importedThrough);
     if (settled === undefined) return;
     // The owner is read only for a commit that reports (a KV read, not one per commit).
     const owner = at.owner();

@@ -55,6 +55,8 @@ export interface HostSeams {
   readonly afterCreateCommit?: () => void;
   /** Runs right after a delete wiped the session's storage, before its directory unlink: a throw cuts the delete there. */
   readonly afterDeleteWipe?: () => void;
+  /** Runs after an import staged every line, before its settling commit: a throw cuts the import there, as a kill would. */
+  readonly beforeImportSettle?: () => void;
   /** How long a session's usage report waits to be batched before it is sent on its own, ms (limits/meter.ts). */
   readonly meterBatchMs?: number;
   /** Sees each call made on a tenant's LimitsObjects: its own (`shard` undefined) and its shards' (tests count them). */
@@ -122,6 +124,11 @@ export function afterCreateCommit(): void {
 /** The cut point of a delete (test only; nothing in production). */
 export function afterDeleteWipe(): void {
   seams.afterDeleteWipe?.();
+}
+
+/** The cut point of an import (test only; nothing in production). */
+export function beforeImportSettle(): void {
+  seams.beforeImportSettle?.();
 }
 
 export function killBound(): number {

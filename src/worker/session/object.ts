@@ -55,10 +55,11 @@ import type { SessionConfig } from "./api.js";
 import { canonical, checkConfig, createValues, normalizeConfig } from "./config.js";
 import type { CreateConfig, SessionOps } from "./ops.js";
 import { sessionOpTable } from "./op-table.js";
-import { openSession, type OpenSession } from "./opening.js";
+import { openSession, rigIsPaused, type OpenSession } from "./opening.js";
+import { rigPaused } from "../../rig/state.js";
 import { inspectSession, sessionCounters } from "./inspection.js";
 import { SessionWatches } from "./watches.js";
-import { TEMPLATE_KEY, type RetentionSource, type TemplateBinding } from "../directory/templates.js";
+import { importRetention, TEMPLATE_KEY, type RetentionSource, type TemplateBinding } from "../directory/templates.js";
 import { objectOutbox, type Outbox } from "../outbox/outbox.js";
 import { LimitsMeter } from "../limits/meter.js";
 import { selectableTools, sessionCatalog, type CatalogCache } from "./tool-catalog.js";
@@ -234,11 +235,31 @@ export class SessionObject extends DurableObject<Env> {
       const cleared = session.book.clearFault();
       if (cleared) {
         await session.harness.attach(BACKGROUND_CONTEXT);
-        // The session was opened faulted, so GUPP was not: pending and answered hooks are re-checked now.
-        await session.gupp.open();
+        // The session was opened faulted, so GUPP was not: pending and answered hooks are re-checked now (unless the
+        // rig is paused: its resume opens GUPP).
+        if (!(await rigIsPaused(session.harness))) await session.gupp.open();
       }
       this.#directory.status(session.status(true));
       return { cleared };
+    });
+  }
+
+  /**
+   * Resume a paused rig (`rig.paused`, set by an import): one commit deletes the flag, and GUPP starts with the
+   * session's work as at an open (unless the session is faulted: clearing the fault starts it then); the witness
+   * patrols again at its next patrol. Returns whether it was paused.
+   */
+  rigResume(): Promise<{ readonly resumed: boolean }> {
+    return this.#lifecycle.run(async () => {
+      const session = await this.#acquireNow();
+      const resumed = await session.harness.commit(async (tx) => {
+        const value = tx.value(rigPaused);
+        if ((await value.get()) === undefined) return false;
+        value.delete();
+        return true;
+      }, BACKGROUND_CONTEXT);
+      if (session.book.fault() === undefined) await session.gupp.open();
+      return { resumed };
     });
   }
 
@@ -495,18 +516,39 @@ export class SessionObject extends DurableObject<Env> {
   ): Promise<Outcome<ImportResponse>> {
     return this.#outcome(() =>
       this.#lifecycle.run(async () => {
-        // Staged rows may be seen (and remembered) as a created session until the import ends or wipes them.
-        const imported = importInto(this.ctx.storage, where.session, body, sessionCreated, async (header) => {
-          this.#creatingFor = where.tenant;
-          await this.#open(undefined);
-          await this.#directory.created({
-            tenant: where.tenant,
-            session: where.session,
-            owner: header.owner,
-            ...(header.title === undefined ? {} : { title: header.title }),
-            labels: header.labels,
-            metadata: header.metadata,
-          });
+        let retention: RetentionSource | undefined;
+        const imported = importInto(this.ctx.storage, where.session, body, {
+          exists: () => sessionCreated(this.ctx.storage),
+          open: () => this.#session !== undefined,
+          admit: async (header) => {
+            // While the user is being erased, its sessions are being deleted: an import of one would outlive it.
+            if (header.owner !== undefined && (await directoryStub(this.env, where.tenant).erasing(header.owner)))
+              throw new Problem(
+                "user_erasing",
+                `user ${header.owner} is being erased; import their sessions once its erasure is done`,
+              );
+            retention = await importRetention(this.env, where.tenant, header.template);
+          },
+          settle: () => this.#retention.capture(retention),
+          link: async (header) => {
+            this.#creatingFor = where.tenant;
+            this.#created.wiped();
+            await this.#open(undefined);
+            await this.#directory.created({
+              tenant: where.tenant,
+              session: where.session,
+              owner: header.owner,
+              ...(header.title === undefined ? {} : { title: header.title }),
+              labels: header.labels,
+              metadata: header.metadata,
+            });
+            this.#retention.arm();
+          },
+          wiped: () => {
+            this.#retention.cleared();
+            this.#meter.cleared();
+          },
+          now: () => this.#clock.now(),
         });
         return imported.finally(() => this.#created.wiped());
       }),

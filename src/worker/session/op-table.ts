@@ -31,6 +31,7 @@ export interface OperatorOps {
   inspect(): Promise<SessionInspection>;
   shutdown(): Promise<void>;
   clearFault(): Promise<{ readonly cleared: boolean }>;
+  rigResume(): Promise<{ readonly resumed: boolean }>;
   releaseQuarantine(taskId: Id): Promise<void>;
 }
 
@@ -99,6 +100,7 @@ export function sessionOpTable(object: OperatorOps, outbox: () => Outbox): OpTab
       return { shutdown: true as const };
     },
     clearFault: () => object.clearFault(),
+    rigResume: () => object.rigResume(),
     releaseQuarantine: async (s, id) => {
       await s.api.task(id);
       await object.releaseQuarantine(id);

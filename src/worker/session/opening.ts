@@ -20,6 +20,7 @@ import { acceptInput } from "../../kinds/placement.js";
 import { sessionKey } from "../../kinds/incarnation.js";
 import type { TurnKit } from "../../kinds/turns.js";
 import { createWitnessKind, Gupp, Rig } from "../../rig/index.js";
+import { rigPaused } from "../../rig/state.js";
 import type { Env } from "../env.js";
 import { hostReport, killBound } from "../platform/host-config.js";
 import type { SessionStatus } from "../schemas.js";
@@ -44,6 +45,12 @@ import { Replays } from "./replays.js";
 import { RigOps } from "./rig-ops.js";
 import type { CatalogCache } from "./tool-catalog.js";
 import { installProfiles, registerProfileSection, type ProfileCache } from "./profiles.js";
+import { IMPORTED_THROUGH_KEY } from "./created.js";
+
+/** Whether the session's rig is paused (`rig.paused`, set by an import): GUPP waits for an operator's resume. */
+export async function rigIsPaused(harness: Harness): Promise<boolean> {
+  return (await harness.storage.getValue(bind(rigPaused, {}))) !== undefined;
+}
 
 /** The harness this instance opened, with its host bookkeeping. */
 export interface OpenSession {
@@ -210,7 +217,9 @@ export async function openSession(
   };
   harness.onCommit(() => directory.activity(status(false)));
   harness.onCommit((commit) => outbox.committed(commit));
-  // Usage is keyed by the session key (`{session}:{incarnation}`), as the input routes' reservations are.
+  // Usage is keyed by the session key (`{session}:{incarnation}`), as the input routes' reservations are. An imported
+  // session's inputs up to its import were its source's: their ends are not metered again (session/transfer.ts).
+  const importedThrough = ctx.storage.kv.get<number>(IMPORTED_THROUGH_KEY);
   harness.onCommit((commit) => {
     const at = where();
     deps.meter.committed(
@@ -221,6 +230,7 @@ export async function openSession(
             tenant: at.tenant,
             session: sessionKey(at.session, at.incarnation),
             owner: () => readOwner(ctx.storage.kv),
+            ...(importedThrough === undefined ? {} : { importedThrough }),
           },
     );
   });
@@ -263,8 +273,9 @@ export async function openSession(
   try {
     if (book.fault() === undefined) {
       await harness.attach(BACKGROUND_CONTEXT);
-      // Pending and answered GUPP hooks are durable assignments: re-checked on every open.
-      await gupp.open();
+      // Pending and answered GUPP hooks are durable assignments: re-checked on every open, unless the rig is paused
+      // (an imported copy: an operator resumes it, session/rig-ops.ts).
+      if (!(await rigIsPaused(harness))) await gupp.open();
     }
   } finally {
     // Learn the scheduled alarm after attaching, so the work attach dispatched is counted in the

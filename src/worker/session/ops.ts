@@ -79,6 +79,8 @@ export interface SessionOps
   inspect: Op<[], SessionInspection>;
   shutdown: Op<[], { shutdown: true }>;
   clearFault: Op<[], { readonly cleared: boolean }>;
+  /** Resume a paused rig (an imported copy's): GUPP and the witness run again; whether it was paused. */
+  rigResume: Op<[], { readonly resumed: boolean }>;
   releaseQuarantine: Op<[taskId: Id], { released: true }>;
   /** The storage's last sequence (tests check that a refused request wrote nothing). */
   lastSeq: Op<[], Id>;

@@ -4,54 +4,36 @@
  *
  * The export is JSONL: one header line (`exportHeader`, src/api/transfer.ts) with the product data pico
  * storage does not hold, then the §7.3 batches storage/sqlite-export.ts rebuilds from SQLite in sequence
- * order, pulled one line at a time into a ReadableStream (never the whole session in memory). A user's
- * export is marked `redacted`: no remote URL and no remote server's text (session/user-export.ts).
+ * order, pulled one line at a time into a ReadableStream (never the whole session in memory). Nothing of the outbox
+ * is exported. A user's export is marked `redacted`: no remote URL, no remote server's text (session/user-export.ts)
+ * and none of the operator's inbound configuration.
  *
- * The import stages into a fresh object: each line is parsed, checked against the wire schema and
- * committed through `SqliteStorage` (which checks ids, references and structure, §7.3), so the ids of
- * the export are kept; the first bad line stops it, and the caller wipes the object. The creating
- * commit's incarnation is replaced by a new one (keys that leave the object never repeat the old
- * session's). Then one settling commit brings live work back settled: every live task but a schedule is
- * marked for abort (the patch `Driver.mark` writes; its kind's abort handler settles it once the session
- * opens) with the abort reason `imported` on the task (session/abort-reasons.ts), every schedule gets its
- * pause flag, and an `edge.session.imported` value records both. Nothing
- * of the outbox, usage reports or limits is carried, so nothing external is sent again.
+ * The import stages into a fresh object (session/import-stage.ts) under a KV flag: while the flag is set the rows are
+ * no session (session/created.ts), so every route answers 404 and nothing opens a harness over them. One settling
+ * transaction then makes them a session: the settling commit (live work settled, schedules and the rig paused, the
+ * new incarnation) together with the owner, template binding, retention and import boundary in KV, and the flag's
+ * removal. A bad line wipes the object; a kill before the settling commit leaves the flagged staging, which the next
+ * import of the name wipes first.
  */
-import { bind } from "../../core/state.js";
-import { sessionValue } from "../../core/state.js";
-import { schedulePaused } from "../../kinds/schedule.js";
-import type { Address, CommitBatch, Id, JsonObject, MainWrite, Task } from "../../storage/records.js";
+import type { MainWrite } from "../../storage/records.js";
 import type { SqlHost } from "../../storage/sql.js";
 import { exportLines } from "../../storage/sqlite-export.js";
-import { StorageError } from "../../storage/storage.js";
-import {
-  EXPORT_FORMAT,
-  EXPORT_VERSION,
-  exportBatchLine,
-  exportHeader,
-  MAX_IMPORT_BYTES,
-  type ExportHeader,
-} from "../../api/transfer.js";
+import { EXPORT_FORMAT, EXPORT_VERSION, type ExportHeader } from "../../api/transfer.js";
 import { Problem } from "../problems.js";
-import { incarnationValue, mintIncarnation } from "./config.js";
+import { mintIncarnation } from "./config.js";
 import { readOwner, recordOwner } from "../identity/owner.js";
 import { TEMPLATE_KEY, type TemplateBinding } from "../directory/templates.js";
 import type { DirectoryMeta } from "./directory-link.js";
 import type { ImportResponse } from "../../api/transfer.js";
 import { SqliteStorage } from "../../storage/sqlite.js";
-import { abortReasonValue } from "./abort-reasons.js";
 import { UserExportRedactor } from "./user-export.js";
+import { beforeImportSettle } from "../platform/host-config.js";
+import { IMPORT_STAGING_KEY, IMPORTED_THROUGH_KEY } from "./created.js";
+import { notExported, notExportedToUser, settlingWrites, stageImport, type Staged } from "./import-stage.js";
+
+export { importedValue, type ImportSettlement } from "./import-stage.js";
 
 export { EXPORT_FORMAT, EXPORT_VERSION };
-
-/** What an import settled, recorded in the session (session value `edge.session.imported`). */
-export interface ImportSettlement {
-  readonly reason: "imported";
-  readonly aborted: readonly Id[];
-  readonly paused: readonly Id[];
-}
-
-export const importedValue = sessionValue<ImportSettlement>("edge.session.imported");
 
 /** The export as a byte stream: the header line, then the batch lines, pulled one at a time. */
 export function exportStream(host: SqlHost, header: ExportHeader): ReadableStream<Uint8Array> {
@@ -61,7 +43,7 @@ export function exportStream(host: SqlHost, header: ExportHeader): ReadableStrea
   return new ReadableStream<Uint8Array>({
     pull(controller) {
       if (lines === undefined) {
-        lines = exportLines(host, header.lastSeq);
+        lines = exportLines(host, header.lastSeq, header.redacted ? notExportedToUser : notExported);
         controller.enqueue(encoder.encode(`${JSON.stringify(header)}\n`));
         return;
       }
@@ -74,145 +56,6 @@ export function exportStream(host: SqlHost, header: ExportHeader): ReadableStrea
     },
   });
 }
-
-function refused(line: number, detail: string): Problem {
-  return new Problem("invalid_import", `line ${line}: ${detail}`, undefined, { line });
-}
-
-/** The lines of `body` (without their "\n"), numbered from 1; more than MAX_IMPORT_BYTES is refused. */
-async function* bodyLines(body: ReadableStream<Uint8Array>): AsyncGenerator<{ line: number; text: string }> {
-  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
-  let bytes = 0;
-  let pending = "";
-  let line = 0;
-  const reader = body.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      bytes += value.byteLength;
-      if (bytes > MAX_IMPORT_BYTES)
-        throw new Problem("payload_too_large", `an import is limited to ${MAX_IMPORT_BYTES} bytes`);
-      try {
-        pending += decoder.decode(value, { stream: true });
-      } catch {
-        throw refused(line + 1, "not UTF-8");
-      }
-      let stop = pending.indexOf("\n");
-      while (stop >= 0) {
-        yield { line: ++line, text: pending.slice(0, stop) };
-        pending = pending.slice(stop + 1);
-        stop = pending.indexOf("\n");
-      }
-    }
-  } finally {
-    reader.releaseLock();
-  }
-  if (pending !== "") yield { line: ++line, text: pending };
-}
-
-function parseJson(line: number, text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw refused(line, "not JSON");
-  }
-}
-
-function schemaError(line: number, issue: { path: PropertyKey[]; message: string } | undefined): Problem {
-  const path = issue?.path.map(String).join(".") ?? "";
-  return refused(line, `${path === "" ? "" : `${path}: `}${issue?.message ?? "invalid"}`);
-}
-
-const sameAddress = (a: Address, b: Address): boolean =>
-  a.namespace === b.namespace && a.key === b.key && "session" in a.scope && "session" in b.scope;
-
-/**
- * Stage `body` into `storage` (empty): every line validated and committed in order, the creating commit's
- * incarnation replaced by `incarnation`. Throws `invalid_import` naming the first bad line; the caller
- * wipes the object then. Resolves with the header.
- */
-export async function stageImport(
-  storage: SqliteStorage,
-  body: ReadableStream<Uint8Array>,
-  incarnation: string,
-): Promise<ExportHeader> {
-  const incarnationAddress = bind(incarnationValue, {});
-  let header: ExportHeader | undefined;
-  let last = 0;
-  for await (const { line, text } of bodyLines(body)) {
-    last = line;
-    const json = parseJson(line, text);
-    if (header === undefined) {
-      const parsed = exportHeader.safeParse(json);
-      if (!parsed.success) throw schemaError(line, parsed.error.issues[0]);
-      if (parsed.data.redacted) throw refused(line, "a user's (redacted) export cannot be imported");
-      header = parsed.data;
-      continue;
-    }
-    const parsed = exportBatchLine.safeParse(json);
-    if (!parsed.success) throw schemaError(line, parsed.error.issues[0]);
-    if (parsed.data.first !== storage.lastSeq + 1)
-      throw refused(line, `first must be ${storage.lastSeq + 1} (the batches number every sequence in order)`);
-    const writes = (parsed.data.writes as unknown as MainWrite[]).map((w): MainWrite =>
-      w.type === "value.set" && typeof w.addr === "object" && w.addr !== null && sameAddress(w.addr, incarnationAddress)
-        ? { ...w, value: incarnation }
-        : w,
-    );
-    const batch: CommitBatch = { kind: "main", writes };
-    try {
-      await storage.commit(batch);
-    } catch (error) {
-      if (error instanceof StorageError) throw refused(line, error.message);
-      throw error;
-    }
-  }
-  if (header === undefined) throw refused(1, "the body is empty: an export starts with its header line");
-  if (storage.lastSeq !== header.lastSeq)
-    throw refused(last + 1, `the export ends at sequence ${storage.lastSeq}; its header says ${header.lastSeq}`);
-  if ((await storage.scanConversations({ limit: 1 })).items.length === 0)
-    throw refused(last, "the export holds no conversation");
-  return header;
-}
-
-/** The settling commit: live tasks marked for abort, schedules paused, both recorded. */
-export async function settleImported(storage: SqliteStorage): Promise<ImportSettlement> {
-  const aborted: Id[] = [];
-  const paused: Id[] = [];
-  const writes: MainWrite[] = [];
-  let after: Id | undefined;
-  for (;;) {
-    const page = await storage.scanTasks({ live: true, limit: 200, ...(after === undefined ? {} : { after }) });
-    for (const task of page.items) {
-      if (task.kind === "schedule") {
-        paused.push(task.id);
-        writes.push({ type: "value.set", addr: bind(schedulePaused(task.id), {}), value: true });
-      } else {
-        aborted.push(task.id);
-        // A task marked before the export (an operator's or a user's abort) keeps that mark, with no reason.
-        if (task.abort === true) continue;
-        writes.push({ type: "patch", id: task.id, role: liveRole(task), state: task.state, abort: true });
-        writes.push({ type: "value.set", addr: abortReasonValue(task.id), value: "imported" });
-      }
-    }
-    if (page.next === undefined) break;
-    after = page.next;
-  }
-  const settlement: ImportSettlement = { reason: "imported", aborted, paused };
-  if (aborted.length === 0 && paused.length === 0) return settlement;
-  const record = settlement as unknown as JsonObject;
-  writes.push({ type: "value.set", addr: bind(importedValue, {}), value: record });
-  await storage.commit({ kind: "main", writes });
-  return settlement;
-}
-
-function liveRole(task: Task): "start" | "inflight" {
-  if (task.role === "terminal") throw new StorageError("corrupt", `task ${task.id} is not live`);
-  return task.role;
-}
-
-/** KV flag while an import stages: a leftover means an import died midway. */
-const IMPORT_STAGING_KEY = "edge.import.staging";
 
 /** The export's header line: what the session is, and the product data pico storage does not hold. */
 export function sessionExportHeader(
@@ -244,47 +87,101 @@ export function sessionExportHeader(
   };
 }
 
+/** What an import asks of the object it runs in. */
+export interface ImportHost {
+  /** Whether a created session is here (a conflict). */
+  readonly exists: () => boolean;
+  /** Whether a harness is open over this object's storage (then nothing may be wiped). */
+  readonly open: () => boolean;
+  /** The header is read, nothing staged yet: refuse the import (throw), or prepare what settling needs. */
+  readonly admit: (header: ExportHeader) => Promise<void>;
+  /** Inside the settling transaction: the object's own KV records of the new session (its retention). */
+  readonly settle: (header: ExportHeader) => void;
+  /** After the settling transaction: open the session and link it in the directory. */
+  readonly link: (header: ExportHeader) => Promise<void>;
+  /** The staging was wiped: forget what `admit` or `settle` kept in memory. */
+  readonly wiped: () => void;
+  readonly now: () => number;
+}
+
 /**
- * Stage `body` (an export) into this object's storage, which must hold no session; only when every line
- * validated are the owner and template written and `link` called (the object opens the session and links it
- * in the directory), its live work settled. A bad line throws `invalid_import` naming it, and the object is
- * wiped: nothing is left behind.
+ * Stage `body` (an export) into this object's storage, which must hold no session, then settle it in one transaction
+ * and link it (see the file comment). A bad line throws `invalid_import` naming it, and the object is wiped: nothing
+ * is left behind.
  */
 export async function importInto(
   storage: DurableObjectStorage,
   session: string,
   body: ReadableStream<Uint8Array>,
-  exists: (host: SqlHost) => boolean,
-  link: (header: ExportHeader) => Promise<void>,
+  host: ImportHost,
 ): Promise<ImportResponse> {
   const kv = storage.kv;
-  // An import cut short by an eviction left its staging behind: nobody links or opens it, so it goes.
-  if (kv.get(IMPORT_STAGING_KEY) !== undefined) await storage.deleteAll();
-  if (exists(storage))
+  const wipe = async (): Promise<void> => {
+    // Never under a running harness: flagged staging is no session, so none is open over it.
+    if (host.open()) throw new Problem("conflict", `session ${session} is open: its storage is not wiped`);
+    await storage.deleteAll();
+    host.wiped();
+  };
+  // An import cut short (a kill before its settling commit) left its flagged staging behind: no session, so it goes.
+  if (kv.get(IMPORT_STAGING_KEY) !== undefined) await wipe();
+  if (host.exists())
     throw new Problem("conflict", `session ${session} exists: import into a new name, or delete it first`);
   kv.put(IMPORT_STAGING_KEY, true);
   const incarnation = mintIncarnation();
-  const staged = SqliteStorage.open(storage);
-  let header: ExportHeader;
-  let settlement: ImportSettlement;
+  // The settling commit's transaction also writes the object's KV records of the new session and drops the flag.
+  let alongside: (() => void) | undefined;
+  const settlingHost: SqlHost = {
+    sql: storage.sql,
+    transactionSync: <T>(fn: () => T): T =>
+      storage.transactionSync(() => {
+        const result = fn();
+        alongside?.();
+        return result;
+      }),
+  };
+  const staged = SqliteStorage.open(settlingHost);
+  let result: Staged;
   try {
-    header = await stageImport(staged, body, incarnation);
-    settlement = await settleImported(staged);
+    result = await stageImport(staged, body, incarnation, host.admit);
   } catch (error) {
     await staged.close();
-    await storage.deleteAll();
+    await wipe();
+    throw error;
+  }
+  // The cut point of tests: a throw here is a kill (nothing is wiped; the staging stays flagged).
+  beforeImportSettle();
+  const { header } = result;
+  const settled = (): void => {
+    recordOwner(kv, header.owner);
+    if (header.template !== undefined) kv.put(TEMPLATE_KEY, header.template);
+    kv.put(IMPORTED_THROUGH_KEY, header.lastSeq);
+    host.settle(header);
+    kv.delete(IMPORT_STAGING_KEY);
+  };
+  let settlement;
+  try {
+    const settling = await settlingWrites(staged, result, incarnation, host.now());
+    settlement = settling.settlement;
+    if (settling.writes.length === 0) storage.transactionSync(settled);
+    else {
+      alongside = settled;
+      await staged.commit({ kind: "main", writes: settling.writes as MainWrite[] });
+      alongside = undefined;
+    }
+  } catch (error) {
+    await staged.close();
+    await wipe();
     throw error;
   }
   await staged.close();
-  recordOwner(kv, header.owner);
-  if (header.template !== undefined) kv.put(TEMPLATE_KEY, header.template);
-  kv.delete(IMPORT_STAGING_KEY);
-  await link(header);
+  await host.link(header);
   return {
     session,
     incarnation,
     lastSeq: staged.lastSeq,
     aborted: [...settlement.aborted],
     paused: [...settlement.paused],
+    rigPaused: settlement.rigPaused === true,
+    omitted: { inbound: [...result.inbound] },
   };
 }

@@ -9,7 +9,8 @@ import { requires, type AppEnv } from "../../identity/auth.js";
 import { Problem } from "../../problems.js";
 import { noQuery } from "../../schemas.js";
 import { MAX_IMPORT_BYTES } from "../../../api/transfer.js";
-import { query, run, session, sessionParam, sessionStub } from "./shared.js";
+import { body as readBody, query, run, session, sessionParam, sessionStub } from "./shared.js";
+import { emptyBody } from "../../../api/schemas.js";
 
 export const transferRoutes = new Hono<AppEnv>();
 
@@ -47,4 +48,11 @@ transferRoutes.post("/:session/import", requires("import"), async (c) => {
   const tenant = c.get("claims").tenant;
   const result = await run(sessionStub(c.env, tenant, name).importSession({ tenant, session: name }, body));
   return c.json(result, 201);
+});
+
+/** An imported copy's rig comes back paused: an operator resumes it (GUPP and the witness run again). */
+transferRoutes.post("/:session/rig/resume", requires("import"), async (c) => {
+  query(c, noQuery);
+  await readBody(c, emptyBody, { optional: true });
+  return c.json(await run(session(c).op("rigResume")));
 });
