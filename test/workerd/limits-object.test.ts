@@ -170,4 +170,39 @@ describe("LimitsObject", () => {
       ["bob", 3],
     ]);
   });
+  it("A lease grant lost to a kill comes back to the pool", async () => {
+    const seams = installSeams();
+    const { tenant, shard, at } = limitsOf("lost-grant");
+    const limits = await tenant.setLimits({ tenant: { inputsPerDay: 1 } });
+    const day = new Date(seams.time.now).toISOString().slice(0, 10);
+    const asks = [{ kind: "inputs" as const, period: day, want: 1, limit: 1 }];
+    // The tenant's object grants alice's shard the day's one unit; the shard is killed before it records the grant.
+    expect((await tenant.lease(at.key, asks, "call-1")).granted).toEqual([1]);
+    // A retry of the call under its key is answered the same, and takes nothing more from the pool.
+    expect((await tenant.lease(at.key, asks, "call-1")).granted).toEqual([1]);
+    let n = 0;
+    const admit = () => {
+      n += 1;
+      return shard.admitInput(
+        at,
+        { key: `s-a\n~${n}`, session: "s-a", sub: "alice", keyed: false, leaseMs: 0 },
+        limits,
+      );
+    };
+    // The shard holds nothing, and the pool has nothing left: refused.
+    expect(await admit()).toMatchObject({ ok: false, refusal: { field: "tenant.inputsPerDay", limit: 1 } });
+    // Never acknowledged: 10 s on, the unit is the pool's again, and the shard's next ask gets it.
+    seams.time.now += 11_000;
+    expect((await admit()).ok).toBe(true);
+    expect(await admit()).toMatchObject({ ok: false, refusal: { field: "tenant.inputsPerDay" } });
+    // That grant was recorded and acknowledged: it stays the shard's, so the day's one unit is never granted twice.
+    seams.time.now += 11_000;
+    expect(await admit()).toMatchObject({ ok: false, refusal: { field: "tenant.inputsPerDay" } });
+    await shard.flush();
+    const days = await tenant.usage({ from: day, to: day });
+    expect(days.items.map((d) => [d.sub, d.inputs])).toEqual([
+      [null, 1],
+      ["alice", 1],
+    ]);
+  });
 });

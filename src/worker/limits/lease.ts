@@ -66,6 +66,19 @@ export class Held {
     this.#sql.exec("UPDATE held SET used = max(0, used - 1) WHERE kind = ? AND period = ?", kind, period);
   }
 
+  /**
+   * A grant the tenant's object took back (never acknowledged in time, limits/object.ts): its units this shard still
+   * holds unused go (units already used stay counted).
+   */
+  revoke(kind: LeaseKind, period: string, count: number): void {
+    this.#sql.exec(
+      `UPDATE held SET granted = max(${kind === "slots" ? "0" : "used"}, granted - ?) WHERE kind = ? AND period = ?`,
+      count,
+      kind,
+      period,
+    );
+  }
+
   /** How many units to ask for next: double the last chunk, up to MAX_CHUNK (at least `need`). */
   want(kind: LeaseKind, period: string, need: number): number {
     const row = this.#row(kind, period);
@@ -125,11 +138,31 @@ export interface LeaseAsk {
   readonly limit: number;
 }
 
-/** What the tenant's object answers a shard: what it granted of each ask, and the tenant's totals for tokens and cost. */
+/**
+ * What the tenant's object answers a shard: what it granted of each ask, and the tenant's totals for tokens and cost;
+ * of the grants the call acknowledged, those it still knew (`acked`) and those it had taken back (`lost`).
+ */
 export interface LeaseAnswer {
   readonly granted: readonly number[];
   readonly totals: TenantTotals;
+  readonly acked?: readonly string[];
+  readonly lost?: readonly string[];
 }
+
+/** A grant's units, as the shard keeps them until its acknowledgment is answered. */
+export interface GrantPart {
+  readonly kind: LeaseKind;
+  readonly period: string;
+  readonly count: number;
+}
+
+/**
+ * How long a grant may go unacknowledged before the tenant's object takes its units back: the shard that asked was
+ * killed before it recorded them (its acknowledgment follows the grant at once, and rides its next lease call).
+ */
+export const GRANT_ACK_MS = 10_000;
+/** How long the tenant's object remembers a grant by its call's key (a retry within it is answered the same). */
+const GRANT_KEPT_MS = 86_400_000;
 
 /** The tenant's tokens today and cost this month (every shard's forwarded share included). */
 export interface TenantTotals {
@@ -150,6 +183,63 @@ export class Pool {
     sql.exec(
       "CREATE TABLE IF NOT EXISTS pool_slots (shard TEXT PRIMARY KEY, slots INTEGER NOT NULL, until INTEGER NOT NULL)",
     );
+    // Grants by the key of the lease call that made them: state 0 unacknowledged, 1 acknowledged, 2 taken back.
+    sql.exec(`CREATE TABLE IF NOT EXISTS pool_grants (
+      shard TEXT NOT NULL, id TEXT NOT NULL, parts TEXT NOT NULL, granted TEXT NOT NULL, at INTEGER NOT NULL,
+      state INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (shard, id))`);
+  }
+
+  /** A lease call under key `id` made before: what it granted (its retry is answered the same, granting nothing more). */
+  granted(shard: string, id: string): number[] | undefined {
+    const row = this.#sql
+      .exec("SELECT granted FROM pool_grants WHERE shard = ? AND id = ? AND state <> 2", shard, id)
+      .toArray()[0];
+    return row === undefined ? undefined : (JSON.parse(String(row["granted"])) as number[]);
+  }
+
+  /** Remember what the call `id` granted (nothing granted: nothing to remember), unacknowledged. */
+  remember(shard: string, id: string, parts: readonly GrantPart[], granted: readonly number[], now: number): void {
+    if (parts.length === 0) return;
+    this.#sql.exec(
+      "INSERT INTO pool_grants (shard, id, parts, granted, at, state) VALUES (?, ?, ?, ?, ?, 0) ON CONFLICT (shard, id) DO NOTHING",
+      shard,
+      id,
+      JSON.stringify(parts),
+      JSON.stringify(granted),
+      now,
+    );
+  }
+
+  /** The shard recorded the grants `ids`: which were still its (acked), and which had been taken back (lost). */
+  acknowledge(shard: string, ids: readonly string[]): { acked: string[]; lost: string[] } {
+    const acked: string[] = [];
+    const lost: string[] = [];
+    for (const id of ids) {
+      const row = this.#sql.exec("SELECT state FROM pool_grants WHERE shard = ? AND id = ?", shard, id).toArray()[0];
+      if (row !== undefined && Number(row["state"]) === 2) lost.push(id);
+      else {
+        acked.push(id);
+        this.#sql.exec("UPDATE pool_grants SET state = 1 WHERE shard = ? AND id = ?", shard, id);
+      }
+    }
+    return { acked, lost };
+  }
+
+  /**
+   * Take back the units of grants no shard acknowledged within GRANT_ACK_MS (the shard was killed between the grant and
+   * its record of it), and forget grants older than GRANT_KEPT_MS.
+   */
+  reclaim(now: number): void {
+    const sql = this.#sql;
+    for (const row of sql
+      .exec("SELECT shard, id, parts FROM pool_grants WHERE state = 0 AND at <= ?", now - GRANT_ACK_MS)
+      .toArray()) {
+      const shard = String(row["shard"]);
+      const parts = JSON.parse(String(row["parts"])) as GrantPart[];
+      this.returned(shard, parts, now, false);
+      sql.exec("UPDATE pool_grants SET state = 2 WHERE shard = ? AND id = ?", shard, row["id"]);
+    }
+    sql.exec("DELETE FROM pool_grants WHERE at <= ?", now - GRANT_KEPT_MS);
   }
 
   /** Grant up to `want` units of `kind` in `period` to `shard`, never past `limit` in all. */
@@ -185,8 +275,11 @@ export class Pool {
     return grant;
   }
 
-  /** A shard gave units back; a word from it keeps its slots its own for SLOT_LEASE_MS more. */
-  returned(shard: string, back: readonly LeaseReturn[], now: number): void {
+  /**
+   * A shard gave units back (or they were taken back from it: `heard` false); a word from it keeps its slots its own for
+   * SLOT_LEASE_MS more.
+   */
+  returned(shard: string, back: readonly LeaseReturn[], now: number, heard = true): void {
     const sql = this.#sql;
     for (const item of back) {
       if (item.kind === "slots")
@@ -199,7 +292,7 @@ export class Pool {
           item.period,
         );
     }
-    sql.exec("UPDATE pool_slots SET until = ? WHERE shard = ?", now + SLOT_LEASE_MS, shard);
+    if (heard) sql.exec("UPDATE pool_slots SET until = ? WHERE shard = ?", now + SLOT_LEASE_MS, shard);
     sql.exec("DELETE FROM pool_slots WHERE slots = 0 OR until <= ?", now);
   }
 

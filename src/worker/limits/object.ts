@@ -36,6 +36,7 @@ import {
   Held,
   IDLE_MS,
   Pool,
+  type GrantPart,
   type LeaseAnswer,
   type LeaseAsk,
   type LeaseKind,
@@ -119,6 +120,19 @@ export interface ForwardBatch {
   readonly totals?: true;
   /** A user's row counts for the tenant too (the shard wrote no tenant row for it); absent in older batches. */
   readonly implied?: true;
+  /** The keys of lease grants the shard recorded (limits/lease.ts GRANT_ACK_MS); absent in older batches. */
+  readonly acks?: readonly string[];
+}
+
+/**
+ * The tenant's answer to a batch that carried acknowledgments (a batch without them is answered as before: the totals
+ * when asked, else nothing): the totals when asked, and which grants were still the shard's or had been taken back.
+ */
+export interface ForwardAcked {
+  readonly type: "acked";
+  readonly totals?: TenantTotals;
+  readonly acked?: readonly string[];
+  readonly lost?: readonly string[];
 }
 
 export interface LimitsRpc {
@@ -142,9 +156,13 @@ export interface LimitsRpc {
   eraseUser(sub: string, tenant?: string): Promise<{ readonly rows: number }>;
   /** A shard forwards what it counted now (a read of one user's usage waits for it). */
   flush(): Promise<void>;
-  /** Lease units of the tenant's limits to `shard` (none asked: the tenant's totals only). */
-  lease(shard: string, asks: readonly LeaseAsk[]): Promise<LeaseAnswer>;
-  forward(shard: string, batch: ForwardBatch): Promise<TenantTotals | undefined>;
+  /**
+   * Lease units of the tenant's limits to `shard` (none asked: the tenant's totals only). `id`: the call's key (a retry
+   * under it is answered what it granted, and nothing more); `acks`: the keys of grants the shard recorded since. A
+   * grant not acknowledged within GRANT_ACK_MS goes back to the pool (limits/lease.ts).
+   */
+  lease(shard: string, asks: readonly LeaseAsk[], id?: string, acks?: readonly string[]): Promise<LeaseAnswer>;
+  forward(shard: string, batch: ForwardBatch): Promise<TenantTotals | ForwardAcked | undefined>;
 }
 
 /**
@@ -207,6 +225,8 @@ export class LimitsObject extends DurableObject<Env> {
     );
     sql.exec("CREATE TABLE IF NOT EXISTS forward_sent (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)");
     sql.exec("CREATE TABLE IF NOT EXISTS forwarded (shard TEXT PRIMARY KEY, seq INTEGER NOT NULL)");
+    // A shard's grants recorded and not yet acknowledged to the tenant's object (limits/lease.ts GRANT_ACK_MS).
+    sql.exec("CREATE TABLE IF NOT EXISTS lease_acks (id TEXT PRIMARY KEY, parts TEXT NOT NULL)");
     this.#counts = new Counts(sql);
     this.#held = new Held(sql);
     this.#pool = new Pool(sql);
@@ -402,24 +422,62 @@ export class LimitsObject extends DurableObject<Env> {
         const lack = ask.kind === "slots" ? live + 1 - this.#held.available("slots", "") : 1;
         return { ...ask, want: this.#held.want(ask.kind, ask.period, lack) };
       });
-      const answer = await limitsStub(this.env, self.tenant).lease(self.key, wants);
+      // Keyed: a retry is answered what the call granted. The grants recorded since ride along as acknowledgments.
+      const id = crypto.randomUUID();
+      const acks = this.#grantsToAcknowledge();
+      const ask = (): Promise<LeaseAnswer> => limitsStub(this.env, self.tenant).lease(self.key, wants, id, acks);
+      const answer = await ask().catch(ask);
       const at = hostClock().now();
       this.#heard(answer.totals, now);
+      this.#acknowledged(answer);
+      const parts: GrantPart[] = [];
       asks.forEach((ask, i) => {
         const granted = answer.granted[i] ?? 0;
-        if (granted > 0) this.#held.granted(ask.kind, ask.period, granted, at);
-        else
+        if (granted > 0) {
+          this.#held.granted(ask.kind, ask.period, granted, at);
+          parts.push({ kind: ask.kind, period: ask.period, count: granted });
+        } else
           this.#dry.set(`${ask.kind}\n${ask.period}`, {
             until: at + DRY_MS,
             refusal: this.#refusal(ask, undefined, at),
           });
       });
+      // Recorded with the grant, in the same step, and acknowledged by the next forward (within FORWARD_MS, well
+      // inside GRANT_ACK_MS) or the next lease call, whichever comes first, until answered: the tenant's object does
+      // not take back what this shard holds, and acknowledging costs no call of its own.
+      if (parts.length > 0) {
+        this.ctx.storage.sql.exec("INSERT INTO lease_acks (id, parts) VALUES (?, ?)", id, JSON.stringify(parts));
+        this.#changed();
+      }
     };
     const promise = run().finally(() => {
       if (this.#leasing === promise) this.#leasing = undefined;
     });
     this.#leasing = promise;
     return promise;
+  }
+
+  /** The keys of grants this shard recorded and the tenant's object has not answered the acknowledgment of. */
+  #grantsToAcknowledge(): string[] {
+    return this.ctx.storage.sql
+      .exec("SELECT id FROM lease_acks")
+      .toArray()
+      .map((row) => String(row["id"]));
+  }
+
+  /**
+   * The tenant's object answered acknowledgments: those it knew are done; a grant it had taken back (this shard took
+   * longer than GRANT_ACK_MS to acknowledge it) loses the units this shard still holds unused.
+   */
+  #acknowledged(answer: { readonly acked?: readonly string[]; readonly lost?: readonly string[] }): void {
+    const sql = this.ctx.storage.sql;
+    for (const id of answer.acked ?? []) sql.exec("DELETE FROM lease_acks WHERE id = ?", id);
+    for (const id of answer.lost ?? []) {
+      const row = sql.exec("DELETE FROM lease_acks WHERE id = ? RETURNING parts", id).toArray()[0];
+      if (row === undefined) continue;
+      for (const part of JSON.parse(String(row["parts"])) as GrantPart[])
+        this.#held.revoke(part.kind, part.period, part.count);
+    }
   }
 
   /** The refusal of an admission `ask` could not be leased for (undefined: the tenant's totals could not be heard). */
@@ -506,16 +564,40 @@ export class LimitsObject extends DurableObject<Env> {
   // ---------------------------------------------------------------------------------------------
   // The tenant's object: leases and forwarded counts.
 
-  lease(shard: string, asks: readonly LeaseAsk[]): LeaseAnswer {
+  lease(shard: string, asks: readonly LeaseAsk[], id?: string, acks: readonly string[] = []): LeaseAnswer {
     const now = hostClock().now();
-    const granted = asks.map((ask) => this.#pool.lease(shard, ask.kind, ask.period, ask.want, ask.limit, now));
-    return { granted, totals: this.#totalsNow() };
+    const pool = this.#pool;
+    // Acknowledgments first (a grant acknowledged in this call is not taken back), then what nobody acknowledged.
+    const { acked, lost } = pool.acknowledge(shard, acks);
+    pool.reclaim(now);
+    const answered = (granted: readonly number[]): LeaseAnswer => ({
+      granted,
+      totals: this.#totalsNow(),
+      ...(acked.length === 0 ? {} : { acked }),
+      ...(lost.length === 0 ? {} : { lost }),
+    });
+    const before = id === undefined ? undefined : pool.granted(shard, id);
+    if (before !== undefined) return answered(before);
+    const granted = asks.map((ask) => pool.lease(shard, ask.kind, ask.period, ask.want, ask.limit, now));
+    if (id !== undefined)
+      pool.remember(
+        shard,
+        id,
+        asks.flatMap((ask, i) =>
+          (granted[i] ?? 0) > 0 ? [{ kind: ask.kind, period: ask.period, count: granted[i] ?? 0 }] : [],
+        ),
+        granted,
+        now,
+      );
+    return answered(granted);
   }
 
   /** Add a shard's batch (once: batches are numbered); the tenant's totals when the shard checks against them. */
-  forward(shard: string, batch: ForwardBatch): TenantTotals | undefined {
+  forward(shard: string, batch: ForwardBatch): TenantTotals | ForwardAcked | undefined {
     const sql = this.ctx.storage.sql;
     const now = hostClock().now();
+    // Acknowledgments are answered whether or not the batch was counted before (answering one again changes nothing).
+    const acks = batch.acks === undefined ? undefined : this.#pool.acknowledge(shard, batch.acks);
     const last = Number(sql.exec("SELECT seq FROM forwarded WHERE shard = ?", shard).toArray()[0]?.["seq"] ?? -1);
     if (batch.seq > last) {
       for (const row of batch.rows) this.#counts.apply(row, batch.implied === true);
@@ -531,7 +613,14 @@ export class LimitsObject extends DurableObject<Env> {
       this.#counts.prune(now);
       this.#pool.prune(dayOf(now), Math.floor(now / 60_000));
     }
-    return batch.totals === true ? this.#totalsNow() : undefined;
+    const totals = batch.totals === true ? this.#totalsNow() : undefined;
+    if (acks === undefined) return totals;
+    return {
+      type: "acked",
+      ...(totals === undefined ? {} : { totals }),
+      ...(acks.acked.length === 0 ? {} : { acked: acks.acked }),
+      ...(acks.lost.length === 0 ? {} : { lost: acks.lost }),
+    };
   }
 
   #totalsNow(): TenantTotals {
@@ -571,7 +660,8 @@ export class LimitsObject extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     const pending =
       sql.exec("SELECT 1 AS found FROM outbox LIMIT 1").toArray().length > 0 ||
-      sql.exec("SELECT 1 AS found FROM forward_sent LIMIT 1").toArray().length > 0;
+      sql.exec("SELECT 1 AS found FROM forward_sent LIMIT 1").toArray().length > 0 ||
+      sql.exec("SELECT 1 AS found FROM lease_acks LIMIT 1").toArray().length > 0;
     if (pending || this.#held.holding()) this.#arm(hostClock().now() + (pending ? this.#retryMs() : IDLE_MS));
   }
 
@@ -592,7 +682,8 @@ export class LimitsObject extends DurableObject<Env> {
         const rows = this.#counts.takeOutbox();
         const periods = { day: dayOf(now), minute: String(Math.floor(now / 60_000)) };
         const back = this.#held.idle(now, periods, this.#counts.liveSlots(now));
-        if (rows.length === 0 && back.length === 0) return;
+        const acks = this.#grantsToAcknowledge();
+        if (rows.length === 0 && back.length === 0 && acks.length === 0) return;
         const seq = Number(
           sql.exec("SELECT coalesce(max(seq), 0) + 1 AS seq FROM forwarded WHERE shard = ''").one()["seq"],
         );
@@ -602,6 +693,7 @@ export class LimitsObject extends DurableObject<Env> {
           back,
           implied: true,
           ...(this.#checksTotals ? { totals: true } : {}),
+          ...(acks.length === 0 ? {} : { acks }),
         } satisfies ForwardBatch);
         sql.exec("INSERT INTO forward_sent (seq, body) VALUES (?, ?)", seq, body);
         sql.exec(
@@ -613,9 +705,11 @@ export class LimitsObject extends DurableObject<Env> {
       }
       const batch = JSON.parse(String(row["body"])) as ForwardBatch;
       try {
-        const totals = await limitsStub(this.env, self.tenant).forward(self.key, batch);
+        const answer = await limitsStub(this.env, self.tenant).forward(self.key, batch);
         sql.exec("DELETE FROM forward_sent WHERE seq = ?", batch.seq);
         this.#inFlight = { tokens: 0, cost: 0 };
+        const totals = answer !== undefined && "type" in answer ? answer.totals : answer;
+        if (answer !== undefined && "type" in answer) this.#acknowledged(answer);
         if (totals !== undefined) this.#heard(totals, hostClock().now());
         this.#attempt = 0;
       } catch (error) {
