@@ -25,32 +25,18 @@ import { AlarmPlan, type AlarmStats } from "./alarm-plan.js";
 import { directoryStub } from "../directory/object.js";
 import { DirectoryLink, type DirectoryMeta, type RelabelAnswer } from "./directory-link.js";
 import { relabelSession, type RelabelChange } from "./relabel.js";
-import {
-  isErasedOwner,
-  ownerReaches,
-  readOwner,
-  recordOwner,
-  type SessionAt,
-  type SessionWhere,
-} from "../identity/owner.js";
+import { ownerReaches, readOwner, recordOwner, type SessionAt, type SessionWhere } from "../identity/owner.js";
 import type { ErasedOwner } from "../directory/erasures.js";
 import type { Env } from "../env.js";
 import { SessionNotFound } from "../errors.js";
 import type { SessionInspection } from "../../api/responses.js";
-import {
-  afterCreateCommit,
-  afterDeleteWipe,
-  deployedVersion,
-  HEARTBEAT_MS,
-  hostClock,
-  hostReport,
-} from "../platform/host-config.js";
+import { afterCreateCommit, deployedVersion, HEARTBEAT_MS, hostClock, hostReport } from "../platform/host-config.js";
 import { setLogLevel } from "../log.js";
 import { sessionTurnKit } from "./kinds.js";
 import { buildModels, defaultModel } from "../platform/models.js";
 import { retryOptions } from "../platform/retry-config.js";
 import { Problem, problemData, toProblem, type Outcome } from "../problems.js";
-import { MAX_METADATA_KEYS, type SessionConfigBody } from "../schemas.js";
+import type { SessionConfigBody } from "../schemas.js";
 import type { SessionConfig } from "./api.js";
 import { canonical, checkConfig, createValues, normalizeConfig } from "./config.js";
 import type { CreateConfig, SessionOps } from "./ops.js";
@@ -69,6 +55,7 @@ import { expireIdle, SessionRetention, type RetentionView } from "./retention.js
 import type { ImportResponse } from "../../api/transfer.js";
 import { exportStream, importInto, sessionExportHeader } from "./transfer.js";
 import { CreatedCheck, sessionCreated } from "./created.js";
+import { destroySession, type DestroyParts } from "./destroy.js";
 
 export class SessionObject extends DurableObject<Env> {
   readonly #clock: Clock;
@@ -424,65 +411,26 @@ export class SessionObject extends DurableObject<Env> {
     return this.#destroy(where, erased);
   }
 
-  /**
-   * `expiry` (retention's delete): whether the open session is still expired and idle, decided in this step, on the
-   * lifecycle queue; the decision's last commit is kept, and a commit that lands after it (before the harness closes)
-   * is activity that cancels the delete (`{ deleted: false }`; the session reopens on its next call).
-   */
+  /** The delete itself (session/destroy.ts), on the lifecycle queue. */
   #destroy(
     where?: SessionAt,
     erased?: ErasedOwner,
     expiry?: (session: OpenSession) => Promise<boolean>,
   ): Promise<Outcome<{ readonly deleted: boolean }>> {
-    return this.#outcome(() =>
-      this.#lifecycle.run(async () => {
-        if (!this.#created.created) {
-          if (where !== undefined && (await this.#directory.orphaned(where))) return { deleted: true };
-          throw new SessionNotFound();
-        }
-        // Checked on the lifecycle queue, so no delete and create of the name runs between the check and the wipe.
-        if (erased !== undefined && !(await isErasedOwner(this.ctx.storage.kv, this.#directory.createdAt, erased)))
-          return { deleted: false };
-        const current = this.#session;
-        let decided: number | undefined;
-        if (expiry !== undefined) {
-          if (current === undefined || current.stale || !(await expiry(current))) return { deleted: false };
-          decided = current.harness.storage.lastSeq;
-        }
-        // The usage the session has not reported yet (its last turn's) goes to the limits before anything is touched.
-        await this.#meter.handOverOrRefuse();
-        // Every watcher gets its close frame before DELETE answers (and before its feed would end it as
-        // "the session closed").
-        this.#watches.endAll("the session was deleted");
-        this.#session = undefined;
-        if (current !== undefined) {
-          current.feeds.close();
-          await current.harness
-            .close(BACKGROUND_CONTEXT)
-            .catch((error: unknown) => hostReport({ type: "harness", report: error }));
-          // A commit after the decision (one already on the line when it was taken) cancels the expiry's delete.
-          if (decided !== undefined && current.harness.storage.lastSeq !== decided) {
-            this.#watches.forget();
-            return { deleted: false };
-          }
-        }
-        this.#watches.forget();
-        // And what commits made while the harness closed reported (nothing is wiped unreported).
-        await this.#meter.handOverOrRefuse();
-        this.#outbox.closed();
-        const row = this.#directory.snapshot();
-        await this.ctx.storage.deleteAlarm();
-        await this.ctx.storage.deleteAll();
-        this.#created.wiped();
-        this.#alarms.cleared(this.#clock.now());
-        this.#retention.cleared();
-        this.#meter.cleared();
-        afterDeleteWipe();
-        // The tombstone stays in KV (and on the alarm) until the directory acknowledges it.
-        await this.#directory.deleted(row);
-        return { deleted: true };
-      }),
-    );
+    const parts: DestroyParts = {
+      storage: this.ctx.storage,
+      created: this.#created,
+      directory: this.#directory,
+      watches: this.#watches,
+      meter: this.#meter,
+      outbox: this.#outbox,
+      alarms: this.#alarms,
+      retention: this.#retention,
+      now: () => this.#clock.now(),
+      session: () => this.#session,
+      forgetSession: () => (this.#session = undefined),
+    };
+    return this.#outcome(() => this.#lifecycle.run(() => destroySession(parts, where, erased, expiry)));
   }
 
   /**
