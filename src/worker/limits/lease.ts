@@ -67,7 +67,7 @@ export class Held {
   }
 
   /**
-   * A grant the tenant's object took back (never acknowledged in time, limits/object.ts): its units this shard still
+   * A grant the tenant's object took back (never acknowledged in time, limits/grants.ts): its units this shard still
    * holds unused go (units already used stay counted).
    */
   revoke(kind: LeaseKind, period: string, count: number): void {

@@ -36,16 +36,17 @@ import {
   Held,
   IDLE_MS,
   Pool,
-  type GrantPart,
   type LeaseAnswer,
   type LeaseAsk,
   type LeaseKind,
   type LeaseReturn,
   type TenantTotals,
 } from "./lease.js";
+import { answerForward, answerLease, GrantAcks, grantParts, type ForwardAcked } from "./grants.js";
 import { limitsStub, shardOf, shardStub, type ShardRef } from "./shards.js";
 
 export { dayOf } from "./counts.js";
+export type { ForwardAcked } from "./grants.js";
 
 /** A refusal: which limit, and how many seconds until it may pass. */
 export interface Refusal {
@@ -124,17 +125,6 @@ export interface ForwardBatch {
   readonly acks?: readonly string[];
 }
 
-/**
- * The tenant's answer to a batch that carried acknowledgments (a batch without them is answered as before: the totals
- * when asked, else nothing): the totals when asked, and which grants were still the shard's or had been taken back.
- */
-export interface ForwardAcked {
-  readonly type: "acked";
-  readonly totals?: TenantTotals;
-  readonly acked?: readonly string[];
-  readonly lost?: readonly string[];
-}
-
 export interface LimitsRpc {
   limits(): Promise<LimitsResponse>;
   setLimits(limits: LimitsBody): Promise<LimitsResponse>;
@@ -197,6 +187,7 @@ export class LimitsObject extends DurableObject<Env> {
   readonly #counts: Counts;
   readonly #held: Held;
   readonly #pool: Pool;
+  readonly #acks: GrantAcks;
   /** The limits as stored (limits()); undefined until read, and after setLimits writes them. */
   #config: LimitsResponse | undefined;
   /** A shard: which one (read from storage; written by the first call that names it). */
@@ -225,11 +216,10 @@ export class LimitsObject extends DurableObject<Env> {
     );
     sql.exec("CREATE TABLE IF NOT EXISTS forward_sent (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)");
     sql.exec("CREATE TABLE IF NOT EXISTS forwarded (shard TEXT PRIMARY KEY, seq INTEGER NOT NULL)");
-    // A shard's grants recorded and not yet acknowledged to the tenant's object (limits/lease.ts GRANT_ACK_MS).
-    sql.exec("CREATE TABLE IF NOT EXISTS lease_acks (id TEXT PRIMARY KEY, parts TEXT NOT NULL)");
     this.#counts = new Counts(sql);
     this.#held = new Held(sql);
     this.#pool = new Pool(sql);
+    this.#acks = new GrantAcks(sql, this.#held);
     const self = sql.exec("SELECT tenant, key FROM shard WHERE id = 1").toArray()[0];
     if (self !== undefined) {
       this.#self = { tenant: String(self["tenant"]), key: String(self["key"]) };
@@ -424,19 +414,16 @@ export class LimitsObject extends DurableObject<Env> {
       });
       // Keyed: a retry is answered what the call granted. The grants recorded since ride along as acknowledgments.
       const id = crypto.randomUUID();
-      const acks = this.#grantsToAcknowledge();
+      const acks = this.#acks.ids();
       const ask = (): Promise<LeaseAnswer> => limitsStub(this.env, self.tenant).lease(self.key, wants, id, acks);
       const answer = await ask().catch(ask);
       const at = hostClock().now();
       this.#heard(answer.totals, now);
-      this.#acknowledged(answer);
-      const parts: GrantPart[] = [];
+      this.#acks.answered(answer);
       asks.forEach((ask, i) => {
         const granted = answer.granted[i] ?? 0;
-        if (granted > 0) {
-          this.#held.granted(ask.kind, ask.period, granted, at);
-          parts.push({ kind: ask.kind, period: ask.period, count: granted });
-        } else
+        if (granted > 0) this.#held.granted(ask.kind, ask.period, granted, at);
+        else
           this.#dry.set(`${ask.kind}\n${ask.period}`, {
             until: at + DRY_MS,
             refusal: this.#refusal(ask, undefined, at),
@@ -445,39 +432,13 @@ export class LimitsObject extends DurableObject<Env> {
       // Recorded with the grant, in the same step, and acknowledged by the next forward (within FORWARD_MS, well
       // inside GRANT_ACK_MS) or the next lease call, whichever comes first, until answered: the tenant's object does
       // not take back what this shard holds, and acknowledging costs no call of its own.
-      if (parts.length > 0) {
-        this.ctx.storage.sql.exec("INSERT INTO lease_acks (id, parts) VALUES (?, ?)", id, JSON.stringify(parts));
-        this.#changed();
-      }
+      if (this.#acks.record(id, grantParts(asks, answer.granted))) this.#changed();
     };
     const promise = run().finally(() => {
       if (this.#leasing === promise) this.#leasing = undefined;
     });
     this.#leasing = promise;
     return promise;
-  }
-
-  /** The keys of grants this shard recorded and the tenant's object has not answered the acknowledgment of. */
-  #grantsToAcknowledge(): string[] {
-    return this.ctx.storage.sql
-      .exec("SELECT id FROM lease_acks")
-      .toArray()
-      .map((row) => String(row["id"]));
-  }
-
-  /**
-   * The tenant's object answered acknowledgments: those it knew are done; a grant it had taken back (this shard took
-   * longer than GRANT_ACK_MS to acknowledge it) loses the units this shard still holds unused.
-   */
-  #acknowledged(answer: { readonly acked?: readonly string[]; readonly lost?: readonly string[] }): void {
-    const sql = this.ctx.storage.sql;
-    for (const id of answer.acked ?? []) sql.exec("DELETE FROM lease_acks WHERE id = ?", id);
-    for (const id of answer.lost ?? []) {
-      const row = sql.exec("DELETE FROM lease_acks WHERE id = ? RETURNING parts", id).toArray()[0];
-      if (row === undefined) continue;
-      for (const part of JSON.parse(String(row["parts"])) as GrantPart[])
-        this.#held.revoke(part.kind, part.period, part.count);
-    }
   }
 
   /** The refusal of an admission `ask` could not be leased for (undefined: the tenant's totals could not be heard). */
@@ -564,32 +525,9 @@ export class LimitsObject extends DurableObject<Env> {
   // ---------------------------------------------------------------------------------------------
   // The tenant's object: leases and forwarded counts.
 
+  /** Lease units to `shard` (limits/grants.ts: a keyed call's retry is answered the same; `acks` acknowledge grants). */
   lease(shard: string, asks: readonly LeaseAsk[], id?: string, acks: readonly string[] = []): LeaseAnswer {
-    const now = hostClock().now();
-    const pool = this.#pool;
-    // Acknowledgments first (a grant acknowledged in this call is not taken back), then what nobody acknowledged.
-    const { acked, lost } = pool.acknowledge(shard, acks);
-    pool.reclaim(now);
-    const answered = (granted: readonly number[]): LeaseAnswer => ({
-      granted,
-      totals: this.#totalsNow(),
-      ...(acked.length === 0 ? {} : { acked }),
-      ...(lost.length === 0 ? {} : { lost }),
-    });
-    const before = id === undefined ? undefined : pool.granted(shard, id);
-    if (before !== undefined) return answered(before);
-    const granted = asks.map((ask) => pool.lease(shard, ask.kind, ask.period, ask.want, ask.limit, now));
-    if (id !== undefined)
-      pool.remember(
-        shard,
-        id,
-        asks.flatMap((ask, i) =>
-          (granted[i] ?? 0) > 0 ? [{ kind: ask.kind, period: ask.period, count: granted[i] ?? 0 }] : [],
-        ),
-        granted,
-        now,
-      );
-    return answered(granted);
+    return answerLease(this.#pool, { shard, asks, id, acks }, () => this.#totalsNow(), hostClock().now());
   }
 
   /** Add a shard's batch (once: batches are numbered); the tenant's totals when the shard checks against them. */
@@ -613,14 +551,7 @@ export class LimitsObject extends DurableObject<Env> {
       this.#counts.prune(now);
       this.#pool.prune(dayOf(now), Math.floor(now / 60_000));
     }
-    const totals = batch.totals === true ? this.#totalsNow() : undefined;
-    if (acks === undefined) return totals;
-    return {
-      type: "acked",
-      ...(totals === undefined ? {} : { totals }),
-      ...(acks.acked.length === 0 ? {} : { acked: acks.acked }),
-      ...(acks.lost.length === 0 ? {} : { lost: acks.lost }),
-    };
+    return answerForward(batch.totals === true ? this.#totalsNow() : undefined, acks);
   }
 
   #totalsNow(): TenantTotals {
@@ -661,7 +592,7 @@ export class LimitsObject extends DurableObject<Env> {
     const pending =
       sql.exec("SELECT 1 AS found FROM outbox LIMIT 1").toArray().length > 0 ||
       sql.exec("SELECT 1 AS found FROM forward_sent LIMIT 1").toArray().length > 0 ||
-      sql.exec("SELECT 1 AS found FROM lease_acks LIMIT 1").toArray().length > 0;
+      this.#acks.pending();
     if (pending || this.#held.holding()) this.#arm(hostClock().now() + (pending ? this.#retryMs() : IDLE_MS));
   }
 
@@ -682,7 +613,7 @@ export class LimitsObject extends DurableObject<Env> {
         const rows = this.#counts.takeOutbox();
         const periods = { day: dayOf(now), minute: String(Math.floor(now / 60_000)) };
         const back = this.#held.idle(now, periods, this.#counts.liveSlots(now));
-        const acks = this.#grantsToAcknowledge();
+        const acks = this.#acks.ids();
         if (rows.length === 0 && back.length === 0 && acks.length === 0) return;
         const seq = Number(
           sql.exec("SELECT coalesce(max(seq), 0) + 1 AS seq FROM forwarded WHERE shard = ''").one()["seq"],
@@ -708,8 +639,7 @@ export class LimitsObject extends DurableObject<Env> {
         const answer = await limitsStub(this.env, self.tenant).forward(self.key, batch);
         sql.exec("DELETE FROM forward_sent WHERE seq = ?", batch.seq);
         this.#inFlight = { tokens: 0, cost: 0 };
-        const totals = answer !== undefined && "type" in answer ? answer.totals : answer;
-        if (answer !== undefined && "type" in answer) this.#acknowledged(answer);
+        const totals = this.#acks.forwarded(answer);
         if (totals !== undefined) this.#heard(totals, hostClock().now());
         this.#attempt = 0;
       } catch (error) {
