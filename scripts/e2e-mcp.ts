@@ -79,6 +79,9 @@ const wrangler = spawn(
     "dev",
     "--env-file",
     envFile,
+    // State of its own, so it runs beside the other CI stages (SQLite locks a shared .wrangler/state).
+    "--persist-to",
+    join(dir, "state"),
     "--port",
     String(port),
     "--inspector-port",

@@ -106,6 +106,8 @@ let proxy: DroppingProxy | undefined;
 let other: Server | undefined;
 let context: BrowserContext | undefined;
 let profile: string | undefined;
+/** wrangler dev's state, of its own, so the tests run beside the other CI stages (SQLite locks a shared state). */
+const state = mkdtempSync(join(tmpdir(), "pico-edge-browser-state-"));
 const tenant = `browser-${Date.now().toString(36)}`;
 
 type Role = "client" | "operator" | "mayor" | { readonly agent: string; readonly session: string };
@@ -216,6 +218,8 @@ before(
         String(PORT),
         "--inspector-port",
         String(INSPECTOR),
+        "--persist-to",
+        state,
         "--var",
         `JWT_SECRET:${SECRET}`,
         "--var",
@@ -274,6 +278,7 @@ after(async () => {
       // already gone
     }
   }
+  rmSync(state, { recursive: true, force: true });
 });
 
 void describe("console", { timeout: 120_000 }, () => {
