@@ -391,10 +391,19 @@ for (const backend of coreBackends) {
         more.resolve();
         await new Promise((resolve) => setTimeout(resolve, 0));
         rig.storage.resume();
+        // The next commit (the timer's scratch commit of "second", 20 ms on) is held, so the check below never races
+        // it on a loaded machine: the held commit above took its barrier already and goes through.
+        const next = rig.storage.pause();
         await eventually(async () => (await sinkText(rig, tool)) === "first\n", "the first line reached scratch");
+        await eventually(
+          async () => toolPreviewText(seen.remote, tool) === "first\n",
+          "the watcher saw the first line",
+        );
         await new Promise((resolve) => setTimeout(resolve, 0));
         // What the watcher holds is what that commit wrote; "second" comes with the commit that writes it.
         expect(toolPreviewText(seen.remote, tool)).toBe("first\n");
+        await next;
+        rig.storage.resume();
         await eventually(
           async () => (await sinkText(rig, tool)) === "first\nsecond\n",
           "the second line reached scratch",

@@ -303,6 +303,8 @@ describe("typed client against the worker", () => {
     const jsonl = await new Response(await ops.exportJsonl()).text();
     expect(jsonl.split("\n")[0]).toContain('"format":"pico-edge.session-export"');
     expect((await operator.session(`${name}-copy`).importJsonl(jsonl)).session).toBe(`${name}-copy`);
+    // The copy has no rig to pause: resuming it changes nothing.
+    expect((await operator.session(`${name}-copy`).resumeRig()).resumed).toBe(false);
     // Inbound endpoints: point a GitHub sender at the root, and a standard one (its secret shown once).
     const inbound = ops.inbound();
     expect(
