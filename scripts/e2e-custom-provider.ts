@@ -8,7 +8,6 @@
  * system (or developer) message, with its variable filled in.
  * Offline; prints one line and exits non-zero on failure. Run by Node directly (type stripping).
  */
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -16,6 +15,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { sign } from "hono/jwt";
+import { signalGroup, startDev } from "./drill-kit.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const JWT_SECRET = "e2e-only-jwt-secret-0123456789abcdef";
@@ -64,7 +64,7 @@ function freePort(): Promise<number> {
 }
 
 async function waitFor(url: string, deadline: number): Promise<void> {
-  while (Date.now() < deadline && !exited) {
+  while (Date.now() < deadline && !dev.exited) {
     try {
       if ((await fetch(url)).ok) return;
     } catch {
@@ -106,42 +106,8 @@ writeFileSync(
 );
 const port = await freePort();
 const inspector = await freePort();
-const wrangler = spawn(
-  join(root, "node_modules/.bin/wrangler"),
-  [
-    "dev",
-    "--local",
-    "--env",
-    "dev",
-    "--env-file",
-    envFile,
-    // State of its own, so it runs beside the other CI stages (SQLite locks a shared .wrangler/state).
-    "--persist-to",
-    join(dir, "state"),
-    "--port",
-    String(port),
-    "--inspector-port",
-    String(inspector),
-    "--ip",
-    "127.0.0.1",
-  ],
-  {
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
-    // node_modules/.bin first, as npm scripts do: its Node 22 runs wrangler.
-    env: {
-      ...process.env,
-      PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
-      WRANGLER_SEND_METRICS: "false",
-    },
-  },
-);
-let log = "";
-let exited = false;
-wrangler.on("exit", () => (exited = true));
-wrangler.stdout?.on("data", (d: Buffer) => (log += d.toString()));
-wrangler.stderr?.on("data", (d: Buffer) => (log += d.toString()));
+// Its own state directory, so it runs beside the other CI stages (SQLite locks a shared .wrangler/state).
+const dev = startDev({ root, port, inspector, persist: join(dir, "state"), envFile, env: "dev" });
 
 let failed: unknown;
 try {
@@ -217,15 +183,9 @@ try {
 } catch (error) {
   failed = error;
   console.log(`e2e custom provider: FAILED: ${error instanceof Error ? error.message : String(error)}`);
-  console.log(log.split("\n").slice(-30).join("\n"));
+  console.log(dev.log.split("\n").slice(-30).join("\n"));
 } finally {
-  if (wrangler.pid !== undefined) {
-    try {
-      process.kill(-wrangler.pid, "SIGTERM");
-    } catch {
-      // already gone
-    }
-  }
+  signalGroup(dev, "SIGTERM");
   fake.closeAllConnections();
   fake.close();
   rmSync(dir, { recursive: true, force: true });

@@ -8,7 +8,6 @@
  *   sends a message the echo model answers, and a token of another tenant cannot even initialize.
  * Offline; prints one line and exits non-zero on failure. Run by Node directly (type stripping).
  */
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -18,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { sign } from "hono/jwt";
+import { signalGroup, startDev } from "./drill-kit.ts";
 import { startMcpEndpoint } from "./mcp-endpoint.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -70,45 +70,11 @@ const remote = await startMcpEndpoint({
 });
 const port = await freePort();
 const inspector = await freePort();
-const wrangler = spawn(
-  join(root, "node_modules/.bin/wrangler"),
-  [
-    "dev",
-    "--local",
-    "--env",
-    "dev",
-    "--env-file",
-    envFile,
-    // State of its own, so it runs beside the other CI stages (SQLite locks a shared .wrangler/state).
-    "--persist-to",
-    join(dir, "state"),
-    "--port",
-    String(port),
-    "--inspector-port",
-    String(inspector),
-    "--ip",
-    "127.0.0.1",
-  ],
-  {
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
-    // node_modules/.bin first, as npm scripts do: its Node 22 runs wrangler.
-    env: {
-      ...process.env,
-      PATH: `${join(root, "node_modules/.bin")}:${process.env["PATH"] ?? ""}`,
-      WRANGLER_SEND_METRICS: "false",
-    },
-  },
-);
-let log = "";
-let exited = false;
-wrangler.on("exit", () => (exited = true));
-wrangler.stdout?.on("data", (d: Buffer) => (log += d.toString()));
-wrangler.stderr?.on("data", (d: Buffer) => (log += d.toString()));
+// Its own state directory, so it runs beside the other CI stages (SQLite locks a shared .wrangler/state).
+const dev = startDev({ root, port, inspector, persist: join(dir, "state"), envFile, env: "dev" });
 
 async function waitFor(url: string, deadline: number): Promise<void> {
-  while (Date.now() < deadline && !exited) {
+  while (Date.now() < deadline && !dev.exited) {
     try {
       if ((await fetch(url)).ok) return;
     } catch {
@@ -204,15 +170,9 @@ try {
 } catch (error) {
   failed = error;
   console.log(`e2e MCP: FAILED: ${error instanceof Error ? error.message : String(error)}`);
-  console.log(log.split("\n").slice(-30).join("\n"));
+  console.log(dev.log.split("\n").slice(-30).join("\n"));
 } finally {
-  if (wrangler.pid !== undefined) {
-    try {
-      process.kill(-wrangler.pid, "SIGTERM");
-    } catch {
-      // already gone
-    }
-  }
+  signalGroup(dev, "SIGTERM");
   rmSync(dir, { recursive: true, force: true });
   await remote.close();
 }

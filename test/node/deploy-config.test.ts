@@ -65,19 +65,14 @@ describe("deploy configuration", () => {
   it("npm start and every script that starts the Worker select the development config", () => {
     const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8")) as { scripts: Record<string, string> };
     expect(pkg.scripts["start"]).toMatch(/^wrangler dev .*--env dev\b/);
-    for (const file of [
-      "scripts/e2e-custom-provider.ts",
-      "scripts/e2e-mcp.ts",
-      "scripts/bench-load-dev.ts",
-      "scripts/bench-coldstart.ts",
-      "test/browser/console.test.ts",
-    ]) {
+    for (const file of ["scripts/bench-load-dev.ts", "scripts/bench-coldstart.ts", "test/browser/console.test.ts"]) {
       const text = readFileSync(`${root}${file}`, "utf8");
       expect(text, file).toMatch(/"--env",\s*"dev"/);
     }
-    // The drills start wrangler dev through drill-kit.ts, which passes the environment they name.
+    // The drills and the e2e scripts start wrangler dev through drill-kit.ts, which passes the environment they name.
     expect(readFileSync(`${root}scripts/drill-kit.ts`, "utf8")).toMatch(/"--env", options\.env/);
-    expect(readFileSync(`${root}scripts/restart-drill.ts`, "utf8")).toMatch(/env: "dev"/);
+    for (const file of ["scripts/restart-drill.ts", "scripts/e2e-custom-provider.ts", "scripts/e2e-mcp.ts"])
+      expect(readFileSync(`${root}${file}`, "utf8"), file).toMatch(/env: "dev"/);
     // The upgrade drill runs the current tree under its `[env.dev]` (devEnvOf) and the previous release as it was.
     expect(readFileSync(`${root}scripts/upgrade-drill.ts`, "utf8")).toMatch(/devEnvOf\(/);
     for (const file of [
