@@ -1,5 +1,5 @@
 /**
- * The AG-UI events a conversation's watch view turns into (src/worker/http/ag-ui-events.ts), from views built
+ * The AG-UI events a conversation's watch view turns into (src/worker/frontends/ag-ui-events.ts), from views built
  * by hand: a thinking model's reasoning, a tool call streamed in the generation's preview and settled by its
  * entry, and what the page already holds. Every event validates against @ag-ui/core's schemas.
  */
@@ -7,7 +7,7 @@ import { EventSchemas } from "@ag-ui/core/schemas";
 import { describe, expect, it } from "vitest";
 import type { ConversationView } from "../../src/core/watch-types.js";
 import type { Entry, Task } from "../../src/storage/records.js";
-import { AgUiTurn, type AgUiEvent, type Held } from "../../src/worker/http/ag-ui-events.js";
+import { AgUiTurn, type AgUiEvent, type Held } from "../../src/worker/frontends/ag-ui-events.js";
 
 const none: Held = { messages: new Set(), toolCalls: new Set(), toolResults: new Set() };
 

@@ -1,7 +1,7 @@
 /**
  * The AI SDK UI message streams inside the session object (docs/frontends.md): the internal
  * `POST /chat/{conversationId}` the Worker forwards after auth, accepting and answering
- * (http/routes/chat.ts). It follows one turn of the conversation's watch feed (watch/ui-stream.ts turns it
+ * (http/routes/chat.ts). It follows one turn of the conversation's watch feed (frontends/ui-stream.ts turns it
  * into chunks) and ends at `finish` after the input's terminal result, after a pending item this turn waits
  * on, or (a resume) when the conversation has no live task. Nothing here writes: a dropped stream loses nothing.
  *
@@ -14,9 +14,9 @@ import type { ConversationEvent, ConversationView } from "../../core/watch.js";
 import type { Id } from "../../storage/records.js";
 import type { FeedOut, FeedSubscriber } from "../watch/feed.js";
 import { keepAliveMs, type ConversationFeed } from "../watch/transport.js";
-import { UI_SSE_DONE, UI_STREAM_HEADERS, UiTurn, uiSse, type UiChunk } from "../watch/ui-stream.js";
-import type { UiFinishReason } from "../watch/ui-stream-chunks.js";
-import { assistantMessageId } from "../watch/ui-messages.js";
+import { UI_SSE_DONE, UI_STREAM_HEADERS, UiTurn, uiSse, type UiChunk } from "../frontends/ui-stream.js";
+import type { UiFinishReason } from "../frontends/ui-stream-chunks.js";
+import { assistantMessageId } from "../frontends/ui-messages.js";
 import { Problem } from "../problems.js";
 import type { OpenSession } from "./opening.js";
 

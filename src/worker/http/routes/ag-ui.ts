@@ -9,7 +9,7 @@
  * `invalid_tool`), the answers against the durable pending list (a second answer is its 409 `already_answered`).
  *
  * The events come from the conversation's durable watch (the session object's SSE watch, folded with the core
- * reducer; ag-ui-events.ts), so every token sent was committed; the run ends with `RUN_FINISHED` (`success`;
+ * reducer; frontends/ag-ui-events.ts), so every token sent was committed; the run ends with `RUN_FINISHED` (`success`;
  * `interrupt` while an approval waits; `success` with `pendingToolCallIds` while a client tool waits; `cancelled`
  * after an abort) or `RUN_ERROR` (the turn failed).
  */
@@ -33,9 +33,15 @@ import type { Entry, JsonObject, JsonValue, Task } from "../../../storage/record
 import type { OfferedTool } from "../../../kinds/catalog-types.js";
 import { builtinTools } from "../../session/kinds.js";
 import type { SessionRpc } from "../../session/rpc.js";
-import { AgUiTurn, type AgUiEvent, type AgUiInterrupt, type AgUiOutcome, type Held } from "../ag-ui-events.js";
-import { readSseMessages } from "../ag-ui-sse.js";
-import { agUiMessages } from "../ag-ui-messages.js";
+import {
+  AgUiTurn,
+  type AgUiEvent,
+  type AgUiInterrupt,
+  type AgUiOutcome,
+  type Held,
+} from "../../frontends/ag-ui-events.js";
+import { readSseMessages } from "../../frontends/ag-ui-sse.js";
+import { agUiMessages } from "../../frontends/ag-ui-messages.js";
 import { acceptedBy } from "./accepting.js";
 import { userWatcher } from "./watch.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";

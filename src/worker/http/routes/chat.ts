@@ -25,7 +25,7 @@ import { payerOf } from "../../limits/admission.js";
 import { Problem } from "../../problems.js";
 import { noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
 import type { SessionRpc } from "../../session/rpc.js";
-import { callIdOf, uiMessages } from "../../watch/ui-messages.js";
+import { callIdOf, uiMessages } from "../../frontends/ui-messages.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
 import { acceptedBy } from "./accepting.js";
 import { forkMessageKey } from "../../session/chat-ops.js";

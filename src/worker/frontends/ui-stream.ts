@@ -11,7 +11,7 @@ import { applyEvent, addressKey, type ConversationEvent, type ConversationView }
 import { bindTo } from "../../core/state.js";
 import { pendingHere, type PendingItem } from "../../kinds/pending-types.js";
 import type { Entry, Id, JsonValue } from "../../storage/records.js";
-import type { FeedOut } from "./feed.js";
+import type { FeedOut } from "../watch/feed.js";
 import { PreviewStreams } from "./ui-previews.js";
 import { entryChunks, type UiChunk, type UiMessageMetadata } from "./ui-stream-chunks.js";
 
