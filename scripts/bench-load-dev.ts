@@ -19,7 +19,33 @@ export const sleep = (ms: number): Promise<void> => new Promise((resolve) => set
 /** Ports handed out already: a port just closed may be handed out again. */
 const handedOut = new Set<number>();
 
+/**
+ * BENCH_PORTS=8820-8829 keeps every port the bench chooses (wrangler dev's own and its inspector's) in that range,
+ * for a machine where others hold ports of their own; without it the system picks any free port.
+ */
+const range = ((): [number, number] | undefined => {
+  const match = /^(\d+)-(\d+)$/.exec(process.env["BENCH_PORTS"] ?? "");
+  return match === null ? undefined : [Number(match[1]), Number(match[2])];
+})();
+
 export async function freePort(): Promise<number> {
+  if (range !== undefined) {
+    for (let port = range[0]; port <= range[1]; port++) {
+      if (!handedOut.has(port) && (await canListen(port))) {
+        handedOut.add(port);
+        return port;
+      }
+    }
+    // Every port of the range handed out once: hand them out again, still only those free now.
+    handedOut.clear();
+    for (let port = range[0]; port <= range[1]; port++) {
+      if (await canListen(port)) {
+        handedOut.add(port);
+        return port;
+      }
+    }
+    throw new Error(`no free port in BENCH_PORTS ${range[0]}-${range[1]}`);
+  }
   for (;;) {
     const port = await anyPort();
     if (!handedOut.has(port)) {
@@ -27,6 +53,14 @@ export async function freePort(): Promise<number> {
       return port;
     }
   }
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
 }
 
 function anyPort(): Promise<number> {

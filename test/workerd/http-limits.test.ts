@@ -698,6 +698,31 @@ describe("limits", () => {
     }
   });
 
+  it("A session that reported all its usage is not woken by the usage backstop", async () => {
+    const tenant = uniqueTenant("backstop");
+    const alice = await userToken(tenant, "alice");
+    const session = await createSession(tenant, alice);
+    const object = sessionObject(tenant, session);
+    const pending = (): Promise<number> =>
+      runInDurableObject(
+        object,
+        (_: SessionObject, state) => [...state.storage.kv.list({ prefix: "edge.limits." })].length,
+      );
+    setHostSeams({ meterBatchMs: 1 });
+    try {
+      const before = await runInDurableObject(object, (instance: SessionObject) => ({ ...instance.alarmStats }));
+      expect((await send(session, alice, "one turn", undefined, 10)).status).toBe(201);
+      await until(async () => ((await pending()) === 0 ? true : undefined), "the turn's report acknowledged");
+      const after = await runInDurableObject(object, (instance: SessionObject) => ({ ...instance.alarmStats }));
+      // No backstop is a reason to wake any more, and no alarm was written for one: the turn wrote the alarm twice,
+      // its heartbeat (the accept's guard) and what is left at its end (the directory's activity update).
+      expect(after.usageBackstop).toBe(false);
+      expect(after.sets + after.clears - (before.sets + before.clears)).toBeLessThanOrEqual(2);
+    } finally {
+      setHostSeams({});
+    }
+  });
+
   it("Collapse and fork are admitted and counted by limits", async () => {
     const tenant = uniqueTenant("work");
     // Enough turns that a collapse has something to collapse, and exactly the day's inputs.

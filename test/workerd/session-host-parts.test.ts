@@ -139,6 +139,34 @@ describe("AlarmPlan", () => {
     expect(writes).toEqual([50_000, 20_000, 50_000, 40_000]);
   });
 
+  it("the usage backstop behind a turn's report costs no write and no wake once the report is acknowledged", () => {
+    const { plan, writes } = recordingPlan();
+    plan.known(undefined, 0);
+    plan.busy(true, 0); // the turn's heartbeat
+    plan.limits(61_000, 1_000); // its answer's report waits for its batch, the backstop a minute on
+    expect(writes).toEqual([30_000]);
+    plan.busy(false, 1_000); // the heartbeat wakes before the backstop: it stands in for it, nothing written
+    expect(writes).toEqual([30_000]);
+    plan.limits(undefined, 2_000); // acknowledged: the write the turn's end waited for, without the backstop
+    expect(writes).toEqual([30_000, "clear"]);
+    expect(plan.stats.armed).toBeUndefined();
+  });
+
+  it("an alarm written for the usage backstop alone stays armed when the reports are acknowledged", () => {
+    const { plan, writes } = recordingPlan();
+    plan.known(undefined, 0);
+    plan.limits(60_000, 0); // a report outside a turn: the backstop is the only reason, one write
+    plan.limits(undefined, 1_000); // acknowledged: deleting the alarm would be a write, its wake costs less
+    expect(writes).toEqual([60_000]);
+    plan.limits(62_000, 2_000); // the next report: the armed alarm still wakes before its backstop
+    expect(writes).toEqual([60_000]);
+    plan.watches(30_000, 3_000); // an earlier reason is written as before
+    expect(writes).toEqual([60_000, 30_000]);
+    plan.limits(undefined, 4_000);
+    plan.watches(undefined, 5_000); // that alarm was not the backstop's: nothing left, cleared
+    expect(writes).toEqual([60_000, 30_000, "clear"]);
+  });
+
   it("a wake time already due is set a little ahead instead of in the past, so the handler cannot spin", () => {
     const { plan, writes } = recordingPlan();
     plan.known(undefined, 0);

@@ -370,9 +370,16 @@ export class LimitsMeter {
     this.#deps.due(at);
   }
 
-  /** Nothing is pending: the timer stops; an armed alarm stays (it finds nothing when it fires: no write now). */
+  /**
+   * Nothing is pending: the timer stops and the backstop is no longer a reason to wake. The alarm plan writes nothing
+   * for that alone (session/alarm-plan.ts): an alarm written for the backstop stays armed and finds nothing when it
+   * fires, and one that stood in for it (a turn's heartbeat, whose rewrite waited for this) is rewritten without it.
+   */
   #settledAll(): void {
     this.#clearTimer();
+    if (this.#dueAt === undefined) return;
+    this.#dueAt = undefined;
+    this.#deps.due(undefined);
   }
 
   #clearTimer(): void {

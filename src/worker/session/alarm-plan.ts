@@ -25,6 +25,8 @@ export interface AlarmStats {
   readonly changes: number;
   /** The alarm the plan last wrote (undefined: none). */
   readonly armed: number | undefined;
+  /** A usage report's backstop is a reason to wake, or the armed alarm was written for one. */
+  readonly usageBackstop: boolean;
 }
 
 /** An alarm is never set closer than this to now: a wake already due must not spin the handler. */
@@ -53,6 +55,8 @@ export class AlarmPlan {
   #armed: number | undefined | null = null;
   /** The unclamped minimum the armed alarm was written for. */
   #target: number | undefined | null = null;
+  /** The armed alarm was written for the usage backstop alone (no other reason was as early). */
+  #armedForLimits = false;
   #sets = 0;
   #clears = 0;
   #changes = 0;
@@ -97,7 +101,10 @@ export class AlarmPlan {
     this.#busy = busy;
     if (!busy) this.#heartbeat = undefined;
     else {
-      this.#heartbeat ??= now + this.#heartbeatMs;
+      // The guard armed by the commit that created this work (just before its dispatch) serves as the first
+      // heartbeat: the same purpose a few ms earlier, and no second alarm write at the start of every turn.
+      const guard = this.#guard;
+      this.#heartbeat ??= guard !== undefined && guard - now >= this.#heartbeatMs / 2 ? guard : now + this.#heartbeatMs;
       this.#guard = undefined;
     }
     this.#apply(now);
@@ -121,7 +128,13 @@ export class AlarmPlan {
     this.#apply(now);
   }
 
-  /** When an unacknowledged usage report is resent (undefined: none pending). */
+  /**
+   * When an unacknowledged usage report is resent (undefined: none pending). The backstop behind a report whose
+   * acknowledgment is about to come costs no write of its own: while the armed alarm wakes no later than it, that
+   * alarm stands in for it (a write it would cause is left to the acknowledgment, which then writes what is left);
+   * and an alarm written for the backstop alone is left armed when the reports are acknowledged (its wake finds
+   * nothing to send; a wake costs less than the delete that would avoid it: docs/performance.md).
+   */
   limits(at: number | undefined, now: number): void {
     this.#limits = at;
     this.#apply(now);
@@ -143,6 +156,7 @@ export class AlarmPlan {
   cleared(now: number): void {
     this.#armed = undefined;
     this.#target = undefined;
+    this.#armedForLimits = false;
     this.#wake = undefined;
     this.#heartbeat = undefined;
     this.#busy = false;
@@ -162,34 +176,38 @@ export class AlarmPlan {
   fired(now: number): void {
     this.#armed = undefined;
     this.#target = undefined;
+    this.#armedForLimits = false;
     if (this.#busy) this.#heartbeat = now + this.#heartbeatMs;
     this.#apply(now);
   }
 
   get stats(): AlarmStats {
-    return { sets: this.#sets, clears: this.#clears, changes: this.#changes, armed: this.#armed ?? undefined };
+    return {
+      sets: this.#sets,
+      clears: this.#clears,
+      changes: this.#changes,
+      armed: this.#armed ?? undefined,
+      usageBackstop: this.#limits !== undefined || this.#armedForLimits,
+    };
   }
 
   /** The earliest reason to wake, or undefined. */
   get desired(): number | undefined {
-    return [
-      this.#heartbeat,
-      this.#guard,
-      this.#directory,
-      this.#outbox,
-      this.#watches,
-      this.#limits,
-      this.#replays,
-      this.#retention,
-    ].reduce(minimum, this.#wake);
+    return minimum(this.#hard(), this.#limits);
   }
 
   #apply(now: number): void {
     if (this.#armed === null) return; // not known yet: `known` applies
     const target = this.desired;
     if (target === this.#target) return;
+    const armed = this.#armed;
+    // Only the usage backstop is left, and the armed alarm wakes before it anyway: it stands in for the backstop.
+    if (this.#limits !== undefined && target === this.#limits && armed !== undefined && armed <= target) return;
+    // Nothing is left but an alarm written for the backstop alone: its wake costs less than deleting it.
+    if (target === undefined && this.#armedForLimits && armed !== undefined) return;
     this.#changes += 1;
     this.#target = target;
+    this.#armedForLimits = target !== undefined && target === this.#limits && this.#hard() !== target;
     if (target === undefined) {
       this.#armed = undefined;
       this.#clears += 1;
@@ -200,6 +218,19 @@ export class AlarmPlan {
     this.#armed = at;
     this.#sets += 1;
     this.#sink.set(at);
+  }
+
+  /** The earliest reason to wake other than the usage backstop. */
+  #hard(): number | undefined {
+    return [
+      this.#heartbeat,
+      this.#guard,
+      this.#directory,
+      this.#outbox,
+      this.#watches,
+      this.#replays,
+      this.#retention,
+    ].reduce(minimum, this.#wake);
   }
 }
 
