@@ -36,7 +36,8 @@
  *
  * Flags: --sessions 50 --inputs 1000 --concurrency 16 --warmup 20 --rounds 1 (more: the runs again, in order,
  * each round in new tenants with both Workers kept up; the table shows medians and each round's CPU);
- * --floor runs only the floor; --only floor,operator,template,limits picks runs; --profile samples the Worker's isolate
+ * --floor runs only the floor; --only floor,bare,operator,template,limits picks runs (`bare`, not run by default: the
+ * floor Worker served by a bare fetch handler instead of Hono, under a wrangler dev of its own); --profile samples the Worker's isolate
  * over each measured phase through wrangler dev's inspector and prints where its time went (bench-load-profile.ts). Offline; run by Node directly (type stripping), importing
  * nothing from src/. Takes about six minutes a round on two cores.
  */
@@ -68,10 +69,15 @@ const argv = process.argv.slice(2);
 const switches = new Set(argv.filter((arg) => SWITCHES.includes(arg.slice(2))).map((arg) => arg.slice(2)));
 const args = flags(argv.filter((arg) => !SWITCHES.includes(arg.slice(2))));
 
-const RUNS = ["floor", "operator", "template", "limits"] as const;
+const RUNS = ["floor", "bare", "operator", "template", "limits"] as const;
 type RunName = (typeof RUNS)[number];
+/** The runs without --only (`bare` only when asked for). */
+const DEFAULT_RUNS: readonly RunName[] = ["floor", "operator", "template", "limits"];
+/** The floor's runs: the floor Worker, through Hono or (`bare`) a bare fetch handler doing the same work. */
+const isFloor = (run: RunName): boolean => run === "floor" || run === "bare";
 const LABELS: Record<RunName, string> = {
   floor: "floor (Hono, HS256 JWT, SQLite DO)",
+  bare: "floor without Hono (bare fetch)",
   operator: "pico-edge: operator token",
   template: "pico-edge: user tokens, template",
   limits: "pico-edge: user tokens, template, limits",
@@ -206,7 +212,7 @@ async function drive(dev: Dev, setup: Setup, plan: readonly Planned[], concurren
 async function stored(dev: Dev, run: RunName, setup: Setup, i: number): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
   const jwt = setup.tokenOf(i);
-  if (run === "floor") {
+  if (isFloor(run)) {
     const page = await api(dev.base, "GET", `/v1/sessions/${sessionName(i)}/inputs`, jwt);
     for (const item of (page.json["items"] as { text: string; answers: number }[] | undefined) ?? []) {
       const text = item.answers === 1 ? item.text : `${item.text} (${item.answers} answers)`;
@@ -253,7 +259,7 @@ async function measure(
   warmup: number,
 ): Promise<Row> {
   const setup = await setUp(dev, run, round, sessions);
-  const body = run === "floor" ? {} : run === "operator" ? { model: "echo/echo" } : { template: "load" };
+  const body = isFloor(run) ? {} : run === "operator" ? { model: "echo/echo" } : { template: "load" };
   let runtime: Runtime | undefined;
   let setupCpu = Number.NaN;
   let measuredSessions = 0;
@@ -401,7 +407,7 @@ async function cost(): Promise<void> {
   const concurrency = Math.max(1, int("concurrency", 16));
   const warmup = int("warmup", 20);
   const rounds = Math.max(1, int("rounds", 1));
-  const only = switches.has("floor") ? ["floor"] : (args.get("only")?.split(",") ?? [...RUNS]);
+  const only = switches.has("floor") ? ["floor"] : (args.get("only")?.split(",") ?? [...DEFAULT_RUNS]);
   const unknown = only.filter((name) => !(RUNS as readonly string[]).includes(name));
   if (unknown.length > 0) throw new Error(`--only takes ${RUNS.join(",")}, not ${unknown.join(",")}`);
   const runs = RUNS.filter((name) => only.includes(name));
@@ -416,6 +422,7 @@ async function cost(): Promise<void> {
   const devs: string[] = [];
   // Both Workers stay up through every round (only the one measured is busy), so rounds interleave.
   let floorDev: Dev | undefined;
+  let bareDev: Dev | undefined;
   let picoDev: Dev | undefined;
   let floorLog: string | undefined;
   let picoLog: string | undefined;
@@ -425,7 +432,11 @@ async function cost(): Promise<void> {
       devs.push(`floor ${(floorDev.upMs / 1000).toFixed(1)} s`);
       floorLog = floorDev.log;
     }
-    if (runs.some((name) => name !== "floor")) {
+    if (runs.includes("bare")) {
+      bareDev = await startDev(join(root, "bench/floor/wrangler.jsonc"), ["--var", "FLOOR_ROUTER:bare"]);
+      devs.push(`bare floor ${(bareDev.upMs / 1000).toFixed(1)} s`);
+    }
+    if (runs.some((name) => !isFloor(name))) {
       // --profile: unminified, so the profile names functions (minifying changes parse time only).
       picoDev = await startDev(undefined, switches.has("profile") ? ["--minify=false"] : []);
       devs.push(`pico-edge ${(picoDev.upMs / 1000).toFixed(1)} s`);
@@ -433,13 +444,14 @@ async function cost(): Promise<void> {
     }
     for (let round = 1; round <= rounds; round++) {
       for (const run of runs) {
-        const dev = run === "floor" ? floorDev : picoDev;
+        const dev = run === "floor" ? floorDev : run === "bare" ? bareDev : picoDev;
         if (dev === undefined) throw new Error(`no wrangler dev for ${run}`);
         rows.push(await measure(dev, run, round, sessions, inputs, concurrency, warmup));
       }
     }
   } finally {
     if (floorDev !== undefined) await stopDev(floorDev);
+    if (bareDev !== undefined) await stopDev(bareDev);
     if (picoDev !== undefined) await stopDev(picoDev);
   }
   const loadAfter = loadavg();

@@ -13,6 +13,10 @@
  *        the same key and body again answer 200 with the original (`duplicate: true`), another body 422.
  *        The answer is written with the input, so `wait` never waits.
  *   GET  /v1/sessions/{session}/inputs                           every input with its answers (the driver's check)
+ *
+ * With the variable FLOOR_ROUTER=bare the same routes are served by a bare `fetch` (no Hono) doing the same work:
+ * the same checks, schemas, token verification and object calls, the same answers. bench:load's `bare` run measures
+ * it, so the difference between `floor` and `bare` is what Hono's routing, context and middleware cost per input.
  */
 import { DurableObject } from "cloudflare:workers";
 import { Hono } from "hono";
@@ -22,6 +26,8 @@ import { z } from "zod";
 interface Env {
   readonly SESSIONS: DurableObjectNamespace<FloorSession>;
   readonly JWT_SECRET: string;
+  /** "bare": the routes without Hono (`bare` below), for bench:load's `bare` run. */
+  readonly FLOOR_ROUTER?: string;
 }
 
 const claimsSchema = z.object({
@@ -212,4 +218,86 @@ app.get("/v1/sessions/:session/inputs", async (c) => {
   return c.json({ items: await stub(c, session).inputs() });
 });
 
-export default app;
+/** The claims of a request's bearer token (the `/v1/*` middleware above, without Hono). */
+async function claimsOf(request: Request, env: Env): Promise<Claims> {
+  const header = request.headers.get("authorization");
+  if (header === null || !header.startsWith("Bearer ")) throw new Problem(401, "unauthorized", "authorization");
+  let payload: unknown;
+  try {
+    payload = await verify(header.slice("Bearer ".length), env.JWT_SECRET, "HS256");
+  } catch {
+    throw new Problem(401, "unauthorized", "authorization");
+  }
+  const claims = parse(claimsSchema, payload, "authorization");
+  if (claims.role === "user" && claims.sub === undefined) throw new Problem(401, "unauthorized", "authorization");
+  return claims;
+}
+
+function json(value: unknown, status: number, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(value), {
+    status,
+    headers: { "content-type": "application/json", ...headers },
+  });
+}
+
+function bareStub(env: Env, claims: Claims, session: string): DurableObjectStub<FloorSession> {
+  return env.SESSIONS.get(env.SESSIONS.idFromName(`${claims.tenant}:${session}`));
+}
+
+/** The routes above as one bare `fetch`: the same work, routed by hand. */
+async function bareRoutes(request: Request, env: Env): Promise<Response> {
+  const url = new URL(request.url);
+  const path = url.pathname;
+  if (path === "/health" && request.method === "GET") return json({ ok: true }, 200);
+  if (!path.startsWith("/v1/")) return json({ message: "Not Found" }, 404);
+  const claims = await claimsOf(request, env);
+  const parts = path.split("/");
+  // ["", "v1", "sessions", session, ...]
+  if (parts[2] !== "sessions" || parts[3] === undefined) return json({ message: "Not Found" }, 404);
+  const session = parse(sessionName, decodeURIComponent(parts[3]), "session");
+  if (parts.length === 4 && request.method === "PUT") {
+    const created = await bareStub(env, claims, session).create(claims.role === "user" ? (claims.sub ?? null) : null);
+    if (created === "conflict") throw new Problem(403, "forbidden", "session");
+    return json({ session }, created === "created" ? 201 : 200);
+  }
+  if (parts.length === 5 && parts[4] === "inputs" && request.method === "GET")
+    return json({ items: await bareStub(env, claims, session).inputs() }, 200);
+  if (parts.length === 7 && parts[4] === "conversations" && parts[6] === "inputs" && request.method === "POST") {
+    if (parts[5] !== "root") throw new Problem(404, "conversation_not_found", "conversation");
+    parse(acceptQuery, Object.fromEntries(url.searchParams), "query");
+    const header = request.headers.get("idempotency-key");
+    const key = header === null ? null : parse(requestKey, header, "idempotency-key");
+    const body = parse(acceptBody, await request.json(), "body");
+    const outcome = await bareStub(env, claims, session).accept(
+      claims.role === "user" ? (claims.sub ?? null) : null,
+      key,
+      await sha256(JSON.stringify(body)),
+      body.input,
+    );
+    if (!outcome.ok) throw new Problem(outcome.status, outcome.code);
+    return json(outcome.value, outcome.value.duplicate ? 200 : 201);
+  }
+  return json({ message: "Not Found" }, 404);
+}
+
+async function bare(request: Request, env: Env): Promise<Response> {
+  try {
+    return await bareRoutes(request, env);
+  } catch (error) {
+    if (!(error instanceof Problem) && !(error instanceof SyntaxError)) throw error;
+    const problem = error instanceof Problem ? error : new Problem(400, "invalid_request");
+    return json(
+      { type: "about:blank", status: problem.status, code: problem.code, field: problem.field },
+      problem.status,
+      {
+        "content-type": "application/problem+json",
+      },
+    );
+  }
+}
+
+export default {
+  fetch(request: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
+    return env.FLOOR_ROUTER === "bare" ? bare(request, env) : app.fetch(request, env, ctx);
+  },
+} satisfies ExportedHandler<Env>;
