@@ -45,7 +45,7 @@ export type MeterWhere =
  * import: its source accepted it, so its end (an imported turn aborted on the copy) is no new input of the copy's.
  */
 export function settledBy(commit: CommittedBatch, session: string, importedThrough = 0): SettleReport | undefined {
-  if (commit.batch.kind !== "main") return undefined;
+  if (!settles(commit)) return undefined;
   const usage: SettleReport["usage"][number][] = [];
   const finished: SettleReport["finished"][number][] = [];
   commit.batch.writes.forEach((write, index) => {
@@ -72,6 +72,19 @@ export function settledBy(commit: CommittedBatch, session: string, importedThrou
   });
   if (usage.length === 0 && finished.length === 0) return undefined;
   return { session, usage, finished };
+}
+
+/**
+ * Whether a commit may settle something (a usage row appended, an input result written): most commits do not, and
+ * they cost the meter this one look at their writes, nothing allocated.
+ */
+export function settles(commit: CommittedBatch): boolean {
+  if (commit.batch.kind !== "main") return false;
+  for (const write of commit.batch.writes) {
+    if (write.type === "list.append" && write.addr.namespace === usageList.namespace) return true;
+    if (write.type === "value.set" && write.addr.namespace === INPUT_RESULT_NAMESPACE) return true;
+  }
+  return false;
 }
 
 /** Pending reports live in KV blocks `edge.limits.batch.{n}` of at most BLOCK_SIZE each (one put per report). */
@@ -161,8 +174,13 @@ export class LimitsMeter {
     return this.#dueAt;
   }
 
-  /** The commit listener (`harness.onCommit`): keep what the commit settled, then send it (now or batched). */
-  committed(commit: CommittedBatch, at: MeterWhere): void {
+  /**
+   * The commit listener (`harness.onCommit`): keep what the commit settled, then send it (now or batched). Where the
+   * session stands is asked only of a commit that settles something.
+   */
+  committed(commit: CommittedBatch, where: () => MeterWhere): void {
+    if (!settles(commit)) return;
+    const at = where();
     if (at === undefined) return;
     const settled = settledBy(commit, at.session, at.importedThrough);
     if (settled === undefined) return;

@@ -29,7 +29,7 @@ import { retryOptions } from "../platform/retry-config.js";
 import { sessionTracer } from "../platform/session-tracer.js";
 import { remoteCallServices } from "../remote/http-transport.js";
 import type { Outbox } from "../outbox/outbox.js";
-import type { LimitsMeter } from "../limits/meter.js";
+import type { LimitsMeter, MeterWhere } from "../limits/meter.js";
 import { releaseReservation, scheduleAdmission, sessionReservations } from "../limits/admission.js";
 import { readOwner } from "../identity/owner.js";
 import { FeedBook } from "../watch/transport.js";
@@ -220,20 +220,18 @@ export async function openSession(
   // Usage is keyed by the session key (`{session}:{incarnation}`), as the input routes' reservations are. An imported
   // session's inputs up to its import were its source's: their ends are not metered again (session/transfer.ts).
   const importedThrough = ctx.storage.kv.get<number>(IMPORTED_THROUGH_KEY);
-  harness.onCommit((commit) => {
+  const meterWhere = (): MeterWhere => {
     const at = where();
-    deps.meter.committed(
-      commit,
-      at === undefined
-        ? undefined
-        : {
-            tenant: at.tenant,
-            session: sessionKey(at.session, at.incarnation),
-            owner: () => readOwner(ctx.storage.kv),
-            ...(importedThrough === undefined ? {} : { importedThrough }),
-          },
-    );
-  });
+    return at === undefined
+      ? undefined
+      : {
+          tenant: at.tenant,
+          session: sessionKey(at.session, at.incarnation),
+          owner: () => readOwner(ctx.storage.kv),
+          ...(importedThrough === undefined ? {} : { importedThrough }),
+        };
+  };
+  harness.onCommit((commit) => deps.meter.committed(commit, meterWhere));
   const feeds = new FeedBook(harness);
   rig = new Rig(harness, {
     witness,
