@@ -31,8 +31,18 @@ export function parse<S extends z.ZodType>(schema: S, value: unknown, code: Prob
 
 /** The query parameters as a plain object; a repeated parameter is refused. */
 export function queryObject(url: URL): Record<string, string> {
+  return queryParams(url.searchParams);
+}
+
+/** The query of a request URL (`href`), read without parsing the whole URL; none is `{}`. */
+export function queryOf(href: string): Record<string, string> {
+  const at = href.indexOf("?");
+  return at < 0 ? {} : queryParams(new URLSearchParams(href.slice(at + 1)));
+}
+
+function queryParams(params: URLSearchParams): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [key, value] of url.searchParams) {
+  for (const [key, value] of params) {
     if (Object.hasOwn(out, key)) throw new Problem("invalid_query", `${key}: given more than once`, key);
     out[key] = value;
   }

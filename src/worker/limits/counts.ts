@@ -17,8 +17,13 @@ const PRUNE_EVERY_MS = 3_600_000;
 /** At most this many sessions' users are kept in memory (then the map starts again). */
 const SESSION_USERS_KEPT = 10_000;
 
+/** The last day asked for (a settle asks for the same day again and again): its number and its ISO date. */
+let lastDay: { readonly n: number; readonly text: string } | undefined;
+
 export function dayOf(at: number): string {
-  return new Date(at).toISOString().slice(0, 10);
+  const n = Math.floor(at / 86_400_000);
+  if (lastDay?.n !== n) lastDay = { n, text: new Date(at).toISOString().slice(0, 10) };
+  return lastDay.text;
 }
 
 export function secondsUntil(at: number, now: number): number {

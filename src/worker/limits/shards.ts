@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import type { Env } from "../env.js";
 import { limitsCallSeam } from "../platform/host-config.js";
+import { objectId } from "../platform/object-ids.js";
 import type { LimitsRpc } from "./object.js";
 
 /** How many shards share the inputs no user sent (a webhook's, an operator's, a client token's). */
@@ -54,7 +55,7 @@ export function shardStub(env: Env, shard: ShardRef): LimitsRpc {
 
 function seen(env: Env, name: string, tenant: string, shard: string | undefined): LimitsRpc {
   const namespace = env.LIMITS;
-  const stub = namespace.get(namespace.idFromName(name)) as unknown as LimitsRpc;
+  const stub = namespace.get(objectId(namespace, name)) as unknown as LimitsRpc;
   const seam = limitsCallSeam();
   if (seam === undefined) return stub;
   return new Proxy(stub, {

@@ -3,12 +3,13 @@
  * parameters, query strings, headers and JSON bodies that throw a `Problem` naming the bad field before
  * anything is sent to a session (so a refused request writes nothing).
  */
+import { objectId } from "../../platform/object-ids.js";
 import type { Context } from "hono";
 import type { z } from "zod";
 import type { AppEnv } from "../../identity/auth.js";
 import type { Env } from "../../env.js";
 import { Problem, unwrap, type Outcome } from "../../problems.js";
-import { conversationRef, idString, parse, queryObject, sessionName, type ConversationRef } from "../../schemas.js";
+import { conversationRef, idString, parse, queryOf, sessionName, type ConversationRef } from "../../schemas.js";
 import type { SessionObject } from "../../session/object.js";
 import { sessionObjectName } from "../../identity/owner.js";
 import { sessionRpc, type SessionRpc } from "../../session/rpc.js";
@@ -21,7 +22,7 @@ export function sessionStub(env: Env, tenant: string, session: string): SessionR
   const namespace = env.SESSIONS;
   return sessionRpc(
     namespace.get(
-      namespace.idFromName(sessionObjectName(tenant, session)),
+      objectId(namespace, sessionObjectName(tenant, session)),
     ) as unknown as DurableObjectStub<SessionObject>,
   );
 }
@@ -94,7 +95,7 @@ export function idParam(c: AppContext, name: string): number {
 
 /** The query string, parsed strictly (unknown or repeated parameters are refused). */
 export function query<S extends z.ZodType>(c: AppContext, schema: S): z.output<S> {
-  return parse(schema, queryObject(new URL(c.req.url)), "invalid_query");
+  return parse(schema, queryOf(c.req.url), "invalid_query");
 }
 
 /** A JSON body parsed with `schema`; with `optional`, an empty body means `{}`. */
