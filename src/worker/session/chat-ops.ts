@@ -24,6 +24,8 @@ import { requestId } from "./input-ops.js";
 /** Where a chat id points. */
 export interface ChatPointer {
   readonly conversationId: Id;
+  /** A routed thread's readable key (an inbound route key, kept when the chat id is its hash). */
+  readonly route?: string;
 }
 
 const pointerBase = sessionValue<ChatPointer>("edge.chat");
@@ -56,9 +58,10 @@ export interface ChatSessionOps {
   /**
    * Fork `source` just before its entry `before` ("start": at its start) and point `chatId` at the fork, in the fork's
    * creating commit. `expect`: where the pointer must still point (a concurrent move makes this a 409 conflict).
+   * `route`: the readable key of a routed thread, kept with the pointer.
    */
   chatFork: {
-    readonly args: [chatId: string, source: ConversationRef, before: Id | "start", expect: Id | null];
+    readonly args: [chatId: string, source: ConversationRef, before: Id | "start", expect: Id | null, route?: string];
     readonly result: { readonly conversationId: Id };
   };
 }
@@ -143,6 +146,7 @@ async function fork(
   source: ConversationRef,
   before: Id | "start",
   expect: Id | null,
+  route?: string,
 ): Promise<{ conversationId: Id }> {
   const sourceId = (await api.conversation(source)).id;
   let at: Id | "start" = "start";
@@ -154,7 +158,7 @@ async function fork(
   if ((current.conversationId ?? null) !== expect)
     throw new Problem("conflict", `chat ${chatId} moved while this request ran; reload it and send again`, "id");
   const { conversationId } = await api.fork(sourceId, { at }, (b, child) => {
-    b.value(bind(pointer(chatId), {})).set({ conversationId: child });
+    b.value(bind(pointer(chatId), {})).set({ conversationId: child, ...(route === undefined ? {} : { route }) });
   });
   return { conversationId };
 }
@@ -169,6 +173,6 @@ export function chatOps<S extends { readonly api: SessionApi }>(): {
   return {
     chatBranch: (s, chatId) => branch(s.api, chatId),
     chatMessage: (s, conversationId, messageId) => message(s.api, conversationId, messageId),
-    chatFork: (s, chatId, source, before, expect) => fork(s.api, chatId, source, before, expect),
+    chatFork: (s, chatId, source, before, expect, route) => fork(s.api, chatId, source, before, expect, route),
   };
 }
