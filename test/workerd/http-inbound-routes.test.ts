@@ -56,7 +56,10 @@ function comment(repo: string, issue: number, text: string, login = "octocat"): 
 }
 
 /** A fresh tenant endpoint (and the session template it creates sessions from); its name and session prefix. */
-async function endpoint(label: string, settings: Record<string, unknown> = {}): Promise<{ name: string; prefix: string }> {
+async function endpoint(
+  label: string,
+  settings: Record<string, unknown> = {},
+): Promise<{ name: string; prefix: string }> {
   counter += 1;
   const name = `${label}-${counter}-${Date.now().toString(36)}`;
   const operator = await token(TENANT, "operator");

@@ -27,7 +27,12 @@ export const MAX_TENANT_INBOUND = 100;
 export const INBOUND_ROTATION_OVERLAP_MS = 24 * 60 * 60 * 1000;
 
 export type PutTenantInboundOutcome =
-  | { readonly type: "put"; readonly created: boolean; readonly secretStored: boolean; readonly record: TenantInboundRecord }
+  | {
+      readonly type: "put";
+      readonly created: boolean;
+      readonly secretStored: boolean;
+      readonly record: TenantInboundRecord;
+    }
   | { readonly type: "too_many"; readonly limit: number };
 
 type Row = Record<string, SqlStorageValue>;

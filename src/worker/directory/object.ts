@@ -157,7 +157,12 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   /** The key when `hash` is its secret's and it has not expired; its last use recorded at most hourly. */
   verifyApiKey(id: string, hash: string): Promise<ApiKeyRecord | undefined>;
   // The tenant's inbound endpoints (directory/inbound.ts) ------------------------------------------
-  putInbound(name: string, config: JsonObject, secret: SealedSecret, keepSecret: boolean): Promise<PutTenantInboundOutcome>;
+  putInbound(
+    name: string,
+    config: JsonObject,
+    secret: SealedSecret,
+    keepSecret: boolean,
+  ): Promise<PutTenantInboundOutcome>;
   getInbound(name: string): Promise<TenantInboundRecord | undefined>;
   listInbound(): Promise<TenantInboundRecord[]>;
   deleteInbound(name: string): Promise<boolean>;

@@ -128,11 +128,7 @@ inboundEndpointRoutes.put("/:name", requires("inbound"), async (c) => {
   const sealed = await sealSecret(c.env, sealContext(tenant, name), offered);
   const outcome = await directory.putInbound(name, config as unknown as JsonObject, sealed, given === undefined);
   if (outcome.type === "too_many")
-    throw new Problem(
-      "conflict",
-      `a tenant has at most ${outcome.limit} inbound endpoints; delete one first`,
-      "name",
-    );
+    throw new Problem("conflict", `a tenant has at most ${outcome.limit} inbound endpoints; delete one first`, "name");
   const shown = given === undefined && outcome.secretStored ? offered : undefined;
   return c.json(view(c, outcome.record, shown), outcome.created ? 201 : 200);
 });
