@@ -105,14 +105,32 @@ async function sessionWith(
 
 interface UserEntry {
   readonly model?: { content: string | { type: string; text?: string }[] }[];
-  readonly data?: { inbound?: { payload?: unknown; source?: Record<string, unknown> } };
+  readonly data?: { inbound?: { payload?: unknown; payloadWithheld?: boolean; source?: Record<string, unknown> } };
 }
 
-async function userEntries(session: string): Promise<UserEntry[]> {
+async function userEntries(session: string, bearer?: string): Promise<UserEntry[]> {
   const response = await call("GET", `/v1/sessions/${session}/conversations/root/entries?kind=user&limit=50`, {
-    token: await token(TENANT, "operator"),
+    token: bearer ?? (await token(TENANT, "operator")),
   });
+  expect(response.status, await response.clone().text()).toBe(200);
   return (await json<{ items: UserEntry[] }>(response)).items;
+}
+
+/** The first event of an SSE response (a watch's view), then the stream is closed. */
+async function firstSseEvent(response: Response): Promise<string> {
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  try {
+    while (!text.includes("\n\n")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    return text;
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
 }
 
 describe("inbound deliveries", () => {
@@ -135,6 +153,24 @@ describe("inbound deliveries", () => {
     // The payload is in the entry's data, whole, for operators.
     expect(entry?.data?.inbound?.payload).toEqual(payload);
     expect(entry?.data?.inbound?.source).toMatchObject({ kind: "github", endpoint: "github", event: "issue_comment" });
+    // An end user's token reading the same entry sees where it came from, never the payload: not in the transcript,
+    // not in a watch's view, not in the user's export.
+    const user = await token(TENANT, "user", { sub: "alice", sessions: [session] });
+    const [shown] = await userEntries(session, user);
+    expect(shown?.data?.inbound?.source).toEqual(entry?.data?.inbound?.source);
+    expect(JSON.stringify(shown?.data)).not.toContain("PAYLOAD-ONLY-ISSUE-BODY");
+    expect(shown?.data?.inbound).toMatchObject({ payloadWithheld: true });
+    const watch = await call("GET", `/v1/sessions/${session}/conversations/root/watch`, { token: user });
+    expect(watch.status).toBe(200);
+    const view = await firstSseEvent(watch);
+    expect(view).toContain("Does it work on Safari?");
+    expect(view).not.toContain("PAYLOAD-ONLY-ISSUE-BODY");
+    const exported = await call("GET", `/v1/sessions/${session}/export`, { token: user });
+    expect(exported.status).toBe(200);
+    expect(await exported.text()).not.toContain("PAYLOAD-ONLY-ISSUE-BODY");
+    // The operator's export keeps it.
+    const whole = await call("GET", `/v1/sessions/${session}/export`, { token: await token(TENANT, "operator") });
+    expect(await whole.text()).toContain("PAYLOAD-ONLY-ISSUE-BODY");
   });
 
   it("A delivery that does not match the endpoint's events, condition or senders creates nothing", async () => {
