@@ -12,7 +12,8 @@
  * `/v1/tools` routes write it, and sessions read it through `catalog(version)`; and the tenant's MCP
  * servers (docs/mcp.md; directory/mcp.ts), whose selectable tools `catalog(version)` answers too.
  * Its webhook endpoints (directory/endpoints.ts), identity providers (directory/issuers.ts), API keys
- * (directory/api-keys.ts) and profiles (directory/profiles.ts) are small stores of their own in the same SQLite.
+ * (directory/api-keys.ts), profiles (directory/profiles.ts) and inbound endpoints (directory/inbound.ts) are small
+ * stores of their own in the same SQLite.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.js";
