@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { templateName } from "./schemas.js";
+import { jsonValue } from "./responses.js";
 
 /** The formats an inbound endpoint verifies (the same list as src/worker/inbound/verify.ts). */
 export const INBOUND_FORMAT_NAMES = ["standard", "github", "slack", "stripe"] as const;
@@ -130,3 +131,29 @@ export type TenantInboundBody = z.input<typeof tenantInboundBody>;
 export const rotateInboundBody = z.strictObject({
   secret: z.string().min(1, "secret must not be empty").max(1000).optional(),
 });
+
+/** A tenant's inbound endpoint (docs/integrations.md "Routing"); `secret` only when it was just generated. */
+export const tenantInboundOut = z.strictObject({
+  name: z.string(),
+  url: z.string().describe("Where the sender posts: POST /v1/inbound/{tenant}/{name}"),
+  format: z.enum(["standard", "github", "slack", "stripe"]),
+  session: z.string().describe("The template rendering a delivery's session name"),
+  route: z.string().optional().describe("The template rendering a delivery's thread (its chat); absent: the root"),
+  sessionTemplate: z.string().optional().describe("The session template a new session is created from"),
+  mode: z.enum(["followUp", "steer", "nextRun"]),
+  template: z.string().optional(),
+  events: z.array(z.string()).optional(),
+  when: z.array(z.record(z.string(), jsonValue)).optional(),
+  ignore: z.array(z.string()).optional(),
+  self: z.string().optional(),
+  fields: z.array(z.string()).optional(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  previousSecretExpiresAt: z
+    .string()
+    .optional()
+    .describe("After a rotation: until when deliveries signed with the previous secret still verify"),
+  secret: z.string().optional().describe("A standard endpoint's generated whsec_ secret: answered once"),
+});
+export const tenantInboundListResponse = z.strictObject({ items: z.array(tenantInboundOut) });
+export type TenantInboundResponse = z.infer<typeof tenantInboundOut>;

@@ -5,7 +5,13 @@
  */
 import { z } from "zod";
 import { webhookBody, noQuery } from "./schemas.js";
-import { inboundBody, rotateInboundBody, tenantInboundBody } from "./inbound.js";
+import {
+  inboundBody,
+  rotateInboundBody,
+  tenantInboundBody,
+  tenantInboundListResponse,
+  tenantInboundOut,
+} from "./inbound.js";
 import {
   deliveriesQuery,
   deliveryList,
@@ -23,8 +29,6 @@ import {
   inboundListResponse,
   inboundOut,
   jsonValue,
-  tenantInboundListResponse,
-  tenantInboundOut,
 } from "./responses.js";
 import { S, body, client, ok, type ApiRoute } from "./openapi-route.js";
 

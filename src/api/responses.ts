@@ -645,30 +645,6 @@ export const inboundOut = z.strictObject({
     .describe("A standard endpoint's generated whsec_ secret: answered once, when it is generated"),
 });
 export const inboundListResponse = z.strictObject({ items: z.array(inboundOut) });
-/** A tenant's inbound endpoint (docs/integrations.md "Routing"); `secret` only when it was just generated. */
-export const tenantInboundOut = z.strictObject({
-  name: z.string(),
-  url: z.string().describe("Where the sender posts: POST /v1/inbound/{tenant}/{name}"),
-  format: z.enum(["standard", "github", "slack", "stripe"]),
-  session: z.string().describe("The template rendering a delivery's session name"),
-  route: z.string().optional().describe("The template rendering a delivery's thread (its chat); absent: the root"),
-  sessionTemplate: z.string().optional().describe("The session template a new session is created from"),
-  mode: z.enum(["followUp", "steer", "nextRun"]),
-  template: z.string().optional(),
-  events: z.array(z.string()).optional(),
-  when: z.array(z.record(z.string(), jsonValue)).optional(),
-  ignore: z.array(z.string()).optional(),
-  self: z.string().optional(),
-  fields: z.array(z.string()).optional(),
-  createdAt: z.string(),
-  updatedAt: z.string(),
-  previousSecretExpiresAt: z
-    .string()
-    .optional()
-    .describe("After a rotation: until when deliveries signed with the previous secret still verify"),
-  secret: z.string().optional().describe("A standard endpoint's generated whsec_ secret: answered once"),
-});
-export const tenantInboundListResponse = z.strictObject({ items: z.array(tenantInboundOut) });
 /**
  * A delivery: the input it queued (`duplicate`: a redelivery, the first acceptance), or the platform's handshake
  * answer.
@@ -713,5 +689,4 @@ export type NudgesResponse = z.infer<typeof nudgesResponse>;
 export type RigSettingsResponse = z.infer<typeof rigSettingsOut>;
 export type RigHealthResponse = z.infer<typeof rigHealthOut>;
 export type InboundResponse = z.infer<typeof inboundOut>;
-export type TenantInboundResponse = z.infer<typeof tenantInboundOut>;
 export type InboundListResponse = z.infer<typeof inboundListResponse>;

@@ -9,8 +9,8 @@
  * const { url } = await endpoints.put("github", { format: "github", secret, session: "gh-{{repository.name}}",
  *   route: "{{repository.full_name}}#{{issue.number}}", sessionTemplate: "triage" });
  */
-import type { TenantInboundBody } from "../api/inbound.js";
-import type { DeletedResponse, TenantInboundResponse } from "../api/responses.js";
+import type { TenantInboundBody, TenantInboundResponse } from "../api/inbound.js";
+import type { DeletedResponse } from "../api/responses.js";
 
 /** What this client needs of PicoClient (its `request`), so this file does not import the client's. */
 export interface InboundEndpointsRequester {

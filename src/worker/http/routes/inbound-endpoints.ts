@@ -23,7 +23,7 @@
  */
 import { Hono } from "hono";
 import { inboundName, rotateInboundBody, tenantInboundBody } from "../../../api/inbound.js";
-import type { TenantInboundResponse } from "../../../api/responses.js";
+import type { TenantInboundResponse } from "../../../api/inbound.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub } from "../../directory/object.js";
 import type { TenantInboundRecord } from "../../directory/inbound.js";
