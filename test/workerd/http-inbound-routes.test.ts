@@ -230,6 +230,23 @@ describe("tenant inbound endpoints", () => {
     const next = await json<{ secret: string; previousSecretExpiresAt: string }>(rotated);
     expect(next.secret).toMatch(/^whsec_/);
     expect(next.secret).not.toBe(secret);
+    // A github endpoint is given its platform's new secret; deliveries signed with the previous one still verify
+    // while GitHub switches (24 h), and so do those signed with the new one.
+    expect(
+      (await call("POST", `/v1/inbound-endpoints/${name}/rotate-secret`, { token: operator, body: {} })).status,
+    ).toBe(400);
+    const github2 = await call("POST", `/v1/inbound-endpoints/${name}/rotate-secret`, {
+      token: operator,
+      body: { secret: "github-app-secret-2" },
+    });
+    expect(github2.status, await github2.clone().text()).toBe(200);
+    expect(await json(github2)).not.toHaveProperty("secret");
+    expect((await github(name, "issue_comment", comment("rotated", 1, "old secret"))).status).toBe(200);
+    const renewed = await github(name, "issue_comment", comment("rotated", 2, "new secret"), {
+      signWith: "github-app-secret-2",
+    });
+    expect(renewed.status).toBe(200);
+    expect((await github(name, "issue_comment", comment("rotated", 3, "x"), { signWith: "other" })).status).toBe(401);
     // Deleted: its deliveries are refused like an unknown endpoint's.
     expect((await call("DELETE", `/v1/inbound-endpoints/${name}`, { token: operator })).status).toBe(200);
     expect((await github(name, "issue_comment", comment("repo", 1, "x"))).status).toBe(401);
