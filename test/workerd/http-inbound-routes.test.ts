@@ -190,6 +190,22 @@ describe("tenant inbound endpoints", () => {
     );
     expect(await threadTexts(session, "repo-10")).toEqual(["octocat on #10: Once"]);
 
+    // The same delivery twice at once, the first of its repository and issue: one session, one thread, one input.
+    const racing = crypto.randomUUID();
+    const raced = comment("raced", 11, "Twice at once");
+    const pair = await Promise.all([
+      github(name, "issue_comment", raced, { delivery: racing }),
+      github(name, "issue_comment", raced, { delivery: racing }),
+    ]);
+    const answers = await Promise.all(pair.map((answer) => json<{ inputId: number; duplicate: boolean }>(answer)));
+    expect(answers.map((answer) => answer.inputId)).toEqual([answers[0]?.inputId, answers[0]?.inputId]);
+    expect(answers.map((answer) => answer.duplicate).sort()).toEqual([false, true]);
+    await until(
+      async () => ((await threadTexts(`${prefix}raced`, "raced-11")).length === 1 ? true : undefined),
+      "the raced comment",
+    );
+    expect(await threadTexts(`${prefix}raced`, "raced-11")).toEqual(["octocat on #11: Twice at once"]);
+
     // Refused: nothing is created (a bad signature, an event the filters leave out, the bot's own comment).
     const forged = await github(name, "issue_comment", comment("forged", 1, "x"), { signWith: "not-the-secret" });
     expect(forged.status).toBe(401);

@@ -140,6 +140,26 @@ async function message(api: SessionApi, conversationId: Id, messageId: string): 
   return null;
 }
 
+/**
+ * The forks under way per open session and chat id. A fork reads where the chat points, then commits; two forks of one
+ * chat at once (a sender's retry racing its first request, two deliveries of a new thread) would both read "nowhere"
+ * and both fork, the later pointer winning over the conversation the first accepted into. So one chat's forks run one
+ * after the other in the object: the second reads the first's pointer and answers 409 `conflict`.
+ */
+const forking = new WeakMap<SessionApi, Map<string, Promise<unknown>>>();
+
+async function oneAtATime<T>(api: SessionApi, chatId: string, work: () => Promise<T>): Promise<T> {
+  let chats = forking.get(api);
+  if (chats === undefined) forking.set(api, (chats = new Map()));
+  const running = (chats.get(chatId) ?? Promise.resolve()).catch(() => undefined).then(work);
+  chats.set(chatId, running);
+  try {
+    return await running;
+  } finally {
+    if (chats.get(chatId) === running) chats.delete(chatId);
+  }
+}
+
 async function fork(
   api: SessionApi,
   chatId: string,
@@ -173,6 +193,7 @@ export function chatOps<S extends { readonly api: SessionApi }>(): {
   return {
     chatBranch: (s, chatId) => branch(s.api, chatId),
     chatMessage: (s, conversationId, messageId) => message(s.api, conversationId, messageId),
-    chatFork: (s, chatId, source, before, expect, route) => fork(s.api, chatId, source, before, expect, route),
+    chatFork: (s, chatId, source, before, expect, route) =>
+      oneAtATime(s.api, chatId, () => fork(s.api, chatId, source, before, expect, route)),
   };
 }
