@@ -17,6 +17,9 @@
  * (session/replays.ts), because GitHub signs no timestamp and not the delivery id. It answers as soon as the input is accepted (the turn runs after),
  * well inside Slack's 3 s. An endpoint that does not exist is 401 `invalid_signature`, like a bad
  * signature: the URL reveals nothing.
+ *
+ * The tenant's endpoints (http/routes/inbound-endpoints.ts) verify, filter and describe a delivery with the same
+ * functions (`verifiedDelivery`, `filtered`, `deliverySource`, `acceptMode`) before they route it.
  */
 import { Hono } from "hono";
 import { inboundBody, inboundName, type InboundFormatName } from "../../../api/inbound.js";
