@@ -7,7 +7,7 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, exists, json, token, until } from "./http-fixtures.js";
+import { call, client, exists, json, lastSeq, token, until } from "./http-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -214,6 +214,15 @@ describe("tenant inbound endpoints", () => {
     const own = await github(name, "issue_comment", comment("own", 1, "my reply", "pico-bot"));
     expect(await json(own)).toMatchObject({ ignored: true });
     for (const repo of ["forged", "pushed", "own"]) expect(await exists(TENANT, `${prefix}${repo}`)).toBe(false);
+    // A session the endpoint did not create is never written to, whatever the payload renders: an outsider who
+    // chooses a payload value cannot post into another session of the tenant.
+    const taken = `${prefix}taken`;
+    await (await client(TENANT, "operator")).session(taken).create({});
+    const before = await lastSeq(TENANT, taken);
+    const intrusion = await github(name, "issue_comment", comment("taken", 1, "into someone else's session"));
+    expect(intrusion.status).toBe(409);
+    expect(await json(intrusion)).toMatchObject({ code: "conflict", field: "session" });
+    expect(await lastSeq(TENANT, taken)).toBe(before);
     // An unknown endpoint answers as a bad signature does.
     expect((await github("no-such-endpoint", "issue_comment", comment("repo", 1, "x"))).status).toBe(401);
   });

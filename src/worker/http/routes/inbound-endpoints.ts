@@ -17,7 +17,8 @@
  *
  * A delivery is verified, filtered and rendered exactly as a session endpoint's (http/routes/inbound.ts), before
  * anything is written: one refused by its signature or filters, or whose templates render nothing, creates no
- * session and no thread. It is accepted with the request key `inbound:@{name}:{delivery id}` in the session it is
+ * session and no thread. A delivery goes only into a session its endpoint created (metadata `inbound.endpoint`): a
+ * rendered name of another session is 409 `conflict`, and nothing is written. It is accepted with the request key `inbound:@{name}:{delivery id}` in the session it is
  * routed to; a redelivery renders the same session and thread from the same payload, so it answers the first
  * acceptance and runs once (and a concurrent first delivery of a thread finds the thread the other started).
  */
@@ -53,6 +54,9 @@ interface TenantInboundConfig extends InboundFilters {
   readonly mode: InboundMode;
   readonly template?: string;
 }
+
+/** The metadata key a routed session names its endpoint under (the endpoint routes only into its own sessions). */
+const ENDPOINT_KEY = "inbound.endpoint";
 
 /** The label a tenant endpoint's request keys carry (`@` is never in a session endpoint's name). */
 function keyLabel(name: string): string {
@@ -211,13 +215,23 @@ async function ensureSession(
   session: Routed,
 ): Promise<SessionRpc> {
   const stub = sessionStub(c.env, tenant, session.name);
-  if (await stub.exists()) return stub;
+  if (await stub.exists()) {
+    // Only a session this endpoint created: a payload value (an issue's title in a careless template) never routes a
+    // delivery into another session of the tenant.
+    const meta = await stub.directoryMeta();
+    if (meta?.metadata[ENDPOINT_KEY] === endpoint) return stub;
+    throw new Problem(
+      "conflict",
+      `session ${session.name} exists and was not created by inbound endpoint ${endpoint}: a delivery goes only to the sessions its endpoint creates`,
+      "session",
+    );
+  }
   // The tenant's own endpoint creates as its operator would (the template's fields, any profile it names).
   const operator: Claims = { tenant, role: "operator", exp: 0 };
   const resolved = await resolveTemplateForUser(c.env, operator, {
     ...(config.sessionTemplate === undefined ? {} : { template: config.sessionTemplate }),
     title: session.key,
-    metadata: { "inbound.endpoint": endpoint, "inbound.session": session.key },
+    metadata: { [ENDPOINT_KEY]: endpoint, "inbound.session": session.key },
   });
   await refuseProfileAtCreate(c.env, tenant, resolved.config.profile, resolved.config.variables);
   await run(
