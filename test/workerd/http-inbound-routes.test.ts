@@ -277,4 +277,40 @@ describe("tenant inbound endpoints", () => {
     expect((await github(name, "issue_comment", comment("repo", 1, "x"))).status).toBe(401);
     expect((await call("GET", `/v1/inbound-endpoints/${name}`, { token: operator })).status).toBe(404);
   });
+
+  it("an end user cannot mark a session as a tenant endpoint's", async () => {
+    // Even where a template lets users set metadata, the inbound.* keys are the service's: a user's session under a
+    // name an endpoint renders never becomes one that endpoint routes into.
+    const { name, prefix } = await endpoint("mark");
+    const template = `${name}-users`;
+    const put = await call("PUT", `/v1/templates/${template}`, {
+      token: await token(TENANT, "operator"),
+      body: { model: "echo", userSettable: ["title", "metadata"] },
+    });
+    expect(put.status).toBe(201);
+    const session = `${prefix}mine`;
+    const user = await token(TENANT, "user", { sub: "mallory" });
+    const created = await call("PUT", `/v1/sessions/${session}`, {
+      token: user,
+      body: { template, metadata: { "inbound.endpoint": name } },
+    });
+    expect(created.status).toBe(403);
+    expect(await json(created)).toMatchObject({ code: "forbidden", field: "metadata.inbound.endpoint" });
+    expect(await exists(TENANT, session)).toBe(false);
+    // Created without it, and marked by a PATCH: refused too.
+    expect(
+      (await call("PUT", `/v1/sessions/${session}`, { token: user, body: { template, metadata: { team: "a" } } }))
+        .status,
+    ).toBe(201);
+    const patched = await call("PATCH", `/v1/sessions/${session}`, {
+      token: user,
+      body: { metadata: { "inbound.endpoint": name } },
+    });
+    expect(patched.status).toBe(403);
+    expect(await json(patched)).toMatchObject({ code: "forbidden", field: "metadata.inbound.endpoint" });
+    // So a delivery rendering that name is refused, and the user's session gets nothing.
+    const before = await lastSeq(TENANT, session);
+    expect((await github(name, "issue_comment", comment("mine", 1, "a secret comment"))).status).toBe(409);
+    expect(await lastSeq(TENANT, session)).toBe(before);
+  });
 });
