@@ -1,6 +1,7 @@
 /**
- * Outside development, a Worker bound to a public development secret of `.dev.vars.example` serves nothing: every
- * request answers 500 `misconfigured` naming the secret, and a log line says which (docs/operations.md "Deploying").
+ * Outside development, a Worker bound to a public development secret of `.dev.vars.example`, or without
+ * SUBJECT_HASH_KEY, serves nothing: every request answers 500 `misconfigured` naming the secret, and a log line says
+ * which (docs/operations.md "Deploying").
  */
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
@@ -20,7 +21,11 @@ const ctx = {
 afterEach(() => setLogSink(undefined));
 
 /** The app with these vars over the test bindings (ENVIRONMENT undefined: unset). */
-function fetchWith(vars: Partial<Record<"ENVIRONMENT" | "JWT_SECRET" | "WEBHOOK_MASTER_SECRET", string | undefined>>) {
+function fetchWith(
+  vars: Partial<
+    Record<"ENVIRONMENT" | "JWT_SECRET" | "WEBHOOK_MASTER_SECRET" | "SUBJECT_HASH_KEY", string | undefined>
+  >,
+) {
   const configured = { ...(env as unknown as Env), ...vars };
   return async (path: string, init?: RequestInit): Promise<Response> =>
     app.fetch(new Request(`${BASE}${path}`, init), configured, ctx);
@@ -31,7 +36,7 @@ describe("public development secrets", () => {
     const lines: string[] = [];
     setLogSink((line) => lines.push(line));
     for (const environment of ["production", "staging", undefined]) {
-      for (const name of ["JWT_SECRET", "WEBHOOK_MASTER_SECRET"] as const) {
+      for (const name of ["JWT_SECRET", "WEBHOOK_MASTER_SECRET", "SUBJECT_HASH_KEY"] as const) {
         const fetch = fetchWith({ ENVIRONMENT: environment, [name]: PUBLIC_DEVELOPMENT_SECRETS[name] });
         for (const path of ["/health", "/v1/sessions"]) {
           const response = await fetch(path, {
@@ -49,6 +54,18 @@ describe("public development secrets", () => {
     const refusals = lines.map((line) => JSON.parse(line) as { type: string; secret?: string });
     expect(refusals.filter((line) => line.type === "misconfigured").map((line) => line.secret)).toContain("JWT_SECRET");
     expect(lines.join("\n")).not.toContain(PUBLIC_DEVELOPMENT_SECRETS.JWT_SECRET);
+
+    // A production Worker without SUBJECT_HASH_KEY serves nothing either: it names the missing secret.
+    for (const missing of [undefined, "too-short"]) {
+      const response = await fetchWith({ ENVIRONMENT: "production", SUBJECT_HASH_KEY: missing })("/v1/sessions", {
+        headers: { authorization: `Bearer ${await token("acme", "operator")}` },
+      });
+      expect(response.status).toBe(500);
+      expect(await response.json()).toMatchObject({
+        code: "misconfigured",
+        detail: expect.stringContaining("SUBJECT_HASH_KEY"),
+      });
+    }
 
     // Development serves with them (npm start), and production serves with secrets of its own.
     const development = fetchWith({ ENVIRONMENT: "development", ...PUBLIC_DEVELOPMENT_SECRETS });

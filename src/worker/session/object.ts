@@ -418,6 +418,7 @@ export class SessionObject extends DurableObject<Env> {
     expiry?: (session: OpenSession) => Promise<boolean>,
   ): Promise<Outcome<{ readonly deleted: boolean }>> {
     const parts: DestroyParts = {
+      env: this.env,
       storage: this.ctx.storage,
       created: this.#created,
       directory: this.#directory,
