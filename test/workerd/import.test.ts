@@ -182,6 +182,73 @@ function chunked(bytes: Uint8Array, chunk: number): ReadableStream<Uint8Array> {
 
 const utf8 = (text: string): number => new TextEncoder().encode(text).byteLength;
 
+describe("An import cut after its settling commit", () => {
+  it("An import cut between its settling commit and its directory row is listed by its retry, answered as the first", async () => {
+    const tenant = freshTenant("late-cut");
+    const operator = await token(tenant, "operator");
+    const source = uniqueSession("late-source");
+    expect(
+      (await call("PUT", `/v1/sessions/${source}`, { token: operator, body: { model: "echo-slow" } })).status,
+    ).toBe(201);
+    expect(
+      (
+        await call("POST", `/v1/sessions/${source}/schedules`, {
+          token: operator,
+          body: { input: "tick", every: 3_600_000 },
+        })
+      ).status,
+    ).toBe(201);
+    expect(await ask(tenant, source, LONG, false)).toMatchObject({ status: "placed" });
+    const text = await exportOf(tenant, source);
+    const listed = async (): Promise<string[]> =>
+      (await json<{ items: { session: string }[] }>(await call("GET", "/v1/sessions", { token: operator }))).items.map(
+        (item) => item.session,
+      );
+    const cutAfterSettling = (): void =>
+      setHostSeams({
+        report: () => undefined,
+        afterImportSettle: () => {
+          throw new Error("the object died after the settling commit");
+        },
+      });
+
+    // The settling transaction commits, then the object dies before the directory hears of the copy.
+    const copy = uniqueSession("late-copy");
+    cutAfterSettling();
+    expect((await importInto(tenant, copy, text)).status).toBe(500);
+    setHostSeams({});
+    expect(await stubOf(tenant, copy).exists()).toBe(true);
+    expect(await listed()).not.toContain(copy);
+
+    // The retry with the same body lists the copy and answers what the first import would have.
+    const retried = await importInto(tenant, copy, text);
+    expect(retried.status, await retried.clone().text()).toBe(201);
+    const answer = await json<{ session: string; incarnation: string; aborted: number[]; paused: number[] }>(retried);
+    expect(answer).toMatchObject({ session: copy, rigPaused: false, omitted: { inbound: [] } });
+    expect(answer.paused).toHaveLength(1);
+    expect(answer.aborted.length).toBeGreaterThan(0);
+    expect(answer.incarnation).toBe(await stubOf(tenant, copy).incarnation());
+    expect(await listed()).toContain(copy);
+    expect(await json(await call("GET", `/v1/sessions/${copy}/schedules`, { token: operator }))).toMatchObject({
+      items: [{ status: "paused" }],
+    });
+    // Again: the same answer; another body is a conflict, and changes nothing.
+    expect(await json(await importInto(tenant, copy, text))).toEqual(answer);
+    const other = await importInto(tenant, copy, text.replace(`"session":"${source}"`, '"session":"someone-else"'));
+    expect(other.status).toBe(409);
+    expect(await stubOf(tenant, copy).incarnation()).toBe(answer.incarnation);
+
+    // Without a retry, the session's next wake sends its row: an open arms the alarm for the pending row.
+    const later = uniqueSession("late-wake");
+    cutAfterSettling();
+    expect((await importInto(tenant, later, text)).status).toBe(500);
+    setHostSeams({});
+    expect(await listed()).not.toContain(later);
+    expect((await call("GET", `/v1/sessions/${later}`, { token: operator })).status).toBe(200);
+    await until(async () => ((await listed()).includes(later) ? true : undefined), "the row sent by the alarm");
+  });
+});
+
 describe("Import lines", () => {
   it("Import splits lines in one pass, and a deep value is refused with its line", async () => {
     // One pass: a 1 MiB line read 4 KiB at a time is scanned once, not once per chunk.
