@@ -13,10 +13,14 @@
  * system), the wall time and the peak JS heap and RSS growth (sampled every 16 lines, and on every chunk the import
  * reads), lines and bytes. Asserts only that each is whole (the last sequence).
  *
- * Run: npm run bench:export (BENCH_EXPORT_ENTRIES=N for another size of the first; also part of npm run bench:node,
- * which runs bench/time)
+ * With BENCH_IMPORT_DIR set (scripts/bench-export.ts sets it), it also writes two exports of about 64 MiB there (the
+ * import body cap), for the workerd measurement of the import's CPU: `small.jsonl` (short turns, the most writes per
+ * byte) and `large.jsonl` (answers of 1 MiB).
+ *
+ * Run: npm run bench:export (scripts/bench-export.ts: this file, then the 64 MiB imports in workerd;
+ * BENCH_EXPORT_ENTRIES=N for another size of the first session)
  */
-import { createReadStream, mkdtempSync, rmSync, writeFileSync, appendFileSync } from "node:fs";
+import { appendFileSync, createReadStream, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -25,7 +29,7 @@ import { NodeSqliteHost } from "../../src/storage/node-sqlite.js";
 import { SqliteStorage } from "../../src/storage/sqlite.js";
 import { exportLines } from "../../src/storage/sqlite-export.js";
 import type { MainWrite } from "../../src/storage/records.js";
-import { EXPORT_FORMAT, EXPORT_VERSION, type ExportHeader } from "../../src/api/transfer.js";
+import { EXPORT_FORMAT, EXPORT_VERSION, MAX_IMPORT_BYTES, type ExportHeader } from "../../src/api/transfer.js";
 import { settlingWrites, stageImport } from "../../src/worker/session/import-stage.js";
 
 const ENTRIES = Number(process.env["BENCH_EXPORT_ENTRIES"] ?? 50_000);
@@ -203,4 +207,24 @@ it(`export and import: ${ENTRIES} entries`, async () => {
 
 it("export and import: one 20 MiB session (20 answers of 1 MiB)", async () => {
   await exportAndImport("one 20 MiB session", 20, "x".repeat(MIB - 64));
+});
+
+const IMPORT_DIR = process.env["BENCH_IMPORT_DIR"] ?? "";
+
+/** Write the export of `turns` turns answering `answer` to `file`, header first; its size in bytes. */
+async function writeExport(file: string, turns: number, answer: string): Promise<number> {
+  const { host, lastSeq } = await session(turns, answer);
+  writeFileSync(file, `${JSON.stringify(header(lastSeq))}\n`);
+  for (const line of exportLines(host)) appendFileSync(file, line);
+  host.close();
+  return statSync(file).size;
+}
+
+it.runIf(IMPORT_DIR !== "")("writes two exports of about 64 MiB for the workerd import measurement", async () => {
+  // A short turn exports about 975 bytes; a 1 MiB answer about 1 MiB plus its turn.
+  const small = await writeExport(join(IMPORT_DIR, "small.jsonl"), Math.floor((MAX_IMPORT_BYTES * 0.97) / 1000), TEXT);
+  const large = await writeExport(join(IMPORT_DIR, "large.jsonl"), 62, "x".repeat(MIB - 64));
+  console.log(`64 MiB exports written: small ${mb(small)} MB, large ${mb(large)} MB (cap ${mb(MAX_IMPORT_BYTES)} MB)`);
+  expect(small).toBeLessThanOrEqual(MAX_IMPORT_BYTES);
+  expect(large).toBeLessThanOrEqual(MAX_IMPORT_BYTES);
 });
