@@ -73,6 +73,24 @@ describe("public development secrets", () => {
     expect((await fetchWith({ ENVIRONMENT: "production" })("/health")).status).toBe(200);
   });
 
+  it("Without SUBJECT_HASH_KEY no erasure starts, in development too", async () => {
+    const tenant = `no-hash-key-${Date.now().toString(36)}`;
+    const headers = { authorization: `Bearer ${await token(tenant, "operator")}` };
+    const withoutKey = fetchWith({ ENVIRONMENT: "development", SUBJECT_HASH_KEY: undefined });
+    const refused = await withoutKey("/v1/users/someone/erase", { method: "POST", headers });
+    expect(refused.status).toBe(500);
+    expect(await refused.json()).toMatchObject({
+      code: "misconfigured",
+      detail: expect.stringContaining("SUBJECT_HASH_KEY"),
+    });
+    // Nothing was started: with the key, the erasure starts now (202), it is not one already running (200).
+    const started = await fetchWith({ ENVIRONMENT: "development" })("/v1/users/someone/erase", {
+      method: "POST",
+      headers,
+    });
+    expect(started.status).toBe(202);
+  });
+
   it("An unset ENVIRONMENT is production: no localhost CORS and no plain http: URLs", async () => {
     const fetch = fetchWith({ ENVIRONMENT: undefined });
     const preflight = await fetch("/v1/sessions/x/conversations/root/inputs", {
