@@ -67,7 +67,7 @@ export function withImageUrls(payload: unknown): unknown {
     // Anthropic's inline image source.
     if (value["type"] === "base64" && typeof value["data"] === "string") {
       const url = imageUrlOf(value["data"]);
-      if (url !== undefined) {
+      if (url?.startsWith("https://") === true) {
         changed = true;
         return { type: "url", url };
       }

@@ -139,6 +139,18 @@ describe("images from the chat route", () => {
     );
     expect(over.status).toBe(413);
     expect(over.body[0]).toMatchObject({ code: "payload_too_large", field: "messages[0].parts[1]" });
+    // A message whose text and images together would not fit its entry's row: 413 naming the message's parts.
+    const crowded = await chat(
+      name,
+      t,
+      [
+        { type: "text", text: "x".repeat(600_000) },
+        { type: "file", mediaType: "image/png", url: `data:image/png;base64,${"A".repeat(1_400_000)}` },
+      ],
+      "crowded",
+    );
+    expect(crowded.status).toBe(413);
+    expect(crowded.body[0]).toMatchObject({ code: "payload_too_large", field: "messages[0].parts" });
     expect(await userEntries(name, t)).toBe(0);
   });
 

@@ -27,6 +27,12 @@ export const MAX_IMAGE_CHARS = 1.5 * 1024 * 1024;
 /** The image types every provider that takes images reads. */
 export const IMAGE_TYPES: readonly string[] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
+/**
+ * UTF-8 bytes of text and base64 of images one user message may carry in all: its entry fits a stored row (2 MB, with
+ * room for the entry's other fields).
+ */
+export const MAX_MESSAGE_BYTES = 1_800_000;
+
 /** Longest image URL passed on. */
 const MAX_URL_CHARS = 4096;
 
@@ -121,8 +127,11 @@ function sourceRead(part: Readonly<Record<string, unknown>>, field: string): Rea
   }
 }
 
-/** The content of the reads, and the image cap (413 naming the part that crosses it). */
-function contentOf(reads: readonly { readonly read: Read; readonly field: string }[]): ReadContent {
+/**
+ * The content of the reads, and the caps: images (413 naming the part that crosses it) and the whole message (413
+ * naming `at`, the message's parts).
+ */
+function contentOf(reads: readonly { readonly read: Read; readonly field: string }[], at: string): ReadContent {
   const blocks: (TextContent | ImageContent)[] = [];
   const images: { field: string; url: boolean }[] = [];
   let chars = 0;
@@ -156,6 +165,14 @@ function contentOf(reads: readonly { readonly read: Read; readonly field: string
     }
   }
   const text = blocks.map((block) => (block.type === "text" ? block.text : "")).join("");
+  const bytes =
+    new TextEncoder().encode(text).length + blocks.reduce((n, b) => n + (b.type === "image" ? b.data.length : 0), 0);
+  if (bytes > MAX_MESSAGE_BYTES)
+    throw new Problem(
+      "payload_too_large",
+      `a user message carries at most ${MAX_MESSAGE_BYTES} bytes of text and images in all; send less`,
+      at,
+    );
   return { input: images.length === 0 ? text : blocks, text, images };
 }
 
@@ -172,6 +189,7 @@ export function readUiParts(parts: readonly Readonly<Record<string, unknown>>[],
       if (part["type"] === "file") return { field, read: fileRead(part, field) };
       return { field, read: { type: "skip" } };
     }),
+    `${at}.parts`,
   );
 }
 
@@ -180,7 +198,7 @@ export function readAgUiContent(
   content: string | readonly Readonly<Record<string, unknown>>[],
   at: string,
 ): ReadContent {
-  if (typeof content === "string") return { input: content, text: content, images: [] };
+  if (typeof content === "string") return contentOf([{ field: at, read: { type: "text", text: content } }], at);
   return contentOf(
     content.map((part, p) => {
       const field = `${at}.${p}`;
@@ -194,6 +212,7 @@ export function readAgUiContent(
           throw unsupported(field, `a ${String(part["type"])} part`);
       }
     }),
+    at,
   );
 }
 
