@@ -14,6 +14,9 @@
  * (`approval-responded`, or a client tool's output) answer their pending items through the pending answer path,
  * once each, checked against the durable list before anything is written, and recorded after the input was
  * admitted, so a refused input records none.
+ * The newest user message's `file` parts are images for the model or refused naming the part, never dropped
+ * (frontends/content-parts.ts, the rules AG-UI shares), checked against the conversation's model before anything is
+ * written (model-inputs.ts).
  * The session's transcript is the truth and the body's earlier messages never rewrite it. The stream itself comes
  * from the session object (session/chat-streams.ts).
  */
