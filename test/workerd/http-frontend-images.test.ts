@@ -99,11 +99,29 @@ describe("images from the chat route", () => {
         { type: "file", mediaType: "image/jpeg", url: URL_IMAGE },
       ],
     });
-    // A message of images alone is an input too; the page's resend of it is the same input.
+    // Regenerate: the answer runs again on a fork, with the message's images.
+    const answerId = String(sent.body.find((chunk) => chunk["type"] === "start")?.["messageId"]);
+    const regenerated = await call("POST", `/v1/sessions/${name}/chat`, {
+      token: t,
+      body: {
+        id: "root",
+        messages: [{ id: "img-1", role: "user", parts }],
+        trigger: "regenerate-message",
+        messageId: answerId,
+      },
+    });
+    expect(regenerated.status).toBe(200);
+    expect(answerOf(dataOf(await regenerated.text()))).toBe(`what is in these? [image image/png] [image ${URL_IMAGE}]`);
+    // A message of images alone is an input too.
     const alone = await chat(name, t, [{ type: "file", mediaType: "image/png", url: DATA_URL }], "img-2");
     expect(alone.status).toBe(200);
     expect(answerOf(alone.body)).toBe("[image image/png]");
-    expect(await userEntries(name, t)).toBe(2);
+    // The chat now points at the regeneration's fork: both messages there, once each, the second a file part alone.
+    const after = await json<UIMessage[]>(await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t }));
+    expect(after.filter((m) => m.role === "user").map((m) => [m.id, m.parts])).toEqual([
+      ["img-1", history[0]?.parts],
+      ["img-2", [{ type: "file", mediaType: "image/png", url: DATA_URL }]],
+    ]);
   });
 
   it("Parts no model here can take are refused naming the part, and nothing is written", async () => {
