@@ -124,6 +124,30 @@ describe("images from the chat route", () => {
     ]);
   });
 
+  it("An edit that changes only a message's images continues on a fork; the same images again are a continuation", async () => {
+    const { name, t } = await newSession();
+    const text = { type: "text", text: "which colour?" };
+    const first = await chat(name, t, [text, { type: "file", mediaType: "image/png", url: DATA_URL }], "edit-img");
+    expect(first.status).toBe(200);
+    // The page resends the message as it was (a continuation): no second input, the same answer.
+    const again = await chat(name, t, [text, { type: "file", mediaType: "image/png", url: DATA_URL }], "edit-img");
+    expect(again.status).toBe(200);
+    expect(await userEntries(name, t)).toBe(1);
+    // The page swaps the image, same text: an edit, accepted on a fork the chat moves to.
+    const edited = await chat(name, t, [text, { type: "file", mediaType: "image/jpeg", url: URL_IMAGE }], "edit-img");
+    expect(edited.status).toBe(200);
+    expect(answerOf(edited.body)).toBe(`which colour? [image ${URL_IMAGE}]`);
+    const history = await json<UIMessage[]>(await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t }));
+    expect(history.filter((m) => m.role === "user").map((m) => m.parts)).toEqual([
+      [
+        { type: "text", text: "which colour?", state: "done" },
+        { type: "file", mediaType: "image/jpeg", url: URL_IMAGE },
+      ],
+    ]);
+    // Conversation root keeps the first image.
+    expect(await userEntries(name, t)).toBe(1);
+  });
+
   it("Parts no model here can take are refused naming the part, and nothing is written", async () => {
     const { name, t } = await newSession();
     const cases: readonly [JsonObject, number, string][] = [

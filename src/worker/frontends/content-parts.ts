@@ -216,6 +216,12 @@ export function readAgUiContent(
   );
 }
 
+/** The images of a user message's content, in order, as one comparable string (an edit may change only them). */
+export function imagesKey(content: string | readonly (TextContent | ImageContent)[]): string {
+  if (typeof content === "string") return "";
+  return JSON.stringify(content.flatMap((block) => (block.type === "image" ? [[block.mimeType, block.data]] : [])));
+}
+
 /** The model a conversation generates with, as the check needs it. */
 export interface ModelInputs {
   /** `provider/model`. */

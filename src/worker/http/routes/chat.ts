@@ -29,7 +29,7 @@ import { Problem } from "../../problems.js";
 import { noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
 import type { SessionRpc } from "../../session/rpc.js";
 import { callIdOf, uiMessages } from "../../frontends/ui-messages.js";
-import { readUiParts, type ReadContent } from "../../frontends/content-parts.js";
+import { imagesKey, readUiParts, type ReadContent } from "../../frontends/content-parts.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
 import { acceptedBy } from "./accepting.js";
 import { checkImagesFor } from "./model-inputs.js";
@@ -217,6 +217,15 @@ type Plan =
   /** An edit or a regeneration: fork the branch before `before`, accept `read` there, move the pointer. */
   | { readonly kind: "fork"; readonly before: Id | "start"; readonly read: ReadContent; readonly messageId: string };
 
+/** Whether the user entry `entry` (on the branch) carries the images `read` does: same text, other images is an edit. */
+async function sameImages(stub: SessionRpc, branch: Id, entry: Id, read: ReadContent): Promise<boolean> {
+  const page = await run(stub.op("entries", branch, { after: entry - 1, limit: 1 }));
+  const stored = page.items[0];
+  if (stored?.id !== entry) return true;
+  const message = stored.model?.find((m) => m.role === "user");
+  return imagesKey(message?.role === "user" ? message.content : "") === imagesKey(read.input);
+}
+
 async function planOf(
   stub: SessionRpc,
   branch: Id | undefined,
@@ -240,8 +249,11 @@ async function planOf(
   }
   if (user === undefined) return { kind: "continue" };
   if (found === null) return { kind: "input", read: user.read, messageId: user.id };
-  if (found.text === undefined || found.text === user.text)
-    return { kind: "continue", ...(found.inputId === undefined ? {} : { inputId: found.inputId }) };
+  const same =
+    found.text === undefined ||
+    (found.text === user.text &&
+      (found.entry === undefined || branch === undefined || (await sameImages(stub, branch, found.entry, user.read))));
+  if (same) return { kind: "continue", ...(found.inputId === undefined ? {} : { inputId: found.inputId }) };
   if (found.entry === undefined)
     throw new Problem(
       "idempotency_key_reused",
