@@ -86,7 +86,7 @@ export function uiMessages(
   const tools = new Map<string, { index: number; name: string; input: JsonValue }>();
   const add = (entry: Entry, message: Message): void => {
     switch (message.role) {
-      case "user":
+      case "user": {
         assistant = undefined;
         lastUser = entry.id;
         // Its text, then its images as the `file` parts the page sent (content-parts.ts).
@@ -101,6 +101,7 @@ export function uiMessages(
           ],
         });
         return;
+      }
       case "assistant": {
         if (assistant === undefined) {
           assistant = { id: assistantMessageId(lastUser ?? entry.id), role: "assistant", parts: [] };
