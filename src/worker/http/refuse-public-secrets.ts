@@ -1,16 +1,15 @@
 /**
  * A Worker outside development refuses to serve while a secret holds its public development value
- * (platform/public-secrets.ts), or while SUBJECT_HASH_KEY is missing (directory/subject-hash.ts: erasure records would
- * have no key to name their user by, and the key is never rotated, so it must be there from the first erasure): every
- * request answers 500 `misconfigured` naming the secret, and a `misconfigured` log line says which (docs/operations.md
- * "Deploying").
+ * (platform/public-secrets.ts): every request answers 500 `misconfigured` naming the secret, and a `misconfigured`
+ * log line says which (docs/operations.md "Deploying"). A missing SUBJECT_HASH_KEY is no reason to serve nothing (an
+ * upgrade that forgets the new secret must not be an outage): only an erasure needs it, and the erase route refuses
+ * (500 `misconfigured`, nothing written) until it is set; without it no keyed record exists for any check to need.
  */
 import type { MiddlewareHandler } from "hono";
 import { isDevelopment, type Env } from "../env.js";
 import type { AppEnv } from "../identity/auth.js";
 import { log } from "../log.js";
 import { Problem } from "../problems.js";
-import { subjectHashKeyMissing, subjectHashKeySet } from "../directory/subject-hash.js";
 import { PUBLIC_DEVELOPMENT_SECRETS, type PublicSecretName } from "../platform/public-secrets.js";
 
 /** The first secret bound to its public development value, where that is refused (outside development). */
@@ -22,7 +21,7 @@ export function publicSecretInUse(env: Env): PublicSecretName | undefined {
   return undefined;
 }
 
-/** Middleware: outside development, no request is served while a secret is public or a required one is missing. */
+/** Middleware: outside development, no request is served while a secret holds its public development value. */
 export function refusePublicSecrets(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const name = publicSecretInUse(c.env);
@@ -30,11 +29,6 @@ export function refusePublicSecrets(): MiddlewareHandler<AppEnv> {
       const message = `${name} is the public development value from .dev.vars.example; set a secret of your own: wrangler secret put ${name}`;
       log({ type: "misconfigured", secret: name, message });
       return new Problem("misconfigured", message).response();
-    }
-    if (!isDevelopment(c.env.ENVIRONMENT) && !subjectHashKeySet(c.env)) {
-      const problem = subjectHashKeyMissing();
-      log({ type: "misconfigured", secret: "SUBJECT_HASH_KEY", message: problem.detail });
-      return problem.response();
     }
     return next();
   };
