@@ -37,7 +37,7 @@ export interface Env extends SandboxBinding {
   readonly SECRETS_SEALING_KEY_PREVIOUS?: string;
   /**
    * Key the erasure records' user hashes are made with, at least 32 characters, never rotated (a wrangler secret;
-   * src/worker/directory/subject-hash.ts). Outside development a Worker without it serves nothing.
+   * src/worker/directory/subject-hash.ts). Without it every route but erase is served (erase answers 500 `misconfigured`).
    */
   readonly SUBJECT_HASH_KEY?: string;
   /**
