@@ -25,6 +25,7 @@ import { createGeneration, landIdleInbox, resolveUnanswered } from "./placement.
 import type { TurnServices } from "./services.js";
 import { collapseRoles, type CollapseState } from "./states.js";
 import { recordUsage } from "./usage.js";
+import { withImageUrls } from "./image-urls.js";
 
 export interface CollapseHooks {
   [point: string]: { input: unknown; output: unknown };
@@ -105,7 +106,12 @@ export function createCollapseKind(services: TurnServices) {
         const answer = await services.models.models.completeSimple(
           model,
           { messages },
-          { signal: call.abortSignal ?? new AbortController().signal, toolChoice: "none" },
+          {
+            signal: call.abortSignal ?? new AbortController().signal,
+            toolChoice: "none",
+            // The history's images named by URL go as URLs, as in a generation (image-urls.ts).
+            onPayload: (payload) => withImageUrls(payload),
+          },
         );
         usage = answer.usage;
         const produced = answer.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("");

@@ -43,6 +43,8 @@ import {
 import { readSseMessages } from "../../frontends/ag-ui-sse.js";
 import { agUiMessages } from "../../frontends/ag-ui-messages.js";
 import { acceptedBy } from "./accepting.js";
+import { readAgUiContent } from "../../frontends/content-parts.js";
+import { checkImagesFor } from "./model-inputs.js";
 import { userWatcher } from "./watch.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
 import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
@@ -223,15 +225,17 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
   const answers = branch === undefined ? [] : await plannedAnswers(stub, input, branch);
   if (answers.length > 0 && claims.role !== "user" && !ROLE_CAPABILITIES[claims.role].has("pending"))
     throw new Problem("forbidden", `role ${claims.role} may not answer pending items (needs pending)`);
-  const text = textOf(user.content);
+  // Text and images, read by the frontends' one reader (415/413 naming the part) and checked against the model.
+  const read = readAgUiContent(user.content, `messages.${input.messages.indexOf(user)}.content`);
+  await checkImagesFor(c.env, stub, branch ?? "root", read);
   if (branch === undefined)
     branch = (await run(stub.op("chatFork", input.threadId, "root", "start", null))).conversationId;
   // The input first: admitted (limits, key, busy) before any answer it carries is recorded, so a refusal records none.
   const accepted = await acceptedBy(c.env, payerOf(claims), stub, sessionParam(c), branch, {
-    input: text,
+    input: read.input,
     source: { type: "idempotency", key: messageKey(user.id) },
     messageId: user.id,
-    requestHash: await sha256(JSON.stringify({ input: text })),
+    requestHash: await sha256(JSON.stringify({ input: read.input })),
     ...(runTools.length === 0 ? {} : { runTools }),
   });
   for (const answer of answers) await run(stub.op("answerPending", answer.id, answer.answer));

@@ -14,11 +14,14 @@
  * (`approval-responded`, or a client tool's output) answer their pending items through the pending answer path,
  * once each, checked against the durable list before anything is written, and recorded after the input was
  * admitted, so a refused input records none.
+ * The newest user message's `file` parts are images for the model or refused naming the part, never dropped
+ * (frontends/content-parts.ts, the rules AG-UI shares), checked against the conversation's model before anything is
+ * written (model-inputs.ts).
  * The session's transcript is the truth and the body's earlier messages never rewrite it. The stream itself comes
  * from the session object (session/chat-streams.ts).
  */
 import { Hono } from "hono";
-import { approvalRespondedPart, chatBody, textPart, toolOutputPart, type UiMessageBody } from "../../../api/chat.js";
+import { approvalRespondedPart, chatBody, toolOutputPart, type UiMessageBody } from "../../../api/chat.js";
 import type { Id, JsonValue } from "../../../storage/records.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { payerOf } from "../../limits/admission.js";
@@ -26,8 +29,10 @@ import { Problem } from "../../problems.js";
 import { noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
 import type { SessionRpc } from "../../session/rpc.js";
 import { callIdOf, uiMessages } from "../../frontends/ui-messages.js";
+import { imagesKey, readUiParts, type ReadContent } from "../../frontends/content-parts.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
 import { acceptedBy } from "./accepting.js";
+import { checkImagesFor } from "./model-inputs.js";
 import { forkMessageKey } from "../../session/chat-ops.js";
 import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
 import { userWatcher } from "./watch.js";
@@ -56,39 +61,33 @@ interface ToolOutput {
   readonly isError: boolean;
 }
 
-/** SHA-256 of the input text: a resend of a message id with another text is 422 idempotency_key_reused. */
-async function textHash(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify({ chat: text })));
+/**
+ * SHA-256 of the input (its text, and its images when it has any): a resend of a message id with another body is 422
+ * idempotency_key_reused.
+ */
+async function inputHash(read: ReadContent): Promise<string> {
+  const body = typeof read.input === "string" ? { chat: read.text } : { chat: read.text, content: read.input };
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(body)));
   return btoa(String.fromCharCode(...new Uint8Array(digest)));
 }
 
-/** The newest user message, if the body has one: its index, id and text (400 naming the field when it has no text). */
+/**
+ * The newest user message, if the body has one: its index, id, text and what it carries to the model (its parts read
+ * by frontends/content-parts.ts: a file part is an image, or refused naming it; never dropped). 400 naming the field
+ * when it carries neither text nor an image.
+ */
 function newestUserMessage(
   messages: readonly UiMessageBody[],
-): { index: number; id: string; text: string } | undefined {
+): { index: number; id: string; text: string; read: ReadContent } | undefined {
   let index = messages.length - 1;
   while (index >= 0 && messages[index]?.role !== "user") index -= 1;
   const message = messages[index];
   if (message === undefined) return undefined;
   const id = parse(requestKey, message.id, "invalid_body", `messages[${index}].id`);
-  // A file part is refused, never dropped without a word: this route passes text only.
-  message.parts.forEach((part, p) => {
-    if (part.type === "file")
-      throw new Problem(
-        "unsupported_media_type",
-        "file parts are not accepted on this route yet; send the text alone",
-        `messages[${index}].parts[${p}]`,
-      );
-  });
-  const text = message.parts
-    .map((part) => {
-      const parsed = textPart.safeParse(part);
-      return parsed.success ? parsed.data.text : "";
-    })
-    .join("");
-  if (text.trim() === "")
-    throw new Problem("invalid_body", "the user message has no text part", `messages[${index}].parts`);
-  return { index, id, text };
+  const read = readUiParts(message.parts, `messages[${index}]`);
+  if (read.text.trim() === "" && read.images.length === 0)
+    throw new Problem("invalid_body", "the user message has no text or image part", `messages[${index}].parts`);
+  return { index, id, text: read.text, read };
 }
 
 /** The approvals answered in the assistant messages after the newest user message. */
@@ -214,15 +213,24 @@ type Plan =
   /** Already accepted on this branch (or no user message): answers only, then the turn's stream. */
   | { readonly kind: "continue"; readonly inputId?: Id }
   /** A new input on the branch. */
-  | { readonly kind: "input"; readonly text: string; readonly messageId: string }
-  /** An edit or a regeneration: fork the branch before `before`, accept `text` there, move the pointer. */
-  | { readonly kind: "fork"; readonly before: Id | "start"; readonly text: string; readonly messageId: string };
+  | { readonly kind: "input"; readonly read: ReadContent; readonly messageId: string }
+  /** An edit or a regeneration: fork the branch before `before`, accept `read` there, move the pointer. */
+  | { readonly kind: "fork"; readonly before: Id | "start"; readonly read: ReadContent; readonly messageId: string };
+
+/** Whether the user entry `entry` (on the branch) carries the images `read` does: same text, other images is an edit. */
+async function sameImages(stub: SessionRpc, branch: Id, entry: Id, read: ReadContent): Promise<boolean> {
+  const page = await run(stub.op("entries", branch, { after: entry - 1, limit: 1 }));
+  const stored = page.items[0];
+  if (stored?.id !== entry) return true;
+  const message = stored.model?.find((m) => m.role === "user");
+  return imagesKey(message?.role === "user" ? message.content : "") === imagesKey(read.input);
+}
 
 async function planOf(
   stub: SessionRpc,
   branch: Id | undefined,
   trigger: "submit-message" | "regenerate-message",
-  user: { readonly id: string; readonly text: string } | undefined,
+  user: { readonly id: string; readonly text: string; readonly read: ReadContent } | undefined,
 ): Promise<Plan> {
   const found = branch === undefined || user === undefined ? null : await run(stub.op("chatMessage", branch, user.id));
   if (trigger === "regenerate-message") {
@@ -232,19 +240,27 @@ async function planOf(
         "regenerate-message runs again the answer to a user message this chat holds; none was found",
         "messageId",
       );
-    return { kind: "fork", before: found.entry, text: found.text ?? user.text, messageId: user.id };
+    // The page's copy of the message, images and all, when its text is the one the chat holds.
+    const read =
+      found.text === undefined || found.text === user.text
+        ? user.read
+        : { input: found.text, text: found.text, images: [] };
+    return { kind: "fork", before: found.entry, read, messageId: user.id };
   }
   if (user === undefined) return { kind: "continue" };
-  if (found === null) return { kind: "input", text: user.text, messageId: user.id };
-  if (found.text === undefined || found.text === user.text)
-    return { kind: "continue", ...(found.inputId === undefined ? {} : { inputId: found.inputId }) };
+  if (found === null) return { kind: "input", read: user.read, messageId: user.id };
+  const same =
+    found.text === undefined ||
+    (found.text === user.text &&
+      (found.entry === undefined || branch === undefined || (await sameImages(stub, branch, found.entry, user.read))));
+  if (same) return { kind: "continue", ...(found.inputId === undefined ? {} : { inputId: found.inputId }) };
   if (found.entry === undefined)
     throw new Problem(
       "idempotency_key_reused",
       "this message is still queued with another text; wait until it is placed to edit it",
       "messages",
     );
-  return { kind: "fork", before: found.entry, text: user.text, messageId: user.id };
+  return { kind: "fork", before: found.entry, read: user.read, messageId: user.id };
 }
 
 chatRoutes.post("/:session/chat", requires("input"), async (c) => {
@@ -257,6 +273,8 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   const plan = await planOf(stub, branch, chat.trigger, user);
   if (plan.kind === "continue" && branch === undefined)
     throw new Problem("invalid_body", "messages holds no user message", "messages");
+  // Images only for a model that takes them (415 naming the part and the model), checked before anything is written.
+  if (plan.kind !== "continue") await checkImagesFor(c.env, stub, branch ?? "root", plan.read);
   // Answers belong to the branch as it is; an edit or a regeneration leaves them behind with the old branch.
   const answering = plan.kind === "fork" || branch === undefined ? [] : messages;
   const after = user?.index ?? -1;
@@ -288,10 +306,10 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
       if (plan.kind === "fork") key = forkMessageKey(plan.messageId, branch);
     }
     const accepted = await acceptedBy(c.env, payer, stub, sessionParam(c), branch, {
-      input: plan.text,
+      input: plan.read.input,
       source: { type: "chat", id: key },
       messageId: plan.messageId,
-      requestHash: await textHash(plan.text),
+      requestHash: await inputHash(plan.read),
     });
     conversation = accepted.conversationId;
     inputId = accepted.inputId;
