@@ -6,7 +6,7 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, json, token, uniqueSession } from "./http-fixtures.js";
+import { call, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -135,6 +135,44 @@ describe("Frontend requests: refused and revoked", () => {
     expect(await pendingOf(agui, t)).toEqual([expect.objectContaining({ id: interrupt.id, type: "approval" })]);
     expect(await toolResults(chat, t)).toBe(0);
     expect(await toolResults(agui, t)).toBe(0);
+
+    // A request that would move a pointer, over the limit: a chat id or a thread id the page made up (its first
+    // message starts its conversation), an edit on each protocol, a regeneration. Refused before anything is written:
+    // no fork, no pointer, no commit at all.
+    const seqs = [await lastSeq(tenant, chat), await lastSeq(tenant, agui)];
+    const newChat = await call("POST", `/v1/sessions/${chat}/chat`, {
+      token: t,
+      body: { id: "page-new", messages: [{ id: "n1", role: "user", parts: [{ type: "text", text: "a new page" }] }] },
+    });
+    expect(newChat.status, await newChat.clone().text()).toBe(429);
+    const newThread = await call("POST", `/v1/sessions/${agui}/ag-ui`, {
+      token: t,
+      body: { ...run, threadId: "thread-new", runId: "r3", messages: [{ id: "n2", role: "user", content: "new" }] },
+    });
+    expect(newThread.status, await newThread.clone().text()).toBe(429);
+    const edit = await call("POST", `/v1/sessions/${chat}/chat`, {
+      token: t,
+      body: {
+        id: "root",
+        messages: [{ ...user, parts: [{ type: "text", text: "edited" }] }],
+        trigger: "submit-message",
+        messageId: "m1",
+      },
+    });
+    expect(edit.status, await edit.clone().text()).toBe(429);
+    const regenerate = await call("POST", `/v1/sessions/${chat}/chat`, {
+      token: t,
+      body: { id: "root", messages: [user], trigger: "regenerate-message", messageId: "a1" },
+    });
+    expect(regenerate.status, await regenerate.clone().text()).toBe(429);
+    const editRun = await call("POST", `/v1/sessions/${agui}/ag-ui`, {
+      token: t,
+      body: { ...run, runId: "r4", messages: [{ id: "u1", role: "user", content: "edited" }] },
+    });
+    expect(editRun.status, await editRun.clone().text()).toBe(429);
+    expect([await lastSeq(tenant, chat), await lastSeq(tenant, agui)]).toEqual(seqs);
+    const shown = await call("GET", `/v1/sessions/${chat}/chat/page-new/messages`, { token: t });
+    expect(await json(shown)).toEqual([]);
   });
 
   it("A revoked or erased user's POST chat and AG-UI streams end at once", async () => {

@@ -27,8 +27,7 @@ import { noQuery, parse, requestKey, type ConversationRef } from "../../schemas.
 import type { SessionRpc } from "../../session/rpc.js";
 import { callIdOf, uiMessages } from "../../frontends/ui-messages.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
-import { acceptedBy } from "./accepting.js";
-import { forkMessageKey } from "../../session/chat-ops.js";
+import { acceptPlan, planOf } from "./chat-plan.js";
 import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
 import { userWatcher } from "./watch.js";
 
@@ -209,52 +208,14 @@ function approvalAnswer(approval: Approval): JsonValue {
   return { approve: approval.approve, ...(approval.reason === undefined ? {} : { reason: approval.reason }) };
 }
 
-/** What a chat POST does with its newest user message. */
-type Plan =
-  /** Already accepted on this branch (or no user message): answers only, then the turn's stream. */
-  | { readonly kind: "continue"; readonly inputId?: Id }
-  /** A new input on the branch. */
-  | { readonly kind: "input"; readonly text: string; readonly messageId: string }
-  /** An edit or a regeneration: fork the branch before `before`, accept `text` there, move the pointer. */
-  | { readonly kind: "fork"; readonly before: Id | "start"; readonly text: string; readonly messageId: string };
-
-async function planOf(
-  stub: SessionRpc,
-  branch: Id | undefined,
-  trigger: "submit-message" | "regenerate-message",
-  user: { readonly id: string; readonly text: string } | undefined,
-): Promise<Plan> {
-  const found = branch === undefined || user === undefined ? null : await run(stub.op("chatMessage", branch, user.id));
-  if (trigger === "regenerate-message") {
-    if (user === undefined || found === null || found.entry === undefined)
-      throw new Problem(
-        "invalid_body",
-        "regenerate-message runs again the answer to a user message this chat holds; none was found",
-        "messageId",
-      );
-    return { kind: "fork", before: found.entry, text: found.text ?? user.text, messageId: user.id };
-  }
-  if (user === undefined) return { kind: "continue" };
-  if (found === null) return { kind: "input", text: user.text, messageId: user.id };
-  if (found.text === undefined || found.text === user.text)
-    return { kind: "continue", ...(found.inputId === undefined ? {} : { inputId: found.inputId }) };
-  if (found.entry === undefined)
-    throw new Problem(
-      "idempotency_key_reused",
-      "this message is still queued with another text; wait until it is placed to edit it",
-      "messages",
-    );
-  return { kind: "fork", before: found.entry, text: user.text, messageId: user.id };
-}
-
 chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const chat = await body(c, chatBody);
   const messages = chat.messages ?? (chat.message === undefined ? [] : [chat.message]);
-  let branch = (await run(stub.op("chatBranch", chat.id))).conversationId;
+  const branch = (await run(stub.op("chatBranch", chat.id))).conversationId;
   const user = newestUserMessage(messages);
-  const plan = await planOf(stub, branch, chat.trigger, user);
+  const plan = await planOf(stub, branch, chat.trigger, user, "chat");
   if (plan.kind === "continue" && branch === undefined)
     throw new Problem("invalid_body", "messages holds no user message", "messages");
   // Answers belong to the branch as it is; an edit or a regeneration leaves them behind with the old branch.
@@ -271,7 +232,6 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   ];
   if (user === undefined && answers.length === 0)
     throw new Problem("invalid_body", "messages holds no user message and answers nothing", "messages");
-  const payer = payerOf(c.get("claims"));
   let inputId: Id | undefined;
   let conversation: Id;
   if (plan.kind === "continue") {
@@ -279,18 +239,9 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
     inputId = plan.inputId;
   } else {
     // A new chat starts its own conversation (a fork of the root at "start"); an edit or a regeneration forks the
-    // branch just before the user entry it replaces. The fork's creating commit moves the pointer.
-    let key = plan.messageId;
-    if (branch === undefined || plan.kind === "fork") {
-      const source = branch ?? "root";
-      const before = plan.kind === "fork" ? plan.before : "start";
-      branch = (await run(stub.op("chatFork", chat.id, source, before, branch ?? null))).conversationId;
-      if (plan.kind === "fork") key = forkMessageKey(plan.messageId, branch);
-    }
-    const accepted = await acceptedBy(c.env, payer, stub, sessionParam(c), branch, {
-      input: plan.text,
-      source: { type: "chat", id: key },
-      messageId: plan.messageId,
+    // branch just before the user entry it replaces. The input is admitted before the fork is made.
+    const target = { env: c.env, payer: payerOf(c.get("claims")), stub, session: sessionParam(c), chatId: chat.id };
+    const accepted = await acceptPlan({ ...target, branch, protocol: "chat" }, plan, {
       requestHash: await textHash(plan.text),
     });
     conversation = accepted.conversationId;
