@@ -112,14 +112,6 @@ export interface ChatSessionOps {
     readonly args: [fork: ChatFork, request: Omit<AcceptRequest, "source">, admission?: InputAdmission];
     readonly result: AcceptResponse;
   };
-  /**
-   * Fork `source` just before its entry `before` ("start": at its start) and point `chatId` at the fork, in the fork's
-   * creating commit. `expect`: where the pointer must still point (a concurrent move makes this a 409 conflict).
-   */
-  chatFork: {
-    readonly args: [chatId: string, source: ConversationRef, before: Id | "start", expect: Id | null];
-    readonly result: { readonly conversationId: Id };
-  };
 }
 
 const call: Call = BACKGROUND_CONTEXT;
@@ -295,6 +287,5 @@ export function chatOps<S extends AcceptSession>(): {
     chatMessage: (s, conversationId, messageId, protocol) =>
       message(s.api, conversationId, messageId, protocol ?? "chat"),
     chatAccept: (s, target, request, admission) => chatAccept(s, target, request, admission),
-    chatFork: (s, chatId, source, before, expect) => fork(s.api, chatId, source, before, expect),
   };
 }
