@@ -347,7 +347,7 @@ describe("AG-UI over HTTP + SSE", () => {
     expect(after.items).toEqual([]);
   });
 
-  it("refuses page tools that would shadow a tool or run beside a live turn, writing nothing", async () => {
+  it("refuses page tools that would shadow a tool, writing nothing", async () => {
     const name = uniqueSession("ag-ui-busy");
     const t = await token(TENANT, "client");
     expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
@@ -375,16 +375,45 @@ describe("AG-UI over HTTP + SSE", () => {
     expect(uncompilable.status, await uncompilable.clone().text()).toBe(422);
     expect(await json(uncompilable)).toMatchObject({ code: "invalid_tool", field: "tools.0.parameters" });
 
-    // A live turn: an input that offers its own tools starts a turn of its own, so it is refused, not queued.
-    const long = Array.from({ length: 200 }, (_, i) => `w${i}`).join(" ");
-    const busy = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, {
+    expect(await userEntries(name, t)).toBe(0);
+  });
+
+  it("Page tools sent while a turn is live queue with their input for its own turn", async () => {
+    const name = uniqueSession("ag-ui-busy");
+    const t = await token(TENANT, "client");
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+    const pickColor = {
+      name: "pick_color",
+      description: "Ask the person at the page to pick a colour",
+      parameters: { type: "object", properties: { hint: { type: "string" } }, required: ["hint"] },
+    };
+    // A live turn that calls pick_color itself: it was not offered the page's tools, so the call is refused.
+    const live = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, {
       token: t,
-      body: { input: long },
+      body: { input: '/call pick_color {"hint":"live"}' },
     });
-    expect(busy.status).toBe(201);
-    const refused = await run("u-busy", [tool]);
-    expect(refused.status).toBe(409);
-    expect(await userEntries(name, t)).toBe(1);
+    expect(live.status, await live.clone().text()).toBe(201);
+    // A page sends its tools with its message meanwhile (CopilotKit sends them on every run): queued, not refused.
+    const { agent, wire } = agentOf(name, t);
+    agent.addMessage({ id: "u-queued", role: "user", content: '/call pick_color {"hint":"warm"}' });
+    const queued = await runOnce(agent, wire, { tools: [pickColor] });
+    validateAll(queued.sent);
+    // Its own turn has them: the model's call of pick_color waits for the page.
+    const start = queued.sent.find((event) => (event as Wire).type === "TOOL_CALL_START") as Wire;
+    expect(start).toMatchObject({ toolCallName: "pick_color" });
+    expect(finished(queued.sent)["outcome"]).toEqual({ type: "success", pendingToolCallIds: [start["toolCallId"]] });
+    const pending = await json<{ items: { type: string; name: string }[] }>(
+      await call("GET", `/v1/sessions/${name}/pending`, { token: t }),
+    );
+    expect(pending.items).toEqual([expect.objectContaining({ type: "client_tool", name: "pick_color" })]);
+    // The live turn had not: its call was refused as not offered.
+    const results = await json<{ items: { model: { content: { text?: string }[] }[] }[] }>(
+      await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=tool_result`, { token: t }),
+    );
+    expect(results.items.map((item) => item.model[0]?.content[0]?.text)).toEqual([
+      'Tool "pick_color" was not offered in this request.',
+    ]);
+    expect(await userEntries(name, t)).toBe(2);
     expect((await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t })).status).toBe(200);
   });
 
