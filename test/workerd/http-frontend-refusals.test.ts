@@ -13,7 +13,7 @@ afterEach(async () => {
 });
 
 interface Pending {
-  readonly items: readonly { readonly id: string; readonly type: string }[];
+  readonly items: readonly { readonly id: string; readonly type: string; readonly conversationId: number }[];
 }
 
 async function pendingOf(name: string, t: string): Promise<Pending["items"]> {
@@ -173,6 +173,78 @@ describe("Frontend requests: refused and revoked", () => {
     expect([await lastSeq(tenant, chat), await lastSeq(tenant, agui)]).toEqual(seqs);
     const shown = await call("GET", `/v1/sessions/${chat}/chat/page-new/messages`, { token: t });
     expect(await json(shown)).toEqual([]);
+
+    // 422: a new message whose id names another conversation's input, carrying an approval. A tenant without
+    // limits (the one above has none left): the refusal is the request key's, and the approval stays unanswered.
+    const other = uniqueSession("refused-keys");
+    await shipTool(other);
+    const o = await token(other, "client");
+    const keys = uniqueSession("refused-keys");
+    expect((await call("PUT", `/v1/sessions/${keys}`, { token: o, body: { selectedTools: ["ship"] } })).status).toBe(
+      201,
+    );
+    const post = async (path: string, payload: unknown): Promise<Response> => {
+      const response = await call("POST", `/v1/sessions/${keys}/${path}`, { token: o, body: payload });
+      expect(response.status, await response.clone().text()).toBe(200);
+      await response.text();
+      return response;
+    };
+    // The chat root and the AG-UI thread "desk" each wait on an approval; chat "page-x" and thread "side" each
+    // accepted a message (m3, u3) on a conversation of their own.
+    await post("chat", { id: "root", messages: [user] });
+    await post("ag-ui", {
+      ...run,
+      threadId: "desk",
+      messages: [{ id: "u1", role: "user", content: '/call ship {"id":2}' }],
+    });
+    await post("chat", { id: "page-x", messages: [{ id: "m3", role: "user", parts: [{ type: "text", text: "x" }] }] });
+    await post("ag-ui", { ...run, threadId: "side", messages: [{ id: "u3", role: "user", content: "x" }] });
+    const waiting = await pendingOf(keys, o);
+    expect(waiting).toHaveLength(2);
+    const seq = await lastSeq(other, keys);
+    const approvalOf = (id: string) => ({
+      id: "a",
+      role: "assistant",
+      parts: [
+        {
+          type: "tool-ship",
+          toolCallId: "call",
+          state: "approval-responded",
+          input: { id: 1 },
+          approval: { id, approved: true },
+        },
+      ],
+    });
+    // The chat's item waits in the root (conversation 1), the thread's in the conversation "desk" points at.
+    const chatItem = waiting.find((item) => item.conversationId === 1);
+    const runItem = waiting.find((item) => item.conversationId !== 1);
+    if (chatItem === undefined || runItem === undefined) throw new Error("no approvals waiting");
+    const reusedChat = await call("POST", `/v1/sessions/${keys}/chat`, {
+      token: o,
+      body: {
+        id: "root",
+        messages: [user, { id: "m3", role: "user", parts: [{ type: "text", text: "x" }] }, approvalOf(chatItem.id)],
+      },
+    });
+    const reusedRun = await call("POST", `/v1/sessions/${keys}/ag-ui`, {
+      token: o,
+      body: {
+        ...run,
+        threadId: "desk",
+        runId: "r-reused",
+        messages: [
+          { id: "u1", role: "user", content: '/call ship {"id":2}' },
+          { id: "u3", role: "user", content: "x" },
+        ],
+        resume: [{ interruptId: runItem.id, status: "resolved", payload: { approve: true } }],
+      },
+    });
+    for (const response of [reusedChat, reusedRun]) {
+      expect(response.status, await response.clone().text()).toBe(422);
+      expect(await json(response)).toMatchObject({ code: "idempotency_key_reused" });
+    }
+    expect(await pendingOf(keys, o)).toEqual(waiting);
+    expect(await lastSeq(other, keys)).toBe(seq);
   });
 
   it("A revoked or erased user's POST chat and AG-UI streams end at once", async () => {
