@@ -510,6 +510,34 @@ describe("AG-UI over HTTP + SSE", () => {
     // Nothing was written: the same again answers the same.
     expect(typesOf(await run({ messages: [] }))).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
     expect(await userEntries(name, t)).toBe(0);
+
+    // A thread whose turn waits on an approval: loading it answers the waiting interrupt too.
+    await defineTool("deploy", { handler: { type: "client", timeoutMs: 86_400_000 }, approval: "always" });
+    const deploying = await newSession(["deploy"]);
+    const ask = await call("POST", `/v1/sessions/${deploying.name}/ag-ui`, {
+      token: deploying.t,
+      body: {
+        threadId: "desk",
+        runId: "r1",
+        messages: [{ id: "d-1", role: "user", content: '/call deploy {"id":1}' }],
+      },
+    });
+    expect(ask.status).toBe(200);
+    await ask.text();
+    const [item] = (
+      await json<{ items: { id: string }[] }>(await call("GET", `/v1/sessions/${deploying.name}/pending`, { token: t }))
+    ).items;
+    const reload = await call("POST", `/v1/sessions/${deploying.name}/ag-ui`, {
+      token: deploying.t,
+      body: { threadId: "desk", runId: "r2", messages: [] },
+    });
+    const reloaded = dataOf(await reload.text());
+    validateAll(reloaded);
+    expect(typesOf(reloaded)).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
+    expect(finished(reloaded)["outcome"]).toEqual({
+      type: "interrupt",
+      interrupts: [expect.objectContaining({ id: item?.id, reason: "tool_approval", toolCallId: expect.any(String) })],
+    });
   });
 
   it("A run whose page lacks the thread's messages starts with MESSAGES_SNAPSHOT of them", async () => {
