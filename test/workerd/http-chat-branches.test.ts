@@ -10,6 +10,7 @@ import {
   AbstractChat,
   DefaultChatTransport,
   lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
   type ChatInit,
   type ChatState,
   type ChatStatus,
@@ -189,6 +190,42 @@ describe("Chats are pointers to branches", () => {
     const pending = await call("GET", `/v1/sessions/${name}/pending`, { token: t });
     expect((await json<{ items: unknown[] }>(pending)).items).toEqual([]);
     expect((await historyOf(name, t, "root")).map((m) => m.id)).toEqual(reloaded.messages.map((m) => m.id));
+
+    // The same after a reload with a client tool: the page's output continues the turn; still one input.
+    const confirm = await call("PUT", "/v1/tools/confirm", {
+      token: await token(TENANT, "operator"),
+      body: {
+        description: "confirm (test)",
+        parameters: { type: "object", properties: { id: { type: "integer" } } },
+        handler: { type: "client", timeoutMs: 86_400_000 },
+      },
+    });
+    expect(confirm.status, await confirm.clone().text()).toBe(201);
+    const other = await sessionWith({ selectedTools: ["confirm"] });
+    const otherTransport = transportOf(other.name, other.t);
+    const asking = new PageChat({ id: "root", transport: otherTransport });
+    await asking.sendMessage({ text: '/call confirm {"id":9}' });
+    expect(asking.lastMessage?.parts.find((p) => p.type === "tool-confirm")).toMatchObject({
+      state: "input-available",
+    });
+    const again = new PageChat({
+      id: "root",
+      transport: otherTransport,
+      messages: await historyOf(other.name, other.t, "root"),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+    });
+    const asked = again.lastMessage?.parts.find((p) => p.type === "tool-confirm");
+    if (asked === undefined || asked.type !== "tool-confirm" || asked.state !== "input-available")
+      throw new Error("the reloaded history shows no client tool call");
+    const answered = again.finished();
+    await again.addToolOutput({ tool: "confirm", toolCallId: asked.toolCallId, output: { confirmed: 9 } });
+    await answered;
+    expect(again.error).toBeUndefined();
+    expect(again.messages).toHaveLength(2);
+    expect(textOf(again.lastMessage)).toContain('{"confirmed":9}');
+    expect(await userTexts(other.name, other.t, "root")).toEqual(['/call confirm {"id":9}']);
+    const none = await call("GET", `/v1/sessions/${other.name}/pending`, { token: other.t });
+    expect((await json<{ items: unknown[] }>(none)).items).toEqual([]);
   });
 
   it("A chat id the client made up names its own conversation across reloads", async () => {
