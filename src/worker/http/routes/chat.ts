@@ -7,10 +7,11 @@
  *   GET  /:session/chat/:conversation/messages the chat's branch as UIMessage[] ([] for a chat with no message yet)
  *
  * The chat id names a pointer to a branch (session/chat-ops.ts). The newest user message is matched by its id
- * against the branch: one the chat holds with the same text is a continuation (no new input), with another text an
- * edit (a fork just before it, the pointer moved); a new one is an input, accepted like `POST .../inputs` (limits
- * admitted and counted, accepting.ts) under its message id as the request key. `regenerate-message` forks just
- * before the answered message and accepts it again. Tool parts the page answered after that message
+ * against the branch (chat-plan.ts, the rule the AG-UI route shares): one the chat holds with the same text is a
+ * continuation (no new input), with another text an edit (a fork just before it, the pointer moved); a new one is an
+ * input, accepted like `POST .../inputs` (limits admitted and counted, accepting.ts) under its message id as the
+ * request key. `regenerate-message` forks just before the answered message and accepts it again. A fork is made only
+ * after its input was admitted, so a refused request leaves the chat as it was. Tool parts the page answered after that message
  * (`approval-responded`, or a client tool's output) answer their pending items through the pending answer path,
  * once each, checked against the durable list before anything is written, and recorded after the input was
  * admitted, so a refused input records none.
