@@ -119,11 +119,12 @@ async function userTexts(name: string, t: string, conversation: string): Promise
   );
 }
 
-/** How many conversations the session holds (its export's created conversations). */
+/** How many conversations the session holds (its export's created conversations, less the deleted ones). */
 async function conversationCount(name: string, _t: string): Promise<number> {
   const response = await call("GET", `/v1/sessions/${name}/export`, { token: await token(TENANT, "operator") });
   expect(response.status, await response.clone().text()).toBe(200);
-  return (await response.text()).split('"createConversation"').length - 1;
+  const text = new TextDecoder().decode(await response.arrayBuffer());
+  return text.split('"createConversation"').length - text.split('"deleteConversation"').length;
 }
 
 /** A product endpoint on the fetch seam (sessions opened from now on): answers `output`, records each URL. */
@@ -351,5 +352,25 @@ describe("Chats are pointers to branches", () => {
     expect(bad.status).toBe(400);
     expect(await json(bad)).toMatchObject({ code: "invalid_body", field: "messageId" });
     expect(await conversationCount(name, t)).toBe(2);
+  });
+
+  it("A first message refused after its fork was made takes the fork and the pointer back", async () => {
+    const { name, t } = await sessionWith();
+    const before = await conversationCount(name, t);
+    // Admitted (no limits), its fork made, then refused by the accepting commit: the text alone is over a row.
+    const big = "x".repeat(2_000_000);
+    const refused = await call("POST", `/v1/sessions/${name}/chat`, {
+      token: t,
+      body: { id: "page-big", messages: [{ id: "b1", role: "user", parts: [{ type: "text", text: big }] }] },
+    });
+    expect(refused.status, (await refused.clone().text()).slice(0, 300)).toBe(413);
+    await refused.text();
+    expect(await historyOf(name, t, "page-big")).toEqual([]);
+    expect(await conversationCount(name, t)).toBe(before);
+    // The chat starts afresh with its next message.
+    const page = new PageChat({ id: "page-big", transport: transportOf(name, t) });
+    await page.sendMessage({ text: "smaller" });
+    expect(page.error).toBeUndefined();
+    expect((await historyOf(name, t, "page-big")).map(textOf)).toEqual(["smaller", "smaller"]);
   });
 });
