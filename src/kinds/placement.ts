@@ -8,6 +8,9 @@
  *   followUp  final-answer boundary                starts the next group
  *   nextRun   next explicit idle accept            joins the group started by that acceptance
  *
+ * An input that offers page tools (run-tools.ts) is queued as a followUp whatever it asks, and placed as a group of its
+ * own: the group being formed stops at it, and items queued after it wait for its answer.
+ *
  * Placement appends the entry, removes the list element and writes its result in one commit. Only the
  * generation and post_tools transition a group; exactly one live generation or post_tools owns it.
  */
