@@ -300,5 +300,40 @@ describe("Frontend requests: refused and revoked", () => {
       expect(snapshot.tasks.length, name).toBeGreaterThan(0);
       await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: operator });
     }
+
+    // Erased: carol's streams end at once too (her sessions go with her).
+    const carol = await token(tenant, "user", { sub: "carol", iat: now - 5, exp: now + 600 });
+    const carolsFor = async (label: string): Promise<string> => {
+      const name = uniqueSession(label);
+      const created = await call("PUT", `/v1/sessions/${name}`, { token: carol, body: { template: "slow" } });
+      expect(created.status, await created.clone().text()).toBe(201);
+      return name;
+    };
+    const carolChat = await carolsFor("erased-chat");
+    const carolRun = await carolsFor("erased-agui");
+    const erasedChat = await call("POST", `/v1/sessions/${carolChat}/chat`, {
+      token: carol,
+      body: { id: "root", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: long }] }] },
+    });
+    const erasedRun = await call("POST", `/v1/sessions/${carolRun}/ag-ui`, {
+      token: carol,
+      body: { threadId: "root", runId: "r1", messages: [{ id: "u1", role: "user", content: long }] },
+    });
+    expect([erasedChat.status, erasedRun.status]).toEqual([200, 200]);
+    if (erasedChat.body === null || erasedRun.body === null) throw new Error("no stream");
+    const carolChatBody = erasedChat.body;
+    const carolRunBody = erasedRun.body;
+    expect(await readUntil(carolChatBody, (text) => text.includes('"text-delta"'))).toContain("text-delta");
+    expect(await readUntil(carolRunBody, (text) => text.includes("TEXT_MESSAGE_CONTENT"))).toContain(
+      "TEXT_MESSAGE_CONTENT",
+    );
+    const erased = await call("POST", "/v1/users/carol/erase", { token: operator });
+    expect([200, 202], await erased.clone().text()).toContain(erased.status);
+    const carolChatRest = await readUntil(carolChatBody, () => false);
+    const carolRunRest = await readUntil(carolRunBody, () => false);
+    expect(carolChatRest).toContain('"type":"error"');
+    expect(carolChatRest.trim().endsWith("data: [DONE]")).toBe(true);
+    expect(carolRunRest).toContain("RUN_ERROR");
+    expect(carolRunRest).not.toContain("RUN_FINISHED");
   }, 30_000);
 });
