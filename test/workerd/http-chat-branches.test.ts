@@ -122,8 +122,8 @@ async function userTexts(name: string, t: string, conversation: string): Promise
 /** How many conversations the session holds (its export's created conversations, less the deleted ones). */
 async function conversationCount(name: string, _t: string): Promise<number> {
   const response = await call("GET", `/v1/sessions/${name}/export`, { token: await token(TENANT, "operator") });
-  expect(response.status, await response.clone().text()).toBe(200);
   const text = new TextDecoder().decode(await response.arrayBuffer());
+  expect(response.status, text.slice(0, 300)).toBe(200);
   return text.split('"createConversation"').length - text.split('"deleteConversation"').length;
 }
 
