@@ -358,9 +358,10 @@ export async function accept(
   // key is the key's: a duplicate keeps it (a concurrent request with the key reserved it once and was accepted), and a
   // refusal gives it back only when no acceptance holds the key and it is the last request with the key under way.
   const receipt = await accepting.catch(async (error: unknown) => {
-    // What the opening made for the input goes with it (a fork and the pointer move of a refused edit).
-    if (opened) await opening?.undo(conversationId);
     await refused();
+    // What the opening made for the input goes with it (a fork and the pointer move of a refused edit); an undo that
+    // fails is an outage, and says so instead of the refusal.
+    if (opened) await opening?.undo(conversationId);
     throw error;
   });
   if (hold !== undefined && held !== undefined) {
