@@ -32,7 +32,7 @@ import { requires, ROLE_CAPABILITIES, type AppEnv } from "../../identity/auth.js
 import { payerOf } from "../../limits/admission.js";
 import { Problem } from "../../problems.js";
 import { noQuery } from "../../schemas.js";
-import type { Entry, JsonObject, JsonValue, Task } from "../../../storage/records.js";
+import type { Entry, Id, JsonObject, JsonValue, Task } from "../../../storage/records.js";
 import type { OfferedTool } from "../../../kinds/catalog-types.js";
 import { builtinTools } from "../../session/kinds.js";
 import type { SessionRpc } from "../../session/rpc.js";
@@ -236,8 +236,8 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
   const answers = branch === undefined || plan.kind === "fork" ? [] : await plannedAnswers(stub, input, branch);
   if (answers.length > 0 && claims.role !== "user" && !ROLE_CAPABILITIES[claims.role].has("pending"))
     throw new Problem("forbidden", `role ${claims.role} may not answer pending items (needs pending)`);
-  let inputId: number | undefined;
-  let conversation: number;
+  let inputId: Id | undefined;
+  let conversation: Id;
   if (plan.kind === "continue") {
     if (branch === undefined) throw new Problem("invalid_body", "messages holds no user message", "messages");
     conversation = branch;
@@ -305,7 +305,7 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
 });
 
 /** The user entry of an input's result (undefined while it is queued). */
-function entryOf(result: InputResult): number | undefined {
+function entryOf(result: InputResult): Id | undefined {
   return result.status === "queued" ? undefined : result.entry;
 }
 
@@ -344,9 +344,9 @@ function withHeld(held: Held, snapshot: readonly AgUiMessageOut[]): Held {
 }
 
 /** Every entry of conversation `ref`, page by page. */
-async function entriesOf(stub: SessionRpc, ref: number): Promise<Entry[]> {
+async function entriesOf(stub: SessionRpc, ref: Id): Promise<Entry[]> {
   const entries: Entry[] = [];
-  let cursor: number | undefined;
+  let cursor: Id | undefined;
   for (;;) {
     const page = await run(
       stub.op("entries", ref, { limit: PAGE, ...(cursor === undefined ? {} : { after: cursor }) }),
