@@ -26,6 +26,7 @@ import { takeRunTools, withRunTools } from "./run-tools.js";
 import type { TurnServices } from "./services.js";
 import { collapseRoles, type CollapseState } from "./states.js";
 import { recordUsage } from "./usage.js";
+import { withImageUrls } from "./image-urls.js";
 
 export interface CollapseHooks {
   [point: string]: { input: unknown; output: unknown };
@@ -106,7 +107,12 @@ export function createCollapseKind(services: TurnServices) {
         const answer = await services.models.models.completeSimple(
           model,
           { messages },
-          { signal: call.abortSignal ?? new AbortController().signal, toolChoice: "none" },
+          {
+            signal: call.abortSignal ?? new AbortController().signal,
+            toolChoice: "none",
+            // The history's images named by URL go as URLs, as in a generation (image-urls.ts).
+            onPayload: (payload) => withImageUrls(payload),
+          },
         );
         usage = answer.usage;
         const produced = answer.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("");

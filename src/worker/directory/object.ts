@@ -65,7 +65,8 @@ import {
   type PutProfileOutcome,
 } from "./profiles.js";
 import type { ProfileRecord, ProfileSection } from "../../api/profiles.js";
-import { ErasureStore, subHash, type ErasureRecord, type StartOutcome } from "./erasures.js";
+import { ErasureStore, type ErasureRecord, type StartOutcome } from "./erasures.js";
+import { keyedSubHash, plainSubHash, subHashes, type SubHashes } from "./subject-hash.js";
 import { ERASE_BATCH, eraseRound, erasureSealContext } from "./erasure-run.js";
 import {
   migrateDirectory,
@@ -194,7 +195,7 @@ export class DirectoryObject extends DurableObject<Env> {
 
   async #apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }> {
     // Hashed before anything is read: the rest is one synchronous step.
-    const hash = update.type === "upsert" && update.owner !== undefined ? await subHash(update.owner) : undefined;
+    const hash = update.type === "upsert" && update.owner !== undefined ? await this.#hashes(update.owner) : undefined;
     const claimed =
       hash !== undefined &&
       update.type === "upsert" &&
@@ -313,7 +314,7 @@ export class DirectoryObject extends DurableObject<Env> {
 
   /** The later of the user's revocation and its erasures' cutoffs (an erasure keeps only the sub's hash). */
   async revokedAt(sub: string): Promise<number | undefined> {
-    const hash = await subHash(sub);
+    const hash = await this.#hashes(sub);
     const revoked = this.#users.revokedAt(sub);
     const erased = this.#erasures.cutoffFor(hash);
     return revoked === undefined ? erased : erased === undefined ? revoked : Math.max(revoked, erased);
@@ -324,7 +325,7 @@ export class DirectoryObject extends DurableObject<Env> {
   }
 
   async userWatching(sub: string, session: string, until: number, now: number): Promise<number | undefined> {
-    const hash = await subHash(sub);
+    const hash = await this.#hashes(sub);
     const revoked = this.#users.watching(sub, session, until, now);
     const erased = this.#erasures.cutoffFor(hash);
     return revoked === undefined ? erased : erased === undefined ? revoked : Math.max(revoked, erased);
@@ -354,7 +355,9 @@ export class DirectoryObject extends DurableObject<Env> {
    * by, and the sessions the directory lists for it, in one step; the alarm does the rest.
    */
   async eraseUser(sub: string, tenant: string): Promise<StartOutcome> {
-    const hash = await subHash(sub);
+    // Keyed for the record (a missing SUBJECT_HASH_KEY refuses the erasure before anything is written); the plain one
+    // finds an erasure of the user recorded before the keyed hash.
+    const hash = { v1: await plainSubHash(sub), v2: await keyedSubHash(this.env, tenant, sub) };
     const id = `er_${crypto.randomUUID().replaceAll("-", "")}`;
     const sealed = await sealSecret(this.env, erasureSealContext(tenant, id), sub);
     const now = hostClock().now();
@@ -373,7 +376,20 @@ export class DirectoryObject extends DurableObject<Env> {
 
   /** Whether an erasure of `sub` is running (its creates are refused). */
   async erasing(sub: string): Promise<boolean> {
-    return this.#erasures.running(await subHash(sub));
+    return this.#erasures.running(await this.#hashes(sub));
+  }
+
+  /**
+   * `sub`'s hash under both versions, for a synchronous step that follows at once: keyed once a keyed record exists
+   * (its tenant's key), so a directory with none needs no SUBJECT_HASH_KEY. Hashed again if an erasure recorded the
+   * first keyed record during the await.
+   */
+  async #hashes(sub: string): Promise<SubHashes> {
+    for (;;) {
+      const tenant = this.#erasures.keyedTenant();
+      const hashes = await subHashes(this.env, tenant, sub);
+      if (this.#erasures.keyedTenant() === tenant) return hashes;
+    }
   }
 
   /** Erasures are the only reason this object wakes: one round, then the alarm at the next due time. */

@@ -45,7 +45,9 @@ import {
 } from "../../frontends/ag-ui-events.js";
 import { readSseMessages } from "../../frontends/ag-ui-sse.js";
 import { agUiMessages, type AgUiMessageOut } from "../../frontends/ag-ui-messages.js";
+import { agUiUserContent, readAgUiContent } from "../../frontends/content-parts.js";
 import { acceptPlan, planOf, type Trigger } from "./chat-plan.js";
+import { checkImagesFor } from "./model-inputs.js";
 import { userWatcher } from "./watch.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
 import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
@@ -228,10 +230,17 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
       throw new Problem("invalid_body", "messages: answers need the run's user message", "messages");
     return snapshotRun(c, stub, input, branch);
   }
-  const newest = user === undefined || user.role !== "user" ? undefined : { id: user.id, text: textOf(user.content) };
+  // Text and images, read by the frontends' one reader (415/413 naming the part).
+  const read =
+    user === undefined || user.role !== "user"
+      ? undefined
+      : readAgUiContent(user.content, `messages.${input.messages.indexOf(user)}.content`);
+  const newest = user === undefined || read === undefined ? undefined : { id: user.id, text: read.text, read };
   // The same rule as the chat route's (chat-plan.ts): a continuation, a new input, or an edit or a regeneration on a
   // fork the thread moves to.
   const plan = await planOf(stub, branch, trigger, newest, "ag-ui");
+  // Images only for a model that takes them (415 naming the part and the model), checked before anything is written.
+  if (plan.kind !== "continue") await checkImagesFor(c.env, stub, branch ?? "root", plan.read);
   // Answers belong to the branch as it is; an edit or a regeneration leaves them behind with the old branch.
   const answers = branch === undefined || plan.kind === "fork" ? [] : await plannedAnswers(stub, input, branch);
   if (answers.length > 0 && claims.role !== "user" && !ROLE_CAPABILITIES[claims.role].has("pending"))
@@ -247,7 +256,7 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
     // new thread, an edit or a regeneration moves the thread to, so a refusal records and makes nothing.
     const target = { env: c.env, payer: payerOf(claims), stub, session: sessionParam(c), chatId: input.threadId };
     const accepted = await acceptPlan({ ...target, branch, protocol: "ag-ui" }, plan, {
-      requestHash: await sha256(JSON.stringify({ input: plan.text })),
+      requestHash: await sha256(JSON.stringify({ input: plan.read.input })),
       ...(runTools.length === 0 ? {} : { runTools }),
     });
     conversation = accepted.conversationId;
@@ -265,8 +274,11 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
   const before = (await entriesOf(stub, conversation)).filter((entry) => placedAt === undefined || entry.id < placedAt);
   const shown = agUiMessages(before);
   if (plan.kind === "fork" || lacks(held, shown)) {
-    const text = plan.kind === "continue" ? (newest?.text ?? "") : plan.text;
-    snapshot = newest === undefined ? shown : [...shown, { id: newest.id, role: "user", content: text }];
+    const sent = plan.kind === "continue" ? newest?.read.input : plan.read.input;
+    snapshot =
+      newest === undefined || sent === undefined
+        ? shown
+        : [...shown, { id: newest.id, role: "user", content: agUiUserContent(sent) }];
     held = withHeld(held, snapshot);
   }
   // A user's run is held like a watch (http/routes/watch.ts `userWatcher`): a revocation or an erasure ends the

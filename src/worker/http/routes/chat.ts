@@ -7,19 +7,22 @@
  *   GET  /:session/chat/:conversation/messages the chat's branch as UIMessage[] ([] for a chat with no message yet)
  *
  * The chat id names a pointer to a branch (session/chat-ops.ts). The newest user message is matched by its id
- * against the branch (chat-plan.ts, the rule the AG-UI route shares): one the chat holds with the same text is a
- * continuation (no new input), with another text an edit (a fork just before it, the pointer moved); a new one is an
- * input, accepted like `POST .../inputs` (limits admitted and counted, accepting.ts) under its message id as the
- * request key. `regenerate-message` forks just before the answered message and accepts it again. A fork is made only
- * after its input was admitted, so a refused request leaves the chat as it was. Tool parts the page answered after that message
+ * against the branch (chat-plan.ts, the rule the AG-UI route shares): one the chat holds with the same text and images
+ * is a continuation (no new input), with another text or other images an edit (a fork just before it, the pointer
+ * moved); a new one is an input, accepted like `POST .../inputs` (limits admitted and counted, accepting.ts) under its
+ * message id as the request key. `regenerate-message` forks just before the answered message and accepts it again. A
+ * fork is made only after its input was admitted, so a refused request leaves the chat as it was. Tool parts the page answered after that message
  * (`approval-responded`, or a client tool's output) answer their pending items through the pending answer path,
  * once each, checked against the durable list before anything is written, and recorded after the input was
  * admitted, so a refused input records none.
+ * The newest user message's `file` parts are images for the model or refused naming the part, never dropped
+ * (frontends/content-parts.ts, the rules AG-UI shares), checked against the conversation's model before anything is
+ * written (model-inputs.ts).
  * The session's transcript is the truth and the body's earlier messages never rewrite it. The stream itself comes
  * from the session object (session/chat-streams.ts).
  */
 import { Hono } from "hono";
-import { approvalRespondedPart, chatBody, textPart, toolOutputPart, type UiMessageBody } from "../../../api/chat.js";
+import { approvalRespondedPart, chatBody, toolOutputPart, type UiMessageBody } from "../../../api/chat.js";
 import type { Id, JsonValue } from "../../../storage/records.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { payerOf } from "../../limits/admission.js";
@@ -27,8 +30,10 @@ import { Problem } from "../../problems.js";
 import { noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
 import type { SessionRpc } from "../../session/rpc.js";
 import { callIdOf, uiMessages } from "../../frontends/ui-messages.js";
+import { readUiParts, type ReadContent } from "../../frontends/content-parts.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
 import { acceptPlan, planOf } from "./chat-plan.js";
+import { checkImagesFor } from "./model-inputs.js";
 import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
 import { userWatcher } from "./watch.js";
 
@@ -56,39 +61,33 @@ interface ToolOutput {
   readonly isError: boolean;
 }
 
-/** SHA-256 of the input text: a resend of a message id with another text is 422 idempotency_key_reused. */
-async function textHash(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify({ chat: text })));
+/**
+ * SHA-256 of the input (its text, and its images when it has any): a resend of a message id with another body is 422
+ * idempotency_key_reused.
+ */
+async function inputHash(read: ReadContent): Promise<string> {
+  const body = typeof read.input === "string" ? { chat: read.text } : { chat: read.text, content: read.input };
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(body)));
   return btoa(String.fromCharCode(...new Uint8Array(digest)));
 }
 
-/** The newest user message, if the body has one: its index, id and text (400 naming the field when it has no text). */
+/**
+ * The newest user message, if the body has one: its index, id, text and what it carries to the model (its parts read
+ * by frontends/content-parts.ts: a file part is an image, or refused naming it; never dropped). 400 naming the field
+ * when it carries neither text nor an image.
+ */
 function newestUserMessage(
   messages: readonly UiMessageBody[],
-): { index: number; id: string; text: string } | undefined {
+): { index: number; id: string; text: string; read: ReadContent } | undefined {
   let index = messages.length - 1;
   while (index >= 0 && messages[index]?.role !== "user") index -= 1;
   const message = messages[index];
   if (message === undefined) return undefined;
   const id = parse(requestKey, message.id, "invalid_body", `messages[${index}].id`);
-  // A file part is refused, never dropped without a word: this route passes text only.
-  message.parts.forEach((part, p) => {
-    if (part.type === "file")
-      throw new Problem(
-        "unsupported_media_type",
-        "file parts are not accepted on this route yet; send the text alone",
-        `messages[${index}].parts[${p}]`,
-      );
-  });
-  const text = message.parts
-    .map((part) => {
-      const parsed = textPart.safeParse(part);
-      return parsed.success ? parsed.data.text : "";
-    })
-    .join("");
-  if (text.trim() === "")
-    throw new Problem("invalid_body", "the user message has no text part", `messages[${index}].parts`);
-  return { index, id, text };
+  const read = readUiParts(message.parts, `messages[${index}]`);
+  if (read.text.trim() === "" && read.images.length === 0)
+    throw new Problem("invalid_body", "the user message has no text or image part", `messages[${index}].parts`);
+  return { index, id, text: read.text, read };
 }
 
 /** The approvals answered in the assistant messages after the newest user message. */
@@ -219,6 +218,8 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   const plan = await planOf(stub, branch, chat.trigger, user, "chat");
   if (plan.kind === "continue" && branch === undefined)
     throw new Problem("invalid_body", "messages holds no user message", "messages");
+  // Images only for a model that takes them (415 naming the part and the model), checked before anything is written.
+  if (plan.kind !== "continue") await checkImagesFor(c.env, stub, branch ?? "root", plan.read);
   // Answers belong to the branch as it is; an edit or a regeneration leaves them behind with the old branch.
   const answering = plan.kind === "fork" || branch === undefined ? [] : messages;
   const after = user?.index ?? -1;
@@ -243,7 +244,7 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
     // branch just before the user entry it replaces. The input is admitted before the fork is made.
     const target = { env: c.env, payer: payerOf(c.get("claims")), stub, session: sessionParam(c), chatId: chat.id };
     const accepted = await acceptPlan({ ...target, branch, protocol: "chat" }, plan, {
-      requestHash: await textHash(plan.text),
+      requestHash: await inputHash(plan.read),
     });
     conversation = accepted.conversationId;
     inputId = accepted.inputId;
