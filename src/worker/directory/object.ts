@@ -12,7 +12,8 @@
  * `/v1/tools` routes write it, and sessions read it through `catalog(version)`; and the tenant's MCP
  * servers (docs/mcp.md; directory/mcp.ts), whose selectable tools `catalog(version)` answers too.
  * Its webhook endpoints (directory/endpoints.ts), identity providers (directory/issuers.ts), API keys
- * (directory/api-keys.ts) and profiles (directory/profiles.ts) are small stores of their own in the same SQLite.
+ * (directory/api-keys.ts), profiles (directory/profiles.ts) and inbound endpoints (directory/inbound.ts) are small
+ * stores of their own in the same SQLite.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.js";
@@ -33,6 +34,8 @@ import {
 import type { TemplateDefinition, TemplateRecord } from "../../api/templates.js";
 import { IssuerStore, type IssuerInput, type IssuerRecord, type PutIssuerOutcome } from "./issuers.js";
 import { ApiKeyStore, type ApiKeyInput, type ApiKeyRecord, type CreateApiKeyOutcome } from "./api-keys.js";
+import { TenantInboundStore, type PutTenantInboundOutcome, type TenantInboundRecord } from "./inbound.js";
+import type { JsonObject } from "../../storage/records.js";
 import { sealSecret, type SealedSecret } from "../crypto/sealed-secrets.js";
 import { hostClock } from "../platform/host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../../kinds/catalog-types.js";
@@ -155,6 +158,17 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   deleteApiKey(id: string): Promise<boolean>;
   /** The key when `hash` is its secret's and it has not expired; its last use recorded at most hourly. */
   verifyApiKey(id: string, hash: string): Promise<ApiKeyRecord | undefined>;
+  // The tenant's inbound endpoints (directory/inbound.ts) ------------------------------------------
+  putInbound(
+    name: string,
+    config: JsonObject,
+    secret: SealedSecret,
+    keepSecret: boolean,
+  ): Promise<PutTenantInboundOutcome>;
+  getInbound(name: string): Promise<TenantInboundRecord | undefined>;
+  listInbound(): Promise<TenantInboundRecord[]>;
+  deleteInbound(name: string): Promise<boolean>;
+  rotateInbound(name: string, secret: SealedSecret): Promise<TenantInboundRecord | undefined>;
 }
 
 export class DirectoryObject extends DurableObject<Env> {
@@ -407,6 +421,35 @@ export class DirectoryObject extends DurableObject<Env> {
     if (next === undefined) return;
     const current = await this.ctx.storage.getAlarm();
     if (current === null || current > next) await this.ctx.storage.setAlarm(next);
+  }
+
+  // The tenant's inbound endpoints (docs/integrations.md "Routing"; directory/inbound.ts) -------------
+
+  #inboundStore: TenantInboundStore | undefined;
+
+  get #inbound(): TenantInboundStore {
+    this.#inboundStore ??= new TenantInboundStore(this.ctx.storage.sql);
+    return this.#inboundStore;
+  }
+
+  putInbound(name: string, config: JsonObject, secret: SealedSecret, keepSecret: boolean): PutTenantInboundOutcome {
+    return this.#inbound.put(name, config, secret, keepSecret, hostClock().now());
+  }
+
+  getInbound(name: string): TenantInboundRecord | undefined {
+    return this.#inbound.get(name);
+  }
+
+  listInbound(): TenantInboundRecord[] {
+    return this.#inbound.list();
+  }
+
+  deleteInbound(name: string): boolean {
+    return this.#inbound.delete(name);
+  }
+
+  rotateInbound(name: string, secret: SealedSecret): TenantInboundRecord | undefined {
+    return this.#inbound.rotate(name, secret, hostClock().now());
   }
 
   // Profiles (docs/api.md "Profiles"; directory/profiles.ts) ---------------------------------------

@@ -38,6 +38,8 @@ import {
 /** Where a chat id points. */
 export interface ChatPointer {
   readonly conversationId: Id;
+  /** A routed thread's readable key (an inbound route key, kept when the chat id is its hash). */
+  readonly route?: string;
 }
 
 const pointerBase = sessionValue<ChatPointer>("edge.chat");
@@ -103,6 +105,15 @@ export interface ChatSessionOps {
   chatMessage: {
     readonly args: [conversationId: Id, messageId: string, protocol?: ChatProtocol];
     readonly result: ChatMessage | null;
+  };
+  /**
+   * Fork `source` just before its entry `before` ("start": at its start) and point `chatId` at the fork, in the fork's
+   * creating commit. `expect`: where the pointer must still point (a concurrent move makes this a 409 conflict).
+   * `route`: the readable key of a routed thread, kept with the pointer.
+   */
+  chatFork: {
+    readonly args: [chatId: string, source: ConversationRef, before: Id | "start", expect: Id | null, route?: string];
+    readonly result: { readonly conversationId: Id };
   };
   /**
    * Accept a message on a fork the chat moves to (`ChatFork`), admitted before the fork is made: a refused request
@@ -193,12 +204,33 @@ async function message(
   return null;
 }
 
+/**
+ * The forks under way per open session and chat id. A fork reads where the chat points, then commits; two forks of one
+ * chat at once (a sender's retry racing its first request, two deliveries of a new thread) would both read "nowhere"
+ * and both fork, the later pointer winning over the conversation the first accepted into. So one chat's forks run one
+ * after the other in the object: the second reads the first's pointer and answers 409 `conflict`.
+ */
+const forking = new WeakMap<SessionApi, Map<string, Promise<unknown>>>();
+
+async function oneAtATime<T>(api: SessionApi, chatId: string, work: () => Promise<T>): Promise<T> {
+  let chats = forking.get(api);
+  if (chats === undefined) forking.set(api, (chats = new Map()));
+  const running = (chats.get(chatId) ?? Promise.resolve()).catch(() => undefined).then(work);
+  chats.set(chatId, running);
+  try {
+    return await running;
+  } finally {
+    if (chats.get(chatId) === running) chats.delete(chatId);
+  }
+}
+
 async function fork(
   api: SessionApi,
   chatId: string,
   source: ConversationRef,
   before: Id | "start",
   expect: Id | null,
+  route?: string,
 ): Promise<{ conversationId: Id }> {
   const sourceId = (await api.conversation(source)).id;
   let at: Id | "start" = "start";
@@ -210,7 +242,7 @@ async function fork(
   if ((current.conversationId ?? null) !== expect)
     throw new Problem("conflict", `chat ${chatId} moved while this request ran; reload it and send again`, "id");
   const { conversationId } = await api.fork(sourceId, { at }, (b, child) => {
-    b.value(bind(pointer(chatId), {})).set({ conversationId: child });
+    b.value(bind(pointer(chatId), {})).set({ conversationId: child, ...(route === undefined ? {} : { route }) });
   });
   return { conversationId };
 }
@@ -286,6 +318,10 @@ export function chatOps<S extends AcceptSession>(): {
     chatBranch: (s, chatId) => branch(s.api, chatId),
     chatMessage: (s, conversationId, messageId, protocol) =>
       message(s.api, conversationId, messageId, protocol ?? "chat"),
-    chatAccept: (s, target, request, admission) => chatAccept(s, target, request, admission),
+    chatFork: (s, chatId, source, before, expect, route) =>
+      oneAtATime(s.api, chatId, () => fork(s.api, chatId, source, before, expect, route)),
+    // One chat's pointer moves run one after the other (oneAtATime): the admission, the fork and the accept.
+    chatAccept: (s, target, request, admission) =>
+      oneAtATime(s.api, target.chatId, () => chatAccept(s, target, request, admission)),
   };
 }
