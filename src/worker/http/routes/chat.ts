@@ -7,10 +7,11 @@
  *   GET  /:session/chat/:conversation/messages the chat's branch as UIMessage[] ([] for a chat with no message yet)
  *
  * The chat id names a pointer to a branch (session/chat-ops.ts). The newest user message is matched by its id
- * against the branch: one the chat holds with the same text is a continuation (no new input), with another text an
- * edit (a fork just before it, the pointer moved); a new one is an input, accepted like `POST .../inputs` (limits
- * admitted and counted, accepting.ts) under its message id as the request key. `regenerate-message` forks just
- * before the answered message and accepts it again. Tool parts the page answered after that message
+ * against the branch (chat-plan.ts, the rule the AG-UI route shares): one the chat holds with the same text and images
+ * is a continuation (no new input), with another text or other images an edit (a fork just before it, the pointer
+ * moved); a new one is an input, accepted like `POST .../inputs` (limits admitted and counted, accepting.ts) under its
+ * message id as the request key. `regenerate-message` forks just before the answered message and accepts it again. A
+ * fork is made only after its input was admitted, so a refused request leaves the chat as it was. Tool parts the page answered after that message
  * (`approval-responded`, or a client tool's output) answer their pending items through the pending answer path,
  * once each, checked against the durable list before anything is written, and recorded after the input was
  * admitted, so a refused input records none.
@@ -29,11 +30,10 @@ import { Problem } from "../../problems.js";
 import { noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
 import type { SessionRpc } from "../../session/rpc.js";
 import { callIdOf, uiMessages } from "../../frontends/ui-messages.js";
-import { imagesKey, readUiParts, type ReadContent } from "../../frontends/content-parts.js";
+import { readUiParts, type ReadContent } from "../../frontends/content-parts.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
-import { acceptedBy } from "./accepting.js";
+import { acceptPlan, planOf } from "./chat-plan.js";
 import { checkImagesFor } from "./model-inputs.js";
-import { forkMessageKey } from "../../session/chat-ops.js";
 import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
 import { userWatcher } from "./watch.js";
 
@@ -208,69 +208,14 @@ function approvalAnswer(approval: Approval): JsonValue {
   return { approve: approval.approve, ...(approval.reason === undefined ? {} : { reason: approval.reason }) };
 }
 
-/** What a chat POST does with its newest user message. */
-type Plan =
-  /** Already accepted on this branch (or no user message): answers only, then the turn's stream. */
-  | { readonly kind: "continue"; readonly inputId?: Id }
-  /** A new input on the branch. */
-  | { readonly kind: "input"; readonly read: ReadContent; readonly messageId: string }
-  /** An edit or a regeneration: fork the branch before `before`, accept `read` there, move the pointer. */
-  | { readonly kind: "fork"; readonly before: Id | "start"; readonly read: ReadContent; readonly messageId: string };
-
-/** Whether the user entry `entry` (on the branch) carries the images `read` does: same text, other images is an edit. */
-async function sameImages(stub: SessionRpc, branch: Id, entry: Id, read: ReadContent): Promise<boolean> {
-  const page = await run(stub.op("entries", branch, { after: entry - 1, limit: 1 }));
-  const stored = page.items[0];
-  if (stored?.id !== entry) return true;
-  const message = stored.model?.find((m) => m.role === "user");
-  return imagesKey(message?.role === "user" ? message.content : "") === imagesKey(read.input);
-}
-
-async function planOf(
-  stub: SessionRpc,
-  branch: Id | undefined,
-  trigger: "submit-message" | "regenerate-message",
-  user: { readonly id: string; readonly text: string; readonly read: ReadContent } | undefined,
-): Promise<Plan> {
-  const found = branch === undefined || user === undefined ? null : await run(stub.op("chatMessage", branch, user.id));
-  if (trigger === "regenerate-message") {
-    if (user === undefined || found === null || found.entry === undefined)
-      throw new Problem(
-        "invalid_body",
-        "regenerate-message runs again the answer to a user message this chat holds; none was found",
-        "messageId",
-      );
-    // The page's copy of the message, images and all, when its text is the one the chat holds.
-    const read =
-      found.text === undefined || found.text === user.text
-        ? user.read
-        : { input: found.text, text: found.text, images: [] };
-    return { kind: "fork", before: found.entry, read, messageId: user.id };
-  }
-  if (user === undefined) return { kind: "continue" };
-  if (found === null) return { kind: "input", read: user.read, messageId: user.id };
-  const same =
-    found.text === undefined ||
-    (found.text === user.text &&
-      (found.entry === undefined || branch === undefined || (await sameImages(stub, branch, found.entry, user.read))));
-  if (same) return { kind: "continue", ...(found.inputId === undefined ? {} : { inputId: found.inputId }) };
-  if (found.entry === undefined)
-    throw new Problem(
-      "idempotency_key_reused",
-      "this message is still queued with another text; wait until it is placed to edit it",
-      "messages",
-    );
-  return { kind: "fork", before: found.entry, read: user.read, messageId: user.id };
-}
-
 chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const chat = await body(c, chatBody);
   const messages = chat.messages ?? (chat.message === undefined ? [] : [chat.message]);
-  let branch = (await run(stub.op("chatBranch", chat.id))).conversationId;
+  const branch = (await run(stub.op("chatBranch", chat.id))).conversationId;
   const user = newestUserMessage(messages);
-  const plan = await planOf(stub, branch, chat.trigger, user);
+  const plan = await planOf(stub, branch, chat.trigger, user, "chat");
   if (plan.kind === "continue" && branch === undefined)
     throw new Problem("invalid_body", "messages holds no user message", "messages");
   // Images only for a model that takes them (415 naming the part and the model), checked before anything is written.
@@ -289,7 +234,6 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   ];
   if (user === undefined && answers.length === 0)
     throw new Problem("invalid_body", "messages holds no user message and answers nothing", "messages");
-  const payer = payerOf(c.get("claims"));
   let inputId: Id | undefined;
   let conversation: Id;
   if (plan.kind === "continue") {
@@ -297,18 +241,9 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
     inputId = plan.inputId;
   } else {
     // A new chat starts its own conversation (a fork of the root at "start"); an edit or a regeneration forks the
-    // branch just before the user entry it replaces. The fork's creating commit moves the pointer.
-    let key = plan.messageId;
-    if (branch === undefined || plan.kind === "fork") {
-      const source = branch ?? "root";
-      const before = plan.kind === "fork" ? plan.before : "start";
-      branch = (await run(stub.op("chatFork", chat.id, source, before, branch ?? null))).conversationId;
-      if (plan.kind === "fork") key = forkMessageKey(plan.messageId, branch);
-    }
-    const accepted = await acceptedBy(c.env, payer, stub, sessionParam(c), branch, {
-      input: plan.read.input,
-      source: { type: "chat", id: key },
-      messageId: plan.messageId,
+    // branch just before the user entry it replaces. The input is admitted before the fork is made.
+    const target = { env: c.env, payer: payerOf(c.get("claims")), stub, session: sessionParam(c), chatId: chat.id };
+    const accepted = await acceptPlan({ ...target, branch, protocol: "chat" }, plan, {
       requestHash: await inputHash(plan.read),
     });
     conversation = accepted.conversationId;
