@@ -113,7 +113,12 @@ async function startDevOnce(config: string | undefined, extra: readonly string[]
   const envFile = join(dir, "bench.env");
   writeFileSync(
     envFile,
-    [`JWT_SECRET=${JWT_SECRET}`, "WEBHOOK_MASTER_SECRET=bench-load-only-webhook-master-secret", ""].join("\n"),
+    [
+      `JWT_SECRET=${JWT_SECRET}`,
+      "WEBHOOK_MASTER_SECRET=bench-load-only-webhook-master-secret",
+      "SUBJECT_HASH_KEY=bench-load-only-subject-hash-key-0123456789",
+      "",
+    ].join("\n"),
   );
   const port = await freePort();
   const inspector = await freePort();

@@ -1,7 +1,7 @@
 /**
  * Development secrets for the scripts (`npm start`, `npm run token`, `npm run webhook-secret`): read
  * `.dev.vars` (created from `.dev.vars.example` when missing, so `npm start` works on a fresh clone, with
- * a random `SECRETS_SEALING_KEY` added when the file has none);
+ * a random `SECRETS_SEALING_KEY` and `SUBJECT_HASH_KEY` added when the file has none);
  * an environment variable of the same name wins, which is how the scripts are pointed at production
  * secrets (`JWT_SECRET=... npm run token -- ...`). Run by Node directly (type stripping), so it imports
  * nothing from src/.
@@ -14,8 +14,9 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 /**
- * Create `.dev.vars` from the example when it does not exist, and add a random SECRETS_SEALING_KEY when
- * it has none (what it sealed opens only while the file keeps that key); returns its path.
+ * Create `.dev.vars` from the example when it does not exist, and add a random SECRETS_SEALING_KEY, and a random
+ * SUBJECT_HASH_KEY, when it has none (what the first sealed opens, and the erasures the second hashed match, only while
+ * the file keeps that key); returns its path.
  */
 export function ensureDevVars(): string {
   const path = join(root, ".dev.vars");
@@ -23,14 +24,15 @@ export function ensureDevVars(): string {
     copyFileSync(join(root, ".dev.vars.example"), path);
     process.stderr.write("created .dev.vars from .dev.vars.example (development-only secrets)\n");
   }
-  const sealing = parse(readFileSync(path, "utf8")).get("SECRETS_SEALING_KEY");
-  if (sealing === undefined || sealing === "") {
+  for (const name of ["SECRETS_SEALING_KEY", "SUBJECT_HASH_KEY"]) {
+    const value = parse(readFileSync(path, "utf8")).get(name);
+    if (value !== undefined && value !== "") continue;
     const text = readFileSync(path, "utf8");
     appendFileSync(
       path,
-      `${text.endsWith("\n") || text === "" ? "" : "\n"}SECRETS_SEALING_KEY=${randomBytes(32).toString("base64")}\n`,
+      `${text.endsWith("\n") || text === "" ? "" : "\n"}${name}=${randomBytes(32).toString("base64")}\n`,
     );
-    process.stderr.write("added a random SECRETS_SEALING_KEY to .dev.vars (development only)\n");
+    process.stderr.write(`added a random ${name} to .dev.vars (development only)\n`);
   }
   return path;
 }

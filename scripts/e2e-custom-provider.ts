@@ -98,6 +98,7 @@ writeFileSync(
   [
     `JWT_SECRET=${JWT_SECRET}`,
     "WEBHOOK_MASTER_SECRET=e2e-only-webhook-master-secret",
+    "SUBJECT_HASH_KEY=e2e-only-subject-hash-key-0123456789",
     `MODEL_PROVIDERS=${JSON.stringify(providers)}`,
     `E2E_LLM_KEY=${KEY}`,
     "DEFAULT_MODEL=e2e-llm/fake-chat",

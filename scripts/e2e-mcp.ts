@@ -58,6 +58,7 @@ writeFileSync(
     `JWT_SECRET=${JWT_SECRET}`,
     "WEBHOOK_MASTER_SECRET=e2e-only-webhook-master-secret",
     "SECRETS_SEALING_KEY=e2e-only-secrets-sealing-key-0123456789",
+    "SUBJECT_HASH_KEY=e2e-only-subject-hash-key-0123456789",
     "DEFAULT_MODEL=echo",
     "",
   ].join("\n"),

@@ -215,7 +215,7 @@ async function main(): Promise<void> {
   const envFile = join(dir, "record.env");
   writeFileSync(
     envFile,
-    `JWT_SECRET=${JWT_SECRET}\nWEBHOOK_MASTER_SECRET=${WEBHOOK_MASTER_SECRET}\nSECRETS_SEALING_KEY=${SECRETS_SEALING_KEY}\n`,
+    `JWT_SECRET=${JWT_SECRET}\nWEBHOOK_MASTER_SECRET=${WEBHOOK_MASTER_SECRET}\nSECRETS_SEALING_KEY=${SECRETS_SEALING_KEY}\nSUBJECT_HASH_KEY=record-rpc-only-subject-hash-key-0123456789\n`,
   );
   const notes: string[] = [];
   let previous: PreviousRelease | undefined;

@@ -779,6 +779,8 @@ async function drill(): Promise<void> {
       `JWT_SECRET=${JWT_SECRET}`,
       `WEBHOOK_MASTER_SECRET=${WEBHOOK_MASTER_SECRET}`,
       `SECRETS_SEALING_KEY=${SECRETS_SEALING_KEY}`,
+      // Both releases start with it: the one before ignores it, the new one hashes erasures with it.
+      "SUBJECT_HASH_KEY=upgrade-drill-only-subject-hash-key-0123456789",
       "",
     ].join("\n"),
   );

@@ -7,6 +7,7 @@ declare namespace Cloudflare {
     JWT_SECRET: string;
     WEBHOOK_MASTER_SECRET: string;
     SECRETS_SEALING_KEY: string;
+    SUBJECT_HASH_KEY: string;
     /** `quiet` in vitest.config.ts: no log lines on the console. */
     LOG_LEVEL: string;
     /** The soak test's run (vitest.soak.config.ts): short or full, a seed to replay, a simulated start (ISO). */

@@ -12,6 +12,11 @@ const id = z.string().min(1).max(200);
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
 /** Content as AG-UI carries it: a string, or parts (only text parts are accepted here). */
 const content = z.union([z.string(), z.array(textPart)]);
+/**
+ * A user message's content: a string, or text and media parts (`image`, `document`, ...: read, and refused naming the
+ * part when they are not images a model can take, by the frontends' one reader, worker/frontends/content-parts.ts).
+ */
+const userContent = z.union([z.string(), z.array(z.looseObject({ type: z.string().min(1).max(200) })).max(1000)]);
 
 const toolCall = z.object({
   id,
@@ -20,7 +25,7 @@ const toolCall = z.object({
 });
 
 export const agUiMessage = z.discriminatedUnion("role", [
-  z.object({ id, role: z.literal("user"), content }),
+  z.object({ id, role: z.literal("user"), content: userContent }),
   z.object({
     id,
     role: z.literal("assistant"),

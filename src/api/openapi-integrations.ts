@@ -5,7 +5,13 @@
  */
 import { z } from "zod";
 import { webhookBody, noQuery } from "./schemas.js";
-import { inboundBody } from "./inbound.js";
+import {
+  inboundBody,
+  rotateInboundBody,
+  tenantInboundBody,
+  tenantInboundListResponse,
+  tenantInboundOut,
+} from "./inbound.js";
 import {
   deliveriesQuery,
   deliveryList,
@@ -43,6 +49,30 @@ export const WEBHOOK_INPUT_ROUTES: readonly ApiRoute[] = [
     responses: { 202: ok(acceptResponse, "Queued"), 200: ok(acceptResponse, "A redelivery: the first acceptance") },
   },
 ];
+
+/** The signature headers of an inbound delivery, one per format. */
+const INBOUND_SIGNATURES: ApiRoute["headers"] = {
+  "x-hub-signature-256": {
+    schema: z.string(),
+    description: "github: sha256=<hex HMAC-SHA256 of the raw body>; X-GitHub-Delivery is the delivery id",
+    required: false,
+  },
+  "x-slack-signature": {
+    schema: z.string(),
+    description: "slack: v0=<hex HMAC-SHA256 of v0:{X-Slack-Request-Timestamp}:{body}>",
+    required: false,
+  },
+  "stripe-signature": {
+    schema: z.string(),
+    description: "stripe: t=<seconds>,v1=<hex HMAC-SHA256 of {t}.{body}>",
+    required: false,
+  },
+  "webhook-signature": {
+    schema: z.string(),
+    description: "standard: Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature)",
+    required: false,
+  },
+};
 
 /** Inbound endpoints (docs/integrations.md "Events in"). */
 export const INBOUND_ROUTES: readonly ApiRoute[] = [
@@ -87,31 +117,76 @@ export const INBOUND_ROUTES: readonly ApiRoute[] = [
     summary:
       "A delivery from an integration, verified in the endpoint's format; queues input (or answers a GitHub ping or Slack url_verification)",
     auth: { type: "webhook" },
-    headers: {
-      "x-hub-signature-256": {
-        schema: z.string(),
-        description: "github: sha256=<hex HMAC-SHA256 of the raw body>; X-GitHub-Delivery is the delivery id",
-        required: false,
-      },
-      "x-slack-signature": {
-        schema: z.string(),
-        description: "slack: v0=<hex HMAC-SHA256 of v0:{X-Slack-Request-Timestamp}:{body}>",
-        required: false,
-      },
-      "stripe-signature": {
-        schema: z.string(),
-        description: "stripe: t=<seconds>,v1=<hex HMAC-SHA256 of {t}.{body}>",
-        required: false,
-      },
-      "webhook-signature": {
-        schema: z.string(),
-        description: "standard: Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature)",
-        required: false,
-      },
-    },
+    headers: INBOUND_SIGNATURES,
     body: body(z.record(z.string(), jsonValue)),
     responses: {
       200: ok(inboundDeliveryResponse, "Accepted ({ inputId, duplicate }), or the platform's handshake answer"),
+    },
+  },
+];
+
+/** A tenant's inbound endpoints, routed per thread (docs/integrations.md "Routing"). */
+export const TENANT_INBOUND_ROUTES: readonly ApiRoute[] = [
+  {
+    method: "put",
+    path: "/v1/inbound-endpoints/{name}",
+    operationId: "putTenantInbound",
+    summary:
+      "Define a tenant inbound endpoint whose deliveries are routed to a session and a thread rendered from the payload",
+    auth: client("inbound"),
+    query: noQuery,
+    body: body(tenantInboundBody),
+    responses: { 201: ok(tenantInboundOut, "Created"), 200: ok(tenantInboundOut, "Replaced") },
+  },
+  {
+    method: "get",
+    path: "/v1/inbound-endpoints",
+    operationId: "listTenantInbound",
+    summary: "The tenant's inbound endpoints (never their secrets)",
+    auth: client("inbound"),
+    query: noQuery,
+    responses: { 200: ok(tenantInboundListResponse) },
+  },
+  {
+    method: "get",
+    path: "/v1/inbound-endpoints/{name}",
+    operationId: "getTenantInbound",
+    summary: "One tenant inbound endpoint (never its secret)",
+    auth: client("inbound"),
+    query: noQuery,
+    responses: { 200: ok(tenantInboundOut) },
+  },
+  {
+    method: "delete",
+    path: "/v1/inbound-endpoints/{name}",
+    operationId: "deleteTenantInbound",
+    summary: "Delete a tenant inbound endpoint: its deliveries are refused from now on",
+    auth: client("inbound"),
+    query: noQuery,
+    responses: { 200: ok(deletedResponse) },
+  },
+  {
+    method: "post",
+    path: "/v1/inbound-endpoints/{name}/rotate-secret",
+    operationId: "rotateTenantInboundSecret",
+    summary:
+      "A new signing secret (a standard endpoint's generated and answered once); the previous one verifies for 24 h",
+    auth: client("inbound"),
+    query: noQuery,
+    body: body(rotateInboundBody, false),
+    responses: { 200: ok(tenantInboundOut) },
+  },
+  {
+    method: "post",
+    path: "/v1/inbound/{tenant}/{name}",
+    operationId: "tenantInboundDelivery",
+    summary:
+      "A delivery to a tenant endpoint: verified in its format, routed to the session and thread its templates render",
+    auth: { type: "webhook" },
+    headers: INBOUND_SIGNATURES,
+    body: body(z.record(z.string(), jsonValue)),
+    responses: {
+      200: ok(inboundDeliveryResponse, "Accepted ({ inputId, duplicate, session, thread }), ignored, or a handshake"),
     },
   },
 ];

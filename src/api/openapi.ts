@@ -35,7 +35,12 @@ import {
 import { WATCH_ROUTES } from "./openapi-watch.js";
 import { CHAT_ROUTES } from "./openapi-chat.js";
 import { AG_UI_ROUTES } from "./openapi-ag-ui.js";
-import { EVENTS_OUT_ROUTES, INBOUND_ROUTES, WEBHOOK_INPUT_ROUTES } from "./openapi-integrations.js";
+import {
+  EVENTS_OUT_ROUTES,
+  INBOUND_ROUTES,
+  TENANT_INBOUND_ROUTES,
+  WEBHOOK_INPUT_ROUTES,
+} from "./openapi-integrations.js";
 import {
   MCP_SERVER_ROUTES,
   PENDING_ROUTES,
@@ -103,6 +108,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...WEBHOOK_INPUT_ROUTES,
   ...TOOL_RESULT_ROUTES,
   ...INBOUND_ROUTES,
+  ...TENANT_INBOUND_ROUTES,
   ...PENDING_ROUTES,
   ...CHAT_ROUTES,
   ...AG_UI_ROUTES,

@@ -650,7 +650,12 @@ export const inboundListResponse = z.strictObject({ items: z.array(inboundOut) }
  * answer.
  */
 export const inboundDeliveryResponse = z.union([
-  z.strictObject({ inputId: id, duplicate: z.boolean() }),
+  z.strictObject({
+    inputId: id,
+    duplicate: z.boolean(),
+    session: z.string().optional().describe("A tenant endpoint's delivery: the session it was routed to"),
+    thread: z.string().optional().describe("A tenant endpoint's delivery: the chat id of its thread"),
+  }),
   z.strictObject({ ignored: z.literal(true), reason: z.string() }).describe("A delivery its filters ignore"),
   z.record(z.string(), jsonValue),
 ]);

@@ -81,7 +81,12 @@ export const erasureId = z.string().regex(/^er_[0-9a-f]{32}$/, "erasure is an er
 /** `POST /v1/users/{sub}/erase` and `GET /v1/erasures/{id}`: where a user's erasure stands (never the sub). */
 export const erasureResponse = z.strictObject({
   id: z.string().describe("The erasure's id (never reused)"),
-  subHash: z.string().describe("SHA-256 of the user's sub, hex: the only trace of who was erased"),
+  subHash: z
+    .string()
+    .describe(
+      "The user's sub hashed, hex: the only trace of who was erased. Version 2: HMAC-SHA-256 under a per-tenant key derived from SUBJECT_HASH_KEY; version 1: plain SHA-256 (erasures recorded before the keyed hash)",
+    ),
+  subHashVersion: z.union([z.literal(1), z.literal(2)]).describe("Which hash subHash is: 2 keyed, 1 plain SHA-256"),
   status: z.enum(["running", "done"]),
   phase: z
     .enum(["sessions", "usage", "directory", "done"])

@@ -55,6 +55,7 @@ import { RigClient, RIG_CLIENT_OPERATIONS } from "./rig.js";
 import { DeliveriesClient, EVENTS_CLIENT_OPERATIONS, WebhookEndpointsClient } from "./webhook-endpoints.js";
 import { TOOLS_CLIENT_OPERATIONS, ToolsClient } from "./tools.js";
 import { ISSUER_CLIENT_OPERATIONS } from "./issuers.js";
+import { INBOUND_ENDPOINT_CLIENT_OPERATIONS } from "./inbound-endpoints.js";
 import { API_KEY_CLIENT_OPERATIONS } from "./api-keys.js";
 import { LIMITS_CLIENT_OPERATIONS } from "./limits.js";
 import { END_USER_CLIENT_OPERATIONS } from "./end-users.js";
@@ -347,6 +348,8 @@ export const CLIENT_EXCLUDED_OPERATIONS: Readonly<Record<string, string>> = {
     "sent by a webhook provider and authenticated by a Standard Webhooks signature with the endpoint's secret, never a bearer token; a client holding that secret would be impersonating the provider",
   inboundDelivery:
     "sent by an integration (GitHub, Slack, Stripe, a Standard Webhooks sender) and authenticated by its signature with the endpoint's secret, never a bearer token",
+  tenantInboundDelivery:
+    "sent by an integration to a tenant endpoint and authenticated by its signature with the endpoint's secret, never a bearer token",
   toolResult:
     "sent by an HTTP tool's endpoint and authenticated by a Standard Webhooks signature with the tool's secret, never a bearer token",
   chat: "spoken by the AI SDK's useChat through its DefaultChatTransport (docs/frontends.md), not by this REST client",
@@ -399,4 +402,5 @@ export const CLIENT_OPERATIONS: Readonly<Record<string, string>> = {
   ...USERS_CLIENT_OPERATIONS,
   ...ISSUER_CLIENT_OPERATIONS,
   ...API_KEY_CLIENT_OPERATIONS,
+  ...INBOUND_ENDPOINT_CLIENT_OPERATIONS,
 };

@@ -7,6 +7,7 @@ export * from "./conversation.js";
 export * from "./rig.js";
 export { Watch, type WatchOptions } from "./watch.js";
 export * from "./inbound.js";
+export * from "./inbound-endpoints.js";
 export * from "./pending.js";
 export * from "./webhook-endpoints.js";
 export * from "./tools.js";

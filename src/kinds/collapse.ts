@@ -22,9 +22,11 @@ import type { Id } from "../storage/records.js";
 import { ownershipChain } from "./chain.js";
 import { captureConfig, freshRetry, generationConfig } from "./config.js";
 import { createGeneration, landIdleInbox, resolveUnanswered } from "./placement.js";
+import { takeRunTools, withRunTools } from "./run-tools.js";
 import type { TurnServices } from "./services.js";
 import { collapseRoles, type CollapseState } from "./states.js";
 import { recordUsage } from "./usage.js";
+import { withImageUrls } from "./image-urls.js";
 
 export interface CollapseHooks {
   [point: string]: { input: unknown; output: unknown };
@@ -105,7 +107,12 @@ export function createCollapseKind(services: TurnServices) {
         const answer = await services.models.models.completeSimple(
           model,
           { messages },
-          { signal: call.abortSignal ?? new AbortController().signal, toolChoice: "none" },
+          {
+            signal: call.abortSignal ?? new AbortController().signal,
+            toolChoice: "none",
+            // The history's images named by URL go as URLs, as in a generation (image-urls.ts).
+            onPayload: (payload) => withImageUrls(payload),
+          },
         );
         usage = answer.usage;
         const produced = answer.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("");
@@ -147,9 +154,16 @@ export function createCollapseKind(services: TurnServices) {
         const config = await captureConfig(b, task.conversationId, services.options).catch(() => undefined);
         if (config === undefined) return null;
         const group = await landIdleInbox(b, task.conversationId, runtime.now());
-        return group.length === 0
-          ? null
-          : createGeneration(b, task.conversationId, group, config, freshRetry(services.options));
+        if (group.length === 0) return null;
+        // The page tools its input queued with, if it offered some (run-tools.ts).
+        const tools = await takeRunTools(b, task.conversationId, group);
+        return createGeneration(
+          b,
+          task.conversationId,
+          group,
+          withRunTools(config, tools),
+          freshRetry(services.options),
+        );
       };
       if (text === undefined || stale) {
         const reason = stale ? "stale: a newer head landed while summarizing" : (error ?? "no summary");

@@ -25,7 +25,7 @@ import {
   type GenerationServices,
   type GenTask,
 } from "./generation-types.js";
-import { runToolCapture, runToolOf, withRunTools } from "./run-tools.js";
+import { runToolCapture, runToolOf, takeRunTools, withRunTools } from "./run-tools.js";
 
 /** Exponential backoff with the configured jitter and cap (`model-request.ts`), ms. */
 export function retryDelay(options: GenerationServices["options"], attempt: number): number {
@@ -275,12 +275,19 @@ export async function settleAnswer(
       });
     } else {
       const next = await landFinalInbox(b, task.conversationId, inputs, assistant, runtime.now(), services.finalAnswer);
-      // A new group: the page tools of this one are not offered to it (run-tools.ts).
+      // A new group: the page tools of this one are not offered to it, only those its own input queued with
+      // (run-tools.ts).
       if (next.length > 0)
-        successor = createGeneration(b, task.conversationId, next, withRunTools(config, undefined), {
-          attempt: 0,
-          maxAttempts: retry.maxAttempts,
-        });
+        successor = createGeneration(
+          b,
+          task.conversationId,
+          next,
+          withRunTools(config, await takeRunTools(b, task.conversationId, next)),
+          {
+            attempt: 0,
+            maxAttempts: retry.maxAttempts,
+          },
+        );
     }
     tx.settle(task, "done", {
       inputs,

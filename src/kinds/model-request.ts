@@ -15,6 +15,7 @@ import type {
   ThinkingLevel,
 } from "@earendil-works/pi-ai";
 import { clampThinkingLevel } from "@earendil-works/pi-ai";
+import { withImageUrls } from "./image-urls.js";
 
 /** The thinking levels a conversation's `pi.thinking` may hold; "off" (or unset) sends none. */
 export const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"] as const;
@@ -74,6 +75,8 @@ export function attemptOptions(
     // attempts behind its back and sleep where an eviction loses the wait.
     maxRetries: 0,
     fetch: probe.fetch,
+    // A user's image named by an https URL goes to the provider as that URL (image-urls.ts).
+    onPayload: (payload) => withImageUrls(payload),
     ...(reasoning === undefined ? {} : { reasoning }),
   };
 }

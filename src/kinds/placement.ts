@@ -8,6 +8,9 @@
  *   followUp  final-answer boundary                starts the next group
  *   nextRun   next explicit idle accept            joins the group started by that acceptance
  *
+ * An input that offers page tools (run-tools.ts) is queued as a followUp whatever it asks, and placed as a group of its
+ * own: the group being formed stops at it, and items queued after it wait for its answer.
+ *
  * Placement appends the entry, removes the list element and writes its result in one commit. Only the
  * generation and post_tools transition a group; exactly one live generation or post_tools owns it.
  */
@@ -29,7 +32,7 @@ import type { Id, JsonValue } from "../storage/records.js";
 import { captureConfig, freshRetry } from "./config.js";
 import type { FinalAnswerExtension, TurnOptions } from "./services.js";
 import type { OfferedTool } from "./catalog-types.js";
-import { withRunTools } from "./run-tools.js";
+import { queuedRunTools, queueRunTools, takeRunTools, withRunTools } from "./run-tools.js";
 import type { CapturedConfig, GenerationState, RetryBudget } from "./states.js";
 import { clearWaiting, markWaiting } from "./waiting.js";
 import { consumeSubagentNotice } from "./subagent-notice.js";
@@ -46,7 +49,7 @@ export interface AcceptOptions {
   readonly whenBusy?: WhenBusy;
   /**
    * Client tools the page offers for this input's turn only (run-tools.ts). They belong to a turn this input
-   * starts, so an input offering them is refused while the conversation is busy rather than queued.
+   * starts: while the conversation is busy it is queued as a followUp with them, and placed as a group of its own.
    */
   readonly runTools?: readonly OfferedTool[];
 }
@@ -88,13 +91,10 @@ export async function acceptInput(
   const prior = await priorAcceptance(b, options.requestId);
   if (prior !== undefined) return { inputId: prior.inputId, status: "duplicate" };
   if (b.inTurn(conversationId)) {
-    const whenBusy = options.whenBusy ?? "followUp";
-    if (options.runTools !== undefined && options.runTools.length > 0) {
-      throw new PicoError(
-        "conflict",
-        `conversation ${conversationId} is busy with a turn; an input that offers its own tools starts a turn of its own, so send it when the turn has ended`,
-      );
-    }
+    const tools = options.runTools !== undefined && options.runTools.length > 0 ? options.runTools : undefined;
+    // An input with page tools never steers the live turn: its tools are its own turn's (run-tools.ts).
+    const whenBusy =
+      tools !== undefined && options.whenBusy !== "reject" ? "followUp" : (options.whenBusy ?? "followUp");
     if (whenBusy === "reject") {
       throw new PicoError(
         "conflict",
@@ -108,7 +108,9 @@ export async function acceptInput(
       ),
       options.messageId,
     );
-    return { inputId: queueInput(b, conversationId, item), status: "queued" };
+    const inputId = queueInput(b, conversationId, item);
+    if (tools !== undefined) queueRunTools(b, conversationId, inputId, tools);
+    return { inputId, status: "queued" };
   }
   const config = withRunTools(await captureConfig(b, conversationId, turn), options.runTools);
   // Queued items that land at an explicit idle accept: nextRun joins the new group; writes are placed.
@@ -118,6 +120,8 @@ export async function acceptInput(
   const queued = await queuedItems(b, conversationId);
   const group: Id[] = [];
   for (const item of queued) {
+    // One that offers page tools stays queued: it is a group of its own, after this one (run-tools.ts).
+    if (item.value.mode !== "write" && (await queuedRunTools(b, conversationId, item.id)) !== undefined) continue;
     if (item.value.mode === "nextRun" || item.value.mode === "steer" || item.value.mode === "followUp") {
       placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       group.push(item.id);
@@ -229,11 +233,13 @@ export async function landFinalInbox(
   // An input accepted first is a group of its own: queued steer/followUp items stay queued for its final
   // answer, the next boundary (they go after it, not into it). Reads see committed state only, so an
   // input accepted first above is not among the queued items.
-  const ahead = next.length > 0;
+  let ahead = next.length > 0;
   for (const item of await queuedItems(b, conversationId)) {
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
     } else if (!ahead && (item.value.mode === "steer" || item.value.mode === "followUp")) {
+      ahead = await ownGroup(b, conversationId, item.id);
+      if (ahead && next.length > 0) continue;
       placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       next.push(item.id);
     }
@@ -286,16 +292,20 @@ export async function continueInbox(
   const group: Id[] = [];
   const queued = await queuedItems(b, conversationId);
   if (!queued.some((item) => item.value.mode === "steer" || item.value.mode === "followUp")) return undefined;
-  const config = await captureConfig(b, conversationId, turn);
+  const captured = await captureConfig(b, conversationId, turn);
+  let ahead = false;
   for (const item of queued) {
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
-    } else {
+    } else if (!ahead) {
+      ahead = await ownGroup(b, conversationId, item.id);
+      if (ahead && group.length > 0) continue;
       placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       group.push(item.id);
     }
   }
   await clearWaiting(b, conversationId);
+  const config = withRunTools(captured, await takeRunTools(b, conversationId, group));
   return { inputs: group, generation: createGeneration(b, conversationId, group, config, freshRetry(turn)) };
 }
 
@@ -307,15 +317,26 @@ export async function continueInbox(
 export async function landIdleInbox(b: TxBuilder, conversationId: Id, now: number): Promise<Id[]> {
   await clearWaiting(b, conversationId);
   const next: Id[] = [];
+  let ahead = false;
   for (const item of await queuedItems(b, conversationId)) {
     if (item.value.mode === "write") {
       placeInput(b, conversationId, item.id, item.value, { ...item.value.entry, kind: item.value.kind });
-    } else if (item.value.mode === "steer" || item.value.mode === "followUp") {
+    } else if (!ahead && (item.value.mode === "steer" || item.value.mode === "followUp")) {
+      ahead = await ownGroup(b, conversationId, item.id);
+      if (ahead && next.length > 0) continue;
       placeInput(b, conversationId, item.id, item.value, userDraft(item.value.input, now, item.value.data));
       next.push(item.id);
     }
   }
   return next;
+}
+
+/**
+ * Whether queued input `inputId` offers page tools (run-tools.ts): it is a group of its own, so a group being formed
+ * stops at it (it waits for the next boundary when the group has inputs, else it is the group, alone).
+ */
+async function ownGroup(b: TxBuilder, conversationId: Id, inputId: Id): Promise<boolean> {
+  return (await queuedRunTools(b, conversationId, inputId)) !== undefined;
 }
 
 /** Withdraw queued steer/followUp (foreground abort keeps write and nextRun, §6.3). */

@@ -5,7 +5,8 @@
  * so every reader sees the full shape, and rows written before (every field present) read the same.
  * `presentEntry`, `presentTask` and `presentUsageEvent` do the same for what leaves the service (HTTP API,
  * watch): a tool result entry's data, a settled tool task's output, a session watch's usage row;
- * `presentTaskToUser` is a task as an end user sees it (no remote call's URL).
+ * `presentTaskToUser` is a task as an end user sees it (no remote call's URL), `presentEntryToUser` an entry (no
+ * inbound delivery's payload).
  */
 import type { Usage } from "@earendil-works/pi-ai";
 import { toolResultKind } from "../core/entries.js";
@@ -75,6 +76,24 @@ export function presentEntry(entry: Entry): Entry {
   const data = entry.data;
   if (entry.kind !== toolResultKind.kind || !isObject(data)) return entry;
   return { ...entry, data: presentToolData(data) };
+}
+
+/**
+ * An entry as an end user's token sees it (transcript pages, watch views and events, the user's export):
+ * `presentEntry`'s view, except that the user entry of an inbound delivery keeps where it came from
+ * (`data.inbound.source`) but not the delivery's payload (`payload`, or `payloadText` and `payloadBytes` for a large
+ * one; worker/inbound/template.ts `inboundData`), which is the operator's: `payloadWithheld: true` says it exists.
+ * Every other entry is `presentEntry`'s (the same object when nothing changes).
+ */
+export function presentEntryToUser(entry: Entry): Entry {
+  const shown = presentEntry(entry);
+  const data = shown.data;
+  if (shown.kind !== "user" || !isObject(data)) return shown;
+  const inbound = data["inbound"];
+  if (!isObject(inbound)) return shown;
+  const { payload: _payload, payloadText: _text, payloadBytes: _bytes, ...kept } = inbound;
+  if (Object.keys(kept).length === Object.keys(inbound).length) return shown;
+  return { ...shown, data: { ...data, inbound: { ...kept, payloadWithheld: true } } };
 }
 
 /** The kind of tool tasks (`toolDefinition.kind` in tool.ts, which imports this module). */

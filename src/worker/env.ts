@@ -36,6 +36,11 @@ export interface Env extends SandboxBinding {
   readonly SECRETS_SEALING_KEY?: string;
   readonly SECRETS_SEALING_KEY_PREVIOUS?: string;
   /**
+   * Key the erasure records' user hashes are made with, at least 32 characters, never rotated (a wrangler secret;
+   * src/worker/directory/subject-hash.ts). Without it every route but erase is served (erase answers 500 `misconfigured`).
+   */
+  readonly SUBJECT_HASH_KEY?: string;
+  /**
    * With a key set, that pi-ai provider is registered next to the built-in `echo` model. These two are
    * examples: every catalogue provider's secret (src/models/providers.ts, docs/models.md) is read by name.
    */

@@ -11,7 +11,7 @@
  * walk is the runner's server.
  *
  * Port 8787 must be free (stop your own `npm start`); the walks also use 8788 (tool endpoint), 8789 (MCP
- * endpoint) and 9000 (webhook receiver). PICO_DOCS_TIMEOUT_S bounds each doc file (default 300 s);
+ * endpoint), 9000 and 9001 (webhook receivers). PICO_DOCS_TIMEOUT_S bounds each doc file (default 300 s);
  * PICO_DOCS_ONLY=README.md,docs/jobs.md runs only those files; PICO_DOCS_LOGS=DIR keeps each file's walk
  * output and server log there.
  */

@@ -135,6 +135,42 @@ for (const backend of coreBackends) {
         expect(generations).toHaveLength(3);
       }));
 
+    it(`an input with run tools accepted while a turn is live is queued and placed as a group of its own, with its tools (${backend.name})`, () =>
+      backend.run(async (inner) => {
+        const requests: Context[] = [];
+        const rig = await openRig(inner, [
+          recording(requests, () => fauxAssistantMessage("live")),
+          recording(requests, () => fauxAssistantMessage("before")),
+          recording(requests, () => fauxAssistantMessage("with tools")),
+          recording(requests, () => fauxAssistantMessage("after")),
+        ]);
+        const root = await rig.harness.root(call);
+        const pick = {
+          name: "pick_color",
+          description: "ask the page",
+          parameters: { type: "object", properties: {} },
+        };
+        const turns = rig.harness.turns;
+        if (turns === undefined) throw new Error("the kit installs the turn API");
+        // The first accept starts a turn; the three after it are queued behind it (followUps).
+        await turns.accept(root.id, { input: "live" }, call);
+        await turns.accept(root.id, { input: "before" }, call);
+        // The kinds' accept options carry the run tools (the core's type does not name them); it asks to steer, and
+        // is queued as a followUp all the same: its tools are its own turn's.
+        const withTools = { input: "with tools", runTools: [pick], whenBusy: "steer" as const };
+        await turns.accept(root.id, withTools, call);
+        await turns.accept(root.id, { input: "after" }, call);
+        expect(await root.drive(call)).toBe("idle");
+        // Four groups, in order: the page's tools only in the turn of the input that offered them.
+        const users = requests.map((request) =>
+          request.messages
+            .filter((m) => m.role === "user")
+            .map((m) => (typeof m.content === "string" ? m.content : "")),
+        );
+        expect(users.map((texts) => texts[texts.length - 1])).toEqual(["live", "before", "with tools", "after"]);
+        expect(requests.map(offeredTools)).toEqual([["echo"], ["echo"], ["echo", "pick_color"], ["echo"]]);
+      }));
+
     it(`system_instructions on the kit's generation kind gets the typed draft; after_response gets the attempt's usage (${backend.name})`, () =>
       backend.run(async (inner) => {
         const requests: Context[] = [];

@@ -135,6 +135,29 @@ async function userEntries(name: string, t: string): Promise<number> {
   return entries.items.filter((entry) => entry.kind === "user").length;
 }
 
+/** What a page loading its thread sees: the MESSAGES_SNAPSHOT of a run without messages. */
+async function loadThread(name: string, t: string, threadId: string): Promise<{ id: string; content?: string }[]> {
+  const response = await call("POST", `/v1/sessions/${name}/ag-ui`, {
+    token: t,
+    body: { threadId, runId: crypto.randomUUID(), messages: [] },
+  });
+  expect(response.status, await response.clone().text()).toBe(200);
+  const snapshot = dataOf(await response.text()).find((event) => (event as Wire).type === "MESSAGES_SNAPSHOT");
+  return (snapshot as { messages: { id: string; content?: string }[] }).messages;
+}
+
+/** The texts of a conversation's user entries. */
+async function userTexts(name: string, t: string, conversation: string): Promise<string[]> {
+  const entries = await json<{ items: { model: { content: string | { text?: string }[] }[] }[] }>(
+    await call("GET", `/v1/sessions/${name}/conversations/${conversation}/entries?kind=user`, { token: t }),
+  );
+  return entries.items.map((entry) =>
+    entry.model
+      .map((m) => (typeof m.content === "string" ? m.content : m.content.map((b) => b.text ?? "").join("")))
+      .join(""),
+  );
+}
+
 describe("AG-UI over HTTP + SSE", () => {
   it("Every AG-UI event validates against @ag-ui/core", async () => {
     const { name, t } = await newSession();
@@ -324,7 +347,7 @@ describe("AG-UI over HTTP + SSE", () => {
     expect(after.items).toEqual([]);
   });
 
-  it("refuses page tools that would shadow a tool or run beside a live turn, writing nothing", async () => {
+  it("refuses page tools that would shadow a tool, writing nothing", async () => {
     const name = uniqueSession("ag-ui-busy");
     const t = await token(TENANT, "client");
     expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
@@ -352,16 +375,45 @@ describe("AG-UI over HTTP + SSE", () => {
     expect(uncompilable.status, await uncompilable.clone().text()).toBe(422);
     expect(await json(uncompilable)).toMatchObject({ code: "invalid_tool", field: "tools.0.parameters" });
 
-    // A live turn: an input that offers its own tools starts a turn of its own, so it is refused, not queued.
-    const long = Array.from({ length: 200 }, (_, i) => `w${i}`).join(" ");
-    const busy = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, {
+    expect(await userEntries(name, t)).toBe(0);
+  });
+
+  it("Page tools sent while a turn is live queue with their input for its own turn", async () => {
+    const name = uniqueSession("ag-ui-busy");
+    const t = await token(TENANT, "client");
+    expect((await call("PUT", `/v1/sessions/${name}`, { token: t, body: { model: "echo-slow" } })).status).toBe(201);
+    const pickColor = {
+      name: "pick_color",
+      description: "Ask the person at the page to pick a colour",
+      parameters: { type: "object", properties: { hint: { type: "string" } }, required: ["hint"] },
+    };
+    // A live turn that calls pick_color itself: it was not offered the page's tools, so the call is refused.
+    const live = await call("POST", `/v1/sessions/${name}/conversations/root/inputs`, {
       token: t,
-      body: { input: long },
+      body: { input: '/call pick_color {"hint":"live"}' },
     });
-    expect(busy.status).toBe(201);
-    const refused = await run("u-busy", [tool]);
-    expect(refused.status).toBe(409);
-    expect(await userEntries(name, t)).toBe(1);
+    expect(live.status, await live.clone().text()).toBe(201);
+    // A page sends its tools with its message meanwhile (CopilotKit sends them on every run): queued, not refused.
+    const { agent, wire } = agentOf(name, t);
+    agent.addMessage({ id: "u-queued", role: "user", content: '/call pick_color {"hint":"warm"}' });
+    const queued = await runOnce(agent, wire, { tools: [pickColor] });
+    validateAll(queued.sent);
+    // Its own turn has them: the model's call of pick_color waits for the page.
+    const start = queued.sent.find((event) => (event as Wire).type === "TOOL_CALL_START") as Wire;
+    expect(start).toMatchObject({ toolCallName: "pick_color" });
+    expect(finished(queued.sent)["outcome"]).toEqual({ type: "success", pendingToolCallIds: [start["toolCallId"]] });
+    const pending = await json<{ items: { type: string; name: string }[] }>(
+      await call("GET", `/v1/sessions/${name}/pending`, { token: t }),
+    );
+    expect(pending.items).toEqual([expect.objectContaining({ type: "client_tool", name: "pick_color" })]);
+    // The live turn had not: its call was refused as not offered.
+    const results = await json<{ items: { model: { content: { text?: string }[] }[] }[] }>(
+      await call("GET", `/v1/sessions/${name}/conversations/root/entries?kind=tool_result`, { token: t }),
+    );
+    expect(results.items.map((item) => item.model[0]?.content[0]?.text)).toEqual([
+      'Tool "pick_color" was not offered in this request.',
+    ]);
+    expect(await userEntries(name, t)).toBe(2);
     expect((await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: t })).status).toBe(200);
   });
 
@@ -458,5 +510,145 @@ describe("AG-UI over HTTP + SSE", () => {
     // Nothing was written: the same again answers the same.
     expect(typesOf(await run({ messages: [] }))).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
     expect(await userEntries(name, t)).toBe(0);
+
+    // A thread whose turn waits on an approval: loading it answers the waiting interrupt too.
+    await defineTool("deploy", { handler: { type: "client", timeoutMs: 86_400_000 }, approval: "always" });
+    const deploying = await newSession(["deploy"]);
+    const ask = await call("POST", `/v1/sessions/${deploying.name}/ag-ui`, {
+      token: deploying.t,
+      body: {
+        threadId: "desk",
+        runId: "r1",
+        messages: [{ id: "d-1", role: "user", content: '/call deploy {"id":1}' }],
+      },
+    });
+    expect(ask.status).toBe(200);
+    await ask.text();
+    const [item] = (
+      await json<{ items: { id: string }[] }>(await call("GET", `/v1/sessions/${deploying.name}/pending`, { token: t }))
+    ).items;
+    const reload = await call("POST", `/v1/sessions/${deploying.name}/ag-ui`, {
+      token: deploying.t,
+      body: { threadId: "desk", runId: "r2", messages: [] },
+    });
+    const reloaded = dataOf(await reload.text());
+    validateAll(reloaded);
+    expect(typesOf(reloaded)).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
+    expect(finished(reloaded)["outcome"]).toEqual({
+      type: "interrupt",
+      interrupts: [expect.objectContaining({ id: item?.id, reason: "tool_approval", toolCallId: expect.any(String) })],
+    });
+  });
+
+  it("A run whose page lacks the thread's messages starts with MESSAGES_SNAPSHOT of them", async () => {
+    const { name, t } = await newSession();
+    const threadId = "two-tabs";
+    const first = agentOf(name, t, threadId);
+    first.agent.addMessage({ id: "u-a", role: "user", content: "from the first tab" });
+    const a = await runOnce(first.agent, first.wire);
+    expect(typesOf(a.sent)).not.toContain("MESSAGES_SNAPSHOT");
+
+    // A second tab that kept no history sends a new message: the run starts with what the thread holds before it.
+    const second = agentOf(name, t, threadId);
+    second.agent.addMessage({ id: "u-b", role: "user", content: "from the second tab" });
+    const b = await runOnce(second.agent, second.wire);
+    validateAll(b.sent);
+    expect(typesOf(b.sent).slice(0, 2)).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT"]);
+    const snapshot = b.sent[1] as { messages: { id: string; role: string; content?: string }[] };
+    expect(snapshot.messages).toEqual([
+      { id: "u-a", role: "user", content: "from the first tab" },
+      expect.objectContaining({ role: "assistant", content: "from the first tab" }),
+      { id: "u-b", role: "user", content: "from the second tab" },
+    ]);
+    expect(textOf(b.sent)).toBe("from the second tab");
+    // @ag-ui/client merges a snapshot into the page's list: what the page held keeps its place, the rest is added.
+    expect(second.agent.messages.map((m) => `${m.role}: ${String(m.content)}`).sort()).toEqual([
+      "assistant: from the first tab",
+      "assistant: from the second tab",
+      "user: from the first tab",
+      "user: from the second tab",
+    ]);
+
+    // The first tab lacks the second's exchange: its next run catches up the same way.
+    first.agent.addMessage({ id: "u-c", role: "user", content: "back in the first tab" });
+    const c = await runOnce(first.agent, first.wire);
+    validateAll(c.sent);
+    expect(typesOf(c.sent).slice(0, 2)).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT"]);
+    expect(first.agent.messages.map((m) => String(m.content)).sort()).toEqual([
+      "back in the first tab",
+      "back in the first tab",
+      "from the first tab",
+      "from the first tab",
+      "from the second tab",
+      "from the second tab",
+    ]);
+    // A page that holds it all gets no snapshot.
+    second.agent.setMessages(first.agent.messages);
+    second.agent.addMessage({ id: "u-d", role: "user", content: "all caught up" });
+    const d = await runOnce(second.agent, second.wire);
+    expect(typesOf(d.sent)).not.toContain("MESSAGES_SNAPSHOT");
+    expect(textOf(d.sent)).toBe("all caught up");
+  });
+
+  it("An edited AG-UI message continues on a fork and the thread follows it", async () => {
+    const { name, t } = await newSession();
+    const { agent, wire } = agentOf(name, t);
+    agent.addMessage({ id: "u-1", role: "user", content: "hello" });
+    await runOnce(agent, wire);
+
+    // The page edits its message (same id, another text) and runs: a fork before it, where the new text is the input.
+    agent.setMessages([{ id: "u-1", role: "user", content: "hello, edited" }]);
+    const edited = await runOnce(agent, wire);
+    validateAll(edited.sent);
+    expect(typesOf(edited.sent).slice(0, 2)).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT"]);
+    expect((edited.sent[1] as { messages: unknown[] }).messages).toEqual([
+      { id: "u-1", role: "user", content: "hello, edited" },
+    ]);
+    expect(textOf(edited.sent)).toBe("hello, edited");
+    expect(agent.messages.map((m) => [m.id, m.role, m.content])).toEqual([
+      ["u-1", "user", "hello, edited"],
+      [expect.any(String), "assistant", "hello, edited"],
+    ]);
+    // The thread follows the fork; the conversation root keeps what it said.
+    const loaded = await loadThread(name, t, "root");
+    expect(loaded.map((m) => m.content)).toEqual(["hello, edited", "hello, edited"]);
+    expect(await userTexts(name, t, "root")).toEqual(["hello"]);
+
+    // The edited run sent again is a continuation on the fork: no second input.
+    const again = await runOnce(agent, wire);
+    expect(typesOf(again.sent)).toEqual(["RUN_STARTED", "RUN_FINISHED"]);
+    expect(await loadThread(name, t, "root")).toEqual(loaded);
+  });
+
+  it("An AG-UI regenerate runs the answer again on a fork", async () => {
+    const { name, t } = await newSession();
+    const threadId = "regenerating";
+    const { agent, wire } = agentOf(name, t, threadId);
+    agent.addMessage({ id: "u-1", role: "user", content: "say it" });
+    const first = await runOnce(agent, wire);
+    const answer = first.sent.find((event) => (event as Wire).type === "TEXT_MESSAGE_START") as Wire;
+
+    // forwardedProps.trigger "regenerate-message": the answer to the newest user message runs again on a fork.
+    const again = await runOnce(agent, wire, { forwardedProps: { trigger: "regenerate-message" } });
+    validateAll(again.sent);
+    expect(typesOf(again.sent).slice(0, 2)).toEqual(["RUN_STARTED", "MESSAGES_SNAPSHOT"]);
+    const regenerated = again.sent.find((event) => (event as Wire).type === "TEXT_MESSAGE_START") as Wire;
+    expect(regenerated["messageId"]).not.toBe(answer["messageId"]);
+    expect(textOf(again.sent)).toBe("say it");
+    // The page shows one exchange: its message and the new answer (the snapshot dropped the old one).
+    expect(agent.messages.map((m) => [m.id, m.content])).toEqual([
+      ["u-1", "say it"],
+      [regenerated["messageId"], "say it"],
+    ]);
+    const loaded = await loadThread(name, t, threadId);
+    expect(loaded.map((m) => m.id)).toEqual(["u-1", regenerated["messageId"]]);
+
+    // Nothing to regenerate (no user message) is 400, writing nothing.
+    const refused = await call("POST", `/v1/sessions/${name}/ag-ui`, {
+      token: t,
+      body: { threadId, runId: "r-none", messages: [], forwardedProps: { trigger: "regenerate-message" } },
+    });
+    expect(refused.status, await refused.clone().text()).toBe(400);
+    expect(await loadThread(name, t, threadId)).toEqual(loaded);
   });
 });

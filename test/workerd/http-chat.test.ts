@@ -5,7 +5,16 @@
  * and a reload resumes the live turn once (204 when idle).
  */
 import { SELF } from "cloudflare:test";
-import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from "ai";
+import {
+  DefaultChatTransport,
+  parseJsonEventStream,
+  readUIMessageStream,
+  uiMessageChunkSchema,
+  validateUIMessages,
+  type UIMessage,
+  type UIMessageChunk,
+} from "ai";
+import { EventSchemas } from "@ag-ui/core/schemas";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/storage/records.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
@@ -530,12 +539,17 @@ describe("AI SDK chat (UI message stream v1)", () => {
     const { name, t } = await sessionWith({ selectedTools: ["confirm", "erase"] });
     const post = async (body: Record<string, unknown>): Promise<{ status: number; chunks: JsonObject[] }> => {
       const response = await call("POST", `/v1/sessions/${name}/chat`, { token: t, body: { id: "root", ...body } });
-      const text = await response.text();
-      if (response.status !== 200) return { status: response.status, chunks: [JSON.parse(text) as JsonObject] };
-      const chunks = text
-        .split("\n\n")
-        .filter((line) => line.startsWith("data: {"))
-        .map((line) => JSON.parse(line.slice(6)) as JsonObject);
+      if (response.status !== 200 || response.body === null)
+        return { status: response.status, chunks: [await json<JsonObject>(response)] };
+      // Read as the AI SDK reads it: every chunk must pass `ai`'s own chunk schema.
+      const chunks: JsonObject[] = [];
+      const reader = parseJsonEventStream({ stream: response.body, schema: uiMessageChunkSchema }).getReader();
+      for (;;) {
+        const next = await reader.read();
+        if (next.done) break;
+        expect(next.value.success, JSON.stringify(next.value)).toBe(true);
+        if (next.value.success) chunks.push(next.value.value as unknown as JsonObject);
+      }
       return { status: response.status, chunks };
     };
 
@@ -547,8 +561,13 @@ describe("AI SDK chat (UI message stream v1)", () => {
     expect(types.indexOf("tool-input-start")).toBeGreaterThan(-1);
     expect(types.indexOf("tool-input-start")).toBeLessThan(types.indexOf("tool-input-delta"));
     expect(types.indexOf("tool-input-delta")).toBeLessThan(types.indexOf("tool-input-available"));
-    const delta = first.chunks.find((chunk) => chunk["type"] === "tool-input-delta");
-    expect(JSON.parse(String(delta?.["inputTextDelta"]))).toEqual({ id: 3 });
+    // The deltas join into exactly the call's final arguments JSON.
+    const joined = first.chunks
+      .filter((chunk) => chunk["type"] === "tool-input-delta")
+      .map((chunk) => String(chunk["inputTextDelta"]))
+      .join("");
+    expect(joined).toBe(JSON.stringify({ id: 3 }));
+    expect(first.chunks.filter((chunk) => chunk["type"] === "tool-input-start")).toHaveLength(1);
     expect(first.chunks.at(-1)).toMatchObject({ type: "finish", finishReason: "tool-calls" });
     const available = first.chunks.find((chunk) => chunk["type"] === "tool-input-available");
     const callId = String(available?.["toolCallId"]);
@@ -624,6 +643,25 @@ describe("AI SDK chat (UI message stream v1)", () => {
     });
     expect(withFile.status).toBe(415);
     expect(withFile.chunks[0]).toMatchObject({ code: "unsupported_media_type", field: "messages[0].parts[1]" });
+    // An image part reaches a model that takes images (echo names it) and comes back in the history as a file part.
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+    const image = { type: "file", mediaType: "image/png", url: `data:image/png;base64,${png}` };
+    const withImage = await post({
+      messages: [{ id: "shape-img", role: "user", parts: [{ type: "text", text: "see" }, image] }],
+    });
+    expect(withImage.status).toBe(200);
+    const seen = withImage.chunks
+      .filter((chunk) => chunk["type"] === "text-delta")
+      .map((chunk) => String(chunk["delta"]))
+      .join("");
+    expect(seen).toBe("see [image image/png]");
+    const shown = await validateUIMessages<UIMessage>({
+      messages: await json<UIMessage[]>(await call("GET", `/v1/sessions/${name}/chat/root/messages`, { token: t })),
+    });
+    expect(shown.find((message) => message.id === "shape-img")?.parts).toEqual([
+      { type: "text", text: "see", state: "done" },
+      image,
+    ]);
     // A long history (over 1 MB) is accepted: the page resends it with every message; `{ id, message }` too.
     const long = await post({
       messages: [
@@ -634,6 +672,54 @@ describe("AI SDK chat (UI message stream v1)", () => {
     expect(long.status).toBe(200);
     const alone = await post({ message: userMessage("shape-5", "only the last message") });
     expect(alone.status).toBe(200);
-    expect(await userEntries(name, t)).toBe(before + 2);
+    expect(await userEntries(name, t)).toBe(before + 3);
+
+    // AG-UI: RUN_STARTED names the protocol version; `tools` and `context` may be left out; an image content part
+    // reaches the model, a document that is not an image is refused naming it. Every event validates.
+    const agUi = async (messages: JsonObject[]): Promise<{ status: number; events: JsonObject[] }> => {
+      const response = await call("POST", `/v1/sessions/${name}/ag-ui`, {
+        token: t,
+        body: { threadId: "root", runId: `run-${messages.length}-${String(messages[0]?.["id"])}`, messages },
+      });
+      const text = await response.text();
+      if (response.status !== 200) return { status: response.status, events: [JSON.parse(text) as JsonObject] };
+      const events = text
+        .split("\n\n")
+        .filter((block) => block.startsWith("data: {"))
+        .map((block) => JSON.parse(block.slice(6)) as JsonObject);
+      for (const event of events) expect(EventSchemas.safeParse(event).success, JSON.stringify(event)).toBe(true);
+      return { status: response.status, events };
+    };
+    const run = await agUi([
+      {
+        id: "shape-ag-1",
+        role: "user",
+        content: [
+          { type: "text", text: "and this" },
+          { type: "image", source: { type: "data", value: png, mimeType: "image/png" } },
+        ],
+      },
+    ]);
+    expect(run.status).toBe(200);
+    expect(run.events[0]).toMatchObject({ type: "RUN_STARTED", protocolVersion: "1.0" });
+    expect(
+      run.events
+        .filter((event) => event["type"] === "TEXT_MESSAGE_CONTENT")
+        .map((event) => String(event["delta"]))
+        .join(""),
+    ).toBe("and this [image image/png]");
+    const document = await agUi([
+      {
+        id: "shape-ag-2",
+        role: "user",
+        content: [
+          { type: "text", text: "and this" },
+          { type: "document", source: { type: "data", value: "JVBERi0=", mimeType: "application/pdf" } },
+        ],
+      },
+    ]);
+    expect(document.status).toBe(415);
+    expect(document.events[0]).toMatchObject({ code: "unsupported_media_type", field: "messages.0.content.1" });
+    expect(await userEntries(name, t)).toBe(before + 4);
   });
 });

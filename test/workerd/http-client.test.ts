@@ -17,6 +17,7 @@ import { ConversationClient } from "../../src/client/conversation.js";
 import { RigClient } from "../../src/client/rig.js";
 import { PicoApiError } from "../../src/client/transport.js";
 import { InboundClient } from "../../src/client/inbound.js";
+import { InboundEndpointsClient } from "../../src/client/inbound-endpoints.js";
 import { DeliveriesClient, WebhookEndpointsClient } from "../../src/client/webhook-endpoints.js";
 import { ToolsClient } from "../../src/client/tools.js";
 import { EndUserClient } from "../../src/client/end-users.js";
@@ -127,6 +128,7 @@ const CLASSES: Readonly<Record<string, { prototype: object }>> = {
   ConversationClient,
   RigClient,
   InboundClient,
+  InboundEndpointsClient,
   ToolsClient,
   WebhookEndpointsClient,
   DeliveriesClient,
@@ -314,6 +316,18 @@ describe("typed client against the worker", () => {
     expect((await inbound.list()).items.map((item) => item.name)).toEqual(["ci", "github"]);
     expect((await inbound.get("github")).template).toBe("{{action}}");
     expect(await inbound.delete("ci")).toEqual({ deleted: true });
+    // The tenant's inbound endpoints: one routed per repository and issue, its secret rotated, then gone.
+    const routed = new InboundEndpointsClient(operator);
+    const routedEndpoint = await routed.put("gh-routed", {
+      format: "standard",
+      session: `${name}-{{repository.name}}`,
+      route: "{{repository.full_name}}#{{issue.number}}",
+    });
+    expect(routedEndpoint.secret).toMatch(/^whsec_/);
+    expect((await routed.list()).items.map((item) => item.name)).toContain("gh-routed");
+    expect((await routed.get("gh-routed")).route).toBe("{{repository.full_name}}#{{issue.number}}");
+    expect((await routed.rotateSecret("gh-routed")).secret).toMatch(/^whsec_/);
+    expect(await routed.delete("gh-routed")).toEqual({ deleted: true });
 
     // Events out: an endpoint of the tenant, and the session's deliveries to it.
     const hooks = operator.webhookEndpoints();

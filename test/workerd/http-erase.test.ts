@@ -15,13 +15,14 @@ import { receiverPerTest, registerEndpoint, verifyAt } from "./event-fixtures.js
 import { BASE, call, exists, json, token, uniqueSession, until } from "./http-fixtures.js";
 import { mintWatchToken, sseOf, sseWatch, waitFor, wsWatch } from "./watch-fixtures.js";
 import { WATCH_CLOSE_CODE } from "../../src/worker/watch/guard.js";
-import { putUserTemplate, USER_TEMPLATE } from "./users-fixtures.js";
+import { keyedHashOf, putUserTemplate, USER_TEMPLATE } from "./users-fixtures.js";
 
 const receiver = receiverPerTest();
 
 interface Erasure {
   id: string;
   subHash: string;
+  subHashVersion: number;
   status: "running" | "done";
   phase: string;
   cutoff: number;
@@ -45,11 +46,6 @@ function everyRow(sql: SqlStorage): string {
     .toArray()
     .map((row) => String(row["name"]));
   return tables.map((table) => JSON.stringify(sql.exec(`SELECT * FROM "${table}"`).toArray())).join("\n");
-}
-
-async function sha256(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
 }
 
 async function createAs(jwt: string): Promise<string> {
@@ -107,7 +103,12 @@ describe("user erasure", () => {
     expect(started.status).toBe(202);
     const erasure = await json<Erasure>(started);
     expect(started.headers.get("location")).toBe(`/v1/erasures/${erasure.id}`);
-    expect(erasure).toMatchObject({ status: "running", subHash: await sha256(sub), sessionsFound: 3 });
+    expect(erasure).toMatchObject({
+      status: "running",
+      subHash: await keyedHashOf(env.SUBJECT_HASH_KEY, tenant, sub),
+      subHashVersion: 2,
+      sessionsFound: 3,
+    });
     const progress = (): Promise<Erasure> =>
       call("GET", `/v1/erasures/${erasure.id}`, { token: operator }).then((r) => json<Erasure>(r));
     const midway = await until(
@@ -177,7 +178,7 @@ describe("user erasure", () => {
     expect(erased.length).toBe(1);
     expect(verifyAt(undefined, hook.secret, erased[0] as (typeof erased)[number])).toMatchObject({
       type: "user.erased",
-      data: { erasure: erasure.id, subHash: erasure.subHash, sessionsDeleted: 3 },
+      data: { erasure: erasure.id, subHash: erasure.subHash, subHashVersion: 2, sessionsDeleted: 3 },
     });
     expect(erased[0]?.body).not.toContain(sub);
 

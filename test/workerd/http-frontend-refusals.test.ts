@@ -6,14 +6,14 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, json, token, uniqueSession } from "./http-fixtures.js";
+import { call, json, lastSeq, token, uniqueSession } from "./http-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
 });
 
 interface Pending {
-  readonly items: readonly { readonly id: string; readonly type: string }[];
+  readonly items: readonly { readonly id: string; readonly type: string; readonly conversationId: number }[];
 }
 
 async function pendingOf(name: string, t: string): Promise<Pending["items"]> {
@@ -135,6 +135,116 @@ describe("Frontend requests: refused and revoked", () => {
     expect(await pendingOf(agui, t)).toEqual([expect.objectContaining({ id: interrupt.id, type: "approval" })]);
     expect(await toolResults(chat, t)).toBe(0);
     expect(await toolResults(agui, t)).toBe(0);
+
+    // A request that would move a pointer, over the limit: a chat id or a thread id the page made up (its first
+    // message starts its conversation), an edit on each protocol, a regeneration. Refused before anything is written:
+    // no fork, no pointer, no commit at all.
+    const seqs = [await lastSeq(tenant, chat), await lastSeq(tenant, agui)];
+    const newChat = await call("POST", `/v1/sessions/${chat}/chat`, {
+      token: t,
+      body: { id: "page-new", messages: [{ id: "n1", role: "user", parts: [{ type: "text", text: "a new page" }] }] },
+    });
+    expect(newChat.status, await newChat.clone().text()).toBe(429);
+    const newThread = await call("POST", `/v1/sessions/${agui}/ag-ui`, {
+      token: t,
+      body: { ...run, threadId: "thread-new", runId: "r3", messages: [{ id: "n2", role: "user", content: "new" }] },
+    });
+    expect(newThread.status, await newThread.clone().text()).toBe(429);
+    const edit = await call("POST", `/v1/sessions/${chat}/chat`, {
+      token: t,
+      body: {
+        id: "root",
+        messages: [{ ...user, parts: [{ type: "text", text: "edited" }] }],
+        trigger: "submit-message",
+        messageId: "m1",
+      },
+    });
+    expect(edit.status, await edit.clone().text()).toBe(429);
+    const regenerate = await call("POST", `/v1/sessions/${chat}/chat`, {
+      token: t,
+      body: { id: "root", messages: [user], trigger: "regenerate-message", messageId: "a1" },
+    });
+    expect(regenerate.status, await regenerate.clone().text()).toBe(429);
+    const editRun = await call("POST", `/v1/sessions/${agui}/ag-ui`, {
+      token: t,
+      body: { ...run, runId: "r4", messages: [{ id: "u1", role: "user", content: "edited" }] },
+    });
+    expect(editRun.status, await editRun.clone().text()).toBe(429);
+    expect([await lastSeq(tenant, chat), await lastSeq(tenant, agui)]).toEqual(seqs);
+    const shown = await call("GET", `/v1/sessions/${chat}/chat/page-new/messages`, { token: t });
+    expect(await json(shown)).toEqual([]);
+
+    // 422: a new message whose id names another conversation's input, carrying an approval. A tenant without
+    // limits (the one above has none left): the refusal is the request key's, and the approval stays unanswered.
+    const other = uniqueSession("refused-keys");
+    await shipTool(other);
+    const o = await token(other, "client");
+    const keys = uniqueSession("refused-keys");
+    expect((await call("PUT", `/v1/sessions/${keys}`, { token: o, body: { selectedTools: ["ship"] } })).status).toBe(
+      201,
+    );
+    const post = async (path: string, payload: unknown): Promise<Response> => {
+      const response = await call("POST", `/v1/sessions/${keys}/${path}`, { token: o, body: payload });
+      expect(response.status, await response.clone().text()).toBe(200);
+      await response.text();
+      return response;
+    };
+    // The chat root and the AG-UI thread "desk" each wait on an approval; chat "page-x" and thread "side" each
+    // accepted a message (m3, u3) on a conversation of their own.
+    await post("chat", { id: "root", messages: [user] });
+    await post("ag-ui", {
+      ...run,
+      threadId: "desk",
+      messages: [{ id: "u1", role: "user", content: '/call ship {"id":2}' }],
+    });
+    await post("chat", { id: "page-x", messages: [{ id: "m3", role: "user", parts: [{ type: "text", text: "x" }] }] });
+    await post("ag-ui", { ...run, threadId: "side", messages: [{ id: "u3", role: "user", content: "x" }] });
+    const waiting = await pendingOf(keys, o);
+    expect(waiting).toHaveLength(2);
+    const seq = await lastSeq(other, keys);
+    const approvalOf = (id: string) => ({
+      id: "a",
+      role: "assistant",
+      parts: [
+        {
+          type: "tool-ship",
+          toolCallId: "call",
+          state: "approval-responded",
+          input: { id: 1 },
+          approval: { id, approved: true },
+        },
+      ],
+    });
+    // The chat's item waits in the root (conversation 1), the thread's in the conversation "desk" points at.
+    const chatItem = waiting.find((item) => item.conversationId === 1);
+    const runItem = waiting.find((item) => item.conversationId !== 1);
+    if (chatItem === undefined || runItem === undefined) throw new Error("no approvals waiting");
+    const reusedChat = await call("POST", `/v1/sessions/${keys}/chat`, {
+      token: o,
+      body: {
+        id: "root",
+        messages: [user, { id: "m3", role: "user", parts: [{ type: "text", text: "x" }] }, approvalOf(chatItem.id)],
+      },
+    });
+    const reusedRun = await call("POST", `/v1/sessions/${keys}/ag-ui`, {
+      token: o,
+      body: {
+        ...run,
+        threadId: "desk",
+        runId: "r-reused",
+        messages: [
+          { id: "u1", role: "user", content: '/call ship {"id":2}' },
+          { id: "u3", role: "user", content: "x" },
+        ],
+        resume: [{ interruptId: runItem.id, status: "resolved", payload: { approve: true } }],
+      },
+    });
+    for (const response of [reusedChat, reusedRun]) {
+      expect(response.status, await response.clone().text()).toBe(422);
+      expect(await json(response)).toMatchObject({ code: "idempotency_key_reused" });
+    }
+    expect(await pendingOf(keys, o)).toEqual(waiting);
+    expect(await lastSeq(other, keys)).toBe(seq);
   });
 
   it("A revoked or erased user's POST chat and AG-UI streams end at once", async () => {
@@ -190,5 +300,40 @@ describe("Frontend requests: refused and revoked", () => {
       expect(snapshot.tasks.length, name).toBeGreaterThan(0);
       await call("POST", `/v1/sessions/${name}/conversations/root/abort`, { token: operator });
     }
+
+    // Erased: carol's streams end at once too (her sessions go with her).
+    const carol = await token(tenant, "user", { sub: "carol", iat: now - 5, exp: now + 600 });
+    const carolsFor = async (label: string): Promise<string> => {
+      const name = uniqueSession(label);
+      const created = await call("PUT", `/v1/sessions/${name}`, { token: carol, body: { template: "slow" } });
+      expect(created.status, await created.clone().text()).toBe(201);
+      return name;
+    };
+    const carolChat = await carolsFor("erased-chat");
+    const carolRun = await carolsFor("erased-agui");
+    const erasedChat = await call("POST", `/v1/sessions/${carolChat}/chat`, {
+      token: carol,
+      body: { id: "root", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: long }] }] },
+    });
+    const erasedRun = await call("POST", `/v1/sessions/${carolRun}/ag-ui`, {
+      token: carol,
+      body: { threadId: "root", runId: "r1", messages: [{ id: "u1", role: "user", content: long }] },
+    });
+    expect([erasedChat.status, erasedRun.status]).toEqual([200, 200]);
+    if (erasedChat.body === null || erasedRun.body === null) throw new Error("no stream");
+    const carolChatBody = erasedChat.body;
+    const carolRunBody = erasedRun.body;
+    expect(await readUntil(carolChatBody, (text) => text.includes('"text-delta"'))).toContain("text-delta");
+    expect(await readUntil(carolRunBody, (text) => text.includes("TEXT_MESSAGE_CONTENT"))).toContain(
+      "TEXT_MESSAGE_CONTENT",
+    );
+    const erased = await call("POST", "/v1/users/carol/erase", { token: operator });
+    expect([200, 202], await erased.clone().text()).toContain(erased.status);
+    const carolChatRest = await readUntil(carolChatBody, () => false);
+    const carolRunRest = await readUntil(carolRunBody, () => false);
+    expect(carolChatRest).toContain('"type":"error"');
+    expect(carolChatRest.trim().endsWith("data: [DONE]")).toBe(true);
+    expect(carolRunRest).toContain("RUN_ERROR");
+    expect(carolRunRest).not.toContain("RUN_FINISHED");
   }, 30_000);
 });

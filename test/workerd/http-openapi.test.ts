@@ -15,6 +15,7 @@ import { InboundClient } from "../../src/client/inbound.js";
 import { ToolsClient } from "../../src/client/tools.js";
 import { IssuersClient } from "../../src/client/issuers.js";
 import { ApiKeysClient } from "../../src/client/api-keys.js";
+import { InboundEndpointsClient } from "../../src/client/inbound-endpoints.js";
 import { LimitsClient } from "../../src/client/limits.js";
 import { EndUserClient } from "../../src/client/end-users.js";
 import { McpServersClient } from "../../src/client/mcp-servers.js";
@@ -75,6 +76,7 @@ describe("OpenAPI", () => {
       UsersClient,
       IssuersClient,
       ApiKeysClient,
+      InboundEndpointsClient,
     };
     for (const route of API_ROUTES) {
       const method = CLIENT_OPERATIONS[route.operationId];
@@ -90,7 +92,7 @@ describe("OpenAPI", () => {
     }
     // What stays outside the client, and why (the reasons live beside the list in src/client/client.ts):
     // health (a load balancer's liveness probe), openapi (the description tools read), webhook,
-    // inboundDelivery and toolResult (authenticated by the sender's signature, never a bearer token),
+    // inboundDelivery, tenantInboundDelivery and toolResult (authenticated by the sender's signature, never a bearer token),
     // mcp (spoken by an MCP client), chat and chatResume (spoken by the AI SDK's DefaultChatTransport),
     // runAgUi (spoken by an AG-UI client).
     expect(Object.keys(CLIENT_EXCLUDED_OPERATIONS).sort()).toEqual([
@@ -101,6 +103,7 @@ describe("OpenAPI", () => {
       "mcp",
       "openapi",
       "runAgUi",
+      "tenantInboundDelivery",
       "toolResult",
       "webhook",
     ]);

@@ -1,6 +1,7 @@
 /**
  * Outside development, a Worker bound to a public development secret of `.dev.vars.example` serves nothing: every
  * request answers 500 `misconfigured` naming the secret, and a log line says which (docs/operations.md "Deploying").
+ * Without SUBJECT_HASH_KEY it serves everything but an erasure.
  */
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
@@ -20,7 +21,11 @@ const ctx = {
 afterEach(() => setLogSink(undefined));
 
 /** The app with these vars over the test bindings (ENVIRONMENT undefined: unset). */
-function fetchWith(vars: Partial<Record<"ENVIRONMENT" | "JWT_SECRET" | "WEBHOOK_MASTER_SECRET", string | undefined>>) {
+function fetchWith(
+  vars: Partial<
+    Record<"ENVIRONMENT" | "JWT_SECRET" | "WEBHOOK_MASTER_SECRET" | "SUBJECT_HASH_KEY", string | undefined>
+  >,
+) {
   const configured = { ...(env as unknown as Env), ...vars };
   return async (path: string, init?: RequestInit): Promise<Response> =>
     app.fetch(new Request(`${BASE}${path}`, init), configured, ctx);
@@ -31,7 +36,7 @@ describe("public development secrets", () => {
     const lines: string[] = [];
     setLogSink((line) => lines.push(line));
     for (const environment of ["production", "staging", undefined]) {
-      for (const name of ["JWT_SECRET", "WEBHOOK_MASTER_SECRET"] as const) {
+      for (const name of ["JWT_SECRET", "WEBHOOK_MASTER_SECRET", "SUBJECT_HASH_KEY"] as const) {
         const fetch = fetchWith({ ENVIRONMENT: environment, [name]: PUBLIC_DEVELOPMENT_SECRETS[name] });
         for (const path of ["/health", "/v1/sessions"]) {
           const response = await fetch(path, {
@@ -54,6 +59,30 @@ describe("public development secrets", () => {
     const development = fetchWith({ ENVIRONMENT: "development", ...PUBLIC_DEVELOPMENT_SECRETS });
     expect((await development("/health")).status).toBe(200);
     expect((await fetchWith({ ENVIRONMENT: "production" })("/health")).status).toBe(200);
+  });
+
+  it("Without SUBJECT_HASH_KEY no erasure starts, in development too", async () => {
+    const tenant = `no-hash-key-${Date.now().toString(36)}`;
+    const headers = { authorization: `Bearer ${await token(tenant, "operator")}` };
+    for (const environment of ["development", "production"]) {
+      for (const missing of [undefined, "too-short"]) {
+        const withoutKey = fetchWith({ ENVIRONMENT: environment, SUBJECT_HASH_KEY: missing });
+        // Everything else is served: an upgrade that forgets the new secret is no outage.
+        expect((await withoutKey("/v1/sessions", { headers })).status, `${environment} ${missing}`).toBe(200);
+        const refused = await withoutKey("/v1/users/someone/erase", { method: "POST", headers });
+        expect(refused.status, `${environment} ${missing}`).toBe(500);
+        expect(await refused.json()).toMatchObject({
+          code: "misconfigured",
+          detail: expect.stringContaining("SUBJECT_HASH_KEY"),
+        });
+      }
+    }
+    // Nothing was started: with the key, the erasure starts now (202), it is not one already running (200).
+    const started = await fetchWith({ ENVIRONMENT: "development" })("/v1/users/someone/erase", {
+      method: "POST",
+      headers,
+    });
+    expect(started.status).toBe(202);
   });
 
   it("An unset ENVIRONMENT is production: no localhost CORS and no plain http: URLs", async () => {

@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Webhook } from "standardwebhooks";
 import type { SessionObject } from "../../src/worker/session/object.js";
 import type { DirectoryObject } from "../../src/worker/directory/object.js";
-import { putUserTemplate, USER_TEMPLATE } from "./users-fixtures.js";
+import { keyedHashOf, plainHashOf, putUserTemplate, USER_TEMPLATE } from "./users-fixtures.js";
 import { setHostSeams } from "../../src/worker/platform/host-config.js";
 import { splitLines, type SplitStats } from "../../src/worker/session/import-lines.js";
 import { exportLines } from "../../src/storage/sqlite-export.js";
@@ -181,6 +181,73 @@ function chunked(bytes: Uint8Array, chunk: number): ReadableStream<Uint8Array> {
 }
 
 const utf8 = (text: string): number => new TextEncoder().encode(text).byteLength;
+
+describe("An import cut after its settling commit", () => {
+  it("An import cut between its settling commit and its directory row is listed by its retry, answered as the first", async () => {
+    const tenant = freshTenant("late-cut");
+    const operator = await token(tenant, "operator");
+    const source = uniqueSession("late-source");
+    expect(
+      (await call("PUT", `/v1/sessions/${source}`, { token: operator, body: { model: "echo-slow" } })).status,
+    ).toBe(201);
+    expect(
+      (
+        await call("POST", `/v1/sessions/${source}/schedules`, {
+          token: operator,
+          body: { input: "tick", every: 3_600_000 },
+        })
+      ).status,
+    ).toBe(201);
+    expect(await ask(tenant, source, LONG, false)).toMatchObject({ status: "placed" });
+    const text = await exportOf(tenant, source);
+    const listed = async (): Promise<string[]> =>
+      (await json<{ items: { session: string }[] }>(await call("GET", "/v1/sessions", { token: operator }))).items.map(
+        (item) => item.session,
+      );
+    const cutAfterSettling = (): void =>
+      setHostSeams({
+        report: () => undefined,
+        afterImportSettle: () => {
+          throw new Error("the object died after the settling commit");
+        },
+      });
+
+    // The settling transaction commits, then the object dies before the directory hears of the copy.
+    const copy = uniqueSession("late-copy");
+    cutAfterSettling();
+    expect((await importInto(tenant, copy, text)).status).toBe(500);
+    setHostSeams({});
+    expect(await stubOf(tenant, copy).exists()).toBe(true);
+    expect(await listed()).not.toContain(copy);
+
+    // The retry with the same body lists the copy and answers what the first import would have.
+    const retried = await importInto(tenant, copy, text);
+    expect(retried.status, await retried.clone().text()).toBe(201);
+    const answer = await json<{ session: string; incarnation: string; aborted: number[]; paused: number[] }>(retried);
+    expect(answer).toMatchObject({ session: copy, rigPaused: false, omitted: { inbound: [] } });
+    expect(answer.paused).toHaveLength(1);
+    expect(answer.aborted.length).toBeGreaterThan(0);
+    expect(answer.incarnation).toBe(await stubOf(tenant, copy).incarnation());
+    expect(await listed()).toContain(copy);
+    expect(await json(await call("GET", `/v1/sessions/${copy}/schedules`, { token: operator }))).toMatchObject({
+      items: [{ status: "paused" }],
+    });
+    // Again: the same answer; another body is a conflict, and changes nothing.
+    expect(await json(await importInto(tenant, copy, text))).toEqual(answer);
+    const other = await importInto(tenant, copy, text.replace(`"session":"${source}"`, '"session":"someone-else"'));
+    expect(other.status).toBe(409);
+    expect(await stubOf(tenant, copy).incarnation()).toBe(answer.incarnation);
+
+    // Without a retry, the session's next wake sends its row: an open arms the alarm for the pending row.
+    const later = uniqueSession("late-wake");
+    cutAfterSettling();
+    expect((await importInto(tenant, later, text)).status).toBe(500);
+    setHostSeams({});
+    expect(await listed()).not.toContain(later);
+    expect((await call("GET", `/v1/sessions/${later}`, { token: operator })).status).toBe(200);
+    await until(async () => ((await listed()).includes(later) ? true : undefined), "the row sent by the alarm");
+  });
+});
 
 describe("Import lines", () => {
   it("Import splits lines in one pass, and a deep value is refused with its line", async () => {
@@ -432,8 +499,11 @@ async function deliver(tenant: string, session: string, name: string, secret: st
 }
 
 describe("Owners and erasures", () => {
-  // Covered here: inbound endpoints left out of an import (and named in its answer), a user's export without the
-  // operator's inbound configuration or sealed secrets, and 409 user_erasing on an import for a user being erased.
+  // Every part of "who may do what" around moving data, in one test: inbound endpoints left out of an import (and
+  // named in its answer), a user's export without the operator's inbound configuration or sealed secrets, 409
+  // user_erasing on an import for a user being erased (under either hash version), the erasure's keyed subHash and an
+  // erasure recorded under the plain SHA-256 before it still refusing and deleting its user, the variable cap counting
+  // a template's defaults, and no "me" for a client token that carries a sub.
   it("Imports and exports respect owners and erasures", async () => {
     const tenant = freshTenant("owners");
     const operator = await token(tenant, "operator");
@@ -479,17 +549,104 @@ describe("Owners and erasures", () => {
     // The copy keeps its owner: alice reads it.
     expect((await call("GET", `/v1/sessions/${copy}`, { token: alice })).status).toBe(200);
 
+    // Only a user token has a "me": a client token carrying alice's sub reads none of her usage.
+    const clientWithSub = await call("GET", "/v1/me/usage", { token: await token(tenant, "client", { sub }) });
+    expect(clientWithSub.status).toBe(403);
+    expect(await clientWithSub.text()).not.toContain("totalTokens");
+    expect((await call("GET", "/v1/me/usage", { token: alice })).status).toBe(200);
+
+    // The variable cap counts the merged set: 32 of the body's and the template's default are 33, refused by field,
+    // and nothing is created.
+    const withDefault = await call("PUT", "/v1/templates/with-default", {
+      token: operator,
+      body: { model: "echo", variables: { from_template: "default" } },
+    });
+    expect(withDefault.status, await withDefault.clone().text()).toBe(201);
+    const over = uniqueSession("owners-over");
+    const full = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`v${i}`, `value ${i}`]));
+    const overCap = await call("PUT", `/v1/sessions/${over}`, {
+      token: operator,
+      body: { template: "with-default", variables: full },
+    });
+    expect(overCap.status, await overCap.clone().text()).toBe(400);
+    expect(await json(overCap)).toMatchObject({ field: "variables" });
+    expect((await call("GET", `/v1/sessions/${over}`, { token: operator })).status).toBe(404);
+
     // While alice's erasure runs, an import of her session is refused as her creates are, and nothing is created.
     const directory = env.DIRECTORY.get(env.DIRECTORY.idFromName(tenant)) as DurableObjectStub<DirectoryObject>;
     await runInDurableObject(directory, (instance: DirectoryObject) => {
       instance.eraseRoundsLeft = 0;
     });
-    expect((await call("POST", `/v1/users/${sub}/erase`, { token: operator })).status).toBe(202);
+    const started = await call("POST", `/v1/users/${sub}/erase`, { token: operator });
+    expect(started.status).toBe(202);
     const during = uniqueSession("owners-during");
     const refused = await importInto(tenant, during, whole);
     expect(refused.status).toBe(409);
     expect(await json(refused)).toMatchObject({ code: "user_erasing" });
     expect(await stubOf(tenant, during).exists()).toBe(false);
     expect((await call("GET", `/v1/sessions/${during}`, { token: operator })).status).toBe(404);
+
+    // The record names alice by the keyed hash (version 2), which a list of candidate subs cannot reproduce without
+    // SUBJECT_HASH_KEY; per tenant, so another tenant's record of the same sub differs.
+    const erasure = await json<{ id: string; subHash: string; subHashVersion: number }>(started);
+    expect(erasure.subHashVersion).toBe(2);
+    expect(erasure.subHash).toBe(await keyedHashOf(env.SUBJECT_HASH_KEY, tenant, sub));
+    expect(erasure.subHash).not.toBe(await plainHashOf(sub));
+    expect(erasure.subHash).not.toBe(await keyedHashOf(env.SUBJECT_HASH_KEY, `${tenant}-other`, sub));
+
+    // An erasure recorded before the keyed hash (version 1, plain SHA-256, its sub in clear as the oldest rows hold
+    // it): carol's, running, with her session pending.
+    const carol = `c${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    const carols = uniqueSession("owners-carol");
+    expect(
+      (
+        await call("PUT", `/v1/sessions/${carols}`, {
+          token: await token(tenant, "user", { sub: carol }),
+          body: { template: USER_TEMPLATE },
+        })
+      ).status,
+    ).toBe(201);
+    const carolsExport = await exportOf(tenant, carols);
+    const old = `er_${crypto.randomUUID().replaceAll("-", "")}`;
+    const cutoff = Math.floor(Date.now() / 1000) + 1;
+    const plain = await plainHashOf(carol);
+    await runInDurableObject(directory, (_instance: DirectoryObject, state) => {
+      const sql = state.storage.sql;
+      sql.exec(
+        "INSERT INTO erasures (id, sub_hash, phase, cutoff, found, deleted, started_at, tenant) VALUES (?, ?, 'sessions', ?, 1, 0, ?, ?)",
+        old,
+        plain,
+        cutoff,
+        Date.now(),
+        tenant,
+      );
+      sql.exec(
+        "INSERT INTO erasure_work (id, sub, tenant, next_at) VALUES (?, ?, ?, ?)",
+        old,
+        carol,
+        tenant,
+        Date.now(),
+      );
+      sql.exec("INSERT INTO erasure_sessions (id, session) VALUES (?, ?)", old, carols);
+    });
+    // It refuses carol's import, answers her erase with itself (running), and its cutoff refuses her older tokens.
+    const carolImport = await importInto(tenant, uniqueSession("owners-carol-copy"), carolsExport);
+    expect(carolImport.status).toBe(409);
+    expect(await json(carolImport)).toMatchObject({ code: "user_erasing" });
+    const again = await call("POST", `/v1/users/${carol}/erase`, { token: operator });
+    expect(again.status).toBe(200);
+    expect(await json(again)).toMatchObject({ id: old, subHash: plain, subHashVersion: 1, status: "running" });
+    expect(await directory.revokedAt(carol)).toBe(cutoff);
+    // And it still deletes her session: the session compares its owner under the record's version.
+    await runInDurableObject(directory, async (instance: DirectoryObject) => {
+      instance.eraseRoundsLeft = undefined;
+      for (let round = 0; round < 5 && instance.erasure(old)?.status !== "done"; round++) await instance.alarm();
+    });
+    expect(await json(await call("GET", `/v1/erasures/${old}`, { token: operator }))).toMatchObject({
+      status: "done",
+      sessionsDeleted: 1,
+      subHashVersion: 1,
+    });
+    expect((await call("GET", `/v1/sessions/${carols}`, { token: operator })).status).toBe(404);
   });
 });

@@ -1,9 +1,9 @@
 /**
  * Who may do what (docs/api.md "Authentication and roles", docs/users.md): a token that names its sessions reaches no
  * tenant-level route (every route the app serves without a `:session`, but the listing, a create, the models and
- * minting, which hold the claim themselves); only a user token has a "me"; a refused PATCH writes nothing, and the
- * variable cap counts a template's defaults; an erasure's `subHash` is a keyed hash, and erasures recorded under the
- * plain SHA-256 before it keep working.
+ * minting, which hold the claim themselves); a refused PATCH writes nothing, and the variable cap counts a template's
+ * defaults. (The keyed erasure hash and a client token's missing "me" are parts of "Imports and exports respect owners
+ * and erasures", test/workerd/import.test.ts.)
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";

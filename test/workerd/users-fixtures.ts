@@ -51,3 +51,26 @@ export function createBody(
 ): Record<string, unknown> {
   return roleOf(jwt) === "user" ? fromTemplate(body, template) : { ...body };
 }
+
+function hex(bytes: ArrayBuffer): string {
+  return [...new Uint8Array(bytes)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
+async function hmac(key: ArrayBuffer | Uint8Array, text: string): Promise<ArrayBuffer> {
+  const imported = await crypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  return crypto.subtle.sign("HMAC", imported, new TextEncoder().encode(text));
+}
+
+/** An erasure's hash of `sub`, version 1 (records written before the keyed hash): SHA-256, hex. */
+export async function plainHashOf(sub: string): Promise<string> {
+  return hex(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(sub)));
+}
+
+/**
+ * An erasure's hash of `sub`, version 2, as docs/operations.md states it (computed here, not with the Worker's code):
+ * HMAC-SHA-256(HMAC-SHA-256(SUBJECT_HASH_KEY, "pico-edge subject-hash:" + tenant), sub), hex.
+ */
+export async function keyedHashOf(secret: string, tenant: string, sub: string): Promise<string> {
+  const tenantKey = await hmac(new TextEncoder().encode(secret), `pico-edge subject-hash:${tenant}`);
+  return hex(await hmac(tenantKey, sub));
+}

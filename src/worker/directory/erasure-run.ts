@@ -69,7 +69,7 @@ export async function eraseRound(deps: ErasureRunDeps): Promise<void> {
     }
   }
   for (const late of deps.store.dueLate(hostClock().now(), deps.batch)) {
-    const erased = { subHash: late.subHash, createdBefore: late.cutoff * 1000 };
+    const erased = { subHash: late.subHash, subHashVersion: late.subHashVersion, createdBefore: late.cutoff * 1000 };
     try {
       deps.store.lateDone(late, await eraseSession(deps.env, late.tenant, late.session, erased));
     } catch {
@@ -107,7 +107,7 @@ async function subOf(env: Env, work: ErasureWork): Promise<string> {
 
 async function runErasure(deps: ErasureRunDeps, work: ErasureWork): Promise<void> {
   const { store, env } = deps;
-  const erased = { subHash: work.subHash, createdBefore: work.cutoff * 1000 };
+  const erased = { subHash: work.subHash, subHashVersion: work.subHashVersion, createdBefore: work.cutoff * 1000 };
   if (work.phase === "sessions") {
     for (const session of store.pendingSessions(work.id, deps.batch))
       store.sessionDone(work.id, session, await eraseSession(env, work.tenant, session, erased));
@@ -160,6 +160,7 @@ async function sendEvents(deps: ErasureRunDeps): Promise<void> {
       data: {
         erasure: record.id,
         subHash: record.subHash,
+        subHashVersion: record.subHashVersion,
         sessionsDeleted: record.sessionsDeleted,
       },
     });

@@ -4,7 +4,8 @@
  * drives a running erasure from the object's alarm; this store records where it stands, so a kill at any
  * point resumes from the last recorded step.
  *
- *   erasures          the record: id, the sub's hash, the cutoff, the phase, the counts and the tenant (never the sub)
+ *   erasures          the record: id, the sub's hash and its version (directory/subject-hash.ts: 1 plain SHA-256 in records
+ *                     written before the keyed hash, 2 keyed), the cutoff, the phase, the counts and the tenant (never the sub)
  *   erasure_work      a running erasure's sub, sealed (crypto/sealed-secrets.ts, bound to the tenant and the erasure):
  *                     the limits' usage rows and the directory's revocation and watch rows are keyed by the sub, so
  *                     the runner needs it until its last step, which deletes the row. A row written before sealing
@@ -18,10 +19,13 @@
  * the runner deletes it through the session's own delete, which checks again that the session is the erased user's
  * (its owner's hash) and was created before the cutoff, so no other user's session, and none the user made after, goes.
  *
- * A finished erasure's cutoff still refuses the user's older tokens: `cutoffFor(hash)` is read with the
+ * A finished erasure's cutoff still refuses the user's older tokens: `cutoffFor(hashes)` is read with the
  * revocation time (identity/revocation.ts), so no row keeps the sub once the erasure is done.
+ *
+ * Every lookup by user takes the sub's hash under both versions (SubHashes) and matches each record under its own.
  */
 import type { SealedSecret } from "../crypto/sealed-secrets.js";
+import { subHashVersionOf, type SubHashes, type SubHashVersion } from "./subject-hash.js";
 
 /** Where a running erasure is: its sessions, then its usage rows, then the directory's own rows. */
 export type ErasurePhase = "sessions" | "usage" | "directory" | "done";
@@ -29,8 +33,10 @@ export type ErasurePhase = "sessions" | "usage" | "directory" | "done";
 /** An erasure as `GET /v1/erasures/{id}` shows it. */
 export interface ErasureRecord {
   readonly id: string;
-  /** SHA-256 of the sub, hex: the only trace of who it was. */
+  /** The sub's hash, hex (directory/subject-hash.ts): the only trace of who it was. */
   readonly subHash: string;
+  /** 2: keyed (HMAC under SUBJECT_HASH_KEY's tenant key); 1: plain SHA-256, an erasure recorded before. */
+  readonly subHashVersion: SubHashVersion;
   readonly status: "running" | "done";
   readonly phase: ErasurePhase;
   /** Tokens of the user issued before this time (Unix seconds) are refused. */
@@ -49,6 +55,7 @@ export interface ErasureWork {
   readonly sub:
     { readonly type: "sealed"; readonly sealed: SealedSecret } | { readonly type: "clear"; readonly sub: string };
   readonly subHash: string;
+  readonly subHashVersion: SubHashVersion;
   /** Unix seconds: only sessions created before it are the erasure's. */
   readonly cutoff: number;
   readonly tenant: string;
@@ -60,6 +67,7 @@ export interface LateSession {
   readonly id: string;
   readonly session: string;
   readonly subHash: string;
+  readonly subHashVersion: SubHashVersion;
   readonly cutoff: number;
   readonly tenant: string;
 }
@@ -67,6 +75,8 @@ export interface LateSession {
 /** What a session checks before an erasure deletes it (SessionObject.eraseFor): its owner's hash and its creation. */
 export interface ErasedOwner {
   readonly subHash: string;
+  /** Absent (a directory from before the keyed hash): 1. */
+  readonly subHashVersion?: SubHashVersion;
   /** Epoch ms: only a session created before it is the erasure's. */
   readonly createdBefore: number;
 }
@@ -87,14 +97,18 @@ export type StartOutcome =
 
 type Row = Record<string, SqlStorageValue>;
 
-/** SHA-256 of `sub`, hex. */
-export async function subHash(sub: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(sub));
-  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+/** Records of one user: each matched under its own hash version. */
+const BY_SUB = "((hash_version = 1 AND sub_hash = ?) OR (hash_version = 2 AND sub_hash = ?))";
+
+function bySub(hashes: SubHashes): [string, string] {
+  // No keyed hash (nothing keyed is recorded): "" matches no hex hash.
+  return [hashes.v1, hashes.v2 ?? ""];
 }
 
 export class ErasureStore {
   readonly #sql: SqlStorage;
+  /** The tenant of the keyed records (every record of a directory is its tenant's); undefined: none yet. */
+  #keyedTenant: string | undefined | null = null;
 
   constructor(sql: SqlStorage) {
     this.#sql = sql;
@@ -110,6 +124,9 @@ export class ErasureStore {
     )`);
     sql.exec("CREATE INDEX IF NOT EXISTS erasures_sub ON erasures (sub_hash, phase)");
     if (!hasColumn(sql, "erasures", "tenant")) sql.exec("ALTER TABLE erasures ADD COLUMN tenant TEXT");
+    // Additive: records written before the keyed hash read as version 1 (plain SHA-256).
+    if (!hasColumn(sql, "erasures", "hash_version"))
+      sql.exec("ALTER TABLE erasures ADD COLUMN hash_version INTEGER NOT NULL DEFAULT 1");
     sql.exec(
       "CREATE TABLE IF NOT EXISTS erasure_work (id TEXT PRIMARY KEY, sub TEXT NOT NULL, tenant TEXT NOT NULL, next_at INTEGER NOT NULL)",
     );
@@ -126,30 +143,44 @@ export class ErasureStore {
   }
 
   /**
-   * Start erasing `sub` (one step): the record, its work row (the sub sealed as `sealed`), and the sessions the directory
-   * lists for the owner. A running erasure of the same user is answered instead.
+   * The tenant keyed hashes are made for, once a keyed record exists (a lookup then needs the keyed hash too);
+   * undefined: only plain records, or none. This object is the only writer, so it is read once.
+   */
+  keyedTenant(): string | undefined {
+    if (this.#keyedTenant === null) {
+      const row = this.#sql.exec("SELECT tenant FROM erasures WHERE hash_version = 2 LIMIT 1").toArray()[0];
+      this.#keyedTenant = row === undefined ? undefined : String(row["tenant"]);
+    }
+    return this.#keyedTenant;
+  }
+
+  /**
+   * Start erasing `sub` (one step): the record (its keyed hash, `hashes.v2`), its work row (the sub sealed as
+   * `sealed`), and the sessions the directory lists for the owner. A running erasure of the same user (under either
+   * version) is answered instead.
    */
   start(
     id: string,
     sub: string,
     sealed: SealedSecret,
-    hash: string,
+    hashes: SubHashes & { readonly v2: string },
     tenant: string,
     cutoff: number,
     now: number,
   ): StartOutcome {
     const running = this.#sql
-      .exec("SELECT * FROM erasures WHERE sub_hash = ? AND phase != 'done' ORDER BY started_at LIMIT 1", hash)
+      .exec(`SELECT * FROM erasures WHERE ${BY_SUB} AND phase != 'done' ORDER BY started_at LIMIT 1`, ...bySub(hashes))
       .toArray()[0];
     if (running !== undefined) return { type: "running", record: this.#record(running) };
     this.#sql.exec(
-      "INSERT INTO erasures (id, sub_hash, phase, cutoff, found, deleted, started_at, tenant) VALUES (?, ?, 'sessions', ?, 0, 0, ?, ?)",
+      "INSERT INTO erasures (id, sub_hash, hash_version, phase, cutoff, found, deleted, started_at, tenant) VALUES (?, ?, 2, 'sessions', ?, 0, 0, ?, ?)",
       id,
-      hash,
+      hashes.v2,
       cutoff,
       now,
       tenant,
     );
+    this.#keyedTenant = tenant;
     this.#sql.exec(
       "INSERT INTO erasure_work (id, sub, sealed, tenant, next_at) VALUES (?, '', ?, ?, ?)",
       id,
@@ -169,9 +200,12 @@ export class ErasureStore {
    * found) and the row must not be listed. A running erasure goes back to its sessions phase and runs at once; a
    * finished one takes it as a late session. Whether the erasure took it.
    */
-  claim(hash: string, session: string, createdAt: number, now: number): boolean {
+  claim(hashes: SubHashes, session: string, createdAt: number, now: number): boolean {
     const row = this.#sql
-      .exec("SELECT id, phase, cutoff, tenant FROM erasures WHERE sub_hash = ? ORDER BY cutoff DESC LIMIT 1", hash)
+      .exec(
+        `SELECT id, phase, cutoff, tenant FROM erasures WHERE ${BY_SUB} ORDER BY cutoff DESC LIMIT 1`,
+        ...bySub(hashes),
+      )
       .toArray()[0];
     if (row === undefined || createdAt >= Number(row["cutoff"]) * 1000) return false;
     // A record written before erasures kept their tenant cannot address the session: the row is listed as before.
@@ -199,7 +233,7 @@ export class ErasureStore {
   dueLate(now: number, limit: number): LateSession[] {
     return this.#sql
       .exec(
-        `SELECT l.id, l.session, e.sub_hash, e.cutoff, e.tenant FROM erasure_late l JOIN erasures e ON e.id = l.id
+        `SELECT l.id, l.session, e.sub_hash, e.hash_version, e.cutoff, e.tenant FROM erasure_late l JOIN erasures e ON e.id = l.id
          WHERE l.next_at <= ? ORDER BY l.next_at, l.id, l.session LIMIT ?`,
         now,
         limit,
@@ -209,6 +243,7 @@ export class ErasureStore {
         id: String(row["id"]),
         session: String(row["session"]),
         subHash: String(row["sub_hash"]),
+        subHashVersion: subHashVersionOf(row["hash_version"]),
         cutoff: Number(row["cutoff"]),
         tenant: String(row["tenant"]),
       }));
@@ -253,17 +288,18 @@ export class ErasureStore {
     return row === undefined ? undefined : this.#record(row);
   }
 
-  /** Whether an erasure of the user with this hash is running (its creates are refused). */
-  running(hash: string): boolean {
+  /** Whether an erasure of the user with these hashes is running (its creates are refused). */
+  running(hashes: SubHashes): boolean {
     return (
-      this.#sql.exec("SELECT 1 AS found FROM erasures WHERE sub_hash = ? AND phase != 'done' LIMIT 1", hash).toArray()
-        .length > 0
+      this.#sql
+        .exec(`SELECT 1 AS found FROM erasures WHERE ${BY_SUB} AND phase != 'done' LIMIT 1`, ...bySub(hashes))
+        .toArray().length > 0
     );
   }
 
   /** The latest cutoff of the user's erasures (Unix seconds), if any. */
-  cutoffFor(hash: string): number | undefined {
-    const row = this.#sql.exec("SELECT max(cutoff) AS cutoff FROM erasures WHERE sub_hash = ?", hash).one();
+  cutoffFor(hashes: SubHashes): number | undefined {
+    const row = this.#sql.exec(`SELECT max(cutoff) AS cutoff FROM erasures WHERE ${BY_SUB}`, ...bySub(hashes)).one();
     return row["cutoff"] === null ? undefined : Number(row["cutoff"]);
   }
 
@@ -271,7 +307,7 @@ export class ErasureStore {
   due(now: number): ErasureWork[] {
     return this.#sql
       .exec(
-        `SELECT w.id, w.sub, w.sealed, w.tenant, e.phase, e.sub_hash, e.cutoff FROM erasure_work w JOIN erasures e ON e.id = w.id
+        `SELECT w.id, w.sub, w.sealed, w.tenant, e.phase, e.sub_hash, e.hash_version, e.cutoff FROM erasure_work w JOIN erasures e ON e.id = w.id
          WHERE w.next_at <= ? ORDER BY e.started_at, w.id`,
         now,
       )
@@ -283,6 +319,7 @@ export class ErasureStore {
             ? { type: "clear" as const, sub: String(row["sub"]) }
             : { type: "sealed" as const, sealed: JSON.parse(String(row["sealed"])) as SealedSecret },
         subHash: String(row["sub_hash"]),
+        subHashVersion: subHashVersionOf(row["hash_version"]),
         cutoff: Number(row["cutoff"]),
         tenant: String(row["tenant"]),
         phase: String(row["phase"]) as ErasureWork["phase"],
@@ -402,6 +439,7 @@ export class ErasureStore {
     return {
       id: String(row["id"]),
       subHash: String(row["sub_hash"]),
+      subHashVersion: subHashVersionOf(row["hash_version"]),
       status: phase === "done" ? "done" : "running",
       phase,
       cutoff: Number(row["cutoff"]),

@@ -12,7 +12,8 @@
  * `/v1/tools` routes write it, and sessions read it through `catalog(version)`; and the tenant's MCP
  * servers (docs/mcp.md; directory/mcp.ts), whose selectable tools `catalog(version)` answers too.
  * Its webhook endpoints (directory/endpoints.ts), identity providers (directory/issuers.ts), API keys
- * (directory/api-keys.ts) and profiles (directory/profiles.ts) are small stores of their own in the same SQLite.
+ * (directory/api-keys.ts), profiles (directory/profiles.ts) and inbound endpoints (directory/inbound.ts) are small
+ * stores of their own in the same SQLite.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.js";
@@ -33,6 +34,8 @@ import {
 import type { TemplateDefinition, TemplateRecord } from "../../api/templates.js";
 import { IssuerStore, type IssuerInput, type IssuerRecord, type PutIssuerOutcome } from "./issuers.js";
 import { ApiKeyStore, type ApiKeyInput, type ApiKeyRecord, type CreateApiKeyOutcome } from "./api-keys.js";
+import { TenantInboundStore, type PutTenantInboundOutcome, type TenantInboundRecord } from "./inbound.js";
+import type { JsonObject } from "../../storage/records.js";
 import { sealSecret, type SealedSecret } from "../crypto/sealed-secrets.js";
 import { hostClock } from "../platform/host-config.js";
 import type { CatalogRecord, ToolDefinition } from "../../kinds/catalog-types.js";
@@ -65,7 +68,8 @@ import {
   type PutProfileOutcome,
 } from "./profiles.js";
 import type { ProfileRecord, ProfileSection } from "../../api/profiles.js";
-import { ErasureStore, subHash, type ErasureRecord, type StartOutcome } from "./erasures.js";
+import { ErasureStore, type ErasureRecord, type StartOutcome } from "./erasures.js";
+import { keyedSubHash, plainSubHash, subHashes, type SubHashes } from "./subject-hash.js";
 import { ERASE_BATCH, eraseRound, erasureSealContext } from "./erasure-run.js";
 import {
   migrateDirectory,
@@ -154,6 +158,17 @@ export interface DirectoryRpc extends ToolCatalogRpc, McpServerRpc, ProfileRpc {
   deleteApiKey(id: string): Promise<boolean>;
   /** The key when `hash` is its secret's and it has not expired; its last use recorded at most hourly. */
   verifyApiKey(id: string, hash: string): Promise<ApiKeyRecord | undefined>;
+  // The tenant's inbound endpoints (directory/inbound.ts) ------------------------------------------
+  putInbound(
+    name: string,
+    config: JsonObject,
+    secret: SealedSecret,
+    keepSecret: boolean,
+  ): Promise<PutTenantInboundOutcome>;
+  getInbound(name: string): Promise<TenantInboundRecord | undefined>;
+  listInbound(): Promise<TenantInboundRecord[]>;
+  deleteInbound(name: string): Promise<boolean>;
+  rotateInbound(name: string, secret: SealedSecret): Promise<TenantInboundRecord | undefined>;
 }
 
 export class DirectoryObject extends DurableObject<Env> {
@@ -194,7 +209,7 @@ export class DirectoryObject extends DurableObject<Env> {
 
   async #apply(update: DirectoryUpdate): Promise<{ readonly acknowledged: true }> {
     // Hashed before anything is read: the rest is one synchronous step.
-    const hash = update.type === "upsert" && update.owner !== undefined ? await subHash(update.owner) : undefined;
+    const hash = update.type === "upsert" && update.owner !== undefined ? await this.#hashes(update.owner) : undefined;
     const claimed =
       hash !== undefined &&
       update.type === "upsert" &&
@@ -313,7 +328,7 @@ export class DirectoryObject extends DurableObject<Env> {
 
   /** The later of the user's revocation and its erasures' cutoffs (an erasure keeps only the sub's hash). */
   async revokedAt(sub: string): Promise<number | undefined> {
-    const hash = await subHash(sub);
+    const hash = await this.#hashes(sub);
     const revoked = this.#users.revokedAt(sub);
     const erased = this.#erasures.cutoffFor(hash);
     return revoked === undefined ? erased : erased === undefined ? revoked : Math.max(revoked, erased);
@@ -324,7 +339,7 @@ export class DirectoryObject extends DurableObject<Env> {
   }
 
   async userWatching(sub: string, session: string, until: number, now: number): Promise<number | undefined> {
-    const hash = await subHash(sub);
+    const hash = await this.#hashes(sub);
     const revoked = this.#users.watching(sub, session, until, now);
     const erased = this.#erasures.cutoffFor(hash);
     return revoked === undefined ? erased : erased === undefined ? revoked : Math.max(revoked, erased);
@@ -354,7 +369,9 @@ export class DirectoryObject extends DurableObject<Env> {
    * by, and the sessions the directory lists for it, in one step; the alarm does the rest.
    */
   async eraseUser(sub: string, tenant: string): Promise<StartOutcome> {
-    const hash = await subHash(sub);
+    // Keyed for the record (a missing SUBJECT_HASH_KEY refuses the erasure before anything is written); the plain one
+    // finds an erasure of the user recorded before the keyed hash.
+    const hash = { v1: await plainSubHash(sub), v2: await keyedSubHash(this.env, tenant, sub) };
     const id = `er_${crypto.randomUUID().replaceAll("-", "")}`;
     const sealed = await sealSecret(this.env, erasureSealContext(tenant, id), sub);
     const now = hostClock().now();
@@ -373,7 +390,20 @@ export class DirectoryObject extends DurableObject<Env> {
 
   /** Whether an erasure of `sub` is running (its creates are refused). */
   async erasing(sub: string): Promise<boolean> {
-    return this.#erasures.running(await subHash(sub));
+    return this.#erasures.running(await this.#hashes(sub));
+  }
+
+  /**
+   * `sub`'s hash under both versions, for a synchronous step that follows at once: keyed once a keyed record exists
+   * (its tenant's key), so a directory with none needs no SUBJECT_HASH_KEY. Hashed again if an erasure recorded the
+   * first keyed record during the await.
+   */
+  async #hashes(sub: string): Promise<SubHashes> {
+    for (;;) {
+      const tenant = this.#erasures.keyedTenant();
+      const hashes = await subHashes(this.env, tenant, sub);
+      if (this.#erasures.keyedTenant() === tenant) return hashes;
+    }
   }
 
   /** Erasures are the only reason this object wakes: one round, then the alarm at the next due time. */
@@ -391,6 +421,35 @@ export class DirectoryObject extends DurableObject<Env> {
     if (next === undefined) return;
     const current = await this.ctx.storage.getAlarm();
     if (current === null || current > next) await this.ctx.storage.setAlarm(next);
+  }
+
+  // The tenant's inbound endpoints (docs/integrations.md "Routing"; directory/inbound.ts) -------------
+
+  #inboundStore: TenantInboundStore | undefined;
+
+  get #inbound(): TenantInboundStore {
+    this.#inboundStore ??= new TenantInboundStore(this.ctx.storage.sql);
+    return this.#inboundStore;
+  }
+
+  putInbound(name: string, config: JsonObject, secret: SealedSecret, keepSecret: boolean): PutTenantInboundOutcome {
+    return this.#inbound.put(name, config, secret, keepSecret, hostClock().now());
+  }
+
+  getInbound(name: string): TenantInboundRecord | undefined {
+    return this.#inbound.get(name);
+  }
+
+  listInbound(): TenantInboundRecord[] {
+    return this.#inbound.list();
+  }
+
+  deleteInbound(name: string): boolean {
+    return this.#inbound.delete(name);
+  }
+
+  rotateInbound(name: string, secret: SealedSecret): TenantInboundRecord | undefined {
+    return this.#inbound.rotate(name, secret, hostClock().now());
   }
 
   // Profiles (docs/api.md "Profiles"; directory/profiles.ts) ---------------------------------------

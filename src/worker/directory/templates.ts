@@ -105,6 +105,7 @@ export async function resolveTemplateForUser(
   if (claims.role === "user") {
     refuseUserFields(binding, setFields(fields));
     refuseUserVariables(record, fields.variables);
+    refuseReservedMetadata(fields.metadata);
   }
   // The template's variables and metadata are defaults under the body's.
   const variables = { ...record.variables, ...fields.variables };
@@ -221,6 +222,26 @@ export function unknownProfile(profile: string): Problem {
 }
 
 /**
+ * The metadata keys the service writes itself: `inbound.*`, which marks a session a tenant's inbound endpoint created
+ * (http/routes/inbound-endpoints.ts routes a delivery only into a session marked for its endpoint).
+ */
+export const RESERVED_METADATA_PREFIX = "inbound.";
+
+/**
+ * 403 naming the first `inbound.*` metadata key a user's create or PATCH sets or clears, even where its template lets
+ * users set metadata: a user's session never becomes one a tenant endpoint routes deliveries into.
+ */
+export function refuseReservedMetadata(metadata: Readonly<Record<string, unknown>> | undefined): void {
+  const reserved = Object.keys(metadata ?? {}).find((key) => key.startsWith(RESERVED_METADATA_PREFIX));
+  if (reserved === undefined) return;
+  throw new Problem(
+    "forbidden",
+    `a user may not set the metadata key ${reserved}: keys starting with ${RESERVED_METADATA_PREFIX} are the service's`,
+    `metadata.${reserved}`,
+  );
+}
+
+/**
  * A user's PATCH (of a conversation's config, or the session's title and labels) sets only the fields
  * the session's template marks user-settable (403 naming the field). Other roles, and a session that
  * does not exist (the operation answers 404), pass.
@@ -237,4 +258,7 @@ export async function refuseUserPatch(
     state.binding,
     Object.keys(patch).filter((field) => patch[field] !== undefined),
   );
+  const metadata = patch["metadata"];
+  if (metadata !== null && typeof metadata === "object")
+    refuseReservedMetadata(metadata as Readonly<Record<string, unknown>>);
 }

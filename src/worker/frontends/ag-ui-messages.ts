@@ -5,9 +5,10 @@
  * message, `m{task}` as the run's `TEXT_MESSAGE_START` names it, with its tool calls; a tool result is a tool message.
  */
 import type { Entry } from "../../storage/records.js";
+import { agUiUserContent, type AgUiUserContent } from "./content-parts.js";
 
 export type AgUiMessageOut =
-  | { readonly id: string; readonly role: "user"; readonly content: string }
+  | { readonly id: string; readonly role: "user"; readonly content: AgUiUserContent }
   | {
       readonly id: string;
       readonly role: "assistant";
@@ -37,7 +38,8 @@ export function agUiMessages(entries: readonly Entry[]): AgUiMessageOut[] {
     for (const [index, message] of (entry.model ?? []).entries()) {
       switch (message.role) {
         case "user":
-          out.push({ id: entry.key ?? `u${entry.id}`, role: "user", content: textOf(message.content) });
+          // The text, or text and image parts when it carried images (content-parts.ts).
+          out.push({ id: entry.key ?? `u${entry.id}`, role: "user", content: agUiUserContent(message.content) });
           break;
         case "assistant": {
           const task = String(entry.byTaskId ?? `e${entry.id}`);

@@ -10,9 +10,11 @@ import type { Message } from "@earendil-works/pi-ai";
 import type { PendingItem } from "../../kinds/pending-types.js";
 import type { Entry, Id, JsonValue, Task } from "../../storage/records.js";
 import { toolOutputOf } from "./ui-stream-chunks.js";
+import { uiFileParts, type UiFilePart } from "./content-parts.js";
 
 export type UiMessagePart =
   | { readonly type: "step-start" }
+  | UiFilePart
   | { readonly type: "text"; readonly text: string; readonly state: "done" }
   | { readonly type: "reasoning"; readonly text: string; readonly state: "done" }
   | {
@@ -84,15 +86,22 @@ export function uiMessages(
   const tools = new Map<string, { index: number; name: string; input: JsonValue }>();
   const add = (entry: Entry, message: Message): void => {
     switch (message.role) {
-      case "user":
+      case "user": {
         assistant = undefined;
         lastUser = entry.id;
+        // Its text, then its images as the `file` parts the page sent (content-parts.ts).
+        const text = textOf(message.content);
+        const files = uiFileParts(message.content);
         out.push({
           id: entry.key ?? `u${entry.id}`,
           role: "user",
-          parts: [{ type: "text", text: textOf(message.content), state: "done" }],
+          parts: [
+            ...(text === "" && files.length > 0 ? [] : [{ type: "text" as const, text, state: "done" as const }]),
+            ...files,
+          ],
         });
         return;
+      }
       case "assistant": {
         if (assistant === undefined) {
           assistant = { id: assistantMessageId(lastUser ?? entry.id), role: "assistant", parts: [] };

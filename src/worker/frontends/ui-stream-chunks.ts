@@ -24,6 +24,13 @@ export type UiChunk =
       readonly toolName: string;
       readonly input: JsonValue;
     }
+  | {
+      readonly type: "tool-input-error";
+      readonly toolCallId: string;
+      readonly toolName: string;
+      readonly input: JsonValue;
+      readonly errorText: string;
+    }
   | { readonly type: "tool-output-available"; readonly toolCallId: string; readonly output: JsonValue }
   | { readonly type: "tool-output-error"; readonly toolCallId: string; readonly errorText: string }
   | { readonly type: "tool-output-denied"; readonly toolCallId: string }

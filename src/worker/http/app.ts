@@ -10,6 +10,7 @@
  *   http/routes/tool-results.ts   an HTTP tool's late result, signed with the tool's secret (no bearer token)
  *   http/routes/inbound.ts        inbound endpoints: their config (operator), and deliveries in GitHub, Slack, Stripe
  *   or Standard Webhooks format (no bearer token)
+ *   http/routes/inbound-endpoints.ts  the tenant's inbound endpoints, routed per thread (operator), and their deliveries
  *   http/routes/pending.ts        the pending list: approvals and client tools waiting for an answer
  *   http/routes/webhook-endpoints.ts  events out: the tenant's webhook endpoints and a session's deliveries (operator)
  *   http/routes/rig.ts            the rig: agents, hooks, mail, nudges, witness, health, .chipset/state
@@ -45,6 +46,7 @@ import { chatRoutes } from "./routes/chat.js";
 import { webhookRoutes } from "./routes/webhooks.js";
 import { toolResultRoutes } from "./routes/tool-results.js";
 import { inboundDeliveryRoutes, inboundRoutes } from "./routes/inbound.js";
+import { inboundEndpointRoutes, tenantInboundDeliveryRoutes } from "./routes/inbound-endpoints.js";
 import { pendingRoutes } from "./routes/pending.js";
 import { agUiRoutes } from "./routes/ag-ui.js";
 import { deliveryRoutes, webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
@@ -133,6 +135,8 @@ export function createApp(): Hono<AppEnv> {
   app.route("/v1/webhooks", webhookRoutes);
   app.route("/v1/tool-results", toolResultRoutes);
   app.route("/v1/inbound", inboundDeliveryRoutes);
+  app.route("/v1/inbound", tenantInboundDeliveryRoutes);
+  app.route("/v1/inbound-endpoints", inboundEndpointRoutes);
   app.route("/v1/webhook-endpoints", webhookEndpointRoutes);
   app.route("/v1/tools", toolRoutes);
   app.route("/v1/issuers", issuerRoutes);

@@ -1,7 +1,9 @@
 /**
  * A Worker outside development refuses to serve while a secret holds its public development value
  * (platform/public-secrets.ts): every request answers 500 `misconfigured` naming the secret, and a `misconfigured`
- * log line says which (docs/operations.md "Deploying").
+ * log line says which (docs/operations.md "Deploying"). A missing SUBJECT_HASH_KEY is no reason to serve nothing (an
+ * upgrade that forgets the new secret must not be an outage): only an erasure needs it, and the erase route refuses
+ * (500 `misconfigured`, nothing written) until it is set; without it no keyed record exists for any check to need.
  */
 import type { MiddlewareHandler } from "hono";
 import { isDevelopment, type Env } from "../env.js";
@@ -23,9 +25,11 @@ export function publicSecretInUse(env: Env): PublicSecretName | undefined {
 export function refusePublicSecrets(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const name = publicSecretInUse(c.env);
-    if (name === undefined) return next();
-    const message = `${name} is the public development value from .dev.vars.example; set a secret of your own: wrangler secret put ${name}`;
-    log({ type: "misconfigured", secret: name, message });
-    return new Problem("misconfigured", message).response();
+    if (name !== undefined) {
+      const message = `${name} is the public development value from .dev.vars.example; set a secret of your own: wrangler secret put ${name}`;
+      log({ type: "misconfigured", secret: name, message });
+      return new Problem("misconfigured", message).response();
+    }
+    return next();
   };
 }

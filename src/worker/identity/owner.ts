@@ -4,7 +4,9 @@
  * the owner it was created for; a session without one (created by a client or operator token) is the
  * tenant's, and no user token reaches it except through a grant. `deleteAll` removes it with the rest.
  */
-import { subHash, type ErasedOwner } from "../directory/erasures.js";
+import type { ErasedOwner } from "../directory/erasures.js";
+import { subHashAt, type SubHashVersion } from "../directory/subject-hash.js";
+import type { Env } from "../env.js";
 
 /**
  * Where the HTTP layer creates a session: its tenant and name, and for a user token the owner it records
@@ -44,18 +46,21 @@ export function recordOwner(kv: SyncKvStorage, owner: string | undefined): void 
 }
 
 /**
- * Whether a user erasure may delete the session: its owner is the erased user (by the sub's hash) and it was created
- * (`createdAt`, epoch ms; undefined: not over HTTP) before the erasure's cutoff. A name deleted and created again by
- * another user, or by the same user after the cutoff, is not the erasure's.
+ * Whether a user erasure may delete the session (`where`): its owner is the erased user (by the sub's hash, under the
+ * record's version) and it was created (`createdAt`, epoch ms; undefined: not over HTTP) before the erasure's cutoff.
+ * A name deleted and created again by another user, or by the same user after the cutoff, is not the erasure's.
  */
 export async function isErasedOwner(
+  env: Env,
+  where: SessionAt,
   kv: SyncKvStorage,
   createdAt: number | undefined,
   erased: ErasedOwner,
 ): Promise<boolean> {
   const owner = readOwner(kv);
   if (owner === undefined || createdAt === undefined || createdAt >= erased.createdBefore) return false;
-  return (await subHash(owner)) === erased.subHash;
+  const version: SubHashVersion = erased.subHashVersion ?? 1;
+  return (await subHashAt(env, where.tenant, owner, version)) === erased.subHash;
 }
 
 /** Whether end user `sub` reaches the session: it owns it, or it does not exist yet and is being created. */

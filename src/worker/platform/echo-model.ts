@@ -9,7 +9,9 @@
  *
  * Built from pi-ai's public parts: the faux provider's core streams a message the way real providers
  * do (start, deltas, done), fed one response factory per request; `createProvider` wraps it. A second
- * model, `echo-slow`, paces the same answers so a live turn can be watched and aborted.
+ * model, `echo-slow`, paces the same answers so a live turn can be watched and aborted. The answer names each image
+ * the user message carried after its text (`[image image/png]`, or `[image {url}]` for one named by URL), so a test
+ * sees what reached the model; a third, `echo-text`, answers the same but takes no images (its input is text only).
  */
 import {
   contentText,
@@ -23,10 +25,12 @@ import {
   type Message,
   type Provider,
 } from "@earendil-works/pi-ai";
+import { imageUrlOf } from "../../kinds/image-urls.js";
 
 export const ECHO_PROVIDER = "echo";
 export const ECHO_MODEL = "echo";
 export const ECHO_SLOW_MODEL = "echo-slow";
+export const ECHO_TEXT_MODEL = "echo-text";
 
 const CALL = /^\/call\s+([A-Za-z0-9_.-]+)\s*([\s\S]*)$/;
 
@@ -62,6 +66,14 @@ export function instructionsOf(messages: readonly Message[]): string {
   return [...texts, ...sections.values()].join("\n\n");
 }
 
+/** The images of a user message as the echo answer names them: `[image {type}]`, or `[image {url}]` (image-urls.ts). */
+function imagesOf(message: Message | undefined): string[] {
+  if (message?.role !== "user" || typeof message.content === "string") return [];
+  return message.content.flatMap((block) =>
+    block.type === "image" ? [`[image ${imageUrlOf(block.data) ?? block.mimeType}]`] : [],
+  );
+}
+
 /** The echo model's answer to a transcript (pure; exported for tests). */
 export function echoReply(context: { readonly messages: readonly Message[] }): AssistantMessage {
   const messages = context.messages;
@@ -78,7 +90,10 @@ export function echoReply(context: { readonly messages: readonly Message[] }): A
     return fauxAssistantMessage(instructions === "" ? "(no instructions)" : instructions);
   }
   const call = CALL.exec(text);
-  if (call === null) return fauxAssistantMessage(text === "" ? "(nothing to echo)" : text);
+  if (call === null) {
+    const answer = [text, ...imagesOf(user)].filter((part) => part !== "").join(" ");
+    return fauxAssistantMessage(answer === "" ? "(nothing to echo)" : answer);
+  }
   const name = call[1] ?? "";
   const raw = (call[2] ?? "").trim();
   let args: unknown = {};
@@ -105,11 +120,11 @@ const SLOW_TOKENS_PER_SECOND = 20;
  * it by hand (README walkthrough, busy and abort tests).
  */
 export function echoProvider(): Provider {
-  const definition = (id: string, name: string) => ({
+  const definition = (id: string, name: string, input: ("text" | "image")[] = ["text", "image"]) => ({
     id,
     name,
     reasoning: false,
-    input: ["text", "image"] as ("text" | "image")[],
+    input,
     contextWindow: 1_000_000,
     maxTokens: 100_000,
   });
@@ -117,7 +132,10 @@ export function echoProvider(): Provider {
   const fast = createFauxCore({
     api: "echo",
     provider: ECHO_PROVIDER,
-    models: [definition(ECHO_MODEL, "Echo (built-in, deterministic)")],
+    models: [
+      definition(ECHO_MODEL, "Echo (built-in, deterministic)"),
+      definition(ECHO_TEXT_MODEL, "Echo, text only (built-in, deterministic)", ["text"]),
+    ],
     tokenSize: { min: 4, max: 4 },
   });
   const slow = createFauxCore({

@@ -57,6 +57,8 @@ export interface HostSeams {
   readonly afterDeleteWipe?: () => void;
   /** Runs after an import staged every line, before its settling commit: a throw cuts the import there, as a kill would. */
   readonly beforeImportSettle?: () => void;
+  /** Runs after an import's settling transaction, before its directory row is sent: a throw cuts the import there. */
+  readonly afterImportSettle?: () => void;
   /** How long a session's usage report waits to be batched before it is sent on its own, ms (limits/meter.ts). */
   readonly meterBatchMs?: number;
   /** Sees each call made on a tenant's LimitsObjects: its own (`shard` undefined) and its shards' (tests count them). */
@@ -129,6 +131,11 @@ export function afterDeleteWipe(): void {
 /** The cut point of an import (test only; nothing in production). */
 export function beforeImportSettle(): void {
   seams.beforeImportSettle?.();
+}
+
+/** The cut point of an import after its settling transaction (test only; nothing in production). */
+export function afterImportSettle(): void {
+  seams.afterImportSettle?.();
 }
 
 export function killBound(): number {

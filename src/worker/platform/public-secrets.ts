@@ -9,6 +9,7 @@
 export const PUBLIC_DEVELOPMENT_SECRETS = {
   JWT_SECRET: "dev-only-jwt-secret-change-me-0123456789",
   WEBHOOK_MASTER_SECRET: "dev-only-webhook-master-secret-0123456789",
+  SUBJECT_HASH_KEY: "dev-only-subject-hash-key-change-me-0123456789",
 } as const;
 
 export type PublicSecretName = keyof typeof PUBLIC_DEVELOPMENT_SECRETS;

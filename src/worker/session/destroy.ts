@@ -5,6 +5,7 @@
  */
 import { BACKGROUND_CONTEXT } from "../../core/call.js";
 import type { ErasedOwner } from "../directory/erasures.js";
+import type { Env } from "../env.js";
 import { SessionNotFound } from "../errors.js";
 import { isErasedOwner, type SessionAt } from "../identity/owner.js";
 import type { LimitsMeter } from "../limits/meter.js";
@@ -19,6 +20,7 @@ import type { SessionWatches } from "./watches.js";
 
 /** What a delete touches: the object's storage and the parts that keep state about it. */
 export interface DestroyParts {
+  readonly env: Env;
   readonly storage: DurableObjectStorage;
   readonly created: CreatedCheck;
   readonly directory: DirectoryLink;
@@ -53,7 +55,11 @@ export async function destroySession(
     throw new SessionNotFound();
   }
   // Checked on the lifecycle queue, so no delete and create of the name runs between the check and the wipe.
-  if (erased !== undefined && !(await isErasedOwner(parts.storage.kv, parts.directory.createdAt, erased)))
+  if (
+    erased !== undefined &&
+    (where === undefined ||
+      !(await isErasedOwner(parts.env, where, parts.storage.kv, parts.directory.createdAt, erased)))
+  )
     return { deleted: false };
   const current = parts.session();
   let decided: number | undefined;

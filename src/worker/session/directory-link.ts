@@ -68,6 +68,16 @@ export interface DirectoryLinkDeps {
   readonly report: (error: unknown) => void;
 }
 
+/** A new session's row as its create (or import) gives it. */
+export interface LinkRow {
+  readonly tenant: string;
+  readonly session: string;
+  readonly owner?: string | undefined;
+  readonly title?: string;
+  readonly labels?: readonly string[];
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
 /** What `GET /v1/sessions/{s}` and PATCH answer of the directory row. */
 export interface DirectoryMeta {
   readonly title?: string;
@@ -128,14 +138,16 @@ export class DirectoryLink {
   }
 
   /** A session was created: remember its row and announce it now. */
-  created(row: {
-    tenant: string;
-    session: string;
-    owner?: string | undefined;
-    title?: string;
-    labels?: readonly string[];
-    metadata?: Readonly<Record<string, string>>;
-  }): Promise<void> {
+  created(row: LinkRow): Promise<void> {
+    this.record(row);
+    return this.flush();
+  }
+
+  /**
+   * Remember a new session's row, pending (due now), without sending it: synchronous, so it can join the transaction
+   * that creates the session (an import's settling); `flush`, or the alarm the next open arms, sends it.
+   */
+  record(row: LinkRow): void {
     const now = this.#deps.clock.now();
     this.#put({
       tenant: row.tenant,
@@ -150,10 +162,10 @@ export class DirectoryLink {
       version: 0,
       lastSentAt: 0,
       lastActivityAt: now,
+      dueAt: now,
       attempt: 0,
       edit: (this.#state()?.edit ?? 0) + 1,
     });
-    return this.flush();
   }
 
   /** Title, labels and metadata as stored (undefined when the session has no directory row, e.g. created by RPC). */

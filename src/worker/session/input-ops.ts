@@ -213,8 +213,20 @@ async function reserveFor(
   return session.limits.reserve(sessionKey(admission.session, session.incarnation), admission.payer, key);
 }
 
+/**
+ * Where an accept puts its input when that place is made for it (a chat's fork, session/chat-ops.ts): made after the
+ * input was admitted (limits reserved, its request key checked), so a refused input makes nothing, and undone when the
+ * accepting commit refuses it after all. `source`: the request key, when it names the place (`{messageId}@{fork}`).
+ */
+export interface AcceptOpening {
+  /** Refuse what the accepting commit would refuse, before anything is made (a request key used elsewhere). */
+  check(): Promise<void>;
+  open(): Promise<{ readonly conversationId: Id; readonly source?: RequestSource }>;
+  undo(conversationId: Id): Promise<void>;
+}
+
 /** What an accept needs of the open session. */
-interface AcceptSession {
+export interface AcceptSession {
   readonly api: SessionApi;
   readonly replays: Replays;
   readonly incarnation: string | undefined;
@@ -239,33 +251,63 @@ function holdsOf(limits: InputLimits): Map<string, KeyHold> {
   return holds;
 }
 
-async function accept(
+/**
+ * Accept `request` into conversation `ref`, or, with an `opening`, into the conversation it opens once the input was
+ * admitted (`ref` is then the conversation it is made from: its profile must read).
+ */
+export async function accept(
   session: AcceptSession,
   ref: ConversationRef,
-  request: AcceptRequest,
+  initial: AcceptRequest,
   admission: InputAdmission | undefined,
+  opening?: AcceptOpening,
 ): Promise<AcceptResponse> {
   const { api, replays } = session;
   const harness = api.harness;
   const handle = await api.conversation(ref);
-  const conversationId = handle.id;
-  const key = request.source === undefined ? undefined : requestId(request.source);
+  let conversationId = handle.id;
+  let request = initial;
+  // The key the request came with (the one its reservation is held under); an opening may name another.
+  const held = request.source === undefined ? undefined : requestId(request.source);
+  let key = held;
   const replay = replayKey(request);
   await api.readProfile(conversationId);
+  await opening?.check();
   const holds = holdsOf(session.limits);
-  const hold = key === undefined ? undefined : (holds.get(key) ?? { requests: 0, reserved: undefined });
-  if (key !== undefined && hold !== undefined) {
+  const hold = held === undefined ? undefined : (holds.get(held) ?? { requests: 0, reserved: undefined });
+  if (held !== undefined && hold !== undefined) {
     hold.requests += 1;
-    holds.set(key, hold);
+    holds.set(held, hold);
   }
   let reserved: Reserved | undefined;
   try {
-    reserved = await reserveFor(session, key, admission);
+    reserved = await reserveFor(session, held, admission);
   } catch (error) {
-    leave(holds, key, hold);
+    leave(holds, held, hold);
     throw error;
   }
+  /** A refused request gives back its reservation: a key's only when no acceptance holds it and it is the last. */
+  const refused = async (): Promise<void> => {
+    if (hold === undefined || held === undefined) await giveBack(reserved);
+    else if (leave(holds, held, hold) && (await harness.acceptance(held, call)) === undefined)
+      await giveBack(hold.reserved);
+  };
   if (hold !== undefined && reserved !== undefined) hold.reserved = reserved;
+  let opened = false;
+  if (opening !== undefined) {
+    try {
+      const place = await opening.open();
+      conversationId = place.conversationId;
+      if (place.source !== undefined) {
+        request = { ...request, source: place.source };
+        key = requestId(place.source);
+      }
+      opened = true;
+    } catch (error) {
+      await refused();
+      throw error;
+    }
+  }
   let replayed = false;
   const accepting = harness.commitBound(call, { conversationId }, async (b) => {
     const prior = await priorAcceptance(b, key);
@@ -316,15 +358,16 @@ async function accept(
   // key is the key's: a duplicate keeps it (a concurrent request with the key reserved it once and was accepted), and a
   // refusal gives it back only when no acceptance holds the key and it is the last request with the key under way.
   const receipt = await accepting.catch(async (error: unknown) => {
-    if (hold === undefined || key === undefined) await giveBack(reserved);
-    else if (leave(holds, key, hold) && (await harness.acceptance(key, call)) === undefined)
-      await giveBack(hold.reserved);
+    await refused();
+    // What the opening made for the input goes with it (a fork and the pointer move of a refused edit); an undo that
+    // fails is an outage, and says so instead of the refusal.
+    if (opened) await opening?.undo(conversationId);
     throw error;
   });
-  if (hold !== undefined && key !== undefined) {
+  if (hold !== undefined && held !== undefined) {
     // Accepted (or a duplicate): the reservation counts the key's accepted input.
     hold.reserved = undefined;
-    leave(holds, key, hold);
+    leave(holds, held, hold);
   }
   if (replayed) await giveBack(reserved);
   if (replay !== undefined && !receipt.duplicate) await replays.settled();

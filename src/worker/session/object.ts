@@ -53,7 +53,7 @@ import { profileVariables, type ProfileCache } from "./profiles.js";
 import { sessionProfiles } from "./profile-source.js";
 import { expireIdle, SessionRetention, type RetentionView } from "./retention.js";
 import type { ImportResponse } from "../../api/transfer.js";
-import { exportStream, importInto, sessionExportHeader } from "./transfer.js";
+import { exportStream, importedRow, importInto, sessionExportHeader } from "./transfer.js";
 import { CreatedCheck, sessionCreated } from "./created.js";
 import { destroySession, type DestroyParts } from "./destroy.js";
 
@@ -418,6 +418,7 @@ export class SessionObject extends DurableObject<Env> {
     expiry?: (session: OpenSession) => Promise<boolean>,
   ): Promise<Outcome<{ readonly deleted: boolean }>> {
     const parts: DestroyParts = {
+      env: this.env,
       storage: this.ctx.storage,
       created: this.#created,
       directory: this.#directory,
@@ -477,19 +478,16 @@ export class SessionObject extends DurableObject<Env> {
               );
             retention = await importRetention(this.env, where.tenant, header.template);
           },
-          settle: () => this.#retention.capture(retention),
-          link: async (header) => {
+          settle: (header) => {
+            this.#retention.capture(retention);
+            this.#directory.record({ ...where, owner: header.owner, ...importedRow(header) });
+          },
+          link: async () => {
             this.#creatingFor = where.tenant;
             this.#created.wiped();
-            await this.#open(undefined);
-            await this.#directory.created({
-              tenant: where.tenant,
-              session: where.session,
-              owner: header.owner,
-              ...(header.title === undefined ? {} : { title: header.title }),
-              labels: header.labels,
-              metadata: header.metadata,
-            });
+            // Open unless open already (a retry finds the session it settled, perhaps in use since).
+            await this.#acquireNow();
+            await this.#directory.flush();
             this.#retention.arm();
           },
           wiped: () => {

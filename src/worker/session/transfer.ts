@@ -12,8 +12,11 @@
  * no session (session/created.ts), so every route answers 404 and nothing opens a harness over them. One settling
  * transaction then makes them a session: the settling commit (live work settled, schedules and the rig paused, the
  * new incarnation) together with the owner, template binding, retention and import boundary in KV, and the flag's
- * removal. A bad line wipes the object; a kill before the settling commit leaves the flagged staging, which the next
- * import of the name wipes first.
+ * removal, the directory row (pending: sent right after, or by the alarm the next open arms) and the import's answer
+ * with the body's SHA-256. A bad line wipes the object; a kill before the settling commit leaves the flagged staging,
+ * which the next import of the name wipes first. A kill after it (before the directory heard of the session) leaves a
+ * session that is not listed yet: a retried import of the name sends the row, and answers what the first import
+ * answered when its body is the same (by its SHA-256), 409 otherwise.
  */
 import type { MainWrite } from "../../storage/records.js";
 import type { SqlHost } from "../../storage/sql.js";
@@ -27,7 +30,7 @@ import type { DirectoryMeta } from "./directory-link.js";
 import type { ImportResponse } from "../../api/transfer.js";
 import { SqliteStorage } from "../../storage/sqlite.js";
 import { UserExportRedactor } from "./user-export.js";
-import { beforeImportSettle } from "../platform/host-config.js";
+import { afterImportSettle, beforeImportSettle } from "../platform/host-config.js";
 import { IMPORT_STAGING_KEY, IMPORTED_THROUGH_KEY } from "./created.js";
 import { notExported, notExportedToUser, settlingWrites, stageImport, type Staged } from "./import-stage.js";
 
@@ -87,6 +90,19 @@ export function sessionExportHeader(
   };
 }
 
+/** The directory row's fields an export's header gives the imported session. */
+export function importedRow(header: ExportHeader): {
+  readonly title?: string;
+  readonly labels: readonly string[];
+  readonly metadata: Readonly<Record<string, string>>;
+} {
+  return {
+    ...(header.title === undefined ? {} : { title: header.title }),
+    labels: header.labels,
+    metadata: header.metadata,
+  };
+}
+
 /** What an import asks of the object it runs in. */
 export interface ImportHost {
   /** Whether a created session is here (a conflict). */
@@ -95,19 +111,54 @@ export interface ImportHost {
   readonly open: () => boolean;
   /** The header is read, nothing staged yet: refuse the import (throw), or prepare what settling needs. */
   readonly admit: (header: ExportHeader) => Promise<void>;
-  /** Inside the settling transaction: the object's own KV records of the new session (its retention). */
+  /** Inside the settling transaction: the object's own KV records of the new session (its retention, its pending row). */
   readonly settle: (header: ExportHeader) => void;
-  /** After the settling transaction: open the session and link it in the directory. */
-  readonly link: (header: ExportHeader) => Promise<void>;
+  /** After the settling transaction (or on a retry after a kill): open the session and send its directory row. */
+  readonly link: () => Promise<void>;
   /** The staging was wiped: forget what `admit` or `settle` kept in memory. */
   readonly wiped: () => void;
   readonly now: () => number;
 }
 
+/** KV: what an import answered, and the SHA-256 of its body (hex), for a retry after a kill (the file comment). */
+export const IMPORT_ANSWER_KEY = "edge.import.answer";
+
+interface ImportRecord {
+  readonly digest: string;
+  readonly answer: ImportResponse;
+}
+
+function hex(bytes: ArrayBuffer): string {
+  return [...new Uint8Array(bytes)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
+/** `body` as it is read, its bytes also written to `digest` (backpressure holds: nothing is buffered beside it). */
+function digested(body: ReadableStream<Uint8Array>, digest: DigestStream): ReadableStream<Uint8Array> {
+  const writer = digest.getWriter();
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      async transform(chunk, controller) {
+        controller.enqueue(chunk);
+        await writer.write(chunk.slice());
+      },
+      async flush() {
+        await writer.close();
+      },
+    }),
+  );
+}
+
+/** The SHA-256 of all of `body`, hex. */
+async function digestOf(body: ReadableStream<Uint8Array>): Promise<string> {
+  const digest = new crypto.DigestStream("SHA-256");
+  await body.pipeTo(digest);
+  return hex(await digest.digest);
+}
+
 /**
  * Stage `body` (an export) into this object's storage, which must hold no session, then settle it in one transaction
  * and link it (see the file comment). A bad line throws `invalid_import` naming it, and the object is wiped: nothing
- * is left behind.
+ * is left behind. On a session an import settled, a retry links it and answers as the first did (same body).
  */
 export async function importInto(
   storage: DurableObjectStorage,
@@ -124,8 +175,15 @@ export async function importInto(
   };
   // An import cut short (a kill before its settling commit) left its flagged staging behind: no session, so it goes.
   if (kv.get(IMPORT_STAGING_KEY) !== undefined) await wipe();
-  if (host.exists())
+  if (host.exists()) {
+    const first = kv.get<ImportRecord>(IMPORT_ANSWER_KEY);
+    if (first !== undefined) {
+      // Imported here: a kill may have cut the import between its settling and its directory row.
+      await host.link();
+      if ((await digestOf(body)) === first.digest) return first.answer;
+    }
     throw new Problem("conflict", `session ${session} exists: import into a new name, or delete it first`);
+  }
   kv.put(IMPORT_STAGING_KEY, true);
   const incarnation = mintIncarnation();
   // The settling commit's transaction also writes the object's KV records of the new session and drops the flag.
@@ -140,9 +198,10 @@ export async function importInto(
       }),
   };
   const staged = SqliteStorage.open(settlingHost);
+  const digest = new crypto.DigestStream("SHA-256");
   let result: Staged;
   try {
-    result = await stageImport(staged, body, incarnation, host.admit);
+    result = await stageImport(staged, digested(body, digest), incarnation, host.admit);
   } catch (error) {
     await staged.close();
     await wipe();
@@ -151,17 +210,29 @@ export async function importInto(
   // The cut point of tests: a throw here is a kill (nothing is wiped; the staging stays flagged).
   beforeImportSettle();
   const { header } = result;
+  const bodyDigest = hex(await digest.digest);
+  let answer: ImportResponse | undefined;
   const settled = (): void => {
     recordOwner(kv, header.owner);
     if (header.template !== undefined) kv.put(TEMPLATE_KEY, header.template);
     kv.put(IMPORTED_THROUGH_KEY, header.lastSeq);
     host.settle(header);
+    if (answer !== undefined) kv.put(IMPORT_ANSWER_KEY, { digest: bodyDigest, answer } satisfies ImportRecord);
     kv.delete(IMPORT_STAGING_KEY);
   };
-  let settlement;
   try {
     const settling = await settlingWrites(staged, result, incarnation, host.now());
-    settlement = settling.settlement;
+    const { settlement } = settling;
+    answer = {
+      session,
+      incarnation,
+      // The settling commit numbers one sequence per write.
+      lastSeq: staged.lastSeq + settling.writes.length,
+      aborted: [...settlement.aborted],
+      paused: [...settlement.paused],
+      rigPaused: settlement.rigPaused === true,
+      omitted: { inbound: [...result.inbound] },
+    };
     if (settling.writes.length === 0) storage.transactionSync(settled);
     else {
       alongside = settled;
@@ -174,14 +245,8 @@ export async function importInto(
     throw error;
   }
   await staged.close();
-  await host.link(header);
-  return {
-    session,
-    incarnation,
-    lastSeq: staged.lastSeq,
-    aborted: [...settlement.aborted],
-    paused: [...settlement.paused],
-    rigPaused: settlement.rigPaused === true,
-    omitted: { inbound: [...result.inbound] },
-  };
+  // The cut point of tests: a throw here is a kill after the settling transaction, before the directory heard.
+  afterImportSettle();
+  await host.link();
+  return answer;
 }

@@ -11,12 +11,14 @@
  *   a tool task's output and its `tool_result`   details of a failed remote call keep error, remoteCall, mcp and
  *   entry (remote-call-tool.ts)                  http.status; the result's text -> our own sentence
  *   a late result's notice of an error           its first sentence (ours), then WITHHELD
+ *   an inbound delivery's user entry              data.inbound keeps its source; the payload is left out
+ *                                                (presentEntryToUser: payloadWithheld)
  * The line count, sequences and ids are the operator's export's: only texts change.
  * A redactor is made per export: a settle write names no kind, so it remembers the remote calls it has seen (a
  * task is exported at its creating sequence, before its settle).
  */
-import { presentTaskToUser } from "../../kinds/stored.js";
-import type { Id, JsonObject, JsonValue, MainWrite, Task } from "../../storage/records.js";
+import { presentEntryToUser, presentTaskToUser } from "../../kinds/stored.js";
+import type { Entry, Id, JsonObject, JsonValue, MainWrite, Task } from "../../storage/records.js";
 
 /** What replaces a remote server's text in a user's export. */
 export const WITHHELD = "[withheld: the remote server's text is shown to operators only]";
@@ -46,7 +48,9 @@ export class UserExportRedactor {
         return { ...w, state: this.#state(w.id, shownState(w.id, w.state)) };
       case "entry":
         if (w.entry.kind === "tool_result") return { ...w, entry: { ...w.entry, ...toolResult(w.entry) } };
-        return w.entry.kind === "notice" ? { ...w, entry: { ...w.entry, ...remoteNotice(w.entry) } } : w;
+        if (w.entry.kind === "notice") return { ...w, entry: { ...w.entry, ...remoteNotice(w.entry) } };
+        // An inbound delivery's user entry: its source, never its payload (the operator's).
+        return w.entry.kind === "user" ? { ...w, entry: withoutPayload(w.entry) } : w;
       case "value.set":
       case "value.delete":
       case "list.append":
@@ -162,4 +166,10 @@ function failureText(name: JsonValue | undefined, code: string, status: number |
 
 function isObject(value: JsonValue | undefined): value is JsonObject {
   return value !== undefined && value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+/** A user entry as a user's export carries it: an inbound delivery's payload left out, its stored shape kept. */
+function withoutPayload(entry: Entry): Entry {
+  const shown = presentEntryToUser(entry);
+  return shown.data === entry.data ? entry : { ...entry, ...(shown.data === undefined ? {} : { data: shown.data }) };
 }

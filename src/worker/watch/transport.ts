@@ -22,7 +22,13 @@ import {
   type SessionView,
 } from "../../core/watch.js";
 import type { Id, Task } from "../../storage/records.js";
-import { presentEntry, presentTask, presentTaskToUser, presentUsageEvent } from "../../kinds/stored.js";
+import {
+  presentEntry,
+  presentEntryToUser,
+  presentTask,
+  presentTaskToUser,
+  presentUsageEvent,
+} from "../../kinds/stored.js";
 import { pendingAll, pendingHere } from "../../kinds/pending-types.js";
 import { waitingConversations, waitingInputs } from "../../kinds/waiting.js";
 import { DEFAULT_FEED_BUFFER, WatchFeed, type FeedOut, type FeedPresenter, type FeedSubscriber } from "./feed.js";
@@ -117,7 +123,8 @@ export type OutPresenter = (out: FeedOut<unknown, unknown>) => FeedOut<unknown, 
 
 /**
  * What a user's watch of `target` sees: a conversation's tasks (in its view and its `task_*` events) as
- * `presentTaskToUser` shows them, no remote call's URL; the session view and events hold no task.
+ * `presentTaskToUser` shows them, no remote call's URL, and its entries as `presentEntryToUser` shows them, no
+ * inbound delivery's payload; the session view and events hold no task or entry.
  */
 export function userPresenter(target: WatchTarget): OutPresenter {
   if (target.type === "session") return (out) => out;
@@ -125,9 +132,23 @@ export function userPresenter(target: WatchTarget): OutPresenter {
     const out = raw as FeedOut<ConversationView, ConversationEvent>;
     switch (out.type) {
       case "view":
-        return { ...out, view: { ...out.view, tasks: out.view.tasks.map(presentTaskToUser) } };
+        return {
+          ...out,
+          view: {
+            ...out.view,
+            entries: out.view.entries.map(presentEntryToUser),
+            tasks: out.view.tasks.map(presentTaskToUser),
+          },
+        };
       case "commit":
-        return { ...out, events: out.events.map((event) => withTasks(event, presentTaskToUser)) };
+        return {
+          ...out,
+          events: out.events.map((event) =>
+            event.type === "entry"
+              ? { ...event, entry: presentEntryToUser(event.entry) }
+              : withTasks(event, presentTaskToUser),
+          ),
+        };
       case "nudge":
         return out;
       default: {

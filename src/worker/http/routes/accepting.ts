@@ -11,9 +11,10 @@
 import type { AcceptResponse } from "../../../api/responses.js";
 import type { Env } from "../../env.js";
 import { limited, limitsOf, type Payer } from "../../limits/admission.js";
-import { unwrap } from "../../problems.js";
+import { unwrap, type Outcome } from "../../problems.js";
 import type { ConversationRef } from "../../schemas.js";
-import type { AcceptRequest } from "../../session/input-ops.js";
+import type { AcceptRequest, InputAdmission, RequestSource } from "../../session/input-ops.js";
+import type { ChatFork } from "../../session/chat-ops.js";
 import type { SessionRpc } from "../../session/rpc.js";
 
 export async function acceptedBy(
@@ -24,11 +25,40 @@ export async function acceptedBy(
   ref: ConversationRef,
   request: AcceptRequest,
 ): Promise<AcceptResponse> {
-  const source = request.source;
+  return admittedBy(env, payer, stub, session, request.source, (admission) =>
+    stub.op("accept", ref, request, admission),
+  );
+}
+
+/**
+ * Accept a chat message on a fork the chat moves to (session/chat-ops.ts `chatAccept`): admitted before the fork is
+ * made, so a refusal leaves the chat as it was.
+ */
+export async function acceptedOnFork(
+  env: Env,
+  payer: Payer,
+  stub: SessionRpc,
+  session: string,
+  fork: ChatFork,
+  request: Omit<AcceptRequest, "source">,
+): Promise<AcceptResponse> {
+  return admittedBy(env, payer, stub, session, undefined, (admission) =>
+    stub.op("chatAccept", fork, request, admission),
+  );
+}
+
+async function admittedBy(
+  env: Env,
+  payer: Payer,
+  stub: SessionRpc,
+  session: string,
+  source: RequestSource | undefined,
+  accept: (admission: InputAdmission | undefined) => Promise<Outcome<AcceptResponse>>,
+): Promise<AcceptResponse> {
   const admission = limited(await limitsOf(env, payer.tenant)) ? { payer, session } : undefined;
   let outcome;
   try {
-    outcome = await stub.op("accept", ref, request, admission);
+    outcome = await accept(admission);
   } catch (error) {
     // The object restarted mid-request: a reservation it made is given back only if it never accepted the input.
     if (admission !== undefined && source !== undefined)

@@ -1,8 +1,11 @@
 /**
  * AG-UI 1.0 over HTTP + SSE (docs/api.md "AG-UI"): `POST /v1/sessions/{session}/ag-ui` takes `RunAgentInput` and
- * streams the run's AG-UI events. `threadId` names the conversation (`root` or its id). The new input is the last
- * user message of `messages`, accepted once under its message id (a run sent again is the same input, never a
- * second turn: it streams what the page does not hold yet). `resume[]` answers the pending approvals a previous
+ * streams the run's AG-UI events. `threadId` names a chat: a pointer to a branch (session/chat-ops.ts). The last user
+ * message of `messages` follows the chat route's rule (chat-plan.ts): new, it is the run's input, accepted once under
+ * its message id (a run sent again is the same input, never a second turn: it streams what the page does not hold
+ * yet); accepted with another text, an edit on a fork the thread moves to; `forwardedProps.trigger:
+ * "regenerate-message"` runs its answer again on a fork. A run whose page lacks messages the thread holds (or that
+ * moved the thread) starts with `MESSAGES_SNAPSHOT`. `resume[]` answers the pending approvals a previous
  * run's `interrupt` outcome named; a tool message answers a pending client tool by its tool call id. The page's
  * `tools` are client tools of the turn the input starts (kinds/run-tools.ts). Everything is checked before
  * anything is written: the conversation, the page's tools (a name a selected or built-in tool has is 422
@@ -29,7 +32,7 @@ import { requires, ROLE_CAPABILITIES, type AppEnv } from "../../identity/auth.js
 import { payerOf } from "../../limits/admission.js";
 import { Problem } from "../../problems.js";
 import { noQuery } from "../../schemas.js";
-import type { Entry, JsonObject, JsonValue, Task } from "../../../storage/records.js";
+import type { Entry, Id, JsonObject, JsonValue, Task } from "../../../storage/records.js";
 import type { OfferedTool } from "../../../kinds/catalog-types.js";
 import { builtinTools } from "../../session/kinds.js";
 import type { SessionRpc } from "../../session/rpc.js";
@@ -41,18 +44,15 @@ import {
   type Held,
 } from "../../frontends/ag-ui-events.js";
 import { readSseMessages } from "../../frontends/ag-ui-sse.js";
-import { agUiMessages } from "../../frontends/ag-ui-messages.js";
-import { acceptedBy } from "./accepting.js";
+import { agUiMessages, type AgUiMessageOut } from "../../frontends/ag-ui-messages.js";
+import { agUiUserContent, readAgUiContent } from "../../frontends/content-parts.js";
+import { acceptPlan, planOf, type Trigger } from "./chat-plan.js";
+import { checkImagesFor } from "./model-inputs.js";
 import { userWatcher } from "./watch.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
 import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
 
 export const agUiRoutes = new Hono<AppEnv>();
-
-/** The request key of an AG-UI user message: a space keeps it apart from every Idempotency-Key (visible ASCII). */
-function messageKey(messageId: string): string {
-  return `ag-ui ${messageId}`;
-}
 
 function textOf(content: string | readonly { readonly text: string }[]): string {
   return typeof content === "string" ? content : content.map((part) => part.text).join("");
@@ -201,45 +201,91 @@ function pageTools(input: RunAgentInputBody, selected: ReadonlySet<string>): Off
 /** The AG-UI protocol version this route speaks (`RUN_STARTED.protocolVersion`). */
 export const AG_UI_PROTOCOL_VERSION = "1.0";
 
+/**
+ * How a run asks for what it does: `forwardedProps.trigger: "regenerate-message"` runs the answer to its newest user
+ * message again (on a fork the thread moves to); anything else submits (AG-UI has no trigger of its own).
+ */
+function triggerOf(input: RunAgentInputBody): Trigger {
+  const props = input.forwardedProps;
+  return isRecord(props) && props["trigger"] === "regenerate-message" ? "regenerate-message" : "submit-message";
+}
+
 agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const input = await body(c, runAgentInput);
   const claims = c.get("claims");
   // The thread id names a chat: a pointer to a branch (session/chat-ops.ts); a new one has no conversation yet.
-  let branch = (await run(stub.op("chatBranch", input.threadId))).conversationId;
+  const branch = (await run(stub.op("chatBranch", input.threadId))).conversationId;
   // The conversation's config (404 for a conversation that does not exist); the page's tools may not shadow a
   // selected tool.
   const config = await run(stub.op("getConfig", branch ?? "root"));
   const runTools = pageTools(input, new Set(config.selectedTools ?? []));
+  const trigger = triggerOf(input);
   const users = input.messages.filter((m) => m.role === "user");
   const user = users[users.length - 1];
-  if (user === undefined || user.role !== "user") {
+  if ((user === undefined || user.role !== "user") && trigger === "submit-message") {
     // A page loading its thread: what the thread holds, and how the last run stands.
     if ((input.resume ?? []).length > 0 || input.messages.some((m) => m.role === "tool"))
       throw new Problem("invalid_body", "messages: answers need the run's user message", "messages");
     return snapshotRun(c, stub, input, branch);
   }
-  const answers = branch === undefined ? [] : await plannedAnswers(stub, input, branch);
+  // Text and images, read by the frontends' one reader (415/413 naming the part).
+  const read =
+    user === undefined || user.role !== "user"
+      ? undefined
+      : readAgUiContent(user.content, `messages.${input.messages.indexOf(user)}.content`);
+  const newest = user === undefined || read === undefined ? undefined : { id: user.id, text: read.text, read };
+  // The same rule as the chat route's (chat-plan.ts): a continuation, a new input, or an edit or a regeneration on a
+  // fork the thread moves to.
+  const plan = await planOf(stub, branch, trigger, newest, "ag-ui");
+  // Images only for a model that takes them (415 naming the part and the model), checked before anything is written.
+  if (plan.kind !== "continue") await checkImagesFor(c.env, stub, branch ?? "root", plan.read);
+  // Answers belong to the branch as it is; an edit or a regeneration leaves them behind with the old branch.
+  const answers = branch === undefined || plan.kind === "fork" ? [] : await plannedAnswers(stub, input, branch);
   if (answers.length > 0 && claims.role !== "user" && !ROLE_CAPABILITIES[claims.role].has("pending"))
     throw new Problem("forbidden", `role ${claims.role} may not answer pending items (needs pending)`);
-  const text = textOf(user.content);
-  if (branch === undefined)
-    branch = (await run(stub.op("chatFork", input.threadId, "root", "start", null))).conversationId;
-  // The input first: admitted (limits, key, busy) before any answer it carries is recorded, so a refusal records none.
-  const accepted = await acceptedBy(c.env, payerOf(claims), stub, sessionParam(c), branch, {
-    input: text,
-    source: { type: "idempotency", key: messageKey(user.id) },
-    messageId: user.id,
-    requestHash: await sha256(JSON.stringify({ input: text })),
-    ...(runTools.length === 0 ? {} : { runTools }),
-  });
+  let inputId: Id | undefined;
+  let conversation: Id;
+  if (plan.kind === "continue") {
+    if (branch === undefined) throw new Problem("invalid_body", "messages holds no user message", "messages");
+    conversation = branch;
+    inputId = plan.inputId;
+  } else {
+    // The input first: admitted (limits, key, busy) before any answer it carries is recorded, and before the fork a
+    // new thread, an edit or a regeneration moves the thread to, so a refusal records and makes nothing.
+    const target = { env: c.env, payer: payerOf(claims), stub, session: sessionParam(c), chatId: input.threadId };
+    const accepted = await acceptPlan({ ...target, branch, protocol: "ag-ui" }, plan, {
+      requestHash: await sha256(JSON.stringify({ input: plan.read.input })),
+      ...(runTools.length === 0 ? {} : { runTools }),
+    });
+    conversation = accepted.conversationId;
+    inputId = accepted.inputId;
+  }
   for (const answer of answers) await run(stub.op("answerPending", answer.id, answer.answer));
+  // A continuation of a message sent another way (no input of this thread's to follow): the thread as it stands.
+  if (inputId === undefined) return snapshotRun(c, stub, input, conversation);
+  // The page's list lacks what the server holds (another tab, a reload, a page that kept no history), or the run moved
+  // the thread to a fork: the run starts with the thread's messages, and the page's own new message if it is queued.
+  // What comes before the input's user entry is the snapshot's; the input's turn streams as events.
+  let held = heldOf(input.messages);
+  let snapshot: AgUiMessageOut[] | undefined;
+  const placedAt = entryOf((await run(stub.op("input", inputId))).result);
+  const before = (await entriesOf(stub, conversation)).filter((entry) => placedAt === undefined || entry.id < placedAt);
+  const shown = agUiMessages(before);
+  if (plan.kind === "fork" || lacks(held, shown)) {
+    const sent = plan.kind === "continue" ? newest?.read.input : plan.read.input;
+    snapshot =
+      newest === undefined || sent === undefined
+        ? shown
+        : [...shown, { id: newest.id, role: "user", content: agUiUserContent(sent) }];
+    held = withHeld(held, snapshot);
+  }
   // A user's run is held like a watch (http/routes/watch.ts `userWatcher`): a revocation or an erasure ends the
   // upstream watch at once, and with it the run (RUN_ERROR); the turn goes on.
   const watcher = await userWatcher(c);
   const upstream = await stub.fetch(
-    new Request(`https://session.internal/watch/${accepted.conversationId}`, {
+    new Request(`https://session.internal/watch/${conversation}`, {
       signal: c.req.raw.signal,
       ...(watcher === undefined ? {} : { headers: { [WATCHER_HEADER]: JSON.stringify(watcher) } }),
     }),
@@ -247,13 +293,15 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
   if (!upstream.ok || upstream.body === null) return upstream;
   const source = upstream.body;
   const answered = new Set(answers.map((a) => a.id));
+  const following = inputId;
   return streamSSE(c, async (stream) => {
     const reader = source.getReader();
     stream.onAbort(() => void reader.cancel().catch(() => undefined));
     const send = (event: AgUiEvent): Promise<void> => stream.writeSSE({ data: JSON.stringify(event) });
     await send(runStarted(input));
+    if (snapshot !== undefined) await send({ type: "MESSAGES_SNAPSHOT", messages: snapshot });
     try {
-      const end = await follow(stub, reader, accepted.inputId, heldOf(input.messages), answered, stream, send);
+      const end = await follow(stub, reader, following, held, answered, stream, send);
       await send(
         end.type === "error"
           ? { type: "RUN_ERROR", message: end.message, code: end.code }
@@ -267,6 +315,59 @@ agUiRoutes.post("/:session/ag-ui", requires("input"), async (c) => {
     }
   });
 });
+
+/** The user entry of an input's result (undefined while it is queued). */
+function entryOf(result: InputResult): Id | undefined {
+  return result.status === "queued" ? undefined : result.entry;
+}
+
+/** Whether the page's list lacks a message the server shows (a tool result counts by its tool call id). */
+function lacks(held: Held, shown: readonly AgUiMessageOut[]): boolean {
+  return shown.some((message) => {
+    switch (message.role) {
+      case "user":
+        return !held.messages.has(message.id);
+      case "assistant":
+        return (
+          !held.messages.has(message.id) &&
+          !(message.toolCalls !== undefined && message.toolCalls.every((call) => held.toolCalls.has(call.id)))
+        );
+      case "tool":
+        return !held.toolResults.has(message.toolCallId) && !held.messages.has(message.id);
+      default: {
+        const never: never = message;
+        return never;
+      }
+    }
+  });
+}
+
+/** What the page holds once it applied `snapshot` (it replaces the page's list). */
+function withHeld(held: Held, snapshot: readonly AgUiMessageOut[]): Held {
+  const messages = new Set(held.messages);
+  const toolCalls = new Set(held.toolCalls);
+  const toolResults = new Set(held.toolResults);
+  for (const message of snapshot) {
+    messages.add(message.id);
+    if (message.role === "assistant") for (const call of message.toolCalls ?? []) toolCalls.add(call.id);
+    if (message.role === "tool") toolResults.add(message.toolCallId);
+  }
+  return { messages, toolCalls, toolResults };
+}
+
+/** Every entry of conversation `ref`, page by page. */
+async function entriesOf(stub: SessionRpc, ref: Id): Promise<Entry[]> {
+  const entries: Entry[] = [];
+  let cursor: Id | undefined;
+  for (;;) {
+    const page = await run(
+      stub.op("entries", ref, { limit: PAGE, ...(cursor === undefined ? {} : { after: cursor }) }),
+    );
+    entries.push(...page.items);
+    if (page.next === undefined) return entries;
+    cursor = page.next;
+  }
+}
 
 function runStarted(input: RunAgentInputBody): AgUiEvent {
   return {
@@ -295,15 +396,7 @@ async function snapshotRun(
   let pending: PendingItem[] = [];
   let tasks: readonly Task[] = [];
   if (branch !== undefined) {
-    let cursor: number | undefined;
-    for (;;) {
-      const page = await run(
-        stub.op("entries", branch, { limit: PAGE, ...(cursor === undefined ? {} : { after: cursor }) }),
-      );
-      entries.push(...page.items);
-      if (page.next === undefined) break;
-      cursor = page.next;
-    }
+    entries.push(...(await entriesOf(stub, branch)));
     pending = await run(stub.op("pending", branch));
     tasks = (await run(stub.op("snapshot", branch))).tasks;
   }

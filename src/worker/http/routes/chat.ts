@@ -7,18 +7,22 @@
  *   GET  /:session/chat/:conversation/messages the chat's branch as UIMessage[] ([] for a chat with no message yet)
  *
  * The chat id names a pointer to a branch (session/chat-ops.ts). The newest user message is matched by its id
- * against the branch: one the chat holds with the same text is a continuation (no new input), with another text an
- * edit (a fork just before it, the pointer moved); a new one is an input, accepted like `POST .../inputs` (limits
- * admitted and counted, accepting.ts) under its message id as the request key. `regenerate-message` forks just
- * before the answered message and accepts it again. Tool parts the page answered after that message
+ * against the branch (chat-plan.ts, the rule the AG-UI route shares): one the chat holds with the same text and images
+ * is a continuation (no new input), with another text or other images an edit (a fork just before it, the pointer
+ * moved); a new one is an input, accepted like `POST .../inputs` (limits admitted and counted, accepting.ts) under its
+ * message id as the request key. `regenerate-message` forks just before the answered message and accepts it again. A
+ * fork is made only after its input was admitted, so a refused request leaves the chat as it was. Tool parts the page answered after that message
  * (`approval-responded`, or a client tool's output) answer their pending items through the pending answer path,
  * once each, checked against the durable list before anything is written, and recorded after the input was
  * admitted, so a refused input records none.
+ * The newest user message's `file` parts are images for the model or refused naming the part, never dropped
+ * (frontends/content-parts.ts, the rules AG-UI shares), checked against the conversation's model before anything is
+ * written (model-inputs.ts).
  * The session's transcript is the truth and the body's earlier messages never rewrite it. The stream itself comes
  * from the session object (session/chat-streams.ts).
  */
 import { Hono } from "hono";
-import { approvalRespondedPart, chatBody, textPart, toolOutputPart, type UiMessageBody } from "../../../api/chat.js";
+import { approvalRespondedPart, chatBody, toolOutputPart, type UiMessageBody } from "../../../api/chat.js";
 import type { Id, JsonValue } from "../../../storage/records.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { payerOf } from "../../limits/admission.js";
@@ -26,9 +30,10 @@ import { Problem } from "../../problems.js";
 import { noQuery, parse, requestKey, type ConversationRef } from "../../schemas.js";
 import type { SessionRpc } from "../../session/rpc.js";
 import { callIdOf, uiMessages } from "../../frontends/ui-messages.js";
+import { readUiParts, type ReadContent } from "../../frontends/content-parts.js";
 import { WATCHER_HEADER } from "../../watch/guard.js";
-import { acceptedBy } from "./accepting.js";
-import { forkMessageKey } from "../../session/chat-ops.js";
+import { acceptPlan, planOf } from "./chat-plan.js";
+import { checkImagesFor } from "./model-inputs.js";
 import { body, query, run, session, sessionParam, type AppContext } from "./shared.js";
 import { userWatcher } from "./watch.js";
 
@@ -56,39 +61,33 @@ interface ToolOutput {
   readonly isError: boolean;
 }
 
-/** SHA-256 of the input text: a resend of a message id with another text is 422 idempotency_key_reused. */
-async function textHash(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify({ chat: text })));
+/**
+ * SHA-256 of the input (its text, and its images when it has any): a resend of a message id with another body is 422
+ * idempotency_key_reused.
+ */
+async function inputHash(read: ReadContent): Promise<string> {
+  const body = typeof read.input === "string" ? { chat: read.text } : { chat: read.text, content: read.input };
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(body)));
   return btoa(String.fromCharCode(...new Uint8Array(digest)));
 }
 
-/** The newest user message, if the body has one: its index, id and text (400 naming the field when it has no text). */
+/**
+ * The newest user message, if the body has one: its index, id, text and what it carries to the model (its parts read
+ * by frontends/content-parts.ts: a file part is an image, or refused naming it; never dropped). 400 naming the field
+ * when it carries neither text nor an image.
+ */
 function newestUserMessage(
   messages: readonly UiMessageBody[],
-): { index: number; id: string; text: string } | undefined {
+): { index: number; id: string; text: string; read: ReadContent } | undefined {
   let index = messages.length - 1;
   while (index >= 0 && messages[index]?.role !== "user") index -= 1;
   const message = messages[index];
   if (message === undefined) return undefined;
   const id = parse(requestKey, message.id, "invalid_body", `messages[${index}].id`);
-  // A file part is refused, never dropped without a word: this route passes text only.
-  message.parts.forEach((part, p) => {
-    if (part.type === "file")
-      throw new Problem(
-        "unsupported_media_type",
-        "file parts are not accepted on this route yet; send the text alone",
-        `messages[${index}].parts[${p}]`,
-      );
-  });
-  const text = message.parts
-    .map((part) => {
-      const parsed = textPart.safeParse(part);
-      return parsed.success ? parsed.data.text : "";
-    })
-    .join("");
-  if (text.trim() === "")
-    throw new Problem("invalid_body", "the user message has no text part", `messages[${index}].parts`);
-  return { index, id, text };
+  const read = readUiParts(message.parts, `messages[${index}]`);
+  if (read.text.trim() === "" && read.images.length === 0)
+    throw new Problem("invalid_body", "the user message has no text or image part", `messages[${index}].parts`);
+  return { index, id, text: read.text, read };
 }
 
 /** The approvals answered in the assistant messages after the newest user message. */
@@ -209,54 +208,18 @@ function approvalAnswer(approval: Approval): JsonValue {
   return { approve: approval.approve, ...(approval.reason === undefined ? {} : { reason: approval.reason }) };
 }
 
-/** What a chat POST does with its newest user message. */
-type Plan =
-  /** Already accepted on this branch (or no user message): answers only, then the turn's stream. */
-  | { readonly kind: "continue"; readonly inputId?: Id }
-  /** A new input on the branch. */
-  | { readonly kind: "input"; readonly text: string; readonly messageId: string }
-  /** An edit or a regeneration: fork the branch before `before`, accept `text` there, move the pointer. */
-  | { readonly kind: "fork"; readonly before: Id | "start"; readonly text: string; readonly messageId: string };
-
-async function planOf(
-  stub: SessionRpc,
-  branch: Id | undefined,
-  trigger: "submit-message" | "regenerate-message",
-  user: { readonly id: string; readonly text: string } | undefined,
-): Promise<Plan> {
-  const found = branch === undefined || user === undefined ? null : await run(stub.op("chatMessage", branch, user.id));
-  if (trigger === "regenerate-message") {
-    if (user === undefined || found === null || found.entry === undefined)
-      throw new Problem(
-        "invalid_body",
-        "regenerate-message runs again the answer to a user message this chat holds; none was found",
-        "messageId",
-      );
-    return { kind: "fork", before: found.entry, text: found.text ?? user.text, messageId: user.id };
-  }
-  if (user === undefined) return { kind: "continue" };
-  if (found === null) return { kind: "input", text: user.text, messageId: user.id };
-  if (found.text === undefined || found.text === user.text)
-    return { kind: "continue", ...(found.inputId === undefined ? {} : { inputId: found.inputId }) };
-  if (found.entry === undefined)
-    throw new Problem(
-      "idempotency_key_reused",
-      "this message is still queued with another text; wait until it is placed to edit it",
-      "messages",
-    );
-  return { kind: "fork", before: found.entry, text: user.text, messageId: user.id };
-}
-
 chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   const stub = session(c);
   query(c, noQuery);
   const chat = await body(c, chatBody);
   const messages = chat.messages ?? (chat.message === undefined ? [] : [chat.message]);
-  let branch = (await run(stub.op("chatBranch", chat.id))).conversationId;
+  const branch = (await run(stub.op("chatBranch", chat.id))).conversationId;
   const user = newestUserMessage(messages);
-  const plan = await planOf(stub, branch, chat.trigger, user);
+  const plan = await planOf(stub, branch, chat.trigger, user, "chat");
   if (plan.kind === "continue" && branch === undefined)
     throw new Problem("invalid_body", "messages holds no user message", "messages");
+  // Images only for a model that takes them (415 naming the part and the model), checked before anything is written.
+  if (plan.kind !== "continue") await checkImagesFor(c.env, stub, branch ?? "root", plan.read);
   // Answers belong to the branch as it is; an edit or a regeneration leaves them behind with the old branch.
   const answering = plan.kind === "fork" || branch === undefined ? [] : messages;
   const after = user?.index ?? -1;
@@ -271,7 +234,6 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
   ];
   if (user === undefined && answers.length === 0)
     throw new Problem("invalid_body", "messages holds no user message and answers nothing", "messages");
-  const payer = payerOf(c.get("claims"));
   let inputId: Id | undefined;
   let conversation: Id;
   if (plan.kind === "continue") {
@@ -279,19 +241,10 @@ chatRoutes.post("/:session/chat", requires("input"), async (c) => {
     inputId = plan.inputId;
   } else {
     // A new chat starts its own conversation (a fork of the root at "start"); an edit or a regeneration forks the
-    // branch just before the user entry it replaces. The fork's creating commit moves the pointer.
-    let key = plan.messageId;
-    if (branch === undefined || plan.kind === "fork") {
-      const source = branch ?? "root";
-      const before = plan.kind === "fork" ? plan.before : "start";
-      branch = (await run(stub.op("chatFork", chat.id, source, before, branch ?? null))).conversationId;
-      if (plan.kind === "fork") key = forkMessageKey(plan.messageId, branch);
-    }
-    const accepted = await acceptedBy(c.env, payer, stub, sessionParam(c), branch, {
-      input: plan.text,
-      source: { type: "chat", id: key },
-      messageId: plan.messageId,
-      requestHash: await textHash(plan.text),
+    // branch just before the user entry it replaces. The input is admitted before the fork is made.
+    const target = { env: c.env, payer: payerOf(c.get("claims")), stub, session: sessionParam(c), chatId: chat.id };
+    const accepted = await acceptPlan({ ...target, branch, protocol: "chat" }, plan, {
+      requestHash: await inputHash(plan.read),
     });
     conversation = accepted.conversationId;
     inputId = accepted.inputId;

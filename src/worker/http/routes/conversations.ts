@@ -27,7 +27,7 @@ import {
   resetBody,
 } from "../../schemas.js";
 import { beforeSession, body, conversationParam, query, run, session, sessionParam } from "./shared.js";
-import { presentTaskToUser } from "../../../kinds/stored.js";
+import { presentEntryToUser, presentTaskToUser } from "../../../kinds/stored.js";
 
 export const conversationRoutes = new Hono<AppEnv>();
 
@@ -78,7 +78,9 @@ conversationRoutes.get(`${base}/entries`, requires("conversation"), async (c) =>
   if (q.before !== undefined && q.after !== undefined && q.after >= q.before) {
     throw new Problem("invalid_cursor", "after must be below before", "after");
   }
-  return c.json(await run(stub.op("entries", ref, q)));
+  const page = await run(stub.op("entries", ref, q));
+  // A user token sees an inbound delivery's source, never its payload (the operator's).
+  return c.json(c.get("claims").role === "user" ? { ...page, items: page.items.map(presentEntryToUser) } : page);
 });
 
 conversationRoutes.post(`${base}/abort`, requires("conversation"), async (c) => {

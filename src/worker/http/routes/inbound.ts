@@ -17,13 +17,24 @@
  * (session/replays.ts), because GitHub signs no timestamp and not the delivery id. It answers as soon as the input is accepted (the turn runs after),
  * well inside Slack's 3 s. An endpoint that does not exist is 401 `invalid_signature`, like a bad
  * signature: the URL reveals nothing.
+ *
+ * The tenant's endpoints (http/routes/inbound-endpoints.ts) verify, filter and describe a delivery with the same
+ * functions (`verifiedDelivery`, `filtered`, `deliverySource`, `acceptMode`) before they route it.
  */
 import { Hono } from "hono";
 import { inboundBody, inboundName, type InboundFormatName } from "../../../api/inbound.js";
 import type { InboundResponse } from "../../../api/responses.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { inboundData, inboundInput } from "../../inbound/template.js";
-import { eventOf, fieldValues, filtersOf, ignoredBecause, sendersOf } from "../../inbound/filters.js";
+import {
+  eventOf,
+  fieldValues,
+  filtersOf,
+  ignoredBecause,
+  sendersOf,
+  type InboundFilters,
+} from "../../inbound/filters.js";
+import type { JsonObject, JsonValue } from "../../../storage/records.js";
 import { INBOUND_FORMATS, verifyInbound, type InboundFormat, type InboundVerdict } from "../../inbound/verify.js";
 import type { InboundConfig, InboundMode } from "../../session/inbound-ops.js";
 import { Problem, unwrap } from "../../problems.js";
@@ -129,7 +140,7 @@ inboundRoutes.delete("/:session/inbound/:name", requires("inbound"), async (c) =
  * What an accept of a delivery asks for: nextRun is queued; followUp and steer say what to do when the conversation is
  * busy.
  */
-function acceptMode(mode: InboundMode): Pick<AcceptRequest, "mode" | "whenBusy"> {
+export function acceptMode(mode: InboundMode): Pick<AcceptRequest, "mode" | "whenBusy"> {
   switch (mode) {
     case "nextRun":
       return { mode: "nextRun" };
@@ -150,6 +161,69 @@ const unknownEndpoint = (): Problem =>
 /** What an unknown endpoint's signature is computed against (no delivery can match it). */
 const STAND_IN_KEY = `whsec_${"A".repeat(43)}=`;
 
+/**
+ * Verify a request to an endpoint of `format` against its secrets in order (the current one, then a previous one a
+ * rotation keeps verifying); `secrets` empty: the endpoint does not exist, and the signature is computed against a
+ * stand-in key (so it costs what a known one does). Every failure to authenticate gives the one answer.
+ */
+export async function verifiedDelivery(
+  c: AppContext,
+  format: InboundFormat | undefined,
+  secrets: readonly string[],
+  text: string,
+): Promise<InboundVerdict> {
+  const keys = secrets.length === 0 ? [STAND_IN_KEY] : secrets;
+  for (const [index, secret] of keys.entries()) {
+    try {
+      const verdict = await verifyInbound(
+        format ?? "standard",
+        secret,
+        (header) => c.req.header(header),
+        c.req.header("content-type"),
+        text,
+        Date.now(),
+      );
+      if (secrets.length === 0) break;
+      return verdict;
+    } catch (error) {
+      if (!(error instanceof Problem && error.code === "invalid_signature")) throw error;
+      if (index === keys.length - 1) break;
+    }
+  }
+  throw unknownEndpoint();
+}
+
+/** What the filters make of a delivery: its event, and why it is ignored (undefined: it passes). */
+export function filtered(
+  c: AppContext,
+  format: InboundFormat,
+  filters: InboundFilters,
+  payload: JsonValue,
+): { readonly event: string | undefined; readonly ignored: string | undefined } {
+  const event = eventOf(format, (header) => c.req.header(header), payload);
+  return { event, ignored: ignoredBecause(filters, event, sendersOf(format, payload), payload) };
+}
+
+/** What the input's events carry back (`source`), kept with the payload in the user entry's data. */
+export function deliverySource(
+  format: InboundFormat,
+  endpoint: string,
+  deliveryId: string,
+  event: string | undefined,
+  filters: InboundFilters,
+  payload: JsonValue,
+  route?: { readonly route: string; readonly thread: string },
+): JsonObject {
+  return {
+    kind: format,
+    endpoint,
+    deliveryId,
+    ...(event === undefined ? {} : { event }),
+    ...(route === undefined ? {} : { route: route.route, thread: route.thread }),
+    fields: fieldValues(filters, payload),
+  };
+}
+
 export const inboundDeliveryRoutes = new Hono<AppEnv>();
 
 inboundDeliveryRoutes.post("/:tenant/:session/:name", async (c) => {
@@ -162,38 +236,16 @@ inboundDeliveryRoutes.post("/:tenant/:session/:name", async (c) => {
   const found = await stub.op("inboundEndpoint", name);
   // A session that was never created has no endpoints: the same answer as a missing one.
   const endpoint = !found.ok && found.problem.code === "session_not_found" ? null : unwrap(found);
-  // The signature is checked before anything is answered: an unknown name against a stand-in key (so it computes the
-  // HMAC as a known one does), and every failure to authenticate gives the one answer.
-  const secret =
-    endpoint === null ? STAND_IN_KEY : await openSecret(c.env, sealContext(tenant, sessionId, name), endpoint.secret);
-  let verdict: InboundVerdict;
-  try {
-    verdict = await verifyInbound(
-      endpoint?.format ?? "standard",
-      secret,
-      (header) => c.req.header(header),
-      c.req.header("content-type"),
-      text,
-      Date.now(),
-    );
-  } catch (error) {
-    if (error instanceof Problem && error.code === "invalid_signature") throw unknownEndpoint();
-    throw error;
-  }
+  // The signature is checked before anything is answered (an unknown name against a stand-in key).
+  const secrets =
+    endpoint === null ? [] : [await openSecret(c.env, sealContext(tenant, sessionId, name), endpoint.secret)];
+  const verdict = await verifiedDelivery(c, endpoint?.format, secrets, text);
   if (endpoint === null) throw unknownEndpoint();
   if (verdict.type === "reply") return c.json(verdict.body, 200);
   // Filters and the loop guard (inbound/filters.ts): a delivery they leave out answers 200 and writes nothing.
-  const event = eventOf(endpoint.format, (header) => c.req.header(header), verdict.payload);
-  const ignored = ignoredBecause(endpoint, event, sendersOf(endpoint.format, verdict.payload), verdict.payload);
+  const { event, ignored } = filtered(c, endpoint.format, endpoint, verdict.payload);
   if (ignored !== undefined) return c.json({ ignored: true as const, reason: ignored }, 200);
-  // What the input's events carry back (source), kept with the payload in the user entry's data, never model input.
-  const source = {
-    kind: endpoint.format,
-    endpoint: name,
-    deliveryId: verdict.deliveryId,
-    ...(event === undefined ? {} : { event }),
-    fields: fieldValues(endpoint, verdict.payload),
-  };
+  const source = deliverySource(endpoint.format, name, verdict.deliveryId, event, endpoint, verdict.payload);
   // Admitted by the tenant's limits like any input (429 with Retry-After: every platform retries it later).
   const accepted = await acceptedBy(c.env, { tenant }, stub, sessionId, endpoint.conversationId, {
     input: inboundInput(endpoint.template, verdict.payload),

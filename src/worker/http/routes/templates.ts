@@ -31,6 +31,7 @@ import {
   type TemplateRecord,
 } from "../../../api/templates.js";
 import type { ErasureRecord } from "../../directory/erasures.js";
+import { subHashVersionOf, subjectHashKeyMissing, subjectHashKeySet } from "../../directory/subject-hash.js";
 import { requires, type AppEnv } from "../../identity/auth.js";
 import { directoryStub } from "../../directory/object.js";
 import type { TemplateIfMatch } from "../../directory/users.js";
@@ -195,6 +196,8 @@ userRoutes.post("/:sub/erase", requires("users"), async (c) => {
   await body(c, emptyBody, { optional: true });
   const sub = parse(userSub, c.req.param("sub"), "invalid_id", "sub");
   const tenant = c.get("claims").tenant;
+  // The record is named by the keyed hash: without its key nothing is started (500 misconfigured naming it).
+  if (!subjectHashKeySet(c.env)) throw subjectHashKeyMissing();
   const outcome = await directory(c).eraseUser(sub, tenant);
   noteRevocation(tenant, sub, outcome.record.cutoff);
   // The user's open watches end now, as a revocation's do; one not reached here ends in the erasure's last phase.
@@ -217,5 +220,6 @@ erasureRoutes.get("/:erasure", requires("users"), async (c) => {
 });
 
 function erasureOut(record: ErasureRecord): ErasureResponse {
-  return { ...record };
+  // A directory of the release before reads no version: its records are plain SHA-256.
+  return { ...record, subHashVersion: subHashVersionOf(record.subHashVersion) };
 }
