@@ -17,7 +17,9 @@
  *
  * A delivery is verified, filtered and rendered exactly as a session endpoint's (http/routes/inbound.ts), before
  * anything is written: one refused by its signature or filters, or whose templates render nothing, creates no
- * session and no thread. A delivery goes only into a session its endpoint created (metadata `inbound.endpoint`): a
+ * session and no thread; so does one refused when its input is admitted (a limit, busy): a thread's first delivery is
+ * admitted before its fork is made (chatAccept), and a session it created is deleted again (destroyUnused). A
+ * delivery goes only into a session its endpoint created (metadata `inbound.endpoint`): a
  * rendered name of another session is 409 `conflict`, and nothing is written. It is accepted with the request key `inbound:@{name}:{delivery id}` in the session it is
  * routed to; a redelivery renders the same session and thread from the same payload, so it answers the first
  * acceptance and runs once (and a concurrent first delivery of a thread finds the thread the other started).
