@@ -7,7 +7,7 @@
  */
 import { abortAllDurableObjects } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, client, exists, json, lastSeq, token, until } from "./http-fixtures.js";
+import { call, client, exists, json, lastSeq, stubOf, token, until } from "./http-fixtures.js";
 
 afterEach(async () => {
   await abortAllDurableObjects();
@@ -31,10 +31,10 @@ async function github(
   name: string,
   event: string,
   payload: unknown,
-  options: { delivery?: string; signWith?: string } = {},
+  options: { delivery?: string; signWith?: string; tenant?: string } = {},
 ): Promise<Response> {
   const body = JSON.stringify(payload);
-  return call("POST", `/v1/inbound/${TENANT}/${name}`, {
+  return call("POST", `/v1/inbound/${options.tenant ?? TENANT}/${name}`, {
     rawBody: body,
     headers: {
       "content-type": "application/json",
@@ -59,10 +59,11 @@ function comment(repo: string, issue: number, text: string, login = "octocat"): 
 async function endpoint(
   label: string,
   settings: Record<string, unknown> = {},
+  tenant = TENANT,
 ): Promise<{ name: string; prefix: string }> {
   counter += 1;
   const name = `${label}-${counter}-${Date.now().toString(36)}`;
-  const operator = await token(TENANT, "operator");
+  const operator = await token(tenant, "operator");
   const template = await call("PUT", `/v1/templates/${name}`, { token: operator, body: { model: "echo" } });
   expect(template.status, await template.clone().text()).toBe(201);
   const prefix = `${name}-`;
@@ -83,7 +84,7 @@ async function endpoint(
   });
   expect(put.status, await put.clone().text()).toBe(201);
   const created = await json<{ url: string }>(put);
-  expect(new URL(created.url).pathname).toBe(`/v1/inbound/${TENANT}/${name}`);
+  expect(new URL(created.url).pathname).toBe(`/v1/inbound/${tenant}/${name}`);
   return { name, prefix };
 }
 
@@ -225,6 +226,35 @@ describe("tenant inbound endpoints", () => {
     expect(await lastSeq(TENANT, taken)).toBe(before);
     // An unknown endpoint answers as a bad signature does.
     expect((await github("no-such-endpoint", "issue_comment", comment("repo", 1, "x"))).status).toBe(401);
+  });
+
+  it("A delivery refused at admission leaves no session and no thread", async () => {
+    // A tenant of its own: its limits refuse every input once set.
+    const tenant = `inbound-refused-${Date.now().toString(36)}`;
+    const { name, prefix } = await endpoint("lim", {}, tenant);
+    const session = `${prefix}repo`;
+    const first = await github(name, "issue_comment", comment("repo", 1, "Admitted"), { tenant });
+    expect(first.status, await first.clone().text()).toBe(200);
+    await until(async () => ((await stubOf(tenant, session).op("lastSeq")).ok ? true : undefined), "the session");
+    const limits = await call("PUT", "/v1/limits", {
+      token: await token(tenant, "operator"),
+      body: { tenant: { inputsPerDay: 0 } },
+    });
+    expect(limits.status, await limits.clone().text()).toBe(200);
+    // A new thread of an existing session: 429, and the session holds no new conversation, its chat no pointer.
+    const seq = await lastSeq(tenant, session);
+    const thread = await github(name, "issue_comment", comment("repo", 2, "Over the limit"), { tenant });
+    expect(thread.status, await thread.clone().text()).toBe(429);
+    const branch = await stubOf(tenant, session).op("chatBranch", "repo-2");
+    expect(branch).toEqual({ ok: true, value: {} });
+    expect(await lastSeq(tenant, session)).toBe(seq);
+    // A new session: 429, and no session was created.
+    const fresh = await github(name, "issue_comment", comment("fresh", 1, "Over the limit"), { tenant });
+    expect(fresh.status, await fresh.clone().text()).toBe(429);
+    expect(await exists(tenant, `${prefix}fresh`)).toBe(false);
+    const listed = await call("GET", "/v1/sessions", { token: await token(tenant, "operator") });
+    const names = (await json<{ items: { session: string }[] }>(listed)).items.map((item) => item.session);
+    expect(names).toEqual([session]);
   });
 
   it("tenant inbound endpoints are managed by operators only", async () => {

@@ -87,6 +87,10 @@ export interface ChatFork {
   readonly protocol: ChatProtocol;
   readonly messageId: string;
   readonly rekey: boolean;
+  /** The request key when it is not the chat message's (an inbound delivery's); only without `rekey`. */
+  readonly requestSource?: RequestSource;
+  /** A routed thread's readable key, kept with the pointer (as `chatFork`'s `route`). */
+  readonly route?: string;
 }
 
 /** A user message the chat's branch already holds: its entry (absent while it is queued) and its text. */
@@ -259,7 +263,7 @@ async function chatAccept(
   admission: InputAdmission | undefined,
 ): Promise<AcceptResponse> {
   const { api } = session;
-  const plain = chatSource(target.protocol, target.messageId);
+  const plain = target.requestSource ?? chatSource(target.protocol, target.messageId);
   let previous: ChatPointer | undefined;
   return accept(
     session,
@@ -287,7 +291,14 @@ async function chatAccept(
       },
       open: async () => {
         previous = await pointerNow(api, target.chatId);
-        const { conversationId } = await fork(api, target.chatId, target.source, target.before, target.expect);
+        const { conversationId } = await fork(
+          api,
+          target.chatId,
+          target.source,
+          target.before,
+          target.expect,
+          target.route,
+        );
         return target.rekey
           ? {
               conversationId,

@@ -68,6 +68,8 @@ export class SessionObject extends DurableObject<Env> {
    */
   readonly #lifecycle = new CommitLine();
   #session: OpenSession | undefined;
+  /** The last seq just after this object created its session (destroyUnused). */
+  #createdSeq: number | undefined;
   #models: Promise<Models> | undefined;
   /** This session's row in its tenant's directory (GET /v1/sessions): sent on create, relabel, activity, delete. */
   readonly #directory: DirectoryLink;
@@ -301,6 +303,7 @@ export class SessionObject extends DurableObject<Env> {
           ...(body.variables === undefined ? [] : [initialValue(profileVariables, body.variables)]),
         ]);
         afterCreateCommit();
+        this.#createdSeq = this.#session?.harness.storage.lastSeq;
         await this.#completeCreate(body, where, template, retention);
         return { created: true, config };
       }),
@@ -409,6 +412,14 @@ export class SessionObject extends DurableObject<Env> {
   /** A user erasure's delete (directory/erasure-run.ts): `destroy`, only if the session is `erased`'s (else kept). */
   eraseFor(where: SessionAt, erased: ErasedOwner): Promise<Outcome<{ readonly deleted: boolean }>> {
     return this.#destroy(where, erased);
+  }
+
+  /**
+   * A create undone (a routed delivery refused at admission): `destroy`, only if nothing committed after this object's
+   * creating commit (kept in memory: after a restart nothing is deleted).
+   */
+  destroyUnused(where: SessionAt): Promise<Outcome<{ readonly deleted: boolean }>> {
+    return this.#destroy(where, undefined, async (open) => open.harness.storage.lastSeq === this.#createdSeq);
   }
 
   /** The delete itself (session/destroy.ts), on the lifecycle queue. */

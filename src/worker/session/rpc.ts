@@ -68,6 +68,11 @@ export interface SessionRpc {
   ): Promise<Outcome<SessionOps[K]["result"]>>;
   /** With `where`, a name the directory still lists but this object no longer holds is unlinked (object.ts). */
   destroy(where?: { readonly tenant: string; readonly session: string }): Promise<Outcome<{ readonly deleted: true }>>;
+  /** `destroy`, only if nothing committed since this object created the session (a create undone). */
+  destroyUnused(where: {
+    readonly tenant: string;
+    readonly session: string;
+  }): Promise<Outcome<{ readonly deleted: boolean }>>;
   fetch(request: Request): Promise<Response>;
   /** The session as JSONL (session/transfer.ts); `redacted` for a user's export. */
   exportSession(name: string, redacted: boolean): Promise<Outcome<ReadableStream<Uint8Array>>>;

@@ -42,7 +42,7 @@ export async function acceptedOnFork(
   fork: ChatFork,
   request: Omit<AcceptRequest, "source">,
 ): Promise<AcceptResponse> {
-  return admittedBy(env, payer, stub, session, undefined, (admission) =>
+  return admittedBy(env, payer, stub, session, fork.requestSource, (admission) =>
     stub.op("chatAccept", fork, request, admission),
   );
 }

@@ -17,7 +17,9 @@
  *
  * A delivery is verified, filtered and rendered exactly as a session endpoint's (http/routes/inbound.ts), before
  * anything is written: one refused by its signature or filters, or whose templates render nothing, creates no
- * session and no thread. A delivery goes only into a session its endpoint created (metadata `inbound.endpoint`): a
+ * session and no thread; so does one refused when its input is admitted (a limit, busy): a thread's first delivery is
+ * admitted before its fork is made (chatAccept), and a session it created is deleted again (destroyUnused). A
+ * delivery goes only into a session its endpoint created (metadata `inbound.endpoint`): a
  * rendered name of another session is 409 `conflict`, and nothing is written. It is accepted with the request key `inbound:@{name}:{delivery id}` in the session it is
  * routed to; a redelivery renders the same session and thread from the same payload, so it answers the first
  * acceptance and runs once (and a concurrent first delivery of a thread finds the thread the other started).
@@ -39,10 +41,12 @@ import { openSecret, sealSecret, type SealContext } from "../../crypto/sealed-se
 import { base64 } from "../../crypto/base64.js";
 import { Problem, unwrap } from "../../problems.js";
 import { noQuery, parse, tenantName, type Claims } from "../../schemas.js";
-import type { ConversationRef } from "../../schemas.js";
 import type { JsonObject } from "../../../storage/records.js";
 import { body, query, run, sessionStub, type AppContext } from "./shared.js";
-import { acceptedBy } from "./accepting.js";
+import { acceptedBy, acceptedOnFork } from "./accepting.js";
+import type { AcceptResponse } from "../../../api/responses.js";
+import type { AcceptRequest, RequestSource } from "../../session/input-ops.js";
+import type { ChatFork } from "../../session/chat-ops.js";
 import { acceptMode, deliverySource, filtered, verifiedDelivery } from "./inbound.js";
 
 /** A tenant endpoint's config as stored (the directory keeps it as opaque JSON). */
@@ -203,6 +207,12 @@ async function secretsOf(c: AppContext, tenant: string, record: TenantInboundRec
   return secrets;
 }
 
+/** The routed session; `created`: this delivery created it. */
+interface RoutedSession {
+  readonly stub: SessionRpc;
+  readonly created: boolean;
+}
+
 /**
  * The routed session, created on first use: from the endpoint's session template as an operator creates one, titled
  * with its readable key and carrying the endpoint's name and that key as metadata.
@@ -213,13 +223,13 @@ async function ensureSession(
   endpoint: string,
   config: TenantInboundConfig,
   session: Routed,
-): Promise<SessionRpc> {
+): Promise<RoutedSession> {
   const stub = sessionStub(c.env, tenant, session.name);
   if (await stub.exists()) {
     // Only a session this endpoint created: a payload value (an issue's title in a careless template) never routes a
     // delivery into another session of the tenant.
     const meta = await stub.directoryMeta();
-    if (meta?.metadata[ENDPOINT_KEY] === endpoint) return stub;
+    if (meta?.metadata[ENDPOINT_KEY] === endpoint) return { stub, created: false };
     throw new Problem(
       "conflict",
       `session ${session.name} exists and was not created by inbound endpoint ${endpoint}: a delivery goes only to the sessions its endpoint creates`,
@@ -234,21 +244,47 @@ async function ensureSession(
     metadata: { [ENDPOINT_KEY]: endpoint, "inbound.session": session.key },
   });
   await refuseProfileAtCreate(c.env, tenant, resolved.config.profile, resolved.config.variables);
-  await run(
+  const created = await run(
     stub.createSession(resolved.config, { tenant, session: session.name }, resolved.binding, resolved.retention),
   );
-  return stub;
+  return { stub, created: created.created };
 }
 
-/** The thread's conversation: where its chat points, or a new conversation its first delivery starts. */
-async function ensureThread(stub: SessionRpc, thread: Routed): Promise<ConversationRef> {
+/**
+ * Accept a delivery into its thread: on the conversation its chat points at, or, on the thread's first delivery, on a
+ * new conversation the chat moves to (session/chat-ops.ts `chatAccept`): admitted before the fork is made, so a
+ * delivery refused at admission leaves the thread as it was. Two first deliveries at once: the later finds the chat
+ * moved (409 `conflict`) and is accepted where it now points (a redelivery answers the first acceptance).
+ */
+async function acceptedOnThread(
+  c: AppContext,
+  tenant: string,
+  stub: SessionRpc,
+  session: string,
+  thread: Routed,
+  request: AcceptRequest & { readonly source: RequestSource },
+): Promise<AcceptResponse> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const branch = (await run(stub.op("chatBranch", thread.name))).conversationId;
-    if (branch !== undefined) return branch;
-    const forked = await stub.op("chatFork", thread.name, "root", "start", null, thread.key);
-    if (forked.ok) return forked.value.conversationId;
-    // Another delivery started the thread first (conflict): read where it points. Any other refusal is thrown.
-    if (forked.problem.code !== "conflict") unwrap(forked);
+    if (branch !== undefined) return acceptedBy(c.env, { tenant }, stub, session, branch, request);
+    const { source, ...rest } = request;
+    const fork: ChatFork = {
+      chatId: thread.name,
+      source: "root",
+      before: "start",
+      expect: null,
+      protocol: "chat",
+      messageId: thread.name,
+      rekey: false,
+      requestSource: source,
+      route: thread.key,
+    };
+    try {
+      return await acceptedOnFork(c.env, { tenant }, stub, session, fork, rest);
+    } catch (error) {
+      // Another delivery started the thread first: accept where it points. Any other refusal is the answer.
+      if (!(error instanceof Problem) || error.code !== "conflict") throw error;
+    }
   }
   throw new Problem("conflict", `thread ${thread.name} kept moving while this delivery was routed; send it again`);
 }
@@ -278,8 +314,7 @@ tenantInboundDeliveryRoutes.post("/:tenant/:name", async (c) => {
   const thread = config.route === undefined ? undefined : await routedThread(config.route, verdict.payload);
   if (config.route !== undefined && thread === undefined)
     return ignoredAnswer(c, "the route template rendered nothing for this delivery");
-  const stub = await ensureSession(c, tenant, name, config, session);
-  const conversation = thread === undefined ? "root" : await ensureThread(stub, thread);
+  const { stub, created } = await ensureSession(c, tenant, name, config, session);
   const source = deliverySource(
     config.format,
     name,
@@ -289,13 +324,25 @@ tenantInboundDeliveryRoutes.post("/:tenant/:name", async (c) => {
     verdict.payload,
     thread === undefined ? undefined : { route: thread.key, thread: thread.name },
   );
-  const accepted = await acceptedBy(c.env, { tenant }, stub, session.name, conversation, {
+  const request = {
     input: inboundInput(config.template, verdict.payload),
     data: inboundData(source, verdict.payload),
     ...acceptMode(config.mode),
-    source: { type: "inbound", endpoint: keyLabel(name), id: verdict.deliveryId },
+    source: { type: "inbound" as const, endpoint: keyLabel(name), id: verdict.deliveryId },
     ...(verdict.signature === undefined ? {} : { signature: verdict.signature }),
-  });
+  };
+  let accepted: AcceptResponse;
+  try {
+    accepted =
+      thread === undefined
+        ? await acceptedBy(c.env, { tenant }, stub, session.name, "root", request)
+        : await acceptedOnThread(c, tenant, stub, session.name, thread, request);
+  } catch (error) {
+    // Refused: the session this delivery created goes again, unless something committed in it since (another
+    // delivery accepted into it). An undo that fails is an outage, and says so instead of the refusal.
+    if (created) await run(stub.destroyUnused({ tenant, session: session.name }));
+    throw error;
+  }
   return c.json(
     {
       inputId: accepted.inputId,
