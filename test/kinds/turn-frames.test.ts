@@ -464,8 +464,10 @@ for (const backend of coreBackends) {
           ...heldStream("a".repeat(100), "b".repeat(100), "c".repeat(100)),
           after: ["d".repeat(50)],
         };
+        // The three deltas arrive microtasks apart; a flush timer long enough that a loaded machine still has them all
+        // when it fires (at 20 ms, a clean-clone CI run once flushed the first delta alone).
         const rig = await openRig(inner, [held, fauxAssistantMessage("again")], {
-          turn: { flushMs: 20, maxScratchBytes },
+          turn: { flushMs: 500, maxScratchBytes },
         });
         const seen = watchRemote(await watchConversation(rig.harness, rig.root, { tail: 50 }, call));
         const { inputId, gen } = await startHeld(rig, held, "write a lot");
