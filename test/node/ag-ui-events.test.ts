@@ -6,35 +6,11 @@
 import { EventSchemas } from "@ag-ui/core/schemas";
 import { describe, expect, it } from "vitest";
 import type { ConversationView } from "../../src/core/watch-types.js";
-import type { Entry, Task } from "../../src/storage/records.js";
+import type { Entry } from "../../src/storage/records.js";
 import { AgUiTurn, type AgUiEvent, type Held } from "../../src/worker/frontends/ag-ui-events.js";
+import { generation, user, view } from "./view-fixtures.js";
 
 const none: Held = { messages: new Set(), toolCalls: new Set(), toolResults: new Set() };
-
-function view(parts: { entries?: Entry[]; tasks?: Task[]; previews?: Record<string, unknown> }): ConversationView {
-  return {
-    conversation: { id: 1 } as ConversationView["conversation"],
-    tail: 100,
-    entries: parts.entries ?? [],
-    context: [],
-    tasks: parts.tasks ?? [],
-    inbox: [],
-    values: {},
-    previews: (parts.previews ?? {}) as ConversationView["previews"],
-    faulted: false,
-    readAt: 1,
-  };
-}
-
-const generation: Task = {
-  id: 7,
-  conversationId: 1,
-  kind: "generation",
-  role: "inflight",
-  state: { status: "running" },
-  after: [],
-};
-const user: Entry = { id: 10, conversationId: 1, kind: "user" };
 
 function valid(events: readonly AgUiEvent[]): void {
   for (const event of events) expect(EventSchemas.safeParse(event).success, JSON.stringify(event)).toBe(true);

@@ -14,33 +14,9 @@ import {
 } from "ai";
 import { describe, expect, it } from "vitest";
 import type { ConversationView } from "../../src/core/watch-types.js";
-import type { Entry, Task } from "../../src/storage/records.js";
+import type { Entry } from "../../src/storage/records.js";
 import { UiTurn, uiSse, type UiChunk } from "../../src/worker/frontends/ui-stream.js";
-
-function view(parts: { entries?: Entry[]; tasks?: Task[]; previews?: Record<string, unknown> }): ConversationView {
-  return {
-    conversation: { id: 1 } as ConversationView["conversation"],
-    tail: 100,
-    entries: parts.entries ?? [],
-    context: [],
-    tasks: parts.tasks ?? [],
-    inbox: [],
-    values: {},
-    previews: (parts.previews ?? {}) as ConversationView["previews"],
-    faulted: false,
-    readAt: 1,
-  };
-}
-
-const generation: Task = {
-  id: 7,
-  conversationId: 1,
-  kind: "generation",
-  role: "inflight",
-  state: { status: "running" },
-  after: [],
-};
-const user: Entry = { id: 10, conversationId: 1, kind: "user" };
+import { generation, user, view } from "./view-fixtures.js";
 
 /** The generation's preview: its text, and the call with the arguments streamed so far. */
 function streaming(args: string): ConversationView {
