@@ -55,6 +55,11 @@ export function setLogLevel(value: string | undefined): void {
   level = value === "quiet" ? "quiet" : "info";
 }
 
+/** Whether a line would be written now (the request log builds nothing when not). */
+export function logging(): boolean {
+  return sink !== undefined || level === "info";
+}
+
 export function log(line: LogLine): void {
   if (sink !== undefined) sink(JSON.stringify(line));
   else if (level === "info") toConsole(JSON.stringify(line));

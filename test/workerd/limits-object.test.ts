@@ -8,7 +8,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import type { LimitsRpc } from "../../src/worker/limits/object.js";
-import { shardOf, shardStub, type ShardRef } from "../../src/worker/limits/shards.js";
+import { KeptShardStubs, shardOf, shardStub, type ShardRef } from "../../src/worker/limits/shards.js";
 import type { Env } from "../../src/worker/env.js";
 import { installSeams, resetSeams } from "./session-fixtures.js";
 
@@ -204,5 +204,31 @@ describe("LimitsObject", () => {
       [null, 1],
       ["alice", 1],
     ]);
+  });
+});
+
+describe("KeptShardStubs", () => {
+  it("An object keeps one stub per shard, and a failed call drops it", async () => {
+    const stubs = new KeptShardStubs(env as Env);
+    const shard: ShardRef = { tenant: "kept-stubs", key: "s.1" };
+    const seen: LimitsRpc[] = [];
+    const use = async (stub: LimitsRpc) => {
+      seen.push(stub);
+      return await stub.usage({ from: "2026-01-01", to: "2026-01-01" });
+    };
+    await stubs.call(shard, use);
+    await stubs.call(shard, use);
+    expect(seen[1]).toBe(seen[0]);
+    await expect(
+      stubs.call(shard, async (stub) => {
+        seen.push(stub);
+        throw new Error("the call failed");
+      }),
+    ).rejects.toThrow("the call failed");
+    expect(seen[2]).toBe(seen[0]);
+    await stubs.call(shard, use);
+    expect(seen[3]).not.toBe(seen[0]);
+    await stubs.call({ tenant: "kept-stubs", key: "s.2" }, use);
+    expect(seen[4]).not.toBe(seen[3]);
   });
 });

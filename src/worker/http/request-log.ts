@@ -4,14 +4,27 @@
  */
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../identity/auth.js";
-import { log, setLogLevel } from "../log.js";
+import { log, logging, setLogLevel } from "../log.js";
 
-/** Middleware: one `request` line per request, after the response is made. */
+/** This isolate's prefix for request ids where Cloudflare gives none (`wrangler dev`): one random UUID per isolate. */
+let isolatePrefix: string | undefined;
+let served = 0;
+
+/** The request's id: its `cf-ray`, else this isolate's prefix and a count (unique without a random UUID a request). */
+function requestIdOf(ray: string | undefined): string {
+  if (ray !== undefined) return ray;
+  isolatePrefix ??= crypto.randomUUID();
+  served += 1;
+  return `${isolatePrefix}-${served}`;
+}
+
+/** Middleware: one `request` line per request, after the response is made (nothing at all while the log is quiet). */
 export function requestLog(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     setLogLevel(c.env.LOG_LEVEL);
+    if (!logging()) return next();
     const started = Date.now();
-    const requestId = c.req.header("cf-ray") ?? crypto.randomUUID();
+    const requestId = requestIdOf(c.req.header("cf-ray"));
     try {
       await next();
     } finally {

@@ -156,20 +156,21 @@ export function sessionReservations(env: Env, meter: LimitsMeter, owner: () => s
     if (!limited(limits)) return undefined;
     const home = owner();
     const shard = { tenant: payer.tenant, key: meter.shardFor(payer.tenant, payer.sub, at, home) };
-    const stub = shardStub(env, shard);
     const key = `${at}\n${requestId ?? `~${crypto.randomUUID()}`}`;
     const carried = meter.carry(payer.tenant, shard.key);
-    const admission = await stub.admitInput(
-      shard,
-      {
-        key,
-        session: at,
-        keyed: requestId !== undefined,
-        leaseMs: options.slot === false ? 0 : TURN_LEASE_MS,
-        ...(payer.sub === undefined ? {} : { sub: payer.sub }),
-      },
-      limits,
-      carried.reports,
+    const admission = await meter.call(shard, (stub) =>
+      stub.admitInput(
+        shard,
+        {
+          key,
+          session: at,
+          keyed: requestId !== undefined,
+          leaseMs: options.slot === false ? 0 : TURN_LEASE_MS,
+          ...(payer.sub === undefined ? {} : { sub: payer.sub }),
+        },
+        limits,
+        carried.reports,
+      ),
     );
     if (admission.carried === true) meter.carried(carried);
     if (!admitted(admission)) return undefined;
@@ -177,7 +178,7 @@ export function sessionReservations(env: Env, meter: LimitsMeter, owner: () => s
     if (admission.ok && admission.slot === true) meter.heldSlot();
     return {
       cancel: async () => {
-        await stub.cancel(key);
+        await meter.call(shard, (stub) => stub.cancel(key));
         meter.unreserved(shard.key, requestId);
       },
     };
@@ -198,7 +199,9 @@ export async function releaseReservation(
 ): Promise<boolean> {
   if (!limited(await limitsOf(env, payer.tenant))) return false;
   const shard = meter.shardFor(payer.tenant, payer.sub, session, owner);
-  const { cancelled } = await shardStub(env, { tenant: payer.tenant, key: shard }).cancel(`${session}\n${requestId}`);
+  const { cancelled } = await meter.call({ tenant: payer.tenant, key: shard }, (stub) =>
+    stub.cancel(`${session}\n${requestId}`),
+  );
   if (cancelled) meter.unreserved(shard, requestId);
   return cancelled;
 }

@@ -23,8 +23,8 @@ import type { StoredUsageRow } from "../../kinds/states.js";
 import type { Env } from "../env.js";
 import { hostReport, meterBatchMs } from "../platform/host-config.js";
 import { Problem } from "../problems.js";
-import type { SettleReport } from "./object.js";
-import { limitsStub, shardOf, shardStub } from "./shards.js";
+import type { LimitsRpc, SettleReport } from "./object.js";
+import { KeptShardStubs, limitsStub, shardOf, type ShardRef } from "./shards.js";
 
 /**
  * Where the session stands: its tenant, its session key (`{session}:{incarnation}`) and the end user who owns it
@@ -164,9 +164,16 @@ export class LimitsMeter {
    */
   #blocks: Map<number, PendingReport[]> | undefined;
   #nextBlock = 0;
+  readonly #stubs: KeptShardStubs;
 
   constructor(deps: MeterDeps) {
     this.#deps = deps;
+    this.#stubs = new KeptShardStubs(deps.env);
+  }
+
+  /** Call a shard of this session's tenant through the stub this object keeps for it (limits/admission.ts too). */
+  call<T>(shard: ShardRef, use: (stub: LimitsRpc) => Promise<T>): Promise<T> {
+    return this.#stubs.call(shard, use);
   }
 
   /** When pending reports are next sent (undefined: nothing waits). */
@@ -332,7 +339,7 @@ export class LimitsMeter {
           if (first.shard === undefined) await limitsStub(this.#deps.env, first.tenant).settle(reports);
           else {
             const at = { tenant: first.tenant, key: first.shard };
-            await shardStub(this.#deps.env, at).settle(reports, at);
+            await this.#stubs.call(at, (stub) => stub.settle(reports, at));
           }
         } catch (error) {
           hostReport({ type: "harness", report: error });

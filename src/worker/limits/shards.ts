@@ -70,3 +70,38 @@ function seen(env: Env, name: string, tenant: string, shard: string | undefined)
     },
   });
 }
+
+/** How many stubs one object keeps (then it starts again). */
+const STUBS_KEPT = 64;
+
+/**
+ * The shard stubs one object keeps for its own calls (a session's meter and reservations): made once, not per call. A
+ * stub is an I/O object of the object that made it, so it is never shared with another object; a call that fails
+ * drops its stub (a broken stub stays broken, so the next call makes a new one). With a test's `limitsCall` seam set,
+ * every call makes its own (the seam is read when a stub is made).
+ */
+export class KeptShardStubs {
+  readonly #env: Env;
+  readonly #kept = new Map<string, LimitsRpc>();
+
+  constructor(env: Env) {
+    this.#env = env;
+  }
+
+  async call<T>(shard: ShardRef, use: (stub: LimitsRpc) => Promise<T>): Promise<T> {
+    if (limitsCallSeam() !== undefined) return use(shardStub(this.#env, shard));
+    const name = `${shard.tenant}\n${shard.key}`;
+    let stub = this.#kept.get(name);
+    if (stub === undefined) {
+      if (this.#kept.size >= STUBS_KEPT) this.#kept.clear();
+      stub = shardStub(this.#env, shard);
+      this.#kept.set(name, stub);
+    }
+    try {
+      return await use(stub);
+    } catch (error) {
+      if (this.#kept.get(name) === stub) this.#kept.delete(name);
+      throw error;
+    }
+  }
+}
