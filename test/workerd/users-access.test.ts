@@ -118,6 +118,28 @@ describe("end users: ownership", () => {
     expect((await call("PUT", "/v1/limits", { token: await token(TENANT, "operator"), body: {} })).status).toBe(200);
   });
 
+  it("A name deleted and created again by another user reaches only its new owner at once", async () => {
+    const alice = await user("alice");
+    const bob = await user("bob");
+    const session = await create(alice, name("reused"));
+    const send = (jwt: string, key: string) =>
+      call("POST", `/v1/sessions/${session}/conversations/root/inputs?wait=10`, {
+        token: jwt,
+        body: { input: "hello" },
+        headers: { "idempotency-key": key },
+      });
+    // Alice's input makes the object read (and keep) its owner; the same object then serves the new incarnation.
+    expect((await send(alice, "alice-1")).status).toBe(201);
+    const deleted = await call("DELETE", `/v1/sessions/${session}`, { token: await token(TENANT, "operator") });
+    expect(deleted.status).toBe(200);
+    await create(bob, session);
+    const refused = await send(alice, "alice-2");
+    expect(refused.status).toBe(404);
+    expect(await json(refused)).toMatchObject({ code: "session_not_found" });
+    expect((await call("GET", `/v1/sessions/${session}`, { token: alice })).status).toBe(404);
+    expect((await send(bob, "bob-1")).status).toBe(201);
+  });
+
   it("User A is refused on every route of user B's session", async () => {
     const alice = await user("alice");
     const bob = await user("bob");

@@ -36,13 +36,30 @@ export interface OwnerCheck {
 
 const KEY = "edge.owner";
 
+/**
+ * The owner as last read from each object's KV (null: none), so a user's request does not read it again: every op a
+ * user token makes checks it. Only `recordOwner` writes the key, and it (like every `deleteAll`, through
+ * `forgetOwner`) drops the copy instead of setting it, so a write a failed transaction rolled back is never believed.
+ */
+const owners = new WeakMap<SyncKvStorage, string | null>();
+
 export function readOwner(kv: SyncKvStorage): string | undefined {
-  return kv.get<string>(KEY);
+  const known = owners.get(kv);
+  if (known !== undefined) return known ?? undefined;
+  const owner = kv.get<string>(KEY);
+  owners.set(kv, owner ?? null);
+  return owner;
 }
 
 export function recordOwner(kv: SyncKvStorage, owner: string | undefined): void {
+  owners.delete(kv);
   if (owner === undefined) kv.delete(KEY);
   else kv.put(KEY, owner);
+}
+
+/** The object's storage was wiped (`deleteAll`): read the owner from storage again. */
+export function forgetOwner(kv: SyncKvStorage): void {
+  owners.delete(kv);
 }
 
 /**

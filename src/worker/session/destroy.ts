@@ -7,7 +7,7 @@ import { BACKGROUND_CONTEXT } from "../../core/call.js";
 import type { ErasedOwner } from "../directory/erasures.js";
 import type { Env } from "../env.js";
 import { SessionNotFound } from "../errors.js";
-import { isErasedOwner, type SessionAt } from "../identity/owner.js";
+import { forgetOwner, isErasedOwner, type SessionAt } from "../identity/owner.js";
 import type { LimitsMeter } from "../limits/meter.js";
 import type { Outbox } from "../outbox/outbox.js";
 import { afterDeleteWipe, hostReport } from "../platform/host-config.js";
@@ -88,6 +88,7 @@ export async function destroySession(
   const row = parts.directory.snapshot();
   await parts.storage.deleteAlarm();
   await parts.storage.deleteAll();
+  forgetOwner(parts.storage.kv);
   parts.created.wiped();
   parts.alarms.cleared(parts.now());
   parts.retention.cleared();

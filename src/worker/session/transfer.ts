@@ -24,7 +24,7 @@ import { exportLines } from "../../storage/sqlite-export.js";
 import { EXPORT_FORMAT, EXPORT_VERSION, type ExportHeader } from "../../api/transfer.js";
 import { Problem } from "../problems.js";
 import { mintIncarnation } from "./config.js";
-import { readOwner, recordOwner } from "../identity/owner.js";
+import { forgetOwner, readOwner, recordOwner } from "../identity/owner.js";
 import { TEMPLATE_KEY, type TemplateBinding } from "../directory/templates.js";
 import type { DirectoryMeta } from "./directory-link.js";
 import type { ImportResponse } from "../../api/transfer.js";
@@ -171,6 +171,7 @@ export async function importInto(
     // Never under a running harness: flagged staging is no session, so none is open over it.
     if (host.open()) throw new Problem("conflict", `session ${session} is open: its storage is not wiped`);
     await storage.deleteAll();
+    forgetOwner(kv);
     host.wiped();
   };
   // An import cut short (a kill before its settling commit) left its flagged staging behind: no session, so it goes.
