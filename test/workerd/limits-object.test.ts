@@ -209,7 +209,7 @@ describe("LimitsObject", () => {
 
 describe("KeptShardStubs", () => {
   it("An object keeps one stub per shard, and a failed call drops it", async () => {
-    const stubs = new KeptShardStubs(env as Env);
+    const stubs = new KeptShardStubs(env as unknown as Env);
     const shard: ShardRef = { tenant: "kept-stubs", key: "s.1" };
     const seen: LimitsRpc[] = [];
     const use = async (stub: LimitsRpc) => {
