@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import { templateName } from "./schemas.js";
-import { jsonValue } from "./responses.js";
+import { inboundDeliveryShape } from "./responses.js";
 
 /** The formats an inbound endpoint verifies (the same list as src/worker/inbound/verify.ts). */
 export const INBOUND_FORMAT_NAMES = ["standard", "github", "slack", "stripe"] as const;
@@ -140,13 +140,7 @@ export const tenantInboundOut = z.strictObject({
   session: z.string().describe("The template rendering a delivery's session name"),
   route: z.string().optional().describe("The template rendering a delivery's thread (its chat); absent: the root"),
   sessionTemplate: z.string().optional().describe("The session template a new session is created from"),
-  mode: z.enum(["followUp", "steer", "nextRun"]),
-  template: z.string().optional(),
-  events: z.array(z.string()).optional(),
-  when: z.array(z.record(z.string(), jsonValue)).optional(),
-  ignore: z.array(z.string()).optional(),
-  self: z.string().optional(),
-  fields: z.array(z.string()).optional(),
+  ...inboundDeliveryShape,
   createdAt: z.string(),
   updatedAt: z.string(),
   previousSecretExpiresAt: z

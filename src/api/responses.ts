@@ -626,12 +626,8 @@ export const rigHealthOut = z.strictObject({
   notStartedAgents: z.array(z.strictObject({ agentId: z.string(), beadId: z.string(), pendingMinutes: z.number() })),
 });
 
-/** An inbound endpoint as an operator sees it (docs/integrations.md); `secret` only in the PUT that generated it. */
-export const inboundOut = z.strictObject({
-  name: z.string(),
-  url: z.string().describe("Where the sender posts: POST /v1/inbound/{tenant}/{session}/{name}"),
-  format: z.enum(["standard", "github", "slack", "stripe"]),
-  conversationId: id,
+/** How an inbound endpoint turns a delivery into input, as both kinds of endpoint answer it (api/inbound.ts too). */
+export const inboundDeliveryShape = {
   mode: z.enum(["followUp", "steer", "nextRun"]),
   template: z.string().optional(),
   events: z.array(z.string()).optional(),
@@ -639,6 +635,15 @@ export const inboundOut = z.strictObject({
   ignore: z.array(z.string()).optional(),
   self: z.string().optional(),
   fields: z.array(z.string()).optional(),
+};
+
+/** An inbound endpoint as an operator sees it (docs/integrations.md); `secret` only in the PUT that generated it. */
+export const inboundOut = z.strictObject({
+  name: z.string(),
+  url: z.string().describe("Where the sender posts: POST /v1/inbound/{tenant}/{session}/{name}"),
+  format: z.enum(["standard", "github", "slack", "stripe"]),
+  conversationId: id,
+  ...inboundDeliveryShape,
   secret: z
     .string()
     .optional()
