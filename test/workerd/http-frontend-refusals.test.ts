@@ -257,30 +257,40 @@ describe("Frontend requests: refused and revoked", () => {
     // Issued a few seconds ago: a revocation refuses tokens issued before its second.
     const now = Math.floor(Date.now() / 1000);
     const bob = await token(tenant, "user", { sub: "bob", iat: now - 5, exp: now + 600 });
-    const sessionFor = async (label: string): Promise<string> => {
-      const name = uniqueSession(label);
-      const created = await call("PUT", `/v1/sessions/${name}`, { token: bob, body: { template: "slow" } });
-      expect(created.status, await created.clone().text()).toBe(201);
-      return name;
-    };
     // A long answer: echo-slow streams it for many seconds, so both turns are live when the revocation comes.
     const long = "a long answer that keeps streaming ".repeat(60);
-    const chat = await sessionFor("revoked-chat");
-    const agui = await sessionFor("revoked-agui");
-    const chatStream = await call("POST", `/v1/sessions/${chat}/chat`, {
-      token: bob,
-      body: { id: "root", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: long }] }] },
-    });
-    const runStream = await call("POST", `/v1/sessions/${agui}/ag-ui`, {
-      token: bob,
-      body: { threadId: "root", runId: "r1", messages: [{ id: "u1", role: "user", content: long }] },
-    });
-    expect([chatStream.status, runStream.status]).toEqual([200, 200]);
-    if (chatStream.body === null || runStream.body === null) throw new Error("no stream");
-    const chatBody = chatStream.body;
-    const runBody = runStream.body;
-    expect(await readUntil(chatBody, (text) => text.includes('"text-delta"'))).toContain("text-delta");
-    expect(await readUntil(runBody, (text) => text.includes("TEXT_MESSAGE_CONTENT"))).toContain("TEXT_MESSAGE_CONTENT");
+    /**
+     * A chat stream and an AG-UI run, each in a session of its own made by `jwt` (from the slow template), read until
+     * their first text: both turns are live. Answers the session names and the two open bodies.
+     */
+    const openStreams = async (jwt: string, label: string) => {
+      const sessionFor = async (kind: string): Promise<string> => {
+        const name = uniqueSession(`${label}-${kind}`);
+        const created = await call("PUT", `/v1/sessions/${name}`, { token: jwt, body: { template: "slow" } });
+        expect(created.status, await created.clone().text()).toBe(201);
+        return name;
+      };
+      const chat = await sessionFor("chat");
+      const agui = await sessionFor("agui");
+      const chatStream = await call("POST", `/v1/sessions/${chat}/chat`, {
+        token: jwt,
+        body: { id: "root", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: long }] }] },
+      });
+      const runStream = await call("POST", `/v1/sessions/${agui}/ag-ui`, {
+        token: jwt,
+        body: { threadId: "root", runId: "r1", messages: [{ id: "u1", role: "user", content: long }] },
+      });
+      expect([chatStream.status, runStream.status]).toEqual([200, 200]);
+      if (chatStream.body === null || runStream.body === null) throw new Error("no stream");
+      const chatBody = chatStream.body;
+      const runBody = runStream.body;
+      expect(await readUntil(chatBody, (text) => text.includes('"text-delta"'))).toContain("text-delta");
+      expect(await readUntil(runBody, (text) => text.includes("TEXT_MESSAGE_CONTENT"))).toContain(
+        "TEXT_MESSAGE_CONTENT",
+      );
+      return { chat, agui, chatBody, runBody };
+    };
+    const { chat, agui, chatBody, runBody } = await openStreams(bob, "revoked");
 
     const revoked = await call("POST", "/v1/users/bob/revoke", { token: await token(tenant, "operator") });
     expect(revoked.status).toBe(200);
@@ -303,30 +313,7 @@ describe("Frontend requests: refused and revoked", () => {
 
     // Erased: carol's streams end at once too (her sessions go with her).
     const carol = await token(tenant, "user", { sub: "carol", iat: now - 5, exp: now + 600 });
-    const carolsFor = async (label: string): Promise<string> => {
-      const name = uniqueSession(label);
-      const created = await call("PUT", `/v1/sessions/${name}`, { token: carol, body: { template: "slow" } });
-      expect(created.status, await created.clone().text()).toBe(201);
-      return name;
-    };
-    const carolChat = await carolsFor("erased-chat");
-    const carolRun = await carolsFor("erased-agui");
-    const erasedChat = await call("POST", `/v1/sessions/${carolChat}/chat`, {
-      token: carol,
-      body: { id: "root", messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: long }] }] },
-    });
-    const erasedRun = await call("POST", `/v1/sessions/${carolRun}/ag-ui`, {
-      token: carol,
-      body: { threadId: "root", runId: "r1", messages: [{ id: "u1", role: "user", content: long }] },
-    });
-    expect([erasedChat.status, erasedRun.status]).toEqual([200, 200]);
-    if (erasedChat.body === null || erasedRun.body === null) throw new Error("no stream");
-    const carolChatBody = erasedChat.body;
-    const carolRunBody = erasedRun.body;
-    expect(await readUntil(carolChatBody, (text) => text.includes('"text-delta"'))).toContain("text-delta");
-    expect(await readUntil(carolRunBody, (text) => text.includes("TEXT_MESSAGE_CONTENT"))).toContain(
-      "TEXT_MESSAGE_CONTENT",
-    );
+    const { chatBody: carolChatBody, runBody: carolRunBody } = await openStreams(carol, "erased");
     const erased = await call("POST", "/v1/users/carol/erase", { token: operator });
     expect([200, 202], await erased.clone().text()).toContain(erased.status);
     const carolChatRest = await readUntil(carolChatBody, () => false);
